@@ -1,0 +1,152 @@
+//! Credentials: random ids and tokens from the OS, SHA-256 token hashes,
+//! constant-time comparison, the `Authorization` header, and the encrypted
+//! operational token copy of official bots.
+
+use crate::error::ApiError;
+use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use chacha20poly1305::{ChaCha20Poly1305, Nonce};
+use sha2::{Digest, Sha256};
+
+const B64URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// Unpadded base64url.
+pub fn base64url(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            out.push(B64URL[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// Fills `buf` from the operating system's random source.
+pub fn os_random(buf: &mut [u8]) -> Result<(), ApiError> {
+    getrandom::fill(buf).map_err(|e| ApiError::internal(format!("OS randomness unavailable: {e}")))
+}
+
+/// A random id: `prefix` + 16 random bytes (128 bits) in base64url.
+pub fn new_id(prefix: &str) -> Result<String, ApiError> {
+    let mut b = [0u8; 16];
+    os_random(&mut b)?;
+    Ok(format!("{prefix}{}", base64url(&b)))
+}
+
+/// A bot token: `bot_` + 43 base64url characters (256 random bits).
+pub fn new_token() -> Result<String, ApiError> {
+    let mut b = [0u8; 32];
+    os_random(&mut b)?;
+    Ok(format!("bot_{}", base64url(&b)))
+}
+
+pub fn sha256(data: &[u8]) -> [u8; 32] {
+    Sha256::digest(data).into()
+}
+
+/// Compares two byte strings in time that depends only on their lengths.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut diff = 0u8;
+    for (x, y) in a.iter().zip(b) {
+        diff |= x ^ y;
+    }
+    // black_box keeps the optimiser from turning the loop into an early exit.
+    std::hint::black_box(diff) == 0
+}
+
+/// Splits `Authorization: <Scheme> <credential>`; the scheme matches
+/// case-insensitively, the credential exactly. Returns the credential only
+/// when the scheme is `scheme`.
+pub fn credential<'a>(header: Option<&'a [u8]>, scheme: &str) -> Result<&'a [u8], ApiError> {
+    let Some(h) = header else {
+        return Err(ApiError::missing_authorization(&format!("the Authorization header is required: Authorization: {scheme} <credential>")));
+    };
+    let h = trim_ascii(h);
+    let (word, rest) = match h.iter().position(|&b| b == b' ') {
+        Some(i) => (&h[..i], trim_ascii(&h[i + 1..])),
+        None => (h, &h[h.len()..]),
+    };
+    if !word.eq_ignore_ascii_case(scheme.as_bytes()) || rest.is_empty() {
+        return Err(ApiError::missing_authorization(&format!("expected Authorization: {scheme} <credential>")));
+    }
+    Ok(rest)
+}
+
+fn trim_ascii(b: &[u8]) -> &[u8] {
+    let start = b.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(b.len());
+    let end = b.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(start, |i| i + 1);
+    &b[start..end]
+}
+
+/// Encrypts an official bot's token under the host's operational key.
+/// Output: 12-byte random nonce || ciphertext+tag. The bot id is bound as
+/// associated data so a copy cannot be moved to another bot's row.
+pub fn seal_token(key: &[u8; 32], bot_id: &str, token: &str) -> Result<Vec<u8>, ApiError> {
+    let cipher = ChaCha20Poly1305::new(key.into());
+    let mut nonce = [0u8; 12];
+    os_random(&mut nonce)?;
+    let ct = cipher
+        .encrypt(Nonce::from_slice(&nonce), Payload { msg: token.as_bytes(), aad: bot_id.as_bytes() })
+        .map_err(|_| ApiError::internal("token encryption failed"))?;
+    let mut out = nonce.to_vec();
+    out.extend_from_slice(&ct);
+    Ok(out)
+}
+
+/// Reverses [`seal_token`]; `None` when the key is wrong or the copy damaged.
+pub fn open_token(key: &[u8; 32], bot_id: &str, sealed: &[u8]) -> Option<String> {
+    if sealed.len() < 12 + 16 {
+        return None;
+    }
+    let cipher = ChaCha20Poly1305::new(key.into());
+    let pt = cipher
+        .decrypt(Nonce::from_slice(&sealed[..12]), Payload { msg: &sealed[12..], aad: bot_id.as_bytes() })
+        .ok()?;
+    String::from_utf8(pt).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64url_matches_rfc4648_vectors() {
+        assert_eq!(base64url(b""), "");
+        assert_eq!(base64url(b"f"), "Zg");
+        assert_eq!(base64url(b"fo"), "Zm8");
+        assert_eq!(base64url(b"foo"), "Zm9v");
+        assert_eq!(base64url(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64url(&[0xfb, 0xff]), "-_8");
+    }
+
+    #[test]
+    fn token_is_bot_prefix_plus_43_chars() {
+        let t = new_token().unwrap();
+        assert_eq!(t.len(), 4 + 43);
+        assert!(t.starts_with("bot_"));
+        assert_ne!(t, new_token().unwrap());
+    }
+
+    #[test]
+    fn sealed_token_opens_only_with_its_key_and_bot() {
+        let key = [7u8; 32];
+        let sealed = seal_token(&key, "bot_a", "bot_secret").unwrap();
+        assert_eq!(open_token(&key, "bot_a", &sealed).as_deref(), Some("bot_secret"));
+        assert_eq!(open_token(&[8u8; 32], "bot_a", &sealed), None);
+        assert_eq!(open_token(&key, "bot_b", &sealed), None);
+    }
+
+    #[test]
+    fn credential_scheme_is_case_insensitive_token_exact() {
+        assert_eq!(credential(Some(b"bot abc"), "Bot").unwrap(), b"abc");
+        assert_eq!(credential(Some(b"BOT abc"), "Bot").unwrap(), b"abc");
+        assert_eq!(credential(Some(b"Bearer abc"), "Bot").unwrap_err().code, "missing_authorization");
+        assert_eq!(credential(Some(b"Bot"), "Bot").unwrap_err().code, "missing_authorization");
+        assert_eq!(credential(None, "Bot").unwrap_err().code, "missing_authorization");
+    }
+}

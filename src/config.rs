@@ -1,0 +1,189 @@
+//! Options a service is opened with. Rust hosts build [`Config`] directly;
+//! C and JavaScript hosts pass the same fields as JSON ([`Config::from_json`]).
+
+use serde::Deserialize;
+
+/// SQLite `PRAGMA synchronous` level. `Full` is the default: a 200 survives
+/// a machine crash. `Normal` survives a process crash only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Synchronous {
+    #[default]
+    Full,
+    Normal,
+}
+
+/// Which clock the service reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ClockKind {
+    #[default]
+    System,
+    /// Starts at 2026-01-01T00:00:00Z and moves only through `advanceClock`.
+    Manual,
+}
+
+/// A token-bucket rate: `count` requests per `period_ms`, up to `burst` at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rate {
+    pub count: u32,
+    pub period_ms: u64,
+    pub burst: u32,
+}
+
+impl Rate {
+    pub const fn new(count: u32, period_ms: u64, burst: u32) -> Rate {
+        Rate { count, period_ms, burst }
+    }
+}
+
+/// Rate limits of one tier; `None` means unlimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TierLimits {
+    #[serde(default)]
+    pub bot: Option<Rate>,
+    #[serde(default)]
+    pub private_chat: Option<Rate>,
+    #[serde(default)]
+    pub group: Option<Rate>,
+}
+
+impl TierLimits {
+    pub const UNLIMITED: TierLimits = TierLimits { bot: None, private_chat: None, group: None };
+}
+
+/// Per-tier limits (section 6 of the contract).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    pub free: TierLimits,
+    pub standard: TierLimits,
+    pub official: TierLimits,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            free: TierLimits {
+                bot: Some(Rate::new(30, 1_000, 30)),
+                private_chat: Some(Rate::new(1, 1_000, 5)),
+                group: Some(Rate::new(20, 60_000, 20)),
+            },
+            standard: TierLimits {
+                bot: Some(Rate::new(100, 1_000, 100)),
+                private_chat: Some(Rate::new(5, 1_000, 10)),
+                group: Some(Rate::new(60, 60_000, 60)),
+            },
+            official: TierLimits::UNLIMITED,
+        }
+    }
+}
+
+/// Everything a service is opened with.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// A file path, or `:memory:`.
+    pub database: String,
+    /// Secret for `Authorization: Admin <secret>` on `/admin/` methods.
+    pub admin_secret: String,
+    /// 32-byte key (64 hex digits in JSON) that encrypts the operational token
+    /// copy of official bots. Without it, official bots keep no copy.
+    #[serde(deserialize_with = "de_key")]
+    pub operational_key: Option<[u8; 32]>,
+    pub synchronous: Synchronous,
+    pub clock: ClockKind,
+    pub max_body_bytes: usize,
+    pub heartbeat_interval_ms: u64,
+    pub event_retention_s: u64,
+    pub limits: Limits,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            database: ":memory:".into(),
+            admin_secret: String::new(),
+            operational_key: None,
+            synchronous: Synchronous::Full,
+            clock: ClockKind::System,
+            max_body_bytes: 65_536,
+            heartbeat_interval_ms: 41_250,
+            event_retention_s: 86_400,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("invalid configuration JSON: {0}")]
+    Json(String),
+    #[error("admin_secret must be at least 16 characters")]
+    AdminSecretTooShort,
+    #[error("max_body_bytes must be between 1 and 67108864")]
+    MaxBodyBytes,
+    #[error("heartbeat_interval_ms must be between 1000 and 600000")]
+    HeartbeatInterval,
+    #[error("rate limit for tier {0} has a zero count, period or burst")]
+    ZeroRate(&'static str),
+}
+
+fn de_key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<[u8; 32]>, D::Error> {
+    let s: Option<String> = Option::deserialize(d)?;
+    match s {
+        None => Ok(None),
+        Some(s) => parse_hex_key(&s)
+            .map(Some)
+            .ok_or_else(|| serde::de::Error::custom("operational_key must be 64 hex digits (32 bytes)")),
+    }
+}
+
+/// Parses 64 hex digits into a 32-byte key.
+pub fn parse_hex_key(s: &str) -> Option<[u8; 32]> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in b.chunks(2).enumerate() {
+        let hi = (pair[0] as char).to_digit(16)?;
+        let lo = (pair[1] as char).to_digit(16)?;
+        out[i] = (hi * 16 + lo) as u8;
+    }
+    Some(out)
+}
+
+impl Config {
+    /// Parses a JSON configuration; absent fields keep their defaults,
+    /// unknown fields are refused so typos do not pass silently.
+    pub fn from_json(bytes: &[u8]) -> Result<Config, ConfigError> {
+        let c: Config = serde_json::from_slice(bytes).map_err(|e| ConfigError::Json(e.to_string()))?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Checks the values a service cannot run with.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.admin_secret.chars().count() < 16 {
+            return Err(ConfigError::AdminSecretTooShort);
+        }
+        if self.max_body_bytes == 0 || self.max_body_bytes > 64 << 20 {
+            return Err(ConfigError::MaxBodyBytes);
+        }
+        if !(1_000..=600_000).contains(&self.heartbeat_interval_ms) {
+            return Err(ConfigError::HeartbeatInterval);
+        }
+        for (name, t) in [("free", &self.limits.free), ("standard", &self.limits.standard), ("official", &self.limits.official)] {
+            for r in [t.bot, t.private_chat, t.group].into_iter().flatten() {
+                if r.count == 0 || r.period_ms == 0 || r.burst == 0 {
+                    return Err(ConfigError::ZeroRate(name));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,90 @@
+//! Event logs. Every change appends, inside the change's own transaction,
+//! one row to the service-wide `updates` stream (the host's getUpdates) and
+//! one row per concerned bot to `bot_events` (the gateway), numbered per bot
+//! from `bots.last_seq` so the sequence has no gaps.
+
+use crate::error::ApiResult;
+use crate::model;
+use rusqlite::{params, Connection};
+
+/// Event types delivered to bots (contract section 8) plus `chat_action`,
+/// which only the host stream carries.
+pub const MESSAGE_CREATED: &str = "message_created";
+pub const MESSAGE_EDITED: &str = "message_edited";
+pub const MESSAGE_DELETED: &str = "message_deleted";
+pub const BOT_STARTED: &str = "bot_started";
+pub const BLOCKED: &str = "blocked";
+pub const UNBLOCKED: &str = "unblocked";
+pub const MEMBER_ADDED: &str = "member_added";
+pub const MEMBER_REMOVED: &str = "member_removed";
+pub const CHAT_PERMISSIONS_CHANGED: &str = "chat_permissions_changed";
+pub const CHAT_DISSOLVED: &str = "chat_dissolved";
+pub const CHAT_ACTION: &str = "chat_action";
+
+/// Appends an event to the host stream and to every current bot member of
+/// `chat_id` except `exclude` (a bot's own message), plus `extra` (a bot that
+/// just left and must still hear of it). Bots that got an event are pushed
+/// to `woken`.
+pub fn emit(
+    conn: &Connection,
+    now_ms: u64,
+    chat_id: &str,
+    kind: &str,
+    data: &[u8],
+    exclude: Option<&str>,
+    extra: Option<&str>,
+    woken: &mut Vec<String>,
+) -> ApiResult<()> {
+    let data = std::str::from_utf8(data).unwrap_or("{}");
+    append_update(conn, now_ms, kind, data)?;
+    let mut bots = Vec::new();
+    model::bot_members(conn, chat_id, &mut bots)?;
+    if let Some(e) = extra {
+        if !bots.iter().any(|b| b == e) {
+            bots.push(e.to_string());
+        }
+    }
+    for bot in bots {
+        if Some(bot.as_str()) == exclude {
+            continue;
+        }
+        append_bot_event(conn, now_ms, &bot, kind, data)?;
+        woken.push(bot);
+    }
+    Ok(())
+}
+
+/// Appends to the service-wide stream only.
+pub fn append_update(conn: &Connection, now_ms: u64, kind: &str, data: &str) -> ApiResult<()> {
+    conn.prepare_cached("INSERT INTO updates (created_at_ms, type, data) VALUES (?1, ?2, ?3)")?
+        .execute(params![now_ms as i64, kind, data])?;
+    Ok(())
+}
+
+/// Appends one event to a bot's log with the next sequence number.
+pub fn append_bot_event(conn: &Connection, now_ms: u64, bot_id: &str, kind: &str, data: &str) -> ApiResult<i64> {
+    let seq: i64 = conn
+        .prepare_cached("UPDATE bots SET last_seq = last_seq + 1 WHERE id = ?1 RETURNING last_seq")?
+        .query_row([bot_id], |r| r.get(0))?;
+    conn.prepare_cached("INSERT INTO bot_events (bot_id, seq, created_at_ms, type, data) VALUES (?1, ?2, ?3, ?4, ?5)")?
+        .execute(params![bot_id, seq, now_ms as i64, kind, data])?;
+    Ok(seq)
+}
+
+/// Drops what retention allows: bot events acknowledged and older than
+/// `retention_ms`, host updates confirmed by getUpdates and as old, and
+/// idempotency keys older than 24 hours.
+pub fn prune(conn: &Connection, now_ms: u64, retention_ms: u64) -> ApiResult<()> {
+    let cutoff = now_ms.saturating_sub(retention_ms) as i64;
+    conn.prepare_cached(
+        "DELETE FROM bot_events WHERE created_at_ms < ?1 AND seq <= (SELECT acked_seq FROM bots WHERE bots.id = bot_events.bot_id)",
+    )?
+    .execute([cutoff])?;
+    conn.prepare_cached(
+        "DELETE FROM updates WHERE created_at_ms < ?1 AND update_id < (SELECT value FROM meta WHERE key = 'updates_confirmed')",
+    )?
+    .execute([cutoff])?;
+    conn.prepare_cached("DELETE FROM idempotency WHERE created_at_ms < ?1")?
+        .execute([now_ms.saturating_sub(crate::methods::IDEMPOTENCY_TTL_MS) as i64])?;
+    Ok(())
+}

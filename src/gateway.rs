@@ -1,0 +1,546 @@
+//! The bot gateway (contract section 8), sans-IO.
+//!
+//! [`GatewaySession`] is the protocol on whole text messages — what an edge
+//! runtime that does its own WebSocket framing needs. [`GatewayConnection`]
+//! wraps a session in tungstenite's `WebSocketContext` over in-memory
+//! buffers for hosts that own a raw TCP socket: feed it what you read, write
+//! what `poll` returns.
+
+use crate::error::{ApiError, ApiResult};
+use crate::http::{self, Request};
+use crate::model::Bot;
+use crate::service::{authenticate, Ctx, Service};
+use rusqlite::{params, OptionalExtension};
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+use tungstenite::protocol::frame::coding::CloseCode;
+use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
+use tungstenite::protocol::WebSocketContext;
+use tungstenite::Message;
+
+/// Close codes of the gateway.
+pub const CLOSE_INVALID_PAYLOAD: u16 = 4001;
+pub const CLOSE_AUTHENTICATION_FAILED: u16 = 4004;
+pub const CLOSE_SESSION_TIMEOUT: u16 = 4009;
+
+/// Largest message a bot may send; its frames are small JSON.
+pub const MAX_INBOUND_MESSAGE: usize = 64 * 1024;
+/// Events read from the log per poll, bounding memory per connection.
+pub const EVENTS_PER_POLL: usize = 1024;
+
+/// Something the session wants sent to the bot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GatewayOutput {
+    /// One JSON text message.
+    Text(String),
+    /// Close with this code and reason; nothing follows.
+    Close { code: u16, reason: &'static str },
+}
+
+/// The checks before an upgrade: 403 suspended → 426 no upgrade → 429 limit.
+/// With `reserve`, a slot is taken when they pass.
+pub(crate) fn precheck(svc: &Service, req: &Request<'_>, bot: &Bot, reserve: bool) -> ApiResult<()> {
+    if !bot.active {
+        return Err(ApiError::new(403, "bot_suspended", "this bot is suspended"));
+    }
+    let upgrade = req.header_has_token("upgrade", "websocket")
+        && req.header_has_token("connection", "upgrade")
+        && req.header("sec-websocket-key").is_some()
+        && req.header_str("sec-websocket-version") == Some("13");
+    if !upgrade {
+        return Err(ApiError::new(426, "upgrade_required", "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13)")
+            .with_header("Upgrade", "websocket".into()));
+    }
+    let mut gw = svc.gateway.lock().unwrap_or_else(|e| e.into_inner());
+    let open = gw.open.get(&bot.id).copied().unwrap_or(0);
+    if open >= bot.connection_limit {
+        return Err(ApiError::new(429, "connection_limit", format!("this bot already has {open} of {} gateway connections open", bot.connection_limit))
+            .with_param("retry_after", 1)
+            .with_param("retry_after_ms", 1000)
+            .with_header("Retry-After", "1".into()));
+    }
+    if reserve {
+        *gw.open.entry(bot.id.clone()).or_insert(0) += 1;
+    }
+    Ok(())
+}
+
+fn parse_after(query: &str) -> ApiResult<Option<i64>> {
+    for pair in query.split('&') {
+        if let Some(v) = pair.strip_prefix("after=") {
+            return match v.parse::<i64>() {
+                Ok(n) if n >= 0 => Ok(Some(n)),
+                _ => Err(ApiError::invalid_field("after", "must be a non-negative integer")),
+            };
+        }
+    }
+    Ok(None)
+}
+
+/// A gateway session on whole messages. Dropping it frees its connection slot.
+pub struct GatewaySession {
+    svc: Arc<Service>,
+    bot_id: String,
+    session_id: String,
+    identity_json: String,
+    epoch: u64,
+    /// Highest seq sent on this session.
+    cursor: i64,
+    replay_from: i64,
+    replay_truncated: bool,
+    hello_sent: bool,
+    last_heartbeat_ms: u64,
+    /// More events are waiting beyond the last read batch.
+    backlog: bool,
+    out: VecDeque<GatewayOutput>,
+    closed: bool,
+    slot_held: bool,
+}
+
+/// Result of [`Service::accept_gateway`].
+pub struct GatewayAccept {
+    /// Bytes to write: `101 Switching Protocols` or a JSON error response.
+    pub response: Vec<u8>,
+    /// The connection, when the upgrade succeeded.
+    pub connection: Option<GatewayConnection>,
+}
+
+impl Service {
+    /// Checks a `GET /bot/gateway` upgrade and opens a message-level session.
+    /// `Err` holds the complete HTTP error response to send. The host does
+    /// the WebSocket handshake itself (edge runtimes do).
+    pub fn accept_gateway_session(self: &Arc<Self>, request: &[u8]) -> Result<GatewaySession, Vec<u8>> {
+        self.open_session(request).map(|(s, _)| s).map_err(ApiError::into_response)
+    }
+
+    /// Checks a `GET /bot/gateway` upgrade; on success returns the `101`
+    /// response and a byte-level connection.
+    pub fn accept_gateway(self: &Arc<Self>, request: &[u8]) -> GatewayAccept {
+        match self.open_session(request) {
+            Err(e) => GatewayAccept { response: e.into_response(), connection: None },
+            Ok((session, key)) => {
+                let accept = tungstenite::handshake::derive_accept_key(key.as_bytes());
+                let response = format!(
+                    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
+                )
+                .into_bytes();
+                let config = WebSocketConfig::default()
+                    .max_message_size(Some(MAX_INBOUND_MESSAGE))
+                    .max_frame_size(Some(MAX_INBOUND_MESSAGE))
+                    .write_buffer_size(0);
+                GatewayAccept {
+                    response,
+                    connection: Some(GatewayConnection {
+                        session,
+                        ws: WebSocketContext::new(Role::Server, Some(config)),
+                        io: MemIo::default(),
+                        close_sent: false,
+                        peer_gone: false,
+                    }),
+                }
+            }
+        }
+    }
+
+    fn open_session(self: &Arc<Self>, request: &[u8]) -> ApiResult<(GatewaySession, String)> {
+        let routed = self.route(request)?;
+        if routed.admin || routed.name != "gateway" {
+            return Err(ApiError::new(404, "method_not_found", "the gateway lives at GET /bot/gateway"));
+        }
+        let req = &routed.req;
+        let now_ms = self.clock.now_ms();
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        let mut ctx = Ctx {
+            conn: &inner.conn,
+            cfg: &self.config,
+            clock: &self.clock,
+            now_ms,
+            rate: &mut inner.rate,
+            fx: &mut inner.fx,
+            bot_cache: &mut inner.bot_cache,
+        };
+        let bot = authenticate(&mut ctx, req)?;
+        let after = parse_after(req.query)?;
+        precheck(self, req, &bot, true)?;
+        // From here the slot is held; a failure below must give it back.
+        let release = |svc: &Service| release_slot(svc, &bot.id);
+        let (acked, last): (i64, i64) = match inner
+            .conn
+            .prepare_cached("SELECT acked_seq, last_seq FROM bots WHERE id = ?1")
+            .and_then(|mut s| s.query_row([&bot.id], |r| Ok((r.get(0)?, r.get(1)?))))
+        {
+            Ok(v) => v,
+            Err(e) => {
+                release(self);
+                return Err(e.into());
+            }
+        };
+        let oldest: Option<i64> = match inner
+            .conn
+            .prepare_cached("SELECT min(seq) FROM bot_events WHERE bot_id = ?1")
+            .and_then(|mut s| s.query_row([&bot.id], |r| r.get(0)).optional())
+        {
+            Ok(v) => v.flatten(),
+            Err(e) => {
+                release(self);
+                return Err(e.into());
+            }
+        };
+        let start = after.unwrap_or(acked).min(last);
+        // Events after `start` that are no longer kept: the oldest kept one is
+        // past start+1, or none is kept although some were written.
+        let first_kept = oldest.unwrap_or(last + 1);
+        let truncated = first_kept > start + 1 && last > start;
+        let replay_from = if truncated { first_kept } else { start + 1 };
+        let session_id = match crate::auth::new_id("gws_") {
+            Ok(s) => s,
+            Err(e) => {
+                release(self);
+                return Err(e);
+            }
+        };
+        let epoch = self.gateway.lock().unwrap_or_else(|e| e.into_inner()).epoch.get(&bot.id).copied().unwrap_or(0);
+        let key = req.header_str("sec-websocket-key").unwrap_or("").to_string();
+        Ok((
+            GatewaySession {
+                svc: self.clone(),
+                bot_id: bot.id.clone(),
+                session_id,
+                identity_json: bot.identity_json.clone(),
+                epoch,
+                cursor: replay_from - 1,
+                replay_from,
+                replay_truncated: truncated,
+                hello_sent: false,
+                last_heartbeat_ms: now_ms,
+                backlog: true,
+                out: VecDeque::new(),
+                closed: false,
+                slot_held: true,
+            },
+            key,
+        ))
+    }
+
+    /// Open gateway connections of a bot.
+    pub fn gateway_connections(&self, bot_id: &str) -> u32 {
+        self.gateway.lock().unwrap_or_else(|e| e.into_inner()).open.get(bot_id).copied().unwrap_or(0)
+    }
+}
+
+fn release_slot(svc: &Service, bot_id: &str) {
+    let mut gw = svc.gateway.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = gw.open.get_mut(bot_id) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            gw.open.remove(bot_id);
+        }
+    }
+}
+
+impl GatewaySession {
+    pub fn bot_id(&self) -> &str {
+        &self.bot_id
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// True once a close was queued; the host may drop the session after
+    /// sending what `poll` returned.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// A text message from the bot.
+    pub fn on_text(&mut self, text: &str, now_ms: u64) {
+        if self.closed {
+            return;
+        }
+        let v: serde_json::Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(_) => return self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload"),
+        };
+        match v.get("op").and_then(|o| o.as_str()) {
+            Some("heartbeat") => {
+                self.last_heartbeat_ms = now_ms;
+                self.out.push_back(GatewayOutput::Text("{\"op\":\"heartbeat_ack\"}".into()));
+            }
+            Some("ack") => match v.get("seq").and_then(|s| s.as_i64()) {
+                Some(seq) if seq >= 0 => match self.ack(seq) {
+                    Ok(true) => {}
+                    Ok(false) => self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload"),
+                    Err(_) => {} // storage trouble: the ack is simply not recorded; the bot may ack again
+                },
+                _ => self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload"),
+            },
+            _ => self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload"),
+        }
+    }
+
+    /// A binary message: the gateway speaks JSON text only.
+    pub fn on_binary(&mut self) {
+        self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload");
+    }
+
+    /// Moves the bot's durable cursor to `seq` (never backwards). False when
+    /// `seq` is beyond the last event the bot was ever given.
+    fn ack(&mut self, seq: i64) -> rusqlite::Result<bool> {
+        let inner = self.svc.lock();
+        let n = inner
+            .conn
+            .prepare_cached("UPDATE bots SET acked_seq = max(acked_seq, ?1) WHERE id = ?2 AND last_seq >= ?1")?
+            .execute(params![seq, self.bot_id])?;
+        Ok(n == 1)
+    }
+
+    fn close(&mut self, code: u16, reason: &'static str) {
+        if !self.closed {
+            self.closed = true;
+            self.out.push_back(GatewayOutput::Close { code, reason });
+            self.free_slot();
+        }
+    }
+
+    fn free_slot(&mut self) {
+        if self.slot_held {
+            self.slot_held = false;
+            release_slot(&self.svc, &self.bot_id);
+        }
+    }
+
+    /// When the host should call `poll` next at the latest (Unix ms).
+    /// `Some(0)` means now: events are waiting.
+    pub fn next_deadline_ms(&self) -> Option<u64> {
+        if self.closed {
+            return None;
+        }
+        if self.backlog || !self.hello_sent || !self.out.is_empty() {
+            return Some(0);
+        }
+        Some(self.last_heartbeat_ms + 2 * self.svc.config.heartbeat_interval_ms)
+    }
+
+    /// Brings the session up to date at `now_ms`: hello, revocation,
+    /// heartbeat timeout, new events. Returns what to send, in order.
+    pub fn poll(&mut self, now_ms: u64) -> Vec<GatewayOutput> {
+        if !self.closed {
+            self.poll_inner(now_ms);
+        }
+        self.out.drain(..).collect()
+    }
+
+    /// Like `poll`, appending into `out` to reuse its allocation.
+    pub fn poll_into(&mut self, now_ms: u64, out: &mut Vec<GatewayOutput>) {
+        if !self.closed {
+            self.poll_inner(now_ms);
+        }
+        out.extend(self.out.drain(..));
+    }
+
+    fn poll_inner(&mut self, now_ms: u64) {
+        let epoch = self.svc.gateway.lock().unwrap_or_else(|e| e.into_inner()).epoch.get(&self.bot_id).copied().unwrap_or(0);
+        if epoch != self.epoch {
+            return self.close(CLOSE_AUTHENTICATION_FAILED, "authentication_failed");
+        }
+        if now_ms > self.last_heartbeat_ms + 2 * self.svc.config.heartbeat_interval_ms {
+            return self.close(CLOSE_SESSION_TIMEOUT, "session_timeout");
+        }
+        if !self.hello_sent {
+            self.hello_sent = true;
+            let hello = format!(
+                "{{\"op\":\"hello\",\"session_id\":\"{}\",\"heartbeat_interval_ms\":{},\"bot\":{},\"replay_from\":{},\"replay_truncated\":{}}}",
+                self.session_id, self.svc.config.heartbeat_interval_ms, self.identity_json, self.replay_from, self.replay_truncated
+            );
+            self.out.push_back(GatewayOutput::Text(hello));
+        }
+        if let Err(_e) = self.read_events() {
+            // Storage trouble: keep the cursor, try again on the next poll.
+            self.backlog = true;
+        }
+    }
+
+    fn read_events(&mut self) -> rusqlite::Result<()> {
+        let inner = self.svc.lock();
+        let mut st = inner
+            .conn
+            .prepare_cached("SELECT seq, type, data FROM bot_events WHERE bot_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3")?;
+        let mut rows = st.query(params![self.bot_id, self.cursor, EVENTS_PER_POLL as i64])?;
+        let mut n = 0;
+        while let Some(r) = rows.next()? {
+            let seq: i64 = r.get(0)?;
+            let kind = r.get_ref(1)?.as_str()?;
+            let data = r.get_ref(2)?.as_str()?;
+            let mut frame = String::with_capacity(40 + kind.len() + data.len());
+            frame.push_str("{\"op\":\"event\",\"seq\":");
+            frame.push_str(itoa(seq).as_str());
+            frame.push_str(",\"type\":\"");
+            frame.push_str(kind);
+            frame.push_str("\",\"data\":");
+            frame.push_str(data);
+            frame.push('}');
+            self.out.push_back(GatewayOutput::Text(frame));
+            self.cursor = seq;
+            n += 1;
+        }
+        self.backlog = n == EVENTS_PER_POLL;
+        Ok(())
+    }
+}
+
+fn itoa(n: i64) -> String {
+    n.to_string()
+}
+
+impl Drop for GatewaySession {
+    fn drop(&mut self) {
+        self.free_slot();
+    }
+}
+
+/// In-memory stream under tungstenite: reads what the host fed, collects
+/// what it writes. An empty input reads as `WouldBlock`.
+#[derive(Default)]
+struct MemIo {
+    input: Vec<u8>,
+    pos: usize,
+    output: Vec<u8>,
+}
+
+impl Read for MemIo {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let avail = &self.input[self.pos..];
+        if avail.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let n = avail.len().min(buf.len());
+        buf[..n].copy_from_slice(&avail[..n]);
+        self.pos += n;
+        if self.pos == self.input.len() {
+            self.input.clear();
+            self.pos = 0;
+        }
+        Ok(n)
+    }
+}
+
+impl Write for MemIo {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.output.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A gateway connection over raw bytes (after the `101` response).
+pub struct GatewayConnection {
+    session: GatewaySession,
+    ws: WebSocketContext,
+    io: MemIo,
+    close_sent: bool,
+    peer_gone: bool,
+}
+
+impl GatewayConnection {
+    pub fn bot_id(&self) -> &str {
+        self.session.bot_id()
+    }
+
+    pub fn session(&self) -> &GatewaySession {
+        &self.session
+    }
+
+    /// Bytes read from the socket. Complete messages are handled at once;
+    /// partial frames wait for more bytes. Call `poll` afterwards.
+    pub fn feed(&mut self, bytes: &[u8], now_ms: u64) {
+        if self.peer_gone {
+            return;
+        }
+        self.io.input.extend_from_slice(bytes);
+        loop {
+            match self.ws.read(&mut self.io) {
+                Ok(Message::Text(t)) => self.session.on_text(t.as_str(), now_ms),
+                Ok(Message::Binary(_)) => self.session.on_binary(),
+                Ok(Message::Close(_)) => {
+                    // tungstenite queued the close reply; nothing more comes.
+                    self.session.free_slot();
+                    self.session.closed = true;
+                }
+                Ok(_) => {} // ping (pong is queued by tungstenite), pong
+                Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(tungstenite::Error::Capacity(_)) => {
+                    self.session.close(1009, "message_too_big");
+                    break;
+                }
+                Err(tungstenite::Error::Utf8(_)) => {
+                    self.session.close(1007, "invalid_utf8");
+                    break;
+                }
+                Err(_) => {
+                    // Protocol violation or closed: no more frames are read.
+                    self.peer_gone = true;
+                    self.session.free_slot();
+                    self.session.closed = true;
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Runs the session at `now_ms` and returns the bytes to write.
+    pub fn poll(&mut self, now_ms: u64) -> Vec<u8> {
+        let mut outs = Vec::new();
+        self.session.poll_into(now_ms, &mut outs);
+        for o in outs {
+            if self.close_sent {
+                break;
+            }
+            let r = match o {
+                GatewayOutput::Text(t) => self.ws.write(&mut self.io, Message::text(t)),
+                GatewayOutput::Close { code, reason } => {
+                    self.close_sent = true;
+                    self.ws.close(&mut self.io, Some(CloseFrame { code: CloseCode::from(code), reason: reason.into() }))
+                }
+            };
+            if r.is_err() {
+                self.peer_gone = true;
+                break;
+            }
+        }
+        let _ = self.ws.flush(&mut self.io);
+        std::mem::take(&mut self.io.output)
+    }
+
+    /// Like `poll`, appending into `out`.
+    pub fn poll_into(&mut self, now_ms: u64, out: &mut Vec<u8>) {
+        let bytes = self.poll(now_ms);
+        out.extend_from_slice(&bytes);
+    }
+
+    /// When to poll next at the latest (Unix ms); `Some(0)` means now.
+    pub fn next_deadline_ms(&self) -> Option<u64> {
+        if !self.io.output.is_empty() {
+            return Some(0);
+        }
+        self.session.next_deadline_ms()
+    }
+
+    /// True when the connection is over: the host writes what `poll`
+    /// returned last, then closes the socket and drops this object.
+    pub fn is_closed(&self) -> bool {
+        self.peer_gone || (self.session.closed && self.io.output.is_empty() && self.session.out.is_empty())
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_send() {
+    fn is_send<T: Send>() {}
+    is_send::<GatewayConnection>();
+    is_send::<GatewaySession>();
+    let _ = http::reason;
+}

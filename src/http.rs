@@ -1,0 +1,309 @@
+//! HTTP/1.1 request framing and parsing, and response encoding. Sans-IO: it
+//! only ever looks at bytes the host already read.
+
+use crate::error::ApiError;
+use std::borrow::Cow;
+
+/// Most header lines a request may carry.
+pub const MAX_HEADERS: usize = 64;
+/// Most bytes the request line plus headers may take.
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+
+/// What the bytes buffered from a connection hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Framing {
+    /// A whole request occupies the first `n` bytes; pass exactly those to
+    /// `handle_request` and keep the rest for the next request (pipelining).
+    Complete(usize),
+    /// Read more bytes and ask again.
+    Incomplete,
+    /// The stream cannot carry a valid request: write this response and close.
+    Invalid(Vec<u8>),
+}
+
+/// A parsed request; the body is borrowed unless it was chunked.
+pub struct Request<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub query: &'a str,
+    headers: [(&'a str, &'a [u8]); MAX_HEADERS],
+    header_count: usize,
+    pub body: Cow<'a, [u8]>,
+    /// Set when the transport rules refuse the request (411/413); reported
+    /// after the 405 check so the order of checks holds.
+    pub body_error: Option<ApiError>,
+}
+
+impl<'a> Request<'a> {
+    /// First value of a header, matched case-insensitively.
+    pub fn header(&self, name: &str) -> Option<&'a [u8]> {
+        self.headers[..self.header_count]
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
+    }
+
+    pub fn header_str(&self, name: &str) -> Option<&'a str> {
+        self.header(name).and_then(|v| std::str::from_utf8(v).ok()).map(str::trim)
+    }
+
+    /// True when a header's comma-separated list contains `token` (case-insensitive).
+    pub fn header_has_token(&self, name: &str, token: &str) -> bool {
+        self.headers[..self.header_count].iter().any(|(n, v)| {
+            n.eq_ignore_ascii_case(name)
+                && std::str::from_utf8(v)
+                    .map(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+                    .unwrap_or(false)
+        })
+    }
+}
+
+enum BodyLen {
+    None,
+    Length(usize),
+    Chunked,
+}
+
+fn body_len(headers: &[httparse::Header<'_>]) -> Result<BodyLen, ApiError> {
+    let mut len = None;
+    let mut chunked = false;
+    for h in headers {
+        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            let v = std::str::from_utf8(h.value).unwrap_or("");
+            if v.trim().eq_ignore_ascii_case("chunked") {
+                chunked = true;
+            } else {
+                return Err(ApiError::new(411, "length_required", "only the chunked transfer coding is supported; send Content-Length"));
+            }
+        } else if h.name.eq_ignore_ascii_case("content-length") {
+            let v = std::str::from_utf8(h.value).unwrap_or("").trim();
+            let n: usize = if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+                v.parse().map_err(|_| ApiError::invalid_request("Content-Length is out of range"))?
+            } else {
+                return Err(ApiError::invalid_request("Content-Length is not a decimal number"));
+            };
+            if len.is_some_and(|l| l != n) {
+                return Err(ApiError::invalid_request("conflicting Content-Length headers"));
+            }
+            len = Some(n);
+        }
+    }
+    match (chunked, len) {
+        // Both present is a request-smuggling shape (RFC 9112 6.3): refuse.
+        (true, Some(_)) => Err(ApiError::invalid_request("both Content-Length and Transfer-Encoding are present")),
+        (true, None) => Ok(BodyLen::Chunked),
+        (false, Some(n)) => Ok(BodyLen::Length(n)),
+        (false, None) => Ok(BodyLen::None),
+    }
+}
+
+fn payload_too_large(max: usize) -> ApiError {
+    ApiError::new(413, "payload_too_large", format!("request body is larger than {max} bytes"))
+}
+
+/// Scans a chunked body starting at `buf[0]`. Returns `Ok(None)` when more
+/// bytes are needed, else `(bytes consumed, decoded length)`. With `out`, the
+/// decoded body is appended to it.
+fn scan_chunked(buf: &[u8], max: usize, mut out: Option<&mut Vec<u8>>) -> Result<Option<(usize, usize)>, ApiError> {
+    let bad = || ApiError::invalid_request("malformed chunked body");
+    let mut pos = 0;
+    let mut total = 0usize;
+    loop {
+        let Some(eol) = find_crlf(&buf[pos..]) else {
+            return if buf.len() - pos > 1024 { Err(bad()) } else { Ok(None) };
+        };
+        let line = &buf[pos..pos + eol];
+        let size_part = line.split(|&b| b == b';').next().unwrap_or(b"");
+        let size_str = std::str::from_utf8(size_part).map_err(|_| bad())?.trim();
+        if size_str.is_empty() || size_str.len() > 8 {
+            return Err(bad());
+        }
+        let size = usize::from_str_radix(size_str, 16).map_err(|_| bad())?;
+        pos += eol + 2;
+        if size == 0 {
+            // Trailer fields until an empty line.
+            loop {
+                let Some(eol) = find_crlf(&buf[pos..]) else {
+                    return if buf.len() - pos > 1024 { Err(bad()) } else { Ok(None) };
+                };
+                pos += eol + 2;
+                if eol == 0 {
+                    return Ok(Some((pos, total)));
+                }
+            }
+        }
+        total = total.checked_add(size).ok_or_else(bad)?;
+        if total > max {
+            return Err(payload_too_large(max));
+        }
+        if buf.len() < pos + size + 2 {
+            return Ok(None);
+        }
+        if &buf[pos + size..pos + size + 2] != b"\r\n" {
+            return Err(bad());
+        }
+        if let Some(o) = out.as_deref_mut() {
+            o.extend_from_slice(&buf[pos..pos + size]);
+        }
+        pos += size + 2;
+    }
+}
+
+fn find_crlf(b: &[u8]) -> Option<usize> {
+    b.windows(2).position(|w| w == b"\r\n")
+}
+
+/// Tells a host reading a stream whether `buf` starts with a whole request.
+/// Bodies over `max_body_bytes` are refused from the headers alone, so the
+/// host never buffers them.
+pub fn frame_request(buf: &[u8], max_body_bytes: usize) -> Framing {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    let head_len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            return if buf.len() > MAX_HEAD_BYTES { Framing::Invalid(head_too_large().into_response()) } else { Framing::Incomplete };
+        }
+        Err(httparse::Error::TooManyHeaders) => return Framing::Invalid(head_too_large().into_response()),
+        Err(e) => return Framing::Invalid(ApiError::invalid_request(format!("malformed HTTP request: {e}")).into_response()),
+    };
+    if head_len > MAX_HEAD_BYTES {
+        return Framing::Invalid(head_too_large().into_response());
+    }
+    match body_len(req.headers) {
+        Err(e) => Framing::Invalid(e.into_response()),
+        Ok(BodyLen::None) => Framing::Complete(head_len),
+        Ok(BodyLen::Length(n)) if n > max_body_bytes => Framing::Invalid(payload_too_large(max_body_bytes).into_response()),
+        Ok(BodyLen::Length(n)) => {
+            if buf.len() >= head_len + n {
+                Framing::Complete(head_len + n)
+            } else {
+                Framing::Incomplete
+            }
+        }
+        Ok(BodyLen::Chunked) => match scan_chunked(&buf[head_len..], max_body_bytes, None) {
+            Ok(Some((used, _))) => Framing::Complete(head_len + used),
+            Ok(None) => Framing::Incomplete,
+            Err(e) => Framing::Invalid(e.into_response()),
+        },
+    }
+}
+
+fn head_too_large() -> ApiError {
+    ApiError::new(431, "headers_too_large", format!("request line and headers exceed {MAX_HEAD_BYTES} bytes or {MAX_HEADERS} fields"))
+}
+
+/// Parses one complete request. Transport errors that come after the 405
+/// check in the contract's order are left in `body_error`.
+pub fn parse_request(buf: &[u8], max_body_bytes: usize) -> Result<Request<'_>, ApiError> {
+    let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut raw);
+    let head_len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Err(ApiError::invalid_request("incomplete HTTP request")),
+        Err(httparse::Error::TooManyHeaders) => return Err(head_too_large()),
+        Err(e) => return Err(ApiError::invalid_request(format!("malformed HTTP request: {e}"))),
+    };
+    if head_len > MAX_HEAD_BYTES {
+        return Err(head_too_large());
+    }
+    let method = req.method.unwrap_or("");
+    let target = req.path.unwrap_or("");
+    let (path, query) = match target.find('?') {
+        Some(i) => (&target[..i], &target[i + 1..]),
+        None => (target, ""),
+    };
+    let mut headers: [(&str, &[u8]); MAX_HEADERS] = [("", b""); MAX_HEADERS];
+    let header_count = req.headers.len();
+    for (slot, h) in headers.iter_mut().zip(req.headers.iter()) {
+        *slot = (h.name, h.value);
+    }
+    let rest = &buf[head_len..];
+    let mut body_error = None;
+    let body: Cow<'_, [u8]> = match body_len(req.headers) {
+        Err(e) => {
+            body_error = Some(e);
+            Cow::Borrowed(&[])
+        }
+        Ok(BodyLen::None) => {
+            if !rest.is_empty() {
+                body_error = Some(ApiError::new(411, "length_required", "a request body needs Content-Length"));
+            }
+            Cow::Borrowed(&[])
+        }
+        Ok(BodyLen::Length(n)) => {
+            if n > max_body_bytes {
+                body_error = Some(payload_too_large(max_body_bytes));
+                Cow::Borrowed(&[])
+            } else if rest.len() < n {
+                return Err(ApiError::invalid_request("request body is shorter than Content-Length"));
+            } else {
+                Cow::Borrowed(&rest[..n])
+            }
+        }
+        Ok(BodyLen::Chunked) => {
+            let mut out = Vec::new();
+            match scan_chunked(rest, max_body_bytes, Some(&mut out)) {
+                Ok(Some(_)) => Cow::Owned(out),
+                Ok(None) => return Err(ApiError::invalid_request("incomplete chunked body")),
+                Err(e) => {
+                    body_error = Some(e);
+                    Cow::Borrowed(&[])
+                }
+            }
+        }
+    };
+    Ok(Request { method, path, query, headers, header_count, body, body_error })
+}
+
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        101 => "Switching Protocols",
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        409 => "Conflict",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        415 => "Unsupported Media Type",
+        426 => "Upgrade Required",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        _ => "Unknown",
+    }
+}
+
+/// Encodes a JSON response with exact `Content-Length`.
+pub fn response(status: u16, extra: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut out = Vec::with_capacity(96 + body.len());
+    let _ = write!(out, "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n", status, reason(status), body.len());
+    for (k, v) in extra {
+        let _ = write!(out, "{k}: {v}\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+    out
+}
+
+/// `{"ok":true,"result":<result>}` as a 200 response.
+pub fn ok_response(result_json: &[u8]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(22 + result_json.len());
+    body.extend_from_slice(b"{\"ok\":true,\"result\":");
+    body.extend_from_slice(result_json);
+    body.push(b'}');
+    response(200, &[], &body)
+}
+
+impl ApiError {
+    /// The whole HTTP response for this error.
+    pub fn into_response(self) -> Vec<u8> {
+        let body = self.body();
+        let extra: Vec<(&str, &str)> = self.headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        response(self.status, &extra, &body)
+    }
+}

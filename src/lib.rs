@@ -1,0 +1,48 @@
+//! botspace: the bot interface of a messaging service, as an embeddable,
+//! sans-IO library.
+//!
+//! One [`Service`] owns a SQLite database and answers whole HTTP/1.1
+//! requests with whole responses ([`Service::handle_request`]); the bot
+//! gateway is a per-connection object fed with socket bytes
+//! ([`Service::accept_gateway`]). The library opens no socket, starts no
+//! thread and never sleeps: the host does all I/O.
+//!
+//! ```
+//! use botspace::{Config, Service};
+//! let svc = Service::open(Config { admin_secret: "an-admin-secret-0123".into(), ..Config::default() }).unwrap();
+//! let resp = svc.handle_request(b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\n\r\n");
+//! assert!(resp.starts_with(b"HTTP/1.1 401 "));
+//! ```
+
+mod auth;
+pub mod clock;
+pub mod config;
+pub mod error;
+mod events;
+pub mod gateway;
+pub mod http;
+mod methods;
+mod model;
+mod ratelimit;
+mod service;
+mod storage;
+
+pub use clock::Clock;
+pub use config::{ClockKind, Config, ConfigError, Limits, Rate, Synchronous, TierLimits};
+pub use error::ApiError;
+pub use gateway::{GatewayAccept, GatewayConnection, GatewayOutput, GatewaySession};
+pub use http::{frame_request, Framing};
+pub use service::{OpenError, Service, WakeHook};
+pub use storage::StorageError;
+
+/// The library version.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+#[cfg(test)]
+mod send_sync {
+    fn assert_send_sync<T: Send + Sync>() {}
+    #[test]
+    fn service_is_send_and_sync() {
+        assert_send_sync::<crate::Service>();
+    }
+}

@@ -1,0 +1,579 @@
+//! The host API (`/admin/<method>`, contract section 7): how the embedding
+//! service tells botspace about users, bots and chats, and reads everything
+//! that happened.
+
+use super::messages;
+use super::params::{self, Body};
+use crate::auth;
+use crate::error::{ApiError, ApiResult};
+use crate::events;
+use crate::http::Request;
+use crate::model::{to_json, Bot, Chat, ChatKind, StoredMessage, Tier};
+use crate::service::Ctx;
+use rusqlite::{params, OptionalExtension};
+use serde_json::{json, Value};
+
+pub const METHODS: &[&str] = &[
+    "createUser",
+    "createBot",
+    "updateBot",
+    "getBot",
+    "rotateBotToken",
+    "getOperationalToken",
+    "createPrivateChat",
+    "startBot",
+    "setBlocked",
+    "createGroup",
+    "addMember",
+    "removeMember",
+    "setGroupPermissions",
+    "dissolveGroup",
+    "sendUserMessage",
+    "deleteUserMessage",
+    "getChat",
+    "getChatHistory",
+    "getChatActions",
+    "getUpdates",
+    "advanceClock",
+];
+
+pub fn exists(name: &str) -> bool {
+    METHODS.contains(&name)
+}
+
+pub fn call(ctx: &mut Ctx<'_>, name: &str, req: &Request<'_>) -> ApiResult<Vec<u8>> {
+    let b = params::parse_body(&req.body)?;
+    let v: Value = match name {
+        "createUser" => create_user(ctx, &b)?,
+        "createBot" => create_bot(ctx, &b)?,
+        "updateBot" => update_bot(ctx, &b)?,
+        "getBot" => {
+            let bot = load_bot(ctx, params::req_str(&b, "bot_id")?)?;
+            return Ok(bot.identity_json.into_bytes());
+        }
+        "rotateBotToken" => rotate_token(ctx, &b)?,
+        "getOperationalToken" => operational_token(ctx, &b)?,
+        "createPrivateChat" => create_private_chat(ctx, &b)?,
+        "startBot" => start_bot(ctx, &b)?,
+        "setBlocked" => set_blocked(ctx, &b)?,
+        "createGroup" => create_group(ctx, &b)?,
+        "addMember" => add_member(ctx, &b)?,
+        "removeMember" => remove_member(ctx, &b)?,
+        "setGroupPermissions" => set_group_permissions(ctx, &b)?,
+        "dissolveGroup" => dissolve_group(ctx, &b)?,
+        "sendUserMessage" => return send_user_message(ctx, &b),
+        "deleteUserMessage" => delete_user_message(ctx, &b)?,
+        "getChat" => load_chat(ctx, params::req_str(&b, "chat_id")?)?.to_json(ctx.conn)?,
+        "getChatHistory" => chat_history(ctx, &b)?,
+        "getChatActions" => chat_actions(ctx, &b)?,
+        "getUpdates" => get_updates(ctx, &b)?,
+        "advanceClock" => advance_clock(ctx, &b)?,
+        _ => return Err(ApiError::new(404, "method_not_found", format!("unknown method {name}"))),
+    };
+    to_json(&v)
+}
+
+fn user_not_found() -> ApiError {
+    ApiError::new(404, "user_not_found", "no user with this id")
+}
+
+fn bot_not_found() -> ApiError {
+    ApiError::new(404, "bot_not_found", "no bot with this id")
+}
+
+fn load_bot(ctx: &Ctx<'_>, id: &str) -> ApiResult<Bot> {
+    Bot::by_id(ctx.conn, id)?.ok_or_else(bot_not_found)
+}
+
+fn load_chat(ctx: &Ctx<'_>, id: &str) -> ApiResult<Chat> {
+    Chat::load(ctx.conn, id)?.ok_or_else(ApiError::chat_not_found)
+}
+
+fn user_exists(ctx: &Ctx<'_>, id: &str) -> ApiResult<bool> {
+    Ok(ctx.conn.prepare_cached("SELECT 1 FROM users WHERE id = ?1")?.exists([id])?)
+}
+
+fn user_json(ctx: &Ctx<'_>, id: &str) -> ApiResult<Value> {
+    ctx.conn
+        .prepare_cached("SELECT display_name, handle FROM users WHERE id = ?1")?
+        .query_row([id], |r| Ok(json!({"id": id, "display_name": r.get::<_, String>(0)?, "handle": r.get::<_, Option<String>>(1)?})))
+        .optional()?
+        .ok_or_else(user_not_found)
+}
+
+fn create_user(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    let display_name = params::name(b, "display_name", 128, true)?.unwrap_or_default();
+    let handle = params::name(b, "handle", 64, false)?;
+    let id = auth::new_id("usr_")?;
+    ctx.conn
+        .prepare_cached("INSERT INTO users (id, display_name, handle, created_at) VALUES (?1, ?2, ?3, ?4)")?
+        .execute(params![id, display_name, handle, ctx.now_s()])?;
+    Ok(json!({"id": id, "display_name": display_name, "handle": handle}))
+}
+
+/// Validated createBot/updateBot fields; None = not given.
+struct BotFields<'a> {
+    display_name: Option<&'a str>,
+    handle: Option<&'a str>,
+    tier: Option<Tier>,
+    verified: Option<bool>,
+    official: Option<bool>,
+    avatar_key: Option<Option<&'a str>>,
+    limit: Option<Option<u64>>,
+}
+
+fn bot_fields<'a>(b: &'a Body, create: bool) -> ApiResult<BotFields<'a>> {
+    let tier = match params::opt_str(b, "quota_tier")? {
+        None => None,
+        Some(t) => Some(Tier::parse(t).ok_or_else(|| ApiError::invalid_field("quota_tier", "must be free, standard or official"))?),
+    };
+    let avatar_key = match b.get("avatar_key") {
+        None => None,
+        Some(Value::Null) => Some(None),
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 => Some(Some(s.as_str())),
+        Some(_) => return Err(ApiError::invalid_field("avatar_key", "must be a string of 1 to 256 bytes, or null")),
+    };
+    let limit = match b.get("gateway_connection_limit") {
+        None => None,
+        Some(Value::Null) => Some(None),
+        Some(_) => Some(Some(params::opt_uint(b, "gateway_connection_limit", 1024)?.unwrap_or(0))),
+    };
+    Ok(BotFields {
+        display_name: params::name(b, "display_name", 128, create)?,
+        handle: params::name(b, "handle", 64, create)?,
+        tier,
+        verified: params::opt_bool(b, "verified")?,
+        official: params::opt_bool(b, "official")?,
+        avatar_key,
+        limit,
+    })
+}
+
+/// The operational copy, kept only for official bots and only when the host
+/// configured an operational key.
+fn sealed_copy(ctx: &Ctx<'_>, official: bool, bot_id: &str, token: &str) -> ApiResult<Option<Vec<u8>>> {
+    match (official, &ctx.cfg.operational_key) {
+        (true, Some(key)) => Ok(Some(auth::seal_token(key, bot_id, token)?)),
+        _ => Ok(None),
+    }
+}
+
+fn create_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    let f = bot_fields(b, true)?;
+    let id = auth::new_id("bot_")?;
+    let token = auth::new_token()?;
+    let official = f.official.unwrap_or(false);
+    let sealed = sealed_copy(ctx, official, &id, &token)?;
+    ctx.conn
+        .prepare_cached(
+            "INSERT INTO bots (id, token_hash, op_token, display_name, handle, avatar_key, verified, official, quota_tier, \
+             gateway_connection_limit, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        )?
+        .execute(params![
+            id,
+            &auth::sha256(token.as_bytes())[..],
+            sealed,
+            f.display_name,
+            f.handle,
+            f.avatar_key.flatten(),
+            f.verified.unwrap_or(false),
+            official,
+            f.tier.unwrap_or(Tier::Free).as_str(),
+            f.limit.flatten().map(|v| v as i64),
+            ctx.now_s()
+        ])?;
+    let bot = load_bot(ctx, &id)?;
+    Ok(json!({"bot": raw(&bot.identity_json), "token": token}))
+}
+
+fn raw(json_text: &str) -> Value {
+    serde_json::from_str(json_text).unwrap_or(Value::Null)
+}
+
+/// Drops cached credentials of a bot after its row changed.
+fn forget_bot(ctx: &mut Ctx<'_>, bot_id: &str) {
+    ctx.fx.bots_touched = true;
+    ctx.bot_cache.retain(|_, b| b.id != bot_id);
+}
+
+fn update_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    let bot_id = params::req_str(b, "bot_id")?;
+    let f = bot_fields(b, false)?;
+    let status = match params::opt_str(b, "status")? {
+        None => None,
+        Some(s @ ("active" | "suspended")) => Some(s),
+        Some(_) => return Err(ApiError::invalid_field("status", "must be active or suspended")),
+    };
+    let before = load_bot(ctx, bot_id)?;
+    let c = ctx.conn;
+    let set = |sql: &str, v: &dyn rusqlite::ToSql| -> ApiResult<()> {
+        c.prepare_cached(sql)?.execute(params![v, bot_id])?;
+        Ok(())
+    };
+    if let Some(v) = f.display_name {
+        set("UPDATE bots SET display_name = ?1 WHERE id = ?2", &v)?;
+    }
+    if let Some(v) = f.handle {
+        set("UPDATE bots SET handle = ?1 WHERE id = ?2", &v)?;
+    }
+    if let Some(v) = f.tier {
+        set("UPDATE bots SET quota_tier = ?1 WHERE id = ?2", &v.as_str())?;
+    }
+    if let Some(v) = f.verified {
+        set("UPDATE bots SET verified = ?1 WHERE id = ?2", &v)?;
+    }
+    if let Some(v) = f.official {
+        set("UPDATE bots SET official = ?1 WHERE id = ?2", &v)?;
+        if !v {
+            // No longer managed by the service: its operational copy goes.
+            set("UPDATE bots SET op_token = ?1 WHERE id = ?2", &Option::<Vec<u8>>::None)?;
+        }
+    }
+    if let Some(v) = f.avatar_key {
+        set("UPDATE bots SET avatar_key = ?1 WHERE id = ?2", &v)?;
+    }
+    if let Some(v) = f.limit {
+        set("UPDATE bots SET gateway_connection_limit = ?1 WHERE id = ?2", &v.map(|v| v as i64))?;
+    }
+    if let Some(v) = status {
+        set("UPDATE bots SET status = ?1 WHERE id = ?2", &v)?;
+        if v == "suspended" && before.active {
+            ctx.fx.revoked.push(bot_id.to_string());
+        }
+    }
+    forget_bot(ctx, bot_id);
+    let bot = load_bot(ctx, bot_id)?;
+    Ok(raw(&bot.identity_json))
+}
+
+fn rotate_token(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    let bot = load_bot(ctx, params::req_str(b, "bot_id")?)?;
+    let token = auth::new_token()?;
+    let sealed = sealed_copy(ctx, bot.official, &bot.id, &token)?;
+    ctx.conn
+        .prepare_cached("UPDATE bots SET token_hash = ?1, op_token = ?2 WHERE id = ?3")?
+        .execute(params![&auth::sha256(token.as_bytes())[..], sealed, bot.id])?;
+    forget_bot(ctx, &bot.id);
+    ctx.fx.revoked.push(bot.id.clone());
+    Ok(json!({"token": token}))
+}
+
+fn operational_token(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    let bot_id = params::req_str(b, "bot_id")?;
+    let (official, sealed): (bool, Option<Vec<u8>>) = ctx
+        .conn
+        .prepare_cached("SELECT official, op_token FROM bots WHERE id = ?1")?
+        .query_row([bot_id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?
+        .ok_or_else(bot_not_found)?;
+    let not_recoverable = || {
+        ApiError::new(403, "token_not_recoverable", "only official bots have an operational token copy; rotate to get a new token")
+    };
+    if !official {
+        return Err(not_recoverable());
+    }
+    let (Some(sealed), Some(key)) = (sealed, &ctx.cfg.operational_key) else {
+        return Err(not_recoverable());
+    };
+    let token = auth::open_token(key, bot_id, &sealed)
+        .ok_or_else(|| ApiError::new(403, "token_not_recoverable", "the operational copy cannot be opened with the configured operational_key"))?;
+    Ok(json!({"token": token}))
+}
+
+fn add_membership(ctx: &Ctx<'_>, chat_id: &str, member_id: &str, is_bot: bool) -> ApiResult<bool> {
+    // Returns true when the member was not already active.
+    let changed = ctx
+        .conn
+        .prepare_cached(
+            "INSERT INTO members (chat_id, member_id, is_bot, active) VALUES (?1, ?2, ?3, 1) \
+             ON CONFLICT (chat_id, member_id) DO UPDATE SET active = 1 WHERE active = 0",
+        )?
+        .execute(params![chat_id, member_id, is_bot])?;
+    Ok(changed > 0)
+}
+
+fn private_chat_for(ctx: &mut Ctx<'_>, user_id: &str, bot_id: &str) -> ApiResult<(Chat, bool)> {
+    if !user_exists(ctx, user_id)? {
+        return Err(user_not_found());
+    }
+    load_bot(ctx, bot_id)?;
+    let existing: Option<String> = ctx
+        .conn
+        .prepare_cached("SELECT id FROM chats WHERE type = 'private' AND user_id = ?1 AND bot_id = ?2")?
+        .query_row([user_id, bot_id], |r| r.get(0))
+        .optional()?;
+    if let Some(id) = existing {
+        return Ok((load_chat(ctx, &id)?, false));
+    }
+    let id = auth::new_id("spc_")?;
+    ctx.conn
+        .prepare_cached("INSERT INTO chats (id, type, user_id, bot_id, created_at) VALUES (?1, 'private', ?2, ?3, ?4)")?
+        .execute(params![id, user_id, bot_id, ctx.now_s()])?;
+    add_membership(ctx, &id, user_id, false)?;
+    add_membership(ctx, &id, bot_id, true)?;
+    Ok((load_chat(ctx, &id)?, true))
+}
+
+fn create_private_chat(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    let user_id = params::req_str(b, "user_id")?;
+    let bot_id = params::req_str(b, "bot_id")?;
+    let (chat, _) = private_chat_for(ctx, user_id, bot_id)?;
+    chat.to_json(ctx.conn)
+}
+
+fn start_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    let user_id = params::req_str(b, "user_id")?;
+    let bot_id = params::req_str(b, "bot_id")?;
+    let (chat, _) = private_chat_for(ctx, user_id, bot_id)?;
+    ctx.conn.prepare_cached("UPDATE chats SET started = 1 WHERE id = ?1")?.execute([&chat.id])?;
+    // Pressing start in a chat the bot was removed from brings it back.
+    add_membership(ctx, &chat.id, bot_id, true)?;
+    let data = json!({"chat": chat.reference(), "user": user_json(ctx, user_id)?});
+    events::emit(ctx.conn, ctx.now_ms, &chat.id, events::BOT_STARTED, data.to_string().as_bytes(), None, None, &mut ctx.fx.woken)?;
+    load_chat(ctx, &chat.id)?.to_json(ctx.conn)
+}
+
+fn set_blocked(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
+    let by = params::req_str(b, "by")?;
+    let blocked = params::req_bool(b, "blocked")?;
+    if chat.kind != ChatKind::Private {
+        return Err(ApiError::invalid_field("chat_id", "must name a private chat"));
+    }
+    let (column, current) = match by {
+        "user" => ("blocked_by_user", chat.blocked_by_user),
+        "bot" => ("blocked_by_bot", chat.blocked_by_bot),
+        _ => return Err(ApiError::invalid_field("by", "must be user or bot")),
+    };
+    if current != blocked {
+        let sql = format!("UPDATE chats SET {column} = ?1 WHERE id = ?2");
+        ctx.conn.prepare_cached(&sql)?.execute(params![blocked, chat.id])?;
+        let kind = if blocked { events::BLOCKED } else { events::UNBLOCKED };
+        let data = json!({"chat": chat.reference(), "by": by});
+        events::emit(ctx.conn, ctx.now_ms, &chat.id, kind, data.to_string().as_bytes(), None, None, &mut ctx.fx.woken)?;
+    }
+    Ok(Value::Bool(true))
+}
+
+/// Whether `id` names a user or a bot; 404 for neither.
+fn member_kind(ctx: &Ctx<'_>, id: &str) -> ApiResult<bool> {
+    if id.starts_with("bot_") && Bot::by_id(ctx.conn, id)?.is_some() {
+        return Ok(true);
+    }
+    if user_exists(ctx, id)? {
+        return Ok(false);
+    }
+    Err(ApiError::new(404, "member_not_found", format!("no user or bot with id {id}")).with_param("field", "member_id"))
+}
+
+fn member_event(ctx: &mut Ctx<'_>, chat: &Chat, member_id: &str, is_bot: bool, kind: &str, extra: Option<&str>) -> ApiResult<()> {
+    let data = json!({"chat": chat.reference(), "member": {"id": member_id, "is_bot": is_bot}});
+    events::emit(ctx.conn, ctx.now_ms, &chat.id, kind, data.to_string().as_bytes(), None, extra, &mut ctx.fx.woken)
+}
+
+fn create_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    let title = params::name(b, "title", 256, true)?.unwrap_or_default();
+    let bots_can_send = params::opt_bool(b, "bots_can_send")?.unwrap_or(true);
+    let ids: Vec<&str> = match b.get("member_ids") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().ok_or_else(|| ApiError::invalid_field("member_ids", "must be an array of user and bot ids")))
+            .collect::<ApiResult<_>>()?,
+        Some(_) => return Err(ApiError::invalid_field("member_ids", "must be an array of user and bot ids")),
+    };
+    let id = auth::new_id("spc_")?;
+    ctx.conn
+        .prepare_cached("INSERT INTO chats (id, type, title, bots_can_send, created_at) VALUES (?1, 'group', ?2, ?3, ?4)")?
+        .execute(params![id, title, bots_can_send, ctx.now_s()])?;
+    let chat = load_chat(ctx, &id)?;
+    for m in ids {
+        let is_bot = member_kind(ctx, m)?;
+        if add_membership(ctx, &id, m, is_bot)? {
+            member_event(ctx, &chat, m, is_bot, events::MEMBER_ADDED, None)?;
+        }
+    }
+    chat.to_json(ctx.conn)
+}
+
+fn add_member(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
+    let member_id = params::req_str(b, "member_id")?;
+    let is_bot = member_kind(ctx, member_id)?;
+    match chat.kind {
+        ChatKind::Private if chat.bot_id.as_deref() != Some(member_id) && chat.user_id.as_deref() != Some(member_id) => {
+            return Err(ApiError::invalid_field("member_id", "a private chat holds only its user and its bot"));
+        }
+        ChatKind::Group if chat.dissolved => return Err(ApiError::chat_dissolved()),
+        _ => {}
+    }
+    if add_membership(ctx, &chat.id, member_id, is_bot)? {
+        member_event(ctx, &chat, member_id, is_bot, events::MEMBER_ADDED, None)?;
+    }
+    Ok(Value::Bool(true))
+}
+
+fn remove_member(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
+    let member_id = params::req_str(b, "member_id")?;
+    let Some(active) = crate::model::membership(ctx.conn, &chat.id, member_id)? else {
+        return Err(ApiError::new(404, "member_not_found", "not a member of this chat").with_param("field", "member_id"));
+    };
+    if active {
+        let is_bot: bool = ctx
+            .conn
+            .prepare_cached("SELECT is_bot FROM members WHERE chat_id = ?1 AND member_id = ?2")?
+            .query_row([&chat.id, member_id], |r| r.get(0))?;
+        ctx.conn
+            .prepare_cached("UPDATE members SET active = 0 WHERE chat_id = ?1 AND member_id = ?2")?
+            .execute([&chat.id, member_id])?;
+        // The removed bot still hears that it was removed.
+        member_event(ctx, &chat, member_id, is_bot, events::MEMBER_REMOVED, is_bot.then_some(member_id))?;
+    }
+    Ok(Value::Bool(true))
+}
+
+fn group(ctx: &Ctx<'_>, b: &Body) -> ApiResult<Chat> {
+    let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
+    if chat.kind != ChatKind::Group {
+        return Err(ApiError::invalid_field("chat_id", "must name a group"));
+    }
+    Ok(chat)
+}
+
+fn set_group_permissions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    let chat = group(ctx, b)?;
+    let bots_can_send = params::req_bool(b, "bots_can_send")?;
+    if chat.dissolved {
+        return Err(ApiError::chat_dissolved());
+    }
+    if chat.bots_can_send != bots_can_send {
+        ctx.conn.prepare_cached("UPDATE chats SET bots_can_send = ?1 WHERE id = ?2")?.execute(params![bots_can_send, chat.id])?;
+        let data = json!({"chat": chat.reference(), "bots_can_send": bots_can_send});
+        events::emit(ctx.conn, ctx.now_ms, &chat.id, events::CHAT_PERMISSIONS_CHANGED, data.to_string().as_bytes(), None, None, &mut ctx.fx.woken)?;
+    }
+    Ok(Value::Bool(true))
+}
+
+fn dissolve_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    let chat = group(ctx, b)?;
+    if !chat.dissolved {
+        ctx.conn.prepare_cached("UPDATE chats SET dissolved = 1 WHERE id = ?1")?.execute([&chat.id])?;
+        let data = json!({"chat": chat.reference()});
+        events::emit(ctx.conn, ctx.now_ms, &chat.id, events::CHAT_DISSOLVED, data.to_string().as_bytes(), None, None, &mut ctx.fx.woken)?;
+    }
+    Ok(Value::Bool(true))
+}
+
+fn send_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
+    let user_id = params::req_str(b, "user_id")?;
+    let chat_id = params::req_str(b, "chat_id")?;
+    let text = params::text(b)?;
+    params::parse_mode(b)?;
+    let reply_to = params::opt_message_id(b, "reply_to_message_id")?;
+    if !user_exists(ctx, user_id)? {
+        return Err(user_not_found());
+    }
+    let chat = load_chat(ctx, chat_id)?;
+    if crate::model::membership(ctx.conn, chat_id, user_id)? != Some(true) {
+        return Err(ApiError::new(403, "not_member", "the user is not a member of this chat"));
+    }
+    if chat.dissolved {
+        return Err(ApiError::chat_dissolved());
+    }
+    if chat.blocked_by_user {
+        return Err(ApiError::new(403, "blocked_by_user", "the user has blocked this bot; unblock first"));
+    }
+    if chat.blocked_by_bot {
+        return Err(ApiError::new(403, "user_blocked_by_bot", "the bot has blocked this user"));
+    }
+    messages::check_reply_target(ctx, &chat, reply_to)?;
+    messages::post(ctx, &chat, user_id, false, text, reply_to)
+}
+
+fn delete_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
+    let message_id = params::req_message_id(b, "message_id")?;
+    match StoredMessage::load(ctx.conn, &chat.id, message_id)? {
+        Some(m) if !m.deleted => {}
+        _ => return Err(ApiError::message_not_found()),
+    }
+    super::bot::delete_stored(ctx, &chat, message_id, None)?;
+    Ok(Value::Bool(true))
+}
+
+fn chat_history(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
+    let after = params::opt_message_id(b, "after_message_id").or_else(|e| match b.get("after_message_id") {
+        Some(Value::String(s)) if s == "0" => Ok(None),
+        Some(Value::Number(n)) if n.as_u64() == Some(0) => Ok(None),
+        _ => Err(e),
+    })?;
+    let limit = params::opt_uint(b, "limit", 100)?.unwrap_or(100).max(1);
+    let mut st = ctx.conn.prepare_cached(
+        "SELECT message_id, sender_id, sender_is_bot, text, date, edit_date, reply_to, deleted \
+         FROM messages WHERE chat_id = ?1 AND message_id > ?2 ORDER BY message_id LIMIT ?3",
+    )?;
+    let rows = st.query_map(params![chat.id, after.unwrap_or(0), limit as i64], StoredMessage::from_row)?;
+    let mut out = Vec::new();
+    for m in rows {
+        let m = m?;
+        if m.deleted {
+            out.push(json!({"message_id": m.message_id.to_string(), "deleted": true}));
+        } else {
+            out.push(serde_json::to_value(m.json(chat.reference())).map_err(|e| ApiError::internal(e))?);
+        }
+    }
+    Ok(Value::Array(out))
+}
+
+fn chat_actions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
+    let mut st = ctx.conn.prepare_cached(
+        "SELECT bot_id, action, expires_at_ms FROM chat_actions WHERE chat_id = ?1 AND expires_at_ms > ?2 ORDER BY bot_id",
+    )?;
+    let rows = st.query_map(params![chat.id, ctx.now_ms as i64], |r| {
+        Ok(json!({"bot_id": r.get::<_, String>(0)?, "action": r.get::<_, String>(1)?, "expires_at_ms": r.get::<_, i64>(2)?}))
+    })?;
+    Ok(Value::Array(rows.collect::<rusqlite::Result<_>>()?))
+}
+
+/// Telegram-style: returns updates from `offset` on (default: the first not
+/// yet confirmed) and confirms everything before `offset`, durably.
+fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    let offset = params::opt_uint(b, "offset", i64::MAX as u64)?;
+    let limit = params::opt_uint(b, "limit", 1000)?.unwrap_or(100).max(1);
+    let confirmed: i64 = ctx.conn.prepare_cached("SELECT value FROM meta WHERE key = 'updates_confirmed'")?.query_row([], |r| r.get(0))?;
+    let from = match offset {
+        Some(o) => {
+            let o = o as i64;
+            if o > confirmed {
+                ctx.conn.prepare_cached("UPDATE meta SET value = ?1 WHERE key = 'updates_confirmed'")?.execute([o])?;
+            }
+            o
+        }
+        None => confirmed,
+    };
+    let mut st = ctx.conn.prepare_cached("SELECT update_id, type, data FROM updates WHERE update_id >= ?1 ORDER BY update_id LIMIT ?2")?;
+    let rows = st.query_map(params![from, limit as i64], |r| {
+        let data: String = r.get(2)?;
+        Ok(json!({"update_id": r.get::<_, i64>(0)?, "type": r.get::<_, String>(1)?, "data": raw(&data)}))
+    })?;
+    Ok(Value::Array(rows.collect::<rusqlite::Result<_>>()?))
+}
+
+fn advance_clock(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+    if !ctx.clock.is_manual() {
+        return Err(ApiError::new(404, "method_not_found", "advanceClock exists only when the service runs on the manual clock"));
+    }
+    let ms = match b.get("seconds") {
+        None | Some(Value::Null) => return Err(ApiError::missing_field("seconds")),
+        Some(Value::Number(n)) => match n.as_f64() {
+            Some(s) if (0.0..=1e9).contains(&s) => (s * 1000.0).round() as u64,
+            _ => return Err(ApiError::invalid_field("seconds", "must be a number from 0 to 1e9")),
+        },
+        Some(_) => return Err(ApiError::invalid_field("seconds", "must be a number from 0 to 1e9")),
+    };
+    ctx.clock.advance_ms(ms);
+    Ok(Value::Bool(true))
+}

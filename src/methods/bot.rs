@@ -1,0 +1,256 @@
+//! The five bot methods of the seed, with checks in the contract's order:
+//! bot status → tier gate → fields → chat visible → permission rules →
+//! message ownership → rate limit → write.
+
+use super::messages;
+use super::params::{self, Body};
+use crate::auth;
+use crate::error::{ApiError, ApiResult};
+use crate::events;
+use crate::http::Request;
+use crate::model::{to_json, Bot, Chat, ChatKind, StoredMessage, Tier};
+use crate::ratelimit::Scope;
+use crate::service::Ctx;
+use rusqlite::{params, OptionalExtension};
+
+pub const METHODS: &[&str] = &["getMe", "sendMessage", "sendChatAction", "editMessageText", "deleteMessage"];
+
+pub const CHAT_ACTIONS: &[&str] = &["typing", "upload_photo", "upload_document", "record_voice", "upload_voice"];
+
+/// How long a chat action shows unless the bot sends a message first.
+pub const CHAT_ACTION_TTL_MS: u64 = 5_000;
+
+pub fn exists(name: &str) -> bool {
+    METHODS.contains(&name)
+}
+
+pub fn call(ctx: &mut Ctx<'_>, bot: &Bot, name: &str, req: &Request<'_>) -> ApiResult<Vec<u8>> {
+    if !bot.active {
+        return Err(ApiError::new(403, "bot_suspended", "this bot is suspended"));
+    }
+    match name {
+        "getMe" => Ok(bot.identity_json.as_bytes().to_vec()),
+        "sendMessage" => send_message(ctx, bot, req),
+        "sendChatAction" => send_chat_action(ctx, bot, &params::parse_body(&req.body)?),
+        "editMessageText" => edit_message_text(ctx, bot, &tier_gate(bot, name, req)?),
+        "deleteMessage" => delete_message(ctx, bot, &tier_gate(bot, name, req)?),
+        _ => Err(ApiError::new(404, "method_not_found", format!("unknown method {name}"))),
+    }
+}
+
+/// Free-tier bots may not edit or delete; checked before the body is read.
+fn tier_gate(bot: &Bot, name: &str, req: &Request<'_>) -> ApiResult<Body> {
+    if bot.tier == Tier::Free {
+        return Err(ApiError::new(403, "tier_forbidden", format!("{name} is not available to bots of the free tier")));
+    }
+    params::parse_body(&req.body)
+}
+
+/// The chat, if this bot is or was ever a member; otherwise chat_not_found
+/// (a chat the bot never saw does not exist for it).
+fn visible_chat(ctx: &Ctx<'_>, bot: &Bot, chat_id: &str) -> ApiResult<(Chat, bool)> {
+    let Some(chat) = Chat::load(ctx.conn, chat_id)? else {
+        return Err(ApiError::chat_not_found());
+    };
+    match crate::model::membership(ctx.conn, chat_id, &bot.id)? {
+        None => Err(ApiError::chat_not_found()),
+        Some(active) => Ok((chat, active)),
+    }
+}
+
+/// The seed's sending permission rules, in its order.
+fn check_send_permission(chat: &Chat, member: bool) -> ApiResult<()> {
+    match chat.kind {
+        ChatKind::Private => {
+            if !chat.started {
+                return Err(ApiError::new(403, "bot_not_started", "the user has not started this bot"));
+            }
+            if chat.blocked_by_user {
+                return Err(ApiError::new(403, "blocked_by_user", "the user has blocked this bot"));
+            }
+            if chat.blocked_by_bot {
+                return Err(ApiError::new(403, "user_blocked_by_bot", "this bot has blocked the user"));
+            }
+            if !member {
+                return Err(ApiError::not_member());
+            }
+        }
+        ChatKind::Group => {
+            if !member {
+                return Err(ApiError::not_member());
+            }
+            if chat.dissolved {
+                return Err(ApiError::chat_dissolved());
+            }
+            if !chat.bots_can_send {
+                return Err(ApiError::new(403, "bots_cannot_send", "the group's permissions do not allow bots to send"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Edit and delete need the chat still visible: a member, not dissolved.
+fn check_still_visible(chat: &Chat, member: bool) -> ApiResult<()> {
+    if !member {
+        return Err(ApiError::not_member());
+    }
+    if chat.dissolved {
+        return Err(ApiError::chat_dissolved());
+    }
+    Ok(())
+}
+
+fn rate_limit(ctx: &mut Ctx<'_>, bot: &Bot, chat: &Chat) -> ApiResult<()> {
+    let limits = match bot.tier {
+        Tier::Free => &ctx.cfg.limits.free,
+        Tier::Standard => &ctx.cfg.limits.standard,
+        Tier::Official => &ctx.cfg.limits.official,
+    };
+    let chat_rate = match chat.kind {
+        ChatKind::Private => limits.private_chat.as_ref().map(|r| (r, Scope::Chat)),
+        ChatKind::Group => limits.group.as_ref().map(|r| (r, Scope::Group)),
+    };
+    match ctx.rate.check(&bot.id, &chat.id, limits.bot.as_ref(), chat_rate, ctx.now_ms) {
+        Ok(()) => Ok(()),
+        Err((scope, wait_ms)) => {
+            let secs = wait_ms.div_ceil(1000).max(1);
+            Err(ApiError::new(429, "rate_limited", format!("too many requests; retry after {secs} s"))
+                .with_param("retry_after", secs)
+                .with_param("retry_after_ms", wait_ms)
+                .with_param("scope", scope.as_str())
+                .with_header("Retry-After", secs.to_string()))
+        }
+    }
+}
+
+/// The Idempotency-Key header: 1 to 64 visible ASCII characters.
+fn idempotency_key<'a>(req: &Request<'a>) -> ApiResult<Option<&'a str>> {
+    let Some(raw) = req.header("idempotency-key") else { return Ok(None) };
+    match std::str::from_utf8(raw) {
+        Ok(k) if (1..=64).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()) => Ok(Some(k)),
+        _ => Err(ApiError::invalid_field("Idempotency-Key", "must be 1 to 64 visible ASCII characters")),
+    }
+}
+
+/// SHA-256 of the body's canonical JSON (keys sorted, no whitespace), so a
+/// retry that reorders fields is still the same request.
+fn request_hash(body: &Body) -> [u8; 32] {
+    let canon: std::collections::BTreeMap<&String, &serde_json::Value> = body.iter().collect();
+    auth::sha256(&serde_json::to_vec(&canon).unwrap_or_default())
+}
+
+fn send_message(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Vec<u8>> {
+    let body = params::parse_body(&req.body)?;
+    let chat_id = params::req_str(&body, "chat_id")?;
+    let text = params::text(&body)?;
+    params::parse_mode(&body)?;
+    let reply_to = params::opt_message_id(&body, "reply_to_message_id")?;
+    let key = idempotency_key(req)?;
+    let hash = key.map(|_| request_hash(&body));
+    if let (Some(key), Some(hash)) = (key, &hash) {
+        let cutoff = ctx.now_ms.saturating_sub(super::IDEMPOTENCY_TTL_MS) as i64;
+        let prior: Option<(Vec<u8>, String)> = ctx
+            .conn
+            .prepare_cached("SELECT request_hash, result FROM idempotency WHERE bot_id = ?1 AND key = ?2 AND created_at_ms >= ?3")?
+            .query_row(params![bot.id, key, cutoff], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        if let Some((prior_hash, result)) = prior {
+            if auth::constant_time_eq(&prior_hash, hash) {
+                return Ok(result.into_bytes());
+            }
+            return Err(ApiError::new(409, "idempotency_key_reused", "this Idempotency-Key was used with a different request"));
+        }
+    }
+    let (chat, member) = visible_chat(ctx, bot, chat_id)?;
+    check_send_permission(&chat, member)?;
+    messages::check_reply_target(ctx, &chat, reply_to)?;
+    rate_limit(ctx, bot, &chat)?;
+    let json = messages::post(ctx, &chat, &bot.id, true, text, reply_to)?;
+    if let (Some(key), Some(hash)) = (key, hash) {
+        ctx.conn
+            .prepare_cached("INSERT OR REPLACE INTO idempotency (bot_id, key, request_hash, result, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5)")?
+            .execute(params![bot.id, key, &hash[..], std::str::from_utf8(&json).unwrap_or(""), ctx.now_ms as i64])?;
+    }
+    Ok(json)
+}
+
+fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
+    let chat_id = params::req_str(body, "chat_id")?;
+    let action = params::req_str(body, "action")?;
+    if !CHAT_ACTIONS.contains(&action) {
+        return Err(ApiError::invalid_field("action", "must be one of typing, upload_photo, upload_document, record_voice, upload_voice"));
+    }
+    let (chat, member) = visible_chat(ctx, bot, chat_id)?;
+    check_send_permission(&chat, member)?;
+    rate_limit(ctx, bot, &chat)?;
+    let expires = ctx.now_ms + CHAT_ACTION_TTL_MS;
+    ctx.conn
+        .prepare_cached("INSERT OR REPLACE INTO chat_actions (chat_id, bot_id, action, expires_at_ms) VALUES (?1, ?2, ?3, ?4)")?
+        .execute(params![chat.id, bot.id, action, expires as i64])?;
+    let data = serde_json::json!({
+        "chat": chat.reference(),
+        "from": {"id": bot.id, "is_bot": true},
+        "action": action,
+        "expires_at_ms": expires,
+    });
+    events::append_update(ctx.conn, ctx.now_ms, events::CHAT_ACTION, &data.to_string())?;
+    Ok(b"true".to_vec())
+}
+
+/// Chat, membership and the message, checked for edit and delete.
+fn owned_message(ctx: &Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<(Chat, StoredMessage)> {
+    let chat_id = params::req_str(body, "chat_id")?;
+    let message_id = params::req_message_id(body, "message_id")?;
+    Ok((chat_id.to_string(), message_id)).and_then(|(chat_id, message_id)| {
+        // Fields of edit (text, parse_mode) are validated by the caller first.
+        let (chat, member) = visible_chat(ctx, bot, &chat_id)?;
+        check_still_visible(&chat, member)?;
+        let msg = match StoredMessage::load(ctx.conn, &chat.id, message_id)? {
+            Some(m) if !m.deleted => m,
+            _ => return Err(ApiError::message_not_found()),
+        };
+        if msg.sender_id != bot.id {
+            return Err(ApiError::new(403, "not_message_owner", "the message was not sent by this bot"));
+        }
+        Ok((chat, msg))
+    })
+}
+
+fn edit_message_text(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
+    params::req_str(body, "chat_id")?;
+    params::req_message_id(body, "message_id")?;
+    let text = params::text(body)?;
+    params::parse_mode(body)?;
+    let (chat, mut msg) = owned_message(ctx, bot, body)?;
+    rate_limit(ctx, bot, &chat)?;
+    if msg.text.as_deref() == Some(text) {
+        // Same text: success, nothing changes, no event.
+        return to_json(&msg.json(chat.reference()));
+    }
+    let edit_date = ctx.now_s();
+    ctx.conn
+        .prepare_cached("UPDATE messages SET text = ?1, edit_date = ?2 WHERE chat_id = ?3 AND message_id = ?4")?
+        .execute(params![text, edit_date, chat.id, msg.message_id])?;
+    msg.text = Some(text.to_string());
+    msg.edit_date = Some(edit_date);
+    let json = to_json(&msg.json(chat.reference()))?;
+    messages::emit_message(ctx, &chat, events::MESSAGE_EDITED, &json, Some(&bot.id))?;
+    Ok(json)
+}
+
+fn delete_message(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
+    let (chat, msg) = owned_message(ctx, bot, body)?;
+    delete_stored(ctx, &chat, msg.message_id, Some(&bot.id))?;
+    Ok(b"true".to_vec())
+}
+
+/// Marks a message deleted (its number stays taken), drops its text and
+/// emits `message_deleted`.
+pub fn delete_stored(ctx: &mut Ctx<'_>, chat: &Chat, message_id: i64, exclude: Option<&str>) -> ApiResult<()> {
+    ctx.conn
+        .prepare_cached("UPDATE messages SET deleted = 1, text = NULL WHERE chat_id = ?1 AND message_id = ?2")?
+        .execute(params![chat.id, message_id])?;
+    let data = serde_json::json!({"chat": chat.reference(), "message_id": message_id.to_string()});
+    events::emit(ctx.conn, ctx.now_ms, &chat.id, events::MESSAGE_DELETED, data.to_string().as_bytes(), exclude, None, &mut ctx.fx.woken)
+}

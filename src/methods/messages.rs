@@ -1,0 +1,64 @@
+//! The one write path for messages: a bot's sendMessage and a human's
+//! sendUserMessage both go through [`post`], as the seed requires.
+
+use crate::error::{ApiError, ApiResult};
+use crate::events;
+use crate::model::{to_json, Chat, MessageJson, Sender, StoredMessage};
+use crate::service::Ctx;
+use rusqlite::params;
+
+/// `reply_to_message_id` must name a live message of the same chat.
+pub fn check_reply_target(ctx: &Ctx<'_>, chat: &Chat, reply_to: Option<i64>) -> ApiResult<()> {
+    if let Some(r) = reply_to {
+        match StoredMessage::load(ctx.conn, &chat.id, r)? {
+            Some(m) if !m.deleted => {}
+            _ => {
+                return Err(ApiError::new(400, "reply_target_not_found", "reply_to_message_id names no live message in this chat")
+                    .with_param("field", "reply_to_message_id"))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Stores a message with the chat's next number, emits `message_created`
+/// and returns the message JSON.
+pub fn post(ctx: &mut Ctx<'_>, chat: &Chat, sender_id: &str, sender_is_bot: bool, text: &str, reply_to: Option<i64>) -> ApiResult<Vec<u8>> {
+    let message_id: i64 = ctx
+        .conn
+        .prepare_cached("UPDATE chats SET last_message_id = last_message_id + 1 WHERE id = ?1 RETURNING last_message_id")?
+        .query_row([&chat.id], |r| r.get(0))?;
+    let date = ctx.now_s();
+    ctx.conn
+        .prepare_cached(
+            "INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(params![chat.id, message_id, sender_id, sender_is_bot, text, date, reply_to])?;
+    if sender_is_bot {
+        // A message ends the bot's chat action in that chat.
+        ctx.conn
+            .prepare_cached("DELETE FROM chat_actions WHERE chat_id = ?1 AND bot_id = ?2")?
+            .execute([&chat.id, sender_id])?;
+    }
+    let msg = MessageJson {
+        message_id: message_id.to_string(),
+        chat: chat.reference(),
+        date,
+        text,
+        from: Sender { id: sender_id, is_bot: sender_is_bot },
+        reply_to_message_id: reply_to.map(|r| r.to_string()),
+        edit_date: None,
+    };
+    let json = to_json(&msg)?;
+    emit_message(ctx, chat, events::MESSAGE_CREATED, &json, sender_is_bot.then_some(sender_id))?;
+    Ok(json)
+}
+
+/// Emits `{"message": <json>}` as `kind`.
+pub fn emit_message(ctx: &mut Ctx<'_>, chat: &Chat, kind: &str, message_json: &[u8], exclude: Option<&str>) -> ApiResult<()> {
+    let mut data = Vec::with_capacity(message_json.len() + 12);
+    data.extend_from_slice(b"{\"message\":");
+    data.extend_from_slice(message_json);
+    data.push(b'}');
+    events::emit(ctx.conn, ctx.now_ms, &chat.id, kind, &data, exclude, None, &mut ctx.fx.woken)
+}

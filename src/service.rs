@@ -1,0 +1,495 @@
+//! The service: one SQLite connection behind a mutex, the request pipeline
+//! (transport → auth → method), transactions with group commit, and the
+//! effects that may only happen after a commit (wake-ups, gateway closes).
+
+use crate::auth;
+use crate::clock::Clock;
+use crate::config::{ClockKind, Config};
+use crate::error::{ApiError, ApiResult};
+use crate::http::{self, Request};
+use crate::methods;
+use crate::model::Bot;
+use crate::ratelimit::RateLimiter;
+use crate::storage::{self, StorageError};
+use rusqlite::Connection;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+/// Called with a bot id after a commit that gave that bot new events, or
+/// closed its gateway connections. It runs on the thread that made the
+/// change, after the service's lock is released, and must not block.
+pub type WakeHook = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Why a service could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// Effects of the current transaction, applied only after it commits.
+#[derive(Default)]
+pub(crate) struct TxEffects {
+    /// Bots that got events.
+    pub woken: Vec<String>,
+    /// Bots whose gateway connections must close with 4004.
+    pub revoked: Vec<String>,
+    /// A bot row changed: the auth cache must be dropped if this rolls back.
+    pub bots_touched: bool,
+}
+
+pub(crate) struct Inner {
+    pub conn: Connection,
+    /// Token hash → bot, for authentication without a query.
+    pub bot_cache: HashMap<[u8; 32], Arc<Bot>>,
+    pub rate: RateLimiter,
+    pub fx: TxEffects,
+    pub last_prune_ms: u64,
+}
+
+/// Everything a method needs while it runs inside a transaction.
+pub(crate) struct Ctx<'a> {
+    pub conn: &'a Connection,
+    pub cfg: &'a Config,
+    pub clock: &'a Clock,
+    pub now_ms: u64,
+    pub rate: &'a mut RateLimiter,
+    pub fx: &'a mut TxEffects,
+    pub bot_cache: &'a mut HashMap<[u8; 32], Arc<Bot>>,
+}
+
+impl Ctx<'_> {
+    /// Unix seconds, the unit of message dates.
+    pub fn now_s(&self) -> i64 {
+        (self.now_ms / 1000) as i64
+    }
+}
+
+/// Shared state the gateway reads without the database lock.
+#[derive(Default)]
+pub(crate) struct GatewayState {
+    /// Open connections per bot.
+    pub open: HashMap<String, u32>,
+    /// Bumped when a bot's token rotates or it is suspended; connections
+    /// opened under an older epoch close with 4004.
+    pub epoch: HashMap<String, u64>,
+}
+
+/// A botspace service. `Send + Sync`: share it behind an `Arc` and call it
+/// from any number of threads; writes are serialized on one SQLite connection.
+pub struct Service {
+    pub(crate) config: Config,
+    pub(crate) clock: Clock,
+    pub(crate) inner: Mutex<Inner>,
+    pub(crate) wake: RwLock<Option<WakeHook>>,
+    pub(crate) gateway: Mutex<GatewayState>,
+    /// SHA-256 of the admin secret, compared in constant time.
+    admin_hash: [u8; 32],
+}
+
+/// A parsed request, routed and past the transport checks.
+pub(crate) struct Routed<'a> {
+    pub req: Request<'a>,
+    pub admin: bool,
+    pub name: &'a str,
+}
+
+const PRUNE_EVERY_MS: u64 = 60_000;
+
+impl Service {
+    /// Opens a service with the clock the configuration names.
+    pub fn open(config: Config) -> Result<Service, OpenError> {
+        let clock = match config.clock {
+            ClockKind::System => Clock::System,
+            ClockKind::Manual => Clock::manual(),
+        };
+        Service::open_with_clock(config, clock)
+    }
+
+    /// Opens a service reading time from `clock` (e.g. `Date.now()` in WASM).
+    pub fn open_with_clock(config: Config, clock: Clock) -> Result<Service, OpenError> {
+        config.validate()?;
+        let conn = storage::open(&config)?;
+        let admin_hash = auth::sha256(config.admin_secret.as_bytes());
+        Ok(Service {
+            inner: Mutex::new(Inner {
+                conn,
+                bot_cache: HashMap::new(),
+                rate: RateLimiter::default(),
+                fx: TxEffects::default(),
+                last_prune_ms: 0,
+            }),
+            config,
+            clock,
+            wake: RwLock::new(None),
+            gateway: Mutex::new(GatewayState::default()),
+            admin_hash,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Current time of the service's clock, Unix milliseconds. Hosts pass it
+    /// to gateway `poll` so a manual clock drives heartbeats too.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Registers (or with `None` removes) the wake-up hook.
+    pub fn set_wake_hook(&self, hook: Option<WakeHook>) {
+        *self.wake.write().unwrap_or_else(|e| e.into_inner()) = hook;
+    }
+
+    /// Where the next request in `buf` ends (see [`http::Framing`]).
+    pub fn frame_request(&self, buf: &[u8]) -> http::Framing {
+        http::frame_request(buf, self.config.max_body_bytes)
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+        match self.inner.lock() {
+            Ok(g) => g,
+            Err(poisoned) => {
+                // A panic inside a transaction: make sure nothing half-done survives.
+                let mut g = poisoned.into_inner();
+                if !g.conn.is_autocommit() {
+                    let _ = g.conn.execute_batch("ROLLBACK");
+                }
+                g.bot_cache.clear();
+                g.fx = TxEffects::default();
+                g
+            }
+        }
+    }
+
+    /// One complete HTTP/1.1 request in, one complete HTTP/1.1 response out.
+    pub fn handle_request(&self, request: &[u8]) -> Vec<u8> {
+        let routed = match self.route(request) {
+            Ok(r) => r,
+            Err(e) => return e.into_response(),
+        };
+        let mut inner = self.lock();
+        let out = self.run_one(&mut inner, &routed);
+        let fx = std::mem::take(&mut inner.fx);
+        drop(inner);
+        self.apply_effects(fx);
+        out
+    }
+
+    /// Many requests, committed together in one transaction (group commit).
+    /// Each gets exactly the answer it would get alone; a request that fails
+    /// is rolled back to its own savepoint and leaves no trace. If the final
+    /// commit fails, every request that had succeeded answers 500.
+    pub fn handle_batch(&self, requests: &[&[u8]]) -> Vec<Vec<u8>> {
+        let routed: Vec<Result<Routed<'_>, ApiError>> = requests.iter().map(|r| self.route(r)).collect();
+        let mut out: Vec<Vec<u8>> = Vec::with_capacity(requests.len());
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        let now_ms = self.clock.now_ms();
+        if let Err(e) = exec(&inner.conn, "BEGIN IMMEDIATE") {
+            let e = ApiError::from(e);
+            return routed.iter().map(|_| e.clone().into_response()).collect();
+        }
+        let mut ok = Vec::with_capacity(requests.len());
+        for r in &routed {
+            match r {
+                Err(e) => {
+                    out.push(e.clone().into_response());
+                    ok.push(false);
+                }
+                Ok(routed) => {
+                    let mark = inner.rate.mark();
+                    let touched = inner.fx.bots_touched;
+                    let (w, v) = (inner.fx.woken.len(), inner.fx.revoked.len());
+                    let res = exec(&inner.conn, "SAVEPOINT req").map_err(ApiError::from).and_then(|_| self.dispatch(inner, routed, now_ms));
+                    match res {
+                        Ok(body) => {
+                            if let Err(e) = exec(&inner.conn, "RELEASE req") {
+                                out.push(ApiError::from(e).into_response());
+                                ok.push(false);
+                                continue;
+                            }
+                            out.push(body);
+                            ok.push(true);
+                        }
+                        Err(e) => {
+                            let _ = exec(&inner.conn, "ROLLBACK TO req");
+                            let _ = exec(&inner.conn, "RELEASE req");
+                            inner.rate.rollback_to(mark);
+                            inner.fx.woken.truncate(w);
+                            inner.fx.revoked.truncate(v);
+                            if inner.fx.bots_touched && !touched {
+                                inner.bot_cache.clear();
+                            }
+                            out.push(e.into_response());
+                            ok.push(false);
+                        }
+                    }
+                }
+            }
+        }
+        match self.commit(inner, now_ms) {
+            Ok(()) => {
+                let fx = std::mem::take(&mut inner.fx);
+                self.apply_effects(fx);
+            }
+            Err(e) => {
+                for (slot, succeeded) in out.iter_mut().zip(ok) {
+                    if succeeded {
+                        *slot = e.clone().into_response();
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Transport checks (405 → 411/413 → 415) and routing.
+    pub(crate) fn route<'a>(&self, request: &'a [u8]) -> ApiResult<Routed<'a>> {
+        let req = http::parse_request(request, self.config.max_body_bytes)?;
+        let (admin, name) = if let Some(n) = req.path.strip_prefix("/bot/") {
+            (false, n)
+        } else if let Some(n) = req.path.strip_prefix("/admin/") {
+            (true, n)
+        } else {
+            return Err(ApiError::new(404, "method_not_found", format!("no method at {}", req.path)));
+        };
+        if !admin && name == "gateway" {
+            if req.method != "GET" {
+                return Err(ApiError::new(405, "method_not_allowed", "the gateway is opened with GET and a WebSocket upgrade")
+                    .with_header("Allow", "GET".into()));
+            }
+        } else if req.method != "POST" {
+            return Err(ApiError::new(405, "method_not_allowed", format!("{name} accepts POST only"))
+                .with_header("Allow", "POST".into()));
+        }
+        if let Some(e) = &req.body_error {
+            return Err(e.clone());
+        }
+        if !req.body.is_empty() || req.header("content-type").is_some() {
+            let ct = req.header_str("content-type").unwrap_or("");
+            let mime = ct.split(';').next().unwrap_or("").trim();
+            if !mime.eq_ignore_ascii_case("application/json") {
+                return Err(ApiError::new(415, "unsupported_media_type", "Content-Type must be application/json"));
+            }
+        }
+        let known = if admin { methods::admin::exists(name) } else { name == "gateway" || methods::bot::exists(name) };
+        if !known {
+            return Err(ApiError::new(404, "method_not_found", format!("unknown method {name}")));
+        }
+        Ok(Routed { req, admin, name })
+    }
+
+    /// Runs one routed request in its own transaction.
+    fn run_one(&self, inner: &mut Inner, routed: &Routed<'_>) -> Vec<u8> {
+        let now_ms = self.clock.now_ms();
+        // getMe reads a cached identity: no transaction needed.
+        if !routed.admin && routed.name == "getMe" {
+            return match self.dispatch(inner, routed, now_ms) {
+                Ok(b) => b,
+                Err(e) => e.into_response(),
+            };
+        }
+        if let Err(e) = exec(&inner.conn, "BEGIN IMMEDIATE") {
+            return ApiError::from(e).into_response();
+        }
+        let mark = inner.rate.mark();
+        match self.dispatch(inner, routed, now_ms) {
+            Ok(body) => match self.commit(inner, now_ms) {
+                Ok(()) => body,
+                Err(e) => e.into_response(),
+            },
+            Err(e) => {
+                let _ = exec(&inner.conn, "ROLLBACK");
+                inner.rate.rollback_to(mark);
+                if inner.fx.bots_touched {
+                    inner.bot_cache.clear();
+                }
+                inner.fx = TxEffects::default();
+                e.into_response()
+            }
+        }
+    }
+
+    /// Commits, pruning old rows now and then first. On failure rolls back
+    /// everything, including rate-limit slots and caches.
+    fn commit(&self, inner: &mut Inner, now_ms: u64) -> ApiResult<()> {
+        if now_ms.saturating_sub(inner.last_prune_ms) >= PRUNE_EVERY_MS {
+            inner.last_prune_ms = now_ms;
+            let retention = self.config.event_retention_s.saturating_mul(1000);
+            if let Err(e) = crate::events::prune(&inner.conn, now_ms, retention) {
+                self.abort(inner);
+                return Err(e);
+            }
+        }
+        match exec(&inner.conn, "COMMIT") {
+            Ok(()) => {
+                inner.rate.commit();
+                Ok(())
+            }
+            Err(e) => {
+                self.abort(inner);
+                Err(e.into())
+            }
+        }
+    }
+
+    fn abort(&self, inner: &mut Inner) {
+        let _ = exec(&inner.conn, "ROLLBACK");
+        inner.rate.rollback_to(0);
+        inner.bot_cache.clear();
+        inner.fx = TxEffects::default();
+    }
+
+    /// Runs a method, catching a panic so it becomes a 500 and a rollback
+    /// instead of crossing the API boundary.
+    fn dispatch(&self, inner: &mut Inner, routed: &Routed<'_>, now_ms: u64) -> ApiResult<Vec<u8>> {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut ctx = Ctx {
+                conn: &inner.conn,
+                cfg: &self.config,
+                clock: &self.clock,
+                now_ms,
+                rate: &mut inner.rate,
+                fx: &mut inner.fx,
+                bot_cache: &mut inner.bot_cache,
+            };
+            if routed.admin {
+                self.check_admin(&routed.req)?;
+                methods::admin::call(&mut ctx, routed.name, &routed.req)
+            } else if routed.name == "gateway" {
+                let bot = authenticate(&mut ctx, &routed.req)?;
+                Err(crate::gateway::precheck(self, &routed.req, &bot, false).err().unwrap_or_else(|| {
+                    ApiError::new(426, "upgrade_required", "handle_request cannot switch protocols: pass gateway upgrades to accept_gateway")
+                }))
+            } else {
+                let bot = authenticate(&mut ctx, &routed.req)?;
+                methods::bot::call(&mut ctx, &bot, routed.name, &routed.req)
+            }
+        }));
+        match result {
+            Ok(r) => r.map(|res| http::ok_response(&res)),
+            Err(_) => Err(ApiError::internal("a bug was caught; the request was rolled back")),
+        }
+    }
+
+    fn check_admin(&self, req: &Request<'_>) -> ApiResult<()> {
+        let cred = auth::credential(req.header("authorization"), "Admin")?;
+        if auth::constant_time_eq(&auth::sha256(cred), &self.admin_hash) {
+            Ok(())
+        } else {
+            Err(ApiError::invalid_token())
+        }
+    }
+
+    /// Wakes hooks and gateway connections for what a commit changed.
+    pub(crate) fn apply_effects(&self, mut fx: TxEffects) {
+        if !fx.revoked.is_empty() {
+            let mut gw = self.gateway.lock().unwrap_or_else(|e| e.into_inner());
+            for bot in &fx.revoked {
+                *gw.epoch.entry(bot.clone()).or_insert(0) += 1;
+            }
+        }
+        if fx.woken.is_empty() && fx.revoked.is_empty() {
+            return;
+        }
+        fx.woken.append(&mut fx.revoked);
+        fx.woken.sort_unstable();
+        fx.woken.dedup();
+        let hook = self.wake.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(hook) = hook {
+            for bot in &fx.woken {
+                hook(bot);
+            }
+        }
+    }
+
+    /// Serializes the whole database (SQLite's serialize), e.g. to persist a
+    /// WASM service in IndexedDB or a KV store.
+    pub fn export_database(&self) -> Result<Vec<u8>, ApiError> {
+        let mut inner = self.lock();
+        let data = inner.conn.serialize(rusqlite::MAIN_DB)?;
+        Ok(data.to_vec())
+    }
+
+    /// Replaces the whole database with bytes from [`Service::export_database`].
+    /// The bytes are checked and migrated; on any error the current database
+    /// stays as it was.
+    pub fn import_database(&self, bytes: &[u8]) -> Result<(), ApiError> {
+        // An image of a WAL file says so in header bytes 18-19; an in-memory
+        // copy must read it as a rollback-journal database.
+        let mut image_bytes = bytes.to_vec();
+        if image_bytes.len() >= 100 && image_bytes[18] == 2 && image_bytes[19] == 2 {
+            image_bytes[18] = 1;
+            image_bytes[19] = 1;
+        }
+        let bytes = &image_bytes[..];
+        // Validate in a scratch connection first so a bad image changes nothing.
+        let mut scratch = Connection::open_in_memory()?;
+        scratch
+            .deserialize_read_exact(rusqlite::MAIN_DB, bytes, bytes.len(), false)
+            .map_err(|e| ApiError::invalid_request(format!("not a botspace database image: {e}")))?;
+        let check: String = scratch
+            .query_row("PRAGMA quick_check", [], |r| r.get(0))
+            .map_err(|e| ApiError::invalid_request(format!("not a botspace database image: {e}")))?;
+        if check != "ok" {
+            return Err(ApiError::invalid_request(format!("database image fails its integrity check: {check}")));
+        }
+        let has_bots: i64 = scratch
+            .query_row("SELECT count(*) FROM sqlite_master WHERE name = 'bots'", [], |r| r.get(0))
+            .map_err(|e| ApiError::invalid_request(format!("not a botspace database image: {e}")))?;
+        let version: i64 = scratch.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if has_bots == 0 || version < 1 {
+            return Err(ApiError::invalid_request("not a botspace database image"));
+        }
+        drop(scratch);
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        let mut image = Connection::open_in_memory()?;
+        image.deserialize_read_exact(rusqlite::MAIN_DB, bytes, bytes.len(), false)?;
+        // Copy into the live connection so a file database stays a file.
+        {
+            let backup = rusqlite::backup::Backup::new(&image, &mut inner.conn)?;
+            backup.run_to_completion(1024, std::time::Duration::ZERO, None)?;
+        }
+        storage::migrate(&inner.conn).map_err(|e| ApiError::internal(e))?;
+        inner.bot_cache.clear();
+        inner.rate = RateLimiter::default();
+        Ok(())
+    }
+}
+
+/// Authenticates `Authorization: Bot <token>` against the cache, then the
+/// database. The lookup is by SHA-256 of the presented token, so what an
+/// index lookup may leak in timing is about a hash, not the token.
+pub(crate) fn authenticate(ctx: &mut Ctx<'_>, req: &Request<'_>) -> ApiResult<Arc<Bot>> {
+    let token = auth::credential(req.header("authorization"), "Bot")?;
+    let hash = auth::sha256(token);
+    if let Some(b) = ctx.bot_cache.get(&hash) {
+        return Ok(b.clone());
+    }
+    match Bot::by_token_hash(ctx.conn, &hash)? {
+        Some(bot) => {
+            let bot = Arc::new(bot);
+            if ctx.bot_cache.len() > 100_000 {
+                ctx.bot_cache.clear();
+            }
+            ctx.bot_cache.insert(hash, bot.clone());
+            Ok(bot)
+        }
+        None => Err(ApiError::invalid_token()),
+    }
+}
+
+pub(crate) fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service").field("database", &self.config.database).finish_non_exhaustive()
+    }
+}

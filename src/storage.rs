@@ -1,0 +1,169 @@
+//! SQLite schema, migrations and connection setup.
+//!
+//! The schema version lives in `PRAGMA user_version`; each entry of
+//! [`MIGRATIONS`] moves it up by one inside a transaction, so opening an old
+//! database upgrades it and opening a new one with an old library is refused.
+
+use crate::config::{Config, Synchronous};
+use rusqlite::Connection;
+
+/// Schema migrations, applied in order. Never edit a released entry; append.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: initial schema.
+    r#"
+    CREATE TABLE users (
+        id TEXT PRIMARY KEY,
+        display_name TEXT NOT NULL,
+        handle TEXT,
+        created_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+
+    CREATE TABLE bots (
+        id TEXT PRIMARY KEY,
+        token_hash BLOB NOT NULL UNIQUE,
+        op_token BLOB,
+        display_name TEXT NOT NULL,
+        handle TEXT NOT NULL,
+        avatar_key TEXT,
+        status TEXT NOT NULL DEFAULT 'active',
+        verified INTEGER NOT NULL DEFAULT 0,
+        official INTEGER NOT NULL DEFAULT 0,
+        quota_tier TEXT NOT NULL DEFAULT 'free',
+        gateway_connection_limit INTEGER,
+        last_seq INTEGER NOT NULL DEFAULT 0,
+        acked_seq INTEGER NOT NULL DEFAULT 0,
+        created_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+
+    CREATE TABLE chats (
+        id TEXT PRIMARY KEY,
+        type TEXT NOT NULL CHECK (type IN ('private', 'group')),
+        title TEXT,
+        user_id TEXT,
+        bot_id TEXT,
+        started INTEGER NOT NULL DEFAULT 0,
+        blocked_by_user INTEGER NOT NULL DEFAULT 0,
+        blocked_by_bot INTEGER NOT NULL DEFAULT 0,
+        bots_can_send INTEGER NOT NULL DEFAULT 1,
+        dissolved INTEGER NOT NULL DEFAULT 0,
+        last_message_id INTEGER NOT NULL DEFAULT 0,
+        created_at INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE UNIQUE INDEX chats_private_pair ON chats (user_id, bot_id) WHERE type = 'private';
+
+    -- active = 0 keeps a former member, so the chat stays visible to it
+    -- (not_member rather than chat_not_found).
+    CREATE TABLE members (
+        chat_id TEXT NOT NULL,
+        member_id TEXT NOT NULL,
+        is_bot INTEGER NOT NULL,
+        active INTEGER NOT NULL DEFAULT 1,
+        PRIMARY KEY (chat_id, member_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX members_by_member ON members (member_id);
+
+    CREATE TABLE messages (
+        chat_id TEXT NOT NULL,
+        message_id INTEGER NOT NULL,
+        sender_id TEXT NOT NULL,
+        sender_is_bot INTEGER NOT NULL,
+        text TEXT,
+        date INTEGER NOT NULL,
+        edit_date INTEGER,
+        reply_to INTEGER,
+        deleted INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (chat_id, message_id)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE chat_actions (
+        chat_id TEXT NOT NULL,
+        bot_id TEXT NOT NULL,
+        action TEXT NOT NULL,
+        expires_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (chat_id, bot_id)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE idempotency (
+        bot_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        request_hash BLOB NOT NULL,
+        result TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (bot_id, key)
+    ) WITHOUT ROWID;
+    CREATE INDEX idempotency_by_age ON idempotency (created_at_ms);
+
+    -- Per-bot durable event log; seq is 1, 2, 3... per bot (bots.last_seq).
+    CREATE TABLE bot_events (
+        bot_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (bot_id, seq)
+    ) WITHOUT ROWID;
+
+    -- The service-wide stream behind the host's getUpdates.
+    CREATE TABLE updates (
+        update_id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_at_ms INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        data TEXT NOT NULL
+    );
+
+    CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    INSERT INTO meta (key, value) VALUES ('updates_confirmed', 0);
+    "#,
+];
+
+/// Why a database could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("database schema version {found} is newer than this library supports ({supported})")]
+    TooNew { found: i64, supported: i64 },
+}
+
+/// Opens (or creates) the database and brings its schema up to date.
+pub fn open(config: &Config) -> Result<Connection, StorageError> {
+    let conn = Connection::open(&config.database)?;
+    configure(&conn, config.synchronous)?;
+    migrate(&conn)?;
+    Ok(conn)
+}
+
+pub fn configure(conn: &Connection, sync: Synchronous) -> Result<(), StorageError> {
+    // WAL for file databases; :memory: reports "memory" and that is fine.
+    let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    conn.execute_batch(match sync {
+        Synchronous::Full => "PRAGMA synchronous = FULL;",
+        Synchronous::Normal => "PRAGMA synchronous = NORMAL;",
+    })?;
+    conn.execute_batch("PRAGMA foreign_keys = OFF; PRAGMA busy_timeout = 5000; PRAGMA temp_store = MEMORY;")?;
+    conn.set_prepared_statement_cache_capacity(128);
+    Ok(())
+}
+
+pub fn migrate(conn: &Connection) -> Result<(), StorageError> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let supported = MIGRATIONS.len() as i64;
+    if version > supported {
+        return Err(StorageError::TooNew { found: version, supported });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        conn.execute_batch("BEGIN IMMEDIATE")?;
+        let step = conn.execute_batch(sql).and_then(|_| conn.execute_batch(&format!("PRAGMA user_version = {}", i + 1)));
+        match step {
+            Ok(()) => conn.execute_batch("COMMIT")?,
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK");
+                return Err(e.into());
+            }
+        }
+    }
+    Ok(())
+}

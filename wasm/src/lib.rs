@@ -1,0 +1,1 @@
+//! WASM face of botspace (in progress).
