@@ -155,7 +155,6 @@ pub struct Chat {
     pub blocked_by_bot: bool,
     pub bots_can_send: bool,
     pub dissolved: bool,
-    pub last_message_id: i64,
 }
 
 /// `{"id":..,"type":..}` as carried in messages and events.
@@ -170,7 +169,7 @@ impl Chat {
     pub fn load(conn: &Connection, id: &str) -> rusqlite::Result<Option<Chat>> {
         conn.prepare_cached(
             "SELECT id, type, title, user_id, bot_id, started, blocked_by_user, blocked_by_bot, \
-             bots_can_send, dissolved, last_message_id FROM chats WHERE id = ?1",
+             bots_can_send, dissolved FROM chats WHERE id = ?1",
         )?
         .query_row([id], |r| {
             let kind: String = r.get(1)?;
@@ -185,7 +184,6 @@ impl Chat {
                 blocked_by_bot: r.get(7)?,
                 bots_can_send: r.get(8)?,
                 dissolved: r.get(9)?,
-                last_message_id: r.get(10)?,
             })
         })
         .optional()

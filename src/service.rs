@@ -186,8 +186,8 @@ impl Service {
     pub fn handle_batch(&self, requests: &[&[u8]]) -> Vec<Vec<u8>> {
         let routed: Vec<Result<Routed<'_>, ApiError>> = requests.iter().map(|r| self.route(r)).collect();
         let mut out: Vec<Vec<u8>> = Vec::with_capacity(requests.len());
-        let mut inner = self.lock();
-        let inner = &mut *inner;
+        let mut guard = self.lock();
+        let inner = &mut *guard;
         let now_ms = self.clock.now_ms();
         if let Err(e) = exec(&inner.conn, "BEGIN IMMEDIATE") {
             let e = ApiError::from(e);
@@ -234,6 +234,8 @@ impl Service {
         match self.commit(inner, now_ms) {
             Ok(()) => {
                 let fx = std::mem::take(&mut inner.fx);
+                // Hooks run without the lock: a hook may poll a connection.
+                drop(guard);
                 self.apply_effects(fx);
             }
             Err(e) => {

@@ -1,0 +1,455 @@
+//! Sans-IO gateway tests: raw WebSocket frame bytes in, exact frames out.
+
+use botspace::{ClockKind, Config, GatewayConnection, Service};
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+const ADMIN: &str = "Admin gateway-admin-secret-01";
+
+fn service(cfg: Config) -> Arc<Service> {
+    Arc::new(Service::open(Config { admin_secret: "gateway-admin-secret-01".into(), clock: ClockKind::Manual, ..cfg }).unwrap())
+}
+
+fn call(svc: &Service, path: &str, auth: &str, body: Value) -> (u16, Value) {
+    let b = body.to_string();
+    let req = format!("POST {path} HTTP/1.1\r\nHost: t\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}", b.len());
+    split(&svc.handle_request(req.as_bytes()))
+}
+
+fn split(resp: &[u8]) -> (u16, Value) {
+    let status: u16 = std::str::from_utf8(&resp[9..12]).unwrap().parse().unwrap();
+    let i = resp.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    (status, serde_json::from_slice(&resp[i + 4..]).unwrap_or(Value::Null))
+}
+
+fn admin(svc: &Service, method: &str, body: Value) -> Value {
+    let (status, v) = call(svc, &format!("/admin/{method}"), ADMIN, body);
+    assert_eq!(status, 200, "{method}: {v}");
+    v["result"].clone()
+}
+
+struct World {
+    svc: Arc<Service>,
+    user: String,
+    bot: String,
+    token: String,
+    chat: String,
+}
+
+fn world(tier: &str, cfg: Config) -> World {
+    let svc = service(cfg);
+    let user = admin(&svc, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let b = admin(&svc, "createBot", json!({"display_name": "Echo", "handle": "echo", "quota_tier": tier}));
+    let bot = b["bot"]["id"].as_str().unwrap().to_string();
+    let token = b["token"].as_str().unwrap().to_string();
+    let chat = admin(&svc, "startBot", json!({"user_id": user, "bot_id": bot}))["id"].as_str().unwrap().to_string();
+    World { svc, user, bot, token, chat }
+}
+
+fn upgrade(token: &str, query: &str) -> Vec<u8> {
+    format!(
+        "GET /bot/gateway{query} HTTP/1.1\r\nHost: t\r\nAuthorization: Bot {token}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+fn connect(w: &World, query: &str) -> GatewayConnection {
+    let acc = w.svc.accept_gateway(&upgrade(&w.token, query));
+    let head = String::from_utf8_lossy(&acc.response).to_string();
+    assert!(head.starts_with("HTTP/1.1 101 Switching Protocols\r\n"), "{head}");
+    // RFC 6455 section 1.3's sample key and accept value.
+    assert!(head.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"), "{head}");
+    acc.connection.unwrap()
+}
+
+/// A masked client frame, as RFC 6455 requires of clients.
+fn client_frame(fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mask = [0x37, 0xfa, 0x21, 0x3d];
+    let mut f = vec![(if fin { 0x80 } else { 0 }) | opcode];
+    match payload.len() {
+        n if n < 126 => f.push(0x80 | n as u8),
+        n if n < 65536 => {
+            f.push(0x80 | 126);
+            f.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            f.push(0x80 | 127);
+            f.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    f.extend_from_slice(&mask);
+    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    f
+}
+
+fn text(s: &str) -> Vec<u8> {
+    client_frame(true, 0x1, s.as_bytes())
+}
+
+/// The exact bytes of an unmasked server frame.
+fn server_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0x80 | opcode];
+    match payload.len() {
+        n if n < 126 => f.push(n as u8),
+        n if n < 65536 => {
+            f.push(126);
+            f.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            f.push(127);
+            f.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    f.extend_from_slice(payload);
+    f
+}
+
+fn close_frame(code: u16, reason: &str) -> Vec<u8> {
+    let mut p = code.to_be_bytes().to_vec();
+    p.extend_from_slice(reason.as_bytes());
+    server_frame(0x8, &p)
+}
+
+/// Splits server output into (opcode, payload) frames.
+fn frames(mut b: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        assert_eq!(b[1] & 0x80, 0, "server frames are never masked");
+        let (len, hdr) = match b[1] & 0x7f {
+            126 => (u16::from_be_bytes([b[2], b[3]]) as usize, 4),
+            127 => (u64::from_be_bytes(b[2..10].try_into().unwrap()) as usize, 10),
+            n => (n as usize, 2),
+        };
+        out.push((b[0] & 0x0f, b[hdr..hdr + len].to_vec()));
+        b = &b[hdr + len..];
+    }
+    out
+}
+
+fn texts(b: &[u8]) -> Vec<Value> {
+    frames(b).into_iter().map(|(op, p)| {
+        assert_eq!(op, 1, "text frame expected");
+        serde_json::from_slice(&p).unwrap()
+    }).collect()
+}
+
+#[test]
+fn hello_then_replayed_event_frames_are_exact() {
+    let w = world("official", Config::default());
+    let mut c = connect(&w, "");
+    let now = w.svc.now_ms();
+    let out = c.poll(now);
+    let fs = frames(&out);
+    assert_eq!(fs.len(), 2);
+    let hello: Value = serde_json::from_slice(&fs[0].1).unwrap();
+    let (_, me) = call(&w.svc, "/bot/getMe", &format!("Bot {}", w.token), json!({}));
+    assert_eq!(hello["op"], "hello");
+    assert!(hello["session_id"].as_str().unwrap().starts_with("gws_"));
+    assert_eq!(hello["heartbeat_interval_ms"], 41250);
+    assert_eq!(hello["bot"], me["result"]);
+    assert_eq!(hello["replay_from"], 1);
+    assert_eq!(hello["replay_truncated"], false);
+    let event = format!(
+        r#"{{"op":"event","seq":1,"type":"bot_started","data":{{"chat":{{"id":"{}","type":"private"}},"user":{{"display_name":"Ann","handle":null,"id":"{}"}}}}}}"#,
+        w.chat, w.user
+    );
+    assert_eq!(out[out.len() - server_frame(1, event.as_bytes()).len()..], server_frame(1, event.as_bytes())[..]);
+    // Nothing more until something happens.
+    assert!(c.poll(now).is_empty());
+}
+
+#[test]
+fn live_event_after_human_message() {
+    let w = world("official", Config::default());
+    let mut c = connect(&w, "");
+    let now = w.svc.now_ms();
+    c.poll(now);
+    let msg = admin(&w.svc, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "hello"}));
+    let got = texts(&c.poll(now));
+    assert_eq!(got, vec![json!({"op": "event", "seq": 2, "type": "message_created", "data": {"message": msg}})]);
+}
+
+#[test]
+fn heartbeat_split_across_many_feeds_and_several_in_one_feed() {
+    let w = world("official", Config::default());
+    let mut c = connect(&w, "");
+    let now = w.svc.now_ms();
+    c.poll(now);
+    let ack = server_frame(1, br#"{"op":"heartbeat_ack"}"#);
+    // One frame fed one byte at a time.
+    let hb = text(r#"{"op":"heartbeat"}"#);
+    for (i, b) in hb.iter().enumerate() {
+        c.feed(std::slice::from_ref(b), now);
+        let out = c.poll(now);
+        if i + 1 < hb.len() {
+            assert!(out.is_empty(), "nothing before the frame is whole (byte {i})");
+        } else {
+            assert_eq!(out, ack);
+        }
+    }
+    // Three frames in one feed.
+    let mut three = hb.clone();
+    three.extend(&hb);
+    three.extend(&hb);
+    c.feed(&three, now);
+    assert_eq!(c.poll(now), [ack.clone(), ack.clone(), ack].concat());
+}
+
+#[test]
+fn fragmented_text_message_is_reassembled() {
+    let w = world("official", Config::default());
+    let mut c = connect(&w, "");
+    let now = w.svc.now_ms();
+    c.poll(now);
+    let mut bytes = client_frame(false, 0x1, br#"{"op":"#);
+    bytes.extend(client_frame(false, 0x0, br#""heart"#));
+    bytes.extend(client_frame(true, 0x0, br#"beat"}"#));
+    c.feed(&bytes, now);
+    assert_eq!(c.poll(now), server_frame(1, br#"{"op":"heartbeat_ack"}"#));
+}
+
+#[test]
+fn ping_is_answered_with_pong() {
+    let w = world("official", Config::default());
+    let mut c = connect(&w, "");
+    let now = w.svc.now_ms();
+    c.poll(now);
+    c.feed(&client_frame(true, 0x9, b"abc"), now);
+    assert_eq!(c.poll(now), server_frame(0xA, b"abc"));
+}
+
+#[test]
+fn binary_frame_closes_with_4001() {
+    let w = world("official", Config::default());
+    let mut c = connect(&w, "");
+    let now = w.svc.now_ms();
+    c.poll(now);
+    c.feed(&client_frame(true, 0x2, b"\x00\x01"), now);
+    assert_eq!(c.poll(now), close_frame(4001, "invalid_payload"));
+    assert!(c.is_closed());
+    assert_eq!(w.svc.gateway_connections(&w.bot), 0, "a closed connection frees its slot");
+}
+
+#[test]
+fn invalid_json_and_unknown_op_close_with_4001() {
+    for payload in ["not json", r#"{"op":"dance"}"#, r#"{"op":"ack","seq":"x"}"#, r#"{"op":"ack","seq":99}"#] {
+        let w = world("official", Config::default());
+        let mut c = connect(&w, "");
+        let now = w.svc.now_ms();
+        c.poll(now);
+        c.feed(&text(payload), now);
+        assert_eq!(c.poll(now), close_frame(4001, "invalid_payload"), "{payload}");
+    }
+}
+
+#[test]
+fn ack_moves_the_durable_cursor_and_reconnect_replays_only_the_rest() {
+    let w = world("official", Config::default());
+    for i in 0..3 {
+        admin(&w.svc, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": format!("m{i}")}));
+    }
+    let now = w.svc.now_ms();
+    let mut c = connect(&w, "");
+    let got = texts(&c.poll(now));
+    let seqs: Vec<i64> = got[1..].iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert_eq!(seqs, vec![1, 2, 3, 4]);
+    c.feed(&text(r#"{"op":"ack","seq":2}"#), now);
+    assert!(c.poll(now).is_empty());
+    drop(c);
+    let mut c = connect(&w, "");
+    let got = texts(&c.poll(now));
+    assert_eq!(got[0]["replay_from"], 3);
+    let seqs: Vec<i64> = got[1..].iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert_eq!(seqs, vec![3, 4]);
+    // ?after=N overrides the cursor.
+    drop(c);
+    let mut c = connect(&w, "?after=0");
+    let got = texts(&c.poll(now));
+    assert_eq!(got.len(), 5);
+    // Acking everything, then reconnecting: no replay.
+    c.feed(&text(r#"{"op":"ack","seq":4}"#), now);
+    c.poll(now);
+    drop(c);
+    let mut c = connect(&w, "");
+    let got = texts(&c.poll(now));
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["replay_from"], 5);
+}
+
+#[test]
+fn replay_truncated_when_retention_dropped_events() {
+    let w = world("official", Config { event_retention_s: 60, ..Config::default() });
+    admin(&w.svc, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "old"}));
+    let mut c = connect(&w, "");
+    let now = w.svc.now_ms();
+    c.poll(now);
+    c.feed(&text(r#"{"op":"ack","seq":2}"#), now);
+    drop(c);
+    // Past retention; the next commit prunes acknowledged old events.
+    admin(&w.svc, "advanceClock", json!({"seconds": 120}));
+    admin(&w.svc, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "new"}));
+    let mut c = connect(&w, "?after=0");
+    let got = texts(&c.poll(w.svc.now_ms()));
+    assert_eq!(got[0]["replay_truncated"], true);
+    assert_eq!(got[0]["replay_from"], 3);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[1]["seq"], 3);
+}
+
+#[test]
+fn heartbeat_timeout_closes_with_4009() {
+    let w = world("official", Config::default());
+    let mut c = connect(&w, "");
+    let t0 = w.svc.now_ms();
+    c.poll(t0);
+    let deadline = c.next_deadline_ms().unwrap();
+    assert_eq!(deadline, t0 + 2 * 41_250);
+    assert!(c.poll(deadline).is_empty(), "exactly two intervals is still alive");
+    assert_eq!(c.poll(deadline + 1), close_frame(4009, "session_timeout"));
+    assert!(c.is_closed());
+}
+
+#[test]
+fn heartbeat_keeps_the_session_alive() {
+    let w = world("official", Config::default());
+    let mut c = connect(&w, "");
+    let t0 = w.svc.now_ms();
+    c.poll(t0);
+    c.feed(&text(r#"{"op":"heartbeat"}"#), t0 + 80_000);
+    c.poll(t0 + 80_000);
+    assert!(c.poll(t0 + 160_000).is_empty());
+    assert!(!c.is_closed());
+}
+
+#[test]
+fn rotation_closes_with_4004_wakes_the_host_and_refuses_the_old_token() {
+    let w = world("official", Config::default());
+    let woken = Arc::new(Mutex::new(Vec::<String>::new()));
+    let w2 = woken.clone();
+    w.svc.set_wake_hook(Some(Arc::new(move |b: &str| w2.lock().unwrap().push(b.to_string()))));
+    let mut c = connect(&w, "");
+    let now = w.svc.now_ms();
+    c.poll(now);
+    let new_token = admin(&w.svc, "rotateBotToken", json!({"bot_id": w.bot}))["token"].as_str().unwrap().to_string();
+    assert_eq!(*woken.lock().unwrap(), vec![w.bot.clone()]);
+    assert_eq!(c.poll(now), close_frame(4004, "authentication_failed"));
+    assert!(c.is_closed());
+    assert_eq!(w.svc.gateway_connections(&w.bot), 0);
+    let old = w.svc.accept_gateway(&upgrade(&w.token, ""));
+    assert!(old.connection.is_none());
+    assert_eq!(split(&old.response), (401, json!({"ok": false, "error_code": 401, "error": "invalid_token", "description": "the credential is unknown, rotated away or of the wrong kind"})));
+    let fresh = w.svc.accept_gateway(&upgrade(&new_token, ""));
+    assert!(fresh.connection.is_some());
+}
+
+#[test]
+fn suspension_closes_with_4004_and_upgrade_is_403() {
+    let w = world("official", Config::default());
+    let mut c = connect(&w, "");
+    let now = w.svc.now_ms();
+    c.poll(now);
+    admin(&w.svc, "updateBot", json!({"bot_id": w.bot, "status": "suspended"}));
+    assert_eq!(c.poll(now), close_frame(4004, "authentication_failed"));
+    let r = w.svc.accept_gateway(&upgrade(&w.token, ""));
+    assert_eq!(split(&r.response), (403, json!({"ok": false, "error_code": 403, "error": "bot_suspended", "description": "this bot is suspended"})));
+}
+
+#[test]
+fn connection_limit_is_enforced_and_freed_on_drop() {
+    let w = world("free", Config::default());
+    let c1 = connect(&w, "");
+    let r = w.svc.accept_gateway(&upgrade(&w.token, ""));
+    assert!(r.connection.is_none());
+    let text = String::from_utf8_lossy(&r.response).to_string();
+    assert!(text.contains("\r\nRetry-After: 1\r\n"), "{text}");
+    assert_eq!(split(&r.response), (429, json!({"ok": false, "error_code": 429, "error": "connection_limit",
+        "description": "this bot already has 1 of 1 gateway connections open", "parameters": {"retry_after": 1, "retry_after_ms": 1000}})));
+    drop(c1);
+    assert!(w.svc.accept_gateway(&upgrade(&w.token, "")).connection.is_some());
+}
+
+#[test]
+fn upgrade_refusals_bad_token_and_no_upgrade() {
+    let w = world("official", Config::default());
+    let r = w.svc.accept_gateway(&upgrade("bot_not-a-real-token", ""));
+    assert_eq!(split(&r.response).0, 401);
+    let plain = format!("GET /bot/gateway HTTP/1.1\r\nHost: t\r\nAuthorization: Bot {}\r\n\r\n", w.token);
+    let r = w.svc.accept_gateway(plain.as_bytes());
+    assert_eq!(split(&r.response), (426, json!({"ok": false, "error_code": 426, "error": "upgrade_required",
+        "description": "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13)"})));
+    // The plain entry point answers the same for a non-upgrade GET.
+    assert_eq!(split(&w.svc.handle_request(plain.as_bytes())).0, 426);
+}
+
+#[test]
+fn every_open_connection_receives_every_event() {
+    let w = world("official", Config::default());
+    let mut a = connect(&w, "");
+    let mut b = connect(&w, "");
+    let now = w.svc.now_ms();
+    a.poll(now);
+    b.poll(now);
+    admin(&w.svc, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "both"}));
+    assert_eq!(texts(&a.poll(now)), texts(&b.poll(now)));
+}
+
+#[test]
+fn bot_gets_no_event_for_its_own_message() {
+    let w = world("official", Config::default());
+    let mut c = connect(&w, "");
+    let now = w.svc.now_ms();
+    c.poll(now);
+    let (s, _) = call(&w.svc, "/bot/sendMessage", &format!("Bot {}", w.token), json!({"chat_id": w.chat, "text": "mine"}));
+    assert_eq!(s, 200);
+    assert!(c.poll(now).is_empty());
+}
+
+#[test]
+fn wake_hook_fires_once_per_committed_change_never_on_rollback() {
+    let w = world("official", Config::default());
+    let count = Arc::new(AtomicUsize::new(0));
+    let c2 = count.clone();
+    let bot = w.bot.clone();
+    w.svc.set_wake_hook(Some(Arc::new(move |b: &str| {
+        assert_eq!(b, bot);
+        c2.fetch_add(1, Ordering::SeqCst);
+    })));
+    admin(&w.svc, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "one"}));
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+    // Refused: nothing committed, no wake-up.
+    let (s, _) = call(&w.svc, "/admin/sendUserMessage", ADMIN, json!({"user_id": w.user, "chat_id": w.chat, "text": ""}));
+    assert_eq!(s, 400);
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+    // A change that does not concern the bot: no wake-up.
+    let other = admin(&w.svc, "createGroup", json!({"title": "humans", "member_ids": [w.user]}));
+    admin(&w.svc, "sendUserMessage", json!({"user_id": w.user, "chat_id": other["id"], "text": "hi"}));
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+    // A batch is one commit: one wake-up for the bot.
+    let reqs: Vec<Vec<u8>> = (0..3)
+        .map(|i| {
+            let b = json!({"user_id": w.user, "chat_id": w.chat, "text": format!("b{i}")}).to_string();
+            format!("POST /admin/sendUserMessage HTTP/1.1\r\nAuthorization: {ADMIN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}", b.len()).into_bytes()
+        })
+        .collect();
+    let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
+    let outs = w.svc.handle_batch(&refs);
+    assert!(outs.iter().all(|o| o.starts_with(b"HTTP/1.1 200 ")));
+    assert_eq!(count.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn message_level_session_for_edge_runtimes() {
+    use botspace::GatewayOutput;
+    let w = world("official", Config::default());
+    let mut s = w.svc.accept_gateway_session(&upgrade(&w.token, "")).unwrap();
+    let now = w.svc.now_ms();
+    let out = s.poll(now);
+    assert_eq!(out.len(), 2);
+    s.on_text(r#"{"op":"heartbeat"}"#, now);
+    assert_eq!(s.poll(now), vec![GatewayOutput::Text(r#"{"op":"heartbeat_ack"}"#.into())]);
+    s.on_binary();
+    assert_eq!(s.poll(now), vec![GatewayOutput::Close { code: 4001, reason: "invalid_payload" }]);
+    assert!(s.is_closed());
+}
