@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs every test of botspace: Rust (core, vectors, example server over TCP),
+# C and C++ (ABI, sanitizers, valgrind, C server over TCP), WASM (Node) and
+# the browser example in headless Chromium. Installs what a fresh machine
+# lacks first. Exits non-zero on the first failing suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p test-output
+
+suite() {
+  local name=$1; shift
+  echo
+  echo "=== $name: $* ==="
+  local log="test-output/$name.log"
+  if "$@" 2>&1 | tee "$log"; then
+    echo "=== $name: ok"
+  else
+    echo "=== $name: FAILED (log: $log)"
+    exit 1
+  fi
+}
+
+suite rust scripts/test-rust.sh
+suite c scripts/test-c.sh
+suite wasm scripts/test-wasm.sh
+
+# One closing line over every suite, counted from the runners' own summaries.
+python3 - <<'PY'
+import re, pathlib
+passed = failed = 0
+for name in ("rust", "c", "wasm"):
+    text = pathlib.Path(f"test-output/{name}.log").read_text(errors="replace")
+    for p, f in re.findall(r"test result: \w+\. (\d+) passed; (\d+) failed", text):
+        passed += int(p); failed += int(f)
+    for p in re.findall(r"^(?:#|ℹ) pass (\d+)$", text, re.M):
+        passed += int(p)
+    for f in re.findall(r"^(?:#|ℹ) fail (\d+)$", text, re.M):
+        failed += int(f)
+    for p, f in re.findall(r"^c-tests: (\d+) passed, (\d+) failed$", text, re.M):
+        passed += int(p); failed += int(f)
+print(f"all suites: {passed} passed, {failed} failed")
+PY
