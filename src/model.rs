@@ -225,7 +225,7 @@ pub fn membership(conn: &Connection, chat_id: &str, member_id: &str) -> rusqlite
 
 /// Ids of the bots currently in a chat.
 pub fn bot_members(conn: &Connection, chat_id: &str, out: &mut Vec<String>) -> rusqlite::Result<()> {
-    let mut st = conn.prepare_cached("SELECT member_id FROM members WHERE chat_id = ?1 AND is_bot = 1 AND active = 1")?;
+    let mut st = conn.prepare_cached("SELECT member_id FROM members INDEXED BY members_current_bots WHERE chat_id = ?1 AND is_bot = 1 AND active = 1")?;
     let rows = st.query_map([chat_id], |r| r.get::<_, String>(0))?;
     for r in rows {
         out.push(r?);

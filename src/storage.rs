@@ -60,7 +60,9 @@ pub const MIGRATIONS: &[&str] = &[
         active INTEGER NOT NULL DEFAULT 1,
         PRIMARY KEY (chat_id, member_id)
     ) WITHOUT ROWID;
-    CREATE INDEX members_by_member ON members (member_id);
+    -- Fan-out reads a chat's current bots on every message; a group of
+    -- thousands of humans must not be scanned for them.
+    CREATE INDEX members_current_bots ON members (chat_id, member_id) WHERE is_bot = 1 AND active = 1;
 
     CREATE TABLE messages (
         chat_id TEXT NOT NULL,
