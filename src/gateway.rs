@@ -321,7 +321,9 @@ impl GatewaySession {
         if self.backlog || !self.hello_sent || !self.out.is_empty() {
             return Some(0);
         }
-        Some(self.last_heartbeat_ms + 2 * self.svc.config.heartbeat_interval_ms)
+        // The session times out strictly after two intervals: the first
+        // instant a poll would close it.
+        Some(self.last_heartbeat_ms + 2 * self.svc.config.heartbeat_interval_ms + 1)
     }
 
     /// Brings the session up to date at `now_ms`: hello, revocation,

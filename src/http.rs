@@ -189,6 +189,19 @@ pub fn frame_request(buf: &[u8], max_body_bytes: usize) -> Framing {
     }
 }
 
+/// Method and path (without query) of a request whose head is complete.
+pub fn request_target(buf: &[u8]) -> Option<(&str, &str)> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(buf) {
+        Ok(httparse::Status::Complete(_)) => {
+            let target = req.path?;
+            Some((req.method?, target.split('?').next().unwrap_or(target)))
+        }
+        _ => None,
+    }
+}
+
 fn head_too_large() -> ApiError {
     ApiError::new(431, "headers_too_large", format!("request line and headers exceed {MAX_HEAD_BYTES} bytes or {MAX_HEADERS} fields"))
 }

@@ -146,7 +146,19 @@ impl Service {
 
     /// Where the next request in `buf` ends (see [`http::Framing`]).
     pub fn frame_request(&self, buf: &[u8]) -> http::Framing {
-        http::frame_request(buf, self.config.max_body_bytes)
+        match http::frame_request(buf, self.config.max_body_bytes) {
+            http::Framing::Invalid(resp) => {
+                // A wrong method (405) outranks the length checks framing
+                // makes from the head alone (411/413), as in handle_request.
+                if let Some(Err(e)) = http::request_target(buf).map(|(m, p)| check_target(m, p)) {
+                    if e.status == 405 {
+                        return http::Framing::Invalid(e.into_response());
+                    }
+                }
+                http::Framing::Invalid(resp)
+            }
+            f => f,
+        }
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -252,22 +264,7 @@ impl Service {
     /// Transport checks (405 → 411/413 → 415) and routing.
     pub(crate) fn route<'a>(&self, request: &'a [u8]) -> ApiResult<Routed<'a>> {
         let req = http::parse_request(request, self.config.max_body_bytes)?;
-        let (admin, name) = if let Some(n) = req.path.strip_prefix("/bot/") {
-            (false, n)
-        } else if let Some(n) = req.path.strip_prefix("/admin/") {
-            (true, n)
-        } else {
-            return Err(ApiError::new(404, "method_not_found", format!("no method at {}", req.path)));
-        };
-        if !admin && name == "gateway" {
-            if req.method != "GET" {
-                return Err(ApiError::new(405, "method_not_allowed", "the gateway is opened with GET and a WebSocket upgrade")
-                    .with_header("Allow", "GET".into()));
-            }
-        } else if req.method != "POST" {
-            return Err(ApiError::new(405, "method_not_allowed", format!("{name} accepts POST only"))
-                .with_header("Allow", "POST".into()));
-        }
+        let (admin, name) = check_target(req.method, req.path)?;
         if let Some(e) = &req.body_error {
             return Err(e.clone());
         }
@@ -484,6 +481,27 @@ pub(crate) fn authenticate(ctx: &mut Ctx<'_>, req: &Request<'_>) -> ApiResult<Ar
         }
         None => Err(ApiError::invalid_token()),
     }
+}
+
+/// The route of a request target and the transport's first check: unknown
+/// paths are 404, a method other than POST (GET for the gateway) is 405.
+fn check_target<'a>(method: &str, path: &'a str) -> ApiResult<(bool, &'a str)> {
+    let (admin, name) = if let Some(n) = path.strip_prefix("/bot/") {
+        (false, n)
+    } else if let Some(n) = path.strip_prefix("/admin/") {
+        (true, n)
+    } else {
+        return Err(ApiError::new(404, "method_not_found", format!("no method at {path}")));
+    };
+    if !admin && name == "gateway" {
+        if method != "GET" {
+            return Err(ApiError::new(405, "method_not_allowed", "the gateway is opened with GET and a WebSocket upgrade")
+                .with_header("Allow", "GET".into()));
+        }
+    } else if method != "POST" {
+        return Err(ApiError::new(405, "method_not_allowed", format!("{name} accepts POST only")).with_header("Allow", "POST".into()));
+    }
+    Ok((admin, name))
 }
 
 pub(crate) fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {

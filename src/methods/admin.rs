@@ -34,6 +34,7 @@ pub const METHODS: &[&str] = &[
     "getChatHistory",
     "getChatActions",
     "getUpdates",
+    "getStats",
     "advanceClock",
 ];
 
@@ -67,6 +68,7 @@ pub fn call(ctx: &mut Ctx<'_>, name: &str, req: &Request<'_>) -> ApiResult<Vec<u
         "getChatHistory" => chat_history(ctx, &b)?,
         "getChatActions" => chat_actions(ctx, &b)?,
         "getUpdates" => get_updates(ctx, &b)?,
+        "getStats" => stats(ctx)?,
         "advanceClock" => advance_clock(ctx, &b)?,
         _ => return Err(ApiError::new(404, "method_not_found", format!("unknown method {name}"))),
     };
@@ -560,6 +562,20 @@ fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         Ok(json!({"update_id": r.get::<_, i64>(0)?, "type": r.get::<_, String>(1)?, "data": raw(&data)}))
     })?;
     Ok(Value::Array(rows.collect::<rusqlite::Result<_>>()?))
+}
+
+/// Row counts, e.g. for a host to tell a fresh database from a used one.
+fn stats(ctx: &mut Ctx<'_>) -> ApiResult<Value> {
+    let count = |table: &str| -> ApiResult<i64> {
+        Ok(ctx.conn.prepare_cached(&format!("SELECT count(*) FROM {table}"))?.query_row([], |r| r.get(0))?)
+    };
+    Ok(json!({
+        "users": count("users")?,
+        "bots": count("bots")?,
+        "chats": count("chats")?,
+        "messages": count("messages")?,
+        "schema_version": ctx.conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))?,
+    }))
 }
 
 fn advance_clock(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
