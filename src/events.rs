@@ -33,10 +33,12 @@ pub fn emit(
     data: &[u8],
     exclude: Option<&str>,
     extra: Option<&str>,
+    message: Option<i64>,
     woken: &mut Vec<String>,
 ) -> ApiResult<()> {
     let data = std::str::from_utf8(data).unwrap_or("{}");
-    append_update(conn, now_ms, kind, data)?;
+    let msg_ref = message.map(|m| (chat_id, m));
+    insert_update(conn, now_ms, kind, data, msg_ref)?;
     let mut bots = Vec::new();
     model::bot_members(conn, chat_id, &mut bots)?;
     if let Some(e) = extra {
@@ -48,7 +50,7 @@ pub fn emit(
         if Some(bot.as_str()) == exclude {
             continue;
         }
-        append_bot_event(conn, now_ms, &bot, kind, data)?;
+        append_bot_event(conn, now_ms, &bot, kind, data, msg_ref)?;
         woken.push(bot);
     }
     Ok(())
@@ -56,18 +58,34 @@ pub fn emit(
 
 /// Appends to the service-wide stream only.
 pub fn append_update(conn: &Connection, now_ms: u64, kind: &str, data: &str) -> ApiResult<()> {
-    conn.prepare_cached("INSERT INTO updates (created_at_ms, type, data) VALUES (?1, ?2, ?3)")?
-        .execute(params![now_ms as i64, kind, data])?;
+    insert_update(conn, now_ms, kind, data, None)
+}
+
+fn insert_update(conn: &Connection, now_ms: u64, kind: &str, data: &str, msg: Option<(&str, i64)>) -> ApiResult<()> {
+    conn.prepare_cached("INSERT INTO updates (created_at_ms, type, data, ref_chat, ref_message) VALUES (?1, ?2, ?3, ?4, ?5)")?
+        .execute(params![now_ms as i64, kind, data, msg.map(|m| m.0), msg.map(|m| m.1)])?;
+    Ok(())
+}
+
+/// Removes a deleted message's text from every stored event that carried
+/// it, so deleted text is served nowhere, not even in a replay.
+pub fn scrub_message_text(conn: &Connection, chat_id: &str, message_id: i64) -> ApiResult<()> {
+    conn.prepare_cached("UPDATE updates SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2")?
+        .execute(params![chat_id, message_id])?;
+    conn.prepare_cached("UPDATE bot_events SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2")?
+        .execute(params![chat_id, message_id])?;
     Ok(())
 }
 
 /// Appends one event to a bot's log with the next sequence number.
-pub fn append_bot_event(conn: &Connection, now_ms: u64, bot_id: &str, kind: &str, data: &str) -> ApiResult<i64> {
+pub fn append_bot_event(conn: &Connection, now_ms: u64, bot_id: &str, kind: &str, data: &str, msg: Option<(&str, i64)>) -> ApiResult<i64> {
     let seq: i64 = conn
         .prepare_cached("UPDATE bots SET last_seq = last_seq + 1 WHERE id = ?1 RETURNING last_seq")?
         .query_row([bot_id], |r| r.get(0))?;
-    conn.prepare_cached("INSERT INTO bot_events (bot_id, seq, created_at_ms, type, data) VALUES (?1, ?2, ?3, ?4, ?5)")?
-        .execute(params![bot_id, seq, now_ms as i64, kind, data])?;
+    conn.prepare_cached(
+        "INSERT INTO bot_events (bot_id, seq, created_at_ms, type, data, ref_chat, ref_message) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![bot_id, seq, now_ms as i64, kind, data, msg.map(|m| m.0), msg.map(|m| m.1)])?;
     Ok(seq)
 }
 

@@ -102,16 +102,23 @@ pub const MIGRATIONS: &[&str] = &[
         created_at_ms INTEGER NOT NULL,
         type TEXT NOT NULL,
         data TEXT NOT NULL,
+        -- The message an event carries, so deleting it can scrub its text.
+        ref_chat TEXT,
+        ref_message INTEGER,
         PRIMARY KEY (bot_id, seq)
     ) WITHOUT ROWID;
+    CREATE INDEX bot_events_by_message ON bot_events (ref_chat, ref_message) WHERE ref_message IS NOT NULL;
 
     -- The service-wide stream behind the host's getUpdates.
     CREATE TABLE updates (
         update_id INTEGER PRIMARY KEY AUTOINCREMENT,
         created_at_ms INTEGER NOT NULL,
         type TEXT NOT NULL,
-        data TEXT NOT NULL
+        data TEXT NOT NULL,
+        ref_chat TEXT,
+        ref_message INTEGER
     );
+    CREATE INDEX updates_by_message ON updates (ref_chat, ref_message) WHERE ref_message IS NOT NULL;
 
     CREATE TABLE meta (
         key TEXT PRIMARY KEY,

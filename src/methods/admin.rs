@@ -331,7 +331,7 @@ fn start_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     // Pressing start in a chat the bot was removed from brings it back.
     add_membership(ctx, &chat.id, bot_id, true)?;
     let data = json!({"chat": chat.reference(), "user": user_json(ctx, user_id)?});
-    events::emit(ctx.conn, ctx.now_ms, &chat.id, events::BOT_STARTED, data.to_string().as_bytes(), None, None, &mut ctx.fx.woken)?;
+    events::emit(ctx.conn, ctx.now_ms, &chat.id, events::BOT_STARTED, data.to_string().as_bytes(), None, None, None, &mut ctx.fx.woken)?;
     load_chat(ctx, &chat.id)?.to_json(ctx.conn)
 }
 
@@ -352,7 +352,7 @@ fn set_blocked(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         ctx.conn.prepare_cached(&sql)?.execute(params![blocked, chat.id])?;
         let kind = if blocked { events::BLOCKED } else { events::UNBLOCKED };
         let data = json!({"chat": chat.reference(), "by": by});
-        events::emit(ctx.conn, ctx.now_ms, &chat.id, kind, data.to_string().as_bytes(), None, None, &mut ctx.fx.woken)?;
+        events::emit(ctx.conn, ctx.now_ms, &chat.id, kind, data.to_string().as_bytes(), None, None, None, &mut ctx.fx.woken)?;
     }
     Ok(Value::Bool(true))
 }
@@ -370,7 +370,7 @@ fn member_kind(ctx: &Ctx<'_>, id: &str) -> ApiResult<bool> {
 
 fn member_event(ctx: &mut Ctx<'_>, chat: &Chat, member_id: &str, is_bot: bool, kind: &str, extra: Option<&str>) -> ApiResult<()> {
     let data = json!({"chat": chat.reference(), "member": {"id": member_id, "is_bot": is_bot}});
-    events::emit(ctx.conn, ctx.now_ms, &chat.id, kind, data.to_string().as_bytes(), None, extra, &mut ctx.fx.woken)
+    events::emit(ctx.conn, ctx.now_ms, &chat.id, kind, data.to_string().as_bytes(), None, extra, None, &mut ctx.fx.woken)
 }
 
 fn create_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
@@ -452,7 +452,7 @@ fn set_group_permissions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     if chat.bots_can_send != bots_can_send {
         ctx.conn.prepare_cached("UPDATE chats SET bots_can_send = ?1 WHERE id = ?2")?.execute(params![bots_can_send, chat.id])?;
         let data = json!({"chat": chat.reference(), "bots_can_send": bots_can_send});
-        events::emit(ctx.conn, ctx.now_ms, &chat.id, events::CHAT_PERMISSIONS_CHANGED, data.to_string().as_bytes(), None, None, &mut ctx.fx.woken)?;
+        events::emit(ctx.conn, ctx.now_ms, &chat.id, events::CHAT_PERMISSIONS_CHANGED, data.to_string().as_bytes(), None, None, None, &mut ctx.fx.woken)?;
     }
     Ok(Value::Bool(true))
 }
@@ -462,7 +462,7 @@ fn dissolve_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     if !chat.dissolved {
         ctx.conn.prepare_cached("UPDATE chats SET dissolved = 1 WHERE id = ?1")?.execute([&chat.id])?;
         let data = json!({"chat": chat.reference()});
-        events::emit(ctx.conn, ctx.now_ms, &chat.id, events::CHAT_DISSOLVED, data.to_string().as_bytes(), None, None, &mut ctx.fx.woken)?;
+        events::emit(ctx.conn, ctx.now_ms, &chat.id, events::CHAT_DISSOLVED, data.to_string().as_bytes(), None, None, None, &mut ctx.fx.woken)?;
     }
     Ok(Value::Bool(true))
 }

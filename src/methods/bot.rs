@@ -29,7 +29,11 @@ pub fn call(ctx: &mut Ctx<'_>, bot: &Bot, name: &str, req: &Request<'_>) -> ApiR
         return Err(ApiError::new(403, "bot_suspended", "this bot is suspended"));
     }
     match name {
-        "getMe" => Ok(bot.identity_json.as_bytes().to_vec()),
+        "getMe" => {
+            // No fields, but the body rules of every method still hold.
+            params::parse_body(&req.body)?;
+            Ok(bot.identity_json.as_bytes().to_vec())
+        }
         "sendMessage" => send_message(ctx, bot, req),
         "sendChatAction" => send_chat_action(ctx, bot, &params::parse_body(&req.body)?),
         "editMessageText" => edit_message_text(ctx, bot, &tier_gate(bot, name, req)?),
@@ -235,7 +239,7 @@ fn edit_message_text(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec
     msg.text = Some(text.to_string());
     msg.edit_date = Some(edit_date);
     let json = to_json(&msg.json(chat.reference()))?;
-    messages::emit_message(ctx, &chat, events::MESSAGE_EDITED, &json, Some(&bot.id))?;
+    messages::emit_message(ctx, &chat, events::MESSAGE_EDITED, msg.message_id, &json, Some(&bot.id))?;
     Ok(json)
 }
 
@@ -251,6 +255,7 @@ pub fn delete_stored(ctx: &mut Ctx<'_>, chat: &Chat, message_id: i64, exclude: O
     ctx.conn
         .prepare_cached("UPDATE messages SET deleted = 1, text = NULL WHERE chat_id = ?1 AND message_id = ?2")?
         .execute(params![chat.id, message_id])?;
+    events::scrub_message_text(ctx.conn, &chat.id, message_id)?;
     let data = serde_json::json!({"chat": chat.reference(), "message_id": message_id.to_string()});
-    events::emit(ctx.conn, ctx.now_ms, &chat.id, events::MESSAGE_DELETED, data.to_string().as_bytes(), exclude, None, &mut ctx.fx.woken)
+    events::emit(ctx.conn, ctx.now_ms, &chat.id, events::MESSAGE_DELETED, data.to_string().as_bytes(), exclude, None, None, &mut ctx.fx.woken)
 }

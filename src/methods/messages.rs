@@ -50,15 +50,15 @@ pub fn post(ctx: &mut Ctx<'_>, chat: &Chat, sender_id: &str, sender_is_bot: bool
         edit_date: None,
     };
     let json = to_json(&msg)?;
-    emit_message(ctx, chat, events::MESSAGE_CREATED, &json, sender_is_bot.then_some(sender_id))?;
+    emit_message(ctx, chat, events::MESSAGE_CREATED, message_id, &json, sender_is_bot.then_some(sender_id))?;
     Ok(json)
 }
 
 /// Emits `{"message": <json>}` as `kind`.
-pub fn emit_message(ctx: &mut Ctx<'_>, chat: &Chat, kind: &str, message_json: &[u8], exclude: Option<&str>) -> ApiResult<()> {
+pub fn emit_message(ctx: &mut Ctx<'_>, chat: &Chat, kind: &str, message_id: i64, message_json: &[u8], exclude: Option<&str>) -> ApiResult<()> {
     let mut data = Vec::with_capacity(message_json.len() + 12);
     data.extend_from_slice(b"{\"message\":");
     data.extend_from_slice(message_json);
     data.push(b'}');
-    events::emit(ctx.conn, ctx.now_ms, &chat.id, kind, &data, exclude, None, &mut ctx.fx.woken)
+    events::emit(ctx.conn, ctx.now_ms, &chat.id, kind, &data, exclude, None, Some(message_id), &mut ctx.fx.woken)
 }

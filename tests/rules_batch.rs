@@ -1,0 +1,265 @@
+//! `handle_batch` (group commit) answers every request exactly as
+//! `handle_request` would one by one, and a failing request — alone or inside
+//! a batch — leaves no partial write.
+
+use botspace::{Config, Service};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+const SECRET: &str = "rules-admin-secret-0001";
+
+fn service() -> Service {
+    let cfg = json!({"database": ":memory:", "admin_secret": SECRET, "clock": "manual"});
+    Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap()
+}
+
+fn request(path: &str, auth: &str, headers: &str, body: &str) -> Vec<u8> {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: t\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+fn admin_req(method: &str, body: Value) -> Vec<u8> {
+    request(&format!("/admin/{method}"), &format!("Admin {SECRET}"), "", &body.to_string())
+}
+
+fn bot_req(token: &str, method: &str, body: Value) -> Vec<u8> {
+    request(&format!("/bot/{method}"), &format!("Bot {token}"), "", &body.to_string())
+}
+
+fn split(raw: &[u8]) -> (String, Value) {
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8(raw[..end].to_vec()).unwrap();
+    (head, serde_json::from_slice(&raw[end + 4..]).unwrap())
+}
+
+fn admin(svc: &Service, method: &str, body: Value) -> Value {
+    let (head, v) = split(&svc.handle_request(&admin_req(method, body.clone())));
+    assert!(head.starts_with("HTTP/1.1 200"), "{method} {body}: {v}");
+    v["result"].clone()
+}
+
+/// Ids and tokens of one service's world.
+struct World {
+    user: String,
+    free_tok: String,
+    std_tok: String,
+    private_free: String,
+    private_std: String,
+    group: String,
+}
+
+fn world(svc: &Service) -> World {
+    let user = admin(svc, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let free = admin(svc, "createBot", json!({"display_name": "Free", "handle": "free"}));
+    let std = admin(svc, "createBot", json!({"display_name": "Std", "handle": "std", "quota_tier": "standard"}));
+    let free_id = free["bot"]["id"].as_str().unwrap().to_string();
+    let std_id = std["bot"]["id"].as_str().unwrap().to_string();
+    let private_free = admin(svc, "startBot", json!({"user_id": user, "bot_id": free_id}))["id"].as_str().unwrap().to_string();
+    let private_std = admin(svc, "startBot", json!({"user_id": user, "bot_id": std_id}))["id"].as_str().unwrap().to_string();
+    let group = admin(svc, "createGroup", json!({"title": "G", "member_ids": [user, std_id]}))["id"].as_str().unwrap().to_string();
+    World {
+        user,
+        free_tok: free["token"].as_str().unwrap().to_string(),
+        std_tok: std["token"].as_str().unwrap().to_string(),
+        private_free,
+        private_std,
+        group,
+    }
+}
+
+/// The same sequence of requests for a world: successes, every kind of
+/// failure, rate limiting, idempotency, and writes that fail half-way.
+fn sequence(w: &World) -> Vec<Vec<u8>> {
+    let mut r = Vec::new();
+    r.push(bot_req(&w.std_tok, "getMe", json!({})));
+    r.push(bot_req(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": "one"})));
+    r.push(bot_req(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": ""})));
+    r.push(bot_req(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": "two", "reply_to_message_id": "1"})));
+    r.push(bot_req(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": "bad reply", "reply_to_message_id": "9"})));
+    r.push(bot_req(&w.std_tok, "sendChatAction", json!({"chat_id": w.private_std, "action": "typing"})));
+    r.push(bot_req(&w.std_tok, "sendChatAction", json!({"chat_id": w.private_std, "action": "dancing"})));
+    r.push(bot_req(&w.std_tok, "editMessageText", json!({"chat_id": w.private_std, "message_id": "1", "text": "one!"})));
+    r.push(bot_req(&w.std_tok, "deleteMessage", json!({"chat_id": w.private_std, "message_id": "2"})));
+    r.push(bot_req(&w.std_tok, "deleteMessage", json!({"chat_id": w.private_std, "message_id": "2"})));
+    r.push(bot_req(&w.std_tok, "sendMessage", json!({"chat_id": w.group, "text": "group hello"})));
+    r.push(bot_req(&w.free_tok, "editMessageText", json!({"chat_id": w.private_free, "message_id": "1", "text": "x"})));
+    r.push(bot_req("bot_nope", "sendMessage", json!({"chat_id": w.private_std, "text": "x"})));
+    r.push(b"GET /bot/getMe HTTP/1.1\r\nHost: t\r\n\r\n".to_vec());
+    r.push(request("/bot/sendMessage", &format!("Bot {}", w.std_tok), "", "{not json"));
+    r.push(request("/bot/sendMessage", &format!("Bot {}", w.std_tok), "", "[1]"));
+    r.push(bot_req(&w.std_tok, "nope", json!({})));
+    // Free tier: burst of 5 then 429.
+    for i in 0..7 {
+        r.push(bot_req(&w.free_tok, "sendMessage", json!({"chat_id": w.private_free, "text": format!("f{i}")})));
+    }
+    // Idempotency: replay and conflict.
+    let key = "Idempotency-Key: batch-key-1\r\n";
+    let body = json!({"chat_id": w.private_std, "text": "idem"}).to_string();
+    r.push(request("/bot/sendMessage", &format!("Bot {}", w.std_tok), key, &body));
+    r.push(request("/bot/sendMessage", &format!("Bot {}", w.std_tok), key, &body));
+    r.push(request("/bot/sendMessage", &format!("Bot {}", w.std_tok), key, &json!({"chat_id": w.private_std, "text": "other"}).to_string()));
+    // A write that fails half-way: the group row and the first member_added
+    // are written before the unknown member is found.
+    r.push(admin_req("createGroup", json!({"title": "Half", "member_ids": [w.user, "usr_doesnotexist0000000"]})));
+    r.push(admin_req("sendUserMessage", json!({"user_id": w.user, "chat_id": w.private_std, "text": "human"})));
+    r.push(admin_req("setBlocked", json!({"chat_id": w.private_std, "by": "user", "blocked": true})));
+    r.push(bot_req(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": "blocked now"})));
+    r.push(admin_req("setBlocked", json!({"chat_id": w.private_std, "by": "user", "blocked": false})));
+    r.push(admin_req("getChatHistory", json!({"chat_id": w.private_std})));
+    r.push(admin_req("getChatHistory", json!({"chat_id": w.private_free})));
+    r.push(admin_req("getChatActions", json!({"chat_id": w.private_std})));
+    r.push(admin_req("getUpdates", json!({"limit": 1000})));
+    r
+}
+
+/// Replaces random ids and tokens (`bot_…`, `usr_…`, `spc_…`) by stable
+/// names in order of first appearance, so two services' answers compare.
+struct Normalizer(HashMap<String, String>);
+
+impl Normalizer {
+    fn norm(&mut self, s: &str) -> String {
+        let mut out = String::with_capacity(s.len());
+        let b = s.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            let rest = &s[i..];
+            if let Some(p) = ["bot_", "usr_", "spc_"].iter().find(|p| rest.starts_with(**p)) {
+                let len = rest[4..].bytes().take_while(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_').count();
+                if len >= 20 {
+                    let id = &rest[..4 + len];
+                    let n = self.0.len();
+                    let name = self.0.entry(id.to_string()).or_insert_with(|| format!("<{p}{n}>")).clone();
+                    out.push_str(&name);
+                    i += 4 + len;
+                    continue;
+                }
+            }
+            let ch = rest.chars().next().unwrap();
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+        out
+    }
+}
+
+fn normalized(answers: &[Vec<u8>], seed: &[String]) -> Vec<String> {
+    let mut n = Normalizer(HashMap::new());
+    for s in seed {
+        n.norm(s);
+    }
+    answers.iter().map(|a| n.norm(&String::from_utf8_lossy(a))).collect()
+}
+
+fn seed(w: &World) -> Vec<String> {
+    vec![w.user.clone(), w.free_tok.clone(), w.std_tok.clone(), w.private_free.clone(), w.private_std.clone(), w.group.clone()]
+}
+
+#[test]
+fn batch_answers_equal_one_by_one_answers() {
+    let (a, b) = (service(), service());
+    let (wa, wb) = (world(&a), world(&b));
+    let one_by_one: Vec<Vec<u8>> = sequence(&wa).iter().map(|r| a.handle_request(r)).collect();
+    let reqs_b = sequence(&wb);
+    let refs: Vec<&[u8]> = reqs_b.iter().map(|r| r.as_slice()).collect();
+    let batched = b.handle_batch(&refs);
+    assert_eq!(batched.len(), refs.len());
+    let na = normalized(&one_by_one, &seed(&wa));
+    let nb = normalized(&batched, &seed(&wb));
+    for (i, (x, y)) in na.iter().zip(&nb).enumerate() {
+        assert_eq!(x, y, "answer {i} differs between handle_request and handle_batch");
+    }
+    // The sequence really exercised failures and successes.
+    let statuses: Vec<&str> = na.iter().map(|s| &s[9..12]).collect();
+    for s in ["200", "400", "401", "403", "404", "405", "409", "429"] {
+        assert!(statuses.contains(&s), "sequence lacks a {s}: {statuses:?}");
+    }
+}
+
+#[test]
+fn batch_in_small_slices_equals_one_big_batch() {
+    let (a, b) = (service(), service());
+    let (wa, wb) = (world(&a), world(&b));
+    let ra = sequence(&wa);
+    let mut sliced = Vec::new();
+    for chunk in ra.chunks(3) {
+        let refs: Vec<&[u8]> = chunk.iter().map(|r| r.as_slice()).collect();
+        sliced.extend(a.handle_batch(&refs));
+    }
+    let rb = sequence(&wb);
+    let refs: Vec<&[u8]> = rb.iter().map(|r| r.as_slice()).collect();
+    let whole = b.handle_batch(&refs);
+    assert_eq!(normalized(&sliced, &seed(&wa)), normalized(&whole, &seed(&wb)));
+}
+
+fn updates(svc: &Service) -> Vec<Value> {
+    admin(svc, "getUpdates", json!({"limit": 1000})).as_array().unwrap().clone()
+}
+
+fn count_type(ups: &[Value], t: &str) -> usize {
+    ups.iter().filter(|u| u["type"] == t).count()
+}
+
+#[test]
+fn a_failing_request_leaves_no_partial_write() {
+    let svc = service();
+    let w = world(&svc);
+    let before = updates(&svc);
+    let chats_before = before.len();
+    // createGroup writes the chat and a member_added for the user before it
+    // meets the unknown member.
+    let (head, v) = split(&svc.handle_request(&admin_req("createGroup", json!({"title": "Half", "member_ids": [w.user, "usr_doesnotexist0000000"]}))));
+    assert!(head.starts_with("HTTP/1.1 404"), "{v}");
+    let after = updates(&svc);
+    assert_eq!(after.len(), chats_before, "the failed createGroup left events behind: {:?}", &after[chats_before..]);
+    // The same inside a batch, between two successful writes.
+    let reqs = [
+        admin_req("sendUserMessage", json!({"user_id": w.user, "chat_id": w.private_std, "text": "before"})),
+        admin_req("createGroup", json!({"title": "Half", "member_ids": [w.user, "usr_doesnotexist0000000"]})),
+        bot_req(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": "x".repeat(5001)})),
+        admin_req("sendUserMessage", json!({"user_id": w.user, "chat_id": w.private_std, "text": "after"})),
+    ];
+    let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
+    let out = b_statuses(&svc.handle_batch(&refs));
+    assert_eq!(out, vec![200, 404, 400, 200]);
+    let ups = updates(&svc);
+    assert_eq!(ups.len(), chats_before + 2, "only the two successful messages added events");
+    assert_eq!(count_type(&ups, "member_added"), count_type(&before, "member_added"));
+    let hist = admin(&svc, "getChatHistory", json!({"chat_id": w.private_std}));
+    let texts: Vec<&str> = hist.as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap()).collect();
+    assert_eq!(texts, vec!["before", "after"]);
+    let ids: Vec<&str> = hist.as_array().unwrap().iter().map(|m| m["message_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec!["1", "2"], "a rolled-back request takes no message number");
+}
+
+#[test]
+fn a_rate_limited_request_in_a_batch_consumes_nothing_and_rollback_returns_slots() {
+    let svc = service();
+    let w = world(&svc);
+    // Five sends fill the free private-chat burst; the refused ones after
+    // them must not consume anything, in one batch or across batches.
+    let send = |t: &str| bot_req(&w.free_tok, "sendMessage", json!({"chat_id": w.private_free, "text": t}));
+    let reqs: Vec<Vec<u8>> = (0..8).map(|i| send(&format!("m{i}"))).collect();
+    let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
+    assert_eq!(b_statuses(&svc.handle_batch(&refs)), vec![200, 200, 200, 200, 200, 429, 429, 429]);
+    admin(&svc, "advanceClock", json!({"seconds": 1}));
+    let reqs = [send("a"), send("b")];
+    let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
+    assert_eq!(b_statuses(&svc.handle_batch(&refs)), vec![200, 429]);
+    let hist = admin(&svc, "getChatHistory", json!({"chat_id": w.private_free}));
+    assert_eq!(hist.as_array().unwrap().len(), 6);
+}
+
+fn b_statuses(out: &[Vec<u8>]) -> Vec<u16> {
+    out.iter().map(|r| std::str::from_utf8(&r[9..12]).unwrap().parse().unwrap()).collect()
+}
+
+#[test]
+fn empty_batch_and_unroutable_requests() {
+    let svc = service();
+    assert!(svc.handle_batch(&[]).is_empty());
+    let out = svc.handle_batch(&[b"garbage", b"GET /bot/getMe HTTP/1.1\r\n\r\n"]);
+    assert_eq!(b_statuses(&out), vec![400, 405]);
+}

@@ -1,0 +1,365 @@
+//! HTTP rules the JSON vectors cannot express: bodies that are not valid
+//! UTF-8, chunked transfer coding, missing Content-Length, and the framing
+//! API a host uses to cut requests out of a TCP stream.
+
+use botspace::{frame_request, Config, Framing, Service};
+use serde_json::{json, Value};
+
+const SECRET: &str = "rules-admin-secret-0001";
+
+fn service(max_body: usize) -> Service {
+    let cfg = json!({"database": ":memory:", "admin_secret": SECRET, "clock": "manual", "max_body_bytes": max_body});
+    Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap()
+}
+
+/// (status, headers, body as JSON)
+fn parse(raw: &[u8]) -> (u16, Vec<(String, String)>, Value) {
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("end of head");
+    let head = std::str::from_utf8(&raw[..end]).unwrap();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines.next().unwrap()[9..12].parse().unwrap();
+    let headers: Vec<(String, String)> = lines
+        .map(|l| {
+            let (n, v) = l.split_once(':').unwrap();
+            (n.trim().to_ascii_lowercase(), v.trim().to_string())
+        })
+        .collect();
+    let body = &raw[end + 4..];
+    let cl: usize = headers.iter().find(|(n, _)| n == "content-length").unwrap().1.parse().unwrap();
+    assert_eq!(cl, body.len(), "Content-Length must match the body");
+    assert!(headers.iter().any(|(n, v)| n == "content-type" && v == "application/json"), "Content-Type must be application/json");
+    (status, headers, serde_json::from_slice(body).expect("JSON body"))
+}
+
+fn request(path: &str, auth: &str, extra_headers: &str, body: &[u8]) -> Vec<u8> {
+    let mut r = format!(
+        "POST {path} HTTP/1.1\r\nHost: t\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\n{extra_headers}Content-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    r.extend_from_slice(body);
+    r
+}
+
+fn call(svc: &Service, path: &str, auth: &str, body: &Value) -> Value {
+    let (status, _, v) = parse(&svc.handle_request(&request(path, auth, "", body.to_string().as_bytes())));
+    assert_eq!(status, 200, "{path} {body}: {v}");
+    v["result"].clone()
+}
+
+fn admin(svc: &Service, method: &str, body: Value) -> Value {
+    call(svc, &format!("/admin/{method}"), &format!("Admin {SECRET}"), &body)
+}
+
+/// A user, a free bot and their started chat: (bot token, chat id).
+fn world(svc: &Service) -> (String, String) {
+    let u = admin(svc, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let b = admin(svc, "createBot", json!({"display_name": "B", "handle": "b"}));
+    let token = b["token"].as_str().unwrap().to_string();
+    let bot_id = b["bot"]["id"].as_str().unwrap().to_string();
+    let chat = admin(svc, "startBot", json!({"user_id": u, "bot_id": bot_id}))["id"].as_str().unwrap().to_string();
+    (token, chat)
+}
+
+fn history_len(svc: &Service, chat: &str) -> usize {
+    admin(svc, "getChatHistory", json!({"chat_id": chat}))
+        .as_array()
+        .unwrap()
+        .len()
+}
+
+fn error_of(raw: &[u8]) -> (u16, String) {
+    let (s, _, v) = parse(raw);
+    (s, v["error"].as_str().unwrap_or("").to_string())
+}
+
+#[test]
+fn invalid_utf8_body_is_invalid_json() {
+    let svc = service(65_536);
+    let (token, chat) = world(&svc);
+    let auth = format!("Bot {token}");
+    let mut body = format!("{{\"chat_id\":\"{chat}\",\"text\":\"").into_bytes();
+    body.extend_from_slice(&[0xff, 0xfe, b'a', 0xc3]);
+    body.extend_from_slice(b"\"}");
+    let raw = svc.handle_request(&request("/bot/sendMessage", &auth, "", &body));
+    let (status, _, v) = parse(&raw);
+    assert_eq!((status, v["error"].as_str()), (400, Some("invalid_json")), "{v}");
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["error_code"], 400);
+    // An overlong encoding and a UTF-8-encoded surrogate are not UTF-8 either.
+    for bad in [&[0xc0u8, 0xaf][..], &[0xed, 0xa0, 0x80][..]] {
+        let mut body = format!("{{\"chat_id\":\"{chat}\",\"text\":\"").into_bytes();
+        body.extend_from_slice(bad);
+        body.extend_from_slice(b"\"}");
+        assert_eq!(error_of(&svc.handle_request(&request("/bot/sendMessage", &auth, "", &body))), (400, "invalid_json".into()));
+    }
+    // Invalid UTF-8 on the host API too.
+    let raw = svc.handle_request(&request("/admin/createUser", &format!("Admin {SECRET}"), "", b"{\"display_name\":\"\xff\"}"));
+    assert_eq!(error_of(&raw), (400, "invalid_json".into()));
+    assert_eq!(history_len(&svc, &chat), 0, "nothing was written");
+}
+
+#[test]
+fn lone_surrogate_escapes_are_invalid_json() {
+    let svc = service(65_536);
+    let (token, chat) = world(&svc);
+    let auth = format!("Bot {token}");
+    for esc in [r"\ud800", r"\udc00", r"\ud800x", r"\ud800\u0041", r"\udfff\ud800"] {
+        let body = format!("{{\"chat_id\":\"{chat}\",\"text\":\"{esc}\"}}");
+        let raw = svc.handle_request(&request("/bot/sendMessage", &auth, "", body.as_bytes()));
+        assert_eq!(error_of(&raw), (400, "invalid_json".into()), "escape {esc}");
+    }
+    // A proper surrogate pair is one character (U+1F600).
+    let body = format!("{{\"chat_id\":\"{chat}\",\"text\":\"\\ud83d\\ude00\"}}");
+    let (status, _, v) = parse(&svc.handle_request(&request("/bot/sendMessage", &auth, "", body.as_bytes())));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["result"]["text"], "😀");
+    assert_eq!(history_len(&svc, &chat), 1);
+}
+
+fn chunked(body: &[u8], sizes: &[usize]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    for &s in sizes.iter().chain(std::iter::repeat(&usize::MAX)) {
+        if pos >= body.len() {
+            break;
+        }
+        let n = s.min(body.len() - pos);
+        out.extend_from_slice(format!("{n:x}\r\n").as_bytes());
+        out.extend_from_slice(&body[pos..pos + n]);
+        out.extend_from_slice(b"\r\n");
+        pos += n;
+    }
+    out.extend_from_slice(b"0\r\n\r\n");
+    out
+}
+
+fn chunked_request(path: &str, auth: &str, encoded: &[u8]) -> Vec<u8> {
+    let mut r = format!("POST {path} HTTP/1.1\r\nHost: t\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        .into_bytes();
+    r.extend_from_slice(encoded);
+    r
+}
+
+#[test]
+fn chunked_body_is_decoded() {
+    let svc = service(65_536);
+    let (token, chat) = world(&svc);
+    let auth = format!("Bot {token}");
+    let body = json!({"chat_id": chat, "text": "chunked ✓ é"}).to_string();
+    let encoded = chunked(body.as_bytes(), &[1, 7, 3, 100]);
+    let req = chunked_request("/bot/sendMessage", &auth, &encoded);
+    assert_eq!(frame_request(&req, 65_536), Framing::Complete(req.len()));
+    let (status, _, v) = parse(&svc.handle_request(&req));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["result"]["text"], "chunked ✓ é");
+
+    // Chunk extensions and trailer fields are allowed and ignored.
+    let body = json!({"chat_id": chat, "text": "ext"}).to_string();
+    let mut enc = format!("{:x};name=value\r\n", body.len()).into_bytes();
+    enc.extend_from_slice(body.as_bytes());
+    enc.extend_from_slice(b"\r\n0\r\nX-Trailer: 1\r\n\r\n");
+    let req = chunked_request("/bot/sendMessage", &auth, &enc);
+    assert_eq!(frame_request(&req, 65_536), Framing::Complete(req.len()));
+    let (status, _, v) = parse(&svc.handle_request(&req));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["result"]["text"], "ext");
+    assert_eq!(v["result"]["message_id"], "2");
+
+    // Header name and value of Transfer-Encoding match case-insensitively.
+    let body = json!({"chat_id": chat, "text": "case"}).to_string();
+    let mut req = format!("POST /bot/sendMessage HTTP/1.1\r\nauthorization: {auth}\r\ncontent-type: application/json\r\ntransfer-encoding: Chunked\r\n\r\n").into_bytes();
+    req.extend_from_slice(&chunked(body.as_bytes(), &[5]));
+    let (status, _, v) = parse(&svc.handle_request(&req));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(history_len(&svc, &chat), 3);
+}
+
+#[test]
+fn chunked_body_over_the_limit_is_413() {
+    let svc = service(1024);
+    let (token, chat) = world(&svc);
+    let auth = format!("Bot {token}");
+    let body = json!({"chat_id": chat, "text": "x".repeat(1500)}).to_string();
+    let req = chunked_request("/bot/sendMessage", &auth, &chunked(body.as_bytes(), &[100]));
+    assert_eq!(error_of(&svc.handle_request(&req)), (413, "payload_too_large".into()));
+    // The framer refuses it as soon as the declared chunks pass the limit,
+    // before the rest arrives.
+    let cut = &req[..req.len() / 2 + 200];
+    match frame_request(cut, 1024) {
+        Framing::Invalid(resp) => assert_eq!(error_of(&resp), (413, "payload_too_large".into())),
+        other => panic!("expected Invalid(413), got {other:?}"),
+    }
+    // A single chunk declared over the limit is refused from its size line.
+    let mut head = chunked_request("/bot/sendMessage", &auth, b"");
+    head.extend_from_slice(b"10000\r\n{\"a\":");
+    match frame_request(&head, 1024) {
+        Framing::Invalid(resp) => assert_eq!(error_of(&resp), (413, "payload_too_large".into())),
+        other => panic!("expected Invalid(413), got {other:?}"),
+    }
+    // Chunked exactly at the limit is fine.
+    let pad = 1024 - json!({"chat_id": chat, "text": "ok", "p": ""}).to_string().len();
+    let body = json!({"chat_id": chat, "text": "ok", "p": "y".repeat(pad)}).to_string();
+    assert_eq!(body.len(), 1024);
+    let req = chunked_request("/bot/sendMessage", &auth, &chunked(body.as_bytes(), &[300]));
+    let (status, _, v) = parse(&svc.handle_request(&req));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(history_len(&svc, &chat), 1);
+}
+
+#[test]
+fn body_without_content_length_is_411() {
+    let svc = service(65_536);
+    let (token, chat) = world(&svc);
+    let body = json!({"chat_id": chat, "text": "no length"}).to_string();
+    let req = format!("POST /bot/sendMessage HTTP/1.1\r\nHost: t\r\nAuthorization: Bot {token}\r\nContent-Type: application/json\r\n\r\n{body}");
+    let raw = svc.handle_request(req.as_bytes());
+    let (status, _, v) = parse(&raw);
+    assert_eq!((status, v["error"].as_str()), (411, Some("length_required")), "{v}");
+    // A transfer coding other than chunked cannot be decoded: 411 too.
+    let req = format!(
+        "POST /bot/sendMessage HTTP/1.1\r\nHost: t\r\nAuthorization: Bot {token}\r\nContent-Type: application/json\r\nTransfer-Encoding: gzip\r\n\r\n{body}"
+    );
+    assert_eq!(error_of(&svc.handle_request(req.as_bytes())), (411, "length_required".into()));
+    // 411 is a transport error: it comes before authentication.
+    let req = format!("POST /bot/sendMessage HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\r\n{body}");
+    assert_eq!(error_of(&svc.handle_request(req.as_bytes())), (411, "length_required".into()));
+    // ...and after 405.
+    let req = format!("GET /bot/sendMessage HTTP/1.1\r\nHost: t\r\n\r\n{body}");
+    let raw = svc.handle_request(req.as_bytes());
+    let (status, headers, _) = parse(&raw);
+    assert_eq!(status, 405);
+    assert!(headers.iter().any(|(n, v)| n == "allow" && v == "POST"));
+    assert_eq!(history_len(&svc, &chat), 0);
+}
+
+#[test]
+fn content_length_and_chunked_together_are_refused() {
+    let svc = service(65_536);
+    let (token, chat) = world(&svc);
+    let body = json!({"chat_id": chat, "text": "smuggle"}).to_string();
+    let enc = chunked(body.as_bytes(), &[10]);
+    let mut req = format!(
+        "POST /bot/sendMessage HTTP/1.1\r\nHost: t\r\nAuthorization: Bot {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nTransfer-Encoding: chunked\r\n\r\n",
+        enc.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&enc);
+    let (status, _) = error_of(&svc.handle_request(&req));
+    assert!(status == 400 || status == 411, "status {status}");
+    assert!(matches!(frame_request(&req, 65_536), Framing::Invalid(_)));
+    assert_eq!(history_len(&svc, &chat), 0);
+}
+
+fn simple(path: &str, body: &str) -> Vec<u8> {
+    format!("POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+}
+
+#[test]
+fn frame_request_complete_incomplete_and_pipelined() {
+    let a = simple("/bot/getMe", "{}");
+    let b = simple("/admin/createUser", "{\"display_name\":\"Zed\"}");
+    let c = b"POST /bot/getMe HTTP/1.1\r\nHost: t\r\n\r\n".to_vec();
+    assert_eq!(frame_request(&a, 65_536), Framing::Complete(a.len()));
+    assert_eq!(frame_request(&c, 65_536), Framing::Complete(c.len()));
+    assert_eq!(frame_request(b"", 65_536), Framing::Incomplete);
+    // Every strict prefix is incomplete.
+    for n in 0..a.len() {
+        assert_eq!(frame_request(&a[..n], 65_536), Framing::Incomplete, "prefix of {n} bytes");
+    }
+    // Pipelined: three requests back to back are cut one by one.
+    let mut stream = Vec::new();
+    stream.extend_from_slice(&a);
+    stream.extend_from_slice(&b);
+    stream.extend_from_slice(&c);
+    stream.extend_from_slice(&a[..10]);
+    let svc = service(65_536);
+    let mut rest = &stream[..];
+    let mut answers = Vec::new();
+    for expected in [a.len(), b.len(), c.len()] {
+        match svc.frame_request(rest) {
+            Framing::Complete(n) => {
+                assert_eq!(n, expected);
+                answers.push(svc.handle_request(&rest[..n]));
+                rest = &rest[n..];
+            }
+            other => panic!("expected Complete({expected}), got {other:?}"),
+        }
+    }
+    assert_eq!(svc.frame_request(rest), Framing::Incomplete, "the partial fourth request waits for more bytes");
+    assert_eq!(error_of(&answers[0]), (401, "missing_authorization".into()));
+    assert_eq!(error_of(&answers[1]), (401, "missing_authorization".into()));
+    // Pipelined chunked request followed by another.
+    let body = b"{\"display_name\":\"Q\"}";
+    let mut ch = chunked_request("/admin/createUser", &format!("Admin {SECRET}"), &chunked(body, &[4]));
+    let first = ch.len();
+    ch.extend_from_slice(&a);
+    assert_eq!(frame_request(&ch, 65_536), Framing::Complete(first));
+    let (status, _, v) = parse(&svc.handle_request(&ch[..first]));
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["result"]["display_name"], "Q");
+    // A partial chunked body is incomplete.
+    assert_eq!(frame_request(&ch[..first - 3], 65_536), Framing::Incomplete);
+}
+
+#[test]
+fn frame_request_invalid_cases() {
+    // 413 from the headers alone: the body never needs to be buffered.
+    let head = b"POST /bot/sendMessage HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n";
+    match frame_request(head, 65_536) {
+        Framing::Invalid(resp) => assert_eq!(error_of(&resp), (413, "payload_too_large".into())),
+        other => panic!("expected Invalid(413), got {other:?}"),
+    }
+    let svc = service(1024);
+    match svc.frame_request(b"POST /bot/getMe HTTP/1.1\r\nContent-Length: 1025\r\n\r\n") {
+        Framing::Invalid(resp) => assert_eq!(error_of(&resp), (413, "payload_too_large".into())),
+        other => panic!("expected Invalid(413) under the service's own limit, got {other:?}"),
+    }
+    assert_eq!(svc.frame_request(b"POST /bot/getMe HTTP/1.1\r\nContent-Length: 1024\r\n\r\n"), Framing::Incomplete);
+    // Garbage is invalid with a JSON error response.
+    for garbage in [&b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n"[..], b"GET / HTTP/1.1\r\nBad Header\r\n\r\n", b"POST /x HTTP/1.1\r\nContent-Length: abc\r\n\r\n"] {
+        match frame_request(garbage, 65_536) {
+            Framing::Invalid(resp) => {
+                let (status, _, v) = parse(&resp);
+                assert!((400..500).contains(&status), "status {status}");
+                assert_eq!(v["ok"], false);
+            }
+            other => panic!("expected Invalid for {:?}, got {other:?}", String::from_utf8_lossy(garbage)),
+        }
+    }
+    // Endless headers are refused instead of buffered forever.
+    let mut huge = b"POST /bot/getMe HTTP/1.1\r\n".to_vec();
+    while huge.len() < 40_000 {
+        huge.extend_from_slice(b"X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+    }
+    assert!(matches!(frame_request(&huge, 65_536), Framing::Invalid(_)));
+}
+
+#[test]
+fn handle_request_answers_incomplete_input_with_an_error_not_a_panic() {
+    let svc = service(65_536);
+    for input in [&b""[..], b"POST", b"POST /bot/getMe HTTP/1.1\r\nContent-Length: 10\r\n\r\n{}", b"\xff\xfe\r\n\r\n"] {
+        let raw = svc.handle_request(input);
+        let (status, _, v) = parse(&raw);
+        assert_eq!(status, 400, "{v}");
+        assert_eq!(v["ok"], false);
+    }
+}
+
+#[test]
+fn every_response_is_json_with_exact_content_length() {
+    let svc = service(1024);
+    let (token, chat) = world(&svc);
+    let requests: Vec<Vec<u8>> = vec![
+        request("/bot/getMe", &format!("Bot {token}"), "", b""),
+        request("/bot/sendMessage", &format!("Bot {token}"), "", json!({"chat_id": chat, "text": "é😀"}).to_string().as_bytes()),
+        request("/bot/nothing", "Bot x", "", b"{}"),
+        b"DELETE /bot/getMe HTTP/1.1\r\n\r\n".to_vec(),
+        request("/bot/getMe", "Bot x", "", &[b'x'; 2000]),
+        simple("/admin/getUpdates", "{}"),
+    ];
+    for r in requests {
+        let raw = svc.handle_request(&r);
+        parse(&raw); // asserts Content-Type and Content-Length
+    }
+}

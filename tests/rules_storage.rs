@@ -1,0 +1,312 @@
+//! Storage rules: tokens are stored only as SHA-256, file databases persist,
+//! export/import round-trips and refuses garbage without changing state, and
+//! deleted text is no longer served anywhere.
+
+use botspace::{Config, GatewayOutput, Service};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const SECRET: &str = "rules-admin-secret-0001";
+const OP_KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+fn open(database: &str) -> Service {
+    let cfg = json!({"database": database, "admin_secret": SECRET, "clock": "manual", "operational_key": OP_KEY});
+    Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap()
+}
+
+fn request(path: &str, auth: &str, body: &str) -> Vec<u8> {
+    format!("POST {path} HTTP/1.1\r\nHost: t\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+        .into_bytes()
+}
+
+fn call(svc: &Service, path: &str, auth: &str, body: Value) -> (u16, Value) {
+    let raw = svc.handle_request(&request(path, auth, &body.to_string()));
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let status = std::str::from_utf8(&raw[9..12]).unwrap().parse().unwrap();
+    (status, serde_json::from_slice(&raw[end + 4..]).unwrap())
+}
+
+fn admin(svc: &Service, method: &str, body: Value) -> Value {
+    let (status, v) = call(svc, &format!("/admin/{method}"), &format!("Admin {SECRET}"), body.clone());
+    assert_eq!(status, 200, "{method} {body}: {v}");
+    v["result"].clone()
+}
+
+fn bot(svc: &Service, token: &str, method: &str, body: Value) -> (u16, Value) {
+    call(svc, &format!("/bot/{method}"), &format!("Bot {token}"), body)
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let p = std::env::temp_dir().join(format!("botspace-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// All bytes of every file in `dir` (database, WAL, shared memory).
+fn all_bytes(dir: &Path) -> Vec<u8> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() {
+            out.extend(std::fs::read(&p).unwrap());
+        }
+    }
+    out
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn tokens_are_stored_only_as_sha256() {
+    let dir = TempDir::new("tokens");
+    let db = dir.0.join("bots.db");
+    let db_s = db.to_str().unwrap().to_string();
+    let mut tokens = Vec::new();
+    let (free_id, free_tok, off_tok);
+    {
+        let svc = open(&db_s);
+        let free = admin(&svc, "createBot", json!({"display_name": "F", "handle": "f"}));
+        let off = admin(&svc, "createBot", json!({"display_name": "O", "handle": "o", "quota_tier": "official", "official": true}));
+        free_id = free["bot"]["id"].as_str().unwrap().to_string();
+        let old = free["token"].as_str().unwrap().to_string();
+        tokens.push(old.clone());
+        let rotated = admin(&svc, "rotateBotToken", json!({"bot_id": free_id}))["token"].as_str().unwrap().to_string();
+        tokens.push(rotated.clone());
+        free_tok = rotated;
+        off_tok = off["token"].as_str().unwrap().to_string();
+        tokens.push(off_tok.clone());
+        // While the service is open (data may still sit in the WAL) ...
+        let bytes = all_bytes(&dir.0);
+        for t in &tokens {
+            assert!(!contains(&bytes, t.as_bytes()), "token {t} appears in the database files");
+            assert!(!contains(&bytes, &t.as_bytes()[4..]), "the random part of token {t} appears in the database files");
+        }
+        assert!(contains(&bytes, &Sha256::digest(free_tok.as_bytes())), "the SHA-256 of the current token is stored");
+        assert!(contains(&bytes, &Sha256::digest(off_tok.as_bytes())), "the SHA-256 of the official bot's token is stored");
+        assert!(!contains(&bytes, SECRET.as_bytes()), "the admin secret is not stored");
+        assert!(!contains(&bytes, OP_KEY.as_bytes()), "the operational key is not stored");
+        assert!(!contains(&bytes, &hex32(OP_KEY)), "the operational key is not stored");
+    }
+    // ... and after it closed.
+    let bytes = all_bytes(&dir.0);
+    for t in &tokens {
+        assert!(!contains(&bytes, t.as_bytes()), "token {t} appears in the closed database files");
+    }
+    assert!(contains(&bytes, &Sha256::digest(free_tok.as_bytes())));
+    // Reopened, the database still authenticates the current tokens only, and
+    // the official bot's operational copy still opens.
+    let svc = open(&db_s);
+    assert_eq!(bot(&svc, &free_tok, "getMe", json!({})).0, 200);
+    assert_eq!(bot(&svc, &tokens[0], "getMe", json!({})).1["error"], "invalid_token");
+    assert_eq!(bot(&svc, &off_tok, "getMe", json!({})).0, 200);
+    let off_id = bot(&svc, &off_tok, "getMe", json!({})).1["result"]["id"].as_str().unwrap().to_string();
+    assert_eq!(admin(&svc, "getOperationalToken", json!({"bot_id": off_id}))["token"], off_tok.as_str());
+    assert_eq!(admin(&svc, "getBot", json!({"bot_id": free_id}))["id"], free_id.as_str());
+}
+
+fn hex32(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}
+
+/// A populated service: (bot token, private chat, group).
+fn populate(svc: &Service) -> (String, String, String) {
+    let u = admin(svc, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let b = admin(svc, "createBot", json!({"display_name": "B", "handle": "b", "quota_tier": "standard"}));
+    let tok = b["token"].as_str().unwrap().to_string();
+    let bot_id = b["bot"]["id"].as_str().unwrap().to_string();
+    let c = admin(svc, "startBot", json!({"user_id": u, "bot_id": bot_id}))["id"].as_str().unwrap().to_string();
+    let g = admin(svc, "createGroup", json!({"title": "G", "member_ids": [u, bot_id]}))["id"].as_str().unwrap().to_string();
+    for i in 1..=5 {
+        assert_eq!(bot(svc, &tok, "sendMessage", json!({"chat_id": c, "text": format!("m{i} é😀")})).0, 200);
+    }
+    admin(svc, "sendUserMessage", json!({"user_id": u, "chat_id": g, "text": "hello group"}));
+    assert_eq!(bot(svc, &tok, "deleteMessage", json!({"chat_id": c, "message_id": "2"})).0, 200);
+    assert_eq!(bot(svc, &tok, "editMessageText", json!({"chat_id": c, "message_id": "3", "text": "edited"})).0, 200);
+    (tok, c, g)
+}
+
+fn snapshot(svc: &Service, c: &str, g: &str) -> Value {
+    json!({
+        "private": admin(svc, "getChatHistory", json!({"chat_id": c})),
+        "group": admin(svc, "getChatHistory", json!({"chat_id": g})),
+        "chat": admin(svc, "getChat", json!({"chat_id": c})),
+    })
+}
+
+#[test]
+fn export_import_round_trip() {
+    let a = open(":memory:");
+    let (tok, c, g) = populate(&a);
+    let image = a.export_database().unwrap();
+    assert!(image.len() > 1024);
+    let before = snapshot(&a, &c, &g);
+
+    let b = open(":memory:");
+    b.import_database(&image).unwrap();
+    assert_eq!(snapshot(&b, &c, &g), before);
+    // The token works in the new service, and numbering continues.
+    assert_eq!(bot(&b, &tok, "getMe", json!({})).0, 200);
+    let (s, v) = bot(&b, &tok, "sendMessage", json!({"chat_id": c, "text": "after import"}));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["result"]["message_id"], "6");
+    // Importing over a populated service replaces its state entirely.
+    let other = open(":memory:");
+    let (other_tok, _, _) = populate(&other);
+    other.import_database(&image).unwrap();
+    assert_eq!(snapshot(&other, &c, &g), before);
+    assert_eq!(bot(&other, &other_tok, "getMe", json!({})).1["error"], "invalid_token");
+    assert_eq!(bot(&other, &tok, "getMe", json!({})).0, 200);
+
+    // A file database exports and imports too, and stays a file.
+    let dir = TempDir::new("export");
+    let path = dir.0.join("f.db");
+    {
+        let f = open(path.to_str().unwrap());
+        f.import_database(&image).unwrap();
+        assert_eq!(snapshot(&f, &c, &g), before);
+        let again = f.export_database().unwrap();
+        let m = open(":memory:");
+        m.import_database(&again).unwrap();
+        assert_eq!(snapshot(&m, &c, &g), before);
+    }
+    let f = open(path.to_str().unwrap());
+    assert_eq!(snapshot(&f, &c, &g), before, "the imported state persisted in the file");
+}
+
+#[test]
+fn garbage_images_are_refused_without_changing_state() {
+    let a = open(":memory:");
+    let (tok, c, g) = populate(&a);
+    let good = a.export_database().unwrap();
+    let before = snapshot(&a, &c, &g);
+    let before_updates = admin(&a, "getUpdates", json!({"limit": 1000}));
+
+    let mut flipped = good.clone();
+    for i in (good.len() / 2..good.len()).step_by(97) {
+        flipped[i] ^= 0x5a;
+    }
+    let foreign = {
+        let mut conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes (body) VALUES ('x');").unwrap();
+        conn.serialize(rusqlite::MAIN_DB).unwrap().to_vec()
+    };
+    let candidates: Vec<(&str, Vec<u8>)> = vec![
+        ("empty", Vec::new()),
+        ("text", b"garbage".to_vec()),
+        ("random", (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect()),
+        ("truncated", good[..good.len() / 2].to_vec()),
+        ("header only", good[..100].to_vec()),
+        ("corrupted pages", flipped),
+        ("another SQLite database", foreign),
+    ];
+    for (what, bytes) in candidates {
+        assert!(a.import_database(&bytes).is_err(), "a {what} image was accepted");
+        assert_eq!(snapshot(&a, &c, &g), before, "state changed after refusing a {what} image");
+        assert_eq!(bot(&a, &tok, "getMe", json!({})).0, 200, "token lost after refusing a {what} image");
+    }
+    assert_eq!(admin(&a, "getUpdates", json!({"limit": 1000})), before_updates);
+    // Still writable, numbering intact.
+    let (s, v) = bot(&a, &tok, "sendMessage", json!({"chat_id": c, "text": "still here"}));
+    assert_eq!((s, v["result"]["message_id"].as_str()), (200, Some("6")), "{v}");
+}
+
+#[test]
+fn deleted_text_is_no_longer_served_by_the_host_api() {
+    let svc = open(":memory:");
+    let (tok, c, _) = populate(&svc);
+    let secret = "do-not-serve-me-0123";
+    let (s, v) = bot(&svc, &tok, "sendMessage", json!({"chat_id": c, "text": secret}));
+    assert_eq!(s, 200);
+    let mid = v["result"]["message_id"].as_str().unwrap().to_string();
+    let (s, v) = bot(&svc, &tok, "editMessageText", json!({"chat_id": c, "message_id": mid, "text": format!("{secret} (edited)")}));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(bot(&svc, &tok, "deleteMessage", json!({"chat_id": c, "message_id": mid})).0, 200);
+    let history = admin(&svc, "getChatHistory", json!({"chat_id": c})).to_string();
+    assert!(!history.contains(secret), "getChatHistory serves deleted text");
+    let ups = admin(&svc, "getUpdates", json!({"offset": 0, "limit": 1000})).to_string();
+    assert!(!ups.contains(secret), "getUpdates still serves the text of a deleted message: {ups}");
+}
+
+#[test]
+fn deleted_text_is_no_longer_served_by_the_gateway_replay() {
+    let svc = Arc::new(open(":memory:"));
+    let u = admin(&svc, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let sender = admin(&svc, "createBot", json!({"display_name": "S", "handle": "s", "quota_tier": "standard"}));
+    let listener = admin(&svc, "createBot", json!({"display_name": "L", "handle": "l"}));
+    let g = admin(
+        &svc,
+        "createGroup",
+        json!({"title": "G", "member_ids": [u, sender["bot"]["id"], listener["bot"]["id"]]}),
+    )["id"]
+    .as_str()
+    .unwrap()
+    .to_string();
+    let stok = sender["token"].as_str().unwrap();
+    let secret = "gateway-must-not-replay-4567";
+    let (s, v) = bot(&svc, stok, "sendMessage", json!({"chat_id": g, "text": secret}));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(bot(&svc, stok, "deleteMessage", json!({"chat_id": g, "message_id": "1"})).0, 200);
+    // The listener connects after the deletion and replays its events.
+    let ltok = listener["token"].as_str().unwrap();
+    let upgrade = format!(
+        "GET /bot/gateway HTTP/1.1\r\nHost: t\r\nAuthorization: Bot {ltok}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    );
+    let mut session = match svc.accept_gateway_session(upgrade.as_bytes()) {
+        Ok(s) => s,
+        Err(resp) => panic!("gateway refused: {}", String::from_utf8_lossy(&resp)),
+    };
+    let mut frames = Vec::new();
+    for _ in 0..4 {
+        for o in session.poll(svc.now_ms()) {
+            if let GatewayOutput::Text(t) = o {
+                frames.push(t);
+            }
+        }
+    }
+    let all = frames.join("\n");
+    assert!(all.contains("message_deleted"), "the replay has the deletion: {all}");
+    assert!(!all.contains(secret), "the gateway replays the text of a deleted message: {all}");
+}
+
+fn is_b64url(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+}
+
+#[test]
+fn ids_and_tokens_have_the_contract_shape() {
+    let svc = open(":memory:");
+    let mut seen = std::collections::HashSet::new();
+    for i in 0..20 {
+        let u = admin(&svc, "createUser", json!({"display_name": format!("U{i}")}))["id"].as_str().unwrap().to_string();
+        let b = admin(&svc, "createBot", json!({"display_name": "B", "handle": format!("b{i}")}));
+        let bot_id = b["bot"]["id"].as_str().unwrap().to_string();
+        let token = b["token"].as_str().unwrap().to_string();
+        let chat = admin(&svc, "createPrivateChat", json!({"user_id": u, "bot_id": bot_id}))["id"].as_str().unwrap().to_string();
+        for (id, prefix) in [(&u, "usr_"), (&bot_id, "bot_"), (&chat, "spc_")] {
+            let rest = id.strip_prefix(prefix).unwrap_or_else(|| panic!("{id} lacks {prefix}"));
+            assert!(is_b64url(rest) && rest.len() * 6 >= 80, "{id}: URL-safe and at least 80 bits");
+            assert!(seen.insert(id.clone()), "{id} repeated");
+        }
+        let rest = token.strip_prefix("bot_").expect("token prefix bot_");
+        assert_eq!(rest.len(), 43, "token is bot_ + 43 characters: {token}");
+        assert!(is_b64url(rest));
+        assert!(seen.insert(token.clone()));
+        assert_ne!(token, bot_id);
+    }
+}

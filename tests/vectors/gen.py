@@ -1,0 +1,1160 @@
+#!/usr/bin/env python3
+"""Generates the test vector files in this directory (format: README.md).
+
+Run `python3 tests/vectors/gen.py` after editing; the generated *.json files
+are committed and are what the Rust, C and WASM runners read. Every step
+asserts the exact status and the exact body; "{{*}}" stands only for random
+values (ids, tokens). Error descriptions are spelled once, in DESC below.
+"""
+
+import json
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+T0 = 1767225600  # the manual clock's start, 2026-01-01T00:00:00Z
+ANY = "{{*}}"
+ADMIN = "Admin {{admin_secret}}"
+OP_KEY = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+ACTIONS = ["typing", "upload_photo", "upload_document", "record_voice", "upload_voice"]
+
+# Error descriptions as the core spells them. The `error` codes are the
+# stable contract; descriptions are for people and may be reworded here.
+DESC = {
+    "missing_authorization_bot": "the Authorization header is required: Authorization: Bot <credential>",
+    "missing_authorization_admin": "the Authorization header is required: Authorization: Admin <credential>",
+    "bad_scheme_bot": "expected Authorization: Bot <credential>",
+    "bad_scheme_admin": "expected Authorization: Admin <credential>",
+    "invalid_token": "the credential is unknown, rotated away or of the wrong kind",
+    "bot_suspended": "this bot is suspended",
+    "text_empty": "text must contain at least 1 character",
+    "text_too_long": "text must contain at most 5000 characters",
+    "unsupported_parse_mode": 'only parse_mode "plain" is supported',
+    "reply_target_not_found": "reply_to_message_id names no live message in this chat",
+    "chat_not_found": "no chat with this id is visible to the caller",
+    "message_not_found": "no live message with this id in the chat",
+    "not_member": "the bot is no longer a member of this chat",
+    "user_not_member": "the user is not a member of this chat",
+    "chat_dissolved": "the group has been dissolved",
+    "bot_not_started": "the user has not started this bot",
+    "blocked_by_user": "the user has blocked this bot",
+    "user_blocked_by_bot": "this bot has blocked the user",
+    "bots_cannot_send": "the group's permissions do not allow bots to send",
+    "not_message_owner": "the message was not sent by this bot",
+    "idempotency_key_reused": "this Idempotency-Key was used with a different request",
+    "unsupported_media_type": "Content-Type must be application/json",
+    "not_object": "the request body must be a JSON object",
+    "token_not_recoverable": "only official bots have an operational token copy; rotate to get a new token",
+    "advance_clock_404": "advanceClock exists only when the service runs on the manual clock",
+    "upgrade_required": "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13)",
+    "gateway_405": "the gateway is opened with GET and a WebSocket upgrade",
+    "must_be_string": "must be a string",
+    "message_id_format": 'must be a message id: a decimal string such as "1"',
+    "actions": "must be one of typing, upload_photo, upload_document, record_voice, upload_voice",
+    "idempotency_key_format": "must be 1 to 64 visible ASCII characters",
+    "quota_tier": "must be free, standard or official",
+}
+
+
+def tier_forbidden_desc(method):
+    return f"{method} is not available to bots of the free tier"
+
+
+def rate_desc(secs):
+    return f"too many requests; retry after {secs} s"
+
+
+# ---------------------------------------------------------------- builders
+
+def ok(result):
+    return {"ok": True, "result": result}
+
+
+def err(status, code, desc, params=None):
+    body = {"ok": False, "error_code": status, "error": code, "description": DESC.get(desc, desc)}
+    if params is not None:
+        body["parameters"] = params
+    return body
+
+
+def field_err(code, field, desc):
+    return err(400, code, desc, {"field": field})
+
+
+def missing(field):
+    return err(400, "missing_field", f"field {field} is required", {"field": field})
+
+
+def invalid(field, why):
+    return err(400, "invalid_field", f"field {field} {DESC.get(why, why)}", {"field": field})
+
+
+def request(path, body=None, auth=None, headers=None, method="POST", raw=None, content_type=True):
+    r = {"method": method, "path": path}
+    h = {}
+    if auth is not None:
+        h["Authorization"] = auth
+    if headers:
+        h.update(headers)
+    if h:
+        r["headers"] = h
+    if raw is not None:
+        r["raw_body"] = raw
+    elif body is not None:
+        r["body"] = body
+    if not content_type:
+        r["content_type"] = False
+    return r
+
+
+_NO = object()
+
+
+def step(req, status, body=_NO, headers=None, save=None):
+    e = {"status": status}
+    if body is not _NO:
+        e["body"] = body
+    if headers:
+        e["headers"] = headers
+    s = {"request": req, "expect": e}
+    if save:
+        s["save"] = save
+    return s
+
+
+def admin(method, body=None, status=200, expect=_NO, save=None, headers=None):
+    return step(request(f"/admin/{method}", body if body is not None else {}, auth=ADMIN), status, expect, headers, save)
+
+
+def bot_call(b, method, body=None, status=200, expect=_NO, save=None, headers=None, resp_headers=None, raw=None):
+    return step(request(f"/bot/{method}", body, auth=f"Bot {{{{{b}_tok}}}}", headers=headers, raw=raw), status, expect, resp_headers, save)
+
+
+def ph(name):
+    return "{{" + name + "}}"
+
+
+def identity(b, name, handle, tier="free", official=False, verified=False, status="active", limit=None, avatar=None):
+    if limit is None:
+        limit = {"free": 1, "standard": 4, "official": 16}[tier]
+    return {
+        "id": ph(b) if b else ANY,
+        "is_bot": True,
+        "display_name": name,
+        "handle": handle,
+        "avatar_key": avatar,
+        "status": status,
+        "verified": verified,
+        "official": official,
+        "quota_tier": tier,
+        "gateway_connection_limit": limit,
+        "capabilities": {"edit_delete_messages": tier != "free"},
+    }
+
+
+# Bot names/handles/tiers by var, so later steps can build exact identities.
+BOTS = {}
+
+
+def mk_user(u, name=None, handle=None):
+    name = name or u.capitalize()
+    body = {"display_name": name}
+    if handle is not None:
+        body["handle"] = handle
+    return admin("createUser", body, 200, ok({"id": ANY, "display_name": name, "handle": handle}), save={u: "result.id"})
+
+
+def mk_bot(b, tier="free", official=False, verified=False, limit=None, name=None):
+    name = name or f"{b.capitalize()} Bot"
+    handle = f"{b}_bot"
+    body = {"display_name": name, "handle": handle}
+    if tier != "free":
+        body["quota_tier"] = tier
+    if official:
+        body["official"] = True
+    if verified:
+        body["verified"] = True
+    if limit is not None:
+        body["gateway_connection_limit"] = limit
+    BOTS[b] = (name, handle, tier, official, verified)
+    return admin("createBot", body, 200, ok({"bot": identity(None, name, handle, tier, official, verified, limit=limit), "token": ANY}),
+                 save={b: "result.bot.id", f"{b}_tok": "result.token"})
+
+
+def ident_of(b, **kw):
+    name, handle, tier, official, verified = BOTS[b]
+    args = dict(tier=tier, official=official, verified=verified)
+    args.update(kw)
+    return identity(b, name, handle, **args)
+
+
+def private_json(c, u, b, started=True, by_user=False, by_bot=False, bot_member=True):
+    members = ([{"id": ph(b), "is_bot": True}] if bot_member else []) + [{"id": ph(u), "is_bot": False}]
+    return {"id": ph(c) if c else ANY, "type": "private", "user_id": ph(u), "bot_id": ph(b), "started": started,
+            "blocked_by_user": by_user, "blocked_by_bot": by_bot, "members": members}
+
+
+def start(c, u, b):
+    """startBot: creates the private chat of u and b, started; saves it as c."""
+    return admin("startBot", {"user_id": ph(u), "bot_id": ph(b)}, 200, ok(private_json(None, u, b)), save={c: "result.id"})
+
+
+def private_unstarted(c, u, b):
+    return admin("createPrivateChat", {"user_id": ph(u), "bot_id": ph(b)}, 200, ok(private_json(None, u, b, started=False)), save={c: "result.id"})
+
+
+def group_members(members):
+    bots = [m for m in members if m in BOTS]
+    users = [m for m in members if m not in BOTS]
+    if len(bots) > 1 or len(users) > 1:
+        return ANY  # ordered by random id
+    return [{"id": ph(m), "is_bot": True} for m in bots] + [{"id": ph(m), "is_bot": False} for m in users]
+
+
+def mk_group(g, members, title=None, bots_can_send=None):
+    title = title or f"Group {g}"
+    body = {"title": title, "member_ids": [ph(m) for m in members]}
+    if bots_can_send is not None:
+        body["bots_can_send"] = bots_can_send
+    res = {"id": ANY, "type": "group", "title": title, "bots_can_send": bots_can_send is not False, "dissolved": False,
+           "members": group_members(members)}
+    return admin("createGroup", body, 200, ok(res), save={g: "result.id"})
+
+
+def msg(mid, c, ctype, text, sender, is_bot=True, date=T0, reply=None, edit=None):
+    m = {"message_id": str(mid), "chat": {"id": ph(c), "type": ctype}, "date": date, "text": text,
+         "from": {"id": ph(sender), "is_bot": is_bot}}
+    if reply is not None:
+        m["reply_to_message_id"] = str(reply)
+    if edit is not None:
+        m["edit_date"] = edit
+    return m
+
+
+def send(b, c, text, mid, ctype="private", date=T0, reply=None, headers=None, extra=None):
+    body = {"chat_id": ph(c), "text": text}
+    if reply is not None:
+        body["reply_to_message_id"] = str(reply)
+    if extra:
+        body.update(extra)
+    return bot_call(b, "sendMessage", body, 200, ok(msg(mid, c, ctype, text, b, date=date, reply=reply)), headers=headers)
+
+
+def send_err(b, c, text, status, expect, **kw):
+    body = {"chat_id": ph(c), "text": text}
+    body.update(kw)
+    return bot_call(b, "sendMessage", body, status, expect)
+
+
+def user_send(u, c, text, mid, ctype="private", date=T0):
+    return admin("sendUserMessage", {"user_id": ph(u), "chat_id": ph(c), "text": text}, 200,
+                 ok(msg(mid, c, ctype, text, u, is_bot=False, date=date)))
+
+
+def history(c, expected, **kw):
+    body = {"chat_id": ph(c)}
+    body.update(kw)
+    return admin("getChatHistory", body, 200, ok(expected))
+
+
+def advance(seconds):
+    return admin("advanceClock", {"seconds": seconds}, 200, ok(True))
+
+
+def deleted(mid):
+    return {"message_id": str(mid), "deleted": True}
+
+
+def rate_err(secs, ms, scope):
+    return err(429, "rate_limited", rate_desc(secs), {"retry_after": secs, "retry_after_ms": ms, "scope": scope})
+
+
+def rate_step(b, c, secs, ms, scope, text="x"):
+    return bot_call(b, "sendMessage", {"chat_id": ph(c), "text": text}, 429, rate_err(secs, ms, scope),
+                    resp_headers={"Retry-After": str(secs)})
+
+
+def case(name, steps, config=None):
+    c = {"name": name}
+    if config:
+        c["config"] = config
+    c["steps"] = steps
+    return c
+
+
+def setup_private(u="u", b="b", c="c", tier="free", official=False):
+    """A user, a bot and their started private chat."""
+    return [mk_user(u), mk_bot(b, tier, official), start(c, u, b)]
+
+
+# ---------------------------------------------------------------- auth.json
+
+def auth_cases():
+    cs = []
+    base = setup_private()
+
+    def getme(auth, status, expect, body=None):
+        return step(request("/bot/getMe", body, auth=auth), status, expect)
+
+    me = lambda **kw: ok(ident_of("b", **kw))
+    cs.append(case("getMe with a valid token returns the bot identity", base + [getme("Bot {{b_tok}}", 200, me())]))
+    cs.append(case("getMe of a standard-tier bot reports edit_delete_messages true and 4 gateway connections",
+                   [mk_bot("s", "standard"), step(request("/bot/getMe", auth="Bot {{s_tok}}"), 200, ok(ident_of("s")))]))
+    cs.append(case("getMe of an official verified bot reports 16 gateway connections",
+                   [mk_bot("o", "official", official=True, verified=True), step(request("/bot/getMe", auth="Bot {{o_tok}}"), 200, ok(ident_of("o")))]))
+    cs.append(case("gateway_connection_limit set by the host overrides the tier default",
+                   [mk_bot("l", limit=3), step(request("/bot/getMe", auth="Bot {{l_tok}}"), 200, ok(ident_of("l", limit=3)))]))
+    cs.append(case("Authorization header missing is 401 missing_authorization",
+                   base + [getme(None, 401, err(401, "missing_authorization", "missing_authorization_bot"))]))
+    cs.append(case("Authorization with the Bearer scheme is 401 missing_authorization",
+                   base + [getme("Bearer {{b_tok}}", 401, err(401, "missing_authorization", "bad_scheme_bot"))]))
+    cs.append(case("Authorization 'Bot' without a token is 401 missing_authorization",
+                   base + [getme("Bot", 401, err(401, "missing_authorization", "bad_scheme_bot"))]))
+    cs.append(case("Authorization scheme in lower case 'bot <token>' is accepted",
+                   base + [getme("bot {{b_tok}}", 200, me())]))
+    cs.append(case("Authorization scheme in upper case 'BOT <token>' is accepted",
+                   base + [getme("BOT {{b_tok}}", 200, me())]))
+    cs.append(case("the admin secret presented as a bot token is 401 invalid_token",
+                   base + [getme("Bot {{admin_secret}}", 401, err(401, "invalid_token", "invalid_token"))]))
+    cs.append(case("a user id presented as a bot token is 401 invalid_token",
+                   base + [getme("Bot {{u}}", 401, err(401, "invalid_token", "invalid_token"))]))
+    cs.append(case("an unknown well-formed token is 401 invalid_token",
+                   base + [getme("Bot bot_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", 401, err(401, "invalid_token", "invalid_token"))]))
+    cs.append(case("the token is compared exactly: a token with an extra character is invalid_token",
+                   base + [getme("Bot {{b_tok}}x", 401, err(401, "invalid_token", "invalid_token"))]))
+    cs.append(case("the bot id presented as a token is invalid_token",
+                   base + [getme("Bot {{b}}", 401, err(401, "invalid_token", "invalid_token"))]))
+    cs.append(case("after rotateBotToken the old token is invalid_token at once and the new token works",
+                   base + [
+                       getme("Bot {{b_tok}}", 200, me()),
+                       admin("rotateBotToken", {"bot_id": "{{b}}"}, 200, ok({"token": ANY}), save={"new_tok": "result.token"}),
+                       getme("Bot {{b_tok}}", 401, err(401, "invalid_token", "invalid_token")),
+                       step(request("/bot/sendMessage", {"chat_id": "{{c}}", "text": "hi"}, auth="Bot {{b_tok}}"), 401,
+                            err(401, "invalid_token", "invalid_token")),
+                       getme("Bot {{new_tok}}", 200, me()),
+                       step(request("/bot/sendMessage", {"chat_id": "{{c}}", "text": "hi"}, auth="Bot {{new_tok}}"), 200,
+                            ok(msg(1, "c", "private", "hi", "b"))),
+                   ]))
+    cs.append(case("rotating twice invalidates both older tokens",
+                   base + [
+                       admin("rotateBotToken", {"bot_id": "{{b}}"}, 200, ok({"token": ANY}), save={"t2": "result.token"}),
+                       admin("rotateBotToken", {"bot_id": "{{b}}"}, 200, ok({"token": ANY}), save={"t3": "result.token"}),
+                       getme("Bot {{b_tok}}", 401, err(401, "invalid_token", "invalid_token")),
+                       getme("Bot {{t2}}", 401, err(401, "invalid_token", "invalid_token")),
+                       getme("Bot {{t3}}", 200, me()),
+                   ]))
+    cs.append(case("a bad token with a malformed body is 401, not 400 (authentication before body)",
+                   base + [step(request("/bot/sendMessage", auth="Bot bot_nope", raw="{not json"), 401, err(401, "invalid_token", "invalid_token"))]))
+    cs.append(case("no Authorization with a malformed body is 401 missing_authorization",
+                   base + [step(request("/bot/sendMessage", raw="[1,"), 401, err(401, "missing_authorization", "missing_authorization_bot"))]))
+    susp = [admin("updateBot", {"bot_id": "{{b}}", "status": "suspended"}, 200, ok(ident_of("b", status="suspended")))]
+    cs.append(case("a suspended bot gets 403 bot_suspended on getMe and sendMessage",
+                   base + susp + [
+                       getme("Bot {{b_tok}}", 403, err(403, "bot_suspended", "bot_suspended")),
+                       send_err("b", "c", "hi", 403, err(403, "bot_suspended", "bot_suspended")),
+                       bot_call("b", "sendChatAction", {"chat_id": "{{c}}", "action": "typing"}, 403, err(403, "bot_suspended", "bot_suspended")),
+                       history("c", []),
+                   ]))
+    cs.append(case("a suspended bot with a malformed body is 403 bot_suspended, not 400",
+                   base + susp + [bot_call("b", "sendMessage", raw="{", status=403, expect=err(403, "bot_suspended", "bot_suspended"))]))
+    cs.append(case("a suspended free-tier bot calling editMessageText is bot_suspended before tier_forbidden",
+                   base + susp + [bot_call("b", "editMessageText", {"chat_id": "{{c}}", "message_id": "1", "text": "x"}, 403,
+                                           err(403, "bot_suspended", "bot_suspended"))]))
+    cs.append(case("a suspended bot reactivated with status active works again",
+                   base + susp + [
+                       admin("updateBot", {"bot_id": "{{b}}", "status": "active"}, 200, ok(ident_of("b"))),
+                       getme("Bot {{b_tok}}", 200, me()),
+                       send("b", "c", "back", 1),
+                   ]))
+    cs.append(case("a suspended bot with an invalid token is still 401 (authentication before status)",
+                   base + susp + [getme("Bot bot_wrong", 401, err(401, "invalid_token", "invalid_token"))]))
+
+    def adm(auth, status, expect):
+        return step(request("/admin/createUser", {"display_name": "X"}, auth=auth), status, expect)
+    cs.append(case("host API without Authorization is 401 missing_authorization",
+                   [adm(None, 401, err(401, "missing_authorization", "missing_authorization_admin"))]))
+    cs.append(case("host API with a wrong admin secret is 401 invalid_token",
+                   [adm("Admin vector-admin-secret-0002", 401, err(401, "invalid_token", "invalid_token"))]))
+    cs.append(case("host API with a bot token as the admin secret is 401 invalid_token",
+                   [mk_bot("b"), adm("Admin {{b_tok}}", 401, err(401, "invalid_token", "invalid_token"))]))
+    cs.append(case("host API with the admin secret under the Bot scheme is 401 missing_authorization",
+                   [adm("Bot {{admin_secret}}", 401, err(401, "missing_authorization", "bad_scheme_admin"))]))
+    cs.append(case("host API scheme word is case-insensitive: 'admin <secret>' works",
+                   [adm("admin {{admin_secret}}", 200, ok({"id": ANY, "display_name": "X", "handle": None}))]))
+    cs.append(case("a Bot credential on a host method is 401 missing_authorization",
+                   [mk_bot("b"), step(request("/admin/getUpdates", {}, auth="Bot {{b_tok}}"), 401,
+                                      err(401, "missing_authorization", "bad_scheme_admin"))]))
+    return cs
+
+
+# ---------------------------------------------------------------- transport.json
+
+def transport_cases():
+    cs = []
+    base = [mk_bot("b")]
+    me = ok(ident_of("b"))
+    allow = {"Allow": "POST"}
+    for m in ["GET", "PUT", "DELETE", "PATCH"]:
+        cs.append(case(f"{m} on a bot method is 405 with Allow: POST",
+                       base + [step(request("/bot/getMe", auth="Bot {{b_tok}}", method=m), 405,
+                                    err(405, "method_not_allowed", "getMe accepts POST only"), headers=allow)]))
+    cs.append(case("GET on a host method is 405 with Allow: POST",
+                   [step(request("/admin/createUser", auth=ADMIN, method="GET"), 405,
+                         err(405, "method_not_allowed", "createUser accepts POST only"), headers=allow)]))
+    cs.append(case("GET without Authorization is 405, not 401 (transport before authentication)",
+                   [step(request("/bot/sendMessage", method="GET"), 405, err(405, "method_not_allowed", "sendMessage accepts POST only"),
+                         headers=allow)]))
+    cs.append(case("POST on the gateway path is 405 with Allow: GET",
+                   base + [step(request("/bot/gateway", auth="Bot {{b_tok}}"), 405, err(405, "method_not_allowed", "gateway_405"),
+                                headers={"Allow": "GET"})]))
+    cs.append(case("GET /bot/gateway without a WebSocket upgrade is 426 upgrade_required",
+                   base + [step(request("/bot/gateway", auth="Bot {{b_tok}}", method="GET"), 426, err(426, "upgrade_required", "upgrade_required"),
+                                headers={"Upgrade": "websocket"})]))
+    cs.append(case("GET /bot/gateway with a bad token is 401 before 426",
+                   base + [step(request("/bot/gateway", auth="Bot bot_nope", method="GET"), 401, err(401, "invalid_token", "invalid_token"))]))
+    cs.append(case("Content-Type text/plain is 415 unsupported_media_type",
+                   base + [step(request("/bot/getMe", {}, auth="Bot {{b_tok}}", headers={"Content-Type": "text/plain"}), 415,
+                                err(415, "unsupported_media_type", "unsupported_media_type"))]))
+    cs.append(case("Content-Type application/x-www-form-urlencoded is 415",
+                   base + [step(request("/bot/sendMessage", auth="Bot {{b_tok}}", headers={"Content-Type": "application/x-www-form-urlencoded"},
+                                        raw="chat_id=x&text=y"), 415, err(415, "unsupported_media_type", "unsupported_media_type"))]))
+    cs.append(case("a body without Content-Type is 415",
+                   base + [step(request("/bot/getMe", {}, auth="Bot {{b_tok}}", content_type=False), 415,
+                                err(415, "unsupported_media_type", "unsupported_media_type"))]))
+    cs.append(case("wrong Content-Type without Authorization is 415, not 401",
+                   [step(request("/bot/getMe", {}, headers={"Content-Type": "text/plain"}), 415,
+                         err(415, "unsupported_media_type", "unsupported_media_type"))]))
+    cs.append(case("Content-Type application/json; charset=utf-8 is accepted",
+                   base + [step(request("/bot/getMe", {}, auth="Bot {{b_tok}}", headers={"Content-Type": "application/json; charset=utf-8"}),
+                                200, me, headers={"Content-Type": "application/json"})]))
+    cs.append(case("Content-Type media type matches case-insensitively",
+                   base + [step(request("/bot/getMe", {}, auth="Bot {{b_tok}}", headers={"content-type": "Application/JSON"}), 200, me)]))
+    cs.append(case("header names are case-insensitive on input",
+                   base + [step(request("/bot/getMe", {}, headers={"AUTHORIZATION": "Bot {{b_tok}}", "CONTENT-TYPE": "application/json"}),
+                                200, me)]))
+    cs.append(case("a request without a body and without Content-Type is the same as {}",
+                   base + [step(request("/bot/getMe", auth="Bot {{b_tok}}", content_type=False), 200, me)]))
+    cs.append(case("an empty body is the same as {}: sendMessage says chat_id is missing",
+                   base + [step(request("/bot/sendMessage", auth="Bot {{b_tok}}", raw=""), 400, missing("chat_id"))]))
+    pad = lambda n: '{"pad":"' + "x" * (n - 10) + '"}'
+    assert len(pad(1024)) == 1024
+    cfg = {"max_body_bytes": 1024}
+    cs.append(case("a body of exactly max_body_bytes is accepted",
+                   base + [step(request("/bot/getMe", auth="Bot {{b_tok}}", raw=pad(1024)), 200, me)], cfg))
+    cs.append(case("a body one byte over max_body_bytes is 413 payload_too_large",
+                   base + [step(request("/bot/getMe", auth="Bot {{b_tok}}", raw=pad(1025)), 413,
+                                err(413, "payload_too_large", "request body is larger than 1024 bytes"))], cfg))
+    cs.append(case("a body over the limit without Authorization is 413, not 401",
+                   [step(request("/bot/sendMessage", raw=pad(4000)), 413, err(413, "payload_too_large", "request body is larger than 1024 bytes"))], cfg))
+    cs.append(case("a body over the limit with the wrong Content-Type is 413 before 415",
+                   [step(request("/bot/sendMessage", raw=pad(4000), headers={"Content-Type": "text/plain"}), 413,
+                         err(413, "payload_too_large", "request body is larger than 1024 bytes"))], cfg))
+    cs.append(case("GET with a body over the limit is 405 before 413",
+                   [step(request("/bot/sendMessage", raw=pad(4000), method="GET"), 405, err(405, "method_not_allowed", "sendMessage accepts POST only"),
+                         headers=allow)], cfg))
+    cs.append(case("sendMessage text that makes the body exceed the limit is 413, not text_too_long",
+                   [mk_user("u"), mk_bot("b"), start("c", "u", "b"),
+                    send_err("b", "c", "a" * 2000, 413, err(413, "payload_too_large", "request body is larger than 1024 bytes"))], cfg))
+    for meth in ["getMe", "sendMessage"]:
+        for raw, what, detail in [("{", "malformed JSON", "EOF while parsing an object at line 1 column 1"),
+                                  ('{"a":1,}', "JSON with a trailing comma", "trailing comma at line 1 column 8"),
+                                  ("{} x", "JSON followed by garbage", "trailing characters at line 1 column 4"),
+                                  ('{"text":"\\ud800"}', "a lone surrogate escape", "unexpected end of hex escape at line 1 column 16")]:
+            cs.append(case(f"{meth} with {what} is 400 invalid_json",
+                           base + [step(request(f"/bot/{meth}", auth="Bot {{b_tok}}", raw=raw), 400,
+                                        err(400, "invalid_json", f"request body is not valid JSON: {detail}"))]))
+    for meth in ["sendMessage", "sendChatAction"]:
+        cs.append(case(f"{meth} with a truncated JSON body is 400 invalid_json",
+                       base + [step(request(f"/bot/{meth}", auth="Bot {{b_tok}}", raw='{"chat_id":'), 400,
+                                    err(400, "invalid_json", "request body is not valid JSON: EOF while parsing a value at line 1 column 11"))]))
+        cs.append(case(f"{meth} with a JSON array body is 400 invalid_request",
+                       base + [step(request(f"/bot/{meth}", auth="Bot {{b_tok}}", raw='[{"chat_id":"x"}]'), 400,
+                                    err(400, "invalid_request", "not_object"))]))
+    for raw, what in [("[]", "a JSON array"), ('"text"', "a JSON string"), ("42", "a JSON number"), ("null", "JSON null"), ("true", "JSON true")]:
+        for meth in ["getMe", "sendMessage"]:
+            cs.append(case(f"{meth} with a body that is {what} is 400 invalid_request",
+                           base + [step(request(f"/bot/{meth}", auth="Bot {{b_tok}}", raw=raw), 400, err(400, "invalid_request", "not_object"))]))
+    cs.append(case("a host method with a JSON array body is 400 invalid_request",
+                   [step(request("/admin/createUser", auth=ADMIN, raw='[{"display_name":"A"}]'), 400, err(400, "invalid_request", "not_object"))]))
+    for path, name in [("/bot/sendPhoto", "sendPhoto"), ("/bot/sendmessage", "sendmessage"), ("/bot/GETME", "GETME"), ("/admin/dropEverything", "dropEverything")]:
+        cs.append(case(f"unknown method {path} is 404 method_not_found (names are case-sensitive)",
+                       base + [step(request(path, {}, auth="Bot {{b_tok}}"), 404, err(404, "method_not_found", f"unknown method {name}"))]))
+    cs.append(case("a path outside /bot/ and /admin/ is 404 method_not_found",
+                   [step(request("/api/getMe", {}), 404, err(404, "method_not_found", "no method at /api/getMe"))]))
+    cs.append(case("unknown fields in the body are ignored",
+                   [mk_user("u"), mk_bot("b"), start("c", "u", "b"),
+                    send("b", "c", "hi", 1, extra={"future_field": {"x": [1, 2]}, "disable_notification": True})]))
+    cs.append(case("error responses carry Content-Type: application/json",
+                   [step(request("/bot/getMe"), 401, err(401, "missing_authorization", "missing_authorization_bot"),
+                         headers={"Content-Type": "application/json"})]))
+    cs.append(case("a query string is ignored for routing",
+                   base + [step(request("/bot/getMe?x=1", auth="Bot {{b_tok}}"), 200, me)]))
+    return cs
+
+
+# ---------------------------------------------------------------- send_message.json
+
+def send_message_cases():
+    cs = []
+    base = setup_private()
+    cs.append(case("sendMessage in a started private chat returns the message", base + [send("b", "c", "Hello!", 1)]))
+    cs.append(case("message ids are 1, 2, 3 per chat and independent between chats",
+                   base + [mk_user("v", "Vic"), start("c2", "v", "b"),
+                           send("b", "c", "a", 1), send("b", "c", "b", 2), send("b", "c2", "c", 1), send("b", "c", "d", 3),
+                           history("c", [msg(1, "c", "private", "a", "b"), msg(2, "c", "private", "b", "b"), msg(3, "c", "private", "d", "b")])]))
+    cs.append(case("human and bot messages share the chat's numbering",
+                   base + [user_send("u", "c", "hi bot", 1), send("b", "c", "hi human", 2), user_send("u", "c", "bye", 3),
+                           history("c", [msg(1, "c", "private", "hi bot", "u", False), msg(2, "c", "private", "hi human", "b"),
+                                         msg(3, "c", "private", "bye", "u", False)])]))
+    cs.append(case("date is the clock's Unix seconds", base + [advance(90), send("b", "c", "later", 1, date=T0 + 90)]))
+    cs.append(case("sendMessage into a group the bot belongs to has chat.type group",
+                   [mk_user("u"), mk_bot("b"), mk_group("g", ["u", "b"]), send("b", "g", "hi all", 1, ctype="group")]))
+    cs.append(case("text of 0 characters is 400 text_empty", base + [send_err("b", "c", "", 400, field_err("text_empty", "text", "text_empty"))]))
+    cs.append(case("text of 1 character is accepted", base + [send("b", "c", "a", 1)]))
+    cs.append(case("text of one space is accepted (1 character)", base + [send("b", "c", " ", 1)]))
+    cs.append(case("text of 5000 ASCII characters is accepted", base + [send("b", "c", "a" * 5000, 1)]))
+    cs.append(case("text of 5001 ASCII characters is 400 text_too_long",
+                   base + [send_err("b", "c", "a" * 5001, 400, field_err("text_too_long", "text", "text_too_long")), history("c", [])]))
+    cs.append(case("text of 5000 'é' (10000 bytes) is accepted: length counts characters", base + [send("b", "c", "é" * 5000, 1)]))
+    cs.append(case("text of 5001 'é' is 400 text_too_long",
+                   base + [send_err("b", "c", "é" * 5001, 400, field_err("text_too_long", "text", "text_too_long"))]))
+    cs.append(case("text of 5000 emoji (4-byte characters) is accepted", base + [send("b", "c", "😀" * 5000, 1)]))
+    cs.append(case("text of 5001 emoji is 400 text_too_long",
+                   base + [send_err("b", "c", "😀" * 5001, 400, field_err("text_too_long", "text", "text_too_long"))]))
+    cs.append(case("text of 4999 ASCII characters and one emoji at the boundary is accepted", base + [send("b", "c", "a" * 4999 + "😀", 1)]))
+    cs.append(case("text of 5000 ASCII characters and one 'é' is text_too_long",
+                   base + [send_err("b", "c", "a" * 5000 + "é", 400, field_err("text_too_long", "text", "text_too_long"))]))
+    cs.append(case("text with newlines, quotes and a NUL escape is stored verbatim",
+                   base + [send("b", "c", "line1\nline2\t\"quoted\" \\ → ✓ 日本語 end", 1)]))
+    cs.append(case("text missing is 400 missing_field text",
+                   base + [bot_call("b", "sendMessage", {"chat_id": "{{c}}"}, 400, missing("text"))]))
+    cs.append(case("text null is 400 missing_field text",
+                   base + [bot_call("b", "sendMessage", {"chat_id": "{{c}}", "text": None}, 400, missing("text"))]))
+    cs.append(case("text as a number is 400 invalid_field text",
+                   base + [bot_call("b", "sendMessage", {"chat_id": "{{c}}", "text": 5}, 400, invalid("text", "must_be_string"))]))
+    cs.append(case("chat_id missing is 400 missing_field chat_id",
+                   base + [bot_call("b", "sendMessage", {"text": "hi"}, 400, missing("chat_id"))]))
+    cs.append(case("chat_id as a number is 400 invalid_field chat_id",
+                   base + [bot_call("b", "sendMessage", {"chat_id": 12, "text": "hi"}, 400, invalid("chat_id", "must_be_string"))]))
+    cs.append(case("with chat_id and text both missing, chat_id is reported",
+                   base + [bot_call("b", "sendMessage", {}, 400, missing("chat_id"))]))
+    cs.append(case("parse_mode absent is accepted", base + [send("b", "c", "plain text", 1)]))
+    cs.append(case("parse_mode null is accepted", base + [send("b", "c", "x", 1, extra={"parse_mode": None})]))
+    cs.append(case("parse_mode plain is accepted", base + [send("b", "c", "<b>x</b>", 1, extra={"parse_mode": "plain"})]))
+    for pm in ["html", "HTML", "markdown", "MarkdownV2", "Plain", ""]:
+        cs.append(case(f"parse_mode {pm!r} is 400 unsupported_parse_mode",
+                       base + [send_err("b", "c", "x", 400, field_err("unsupported_parse_mode", "parse_mode", "unsupported_parse_mode"), parse_mode=pm)]))
+    cs.append(case("a valid reply_to_message_id is echoed in the result",
+                   base + [user_send("u", "c", "question", 1), send("b", "c", "answer", 2, reply=1),
+                           history("c", [msg(1, "c", "private", "question", "u", False), msg(2, "c", "private", "answer", "b", reply=1)])]))
+    rt = field_err("reply_target_not_found", "reply_to_message_id", "reply_target_not_found")
+    cs.append(case("reply to a message id that does not exist is 400 reply_target_not_found",
+                   base + [user_send("u", "c", "q", 1), send_err("b", "c", "a", 400, rt, reply_to_message_id="2"), history("c", [msg(1, "c", "private", "q", "u", False)])]))
+    cs.append(case("reply to a deleted message is 400 reply_target_not_found",
+                   base + [user_send("u", "c", "q", 1), admin("deleteUserMessage", {"chat_id": "{{c}}", "message_id": "1"}, 200, ok(True)),
+                           send_err("b", "c", "a", 400, rt, reply_to_message_id="1")]))
+    cs.append(case("reply to a message of another chat is 400 reply_target_not_found",
+                   base + [mk_user("v", "Vic"), start("c2", "v", "b"), user_send("v", "c2", "elsewhere", 1),
+                           send_err("b", "c", "a", 400, rt, reply_to_message_id="1")]))
+    cs.append(case("reply_to_message_id that is not a decimal string is 400 invalid_field",
+                   base + [send_err("b", "c", "a", 400, invalid("reply_to_message_id", "message_id_format"), reply_to_message_id="one")]))
+    cs.append(case("reply_to_message_id \"0\" is 400 invalid_field",
+                   base + [send_err("b", "c", "a", 400, invalid("reply_to_message_id", "message_id_format"), reply_to_message_id="0")]))
+    cs.append(case("a chat id that does not exist is 404 chat_not_found",
+                   base + [bot_call("b", "sendMessage", {"chat_id": "spc_doesnotexist000000", "text": "hi"}, 404,
+                                    err(404, "chat_not_found", "chat_not_found"))]))
+    cs.append(case("field errors come before chat lookup: empty text to an unknown chat is text_empty",
+                   base + [bot_call("b", "sendMessage", {"chat_id": "spc_doesnotexist000000", "text": ""}, 400,
+                                    field_err("text_empty", "text", "text_empty"))]))
+    cs.append(case("field errors come before permission rules: parse_mode html in an unstarted chat is 400",
+                   [mk_user("u"), mk_bot("b"), private_unstarted("c", "u", "b"),
+                    send_err("b", "c", "x", 400, field_err("unsupported_parse_mode", "parse_mode", "unsupported_parse_mode"), parse_mode="html")]))
+    cs.append(case("a message deleted keeps its number: the next message gets the next id",
+                   base + [user_send("u", "c", "1", 1), admin("deleteUserMessage", {"chat_id": "{{c}}", "message_id": "1"}, 200, ok(True)),
+                           send("b", "c", "2", 2), history("c", [deleted(1), msg(2, "c", "private", "2", "b")])]))
+    return cs
+
+
+# ---------------------------------------------------------------- permissions.json
+
+def permissions_cases():
+    cs = []
+    cnf = err(404, "chat_not_found", "chat_not_found")
+    e403 = lambda code: err(403, code, code)
+    cs.append(case("private rule 1: a chat the user has not started is 403 bot_not_started",
+                   [mk_user("u"), mk_bot("b"), private_unstarted("c", "u", "b"), send_err("b", "c", "hi", 403, e403("bot_not_started")),
+                    history("c", [])]))
+    cs.append(case("private rule 1: after startBot the same chat accepts messages",
+                   [mk_user("u"), mk_bot("b"), private_unstarted("c", "u", "b"), send_err("b", "c", "hi", 403, e403("bot_not_started")),
+                    admin("startBot", {"user_id": "{{u}}", "bot_id": "{{b}}"}, 200, ok(private_json("c", "u", "b"))), send("b", "c", "hi", 1)]))
+    blk = lambda by, v: admin("setBlocked", {"chat_id": "{{c}}", "by": by, "blocked": v}, 200, ok(True))
+    base = setup_private()
+    cs.append(case("private rule 2: the user blocked the bot is 403 blocked_by_user",
+                   base + [blk("user", True), send_err("b", "c", "hi", 403, e403("blocked_by_user")), history("c", [])]))
+    cs.append(case("private rule 2: the bot blocked the user is 403 user_blocked_by_bot",
+                   base + [blk("bot", True), send_err("b", "c", "hi", 403, e403("user_blocked_by_bot"))]))
+    cs.append(case("private rule 2: blocked by both sides reports blocked_by_user",
+                   base + [blk("bot", True), blk("user", True), send_err("b", "c", "hi", 403, e403("blocked_by_user"))]))
+    cs.append(case("private rule 2: unblocking lets the bot send again",
+                   base + [blk("user", True), send_err("b", "c", "hi", 403, e403("blocked_by_user")), blk("user", False), send("b", "c", "hi", 1)]))
+    cs.append(case("private rule 3: after removeMember of the bot, sendMessage is 403 not_member",
+                   base + [send("b", "c", "first", 1), admin("removeMember", {"chat_id": "{{c}}", "member_id": "{{b}}"}, 200, ok(True)),
+                           send_err("b", "c", "hi", 403, e403("not_member")),
+                           admin("getChat", {"chat_id": "{{c}}"}, 200, ok(private_json("c", "u", "b", bot_member=False)))]))
+    cs.append(case("private rules in order: not started and blocked reports bot_not_started",
+                   [mk_user("u"), mk_bot("b"), private_unstarted("c", "u", "b"), blk("user", True),
+                    send_err("b", "c", "hi", 403, e403("bot_not_started"))]))
+    cs.append(case("private rules in order: blocked and removed reports blocked_by_user",
+                   base + [admin("removeMember", {"chat_id": "{{c}}", "member_id": "{{b}}"}, 200, ok(True)), blk("user", True),
+                           send_err("b", "c", "hi", 403, e403("blocked_by_user"))]))
+    cs.append(case("a private chat of another bot is 404 chat_not_found, not not_member",
+                   base + [mk_bot("x"), send_err("x", "c", "hi", 404, cnf)]))
+    cs.append(case("a group the bot never belonged to is 404 chat_not_found",
+                   [mk_user("u"), mk_bot("b"), mk_group("g", ["u"]), send_err("b", "g", "hi", 404, cnf)]))
+    gbase = [mk_user("u"), mk_bot("b"), mk_group("g", ["u", "b"])]
+    cs.append(case("group rule 1: a bot removed from the group is 403 not_member",
+                   gbase + [send("b", "g", "hi", 1, ctype="group"),
+                            admin("removeMember", {"chat_id": "{{g}}", "member_id": "{{b}}"}, 200, ok(True)),
+                            send_err("b", "g", "hi", 403, e403("not_member"))]))
+    cs.append(case("group rule 1: a bot added with addMember can send",
+                   [mk_user("u"), mk_bot("b"), mk_group("g", ["u"]), send_err("b", "g", "hi", 404, cnf),
+                    admin("addMember", {"chat_id": "{{g}}", "member_id": "{{b}}"}, 200, ok(True)), send("b", "g", "hi", 1, ctype="group")]))
+    cs.append(case("group rule 1: a bot removed and added again can send again",
+                   gbase + [admin("removeMember", {"chat_id": "{{g}}", "member_id": "{{b}}"}, 200, ok(True)),
+                            send_err("b", "g", "hi", 403, e403("not_member")),
+                            admin("addMember", {"chat_id": "{{g}}", "member_id": "{{b}}"}, 200, ok(True)), send("b", "g", "hi", 1, ctype="group")]))
+    cs.append(case("group rule 2: a dissolved group is 403 chat_dissolved",
+                   gbase + [admin("dissolveGroup", {"chat_id": "{{g}}"}, 200, ok(True)), send_err("b", "g", "hi", 403, e403("chat_dissolved"))]))
+    cs.append(case("group rule 3: bots_can_send false is 403 bots_cannot_send",
+                   gbase + [admin("setGroupPermissions", {"chat_id": "{{g}}", "bots_can_send": False}, 200, ok(True)),
+                            send_err("b", "g", "hi", 403, e403("bots_cannot_send")), history("g", [])]))
+    cs.append(case("group rule 3: a group created with bots_can_send false is 403 bots_cannot_send",
+                   [mk_user("u"), mk_bot("b"), mk_group("g", ["u", "b"], bots_can_send=False), send_err("b", "g", "hi", 403, e403("bots_cannot_send"))]))
+    cs.append(case("group rule 3: bots_can_send back to true lets the bot send",
+                   gbase + [admin("setGroupPermissions", {"chat_id": "{{g}}", "bots_can_send": False}, 200, ok(True)),
+                            send_err("b", "g", "hi", 403, e403("bots_cannot_send")),
+                            admin("setGroupPermissions", {"chat_id": "{{g}}", "bots_can_send": True}, 200, ok(True)),
+                            send("b", "g", "hi", 1, ctype="group")]))
+    cs.append(case("group rules in order: removed from a dissolved group reports not_member",
+                   gbase + [admin("removeMember", {"chat_id": "{{g}}", "member_id": "{{b}}"}, 200, ok(True)),
+                            admin("dissolveGroup", {"chat_id": "{{g}}"}, 200, ok(True)), send_err("b", "g", "hi", 403, e403("not_member"))]))
+    cs.append(case("group rules in order: dissolved with bots_can_send false reports chat_dissolved",
+                   gbase + [admin("setGroupPermissions", {"chat_id": "{{g}}", "bots_can_send": False}, 200, ok(True)),
+                            admin("dissolveGroup", {"chat_id": "{{g}}"}, 200, ok(True)), send_err("b", "g", "hi", 403, e403("chat_dissolved"))]))
+    cs.append(case("a bot's permission in one group does not leak to another",
+                   [mk_user("u"), mk_bot("b"), mk_group("g", ["u", "b"]), mk_group("h", ["u"]), send("b", "g", "ok", 1, ctype="group"),
+                    send_err("b", "h", "no", 404, cnf)]))
+    cs.append(case("sendChatAction follows the private rules: blocked_by_user",
+                   base + [blk("user", True), bot_call("b", "sendChatAction", {"chat_id": "{{c}}", "action": "typing"}, 403, e403("blocked_by_user"))]))
+    cs.append(case("sendChatAction follows the group rules: bots_cannot_send",
+                   gbase + [admin("setGroupPermissions", {"chat_id": "{{g}}", "bots_can_send": False}, 200, ok(True)),
+                            bot_call("b", "sendChatAction", {"chat_id": "{{g}}", "action": "typing"}, 403, e403("bots_cannot_send"))]))
+    cs.append(case("a user's own messages keep working in a group where bots cannot send",
+                   gbase + [admin("setGroupPermissions", {"chat_id": "{{g}}", "bots_can_send": False}, 200, ok(True)),
+                            user_send("u", "g", "humans only", 1, ctype="group")]))
+    cs.append(case("sendUserMessage by a user who is not a member is 403 not_member",
+                   gbase + [mk_user("v", "Vic"), admin("sendUserMessage", {"user_id": "{{v}}", "chat_id": "{{g}}", "text": "hi"}, 403,
+                                                       err(403, "not_member", "user_not_member"))]))
+    return cs
+
+
+# ---------------------------------------------------------------- edit_delete.json
+
+def edit_delete_cases():
+    cs = []
+    e403 = lambda code: err(403, code, code)
+
+    def edit(b, c, mid, text, status=200, expect=_NO, **kw):
+        body = {"chat_id": ph(c), "message_id": str(mid), "text": text}
+        body.update(kw)
+        return bot_call(b, "editMessageText", body, status, expect)
+
+    def delete(b, c, mid, status=200, expect=_NO):
+        return bot_call(b, "deleteMessage", {"chat_id": ph(c), "message_id": str(mid)}, status, expect if expect is not _NO else ok(True))
+
+    free = setup_private()
+    std = setup_private(tier="standard")
+    cs.append(case("free tier: editMessageText is 403 tier_forbidden",
+                   free + [send("b", "c", "hi", 1), edit("b", "c", 1, "edited", 403, err(403, "tier_forbidden", tier_forbidden_desc("editMessageText"))),
+                           history("c", [msg(1, "c", "private", "hi", "b")])]))
+    cs.append(case("free tier: deleteMessage is 403 tier_forbidden",
+                   free + [send("b", "c", "hi", 1), delete("b", "c", 1, 403, err(403, "tier_forbidden", tier_forbidden_desc("deleteMessage"))),
+                           history("c", [msg(1, "c", "private", "hi", "b")])]))
+    cs.append(case("free tier: editMessageText with a malformed body is 403 tier_forbidden, not 400",
+                   free + [bot_call("b", "editMessageText", raw="{bad", status=403, expect=err(403, "tier_forbidden", tier_forbidden_desc("editMessageText")))]))
+    cs.append(case("free tier: editMessageText with missing fields is 403 tier_forbidden, not 400",
+                   free + [bot_call("b", "editMessageText", {}, 403, err(403, "tier_forbidden", tier_forbidden_desc("editMessageText")))]))
+    cs.append(case("free tier: deleteMessage of an unknown chat is 403 tier_forbidden, not 404",
+                   free + [bot_call("b", "deleteMessage", {"chat_id": "spc_nope", "message_id": "9"}, 403,
+                                    err(403, "tier_forbidden", tier_forbidden_desc("deleteMessage")))]))
+    cs.append(case("standard tier: editMessageText returns the message with edit_date",
+                   std + [send("b", "c", "hi", 1), advance(60),
+                          edit("b", "c", 1, "edited", 200, ok(msg(1, "c", "private", "edited", "b", edit=T0 + 60))),
+                          history("c", [msg(1, "c", "private", "edited", "b", edit=T0 + 60)])]))
+    cs.append(case("standard tier: deleteMessage returns true and history shows the message as deleted",
+                   std + [send("b", "c", "one", 1), send("b", "c", "two", 2), delete("b", "c", 1),
+                          history("c", [deleted(1), msg(2, "c", "private", "two", "b")])]))
+    cs.append(case("official tier: edit and delete are allowed",
+                   setup_private(tier="official", official=True) + [send("b", "c", "hi", 1),
+                                                                     edit("b", "c", 1, "hey", 200, ok(msg(1, "c", "private", "hey", "b", edit=T0))),
+                                                                     delete("b", "c", 1)]))
+    cs.append(case("a free bot upgraded to standard with updateBot may edit",
+                   free + [send("b", "c", "hi", 1),
+                           admin("updateBot", {"bot_id": "{{b}}", "quota_tier": "standard"}, 200, ok(ident_of("b", tier="standard", official=False))),
+                           edit("b", "c", 1, "edited", 200, ok(msg(1, "c", "private", "edited", "b", edit=T0)))]))
+    cs.append(case("editing to the same text succeeds and changes nothing (no edit_date)",
+                   std + [send("b", "c", "same", 1), advance(5), edit("b", "c", 1, "same", 200, ok(msg(1, "c", "private", "same", "b"))),
+                          history("c", [msg(1, "c", "private", "same", "b")])]))
+    cs.append(case("an edit is a message_edited update; an edit to the same text is no update",
+                   std + [send("b", "c", "v1", 1), advance(7), edit("b", "c", 1, "v2", 200, ok(msg(1, "c", "private", "v2", "b", edit=T0 + 7))),
+                          edit("b", "c", 1, "v2", 200, ok(msg(1, "c", "private", "v2", "b", edit=T0 + 7))),
+                          admin("getUpdates", {"offset": 3}, 200, ok([{"update_id": 3, "type": "message_edited",
+                                                                        "data": {"message": msg(1, "c", "private", "v2", "b", edit=T0 + 7)}}]))]))
+    cs.append(case("editing twice keeps the latest text and edit_date",
+                   std + [send("b", "c", "v1", 1), advance(10), edit("b", "c", 1, "v2", 200, ok(msg(1, "c", "private", "v2", "b", edit=T0 + 10))),
+                          advance(10), edit("b", "c", 1, "v3", 200, ok(msg(1, "c", "private", "v3", "b", edit=T0 + 20))),
+                          history("c", [msg(1, "c", "private", "v3", "b", edit=T0 + 20)])]))
+    cs.append(case("editing keeps reply_to_message_id",
+                   std + [user_send("u", "c", "q", 1), send("b", "c", "a", 2, reply=1),
+                          edit("b", "c", 2, "a2", 200, ok(msg(2, "c", "private", "a2", "b", reply=1, edit=T0)))]))
+    grp = [mk_user("u"), mk_bot("b", "standard"), mk_bot("o", "standard"), mk_group("g", ["u", "b", "o"])]
+    cs.append(case("editing another bot's message is 403 not_message_owner",
+                   grp + [send("o", "g", "other's", 1, ctype="group"), edit("b", "g", 1, "mine now", 403, e403("not_message_owner")),
+                          history("g", [msg(1, "g", "group", "other's", "o")])]))
+    cs.append(case("deleting another bot's message is 403 not_message_owner",
+                   grp + [send("o", "g", "other's", 1, ctype="group"), delete("b", "g", 1, 403, e403("not_message_owner")),
+                          history("g", [msg(1, "g", "group", "other's", "o")])]))
+    cs.append(case("editing a human's message is 403 not_message_owner",
+                   std + [user_send("u", "c", "human", 1), edit("b", "c", 1, "bot was here", 403, e403("not_message_owner"))]))
+    cs.append(case("deleting a human's message is 403 not_message_owner",
+                   std + [user_send("u", "c", "human", 1), delete("b", "c", 1, 403, e403("not_message_owner")),
+                          history("c", [msg(1, "c", "private", "human", "u", False)])]))
+    mnf = err(404, "message_not_found", "message_not_found")
+    cs.append(case("editing an unknown message is 404 message_not_found", std + [send("b", "c", "hi", 1), edit("b", "c", 2, "x", 404, mnf)]))
+    cs.append(case("deleting an unknown message is 404 message_not_found", std + [delete("b", "c", 1, 404, mnf)]))
+    cs.append(case("deleting twice: the second delete is 404 message_not_found",
+                   std + [send("b", "c", "hi", 1), delete("b", "c", 1), delete("b", "c", 1, 404, mnf)]))
+    cs.append(case("editing a deleted message is 404 message_not_found",
+                   std + [send("b", "c", "hi", 1), delete("b", "c", 1), edit("b", "c", 1, "back", 404, mnf), history("c", [deleted(1)])]))
+    cs.append(case("a deleted human message is message_not_found, not not_message_owner",
+                   std + [user_send("u", "c", "hi", 1), admin("deleteUserMessage", {"chat_id": "{{c}}", "message_id": "1"}, 200, ok(True)),
+                          delete("b", "c", 1, 404, mnf)]))
+    cs.append(case("a message id of another chat is message_not_found here",
+                   std + [mk_user("v", "Vic"), start("c2", "v", "b"), send("b", "c2", "there", 1), delete("b", "c", 1, 404, mnf)]))
+    cs.append(case("a message deleted keeps its number; the next message gets a new one",
+                   std + [send("b", "c", "1", 1), send("b", "c", "2", 2), delete("b", "c", 2), send("b", "c", "3", 3),
+                          history("c", [msg(1, "c", "private", "1", "b"), deleted(2), msg(3, "c", "private", "3", "b")])]))
+    cs.append(case("edit text rules: empty text is 400 text_empty",
+                   std + [send("b", "c", "hi", 1), edit("b", "c", 1, "", 400, field_err("text_empty", "text", "text_empty"))]))
+    cs.append(case("edit text rules: 5001 characters is 400 text_too_long",
+                   std + [send("b", "c", "hi", 1), edit("b", "c", 1, "é" * 5001, 400, field_err("text_too_long", "text", "text_too_long"))]))
+    cs.append(case("edit text rules: 5000 emoji is accepted",
+                   std + [send("b", "c", "hi", 1), edit("b", "c", 1, "😀" * 5000, 200, ok(msg(1, "c", "private", "😀" * 5000, "b", edit=T0)))]))
+    cs.append(case("edit parse_mode html is 400 unsupported_parse_mode",
+                   std + [send("b", "c", "hi", 1),
+                          edit("b", "c", 1, "x", 400, field_err("unsupported_parse_mode", "parse_mode", "unsupported_parse_mode"), parse_mode="html")]))
+    cs.append(case("edit parse_mode plain is accepted",
+                   std + [send("b", "c", "hi", 1), edit("b", "c", 1, "x", 200, ok(msg(1, "c", "private", "x", "b", edit=T0)), parse_mode="plain")]))
+    cs.append(case("edit without message_id is 400 missing_field message_id",
+                   std + [bot_call("b", "editMessageText", {"chat_id": "{{c}}", "text": "x"}, 400, missing("message_id"))]))
+    cs.append(case("edit without text is 400 missing_field text",
+                   std + [send("b", "c", "hi", 1), bot_call("b", "editMessageText", {"chat_id": "{{c}}", "message_id": "1"}, 400, missing("text"))]))
+    cs.append(case("delete without chat_id is 400 missing_field chat_id",
+                   std + [bot_call("b", "deleteMessage", {"message_id": "1"}, 400, missing("chat_id"))]))
+    cs.append(case("delete with message_id 'abc' is 400 invalid_field message_id",
+                   std + [bot_call("b", "deleteMessage", {"chat_id": "{{c}}", "message_id": "abc"}, 400, invalid("message_id", "message_id_format"))]))
+    cs.append(case("edit field errors come before ownership: empty text on a human's message is text_empty",
+                   std + [user_send("u", "c", "human", 1), edit("b", "c", 1, "", 400, field_err("text_empty", "text", "text_empty"))]))
+    cs.append(case("edit in a chat the bot never saw is 404 chat_not_found",
+                   std + [mk_bot("x", "standard"), edit("x", "c", 1, "x", 404, err(404, "chat_not_found", "chat_not_found"))]))
+    cs.append(case("edit after the bot was removed from the group is 403 not_member",
+                   grp + [send("b", "g", "hi", 1, ctype="group"), admin("removeMember", {"chat_id": "{{g}}", "member_id": "{{b}}"}, 200, ok(True)),
+                          edit("b", "g", 1, "x", 403, e403("not_member")), delete("b", "g", 1, 403, e403("not_member"))]))
+    cs.append(case("edit and delete in a dissolved group are 403 chat_dissolved",
+                   grp + [send("b", "g", "hi", 1, ctype="group"), admin("dissolveGroup", {"chat_id": "{{g}}"}, 200, ok(True)),
+                          edit("b", "g", 1, "x", 403, e403("chat_dissolved")), delete("b", "g", 1, 403, e403("chat_dissolved"))]))
+    cs.append(case("edit in a group where bots cannot send still works (only membership and dissolution matter)",
+                   grp + [send("b", "g", "hi", 1, ctype="group"),
+                          admin("setGroupPermissions", {"chat_id": "{{g}}", "bots_can_send": False}, 200, ok(True)),
+                          edit("b", "g", 1, "x", 200, ok(msg(1, "g", "group", "x", "b", edit=T0))), delete("b", "g", 1)]))
+    cs.append(case("edit and delete in a private chat blocked by the user still work",
+                   std + [send("b", "c", "hi", 1), admin("setBlocked", {"chat_id": "{{c}}", "by": "user", "blocked": True}, 200, ok(True)),
+                          edit("b", "c", 1, "x", 200, ok(msg(1, "c", "private", "x", "b", edit=T0))), delete("b", "c", 1)]))
+    cs.append(case("deleted text is no longer served in the host's update stream",
+                   std + [send("b", "c", "secret", 1), delete("b", "c", 1),
+                          admin("getUpdates", {"offset": 3}, 200, ok([{"update_id": 3, "type": "message_deleted",
+                                                                        "data": {"chat": {"id": "{{c}}", "type": "private"}, "message_id": "1"}}])),
+                          history("c", [deleted(1)])]))
+    return cs
+
+
+# ---------------------------------------------------------------- chat_action.json
+
+def chat_action_cases():
+    cs = []
+    base = setup_private()
+
+    def act(b, c, a, status=200, expect=_NO):
+        return bot_call(b, "sendChatAction", {"chat_id": ph(c), "action": a}, status, expect if expect is not _NO else ok(True))
+
+    def actions(c, lst):
+        return admin("getChatActions", {"chat_id": ph(c)}, 200, ok(lst))
+
+    def entry(b, a, exp=T0 * 1000 + 5000):
+        return {"bot_id": ph(b), "action": a, "expires_at_ms": exp}
+
+    for a in ACTIONS:
+        cs.append(case(f"sendChatAction {a} returns true and shows in getChatActions",
+                       base + [act("b", "c", a), actions("c", [entry("b", a)])]))
+    for a in ["dancing", "Typing", "", "find_location"]:
+        cs.append(case(f"sendChatAction with action {a!r} is 400 invalid_field action",
+                       base + [act("b", "c", a, 400, invalid("action", "actions")), actions("c", [])]))
+    cs.append(case("sendChatAction without action is 400 missing_field action",
+                   base + [bot_call("b", "sendChatAction", {"chat_id": "{{c}}"}, 400, missing("action"))]))
+    cs.append(case("sendChatAction with action as a number is 400 invalid_field action",
+                   base + [bot_call("b", "sendChatAction", {"chat_id": "{{c}}", "action": 1}, 400, invalid("action", "must_be_string"))]))
+    cs.append(case("sendChatAction without chat_id is 400 missing_field chat_id",
+                   base + [bot_call("b", "sendChatAction", {"action": "typing"}, 400, missing("chat_id"))]))
+    cs.append(case("a chat action is visible for 5 seconds and expires at 5 s",
+                   base + [act("b", "c", "typing"), advance(4), actions("c", [entry("b", "typing")]), advance(0.999),
+                           actions("c", [entry("b", "typing")]), advance(0.001), actions("c", [])]))
+    cs.append(case("a chat action has expired after advanceClock 5",
+                   base + [act("b", "c", "record_voice"), actions("c", [entry("b", "record_voice")]), advance(5), actions("c", [])]))
+    cs.append(case("a chat action is cleared by the bot's next sendMessage in that chat",
+                   base + [act("b", "c", "typing"), actions("c", [entry("b", "typing")]), send("b", "c", "done", 1), actions("c", [])]))
+    cs.append(case("a human message does not clear the bot's chat action",
+                   base + [act("b", "c", "typing"), user_send("u", "c", "waiting", 1), actions("c", [entry("b", "typing")])]))
+    cs.append(case("a message in another chat does not clear the chat action",
+                   base + [mk_user("v", "Vic"), start("c2", "v", "b"), act("b", "c", "typing"), send("b", "c2", "elsewhere", 1),
+                           actions("c", [entry("b", "typing")])]))
+    cs.append(case("a new chat action replaces the previous one and restarts the 5 s",
+                   base + [act("b", "c", "typing"), advance(3), act("b", "c", "upload_photo"),
+                           actions("c", [entry("b", "upload_photo", T0 * 1000 + 8000)]), advance(3),
+                           actions("c", [entry("b", "upload_photo", T0 * 1000 + 8000)]), advance(2), actions("c", [])]))
+    cs.append(case("a chat action is not stored in the chat history",
+                   base + [act("b", "c", "typing"), history("c", [])]))
+    cs.append(case("a chat action is in the host's update stream",
+                   base + [act("b", "c", "upload_document"),
+                           admin("getUpdates", {"offset": 2}, 200, ok([{"update_id": 2, "type": "chat_action", "data": {
+                               "chat": {"id": "{{c}}", "type": "private"}, "from": {"id": "{{b}}", "is_bot": True},
+                               "action": "upload_document", "expires_at_ms": T0 * 1000 + 5000}}]))]))
+    cs.append(case("sendChatAction into a group shows per bot",
+                   [mk_user("u"), mk_bot("b"), mk_group("g", ["u", "b"]), act("b", "g", "typing"), actions("g", [entry("b", "typing")])]))
+    cs.append(case("sendChatAction in an unstarted chat is 403 bot_not_started",
+                   [mk_user("u"), mk_bot("b"), private_unstarted("c", "u", "b"), act("b", "c", "typing", 403, err(403, "bot_not_started", "bot_not_started")),
+                    actions("c", [])]))
+    cs.append(case("sendChatAction in a chat the bot never saw is 404 chat_not_found",
+                   base + [mk_bot("x"), act("x", "c", "typing", 404, err(404, "chat_not_found", "chat_not_found"))]))
+    cs.append(case("sendChatAction after removal from the private chat is 403 not_member",
+                   base + [admin("removeMember", {"chat_id": "{{c}}", "member_id": "{{b}}"}, 200, ok(True)),
+                           act("b", "c", "typing", 403, err(403, "not_member", "not_member"))]))
+    cs.append(case("sendChatAction in a dissolved group is 403 chat_dissolved",
+                   [mk_user("u"), mk_bot("b"), mk_group("g", ["u", "b"]), admin("dissolveGroup", {"chat_id": "{{g}}"}, 200, ok(True)),
+                    act("b", "g", "typing", 403, err(403, "chat_dissolved", "chat_dissolved"))]))
+    cs.append(case("invalid action comes before chat lookup: a bad action to an unknown chat is 400",
+                   base + [bot_call("b", "sendChatAction", {"chat_id": "spc_nope", "action": "dancing"}, 400, invalid("action", "actions"))]))
+    return cs
+
+
+# ---------------------------------------------------------------- idempotency.json
+
+def idempotency_cases():
+    cs = []
+    base = setup_private()
+    key = lambda k: {"Idempotency-Key": k}
+    reused = err(409, "idempotency_key_reused", "idempotency_key_reused")
+    one = history("c", [msg(1, "c", "private", "hi", "b")])
+    cs.append(case("a retry with the same Idempotency-Key and body returns the original result and writes nothing",
+                   base + [send("b", "c", "hi", 1, headers=key("k-1")), send("b", "c", "hi", 1, headers=key("k-1")),
+                           send("b", "c", "hi", 1, headers=key("k-1")), one]))
+    cs.append(case("a retry later returns the original result with the original date",
+                   base + [send("b", "c", "hi", 1, headers=key("k-1")), advance(3600), send("b", "c", "hi", 1, headers=key("k-1")), one]))
+    cs.append(case("the same key with a different body is 409 idempotency_key_reused and writes nothing",
+                   base + [send("b", "c", "hi", 1, headers=key("k-1")),
+                           bot_call("b", "sendMessage", {"chat_id": "{{c}}", "text": "different"}, 409, reused, headers=key("k-1")), one]))
+    cs.append(case("the same key with an added optional field is a different body: 409",
+                   base + [send("b", "c", "hi", 1, headers=key("k-1")),
+                           bot_call("b", "sendMessage", {"chat_id": "{{c}}", "text": "hi", "parse_mode": "plain"}, 409, reused, headers=key("k-1"))]))
+    cs.append(case("the same body with its fields in another order is the same request",
+                   base + [send("b", "c", "hi", 1, headers=key("k-1")),
+                           bot_call("b", "sendMessage", raw='{"text":"hi","chat_id":"{{c}}"}', status=200, expect=ok(msg(1, "c", "private", "hi", "b")),
+                                    headers=key("k-1")),
+                           bot_call("b", "sendMessage", raw='{ "chat_id" : "{{c}}" ,\n "text" : "hi" }', status=200,
+                                    expect=ok(msg(1, "c", "private", "hi", "b")), headers=key("k-1")), one]))
+    cs.append(case("different keys are different messages",
+                   base + [send("b", "c", "hi", 1, headers=key("k-1")), send("b", "c", "hi", 2, headers=key("k-2")),
+                           history("c", [msg(1, "c", "private", "hi", "b"), msg(2, "c", "private", "hi", "b")])]))
+    cs.append(case("without a key, two identical sends are two messages",
+                   base + [send("b", "c", "hi", 1), send("b", "c", "hi", 2)]))
+    cs.append(case("the key survives token rotation",
+                   base + [send("b", "c", "hi", 1, headers=key("k-rot")),
+                           admin("rotateBotToken", {"bot_id": "{{b}}"}, 200, ok({"token": ANY}), save={"b_tok": "result.token"}),
+                           send("b", "c", "hi", 1, headers=key("k-rot")),
+                           bot_call("b", "sendMessage", {"chat_id": "{{c}}", "text": "other"}, 409, reused, headers=key("k-rot")), one]))
+    cs.append(case("keys are per bot: another bot may use the same key",
+                   [mk_user("u"), mk_bot("b"), mk_bot("x"), mk_group("g", ["u", "b", "x"]),
+                    send("b", "g", "from b", 1, ctype="group", headers=key("shared")), send("x", "g", "from x", 2, ctype="group", headers=key("shared")),
+                    send("b", "g", "from b", 1, ctype="group", headers=key("shared"))]))
+    cs.append(case("a refused request does not store its key: the retry after fixing the chat is sent",
+                   [mk_user("u"), mk_bot("b"), private_unstarted("c", "u", "b"),
+                    bot_call("b", "sendMessage", {"chat_id": "{{c}}", "text": "hi"}, 403, err(403, "bot_not_started", "bot_not_started"), headers=key("k-1")),
+                    admin("startBot", {"user_id": "{{u}}", "bot_id": "{{b}}"}, 200, ok(private_json("c", "u", "b"))),
+                    send("b", "c", "hi", 1, headers=key("k-1")), one]))
+    cs.append(case("a key of 64 visible characters is accepted",
+                   base + [send("b", "c", "hi", 1, headers=key("K" * 64)), send("b", "c", "hi", 1, headers=key("K" * 64))]))
+    bad_key = invalid("Idempotency-Key", "idempotency_key_format")
+    cs.append(case("a key of 65 characters is 400 invalid_field Idempotency-Key",
+                   base + [bot_call("b", "sendMessage", {"chat_id": "{{c}}", "text": "hi"}, 400, bad_key, headers=key("K" * 65)), history("c", [])]))
+    cs.append(case("an empty key is 400 invalid_field Idempotency-Key",
+                   base + [bot_call("b", "sendMessage", {"chat_id": "{{c}}", "text": "hi"}, 400, bad_key, headers=key(""))]))
+    cs.append(case("a key with a space is 400 invalid_field Idempotency-Key",
+                   base + [bot_call("b", "sendMessage", {"chat_id": "{{c}}", "text": "hi"}, 400, bad_key, headers=key("a b"))]))
+    cs.append(case("a key is forgotten after 24 hours: the same key with another body is sent",
+                   base + [send("b", "c", "hi", 1, headers=key("k-1")), advance(86401),
+                           send("b", "c", "new day", 2, date=T0 + 86401, headers=key("k-1"))]))
+    cs.append(case("a key is remembered just under 24 hours",
+                   base + [send("b", "c", "hi", 1, headers=key("k-1")), advance(86399),
+                           bot_call("b", "sendMessage", {"chat_id": "{{c}}", "text": "other"}, 409, reused, headers=key("k-1"))]))
+    cs.append(case("an idempotent replay is not rate limited and does not consume quota",
+                   base + [send("b", "c", f"m{i}", i, headers=key(f"k{i}")) for i in range(1, 6)]
+                   + [send("b", "c", "m1", 1, headers=key("k1")), rate_step("b", "c", 1, 1000, "chat"),
+                      advance(1), send("b", "c", "m6", 6, date=T0 + 1)]))
+    return cs
+
+
+# ---------------------------------------------------------------- rate_limit.json
+
+def rate_limit_cases():
+    cs = []
+    base = setup_private()
+    burst = [send("b", "c", f"m{i}", i) for i in range(1, 6)]
+    cs.append(case("free tier private chat: a burst of 5, then 429 rate_limited with scope chat and Retry-After",
+                   base + burst + [rate_step("b", "c", 1, 1000, "chat"),
+                                   history("c", [msg(i, "c", "private", f"m{i}", "b") for i in range(1, 6)])]))
+    cs.append(case("free tier private chat: after advanceClock 1 the bot may send again",
+                   base + burst + [rate_step("b", "c", 1, 1000, "chat"), advance(1), send("b", "c", "again", 6, date=T0 + 1),
+                                   rate_step("b", "c", 1, 1000, "chat")]))
+    cs.append(case("a refused request consumes nothing: many refusals, then exactly one slot after 1 s",
+                   base + burst + [rate_step("b", "c", 1, 1000, "chat") for _ in range(4)]
+                   + [advance(1), send("b", "c", "m6", 6, date=T0 + 1), rate_step("b", "c", 1, 1000, "chat")]))
+    cs.append(case("retry_after rounds up to whole seconds and retry_after_ms is exact",
+                   base + burst + [advance(0.25), rate_step("b", "c", 1, 750, "chat"), advance(0.7), rate_step("b", "c", 1, 50, "chat"),
+                                   advance(0.05), send("b", "c", "m6", 6, date=T0 + 1)]))
+    cs.append(case("after a long pause the full burst is available again",
+                   base + burst + [advance(10)] + [send("b", "c", f"n{i}", 5 + i, date=T0 + 10) for i in range(1, 6)]
+                   + [rate_step("b", "c", 1, 1000, "chat")]))
+    cs.append(case("the private chat limit is per chat: another chat of the same bot is not limited",
+                   base + burst + [mk_user("v", "Vic"), start("c2", "v", "b"), send("b", "c2", "fresh", 1)]))
+    cs.append(case("the private chat limit is per bot: another bot in its own chat with the same user is not limited",
+                   base + burst + [mk_bot("x"), start("cx", "u", "x"), send("x", "cx", "fresh", 1)]))
+    cs.append(case("sendChatAction counts toward the limit",
+                   base + [bot_call("b", "sendChatAction", {"chat_id": "{{c}}", "action": "typing"}, 200, ok(True)) for _ in range(5)]
+                   + [rate_step("b", "c", 1, 1000, "chat"),
+                      bot_call("b", "sendChatAction", {"chat_id": "{{c}}", "action": "typing"}, 429, rate_err(1, 1000, "chat"),
+                               resp_headers={"Retry-After": "1"})]))
+    std = setup_private(tier="standard")
+    cs.append(case("standard tier private chat: a burst of 10 then 429 after 200 ms worth",
+                   std + [send("b", "c", f"m{i}", i) for i in range(1, 11)] + [rate_step("b", "c", 1, 200, "chat"), advance(0.2),
+                                                                               send("b", "c", "m11", 11)]))
+    cs.append(case("editMessageText counts toward the limit; deleteMessage does not",
+                   std + [send("b", "c", "m", 1)]
+                   + [bot_call("b", "editMessageText", {"chat_id": "{{c}}", "message_id": "1", "text": f"e{i}"}, 200,
+                               ok(msg(1, "c", "private", f"e{i}", "b", edit=T0))) for i in range(1, 10)]
+                   + [bot_call("b", "editMessageText", {"chat_id": "{{c}}", "message_id": "1", "text": "e10"}, 429, rate_err(1, 200, "chat"),
+                               resp_headers={"Retry-After": "1"}),
+                      bot_call("b", "deleteMessage", {"chat_id": "{{c}}", "message_id": "1"}, 200, ok(True))]))
+    cs.append(case("permission errors come before the rate limit: blocked while limited is 403",
+                   base + burst + [admin("setBlocked", {"chat_id": "{{c}}", "by": "user", "blocked": True}, 200, ok(True)),
+                                   send_err("b", "c", "x", 403, err(403, "blocked_by_user", "blocked_by_user"))]))
+    cs.append(case("field errors come before the rate limit: empty text while limited is 400",
+                   base + burst + [send_err("b", "c", "", 400, field_err("text_empty", "text", "text_empty"))]))
+    cs.append(case("reply target errors come before the rate limit",
+                   base + burst + [send_err("b", "c", "x", 400, field_err("reply_target_not_found", "reply_to_message_id", "reply_target_not_found"),
+                                            reply_to_message_id="99")]))
+    gbase = [mk_user("u"), mk_bot("b"), mk_group("g", ["u", "b"])]
+    cs.append(case("free tier group: 20 per minute, then 429 with scope group",
+                   gbase + [send("b", "g", f"g{i}", i, ctype="group") for i in range(1, 21)]
+                   + [rate_step("b", "g", 3, 3000, "group"), advance(3), send("b", "g", "g21", 21, ctype="group", date=T0 + 3),
+                      rate_step("b", "g", 3, 3000, "group")]))
+    cs.append(case("standard tier group: 60 per minute, then 429 with scope group",
+                   [mk_user("u"), mk_bot("b", "standard"), mk_group("g", ["u", "b"])]
+                   + [send("b", "g", f"g{i}", i, ctype="group") for i in range(1, 61)]
+                   + [rate_step("b", "g", 1, 1000, "group"), advance(1), send("b", "g", "g61", 61, ctype="group", date=T0 + 1)]))
+    cs.append(case("a request refused by the chat limit does not consume the bot-wide quota",
+                   base + burst + [rate_step("b", "c", 1, 1000, "chat") for _ in range(3)]
+                   + [mk_user("v", "Vic"), start("c2", "v", "b"), send("b", "c2", "fits", 1), rate_step("b", "c2", 1, 167, "bot")],
+                   config={"limits": {"free": {"bot": {"count": 6, "period_ms": 1000, "burst": 6},
+                                               "private_chat": {"count": 1, "period_ms": 1000, "burst": 5}}}}))
+    cs.append(case("free tier bot-wide limit: 30 per second across chats, then 429 with scope bot",
+                   [mk_user("u"), mk_bot("b"), mk_group("g", ["u", "b"]), mk_group("h", ["u", "b"])]
+                   + [send("b", "g", f"g{i}", i, ctype="group") for i in range(1, 21)]
+                   + [send("b", "h", f"h{i}", i, ctype="group") for i in range(1, 11)]
+                   + [rate_step("b", "h", 1, 34, "bot"), advance(0.034), send("b", "h", "h11", 11, ctype="group")]))
+    cs.append(case("per-tier limits are configurable: a bot limit of 2 per second",
+                   base + [send("b", "c", "1", 1), send("b", "c", "2", 2), rate_step("b", "c", 1, 500, "bot"), advance(0.5), send("b", "c", "3", 3)],
+                   config={"limits": {"free": {"bot": {"count": 2, "period_ms": 1000, "burst": 2}}}}))
+    cs.append(case("when both buckets refuse, the longer wait is reported",
+                   base + [send("b", "c", "1", 1), rate_step("b", "c", 10, 10000, "chat")],
+                   config={"limits": {"free": {"bot": {"count": 1, "period_ms": 2000, "burst": 1},
+                                               "private_chat": {"count": 1, "period_ms": 10000, "burst": 1}}}}))
+    off = setup_private(tier="official", official=True)
+    cs.append(case("official tier is unlimited by default: 60 messages at once",
+                   off + [send("b", "c", f"m{i}", i) for i in range(1, 61)]))
+    cs.append(case("human messages are not rate limited",
+                   base + [user_send("u", "c", f"u{i}", i) for i in range(1, 11)] + [send("b", "c", "bot", 11)]))
+    return cs
+
+
+# ---------------------------------------------------------------- host_api.json
+
+def host_api_cases():
+    cs = []
+    cs.append(case("createUser returns the user; handle defaults to null",
+                   [mk_user("u", "Ann"), mk_user("v", "Vic", handle="vic")]))
+    cs.append(case("createUser without display_name is 400 missing_field",
+                   [admin("createUser", {}, 400, missing("display_name"))]))
+    cs.append(case("createBot returns the identity and a token; defaults are free tier, not verified, not official",
+                   [mk_bot("b"), admin("getBot", {"bot_id": "{{b}}"}, 200, ok(ident_of("b")))]))
+    cs.append(case("createBot without handle is 400 missing_field handle",
+                   [admin("createBot", {"display_name": "X"}, 400, missing("handle"))]))
+    cs.append(case("createBot with an unknown quota_tier is 400 invalid_field",
+                   [admin("createBot", {"display_name": "X", "handle": "x", "quota_tier": "gold"}, 400, invalid("quota_tier", "quota_tier"))]))
+    cs.append(case("updateBot changes display_name, verified and avatar_key",
+                   [mk_bot("b"),
+                    admin("updateBot", {"bot_id": "{{b}}", "display_name": "Renamed", "verified": True, "avatar_key": "av/1.png"}, 200,
+                          ok(dict(ident_of("b", verified=True, avatar="av/1.png"), display_name="Renamed"))),
+                    step(request("/bot/getMe", auth="Bot {{b_tok}}"), 200, ok(dict(ident_of("b", verified=True, avatar="av/1.png"), display_name="Renamed")))]))
+    cs.append(case("updateBot with status other than active or suspended is 400 invalid_field",
+                   [mk_bot("b"), admin("updateBot", {"bot_id": "{{b}}", "status": "deleted"}, 400, invalid("status", "must be active or suspended"))]))
+    cfg = {"operational_key": OP_KEY}
+    cs.append(case("getOperationalToken of an official bot returns its current token",
+                   [mk_bot("o", "official", official=True),
+                    admin("getOperationalToken", {"bot_id": "{{o}}"}, 200, ok({"token": "{{o_tok}}"})),
+                    admin("rotateBotToken", {"bot_id": "{{o}}"}, 200, ok({"token": ANY}), save={"o_tok2": "result.token"}),
+                    admin("getOperationalToken", {"bot_id": "{{o}}"}, 200, ok({"token": "{{o_tok2}}"})),
+                    step(request("/bot/getMe", auth="Bot {{o_tok2}}"), 200, ok(ident_of("o")))], cfg))
+    cs.append(case("getOperationalToken of a non-official bot is 403 token_not_recoverable",
+                   [mk_bot("b"), admin("getOperationalToken", {"bot_id": "{{b}}"}, 403, err(403, "token_not_recoverable", "token_not_recoverable"))], cfg))
+    cs.append(case("getOperationalToken of a standard-tier bot that is not official is 403 token_not_recoverable",
+                   [mk_bot("s", "standard"), admin("getOperationalToken", {"bot_id": "{{s}}"}, 403,
+                                                   err(403, "token_not_recoverable", "token_not_recoverable"))], cfg))
+    cs.append(case("getOperationalToken without an operational_key configured is 403 token_not_recoverable",
+                   [mk_bot("o", "official", official=True),
+                    admin("getOperationalToken", {"bot_id": "{{o}}"}, 403, err(403, "token_not_recoverable", "token_not_recoverable"))]))
+    cs.append(case("an official bot made non-official loses its operational copy",
+                   [mk_bot("o", "official", official=True),
+                    admin("updateBot", {"bot_id": "{{o}}", "official": False}, 200, ok(ident_of("o", official=False))),
+                    admin("getOperationalToken", {"bot_id": "{{o}}"}, 403, err(403, "token_not_recoverable", "token_not_recoverable"))], cfg))
+    cs.append(case("createPrivateChat twice returns the same chat (one per pair)",
+                   [mk_user("u"), mk_bot("b"), private_unstarted("c", "u", "b"),
+                    admin("createPrivateChat", {"user_id": "{{u}}", "bot_id": "{{b}}"}, 200, ok(private_json("c", "u", "b", started=False))),
+                    admin("startBot", {"user_id": "{{u}}", "bot_id": "{{b}}"}, 200, ok(private_json("c", "u", "b")))]))
+    cs.append(case("setBlocked is reflected by getChat",
+                   [mk_user("u"), mk_bot("b"), start("c", "u", "b"),
+                    admin("setBlocked", {"chat_id": "{{c}}", "by": "bot", "blocked": True}, 200, ok(True)),
+                    admin("getChat", {"chat_id": "{{c}}"}, 200, ok(private_json("c", "u", "b", by_bot=True)))]))
+    cs.append(case("setBlocked with by other than user or bot is 400 invalid_field by",
+                   [mk_user("u"), mk_bot("b"), start("c", "u", "b"),
+                    admin("setBlocked", {"chat_id": "{{c}}", "by": "admin", "blocked": True}, 400, invalid("by", "must be user or bot"))]))
+    base = setup_private()
+    cs.append(case("getChatHistory lists messages in order with deleted ones as {message_id, deleted:true}",
+                   setup_private(tier="standard") + [user_send("u", "c", "u1", 1), send("b", "c", "b2", 2), send("b", "c", "b3", 3),
+                                                      bot_call("b", "deleteMessage", {"chat_id": "{{c}}", "message_id": "2"}, 200, ok(True)),
+                                                      admin("deleteUserMessage", {"chat_id": "{{c}}", "message_id": "1"}, 200, ok(True)),
+                                                      history("c", [deleted(1), deleted(2), msg(3, "c", "private", "b3", "b")])]))
+    msgs = [send("b", "c", f"m{i}", i) for i in range(1, 6)]
+    cs.append(case("getChatHistory pages with after_message_id and limit",
+                   base + msgs + [history("c", [msg(1, "c", "private", "m1", "b"), msg(2, "c", "private", "m2", "b")], limit=2),
+                                  history("c", [msg(3, "c", "private", "m3", "b"), msg(4, "c", "private", "m4", "b")], after_message_id="2", limit=2),
+                                  history("c", [msg(5, "c", "private", "m5", "b")], after_message_id="4", limit=2),
+                                  history("c", [], after_message_id="5", limit=2)]))
+    cs.append(case("getChatHistory with limit over 100 is 400 invalid_field limit",
+                   base + [admin("getChatHistory", {"chat_id": "{{c}}", "limit": 101}, 400, invalid("limit", "must be an integer from 0 to 100"))]))
+    cs.append(case("getChatHistory of an unknown chat is 404 chat_not_found",
+                   [admin("getChatHistory", {"chat_id": "spc_nope"}, 404, err(404, "chat_not_found", "chat_not_found"))]))
+    c_ref = {"id": "{{c}}", "type": "private"}
+    upd1 = {"update_id": 1, "type": "bot_started", "data": {"chat": c_ref, "user": {"id": "{{u}}", "display_name": "U", "handle": None}}}
+    upd2 = {"update_id": 2, "type": "message_created", "data": {"message": msg(1, "c", "private", "from bot", "b")}}
+    upd3 = {"update_id": 3, "type": "message_created", "data": {"message": msg(2, "c", "private", "from human", "u", False)}}
+    upd4 = {"update_id": 4, "type": "blocked", "data": {"chat": c_ref, "by": "user"}}
+    ub = base + [send("b", "c", "from bot", 1), user_send("u", "c", "from human", 2),
+                 admin("setBlocked", {"chat_id": "{{c}}", "by": "user", "blocked": True}, 200, ok(True))]
+    cs.append(case("getUpdates returns every event of the service in order, bot messages included",
+                   ub + [admin("getUpdates", {}, 200, ok([upd1, upd2, upd3, upd4]))]))
+    cs.append(case("getUpdates offset confirms earlier updates; later calls without offset start there",
+                   ub + [admin("getUpdates", {"offset": 3}, 200, ok([upd3, upd4])), admin("getUpdates", {}, 200, ok([upd3, upd4])),
+                         admin("getUpdates", {"offset": 5}, 200, ok([])), admin("getUpdates", {}, 200, ok([])),
+                         admin("setBlocked", {"chat_id": "{{c}}", "by": "user", "blocked": False}, 200, ok(True)),
+                         admin("getUpdates", {}, 200, ok([{"update_id": 5, "type": "unblocked", "data": {"chat": c_ref, "by": "user"}}]))]))
+    cs.append(case("getUpdates confirmation is durable across calls",
+                   ub + [admin("getUpdates", {"offset": 4}, 200, ok([upd4])), admin("getUpdates", {}, 200, ok([upd4])),
+                         admin("getUpdates", {}, 200, ok([upd4]))]))
+    cs.append(case("getUpdates limit returns the first updates only",
+                   ub + [admin("getUpdates", {"limit": 2}, 200, ok([upd1, upd2])), admin("getUpdates", {"offset": 3, "limit": 1}, 200, ok([upd3]))]))
+    cs.append(case("getUpdates with limit over 1000 is 400 invalid_field limit",
+                   [admin("getUpdates", {"limit": 1001}, 400, invalid("limit", "must be an integer from 0 to 1000"))]))
+    cs.append(case("group membership changes are updates",
+                   [mk_user("u"), mk_bot("b"), mk_group("g", ["u"]),
+                    admin("addMember", {"chat_id": "{{g}}", "member_id": "{{b}}"}, 200, ok(True)),
+                    admin("setGroupPermissions", {"chat_id": "{{g}}", "bots_can_send": False}, 200, ok(True)),
+                    admin("removeMember", {"chat_id": "{{g}}", "member_id": "{{b}}"}, 200, ok(True)),
+                    admin("dissolveGroup", {"chat_id": "{{g}}"}, 200, ok(True)),
+                    admin("getUpdates", {}, 200, ok([
+                        {"update_id": 1, "type": "member_added", "data": {"chat": {"id": "{{g}}", "type": "group"}, "member": {"id": "{{u}}", "is_bot": False}}},
+                        {"update_id": 2, "type": "member_added", "data": {"chat": {"id": "{{g}}", "type": "group"}, "member": {"id": "{{b}}", "is_bot": True}}},
+                        {"update_id": 3, "type": "chat_permissions_changed", "data": {"chat": {"id": "{{g}}", "type": "group"}, "bots_can_send": False}},
+                        {"update_id": 4, "type": "member_removed", "data": {"chat": {"id": "{{g}}", "type": "group"}, "member": {"id": "{{b}}", "is_bot": True}}},
+                        {"update_id": 5, "type": "chat_dissolved", "data": {"chat": {"id": "{{g}}", "type": "group"}}},
+                    ]))]))
+    cs.append(case("advanceClock moves message dates", base + [advance(3600), send("b", "c", "hi", 1, date=T0 + 3600)]))
+    cs.append(case("advanceClock without seconds is 400 missing_field seconds", [admin("advanceClock", {}, 400, missing("seconds"))]))
+    cs.append(case("advanceClock with negative seconds is 400 invalid_field seconds",
+                   [admin("advanceClock", {"seconds": -1}, 400, invalid("seconds", "must be a number from 0 to 1e9"))]))
+    cs.append(case("advanceClock is 404 when the service runs on the system clock",
+                   [admin("advanceClock", {"seconds": 5}, 404, err(404, "method_not_found", "advance_clock_404"))], {"clock": "system"}))
+    cs.append(case("sendUserMessage follows the text rules",
+                   base + [admin("sendUserMessage", {"user_id": "{{u}}", "chat_id": "{{c}}", "text": ""}, 400, field_err("text_empty", "text", "text_empty")),
+                           admin("sendUserMessage", {"user_id": "{{u}}", "chat_id": "{{c}}", "text": "x" * 5001}, 400,
+                                 field_err("text_too_long", "text", "text_too_long")),
+                           admin("sendUserMessage", {"user_id": "{{u}}", "chat_id": "{{c}}", "text": "é" * 5000}, 200,
+                                 ok(msg(1, "c", "private", "é" * 5000, "u", False)))]))
+    cs.append(case("sendUserMessage with a reply to a missing message is reply_target_not_found",
+                   base + [admin("sendUserMessage", {"user_id": "{{u}}", "chat_id": "{{c}}", "text": "x", "reply_to_message_id": "1"}, 400,
+                                 field_err("reply_target_not_found", "reply_to_message_id", "reply_target_not_found"))]))
+    cs.append(case("a dissolved group refuses human messages too",
+                   [mk_user("u"), mk_bot("b"), mk_group("g", ["u", "b"]), admin("dissolveGroup", {"chat_id": "{{g}}"}, 200, ok(True)),
+                    admin("sendUserMessage", {"user_id": "{{u}}", "chat_id": "{{g}}", "text": "x"}, 403, err(403, "chat_dissolved", "chat_dissolved"))]))
+    return cs
+
+
+FILES = {
+    "auth.json": auth_cases,
+    "transport.json": transport_cases,
+    "send_message.json": send_message_cases,
+    "permissions.json": permissions_cases,
+    "edit_delete.json": edit_delete_cases,
+    "chat_action.json": chat_action_cases,
+    "idempotency.json": idempotency_cases,
+    "rate_limit.json": rate_limit_cases,
+    "host_api.json": host_api_cases,
+}
+
+
+def main():
+    total = 0
+    for name, fn in FILES.items():
+        BOTS.clear()
+        cases = fn()
+        names = [c["name"] for c in cases]
+        dup = {n for n in names if names.count(n) > 1}
+        assert not dup, f"{name}: duplicate case names {dup}"
+        doc = {"version": 1, "cases": cases}
+        with open(os.path.join(HERE, name), "w", encoding="utf-8") as f:
+            json.dump(doc, f, ensure_ascii=False, indent=1)
+            f.write("\n")
+        total += len(cases)
+        print(f"{name}: {len(cases)} cases")
+    print(f"total: {total} cases")
+
+
+if __name__ == "__main__":
+    main()
