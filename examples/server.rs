@@ -63,7 +63,8 @@ struct Args {
 }
 
 fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
-    let mut a = Args { addr: "127.0.0.1:8080".into(), db: "botspace.db".into(), admin_secret: None, manual_clock: false };
+    let mut a =
+        Args { addr: "127.0.0.1:8080".into(), db: "botspace.db".into(), admin_secret: None, manual_clock: false };
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {
         let (name, inline) = match arg.split_once('=') {
@@ -102,16 +103,17 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
             return 2;
         }
     };
-    let (secret, generated) = match args.admin_secret.or_else(|| std::env::var("BOTSPACE_ADMIN_SECRET").ok().filter(|s| !s.is_empty())) {
-        Some(s) => (s, false),
-        None => match generate_secret() {
-            Ok(s) => (s, true),
-            Err(e) => {
-                eprintln!("cannot generate an admin secret: {e}");
-                return 1;
-            }
-        },
-    };
+    let (secret, generated) =
+        match args.admin_secret.or_else(|| std::env::var("BOTSPACE_ADMIN_SECRET").ok().filter(|s| !s.is_empty())) {
+            Some(s) => (s, false),
+            None => match generate_secret() {
+                Ok(s) => (s, true),
+                Err(e) => {
+                    eprintln!("cannot generate an admin secret: {e}");
+                    return 1;
+                }
+            },
+        };
     let config = Config {
         database: args.db.clone(),
         admin_secret: secret.clone(),
@@ -172,10 +174,11 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
             Ok(stream) => {
                 let sh = shared.clone();
                 sh.active.fetch_add(1, Ordering::SeqCst);
-                let spawned = std::thread::Builder::new().name("botspace-conn".into()).stack_size(STACK).spawn(move || {
-                    let _guard = ActiveGuard(&sh.active);
-                    serve_http(&sh, stream);
-                });
+                let spawned =
+                    std::thread::Builder::new().name("botspace-conn".into()).stack_size(STACK).spawn(move || {
+                        let _guard = ActiveGuard(&sh.active);
+                        serve_http(&sh, stream);
+                    });
                 if let Err(e) = spawned {
                     // The closure (and its guard) was dropped with the error.
                     eprintln!("cannot start a connection thread: {e}");
@@ -256,7 +259,8 @@ fn demo(svc: &Service, secret: &str, base: &str) -> Result<(), String> {
     if stats["bots"].as_i64() != Some(0) {
         return Ok(());
     }
-    let user = admin(svc, secret, "createUser", &serde_json::json!({"display_name": "Demo User", "handle": "demo_user"}))?;
+    let user =
+        admin(svc, secret, "createUser", &serde_json::json!({"display_name": "Demo User", "handle": "demo_user"}))?;
     let created = admin(
         svc,
         secret,
@@ -325,7 +329,11 @@ struct Registry {
 impl Registry {
     fn register(&self, bot_id: &str, tx: SyncSender<Input>, pending: Arc<AtomicBool>) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).entry(bot_id.to_string()).or_default().push(Waker { id, tx, pending });
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).entry(bot_id.to_string()).or_default().push(Waker {
+            id,
+            tx,
+            pending,
+        });
         id
     }
 
@@ -376,7 +384,9 @@ fn head(req: &[u8]) -> Option<Head> {
     let http10 = version.eq_ignore_ascii_case("HTTP/1.0");
     let (mut close_tok, mut keep_tok, mut expect_continue) = (false, false, false);
     for line in lines {
-        let Some((name, value)) = line.split_once(':') else { continue };
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
         let (name, value) = (name.trim(), value.trim());
         if name.eq_ignore_ascii_case("connection") {
             for t in value.split(',') {
@@ -413,7 +423,9 @@ enum Next {
     Read,
     /// More complete requests may be buffered: go on without reading.
     Again,
-    Close { linger: bool },
+    Close {
+        linger: bool,
+    },
     Upgrade(Box<GatewayConnection>),
 }
 
@@ -478,7 +490,10 @@ fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream) {
                     // A client that waits for `100 Continue` before sending
                     // its body (curl does for larger bodies) gets it once the
                     // head is complete and acceptable.
-                    if !continue_sent && consumed < buf.len() && head(&buf[consumed..]).is_some_and(|h| h.expect_continue) {
+                    if !continue_sent
+                        && consumed < buf.len()
+                        && head(&buf[consumed..]).is_some_and(|h| h.expect_continue)
+                    {
                         continue_sent = true;
                         send_continue = true;
                     }
@@ -520,7 +535,12 @@ fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream) {
                 last_activity = Instant::now();
                 buf.extend_from_slice(&chunk[..n]);
             }
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) =>
+            {
                 if sh.stop.load(Ordering::SeqCst) || last_activity.elapsed() > IDLE_TIMEOUT {
                     return;
                 }
@@ -562,7 +582,11 @@ fn close_http(mut stream: TcpStream, linger: bool) {
             match stream.read(&mut sink) {
                 Ok(0) => break,
                 Ok(n) => total += n,
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                    ) => {}
                 Err(_) => break,
             }
         }

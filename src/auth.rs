@@ -64,7 +64,9 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// when the scheme is `scheme`.
 pub fn credential<'a>(header: Option<&'a [u8]>, scheme: &str) -> Result<&'a [u8], ApiError> {
     let Some(h) = header else {
-        return Err(ApiError::missing_authorization(&format!("the Authorization header is required: Authorization: {scheme} <credential>")));
+        return Err(ApiError::missing_authorization(&format!(
+            "the Authorization header is required: Authorization: {scheme} <credential>"
+        )));
     };
     let h = trim_ascii(h);
     let (word, rest) = match h.iter().position(|&b| b == b' ') {

@@ -177,7 +177,9 @@ impl Config {
         if !(1_000..=600_000).contains(&self.heartbeat_interval_ms) {
             return Err(ConfigError::HeartbeatInterval);
         }
-        for (name, t) in [("free", &self.limits.free), ("standard", &self.limits.standard), ("official", &self.limits.official)] {
+        for (name, t) in
+            [("free", &self.limits.free), ("standard", &self.limits.standard), ("official", &self.limits.official)]
+        {
             for r in [t.bot, t.private_chat, t.group].into_iter().flatten() {
                 if r.count == 0 || r.period_ms == 0 || r.burst == 0 {
                     return Err(ConfigError::ZeroRate(name));

@@ -21,21 +21,31 @@ pub const CHAT_PERMISSIONS_CHANGED: &str = "chat_permissions_changed";
 pub const CHAT_DISSOLVED: &str = "chat_dissolved";
 pub const CHAT_ACTION: &str = "chat_action";
 
+/// One change in a chat, as it enters the logs.
+pub struct Event<'a> {
+    pub chat_id: &'a str,
+    pub kind: &'a str,
+    /// The JSON payload.
+    pub data: &'a [u8],
+    /// A bot not to tell (the sender of its own message).
+    pub exclude: Option<&'a str>,
+    /// A bot to tell although it is no longer a member (it was just removed).
+    pub extra: Option<&'a str>,
+    /// The message the payload carries, if any, so its text can be scrubbed.
+    pub message: Option<i64>,
+}
+
+impl<'a> Event<'a> {
+    pub fn new(chat_id: &'a str, kind: &'a str, data: &'a [u8]) -> Self {
+        Event { chat_id, kind, data, exclude: None, extra: None, message: None }
+    }
+}
+
 /// Appends an event to the host stream and to every current bot member of
-/// `chat_id` except `exclude` (a bot's own message), plus `extra` (a bot that
-/// just left and must still hear of it). Bots that got an event are pushed
-/// to `woken`.
-pub fn emit(
-    conn: &Connection,
-    now_ms: u64,
-    chat_id: &str,
-    kind: &str,
-    data: &[u8],
-    exclude: Option<&str>,
-    extra: Option<&str>,
-    message: Option<i64>,
-    woken: &mut Vec<String>,
-) -> ApiResult<()> {
+/// the chat, minus `exclude`, plus `extra`. Bots that got an event are
+/// pushed to `woken`.
+pub fn emit(conn: &Connection, now_ms: u64, ev: Event<'_>, woken: &mut Vec<String>) -> ApiResult<()> {
+    let Event { chat_id, kind, data, exclude, extra, message } = ev;
     let data = std::str::from_utf8(data).unwrap_or("{}");
     let msg_ref = message.map(|m| (chat_id, m));
     insert_update(conn, now_ms, kind, data, msg_ref)?;
@@ -62,23 +72,36 @@ pub fn append_update(conn: &Connection, now_ms: u64, kind: &str, data: &str) -> 
 }
 
 fn insert_update(conn: &Connection, now_ms: u64, kind: &str, data: &str, msg: Option<(&str, i64)>) -> ApiResult<()> {
-    conn.prepare_cached("INSERT INTO updates (created_at_ms, type, data, ref_chat, ref_message) VALUES (?1, ?2, ?3, ?4, ?5)")?
-        .execute(params![now_ms as i64, kind, data, msg.map(|m| m.0), msg.map(|m| m.1)])?;
+    conn.prepare_cached(
+        "INSERT INTO updates (created_at_ms, type, data, ref_chat, ref_message) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![now_ms as i64, kind, data, msg.map(|m| m.0), msg.map(|m| m.1)])?;
     Ok(())
 }
 
 /// Removes a deleted message's text from every stored event that carried
 /// it, so deleted text is served nowhere, not even in a replay.
 pub fn scrub_message_text(conn: &Connection, chat_id: &str, message_id: i64) -> ApiResult<()> {
-    conn.prepare_cached("UPDATE updates SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2")?
-        .execute(params![chat_id, message_id])?;
-    conn.prepare_cached("UPDATE bot_events SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2")?
-        .execute(params![chat_id, message_id])?;
+    conn.prepare_cached(
+        "UPDATE updates SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2",
+    )?
+    .execute(params![chat_id, message_id])?;
+    conn.prepare_cached(
+        "UPDATE bot_events SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2",
+    )?
+    .execute(params![chat_id, message_id])?;
     Ok(())
 }
 
 /// Appends one event to a bot's log with the next sequence number.
-pub fn append_bot_event(conn: &Connection, now_ms: u64, bot_id: &str, kind: &str, data: &str, msg: Option<(&str, i64)>) -> ApiResult<i64> {
+pub fn append_bot_event(
+    conn: &Connection,
+    now_ms: u64,
+    bot_id: &str,
+    kind: &str,
+    data: &str,
+    msg: Option<(&str, i64)>,
+) -> ApiResult<i64> {
     let seq: i64 = conn
         .prepare_cached("UPDATE bots SET last_seq = last_seq + 1 WHERE id = ?1 RETURNING last_seq")?
         .query_row([bot_id], |r| r.get(0))?;

@@ -15,8 +15,8 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 use tungstenite::protocol::frame::coding::CloseCode;
-use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tungstenite::protocol::WebSocketContext;
+use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tungstenite::Message;
 
 /// Close codes of the gateway.
@@ -49,16 +49,24 @@ pub(crate) fn precheck(svc: &Service, req: &Request<'_>, bot: &Bot, reserve: boo
         && req.header("sec-websocket-key").is_some()
         && req.header_str("sec-websocket-version") == Some("13");
     if !upgrade {
-        return Err(ApiError::new(426, "upgrade_required", "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13)")
-            .with_header("Upgrade", "websocket".into()));
+        return Err(ApiError::new(
+            426,
+            "upgrade_required",
+            "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13)",
+        )
+        .with_header("Upgrade", "websocket".into()));
     }
     let mut gw = svc.gateway.lock().unwrap_or_else(|e| e.into_inner());
     let open = gw.open.get(&bot.id).copied().unwrap_or(0);
     if open >= bot.connection_limit {
-        return Err(ApiError::new(429, "connection_limit", format!("this bot already has {open} of {} gateway connections open", bot.connection_limit))
-            .with_param("retry_after", 1)
-            .with_param("retry_after_ms", 1000)
-            .with_header("Retry-After", "1".into()));
+        return Err(ApiError::new(
+            429,
+            "connection_limit",
+            format!("this bot already has {open} of {} gateway connections open", bot.connection_limit),
+        )
+        .with_param("retry_after", 1)
+        .with_param("retry_after_ms", 1000)
+        .with_header("Retry-After", "1".into()));
     }
     if reserve {
         *gw.open.entry(bot.id.clone()).or_insert(0) += 1;
@@ -344,7 +352,8 @@ impl GatewaySession {
     }
 
     fn poll_inner(&mut self, now_ms: u64) {
-        let epoch = self.svc.gateway.lock().unwrap_or_else(|e| e.into_inner()).epoch.get(&self.bot_id).copied().unwrap_or(0);
+        let epoch =
+            self.svc.gateway.lock().unwrap_or_else(|e| e.into_inner()).epoch.get(&self.bot_id).copied().unwrap_or(0);
         if epoch != self.epoch {
             return self.close(CLOSE_AUTHENTICATION_FAILED, "authentication_failed");
         }
@@ -367,9 +376,9 @@ impl GatewaySession {
 
     fn read_events(&mut self) -> rusqlite::Result<()> {
         let inner = self.svc.lock();
-        let mut st = inner
-            .conn
-            .prepare_cached("SELECT seq, type, data FROM bot_events WHERE bot_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3")?;
+        let mut st = inner.conn.prepare_cached(
+            "SELECT seq, type, data FROM bot_events WHERE bot_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+        )?;
         let mut rows = st.query(params![self.bot_id, self.cursor, EVENTS_PER_POLL as i64])?;
         let mut n = 0;
         while let Some(r) = rows.next()? {

@@ -37,10 +37,7 @@ pub struct Request<'a> {
 impl<'a> Request<'a> {
     /// First value of a header, matched case-insensitively.
     pub fn header(&self, name: &str) -> Option<&'a [u8]> {
-        self.headers[..self.header_count]
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| *v)
+        self.headers[..self.header_count].iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| *v)
     }
 
     pub fn header_str(&self, name: &str) -> Option<&'a str> {
@@ -73,7 +70,11 @@ fn body_len(headers: &[httparse::Header<'_>]) -> Result<BodyLen, ApiError> {
             if v.trim().eq_ignore_ascii_case("chunked") {
                 chunked = true;
             } else {
-                return Err(ApiError::new(411, "length_required", "only the chunked transfer coding is supported; send Content-Length"));
+                return Err(ApiError::new(
+                    411,
+                    "length_required",
+                    "only the chunked transfer coding is supported; send Content-Length",
+                ));
             }
         } else if h.name.eq_ignore_ascii_case("content-length") {
             let v = std::str::from_utf8(h.value).unwrap_or("").trim();
@@ -162,10 +163,16 @@ pub fn frame_request(buf: &[u8], max_body_bytes: usize) -> Framing {
     let head_len = match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
-            return if buf.len() > MAX_HEAD_BYTES { Framing::Invalid(head_too_large().into_response()) } else { Framing::Incomplete };
+            return if buf.len() > MAX_HEAD_BYTES {
+                Framing::Invalid(head_too_large().into_response())
+            } else {
+                Framing::Incomplete
+            };
         }
         Err(httparse::Error::TooManyHeaders) => return Framing::Invalid(head_too_large().into_response()),
-        Err(e) => return Framing::Invalid(ApiError::invalid_request(format!("malformed HTTP request: {e}")).into_response()),
+        Err(e) => {
+            return Framing::Invalid(ApiError::invalid_request(format!("malformed HTTP request: {e}")).into_response())
+        }
     };
     if head_len > MAX_HEAD_BYTES {
         return Framing::Invalid(head_too_large().into_response());
@@ -173,7 +180,9 @@ pub fn frame_request(buf: &[u8], max_body_bytes: usize) -> Framing {
     match body_len(req.headers) {
         Err(e) => Framing::Invalid(e.into_response()),
         Ok(BodyLen::None) => Framing::Complete(head_len),
-        Ok(BodyLen::Length(n)) if n > max_body_bytes => Framing::Invalid(payload_too_large(max_body_bytes).into_response()),
+        Ok(BodyLen::Length(n)) if n > max_body_bytes => {
+            Framing::Invalid(payload_too_large(max_body_bytes).into_response())
+        }
         Ok(BodyLen::Length(n)) => {
             if buf.len() >= head_len + n {
                 Framing::Complete(head_len + n)
@@ -203,7 +212,11 @@ pub fn request_target(buf: &[u8]) -> Option<(&str, &str)> {
 }
 
 fn head_too_large() -> ApiError {
-    ApiError::new(431, "headers_too_large", format!("request line and headers exceed {MAX_HEAD_BYTES} bytes or {MAX_HEADERS} fields"))
+    ApiError::new(
+        431,
+        "headers_too_large",
+        format!("request line and headers exceed {MAX_HEAD_BYTES} bytes or {MAX_HEADERS} fields"),
+    )
 }
 
 /// Parses one complete request. Transport errors that come after the 405
@@ -294,7 +307,13 @@ pub fn reason(status: u16) -> &'static str {
 pub fn response(status: u16, extra: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
     use std::io::Write;
     let mut out = Vec::with_capacity(96 + body.len());
-    let _ = write!(out, "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n", status, reason(status), body.len());
+    let _ = write!(
+        out,
+        "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        status,
+        reason(status),
+        body.len()
+    );
     for (k, v) in extra {
         let _ = write!(out, "{k}: {v}\r\n");
     }

@@ -196,7 +196,9 @@ impl Chat {
     /// The chat as the host API returns it.
     pub fn to_json(&self, conn: &Connection) -> ApiResult<serde_json::Value> {
         let members: Vec<serde_json::Value> = conn
-            .prepare_cached("SELECT member_id, is_bot FROM members WHERE chat_id = ?1 AND active = 1 ORDER BY member_id")?
+            .prepare_cached(
+                "SELECT member_id, is_bot FROM members WHERE chat_id = ?1 AND active = 1 ORDER BY member_id",
+            )?
             .query_map([&self.id], |r| {
                 Ok(serde_json::json!({"id": r.get::<_, String>(0)?, "is_bot": r.get::<_, bool>(1)?}))
             })?

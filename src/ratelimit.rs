@@ -68,7 +68,7 @@ impl RateLimiter {
         }
         let now = now_ms * 1000;
         self.ops += 1;
-        if self.ops % 65_536 == 0 {
+        if self.ops.is_multiple_of(65_536) {
             self.prune(now);
         }
         let state = match self.bots.get_mut(bot_id) {
@@ -114,7 +114,9 @@ impl RateLimiter {
     /// Gives back every slot consumed since `mark`.
     pub fn rollback_to(&mut self, mark: usize) {
         while self.undo.len() > mark {
-            let Some((bot, chat, tat)) = self.undo.pop() else { break };
+            let Some((bot, chat, tat)) = self.undo.pop() else {
+                break;
+            };
             if let Some(state) = self.bots.get_mut(&bot) {
                 match chat {
                     None => state.tat = tat,

@@ -216,7 +216,9 @@ impl Service {
                     let mark = inner.rate.mark();
                     let touched = inner.fx.bots_touched;
                     let (w, v) = (inner.fx.woken.len(), inner.fx.revoked.len());
-                    let res = exec(&inner.conn, "SAVEPOINT req").map_err(ApiError::from).and_then(|_| self.dispatch(inner, routed, now_ms));
+                    let res = exec(&inner.conn, "SAVEPOINT req")
+                        .map_err(ApiError::from)
+                        .and_then(|_| self.dispatch(inner, routed, now_ms));
                     match res {
                         Ok(body) => {
                             if let Err(e) = exec(&inner.conn, "RELEASE req") {
@@ -362,7 +364,11 @@ impl Service {
             } else if routed.name == "gateway" {
                 let bot = authenticate(&mut ctx, &routed.req)?;
                 Err(crate::gateway::precheck(self, &routed.req, &bot, false).err().unwrap_or_else(|| {
-                    ApiError::new(426, "upgrade_required", "handle_request cannot switch protocols: pass gateway upgrades to accept_gateway")
+                    ApiError::new(
+                        426,
+                        "upgrade_required",
+                        "handle_request cannot switch protocols: pass gateway upgrades to accept_gateway",
+                    )
                 }))
             } else {
                 let bot = authenticate(&mut ctx, &routed.req)?;
@@ -454,7 +460,7 @@ impl Service {
             let backup = rusqlite::backup::Backup::new(&image, &mut inner.conn)?;
             backup.run_to_completion(1024, std::time::Duration::ZERO, None)?;
         }
-        storage::migrate(&inner.conn).map_err(|e| ApiError::internal(e))?;
+        storage::migrate(&inner.conn).map_err(ApiError::internal)?;
         inner.bot_cache.clear();
         inner.rate = RateLimiter::default();
         Ok(())
@@ -495,11 +501,16 @@ fn check_target<'a>(method: &str, path: &'a str) -> ApiResult<(bool, &'a str)> {
     };
     if !admin && name == "gateway" {
         if method != "GET" {
-            return Err(ApiError::new(405, "method_not_allowed", "the gateway is opened with GET and a WebSocket upgrade")
-                .with_header("Allow", "GET".into()));
+            return Err(ApiError::new(
+                405,
+                "method_not_allowed",
+                "the gateway is opened with GET and a WebSocket upgrade",
+            )
+            .with_header("Allow", "GET".into()));
         }
     } else if method != "POST" {
-        return Err(ApiError::new(405, "method_not_allowed", format!("{name} accepts POST only")).with_header("Allow", "POST".into()));
+        return Err(ApiError::new(405, "method_not_allowed", format!("{name} accepts POST only"))
+            .with_header("Allow", "POST".into()));
     }
     Ok((admin, name))
 }

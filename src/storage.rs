@@ -165,7 +165,8 @@ pub fn migrate(conn: &Connection) -> Result<(), StorageError> {
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         conn.execute_batch("BEGIN IMMEDIATE")?;
-        let step = conn.execute_batch(sql).and_then(|_| conn.execute_batch(&format!("PRAGMA user_version = {}", i + 1)));
+        let step =
+            conn.execute_batch(sql).and_then(|_| conn.execute_batch(&format!("PRAGMA user_version = {}", i + 1)));
         match step {
             Ok(()) => conn.execute_batch("COMMIT")?,
             Err(e) => {

@@ -36,7 +36,8 @@ fn full_history(svc: &Service, chat: &str) -> Vec<Value> {
     let mut out = Vec::new();
     let mut after = 0u64;
     loop {
-        let page = admin(svc, "getChatHistory", json!({"chat_id": chat, "after_message_id": after.to_string(), "limit": 100}));
+        let page =
+            admin(svc, "getChatHistory", json!({"chat_id": chat, "after_message_id": after.to_string(), "limit": 100}));
         let page = page.as_array().unwrap();
         if page.is_empty() {
             return out;
@@ -70,13 +71,21 @@ fn check_chats(svc: &Service, sent: &Sent, expected_total: usize) {
     for (chat, msgs) in sent {
         let n = msgs.len() as u64;
         total += msgs.len();
-        assert_eq!(msgs.keys().copied().collect::<Vec<_>>(), (1..=n).collect::<Vec<_>>(), "returned ids in {chat} are not exactly 1..={n}");
+        assert_eq!(
+            msgs.keys().copied().collect::<Vec<_>>(),
+            (1..=n).collect::<Vec<_>>(),
+            "returned ids in {chat} are not exactly 1..={n}"
+        );
         let hist = full_history(svc, chat);
         assert_eq!(hist.len() as u64, n, "history of {chat} has {} messages, {n} were accepted", hist.len());
         for (i, m) in hist.iter().enumerate() {
             let id: u64 = m["message_id"].as_str().unwrap().parse().unwrap();
             assert_eq!(id, i as u64 + 1, "history of {chat} is not gapless");
-            assert_eq!(m["text"].as_str(), Some(msgs[&id].as_str()), "message {id} of {chat} has another text than was returned");
+            assert_eq!(
+                m["text"].as_str(),
+                Some(msgs[&id].as_str()),
+                "message {id} of {chat} has another text than was returned"
+            );
         }
     }
     assert_eq!(total, expected_total, "some sends were lost");
@@ -98,14 +107,20 @@ fn eight_threads_times_500_sends_lose_nothing() {
     let mut members = vec![user.clone()];
     members.extend(bots.iter().map(|b| b.0.clone()));
     let chats: Vec<String> = (0..3)
-        .map(|i| admin(&svc, "createGroup", json!({"title": format!("G{i}"), "member_ids": members}))["id"].as_str().unwrap().to_string())
+        .map(|i| {
+            admin(&svc, "createGroup", json!({"title": format!("G{i}"), "member_ids": members}))["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     let updates_before = all_updates(&svc).len();
 
     let barrier = Arc::new(Barrier::new(THREADS));
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
-            let (svc, barrier, chats, bots, user) = (svc.clone(), barrier.clone(), chats.clone(), bots.clone(), user.clone());
+            let (svc, barrier, chats, bots, user) =
+                (svc.clone(), barrier.clone(), chats.clone(), bots.clone(), user.clone());
             std::thread::spawn(move || {
                 barrier.wait();
                 let mut got: Vec<(String, u64, String)> = Vec::with_capacity(PER_THREAD);
@@ -114,9 +129,17 @@ fn eight_threads_times_500_sends_lose_nothing() {
                     let chat = &chats[(t + i) % chats.len()];
                     let text = format!("t{t}-m{i}");
                     let req = if t >= 6 {
-                        request("/admin/sendUserMessage", &format!("Admin {SECRET}"), &json!({"user_id": user, "chat_id": chat, "text": text}))
+                        request(
+                            "/admin/sendUserMessage",
+                            &format!("Admin {SECRET}"),
+                            &json!({"user_id": user, "chat_id": chat, "text": text}),
+                        )
                     } else {
-                        request("/bot/sendMessage", &format!("Bot {}", bots[t % bots.len()].1), &json!({"chat_id": chat, "text": text}))
+                        request(
+                            "/bot/sendMessage",
+                            &format!("Bot {}", bots[t % bots.len()].1),
+                            &json!({"chat_id": chat, "text": text}),
+                        )
                     };
                     // Thread 5 uses group commit in batches of 10.
                     if t == 5 && i + 10 <= PER_THREAD {
@@ -125,7 +148,11 @@ fn eight_threads_times_500_sends_lose_nothing() {
                         for k in 0..10 {
                             let chat = &chats[(t + i + k) % chats.len()];
                             let text = format!("t{t}-m{}", i + k);
-                            reqs.push(request("/bot/sendMessage", &format!("Bot {}", bots[t % bots.len()].1), &json!({"chat_id": chat, "text": text})));
+                            reqs.push(request(
+                                "/bot/sendMessage",
+                                &format!("Bot {}", bots[t % bots.len()].1),
+                                &json!({"chat_id": chat, "text": text}),
+                            ));
                             meta.push((chat.clone(), text));
                         }
                         let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
@@ -171,11 +198,16 @@ fn concurrent_sends_to_one_chat_number_exactly_one_to_n() {
     let mut members = vec![user.clone()];
     let mut tokens = Vec::new();
     for i in 0..THREADS {
-        let b = admin(&svc, "createBot", json!({"display_name": format!("B{i}"), "handle": format!("b{i}"), "quota_tier": "official"}));
+        let b = admin(
+            &svc,
+            "createBot",
+            json!({"display_name": format!("B{i}"), "handle": format!("b{i}"), "quota_tier": "official"}),
+        );
         members.push(b["bot"]["id"].as_str().unwrap().to_string());
         tokens.push(b["token"].as_str().unwrap().to_string());
     }
-    let chat = admin(&svc, "createGroup", json!({"title": "One", "member_ids": members}))["id"].as_str().unwrap().to_string();
+    let chat =
+        admin(&svc, "createGroup", json!({"title": "One", "member_ids": members}))["id"].as_str().unwrap().to_string();
     let barrier = Arc::new(Barrier::new(THREADS));
     let handles: Vec<_> = tokens
         .into_iter()
@@ -187,7 +219,11 @@ fn concurrent_sends_to_one_chat_number_exactly_one_to_n() {
                 (0..PER_THREAD)
                     .map(|i| {
                         let text = format!("b{t}-{i}");
-                        let (s, v) = parse(&svc.handle_request(&request("/bot/sendMessage", &format!("Bot {tok}"), &json!({"chat_id": chat, "text": text}))));
+                        let (s, v) = parse(&svc.handle_request(&request(
+                            "/bot/sendMessage",
+                            &format!("Bot {tok}"),
+                            &json!({"chat_id": chat, "text": text}),
+                        )));
                         assert_eq!(s, 200, "{v}");
                         (v["result"]["message_id"].as_str().unwrap().parse::<u64>().unwrap(), text)
                     })
@@ -215,7 +251,8 @@ fn concurrent_free_tier_sends_never_exceed_the_burst() {
     let user = admin(&svc, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
     let b = admin(&svc, "createBot", json!({"display_name": "F", "handle": "f"}));
     let tok = b["token"].as_str().unwrap().to_string();
-    let chat = admin(&svc, "startBot", json!({"user_id": user, "bot_id": b["bot"]["id"]}))["id"].as_str().unwrap().to_string();
+    let chat =
+        admin(&svc, "startBot", json!({"user_id": user, "bot_id": b["bot"]["id"]}))["id"].as_str().unwrap().to_string();
     let barrier = Arc::new(Barrier::new(8));
     let handles: Vec<_> = (0..8)
         .map(|t| {
@@ -223,7 +260,14 @@ fn concurrent_free_tier_sends_never_exceed_the_burst() {
             std::thread::spawn(move || {
                 barrier.wait();
                 (0..5)
-                    .map(|i| parse(&svc.handle_request(&request("/bot/sendMessage", &format!("Bot {tok}"), &json!({"chat_id": chat, "text": format!("{t}-{i}")})))).0)
+                    .map(|i| {
+                        parse(&svc.handle_request(&request(
+                            "/bot/sendMessage",
+                            &format!("Bot {tok}"),
+                            &json!({"chat_id": chat, "text": format!("{t}-{i}")}),
+                        )))
+                        .0
+                    })
                     .collect::<Vec<u16>>()
             })
         })

@@ -8,7 +8,10 @@ use std::sync::{Arc, Mutex};
 const ADMIN: &str = "Admin gateway-admin-secret-01";
 
 fn service(cfg: Config) -> Arc<Service> {
-    Arc::new(Service::open(Config { admin_secret: "gateway-admin-secret-01".into(), clock: ClockKind::Manual, ..cfg }).unwrap())
+    Arc::new(
+        Service::open(Config { admin_secret: "gateway-admin-secret-01".into(), clock: ClockKind::Manual, ..cfg })
+            .unwrap(),
+    )
 }
 
 fn call(svc: &Service, path: &str, auth: &str, body: Value) -> (u16, Value) {
@@ -129,10 +132,13 @@ fn frames(mut b: &[u8]) -> Vec<(u8, Vec<u8>)> {
 }
 
 fn texts(b: &[u8]) -> Vec<Value> {
-    frames(b).into_iter().map(|(op, p)| {
-        assert_eq!(op, 1, "text frame expected");
-        serde_json::from_slice(&p).unwrap()
-    }).collect()
+    frames(b)
+        .into_iter()
+        .map(|(op, p)| {
+            assert_eq!(op, 1, "text frame expected");
+            serde_json::from_slice(&p).unwrap()
+        })
+        .collect()
 }
 
 #[test]
@@ -339,7 +345,13 @@ fn rotation_closes_with_4004_wakes_the_host_and_refuses_the_old_token() {
     assert_eq!(w.svc.gateway_connections(&w.bot), 0);
     let old = w.svc.accept_gateway(&upgrade(&w.token, ""));
     assert!(old.connection.is_none());
-    assert_eq!(split(&old.response), (401, json!({"ok": false, "error_code": 401, "error": "invalid_token", "description": "the credential is unknown, rotated away or of the wrong kind"})));
+    assert_eq!(
+        split(&old.response),
+        (
+            401,
+            json!({"ok": false, "error_code": 401, "error": "invalid_token", "description": "the credential is unknown, rotated away or of the wrong kind"})
+        )
+    );
     let fresh = w.svc.accept_gateway(&upgrade(&new_token, ""));
     assert!(fresh.connection.is_some());
 }
@@ -353,7 +365,13 @@ fn suspension_closes_with_4004_and_upgrade_is_403() {
     admin(&w.svc, "updateBot", json!({"bot_id": w.bot, "status": "suspended"}));
     assert_eq!(c.poll(now), close_frame(4004, "authentication_failed"));
     let r = w.svc.accept_gateway(&upgrade(&w.token, ""));
-    assert_eq!(split(&r.response), (403, json!({"ok": false, "error_code": 403, "error": "bot_suspended", "description": "this bot is suspended"})));
+    assert_eq!(
+        split(&r.response),
+        (
+            403,
+            json!({"ok": false, "error_code": 403, "error": "bot_suspended", "description": "this bot is suspended"})
+        )
+    );
 }
 
 #[test]
@@ -364,8 +382,14 @@ fn connection_limit_is_enforced_and_freed_on_drop() {
     assert!(r.connection.is_none());
     let text = String::from_utf8_lossy(&r.response).to_string();
     assert!(text.contains("\r\nRetry-After: 1\r\n"), "{text}");
-    assert_eq!(split(&r.response), (429, json!({"ok": false, "error_code": 429, "error": "connection_limit",
-        "description": "this bot already has 1 of 1 gateway connections open", "parameters": {"retry_after": 1, "retry_after_ms": 1000}})));
+    assert_eq!(
+        split(&r.response),
+        (
+            429,
+            json!({"ok": false, "error_code": 429, "error": "connection_limit",
+        "description": "this bot already has 1 of 1 gateway connections open", "parameters": {"retry_after": 1, "retry_after_ms": 1000}})
+        )
+    );
     drop(c1);
     assert!(w.svc.accept_gateway(&upgrade(&w.token, "")).connection.is_some());
 }
@@ -377,8 +401,14 @@ fn upgrade_refusals_bad_token_and_no_upgrade() {
     assert_eq!(split(&r.response).0, 401);
     let plain = format!("GET /bot/gateway HTTP/1.1\r\nHost: t\r\nAuthorization: Bot {}\r\n\r\n", w.token);
     let r = w.svc.accept_gateway(plain.as_bytes());
-    assert_eq!(split(&r.response), (426, json!({"ok": false, "error_code": 426, "error": "upgrade_required",
-        "description": "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13)"})));
+    assert_eq!(
+        split(&r.response),
+        (
+            426,
+            json!({"ok": false, "error_code": 426, "error": "upgrade_required",
+        "description": "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13)"})
+        )
+    );
     // The plain entry point answers the same for a non-upgrade GET.
     assert_eq!(split(&w.svc.handle_request(plain.as_bytes())).0, 426);
 }
@@ -401,7 +431,8 @@ fn bot_gets_no_event_for_its_own_message() {
     let mut c = connect(&w, "");
     let now = w.svc.now_ms();
     c.poll(now);
-    let (s, _) = call(&w.svc, "/bot/sendMessage", &format!("Bot {}", w.token), json!({"chat_id": w.chat, "text": "mine"}));
+    let (s, _) =
+        call(&w.svc, "/bot/sendMessage", &format!("Bot {}", w.token), json!({"chat_id": w.chat, "text": "mine"}));
     assert_eq!(s, 200);
     assert!(c.poll(now).is_empty());
 }
@@ -419,7 +450,8 @@ fn wake_hook_fires_once_per_committed_change_never_on_rollback() {
     admin(&w.svc, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "one"}));
     assert_eq!(count.load(Ordering::SeqCst), 1);
     // Refused: nothing committed, no wake-up.
-    let (s, _) = call(&w.svc, "/admin/sendUserMessage", ADMIN, json!({"user_id": w.user, "chat_id": w.chat, "text": ""}));
+    let (s, _) =
+        call(&w.svc, "/admin/sendUserMessage", ADMIN, json!({"user_id": w.user, "chat_id": w.chat, "text": ""}));
     assert_eq!(s, 400);
     assert_eq!(count.load(Ordering::SeqCst), 1);
     // A change that does not concern the bot: no wake-up.

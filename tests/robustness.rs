@@ -20,7 +20,15 @@ impl Rng {
 }
 
 fn service() -> Arc<Service> {
-    Arc::new(Service::open(Config { admin_secret: "robust-admin-secret-1".into(), clock: ClockKind::Manual, max_body_bytes: 4096, ..Config::default() }).unwrap())
+    Arc::new(
+        Service::open(Config {
+            admin_secret: "robust-admin-secret-1".into(),
+            clock: ClockKind::Manual,
+            max_body_bytes: 4096,
+            ..Config::default()
+        })
+        .unwrap(),
+    )
 }
 
 fn seeds() -> Vec<Vec<u8>> {
@@ -34,7 +42,11 @@ fn seeds() -> Vec<Vec<u8>> {
 }
 
 fn assert_http(resp: &[u8]) {
-    assert!(resp.starts_with(b"HTTP/1.1 "), "not an HTTP response: {:?}", String::from_utf8_lossy(&resp[..resp.len().min(80)]));
+    assert!(
+        resp.starts_with(b"HTTP/1.1 "),
+        "not an HTTP response: {:?}",
+        String::from_utf8_lossy(&resp[..resp.len().min(80)])
+    );
     let status: u16 = std::str::from_utf8(&resp[9..12]).unwrap().parse().unwrap();
     assert!((101..600).contains(&status));
     if status != 101 {
@@ -105,7 +117,9 @@ fn random_bytes_into_a_gateway_connection_close_it_cleanly() {
     let svc = service();
     let admin = "Authorization: Admin robust-admin-secret-1\r\nContent-Type: application/json";
     let body = r#"{"display_name":"B","handle":"b","quota_tier":"official"}"#;
-    let resp = svc.handle_request(format!("POST /admin/createBot HTTP/1.1\r\n{admin}\r\nContent-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
+    let resp = svc.handle_request(
+        format!("POST /admin/createBot HTTP/1.1\r\n{admin}\r\nContent-Length: {}\r\n\r\n{body}", body.len()).as_bytes(),
+    );
     let i = resp.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
     let v: serde_json::Value = serde_json::from_slice(&resp[i + 4..]).unwrap();
     let token = v["result"]["token"].as_str().unwrap().to_string();

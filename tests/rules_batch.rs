@@ -57,9 +57,14 @@ fn world(svc: &Service) -> World {
     let std = admin(svc, "createBot", json!({"display_name": "Std", "handle": "std", "quota_tier": "standard"}));
     let free_id = free["bot"]["id"].as_str().unwrap().to_string();
     let std_id = std["bot"]["id"].as_str().unwrap().to_string();
-    let private_free = admin(svc, "startBot", json!({"user_id": user, "bot_id": free_id}))["id"].as_str().unwrap().to_string();
-    let private_std = admin(svc, "startBot", json!({"user_id": user, "bot_id": std_id}))["id"].as_str().unwrap().to_string();
-    let group = admin(svc, "createGroup", json!({"title": "G", "member_ids": [user, std_id]}))["id"].as_str().unwrap().to_string();
+    let private_free =
+        admin(svc, "startBot", json!({"user_id": user, "bot_id": free_id}))["id"].as_str().unwrap().to_string();
+    let private_std =
+        admin(svc, "startBot", json!({"user_id": user, "bot_id": std_id}))["id"].as_str().unwrap().to_string();
+    let group = admin(svc, "createGroup", json!({"title": "G", "member_ids": [user, std_id]}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     World {
         user,
         free_tok: free["token"].as_str().unwrap().to_string(),
@@ -77,11 +82,23 @@ fn sequence(w: &World) -> Vec<Vec<u8>> {
     r.push(bot_req(&w.std_tok, "getMe", json!({})));
     r.push(bot_req(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": "one"})));
     r.push(bot_req(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": ""})));
-    r.push(bot_req(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": "two", "reply_to_message_id": "1"})));
-    r.push(bot_req(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": "bad reply", "reply_to_message_id": "9"})));
+    r.push(bot_req(
+        &w.std_tok,
+        "sendMessage",
+        json!({"chat_id": w.private_std, "text": "two", "reply_to_message_id": "1"}),
+    ));
+    r.push(bot_req(
+        &w.std_tok,
+        "sendMessage",
+        json!({"chat_id": w.private_std, "text": "bad reply", "reply_to_message_id": "9"}),
+    ));
     r.push(bot_req(&w.std_tok, "sendChatAction", json!({"chat_id": w.private_std, "action": "typing"})));
     r.push(bot_req(&w.std_tok, "sendChatAction", json!({"chat_id": w.private_std, "action": "dancing"})));
-    r.push(bot_req(&w.std_tok, "editMessageText", json!({"chat_id": w.private_std, "message_id": "1", "text": "one!"})));
+    r.push(bot_req(
+        &w.std_tok,
+        "editMessageText",
+        json!({"chat_id": w.private_std, "message_id": "1", "text": "one!"}),
+    ));
     r.push(bot_req(&w.std_tok, "deleteMessage", json!({"chat_id": w.private_std, "message_id": "2"})));
     r.push(bot_req(&w.std_tok, "deleteMessage", json!({"chat_id": w.private_std, "message_id": "2"})));
     r.push(bot_req(&w.std_tok, "sendMessage", json!({"chat_id": w.group, "text": "group hello"})));
@@ -100,7 +117,12 @@ fn sequence(w: &World) -> Vec<Vec<u8>> {
     let body = json!({"chat_id": w.private_std, "text": "idem"}).to_string();
     r.push(request("/bot/sendMessage", &format!("Bot {}", w.std_tok), key, &body));
     r.push(request("/bot/sendMessage", &format!("Bot {}", w.std_tok), key, &body));
-    r.push(request("/bot/sendMessage", &format!("Bot {}", w.std_tok), key, &json!({"chat_id": w.private_std, "text": "other"}).to_string()));
+    r.push(request(
+        "/bot/sendMessage",
+        &format!("Bot {}", w.std_tok),
+        key,
+        &json!({"chat_id": w.private_std, "text": "other"}).to_string(),
+    ));
     // A write that fails half-way: the group row and the first member_added
     // are written before the unknown member is found.
     r.push(admin_req("createGroup", json!({"title": "Half", "member_ids": [w.user, "usr_doesnotexist0000000"]})));
@@ -127,7 +149,8 @@ impl Normalizer {
         while i < b.len() {
             let rest = &s[i..];
             if let Some(p) = ["bot_", "usr_", "spc_"].iter().find(|p| rest.starts_with(**p)) {
-                let len = rest[4..].bytes().take_while(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_').count();
+                let len =
+                    rest[4..].bytes().take_while(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_').count();
                 if len >= 20 {
                     let id = &rest[..4 + len];
                     let n = self.0.len();
@@ -154,7 +177,14 @@ fn normalized(answers: &[Vec<u8>], seed: &[String]) -> Vec<String> {
 }
 
 fn seed(w: &World) -> Vec<String> {
-    vec![w.user.clone(), w.free_tok.clone(), w.std_tok.clone(), w.private_free.clone(), w.private_std.clone(), w.group.clone()]
+    vec![
+        w.user.clone(),
+        w.free_tok.clone(),
+        w.std_tok.clone(),
+        w.private_free.clone(),
+        w.private_std.clone(),
+        w.group.clone(),
+    ]
 }
 
 #[test]
@@ -210,7 +240,10 @@ fn a_failing_request_leaves_no_partial_write() {
     let chats_before = before.len();
     // createGroup writes the chat and a member_added for the user before it
     // meets the unknown member.
-    let (head, v) = split(&svc.handle_request(&admin_req("createGroup", json!({"title": "Half", "member_ids": [w.user, "usr_doesnotexist0000000"]}))));
+    let (head, v) = split(&svc.handle_request(&admin_req(
+        "createGroup",
+        json!({"title": "Half", "member_ids": [w.user, "usr_doesnotexist0000000"]}),
+    )));
     assert!(head.starts_with("HTTP/1.1 404"), "{v}");
     let after = updates(&svc);
     assert_eq!(after.len(), chats_before, "the failed createGroup left events behind: {:?}", &after[chats_before..]);

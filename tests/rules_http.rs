@@ -27,7 +27,10 @@ fn parse(raw: &[u8]) -> (u16, Vec<(String, String)>, Value) {
     let body = &raw[end + 4..];
     let cl: usize = headers.iter().find(|(n, _)| n == "content-length").unwrap().1.parse().unwrap();
     assert_eq!(cl, body.len(), "Content-Length must match the body");
-    assert!(headers.iter().any(|(n, v)| n == "content-type" && v == "application/json"), "Content-Type must be application/json");
+    assert!(
+        headers.iter().any(|(n, v)| n == "content-type" && v == "application/json"),
+        "Content-Type must be application/json"
+    );
     (status, headers, serde_json::from_slice(body).expect("JSON body"))
 }
 
@@ -62,10 +65,7 @@ fn world(svc: &Service) -> (String, String) {
 }
 
 fn history_len(svc: &Service, chat: &str) -> usize {
-    admin(svc, "getChatHistory", json!({"chat_id": chat}))
-        .as_array()
-        .unwrap()
-        .len()
+    admin(svc, "getChatHistory", json!({"chat_id": chat})).as_array().unwrap().len()
 }
 
 fn error_of(raw: &[u8]) -> (u16, String) {
@@ -91,10 +91,18 @@ fn invalid_utf8_body_is_invalid_json() {
         let mut body = format!("{{\"chat_id\":\"{chat}\",\"text\":\"").into_bytes();
         body.extend_from_slice(bad);
         body.extend_from_slice(b"\"}");
-        assert_eq!(error_of(&svc.handle_request(&request("/bot/sendMessage", &auth, "", &body))), (400, "invalid_json".into()));
+        assert_eq!(
+            error_of(&svc.handle_request(&request("/bot/sendMessage", &auth, "", &body))),
+            (400, "invalid_json".into())
+        );
     }
     // Invalid UTF-8 on the host API too.
-    let raw = svc.handle_request(&request("/admin/createUser", &format!("Admin {SECRET}"), "", b"{\"display_name\":\"\xff\"}"));
+    let raw = svc.handle_request(&request(
+        "/admin/createUser",
+        &format!("Admin {SECRET}"),
+        "",
+        b"{\"display_name\":\"\xff\"}",
+    ));
     assert_eq!(error_of(&raw), (400, "invalid_json".into()));
     assert_eq!(history_len(&svc, &chat), 0, "nothing was written");
 }
@@ -252,7 +260,11 @@ fn content_length_and_chunked_together_are_refused() {
 }
 
 fn simple(path: &str, body: &str) -> Vec<u8> {
-    format!("POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
 }
 
 #[test]
@@ -317,7 +329,11 @@ fn frame_request_invalid_cases() {
     }
     assert_eq!(svc.frame_request(b"POST /bot/getMe HTTP/1.1\r\nContent-Length: 1024\r\n\r\n"), Framing::Incomplete);
     // Garbage is invalid with a JSON error response.
-    for garbage in [&b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n"[..], b"GET / HTTP/1.1\r\nBad Header\r\n\r\n", b"POST /x HTTP/1.1\r\nContent-Length: abc\r\n\r\n"] {
+    for garbage in [
+        &b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n"[..],
+        b"GET / HTTP/1.1\r\nBad Header\r\n\r\n",
+        b"POST /x HTTP/1.1\r\nContent-Length: abc\r\n\r\n",
+    ] {
         match frame_request(garbage, 65_536) {
             Framing::Invalid(resp) => {
                 let (status, _, v) = parse(&resp);
@@ -352,7 +368,12 @@ fn every_response_is_json_with_exact_content_length() {
     let (token, chat) = world(&svc);
     let requests: Vec<Vec<u8>> = vec![
         request("/bot/getMe", &format!("Bot {token}"), "", b""),
-        request("/bot/sendMessage", &format!("Bot {token}"), "", json!({"chat_id": chat, "text": "é😀"}).to_string().as_bytes()),
+        request(
+            "/bot/sendMessage",
+            &format!("Bot {token}"),
+            "",
+            json!({"chat_id": chat, "text": "é😀"}).to_string().as_bytes(),
+        ),
         request("/bot/nothing", "Bot x", "", b"{}"),
         b"DELETE /bot/getMe HTTP/1.1\r\n\r\n".to_vec(),
         request("/bot/getMe", "Bot x", "", &[b'x'; 2000]),

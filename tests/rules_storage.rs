@@ -82,7 +82,11 @@ fn tokens_are_stored_only_as_sha256() {
     {
         let svc = open(&db_s);
         let free = admin(&svc, "createBot", json!({"display_name": "F", "handle": "f"}));
-        let off = admin(&svc, "createBot", json!({"display_name": "O", "handle": "o", "quota_tier": "official", "official": true}));
+        let off = admin(
+            &svc,
+            "createBot",
+            json!({"display_name": "O", "handle": "o", "quota_tier": "official", "official": true}),
+        );
         free_id = free["bot"]["id"].as_str().unwrap().to_string();
         let old = free["token"].as_str().unwrap().to_string();
         tokens.push(old.clone());
@@ -95,10 +99,16 @@ fn tokens_are_stored_only_as_sha256() {
         let bytes = all_bytes(&dir.0);
         for t in &tokens {
             assert!(!contains(&bytes, t.as_bytes()), "token {t} appears in the database files");
-            assert!(!contains(&bytes, &t.as_bytes()[4..]), "the random part of token {t} appears in the database files");
+            assert!(
+                !contains(&bytes, &t.as_bytes()[4..]),
+                "the random part of token {t} appears in the database files"
+            );
         }
         assert!(contains(&bytes, &Sha256::digest(free_tok.as_bytes())), "the SHA-256 of the current token is stored");
-        assert!(contains(&bytes, &Sha256::digest(off_tok.as_bytes())), "the SHA-256 of the official bot's token is stored");
+        assert!(
+            contains(&bytes, &Sha256::digest(off_tok.as_bytes())),
+            "the SHA-256 of the official bot's token is stored"
+        );
         assert!(!contains(&bytes, SECRET.as_bytes()), "the admin secret is not stored");
         assert!(!contains(&bytes, OP_KEY.as_bytes()), "the operational key is not stored");
         assert!(!contains(&bytes, &hex32(OP_KEY)), "the operational key is not stored");
@@ -131,7 +141,8 @@ fn populate(svc: &Service) -> (String, String, String) {
     let tok = b["token"].as_str().unwrap().to_string();
     let bot_id = b["bot"]["id"].as_str().unwrap().to_string();
     let c = admin(svc, "startBot", json!({"user_id": u, "bot_id": bot_id}))["id"].as_str().unwrap().to_string();
-    let g = admin(svc, "createGroup", json!({"title": "G", "member_ids": [u, bot_id]}))["id"].as_str().unwrap().to_string();
+    let g =
+        admin(svc, "createGroup", json!({"title": "G", "member_ids": [u, bot_id]}))["id"].as_str().unwrap().to_string();
     for i in 1..=5 {
         assert_eq!(bot(svc, &tok, "sendMessage", json!({"chat_id": c, "text": format!("m{i} é😀")})).0, 200);
     }
@@ -203,7 +214,10 @@ fn garbage_images_are_refused_without_changing_state() {
     }
     let foreign = {
         let mut conn = rusqlite::Connection::open_in_memory().unwrap();
-        conn.execute_batch("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes (body) VALUES ('x');").unwrap();
+        conn.execute_batch(
+            "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT); INSERT INTO notes (body) VALUES ('x');",
+        )
+        .unwrap();
         conn.serialize(rusqlite::MAIN_DB).unwrap().to_vec()
     };
     let candidates: Vec<(&str, Vec<u8>)> = vec![
@@ -234,7 +248,12 @@ fn deleted_text_is_no_longer_served_by_the_host_api() {
     let (s, v) = bot(&svc, &tok, "sendMessage", json!({"chat_id": c, "text": secret}));
     assert_eq!(s, 200);
     let mid = v["result"]["message_id"].as_str().unwrap().to_string();
-    let (s, v) = bot(&svc, &tok, "editMessageText", json!({"chat_id": c, "message_id": mid, "text": format!("{secret} (edited)")}));
+    let (s, v) = bot(
+        &svc,
+        &tok,
+        "editMessageText",
+        json!({"chat_id": c, "message_id": mid, "text": format!("{secret} (edited)")}),
+    );
     assert_eq!(s, 200, "{v}");
     assert_eq!(bot(&svc, &tok, "deleteMessage", json!({"chat_id": c, "message_id": mid})).0, 200);
     let history = admin(&svc, "getChatHistory", json!({"chat_id": c})).to_string();
@@ -254,9 +273,9 @@ fn deleted_text_is_no_longer_served_by_the_gateway_replay() {
         "createGroup",
         json!({"title": "G", "member_ids": [u, sender["bot"]["id"], listener["bot"]["id"]]}),
     )["id"]
-    .as_str()
-    .unwrap()
-    .to_string();
+        .as_str()
+        .unwrap()
+        .to_string();
     let stok = sender["token"].as_str().unwrap();
     let secret = "gateway-must-not-replay-4567";
     let (s, v) = bot(&svc, stok, "sendMessage", json!({"chat_id": g, "text": secret}));
@@ -297,7 +316,10 @@ fn ids_and_tokens_have_the_contract_shape() {
         let b = admin(&svc, "createBot", json!({"display_name": "B", "handle": format!("b{i}")}));
         let bot_id = b["bot"]["id"].as_str().unwrap().to_string();
         let token = b["token"].as_str().unwrap().to_string();
-        let chat = admin(&svc, "createPrivateChat", json!({"user_id": u, "bot_id": bot_id}))["id"].as_str().unwrap().to_string();
+        let chat = admin(&svc, "createPrivateChat", json!({"user_id": u, "bot_id": bot_id}))["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
         for (id, prefix) in [(&u, "usr_"), (&bot_id, "bot_"), (&chat, "spc_")] {
             let rest = id.strip_prefix(prefix).unwrap_or_else(|| panic!("{id} lacks {prefix}"));
             assert!(is_b64url(rest) && rest.len() * 6 >= 80, "{id}: URL-safe and at least 80 bits");

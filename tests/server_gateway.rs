@@ -92,7 +92,8 @@ fn many_bots_and_connections_at_once() {
             conns.push((i, gw));
         }
     }
-    let msgs: Vec<Value> = worlds.iter().enumerate().map(|(i, w)| srv.say(&w.user_id, &w.chat, &format!("for bot {i}"))).collect();
+    let msgs: Vec<Value> =
+        worlds.iter().enumerate().map(|(i, w)| srv.say(&w.user_id, &w.chat, &format!("for bot {i}"))).collect();
     // Each connection gets its own bot's message and nothing else.
     for (i, gw) in conns.iter_mut() {
         message_event(&gw.text(), 2, &msgs[*i]);
@@ -209,7 +210,11 @@ fn upgrade_refusals_are_json_errors() {
     let w = srv.world("standard");
     srv.raw_upgrade("bot_wrong", "").assert_error(401, "invalid_token");
     // No upgrade headers: 426.
-    let r = agent().get(format!("{}/bot/gateway", srv.base)).header("Authorization", format!("Bot {}", w.token)).call().unwrap();
+    let r = agent()
+        .get(format!("{}/bot/gateway", srv.base))
+        .header("Authorization", format!("Bot {}", w.token))
+        .call()
+        .unwrap();
     Resp::from_ureq(r).assert_error(426, "upgrade_required");
     // Suspended: 403.
     srv.admin("updateBot", &json!({"bot_id": w.bot_id, "status": "suspended"}));
@@ -351,7 +356,12 @@ fn ten_thousand_events_in_order_across_a_reconnect() {
             let mut buf = Vec::new();
             for batch in 0..N / 100 {
                 let reqs: Vec<u8> = (batch * 100..batch * 100 + 100)
-                    .flat_map(|i| admin_request("sendUserMessage", &json!({"user_id": user_id, "chat_id": group_id, "text": format!("n{i}")})))
+                    .flat_map(|i| {
+                        admin_request(
+                            "sendUserMessage",
+                            &json!({"user_id": user_id, "chat_id": group_id, "text": format!("n{i}")}),
+                        )
+                    })
                     .collect();
                 s.write_all(&reqs).unwrap();
                 for i in 0..100 {
@@ -448,5 +458,10 @@ fn ten_thousand_events_in_order_across_a_reconnect() {
     let dups: Vec<i64> = seen[1].iter().map(|(s, _)| *s).filter(|s| *s <= first_max).collect();
     assert!(dups.iter().all(|s| *s > acked), "a duplicate at or below the ack");
     assert_eq!(dups.len() as i64, first_max - acked);
-    eprintln!("10k: first connection {} frames, acked {acked}, second {} frames, {} duplicates", seen[0].len(), seen[1].len(), dups.len());
+    eprintln!(
+        "10k: first connection {} frames, acked {acked}, second {} frames, {} duplicates",
+        seen[0].len(),
+        seen[1].len(),
+        dups.len()
+    );
 }

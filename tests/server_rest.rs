@@ -76,7 +76,8 @@ fn keep_alive_serves_several_requests_on_one_connection() {
     let mut s = srv.connect();
     let mut buf = Vec::new();
     for i in 1..=5 {
-        s.write_all(&bot_request(&w.token, "sendMessage", Some(&json!({"chat_id": w.chat, "text": format!("m{i}")})))).unwrap();
+        s.write_all(&bot_request(&w.token, "sendMessage", Some(&json!({"chat_id": w.chat, "text": format!("m{i}")}))))
+            .unwrap();
         let r = read_response(&mut s, &mut buf);
         assert_eq!(r.header("connection"), None, "keep-alive is the HTTP/1.1 default");
         assert_eq!(r.result(), sent_message(&w, &i.to_string(), &format!("m{i}")));
@@ -123,8 +124,9 @@ fn pipelined_requests_answer_in_order() {
     assert_eq!(rs[3].result(), sent_message(&w, "4", "four"));
 
     // A long pipeline (more than one batch) keeps its order too.
-    let reqs: Vec<Vec<u8>> =
-        (5..=204).map(|i| bot_request(&w.token, "sendMessage", Some(&json!({"chat_id": w.chat, "text": format!("p{i}")})))).collect();
+    let reqs: Vec<Vec<u8>> = (5..=204)
+        .map(|i| bot_request(&w.token, "sendMessage", Some(&json!({"chat_id": w.chat, "text": format!("p{i}")}))))
+        .collect();
     for (i, r) in (5..=204).zip(srv.pipeline(&mut s, &reqs)) {
         assert_eq!(r.result(), sent_message(&w, &i.to_string(), &format!("p{i}")));
     }
@@ -189,7 +191,11 @@ fn oversized_content_length_is_413_without_the_body() {
 fn wrong_method_is_405_with_allow() {
     let srv = Server::start();
     let w = srv.world("standard");
-    let r = agent().get(format!("{}/bot/getMe", srv.base)).header("Authorization", format!("Bot {}", w.token)).call().unwrap();
+    let r = agent()
+        .get(format!("{}/bot/getMe", srv.base))
+        .header("Authorization", format!("Bot {}", w.token))
+        .call()
+        .unwrap();
     let r = Resp::from_ureq(r);
     r.assert_error(405, "method_not_allowed");
     assert_eq!(r.header("allow"), Some("POST"));
@@ -197,7 +203,11 @@ fn wrong_method_is_405_with_allow() {
     let r = Resp::from_ureq(r);
     r.assert_error(405, "method_not_allowed");
     assert_eq!(r.header("allow"), Some("POST"));
-    let r = agent().get(format!("{}/admin/createUser", srv.base)).header("Authorization", format!("Admin {SECRET}")).call().unwrap();
+    let r = agent()
+        .get(format!("{}/admin/createUser", srv.base))
+        .header("Authorization", format!("Admin {SECRET}"))
+        .call()
+        .unwrap();
     let r = Resp::from_ureq(r);
     r.assert_error(405, "method_not_allowed");
     assert_eq!(r.header("allow"), Some("POST"));
@@ -212,7 +222,10 @@ fn connection_close_is_honoured() {
     let srv = Server::start();
     let w = srv.world("standard");
     let mut s = srv.connect();
-    let req = format!("POST /bot/getMe HTTP/1.1\r\nHost: botspace\r\nConnection: close\r\nAuthorization: Bot {}\r\n\r\n", w.token);
+    let req = format!(
+        "POST /bot/getMe HTTP/1.1\r\nHost: botspace\r\nConnection: close\r\nAuthorization: Bot {}\r\n\r\n",
+        w.token
+    );
     // A request pipelined after `Connection: close` is not answered.
     let mut both = req.clone().into_bytes();
     both.extend_from_slice(&bot_request(&w.token, "sendMessage", Some(&json!({"chat_id": w.chat, "text": "never"}))));
@@ -262,7 +275,8 @@ fn human_message_and_chat_history() {
         json!({"message_id": "1", "chat": {"id": w.chat, "type": "private"}, "date": MANUAL_START_S, "text": "hi bot",
                "from": {"id": w.user_id, "is_bot": false}})
     );
-    let reply = srv.bot(&w.token, "sendMessage", &json!({"chat_id": w.chat, "text": "hi human", "reply_to_message_id": "1"}));
+    let reply =
+        srv.bot(&w.token, "sendMessage", &json!({"chat_id": w.chat, "text": "hi human", "reply_to_message_id": "1"}));
     assert_eq!(reply.status, 200, "{}", reply.body);
     let mut expected_reply = sent_message(&w, "2", "hi human");
     expected_reply["reply_to_message_id"] = json!("1");
@@ -275,8 +289,10 @@ fn human_message_and_chat_history() {
     let tail = srv.admin("getChatHistory", &json!({"chat_id": w.chat, "after_message_id": "1", "limit": 1}));
     assert_eq!(tail, json!([expected_reply]));
     // Host API errors use the same envelope.
-    srv.admin_resp("sendUserMessage", &json!({"user_id": w.user_id, "chat_id": "spc_nope", "text": "x"})).assert_error(404, "chat_not_found");
-    srv.post("/admin/getChatHistory", Some("Admin wrong-secret-wrong-secret"), &json!({"chat_id": w.chat})).assert_error(401, "invalid_token");
+    srv.admin_resp("sendUserMessage", &json!({"user_id": w.user_id, "chat_id": "spc_nope", "text": "x"}))
+        .assert_error(404, "chat_not_found");
+    srv.post("/admin/getChatHistory", Some("Admin wrong-secret-wrong-secret"), &json!({"chat_id": w.chat}))
+        .assert_error(401, "invalid_token");
 }
 
 #[test]
@@ -303,7 +319,11 @@ fn demo_data_on_empty_database_then_not_again() {
         let curls: Vec<&String> = lines.iter().filter(|l| l.trim_start().starts_with("curl ")).collect();
         assert_eq!(curls.len(), 2, "{lines:#?}");
         assert!(curls[0].contains(&format!("{}/bot/getMe", srv.base)) && curls[0].contains(&token), "{}", curls[0]);
-        assert!(curls[1].contains(&format!("{}/bot/sendMessage", srv.base)) && curls[1].contains(&chat), "{}", curls[1]);
+        assert!(
+            curls[1].contains(&format!("{}/bot/sendMessage", srv.base)) && curls[1].contains(&chat),
+            "{}",
+            curls[1]
+        );
         // The printed lines work as printed, when curl is installed.
         let has_curl = std::process::Command::new("curl").arg("--version").output().is_ok_and(|o| o.status.success());
         if has_curl {

@@ -64,7 +64,9 @@ fn subst_str(s: &str, vars: &Vars) -> Result<Value, String> {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(start) = rest.find("{{") {
-        let Some(len) = rest[start + 2..].find("}}") else { break };
+        let Some(len) = rest[start + 2..].find("}}") else {
+            break;
+        };
         let name = &rest[start + 2..start + 2 + len];
         out.push_str(&rest[..start]);
         if name == "*" {
@@ -121,7 +123,11 @@ fn matches(expected: &Value, actual: &Value, path: &str) -> Result<(), String> {
 fn short(v: &Value) -> String {
     let s = v.to_string();
     if s.len() > 200 {
-        format!("{}… ({} bytes)", &s[..s.char_indices().take_while(|(i, _)| *i < 200).last().map_or(0, |(i, c)| i + c.len_utf8())], s.len())
+        format!(
+            "{}… ({} bytes)",
+            &s[..s.char_indices().take_while(|(i, _)| *i < 200).last().map_or(0, |(i, c)| i + c.len_utf8())],
+            s.len()
+        )
     } else {
         s
     }
@@ -230,7 +236,8 @@ fn run_case(case: &Value) -> Result<(), String> {
             cfg[k] = v.clone();
         }
     }
-    let config = Config::from_json(cfg.to_string().as_bytes()).map_err(|e| format!("runner error: config refused: {e}"))?;
+    let config =
+        Config::from_json(cfg.to_string().as_bytes()).map_err(|e| format!("runner error: config refused: {e}"))?;
     let svc = Service::open(config).map_err(|e| format!("runner error: service did not open: {e}"))?;
     let mut vars: Vars = HashMap::new();
     vars.insert("admin_secret".into(), Value::String(ADMIN_SECRET.into()));
@@ -241,7 +248,8 @@ fn run_case(case: &Value) -> Result<(), String> {
         };
         let req = step.get("request").ok_or_else(|| format!("step {i}: no request"))?;
         let req = subst(req, &vars).map_err(|e| format!("step {i}: {e}"))?;
-        let req_bytes = build_request(req.as_object().ok_or("request is not an object")?).map_err(|e| format!("step {i}: {e}"))?;
+        let req_bytes =
+            build_request(req.as_object().ok_or("request is not an object")?).map_err(|e| format!("step {i}: {e}"))?;
         let raw = svc.handle_request(&req_bytes);
         let resp = parse_response(&raw).map_err(|e| fail(e, &req_bytes, &raw))?;
         let expect = subst(step.get("expect").unwrap_or(&Value::Null), &vars).map_err(|e| format!("step {i}: {e}"))?;
@@ -252,8 +260,11 @@ fn run_case(case: &Value) -> Result<(), String> {
         }
         let parsed: Result<Value, _> = serde_json::from_slice(&resp.body);
         if let Some(eb) = expect.get("body") {
-            let actual = parsed.as_ref().map_err(|e| fail(format!("response body is not JSON: {e}"), &req_bytes, &resp.body))?;
-            matches(eb, actual, "body").map_err(|m| fail(format!("body mismatch at {m}\n      expected: {}", short(eb)), &req_bytes, &resp.body))?;
+            let actual =
+                parsed.as_ref().map_err(|e| fail(format!("response body is not JSON: {e}"), &req_bytes, &resp.body))?;
+            matches(eb, actual, "body").map_err(|m| {
+                fail(format!("body mismatch at {m}\n      expected: {}", short(eb)), &req_bytes, &resp.body)
+            })?;
         }
         if let Some(eh) = expect.get("headers") {
             for (name, want) in eh.as_object().ok_or("expect.headers is not an object")? {
@@ -264,10 +275,13 @@ fn run_case(case: &Value) -> Result<(), String> {
             }
         }
         if let Some(save) = step.get("save") {
-            let actual = parsed.as_ref().map_err(|e| fail(format!("cannot save from a non-JSON body: {e}"), &req_bytes, &resp.body))?;
+            let actual = parsed
+                .as_ref()
+                .map_err(|e| fail(format!("cannot save from a non-JSON body: {e}"), &req_bytes, &resp.body))?;
             for (name, path) in save.as_object().ok_or("save is not an object")? {
                 let path = path.as_str().ok_or("save path is not a string")?;
-                let v = at_path(actual, path).ok_or_else(|| fail(format!("save {name}: nothing at {path}"), &req_bytes, &resp.body))?;
+                let v = at_path(actual, path)
+                    .ok_or_else(|| fail(format!("save {name}: nothing at {path}"), &req_bytes, &resp.body))?;
                 vars.insert(name.clone(), v.clone());
             }
         }

@@ -6,7 +6,7 @@ use super::messages;
 use super::params::{self, Body};
 use crate::auth;
 use crate::error::{ApiError, ApiResult};
-use crate::events;
+use crate::events::{self, Event};
 use crate::http::Request;
 use crate::model::{to_json, Bot, Chat, ChatKind, StoredMessage, Tier};
 use crate::service::Ctx;
@@ -98,7 +98,9 @@ fn user_exists(ctx: &Ctx<'_>, id: &str) -> ApiResult<bool> {
 fn user_json(ctx: &Ctx<'_>, id: &str) -> ApiResult<Value> {
     ctx.conn
         .prepare_cached("SELECT display_name, handle FROM users WHERE id = ?1")?
-        .query_row([id], |r| Ok(json!({"id": id, "display_name": r.get::<_, String>(0)?, "handle": r.get::<_, Option<String>>(1)?})))
+        .query_row([id], |r| {
+            Ok(json!({"id": id, "display_name": r.get::<_, String>(0)?, "handle": r.get::<_, Option<String>>(1)?}))
+        })
         .optional()?
         .ok_or_else(user_not_found)
 }
@@ -127,7 +129,10 @@ struct BotFields<'a> {
 fn bot_fields<'a>(b: &'a Body, create: bool) -> ApiResult<BotFields<'a>> {
     let tier = match params::opt_str(b, "quota_tier")? {
         None => None,
-        Some(t) => Some(Tier::parse(t).ok_or_else(|| ApiError::invalid_field("quota_tier", "must be free, standard or official"))?),
+        Some(t) => Some(
+            Tier::parse(t)
+                .ok_or_else(|| ApiError::invalid_field("quota_tier", "must be free, standard or official"))?,
+        ),
     };
     let avatar_key = match b.get("avatar_key") {
         None => None,
@@ -252,9 +257,11 @@ fn rotate_token(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let bot = load_bot(ctx, params::req_str(b, "bot_id")?)?;
     let token = auth::new_token()?;
     let sealed = sealed_copy(ctx, bot.official, &bot.id, &token)?;
-    ctx.conn
-        .prepare_cached("UPDATE bots SET token_hash = ?1, op_token = ?2 WHERE id = ?3")?
-        .execute(params![&auth::sha256(token.as_bytes())[..], sealed, bot.id])?;
+    ctx.conn.prepare_cached("UPDATE bots SET token_hash = ?1, op_token = ?2 WHERE id = ?3")?.execute(params![
+        &auth::sha256(token.as_bytes())[..],
+        sealed,
+        bot.id
+    ])?;
     forget_bot(ctx, &bot.id);
     ctx.fx.revoked.push(bot.id.clone());
     Ok(json!({"token": token}))
@@ -269,7 +276,11 @@ fn operational_token(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         .optional()?
         .ok_or_else(bot_not_found)?;
     let not_recoverable = || {
-        ApiError::new(403, "token_not_recoverable", "only official bots have an operational token copy; rotate to get a new token")
+        ApiError::new(
+            403,
+            "token_not_recoverable",
+            "only official bots have an operational token copy; rotate to get a new token",
+        )
     };
     if !official {
         return Err(not_recoverable());
@@ -277,8 +288,13 @@ fn operational_token(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let (Some(sealed), Some(key)) = (sealed, &ctx.cfg.operational_key) else {
         return Err(not_recoverable());
     };
-    let token = auth::open_token(key, bot_id, &sealed)
-        .ok_or_else(|| ApiError::new(403, "token_not_recoverable", "the operational copy cannot be opened with the configured operational_key"))?;
+    let token = auth::open_token(key, bot_id, &sealed).ok_or_else(|| {
+        ApiError::new(
+            403,
+            "token_not_recoverable",
+            "the operational copy cannot be opened with the configured operational_key",
+        )
+    })?;
     Ok(json!({"token": token}))
 }
 
@@ -331,7 +347,12 @@ fn start_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     // Pressing start in a chat the bot was removed from brings it back.
     add_membership(ctx, &chat.id, bot_id, true)?;
     let data = json!({"chat": chat.reference(), "user": user_json(ctx, user_id)?});
-    events::emit(ctx.conn, ctx.now_ms, &chat.id, events::BOT_STARTED, data.to_string().as_bytes(), None, None, None, &mut ctx.fx.woken)?;
+    events::emit(
+        ctx.conn,
+        ctx.now_ms,
+        Event::new(&chat.id, events::BOT_STARTED, data.to_string().as_bytes()),
+        &mut ctx.fx.woken,
+    )?;
     load_chat(ctx, &chat.id)?.to_json(ctx.conn)
 }
 
@@ -352,7 +373,7 @@ fn set_blocked(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         ctx.conn.prepare_cached(&sql)?.execute(params![blocked, chat.id])?;
         let kind = if blocked { events::BLOCKED } else { events::UNBLOCKED };
         let data = json!({"chat": chat.reference(), "by": by});
-        events::emit(ctx.conn, ctx.now_ms, &chat.id, kind, data.to_string().as_bytes(), None, None, None, &mut ctx.fx.woken)?;
+        events::emit(ctx.conn, ctx.now_ms, Event::new(&chat.id, kind, data.to_string().as_bytes()), &mut ctx.fx.woken)?;
     }
     Ok(Value::Bool(true))
 }
@@ -368,9 +389,21 @@ fn member_kind(ctx: &Ctx<'_>, id: &str) -> ApiResult<bool> {
     Err(ApiError::new(404, "member_not_found", format!("no user or bot with id {id}")).with_param("field", "member_id"))
 }
 
-fn member_event(ctx: &mut Ctx<'_>, chat: &Chat, member_id: &str, is_bot: bool, kind: &str, extra: Option<&str>) -> ApiResult<()> {
+fn member_event(
+    ctx: &mut Ctx<'_>,
+    chat: &Chat,
+    member_id: &str,
+    is_bot: bool,
+    kind: &str,
+    extra: Option<&str>,
+) -> ApiResult<()> {
     let data = json!({"chat": chat.reference(), "member": {"id": member_id, "is_bot": is_bot}});
-    events::emit(ctx.conn, ctx.now_ms, &chat.id, kind, data.to_string().as_bytes(), None, extra, None, &mut ctx.fx.woken)
+    events::emit(
+        ctx.conn,
+        ctx.now_ms,
+        Event { extra, ..Event::new(&chat.id, kind, data.to_string().as_bytes()) },
+        &mut ctx.fx.woken,
+    )
 }
 
 fn create_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
@@ -380,13 +413,17 @@ fn create_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(a)) => a
             .iter()
-            .map(|v| v.as_str().ok_or_else(|| ApiError::invalid_field("member_ids", "must be an array of user and bot ids")))
+            .map(|v| {
+                v.as_str().ok_or_else(|| ApiError::invalid_field("member_ids", "must be an array of user and bot ids"))
+            })
             .collect::<ApiResult<_>>()?,
         Some(_) => return Err(ApiError::invalid_field("member_ids", "must be an array of user and bot ids")),
     };
     let id = auth::new_id("spc_")?;
     ctx.conn
-        .prepare_cached("INSERT INTO chats (id, type, title, bots_can_send, created_at) VALUES (?1, 'group', ?2, ?3, ?4)")?
+        .prepare_cached(
+            "INSERT INTO chats (id, type, title, bots_can_send, created_at) VALUES (?1, 'group', ?2, ?3, ?4)",
+        )?
         .execute(params![id, title, bots_can_send, ctx.now_s()])?;
     let chat = load_chat(ctx, &id)?;
     for m in ids {
@@ -403,7 +440,9 @@ fn add_member(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let member_id = params::req_str(b, "member_id")?;
     let is_bot = member_kind(ctx, member_id)?;
     match chat.kind {
-        ChatKind::Private if chat.bot_id.as_deref() != Some(member_id) && chat.user_id.as_deref() != Some(member_id) => {
+        ChatKind::Private
+            if chat.bot_id.as_deref() != Some(member_id) && chat.user_id.as_deref() != Some(member_id) =>
+        {
             return Err(ApiError::invalid_field("member_id", "a private chat holds only its user and its bot"));
         }
         ChatKind::Group if chat.dissolved => return Err(ApiError::chat_dissolved()),
@@ -419,7 +458,9 @@ fn remove_member(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
     let member_id = params::req_str(b, "member_id")?;
     let Some(active) = crate::model::membership(ctx.conn, &chat.id, member_id)? else {
-        return Err(ApiError::new(404, "member_not_found", "not a member of this chat").with_param("field", "member_id"));
+        return Err(
+            ApiError::new(404, "member_not_found", "not a member of this chat").with_param("field", "member_id")
+        );
     };
     if active {
         let is_bot: bool = ctx
@@ -450,9 +491,16 @@ fn set_group_permissions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         return Err(ApiError::chat_dissolved());
     }
     if chat.bots_can_send != bots_can_send {
-        ctx.conn.prepare_cached("UPDATE chats SET bots_can_send = ?1 WHERE id = ?2")?.execute(params![bots_can_send, chat.id])?;
+        ctx.conn
+            .prepare_cached("UPDATE chats SET bots_can_send = ?1 WHERE id = ?2")?
+            .execute(params![bots_can_send, chat.id])?;
         let data = json!({"chat": chat.reference(), "bots_can_send": bots_can_send});
-        events::emit(ctx.conn, ctx.now_ms, &chat.id, events::CHAT_PERMISSIONS_CHANGED, data.to_string().as_bytes(), None, None, None, &mut ctx.fx.woken)?;
+        events::emit(
+            ctx.conn,
+            ctx.now_ms,
+            Event::new(&chat.id, events::CHAT_PERMISSIONS_CHANGED, data.to_string().as_bytes()),
+            &mut ctx.fx.woken,
+        )?;
     }
     Ok(Value::Bool(true))
 }
@@ -462,7 +510,12 @@ fn dissolve_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     if !chat.dissolved {
         ctx.conn.prepare_cached("UPDATE chats SET dissolved = 1 WHERE id = ?1")?.execute([&chat.id])?;
         let data = json!({"chat": chat.reference()});
-        events::emit(ctx.conn, ctx.now_ms, &chat.id, events::CHAT_DISSOLVED, data.to_string().as_bytes(), None, None, None, &mut ctx.fx.woken)?;
+        events::emit(
+            ctx.conn,
+            ctx.now_ms,
+            Event::new(&chat.id, events::CHAT_DISSOLVED, data.to_string().as_bytes()),
+            &mut ctx.fx.woken,
+        )?;
     }
     Ok(Value::Bool(true))
 }
@@ -523,7 +576,7 @@ fn chat_history(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         if m.deleted {
             out.push(json!({"message_id": m.message_id.to_string(), "deleted": true}));
         } else {
-            out.push(serde_json::to_value(m.json(chat.reference())).map_err(|e| ApiError::internal(e))?);
+            out.push(serde_json::to_value(m.json(chat.reference())).map_err(ApiError::internal)?);
         }
     }
     Ok(Value::Array(out))
@@ -545,7 +598,10 @@ fn chat_actions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let offset = params::opt_uint(b, "offset", i64::MAX as u64)?;
     let limit = params::opt_uint(b, "limit", 1000)?.unwrap_or(100).max(1);
-    let confirmed: i64 = ctx.conn.prepare_cached("SELECT value FROM meta WHERE key = 'updates_confirmed'")?.query_row([], |r| r.get(0))?;
+    let confirmed: i64 = ctx
+        .conn
+        .prepare_cached("SELECT value FROM meta WHERE key = 'updates_confirmed'")?
+        .query_row([], |r| r.get(0))?;
     let from = match offset {
         Some(o) => {
             let o = o as i64;
@@ -556,7 +612,9 @@ fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         }
         None => confirmed,
     };
-    let mut st = ctx.conn.prepare_cached("SELECT update_id, type, data FROM updates WHERE update_id >= ?1 ORDER BY update_id LIMIT ?2")?;
+    let mut st = ctx.conn.prepare_cached(
+        "SELECT update_id, type, data FROM updates WHERE update_id >= ?1 ORDER BY update_id LIMIT ?2",
+    )?;
     let rows = st.query_map(params![from, limit as i64], |r| {
         let data: String = r.get(2)?;
         Ok(json!({"update_id": r.get::<_, i64>(0)?, "type": r.get::<_, String>(1)?, "data": raw(&data)}))
@@ -580,7 +638,11 @@ fn stats(ctx: &mut Ctx<'_>) -> ApiResult<Value> {
 
 fn advance_clock(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     if !ctx.clock.is_manual() {
-        return Err(ApiError::new(404, "method_not_found", "advanceClock exists only when the service runs on the manual clock"));
+        return Err(ApiError::new(
+            404,
+            "method_not_found",
+            "advanceClock exists only when the service runs on the manual clock",
+        ));
     }
     let ms = match b.get("seconds") {
         None | Some(Value::Null) => return Err(ApiError::missing_field("seconds")),

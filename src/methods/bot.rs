@@ -6,7 +6,7 @@ use super::messages;
 use super::params::{self, Body};
 use crate::auth;
 use crate::error::{ApiError, ApiResult};
-use crate::events;
+use crate::events::{self, Event};
 use crate::http::Request;
 use crate::model::{to_json, Bot, Chat, ChatKind, StoredMessage, Tier};
 use crate::ratelimit::Scope;
@@ -87,7 +87,11 @@ fn check_send_permission(chat: &Chat, member: bool) -> ApiResult<()> {
                 return Err(ApiError::chat_dissolved());
             }
             if !chat.bots_can_send {
-                return Err(ApiError::new(403, "bots_cannot_send", "the group's permissions do not allow bots to send"));
+                return Err(ApiError::new(
+                    403,
+                    "bots_cannot_send",
+                    "the group's permissions do not allow bots to send",
+                ));
             }
         }
     }
@@ -130,7 +134,9 @@ fn rate_limit(ctx: &mut Ctx<'_>, bot: &Bot, chat: &Chat) -> ApiResult<()> {
 
 /// The Idempotency-Key header: 1 to 64 visible ASCII characters.
 fn idempotency_key<'a>(req: &Request<'a>) -> ApiResult<Option<&'a str>> {
-    let Some(raw) = req.header("idempotency-key") else { return Ok(None) };
+    let Some(raw) = req.header("idempotency-key") else {
+        return Ok(None);
+    };
     match std::str::from_utf8(raw) {
         Ok(k) if (1..=64).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()) => Ok(Some(k)),
         _ => Err(ApiError::invalid_field("Idempotency-Key", "must be 1 to 64 visible ASCII characters")),
@@ -156,14 +162,20 @@ fn send_message(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Ve
         let cutoff = ctx.now_ms.saturating_sub(super::IDEMPOTENCY_TTL_MS) as i64;
         let prior: Option<(Vec<u8>, String)> = ctx
             .conn
-            .prepare_cached("SELECT request_hash, result FROM idempotency WHERE bot_id = ?1 AND key = ?2 AND created_at_ms >= ?3")?
+            .prepare_cached(
+                "SELECT request_hash, result FROM idempotency WHERE bot_id = ?1 AND key = ?2 AND created_at_ms >= ?3",
+            )?
             .query_row(params![bot.id, key, cutoff], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
         if let Some((prior_hash, result)) = prior {
             if auth::constant_time_eq(&prior_hash, hash) {
                 return Ok(result.into_bytes());
             }
-            return Err(ApiError::new(409, "idempotency_key_reused", "this Idempotency-Key was used with a different request"));
+            return Err(ApiError::new(
+                409,
+                "idempotency_key_reused",
+                "this Idempotency-Key was used with a different request",
+            ));
         }
     }
     let (chat, member) = visible_chat(ctx, bot, chat_id)?;
@@ -183,14 +195,19 @@ fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<
     let chat_id = params::req_str(body, "chat_id")?;
     let action = params::req_str(body, "action")?;
     if !CHAT_ACTIONS.contains(&action) {
-        return Err(ApiError::invalid_field("action", "must be one of typing, upload_photo, upload_document, record_voice, upload_voice"));
+        return Err(ApiError::invalid_field(
+            "action",
+            "must be one of typing, upload_photo, upload_document, record_voice, upload_voice",
+        ));
     }
     let (chat, member) = visible_chat(ctx, bot, chat_id)?;
     check_send_permission(&chat, member)?;
     rate_limit(ctx, bot, &chat)?;
     let expires = ctx.now_ms + CHAT_ACTION_TTL_MS;
     ctx.conn
-        .prepare_cached("INSERT OR REPLACE INTO chat_actions (chat_id, bot_id, action, expires_at_ms) VALUES (?1, ?2, ?3, ?4)")?
+        .prepare_cached(
+            "INSERT OR REPLACE INTO chat_actions (chat_id, bot_id, action, expires_at_ms) VALUES (?1, ?2, ?3, ?4)",
+        )?
         .execute(params![chat.id, bot.id, action, expires as i64])?;
     let data = serde_json::json!({
         "chat": chat.reference(),
@@ -257,5 +274,10 @@ pub fn delete_stored(ctx: &mut Ctx<'_>, chat: &Chat, message_id: i64, exclude: O
         .execute(params![chat.id, message_id])?;
     events::scrub_message_text(ctx.conn, &chat.id, message_id)?;
     let data = serde_json::json!({"chat": chat.reference(), "message_id": message_id.to_string()});
-    events::emit(ctx.conn, ctx.now_ms, &chat.id, events::MESSAGE_DELETED, data.to_string().as_bytes(), exclude, None, None, &mut ctx.fx.woken)
+    events::emit(
+        ctx.conn,
+        ctx.now_ms,
+        Event { exclude, ..Event::new(&chat.id, events::MESSAGE_DELETED, data.to_string().as_bytes()) },
+        &mut ctx.fx.woken,
+    )
 }

@@ -2,7 +2,7 @@
 //! sendUserMessage both go through [`post`], as the seed requires.
 
 use crate::error::{ApiError, ApiResult};
-use crate::events;
+use crate::events::{self, Event};
 use crate::model::{to_json, Chat, MessageJson, Sender, StoredMessage};
 use crate::service::Ctx;
 use rusqlite::params;
@@ -13,8 +13,12 @@ pub fn check_reply_target(ctx: &Ctx<'_>, chat: &Chat, reply_to: Option<i64>) -> 
         match StoredMessage::load(ctx.conn, &chat.id, r)? {
             Some(m) if !m.deleted => {}
             _ => {
-                return Err(ApiError::new(400, "reply_target_not_found", "reply_to_message_id names no live message in this chat")
-                    .with_param("field", "reply_to_message_id"))
+                return Err(ApiError::new(
+                    400,
+                    "reply_target_not_found",
+                    "reply_to_message_id names no live message in this chat",
+                )
+                .with_param("field", "reply_to_message_id"))
             }
         }
     }
@@ -23,10 +27,19 @@ pub fn check_reply_target(ctx: &Ctx<'_>, chat: &Chat, reply_to: Option<i64>) -> 
 
 /// Stores a message with the chat's next number, emits `message_created`
 /// and returns the message JSON.
-pub fn post(ctx: &mut Ctx<'_>, chat: &Chat, sender_id: &str, sender_is_bot: bool, text: &str, reply_to: Option<i64>) -> ApiResult<Vec<u8>> {
+pub fn post(
+    ctx: &mut Ctx<'_>,
+    chat: &Chat,
+    sender_id: &str,
+    sender_is_bot: bool,
+    text: &str,
+    reply_to: Option<i64>,
+) -> ApiResult<Vec<u8>> {
     let message_id: i64 = ctx
         .conn
-        .prepare_cached("UPDATE chats SET last_message_id = last_message_id + 1 WHERE id = ?1 RETURNING last_message_id")?
+        .prepare_cached(
+            "UPDATE chats SET last_message_id = last_message_id + 1 WHERE id = ?1 RETURNING last_message_id",
+        )?
         .query_row([&chat.id], |r| r.get(0))?;
     let date = ctx.now_s();
     ctx.conn
@@ -55,10 +68,22 @@ pub fn post(ctx: &mut Ctx<'_>, chat: &Chat, sender_id: &str, sender_is_bot: bool
 }
 
 /// Emits `{"message": <json>}` as `kind`.
-pub fn emit_message(ctx: &mut Ctx<'_>, chat: &Chat, kind: &str, message_id: i64, message_json: &[u8], exclude: Option<&str>) -> ApiResult<()> {
+pub fn emit_message(
+    ctx: &mut Ctx<'_>,
+    chat: &Chat,
+    kind: &str,
+    message_id: i64,
+    message_json: &[u8],
+    exclude: Option<&str>,
+) -> ApiResult<()> {
     let mut data = Vec::with_capacity(message_json.len() + 12);
     data.extend_from_slice(b"{\"message\":");
     data.extend_from_slice(message_json);
     data.push(b'}');
-    events::emit(ctx.conn, ctx.now_ms, &chat.id, kind, &data, exclude, None, Some(message_id), &mut ctx.fx.woken)
+    events::emit(
+        ctx.conn,
+        ctx.now_ms,
+        Event { exclude, message: Some(message_id), ..Event::new(&chat.id, kind, &data) },
+        &mut ctx.fx.woken,
+    )
 }

@@ -91,14 +91,17 @@ pub fn req_message_id(b: &Body, field: &str) -> ApiResult<i64> {
 pub const MAX_TEXT_CHARS: usize = 5000;
 
 /// `text`: required, 1 to 5000 Unicode scalar values.
-pub fn text<'a>(b: &'a Body) -> ApiResult<&'a str> {
+pub fn text(b: &Body) -> ApiResult<&str> {
     let t = req_str(b, "text")?;
     if t.is_empty() {
-        return Err(ApiError::new(400, "text_empty", "text must contain at least 1 character").with_param("field", "text"));
+        return Err(
+            ApiError::new(400, "text_empty", "text must contain at least 1 character").with_param("field", "text")
+        );
     }
     // Bytes bound chars from above: only long strings need counting.
     if t.len() > MAX_TEXT_CHARS && t.chars().count() > MAX_TEXT_CHARS {
-        return Err(ApiError::new(400, "text_too_long", "text must contain at most 5000 characters").with_param("field", "text"));
+        return Err(ApiError::new(400, "text_too_long", "text must contain at most 5000 characters")
+            .with_param("field", "text"));
     }
     Ok(t)
 }
@@ -108,7 +111,8 @@ pub fn parse_mode(b: &Body) -> ApiResult<()> {
     match b.get("parse_mode") {
         None | Some(Value::Null) => Ok(()),
         Some(Value::String(s)) if s == "plain" => Ok(()),
-        Some(_) => Err(ApiError::new(400, "unsupported_parse_mode", "only parse_mode \"plain\" is supported").with_param("field", "parse_mode")),
+        Some(_) => Err(ApiError::new(400, "unsupported_parse_mode", "only parse_mode \"plain\" is supported")
+            .with_param("field", "parse_mode")),
     }
 }
 

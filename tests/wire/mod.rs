@@ -58,7 +58,11 @@ pub struct Server {
 /// A fresh, empty temp directory (removed by its server, or by the caller).
 pub fn temp_dir(tag: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
-    let d = std::env::temp_dir().join(format!("botspace-{tag}-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
+    let d = std::env::temp_dir().join(format!(
+        "botspace-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("create temp dir");
     d
@@ -208,7 +212,8 @@ impl Server {
         if let Some(a) = auth {
             req = req.header("Authorization", a);
         }
-        let r = req.content_type("application/json").send(body.to_string()).unwrap_or_else(|e| panic!("POST {path}: {e}"));
+        let r =
+            req.content_type("application/json").send(body.to_string()).unwrap_or_else(|e| panic!("POST {path}: {e}"));
         Resp::from_ureq(r)
     }
 
@@ -238,7 +243,8 @@ impl Server {
     /// A user, a bot of `tier` and their started private chat.
     pub fn world(&self, tier: &str) -> World {
         let user = self.admin("createUser", &json!({"display_name": "Ann", "handle": "ann"}));
-        let created = self.admin("createBot", &json!({"display_name": "Echo", "handle": "echo_bot", "quota_tier": tier}));
+        let created =
+            self.admin("createBot", &json!({"display_name": "Echo", "handle": "echo_bot", "quota_tier": tier}));
         let bot = created["bot"].clone();
         let token = created["token"].as_str().expect("token").to_string();
         let bot_id = bot["id"].as_str().unwrap().to_string();
@@ -254,13 +260,18 @@ impl Server {
 
     /// Opens a gateway connection; panics unless the server answers 101.
     pub fn gateway(&self, token: &str, query: &str) -> Gw {
-        self.try_gateway(token, query).unwrap_or_else(|r| panic!("gateway upgrade refused: {} {}", r.status, String::from_utf8_lossy(&r.body)))
+        self.try_gateway(token, query)
+            .unwrap_or_else(|r| panic!("gateway upgrade refused: {} {}", r.status, String::from_utf8_lossy(&r.body)))
     }
 
     /// Opens a gateway connection, or returns the refusal.
     pub fn try_gateway(&self, token: &str, query: &str) -> Result<Gw, RawResponse> {
         let stream = self.connect();
-        let mut req = tungstenite::client::IntoClientRequest::into_client_request(format!("ws://{}/bot/gateway{query}", self.addr)).unwrap();
+        let mut req = tungstenite::client::IntoClientRequest::into_client_request(format!(
+            "ws://{}/bot/gateway{query}",
+            self.addr
+        ))
+        .unwrap();
         req.headers_mut().insert("Authorization", format!("Bot {token}").parse().unwrap());
         match tungstenite::client::client(req, stream) {
             Ok((ws, resp)) => {
@@ -351,7 +362,8 @@ pub struct Resp {
 impl Resp {
     pub fn from_ureq(mut r: ureq::http::Response<ureq::Body>) -> Resp {
         let status = r.status().as_u16();
-        let headers = r.headers().iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect();
+        let headers =
+            r.headers().iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect();
         let text = r.body_mut().read_to_string().expect("read body");
         let body = serde_json::from_str(&text).unwrap_or_else(|e| panic!("body is not JSON ({e}): {text:?}"));
         Resp { status, headers, body }
@@ -381,7 +393,8 @@ impl RawResponse {
     }
 
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("body is not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
     }
 
     pub fn assert_error(&self, status: u16, code: &str) {
@@ -406,7 +419,10 @@ fn assert_error(status: u16, code: &str, got_status: u16, body: &Value, content_
     assert_eq!(o.get("error"), Some(&json!(code)), "{body}");
     assert!(o.get("description").is_some_and(|d| d.as_str().is_some_and(|d| !d.is_empty())), "description: {body}");
     for k in o.keys() {
-        assert!(["ok", "error_code", "error", "description", "parameters"].contains(&k.as_str()), "unexpected field {k} in {body}");
+        assert!(
+            ["ok", "error_code", "error", "description", "parameters"].contains(&k.as_str()),
+            "unexpected field {k} in {body}"
+        );
     }
 }
 
@@ -422,7 +438,8 @@ pub fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>) -> RawResponse {
             let status_line = lines.next().unwrap_or("");
             let mut parts = status_line.splitn(3, ' ');
             assert_eq!(parts.next(), Some("HTTP/1.1"), "status line {status_line:?}");
-            let status: u16 = parts.next().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("status line {status_line:?}"));
+            let status: u16 =
+                parts.next().and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("status line {status_line:?}"));
             let headers: Vec<(String, String)> = lines
                 .filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())))
                 .collect();
@@ -464,7 +481,9 @@ pub fn assert_eof(s: &mut TcpStream) {
 /// A bot method request, byte for byte.
 pub fn bot_request(token: &str, method: &str, body: Option<&Value>) -> Vec<u8> {
     match body {
-        None => format!("POST /bot/{method} HTTP/1.1\r\nHost: botspace\r\nAuthorization: Bot {token}\r\n\r\n").into_bytes(),
+        None => {
+            format!("POST /bot/{method} HTTP/1.1\r\nHost: botspace\r\nAuthorization: Bot {token}\r\n\r\n").into_bytes()
+        }
         Some(b) => {
             let b = b.to_string();
             format!(
@@ -518,7 +537,11 @@ impl Gw {
         assert_eq!(h["op"], json!("hello"), "{h}");
         let mut keys: Vec<&str> = h.as_object().unwrap().keys().map(|k| k.as_str()).collect();
         keys.sort_unstable();
-        assert_eq!(keys, ["bot", "heartbeat_interval_ms", "op", "replay_from", "replay_truncated", "session_id"], "{h}");
+        assert_eq!(
+            keys,
+            ["bot", "heartbeat_interval_ms", "op", "replay_from", "replay_truncated", "session_id"],
+            "{h}"
+        );
         h
     }
 
@@ -559,7 +582,8 @@ impl Gw {
 
     /// Closes from the bot's side with a normal close and completes the handshake.
     pub fn close(mut self) {
-        let _ = self.ws.close(Some(tungstenite::protocol::CloseFrame { code: CloseCode::Normal, reason: "bye".into() }));
+        let _ =
+            self.ws.close(Some(tungstenite::protocol::CloseFrame { code: CloseCode::Normal, reason: "bye".into() }));
         while self.ws.read().is_ok() {}
     }
 

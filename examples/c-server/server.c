@@ -1,0 +1,1157 @@
+/*
+ * botspace-server: botspace over real TCP, in portable C (C11 + POSIX).
+ *
+ *   botspace-server [--addr HOST:PORT] [--db PATH] [--admin-secret S] [--manual-clock]
+ *
+ * One thread, one poll(2) loop, non-blocking sockets. HTTP/1.1 keep-alive
+ * and pipelining are driven by botspace_service_frame_request(); pipelined
+ * requests that arrive together are answered with one group commit
+ * (botspace_service_handle_batch). Partial reads and writes are buffered
+ * per connection. GET /bot/gateway upgrades a connection to the bot
+ * gateway: the connection then owns a botspace_gateway that is fed what the
+ * socket delivers and polled when its bot has new events (the wake-up
+ * callback writes to a self-pipe), when its deadline passes, or after a
+ * request moved the manual clock.
+ *
+ * It behaves like the Rust example server (examples/server.rs): the same
+ * flags, the same first line `botspace listening on http://HOST:PORT`, the
+ * same demo data on an empty database, `botspace ready` at the end of the
+ * start-up output, and a clean stop on SIGINT/SIGTERM.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "botspace.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TICK_MS 250u                /* longest sleep: stop flag, manual clock */
+#define IDLE_TIMEOUT_MS 120000u     /* idle keep-alive connection */
+#define WRITE_TIMEOUT_MS 30000u     /* peer that takes none of our bytes */
+#define MAX_BATCH 64                /* pipelined requests committed together */
+#define LINGER_MS 2000u             /* lingering close after an error */
+#define LINGER_BYTES (4u << 20)
+#define DRAIN_MS 5000u              /* how long a stop waits for connections */
+#define READ_CHUNK 65536u
+#define READ_PER_TURN (256u * 1024u) /* fairness between connections */
+#define OUT_HIGH_WATER (1u << 20)   /* stop reading while this much is unsent */
+
+static const char USAGE[] =
+    "usage: botspace-server [--addr HOST:PORT] [--db PATH] [--admin-secret S] [--manual-clock]\n"
+    "\n"
+    "  --addr HOST:PORT     address to listen on (default 127.0.0.1:8080; port 0 picks a free port)\n"
+    "  --db PATH            SQLite database file, or :memory: (default botspace.db)\n"
+    "  --admin-secret S     secret for Authorization: Admin <S> on /admin/ (at least 16 characters);\n"
+    "                       BOTSPACE_ADMIN_SECRET may replace it; with neither, one is generated\n"
+    "  --manual-clock       time moves only through /admin/advanceClock (for tests)\n";
+
+/* ------------------------------------------------------------------------ */
+/* Small utilities */
+
+static void die_oom(void) {
+    fputs("out of memory\n", stderr);
+    exit(1);
+}
+
+static void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) die_oom();
+    return q;
+}
+
+static uint64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A growable byte buffer; bytes before `off` are already consumed/sent. */
+typedef struct {
+    unsigned char *p;
+    size_t len, cap, off;
+} buf_t;
+
+static void buf_reserve(buf_t *b, size_t extra) {
+    if (b->len + extra <= b->cap) return;
+    if (b->off > 0) { /* compact first */
+        memmove(b->p, b->p + b->off, b->len - b->off);
+        b->len -= b->off;
+        b->off = 0;
+        if (b->len + extra <= b->cap) return;
+    }
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + extra) cap *= 2;
+    b->p = xrealloc(b->p, cap);
+    b->cap = cap;
+}
+
+static void buf_add(buf_t *b, const void *data, size_t n) {
+    if (n == 0) return;
+    buf_reserve(b, n);
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+}
+
+static size_t buf_pending(const buf_t *b) { return b->len - b->off; }
+static unsigned char *buf_data(const buf_t *b) { return b->p + b->off; }
+
+static void buf_consume(buf_t *b, size_t n) {
+    b->off += n;
+    if (b->off == b->len) b->off = b->len = 0;
+}
+
+static void buf_free(buf_t *b) {
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+/* Prints one line and flushes: the test harness reads stdout through a pipe. */
+static void say(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    fflush(stdout);
+}
+
+static void set_nonblocking(int fd) {
+    int fl = fcntl(fd, F_GETFL, 0);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    int fdfl = fcntl(fd, F_GETFD, 0);
+    if (fdfl >= 0) fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC);
+}
+
+/* Appends `s` as a JSON string literal. */
+static void json_str(buf_t *b, const char *s) {
+    buf_add(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char esc[8];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            buf_add(b, esc, 2);
+        } else if (c < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            buf_add(b, esc, 6);
+        } else {
+            buf_add(b, &c, 1);
+        }
+    }
+    buf_add(b, "\"", 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Wake-ups: the callback runs on whichever thread committed a change (here
+ * always the loop thread, inside handle_request), records the bot id and
+ * writes one byte to the self-pipe so a sleeping poll(2) returns. */
+
+static int wake_pipe[2] = {-1, -1};
+static pthread_mutex_t wake_mu = PTHREAD_MUTEX_INITIALIZER;
+static char **wake_ids;
+static size_t wake_n, wake_cap;
+
+static void on_wake(void *user_data, const char *bot_id, size_t bot_id_len) {
+    (void)user_data;
+    pthread_mutex_lock(&wake_mu);
+    int seen = 0;
+    for (size_t i = 0; i < wake_n; i++) {
+        if (strlen(wake_ids[i]) == bot_id_len && memcmp(wake_ids[i], bot_id, bot_id_len) == 0) {
+            seen = 1;
+            break;
+        }
+    }
+    if (!seen) {
+        if (wake_n == wake_cap) {
+            wake_cap = wake_cap ? wake_cap * 2 : 16;
+            wake_ids = xrealloc(wake_ids, wake_cap * sizeof *wake_ids);
+        }
+        char *id = malloc(bot_id_len + 1);
+        if (!id) die_oom();
+        memcpy(id, bot_id, bot_id_len + 1);
+        wake_ids[wake_n++] = id;
+    }
+    pthread_mutex_unlock(&wake_mu);
+    char one = 1;
+    /* Non-blocking: a full pipe already guarantees a wake-up. */
+    ssize_t w = write(wake_pipe[1], &one, 1);
+    (void)w;
+}
+
+/* Takes the pending bot ids (caller frees them and the array). */
+static char **take_wakes(size_t *n) {
+    pthread_mutex_lock(&wake_mu);
+    char **ids = wake_ids;
+    *n = wake_n;
+    wake_ids = NULL;
+    wake_n = wake_cap = 0;
+    pthread_mutex_unlock(&wake_mu);
+    return ids;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Signals: the handler sets a flag and writes to the self-pipe (both
+ * async-signal-safe). */
+
+static volatile sig_atomic_t stop_requested = 0;
+
+static void on_signal(int sig) {
+    (void)sig;
+    int saved = errno;
+    stop_requested = 1;
+    char one = 1;
+    ssize_t w = write(wake_pipe[1], &one, 1);
+    (void)w;
+    errno = saved;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Connections */
+
+enum conn_state {
+    ST_HTTP,    /* reading requests */
+    ST_GATEWAY, /* upgraded: WebSocket bytes to and from the gateway */
+    ST_CLOSING, /* flush `out`, then close (or linger) */
+    ST_LINGER   /* write side shut: discard input until EOF or a deadline */
+};
+
+typedef struct conn {
+    int fd;
+    enum conn_state st;
+    buf_t in, out;
+    botspace_gateway *gw;
+    const char *bot_id; /* owned by gw */
+    int continue_sent;
+    int linger;   /* ST_CLOSING: linger after the flush instead of closing */
+    int peer_eof; /* gateway: the bot closed its side */
+    uint64_t last_activity;
+    uint64_t stalled_since; /* 0: not waiting for the peer to read */
+    uint64_t linger_until;
+    size_t lingered;
+} conn_t;
+
+static botspace_service *svc;
+static conn_t **conns;
+static size_t nconns, conns_cap;
+
+static uint64_t svc_now(void) {
+    uint64_t now = 0;
+    botspace_service_now_ms(svc, &now);
+    return now;
+}
+
+static void conn_close(conn_t *c) {
+    botspace_gateway_free(&c->gw);
+    c->bot_id = NULL;
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+}
+
+static void conn_free(conn_t *c) {
+    conn_close(c);
+    buf_free(&c->in);
+    buf_free(&c->out);
+    free(c);
+}
+
+/* Writes as much of `out` as the socket takes. Returns -1 on a dead peer. */
+static int conn_flush(conn_t *c, uint64_t now) {
+    while (buf_pending(&c->out) > 0) {
+        int flags = 0;
+#ifdef MSG_NOSIGNAL
+        flags |= MSG_NOSIGNAL;
+#endif
+        ssize_t n = send(c->fd, buf_data(&c->out), buf_pending(&c->out), flags);
+        if (n > 0) {
+            buf_consume(&c->out, (size_t)n);
+            c->stalled_since = 0;
+            c->last_activity = now;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (!c->stalled_since) c->stalled_since = now;
+            return 0;
+        } else {
+            return -1;
+        }
+    }
+    c->stalled_since = 0;
+    return 0;
+}
+
+/* Ends the connection once `out` is sent: closing at once, or lingering
+ * (the request may have left bytes unread: stop sending, then discard what
+ * still arrives for a bounded time, so the peer gets our answer rather than
+ * a reset). */
+static void conn_finish(conn_t *c, int linger) {
+    botspace_gateway_free(&c->gw);
+    c->bot_id = NULL;
+    c->st = ST_CLOSING;
+    c->linger = linger;
+}
+
+/* ------------------------------------------------------------------------ */
+/* HTTP */
+
+typedef struct {
+    int gateway, close, http10, expect_continue;
+} head_t;
+
+static const unsigned char *find_crlfcrlf(const unsigned char *p, size_t n) {
+    for (size_t i = 0; i + 3 < n; i++)
+        if (p[i] == '\r' && p[i + 1] == '\n' && p[i + 2] == '\r' && p[i + 3] == '\n') return p + i;
+    return NULL;
+}
+
+static int token_eq(const char *s, size_t n, const char *word) {
+    while (n > 0 && (*s == ' ' || *s == '\t')) s++, n--;
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t')) n--;
+    return n == strlen(word) && strncasecmp(s, word, n) == 0;
+}
+
+/* Reads what this server needs from a request head. 0 when there is no
+ * complete head. */
+static int parse_head(const unsigned char *req, size_t n, head_t *h) {
+    const unsigned char *end = find_crlfcrlf(req, n);
+    if (!end) return 0;
+    memset(h, 0, sizeof *h);
+    const char *p = (const char *)req, *e = (const char *)end;
+    const char *eol = p;
+    while (eol < e && *eol != '\r') eol++;
+    /* request line: METHOD SP TARGET SP VERSION */
+    const char *sp1 = memchr(p, ' ', (size_t)(eol - p));
+    if (!sp1) return 0;
+    const char *target = sp1 + 1;
+    const char *sp2 = memchr(target, ' ', (size_t)(eol - target));
+    const char *tend = sp2 ? sp2 : eol;
+    const char *q = memchr(target, '?', (size_t)(tend - target));
+    const char *pend = q ? q : tend;
+    h->gateway = (size_t)(pend - target) == strlen("/bot/gateway") && memcmp(target, "/bot/gateway", 12) == 0;
+    if (sp2) h->http10 = token_eq(sp2 + 1, (size_t)(eol - sp2 - 1), "HTTP/1.0");
+    int close_tok = 0, keep_tok = 0;
+    const char *line = eol + 2;
+    while (line < e) {
+        const char *le = line;
+        while (le < e && *le != '\r') le++;
+        const char *colon = memchr(line, ':', (size_t)(le - line));
+        if (colon) {
+            size_t nlen = (size_t)(colon - line);
+            const char *v = colon + 1;
+            size_t vlen = (size_t)(le - v);
+            if (token_eq(line, nlen, "connection")) {
+                const char *t = v;
+                while (t <= v + vlen) {
+                    const char *comma = memchr(t, ',', (size_t)(v + vlen - t));
+                    const char *te = comma ? comma : v + vlen;
+                    if (token_eq(t, (size_t)(te - t), "close")) close_tok = 1;
+                    if (token_eq(t, (size_t)(te - t), "keep-alive")) keep_tok = 1;
+                    t = te + 1;
+                }
+            } else if (token_eq(line, nlen, "expect")) {
+                if (token_eq(v, vlen, "100-continue")) h->expect_continue = 1;
+            }
+        }
+        line = le + 2;
+    }
+    h->close = close_tok || (h->http10 && !keep_tok);
+    return 1;
+}
+
+/* Appends a response, adding a Connection header after the status line when
+ * the request needs one. */
+static void add_response(buf_t *out, const unsigned char *resp, size_t n, const head_t *h) {
+    const char *extra = NULL;
+    if (h && h->close) extra = "Connection: close\r\n";
+    else if (h && h->http10) extra = "Connection: keep-alive\r\n";
+    if (!extra) {
+        buf_add(out, resp, n);
+        return;
+    }
+    size_t i = 0;
+    while (i + 1 < n && !(resp[i] == '\r' && resp[i + 1] == '\n')) i++;
+    size_t split = i + 2 <= n ? i + 2 : n;
+    buf_add(out, resp, split);
+    buf_add(out, extra, strlen(extra));
+    buf_add(out, resp + split, n - split);
+}
+
+typedef struct {
+    size_t start, len;
+    head_t head;
+} pending_req;
+
+/* Answers the batched requests in order: one commit for all of them. */
+static void answer(conn_t *c, pending_req *batch, size_t *nbatch) {
+    size_t n = *nbatch;
+    if (n == 0) return;
+    const unsigned char *base = c->in.p;
+    if (n == 1) {
+        botspace_bytes r = {NULL, 0};
+        if (botspace_service_handle_request(svc, base + batch[0].start, batch[0].len, &r) == BOTSPACE_STATUS_OK)
+            add_response(&c->out, r.ptr, r.len, &batch[0].head);
+        botspace_bytes_free(&r);
+    } else {
+        botspace_slice reqs[MAX_BATCH];
+        botspace_bytes resps[MAX_BATCH];
+        for (size_t i = 0; i < n; i++) {
+            reqs[i].ptr = base + batch[i].start;
+            reqs[i].len = batch[i].len;
+        }
+        if (botspace_service_handle_batch(svc, reqs, n, resps) == BOTSPACE_STATUS_OK) {
+            for (size_t i = 0; i < n; i++) {
+                add_response(&c->out, resps[i].ptr, resps[i].len, &batch[i].head);
+                botspace_bytes_free(&resps[i]);
+            }
+        }
+    }
+    *nbatch = 0;
+}
+
+static void gateway_poll(conn_t *c, uint64_t now);
+
+/* Handles every complete request buffered on an HTTP connection. */
+static void process_http(conn_t *c) {
+    pending_req batch[MAX_BATCH];
+    size_t nbatch = 0;
+    for (;;) {
+        if (c->st != ST_HTTP) break;
+        const unsigned char *p = buf_data(&c->in);
+        size_t avail = buf_pending(&c->in);
+        size_t consumed = 0;
+        int again = 0;
+        while (consumed < avail) {
+            botspace_framing f;
+            if (botspace_service_frame_request(svc, p + consumed, avail - consumed, &f) != BOTSPACE_STATUS_OK) {
+                conn_finish(c, 0);
+                break;
+            }
+            if (f.kind == BOTSPACE_FRAMING_KIND_INCOMPLETE) {
+                head_t h;
+                /* A client that waits for `100 Continue` before its body gets
+                 * it once the head is complete and acceptable. */
+                if (!c->continue_sent && parse_head(p + consumed, avail - consumed, &h) && h.expect_continue) {
+                    c->continue_sent = 1;
+                    answer(c, batch, &nbatch);
+                    buf_add(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+                }
+                break;
+            }
+            if (f.kind == BOTSPACE_FRAMING_KIND_INVALID) {
+                answer(c, batch, &nbatch);
+                head_t h = {0, 1, 0, 0};
+                add_response(&c->out, f.error_response.ptr, f.error_response.len, &h);
+                botspace_bytes_free(&f.error_response);
+                conn_finish(c, 1);
+                break;
+            }
+            size_t start = (size_t)(p - c->in.p) + consumed, n = f.length;
+            consumed += n;
+            c->continue_sent = 0;
+            head_t h;
+            if (!parse_head(c->in.p + start, n, &h)) { /* frame_request accepted it: cannot happen */
+                conn_finish(c, 1);
+                break;
+            }
+            if (h.gateway) {
+                answer(c, batch, &nbatch);
+                botspace_bytes resp = {NULL, 0};
+                botspace_gateway *gw = NULL;
+                if (botspace_gateway_accept(svc, c->in.p + start, n, &resp, &gw) != BOTSPACE_STATUS_OK) {
+                    conn_finish(c, 0);
+                    break;
+                }
+                if (gw) {
+                    buf_add(&c->out, resp.ptr, resp.len);
+                    botspace_bytes_free(&resp);
+                    c->gw = gw;
+                    botspace_gateway_bot_id(gw, &c->bot_id);
+                    c->st = ST_GATEWAY;
+                    /* Bytes after the upgrade request: the bot may talk at once. */
+                    uint64_t now = svc_now();
+                    if (avail > consumed) botspace_gateway_feed(gw, p + consumed, avail - consumed, now);
+                    buf_consume(&c->in, avail);
+                    c->in.off = c->in.len = 0;
+                    gateway_poll(c, now);
+                    return;
+                }
+                add_response(&c->out, resp.ptr, resp.len, &h);
+                botspace_bytes_free(&resp);
+                if (h.close) {
+                    conn_finish(c, 0);
+                    break;
+                }
+                continue;
+            }
+            batch[nbatch].start = start;
+            batch[nbatch].len = n;
+            batch[nbatch].head = h;
+            nbatch++;
+            if (h.close) {
+                answer(c, batch, &nbatch);
+                conn_finish(c, 0);
+                break;
+            }
+            if (nbatch == MAX_BATCH) {
+                again = 1;
+                break;
+            }
+        }
+        answer(c, batch, &nbatch);
+        if (c->st == ST_HTTP) buf_consume(&c->in, consumed);
+        else c->in.off = c->in.len = 0; /* closing: the rest is never read */
+        if (!again) break;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Gateway */
+
+/* Polls the gateway and queues its bytes; ends the connection when closed. */
+static void gateway_poll(conn_t *c, uint64_t now) {
+    if (c->st != ST_GATEWAY || !c->gw) return;
+    botspace_bytes out = {NULL, 0};
+    if (botspace_gateway_poll(c->gw, now, &out) == BOTSPACE_STATUS_OK) buf_add(&c->out, out.ptr, out.len);
+    botspace_bytes_free(&out);
+    bool closed = false;
+    botspace_gateway_is_closed(c->gw, &closed);
+    if (closed) {
+        /* Free the slot now; let the bot read the close frame and answer
+         * it (linger), unless it already went away. */
+        conn_finish(c, !c->peer_eof);
+    } else if (c->peer_eof) {
+        conn_finish(c, 0);
+    }
+}
+
+/* Whether the gateway's deadline has passed (or it has output waiting). */
+static int gateway_due(conn_t *c, uint64_t now) {
+    uint64_t d = BOTSPACE_NO_DEADLINE;
+    if (!c->gw || botspace_gateway_next_deadline(c->gw, &d) != BOTSPACE_STATUS_OK) return 0;
+    return d != BOTSPACE_NO_DEADLINE && d <= now;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reading */
+
+/* Reads what the socket has (bounded per turn) and processes it. */
+static void conn_read(conn_t *c, uint64_t mono) {
+    unsigned char chunk[READ_CHUNK];
+    size_t total = 0;
+    while (total < READ_PER_TURN && c->fd >= 0) {
+        ssize_t n = recv(c->fd, chunk, sizeof chunk, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        if (n <= 0) { /* EOF or error: answer what was read, then close */
+            c->peer_eof = 1;
+            if (c->st == ST_HTTP) {
+                process_http(c);
+                if (c->st == ST_GATEWAY) gateway_poll(c, svc_now());
+                if (c->st == ST_HTTP) conn_finish(c, 0);
+            } else if (c->st == ST_GATEWAY) {
+                gateway_poll(c, svc_now());
+                if (c->st == ST_GATEWAY) conn_finish(c, 0);
+            } else if (c->st == ST_LINGER) {
+                conn_close(c);
+            } else {
+                c->linger = 0; /* ST_CLOSING: send the rest, then close */
+            }
+            return;
+        }
+        total += (size_t)n;
+        c->last_activity = mono;
+        switch (c->st) {
+        case ST_HTTP:
+            buf_add(&c->in, chunk, (size_t)n);
+            break;
+        case ST_GATEWAY:
+            botspace_gateway_feed(c->gw, chunk, (size_t)n, svc_now());
+            break;
+        case ST_LINGER:
+            c->lingered += (size_t)n;
+            if (c->lingered >= LINGER_BYTES) {
+                conn_close(c);
+                return;
+            }
+            break;
+        case ST_CLOSING:
+            break; /* discarded */
+        }
+        if (buf_pending(&c->out) >= OUT_HIGH_WATER) break;
+    }
+    if (c->st == ST_HTTP) process_http(c);
+    else if (c->st == ST_GATEWAY) gateway_poll(c, svc_now());
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host API helper for the demo data */
+
+/* Skips one JSON value starting at *p (no validation beyond nesting). */
+static const char *skip_value(const char *p, const char *end) {
+    int depth = 0;
+    while (p < end) {
+        char ch = *p;
+        if (ch == '"') {
+            p++;
+            while (p < end && *p != '"') p += (*p == '\\') ? 2 : 1;
+            p++;
+            if (depth == 0) return p;
+            continue;
+        }
+        if (ch == '{' || ch == '[') depth++;
+        else if (ch == '}' || ch == ']') {
+            if (depth == 0) return p;
+            depth--;
+            if (depth == 0) return p + 1;
+        } else if (depth == 0 && (ch == ',')) return p;
+        p++;
+    }
+    return p;
+}
+
+/* The string value of top-level key `key` of the JSON object at `obj`
+ * (compact JSON as botspace writes it), copied to a new string. */
+static char *object_string(const char *obj, const char *end, const char *key) {
+    if (obj >= end || *obj != '{') return NULL;
+    const char *p = obj + 1;
+    size_t klen = strlen(key);
+    while (p < end && *p == '"') {
+        const char *k = p + 1;
+        const char *ke = k;
+        while (ke < end && *ke != '"') ke += (*ke == '\\') ? 2 : 1;
+        p = ke + 2; /* past `":` */
+        const char *v = p;
+        p = skip_value(p, end);
+        if ((size_t)(ke - k) == klen && memcmp(k, key, klen) == 0 && *v == '"') {
+            size_t n = (size_t)(p - v) - 2;
+            char *s = malloc(n + 1);
+            if (!s) die_oom();
+            memcpy(s, v + 1, n);
+            s[n] = 0;
+            return s;
+        }
+        if (p < end && *p == ',') p++;
+    }
+    return NULL;
+}
+
+/* Calls a host method in-process; on success returns the response body and
+ * sets *result to the start of `result` inside it. */
+static char *admin_call(const char *secret, const char *method, const char *body, const char **result, const char **end) {
+    buf_t req = {0};
+    char head[512];
+    int hn = snprintf(head, sizeof head,
+                      "POST /admin/%s HTTP/1.1\r\nHost: botspace\r\nAuthorization: Admin ", method);
+    buf_add(&req, head, (size_t)hn);
+    buf_add(&req, secret, strlen(secret));
+    hn = snprintf(head, sizeof head, "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n", strlen(body));
+    buf_add(&req, head, (size_t)hn);
+    buf_add(&req, body, strlen(body));
+    botspace_bytes r = {NULL, 0};
+    botspace_status st = botspace_service_handle_request(svc, req.p, req.len, &r);
+    buf_free(&req);
+    if (st != BOTSPACE_STATUS_OK) return NULL;
+    char *text = malloc(r.len + 1);
+    if (!text) die_oom();
+    memcpy(text, r.ptr, r.len);
+    text[r.len] = 0;
+    size_t len = r.len;
+    botspace_bytes_free(&r);
+    const char *b = strstr(text, "\r\n\r\n");
+    const char *ok = "{\"ok\":true,\"result\":";
+    if (!b || strncmp(b + 4, ok, strlen(ok)) != 0) {
+        fprintf(stderr, "%s failed: %s\n", method, b ? b + 4 : text);
+        free(text);
+        return NULL;
+    }
+    *result = b + 4 + strlen(ok);
+    *end = text + len - 1; /* the closing brace of the envelope */
+    return text;
+}
+
+/* On an empty database (an empty host event stream), creates a demo user,
+ * a demo bot and their started private chat, and prints how to try them. */
+static int demo(const char *secret, const char *base) {
+    const char *res, *end;
+    char *t = admin_call(secret, "getUpdates", "{\"offset\":0,\"limit\":1}", &res, &end);
+    if (!t) return -1;
+    int empty = strncmp(res, "[]", 2) == 0;
+    free(t);
+    if (!empty) return 0;
+
+    char *user = admin_call(secret, "createUser", "{\"display_name\":\"Demo User\",\"handle\":\"demo_user\"}", &res, &end);
+    if (!user) return -1;
+    char *user_id = object_string(res, end, "id");
+    char *bot = admin_call(secret, "createBot",
+                           "{\"display_name\":\"Demo Bot\",\"handle\":\"demo_bot\",\"quota_tier\":\"standard\"}", &res, &end);
+    if (!bot) {
+        free(user);
+        free(user_id);
+        return -1;
+    }
+    char *token = object_string(res, end, "token");
+    const char *bot_obj = strstr(res, "\"bot\":");
+    char *bot_id = bot_obj ? object_string(bot_obj + 6, end, "id") : NULL;
+    char body[512];
+    snprintf(body, sizeof body, "{\"user_id\":\"%s\",\"bot_id\":\"%s\"}", user_id ? user_id : "", bot_id ? bot_id : "");
+    char *chat = admin_call(secret, "startBot", body, &res, &end);
+    char *chat_id = chat ? object_string(res, end, "id") : NULL;
+    int rc = (user_id && bot_id && token && chat_id) ? 0 : -1;
+    if (rc == 0) {
+        say("demo user: %s", user_id);
+        say("demo bot: %s", bot_id);
+        say("demo chat: %s", chat_id);
+        say("demo bot token: %s", token);
+        say("try:");
+        say("  curl -s -X POST %s/bot/getMe -H 'Authorization: Bot %s'", base, token);
+        say("  curl -s -X POST %s/bot/sendMessage -H 'Authorization: Bot %s' -H 'Content-Type: application/json' "
+            "-d '{\"chat_id\":\"%s\",\"text\":\"Hello from the demo bot\"}'",
+            base, token, chat_id);
+    }
+    free(user);
+    free(user_id);
+    free(bot);
+    free(token);
+    free(bot_id);
+    free(chat);
+    free(chat_id);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Start-up */
+
+typedef struct {
+    const char *addr, *db, *admin_secret;
+    int manual_clock;
+} args_t;
+
+/* 0 ok, 1 help, -1 error (message printed). */
+static int parse_args(int argc, char **argv, args_t *a) {
+    a->addr = "127.0.0.1:8080";
+    a->db = "botspace.db";
+    a->admin_secret = NULL;
+    a->manual_clock = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *inline_v = NULL;
+        char name[32];
+        size_t nlen = strlen(arg);
+        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        if (eq) {
+            nlen = (size_t)(eq - arg);
+            inline_v = eq + 1;
+        }
+        if (nlen >= sizeof name) nlen = sizeof name - 1;
+        memcpy(name, arg, nlen);
+        name[nlen] = 0;
+        const char **slot = NULL;
+        if (strcmp(name, "--addr") == 0) slot = &a->addr;
+        else if (strcmp(name, "--db") == 0) slot = &a->db;
+        else if (strcmp(name, "--admin-secret") == 0) slot = &a->admin_secret;
+        else if (strcmp(name, "--manual-clock") == 0 && !inline_v) {
+            a->manual_clock = 1;
+            continue;
+        } else if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0) return 1;
+        else {
+            fprintf(stderr, "unknown argument %s\n%s", arg, USAGE);
+            return -1;
+        }
+        if (inline_v) *slot = inline_v;
+        else if (i + 1 < argc) *slot = argv[++i];
+        else {
+            fprintf(stderr, "%s needs a value\n%s", name, USAGE);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* 32 random bytes from the OS, hex-encoded into out[65]. */
+static int generate_secret(char out[65]) {
+    unsigned char b[32];
+    int fd = open("/dev/urandom", O_RDONLY);
+    if (fd < 0) return -1;
+    size_t got = 0;
+    while (got < sizeof b) {
+        ssize_t n = read(fd, b + got, sizeof b - got);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR) continue;
+            close(fd);
+            return -1;
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    for (size_t i = 0; i < sizeof b; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+    return 0;
+}
+
+/* Binds and listens on HOST:PORT ([v6]:PORT too). */
+static int listen_on(const char *addr) {
+    char host[256];
+    const char *colon = strrchr(addr, ':');
+    if (!colon || (size_t)(colon - addr) >= sizeof host) {
+        fprintf(stderr, "cannot listen on %s: expected HOST:PORT\n", addr);
+        return -1;
+    }
+    size_t hl = (size_t)(colon - addr);
+    memcpy(host, addr, hl);
+    host[hl] = 0;
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = 0;
+    }
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    int gai = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &res);
+    if (gai != 0) {
+        fprintf(stderr, "cannot listen on %s: %s\n", addr, gai_strerror(gai));
+        return -1;
+    }
+    int fd = -1, err = 0;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) break;
+        err = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        fprintf(stderr, "cannot listen on %s: %s\n", addr, strerror(err));
+        return -1;
+    }
+    set_nonblocking(fd);
+    return fd;
+}
+
+/* Formats a socket address as HOST:PORT ([v6]:PORT); with `reachable`,
+ * the unspecified address becomes loopback. */
+static void format_addr(const struct sockaddr_storage *ss, int reachable, char *out, size_t n) {
+    char ip[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    if (ss->ss_family == AF_INET) {
+        struct sockaddr_in a;
+        memcpy(&a, ss, sizeof a);
+        if (reachable && a.sin_addr.s_addr == htonl(INADDR_ANY)) a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+        port = ntohs(a.sin_port);
+        snprintf(out, n, "%s:%u", ip, port);
+    } else {
+        struct sockaddr_in6 a;
+        memcpy(&a, ss, sizeof a);
+        if (reachable && memcmp(&a.sin6_addr, &in6addr_any, sizeof a.sin6_addr) == 0) a.sin6_addr = in6addr_loopback;
+        inet_ntop(AF_INET6, &a.sin6_addr, ip, sizeof ip);
+        port = ntohs(a.sin6_port);
+        snprintf(out, n, "[%s]:%u", ip, port);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The loop */
+
+static void add_conn(int fd, uint64_t mono) {
+    conn_t *c = calloc(1, sizeof *c);
+    if (!c) die_oom();
+    c->fd = fd;
+    c->st = ST_HTTP;
+    c->last_activity = mono;
+    if (nconns == conns_cap) {
+        conns_cap = conns_cap ? conns_cap * 2 : 64;
+        conns = xrealloc(conns, conns_cap * sizeof *conns);
+    }
+    conns[nconns++] = c;
+}
+
+/* Sends a 1001 "going away" close frame to a gateway connection. */
+static void gateway_going_away(conn_t *c) {
+    static const unsigned char frame[] = {0x88, 17, 0x03, 0xE9, 's', 'e', 'r', 'v', 'e', 'r', '_',
+                                          's',  'h', 'u',  't',  'd', 'o', 'w', 'n'};
+    buf_add(&c->out, frame, sizeof frame);
+    conn_finish(c, 1);
+}
+
+int main(int argc, char **argv) {
+    args_t args;
+    int pa = parse_args(argc, argv, &args);
+    if (pa == 1) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    if (pa < 0) return 2;
+
+    char generated[65];
+    const char *secret = args.admin_secret;
+    int secret_generated = 0;
+    if (!secret) {
+        const char *env = getenv("BOTSPACE_ADMIN_SECRET");
+        if (env && *env) secret = env;
+    }
+    if (!secret) {
+        if (generate_secret(generated) != 0) {
+            fputs("cannot generate an admin secret\n", stderr);
+            return 1;
+        }
+        secret = generated;
+        secret_generated = 1;
+    }
+
+    if (pipe(wake_pipe) != 0) {
+        perror("pipe");
+        return 1;
+    }
+    set_nonblocking(wake_pipe[0]);
+    set_nonblocking(wake_pipe[1]);
+
+    buf_t cfg = {0};
+    buf_add(&cfg, "{\"database\":", 12);
+    json_str(&cfg, args.db);
+    buf_add(&cfg, ",\"admin_secret\":", 16);
+    json_str(&cfg, secret);
+    const char *clock = args.manual_clock ? ",\"clock\":\"manual\"}" : ",\"clock\":\"system\"}";
+    buf_add(&cfg, clock, strlen(clock));
+    botspace_status st = botspace_service_open(cfg.p, cfg.len, &svc);
+    buf_free(&cfg);
+    if (st != BOTSPACE_STATUS_OK) {
+        char msg[512];
+        size_t n = 0;
+        botspace_last_error_message(msg, sizeof msg, &n);
+        fprintf(stderr, "cannot open the service on %s: %s\n", args.db, msg);
+        return 1;
+    }
+
+    int lfd = listen_on(args.addr);
+    if (lfd < 0) {
+        botspace_service_free(&svc);
+        return 1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(lfd, (struct sockaddr *)&ss, &sl);
+    char local[80], reach[80], base[96];
+    format_addr(&ss, 0, local, sizeof local);
+    format_addr(&ss, 1, reach, sizeof reach);
+    snprintf(base, sizeof base, "http://%s", reach);
+    say("botspace listening on http://%s", local);
+    if (secret_generated) say("admin secret: %s", secret);
+    if (args.manual_clock) say("clock: manual (moves only through /admin/advanceClock)");
+    if (demo(secret, base) != 0) {
+        fputs("cannot create the demo data\n", stderr);
+        close(lfd);
+        botspace_service_free(&svc);
+        return 1;
+    }
+    say("botspace ready");
+
+    botspace_service_set_wake_callback(svc, on_wake, NULL);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct pollfd *pfds = NULL;
+    size_t pfds_cap = 0;
+    uint64_t accept_paused_until = 0;
+    uint64_t stop_deadline = 0;
+    int stopping = 0;
+
+    for (;;) {
+        uint64_t mono = mono_ms();
+        uint64_t now = svc_now();
+
+        /* Stop: no new connections; gateways get 1001; HTTP connections
+         * finish what they have buffered. */
+        if (stop_requested && !stopping) {
+            stopping = 1;
+            stop_deadline = mono + DRAIN_MS;
+            say("botspace stopping");
+            close(lfd);
+            lfd = -1;
+            for (size_t i = 0; i < nconns; i++)
+                if (conns[i]->st == ST_GATEWAY) gateway_going_away(conns[i]);
+        }
+
+        /* Wake-ups: poll the gateways of every woken bot. */
+        size_t nw = 0;
+        char **woken = take_wakes(&nw);
+        if (nw > 0) {
+            for (size_t i = 0; i < nconns; i++) {
+                conn_t *c = conns[i];
+                if (c->st != ST_GATEWAY) continue;
+                for (size_t k = 0; k < nw; k++) {
+                    if (strcmp(c->bot_id, woken[k]) == 0) {
+                        gateway_poll(c, now);
+                        break;
+                    }
+                }
+            }
+            for (size_t k = 0; k < nw; k++) free(woken[k]);
+        }
+        free(woken);
+
+        /* Deadlines (heartbeat timeouts, revocations, backlogs), also after
+         * a request moved the manual clock. */
+        int busy = 0;
+        for (size_t i = 0; i < nconns; i++) {
+            conn_t *c = conns[i];
+            if (c->st == ST_GATEWAY && buf_pending(&c->out) < OUT_HIGH_WATER && gateway_due(c, now)) gateway_poll(c, now);
+        }
+
+        /* Writes, state changes, timeouts; drop finished connections. */
+        size_t keep = 0;
+        for (size_t i = 0; i < nconns; i++) {
+            conn_t *c = conns[i];
+            if (c->fd >= 0 && buf_pending(&c->out) > 0 && conn_flush(c, mono) != 0) conn_close(c);
+            if (c->fd >= 0 && c->st == ST_CLOSING && buf_pending(&c->out) == 0) {
+                if (c->linger && !c->peer_eof) {
+                    shutdown(c->fd, SHUT_WR);
+                    c->st = ST_LINGER;
+                    c->linger_until = mono + LINGER_MS;
+                } else {
+                    conn_close(c);
+                }
+            }
+            if (c->fd >= 0) {
+                if (c->st == ST_LINGER && mono >= c->linger_until) conn_close(c);
+                else if (c->stalled_since && mono - c->stalled_since > WRITE_TIMEOUT_MS) conn_close(c);
+                else if (c->st == ST_HTTP && buf_pending(&c->out) == 0 &&
+                         (mono - c->last_activity > IDLE_TIMEOUT_MS || (stopping && buf_pending(&c->in) == 0)))
+                    conn_close(c);
+                else if (stopping && mono >= stop_deadline) conn_close(c);
+            }
+            if (c->fd < 0) {
+                conn_free(c);
+            } else {
+                conns[keep++] = c;
+            }
+        }
+        nconns = keep;
+        if (stopping && nconns == 0) break;
+
+        /* What to wait for. */
+        size_t need = nconns + 2;
+        if (need > pfds_cap) {
+            pfds_cap = need * 2;
+            pfds = xrealloc(pfds, pfds_cap * sizeof *pfds);
+        }
+        size_t np = 0;
+        pfds[np].fd = wake_pipe[0];
+        pfds[np].events = POLLIN;
+        np++;
+        int listening = lfd >= 0 && mono >= accept_paused_until;
+        if (listening) {
+            pfds[np].fd = lfd;
+            pfds[np].events = POLLIN;
+            np++;
+        }
+        size_t first_conn = np;
+        int64_t timeout = TICK_MS;
+        for (size_t i = 0; i < nconns; i++) {
+            conn_t *c = conns[i];
+            short ev = 0;
+            if (!c->peer_eof && buf_pending(&c->out) < OUT_HIGH_WATER) ev |= POLLIN;
+            if (buf_pending(&c->out) > 0) ev |= POLLOUT;
+            pfds[np].fd = c->fd;
+            pfds[np].events = ev;
+            pfds[np].revents = 0;
+            np++;
+            if (c->st == ST_GATEWAY && c->gw && buf_pending(&c->out) < OUT_HIGH_WATER) {
+                uint64_t d = BOTSPACE_NO_DEADLINE;
+                botspace_gateway_next_deadline(c->gw, &d);
+                if (d != BOTSPACE_NO_DEADLINE) {
+                    if (d <= now) busy = 1;
+                    else if ((int64_t)(d - now) < timeout) timeout = (int64_t)(d - now);
+                }
+            }
+        }
+        if (busy) timeout = 0;
+        int pr = poll(pfds, (nfds_t)np, (int)timeout);
+        if (pr < 0) {
+            if (errno == EINTR) continue;
+            perror("poll");
+            break;
+        }
+        mono = mono_ms();
+        if (pfds[0].revents & POLLIN) {
+            char drain[256];
+            while (read(wake_pipe[0], drain, sizeof drain) > 0) {
+            }
+        }
+        if (listening && (pfds[1].revents & POLLIN)) {
+            for (;;) {
+                int fd = accept(lfd, NULL, NULL);
+                if (fd < 0) {
+                    if (errno == EINTR) continue;
+                    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                        /* Back off instead of spinning. */
+                        fprintf(stderr, "accept failed: %s\n", strerror(errno));
+                        accept_paused_until = mono + 50;
+                    }
+                    break;
+                }
+                set_nonblocking(fd);
+                int one = 1;
+                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                add_conn(fd, mono);
+            }
+        }
+        /* conns[] may have grown by accepted connections: they are not in pfds yet. */
+        for (size_t i = 0, p = first_conn; p < np; i++, p++) {
+            conn_t *c = conns[i];
+            short re = pfds[p].revents;
+            if (c->fd < 0 || re == 0) continue;
+            if (re & POLLOUT) {
+                if (conn_flush(c, mono) != 0) {
+                    conn_close(c);
+                    continue;
+                }
+            }
+            if (re & (POLLIN | POLLHUP | POLLERR)) conn_read(c, mono);
+        }
+    }
+
+    for (size_t i = 0; i < nconns; i++) conn_free(conns[i]);
+    free(conns);
+    free(pfds);
+    if (lfd >= 0) close(lfd);
+    botspace_service_set_wake_callback(svc, NULL, NULL);
+    botspace_service_free(&svc);
+    size_t nw = 0;
+    char **woken = take_wakes(&nw);
+    for (size_t k = 0; k < nw; k++) free(woken[k]);
+    free(woken);
+    close(wake_pipe[0]);
+    close(wake_pipe[1]);
+    say("botspace stopped");
+    return 0;
+}

@@ -1,0 +1,1245 @@
+/*
+ * Tests of the botspace C ABI (include/botspace.h):
+ *
+ *  1. the shared test vectors (tests/vectors/*.json, format in
+ *     tests/vectors/README.md) run through botspace_service_handle_request;
+ *  2. every function with every NULL argument, zero lengths, invalid
+ *     configurations, outputs untouched on failure, double frees guarded by
+ *     the documented rules, per-thread error messages;
+ *  3. framing, batches, the gateway (accept, feed, poll, deadlines, wake-ups,
+ *     close codes 4004 and 4009) and a gateway outliving its service;
+ *  4. 8 pthreads hammering one service.
+ *
+ *   test_c_api VECTORS_DIR
+ *
+ * Built with -Wall -Wextra -Wpedantic -Werror; run plain, under
+ * AddressSanitizer+UBSan and under valgrind by scripts/test-c.sh. Prints
+ * one line per check and a closing `N passed, M failed`.
+ * BOTSPACE_TEST_ITERS sets the per-thread iterations of the hammer test.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "botspace.h"
+#include "json.h"
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static int passed, failed;
+
+static void check(int ok, const char *name, const char *fmt, ...) {
+    if (ok) {
+        passed++;
+        printf("ok - %s\n", name);
+    } else {
+        failed++;
+        printf("FAIL - %s", name);
+        if (fmt) {
+            va_list ap;
+            va_start(ap, fmt);
+            fputs(": ", stdout);
+            vprintf(fmt, ap);
+            va_end(ap);
+        }
+        putchar('\n');
+    }
+    fflush(stdout);
+}
+
+#define CHECK(cond, name) check((cond), (name), "%s (line %d)", #cond, __LINE__)
+
+static const char ADMIN_SECRET[] = "vector-admin-secret-0001";
+static const char BASE_CONFIG[] = "{\"database\":\":memory:\",\"admin_secret\":\"vector-admin-secret-0001\",\"clock\":\"manual\"}";
+static const char UNLIMITED_CONFIG[] =
+    "{\"database\":\":memory:\",\"admin_secret\":\"vector-admin-secret-0001\",\"clock\":\"manual\","
+    "\"limits\":{\"free\":{},\"standard\":{},\"official\":{}}}";
+
+static char *last_error(void) {
+    static _Thread_local char buf[1024];
+    size_t n = 0;
+    buf[0] = 0;
+    botspace_last_error_message(buf, sizeof buf, &n);
+    return buf;
+}
+
+static botspace_service *open_service(const char *cfg) {
+    botspace_service *s = NULL;
+    botspace_status st = botspace_service_open((const uint8_t *)cfg, strlen(cfg), &s);
+    if (st != BOTSPACE_STATUS_OK) {
+        fprintf(stderr, "open failed: %s\n", last_error());
+        abort();
+    }
+    return s;
+}
+
+/* ------------------------------------------------------------------------ */
+/* HTTP responses */
+
+typedef struct {
+    int status;
+    sbuf head; /* header lines, NUL-terminated */
+    char *body;
+    size_t body_len;
+} response;
+
+static void response_free(response *r) {
+    sb_free(&r->head);
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+/* Parses a whole response; 0 with a message in err on a malformed one. */
+static int parse_response(const uint8_t *raw, size_t n, response *r, char *err, size_t errlen) {
+    memset(r, 0, sizeof *r);
+    const uint8_t *end = NULL;
+    for (size_t i = 0; i + 3 < n; i++)
+        if (memcmp(raw + i, "\r\n\r\n", 4) == 0) {
+            end = raw + i;
+            break;
+        }
+    if (!end) {
+        snprintf(err, errlen, "response has no end of headers");
+        return 0;
+    }
+    if (n < 12 || memcmp(raw, "HTTP/1.1 ", 9) != 0) {
+        snprintf(err, errlen, "bad status line");
+        return 0;
+    }
+    r->status = (raw[9] - '0') * 100 + (raw[10] - '0') * 10 + (raw[11] - '0');
+    sb_add(&r->head, raw, (size_t)(end - raw));
+    r->body_len = n - (size_t)(end + 4 - raw);
+    r->body = malloc(r->body_len + 1);
+    memcpy(r->body, end + 4, r->body_len);
+    r->body[r->body_len] = 0;
+    return 1;
+}
+
+/* The value of a response header (case-insensitive name), copied into out. */
+static int header_value(const response *r, const char *name, char *out, size_t outlen) {
+    const char *p = strstr(r->head.p, "\r\n");
+    size_t nl = strlen(name);
+    while (p) {
+        p += 2;
+        const char *e = strstr(p, "\r\n");
+        size_t ll = e ? (size_t)(e - p) : strlen(p);
+        const char *colon = memchr(p, ':', ll);
+        if (colon && (size_t)(colon - p) == nl && strncasecmp(p, name, nl) == 0) {
+            const char *v = colon + 1;
+            while (*v == ' ' || *v == '\t') v++;
+            size_t vl = (size_t)(p + ll - v);
+            while (vl > 0 && (v[vl - 1] == ' ' || v[vl - 1] == '\t')) vl--;
+            if (vl >= outlen) vl = outlen - 1;
+            memcpy(out, v, vl);
+            out[vl] = 0;
+            return 1;
+        }
+        p = e;
+    }
+    return 0;
+}
+
+/* Handles a request given as a string; parses the response. */
+static int request(botspace_service *s, const char *req, size_t len, response *r) {
+    botspace_bytes out = {NULL, 0};
+    memset(r, 0, sizeof *r);
+    if (botspace_service_handle_request(s, (const uint8_t *)req, len, &out) != BOTSPACE_STATUS_OK) return 0;
+    char err[128];
+    int ok = parse_response(out.ptr, out.len, r, err, sizeof err);
+    botspace_bytes_free(&out);
+    return ok;
+}
+
+static void build_post(sbuf *b, const char *path, const char *auth, const char *body) {
+    sb_fmt(b, "POST %s HTTP/1.1\r\nHost: botspace\r\n", path);
+    if (auth) sb_fmt(b, "Authorization: %s\r\n", auth);
+    if (body) sb_fmt(b, "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
+    else sb_str(b, "\r\n");
+}
+
+/* POSTs and returns the parsed JSON body (NULL unless 200 and ok). */
+static jval *post_json(botspace_service *s, const char *path, const char *auth, const char *body, int *status) {
+    sbuf b = {0};
+    build_post(&b, path, auth, body);
+    response r;
+    jval *v = NULL;
+    if (request(s, b.p, b.len, &r)) {
+        if (status) *status = r.status;
+        char err[128];
+        v = json_parse(r.body, r.body_len, err, sizeof err);
+        response_free(&r);
+    }
+    sb_free(&b);
+    return v;
+}
+
+static jval *admin(botspace_service *s, const char *method, const char *body) {
+    char path[128];
+    snprintf(path, sizeof path, "/admin/%s", method);
+    int status = 0;
+    jval *v = post_json(s, path, "Admin vector-admin-secret-0001", body, &status);
+    if (!v || status != 200) {
+        fprintf(stderr, "admin %s failed (%d)\n", method, status);
+        abort();
+    }
+    return v;
+}
+
+static char *dup_str(const jval *v) {
+    if (!v || v->t != J_STR) return NULL;
+    char *s = malloc(v->slen + 1);
+    memcpy(s, v->s, v->slen + 1);
+    return s;
+}
+
+typedef struct {
+    char *user, *bot, *token, *chat;
+} world;
+
+static void world_make(botspace_service *s, world *w, const char *tier) {
+    jval *u = admin(s, "createUser", "{\"display_name\":\"Ann\"}");
+    w->user = dup_str(json_get(json_get(u, "result"), "id"));
+    json_free(u);
+    char body[256];
+    snprintf(body, sizeof body, "{\"display_name\":\"Echo\",\"handle\":\"echo_bot\",\"quota_tier\":\"%s\"}", tier);
+    jval *b = admin(s, "createBot", body);
+    w->bot = dup_str(json_get(json_get(json_get(b, "result"), "bot"), "id"));
+    w->token = dup_str(json_get(json_get(b, "result"), "token"));
+    json_free(b);
+    snprintf(body, sizeof body, "{\"user_id\":\"%s\",\"bot_id\":\"%s\"}", w->user, w->bot);
+    jval *c = admin(s, "startBot", body);
+    w->chat = dup_str(json_get(json_get(c, "result"), "id"));
+    json_free(c);
+}
+
+static void world_free(world *w) {
+    free(w->user);
+    free(w->bot);
+    free(w->token);
+    free(w->chat);
+    memset(w, 0, sizeof *w);
+}
+
+/* ------------------------------------------------------------------------ */
+/* 1. Test vectors */
+
+typedef struct {
+    char **names;
+    jval **vals;
+    size_t n;
+} vars_t;
+
+static void vars_set(vars_t *vs, const char *name, const jval *v) {
+    for (size_t i = 0; i < vs->n; i++)
+        if (strcmp(vs->names[i], name) == 0) {
+            json_free(vs->vals[i]);
+            vs->vals[i] = json_clone(v);
+            return;
+        }
+    vs->names = realloc(vs->names, (vs->n + 1) * sizeof *vs->names);
+    vs->vals = realloc(vs->vals, (vs->n + 1) * sizeof *vs->vals);
+    vs->names[vs->n] = strdup(name);
+    vs->vals[vs->n] = json_clone(v);
+    vs->n++;
+}
+
+static const jval *vars_get(const vars_t *vs, const char *name, size_t nlen) {
+    for (size_t i = 0; i < vs->n; i++)
+        if (strlen(vs->names[i]) == nlen && memcmp(vs->names[i], name, nlen) == 0) return vs->vals[i];
+    return NULL;
+}
+
+static void vars_free(vars_t *vs) {
+    for (size_t i = 0; i < vs->n; i++) {
+        free(vs->names[i]);
+        json_free(vs->vals[i]);
+    }
+    free(vs->names);
+    free(vs->vals);
+    memset(vs, 0, sizeof *vs);
+}
+
+static const char *memfind(const char *h, size_t hn, const char *needle) {
+    size_t nn = strlen(needle);
+    if (nn > hn) return NULL;
+    for (size_t i = 0; i + nn <= hn; i++)
+        if (memcmp(h + i, needle, nn) == 0) return h + i;
+    return NULL;
+}
+
+/* Replaces placeholders in every string of v (see tests/vectors/README.md). */
+static jval *subst(const jval *v, const vars_t *vars, sbuf *err) {
+    if (v->t == J_STR) {
+        const char *s = v->s;
+        size_t n = v->slen;
+        if (n == 5 && memcmp(s, "{{*}}", 5) == 0) return json_clone(v);
+        if (n >= 4 && memcmp(s, "{{", 2) == 0 && memcmp(s + n - 2, "}}", 2) == 0 && !memfind(s + 2, n - 4, "{{") &&
+            !memfind(s + 2, n - 4, "}}")) {
+            const jval *x = vars_get(vars, s + 2, n - 4);
+            if (!x) {
+                sb_fmt(err, "runner error: placeholder %s names no saved value", s);
+                return NULL;
+            }
+            return json_clone(x);
+        }
+        sbuf out = {0};
+        size_t i = 0;
+        while (i < n) {
+            const char *open = memfind(s + i, n - i, "{{");
+            if (!open) break;
+            const char *close = memfind(open + 2, (size_t)(s + n - open - 2), "}}");
+            if (!close) break;
+            sb_add(&out, s + i, (size_t)(open - s - i));
+            const char *name = open + 2;
+            size_t nl = (size_t)(close - name);
+            if (nl == 1 && name[0] == '*') {
+                sb_str(&out, "{{*}}");
+            } else {
+                const jval *x = vars_get(vars, name, nl);
+                if (!x) {
+                    sb_fmt(err, "runner error: placeholder {{%.*s}} names no saved value", (int)nl, name);
+                    sb_free(&out);
+                    return NULL;
+                }
+                if (x->t == J_STR) sb_add(&out, x->s, x->slen);
+                else json_write(&out, x);
+            }
+            i = (size_t)(close + 2 - s);
+        }
+        sb_add(&out, s + i, n - i);
+        jval *r = json_new_str(out.p ? out.p : "", out.len);
+        sb_free(&out);
+        return r;
+    }
+    if (v->t == J_ARR || v->t == J_OBJ) {
+        jval *r = json_new(v->t);
+        for (size_t i = 0; i < v->n; i++) {
+            jval *x = subst(v->items[i], vars, err);
+            if (!x) {
+                json_free(r);
+                return NULL;
+            }
+            if (v->t == J_OBJ) {
+                json_set(r, v->keys[i], x);
+            } else {
+                r->items = realloc(r->items, (r->n + 1) * sizeof *r->items);
+                r->items[r->n++] = x;
+            }
+        }
+        return r;
+    }
+    return json_clone(v);
+}
+
+/* Indexes of an object's keys in bytewise order (serde_json's iteration). */
+static size_t *sorted_keys(const jval *o) {
+    size_t *ord = malloc((o->n + 1) * sizeof *ord);
+    for (size_t i = 0; i < o->n; i++) ord[i] = i;
+    for (size_t i = 1; i < o->n; i++) {
+        size_t k = ord[i], j = i;
+        while (j > 0 && strcmp(o->keys[ord[j - 1]], o->keys[k]) > 0) {
+            ord[j] = ord[j - 1];
+            j--;
+        }
+        ord[j] = k;
+    }
+    return ord;
+}
+
+/* The request bytes exactly as the README (and tests/vectors.rs) builds them. */
+static int build_request(const jval *req, sbuf *out, sbuf *err) {
+    const jval *m = json_get(req, "method");
+    const jval *path = json_get(req, "path");
+    if (!path || path->t != J_STR) {
+        sb_str(err, "request has no path");
+        return 0;
+    }
+    sb_fmt(out, "%s %s HTTP/1.1\r\nHost: botspace\r\n", m && m->t == J_STR ? m->s : "POST", path->s);
+    int has_ct = 0;
+    const jval *h = json_get(req, "headers");
+    if (h) {
+        if (h->t != J_OBJ) {
+            sb_str(err, "headers is not an object");
+            return 0;
+        }
+        size_t *ord = sorted_keys(h);
+        for (size_t i = 0; i < h->n; i++) {
+            const jval *v = h->items[ord[i]];
+            if (v->t != J_STR) {
+                sb_fmt(err, "header %s is not a string", h->keys[ord[i]]);
+                free(ord);
+                return 0;
+            }
+            if (strcasecmp(h->keys[ord[i]], "content-type") == 0) has_ct = 1;
+            sb_str(out, h->keys[ord[i]]);
+            sb_str(out, ": ");
+            sb_add(out, v->s, v->slen);
+            sb_str(out, "\r\n");
+        }
+        free(ord);
+    }
+    const jval *ct = json_get(req, "content_type");
+    if (!has_ct && !(ct && ct->t == J_BOOL && !ct->b)) sb_str(out, "Content-Type: application/json\r\n");
+    const jval *raw = json_get(req, "raw_body");
+    const jval *body = json_get(req, "body");
+    if (raw) {
+        if (raw->t != J_STR) {
+            sb_str(err, "raw_body is not a string");
+            return 0;
+        }
+        sb_fmt(out, "Content-Length: %zu\r\n\r\n", raw->slen);
+        sb_add(out, raw->s, raw->slen);
+    } else if (body) {
+        sbuf b = {0};
+        json_write(&b, body);
+        sb_fmt(out, "Content-Length: %zu\r\n\r\n", b.len);
+        sb_add(out, b.p, b.len);
+        sb_free(&b);
+    } else {
+        sb_str(out, "\r\n");
+    }
+    return 1;
+}
+
+/* Whether actual matches expected ("{{*}}" matches anything; objects must
+ * have exactly the same keys). On mismatch, describes where. */
+static int matches(const jval *e, const jval *a, sbuf *path, sbuf *why) {
+    if (e->t == J_STR && e->slen == 5 && memcmp(e->s, "{{*}}", 5) == 0) return 1;
+    size_t mark = path->len;
+    if (e->t == J_OBJ && a->t == J_OBJ) {
+        for (size_t i = 0; i < e->n; i++)
+            if (!json_get(a, e->keys[i])) {
+                sb_fmt(why, "%s.%s: missing", path->p, e->keys[i]);
+                return 0;
+            }
+        for (size_t i = 0; i < a->n; i++)
+            if (!json_get(e, a->keys[i])) {
+                sb_fmt(why, "%s.%s: unexpected key", path->p, a->keys[i]);
+                return 0;
+            }
+        for (size_t i = 0; i < e->n; i++) {
+            sb_fmt(path, ".%s", e->keys[i]);
+            int ok = matches(e->items[i], json_get(a, e->keys[i]), path, why);
+            path->len = mark;
+            path->p[mark] = 0;
+            if (!ok) return 0;
+        }
+        return 1;
+    }
+    if (e->t == J_ARR && a->t == J_ARR) {
+        if (e->n != a->n) {
+            sb_fmt(why, "%s: array of %zu elements, expected %zu", path->p, a->n, e->n);
+            return 0;
+        }
+        for (size_t i = 0; i < e->n; i++) {
+            sb_fmt(path, ".%zu", i);
+            int ok = matches(e->items[i], a->items[i], path, why);
+            path->len = mark;
+            path->p[mark] = 0;
+            if (!ok) return 0;
+        }
+        return 1;
+    }
+    if (json_equal(e, a)) return 1;
+    sbuf ex = {0}, ac = {0};
+    json_write(&ex, e);
+    json_write(&ac, a);
+    sb_fmt(why, "%s: expected %.200s, got %.200s", path->p, ex.p, ac.p);
+    sb_free(&ex);
+    sb_free(&ac);
+    return 0;
+}
+
+/* Follows `result.bot.id` / `result.0.update_id`. */
+static const jval *at_path(const jval *v, const char *path) {
+    char *copy = strdup(path);
+    const jval *cur = v;
+    char *save = NULL;
+    for (char *seg = strtok_r(copy, ".", &save); seg && cur; seg = strtok_r(NULL, ".", &save)) {
+        if (cur->t == J_ARR) {
+            char *endp;
+            unsigned long idx = strtoul(seg, &endp, 10);
+            cur = (*endp == 0 && *seg && idx < cur->n) ? cur->items[idx] : NULL;
+        } else if (cur->t == J_OBJ) {
+            cur = json_get(cur, seg);
+        } else {
+            cur = NULL;
+        }
+    }
+    free(copy);
+    return cur;
+}
+
+/* Runs one case; 0 with a description in why on failure. */
+static int run_case(const jval *c, sbuf *why) {
+    char err[256];
+    jval *cfg = json_parse(BASE_CONFIG, strlen(BASE_CONFIG), err, sizeof err);
+    const jval *extra = json_get(c, "config");
+    if (extra) {
+        if (extra->t != J_OBJ) {
+            sb_str(why, "config is not an object");
+            json_free(cfg);
+            return 0;
+        }
+        for (size_t i = 0; i < extra->n; i++) json_set(cfg, extra->keys[i], json_clone(extra->items[i]));
+    }
+    sbuf cfgtext = {0};
+    json_write(&cfgtext, cfg);
+    json_free(cfg);
+    botspace_service *svc = NULL;
+    botspace_status st = botspace_service_open((const uint8_t *)cfgtext.p, cfgtext.len, &svc);
+    sb_free(&cfgtext);
+    if (st != BOTSPACE_STATUS_OK) {
+        sb_fmt(why, "runner error: service did not open: %s", last_error());
+        return 0;
+    }
+    vars_t vars = {0};
+    jval *secret = json_new_str(ADMIN_SECRET, strlen(ADMIN_SECRET));
+    vars_set(&vars, "admin_secret", secret);
+    json_free(secret);
+    const jval *steps = json_get(c, "steps");
+    int ok = 1;
+    if (!steps || steps->t != J_ARR) {
+        sb_str(why, "case has no steps");
+        ok = 0;
+    }
+    for (size_t i = 0; ok && i < steps->n; i++) {
+        const jval *step = steps->items[i];
+        sbuf e = {0}, reqb = {0};
+        jval *req = NULL, *expect = NULL, *body = NULL;
+        response r;
+        memset(&r, 0, sizeof r);
+        const jval *rq = json_get(step, "request");
+        if (!rq) {
+            sb_fmt(why, "step %zu: no request", i);
+            ok = 0;
+            goto next;
+        }
+        req = subst(rq, &vars, &e);
+        if (!req || !build_request(req, &reqb, &e)) {
+            sb_fmt(why, "step %zu: %s", i, e.p ? e.p : "?");
+            ok = 0;
+            goto next;
+        }
+        botspace_bytes raw = {NULL, 0};
+        if (botspace_service_handle_request(svc, (const uint8_t *)reqb.p, reqb.len, &raw) != BOTSPACE_STATUS_OK) {
+            sb_fmt(why, "step %zu: handle_request failed: %s", i, last_error());
+            ok = 0;
+            goto next;
+        }
+        int parsed = parse_response(raw.ptr, raw.len, &r, err, sizeof err);
+        botspace_bytes_free(&raw);
+        if (!parsed) {
+            sb_fmt(why, "step %zu: %s", i, err);
+            ok = 0;
+            goto next;
+        }
+        char cl[32];
+        if (!header_value(&r, "content-length", cl, sizeof cl) || strtoul(cl, NULL, 10) != r.body_len) {
+            sb_fmt(why, "step %zu: Content-Length does not match the body of %zu bytes", i, r.body_len);
+            ok = 0;
+            goto next;
+        }
+        const jval *ex = json_get(step, "expect");
+        if (ex) {
+            expect = subst(ex, &vars, &e);
+            if (!expect) {
+                sb_fmt(why, "step %zu: %s", i, e.p);
+                ok = 0;
+                goto next;
+            }
+        }
+        body = json_parse(r.body, r.body_len, err, sizeof err);
+        const jval *st_exp = expect ? json_get(expect, "status") : NULL;
+        if (st_exp) {
+            char got[16];
+            snprintf(got, sizeof got, "%d", r.status);
+            if (st_exp->t != J_NUM || strcmp(st_exp->s, got) != 0) {
+                sb_fmt(why, "step %zu: status %d (expected %s)", i, r.status, st_exp->t == J_NUM ? st_exp->s : "?");
+                ok = 0;
+                goto next;
+            }
+        }
+        const jval *eb = expect ? json_get(expect, "body") : NULL;
+        if (eb) {
+            if (!body) {
+                sb_fmt(why, "step %zu: response body is not JSON: %s", i, err);
+                ok = 0;
+                goto next;
+            }
+            sbuf path = {0}, m = {0};
+            sb_str(&path, "body");
+            if (!matches(eb, body, &path, &m)) {
+                sb_fmt(why, "step %zu: body mismatch at %s", i, m.p);
+                ok = 0;
+            }
+            sb_free(&path);
+            sb_free(&m);
+            if (!ok) goto next;
+        }
+        const jval *eh = expect ? json_get(expect, "headers") : NULL;
+        if (eh && eh->t == J_OBJ) {
+            for (size_t k = 0; k < eh->n; k++) {
+                char got[512];
+                int have = header_value(&r, eh->keys[k], got, sizeof got);
+                const jval *want = eh->items[k];
+                if (!have || want->t != J_STR || strcmp(want->s, got) != 0) {
+                    sb_fmt(why, "step %zu: header %s: expected %s, got %s", i, eh->keys[k], want->t == J_STR ? want->s : "?",
+                           have ? got : "(none)");
+                    ok = 0;
+                    goto next;
+                }
+            }
+        }
+        const jval *save = json_get(step, "save");
+        if (save && save->t == J_OBJ) {
+            if (!body) {
+                sb_fmt(why, "step %zu: cannot save from a non-JSON body", i);
+                ok = 0;
+                goto next;
+            }
+            for (size_t k = 0; k < save->n; k++) {
+                const jval *p = save->items[k];
+                const jval *found = p->t == J_STR ? at_path(body, p->s) : NULL;
+                if (!found) {
+                    sb_fmt(why, "step %zu: save %s: nothing at %s", i, save->keys[k], p->t == J_STR ? p->s : "?");
+                    ok = 0;
+                    goto next;
+                }
+                vars_set(&vars, save->keys[k], found);
+            }
+        }
+    next:
+        if (!ok) sb_fmt(why, "\n      request: %.600s\n      response: %.600s", reqb.p ? reqb.p : "", r.body ? r.body : "");
+        json_free(req);
+        json_free(expect);
+        json_free(body);
+        response_free(&r);
+        sb_free(&e);
+        sb_free(&reqb);
+    }
+    vars_free(&vars);
+    botspace_service_free(&svc);
+    return ok;
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    sbuf b = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) sb_add(&b, chunk, n);
+    fclose(f);
+    *len = b.len;
+    if (!b.p) sb_add(&b, "", 0);
+    return b.p;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void test_vectors(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        check(0, "vectors: directory readable", "%s", dir);
+        return;
+    }
+    char **files = NULL;
+    size_t nf = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l > 5 && strcmp(de->d_name + l - 5, ".json") == 0) {
+            files = realloc(files, (nf + 1) * sizeof *files);
+            files[nf++] = strdup(de->d_name);
+        }
+    }
+    closedir(d);
+    qsort(files, nf, sizeof *files, cmp_str);
+    size_t total_cases = 0;
+    for (size_t f = 0; f < nf; f++) {
+        char path[4096], name[512], err[256];
+        snprintf(path, sizeof path, "%s/%s", dir, files[f]);
+        size_t len = 0;
+        char *text = read_file(path, &len);
+        jval *doc = text ? json_parse(text, len, err, sizeof err) : NULL;
+        free(text);
+        const jval *ver = json_get(doc, "version");
+        const jval *cases = json_get(doc, "cases");
+        snprintf(name, sizeof name, "vectors %s: a version 1 file with cases", files[f]);
+        check(doc && ver && ver->t == J_NUM && strcmp(ver->s, "1") == 0 && cases && cases->t == J_ARR && cases->n > 0, name,
+              "%s", doc ? "bad version or no cases" : err);
+        if (!cases || cases->t != J_ARR) {
+            json_free(doc);
+            free(files[f]);
+            continue;
+        }
+        size_t bad = 0;
+        for (size_t i = 0; i < cases->n; i++) {
+            const jval *cname = json_get(cases->items[i], "name");
+            sbuf why = {0};
+            if (!run_case(cases->items[i], &why)) {
+                bad++;
+                printf("  FAIL %s\n    %s\n", cname && cname->t == J_STR ? cname->s : "<unnamed>", why.p ? why.p : "");
+            }
+            sb_free(&why);
+        }
+        total_cases += cases->n;
+        snprintf(name, sizeof name, "vectors %s: %zu cases", files[f], cases->n);
+        check(bad == 0, name, "%zu of %zu cases failed", bad, cases->n);
+        json_free(doc);
+        free(files[f]);
+    }
+    free(files);
+    printf("# %zu vector files, %zu cases\n", nf, total_cases);
+}
+
+/* ------------------------------------------------------------------------ */
+/* 2. The API surface: NULLs, zero lengths, configurations, frees */
+
+static void test_basics(void) {
+    const char *v = botspace_version();
+    CHECK(v && v[0] >= '0' && v[0] <= '9' && strchr(v, '.'), "version is a dotted number");
+    CHECK(strcmp(botspace_status_message(BOTSPACE_STATUS_OK), "ok") == 0, "status message of OK");
+    for (uint32_t s = 1; s <= 5; s++) CHECK(strlen(botspace_status_message(s)) > 5, "status message of every status");
+    CHECK(strcmp(botspace_status_message(999), "unknown status") == 0, "status message of an unknown value");
+
+    /* last_error_message rules */
+    botspace_service *s = NULL;
+    CHECK(botspace_service_open(NULL, 5, &s) == BOTSPACE_STATUS_NULL_ARGUMENT, "open: NULL config with a length");
+    size_t n = 0;
+    CHECK(botspace_last_error_message(NULL, 0, &n) == BOTSPACE_STATUS_OK && n > 0, "last error: size query");
+    char small[4] = {'x', 'x', 'x', 'x'};
+    size_t n2 = 0;
+    CHECK(botspace_last_error_message(small, sizeof small, &n2) == BOTSPACE_STATUS_OK && n2 == n && small[3] == 0 &&
+              strlen(small) == 3,
+          "last error: truncated and NUL-terminated");
+    CHECK(strstr(last_error(), "config_json") != NULL, "last error names the NULL argument");
+    CHECK(botspace_last_error_message(small, sizeof small, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "last error: NULL out_len");
+    CHECK(botspace_last_error_message(NULL, 8, &n2) == BOTSPACE_STATUS_NULL_ARGUMENT, "last error: NULL buf with a length");
+}
+
+static void test_open(void) {
+    botspace_service *sentinel = (botspace_service *)(uintptr_t)0x1;
+    botspace_service *s = sentinel;
+    struct {
+        const char *cfg, *name, *msg;
+        botspace_status want;
+    } bad[] = {
+        {"", "empty configuration", "JSON", BOTSPACE_STATUS_INVALID_CONFIG},
+        {"{", "malformed JSON", "JSON", BOTSPACE_STATUS_INVALID_CONFIG},
+        {"[]", "not an object", "JSON", BOTSPACE_STATUS_INVALID_CONFIG},
+        {"{}", "no admin_secret", "admin_secret", BOTSPACE_STATUS_INVALID_CONFIG},
+        {"{\"admin_secret\":\"short\"}", "short admin_secret", "admin_secret", BOTSPACE_STATUS_INVALID_CONFIG},
+        {"{\"admin_secret\":\"long-enough-secret-0001\",\"typo\":1}", "unknown field", "typo", BOTSPACE_STATUS_INVALID_CONFIG},
+        {"{\"admin_secret\":\"long-enough-secret-0001\",\"max_body_bytes\":0}", "max_body_bytes 0", "max_body_bytes",
+         BOTSPACE_STATUS_INVALID_CONFIG},
+        {"{\"admin_secret\":\"long-enough-secret-0001\",\"heartbeat_interval_ms\":5}", "heartbeat interval too small",
+         "heartbeat_interval_ms", BOTSPACE_STATUS_INVALID_CONFIG},
+        {"{\"admin_secret\":\"long-enough-secret-0001\",\"operational_key\":\"abc\"}", "operational_key not 64 hex digits",
+         "operational_key", BOTSPACE_STATUS_INVALID_CONFIG},
+        {"{\"admin_secret\":\"long-enough-secret-0001\",\"clock\":\"sundial\"}", "unknown clock", "sundial",
+         BOTSPACE_STATUS_INVALID_CONFIG},
+        {"{\"admin_secret\":\"long-enough-secret-0001\",\"database\":\"/nonexistent-dir/x/botspace.db\"}",
+         "database in a missing directory", "", BOTSPACE_STATUS_STORAGE_ERROR},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "open refuses: %s", bad[i].name);
+        botspace_status st = botspace_service_open((const uint8_t *)bad[i].cfg, strlen(bad[i].cfg), &s);
+        const char *msg = last_error();
+        check(st == bad[i].want && s == sentinel && strstr(msg, bad[i].msg) != NULL && msg[0], name, "status %d, message %s",
+              (int)st, msg);
+    }
+    CHECK(botspace_service_open(NULL, 0, &s) == BOTSPACE_STATUS_INVALID_CONFIG && s == sentinel,
+          "open: NULL with length 0 is an empty (invalid) configuration");
+    CHECK(botspace_service_open((const uint8_t *)BASE_CONFIG, strlen(BASE_CONFIG), NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "open: NULL out_service");
+    s = NULL;
+    CHECK(botspace_service_open((const uint8_t *)BASE_CONFIG, strlen(BASE_CONFIG), &s) == BOTSPACE_STATUS_OK && s,
+          "open: a valid configuration");
+    uint64_t now = 0;
+    CHECK(botspace_service_now_ms(s, &now) == BOTSPACE_STATUS_OK && now == 1767225600000ull, "now_ms: the manual clock's start");
+    CHECK(botspace_service_now_ms(NULL, &now) == BOTSPACE_STATUS_NULL_ARGUMENT, "now_ms: NULL service");
+    CHECK(botspace_service_now_ms(s, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "now_ms: NULL out");
+    CHECK(botspace_service_set_wake_callback(NULL, NULL, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "set_wake_callback: NULL service");
+    CHECK(botspace_service_set_wake_callback(s, NULL, NULL) == BOTSPACE_STATUS_OK, "set_wake_callback: NULL callback removes");
+
+    /* double frees guarded by the documented rules */
+    botspace_service_free(&s);
+    CHECK(s == NULL, "service_free sets the handle to NULL");
+    botspace_service_free(&s);
+    botspace_service_free(NULL);
+    CHECK(1, "service_free twice on the same variable, and with NULL, is harmless");
+}
+
+static void test_requests(void) {
+    botspace_service *s = open_service(BASE_CONFIG);
+    const char *getme = "POST /bot/getMe HTTP/1.1\r\nHost: x\r\n\r\n";
+    botspace_bytes sentinel = {(uint8_t *)(uintptr_t)0x1, 77};
+    botspace_bytes out = sentinel;
+
+    CHECK(botspace_service_handle_request(NULL, (const uint8_t *)getme, strlen(getme), &out) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              out.ptr == sentinel.ptr && out.len == 77,
+          "handle_request: NULL service, output untouched");
+    CHECK(botspace_service_handle_request(s, (const uint8_t *)getme, strlen(getme), NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "handle_request: NULL out");
+    CHECK(botspace_service_handle_request(s, NULL, 10, &out) == BOTSPACE_STATUS_NULL_ARGUMENT && out.ptr == sentinel.ptr,
+          "handle_request: NULL request with a length");
+    CHECK(strstr(last_error(), "request") != NULL, "handle_request: the error names the argument");
+    CHECK(botspace_service_handle_request(s, NULL, 0, &out) == BOTSPACE_STATUS_OK && out.len > 12 &&
+              memcmp(out.ptr, "HTTP/1.1 400", 12) == 0,
+          "handle_request: NULL with length 0 is an empty request (400)");
+    botspace_bytes_free(&out);
+    CHECK(out.ptr == NULL && out.len == 0, "bytes_free resets the value");
+    botspace_bytes_free(&out);
+    botspace_bytes_free(NULL);
+    CHECK(1, "bytes_free twice on the same variable, and with NULL, is harmless");
+    CHECK(botspace_service_handle_request(s, (const uint8_t *)getme, strlen(getme), &out) == BOTSPACE_STATUS_OK &&
+              memcmp(out.ptr, "HTTP/1.1 401", 12) == 0,
+          "handle_request: getMe without a token is 401");
+    botspace_bytes_free(&out);
+
+    /* framing */
+    botspace_framing f;
+    memset(&f, 0x5a, sizeof f);
+    CHECK(botspace_service_frame_request(NULL, (const uint8_t *)getme, 4, &f) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "frame_request: NULL service");
+    CHECK(botspace_service_frame_request(s, NULL, 4, &f) == BOTSPACE_STATUS_NULL_ARGUMENT, "frame_request: NULL buf with a length");
+    CHECK(botspace_service_frame_request(s, (const uint8_t *)getme, 4, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "frame_request: NULL out");
+    CHECK(botspace_service_frame_request(s, NULL, 0, &f) == BOTSPACE_STATUS_OK && f.kind == BOTSPACE_FRAMING_KIND_INCOMPLETE &&
+              f.error_response.ptr == NULL,
+          "frame_request: empty input is incomplete");
+    botspace_bytes_free(&f.error_response);
+    sbuf two = {0};
+    sb_str(&two, getme);
+    sb_str(&two, "POST /bot/sendMessage HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}");
+    CHECK(botspace_service_frame_request(s, (const uint8_t *)two.p, two.len, &f) == BOTSPACE_STATUS_OK &&
+              f.kind == BOTSPACE_FRAMING_KIND_COMPLETE && f.length == strlen(getme),
+          "frame_request: the first of two pipelined requests");
+    CHECK(botspace_service_frame_request(s, (const uint8_t *)two.p + strlen(getme), two.len - strlen(getme) - 1, &f) ==
+                  BOTSPACE_STATUS_OK &&
+              f.kind == BOTSPACE_FRAMING_KIND_INCOMPLETE,
+          "frame_request: a body one byte short is incomplete");
+    CHECK(botspace_service_frame_request(s, (const uint8_t *)two.p + strlen(getme), two.len - strlen(getme), &f) ==
+                  BOTSPACE_STATUS_OK &&
+              f.kind == BOTSPACE_FRAMING_KIND_COMPLETE && f.length == two.len - strlen(getme),
+          "frame_request: the second request");
+    sb_free(&two);
+    const char *huge = "POST /bot/sendMessage HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n";
+    CHECK(botspace_service_frame_request(s, (const uint8_t *)huge, strlen(huge), &f) == BOTSPACE_STATUS_OK &&
+              f.kind == BOTSPACE_FRAMING_KIND_INVALID && f.error_response.len > 12 &&
+              memcmp(f.error_response.ptr, "HTTP/1.1 413", 12) == 0,
+          "frame_request: an oversized body is invalid with a 413 response");
+    botspace_bytes_free(&f.error_response);
+    const char *garbage = "\x01\x02 not http\r\n\r\n";
+    CHECK(botspace_service_frame_request(s, (const uint8_t *)garbage, strlen(garbage), &f) == BOTSPACE_STATUS_OK &&
+              f.kind == BOTSPACE_FRAMING_KIND_INVALID && memcmp(f.error_response.ptr, "HTTP/1.1 400", 12) == 0,
+          "frame_request: garbage is invalid with a 400 response");
+    botspace_bytes_free(&f.error_response);
+
+    /* batch */
+    botspace_bytes outs[3] = {sentinel, sentinel, sentinel};
+    CHECK(botspace_service_handle_batch(s, NULL, 0, NULL) == BOTSPACE_STATUS_OK, "handle_batch: count 0 with NULL arrays");
+    CHECK(botspace_service_handle_batch(NULL, NULL, 0, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "handle_batch: NULL service");
+    botspace_slice reqs[3] = {{(const uint8_t *)getme, strlen(getme)}, {NULL, 0}, {(const uint8_t *)getme, strlen(getme)}};
+    CHECK(botspace_service_handle_batch(s, NULL, 3, outs) == BOTSPACE_STATUS_NULL_ARGUMENT && outs[0].ptr == sentinel.ptr,
+          "handle_batch: NULL requests");
+    CHECK(botspace_service_handle_batch(s, reqs, 3, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "handle_batch: NULL out");
+    botspace_slice badreqs[2] = {{(const uint8_t *)getme, strlen(getme)}, {NULL, 3}};
+    CHECK(botspace_service_handle_batch(s, badreqs, 2, outs) == BOTSPACE_STATUS_NULL_ARGUMENT && outs[0].ptr == sentinel.ptr &&
+              strstr(last_error(), "requests[1]") != NULL,
+          "handle_batch: a NULL request with a length, outputs untouched");
+    CHECK(botspace_service_handle_batch(s, reqs, 3, outs) == BOTSPACE_STATUS_OK && memcmp(outs[0].ptr, "HTTP/1.1 401", 12) == 0 &&
+              memcmp(outs[1].ptr, "HTTP/1.1 400", 12) == 0 && memcmp(outs[2].ptr, "HTTP/1.1 401", 12) == 0,
+          "handle_batch: three answers in order (an empty one is 400)");
+    for (int i = 0; i < 3; i++) botspace_bytes_free(&outs[i]);
+
+    botspace_service_free(&s);
+}
+
+/* ------------------------------------------------------------------------ */
+/* 3. Gateway */
+
+typedef struct {
+    pthread_mutex_t mu;
+    int calls;
+    char last[128];
+} wake_log;
+
+static void on_wake(void *user_data, const char *bot_id, size_t len) {
+    wake_log *w = user_data;
+    pthread_mutex_lock(&w->mu);
+    w->calls++;
+    if (len < sizeof w->last && strlen(bot_id) == len) memcpy(w->last, bot_id, len + 1);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* A masked client text frame (payload < 126 bytes). */
+static void ws_text(sbuf *out, const char *text) {
+    size_t n = strlen(text);
+    unsigned char hdr[6] = {0x81, (unsigned char)(0x80 | n), 0x12, 0x34, 0x56, 0x78};
+    sb_add(out, hdr, 6);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)text[i] ^ hdr[2 + i % 4];
+        sb_add(out, &c, 1);
+    }
+}
+
+/* Splits server frames: returns the count; texts[i] gets text payloads,
+ * close_code the code of a close frame (0 if none). */
+static int ws_frames(const uint8_t *p, size_t n, char texts[][2048], int max, int *close_code) {
+    int count = 0;
+    size_t i = 0;
+    *close_code = 0;
+    while (i + 2 <= n && count < max) {
+        int op = p[i] & 0x0f;
+        size_t len = p[i + 1] & 0x7f, off = 2;
+        if (len == 126) {
+            len = ((size_t)p[i + 2] << 8) | p[i + 3];
+            off = 4;
+        } else if (len == 127) {
+            len = 0;
+            for (int k = 0; k < 8; k++) len = (len << 8) | p[i + 2 + k];
+            off = 10;
+        }
+        if (i + off + len > n) break;
+        const uint8_t *pl = p + i + off;
+        if (op == 1) {
+            size_t m = len < 2047 ? len : 2047;
+            memcpy(texts[count], pl, m);
+            texts[count][m] = 0;
+        } else {
+            texts[count][0] = 0;
+            if (op == 8 && len >= 2) *close_code = (pl[0] << 8) | pl[1];
+        }
+        count++;
+        i += off + len;
+    }
+    return count;
+}
+
+static void test_gateway(void) {
+    botspace_service *s = open_service(BASE_CONFIG);
+    wake_log wl = {PTHREAD_MUTEX_INITIALIZER, 0, ""};
+    CHECK(botspace_service_set_wake_callback(s, on_wake, &wl) == BOTSPACE_STATUS_OK, "set_wake_callback");
+    world w;
+    world_make(s, &w, "free");
+    CHECK(wl.calls >= 1 && strcmp(wl.last, w.bot) == 0, "wake-up with the bot id after startBot");
+
+    sbuf up = {0};
+    sb_fmt(&up,
+           "GET /bot/gateway HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bot %s\r\n\r\n",
+           w.token);
+    botspace_bytes resp = {NULL, 0};
+    botspace_gateway *gw = (botspace_gateway *)(uintptr_t)0x1;
+    CHECK(botspace_gateway_accept(NULL, (const uint8_t *)up.p, up.len, &resp, &gw) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "gateway_accept: NULL service");
+    CHECK(botspace_gateway_accept(s, NULL, 5, &resp, &gw) == BOTSPACE_STATUS_NULL_ARGUMENT, "gateway_accept: NULL request");
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, NULL, &gw) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "gateway_accept: NULL out_response");
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, &resp, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              resp.ptr == NULL,
+          "gateway_accept: NULL out_gateway, nothing written");
+    CHECK(botspace_gateway_accept(s, NULL, 0, &resp, &gw) == BOTSPACE_STATUS_OK && gw == NULL && resp.len > 12 &&
+              memcmp(resp.ptr, "HTTP/1.1 400", 12) == 0,
+          "gateway_accept: an empty request is refused with 400");
+    botspace_bytes_free(&resp);
+    const char *noauth = "GET /bot/gateway HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                         "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)noauth, strlen(noauth), &resp, &gw) == BOTSPACE_STATUS_OK && gw == NULL &&
+              memcmp(resp.ptr, "HTTP/1.1 401", 12) == 0,
+          "gateway_accept: no token is 401");
+    botspace_bytes_free(&resp);
+    sbuf plain = {0};
+    sb_fmt(&plain, "GET /bot/gateway HTTP/1.1\r\nHost: x\r\nAuthorization: Bot %s\r\n\r\n", w.token);
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)plain.p, plain.len, &resp, &gw) == BOTSPACE_STATUS_OK && gw == NULL &&
+              memcmp(resp.ptr, "HTTP/1.1 426", 12) == 0,
+          "gateway_accept: no upgrade is 426");
+    botspace_bytes_free(&resp);
+    sb_free(&plain);
+
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, &resp, &gw) == BOTSPACE_STATUS_OK && gw != NULL &&
+              memcmp(resp.ptr, "HTTP/1.1 101", 12) == 0 &&
+              strstr((const char *)resp.ptr, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=") != NULL,
+          "gateway_accept: 101 with the RFC 6455 accept key");
+    botspace_bytes_free(&resp);
+    botspace_gateway *second = NULL;
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, &resp, &second) == BOTSPACE_STATUS_OK && second == NULL &&
+              memcmp(resp.ptr, "HTTP/1.1 429", 12) == 0,
+          "gateway_accept: a free bot's second connection is 429");
+    botspace_bytes_free(&resp);
+
+    const char *id = NULL;
+    CHECK(botspace_gateway_bot_id(gw, &id) == BOTSPACE_STATUS_OK && id && strcmp(id, w.bot) == 0, "gateway_bot_id");
+    CHECK(botspace_gateway_bot_id(NULL, &id) == BOTSPACE_STATUS_NULL_ARGUMENT, "gateway_bot_id: NULL gateway");
+    CHECK(botspace_gateway_bot_id(gw, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "gateway_bot_id: NULL out");
+
+    uint64_t now = 0, deadline = 1;
+    botspace_service_now_ms(s, &now);
+    CHECK(botspace_gateway_next_deadline(gw, &deadline) == BOTSPACE_STATUS_OK && deadline == 0,
+          "next_deadline is 0 before the hello");
+    CHECK(botspace_gateway_next_deadline(NULL, &deadline) == BOTSPACE_STATUS_NULL_ARGUMENT, "next_deadline: NULL gateway");
+    CHECK(botspace_gateway_next_deadline(gw, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "next_deadline: NULL out");
+    botspace_bytes out = {NULL, 0};
+    CHECK(botspace_gateway_poll(NULL, now, &out) == BOTSPACE_STATUS_NULL_ARGUMENT, "gateway_poll: NULL gateway");
+    CHECK(botspace_gateway_poll(gw, now, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "gateway_poll: NULL out");
+    static char texts[8][2048];
+    int code = 0;
+    CHECK(botspace_gateway_poll(gw, now, &out) == BOTSPACE_STATUS_OK, "gateway_poll");
+    int nf = ws_frames(out.ptr, out.len, texts, 8, &code);
+    CHECK(nf == 2 && strncmp(texts[0], "{\"op\":\"hello\"", 13) == 0 && strstr(texts[1], "\"seq\":1") &&
+              strstr(texts[1], "bot_started"),
+          "poll: hello, then the replayed bot_started event");
+    botspace_bytes_free(&out);
+    CHECK(botspace_gateway_next_deadline(gw, &deadline) == BOTSPACE_STATUS_OK && deadline == now + 2 * 41250,
+          "next_deadline: two heartbeat intervals after the last heartbeat");
+    CHECK(botspace_gateway_poll(gw, now, &out) == BOTSPACE_STATUS_OK && out.ptr == NULL && out.len == 0,
+          "poll with nothing to send gives {NULL, 0}");
+
+    /* heartbeat, fed in two pieces (a partial frame waits) */
+    sbuf hb = {0};
+    ws_text(&hb, "{\"op\":\"heartbeat\"}");
+    CHECK(botspace_gateway_feed(NULL, (const uint8_t *)hb.p, hb.len, now) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "gateway_feed: NULL gateway");
+    CHECK(botspace_gateway_feed(gw, NULL, 3, now) == BOTSPACE_STATUS_NULL_ARGUMENT, "gateway_feed: NULL bytes with a length");
+    CHECK(botspace_gateway_feed(gw, NULL, 0, now) == BOTSPACE_STATUS_OK, "gateway_feed: NULL with length 0");
+    CHECK(botspace_gateway_feed(gw, (const uint8_t *)hb.p, 5, now) == BOTSPACE_STATUS_OK, "gateway_feed: a partial frame");
+    CHECK(botspace_gateway_poll(gw, now, &out) == BOTSPACE_STATUS_OK && out.len == 0, "poll: nothing for a partial frame");
+    CHECK(botspace_gateway_feed(gw, (const uint8_t *)hb.p + 5, hb.len - 5, now) == BOTSPACE_STATUS_OK, "gateway_feed: the rest");
+    CHECK(botspace_gateway_poll(gw, now, &out) == BOTSPACE_STATUS_OK, "poll after a heartbeat");
+    nf = ws_frames(out.ptr, out.len, texts, 8, &code);
+    CHECK(nf == 1 && strcmp(texts[0], "{\"op\":\"heartbeat_ack\"}") == 0, "heartbeat_ack");
+    botspace_bytes_free(&out);
+    sb_free(&hb);
+
+    /* a human message wakes the bot up; poll delivers it */
+    int before = wl.calls;
+    char body[512];
+    snprintf(body, sizeof body, "{\"user_id\":\"%s\",\"chat_id\":\"%s\",\"text\":\"hello bot\"}", w.user, w.chat);
+    json_free(admin(s, "sendUserMessage", body));
+    CHECK(wl.calls == before + 1 && strcmp(wl.last, w.bot) == 0, "wake-up with the bot id after sendUserMessage");
+    CHECK(botspace_gateway_poll(gw, now, &out) == BOTSPACE_STATUS_OK, "poll after the wake-up");
+    nf = ws_frames(out.ptr, out.len, texts, 8, &code);
+    CHECK(nf == 1 && strstr(texts[0], "\"seq\":2") && strstr(texts[0], "message_created") && strstr(texts[0], "hello bot"),
+          "the message_created event");
+    botspace_bytes_free(&out);
+
+    bool closed = true;
+    CHECK(botspace_gateway_is_closed(gw, &closed) == BOTSPACE_STATUS_OK && !closed, "is_closed: open");
+    CHECK(botspace_gateway_is_closed(NULL, &closed) == BOTSPACE_STATUS_NULL_ARGUMENT, "is_closed: NULL gateway");
+    CHECK(botspace_gateway_is_closed(gw, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "is_closed: NULL out");
+
+    /* token rotation: wake-up, then close 4004 */
+    before = wl.calls;
+    snprintf(body, sizeof body, "{\"bot_id\":\"%s\"}", w.bot);
+    jval *rot = admin(s, "rotateBotToken", body);
+    char *new_token = dup_str(json_get(json_get(rot, "result"), "token"));
+    json_free(rot);
+    CHECK(wl.calls == before + 1 && strcmp(wl.last, w.bot) == 0, "wake-up after rotateBotToken");
+    CHECK(botspace_gateway_poll(gw, now, &out) == BOTSPACE_STATUS_OK, "poll after the rotation");
+    nf = ws_frames(out.ptr, out.len, texts, 8, &code);
+    CHECK(nf == 1 && code == 4004, "close 4004 after a token rotation");
+    botspace_bytes_free(&out);
+    CHECK(botspace_gateway_is_closed(gw, &closed) == BOTSPACE_STATUS_OK && closed, "is_closed after the close frame");
+    CHECK(botspace_gateway_next_deadline(gw, &deadline) == BOTSPACE_STATUS_OK && deadline == BOTSPACE_NO_DEADLINE,
+          "next_deadline: none once closed");
+    botspace_gateway_free(&gw);
+    CHECK(gw == NULL, "gateway_free sets the handle to NULL");
+    botspace_gateway_free(&gw);
+    botspace_gateway_free(NULL);
+    CHECK(1, "gateway_free twice on the same variable, and with NULL, is harmless");
+
+    /* heartbeat timeout (4009) with the manual clock; then a gateway that
+     * outlives its service handle */
+    sb_free(&up);
+    sb_fmt(&up,
+           "GET /bot/gateway HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bot %s\r\n\r\n",
+           new_token);
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, &resp, &gw) == BOTSPACE_STATUS_OK && gw != NULL,
+          "the slot is free again after gateway_free; reconnect with the new token");
+    botspace_bytes_free(&resp);
+    botspace_gateway_poll(gw, now, &out);
+    botspace_bytes_free(&out);
+    json_free(admin(s, "advanceClock", "{\"seconds\":83}"));
+    botspace_service_now_ms(s, &now);
+    CHECK(botspace_gateway_next_deadline(gw, &deadline) == BOTSPACE_STATUS_OK && deadline < now, "the deadline has passed");
+    CHECK(botspace_gateway_poll(gw, now, &out) == BOTSPACE_STATUS_OK, "poll after the deadline");
+    nf = ws_frames(out.ptr, out.len, texts, 8, &code);
+    CHECK(nf == 1 && code == 4009, "close 4009 after two heartbeat intervals without a heartbeat");
+    botspace_bytes_free(&out);
+    botspace_gateway_free(&gw);
+
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, &resp, &gw) == BOTSPACE_STATUS_OK && gw != NULL,
+          "a third connection");
+    botspace_bytes_free(&resp);
+    botspace_service_free(&s);
+    CHECK(botspace_gateway_poll(gw, now, &out) == BOTSPACE_STATUS_OK && out.len > 0, "a gateway outlives its service handle");
+    botspace_bytes_free(&out);
+    botspace_gateway_free(&gw);
+
+    free(new_token);
+    sb_free(&up);
+    world_free(&w);
+}
+
+/* ------------------------------------------------------------------------ */
+/* 4. Threads */
+
+#define THREADS 8
+
+typedef struct {
+    botspace_service *svc;
+    int index, iters;
+    int errors;
+    char detail[256];
+    world w;
+} worker;
+
+static pthread_mutex_t wake_mu = PTHREAD_MUTEX_INITIALIZER;
+static long wake_total;
+
+static void count_wake(void *user_data, const char *bot_id, size_t len) {
+    (void)user_data;
+    if (strncmp(bot_id, "bot_", 4) != 0 || strlen(bot_id) != len) abort();
+    pthread_mutex_lock(&wake_mu);
+    wake_total++;
+    pthread_mutex_unlock(&wake_mu);
+}
+
+static void *hammer(void *arg) {
+    worker *k = arg;
+    world_make(k->svc, &k->w, "free");
+    char auth[128], send_body[256];
+    snprintf(auth, sizeof auth, "Bot %s", k->w.token);
+    sbuf getme = {0}, send = {0};
+    build_post(&getme, "/bot/getMe", auth, NULL);
+    snprintf(send_body, sizeof send_body, "{\"chat_id\":\"%s\",\"text\":\"from thread %d\"}", k->w.chat, k->index);
+    build_post(&send, "/bot/sendMessage", auth, send_body);
+    long expect_id = 1;
+    for (int i = 0; i < k->iters && k->errors == 0; i++) {
+        response r;
+        if (!request(k->svc, getme.p, getme.len, &r) || r.status != 200 || !strstr(r.body, k->w.bot)) {
+            k->errors++;
+            snprintf(k->detail, sizeof k->detail, "getMe: %d", r.status);
+        }
+        response_free(&r);
+        if (i % 8 == 7) {
+            botspace_slice reqs[4];
+            botspace_bytes outs[4];
+            for (int j = 0; j < 4; j++) {
+                reqs[j].ptr = (const uint8_t *)send.p;
+                reqs[j].len = send.len;
+            }
+            if (botspace_service_handle_batch(k->svc, reqs, 4, outs) != BOTSPACE_STATUS_OK) {
+                k->errors++;
+                snprintf(k->detail, sizeof k->detail, "batch: %s", last_error());
+                continue;
+            }
+            for (int j = 0; j < 4; j++) {
+                char want[64];
+                snprintf(want, sizeof want, "\"message_id\":\"%ld\"", expect_id++);
+                char err[64];
+                memset(&r, 0, sizeof r);
+                if (!parse_response(outs[j].ptr, outs[j].len, &r, err, sizeof err) || r.status != 200 || !strstr(r.body, want)) {
+                    k->errors++;
+                    snprintf(k->detail, sizeof k->detail, "batch send %d: %.200s", j, r.body ? r.body : err);
+                }
+                response_free(&r);
+                botspace_bytes_free(&outs[j]);
+            }
+        } else {
+            char want[64];
+            snprintf(want, sizeof want, "\"message_id\":\"%ld\"", expect_id++);
+            if (!request(k->svc, send.p, send.len, &r) || r.status != 200 || !strstr(r.body, want)) {
+                k->errors++;
+                snprintf(k->detail, sizeof k->detail, "sendMessage: %.200s", r.body ? r.body : "");
+            }
+            response_free(&r);
+        }
+        /* per-thread error messages */
+        if (i % 16 == 0) {
+            if (botspace_service_handle_request(k->svc, (const uint8_t *)getme.p, getme.len, NULL) != BOTSPACE_STATUS_NULL_ARGUMENT ||
+                strcmp(last_error(), "argument `out_response` is NULL") != 0) {
+                k->errors++;
+                snprintf(k->detail, sizeof k->detail, "last error: %s", last_error());
+            }
+        }
+    }
+    sb_free(&getme);
+    sb_free(&send);
+    return NULL;
+}
+
+static void test_threads(int iters) {
+    botspace_service *s = open_service(UNLIMITED_CONFIG);
+    botspace_service_set_wake_callback(s, count_wake, NULL);
+    pthread_t th[THREADS];
+    worker ws[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        memset(&ws[i], 0, sizeof ws[i]);
+        ws[i].svc = s;
+        ws[i].index = i;
+        ws[i].iters = iters;
+        if (pthread_create(&th[i], NULL, hammer, &ws[i]) != 0) {
+            check(0, "pthread_create", NULL);
+            return;
+        }
+    }
+    int errors = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(th[i], NULL);
+        if (ws[i].errors) {
+            errors += ws[i].errors;
+            printf("  thread %d: %s\n", i, ws[i].detail);
+        }
+    }
+    check(errors == 0, "8 threads: getMe, sendMessage and batches on one service, message ids in order", "%d errors", errors);
+    /* every message is stored: each chat's history ends at the expected id */
+    int history_ok = 1;
+    long expected = iters + 3L * (iters / 8);
+    for (int i = 0; i < THREADS; i++) {
+        char body[256];
+        snprintf(body, sizeof body, "{\"chat_id\":\"%s\",\"after_message_id\":\"%ld\"}", ws[i].w.chat, expected - 1);
+        jval *h = admin(s, "getChatHistory", body);
+        const jval *res = json_get(h, "result");
+        const jval *last = res && res->t == J_ARR && res->n == 1 ? json_get(res->items[0], "message_id") : NULL;
+        char want[32];
+        snprintf(want, sizeof want, "%ld", expected);
+        if (!last || last->t != J_STR || strcmp(last->s, want) != 0) history_ok = 0;
+        json_free(h);
+    }
+    CHECK(history_ok, "8 threads: every chat holds exactly the messages sent");
+    /* each started chat woke its bot once; messages from bots wake nobody
+     * (a bot gets no events for its own messages) */
+    CHECK(wake_total >= THREADS, "8 threads: wake-ups counted on the committing threads");
+    botspace_service_free(&s);
+    for (int i = 0; i < THREADS; i++) world_free(&ws[i].w);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s VECTORS_DIR\n", argv[0]);
+        return 2;
+    }
+    int iters = 200;
+    const char *env = getenv("BOTSPACE_TEST_ITERS");
+    if (env && atoi(env) > 0) iters = atoi(env);
+    printf("# botspace %s\n", botspace_version());
+    test_basics();
+    test_open();
+    test_requests();
+    test_gateway();
+    test_threads(iters);
+    test_vectors(argv[1]);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
