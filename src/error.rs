@@ -33,15 +33,24 @@ impl ApiError {
 
     /// The JSON body `{"ok":false,"error_code":..,"error":..,"description":..,"parameters"?:..}`.
     pub fn body(&self) -> Vec<u8> {
-        let mut m = Map::new();
-        m.insert("ok".into(), Value::Bool(false));
-        m.insert("error_code".into(), self.status.into());
-        m.insert("error".into(), self.code.into());
-        m.insert("description".into(), self.description.clone().into());
-        if let Some(p) = &self.parameters {
-            m.insert("parameters".into(), Value::Object(p.clone()));
+        // A struct keeps the contract's field order: ok first.
+        #[derive(serde::Serialize)]
+        struct Envelope<'a> {
+            ok: bool,
+            error_code: u16,
+            error: &'a str,
+            description: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            parameters: Option<&'a Map<String, Value>>,
         }
-        serde_json::to_vec(&Value::Object(m)).unwrap_or_default()
+        serde_json::to_vec(&Envelope {
+            ok: false,
+            error_code: self.status,
+            error: self.code,
+            description: &self.description,
+            parameters: self.parameters.as_ref(),
+        })
+        .unwrap_or_default()
     }
 
     // Constructors for the contract's codes, so each is spelled once.
@@ -78,6 +87,12 @@ impl ApiError {
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         // The detail names the storage failure, never a secret.
         Self::new(500, "internal_error", format!("internal error, nothing was written; safe to retry ({detail})"))
+    }
+}
+
+impl From<rusqlite::types::FromSqlError> for ApiError {
+    fn from(e: rusqlite::types::FromSqlError) -> Self {
+        ApiError::internal(e)
     }
 }
 

@@ -65,9 +65,9 @@ pub fn call(ctx: &mut Ctx<'_>, name: &str, req: &Request<'_>) -> ApiResult<Vec<u
         "sendUserMessage" => return send_user_message(ctx, &b),
         "deleteUserMessage" => delete_user_message(ctx, &b)?,
         "getChat" => load_chat(ctx, params::req_str(&b, "chat_id")?)?.to_json(ctx.conn)?,
-        "getChatHistory" => chat_history(ctx, &b)?,
+        "getChatHistory" => return chat_history(ctx, &b),
         "getChatActions" => chat_actions(ctx, &b)?,
-        "getUpdates" => get_updates(ctx, &b)?,
+        "getUpdates" => return get_updates(ctx, &b),
         "getStats" => stats(ctx)?,
         "advanceClock" => advance_clock(ctx, &b)?,
         _ => return Err(ApiError::new(404, "method_not_found", format!("unknown method {name}"))),
@@ -557,7 +557,7 @@ fn delete_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     Ok(Value::Bool(true))
 }
 
-fn chat_history(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+fn chat_history(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
     let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
     let after = params::opt_message_id(b, "after_message_id").or_else(|e| match b.get("after_message_id") {
         Some(Value::String(s)) if s == "0" => Ok(None),
@@ -570,16 +570,21 @@ fn chat_history(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
          FROM messages WHERE chat_id = ?1 AND message_id > ?2 ORDER BY message_id LIMIT ?3",
     )?;
     let rows = st.query_map(params![chat.id, after.unwrap_or(0), limit as i64], StoredMessage::from_row)?;
-    let mut out = Vec::new();
+    // Written as it goes, so messages keep the field order of sendMessage.
+    let mut out = b"[".to_vec();
     for m in rows {
         let m = m?;
+        if out.len() > 1 {
+            out.push(b',');
+        }
         if m.deleted {
-            out.push(json!({"message_id": m.message_id.to_string(), "deleted": true}));
+            out.extend_from_slice(format!(r#"{{"message_id":"{}","deleted":true}}"#, m.message_id).as_bytes());
         } else {
-            out.push(serde_json::to_value(m.json(chat.reference())).map_err(ApiError::internal)?);
+            out.extend_from_slice(&to_json(&m.json(chat.reference()))?);
         }
     }
-    Ok(Value::Array(out))
+    out.push(b']');
+    Ok(out)
 }
 
 fn chat_actions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
@@ -595,7 +600,7 @@ fn chat_actions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 
 /// Telegram-style: returns updates from `offset` on (default: the first not
 /// yet confirmed) and confirms everything before `offset`, durably.
-fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
+fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
     let offset = params::opt_uint(b, "offset", i64::MAX as u64)?;
     let limit = params::opt_uint(b, "limit", 1000)?.unwrap_or(100).max(1);
     let confirmed: i64 = ctx
@@ -615,11 +620,20 @@ fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let mut st = ctx.conn.prepare_cached(
         "SELECT update_id, type, data FROM updates WHERE update_id >= ?1 ORDER BY update_id LIMIT ?2",
     )?;
-    let rows = st.query_map(params![from, limit as i64], |r| {
-        let data: String = r.get(2)?;
-        Ok(json!({"update_id": r.get::<_, i64>(0)?, "type": r.get::<_, String>(1)?, "data": raw(&data)}))
-    })?;
-    Ok(Value::Array(rows.collect::<rusqlite::Result<_>>()?))
+    // The stored payloads are JSON the service wrote: spliced in as they are.
+    let mut out = b"[".to_vec();
+    let mut rows = st.query(params![from, limit as i64])?;
+    while let Some(r) = rows.next()? {
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        let id: i64 = r.get(0)?;
+        out.extend_from_slice(format!(r#"{{"update_id":{id},"type":"{}","data":"#, r.get_ref(1)?.as_str()?).as_bytes());
+        out.extend_from_slice(r.get_ref(2)?.as_bytes()?);
+        out.push(b'}');
+    }
+    out.push(b']');
+    Ok(out)
 }
 
 /// Row counts, e.g. for a host to tell a fresh database from a used one.
