@@ -145,6 +145,7 @@ impl Service {
                         io: MemIo::default(),
                         close_sent: false,
                         peer_gone: false,
+                        outs: Vec::new(),
                     }),
                 }
             }
@@ -455,6 +456,8 @@ pub struct GatewayConnection {
     io: MemIo,
     close_sent: bool,
     peer_gone: bool,
+    /// Reused between polls.
+    outs: Vec<GatewayOutput>,
 }
 
 impl GatewayConnection {
@@ -505,9 +508,20 @@ impl GatewayConnection {
 
     /// Runs the session at `now_ms` and returns the bytes to write.
     pub fn poll(&mut self, now_ms: u64) -> Vec<u8> {
-        let mut outs = Vec::new();
+        let mut out = Vec::new();
+        self.poll_into(now_ms, &mut out);
+        out
+    }
+
+    /// Like `poll`, appending the bytes to write into `out` (reuse it).
+    pub fn poll_into(&mut self, now_ms: u64, out: &mut Vec<u8>) {
+        // Frame straight into the caller's buffer: no copy, no regrowth.
+        let pending = std::mem::take(&mut self.io.output);
+        std::mem::swap(&mut self.io.output, out);
+        self.io.output.extend_from_slice(&pending);
+        let mut outs = std::mem::take(&mut self.outs);
         self.session.poll_into(now_ms, &mut outs);
-        for o in outs {
+        for o in outs.drain(..) {
             if self.close_sent {
                 break;
             }
@@ -523,14 +537,9 @@ impl GatewayConnection {
                 break;
             }
         }
+        self.outs = outs;
         let _ = self.ws.flush(&mut self.io);
-        std::mem::take(&mut self.io.output)
-    }
-
-    /// Like `poll`, appending into `out`.
-    pub fn poll_into(&mut self, now_ms: u64, out: &mut Vec<u8>) {
-        let bytes = self.poll(now_ms);
-        out.extend_from_slice(&bytes);
+        std::mem::swap(&mut self.io.output, out);
     }
 
     /// When to poll next at the latest (Unix ms); `Some(0)` means now.

@@ -26,8 +26,9 @@ pub struct Request<'a> {
     pub method: &'a str,
     pub path: &'a str,
     pub query: &'a str,
-    headers: [(&'a str, &'a [u8]); MAX_HEADERS],
-    header_count: usize,
+    /// Only the headers present: a whole `MAX_HEADERS` array would be copied
+    /// with every move of the request.
+    headers: Vec<(&'a str, &'a [u8])>,
     pub body: Cow<'a, [u8]>,
     /// Set when the transport rules refuse the request (411/413); reported
     /// after the 405 check so the order of checks holds.
@@ -37,7 +38,7 @@ pub struct Request<'a> {
 impl<'a> Request<'a> {
     /// First value of a header, matched case-insensitively.
     pub fn header(&self, name: &str) -> Option<&'a [u8]> {
-        self.headers[..self.header_count].iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| *v)
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| *v)
     }
 
     pub fn header_str(&self, name: &str) -> Option<&'a str> {
@@ -46,7 +47,7 @@ impl<'a> Request<'a> {
 
     /// True when a header's comma-separated list contains `token` (case-insensitive).
     pub fn header_has_token(&self, name: &str, token: &str) -> bool {
-        self.headers[..self.header_count].iter().any(|(n, v)| {
+        self.headers.iter().any(|(n, v)| {
             n.eq_ignore_ascii_case(name)
                 && std::str::from_utf8(v)
                     .map(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
@@ -239,11 +240,7 @@ pub fn parse_request(buf: &[u8], max_body_bytes: usize) -> Result<Request<'_>, A
         Some(i) => (&target[..i], &target[i + 1..]),
         None => (target, ""),
     };
-    let mut headers: [(&str, &[u8]); MAX_HEADERS] = [("", b""); MAX_HEADERS];
-    let header_count = req.headers.len();
-    for (slot, h) in headers.iter_mut().zip(req.headers.iter()) {
-        *slot = (h.name, h.value);
-    }
+    let headers: Vec<(&str, &[u8])> = req.headers.iter().map(|h| (h.name, h.value)).collect();
     let rest = &buf[head_len..];
     let mut body_error = None;
     let body: Cow<'_, [u8]> = match body_len(req.headers) {
@@ -279,7 +276,7 @@ pub fn parse_request(buf: &[u8], max_body_bytes: usize) -> Result<Request<'_>, A
             }
         }
     };
-    Ok(Request { method, path, query, headers, header_count, body, body_error })
+    Ok(Request { method, path, query, headers, body, body_error })
 }
 
 pub fn reason(status: u16) -> &'static str {

@@ -146,6 +146,11 @@ pub fn open(config: &Config) -> Result<Connection, StorageError> {
 }
 
 pub fn configure(conn: &Connection, sync: Synchronous) -> Result<(), StorageError> {
+    // The bundled SQLite has STAT4, which re-plans a statement with a range
+    // on a bound parameter (`seq > ?`) at every execution. The query planner
+    // stability guarantee keeps each prepared plan, which is what a cache of
+    // prepared statements is for. Must precede the first prepare.
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     // WAL for file databases; :memory: reports "memory" and that is fine.
     let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
     conn.execute_batch(match sync {
