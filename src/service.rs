@@ -192,9 +192,12 @@ impl Service {
     }
 
     /// Many requests, committed together in one transaction (group commit).
-    /// Each gets exactly the answer it would get alone; a request that fails
-    /// is rolled back to its own savepoint and leaves no trace. If the final
-    /// commit fails, every request that had succeeded answers 500.
+    /// Each gets exactly the answer it would get alone. Methods validate
+    /// before they write, so a refused request has written nothing and needs
+    /// no savepoint (savepoints would cost a third of the batch). A request
+    /// that fails *after* writing can only be a storage failure: then the
+    /// whole group rolls back and every request that had succeeded, and that
+    /// one, answer 500 — nothing was committed, all are safe to retry.
     pub fn handle_batch(&self, requests: &[&[u8]]) -> Vec<Vec<u8>> {
         let routed: Vec<Result<Routed<'_>, ApiError>> = requests.iter().map(|r| self.route(r)).collect();
         let mut out: Vec<Vec<u8>> = Vec::with_capacity(requests.len());
@@ -206,46 +209,52 @@ impl Service {
             return routed.iter().map(|_| e.clone().into_response()).collect();
         }
         let mut ok = Vec::with_capacity(requests.len());
+        let mut failure: Option<ApiError> = None;
         for r in &routed {
-            match r {
+            let routed = match r {
                 Err(e) => {
                     out.push(e.clone().into_response());
                     ok.push(false);
+                    continue;
                 }
-                Ok(routed) => {
-                    let mark = inner.rate.mark();
-                    let touched = inner.fx.bots_touched;
-                    let (w, v) = (inner.fx.woken.len(), inner.fx.revoked.len());
-                    let res = exec(&inner.conn, "SAVEPOINT req")
-                        .map_err(ApiError::from)
-                        .and_then(|_| self.dispatch(inner, routed, now_ms));
-                    match res {
-                        Ok(body) => {
-                            if let Err(e) = exec(&inner.conn, "RELEASE req") {
-                                out.push(ApiError::from(e).into_response());
-                                ok.push(false);
-                                continue;
-                            }
-                            out.push(body);
-                            ok.push(true);
-                        }
-                        Err(e) => {
-                            let _ = exec(&inner.conn, "ROLLBACK TO req");
-                            let _ = exec(&inner.conn, "RELEASE req");
-                            inner.rate.rollback_to(mark);
-                            inner.fx.woken.truncate(w);
-                            inner.fx.revoked.truncate(v);
-                            if inner.fx.bots_touched && !touched {
-                                inner.bot_cache.clear();
-                            }
-                            out.push(e.into_response());
-                            ok.push(false);
-                        }
+                Ok(routed) => routed,
+            };
+            let mark = inner.rate.mark();
+            let touched = inner.fx.bots_touched;
+            let (w, v) = (inner.fx.woken.len(), inner.fx.revoked.len());
+            let changes = inner.conn.total_changes();
+            match self.dispatch(inner, routed, now_ms) {
+                Ok(body) => {
+                    out.push(body);
+                    ok.push(true);
+                }
+                Err(e) if inner.conn.total_changes() != changes => {
+                    // Failed after writing: only the whole group can be undone.
+                    out.push(Vec::new());
+                    ok.push(true);
+                    failure = Some(if e.status == 500 { e } else { ApiError::internal(e.description) });
+                    break;
+                }
+                Err(e) => {
+                    inner.rate.rollback_to(mark);
+                    inner.fx.woken.truncate(w);
+                    inner.fx.revoked.truncate(v);
+                    if inner.fx.bots_touched && !touched {
+                        inner.bot_cache.clear();
                     }
+                    out.push(e.into_response());
+                    ok.push(false);
                 }
             }
         }
-        match self.commit(inner, now_ms) {
+        let result = match failure {
+            Some(e) => {
+                self.abort(inner);
+                Err(e)
+            }
+            None => self.commit(inner, now_ms),
+        };
+        match result {
             Ok(()) => {
                 let fx = std::mem::take(&mut inner.fx);
                 // Hooks run without the lock: a hook may poll a connection.
@@ -257,6 +266,11 @@ impl Service {
                     if succeeded {
                         *slot = e.clone().into_response();
                     }
+                }
+                // Requests after the failing one were never run.
+                let e = ApiError::internal("an earlier request of the batch failed in storage; nothing was written");
+                while out.len() < requests.len() {
+                    out.push(e.clone().into_response());
                 }
             }
         }
@@ -298,12 +312,20 @@ impl Service {
             return ApiError::from(e).into_response();
         }
         let mark = inner.rate.mark();
+        let changes = inner.conn.total_changes();
         match self.dispatch(inner, routed, now_ms) {
             Ok(body) => match self.commit(inner, now_ms) {
                 Ok(()) => body,
                 Err(e) => e.into_response(),
             },
             Err(e) => {
+                // handle_batch relies on this: a refusal writes nothing.
+                debug_assert!(
+                    e.status == 500 || inner.conn.total_changes() == changes,
+                    "{} wrote before refusing with {}",
+                    routed.name,
+                    e.code
+                );
                 let _ = exec(&inner.conn, "ROLLBACK");
                 inner.rate.rollback_to(mark);
                 if inner.fx.bots_touched {

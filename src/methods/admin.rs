@@ -419,6 +419,8 @@ fn create_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
             .collect::<ApiResult<_>>()?,
         Some(_) => return Err(ApiError::invalid_field("member_ids", "must be an array of user and bot ids")),
     };
+    // Every id is checked before anything is written.
+    let members: Vec<(&str, bool)> = ids.iter().map(|m| Ok((*m, member_kind(ctx, m)?))).collect::<ApiResult<_>>()?;
     let id = auth::new_id("spc_")?;
     ctx.conn
         .prepare_cached(
@@ -426,8 +428,7 @@ fn create_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         )?
         .execute(params![id, title, bots_can_send, ctx.now_s()])?;
     let chat = load_chat(ctx, &id)?;
-    for m in ids {
-        let is_bot = member_kind(ctx, m)?;
+    for (m, is_bot) in members {
         if add_membership(ctx, &id, m, is_bot)? {
             member_event(ctx, &chat, m, is_bot, events::MEMBER_ADDED, None)?;
         }
