@@ -547,7 +547,7 @@ fn drain(conn: &mut GatewayConnection, now: u64) -> (u64, u64) {
 // ---------------------------------------------------------------------------
 // Cases
 
-fn request_cases(o: &Opts, dir: &Path, store: Store, rows: &mut Vec<Row>, notes: &mut Vec<String>) {
+fn request_cases(o: &Opts, dir: &Path, store: Store, rows: &mut Vec<Row>) {
     let label = store.label();
     eprintln!("[bench] REST methods on {label}");
     let svc = open_service(store, dir, &format!("svc-{}", store.tag()));
@@ -959,7 +959,7 @@ fn main() {
     let mut notes = Vec::new();
     for store in [Store::Memory, Store::File(Synchronous::Full), Store::File(Synchronous::Normal)] {
         if wanted(&format!("rest-{}", store.tag())) {
-            request_cases(&o, &dir, store, &mut rows, &mut notes);
+            request_cases(&o, &dir, store, &mut rows);
         }
     }
     if wanted("gateway-fanout") {
