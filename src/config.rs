@@ -161,7 +161,12 @@ impl Config {
     /// Parses a JSON configuration; absent fields keep their defaults,
     /// unknown fields are refused so typos do not pass silently.
     pub fn from_json(bytes: &[u8]) -> Result<Config, ConfigError> {
-        let c: Config = serde_json::from_slice(bytes).map_err(|e| ConfigError::Json(e.to_string()))?;
+        // Only an object: serde would also fill the struct from an array by position.
+        let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| ConfigError::Json(e.to_string()))?;
+        if !v.is_object() {
+            return Err(ConfigError::Json("the configuration must be a JSON object".into()));
+        }
+        let c: Config = serde_json::from_value(v).map_err(|e| ConfigError::Json(e.to_string()))?;
         c.validate()?;
         Ok(c)
     }
@@ -187,5 +192,29 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_json_takes_only_an_object() {
+        let e = Config::from_json(br#"[":memory:","long-enough-secret-0001"]"#).unwrap_err();
+        assert_eq!(e, ConfigError::Json("the configuration must be a JSON object".into()));
+        let c = Config::from_json(br#"{"admin_secret":"long-enough-secret-0001","clock":"manual"}"#).unwrap();
+        assert_eq!(c.clock, ClockKind::Manual);
+        assert_eq!(c.database, ":memory:");
+    }
+
+    #[test]
+    fn from_json_refuses_unknown_fields_and_bad_values() {
+        assert!(matches!(Config::from_json(br#"{"admin_secret":"long-enough-secret-0001","databse":"x"}"#), Err(ConfigError::Json(_))));
+        assert_eq!(Config::from_json(br#"{"admin_secret":"short"}"#).unwrap_err(), ConfigError::AdminSecretTooShort);
+        assert!(matches!(Config::from_json(br#"{"admin_secret":"long-enough-secret-0001","operational_key":"zz"}"#), Err(ConfigError::Json(_))));
+        let key = "00".repeat(32);
+        let c = Config::from_json(format!(r#"{{"admin_secret":"long-enough-secret-0001","operational_key":"{key}"}}"#).as_bytes()).unwrap();
+        assert_eq!(c.operational_key, Some([0u8; 32]));
     }
 }
