@@ -1,1 +1,834 @@
-//! C ABI for botspace (in progress).
+//! The C ABI of botspace: `include/botspace.h` is generated from this file
+//! by cbindgen, so the doc comments here are the header's documentation.
+//!
+//! Conventions (in the manner of rustls-ffi):
+//! - opaque handles (`botspace_service`, `botspace_gateway`), created by one
+//!   function and released by one `_free` function;
+//! - every function that can fail returns a `botspace_status`, 0 is OK;
+//! - every body runs inside [`ffi_boundary!`], so no Rust panic unwinds into
+//!   C: a panic becomes `BOTSPACE_STATUS_PANIC`;
+//! - NULL pointers are checked and refused with `BOTSPACE_STATUS_NULL_ARGUMENT`,
+//!   except that a NULL input pointer with length 0 is an empty input;
+//! - output parameters are written only when the call returns OK;
+//! - output bytes are a `botspace_bytes {ptr, len}` released by
+//!   `botspace_bytes_free`, which accepts NULL and empty values.
+#![allow(non_camel_case_types)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+use botspace::{Config, Framing, GatewayConnection, OpenError, Service};
+use std::cell::RefCell;
+use std::ffi::{c_char, c_void, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, OnceLock};
+
+/// The result of every fallible call. The values are fixed and will never
+/// change meaning; new values may be added. `botspace_status_message`
+/// gives a static description and `botspace_last_error_message` the detail
+/// of the last failure on the calling thread.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum botspace_status {
+    /// Success; outputs were written.
+    Ok = 0,
+    /// A required pointer argument was NULL (an input pointer may be NULL
+    /// only when its length is 0).
+    NullArgument = 1,
+    /// The configuration JSON was malformed or named an invalid value.
+    InvalidConfig = 2,
+    /// The database could not be opened, created or migrated.
+    StorageError = 3,
+    /// An argument is out of range (e.g. a length above `PTRDIFF_MAX`).
+    InvalidArgument = 4,
+    /// An internal error (a Rust panic) was caught at the boundary; no
+    /// output was written and the handle stays usable. Please report it.
+    Panic = 5,
+}
+
+/// Borrowed input bytes, used for the requests of
+/// `botspace_service_handle_batch`. `ptr` may be NULL when `len` is 0.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct botspace_slice {
+    pub ptr: *const u8,
+    pub len: usize,
+}
+
+/// Bytes owned by the caller after a successful call. Release them with
+/// `botspace_bytes_free` (exactly once, or any number of times on the same
+/// variable, since it resets the value to `{NULL, 0}`). An empty output is
+/// `{NULL, 0}`. The bytes are not NUL-terminated.
+#[repr(C)]
+#[derive(Debug)]
+pub struct botspace_bytes {
+    pub ptr: *mut u8,
+    pub len: usize,
+}
+
+/// What `botspace_service_frame_request` found at the start of a buffer.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum botspace_framing_kind {
+    /// A whole request occupies the first `length` bytes: pass exactly those
+    /// to `botspace_service_handle_request` (or `botspace_gateway_accept`)
+    /// and keep the rest for the next request (pipelining).
+    Complete = 0,
+    /// Read more bytes and ask again.
+    Incomplete = 1,
+    /// The stream cannot carry a valid request: write `error_response`,
+    /// then close the connection.
+    Invalid = 2,
+}
+
+/// The result of `botspace_service_frame_request`. `error_response` is
+/// `{NULL, 0}` unless `kind` is `BOTSPACE_FRAMING_KIND_INVALID`; releasing it
+/// with `botspace_bytes_free` is always correct.
+#[repr(C)]
+#[derive(Debug)]
+pub struct botspace_framing {
+    pub kind: botspace_framing_kind,
+    /// Length of the complete request (`COMPLETE` only, else 0).
+    pub length: usize,
+    /// The HTTP response to send before closing (`INVALID` only).
+    pub error_response: botspace_bytes,
+}
+
+/// `botspace_gateway_next_deadline` writes this when no poll is due: the
+/// connection is closed.
+pub const BOTSPACE_NO_DEADLINE: u64 = u64::MAX;
+
+/// The wake-up callback: botspace calls it with a bot id after a change
+/// gave that bot new gateway events, or ended its gateway connections (token
+/// rotated, bot suspended). The host then polls that bot's gateway
+/// connections.
+///
+/// It is called synchronously, inside the `botspace_service_handle_request`
+/// or `botspace_service_handle_batch` call that committed the change, on the
+/// thread that made that call, after the service's internal lock has been
+/// released; so several threads may run it at the same time. It must not
+/// block and should only record the bot id and wake the I/O thread (write
+/// to a self-pipe or eventfd). It may call botspace functions, but not
+/// `botspace_service_free` on this service nor any function on a gateway
+/// another thread is using. `bot_id` is NUL-terminated, `bot_id_len` bytes
+/// long without the NUL, and valid only during the call. `user_data` is the
+/// pointer given to `botspace_service_set_wake_callback`.
+pub type botspace_wake_callback =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, bot_id: *const c_char, bot_id_len: usize)>;
+
+/// A botspace service: one database and its bot, host and gateway
+/// interfaces. Thread-safe: every function taking a `const botspace_service *`
+/// may be called from any number of threads at once.
+pub struct botspace_service {
+    svc: Arc<Service>,
+}
+
+/// One gateway (WebSocket) connection after a successful upgrade. Not
+/// thread-safe: use it from one thread at a time (it may move between
+/// threads). Different gateways may be used in parallel.
+pub struct botspace_gateway {
+    conn: GatewayConnection,
+    bot_id: CString,
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+fn set_last_error(msg: impl Into<String>) {
+    let msg = msg.into();
+    let _ = LAST_ERROR.try_with(|e| *e.borrow_mut() = msg);
+}
+
+fn fail(status: botspace_status, msg: impl Into<String>) -> botspace_status {
+    set_last_error(msg);
+    status
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    let what = p
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("unknown panic payload");
+    format!("internal error (panic) caught at the C boundary: {what}")
+}
+
+/// Runs a function body so that no panic crosses into C. The one-argument
+/// form is for functions returning a `botspace_status` (a panic gives
+/// `Panic`); the `on_panic = value;` form is for the few that return
+/// something else.
+macro_rules! ffi_boundary {
+    (on_panic = $default:expr; $body:block) => {{
+        match catch_unwind(AssertUnwindSafe(|| $body)) {
+            Ok(v) => v,
+            Err(p) => {
+                set_last_error(panic_message(&*p));
+                drop(catch_unwind(AssertUnwindSafe(move || drop(p))));
+                $default
+            }
+        }
+    }};
+    ($body:block) => {
+        ffi_boundary!(on_panic = botspace_status::Panic; $body)
+    };
+}
+
+/// Returns early with `NullArgument` when a pointer is NULL.
+macro_rules! non_null {
+    ($p:expr, $name:literal) => {
+        if $p.is_null() {
+            return fail(botspace_status::NullArgument, concat!("argument `", $name, "` is NULL"));
+        }
+    };
+}
+
+/// The input bytes `ptr[0..len]`; NULL with length 0 is empty.
+///
+/// # Safety
+/// When non-NULL, `ptr` must point at `len` readable bytes.
+unsafe fn input<'a>(ptr: *const u8, len: usize, name: &str) -> Result<&'a [u8], botspace_status> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(fail(botspace_status::NullArgument, format!("argument `{name}` is NULL with a length of {len}")));
+    }
+    if len > isize::MAX as usize {
+        return Err(fail(botspace_status::InvalidArgument, format!("length of `{name}` is larger than PTRDIFF_MAX")));
+    }
+    // SAFETY: the caller promises `len` readable bytes at `ptr`.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+impl botspace_bytes {
+    const EMPTY: botspace_bytes = botspace_bytes { ptr: std::ptr::null_mut(), len: 0 };
+
+    fn from_vec(v: Vec<u8>) -> botspace_bytes {
+        if v.is_empty() {
+            return botspace_bytes::EMPTY;
+        }
+        let b: Box<[u8]> = v.into_boxed_slice();
+        let len = b.len();
+        botspace_bytes { ptr: Box::into_raw(b) as *mut u8, len }
+    }
+}
+
+/// The library version, e.g. `"0.1.0"`: a static NUL-terminated string
+/// that is never freed. Thread-safe.
+#[no_mangle]
+pub extern "C" fn botspace_version() -> *const c_char {
+    static V: OnceLock<CString> = OnceLock::new();
+    ffi_boundary!(on_panic = c"unknown".as_ptr(); {
+        V.get_or_init(|| CString::new(botspace::VERSION).unwrap_or_default()).as_ptr()
+    })
+}
+
+/// A static, NUL-terminated description of a status value (unknown values
+/// give "unknown status"); never freed. Thread-safe.
+#[no_mangle]
+pub extern "C" fn botspace_status_message(status: u32) -> *const c_char {
+    let s: &'static std::ffi::CStr = match status {
+        0 => c"ok",
+        1 => c"a required pointer argument was NULL",
+        2 => c"the configuration is invalid",
+        3 => c"the database could not be opened",
+        4 => c"an argument is out of range",
+        5 => c"internal error (panic) caught at the C boundary",
+        _ => c"unknown status",
+    };
+    s.as_ptr()
+}
+
+/// Copies the message of the last failed call made on this thread (empty if
+/// none failed) into `buf` as a NUL-terminated string, truncated to fit
+/// `buf_len` bytes, and writes its full length (without the NUL) to
+/// `*out_len`, so a caller can pass `buf = NULL, buf_len = 0` to ask for the
+/// size. The message is per thread and is replaced by the next failure.
+/// Thread-safe.
+///
+/// # Safety
+/// `buf`, when not NULL, must have `buf_len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_last_error_message(
+    buf: *mut c_char,
+    buf_len: usize,
+    out_len: *mut usize,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_len, "out_len");
+        if buf.is_null() && buf_len != 0 {
+            return fail(botspace_status::NullArgument, "argument `buf` is NULL with a non-zero buf_len");
+        }
+        let msg = LAST_ERROR.try_with(|e| e.borrow().clone()).unwrap_or_default();
+        if buf_len > 0 {
+            let n = msg.len().min(buf_len - 1);
+            // SAFETY: the caller gives `buf_len` writable bytes; n < buf_len.
+            unsafe {
+                std::ptr::copy_nonoverlapping(msg.as_ptr(), buf as *mut u8, n);
+                *buf.add(n) = 0;
+            }
+        }
+        // SAFETY: checked non-NULL above.
+        unsafe { *out_len = msg.len() };
+        botspace_status::Ok
+    })
+}
+
+/// Releases bytes returned by any botspace call and resets `*bytes` to
+/// `{NULL, 0}`. Accepts NULL, and an already released or empty value, so
+/// calling it twice on the same variable is harmless. Thread-safe (for
+/// different values).
+///
+/// # Safety
+/// `*bytes` must be an output of botspace (or `{NULL, 0}`), not a copy of
+/// one that was already released.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_bytes_free(bytes: *mut botspace_bytes) {
+    ffi_boundary!(on_panic = (); {
+        if bytes.is_null() {
+            return;
+        }
+        // SAFETY: non-NULL, and the caller passes a botspace_bytes.
+        let b = unsafe { &mut *bytes };
+        let (ptr, len) = (b.ptr, b.len);
+        *b = botspace_bytes::EMPTY;
+        if !ptr.is_null() && len != 0 {
+            // SAFETY: ptr/len came from Box<[u8]>::into_raw in from_vec.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) });
+        }
+    })
+}
+
+/// Opens a service from a JSON configuration (`config_json[0..config_len]`,
+/// UTF-8, not NUL-terminated) and writes the new handle to `*out_service`.
+/// Fields (all optional except `admin_secret`): `database` (a path or
+/// `":memory:"`, the default), `admin_secret` (at least 16 characters),
+/// `operational_key` (64 hex digits), `synchronous` (`"full"` | `"normal"`),
+/// `clock` (`"system"` | `"manual"`), `max_body_bytes`,
+/// `heartbeat_interval_ms`, `event_retention_s`, `limits`. Unknown fields
+/// are refused. Returns `BOTSPACE_STATUS_INVALID_CONFIG` or
+/// `BOTSPACE_STATUS_STORAGE_ERROR` with a message in
+/// `botspace_last_error_message`. Thread-safe.
+///
+/// # Safety
+/// `config_json` must point at `config_len` readable bytes (or be NULL with
+/// length 0); `out_service` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_open(
+    config_json: *const u8,
+    config_len: usize,
+    out_service: *mut *mut botspace_service,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_service, "out_service");
+        // SAFETY: as documented above.
+        let cfg = match unsafe { input(config_json, config_len, "config_json") } {
+            Ok(c) => c,
+            Err(s) => return s,
+        };
+        let config = match Config::from_json(cfg) {
+            Ok(c) => c,
+            Err(e) => return fail(botspace_status::InvalidConfig, e.to_string()),
+        };
+        let svc = match Service::open(config) {
+            Ok(s) => s,
+            Err(e @ OpenError::Config(_)) => return fail(botspace_status::InvalidConfig, e.to_string()),
+            Err(e) => return fail(botspace_status::StorageError, e.to_string()),
+        };
+        let handle = Box::new(botspace_service { svc: Arc::new(svc) });
+        // SAFETY: checked non-NULL above.
+        unsafe { *out_service = Box::into_raw(handle) };
+        botspace_status::Ok
+    })
+}
+
+/// Releases a service handle and sets `*service` to NULL. Accepts NULL and a
+/// pointer to NULL, so a second call on the same variable does nothing. The
+/// wake-up callback is unregistered before this returns, so its user data
+/// may be released afterwards. Gateways still open keep the underlying
+/// service alive until they are freed. Must not run concurrently with any
+/// other call on the same handle.
+///
+/// # Safety
+/// `*service` must be NULL or a handle from `botspace_service_open` that was
+/// not released through another copy of the pointer.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_free(service: *mut *mut botspace_service) {
+    ffi_boundary!(on_panic = (); {
+        if service.is_null() {
+            return;
+        }
+        // SAFETY: non-NULL pointer to a handle pointer.
+        let p = unsafe { std::ptr::replace(service, std::ptr::null_mut()) };
+        if p.is_null() {
+            return;
+        }
+        // SAFETY: p came from Box::into_raw in botspace_service_open.
+        let handle = unsafe { Box::from_raw(p) };
+        handle.svc.set_wake_hook(None);
+        drop(handle);
+    })
+}
+
+/// Handles one complete HTTP/1.1 request (request line, headers and body)
+/// and writes the complete HTTP/1.1 response to `*out_response` (free it
+/// with `botspace_bytes_free`). Every HTTP outcome, including 4xx and 5xx,
+/// is `BOTSPACE_STATUS_OK`. Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle; `request` must point at `request_len`
+/// readable bytes (or be NULL with length 0); `out_response` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_handle_request(
+    service: *const botspace_service,
+    request: *const u8,
+    request_len: usize,
+    out_response: *mut botspace_bytes,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        non_null!(out_response, "out_response");
+        // SAFETY: as documented above.
+        let req = match unsafe { input(request, request_len, "request") } {
+            Ok(r) => r,
+            Err(s) => return s,
+        };
+        // SAFETY: a live handle.
+        let svc = unsafe { &(*service).svc };
+        let resp = svc.handle_request(req);
+        // SAFETY: checked non-NULL above.
+        unsafe { out_response.write(botspace_bytes::from_vec(resp)) };
+        botspace_status::Ok
+    })
+}
+
+/// Tells a host reading a TCP stream where the first request in
+/// `buf[0..buf_len]` ends; see `botspace_framing_kind`. Bodies larger than
+/// the configured `max_body_bytes` are refused from the headers alone.
+/// Always free `out_framing->error_response`. Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle; `buf` must point at `buf_len` readable
+/// bytes (or be NULL with length 0); `out_framing` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_frame_request(
+    service: *const botspace_service,
+    buf: *const u8,
+    buf_len: usize,
+    out_framing: *mut botspace_framing,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        non_null!(out_framing, "out_framing");
+        // SAFETY: as documented above.
+        let b = match unsafe { input(buf, buf_len, "buf") } {
+            Ok(b) => b,
+            Err(s) => return s,
+        };
+        // SAFETY: a live handle.
+        let svc = unsafe { &(*service).svc };
+        let f = match svc.frame_request(b) {
+            Framing::Complete(n) => botspace_framing {
+                kind: botspace_framing_kind::Complete,
+                length: n,
+                error_response: botspace_bytes::EMPTY,
+            },
+            Framing::Incomplete => botspace_framing {
+                kind: botspace_framing_kind::Incomplete,
+                length: 0,
+                error_response: botspace_bytes::EMPTY,
+            },
+            Framing::Invalid(r) => botspace_framing {
+                kind: botspace_framing_kind::Invalid,
+                length: 0,
+                error_response: botspace_bytes::from_vec(r),
+            },
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe { out_framing.write(f) };
+        botspace_status::Ok
+    })
+}
+
+/// Handles `count` complete requests in one transaction (group commit):
+/// each gets exactly the response it would get alone, written to
+/// `out_responses[i]` (an array of `count` elements that the caller
+/// provides; free each element with `botspace_bytes_free`). A failing
+/// request leaves no trace; if the final commit fails, every request that
+/// had succeeded answers 500. `count` 0 is OK and writes nothing (then both
+/// arrays may be NULL). Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle; `requests` must point at `count`
+/// `botspace_slice` values, each valid as an input; `out_responses` must
+/// have room for `count` values.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_handle_batch(
+    service: *const botspace_service,
+    requests: *const botspace_slice,
+    count: usize,
+    out_responses: *mut botspace_bytes,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        if count == 0 {
+            return botspace_status::Ok;
+        }
+        non_null!(requests, "requests");
+        non_null!(out_responses, "out_responses");
+        if count > isize::MAX as usize / std::mem::size_of::<botspace_slice>() {
+            return fail(botspace_status::InvalidArgument, "count is too large");
+        }
+        // SAFETY: the caller gives `count` slices at `requests`.
+        let slices = unsafe { std::slice::from_raw_parts(requests, count) };
+        let mut reqs: Vec<&[u8]> = Vec::with_capacity(count);
+        for (i, s) in slices.iter().enumerate() {
+            // SAFETY: each slice is valid as an input, as documented.
+            match unsafe { input(s.ptr, s.len, "requests[i].ptr") } {
+                Ok(r) => reqs.push(r),
+                Err(st) => {
+                    return fail(
+                        st,
+                        format!("requests[{i}].ptr is NULL with a non-zero length, or its length is too large"),
+                    )
+                }
+            }
+        }
+        // SAFETY: a live handle.
+        let svc = unsafe { &(*service).svc };
+        let out = svc.handle_batch(&reqs);
+        if out.len() != count {
+            return fail(botspace_status::Panic, "internal error: handle_batch returned a wrong number of responses");
+        }
+        for (i, r) in out.into_iter().enumerate() {
+            // SAFETY: room for `count` values, i < count.
+            unsafe { out_responses.add(i).write(botspace_bytes::from_vec(r)) };
+        }
+        botspace_status::Ok
+    })
+}
+
+/// Registers the wake-up callback (see `botspace_wake_callback` for which
+/// thread calls it and what it may do), replacing any earlier one; a NULL
+/// `callback` removes it. `user_data` is passed back unchanged and must stay
+/// valid until the callback is replaced or removed, or the service freed.
+/// Thread-safe; a callback already running on another thread may finish
+/// after this returns.
+///
+/// # Safety
+/// `service` must be a live handle; `callback` must be safe to call from any
+/// thread with `user_data`.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_set_wake_callback(
+    service: *const botspace_service,
+    callback: botspace_wake_callback,
+    user_data: *mut c_void,
+) -> botspace_status {
+    /// The host's pointer; the host promises it may be used from any thread.
+    #[derive(Clone, Copy)]
+    struct UserData(*mut c_void);
+    unsafe impl Send for UserData {}
+    unsafe impl Sync for UserData {}
+    impl UserData {
+        fn get(self) -> *mut c_void {
+            self.0
+        }
+    }
+    ffi_boundary!({
+        non_null!(service, "service");
+        // SAFETY: a live handle.
+        let svc = unsafe { &(*service).svc };
+        match callback {
+            None => svc.set_wake_hook(None),
+            Some(cb) => {
+                let ud = UserData(user_data);
+                svc.set_wake_hook(Some(Arc::new(move |bot_id: &str| {
+                    let data = ud.get();
+                    let mut stack = [0u8; 128];
+                    let bytes = bot_id.as_bytes();
+                    if bytes.len() < stack.len() && !bytes.contains(&0) {
+                        stack[..bytes.len()].copy_from_slice(bytes);
+                        // SAFETY: the host's callback, with a NUL-terminated id.
+                        unsafe { cb(data, stack.as_ptr() as *const c_char, bytes.len()) };
+                    } else if let Ok(c) = CString::new(bytes) {
+                        // SAFETY: as above.
+                        unsafe { cb(data, c.as_ptr(), bytes.len()) };
+                    }
+                })));
+            }
+        }
+        botspace_status::Ok
+    })
+}
+
+/// Writes the service clock's current time (Unix milliseconds) to `*out_ms`.
+/// Pass it to the gateway functions so a manual clock (configuration
+/// `"clock": "manual"`, moved by `/admin/advanceClock`) drives heartbeats
+/// too. Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle; `out_ms` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_now_ms(
+    service: *const botspace_service,
+    out_ms: *mut u64,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        non_null!(out_ms, "out_ms");
+        // SAFETY: a live handle; out_ms checked.
+        unsafe { *out_ms = (*service).svc.now_ms() };
+        botspace_status::Ok
+    })
+}
+
+/// Checks a complete `GET /bot/gateway` WebSocket upgrade request (as framed
+/// by `botspace_service_frame_request`). Always writes `*out_response`: the
+/// `101 Switching Protocols` response, or a JSON error response (401, 403,
+/// 426, 429 ...). On success `*out_gateway` receives a new connection; when
+/// the upgrade is refused it receives NULL and the host sends the response
+/// and goes on with HTTP (or closes). Both outputs are written only when
+/// the call returns OK. Write the response, then feed the connection the
+/// bytes that followed the request and poll it. Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle; `request` must point at `request_len`
+/// readable bytes (or be NULL with length 0); both outputs must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_gateway_accept(
+    service: *const botspace_service,
+    request: *const u8,
+    request_len: usize,
+    out_response: *mut botspace_bytes,
+    out_gateway: *mut *mut botspace_gateway,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        non_null!(out_response, "out_response");
+        non_null!(out_gateway, "out_gateway");
+        // SAFETY: as documented above.
+        let req = match unsafe { input(request, request_len, "request") } {
+            Ok(r) => r,
+            Err(s) => return s,
+        };
+        // SAFETY: a live handle.
+        let svc = unsafe { &(*service).svc };
+        let acc = svc.accept_gateway(req);
+        let gw = match acc.connection {
+            None => std::ptr::null_mut(),
+            Some(conn) => {
+                let bot_id = CString::new(conn.bot_id()).unwrap_or_default();
+                Box::into_raw(Box::new(botspace_gateway { conn, bot_id }))
+            }
+        };
+        // SAFETY: both checked non-NULL above.
+        unsafe {
+            out_response.write(botspace_bytes::from_vec(acc.response));
+            *out_gateway = gw;
+        }
+        botspace_status::Ok
+    })
+}
+
+/// Feeds the bytes read from the socket (`bytes[0..len]`) at time `now_ms`
+/// (from `botspace_service_now_ms`). Complete frames are handled at once;
+/// partial frames wait for more bytes. Call `botspace_gateway_poll`
+/// afterwards. Not thread-safe: one thread at a time per gateway.
+///
+/// # Safety
+/// `gateway` must be a live handle not used by another thread; `bytes`
+/// must point at `len` readable bytes (or be NULL with length 0).
+#[no_mangle]
+pub unsafe extern "C" fn botspace_gateway_feed(
+    gateway: *mut botspace_gateway,
+    bytes: *const u8,
+    len: usize,
+    now_ms: u64,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(gateway, "gateway");
+        // SAFETY: as documented above.
+        let b = match unsafe { input(bytes, len, "bytes") } {
+            Ok(b) => b,
+            Err(s) => return s,
+        };
+        // SAFETY: a live handle used by this thread only.
+        unsafe { (*gateway).conn.feed(b, now_ms) };
+        botspace_status::Ok
+    })
+}
+
+/// Brings the connection up to date at `now_ms` (hello, replayed and new
+/// events, heartbeat acks, heartbeat timeout, revocation) and writes the
+/// bytes to send to the socket to `*out_bytes` (`{NULL, 0}` when there is
+/// nothing to send). Call it after `botspace_gateway_feed`, after a wake-up
+/// for this connection's bot, and when its deadline is reached. Not
+/// thread-safe: one thread at a time per gateway.
+///
+/// # Safety
+/// `gateway` must be a live handle not used by another thread; `out_bytes`
+/// must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_gateway_poll(
+    gateway: *mut botspace_gateway,
+    now_ms: u64,
+    out_bytes: *mut botspace_bytes,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(gateway, "gateway");
+        non_null!(out_bytes, "out_bytes");
+        // SAFETY: a live handle used by this thread only.
+        let bytes = unsafe { (*gateway).conn.poll(now_ms) };
+        // SAFETY: checked non-NULL above.
+        unsafe { out_bytes.write(botspace_bytes::from_vec(bytes)) };
+        botspace_status::Ok
+    })
+}
+
+/// Writes when `botspace_gateway_poll` must be called next at the latest,
+/// in the service clock's Unix milliseconds: 0 means now (output or events
+/// are waiting), `BOTSPACE_NO_DEADLINE` means never (the connection is
+/// closed). Wake-ups come in addition to this deadline. Not thread-safe: one
+/// thread at a time per gateway.
+///
+/// # Safety
+/// `gateway` must be a live handle not used by another thread; `out_ms`
+/// must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_gateway_next_deadline(
+    gateway: *const botspace_gateway,
+    out_ms: *mut u64,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(gateway, "gateway");
+        non_null!(out_ms, "out_ms");
+        // SAFETY: a live handle; out_ms checked.
+        unsafe { *out_ms = (*gateway).conn.next_deadline_ms().unwrap_or(BOTSPACE_NO_DEADLINE) };
+        botspace_status::Ok
+    })
+}
+
+/// Writes whether the connection is over: once true, write the bytes of
+/// the last poll, close the socket and free the gateway. Not thread-safe:
+/// one thread at a time per gateway.
+///
+/// # Safety
+/// `gateway` must be a live handle not used by another thread; `out_closed`
+/// must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_gateway_is_closed(
+    gateway: *const botspace_gateway,
+    out_closed: *mut bool,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(gateway, "gateway");
+        non_null!(out_closed, "out_closed");
+        // SAFETY: a live handle; out_closed checked.
+        unsafe { *out_closed = (*gateway).conn.is_closed() };
+        botspace_status::Ok
+    })
+}
+
+/// Writes the id of the connection's bot to `*out_bot_id`: a NUL-terminated
+/// string owned by the gateway, valid until it is freed (do not free it);
+/// once obtained it may be read from any thread. Compare it with the id
+/// given to the wake-up callback. Not thread-safe: call it while no other
+/// thread uses the gateway.
+///
+/// # Safety
+/// `gateway` must be a live handle; `out_bot_id` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_gateway_bot_id(
+    gateway: *const botspace_gateway,
+    out_bot_id: *mut *const c_char,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(gateway, "gateway");
+        non_null!(out_bot_id, "out_bot_id");
+        // SAFETY: a live handle; out checked.
+        unsafe { *out_bot_id = (*gateway).bot_id.as_ptr() };
+        botspace_status::Ok
+    })
+}
+
+/// Releases a gateway (its connection slot is given back to the bot's
+/// `gateway_connection_limit`) and sets `*gateway` to NULL. Accepts NULL and
+/// a pointer to NULL, so a second call on the same variable does nothing.
+/// Not thread-safe for the same gateway.
+///
+/// # Safety
+/// `*gateway` must be NULL or a handle from `botspace_gateway_accept` that
+/// was not released through another copy of the pointer.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_gateway_free(gateway: *mut *mut botspace_gateway) {
+    ffi_boundary!(on_panic = (); {
+        if gateway.is_null() {
+            return;
+        }
+        // SAFETY: non-NULL pointer to a handle pointer.
+        let p = unsafe { std::ptr::replace(gateway, std::ptr::null_mut()) };
+        if !p.is_null() {
+            // SAFETY: p came from Box::into_raw in botspace_gateway_accept.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CFG: &[u8] = br#"{"admin_secret":"test-admin-secret-0001","clock":"manual"}"#;
+
+    fn open() -> *mut botspace_service {
+        let mut s = std::ptr::null_mut();
+        assert_eq!(unsafe { botspace_service_open(CFG.as_ptr(), CFG.len(), &mut s) }, botspace_status::Ok);
+        s
+    }
+
+    fn last_error() -> String {
+        let mut buf = [0 as c_char; 256];
+        let mut n = 0;
+        assert_eq!(unsafe { botspace_last_error_message(buf.as_mut_ptr(), buf.len(), &mut n) }, botspace_status::Ok);
+        unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn panic_is_caught() {
+        let r: botspace_status = ffi_boundary!({
+            if std::hint::black_box(true) {
+                panic!("boom");
+            }
+            botspace_status::Ok
+        });
+        assert_eq!(r, botspace_status::Panic);
+        assert!(last_error().contains("boom"));
+    }
+
+    #[test]
+    fn open_request_free() {
+        let mut s = open();
+        let req = b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\n\r\n";
+        let mut out = botspace_bytes::EMPTY;
+        assert_eq!(
+            unsafe { botspace_service_handle_request(s, req.as_ptr(), req.len(), &mut out) },
+            botspace_status::Ok
+        );
+        let resp = unsafe { std::slice::from_raw_parts(out.ptr, out.len) };
+        assert!(resp.starts_with(b"HTTP/1.1 401 "));
+        unsafe { botspace_bytes_free(&mut out) };
+        assert!(out.ptr.is_null());
+        unsafe { botspace_bytes_free(&mut out) };
+        unsafe { botspace_service_free(&mut s) };
+        assert!(s.is_null());
+        unsafe { botspace_service_free(&mut s) };
+    }
+
+    #[test]
+    fn invalid_config_sets_message() {
+        let mut s: *mut botspace_service = std::ptr::dangling_mut();
+        let bad = br#"{"admin_secret":"short"}"#;
+        assert_eq!(unsafe { botspace_service_open(bad.as_ptr(), bad.len(), &mut s) }, botspace_status::InvalidConfig);
+        assert_eq!(s, std::ptr::dangling_mut(), "output untouched on failure");
+        assert!(last_error().contains("admin_secret"));
+    }
+}

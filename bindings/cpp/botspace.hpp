@@ -1,0 +1,313 @@
+// botspace.hpp: a header-only C++17 wrapper over the botspace C API
+// (include/botspace.h). RAII handles, std::string_view / byte-view inputs,
+// exceptions for failures. Link exactly as for C (see docs/c-api.md).
+//
+//   botspace::Service svc = botspace::Service::open(R"({"admin_secret":"...16+ chars...","database":"bots.db"})");
+//   botspace::Bytes resp = svc.handle_request(request_bytes);
+//   write(fd, resp.data(), resp.size());
+//
+// Threading follows the C API: a Service may be used from many threads at
+// once (its destructor excepted); a Gateway from one thread at a time. The
+// wake-up callback runs on the thread whose request committed the change,
+// possibly on several threads at once, and must not block.
+#ifndef BOTSPACE_HPP
+#define BOTSPACE_HPP
+
+#include "botspace.h"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace botspace {
+
+/// A failed call: the C status and the library's message.
+class Error : public std::runtime_error {
+public:
+    Error(botspace_status status, const std::string &message) : std::runtime_error(message), status_(status) {}
+    botspace_status status() const noexcept { return status_; }
+
+private:
+    botspace_status status_;
+};
+
+/// The message of the last failed call on this thread.
+inline std::string last_error_message() {
+    size_t n = 0;
+    if (botspace_last_error_message(nullptr, 0, &n) != BOTSPACE_STATUS_OK) return {};
+    std::string s(n + 1, '\0');
+    botspace_last_error_message(s.data(), s.size(), &n);
+    s.resize(n);
+    return s;
+}
+
+namespace detail {
+inline void check(botspace_status st) {
+    if (st != BOTSPACE_STATUS_OK) {
+        std::string msg = last_error_message();
+        if (msg.empty()) msg = botspace_status_message(static_cast<uint32_t>(st));
+        throw Error(st, msg);
+    }
+}
+} // namespace detail
+
+/// The library version, e.g. "0.1.0".
+inline std::string_view version() { return botspace_version(); }
+
+/// Borrowed input bytes: from a string_view, a string, a vector or array of
+/// bytes, or a pointer and a length. Must outlive the call it is passed to.
+class ByteView {
+public:
+    constexpr ByteView() noexcept = default;
+    ByteView(const void *data, size_t size) noexcept : data_(static_cast<const uint8_t *>(data)), size_(size) {}
+    ByteView(std::string_view s) noexcept : ByteView(s.data(), s.size()) {}
+    ByteView(const std::string &s) noexcept : ByteView(s.data(), s.size()) {}
+    ByteView(const char *s) noexcept : ByteView(std::string_view(s)) {}
+    template <typename T, typename A, typename = std::enable_if_t<sizeof(T) == 1>>
+    ByteView(const std::vector<T, A> &v) noexcept : ByteView(v.data(), v.size()) {}
+    template <typename T, size_t N, typename = std::enable_if_t<sizeof(T) == 1>>
+    ByteView(const std::array<T, N> &a) noexcept : ByteView(a.data(), N) {}
+
+    const uint8_t *data() const noexcept { return data_; }
+    size_t size() const noexcept { return size_; }
+    ByteView substr(size_t pos, size_t n = SIZE_MAX) const noexcept {
+        if (pos > size_) pos = size_;
+        return ByteView(data_ + pos, n < size_ - pos ? n : size_ - pos);
+    }
+
+private:
+    const uint8_t *data_ = nullptr;
+    size_t size_ = 0;
+};
+
+/// Bytes returned by botspace, owned; released by the destructor.
+class Bytes {
+public:
+    Bytes() noexcept = default;
+    explicit Bytes(botspace_bytes b) noexcept : b_(b) {}
+    Bytes(const Bytes &) = delete;
+    Bytes &operator=(const Bytes &) = delete;
+    Bytes(Bytes &&o) noexcept : b_(o.b_) { o.b_ = botspace_bytes{nullptr, 0}; }
+    Bytes &operator=(Bytes &&o) noexcept {
+        if (this != &o) {
+            botspace_bytes_free(&b_);
+            b_ = o.b_;
+            o.b_ = botspace_bytes{nullptr, 0};
+        }
+        return *this;
+    }
+    ~Bytes() { botspace_bytes_free(&b_); }
+
+    const uint8_t *data() const noexcept { return b_.ptr; }
+    size_t size() const noexcept { return b_.len; }
+    bool empty() const noexcept { return b_.len == 0; }
+    const uint8_t *begin() const noexcept { return b_.ptr; }
+    const uint8_t *end() const noexcept { return b_.ptr + b_.len; }
+    std::string_view view() const noexcept {
+        return b_.len ? std::string_view(reinterpret_cast<const char *>(b_.ptr), b_.len) : std::string_view();
+    }
+    std::string str() const { return std::string(view()); }
+    operator ByteView() const noexcept { return ByteView(b_.ptr, b_.len); }
+
+private:
+    botspace_bytes b_{nullptr, 0};
+};
+
+/// Where the first request in a buffer ends.
+struct Framing {
+    enum class Kind { Complete = BOTSPACE_FRAMING_KIND_COMPLETE, Incomplete = BOTSPACE_FRAMING_KIND_INCOMPLETE, Invalid = BOTSPACE_FRAMING_KIND_INVALID };
+    Kind kind = Kind::Incomplete;
+    /// Length of the complete request (Complete only).
+    size_t length = 0;
+    /// The response to send before closing (Invalid only).
+    Bytes error_response;
+};
+
+class Service;
+
+/// One gateway connection. Move-only; use from one thread at a time.
+class Gateway {
+public:
+    Gateway() noexcept = default;
+    explicit Gateway(botspace_gateway *g) noexcept : g_(g) {}
+    Gateway(const Gateway &) = delete;
+    Gateway &operator=(const Gateway &) = delete;
+    Gateway(Gateway &&o) noexcept : g_(std::exchange(o.g_, nullptr)) {}
+    Gateway &operator=(Gateway &&o) noexcept {
+        if (this != &o) {
+            botspace_gateway_free(&g_);
+            g_ = std::exchange(o.g_, nullptr);
+        }
+        return *this;
+    }
+    ~Gateway() { botspace_gateway_free(&g_); }
+
+    explicit operator bool() const noexcept { return g_ != nullptr; }
+    botspace_gateway *native() const noexcept { return g_; }
+
+    /// Bytes read from the socket.
+    void feed(ByteView bytes, uint64_t now_ms) { detail::check(botspace_gateway_feed(g_, bytes.data(), bytes.size(), now_ms)); }
+    /// Bytes to write to the socket (possibly none).
+    Bytes poll(uint64_t now_ms) {
+        botspace_bytes b{nullptr, 0};
+        detail::check(botspace_gateway_poll(g_, now_ms, &b));
+        return Bytes(b);
+    }
+    /// When to poll next at the latest (0: now); nullopt once closed.
+    std::optional<uint64_t> next_deadline() const {
+        uint64_t d = BOTSPACE_NO_DEADLINE;
+        detail::check(botspace_gateway_next_deadline(g_, &d));
+        if (d == BOTSPACE_NO_DEADLINE) return std::nullopt;
+        return d;
+    }
+    bool is_closed() const {
+        bool c = false;
+        detail::check(botspace_gateway_is_closed(g_, &c));
+        return c;
+    }
+    std::string_view bot_id() const {
+        const char *id = nullptr;
+        detail::check(botspace_gateway_bot_id(g_, &id));
+        return id;
+    }
+
+private:
+    botspace_gateway *g_ = nullptr;
+};
+
+/// The result of Service::accept_gateway.
+struct GatewayAccept {
+    /// `101 Switching Protocols`, or a JSON error response.
+    Bytes response;
+    /// Set when the upgrade succeeded.
+    std::optional<Gateway> gateway;
+};
+
+/// A botspace service. Move-only; thread-safe (the destructor excepted).
+class Service {
+public:
+    using WakeCallback = std::function<void(std::string_view bot_id)>;
+
+    /// Opens a service from a JSON configuration; throws Error.
+    static Service open(std::string_view config_json) {
+        botspace_service *s = nullptr;
+        detail::check(botspace_service_open(reinterpret_cast<const uint8_t *>(config_json.data()), config_json.size(), &s));
+        return Service(s);
+    }
+
+    Service(const Service &) = delete;
+    Service &operator=(const Service &) = delete;
+    Service(Service &&o) noexcept : s_(std::exchange(o.s_, nullptr)), hooks_(std::move(o.hooks_)) {}
+    Service &operator=(Service &&o) noexcept {
+        if (this != &o) {
+            reset();
+            s_ = std::exchange(o.s_, nullptr);
+            hooks_ = std::move(o.hooks_);
+        }
+        return *this;
+    }
+    ~Service() { reset(); }
+
+    botspace_service *native() const noexcept { return s_; }
+
+    /// One complete HTTP/1.1 request in, one complete response out.
+    Bytes handle_request(ByteView request) const {
+        botspace_bytes b{nullptr, 0};
+        detail::check(botspace_service_handle_request(s_, request.data(), request.size(), &b));
+        return Bytes(b);
+    }
+
+    /// Where the first request in `buf` ends.
+    Framing frame_request(ByteView buf) const {
+        botspace_framing f{};
+        detail::check(botspace_service_frame_request(s_, buf.data(), buf.size(), &f));
+        Framing out;
+        out.kind = static_cast<Framing::Kind>(f.kind);
+        out.length = f.length;
+        out.error_response = Bytes(f.error_response);
+        return out;
+    }
+
+    /// Many requests in one transaction; one response each, in order.
+    std::vector<Bytes> handle_batch(const std::vector<ByteView> &requests) const {
+        std::vector<botspace_slice> in(requests.size());
+        for (size_t i = 0; i < requests.size(); i++) in[i] = botspace_slice{requests[i].data(), requests[i].size()};
+        std::vector<botspace_bytes> raw(requests.size(), botspace_bytes{nullptr, 0});
+        detail::check(botspace_service_handle_batch(s_, in.data(), in.size(), raw.data()));
+        std::vector<Bytes> out;
+        out.reserve(raw.size());
+        for (auto &b : raw) out.emplace_back(b);
+        return out;
+    }
+
+    /// Registers the wake-up callback (an empty function removes it). It is
+    /// called with a bot id on the committing thread, maybe on several
+    /// threads at once; it must not block or throw.
+    void set_wake_callback(WakeCallback cb) {
+        if (!cb) {
+            detail::check(botspace_service_set_wake_callback(s_, nullptr, nullptr));
+            return;
+        }
+        // Earlier callbacks stay alive until the service is destroyed: another
+        // thread may still be running one when it is replaced.
+        auto holder = std::make_unique<WakeCallback>(std::move(cb));
+        detail::check(botspace_service_set_wake_callback(s_, &Service::trampoline, holder.get()));
+        std::lock_guard<std::mutex> g(hooks_->mu);
+        hooks_->list.push_back(std::move(holder));
+    }
+
+    /// The service clock (Unix ms); pass it to Gateway::feed and poll.
+    uint64_t now_ms() const {
+        uint64_t t = 0;
+        detail::check(botspace_service_now_ms(s_, &t));
+        return t;
+    }
+
+    /// Checks a `GET /bot/gateway` upgrade request.
+    GatewayAccept accept_gateway(ByteView request) const {
+        botspace_bytes b{nullptr, 0};
+        botspace_gateway *g = nullptr;
+        detail::check(botspace_gateway_accept(s_, request.data(), request.size(), &b, &g));
+        GatewayAccept out;
+        out.response = Bytes(b);
+        if (g) out.gateway.emplace(g);
+        return out;
+    }
+
+private:
+    struct Hooks {
+        std::mutex mu;
+        std::vector<std::unique_ptr<WakeCallback>> list;
+    };
+
+    explicit Service(botspace_service *s) : s_(s), hooks_(std::make_unique<Hooks>()) {}
+
+    void reset() noexcept {
+        botspace_service_free(&s_); // unregisters the callback first
+        hooks_.reset();
+    }
+
+    static void trampoline(void *user_data, const char *bot_id, size_t len) {
+        try {
+            (*static_cast<WakeCallback *>(user_data))(std::string_view(bot_id, len));
+        } catch (...) {
+            // An exception must not cross the C boundary.
+        }
+    }
+
+    botspace_service *s_ = nullptr;
+    std::unique_ptr<Hooks> hooks_;
+};
+
+} // namespace botspace
+
+#endif // BOTSPACE_HPP

@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# Every C and C++ test of botspace, from a clean checkout on a fresh machine:
+#
+#   1. tools: gcc, g++, make, valgrind, pkg-config (apt, only when missing)
+#      and cbindgen 0.29.4 (cargo install, only when missing or another version);
+#   2. include/botspace.h equals a fresh cbindgen run (fails when stale;
+#      `scripts/test-c.sh --regen-header` rewrites it and exits);
+#   3. the Rust unit tests of bindings/c (the FFI layer);
+#   4. tests/c/test_c_api (test vectors, NULL arguments, configurations,
+#      frees, gateway, 8 threads) linked statically, dynamically, with
+#      AddressSanitizer+UBSan, and under valgrind (no leak, no error);
+#   5. tests/cpp/test_cpp (the C++17 wrapper), plain and with ASan+UBSan;
+#   6. pkg-config: tests/c/example.c linked dynamically and statically from
+#      a `make install` prefix;
+#   7. examples/c-server built, then the over-the-wire scenarios
+#      (tests/server_rest.rs, tests/server_gateway.rs) against it, and
+#      against its ASan+UBSan build.
+#
+# Runs everything even after a failure, exits non-zero if anything failed,
+# and ends with `c-tests: N passed, M failed`. N counts the checks of the C
+# and C++ programs, the Rust unit tests of bindings/c and one per script
+# step; the wire scenarios are cargo tests and report in cargo's own
+# `test result:` lines above it.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+CBINDGEN_VERSION=0.29.4
+OUT="$ROOT/test-output/c"
+mkdir -p "$OUT"
+
+PASSED=0
+FAILED=0
+FAILURES=()
+
+pass() { PASSED=$((PASSED + 1)); echo "ok - $1"; }
+fail() { FAILED=$((FAILED + 1)); FAILURES+=("$1"); echo "FAIL - $1"; }
+
+# Runs a test program; adds its `N passed, M failed` line to the totals.
+run_counted() {
+  local name=$1; shift
+  local log="$OUT/$name.log"
+  echo "=== $name: $*"
+  "$@" > "$log" 2>&1
+  local rc=$?
+  local line
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+  grep -E '^(FAIL|  )' "$log" | head -n 60
+  if [[ -n "$line" ]]; then
+    local p f=0
+    p=${line%% passed*}
+    f=${line#*passed, }; f=${f%% failed*}
+    PASSED=$((PASSED + p)); FAILED=$((FAILED + f))
+    echo "    $name: $line"
+  fi
+  if [[ -z "$line" ]]; then
+    fail "$name exited with $rc and printed no summary (log: $log)"
+    tail -n 30 "$log"
+  elif [[ $rc -ne 0 ]]; then
+    FAILURES+=("$name exited with $rc (log: $log)")
+    [[ $f -gt 0 ]] || FAILED=$((FAILED + 1))
+    tail -n 30 "$log"
+  fi
+}
+
+step() {
+  local name=$1; shift
+  local log="$OUT/$name.log"
+  echo "=== $name: $*"
+  if "$@" > "$log" 2>&1; then
+    pass "$name"
+  else
+    fail "$name (log: $log)"
+    tail -n 40 "$log"
+  fi
+}
+
+# ---------------------------------------------------------------------------
+# 1. Tools
+
+need_apt=()
+command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
+command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
+command -v make >/dev/null 2>&1 || need_apt+=(make)
+command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+if [[ ${#need_apt[@]} -gt 0 ]]; then
+  echo "installing: ${need_apt[*]}"
+  if [[ $(id -u) -eq 0 ]]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null \
+    || { echo "cannot install ${need_apt[*]}"; exit 1; }
+fi
+command -v cargo >/dev/null 2>&1 || { echo "cargo is required (rustup)"; exit 1; }
+export PATH="$HOME/.cargo/bin:$PATH"
+if [[ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]]; then
+  echo "installing cbindgen $CBINDGEN_VERSION"
+  cargo install cbindgen --version "$CBINDGEN_VERSION" --locked --quiet || { echo "cannot install cbindgen"; exit 1; }
+fi
+
+# ---------------------------------------------------------------------------
+# 2. The committed header equals a fresh cbindgen run
+
+gen_header() {
+  cbindgen --quiet --config bindings/c/cbindgen.toml --output "$1" bindings/c
+}
+if [[ "${1:-}" == "--regen-header" ]]; then
+  gen_header include/botspace.h && echo "include/botspace.h regenerated"
+  exit $?
+fi
+check_header() {
+  gen_header "$OUT/botspace.h.fresh" || return 1
+  if ! diff -u include/botspace.h "$OUT/botspace.h.fresh"; then
+    echo "include/botspace.h is stale: run scripts/test-c.sh --regen-header and commit it"
+    return 1
+  fi
+}
+step header-is-fresh check_header
+
+# ---------------------------------------------------------------------------
+# 3. Build the library; its Rust unit tests
+
+if ! cargo build --release -p botspace-c 2>&1 | tail -n 3; then
+  fail "cargo build --release -p botspace-c"
+fi
+echo "=== bindings/c unit tests"
+cargo test -q -p botspace-c > "$OUT/ffi-unit.log" 2>&1
+ffi_rc=$?
+ffi_line=$(grep -E 'test result: \w+\. [0-9]+ passed; [0-9]+ failed' "$OUT/ffi-unit.log" | head -n 1)
+if [[ $ffi_rc -eq 0 && -n "$ffi_line" ]]; then
+  n=$(sed -E 's/.* ([0-9]+) passed.*/\1/' <<<"$ffi_line")
+  PASSED=$((PASSED + n)); echo "    bindings/c unit tests: $n passed"
+else
+  fail "bindings/c unit tests (log: $OUT/ffi-unit.log)"; tail -n 30 "$OUT/ffi-unit.log"
+fi
+
+# ---------------------------------------------------------------------------
+# 4. C tests
+
+step build-c-tests make -C tests/c CARGO=: all
+VECTORS="$ROOT/tests/vectors"
+run_counted c-static tests/c/build/test_c_api "$VECTORS"
+run_counted c-dynamic tests/c/build/test_c_api_dyn "$VECTORS"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  run_counted c-asan-ubsan tests/c/build/test_c_api_asan "$VECTORS"
+run_counted c-valgrind valgrind --quiet --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect \
+  --errors-for-leak-kinds=definite,indirect tests/c/build/test_c_api "$VECTORS"
+
+# ---------------------------------------------------------------------------
+# 5. C++ wrapper
+
+step build-cpp-tests make -C tests/cpp CARGO=: all
+run_counted cpp tests/cpp/build/test_cpp
+ASAN_OPTIONS=detect_leaks=1 run_counted cpp-asan-ubsan tests/cpp/build/test_cpp_asan
+
+# ---------------------------------------------------------------------------
+# 6. pkg-config: install into a prefix, link the docs' example both ways
+
+PREFIX="$OUT/prefix"
+rm -rf "$PREFIX"
+step make-install make -C bindings/c install CARGO=: PREFIX="$PREFIX"
+pc() { PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig" pkg-config "$@"; }
+link_dynamic() {
+  # shellcheck disable=SC2046
+  cc -std=c11 -Wall -Wextra -Wpedantic -Werror tests/c/example.c $(pc --cflags --libs botspace) \
+    -Wl,-rpath,"$PREFIX/lib" -o "$OUT/example-dynamic" &&
+    ldd "$OUT/example-dynamic" | grep -q "$PREFIX/lib/libbotspace.so" &&
+    "$OUT/example-dynamic" | grep -q '^HTTP/1.1 200 OK'
+}
+link_static() {
+  # shellcheck disable=SC2046
+  cc -std=c11 -Wall -Wextra -Wpedantic -Werror tests/c/example.c $(pc --cflags --libs --static botspace-static) \
+    -o "$OUT/example-static" &&
+    ! ldd "$OUT/example-static" | grep -q libbotspace &&
+    "$OUT/example-static" | grep -q '^HTTP/1.1 200 OK'
+}
+step pkg-config-dynamic link_dynamic
+step pkg-config-static link_static
+
+# ---------------------------------------------------------------------------
+# 7. The C server over the wire
+
+step build-c-server make -C examples/c-server CARGO=:
+step build-c-server-asan make -C examples/c-server CARGO=: SANITIZE=1
+wire() {
+  local bin=$1
+  if [[ ! -f tests/server_rest.rs || ! -f tests/server_gateway.rs ]]; then
+    echo "tests/server_rest.rs or tests/server_gateway.rs missing"; return 1
+  fi
+  BOTSPACE_SERVER_CMD="$bin --addr {addr} --db {db} --admin-secret {secret} --manual-clock" \
+    cargo test --test server_rest --test server_gateway 2>&1 | tee "$OUT/wire-$(basename "$bin").log" | grep -E '^(test |test result|failures|---- )'
+  local rc=${PIPESTATUS[0]}
+  if grep -q "ERROR: AddressSanitizer\|runtime error:" "$OUT/wire-$(basename "$bin").log"; then
+    echo "sanitizer report in the server's output"; return 1
+  fi
+  return "$rc"
+}
+echo "=== wire scenarios against examples/c-server/build/botspace-server"
+if wire examples/c-server/build/botspace-server; then pass "wire scenarios (C server)"; else fail "wire scenarios (C server)"; fi
+echo "=== wire scenarios against examples/c-server/build/botspace-server-asan"
+if wire examples/c-server/build/botspace-server-asan; then
+  pass "wire scenarios (C server, ASan+UBSan)"
+else
+  fail "wire scenarios (C server, ASan+UBSan)"
+fi
+
+# ---------------------------------------------------------------------------
+echo
+if [[ $FAILED -gt 0 || ${#FAILURES[@]} -gt 0 ]]; then
+  echo "failed:"
+  printf '  %s\n' "${FAILURES[@]}"
+fi
+echo "c-tests: $PASSED passed, $FAILED failed"
+[[ $FAILED -eq 0 && ${#FAILURES[@]} -eq 0 ]]
