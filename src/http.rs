@@ -302,30 +302,40 @@ pub fn reason(status: u16) -> &'static str {
 
 /// Encodes a JSON response with exact `Content-Length`.
 pub fn response(status: u16, extra: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+    response_parts(status, extra, &[body])
+}
+
+/// A response whose body is the concatenation of `parts`, written once.
+fn response_parts(status: u16, extra: &[(&str, &str)], parts: &[&[u8]]) -> Vec<u8> {
     use std::io::Write;
-    let mut out = Vec::with_capacity(96 + body.len());
+    let body_len: usize = parts.iter().map(|p| p.len()).sum();
+    // Exact size: a host that takes ownership (the C ABI's boxed slice)
+    // then needs no reallocation.
+    let digits = body_len.checked_ilog10().unwrap_or(0) as usize + 1;
+    let head = 9 + 3 + 1 + reason(status).len() + 2 + 32 + 16 + digits + 2;
+    let extra_len: usize = extra.iter().map(|(k, v)| k.len() + 2 + v.len() + 2).sum();
+    let mut out = Vec::with_capacity(head + extra_len + 2 + body_len);
     let _ = write!(
         out,
         "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
         status,
         reason(status),
-        body.len()
+        body_len
     );
     for (k, v) in extra {
         let _ = write!(out, "{k}: {v}\r\n");
     }
     out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(body);
+    for p in parts {
+        out.extend_from_slice(p);
+    }
     out
 }
 
 /// `{"ok":true,"result":<result>}` as a 200 response.
 pub fn ok_response(result_json: &[u8]) -> Vec<u8> {
-    let mut body = Vec::with_capacity(22 + result_json.len());
-    body.extend_from_slice(b"{\"ok\":true,\"result\":");
-    body.extend_from_slice(result_json);
-    body.push(b'}');
-    response(200, &[], &body)
+    const OPEN: &[u8] = b"{\"ok\":true,\"result\":";
+    response_parts(200, &[], &[OPEN, result_json, b"}"])
 }
 
 impl ApiError {
@@ -334,5 +344,26 @@ impl ApiError {
         let body = self.body();
         let extra: Vec<(&str, &str)> = self.headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
         response(self.status, &extra, &body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn response_is_allocated_to_its_exact_size() {
+        for (status, extra, body) in [
+            (200, vec![], &b"{}"[..]),
+            (429, vec![("Retry-After", "1")], &b"{\"ok\":false}"[..]),
+            (405, vec![("Allow", "POST")], &[b'x'; 1000][..]),
+            (101, vec![], &b""[..]),
+        ] {
+            let r = response(status, &extra, body);
+            assert_eq!(r.len(), r.capacity(), "status {status}");
+        }
+        let r = ok_response(b"true");
+        assert_eq!(r, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 25\r\n\r\n{\"ok\":true,\"result\":true}");
+        assert_eq!(r.len(), r.capacity());
     }
 }
