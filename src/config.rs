@@ -81,8 +81,8 @@ impl Default for Limits {
     }
 }
 
-/// Everything a service is opened with.
-#[derive(Clone, Debug, Deserialize)]
+/// Everything a service is opened with. `Debug` shows no secret.
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// A file path, or `:memory:`.
@@ -114,6 +114,22 @@ impl Default for Config {
             event_retention_s: 86_400,
             limits: Limits::default(),
         }
+    }
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("database", &self.database)
+            .field("admin_secret", &"<redacted>")
+            .field("operational_key", &self.operational_key.map(|_| "<redacted>"))
+            .field("synchronous", &self.synchronous)
+            .field("clock", &self.clock)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .field("heartbeat_interval_ms", &self.heartbeat_interval_ms)
+            .field("event_retention_s", &self.event_retention_s)
+            .field("limits", &self.limits)
+            .finish()
     }
 }
 
@@ -198,6 +214,13 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_shows_no_secret() {
+        let c = Config { admin_secret: "s3cr3t-admin-value-xyz".into(), operational_key: Some([9; 32]), ..Config::default() };
+        let d = format!("{c:?}");
+        assert!(!d.contains("s3cr3t") && !d.contains("9, 9"), "{d}");
+    }
 
     #[test]
     fn from_json_takes_only_an_object() {

@@ -92,7 +92,7 @@ pub struct GatewaySession {
     bot_id: String,
     session_id: String,
     identity_json: String,
-    epoch: u64,
+    epoch: (u64, u64),
     /// Highest seq sent on this session.
     cursor: i64,
     replay_from: i64,
@@ -171,10 +171,17 @@ impl Service {
             bot_cache: &mut inner.bot_cache,
         };
         let bot = authenticate(&mut ctx, req)?;
-        let after = parse_after(req.query)?;
         precheck(self, req, &bot, true)?;
         // From here the slot is held; a failure below must give it back.
         let release = |svc: &Service| release_slot(svc, &bot.id);
+        // Fields come after status, upgrade and limit (contract section 3).
+        let after = match parse_after(req.query) {
+            Ok(a) => a,
+            Err(e) => {
+                release(self);
+                return Err(e);
+            }
+        };
         let (acked, last): (i64, i64) = match inner
             .conn
             .prepare_cached("SELECT acked_seq, last_seq FROM bots WHERE id = ?1")
@@ -210,7 +217,7 @@ impl Service {
                 return Err(e);
             }
         };
-        let epoch = self.gateway.lock().unwrap_or_else(|e| e.into_inner()).epoch.get(&bot.id).copied().unwrap_or(0);
+        let epoch = self.gateway.lock().unwrap_or_else(|e| e.into_inner()).epoch_of(&bot.id);
         let key = req.header_str("sec-websocket-key").unwrap_or("").to_string();
         Ok((
             GatewaySession {
@@ -353,8 +360,7 @@ impl GatewaySession {
     }
 
     fn poll_inner(&mut self, now_ms: u64) {
-        let epoch =
-            self.svc.gateway.lock().unwrap_or_else(|e| e.into_inner()).epoch.get(&self.bot_id).copied().unwrap_or(0);
+        let epoch = self.svc.gateway.lock().unwrap_or_else(|e| e.into_inner()).epoch_of(&self.bot_id);
         if epoch != self.epoch {
             return self.close(CLOSE_AUTHENTICATION_FAILED, "authentication_failed");
         }

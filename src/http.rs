@@ -80,7 +80,8 @@ fn body_len(headers: &[httparse::Header<'_>]) -> Result<BodyLen, ApiError> {
         } else if h.name.eq_ignore_ascii_case("content-length") {
             let v = std::str::from_utf8(h.value).unwrap_or("").trim();
             let n: usize = if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
-                v.parse().map_err(|_| ApiError::invalid_request("Content-Length is out of range"))?
+                // Too many digits for usize is simply a body over any limit.
+                v.parse().unwrap_or(usize::MAX)
             } else {
                 return Err(ApiError::invalid_request("Content-Length is not a decimal number"));
             };
@@ -106,13 +107,30 @@ fn payload_too_large(max: usize) -> ApiError {
 /// Scans a chunked body starting at `buf[0]`. Returns `Ok(None)` when more
 /// bytes are needed, else `(bytes consumed, decoded length)`. With `out`, the
 /// decoded body is appended to it.
+/// Chunk-size lines (size plus extensions) longer than this are refused.
+const MAX_CHUNK_LINE: usize = 256;
+
+/// Most wire bytes a chunked body of `max` decoded bytes may take: framing
+/// overhead is bounded too, so a host never buffers far more than
+/// `max_body_bytes` for one request.
+fn max_chunked_wire(max: usize) -> usize {
+    max.saturating_mul(2).saturating_add(MAX_HEAD_BYTES)
+}
+
 fn scan_chunked(buf: &[u8], max: usize, mut out: Option<&mut Vec<u8>>) -> Result<Option<(usize, usize)>, ApiError> {
     let bad = || ApiError::invalid_request("malformed chunked body");
+    let too_large = || {
+        ApiError::new(413, "payload_too_large", format!("chunked body framing exceeds {} bytes", max_chunked_wire(max)))
+    };
+    let wire_limit = max_chunked_wire(max);
     let mut pos = 0;
     let mut total = 0usize;
     loop {
-        let Some(eol) = find_crlf(&buf[pos..]) else {
-            return if buf.len() - pos > 1024 { Err(bad()) } else { Ok(None) };
+        if pos > wire_limit {
+            return Err(too_large());
+        }
+        let Some(eol) = find_crlf(&buf[pos..(pos + MAX_CHUNK_LINE + 2).min(buf.len())]) else {
+            return if buf.len() - pos > MAX_CHUNK_LINE { Err(bad()) } else { Ok(None) };
         };
         let line = &buf[pos..pos + eol];
         let size_part = line.split(|&b| b == b';').next().unwrap_or(b"");
@@ -123,10 +141,14 @@ fn scan_chunked(buf: &[u8], max: usize, mut out: Option<&mut Vec<u8>>) -> Result
         let size = usize::from_str_radix(size_str, 16).map_err(|_| bad())?;
         pos += eol + 2;
         if size == 0 {
-            // Trailer fields until an empty line.
+            // Trailer fields until an empty line, within the head's limit.
+            let trailer_start = pos;
             loop {
+                if pos - trailer_start > MAX_HEAD_BYTES {
+                    return Err(head_too_large());
+                }
                 let Some(eol) = find_crlf(&buf[pos..]) else {
-                    return if buf.len() - pos > 1024 { Err(bad()) } else { Ok(None) };
+                    return if buf.len() - trailer_start > MAX_HEAD_BYTES { Err(head_too_large()) } else { Ok(None) };
                 };
                 pos += eol + 2;
                 if eol == 0 {
@@ -363,7 +385,72 @@ mod tests {
             assert_eq!(r.len(), r.capacity(), "status {status}");
         }
         let r = ok_response(b"true");
+        assert_eq!(r.len(), r.capacity());
         assert_eq!(r, b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 25\r\n\r\n{\"ok\":true,\"result\":true}");
         assert_eq!(r.len(), r.capacity());
+    }
+}
+
+#[cfg(test)]
+mod chunked_limits {
+    use super::*;
+
+    fn head() -> Vec<u8> {
+        b"POST /bot/getMe HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n".to_vec()
+    }
+
+    fn status(f: Framing) -> Option<u16> {
+        match f {
+            Framing::Invalid(r) => Some(std::str::from_utf8(&r[9..12]).unwrap().parse().unwrap()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn chunk_extensions_cannot_inflate_the_wire_size() {
+        let mut req = head();
+        for _ in 0..1000 {
+            req.extend_from_slice(b"1;");
+            req.extend_from_slice(&[b'a'; 200]);
+            req.extend_from_slice(b"\r\n \r\n");
+        }
+        req.extend_from_slice(b"0\r\n\r\n");
+        // 1000 body bytes under a 1024 limit, but ~200 KB of framing.
+        assert_eq!(status(frame_request(&req, 1024)), Some(413));
+    }
+
+    #[test]
+    fn an_overlong_chunk_line_is_refused() {
+        let mut req = head();
+        req.extend_from_slice(b"1;");
+        req.extend_from_slice(&[b'a'; 300]);
+        assert_eq!(status(frame_request(&req, 65536)), Some(400));
+    }
+
+    #[test]
+    fn endless_trailers_are_refused() {
+        let mut req = head();
+        req.extend_from_slice(b"0\r\n");
+        for _ in 0..3000 {
+            req.extend_from_slice(b"X-T: v\r\n");
+        }
+        let f = frame_request(&req, 65536);
+        assert_eq!(status(f.clone()), Some(431), "{f:?}");
+    }
+
+    #[test]
+    fn a_content_length_beyond_usize_is_413() {
+        let req = b"POST /bot/getMe HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n";
+        assert_eq!(status(frame_request(req, 65536)), Some(413));
+    }
+
+    #[test]
+    fn small_chunks_within_the_limits_still_decode() {
+        let mut req = head();
+        for _ in 0..100 {
+            req.extend_from_slice(b"1\r\n \r\n");
+        }
+        req.extend_from_slice(b"0\r\n\r\n");
+        assert_eq!(frame_request(&req, 1024), Framing::Complete(req.len()));
     }
 }

@@ -75,6 +75,15 @@ pub(crate) struct GatewayState {
     /// Bumped when a bot's token rotates or it is suspended; connections
     /// opened under an older epoch close with 4004.
     pub epoch: HashMap<String, u64>,
+    /// Bumped when the whole database is replaced: every connection closes.
+    pub generation: u64,
+}
+
+impl GatewayState {
+    /// What a connection must still see to stay open.
+    pub fn epoch_of(&self, bot_id: &str) -> (u64, u64) {
+        (self.generation, self.epoch.get(bot_id).copied().unwrap_or(0))
+    }
 }
 
 /// A botspace service. `Send + Sync`: share it behind an `Arc` and call it
@@ -185,7 +194,7 @@ impl Service {
         };
         let mut inner = self.lock();
         let out = self.run_one(&mut inner, &routed);
-        let fx = std::mem::take(&mut inner.fx);
+        let fx = self.take_effects(&mut inner);
         drop(inner);
         self.apply_effects(fx);
         out
@@ -256,7 +265,7 @@ impl Service {
         };
         match result {
             Ok(()) => {
-                let fx = std::mem::take(&mut inner.fx);
+                let fx = self.take_effects(inner);
                 // Hooks run without the lock: a hook may poll a connection.
                 drop(guard);
                 self.apply_effects(fx);
@@ -391,6 +400,7 @@ impl Service {
                         "upgrade_required",
                         "handle_request cannot switch protocols: pass gateway upgrades to accept_gateway",
                     )
+                    .with_header("Upgrade", "websocket".into())
                 }))
             } else {
                 let bot = authenticate(&mut ctx, &routed.req)?;
@@ -412,14 +422,23 @@ impl Service {
         }
     }
 
-    /// Wakes hooks and gateway connections for what a commit changed.
-    pub(crate) fn apply_effects(&self, mut fx: TxEffects) {
+    /// Takes what the last commit changed. Called with the database lock
+    /// held, so revocations take effect before any later request can open
+    /// a gateway connection: one opened with a new token is never closed for
+    /// the rotation that issued it.
+    pub(crate) fn take_effects(&self, inner: &mut Inner) -> TxEffects {
+        let fx = std::mem::take(&mut inner.fx);
         if !fx.revoked.is_empty() {
             let mut gw = self.gateway.lock().unwrap_or_else(|e| e.into_inner());
             for bot in &fx.revoked {
                 *gw.epoch.entry(bot.clone()).or_insert(0) += 1;
             }
         }
+        fx
+    }
+
+    /// Calls the wake hook for what a commit changed; without the lock.
+    pub(crate) fn apply_effects(&self, mut fx: TxEffects) {
         if fx.woken.is_empty() && fx.revoked.is_empty() {
             return;
         }
@@ -473,8 +492,8 @@ impl Service {
             return Err(ApiError::invalid_request("not a botspace database image"));
         }
         drop(scratch);
-        let mut inner = self.lock();
-        let inner = &mut *inner;
+        let mut guard = self.lock();
+        let inner = &mut *guard;
         let mut image = Connection::open_in_memory()?;
         image.deserialize_read_exact(rusqlite::MAIN_DB, bytes, bytes.len(), false)?;
         // Copy into the live connection so a file database stays a file.
@@ -485,6 +504,15 @@ impl Service {
         storage::migrate(&inner.conn).map_err(ApiError::internal)?;
         inner.bot_cache.clear();
         inner.rate = RateLimiter::default();
+        // Open gateway connections belong to the old database: close them
+        // all (4004, reconnect) and wake their hosts.
+        let bots: Vec<String> = {
+            let mut gw = self.gateway.lock().unwrap_or_else(|e| e.into_inner());
+            gw.generation += 1;
+            gw.open.keys().cloned().collect()
+        };
+        drop(guard);
+        self.apply_effects(TxEffects { revoked: bots, ..TxEffects::default() });
         Ok(())
     }
 }

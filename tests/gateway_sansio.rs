@@ -485,3 +485,30 @@ fn message_level_session_for_edge_runtimes() {
     assert_eq!(s.poll(now), vec![GatewayOutput::Close { code: 4001, reason: "invalid_payload" }]);
     assert!(s.is_closed());
 }
+
+#[test]
+fn upgrade_checks_status_and_upgrade_before_the_after_field() {
+    let w = world("official", Config::default());
+    admin(&w.svc, "updateBot", json!({"bot_id": w.bot, "status": "suspended"}));
+    assert_eq!(split(&w.svc.accept_gateway(&upgrade(&w.token, "?after=x")).response).0, 403);
+    admin(&w.svc, "updateBot", json!({"bot_id": w.bot, "status": "active"}));
+    let plain = format!("GET /bot/gateway?after=x HTTP/1.1\r\nAuthorization: Bot {}\r\n\r\n", w.token);
+    assert_eq!(split(&w.svc.accept_gateway(plain.as_bytes()).response).0, 426);
+    let r = w.svc.accept_gateway(&upgrade(&w.token, "?after=x"));
+    assert_eq!(split(&r.response), (400, json!({"ok": false, "error_code": 400, "error": "invalid_field",
+        "description": "field after must be a non-negative integer", "parameters": {"field": "after"}})));
+    assert_eq!(w.svc.gateway_connections(&w.bot), 0, "a refused upgrade holds no slot");
+}
+
+#[test]
+fn importing_a_database_closes_open_connections_with_4004() {
+    let w = world("official", Config::default());
+    let image = w.svc.export_database().unwrap();
+    let mut c = connect(&w, "");
+    let now = w.svc.now_ms();
+    c.poll(now);
+    w.svc.import_database(&image).unwrap();
+    assert_eq!(c.poll(now), close_frame(4004, "authentication_failed"));
+    // The same token still works against the imported state.
+    assert!(w.svc.accept_gateway(&upgrade(&w.token, "")).connection.is_some());
+}

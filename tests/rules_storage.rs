@@ -263,6 +263,31 @@ fn deleted_text_is_no_longer_served_by_the_host_api() {
 }
 
 #[test]
+fn deleted_text_is_not_served_by_an_idempotent_retry() {
+    let svc = open(":memory:");
+    let (tok, c, _) = populate(&svc);
+    let secret = "retry-must-not-leak-0123";
+    let body = json!({"chat_id": c, "text": secret}).to_string();
+    let send = |svc: &Service| {
+        let raw = format!(
+            "POST /bot/sendMessage HTTP/1.1\r\nAuthorization: Bot {tok}\r\nIdempotency-Key: k1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let resp = svc.handle_request(raw.as_bytes());
+        let end = resp.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        serde_json::from_slice::<Value>(&resp[end + 4..]).unwrap()
+    };
+    let first = send(&svc);
+    assert_eq!(first["result"]["text"], secret);
+    let mid = first["result"]["message_id"].as_str().unwrap().to_string();
+    assert_eq!(bot(&svc, &tok, "deleteMessage", json!({"chat_id": c, "message_id": mid})).0, 200);
+    let again = send(&svc);
+    assert_eq!(again["ok"], true, "{again}");
+    assert_eq!(again["result"]["message_id"], mid.as_str(), "the retry answers the original send");
+    assert!(!again.to_string().contains(secret), "a retry serves deleted text: {again}");
+}
+
+#[test]
 fn deleted_text_is_no_longer_served_by_the_gateway_replay() {
     let svc = Arc::new(open(":memory:"));
     let u = admin(&svc, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();

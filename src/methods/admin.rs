@@ -550,11 +550,12 @@ fn send_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
 fn delete_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
     let message_id = params::req_message_id(b, "message_id")?;
-    match StoredMessage::load(ctx.conn, &chat.id, message_id)? {
-        Some(m) if !m.deleted => {}
+    let msg = match StoredMessage::load(ctx.conn, &chat.id, message_id)? {
+        Some(m) if !m.deleted => m,
         _ => return Err(ApiError::message_not_found()),
-    }
-    super::bot::delete_stored(ctx, &chat, message_id, None)?;
+    };
+    // A moderated bot hears that its own message was removed.
+    super::bot::delete_stored(ctx, &chat, &msg, None)?;
     Ok(Value::Bool(true))
 }
 

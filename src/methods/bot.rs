@@ -262,17 +262,27 @@ fn edit_message_text(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec
 
 fn delete_message(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
     let (chat, msg) = owned_message(ctx, bot, body)?;
-    delete_stored(ctx, &chat, msg.message_id, Some(&bot.id))?;
+    delete_stored(ctx, &chat, &msg, Some(&bot.id))?;
     Ok(b"true".to_vec())
 }
 
-/// Marks a message deleted (its number stays taken), drops its text and
-/// emits `message_deleted`.
-pub fn delete_stored(ctx: &mut Ctx<'_>, chat: &Chat, message_id: i64, exclude: Option<&str>) -> ApiResult<()> {
+/// Marks a message deleted (its number stays taken), drops its text
+/// everywhere it is stored and emits `message_deleted`.
+pub fn delete_stored(ctx: &mut Ctx<'_>, chat: &Chat, msg: &StoredMessage, exclude: Option<&str>) -> ApiResult<()> {
+    let message_id = msg.message_id;
     ctx.conn
         .prepare_cached("UPDATE messages SET deleted = 1, text = NULL WHERE chat_id = ?1 AND message_id = ?2")?
         .execute(params![chat.id, message_id])?;
     events::scrub_message_text(ctx.conn, &chat.id, message_id)?;
+    if msg.sender_is_bot {
+        // An idempotent retry of the send must not bring the text back.
+        ctx.conn
+            .prepare_cached(
+                "UPDATE idempotency SET result = json_remove(result, '$.text') WHERE bot_id = ?1 \
+                 AND json_extract(result, '$.chat.id') = ?2 AND json_extract(result, '$.message_id') = ?3",
+            )?
+            .execute(params![msg.sender_id, chat.id, message_id.to_string()])?;
+    }
     let data = serde_json::json!({"chat": chat.reference(), "message_id": message_id.to_string()});
     events::emit(
         ctx.conn,
