@@ -1,0 +1,248 @@
+// A person chats with an echo bot; both run in this page on botspace.
+//
+// The page plays two roles:
+//  - the host (the messaging service): it owns the human user, sends what
+//    they type through the host API (/admin/sendUserMessage) and renders the
+//    chat from /admin/getChatHistory;
+//  - the bot: it holds a gateway session (the message-level gateway an edge
+//    runtime would put behind a WebSocket), receives `message_created`
+//    events, answers with /bot/sendMessage and acknowledges them.
+// The database is saved to IndexedDB after every change and restored on load.
+
+import { init, Service, encodeRequest, decodeResponse, BotspaceError } from 'botspace';
+
+const $ = (id) => document.getElementById(id);
+const STATE_KEY = 'botspace-demo-state';
+
+// ---------------------------------------------------------------- storage
+
+function idb() {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.open('botspace-demo', 1);
+    req.onupgradeneeded = () => req.result.createObjectStore('kv');
+    req.onsuccess = () => resolve(req.result);
+    req.onerror = () => reject(req.error);
+  });
+}
+
+async function idbGet(key) {
+  const db = await idb();
+  return new Promise((resolve, reject) => {
+    const r = db.transaction('kv').objectStore('kv').get(key);
+    r.onsuccess = () => resolve(r.result);
+    r.onerror = () => reject(r.error);
+  });
+}
+
+async function idbPut(key, value) {
+  const db = await idb();
+  return new Promise((resolve, reject) => {
+    const tx = db.transaction('kv', 'readwrite');
+    tx.objectStore('kv').put(value, key);
+    tx.oncomplete = () => resolve();
+    tx.onerror = () => reject(tx.error);
+  });
+}
+
+async function idbClear() {
+  const db = await idb();
+  return new Promise((resolve, reject) => {
+    const tx = db.transaction('kv', 'readwrite');
+    tx.objectStore('kv').clear();
+    tx.oncomplete = () => resolve();
+    tx.onerror = () => reject(tx.error);
+  });
+}
+
+// ------------------------------------------------------------ the service
+
+await init(); // fetches and compiles botspace_bg.wasm next to web.js
+
+let svc;
+let ids; // { secret, userId, botId, token, chatId }
+
+function call(path, body, auth) {
+  const res = decodeResponse(svc.handleRequest(encodeRequest('POST', path, { Authorization: auth }, body)));
+  const json = res.json();
+  if (!json.ok) throw new Error(`${path}: ${json.error} — ${json.description}`);
+  return json.result;
+}
+const admin = (path, body) => call(path, body, `Admin ${ids.secret}`);
+const asBot = (path, body, extraHeaders) => {
+  if (!extraHeaders) return call(path, body, `Bot ${ids.token}`);
+  const res = decodeResponse(
+    svc.handleRequest(encodeRequest('POST', path, { Authorization: `Bot ${ids.token}`, ...extraHeaders }, body)),
+  );
+  return res.json();
+};
+
+async function open() {
+  const saved = JSON.parse(localStorage.getItem(STATE_KEY) || 'null');
+  const image = saved ? await idbGet('image') : null;
+  if (saved && image) {
+    ids = saved;
+    svc = new Service({ admin_secret: ids.secret });
+    try {
+      svc.importDatabase(image);
+      return;
+    } catch (e) {
+      console.warn('the saved database could not be restored; starting over', e);
+      svc.free();
+    }
+  }
+  const secret = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
+  ids = { secret };
+  svc = new Service({ admin_secret: secret });
+  const you = admin('/admin/createUser', { display_name: 'You' });
+  const { bot, token } = admin('/admin/createBot', { display_name: 'Echo Bot', handle: 'echo_bot', quota_tier: 'standard' });
+  const chat = admin('/admin/startBot', { user_id: you.id, bot_id: bot.id });
+  Object.assign(ids, { userId: you.id, botId: bot.id, token, chatId: chat.id });
+  localStorage.setItem(STATE_KEY, JSON.stringify(ids));
+  await save();
+}
+
+let saving = Promise.resolve();
+function save() {
+  saving = saving.then(() => idbPut('image', svc.exportDatabase())).catch((e) => console.error('save failed', e));
+  return saving;
+}
+
+// ---------------------------------------------------------------- the bot
+
+let session;
+
+function frame(dir, text) {
+  const li = document.createElement('li');
+  li.className = dir;
+  li.textContent = `${dir === 'out' ? '→' : '←'} ${text}`;
+  $('frames').append(li);
+  li.scrollIntoView({ block: 'end' });
+}
+
+function botSend(obj) {
+  const text = JSON.stringify(obj);
+  frame('out', text);
+  session.onText(text);
+}
+
+function connectBot() {
+  const upgrade = encodeRequest('GET', '/bot/gateway', {
+    Authorization: `Bot ${ids.token}`,
+    Upgrade: 'websocket',
+    Connection: 'Upgrade',
+    'Sec-WebSocket-Key': btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(16)))),
+    'Sec-WebSocket-Version': '13',
+  });
+  session = svc.acceptGateway(upgrade);
+  const every = Math.max(1000, Math.floor(svc.heartbeatIntervalMs / 2));
+  setInterval(() => {
+    botSend({ op: 'heartbeat' });
+    runBot();
+  }, every);
+}
+
+function runBot() {
+  for (const out of session.poll()) {
+    if (out.type === 'close') {
+      frame('in', `close ${out.code} ${out.reason}`);
+      session.free();
+      setTimeout(() => {
+        connectBot();
+        runBot();
+      }, 1000);
+      return;
+    }
+    frame('in', out.data);
+    const msg = JSON.parse(out.data);
+    if (msg.op !== 'event') continue;
+    if (msg.type === 'message_created' && !msg.data.message.from?.is_bot) {
+      const m = msg.data.message;
+      asBot('/bot/sendChatAction', { chat_id: m.chat.id, action: 'typing' });
+      render();
+      // The Idempotency-Key makes a replayed event (after a reload) harmless.
+      setTimeout(() => {
+        const reply = asBot(
+          '/bot/sendMessage',
+          { chat_id: m.chat.id, text: `Echo: ${m.text}`, reply_to_message_id: m.message_id },
+          { 'Idempotency-Key': `echo-${m.chat.id}-${m.message_id}` },
+        );
+        if (!reply.ok) console.warn('reply refused', reply);
+        botSend({ op: 'ack', seq: msg.seq });
+        render();
+        save();
+      }, 300);
+    } else {
+      botSend({ op: 'ack', seq: msg.seq });
+    }
+  }
+}
+
+// --------------------------------------------------------------- the host
+
+let lastRendered = 0;
+
+function render() {
+  for (;;) {
+    const page = admin('/admin/getChatHistory', { chat_id: ids.chatId, after_message_id: String(lastRendered), limit: 100 });
+    if (!page.length) break;
+    for (const m of page) {
+      lastRendered = Number(m.message_id);
+      if (m.deleted) continue;
+      const li = document.createElement('li');
+      li.className = `msg ${m.from?.is_bot ? 'bot' : 'user'}`;
+      li.dataset.messageId = m.message_id;
+      li.textContent = m.text;
+      const time = document.createElement('time');
+      time.textContent = new Date(m.date * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+      li.append(time);
+      $('messages').append(li);
+      li.scrollIntoView({ block: 'end' });
+    }
+  }
+  const typing = admin('/admin/getChatActions', { chat_id: ids.chatId });
+  const status = $('status');
+  status.textContent = typing.length ? 'typing…' : 'bot · runs in this page on botspace';
+  status.classList.toggle('typing', typing.length > 0);
+}
+
+$('composer').addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  const input = $('message');
+  const text = input.value;
+  if (!text.trim()) return;
+  try {
+    admin('/admin/sendUserMessage', { user_id: ids.userId, chat_id: ids.chatId, text });
+    input.value = '';
+  } catch (e) {
+    $('status').textContent = e.message;
+    $('status').className = 'status error';
+  }
+  render();
+  save();
+});
+
+$('reset').addEventListener('click', async () => {
+  localStorage.removeItem(STATE_KEY);
+  await idbClear();
+  location.reload();
+});
+
+try {
+  await open();
+  // The wake hook tells the bot it has events (it runs in a microtask).
+  svc.setWakeHook((botId) => {
+    if (botId === ids.botId) runBot();
+  });
+  connectBot();
+  runBot();
+  render();
+  $('message').disabled = false;
+  $('send').disabled = false;
+  $('message').focus();
+  document.body.dataset.ready = '1';
+} catch (e) {
+  $('status').textContent = `botspace failed to start: ${e instanceof BotspaceError ? `${e.name} (${e.code}): ` : ''}${e.message}`;
+  $('status').className = 'status error';
+  document.body.dataset.ready = 'error';
+  throw e;
+}

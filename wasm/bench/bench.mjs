@@ -1,0 +1,61 @@
+// Requests per second through the WASM build (Node.js), to compare with the
+// native figures of `cargo bench --bench throughput` (target: within 3×).
+//
+//   node wasm/bench/bench.mjs            # about 2 s per case
+//   BENCH_SECONDS=5 node wasm/bench/bench.mjs
+//
+// Same shapes as the native bench: an official (unlimited) bot in a started
+// private chat, a :memory: database, whole HTTP/1.1 requests in and out.
+import { statSync } from 'node:fs';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { resolve } from 'node:path';
+
+const PKG = process.env.BOTSPACE_PKG ? resolve(process.env.BOTSPACE_PKG) : fileURLToPath(new URL('../pkg/', import.meta.url));
+const { Service, encodeRequest, decodeResponse, version } = await import(pathToFileURL(resolve(PKG, 'node.js')).href);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 2);
+const SECRET = 'bench-admin-secret-00001';
+const ADMIN = { Authorization: `Admin ${SECRET}` };
+
+const svc = new Service({ admin_secret: SECRET });
+const ok = (path, body, headers = ADMIN) => {
+  const r = decodeResponse(svc.handleRequest(encodeRequest('POST', path, headers, body)));
+  if (r.status !== 200) throw new Error(`${path}: ${r.text()}`);
+  return r.json().result;
+};
+const user = ok('/admin/createUser', { display_name: 'Bench user' });
+const { bot, token } = ok('/admin/createBot', { display_name: 'Bench', handle: 'bench_bot', quota_tier: 'official', official: true });
+const chat = ok('/admin/startBot', { user_id: user.id, bot_id: bot.id });
+const B = { Authorization: `Bot ${token}` };
+
+function measure(name, fn, perCall = 1) {
+  // warm up
+  for (let i = 0; i < 200; i++) fn();
+  let n = 0;
+  const t0 = process.hrtime.bigint();
+  const end = t0 + BigInt(Math.round(SECONDS * 1e9));
+  let now = t0;
+  while (now < end) {
+    for (let i = 0; i < 100; i++) fn();
+    n += 100 * perCall;
+    now = process.hrtime.bigint();
+  }
+  const secs = Number(now - t0) / 1e9;
+  const rate = n / secs;
+  console.log(`${name.padEnd(34)} ${Math.round(rate).toString().padStart(9)} req/s  (${n} requests in ${secs.toFixed(2)} s)`);
+  return rate;
+}
+
+const getMe = encodeRequest('POST', '/bot/getMe', B);
+const send = encodeRequest('POST', '/bot/sendMessage', B, { chat_id: chat.id, text: 'hello from the benchmark' });
+const check = (raw) => {
+  // 'HTTP/1.1 200' — byte 9..11
+  if (raw[9] !== 50 || raw[10] !== 48 || raw[11] !== 48) throw new Error(new TextDecoder().decode(raw));
+};
+const batch = Array.from({ length: 64 }, () => send);
+
+const size = statSync(resolve(PKG, 'botspace_bg.wasm')).size;
+console.log(`botspace ${version()} WASM on Node.js ${process.version}; botspace_bg.wasm ${size} bytes (${(size / 1048576).toFixed(2)} MiB)`);
+measure('getMe', () => check(svc.handleRequest(getMe)));
+measure('sendMessage (1 per transaction)', () => check(svc.handleRequest(send)));
+measure('sendMessage (batch of 64)', () => svc.handleBatch(batch).forEach(check), 64);
+console.log('native figures: cargo bench --bench throughput (target: WASM within 3x of native)');

@@ -1,0 +1,179 @@
+// Types of the botspace npm package. Every entry point (node, web, worker)
+// exports exactly this API.
+
+/** Rate: `count` requests per `period_ms`, up to `burst` at once. */
+export interface Rate {
+  count: number;
+  period_ms: number;
+  burst: number;
+}
+
+/** Limits of one tier; `null` (or absent) means unlimited. */
+export interface TierLimits {
+  bot?: Rate | null;
+  private_chat?: Rate | null;
+  group?: Rate | null;
+}
+
+/** The configuration of contract section 10. Unknown fields are refused. */
+export interface ServiceConfig {
+  /** Secret of `Authorization: Admin <secret>`; at least 16 characters. */
+  admin_secret: string;
+  /** `":memory:"` (the default). In WASM every database lives in memory: persist it with exportDatabase. */
+  database?: string;
+  /** 64 hex digits: encrypts the operational token copy of official bots. */
+  operational_key?: string | null;
+  synchronous?: 'full' | 'normal';
+  /** `system` reads `Date.now()`; `manual` starts at 2026-01-01T00:00:00Z and moves only by /admin/advanceClock. */
+  clock?: 'system' | 'manual';
+  /** Largest request body, default 65536. */
+  max_body_bytes?: number;
+  /** Gateway heartbeat interval, default 41250 (1000–600000). */
+  heartbeat_interval_ms?: number;
+  /** How long gateway events are kept at least, default 86400. */
+  event_retention_s?: number;
+  limits?: { free?: TierLimits; standard?: TierLimits; official?: TierLimits };
+}
+
+/** Base class of every error botspace throws. */
+export class BotspaceError extends Error {
+  /** Machine-readable: `invalid_config`, `storage_error`, `invalid_request`, `panic`, `not_initialized`, `invalid_state`, or a contract error code. */
+  code: string;
+}
+/** The configuration was refused. `code` is `invalid_config`. */
+export class ConfigError extends BotspaceError {}
+/** Opening, exporting or importing the database failed. */
+export class DatabaseError extends BotspaceError {
+  /** HTTP-like status: 400 for a bad image (`code` `invalid_request`), 500 for storage trouble. */
+  status: number;
+}
+/** A gateway upgrade was refused; `response` is the HTTP response to send. */
+export class GatewayRejectedError extends BotspaceError {
+  /** 401, 403, 404, 405, 426, 429 … */
+  status: number;
+  /** The contract's error code, e.g. `invalid_token`, `upgrade_required`, `connection_limit`. */
+  code: string;
+  description: string;
+  parameters?: Record<string, unknown>;
+  /** The complete HTTP/1.1 error response. */
+  response: Uint8Array;
+  toResponse(): Response;
+}
+/** A bug inside botspace (Rust panic or WebAssembly trap); the module is unusable afterwards. */
+export class PanicError extends BotspaceError {}
+
+/** What a gateway session wants sent to the bot. */
+export type GatewayOutput =
+  | { type: 'text'; data: string }
+  | { type: 'close'; code: number; reason: string };
+
+/** What `frameRequest` found at the start of a buffer. */
+export type Framing =
+  | { kind: 'complete'; length: number }
+  | { kind: 'incomplete' }
+  | { kind: 'invalid'; response: Uint8Array };
+
+/** A decoded HTTP/1.1 response. */
+export interface DecodedResponse {
+  status: number;
+  statusText: string;
+  /** Lower-case header names. */
+  headers: Record<string, string>;
+  body: Uint8Array;
+  text(): string;
+  json(): any;
+}
+
+/** The socket interface `attachWebSocket` drives (WHATWG WebSocket, server end). */
+export interface ServerWebSocketLike {
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  addEventListener(type: 'message', listener: (ev: { data: unknown }) => void): void;
+  addEventListener(type: 'close' | 'error' | 'open', listener: (ev: unknown) => void, options?: unknown): void;
+  readyState?: number;
+}
+
+export interface FetchOptions {
+  /** Performs the WebSocket upgrade in runtimes without WebSocketPair / Deno.upgradeWebSocket. */
+  upgradeWebSocket?: (request: Request) => { socket: ServerWebSocketLike; response: Response };
+}
+
+/** A message-level gateway session (the host does the WebSocket framing). */
+export class GatewaySession {
+  private constructor();
+  readonly botId: string;
+  readonly sessionId: string;
+  /** True once a close was queued. */
+  readonly closed: boolean;
+  /** A text message from the bot; `nowMs` defaults to the service clock. */
+  onText(text: string, nowMs?: number): void;
+  /** A binary message from the bot (the session closes with 4001). */
+  onBinary(): void;
+  /** What to send now, in order; `nowMs` defaults to the service clock. */
+  poll(nowMs?: number): GatewayOutput[];
+  /** When to poll next at the latest (Unix ms, 0 = now), `null` once closed. */
+  nextDeadlineMs(): number | null;
+  /** Ends the session and frees its connection slot. */
+  free(): void;
+  [Symbol.dispose](): void;
+}
+
+/** A botspace service running inside the WebAssembly module. */
+export class Service {
+  constructor(config: ServiceConfig | string);
+  readonly maxBodyBytes: number;
+  readonly heartbeatIntervalMs: number;
+  /** The service clock, Unix milliseconds. */
+  nowMs(): number;
+  /** One complete HTTP/1.1 request in, one complete HTTP/1.1 response out. */
+  handleRequest(request: Uint8Array | ArrayBuffer | ArrayBufferView | string): Uint8Array;
+  /** Group commit: each request gets the response it would get alone. */
+  handleBatch(requests: Array<Uint8Array | ArrayBuffer | ArrayBufferView | string>): Uint8Array[];
+  /** Where the first request in a stream buffer ends. */
+  frameRequest(buffer: Uint8Array | ArrayBuffer | ArrayBufferView | string): Framing;
+  /** `hook(botId)` after a change gave a bot events or revoked its sessions; runs in a microtask. */
+  setWakeHook(hook: ((botId: string) => void) | null): void;
+  /** Checks a `GET /bot/gateway` upgrade; throws GatewayRejectedError when refused. */
+  acceptGateway(request: Request | Uint8Array | ArrayBuffer | string): GatewaySession;
+  /** Drives a session over a server-side WebSocket (send/close/events), with wake-ups and timers. */
+  attachWebSocket(session: GatewaySession, ws: ServerWebSocketLike): GatewaySession;
+  /** The fetch adapter: `export default { fetch: (req) => service.fetch(req) }`. */
+  fetch(request: Request | string | URL, options?: FetchOptions): Promise<Response>;
+  /** The whole database as an SQLite image. */
+  exportDatabase(): Uint8Array;
+  /** Replaces the whole database with an image from exportDatabase; throws DatabaseError and changes nothing when the image is bad. */
+  importDatabase(bytes: Uint8Array | ArrayBuffer | ArrayBufferView): void;
+  /** Open gateway sessions of a bot. */
+  gatewayConnections(botId: string): number;
+  /** Frees the service (and its sessions). */
+  free(): void;
+  [Symbol.dispose](): void;
+}
+
+/** Input accepted by `init` in the web entry. */
+export type InitInput = RequestInfo | URL | Response | BufferSource | WebAssembly.Module;
+
+/**
+ * Instantiates the WebAssembly module. Required once in the web entry
+ * before `new Service`; a no-op in the node and worker entries.
+ */
+export function init(input?: InitInput | Promise<InitInput>): Promise<void>;
+/** Instantiates from bytes or a compiled module synchronously (web entry); a no-op elsewhere. */
+export function initSync(input?: BufferSource | WebAssembly.Module): void;
+/** True once the WebAssembly module is instantiated. */
+export function isReady(): boolean;
+/** The botspace version. */
+export function version(): string;
+/** Encodes an HTTP/1.1 request; an object body is sent as JSON. */
+export function encodeRequest(
+  method: string,
+  path: string,
+  headers?: Record<string, string> | Headers | Map<string, string>,
+  body?: unknown,
+): Uint8Array;
+/** Decodes a complete HTTP/1.1 response. */
+export function decodeResponse(bytes: Uint8Array | ArrayBuffer | string): DecodedResponse;
+/** @internal Test aid: makes the module panic (and so unusable). */
+export function debugPanic(message: string): never;
+/** @internal */
+export function markReady(): void;

@@ -1,0 +1,281 @@
+//! The wasm-bindgen exports. Every fallible call returns a JS `Error` whose
+//! `name` and `code` the JavaScript layer turns into its typed error classes.
+
+use botspace::{Clock, ClockKind, Config, Framing, GatewayOutput, GatewaySession, Service};
+use js_sys::{Array, Function, Object, Reflect, Uint8Array};
+use std::sync::Arc;
+use wasm_bindgen::prelude::*;
+
+// The wake hook below is a `js_sys::Function` marked `Send + Sync`. That is
+// only sound while the module has a single thread, which is the case for
+// wasm32-unknown-unknown built without the `atomics` target feature (no
+// shared memory, no wasm threads). Refuse to build otherwise.
+#[cfg(target_feature = "atomics")]
+compile_error!("botspace-wasm assumes a single-threaded module: build without the `atomics` target feature");
+
+/// Error names the JS layer maps to classes (see `wasm/js/core.js`).
+const CONFIG_ERROR: &str = "BotspaceConfigError";
+const DATABASE_ERROR: &str = "BotspaceDatabaseError";
+const GATEWAY_REJECTED: &str = "BotspaceGatewayRejected";
+const PANIC_ERROR: &str = "BotspacePanicError";
+
+fn js_error(name: &str, code: &str, message: &str) -> js_sys::Error {
+    let e = js_sys::Error::new(message);
+    e.set_name(name);
+    let _ = Reflect::set(&e, &JsValue::from_str("code"), &JsValue::from_str(code));
+    e
+}
+
+fn api_error(e: botspace::ApiError) -> JsValue {
+    let err = js_error(DATABASE_ERROR, e.code, &e.description);
+    let _ = Reflect::set(&err, &JsValue::from_str("status"), &JsValue::from(e.status));
+    err.into()
+}
+
+/// Runs once when the module is instantiated: a Rust panic becomes a thrown
+/// `BotspacePanicError` carrying the panic message instead of an opaque
+/// `unreachable` trap. (wasm32 has no unwinding: the throw skips Rust's
+/// frames, so the JS layer treats the module as unusable afterwards.)
+#[wasm_bindgen(start)]
+pub fn start() {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = format!("botspace panicked: {info}");
+        wasm_bindgen::throw_val(js_error(PANIC_ERROR, "panic", &msg).into());
+    }));
+}
+
+/// The library version (the Rust crate's).
+#[wasm_bindgen]
+pub fn version() -> String {
+    botspace::VERSION.to_string()
+}
+
+/// Test aid: panics with `message` so tests can check how a panic surfaces.
+#[wasm_bindgen(js_name = debugPanic)]
+pub fn debug_panic(message: &str) {
+    panic!("{message}");
+}
+
+/// A JS function called from the core's wake hook.
+struct JsHook(Function);
+
+// SAFETY: the module is single-threaded (see the compile_error! above): the
+// function is created, called and dropped on the one JS thread there is.
+// `Send + Sync` are needed only because the core's `WakeHook` type is shared
+// between threads on native targets.
+unsafe impl Send for JsHook {}
+unsafe impl Sync for JsHook {}
+
+fn to_ms(now: f64) -> u64 {
+    if now.is_finite() && now > 0.0 {
+        now as u64
+    } else {
+        0
+    }
+}
+
+/// A botspace service. Wrapped by the JS class `Service`.
+#[wasm_bindgen]
+pub struct RawService {
+    svc: Arc<Service>,
+}
+
+#[wasm_bindgen]
+impl RawService {
+    /// Opens a service from a JSON configuration (contract section 10).
+    #[wasm_bindgen(constructor)]
+    pub fn new(config_json: &str) -> Result<RawService, JsValue> {
+        let config = Config::from_json(config_json.as_bytes())
+            .map_err(|e| JsValue::from(js_error(CONFIG_ERROR, "invalid_config", &e.to_string())))?;
+        // std's SystemTime panics on wasm32-unknown-unknown: read Date.now().
+        let clock = match config.clock {
+            ClockKind::Manual => Clock::manual(),
+            ClockKind::System => Clock::custom(|| js_sys::Date::now() as u64),
+        };
+        let svc = Service::open_with_clock(config, clock).map_err(|e| match e {
+            botspace::OpenError::Config(c) => JsValue::from(js_error(CONFIG_ERROR, "invalid_config", &c.to_string())),
+            botspace::OpenError::Storage(s) => JsValue::from(js_error(DATABASE_ERROR, "storage_error", &s.to_string())),
+        })?;
+        Ok(RawService { svc: Arc::new(svc) })
+    }
+
+    /// One complete HTTP/1.1 request in, one complete HTTP/1.1 response out.
+    #[wasm_bindgen(js_name = handleRequest)]
+    pub fn handle_request(&self, request: &[u8]) -> Vec<u8> {
+        self.svc.handle_request(request)
+    }
+
+    /// Group commit: `all` holds the requests back to back, `lens` their
+    /// lengths. Returns each response as a little-endian u32 length followed
+    /// by its bytes.
+    #[wasm_bindgen(js_name = handleBatch)]
+    pub fn handle_batch(&self, all: &[u8], lens: &[u32]) -> Result<Vec<u8>, JsValue> {
+        let mut reqs: Vec<&[u8]> = Vec::with_capacity(lens.len());
+        let mut pos = 0usize;
+        for &n in lens {
+            let end = pos.checked_add(n as usize).filter(|&e| e <= all.len()).ok_or_else(|| {
+                JsValue::from(js_error("TypeError", "invalid_argument", "batch lengths exceed the buffer"))
+            })?;
+            reqs.push(&all[pos..end]);
+            pos = end;
+        }
+        let outs = self.svc.handle_batch(&reqs);
+        let total: usize = outs.iter().map(|o| o.len() + 4).sum();
+        let mut buf = Vec::with_capacity(total);
+        for o in outs {
+            buf.extend_from_slice(&(o.len() as u32).to_le_bytes());
+            buf.extend_from_slice(&o);
+        }
+        Ok(buf)
+    }
+
+    /// Where the next request in `buf` ends: a number (its length) when it
+    /// is complete, `null` when more bytes are needed, or a `Uint8Array`
+    /// holding the error response when the bytes can never be a request.
+    #[wasm_bindgen(js_name = frameRequest)]
+    pub fn frame_request(&self, buf: &[u8]) -> JsValue {
+        match self.svc.frame_request(buf) {
+            Framing::Complete(n) => JsValue::from(n as f64),
+            Framing::Incomplete => JsValue::NULL,
+            Framing::Invalid(resp) => Uint8Array::from(&resp[..]).into(),
+        }
+    }
+
+    /// Registers `hook(botId)` (or removes it with `null`). It is called
+    /// synchronously, after the commit, from inside the call that made the
+    /// change; exceptions it throws are swallowed.
+    #[wasm_bindgen(js_name = setWakeHook)]
+    pub fn set_wake_hook(&self, hook: Option<Function>) {
+        match hook {
+            None => self.svc.set_wake_hook(None),
+            Some(f) => {
+                let f = JsHook(f);
+                self.svc.set_wake_hook(Some(Arc::new(move |bot: &str| {
+                    let _ = f.0.call1(&JsValue::NULL, &JsValue::from_str(bot));
+                })));
+            }
+        }
+    }
+
+    /// Checks a `GET /bot/gateway` upgrade request. Throws a
+    /// `BotspaceGatewayRejected` error whose `response` is the HTTP error
+    /// response to send when the upgrade is refused.
+    #[wasm_bindgen(js_name = acceptGateway)]
+    pub fn accept_gateway(&self, request: &[u8]) -> Result<RawGatewaySession, JsValue> {
+        match self.svc.accept_gateway_session(request) {
+            Ok(s) => Ok(RawGatewaySession { s }),
+            Err(resp) => {
+                let e = js_error(GATEWAY_REJECTED, "gateway_rejected", "the gateway upgrade was refused");
+                let _ = Reflect::set(&e, &JsValue::from_str("response"), &Uint8Array::from(&resp[..]));
+                Err(e.into())
+            }
+        }
+    }
+
+    /// The whole database as an SQLite image.
+    #[wasm_bindgen(js_name = exportDatabase)]
+    pub fn export_database(&self) -> Result<Vec<u8>, JsValue> {
+        self.svc.export_database().map_err(api_error)
+    }
+
+    /// Replaces the whole database with an image from `exportDatabase`.
+    #[wasm_bindgen(js_name = importDatabase)]
+    pub fn import_database(&self, bytes: &[u8]) -> Result<(), JsValue> {
+        self.svc.import_database(bytes).map_err(api_error)
+    }
+
+    /// The service clock, Unix milliseconds.
+    #[wasm_bindgen(js_name = nowMs)]
+    pub fn now_ms(&self) -> f64 {
+        self.svc.now_ms() as f64
+    }
+
+    /// `max_body_bytes` of the configuration.
+    #[wasm_bindgen(getter, js_name = maxBodyBytes)]
+    pub fn max_body_bytes(&self) -> f64 {
+        self.svc.config().max_body_bytes as f64
+    }
+
+    /// `heartbeat_interval_ms` of the configuration.
+    #[wasm_bindgen(getter, js_name = heartbeatIntervalMs)]
+    pub fn heartbeat_interval_ms(&self) -> f64 {
+        self.svc.config().heartbeat_interval_ms as f64
+    }
+
+    /// True when the service reads the manual clock.
+    #[wasm_bindgen(getter, js_name = manualClock)]
+    pub fn manual_clock(&self) -> bool {
+        self.svc.config().clock == ClockKind::Manual
+    }
+
+    /// Open gateway sessions of a bot.
+    #[wasm_bindgen(js_name = gatewayConnections)]
+    pub fn gateway_connections(&self, bot_id: &str) -> u32 {
+        self.svc.gateway_connections(bot_id)
+    }
+}
+
+/// A message-level gateway session. Wrapped by the JS class `GatewaySession`.
+#[wasm_bindgen]
+pub struct RawGatewaySession {
+    s: GatewaySession,
+}
+
+#[wasm_bindgen]
+impl RawGatewaySession {
+    #[wasm_bindgen(getter, js_name = botId)]
+    pub fn bot_id(&self) -> String {
+        self.s.bot_id().to_string()
+    }
+
+    #[wasm_bindgen(getter, js_name = sessionId)]
+    pub fn session_id(&self) -> String {
+        self.s.session_id().to_string()
+    }
+
+    #[wasm_bindgen(getter, js_name = closed)]
+    pub fn is_closed(&self) -> bool {
+        self.s.is_closed()
+    }
+
+    /// A text message from the bot.
+    #[wasm_bindgen(js_name = onText)]
+    pub fn on_text(&mut self, text: &str, now_ms: f64) {
+        self.s.on_text(text, to_ms(now_ms));
+    }
+
+    /// A binary message from the bot (closes with 4001).
+    #[wasm_bindgen(js_name = onBinary)]
+    pub fn on_binary(&mut self) {
+        self.s.on_binary();
+    }
+
+    /// What to send now, in order: `{type:"text", data}` or
+    /// `{type:"close", code, reason}`.
+    pub fn poll(&mut self, now_ms: f64) -> Array {
+        let out = Array::new();
+        for o in self.s.poll(to_ms(now_ms)) {
+            let obj = Object::new();
+            match o {
+                GatewayOutput::Text(t) => {
+                    let _ = Reflect::set(&obj, &"type".into(), &"text".into());
+                    let _ = Reflect::set(&obj, &"data".into(), &JsValue::from_str(&t));
+                }
+                GatewayOutput::Close { code, reason } => {
+                    let _ = Reflect::set(&obj, &"type".into(), &"close".into());
+                    let _ = Reflect::set(&obj, &"code".into(), &JsValue::from(code));
+                    let _ = Reflect::set(&obj, &"reason".into(), &JsValue::from_str(reason));
+                }
+            }
+            out.push(&obj);
+        }
+        out
+    }
+
+    /// When to poll next at the latest (Unix ms; 0 = now), or `undefined`
+    /// once closed.
+    #[wasm_bindgen(js_name = nextDeadlineMs)]
+    pub fn next_deadline_ms(&self) -> Option<f64> {
+        self.s.next_deadline_ms().map(|d| d as f64)
+    }
+}

@@ -1,0 +1,80 @@
+// Compiled with `tsc --noEmit --strict` by package.test.mjs against the
+// installed package: every public type is exercised here.
+import {
+  Service,
+  GatewaySession,
+  BotspaceError,
+  ConfigError,
+  DatabaseError,
+  GatewayRejectedError,
+  PanicError,
+  init,
+  initSync,
+  isReady,
+  version,
+  encodeRequest,
+  decodeResponse,
+  type ServiceConfig,
+  type GatewayOutput,
+  type Framing,
+  type DecodedResponse,
+  type ServerWebSocketLike,
+} from 'botspace';
+
+export async function main(): Promise<void> {
+  await init();
+  initSync();
+  const ready: boolean = isReady();
+  const v: string = version();
+  const config: ServiceConfig = {
+    admin_secret: 'x'.repeat(16),
+    clock: 'manual',
+    synchronous: 'normal',
+    max_body_bytes: 1024,
+    limits: { free: { bot: { count: 1, period_ms: 1000, burst: 1 }, group: null } },
+  };
+  const svc = new Service(config);
+  const raw: Uint8Array = svc.handleRequest(encodeRequest('POST', '/bot/getMe', { Authorization: 'Bot x' }));
+  const res: DecodedResponse = decodeResponse(raw);
+  const status: number = res.status;
+  const batch: Uint8Array[] = svc.handleBatch([raw, 'GET / HTTP/1.1\r\n\r\n']);
+  const f: Framing = svc.frameRequest(raw);
+  if (f.kind === 'complete') console.log(f.length);
+  svc.setWakeHook((botId: string) => console.log(botId));
+  svc.setWakeHook(null);
+  const response: Response = await svc.fetch(new Request('http://127.0.0.1:8080/bot/getMe', { method: 'POST' }));
+  const worker = { fetch: (req: Request) => svc.fetch(req) };
+  try {
+    const s: GatewaySession = svc.acceptGateway(new Request('http://x/bot/gateway'));
+    const outs: GatewayOutput[] = s.poll();
+    for (const o of outs) {
+      if (o.type === 'text') console.log(o.data.length);
+      else console.log(o.code, o.reason);
+    }
+    s.onText('{"op":"heartbeat"}', svc.nowMs());
+    s.onBinary();
+    const d: number | null = s.nextDeadlineMs();
+    const closed: boolean = s.closed;
+    const ws: ServerWebSocketLike = { send() {}, close() {}, addEventListener() {} };
+    svc.attachWebSocket(s, ws);
+    s.free();
+    console.log(d, closed, s.botId, s.sessionId);
+  } catch (e) {
+    if (e instanceof GatewayRejectedError) {
+      const r: Response = e.toResponse();
+      console.log(e.status, e.code, e.description, e.response.length, r.status);
+    }
+  }
+  const image: Uint8Array = svc.exportDatabase();
+  svc.importDatabase(image);
+  const n: number = svc.gatewayConnections('bot_x') + svc.maxBodyBytes + svc.heartbeatIntervalMs;
+  for (const E of [BotspaceError, ConfigError, DatabaseError, GatewayRejectedError, PanicError]) console.log(E.name);
+  try {
+    new Service('{}');
+  } catch (e) {
+    if (e instanceof DatabaseError) console.log(e.status);
+    if (e instanceof BotspaceError) console.log(e.code);
+  }
+  svc.free();
+  console.log(ready, v, status, batch, response, worker, n);
+}
