@@ -38,5 +38,5 @@ for name in ("rust", "c", "wasm"):
         failed += int(f)
     for p, f in re.findall(r"^c-tests: (\d+) passed, (\d+) failed$", text, re.M):
         passed += int(p); failed += int(f)
-print(f"all suites: {passed} passed, {failed} failed")
+print(f"total: {passed} passed, {failed} failed")
 PY
