@@ -327,9 +327,22 @@ pub fn response(status: u16, extra: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
     response_parts(status, extra, &[body])
 }
 
+fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
 /// A response whose body is the concatenation of `parts`, written once.
 fn response_parts(status: u16, extra: &[(&str, &str)], parts: &[&[u8]]) -> Vec<u8> {
-    use std::io::Write;
     let body_len: usize = parts.iter().map(|p| p.len()).sum();
     // Exact size: a host that takes ownership (the C ABI's boxed slice)
     // then needs no reallocation.
@@ -337,15 +350,20 @@ fn response_parts(status: u16, extra: &[(&str, &str)], parts: &[&[u8]]) -> Vec<u
     let head = 9 + 3 + 1 + reason(status).len() + 2 + 32 + 16 + digits + 2;
     let extra_len: usize = extra.iter().map(|(k, v)| k.len() + 2 + v.len() + 2).sum();
     let mut out = Vec::with_capacity(head + extra_len + 2 + body_len);
-    let _ = write!(
-        out,
-        "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
-        status,
-        reason(status),
-        body_len
-    );
+    // Plain byte pushes: this runs for every response, and core::fmt is a
+    // measurable share of a getMe (more so in WebAssembly).
+    out.extend_from_slice(b"HTTP/1.1 ");
+    push_decimal(&mut out, status as usize);
+    out.push(b' ');
+    out.extend_from_slice(reason(status).as_bytes());
+    out.extend_from_slice(b"\r\nContent-Type: application/json\r\nContent-Length: ");
+    push_decimal(&mut out, body_len);
+    out.extend_from_slice(b"\r\n");
     for (k, v) in extra {
-        let _ = write!(out, "{k}: {v}\r\n");
+        out.extend_from_slice(k.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
     for p in parts {
