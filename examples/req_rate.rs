@@ -59,8 +59,11 @@ fn main() {
     let chat = admin(&svc, "startBot", json!({"user_id": user["id"], "bot_id": created["bot"]["id"]}));
     let auth = format!("Bot {}", created["token"].as_str().expect("token"));
     let get_me = request("/bot/getMe", &auth, "");
-    let send =
-        request("/bot/sendMessage", &auth, &json!({"chat_id": chat["id"], "text": "hello from the benchmark"}).to_string());
+    let send = request(
+        "/bot/sendMessage",
+        &auth,
+        &json!({"chat_id": chat["id"], "text": "hello from the benchmark"}).to_string(),
+    );
     let batch: Vec<&[u8]> = (0..64).map(|_| send.as_slice()).collect();
     let get_me_rate = rate(secs, 1, || check(&svc.handle_request(&get_me)));
     let send_rate = rate(secs, 1, || check(&svc.handle_request(&send)));

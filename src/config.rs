@@ -217,7 +217,11 @@ mod tests {
 
     #[test]
     fn debug_shows_no_secret() {
-        let c = Config { admin_secret: "s3cr3t-admin-value-xyz".into(), operational_key: Some([9; 32]), ..Config::default() };
+        let c = Config {
+            admin_secret: "s3cr3t-admin-value-xyz".into(),
+            operational_key: Some([9; 32]),
+            ..Config::default()
+        };
         let d = format!("{c:?}");
         assert!(!d.contains("s3cr3t") && !d.contains("9, 9"), "{d}");
     }
@@ -233,11 +237,20 @@ mod tests {
 
     #[test]
     fn from_json_refuses_unknown_fields_and_bad_values() {
-        assert!(matches!(Config::from_json(br#"{"admin_secret":"long-enough-secret-0001","databse":"x"}"#), Err(ConfigError::Json(_))));
+        assert!(matches!(
+            Config::from_json(br#"{"admin_secret":"long-enough-secret-0001","databse":"x"}"#),
+            Err(ConfigError::Json(_))
+        ));
         assert_eq!(Config::from_json(br#"{"admin_secret":"short"}"#).unwrap_err(), ConfigError::AdminSecretTooShort);
-        assert!(matches!(Config::from_json(br#"{"admin_secret":"long-enough-secret-0001","operational_key":"zz"}"#), Err(ConfigError::Json(_))));
+        assert!(matches!(
+            Config::from_json(br#"{"admin_secret":"long-enough-secret-0001","operational_key":"zz"}"#),
+            Err(ConfigError::Json(_))
+        ));
         let key = "00".repeat(32);
-        let c = Config::from_json(format!(r#"{{"admin_secret":"long-enough-secret-0001","operational_key":"{key}"}}"#).as_bytes()).unwrap();
+        let c = Config::from_json(
+            format!(r#"{{"admin_secret":"long-enough-secret-0001","operational_key":"{key}"}}"#).as_bytes(),
+        )
+        .unwrap();
         assert_eq!(c.operational_key, Some([0u8; 32]));
     }
 }

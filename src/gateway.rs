@@ -7,7 +7,7 @@
 //! what `poll` returns.
 
 use crate::error::{ApiError, ApiResult};
-use crate::http::{self, Request};
+use crate::http::Request;
 use crate::model::Bot;
 use crate::service::{authenticate, Ctx, Service};
 use rusqlite::{params, OptionalExtension};
@@ -394,7 +394,7 @@ impl GatewaySession {
             let data = r.get_ref(2)?.as_str()?;
             let mut frame = String::with_capacity(40 + kind.len() + data.len());
             frame.push_str("{\"op\":\"event\",\"seq\":");
-            frame.push_str(itoa(seq).as_str());
+            frame.push_str(&seq.to_string());
             frame.push_str(",\"type\":\"");
             frame.push_str(kind);
             frame.push_str("\",\"data\":");
@@ -407,10 +407,6 @@ impl GatewaySession {
         self.backlog = n == EVENTS_PER_POLL;
         Ok(())
     }
-}
-
-fn itoa(n: i64) -> String {
-    n.to_string()
 }
 
 impl Drop for GatewaySession {
@@ -563,10 +559,12 @@ impl GatewayConnection {
     }
 }
 
-#[allow(dead_code)]
-fn _assert_send() {
-    fn is_send<T: Send>() {}
-    is_send::<GatewayConnection>();
-    is_send::<GatewaySession>();
-    let _ = http::reason;
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn connections_can_move_between_threads() {
+        fn is_send<T: Send>() {}
+        is_send::<super::GatewayConnection>();
+        is_send::<super::GatewaySession>();
+    }
 }

@@ -495,8 +495,14 @@ fn upgrade_checks_status_and_upgrade_before_the_after_field() {
     let plain = format!("GET /bot/gateway?after=x HTTP/1.1\r\nAuthorization: Bot {}\r\n\r\n", w.token);
     assert_eq!(split(&w.svc.accept_gateway(plain.as_bytes()).response).0, 426);
     let r = w.svc.accept_gateway(&upgrade(&w.token, "?after=x"));
-    assert_eq!(split(&r.response), (400, json!({"ok": false, "error_code": 400, "error": "invalid_field",
-        "description": "field after must be a non-negative integer", "parameters": {"field": "after"}})));
+    assert_eq!(
+        split(&r.response),
+        (
+            400,
+            json!({"ok": false, "error_code": 400, "error": "invalid_field",
+        "description": "field after must be a non-negative integer", "parameters": {"field": "after"}})
+        )
+    );
     assert_eq!(w.svc.gateway_connections(&w.bot), 0, "a refused upgrade holds no slot");
 }
 

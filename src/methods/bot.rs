@@ -219,23 +219,21 @@ fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<
     Ok(b"true".to_vec())
 }
 
-/// Chat, membership and the message, checked for edit and delete.
+/// Chat, membership and the message, checked for edit and delete. Callers
+/// validate their other fields (text, parse_mode) first.
 fn owned_message(ctx: &Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<(Chat, StoredMessage)> {
     let chat_id = params::req_str(body, "chat_id")?;
     let message_id = params::req_message_id(body, "message_id")?;
-    Ok((chat_id.to_string(), message_id)).and_then(|(chat_id, message_id)| {
-        // Fields of edit (text, parse_mode) are validated by the caller first.
-        let (chat, member) = visible_chat(ctx, bot, &chat_id)?;
-        check_still_visible(&chat, member)?;
-        let msg = match StoredMessage::load(ctx.conn, &chat.id, message_id)? {
-            Some(m) if !m.deleted => m,
-            _ => return Err(ApiError::message_not_found()),
-        };
-        if msg.sender_id != bot.id {
-            return Err(ApiError::new(403, "not_message_owner", "the message was not sent by this bot"));
-        }
-        Ok((chat, msg))
-    })
+    let (chat, member) = visible_chat(ctx, bot, chat_id)?;
+    check_still_visible(&chat, member)?;
+    let msg = match StoredMessage::load(ctx.conn, &chat.id, message_id)? {
+        Some(m) if !m.deleted => m,
+        _ => return Err(ApiError::message_not_found()),
+    };
+    if msg.sender_id != bot.id {
+        return Err(ApiError::new(403, "not_message_owner", "the message was not sent by this bot"));
+    }
+    Ok((chat, msg))
 }
 
 fn edit_message_text(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
