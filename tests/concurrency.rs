@@ -2,7 +2,10 @@
 //! the history, message ids per chat are unique and gapless (1..=N), and the
 //! host's update stream has one `message_created` per message.
 
+mod common;
+
 use botspace::{Config, Service};
+use common::{admin, json_request, split};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Barrier};
@@ -14,30 +17,17 @@ fn service() -> Arc<Service> {
     Arc::new(Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap())
 }
 
-fn request(path: &str, auth: &str, body: &Value) -> Vec<u8> {
-    let body = body.to_string();
-    format!("POST {path} HTTP/1.1\r\nHost: t\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())
-        .into_bytes()
-}
-
-fn parse(raw: &[u8]) -> (u16, Value) {
-    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    (std::str::from_utf8(&raw[9..12]).unwrap().parse().unwrap(), serde_json::from_slice(&raw[end + 4..]).unwrap())
-}
-
-fn admin(svc: &Service, method: &str, body: Value) -> Value {
-    let (s, v) = parse(&svc.handle_request(&request(&format!("/admin/{method}"), &format!("Admin {SECRET}"), &body)));
-    assert_eq!(s, 200, "{method}: {v}");
-    v["result"].clone()
-}
-
 /// The whole history of a chat, paged 100 at a time with after_message_id.
 fn full_history(svc: &Service, chat: &str) -> Vec<Value> {
     let mut out = Vec::new();
     let mut after = 0u64;
     loop {
-        let page =
-            admin(svc, "getChatHistory", json!({"chat_id": chat, "after_message_id": after.to_string(), "limit": 100}));
+        let page = admin(
+            svc,
+            SECRET,
+            "getChatHistory",
+            json!({"chat_id": chat, "after_message_id": after.to_string(), "limit": 100}),
+        );
         let page = page.as_array().unwrap();
         if page.is_empty() {
             return out;
@@ -53,7 +43,7 @@ fn all_updates(svc: &Service) -> Vec<Value> {
     let mut out = Vec::new();
     let mut offset = 0u64;
     loop {
-        let page = admin(svc, "getUpdates", json!({"offset": offset, "limit": 1000}));
+        let page = admin(svc, SECRET, "getUpdates", json!({"offset": offset, "limit": 1000}));
         let page = page.as_array().unwrap();
         if page.is_empty() {
             return out;
@@ -96,11 +86,11 @@ fn eight_threads_times_500_sends_lose_nothing() {
     const THREADS: usize = 8;
     const PER_THREAD: usize = 500;
     let svc = service();
-    let user = admin(&svc, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let user = admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
     // Official bots are not rate limited; two of the threads write as the user.
     let bots: Vec<(String, String)> = (0..3)
         .map(|i| {
-            let b = admin(&svc, "createBot", json!({"display_name": format!("Bot {i}"), "handle": format!("b{i}"), "quota_tier": "official", "official": true}));
+            let b = admin(&svc, SECRET, "createBot", json!({"display_name": format!("Bot {i}"), "handle": format!("b{i}"), "quota_tier": "official", "official": true}));
             (b["bot"]["id"].as_str().unwrap().to_string(), b["token"].as_str().unwrap().to_string())
         })
         .collect();
@@ -108,7 +98,7 @@ fn eight_threads_times_500_sends_lose_nothing() {
     members.extend(bots.iter().map(|b| b.0.clone()));
     let chats: Vec<String> = (0..3)
         .map(|i| {
-            admin(&svc, "createGroup", json!({"title": format!("G{i}"), "member_ids": members}))["id"]
+            admin(&svc, SECRET, "createGroup", json!({"title": format!("G{i}"), "member_ids": members}))["id"]
                 .as_str()
                 .unwrap()
                 .to_string()
@@ -129,13 +119,13 @@ fn eight_threads_times_500_sends_lose_nothing() {
                     let chat = &chats[(t + i) % chats.len()];
                     let text = format!("t{t}-m{i}");
                     let req = if t >= 6 {
-                        request(
+                        json_request(
                             "/admin/sendUserMessage",
                             &format!("Admin {SECRET}"),
                             &json!({"user_id": user, "chat_id": chat, "text": text}),
                         )
                     } else {
-                        request(
+                        json_request(
                             "/bot/sendMessage",
                             &format!("Bot {}", bots[t % bots.len()].1),
                             &json!({"chat_id": chat, "text": text}),
@@ -148,7 +138,7 @@ fn eight_threads_times_500_sends_lose_nothing() {
                         for k in 0..10 {
                             let chat = &chats[(t + i + k) % chats.len()];
                             let text = format!("t{t}-m{}", i + k);
-                            reqs.push(request(
+                            reqs.push(json_request(
                                 "/bot/sendMessage",
                                 &format!("Bot {}", bots[t % bots.len()].1),
                                 &json!({"chat_id": chat, "text": text}),
@@ -157,14 +147,14 @@ fn eight_threads_times_500_sends_lose_nothing() {
                         }
                         let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
                         for (raw, (chat, text)) in svc.handle_batch(&refs).iter().zip(meta) {
-                            let (s, v) = parse(raw);
+                            let (s, v) = split(raw);
                             assert_eq!(s, 200, "{v}");
                             got.push((chat, v["result"]["message_id"].as_str().unwrap().parse().unwrap(), text));
                         }
                         i += 10;
                         continue;
                     }
-                    let (s, v) = parse(&svc.handle_request(&req));
+                    let (s, v) = split(&svc.handle_request(&req));
                     assert_eq!(s, 200, "{v}");
                     assert_eq!(v["result"]["text"].as_str(), Some(text.as_str()));
                     got.push((chat.clone(), v["result"]["message_id"].as_str().unwrap().parse().unwrap(), text));
@@ -194,20 +184,23 @@ fn concurrent_sends_to_one_chat_number_exactly_one_to_n() {
     const THREADS: usize = 8;
     const PER_THREAD: usize = 200;
     let svc = service();
-    let user = admin(&svc, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let user = admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
     let mut members = vec![user.clone()];
     let mut tokens = Vec::new();
     for i in 0..THREADS {
         let b = admin(
             &svc,
+            SECRET,
             "createBot",
             json!({"display_name": format!("B{i}"), "handle": format!("b{i}"), "quota_tier": "official"}),
         );
         members.push(b["bot"]["id"].as_str().unwrap().to_string());
         tokens.push(b["token"].as_str().unwrap().to_string());
     }
-    let chat =
-        admin(&svc, "createGroup", json!({"title": "One", "member_ids": members}))["id"].as_str().unwrap().to_string();
+    let chat = admin(&svc, SECRET, "createGroup", json!({"title": "One", "member_ids": members}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let barrier = Arc::new(Barrier::new(THREADS));
     let handles: Vec<_> = tokens
         .into_iter()
@@ -219,7 +212,7 @@ fn concurrent_sends_to_one_chat_number_exactly_one_to_n() {
                 (0..PER_THREAD)
                     .map(|i| {
                         let text = format!("b{t}-{i}");
-                        let (s, v) = parse(&svc.handle_request(&request(
+                        let (s, v) = split(&svc.handle_request(&json_request(
                             "/bot/sendMessage",
                             &format!("Bot {tok}"),
                             &json!({"chat_id": chat, "text": text}),
@@ -248,11 +241,13 @@ fn concurrent_free_tier_sends_never_exceed_the_burst() {
     // 8 threads race for one free bot's private chat: exactly 5 get through
     // at a fixed clock, the rest are 429 and write nothing.
     let svc = service();
-    let user = admin(&svc, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
-    let b = admin(&svc, "createBot", json!({"display_name": "F", "handle": "f"}));
+    let user = admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let b = admin(&svc, SECRET, "createBot", json!({"display_name": "F", "handle": "f"}));
     let tok = b["token"].as_str().unwrap().to_string();
-    let chat =
-        admin(&svc, "startBot", json!({"user_id": user, "bot_id": b["bot"]["id"]}))["id"].as_str().unwrap().to_string();
+    let chat = admin(&svc, SECRET, "startBot", json!({"user_id": user, "bot_id": b["bot"]["id"]}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let barrier = Arc::new(Barrier::new(8));
     let handles: Vec<_> = (0..8)
         .map(|t| {
@@ -261,7 +256,7 @@ fn concurrent_free_tier_sends_never_exceed_the_burst() {
                 barrier.wait();
                 (0..5)
                     .map(|i| {
-                        parse(&svc.handle_request(&request(
+                        split(&svc.handle_request(&json_request(
                             "/bot/sendMessage",
                             &format!("Bot {tok}"),
                             &json!({"chat_id": chat, "text": format!("{t}-{i}")}),

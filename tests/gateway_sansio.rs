@@ -1,35 +1,17 @@
 //! Sans-IO gateway tests: raw WebSocket frame bytes in, exact frames out.
 
+mod common;
+
 use botspace::{ClockKind, Config, GatewayConnection, Service};
+use common::{admin, call, split};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-const ADMIN: &str = "Admin gateway-admin-secret-01";
+const SECRET: &str = "gateway-admin-secret-01";
 
 fn service(cfg: Config) -> Arc<Service> {
-    Arc::new(
-        Service::open(Config { admin_secret: "gateway-admin-secret-01".into(), clock: ClockKind::Manual, ..cfg })
-            .unwrap(),
-    )
-}
-
-fn call(svc: &Service, path: &str, auth: &str, body: Value) -> (u16, Value) {
-    let b = body.to_string();
-    let req = format!("POST {path} HTTP/1.1\r\nHost: t\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}", b.len());
-    split(&svc.handle_request(req.as_bytes()))
-}
-
-fn split(resp: &[u8]) -> (u16, Value) {
-    let status: u16 = std::str::from_utf8(&resp[9..12]).unwrap().parse().unwrap();
-    let i = resp.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    (status, serde_json::from_slice(&resp[i + 4..]).unwrap_or(Value::Null))
-}
-
-fn admin(svc: &Service, method: &str, body: Value) -> Value {
-    let (status, v) = call(svc, &format!("/admin/{method}"), ADMIN, body);
-    assert_eq!(status, 200, "{method}: {v}");
-    v["result"].clone()
+    Arc::new(Service::open(Config { admin_secret: SECRET.into(), clock: ClockKind::Manual, ..cfg }).unwrap())
 }
 
 struct World {
@@ -42,11 +24,12 @@ struct World {
 
 fn world(tier: &str, cfg: Config) -> World {
     let svc = service(cfg);
-    let user = admin(&svc, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
-    let b = admin(&svc, "createBot", json!({"display_name": "Echo", "handle": "echo", "quota_tier": tier}));
+    let user = admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let b = admin(&svc, SECRET, "createBot", json!({"display_name": "Echo", "handle": "echo", "quota_tier": tier}));
     let bot = b["bot"]["id"].as_str().unwrap().to_string();
     let token = b["token"].as_str().unwrap().to_string();
-    let chat = admin(&svc, "startBot", json!({"user_id": user, "bot_id": bot}))["id"].as_str().unwrap().to_string();
+    let chat =
+        admin(&svc, SECRET, "startBot", json!({"user_id": user, "bot_id": bot}))["id"].as_str().unwrap().to_string();
     World { svc, user, bot, token, chat }
 }
 
@@ -172,7 +155,7 @@ fn live_event_after_human_message() {
     let mut c = connect(&w, "");
     let now = w.svc.now_ms();
     c.poll(now);
-    let msg = admin(&w.svc, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "hello"}));
+    let msg = admin(&w.svc, SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "hello"}));
     let got = texts(&c.poll(now));
     assert_eq!(got, vec![json!({"op": "event", "seq": 2, "type": "message_created", "data": {"message": msg}})]);
 }
@@ -254,7 +237,12 @@ fn invalid_json_and_unknown_op_close_with_4001() {
 fn ack_moves_the_durable_cursor_and_reconnect_replays_only_the_rest() {
     let w = world("official", Config::default());
     for i in 0..3 {
-        admin(&w.svc, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": format!("m{i}")}));
+        admin(
+            &w.svc,
+            SECRET,
+            "sendUserMessage",
+            json!({"user_id": w.user, "chat_id": w.chat, "text": format!("m{i}")}),
+        );
     }
     let now = w.svc.now_ms();
     let mut c = connect(&w, "");
@@ -287,15 +275,15 @@ fn ack_moves_the_durable_cursor_and_reconnect_replays_only_the_rest() {
 #[test]
 fn replay_truncated_when_retention_dropped_events() {
     let w = world("official", Config { event_retention_s: 60, ..Config::default() });
-    admin(&w.svc, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "old"}));
+    admin(&w.svc, SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "old"}));
     let mut c = connect(&w, "");
     let now = w.svc.now_ms();
     c.poll(now);
     c.feed(&text(r#"{"op":"ack","seq":2}"#), now);
     drop(c);
     // Past retention; the next commit prunes acknowledged old events.
-    admin(&w.svc, "advanceClock", json!({"seconds": 120}));
-    admin(&w.svc, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "new"}));
+    admin(&w.svc, SECRET, "advanceClock", json!({"seconds": 120}));
+    admin(&w.svc, SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "new"}));
     let mut c = connect(&w, "?after=0");
     let got = texts(&c.poll(w.svc.now_ms()));
     assert_eq!(got[0]["replay_truncated"], true);
@@ -338,7 +326,8 @@ fn rotation_closes_with_4004_wakes_the_host_and_refuses_the_old_token() {
     let mut c = connect(&w, "");
     let now = w.svc.now_ms();
     c.poll(now);
-    let new_token = admin(&w.svc, "rotateBotToken", json!({"bot_id": w.bot}))["token"].as_str().unwrap().to_string();
+    let new_token =
+        admin(&w.svc, SECRET, "rotateBotToken", json!({"bot_id": w.bot}))["token"].as_str().unwrap().to_string();
     assert_eq!(*woken.lock().unwrap(), vec![w.bot.clone()]);
     assert_eq!(c.poll(now), close_frame(4004, "authentication_failed"));
     assert!(c.is_closed());
@@ -362,7 +351,7 @@ fn suspension_closes_with_4004_and_upgrade_is_403() {
     let mut c = connect(&w, "");
     let now = w.svc.now_ms();
     c.poll(now);
-    admin(&w.svc, "updateBot", json!({"bot_id": w.bot, "status": "suspended"}));
+    admin(&w.svc, SECRET, "updateBot", json!({"bot_id": w.bot, "status": "suspended"}));
     assert_eq!(c.poll(now), close_frame(4004, "authentication_failed"));
     let r = w.svc.accept_gateway(&upgrade(&w.token, ""));
     assert_eq!(
@@ -421,7 +410,7 @@ fn every_open_connection_receives_every_event() {
     let now = w.svc.now_ms();
     a.poll(now);
     b.poll(now);
-    admin(&w.svc, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "both"}));
+    admin(&w.svc, SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "both"}));
     assert_eq!(texts(&a.poll(now)), texts(&b.poll(now)));
 }
 
@@ -447,22 +436,26 @@ fn wake_hook_fires_once_per_committed_change_never_on_rollback() {
         assert_eq!(b, bot);
         c2.fetch_add(1, Ordering::SeqCst);
     })));
-    admin(&w.svc, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "one"}));
+    admin(&w.svc, SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "one"}));
     assert_eq!(count.load(Ordering::SeqCst), 1);
     // Refused: nothing committed, no wake-up.
-    let (s, _) =
-        call(&w.svc, "/admin/sendUserMessage", ADMIN, json!({"user_id": w.user, "chat_id": w.chat, "text": ""}));
+    let (s, _) = call(
+        &w.svc,
+        "/admin/sendUserMessage",
+        &format!("Admin {SECRET}"),
+        json!({"user_id": w.user, "chat_id": w.chat, "text": ""}),
+    );
     assert_eq!(s, 400);
     assert_eq!(count.load(Ordering::SeqCst), 1);
     // A change that does not concern the bot: no wake-up.
-    let other = admin(&w.svc, "createGroup", json!({"title": "humans", "member_ids": [w.user]}));
-    admin(&w.svc, "sendUserMessage", json!({"user_id": w.user, "chat_id": other["id"], "text": "hi"}));
+    let other = admin(&w.svc, SECRET, "createGroup", json!({"title": "humans", "member_ids": [w.user]}));
+    admin(&w.svc, SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": other["id"], "text": "hi"}));
     assert_eq!(count.load(Ordering::SeqCst), 1);
     // A batch is one commit: one wake-up for the bot.
     let reqs: Vec<Vec<u8>> = (0..3)
         .map(|i| {
             let b = json!({"user_id": w.user, "chat_id": w.chat, "text": format!("b{i}")}).to_string();
-            format!("POST /admin/sendUserMessage HTTP/1.1\r\nAuthorization: {ADMIN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}", b.len()).into_bytes()
+            format!("POST /admin/sendUserMessage HTTP/1.1\r\nAuthorization: Admin {SECRET}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}", b.len()).into_bytes()
         })
         .collect();
     let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
@@ -489,9 +482,9 @@ fn message_level_session_for_edge_runtimes() {
 #[test]
 fn upgrade_checks_status_and_upgrade_before_the_after_field() {
     let w = world("official", Config::default());
-    admin(&w.svc, "updateBot", json!({"bot_id": w.bot, "status": "suspended"}));
+    admin(&w.svc, SECRET, "updateBot", json!({"bot_id": w.bot, "status": "suspended"}));
     assert_eq!(split(&w.svc.accept_gateway(&upgrade(&w.token, "?after=x")).response).0, 403);
-    admin(&w.svc, "updateBot", json!({"bot_id": w.bot, "status": "active"}));
+    admin(&w.svc, SECRET, "updateBot", json!({"bot_id": w.bot, "status": "active"}));
     let plain = format!("GET /bot/gateway?after=x HTTP/1.1\r\nAuthorization: Bot {}\r\n\r\n", w.token);
     assert_eq!(split(&w.svc.accept_gateway(plain.as_bytes()).response).0, 426);
     let r = w.svc.accept_gateway(&upgrade(&w.token, "?after=x"));

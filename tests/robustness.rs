@@ -2,6 +2,8 @@
 //! every entry point always produce a well-formed HTTP response (or, for the
 //! gateway, bytes and a clean close).
 
+mod common;
+
 use botspace::{ClockKind, Config, Framing, Service};
 use std::sync::Arc;
 
@@ -47,11 +49,10 @@ fn assert_http(resp: &[u8]) {
         "not an HTTP response: {:?}",
         String::from_utf8_lossy(&resp[..resp.len().min(80)])
     );
-    let status: u16 = std::str::from_utf8(&resp[9..12]).unwrap().parse().unwrap();
+    let status = common::status(resp);
     assert!((101..600).contains(&status));
     if status != 101 {
-        let i = resp.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&resp[i + 4..]).unwrap();
+        let (_, v) = common::split(resp);
         assert!(v.get("ok").is_some());
     }
 }

@@ -2,7 +2,10 @@
 //! `handle_request` would one by one, and a failing request — alone or inside
 //! a batch — leaves no partial write.
 
+mod common;
+
 use botspace::{Config, Service};
+use common::{admin, admin_request, bot_request, request, split, statuses};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -11,34 +14,6 @@ const SECRET: &str = "rules-admin-secret-0001";
 fn service() -> Service {
     let cfg = json!({"database": ":memory:", "admin_secret": SECRET, "clock": "manual"});
     Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap()
-}
-
-fn request(path: &str, auth: &str, headers: &str, body: &str) -> Vec<u8> {
-    format!(
-        "POST {path} HTTP/1.1\r\nHost: t\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
-}
-
-fn admin_req(method: &str, body: Value) -> Vec<u8> {
-    request(&format!("/admin/{method}"), &format!("Admin {SECRET}"), "", &body.to_string())
-}
-
-fn bot_req(token: &str, method: &str, body: Value) -> Vec<u8> {
-    request(&format!("/bot/{method}"), &format!("Bot {token}"), "", &body.to_string())
-}
-
-fn split(raw: &[u8]) -> (String, Value) {
-    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let head = String::from_utf8(raw[..end].to_vec()).unwrap();
-    (head, serde_json::from_slice(&raw[end + 4..]).unwrap())
-}
-
-fn admin(svc: &Service, method: &str, body: Value) -> Value {
-    let (head, v) = split(&svc.handle_request(&admin_req(method, body.clone())));
-    assert!(head.starts_with("HTTP/1.1 200"), "{method} {body}: {v}");
-    v["result"].clone()
 }
 
 /// Ids and tokens of one service's world.
@@ -52,16 +27,17 @@ struct World {
 }
 
 fn world(svc: &Service) -> World {
-    let user = admin(svc, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
-    let free = admin(svc, "createBot", json!({"display_name": "Free", "handle": "free"}));
-    let std = admin(svc, "createBot", json!({"display_name": "Std", "handle": "std", "quota_tier": "standard"}));
+    let user = admin(svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let free = admin(svc, SECRET, "createBot", json!({"display_name": "Free", "handle": "free"}));
+    let std =
+        admin(svc, SECRET, "createBot", json!({"display_name": "Std", "handle": "std", "quota_tier": "standard"}));
     let free_id = free["bot"]["id"].as_str().unwrap().to_string();
     let std_id = std["bot"]["id"].as_str().unwrap().to_string();
     let private_free =
-        admin(svc, "startBot", json!({"user_id": user, "bot_id": free_id}))["id"].as_str().unwrap().to_string();
+        admin(svc, SECRET, "startBot", json!({"user_id": user, "bot_id": free_id}))["id"].as_str().unwrap().to_string();
     let private_std =
-        admin(svc, "startBot", json!({"user_id": user, "bot_id": std_id}))["id"].as_str().unwrap().to_string();
-    let group = admin(svc, "createGroup", json!({"title": "G", "member_ids": [user, std_id]}))["id"]
+        admin(svc, SECRET, "startBot", json!({"user_id": user, "bot_id": std_id}))["id"].as_str().unwrap().to_string();
+    let group = admin(svc, SECRET, "createGroup", json!({"title": "G", "member_ids": [user, std_id]}))["id"]
         .as_str()
         .unwrap()
         .to_string();
@@ -79,61 +55,73 @@ fn world(svc: &Service) -> World {
 /// failure, rate limiting, idempotency, and writes that fail half-way.
 fn sequence(w: &World) -> Vec<Vec<u8>> {
     let mut r = Vec::new();
-    r.push(bot_req(&w.std_tok, "getMe", json!({})));
-    r.push(bot_req(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": "one"})));
-    r.push(bot_req(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": ""})));
-    r.push(bot_req(
+    r.push(bot_request(&w.std_tok, "getMe", json!({})));
+    r.push(bot_request(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": "one"})));
+    r.push(bot_request(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": ""})));
+    r.push(bot_request(
         &w.std_tok,
         "sendMessage",
         json!({"chat_id": w.private_std, "text": "two", "reply_to_message_id": "1"}),
     ));
-    r.push(bot_req(
+    r.push(bot_request(
         &w.std_tok,
         "sendMessage",
         json!({"chat_id": w.private_std, "text": "bad reply", "reply_to_message_id": "9"}),
     ));
-    r.push(bot_req(&w.std_tok, "sendChatAction", json!({"chat_id": w.private_std, "action": "typing"})));
-    r.push(bot_req(&w.std_tok, "sendChatAction", json!({"chat_id": w.private_std, "action": "dancing"})));
-    r.push(bot_req(
+    r.push(bot_request(&w.std_tok, "sendChatAction", json!({"chat_id": w.private_std, "action": "typing"})));
+    r.push(bot_request(&w.std_tok, "sendChatAction", json!({"chat_id": w.private_std, "action": "dancing"})));
+    r.push(bot_request(
         &w.std_tok,
         "editMessageText",
         json!({"chat_id": w.private_std, "message_id": "1", "text": "one!"}),
     ));
-    r.push(bot_req(&w.std_tok, "deleteMessage", json!({"chat_id": w.private_std, "message_id": "2"})));
-    r.push(bot_req(&w.std_tok, "deleteMessage", json!({"chat_id": w.private_std, "message_id": "2"})));
-    r.push(bot_req(&w.std_tok, "sendMessage", json!({"chat_id": w.group, "text": "group hello"})));
-    r.push(bot_req(&w.free_tok, "editMessageText", json!({"chat_id": w.private_free, "message_id": "1", "text": "x"})));
-    r.push(bot_req("bot_nope", "sendMessage", json!({"chat_id": w.private_std, "text": "x"})));
+    r.push(bot_request(&w.std_tok, "deleteMessage", json!({"chat_id": w.private_std, "message_id": "2"})));
+    r.push(bot_request(&w.std_tok, "deleteMessage", json!({"chat_id": w.private_std, "message_id": "2"})));
+    r.push(bot_request(&w.std_tok, "sendMessage", json!({"chat_id": w.group, "text": "group hello"})));
+    r.push(bot_request(
+        &w.free_tok,
+        "editMessageText",
+        json!({"chat_id": w.private_free, "message_id": "1", "text": "x"}),
+    ));
+    r.push(bot_request("bot_nope", "sendMessage", json!({"chat_id": w.private_std, "text": "x"})));
     r.push(b"GET /bot/getMe HTTP/1.1\r\nHost: t\r\n\r\n".to_vec());
-    r.push(request("/bot/sendMessage", &format!("Bot {}", w.std_tok), "", "{not json"));
-    r.push(request("/bot/sendMessage", &format!("Bot {}", w.std_tok), "", "[1]"));
-    r.push(bot_req(&w.std_tok, "nope", json!({})));
+    r.push(request("/bot/sendMessage", &format!("Bot {}", w.std_tok), "", b"{not json"));
+    r.push(request("/bot/sendMessage", &format!("Bot {}", w.std_tok), "", b"[1]"));
+    r.push(bot_request(&w.std_tok, "nope", json!({})));
     // Free tier: burst of 5 then 429.
     for i in 0..7 {
-        r.push(bot_req(&w.free_tok, "sendMessage", json!({"chat_id": w.private_free, "text": format!("f{i}")})));
+        r.push(bot_request(&w.free_tok, "sendMessage", json!({"chat_id": w.private_free, "text": format!("f{i}")})));
     }
     // Idempotency: replay and conflict.
     let key = "Idempotency-Key: batch-key-1\r\n";
     let body = json!({"chat_id": w.private_std, "text": "idem"}).to_string();
-    r.push(request("/bot/sendMessage", &format!("Bot {}", w.std_tok), key, &body));
-    r.push(request("/bot/sendMessage", &format!("Bot {}", w.std_tok), key, &body));
+    r.push(request("/bot/sendMessage", &format!("Bot {}", w.std_tok), key, body.as_bytes()));
+    r.push(request("/bot/sendMessage", &format!("Bot {}", w.std_tok), key, body.as_bytes()));
     r.push(request(
         "/bot/sendMessage",
         &format!("Bot {}", w.std_tok),
         key,
-        &json!({"chat_id": w.private_std, "text": "other"}).to_string(),
+        json!({"chat_id": w.private_std, "text": "other"}).to_string().as_bytes(),
     ));
     // A write that fails half-way: the group row and the first member_added
     // are written before the unknown member is found.
-    r.push(admin_req("createGroup", json!({"title": "Half", "member_ids": [w.user, "usr_doesnotexist0000000"]})));
-    r.push(admin_req("sendUserMessage", json!({"user_id": w.user, "chat_id": w.private_std, "text": "human"})));
-    r.push(admin_req("setBlocked", json!({"chat_id": w.private_std, "by": "user", "blocked": true})));
-    r.push(bot_req(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": "blocked now"})));
-    r.push(admin_req("setBlocked", json!({"chat_id": w.private_std, "by": "user", "blocked": false})));
-    r.push(admin_req("getChatHistory", json!({"chat_id": w.private_std})));
-    r.push(admin_req("getChatHistory", json!({"chat_id": w.private_free})));
-    r.push(admin_req("getChatActions", json!({"chat_id": w.private_std})));
-    r.push(admin_req("getUpdates", json!({"limit": 1000})));
+    r.push(admin_request(
+        SECRET,
+        "createGroup",
+        json!({"title": "Half", "member_ids": [w.user, "usr_doesnotexist0000000"]}),
+    ));
+    r.push(admin_request(
+        SECRET,
+        "sendUserMessage",
+        json!({"user_id": w.user, "chat_id": w.private_std, "text": "human"}),
+    ));
+    r.push(admin_request(SECRET, "setBlocked", json!({"chat_id": w.private_std, "by": "user", "blocked": true})));
+    r.push(bot_request(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": "blocked now"})));
+    r.push(admin_request(SECRET, "setBlocked", json!({"chat_id": w.private_std, "by": "user", "blocked": false})));
+    r.push(admin_request(SECRET, "getChatHistory", json!({"chat_id": w.private_std})));
+    r.push(admin_request(SECRET, "getChatHistory", json!({"chat_id": w.private_free})));
+    r.push(admin_request(SECRET, "getChatActions", json!({"chat_id": w.private_std})));
+    r.push(admin_request(SECRET, "getUpdates", json!({"limit": 1000})));
     r
 }
 
@@ -225,7 +213,7 @@ fn batch_in_small_slices_equals_one_big_batch() {
 }
 
 fn updates(svc: &Service) -> Vec<Value> {
-    admin(svc, "getUpdates", json!({"limit": 1000})).as_array().unwrap().clone()
+    admin(svc, SECRET, "getUpdates", json!({"limit": 1000})).as_array().unwrap().clone()
 }
 
 fn count_type(ups: &[Value], t: &str) -> usize {
@@ -240,27 +228,37 @@ fn a_failing_request_leaves_no_partial_write() {
     let chats_before = before.len();
     // createGroup writes the chat and a member_added for the user before it
     // meets the unknown member.
-    let (head, v) = split(&svc.handle_request(&admin_req(
+    let raw = svc.handle_request(&admin_request(
+        SECRET,
         "createGroup",
         json!({"title": "Half", "member_ids": [w.user, "usr_doesnotexist0000000"]}),
-    )));
-    assert!(head.starts_with("HTTP/1.1 404"), "{v}");
+    ));
+    let (_, v) = split(&raw);
+    assert!(raw.starts_with(b"HTTP/1.1 404"), "{v}");
     let after = updates(&svc);
     assert_eq!(after.len(), chats_before, "the failed createGroup left events behind: {:?}", &after[chats_before..]);
     // The same inside a batch, between two successful writes.
     let reqs = [
-        admin_req("sendUserMessage", json!({"user_id": w.user, "chat_id": w.private_std, "text": "before"})),
-        admin_req("createGroup", json!({"title": "Half", "member_ids": [w.user, "usr_doesnotexist0000000"]})),
-        bot_req(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": "x".repeat(5001)})),
-        admin_req("sendUserMessage", json!({"user_id": w.user, "chat_id": w.private_std, "text": "after"})),
+        admin_request(
+            SECRET,
+            "sendUserMessage",
+            json!({"user_id": w.user, "chat_id": w.private_std, "text": "before"}),
+        ),
+        admin_request(
+            SECRET,
+            "createGroup",
+            json!({"title": "Half", "member_ids": [w.user, "usr_doesnotexist0000000"]}),
+        ),
+        bot_request(&w.std_tok, "sendMessage", json!({"chat_id": w.private_std, "text": "x".repeat(5001)})),
+        admin_request(SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.private_std, "text": "after"})),
     ];
     let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
-    let out = b_statuses(&svc.handle_batch(&refs));
+    let out = statuses(&svc.handle_batch(&refs));
     assert_eq!(out, vec![200, 404, 400, 200]);
     let ups = updates(&svc);
     assert_eq!(ups.len(), chats_before + 2, "only the two successful messages added events");
     assert_eq!(count_type(&ups, "member_added"), count_type(&before, "member_added"));
-    let hist = admin(&svc, "getChatHistory", json!({"chat_id": w.private_std}));
+    let hist = admin(&svc, SECRET, "getChatHistory", json!({"chat_id": w.private_std}));
     let texts: Vec<&str> = hist.as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap()).collect();
     assert_eq!(texts, vec!["before", "after"]);
     let ids: Vec<&str> = hist.as_array().unwrap().iter().map(|m| m["message_id"].as_str().unwrap()).collect();
@@ -273,20 +271,16 @@ fn a_rate_limited_request_in_a_batch_consumes_nothing_and_rollback_returns_slots
     let w = world(&svc);
     // Five sends fill the free private-chat burst; the refused ones after
     // them must not consume anything, in one batch or across batches.
-    let send = |t: &str| bot_req(&w.free_tok, "sendMessage", json!({"chat_id": w.private_free, "text": t}));
+    let send = |t: &str| bot_request(&w.free_tok, "sendMessage", json!({"chat_id": w.private_free, "text": t}));
     let reqs: Vec<Vec<u8>> = (0..8).map(|i| send(&format!("m{i}"))).collect();
     let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
-    assert_eq!(b_statuses(&svc.handle_batch(&refs)), vec![200, 200, 200, 200, 200, 429, 429, 429]);
-    admin(&svc, "advanceClock", json!({"seconds": 1}));
+    assert_eq!(statuses(&svc.handle_batch(&refs)), vec![200, 200, 200, 200, 200, 429, 429, 429]);
+    admin(&svc, SECRET, "advanceClock", json!({"seconds": 1}));
     let reqs = [send("a"), send("b")];
     let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
-    assert_eq!(b_statuses(&svc.handle_batch(&refs)), vec![200, 429]);
-    let hist = admin(&svc, "getChatHistory", json!({"chat_id": w.private_free}));
+    assert_eq!(statuses(&svc.handle_batch(&refs)), vec![200, 429]);
+    let hist = admin(&svc, SECRET, "getChatHistory", json!({"chat_id": w.private_free}));
     assert_eq!(hist.as_array().unwrap().len(), 6);
-}
-
-fn b_statuses(out: &[Vec<u8>]) -> Vec<u16> {
-    out.iter().map(|r| std::str::from_utf8(&r[9..12]).unwrap().parse().unwrap()).collect()
 }
 
 #[test]
@@ -294,5 +288,5 @@ fn empty_batch_and_unroutable_requests() {
     let svc = service();
     assert!(svc.handle_batch(&[]).is_empty());
     let out = svc.handle_batch(&[b"garbage", b"GET /bot/getMe HTTP/1.1\r\n\r\n"]);
-    assert_eq!(b_statuses(&out), vec![400, 405]);
+    assert_eq!(statuses(&out), vec![400, 405]);
 }

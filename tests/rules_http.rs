@@ -2,8 +2,11 @@
 //! UTF-8, chunked transfer coding, missing Content-Length, and the framing
 //! API a host uses to cut requests out of a TCP stream.
 
+mod common;
+
 use botspace::{frame_request, Config, Framing, Service};
-use serde_json::{json, Value};
+use common::{admin_read, request, split_checked, split_with_headers};
+use serde_json::json;
 
 const SECRET: &str = "rules-admin-secret-0001";
 
@@ -12,64 +15,28 @@ fn service(max_body: usize) -> Service {
     Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap()
 }
 
-/// (status, headers, body as JSON)
-fn parse(raw: &[u8]) -> (u16, Vec<(String, String)>, Value) {
-    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("end of head");
-    let head = std::str::from_utf8(&raw[..end]).unwrap();
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines.next().unwrap()[9..12].parse().unwrap();
-    let headers: Vec<(String, String)> = lines
-        .map(|l| {
-            let (n, v) = l.split_once(':').unwrap();
-            (n.trim().to_ascii_lowercase(), v.trim().to_string())
-        })
-        .collect();
-    let body = &raw[end + 4..];
-    let cl: usize = headers.iter().find(|(n, _)| n == "content-length").unwrap().1.parse().unwrap();
-    assert_eq!(cl, body.len(), "Content-Length must match the body");
-    assert!(
-        headers.iter().any(|(n, v)| n == "content-type" && v == "application/json"),
-        "Content-Type must be application/json"
-    );
-    (status, headers, serde_json::from_slice(body).expect("JSON body"))
-}
-
-fn request(path: &str, auth: &str, extra_headers: &str, body: &[u8]) -> Vec<u8> {
-    let mut r = format!(
-        "POST {path} HTTP/1.1\r\nHost: t\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\n{extra_headers}Content-Length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    r.extend_from_slice(body);
-    r
-}
-
-fn call(svc: &Service, path: &str, auth: &str, body: &Value) -> Value {
-    let (status, _, v) = parse(&svc.handle_request(&request(path, auth, "", body.to_string().as_bytes())));
-    assert_eq!(status, 200, "{path} {body}: {v}");
-    v["result"].clone()
-}
-
-fn admin(svc: &Service, method: &str, body: Value) -> Value {
-    call(svc, &format!("/admin/{method}"), &format!("Admin {SECRET}"), &body)
-}
-
 /// A user, a free bot and their started chat: (bot token, chat id).
 fn world(svc: &Service) -> (String, String) {
-    let u = admin(svc, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
-    let b = admin(svc, "createBot", json!({"display_name": "B", "handle": "b"}));
+    let u = admin_read(svc, SECRET, "createUser", json!({"display_name": "Ann"}), split_checked)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let b = admin_read(svc, SECRET, "createBot", json!({"display_name": "B", "handle": "b"}), split_checked);
     let token = b["token"].as_str().unwrap().to_string();
     let bot_id = b["bot"]["id"].as_str().unwrap().to_string();
-    let chat = admin(svc, "startBot", json!({"user_id": u, "bot_id": bot_id}))["id"].as_str().unwrap().to_string();
+    let chat = admin_read(svc, SECRET, "startBot", json!({"user_id": u, "bot_id": bot_id}), split_checked)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     (token, chat)
 }
 
 fn history_len(svc: &Service, chat: &str) -> usize {
-    admin(svc, "getChatHistory", json!({"chat_id": chat})).as_array().unwrap().len()
+    admin_read(svc, SECRET, "getChatHistory", json!({"chat_id": chat}), split_checked).as_array().unwrap().len()
 }
 
 fn error_of(raw: &[u8]) -> (u16, String) {
-    let (s, _, v) = parse(raw);
+    let (s, _, v) = split_with_headers(raw);
     (s, v["error"].as_str().unwrap_or("").to_string())
 }
 
@@ -82,7 +49,7 @@ fn invalid_utf8_body_is_invalid_json() {
     body.extend_from_slice(&[0xff, 0xfe, b'a', 0xc3]);
     body.extend_from_slice(b"\"}");
     let raw = svc.handle_request(&request("/bot/sendMessage", &auth, "", &body));
-    let (status, _, v) = parse(&raw);
+    let (status, _, v) = split_with_headers(&raw);
     assert_eq!((status, v["error"].as_str()), (400, Some("invalid_json")), "{v}");
     assert_eq!(v["ok"], false);
     assert_eq!(v["error_code"], 400);
@@ -119,7 +86,8 @@ fn lone_surrogate_escapes_are_invalid_json() {
     }
     // A proper surrogate pair is one character (U+1F600).
     let body = format!("{{\"chat_id\":\"{chat}\",\"text\":\"\\ud83d\\ude00\"}}");
-    let (status, _, v) = parse(&svc.handle_request(&request("/bot/sendMessage", &auth, "", body.as_bytes())));
+    let (status, _, v) =
+        split_with_headers(&svc.handle_request(&request("/bot/sendMessage", &auth, "", body.as_bytes())));
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["result"]["text"], "😀");
     assert_eq!(history_len(&svc, &chat), 1);
@@ -158,7 +126,7 @@ fn chunked_body_is_decoded() {
     let encoded = chunked(body.as_bytes(), &[1, 7, 3, 100]);
     let req = chunked_request("/bot/sendMessage", &auth, &encoded);
     assert_eq!(frame_request(&req, 65_536), Framing::Complete(req.len()));
-    let (status, _, v) = parse(&svc.handle_request(&req));
+    let (status, _, v) = split_with_headers(&svc.handle_request(&req));
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["result"]["text"], "chunked ✓ é");
 
@@ -169,7 +137,7 @@ fn chunked_body_is_decoded() {
     enc.extend_from_slice(b"\r\n0\r\nX-Trailer: 1\r\n\r\n");
     let req = chunked_request("/bot/sendMessage", &auth, &enc);
     assert_eq!(frame_request(&req, 65_536), Framing::Complete(req.len()));
-    let (status, _, v) = parse(&svc.handle_request(&req));
+    let (status, _, v) = split_with_headers(&svc.handle_request(&req));
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["result"]["text"], "ext");
     assert_eq!(v["result"]["message_id"], "2");
@@ -178,7 +146,7 @@ fn chunked_body_is_decoded() {
     let body = json!({"chat_id": chat, "text": "case"}).to_string();
     let mut req = format!("POST /bot/sendMessage HTTP/1.1\r\nauthorization: {auth}\r\ncontent-type: application/json\r\ntransfer-encoding: Chunked\r\n\r\n").into_bytes();
     req.extend_from_slice(&chunked(body.as_bytes(), &[5]));
-    let (status, _, v) = parse(&svc.handle_request(&req));
+    let (status, _, v) = split_with_headers(&svc.handle_request(&req));
     assert_eq!(status, 200, "{v}");
     assert_eq!(history_len(&svc, &chat), 3);
 }
@@ -210,7 +178,7 @@ fn chunked_body_over_the_limit_is_413() {
     let body = json!({"chat_id": chat, "text": "ok", "p": "y".repeat(pad)}).to_string();
     assert_eq!(body.len(), 1024);
     let req = chunked_request("/bot/sendMessage", &auth, &chunked(body.as_bytes(), &[300]));
-    let (status, _, v) = parse(&svc.handle_request(&req));
+    let (status, _, v) = split_with_headers(&svc.handle_request(&req));
     assert_eq!(status, 200, "{v}");
     assert_eq!(history_len(&svc, &chat), 1);
 }
@@ -222,7 +190,7 @@ fn body_without_content_length_is_411() {
     let body = json!({"chat_id": chat, "text": "no length"}).to_string();
     let req = format!("POST /bot/sendMessage HTTP/1.1\r\nHost: t\r\nAuthorization: Bot {token}\r\nContent-Type: application/json\r\n\r\n{body}");
     let raw = svc.handle_request(req.as_bytes());
-    let (status, _, v) = parse(&raw);
+    let (status, _, v) = split_with_headers(&raw);
     assert_eq!((status, v["error"].as_str()), (411, Some("length_required")), "{v}");
     // A transfer coding other than chunked cannot be decoded: 411 too.
     let req = format!(
@@ -235,7 +203,7 @@ fn body_without_content_length_is_411() {
     // ...and after 405.
     let req = format!("GET /bot/sendMessage HTTP/1.1\r\nHost: t\r\n\r\n{body}");
     let raw = svc.handle_request(req.as_bytes());
-    let (status, headers, _) = parse(&raw);
+    let (status, headers, _) = split_with_headers(&raw);
     assert_eq!(status, 405);
     assert!(headers.iter().any(|(n, v)| n == "allow" && v == "POST"));
     assert_eq!(history_len(&svc, &chat), 0);
@@ -307,7 +275,7 @@ fn frame_request_complete_incomplete_and_pipelined() {
     let first = ch.len();
     ch.extend_from_slice(&a);
     assert_eq!(frame_request(&ch, 65_536), Framing::Complete(first));
-    let (status, _, v) = parse(&svc.handle_request(&ch[..first]));
+    let (status, _, v) = split_with_headers(&svc.handle_request(&ch[..first]));
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["result"]["display_name"], "Q");
     // A partial chunked body is incomplete.
@@ -336,7 +304,7 @@ fn frame_request_invalid_cases() {
     ] {
         match frame_request(garbage, 65_536) {
             Framing::Invalid(resp) => {
-                let (status, _, v) = parse(&resp);
+                let (status, _, v) = split_with_headers(&resp);
                 assert!((400..500).contains(&status), "status {status}");
                 assert_eq!(v["ok"], false);
             }
@@ -356,7 +324,7 @@ fn handle_request_answers_incomplete_input_with_an_error_not_a_panic() {
     let svc = service(65_536);
     for input in [&b""[..], b"POST", b"POST /bot/getMe HTTP/1.1\r\nContent-Length: 10\r\n\r\n{}", b"\xff\xfe\r\n\r\n"] {
         let raw = svc.handle_request(input);
-        let (status, _, v) = parse(&raw);
+        let (status, _, v) = split_with_headers(&raw);
         assert_eq!(status, 400, "{v}");
         assert_eq!(v["ok"], false);
     }
@@ -381,6 +349,6 @@ fn every_response_is_json_with_exact_content_length() {
     ];
     for r in requests {
         let raw = svc.handle_request(&r);
-        parse(&raw); // asserts Content-Type and Content-Length
+        split_with_headers(&raw); // asserts Content-Type and Content-Length
     }
 }

@@ -2,7 +2,10 @@
 //! export/import round-trips and refuses garbage without changing state, and
 //! deleted text is no longer served anywhere.
 
+mod common;
+
 use botspace::{Config, GatewayOutput, Service};
+use common::{admin, bot_call};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -14,28 +17,6 @@ const OP_KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c
 fn open(database: &str) -> Service {
     let cfg = json!({"database": database, "admin_secret": SECRET, "clock": "manual", "operational_key": OP_KEY});
     Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap()
-}
-
-fn request(path: &str, auth: &str, body: &str) -> Vec<u8> {
-    format!("POST {path} HTTP/1.1\r\nHost: t\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())
-        .into_bytes()
-}
-
-fn call(svc: &Service, path: &str, auth: &str, body: Value) -> (u16, Value) {
-    let raw = svc.handle_request(&request(path, auth, &body.to_string()));
-    let end = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let status = std::str::from_utf8(&raw[9..12]).unwrap().parse().unwrap();
-    (status, serde_json::from_slice(&raw[end + 4..]).unwrap())
-}
-
-fn admin(svc: &Service, method: &str, body: Value) -> Value {
-    let (status, v) = call(svc, &format!("/admin/{method}"), &format!("Admin {SECRET}"), body.clone());
-    assert_eq!(status, 200, "{method} {body}: {v}");
-    v["result"].clone()
-}
-
-fn bot(svc: &Service, token: &str, method: &str, body: Value) -> (u16, Value) {
-    call(svc, &format!("/bot/{method}"), &format!("Bot {token}"), body)
 }
 
 /// A fresh directory under the system temp dir, removed on drop.
@@ -81,16 +62,18 @@ fn tokens_are_stored_only_as_sha256() {
     let (free_id, free_tok, off_tok);
     {
         let svc = open(&db_s);
-        let free = admin(&svc, "createBot", json!({"display_name": "F", "handle": "f"}));
+        let free = admin(&svc, SECRET, "createBot", json!({"display_name": "F", "handle": "f"}));
         let off = admin(
             &svc,
+            SECRET,
             "createBot",
             json!({"display_name": "O", "handle": "o", "quota_tier": "official", "official": true}),
         );
         free_id = free["bot"]["id"].as_str().unwrap().to_string();
         let old = free["token"].as_str().unwrap().to_string();
         tokens.push(old.clone());
-        let rotated = admin(&svc, "rotateBotToken", json!({"bot_id": free_id}))["token"].as_str().unwrap().to_string();
+        let rotated =
+            admin(&svc, SECRET, "rotateBotToken", json!({"bot_id": free_id}))["token"].as_str().unwrap().to_string();
         tokens.push(rotated.clone());
         free_tok = rotated;
         off_tok = off["token"].as_str().unwrap().to_string();
@@ -122,12 +105,12 @@ fn tokens_are_stored_only_as_sha256() {
     // Reopened, the database still authenticates the current tokens only, and
     // the official bot's operational copy still opens.
     let svc = open(&db_s);
-    assert_eq!(bot(&svc, &free_tok, "getMe", json!({})).0, 200);
-    assert_eq!(bot(&svc, &tokens[0], "getMe", json!({})).1["error"], "invalid_token");
-    assert_eq!(bot(&svc, &off_tok, "getMe", json!({})).0, 200);
-    let off_id = bot(&svc, &off_tok, "getMe", json!({})).1["result"]["id"].as_str().unwrap().to_string();
-    assert_eq!(admin(&svc, "getOperationalToken", json!({"bot_id": off_id}))["token"], off_tok.as_str());
-    assert_eq!(admin(&svc, "getBot", json!({"bot_id": free_id}))["id"], free_id.as_str());
+    assert_eq!(bot_call(&svc, &free_tok, "getMe", json!({})).0, 200);
+    assert_eq!(bot_call(&svc, &tokens[0], "getMe", json!({})).1["error"], "invalid_token");
+    assert_eq!(bot_call(&svc, &off_tok, "getMe", json!({})).0, 200);
+    let off_id = bot_call(&svc, &off_tok, "getMe", json!({})).1["result"]["id"].as_str().unwrap().to_string();
+    assert_eq!(admin(&svc, SECRET, "getOperationalToken", json!({"bot_id": off_id}))["token"], off_tok.as_str());
+    assert_eq!(admin(&svc, SECRET, "getBot", json!({"bot_id": free_id}))["id"], free_id.as_str());
 }
 
 fn hex32(s: &str) -> Vec<u8> {
@@ -136,27 +119,32 @@ fn hex32(s: &str) -> Vec<u8> {
 
 /// A populated service: (bot token, private chat, group).
 fn populate(svc: &Service) -> (String, String, String) {
-    let u = admin(svc, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
-    let b = admin(svc, "createBot", json!({"display_name": "B", "handle": "b", "quota_tier": "standard"}));
+    let u = admin(svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let b = admin(svc, SECRET, "createBot", json!({"display_name": "B", "handle": "b", "quota_tier": "standard"}));
     let tok = b["token"].as_str().unwrap().to_string();
     let bot_id = b["bot"]["id"].as_str().unwrap().to_string();
-    let c = admin(svc, "startBot", json!({"user_id": u, "bot_id": bot_id}))["id"].as_str().unwrap().to_string();
-    let g =
-        admin(svc, "createGroup", json!({"title": "G", "member_ids": [u, bot_id]}))["id"].as_str().unwrap().to_string();
+    let c = admin(svc, SECRET, "startBot", json!({"user_id": u, "bot_id": bot_id}))["id"].as_str().unwrap().to_string();
+    let g = admin(svc, SECRET, "createGroup", json!({"title": "G", "member_ids": [u, bot_id]}))["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     for i in 1..=5 {
-        assert_eq!(bot(svc, &tok, "sendMessage", json!({"chat_id": c, "text": format!("m{i} é😀")})).0, 200);
+        assert_eq!(bot_call(svc, &tok, "sendMessage", json!({"chat_id": c, "text": format!("m{i} é😀")})).0, 200);
     }
-    admin(svc, "sendUserMessage", json!({"user_id": u, "chat_id": g, "text": "hello group"}));
-    assert_eq!(bot(svc, &tok, "deleteMessage", json!({"chat_id": c, "message_id": "2"})).0, 200);
-    assert_eq!(bot(svc, &tok, "editMessageText", json!({"chat_id": c, "message_id": "3", "text": "edited"})).0, 200);
+    admin(svc, SECRET, "sendUserMessage", json!({"user_id": u, "chat_id": g, "text": "hello group"}));
+    assert_eq!(bot_call(svc, &tok, "deleteMessage", json!({"chat_id": c, "message_id": "2"})).0, 200);
+    assert_eq!(
+        bot_call(svc, &tok, "editMessageText", json!({"chat_id": c, "message_id": "3", "text": "edited"})).0,
+        200
+    );
     (tok, c, g)
 }
 
 fn snapshot(svc: &Service, c: &str, g: &str) -> Value {
     json!({
-        "private": admin(svc, "getChatHistory", json!({"chat_id": c})),
-        "group": admin(svc, "getChatHistory", json!({"chat_id": g})),
-        "chat": admin(svc, "getChat", json!({"chat_id": c})),
+        "private": admin(svc, SECRET, "getChatHistory", json!({"chat_id": c})),
+        "group": admin(svc, SECRET, "getChatHistory", json!({"chat_id": g})),
+        "chat": admin(svc, SECRET, "getChat", json!({"chat_id": c})),
     })
 }
 
@@ -172,8 +160,8 @@ fn export_import_round_trip() {
     b.import_database(&image).unwrap();
     assert_eq!(snapshot(&b, &c, &g), before);
     // The token works in the new service, and numbering continues.
-    assert_eq!(bot(&b, &tok, "getMe", json!({})).0, 200);
-    let (s, v) = bot(&b, &tok, "sendMessage", json!({"chat_id": c, "text": "after import"}));
+    assert_eq!(bot_call(&b, &tok, "getMe", json!({})).0, 200);
+    let (s, v) = bot_call(&b, &tok, "sendMessage", json!({"chat_id": c, "text": "after import"}));
     assert_eq!(s, 200, "{v}");
     assert_eq!(v["result"]["message_id"], "6");
     // Importing over a populated service replaces its state entirely.
@@ -181,8 +169,8 @@ fn export_import_round_trip() {
     let (other_tok, _, _) = populate(&other);
     other.import_database(&image).unwrap();
     assert_eq!(snapshot(&other, &c, &g), before);
-    assert_eq!(bot(&other, &other_tok, "getMe", json!({})).1["error"], "invalid_token");
-    assert_eq!(bot(&other, &tok, "getMe", json!({})).0, 200);
+    assert_eq!(bot_call(&other, &other_tok, "getMe", json!({})).1["error"], "invalid_token");
+    assert_eq!(bot_call(&other, &tok, "getMe", json!({})).0, 200);
 
     // A file database exports and imports too, and stays a file.
     let dir = TempDir::new("export");
@@ -206,7 +194,7 @@ fn garbage_images_are_refused_without_changing_state() {
     let (tok, c, g) = populate(&a);
     let good = a.export_database().unwrap();
     let before = snapshot(&a, &c, &g);
-    let before_updates = admin(&a, "getUpdates", json!({"limit": 1000}));
+    let before_updates = admin(&a, SECRET, "getUpdates", json!({"limit": 1000}));
 
     let mut flipped = good.clone();
     for i in (good.len() / 2..good.len()).step_by(97) {
@@ -232,11 +220,11 @@ fn garbage_images_are_refused_without_changing_state() {
     for (what, bytes) in candidates {
         assert!(a.import_database(&bytes).is_err(), "a {what} image was accepted");
         assert_eq!(snapshot(&a, &c, &g), before, "state changed after refusing a {what} image");
-        assert_eq!(bot(&a, &tok, "getMe", json!({})).0, 200, "token lost after refusing a {what} image");
+        assert_eq!(bot_call(&a, &tok, "getMe", json!({})).0, 200, "token lost after refusing a {what} image");
     }
-    assert_eq!(admin(&a, "getUpdates", json!({"limit": 1000})), before_updates);
+    assert_eq!(admin(&a, SECRET, "getUpdates", json!({"limit": 1000})), before_updates);
     // Still writable, numbering intact.
-    let (s, v) = bot(&a, &tok, "sendMessage", json!({"chat_id": c, "text": "still here"}));
+    let (s, v) = bot_call(&a, &tok, "sendMessage", json!({"chat_id": c, "text": "still here"}));
     assert_eq!((s, v["result"]["message_id"].as_str()), (200, Some("6")), "{v}");
 }
 
@@ -245,20 +233,20 @@ fn deleted_text_is_no_longer_served_by_the_host_api() {
     let svc = open(":memory:");
     let (tok, c, _) = populate(&svc);
     let secret = "do-not-serve-me-0123";
-    let (s, v) = bot(&svc, &tok, "sendMessage", json!({"chat_id": c, "text": secret}));
+    let (s, v) = bot_call(&svc, &tok, "sendMessage", json!({"chat_id": c, "text": secret}));
     assert_eq!(s, 200);
     let mid = v["result"]["message_id"].as_str().unwrap().to_string();
-    let (s, v) = bot(
+    let (s, v) = bot_call(
         &svc,
         &tok,
         "editMessageText",
         json!({"chat_id": c, "message_id": mid, "text": format!("{secret} (edited)")}),
     );
     assert_eq!(s, 200, "{v}");
-    assert_eq!(bot(&svc, &tok, "deleteMessage", json!({"chat_id": c, "message_id": mid})).0, 200);
-    let history = admin(&svc, "getChatHistory", json!({"chat_id": c})).to_string();
+    assert_eq!(bot_call(&svc, &tok, "deleteMessage", json!({"chat_id": c, "message_id": mid})).0, 200);
+    let history = admin(&svc, SECRET, "getChatHistory", json!({"chat_id": c})).to_string();
     assert!(!history.contains(secret), "getChatHistory serves deleted text");
-    let ups = admin(&svc, "getUpdates", json!({"offset": 0, "limit": 1000})).to_string();
+    let ups = admin(&svc, SECRET, "getUpdates", json!({"offset": 0, "limit": 1000})).to_string();
     assert!(!ups.contains(secret), "getUpdates still serves the text of a deleted message: {ups}");
 }
 
@@ -280,7 +268,7 @@ fn deleted_text_is_not_served_by_an_idempotent_retry() {
     let first = send(&svc);
     assert_eq!(first["result"]["text"], secret);
     let mid = first["result"]["message_id"].as_str().unwrap().to_string();
-    assert_eq!(bot(&svc, &tok, "deleteMessage", json!({"chat_id": c, "message_id": mid})).0, 200);
+    assert_eq!(bot_call(&svc, &tok, "deleteMessage", json!({"chat_id": c, "message_id": mid})).0, 200);
     let again = send(&svc);
     assert_eq!(again["ok"], true, "{again}");
     assert_eq!(again["result"]["message_id"], mid.as_str(), "the retry answers the original send");
@@ -290,11 +278,13 @@ fn deleted_text_is_not_served_by_an_idempotent_retry() {
 #[test]
 fn deleted_text_is_no_longer_served_by_the_gateway_replay() {
     let svc = Arc::new(open(":memory:"));
-    let u = admin(&svc, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
-    let sender = admin(&svc, "createBot", json!({"display_name": "S", "handle": "s", "quota_tier": "standard"}));
-    let listener = admin(&svc, "createBot", json!({"display_name": "L", "handle": "l"}));
+    let u = admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let sender =
+        admin(&svc, SECRET, "createBot", json!({"display_name": "S", "handle": "s", "quota_tier": "standard"}));
+    let listener = admin(&svc, SECRET, "createBot", json!({"display_name": "L", "handle": "l"}));
     let g = admin(
         &svc,
+        SECRET,
         "createGroup",
         json!({"title": "G", "member_ids": [u, sender["bot"]["id"], listener["bot"]["id"]]}),
     )["id"]
@@ -303,9 +293,9 @@ fn deleted_text_is_no_longer_served_by_the_gateway_replay() {
         .to_string();
     let stok = sender["token"].as_str().unwrap();
     let secret = "gateway-must-not-replay-4567";
-    let (s, v) = bot(&svc, stok, "sendMessage", json!({"chat_id": g, "text": secret}));
+    let (s, v) = bot_call(&svc, stok, "sendMessage", json!({"chat_id": g, "text": secret}));
     assert_eq!(s, 200, "{v}");
-    assert_eq!(bot(&svc, stok, "deleteMessage", json!({"chat_id": g, "message_id": "1"})).0, 200);
+    assert_eq!(bot_call(&svc, stok, "deleteMessage", json!({"chat_id": g, "message_id": "1"})).0, 200);
     // The listener connects after the deletion and replays its events.
     let ltok = listener["token"].as_str().unwrap();
     let upgrade = format!(
@@ -337,11 +327,14 @@ fn ids_and_tokens_have_the_contract_shape() {
     let svc = open(":memory:");
     let mut seen = std::collections::HashSet::new();
     for i in 0..20 {
-        let u = admin(&svc, "createUser", json!({"display_name": format!("U{i}")}))["id"].as_str().unwrap().to_string();
-        let b = admin(&svc, "createBot", json!({"display_name": "B", "handle": format!("b{i}")}));
+        let u = admin(&svc, SECRET, "createUser", json!({"display_name": format!("U{i}")}))["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let b = admin(&svc, SECRET, "createBot", json!({"display_name": "B", "handle": format!("b{i}")}));
         let bot_id = b["bot"]["id"].as_str().unwrap().to_string();
         let token = b["token"].as_str().unwrap().to_string();
-        let chat = admin(&svc, "createPrivateChat", json!({"user_id": u, "bot_id": bot_id}))["id"]
+        let chat = admin(&svc, SECRET, "createPrivateChat", json!({"user_id": u, "bot_id": bot_id}))["id"]
             .as_str()
             .unwrap()
             .to_string();

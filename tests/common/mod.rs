@@ -1,0 +1,112 @@
+//! Helpers shared by the sans-IO integration tests: building raw HTTP
+//! requests for `Service::handle_request` / `handle_batch` and reading the
+//! raw responses back. (The TCP tests have their own helpers in `wire/`.)
+
+#![allow(dead_code)]
+
+use botspace::Service;
+use serde_json::Value;
+
+/// A raw `POST` request with `Host`, `Authorization`, a JSON `Content-Type`
+/// and an exact `Content-Length`. `extra_headers` is inserted verbatim before
+/// `Content-Length`: empty, or complete lines each ending in `\r\n`.
+pub fn request(path: &str, auth: &str, extra_headers: &str, body: &[u8]) -> Vec<u8> {
+    let mut r = format!(
+        "POST {path} HTTP/1.1\r\nHost: t\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\n{extra_headers}Content-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    r.extend_from_slice(body);
+    r
+}
+
+/// [`request`] with a JSON body and no extra headers.
+pub fn json_request(path: &str, auth: &str, body: &Value) -> Vec<u8> {
+    request(path, auth, "", body.to_string().as_bytes())
+}
+
+/// A request for `/admin/{method}`, authorized with `Admin {secret}`.
+pub fn admin_request(secret: &str, method: &str, body: Value) -> Vec<u8> {
+    json_request(&format!("/admin/{method}"), &format!("Admin {secret}"), &body)
+}
+
+/// A request for `/bot/{method}`, authorized with `Bot {token}`.
+pub fn bot_request(token: &str, method: &str, body: Value) -> Vec<u8> {
+    json_request(&format!("/bot/{method}"), &format!("Bot {token}"), &body)
+}
+
+/// The status code of a raw `HTTP/1.1 NNN ...` response.
+pub fn status(resp: &[u8]) -> u16 {
+    std::str::from_utf8(&resp[9..12]).unwrap().parse().unwrap()
+}
+
+/// The status codes of a batch of raw responses.
+pub fn statuses(resps: &[Vec<u8>]) -> Vec<u16> {
+    resps.iter().map(|r| status(r)).collect()
+}
+
+/// Where the body starts: just after the `\r\n\r\n` that ends the head.
+fn body_start(resp: &[u8]) -> usize {
+    resp.windows(4).position(|w| w == b"\r\n\r\n").expect("end of head") + 4
+}
+
+/// (status, body as JSON) of a raw response; panics if the body is not JSON.
+pub fn split(resp: &[u8]) -> (u16, Value) {
+    (status(resp), serde_json::from_slice(&resp[body_start(resp)..]).expect("JSON body"))
+}
+
+/// (status, headers, body as JSON) of a raw response. Header names are
+/// lower-cased; asserts that `Content-Length` matches the body and that
+/// `Content-Type` is `application/json`.
+pub fn split_with_headers(resp: &[u8]) -> (u16, Vec<(String, String)>, Value) {
+    let start = body_start(resp);
+    let head = std::str::from_utf8(&resp[..start - 4]).unwrap();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines.next().unwrap()[9..12].parse().unwrap();
+    let headers: Vec<(String, String)> = lines
+        .map(|l| {
+            let (n, v) = l.split_once(':').unwrap();
+            (n.trim().to_ascii_lowercase(), v.trim().to_string())
+        })
+        .collect();
+    let body = &resp[start..];
+    let cl: usize = headers.iter().find(|(n, _)| n == "content-length").unwrap().1.parse().unwrap();
+    assert_eq!(cl, body.len(), "Content-Length must match the body");
+    assert!(
+        headers.iter().any(|(n, v)| n == "content-type" && v == "application/json"),
+        "Content-Type must be application/json"
+    );
+    (status, headers, serde_json::from_slice(body).expect("JSON body"))
+}
+
+/// [`split_with_headers`] without the headers: same checks, same result
+/// shape as [`split`].
+pub fn split_checked(resp: &[u8]) -> (u16, Value) {
+    let (status, _, v) = split_with_headers(resp);
+    (status, v)
+}
+
+/// How a response is read: [`split`] or [`split_checked`].
+pub type Reader = fn(&[u8]) -> (u16, Value);
+
+/// Sends a JSON request through `handle_request`: (status, body).
+pub fn call(svc: &Service, path: &str, auth: &str, body: Value) -> (u16, Value) {
+    split(&svc.handle_request(&json_request(path, auth, &body)))
+}
+
+/// An admin call that must answer 200: its `result`.
+pub fn admin(svc: &Service, secret: &str, method: &str, body: Value) -> Value {
+    admin_read(svc, secret, method, body, split)
+}
+
+/// [`admin`], reading the response with `read`.
+pub fn admin_read(svc: &Service, secret: &str, method: &str, body: Value, read: Reader) -> Value {
+    let (status, v) = read(&svc.handle_request(&admin_request(secret, method, body.clone())));
+    assert_eq!(status, 200, "{method} {body}: {v}");
+    v["result"].clone()
+}
+
+/// A bot call: (status, body).
+pub fn bot_call(svc: &Service, token: &str, method: &str, body: Value) -> (u16, Value) {
+    split(&svc.handle_request(&bot_request(token, method, body)))
+}
