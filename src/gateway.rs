@@ -394,7 +394,8 @@ impl GatewaySession {
             let data = r.get_ref(2)?.as_str()?;
             let mut frame = String::with_capacity(40 + kind.len() + data.len());
             frame.push_str("{\"op\":\"event\",\"seq\":");
-            frame.push_str(&seq.to_string());
+            // Into the frame itself: no temporary string per event.
+            let _ = std::fmt::Write::write_fmt(&mut frame, format_args!("{seq}"));
             frame.push_str(",\"type\":\"");
             frame.push_str(kind);
             frame.push_str("\",\"data\":");

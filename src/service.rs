@@ -65,6 +65,11 @@ impl Ctx<'_> {
     pub fn now_s(&self) -> i64 {
         (self.now_ms / 1000) as i64
     }
+
+    /// Logs an event of this transaction (see [`crate::events::emit`]).
+    pub fn emit(&mut self, ev: crate::events::Event<'_>) -> ApiResult<()> {
+        crate::events::emit(self.conn, self.now_ms, ev, &mut self.fx.woken)
+    }
 }
 
 /// Shared state the gateway reads without the database lock.

@@ -347,12 +347,7 @@ fn start_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     // Pressing start in a chat the bot was removed from brings it back.
     add_membership(ctx, &chat.id, bot_id, true)?;
     let data = json!({"chat": chat.reference(), "user": user_json(ctx, user_id)?});
-    events::emit(
-        ctx.conn,
-        ctx.now_ms,
-        Event::new(&chat.id, events::BOT_STARTED, data.to_string().as_bytes()),
-        &mut ctx.fx.woken,
-    )?;
+    ctx.emit(Event::new(&chat.id, events::BOT_STARTED, data.to_string().as_bytes()))?;
     load_chat(ctx, &chat.id)?.to_json(ctx.conn)
 }
 
@@ -373,7 +368,7 @@ fn set_blocked(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         ctx.conn.prepare_cached(&sql)?.execute(params![blocked, chat.id])?;
         let kind = if blocked { events::BLOCKED } else { events::UNBLOCKED };
         let data = json!({"chat": chat.reference(), "by": by});
-        events::emit(ctx.conn, ctx.now_ms, Event::new(&chat.id, kind, data.to_string().as_bytes()), &mut ctx.fx.woken)?;
+        ctx.emit(Event::new(&chat.id, kind, data.to_string().as_bytes()))?;
     }
     Ok(Value::Bool(true))
 }
@@ -398,12 +393,7 @@ fn member_event(
     extra: Option<&str>,
 ) -> ApiResult<()> {
     let data = json!({"chat": chat.reference(), "member": {"id": member_id, "is_bot": is_bot}});
-    events::emit(
-        ctx.conn,
-        ctx.now_ms,
-        Event { extra, ..Event::new(&chat.id, kind, data.to_string().as_bytes()) },
-        &mut ctx.fx.woken,
-    )
+    ctx.emit(Event { extra, ..Event::new(&chat.id, kind, data.to_string().as_bytes()) })
 }
 
 fn create_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
@@ -496,12 +486,7 @@ fn set_group_permissions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
             .prepare_cached("UPDATE chats SET bots_can_send = ?1 WHERE id = ?2")?
             .execute(params![bots_can_send, chat.id])?;
         let data = json!({"chat": chat.reference(), "bots_can_send": bots_can_send});
-        events::emit(
-            ctx.conn,
-            ctx.now_ms,
-            Event::new(&chat.id, events::CHAT_PERMISSIONS_CHANGED, data.to_string().as_bytes()),
-            &mut ctx.fx.woken,
-        )?;
+        ctx.emit(Event::new(&chat.id, events::CHAT_PERMISSIONS_CHANGED, data.to_string().as_bytes()))?;
     }
     Ok(Value::Bool(true))
 }
@@ -511,12 +496,7 @@ fn dissolve_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     if !chat.dissolved {
         ctx.conn.prepare_cached("UPDATE chats SET dissolved = 1 WHERE id = ?1")?.execute([&chat.id])?;
         let data = json!({"chat": chat.reference()});
-        events::emit(
-            ctx.conn,
-            ctx.now_ms,
-            Event::new(&chat.id, events::CHAT_DISSOLVED, data.to_string().as_bytes()),
-            &mut ctx.fx.woken,
-        )?;
+        ctx.emit(Event::new(&chat.id, events::CHAT_DISSOLVED, data.to_string().as_bytes()))?;
     }
     Ok(Value::Bool(true))
 }

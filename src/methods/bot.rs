@@ -282,10 +282,5 @@ pub fn delete_stored(ctx: &mut Ctx<'_>, chat: &Chat, msg: &StoredMessage, exclud
             .execute(params![msg.sender_id, chat.id, message_id.to_string()])?;
     }
     let data = serde_json::json!({"chat": chat.reference(), "message_id": message_id.to_string()});
-    events::emit(
-        ctx.conn,
-        ctx.now_ms,
-        Event { exclude, ..Event::new(&chat.id, events::MESSAGE_DELETED, data.to_string().as_bytes()) },
-        &mut ctx.fx.woken,
-    )
+    ctx.emit(Event { exclude, ..Event::new(&chat.id, events::MESSAGE_DELETED, data.to_string().as_bytes()) })
 }

@@ -80,10 +80,5 @@ pub fn emit_message(
     data.extend_from_slice(b"{\"message\":");
     data.extend_from_slice(message_json);
     data.push(b'}');
-    events::emit(
-        ctx.conn,
-        ctx.now_ms,
-        Event { exclude, message: Some(message_id), ..Event::new(&chat.id, kind, &data) },
-        &mut ctx.fx.woken,
-    )
+    ctx.emit(Event { exclude, message: Some(message_id), ..Event::new(&chat.id, kind, &data) })
 }
