@@ -3,6 +3,7 @@
 
 use botspace::{Clock, ClockKind, Config, Framing, GatewayOutput, GatewaySession, Service};
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
+use std::cell::RefCell;
 use std::sync::Arc;
 use wasm_bindgen::prelude::*;
 
@@ -44,6 +45,13 @@ pub fn start() {
     }));
 }
 
+/// The module's `WebAssembly.Memory`, for the JS layer's copy-light request
+/// path (`requestBuffer` / `handleBuffered`).
+#[wasm_bindgen(js_name = moduleMemory)]
+pub fn module_memory() -> JsValue {
+    wasm_bindgen::memory()
+}
+
 /// The library version (the Rust crate's).
 #[wasm_bindgen]
 pub fn version() -> String {
@@ -74,10 +82,27 @@ fn to_ms(now: f64) -> u64 {
     }
 }
 
+/// Request and response bytes of the copy-light path. wasm-bindgen's own
+/// `&[u8]` / `Vec<u8>` passing costs a malloc and free per argument, a JS
+/// array for the two return values and a fresh `ArrayBuffer` per response,
+/// which together took about half of a getMe; here JS copies the request into
+/// a buffer that lives on, and copies the response out of `output` into
+/// memory it manages (see `copyOut` in `wasm/js/core.js`).
+#[derive(Default)]
+struct Io {
+    input: Vec<u8>,
+    output: Vec<u8>,
+}
+
+/// Buffers above this size are given back once the request that needed
+/// them is served, so one large request does not pin memory.
+const KEEP_BUFFER_BYTES: usize = 1 << 20;
+
 /// A botspace service. Wrapped by the JS class `Service`.
 #[wasm_bindgen]
 pub struct RawService {
     svc: Arc<Service>,
+    io: RefCell<Io>,
 }
 
 #[wasm_bindgen]
@@ -96,7 +121,47 @@ impl RawService {
             botspace::OpenError::Config(c) => JsValue::from(js_error(CONFIG_ERROR, "invalid_config", &c.to_string())),
             botspace::OpenError::Storage(s) => JsValue::from(js_error(DATABASE_ERROR, "storage_error", &s.to_string())),
         })?;
-        Ok(RawService { svc: Arc::new(svc) })
+        Ok(RawService { svc: Arc::new(svc), io: RefCell::default() })
+    }
+
+    /// A buffer of `len` bytes in module memory for the next request; JS
+    /// writes the request there and calls `handleBuffered(len)`.
+    #[wasm_bindgen(js_name = requestBuffer)]
+    pub fn request_buffer(&self, len: usize) -> *mut u8 {
+        let mut io = self.io.borrow_mut();
+        io.output = Vec::new();
+        io.input.clear();
+        io.input.resize(len, 0);
+        io.input.as_mut_ptr()
+    }
+
+    /// Serves the request written into `requestBuffer(len)`; returns the
+    /// response's length. The response stays at `responsePtr()` until the
+    /// next call on this service.
+    #[wasm_bindgen(js_name = handleBuffered)]
+    pub fn handle_buffered(&self, len: usize) -> usize {
+        // Taken out of the cell for the call: the wake hook may re-enter JS,
+        // and JS may serve another request from inside it.
+        let input = std::mem::take(&mut self.io.borrow_mut().input);
+        let response = self.svc.handle_request(&input[..len.min(input.len())]);
+        let mut io = self.io.borrow_mut();
+        if io.input.capacity() == 0 && input.capacity() <= KEEP_BUFFER_BYTES {
+            io.input = input;
+        }
+        io.output = response;
+        io.output.len()
+    }
+
+    /// Where the last response of `handleBuffered` starts in module memory.
+    #[wasm_bindgen(js_name = responsePtr)]
+    pub fn response_ptr(&self) -> *const u8 {
+        self.io.borrow().output.as_ptr()
+    }
+
+    /// Frees the last response once JS has copied it (for large ones).
+    #[wasm_bindgen(js_name = releaseResponse)]
+    pub fn release_response(&self) {
+        self.io.borrow_mut().output = Vec::new();
     }
 
     /// One complete HTTP/1.1 request in, one complete HTTP/1.1 response out.

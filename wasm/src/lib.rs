@@ -9,7 +9,13 @@
 //! crate is empty so `cargo build --workspace` keeps working natively.
 
 #[cfg(all(target_family = "wasm", target_os = "unknown"))]
+mod alloc;
+#[cfg(all(target_family = "wasm", target_os = "unknown"))]
 mod imp;
+
+#[cfg(all(target_family = "wasm", target_os = "unknown"))]
+#[global_allocator]
+static ALLOC: alloc::GrowingAlloc = alloc::GrowingAlloc;
 
 #[cfg(all(target_family = "wasm", target_os = "unknown"))]
 pub use imp::*;
