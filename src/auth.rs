@@ -42,6 +42,32 @@ pub fn new_token() -> Result<String, ApiError> {
     Ok(format!("bot_{}", base64url(&b)))
 }
 
+/// A `HashMap` keyed by SHA-256 digests of tokens.
+pub type DigestMap<V> = std::collections::HashMap<[u8; 32], V, std::hash::BuildHasherDefault<DigestHasher>>;
+
+/// Hashes a SHA-256 digest by its first 8 bytes instead of running SipHash
+/// over all 32: a digest is already uniform, and only digests of valid
+/// tokens are ever inserted, so nobody can crowd one bucket with chosen keys.
+#[derive(Default, Clone, Copy)]
+pub struct DigestHasher(u64);
+
+impl std::hash::Hasher for DigestHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        match bytes.first_chunk::<8>() {
+            Some(b) => self.0 ^= u64::from_le_bytes(*b),
+            // Not a digest: still a valid (if poor) hash.
+            None => bytes.iter().for_each(|&b| self.0 = self.0.rotate_left(8) ^ b as u64),
+        }
+    }
+
+    /// The array's length prefix carries nothing.
+    fn write_usize(&mut self, _: usize) {}
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 pub fn sha256(data: &[u8]) -> [u8; 32] {
     Sha256::digest(data).into()
 }
@@ -115,6 +141,25 @@ pub fn open_token(key: &[u8; 32], bot_id: &str, sealed: &[u8]) -> Option<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn digest_map_finds_each_digest_and_tells_apart_equal_prefixes() {
+        let mut m = DigestMap::default();
+        for i in 0..1000u32 {
+            m.insert(sha256(&i.to_le_bytes()), i);
+        }
+        for i in 0..1000u32 {
+            assert_eq!(m.get(&sha256(&i.to_le_bytes())), Some(&i));
+        }
+        // Same first 8 bytes, same bucket: equality still decides.
+        let mut a = sha256(b"a");
+        a[31] ^= 1;
+        assert_eq!(m.get(&a), None);
+        let b = sha256(b"a");
+        m.insert(b, 7);
+        assert_eq!(m.get(&a), None);
+        assert_eq!(m.get(&b), Some(&7));
+    }
 
     #[test]
     fn base64url_matches_rfc4648_vectors() {

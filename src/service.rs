@@ -43,7 +43,7 @@ pub(crate) struct TxEffects {
 pub(crate) struct Inner {
     pub conn: Connection,
     /// Token hash → bot, for authentication without a query.
-    pub bot_cache: HashMap<[u8; 32], Arc<Bot>>,
+    pub bot_cache: auth::DigestMap<Arc<Bot>>,
     pub rate: RateLimiter,
     pub fx: TxEffects,
     pub last_prune_ms: u64,
@@ -57,7 +57,7 @@ pub(crate) struct Ctx<'a> {
     pub now_ms: u64,
     pub rate: &'a mut RateLimiter,
     pub fx: &'a mut TxEffects,
-    pub bot_cache: &'a mut HashMap<[u8; 32], Arc<Bot>>,
+    pub bot_cache: &'a mut auth::DigestMap<Arc<Bot>>,
 }
 
 impl Ctx<'_> {
@@ -130,7 +130,7 @@ impl Service {
         Ok(Service {
             inner: Mutex::new(Inner {
                 conn,
-                bot_cache: HashMap::new(),
+                bot_cache: auth::DigestMap::default(),
                 rate: RateLimiter::default(),
                 fx: TxEffects::default(),
                 last_prune_ms: 0,
