@@ -125,7 +125,12 @@ export class Service {
   readonly heartbeatIntervalMs: number;
   /** The service clock, Unix milliseconds. */
   nowMs(): number;
-  /** One complete HTTP/1.1 request in, one complete HTTP/1.1 response out. */
+  /**
+   * One complete HTTP/1.1 request in, one complete HTTP/1.1 response out.
+   * Responses up to 4 KiB are views into a shared 64 KiB ArrayBuffer (as
+   * Node.js pools small Buffers): read them through `byteOffset` and
+   * `byteLength`, and copy (`.slice()`) before transferring `.buffer`.
+   */
   handleRequest(request: Uint8Array | ArrayBuffer | ArrayBufferView | string): Uint8Array;
   /** Group commit: each request gets the response it would get alone. */
   handleBatch(requests: Array<Uint8Array | ArrayBuffer | ArrayBufferView | string>): Uint8Array[];
