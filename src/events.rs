@@ -5,7 +5,7 @@
 
 use crate::error::ApiResult;
 use crate::model;
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 
 /// Event types delivered to bots (contract section 8) plus `chat_action`,
 /// which only the host stream carries.
@@ -115,16 +115,53 @@ pub fn append_bot_event(
 /// Drops what retention allows: bot events acknowledged and older than
 /// `retention_ms`, host updates confirmed by getUpdates and as old, and
 /// idempotency keys older than 24 hours.
+///
+/// It runs inside a normal commit, under the service lock, so its cost must
+/// not grow with what it keeps. Events and updates are numbered in the
+/// order they were written, so each log is walked from its oldest row and
+/// the walk stops at the first row still inside retention: the work is what
+/// it deletes, plus one look at each bot whose oldest kept acknowledged
+/// event (`bots.kept_since_ms`) has aged out since, and a scan of `bots`.
+/// A clock stepping back can leave an older row behind a younger one; it is
+/// kept until the younger one ages out, which retention ("at least")
+/// allows.
 pub fn prune(conn: &Connection, now_ms: u64, retention_ms: u64) -> ApiResult<()> {
     let cutoff = now_ms.saturating_sub(retention_ms) as i64;
-    conn.prepare_cached(
-        "DELETE FROM bot_events WHERE created_at_ms < ?1 AND seq <= (SELECT acked_seq FROM bots WHERE bots.id = bot_events.bot_id)",
-    )?
-    .execute([cutoff])?;
-    conn.prepare_cached(
-        "DELETE FROM updates WHERE created_at_ms < ?1 AND update_id < (SELECT value FROM meta WHERE key = 'updates_confirmed')",
-    )?
-    .execute([cutoff])?;
+    // Bots with acknowledged events past their prune mark whose oldest kept
+    // one may have aged out since the last look.
+    let due: Vec<(String, i64, i64)> = conn
+        .prepare_cached(
+            "SELECT id, pruned_seq, acked_seq FROM bots WHERE acked_seq > pruned_seq AND kept_since_ms < ?1",
+        )?
+        .query_map([cutoff], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut first_young = conn.prepare_cached(
+        "SELECT seq, created_at_ms FROM bot_events \
+         WHERE bot_id = ?1 AND seq > ?2 AND seq <= ?3 AND created_at_ms >= ?4 ORDER BY seq LIMIT 1",
+    )?;
+    let mut delete = conn.prepare_cached("DELETE FROM bot_events WHERE bot_id = ?1 AND seq > ?2 AND seq <= ?3")?;
+    let mut mark = conn.prepare_cached("UPDATE bots SET pruned_seq = ?2, kept_since_ms = ?3 WHERE id = ?1")?;
+    for (bot, pruned, acked) in due {
+        let young = first_young
+            .query_row(params![bot, pruned, acked, cutoff], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+            .optional()?;
+        let (upto, kept_since) = young.map_or((acked, 0), |(seq, at)| (seq - 1, at));
+        if upto > pruned {
+            delete.execute(params![bot, pruned, upto])?;
+        }
+        mark.execute(params![bot, upto, kept_since])?;
+    }
+    // update_id below `updates_confirmed` has been confirmed.
+    let confirmed: i64 =
+        conn.prepare_cached("SELECT value FROM meta WHERE key = 'updates_confirmed'")?.query_row([], |r| r.get(0))?;
+    let upto = conn
+        .prepare_cached(
+            "SELECT update_id FROM updates WHERE update_id < ?1 AND created_at_ms >= ?2 ORDER BY update_id LIMIT 1",
+        )?
+        .query_row([confirmed, cutoff], |r| r.get::<_, i64>(0))
+        .optional()?
+        .unwrap_or(confirmed);
+    conn.prepare_cached("DELETE FROM updates WHERE update_id < ?1")?.execute([upto])?;
     conn.prepare_cached("DELETE FROM idempotency WHERE created_at_ms < ?1")?
         .execute([now_ms.saturating_sub(crate::methods::IDEMPOTENCY_TTL_MS) as i64])?;
     Ok(())

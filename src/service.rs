@@ -497,17 +497,23 @@ impl Service {
         if has_bots == 0 || version < 1 {
             return Err(ApiError::invalid_request("not a botspace database image"));
         }
-        drop(scratch);
+        let supported = storage::MIGRATIONS.len() as i64;
+        if version > supported {
+            return Err(ApiError::invalid_request(format!(
+                "the database image has schema version {version}; this library reads up to {supported}"
+            )));
+        }
+        // Bring the image up to date before it replaces anything, so a
+        // failed migration leaves the live database as it was.
+        storage::migrate(&scratch).map_err(ApiError::internal)?;
         let mut guard = self.lock();
         let inner = &mut *guard;
-        let mut image = Connection::open_in_memory()?;
-        image.deserialize_read_exact(rusqlite::MAIN_DB, bytes, bytes.len(), false)?;
         // Copy into the live connection so a file database stays a file.
         {
-            let backup = rusqlite::backup::Backup::new(&image, &mut inner.conn)?;
+            let backup = rusqlite::backup::Backup::new(&scratch, &mut inner.conn)?;
             backup.run_to_completion(1024, std::time::Duration::ZERO, None)?;
         }
-        storage::migrate(&inner.conn).map_err(ApiError::internal)?;
+        drop(scratch);
         inner.bot_cache.clear();
         inner.rate = RateLimiter::default();
         // Open gateway connections belong to the old database: close them

@@ -126,6 +126,14 @@ pub const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     INSERT INTO meta (key, value) VALUES ('updates_confirmed', 0);
     "#,
+    // 2: every event of a bot up to pruned_seq is gone, so pruning starts
+    // there; acknowledged events from pruned_seq + 1 on were written at
+    // kept_since_ms or later, so pruning skips the bot until that is past
+    // retention (events::prune).
+    r#"
+    ALTER TABLE bots ADD COLUMN pruned_seq INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE bots ADD COLUMN kept_since_ms INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// Why a database could not be opened.

@@ -228,6 +228,48 @@ fn garbage_images_are_refused_without_changing_state() {
     assert_eq!((s, v["result"]["message_id"].as_str()), (200, Some("6")), "{v}");
 }
 
+/// `image` with its schema rewritten by `sql` (in a scratch connection).
+fn rewrite_image(image: &[u8], sql: &str) -> Vec<u8> {
+    let mut conn = rusqlite::Connection::open_in_memory().unwrap();
+    conn.deserialize_read_exact(rusqlite::MAIN_DB, image, image.len(), false).unwrap();
+    conn.execute_batch(sql).unwrap();
+    conn.serialize(rusqlite::MAIN_DB).unwrap().to_vec()
+}
+
+#[test]
+fn an_image_from_a_newer_library_is_refused_without_changing_state() {
+    let a = open(":memory:");
+    let (tok, c, g) = populate(&a);
+    let before = snapshot(&a, &c, &g);
+    let newer = rewrite_image(&a.export_database().unwrap(), "PRAGMA user_version = 99;");
+    let e = a.import_database(&newer).unwrap_err();
+    assert_eq!((e.status, e.code), (400, "invalid_request"));
+    assert_eq!(e.description, "the database image has schema version 99; this library reads up to 2");
+    assert_eq!(snapshot(&a, &c, &g), before);
+    assert_eq!(bot_call(&a, &tok, "getMe", json!({})).0, 200);
+}
+
+#[test]
+fn an_image_of_an_older_schema_is_migrated_on_import() {
+    let a = open(":memory:");
+    let (tok, c, g) = populate(&a);
+    let before = snapshot(&a, &c, &g);
+    let v1 = rewrite_image(
+        &a.export_database().unwrap(),
+        "ALTER TABLE bots DROP COLUMN pruned_seq; ALTER TABLE bots DROP COLUMN kept_since_ms; PRAGMA user_version = 1;",
+    );
+    let b = open(":memory:");
+    b.import_database(&v1).unwrap();
+    assert_eq!(snapshot(&b, &c, &g), before);
+    let (s, v) = bot_call(&b, &tok, "sendMessage", json!({"chat_id": c, "text": "after import"}));
+    assert_eq!((s, v["result"]["message_id"].as_str()), (200, Some("6")), "{v}");
+    let exported = b.export_database().unwrap();
+    let mut conn = rusqlite::Connection::open_in_memory().unwrap();
+    conn.deserialize_read_exact(rusqlite::MAIN_DB, &exported[..], exported.len(), true).unwrap();
+    assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 2);
+    assert_eq!(conn.query_row("SELECT count(pruned_seq) FROM bots", [], |r| r.get::<_, i64>(0)).unwrap(), 1);
+}
+
 #[test]
 fn deleted_text_is_no_longer_served_by_the_host_api() {
     let svc = open(":memory:");

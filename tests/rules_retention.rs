@@ -1,0 +1,292 @@
+//! Retention: a bot's events are kept at least `event_retention_s` and
+//! until acknowledged; host updates at least as long and until confirmed by
+//! getUpdates. Pruning runs with a commit at most once a minute, walks each
+//! log from its oldest row and stops at the first row it must keep.
+//!
+//! The database is a file so the tests can read what is left with their own
+//! connection.
+
+mod common;
+
+use botspace::Service;
+use common::{admin, bot_call};
+use rusqlite::Connection;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+const SECRET: &str = "retention-admin-secret-01";
+const RETENTION_S: u64 = 3600;
+
+struct World {
+    _dir: TempDir,
+    db: PathBuf,
+    svc: Arc<Service>,
+    user: String,
+    bot: String,
+    token: String,
+    chat: String,
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let p = std::env::temp_dir().join(format!("botspace-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn open(db: &std::path::Path) -> Arc<Service> {
+    let cfg = json!({
+        "database": db.to_str().unwrap(),
+        "admin_secret": SECRET,
+        "clock": "manual",
+        "event_retention_s": RETENTION_S,
+    });
+    Arc::new(Service::open(botspace::Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap())
+}
+
+fn world(tag: &str) -> World {
+    let dir = TempDir::new(tag);
+    let db = dir.0.join("bots.db");
+    let svc = open(&db);
+    let user = admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let b =
+        admin(&svc, SECRET, "createBot", json!({"display_name": "Echo", "handle": "echo", "quota_tier": "official"}));
+    let bot = b["bot"]["id"].as_str().unwrap().to_string();
+    let token = b["token"].as_str().unwrap().to_string();
+    let chat =
+        admin(&svc, SECRET, "startBot", json!({"user_id": user, "bot_id": bot}))["id"].as_str().unwrap().to_string();
+    World { _dir: dir, db, svc, user, bot, token, chat }
+}
+
+impl World {
+    /// A user message: one event for the bot, one update for the host.
+    fn user_says(&self, text: &str) {
+        admin(&self.svc, SECRET, "sendUserMessage", json!({"user_id": self.user, "chat_id": self.chat, "text": text}));
+    }
+
+    fn advance(&self, seconds: u64) {
+        admin(&self.svc, SECRET, "advanceClock", json!({"seconds": seconds}));
+    }
+
+    /// Acknowledges the bot's events up to `seq` over the gateway.
+    fn ack(&self, seq: i64) {
+        let upgrade = format!(
+            "GET /bot/gateway HTTP/1.1\r\nHost: t\r\nAuthorization: Bot {}\r\nUpgrade: websocket\r\n\
+             Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+            self.token
+        );
+        let mut s = self.svc.accept_gateway_session(upgrade.as_bytes()).unwrap_or_else(|r: Vec<u8>| {
+            panic!("gateway refused: {}", String::from_utf8_lossy(&r));
+        });
+        let now = self.svc.now_ms();
+        s.poll(now);
+        s.on_text(&format!(r#"{{"op":"ack","seq":{seq}}}"#), now);
+        s.poll(now);
+        assert!(!s.is_closed(), "the ack was refused");
+    }
+
+    /// Confirms host updates below `offset` (getUpdates' Telegram rule).
+    fn confirm_updates(&self, offset: i64) {
+        admin(&self.svc, SECRET, "getUpdates", json!({"offset": offset, "limit": 1}));
+    }
+
+    fn db(&self) -> Connection {
+        Connection::open(&self.db).unwrap()
+    }
+
+    fn event_seqs(&self) -> Vec<i64> {
+        let c = self.db();
+        let mut st = c.prepare("SELECT seq FROM bot_events WHERE bot_id = ?1 ORDER BY seq").unwrap();
+        st.query_map([&self.bot], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+    }
+
+    fn update_ids(&self) -> Vec<i64> {
+        let c = self.db();
+        let mut st = c.prepare("SELECT update_id FROM updates ORDER BY update_id").unwrap();
+        st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+    }
+
+    fn pruned_seq(&self) -> i64 {
+        self.db().query_row("SELECT pruned_seq FROM bots WHERE id = ?1", [&self.bot], |r| r.get(0)).unwrap()
+    }
+
+    fn kept_since_ms(&self) -> i64 {
+        self.db().query_row("SELECT kept_since_ms FROM bots WHERE id = ?1", [&self.bot], |r| r.get(0)).unwrap()
+    }
+
+    fn created_at(&self, seq: i64) -> i64 {
+        self.db()
+            .query_row(
+                "SELECT created_at_ms FROM bot_events WHERE bot_id = ?1 AND seq = ?2",
+                rusqlite::params![self.bot, seq],
+                |r| r.get(0),
+            )
+            .unwrap()
+    }
+
+    /// Any commit past the once-a-minute mark prunes.
+    fn commit_something(&self) {
+        let (status, _): (u16, Value) =
+            bot_call(&self.svc, &self.token, "sendChatAction", json!({"chat_id": self.chat, "action": "typing"}));
+        assert_eq!(status, 200);
+    }
+}
+
+#[test]
+fn acknowledged_events_are_dropped_only_once_older_than_retention() {
+    let w = world("ret-ack");
+    // startBot wrote event 1 (chat_started) on creation; two messages more.
+    w.user_says("one");
+    w.user_says("two");
+    let all = w.event_seqs();
+    assert_eq!(all, vec![1, 2, 3]);
+    w.ack(3);
+    // Acknowledged but young: kept.
+    w.advance(120);
+    w.commit_something();
+    assert_eq!(w.event_seqs(), all);
+    // Old and acknowledged: dropped, and the bot's prune mark moves.
+    w.advance(RETENTION_S);
+    w.commit_something();
+    assert_eq!(w.event_seqs(), Vec::<i64>::new());
+    assert_eq!(w.pruned_seq(), 3);
+}
+
+#[test]
+fn unacknowledged_events_are_kept_however_old() {
+    let w = world("ret-unacked");
+    w.user_says("one");
+    w.user_says("two");
+    w.ack(2);
+    w.advance(10 * RETENTION_S);
+    w.commit_something();
+    assert_eq!(w.event_seqs(), vec![3], "event 3 was never acknowledged");
+    assert_eq!(w.pruned_seq(), 2);
+    w.ack(3);
+    w.advance(120);
+    w.commit_something();
+    assert_eq!(w.event_seqs(), Vec::<i64>::new());
+    assert_eq!(w.pruned_seq(), 3);
+}
+
+#[test]
+fn pruning_stops_at_the_first_event_inside_retention() {
+    let w = world("ret-boundary");
+    w.user_says("old");
+    w.advance(RETENTION_S / 2);
+    w.user_says("middle");
+    w.advance(RETENTION_S / 2 + 60);
+    w.user_says("young");
+    w.ack(4);
+    w.advance(60);
+    w.commit_something();
+    // Events 1 and 2 are over an hour old; 3 is 32 minutes old; 4 is new.
+    assert_eq!(w.event_seqs(), vec![3, 4]);
+    assert_eq!(w.pruned_seq(), 2);
+    let t3 = w.created_at(3);
+    assert_eq!(w.kept_since_ms(), t3, "the bot is looked at again once event 3 ages out");
+    // Event 3 one minute short of retention: kept.
+    let age3 = (w.svc.now_ms() as i64 - t3) / 1000;
+    w.advance(RETENTION_S - age3 as u64 - 60);
+    w.commit_something();
+    assert_eq!(w.event_seqs(), vec![3, 4]);
+    // One minute past: dropped; event 4 is now the oldest kept.
+    w.advance(120);
+    w.commit_something();
+    assert_eq!(w.event_seqs(), vec![4]);
+    assert_eq!((w.pruned_seq(), w.kept_since_ms()), (3, w.created_at(4)));
+    w.advance(RETENTION_S);
+    w.commit_something();
+    assert_eq!(w.event_seqs(), Vec::<i64>::new());
+    assert_eq!((w.pruned_seq(), w.kept_since_ms()), (4, 0));
+}
+
+#[test]
+fn host_updates_are_dropped_once_confirmed_and_older_than_retention() {
+    let w = world("ret-updates");
+    w.user_says("one");
+    w.user_says("two");
+    let ids = w.update_ids();
+    assert!(ids.len() >= 3, "{ids:?}");
+    let last = *ids.last().unwrap();
+    // Confirm all but the last.
+    w.confirm_updates(last);
+    w.advance(120);
+    w.commit_something();
+    let now = w.update_ids();
+    assert_eq!(&now[..ids.len()], &ids[..], "confirmed but young: kept");
+    w.advance(10 * RETENTION_S);
+    w.commit_something();
+    let now = w.update_ids();
+    assert_eq!(now[0], last, "the first unconfirmed update is kept however old: {now:?}");
+    let newest = *now.last().unwrap();
+    w.confirm_updates(newest + 1);
+    w.advance(RETENTION_S + 60);
+    w.commit_something();
+    let now = w.update_ids();
+    assert!(now.iter().all(|&id| id > newest), "only what the last commit wrote is left: {now:?}");
+}
+
+#[test]
+fn pruning_runs_at_most_once_a_minute() {
+    let w = world("ret-minute");
+    w.user_says("one");
+    w.ack(2);
+    w.advance(RETENTION_S + 60);
+    w.commit_something(); // prunes (at T)
+    assert_eq!(w.event_seqs(), Vec::<i64>::new());
+    w.user_says("two"); // event 3, written at T
+    w.ack(3);
+    w.advance(RETENTION_S - 30);
+    w.commit_something(); // prunes (at T + R - 30), event 3 is still young
+    assert_eq!(w.event_seqs(), vec![3]);
+    w.advance(40);
+    w.commit_something(); // event 3 is old now, but the last prune was 40 s ago
+    assert_eq!(w.event_seqs(), vec![3]);
+    w.advance(20);
+    w.commit_something(); // a minute since the last prune
+    assert_eq!(w.event_seqs(), Vec::<i64>::new());
+    assert_eq!(w.pruned_seq(), 3);
+}
+
+#[test]
+fn a_version_1_database_is_migrated_and_pruned() {
+    let w = world("ret-migrate");
+    w.user_says("one");
+    w.ack(2);
+    let db = w.db.clone();
+    let World { svc, _dir, .. } = w;
+    drop(svc);
+    // Make it what version 1 of the schema wrote.
+    {
+        let c = Connection::open(&db).unwrap();
+        c.execute_batch("ALTER TABLE bots DROP COLUMN pruned_seq; ALTER TABLE bots DROP COLUMN kept_since_ms; PRAGMA user_version = 1;").unwrap();
+    }
+    let svc = open(&db);
+    let c = Connection::open(&db).unwrap();
+    assert_eq!(c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 2);
+    admin(&svc, SECRET, "advanceClock", json!({"seconds": RETENTION_S + 60}));
+    let user: String = c.query_row("SELECT id FROM users", [], |r| r.get(0)).unwrap();
+    let chat: String = c.query_row("SELECT id FROM chats", [], |r| r.get(0)).unwrap();
+    admin(&svc, SECRET, "sendUserMessage", json!({"user_id": user, "chat_id": chat, "text": "after"}));
+    let seqs: Vec<i64> = c
+        .prepare("SELECT seq FROM bot_events ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(seqs, vec![3], "events 1-2 were acknowledged and old");
+    drop(_dir);
+}
