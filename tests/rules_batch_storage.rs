@@ -9,20 +9,12 @@
 mod common;
 
 use botspace::{Config, Service};
-use common::{admin, bot_call, bot_request, split};
+use common::{admin, bot_call, bot_request, split, TempDir};
 use rusqlite::Connection;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
 const SECRET: &str = "batch-storage-secret-001";
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 struct World {
     _dir: TempDir,
@@ -33,10 +25,8 @@ struct World {
 }
 
 fn world(tag: &str) -> World {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    let dir = std::env::temp_dir().join(format!("botspace-{tag}-{}-{nanos}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("bots.db");
+    let dir = TempDir::new(tag);
+    let db = dir.0.join("bots.db");
     let cfg = json!({"database": db.to_str().unwrap(), "admin_secret": SECRET, "clock": "manual"});
     let svc = Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap();
     let user = admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
@@ -46,7 +36,7 @@ fn world(tag: &str) -> World {
         .as_str()
         .unwrap()
         .to_string();
-    World { _dir: TempDir(dir), db, svc, token, chat }
+    World { _dir: dir, db, svc, token, chat }
 }
 
 impl World {

@@ -9,7 +9,7 @@
 mod common;
 
 use botspace::Service;
-use common::{admin, bot_call};
+use common::{admin, bot_call, TempDir};
 use rusqlite::Connection;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -26,23 +26,6 @@ struct World {
     bot: String,
     token: String,
     chat: String,
-}
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let p = std::env::temp_dir().join(format!("botspace-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn open(db: &std::path::Path) -> Arc<Service> {

@@ -5,10 +5,10 @@
 mod common;
 
 use botspace::{Config, GatewayOutput, Service};
-use common::{admin, bot_call};
+use common::{admin, bot_call, TempDir};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 const SECRET: &str = "rules-admin-secret-0001";
@@ -17,24 +17,6 @@ const OP_KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c
 fn open(database: &str) -> Service {
     let cfg = json!({"database": database, "admin_secret": SECRET, "clock": "manual", "operational_key": OP_KEY});
     Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap()
-}
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-        let p = std::env::temp_dir().join(format!("botspace-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// All bytes of every file in `dir` (database, WAL, shared memory).

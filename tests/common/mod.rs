@@ -6,6 +6,25 @@
 
 use botspace::Service;
 use serde_json::Value;
+use std::path::PathBuf;
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        let p = std::env::temp_dir().join(format!("botspace-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 /// A raw `POST` request with `Host`, `Authorization`, a JSON `Content-Type`
 /// and an exact `Content-Length`. `extra_headers` is inserted verbatim before
