@@ -220,7 +220,8 @@ impl Service {
         let now_ms = self.clock.now_ms();
         if let Err(e) = exec(&inner.conn, "BEGIN IMMEDIATE") {
             let e = ApiError::from(e);
-            return routed.iter().map(|_| e.clone().into_response()).collect();
+            // A request refused by routing gets that refusal, as alone.
+            return routed.iter().map(|r| r.as_ref().err().unwrap_or(&e).clone().into_response()).collect();
         }
         let mut ok = Vec::with_capacity(requests.len());
         let mut failure: Option<ApiError> = None;
@@ -242,7 +243,10 @@ impl Service {
                     out.push(body);
                     ok.push(true);
                 }
-                Err(e) if inner.conn.total_changes() != changes => {
+                // SQLite may end the transaction itself on an error (FULL,
+                // IOERR, RAISE(ROLLBACK)...), undoing the group's earlier
+                // writes: later requests would then commit one by one.
+                Err(e) if inner.conn.total_changes() != changes || inner.conn.is_autocommit() => {
                     // Failed after writing: only the whole group can be undone.
                     out.push(Vec::new());
                     ok.push(true);
@@ -284,7 +288,8 @@ impl Service {
                 // Requests after the failing one were never run.
                 let e = ApiError::internal("an earlier request of the batch failed in storage; nothing was written");
                 while out.len() < requests.len() {
-                    out.push(e.clone().into_response());
+                    let own = routed[out.len()].as_ref().err();
+                    out.push(own.unwrap_or(&e).clone().into_response());
                 }
             }
         }

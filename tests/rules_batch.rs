@@ -5,9 +5,12 @@
 mod common;
 
 use botspace::{Config, Service};
-use common::{admin, admin_request, bot_request, request, split, statuses};
+use common::{admin, admin_request, bot_call, bot_request, request, split, split_checked, statuses, TempDir};
+use rusqlite::Connection;
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 const SECRET: &str = "rules-admin-secret-0001";
 
@@ -289,4 +292,217 @@ fn empty_batch_and_unroutable_requests() {
     assert!(svc.handle_batch(&[]).is_empty());
     let out = svc.handle_batch(&[b"garbage", b"GET /bot/getMe HTTP/1.1\r\n\r\n"]);
     assert_eq!(statuses(&out), vec![400, 405]);
+}
+
+// ---------------------------------------------------------------------------
+// Group commit when storage itself fails. The failures are planted by a
+// second connection to the same database file (a trigger, or the write lock).
+
+/// A service on a database file, with one user, one official bot (no rate
+/// limits) and their private chat; wake-ups are recorded.
+struct FileWorld {
+    _dir: TempDir,
+    db: PathBuf,
+    svc: Service,
+    user: String,
+    bot: String,
+    token: String,
+    chat: String,
+    woken: Arc<Mutex<Vec<String>>>,
+}
+
+fn file_world(tag: &str) -> FileWorld {
+    let dir = TempDir::new(tag);
+    let db = dir.0.join("bots.db");
+    let cfg = json!({"database": db.to_str().unwrap(), "admin_secret": SECRET, "clock": "manual"});
+    let svc = Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap();
+    let user = admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let b = admin(&svc, SECRET, "createBot", json!({"display_name": "B", "handle": "b", "quota_tier": "official"}));
+    let bot = b["bot"]["id"].as_str().unwrap().to_string();
+    let chat =
+        admin(&svc, SECRET, "startBot", json!({"user_id": user, "bot_id": bot}))["id"].as_str().unwrap().to_string();
+    let woken = Arc::new(Mutex::new(Vec::new()));
+    let w2 = woken.clone();
+    svc.set_wake_hook(Some(Arc::new(move |b: &str| w2.lock().unwrap().push(b.to_string()))));
+    FileWorld { _dir: dir, db, svc, user, bot, token: b["token"].as_str().unwrap().to_string(), chat, woken }
+}
+
+/// What a committed write would change: (messages, bot events, host updates,
+/// the chat's last message number, the bot's last event seq, the last
+/// update id handed out).
+type Footprint = (i64, i64, i64, i64, i64, i64);
+
+impl FileWorld {
+    fn send(&self, text: &str) -> Vec<u8> {
+        bot_request(&self.token, "sendMessage", json!({"chat_id": self.chat, "text": text}))
+    }
+
+    fn user_says(&self, text: &str) -> Vec<u8> {
+        admin_request(SECRET, "sendUserMessage", json!({"user_id": self.user, "chat_id": self.chat, "text": text}))
+    }
+
+    fn sql(&self, sql: &str) {
+        Connection::open(&self.db).unwrap().execute_batch(sql).unwrap();
+    }
+
+    fn footprint(&self) -> Footprint {
+        let c = Connection::open(&self.db).unwrap();
+        let n = |q: &str, p: &[&str]| c.query_row(q, rusqlite::params_from_iter(p), |r| r.get(0)).unwrap();
+        (
+            n("SELECT count(*) FROM messages WHERE chat_id = ?1", &[&self.chat]),
+            n("SELECT count(*) FROM bot_events WHERE bot_id = ?1", &[&self.bot]),
+            n("SELECT count(*) FROM updates", &[]),
+            n("SELECT last_message_id FROM chats WHERE id = ?1", &[&self.chat]),
+            n("SELECT last_seq FROM bots WHERE id = ?1", &[&self.bot]),
+            n("SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'updates'", &[]),
+        )
+    }
+
+    fn woken(&self) -> Vec<String> {
+        std::mem::take(&mut *self.woken.lock().unwrap())
+    }
+
+    /// `sendMessage "d"` alone must take message number 1 — the number the
+    /// first message of the rolled-back group would have had — and answer
+    /// exactly that message.
+    fn next_send_takes_number_one(&self) {
+        let (s, v) = bot_call(&self.svc, &self.token, "sendMessage", json!({"chat_id": self.chat, "text": "d"}));
+        let message = json!({
+            "message_id": "1",
+            "chat": {"id": self.chat, "type": "private"},
+            "date": self.svc.now_ms() / 1000,
+            "text": "d",
+            "from": {"id": self.bot, "is_bot": true},
+        });
+        assert_eq!((s, v), (200, json!({"ok": true, "result": message})));
+    }
+}
+
+fn batch(svc: &Service, reqs: &[Vec<u8>]) -> Vec<(u16, Value)> {
+    let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
+    svc.handle_batch(&refs).iter().map(|r| split_checked(r)).collect()
+}
+
+fn error(status: u16, code: &str, description: &str) -> (u16, Value) {
+    (status, json!({"ok": false, "error_code": status, "error": code, "description": description}))
+}
+
+/// The answer of the request that failed in storage, and of every request of
+/// its group that had succeeded before it.
+const BOOM: &str = "internal error, nothing was written; safe to retry (boom)";
+/// The answer of the requests after it, which were never run.
+const NOT_RUN: &str = "internal error, nothing was written; safe to retry \
+                       (an earlier request of the batch failed in storage; nothing was written)";
+/// Fails the insert of a message "boom", after its chat's counter moved.
+const BOOM_ON_INSERT: &str =
+    "CREATE TRIGGER boom BEFORE INSERT ON messages WHEN NEW.text = 'boom' BEGIN SELECT RAISE(ABORT, 'boom'); END;";
+
+fn text_empty() -> (u16, Value) {
+    (
+        400,
+        json!({"ok": false, "error_code": 400, "error": "text_empty",
+               "description": "text must contain at least 1 character", "parameters": {"field": "text"}}),
+    )
+}
+
+#[test]
+fn a_storage_failure_after_earlier_writes_rolls_back_the_group_and_refusals_keep_their_answers() {
+    let w = file_world("batch-storage-mid");
+    w.sql(BOOM_ON_INSERT);
+    let before = w.footprint();
+    let garbage = b"garbage".to_vec();
+    let alone = split_checked(&w.svc.handle_request(&garbage));
+    assert_eq!(alone, error(400, "invalid_request", "incomplete HTTP request"));
+    let out = batch(&w.svc, &[w.send("a"), w.send(""), w.user_says("u"), w.send("boom"), w.send("c"), garbage]);
+    assert_eq!(
+        out,
+        vec![
+            error(500, "internal_error", BOOM),
+            text_empty(),
+            error(500, "internal_error", BOOM),
+            error(500, "internal_error", BOOM),
+            error(500, "internal_error", NOT_RUN),
+            // Refused by routing, which needs no run: its own answer.
+            error(400, "invalid_request", "incomplete HTTP request"),
+        ]
+    );
+    assert_eq!(w.footprint(), before, "nothing of the group was committed");
+    assert_eq!(w.woken(), Vec::<String>::new(), "a rolled-back group wakes nobody");
+    w.next_send_takes_number_one();
+    assert_eq!(bot_call(&w.svc, &w.token, "getMe", json!({})).0, 200);
+    // The same requests without the failure commit, and wake the bot.
+    let out = batch(&w.svc, &[w.send("a"), w.send(""), w.user_says("u")]);
+    assert_eq!(statuses_of(&out), vec![200, 400, 200]);
+    assert_eq!(out[2].1["result"]["message_id"], "3");
+    assert_eq!(w.woken(), vec![w.bot.clone()]);
+}
+
+#[test]
+fn a_storage_failure_in_the_first_request_rolls_it_back_and_runs_none_of_the_rest() {
+    let w = file_world("batch-storage-first");
+    w.sql(BOOM_ON_INSERT);
+    let before = w.footprint();
+    let out = batch(&w.svc, &[w.send("boom"), w.send("a"), w.user_says("u"), w.send("")]);
+    assert_eq!(
+        out,
+        vec![
+            error(500, "internal_error", BOOM),
+            error(500, "internal_error", NOT_RUN),
+            error(500, "internal_error", NOT_RUN),
+            // Never run, so not known to be a refusal: 500 like the rest.
+            error(500, "internal_error", NOT_RUN),
+        ]
+    );
+    assert_eq!(w.footprint(), before, "nothing of the group was committed");
+    assert_eq!(w.woken(), Vec::<String>::new());
+    w.next_send_takes_number_one();
+    assert_eq!(bot_call(&w.svc, &w.token, "getMe", json!({})).0, 200);
+}
+
+#[test]
+fn a_storage_failure_that_rolls_back_the_transaction_itself_commits_nothing_of_the_group() {
+    // SQLite may end the transaction itself on an error (SQLITE_FULL,
+    // SQLITE_IOERR...; RAISE(ROLLBACK) here), even in a statement that wrote
+    // nothing: the group's earlier writes are gone and the connection is back
+    // in autocommit, where later requests would commit one by one.
+    let w = file_world("batch-storage-rollback");
+    w.sql(
+        "CREATE TRIGGER boom BEFORE UPDATE OF last_message_id ON chats WHEN NEW.last_message_id = 2 \
+         BEGIN SELECT RAISE(ROLLBACK, 'boom'); END;",
+    );
+    let before = w.footprint();
+    let out = batch(&w.svc, &[w.send("a"), w.send("b"), w.send("c"), w.user_says("u")]);
+    assert_eq!(
+        out,
+        vec![
+            error(500, "internal_error", BOOM),
+            error(500, "internal_error", BOOM),
+            error(500, "internal_error", NOT_RUN),
+            error(500, "internal_error", NOT_RUN),
+        ]
+    );
+    assert_eq!(w.footprint(), before, "nothing of the group was committed");
+    assert_eq!(w.woken(), Vec::<String>::new());
+    w.next_send_takes_number_one();
+    assert_eq!(bot_call(&w.svc, &w.token, "getMe", json!({})).0, 200);
+}
+
+#[test]
+fn a_group_that_cannot_begin_answers_500_but_routing_refusals_as_alone() {
+    let w = file_world("batch-storage-busy");
+    let garbage = b"garbage".to_vec();
+    let before = w.footprint();
+    // Another writer holds the lock past the service's busy timeout.
+    let other = Connection::open(&w.db).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let out = batch(&w.svc, &[w.send("a"), garbage, w.user_says("u")]);
+    other.execute_batch("ROLLBACK").unwrap();
+    let busy = error(500, "internal_error", "internal error, nothing was written; safe to retry (database is locked)");
+    assert_eq!(out, vec![busy.clone(), error(400, "invalid_request", "incomplete HTTP request"), busy]);
+    assert_eq!(w.footprint(), before);
+    w.next_send_takes_number_one();
+}
+
+fn statuses_of(out: &[(u16, Value)]) -> Vec<u16> {
+    out.iter().map(|(s, _)| *s).collect()
 }
