@@ -488,6 +488,27 @@ fn a_storage_failure_that_rolls_back_the_transaction_itself_commits_nothing_of_t
 }
 
 #[test]
+fn a_storage_failure_before_any_write_fails_that_request_alone() {
+    let w = file_world("batch-storage-nowrite");
+    // The very first write of the second message (its number) fails, so
+    // SQLite undoes that statement and the request has written nothing.
+    w.sql(
+        "CREATE TRIGGER boom BEFORE UPDATE OF last_message_id ON chats WHEN NEW.last_message_id = 2 \
+         BEGIN SELECT RAISE(ABORT, 'boom'); END;",
+    );
+    let before = w.footprint();
+    let out = batch(&w.svc, &[w.send("a"), w.send("b"), w.send("c")]);
+    assert_eq!(out[1], error(500, "internal_error", BOOM));
+    assert_eq!((out[0].0, out[0].1["result"]["message_id"].as_str()), (200, Some("1")), "{:?}", out[0]);
+    // "c" takes number 2 again, which the trigger refuses too: alone as well.
+    assert_eq!(out[2], error(500, "internal_error", BOOM));
+    assert_eq!(w.footprint().0, before.0 + 1, "only \"a\" was stored");
+    w.sql("DROP TRIGGER boom;");
+    let (s, v) = bot_call(&w.svc, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": "d"}));
+    assert_eq!((s, v["result"]["message_id"].as_str()), (200, Some("2")), "{v}");
+}
+
+#[test]
 fn a_group_that_cannot_begin_answers_500_but_routing_refusals_as_alone() {
     let w = file_world("batch-storage-busy");
     let garbage = b"garbage".to_vec();

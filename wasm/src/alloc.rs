@@ -33,35 +33,32 @@ impl GrowingAlloc {
     }
 }
 
+/// Runs `f` (one call into std's allocator) and reserves more when it grew
+/// the memory.
+#[inline]
+unsafe fn watching<T>(f: impl FnOnce() -> T) -> T {
+    let before = memory_size(0);
+    let r = f();
+    if memory_size(0) != before {
+        GrowingAlloc.reserve_more(before);
+    }
+    r
+}
+
 unsafe impl GlobalAlloc for GrowingAlloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let before = memory_size(0);
-        let p = System.alloc(layout);
-        if memory_size(0) != before {
-            self.reserve_more(before);
-        }
-        p
+        watching(|| System.alloc(layout))
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let before = memory_size(0);
-        let p = System.alloc_zeroed(layout);
-        if memory_size(0) != before {
-            self.reserve_more(before);
-        }
-        p
+        watching(|| System.alloc_zeroed(layout))
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let before = memory_size(0);
-        let p = System.realloc(ptr, layout, new_size);
-        if memory_size(0) != before {
-            self.reserve_more(before);
-        }
-        p
+        watching(|| System.realloc(ptr, layout, new_size))
     }
 
     #[inline]
