@@ -6,5 +6,12 @@ cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "cargo is required (rustup)"; exit 1; }
 # The C compiler builds the bundled SQLite.
 command -v cc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc; }
+rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
+rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
+# Style and lints first: they are the cheapest to fail on.
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
+# The committed vectors are exactly what their generator makes.
+python3 tests/vectors/gen.py --check
 cargo build --example server
 cargo test --workspace

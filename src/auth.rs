@@ -90,9 +90,7 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// when the scheme is `scheme`.
 pub fn credential<'a>(header: Option<&'a [u8]>, scheme: &str) -> Result<&'a [u8], ApiError> {
     let Some(h) = header else {
-        return Err(ApiError::missing_authorization(&format!(
-            "the Authorization header is required: Authorization: {scheme} <credential>"
-        )));
+        return Err(ApiError::missing_authorization(scheme));
     };
     let h = trim_ascii(h);
     let (word, rest) = match h.iter().position(|&b| b == b' ') {
@@ -100,7 +98,7 @@ pub fn credential<'a>(header: Option<&'a [u8]>, scheme: &str) -> Result<&'a [u8]
         None => (h, &h[h.len()..]),
     };
     if !word.eq_ignore_ascii_case(scheme.as_bytes()) || rest.is_empty() {
-        return Err(ApiError::missing_authorization(&format!("expected Authorization: {scheme} <credential>")));
+        return Err(ApiError::missing_authorization(scheme));
     }
     Ok(rest)
 }

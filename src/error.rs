@@ -1,4 +1,11 @@
-//! The error envelope of every failed request (contract section 3).
+//! The error envelope of every failed request (contract section 3), and the
+//! one place each error code is made.
+//!
+//! Every code has exactly one constructor below, with one description text
+//! (a template when the text names a field, a method or a limit). Nothing
+//! outside this module can build an `ApiError` from a bare code: `new` is
+//! private. `docs/errors.md` lists the same table; a test renders
+//! [`catalog`] and compares.
 
 use serde_json::{Map, Value};
 
@@ -10,23 +17,23 @@ pub struct ApiError {
     pub code: &'static str,
     pub description: String,
     pub parameters: Option<Map<String, Value>>,
-    /// Extra response headers (`Allow`, `Retry-After`).
+    /// Extra response headers (`Allow`, `Retry-After`, `Upgrade`).
     pub headers: Vec<(&'static str, String)>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
-    pub fn new(status: u16, code: &'static str, description: impl Into<String>) -> ApiError {
+    fn new(status: u16, code: &'static str, description: impl Into<String>) -> ApiError {
         ApiError { status, code, description: description.into(), parameters: None, headers: Vec::new() }
     }
 
-    pub fn with_param(mut self, key: &str, value: impl Into<Value>) -> ApiError {
+    fn with_param(mut self, key: &str, value: impl Into<Value>) -> ApiError {
         self.parameters.get_or_insert_with(Map::new).insert(key.to_string(), value.into());
         self
     }
 
-    pub fn with_header(mut self, name: &'static str, value: String) -> ApiError {
+    fn with_header(mut self, name: &'static str, value: String) -> ApiError {
         self.headers.push((name, value));
         self
     }
@@ -53,24 +60,94 @@ impl ApiError {
         .unwrap_or_default()
     }
 
-    // Constructors for the contract's codes, so each is spelled once.
+    // ---- 400 ----
+
+    /// The request is not one the API can read: malformed HTTP, framing, or
+    /// a body that is JSON but not an object. `detail` says which.
+    pub fn invalid_request(detail: impl Into<String>) -> Self {
+        Self::new(400, "invalid_request", detail)
+    }
     pub fn invalid_json(detail: impl std::fmt::Display) -> Self {
         Self::new(400, "invalid_json", format!("request body is not valid JSON: {detail}"))
-    }
-    pub fn invalid_request(desc: impl Into<String>) -> Self {
-        Self::new(400, "invalid_request", desc)
     }
     pub fn missing_field(field: &str) -> Self {
         Self::new(400, "missing_field", format!("field {field} is required")).with_param("field", field)
     }
+    /// `why` completes "field <name> …", e.g. "must be a string".
     pub fn invalid_field(field: &str, why: &str) -> Self {
         Self::new(400, "invalid_field", format!("field {field} {why}")).with_param("field", field)
     }
-    pub fn missing_authorization(desc: &str) -> Self {
-        Self::new(401, "missing_authorization", desc)
+    pub fn text_empty() -> Self {
+        Self::new(400, "text_empty", "text must contain at least 1 character").with_param("field", "text")
+    }
+    pub fn text_too_long(max: usize) -> Self {
+        Self::new(400, "text_too_long", format!("text must contain at most {max} characters"))
+            .with_param("field", "text")
+    }
+    pub fn unsupported_parse_mode() -> Self {
+        Self::new(400, "unsupported_parse_mode", "only parse_mode \"plain\" is supported")
+            .with_param("field", "parse_mode")
+    }
+    pub fn reply_target_not_found() -> Self {
+        Self::new(400, "reply_target_not_found", "reply_to_message_id names no live message in this chat")
+            .with_param("field", "reply_to_message_id")
+    }
+
+    // ---- 401 ----
+
+    /// No `Authorization` header, or one of another scheme.
+    pub fn missing_authorization(scheme: &str) -> Self {
+        Self::new(401, "missing_authorization", format!("expected the header Authorization: {scheme} <credential>"))
     }
     pub fn invalid_token() -> Self {
         Self::new(401, "invalid_token", "the credential is unknown, rotated away or of the wrong kind")
+    }
+
+    // ---- 403 ----
+
+    pub fn bot_suspended() -> Self {
+        Self::new(403, "bot_suspended", "this bot is suspended")
+    }
+    pub fn tier_forbidden(method: &str) -> Self {
+        Self::new(403, "tier_forbidden", format!("{method} is not available to bots of the free tier"))
+    }
+    pub fn bot_not_started() -> Self {
+        Self::new(403, "bot_not_started", "the user has not started this bot")
+    }
+    pub fn blocked_by_user() -> Self {
+        Self::new(403, "blocked_by_user", "the user has blocked this bot")
+    }
+    pub fn user_blocked_by_bot() -> Self {
+        Self::new(403, "user_blocked_by_bot", "the bot has blocked the user")
+    }
+    /// The sender (a bot, or a user through the host API) is not, or no
+    /// longer, a member of the chat.
+    pub fn not_member() -> Self {
+        Self::new(403, "not_member", "the sender is not a member of this chat")
+    }
+    pub fn chat_dissolved() -> Self {
+        Self::new(403, "chat_dissolved", "the group has been dissolved")
+    }
+    pub fn bots_cannot_send() -> Self {
+        Self::new(403, "bots_cannot_send", "the group's permissions do not allow bots to send")
+    }
+    pub fn not_message_owner() -> Self {
+        Self::new(403, "not_message_owner", "the message was not sent by this bot")
+    }
+    pub fn token_not_recoverable() -> Self {
+        Self::new(
+            403,
+            "token_not_recoverable",
+            "no operational token copy can be opened (only official bots have one, sealed with the configured operational_key); rotate to get a new token",
+        )
+    }
+
+    // ---- 404 ----
+
+    /// No method at this path (unknown name, a path outside `/bot/` and
+    /// `/admin/`, or a method this service does not offer).
+    pub fn method_not_found(path: &str) -> Self {
+        Self::new(404, "method_not_found", format!("no method at {path}"))
     }
     pub fn chat_not_found() -> Self {
         Self::new(404, "chat_not_found", "no chat with this id is visible to the caller")
@@ -78,16 +155,115 @@ impl ApiError {
     pub fn message_not_found() -> Self {
         Self::new(404, "message_not_found", "no live message with this id in the chat")
     }
-    pub fn not_member() -> Self {
-        Self::new(403, "not_member", "the bot is no longer a member of this chat")
+    pub fn user_not_found() -> Self {
+        Self::new(404, "user_not_found", "no user with this id")
     }
-    pub fn chat_dissolved() -> Self {
-        Self::new(403, "chat_dissolved", "the group has been dissolved")
+    pub fn bot_not_found() -> Self {
+        Self::new(404, "bot_not_found", "no bot with this id")
     }
+    pub fn member_not_found(id: &str) -> Self {
+        Self::new(404, "member_not_found", format!("no user or bot {id} in this chat")).with_param("field", "member_id")
+    }
+
+    // ---- 405, 409, 411, 413, 415, 426, 429, 431 ----
+
+    /// `allow` is the one method the path accepts.
+    pub fn method_not_allowed(path: &str, allow: &'static str) -> Self {
+        Self::new(405, "method_not_allowed", format!("{path} accepts {allow} only")).with_header("Allow", allow.into())
+    }
+    pub fn idempotency_key_reused() -> Self {
+        Self::new(409, "idempotency_key_reused", "this Idempotency-Key was used with a different request")
+    }
+    pub fn length_required() -> Self {
+        Self::new(411, "length_required", "a request body needs Content-Length or Transfer-Encoding: chunked")
+    }
+    pub fn payload_too_large(max: usize) -> Self {
+        Self::new(413, "payload_too_large", format!("request body is larger than {max} bytes"))
+    }
+    pub fn unsupported_media_type() -> Self {
+        Self::new(415, "unsupported_media_type", "Content-Type must be application/json")
+    }
+    pub fn upgrade_required() -> Self {
+        Self::new(
+            426,
+            "upgrade_required",
+            "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13), passed to the gateway entry point",
+        )
+        .with_header("Upgrade", "websocket".into())
+    }
+    /// `scope` is what ran out (`bot`, `chat` or `group`).
+    pub fn rate_limited(wait_ms: u64, scope: &'static str) -> Self {
+        let secs = wait_ms.div_ceil(1000).max(1);
+        Self::new(429, "rate_limited", format!("too many requests; retry after {secs} s"))
+            .with_param("retry_after", secs)
+            .with_param("retry_after_ms", wait_ms)
+            .with_param("scope", scope)
+            .with_header("Retry-After", secs.to_string())
+    }
+    pub fn connection_limit(open: u32, limit: u32) -> Self {
+        Self::new(429, "connection_limit", format!("this bot already has {open} of {limit} gateway connections open"))
+            .with_param("retry_after", 1)
+            .with_param("retry_after_ms", 1000)
+            .with_header("Retry-After", "1".into())
+    }
+    pub fn headers_too_large(max_bytes: usize, max_fields: usize) -> Self {
+        Self::new(
+            431,
+            "headers_too_large",
+            format!("request line and headers exceed {max_bytes} bytes or {max_fields} fields"),
+        )
+    }
+
+    // ---- 500 ----
+
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         // The detail names the storage failure, never a secret.
         Self::new(500, "internal_error", format!("internal error, nothing was written; safe to retry ({detail})"))
     }
+}
+
+/// Every constructor above, called with placeholder arguments (`{field}`),
+/// in the order of `docs/errors.md`'s code table.
+pub fn catalog() -> Vec<ApiError> {
+    type E = ApiError;
+    vec![
+        E::invalid_request("{detail}"),
+        E::invalid_json("{detail}"),
+        E::missing_field("{field}"),
+        E::invalid_field("{field}", "{why}"),
+        E::text_empty(),
+        E::text_too_long(5000),
+        E::unsupported_parse_mode(),
+        E::reply_target_not_found(),
+        E::missing_authorization("{scheme}"),
+        E::invalid_token(),
+        E::bot_suspended(),
+        E::tier_forbidden("{method}"),
+        E::bot_not_started(),
+        E::blocked_by_user(),
+        E::user_blocked_by_bot(),
+        E::not_member(),
+        E::chat_dissolved(),
+        E::bots_cannot_send(),
+        E::not_message_owner(),
+        E::token_not_recoverable(),
+        E::method_not_found("{path}"),
+        E::chat_not_found(),
+        E::message_not_found(),
+        E::user_not_found(),
+        E::bot_not_found(),
+        E::member_not_found("{id}"),
+        E::method_not_allowed("{path}", "POST"),
+        E::idempotency_key_reused(),
+        E::length_required(),
+        E::payload_too_large(usize::MAX),
+        E::unsupported_media_type(),
+        E::upgrade_required(),
+        E::rate_limited(1000, "bot"),
+        E::connection_limit(1, 1),
+        E::headers_too_large(16 * 1024, 64),
+        E::internal("{detail}"),
+    ]
 }
 
 impl From<rusqlite::types::FromSqlError> for ApiError {
@@ -99,5 +275,51 @@ impl From<rusqlite::types::FromSqlError> for ApiError {
 impl From<rusqlite::Error> for ApiError {
     fn from(e: rusqlite::Error) -> Self {
         ApiError::internal(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The code table of docs/errors.md, as this module renders it.
+    fn rendered_table() -> String {
+        let mut t = String::from("| status | error | description |\n|---|---|---|\n");
+        for e in catalog() {
+            let desc = match e.code {
+                // Placeholder numbers read better as names in the docs.
+                "payload_too_large" => e.description.replace(&usize::MAX.to_string(), "{max_body_bytes}"),
+                "method_not_allowed" => e.description.replace("POST only", "{allow} only"),
+                "rate_limited" => e.description.replace("1 s", "{retry_after} s"),
+                "connection_limit" => e.description.replace("1 of 1", "{open} of {limit}"),
+                _ => e.description.clone(),
+            };
+            t.push_str(&format!("| {} | `{}` | {} |\n", e.status, e.code, desc.replace('|', "\\|")));
+        }
+        t
+    }
+
+    #[test]
+    fn every_code_has_one_constructor() {
+        let all = catalog();
+        let mut codes: Vec<&str> = all.iter().map(|e| e.code).collect();
+        codes.sort_unstable();
+        let n = codes.len();
+        codes.dedup();
+        assert_eq!(codes.len(), n, "a code appears twice in the catalog");
+        // Each call of the private constructor is one public constructor in the catalog.
+        let src = include_str!("error.rs");
+        let made = src.matches(concat!("Self::", "new(")).count();
+        assert_eq!(made, n, "a constructor is missing from catalog()");
+    }
+
+    #[test]
+    fn docs_list_every_code_with_its_description() {
+        let docs = include_str!("../docs/errors.md");
+        let table = rendered_table();
+        assert!(
+            docs.contains(&table),
+            "docs/errors.md must contain this table exactly (copy it under \"## Codes\"):\n\n{table}"
+        );
     }
 }

@@ -114,7 +114,7 @@ pub fn append_bot_event(
 
 /// Drops what retention allows: bot events acknowledged and older than
 /// `retention_ms`, host updates confirmed by getUpdates and as old, and
-/// idempotency keys older than 24 hours.
+/// idempotency keys older than `idempotency_ttl_ms`.
 ///
 /// It runs inside a normal commit, under the service lock, so its cost must
 /// not grow with what it keeps. Events and updates are numbered in the
@@ -125,7 +125,7 @@ pub fn append_bot_event(
 /// A clock stepping back can leave an older row behind a younger one; it is
 /// kept until the younger one ages out, which retention ("at least")
 /// allows.
-pub fn prune(conn: &Connection, now_ms: u64, retention_ms: u64) -> ApiResult<()> {
+pub fn prune(conn: &Connection, now_ms: u64, retention_ms: u64, idempotency_ttl_ms: u64) -> ApiResult<()> {
     let cutoff = now_ms.saturating_sub(retention_ms) as i64;
     // Bots with acknowledged events past their prune mark whose oldest kept
     // one may have aged out since the last look.
@@ -163,6 +163,6 @@ pub fn prune(conn: &Connection, now_ms: u64, retention_ms: u64) -> ApiResult<()>
         .unwrap_or(confirmed);
     conn.prepare_cached("DELETE FROM updates WHERE update_id < ?1")?.execute([upto])?;
     conn.prepare_cached("DELETE FROM idempotency WHERE created_at_ms < ?1")?
-        .execute([now_ms.saturating_sub(crate::methods::IDEMPOTENCY_TTL_MS) as i64])?;
+        .execute([now_ms.saturating_sub(idempotency_ttl_ms) as i64])?;
     Ok(())
 }

@@ -9,11 +9,11 @@
 use crate::error::{ApiError, ApiResult};
 use crate::http::Request;
 use crate::model::Bot;
-use crate::service::{authenticate, Ctx, Service};
-use rusqlite::{params, OptionalExtension};
-use std::collections::VecDeque;
+use crate::txn::Db;
+use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use tungstenite::protocol::frame::coding::CloseCode;
 use tungstenite::protocol::WebSocketContext;
 use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
@@ -38,38 +38,105 @@ pub enum GatewayOutput {
     Close { code: u16, reason: &'static str },
 }
 
-/// The checks before an upgrade: 403 suspended → 426 no upgrade → 429 limit.
-/// With `reserve`, a slot is taken when they pass.
-pub(crate) fn precheck(svc: &Service, req: &Request<'_>, bot: &Bot, reserve: bool) -> ApiResult<()> {
+/// The gateway's shared state: open connections per bot (the connection
+/// limit) and the epochs that tell a connection it must close. It needs no
+/// database lock.
+#[derive(Default)]
+pub(crate) struct Registry {
+    state: Mutex<RegistryState>,
+}
+
+#[derive(Default)]
+struct RegistryState {
+    /// Open connections per bot.
+    open: HashMap<String, u32>,
+    /// Bumped when a bot's token rotates or it is suspended; connections
+    /// opened under an older epoch close with 4004.
+    epoch: HashMap<String, u64>,
+    /// Bumped when the whole database is replaced: every connection closes.
+    generation: u64,
+}
+
+impl Registry {
+    fn lock(&self) -> MutexGuard<'_, RegistryState> {
+        // The state stays consistent at every step: a poisoned lock is usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What a connection must still see to stay open.
+    fn epoch_of(&self, bot_id: &str) -> (u64, u64) {
+        let st = self.lock();
+        (st.generation, st.epoch.get(bot_id).copied().unwrap_or(0))
+    }
+
+    /// Closes (4004) every connection of these bots at its next poll.
+    pub fn revoke(&self, bots: &[String]) {
+        let mut st = self.lock();
+        for bot in bots {
+            *st.epoch.entry(bot.clone()).or_insert(0) += 1;
+        }
+    }
+
+    /// Closes every connection (the database was replaced); returns the bots
+    /// that had connections open, to wake their hosts.
+    pub fn reset(&self) -> Vec<String> {
+        let mut st = self.lock();
+        st.generation += 1;
+        st.open.keys().cloned().collect()
+    }
+
+    /// Open gateway connections of a bot.
+    pub fn open_count(&self, bot_id: &str) -> u32 {
+        self.lock().open.get(bot_id).copied().unwrap_or(0)
+    }
+
+    /// Takes one of the bot's connection slots, or refuses with 429.
+    fn reserve(self: &Arc<Self>, bot: &Bot) -> ApiResult<Slot> {
+        let mut st = self.lock();
+        let open = st.open.get(&bot.id).copied().unwrap_or(0);
+        if open >= bot.connection_limit {
+            return Err(ApiError::connection_limit(open, bot.connection_limit));
+        }
+        *st.open.entry(bot.id.clone()).or_insert(0) += 1;
+        Ok(Slot { registry: self.clone(), bot_id: bot.id.clone() })
+    }
+}
+
+/// A held connection slot; dropping it frees the slot.
+pub(crate) struct Slot {
+    registry: Arc<Registry>,
+    bot_id: String,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut st = self.registry.lock();
+        if let Some(n) = st.open.get_mut(&self.bot_id) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                st.open.remove(&self.bot_id);
+            }
+        }
+    }
+}
+
+/// The checks before an upgrade, in the contract's order: 403 suspended →
+/// 426 no upgrade → 429 connection limit. `handle_request` runs them to
+/// answer a gateway request it cannot upgrade.
+pub(crate) fn check_upgrade(registry: &Registry, req: &Request<'_>, bot: &Bot) -> ApiResult<()> {
     if !bot.active {
-        return Err(ApiError::new(403, "bot_suspended", "this bot is suspended"));
+        return Err(ApiError::bot_suspended());
     }
     let upgrade = req.header_has_token("upgrade", "websocket")
         && req.header_has_token("connection", "upgrade")
         && req.header("sec-websocket-key").is_some()
         && req.header_str("sec-websocket-version") == Some("13");
     if !upgrade {
-        return Err(ApiError::new(
-            426,
-            "upgrade_required",
-            "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13)",
-        )
-        .with_header("Upgrade", "websocket".into()));
+        return Err(ApiError::upgrade_required());
     }
-    let mut gw = svc.gateway.lock().unwrap_or_else(|e| e.into_inner());
-    let open = gw.open.get(&bot.id).copied().unwrap_or(0);
+    let open = registry.open_count(&bot.id);
     if open >= bot.connection_limit {
-        return Err(ApiError::new(
-            429,
-            "connection_limit",
-            format!("this bot already has {open} of {} gateway connections open", bot.connection_limit),
-        )
-        .with_param("retry_after", 1)
-        .with_param("retry_after_ms", 1000)
-        .with_header("Retry-After", "1".into()));
-    }
-    if reserve {
-        *gw.open.entry(bot.id.clone()).or_insert(0) += 1;
+        return Err(ApiError::connection_limit(open, bot.connection_limit));
     }
     Ok(())
 }
@@ -88,7 +155,9 @@ fn parse_after(query: &str) -> ApiResult<Option<i64>> {
 
 /// A gateway session on whole messages. Dropping it frees its connection slot.
 pub struct GatewaySession {
-    svc: Arc<Service>,
+    db: Arc<Db>,
+    registry: Arc<Registry>,
+    heartbeat_interval_ms: u64,
     bot_id: String,
     session_id: String,
     identity_json: String,
@@ -103,10 +172,11 @@ pub struct GatewaySession {
     backlog: bool,
     out: VecDeque<GatewayOutput>,
     closed: bool,
-    slot_held: bool,
+    /// `None` once the session no longer counts against the limit.
+    slot: Option<Slot>,
 }
 
-/// Result of [`Service::accept_gateway`].
+/// Result of [`crate::Service::accept_gateway`].
 pub struct GatewayAccept {
     /// Bytes to write: `101 Switching Protocols` or a JSON error response.
     pub response: Vec<u8>,
@@ -114,144 +184,82 @@ pub struct GatewayAccept {
     pub connection: Option<GatewayConnection>,
 }
 
-impl Service {
-    /// Checks a `GET /bot/gateway` upgrade and opens a message-level session.
-    /// `Err` holds the complete HTTP error response to send. The host does
-    /// the WebSocket handshake itself (edge runtimes do).
-    pub fn accept_gateway_session(self: &Arc<Self>, request: &[u8]) -> Result<GatewaySession, Vec<u8>> {
-        self.open_session(request).map(|(s, _)| s).map_err(ApiError::into_response)
-    }
+/// Where a new session starts: the service has authenticated `bot` (with
+/// the database lock held, passed as `conn`).
+pub(crate) struct Opening<'a> {
+    pub db: &'a Arc<Db>,
+    pub registry: &'a Arc<Registry>,
+    pub conn: &'a Connection,
+    pub heartbeat_interval_ms: u64,
+    pub now_ms: u64,
+}
 
-    /// Checks a `GET /bot/gateway` upgrade; on success returns the `101`
-    /// response and a byte-level connection.
-    pub fn accept_gateway(self: &Arc<Self>, request: &[u8]) -> GatewayAccept {
-        match self.open_session(request) {
-            Err(e) => GatewayAccept { response: e.into_response(), connection: None },
-            Ok((session, key)) => {
-                let accept = tungstenite::handshake::derive_accept_key(key.as_bytes());
-                let response = format!(
-                    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
-                )
-                .into_bytes();
-                let config = WebSocketConfig::default()
-                    .max_message_size(Some(MAX_INBOUND_MESSAGE))
-                    .max_frame_size(Some(MAX_INBOUND_MESSAGE))
-                    .write_buffer_size(0);
-                GatewayAccept {
-                    response,
-                    connection: Some(GatewayConnection {
-                        session,
-                        ws: WebSocketContext::new(Role::Server, Some(config)),
-                        io: MemIo::default(),
-                        close_sent: false,
-                        peer_gone: false,
-                        outs: Vec::new(),
-                    }),
-                }
-            }
-        }
-    }
-
-    fn open_session(self: &Arc<Self>, request: &[u8]) -> ApiResult<(GatewaySession, String)> {
-        let routed = self.route(request)?;
-        if routed.admin || routed.name != "gateway" {
-            return Err(ApiError::new(404, "method_not_found", "the gateway lives at GET /bot/gateway"));
-        }
-        let req = &routed.req;
-        let now_ms = self.clock.now_ms();
-        let mut inner = self.lock();
-        let inner = &mut *inner;
-        let mut ctx = Ctx {
-            conn: &inner.conn,
-            cfg: &self.config,
-            clock: &self.clock,
-            now_ms,
-            rate: &mut inner.rate,
-            fx: &mut inner.fx,
-            bot_cache: &mut inner.bot_cache,
-        };
-        let bot = authenticate(&mut ctx, req)?;
-        precheck(self, req, &bot, true)?;
-        // From here the slot is held; a failure below must give it back.
-        let release = |svc: &Service| release_slot(svc, &bot.id);
+impl GatewaySession {
+    /// Runs the upgrade checks, takes a slot and reads where the replay
+    /// starts. A failure after the slot was taken frees it (RAII).
+    pub(crate) fn open(at: Opening<'_>, req: &Request<'_>, bot: &Bot) -> ApiResult<GatewaySession> {
+        check_upgrade(at.registry, req, bot)?;
+        let slot = at.registry.reserve(bot)?;
         // Fields come after status, upgrade and limit (contract section 3).
-        let after = match parse_after(req.query) {
-            Ok(a) => a,
-            Err(e) => {
-                release(self);
-                return Err(e);
-            }
-        };
-        let (acked, last): (i64, i64) = match inner
+        let after = parse_after(req.query)?;
+        let (acked, last): (i64, i64) = at
             .conn
-            .prepare_cached("SELECT acked_seq, last_seq FROM bots WHERE id = ?1")
-            .and_then(|mut s| s.query_row([&bot.id], |r| Ok((r.get(0)?, r.get(1)?))))
-        {
-            Ok(v) => v,
-            Err(e) => {
-                release(self);
-                return Err(e.into());
-            }
-        };
-        let oldest: Option<i64> = match inner
+            .prepare_cached("SELECT acked_seq, last_seq FROM bots WHERE id = ?1")?
+            .query_row([&bot.id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let oldest: Option<i64> = at
             .conn
-            .prepare_cached("SELECT min(seq) FROM bot_events WHERE bot_id = ?1")
-            .and_then(|mut s| s.query_row([&bot.id], |r| r.get(0)).optional())
-        {
-            Ok(v) => v.flatten(),
-            Err(e) => {
-                release(self);
-                return Err(e.into());
-            }
-        };
+            .prepare_cached("SELECT min(seq) FROM bot_events WHERE bot_id = ?1")?
+            .query_row([&bot.id], |r| r.get(0))
+            .optional()?
+            .flatten();
         let start = after.unwrap_or(acked).min(last);
         // Events after `start` that are no longer kept: the oldest kept one is
         // past start+1, or none is kept although some were written.
         let first_kept = oldest.unwrap_or(last + 1);
         let truncated = first_kept > start + 1 && last > start;
         let replay_from = if truncated { first_kept } else { start + 1 };
-        let session_id = match crate::auth::new_id("gws_") {
-            Ok(s) => s,
-            Err(e) => {
-                release(self);
-                return Err(e);
-            }
-        };
-        let epoch = self.gateway.lock().unwrap_or_else(|e| e.into_inner()).epoch_of(&bot.id);
-        let key = req.header_str("sec-websocket-key").unwrap_or("").to_string();
-        Ok((
-            GatewaySession {
-                svc: self.clone(),
-                bot_id: bot.id.clone(),
-                session_id,
-                identity_json: bot.identity_json.clone(),
-                epoch,
-                cursor: replay_from - 1,
-                replay_from,
-                replay_truncated: truncated,
-                hello_sent: false,
-                last_heartbeat_ms: now_ms,
-                backlog: true,
-                out: VecDeque::new(),
-                closed: false,
-                slot_held: true,
-            },
-            key,
-        ))
+        Ok(GatewaySession {
+            db: at.db.clone(),
+            registry: at.registry.clone(),
+            heartbeat_interval_ms: at.heartbeat_interval_ms,
+            bot_id: bot.id.clone(),
+            session_id: crate::auth::new_id("gws_")?,
+            identity_json: bot.identity_json.clone(),
+            epoch: at.registry.epoch_of(&bot.id),
+            cursor: replay_from - 1,
+            replay_from,
+            replay_truncated: truncated,
+            hello_sent: false,
+            last_heartbeat_ms: at.now_ms,
+            backlog: true,
+            out: VecDeque::new(),
+            closed: false,
+            slot: Some(slot),
+        })
     }
 
-    /// Open gateway connections of a bot.
-    pub fn gateway_connections(&self, bot_id: &str) -> u32 {
-        self.gateway.lock().unwrap_or_else(|e| e.into_inner()).open.get(bot_id).copied().unwrap_or(0)
-    }
-}
-
-fn release_slot(svc: &Service, bot_id: &str) {
-    let mut gw = svc.gateway.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(n) = gw.open.get_mut(bot_id) {
-        *n = n.saturating_sub(1);
-        if *n == 0 {
-            gw.open.remove(bot_id);
+    /// The byte-level connection for this session, and its `101` response
+    /// for the client's `Sec-WebSocket-Key`.
+    pub(crate) fn upgrade(self, key: &str) -> GatewayAccept {
+        let accept = tungstenite::handshake::derive_accept_key(key.as_bytes());
+        let response = format!(
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
+        )
+        .into_bytes();
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(MAX_INBOUND_MESSAGE))
+            .max_frame_size(Some(MAX_INBOUND_MESSAGE))
+            .write_buffer_size(0);
+        GatewayAccept {
+            response,
+            connection: Some(GatewayConnection {
+                session: self,
+                ws: WebSocketContext::new(Role::Server, Some(config)),
+                io: MemIo::default(),
+                close_sent: false,
+                peer_gone: false,
+                outs: Vec::new(),
+            }),
         }
     }
 }
@@ -305,7 +313,7 @@ impl GatewaySession {
     /// Moves the bot's durable cursor to `seq` (never backwards). False when
     /// `seq` is beyond the last event the bot was ever given.
     fn ack(&mut self, seq: i64) -> rusqlite::Result<bool> {
-        let inner = self.svc.lock();
+        let inner = self.db.lock();
         let n = inner
             .conn
             .prepare_cached("UPDATE bots SET acked_seq = max(acked_seq, ?1) WHERE id = ?2 AND last_seq >= ?1")?
@@ -322,10 +330,7 @@ impl GatewaySession {
     }
 
     fn free_slot(&mut self) {
-        if self.slot_held {
-            self.slot_held = false;
-            release_slot(&self.svc, &self.bot_id);
-        }
+        self.slot = None;
     }
 
     /// When the host should call `poll` next at the latest (Unix ms).
@@ -339,7 +344,7 @@ impl GatewaySession {
         }
         // The session times out strictly after two intervals: the first
         // instant a poll would close it.
-        Some(self.last_heartbeat_ms + 2 * self.svc.config.heartbeat_interval_ms + 1)
+        Some(self.last_heartbeat_ms + 2 * self.heartbeat_interval_ms + 1)
     }
 
     /// Brings the session up to date at `now_ms`: hello, revocation,
@@ -360,18 +365,18 @@ impl GatewaySession {
     }
 
     fn poll_inner(&mut self, now_ms: u64) {
-        let epoch = self.svc.gateway.lock().unwrap_or_else(|e| e.into_inner()).epoch_of(&self.bot_id);
+        let epoch = self.registry.epoch_of(&self.bot_id);
         if epoch != self.epoch {
             return self.close(CLOSE_AUTHENTICATION_FAILED, "authentication_failed");
         }
-        if now_ms > self.last_heartbeat_ms + 2 * self.svc.config.heartbeat_interval_ms {
+        if now_ms > self.last_heartbeat_ms + 2 * self.heartbeat_interval_ms {
             return self.close(CLOSE_SESSION_TIMEOUT, "session_timeout");
         }
         if !self.hello_sent {
             self.hello_sent = true;
             let hello = format!(
                 "{{\"op\":\"hello\",\"session_id\":\"{}\",\"heartbeat_interval_ms\":{},\"bot\":{},\"replay_from\":{},\"replay_truncated\":{}}}",
-                self.session_id, self.svc.config.heartbeat_interval_ms, self.identity_json, self.replay_from, self.replay_truncated
+                self.session_id, self.heartbeat_interval_ms, self.identity_json, self.replay_from, self.replay_truncated
             );
             self.out.push_back(GatewayOutput::Text(hello));
         }
@@ -382,7 +387,7 @@ impl GatewaySession {
     }
 
     fn read_events(&mut self) -> rusqlite::Result<()> {
-        let inner = self.svc.lock();
+        let inner = self.db.lock();
         let mut st = inner.conn.prepare_cached(
             "SELECT seq, type, data FROM bot_events WHERE bot_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
         )?;
@@ -407,12 +412,6 @@ impl GatewaySession {
         }
         self.backlog = n == EVENTS_PER_POLL;
         Ok(())
-    }
-}
-
-impl Drop for GatewaySession {
-    fn drop(&mut self) {
-        self.free_slot();
     }
 }
 

@@ -71,11 +71,7 @@ fn body_len(headers: &[httparse::Header<'_>]) -> Result<BodyLen, ApiError> {
             if v.trim().eq_ignore_ascii_case("chunked") {
                 chunked = true;
             } else {
-                return Err(ApiError::new(
-                    411,
-                    "length_required",
-                    "only the chunked transfer coding is supported; send Content-Length",
-                ));
+                return Err(ApiError::length_required());
             }
         } else if h.name.eq_ignore_ascii_case("content-length") {
             let v = std::str::from_utf8(h.value).unwrap_or("").trim();
@@ -100,10 +96,6 @@ fn body_len(headers: &[httparse::Header<'_>]) -> Result<BodyLen, ApiError> {
     }
 }
 
-fn payload_too_large(max: usize) -> ApiError {
-    ApiError::new(413, "payload_too_large", format!("request body is larger than {max} bytes"))
-}
-
 /// Scans a chunked body starting at `buf[0]`. Returns `Ok(None)` when more
 /// bytes are needed, else `(bytes consumed, decoded length)`. With `out`, the
 /// decoded body is appended to it.
@@ -119,9 +111,7 @@ fn max_chunked_wire(max: usize) -> usize {
 
 fn scan_chunked(buf: &[u8], max: usize, mut out: Option<&mut Vec<u8>>) -> Result<Option<(usize, usize)>, ApiError> {
     let bad = || ApiError::invalid_request("malformed chunked body");
-    let too_large = || {
-        ApiError::new(413, "payload_too_large", format!("chunked body framing exceeds {} bytes", max_chunked_wire(max)))
-    };
+    let too_large = || ApiError::payload_too_large(max);
     let wire_limit = max_chunked_wire(max);
     let mut pos = 0;
     let mut total = 0usize;
@@ -158,7 +148,7 @@ fn scan_chunked(buf: &[u8], max: usize, mut out: Option<&mut Vec<u8>>) -> Result
         }
         total = total.checked_add(size).ok_or_else(bad)?;
         if total > max {
-            return Err(payload_too_large(max));
+            return Err(ApiError::payload_too_large(max));
         }
         if buf.len() < pos + size + 2 {
             return Ok(None);
@@ -204,7 +194,7 @@ pub fn frame_request(buf: &[u8], max_body_bytes: usize) -> Framing {
         Err(e) => Framing::Invalid(e.into_response()),
         Ok(BodyLen::None) => Framing::Complete(head_len),
         Ok(BodyLen::Length(n)) if n > max_body_bytes => {
-            Framing::Invalid(payload_too_large(max_body_bytes).into_response())
+            Framing::Invalid(ApiError::payload_too_large(max_body_bytes).into_response())
         }
         Ok(BodyLen::Length(n)) => {
             if buf.len() >= head_len + n {
@@ -235,11 +225,7 @@ pub fn request_target(buf: &[u8]) -> Option<(&str, &str)> {
 }
 
 fn head_too_large() -> ApiError {
-    ApiError::new(
-        431,
-        "headers_too_large",
-        format!("request line and headers exceed {MAX_HEAD_BYTES} bytes or {MAX_HEADERS} fields"),
-    )
+    ApiError::headers_too_large(MAX_HEAD_BYTES, MAX_HEADERS)
 }
 
 /// Parses one complete request. Transport errors that come after the 405
@@ -272,13 +258,13 @@ pub fn parse_request(buf: &[u8], max_body_bytes: usize) -> Result<Request<'_>, A
         }
         Ok(BodyLen::None) => {
             if !rest.is_empty() {
-                body_error = Some(ApiError::new(411, "length_required", "a request body needs Content-Length"));
+                body_error = Some(ApiError::length_required());
             }
             Cow::Borrowed(&[])
         }
         Ok(BodyLen::Length(n)) => {
             if n > max_body_bytes {
-                body_error = Some(payload_too_large(max_body_bytes));
+                body_error = Some(ApiError::payload_too_large(max_body_bytes));
                 Cow::Borrowed(&[])
             } else if rest.len() < n {
                 return Err(ApiError::invalid_request("request body is shorter than Content-Length"));

@@ -24,8 +24,10 @@ pub mod http;
 mod methods;
 mod model;
 mod ratelimit;
+mod route;
 mod service;
 mod storage;
+mod txn;
 
 pub use clock::Clock;
 pub use config::{ClockKind, Config, ConfigError, Limits, Rate, Synchronous, TierLimits};

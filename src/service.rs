@@ -6,14 +6,15 @@ use crate::auth;
 use crate::clock::Clock;
 use crate::config::{ClockKind, Config};
 use crate::error::{ApiError, ApiResult};
+use crate::gateway::{self, GatewayAccept, GatewaySession, Registry};
 use crate::http::{self, Request};
 use crate::methods;
-use crate::model::Bot;
 use crate::ratelimit::RateLimiter;
+use crate::route::{BotMethod, Route, Target};
 use crate::storage::{self, StorageError};
+use crate::txn::{exec, Db, Inner, TxEffects};
 use rusqlite::Connection;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, MutexGuard, RwLock};
 
 /// Called with a bot id after a commit that gave that bot new events, or
 /// closed its gateway connections. It runs on the thread that made the
@@ -29,76 +30,14 @@ pub enum OpenError {
     Storage(#[from] StorageError),
 }
 
-/// Effects of the current transaction, applied only after it commits.
-#[derive(Default)]
-pub(crate) struct TxEffects {
-    /// Bots that got events.
-    pub woken: Vec<String>,
-    /// Bots whose gateway connections must close with 4004.
-    pub revoked: Vec<String>,
-    /// A bot row changed: the auth cache must be dropped if this rolls back.
-    pub bots_touched: bool,
-}
-
-pub(crate) struct Inner {
-    pub conn: Connection,
-    /// Token hash → bot, for authentication without a query.
-    pub bot_cache: auth::DigestMap<Arc<Bot>>,
-    pub rate: RateLimiter,
-    pub fx: TxEffects,
-    pub last_prune_ms: u64,
-}
-
-/// Everything a method needs while it runs inside a transaction.
-pub(crate) struct Ctx<'a> {
-    pub conn: &'a Connection,
-    pub cfg: &'a Config,
-    pub clock: &'a Clock,
-    pub now_ms: u64,
-    pub rate: &'a mut RateLimiter,
-    pub fx: &'a mut TxEffects,
-    pub bot_cache: &'a mut auth::DigestMap<Arc<Bot>>,
-}
-
-impl Ctx<'_> {
-    /// Unix seconds, the unit of message dates.
-    pub fn now_s(&self) -> i64 {
-        (self.now_ms / 1000) as i64
-    }
-
-    /// Logs an event of this transaction (see [`crate::events::emit`]).
-    pub fn emit(&mut self, ev: crate::events::Event<'_>) -> ApiResult<()> {
-        crate::events::emit(self.conn, self.now_ms, ev, &mut self.fx.woken)
-    }
-}
-
-/// Shared state the gateway reads without the database lock.
-#[derive(Default)]
-pub(crate) struct GatewayState {
-    /// Open connections per bot.
-    pub open: HashMap<String, u32>,
-    /// Bumped when a bot's token rotates or it is suspended; connections
-    /// opened under an older epoch close with 4004.
-    pub epoch: HashMap<String, u64>,
-    /// Bumped when the whole database is replaced: every connection closes.
-    pub generation: u64,
-}
-
-impl GatewayState {
-    /// What a connection must still see to stay open.
-    pub fn epoch_of(&self, bot_id: &str) -> (u64, u64) {
-        (self.generation, self.epoch.get(bot_id).copied().unwrap_or(0))
-    }
-}
-
 /// A botspace service. `Send + Sync`: share it behind an `Arc` and call it
 /// from any number of threads; writes are serialized on one SQLite connection.
 pub struct Service {
-    pub(crate) config: Config,
-    pub(crate) clock: Clock,
-    pub(crate) inner: Mutex<Inner>,
-    pub(crate) wake: RwLock<Option<WakeHook>>,
-    pub(crate) gateway: Mutex<GatewayState>,
+    config: Config,
+    clock: Clock,
+    db: Arc<Db>,
+    wake: RwLock<Option<WakeHook>>,
+    gateway: Arc<Registry>,
     /// SHA-256 of the admin secret, compared in constant time.
     admin_hash: [u8; 32],
 }
@@ -106,8 +45,7 @@ pub struct Service {
 /// A parsed request, routed and past the transport checks.
 pub(crate) struct Routed<'a> {
     pub req: Request<'a>,
-    pub admin: bool,
-    pub name: &'a str,
+    pub route: Route,
 }
 
 const PRUNE_EVERY_MS: u64 = 60_000;
@@ -128,17 +66,11 @@ impl Service {
         let conn = storage::open(&config)?;
         let admin_hash = auth::sha256(config.admin_secret.as_bytes());
         Ok(Service {
-            inner: Mutex::new(Inner {
-                conn,
-                bot_cache: auth::DigestMap::default(),
-                rate: RateLimiter::default(),
-                fx: TxEffects::default(),
-                last_prune_ms: 0,
-            }),
+            db: Arc::new(Db::new(conn)),
             config,
             clock,
             wake: RwLock::new(None),
-            gateway: Mutex::new(GatewayState::default()),
+            gateway: Arc::new(Registry::default()),
             admin_hash,
         })
     }
@@ -164,7 +96,7 @@ impl Service {
             http::Framing::Invalid(resp) => {
                 // A wrong method (405) outranks the length checks framing
                 // makes from the head alone (411/413), as in handle_request.
-                if let Some(Err(e)) = http::request_target(buf).map(|(m, p)| check_target(m, p)) {
+                if let Some(Err(e)) = http::request_target(buf).map(|(m, p)| Target::check(m, p)) {
                     if e.status == 405 {
                         return http::Framing::Invalid(e.into_response());
                     }
@@ -176,19 +108,7 @@ impl Service {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
-        match self.inner.lock() {
-            Ok(g) => g,
-            Err(poisoned) => {
-                // A panic inside a transaction: make sure nothing half-done survives.
-                let mut g = poisoned.into_inner();
-                if !g.conn.is_autocommit() {
-                    let _ = g.conn.execute_batch("ROLLBACK");
-                }
-                g.bot_cache.clear();
-                g.fx = TxEffects::default();
-                g
-            }
-        }
+        self.db.lock()
     }
 
     /// One complete HTTP/1.1 request in, one complete HTTP/1.1 response out.
@@ -299,7 +219,7 @@ impl Service {
     /// Transport checks (405 → 411/413 → 415) and routing.
     pub(crate) fn route<'a>(&self, request: &'a [u8]) -> ApiResult<Routed<'a>> {
         let req = http::parse_request(request, self.config.max_body_bytes)?;
-        let (admin, name) = check_target(req.method, req.path)?;
+        let target = Target::check(req.method, req.path)?;
         if let Some(e) = &req.body_error {
             return Err(e.clone());
         }
@@ -307,21 +227,18 @@ impl Service {
             let ct = req.header_str("content-type").unwrap_or("");
             let mime = ct.split(';').next().unwrap_or("").trim();
             if !mime.eq_ignore_ascii_case("application/json") {
-                return Err(ApiError::new(415, "unsupported_media_type", "Content-Type must be application/json"));
+                return Err(ApiError::unsupported_media_type());
             }
         }
-        let known = if admin { methods::admin::exists(name) } else { name == "gateway" || methods::bot::exists(name) };
-        if !known {
-            return Err(ApiError::new(404, "method_not_found", format!("unknown method {name}")));
-        }
-        Ok(Routed { req, admin, name })
+        let route = target.resolve(self.clock.is_manual())?;
+        Ok(Routed { req, route })
     }
 
     /// Runs one routed request in its own transaction.
     fn run_one(&self, inner: &mut Inner, routed: &Routed<'_>) -> Vec<u8> {
         // getMe reads a cached identity: no transaction, and no clock (a
         // host clock may be a call out of WebAssembly); it reads no time.
-        if !routed.admin && routed.name == "getMe" {
+        if routed.route == Route::Bot(BotMethod::GetMe) {
             return match self.dispatch(inner, routed, 0) {
                 Ok(b) => b,
                 Err(e) => e.into_response(),
@@ -342,8 +259,8 @@ impl Service {
                 // handle_batch relies on this: a refusal writes nothing.
                 debug_assert!(
                     e.status == 500 || inner.conn.total_changes() == changes,
-                    "{} wrote before refusing with {}",
-                    routed.name,
+                    "{:?} wrote before refusing with {}",
+                    routed.route,
                     e.code
                 );
                 let _ = exec(&inner.conn, "ROLLBACK");
@@ -363,7 +280,7 @@ impl Service {
         if now_ms.saturating_sub(inner.last_prune_ms) >= PRUNE_EVERY_MS {
             inner.last_prune_ms = now_ms;
             let retention = self.config.event_retention_s.saturating_mul(1000);
-            if let Err(e) = crate::events::prune(&inner.conn, now_ms, retention) {
+            if let Err(e) = crate::events::prune(&inner.conn, now_ms, retention, methods::IDEMPOTENCY_TTL_MS) {
                 self.abort(inner);
                 return Err(e);
             }
@@ -391,31 +308,22 @@ impl Service {
     /// instead of crossing the API boundary.
     fn dispatch(&self, inner: &mut Inner, routed: &Routed<'_>, now_ms: u64) -> ApiResult<Vec<u8>> {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut ctx = Ctx {
-                conn: &inner.conn,
-                cfg: &self.config,
-                clock: &self.clock,
-                now_ms,
-                rate: &mut inner.rate,
-                fx: &mut inner.fx,
-                bot_cache: &mut inner.bot_cache,
-            };
-            if routed.admin {
-                self.check_admin(&routed.req)?;
-                methods::admin::call(&mut ctx, routed.name, &routed.req)
-            } else if routed.name == "gateway" {
-                let bot = authenticate(&mut ctx, &routed.req)?;
-                Err(crate::gateway::precheck(self, &routed.req, &bot, false).err().unwrap_or_else(|| {
-                    ApiError::new(
-                        426,
-                        "upgrade_required",
-                        "handle_request cannot switch protocols: pass gateway upgrades to accept_gateway",
-                    )
-                    .with_header("Upgrade", "websocket".into())
-                }))
-            } else {
-                let bot = authenticate(&mut ctx, &routed.req)?;
-                methods::bot::call(&mut ctx, &bot, routed.name, &routed.req)
+            let mut ctx = inner.ctx(&self.config, &self.clock, now_ms);
+            match routed.route {
+                Route::Admin(method) => {
+                    self.check_admin(&routed.req)?;
+                    methods::admin::call(&mut ctx, method, &routed.req)
+                }
+                Route::Gateway => {
+                    let bot = ctx.authenticate(&routed.req)?;
+                    gateway::check_upgrade(&self.gateway, &routed.req, &bot)?;
+                    // Every check passed, but bytes in, bytes out cannot switch protocols.
+                    Err(ApiError::upgrade_required())
+                }
+                Route::Bot(method) => {
+                    let bot = ctx.authenticate(&routed.req)?;
+                    methods::bot::call(&mut ctx, &bot, method, &routed.req)
+                }
             }
         }));
         match result {
@@ -440,10 +348,7 @@ impl Service {
     pub(crate) fn take_effects(&self, inner: &mut Inner) -> TxEffects {
         let fx = std::mem::take(&mut inner.fx);
         if !fx.revoked.is_empty() {
-            let mut gw = self.gateway.lock().unwrap_or_else(|e| e.into_inner());
-            for bot in &fx.revoked {
-                *gw.epoch.entry(bot.clone()).or_insert(0) += 1;
-            }
+            self.gateway.revoke(&fx.revoked);
         }
         fx
     }
@@ -523,67 +428,54 @@ impl Service {
         inner.rate = RateLimiter::default();
         // Open gateway connections belong to the old database: close them
         // all (4004, reconnect) and wake their hosts.
-        let bots: Vec<String> = {
-            let mut gw = self.gateway.lock().unwrap_or_else(|e| e.into_inner());
-            gw.generation += 1;
-            gw.open.keys().cloned().collect()
-        };
+        let bots = self.gateway.reset();
         drop(guard);
         self.apply_effects(TxEffects { revoked: bots, ..TxEffects::default() });
         Ok(())
     }
 }
 
-/// Authenticates `Authorization: Bot <token>` against the cache, then the
-/// database. The lookup is by SHA-256 of the presented token, so what an
-/// index lookup may leak in timing is about a hash, not the token.
-pub(crate) fn authenticate(ctx: &mut Ctx<'_>, req: &Request<'_>) -> ApiResult<Arc<Bot>> {
-    let token = auth::credential(req.header("authorization"), "Bot")?;
-    let hash = auth::sha256(token);
-    if let Some(b) = ctx.bot_cache.get(&hash) {
-        return Ok(b.clone());
+impl Service {
+    /// Checks a `GET /bot/gateway` upgrade and opens a message-level session.
+    /// `Err` holds the complete HTTP error response to send. The host does
+    /// the WebSocket handshake itself (edge runtimes do).
+    pub fn accept_gateway_session(&self, request: &[u8]) -> Result<GatewaySession, Vec<u8>> {
+        self.open_session(request).map(|(s, _)| s).map_err(ApiError::into_response)
     }
-    match Bot::by_token_hash(ctx.conn, &hash)? {
-        Some(bot) => {
-            let bot = Arc::new(bot);
-            if ctx.bot_cache.len() > 100_000 {
-                ctx.bot_cache.clear();
-            }
-            ctx.bot_cache.insert(hash, bot.clone());
-            Ok(bot)
-        }
-        None => Err(ApiError::invalid_token()),
-    }
-}
 
-/// The route of a request target and the transport's first check: unknown
-/// paths are 404, a method other than POST (GET for the gateway) is 405.
-fn check_target<'a>(method: &str, path: &'a str) -> ApiResult<(bool, &'a str)> {
-    let (admin, name) = if let Some(n) = path.strip_prefix("/bot/") {
-        (false, n)
-    } else if let Some(n) = path.strip_prefix("/admin/") {
-        (true, n)
-    } else {
-        return Err(ApiError::new(404, "method_not_found", format!("no method at {path}")));
-    };
-    if !admin && name == "gateway" {
-        if method != "GET" {
-            return Err(ApiError::new(
-                405,
-                "method_not_allowed",
-                "the gateway is opened with GET and a WebSocket upgrade",
-            )
-            .with_header("Allow", "GET".into()));
+    /// Checks a `GET /bot/gateway` upgrade; on success returns the `101`
+    /// response and a byte-level connection.
+    pub fn accept_gateway(&self, request: &[u8]) -> GatewayAccept {
+        match self.open_session(request) {
+            Err(e) => GatewayAccept { response: e.into_response(), connection: None },
+            Ok((session, key)) => session.upgrade(&key),
         }
-    } else if method != "POST" {
-        return Err(ApiError::new(405, "method_not_allowed", format!("{name} accepts POST only"))
-            .with_header("Allow", "POST".into()));
     }
-    Ok((admin, name))
-}
 
-pub(crate) fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+    fn open_session(&self, request: &[u8]) -> ApiResult<(GatewaySession, String)> {
+        let routed = self.route(request)?;
+        if routed.route != Route::Gateway {
+            return Err(ApiError::method_not_found(routed.req.path));
+        }
+        let req = &routed.req;
+        let now_ms = self.clock.now_ms();
+        let mut inner = self.lock();
+        let bot = inner.ctx(&self.config, &self.clock, now_ms).authenticate(req)?;
+        let opening = gateway::Opening {
+            db: &self.db,
+            registry: &self.gateway,
+            conn: &inner.conn,
+            heartbeat_interval_ms: self.config.heartbeat_interval_ms,
+            now_ms,
+        };
+        let session = GatewaySession::open(opening, req, &bot)?;
+        Ok((session, req.header_str("sec-websocket-key").unwrap_or("").to_string()))
+    }
+
+    /// Open gateway connections of a bot.
+    pub fn gateway_connections(&self, bot_id: &str) -> u32 {
+        self.gateway.open_count(bot_id)
+    }
 }
 
 impl std::fmt::Debug for Service {

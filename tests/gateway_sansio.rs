@@ -395,7 +395,7 @@ fn upgrade_refusals_bad_token_and_no_upgrade() {
         (
             426,
             json!({"ok": false, "error_code": 426, "error": "upgrade_required",
-        "description": "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13)"})
+        "description": "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13), passed to the gateway entry point"})
         )
     );
     // The plain entry point answers the same for a non-upgrade GET.

@@ -9,78 +9,50 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::{self, Event};
 use crate::http::Request;
 use crate::model::{to_json, Bot, Chat, ChatKind, StoredMessage, Tier};
-use crate::service::Ctx;
+use crate::route::AdminMethod;
+use crate::txn::Ctx;
 use rusqlite::{params, OptionalExtension};
 use serde_json::{json, Value};
 
-pub const METHODS: &[&str] = &[
-    "createUser",
-    "createBot",
-    "updateBot",
-    "getBot",
-    "rotateBotToken",
-    "getOperationalToken",
-    "createPrivateChat",
-    "startBot",
-    "setBlocked",
-    "createGroup",
-    "addMember",
-    "removeMember",
-    "setGroupPermissions",
-    "dissolveGroup",
-    "sendUserMessage",
-    "deleteUserMessage",
-    "getChat",
-    "getChatHistory",
-    "getChatActions",
-    "getUpdates",
-    "getStats",
-    "advanceClock",
-];
-
-pub fn exists(name: &str) -> bool {
-    METHODS.contains(&name)
-}
-
-pub fn call(ctx: &mut Ctx<'_>, name: &str, req: &Request<'_>) -> ApiResult<Vec<u8>> {
+pub fn call(ctx: &mut Ctx<'_>, method: AdminMethod, req: &Request<'_>) -> ApiResult<Vec<u8>> {
+    use AdminMethod as M;
     let b = params::parse_body(&req.body)?;
-    let v: Value = match name {
-        "createUser" => create_user(ctx, &b)?,
-        "createBot" => create_bot(ctx, &b)?,
-        "updateBot" => update_bot(ctx, &b)?,
-        "getBot" => {
+    let v: Value = match method {
+        M::CreateUser => create_user(ctx, &b)?,
+        M::CreateBot => create_bot(ctx, &b)?,
+        M::UpdateBot => update_bot(ctx, &b)?,
+        M::GetBot => {
             let bot = load_bot(ctx, params::req_str(&b, "bot_id")?)?;
             return Ok(bot.identity_json.into_bytes());
         }
-        "rotateBotToken" => rotate_token(ctx, &b)?,
-        "getOperationalToken" => operational_token(ctx, &b)?,
-        "createPrivateChat" => create_private_chat(ctx, &b)?,
-        "startBot" => start_bot(ctx, &b)?,
-        "setBlocked" => set_blocked(ctx, &b)?,
-        "createGroup" => create_group(ctx, &b)?,
-        "addMember" => add_member(ctx, &b)?,
-        "removeMember" => remove_member(ctx, &b)?,
-        "setGroupPermissions" => set_group_permissions(ctx, &b)?,
-        "dissolveGroup" => dissolve_group(ctx, &b)?,
-        "sendUserMessage" => return send_user_message(ctx, &b),
-        "deleteUserMessage" => delete_user_message(ctx, &b)?,
-        "getChat" => load_chat(ctx, params::req_str(&b, "chat_id")?)?.to_json(ctx.conn)?,
-        "getChatHistory" => return chat_history(ctx, &b),
-        "getChatActions" => chat_actions(ctx, &b)?,
-        "getUpdates" => return get_updates(ctx, &b),
-        "getStats" => stats(ctx)?,
-        "advanceClock" => advance_clock(ctx, &b)?,
-        _ => return Err(ApiError::new(404, "method_not_found", format!("unknown method {name}"))),
+        M::RotateBotToken => rotate_token(ctx, &b)?,
+        M::GetOperationalToken => operational_token(ctx, &b)?,
+        M::CreatePrivateChat => create_private_chat(ctx, &b)?,
+        M::StartBot => start_bot(ctx, &b)?,
+        M::SetBlocked => set_blocked(ctx, &b)?,
+        M::CreateGroup => create_group(ctx, &b)?,
+        M::AddMember => add_member(ctx, &b)?,
+        M::RemoveMember => remove_member(ctx, &b)?,
+        M::SetGroupPermissions => set_group_permissions(ctx, &b)?,
+        M::DissolveGroup => dissolve_group(ctx, &b)?,
+        M::SendUserMessage => return send_user_message(ctx, &b),
+        M::DeleteUserMessage => delete_user_message(ctx, &b)?,
+        M::GetChat => load_chat(ctx, params::req_str(&b, "chat_id")?)?.to_json(ctx.conn)?,
+        M::GetChatHistory => return chat_history(ctx, &b),
+        M::GetChatActions => chat_actions(ctx, &b)?,
+        M::GetUpdates => return get_updates(ctx, &b),
+        M::GetStats => stats(ctx)?,
+        M::AdvanceClock => advance_clock(ctx, &b)?,
     };
     to_json(&v)
 }
 
 fn user_not_found() -> ApiError {
-    ApiError::new(404, "user_not_found", "no user with this id")
+    ApiError::user_not_found()
 }
 
 fn bot_not_found() -> ApiError {
-    ApiError::new(404, "bot_not_found", "no bot with this id")
+    ApiError::bot_not_found()
 }
 
 fn load_bot(ctx: &Ctx<'_>, id: &str) -> ApiResult<Bot> {
@@ -275,26 +247,13 @@ fn operational_token(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         .query_row([bot_id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?
         .ok_or_else(bot_not_found)?;
-    let not_recoverable = || {
-        ApiError::new(
-            403,
-            "token_not_recoverable",
-            "only official bots have an operational token copy; rotate to get a new token",
-        )
-    };
     if !official {
-        return Err(not_recoverable());
+        return Err(ApiError::token_not_recoverable());
     }
     let (Some(sealed), Some(key)) = (sealed, &ctx.cfg.operational_key) else {
-        return Err(not_recoverable());
+        return Err(ApiError::token_not_recoverable());
     };
-    let token = auth::open_token(key, bot_id, &sealed).ok_or_else(|| {
-        ApiError::new(
-            403,
-            "token_not_recoverable",
-            "the operational copy cannot be opened with the configured operational_key",
-        )
-    })?;
+    let token = auth::open_token(key, bot_id, &sealed).ok_or_else(ApiError::token_not_recoverable)?;
     Ok(json!({"token": token}))
 }
 
@@ -381,7 +340,7 @@ fn member_kind(ctx: &Ctx<'_>, id: &str) -> ApiResult<bool> {
     if user_exists(ctx, id)? {
         return Ok(false);
     }
-    Err(ApiError::new(404, "member_not_found", format!("no user or bot with id {id}")).with_param("field", "member_id"))
+    Err(ApiError::member_not_found(id))
 }
 
 fn member_event(
@@ -449,9 +408,7 @@ fn remove_member(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
     let member_id = params::req_str(b, "member_id")?;
     let Some(active) = crate::model::membership(ctx.conn, &chat.id, member_id)? else {
-        return Err(
-            ApiError::new(404, "member_not_found", "not a member of this chat").with_param("field", "member_id")
-        );
+        return Err(ApiError::member_not_found(member_id));
     };
     if active {
         let is_bot: bool = ctx
@@ -512,16 +469,16 @@ fn send_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
     }
     let chat = load_chat(ctx, chat_id)?;
     if crate::model::membership(ctx.conn, chat_id, user_id)? != Some(true) {
-        return Err(ApiError::new(403, "not_member", "the user is not a member of this chat"));
+        return Err(ApiError::not_member());
     }
     if chat.dissolved {
         return Err(ApiError::chat_dissolved());
     }
     if chat.blocked_by_user {
-        return Err(ApiError::new(403, "blocked_by_user", "the user has blocked this bot; unblock first"));
+        return Err(ApiError::blocked_by_user());
     }
     if chat.blocked_by_bot {
-        return Err(ApiError::new(403, "user_blocked_by_bot", "the bot has blocked this user"));
+        return Err(ApiError::user_blocked_by_bot());
     }
     messages::check_reply_target(ctx, &chat, reply_to)?;
     messages::post(ctx, &chat, user_id, false, text, reply_to)
@@ -633,13 +590,7 @@ fn stats(ctx: &mut Ctx<'_>) -> ApiResult<Value> {
 }
 
 fn advance_clock(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    if !ctx.clock.is_manual() {
-        return Err(ApiError::new(
-            404,
-            "method_not_found",
-            "advanceClock exists only when the service runs on the manual clock",
-        ));
-    }
+    // Routing offers advanceClock only on the manual clock.
     let ms = match b.get("seconds") {
         None | Some(Value::Null) => return Err(ApiError::missing_field("seconds")),
         Some(Value::Number(n)) => match n.as_f64() {

@@ -10,42 +10,36 @@ use crate::events::{self, Event};
 use crate::http::Request;
 use crate::model::{to_json, Bot, Chat, ChatKind, StoredMessage, Tier};
 use crate::ratelimit::Scope;
-use crate::service::Ctx;
+use crate::route::BotMethod;
+use crate::txn::Ctx;
 use rusqlite::{params, OptionalExtension};
-
-pub const METHODS: &[&str] = &["getMe", "sendMessage", "sendChatAction", "editMessageText", "deleteMessage"];
 
 pub const CHAT_ACTIONS: &[&str] = &["typing", "upload_photo", "upload_document", "record_voice", "upload_voice"];
 
 /// How long a chat action shows unless the bot sends a message first.
 pub const CHAT_ACTION_TTL_MS: u64 = 5_000;
 
-pub fn exists(name: &str) -> bool {
-    METHODS.contains(&name)
-}
-
-pub fn call(ctx: &mut Ctx<'_>, bot: &Bot, name: &str, req: &Request<'_>) -> ApiResult<Vec<u8>> {
+pub fn call(ctx: &mut Ctx<'_>, bot: &Bot, method: BotMethod, req: &Request<'_>) -> ApiResult<Vec<u8>> {
     if !bot.active {
-        return Err(ApiError::new(403, "bot_suspended", "this bot is suspended"));
+        return Err(ApiError::bot_suspended());
     }
-    match name {
-        "getMe" => {
+    match method {
+        BotMethod::GetMe => {
             // No fields, but the body rules of every method still hold.
             params::parse_body(&req.body)?;
             Ok(bot.identity_json.as_bytes().to_vec())
         }
-        "sendMessage" => send_message(ctx, bot, req),
-        "sendChatAction" => send_chat_action(ctx, bot, &params::parse_body(&req.body)?),
-        "editMessageText" => edit_message_text(ctx, bot, &tier_gate(bot, name, req)?),
-        "deleteMessage" => delete_message(ctx, bot, &tier_gate(bot, name, req)?),
-        _ => Err(ApiError::new(404, "method_not_found", format!("unknown method {name}"))),
+        BotMethod::SendMessage => send_message(ctx, bot, req),
+        BotMethod::SendChatAction => send_chat_action(ctx, bot, &params::parse_body(&req.body)?),
+        BotMethod::EditMessageText => edit_message_text(ctx, bot, &tier_gate(bot, method, req)?),
+        BotMethod::DeleteMessage => delete_message(ctx, bot, &tier_gate(bot, method, req)?),
     }
 }
 
 /// Free-tier bots may not edit or delete; checked before the body is read.
-fn tier_gate(bot: &Bot, name: &str, req: &Request<'_>) -> ApiResult<Body> {
+fn tier_gate(bot: &Bot, method: BotMethod, req: &Request<'_>) -> ApiResult<Body> {
     if bot.tier == Tier::Free {
-        return Err(ApiError::new(403, "tier_forbidden", format!("{name} is not available to bots of the free tier")));
+        return Err(ApiError::tier_forbidden(method.name()));
     }
     params::parse_body(&req.body)
 }
@@ -67,13 +61,13 @@ fn check_send_permission(chat: &Chat, member: bool) -> ApiResult<()> {
     match chat.kind {
         ChatKind::Private => {
             if !chat.started {
-                return Err(ApiError::new(403, "bot_not_started", "the user has not started this bot"));
+                return Err(ApiError::bot_not_started());
             }
             if chat.blocked_by_user {
-                return Err(ApiError::new(403, "blocked_by_user", "the user has blocked this bot"));
+                return Err(ApiError::blocked_by_user());
             }
             if chat.blocked_by_bot {
-                return Err(ApiError::new(403, "user_blocked_by_bot", "this bot has blocked the user"));
+                return Err(ApiError::user_blocked_by_bot());
             }
             if !member {
                 return Err(ApiError::not_member());
@@ -87,11 +81,7 @@ fn check_send_permission(chat: &Chat, member: bool) -> ApiResult<()> {
                 return Err(ApiError::chat_dissolved());
             }
             if !chat.bots_can_send {
-                return Err(ApiError::new(
-                    403,
-                    "bots_cannot_send",
-                    "the group's permissions do not allow bots to send",
-                ));
+                return Err(ApiError::bots_cannot_send());
             }
         }
     }
@@ -121,14 +111,7 @@ fn rate_limit(ctx: &mut Ctx<'_>, bot: &Bot, chat: &Chat) -> ApiResult<()> {
     };
     match ctx.rate.check(&bot.id, &chat.id, limits.bot.as_ref(), chat_rate, ctx.now_ms) {
         Ok(()) => Ok(()),
-        Err((scope, wait_ms)) => {
-            let secs = wait_ms.div_ceil(1000).max(1);
-            Err(ApiError::new(429, "rate_limited", format!("too many requests; retry after {secs} s"))
-                .with_param("retry_after", secs)
-                .with_param("retry_after_ms", wait_ms)
-                .with_param("scope", scope.as_str())
-                .with_header("Retry-After", secs.to_string()))
-        }
+        Err((scope, wait_ms)) => Err(ApiError::rate_limited(wait_ms, scope.as_str())),
     }
 }
 
@@ -171,11 +154,7 @@ fn send_message(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Ve
             if auth::constant_time_eq(&prior_hash, hash) {
                 return Ok(result.into_bytes());
             }
-            return Err(ApiError::new(
-                409,
-                "idempotency_key_reused",
-                "this Idempotency-Key was used with a different request",
-            ));
+            return Err(ApiError::idempotency_key_reused());
         }
     }
     let (chat, member) = visible_chat(ctx, bot, chat_id)?;
@@ -231,7 +210,7 @@ fn owned_message(ctx: &Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<(Chat, Stor
         _ => return Err(ApiError::message_not_found()),
     };
     if msg.sender_id != bot.id {
-        return Err(ApiError::new(403, "not_message_owner", "the message was not sent by this bot"));
+        return Err(ApiError::not_message_owner());
     }
     Ok((chat, msg))
 }

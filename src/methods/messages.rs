@@ -4,7 +4,7 @@
 use crate::error::{ApiError, ApiResult};
 use crate::events::{self, Event};
 use crate::model::{to_json, Chat, MessageJson, Sender, StoredMessage};
-use crate::service::Ctx;
+use crate::txn::Ctx;
 use rusqlite::params;
 
 /// `reply_to_message_id` must name a live message of the same chat.
@@ -12,14 +12,7 @@ pub fn check_reply_target(ctx: &Ctx<'_>, chat: &Chat, reply_to: Option<i64>) -> 
     if let Some(r) = reply_to {
         match StoredMessage::load(ctx.conn, &chat.id, r)? {
             Some(m) if !m.deleted => {}
-            _ => {
-                return Err(ApiError::new(
-                    400,
-                    "reply_target_not_found",
-                    "reply_to_message_id names no live message in this chat",
-                )
-                .with_param("field", "reply_to_message_id"))
-            }
+            _ => return Err(ApiError::reply_target_not_found()),
         }
     }
     Ok(())

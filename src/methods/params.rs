@@ -94,14 +94,11 @@ pub const MAX_TEXT_CHARS: usize = 5000;
 pub fn text(b: &Body) -> ApiResult<&str> {
     let t = req_str(b, "text")?;
     if t.is_empty() {
-        return Err(
-            ApiError::new(400, "text_empty", "text must contain at least 1 character").with_param("field", "text")
-        );
+        return Err(ApiError::text_empty());
     }
     // Bytes bound chars from above: only long strings need counting.
     if t.len() > MAX_TEXT_CHARS && t.chars().count() > MAX_TEXT_CHARS {
-        return Err(ApiError::new(400, "text_too_long", "text must contain at most 5000 characters")
-            .with_param("field", "text"));
+        return Err(ApiError::text_too_long(MAX_TEXT_CHARS));
     }
     Ok(t)
 }
@@ -111,8 +108,7 @@ pub fn parse_mode(b: &Body) -> ApiResult<()> {
     match b.get("parse_mode") {
         None | Some(Value::Null) => Ok(()),
         Some(Value::String(s)) if s == "plain" => Ok(()),
-        Some(_) => Err(ApiError::new(400, "unsupported_parse_mode", "only parse_mode \"plain\" is supported")
-            .with_param("field", "parse_mode")),
+        Some(_) => Err(ApiError::unsupported_parse_mode()),
     }
 }
 

@@ -20,10 +20,10 @@ ACTIONS = ["typing", "upload_photo", "upload_document", "record_voice", "upload_
 # Error descriptions as the core spells them. The `error` codes are the
 # stable contract; descriptions are for people and may be reworded here.
 DESC = {
-    "missing_authorization_bot": "the Authorization header is required: Authorization: Bot <credential>",
-    "missing_authorization_admin": "the Authorization header is required: Authorization: Admin <credential>",
-    "bad_scheme_bot": "expected Authorization: Bot <credential>",
-    "bad_scheme_admin": "expected Authorization: Admin <credential>",
+    "missing_authorization_bot": "expected the header Authorization: Bot <credential>",
+    "missing_authorization_admin": "expected the header Authorization: Admin <credential>",
+    "bad_scheme_bot": "expected the header Authorization: Bot <credential>",
+    "bad_scheme_admin": "expected the header Authorization: Admin <credential>",
     "invalid_token": "the credential is unknown, rotated away or of the wrong kind",
     "bot_suspended": "this bot is suspended",
     "text_empty": "text must contain at least 1 character",
@@ -32,21 +32,21 @@ DESC = {
     "reply_target_not_found": "reply_to_message_id names no live message in this chat",
     "chat_not_found": "no chat with this id is visible to the caller",
     "message_not_found": "no live message with this id in the chat",
-    "not_member": "the bot is no longer a member of this chat",
-    "user_not_member": "the user is not a member of this chat",
+    "not_member": "the sender is not a member of this chat",
+    "user_not_member": "the sender is not a member of this chat",
     "chat_dissolved": "the group has been dissolved",
     "bot_not_started": "the user has not started this bot",
     "blocked_by_user": "the user has blocked this bot",
-    "user_blocked_by_bot": "this bot has blocked the user",
+    "user_blocked_by_bot": "the bot has blocked the user",
     "bots_cannot_send": "the group's permissions do not allow bots to send",
     "not_message_owner": "the message was not sent by this bot",
     "idempotency_key_reused": "this Idempotency-Key was used with a different request",
     "unsupported_media_type": "Content-Type must be application/json",
     "not_object": "the request body must be a JSON object",
-    "token_not_recoverable": "only official bots have an operational token copy; rotate to get a new token",
-    "advance_clock_404": "advanceClock exists only when the service runs on the manual clock",
-    "upgrade_required": "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13)",
-    "gateway_405": "the gateway is opened with GET and a WebSocket upgrade",
+    "token_not_recoverable": "no operational token copy can be opened (only official bots have one, sealed with the configured operational_key); rotate to get a new token",
+    "advance_clock_404": "no method at /admin/advanceClock",
+    "upgrade_required": "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13), passed to the gateway entry point",
+    "gateway_405": "/bot/gateway accepts GET only",
     "must_be_string": "must be a string",
     "message_id_format": 'must be a message id: a decimal string such as "1"',
     "actions": "must be one of typing, upload_photo, upload_document, record_voice, upload_voice",
@@ -396,12 +396,12 @@ def transport_cases():
     for m in ["GET", "PUT", "DELETE", "PATCH"]:
         cs.append(case(f"{m} on a bot method is 405 with Allow: POST",
                        base + [step(request("/bot/getMe", auth="Bot {{b_tok}}", method=m), 405,
-                                    err(405, "method_not_allowed", "getMe accepts POST only"), headers=allow)]))
+                                    err(405, "method_not_allowed", "/bot/getMe accepts POST only"), headers=allow)]))
     cs.append(case("GET on a host method is 405 with Allow: POST",
                    [step(request("/admin/createUser", auth=ADMIN, method="GET"), 405,
-                         err(405, "method_not_allowed", "createUser accepts POST only"), headers=allow)]))
+                         err(405, "method_not_allowed", "/admin/createUser accepts POST only"), headers=allow)]))
     cs.append(case("GET without Authorization is 405, not 401 (transport before authentication)",
-                   [step(request("/bot/sendMessage", method="GET"), 405, err(405, "method_not_allowed", "sendMessage accepts POST only"),
+                   [step(request("/bot/sendMessage", method="GET"), 405, err(405, "method_not_allowed", "/bot/sendMessage accepts POST only"),
                          headers=allow)]))
     cs.append(case("POST on the gateway path is 405 with Allow: GET",
                    base + [step(request("/bot/gateway", auth="Bot {{b_tok}}"), 405, err(405, "method_not_allowed", "gateway_405"),
@@ -449,7 +449,7 @@ def transport_cases():
                    [step(request("/bot/sendMessage", raw=pad(4000), headers={"Content-Type": "text/plain"}), 413,
                          err(413, "payload_too_large", "request body is larger than 1024 bytes"))], cfg))
     cs.append(case("GET with a body over the limit is 405 before 413",
-                   [step(request("/bot/sendMessage", raw=pad(4000), method="GET"), 405, err(405, "method_not_allowed", "sendMessage accepts POST only"),
+                   [step(request("/bot/sendMessage", raw=pad(4000), method="GET"), 405, err(405, "method_not_allowed", "/bot/sendMessage accepts POST only"),
                          headers=allow)], cfg))
     cs.append(case("sendMessage text that makes the body exceed the limit is 413, not text_too_long",
                    [mk_user("u"), mk_bot("b"), start("c", "u", "b"),
@@ -477,7 +477,7 @@ def transport_cases():
                    [step(request("/admin/createUser", auth=ADMIN, raw='[{"display_name":"A"}]'), 400, err(400, "invalid_request", "not_object"))]))
     for path, name in [("/bot/sendPhoto", "sendPhoto"), ("/bot/sendmessage", "sendmessage"), ("/bot/GETME", "GETME"), ("/admin/dropEverything", "dropEverything")]:
         cs.append(case(f"unknown method {path} is 404 method_not_found (names are case-sensitive)",
-                       base + [step(request(path, {}, auth="Bot {{b_tok}}"), 404, err(404, "method_not_found", f"unknown method {name}"))]))
+                       base + [step(request(path, {}, auth="Bot {{b_tok}}"), 404, err(404, "method_not_found", f"no method at {path}"))]))
     cs.append(case("a path outside /bot/ and /admin/ is 404 method_not_found",
                    [step(request("/api/getMe", {}), 404, err(404, "method_not_found", "no method at /api/getMe"))]))
     cs.append(case("unknown fields in the body are ignored",
@@ -1140,6 +1140,11 @@ FILES = {
 
 
 def main():
+    """Writes the files; with --check, writes nothing and exits 1 when a
+    committed file differs from what this generator makes (CI runs that)."""
+    import sys
+    check = "--check" in sys.argv[1:]
+    stale = []
     total = 0
     for name, fn in FILES.items():
         BOTS.clear()
@@ -1148,12 +1153,24 @@ def main():
         dup = {n for n in names if names.count(n) > 1}
         assert not dup, f"{name}: duplicate case names {dup}"
         doc = {"version": 1, "cases": cases}
-        with open(os.path.join(HERE, name), "w", encoding="utf-8") as f:
-            json.dump(doc, f, ensure_ascii=False, indent=1)
-            f.write("\n")
+        text = json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
+        path = os.path.join(HERE, name)
+        if check:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    if f.read() != text:
+                        stale.append(name)
+            except FileNotFoundError:
+                stale.append(name)
+        else:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
         total += len(cases)
         print(f"{name}: {len(cases)} cases")
     print(f"total: {total} cases")
+    if stale:
+        print(f"stale: {', '.join(stale)} differ from tests/vectors/gen.py; run python3 tests/vectors/gen.py and commit")
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,143 @@
+//! Request targets, parsed once into a [`Route`]: a path names a bot
+//! method, the gateway, or a host method, and nothing downstream matches on
+//! method-name strings again.
+
+use crate::error::{ApiError, ApiResult};
+
+/// Declares a method enum with its wire names: `ALL`, `name()`, `parse()`.
+macro_rules! methods {
+    ($(#[$doc:meta])* $ty:ident { $($variant:ident = $name:literal,)* }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum $ty { $($variant,)* }
+
+        // `ALL` and `name` serve the tests and the method tables.
+        #[cfg_attr(not(test), allow(dead_code))]
+        impl $ty {
+            pub const ALL: &'static [$ty] = &[$($ty::$variant,)*];
+
+            /// The name in the path (`/bot/<name>`, `/admin/<name>`).
+            pub fn name(self) -> &'static str {
+                match self { $($ty::$variant => $name,)* }
+            }
+
+            /// Method names are case-sensitive.
+            pub fn parse(name: &str) -> Option<$ty> {
+                match name { $($name => Some($ty::$variant),)* _ => None }
+            }
+        }
+    };
+}
+
+methods! {
+    /// The five bot methods of the seed (`POST /bot/<name>`).
+    BotMethod {
+        GetMe = "getMe",
+        SendMessage = "sendMessage",
+        SendChatAction = "sendChatAction",
+        EditMessageText = "editMessageText",
+        DeleteMessage = "deleteMessage",
+    }
+}
+
+methods! {
+    /// The host API (`POST /admin/<name>`, contract section 7).
+    AdminMethod {
+        CreateUser = "createUser",
+        CreateBot = "createBot",
+        UpdateBot = "updateBot",
+        GetBot = "getBot",
+        RotateBotToken = "rotateBotToken",
+        GetOperationalToken = "getOperationalToken",
+        CreatePrivateChat = "createPrivateChat",
+        StartBot = "startBot",
+        SetBlocked = "setBlocked",
+        CreateGroup = "createGroup",
+        AddMember = "addMember",
+        RemoveMember = "removeMember",
+        SetGroupPermissions = "setGroupPermissions",
+        DissolveGroup = "dissolveGroup",
+        SendUserMessage = "sendUserMessage",
+        DeleteUserMessage = "deleteUserMessage",
+        GetChat = "getChat",
+        GetChatHistory = "getChatHistory",
+        GetChatActions = "getChatActions",
+        GetUpdates = "getUpdates",
+        GetStats = "getStats",
+        AdvanceClock = "advanceClock",
+    }
+}
+
+/// What a request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Bot(BotMethod),
+    /// `GET /bot/gateway`, the WebSocket upgrade.
+    Gateway,
+    Admin(AdminMethod),
+}
+
+/// A path's area and name, after the HTTP method check but before the name
+/// is looked up: the contract checks the body framing and media type
+/// (stages 3–4) between the two.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub path: &'a str,
+    admin: bool,
+    name: &'a str,
+}
+
+impl<'a> Target<'a> {
+    /// Stages 1–2: a path outside `/bot/` and `/admin/` is 404; a method
+    /// other than POST (GET for the gateway) is 405.
+    pub fn check(method: &str, path: &'a str) -> ApiResult<Target<'a>> {
+        let (admin, name) = if let Some(n) = path.strip_prefix("/bot/") {
+            (false, n)
+        } else if let Some(n) = path.strip_prefix("/admin/") {
+            (true, n)
+        } else {
+            return Err(ApiError::method_not_found(path));
+        };
+        let allow = if !admin && name == "gateway" { "GET" } else { "POST" };
+        if method != allow {
+            return Err(ApiError::method_not_allowed(path, allow));
+        }
+        Ok(Target { path, admin, name })
+    }
+
+    /// Stage 5: the method name. `advance_clock` says whether the service
+    /// offers `advanceClock` (only on its manual clock).
+    pub fn resolve(self, advance_clock: bool) -> ApiResult<Route> {
+        let route = if self.admin {
+            AdminMethod::parse(self.name).filter(|m| *m != AdminMethod::AdvanceClock || advance_clock).map(Route::Admin)
+        } else if self.name == "gateway" {
+            Some(Route::Gateway)
+        } else {
+            BotMethod::parse(self.name).map(Route::Bot)
+        };
+        route.ok_or_else(|| ApiError::method_not_found(self.path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_parses_back_to_its_method() {
+        for m in BotMethod::ALL {
+            assert_eq!(BotMethod::parse(m.name()), Some(*m));
+        }
+        for m in AdminMethod::ALL {
+            assert_eq!(AdminMethod::parse(m.name()), Some(*m));
+        }
+        assert_eq!(BotMethod::parse("getme"), None);
+    }
+
+    #[test]
+    fn advance_clock_exists_only_on_the_manual_clock() {
+        let t = Target::check("POST", "/admin/advanceClock").unwrap();
+        assert_eq!(t.resolve(true).unwrap(), Route::Admin(AdminMethod::AdvanceClock));
+        assert_eq!(t.resolve(false).unwrap_err().code, "method_not_found");
+    }
+}

@@ -1,0 +1,139 @@
+//! The database handle and the context a method runs in: one SQLite
+//! connection behind a mutex ([`Db`]), the state that lives with it
+//! ([`Inner`]: auth cache, rate limiter, pending effects), and the
+//! per-transaction view methods get ([`Ctx`]), built in one place
+//! ([`Inner::ctx`]).
+
+use crate::auth;
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::error::{ApiError, ApiResult};
+use crate::events::{self, Event};
+use crate::http::Request;
+use crate::model::Bot;
+use crate::ratelimit::RateLimiter;
+use rusqlite::Connection;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Effects of the current transaction, applied only after it commits.
+#[derive(Default)]
+pub(crate) struct TxEffects {
+    /// Bots that got events.
+    pub woken: Vec<String>,
+    /// Bots whose gateway connections must close with 4004.
+    pub revoked: Vec<String>,
+    /// A bot row changed: the auth cache must be dropped if this rolls back.
+    pub bots_touched: bool,
+}
+
+/// What the database lock guards.
+pub(crate) struct Inner {
+    pub conn: Connection,
+    /// Token hash → bot, for authentication without a query.
+    pub bot_cache: auth::DigestMap<Arc<Bot>>,
+    pub rate: RateLimiter,
+    pub fx: TxEffects,
+    pub last_prune_ms: u64,
+}
+
+/// The one SQLite connection, shared by the service and its gateway
+/// sessions.
+pub(crate) struct Db {
+    inner: Mutex<Inner>,
+}
+
+impl Db {
+    pub fn new(conn: Connection) -> Db {
+        Db {
+            inner: Mutex::new(Inner {
+                conn,
+                bot_cache: auth::DigestMap::default(),
+                rate: RateLimiter::default(),
+                fx: TxEffects::default(),
+                last_prune_ms: 0,
+            }),
+        }
+    }
+
+    /// Takes the lock. A panic that poisoned it may have left a transaction
+    /// open: roll it back so nothing half-done survives.
+    pub fn lock(&self) -> MutexGuard<'_, Inner> {
+        match self.inner.lock() {
+            Ok(g) => g,
+            Err(poisoned) => {
+                let mut g = poisoned.into_inner();
+                if !g.conn.is_autocommit() {
+                    let _ = g.conn.execute_batch("ROLLBACK");
+                }
+                g.bot_cache.clear();
+                g.fx = TxEffects::default();
+                g
+            }
+        }
+    }
+}
+
+/// Everything a method needs while it runs inside a transaction.
+pub(crate) struct Ctx<'a> {
+    pub conn: &'a Connection,
+    pub cfg: &'a Config,
+    pub clock: &'a Clock,
+    pub now_ms: u64,
+    pub rate: &'a mut RateLimiter,
+    pub fx: &'a mut TxEffects,
+    pub bot_cache: &'a mut auth::DigestMap<Arc<Bot>>,
+}
+
+impl Inner {
+    /// The context for one request at `now_ms`.
+    pub fn ctx<'a>(&'a mut self, cfg: &'a Config, clock: &'a Clock, now_ms: u64) -> Ctx<'a> {
+        Ctx {
+            conn: &self.conn,
+            cfg,
+            clock,
+            now_ms,
+            rate: &mut self.rate,
+            fx: &mut self.fx,
+            bot_cache: &mut self.bot_cache,
+        }
+    }
+}
+
+impl Ctx<'_> {
+    /// Unix seconds, the unit of message dates.
+    pub fn now_s(&self) -> i64 {
+        (self.now_ms / 1000) as i64
+    }
+
+    /// Logs an event of this transaction (see [`crate::events::emit`]).
+    pub fn emit(&mut self, ev: Event<'_>) -> ApiResult<()> {
+        events::emit(self.conn, self.now_ms, ev, &mut self.fx.woken)
+    }
+
+    /// Authenticates `Authorization: Bot <token>` against the cache, then
+    /// the database. The lookup is by SHA-256 of the presented token, so
+    /// what an index lookup may leak in timing is about a hash, not the
+    /// token.
+    pub fn authenticate(&mut self, req: &Request<'_>) -> ApiResult<Arc<Bot>> {
+        let token = auth::credential(req.header("authorization"), "Bot")?;
+        let hash = auth::sha256(token);
+        if let Some(b) = self.bot_cache.get(&hash) {
+            return Ok(b.clone());
+        }
+        match Bot::by_token_hash(self.conn, &hash)? {
+            Some(bot) => {
+                let bot = Arc::new(bot);
+                if self.bot_cache.len() > 100_000 {
+                    self.bot_cache.clear();
+                }
+                self.bot_cache.insert(hash, bot.clone());
+                Ok(bot)
+            }
+            None => Err(ApiError::invalid_token()),
+        }
+    }
+}
+
+pub(crate) fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
