@@ -534,14 +534,14 @@ fn bare_deliver(
 /// returns (text frames, bytes).
 fn drain(conn: &mut GatewayConnection, now: u64) -> (u64, u64) {
     let (mut frames, mut bytes) = (0, 0);
-    loop {
-        let out = conn.poll(now);
+    conn.handle_timeout(now);
+    let mut out = Vec::new();
+    while conn.poll_transmit(&mut out) > 0 {
         frames += count_text_frames(&out);
         bytes += out.len() as u64;
-        if conn.next_deadline_ms() != Some(0) {
-            return (frames, bytes);
-        }
+        out.clear();
     }
+    (frames, bytes)
 }
 
 // ---------------------------------------------------------------------------
@@ -691,7 +691,7 @@ fn fanout_case(o: &Opts, rows: &mut Vec<Row>, notes: &mut Vec<String>) {
     let mut conns: Vec<GatewayConnection> = bots
         .iter()
         .map(|b| {
-            let acc = svc.accept_gateway(&upgrade_request(&b.token));
+            let acc = svc.accept_gateway(&upgrade_request(&b.token), svc.now_ms());
             assert!(acc.response.starts_with(b"HTTP/1.1 101 "), "{}", String::from_utf8_lossy(&acc.response));
             let mut c = acc.connection.unwrap();
             drain(&mut c, svc.now_ms());
@@ -730,8 +730,7 @@ fn fanout_case(o: &Opts, rows: &mut Vec<Row>, notes: &mut Vec<String>) {
             let now = svc.now_ms();
             let mut frames = 0;
             for c in conns.iter_mut() {
-                let out = c.poll(now);
-                frames += count_text_frames(&out);
+                frames += drain(c, now).0;
             }
             let t2 = Instant::now();
             assert_eq!(frames, FANOUT_BOTS as u64, "one event per bot per message");
@@ -887,7 +886,7 @@ fn replay_case(o: &Opts, rows: &mut Vec<Row>, notes: &mut Vec<String>) {
     let mut bytes_b = 0;
     for _ in 0..o.replay_rounds {
         let t0 = Instant::now();
-        let acc = svc.accept_gateway(&upgrade);
+        let acc = svc.accept_gateway(&upgrade, svc.now_ms());
         let mut conn = acc.connection.expect("101");
         let (frames, bytes) = drain(&mut conn, svc.now_ms());
         let t = t0.elapsed();

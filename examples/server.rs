@@ -458,7 +458,7 @@ fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream) {
                     };
                     if h.gateway {
                         answer(svc, &buf, &mut batch, &mut out);
-                        let acc = svc.accept_gateway(&buf[range]);
+                        let acc = svc.accept_gateway(&buf[range], svc.now_ms());
                         match acc.connection {
                             Some(conn) => {
                                 out.extend_from_slice(&acc.response);
@@ -640,16 +640,21 @@ fn serve_gateway(sh: &Arc<Shared>, mut stream: TcpStream, mut conn: GatewayConne
     }
 
     if !leftover.is_empty() {
-        conn.feed(&leftover, svc.now_ms());
+        conn.handle_input(&leftover, svc.now_ms());
     }
     let mut peer_eof = false;
     let mut server_closed = false;
-    loop {
+    let mut out = Vec::new();
+    'serve: loop {
         pending.store(false, Ordering::SeqCst);
         let now = svc.now_ms();
-        let bytes = conn.poll(now);
-        if !bytes.is_empty() && stream.write_all(&bytes).is_err() {
-            break;
+        conn.handle_timeout(now);
+        // Each transmit is bounded: write it, then ask for more.
+        while conn.poll_transmit(&mut out) > 0 {
+            if stream.write_all(&out).is_err() {
+                break 'serve;
+            }
+            out.clear();
         }
         if conn.is_closed() {
             server_closed = true;
@@ -668,8 +673,7 @@ fn serve_gateway(sh: &Arc<Shared>, mut stream: TcpStream, mut conn: GatewayConne
             server_closed = true;
             break;
         }
-        let wait = match conn.next_deadline_ms() {
-            Some(0) => Duration::ZERO,
+        let wait = match conn.poll_timeout() {
             // A deadline that is already here right after a poll: the poll
             // found nothing due (the timeout fires strictly after it). Do
             // not spin on it: wait for the clock to move.
@@ -689,7 +693,7 @@ fn serve_gateway(sh: &Arc<Shared>, mut stream: TcpStream, mut conn: GatewayConne
         let mut input = first;
         while let Some(m) = input.take() {
             match m {
-                Input::Data(b) => conn.feed(&b, svc.now_ms()),
+                Input::Data(b) => conn.handle_input(&b, svc.now_ms()),
                 Input::Eof => peer_eof = true,
                 Input::Wake => {}
             }

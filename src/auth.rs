@@ -1,8 +1,9 @@
-//! Credentials: random ids and tokens from the OS, SHA-256 token hashes,
+//! Credentials: random ids and tokens (from [`Random`]), SHA-256 token hashes,
 //! constant-time comparison, the `Authorization` header, and the encrypted
 //! operational token copy of official bots.
 
 use crate::error::ApiError;
+use crate::random::Random;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Nonce};
 use sha2::{Digest, Sha256};
@@ -23,22 +24,17 @@ pub fn base64url(bytes: &[u8]) -> String {
     out
 }
 
-/// Fills `buf` from the operating system's random source.
-pub fn os_random(buf: &mut [u8]) -> Result<(), ApiError> {
-    getrandom::fill(buf).map_err(|e| ApiError::internal(format!("OS randomness unavailable: {e}")))
-}
-
 /// A random id: `prefix` + 16 random bytes (128 bits) in base64url.
-pub fn new_id(prefix: &str) -> Result<String, ApiError> {
+pub fn new_id(random: &Random, prefix: &str) -> Result<String, ApiError> {
     let mut b = [0u8; 16];
-    os_random(&mut b)?;
+    random.fill(&mut b)?;
     Ok(format!("{prefix}{}", base64url(&b)))
 }
 
 /// A bot token: `bot_` + 43 base64url characters (256 random bits).
-pub fn new_token() -> Result<String, ApiError> {
+pub fn new_token(random: &Random) -> Result<String, ApiError> {
     let mut b = [0u8; 32];
-    os_random(&mut b)?;
+    random.fill(&mut b)?;
     Ok(format!("bot_{}", base64url(&b)))
 }
 
@@ -112,10 +108,10 @@ fn trim_ascii(b: &[u8]) -> &[u8] {
 /// Encrypts an official bot's token under the host's operational key.
 /// Output: 12-byte random nonce || ciphertext+tag. The bot id is bound as
 /// associated data so a copy cannot be moved to another bot's row.
-pub fn seal_token(key: &[u8; 32], bot_id: &str, token: &str) -> Result<Vec<u8>, ApiError> {
+pub fn seal_token(random: &Random, key: &[u8; 32], bot_id: &str, token: &str) -> Result<Vec<u8>, ApiError> {
     let cipher = ChaCha20Poly1305::new(key.into());
     let mut nonce = [0u8; 12];
-    os_random(&mut nonce)?;
+    random.fill(&mut nonce)?;
     let ct = cipher
         .encrypt(Nonce::from_slice(&nonce), Payload { msg: token.as_bytes(), aad: bot_id.as_bytes() })
         .map_err(|_| ApiError::internal("token encryption failed"))?;
@@ -171,16 +167,16 @@ mod tests {
 
     #[test]
     fn token_is_bot_prefix_plus_43_chars() {
-        let t = new_token().unwrap();
+        let t = new_token(&Random::Os).unwrap();
         assert_eq!(t.len(), 4 + 43);
         assert!(t.starts_with("bot_"));
-        assert_ne!(t, new_token().unwrap());
+        assert_ne!(t, new_token(&Random::Os).unwrap());
     }
 
     #[test]
     fn sealed_token_opens_only_with_its_key_and_bot() {
         let key = [7u8; 32];
-        let sealed = seal_token(&key, "bot_a", "bot_secret").unwrap();
+        let sealed = seal_token(&Random::Os, &key, "bot_a", "bot_secret").unwrap();
         assert_eq!(open_token(&key, "bot_a", &sealed).as_deref(), Some("bot_secret"));
         assert_eq!(open_token(&[8u8; 32], "bot_a", &sealed), None);
         assert_eq!(open_token(&key, "bot_b", &sealed), None);

@@ -99,6 +99,15 @@ pub struct Config {
     pub heartbeat_interval_ms: u64,
     pub event_retention_s: u64,
     pub limits: Limits,
+    /// How long SQLite may wait for another connection's lock (a backup
+    /// tool, a second process) before the request fails with 500. 0, the
+    /// default, never waits: the library does not sleep, and within one
+    /// service every write goes through one connection anyway.
+    pub busy_timeout_ms: u32,
+    /// Tests only: draw ids and tokens from a stream seeded with this
+    /// number instead of the OS, so they are known in advance. Accepted
+    /// only with `clock: manual`, which no production service runs on.
+    pub random_seed: Option<u64>,
 }
 
 impl Default for Config {
@@ -113,6 +122,8 @@ impl Default for Config {
             heartbeat_interval_ms: 41_250,
             event_retention_s: 86_400,
             limits: Limits::default(),
+            busy_timeout_ms: 0,
+            random_seed: None,
         }
     }
 }
@@ -129,6 +140,8 @@ impl std::fmt::Debug for Config {
             .field("heartbeat_interval_ms", &self.heartbeat_interval_ms)
             .field("event_retention_s", &self.event_retention_s)
             .field("limits", &self.limits)
+            .field("busy_timeout_ms", &self.busy_timeout_ms)
+            .field("random_seed", &self.random_seed)
             .finish()
     }
 }
@@ -146,6 +159,8 @@ pub enum ConfigError {
     HeartbeatInterval,
     #[error("rate limit for tier {0} has a zero count, period or burst")]
     ZeroRate(&'static str),
+    #[error("random_seed is for tests and needs clock = manual")]
+    SeedWithoutManualClock,
 }
 
 fn de_key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<[u8; 32]>, D::Error> {
@@ -206,6 +221,9 @@ impl Config {
                     return Err(ConfigError::ZeroRate(name));
                 }
             }
+        }
+        if self.random_seed.is_some() && self.clock != ClockKind::Manual {
+            return Err(ConfigError::SeedWithoutManualClock);
         }
         Ok(())
     }

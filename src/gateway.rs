@@ -9,6 +9,7 @@
 use crate::error::{ApiError, ApiResult};
 use crate::http::Request;
 use crate::model::Bot;
+use crate::random::Random;
 use crate::txn::Db;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::{HashMap, VecDeque};
@@ -28,6 +29,16 @@ pub const CLOSE_SESSION_TIMEOUT: u16 = 4009;
 pub const MAX_INBOUND_MESSAGE: usize = 64 * 1024;
 /// Events read from the log per poll, bounding memory per connection.
 pub const EVENTS_PER_POLL: usize = 1024;
+
+/// What a session reports to its host, besides what to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GatewayEvent {
+    /// The session ended; it reports this once. `code` is the close code
+    /// sent to the bot (4001, 4004, 4009, 1007, 1009), or the bot's own when
+    /// it closed first (`reason` "closed_by_bot"; 1005 when it sent none),
+    /// or 1002 "protocol_error" when its bytes broke the WebSocket protocol.
+    Closed { code: u16, reason: &'static str },
+}
 
 /// Something the session wants sent to the bot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +66,9 @@ struct RegistryState {
     epoch: HashMap<String, u64>,
     /// Bumped when the whole database is replaced: every connection closes.
     generation: u64,
+    /// Bumped by each commit that gave the bot events: a session reads the
+    /// log only when this moved, so polling an idle session costs no query.
+    notified: HashMap<String, u64>,
 }
 
 impl Registry {
@@ -63,16 +77,24 @@ impl Registry {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// What a connection must still see to stay open.
-    fn epoch_of(&self, bot_id: &str) -> (u64, u64) {
+    /// What a connection must still see to stay open (its epoch), and the
+    /// bot's commit counter.
+    fn view(&self, bot_id: &str) -> ((u64, u64), u64) {
         let st = self.lock();
-        (st.generation, st.epoch.get(bot_id).copied().unwrap_or(0))
+        ((st.generation, st.epoch.get(bot_id).copied().unwrap_or(0)), st.notified.get(bot_id).copied().unwrap_or(0))
     }
 
-    /// Closes (4004) every connection of these bots at its next poll.
-    pub fn revoke(&self, bots: &[String]) {
+    /// After a commit: `woken` bots have new events; `revoked` bots' sessions
+    /// close (4004) at their next `poll_transmit`.
+    pub fn after_commit(&self, woken: &[String], revoked: &[String]) {
         let mut st = self.lock();
-        for bot in bots {
+        for bot in woken {
+            // Only bots with a session need a counter.
+            if let Some(n) = st.notified.get_mut(bot) {
+                *n += 1;
+            }
+        }
+        for bot in revoked {
             *st.epoch.entry(bot.clone()).or_insert(0) += 1;
         }
     }
@@ -98,6 +120,7 @@ impl Registry {
             return Err(ApiError::connection_limit(open, bot.connection_limit));
         }
         *st.open.entry(bot.id.clone()).or_insert(0) += 1;
+        st.notified.entry(bot.id.clone()).or_insert(0);
         Ok(Slot { registry: self.clone(), bot_id: bot.id.clone() })
     }
 }
@@ -115,6 +138,7 @@ impl Drop for Slot {
             *n = n.saturating_sub(1);
             if *n == 0 {
                 st.open.remove(&self.bot_id);
+                st.notified.remove(&self.bot_id);
             }
         }
     }
@@ -170,7 +194,12 @@ pub struct GatewaySession {
     last_heartbeat_ms: u64,
     /// More events are waiting beyond the last read batch.
     backlog: bool,
+    /// The bot's commit counter when the log was last read.
+    notified: u64,
+    /// The highest ack received and not yet written.
+    pending_ack: Option<i64>,
     out: VecDeque<GatewayOutput>,
+    events: VecDeque<GatewayEvent>,
     closed: bool,
     /// `None` once the session no longer counts against the limit.
     slot: Option<Slot>,
@@ -190,6 +219,7 @@ pub(crate) struct Opening<'a> {
     pub db: &'a Arc<Db>,
     pub registry: &'a Arc<Registry>,
     pub conn: &'a Connection,
+    pub random: &'a Random,
     pub heartbeat_interval_ms: u64,
     pub now_ms: u64,
 }
@@ -218,21 +248,25 @@ impl GatewaySession {
         let first_kept = oldest.unwrap_or(last + 1);
         let truncated = first_kept > start + 1 && last > start;
         let replay_from = if truncated { first_kept } else { start + 1 };
+        let (epoch, notified) = at.registry.view(&bot.id);
         Ok(GatewaySession {
             db: at.db.clone(),
             registry: at.registry.clone(),
             heartbeat_interval_ms: at.heartbeat_interval_ms,
             bot_id: bot.id.clone(),
-            session_id: crate::auth::new_id("gws_")?,
+            session_id: crate::auth::new_id(at.random, "gws_")?,
             identity_json: bot.identity_json.clone(),
-            epoch: at.registry.epoch_of(&bot.id),
+            epoch,
             cursor: replay_from - 1,
             replay_from,
             replay_truncated: truncated,
             hello_sent: false,
             last_heartbeat_ms: at.now_ms,
             backlog: true,
+            notified,
+            pending_ack: None,
             out: VecDeque::new(),
+            events: VecDeque::new(),
             closed: false,
             slot: Some(slot),
         })
@@ -258,7 +292,6 @@ impl GatewaySession {
                 io: MemIo::default(),
                 close_sent: false,
                 peer_gone: false,
-                outs: Vec::new(),
             }),
         }
     }
@@ -273,14 +306,16 @@ impl GatewaySession {
         &self.session_id
     }
 
-    /// True once a close was queued; the host may drop the session after
-    /// sending what `poll` returned.
+    /// True once the session has ended: after the last `poll_transmit`
+    /// output nothing more will be sent.
     pub fn is_closed(&self) -> bool {
-        self.closed
+        self.closed && self.out.is_empty()
     }
 
-    /// A text message from the bot.
-    pub fn on_text(&mut self, text: &str, now_ms: u64) {
+    // ---- inputs ----
+
+    /// A text message from the bot, received at `now_ms`.
+    pub fn handle_text(&mut self, text: &str, now_ms: u64) {
         if self.closed {
             return;
         }
@@ -293,12 +328,10 @@ impl GatewaySession {
                 self.last_heartbeat_ms = now_ms;
                 self.out.push_back(GatewayOutput::Text("{\"op\":\"heartbeat_ack\"}".into()));
             }
+            // Acks are coalesced: the highest one is written once, at the
+            // next `poll_transmit`, so an ack flood costs one commit per round.
             Some("ack") => match v.get("seq").and_then(|s| s.as_i64()) {
-                Some(seq) if seq >= 0 => match self.ack(seq) {
-                    Ok(true) => {}
-                    Ok(false) => self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload"),
-                    Err(_) => {} // storage trouble: the ack is simply not recorded; the bot may ack again
-                },
+                Some(seq) if seq >= 0 => self.pending_ack = self.pending_ack.max(Some(seq)),
                 _ => self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload"),
             },
             _ => self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload"),
@@ -306,13 +339,90 @@ impl GatewaySession {
     }
 
     /// A binary message: the gateway speaks JSON text only.
-    pub fn on_binary(&mut self) {
+    pub fn handle_binary(&mut self) {
         self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload");
     }
 
+    /// The bot closed the connection (with its close code, if it sent one).
+    pub fn handle_close(&mut self, code: Option<u16>) {
+        self.end(code.unwrap_or(1005), "closed_by_bot");
+    }
+
+    /// Time has reached `now_ms`: the heartbeat deadline is checked.
+    pub fn handle_timeout(&mut self, now_ms: u64) {
+        if !self.closed && now_ms > self.last_heartbeat_ms + 2 * self.heartbeat_interval_ms {
+            self.close(CLOSE_SESSION_TIMEOUT, "session_timeout");
+        }
+    }
+
+    // ---- outputs ----
+
+    /// The next message to send, or `None` when there is nothing now. Call
+    /// it after every input, after a wake-up for this bot, and until it
+    /// returns `None`. It writes the pending ack and reads the bot's event
+    /// log when new events were committed (at most `EVENTS_PER_POLL` rows
+    /// per read), so memory stays bounded however far behind the bot is.
+    pub fn poll_transmit(&mut self) -> Option<GatewayOutput> {
+        if let Some(o) = self.out.pop_front() {
+            return Some(o);
+        }
+        if self.closed {
+            return None;
+        }
+        let (epoch, notified) = self.registry.view(&self.bot_id);
+        if epoch != self.epoch {
+            self.close(CLOSE_AUTHENTICATION_FAILED, "authentication_failed");
+            return self.out.pop_front();
+        }
+        if let Some(seq) = self.pending_ack.take() {
+            match self.write_ack(seq) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload");
+                    return self.out.pop_front();
+                }
+                Err(_) => {} // storage trouble: the ack is not recorded; the bot may ack again
+            }
+        }
+        if !self.hello_sent {
+            self.hello_sent = true;
+            let hello = format!(
+                "{{\"op\":\"hello\",\"session_id\":\"{}\",\"heartbeat_interval_ms\":{},\"bot\":{},\"replay_from\":{},\"replay_truncated\":{}}}",
+                self.session_id, self.heartbeat_interval_ms, self.identity_json, self.replay_from, self.replay_truncated
+            );
+            return Some(GatewayOutput::Text(hello));
+        }
+        if self.backlog || notified != self.notified {
+            // Read the counter before the log: an event committed meanwhile
+            // bumps it again and is read on the next call.
+            self.notified = notified;
+            if self.read_events().is_err() {
+                // Storage trouble: keep the cursor, read again next time.
+                self.backlog = true;
+            }
+        }
+        self.out.pop_front()
+    }
+
+    /// When `handle_timeout` must be called at the latest (Unix ms): the
+    /// first instant the heartbeat deadline has passed. `None` once closed.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        if self.closed {
+            return None;
+        }
+        Some(self.last_heartbeat_ms + 2 * self.heartbeat_interval_ms + 1)
+    }
+
+    /// What happened to the session: `Closed` once, when it ends.
+    pub fn poll_event(&mut self) -> Option<GatewayEvent> {
+        self.events.pop_front()
+    }
+
+    // ---- internals ----
+
     /// Moves the bot's durable cursor to `seq` (never backwards). False when
     /// `seq` is beyond the last event the bot was ever given.
-    fn ack(&mut self, seq: i64) -> rusqlite::Result<bool> {
+    fn write_ack(&mut self, seq: i64) -> rusqlite::Result<bool> {
         let inner = self.db.lock();
         let n = inner
             .conn
@@ -321,68 +431,25 @@ impl GatewaySession {
         Ok(n == 1)
     }
 
+    /// Sends a close frame and ends the session.
     fn close(&mut self, code: u16, reason: &'static str) {
         if !self.closed {
-            self.closed = true;
             self.out.push_back(GatewayOutput::Close { code, reason });
-            self.free_slot();
+            self.end(code, reason);
         }
     }
 
-    fn free_slot(&mut self) {
-        self.slot = None;
-    }
-
-    /// When the host should call `poll` next at the latest (Unix ms).
-    /// `Some(0)` means now: events are waiting.
-    pub fn next_deadline_ms(&self) -> Option<u64> {
-        if self.closed {
-            return None;
-        }
-        if self.backlog || !self.hello_sent || !self.out.is_empty() {
-            return Some(0);
-        }
-        // The session times out strictly after two intervals: the first
-        // instant a poll would close it.
-        Some(self.last_heartbeat_ms + 2 * self.heartbeat_interval_ms + 1)
-    }
-
-    /// Brings the session up to date at `now_ms`: hello, revocation,
-    /// heartbeat timeout, new events. Returns what to send, in order.
-    pub fn poll(&mut self, now_ms: u64) -> Vec<GatewayOutput> {
+    /// Ends the session without sending anything more: frees the slot and
+    /// reports why.
+    fn end(&mut self, code: u16, reason: &'static str) {
         if !self.closed {
-            self.poll_inner(now_ms);
-        }
-        self.out.drain(..).collect()
-    }
-
-    /// Like `poll`, appending into `out` to reuse its allocation.
-    pub fn poll_into(&mut self, now_ms: u64, out: &mut Vec<GatewayOutput>) {
-        if !self.closed {
-            self.poll_inner(now_ms);
-        }
-        out.extend(self.out.drain(..));
-    }
-
-    fn poll_inner(&mut self, now_ms: u64) {
-        let epoch = self.registry.epoch_of(&self.bot_id);
-        if epoch != self.epoch {
-            return self.close(CLOSE_AUTHENTICATION_FAILED, "authentication_failed");
-        }
-        if now_ms > self.last_heartbeat_ms + 2 * self.heartbeat_interval_ms {
-            return self.close(CLOSE_SESSION_TIMEOUT, "session_timeout");
-        }
-        if !self.hello_sent {
-            self.hello_sent = true;
-            let hello = format!(
-                "{{\"op\":\"hello\",\"session_id\":\"{}\",\"heartbeat_interval_ms\":{},\"bot\":{},\"replay_from\":{},\"replay_truncated\":{}}}",
-                self.session_id, self.heartbeat_interval_ms, self.identity_json, self.replay_from, self.replay_truncated
-            );
-            self.out.push_back(GatewayOutput::Text(hello));
-        }
-        if let Err(_e) = self.read_events() {
-            // Storage trouble: keep the cursor, try again on the next poll.
-            self.backlog = true;
+            // An ack that arrived before the close still counts.
+            if let Some(seq) = self.pending_ack.take() {
+                let _ = self.write_ack(seq);
+            }
+            self.closed = true;
+            self.slot = None;
+            self.events.push_back(GatewayEvent::Closed { code, reason });
         }
     }
 
@@ -412,6 +479,16 @@ impl GatewaySession {
         }
         self.backlog = n == EVENTS_PER_POLL;
         Ok(())
+    }
+}
+
+impl Drop for GatewaySession {
+    /// A host may drop a session right after its last input: the acks in
+    /// that input are still written.
+    fn drop(&mut self) {
+        if let Some(seq) = self.pending_ack.take() {
+            let _ = self.write_ack(seq);
+        }
     }
 }
 
@@ -451,6 +528,10 @@ impl Write for MemIo {
     }
 }
 
+/// Most bytes one `GatewayConnection::poll_transmit` call appends (one
+/// frame may go past it): the host writes them, then asks again.
+pub const TRANSMIT_BATCH_BYTES: usize = 256 * 1024;
+
 /// A gateway connection over raw bytes (after the `101` response).
 pub struct GatewayConnection {
     session: GatewaySession,
@@ -458,8 +539,6 @@ pub struct GatewayConnection {
     io: MemIo,
     close_sent: bool,
     peer_gone: bool,
-    /// Reused between polls.
-    outs: Vec<GatewayOutput>,
 }
 
 impl GatewayConnection {
@@ -471,21 +550,22 @@ impl GatewayConnection {
         &self.session
     }
 
-    /// Bytes read from the socket. Complete messages are handled at once;
-    /// partial frames wait for more bytes. Call `poll` afterwards.
-    pub fn feed(&mut self, bytes: &[u8], now_ms: u64) {
+    // ---- inputs ----
+
+    /// Bytes read from the socket at `now_ms`. Complete messages are
+    /// handled at once; partial frames wait for more bytes.
+    pub fn handle_input(&mut self, bytes: &[u8], now_ms: u64) {
         if self.peer_gone {
             return;
         }
         self.io.input.extend_from_slice(bytes);
         loop {
             match self.ws.read(&mut self.io) {
-                Ok(Message::Text(t)) => self.session.on_text(t.as_str(), now_ms),
-                Ok(Message::Binary(_)) => self.session.on_binary(),
-                Ok(Message::Close(_)) => {
+                Ok(Message::Text(t)) => self.session.handle_text(t.as_str(), now_ms),
+                Ok(Message::Binary(_)) => self.session.handle_binary(),
+                Ok(Message::Close(frame)) => {
                     // tungstenite queued the close reply; nothing more comes.
-                    self.session.free_slot();
-                    self.session.closed = true;
+                    self.session.handle_close(frame.map(|f| u16::from(f.code)));
                 }
                 Ok(_) => {} // ping (pong is queued by tungstenite), pong
                 Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -500,33 +580,33 @@ impl GatewayConnection {
                 Err(_) => {
                     // Protocol violation or closed: no more frames are read.
                     self.peer_gone = true;
-                    self.session.free_slot();
-                    self.session.closed = true;
+                    self.session.end(1002, "protocol_error");
                     break;
                 }
             }
         }
     }
 
-    /// Runs the session at `now_ms` and returns the bytes to write.
-    pub fn poll(&mut self, now_ms: u64) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.poll_into(now_ms, &mut out);
-        out
+    /// Time has reached `now_ms` (see [`GatewaySession::handle_timeout`]).
+    pub fn handle_timeout(&mut self, now_ms: u64) {
+        self.session.handle_timeout(now_ms);
     }
 
-    /// Like `poll`, appending the bytes to write into `out` (reuse it).
-    pub fn poll_into(&mut self, now_ms: u64, out: &mut Vec<u8>) {
-        // Frame straight into the caller's buffer: no copy, no regrowth.
-        let pending = std::mem::take(&mut self.io.output);
-        std::mem::swap(&mut self.io.output, out);
+    // ---- outputs ----
+
+    /// Appends the next bytes to write to `out` and returns how many; 0
+    /// means nothing now. Each call appends about [`TRANSMIT_BATCH_BYTES`]
+    /// at most: write them, then call again until it returns 0.
+    pub fn poll_transmit(&mut self, out: &mut Vec<u8>) -> usize {
+        let start = out.len();
+        // Frame straight into the caller's buffer: tungstenite writes into
+        // `io.output`, so lend it the caller's vector. What was queued
+        // before (pongs, a close reply) goes first.
+        let mut pending = std::mem::replace(&mut self.io.output, std::mem::take(out));
         self.io.output.extend_from_slice(&pending);
-        let mut outs = std::mem::take(&mut self.outs);
-        self.session.poll_into(now_ms, &mut outs);
-        for o in outs.drain(..) {
-            if self.close_sent {
-                break;
-            }
+        pending.clear();
+        while !self.close_sent && !self.peer_gone && self.io.output.len() - start < TRANSMIT_BATCH_BYTES {
+            let Some(o) = self.session.poll_transmit() else { break };
             let r = match o {
                 GatewayOutput::Text(t) => self.ws.write(&mut self.io, Message::text(t)),
                 GatewayOutput::Close { code, reason } => {
@@ -539,21 +619,28 @@ impl GatewayConnection {
                 break;
             }
         }
-        self.outs = outs;
         let _ = self.ws.flush(&mut self.io);
-        std::mem::swap(&mut self.io.output, out);
+        *out = std::mem::replace(&mut self.io.output, pending);
+        out.len() - start
     }
 
-    /// When to poll next at the latest (Unix ms); `Some(0)` means now.
-    pub fn next_deadline_ms(&self) -> Option<u64> {
-        if !self.io.output.is_empty() {
-            return Some(0);
+    /// When `handle_timeout` must be called at the latest (Unix ms); `None`
+    /// once the connection is over.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        if self.is_closed() {
+            return None;
         }
-        self.session.next_deadline_ms()
+        self.session.poll_timeout()
     }
 
-    /// True when the connection is over: the host writes what `poll`
-    /// returned last, then closes the socket and drops this object.
+    /// What happened: `Closed` once, with the code and reason.
+    pub fn poll_event(&mut self) -> Option<GatewayEvent> {
+        self.session.poll_event()
+    }
+
+    /// True when the connection is over: the host writes what
+    /// `poll_transmit` returned last, then closes the socket and drops this
+    /// object.
     pub fn is_closed(&self) -> bool {
         self.peer_gone || (self.session.closed && self.io.output.is_empty() && self.session.out.is_empty())
     }

@@ -9,6 +9,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::gateway::{self, GatewayAccept, GatewaySession, Registry};
 use crate::http::{self, Request};
 use crate::methods;
+use crate::random::Random;
 use crate::ratelimit::RateLimiter;
 use crate::route::{BotMethod, Route, Target};
 use crate::storage::{self, StorageError};
@@ -35,6 +36,7 @@ pub enum OpenError {
 pub struct Service {
     config: Config,
     clock: Clock,
+    random: Random,
     db: Arc<Db>,
     wake: RwLock<Option<WakeHook>>,
     gateway: Arc<Registry>,
@@ -67,6 +69,7 @@ impl Service {
         let admin_hash = auth::sha256(config.admin_secret.as_bytes());
         Ok(Service {
             db: Arc::new(Db::new(conn)),
+            random: config.random_seed.map_or(Random::Os, Random::seeded),
             config,
             clock,
             wake: RwLock::new(None),
@@ -308,7 +311,7 @@ impl Service {
     /// instead of crossing the API boundary.
     fn dispatch(&self, inner: &mut Inner, routed: &Routed<'_>, now_ms: u64) -> ApiResult<Vec<u8>> {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut ctx = inner.ctx(&self.config, &self.clock, now_ms);
+            let mut ctx = inner.ctx(&self.config, &self.clock, &self.random, now_ms);
             match routed.route {
                 Route::Admin(method) => {
                     self.check_admin(&routed.req)?;
@@ -347,8 +350,8 @@ impl Service {
     /// the rotation that issued it.
     pub(crate) fn take_effects(&self, inner: &mut Inner) -> TxEffects {
         let fx = std::mem::take(&mut inner.fx);
-        if !fx.revoked.is_empty() {
-            self.gateway.revoke(&fx.revoked);
+        if !fx.woken.is_empty() || !fx.revoked.is_empty() {
+            self.gateway.after_commit(&fx.woken, &fx.revoked);
         }
         fx
     }
@@ -436,35 +439,37 @@ impl Service {
 }
 
 impl Service {
-    /// Checks a `GET /bot/gateway` upgrade and opens a message-level session.
-    /// `Err` holds the complete HTTP error response to send. The host does
-    /// the WebSocket handshake itself (edge runtimes do).
-    pub fn accept_gateway_session(&self, request: &[u8]) -> Result<GatewaySession, Vec<u8>> {
-        self.open_session(request).map(|(s, _)| s).map_err(ApiError::into_response)
+    /// Checks a `GET /bot/gateway` upgrade received at `now_ms` (the
+    /// gateway's time always comes from its host) and opens a
+    /// message-level session. `Err` holds the complete HTTP error response
+    /// to send. The host does the WebSocket handshake itself (edge
+    /// runtimes do).
+    pub fn accept_gateway_session(&self, request: &[u8], now_ms: u64) -> Result<GatewaySession, Vec<u8>> {
+        self.open_session(request, now_ms).map(|(s, _)| s).map_err(ApiError::into_response)
     }
 
-    /// Checks a `GET /bot/gateway` upgrade; on success returns the `101`
-    /// response and a byte-level connection.
-    pub fn accept_gateway(&self, request: &[u8]) -> GatewayAccept {
-        match self.open_session(request) {
+    /// Checks a `GET /bot/gateway` upgrade received at `now_ms`; on success
+    /// returns the `101` response and a byte-level connection.
+    pub fn accept_gateway(&self, request: &[u8], now_ms: u64) -> GatewayAccept {
+        match self.open_session(request, now_ms) {
             Err(e) => GatewayAccept { response: e.into_response(), connection: None },
             Ok((session, key)) => session.upgrade(&key),
         }
     }
 
-    fn open_session(&self, request: &[u8]) -> ApiResult<(GatewaySession, String)> {
+    fn open_session(&self, request: &[u8], now_ms: u64) -> ApiResult<(GatewaySession, String)> {
         let routed = self.route(request)?;
         if routed.route != Route::Gateway {
             return Err(ApiError::method_not_found(routed.req.path));
         }
         let req = &routed.req;
-        let now_ms = self.clock.now_ms();
         let mut inner = self.lock();
-        let bot = inner.ctx(&self.config, &self.clock, now_ms).authenticate(req)?;
+        let bot = inner.ctx(&self.config, &self.clock, &self.random, now_ms).authenticate(req)?;
         let opening = gateway::Opening {
             db: &self.db,
             registry: &self.gateway,
             conn: &inner.conn,
+            random: &self.random,
             heartbeat_interval_ms: self.config.heartbeat_interval_ms,
             now_ms,
         };

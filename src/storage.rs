@@ -148,12 +148,12 @@ pub enum StorageError {
 /// Opens (or creates) the database and brings its schema up to date.
 pub fn open(config: &Config) -> Result<Connection, StorageError> {
     let conn = Connection::open(&config.database)?;
-    configure(&conn, config.synchronous)?;
+    configure(&conn, config.synchronous, config.busy_timeout_ms)?;
     migrate(&conn)?;
     Ok(conn)
 }
 
-pub fn configure(conn: &Connection, sync: Synchronous) -> Result<(), StorageError> {
+pub fn configure(conn: &Connection, sync: Synchronous, busy_timeout_ms: u32) -> Result<(), StorageError> {
     // The bundled SQLite has STAT4, which re-plans a statement with a range
     // on a bound parameter (`seq > ?`) at every execution. The query planner
     // stability guarantee keeps each prepared plan, which is what a cache of
@@ -165,7 +165,8 @@ pub fn configure(conn: &Connection, sync: Synchronous) -> Result<(), StorageErro
         Synchronous::Full => "PRAGMA synchronous = FULL;",
         Synchronous::Normal => "PRAGMA synchronous = NORMAL;",
     })?;
-    conn.execute_batch("PRAGMA foreign_keys = OFF; PRAGMA busy_timeout = 5000; PRAGMA temp_store = MEMORY;")?;
+    conn.execute_batch("PRAGMA foreign_keys = OFF; PRAGMA temp_store = MEMORY;")?;
+    conn.busy_timeout(std::time::Duration::from_millis(busy_timeout_ms.into()))?;
     conn.set_prepared_statement_cache_capacity(128);
     Ok(())
 }

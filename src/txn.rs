@@ -11,6 +11,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::{self, Event};
 use crate::http::Request;
 use crate::model::Bot;
+use crate::random::Random;
 use crate::ratelimit::RateLimiter;
 use rusqlite::Connection;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -78,6 +79,7 @@ pub(crate) struct Ctx<'a> {
     pub conn: &'a Connection,
     pub cfg: &'a Config,
     pub clock: &'a Clock,
+    pub random: &'a Random,
     pub now_ms: u64,
     pub rate: &'a mut RateLimiter,
     pub fx: &'a mut TxEffects,
@@ -86,11 +88,12 @@ pub(crate) struct Ctx<'a> {
 
 impl Inner {
     /// The context for one request at `now_ms`.
-    pub fn ctx<'a>(&'a mut self, cfg: &'a Config, clock: &'a Clock, now_ms: u64) -> Ctx<'a> {
+    pub fn ctx<'a>(&'a mut self, cfg: &'a Config, clock: &'a Clock, random: &'a Random, now_ms: u64) -> Ctx<'a> {
         Ctx {
             conn: &self.conn,
             cfg,
             clock,
+            random,
             now_ms,
             rate: &mut self.rate,
             fx: &mut self.fx,

@@ -2,7 +2,7 @@
 
 mod common;
 
-use botspace::{ClockKind, Config, GatewayConnection, Service};
+use botspace::{ClockKind, Config, GatewayConnection, GatewayEvent, Service};
 use common::{admin, call, split};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -41,8 +41,27 @@ fn upgrade(token: &str, query: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// One host round, as a poll loop runs it: time passes to `now`, then
+/// everything there is to send is collected.
+trait Round {
+    fn feed(&mut self, bytes: &[u8], now: u64);
+    fn poll(&mut self, now: u64) -> Vec<u8>;
+}
+
+impl Round for GatewayConnection {
+    fn feed(&mut self, bytes: &[u8], now: u64) {
+        self.handle_input(bytes, now);
+    }
+    fn poll(&mut self, now: u64) -> Vec<u8> {
+        self.handle_timeout(now);
+        let mut out = Vec::new();
+        while self.poll_transmit(&mut out) > 0 {}
+        out
+    }
+}
+
 fn connect(w: &World, query: &str) -> GatewayConnection {
-    let acc = w.svc.accept_gateway(&upgrade(&w.token, query));
+    let acc = w.svc.accept_gateway(&upgrade(&w.token, query), w.svc.now_ms());
     let head = String::from_utf8_lossy(&acc.response).to_string();
     assert!(head.starts_with("HTTP/1.1 101 Switching Protocols\r\n"), "{head}");
     // RFC 6455 section 1.3's sample key and accept value.
@@ -298,7 +317,7 @@ fn heartbeat_timeout_closes_with_4009() {
     let mut c = connect(&w, "");
     let t0 = w.svc.now_ms();
     c.poll(t0);
-    let deadline = c.next_deadline_ms().unwrap();
+    let deadline = c.poll_timeout().unwrap();
     assert_eq!(deadline, t0 + 2 * 41_250 + 1);
     assert!(c.poll(deadline - 1).is_empty(), "exactly two intervals is still alive");
     assert_eq!(c.poll(deadline), close_frame(4009, "session_timeout"));
@@ -332,7 +351,7 @@ fn rotation_closes_with_4004_wakes_the_host_and_refuses_the_old_token() {
     assert_eq!(c.poll(now), close_frame(4004, "authentication_failed"));
     assert!(c.is_closed());
     assert_eq!(w.svc.gateway_connections(&w.bot), 0);
-    let old = w.svc.accept_gateway(&upgrade(&w.token, ""));
+    let old = w.svc.accept_gateway(&upgrade(&w.token, ""), w.svc.now_ms());
     assert!(old.connection.is_none());
     assert_eq!(
         split(&old.response),
@@ -341,7 +360,7 @@ fn rotation_closes_with_4004_wakes_the_host_and_refuses_the_old_token() {
             json!({"ok": false, "error_code": 401, "error": "invalid_token", "description": "the credential is unknown, rotated away or of the wrong kind"})
         )
     );
-    let fresh = w.svc.accept_gateway(&upgrade(&new_token, ""));
+    let fresh = w.svc.accept_gateway(&upgrade(&new_token, ""), w.svc.now_ms());
     assert!(fresh.connection.is_some());
 }
 
@@ -353,7 +372,7 @@ fn suspension_closes_with_4004_and_upgrade_is_403() {
     c.poll(now);
     admin(&w.svc, SECRET, "updateBot", json!({"bot_id": w.bot, "status": "suspended"}));
     assert_eq!(c.poll(now), close_frame(4004, "authentication_failed"));
-    let r = w.svc.accept_gateway(&upgrade(&w.token, ""));
+    let r = w.svc.accept_gateway(&upgrade(&w.token, ""), w.svc.now_ms());
     assert_eq!(
         split(&r.response),
         (
@@ -367,7 +386,7 @@ fn suspension_closes_with_4004_and_upgrade_is_403() {
 fn connection_limit_is_enforced_and_freed_on_drop() {
     let w = world("free", Config::default());
     let c1 = connect(&w, "");
-    let r = w.svc.accept_gateway(&upgrade(&w.token, ""));
+    let r = w.svc.accept_gateway(&upgrade(&w.token, ""), w.svc.now_ms());
     assert!(r.connection.is_none());
     let text = String::from_utf8_lossy(&r.response).to_string();
     assert!(text.contains("\r\nRetry-After: 1\r\n"), "{text}");
@@ -380,16 +399,16 @@ fn connection_limit_is_enforced_and_freed_on_drop() {
         )
     );
     drop(c1);
-    assert!(w.svc.accept_gateway(&upgrade(&w.token, "")).connection.is_some());
+    assert!(w.svc.accept_gateway(&upgrade(&w.token, ""), w.svc.now_ms()).connection.is_some());
 }
 
 #[test]
 fn upgrade_refusals_bad_token_and_no_upgrade() {
     let w = world("official", Config::default());
-    let r = w.svc.accept_gateway(&upgrade("bot_not-a-real-token", ""));
+    let r = w.svc.accept_gateway(&upgrade("bot_not-a-real-token", ""), w.svc.now_ms());
     assert_eq!(split(&r.response).0, 401);
     let plain = format!("GET /bot/gateway HTTP/1.1\r\nHost: t\r\nAuthorization: Bot {}\r\n\r\n", w.token);
-    let r = w.svc.accept_gateway(plain.as_bytes());
+    let r = w.svc.accept_gateway(plain.as_bytes(), w.svc.now_ms());
     assert_eq!(
         split(&r.response),
         (
@@ -468,26 +487,30 @@ fn wake_hook_fires_once_per_committed_change_never_on_rollback() {
 fn message_level_session_for_edge_runtimes() {
     use botspace::GatewayOutput;
     let w = world("official", Config::default());
-    let mut s = w.svc.accept_gateway_session(&upgrade(&w.token, "")).unwrap();
     let now = w.svc.now_ms();
-    let out = s.poll(now);
-    assert_eq!(out.len(), 2);
-    s.on_text(r#"{"op":"heartbeat"}"#, now);
-    assert_eq!(s.poll(now), vec![GatewayOutput::Text(r#"{"op":"heartbeat_ack"}"#.into())]);
-    s.on_binary();
-    assert_eq!(s.poll(now), vec![GatewayOutput::Close { code: 4001, reason: "invalid_payload" }]);
+    let mut s = w.svc.accept_gateway_session(&upgrade(&w.token, ""), now).unwrap();
+    let drain = |s: &mut botspace::GatewaySession| std::iter::from_fn(|| s.poll_transmit()).collect::<Vec<_>>();
+    assert_eq!(drain(&mut s).len(), 2, "hello and bot_started");
+    s.handle_text(r#"{"op":"heartbeat"}"#, now);
+    assert_eq!(drain(&mut s), vec![GatewayOutput::Text(r#"{"op":"heartbeat_ack"}"#.into())]);
+    assert_eq!(s.poll_event(), None);
+    s.handle_binary();
+    assert_eq!(drain(&mut s), vec![GatewayOutput::Close { code: 4001, reason: "invalid_payload" }]);
     assert!(s.is_closed());
+    assert_eq!(s.poll_event(), Some(GatewayEvent::Closed { code: 4001, reason: "invalid_payload" }));
+    assert_eq!(s.poll_event(), None, "reported once");
+    assert_eq!(s.poll_timeout(), None);
 }
 
 #[test]
 fn upgrade_checks_status_and_upgrade_before_the_after_field() {
     let w = world("official", Config::default());
     admin(&w.svc, SECRET, "updateBot", json!({"bot_id": w.bot, "status": "suspended"}));
-    assert_eq!(split(&w.svc.accept_gateway(&upgrade(&w.token, "?after=x")).response).0, 403);
+    assert_eq!(split(&w.svc.accept_gateway(&upgrade(&w.token, "?after=x"), w.svc.now_ms()).response).0, 403);
     admin(&w.svc, SECRET, "updateBot", json!({"bot_id": w.bot, "status": "active"}));
     let plain = format!("GET /bot/gateway?after=x HTTP/1.1\r\nAuthorization: Bot {}\r\n\r\n", w.token);
-    assert_eq!(split(&w.svc.accept_gateway(plain.as_bytes()).response).0, 426);
-    let r = w.svc.accept_gateway(&upgrade(&w.token, "?after=x"));
+    assert_eq!(split(&w.svc.accept_gateway(plain.as_bytes(), w.svc.now_ms()).response).0, 426);
+    let r = w.svc.accept_gateway(&upgrade(&w.token, "?after=x"), w.svc.now_ms());
     assert_eq!(
         split(&r.response),
         (
@@ -509,5 +532,104 @@ fn importing_a_database_closes_open_connections_with_4004() {
     w.svc.import_database(&image).unwrap();
     assert_eq!(c.poll(now), close_frame(4004, "authentication_failed"));
     // The same token still works against the imported state.
-    assert!(w.svc.accept_gateway(&upgrade(&w.token, "")).connection.is_some());
+    assert!(w.svc.accept_gateway(&upgrade(&w.token, ""), w.svc.now_ms()).connection.is_some());
+}
+
+#[test]
+fn acks_in_one_round_are_coalesced_to_the_highest() {
+    let w = world("official", Config::default());
+    for t in ["a", "b"] {
+        admin(&w.svc, SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": t}));
+    }
+    let mut c = connect(&w, "");
+    let now = w.svc.now_ms();
+    assert_eq!(texts(&c.poll(now)).len(), 4, "hello, bot_started, two messages");
+    let mut flood = Vec::new();
+    for seq in [1, 3, 2, 1, 3, 0] {
+        flood.extend(text(&format!(r#"{{"op":"ack","seq":{seq}}}"#)));
+    }
+    c.feed(&flood, now);
+    assert!(c.poll(now).is_empty());
+    drop(c);
+    let mut c = connect(&w, "");
+    let got = texts(&c.poll(now));
+    assert_eq!(got[0]["replay_from"], 4, "the highest ack of the round was written");
+    assert_eq!(got.len(), 1);
+}
+
+#[test]
+fn an_ack_beyond_the_last_event_closes_4001_at_the_next_transmit() {
+    let w = world("official", Config::default());
+    let mut c = connect(&w, "");
+    let now = w.svc.now_ms();
+    c.poll(now);
+    c.feed(&text(r#"{"op":"ack","seq":99}"#), now);
+    assert_eq!(c.poll(now), close_frame(4001, "invalid_payload"));
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 4001, reason: "invalid_payload" }));
+}
+
+#[test]
+fn close_reasons_are_reported_as_events() {
+    let w = world("official", Config::default());
+    let now = w.svc.now_ms();
+    // The heartbeat deadline.
+    let mut c = connect(&w, "");
+    c.poll(now);
+    c.handle_timeout(c.poll_timeout().unwrap());
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 4009, reason: "session_timeout" }));
+    assert_eq!(c.poll(now), close_frame(4009, "session_timeout"));
+    assert!(c.is_closed() && c.poll_timeout().is_none());
+    // The bot closes first: its code, and the close echoed.
+    let mut c = connect(&w, "");
+    c.poll(now);
+    c.feed(&client_frame(true, 0x8, &1000u16.to_be_bytes()), now);
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 1000, reason: "closed_by_bot" }));
+    assert_eq!(c.poll(now), server_frame(0x8, &1000u16.to_be_bytes()));
+    assert_eq!(w.svc.gateway_connections(&w.bot), 0, "the slot is free at once");
+    // Broken framing (an unmasked client frame).
+    let mut c = connect(&w, "");
+    c.poll(now);
+    c.feed(&[0x81, 0x02, b'h', b'i'], now);
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 1002, reason: "protocol_error" }));
+    assert!(c.is_closed());
+    // A rotation, seen at the next transmit.
+    let mut c = connect(&w, "");
+    c.poll(now);
+    admin(&w.svc, SECRET, "rotateBotToken", json!({"bot_id": w.bot}));
+    assert_eq!(c.poll(now), close_frame(4004, "authentication_failed"));
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 4004, reason: "authentication_failed" }));
+}
+
+#[test]
+fn each_transmit_is_bounded_and_a_long_backlog_arrives_whole_and_in_order() {
+    let w = world("official", Config::default());
+    let body = "x".repeat(1000);
+    let reqs: Vec<Vec<u8>> = (0..1500)
+        .map(|_| {
+            let b = json!({"user_id": w.user, "chat_id": w.chat, "text": body}).to_string();
+            format!(
+                "POST /admin/sendUserMessage HTTP/1.1\r\nAuthorization: Admin {SECRET}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
+                b.len()
+            )
+            .into_bytes()
+        })
+        .collect();
+    let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
+    assert!(w.svc.handle_batch(&refs).iter().all(|o| o.starts_with(b"HTTP/1.1 200 ")));
+    let mut c = connect(&w, "");
+    let (mut all, mut calls) = (Vec::new(), 0);
+    loop {
+        let mut out = Vec::new();
+        let n = c.poll_transmit(&mut out);
+        assert_eq!(n, out.len());
+        if n == 0 {
+            break;
+        }
+        assert!(n < botspace::gateway::TRANSMIT_BATCH_BYTES + 2048, "one call appended {n} bytes");
+        all.extend(out);
+        calls += 1;
+    }
+    assert!(calls >= 6, "1.6 MB of events take several calls, took {calls}");
+    let seqs: Vec<i64> = texts(&all)[1..].iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert_eq!(seqs, (1..=1501).collect::<Vec<_>>());
 }

@@ -93,7 +93,7 @@ fn mutated_requests_always_get_a_well_formed_response() {
             Framing::Incomplete => {}
             Framing::Invalid(resp) => assert_http(&resp),
         }
-        let acc = svc.accept_gateway(&req);
+        let acc = svc.accept_gateway(&req, svc.now_ms());
         assert_http(&acc.response);
     }
 }
@@ -127,14 +127,17 @@ fn random_bytes_into_a_gateway_connection_close_it_cleanly() {
     let mut rng = Rng(7);
     for _ in 0..300 {
         let up = format!("GET /bot/gateway HTTP/1.1\r\nAuthorization: Bot {token}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n");
-        let mut conn = svc.accept_gateway(up.as_bytes()).connection.expect("slot is free again");
         let now = svc.now_ms();
-        conn.poll(now);
+        let mut conn = svc.accept_gateway(up.as_bytes(), now).connection.expect("slot is free again");
+        let mut out = Vec::new();
+        while conn.poll_transmit(&mut out) > 0 {}
         for _ in 0..20 {
             let len = rng.below(64);
             let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-            conn.feed(&bytes, now);
-            conn.poll(now);
+            conn.handle_input(&bytes, now);
+            conn.handle_timeout(now);
+            while conn.poll_transmit(&mut out) > 0 {}
+            while conn.poll_event().is_some() {}
             if conn.is_closed() {
                 break;
             }

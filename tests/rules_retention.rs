@@ -69,13 +69,13 @@ impl World {
              Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
             self.token
         );
-        let mut s = self.svc.accept_gateway_session(upgrade.as_bytes()).unwrap_or_else(|r: Vec<u8>| {
+        let now = self.svc.now_ms();
+        let mut s = self.svc.accept_gateway_session(upgrade.as_bytes(), now).unwrap_or_else(|r: Vec<u8>| {
             panic!("gateway refused: {}", String::from_utf8_lossy(&r));
         });
-        let now = self.svc.now_ms();
-        s.poll(now);
-        s.on_text(&format!(r#"{{"op":"ack","seq":{seq}}}"#), now);
-        s.poll(now);
+        s.poll_transmit(); // hello
+        s.handle_text(&format!(r#"{{"op":"ack","seq":{seq}}}"#), now);
+        while s.poll_transmit().is_some() {}
         assert!(!s.is_closed(), "the ack was refused");
     }
 

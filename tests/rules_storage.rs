@@ -325,16 +325,14 @@ fn deleted_text_is_no_longer_served_by_the_gateway_replay() {
     let upgrade = format!(
         "GET /bot/gateway HTTP/1.1\r\nHost: t\r\nAuthorization: Bot {ltok}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
     );
-    let mut session = match svc.accept_gateway_session(upgrade.as_bytes()) {
+    let mut session = match svc.accept_gateway_session(upgrade.as_bytes(), svc.now_ms()) {
         Ok(s) => s,
         Err(resp) => panic!("gateway refused: {}", String::from_utf8_lossy(&resp)),
     };
     let mut frames = Vec::new();
-    for _ in 0..4 {
-        for o in session.poll(svc.now_ms()) {
-            if let GatewayOutput::Text(t) = o {
-                frames.push(t);
-            }
+    while let Some(o) = session.poll_transmit() {
+        if let GatewayOutput::Text(t) = o {
+            frames.push(t);
         }
     }
     let all = frames.join("\n");

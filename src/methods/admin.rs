@@ -80,7 +80,7 @@ fn user_json(ctx: &Ctx<'_>, id: &str) -> ApiResult<Value> {
 fn create_user(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let display_name = params::name(b, "display_name", 128, true)?.unwrap_or_default();
     let handle = params::name(b, "handle", 64, false)?;
-    let id = auth::new_id("usr_")?;
+    let id = auth::new_id(ctx.random, "usr_")?;
     ctx.conn
         .prepare_cached("INSERT INTO users (id, display_name, handle, created_at) VALUES (?1, ?2, ?3, ?4)")?
         .execute(params![id, display_name, handle, ctx.now_s()])?;
@@ -132,15 +132,15 @@ fn bot_fields<'a>(b: &'a Body, create: bool) -> ApiResult<BotFields<'a>> {
 /// configured an operational key.
 fn sealed_copy(ctx: &Ctx<'_>, official: bool, bot_id: &str, token: &str) -> ApiResult<Option<Vec<u8>>> {
     match (official, &ctx.cfg.operational_key) {
-        (true, Some(key)) => Ok(Some(auth::seal_token(key, bot_id, token)?)),
+        (true, Some(key)) => Ok(Some(auth::seal_token(ctx.random, key, bot_id, token)?)),
         _ => Ok(None),
     }
 }
 
 fn create_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let f = bot_fields(b, true)?;
-    let id = auth::new_id("bot_")?;
-    let token = auth::new_token()?;
+    let id = auth::new_id(ctx.random, "bot_")?;
+    let token = auth::new_token(ctx.random)?;
     let official = f.official.unwrap_or(false);
     let sealed = sealed_copy(ctx, official, &id, &token)?;
     ctx.conn
@@ -227,7 +227,7 @@ fn update_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 
 fn rotate_token(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let bot = load_bot(ctx, params::req_str(b, "bot_id")?)?;
-    let token = auth::new_token()?;
+    let token = auth::new_token(ctx.random)?;
     let sealed = sealed_copy(ctx, bot.official, &bot.id, &token)?;
     ctx.conn.prepare_cached("UPDATE bots SET token_hash = ?1, op_token = ?2 WHERE id = ?3")?.execute(params![
         &auth::sha256(token.as_bytes())[..],
@@ -282,7 +282,7 @@ fn private_chat_for(ctx: &mut Ctx<'_>, user_id: &str, bot_id: &str) -> ApiResult
     if let Some(id) = existing {
         return Ok((load_chat(ctx, &id)?, false));
     }
-    let id = auth::new_id("spc_")?;
+    let id = auth::new_id(ctx.random, "spc_")?;
     ctx.conn
         .prepare_cached("INSERT INTO chats (id, type, user_id, bot_id, created_at) VALUES (?1, 'private', ?2, ?3, ?4)")?
         .execute(params![id, user_id, bot_id, ctx.now_s()])?;
@@ -370,7 +370,7 @@ fn create_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     };
     // Every id is checked before anything is written.
     let members: Vec<(&str, bool)> = ids.iter().map(|m| Ok((*m, member_kind(ctx, m)?))).collect::<ApiResult<_>>()?;
-    let id = auth::new_id("spc_")?;
+    let id = auth::new_id(ctx.random, "spc_")?;
     ctx.conn
         .prepare_cached(
             "INSERT INTO chats (id, type, title, bots_can_send, created_at) VALUES (?1, 'group', ?2, ?3, ?4)",

@@ -196,7 +196,7 @@ fn rust_round(n: u64) -> (f64, f64) {
     let svc = std::sync::Arc::new(rust_service());
     let (get_me, send) = setup(&|r| text(svc.handle_request(r)));
     assert_eq!(svc.handle_batch(&[&get_me[..]]).len(), 1);
-    assert!(svc.accept_gateway(&get_me).connection.is_none());
+    assert!(svc.accept_gateway(&get_me, svc.now_ms()).connection.is_none());
     let g = time(n, &|| drop(std::hint::black_box(svc.handle_request(std::hint::black_box(&get_me)))));
     let s = time(n, &|| drop(std::hint::black_box(svc.handle_request(std::hint::black_box(&send)))));
     (g, s)
