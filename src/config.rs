@@ -245,6 +245,18 @@ mod tests {
     }
 
     #[test]
+    fn a_random_seed_needs_the_manual_clock() {
+        assert_eq!(
+            Config::from_json(br#"{"admin_secret":"long-enough-secret-0001","random_seed":7}"#).unwrap_err(),
+            ConfigError::SeedWithoutManualClock
+        );
+        let c = Config::from_json(br#"{"admin_secret":"long-enough-secret-0001","random_seed":7,"clock":"manual"}"#)
+            .unwrap();
+        assert_eq!(c.random_seed, Some(7));
+        assert_eq!(c.busy_timeout_ms, 0, "the library never waits unless told to");
+    }
+
+    #[test]
     fn from_json_takes_only_an_object() {
         let e = Config::from_json(br#"[":memory:","long-enough-secret-0001"]"#).unwrap_err();
         assert_eq!(e, ConfigError::Json("the configuration must be a JSON object".into()));

@@ -4,7 +4,7 @@
 
 mod common;
 
-use botspace::{Config, GatewayOutput, Service};
+use botspace::{ClockKind, Config, GatewayOutput, Service};
 use common::{admin, bot_call, TempDir};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -371,4 +371,24 @@ fn ids_and_tokens_have_the_contract_shape() {
         assert!(seen.insert(token.clone()));
         assert_ne!(token, bot_id);
     }
+}
+
+#[test]
+fn a_seeded_service_makes_the_same_ids_twice_and_an_unseeded_one_does_not() {
+    let open = |seed: Option<u64>| {
+        Service::open(Config {
+            admin_secret: "storage-admin-secret-1".into(),
+            clock: ClockKind::Manual,
+            random_seed: seed,
+            ..Config::default()
+        })
+        .unwrap()
+    };
+    let ids = |svc: &Service| {
+        let b = admin(svc, "storage-admin-secret-1", "createBot", json!({"display_name": "A", "handle": "a"}));
+        (b["bot"]["id"].as_str().unwrap().to_string(), b["token"].as_str().unwrap().to_string())
+    };
+    assert_eq!(ids(&open(Some(1))), ids(&open(Some(1))));
+    assert_ne!(ids(&open(Some(1))), ids(&open(Some(2))));
+    assert_ne!(ids(&open(None)), ids(&open(None)));
 }
