@@ -109,16 +109,51 @@ fn max_chunked_wire(max: usize) -> usize {
     max.saturating_mul(2).saturating_add(MAX_HEAD_BYTES)
 }
 
-fn scan_chunked(buf: &[u8], max: usize, mut out: Option<&mut Vec<u8>>) -> Result<Option<(usize, usize)>, ApiError> {
+/// Where a chunked-body scan stopped, so the next call on a longer buffer
+/// goes on from there instead of starting over.
+#[derive(Debug, Clone, Copy, Default)]
+struct ChunkScan {
+    /// Offset of the next chunk-size line (or trailer line).
+    pos: usize,
+    /// Decoded bytes so far.
+    total: usize,
+    /// Offset where the trailer fields began, once the last chunk was seen.
+    trailer_start: Option<usize>,
+}
+
+fn scan_chunked(buf: &[u8], max: usize, out: Option<&mut Vec<u8>>) -> Result<Option<(usize, usize)>, ApiError> {
+    scan_chunked_from(buf, max, &mut ChunkScan::default(), out)
+}
+
+/// Scans on from `st`; `st` only ever moves past whole lines and chunks.
+fn scan_chunked_from(
+    buf: &[u8],
+    max: usize,
+    st: &mut ChunkScan,
+    mut out: Option<&mut Vec<u8>>,
+) -> Result<Option<(usize, usize)>, ApiError> {
     let bad = || ApiError::invalid_request("malformed chunked body");
     let too_large = || ApiError::payload_too_large(max);
     let wire_limit = max_chunked_wire(max);
-    let mut pos = 0;
-    let mut total = 0usize;
     loop {
-        if pos > wire_limit {
+        if let Some(trailer_start) = st.trailer_start {
+            // Trailer fields until an empty line, within the head's limit.
+            if st.pos - trailer_start > MAX_HEAD_BYTES {
+                return Err(head_too_large());
+            }
+            let Some(eol) = find_crlf(&buf[st.pos..]) else {
+                return if buf.len() - trailer_start > MAX_HEAD_BYTES { Err(head_too_large()) } else { Ok(None) };
+            };
+            st.pos += eol + 2;
+            if eol == 0 {
+                return Ok(Some((st.pos, st.total)));
+            }
+            continue;
+        }
+        if st.pos > wire_limit {
             return Err(too_large());
         }
+        let pos = st.pos;
         let Some(eol) = find_crlf(&buf[pos..(pos + MAX_CHUNK_LINE + 2).min(buf.len())]) else {
             return if buf.len() - pos > MAX_CHUNK_LINE { Err(bad()) } else { Ok(None) };
         };
@@ -129,37 +164,28 @@ fn scan_chunked(buf: &[u8], max: usize, mut out: Option<&mut Vec<u8>>) -> Result
             return Err(bad());
         }
         let size = usize::from_str_radix(size_str, 16).map_err(|_| bad())?;
-        pos += eol + 2;
+        let data = pos + eol + 2;
         if size == 0 {
-            // Trailer fields until an empty line, within the head's limit.
-            let trailer_start = pos;
-            loop {
-                if pos - trailer_start > MAX_HEAD_BYTES {
-                    return Err(head_too_large());
-                }
-                let Some(eol) = find_crlf(&buf[pos..]) else {
-                    return if buf.len() - trailer_start > MAX_HEAD_BYTES { Err(head_too_large()) } else { Ok(None) };
-                };
-                pos += eol + 2;
-                if eol == 0 {
-                    return Ok(Some((pos, total)));
-                }
-            }
+            st.pos = data;
+            st.trailer_start = Some(data);
+            continue;
         }
-        total = total.checked_add(size).ok_or_else(bad)?;
+        let total = st.total.checked_add(size).ok_or_else(bad)?;
         if total > max {
             return Err(ApiError::payload_too_large(max));
         }
-        if buf.len() < pos + size + 2 {
+        if buf.len() < data + size + 2 {
+            // The chunk is not all here: resume at its size line.
             return Ok(None);
         }
-        if &buf[pos + size..pos + size + 2] != b"\r\n" {
+        if &buf[data + size..data + size + 2] != b"\r\n" {
             return Err(bad());
         }
         if let Some(o) = out.as_deref_mut() {
-            o.extend_from_slice(&buf[pos..pos + size]);
+            o.extend_from_slice(&buf[data..data + size]);
         }
-        pos += size + 2;
+        st.total = total;
+        st.pos = data + size + 2;
     }
 }
 
@@ -169,46 +195,172 @@ fn find_crlf(b: &[u8]) -> Option<usize> {
 
 /// Tells a host reading a stream whether `buf` starts with a whole request.
 /// Bodies over `max_body_bytes` are refused from the headers alone, so the
-/// host never buffers them.
+/// host never buffers them. A host that calls this after every read of a
+/// slow request should use a [`RequestFramer`] instead.
 pub fn frame_request(buf: &[u8], max_body_bytes: usize) -> Framing {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut headers);
-    let head_len = match req.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => {
-            return if buf.len() > MAX_HEAD_BYTES {
-                Framing::Invalid(head_too_large().into_response())
-            } else {
-                Framing::Incomplete
-            };
-        }
-        Err(httparse::Error::TooManyHeaders) => return Framing::Invalid(head_too_large().into_response()),
-        Err(e) => {
-            return Framing::Invalid(ApiError::invalid_request(format!("malformed HTTP request: {e}")).into_response())
-        }
-    };
-    if head_len > MAX_HEAD_BYTES {
-        return Framing::Invalid(head_too_large().into_response());
-    }
-    match body_len(req.headers) {
-        Err(e) => Framing::Invalid(e.into_response()),
-        Ok(BodyLen::None) => Framing::Complete(head_len),
-        Ok(BodyLen::Length(n)) if n > max_body_bytes => {
-            Framing::Invalid(ApiError::payload_too_large(max_body_bytes).into_response())
-        }
-        Ok(BodyLen::Length(n)) => {
-            if buf.len() >= head_len + n {
-                Framing::Complete(head_len + n)
+    match frame_request_head(buf, max_body_bytes) {
+        HeadFraming::Done(f) => f,
+        HeadFraming::Length { head_len, len } => {
+            if buf.len() >= head_len + len {
+                Framing::Complete(head_len + len)
             } else {
                 Framing::Incomplete
             }
         }
-        Ok(BodyLen::Chunked) => match scan_chunked(&buf[head_len..], max_body_bytes, None) {
+        HeadFraming::Chunked { head_len } => match scan_chunked(&buf[head_len..], max_body_bytes, None) {
             Ok(Some((used, _))) => Framing::Complete(head_len + used),
             Ok(None) => Framing::Incomplete,
-            Err(e) => Framing::Invalid(e.into_response()),
+            Err(e) => Framing::Invalid(refusal(buf, e).into_response()),
         },
     }
+}
+
+/// What the head alone tells.
+enum HeadFraming {
+    Done(Framing),
+    Length { head_len: usize, len: usize },
+    Chunked { head_len: usize },
+}
+
+fn frame_request_head(buf: &[u8], max_body_bytes: usize) -> HeadFraming {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    let invalid = |e: ApiError| HeadFraming::Done(Framing::Invalid(refusal(buf, e).into_response()));
+    let head_len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            return if buf.len() > MAX_HEAD_BYTES {
+                invalid(head_too_large())
+            } else {
+                HeadFraming::Done(Framing::Incomplete)
+            };
+        }
+        Err(httparse::Error::TooManyHeaders) => return invalid(head_too_large()),
+        Err(e) => return invalid(ApiError::invalid_request(format!("malformed HTTP request: {e}"))),
+    };
+    if head_len > MAX_HEAD_BYTES {
+        return invalid(head_too_large());
+    }
+    match body_len(req.headers) {
+        Err(e) => invalid(e),
+        Ok(BodyLen::None) => HeadFraming::Done(Framing::Complete(head_len)),
+        Ok(BodyLen::Length(n)) if n > max_body_bytes => invalid(ApiError::payload_too_large(max_body_bytes)),
+        Ok(BodyLen::Length(len)) => HeadFraming::Length { head_len, len },
+        Ok(BodyLen::Chunked) => HeadFraming::Chunked { head_len },
+    }
+}
+
+/// A wrong method (405) outranks what framing finds from the head alone
+/// (411/413/431...), as in the contract's check order.
+fn refusal(buf: &[u8], e: ApiError) -> ApiError {
+    match request_target(buf).map(|(m, p)| crate::route::Target::check(m, p)) {
+        Some(Err(wrong)) if wrong.status == 405 => wrong,
+        _ => e,
+    }
+}
+
+/// Frames the requests of one connection, resuming where the previous call
+/// stopped: a request that arrives a byte at a time costs time linear in
+/// its bytes, where calling [`frame_request`] on the growing buffer after
+/// every read would scan it from the start each time.
+///
+/// Give it the connection's unread bytes after every read. Until it answers
+/// `Complete` or `Invalid`, each call's buffer must start with the previous
+/// call's bytes (the host only appends); after such an answer it starts
+/// over, for the next request at the start of the buffer (the host drops
+/// the framed bytes first).
+#[derive(Debug, Clone)]
+pub struct RequestFramer {
+    max_body_bytes: usize,
+    state: FramerState,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum FramerState {
+    /// Looking for the end of the head; bytes before `searched` hold none.
+    Head {
+        searched: usize,
+    },
+    /// The head ends at `head_len`; the body is `len` bytes.
+    Length {
+        head_len: usize,
+        len: usize,
+    },
+    Chunked {
+        head_len: usize,
+        scan: ChunkScan,
+    },
+}
+
+impl RequestFramer {
+    pub fn new(max_body_bytes: usize) -> RequestFramer {
+        RequestFramer { max_body_bytes, state: FramerState::Head { searched: 0 } }
+    }
+
+    /// Where the next request in `buf` ends (see [`Framing`]).
+    pub fn frame(&mut self, buf: &[u8]) -> Framing {
+        let f = self.step(buf);
+        if !matches!(f, Framing::Incomplete) {
+            self.state = FramerState::Head { searched: 0 };
+        }
+        f
+    }
+
+    fn step(&mut self, buf: &[u8]) -> Framing {
+        loop {
+            match &mut self.state {
+                FramerState::Head { searched } => {
+                    // The head ends at an empty line (CRLF or bare LF, as
+                    // httparse reads them): look only at the new bytes.
+                    let from = searched.saturating_sub(3);
+                    if head_end(&buf[from..]).is_none() {
+                        *searched = buf.len();
+                        if buf.len() > MAX_HEAD_BYTES {
+                            return Framing::Invalid(head_too_large().into_response());
+                        }
+                        return Framing::Incomplete;
+                    }
+                    // A whole head: parse it once.
+                    match frame_request_head(buf, self.max_body_bytes) {
+                        HeadFraming::Done(f) => return f,
+                        HeadFraming::Length { head_len, len } => self.state = FramerState::Length { head_len, len },
+                        HeadFraming::Chunked { head_len } => {
+                            self.state = FramerState::Chunked { head_len, scan: ChunkScan::default() }
+                        }
+                    }
+                }
+                FramerState::Length { head_len, len } => {
+                    return if buf.len() >= *head_len + *len {
+                        Framing::Complete(*head_len + *len)
+                    } else {
+                        Framing::Incomplete
+                    };
+                }
+                FramerState::Chunked { head_len, scan } => {
+                    let head_len = *head_len;
+                    return match scan_chunked_from(&buf[head_len..], self.max_body_bytes, scan, None) {
+                        Ok(Some((used, _))) => Framing::Complete(head_len + used),
+                        Ok(None) => Framing::Incomplete,
+                        Err(e) => Framing::Invalid(refusal(buf, e).into_response()),
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// Where the head's terminating empty line ends in `b`, if it is there.
+fn head_end(b: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    while let Some(n) = b[i..].iter().position(|&c| c == b'\n') {
+        let at = i + n + 1;
+        match b.get(at..) {
+            Some([b'\n', ..]) => return Some(at + 1),
+            Some([b'\r', b'\n', ..]) => return Some(at + 2),
+            _ => i = at,
+        }
+    }
+    None
 }
 
 /// Method and path (without query) of a request whose head is complete.

@@ -34,7 +34,7 @@ pub use clock::Clock;
 pub use config::{ClockKind, Config, ConfigError, Limits, Rate, Synchronous, TierLimits};
 pub use error::ApiError;
 pub use gateway::{GatewayAccept, GatewayConnection, GatewayEvent, GatewayOutput, GatewaySession};
-pub use http::{frame_request, Framing};
+pub use http::{frame_request, Framing, RequestFramer};
 pub use service::{OpenError, Service, WakeHook};
 pub use storage::StorageError;
 

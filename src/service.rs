@@ -95,19 +95,13 @@ impl Service {
 
     /// Where the next request in `buf` ends (see [`http::Framing`]).
     pub fn frame_request(&self, buf: &[u8]) -> http::Framing {
-        match http::frame_request(buf, self.config.max_body_bytes) {
-            http::Framing::Invalid(resp) => {
-                // A wrong method (405) outranks the length checks framing
-                // makes from the head alone (411/413), as in handle_request.
-                if let Some(Err(e)) = http::request_target(buf).map(|(m, p)| Target::check(m, p)) {
-                    if e.status == 405 {
-                        return http::Framing::Invalid(e.into_response());
-                    }
-                }
-                http::Framing::Invalid(resp)
-            }
-            f => f,
-        }
+        http::frame_request(buf, self.config.max_body_bytes)
+    }
+
+    /// A framer for one connection, with this service's body limit: it
+    /// resumes where its last call stopped (see [`http::RequestFramer`]).
+    pub fn request_framer(&self) -> http::RequestFramer {
+        http::RequestFramer::new(self.config.max_body_bytes)
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {

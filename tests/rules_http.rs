@@ -352,3 +352,68 @@ fn every_response_is_json_with_exact_content_length() {
         split_with_headers(&raw); // asserts Content-Type and Content-Length
     }
 }
+
+/// Feeds `stream` to a RequestFramer one byte at a time, as a host reading a
+/// trickling client would, and checks every answer against the stateless
+/// `frame_request` on the same buffer.
+fn framer_agrees_byte_by_byte(stream: &[u8], max: usize) -> Vec<Framing> {
+    let mut framer = botspace::RequestFramer::new(max);
+    let (mut start, mut answers) = (0, Vec::new());
+    for end in 1..=stream.len() {
+        let buf = &stream[start..end];
+        let f = framer.frame(buf);
+        assert_eq!(f, frame_request(buf, max), "at byte {end} of {:?}", String::from_utf8_lossy(stream));
+        match f {
+            Framing::Incomplete => {}
+            Framing::Complete(n) => {
+                start += n;
+                answers.push(f);
+            }
+            Framing::Invalid(_) => {
+                answers.push(f);
+                break;
+            }
+        }
+    }
+    answers
+}
+
+fn one_byte_chunks(body: &str) -> String {
+    let mut s = String::new();
+    for c in body.chars() {
+        s.push_str(&format!("{:x}\r\n{c}\r\n", c.len_utf8()));
+    }
+    s + "0\r\nX-Trailer: 1\r\n\r\n"
+}
+
+#[test]
+fn the_resuming_framer_answers_as_frame_request_at_every_byte() {
+    let body = r#"{"chat_id":"c","text":"hello"}"#;
+    let chunked = format!(
+        "POST /bot/sendMessage HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n{}",
+        one_byte_chunks(body)
+    );
+    let sized = format!("POST /bot/sendMessage HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+    let bare_lf = "POST /bot/getMe HTTP/1.1\nHost: t\n\n";
+    // Pipelined: three requests back to back, each framed in turn.
+    let all = format!("{sized}{chunked}{bare_lf}");
+    let answers = framer_agrees_byte_by_byte(all.as_bytes(), 1024);
+    assert_eq!(
+        answers,
+        vec![Framing::Complete(sized.len()), Framing::Complete(chunked.len()), Framing::Complete(bare_lf.len())]
+    );
+    // Refusals come at the same byte, with the same response.
+    for bad in [
+        format!("POST /bot/sendMessage HTTP/1.1\r\nContent-Length: 5000\r\n\r\n"),
+        "POST /bot/sendMessage HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".to_string(),
+        "GET /bot/sendMessage HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n".to_string(),
+        format!("POST /bot/x HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(17 * 1024)),
+        format!(
+            "POST /bot/sendMessage HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n{}",
+            one_byte_chunks(&"a".repeat(1100))
+        ),
+    ] {
+        let answers = framer_agrees_byte_by_byte(bad.as_bytes(), 1024);
+        assert!(matches!(answers.last(), Some(Framing::Invalid(_))), "{bad:.80}");
+    }
+}
