@@ -404,7 +404,7 @@ fn the_resuming_framer_answers_as_frame_request_at_every_byte() {
     );
     // Refusals come at the same byte, with the same response.
     for bad in [
-        format!("POST /bot/sendMessage HTTP/1.1\r\nContent-Length: 5000\r\n\r\n"),
+        "POST /bot/sendMessage HTTP/1.1\r\nContent-Length: 5000\r\n\r\n".to_string(),
         "POST /bot/sendMessage HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".to_string(),
         "GET /bot/sendMessage HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n".to_string(),
         format!("POST /bot/x HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(17 * 1024)),
