@@ -104,6 +104,8 @@ pub struct Config {
     /// default, never waits: the library does not sleep, and within one
     /// service every write goes through one connection anyway.
     pub busy_timeout_ms: u32,
+    /// The largest image `import_database` accepts, in bytes.
+    pub max_import_bytes: usize,
     /// Tests only: draw ids and tokens from a stream seeded with this
     /// number instead of the OS, so they are known in advance. Accepted
     /// only with `clock: manual`, which no production service runs on.
@@ -123,6 +125,7 @@ impl Default for Config {
             event_retention_s: 86_400,
             limits: Limits::default(),
             busy_timeout_ms: 0,
+            max_import_bytes: 1 << 30,
             random_seed: None,
         }
     }
@@ -141,6 +144,7 @@ impl std::fmt::Debug for Config {
             .field("event_retention_s", &self.event_retention_s)
             .field("limits", &self.limits)
             .field("busy_timeout_ms", &self.busy_timeout_ms)
+            .field("max_import_bytes", &self.max_import_bytes)
             .field("random_seed", &self.random_seed)
             .finish()
     }

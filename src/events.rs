@@ -21,6 +21,11 @@ pub const CHAT_PERMISSIONS_CHANGED: &str = "chat_permissions_changed";
 pub const CHAT_DISSOLVED: &str = "chat_dissolved";
 pub const CHAT_ACTION: &str = "chat_action";
 
+/// Every type above as an SQL list, for checking imported logs.
+pub const KNOWN_TYPES_SQL: &str = "'message_created', 'message_edited', 'message_deleted', 'bot_started', \
+    'blocked', 'unblocked', 'member_added', 'member_removed', 'chat_permissions_changed', 'chat_dissolved', \
+    'chat_action'";
+
 /// One change in a chat, as it enters the logs.
 pub struct Event<'a> {
     pub chat_id: &'a str,

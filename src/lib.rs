@@ -21,6 +21,7 @@ pub mod error;
 mod events;
 pub mod gateway;
 pub mod http;
+mod import;
 mod methods;
 mod model;
 mod random;

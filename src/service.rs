@@ -14,7 +14,6 @@ use crate::ratelimit::RateLimiter;
 use crate::route::{BotMethod, Route, Target};
 use crate::storage::{self, StorageError};
 use crate::txn::{exec, Db, Inner, TxEffects};
-use rusqlite::Connection;
 use std::sync::{Arc, MutexGuard, RwLock};
 
 /// Called with a bot id after a commit that gave that bot new events, or
@@ -347,6 +346,13 @@ impl Service {
         if !fx.woken.is_empty() || !fx.revoked.is_empty() {
             self.gateway.after_commit(&fx.woken, &fx.revoked);
         }
+        if fx.scrubbed {
+            // secure_delete zeroed the text in the pages just written; the
+            // WAL still holds the earlier page images. Copy the clean pages
+            // back and truncate the WAL (a no-op for :memory:). A failure
+            // here leaves the text until the next checkpoint, nothing worse.
+            let _ = inner.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        }
         fx
     }
 
@@ -375,44 +381,14 @@ impl Service {
     }
 
     /// Replaces the whole database with bytes from [`Service::export_database`].
-    /// The bytes are checked and migrated; on any error the current database
-    /// stays as it was.
+    /// The image is untrusted: it must hold exactly botspace's schema (no
+    /// extra triggers, views or tables), pass SQLite's integrity check, stay
+    /// within `max_import_bytes` and hold only well-formed events; a page
+    /// size other than the live one is converted. It is migrated before it
+    /// replaces anything. Any refusal is a 400 and changes nothing.
     pub fn import_database(&self, bytes: &[u8]) -> Result<(), ApiError> {
-        // An image of a WAL file says so in header bytes 18-19; an in-memory
-        // copy must read it as a rollback-journal database.
-        let mut image_bytes = bytes.to_vec();
-        if image_bytes.len() >= 100 && image_bytes[18] == 2 && image_bytes[19] == 2 {
-            image_bytes[18] = 1;
-            image_bytes[19] = 1;
-        }
-        let bytes = &image_bytes[..];
-        // Validate in a scratch connection first so a bad image changes nothing.
-        let mut scratch = Connection::open_in_memory()?;
-        scratch
-            .deserialize_read_exact(rusqlite::MAIN_DB, bytes, bytes.len(), false)
-            .map_err(|e| ApiError::invalid_request(format!("not a botspace database image: {e}")))?;
-        let check: String = scratch
-            .query_row("PRAGMA quick_check", [], |r| r.get(0))
-            .map_err(|e| ApiError::invalid_request(format!("not a botspace database image: {e}")))?;
-        if check != "ok" {
-            return Err(ApiError::invalid_request(format!("database image fails its integrity check: {check}")));
-        }
-        let has_bots: i64 = scratch
-            .query_row("SELECT count(*) FROM sqlite_master WHERE name = 'bots'", [], |r| r.get(0))
-            .map_err(|e| ApiError::invalid_request(format!("not a botspace database image: {e}")))?;
-        let version: i64 = scratch.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        if has_bots == 0 || version < 1 {
-            return Err(ApiError::invalid_request("not a botspace database image"));
-        }
-        let supported = storage::MIGRATIONS.len() as i64;
-        if version > supported {
-            return Err(ApiError::invalid_request(format!(
-                "the database image has schema version {version}; this library reads up to {supported}"
-            )));
-        }
-        // Bring the image up to date before it replaces anything, so a
-        // failed migration leaves the live database as it was.
-        storage::migrate(&scratch).map_err(ApiError::internal)?;
+        let page_size: i64 = self.lock().conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        let scratch = crate::import::prepare(bytes, page_size, self.config.max_import_bytes)?;
         let mut guard = self.lock();
         let inner = &mut *guard;
         // Copy into the live connection so a file database stays a file.

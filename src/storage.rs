@@ -153,7 +153,20 @@ pub fn open(config: &Config) -> Result<Connection, StorageError> {
     Ok(conn)
 }
 
+/// Settings for every connection, the live one and an import's scratch:
+/// defensive mode (no writable schema, no shadow-table writes), schema
+/// functions untrusted (a view or trigger can call no side-effecting SQL
+/// function), and deleted content overwritten, so a deleted message's text
+/// does not linger in free pages.
+pub fn harden(conn: &Connection) -> rusqlite::Result<()> {
+    use rusqlite::config::DbConfig;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_TRUSTED_SCHEMA, false)?;
+    conn.execute_batch("PRAGMA secure_delete = ON;")
+}
+
 pub fn configure(conn: &Connection, sync: Synchronous, busy_timeout_ms: u32) -> Result<(), StorageError> {
+    harden(conn)?;
     // The bundled SQLite has STAT4, which re-plans a statement with a range
     // on a bound parameter (`seq > ?`) at every execution. The query planner
     // stability guarantee keeps each prepared plan, which is what a cache of

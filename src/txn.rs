@@ -25,6 +25,9 @@ pub(crate) struct TxEffects {
     pub revoked: Vec<String>,
     /// A bot row changed: the auth cache must be dropped if this rolls back.
     pub bots_touched: bool,
+    /// Message text was deleted: once committed, the WAL is checkpointed
+    /// and truncated so the old text leaves the files too.
+    pub scrubbed: bool,
 }
 
 /// What the database lock guards.

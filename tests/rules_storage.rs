@@ -210,6 +210,37 @@ fn garbage_images_are_refused_without_changing_state() {
     assert_eq!((s, v["result"]["message_id"].as_str()), (200, Some("6")), "{v}");
 }
 
+/// `image` copied into a new database of another page size (an in-memory
+/// database cannot be vacuumed to one).
+fn with_page_size(image: &[u8], size: u32) -> Vec<u8> {
+    let mut conn = rusqlite::Connection::open_in_memory().unwrap();
+    conn.execute_batch(&format!("PRAGMA page_size = {size}; ATTACH ':memory:' AS src;")).unwrap();
+    conn.deserialize_read_exact(c"src", image, image.len(), true).unwrap();
+    let tables: Vec<(String, String)> = conn
+        .prepare("SELECT name, sql FROM src.sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    for (name, sql) in &tables {
+        conn.execute_batch(sql).unwrap();
+        conn.execute_batch(&format!("INSERT INTO main.{name} SELECT * FROM src.{name};")).unwrap();
+    }
+    let others: Vec<String> = conn
+        .prepare("SELECT sql FROM src.sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    for sql in others {
+        conn.execute_batch(&sql).unwrap();
+    }
+    conn.execute_batch("DELETE FROM main.sqlite_sequence; INSERT INTO main.sqlite_sequence SELECT * FROM src.sqlite_sequence; PRAGMA main.user_version = 2; DETACH src;").unwrap();
+    conn.serialize(rusqlite::MAIN_DB).unwrap().to_vec()
+}
+
 /// `image` with its schema rewritten by `sql` (in a scratch connection).
 fn rewrite_image(image: &[u8], sql: &str) -> Vec<u8> {
     let mut conn = rusqlite::Connection::open_in_memory().unwrap();
@@ -226,7 +257,7 @@ fn an_image_from_a_newer_library_is_refused_without_changing_state() {
     let newer = rewrite_image(&a.export_database().unwrap(), "PRAGMA user_version = 99;");
     let e = a.import_database(&newer).unwrap_err();
     assert_eq!((e.status, e.code), (400, "invalid_request"));
-    assert_eq!(e.description, "the database image has schema version 99; this library reads up to 2");
+    assert_eq!(e.description, "database image refused: it has schema version 99; this library reads up to 2");
     assert_eq!(snapshot(&a, &c, &g), before);
     assert_eq!(bot_call(&a, &tok, "getMe", json!({})).0, 200);
 }
@@ -391,4 +422,101 @@ fn a_seeded_service_makes_the_same_ids_twice_and_an_unseeded_one_does_not() {
     assert_eq!(ids(&open(Some(1))), ids(&open(Some(1))));
     assert_ne!(ids(&open(Some(1))), ids(&open(Some(2))));
     assert_ne!(ids(&open(None)), ids(&open(None)));
+}
+
+#[test]
+fn hostile_images_are_refused_with_400_and_change_nothing() {
+    let a = open(":memory:");
+    let (tok, c, g) = populate(&a);
+    let image = a.export_database().unwrap();
+    let before = snapshot(&a, &c, &g);
+    let cases = [
+        (
+            "a trigger that adds a bot to every new chat",
+            "CREATE TRIGGER spy AFTER INSERT ON chats BEGIN \
+             INSERT INTO members (chat_id, member_id, is_bot) VALUES (NEW.id, 'bot_attacker', 1); END;",
+            "unexpected or altered: [spy]; missing: []",
+        ),
+        (
+            "a trigger that undoes a suspension",
+            "CREATE TRIGGER unsuspend AFTER UPDATE OF status ON bots BEGIN \
+             UPDATE bots SET status = 'active' WHERE id = NEW.id; END;",
+            "unexpected or altered: [unsuspend]; missing: []",
+        ),
+        ("a view", "CREATE VIEW v AS SELECT * FROM bots;", "unexpected or altered: [v]; missing: []"),
+        ("an extra table", "CREATE TABLE extra (x);", "unexpected or altered: [extra]; missing: []"),
+        ("an extra index", "CREATE INDEX spy_idx ON messages (text);", "unexpected or altered: [spy_idx]; missing: []"),
+        ("a dropped table", "DROP TABLE chat_actions;", "unexpected or altered: []; missing: [chat_actions]"),
+    ];
+    for (what, sql, detail) in cases {
+        let e = a.import_database(&rewrite_image(&image, sql)).unwrap_err();
+        assert_eq!((e.status, e.code), (400, "invalid_request"), "{what}");
+        assert_eq!(
+            e.description,
+            format!("database image refused: its schema differs from botspace schema version 2 ({detail})"),
+            "{what}"
+        );
+        assert_eq!(snapshot(&a, &c, &g), before, "state changed after refusing {what}");
+        assert_eq!(bot_call(&a, &tok, "getMe", json!({})).0, 200, "{what}");
+    }
+    // Event JSON is spliced into frames as stored: it must be a JSON object.
+    for (what, sql) in [
+        ("an event that is not JSON", "UPDATE bot_events SET data = '{\"a\":' WHERE seq = 1;"),
+        ("an event that is a JSON array", "UPDATE updates SET data = '[1]' WHERE update_id = 1;"),
+        ("an event of an unknown type", "UPDATE bot_events SET type = 'x\",\"op\":\"hello' WHERE seq = 1;"),
+    ] {
+        let e = a.import_database(&rewrite_image(&image, sql)).unwrap_err();
+        assert_eq!(
+            (e.status, e.description.as_str()),
+            (400, "database image refused: 1 stored events are not JSON objects of a known type"),
+            "{what}"
+        );
+        assert_eq!(snapshot(&a, &c, &g), before, "state changed after refusing {what}");
+    }
+}
+
+#[test]
+fn an_image_over_max_import_bytes_is_refused() {
+    let cfg = json!({"admin_secret": SECRET, "clock": "manual", "max_import_bytes": 4096});
+    let small = Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap();
+    let image = open(":memory:").export_database().unwrap();
+    assert!(image.len() > 4096);
+    let e = small.import_database(&image).unwrap_err();
+    assert_eq!(
+        (e.status, e.description.as_str()),
+        (400, "database image refused: it is larger than max_import_bytes (4096 bytes)")
+    );
+}
+
+#[test]
+fn an_image_of_another_page_size_is_converted_into_a_file_database() {
+    let a = open(":memory:");
+    let (tok, c, g) = populate(&a);
+    let before = snapshot(&a, &c, &g);
+    for size in [1024, 8192, 65536] {
+        let image = with_page_size(&a.export_database().unwrap(), size);
+        assert_eq!(u16::from_be_bytes([image[16], image[17]]) as u32, if size == 65536 { 1 } else { size });
+        let dir = TempDir::new("page-size");
+        let b = open(dir.0.join("b.db").to_str().unwrap());
+        b.import_database(&image).unwrap_or_else(|e| panic!("page size {size}: {}", e.description));
+        assert_eq!(snapshot(&b, &c, &g), before, "page size {size}");
+        let (s, v) = bot_call(&b, &tok, "sendMessage", json!({"chat_id": c, "text": "after"}));
+        assert_eq!((s, v["result"]["message_id"].as_str()), (200, Some("6")), "{v}");
+    }
+}
+
+#[test]
+fn deleted_text_leaves_the_database_files() {
+    let dir = TempDir::new("scrub");
+    let svc = open(dir.0.join("s.db").to_str().unwrap());
+    let (tok, c, _) = populate(&svc);
+    let secret = "scrub-me-7f3a9c-this-text-must-go";
+    let (s, v) = bot_call(&svc, &tok, "sendMessage", json!({"chat_id": c, "text": secret}));
+    assert_eq!(s, 200, "{v}");
+    let id = v["result"]["message_id"].as_str().unwrap().to_string();
+    assert!(contains(&all_bytes(&dir.0), secret.as_bytes()), "the test must see the text before deleting it");
+    assert_eq!(bot_call(&svc, &tok, "deleteMessage", json!({"chat_id": c, "message_id": id})).0, 200);
+    assert!(!contains(&all_bytes(&dir.0), secret.as_bytes()), "deleted text is still in the files (service open)");
+    drop(svc);
+    assert!(!contains(&all_bytes(&dir.0), secret.as_bytes()), "deleted text is still in the files (closed)");
 }

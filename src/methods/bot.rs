@@ -251,6 +251,7 @@ pub fn delete_stored(ctx: &mut Ctx<'_>, chat: &Chat, msg: &StoredMessage, exclud
         .prepare_cached("UPDATE messages SET deleted = 1, text = NULL WHERE chat_id = ?1 AND message_id = ?2")?
         .execute(params![chat.id, message_id])?;
     events::scrub_message_text(ctx.conn, &chat.id, message_id)?;
+    ctx.fx.scrubbed = true;
     if msg.sender_is_bot {
         // An idempotent retry of the send must not bring the text back.
         ctx.conn
