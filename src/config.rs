@@ -106,6 +106,13 @@ pub struct Config {
     pub busy_timeout_ms: u32,
     /// The largest image `import_database` accepts, in bytes.
     pub max_import_bytes: usize,
+    /// Most unacknowledged events kept per bot: past it, the oldest go
+    /// (at the next pruning, within a minute) and the bot's next gateway
+    /// session says `replay_truncated`.
+    pub max_unacked_events: u64,
+    /// Most unconfirmed host updates kept: past it, the oldest go and
+    /// getUpdates reports the gap with an `updates_dropped` update.
+    pub max_unconfirmed_updates: u64,
     /// Tests only: draw ids and tokens from a stream seeded with this
     /// number instead of the OS, so they are known in advance. Accepted
     /// only with `clock: manual`, which no production service runs on.
@@ -126,6 +133,8 @@ impl Default for Config {
             limits: Limits::default(),
             busy_timeout_ms: 0,
             max_import_bytes: 1 << 30,
+            max_unacked_events: 100_000,
+            max_unconfirmed_updates: 1_000_000,
             random_seed: None,
         }
     }
@@ -145,6 +154,8 @@ impl std::fmt::Debug for Config {
             .field("limits", &self.limits)
             .field("busy_timeout_ms", &self.busy_timeout_ms)
             .field("max_import_bytes", &self.max_import_bytes)
+            .field("max_unacked_events", &self.max_unacked_events)
+            .field("max_unconfirmed_updates", &self.max_unconfirmed_updates)
             .field("random_seed", &self.random_seed)
             .finish()
     }
@@ -165,6 +176,8 @@ pub enum ConfigError {
     ZeroRate(&'static str),
     #[error("random_seed is for tests and needs clock = manual")]
     SeedWithoutManualClock,
+    #[error("max_unacked_events and max_unconfirmed_updates must be at least 1")]
+    ZeroBacklogCap,
 }
 
 fn de_key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<[u8; 32]>, D::Error> {
@@ -225,6 +238,9 @@ impl Config {
                     return Err(ConfigError::ZeroRate(name));
                 }
             }
+        }
+        if self.max_unacked_events == 0 || self.max_unconfirmed_updates == 0 {
+            return Err(ConfigError::ZeroBacklogCap);
         }
         if self.random_seed.is_some() && self.clock != ClockKind::Manual {
             return Err(ConfigError::SeedWithoutManualClock);

@@ -130,8 +130,9 @@ pub fn append_bot_event(
 /// A clock stepping back can leave an older row behind a younger one; it is
 /// kept until the younger one ages out, which retention ("at least")
 /// allows.
-pub fn prune(conn: &Connection, now_ms: u64, retention_ms: u64, idempotency_ttl_ms: u64) -> ApiResult<()> {
-    let cutoff = now_ms.saturating_sub(retention_ms) as i64;
+pub fn prune(conn: &Connection, now_ms: u64, p: &Prune) -> ApiResult<()> {
+    let cutoff = now_ms.saturating_sub(p.retention_ms) as i64;
+    cap_backlogs(conn, p)?;
     // Bots with acknowledged events past their prune mark whose oldest kept
     // one may have aged out since the last look.
     let due: Vec<(String, i64, i64)> = conn
@@ -168,6 +169,53 @@ pub fn prune(conn: &Connection, now_ms: u64, retention_ms: u64, idempotency_ttl_
         .unwrap_or(confirmed);
     conn.prepare_cached("DELETE FROM updates WHERE update_id < ?1")?.execute([upto])?;
     conn.prepare_cached("DELETE FROM idempotency WHERE created_at_ms < ?1")?
-        .execute([now_ms.saturating_sub(idempotency_ttl_ms) as i64])?;
+        .execute([now_ms.saturating_sub(p.idempotency_ttl_ms) as i64])?;
+    Ok(())
+}
+
+/// What pruning keeps.
+pub struct Prune {
+    pub retention_ms: u64,
+    pub idempotency_ttl_ms: u64,
+    pub max_unacked_events: u64,
+    pub max_unconfirmed_updates: u64,
+}
+
+/// The type of the update getUpdates puts first when unconfirmed updates
+/// were dropped by the cap: `data.dropped_through` is the last dropped id.
+pub const UPDATES_DROPPED: &str = "updates_dropped";
+
+/// Drops the oldest events of a bot more than `max_unacked_events` behind,
+/// and the oldest host updates past `max_unconfirmed_updates`, acknowledged
+/// or not. A bot's gap shows as `replay_truncated` (its ack cursor stays
+/// where it was, below the oldest kept event); the host's as
+/// `meta.updates_dropped_through`.
+fn cap_backlogs(conn: &Connection, p: &Prune) -> ApiResult<()> {
+    let cap = p.max_unacked_events.min(i64::MAX as u64) as i64;
+    let over: Vec<(String, i64)> = conn
+        .prepare_cached("SELECT id, last_seq - ?1 FROM bots WHERE last_seq - max(acked_seq, pruned_seq) > ?1")?
+        .query_map([cap], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (bot, upto) in over {
+        conn.prepare_cached("DELETE FROM bot_events WHERE bot_id = ?1 AND seq > (SELECT pruned_seq FROM bots WHERE id = ?1) AND seq <= ?2")?
+            .execute(params![bot, upto])?;
+        conn.prepare_cached("UPDATE bots SET pruned_seq = ?2 WHERE id = ?1")?.execute(params![bot, upto])?;
+    }
+    let cap = p.max_unconfirmed_updates.min(i64::MAX as u64) as i64;
+    let newest: Option<i64> = conn.prepare_cached("SELECT max(update_id) FROM updates")?.query_row([], |r| r.get(0))?;
+    let Some(newest) = newest else { return Ok(()) };
+    let upto = newest - cap;
+    let confirmed: i64 =
+        conn.prepare_cached("SELECT value FROM meta WHERE key = 'updates_confirmed'")?.query_row([], |r| r.get(0))?;
+    // Only an unconfirmed update is a loss to report; confirmed ones go by
+    // retention anyway.
+    if upto >= confirmed {
+        conn.prepare_cached("DELETE FROM updates WHERE update_id <= ?1")?.execute([upto])?;
+        conn.prepare_cached(
+            "INSERT INTO meta (key, value) VALUES ('updates_dropped_through', ?1) \
+             ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)",
+        )?
+        .execute([upto])?;
+    }
     Ok(())
 }

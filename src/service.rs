@@ -276,7 +276,13 @@ impl Service {
         if now_ms.saturating_sub(inner.last_prune_ms) >= PRUNE_EVERY_MS {
             inner.last_prune_ms = now_ms;
             let retention = self.config.event_retention_s.saturating_mul(1000);
-            if let Err(e) = crate::events::prune(&inner.conn, now_ms, retention, methods::IDEMPOTENCY_TTL_MS) {
+            let p = crate::events::Prune {
+                retention_ms: retention,
+                idempotency_ttl_ms: methods::IDEMPOTENCY_TTL_MS,
+                max_unacked_events: self.config.max_unacked_events,
+                max_unconfirmed_updates: self.config.max_unconfirmed_updates,
+            };
+            if let Err(e) = crate::events::prune(&inner.conn, now_ms, &p) {
                 self.abort(inner);
                 return Err(e);
             }

@@ -29,19 +29,31 @@ struct World {
 }
 
 fn open(db: &std::path::Path) -> Arc<Service> {
-    let cfg = json!({
+    open_with(db, json!({}))
+}
+
+/// A service on `db` with `extra` configuration fields.
+fn open_with(db: &std::path::Path, extra: Value) -> Arc<Service> {
+    let mut cfg = json!({
         "database": db.to_str().unwrap(),
         "admin_secret": SECRET,
         "clock": "manual",
         "event_retention_s": RETENTION_S,
     });
+    for (k, v) in extra.as_object().unwrap() {
+        cfg[k] = v.clone();
+    }
     Arc::new(Service::open(botspace::Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap())
 }
 
 fn world(tag: &str) -> World {
+    world_with(tag, json!({}))
+}
+
+fn world_with(tag: &str, extra: Value) -> World {
     let dir = TempDir::new(tag);
     let db = dir.0.join("bots.db");
-    let svc = open(&db);
+    let svc = open_with(&db, extra);
     let user = admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
     let b =
         admin(&svc, SECRET, "createBot", json!({"display_name": "Echo", "handle": "echo", "quota_tier": "official"}));
@@ -272,4 +284,58 @@ fn a_version_1_database_is_migrated_and_pruned() {
         .collect();
     assert_eq!(seqs, vec![3], "events 1-2 were acknowledged and old");
     drop(_dir);
+}
+
+/// The hello and events a new gateway session of the bot gets.
+fn replay(w: &World) -> Vec<Value> {
+    let upgrade = format!(
+        "GET /bot/gateway HTTP/1.1\r\nHost: t\r\nAuthorization: Bot {}\r\nUpgrade: websocket\r\n\
+         Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        w.token
+    );
+    let mut s = w.svc.accept_gateway_session(upgrade.as_bytes(), w.svc.now_ms()).unwrap();
+    std::iter::from_fn(|| s.poll_transmit())
+        .map(|o| match o {
+            botspace::GatewayOutput::Text(t) => serde_json::from_str(&t).unwrap(),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn a_backlog_past_the_cap_drops_its_oldest_events_and_says_replay_truncated() {
+    let w = world_with("cap-events", json!({"max_unacked_events": 3}));
+    for i in 0..5 {
+        w.user_says(&format!("m{i}"));
+    }
+    // Events 1..=6 (bot_started and five messages), nothing acknowledged.
+    assert_eq!(w.event_seqs(), vec![1, 2, 3, 4, 5, 6]);
+    // Pruning runs with a commit, at most once a minute.
+    w.advance(61);
+    w.user_says("m5");
+    assert_eq!(w.event_seqs(), vec![5, 6, 7], "the three newest are kept");
+    let got = replay(&w);
+    assert_eq!((got[0]["replay_from"].clone(), got[0]["replay_truncated"].clone()), (json!(5), json!(true)));
+    let seqs: Vec<i64> = got[1..].iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert_eq!(seqs, vec![5, 6, 7]);
+}
+
+#[test]
+fn unconfirmed_updates_past_the_cap_are_dropped_and_getupdates_says_so_first() {
+    let w = world_with("cap-updates", json!({"max_unconfirmed_updates": 2}));
+    for i in 0..4 {
+        w.user_says(&format!("m{i}"));
+    }
+    w.advance(61);
+    w.user_says("m4");
+    let ids = w.update_ids();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    let got = admin(&w.svc, SECRET, "getUpdates", json!({}));
+    let dropped = ids[0] - 1;
+    assert_eq!(got[0], json!({"update_id": dropped, "type": "updates_dropped", "data": {"dropped_through": dropped}}));
+    let rest: Vec<i64> = got.as_array().unwrap()[1..].iter().map(|u| u["update_id"].as_i64().unwrap()).collect();
+    assert_eq!(rest, ids);
+    // Confirming past the gap ends the signal.
+    let got = admin(&w.svc, SECRET, "getUpdates", json!({"offset": dropped + 1}));
+    assert_eq!(got.as_array().unwrap().iter().map(|u| u["update_id"].as_i64().unwrap()).collect::<Vec<_>>(), ids);
 }

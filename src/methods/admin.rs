@@ -556,12 +556,27 @@ fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
         }
         None => confirmed,
     };
+    // Unconfirmed updates the backlog cap dropped: said first, as an update
+    // of its own that the host confirms like any other.
+    let dropped: Option<i64> = ctx
+        .conn
+        .prepare_cached("SELECT value FROM meta WHERE key = 'updates_dropped_through'")?
+        .query_row([], |r| r.get(0))
+        .optional()?;
+    let mut out = b"[".to_vec();
+    let mut limit = limit as i64;
+    if let Some(d) = dropped.filter(|d| *d >= from) {
+        out.extend_from_slice(
+            format!(r#"{{"update_id":{d},"type":"{}","data":{{"dropped_through":{d}}}}}"#, events::UPDATES_DROPPED)
+                .as_bytes(),
+        );
+        limit -= 1;
+    }
     let mut st = ctx.conn.prepare_cached(
         "SELECT update_id, type, data FROM updates WHERE update_id >= ?1 ORDER BY update_id LIMIT ?2",
     )?;
     // The stored payloads are JSON the service wrote: spliced in as they are.
-    let mut out = b"[".to_vec();
-    let mut rows = st.query(params![from, limit as i64])?;
+    let mut rows = st.query(params![from, limit])?;
     while let Some(r) = rows.next()? {
         if out.len() > 1 {
             out.push(b',');
