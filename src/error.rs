@@ -19,13 +19,16 @@ pub struct ApiError {
     pub parameters: Option<Map<String, Value>>,
     /// Extra response headers (`Allow`, `Retry-After`, `Upgrade`).
     pub headers: Vec<(&'static str, String)>,
+    /// For a 500: what failed inside (SQLite's message, a caught panic),
+    /// for the host's logs. Never part of the response.
+    pub detail: Option<String>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
     fn new(status: u16, code: &'static str, description: impl Into<String>) -> ApiError {
-        ApiError { status, code, description: description.into(), parameters: None, headers: Vec::new() }
+        ApiError { status, code, description: description.into(), parameters: None, headers: Vec::new(), detail: None }
     }
 
     fn with_param(mut self, key: &str, value: impl Into<Value>) -> ApiError {
@@ -216,9 +219,12 @@ impl ApiError {
 
     // ---- 500 ----
 
+    /// The response says only that nothing was written: SQLite's own text
+    /// (table names, paths) is for the host's logs, in `detail`.
     pub fn internal(detail: impl std::fmt::Display) -> Self {
-        // The detail names the storage failure, never a secret.
-        Self::new(500, "internal_error", format!("internal error, nothing was written; safe to retry ({detail})"))
+        let mut e = Self::new(500, "internal_error", "internal error, nothing was written; safe to retry");
+        e.detail = Some(detail.to_string());
+        e
     }
 }
 

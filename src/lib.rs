@@ -20,6 +20,7 @@ pub mod config;
 pub mod error;
 mod events;
 pub mod gateway;
+mod group;
 pub mod http;
 mod import;
 mod methods;
@@ -35,8 +36,9 @@ pub use clock::Clock;
 pub use config::{ClockKind, Config, ConfigError, Limits, Rate, Synchronous, TierLimits};
 pub use error::ApiError;
 pub use gateway::{GatewayAccept, GatewayConnection, GatewayEvent, GatewayOutput, GatewaySession};
+pub use group::CommitStats;
 pub use http::{frame_request, Framing, RequestFramer};
-pub use service::{OpenError, Service, WakeHook};
+pub use service::{CommitPause, OpenError, Service, WakeHook};
 pub use storage::StorageError;
 
 /// The library version.

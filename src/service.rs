@@ -39,6 +39,7 @@ pub struct Service {
     db: Arc<Db>,
     wake: RwLock<Option<WakeHook>>,
     gateway: Arc<Registry>,
+    group: crate::group::Group,
     /// SHA-256 of the admin secret, compared in constant time.
     admin_hash: [u8; 32],
 }
@@ -73,6 +74,7 @@ impl Service {
             clock,
             wake: RwLock::new(None),
             gateway: Arc::new(Registry::default()),
+            group: crate::group::Group::default(),
             admin_hash,
         })
     }
@@ -108,17 +110,41 @@ impl Service {
     }
 
     /// One complete HTTP/1.1 request in, one complete HTTP/1.1 response out.
+    ///
+    /// Requests that arrive from several threads while a commit is under
+    /// way are committed together, in one transaction and one fsync (group
+    /// commit, see [`crate::group`]); each is answered exactly as if it ran
+    /// alone. A request that finds nothing under way runs at once.
     pub fn handle_request(&self, request: &[u8]) -> Vec<u8> {
+        crate::group::submit(&self.group, self, request)
+    }
+
+    /// One request in its own transaction; the effects to apply once the
+    /// caller has published the answer.
+    pub(crate) fn run_alone(&self, request: &[u8]) -> (Vec<u8>, TxEffects) {
         let routed = match self.route(request) {
             Ok(r) => r,
-            Err(e) => return e.into_response(),
+            Err(e) => return (e.into_response(), TxEffects::default()),
         };
         let mut inner = self.lock();
         let out = self.run_one(&mut inner, &routed);
         let fx = self.take_effects(&mut inner);
-        drop(inner);
-        self.apply_effects(fx);
-        out
+        (out, fx)
+    }
+
+    /// Holds every `handle_request` back until the returned guard is
+    /// dropped; what queued meanwhile then commits as one group. A seam for
+    /// tests that must form a group deterministically, not by timing.
+    #[doc(hidden)]
+    pub fn pause_commits(&self) -> CommitPause<'_> {
+        self.group.pause();
+        CommitPause(&self.group)
+    }
+
+    /// Counts of commits, for hosts' metrics: how many requests were
+    /// written and in how many transactions.
+    pub fn commit_stats(&self) -> crate::group::CommitStats {
+        self.group.stats()
     }
 
     /// Many requests, committed together in one transaction (group commit).
@@ -129,6 +155,14 @@ impl Service {
     /// whole group rolls back and every request that had succeeded, and that
     /// one, answer 500 — nothing was committed, all are safe to retry.
     pub fn handle_batch(&self, requests: &[&[u8]]) -> Vec<Vec<u8>> {
+        let (out, fx) = self.run_batch(requests);
+        self.apply_effects(fx);
+        out
+    }
+
+    /// [`Service::handle_batch`] without calling the wake hook: returns the
+    /// effects to apply once the answers are out.
+    pub(crate) fn run_batch(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects) {
         let routed: Vec<Result<Routed<'_>, ApiError>> = requests.iter().map(|r| self.route(r)).collect();
         let mut out: Vec<Vec<u8>> = Vec::with_capacity(requests.len());
         let mut guard = self.lock();
@@ -137,7 +171,8 @@ impl Service {
         if let Err(e) = exec(&inner.conn, "BEGIN IMMEDIATE") {
             let e = ApiError::from(e);
             // A request refused by routing gets that refusal, as alone.
-            return routed.iter().map(|r| r.as_ref().err().unwrap_or(&e).clone().into_response()).collect();
+            let out = routed.iter().map(|r| r.as_ref().err().unwrap_or(&e).clone().into_response()).collect();
+            return (out, TxEffects::default());
         }
         let mut ok = Vec::with_capacity(requests.len());
         let mut failure: Option<ApiError> = None;
@@ -188,12 +223,11 @@ impl Service {
             }
             None => self.commit(inner, now_ms),
         };
+        let mut fx = TxEffects::default();
         match result {
             Ok(()) => {
-                let fx = self.take_effects(inner);
-                // Hooks run without the lock: a hook may poll a connection.
-                drop(guard);
-                self.apply_effects(fx);
+                // Hooks run later, without the lock: a hook may poll a connection.
+                fx = self.take_effects(inner);
             }
             Err(e) => {
                 for (slot, succeeded) in out.iter_mut().zip(ok) {
@@ -209,7 +243,8 @@ impl Service {
                 }
             }
         }
-        out
+        drop(guard);
+        (out, fx)
     }
 
     /// Transport checks (405 → 411/413 → 415) and routing.
@@ -456,6 +491,28 @@ impl Service {
     /// Open gateway connections of a bot.
     pub fn gateway_connections(&self, bot_id: &str) -> u32 {
         self.gateway.open_count(bot_id)
+    }
+}
+
+/// See [`Service::pause_commits`].
+#[doc(hidden)]
+pub struct CommitPause<'a>(&'a crate::group::Group);
+
+impl Drop for CommitPause<'_> {
+    fn drop(&mut self) {
+        self.0.resume();
+    }
+}
+
+impl crate::group::Runner for Service {
+    fn run_alone(&self, request: &[u8]) -> (Vec<u8>, TxEffects) {
+        Service::run_alone(self, request)
+    }
+    fn run_batch(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects) {
+        Service::run_batch(self, requests)
+    }
+    fn apply_effects(&self, fx: TxEffects) {
+        Service::apply_effects(self, fx)
     }
 }
 
