@@ -21,7 +21,7 @@ pub struct ApiError {
     pub headers: Vec<(&'static str, String)>,
     /// For a 500: what failed inside (SQLite's message, a caught panic),
     /// for the host's logs. Never part of the response.
-    pub detail: Option<String>,
+    pub detail: Option<Box<str>>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -223,7 +223,7 @@ impl ApiError {
     /// (table names, paths) is for the host's logs, in `detail`.
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         let mut e = Self::new(500, "internal_error", "internal error, nothing was written; safe to retry");
-        e.detail = Some(detail.to_string());
+        e.detail = Some(detail.to_string().into());
         e
     }
 }
