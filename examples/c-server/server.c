@@ -694,6 +694,9 @@ static void conn_read(conn_t *c, uint64_t mono) {
             break; /* discarded */
         }
         if (buf_pending(&c->out) >= OUT_HIGH_WATER) break;
+        /* A short read drained the socket: skip the recv that would only say
+         * EAGAIN (poll reports anything that arrives later). */
+        if ((size_t)n < sizeof chunk) break;
     }
     if (c->st == ST_GATEWAY) gateway_poll(c, svc_now());
 }
