@@ -103,44 +103,25 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
             return 2;
         }
     };
-    let (secret, generated) =
-        match args.admin_secret.or_else(|| std::env::var("BOTSPACE_ADMIN_SECRET").ok().filter(|s| !s.is_empty())) {
-            Some(s) => (s, false),
-            None => match generate_secret() {
-                Ok(s) => (s, true),
-                Err(e) => {
-                    eprintln!("cannot generate an admin secret: {e}");
-                    return 1;
-                }
-            },
-        };
-    let config = Config {
-        database: args.db.clone(),
-        admin_secret: secret.clone(),
-        clock: if args.manual_clock { ClockKind::Manual } else { ClockKind::System },
-        ..Config::default()
-    };
-    let svc = match Service::open(config) {
-        Ok(s) => Arc::new(s),
-        Err(e) => {
-            eprintln!("cannot open the service on {}: {e}", args.db);
-            return 1;
+    match start(&args) {
+        Ok((svc, listener, local)) => {
+            serve(svc, listener, local);
+            0
         }
-    };
-    let listener = match TcpListener::bind(&args.addr) {
-        Ok(l) => l,
         Err(e) => {
-            eprintln!("cannot listen on {}: {e}", args.addr);
-            return 1;
+            eprintln!("{e}");
+            1
         }
-    };
-    let local = match listener.local_addr() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("cannot read the bound address: {e}");
-            return 1;
-        }
-    };
+    }
+}
+
+/// Opens the service and the port and prints the start-up lines, the demo
+/// block included.
+fn start(args: &Args) -> Result<(Arc<Service>, TcpListener, SocketAddr), String> {
+    let (secret, generated) = admin_secret(args)?;
+    let svc = open_service(args, &secret)?;
+    let listener = TcpListener::bind(&args.addr).map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
+    let local = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
     println!("botspace listening on http://{local}");
     if generated {
         println!("admin secret: {secret}");
@@ -149,12 +130,31 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
         println!("clock: manual (moves only through /admin/advanceClock)");
     }
     let base = format!("http://{}", reachable(local));
-    if let Err(e) = demo(&svc, &secret, &base) {
-        eprintln!("cannot create the demo data: {e}");
-        return 1;
-    }
+    demo(&svc, &secret, &base).map_err(|e| format!("cannot create the demo data: {e}"))?;
     println!("botspace ready");
+    Ok((svc, listener, local))
+}
 
+/// The flag, else `BOTSPACE_ADMIN_SECRET`, else a new one (`true`: generated).
+fn admin_secret(args: &Args) -> Result<(String, bool), String> {
+    match args.admin_secret.clone().or_else(|| std::env::var("BOTSPACE_ADMIN_SECRET").ok().filter(|s| !s.is_empty())) {
+        Some(s) => Ok((s, false)),
+        None => generate_secret().map(|s| (s, true)).map_err(|e| format!("cannot generate an admin secret: {e}")),
+    }
+}
+
+fn open_service(args: &Args, secret: &str) -> Result<Arc<Service>, String> {
+    let config = Config {
+        database: args.db.clone(),
+        admin_secret: secret.to_string(),
+        clock: if args.manual_clock { ClockKind::Manual } else { ClockKind::System },
+        ..Config::default()
+    };
+    Service::open(config).map(Arc::new).map_err(|e| format!("cannot open the service on {}: {e}", args.db))
+}
+
+/// Accepts connections until a stop is requested, then drains them.
+fn serve(svc: Arc<Service>, listener: TcpListener, local: SocketAddr) {
     let shared = Arc::new(Shared {
         svc: svc.clone(),
         registry: Arc::new(Registry::default()),
@@ -164,27 +164,20 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
     let registry = shared.registry.clone();
     svc.set_wake_hook(Some(Arc::new(move |bot_id: &str| registry.wake(bot_id))));
     signals::install(reachable(local));
+    accept_loop(&shared, &listener);
+    println!("botspace stopping");
+    drop(listener);
+    stop(shared, svc);
+}
 
+fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
     for conn in listener.incoming() {
         if shared.stop.load(Ordering::SeqCst) || signals::requested() {
             shared.stop.store(true, Ordering::SeqCst);
-            break;
+            return;
         }
         match conn {
-            Ok(stream) => {
-                let sh = shared.clone();
-                sh.active.fetch_add(1, Ordering::SeqCst);
-                let spawned =
-                    std::thread::Builder::new().name("botspace-conn".into()).stack_size(STACK).spawn(move || {
-                        let _guard = ActiveGuard(&sh.active);
-                        serve_http(&sh, stream);
-                    });
-                if let Err(e) = spawned {
-                    // The closure (and its guard) was dropped with the error.
-                    eprintln!("cannot start a connection thread: {e}");
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
+            Ok(stream) => spawn_connection(shared, stream),
             Err(e) => {
                 // EMFILE and the like: back off instead of spinning.
                 eprintln!("accept failed: {e}");
@@ -192,9 +185,26 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
             }
         }
     }
+}
 
-    println!("botspace stopping");
-    drop(listener);
+/// One thread per connection; `active` counts them for the drain.
+fn spawn_connection(shared: &Arc<Shared>, stream: TcpStream) {
+    let sh = shared.clone();
+    sh.active.fetch_add(1, Ordering::SeqCst);
+    let spawned = std::thread::Builder::new().name("botspace-conn".into()).stack_size(STACK).spawn(move || {
+        let _guard = ActiveGuard(&sh.active);
+        serve_http(&sh, stream);
+    });
+    if let Err(e) = spawned {
+        // The closure (and its guard) was dropped with the error.
+        eprintln!("cannot start a connection thread: {e}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits (at most `DRAIN`) for the connections to end, then closes the
+/// database.
+fn stop(shared: Arc<Shared>, svc: Arc<Service>) {
     let until = Instant::now() + DRAIN;
     while shared.active.load(Ordering::SeqCst) > 0 && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(20));
@@ -211,7 +221,6 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
     } else {
         println!("botspace stopped ({left} connections cut; every answered request was already committed)");
     }
-    0
 }
 
 /// 32 random bytes from the OS, hex-encoded.
@@ -429,91 +438,21 @@ enum Next {
     Upgrade(Box<GatewayConnection>),
 }
 
+/// A pending request: its bytes in the connection's buffer and its head.
+type Pending = (std::ops::Range<usize>, Head);
+
+/// One HTTP connection: answers what is buffered, writes the answers,
+/// reads more; until it closes or becomes a gateway connection.
 fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(TICK));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-    let svc = &sh.svc;
     let mut buf: Vec<u8> = Vec::with_capacity(8192);
     let mut chunk = vec![0u8; 64 * 1024];
     let mut last_activity = Instant::now();
     let mut continue_sent = false;
     loop {
-        let mut out: Vec<u8> = Vec::new();
-        let mut batch: Vec<(std::ops::Range<usize>, Head)> = Vec::new();
-        let mut consumed = 0;
-        let mut next = Next::Read;
-        let mut invalid: Option<Vec<u8>> = None;
-        let mut send_continue = false;
-        loop {
-            match svc.frame_request(&buf[consumed..]) {
-                Framing::Complete(n) => {
-                    let range = consumed..consumed + n;
-                    consumed += n;
-                    continue_sent = false;
-                    let Some(h) = head(&buf[range.clone()]) else {
-                        // frame_request accepted it, so this does not happen.
-                        next = Next::Close { linger: true };
-                        break;
-                    };
-                    if h.gateway {
-                        answer(svc, &buf, &mut batch, &mut out);
-                        let acc = svc.accept_gateway(&buf[range], svc.now_ms());
-                        match acc.connection {
-                            Some(conn) => {
-                                out.extend_from_slice(&acc.response);
-                                next = Next::Upgrade(Box::new(conn));
-                                break;
-                            }
-                            None => {
-                                out.extend(connection_header(acc.response, &h));
-                                if h.close {
-                                    next = Next::Close { linger: false };
-                                    break;
-                                }
-                            }
-                        }
-                    } else {
-                        let close = h.close;
-                        batch.push((range, h));
-                        if close {
-                            next = Next::Close { linger: false };
-                            break;
-                        }
-                        if batch.len() == MAX_BATCH {
-                            next = Next::Again;
-                            break;
-                        }
-                    }
-                }
-                Framing::Incomplete => {
-                    // A client that waits for `100 Continue` before sending
-                    // its body (curl does for larger bodies) gets it once the
-                    // head is complete and acceptable.
-                    if !continue_sent
-                        && consumed < buf.len()
-                        && head(&buf[consumed..]).is_some_and(|h| h.expect_continue)
-                    {
-                        continue_sent = true;
-                        send_continue = true;
-                    }
-                    break;
-                }
-                Framing::Invalid(resp) => {
-                    invalid = Some(with_header(resp, "Connection: close"));
-                    next = Next::Close { linger: true };
-                    break;
-                }
-            }
-        }
-        answer(svc, &buf, &mut batch, &mut out);
-        if let Some(resp) = invalid {
-            out.extend(resp);
-        }
-        if send_continue {
-            out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
-        }
-        buf.drain(..consumed);
+        let (out, next) = answer_buffered(&sh.svc, &mut buf, &mut continue_sent);
         if !out.is_empty() {
             last_activity = Instant::now();
             if stream.write_all(&out).is_err() {
@@ -529,29 +468,118 @@ fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream) {
         if sh.stop.load(Ordering::SeqCst) && buf.is_empty() {
             return;
         }
-        match stream.read(&mut chunk) {
-            Ok(0) => return,
-            Ok(n) => {
-                last_activity = Instant::now();
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-                ) =>
-            {
-                if sh.stop.load(Ordering::SeqCst) || last_activity.elapsed() > IDLE_TIMEOUT {
-                    return;
-                }
-            }
-            Err(_) => return,
+        if !read_more(sh, &mut stream, &mut buf, &mut chunk, &mut last_activity) {
+            return;
         }
     }
 }
 
+/// Answers every complete request in `buf`, in order, and removes them;
+/// returns the bytes to write and what the connection does next.
+/// Consecutive requests go to one `handle_batch` (one commit).
+fn answer_buffered(svc: &Arc<Service>, buf: &mut Vec<u8>, continue_sent: &mut bool) -> (Vec<u8>, Next) {
+    let mut out: Vec<u8> = Vec::new();
+    let mut batch: Vec<Pending> = Vec::new();
+    let mut consumed = 0;
+    let mut tail: Option<Vec<u8>> = None;
+    let next = loop {
+        match svc.frame_request(&buf[consumed..]) {
+            Framing::Complete(n) => {
+                let range = consumed..consumed + n;
+                consumed += n;
+                *continue_sent = false;
+                // frame_request accepted it, so `head` does not fail.
+                let Some(h) = head(&buf[range.clone()]) else { break Next::Close { linger: true } };
+                if h.gateway {
+                    answer(svc, buf, &mut batch, &mut out);
+                    if let Some(next) = upgrade(svc, &buf[range], &h, &mut out) {
+                        break next;
+                    }
+                    continue;
+                }
+                let close = h.close;
+                batch.push((range, h));
+                if close {
+                    break Next::Close { linger: false };
+                }
+                if batch.len() == MAX_BATCH {
+                    break Next::Again;
+                }
+            }
+            Framing::Incomplete => {
+                if wants_continue(&buf[consumed..], continue_sent) {
+                    tail = Some(b"HTTP/1.1 100 Continue\r\n\r\n".to_vec());
+                }
+                break Next::Read;
+            }
+            Framing::Invalid(resp) => {
+                // Refused from its head: answered, then the connection ends.
+                tail = Some(with_header(resp, "Connection: close"));
+                break Next::Close { linger: true };
+            }
+        }
+    };
+    answer(svc, buf, &mut batch, &mut out);
+    out.extend(tail.unwrap_or_default());
+    buf.drain(..consumed);
+    (out, next)
+}
+
+/// A client that waits for `100 Continue` before sending its body (curl
+/// does for larger bodies) gets it once, when the head is complete and
+/// acceptable (`partial` is the incomplete request).
+fn wants_continue(partial: &[u8], continue_sent: &mut bool) -> bool {
+    if *continue_sent || partial.is_empty() || !head(partial).is_some_and(|h| h.expect_continue) {
+        return false;
+    }
+    *continue_sent = true;
+    true
+}
+
+/// `GET /bot/gateway`: `Some(Upgrade)` when accepted; a refusal is written
+/// to `out` and ends the connection only if the request asked for that.
+fn upgrade(svc: &Arc<Service>, req: &[u8], h: &Head, out: &mut Vec<u8>) -> Option<Next> {
+    let acc = svc.accept_gateway(req, svc.now_ms());
+    match acc.connection {
+        Some(conn) => {
+            out.extend_from_slice(&acc.response);
+            Some(Next::Upgrade(Box::new(conn)))
+        }
+        None => {
+            out.extend(connection_header(acc.response, h));
+            h.close.then_some(Next::Close { linger: false })
+        }
+    }
+}
+
+/// Reads more bytes into `buf`; `false` when the connection is over (EOF,
+/// an error, idle too long, or a stop with nothing buffered).
+fn read_more(
+    sh: &Shared,
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    chunk: &mut [u8],
+    last_activity: &mut Instant,
+) -> bool {
+    match stream.read(chunk) {
+        Ok(0) => false,
+        Ok(n) => {
+            *last_activity = Instant::now();
+            buf.extend_from_slice(&chunk[..n]);
+            true
+        }
+        // The read timeout (TICK) lets an idle connection see the stop flag.
+        Err(e)
+            if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) =>
+        {
+            !(sh.stop.load(Ordering::SeqCst) || last_activity.elapsed() > IDLE_TIMEOUT)
+        }
+        Err(_) => false,
+    }
+}
+
 /// Answers the batched requests in order: one commit for all of them.
-fn answer(svc: &Service, buf: &[u8], batch: &mut Vec<(std::ops::Range<usize>, Head)>, out: &mut Vec<u8>) {
+fn answer(svc: &Service, buf: &[u8], batch: &mut Vec<Pending>, out: &mut Vec<u8>) {
     match batch.len() {
         0 => {}
         1 => {
@@ -600,25 +628,34 @@ fn close_http(mut stream: TcpStream, linger: bool) {
 /// Runs one gateway connection until it closes. `leftover` holds bytes that
 /// arrived after the upgrade request (the bot may talk at once).
 fn serve_gateway(sh: &Arc<Shared>, mut stream: TcpStream, mut conn: GatewayConnection, leftover: Vec<u8>) {
-    let svc = &sh.svc;
-    let manual = svc.config().clock == ClockKind::Manual;
-    let tick = if manual { MANUAL_CLOCK_TICK } else { TICK };
     let bot_id = conn.bot_id().to_string();
     let (tx, rx) = mpsc::sync_channel::<Input>(64);
     let pending = Arc::new(AtomicBool::new(false));
     // Registered before the first poll, so no event can slip between.
     let id = sh.registry.register(&bot_id, tx.clone(), pending.clone());
+    if spawn_reader(&stream, tx).is_err() {
+        sh.registry.unregister(&bot_id, id);
+        return;
+    }
+    if !leftover.is_empty() {
+        conn.handle_input(&leftover, sh.svc.now_ms());
+    }
+    let ended = pump(sh, &mut stream, &mut conn, &rx, &pending);
+    sh.registry.unregister(&bot_id, id);
+    // Frees the connection slot before the (bounded) lingering below.
+    drop(conn);
+    if ended.server_closed && !ended.peer_eof {
+        linger_for_close(&stream, &rx);
+    }
+    let _ = stream.shutdown(Shutdown::Both);
+    // The reader thread ends on its own now that the socket is shut down.
+}
 
-    let reader = match stream.try_clone() {
-        Ok(r) => r,
-        Err(_) => {
-            sh.registry.unregister(&bot_id, id);
-            return;
-        }
-    };
+/// A thread that forwards what the socket delivers, then `Eof`.
+fn spawn_reader(stream: &TcpStream, tx: SyncSender<Input>) -> io::Result<()> {
+    let mut reader = stream.try_clone()?;
     let _ = reader.set_read_timeout(None);
-    let spawned = std::thread::Builder::new().name("botspace-gw-read".into()).stack_size(128 * 1024).spawn(move || {
-        let mut reader = reader;
+    std::thread::Builder::new().name("botspace-gw-read".into()).stack_size(128 * 1024).spawn(move || {
         let mut b = vec![0u8; 16 * 1024];
         loop {
             match reader.read(&mut b) {
@@ -633,93 +670,113 @@ fn serve_gateway(sh: &Arc<Shared>, mut stream: TcpStream, mut conn: GatewayConne
             }
         }
         let _ = tx.send(Input::Eof);
-    });
-    if spawned.is_err() {
-        sh.registry.unregister(&bot_id, id);
-        return;
-    }
+    })?;
+    Ok(())
+}
 
-    if !leftover.is_empty() {
-        conn.handle_input(&leftover, svc.now_ms());
-    }
+/// How a gateway connection ended.
+struct Ended {
+    /// The server sent a close frame (the gateway closed, or a stop).
+    server_closed: bool,
+    /// The bot closed its side.
+    peer_eof: bool,
+}
+
+/// Polls the gateway and writes its bytes, then waits for input, a wake-up
+/// or the next deadline; until either side closes.
+fn pump(
+    sh: &Shared,
+    stream: &mut TcpStream,
+    conn: &mut GatewayConnection,
+    rx: &mpsc::Receiver<Input>,
+    pending: &AtomicBool,
+) -> Ended {
+    let svc = &sh.svc;
+    let manual = svc.config().clock == ClockKind::Manual;
     let mut peer_eof = false;
-    let mut server_closed = false;
     let mut out = Vec::new();
-    'serve: loop {
+    loop {
         pending.store(false, Ordering::SeqCst);
         let now = svc.now_ms();
         conn.handle_timeout(now);
         // Each transmit is bounded: write it, then ask for more.
         while conn.poll_transmit(&mut out) > 0 {
             if stream.write_all(&out).is_err() {
-                break 'serve;
+                return Ended { server_closed: false, peer_eof };
             }
             out.clear();
         }
         if conn.is_closed() {
-            server_closed = true;
-            break;
+            return Ended { server_closed: true, peer_eof };
         }
         if peer_eof {
-            break;
+            return Ended { server_closed: false, peer_eof };
         }
         if sh.stop.load(Ordering::SeqCst) {
-            // 1001 going away: the bot reconnects elsewhere or later and
-            // gets everything it has not acknowledged.
-            let reason = b"server_shutdown";
-            let mut frame = vec![0x88, (2 + reason.len()) as u8, 0x03, 0xE9];
-            frame.extend_from_slice(reason);
-            let _ = stream.write_all(&frame);
-            server_closed = true;
-            break;
+            going_away(stream);
+            return Ended { server_closed: true, peer_eof };
         }
-        let wait = match conn.poll_timeout() {
-            // A deadline that is already here right after a poll: the poll
-            // found nothing due (the timeout fires strictly after it). Do
-            // not spin on it: wait for the clock to move.
-            Some(d) if d <= now => Duration::from_millis(1).max(if manual { tick } else { Duration::ZERO }),
-            Some(d) => Duration::from_millis(d - now).min(tick),
-            None => tick,
-        };
-        let first = if wait.is_zero() {
-            rx.try_recv().ok()
-        } else {
-            match rx.recv_timeout(wait) {
-                Ok(m) => Some(m),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => Some(Input::Eof),
-            }
-        };
-        let mut input = first;
-        while let Some(m) = input.take() {
-            match m {
-                Input::Data(b) => conn.handle_input(&b, svc.now_ms()),
-                Input::Eof => peer_eof = true,
-                Input::Wake => {}
-            }
-            input = match rx.try_recv() {
-                Ok(m) => Some(m),
-                Err(mpsc::TryRecvError::Empty) => None,
-                Err(mpsc::TryRecvError::Disconnected) => None,
-            };
+        let wait = wait_for(conn.poll_timeout(), now, manual);
+        peer_eof = take_input(svc, conn, rx, wait);
+    }
+}
+
+/// How long to wait for input before polling again.
+fn wait_for(deadline: Option<u64>, now: u64, manual: bool) -> Duration {
+    let tick = if manual { MANUAL_CLOCK_TICK } else { TICK };
+    match deadline {
+        // A deadline that is already here right after a poll: the poll
+        // found nothing due (the timeout fires strictly after it). Do not
+        // spin on it: wait for the clock to move.
+        Some(d) if d <= now => Duration::from_millis(1).max(if manual { tick } else { Duration::ZERO }),
+        Some(d) => Duration::from_millis(d - now).min(tick),
+        None => tick,
+    }
+}
+
+/// Feeds the gateway what arrived within `wait` (and everything queued
+/// behind it); `true` when the bot closed its side.
+fn take_input(svc: &Service, conn: &mut GatewayConnection, rx: &mpsc::Receiver<Input>, wait: Duration) -> bool {
+    let mut input = if wait.is_zero() {
+        rx.try_recv().ok()
+    } else {
+        match rx.recv_timeout(wait) {
+            Ok(m) => Some(m),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => Some(Input::Eof),
+        }
+    };
+    let mut eof = false;
+    while let Some(m) = input.take() {
+        match m {
+            Input::Data(b) => conn.handle_input(&b, svc.now_ms()),
+            Input::Eof => eof = true,
+            Input::Wake => {}
+        }
+        input = rx.try_recv().ok();
+    }
+    eof
+}
+
+/// 1001 going away: the bot reconnects elsewhere or later and gets
+/// everything it has not acknowledged.
+fn going_away(stream: &mut TcpStream) {
+    let reason = b"server_shutdown";
+    let mut frame = vec![0x88, (2 + reason.len()) as u8, 0x03, 0xE9];
+    frame.extend_from_slice(reason);
+    let _ = stream.write_all(&frame);
+}
+
+/// Lets the bot read the close frame and answer it, for at most `LINGER`.
+fn linger_for_close(stream: &TcpStream, rx: &mpsc::Receiver<Input>) {
+    let _ = stream.shutdown(Shutdown::Write);
+    let until = Instant::now() + LINGER;
+    while Instant::now() < until {
+        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok(Input::Eof) | Err(_) => break,
+            Ok(_) => {}
         }
     }
-    sh.registry.unregister(&bot_id, id);
-    // Frees the connection slot before the (bounded) lingering below.
-    drop(conn);
-    if server_closed && !peer_eof {
-        // Let the bot read the close frame and answer it; then cut.
-        let _ = stream.shutdown(Shutdown::Write);
-        let until = Instant::now() + LINGER;
-        while Instant::now() < until {
-            match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
-                Ok(Input::Eof) | Err(_) => break,
-                Ok(_) => {}
-            }
-        }
-    }
-    let _ = stream.shutdown(Shutdown::Both);
-    // The reader thread ends on its own now that the socket is shut down.
 }
 
 // ---------------------------------------------------------------------------

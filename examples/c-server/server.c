@@ -4,9 +4,11 @@
  *   botspace-server [--addr HOST:PORT] [--db PATH] [--admin-secret S] [--manual-clock]
  *
  * One thread, one poll(2) loop, non-blocking sockets. HTTP/1.1 keep-alive
- * and pipelining are driven by botspace_service_frame_request(); pipelined
- * requests that arrive together are answered with one group commit
- * (botspace_service_handle_batch). Partial reads and writes are buffered
+ * and pipelining are driven by botspace_service_frame_request(). After each
+ * poll(2), every complete request buffered on any connection is answered
+ * with one group commit (botspace_service_handle_batch): one transaction
+ * and one fsync for all the connections that are waiting, each connection's
+ * answers in its own order. Partial reads and writes are buffered
  * per connection. GET /bot/gateway upgrades a connection to the bot
  * gateway: the connection then owns a botspace_gateway that is fed what the
  * socket delivers and polled when its bot has new events (the wake-up
@@ -45,7 +47,7 @@
 #define TICK_MS 250u                /* longest sleep: stop flag, manual clock */
 #define IDLE_TIMEOUT_MS 120000u     /* idle keep-alive connection */
 #define WRITE_TIMEOUT_MS 30000u     /* peer that takes none of our bytes */
-#define MAX_BATCH 64                /* pipelined requests committed together */
+#define MAX_BATCH 64                /* requests committed together (all connections) */
 #define LINGER_MS 2000u             /* lingering close after an error */
 #define LINGER_BYTES (4u << 20)
 #define DRAIN_MS 5000u              /* how long a stop waits for connections */
@@ -233,6 +235,24 @@ enum conn_state {
     ST_LINGER   /* write side shut: discard input until EOF or a deadline */
 };
 
+/* What this server itself needs from a request head. */
+typedef struct {
+    int gateway, close, http10, expect_continue;
+} head_t;
+
+/* What an HTTP connection does after its requests in the current batch are
+ * answered (requests behind it wait for the next batch, so answers stay in
+ * order). */
+enum step {
+    STEP_NONE,
+    STEP_CONTINUE, /* send `100 Continue` for the incomplete request */
+    STEP_UPGRADE,  /* GET /bot/gateway at step_start/step_len */
+    STEP_REFUSE,   /* answer `refusal` (framing said Invalid), then linger */
+    STEP_CLOSE,    /* the last request asked for Connection: close */
+    STEP_DROP,     /* framing failed: close without an answer */
+    STEP_DROP_LINGER /* unreadable head: linger, then close */
+};
+
 typedef struct conn {
     int fd;
     enum conn_state st;
@@ -241,11 +261,18 @@ typedef struct conn {
     const char *bot_id; /* owned by gw */
     int continue_sent;
     int linger;   /* ST_CLOSING: linger after the flush instead of closing */
-    int peer_eof; /* gateway: the bot closed its side */
+    int peer_eof; /* the peer closed its side */
     uint64_t last_activity;
     uint64_t stalled_since; /* 0: not waiting for the peer to read */
     uint64_t linger_until;
     size_t lingered;
+    /* HTTP batching (serve_http_round): */
+    int ready;    /* `in` may hold a request not yet framed */
+    size_t taken; /* bytes of `in` framed into the current batch */
+    enum step step;
+    size_t step_start, step_len; /* STEP_UPGRADE: the request, from in.p */
+    head_t step_head;
+    botspace_bytes refusal; /* STEP_REFUSE */
 } conn_t;
 
 static botspace_service *svc;
@@ -311,9 +338,6 @@ static void conn_finish(conn_t *c, int linger) {
 /* ------------------------------------------------------------------------ */
 /* HTTP */
 
-typedef struct {
-    int gateway, close, http10, expect_continue;
-} head_t;
 
 static const unsigned char *find_crlfcrlf(const unsigned char *p, size_t n) {
     for (size_t i = 0; i + 3 < n; i++)
@@ -393,132 +417,202 @@ static void add_response(buf_t *out, const unsigned char *resp, size_t n, const 
     buf_add(out, resp + split, n - split);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Group commit across connections
+ *
+ * After each poll(2), serve_http_round() puts every complete request that
+ * is buffered on any HTTP connection into one batch and answers it with one
+ * botspace_service_handle_batch() call: one transaction and one fsync for
+ * all of them, while each request gets exactly the answer it would get
+ * alone. A connection's requests enter the batch in order and its answers
+ * are appended in that order. A request that needs a step of its own (a
+ * gateway upgrade, a refusal from framing, Connection: close, 100 Continue)
+ * ends that connection's share of the batch; the step runs once the batch
+ * is answered, and the connection's later requests go to the next batch. */
+
 typedef struct {
-    size_t start, len;
+    conn_t *c;
+    size_t start, len; /* the request, from c->in.p */
     head_t head;
 } pending_req;
 
-/* Answers the batched requests in order: one commit for all of them. */
-static void answer(conn_t *c, pending_req *batch, size_t *nbatch) {
-    size_t n = *nbatch;
-    if (n == 0) return;
-    const unsigned char *base = c->in.p;
-    if (n == 1) {
-        botspace_bytes r = {NULL, 0};
-        if (botspace_service_handle_request(svc, base + batch[0].start, batch[0].len, &r) == BOTSPACE_STATUS_OK)
-            add_response(&c->out, r.ptr, r.len, &batch[0].head);
-        botspace_bytes_free(&r);
-    } else {
+static pending_req batch[MAX_BATCH];
+static size_t nbatch;
+
+/* Frames one connection's complete requests into the batch, up to the
+ * first that needs a step. Clears `ready` once nothing complete is left. */
+static void collect(conn_t *c) {
+    while (c->step == STEP_NONE && nbatch < MAX_BATCH) {
+        const unsigned char *p = buf_data(&c->in) + c->taken;
+        size_t avail = buf_pending(&c->in) - c->taken;
+        if (avail == 0) {
+            c->ready = 0;
+            return;
+        }
+        botspace_framing f;
+        if (botspace_service_frame_request(svc, p, avail, &f) != BOTSPACE_STATUS_OK) {
+            c->step = STEP_DROP;
+            return;
+        }
+        if (f.kind == BOTSPACE_FRAMING_KIND_INCOMPLETE) {
+            head_t h;
+            /* A client that waits for `100 Continue` before its body gets it
+             * once the head is complete and acceptable. */
+            if (!c->continue_sent && parse_head(p, avail, &h) && h.expect_continue) c->step = STEP_CONTINUE;
+            c->ready = 0;
+            return;
+        }
+        if (f.kind == BOTSPACE_FRAMING_KIND_INVALID) {
+            c->refusal = f.error_response;
+            c->step = STEP_REFUSE;
+            return;
+        }
+        size_t start = (size_t)(p - c->in.p);
+        c->taken += f.length;
+        c->continue_sent = 0;
+        head_t h;
+        if (!parse_head(p, f.length, &h)) { /* frame_request accepted it: cannot happen */
+            c->step = STEP_DROP_LINGER;
+            return;
+        }
+        if (h.gateway) {
+            c->step = STEP_UPGRADE;
+            c->step_start = start;
+            c->step_len = f.length;
+            c->step_head = h;
+            return;
+        }
+        pending_req *r = &batch[nbatch++];
+        r->c = c;
+        r->start = start;
+        r->len = f.length;
+        r->head = h;
+        if (h.close) {
+            c->step = STEP_CLOSE;
+            return;
+        }
+    }
+}
+
+/* Answers the batch, each response to its connection: one commit for all. */
+static void answer_batch(void) {
+    if (nbatch == 1) {
+        pending_req *r = &batch[0];
+        botspace_bytes resp = {NULL, 0};
+        if (botspace_service_handle_request(svc, r->c->in.p + r->start, r->len, &resp) == BOTSPACE_STATUS_OK)
+            add_response(&r->c->out, resp.ptr, resp.len, &r->head);
+        botspace_bytes_free(&resp);
+    } else if (nbatch > 1) {
         botspace_slice reqs[MAX_BATCH];
         botspace_bytes resps[MAX_BATCH];
-        for (size_t i = 0; i < n; i++) {
-            reqs[i].ptr = base + batch[i].start;
+        for (size_t i = 0; i < nbatch; i++) {
+            reqs[i].ptr = batch[i].c->in.p + batch[i].start;
             reqs[i].len = batch[i].len;
         }
-        if (botspace_service_handle_batch(svc, reqs, n, resps) == BOTSPACE_STATUS_OK) {
-            for (size_t i = 0; i < n; i++) {
-                add_response(&c->out, resps[i].ptr, resps[i].len, &batch[i].head);
+        if (botspace_service_handle_batch(svc, reqs, nbatch, resps) == BOTSPACE_STATUS_OK) {
+            for (size_t i = 0; i < nbatch; i++) {
+                add_response(&batch[i].c->out, resps[i].ptr, resps[i].len, &batch[i].head);
                 botspace_bytes_free(&resps[i]);
             }
         }
     }
-    *nbatch = 0;
+    nbatch = 0;
 }
 
 static void gateway_poll(conn_t *c, uint64_t now);
 
-/* Handles every complete request buffered on an HTTP connection. */
-static void process_http(conn_t *c) {
-    pending_req batch[MAX_BATCH];
-    size_t nbatch = 0;
-    for (;;) {
-        if (c->st != ST_HTTP) break;
-        const unsigned char *p = buf_data(&c->in);
-        size_t avail = buf_pending(&c->in);
-        size_t consumed = 0;
-        int again = 0;
-        while (consumed < avail) {
-            botspace_framing f;
-            if (botspace_service_frame_request(svc, p + consumed, avail - consumed, &f) != BOTSPACE_STATUS_OK) {
-                conn_finish(c, 0);
-                break;
-            }
-            if (f.kind == BOTSPACE_FRAMING_KIND_INCOMPLETE) {
-                head_t h;
-                /* A client that waits for `100 Continue` before its body gets
-                 * it once the head is complete and acceptable. */
-                if (!c->continue_sent && parse_head(p + consumed, avail - consumed, &h) && h.expect_continue) {
-                    c->continue_sent = 1;
-                    answer(c, batch, &nbatch);
-                    buf_add(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
-                }
-                break;
-            }
-            if (f.kind == BOTSPACE_FRAMING_KIND_INVALID) {
-                answer(c, batch, &nbatch);
-                head_t h = {0, 1, 0, 0};
-                add_response(&c->out, f.error_response.ptr, f.error_response.len, &h);
-                botspace_bytes_free(&f.error_response);
-                conn_finish(c, 1);
-                break;
-            }
-            size_t start = (size_t)(p - c->in.p) + consumed, n = f.length;
-            consumed += n;
-            c->continue_sent = 0;
-            head_t h;
-            if (!parse_head(c->in.p + start, n, &h)) { /* frame_request accepted it: cannot happen */
-                conn_finish(c, 1);
-                break;
-            }
-            if (h.gateway) {
-                answer(c, batch, &nbatch);
-                botspace_bytes resp = {NULL, 0};
-                botspace_gateway *gw = NULL;
-                if (botspace_gateway_accept(svc, c->in.p + start, n, &resp, &gw) != BOTSPACE_STATUS_OK) {
-                    conn_finish(c, 0);
-                    break;
-                }
-                if (gw) {
-                    buf_add(&c->out, resp.ptr, resp.len);
-                    botspace_bytes_free(&resp);
-                    c->gw = gw;
-                    botspace_gateway_bot_id(gw, &c->bot_id);
-                    c->st = ST_GATEWAY;
-                    /* Bytes after the upgrade request: the bot may talk at once. */
-                    uint64_t now = svc_now();
-                    if (avail > consumed) botspace_gateway_feed(gw, p + consumed, avail - consumed, now);
-                    buf_consume(&c->in, avail);
-                    c->in.off = c->in.len = 0;
-                    gateway_poll(c, now);
-                    return;
-                }
-                add_response(&c->out, resp.ptr, resp.len, &h);
-                botspace_bytes_free(&resp);
-                if (h.close) {
-                    conn_finish(c, 0);
-                    break;
-                }
-                continue;
-            }
-            batch[nbatch].start = start;
-            batch[nbatch].len = n;
-            batch[nbatch].head = h;
-            nbatch++;
-            if (h.close) {
-                answer(c, batch, &nbatch);
-                conn_finish(c, 0);
-                break;
-            }
-            if (nbatch == MAX_BATCH) {
-                again = 1;
-                break;
-            }
-        }
-        answer(c, batch, &nbatch);
-        if (c->st == ST_HTTP) buf_consume(&c->in, consumed);
-        else c->in.off = c->in.len = 0; /* closing: the rest is never read */
-        if (!again) break;
+/* GET /bot/gateway: the connection becomes the gateway's, or gets the
+ * refusal and stays HTTP. */
+static void upgrade(conn_t *c) {
+    const head_t *h = &c->step_head;
+    botspace_bytes resp = {NULL, 0};
+    botspace_gateway *gw = NULL;
+    if (botspace_gateway_accept(svc, c->in.p + c->step_start, c->step_len, &resp, &gw) != BOTSPACE_STATUS_OK) {
+        conn_finish(c, 0);
+        return;
     }
+    if (!gw) {
+        add_response(&c->out, resp.ptr, resp.len, h);
+        botspace_bytes_free(&resp);
+        if (h->close) conn_finish(c, 0);
+        return;
+    }
+    buf_add(&c->out, resp.ptr, resp.len);
+    botspace_bytes_free(&resp);
+    c->gw = gw;
+    botspace_gateway_bot_id(gw, &c->bot_id);
+    c->st = ST_GATEWAY;
+    /* Bytes after the upgrade request: the bot may talk at once. */
+    uint64_t now = svc_now();
+    size_t rest = buf_pending(&c->in) - c->taken;
+    if (rest > 0) botspace_gateway_feed(gw, buf_data(&c->in) + c->taken, rest, now);
+    c->in.off = c->in.len = 0;
+    gateway_poll(c, now);
+}
+
+/* Runs the step that ended a connection's share of the batch, after its
+ * batched requests were answered. */
+static void run_step(conn_t *c) {
+    enum step s = c->step;
+    c->step = STEP_NONE;
+    switch (s) {
+    case STEP_NONE:
+        break;
+    case STEP_CONTINUE:
+        c->continue_sent = 1;
+        buf_add(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+        break;
+    case STEP_UPGRADE:
+        upgrade(c);
+        break;
+    case STEP_REFUSE: {
+        head_t h = {0, 1, 0, 0};
+        add_response(&c->out, c->refusal.ptr, c->refusal.len, &h);
+        botspace_bytes_free(&c->refusal);
+        conn_finish(c, 1); /* the refused body may still be arriving */
+        break;
+    }
+    case STEP_CLOSE:
+    case STEP_DROP:
+        conn_finish(c, 0);
+        break;
+    case STEP_DROP_LINGER:
+        conn_finish(c, 1);
+        break;
+    }
+}
+
+/* Drops what the batch took from a connection's input. */
+static void consume_taken(conn_t *c) {
+    if (c->st == ST_HTTP) buf_consume(&c->in, c->taken);
+    else c->in.off = c->in.len = 0; /* upgraded or closing: the rest is never read as HTTP */
+    c->taken = 0;
+}
+
+/* Answers every complete request buffered on any HTTP connection: batches
+ * of up to MAX_BATCH, one commit each, then each connection's step. Goes on
+ * while a batch filled up or a step may have left requests behind. */
+static void serve_http_round(void) {
+    for (;;) {
+        for (size_t i = 0; i < nconns; i++)
+            if (conns[i]->st == ST_HTTP && conns[i]->ready) collect(conns[i]);
+        int stepped = 0;
+        for (size_t i = 0; i < nconns && !stepped; i++) stepped = conns[i]->step != STEP_NONE;
+        if (nbatch == 0 && !stepped) return;
+        answer_batch();
+        for (size_t i = 0; i < nconns; i++) {
+            conn_t *c = conns[i];
+            if (c->step != STEP_NONE) run_step(c);
+            if (c->taken > 0 || c->st != ST_HTTP) consume_taken(c);
+        }
+    }
+}
+
+/* A peer that closed its side gets the answers to what it sent, then the
+ * connection closes. */
+static void finish_http_eof(void) {
+    for (size_t i = 0; i < nconns; i++)
+        if (conns[i]->st == ST_HTTP && conns[i]->peer_eof) conn_finish(conns[i], 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -551,7 +645,23 @@ static int gateway_due(conn_t *c, uint64_t now) {
 /* ------------------------------------------------------------------------ */
 /* Reading */
 
-/* Reads what the socket has (bounded per turn) and processes it. */
+/* What a connection does when its peer closes its side. */
+static void conn_peer_closed(conn_t *c) {
+    c->peer_eof = 1;
+    if (c->st == ST_HTTP) {
+        c->ready = 1; /* serve_http_round answers what was read, then it closes */
+    } else if (c->st == ST_GATEWAY) {
+        gateway_poll(c, svc_now());
+        if (c->st == ST_GATEWAY) conn_finish(c, 0);
+    } else if (c->st == ST_LINGER) {
+        conn_close(c);
+    } else {
+        c->linger = 0; /* ST_CLOSING: send the rest, then close */
+    }
+}
+
+/* Reads what the socket has (bounded per turn). HTTP bytes wait in `in`
+ * for serve_http_round; gateway bytes go to the gateway at once. */
 static void conn_read(conn_t *c, uint64_t mono) {
     unsigned char chunk[READ_CHUNK];
     size_t total = 0;
@@ -559,20 +669,8 @@ static void conn_read(conn_t *c, uint64_t mono) {
         ssize_t n = recv(c->fd, chunk, sizeof chunk, 0);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        if (n <= 0) { /* EOF or error: answer what was read, then close */
-            c->peer_eof = 1;
-            if (c->st == ST_HTTP) {
-                process_http(c);
-                if (c->st == ST_GATEWAY) gateway_poll(c, svc_now());
-                if (c->st == ST_HTTP) conn_finish(c, 0);
-            } else if (c->st == ST_GATEWAY) {
-                gateway_poll(c, svc_now());
-                if (c->st == ST_GATEWAY) conn_finish(c, 0);
-            } else if (c->st == ST_LINGER) {
-                conn_close(c);
-            } else {
-                c->linger = 0; /* ST_CLOSING: send the rest, then close */
-            }
+        if (n <= 0) { /* EOF or error */
+            conn_peer_closed(c);
             return;
         }
         total += (size_t)n;
@@ -580,6 +678,7 @@ static void conn_read(conn_t *c, uint64_t mono) {
         switch (c->st) {
         case ST_HTTP:
             buf_add(&c->in, chunk, (size_t)n);
+            c->ready = 1;
             break;
         case ST_GATEWAY:
             botspace_gateway_feed(c->gw, chunk, (size_t)n, svc_now());
@@ -595,9 +694,11 @@ static void conn_read(conn_t *c, uint64_t mono) {
             break; /* discarded */
         }
         if (buf_pending(&c->out) >= OUT_HIGH_WATER) break;
+        /* A short read drained the socket: skip the recv that would only say
+         * EAGAIN (poll reports anything that arrives later). */
+        if ((size_t)n < sizeof chunk) break;
     }
-    if (c->st == ST_HTTP) process_http(c);
-    else if (c->st == ST_GATEWAY) gateway_poll(c, svc_now());
+    if (c->st == ST_GATEWAY) gateway_poll(c, svc_now());
 }
 
 /* ------------------------------------------------------------------------ */
@@ -877,6 +978,17 @@ static void format_addr(const struct sockaddr_storage *ss, int reachable, char *
 /* ------------------------------------------------------------------------ */
 /* The loop */
 
+typedef struct {
+    int lfd; /* -1 once stopping */
+    int stopping;
+    uint64_t stop_deadline;
+    uint64_t accept_paused_until;
+    struct pollfd *pfds;
+    size_t pfds_cap, npfds;
+    size_t first_conn; /* pfds index of conns[0] */
+    int listening;     /* pfds[1] is the listener */
+} loop_t;
+
 static void add_conn(int fd, uint64_t mono) {
     conn_t *c = calloc(1, sizeof *c);
     if (!c) die_oom();
@@ -898,79 +1010,247 @@ static void gateway_going_away(conn_t *c) {
     conn_finish(c, 1);
 }
 
-int main(int argc, char **argv) {
-    args_t args;
-    int pa = parse_args(argc, argv, &args);
-    if (pa == 1) {
-        fputs(USAGE, stdout);
-        return 0;
-    }
-    if (pa < 0) return 2;
+/* Stop: no new connections; gateways get 1001; HTTP connections finish
+ * what they have buffered. */
+static void begin_stop(loop_t *L, uint64_t mono) {
+    L->stopping = 1;
+    L->stop_deadline = mono + DRAIN_MS;
+    say("botspace stopping");
+    close(L->lfd);
+    L->lfd = -1;
+    for (size_t i = 0; i < nconns; i++)
+        if (conns[i]->st == ST_GATEWAY) gateway_going_away(conns[i]);
+}
 
-    char generated[65];
-    const char *secret = args.admin_secret;
-    int secret_generated = 0;
-    if (!secret) {
-        const char *env = getenv("BOTSPACE_ADMIN_SECRET");
-        if (env && *env) secret = env;
-    }
-    if (!secret) {
-        if (generate_secret(generated) != 0) {
-            fputs("cannot generate an admin secret\n", stderr);
-            return 1;
+/* Polls the gateways of every bot the wake callback named. */
+static void poll_woken_gateways(uint64_t now) {
+    size_t nw = 0;
+    char **woken = take_wakes(&nw);
+    for (size_t i = 0; i < nconns && nw > 0; i++) {
+        conn_t *c = conns[i];
+        if (c->st != ST_GATEWAY) continue;
+        for (size_t k = 0; k < nw; k++) {
+            if (strcmp(c->bot_id, woken[k]) == 0) {
+                gateway_poll(c, now);
+                break;
+            }
         }
-        secret = generated;
-        secret_generated = 1;
     }
+    for (size_t k = 0; k < nw; k++) free(woken[k]);
+    free(woken);
+}
 
+/* Deadlines (heartbeat timeouts, revocations, backlogs), also after a
+ * request moved the manual clock. */
+static void poll_due_gateways(uint64_t now) {
+    for (size_t i = 0; i < nconns; i++) {
+        conn_t *c = conns[i];
+        if (c->st == ST_GATEWAY && buf_pending(&c->out) < OUT_HIGH_WATER && gateway_due(c, now)) gateway_poll(c, now);
+    }
+}
+
+/* Whether a connection is done: flushed and closing, timed out, or cut by
+ * the end of a stop. Moves a flushed closing connection to lingering. */
+static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
+    if (c->fd >= 0 && buf_pending(&c->out) > 0 && conn_flush(c, mono) != 0) conn_close(c);
+    if (c->fd >= 0 && c->st == ST_CLOSING && buf_pending(&c->out) == 0) {
+        if (c->linger && !c->peer_eof) {
+            shutdown(c->fd, SHUT_WR);
+            c->st = ST_LINGER;
+            c->linger_until = mono + LINGER_MS;
+        } else {
+            conn_close(c);
+        }
+    }
+    if (c->fd >= 0) {
+        if (c->st == ST_LINGER && mono >= c->linger_until) conn_close(c);
+        else if (c->stalled_since && mono - c->stalled_since > WRITE_TIMEOUT_MS) conn_close(c);
+        else if (c->st == ST_HTTP && buf_pending(&c->out) == 0 &&
+                 (mono - c->last_activity > IDLE_TIMEOUT_MS || (L->stopping && buf_pending(&c->in) == 0)))
+            conn_close(c);
+        else if (L->stopping && mono >= L->stop_deadline) conn_close(c);
+    }
+    return c->fd < 0;
+}
+
+/* Writes what is pending and frees finished connections. */
+static void sweep_conns(const loop_t *L, uint64_t mono) {
+    size_t keep = 0;
+    for (size_t i = 0; i < nconns; i++) {
+        if (conn_done(conns[i], L, mono)) conn_free(conns[i]);
+        else conns[keep++] = conns[i];
+    }
+    nconns = keep;
+}
+
+/* Fills pfds (self-pipe, listener, connections); returns the poll timeout:
+ * the nearest gateway deadline, at most TICK_MS. */
+static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
+    size_t need = nconns + 2;
+    if (need > L->pfds_cap) {
+        L->pfds_cap = need * 2;
+        L->pfds = xrealloc(L->pfds, L->pfds_cap * sizeof *L->pfds);
+    }
+    struct pollfd *pfds = L->pfds;
+    size_t np = 0;
+    pfds[np].fd = wake_pipe[0];
+    pfds[np].events = POLLIN;
+    np++;
+    L->listening = L->lfd >= 0 && mono >= L->accept_paused_until;
+    if (L->listening) {
+        pfds[np].fd = L->lfd;
+        pfds[np].events = POLLIN;
+        np++;
+    }
+    L->first_conn = np;
+    int64_t timeout = TICK_MS;
+    for (size_t i = 0; i < nconns; i++) {
+        conn_t *c = conns[i];
+        short ev = 0;
+        if (!c->peer_eof && buf_pending(&c->out) < OUT_HIGH_WATER) ev |= POLLIN;
+        if (buf_pending(&c->out) > 0) ev |= POLLOUT;
+        pfds[np].fd = c->fd;
+        pfds[np].events = ev;
+        pfds[np].revents = 0;
+        np++;
+        if (c->st == ST_GATEWAY && c->gw && buf_pending(&c->out) < OUT_HIGH_WATER) {
+            uint64_t d = BOTSPACE_NO_DEADLINE;
+            botspace_gateway_next_deadline(c->gw, &d);
+            if (d != BOTSPACE_NO_DEADLINE) {
+                if (d <= now) timeout = 0;
+                else if ((int64_t)(d - now) < timeout) timeout = (int64_t)(d - now);
+            }
+        }
+    }
+    L->npfds = np;
+    return (int)timeout;
+}
+
+static void drain_wake_pipe(void) {
+    char drain[256];
+    while (read(wake_pipe[0], drain, sizeof drain) > 0) {
+    }
+}
+
+/* Accepts every pending connection. */
+static void accept_conns(loop_t *L, uint64_t mono) {
+    for (;;) {
+        int fd = accept(L->lfd, NULL, NULL);
+        if (fd < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* Back off instead of spinning. */
+                fprintf(stderr, "accept failed: %s\n", strerror(errno));
+                L->accept_paused_until = mono + 50;
+            }
+            return;
+        }
+        set_nonblocking(fd);
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        add_conn(fd, mono);
+    }
+}
+
+/* Writes and reads on the connections poll(2) reported. Connections
+ * accepted in this round come after `first_conn + ...` and are not in pfds
+ * yet. */
+static void serve_ready(const loop_t *L, uint64_t mono) {
+    for (size_t i = 0, p = L->first_conn; p < L->npfds; i++, p++) {
+        conn_t *c = conns[i];
+        short re = L->pfds[p].revents;
+        if (c->fd < 0 || re == 0) continue;
+        if ((re & POLLOUT) && conn_flush(c, mono) != 0) {
+            conn_close(c);
+            continue;
+        }
+        if (re & (POLLIN | POLLHUP | POLLERR)) conn_read(c, mono);
+    }
+}
+
+/* One turn: timers and wake-ups, writes and clean-up, poll(2), reads, then
+ * one group commit for every request that is ready. 0 to go on. */
+static int loop_turn(loop_t *L) {
+    uint64_t mono = mono_ms();
+    uint64_t now = svc_now();
+    if (stop_requested && !L->stopping) begin_stop(L, mono);
+    poll_woken_gateways(now);
+    poll_due_gateways(now);
+    sweep_conns(L, mono);
+    if (L->stopping && nconns == 0) return 1;
+    int timeout = prepare_poll(L, mono, now);
+    if (poll(L->pfds, (nfds_t)L->npfds, timeout) < 0) {
+        if (errno == EINTR) return 0;
+        perror("poll");
+        return 1;
+    }
+    mono = mono_ms();
+    if (L->pfds[0].revents & POLLIN) drain_wake_pipe();
+    if (L->listening && (L->pfds[1].revents & POLLIN)) accept_conns(L, mono);
+    serve_ready(L, mono);
+    serve_http_round();
+    finish_http_eof();
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* main */
+
+/* The admin secret: the flag, else BOTSPACE_ADMIN_SECRET, else a new one
+ * written to `generated`. */
+static const char *choose_secret(const args_t *args, char generated[65]) {
+    if (args->admin_secret) return args->admin_secret;
+    const char *env = getenv("BOTSPACE_ADMIN_SECRET");
+    if (env && *env) return env;
+    if (generate_secret(generated) != 0) return NULL;
+    return generated;
+}
+
+/* The wake-up self-pipe, non-blocking at both ends (see on_wake). */
+static int open_wake_pipe(void) {
     if (pipe(wake_pipe) != 0) {
         perror("pipe");
-        return 1;
+        return -1;
     }
     set_nonblocking(wake_pipe[0]);
     set_nonblocking(wake_pipe[1]);
+    return 0;
+}
 
+/* Opens `svc` with a JSON configuration built from the flags. */
+static int open_service(const args_t *args, const char *secret) {
     buf_t cfg = {0};
     buf_add(&cfg, "{\"database\":", 12);
-    json_str(&cfg, args.db);
+    json_str(&cfg, args->db);
     buf_add(&cfg, ",\"admin_secret\":", 16);
     json_str(&cfg, secret);
-    const char *clock = args.manual_clock ? ",\"clock\":\"manual\"}" : ",\"clock\":\"system\"}";
+    const char *clock = args->manual_clock ? ",\"clock\":\"manual\"}" : ",\"clock\":\"system\"}";
     buf_add(&cfg, clock, strlen(clock));
     botspace_status st = botspace_service_open(cfg.p, cfg.len, &svc);
     buf_free(&cfg);
-    if (st != BOTSPACE_STATUS_OK) {
-        char msg[512];
-        size_t n = 0;
-        botspace_last_error_message(msg, sizeof msg, &n);
-        fprintf(stderr, "cannot open the service on %s: %s\n", args.db, msg);
-        return 1;
-    }
+    if (st == BOTSPACE_STATUS_OK) return 0;
+    char msg[512];
+    size_t n = 0;
+    botspace_last_error_message(msg, sizeof msg, &n);
+    fprintf(stderr, "cannot open the service on %s: %s\n", args->db, msg);
+    return -1;
+}
 
-    int lfd = listen_on(args.addr);
-    if (lfd < 0) {
-        botspace_service_free(&svc);
-        return 1;
-    }
+/* Prints the start-up lines; `base` gets a URL a local client can use. */
+static void announce(int lfd, const args_t *args, const char *secret, int secret_generated, char *base, size_t n) {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     getsockname(lfd, (struct sockaddr *)&ss, &sl);
-    char local[80], reach[80], base[96];
+    char local[80], reach[80];
     format_addr(&ss, 0, local, sizeof local);
     format_addr(&ss, 1, reach, sizeof reach);
-    snprintf(base, sizeof base, "http://%s", reach);
+    snprintf(base, n, "http://%s", reach);
     say("botspace listening on http://%s", local);
     if (secret_generated) say("admin secret: %s", secret);
-    if (args.manual_clock) say("clock: manual (moves only through /admin/advanceClock)");
-    if (demo(secret, base) != 0) {
-        fputs("cannot create the demo data\n", stderr);
-        close(lfd);
-        botspace_service_free(&svc);
-        return 1;
-    }
-    say("botspace ready");
+    if (args->manual_clock) say("clock: manual (moves only through /admin/advanceClock)");
+}
 
-    botspace_service_set_wake_callback(svc, on_wake, NULL);
+static void install_signal_handlers(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -978,172 +1258,14 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
 
-    struct pollfd *pfds = NULL;
-    size_t pfds_cap = 0;
-    uint64_t accept_paused_until = 0;
-    uint64_t stop_deadline = 0;
-    int stopping = 0;
-
-    for (;;) {
-        uint64_t mono = mono_ms();
-        uint64_t now = svc_now();
-
-        /* Stop: no new connections; gateways get 1001; HTTP connections
-         * finish what they have buffered. */
-        if (stop_requested && !stopping) {
-            stopping = 1;
-            stop_deadline = mono + DRAIN_MS;
-            say("botspace stopping");
-            close(lfd);
-            lfd = -1;
-            for (size_t i = 0; i < nconns; i++)
-                if (conns[i]->st == ST_GATEWAY) gateway_going_away(conns[i]);
-        }
-
-        /* Wake-ups: poll the gateways of every woken bot. */
-        size_t nw = 0;
-        char **woken = take_wakes(&nw);
-        if (nw > 0) {
-            for (size_t i = 0; i < nconns; i++) {
-                conn_t *c = conns[i];
-                if (c->st != ST_GATEWAY) continue;
-                for (size_t k = 0; k < nw; k++) {
-                    if (strcmp(c->bot_id, woken[k]) == 0) {
-                        gateway_poll(c, now);
-                        break;
-                    }
-                }
-            }
-            for (size_t k = 0; k < nw; k++) free(woken[k]);
-        }
-        free(woken);
-
-        /* Deadlines (heartbeat timeouts, revocations, backlogs), also after
-         * a request moved the manual clock. */
-        int busy = 0;
-        for (size_t i = 0; i < nconns; i++) {
-            conn_t *c = conns[i];
-            if (c->st == ST_GATEWAY && buf_pending(&c->out) < OUT_HIGH_WATER && gateway_due(c, now)) gateway_poll(c, now);
-        }
-
-        /* Writes, state changes, timeouts; drop finished connections. */
-        size_t keep = 0;
-        for (size_t i = 0; i < nconns; i++) {
-            conn_t *c = conns[i];
-            if (c->fd >= 0 && buf_pending(&c->out) > 0 && conn_flush(c, mono) != 0) conn_close(c);
-            if (c->fd >= 0 && c->st == ST_CLOSING && buf_pending(&c->out) == 0) {
-                if (c->linger && !c->peer_eof) {
-                    shutdown(c->fd, SHUT_WR);
-                    c->st = ST_LINGER;
-                    c->linger_until = mono + LINGER_MS;
-                } else {
-                    conn_close(c);
-                }
-            }
-            if (c->fd >= 0) {
-                if (c->st == ST_LINGER && mono >= c->linger_until) conn_close(c);
-                else if (c->stalled_since && mono - c->stalled_since > WRITE_TIMEOUT_MS) conn_close(c);
-                else if (c->st == ST_HTTP && buf_pending(&c->out) == 0 &&
-                         (mono - c->last_activity > IDLE_TIMEOUT_MS || (stopping && buf_pending(&c->in) == 0)))
-                    conn_close(c);
-                else if (stopping && mono >= stop_deadline) conn_close(c);
-            }
-            if (c->fd < 0) {
-                conn_free(c);
-            } else {
-                conns[keep++] = c;
-            }
-        }
-        nconns = keep;
-        if (stopping && nconns == 0) break;
-
-        /* What to wait for. */
-        size_t need = nconns + 2;
-        if (need > pfds_cap) {
-            pfds_cap = need * 2;
-            pfds = xrealloc(pfds, pfds_cap * sizeof *pfds);
-        }
-        size_t np = 0;
-        pfds[np].fd = wake_pipe[0];
-        pfds[np].events = POLLIN;
-        np++;
-        int listening = lfd >= 0 && mono >= accept_paused_until;
-        if (listening) {
-            pfds[np].fd = lfd;
-            pfds[np].events = POLLIN;
-            np++;
-        }
-        size_t first_conn = np;
-        int64_t timeout = TICK_MS;
-        for (size_t i = 0; i < nconns; i++) {
-            conn_t *c = conns[i];
-            short ev = 0;
-            if (!c->peer_eof && buf_pending(&c->out) < OUT_HIGH_WATER) ev |= POLLIN;
-            if (buf_pending(&c->out) > 0) ev |= POLLOUT;
-            pfds[np].fd = c->fd;
-            pfds[np].events = ev;
-            pfds[np].revents = 0;
-            np++;
-            if (c->st == ST_GATEWAY && c->gw && buf_pending(&c->out) < OUT_HIGH_WATER) {
-                uint64_t d = BOTSPACE_NO_DEADLINE;
-                botspace_gateway_next_deadline(c->gw, &d);
-                if (d != BOTSPACE_NO_DEADLINE) {
-                    if (d <= now) busy = 1;
-                    else if ((int64_t)(d - now) < timeout) timeout = (int64_t)(d - now);
-                }
-            }
-        }
-        if (busy) timeout = 0;
-        int pr = poll(pfds, (nfds_t)np, (int)timeout);
-        if (pr < 0) {
-            if (errno == EINTR) continue;
-            perror("poll");
-            break;
-        }
-        mono = mono_ms();
-        if (pfds[0].revents & POLLIN) {
-            char drain[256];
-            while (read(wake_pipe[0], drain, sizeof drain) > 0) {
-            }
-        }
-        if (listening && (pfds[1].revents & POLLIN)) {
-            for (;;) {
-                int fd = accept(lfd, NULL, NULL);
-                if (fd < 0) {
-                    if (errno == EINTR) continue;
-                    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                        /* Back off instead of spinning. */
-                        fprintf(stderr, "accept failed: %s\n", strerror(errno));
-                        accept_paused_until = mono + 50;
-                    }
-                    break;
-                }
-                set_nonblocking(fd);
-                int one = 1;
-                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-                add_conn(fd, mono);
-            }
-        }
-        /* conns[] may have grown by accepted connections: they are not in pfds yet. */
-        for (size_t i = 0, p = first_conn; p < np; i++, p++) {
-            conn_t *c = conns[i];
-            short re = pfds[p].revents;
-            if (c->fd < 0 || re == 0) continue;
-            if (re & POLLOUT) {
-                if (conn_flush(c, mono) != 0) {
-                    conn_close(c);
-                    continue;
-                }
-            }
-            if (re & (POLLIN | POLLHUP | POLLERR)) conn_read(c, mono);
-        }
-    }
-
+/* Frees everything; SQLite closes and checkpoints its WAL. */
+static void shut_down(loop_t *L) {
     for (size_t i = 0; i < nconns; i++) conn_free(conns[i]);
     free(conns);
-    free(pfds);
-    if (lfd >= 0) close(lfd);
+    free(L->pfds);
+    if (L->lfd >= 0) close(L->lfd);
     botspace_service_set_wake_callback(svc, NULL, NULL);
     botspace_service_free(&svc);
     size_t nw = 0;
@@ -1152,6 +1274,43 @@ int main(int argc, char **argv) {
     free(woken);
     close(wake_pipe[0]);
     close(wake_pipe[1]);
+}
+
+int main(int argc, char **argv) {
+    args_t args;
+    int pa = parse_args(argc, argv, &args);
+    if (pa == 1) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    if (pa < 0) return 2;
+    char generated[65];
+    const char *secret = choose_secret(&args, generated);
+    if (!secret) {
+        fputs("cannot generate an admin secret\n", stderr);
+        return 1;
+    }
+    if (open_wake_pipe() != 0 || open_service(&args, secret) != 0) return 1;
+    loop_t L = {0};
+    L.lfd = listen_on(args.addr);
+    if (L.lfd < 0) {
+        botspace_service_free(&svc);
+        return 1;
+    }
+    char base[96];
+    announce(L.lfd, &args, secret, secret == generated, base, sizeof base);
+    if (demo(secret, base) != 0) {
+        fputs("cannot create the demo data\n", stderr);
+        close(L.lfd);
+        botspace_service_free(&svc);
+        return 1;
+    }
+    say("botspace ready");
+    botspace_service_set_wake_callback(svc, on_wake, NULL);
+    install_signal_handlers();
+    while (loop_turn(&L) == 0) {
+    }
+    shut_down(&L);
     say("botspace stopped");
     return 0;
 }
