@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 /**
- * `botspace_gateway_next_deadline` writes this when no poll is due: the
+ * `botspace_gateway_poll_timeout` writes this when no timeout is due: the
  * connection is closed.
  */
 #define BOTSPACE_NO_DEADLINE UINT64_MAX
@@ -94,6 +94,20 @@ typedef enum botspace_framing_kind {
    */
   BOTSPACE_FRAMING_KIND_INVALID = 2,
 } botspace_framing_kind;
+
+/**
+ * What `botspace_gateway_poll_event` reports.
+ */
+typedef enum botspace_gateway_event_kind {
+  /**
+   * Nothing happened since the last call.
+   */
+  BOTSPACE_GATEWAY_EVENT_KIND_NONE = 0,
+  /**
+   * The session ended (reported once): `close_code` and `reason` say why.
+   */
+  BOTSPACE_GATEWAY_EVENT_KIND_CLOSED = 1,
+} botspace_gateway_event_kind;
 
 /**
  * One gateway (WebSocket) connection after a successful upgrade. Not
@@ -164,6 +178,23 @@ typedef struct botspace_slice {
  * pointer given to `botspace_service_set_wake_callback`.
  */
 typedef void (*botspace_wake_callback)(void *user_data, const char *bot_id, size_t bot_id_len);
+
+/**
+ * An event of a gateway connection. `reason` is a static NUL-terminated
+ * string (never freed), NULL for `BOTSPACE_GATEWAY_EVENT_KIND_NONE`.
+ */
+typedef struct botspace_gateway_event {
+  enum botspace_gateway_event_kind kind;
+  /**
+   * The close code sent to the bot (4001 `invalid_payload`, 4004
+   * `authentication_failed`, 4009 `session_timeout`, 1007
+   * `invalid_utf8`, 1009 `message_too_big`), the bot's own code when it
+   * closed first (`closed_by_bot`; 1005 when its frame had none), or
+   * 1002 `protocol_error`.
+   */
+  uint16_t close_code;
+  const char *reason;
+} botspace_gateway_event;
 
 #ifdef __cplusplus
 extern "C" {
@@ -305,58 +336,87 @@ enum botspace_status botspace_service_now_ms(const struct botspace_service *serv
 
 /**
  * Checks a complete `GET /bot/gateway` WebSocket upgrade request (as framed
- * by `botspace_service_frame_request`). Always writes `*out_response`: the
+ * by `botspace_service_frame_request`), received at `now_ms` (the
+ * connection's heartbeat clock starts there). Always writes `*out_response`: the
  * `101 Switching Protocols` response, or a JSON error response (401, 403,
  * 426, 429 ...). On success `*out_gateway` receives a new connection; when
  * the upgrade is refused it receives NULL and the host sends the response
  * and goes on with HTTP (or closes). Both outputs are written only when
- * the call returns OK. Write the response, then feed the connection the
- * bytes that followed the request and poll it. Thread-safe.
+ * the call returns OK. Write the response, then give the connection the
+ * bytes that followed the request (`botspace_gateway_handle_input`) and
+ * drain `botspace_gateway_poll_transmit`. Thread-safe.
  *
  * # Safety
  * `service` must be a live handle; `request` must point at `request_len`
  * readable bytes (or be NULL with length 0); both outputs must be writable.
  */
-enum botspace_status botspace_gateway_accept(const struct botspace_service *service, const uint8_t *request, size_t request_len, struct botspace_bytes *out_response, struct botspace_gateway **out_gateway);
+enum botspace_status botspace_gateway_accept(const struct botspace_service *service, const uint8_t *request, size_t request_len, uint64_t now_ms, struct botspace_bytes *out_response, struct botspace_gateway **out_gateway);
 
 /**
- * Feeds the bytes read from the socket (`bytes[0..len]`) at time `now_ms`
- * (from `botspace_service_now_ms`). Complete frames are handled at once;
- * partial frames wait for more bytes. Call `botspace_gateway_poll`
- * afterwards. Not thread-safe: one thread at a time per gateway.
+ * Hands the connection the bytes read from the socket (`bytes[0..len]`),
+ * received at `now_ms` (Unix milliseconds; the gateway reads no clock of
+ * its own: pass `botspace_service_now_ms` for the service's clock).
+ * Complete frames are handled at once; partial frames wait for more bytes.
+ * Then drain `botspace_gateway_poll_transmit`. Not thread-safe: one thread
+ * at a time per gateway.
  *
  * # Safety
  * `gateway` must be a live handle not used by another thread; `bytes`
  * must point at `len` readable bytes (or be NULL with length 0).
  */
-enum botspace_status botspace_gateway_feed(struct botspace_gateway *gateway, const uint8_t *bytes, size_t len, uint64_t now_ms);
+enum botspace_status botspace_gateway_handle_input(struct botspace_gateway *gateway, const uint8_t *bytes, size_t len, uint64_t now_ms);
 
 /**
- * Brings the connection up to date at `now_ms` (hello, replayed and new
- * events, heartbeat acks, heartbeat timeout, revocation) and writes the
- * bytes to send to the socket to `*out_bytes` (`{NULL, 0}` when there is
- * nothing to send). Call it after `botspace_gateway_feed`, after a wake-up
- * for this connection's bot, and when its deadline is reached. Not
- * thread-safe: one thread at a time per gateway.
+ * Tells the connection the time is `now_ms`: the heartbeat deadline is
+ * checked (a bot silent for two intervals is closed with 4009). Call it
+ * when `botspace_gateway_poll_timeout`'s time is reached, or on every
+ * loop turn. Not thread-safe: one thread at a time per gateway.
+ *
+ * # Safety
+ * `gateway` must be a live handle not used by another thread.
+ */
+enum botspace_status botspace_gateway_handle_timeout(struct botspace_gateway *gateway, uint64_t now_ms);
+
+/**
+ * Writes the next bytes to send to the socket to `*out_bytes`: the hello,
+ * replayed and new events, heartbeat acks, a close frame. `{NULL, 0}`
+ * means nothing now. Each call gives at most about 256 KiB: write them,
+ * then call again until it gives nothing, so a bot far behind costs one
+ * chunk of memory, not its whole backlog. Call it after
+ * `botspace_gateway_handle_input`, after `botspace_gateway_handle_timeout`,
+ * and after a wake-up for this connection's bot. Not thread-safe: one
+ * thread at a time per gateway.
  *
  * # Safety
  * `gateway` must be a live handle not used by another thread; `out_bytes`
  * must be writable.
  */
-enum botspace_status botspace_gateway_poll(struct botspace_gateway *gateway, uint64_t now_ms, struct botspace_bytes *out_bytes);
+enum botspace_status botspace_gateway_poll_transmit(struct botspace_gateway *gateway, struct botspace_bytes *out_bytes);
 
 /**
- * Writes when `botspace_gateway_poll` must be called next at the latest,
- * in the service clock's Unix milliseconds: 0 means now (output or events
- * are waiting), `BOTSPACE_NO_DEADLINE` means never (the connection is
- * closed). Wake-ups come in addition to this deadline. Not thread-safe: one
- * thread at a time per gateway.
+ * Writes when `botspace_gateway_handle_timeout` must be called at the
+ * latest, in Unix milliseconds of the clock the host passes in, or
+ * `BOTSPACE_NO_DEADLINE` once the connection is closed. Wake-ups come in
+ * addition to this time. Not thread-safe: one thread at a time per
+ * gateway.
  *
  * # Safety
  * `gateway` must be a live handle not used by another thread; `out_ms`
  * must be writable.
  */
-enum botspace_status botspace_gateway_next_deadline(const struct botspace_gateway *gateway, uint64_t *out_ms);
+enum botspace_status botspace_gateway_poll_timeout(const struct botspace_gateway *gateway, uint64_t *out_ms);
+
+/**
+ * Writes the connection's next event to `*out_event` (kind
+ * `BOTSPACE_GATEWAY_EVENT_KIND_NONE` when there is none): how a host
+ * learns why a session ended without parsing frames. Not thread-safe: one
+ * thread at a time per gateway.
+ *
+ * # Safety
+ * `gateway` must be a live handle not used by another thread; `out_event`
+ * must be writable.
+ */
+enum botspace_status botspace_gateway_poll_event(struct botspace_gateway *gateway, struct botspace_gateway_event *out_event);
 
 /**
  * Writes whether the connection is over: once true, write the bytes of

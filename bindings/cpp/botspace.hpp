@@ -154,20 +154,32 @@ public:
     explicit operator bool() const noexcept { return g_ != nullptr; }
     botspace_gateway *native() const noexcept { return g_; }
 
-    /// Bytes read from the socket.
-    void feed(ByteView bytes, uint64_t now_ms) { detail::check(botspace_gateway_feed(g_, bytes.data(), bytes.size(), now_ms)); }
-    /// Bytes to write to the socket (possibly none).
-    Bytes poll(uint64_t now_ms) {
+    /// Bytes read from the socket, received at `now_ms`.
+    void handle_input(ByteView bytes, uint64_t now_ms) {
+        detail::check(botspace_gateway_handle_input(g_, bytes.data(), bytes.size(), now_ms));
+    }
+    /// The time is `now_ms`: checks the heartbeat deadline.
+    void handle_timeout(uint64_t now_ms) { detail::check(botspace_gateway_handle_timeout(g_, now_ms)); }
+    /// The next bytes to write (empty: nothing now). Bounded per call:
+    /// write them, then call again until empty.
+    Bytes poll_transmit() {
         botspace_bytes b{nullptr, 0};
-        detail::check(botspace_gateway_poll(g_, now_ms, &b));
+        detail::check(botspace_gateway_poll_transmit(g_, &b));
         return Bytes(b);
     }
-    /// When to poll next at the latest (0: now); nullopt once closed.
-    std::optional<uint64_t> next_deadline() const {
+    /// When to call handle_timeout at the latest; nullopt once closed.
+    std::optional<uint64_t> poll_timeout() const {
         uint64_t d = BOTSPACE_NO_DEADLINE;
-        detail::check(botspace_gateway_next_deadline(g_, &d));
+        detail::check(botspace_gateway_poll_timeout(g_, &d));
         if (d == BOTSPACE_NO_DEADLINE) return std::nullopt;
         return d;
+    }
+    /// Why the session ended, once: (close code, reason); nullopt otherwise.
+    std::optional<std::pair<uint16_t, std::string_view>> poll_closed() {
+        botspace_gateway_event ev{};
+        detail::check(botspace_gateway_poll_event(g_, &ev));
+        if (ev.kind != BOTSPACE_GATEWAY_EVENT_KIND_CLOSED) return std::nullopt;
+        return std::make_pair(ev.close_code, std::string_view(ev.reason));
     }
     bool is_closed() const {
         bool c = false;
@@ -272,11 +284,11 @@ public:
         return t;
     }
 
-    /// Checks a `GET /bot/gateway` upgrade request.
-    GatewayAccept accept_gateway(ByteView request) const {
+    /// Checks a `GET /bot/gateway` upgrade request received at `now_ms`.
+    GatewayAccept accept_gateway(ByteView request, uint64_t now_ms) const {
         botspace_bytes b{nullptr, 0};
         botspace_gateway *g = nullptr;
-        detail::check(botspace_gateway_accept(s_, request.data(), request.size(), &b, &g));
+        detail::check(botspace_gateway_accept(s_, request.data(), request.size(), now_ms, &b, &g));
         GatewayAccept out;
         out.response = Bytes(b);
         if (g) out.gateway.emplace(g);

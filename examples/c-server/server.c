@@ -259,6 +259,7 @@ typedef struct conn {
     buf_t in, out;
     botspace_gateway *gw;
     const char *bot_id; /* owned by gw */
+    int gw_more;        /* transmit stopped at the high-water mark: more may follow */
     int continue_sent;
     int linger;   /* ST_CLOSING: linger after the flush instead of closing */
     int peer_eof; /* the peer closed its side */
@@ -527,7 +528,8 @@ static void upgrade(conn_t *c) {
     const head_t *h = &c->step_head;
     botspace_bytes resp = {NULL, 0};
     botspace_gateway *gw = NULL;
-    if (botspace_gateway_accept(svc, c->in.p + c->step_start, c->step_len, &resp, &gw) != BOTSPACE_STATUS_OK) {
+    if (botspace_gateway_accept(svc, c->in.p + c->step_start, c->step_len, svc_now(), &resp, &gw) !=
+        BOTSPACE_STATUS_OK) {
         conn_finish(c, 0);
         return;
     }
@@ -545,7 +547,7 @@ static void upgrade(conn_t *c) {
     /* Bytes after the upgrade request: the bot may talk at once. */
     uint64_t now = svc_now();
     size_t rest = buf_pending(&c->in) - c->taken;
-    if (rest > 0) botspace_gateway_feed(gw, buf_data(&c->in) + c->taken, rest, now);
+    if (rest > 0) botspace_gateway_handle_input(gw, buf_data(&c->in) + c->taken, rest, now);
     c->in.off = c->in.len = 0;
     gateway_poll(c, now);
 }
@@ -618,12 +620,31 @@ static void finish_http_eof(void) {
 /* ------------------------------------------------------------------------ */
 /* Gateway */
 
-/* Polls the gateway and queues its bytes; ends the connection when closed. */
+/* Runs the gateway at `now` and queues what it has to send, up to the
+ * connection's high-water mark (the rest is pulled once the peer has read:
+ * a bot that does not read costs one window of memory); ends the
+ * connection when closed. */
 static void gateway_poll(conn_t *c, uint64_t now) {
     if (c->st != ST_GATEWAY || !c->gw) return;
-    botspace_bytes out = {NULL, 0};
-    if (botspace_gateway_poll(c->gw, now, &out) == BOTSPACE_STATUS_OK) buf_add(&c->out, out.ptr, out.len);
-    botspace_bytes_free(&out);
+    botspace_gateway_handle_timeout(c->gw, now);
+    c->gw_more = 0;
+    for (;;) {
+        if (buf_pending(&c->out) >= OUT_HIGH_WATER) {
+            c->gw_more = 1;
+            break;
+        }
+        botspace_bytes out = {NULL, 0};
+        botspace_status st = botspace_gateway_poll_transmit(c->gw, &out);
+        size_t n = out.len;
+        if (st == BOTSPACE_STATUS_OK) buf_add(&c->out, out.ptr, out.len);
+        botspace_bytes_free(&out);
+        if (st != BOTSPACE_STATUS_OK || n == 0) break;
+    }
+    /* Why a session ended (code, reason) is here for a host's logs; this
+     * example only needs to know that it ended (is_closed below). */
+    botspace_gateway_event ev;
+    while (botspace_gateway_poll_event(c->gw, &ev) == BOTSPACE_STATUS_OK && ev.kind != BOTSPACE_GATEWAY_EVENT_KIND_NONE) {
+    }
     bool closed = false;
     botspace_gateway_is_closed(c->gw, &closed);
     if (closed) {
@@ -635,10 +656,12 @@ static void gateway_poll(conn_t *c, uint64_t now) {
     }
 }
 
-/* Whether the gateway's deadline has passed (or it has output waiting). */
+/* Whether the gateway's timeout has come, or it has more to send. */
 static int gateway_due(conn_t *c, uint64_t now) {
+    if (!c->gw) return 0;
+    if (c->gw_more) return 1;
     uint64_t d = BOTSPACE_NO_DEADLINE;
-    if (!c->gw || botspace_gateway_next_deadline(c->gw, &d) != BOTSPACE_STATUS_OK) return 0;
+    if (botspace_gateway_poll_timeout(c->gw, &d) != BOTSPACE_STATUS_OK) return 0;
     return d != BOTSPACE_NO_DEADLINE && d <= now;
 }
 
@@ -681,7 +704,7 @@ static void conn_read(conn_t *c, uint64_t mono) {
             c->ready = 1;
             break;
         case ST_GATEWAY:
-            botspace_gateway_feed(c->gw, chunk, (size_t)n, svc_now());
+            botspace_gateway_handle_input(c->gw, chunk, (size_t)n, svc_now());
             break;
         case ST_LINGER:
             c->lingered += (size_t)n;
@@ -1115,7 +1138,8 @@ static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
         np++;
         if (c->st == ST_GATEWAY && c->gw && buf_pending(&c->out) < OUT_HIGH_WATER) {
             uint64_t d = BOTSPACE_NO_DEADLINE;
-            botspace_gateway_next_deadline(c->gw, &d);
+            if (c->gw_more) d = now;
+            else botspace_gateway_poll_timeout(c->gw, &d);
             if (d != BOTSPACE_NO_DEADLINE) {
                 if (d <= now) timeout = 0;
                 else if ((int64_t)(d - now) < timeout) timeout = (int64_t)(d - now);

@@ -895,6 +895,22 @@ static void ws_text(sbuf *out, const char *text) {
 
 /* Splits server frames: returns the count; texts[i] gets text payloads,
  * close_code the code of a close frame (0 if none). */
+/* One host round at `now`: handle_timeout, then poll_transmit until it gives
+ * nothing; the bytes replace `into`'s content. */
+static botspace_status gw_round(botspace_gateway *gw, uint64_t now, sbuf *into) {
+    into->len = 0;
+    botspace_status st = botspace_gateway_handle_timeout(gw, now);
+    while (st == BOTSPACE_STATUS_OK) {
+        botspace_bytes b = {NULL, 0};
+        st = botspace_gateway_poll_transmit(gw, &b);
+        size_t n = b.len;
+        if (st == BOTSPACE_STATUS_OK && n > 0) sb_add(into, b.ptr, n);
+        botspace_bytes_free(&b);
+        if (n == 0) break;
+    }
+    return st;
+}
+
 static int ws_frames(const uint8_t *p, size_t n, char texts[][2048], int max, int *close_code) {
     int count = 0;
     size_t i = 0;
@@ -939,41 +955,43 @@ static void test_gateway(void) {
            "GET /bot/gateway HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bot %s\r\n\r\n",
            w.token);
+    uint64_t t0 = 0;
+    botspace_service_now_ms(s, &t0);
     botspace_bytes resp = {NULL, 0};
     botspace_gateway *gw = (botspace_gateway *)(uintptr_t)0x1;
-    CHECK(botspace_gateway_accept(NULL, (const uint8_t *)up.p, up.len, &resp, &gw) == BOTSPACE_STATUS_NULL_ARGUMENT,
+    CHECK(botspace_gateway_accept(NULL, (const uint8_t *)up.p, up.len, t0, &resp, &gw) == BOTSPACE_STATUS_NULL_ARGUMENT,
           "gateway_accept: NULL service");
-    CHECK(botspace_gateway_accept(s, NULL, 5, &resp, &gw) == BOTSPACE_STATUS_NULL_ARGUMENT, "gateway_accept: NULL request");
-    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, NULL, &gw) == BOTSPACE_STATUS_NULL_ARGUMENT,
+    CHECK(botspace_gateway_accept(s, NULL, 5, t0, &resp, &gw) == BOTSPACE_STATUS_NULL_ARGUMENT, "gateway_accept: NULL request");
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, t0, NULL, &gw) == BOTSPACE_STATUS_NULL_ARGUMENT,
           "gateway_accept: NULL out_response");
-    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, &resp, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, t0, &resp, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT &&
               resp.ptr == NULL,
           "gateway_accept: NULL out_gateway, nothing written");
-    CHECK(botspace_gateway_accept(s, NULL, 0, &resp, &gw) == BOTSPACE_STATUS_OK && gw == NULL && resp.len > 12 &&
+    CHECK(botspace_gateway_accept(s, NULL, 0, t0, &resp, &gw) == BOTSPACE_STATUS_OK && gw == NULL && resp.len > 12 &&
               memcmp(resp.ptr, "HTTP/1.1 400", 12) == 0,
           "gateway_accept: an empty request is refused with 400");
     botspace_bytes_free(&resp);
     const char *noauth = "GET /bot/gateway HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
                          "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
-    CHECK(botspace_gateway_accept(s, (const uint8_t *)noauth, strlen(noauth), &resp, &gw) == BOTSPACE_STATUS_OK && gw == NULL &&
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)noauth, strlen(noauth), t0, &resp, &gw) == BOTSPACE_STATUS_OK && gw == NULL &&
               memcmp(resp.ptr, "HTTP/1.1 401", 12) == 0,
           "gateway_accept: no token is 401");
     botspace_bytes_free(&resp);
     sbuf plain = {0};
     sb_fmt(&plain, "GET /bot/gateway HTTP/1.1\r\nHost: x\r\nAuthorization: Bot %s\r\n\r\n", w.token);
-    CHECK(botspace_gateway_accept(s, (const uint8_t *)plain.p, plain.len, &resp, &gw) == BOTSPACE_STATUS_OK && gw == NULL &&
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)plain.p, plain.len, t0, &resp, &gw) == BOTSPACE_STATUS_OK && gw == NULL &&
               memcmp(resp.ptr, "HTTP/1.1 426", 12) == 0,
           "gateway_accept: no upgrade is 426");
     botspace_bytes_free(&resp);
     sb_free(&plain);
 
-    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, &resp, &gw) == BOTSPACE_STATUS_OK && gw != NULL &&
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, t0, &resp, &gw) == BOTSPACE_STATUS_OK && gw != NULL &&
               memcmp(resp.ptr, "HTTP/1.1 101", 12) == 0 &&
               strstr((const char *)resp.ptr, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=") != NULL,
           "gateway_accept: 101 with the RFC 6455 accept key");
     botspace_bytes_free(&resp);
     botspace_gateway *second = NULL;
-    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, &resp, &second) == BOTSPACE_STATUS_OK && second == NULL &&
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, t0, &resp, &second) == BOTSPACE_STATUS_OK && second == NULL &&
               memcmp(resp.ptr, "HTTP/1.1 429", 12) == 0,
           "gateway_accept: a free bot's second connection is 429");
     botspace_bytes_free(&resp);
@@ -985,75 +1003,81 @@ static void test_gateway(void) {
 
     uint64_t now = 0, deadline = 1;
     botspace_service_now_ms(s, &now);
-    CHECK(botspace_gateway_next_deadline(gw, &deadline) == BOTSPACE_STATUS_OK && deadline == 0,
-          "next_deadline is 0 before the hello");
-    CHECK(botspace_gateway_next_deadline(NULL, &deadline) == BOTSPACE_STATUS_NULL_ARGUMENT, "next_deadline: NULL gateway");
-    CHECK(botspace_gateway_next_deadline(gw, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "next_deadline: NULL out");
+    CHECK(botspace_gateway_poll_timeout(gw, &deadline) == BOTSPACE_STATUS_OK && deadline == now + 2 * 41250 + 1,
+          "poll_timeout: the first instant past two heartbeat intervals");
+    CHECK(botspace_gateway_poll_timeout(NULL, &deadline) == BOTSPACE_STATUS_NULL_ARGUMENT, "poll_timeout: NULL gateway");
+    CHECK(botspace_gateway_poll_timeout(gw, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "poll_timeout: NULL out");
     botspace_bytes out = {NULL, 0};
-    CHECK(botspace_gateway_poll(NULL, now, &out) == BOTSPACE_STATUS_NULL_ARGUMENT, "gateway_poll: NULL gateway");
-    CHECK(botspace_gateway_poll(gw, now, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "gateway_poll: NULL out");
+    CHECK(botspace_gateway_poll_transmit(NULL, &out) == BOTSPACE_STATUS_NULL_ARGUMENT, "poll_transmit: NULL gateway");
+    CHECK(botspace_gateway_poll_transmit(gw, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "poll_transmit: NULL out");
+    CHECK(botspace_gateway_handle_timeout(NULL, now) == BOTSPACE_STATUS_NULL_ARGUMENT, "handle_timeout: NULL gateway");
+    botspace_gateway_event ev;
+    CHECK(botspace_gateway_poll_event(NULL, &ev) == BOTSPACE_STATUS_NULL_ARGUMENT, "poll_event: NULL gateway");
+    CHECK(botspace_gateway_poll_event(gw, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "poll_event: NULL out");
+    CHECK(botspace_gateway_poll_event(gw, &ev) == BOTSPACE_STATUS_OK && ev.kind == BOTSPACE_GATEWAY_EVENT_KIND_NONE &&
+              ev.reason == NULL,
+          "poll_event: nothing while open");
     static char texts[8][2048];
     int code = 0;
-    CHECK(botspace_gateway_poll(gw, now, &out) == BOTSPACE_STATUS_OK, "gateway_poll");
-    int nf = ws_frames(out.ptr, out.len, texts, 8, &code);
+    sbuf got = {0};
+    CHECK(gw_round(gw, now, &got) == BOTSPACE_STATUS_OK, "a round: handle_timeout, then poll_transmit until empty");
+    int nf = ws_frames((const uint8_t *)got.p, got.len, texts, 8, &code);
     CHECK(nf == 2 && strncmp(texts[0], "{\"op\":\"hello\"", 13) == 0 && strstr(texts[1], "\"seq\":1") &&
               strstr(texts[1], "bot_started"),
-          "poll: hello, then the replayed bot_started event");
-    botspace_bytes_free(&out);
-    deadline = 1;
-    botspace_status dst = botspace_gateway_next_deadline(gw, &deadline);
-    check(dst == BOTSPACE_STATUS_OK && deadline >= now + 2 * 41250 && deadline <= now + 2 * 41250 + 1, "next_deadline: two heartbeat intervals after the last heartbeat",
-          "status %d, deadline %llu, now %llu", (int)dst, (unsigned long long)deadline, (unsigned long long)now);
-    CHECK(botspace_gateway_poll(gw, now, &out) == BOTSPACE_STATUS_OK && out.ptr == NULL && out.len == 0,
-          "poll with nothing to send gives {NULL, 0}");
+          "hello, then the replayed bot_started event");
+    CHECK(botspace_gateway_poll_transmit(gw, &out) == BOTSPACE_STATUS_OK && out.ptr == NULL && out.len == 0,
+          "poll_transmit with nothing to send gives {NULL, 0}");
 
-    /* heartbeat, fed in two pieces (a partial frame waits) */
+    /* heartbeat, given in two pieces (a partial frame waits) */
     sbuf hb = {0};
     ws_text(&hb, "{\"op\":\"heartbeat\"}");
-    CHECK(botspace_gateway_feed(NULL, (const uint8_t *)hb.p, hb.len, now) == BOTSPACE_STATUS_NULL_ARGUMENT,
-          "gateway_feed: NULL gateway");
-    CHECK(botspace_gateway_feed(gw, NULL, 3, now) == BOTSPACE_STATUS_NULL_ARGUMENT, "gateway_feed: NULL bytes with a length");
-    CHECK(botspace_gateway_feed(gw, NULL, 0, now) == BOTSPACE_STATUS_OK, "gateway_feed: NULL with length 0");
-    CHECK(botspace_gateway_feed(gw, (const uint8_t *)hb.p, 5, now) == BOTSPACE_STATUS_OK, "gateway_feed: a partial frame");
-    CHECK(botspace_gateway_poll(gw, now, &out) == BOTSPACE_STATUS_OK && out.len == 0, "poll: nothing for a partial frame");
-    CHECK(botspace_gateway_feed(gw, (const uint8_t *)hb.p + 5, hb.len - 5, now) == BOTSPACE_STATUS_OK, "gateway_feed: the rest");
-    CHECK(botspace_gateway_poll(gw, now, &out) == BOTSPACE_STATUS_OK, "poll after a heartbeat");
-    nf = ws_frames(out.ptr, out.len, texts, 8, &code);
+    CHECK(botspace_gateway_handle_input(NULL, (const uint8_t *)hb.p, hb.len, now) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "handle_input: NULL gateway");
+    CHECK(botspace_gateway_handle_input(gw, NULL, 3, now) == BOTSPACE_STATUS_NULL_ARGUMENT, "handle_input: NULL bytes with a length");
+    CHECK(botspace_gateway_handle_input(gw, NULL, 0, now) == BOTSPACE_STATUS_OK, "handle_input: NULL with length 0");
+    CHECK(botspace_gateway_handle_input(gw, (const uint8_t *)hb.p, 5, now) == BOTSPACE_STATUS_OK, "handle_input: a partial frame");
+    CHECK(gw_round(gw, now, &got) == BOTSPACE_STATUS_OK && got.len == 0, "nothing for a partial frame");
+    CHECK(botspace_gateway_handle_input(gw, (const uint8_t *)hb.p + 5, hb.len - 5, now) == BOTSPACE_STATUS_OK,
+          "handle_input: the rest");
+    CHECK(gw_round(gw, now, &got) == BOTSPACE_STATUS_OK, "a round after a heartbeat");
+    nf = ws_frames((const uint8_t *)got.p, got.len, texts, 8, &code);
     CHECK(nf == 1 && strcmp(texts[0], "{\"op\":\"heartbeat_ack\"}") == 0, "heartbeat_ack");
-    botspace_bytes_free(&out);
     sb_free(&hb);
 
-    /* a human message wakes the bot up; poll delivers it */
+    /* a human message wakes the bot up; the next transmit delivers it */
     int before = wl.calls;
     char body[512];
     snprintf(body, sizeof body, "{\"user_id\":\"%s\",\"chat_id\":\"%s\",\"text\":\"hello bot\"}", w.user, w.chat);
     json_free(admin(s, "sendUserMessage", body));
     CHECK(wl.calls == before + 1 && strcmp(wl.last, w.bot) == 0, "wake-up with the bot id after sendUserMessage");
-    CHECK(botspace_gateway_poll(gw, now, &out) == BOTSPACE_STATUS_OK, "poll after the wake-up");
-    nf = ws_frames(out.ptr, out.len, texts, 8, &code);
+    CHECK(gw_round(gw, now, &got) == BOTSPACE_STATUS_OK, "a round after the wake-up");
+    nf = ws_frames((const uint8_t *)got.p, got.len, texts, 8, &code);
     CHECK(nf == 1 && strstr(texts[0], "\"seq\":2") && strstr(texts[0], "message_created") && strstr(texts[0], "hello bot"),
           "the message_created event");
-    botspace_bytes_free(&out);
 
     bool closed = true;
     CHECK(botspace_gateway_is_closed(gw, &closed) == BOTSPACE_STATUS_OK && !closed, "is_closed: open");
     CHECK(botspace_gateway_is_closed(NULL, &closed) == BOTSPACE_STATUS_NULL_ARGUMENT, "is_closed: NULL gateway");
     CHECK(botspace_gateway_is_closed(gw, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "is_closed: NULL out");
 
-    /* token rotation: wake-up, then close 4004 */
+    /* token rotation: wake-up, then close 4004, reported once as an event */
     before = wl.calls;
     snprintf(body, sizeof body, "{\"bot_id\":\"%s\"}", w.bot);
     jval *rot = admin(s, "rotateBotToken", body);
     char *new_token = dup_str(json_get(json_get(rot, "result"), "token"));
     json_free(rot);
     CHECK(wl.calls == before + 1 && strcmp(wl.last, w.bot) == 0, "wake-up after rotateBotToken");
-    CHECK(botspace_gateway_poll(gw, now, &out) == BOTSPACE_STATUS_OK, "poll after the rotation");
-    nf = ws_frames(out.ptr, out.len, texts, 8, &code);
+    CHECK(gw_round(gw, now, &got) == BOTSPACE_STATUS_OK, "a round after the rotation");
+    nf = ws_frames((const uint8_t *)got.p, got.len, texts, 8, &code);
     CHECK(nf == 1 && code == 4004, "close 4004 after a token rotation");
-    botspace_bytes_free(&out);
+    CHECK(botspace_gateway_poll_event(gw, &ev) == BOTSPACE_STATUS_OK && ev.kind == BOTSPACE_GATEWAY_EVENT_KIND_CLOSED &&
+              ev.close_code == 4004 && strcmp(ev.reason, "authentication_failed") == 0,
+          "poll_event: closed 4004 authentication_failed");
+    CHECK(botspace_gateway_poll_event(gw, &ev) == BOTSPACE_STATUS_OK && ev.kind == BOTSPACE_GATEWAY_EVENT_KIND_NONE,
+          "poll_event: the close is reported once");
     CHECK(botspace_gateway_is_closed(gw, &closed) == BOTSPACE_STATUS_OK && closed, "is_closed after the close frame");
-    CHECK(botspace_gateway_next_deadline(gw, &deadline) == BOTSPACE_STATUS_OK && deadline == BOTSPACE_NO_DEADLINE,
-          "next_deadline: none once closed");
+    CHECK(botspace_gateway_poll_timeout(gw, &deadline) == BOTSPACE_STATUS_OK && deadline == BOTSPACE_NO_DEADLINE,
+          "poll_timeout: none once closed");
     botspace_gateway_free(&gw);
     CHECK(gw == NULL, "gateway_free sets the handle to NULL");
     botspace_gateway_free(&gw);
@@ -1067,27 +1091,28 @@ static void test_gateway(void) {
            "GET /bot/gateway HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bot %s\r\n\r\n",
            new_token);
-    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, &resp, &gw) == BOTSPACE_STATUS_OK && gw != NULL,
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, now, &resp, &gw) == BOTSPACE_STATUS_OK && gw != NULL,
           "the slot is free again after gateway_free; reconnect with the new token");
     botspace_bytes_free(&resp);
-    botspace_gateway_poll(gw, now, &out);
-    botspace_bytes_free(&out);
+    gw_round(gw, now, &got);
     json_free(admin(s, "advanceClock", "{\"seconds\":83}"));
     botspace_service_now_ms(s, &now);
-    CHECK(botspace_gateway_next_deadline(gw, &deadline) == BOTSPACE_STATUS_OK && deadline < now, "the deadline has passed");
-    CHECK(botspace_gateway_poll(gw, now, &out) == BOTSPACE_STATUS_OK, "poll after the deadline");
-    nf = ws_frames(out.ptr, out.len, texts, 8, &code);
+    CHECK(botspace_gateway_poll_timeout(gw, &deadline) == BOTSPACE_STATUS_OK && deadline < now, "the timeout has passed");
+    CHECK(gw_round(gw, now, &got) == BOTSPACE_STATUS_OK, "a round after the timeout");
+    nf = ws_frames((const uint8_t *)got.p, got.len, texts, 8, &code);
     CHECK(nf == 1 && code == 4009, "close 4009 after two heartbeat intervals without a heartbeat");
-    botspace_bytes_free(&out);
+    CHECK(botspace_gateway_poll_event(gw, &ev) == BOTSPACE_STATUS_OK && ev.close_code == 4009 &&
+              strcmp(ev.reason, "session_timeout") == 0,
+          "poll_event: closed 4009 session_timeout");
     botspace_gateway_free(&gw);
 
-    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, &resp, &gw) == BOTSPACE_STATUS_OK && gw != NULL,
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, now, &resp, &gw) == BOTSPACE_STATUS_OK && gw != NULL,
           "a third connection");
     botspace_bytes_free(&resp);
     botspace_service_free(&s);
-    CHECK(botspace_gateway_poll(gw, now, &out) == BOTSPACE_STATUS_OK && out.len > 0, "a gateway outlives its service handle");
-    botspace_bytes_free(&out);
+    CHECK(gw_round(gw, now, &got) == BOTSPACE_STATUS_OK && got.len > 0, "a gateway outlives its service handle");
     botspace_gateway_free(&gw);
+    sb_free(&got);
 
     free(new_token);
     sb_free(&up);

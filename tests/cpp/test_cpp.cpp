@@ -121,27 +121,32 @@ int main() {
     std::string up = "GET /bot/gateway HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
                      "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bot " +
                      token + "\r\n\r\n";
-    botspace::GatewayAccept acc = svc.accept_gateway(up);
+    uint64_t now = svc.now_ms();
+    botspace::GatewayAccept acc = svc.accept_gateway(up, now);
     CHECK(acc.gateway.has_value() && acc.response.view().substr(0, 12) == "HTTP/1.1 101", "accept_gateway: 101");
     botspace::Gateway gw = std::move(*acc.gateway);
     acc.gateway.reset();
     CHECK(gw && gw.bot_id() == bot, "Gateway moves; bot_id");
-    CHECK(gw.next_deadline() == 0u, "next_deadline 0 before the hello");
-    uint64_t now = svc.now_ms();
-    botspace::Bytes hello = gw.poll(now);
+    CHECK(gw.poll_timeout() == now + 2 * 41250 + 1, "poll_timeout: the heartbeat deadline");
+    botspace::Bytes hello = gw.poll_transmit();
     CHECK(hello.view().find("\"op\":\"hello\"") != std::string_view::npos && hello.view().find("bot_started") != std::string_view::npos,
           "hello and the replayed event");
     admin(svc, "sendUserMessage", R"({"user_id":")" + user + R"(","chat_id":")" + chat + R"(","text":"ping"})");
-    CHECK(gw.poll(now).view().find("\"text\":\"ping\"") != std::string_view::npos, "a live event after the wake-up");
-    botspace::GatewayAccept refused = svc.accept_gateway(up);
+    CHECK(gw.poll_transmit().view().find("\"text\":\"ping\"") != std::string_view::npos, "a live event after the wake-up");
+    CHECK(gw.poll_transmit().size() == 0, "nothing more to send");
+    botspace::GatewayAccept refused = svc.accept_gateway(up, now);
     CHECK(!refused.gateway && refused.response.view().substr(0, 12) == "HTTP/1.1 429", "accept_gateway: refusal");
     admin(svc, "advanceClock", R"({"seconds":100})");
-    botspace::Bytes closing = gw.poll(svc.now_ms());
+    gw.handle_timeout(svc.now_ms());
+    botspace::Bytes closing = gw.poll_transmit();
     CHECK(closing.size() >= 4 && closing.data()[0] == 0x88 && closing.data()[2] == 0x0f && closing.data()[3] == 0xa9,
           "close 4009 after the heartbeat timeout");
-    CHECK(gw.is_closed() && !gw.next_deadline().has_value(), "is_closed; no deadline");
+    auto closed = gw.poll_closed();
+    CHECK(closed && closed->first == 4009 && closed->second == "session_timeout" && !gw.poll_closed(),
+          "poll_closed: 4009 session_timeout, once");
+    CHECK(gw.is_closed() && !gw.poll_timeout().has_value(), "is_closed; no timeout");
     gw = botspace::Gateway();
-    CHECK(svc.accept_gateway(up).gateway.has_value(), "the slot is free after the Gateway is destroyed");
+    CHECK(svc.accept_gateway(up, svc.now_ms()).gateway.has_value(), "the slot is free after the Gateway is destroyed");
 
     // Threads on one service.
     std::atomic<int> errors{0};

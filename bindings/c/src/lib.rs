@@ -92,7 +92,7 @@ pub struct botspace_framing {
     pub error_response: botspace_bytes,
 }
 
-/// `botspace_gateway_next_deadline` writes this when no poll is due: the
+/// `botspace_gateway_poll_timeout` writes this when no timeout is due: the
 /// connection is closed.
 pub const BOTSPACE_NO_DEADLINE: u64 = u64::MAX;
 
@@ -582,13 +582,15 @@ pub unsafe extern "C" fn botspace_service_now_ms(
 }
 
 /// Checks a complete `GET /bot/gateway` WebSocket upgrade request (as framed
-/// by `botspace_service_frame_request`). Always writes `*out_response`: the
+/// by `botspace_service_frame_request`), received at `now_ms` (the
+/// connection's heartbeat clock starts there). Always writes `*out_response`: the
 /// `101 Switching Protocols` response, or a JSON error response (401, 403,
 /// 426, 429 ...). On success `*out_gateway` receives a new connection; when
 /// the upgrade is refused it receives NULL and the host sends the response
 /// and goes on with HTTP (or closes). Both outputs are written only when
-/// the call returns OK. Write the response, then feed the connection the
-/// bytes that followed the request and poll it. Thread-safe.
+/// the call returns OK. Write the response, then give the connection the
+/// bytes that followed the request (`botspace_gateway_handle_input`) and
+/// drain `botspace_gateway_poll_transmit`. Thread-safe.
 ///
 /// # Safety
 /// `service` must be a live handle; `request` must point at `request_len`
@@ -598,6 +600,7 @@ pub unsafe extern "C" fn botspace_gateway_accept(
     service: *const botspace_service,
     request: *const u8,
     request_len: usize,
+    now_ms: u64,
     out_response: *mut botspace_bytes,
     out_gateway: *mut *mut botspace_gateway,
 ) -> botspace_status {
@@ -612,7 +615,7 @@ pub unsafe extern "C" fn botspace_gateway_accept(
         };
         // SAFETY: a live handle.
         let svc = unsafe { &(*service).svc };
-        let acc = svc.accept_gateway(req);
+        let acc = svc.accept_gateway(req, now_ms);
         let gw = match acc.connection {
             None => std::ptr::null_mut(),
             Some(conn) => {
@@ -629,16 +632,18 @@ pub unsafe extern "C" fn botspace_gateway_accept(
     })
 }
 
-/// Feeds the bytes read from the socket (`bytes[0..len]`) at time `now_ms`
-/// (from `botspace_service_now_ms`). Complete frames are handled at once;
-/// partial frames wait for more bytes. Call `botspace_gateway_poll`
-/// afterwards. Not thread-safe: one thread at a time per gateway.
+/// Hands the connection the bytes read from the socket (`bytes[0..len]`),
+/// received at `now_ms` (Unix milliseconds; the gateway reads no clock of
+/// its own: pass `botspace_service_now_ms` for the service's clock).
+/// Complete frames are handled at once; partial frames wait for more bytes.
+/// Then drain `botspace_gateway_poll_transmit`. Not thread-safe: one thread
+/// at a time per gateway.
 ///
 /// # Safety
 /// `gateway` must be a live handle not used by another thread; `bytes`
 /// must point at `len` readable bytes (or be NULL with length 0).
 #[no_mangle]
-pub unsafe extern "C" fn botspace_gateway_feed(
+pub unsafe extern "C" fn botspace_gateway_handle_input(
     gateway: *mut botspace_gateway,
     bytes: *const u8,
     len: usize,
@@ -652,49 +657,68 @@ pub unsafe extern "C" fn botspace_gateway_feed(
             Err(s) => return s,
         };
         // SAFETY: a live handle used by this thread only.
-        unsafe { (*gateway).conn.feed(b, now_ms) };
+        unsafe { (*gateway).conn.handle_input(b, now_ms) };
         botspace_status::Ok
     })
 }
 
-/// Brings the connection up to date at `now_ms` (hello, replayed and new
-/// events, heartbeat acks, heartbeat timeout, revocation) and writes the
-/// bytes to send to the socket to `*out_bytes` (`{NULL, 0}` when there is
-/// nothing to send). Call it after `botspace_gateway_feed`, after a wake-up
-/// for this connection's bot, and when its deadline is reached. Not
-/// thread-safe: one thread at a time per gateway.
+/// Tells the connection the time is `now_ms`: the heartbeat deadline is
+/// checked (a bot silent for two intervals is closed with 4009). Call it
+/// when `botspace_gateway_poll_timeout`'s time is reached, or on every
+/// loop turn. Not thread-safe: one thread at a time per gateway.
+///
+/// # Safety
+/// `gateway` must be a live handle not used by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_gateway_handle_timeout(gateway: *mut botspace_gateway, now_ms: u64) -> botspace_status {
+    ffi_boundary!({
+        non_null!(gateway, "gateway");
+        // SAFETY: a live handle used by this thread only.
+        unsafe { (*gateway).conn.handle_timeout(now_ms) };
+        botspace_status::Ok
+    })
+}
+
+/// Writes the next bytes to send to the socket to `*out_bytes`: the hello,
+/// replayed and new events, heartbeat acks, a close frame. `{NULL, 0}`
+/// means nothing now. Each call gives at most about 256 KiB: write them,
+/// then call again until it gives nothing, so a bot far behind costs one
+/// chunk of memory, not its whole backlog. Call it after
+/// `botspace_gateway_handle_input`, after `botspace_gateway_handle_timeout`,
+/// and after a wake-up for this connection's bot. Not thread-safe: one
+/// thread at a time per gateway.
 ///
 /// # Safety
 /// `gateway` must be a live handle not used by another thread; `out_bytes`
 /// must be writable.
 #[no_mangle]
-pub unsafe extern "C" fn botspace_gateway_poll(
+pub unsafe extern "C" fn botspace_gateway_poll_transmit(
     gateway: *mut botspace_gateway,
-    now_ms: u64,
     out_bytes: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
         non_null!(gateway, "gateway");
         non_null!(out_bytes, "out_bytes");
+        let mut bytes = Vec::new();
         // SAFETY: a live handle used by this thread only.
-        let bytes = unsafe { (*gateway).conn.poll(now_ms) };
+        unsafe { (*gateway).conn.poll_transmit(&mut bytes) };
         // SAFETY: checked non-NULL above.
         unsafe { out_bytes.write(botspace_bytes::from_vec(bytes)) };
         botspace_status::Ok
     })
 }
 
-/// Writes when `botspace_gateway_poll` must be called next at the latest,
-/// in the service clock's Unix milliseconds: 0 means now (output or events
-/// are waiting), `BOTSPACE_NO_DEADLINE` means never (the connection is
-/// closed). Wake-ups come in addition to this deadline. Not thread-safe: one
-/// thread at a time per gateway.
+/// Writes when `botspace_gateway_handle_timeout` must be called at the
+/// latest, in Unix milliseconds of the clock the host passes in, or
+/// `BOTSPACE_NO_DEADLINE` once the connection is closed. Wake-ups come in
+/// addition to this time. Not thread-safe: one thread at a time per
+/// gateway.
 ///
 /// # Safety
 /// `gateway` must be a live handle not used by another thread; `out_ms`
 /// must be writable.
 #[no_mangle]
-pub unsafe extern "C" fn botspace_gateway_next_deadline(
+pub unsafe extern "C" fn botspace_gateway_poll_timeout(
     gateway: *const botspace_gateway,
     out_ms: *mut u64,
 ) -> botspace_status {
@@ -702,7 +726,81 @@ pub unsafe extern "C" fn botspace_gateway_next_deadline(
         non_null!(gateway, "gateway");
         non_null!(out_ms, "out_ms");
         // SAFETY: a live handle; out_ms checked.
-        unsafe { *out_ms = (*gateway).conn.next_deadline_ms().unwrap_or(BOTSPACE_NO_DEADLINE) };
+        unsafe { *out_ms = (*gateway).conn.poll_timeout().unwrap_or(BOTSPACE_NO_DEADLINE) };
+        botspace_status::Ok
+    })
+}
+
+/// What `botspace_gateway_poll_event` reports.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum botspace_gateway_event_kind {
+    /// Nothing happened since the last call.
+    None = 0,
+    /// The session ended (reported once): `close_code` and `reason` say why.
+    Closed = 1,
+}
+
+/// An event of a gateway connection. `reason` is a static NUL-terminated
+/// string (never freed), NULL for `BOTSPACE_GATEWAY_EVENT_KIND_NONE`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct botspace_gateway_event {
+    pub kind: botspace_gateway_event_kind,
+    /// The close code sent to the bot (4001 `invalid_payload`, 4004
+    /// `authentication_failed`, 4009 `session_timeout`, 1007
+    /// `invalid_utf8`, 1009 `message_too_big`), the bot's own code when it
+    /// closed first (`closed_by_bot`; 1005 when its frame had none), or
+    /// 1002 `protocol_error`.
+    pub close_code: u16,
+    pub reason: *const c_char,
+}
+
+fn static_reason(reason: &str) -> *const c_char {
+    let r: &'static std::ffi::CStr = match reason {
+        "invalid_payload" => c"invalid_payload",
+        "authentication_failed" => c"authentication_failed",
+        "session_timeout" => c"session_timeout",
+        "message_too_big" => c"message_too_big",
+        "invalid_utf8" => c"invalid_utf8",
+        "closed_by_bot" => c"closed_by_bot",
+        "protocol_error" => c"protocol_error",
+        _ => c"closed",
+    };
+    r.as_ptr()
+}
+
+/// Writes the connection's next event to `*out_event` (kind
+/// `BOTSPACE_GATEWAY_EVENT_KIND_NONE` when there is none): how a host
+/// learns why a session ended without parsing frames. Not thread-safe: one
+/// thread at a time per gateway.
+///
+/// # Safety
+/// `gateway` must be a live handle not used by another thread; `out_event`
+/// must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_gateway_poll_event(
+    gateway: *mut botspace_gateway,
+    out_event: *mut botspace_gateway_event,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(gateway, "gateway");
+        non_null!(out_event, "out_event");
+        // SAFETY: a live handle used by this thread only.
+        let ev = match unsafe { (*gateway).conn.poll_event() } {
+            Some(botspace::GatewayEvent::Closed { code, reason }) => botspace_gateway_event {
+                kind: botspace_gateway_event_kind::Closed,
+                close_code: code,
+                reason: static_reason(reason),
+            },
+            None => botspace_gateway_event {
+                kind: botspace_gateway_event_kind::None,
+                close_code: 0,
+                reason: std::ptr::null(),
+            },
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe { out_event.write(ev) };
         botspace_status::Ok
     })
 }
