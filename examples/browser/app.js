@@ -122,7 +122,7 @@ function frame(dir, text) {
 function botSend(obj) {
   const text = JSON.stringify(obj);
   frame('out', text);
-  session.onText(text);
+  session.handleText(text);
 }
 
 function connectBot() {
@@ -142,7 +142,8 @@ function connectBot() {
 }
 
 function runBot() {
-  for (const out of session.poll()) {
+  session.handleTimeout();
+  for (let out = session.pollTransmit(); out !== null; out = session.pollTransmit()) {
     if (out.type === 'close') {
       frame('in', `close ${out.code} ${out.reason}`);
       session.free();

@@ -377,35 +377,52 @@ export class GatewaySession {
     return guard(() => this.#live().sessionId);
   }
 
-  /** True once a close was queued (send what `poll` returned, then close); true after free(). */
+  /** True once the session ended and everything was transmitted; true after free(). */
   get closed() {
     return this.#raw ? guard(() => this.#raw.closed) : true;
   }
 
-  /** A text message from the bot. Call `poll` afterwards. */
-  onText(text, nowMs = this.#service.nowMs()) {
-    if (typeof text !== 'string') throw new TypeError('onText takes a string');
-    guard(() => this.#live().onText(text, nowMs));
+  /** A text message from the bot, received at `nowMs`. Then drain `pollTransmit`. */
+  handleText(text, nowMs = this.#service.nowMs()) {
+    if (typeof text !== 'string') throw new TypeError('handleText takes a string');
+    guard(() => this.#live().handleText(text, nowMs));
   }
 
   /** A binary message from the bot: the gateway closes with 4001. */
-  onBinary() {
-    guard(() => this.#live().onBinary());
+  handleBinary() {
+    guard(() => this.#live().handleBinary());
+  }
+
+  /** The bot closed the socket (with its close code, if any). */
+  handleClose(code) {
+    guard(() => this.#live().handleClose(code ?? undefined));
+  }
+
+  /** The time is `nowMs`: checks the heartbeat deadline (4009 when missed). */
+  handleTimeout(nowMs = this.#service.nowMs()) {
+    guard(() => this.#live().handleTimeout(nowMs));
   }
 
   /**
-   * Brings the session up to date (hello, events, heartbeat timeout,
-   * revocation) and returns what to send, in order:
-   * `{type: 'text', data}` or `{type: 'close', code, reason}`.
+   * The next message to send: `{type: 'text', data}` or
+   * `{type: 'close', code, reason}`; `null` when there is nothing now.
+   * Call it until `null` after every input and wake-up.
    */
-  poll(nowMs = this.#service.nowMs()) {
-    return guard(() => this.#live().poll(nowMs));
+  pollTransmit() {
+    if (!this.#raw) return null;
+    return guard(() => this.#raw.pollTransmit()) ?? null;
   }
 
-  /** When to poll next at the latest (Unix ms; 0 = now), `null` once closed. */
-  nextDeadlineMs() {
+  /** When to call `handleTimeout` at the latest (Unix ms), `null` once closed. */
+  pollTimeout() {
     if (!this.#raw) return null;
-    return guard(() => this.#raw.nextDeadlineMs()) ?? null;
+    return guard(() => this.#raw.pollTimeout()) ?? null;
+  }
+
+  /** `{type: 'closed', code, reason}` once when the session ended, else `null`. */
+  pollEvent() {
+    if (!this.#raw) return null;
+    return guard(() => this.#raw.pollEvent()) ?? null;
   }
 
   /** Ends the session and frees its connection slot. Idempotent. */
@@ -437,9 +454,12 @@ function attach(service, session, ws) {
     if (done) return;
     timer !== null && clearTimeout(timer);
     timer = null;
-    let outs;
     try {
-      outs = session.poll();
+      session.handleTimeout();
+      for (let o = session.pollTransmit(); o !== null; o = session.pollTransmit()) {
+        if (o.type === 'text') ws.send(o.data);
+        else ws.close(o.code, o.reason);
+      }
     } catch (e) {
       try {
         ws.close(1011, 'internal_error');
@@ -447,20 +467,11 @@ function attach(service, session, ws) {
       finish();
       return;
     }
-    for (const o of outs) {
-      try {
-        if (o.type === 'text') ws.send(o.data);
-        else ws.close(o.code, o.reason);
-      } catch {
-        finish();
-        return;
-      }
-    }
     if (session.closed) {
       finish();
       return;
     }
-    const deadline = session.nextDeadlineMs();
+    const deadline = session.pollTimeout();
     if (deadline !== null) {
       const delay = Math.max(0, Math.min(deadline - service.nowMs(), 2 ** 31 - 1));
       timer = setTimeout(pump, delay);
@@ -471,8 +482,8 @@ function attach(service, session, ws) {
   ws.addEventListener('message', (ev) => {
     if (done) return;
     try {
-      if (typeof ev.data === 'string') session.onText(ev.data);
-      else session.onBinary();
+      if (typeof ev.data === 'string') session.handleText(ev.data);
+      else session.handleBinary();
     } catch {
       try {
         ws.close(1011, 'internal_error');
@@ -683,7 +694,7 @@ export class Service {
    * `GatewayRejectedError` (with the HTTP error response) when refused.
    * The host completes the WebSocket handshake itself.
    */
-  acceptGateway(request) {
+  acceptGateway(request, nowMs = this.nowMs()) {
     let bytes;
     if (typeof Request !== 'undefined' && request instanceof Request) {
       const url = new URL(request.url);
@@ -691,7 +702,7 @@ export class Service {
     } else {
       bytes = toBytes(request);
     }
-    const raw = guard(() => this.#live().acceptGateway(bytes));
+    const raw = guard(() => this.#live().acceptGateway(bytes, nowMs));
     const s = new GatewaySession(raw, this);
     this.#sessions.add(s);
     return s;

@@ -98,21 +98,34 @@ export interface FetchOptions {
   upgradeWebSocket?: (request: Request) => { socket: ServerWebSocketLike; response: Response };
 }
 
+/** How a gateway session ended: the close code sent (or the bot's own) and why. */
+export interface GatewayEvent {
+  type: 'closed';
+  code: number;
+  reason: string;
+}
+
 /** A message-level gateway session (the host does the WebSocket framing). */
 export class GatewaySession {
   private constructor();
   readonly botId: string;
   readonly sessionId: string;
-  /** True once a close was queued. */
+  /** True once the session ended and everything was transmitted. */
   readonly closed: boolean;
   /** A text message from the bot; `nowMs` defaults to the service clock. */
-  onText(text: string, nowMs?: number): void;
+  handleText(text: string, nowMs?: number): void;
   /** A binary message from the bot (the session closes with 4001). */
-  onBinary(): void;
-  /** What to send now, in order; `nowMs` defaults to the service clock. */
-  poll(nowMs?: number): GatewayOutput[];
-  /** When to poll next at the latest (Unix ms, 0 = now), `null` once closed. */
-  nextDeadlineMs(): number | null;
+  handleBinary(): void;
+  /** The bot closed the socket, with its close code if it sent one. */
+  handleClose(code?: number): void;
+  /** The time is `nowMs` (default: the service clock): checks the heartbeat deadline. */
+  handleTimeout(nowMs?: number): void;
+  /** The next message to send, or `null` when there is nothing now; call until `null`. */
+  pollTransmit(): GatewayOutput | null;
+  /** When to call `handleTimeout` at the latest (Unix ms), `null` once closed. */
+  pollTimeout(): number | null;
+  /** Why the session ended, reported once; `null` otherwise. */
+  pollEvent(): GatewayEvent | null;
   /** Ends the session and frees its connection slot. */
   free(): void;
   [Symbol.dispose](): void;
@@ -139,7 +152,8 @@ export class Service {
   /** `hook(botId)` after a change gave a bot events or revoked its sessions; runs in a microtask. */
   setWakeHook(hook: ((botId: string) => void) | null): void;
   /** Checks a `GET /bot/gateway` upgrade; throws GatewayRejectedError when refused. */
-  acceptGateway(request: Request | Uint8Array | ArrayBuffer | string): GatewaySession;
+  /** `nowMs` (default: the service clock) starts the session's heartbeat clock. */
+  acceptGateway(request: Request | Uint8Array | ArrayBuffer | string, nowMs?: number): GatewaySession;
   /** Drives a session over a server-side WebSocket (send/close/events), with wake-ups and timers. */
   attachWebSocket(session: GatewaySession, ws: ServerWebSocketLike): GatewaySession;
   /** The fetch adapter: `export default { fetch: (req) => service.fetch(req) }`. */

@@ -1,7 +1,7 @@
 //! The wasm-bindgen exports. Every fallible call returns a JS `Error` whose
 //! `name` and `code` the JavaScript layer turns into its typed error classes.
 
-use botspace::{Clock, ClockKind, Config, Framing, GatewayOutput, GatewaySession, Service};
+use botspace::{Clock, ClockKind, Config, Framing, GatewayEvent, GatewayOutput, GatewaySession, Service};
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -222,12 +222,12 @@ impl RawService {
         }
     }
 
-    /// Checks a `GET /bot/gateway` upgrade request. Throws a
-    /// `BotspaceGatewayRejected` error whose `response` is the HTTP error
-    /// response to send when the upgrade is refused.
+    /// Checks a `GET /bot/gateway` upgrade request received at `now_ms`.
+    /// Throws a `BotspaceGatewayRejected` error whose `response` is the HTTP
+    /// error response to send when the upgrade is refused.
     #[wasm_bindgen(js_name = acceptGateway)]
-    pub fn accept_gateway(&self, request: &[u8]) -> Result<RawGatewaySession, JsValue> {
-        match self.svc.accept_gateway_session(request) {
+    pub fn accept_gateway(&self, request: &[u8], now_ms: f64) -> Result<RawGatewaySession, JsValue> {
+        match self.svc.accept_gateway_session(request, to_ms(now_ms)) {
             Ok(s) => Ok(RawGatewaySession { s }),
             Err(resp) => {
                 let e = js_error(GATEWAY_REJECTED, "gateway_rejected", "the gateway upgrade was refused");
@@ -303,44 +303,71 @@ impl RawGatewaySession {
         self.s.is_closed()
     }
 
-    /// A text message from the bot.
-    #[wasm_bindgen(js_name = onText)]
-    pub fn on_text(&mut self, text: &str, now_ms: f64) {
-        self.s.on_text(text, to_ms(now_ms));
+    /// A text message from the bot, received at `now_ms`.
+    #[wasm_bindgen(js_name = handleText)]
+    pub fn handle_text(&mut self, text: &str, now_ms: f64) {
+        self.s.handle_text(text, to_ms(now_ms));
     }
 
     /// A binary message from the bot (closes with 4001).
-    #[wasm_bindgen(js_name = onBinary)]
-    pub fn on_binary(&mut self) {
-        self.s.on_binary();
+    #[wasm_bindgen(js_name = handleBinary)]
+    pub fn handle_binary(&mut self) {
+        self.s.handle_binary();
     }
 
-    /// What to send now, in order: `{type:"text", data}` or
-    /// `{type:"close", code, reason}`.
-    pub fn poll(&mut self, now_ms: f64) -> Array {
-        let out = Array::new();
-        for o in self.s.poll(to_ms(now_ms)) {
-            let obj = Object::new();
-            match o {
-                GatewayOutput::Text(t) => {
-                    let _ = Reflect::set(&obj, &"type".into(), &"text".into());
-                    let _ = Reflect::set(&obj, &"data".into(), &JsValue::from_str(&t));
-                }
-                GatewayOutput::Close { code, reason } => {
-                    let _ = Reflect::set(&obj, &"type".into(), &"close".into());
-                    let _ = Reflect::set(&obj, &"code".into(), &JsValue::from(code));
-                    let _ = Reflect::set(&obj, &"reason".into(), &JsValue::from_str(reason));
-                }
+    /// The bot closed the socket, with its close code if it sent one.
+    #[wasm_bindgen(js_name = handleClose)]
+    pub fn handle_close(&mut self, code: Option<u16>) {
+        self.s.handle_close(code);
+    }
+
+    /// The time is `now_ms`: the heartbeat deadline is checked.
+    #[wasm_bindgen(js_name = handleTimeout)]
+    pub fn handle_timeout(&mut self, now_ms: f64) {
+        self.s.handle_timeout(to_ms(now_ms));
+    }
+
+    /// The next message to send, `{type:"text", data}` or
+    /// `{type:"close", code, reason}`, or `undefined` when there is nothing
+    /// now. Call until `undefined`.
+    #[wasm_bindgen(js_name = pollTransmit)]
+    pub fn poll_transmit(&mut self) -> JsValue {
+        let Some(o) = self.s.poll_transmit() else { return JsValue::UNDEFINED };
+        let obj = Object::new();
+        match o {
+            GatewayOutput::Text(t) => {
+                let _ = Reflect::set(&obj, &"type".into(), &"text".into());
+                let _ = Reflect::set(&obj, &"data".into(), &JsValue::from_str(&t));
             }
-            out.push(&obj);
+            GatewayOutput::Close { code, reason } => {
+                let _ = Reflect::set(&obj, &"type".into(), &"close".into());
+                let _ = Reflect::set(&obj, &"code".into(), &JsValue::from(code));
+                let _ = Reflect::set(&obj, &"reason".into(), &JsValue::from_str(reason));
+            }
         }
-        out
+        obj.into()
     }
 
-    /// When to poll next at the latest (Unix ms; 0 = now), or `undefined`
-    /// once closed.
-    #[wasm_bindgen(js_name = nextDeadlineMs)]
-    pub fn next_deadline_ms(&self) -> Option<f64> {
-        self.s.next_deadline_ms().map(|d| d as f64)
+    /// When `handleTimeout` must be called at the latest (Unix ms), or
+    /// `undefined` once closed.
+    #[wasm_bindgen(js_name = pollTimeout)]
+    pub fn poll_timeout(&self) -> Option<f64> {
+        self.s.poll_timeout().map(|d| d as f64)
+    }
+
+    /// `{type:"closed", code, reason}` once when the session ended, else
+    /// `undefined`.
+    #[wasm_bindgen(js_name = pollEvent)]
+    pub fn poll_event(&mut self) -> JsValue {
+        match self.s.poll_event() {
+            Some(GatewayEvent::Closed { code, reason }) => {
+                let obj = Object::new();
+                let _ = Reflect::set(&obj, &"type".into(), &"closed".into());
+                let _ = Reflect::set(&obj, &"code".into(), &JsValue::from(code));
+                let _ = Reflect::set(&obj, &"reason".into(), &JsValue::from_str(reason));
+                obj.into()
+            }
+            None => JsValue::UNDEFINED,
+        }
     }
 }

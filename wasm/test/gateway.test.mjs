@@ -2,7 +2,7 @@
 // whole text messages in and out, poll(now), close codes.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { bs, world, upgradeRequest, texts, FakeSocket } from './helpers.mjs';
+import { bs, world, upgradeRequest, texts, FakeSocket, round } from './helpers.mjs';
 
 const tick = () => new Promise((r) => setTimeout(r, 0));
 
@@ -13,10 +13,11 @@ test('hello, replay, live event, ack, heartbeat', async () => {
   assert.equal(s.botId, w.botInfo.id);
   assert.match(s.sessionId, /^gws_/);
   assert.equal(s.closed, false);
-  assert.equal(s.nextDeadlineMs(), 0, 'hello is due at once');
+  assert.equal(s.pollTimeout(), w.svc.nowMs() + 2 * 41250 + 1, 'the heartbeat deadline, from the accept time');
+  assert.equal(s.pollEvent(), null);
   assert.equal(w.svc.gatewayConnections(w.botInfo.id), 1);
 
-  const first = texts(s.poll());
+  const first = texts(round(s));
   assert.equal(first[0].op, 'hello');
   assert.equal(first[0].session_id, s.sessionId);
   assert.equal(first[0].heartbeat_interval_ms, 41250);
@@ -26,7 +27,7 @@ test('hello, replay, live event, ack, heartbeat', async () => {
   // startBot gave the bot its first event: replayed after hello.
   assert.equal(first.length, 2);
   assert.deepEqual([first[1].op, first[1].seq, first[1].type], ['event', 1, 'bot_started']);
-  assert.deepEqual(s.poll(), [], 'nothing new');
+  assert.deepEqual(round(s), [], 'nothing new');
 
   // A human writes; the wake hook fires; the bot polls and gets the event.
   const woken = [];
@@ -34,7 +35,7 @@ test('hello, replay, live event, ack, heartbeat', async () => {
   const sent = w.ok('/admin/sendUserMessage', { user_id: w.user.id, chat_id: w.chat.id, text: 'hi bot' });
   await tick();
   assert.deepEqual(woken, [w.botInfo.id]);
-  const ev = texts(s.poll());
+  const ev = texts(round(s));
   assert.equal(ev.length, 1);
   assert.equal(ev[0].op, 'event');
   assert.equal(ev[0].seq, 2);
@@ -42,12 +43,12 @@ test('hello, replay, live event, ack, heartbeat', async () => {
   assert.equal(ev[0].data.message.message_id, sent.message_id);
   assert.equal(ev[0].data.message.text, 'hi bot');
 
-  s.onText(JSON.stringify({ op: 'ack', seq: 2 }));
-  assert.deepEqual(s.poll(), []);
-  s.onText('{"op":"heartbeat"}');
-  assert.deepEqual(texts(s.poll()), [{ op: 'heartbeat_ack' }]);
+  s.handleText(JSON.stringify({ op: 'ack', seq: 2 }));
+  assert.deepEqual(round(s), []);
+  s.handleText('{"op":"heartbeat"}');
+  assert.deepEqual(texts(round(s)), [{ op: 'heartbeat_ack' }]);
   const hb = w.svc.nowMs();
-  assert.equal(s.nextDeadlineMs() >= hb + 2 * 41250, true);
+  assert.equal(s.pollTimeout(), hb + 2 * 41250 + 1);
   s.free();
   s.free();
   assert.equal(w.svc.gatewayConnections(w.botInfo.id), 0);
@@ -56,30 +57,30 @@ test('hello, replay, live event, ack, heartbeat', async () => {
 test('replay after reconnect resumes after the last ack; ?after=N replays from N+1', () => {
   const w = world();
   let s = w.svc.acceptGateway(upgradeRequest(w.token));
-  s.poll();
-  s.onText('{"op":"ack","seq":1}');
+  round(s);
+  s.handleText('{"op":"ack","seq":1}');
   s.free();
   // Events while disconnected are kept and replayed.
   w.ok('/admin/sendUserMessage', { user_id: w.user.id, chat_id: w.chat.id, text: 'while away 1' });
   w.ok('/admin/sendUserMessage', { user_id: w.user.id, chat_id: w.chat.id, text: 'while away 2' });
   s = w.svc.acceptGateway(upgradeRequest(w.token));
-  let out = texts(s.poll());
+  let out = texts(round(s));
   assert.equal(out[0].op, 'hello');
   assert.equal(out[0].replay_from, 2);
   assert.deepEqual(out.slice(1).map((e) => [e.seq, e.data.message.text]), [[2, 'while away 1'], [3, 'while away 2']]);
   s.free(); // no ack: replayed again
   s = w.svc.acceptGateway(upgradeRequest(w.token));
-  out = texts(s.poll());
+  out = texts(round(s));
   assert.deepEqual(out.slice(1).map((e) => e.seq), [2, 3]);
-  s.onText('{"op":"ack","seq":3}');
+  s.handleText('{"op":"ack","seq":3}');
   s.free();
   s = w.svc.acceptGateway(upgradeRequest(w.token));
-  out = texts(s.poll());
+  out = texts(round(s));
   assert.equal(out.length, 1);
   assert.equal(out[0].replay_from, 4);
   s.free();
   s = w.svc.acceptGateway(upgradeRequest(w.token, '?after=0'));
-  out = texts(s.poll());
+  out = texts(round(s));
   assert.deepEqual(out.slice(1).map((e) => e.seq), [1, 2, 3]);
   s.free();
 });
@@ -87,16 +88,18 @@ test('replay after reconnect resumes after the last ack; ?after=N replays from N
 test('token rotation closes open sessions with 4004; the old token is refused', async () => {
   const w = world();
   const s = w.svc.acceptGateway(upgradeRequest(w.token));
-  s.poll();
+  round(s);
   const woken = [];
   w.svc.setWakeHook((id) => woken.push(id));
   const { token: fresh } = w.ok('/admin/rotateBotToken', { bot_id: w.botInfo.id });
   await tick();
   assert.deepEqual(woken, [w.botInfo.id], 'rotation wakes the bot so sessions learn at once');
-  assert.deepEqual(s.poll(), [{ type: 'close', code: 4004, reason: 'authentication_failed' }]);
+  assert.deepEqual(round(s), [{ type: 'close', code: 4004, reason: 'authentication_failed' }]);
   assert.equal(s.closed, true);
-  assert.equal(s.nextDeadlineMs(), null);
-  assert.deepEqual(s.poll(), [], 'nothing after the close');
+  assert.equal(s.pollTimeout(), null);
+  assert.deepEqual(s.pollEvent(), { type: 'closed', code: 4004, reason: 'authentication_failed' });
+  assert.equal(s.pollEvent(), null, 'reported once');
+  assert.deepEqual(round(s), [], 'nothing after the close');
   assert.equal(w.svc.gatewayConnections(w.botInfo.id), 0, 'a closed session frees its slot');
   assert.throws(() => w.svc.acceptGateway(upgradeRequest(w.token)), (e) => {
     assert.ok(e instanceof bs.GatewayRejectedError);
@@ -107,7 +110,7 @@ test('token rotation closes open sessions with 4004; the old token is refused', 
     return true;
   });
   const again = w.svc.acceptGateway(upgradeRequest(fresh));
-  assert.equal(texts(again.poll())[0].op, 'hello');
+  assert.equal(texts(round(again))[0].op, 'hello');
   again.free();
   s.free();
 });
@@ -115,47 +118,47 @@ test('token rotation closes open sessions with 4004; the old token is refused', 
 test('suspension closes with 4004 and refuses new sessions with 403', () => {
   const w = world();
   const s = w.svc.acceptGateway(upgradeRequest(w.token));
-  s.poll();
+  round(s);
   w.ok('/admin/updateBot', { bot_id: w.botInfo.id, status: 'suspended' });
-  assert.deepEqual(s.poll(), [{ type: 'close', code: 4004, reason: 'authentication_failed' }]);
+  assert.deepEqual(round(s), [{ type: 'close', code: 4004, reason: 'authentication_failed' }]);
   assert.throws(() => w.svc.acceptGateway(upgradeRequest(w.token)), (e) => e.status === 403 && e.code === 'bot_suspended');
 });
 
 test('bad payloads close with 4001', () => {
   const w = world();
   for (const send of [
-    (s) => s.onText('not json'),
-    (s) => s.onText('{"op":"dance"}'),
-    (s) => s.onText('{"op":"ack","seq":"x"}'),
-    (s) => s.onText('{"op":"ack","seq":999}'),
-    (s) => s.onText('[]'),
-    (s) => s.onBinary(),
+    (s) => s.handleText('not json'),
+    (s) => s.handleText('{"op":"dance"}'),
+    (s) => s.handleText('{"op":"ack","seq":"x"}'),
+    (s) => s.handleText('{"op":"ack","seq":999}'),
+    (s) => s.handleText('[]'),
+    (s) => s.handleBinary(),
   ]) {
     const s = w.svc.acceptGateway(upgradeRequest(w.token));
-    s.poll();
+    round(s);
     send(s);
-    assert.deepEqual(s.poll(), [{ type: 'close', code: 4001, reason: 'invalid_payload' }]);
+    assert.deepEqual(round(s), [{ type: 'close', code: 4001, reason: 'invalid_payload' }]);
     assert.equal(s.closed, true);
-    s.onText('{"op":"heartbeat"}');
-    assert.deepEqual(s.poll(), [], 'a closed session ignores input');
+    s.handleText('{"op":"heartbeat"}');
+    assert.deepEqual(round(s), [], 'a closed session ignores input');
     s.free();
   }
-  assert.throws(() => w.svc.acceptGateway(upgradeRequest(w.token)).onText(42), TypeError);
+  assert.throws(() => w.svc.acceptGateway(upgradeRequest(w.token)).handleText(42), TypeError);
 });
 
 test('no heartbeat for two intervals closes with 4009 (manual clock)', () => {
   const w = world({ heartbeat_interval_ms: 1000 });
   const s = w.svc.acceptGateway(upgradeRequest(w.token));
   const t0 = w.svc.nowMs();
-  assert.equal(texts(s.poll(t0))[0].heartbeat_interval_ms, 1000);
-  const deadline = s.nextDeadlineMs();
+  assert.equal(texts(round(s, t0))[0].heartbeat_interval_ms, 1000);
+  const deadline = s.pollTimeout();
   assert.ok(deadline >= t0 + 2000 && deadline <= t0 + 2001, `deadline ${deadline}`);
-  s.onText('{"op":"heartbeat"}', t0 + 1500);
-  assert.deepEqual(texts(s.poll(t0 + 1500)), [{ op: 'heartbeat_ack' }]);
-  assert.deepEqual(s.poll(t0 + 3000), [], 'the heartbeat moved the deadline');
+  s.handleText('{"op":"heartbeat"}', t0 + 1500);
+  assert.deepEqual(texts(round(s, t0 + 1500)), [{ op: 'heartbeat_ack' }]);
+  assert.deepEqual(round(s, t0 + 3000), [], 'the heartbeat moved the deadline');
   // The default `now` is the service clock: advance the manual clock.
   w.ok('/admin/advanceClock', { seconds: 10 });
-  assert.deepEqual(s.poll(), [{ type: 'close', code: 4009, reason: 'session_timeout' }]);
+  assert.deepEqual(round(s), [{ type: 'close', code: 4009, reason: 'session_timeout' }]);
   s.free();
 });
 
@@ -199,10 +202,10 @@ test('every open session of a bot receives every event', () => {
   const w = world({}, { quota_tier: 'standard' });
   const a = w.svc.acceptGateway(upgradeRequest(w.token));
   const b = w.svc.acceptGateway(upgradeRequest(w.token));
-  a.poll();
-  b.poll();
+  round(a);
+  round(b);
   w.ok('/admin/sendUserMessage', { user_id: w.user.id, chat_id: w.chat.id, text: 'fan out' });
-  for (const s of [a, b]) assert.deepEqual(texts(s.poll()).map((e) => e.data.message.text), ['fan out']);
+  for (const s of [a, b]) assert.deepEqual(texts(round(s)).map((e) => e.data.message.text), ['fan out']);
   a.free();
   b.free();
 });
@@ -211,7 +214,7 @@ test('a freed session object throws invalid_state', () => {
   const w = world();
   const s = w.svc.acceptGateway(upgradeRequest(w.token));
   s.free();
-  assert.throws(() => s.poll(), (e) => e instanceof bs.BotspaceError && e.code === 'invalid_state');
+  assert.throws(() => round(s), (e) => e instanceof bs.BotspaceError && e.code === 'invalid_state');
 });
 
 test('attachWebSocket drives a socket: wake-ups, acks, rotation close', async () => {

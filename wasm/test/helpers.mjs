@@ -65,3 +65,11 @@ export class FakeSocket extends EventTarget {
     this.dispatchEvent(ev);
   }
 }
+
+/** One host round: time passes to `nowMs`, then everything to send now. */
+export function round(session, nowMs) {
+  session.handleTimeout(nowMs);
+  const outs = [];
+  for (let o = session.pollTransmit(); o !== null; o = session.pollTransmit()) outs.push(o);
+  return outs;
+}

@@ -2,7 +2,7 @@
 // restores it in a fresh service with nothing lost.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { bs, setup, upgradeRequest, texts, SECRET, ADMIN } from './helpers.mjs';
+import { bs, setup, upgradeRequest, texts, SECRET, ADMIN, round } from './helpers.mjs';
 
 const OP_KEY = '000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f';
 
@@ -31,8 +31,8 @@ function populate() {
   t.ok('/bot/sendChatAction', { chat_id: group.id, action: 'typing' }, S);
   // The std bot reads and acknowledges some of its events.
   const s = t.svc.acceptGateway(upgradeRequest(std.token));
-  const evs = texts(s.poll()).filter((e) => e.op === 'event');
-  s.onText(JSON.stringify({ op: 'ack', seq: evs[1].seq }));
+  const evs = texts(round(s)).filter((e) => e.op === 'event');
+  s.handleText(JSON.stringify({ op: 'ack', seq: evs[1].seq }));
   s.free();
   return { t, ann, bob, free, std, off, rotated, dm, dm2, group, idem: idem.json(), ackedSeq: evs[1].seq, lastSeq: evs.at(-1).seq };
 }
@@ -82,7 +82,7 @@ test('export → import into a fresh service loses nothing', () => {
   assert.equal(call('/bot/sendMessage', { chat_id: w.dm2.id, text: 'x' }, { Authorization: `Bot ${w.rotated.token}` }).json().error, 'blocked_by_user');
   // The gateway resumes after the acknowledged event.
   const s = fresh.acceptGateway(upgradeRequest(w.std.token));
-  const out = texts(s.poll());
+  const out = texts(round(s));
   assert.equal(out[0].replay_from, w.ackedSeq + 1);
   assert.equal(out.filter((e) => e.op === 'event')[0].seq, w.ackedSeq + 1);
   s.free();
@@ -129,18 +129,18 @@ test('bad images are refused with DatabaseError and change nothing', () => {
 test('an import closes open gateway sessions with 4004; bots resume from the imported cursor', async () => {
   const w = populate();
   const s = w.t.svc.acceptGateway(upgradeRequest(w.std.token));
-  s.poll();
+  round(s);
   const woken = [];
   w.t.svc.setWakeHook((id) => woken.push(id));
   w.t.svc.importDatabase(w.t.svc.exportDatabase());
   await new Promise((r) => setTimeout(r, 0));
   assert.ok(woken.includes(w.std.bot.id), 'the import wakes the bots whose sessions must close');
-  assert.deepEqual(s.poll(), [{ type: 'close', code: 4004, reason: 'authentication_failed' }]);
+  assert.deepEqual(round(s), [{ type: 'close', code: 4004, reason: 'authentication_failed' }]);
   s.free();
   const again = w.t.svc.acceptGateway(upgradeRequest(w.std.token));
-  const hello = texts(again.poll())[0];
+  const hello = texts(round(again))[0];
   assert.equal(hello.replay_from, w.ackedSeq + 1);
   w.t.ok('/admin/sendUserMessage', { user_id: w.ann.id, chat_id: w.dm.id, text: 'after import' });
-  assert.equal(texts(again.poll()).at(-1).data.message.text, 'after import');
+  assert.equal(texts(round(again)).at(-1).data.message.text, 'after import');
   again.free();
 });

@@ -16,6 +16,7 @@ import {
   decodeResponse,
   type ServiceConfig,
   type GatewayOutput,
+  type GatewayEvent,
   type Framing,
   type DecodedResponse,
   type ServerWebSocketLike,
@@ -46,14 +47,17 @@ export async function main(): Promise<void> {
   const worker = { fetch: (req: Request) => svc.fetch(req) };
   try {
     const s: GatewaySession = svc.acceptGateway(new Request('http://x/bot/gateway'));
-    const outs: GatewayOutput[] = s.poll();
-    for (const o of outs) {
+    s.handleTimeout(svc.nowMs());
+    for (let o: GatewayOutput | null = s.pollTransmit(); o !== null; o = s.pollTransmit()) {
       if (o.type === 'text') console.log(o.data.length);
       else console.log(o.code, o.reason);
     }
-    s.onText('{"op":"heartbeat"}', svc.nowMs());
-    s.onBinary();
-    const d: number | null = s.nextDeadlineMs();
+    s.handleText('{"op":"heartbeat"}', svc.nowMs());
+    s.handleBinary();
+    s.handleClose(1000);
+    const ev: GatewayEvent | null = s.pollEvent();
+    if (ev) console.log(ev.code, ev.reason);
+    const d: number | null = s.pollTimeout();
     const closed: boolean = s.closed;
     const ws: ServerWebSocketLike = { send() {}, close() {}, addEventListener() {} };
     svc.attachWebSocket(s, ws);
