@@ -670,7 +670,10 @@ pub unsafe extern "C" fn botspace_gateway_handle_input(
 /// # Safety
 /// `gateway` must be a live handle not used by another thread.
 #[no_mangle]
-pub unsafe extern "C" fn botspace_gateway_handle_timeout(gateway: *mut botspace_gateway, now_ms: u64) -> botspace_status {
+pub unsafe extern "C" fn botspace_gateway_handle_timeout(
+    gateway: *mut botspace_gateway,
+    now_ms: u64,
+) -> botspace_status {
     ffi_boundary!({
         non_null!(gateway, "gateway");
         // SAFETY: a live handle used by this thread only.
