@@ -20,7 +20,8 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 /// How many requests were written, and in how many transactions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CommitStats {
-    /// Requests that went through `handle_request`.
+    /// Requests that went through `handle_request`, getMe aside (it reads
+    /// a cached identity and takes no transaction).
     pub requests: u64,
     /// Transactions they took: fewer than `requests` when grouping happened.
     pub groups: u64,
@@ -84,8 +85,14 @@ pub(crate) trait Runner {
     fn apply_effects(&self, fx: TxEffects);
 }
 
-/// Runs `request`, alone or in a group, and returns its answer.
-pub(crate) fn submit(group: &Group, svc: &impl Runner, request: &[u8]) -> Vec<u8> {
+/// Runs `request`, alone (through `alone`, which the caller may have
+/// prepared already) or in a group, and returns its answer.
+pub(crate) fn submit(
+    group: &Group,
+    svc: &impl Runner,
+    request: &[u8],
+    alone: impl FnOnce() -> (Vec<u8>, TxEffects),
+) -> Vec<u8> {
     let mut st = group.lock();
     st.stats.requests += 1;
     if !st.leading && st.queue.is_empty() {
@@ -93,7 +100,7 @@ pub(crate) fn submit(group: &Group, svc: &impl Runner, request: &[u8]) -> Vec<u8
         st.leading = true;
         st.stats.groups += 1;
         drop(st);
-        let (out, fx) = guarded(|| svc.run_alone(request), || (crash(), TxEffects::default()));
+        let (out, fx) = guarded(alone, || (crash(), TxEffects::default()));
         hand_over(group);
         svc.apply_effects(fx);
         return out;

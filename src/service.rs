@@ -116,7 +116,21 @@ impl Service {
     /// commit, see [`crate::group`]); each is answered exactly as if it ran
     /// alone. A request that finds nothing under way runs at once.
     pub fn handle_request(&self, request: &[u8]) -> Vec<u8> {
-        crate::group::submit(&self.group, self, request)
+        let routed = match self.route(request) {
+            Ok(r) => r,
+            Err(e) => return e.into_response(),
+        };
+        // getMe reads a cached identity and needs no transaction: it never
+        // waits for a group.
+        if routed.route == Route::Bot(BotMethod::GetMe) {
+            let mut inner = self.lock();
+            return self.run_one(&mut inner, &routed);
+        }
+        crate::group::submit(&self.group, self, request, || {
+            let mut inner = self.lock();
+            let out = self.run_one(&mut inner, &routed);
+            (out, self.take_effects(&mut inner))
+        })
     }
 
     /// One request in its own transaction; the effects to apply once the
