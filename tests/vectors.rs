@@ -1,6 +1,8 @@
 //! Runner for the language-neutral test vectors in `tests/vectors/*.json`
 //! (format: `tests/vectors/README.md`). One `#[test]` per file; a failing
 //! file lists every failing case with the step, the request and both bodies.
+//! A case with gateway steps runs twice: once on the message-level
+//! `GatewaySession`, once on the byte-level `GatewayConnection`.
 
 use botspace::{Config, GatewayConnection, GatewayEvent, GatewayOutput, GatewaySession, Service};
 use serde_json::{Map, Value};
@@ -238,8 +240,8 @@ enum Shape {
 }
 
 enum Gateway {
-    Session(GatewaySession),
-    Connection(GatewayConnection),
+    Session(Box<GatewaySession>),
+    Connection(Box<GatewayConnection>),
 }
 
 /// What one host round produced.
@@ -411,8 +413,7 @@ fn check_response(
         }
     }
     if let Some(save) = save {
-        let actual =
-            parsed.as_ref().map_err(|e| fail(format!("cannot save from a non-JSON body: {e}"), &resp.body))?;
+        let actual = parsed.as_ref().map_err(|e| fail(format!("cannot save from a non-JSON body: {e}"), &resp.body))?;
         for (name, path) in save.as_object().ok_or("save is not an object")? {
             let path = path.as_str().ok_or("save path is not a string")?;
             let v = at_path(actual, path).ok_or_else(|| fail(format!("save {name}: nothing at {path}"), &resp.body))?;
@@ -450,12 +451,12 @@ fn gateway_step(
             let req = upgrade_request(query, str_field(&step, "token")?);
             let (gateway, raw) = match shape {
                 Shape::Session => match svc.accept_gateway_session(&req, now) {
-                    Ok(s) => (Some(Gateway::Session(s)), Vec::new()),
+                    Ok(s) => (Some(Gateway::Session(Box::new(s))), Vec::new()),
                     Err(resp) => (None, resp),
                 },
                 Shape::Connection => {
                     let acc = svc.accept_gateway(&req, now);
-                    (acc.connection.map(Gateway::Connection), acc.response)
+                    (acc.connection.map(|c| Gateway::Connection(Box::new(c))), acc.response)
                 }
             };
             let expect = step.get("expect").ok_or("open step has no expect")?;
@@ -560,7 +561,11 @@ fn run_case(case: &Value, shape: Shape) -> Result<(), String> {
         let req_bytes =
             build_request(req.as_object().ok_or("request is not an object")?).map_err(|e| format!("step {i}: {e}"))?;
         let fail = |msg: String, body: &[u8]| {
-            format!("step {i}: {msg}\n      request: {}\n      response: {}", shorten_bytes(&req_bytes), shorten_bytes(body))
+            format!(
+                "step {i}: {msg}\n      request: {}\n      response: {}",
+                shorten_bytes(&req_bytes),
+                shorten_bytes(body)
+            )
         };
         let raw = svc.handle_request(&req_bytes);
         let resp = parse_response(&raw).map_err(|e| fail(e, &raw))?;

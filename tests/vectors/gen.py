@@ -1372,7 +1372,8 @@ def gateway_cases():
     def after_bad(r):
         bad = invalid("after", "must be a non-negative integer")
         susp = err(403, "bot_suspended", "bot_suspended")
-        return base(r) + [
+        # A free bot has one slot: the open at the end shows no refusal kept one.
+        return base(r, "free") + [
             g_open(r, "g", "b_tok", "?after=x", 400, bad),
             g_open(r, "g", "b_tok", "?after=-1", 400, bad),
             g_open(r, "g", "b_tok", "?after=", 400, bad),
@@ -1382,7 +1383,8 @@ def gateway_cases():
             g_open(r, "g", "b_tok", "?after=1"),
             g_poll("g", [hello(r, "g", "b", 2)]),
         ]
-    gcase("?after that is not a non-negative integer is 400 invalid_field after, checked after the bot's status", after_bad, 7)
+    gcase("?after that is not a non-negative integer is 400 invalid_field after, checked after the bot's status; refusals hold no slot",
+          after_bad, 7)
 
     def truncated(r):
         return base(r) + [
