@@ -4,9 +4,13 @@
 Run `python3 tests/vectors/gen.py` after editing; the generated *.json files
 are committed and are what the Rust, C and WASM runners read. Every step
 asserts the exact status and the exact body; "{{*}}" stands only for random
-values (ids, tokens). Error descriptions are spelled once, in DESC below.
+values (ids, tokens). Gateway cases (gateway.json) set random_seed, so they
+have no wildcard at all: Seeded below computes every id, token and session
+id. Error descriptions are spelled once, in DESC below.
 """
 
+import base64
+import hashlib
 import json
 import os
 
@@ -1127,9 +1131,6 @@ def host_api_cases():
 
 
 # ---------------------------------------------------------------- gateway.json
-
-import base64
-import hashlib
 
 
 class Seeded:
