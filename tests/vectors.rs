@@ -1,8 +1,10 @@
 //! Runner for the language-neutral test vectors in `tests/vectors/*.json`
 //! (format: `tests/vectors/README.md`). One `#[test]` per file; a failing
 //! file lists every failing case with the step, the request and both bodies.
+//! A case with gateway steps runs twice: once on the message-level
+//! `GatewaySession`, once on the byte-level `GatewayConnection`.
 
-use botspace::{Config, Service};
+use botspace::{Config, GatewayConnection, GatewayEvent, GatewayOutput, GatewaySession, Service};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -21,6 +23,7 @@ const FILES: &[&str] = &[
     "idempotency.json",
     "rate_limit.json",
     "host_api.json",
+    "gateway.json",
 ];
 
 fn dir() -> PathBuf {
@@ -227,8 +230,312 @@ fn base_config() -> Value {
     serde_json::json!({"database": ":memory:", "admin_secret": ADMIN_SECRET, "clock": "manual"})
 }
 
-/// Runs one case; Err describes the first failing step.
-fn run_case(case: &Value) -> Result<(), String> {
+/// Which Rust shape runs the gateway steps of a case.
+#[derive(Clone, Copy, Debug)]
+enum Shape {
+    /// `accept_gateway_session`: whole text messages in and out.
+    Session,
+    /// `accept_gateway`: WebSocket bytes in and out.
+    Connection,
+}
+
+enum Gateway {
+    Session(Box<GatewaySession>),
+    Connection(Box<GatewayConnection>),
+}
+
+/// What one host round produced.
+struct Round {
+    /// Text messages, in order.
+    texts: Vec<String>,
+    close: Option<(u16, String)>,
+    events: Vec<GatewayEvent>,
+}
+
+impl Gateway {
+    fn text(&mut self, text: &str, now: u64) {
+        match self {
+            Gateway::Session(s) => s.handle_text(text, now),
+            Gateway::Connection(c) => c.handle_input(&client_frame(0x1, text.as_bytes()), now),
+        }
+    }
+
+    fn binary(&mut self, now: u64) {
+        match self {
+            Gateway::Session(s) => s.handle_binary(),
+            Gateway::Connection(c) => c.handle_input(&client_frame(0x2, &[0, 1, 2]), now),
+        }
+    }
+
+    /// One host round at `now`: `handle_timeout`, then `poll_transmit`
+    /// until it gives nothing, then `poll_event` until it gives nothing.
+    fn round(&mut self, now: u64) -> Result<Round, String> {
+        let mut r = Round { texts: Vec::new(), close: None, events: Vec::new() };
+        match self {
+            Gateway::Session(s) => {
+                s.handle_timeout(now);
+                while let Some(o) = s.poll_transmit() {
+                    if r.close.is_some() {
+                        return Err(format!("{o:?} sent after the close"));
+                    }
+                    match o {
+                        GatewayOutput::Text(t) => r.texts.push(t),
+                        GatewayOutput::Close { code, reason } => r.close = Some((code, reason.to_string())),
+                    }
+                }
+                while let Some(e) = s.poll_event() {
+                    r.events.push(e);
+                }
+            }
+            Gateway::Connection(c) => {
+                c.handle_timeout(now);
+                let mut out = Vec::new();
+                while c.poll_transmit(&mut out) > 0 {}
+                for (opcode, payload) in server_frames(&out)? {
+                    if r.close.is_some() {
+                        return Err(format!("frame with opcode {opcode} sent after the close"));
+                    }
+                    match opcode {
+                        0x1 => r.texts.push(String::from_utf8(payload).map_err(|_| "text frame is not UTF-8")?),
+                        0x8 => {
+                            let code = payload.get(..2).ok_or("close frame without a code")?;
+                            let reason = std::str::from_utf8(&payload[2..]).map_err(|_| "close reason is not UTF-8")?;
+                            r.close = Some((u16::from_be_bytes([code[0], code[1]]), reason.to_string()));
+                        }
+                        op => return Err(format!("unexpected frame with opcode {op}")),
+                    }
+                }
+                while let Some(e) = c.poll_event() {
+                    r.events.push(e);
+                }
+            }
+        }
+        // What every round must leave behind, whatever the case expects: a
+        // deadline still ahead while open, none once the close is out.
+        let (deadline, closed) = match self {
+            Gateway::Session(s) => (s.poll_timeout(), s.is_closed()),
+            Gateway::Connection(c) => (c.poll_timeout(), c.is_closed()),
+        };
+        match deadline {
+            Some(t) if t <= now => return Err(format!("poll_timeout {t} is not after now {now}")),
+            Some(_) if closed => return Err("poll_timeout is set on a closed session".into()),
+            None if !closed => return Err("poll_timeout is None on an open session".into()),
+            _ => {}
+        }
+        if r.close.is_some() && !closed {
+            return Err("the close was sent but is_closed() is false".into());
+        }
+        Ok(r)
+    }
+}
+
+/// A masked client frame (RFC 6455 requires clients to mask).
+fn client_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let mask = [0x5a, 0x13, 0xc4, 0x7e];
+    let mut f = vec![0x80 | opcode];
+    match payload.len() {
+        n if n < 126 => f.push(0x80 | n as u8),
+        n if n < 65536 => {
+            f.push(0x80 | 126);
+            f.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            f.push(0x80 | 127);
+            f.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    f.extend_from_slice(&mask);
+    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    f
+}
+
+/// Splits what the server wrote into whole, unmasked, final frames.
+fn server_frames(mut b: &[u8]) -> Result<Vec<(u8, Vec<u8>)>, String> {
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        if b.len() < 2 {
+            return Err("truncated frame header".into());
+        }
+        if b[0] & 0xf0 != 0x80 {
+            return Err(format!("frame byte 0 is {:#04x}: not a final frame without RSV bits", b[0]));
+        }
+        if b[1] & 0x80 != 0 {
+            return Err("a server frame is masked".into());
+        }
+        let (len, hdr) = match b[1] & 0x7f {
+            126 if b.len() >= 4 => (u16::from_be_bytes([b[2], b[3]]) as usize, 4),
+            127 if b.len() >= 10 => (u64::from_be_bytes(b[2..10].try_into().unwrap()) as usize, 10),
+            126 | 127 => return Err("truncated frame length".into()),
+            n => (n as usize, 2),
+        };
+        let frame = b.get(hdr..hdr + len).ok_or("truncated frame payload")?;
+        out.push((b[0] & 0x0f, frame.to_vec()));
+        b = &b[hdr + len..];
+    }
+    Ok(out)
+}
+
+/// The upgrade request of an `open` step, as the README gives it.
+fn upgrade_request(query: &str, token: &str) -> Vec<u8> {
+    format!(
+        "GET /bot/gateway{query} HTTP/1.1\r\nHost: botspace\r\nAuthorization: Bot {token}\r\nUpgrade: websocket\r\n\
+         Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+/// Checks `expect.status`, `expect.body` and `expect.headers` against a
+/// response; saves what `save` names.
+fn check_response(
+    expect: &Value,
+    save: Option<&Value>,
+    resp: &Response,
+    vars: &mut Vars,
+    fail: &dyn Fn(String, &[u8]) -> String,
+) -> Result<(), String> {
+    if let Some(st) = expect.get("status") {
+        if st.as_u64() != Some(resp.status as u64) {
+            return Err(fail(format!("status {} (expected {st})", resp.status), &resp.body));
+        }
+    }
+    let parsed: Result<Value, _> = serde_json::from_slice(&resp.body);
+    if let Some(eb) = expect.get("body") {
+        let actual = parsed.as_ref().map_err(|e| fail(format!("response body is not JSON: {e}"), &resp.body))?;
+        matches(eb, actual, "body")
+            .map_err(|m| fail(format!("body mismatch at {m}\n      expected: {}", short(eb)), &resp.body))?;
+    }
+    if let Some(eh) = expect.get("headers") {
+        for (name, want) in eh.as_object().ok_or("expect.headers is not an object")? {
+            let got = resp.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
+            if got != want.as_str() {
+                return Err(fail(format!("header {name}: expected {want}, got {got:?}"), &resp.body));
+            }
+        }
+    }
+    if let Some(save) = save {
+        let actual = parsed.as_ref().map_err(|e| fail(format!("cannot save from a non-JSON body: {e}"), &resp.body))?;
+        for (name, path) in save.as_object().ok_or("save is not an object")? {
+            let path = path.as_str().ok_or("save path is not a string")?;
+            let v = at_path(actual, path).ok_or_else(|| fail(format!("save {name}: nothing at {path}"), &resp.body))?;
+            vars.insert(name.clone(), v.clone());
+        }
+    }
+    Ok(())
+}
+
+fn str_field<'a>(step: &'a Value, key: &str) -> Result<&'a str, String> {
+    step.get(key).and_then(Value::as_str).ok_or_else(|| format!("gateway step has no string {key}"))
+}
+
+/// Runs one gateway step (README, "Gateway steps").
+fn gateway_step(
+    svc: &Service,
+    shape: Shape,
+    conns: &mut HashMap<String, Gateway>,
+    step: &Value,
+    vars: &mut Vars,
+) -> Result<(), String> {
+    let step = subst(step, vars)?;
+    let kind = str_field(&step, "gateway")?;
+    let name = str_field(&step, "conn")?;
+    let now = svc.now_ms();
+    let conn = |conns: &mut HashMap<String, Gateway>| -> Result<Gateway, String> {
+        conns.remove(name).ok_or_else(|| format!("runner error: no connection named {name}"))
+    };
+    match kind {
+        "open" => {
+            if conns.contains_key(name) {
+                return Err(format!("runner error: connection {name} is still open (drop it first)"));
+            }
+            let query = step.get("query").and_then(Value::as_str).unwrap_or("");
+            let req = upgrade_request(query, str_field(&step, "token")?);
+            let (gateway, raw) = match shape {
+                Shape::Session => match svc.accept_gateway_session(&req, now) {
+                    Ok(s) => (Some(Gateway::Session(Box::new(s))), Vec::new()),
+                    Err(resp) => (None, resp),
+                },
+                Shape::Connection => {
+                    let acc = svc.accept_gateway(&req, now);
+                    (acc.connection.map(|c| Gateway::Connection(Box::new(c))), acc.response)
+                }
+            };
+            let expect = step.get("expect").ok_or("open step has no expect")?;
+            let want = expect.get("status").and_then(Value::as_u64).ok_or("open step has no expect.status")?;
+            let fail = |msg: String, body: &[u8]| {
+                format!("{msg}\n      request: {}\n      response: {}", shorten_bytes(&req), shorten_bytes(body))
+            };
+            match gateway {
+                Some(g) => {
+                    if want != 101 {
+                        return Err(fail(format!("the connection opened (expected status {want})"), &raw));
+                    }
+                    if let Shape::Connection = shape {
+                        let head = String::from_utf8_lossy(&raw);
+                        // RFC 6455 section 1.3's sample key and its accept value.
+                        if !head.starts_with("HTTP/1.1 101 Switching Protocols\r\n")
+                            || !head.contains("\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n")
+                        {
+                            return Err(fail("not the 101 response for the sample key".into(), &raw));
+                        }
+                    }
+                    conns.insert(name.to_string(), g);
+                }
+                None => {
+                    let resp = parse_response(&raw).map_err(|e| fail(e, &raw))?;
+                    check_response(expect, None, &resp, vars, &|m, b| fail(m, b))?;
+                }
+            }
+        }
+        "text" => {
+            let text = str_field(&step, "text")?;
+            let mut g = conn(conns)?;
+            g.text(text, now);
+            conns.insert(name.to_string(), g);
+        }
+        "binary" => {
+            let mut g = conn(conns)?;
+            g.binary(now);
+            conns.insert(name.to_string(), g);
+        }
+        "drop" => drop(conn(conns)?),
+        "poll" => {
+            let mut g = conn(conns)?;
+            let round = g.round(now);
+            conns.insert(name.to_string(), g);
+            let round = round?;
+            let expect = step.get("expect").ok_or("poll step has no expect")?;
+            let want = expect.get("frames").and_then(Value::as_array).ok_or("poll step has no expect.frames")?;
+            let got: Vec<Value> = round
+                .texts
+                .iter()
+                .map(|t| serde_json::from_str(t).map_err(|e| format!("sent text is not JSON ({e}): {t}")))
+                .collect::<Result<_, _>>()?;
+            let all = || round.texts.join("\n        ");
+            matches(&Value::Array(want.clone()), &Value::Array(got), "frames")
+                .map_err(|m| format!("frames mismatch at {m}\n      sent: {}", all()))?;
+            let close = expect.get("close").map(|c| (c["code"].as_u64(), c["reason"].as_str()));
+            let got_close = round.close.as_ref().map(|(c, r)| (Some(*c as u64), Some(r.as_str())));
+            if close != got_close {
+                return Err(format!("close {got_close:?}, expected {close:?}\n      sent: {}", all()));
+            }
+            let event = expect.get("closed_event").map(|c| (c["code"].as_u64(), c["reason"].as_str()));
+            let got_events: Vec<_> = round
+                .events
+                .iter()
+                .map(|GatewayEvent::Closed { code, reason }| (Some(*code as u64), Some(*reason)))
+                .collect();
+            if got_events != event.into_iter().collect::<Vec<_>>() {
+                return Err(format!("events {got_events:?}, expected {event:?}"));
+            }
+        }
+        other => return Err(format!("runner error: unknown gateway step {other:?}")),
+    }
+    Ok(())
+}
+
+/// Runs one case with its gateway steps on `shape`; Err describes the first
+/// failing step.
+fn run_case(case: &Value, shape: Shape) -> Result<(), String> {
     let mut cfg = base_config();
     if let Some(extra) = case.get("config") {
         let extra = extra.as_object().ok_or("config is not an object")?;
@@ -241,50 +548,29 @@ fn run_case(case: &Value) -> Result<(), String> {
     let svc = Service::open(config).map_err(|e| format!("runner error: service did not open: {e}"))?;
     let mut vars: Vars = HashMap::new();
     vars.insert("admin_secret".into(), Value::String(ADMIN_SECRET.into()));
+    let mut conns: HashMap<String, Gateway> = HashMap::new();
     let steps = case.get("steps").and_then(Value::as_array).ok_or("case has no steps")?;
     for (i, step) in steps.iter().enumerate() {
-        let fail = |msg: String, req: &[u8], body: &[u8]| {
-            format!("step {i}: {msg}\n      request: {}\n      response: {}", shorten_bytes(req), shorten_bytes(body))
-        };
+        if step.get("gateway").is_some() {
+            gateway_step(&svc, shape, &mut conns, step, &mut vars)
+                .map_err(|e| format!("step {i} ({shape:?}): {e}\n      step: {}", short(step)))?;
+            continue;
+        }
         let req = step.get("request").ok_or_else(|| format!("step {i}: no request"))?;
         let req = subst(req, &vars).map_err(|e| format!("step {i}: {e}"))?;
         let req_bytes =
             build_request(req.as_object().ok_or("request is not an object")?).map_err(|e| format!("step {i}: {e}"))?;
+        let fail = |msg: String, body: &[u8]| {
+            format!(
+                "step {i}: {msg}\n      request: {}\n      response: {}",
+                shorten_bytes(&req_bytes),
+                shorten_bytes(body)
+            )
+        };
         let raw = svc.handle_request(&req_bytes);
-        let resp = parse_response(&raw).map_err(|e| fail(e, &req_bytes, &raw))?;
+        let resp = parse_response(&raw).map_err(|e| fail(e, &raw))?;
         let expect = subst(step.get("expect").unwrap_or(&Value::Null), &vars).map_err(|e| format!("step {i}: {e}"))?;
-        if let Some(st) = expect.get("status") {
-            if st.as_u64() != Some(resp.status as u64) {
-                return Err(fail(format!("status {} (expected {st})", resp.status), &req_bytes, &resp.body));
-            }
-        }
-        let parsed: Result<Value, _> = serde_json::from_slice(&resp.body);
-        if let Some(eb) = expect.get("body") {
-            let actual =
-                parsed.as_ref().map_err(|e| fail(format!("response body is not JSON: {e}"), &req_bytes, &resp.body))?;
-            matches(eb, actual, "body").map_err(|m| {
-                fail(format!("body mismatch at {m}\n      expected: {}", short(eb)), &req_bytes, &resp.body)
-            })?;
-        }
-        if let Some(eh) = expect.get("headers") {
-            for (name, want) in eh.as_object().ok_or("expect.headers is not an object")? {
-                let got = resp.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
-                if got != want.as_str() {
-                    return Err(fail(format!("header {name}: expected {want}, got {got:?}"), &req_bytes, &resp.body));
-                }
-            }
-        }
-        if let Some(save) = step.get("save") {
-            let actual = parsed
-                .as_ref()
-                .map_err(|e| fail(format!("cannot save from a non-JSON body: {e}"), &req_bytes, &resp.body))?;
-            for (name, path) in save.as_object().ok_or("save is not an object")? {
-                let path = path.as_str().ok_or("save path is not a string")?;
-                let v = at_path(actual, path)
-                    .ok_or_else(|| fail(format!("save {name}: nothing at {path}"), &req_bytes, &resp.body))?;
-                vars.insert(name.clone(), v.clone());
-            }
-        }
+        check_response(&expect, step.get("save"), &resp, &mut vars, &fail)?;
     }
     Ok(())
 }
@@ -302,8 +588,13 @@ fn run_file(path: &Path) -> (usize, Vec<String>) {
         if !names.insert(name.to_string()) {
             failures.push(format!("  duplicate case name: {name}"));
         }
-        if let Err(e) = run_case(case) {
-            failures.push(format!("  FAIL {name}\n    {e}"));
+        // Cases with gateway steps run on both Rust shapes of the gateway.
+        let has_gateway = case["steps"].as_array().is_some_and(|s| s.iter().any(|s| s.get("gateway").is_some()));
+        let shapes: &[Shape] = if has_gateway { &[Shape::Session, Shape::Connection] } else { &[Shape::Session] };
+        for &shape in shapes {
+            if let Err(e) = run_case(case, shape) {
+                failures.push(format!("  FAIL {name}\n    {e}"));
+            }
         }
     }
     (cases.len(), failures)
@@ -334,6 +625,7 @@ vector_tests! {
     idempotency => "idempotency.json",
     rate_limit => "rate_limit.json",
     host_api => "host_api.json",
+    gateway => "gateway.json",
 }
 
 /// Any vector file without its own test above still runs.

@@ -4,9 +4,13 @@
 Run `python3 tests/vectors/gen.py` after editing; the generated *.json files
 are committed and are what the Rust, C and WASM runners read. Every step
 asserts the exact status and the exact body; "{{*}}" stands only for random
-values (ids, tokens). Error descriptions are spelled once, in DESC below.
+values (ids, tokens). Gateway cases (gateway.json) set random_seed, so they
+have no wildcard at all: Seeded below computes every id, token and session
+id. Error descriptions are spelled once, in DESC below.
 """
 
+import base64
+import hashlib
 import json
 import os
 
@@ -1126,6 +1130,548 @@ def host_api_cases():
     return cs
 
 
+# ---------------------------------------------------------------- gateway.json
+
+
+class Seeded:
+    """The service's seeded randomness (src/random.rs): draw n is
+    SHA-256(seed as 8 LE bytes || n as 8 LE bytes); an id takes its first 16
+    bytes, a token all 32 (src/auth.rs). Every helper below that makes the
+    service draw calls it in the service's order, so ids are exact."""
+
+    def __init__(self, seed):
+        self.seed = seed
+        self.n = 0
+        self.sessions = {}  # conn -> session id of its last successful open
+
+    def _draw(self):
+        d = hashlib.sha256(self.seed.to_bytes(8, "little") + self.n.to_bytes(8, "little")).digest()
+        self.n += 1
+        return d
+
+    def id(self, prefix):
+        return prefix + base64.urlsafe_b64encode(self._draw()[:16]).decode().rstrip("=")
+
+    def token(self):
+        return "bot_" + base64.urlsafe_b64encode(self._draw()).decode().rstrip("=")
+
+
+# Literal ids by placeholder name, and limits set by createBot, in the current gateway case.
+IDS = {}
+LIMITS = {}
+
+
+def g_user(r, u):
+    uid = r.id("usr_")  # createUser: one draw, after validation
+    IDS[u] = uid
+    return admin("createUser", {"display_name": u.capitalize()}, 200,
+                 ok({"id": uid, "display_name": u.capitalize(), "handle": None}), save={u: "result.id"})
+
+
+def g_bot(r, b, tier="free", limit=None):
+    bid = r.id("bot_")  # createBot: the id, then the token (no operational copy here)
+    tok = r.token()
+    IDS[b] = bid
+    LIMITS[b] = limit
+    name, handle = f"{b.capitalize()} Bot", f"{b}_bot"
+    BOTS[b] = (name, handle, tier, False, False)
+    body = {"display_name": name, "handle": handle}
+    if tier != "free":
+        body["quota_tier"] = tier
+    if limit is not None:
+        body["gateway_connection_limit"] = limit
+    ident = identity(None, name, handle, tier, limit=limit)
+    ident["id"] = bid
+    return admin("createBot", body, 200, ok({"bot": ident, "token": tok}), save={b: "result.bot.id", f"{b}_tok": "result.token"})
+
+
+def g_start(r, c, u, b):
+    """startBot of a new pair: the private chat's id is one draw."""
+    IDS[c] = r.id("spc_")
+    return admin("startBot", {"user_id": ph(u), "bot_id": ph(b)}, 200, ok(private_json(None, u, b) | {"id": IDS[c]}),
+                 save={c: "result.id"})
+
+
+def g_group(r, g, members):
+    IDS[g] = r.id("spc_")  # createGroup: one draw, after every member id is checked
+    title = f"Group {g}"
+    ms = sorted(({"id": IDS[m], "is_bot": m in BOTS} for m in members), key=lambda m: m["id"])
+    res = {"id": IDS[g], "type": "group", "title": title, "bots_can_send": True, "dissolved": False, "members": ms}
+    return admin("createGroup", {"title": title, "member_ids": [ph(m) for m in members]}, 200, ok(res), save={g: "result.id"})
+
+
+def g_rotate(r, b, new):
+    tok = r.token()  # rotateBotToken: one draw
+    return admin("rotateBotToken", {"bot_id": ph(b)}, 200, ok({"token": tok}), save={new: "result.token"})
+
+
+def g_open(r, conn, tok, query="", status=101, body=None, headers=None):
+    s = {"gateway": "open", "conn": conn, "token": ph(tok)}
+    if query:
+        s["query"] = query
+    e = {"status": status}
+    if status == 101:
+        r.sessions[conn] = r.id("gws_")  # the session id: one draw, after every check passed
+    else:
+        e["body"] = body
+        if headers:
+            e["headers"] = headers
+    s["expect"] = e
+    return s
+
+
+def g_text(conn, text):
+    return {"gateway": "text", "conn": conn, "text": text if isinstance(text, str) else json.dumps(text, separators=(",", ":"))}
+
+
+def g_binary(conn):
+    return {"gateway": "binary", "conn": conn}
+
+
+def g_drop(conn):
+    return {"gateway": "drop", "conn": conn}
+
+
+def g_poll(conn, frames=(), close=None):
+    e = {"frames": list(frames)}
+    if close is not None:
+        code, reason = close
+        e["close"] = {"code": code, "reason": reason}
+        e["closed_event"] = {"code": code, "reason": reason}
+    return {"gateway": "poll", "conn": conn, "expect": e}
+
+
+def hello(r, conn, b, replay_from, truncated=False, interval=41250):
+    return {"op": "hello", "session_id": r.sessions[conn], "heartbeat_interval_ms": interval, "bot": ident_of(b, limit=LIMITS[b]),
+            "replay_from": replay_from, "replay_truncated": truncated}
+
+
+def ev(seq, kind, data):
+    return {"op": "event", "seq": seq, "type": kind, "data": data}
+
+
+def chat_ref(c, kind="private"):
+    return {"id": ph(c), "type": kind}
+
+
+def started_ev(seq, c, u):
+    return ev(seq, "bot_started", {"chat": chat_ref(c), "user": {"id": ph(u), "display_name": u.capitalize(), "handle": None}})
+
+
+def created_ev(seq, m):
+    return ev(seq, "message_created", {"message": m})
+
+
+def member_ev(seq, kind, g, m, is_bot):
+    return ev(seq, kind, {"chat": chat_ref(g, "group"), "member": {"id": ph(m), "is_bot": is_bot}})
+
+
+HB = {"op": "heartbeat"}
+HB_ACK = {"op": "heartbeat_ack"}
+INVALID = (4001, "invalid_payload")
+AUTH_FAILED = (4004, "authentication_failed")
+TIMEOUT = (4009, "session_timeout")
+
+
+def ack(seq):
+    return {"op": "ack", "seq": seq}
+
+
+def gateway_cases():
+    cs = []
+
+    def gcase(name, build, seed, config=None):
+        IDS.clear()
+        LIMITS.clear()
+        BOTS.clear()
+        r = Seeded(seed)
+        cfg = {"random_seed": seed}
+        cfg.update(config or {})
+        cs.append(case(name, build(r), cfg))
+
+    def base(r, tier="standard", limit=None):
+        return [g_user(r, "u"), g_bot(r, "b", tier, limit), g_start(r, "c", "u", "b")]
+
+    def hello_exact(r):
+        return base(r) + [
+            g_open(r, "g", "b_tok"),
+            g_poll("g", [hello(r, "g", "b", 1), started_ev(1, "c", "u")]),
+            g_poll("g"),
+        ]
+    gcase("hello gives the session id, heartbeat interval, bot identity and replay position, then the replay", hello_exact, 1)
+
+    def hello_interval(r):
+        return [g_bot(r, "b"), g_open(r, "g", "b_tok"), g_poll("g", [hello(r, "g", "b", 1, interval=1000)])]
+    gcase("hello reports the configured heartbeat interval; a bot without events gets hello only", hello_interval, 2,
+          {"heartbeat_interval_ms": 1000})
+
+    def live(r):
+        return base(r) + [
+            g_open(r, "g", "b_tok"),
+            g_poll("g", [hello(r, "g", "b", 1), started_ev(1, "c", "u")]),
+            user_send("u", "c", "hello", 1),
+            g_poll("g", [created_ev(2, msg(1, "c", "private", "hello", "u", False))]),
+            send("b", "c", "mine", 2),
+            g_poll("g"),
+            user_send("u", "c", "again", 3),
+            g_poll("g", [created_ev(3, msg(3, "c", "private", "again", "u", False))]),
+        ]
+    gcase("a human message is delivered live; the bot's own message is not", live, 3)
+
+    def replay(r):
+        m = [msg(i, "c", "private", f"m{i}", "u", False) for i in range(1, 4)]
+        return base(r) + [user_send("u", "c", f"m{i}", i) for i in range(1, 4)] + [
+            g_open(r, "g1", "b_tok"),
+            g_poll("g1", [hello(r, "g1", "b", 1), started_ev(1, "c", "u")] + [created_ev(i + 1, m[i - 1]) for i in range(1, 4)]),
+            g_text("g1", ack(2)),
+            g_poll("g1"),
+            g_drop("g1"),
+            g_open(r, "g2", "b_tok"),
+            g_poll("g2", [hello(r, "g2", "b", 3), created_ev(3, m[1]), created_ev(4, m[2])]),
+            g_text("g2", ack(4)),
+            g_poll("g2"),
+            g_drop("g2"),
+            g_open(r, "g3", "b_tok"),
+            g_poll("g3", [hello(r, "g3", "b", 5)]),
+        ]
+    gcase("events replay until acked; each reconnect starts after the last ack", replay, 4)
+
+    def unacked(r):
+        return base(r) + [
+            g_open(r, "g1", "b_tok"),
+            g_poll("g1", [hello(r, "g1", "b", 1), started_ev(1, "c", "u")]),
+            g_drop("g1"),
+            user_send("u", "c", "while away", 1),
+            g_open(r, "g2", "b_tok"),
+            g_poll("g2", [hello(r, "g2", "b", 1), started_ev(1, "c", "u"),
+                          created_ev(2, msg(1, "c", "private", "while away", "u", False))]),
+        ]
+    gcase("a dropped connection acked nothing: the reconnect replays everything, with what came meanwhile", unacked, 5)
+
+    def after(r):
+        m = [msg(i, "c", "private", f"m{i}", "u", False) for i in range(1, 4)]
+        return base(r) + [user_send("u", "c", f"m{i}", i) for i in range(1, 4)] + [
+            g_open(r, "g1", "b_tok"),
+            g_poll("g1", [hello(r, "g1", "b", 1), started_ev(1, "c", "u")] + [created_ev(i + 1, m[i - 1]) for i in range(1, 4)]),
+            g_text("g1", ack(4)),
+            g_poll("g1"),
+            g_drop("g1"),
+            g_open(r, "g2", "b_tok", "?after=2"),
+            g_poll("g2", [hello(r, "g2", "b", 3), created_ev(3, m[1]), created_ev(4, m[2])]),
+            g_drop("g2"),
+            g_open(r, "g3", "b_tok", "?after=0"),
+            g_poll("g3", [hello(r, "g3", "b", 1), started_ev(1, "c", "u")] + [created_ev(i + 1, m[i - 1]) for i in range(1, 4)]),
+            g_drop("g3"),
+            g_open(r, "g4", "b_tok", "?after=99"),
+            g_poll("g4", [hello(r, "g4", "b", 5)]),
+            g_drop("g4"),
+            g_open(r, "g5", "b_tok"),
+            g_poll("g5", [hello(r, "g5", "b", 5)]),
+        ]
+    gcase("?after=N replays from N+1 whatever was acked, and past the last event replays nothing; the ack stays", after, 6)
+
+    def after_bad(r):
+        bad = invalid("after", "must be a non-negative integer")
+        susp = err(403, "bot_suspended", "bot_suspended")
+        # A free bot has one slot: the open at the end shows no refusal kept one.
+        return base(r, "free") + [
+            g_open(r, "g", "b_tok", "?after=x", 400, bad),
+            g_open(r, "g", "b_tok", "?after=-1", 400, bad),
+            g_open(r, "g", "b_tok", "?after=", 400, bad),
+            admin("updateBot", {"bot_id": "{{b}}", "status": "suspended"}, 200, ok(ident_of("b", status="suspended"))),
+            g_open(r, "g", "b_tok", "?after=x", 403, susp),
+            admin("updateBot", {"bot_id": "{{b}}", "status": "active"}, 200, ok(ident_of("b"))),
+            g_open(r, "g", "b_tok", "?after=1"),
+            g_poll("g", [hello(r, "g", "b", 2)]),
+        ]
+    gcase("?after that is not a non-negative integer is 400 invalid_field after, checked after the bot's status; refusals hold no slot",
+          after_bad, 7)
+
+    def truncated(r):
+        return base(r) + [
+            user_send("u", "c", "old", 1),
+            g_open(r, "g1", "b_tok"),
+            g_poll("g1", [hello(r, "g1", "b", 1), started_ev(1, "c", "u"), created_ev(2, msg(1, "c", "private", "old", "u", False))]),
+            g_text("g1", ack(2)),
+            g_poll("g1"),
+            g_drop("g1"),
+            advance(120),
+            user_send("u", "c", "new", 2, date=T0 + 120),
+            g_open(r, "g2", "b_tok", "?after=0"),
+            g_poll("g2", [hello(r, "g2", "b", 3, truncated=True), created_ev(3, msg(2, "c", "private", "new", "u", False, date=T0 + 120))]),
+        ]
+    gcase("replay_truncated when retention dropped acked events that ?after asks for", truncated, 8, {"event_retention_s": 60})
+
+    def scrubbed(r):
+        return base(r) + [
+            user_send("u", "c", "secret", 1),
+            admin("deleteUserMessage", {"chat_id": "{{c}}", "message_id": "1"}, 200, ok(True)),
+            g_open(r, "g", "b_tok"),
+            g_poll("g", [hello(r, "g", "b", 1), started_ev(1, "c", "u"),
+                         created_ev(2, {k: v for k, v in msg(1, "c", "private", "secret", "u", False).items() if k != "text"}),
+                         ev(3, "message_deleted", {"chat": chat_ref("c"), "message_id": "1"})]),
+        ]
+    gcase("a deleted message's text is gone from the replayed message_created", scrubbed, 9)
+
+    def heartbeat(r):
+        return base(r) + [
+            g_open(r, "g", "b_tok"),
+            g_poll("g", [hello(r, "g", "b", 1), started_ev(1, "c", "u")]),
+            g_text("g", HB),
+            g_poll("g", [HB_ACK]),
+            g_text("g", HB),
+            g_text("g", HB),
+            g_poll("g", [HB_ACK, HB_ACK]),
+            g_text("g", {"op": "heartbeat", "d": None}),
+            g_poll("g", [HB_ACK]),
+        ]
+    gcase("each heartbeat is answered with heartbeat_ack, in order", heartbeat, 10)
+
+    def timeout(r):
+        return [g_bot(r, "b"),
+                g_open(r, "g", "b_tok"),
+                g_poll("g", [hello(r, "g", "b", 1, interval=1000)]),
+                advance(2),
+                g_poll("g"),
+                advance(0.001),
+                g_poll("g", close=TIMEOUT),
+                g_poll("g"),
+                g_open(r, "g2", "b_tok"),
+                g_poll("g2", [hello(r, "g2", "b", 1, interval=1000)])]
+    gcase("without heartbeats the session is alive at 2 intervals and closes 4009 at 2 intervals + 1 ms, freeing its slot",
+          timeout, 11, {"heartbeat_interval_ms": 1000})
+
+    def timeout_default(r):
+        return [g_bot(r, "b"),
+                g_open(r, "g", "b_tok"),
+                g_poll("g", [hello(r, "g", "b", 1)]),
+                advance(82.5),
+                g_poll("g"),
+                advance(0.001),
+                g_poll("g", close=TIMEOUT)]
+    gcase("with the default interval of 41250 ms the deadline is 82501 ms after the last heartbeat", timeout_default, 12)
+
+    def heartbeat_moves(r):
+        return [g_bot(r, "b"),
+                g_open(r, "g", "b_tok"),
+                g_poll("g", [hello(r, "g", "b", 1, interval=1000)]),
+                advance(1.5),
+                g_text("g", HB),
+                g_poll("g", [HB_ACK]),
+                advance(2),
+                g_poll("g"),
+                advance(0.001),
+                g_poll("g", close=TIMEOUT)]
+    gcase("a heartbeat moves the deadline to 2 intervals + 1 ms after it", heartbeat_moves, 13, {"heartbeat_interval_ms": 1000})
+
+    def invalid_case(name, seed, text, frames_before=()):
+        def build(r):
+            steps = base(r, "free") + [
+                g_open(r, "g", "b_tok"),
+                g_poll("g", [hello(r, "g", "b", 1), started_ev(1, "c", "u")]),
+            ]
+            steps += [g_binary("g") if text is None else g_text("g", text)]
+            steps += [g_poll("g", close=INVALID),
+                      g_poll("g"),
+                      # The closed session freed the free tier's only slot.
+                      g_open(r, "g2", "b_tok"),
+                      g_poll("g2", [hello(r, "g2", "b", 1), started_ev(1, "c", "u")])]
+            return steps
+        gcase(name, build, seed)
+
+    invalid_case("a message that is not JSON closes 4001 invalid_payload", 20, "not json")
+    invalid_case("a JSON message that is not an object closes 4001", 21, "[1]")
+    invalid_case("a message without op closes 4001", 22, "{}")
+    invalid_case("an unknown op closes 4001", 23, '{"op":"dance"}')
+    invalid_case("an ack without seq closes 4001", 24, '{"op":"ack"}')
+    invalid_case("an ack with a string seq closes 4001", 25, '{"op":"ack","seq":"1"}')
+    invalid_case("an ack with a negative seq closes 4001", 26, '{"op":"ack","seq":-1}')
+    invalid_case("an ack with a fractional seq closes 4001", 27, '{"op":"ack","seq":1.5}')
+    invalid_case("an ack beyond the last event closes 4001 at the next poll", 28, '{"op":"ack","seq":2}')
+    invalid_case("a binary message closes 4001", 29, None)
+
+    def invalid_after_ack(r):
+        return base(r) + [
+            g_open(r, "g", "b_tok"),
+            g_poll("g", [hello(r, "g", "b", 1), started_ev(1, "c", "u")]),
+            g_text("g", HB),
+            g_text("g", ack(1)),
+            g_text("g", "not json"),
+            g_text("g", HB),
+            g_poll("g", [HB_ACK], close=INVALID),
+            g_open(r, "g2", "b_tok"),
+            g_poll("g2", [hello(r, "g2", "b", 2)]),
+        ]
+    gcase("frames before an invalid one are answered, later ones ignored, and an ack before it still counts", invalid_after_ack, 30)
+
+    def coalesced(r):
+        return base(r) + [user_send("u", "c", t, i) for i, t in ((1, "a"), (2, "b"))] + [
+            g_open(r, "g", "b_tok"),
+            g_poll("g", [hello(r, "g", "b", 1), started_ev(1, "c", "u"),
+                         created_ev(2, msg(1, "c", "private", "a", "u", False)), created_ev(3, msg(2, "c", "private", "b", "u", False))]),
+        ] + [g_text("g", ack(s)) for s in (1, 3, 2, 1, 0)] + [
+            g_poll("g"),
+            g_drop("g"),
+            g_open(r, "g2", "b_tok"),
+            g_poll("g2", [hello(r, "g2", "b", 4)]),
+        ]
+    gcase("acks in one round are coalesced: the highest is written", coalesced, 31)
+
+    def ack_ahead(r):
+        return base(r) + [
+            g_open(r, "g", "b_tok"),
+            g_poll("g", [hello(r, "g", "b", 1), started_ev(1, "c", "u")]),
+            user_send("u", "c", "x", 1),
+            # Seq 2 is committed but not yet sent on this session: acking it is valid.
+            g_text("g", ack(2)),
+            g_poll("g", [created_ev(2, msg(1, "c", "private", "x", "u", False))]),
+            g_drop("g"),
+            g_open(r, "g2", "b_tok"),
+            g_poll("g2", [hello(r, "g2", "b", 3)]),
+        ]
+    gcase("an ack of an event committed but not yet sent is accepted", ack_ahead, 32)
+
+    def rotation(r):
+        tok_err = err(401, "invalid_token", "invalid_token")
+        return base(r) + [
+            g_open(r, "g", "b_tok"),
+            g_poll("g", [hello(r, "g", "b", 1), started_ev(1, "c", "u")]),
+            g_rotate(r, "b", "new_tok"),
+            g_poll("g", close=AUTH_FAILED),
+            g_poll("g"),
+            g_open(r, "g2", "b_tok", status=401, body=tok_err),
+            g_open(r, "g3", "new_tok"),
+            g_poll("g3", [hello(r, "g3", "b", 1), started_ev(1, "c", "u")]),
+            user_send("u", "c", "after", 1),
+            g_poll("g3", [created_ev(2, msg(1, "c", "private", "after", "u", False))]),
+        ]
+    gcase("rotateBotToken closes open connections 4004 at their next poll; the old token is refused 401, the new one opens",
+          rotation, 40)
+
+    def suspension(r):
+        return base(r) + [
+            g_open(r, "g", "b_tok"),
+            g_poll("g", [hello(r, "g", "b", 1), started_ev(1, "c", "u")]),
+            admin("updateBot", {"bot_id": "{{b}}", "status": "suspended"}, 200, ok(ident_of("b", status="suspended"))),
+            g_poll("g", close=AUTH_FAILED),
+            g_open(r, "g2", "b_tok", status=403, body=err(403, "bot_suspended", "bot_suspended")),
+            admin("updateBot", {"bot_id": "{{b}}", "status": "active"}, 200, ok(ident_of("b"))),
+            g_open(r, "g3", "b_tok"),
+            g_poll("g3", [hello(r, "g3", "b", 1), started_ev(1, "c", "u")]),
+        ]
+    gcase("suspension closes open connections 4004; a suspended bot's open is 403 bot_suspended", suspension, 41)
+
+    def bad_token(r):
+        return [g_bot(r, "b"),
+                {"gateway": "open", "conn": "g", "token": "bot_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+                 "expect": {"status": 401, "body": err(401, "invalid_token", "invalid_token")}},
+                g_open(r, "g", "b_tok"),
+                g_poll("g", [hello(r, "g", "b", 1)])]
+    gcase("an unknown token is 401 invalid_token and draws no session id", bad_token, 42)
+
+    def limit(r):
+        lim = lambda n, m: err(429, "connection_limit", f"this bot already has {n} of {m} gateway connections open",
+                               {"retry_after": 1, "retry_after_ms": 1000})
+        ra = {"Retry-After": "1"}
+        return [g_bot(r, "f"), g_bot(r, "s", "standard", limit=2),
+                g_open(r, "f1", "f_tok"),
+                g_open(r, "f2", "f_tok", status=429, body=lim(1, 1), headers=ra),
+                g_poll("f1", [hello(r, "f1", "f", 1)]),
+                g_drop("f1"),
+                g_open(r, "f2", "f_tok"),
+                g_poll("f2", [hello(r, "f2", "f", 1)]),
+                g_open(r, "s1", "s_tok"),
+                g_open(r, "s2", "s_tok"),
+                g_open(r, "s3", "s_tok", status=429, body=lim(2, 2), headers=ra),
+                g_poll("s1", [hello(r, "s1", "s", 1)]),
+                g_poll("s2", [hello(r, "s2", "s", 1)])]
+    gcase("the connection limit refuses one more with 429 connection_limit; dropping one frees its slot", limit, 43)
+
+    def fan_out(r):
+        m = msg(1, "c", "private", "both", "u", False)
+        return base(r) + [
+            g_open(r, "g1", "b_tok"),
+            g_open(r, "g2", "b_tok"),
+            g_poll("g1", [hello(r, "g1", "b", 1), started_ev(1, "c", "u")]),
+            g_poll("g2", [hello(r, "g2", "b", 1), started_ev(1, "c", "u")]),
+            user_send("u", "c", "both", 1),
+            g_poll("g1", [created_ev(2, m)]),
+            g_poll("g2", [created_ev(2, m)]),
+        ]
+    gcase("every open connection of a bot receives every event", fan_out, 44)
+
+    def private_events(r):
+        by = lambda s, kind: ev(s, kind, {"chat": chat_ref("c"), "by": "user"})
+        return base(r) + [
+            g_open(r, "g", "b_tok"),
+            g_poll("g", [hello(r, "g", "b", 1), started_ev(1, "c", "u")]),
+            admin("setBlocked", {"chat_id": "{{c}}", "by": "user", "blocked": True}, 200, ok(True)),
+            admin("setBlocked", {"chat_id": "{{c}}", "by": "user", "blocked": False}, 200, ok(True)),
+            g_poll("g", [by(2, "blocked"), by(3, "unblocked")]),
+            admin("startBot", {"user_id": "{{u}}", "bot_id": "{{b}}"}, 200, ok(private_json("c", "u", "b"))),
+            g_poll("g", [started_ev(4, "c", "u")]),
+        ]
+    gcase("blocked, unblocked and a second bot_started reach the bot of the private chat", private_events, 45)
+
+    def group_events(r):
+        g = "group"
+        gm = lambda mid, text, sender, is_bot, edit=None: msg(mid, "g", g, text, sender, is_bot, edit=edit)
+        gref = chat_ref("g", g)
+        return [g_user(r, "u"), g_user(r, "v"), g_bot(r, "a", "standard"), g_bot(r, "b", "standard"),
+                g_group(r, "g", ["u"]),
+                admin("addMember", {"chat_id": "{{g}}", "member_id": "{{a}}"}, 200, ok(True)),
+                admin("addMember", {"chat_id": "{{g}}", "member_id": "{{b}}"}, 200, ok(True)),
+                g_open(r, "ga", "a_tok"),
+                g_open(r, "gb", "b_tok"),
+                g_poll("ga", [hello(r, "ga", "a", 1), member_ev(1, "member_added", "g", "a", True),
+                              member_ev(2, "member_added", "g", "b", True)]),
+                g_poll("gb", [hello(r, "gb", "b", 1), member_ev(1, "member_added", "g", "b", True)]),
+                # A bot's own message reaches the other bot only.
+                send("a", "g", "from a", 1, ctype=g),
+                g_poll("ga"),
+                g_poll("gb", [created_ev(2, gm(1, "from a", "a", True))]),
+                user_send("u", "g", "from u", 2, ctype=g),
+                g_poll("ga", [created_ev(3, gm(2, "from u", "u", False))]),
+                g_poll("gb", [created_ev(3, gm(2, "from u", "u", False))]),
+                bot_call("a", "editMessageText", {"chat_id": "{{g}}", "message_id": "1", "text": "edited"}, 200,
+                         ok(gm(1, "edited", "a", True, edit=T0))),
+                g_poll("ga"),
+                g_poll("gb", [ev(4, "message_edited", {"message": gm(1, "edited", "a", True, edit=T0)})]),
+                bot_call("a", "deleteMessage", {"chat_id": "{{g}}", "message_id": "1"}, 200, ok(True)),
+                g_poll("ga"),
+                g_poll("gb", [ev(5, "message_deleted", {"chat": gref, "message_id": "1"})]),
+                admin("deleteUserMessage", {"chat_id": "{{g}}", "message_id": "2"}, 200, ok(True)),
+                g_poll("ga", [ev(4, "message_deleted", {"chat": gref, "message_id": "2"})]),
+                g_poll("gb", [ev(6, "message_deleted", {"chat": gref, "message_id": "2"})]),
+                admin("addMember", {"chat_id": "{{g}}", "member_id": "{{v}}"}, 200, ok(True)),
+                g_poll("ga", [member_ev(5, "member_added", "g", "v", False)]),
+                g_poll("gb", [member_ev(7, "member_added", "g", "v", False)]),
+                # The removed bot still hears of its removal, then nothing more.
+                admin("removeMember", {"chat_id": "{{g}}", "member_id": "{{b}}"}, 200, ok(True)),
+                g_poll("ga", [member_ev(6, "member_removed", "g", "b", True)]),
+                g_poll("gb", [member_ev(8, "member_removed", "g", "b", True)]),
+                user_send("v", "g", "b is gone", 3, ctype=g),
+                admin("setGroupPermissions", {"chat_id": "{{g}}", "bots_can_send": False}, 200, ok(True)),
+                admin("dissolveGroup", {"chat_id": "{{g}}"}, 200, ok(True)),
+                g_poll("ga", [created_ev(7, gm(3, "b is gone", "v", False)),
+                              ev(8, "chat_permissions_changed", {"chat": gref, "bots_can_send": False}),
+                              ev(9, "chat_dissolved", {"chat": gref})]),
+                g_poll("gb")]
+    gcase("group events as each bot sees them: messages, edits, deletes and member changes, never its own", group_events, 46)
+
+    def group_created(r):
+        return [g_user(r, "u"), g_bot(r, "a", "standard"), g_bot(r, "b", "standard"),
+                g_group(r, "g", ["u", "a", "b"]),
+                g_open(r, "ga", "a_tok"),
+                g_open(r, "gb", "b_tok"),
+                g_poll("ga", [hello(r, "ga", "a", 1), member_ev(1, "member_added", "g", "a", True),
+                              member_ev(2, "member_added", "g", "b", True)]),
+                g_poll("gb", [hello(r, "gb", "b", 1), member_ev(1, "member_added", "g", "b", True)])]
+    gcase("createGroup adds members in the order given: each bot hears of itself and of bots added after it", group_created, 47)
+
+    return cs
+
+
 FILES = {
     "auth.json": auth_cases,
     "transport.json": transport_cases,
@@ -1136,6 +1682,7 @@ FILES = {
     "idempotency.json": idempotency_cases,
     "rate_limit.json": rate_limit_cases,
     "host_api.json": host_api_cases,
+    "gateway.json": gateway_cases,
 }
 
 
