@@ -174,12 +174,17 @@ export function runCase(testCase, makeService) {
     Object.assign(config, testCase.config);
   }
   const svc = makeService(config);
+  const conns = new Map();
   try {
     const vars = new Map([['admin_secret', ADMIN_SECRET]]);
     if (!Array.isArray(testCase.steps)) throw new RunnerError('case has no steps');
     testCase.steps.forEach((step, i) => {
       const fail = (msg, req, body) =>
         new Error(`step ${i}: ${msg}\n      request: ${shortBytes(req)}\n      response: ${shortBytes(body)}`);
+      if (step.gateway !== undefined) {
+        gatewayStep(svc, conns, step, i, vars);
+        return;
+      }
       if (!step.request) throw new RunnerError(`step ${i}: no request`);
       const reqBytes = buildRequest(subst(step.request, vars));
       const raw = svc.handleRequest(reqBytes);
@@ -221,7 +226,101 @@ export function runCase(testCase, makeService) {
       }
     });
   } finally {
+    for (const c of conns.values()) c.free();
     svc.free?.();
+  }
+}
+
+/** The upgrade request of a gateway `open` step (tests/vectors/README.md). */
+function upgradeBytes(token, query) {
+  return encoder.encode(
+    `GET /bot/gateway${query ?? ''} HTTP/1.1\r\nHost: botspace\r\nAuthorization: Bot ${token}\r\n` +
+      'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n' +
+      'Sec-WebSocket-Version: 13\r\n\r\n',
+  );
+}
+
+/** One gateway step, through the message-level GatewaySession, at the service's time. */
+function gatewayStep(svc, conns, rawStep, i, vars) {
+  const step = subst(rawStep, vars);
+  const fail = (msg) => new Error(`step ${i} (gateway ${step.gateway} ${step.conn}): ${msg}`);
+  const now = svc.nowMs();
+  const conn = () => {
+    const c = conns.get(step.conn);
+    if (!c) throw new RunnerError(`step ${i}: no open connection named ${step.conn}`);
+    return c;
+  };
+  switch (step.gateway) {
+    case 'open': {
+      if (conns.has(step.conn)) throw new RunnerError(`step ${i}: ${step.conn} is still open`);
+      const expect = step.expect ?? {};
+      let session = null;
+      let refusal = null;
+      try {
+        session = svc.acceptGateway(upgradeBytes(step.token, step.query), now);
+      } catch (e) {
+        if (!e.response) throw e;
+        refusal = parseResponse(e.response);
+      }
+      if (session) {
+        if (expect.status !== 101) {
+          session.free();
+          throw fail(`opened (expected ${expect.status})`);
+        }
+        conns.set(step.conn, session);
+        return;
+      }
+      if (expect.status !== refusal.status) throw fail(`status ${refusal.status} (expected ${expect.status})`);
+      if (expect.body !== undefined) {
+        const m = mismatch(expect.body, JSON.parse(decoder.decode(refusal.body)));
+        if (m) throw fail(`body mismatch at ${m}: ${decoder.decode(refusal.body)}`);
+      }
+      for (const [name, want] of Object.entries(expect.headers ?? {})) {
+        const got = refusal.headers.find(([n]) => n.toLowerCase() === name.toLowerCase())?.[1];
+        if (got !== want) throw fail(`header ${name}: expected ${want}, got ${got}`);
+      }
+      return;
+    }
+    case 'text':
+      conn().handleText(step.text, now);
+      return;
+    case 'binary':
+      conn().handleBinary();
+      return;
+    case 'drop':
+      conn().free();
+      conns.delete(step.conn);
+      return;
+    case 'poll': {
+      const s = conn();
+      s.handleTimeout(now);
+      const frames = [];
+      let close = null;
+      for (let o = s.pollTransmit(); o !== null; o = s.pollTransmit()) {
+        if (close) throw fail(`a message after the close frame: ${JSON.stringify(o)}`);
+        if (o.type === 'text') frames.push(JSON.parse(o.data));
+        else close = { code: o.code, reason: o.reason };
+      }
+      const expect = step.expect ?? {};
+      const want = expect.frames ?? [];
+      if (frames.length !== want.length) {
+        throw fail(`${frames.length} messages (expected ${want.length}): ${short(frames)}`);
+      }
+      want.forEach((w, k) => {
+        const m = mismatch(w, frames[k], `frames[${k}]`);
+        if (m) throw fail(`mismatch at ${m}\n      expected: ${short(w)}\n      got: ${short(frames[k])}`);
+      });
+      const m = mismatch(expect.close ?? null, close, 'close');
+      if (m) throw fail(`close: expected ${short(expect.close ?? null)}, got ${short(close)}`);
+      const ev = s.pollEvent();
+      const got = ev === null ? null : { code: ev.code, reason: ev.reason };
+      if (mismatch(expect.closed_event ?? null, got, 'closed_event')) {
+        throw fail(`closed_event: expected ${short(expect.closed_event ?? null)}, got ${short(got)}`);
+      }
+      return;
+    }
+    default:
+      throw new RunnerError(`step ${i}: unknown gateway step ${step.gateway}`);
   }
 }
 
