@@ -476,6 +476,269 @@ static const jval *at_path(const jval *v, const char *path) {
 }
 
 /* Runs one case; 0 with a description in why on failure. */
+
+static botspace_status gw_round(botspace_gateway *gw, uint64_t now, sbuf *into);
+
+/* Gateway steps of the vectors (tests/vectors/README.md, "Gateway steps"),
+ * through the byte-level connection: masked client frames in, server
+ * frames decoded. */
+
+typedef struct {
+    char *name;
+    botspace_gateway *gw;
+} vconn;
+
+typedef struct {
+    vconn *v;
+    size_t n;
+} vconns;
+
+static vconn *vconn_find(vconns *cs, const char *name) {
+    for (size_t i = 0; i < cs->n; i++)
+        if (strcmp(cs->v[i].name, name) == 0) return &cs->v[i];
+    return NULL;
+}
+
+static void vconn_drop(vconns *cs, const char *name) {
+    for (size_t i = 0; i < cs->n; i++)
+        if (strcmp(cs->v[i].name, name) == 0) {
+            botspace_gateway_free(&cs->v[i].gw);
+            free(cs->v[i].name);
+            cs->v[i] = cs->v[--cs->n];
+            return;
+        }
+}
+
+static void vconns_free(vconns *cs) {
+    while (cs->n > 0) vconn_drop(cs, cs->v[0].name);
+    free(cs->v);
+    memset(cs, 0, sizeof *cs);
+}
+
+/* A masked client frame of any length. */
+static void ws_client_frame(sbuf *out, int opcode, const char *payload, size_t n) {
+    unsigned char hdr[14];
+    size_t h = 0;
+    hdr[h++] = (unsigned char)(0x80 | opcode);
+    if (n < 126) {
+        hdr[h++] = (unsigned char)(0x80 | n);
+    } else if (n < 65536) {
+        hdr[h++] = 0x80 | 126;
+        hdr[h++] = (unsigned char)(n >> 8);
+        hdr[h++] = (unsigned char)n;
+    } else {
+        hdr[h++] = 0x80 | 127;
+        for (int k = 7; k >= 0; k--) hdr[h++] = (unsigned char)((uint64_t)n >> (8 * k));
+    }
+    const unsigned char mask[4] = {0x37, 0xfa, 0x21, 0x3d};
+    memcpy(hdr + h, mask, 4);
+    h += 4;
+    sb_add(out, hdr, h);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)payload[i] ^ mask[i % 4];
+        sb_add(out, &c, 1);
+    }
+}
+
+/* Runs one gateway step at the service's time; 0 with `why` on failure. */
+static int gateway_step(botspace_service *svc, vconns *cs, const jval *raw_step, const vars_t *vars, size_t i, sbuf *why) {
+    sbuf e = {0};
+    jval *step = subst(raw_step, vars, &e);
+    if (!step) {
+        sb_fmt(why, "step %zu: %s", i, e.p ? e.p : "?");
+        sb_free(&e);
+        return 0;
+    }
+    sb_free(&e);
+    const jval *kind = json_get(step, "gateway"), *connv = json_get(step, "conn");
+    const char *k = kind && kind->t == J_STR ? kind->s : "?";
+    const char *name = connv && connv->t == J_STR ? connv->s : "?";
+    uint64_t now = 0;
+    botspace_service_now_ms(svc, &now);
+    int ok = 1;
+    vconn *c = vconn_find(cs, name);
+    if (strcmp(k, "open") == 0) {
+        const jval *tok = json_get(step, "token"), *q = json_get(step, "query");
+        const jval *ex = json_get(step, "expect");
+        const jval *st = ex ? json_get(ex, "status") : NULL;
+        sbuf req = {0};
+        sb_fmt(&req,
+               "GET /bot/gateway%s HTTP/1.1\r\nHost: botspace\r\nAuthorization: Bot %s\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+               q && q->t == J_STR ? q->s : "", tok && tok->t == J_STR ? tok->s : "");
+        botspace_bytes resp = {NULL, 0};
+        botspace_gateway *gw = NULL;
+        if (c) {
+            sb_fmt(why, "step %zu: runner error: %s is still open", i, name);
+            ok = 0;
+        } else if (botspace_gateway_accept(svc, (const uint8_t *)req.p, req.len, now, &resp, &gw) != BOTSPACE_STATUS_OK) {
+            sb_fmt(why, "step %zu: gateway_accept failed: %s", i, last_error());
+            ok = 0;
+        } else if (gw) {
+            if (!st || strcmp(st->s, "101") != 0) {
+                sb_fmt(why, "step %zu: %s opened (expected %s)", i, name, st ? st->s : "?");
+                botspace_gateway_free(&gw);
+                ok = 0;
+            } else {
+                cs->v = realloc(cs->v, (cs->n + 1) * sizeof *cs->v);
+                cs->v[cs->n].name = strdup(name);
+                cs->v[cs->n].gw = gw;
+                cs->n++;
+            }
+        } else {
+            response r;
+            char err[256];
+            memset(&r, 0, sizeof r);
+            char got[16] = "?";
+            if (!parse_response(resp.ptr, resp.len, &r, err, sizeof err)) {
+                sb_fmt(why, "step %zu: refusal: %s", i, err);
+                ok = 0;
+            } else {
+                snprintf(got, sizeof got, "%d", r.status);
+                if (!st || strcmp(st->s, got) != 0) {
+                    sb_fmt(why, "step %zu: open answered %s (expected %s): %.300s", i, got, st ? st->s : "?", r.body ? r.body : "");
+                    ok = 0;
+                }
+                const jval *eb = json_get(ex, "body");
+                jval *body = r.body ? json_parse(r.body, r.body_len, err, sizeof err) : NULL;
+                if (ok && eb) {
+                    sbuf path = {0}, m = {0};
+                    sb_str(&path, "body");
+                    if (!body || !matches(eb, body, &path, &m)) {
+                        sb_fmt(why, "step %zu: refusal body mismatch at %s: %.300s", i, m.p ? m.p : "(not JSON)", r.body);
+                        ok = 0;
+                    }
+                    sb_free(&path);
+                    sb_free(&m);
+                }
+                json_free(body);
+                const jval *eh = json_get(ex, "headers");
+                for (size_t h = 0; ok && eh && eh->t == J_OBJ && h < eh->n; h++) {
+                    char v[512];
+                    if (!header_value(&r, eh->keys[h], v, sizeof v) || eh->items[h]->t != J_STR ||
+                        strcmp(v, eh->items[h]->s) != 0) {
+                        sb_fmt(why, "step %zu: refusal header %s", i, eh->keys[h]);
+                        ok = 0;
+                    }
+                }
+            }
+            response_free(&r);
+        }
+        botspace_bytes_free(&resp);
+        sb_free(&req);
+    } else if (!c) {
+        sb_fmt(why, "step %zu: runner error: no open connection named %s", i, name);
+        ok = 0;
+    } else if (strcmp(k, "text") == 0 || strcmp(k, "binary") == 0) {
+        const jval *t = json_get(step, "text");
+        sbuf f = {0};
+        if (strcmp(k, "text") == 0) ws_client_frame(&f, 1, t && t->t == J_STR ? t->s : "", t && t->t == J_STR ? t->slen : 0);
+        else ws_client_frame(&f, 2, "\x01\x02", 2);
+        ok = botspace_gateway_handle_input(c->gw, (const uint8_t *)f.p, f.len, now) == BOTSPACE_STATUS_OK;
+        if (!ok) sb_fmt(why, "step %zu: handle_input failed", i);
+        sb_free(&f);
+    } else if (strcmp(k, "drop") == 0) {
+        vconn_drop(cs, name);
+    } else if (strcmp(k, "poll") == 0) {
+        sbuf got = {0};
+        gw_round(c->gw, now, &got);
+        const jval *ex = json_get(step, "expect");
+        const jval *frames = ex ? json_get(ex, "frames") : NULL;
+        const jval *eclose = ex ? json_get(ex, "close") : NULL;
+        const jval *eev = ex ? json_get(ex, "closed_event") : NULL;
+        size_t nf = 0, at = 0;
+        int close_code = -1;
+        char close_reason[128] = "";
+        const uint8_t *p = (const uint8_t *)got.p;
+        while (ok && at + 2 <= got.len) {
+            int op = p[at] & 0x0f;
+            size_t len = p[at + 1] & 0x7f, off = 2;
+            if (len == 126) {
+                len = ((size_t)p[at + 2] << 8) | p[at + 3];
+                off = 4;
+            } else if (len == 127) {
+                len = 0;
+                for (int b = 0; b < 8; b++) len = (len << 8) | p[at + 2 + b];
+                off = 10;
+            }
+            if ((p[at] & 0x80) == 0 || (p[at + 1] & 0x80) != 0 || at + off + len > got.len) {
+                sb_fmt(why, "step %zu: a malformed server frame", i);
+                ok = 0;
+                break;
+            }
+            const char *pl = (const char *)p + at + off;
+            if (close_code >= 0) {
+                sb_fmt(why, "step %zu: a frame after the close frame", i);
+                ok = 0;
+            } else if (op == 1) {
+                char err[256];
+                jval *v = json_parse(pl, len, err, sizeof err);
+                const jval *want = frames && frames->t == J_ARR && nf < frames->n ? frames->items[nf] : NULL;
+                sbuf path = {0}, m = {0};
+                sb_fmt(&path, "frames[%zu]", nf);
+                if (!v) {
+                    sb_fmt(why, "step %zu: message %zu is not JSON: %s", i, nf, err);
+                    ok = 0;
+                } else if (!want) {
+                    sb_fmt(why, "step %zu: unexpected message %zu: %.300s", i, nf, pl);
+                    ok = 0;
+                } else if (!matches(want, v, &path, &m)) {
+                    sb_fmt(why, "step %zu: mismatch at %s: %.400s", i, m.p, pl);
+                    ok = 0;
+                }
+                sb_free(&path);
+                sb_free(&m);
+                json_free(v);
+                nf++;
+            } else if (op == 8 && len >= 2) {
+                close_code = ((unsigned char)pl[0] << 8) | (unsigned char)pl[1];
+                size_t rl = len - 2 < sizeof close_reason - 1 ? len - 2 : sizeof close_reason - 1;
+                memcpy(close_reason, pl + 2, rl);
+                close_reason[rl] = 0;
+            } else {
+                sb_fmt(why, "step %zu: an unexpected frame (opcode %d)", i, op);
+                ok = 0;
+            }
+            at += off + len;
+        }
+        size_t want_n = frames && frames->t == J_ARR ? frames->n : 0;
+        if (ok && nf != want_n) {
+            sb_fmt(why, "step %zu: %zu messages (expected %zu)", i, nf, want_n);
+            ok = 0;
+        }
+        if (ok) {
+            const jval *ec = eclose ? json_get(eclose, "code") : NULL, *er = eclose ? json_get(eclose, "reason") : NULL;
+            char code[16];
+            snprintf(code, sizeof code, "%d", close_code);
+            if (eclose ? (close_code < 0 || !ec || strcmp(ec->s, code) != 0 || !er || strcmp(er->s, close_reason) != 0)
+                       : close_code >= 0) {
+                sb_fmt(why, "step %zu: close %d %s (expected %s %s)", i, close_code, close_reason, ec ? ec->s : "none",
+                       er ? er->s : "");
+                ok = 0;
+            }
+        }
+        if (ok) {
+            botspace_gateway_event ev;
+            botspace_gateway_poll_event(c->gw, &ev);
+            const jval *ec = eev ? json_get(eev, "code") : NULL, *er = eev ? json_get(eev, "reason") : NULL;
+            char code[16];
+            snprintf(code, sizeof code, "%u", (unsigned)ev.close_code);
+            int have = ev.kind == BOTSPACE_GATEWAY_EVENT_KIND_CLOSED;
+            if (eev ? (!have || !ec || strcmp(ec->s, code) != 0 || !er || strcmp(er->s, ev.reason) != 0) : have) {
+                sb_fmt(why, "step %zu: closed_event %s %s (expected %s %s)", i, have ? code : "none", have ? ev.reason : "",
+                       ec ? ec->s : "none", er ? er->s : "");
+                ok = 0;
+            }
+        }
+        sb_free(&got);
+    } else {
+        sb_fmt(why, "step %zu: runner error: unknown gateway step %s", i, k);
+        ok = 0;
+    }
+    json_free(step);
+    return ok;
+}
+
 static int run_case(const jval *c, sbuf *why) {
     char err[256];
     jval *cfg = json_parse(BASE_CONFIG, strlen(BASE_CONFIG), err, sizeof err);
@@ -499,6 +762,7 @@ static int run_case(const jval *c, sbuf *why) {
         return 0;
     }
     vars_t vars = {0};
+    vconns conns = {0};
     jval *secret = json_new_str(ADMIN_SECRET, strlen(ADMIN_SECRET));
     vars_set(&vars, "admin_secret", secret);
     json_free(secret);
@@ -514,6 +778,10 @@ static int run_case(const jval *c, sbuf *why) {
         jval *req = NULL, *expect = NULL, *body = NULL;
         response r;
         memset(&r, 0, sizeof r);
+        if (json_get(step, "gateway")) {
+            ok = gateway_step(svc, &conns, step, &vars, i, why);
+            continue;
+        }
         const jval *rq = json_get(step, "request");
         if (!rq) {
             sb_fmt(why, "step %zu: no request", i);
@@ -623,6 +891,7 @@ static int run_case(const jval *c, sbuf *why) {
         sb_free(&e);
         sb_free(&reqb);
     }
+    vconns_free(&conns);
     vars_free(&vars);
     botspace_service_free(&svc);
     return ok;
