@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! cargo run --release --example server -- [--addr 127.0.0.1:8080] [--db botspace.db]
-//!     [--admin-secret S] [--manual-clock]
+//!     [--admin-secret S | --admin-secret-file PATH] [--operational-key HEX64]
+//!     [--max-connections N] [--manual-clock]
 //! ```
 //!
 //! One thread per TCP connection. HTTP/1.1 keep-alive and pipelining are
@@ -17,7 +18,7 @@
 //! (the bound address, so `--addr 127.0.0.1:0` works); the startup output
 //! ends with the line `botspace ready`.
 
-use botspace::{ClockKind, Config, Framing, GatewayConnection, Service};
+use botspace::{ClockKind, Config, Framing, GatewayConnection, RequestFramer, Service};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -27,13 +28,22 @@ use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: server [--addr HOST:PORT] [--db PATH] [--admin-secret S] [--manual-clock]
+const USAGE: &str = "usage: server [--addr HOST:PORT] [--db PATH] [--admin-secret S | --admin-secret-file PATH]
+              [--operational-key HEX64] [--max-connections N] [--manual-clock]
 
-  --addr HOST:PORT     address to listen on (default 127.0.0.1:8080; port 0 picks a free port)
-  --db PATH            SQLite database file, or :memory: (default botspace.db)
-  --admin-secret S     secret for Authorization: Admin <S> on /admin/ (at least 16 characters);
-                       BOTSPACE_ADMIN_SECRET may replace it; with neither, one is generated
-  --manual-clock       time moves only through /admin/advanceClock (for tests)";
+  --addr HOST:PORT          address to listen on (default 127.0.0.1:8080; port 0 picks a free port)
+  --db PATH                 SQLite database file, or :memory: (default botspace.db)
+  --admin-secret S          secret for Authorization: Admin <S> on /admin/ (at least 16 characters);
+                            visible in the process list: prefer --admin-secret-file or
+                            BOTSPACE_ADMIN_SECRET; with none of them, one is generated
+  --admin-secret-file PATH  read the admin secret from the first line of PATH
+  --operational-key HEX64   64 hex digits that seal official bots' operational token copy;
+                            BOTSPACE_OPERATIONAL_KEY may replace it
+  --max-connections N       most connections at once (default 1024); beyond it a new
+                            connection gets 503 and is closed
+  --request-timeout SECS    a request must arrive whole within SECS of its first byte
+                            (default 30), else 408 and close
+  --manual-clock            time moves only through /admin/advanceClock (for tests)";
 
 /// How often an idle thread looks at the stop flag (and a gateway
 /// connection at the clock, even when its next deadline is further away).
@@ -44,6 +54,10 @@ const TICK: Duration = Duration::from_secs(1);
 const MANUAL_CLOCK_TICK: Duration = Duration::from_millis(250);
 /// An idle keep-alive connection is closed after this long.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// A request's head and body must arrive within this long of its first
+/// byte (default of `--request-timeout`): a client that trickles a byte now
+/// and then cannot hold a connection (and its thread) for ever.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(30);
 /// A peer that does not take our bytes for this long is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most pipelined requests committed together.
@@ -59,12 +73,24 @@ struct Args {
     addr: String,
     db: String,
     admin_secret: Option<String>,
+    admin_secret_file: Option<String>,
+    operational_key: Option<String>,
+    max_connections: usize,
+    request_timeout: Duration,
     manual_clock: bool,
 }
 
 fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
-    let mut a =
-        Args { addr: "127.0.0.1:8080".into(), db: "botspace.db".into(), admin_secret: None, manual_clock: false };
+    let mut a = Args {
+        addr: "127.0.0.1:8080".into(),
+        db: "botspace.db".into(),
+        admin_secret: None,
+        admin_secret_file: None,
+        operational_key: None,
+        max_connections: 1024,
+        request_timeout: REQUEST_DEADLINE,
+        manual_clock: false,
+    };
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {
         let (name, inline) = match arg.split_once('=') {
@@ -78,6 +104,23 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
             "--addr" => a.addr = value(&mut it)?,
             "--db" => a.db = value(&mut it)?,
             "--admin-secret" => a.admin_secret = Some(value(&mut it)?),
+            "--admin-secret-file" => a.admin_secret_file = Some(value(&mut it)?),
+            "--operational-key" => a.operational_key = Some(value(&mut it)?),
+            "--max-connections" => {
+                a.max_connections = value(&mut it)?
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or("--max-connections needs a positive number")?
+            }
+            "--request-timeout" => {
+                a.request_timeout = value(&mut it)?
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| *s > 0.0 && *s < 86_400.0)
+                    .map(Duration::from_secs_f64)
+                    .ok_or("--request-timeout needs a number of seconds")?
+            }
             "--manual-clock" if inline.is_none() => a.manual_clock = true,
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {arg}")),
@@ -105,7 +148,7 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
     };
     match start(&args) {
         Ok((svc, listener, local)) => {
-            serve(svc, listener, local);
+            serve(svc, listener, local, &args);
             0
         }
         Err(e) => {
@@ -135,18 +178,45 @@ fn start(args: &Args) -> Result<(Arc<Service>, TcpListener, SocketAddr), String>
     Ok((svc, listener, local))
 }
 
-/// The flag, else `BOTSPACE_ADMIN_SECRET`, else a new one (`true`: generated).
+/// The flag, else the file, else `BOTSPACE_ADMIN_SECRET`, else a new one
+/// (`true`: generated).
 fn admin_secret(args: &Args) -> Result<(String, bool), String> {
-    match args.admin_secret.clone().or_else(|| std::env::var("BOTSPACE_ADMIN_SECRET").ok().filter(|s| !s.is_empty())) {
+    if args.admin_secret.is_some() && args.admin_secret_file.is_some() {
+        return Err("give --admin-secret or --admin-secret-file, not both".into());
+    }
+    let from_file = match &args.admin_secret_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?;
+            Some(text.lines().next().unwrap_or("").trim().to_string())
+        }
+        None => None,
+    };
+    match args
+        .admin_secret
+        .clone()
+        .or(from_file)
+        .or_else(|| std::env::var("BOTSPACE_ADMIN_SECRET").ok().filter(|s| !s.is_empty()))
+    {
         Some(s) => Ok((s, false)),
         None => generate_secret().map(|s| (s, true)).map_err(|e| format!("cannot generate an admin secret: {e}")),
     }
 }
 
 fn open_service(args: &Args, secret: &str) -> Result<Arc<Service>, String> {
+    let key = args
+        .operational_key
+        .clone()
+        .or_else(|| std::env::var("BOTSPACE_OPERATIONAL_KEY").ok().filter(|s| !s.is_empty()));
+    let operational_key = match key {
+        Some(k) => Some(
+            botspace::config::parse_hex_key(k.trim()).ok_or("the operational key must be 64 hex digits (32 bytes)")?,
+        ),
+        None => None,
+    };
     let config = Config {
         database: args.db.clone(),
         admin_secret: secret.to_string(),
+        operational_key,
         clock: if args.manual_clock { ClockKind::Manual } else { ClockKind::System },
         ..Config::default()
     };
@@ -154,12 +224,14 @@ fn open_service(args: &Args, secret: &str) -> Result<Arc<Service>, String> {
 }
 
 /// Accepts connections until a stop is requested, then drains them.
-fn serve(svc: Arc<Service>, listener: TcpListener, local: SocketAddr) {
+fn serve(svc: Arc<Service>, listener: TcpListener, local: SocketAddr, args: &Args) {
     let shared = Arc::new(Shared {
         svc: svc.clone(),
         registry: Arc::new(Registry::default()),
         stop: AtomicBool::new(false),
         active: AtomicUsize::new(0),
+        max_connections: args.max_connections,
+        request_timeout: args.request_timeout,
     });
     let registry = shared.registry.clone();
     svc.set_wake_hook(Some(Arc::new(move |bot_id: &str| registry.wake(bot_id))));
@@ -171,18 +243,54 @@ fn serve(svc: Arc<Service>, listener: TcpListener, local: SocketAddr) {
 }
 
 fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
+    let mut errors = ErrorLog::default();
     for conn in listener.incoming() {
         if shared.stop.load(Ordering::SeqCst) || signals::requested() {
             shared.stop.store(true, Ordering::SeqCst);
             return;
         }
         match conn {
+            Ok(stream) if shared.active.load(Ordering::SeqCst) >= shared.max_connections => refuse_busy(stream),
             Ok(stream) => spawn_connection(shared, stream),
             Err(e) => {
-                // EMFILE and the like: back off instead of spinning.
-                eprintln!("accept failed: {e}");
+                // EMFILE and the like: back off instead of spinning, and
+                // say so at most once a second.
+                errors.note(&e);
                 std::thread::sleep(Duration::from_millis(50));
             }
+        }
+    }
+}
+
+/// Over `--max-connections`: a short 503 (best effort, never blocking) and
+/// close, so one client's flood of connections costs one accept each.
+fn refuse_busy(stream: TcpStream) {
+    let _ = stream.set_nonblocking(true);
+    let body =
+        br#"{"ok":false,"error_code":503,"error":"server_busy","description":"too many connections; retry later"}"#;
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let mut s = stream;
+    let _ = s.write_all(head.as_bytes()).and_then(|_| s.write_all(body));
+    let _ = s.shutdown(Shutdown::Both);
+}
+
+/// Accept errors, logged at most once a second with how many there were.
+#[derive(Default)]
+struct ErrorLog {
+    last: Option<Instant>,
+    since: u64,
+}
+
+impl ErrorLog {
+    fn note(&mut self, e: &io::Error) {
+        self.since += 1;
+        if self.last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+            eprintln!("accept failed: {e} ({} in the last second)", self.since);
+            self.last = Some(Instant::now());
+            self.since = 0;
         }
     }
 }
@@ -304,6 +412,10 @@ struct Shared {
     registry: Arc<Registry>,
     stop: AtomicBool,
     active: AtomicUsize,
+    /// `--max-connections`.
+    max_connections: usize,
+    /// `--request-timeout`.
+    request_timeout: Duration,
 }
 
 struct ActiveGuard<'a>(&'a AtomicUsize);
@@ -384,9 +496,16 @@ struct Head {
 
 /// Reads the request line and headers of `req` (a complete head, at least).
 fn head(req: &[u8]) -> Option<Head> {
-    let end = req.windows(4).position(|w| w == b"\r\n\r\n")?;
+    // The library's framer accepts bare-LF line ends (as httparse does):
+    // read them the same way, so every request it frames gets its answer.
+    let lf = req.windows(2).position(|w| w == b"\n\n");
+    let crlf = req.windows(3).position(|w| w == b"\n\r\n");
+    let end = match (lf, crlf) {
+        (Some(a), Some(b)) => a.min(b),
+        (a, b) => a.or(b)?,
+    };
     let text = String::from_utf8_lossy(&req[..end]);
-    let mut lines = text.split("\r\n");
+    let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
     let mut parts = lines.next()?.split(' ');
     let (_method, target, version) = (parts.next()?, parts.next()?, parts.next().unwrap_or("HTTP/1.1"));
     let path = target.split('?').next().unwrap_or("");
@@ -451,8 +570,11 @@ fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream) {
     let mut chunk = vec![0u8; 64 * 1024];
     let mut last_activity = Instant::now();
     let mut continue_sent = false;
+    let mut framer = sh.svc.request_framer();
+    // When the first byte of the request now buffered arrived.
+    let mut started: Option<Instant> = None;
     loop {
-        let (out, next) = answer_buffered(&sh.svc, &mut buf, &mut continue_sent);
+        let (out, next) = answer_buffered(&sh.svc, &mut framer, &mut buf, &mut continue_sent);
         if !out.is_empty() {
             last_activity = Instant::now();
             if stream.write_all(&out).is_err() {
@@ -468,22 +590,46 @@ fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream) {
         if sh.stop.load(Ordering::SeqCst) && buf.is_empty() {
             return;
         }
+        if buf.is_empty() {
+            started = None;
+        } else if started.get_or_insert_with(Instant::now).elapsed() > sh.request_timeout {
+            return request_timeout(stream);
+        }
         if !read_more(sh, &mut stream, &mut buf, &mut chunk, &mut last_activity) {
             return;
         }
     }
 }
 
+/// 408 for a request that did not arrive within `--request-timeout`, then
+/// close.
+fn request_timeout(mut stream: TcpStream) {
+    let body = br#"{"ok":false,"error_code":408,"error":"request_timeout","description":"the request did not arrive in time"}"#;
+    let head = format!(
+        "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes()).and_then(|_| stream.write_all(body));
+    close_http(stream, false);
+}
+
 /// Answers every complete request in `buf`, in order, and removes them;
 /// returns the bytes to write and what the connection does next.
 /// Consecutive requests go to one `handle_batch` (one commit).
-fn answer_buffered(svc: &Arc<Service>, buf: &mut Vec<u8>, continue_sent: &mut bool) -> (Vec<u8>, Next) {
+fn answer_buffered(
+    svc: &Arc<Service>,
+    framer: &mut RequestFramer,
+    buf: &mut Vec<u8>,
+    continue_sent: &mut bool,
+) -> (Vec<u8>, Next) {
     let mut out: Vec<u8> = Vec::new();
     let mut batch: Vec<Pending> = Vec::new();
     let mut consumed = 0;
     let mut tail: Option<Vec<u8>> = None;
     let next = loop {
-        match svc.frame_request(&buf[consumed..]) {
+        // The framer resumes where the last read left it: a request that
+        // trickles in costs time linear in its bytes.
+        match framer.frame(&buf[consumed..]) {
             Framing::Complete(n) => {
                 let range = consumed..consumed + n;
                 consumed += n;

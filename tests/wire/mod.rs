@@ -103,12 +103,27 @@ impl Server {
     }
 
     fn start_with(db: Db) -> Server {
+        Server::spawn(db, None)
+    }
+
+    /// The Rust example server (whatever `BOTSPACE_SERVER_CMD` says) on
+    /// `:memory:` with `args` instead of `--admin-secret` and
+    /// `--manual-clock`; waits for `botspace ready`.
+    #[allow(dead_code)]
+    pub fn start_rust_with(args: &[&str]) -> Server {
+        let mut s = Server::spawn(Db::Memory, Some(args));
+        s.wait_line("botspace ready");
+        s
+    }
+
+    fn spawn(db: Db, rust_args: Option<&[&str]>) -> Server {
         let db_path = match &db {
             Db::Memory => ":memory:".to_string(),
             Db::File(dir) => dir.join("botspace.db").to_string_lossy().into_owned(),
         };
-        let mut cmd = match std::env::var("BOTSPACE_SERVER_CMD") {
-            Ok(line) if !line.trim().is_empty() => {
+        let custom = std::env::var("BOTSPACE_SERVER_CMD").ok().filter(|_| rust_args.is_none());
+        let mut cmd = match custom {
+            Some(line) if !line.trim().is_empty() => {
                 let line = line.replace("{addr}", "127.0.0.1:0").replace("{db}", &db_path).replace("{secret}", SECRET);
                 let mut c = Command::new("sh");
                 c.arg("-c").arg(format!("exec {line}")).current_dir(env!("CARGO_MANIFEST_DIR"));
@@ -116,7 +131,11 @@ impl Server {
             }
             _ => {
                 let mut c = Command::new(example_binary());
-                c.args(["--addr", "127.0.0.1:0", "--db", &db_path, "--admin-secret", SECRET, "--manual-clock"]);
+                c.args(["--addr", "127.0.0.1:0", "--db", &db_path]);
+                match rust_args {
+                    Some(args) => c.args(args),
+                    None => c.args(["--admin-secret", SECRET, "--manual-clock"]),
+                };
                 c
             }
         };
