@@ -488,6 +488,9 @@ impl Registry {
 /// What this server itself needs from a request head.
 struct Head {
     gateway: bool,
+    /// A host-API request: answered alone, with the peer named, so failed
+    /// admin authentication is throttled per peer.
+    admin: bool,
     /// The connection ends after the answer.
     close: bool,
     http10: bool,
@@ -525,7 +528,13 @@ fn head(req: &[u8]) -> Option<Head> {
             expect_continue |= value.eq_ignore_ascii_case("100-continue");
         }
     }
-    Some(Head { gateway: path == "/bot/gateway", close: close_tok || (http10 && !keep_tok), http10, expect_continue })
+    Some(Head {
+        gateway: path == "/bot/gateway",
+        admin: path.starts_with("/admin/"),
+        close: close_tok || (http10 && !keep_tok),
+        http10,
+        expect_continue,
+    })
 }
 
 /// Adds a header line right after the status line of a response.
@@ -571,10 +580,12 @@ fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream) {
     let mut last_activity = Instant::now();
     let mut continue_sent = false;
     let mut framer = sh.svc.request_framer();
+    // Who is asking, for the per-peer throttle of failed admin logins.
+    let peer = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
     // When the first byte of the request now buffered arrived.
     let mut started: Option<Instant> = None;
     loop {
-        let (out, next) = answer_buffered(&sh.svc, &mut framer, &mut buf, &mut continue_sent);
+        let (out, next) = answer_buffered(&sh.svc, &peer, &mut framer, &mut buf, &mut continue_sent);
         if !out.is_empty() {
             last_activity = Instant::now();
             if stream.write_all(&out).is_err() {
@@ -618,6 +629,7 @@ fn request_timeout(mut stream: TcpStream) {
 /// Consecutive requests go to one `handle_batch` (one commit).
 fn answer_buffered(
     svc: &Arc<Service>,
+    peer: &str,
     framer: &mut RequestFramer,
     buf: &mut Vec<u8>,
     continue_sent: &mut bool,
@@ -636,6 +648,14 @@ fn answer_buffered(
                 *continue_sent = false;
                 // frame_request accepted it, so `head` does not fail.
                 let Some(h) = head(&buf[range.clone()]) else { break Next::Close { linger: true } };
+                if h.admin {
+                    answer(svc, buf, &mut batch, &mut out);
+                    out.extend(connection_header(svc.handle_request_from(&buf[range], peer), &h));
+                    if h.close {
+                        break Next::Close { linger: false };
+                    }
+                    continue;
+                }
                 if h.gateway {
                     answer(svc, buf, &mut batch, &mut out);
                     if let Some(next) = upgrade(svc, &buf[range], &h, &mut out) {

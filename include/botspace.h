@@ -335,6 +335,21 @@ enum botspace_status botspace_service_set_wake_callback(const struct botspace_se
 enum botspace_status botspace_service_now_ms(const struct botspace_service *service, uint64_t *out_ms);
 
 /**
+ * `botspace_service_handle_request` for a host that knows who sent the
+ * request: `peer[0..peer_len]` is the client's address (or any stable key
+ * of the client, UTF-8). Failed admin authentication is then throttled per
+ * peer: 10 failures at once, then one every 6 s; beyond that every admin
+ * request of that peer is answered 429 `rate_limited` (scope
+ * `admin_auth`), whatever its credential. Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle; `request` must point at `request_len`
+ * readable bytes and `peer` at `peer_len` (either may be NULL with length
+ * 0); `out_response` must be writable.
+ */
+enum botspace_status botspace_service_handle_request_from(const struct botspace_service *service, const uint8_t *request, size_t request_len, const char *peer, size_t peer_len, struct botspace_bytes *out_response);
+
+/**
  * Checks a complete `GET /bot/gateway` WebSocket upgrade request (as framed
  * by `botspace_service_frame_request`), received at `now_ms` (the
  * connection's heartbeat clock starts there). Always writes `*out_response`: the

@@ -30,6 +30,7 @@ mod ratelimit;
 mod route;
 mod service;
 mod storage;
+mod throttle;
 mod txn;
 
 pub use clock::Clock;

@@ -40,6 +40,7 @@ pub struct Service {
     wake: RwLock<Option<WakeHook>>,
     gateway: Arc<Registry>,
     group: crate::group::Group,
+    admin_throttle: crate::throttle::AdminThrottle,
     /// SHA-256 of the admin secret, compared in constant time.
     admin_hash: [u8; 32],
 }
@@ -75,6 +76,7 @@ impl Service {
             wake: RwLock::new(None),
             gateway: Arc::new(Registry::default()),
             group: crate::group::Group::default(),
+            admin_throttle: crate::throttle::AdminThrottle::default(),
             admin_hash,
         })
     }
@@ -116,10 +118,36 @@ impl Service {
     /// commit, see [`crate::group`]); each is answered exactly as if it ran
     /// alone. A request that finds nothing under way runs at once.
     pub fn handle_request(&self, request: &[u8]) -> Vec<u8> {
+        match self.route(request) {
+            Ok(routed) => self.handle_routed(request, routed),
+            Err(e) => e.into_response(),
+        }
+    }
+
+    /// [`Service::handle_request`] for a host that knows who sent the
+    /// request (`peer`: an IP address, or any stable client key): failed
+    /// admin authentication is then throttled per peer — 10 failures at
+    /// once, then one every 6 s; beyond that 429 `rate_limited` with scope
+    /// `admin_auth`, whatever the credential.
+    pub fn handle_request_from(&self, request: &[u8], peer: &str) -> Vec<u8> {
         let routed = match self.route(request) {
             Ok(r) => r,
             Err(e) => return e.into_response(),
         };
+        if let Route::Admin(_) = routed.route {
+            let now_ms = self.clock.now_ms();
+            if let Err(wait_ms) = self.admin_throttle.check(peer, now_ms) {
+                return ApiError::rate_limited(wait_ms, "admin_auth").into_response();
+            }
+            if let Err(e) = self.check_admin(&routed.req) {
+                self.admin_throttle.failed(peer, now_ms);
+                return e.into_response();
+            }
+        }
+        self.handle_routed(request, routed)
+    }
+
+    fn handle_routed(&self, request: &[u8], routed: Routed<'_>) -> Vec<u8> {
         // getMe reads a cached identity and needs no transaction: it never
         // waits for a group.
         if routed.route == Route::Bot(BotMethod::GetMe) {

@@ -1048,6 +1048,35 @@ static void test_open(void) {
     CHECK(1, "service_free twice on the same variable, and with NULL, is harmless");
 }
 
+/* Failed admin authentication is throttled per peer. */
+static void test_admin_throttle(void) {
+    botspace_service *s = open_service(BASE_CONFIG);
+    const char *wrong = "POST /admin/getStats HTTP/1.1\r\nAuthorization: Admin wrong-secret-000000\r\n\r\n";
+    sbuf right = {0};
+    sb_fmt(&right, "POST /admin/getStats HTTP/1.1\r\nAuthorization: Admin %s\r\n\r\n", ADMIN_SECRET);
+    const char *peer = "203.0.113.7";
+    botspace_bytes out = {NULL, 0};
+    CHECK(botspace_service_handle_request_from(s, (const uint8_t *)wrong, strlen(wrong), NULL, 3, &out) ==
+              BOTSPACE_STATUS_NULL_ARGUMENT,
+          "handle_request_from: NULL peer with a length");
+    int all401 = 1;
+    for (int i = 0; i < 10; i++) {
+        botspace_service_handle_request_from(s, (const uint8_t *)wrong, strlen(wrong), peer, strlen(peer), &out);
+        all401 &= out.len > 12 && memcmp(out.ptr, "HTTP/1.1 401", 12) == 0;
+        botspace_bytes_free(&out);
+    }
+    CHECK(all401, "handle_request_from: ten wrong secrets are 401");
+    botspace_service_handle_request_from(s, (const uint8_t *)right.p, right.len, peer, strlen(peer), &out);
+    CHECK(out.len > 12 && memcmp(out.ptr, "HTTP/1.1 429", 12) == 0 && memfind((const char *)out.ptr, out.len, "admin_auth"),
+          "handle_request_from: then even the right secret is 429 admin_auth");
+    botspace_bytes_free(&out);
+    botspace_service_handle_request_from(s, (const uint8_t *)right.p, right.len, "198.51.100.1", 12, &out);
+    CHECK(out.len > 12 && memcmp(out.ptr, "HTTP/1.1 200", 12) == 0, "handle_request_from: another peer is served");
+    botspace_bytes_free(&out);
+    sb_free(&right);
+    botspace_service_free(&s);
+}
+
 static void test_requests(void) {
     botspace_service *s = open_service(BASE_CONFIG);
     const char *getme = "POST /bot/getMe HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -1534,6 +1563,7 @@ int main(int argc, char **argv) {
     test_basics();
     test_open();
     test_requests();
+    test_admin_throttle();
     test_gateway();
     test_threads(iters);
     test_vectors(argv[1]);

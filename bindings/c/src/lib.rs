@@ -581,6 +581,48 @@ pub unsafe extern "C" fn botspace_service_now_ms(
     })
 }
 
+/// `botspace_service_handle_request` for a host that knows who sent the
+/// request: `peer[0..peer_len]` is the client's address (or any stable key
+/// of the client, UTF-8). Failed admin authentication is then throttled per
+/// peer: 10 failures at once, then one every 6 s; beyond that every admin
+/// request of that peer is answered 429 `rate_limited` (scope
+/// `admin_auth`), whatever its credential. Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle; `request` must point at `request_len`
+/// readable bytes and `peer` at `peer_len` (either may be NULL with length
+/// 0); `out_response` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_handle_request_from(
+    service: *const botspace_service,
+    request: *const u8,
+    request_len: usize,
+    peer: *const c_char,
+    peer_len: usize,
+    out_response: *mut botspace_bytes,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        non_null!(out_response, "out_response");
+        // SAFETY: as documented above.
+        let req = match unsafe { input(request, request_len, "request") } {
+            Ok(r) => r,
+            Err(s) => return s,
+        };
+        // SAFETY: as documented above.
+        let peer = match unsafe { input(peer.cast::<u8>(), peer_len, "peer") } {
+            Ok(p) => String::from_utf8_lossy(p),
+            Err(s) => return s,
+        };
+        // SAFETY: a live handle.
+        let svc = unsafe { &(*service).svc };
+        let resp = svc.handle_request_from(req, &peer);
+        // SAFETY: checked non-NULL above.
+        unsafe { out_response.write(botspace_bytes::from_vec(resp)) };
+        botspace_status::Ok
+    })
+}
+
 /// Checks a complete `GET /bot/gateway` WebSocket upgrade request (as framed
 /// by `botspace_service_frame_request`), received at `now_ms` (the
 /// connection's heartbeat clock starts there). Always writes `*out_response`: the
