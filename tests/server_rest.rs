@@ -445,3 +445,17 @@ fn concurrent_connections_into_one_chat_get_gapless_ids_and_every_answer_is_stor
     drop(srv);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn failed_admin_logins_are_throttled_per_peer() {
+    let srv = Server::start_rust_with(&["--admin-secret", SECRET]);
+    for _ in 0..10 {
+        srv.post("/admin/getStats", Some("Admin wrong-secret-0000000"), &json!({})).assert_error(401, "invalid_token");
+    }
+    let r = srv.post("/admin/getStats", Some(&format!("Admin {SECRET}")), &json!({}));
+    r.assert_error(429, "rate_limited");
+    assert_eq!(r.body["parameters"]["scope"], "admin_auth");
+    assert_eq!(r.header("retry-after"), Some("6"));
+    // Bot methods from the same peer are not affected.
+    srv.post("/bot/getMe", Some("Bot nope"), &json!({})).assert_error(401, "invalid_token");
+}

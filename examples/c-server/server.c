@@ -238,6 +238,7 @@ enum conn_state {
 /* What this server itself needs from a request head. */
 typedef struct {
     int gateway, close, http10, expect_continue;
+    int admin; /* a host-API request: answered alone, naming the peer */
 } head_t;
 
 /* What an HTTP connection does after its requests in the current batch are
@@ -247,6 +248,7 @@ enum step {
     STEP_NONE,
     STEP_CONTINUE, /* send `100 Continue` for the incomplete request */
     STEP_UPGRADE,  /* GET /bot/gateway at step_start/step_len */
+    STEP_ADMIN,    /* a host-API request at step_start/step_len */
     STEP_REFUSE,   /* answer `refusal` (framing said Invalid), then linger */
     STEP_CLOSE,    /* the last request asked for Connection: close */
     STEP_DROP,     /* framing failed: close without an answer */
@@ -274,6 +276,7 @@ typedef struct conn {
     size_t step_start, step_len; /* STEP_UPGRADE: the request, from in.p */
     head_t step_head;
     botspace_bytes refusal; /* STEP_REFUSE */
+    char peer[64];          /* the client's address, for the admin throttle */
 } conn_t;
 
 static botspace_service *svc;
@@ -370,6 +373,7 @@ static int parse_head(const unsigned char *req, size_t n, head_t *h) {
     const char *q = memchr(target, '?', (size_t)(tend - target));
     const char *pend = q ? q : tend;
     h->gateway = (size_t)(pend - target) == strlen("/bot/gateway") && memcmp(target, "/bot/gateway", 12) == 0;
+    h->admin = (size_t)(pend - target) > 7 && memcmp(target, "/admin/", 7) == 0;
     if (sp2) h->http10 = token_eq(sp2 + 1, (size_t)(eol - sp2 - 1), "HTTP/1.0");
     int close_tok = 0, keep_tok = 0;
     const char *line = eol + 2;
@@ -476,6 +480,15 @@ static void collect(conn_t *c) {
             c->step = STEP_DROP_LINGER;
             return;
         }
+        if (h.admin) {
+            /* Failed admin logins are throttled per peer: answered alone
+             * with the peer named (botspace_service_handle_request_from). */
+            c->step = STEP_ADMIN;
+            c->step_start = start;
+            c->step_len = f.length;
+            c->step_head = h;
+            return;
+        }
         if (h.gateway) {
             c->step = STEP_UPGRADE;
             c->step_start = start;
@@ -567,8 +580,17 @@ static void run_step(conn_t *c) {
     case STEP_UPGRADE:
         upgrade(c);
         break;
+    case STEP_ADMIN: {
+        botspace_bytes resp = {NULL, 0};
+        if (botspace_service_handle_request_from(svc, c->in.p + c->step_start, c->step_len, c->peer, strlen(c->peer),
+                                                 &resp) == BOTSPACE_STATUS_OK)
+            add_response(&c->out, resp.ptr, resp.len, &c->step_head);
+        botspace_bytes_free(&resp);
+        if (c->step_head.close) conn_finish(c, 0);
+        break;
+    }
     case STEP_REFUSE: {
-        head_t h = {0, 1, 0, 0};
+        head_t h = {.close = 1};
         add_response(&c->out, c->refusal.ptr, c->refusal.len, &h);
         botspace_bytes_free(&c->refusal);
         conn_finish(c, 1); /* the refused body may still be arriving */
@@ -1018,6 +1040,14 @@ static void add_conn(int fd, uint64_t mono) {
     c->fd = fd;
     c->st = ST_HTTP;
     c->last_activity = mono;
+    /* The peer's IP address names it for the admin throttle. */
+    struct sockaddr_storage sa;
+    socklen_t salen = sizeof sa;
+    if (getpeername(fd, (struct sockaddr *)&sa, &salen) == 0) {
+        const void *addr = sa.ss_family == AF_INET6 ? (const void *)&((struct sockaddr_in6 *)&sa)->sin6_addr
+                                                    : (const void *)&((struct sockaddr_in *)&sa)->sin_addr;
+        if (!inet_ntop(sa.ss_family, addr, c->peer, sizeof c->peer)) c->peer[0] = 0;
+    }
     if (nconns == conns_cap) {
         conns_cap = conns_cap ? conns_cap * 2 : 64;
         conns = xrealloc(conns, conns_cap * sizeof *conns);
