@@ -117,6 +117,14 @@ typedef enum botspace_gateway_event_kind {
 typedef struct botspace_gateway botspace_gateway;
 
 /**
+ * A request framer for one connection: like
+ * `botspace_service_frame_request`, but it resumes where its previous call
+ * stopped, so a request that arrives a byte at a time costs time linear in
+ * its bytes (the stateless function rescans the buffer on every call).
+ */
+typedef struct botspace_request_framer botspace_request_framer;
+
+/**
  * A botspace service: one database and its bot, host and gateway
  * interfaces. Thread-safe: every function taking a `const botspace_service *`
  * may be called from any number of threads at once.
@@ -348,6 +356,44 @@ enum botspace_status botspace_service_now_ms(const struct botspace_service *serv
  * 0); `out_response` must be writable.
  */
 enum botspace_status botspace_service_handle_request_from(const struct botspace_service *service, const uint8_t *request, size_t request_len, const char *peer, size_t peer_len, struct botspace_bytes *out_response);
+
+/**
+ * Creates a request framer for one connection, with the service's
+ * `max_body_bytes`. Give it the connection's unread bytes after every read
+ * (`botspace_request_framer_frame`); release it with
+ * `botspace_request_framer_free`. It does not keep the service alive.
+ *
+ * # Safety
+ * `service` must be a live handle; `out_framer` must be writable.
+ */
+enum botspace_status botspace_request_framer_new(const struct botspace_service *service, struct botspace_request_framer **out_framer);
+
+/**
+ * Where the first request in `buf[0..buf_len]` ends, as
+ * `botspace_service_frame_request` says, resuming where the previous call
+ * stopped. Until it answers COMPLETE or INVALID, each call's buffer must
+ * begin with the previous call's bytes (the host only appends); after such
+ * an answer it starts over for the request at the start of the next
+ * buffer (the host drops the framed bytes first). Always free
+ * `out_framing->error_response`. Not thread-safe: one connection, one
+ * thread at a time.
+ *
+ * # Safety
+ * `framer` must be a live handle not used by another thread; `buf` must
+ * point at `buf_len` readable bytes (or be NULL with length 0);
+ * `out_framing` must be writable.
+ */
+enum botspace_status botspace_request_framer_frame(struct botspace_request_framer *framer, const uint8_t *buf, size_t buf_len, struct botspace_framing *out_framing);
+
+/**
+ * Releases a framer and sets `*framer` to NULL; accepts NULL and a pointer
+ * to NULL.
+ *
+ * # Safety
+ * `*framer` must be NULL or a handle from `botspace_request_framer_new`
+ * not released through another copy of the pointer.
+ */
+void botspace_request_framer_free(struct botspace_request_framer **framer);
 
 /**
  * Checks a complete `GET /bot/gateway` WebSocket upgrade request (as framed

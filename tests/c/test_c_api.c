@@ -1048,6 +1048,43 @@ static void test_open(void) {
     CHECK(1, "service_free twice on the same variable, and with NULL, is harmless");
 }
 
+/* The resuming framer answers as frame_request at every byte. */
+static void test_request_framer(void) {
+    botspace_service *s = open_service(BASE_CONFIG);
+    botspace_request_framer *fr = NULL;
+    CHECK(botspace_request_framer_new(NULL, &fr) == BOTSPACE_STATUS_NULL_ARGUMENT, "request_framer_new: NULL service");
+    CHECK(botspace_request_framer_new(s, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "request_framer_new: NULL out");
+    CHECK(botspace_request_framer_new(s, &fr) == BOTSPACE_STATUS_OK && fr != NULL, "request_framer_new");
+    sbuf req = {0};
+    sb_str(&req, "POST /bot/getMe HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for (int i = 0; i < 40; i++) sb_str(&req, "1\r\n \r\n");
+    sb_str(&req, "0\r\n\r\nPOST /bot/getMe HTTP/1.1\n\n");
+    size_t start = 0, completes = 0;
+    int agree = 1;
+    for (size_t end = start + 1; end <= req.len; end++) {
+        botspace_framing a_, b_;
+        botspace_request_framer_frame(fr, (const uint8_t *)req.p + start, end - start, &a_);
+        botspace_service_frame_request(s, (const uint8_t *)req.p + start, end - start, &b_);
+        agree &= a_.kind == b_.kind && a_.length == b_.length;
+        if (a_.kind == BOTSPACE_FRAMING_KIND_COMPLETE) {
+            start += a_.length;
+            completes++;
+        }
+        botspace_bytes_free(&a_.error_response);
+        botspace_bytes_free(&b_.error_response);
+    }
+    CHECK(agree && completes == 2 && start == req.len,
+          "request_framer_frame: the same answer as frame_request at every byte of two pipelined requests");
+    botspace_framing f;
+    CHECK(botspace_request_framer_frame(NULL, NULL, 0, &f) == BOTSPACE_STATUS_NULL_ARGUMENT, "request_framer_frame: NULL framer");
+    botspace_request_framer_free(&fr);
+    CHECK(fr == NULL, "request_framer_free sets the handle to NULL");
+    botspace_request_framer_free(&fr);
+    botspace_request_framer_free(NULL);
+    sb_free(&req);
+    botspace_service_free(&s);
+}
+
 /* Failed admin authentication is throttled per peer. */
 static void test_admin_throttle(void) {
     botspace_service *s = open_service(BASE_CONFIG);
@@ -1564,6 +1601,7 @@ int main(int argc, char **argv) {
     test_open();
     test_requests();
     test_admin_throttle();
+    test_request_framer();
     test_gateway();
     test_threads(iters);
     test_vectors(argv[1]);

@@ -129,6 +129,32 @@ pub struct botspace_gateway {
     bot_id: CString,
 }
 
+/// A request framer for one connection: like
+/// `botspace_service_frame_request`, but it resumes where its previous call
+/// stopped, so a request that arrives a byte at a time costs time linear in
+/// its bytes (the stateless function rescans the buffer on every call).
+pub struct botspace_request_framer {
+    framer: botspace::RequestFramer,
+}
+
+fn framing(f: Framing) -> botspace_framing {
+    match f {
+        Framing::Complete(n) => {
+            botspace_framing { kind: botspace_framing_kind::Complete, length: n, error_response: botspace_bytes::EMPTY }
+        }
+        Framing::Incomplete => botspace_framing {
+            kind: botspace_framing_kind::Incomplete,
+            length: 0,
+            error_response: botspace_bytes::EMPTY,
+        },
+        Framing::Invalid(r) => botspace_framing {
+            kind: botspace_framing_kind::Invalid,
+            length: 0,
+            error_response: botspace_bytes::from_vec(r),
+        },
+    }
+}
+
 thread_local! {
     static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
 }
@@ -426,23 +452,7 @@ pub unsafe extern "C" fn botspace_service_frame_request(
         };
         // SAFETY: a live handle.
         let svc = unsafe { &(*service).svc };
-        let f = match svc.frame_request(b) {
-            Framing::Complete(n) => botspace_framing {
-                kind: botspace_framing_kind::Complete,
-                length: n,
-                error_response: botspace_bytes::EMPTY,
-            },
-            Framing::Incomplete => botspace_framing {
-                kind: botspace_framing_kind::Incomplete,
-                length: 0,
-                error_response: botspace_bytes::EMPTY,
-            },
-            Framing::Invalid(r) => botspace_framing {
-                kind: botspace_framing_kind::Invalid,
-                length: 0,
-                error_response: botspace_bytes::from_vec(r),
-            },
-        };
+        let f = framing(svc.frame_request(b));
         // SAFETY: checked non-NULL above.
         unsafe { out_framing.write(f) };
         botspace_status::Ok
@@ -620,6 +630,86 @@ pub unsafe extern "C" fn botspace_service_handle_request_from(
         // SAFETY: checked non-NULL above.
         unsafe { out_response.write(botspace_bytes::from_vec(resp)) };
         botspace_status::Ok
+    })
+}
+
+/// Creates a request framer for one connection, with the service's
+/// `max_body_bytes`. Give it the connection's unread bytes after every read
+/// (`botspace_request_framer_frame`); release it with
+/// `botspace_request_framer_free`. It does not keep the service alive.
+///
+/// # Safety
+/// `service` must be a live handle; `out_framer` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_request_framer_new(
+    service: *const botspace_service,
+    out_framer: *mut *mut botspace_request_framer,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        non_null!(out_framer, "out_framer");
+        // SAFETY: a live handle.
+        let framer = unsafe { (*service).svc.request_framer() };
+        // SAFETY: checked non-NULL above.
+        unsafe { *out_framer = Box::into_raw(Box::new(botspace_request_framer { framer })) };
+        botspace_status::Ok
+    })
+}
+
+/// Where the first request in `buf[0..buf_len]` ends, as
+/// `botspace_service_frame_request` says, resuming where the previous call
+/// stopped. Until it answers COMPLETE or INVALID, each call's buffer must
+/// begin with the previous call's bytes (the host only appends); after such
+/// an answer it starts over for the request at the start of the next
+/// buffer (the host drops the framed bytes first). Always free
+/// `out_framing->error_response`. Not thread-safe: one connection, one
+/// thread at a time.
+///
+/// # Safety
+/// `framer` must be a live handle not used by another thread; `buf` must
+/// point at `buf_len` readable bytes (or be NULL with length 0);
+/// `out_framing` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_request_framer_frame(
+    framer: *mut botspace_request_framer,
+    buf: *const u8,
+    buf_len: usize,
+    out_framing: *mut botspace_framing,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(framer, "framer");
+        non_null!(out_framing, "out_framing");
+        // SAFETY: as documented above.
+        let b = match unsafe { input(buf, buf_len, "buf") } {
+            Ok(b) => b,
+            Err(s) => return s,
+        };
+        // SAFETY: a live handle used by this thread only.
+        let f = framing(unsafe { (*framer).framer.frame(b) });
+        // SAFETY: checked non-NULL above.
+        unsafe { out_framing.write(f) };
+        botspace_status::Ok
+    })
+}
+
+/// Releases a framer and sets `*framer` to NULL; accepts NULL and a pointer
+/// to NULL.
+///
+/// # Safety
+/// `*framer` must be NULL or a handle from `botspace_request_framer_new`
+/// not released through another copy of the pointer.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_request_framer_free(framer: *mut *mut botspace_request_framer) {
+    ffi_boundary!(on_panic = (); {
+        if framer.is_null() {
+            return;
+        }
+        // SAFETY: non-NULL pointer to a handle pointer.
+        let p = unsafe { std::ptr::replace(framer, std::ptr::null_mut()) };
+        if !p.is_null() {
+            // SAFETY: p came from Box::into_raw in botspace_request_framer_new.
+            drop(unsafe { Box::from_raw(p) });
+        }
     })
 }
 
