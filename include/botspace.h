@@ -18,7 +18,8 @@
  *  - No Rust panic unwinds into C: it becomes BOTSPACE_STATUS_PANIC.
  *  - Threading: botspace_service calls are thread-safe (except _free);
  *    a botspace_gateway is used by one thread at a time. The wake-up callback
- *    runs on the thread whose request committed the change.
+ *    runs on the thread that ran the commit (with group commit, one of the
+ *    grouped requests' threads).
  *
  * Link: pkg-config --cflags --libs botspace         (shared libbotspace.so)
  *       pkg-config --cflags --libs botspace-static  (libbotspace.a)
@@ -175,9 +176,12 @@ typedef struct botspace_slice {
  * connections.
  *
  * It is called synchronously, inside the `botspace_service_handle_request`
- * or `botspace_service_handle_batch` call that committed the change, on the
- * thread that made that call, after the service's internal lock has been
- * released; so several threads may run it at the same time. It must not
+ * or `botspace_service_handle_batch` call that ran the commit, on the
+ * thread that made that call (with group commit, concurrent
+ * `handle_request` calls share a commit, and the callback runs on the
+ * thread of one of them), after the answers are out and the service's
+ * internal lock has been released; so several threads may run it at the
+ * same time. It must not
  * block and should only record the bot id and wake the I/O thread (write
  * to a self-pipe or eventfd). It may call botspace functions, but not
  * `botspace_service_free` on this service nor any function on a gateway

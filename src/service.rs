@@ -17,8 +17,11 @@ use crate::txn::{exec, Db, Inner, TxEffects};
 use std::sync::{Arc, MutexGuard, RwLock};
 
 /// Called with a bot id after a commit that gave that bot new events, or
-/// closed its gateway connections. It runs on the thread that made the
-/// change, after the service's lock is released, and must not block.
+/// closed its gateway connections. It runs on the thread that ran the
+/// commit (with group commit, the thread of one of the grouped requests,
+/// not always the one whose request gave the event), after the answers are
+/// out and the service's lock is released, and must not block. A hook that
+/// panics is caught: the other bots of the commit are still woken.
 pub type WakeHook = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Why a service could not be opened.
@@ -450,7 +453,9 @@ impl Service {
         let hook = self.wake.read().unwrap_or_else(|e| e.into_inner()).clone();
         if let Some(hook) = hook {
             for bot in &fx.woken {
-                hook(bot);
+                // The commit is done and answered: a panicking hook must not
+                // turn it into an error, nor skip the other bots.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(bot)));
             }
         }
     }

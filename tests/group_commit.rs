@@ -336,3 +336,29 @@ fn exchange(conn: &mut std::net::TcpStream, req: &[u8]) -> Option<(u16, Value)> 
         buf.extend_from_slice(&chunk[..n]);
     }
 }
+
+#[test]
+fn a_panicking_wake_hook_neither_fails_the_request_nor_skips_other_bots() {
+    let dir = TempDir::new("group-hook");
+    let svc = open(&dir);
+    let (user, bots, group) = populate(&svc, 3);
+    let woken = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let (w, first) = (woken.clone(), bots[0].1.clone());
+    svc.set_wake_hook(Some(Arc::new(move |bot: &str| {
+        if bot == first {
+            panic!("a host bug in the wake hook");
+        }
+        w.lock().unwrap().push(bot.to_string());
+    })));
+    let r = svc.handle_request(&common::admin_request(
+        SECRET,
+        "sendUserMessage",
+        json!({"user_id": user, "chat_id": group, "text": "to everyone"}),
+    ));
+    assert_eq!(split(&r).0, 200);
+    let mut got = woken.lock().unwrap().clone();
+    got.sort();
+    let mut want: Vec<String> = bots[1..].iter().map(|b| b.1.clone()).collect();
+    want.sort();
+    assert_eq!(got, want);
+}

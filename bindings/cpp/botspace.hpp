@@ -8,8 +8,9 @@
 //
 // Threading follows the C API: a Service may be used from many threads at
 // once (its destructor excepted); a Gateway from one thread at a time. The
-// wake-up callback runs on the thread whose request committed the change,
-// possibly on several threads at once, and must not block.
+// wake-up callback runs on the thread that ran the commit (with group
+// commit, one of the grouped requests' threads), possibly on several threads
+// at once, and must not block.
 #ifndef BOTSPACE_HPP
 #define BOTSPACE_HPP
 

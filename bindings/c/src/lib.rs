@@ -102,9 +102,12 @@ pub const BOTSPACE_NO_DEADLINE: u64 = u64::MAX;
 /// connections.
 ///
 /// It is called synchronously, inside the `botspace_service_handle_request`
-/// or `botspace_service_handle_batch` call that committed the change, on the
-/// thread that made that call, after the service's internal lock has been
-/// released; so several threads may run it at the same time. It must not
+/// or `botspace_service_handle_batch` call that ran the commit, on the
+/// thread that made that call (with group commit, concurrent
+/// `handle_request` calls share a commit, and the callback runs on the
+/// thread of one of them), after the answers are out and the service's
+/// internal lock has been released; so several threads may run it at the
+/// same time. It must not
 /// block and should only record the bot id and wake the I/O thread (write
 /// to a self-pipe or eventfd). It may call botspace functions, but not
 /// `botspace_service_free` on this service nor any function on a gateway
