@@ -27,8 +27,11 @@ pub const CLOSE_SESSION_TIMEOUT: u16 = 4009;
 
 /// Largest message a bot may send; its frames are small JSON.
 pub const MAX_INBOUND_MESSAGE: usize = 64 * 1024;
-/// Events read from the log per poll, bounding memory per connection.
+/// Events read from the log per read, bounding memory per connection.
 pub const EVENTS_PER_POLL: usize = 1024;
+/// Bytes of frames one read of the log may hold (one event may go past
+/// it): with large events, the byte bound comes first.
+pub const READ_BYTES: usize = 256 * 1024;
 
 /// What a session reports to its host, besides what to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -361,7 +364,8 @@ impl GatewaySession {
     /// it after every input, after a wake-up for this bot, and until it
     /// returns `None`. It writes the pending ack and reads the bot's event
     /// log when new events were committed (at most `EVENTS_PER_POLL` rows
-    /// per read), so memory stays bounded however far behind the bot is.
+    /// or `READ_BYTES` of frames per read), so memory stays bounded however
+    /// far behind the bot is.
     pub fn poll_transmit(&mut self) -> Option<GatewayOutput> {
         if let Some(o) = self.out.pop_front() {
             return Some(o);
@@ -459,7 +463,8 @@ impl GatewaySession {
             "SELECT seq, type, data FROM bot_events WHERE bot_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
         )?;
         let mut rows = st.query(params![self.bot_id, self.cursor, EVENTS_PER_POLL as i64])?;
-        let mut n = 0;
+        let (mut n, mut bytes) = (0, 0);
+        let mut full = false;
         while let Some(r) = rows.next()? {
             let seq: i64 = r.get(0)?;
             let kind = r.get_ref(1)?.as_str()?;
@@ -473,11 +478,16 @@ impl GatewaySession {
             frame.push_str("\",\"data\":");
             frame.push_str(data);
             frame.push('}');
+            bytes += frame.len();
             self.out.push_back(GatewayOutput::Text(frame));
             self.cursor = seq;
             n += 1;
+            if bytes >= READ_BYTES {
+                full = true;
+                break;
+            }
         }
-        self.backlog = n == EVENTS_PER_POLL;
+        self.backlog = full || n == EVENTS_PER_POLL;
         Ok(())
     }
 }

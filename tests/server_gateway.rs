@@ -465,3 +465,62 @@ fn ten_thousand_events_in_order_across_a_reconnect() {
         dups.len()
     );
 }
+
+/// Resident memory of a process, from /proc (kB → bytes).
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS");
+    kb * 1024
+}
+
+#[test]
+fn gateway_readers_that_never_read_cost_bounded_memory() {
+    let dir = temp_dir("gw-memory");
+    let mut srv = Server::start_on(&dir);
+    srv.wait_line("botspace ready");
+    let w = srv.world("official");
+    // A backlog of 2 000 events of 20 KB (5 000 four-byte characters, the
+    // longest text), 40 MB, that every connection of the bot replays.
+    let text = "😀".repeat(5000);
+    let agent = agent();
+    for _ in 0..2000 {
+        let r = agent
+            .post(&format!("{}/admin/sendUserMessage", srv.base))
+            .header("Authorization", &format!("Admin {SECRET}"))
+            .header("Content-Type", "application/json")
+            .send(json!({"user_id": w.user_id, "chat_id": w.chat, "text": text}).to_string())
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let before = rss_bytes(srv.pid());
+    // Four connections of the bot take the 101 and then read nothing: a
+    // server that framed the backlog ahead of the socket would hold 160 MB.
+    let silent: Vec<_> = (0..4)
+        .map(|_| {
+            let mut s = srv.connect();
+            let req = format!(
+                "GET /bot/gateway HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bot {}\r\n\r\n",
+                w.token
+            );
+            s.write_all(req.as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    // More events while they sit.
+    for _ in 0..200 {
+        srv.say(&w.user_id, &w.chat, &text);
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    let grown = rss_bytes(srv.pid()).saturating_sub(before);
+    assert!(grown < 64 << 20, "resident memory grew by {} MB", grown >> 20);
+    // The server still answers.
+    assert_eq!(srv.post("/bot/getMe", Some(&format!("Bot {}", w.token)), &json!({})).status, 200);
+    drop(silent);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(dir);
+}
