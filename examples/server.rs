@@ -232,6 +232,7 @@ fn serve(svc: Arc<Service>, listener: TcpListener, local: SocketAddr, args: &Arg
         active: AtomicUsize::new(0),
         max_connections: args.max_connections,
         request_timeout: args.request_timeout,
+        waiting: Waiting::default(),
     });
     let registry = shared.registry.clone();
     svc.set_wake_hook(Some(Arc::new(move |bot_id: &str| registry.wake(bot_id))));
@@ -250,7 +251,15 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
             return;
         }
         match conn {
-            Ok(stream) if shared.active.load(Ordering::SeqCst) >= shared.max_connections => refuse_busy(stream),
+            // At the cap, the connection that has waited longest for a
+            // request (idle, or trickling half a request) makes room; only
+            // when every connection is busy is the new one refused.
+            Ok(stream)
+                if shared.active.load(Ordering::SeqCst) >= shared.max_connections
+                    && !shared.waiting.evict_oldest() =>
+            {
+                refuse_busy(stream)
+            }
             Ok(stream) => spawn_connection(shared, stream),
             Err(e) => {
                 // EMFILE and the like: back off instead of spinning, and
@@ -416,6 +425,70 @@ struct Shared {
     max_connections: usize,
     /// `--request-timeout`.
     request_timeout: Duration,
+    /// HTTP connections waiting for a request's bytes, with the time they
+    /// started waiting: at the cap, the one waiting longest makes room.
+    waiting: Waiting,
+}
+
+/// HTTP connections that are waiting for bytes (idle, or half a request
+/// in), by id, with a handle to shut them down.
+#[derive(Default)]
+struct Waiting {
+    next_id: AtomicU64,
+    map: Mutex<HashMap<u64, (Instant, TcpStream)>>,
+}
+
+impl Waiting {
+    fn add(&self, stream: &TcpStream) -> Option<u64> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let handle = stream.try_clone().ok()?;
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).insert(id, (Instant::now(), handle));
+        Some(id)
+    }
+
+    /// The connection got a whole request answered: it waits afresh.
+    fn touch(&self, id: u64) {
+        if let Some(e) = self.map.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&id) {
+            e.0 = Instant::now();
+        }
+    }
+
+    fn remove(&self, id: u64) {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+    }
+
+    /// Shuts down the connection that has waited longest; false if none.
+    /// Its thread sees the read fail and ends.
+    fn evict_oldest(&self) -> bool {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(id) = map.iter().min_by_key(|(_, (since, _))| *since).map(|(id, _)| *id) else {
+            return false;
+        };
+        if let Some((_, stream)) = map.remove(&id) {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+        true
+    }
+}
+
+/// A connection's entry in `Waiting`, removed when the connection ends or
+/// is upgraded.
+struct WaitingGuard<'a>(&'a Waiting, Option<u64>);
+
+impl WaitingGuard<'_> {
+    fn touch(&self) {
+        if let Some(id) = self.1 {
+            self.0.touch(id);
+        }
+    }
+}
+
+impl Drop for WaitingGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.1 {
+            self.0.remove(id);
+        }
+    }
 }
 
 struct ActiveGuard<'a>(&'a AtomicUsize);
@@ -580,6 +653,7 @@ fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream) {
     let mut last_activity = Instant::now();
     let mut continue_sent = false;
     let mut framer = sh.svc.request_framer();
+    let waiting = WaitingGuard(&sh.waiting, sh.waiting.add(&stream));
     // Who is asking, for the per-peer throttle of failed admin logins.
     let peer = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
     // When the first byte of the request now buffered arrived.
@@ -596,13 +670,19 @@ fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream) {
             Next::Read => {}
             Next::Again => continue,
             Next::Close { linger } => return close_http(stream, linger),
-            Next::Upgrade(conn) => return serve_gateway(sh, stream, *conn, buf),
+            Next::Upgrade(conn) => {
+                // A gateway connection is not evicted for HTTP clients.
+                drop(waiting);
+                return serve_gateway(sh, stream, *conn, buf);
+            }
         }
         if sh.stop.load(Ordering::SeqCst) && buf.is_empty() {
             return;
         }
         if buf.is_empty() {
-            started = None;
+            if started.take().is_some() || !out.is_empty() {
+                waiting.touch();
+            }
         } else if started.get_or_insert_with(Instant::now).elapsed() > sh.request_timeout {
             return request_timeout(stream);
         }

@@ -91,3 +91,28 @@ fn bare_lf_requests_get_their_answer() {
     let mut buf = Vec::new();
     read_response(&mut s, &mut buf).assert_error(401, "missing_authorization");
 }
+
+#[test]
+fn half_open_connections_past_the_cap_make_room_for_a_real_request() {
+    let srv = Server::start_rust_with(&["--admin-secret", SECRET, "--max-connections", "50"]);
+    // Three times the cap of connections that send half a head and stop.
+    let half: Vec<_> = (0..150)
+        .map(|_| {
+            let mut s = srv.connect();
+            let _ = s.write_all(b"POST /bot/getMe HTTP/1.1\r\nHo");
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    let mut s = srv.connect();
+    s.write_all(b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut buf = Vec::new();
+    read_response(&mut s, &mut buf).assert_error(401, "missing_authorization");
+    let took = t0.elapsed();
+    eprintln!("getMe past 150 half-open connections (cap 50): {took:?}");
+    // A liveness bound, not a benchmark: the answer must not wait for the
+    // half-open connections' request timeout (30 s).
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    drop(half);
+}
