@@ -255,8 +255,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
             // request (idle, or trickling half a request) makes room; only
             // when every connection is busy is the new one refused.
             Ok(stream)
-                if shared.active.load(Ordering::SeqCst) >= shared.max_connections
-                    && !shared.waiting.evict_oldest() =>
+                if shared.active.load(Ordering::SeqCst) >= shared.max_connections && !shared.waiting.evict_oldest() =>
             {
                 refuse_busy(stream)
             }
