@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of botspace: Rust (core, vectors, example server over TCP),
 # C and C++ (ABI, sanitizers, valgrind, C server over TCP), WASM (Node) and
-# the browser example in headless Chromium. Installs what a fresh machine
+# the browser example in headless Chromium, and schemathesis against the
+# example server with docs/openapi.yaml. Installs what a fresh machine
 # lacks first. Exits non-zero on the first failing suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,12 +24,13 @@ suite() {
 suite rust scripts/test-rust.sh
 suite c scripts/test-c.sh
 suite wasm scripts/test-wasm.sh
+suite openapi scripts/test-openapi.sh
 
 # One closing line over every suite, counted from the runners' own summaries.
 python3 - <<'PY'
 import re, pathlib
 passed = failed = 0
-for name in ("rust", "c", "wasm"):
+for name in ("rust", "c", "wasm", "openapi"):
     text = pathlib.Path(f"test-output/{name}.log").read_text(errors="replace")
     for p, f in re.findall(r"test result: \w+\. (\d+) passed; (\d+) failed", text):
         passed += int(p); failed += int(f)
@@ -38,5 +40,8 @@ for name in ("rust", "c", "wasm"):
         failed += int(f)
     for p, f in re.findall(r"^c-tests: (\d+) passed, (\d+) failed$", text, re.M):
         passed += int(p); failed += int(f)
+    # schemathesis: "N generated, N passed" per API part
+    for g, p in re.findall(r"(\d+) generated, (\d+) passed", text):
+        passed += 1 if g == p else 0; failed += 0 if g == p else 1
 print(f"total: {passed} passed, {failed} failed")
 PY
