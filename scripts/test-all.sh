@@ -2,7 +2,8 @@
 # Runs every test of botspace: Rust (core, vectors, example server over TCP),
 # C and C++ (ABI, sanitizers, valgrind, C server over TCP), WASM (Node) and
 # the browser example in headless Chromium, and schemathesis against the
-# example server with docs/openapi.yaml. Installs what a fresh machine
+# example server with docs/openapi.yaml, and each cargo-fuzz target for a
+# bounded time on the nightly toolchain. Installs what a fresh machine
 # lacks first. Exits non-zero on the first failing suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,7 @@ suite rust scripts/test-rust.sh
 suite c scripts/test-c.sh
 suite wasm scripts/test-wasm.sh
 suite openapi scripts/test-openapi.sh
+suite fuzz scripts/fuzz.sh 15
 
 # One closing line over every suite, counted from the runners' own summaries.
 python3 - <<'PY'
