@@ -598,27 +598,7 @@ export class Service {
     if (parts.reduce((n, p) => n + p.length, 0) > MAX_COPY) {
       throw new RangeError('handleBatch: the requests add up to more than 1 GiB; split the batch');
     }
-    const lens = new Uint32Array(parts.length);
-    let total = 0;
-    parts.forEach((p, i) => {
-      lens[i] = p.length;
-      total += p.length;
-    });
-    const all = new Uint8Array(total);
-    let pos = 0;
-    for (const p of parts) {
-      all.set(p, pos);
-      pos += p.length;
-    }
-    const out = guard(() => this.#live().handleBatch(all, lens));
-    const view = new DataView(out.buffer, out.byteOffset, out.byteLength);
-    const res = [];
-    for (let at = 0; at < out.length; ) {
-      const n = view.getUint32(at, true);
-      res.push(out.subarray(at + 4, at + 4 + n));
-      at += 4 + n;
-    }
-    return res;
+    return guard(() => this.#live().handleBatch(parts));
   }
 
   /**

@@ -170,28 +170,13 @@ impl RawService {
         self.svc.handle_request(request)
     }
 
-    /// Group commit: `all` holds the requests back to back, `lens` their
-    /// lengths. Returns each response as a little-endian u32 length followed
-    /// by its bytes.
+    /// Group commit: an array of `Uint8Array` requests in, an array of
+    /// `Uint8Array` responses out, in order.
     #[wasm_bindgen(js_name = handleBatch)]
-    pub fn handle_batch(&self, all: &[u8], lens: &[u32]) -> Result<Vec<u8>, JsValue> {
-        let mut reqs: Vec<&[u8]> = Vec::with_capacity(lens.len());
-        let mut pos = 0usize;
-        for &n in lens {
-            let end = pos.checked_add(n as usize).filter(|&e| e <= all.len()).ok_or_else(|| {
-                JsValue::from(js_error("TypeError", "invalid_argument", "batch lengths exceed the buffer"))
-            })?;
-            reqs.push(&all[pos..end]);
-            pos = end;
-        }
-        let outs = self.svc.handle_batch(&reqs);
-        let total: usize = outs.iter().map(|o| o.len() + 4).sum();
-        let mut buf = Vec::with_capacity(total);
-        for o in outs {
-            buf.extend_from_slice(&(o.len() as u32).to_le_bytes());
-            buf.extend_from_slice(&o);
-        }
-        Ok(buf)
+    pub fn handle_batch(&self, requests: Vec<Uint8Array>) -> Vec<Uint8Array> {
+        let owned: Vec<Vec<u8>> = requests.iter().map(Uint8Array::to_vec).collect();
+        let reqs: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+        self.svc.handle_batch(&reqs).iter().map(|o| Uint8Array::from(&o[..])).collect()
     }
 
     /// Where the next request in `buf` ends: a number (its length) when it
