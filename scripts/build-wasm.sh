@@ -5,8 +5,11 @@
 # wasm crate with SQLite inside, runs wasm-bindgen and wasm-opt, and lays out
 # the package (JS layer, TypeScript types, package.json with `exports`).
 #
-#   scripts/build-wasm.sh            # build wasm/pkg
-#   scripts/build-wasm.sh --pack     # also write target/npm/botspace-<version>.tgz (npm pack)
+#   scripts/build-wasm.sh              # build wasm/pkg
+#   scripts/build-wasm.sh --pack       # also write target/npm/botspace-<version>.tgz (npm pack)
+#   scripts/build-wasm.sh --test-panic # build target/wasm-pkg-test-panic: the same package
+#                                      # plus `debugPanic` (cargo feature test-panic),
+#                                      # for wasm/test/panic.test.mjs only
 #
 # Idempotent, and quick when everything is installed and up to date.
 set -euo pipefail
@@ -16,10 +19,12 @@ WASM="$ROOT/wasm"
 PKG="$WASM/pkg"
 TARGET=wasm32-unknown-unknown
 PACK=0
+FEATURES=""
 for arg in "$@"; do
   case "$arg" in
     --pack) PACK=1 ;;
-    *) echo "usage: $0 [--pack]" >&2; exit 2 ;;
+    --test-panic) FEATURES="test-panic" ;;
+    *) echo "usage: $0 [--pack] [--test-panic]" >&2; exit 2 ;;
   esac
 done
 
@@ -91,7 +96,7 @@ log "cargo build --release --target $TARGET (Rust opt-level 3 + LTO, SQLite C -O
 # by half). The Rust code keeps opt-level 3: measured, opt-level "z" made
 # requests about 2x slower for about 0.1 MB. The profile is passed here
 # because the root [profile.release] is shared with native builds.
-(cd "$WASM" && cargo build --release --target "$TARGET" -p botspace-wasm \
+(cd "$WASM" && cargo build --release --target "$TARGET" -p botspace-wasm --features "$FEATURES" \
   --config 'profile.release.opt-level=3' \
   --config 'profile.release.lto=true' \
   --config 'profile.release.codegen-units=1' \
@@ -99,12 +104,14 @@ log "cargo build --release --target $TARGET (Rust opt-level 3 + LTO, SQLite C -O
 
 TARGET_DIR="$(cd "$WASM" && cargo metadata --format-version 1 --no-deps | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).target_directory))')"
 RAW="$TARGET_DIR/$TARGET/release/botspace_wasm.wasm"
+# The test build goes under target/, never where the shipped package is.
+[ -z "$FEATURES" ] || PKG="$TARGET_DIR/wasm-pkg-test-panic"
 VERSION="$(cd "$WASM" && cargo metadata --format-version 1 --no-deps | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).packages.find(p=>p.name==="botspace").version))')"
 
 # --- package -----------------------------------------------------------------
 
 # Skip the slow steps (wasm-opt) when nothing that goes into the package changed.
-INPUTS_SUM="$( { sha256sum "$RAW" "$WASM"/js/* "$0"; echo "$VERSION $WB_VERSION"; } | sha256sum | cut -d' ' -f1)"
+INPUTS_SUM="$( { sha256sum "$RAW" "$WASM"/js/* "$0"; echo "$VERSION $WB_VERSION $FEATURES"; } | sha256sum | cut -d' ' -f1)"
 if [ -f "$PKG/.build-stamp" ] && [ "$(cat "$PKG/.build-stamp")" = "$INPUTS_SUM" ] && [ -f "$PKG/botspace_bg.wasm" ]; then
   log "wasm/pkg is up to date ($(stat -c %s "$PKG/botspace_bg.wasm") bytes)"
   if [ "$PACK" -eq 1 ]; then
@@ -118,7 +125,9 @@ fi
 STAGE="$(mktemp -d)"
 trap 'rm -rf "$STAGE"' EXIT
 log "wasm-bindgen --target web"
-wasm-bindgen --target web --no-typescript --out-name botspace --out-dir "$STAGE" "$RAW"
+# botspace.d.ts (the raw classes and the typescript_custom_section shapes of
+# wasm/src/imp.rs) comes from wasm-bindgen; index.d.ts imports from it.
+wasm-bindgen --target web --out-name botspace --out-dir "$STAGE" "$RAW"
 
 WASM_OPT="$WASM/node_modules/.bin/wasm-opt"
 if [ -x "$WASM_OPT" ]; then
@@ -134,8 +143,8 @@ fi
 
 rm -rf "$PKG"
 mkdir -p "$PKG"
-cp "$STAGE/botspace.js" "$STAGE/botspace_bg.wasm" "$PKG/"
-cp "$WASM/js/core.js" "$WASM/js/node.js" "$WASM/js/web.js" "$WASM/js/worker.js" "$WASM/js/index.d.ts" "$PKG/"
+cp "$STAGE/botspace.js" "$STAGE/botspace.d.ts" "$STAGE/botspace_bg.wasm" "$PKG/"
+for f in core.js errors.js http.js slab.js node.js web.js worker.js index.d.ts; do cp "$WASM/js/$f" "$PKG/"; done
 cp "$WASM/js/README.md" "$PKG/README.md"
 node -e '
   const fs = require("fs");
@@ -148,7 +157,7 @@ node -e '
 echo "$INPUTS_SUM" > "$PKG/.build-stamp"
 SIZE="$(stat -c %s "$PKG/botspace_bg.wasm")"
 GZ="$(gzip -9c "$PKG/botspace_bg.wasm" | wc -c)"
-log "built wasm/pkg: botspace $VERSION, botspace_bg.wasm $SIZE bytes ($GZ gzipped)"
+log "built ${PKG#"$ROOT"/}: botspace $VERSION, botspace_bg.wasm $SIZE bytes ($GZ gzipped)"
 if [ "$PACK" -eq 1 ]; then
   mkdir -p "$TARGET_DIR/npm"
   (cd "$WASM" && npm pack ./pkg --pack-destination "$TARGET_DIR/npm" --loglevel=error >&2)

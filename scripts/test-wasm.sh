@@ -23,7 +23,10 @@ for arg in "$@"; do
 done
 log() { printf '[test-wasm] %s\n' "$*" >&2; }
 
-# 1. The package (installs clang, the wasm32 target, wasm-bindgen-cli, node).
+# 1. The package (installs clang, the wasm32 target, wasm-bindgen-cli, node),
+#    and the same package with `debugPanic` (cargo feature test-panic) for
+#    wasm/test/panic.test.mjs; the shipped one never has it.
+export BOTSPACE_TEST_PANIC_PKG="$("$ROOT/scripts/build-wasm.sh" --test-panic)"
 "$ROOT/scripts/build-wasm.sh" >/dev/null
 
 # 2. Headless Chromium from Debian for the browser example.

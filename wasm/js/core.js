@@ -6,167 +6,51 @@
 // with `await init()` in browsers) before a Service can be constructed.
 
 import * as glue from './botspace.js';
+import {
+  BotspaceError,
+  ConfigError,
+  InvalidImageError,
+  GatewayRejectedError,
+  PanicError,
+  poison,
+  poisonReason,
+} from './errors.js';
+import { toBytes, parseResponse, toFetchResponse } from './http.js';
+import { POOLED_MAX, moduleBytes, copyOut } from './slab.js';
+
+export { BotspaceError, ConfigError, DatabaseError, StorageError, InvalidImageError, GatewayRejectedError, PanicError } from './errors.js';
+export { encodeRequest } from './http.js';
 
 /** Most bytes copied into the module in one call (wasm32 memory is 4 GiB). */
 const MAX_COPY = 1 << 30;
 
 const encoder = new TextEncoder();
-const decoder = new TextDecoder();
 
 // ---------------------------------------------------------------- errors
 
-/** Base class of every error botspace throws. `code` is machine-readable. */
-export class BotspaceError extends Error {
-  constructor(message, options = {}) {
-    super(message, options.cause !== undefined ? { cause: options.cause } : undefined);
-    this.name = 'BotspaceError';
-    this.code = options.code ?? 'botspace_error';
-  }
-}
-
-/** The configuration was refused (bad JSON, unknown field, bad value). */
-export class ConfigError extends BotspaceError {
-  constructor(message, options = {}) {
-    super(message, { code: 'invalid_config', ...options });
-    this.name = 'ConfigError';
-  }
-}
-
-/** exportDatabase/importDatabase or opening the database failed. */
-export class DatabaseError extends BotspaceError {
-  constructor(message, options = {}) {
-    super(message, { code: 'storage_error', ...options });
-    this.name = 'DatabaseError';
-    this.status = options.status ?? 500;
-  }
-}
-
-/**
- * A gateway upgrade was refused (401, 403, 426, 429 …). `response` holds
- * the complete HTTP response to send back; `status`, `code` (the contract's
- * error code, e.g. `connection_limit`) and `description` are parsed from it.
- */
-export class GatewayRejectedError extends BotspaceError {
-  constructor(response) {
-    const parsed = decodeResponse(response);
-    let body = {};
-    try {
-      body = parsed.json();
-    } catch {
-      // not JSON: keep the defaults
-    }
-    super(body.description ?? `gateway upgrade refused with HTTP ${parsed.status}`, {
-      code: body.error ?? 'gateway_rejected',
-    });
-    this.name = 'GatewayRejectedError';
-    this.status = parsed.status;
-    this.description = body.description ?? '';
-    this.parameters = body.parameters;
-    this.response = response;
-  }
-
-  /** The refusal as a fetch `Response`. */
-  toResponse() {
-    return toFetchResponse(this.response);
-  }
-}
-
-/**
- * A bug inside botspace (a Rust panic or a WebAssembly trap). The message
- * carries the panic message. WebAssembly cannot unwind, so the module
- * instance is unusable afterwards: every later call throws this error too.
- */
-export class PanicError extends BotspaceError {
-  constructor(message, options = {}) {
-    super(message, { code: 'panic', ...options });
-    this.name = 'PanicError';
-  }
-}
-
-let poisoned = null;
-
+// The module throws botspace's error classes itself (see errors.js). What
+// is left to map here comes from the engine, not from Rust: a trap, or a
+// RangeError (stack or memory exhausted) raised in the middle of a module
+// call. Either one skipped Rust frames, so the module is unusable after it.
 function translate(e) {
-  if (e instanceof BotspaceError) return e;
-  if (e && typeof e === 'object') {
-    switch (e.name) {
-      case 'BotspaceConfigError':
-        return new ConfigError(e.message, { cause: e });
-      case 'BotspaceDatabaseError':
-        return new DatabaseError(e.message, { code: e.code, status: e.status, cause: e });
-      case 'BotspaceGatewayRejected':
-        return new GatewayRejectedError(e.response);
-      case 'BotspacePanicError':
-        poisoned = e.message;
-        return new PanicError(e.message, { cause: e });
-    }
-    if (typeof WebAssembly !== 'undefined' && e instanceof WebAssembly.RuntimeError) {
-      const msg = `botspace trapped (${e.message}); the module is unusable now`;
-      poisoned = poisoned ?? msg;
-      return new PanicError(poisoned === msg ? msg : `${msg}; after: ${poisoned}`, { cause: e });
-    }
-    if (e instanceof RangeError && /memory|Maximum call stack/i.test(e.message)) {
-      poisoned = poisoned ?? `botspace ran out of resources: ${e.message}`;
-      return new PanicError(poisoned, { cause: e });
-    }
-    if (e instanceof Error && /null pointer passed to rust|recursive use of an object/i.test(e.message)) {
-      return new BotspaceError(`this object was freed or is in use: ${e.message}`, { code: 'invalid_state', cause: e });
-    }
+  if (typeof WebAssembly !== 'undefined' && e instanceof WebAssembly.RuntimeError) {
+    return poison(`botspace trapped (${e.message}); the module is unusable now`, { cause: e });
+  }
+  if (e instanceof RangeError) {
+    return poison(`botspace ran out of resources (${e.message}); the module is unusable now`, { cause: e });
   }
   return e;
 }
 
 function guard(fn) {
-  if (poisoned !== null) {
-    throw new PanicError(`the botspace module is unusable after an earlier panic: ${poisoned}`);
+  if (poisonReason() !== null) {
+    throw new PanicError(`the botspace module is unusable after an earlier panic: ${poisonReason()}`);
   }
   try {
     return fn();
   } catch (e) {
     throw translate(e);
   }
-}
-
-// ------------------------------------------------------ response memory
-
-// Every response is copied out of module memory into memory JS owns. A
-// fresh ArrayBuffer per response costs V8 about 0.8 µs (buffers over 64
-// bytes live off the heap), more than a whole getMe inside the module, so
-// small responses are carved out of shared 64 KiB slabs instead, as Node.js
-// does for small Buffers. A response is therefore a view: read it through
-// its own byteOffset/byteLength, never through `.buffer` as a whole.
-const SLAB_BYTES = 64 * 1024;
-const POOLED_MAX = 4 * 1024;
-let slab = null;
-let slabAt = 0;
-let memory = null;
-let memoryBuffer = null;
-let memoryBytes = null;
-
-/** A byte view of module memory, renewed after the memory grows. */
-function moduleBytes() {
-  // Growing detaches the old buffer (byteLength 0).
-  if (memoryBytes === null || memoryBytes.byteLength === 0) {
-    memory ??= glue.moduleMemory();
-    memoryBuffer = memory.buffer;
-    memoryBytes = new Uint8Array(memoryBuffer);
-  }
-  return memoryBytes;
-}
-
-/** Copies `len` bytes at `ptr` in module memory into a new Uint8Array. */
-function copyOut(ptr, len) {
-  moduleBytes();
-  const src = new Uint8Array(memoryBuffer, ptr, len);
-  if (len > POOLED_MAX) return src.slice();
-  // byteLength 0: the host transferred the slab (postMessage) and it is detached.
-  if (slab === null || slabAt + len > SLAB_BYTES || slab.byteLength === 0) {
-    slab = new ArrayBuffer(SLAB_BYTES);
-    slabAt = 0;
-  }
-  const out = new Uint8Array(slab, slabAt, len);
-  out.set(src);
-  slabAt = (slabAt + len + 7) & ~7;
-  return out;
 }
 
 // ------------------------------------------------------------ init state
@@ -198,93 +82,16 @@ export function version() {
   return guard(() => glue.version());
 }
 
-/** Test aid: makes the module panic with `message`. Poisons the module. */
-export function debugPanic(message) {
-  ensureReady();
-  return guard(() => glue.debugPanic(String(message)));
-}
-
 // ------------------------------------------------------------ HTTP bytes
-
-function toBytes(input, what = 'request') {
-  if (input instanceof Uint8Array) return input;
-  if (typeof input === 'string') return encoder.encode(input);
-  if (input instanceof ArrayBuffer) return new Uint8Array(input);
-  if (ArrayBuffer.isView(input)) return new Uint8Array(input.buffer, input.byteOffset, input.byteLength);
-  throw new TypeError(`${what} must be a Uint8Array, ArrayBuffer or string`);
-}
-
-/**
- * Encodes one HTTP/1.1 request. `body` may be an object (sent as JSON),
- * a string or bytes. Adds `Host`, `Content-Type: application/json` (for a
- * body, unless given) and `Content-Length`.
- */
-export function encodeRequest(method, path, headers = {}, body = undefined) {
-  let bodyBytes = null;
-  if (body !== undefined && body !== null) {
-    bodyBytes = typeof body === 'string' || body instanceof Uint8Array || body instanceof ArrayBuffer || ArrayBuffer.isView(body)
-      ? toBytes(body, 'body')
-      : encoder.encode(JSON.stringify(body));
-  }
-  const entries = headers instanceof Headers || headers instanceof Map ? [...headers.entries()] : Object.entries(headers);
-  const lower = new Set(entries.map(([k]) => k.toLowerCase()));
-  let head = `${method} ${path} HTTP/1.1\r\n`;
-  if (!lower.has('host')) head += 'Host: botspace\r\n';
-  for (const [k, v] of entries) head += `${k}: ${v}\r\n`;
-  if (bodyBytes) {
-    if (!lower.has('content-type')) head += 'Content-Type: application/json\r\n';
-    if (!lower.has('content-length')) head += `Content-Length: ${bodyBytes.length}\r\n`;
-  }
-  head += '\r\n';
-  const headBytes = encoder.encode(head);
-  if (!bodyBytes) return headBytes;
-  const out = new Uint8Array(headBytes.length + bodyBytes.length);
-  out.set(headBytes, 0);
-  out.set(bodyBytes, headBytes.length);
-  return out;
-}
-
-function indexOfHeadEnd(bytes) {
-  for (let i = 0; i + 3 < bytes.length; i++) {
-    if (bytes[i] === 13 && bytes[i + 1] === 10 && bytes[i + 2] === 13 && bytes[i + 3] === 10) return i;
-  }
-  return -1;
-}
 
 /**
  * Decodes a complete HTTP/1.1 response from handleRequest: status, reason,
  * headers (lower-case names) and body, with `text()` and `json()` helpers.
  */
 export function decodeResponse(bytes) {
-  bytes = toBytes(bytes, 'response');
-  const end = indexOfHeadEnd(bytes);
-  if (end < 0) throw new BotspaceError('not an HTTP response: no end of headers', { code: 'invalid_response' });
-  const lines = decoder.decode(bytes.subarray(0, end)).split('\r\n');
-  const m = /^HTTP\/1\.1 (\d{3}) ?(.*)$/.exec(lines[0]);
-  if (!m) throw new BotspaceError(`not an HTTP response: ${lines[0]}`, { code: 'invalid_response' });
-  const headers = {};
-  for (const line of lines.slice(1)) {
-    const i = line.indexOf(':');
-    if (i > 0) headers[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim();
-  }
-  const body = bytes.subarray(end + 4);
-  return {
-    status: Number(m[1]),
-    statusText: m[2],
-    headers,
-    body,
-    text: () => decoder.decode(body),
-    json: () => JSON.parse(decoder.decode(body)),
-  };
-}
-
-function toFetchResponse(bytes) {
-  const r = decodeResponse(bytes);
-  const headers = new Headers();
-  for (const [k, v] of Object.entries(r.headers)) headers.set(k, v);
-  // Copy the body out of wasm memory's view (it is already a copy, but the
-  // Response must own a plain ArrayBuffer-backed array).
-  return new Response(r.body.length ? r.body.slice() : null, { status: r.status, statusText: r.statusText, headers });
+  const r = parseResponse(bytes);
+  if (typeof r === 'string') throw new BotspaceError(r, { code: 'invalid_response' });
+  return r;
 }
 
 function isUpgradeRequest(request) {
@@ -431,7 +238,7 @@ export class GatewaySession {
       const raw = this.#raw;
       this.#raw = null;
       this.#service._forget(this);
-      if (poisoned === null) raw.free();
+      if (poisonReason() === null) raw.free();
     }
   }
 
@@ -569,7 +376,7 @@ export class Service {
     // The hot path: no closure, no extra wasm call.
     let bytes = request instanceof Uint8Array ? request : toBytes(request);
     if (bytes.length > this.#capBytes) bytes = bytes.subarray(0, this.#capBytes);
-    if (poisoned !== null || !this.#raw) return guard(() => this.#live().handleRequest(bytes));
+    if (poisonReason() !== null || !this.#raw) return guard(() => this.#live().handleRequest(bytes));
     try {
       const raw = this.#raw;
       const n = bytes.length;
@@ -598,6 +405,9 @@ export class Service {
     if (parts.reduce((n, p) => n + p.length, 0) > MAX_COPY) {
       throw new RangeError('handleBatch: the requests add up to more than 1 GiB; split the batch');
     }
+    // Each response is a Uint8Array of its own (wasm-bindgen's
+    // Vec<Uint8Array>); a batch is for throughput of commits, where one
+    // ArrayBuffer per response does not show.
     return guard(() => this.#live().handleBatch(parts));
   }
 
@@ -795,14 +605,14 @@ export class Service {
 
   /**
    * Replaces the whole database with an image from exportDatabase (checked
-   * and migrated first; on error nothing changes and a DatabaseError with
-   * code `invalid_request` is thrown).
+   * and migrated first; on error nothing changes and an InvalidImageError,
+   * a DatabaseError with code `invalid_request`, is thrown).
    */
   importDatabase(bytes) {
     if (typeof bytes === 'string') throw new TypeError('a database image must be bytes (Uint8Array or ArrayBuffer), not a string');
     const b = toBytes(bytes, 'database image');
     if (b.length > MAX_COPY) {
-      throw new DatabaseError('the image is larger than 1 GiB, more than the WebAssembly build can hold', { code: 'invalid_request', status: 400 });
+      throw new InvalidImageError('the image is larger than 1 GiB, more than the WebAssembly build can hold');
     }
     guard(() => this.#live().importDatabase(b));
   }
@@ -818,7 +628,7 @@ export class Service {
       for (const s of [...this.#sessions]) s.free();
       const raw = this.#raw;
       this.#raw = null;
-      if (poisoned === null) raw.free();
+      if (poisonReason() === null) raw.free();
     }
   }
 

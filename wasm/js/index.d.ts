@@ -1,5 +1,12 @@
 // Types of the botspace npm package. Every entry point (node, web, worker)
-// exports exactly this API.
+// exports exactly this API: wasm/test/types.test.mjs compares the names
+// declared here, and each class's members, with what the entry points
+// export at run time. Shapes the Rust side produces come from the
+// wasm-bindgen output (botspace.d.ts, typescript_custom_section in
+// wasm/src/imp.rs).
+
+import type { GatewayEvent, GatewayOutput } from './botspace.js';
+export type { GatewayEvent, GatewayOutput };
 
 /** Rate: `count` requests per `period_ms`, up to `burst` at once. */
 export interface Rate {
@@ -47,6 +54,10 @@ export class DatabaseError extends BotspaceError {
   /** HTTP-like status: 400 for a bad image (`code` `invalid_request`), 500 for storage trouble. */
   status: number;
 }
+/** SQLite failed while opening, exporting or importing: `code` `storage_error`, `status` 500. */
+export class StorageError extends DatabaseError {}
+/** importDatabase was given bytes that are not a botspace database image: `code` `invalid_request`, `status` 400; nothing changed. */
+export class InvalidImageError extends DatabaseError {}
 /** A gateway upgrade was refused; `response` is the HTTP response to send. */
 export class GatewayRejectedError extends BotspaceError {
   /** 401, 403, 404, 405, 426, 429 … */
@@ -61,11 +72,6 @@ export class GatewayRejectedError extends BotspaceError {
 }
 /** A bug inside botspace (Rust panic or WebAssembly trap); the module is unusable afterwards. */
 export class PanicError extends BotspaceError {}
-
-/** What a gateway session wants sent to the bot. */
-export type GatewayOutput =
-  | { type: 'text'; data: string }
-  | { type: 'close'; code: number; reason: string };
 
 /** What `frameRequest` found at the start of a buffer. */
 export type Framing =
@@ -96,13 +102,6 @@ export interface ServerWebSocketLike {
 export interface FetchOptions {
   /** Performs the WebSocket upgrade in runtimes without WebSocketPair / Deno.upgradeWebSocket. */
   upgradeWebSocket?: (request: Request) => { socket: ServerWebSocketLike; response: Response };
-}
-
-/** How a gateway session ended: the close code sent (or the bot's own) and why. */
-export interface GatewayEvent {
-  type: 'closed';
-  code: number;
-  reason: string;
 }
 
 /** A message-level gateway session (the host does the WebSocket framing). */
@@ -192,7 +191,5 @@ export function encodeRequest(
 ): Uint8Array;
 /** Decodes a complete HTTP/1.1 response. */
 export function decodeResponse(bytes: Uint8Array | ArrayBuffer | string): DecodedResponse;
-/** @internal Test aid: makes the module panic (and so unusable). */
-export function debugPanic(message: string): never;
 /** @internal */
 export function markReady(): void;

@@ -1,5 +1,6 @@
-//! The wasm-bindgen exports. Every fallible call returns a JS `Error` whose
-//! `name` and `code` the JavaScript layer turns into its typed error classes.
+//! The wasm-bindgen exports. Every fallible call throws an instance of one
+//! of the JS error classes of `wasm/js/errors.js`, constructed here, so the
+//! JavaScript layer never has to guess an error's kind from its message.
 
 use botspace::{Clock, ClockKind, Config, Framing, GatewayEvent, GatewayOutput, GatewaySession, Service};
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
@@ -14,40 +15,78 @@ use wasm_bindgen::prelude::*;
 #[cfg(target_feature = "atomics")]
 compile_error!("botspace-wasm assumes a single-threaded module: build without the `atomics` target feature");
 
-/// Error names the JS layer maps to classes (see `wasm/js/core.js`).
-const CONFIG_ERROR: &str = "BotspaceConfigError";
-const DATABASE_ERROR: &str = "BotspaceDatabaseError";
-const GATEWAY_REJECTED: &str = "BotspaceGatewayRejected";
-const PANIC_ERROR: &str = "BotspacePanicError";
+// The error classes live in JS (they must be `instanceof`-comparable with
+// what users import), in the package file next to the wasm-bindgen glue.
+#[wasm_bindgen(raw_module = "./errors.js")]
+extern "C" {
+    /// `ConfigError`, code `invalid_config`.
+    #[wasm_bindgen(extends = js_sys::Error)]
+    pub type ConfigError;
+    #[wasm_bindgen(constructor)]
+    fn new(message: &str) -> ConfigError;
 
-fn js_error(name: &str, code: &str, message: &str) -> js_sys::Error {
-    let e = js_sys::Error::new(message);
-    e.set_name(name);
-    let _ = Reflect::set(&e, &JsValue::from_str("code"), &JsValue::from_str(code));
-    e
+    /// `StorageError` (a `DatabaseError`), code `storage_error`, status 500.
+    #[wasm_bindgen(extends = js_sys::Error)]
+    pub type StorageError;
+    #[wasm_bindgen(constructor)]
+    fn new(message: &str) -> StorageError;
+
+    /// `InvalidImageError` (a `DatabaseError`), code `invalid_request`, status 400.
+    #[wasm_bindgen(extends = js_sys::Error)]
+    pub type InvalidImageError;
+    #[wasm_bindgen(constructor)]
+    fn new(message: &str) -> InvalidImageError;
+
+    /// `GatewayRejectedError`: status, code and description come from the
+    /// HTTP error response it carries.
+    #[wasm_bindgen(extends = js_sys::Error)]
+    pub type GatewayRejectedError;
+    #[wasm_bindgen(constructor)]
+    fn new(response: Uint8Array) -> GatewayRejectedError;
+
+    /// Builds the `PanicError` of a Rust panic and marks the module unusable.
+    #[wasm_bindgen(js_name = modulePanicked)]
+    fn module_panicked(message: &str) -> js_sys::Error;
 }
 
 fn api_error(e: botspace::ApiError) -> JsValue {
-    let err = js_error(DATABASE_ERROR, e.code, &e.description);
-    let _ = Reflect::set(&err, &JsValue::from_str("status"), &JsValue::from(e.status));
-    err.into()
+    // export/import answer 400 for a bad image and 500 for storage trouble.
+    if e.status == 400 {
+        InvalidImageError::new(&e.description).into()
+    } else {
+        StorageError::new(&e.description).into()
+    }
 }
 
+// TypeScript of the shapes the Rust side produces. wasm-bindgen writes it
+// into the generated `botspace.d.ts`, which the package's `index.d.ts`
+// re-exports; `unchecked_return_type` below ties the raw methods to it.
+#[wasm_bindgen(typescript_custom_section)]
+const TS_SHAPES: &'static str = r#"
+/** What a gateway session wants sent to the bot. */
+export type GatewayOutput =
+  | { type: 'text'; data: string }
+  | { type: 'close'; code: number; reason: string };
+
+/** How a gateway session ended (the close code sent, or the bot's own, and why), reported once by `pollEvent`. */
+export type GatewayEvent = { type: 'closed'; code: number; reason: string };
+"#;
+
 /// Runs once when the module is instantiated: a Rust panic becomes a thrown
-/// `BotspacePanicError` carrying the panic message instead of an opaque
+/// `PanicError` carrying the panic message instead of an opaque
 /// `unreachable` trap. (wasm32 has no unwinding: the throw skips Rust's
 /// frames, so the JS layer treats the module as unusable afterwards.)
 #[wasm_bindgen(start)]
 pub fn start() {
     std::panic::set_hook(Box::new(|info| {
         let msg = format!("botspace panicked: {info}");
-        wasm_bindgen::throw_val(js_error(PANIC_ERROR, "panic", &msg).into());
+        wasm_bindgen::throw_val(module_panicked(&msg).into());
     }));
 }
 
 /// The module's `WebAssembly.Memory`, for the JS layer's copy-light request
 /// path (`requestBuffer` / `handleBuffered`).
-#[wasm_bindgen(js_name = moduleMemory)]
+#[wasm_bindgen(js_name = moduleMemory, unchecked_return_type = "WebAssembly.Memory")]
 pub fn module_memory() -> JsValue {
     wasm_bindgen::memory()
 }
@@ -58,7 +97,10 @@ pub fn version() -> String {
     botspace::VERSION.to_string()
 }
 
-/// Test aid: panics with `message` so tests can check how a panic surfaces.
+/// Test aid, only in builds with the `test-panic` feature (never in the
+/// npm package): panics with `message` so tests can check how a panic
+/// surfaces.
+#[cfg(feature = "test-panic")]
 #[wasm_bindgen(js_name = debugPanic)]
 pub fn debug_panic(message: &str) {
     panic!("{message}");
@@ -110,16 +152,16 @@ impl RawService {
     /// Opens a service from a JSON configuration (contract section 10).
     #[wasm_bindgen(constructor)]
     pub fn new(config_json: &str) -> Result<RawService, JsValue> {
-        let config = Config::from_json(config_json.as_bytes())
-            .map_err(|e| JsValue::from(js_error(CONFIG_ERROR, "invalid_config", &e.to_string())))?;
+        let config =
+            Config::from_json(config_json.as_bytes()).map_err(|e| JsValue::from(ConfigError::new(&e.to_string())))?;
         // std's SystemTime panics on wasm32-unknown-unknown: read Date.now().
         let clock = match config.clock {
             ClockKind::Manual => Clock::manual(),
             ClockKind::System => Clock::custom(|| js_sys::Date::now() as u64),
         };
         let svc = Service::open_with_clock(config, clock).map_err(|e| match e {
-            botspace::OpenError::Config(c) => JsValue::from(js_error(CONFIG_ERROR, "invalid_config", &c.to_string())),
-            botspace::OpenError::Storage(s) => JsValue::from(js_error(DATABASE_ERROR, "storage_error", &s.to_string())),
+            botspace::OpenError::Config(c) => JsValue::from(ConfigError::new(&c.to_string())),
+            botspace::OpenError::Storage(s) => JsValue::from(StorageError::new(&s.to_string())),
         })?;
         Ok(RawService { svc: Arc::new(svc), io: RefCell::default() })
     }
@@ -170,19 +212,37 @@ impl RawService {
         self.svc.handle_request(request)
     }
 
-    /// Group commit: an array of `Uint8Array` requests in, an array of
-    /// `Uint8Array` responses out, in order.
+    /// Group commit: one transaction for all `requests`; each response is
+    /// the one the request would get alone, in the same order.
     #[wasm_bindgen(js_name = handleBatch)]
     pub fn handle_batch(&self, requests: Vec<Uint8Array>) -> Vec<Uint8Array> {
-        let owned: Vec<Vec<u8>> = requests.iter().map(Uint8Array::to_vec).collect();
-        let reqs: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+        // One copy of all requests into one buffer (not one Vec each).
+        let total: usize = requests.iter().map(|r| r.length() as usize).sum();
+        let mut all = vec![0u8; total];
+        let mut ends = Vec::with_capacity(requests.len());
+        let mut pos = 0usize;
+        for r in &requests {
+            let end = pos + r.length() as usize;
+            r.copy_to(&mut all[pos..end]);
+            ends.push(end);
+            pos = end;
+        }
+        let mut start = 0;
+        let reqs: Vec<&[u8]> = ends
+            .iter()
+            .map(|&end| {
+                let r = &all[start..end];
+                start = end;
+                r
+            })
+            .collect();
         self.svc.handle_batch(&reqs).iter().map(|o| Uint8Array::from(&o[..])).collect()
     }
 
     /// Where the next request in `buf` ends: a number (its length) when it
     /// is complete, `null` when more bytes are needed, or a `Uint8Array`
     /// holding the error response when the bytes can never be a request.
-    #[wasm_bindgen(js_name = frameRequest)]
+    #[wasm_bindgen(js_name = frameRequest, unchecked_return_type = "number | null | Uint8Array")]
     pub fn frame_request(&self, buf: &[u8]) -> JsValue {
         match self.svc.frame_request(buf) {
             Framing::Complete(n) => JsValue::from(n as f64),
@@ -195,7 +255,10 @@ impl RawService {
     /// synchronously, after the commit, from inside the call that made the
     /// change; exceptions it throws are swallowed.
     #[wasm_bindgen(js_name = setWakeHook)]
-    pub fn set_wake_hook(&self, hook: Option<Function>) {
+    pub fn set_wake_hook(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "((botId: string) => void) | null")] hook: Option<Function>,
+    ) {
         match hook {
             None => self.svc.set_wake_hook(None),
             Some(f) => {
@@ -208,17 +271,13 @@ impl RawService {
     }
 
     /// Checks a `GET /bot/gateway` upgrade request received at `now_ms`.
-    /// Throws a `BotspaceGatewayRejected` error whose `response` is the HTTP
-    /// error response to send when the upgrade is refused.
+    /// Throws a `GatewayRejectedError` whose `response` is the HTTP error
+    /// response to send when the upgrade is refused.
     #[wasm_bindgen(js_name = acceptGateway)]
     pub fn accept_gateway(&self, request: &[u8], now_ms: f64) -> Result<RawGatewaySession, JsValue> {
         match self.svc.accept_gateway_session(request, to_ms(now_ms)) {
             Ok(s) => Ok(RawGatewaySession { s }),
-            Err(resp) => {
-                let e = js_error(GATEWAY_REJECTED, "gateway_rejected", "the gateway upgrade was refused");
-                let _ = Reflect::set(&e, &JsValue::from_str("response"), &Uint8Array::from(&resp[..]));
-                Err(e.into())
-            }
+            Err(resp) => Err(GatewayRejectedError::new(Uint8Array::from(&resp[..])).into()),
         }
     }
 
@@ -315,7 +374,7 @@ impl RawGatewaySession {
     /// The next message to send, `{type:"text", data}` or
     /// `{type:"close", code, reason}`, or `undefined` when there is nothing
     /// now. Call until `undefined`.
-    #[wasm_bindgen(js_name = pollTransmit)]
+    #[wasm_bindgen(js_name = pollTransmit, unchecked_return_type = "GatewayOutput | undefined")]
     pub fn poll_transmit(&mut self) -> JsValue {
         let Some(o) = self.s.poll_transmit() else { return JsValue::UNDEFINED };
         let obj = Object::new();
@@ -342,7 +401,7 @@ impl RawGatewaySession {
 
     /// `{type:"closed", code, reason}` once when the session ended, else
     /// `undefined`.
-    #[wasm_bindgen(js_name = pollEvent)]
+    #[wasm_bindgen(js_name = pollEvent, unchecked_return_type = "GatewayEvent | undefined")]
     pub fn poll_event(&mut self) -> JsValue {
         match self.s.poll_event() {
             Some(GatewayEvent::Closed { code, reason }) => {

@@ -30,7 +30,10 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 
 test('the tarball holds the module, the JS layer and the types, nothing else', () => {
   const files = packed.files.map((f) => f.path).sort();
-  assert.deepEqual(files, ['README.md', 'botspace.js', 'botspace_bg.wasm', 'core.js', 'index.d.ts', 'node.js', 'package.json', 'web.js', 'worker.js']);
+  assert.deepEqual(files, [
+    'README.md', 'botspace.d.ts', 'botspace.js', 'botspace_bg.wasm', 'core.js', 'errors.js', 'http.js',
+    'index.d.ts', 'node.js', 'package.json', 'slab.js', 'web.js', 'worker.js',
+  ]);
   assert.equal(packed.name, 'botspace');
   const wasm = packed.files.find((f) => f.path === 'botspace_bg.wasm');
   assert.ok(wasm.size < 1.5 * 1024 * 1024, `botspace_bg.wasm is ${wasm.size} bytes`);
@@ -41,6 +44,15 @@ test('the tarball holds the module, the JS layer and the types, nothing else', (
   assert.equal(pkg.exports['.'].browser, './web.js');
   assert.equal(pkg.exports['.'].default, './web.js');
   assert.equal(pkg.exports['.'].types, './index.d.ts');
+});
+
+test('the shipped module has no debugPanic (it exists only with the test-panic cargo feature)', () => {
+  const wasm = new WebAssembly.Module(readFileSync(join(PKG_DIR, 'botspace_bg.wasm')));
+  const names = WebAssembly.Module.exports(wasm).map((e) => e.name);
+  assert.ok(names.includes('version'), names.join(' '));
+  assert.deepEqual(names.filter((n) => /panic/i.test(n)), []);
+  assert.doesNotMatch(readFileSync(join(PKG_DIR, 'botspace.js'), 'utf8'), /debugPanic/);
+  assert.doesNotMatch(readFileSync(join(PKG_DIR, 'botspace.d.ts'), 'utf8'), /debugPanic/);
 });
 
 test("Node: import 'botspace' is ready to use", () => {

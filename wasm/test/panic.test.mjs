@@ -1,13 +1,25 @@
 // A Rust panic surfaces as a typed PanicError carrying its message, never
 // as an opaque trap; afterwards the module refuses further calls clearly.
 // (Own file: node --test runs each file in its own process.)
+//
+// `debugPanic` is not in the npm package: this test loads the build with
+// the `test-panic` cargo feature (scripts/build-wasm.sh --test-panic, which
+// scripts/test-wasm.sh runs), the same package plus that one export.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { bs, setup } from './helpers.mjs';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { ROOT, SECRET } from './helpers.mjs';
+
+const dir = resolve(process.env.BOTSPACE_TEST_PANIC_PKG ?? resolve(ROOT, 'target/wasm-pkg-test-panic'));
+const bs = await import(pathToFileURL(resolve(dir, 'node.js')).href);
+const glue = await import(pathToFileURL(resolve(dir, 'botspace.js')).href);
 
 test('a panic is a PanicError with the panic message; the module is then unusable', () => {
-  const { svc } = setup();
-  assert.throws(() => bs.debugPanic('deliberate test panic'), (e) => {
+  const svc = new bs.Service({ admin_secret: SECRET, clock: 'manual' });
+  assert.equal(bs.decodeResponse(svc.handleRequest(bs.encodeRequest('POST', '/bot/getMe'))).status, 401);
+  // Straight into the module: the error is the one Rust's panic hook built.
+  assert.throws(() => glue.debugPanic('deliberate test panic'), (e) => {
     assert.ok(e instanceof bs.PanicError, `${e?.constructor?.name}: ${e}`);
     assert.ok(e instanceof bs.BotspaceError);
     assert.equal(e.name, 'PanicError');

@@ -103,7 +103,7 @@ test('a second round trip is stable, and import replaces what was there', () => 
   assert.deepEqual(observe(w.t.svc, w).updates, observe(again.svc, w).updates);
 });
 
-test('bad images are refused with DatabaseError and change nothing', () => {
+test('bad images are refused with InvalidImageError and change nothing', () => {
   const w = populate();
   const before = observe(w.t.svc, w);
   const image = w.t.svc.exportDatabase();
@@ -112,8 +112,10 @@ test('bad images are refused with DatabaseError and change nothing', () => {
   const notBotspace = image.slice(0, 100); // a header and nothing else
   for (const bad of [new Uint8Array(0), new Uint8Array([1, 2, 3]), new TextEncoder().encode('SQLite format 3\0 but not really'), image.slice(0, image.length / 2), corrupt, notBotspace]) {
     assert.throws(() => w.t.svc.importDatabase(bad), (e) => {
-      assert.ok(e instanceof bs.DatabaseError, `${e.name}: ${e.message}`);
+      assert.ok(e instanceof bs.InvalidImageError, `${e.name}: ${e.message}`);
+      assert.ok(e instanceof bs.DatabaseError);
       assert.ok(e instanceof bs.BotspaceError);
+      assert.equal(e.name, 'InvalidImageError');
       assert.equal(e.code, 'invalid_request');
       assert.equal(e.status, 400);
       assert.ok(e.message.length > 0);

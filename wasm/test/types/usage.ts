@@ -6,6 +6,8 @@ import {
   BotspaceError,
   ConfigError,
   DatabaseError,
+  StorageError,
+  InvalidImageError,
   GatewayRejectedError,
   PanicError,
   init,
@@ -72,7 +74,15 @@ export async function main(): Promise<void> {
   const image: Uint8Array = svc.exportDatabase();
   svc.importDatabase(image);
   const n: number = svc.gatewayConnections('bot_x') + svc.maxBodyBytes + svc.heartbeatIntervalMs;
-  for (const E of [BotspaceError, ConfigError, DatabaseError, GatewayRejectedError, PanicError]) console.log(E.name);
+  for (const E of [BotspaceError, ConfigError, DatabaseError, StorageError, InvalidImageError, GatewayRejectedError, PanicError]) console.log(E.name);
+  try {
+    svc.importDatabase(new Uint8Array(10));
+  } catch (e) {
+    if (e instanceof InvalidImageError) {
+      const db: DatabaseError = e;
+      console.log(db.status, db.code);
+    }
+  }
   try {
     new Service('{}');
   } catch (e) {
