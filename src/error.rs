@@ -221,6 +221,15 @@ impl ApiError {
 
     /// The response says only that nothing was written: SQLite's own text
     /// (table names, paths) is for the host's logs, in `detail`.
+    /// The database server cannot be reached (a PostgreSQL store that is
+    /// down or restarting): nothing was written, retry later.
+    pub fn storage_unavailable(detail: impl std::fmt::Display) -> Self {
+        let mut e = Self::new(503, "storage_unavailable", "the database is unreachable, nothing was written; retry later")
+            .with_header("Retry-After", "1".into());
+        e.detail = Some(detail.to_string().into());
+        e
+    }
+
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         let mut e = Self::new(500, "internal_error", "internal error, nothing was written; safe to retry");
         e.detail = Some(detail.to_string().into());
@@ -269,7 +278,18 @@ pub fn catalog() -> Vec<ApiError> {
         E::connection_limit(1, 1),
         E::headers_too_large(16 * 1024, 64),
         E::internal("{detail}"),
+        E::storage_unavailable("{detail}"),
     ]
+}
+
+impl From<crate::store::StorageError> for ApiError {
+    fn from(e: crate::store::StorageError) -> Self {
+        if e.is_unavailable() {
+            ApiError::storage_unavailable(e)
+        } else {
+            ApiError::internal(e)
+        }
+    }
 }
 
 impl From<rusqlite::types::FromSqlError> for ApiError {

@@ -5,7 +5,8 @@
 
 use crate::error::ApiResult;
 use crate::model;
-use rusqlite::{params, Connection, OptionalExtension};
+use crate::params;
+use crate::store::{Conn, Dialect, Optional};
 
 /// Event types delivered to bots (contract section 8) plus `chat_action`,
 /// which only the host stream carries.
@@ -49,7 +50,7 @@ impl<'a> Event<'a> {
 /// Appends an event to the host stream and to every current bot member of
 /// the chat, minus `exclude`, plus `extra`. Bots that got an event are
 /// pushed to `woken`.
-pub fn emit(conn: &Connection, now_ms: u64, ev: Event<'_>, woken: &mut Vec<String>) -> ApiResult<()> {
+pub fn emit(conn: &Conn, now_ms: u64, ev: Event<'_>, woken: &mut Vec<String>) -> ApiResult<()> {
     let Event { chat_id, kind, data, exclude, extra, message } = ev;
     let data = std::str::from_utf8(data).unwrap_or("{}");
     let msg_ref = message.map(|m| (chat_id, m));
@@ -72,35 +73,50 @@ pub fn emit(conn: &Connection, now_ms: u64, ev: Event<'_>, woken: &mut Vec<Strin
 }
 
 /// Appends to the service-wide stream only.
-pub fn append_update(conn: &Connection, now_ms: u64, kind: &str, data: &str) -> ApiResult<()> {
+pub fn append_update(conn: &Conn, now_ms: u64, kind: &str, data: &str) -> ApiResult<()> {
     insert_update(conn, now_ms, kind, data, None)
 }
 
-fn insert_update(conn: &Connection, now_ms: u64, kind: &str, data: &str, msg: Option<(&str, i64)>) -> ApiResult<()> {
-    conn.prepare_cached(
-        "INSERT INTO updates (created_at_ms, type, data, ref_chat, ref_message) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?
+fn insert_update(conn: &Conn, now_ms: u64, kind: &str, data: &str, msg: Option<(&str, i64)>) -> ApiResult<()> {
+    let sql = match conn.dialect() {
+        Dialect::Sqlite => {
+            "INSERT INTO updates (created_at_ms, type, data, ref_chat, ref_message) VALUES (?1, ?2, ?3, ?4, ?5)"
+        }
+        // The id from its owning row, locked until commit: ids follow
+        // commit order across nodes, which a sequence does not promise.
+        Dialect::Postgres => {
+            "WITH n AS (UPDATE meta SET value = value + 1 WHERE key = 'last_update_id' RETURNING value) \
+             INSERT INTO updates (update_id, created_at_ms, type, data, ref_chat, ref_message) \
+             SELECT value, ?1, ?2, ?3, ?4, ?5 FROM n"
+        }
+    };
+    conn.prepare_cached(sql)?
     .execute(params![now_ms as i64, kind, data, msg.map(|m| m.0), msg.map(|m| m.1)])?;
     Ok(())
 }
 
 /// Removes a deleted message's text from every stored event that carried
 /// it, so deleted text is served nowhere, not even in a replay.
-pub fn scrub_message_text(conn: &Connection, chat_id: &str, message_id: i64) -> ApiResult<()> {
-    conn.prepare_cached(
-        "UPDATE updates SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2",
-    )?
-    .execute(params![chat_id, message_id])?;
-    conn.prepare_cached(
-        "UPDATE bot_events SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2",
-    )?
-    .execute(params![chat_id, message_id])?;
+pub fn scrub_message_text(conn: &Conn, chat_id: &str, message_id: i64) -> ApiResult<()> {
+    let (updates, bot_events) = match conn.dialect() {
+        Dialect::Sqlite => (
+            "UPDATE updates SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2",
+            "UPDATE bot_events SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2",
+        ),
+        // jsonb keeps the JSON's meaning, not its key order or spacing.
+        Dialect::Postgres => (
+            "UPDATE updates SET data = (data::jsonb #- '{message,text}')::text WHERE ref_chat = ?1 AND ref_message = ?2",
+            "UPDATE bot_events SET data = (data::jsonb #- '{message,text}')::text WHERE ref_chat = ?1 AND ref_message = ?2",
+        ),
+    };
+    conn.prepare_cached(updates)?.execute(params![chat_id, message_id])?;
+    conn.prepare_cached(bot_events)?.execute(params![chat_id, message_id])?;
     Ok(())
 }
 
 /// Appends one event to a bot's log with the next sequence number.
 pub fn append_bot_event(
-    conn: &Connection,
+    conn: &Conn,
     now_ms: u64,
     bot_id: &str,
     kind: &str,
@@ -130,7 +146,7 @@ pub fn append_bot_event(
 /// A clock stepping back can leave an older row behind a younger one; it is
 /// kept until the younger one ages out, which retention ("at least")
 /// allows.
-pub fn prune(conn: &Connection, now_ms: u64, p: &Prune) -> ApiResult<()> {
+pub fn prune(conn: &Conn, now_ms: u64, p: &Prune) -> ApiResult<()> {
     let cutoff = now_ms.saturating_sub(p.retention_ms) as i64;
     cap_backlogs(conn, p)?;
     // Bots with acknowledged events past their prune mark whose oldest kept
@@ -139,8 +155,7 @@ pub fn prune(conn: &Connection, now_ms: u64, p: &Prune) -> ApiResult<()> {
         .prepare_cached(
             "SELECT id, pruned_seq, acked_seq FROM bots WHERE acked_seq > pruned_seq AND kept_since_ms < ?1",
         )?
-        .query_map([cutoff], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-        .collect::<rusqlite::Result<_>>()?;
+        .query_vec([cutoff], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
     let mut first_young = conn.prepare_cached(
         "SELECT seq, created_at_ms FROM bot_events \
          WHERE bot_id = ?1 AND seq > ?2 AND seq <= ?3 AND created_at_ms >= ?4 ORDER BY seq LIMIT 1",
@@ -149,7 +164,7 @@ pub fn prune(conn: &Connection, now_ms: u64, p: &Prune) -> ApiResult<()> {
     let mut mark = conn.prepare_cached("UPDATE bots SET pruned_seq = ?2, kept_since_ms = ?3 WHERE id = ?1")?;
     for (bot, pruned, acked) in due {
         let young = first_young
-            .query_row(params![bot, pruned, acked, cutoff], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))
+            .query_row(params![bot, pruned, acked, cutoff], |r| Ok((r.get::<i64>(0)?, r.get::<i64>(1)?)))
             .optional()?;
         let (upto, kept_since) = young.map_or((acked, 0), |(seq, at)| (seq - 1, at));
         if upto > pruned {
@@ -159,12 +174,12 @@ pub fn prune(conn: &Connection, now_ms: u64, p: &Prune) -> ApiResult<()> {
     }
     // update_id below `updates_confirmed` has been confirmed.
     let confirmed: i64 =
-        conn.prepare_cached("SELECT value FROM meta WHERE key = 'updates_confirmed'")?.query_row([], |r| r.get(0))?;
+        conn.prepare_cached("SELECT value FROM meta WHERE key = 'updates_confirmed'")?.query_row((), |r| r.get(0))?;
     let upto = conn
         .prepare_cached(
             "SELECT update_id FROM updates WHERE update_id < ?1 AND created_at_ms >= ?2 ORDER BY update_id LIMIT 1",
         )?
-        .query_row([confirmed, cutoff], |r| r.get::<_, i64>(0))
+        .query_row([confirmed, cutoff], |r| r.get::<i64>(0))
         .optional()?
         .unwrap_or(confirmed);
     conn.prepare_cached("DELETE FROM updates WHERE update_id < ?1")?.execute([upto])?;
@@ -190,30 +205,29 @@ pub const UPDATES_DROPPED: &str = "updates_dropped";
 /// or not. A bot's gap shows as `replay_truncated` (its ack cursor stays
 /// where it was, below the oldest kept event); the host's as
 /// `meta.updates_dropped_through`.
-fn cap_backlogs(conn: &Connection, p: &Prune) -> ApiResult<()> {
+fn cap_backlogs(conn: &Conn, p: &Prune) -> ApiResult<()> {
     let cap = p.max_unacked_events.min(i64::MAX as u64) as i64;
     let over: Vec<(String, i64)> = conn
-        .prepare_cached("SELECT id, last_seq - ?1 FROM bots WHERE last_seq - max(acked_seq, pruned_seq) > ?1")?
-        .query_map([cap], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
+        .prepare_cached("SELECT id, last_seq - ?1 FROM bots WHERE last_seq - CASE WHEN acked_seq > pruned_seq THEN acked_seq ELSE pruned_seq END > ?1")?
+        .query_vec([cap], |r| Ok((r.get(0)?, r.get(1)?)))?;
     for (bot, upto) in over {
         conn.prepare_cached("DELETE FROM bot_events WHERE bot_id = ?1 AND seq > (SELECT pruned_seq FROM bots WHERE id = ?1) AND seq <= ?2")?
             .execute(params![bot, upto])?;
         conn.prepare_cached("UPDATE bots SET pruned_seq = ?2 WHERE id = ?1")?.execute(params![bot, upto])?;
     }
     let cap = p.max_unconfirmed_updates.min(i64::MAX as u64) as i64;
-    let newest: Option<i64> = conn.prepare_cached("SELECT max(update_id) FROM updates")?.query_row([], |r| r.get(0))?;
+    let newest: Option<i64> = conn.prepare_cached("SELECT max(update_id) FROM updates")?.query_row((), |r| r.get(0))?;
     let Some(newest) = newest else { return Ok(()) };
     let upto = newest - cap;
     let confirmed: i64 =
-        conn.prepare_cached("SELECT value FROM meta WHERE key = 'updates_confirmed'")?.query_row([], |r| r.get(0))?;
+        conn.prepare_cached("SELECT value FROM meta WHERE key = 'updates_confirmed'")?.query_row((), |r| r.get(0))?;
     // Only an unconfirmed update is a loss to report; confirmed ones go by
     // retention anyway.
     if upto >= confirmed {
         conn.prepare_cached("DELETE FROM updates WHERE update_id <= ?1")?.execute([upto])?;
         conn.prepare_cached(
             "INSERT INTO meta (key, value) VALUES ('updates_dropped_through', ?1) \
-             ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)",
+             ON CONFLICT (key) DO UPDATE SET value = CASE WHEN meta.value > excluded.value THEN meta.value ELSE excluded.value END",
         )?
         .execute([upto])?;
     }

@@ -11,7 +11,8 @@ use crate::http::Request;
 use crate::model::Bot;
 use crate::random::Random;
 use crate::txn::Db;
-use rusqlite::{params, Connection, OptionalExtension};
+use crate::params;
+use crate::store::{Conn, Optional, StoreResult};
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -221,7 +222,7 @@ pub struct GatewayAccept {
 pub(crate) struct Opening<'a> {
     pub db: &'a Arc<Db>,
     pub registry: &'a Arc<Registry>,
-    pub conn: &'a Connection,
+    pub conn: &'a Conn,
     pub random: &'a Random,
     pub heartbeat_interval_ms: u64,
     pub now_ms: u64,
@@ -426,11 +427,11 @@ impl GatewaySession {
 
     /// Moves the bot's durable cursor to `seq` (never backwards). False when
     /// `seq` is beyond the last event the bot was ever given.
-    fn write_ack(&mut self, seq: i64) -> rusqlite::Result<bool> {
+    fn write_ack(&mut self, seq: i64) -> StoreResult<bool> {
         let inner = self.db.lock();
         let n = inner
             .conn
-            .prepare_cached("UPDATE bots SET acked_seq = max(acked_seq, ?1) WHERE id = ?2 AND last_seq >= ?1")?
+            .prepare_cached("UPDATE bots SET acked_seq = CASE WHEN acked_seq > ?1 THEN acked_seq ELSE ?1 END WHERE id = ?2 AND last_seq >= ?1")?
             .execute(params![seq, self.bot_id])?;
         Ok(n == 1)
     }
@@ -457,18 +458,19 @@ impl GatewaySession {
         }
     }
 
-    fn read_events(&mut self) -> rusqlite::Result<()> {
+    fn read_events(&mut self) -> StoreResult<()> {
         let inner = self.db.lock();
         let mut st = inner.conn.prepare_cached(
             "SELECT seq, type, data FROM bot_events WHERE bot_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
         )?;
-        let mut rows = st.query(params![self.bot_id, self.cursor, EVENTS_PER_POLL as i64])?;
         let (mut n, mut bytes) = (0, 0);
         let mut full = false;
-        while let Some(r) = rows.next()? {
+        let from = self.cursor;
+        let (out, cursor) = (&mut self.out, &mut self.cursor);
+        st.query_each(params![self.bot_id, from, EVENTS_PER_POLL as i64], |r| {
             let seq: i64 = r.get(0)?;
-            let kind = r.get_ref(1)?.as_str()?;
-            let data = r.get_ref(2)?.as_str()?;
+            let kind = r.get_str(1)?;
+            let data = r.get_str(2)?;
             let mut frame = String::with_capacity(40 + kind.len() + data.len());
             frame.push_str("{\"op\":\"event\",\"seq\":");
             // Into the frame itself: no temporary string per event.
@@ -479,14 +481,12 @@ impl GatewaySession {
             frame.push_str(data);
             frame.push('}');
             bytes += frame.len();
-            self.out.push_back(GatewayOutput::Text(frame));
-            self.cursor = seq;
+            out.push_back(GatewayOutput::Text(frame));
+            *cursor = seq;
             n += 1;
-            if bytes >= READ_BYTES {
-                full = true;
-                break;
-            }
-        }
+            full = bytes >= READ_BYTES;
+            Ok(!full)
+        })?;
         self.backlog = full || n == EVENTS_PER_POLL;
         Ok(())
     }

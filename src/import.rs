@@ -11,7 +11,7 @@
 
 use crate::error::{ApiError, ApiResult};
 use crate::events;
-use crate::storage;
+use crate::store::sqlite as storage;
 use rusqlite::Connection;
 
 /// One row of `sqlite_master`: type, name, table, SQL.

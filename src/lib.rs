@@ -29,7 +29,7 @@ mod random;
 mod ratelimit;
 mod route;
 mod service;
-mod storage;
+mod store;
 mod throttle;
 mod txn;
 
@@ -40,7 +40,7 @@ pub use gateway::{GatewayAccept, GatewayConnection, GatewayEvent, GatewayOutput,
 pub use group::CommitStats;
 pub use http::{frame_request, Framing, RequestFramer};
 pub use service::{CommitPause, OpenError, Service, WakeHook};
-pub use storage::StorageError;
+pub use store::StorageError;
 
 /// The library version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -2,7 +2,8 @@
 //! Every query is a cached prepared statement on an indexed key.
 
 use crate::error::{ApiError, ApiResult};
-use rusqlite::{params, Connection, OptionalExtension};
+use crate::params;
+use crate::store::{Conn, Dialect, Optional, Row, StoreResult};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +79,7 @@ pub const BOT_COLUMNS: &str =
     "id, display_name, handle, avatar_key, status, verified, official, quota_tier, gateway_connection_limit";
 
 impl Bot {
-    pub fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Bot> {
+    pub fn from_row(r: &Row<'_>) -> StoreResult<Bot> {
         let tier_s: String = r.get(7)?;
         let tier = Tier::parse(&tier_s).unwrap_or(Tier::Free);
         let limit: Option<u32> = r.get(8)?;
@@ -115,13 +116,13 @@ impl Bot {
         }
     }
 
-    pub fn by_token_hash(conn: &Connection, hash: &[u8; 32]) -> rusqlite::Result<Option<Bot>> {
+    pub fn by_token_hash(conn: &Conn, hash: &[u8; 32]) -> StoreResult<Option<Bot>> {
         conn.prepare_cached(&format!("SELECT {BOT_COLUMNS} FROM bots WHERE token_hash = ?1"))?
             .query_row([&hash[..]], Bot::from_row)
             .optional()
     }
 
-    pub fn by_id(conn: &Connection, id: &str) -> rusqlite::Result<Option<Bot>> {
+    pub fn by_id(conn: &Conn, id: &str) -> StoreResult<Option<Bot>> {
         conn.prepare_cached(&format!("SELECT {BOT_COLUMNS} FROM bots WHERE id = ?1"))?
             .query_row([id], Bot::from_row)
             .optional()
@@ -166,7 +167,7 @@ pub struct ChatRef<'a> {
 }
 
 impl Chat {
-    pub fn load(conn: &Connection, id: &str) -> rusqlite::Result<Option<Chat>> {
+    pub fn load(conn: &Conn, id: &str) -> StoreResult<Option<Chat>> {
         conn.prepare_cached(
             "SELECT id, type, title, user_id, bot_id, started, blocked_by_user, blocked_by_bot, \
              bots_can_send, dissolved FROM chats WHERE id = ?1",
@@ -194,15 +195,14 @@ impl Chat {
     }
 
     /// The chat as the host API returns it.
-    pub fn to_json(&self, conn: &Connection) -> ApiResult<serde_json::Value> {
+    pub fn to_json(&self, conn: &Conn) -> ApiResult<serde_json::Value> {
         let members: Vec<serde_json::Value> = conn
             .prepare_cached(
                 "SELECT member_id, is_bot FROM members WHERE chat_id = ?1 AND active = 1 ORDER BY member_id",
             )?
-            .query_map([&self.id], |r| {
-                Ok(serde_json::json!({"id": r.get::<_, String>(0)?, "is_bot": r.get::<_, bool>(1)?}))
-            })?
-            .collect::<rusqlite::Result<_>>()?;
+            .query_vec([&self.id], |r| {
+                Ok(serde_json::json!({"id": r.get::<String>(0)?, "is_bot": r.get::<bool>(1)?}))
+            })?;
         Ok(match self.kind {
             ChatKind::Private => serde_json::json!({
                 "id": self.id, "type": "private", "user_id": self.user_id, "bot_id": self.bot_id,
@@ -219,20 +219,24 @@ impl Chat {
 
 /// Membership of `member_id` in `chat_id`: None if never a member, else
 /// Some(true) for a current and Some(false) for a former member.
-pub fn membership(conn: &Connection, chat_id: &str, member_id: &str) -> rusqlite::Result<Option<bool>> {
+pub fn membership(conn: &Conn, chat_id: &str, member_id: &str) -> StoreResult<Option<bool>> {
     conn.prepare_cached("SELECT active FROM members WHERE chat_id = ?1 AND member_id = ?2")?
         .query_row([chat_id, member_id], |r| r.get(0))
         .optional()
 }
 
 /// Ids of the bots currently in a chat.
-pub fn bot_members(conn: &Connection, chat_id: &str, out: &mut Vec<String>) -> rusqlite::Result<()> {
-    let mut st = conn.prepare_cached("SELECT member_id FROM members INDEXED BY members_current_bots WHERE chat_id = ?1 AND is_bot = 1 AND active = 1")?;
-    let rows = st.query_map([chat_id], |r| r.get::<_, String>(0))?;
-    for r in rows {
-        out.push(r?);
-    }
-    Ok(())
+pub fn bot_members(conn: &Conn, chat_id: &str, out: &mut Vec<String>) -> StoreResult<()> {
+    // SQLite is told the partial index: its planner would pick the primary
+    // key and scan a group's human members too.
+    let sql = match conn.dialect() {
+        Dialect::Sqlite => "SELECT member_id FROM members INDEXED BY members_current_bots WHERE chat_id = ?1 AND is_bot = 1 AND active = 1",
+        Dialect::Postgres => "SELECT member_id FROM members WHERE chat_id = ?1 AND is_bot = 1 AND active = 1",
+    };
+    conn.prepare_cached(sql)?.query_each([chat_id], |r| {
+        out.push(r.get(0)?);
+        Ok(true)
+    })
 }
 
 #[derive(Serialize, Clone, Copy)]
@@ -268,7 +272,7 @@ pub struct StoredMessage {
 }
 
 impl StoredMessage {
-    pub fn load(conn: &Connection, chat_id: &str, message_id: i64) -> rusqlite::Result<Option<StoredMessage>> {
+    pub fn load(conn: &Conn, chat_id: &str, message_id: i64) -> StoreResult<Option<StoredMessage>> {
         conn.prepare_cached(
             "SELECT message_id, sender_id, sender_is_bot, text, date, edit_date, reply_to, deleted \
              FROM messages WHERE chat_id = ?1 AND message_id = ?2",
@@ -277,7 +281,7 @@ impl StoredMessage {
         .optional()
     }
 
-    pub fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredMessage> {
+    pub fn from_row(r: &Row<'_>) -> StoreResult<StoredMessage> {
         Ok(StoredMessage {
             message_id: r.get(0)?,
             sender_id: r.get(1)?,

@@ -12,8 +12,8 @@ use crate::methods;
 use crate::random::Random;
 use crate::ratelimit::RateLimiter;
 use crate::route::{BotMethod, Route, Target};
-use crate::storage::{self, StorageError};
-use crate::txn::{exec, Db, Inner, TxEffects};
+use crate::store::{self, StorageError};
+use crate::txn::{Db, Inner, TxEffects};
 use std::sync::{Arc, MutexGuard, RwLock};
 
 /// Called with a bot id after a commit that gave that bot new events, or
@@ -56,6 +56,9 @@ pub(crate) struct Routed<'a> {
 
 const PRUNE_EVERY_MS: u64 = 60_000;
 
+/// Reruns of a transaction that met a serialization failure or deadlock.
+const MAX_RETRIES: u32 = 8;
+
 impl Service {
     /// Opens a service with the clock the configuration names.
     pub fn open(config: Config) -> Result<Service, OpenError> {
@@ -69,7 +72,7 @@ impl Service {
     /// Opens a service reading time from `clock` (e.g. `Date.now()` in WASM).
     pub fn open_with_clock(config: Config, clock: Clock) -> Result<Service, OpenError> {
         config.validate()?;
-        let conn = storage::open(&config)?;
+        let conn = store::open(&config)?;
         let admin_hash = auth::sha256(config.admin_secret.as_bytes());
         Ok(Service {
             db: Arc::new(Db::new(conn)),
@@ -208,16 +211,30 @@ impl Service {
     /// [`Service::handle_batch`] without calling the wake hook: returns the
     /// effects to apply once the answers are out.
     pub(crate) fn run_batch(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects) {
+        let mut attempt = 0;
+        loop {
+            let (out, fx, retry) = self.run_batch_once(requests);
+            if retry && attempt < MAX_RETRIES {
+                attempt += 1;
+                continue;
+            }
+            return (out, fx);
+        }
+    }
+
+    /// One attempt at a batch; `true` when it failed on a serialization
+    /// failure or deadlock and may be rerun whole.
+    fn run_batch_once(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects, bool) {
         let routed: Vec<Result<Routed<'_>, ApiError>> = requests.iter().map(|r| self.route(r)).collect();
         let mut out: Vec<Vec<u8>> = Vec::with_capacity(requests.len());
         let mut guard = self.lock();
         let inner = &mut *guard;
         let now_ms = self.clock.now_ms();
-        if let Err(e) = exec(&inner.conn, "BEGIN IMMEDIATE") {
+        if let Err(e) = inner.conn.begin() {
             let e = ApiError::from(e);
             // A request refused by routing gets that refusal, as alone.
             let out = routed.iter().map(|r| r.as_ref().err().unwrap_or(&e).clone().into_response()).collect();
-            return (out, TxEffects::default());
+            return (out, TxEffects::default(), false);
         }
         let mut ok = Vec::with_capacity(requests.len());
         let mut failure: Option<ApiError> = None;
@@ -242,7 +259,7 @@ impl Service {
                 // SQLite may end the transaction itself on an error (FULL,
                 // IOERR, RAISE(ROLLBACK)...), undoing the group's earlier
                 // writes: later requests would then commit one by one.
-                Err(e) if inner.conn.total_changes() != changes || inner.conn.is_autocommit() => {
+                Err(e) if inner.conn.total_changes() != changes || inner.conn.transaction_lost() => {
                     // Failed after writing: only the whole group can be undone.
                     out.push(Vec::new());
                     ok.push(true);
@@ -288,8 +305,9 @@ impl Service {
                 }
             }
         }
+        let retry = guard.conn.take_retryable();
         drop(guard);
-        (out, fx)
+        (out, fx, retry)
     }
 
     /// Transport checks (405 → 411/413 → 415) and routing.
@@ -321,7 +339,22 @@ impl Service {
             };
         }
         let now_ms = self.clock.now_ms();
-        if let Err(e) = exec(&inner.conn, "BEGIN IMMEDIATE") {
+        let mut attempt = 0;
+        loop {
+            let out = self.run_tx(inner, routed, now_ms);
+            // A PostgreSQL serialization failure or deadlock: nothing was
+            // written, and a rerun usually goes through.
+            if inner.conn.take_retryable() && attempt < MAX_RETRIES {
+                attempt += 1;
+                continue;
+            }
+            return out;
+        }
+    }
+
+    /// One routed request in one transaction.
+    fn run_tx(&self, inner: &mut Inner, routed: &Routed<'_>, now_ms: u64) -> Vec<u8> {
+        if let Err(e) = inner.conn.begin() {
             return ApiError::from(e).into_response();
         }
         let mark = inner.rate.mark();
@@ -339,7 +372,7 @@ impl Service {
                     routed.route,
                     e.code
                 );
-                let _ = exec(&inner.conn, "ROLLBACK");
+                let _ = inner.conn.rollback();
                 inner.rate.rollback_to(mark);
                 if inner.fx.bots_touched {
                     inner.bot_cache.clear();
@@ -367,7 +400,7 @@ impl Service {
                 return Err(e);
             }
         }
-        match exec(&inner.conn, "COMMIT") {
+        match inner.conn.commit() {
             Ok(()) => {
                 inner.rate.commit();
                 Ok(())
@@ -380,7 +413,7 @@ impl Service {
     }
 
     fn abort(&self, inner: &mut Inner) {
-        let _ = exec(&inner.conn, "ROLLBACK");
+        let _ = inner.conn.rollback();
         inner.rate.rollback_to(0);
         inner.bot_cache.clear();
         inner.fx = TxEffects::default();
@@ -437,7 +470,9 @@ impl Service {
             // WAL still holds the earlier page images. Copy the clean pages
             // back and truncate the WAL (a no-op for :memory:). A failure
             // here leaves the text until the next checkpoint, nothing worse.
-            let _ = inner.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+            if let Some(c) = inner.conn.sqlite_ref() {
+                let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+            }
         }
         fx
     }
@@ -464,7 +499,7 @@ impl Service {
     /// WASM service in IndexedDB or a KV store.
     pub fn export_database(&self) -> Result<Vec<u8>, ApiError> {
         let mut inner = self.lock();
-        let data = inner.conn.serialize(rusqlite::MAIN_DB)?;
+        let data = inner.conn.sqlite().ok_or_else(sqlite_only)?.serialize(rusqlite::MAIN_DB)?;
         Ok(data.to_vec())
     }
 
@@ -475,13 +510,17 @@ impl Service {
     /// size other than the live one is converted. It is migrated before it
     /// replaces anything. Any refusal is a 400 and changes nothing.
     pub fn import_database(&self, bytes: &[u8]) -> Result<(), ApiError> {
-        let page_size: i64 = self.lock().conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        let page_size: i64 = {
+            let inner = self.lock();
+            inner.conn.sqlite_ref().ok_or_else(sqlite_only)?.query_row("PRAGMA page_size", [], |r| r.get(0))?
+        };
         let scratch = crate::import::prepare(bytes, page_size, self.config.max_import_bytes)?;
         let mut guard = self.lock();
         let inner = &mut *guard;
         // Copy into the live connection so a file database stays a file.
         {
-            let backup = rusqlite::backup::Backup::new(&scratch, &mut inner.conn)?;
+            let live = inner.conn.sqlite().ok_or_else(sqlite_only)?;
+            let backup = rusqlite::backup::Backup::new(&scratch, live)?;
             backup.run_to_completion(1024, std::time::Duration::ZERO, None)?;
         }
         drop(scratch);
@@ -494,6 +533,14 @@ impl Service {
         self.apply_effects(TxEffects { revoked: bots, ..TxEffects::default() });
         Ok(())
     }
+}
+
+/// Export and import are SQLite's serialize and backup; a PostgreSQL
+/// store is dumped and restored with its own tools.
+fn sqlite_only() -> ApiError {
+    ApiError::invalid_request(
+        "export_database and import_database work on SQLite stores only; use pg_dump and pg_restore for PostgreSQL",
+    )
 }
 
 impl Service {

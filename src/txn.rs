@@ -13,7 +13,7 @@ use crate::http::Request;
 use crate::model::Bot;
 use crate::random::Random;
 use crate::ratelimit::RateLimiter;
-use rusqlite::Connection;
+use crate::store::Conn;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Effects of the current transaction, applied only after it commits.
@@ -32,7 +32,7 @@ pub(crate) struct TxEffects {
 
 /// What the database lock guards.
 pub(crate) struct Inner {
-    pub conn: Connection,
+    pub conn: Conn,
     /// Token hash → bot, for authentication without a query.
     pub bot_cache: auth::DigestMap<Arc<Bot>>,
     pub rate: RateLimiter,
@@ -47,7 +47,7 @@ pub(crate) struct Db {
 }
 
 impl Db {
-    pub fn new(conn: Connection) -> Db {
+    pub fn new(conn: Conn) -> Db {
         Db {
             inner: Mutex::new(Inner {
                 conn,
@@ -66,8 +66,8 @@ impl Db {
             Ok(g) => g,
             Err(poisoned) => {
                 let mut g = poisoned.into_inner();
-                if !g.conn.is_autocommit() {
-                    let _ = g.conn.execute_batch("ROLLBACK");
+                if !g.conn.transaction_lost() {
+                    let _ = g.conn.rollback();
                 }
                 g.bot_cache.clear();
                 g.fx = TxEffects::default();
@@ -79,7 +79,7 @@ impl Db {
 
 /// Everything a method needs while it runs inside a transaction.
 pub(crate) struct Ctx<'a> {
-    pub conn: &'a Connection,
+    pub conn: &'a Conn,
     pub cfg: &'a Config,
     pub clock: &'a Clock,
     pub random: &'a Random,
@@ -123,7 +123,10 @@ impl Ctx<'_> {
     pub fn authenticate(&mut self, req: &Request<'_>) -> ApiResult<Arc<Bot>> {
         let token = auth::credential(req.header("authorization"), "Bot")?;
         let hash = auth::sha256(token);
-        if let Some(b) = self.bot_cache.get(&hash) {
+        // With a shared PostgreSQL store another node may have rotated the
+        // token or suspended the bot: only the database knows.
+        let cached = self.conn.dialect() == crate::store::Dialect::Sqlite;
+        if let Some(b) = self.bot_cache.get(&hash).filter(|_| cached) {
             return Ok(b.clone());
         }
         match Bot::by_token_hash(self.conn, &hash)? {
@@ -140,6 +143,4 @@ impl Ctx<'_> {
     }
 }
 
-pub(crate) fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(|_| ())
-}
+

@@ -13,7 +13,7 @@ use std::sync::{Arc, Barrier};
 const SECRET: &str = "concurrency-admin-secret-01";
 
 fn service() -> Arc<Service> {
-    let cfg = json!({"database": ":memory:", "admin_secret": SECRET, "clock": "manual"});
+    let cfg = json!({"database": common::test_database(), "admin_secret": SECRET, "clock": "manual"});
     Arc::new(Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap())
 }
 

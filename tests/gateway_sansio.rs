@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 const SECRET: &str = "gateway-admin-secret-01";
 
 fn service(cfg: Config) -> Arc<Service> {
-    Arc::new(Service::open(Config { admin_secret: SECRET.into(), clock: ClockKind::Manual, ..cfg }).unwrap())
+    Arc::new(Service::open(Config { admin_secret: SECRET.into(), clock: ClockKind::Manual, database: common::test_database(), ..cfg }).unwrap())
 }
 
 struct World {

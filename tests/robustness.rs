@@ -27,6 +27,7 @@ fn service() -> Arc<Service> {
             admin_secret: "robust-admin-secret-1".into(),
             clock: ClockKind::Manual,
             max_body_bytes: 4096,
+            database: common::test_database(),
             ..Config::default()
         })
         .unwrap(),

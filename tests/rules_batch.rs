@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 const SECRET: &str = "rules-admin-secret-0001";
 
 fn service() -> Service {
-    let cfg = json!({"database": ":memory:", "admin_secret": SECRET, "clock": "manual"});
+    let cfg = json!({"database": common::test_database(), "admin_secret": SECRET, "clock": "manual"});
     Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap()
 }
 

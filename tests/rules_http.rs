@@ -11,7 +11,7 @@ use serde_json::json;
 const SECRET: &str = "rules-admin-secret-0001";
 
 fn service(max_body: usize) -> Service {
-    let cfg = json!({"database": ":memory:", "admin_secret": SECRET, "clock": "manual", "max_body_bytes": max_body});
+    let cfg = json!({"database": common::test_database(), "admin_secret": SECRET, "clock": "manual", "max_body_bytes": max_body});
     Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap()
 }
 

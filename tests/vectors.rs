@@ -4,6 +4,8 @@
 //! A case with gateway steps runs twice: once on the message-level
 //! `GatewaySession`, once on the byte-level `GatewayConnection`.
 
+mod common;
+
 use botspace::{Config, GatewayConnection, GatewayEvent, GatewayOutput, GatewaySession, Service};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -227,7 +229,7 @@ fn shorten_bytes(b: &[u8]) -> String {
 }
 
 fn base_config() -> Value {
-    serde_json::json!({"database": ":memory:", "admin_secret": ADMIN_SECRET, "clock": "manual"})
+    serde_json::json!({"database": common::test_database(), "admin_secret": ADMIN_SECRET, "clock": "manual"})
 }
 
 /// Which Rust shape runs the gateway steps of a case.

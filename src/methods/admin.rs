@@ -11,7 +11,8 @@ use crate::http::Request;
 use crate::model::{to_json, Bot, Chat, ChatKind, StoredMessage, Tier};
 use crate::route::AdminMethod;
 use crate::txn::Ctx;
-use rusqlite::{params, OptionalExtension};
+use crate::params;
+use crate::store::Optional;
 use serde_json::{json, Value};
 
 pub fn call(ctx: &mut Ctx<'_>, method: AdminMethod, req: &Request<'_>) -> ApiResult<Vec<u8>> {
@@ -71,7 +72,7 @@ fn user_json(ctx: &Ctx<'_>, id: &str) -> ApiResult<Value> {
     ctx.conn
         .prepare_cached("SELECT display_name, handle FROM users WHERE id = ?1")?
         .query_row([id], |r| {
-            Ok(json!({"id": id, "display_name": r.get::<_, String>(0)?, "handle": r.get::<_, Option<String>>(1)?}))
+            Ok(json!({"id": id, "display_name": r.get::<String>(0)?, "handle": r.get::<Option<String>>(1)?}))
         })
         .optional()?
         .ok_or_else(user_not_found)
@@ -185,8 +186,8 @@ fn update_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     };
     let before = load_bot(ctx, bot_id)?;
     let c = ctx.conn;
-    let set = |sql: &str, v: &dyn rusqlite::ToSql| -> ApiResult<()> {
-        c.prepare_cached(sql)?.execute(params![v, bot_id])?;
+    let set = |sql: &str, v: &dyn crate::store::ToVal| -> ApiResult<()> {
+        c.prepare_cached(sql)?.execute(params![v.to_val(), bot_id])?;
         Ok(())
     };
     if let Some(v) = f.display_name {
@@ -508,11 +509,10 @@ fn chat_history(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
         "SELECT message_id, sender_id, sender_is_bot, text, date, edit_date, reply_to, deleted \
          FROM messages WHERE chat_id = ?1 AND message_id > ?2 ORDER BY message_id LIMIT ?3",
     )?;
-    let rows = st.query_map(params![chat.id, after.unwrap_or(0), limit as i64], StoredMessage::from_row)?;
+    let rows = st.query_vec(params![chat.id, after.unwrap_or(0), limit as i64], StoredMessage::from_row)?;
     // Written as it goes, so messages keep the field order of sendMessage.
     let mut out = b"[".to_vec();
     for m in rows {
-        let m = m?;
         if out.len() > 1 {
             out.push(b',');
         }
@@ -531,10 +531,10 @@ fn chat_actions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let mut st = ctx.conn.prepare_cached(
         "SELECT bot_id, action, expires_at_ms FROM chat_actions WHERE chat_id = ?1 AND expires_at_ms > ?2 ORDER BY bot_id",
     )?;
-    let rows = st.query_map(params![chat.id, ctx.now_ms as i64], |r| {
-        Ok(json!({"bot_id": r.get::<_, String>(0)?, "action": r.get::<_, String>(1)?, "expires_at_ms": r.get::<_, i64>(2)?}))
+    let rows = st.query_vec(params![chat.id, ctx.now_ms as i64], |r| {
+        Ok(json!({"bot_id": r.get::<String>(0)?, "action": r.get::<String>(1)?, "expires_at_ms": r.get::<i64>(2)?}))
     })?;
-    Ok(Value::Array(rows.collect::<rusqlite::Result<_>>()?))
+    Ok(Value::Array(rows))
 }
 
 /// Telegram-style: returns updates from `offset` on (default: the first not
@@ -545,7 +545,7 @@ fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
     let confirmed: i64 = ctx
         .conn
         .prepare_cached("SELECT value FROM meta WHERE key = 'updates_confirmed'")?
-        .query_row([], |r| r.get(0))?;
+        .query_row((), |r| r.get(0))?;
     let from = match offset {
         Some(o) => {
             let o = o as i64;
@@ -561,7 +561,7 @@ fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
     let dropped: Option<i64> = ctx
         .conn
         .prepare_cached("SELECT value FROM meta WHERE key = 'updates_dropped_through'")?
-        .query_row([], |r| r.get(0))
+        .query_row((), |r| r.get(0))
         .optional()?;
     let mut out = b"[".to_vec();
     let mut limit = limit as i64;
@@ -576,16 +576,16 @@ fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
         "SELECT update_id, type, data FROM updates WHERE update_id >= ?1 ORDER BY update_id LIMIT ?2",
     )?;
     // The stored payloads are JSON the service wrote: spliced in as they are.
-    let mut rows = st.query(params![from, limit])?;
-    while let Some(r) = rows.next()? {
+    st.query_each(params![from, limit], |r| {
         if out.len() > 1 {
             out.push(b',');
         }
         let id: i64 = r.get(0)?;
-        out.extend_from_slice(format!(r#"{{"update_id":{id},"type":"{}","data":"#, r.get_ref(1)?.as_str()?).as_bytes());
-        out.extend_from_slice(r.get_ref(2)?.as_bytes()?);
+        out.extend_from_slice(format!(r#"{{"update_id":{id},"type":"{}","data":"#, r.get_str(1)?).as_bytes());
+        out.extend_from_slice(r.get_str(2)?.as_bytes());
         out.push(b'}');
-    }
+        Ok(true)
+    })?;
     out.push(b']');
     Ok(out)
 }
@@ -593,14 +593,14 @@ fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
 /// Row counts, e.g. for a host to tell a fresh database from a used one.
 fn stats(ctx: &mut Ctx<'_>) -> ApiResult<Value> {
     let count = |table: &str| -> ApiResult<i64> {
-        Ok(ctx.conn.prepare_cached(&format!("SELECT count(*) FROM {table}"))?.query_row([], |r| r.get(0))?)
+        Ok(ctx.conn.prepare_cached(&format!("SELECT count(*) FROM {table}"))?.query_row((), |r| r.get(0))?)
     };
     Ok(json!({
         "users": count("users")?,
         "bots": count("bots")?,
         "chats": count("chats")?,
         "messages": count("messages")?,
-        "schema_version": ctx.conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))?,
+        "schema_version": ctx.conn.schema_version()?,
     }))
 }
 

@@ -12,7 +12,8 @@ use crate::model::{to_json, Bot, Chat, ChatKind, StoredMessage, Tier};
 use crate::ratelimit::Scope;
 use crate::route::BotMethod;
 use crate::txn::Ctx;
-use rusqlite::{params, OptionalExtension};
+use crate::params;
+use crate::store::{Dialect, Optional};
 
 pub const CHAT_ACTIONS: &[&str] = &["typing", "upload_photo", "upload_document", "record_voice", "upload_voice"];
 
@@ -164,7 +165,11 @@ fn send_message(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Ve
     let json = messages::post(ctx, &chat, &bot.id, true, text, reply_to)?;
     if let (Some(key), Some(hash)) = (key, hash) {
         ctx.conn
-            .prepare_cached("INSERT OR REPLACE INTO idempotency (bot_id, key, request_hash, result, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5)")?
+            .prepare_cached(
+                "INSERT INTO idempotency (bot_id, key, request_hash, result, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5) \
+                 ON CONFLICT (bot_id, key) DO UPDATE SET request_hash = excluded.request_hash, result = excluded.result, \
+                 created_at_ms = excluded.created_at_ms",
+            )?
             .execute(params![bot.id, key, &hash[..], std::str::from_utf8(&json).unwrap_or(""), ctx.now_ms as i64])?;
     }
     Ok(json)
@@ -185,7 +190,8 @@ fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<
     let expires = ctx.now_ms + CHAT_ACTION_TTL_MS;
     ctx.conn
         .prepare_cached(
-            "INSERT OR REPLACE INTO chat_actions (chat_id, bot_id, action, expires_at_ms) VALUES (?1, ?2, ?3, ?4)",
+            "INSERT INTO chat_actions (chat_id, bot_id, action, expires_at_ms) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT (chat_id, bot_id) DO UPDATE SET action = excluded.action, expires_at_ms = excluded.expires_at_ms",
         )?
         .execute(params![chat.id, bot.id, action, expires as i64])?;
     let data = serde_json::json!({
@@ -254,12 +260,17 @@ pub fn delete_stored(ctx: &mut Ctx<'_>, chat: &Chat, msg: &StoredMessage, exclud
     ctx.fx.scrubbed = true;
     if msg.sender_is_bot {
         // An idempotent retry of the send must not bring the text back.
-        ctx.conn
-            .prepare_cached(
+        let sql = match ctx.conn.dialect() {
+            Dialect::Sqlite => {
                 "UPDATE idempotency SET result = json_remove(result, '$.text') WHERE bot_id = ?1 \
-                 AND json_extract(result, '$.chat.id') = ?2 AND json_extract(result, '$.message_id') = ?3",
-            )?
-            .execute(params![msg.sender_id, chat.id, message_id.to_string()])?;
+                 AND json_extract(result, '$.chat.id') = ?2 AND json_extract(result, '$.message_id') = ?3"
+            }
+            Dialect::Postgres => {
+                "UPDATE idempotency SET result = (result::jsonb - 'text')::text WHERE bot_id = ?1 \
+                 AND result::jsonb #>> '{chat,id}' = ?2 AND result::jsonb ->> 'message_id' = ?3"
+            }
+        };
+        ctx.conn.prepare_cached(sql)?.execute(params![msg.sender_id, chat.id, message_id.to_string()])?;
     }
     let data = serde_json::json!({"chat": chat.reference(), "message_id": message_id.to_string()});
     ctx.emit(Event { exclude, ..Event::new(&chat.id, events::MESSAGE_DELETED, data.to_string().as_bytes()) })

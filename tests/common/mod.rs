@@ -129,3 +129,25 @@ pub fn admin_read(svc: &Service, secret: &str, method: &str, body: Value, read: 
 pub fn bot_call(svc: &Service, token: &str, method: &str, body: Value) -> (u16, Value) {
     split(&svc.handle_request(&bot_request(token, method, body)))
 }
+
+/// The database a test's service opens: `:memory:`, or, when
+/// `BOTSPACE_TEST_POSTGRES` names a PostgreSQL server (set by
+/// `scripts/with-postgres.sh`), a fresh schema of its own there, so the
+/// same test runs against both stores.
+pub fn test_database() -> String {
+    match std::env::var("BOTSPACE_TEST_POSTGRES") {
+        Ok(url) if !url.is_empty() => fresh_pg_schema(&url),
+        _ => ":memory:".into(),
+    }
+}
+
+fn fresh_pg_schema(url: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let schema = format!("t{}_{}_{}", std::process::id(), nanos, N.fetch_add(1, Ordering::Relaxed));
+    let mut c = postgres::Client::connect(url, postgres::NoTls).expect("BOTSPACE_TEST_POSTGRES is not reachable");
+    c.batch_execute(&format!("CREATE SCHEMA {schema}")).unwrap();
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}options=-c%20search_path%3D{schema}")
+}

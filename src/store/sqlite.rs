@@ -1,9 +1,10 @@
-//! SQLite schema, migrations and connection setup.
+//! The SQLite store: schema, migrations and connection setup.
 //!
 //! The schema version lives in `PRAGMA user_version`; each entry of
 //! [`MIGRATIONS`] moves it up by one inside a transaction, so opening an old
 //! database upgrades it and opening a new one with an old library is refused.
 
+use super::StorageError;
 use crate::config::{Config, Synchronous};
 use rusqlite::Connection;
 
@@ -135,15 +136,6 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE bots ADD COLUMN kept_since_ms INTEGER NOT NULL DEFAULT 0;
     "#,
 ];
-
-/// Why a database could not be opened.
-#[derive(Debug, thiserror::Error)]
-pub enum StorageError {
-    #[error("sqlite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-    #[error("database schema version {found} is newer than this library supports ({supported})")]
-    TooNew { found: i64, supported: i64 },
-}
 
 /// Opens (or creates) the database and brings its schema up to date.
 pub fn open(config: &Config) -> Result<Connection, StorageError> {

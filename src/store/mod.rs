@@ -1,0 +1,440 @@
+//! The store: the one database connection every method, the gateway and
+//! the commit path go through, over SQLite (embedded, the default and the
+//! only store in the WASM build) or PostgreSQL (feature `postgres`, when
+//! `database` is a `postgres://` or `postgresql://` URL).
+//!
+//! The interface is narrow on purpose: cached prepared statements with
+//! positional parameters, rows read by column index, and transactions. The
+//! queries stay hand-written SQL in one portable dialect (`?1`-style
+//! parameters, `ON CONFLICT`, `RETURNING`, `CASE` rather than two-argument
+//! `max`), so both stores run the same text; the few statements the two
+//! dialects spell differently are chosen by [`Conn::dialect`]. Integers are
+//! 64-bit and flags are 0/1 integers in both schemas, so a value reads back
+//! the same from either store.
+
+pub mod sqlite;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+
+/// Which SQL dialect a connection speaks, for the few statements that differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    Postgres,
+}
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StorageError {
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[cfg(feature = "postgres")]
+    #[error("postgres: {0}")]
+    Postgres(#[from] ::postgres::Error),
+    #[error("database schema version {found} is newer than this library supports ({supported})")]
+    TooNew { found: i64, supported: i64 },
+    /// A query that must return a row returned none.
+    #[error("the query returned no rows")]
+    NoRows,
+    /// A column did not hold the type the code reads.
+    #[error("column {0}: unexpected type")]
+    Type(usize),
+    /// The database named in the configuration needs a store this build
+    /// does not have.
+    #[error("{0}")]
+    Unsupported(&'static str),
+    /// The database server cannot be reached.
+    #[error("{0}")]
+    Unavailable(&'static str),
+    /// The transaction met an error earlier and can only roll back.
+    #[error("the transaction was aborted by an earlier error")]
+    Aborted,
+}
+
+impl StorageError {
+    /// True when the database server is unreachable (down, restarting, the
+    /// connection broken): the request is answered 503 and may be retried.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            StorageError::Unavailable(_) => true,
+            #[cfg(feature = "postgres")]
+            StorageError::Postgres(e) => postgres::is_unavailable(e),
+            _ => false,
+        }
+    }
+}
+
+pub type StoreResult<T> = Result<T, StorageError>;
+
+/// `query_row(...).optional()`: no row is `None`, not an error.
+pub trait Optional<T> {
+    fn optional(self) -> StoreResult<Option<T>>;
+}
+
+impl<T> Optional<T> for StoreResult<T> {
+    fn optional(self) -> StoreResult<Option<T>> {
+        match self {
+            Ok(v) => Ok(Some(v)),
+            Err(StorageError::NoRows) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A parameter value, borrowed from the caller.
+#[derive(Debug, Clone, Copy)]
+pub enum Val<'a> {
+    Null,
+    Int(i64),
+    Text(&'a str),
+    Blob(&'a [u8]),
+}
+
+/// Anything that binds as a parameter.
+pub trait ToVal {
+    fn to_val(&self) -> Val<'_>;
+}
+
+impl ToVal for Val<'_> {
+    fn to_val(&self) -> Val<'_> {
+        *self
+    }
+}
+impl ToVal for i64 {
+    fn to_val(&self) -> Val<'_> {
+        Val::Int(*self)
+    }
+}
+impl ToVal for u32 {
+    fn to_val(&self) -> Val<'_> {
+        Val::Int(i64::from(*self))
+    }
+}
+impl ToVal for bool {
+    fn to_val(&self) -> Val<'_> {
+        Val::Int(i64::from(*self))
+    }
+}
+impl ToVal for str {
+    fn to_val(&self) -> Val<'_> {
+        Val::Text(self)
+    }
+}
+impl ToVal for String {
+    fn to_val(&self) -> Val<'_> {
+        Val::Text(self)
+    }
+}
+impl ToVal for [u8] {
+    fn to_val(&self) -> Val<'_> {
+        Val::Blob(self)
+    }
+}
+impl ToVal for Vec<u8> {
+    fn to_val(&self) -> Val<'_> {
+        Val::Blob(self)
+    }
+}
+impl<const N: usize> ToVal for [u8; N] {
+    fn to_val(&self) -> Val<'_> {
+        Val::Blob(self)
+    }
+}
+impl<T: ToVal + ?Sized> ToVal for &T {
+    fn to_val(&self) -> Val<'_> {
+        (**self).to_val()
+    }
+}
+impl<T: ToVal> ToVal for Option<T> {
+    fn to_val(&self) -> Val<'_> {
+        self.as_ref().map_or(Val::Null, ToVal::to_val)
+    }
+}
+
+/// A statement's parameters: `()`, an array of values, or `params![...]`.
+pub trait Params {
+    fn bind<R>(&self, f: impl FnOnce(&[Val<'_>]) -> R) -> R;
+}
+
+impl Params for () {
+    fn bind<R>(&self, f: impl FnOnce(&[Val<'_>]) -> R) -> R {
+        f(&[])
+    }
+}
+
+impl<T: ToVal, const N: usize> Params for [T; N] {
+    fn bind<R>(&self, f: impl FnOnce(&[Val<'_>]) -> R) -> R {
+        let vals: [Val<'_>; N] = std::array::from_fn(|i| self[i].to_val());
+        f(&vals)
+    }
+}
+
+/// Positional parameters of mixed types: `params![id, n, blob]`.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! params {
+    ($($x:expr),* $(,)?) => {
+        [$($crate::store::ToVal::to_val(&$x)),*]
+    };
+}
+
+/// A column value the code reads.
+pub trait FromCol: Sized {
+    fn from_sqlite(r: &rusqlite::Row<'_>, i: usize) -> StoreResult<Self>;
+    #[cfg(feature = "postgres")]
+    fn from_pg(r: &::postgres::Row, i: usize) -> StoreResult<Self>;
+}
+
+macro_rules! from_col_via {
+    ($($t:ty),*) => {$(
+        impl FromCol for $t {
+            fn from_sqlite(r: &rusqlite::Row<'_>, i: usize) -> StoreResult<Self> {
+                Ok(r.get(i)?)
+            }
+            #[cfg(feature = "postgres")]
+            fn from_pg(r: &::postgres::Row, i: usize) -> StoreResult<Self> {
+                postgres::get(r, i)
+            }
+        }
+    )*};
+}
+from_col_via!(i64, bool, u32, String, Vec<u8>, Option<i64>, Option<bool>, Option<u32>, Option<String>, Option<Vec<u8>>);
+
+/// One result row.
+pub enum Row<'a> {
+    Sqlite(&'a rusqlite::Row<'a>),
+    #[cfg(feature = "postgres")]
+    Pg(&'a ::postgres::Row),
+}
+
+impl Row<'_> {
+    /// Column `i` (from 0).
+    pub fn get<T: FromCol>(&self, i: usize) -> StoreResult<T> {
+        match self {
+            Row::Sqlite(r) => T::from_sqlite(r, i),
+            #[cfg(feature = "postgres")]
+            Row::Pg(r) => T::from_pg(r, i),
+        }
+    }
+
+    /// Column `i` as text, borrowed from the row (no copy).
+    pub fn get_str(&self, i: usize) -> StoreResult<&str> {
+        match self {
+            Row::Sqlite(r) => r.get_ref(i)?.as_str().map_err(|_| StorageError::Type(i)),
+            #[cfg(feature = "postgres")]
+            Row::Pg(r) => r.try_get::<_, &str>(i).map_err(|_| StorageError::Type(i)),
+        }
+    }
+}
+
+/// The connection of a service.
+pub enum Conn {
+    Sqlite(rusqlite::Connection),
+    #[cfg(feature = "postgres")]
+    Postgres(postgres::PgConn),
+}
+
+/// A cached prepared statement.
+pub enum Stmt<'c> {
+    Sqlite(rusqlite::CachedStatement<'c>),
+    #[cfg(feature = "postgres")]
+    Pg(&'c postgres::PgConn, ::postgres::Statement, bool),
+}
+
+impl Conn {
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            Conn::Sqlite(_) => Dialect::Sqlite,
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
+    /// The SQLite connection, for what only SQLite has (export, import).
+    pub fn sqlite(&mut self) -> Option<&mut rusqlite::Connection> {
+        match self {
+            Conn::Sqlite(c) => Some(c),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(_) => None,
+        }
+    }
+
+    /// The SQLite connection, shared.
+    pub fn sqlite_ref(&self) -> Option<&rusqlite::Connection> {
+        match self {
+            Conn::Sqlite(c) => Some(c),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(_) => None,
+        }
+    }
+
+    /// The schema version (the number of migrations applied).
+    pub fn schema_version(&self) -> StoreResult<i64> {
+        match self {
+            Conn::Sqlite(c) => Ok(c.query_row("PRAGMA user_version", [], |r| r.get(0))?),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => c.schema_version(),
+        }
+    }
+
+    /// A prepared statement from the connection's cache.
+    pub fn prepare_cached(&self, sql: &str) -> StoreResult<Stmt<'_>> {
+        match self {
+            Conn::Sqlite(c) => Ok(Stmt::Sqlite(c.prepare_cached(sql)?)),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => {
+                let (st, writes) = c.prepare_cached(sql)?;
+                Ok(Stmt::Pg(c, st, writes))
+            }
+        }
+    }
+
+    /// Starts a write transaction (SQLite: `BEGIN IMMEDIATE`, taking the
+    /// write lock now, so the transaction never fails to upgrade later).
+    pub fn begin(&self) -> StoreResult<()> {
+        match self {
+            Conn::Sqlite(c) => Ok(c.prepare_cached("BEGIN IMMEDIATE")?.execute([]).map(|_| ())?),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => c.begin(),
+        }
+    }
+
+    pub fn commit(&self) -> StoreResult<()> {
+        match self {
+            Conn::Sqlite(c) => Ok(c.prepare_cached("COMMIT")?.execute([]).map(|_| ())?),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => c.commit(),
+        }
+    }
+
+    pub fn rollback(&self) -> StoreResult<()> {
+        match self {
+            Conn::Sqlite(c) => Ok(c.prepare_cached("ROLLBACK")?.execute([]).map(|_| ())?),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => c.rollback(),
+        }
+    }
+
+    /// Rows changed since the connection opened: a method that failed
+    /// without changing it wrote nothing.
+    pub fn total_changes(&self) -> u64 {
+        match self {
+            Conn::Sqlite(c) => c.total_changes(),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => c.total_changes(),
+        }
+    }
+
+    /// True when no transaction is open, or the open one can no longer
+    /// commit (SQLite may end a transaction itself on an error; PostgreSQL
+    /// aborts it on any error): the group's earlier writes are gone.
+    pub fn transaction_lost(&self) -> bool {
+        match self {
+            Conn::Sqlite(c) => c.is_autocommit(),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => c.transaction_lost(),
+        }
+    }
+
+    /// True once after a failure that a rerun of the whole transaction may
+    /// not meet again (PostgreSQL serialization failure or deadlock,
+    /// SQLSTATE 40001 / 40P01).
+    pub fn take_retryable(&self) -> bool {
+        match self {
+            Conn::Sqlite(_) => false,
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => c.take_retryable(),
+        }
+    }
+
+}
+
+impl Stmt<'_> {
+    /// Runs the statement; the number of rows it changed.
+    pub fn execute(&mut self, p: impl Params) -> StoreResult<usize> {
+        match self {
+            Stmt::Sqlite(s) => p.bind(|v| s.execute(rusqlite::params_from_iter(v.iter()))).map_err(Into::into),
+            #[cfg(feature = "postgres")]
+            Stmt::Pg(c, s, _) => p.bind(|v| c.execute(s, v)),
+        }
+    }
+
+    /// The first row through `f`; [`StorageError::NoRows`] when there is none.
+    pub fn query_row<T>(&mut self, p: impl Params, f: impl FnOnce(&Row<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        let mut f = Some(f);
+        let mut out = None;
+        self.query_each(p, |r| {
+            if let Some(f) = f.take() {
+                out = Some(f(r)?);
+            }
+            Ok(false)
+        })?;
+        out.ok_or(StorageError::NoRows)
+    }
+
+    /// Every row through `f`, collected.
+    pub fn query_vec<T>(&mut self, p: impl Params, mut f: impl FnMut(&Row<'_>) -> StoreResult<T>) -> StoreResult<Vec<T>> {
+        let mut out = Vec::new();
+        self.query_each(p, |r| {
+            out.push(f(r)?);
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+
+    /// True when the query returns a row.
+    pub fn exists(&mut self, p: impl Params) -> StoreResult<bool> {
+        let mut any = false;
+        self.query_each(p, |_| {
+            any = true;
+            Ok(false)
+        })?;
+        Ok(any)
+    }
+
+    /// Streams rows through `f` until it returns `false` (the rest are not
+    /// read, so a caller can bound what it takes by bytes).
+    pub fn query_each(&mut self, p: impl Params, mut f: impl FnMut(&Row<'_>) -> StoreResult<bool>) -> StoreResult<()> {
+        match self {
+            Stmt::Sqlite(s) => p.bind(|v| {
+                let mut rows = s.query(rusqlite::params_from_iter(v.iter()))?;
+                while let Some(r) = rows.next()? {
+                    if !f(&Row::Sqlite(r))? {
+                        break;
+                    }
+                }
+                Ok(())
+            }),
+            #[cfg(feature = "postgres")]
+            Stmt::Pg(c, s, writes) => p.bind(|v| c.query_each(s, *writes, v, &mut f)),
+        }
+    }
+}
+
+impl rusqlite::ToSql for Val<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, ValueRef};
+        Ok(ToSqlOutput::Borrowed(match *self {
+            Val::Null => ValueRef::Null,
+            Val::Int(i) => ValueRef::Integer(i),
+            Val::Text(t) => ValueRef::Text(t.as_bytes()),
+            Val::Blob(b) => ValueRef::Blob(b),
+        }))
+    }
+}
+
+/// Opens the store the configuration names and brings its schema up to date.
+pub fn open(config: &crate::config::Config) -> StoreResult<Conn> {
+    let db = config.database.as_str();
+    if db.starts_with("postgres://") || db.starts_with("postgresql://") {
+        #[cfg(feature = "postgres")]
+        return Ok(Conn::Postgres(postgres::PgConn::open(config)?));
+        #[cfg(not(feature = "postgres"))]
+        return Err(StorageError::Unsupported(
+            "database is a PostgreSQL URL, but this build has no PostgreSQL store (cargo feature `postgres`)",
+        ));
+    }
+    Ok(Conn::Sqlite(sqlite::open(config)?))
+}

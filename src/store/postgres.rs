@@ -1,0 +1,477 @@
+//! The PostgreSQL store: one connection per service, its schema and
+//! migrations, and the mapping between the store's values and PostgreSQL's.
+//!
+//! Transactions run at READ COMMITTED. Everything that must stay gapless
+//! (per-chat message ids, per-bot event seqs, update ids) is taken from its
+//! owning row by `UPDATE … RETURNING` inside the writing transaction, so the
+//! row lock orders writers on every node and a number is never skipped.
+//! A serialization failure or deadlock (SQLSTATE 40001, 40P01) is reported
+//! through [`PgConn::take_retryable`] and the service reruns the whole
+//! transaction. A broken or refused connection is dropped and opened again
+//! on the next request; meanwhile requests are answered 503.
+
+use super::{StorageError, StoreResult, Val};
+use crate::config::Config;
+use bytes::BytesMut;
+use postgres::error::SqlState;
+use postgres::types::{IsNull, ToSql, Type};
+use postgres::{Client, Statement};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+
+/// Schema migrations, applied in order, versioned like SQLite's
+/// (`botspace_schema.version` plays `PRAGMA user_version`). Never edit a
+/// released entry; append. Integers are BIGINT and flags 0/1 BIGINT, as the
+/// store reads them.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: initial schema.
+    r#"
+    CREATE TABLE users (
+        id TEXT PRIMARY KEY,
+        display_name TEXT NOT NULL,
+        handle TEXT,
+        created_at BIGINT NOT NULL
+    );
+    CREATE TABLE bots (
+        id TEXT PRIMARY KEY,
+        token_hash BYTEA NOT NULL UNIQUE,
+        op_token BYTEA,
+        display_name TEXT NOT NULL,
+        handle TEXT NOT NULL,
+        avatar_key TEXT,
+        status TEXT NOT NULL DEFAULT 'active',
+        verified BIGINT NOT NULL DEFAULT 0,
+        official BIGINT NOT NULL DEFAULT 0,
+        quota_tier TEXT NOT NULL DEFAULT 'free',
+        gateway_connection_limit BIGINT,
+        last_seq BIGINT NOT NULL DEFAULT 0,
+        acked_seq BIGINT NOT NULL DEFAULT 0,
+        created_at BIGINT NOT NULL
+    );
+    CREATE TABLE chats (
+        id TEXT PRIMARY KEY,
+        type TEXT NOT NULL CHECK (type IN ('private', 'group')),
+        title TEXT,
+        user_id TEXT,
+        bot_id TEXT,
+        started BIGINT NOT NULL DEFAULT 0,
+        blocked_by_user BIGINT NOT NULL DEFAULT 0,
+        blocked_by_bot BIGINT NOT NULL DEFAULT 0,
+        bots_can_send BIGINT NOT NULL DEFAULT 1,
+        dissolved BIGINT NOT NULL DEFAULT 0,
+        last_message_id BIGINT NOT NULL DEFAULT 0,
+        created_at BIGINT NOT NULL
+    );
+    CREATE UNIQUE INDEX chats_private_pair ON chats (user_id, bot_id) WHERE type = 'private';
+    CREATE TABLE members (
+        chat_id TEXT NOT NULL,
+        member_id TEXT NOT NULL,
+        is_bot BIGINT NOT NULL,
+        active BIGINT NOT NULL DEFAULT 1,
+        PRIMARY KEY (chat_id, member_id)
+    );
+    CREATE INDEX members_current_bots ON members (chat_id, member_id) WHERE is_bot = 1 AND active = 1;
+    CREATE TABLE messages (
+        chat_id TEXT NOT NULL,
+        message_id BIGINT NOT NULL,
+        sender_id TEXT NOT NULL,
+        sender_is_bot BIGINT NOT NULL,
+        text TEXT,
+        date BIGINT NOT NULL,
+        edit_date BIGINT,
+        reply_to BIGINT,
+        deleted BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (chat_id, message_id)
+    );
+    CREATE TABLE chat_actions (
+        chat_id TEXT NOT NULL,
+        bot_id TEXT NOT NULL,
+        action TEXT NOT NULL,
+        expires_at_ms BIGINT NOT NULL,
+        PRIMARY KEY (chat_id, bot_id)
+    );
+    CREATE TABLE idempotency (
+        bot_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        request_hash BYTEA NOT NULL,
+        result TEXT NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        PRIMARY KEY (bot_id, key)
+    );
+    CREATE INDEX idempotency_by_age ON idempotency (created_at_ms);
+    CREATE TABLE bot_events (
+        bot_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        type TEXT NOT NULL,
+        data TEXT NOT NULL,
+        ref_chat TEXT,
+        ref_message BIGINT,
+        PRIMARY KEY (bot_id, seq)
+    );
+    CREATE INDEX bot_events_by_message ON bot_events (ref_chat, ref_message) WHERE ref_message IS NOT NULL;
+    -- update_id comes from meta.last_update_id, taken in the writing
+    -- transaction: a sequence would hand out ids out of commit order, and
+    -- getUpdates would skip an update committed after a higher one.
+    CREATE TABLE updates (
+        update_id BIGINT PRIMARY KEY,
+        created_at_ms BIGINT NOT NULL,
+        type TEXT NOT NULL,
+        data TEXT NOT NULL,
+        ref_chat TEXT,
+        ref_message BIGINT
+    );
+    CREATE INDEX updates_by_message ON updates (ref_chat, ref_message) WHERE ref_message IS NOT NULL;
+    CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value BIGINT NOT NULL
+    );
+    INSERT INTO meta (key, value) VALUES ('updates_confirmed', 0), ('last_update_id', 0);
+    "#,
+    // 2: pruning marks (see the SQLite migration 2).
+    r#"
+    ALTER TABLE bots ADD COLUMN pruned_seq BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE bots ADD COLUMN kept_since_ms BIGINT NOT NULL DEFAULT 0;
+    "#,
+];
+
+/// A PostgreSQL connection that reopens itself after it broke.
+pub struct PgConn {
+    url: String,
+    client: RefCell<Option<Client>>,
+    /// Prepared statements of the current client, by SQL text as written.
+    cache: RefCell<HashMap<String, (Statement, bool)>>,
+    changes: Cell<u64>,
+    in_tx: Cell<bool>,
+    /// An error inside the open transaction: PostgreSQL will only roll it back.
+    aborted: Cell<bool>,
+    retryable: Cell<bool>,
+}
+
+/// True for errors that say the server is not there (refused, closed,
+/// shutting down, starting up), as opposed to a failing statement.
+pub fn is_unavailable(e: &postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    match e.code() {
+        Some(c) => {
+            let c = c.code();
+            c.starts_with("08") || c.starts_with("57P")
+        }
+        None => std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>()) || e.as_db_error().is_none(),
+    }
+}
+
+fn tls() -> StoreResult<tokio_postgres_rustls::MakeRustlsConnect> {
+    let mut roots = rustls::RootCertStore::empty();
+    // The platform's roots (SSL_CERT_FILE / SSL_CERT_DIR are honoured): a
+    // certificate is always verified, also for `sslmode=require`.
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|_| StorageError::Unsupported("TLS: no protocol version in common"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+impl PgConn {
+    /// Connects and brings the schema up to date.
+    pub fn open(config: &Config) -> StoreResult<PgConn> {
+        let conn = PgConn {
+            url: config.database.clone(),
+            client: RefCell::new(None),
+            cache: RefCell::new(HashMap::new()),
+            changes: Cell::new(0),
+            in_tx: Cell::new(false),
+            aborted: Cell::new(false),
+            retryable: Cell::new(false),
+        };
+        conn.migrate()?;
+        Ok(conn)
+    }
+
+    fn connect(&self) -> StoreResult<Client> {
+        let client = Client::connect(&self.url, tls()?);
+        self.track(client)
+    }
+
+    /// Runs `f` on the client, connecting first when there is none (never
+    /// inside a transaction: a lost connection lost the transaction too).
+    fn with<T>(&self, f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>) -> StoreResult<T> {
+        let mut slot = self.client.borrow_mut();
+        if slot.as_ref().is_none_or(Client::is_closed) {
+            if self.in_tx.get() {
+                self.aborted.set(true);
+                *slot = None;
+                return Err(StorageError::Unavailable("the connection to PostgreSQL was lost mid-transaction"));
+            }
+            self.cache.borrow_mut().clear();
+            *slot = Some(self.connect()?);
+        }
+        let client = slot.as_mut().expect("connected above");
+        let r = f(client);
+        if let Err(e) = &r {
+            if is_unavailable(e) {
+                *slot = None;
+            }
+        }
+        self.track(r)
+    }
+
+    /// Notes what an error means for the transaction and the caller.
+    fn track<T>(&self, r: Result<T, postgres::Error>) -> StoreResult<T> {
+        r.map_err(|e| {
+            if self.in_tx.get() {
+                self.aborted.set(true);
+            }
+            if matches!(e.code(), Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
+            {
+                self.retryable.set(true);
+            }
+            StorageError::Postgres(e)
+        })
+    }
+
+    /// A prepared statement, and whether the rows it returns are rows it
+    /// wrote (`UPDATE … RETURNING`).
+    pub fn prepare_cached(&self, sql: &str) -> StoreResult<(Statement, bool)> {
+        if let Some(s) = self.cache.borrow().get(sql) {
+            return Ok(s.clone());
+        }
+        let text = positional(sql);
+        let st = self.with(|c| c.prepare(&text))?;
+        let head = sql.trim_start().get(..6).unwrap_or("").to_ascii_uppercase();
+        let writes = matches!(head.as_str(), "UPDATE" | "INSERT" | "DELETE");
+        self.cache.borrow_mut().insert(sql.to_string(), (st.clone(), writes));
+        Ok((st, writes))
+    }
+
+    pub fn execute(&self, st: &Statement, vals: &[Val<'_>]) -> StoreResult<usize> {
+        let params: Vec<&(dyn ToSql + Sync)> = vals.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+        let n = self.with(|c| c.execute(st, &params))?;
+        self.changes.set(self.changes.get() + n);
+        Ok(n as usize)
+    }
+
+    pub fn query_each(
+        &self,
+        st: &Statement,
+        writes: bool,
+        vals: &[Val<'_>],
+        f: &mut dyn FnMut(&super::Row<'_>) -> StoreResult<bool>,
+    ) -> StoreResult<()> {
+        let params: Vec<&(dyn ToSql + Sync)> = vals.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+        let rows = self.with(|c| c.query(st, &params))?;
+        // `UPDATE … RETURNING` changes what it returns.
+        if writes {
+            self.changes.set(self.changes.get() + rows.len() as u64);
+        }
+        for r in &rows {
+            if !f(&super::Row::Pg(r))? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn begin(&self) -> StoreResult<()> {
+        self.retryable.set(false);
+        self.aborted.set(false);
+        self.with(|c| c.batch_execute("BEGIN"))?;
+        self.in_tx.set(true);
+        Ok(())
+    }
+
+    pub fn commit(&self) -> StoreResult<()> {
+        if self.aborted.get() {
+            // PostgreSQL answers COMMIT of an aborted transaction with a
+            // silent ROLLBACK; this must fail loudly instead.
+            let _ = self.rollback();
+            return Err(StorageError::Aborted);
+        }
+        let r = self.with(|c| c.batch_execute("COMMIT"));
+        self.in_tx.set(false);
+        r
+    }
+
+    pub fn rollback(&self) -> StoreResult<()> {
+        let r = if self.client.borrow().is_some() { self.with(|c| c.batch_execute("ROLLBACK")) } else { Ok(()) };
+        self.in_tx.set(false);
+        self.aborted.set(false);
+        r
+    }
+
+    pub fn total_changes(&self) -> u64 {
+        self.changes.get()
+    }
+
+    pub fn transaction_lost(&self) -> bool {
+        !self.in_tx.get() || self.aborted.get()
+    }
+
+    pub fn take_retryable(&self) -> bool {
+        self.retryable.replace(false)
+    }
+
+    pub fn schema_version(&self) -> StoreResult<i64> {
+        self.with(|c| c.query_one("SELECT version FROM botspace_schema", &[]).map(|r| r.get::<_, i64>(0)))
+    }
+
+    /// Applies what is missing of [`MIGRATIONS`] under an advisory lock, so
+    /// nodes starting together migrate once.
+    fn migrate(&self) -> StoreResult<()> {
+        let supported = MIGRATIONS.len() as i64;
+        self.with(|c| {
+            let mut tx = c.transaction()?;
+            // Any fixed key: botspace's migrations take it, nothing else.
+            tx.execute("SELECT pg_advisory_xact_lock(7461626f74737061)", &[])?;
+            tx.batch_execute("CREATE TABLE IF NOT EXISTS botspace_schema (version BIGINT NOT NULL)")?;
+            let version: Option<i64> = tx.query_opt("SELECT version FROM botspace_schema", &[])?.map(|r| r.get(0));
+            let version = match version {
+                Some(v) => v,
+                None => {
+                    tx.execute("INSERT INTO botspace_schema (version) VALUES (0)", &[])?;
+                    0
+                }
+            };
+            if version > supported {
+                return Ok(Err(StorageError::TooNew { found: version, supported }));
+            }
+            for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+                tx.batch_execute(sql)?;
+                tx.execute("UPDATE botspace_schema SET version = $1", &[&(i as i64 + 1)])?;
+            }
+            tx.commit()?;
+            Ok(Ok(()))
+        })?
+    }
+}
+
+/// `?1`-style parameters (SQLite's, the dialect's) as PostgreSQL's `$1`.
+fn positional(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut chars = sql.chars().peekable();
+    let mut in_str = false;
+    while let Some(ch) = chars.next() {
+        if ch == '\'' {
+            in_str = !in_str;
+        }
+        if ch == '?' && !in_str && chars.peek().is_some_and(char::is_ascii_digit) {
+            out.push('$');
+        } else {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+impl ToSql for Val<'_> {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match *self {
+            Val::Null => Ok(IsNull::Yes),
+            Val::Int(i) => match *ty {
+                Type::INT4 => i32::try_from(i)?.to_sql(ty, out),
+                Type::INT2 => i16::try_from(i)?.to_sql(ty, out),
+                Type::BOOL => (i != 0).to_sql(ty, out),
+                _ => i.to_sql(ty, out),
+            },
+            Val::Text(t) => t.to_sql(ty, out),
+            Val::Blob(b) => b.to_sql(ty, out),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    postgres::types::to_sql_checked!();
+}
+
+/// A column as the type the code reads; integers widen, flags are 0/1.
+pub fn get<T: PgCol>(r: &postgres::Row, i: usize) -> StoreResult<T> {
+    T::pg(r, i).ok_or(StorageError::Type(i))
+}
+
+pub trait PgCol: Sized {
+    fn pg(r: &postgres::Row, i: usize) -> Option<Self>;
+}
+
+fn int(r: &postgres::Row, i: usize) -> Option<Option<i64>> {
+    if let Ok(v) = r.try_get::<_, Option<i64>>(i) {
+        return Some(v);
+    }
+    if let Ok(v) = r.try_get::<_, Option<i32>>(i) {
+        return Some(v.map(i64::from));
+    }
+    if let Ok(v) = r.try_get::<_, Option<bool>>(i) {
+        return Some(v.map(i64::from));
+    }
+    None
+}
+
+impl PgCol for Option<i64> {
+    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
+        int(r, i)
+    }
+}
+impl PgCol for i64 {
+    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
+        int(r, i).flatten()
+    }
+}
+impl PgCol for Option<bool> {
+    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
+        int(r, i).map(|v| v.map(|n| n != 0))
+    }
+}
+impl PgCol for bool {
+    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
+        int(r, i).flatten().map(|n| n != 0)
+    }
+}
+impl PgCol for Option<u32> {
+    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
+        match int(r, i)? {
+            None => Some(None),
+            Some(n) => u32::try_from(n).ok().map(Some),
+        }
+    }
+}
+impl PgCol for u32 {
+    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
+        <Option<u32>>::pg(r, i).flatten()
+    }
+}
+impl PgCol for Option<String> {
+    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
+        r.try_get(i).ok()
+    }
+}
+impl PgCol for String {
+    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
+        r.try_get(i).ok()
+    }
+}
+impl PgCol for Option<Vec<u8>> {
+    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
+        r.try_get(i).ok()
+    }
+}
+impl PgCol for Vec<u8> {
+    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
+        r.try_get(i).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn positional_parameters_become_dollar_numbers_outside_strings() {
+        assert_eq!(super::positional("SELECT ?1, '?2', ?12 WHERE a = ?3"), "SELECT $1, '?2', $12 WHERE a = $3");
+    }
+}
