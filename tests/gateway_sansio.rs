@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex};
 const SECRET: &str = "gateway-admin-secret-01";
 
 fn service(cfg: Config) -> Arc<Service> {
-    Arc::new(Service::open(Config { admin_secret: SECRET.into(), clock: ClockKind::Manual, database: common::test_database(), ..cfg }).unwrap())
+    // A test that names no database runs on the store under test.
+    let database = if cfg.database == Config::default().database { common::test_database() } else { cfg.database.clone() };
+    Arc::new(Service::open(Config { admin_secret: SECRET.into(), clock: ClockKind::Manual, database, ..cfg }).unwrap())
 }
 
 struct World {
@@ -314,7 +316,10 @@ fn wake_hook_fires_once_per_committed_change_never_on_rollback() {
 
 #[test]
 fn importing_a_database_closes_open_connections_with_4004() {
-    let w = world("official", Config::default());
+    // Export and import are SQLite's (a PostgreSQL store has pg_dump).
+    let dir = common::TempDir::new("import-4004");
+    let db = dir.0.join("g.db").to_string_lossy().into_owned();
+    let w = world("official", Config { database: db, ..Config::default() });
     let image = w.svc.export_database().unwrap();
     let mut c = connect(&w, "");
     let now = w.svc.now_ms();

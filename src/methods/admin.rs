@@ -264,7 +264,7 @@ fn add_membership(ctx: &Ctx<'_>, chat_id: &str, member_id: &str, is_bot: bool) -
         .conn
         .prepare_cached(
             "INSERT INTO members (chat_id, member_id, is_bot, active) VALUES (?1, ?2, ?3, 1) \
-             ON CONFLICT (chat_id, member_id) DO UPDATE SET active = 1 WHERE active = 0",
+             ON CONFLICT (chat_id, member_id) DO UPDATE SET active = 1 WHERE members.active = 0",
         )?
         .execute(params![chat_id, member_id, is_bot])?;
     Ok(changed > 0)

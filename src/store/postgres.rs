@@ -328,8 +328,8 @@ impl PgConn {
         let supported = MIGRATIONS.len() as i64;
         self.with(|c| {
             let mut tx = c.transaction()?;
-            // Any fixed key: botspace's migrations take it, nothing else.
-            tx.execute("SELECT pg_advisory_xact_lock(7461626f74737061)", &[])?;
+            // A fixed key ("bots" in ASCII): only botspace migrations take it.
+            tx.execute("SELECT pg_advisory_xact_lock(1651471475)", &[])?;
             tx.batch_execute("CREATE TABLE IF NOT EXISTS botspace_schema (version BIGINT NOT NULL)")?;
             let version: Option<i64> = tx.query_opt("SELECT version FROM botspace_schema", &[])?.map(|r| r.get(0));
             let version = match version {
