@@ -50,13 +50,14 @@ trap stop EXIT
 as_pg "$PG_BIN/initdb" -D "$WORK/data" -A trust -U postgres -E UTF8 >"$WORK/initdb.log" 2>&1 ||
   { cat "$WORK/initdb.log" >&2; log "FAILED: initdb"; exit 1; }
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-as_pg "$PG_BIN/pg_ctl" -D "$WORK/data" -l "$WORK/server.log" -w \
-  -o "-c listen_addresses=127.0.0.1 -p $PORT -c unix_socket_directories='$WORK' -c max_connections=300 -c fsync=on" \
+PG_OPTS="-c listen_addresses=127.0.0.1 -p $PORT -c unix_socket_directories='$WORK' -c max_connections=300 -c fsync=on"
+as_pg "$PG_BIN/pg_ctl" -D "$WORK/data" -l "$WORK/server.log" -w -o "$PG_OPTS" \
   start >/dev/null || { cat "$WORK/server.log" >&2; log "FAILED: the server did not start"; exit 1; }
 log "PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$PORT"
 
 export BOTSPACE_TEST_POSTGRES="postgres://postgres@127.0.0.1:$PORT/postgres"
-export BOTSPACE_PG_BIN="$PG_BIN" BOTSPACE_PG_DATA="$WORK/data"
+# For tests that stop and start the server (same options).
+export BOTSPACE_PG_BIN="$PG_BIN" BOTSPACE_PG_DATA="$WORK/data" BOTSPACE_PG_OPTS="$PG_OPTS"
 set +e
 "$@"
 rc=$?

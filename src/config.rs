@@ -113,6 +113,10 @@ pub struct Config {
     /// Most unconfirmed host updates kept: past it, the oldest go and
     /// getUpdates reports the gap with an `updates_dropped` update.
     pub max_unconfirmed_updates: u64,
+    /// With a shared store (PostgreSQL), how often a gateway session looks
+    /// at the database for what other nodes committed: new events, a
+    /// rotated token or a suspension. Its `poll_timeout` includes it.
+    pub gateway_poll_interval_ms: u64,
     /// Tests only: draw ids and tokens from a stream seeded with this
     /// number instead of the OS, so they are known in advance. Accepted
     /// only with `clock: manual`, which no production service runs on.
@@ -135,6 +139,7 @@ impl Default for Config {
             max_import_bytes: 1 << 30,
             max_unacked_events: 100_000,
             max_unconfirmed_updates: 1_000_000,
+            gateway_poll_interval_ms: 50,
             random_seed: None,
         }
     }
@@ -156,6 +161,7 @@ impl std::fmt::Debug for Config {
             .field("max_import_bytes", &self.max_import_bytes)
             .field("max_unacked_events", &self.max_unacked_events)
             .field("max_unconfirmed_updates", &self.max_unconfirmed_updates)
+            .field("gateway_poll_interval_ms", &self.gateway_poll_interval_ms)
             .field("random_seed", &self.random_seed)
             .finish()
     }
@@ -170,6 +176,8 @@ pub enum ConfigError {
     AdminSecretTooShort,
     #[error("max_body_bytes must be between 1 and 67108864")]
     MaxBodyBytes,
+    #[error("gateway_poll_interval_ms must be between 10 and 60000")]
+    GatewayPollInterval,
     #[error("heartbeat_interval_ms must be between 1000 and 600000")]
     HeartbeatInterval,
     #[error("rate limit for tier {0} has a zero count, period or burst")]
@@ -229,6 +237,9 @@ impl Config {
         }
         if !(1_000..=600_000).contains(&self.heartbeat_interval_ms) {
             return Err(ConfigError::HeartbeatInterval);
+        }
+        if !(10..=60_000).contains(&self.gateway_poll_interval_ms) {
+            return Err(ConfigError::GatewayPollInterval);
         }
         for (name, t) in
             [("free", &self.limits.free), ("standard", &self.limits.standard), ("official", &self.limits.official)]

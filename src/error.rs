@@ -224,8 +224,9 @@ impl ApiError {
     /// The database server cannot be reached (a PostgreSQL store that is
     /// down or restarting): nothing was written, retry later.
     pub fn storage_unavailable(detail: impl std::fmt::Display) -> Self {
-        let mut e = Self::new(503, "storage_unavailable", "the database is unreachable, nothing was written; retry later")
-            .with_header("Retry-After", "1".into());
+        let mut e =
+            Self::new(503, "storage_unavailable", "the database is unreachable, nothing was written; retry later")
+                .with_header("Retry-After", "1".into());
         e.detail = Some(detail.to_string().into());
         e
     }

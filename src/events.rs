@@ -90,8 +90,7 @@ fn insert_update(conn: &Conn, now_ms: u64, kind: &str, data: &str, msg: Option<(
              SELECT value, ?1, ?2, ?3, ?4, ?5 FROM n"
         }
     };
-    conn.prepare_cached(sql)?
-    .execute(params![now_ms as i64, kind, data, msg.map(|m| m.0), msg.map(|m| m.1)])?;
+    conn.prepare_cached(sql)?.execute(params![now_ms as i64, kind, data, msg.map(|m| m.0), msg.map(|m| m.1)])?;
     Ok(())
 }
 

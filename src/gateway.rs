@@ -9,10 +9,10 @@
 use crate::error::{ApiError, ApiResult};
 use crate::http::Request;
 use crate::model::Bot;
-use crate::random::Random;
-use crate::txn::Db;
 use crate::params;
-use crate::store::{Conn, Optional, StoreResult};
+use crate::random::Random;
+use crate::store::{Conn, Dialect, Optional, StoreResult};
+use crate::txn::Db;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -207,6 +207,8 @@ pub struct GatewaySession {
     closed: bool,
     /// `None` once the session no longer counts against the limit.
     slot: Option<Slot>,
+    /// `Some` on a shared store.
+    shared: Option<Shared>,
 }
 
 /// Result of [`crate::Service::accept_gateway`].
@@ -225,7 +227,26 @@ pub(crate) struct Opening<'a> {
     pub conn: &'a Conn,
     pub random: &'a Random,
     pub heartbeat_interval_ms: u64,
+    /// How often a session on a shared store re-reads the bot's row.
+    pub poll_interval_ms: u64,
+    /// SHA-256 of the token the session authenticated with.
+    pub token_hash: [u8; 32],
     pub now_ms: u64,
+}
+
+/// How long a gateway lease counts after its last renewal: a node that dies
+/// stops counting against its bots' connection limits within this time.
+pub const LEASE_TTL_MS: u64 = 10_000;
+
+/// What a session on a shared store (PostgreSQL, several nodes) checks
+/// itself, since commits on other nodes wake nothing here.
+struct Shared {
+    poll_interval_ms: u64,
+    next_check_ms: u64,
+    token_hash: [u8; 32],
+    renew_at_ms: u64,
+    /// The lease row exists and must be deleted when the session ends.
+    leased: bool,
 }
 
 impl GatewaySession {
@@ -236,6 +257,19 @@ impl GatewaySession {
         let slot = at.registry.reserve(bot)?;
         // Fields come after status, upgrade and limit (contract section 3).
         let after = parse_after(req.query)?;
+        let session_id = crate::auth::new_id(at.random, "gws_")?;
+        let shared = if at.conn.dialect() == Dialect::Postgres {
+            take_lease(at.conn, bot, &session_id, at.now_ms)?;
+            Some(Shared {
+                poll_interval_ms: at.poll_interval_ms,
+                next_check_ms: at.now_ms + at.poll_interval_ms,
+                token_hash: at.token_hash,
+                renew_at_ms: at.now_ms + LEASE_TTL_MS / 2,
+                leased: true,
+            })
+        } else {
+            None
+        };
         let (acked, last): (i64, i64) = at
             .conn
             .prepare_cached("SELECT acked_seq, last_seq FROM bots WHERE id = ?1")?
@@ -258,7 +292,7 @@ impl GatewaySession {
             registry: at.registry.clone(),
             heartbeat_interval_ms: at.heartbeat_interval_ms,
             bot_id: bot.id.clone(),
-            session_id: crate::auth::new_id(at.random, "gws_")?,
+            session_id,
             identity_json: bot.identity_json.clone(),
             epoch,
             cursor: replay_from - 1,
@@ -273,6 +307,7 @@ impl GatewaySession {
             events: VecDeque::new(),
             closed: false,
             slot: Some(slot),
+            shared,
         })
     }
 
@@ -357,6 +392,9 @@ impl GatewaySession {
         if !self.closed && now_ms > self.last_heartbeat_ms + 2 * self.heartbeat_interval_ms {
             self.close(CLOSE_SESSION_TIMEOUT, "session_timeout");
         }
+        if !self.closed && self.shared.as_ref().is_some_and(|s| now_ms >= s.next_check_ms) {
+            self.check_shared(now_ms);
+        }
     }
 
     // ---- outputs ----
@@ -415,7 +453,8 @@ impl GatewaySession {
         if self.closed {
             return None;
         }
-        Some(self.last_heartbeat_ms + 2 * self.heartbeat_interval_ms + 1)
+        let heartbeat = self.last_heartbeat_ms + 2 * self.heartbeat_interval_ms + 1;
+        Some(self.shared.as_ref().map_or(heartbeat, |s| heartbeat.min(s.next_check_ms)))
     }
 
     /// What happened to the session: `Closed` once, when it ends.
@@ -452,9 +491,55 @@ impl GatewaySession {
             if let Some(seq) = self.pending_ack.take() {
                 let _ = self.write_ack(seq);
             }
+            self.release_lease();
             self.closed = true;
             self.slot = None;
             self.events.push_back(GatewayEvent::Closed { code, reason });
+        }
+    }
+
+    /// On a shared store: whether another node rotated the token or
+    /// suspended the bot (4004), whether it committed events for the bot
+    /// (read at the next `poll_transmit`), and the lease renewal.
+    fn check_shared(&mut self, now_ms: u64) {
+        let Some(sh) = self.shared.as_mut() else { return };
+        sh.next_check_ms = now_ms + sh.poll_interval_ms;
+        let inner = self.db.lock();
+        let row = inner
+            .conn
+            .prepare_cached("SELECT last_seq FROM bots WHERE id = ?1 AND token_hash = ?2 AND status = 'active'")
+            .and_then(|mut st| st.query_row(params![self.bot_id, sh.token_hash], |r| r.get::<i64>(0)).optional());
+        let renew = now_ms >= sh.renew_at_ms;
+        if renew {
+            sh.renew_at_ms = now_ms + LEASE_TTL_MS / 2;
+            // A lease that lapsed (this node stalled) is taken again: the
+            // connection is open, so it counts.
+            let _ = inner
+                .conn
+                .prepare_cached(
+                    "INSERT INTO gateway_leases (session_id, bot_id, expires_at_ms) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (session_id) DO UPDATE SET expires_at_ms = excluded.expires_at_ms",
+                )
+                .and_then(|mut st| st.execute(params![self.session_id, self.bot_id, (now_ms + LEASE_TTL_MS) as i64]));
+        }
+        drop(inner);
+        match row {
+            Ok(None) => self.close(CLOSE_AUTHENTICATION_FAILED, "authentication_failed"),
+            Ok(Some(last)) if last > self.cursor => self.backlog = true,
+            // Storage trouble: the next check tries again.
+            _ => {}
+        }
+    }
+
+    /// Deletes the session's lease (shared store), once.
+    fn release_lease(&mut self) {
+        if let Some(sh) = self.shared.as_mut().filter(|s| s.leased) {
+            sh.leased = false;
+            let inner = self.db.lock();
+            let _ = inner
+                .conn
+                .prepare_cached("DELETE FROM gateway_leases WHERE session_id = ?1")
+                .and_then(|mut st| st.execute([&self.session_id]));
         }
     }
 
@@ -498,6 +583,36 @@ impl Drop for GatewaySession {
     fn drop(&mut self) {
         if let Some(seq) = self.pending_ack.take() {
             let _ = self.write_ack(seq);
+        }
+        self.release_lease();
+    }
+}
+
+/// Takes a lease on one of the bot's connections across every node of a
+/// shared store, or refuses with 429 `connection_limit`. The bot's row is
+/// locked meanwhile, so two nodes cannot both take the last one.
+fn take_lease(conn: &Conn, bot: &Bot, session_id: &str, now_ms: u64) -> ApiResult<()> {
+    conn.begin()?;
+    let taken = (|| -> ApiResult<()> {
+        conn.prepare_cached("SELECT id FROM bots WHERE id = ?1 FOR UPDATE")?.exists([&bot.id])?;
+        conn.prepare_cached("DELETE FROM gateway_leases WHERE bot_id = ?1 AND expires_at_ms <= ?2")?
+            .execute(params![bot.id, now_ms as i64])?;
+        let open: i64 = conn
+            .prepare_cached("SELECT count(*) FROM gateway_leases WHERE bot_id = ?1")?
+            .query_row([&bot.id], |r| r.get(0))?;
+        let open = u32::try_from(open).unwrap_or(u32::MAX);
+        if open >= bot.connection_limit {
+            return Err(ApiError::connection_limit(open, bot.connection_limit));
+        }
+        conn.prepare_cached("INSERT INTO gateway_leases (session_id, bot_id, expires_at_ms) VALUES (?1, ?2, ?3)")?
+            .execute(params![session_id, bot.id, (now_ms + LEASE_TTL_MS) as i64])?;
+        Ok(())
+    })();
+    match taken {
+        Ok(()) => Ok(conn.commit()?),
+        Err(e) => {
+            let _ = conn.rollback();
+            Err(e)
         }
     }
 }

@@ -576,6 +576,8 @@ impl Service {
             conn: &inner.conn,
             random: &self.random,
             heartbeat_interval_ms: self.config.heartbeat_interval_ms,
+            poll_interval_ms: self.config.gateway_poll_interval_ms,
+            token_hash: auth::sha256(auth::credential(req.header("authorization"), "Bot")?),
             now_ms,
         };
         let session = GatewaySession::open(opening, req, &bot)?;

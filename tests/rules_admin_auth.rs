@@ -11,13 +11,13 @@ const SECRET: &str = "throttle-admin-secret-1";
 
 #[test]
 fn ten_failures_then_the_peer_waits_whatever_it_sends_and_other_peers_do_not() {
-    let svc =
-        Service::open(Config {
-            admin_secret: SECRET.into(),
-            clock: ClockKind::Manual,
-            database: common::test_database(),
-            ..Config::default()
-        }).unwrap();
+    let svc = Service::open(Config {
+        admin_secret: SECRET.into(),
+        clock: ClockKind::Manual,
+        database: common::test_database(),
+        ..Config::default()
+    })
+    .unwrap();
     let wrong = admin_request("not-the-secret-at-all", "getStats", json!({}));
     let right = admin_request(SECRET, "getStats", json!({}));
     for i in 0..10 {

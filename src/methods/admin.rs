@@ -9,10 +9,10 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::{self, Event};
 use crate::http::Request;
 use crate::model::{to_json, Bot, Chat, ChatKind, StoredMessage, Tier};
-use crate::route::AdminMethod;
-use crate::txn::Ctx;
 use crate::params;
+use crate::route::AdminMethod;
 use crate::store::Optional;
+use crate::txn::Ctx;
 use serde_json::{json, Value};
 
 pub fn call(ctx: &mut Ctx<'_>, method: AdminMethod, req: &Request<'_>) -> ApiResult<Vec<u8>> {

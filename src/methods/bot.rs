@@ -9,11 +9,11 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::{self, Event};
 use crate::http::Request;
 use crate::model::{to_json, Bot, Chat, ChatKind, StoredMessage, Tier};
+use crate::params;
 use crate::ratelimit::Scope;
 use crate::route::BotMethod;
-use crate::txn::Ctx;
-use crate::params;
 use crate::store::{Dialect, Optional};
+use crate::txn::Ctx;
 
 pub const CHAT_ACTIONS: &[&str] = &["typing", "upload_photo", "upload_document", "record_voice", "upload_voice"];
 

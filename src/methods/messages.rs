@@ -4,8 +4,8 @@
 use crate::error::{ApiError, ApiResult};
 use crate::events::{self, Event};
 use crate::model::{to_json, Chat, MessageJson, Sender, StoredMessage};
-use crate::txn::Ctx;
 use crate::params;
+use crate::txn::Ctx;
 
 /// `reply_to_message_id` must name a live message of the same chat.
 pub fn check_reply_target(ctx: &Ctx<'_>, chat: &Chat, reply_to: Option<i64>) -> ApiResult<()> {

@@ -12,9 +12,9 @@
 //! 64-bit and flags are 0/1 integers in both schemas, so a value reads back
 //! the same from either store.
 
-pub mod sqlite;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod sqlite;
 
 /// Which SQL dialect a connection speaks, for the few statements that differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,7 +348,6 @@ impl Conn {
             Conn::Postgres(c) => c.take_retryable(),
         }
     }
-
 }
 
 impl Stmt<'_> {
@@ -375,7 +374,11 @@ impl Stmt<'_> {
     }
 
     /// Every row through `f`, collected.
-    pub fn query_vec<T>(&mut self, p: impl Params, mut f: impl FnMut(&Row<'_>) -> StoreResult<T>) -> StoreResult<Vec<T>> {
+    pub fn query_vec<T>(
+        &mut self,
+        p: impl Params,
+        mut f: impl FnMut(&Row<'_>) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>> {
         let mut out = Vec::new();
         self.query_each(p, |r| {
             out.push(f(r)?);

@@ -133,6 +133,16 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE bots ADD COLUMN pruned_seq BIGINT NOT NULL DEFAULT 0;
     ALTER TABLE bots ADD COLUMN kept_since_ms BIGINT NOT NULL DEFAULT 0;
     "#,
+    // 3: gateway connections of every node, for the per-bot limit. A lease
+    // is renewed while its session lives and lapses when its node dies.
+    r#"
+    CREATE TABLE gateway_leases (
+        session_id TEXT PRIMARY KEY,
+        bot_id TEXT NOT NULL,
+        expires_at_ms BIGINT NOT NULL
+    );
+    CREATE INDEX gateway_leases_by_bot ON gateway_leases (bot_id, expires_at_ms);
+    "#,
 ];
 
 /// A PostgreSQL connection that reopens itself after it broke.

@@ -1,0 +1,249 @@
+//! Several nodes, one PostgreSQL database: two `Service`s opened on the same
+//! schema share nothing in memory, exactly like two host processes, so what
+//! holds here holds across nodes. Run by `scripts/test-postgres.sh`
+//! (feature `pg-tests`, a throwaway cluster from scripts/with-postgres.sh).
+
+mod common;
+
+use botspace::{ClockKind, Config, GatewayOutput, GatewaySession, Service};
+use common::*;
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+
+const SECRET: &str = "postgres-admin-secret-1";
+
+/// Tests that restart the server must run alone.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn node(database: &str) -> Arc<Service> {
+    let cfg = Config {
+        database: database.into(),
+        admin_secret: SECRET.into(),
+        clock: ClockKind::Manual,
+        ..Config::default()
+    };
+    Arc::new(Service::open(cfg).expect("the node opens on the shared database"))
+}
+
+fn two_nodes() -> (Arc<Service>, Arc<Service>) {
+    let db = test_database();
+    assert!(db.starts_with("postgres://"), "BOTSPACE_TEST_POSTGRES must be set (scripts/with-postgres.sh)");
+    (node(&db), node(&db))
+}
+
+struct World {
+    user: String,
+    bot: String,
+    token: String,
+    chat: String,
+}
+
+fn world(svc: &Service, tier: &str) -> World {
+    let user = admin(svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let b = admin(svc, SECRET, "createBot", json!({"display_name": "Echo", "handle": "echo", "quota_tier": tier}));
+    let bot = b["bot"]["id"].as_str().unwrap().to_string();
+    let token = b["token"].as_str().unwrap().to_string();
+    let chat =
+        admin(svc, SECRET, "startBot", json!({"user_id": user, "bot_id": bot}))["id"].as_str().unwrap().to_string();
+    World { user, bot, token, chat }
+}
+
+fn upgrade(token: &str) -> Vec<u8> {
+    format!(
+        "GET /bot/gateway HTTP/1.1\r\nHost: t\r\nAuthorization: Bot {token}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+/// Everything the session sends now, as text messages and a close.
+fn drain(s: &mut GatewaySession) -> (Vec<Value>, Option<u16>) {
+    let (mut texts, mut close) = (Vec::new(), None);
+    while let Some(o) = s.poll_transmit() {
+        match o {
+            GatewayOutput::Text(t) => texts.push(serde_json::from_str(&t).unwrap()),
+            GatewayOutput::Close { code, .. } => close = Some(code),
+        }
+    }
+    (texts, close)
+}
+
+#[test]
+fn an_event_committed_on_node_a_reaches_a_session_on_node_b_at_its_next_poll() {
+    let _g = serial();
+    let (a, b) = two_nodes();
+    let w = world(&a, "official");
+    let now = b.now_ms();
+    let mut s = b.accept_gateway_session(&upgrade(&w.token), now).unwrap();
+    let (hello, _) = drain(&mut s);
+    assert_eq!(hello[0]["op"], "hello");
+    assert_eq!(hello.len(), 2, "hello and the replayed bot_started: {hello:?}");
+    // The poll interval is part of the session's timeout on a shared store.
+    assert_eq!(s.poll_timeout(), Some(now + 50));
+    let sent = admin(&a, SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "from A"}));
+    // Node B was told nothing; its next check finds the event.
+    assert_eq!(drain(&mut s).0, Vec::<Value>::new());
+    s.handle_timeout(now + 50);
+    let (events, close) = drain(&mut s);
+    assert_eq!(close, None);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["type"], "message_created");
+    assert_eq!(events[0]["data"]["message"]["message_id"], sent["message_id"]);
+    assert_eq!(events[0]["data"]["message"]["text"], "from A");
+}
+
+#[test]
+fn rotating_the_token_on_node_a_closes_node_b_sessions_with_4004() {
+    let _g = serial();
+    let (a, b) = two_nodes();
+    let w = world(&a, "official");
+    let now = b.now_ms();
+    let mut s = b.accept_gateway_session(&upgrade(&w.token), now).unwrap();
+    drain(&mut s);
+    admin(&a, SECRET, "rotateBotToken", json!({"bot_id": w.bot}));
+    s.handle_timeout(now + 50);
+    assert_eq!(drain(&mut s).1, Some(4004));
+    // And node B no longer takes the old token (no stale cache).
+    let (status, body) = bot_call(&b, &w.token, "getMe", json!({}));
+    assert_eq!((status, body["error"].as_str()), (401, Some("invalid_token")));
+}
+
+#[test]
+fn the_connection_limit_holds_across_nodes_and_a_closed_session_frees_its_lease() {
+    let _g = serial();
+    let (a, b) = two_nodes();
+    let w = world(&a, "free"); // limit 1
+    let first = a.accept_gateway_session(&upgrade(&w.token), a.now_ms()).unwrap();
+    let refused = b.accept_gateway_session(&upgrade(&w.token), b.now_ms()).err().expect("the limit is shared");
+    let (status, body) = split(&refused);
+    assert_eq!((status, body["error"].as_str()), (429, Some("connection_limit")));
+    assert_eq!(body["description"], "this bot already has 1 of 1 gateway connections open");
+    drop(first);
+    assert!(b.accept_gateway_session(&upgrade(&w.token), b.now_ms()).is_ok());
+}
+
+#[test]
+fn a_dead_nodes_lease_lapses_after_the_lease_ttl() {
+    let _g = serial();
+    let (a, b) = two_nodes();
+    let w = world(&a, "free");
+    let s = a.accept_gateway_session(&upgrade(&w.token), a.now_ms()).unwrap();
+    // A node that dies never deletes its lease: forget the session.
+    std::mem::forget(s);
+    let now = b.now_ms();
+    assert!(b.accept_gateway_session(&upgrade(&w.token), now + botspace::gateway::LEASE_TTL_MS - 1).is_err());
+    assert!(b.accept_gateway_session(&upgrade(&w.token), now + botspace::gateway::LEASE_TTL_MS).is_ok());
+}
+
+#[test]
+fn an_idempotency_key_used_on_node_a_then_node_b_writes_once() {
+    let _g = serial();
+    let (a, b) = two_nodes();
+    let w = world(&a, "official");
+    let req = |svc: &Service| {
+        let raw = request(
+            "/bot/sendMessage",
+            &format!("Bot {}", w.token),
+            "Idempotency-Key: k-1\r\n",
+            json!({"chat_id": w.chat, "text": "once"}).to_string().as_bytes(),
+        );
+        split(&svc.handle_request(&raw))
+    };
+    let (s1, m1) = req(&a);
+    let (s2, m2) = req(&b);
+    assert_eq!((s1, s2), (200, 200));
+    assert_eq!(m1, m2);
+    let history = admin(&b, SECRET, "getChatHistory", json!({"chat_id": w.chat}));
+    assert_eq!(history.as_array().unwrap().len(), 1, "{history}");
+}
+
+#[test]
+fn writers_on_two_nodes_into_one_group_keep_message_ids_gapless() {
+    let _g = serial();
+    let (a, b) = two_nodes();
+    let user = admin(&a, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let group = admin(&a, SECRET, "createGroup", json!({"title": "G"}))["id"].as_str().unwrap().to_string();
+    admin(&a, SECRET, "addMember", json!({"chat_id": group, "member_id": user}));
+    let mut tokens = Vec::new();
+    for i in 0..4 {
+        let bt = admin(
+            &a,
+            SECRET,
+            "createBot",
+            json!({"display_name": "B", "handle": format!("b{i}"), "quota_tier": "official"}),
+        );
+        admin(&a, SECRET, "addMember", json!({"chat_id": group, "member_id": bt["bot"]["id"]}));
+        tokens.push(bt["token"].as_str().unwrap().to_string());
+    }
+    let per_thread = 50;
+    let threads: Vec<_> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let svc = if i % 2 == 0 { a.clone() } else { b.clone() };
+            let (t, group) = (t.clone(), group.clone());
+            std::thread::spawn(move || {
+                (0..per_thread)
+                    .map(|n| {
+                        let (status, m) =
+                            bot_call(&svc, &t, "sendMessage", json!({"chat_id": group, "text": format!("{n}")}));
+                        assert_eq!(status, 200, "{m}");
+                        m["result"]["message_id"].as_str().expect("message_id").parse::<u64>().unwrap()
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut ids: Vec<u64> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    ids.sort_unstable();
+    let n = (tokens.len() * per_thread) as u64;
+    assert_eq!(ids, (1..=n).collect::<Vec<_>>(), "ids are 1..{n}, each once");
+}
+
+/// Stops and starts the cluster of scripts/with-postgres.sh.
+fn pg_ctl(action: &str) {
+    let bin = std::env::var("BOTSPACE_PG_BIN").expect("BOTSPACE_PG_BIN (scripts/with-postgres.sh)");
+    let data = std::env::var("BOTSPACE_PG_DATA").expect("BOTSPACE_PG_DATA (scripts/with-postgres.sh)");
+    let log = format!("{data}/../server.log");
+    let opts = std::env::var("BOTSPACE_PG_OPTS").expect("BOTSPACE_PG_OPTS (scripts/with-postgres.sh)");
+    let ctl = format!("{bin}/pg_ctl");
+    let mut args = vec!["-D", &data, "-w", "-l", &log, action];
+    if action == "stop" {
+        args.extend(["-m", "fast"]);
+    } else {
+        args.extend(["-o", &opts]);
+    }
+    let as_root = std::process::Command::new("id").arg("-u").output().map(|o| o.stdout == b"0\n").unwrap_or(false);
+    let status = if as_root {
+        std::process::Command::new("runuser").args(["-u", "postgres", "--", &ctl]).args(&args).status()
+    } else {
+        std::process::Command::new(&ctl).args(&args).status()
+    }
+    .unwrap();
+    assert!(status.success(), "pg_ctl {action}");
+}
+
+#[test]
+fn while_postgres_is_down_requests_get_503_and_the_service_recovers_by_itself() {
+    let _g = serial();
+    let (a, _b) = two_nodes();
+    let w = world(&a, "official");
+    let send = |text: &str| bot_call(&a, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": text}));
+    assert_eq!(send("before").0, 200);
+    pg_ctl("stop");
+    let (status, body) = send("while down");
+    pg_ctl("start");
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"], "storage_unavailable");
+    assert_eq!(body["description"], "the database is unreachable, nothing was written; retry later");
+    // Back by itself: a new connection on the next request.
+    let (status, body) = send("after");
+    assert_eq!(status, 200, "{body}");
+    let history = admin(&a, SECRET, "getChatHistory", json!({"chat_id": w.chat}));
+    let texts: Vec<&str> = history.as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap()).collect();
+    assert_eq!(texts, ["before", "after"], "nothing of the refused request was written");
+}
