@@ -233,7 +233,8 @@ impl Row<'_> {
 pub enum Conn {
     Sqlite(rusqlite::Connection),
     #[cfg(feature = "postgres")]
-    Postgres(postgres::PgConn),
+    // Boxed: one per service, and SQLite's variant stays small.
+    Postgres(Box<postgres::PgConn>),
 }
 
 /// A cached prepared statement.
@@ -433,7 +434,7 @@ pub fn open(config: &crate::config::Config) -> StoreResult<Conn> {
     let db = config.database.as_str();
     if db.starts_with("postgres://") || db.starts_with("postgresql://") {
         #[cfg(feature = "postgres")]
-        return Ok(Conn::Postgres(postgres::PgConn::open(config)?));
+        return Ok(Conn::Postgres(Box::new(postgres::PgConn::open(config)?)));
         #[cfg(not(feature = "postgres"))]
         return Err(StorageError::Unsupported(
             "database is a PostgreSQL URL, but this build has no PostgreSQL store (cargo feature `postgres`)",
