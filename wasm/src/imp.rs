@@ -3,7 +3,7 @@
 //! JavaScript layer never has to guess an error's kind from its message.
 
 use botspace::{Clock, ClockKind, Config, Framing, GatewayEvent, GatewayOutput, GatewaySession, Service};
-use js_sys::{Array, Function, Object, Reflect, Uint8Array};
+use js_sys::{Function, Object, Reflect, Uint8Array};
 use std::cell::RefCell;
 use std::sync::Arc;
 use wasm_bindgen::prelude::*;
