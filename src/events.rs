@@ -184,6 +184,12 @@ pub fn prune(conn: &Conn, now_ms: u64, p: &Prune) -> ApiResult<()> {
     conn.prepare_cached("DELETE FROM updates WHERE update_id < ?1")?.execute([upto])?;
     conn.prepare_cached("DELETE FROM idempotency WHERE created_at_ms < ?1")?
         .execute([now_ms.saturating_sub(p.idempotency_ttl_ms) as i64])?;
+    if conn.dialect() == Dialect::Postgres {
+        // A bucket whose arrival time has passed is full: the same as none.
+        // Expired leases of dead nodes go too.
+        conn.prepare_cached("DELETE FROM rate_buckets WHERE tat < ?1")?.execute([(now_ms * 1000) as i64])?;
+        conn.prepare_cached("DELETE FROM gateway_leases WHERE expires_at_ms < ?1")?.execute([now_ms as i64])?;
+    }
     Ok(())
 }
 

@@ -1,8 +1,13 @@
-//! Per-tier rate limits as GCRA token buckets, kept in memory. A refused
-//! request consumes nothing; a consumed slot is given back when the request's
-//! transaction rolls back (the undo log).
+//! Per-tier rate limits as GCRA token buckets: in memory for a SQLite store
+//! ([`RateLimiter`]), in the database for a shared PostgreSQL store
+//! ([`check_shared`]), so every node draws from the same bucket. A refused
+//! request consumes nothing; a consumed slot is given back when the
+//! request's transaction rolls back (the undo log, or the database's own
+//! rollback).
 
 use crate::config::Rate;
+use crate::params;
+use crate::store::{Conn, StoreResult};
 use std::collections::HashMap;
 
 /// Which limit refused a request (`parameters.scope`).
@@ -140,6 +145,61 @@ impl RateLimiter {
             s.tat > now_us || !s.chats.is_empty()
         });
     }
+}
+
+/// [`RateLimiter::check`] with the buckets in the database's
+/// `rate_buckets`, read with a row lock and written in the transaction of
+/// the write they limit: exact across nodes. (A bucket's first use on two
+/// nodes at once may let both through: the row does not exist to lock.)
+pub fn check_shared(
+    conn: &Conn,
+    bot_id: &str,
+    chat_id: &str,
+    bot_rate: Option<&Rate>,
+    chat_rate: Option<(&Rate, Scope)>,
+    now_ms: u64,
+) -> StoreResult<Result<(), (Scope, u64)>> {
+    if bot_rate.is_none() && chat_rate.is_none() {
+        return Ok(Ok(()));
+    }
+    let now = now_ms * 1000;
+    let bot_key = format!("b:{bot_id}");
+    let chat_key = format!("c:{bot_id}:{chat_id}");
+    let (mut bot_tat, mut chat_tat) = (0u64, 0u64);
+    conn.prepare_cached("SELECT key, tat FROM rate_buckets WHERE key = ?1 OR key = ?2 ORDER BY key FOR UPDATE")?
+        .query_each(params![bot_key, chat_key], |r| {
+            let tat = u64::try_from(r.get::<i64>(1)?).unwrap_or(0);
+            if r.get_str(0)? == bot_key {
+                bot_tat = tat;
+            } else {
+                chat_tat = tat;
+            }
+            Ok(true)
+        })?;
+    let bot_next = bot_rate.map(|r| gcra(bot_tat, now, r));
+    let chat_next = chat_rate.map(|(r, s)| (gcra(chat_tat, now, r), s));
+    let mut refused: Option<(Scope, u64)> = None;
+    if let Some(Err(wait)) = bot_next {
+        refused = Some((Scope::Bot, wait));
+    }
+    if let Some((Err(wait), scope)) = chat_next {
+        if refused.is_none_or(|(_, w)| wait > w) {
+            refused = Some((scope, wait));
+        }
+    }
+    if let Some((scope, wait_us)) = refused {
+        return Ok(Err((scope, wait_us.div_ceil(1000).max(1))));
+    }
+    let mut put = conn.prepare_cached(
+        "INSERT INTO rate_buckets (key, tat) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET tat = excluded.tat",
+    )?;
+    if let Some(Ok(next)) = bot_next {
+        put.execute(params![bot_key, next as i64])?;
+    }
+    if let Some((Ok(next), _)) = chat_next {
+        put.execute(params![chat_key, next as i64])?;
+    }
+    Ok(Ok(()))
 }
 
 #[cfg(test)]

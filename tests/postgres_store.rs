@@ -247,3 +247,27 @@ fn while_postgres_is_down_requests_get_503_and_the_service_recovers_by_itself() 
     let texts: Vec<&str> = history.as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap()).collect();
     assert_eq!(texts, ["before", "after"], "nothing of the refused request was written");
 }
+
+#[test]
+fn rate_limits_hold_across_nodes() {
+    let _g = serial();
+    let (a, b) = two_nodes();
+    let w = world(&a, "free"); // private chat: 1/s, burst 5
+    for i in 0..5 {
+        let svc = if i % 2 == 0 { &a } else { &b };
+        let (status, body) = bot_call(svc, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": format!("{i}")}));
+        assert_eq!(status, 200, "{body}");
+    }
+    // The sixth, on either node, finds the shared bucket empty.
+    for svc in [&a, &b] {
+        let (status, body) = bot_call(svc, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": "6"}));
+        assert_eq!((status, body["error"].as_str()), (429, Some("rate_limited")), "{body}");
+        assert_eq!(body["parameters"]["scope"], "chat");
+        assert_eq!(body["parameters"]["retry_after_ms"], 1000);
+    }
+    // A second later one slot is back, for whichever node asks first.
+    admin(&a, SECRET, "advanceClock", json!({"seconds": 1}));
+    admin(&b, SECRET, "advanceClock", json!({"seconds": 1}));
+    assert_eq!(bot_call(&b, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": "7"})).0, 200);
+    assert_eq!(bot_call(&a, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": "8"})).0, 429);
+}

@@ -110,7 +110,13 @@ fn rate_limit(ctx: &mut Ctx<'_>, bot: &Bot, chat: &Chat) -> ApiResult<()> {
         ChatKind::Private => limits.private_chat.as_ref().map(|r| (r, Scope::Chat)),
         ChatKind::Group => limits.group.as_ref().map(|r| (r, Scope::Group)),
     };
-    match ctx.rate.check(&bot.id, &chat.id, limits.bot.as_ref(), chat_rate, ctx.now_ms) {
+    let checked = match ctx.conn.dialect() {
+        Dialect::Sqlite => ctx.rate.check(&bot.id, &chat.id, limits.bot.as_ref(), chat_rate, ctx.now_ms),
+        Dialect::Postgres => {
+            crate::ratelimit::check_shared(ctx.conn, &bot.id, &chat.id, limits.bot.as_ref(), chat_rate, ctx.now_ms)?
+        }
+    };
+    match checked {
         Ok(()) => Ok(()),
         Err((scope, wait_ms)) => Err(ApiError::rate_limited(wait_ms, scope.as_str())),
     }

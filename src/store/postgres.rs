@@ -142,6 +142,13 @@ pub const MIGRATIONS: &[&str] = &[
         expires_at_ms BIGINT NOT NULL
     );
     CREATE INDEX gateway_leases_by_bot ON gateway_leases (bot_id, expires_at_ms);
+    -- Rate-limit buckets shared by the nodes: GCRA's theoretical arrival
+    -- time (µs) per bucket, 'b:<bot>' or 'c:<bot>:<chat>'.
+    CREATE TABLE rate_buckets (
+        key TEXT PRIMARY KEY,
+        tat BIGINT NOT NULL
+    );
+    CREATE INDEX rate_buckets_by_tat ON rate_buckets (tat);
     "#,
 ];
 
