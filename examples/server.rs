@@ -1063,7 +1063,11 @@ fn pump(
         conn.handle_timeout(now);
         // Past the mark nothing more is pulled: the events wait in the
         // database, and memory per connection stays about two windows.
-        while unsent.len() < HIGH_WATER && conn.poll_transmit(&mut unsent.buf) > 0 {}
+        // `more`: stopped at the mark, the gateway may have more to give.
+        let mut more = unsent.len() >= HIGH_WATER;
+        while !more && conn.poll_transmit(&mut unsent.buf) > 0 {
+            more = unsent.len() >= HIGH_WATER;
+        }
         let flush_started = Instant::now();
         if unsent.flush(stream).is_err() {
             return Ended { peer_eof, abandon: true, ..Ended::default() };
@@ -1099,8 +1103,11 @@ fn pump(
             unsent.close_next(1001, "server_shutdown");
             return Ended { server_closed: true, peer_eof, forced: true, ..Ended::default() };
         }
-        let wait = if unsent.is_empty() {
+        let wait = if unsent.is_empty() && !more {
             wait_for(conn.poll_timeout(), now, manual)
+        } else if unsent.is_empty() {
+            // All written and the gateway has more: pull again at once.
+            Duration::ZERO
         } else {
             // The socket is full: the write above already waited about a
             // tick; take the input that came meanwhile and try again.
