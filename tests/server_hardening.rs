@@ -272,7 +272,9 @@ fn stalled_gateway(srv: &Server, tier: &str) -> (World, TcpStream, Vec<u8>) {
 #[test]
 fn a_bot_that_does_not_read_is_closed_with_4008_and_resumes_from_its_ack() {
     let srv = Server::start_rust_with(&["--admin-secret", SECRET, "--manual-clock"]);
-    let (w, mut s, buf) = stalled_gateway(&srv, "official");
+    // A free-tier bot: one connection at a time, so its slot shows whether
+    // the server still holds the session.
+    let (w, mut s, buf) = stalled_gateway(&srv, "free");
     let interval = HEARTBEAT_MS as f64 / 1000.0;
     // While output waits, the bot's ack and heartbeats are still taken: the
     // heartbeat at 60 s keeps the session past two intervals (82.5 s) of
@@ -284,21 +286,23 @@ fn a_bot_that_does_not_read_is_closed_with_4008_and_resumes_from_its_ack() {
     srv.advance(2.0 * interval - 60.0 - 1.0);
     // Over the mark for 81.5 s: not yet.
     std::thread::sleep(Duration::from_millis(500));
+    srv.raw_upgrade(&w.token, "").assert_error(429, "connection_limit");
     srv.advance(3.0);
-    // The close goes right after the frame being written; the bot has 1 s
+    // Closed while the bot still reads nothing: the slot is free.
+    let mut next = eventually("the slot of the slow consumer", || srv.try_gateway(&w.token, "").ok());
+    // The close went right after the frame being written; the bot has 1 s
     // to read its way to it.
-    std::thread::sleep(Duration::from_millis(200));
     let (texts, close) = read_until_close(&mut s, buf);
     assert_eq!(close, (4008, "slow_consumer".to_string()));
     let last = events_in_order(&texts);
     assert!(last < 801, "the close came after every event ({last}): nothing was held back");
     eprintln!("slow consumer: {last} events written before the 4008 close");
     assert_eof(&mut s);
-    // Reconnecting resumes right after the ack sent while output waited.
-    let mut gw = srv.gateway(&w.token, "");
-    let hello = gw.hello();
+    // The new connection resumes right after the ack sent while output
+    // waited.
+    let hello = next.hello();
     assert_eq!(hello["replay_from"], json!(501), "{hello}");
-    assert_eq!(gw.event()["seq"], json!(501));
+    assert_eq!(next.event()["seq"], json!(501));
 }
 
 #[test]
