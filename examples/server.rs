@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release --example server -- [--addr 127.0.0.1:8080] [--db botspace.db]
 //!     [--admin-secret S | --admin-secret-file PATH] [--operational-key HEX64]
-//!     [--max-connections N] [--manual-clock]
+//!     [--admin-addr HOST:PORT] [--max-connections N] [--request-timeout SECS] [--manual-clock]
 //! ```
 //!
 //! One thread per TCP connection. HTTP/1.1 keep-alive and pipelining are
@@ -15,10 +15,12 @@
 //! new events. See `docs/server.md`.
 //!
 //! The first line printed is always `botspace listening on http://HOST:PORT`
-//! (the bound address, so `--addr 127.0.0.1:0` works); the startup output
-//! ends with the line `botspace ready`.
+//! (the bound address, so `--addr 127.0.0.1:0` works); with `--admin-addr`
+//! the next is `botspace admin listening on http://HOST:PORT`; the startup
+//! output ends with the line `botspace ready`.
 
-use botspace::{ClockKind, Config, Framing, GatewayConnection, RequestFramer, Service};
+use botspace::gateway::CLOSE_SLOW_CONSUMER;
+use botspace::{ApiError, ClockKind, Config, Framing, GatewayConnection, GatewayEvent, RequestFramer, Service};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
@@ -29,7 +31,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const USAGE: &str = "usage: server [--addr HOST:PORT] [--db PATH] [--admin-secret S | --admin-secret-file PATH]
-              [--operational-key HEX64] [--max-connections N] [--manual-clock]
+              [--operational-key HEX64] [--admin-addr HOST:PORT] [--max-connections N]
+              [--request-timeout SECS] [--manual-clock]
 
   --addr HOST:PORT          address to listen on (default 127.0.0.1:8080; port 0 picks a free port)
   --db PATH                 SQLite database file, or :memory: (default botspace.db)
@@ -39,6 +42,8 @@ const USAGE: &str = "usage: server [--addr HOST:PORT] [--db PATH] [--admin-secre
   --admin-secret-file PATH  read the admin secret from the first line of PATH
   --operational-key HEX64   64 hex digits that seal official bots' operational token copy;
                             BOTSPACE_OPERATIONAL_KEY may replace it
+  --admin-addr HOST:PORT    serve the host API (/admin/*) on this second address only; /admin/* on
+                            --addr, and everything but /admin/* here, is then 404 method_not_found
   --max-connections N       most connections at once (default 1024); beyond it a new
                             connection gets 503 and is closed
   --request-timeout SECS    a request must arrive whole within SECS of its first byte
@@ -60,6 +65,16 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 const REQUEST_DEADLINE: Duration = Duration::from_secs(30);
 /// A peer that does not take our bytes for this long is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest a gateway connection's owner waits on one write: between
+/// writes it reads the bot's input and checks the heartbeat deadline.
+const WRITE_TICK: Duration = Duration::from_millis(20);
+/// Unsent gateway bytes past which the owner stops pulling `poll_transmit`:
+/// what the bot has not read yet stays in the database, not in memory.
+const HIGH_WATER: usize = 256 * 1024;
+/// After a close the server decided on (slow consumer, stop, a session
+/// that ended behind unread output), the TCP connection is dropped after
+/// this long, close frame delivered or not.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// Most pipelined requests committed together.
 const MAX_BATCH: usize = 64;
 /// Bounds of the "lingering close" after an error that ends a connection.
@@ -71,6 +86,7 @@ const STACK: usize = 512 * 1024;
 
 struct Args {
     addr: String,
+    admin_addr: Option<String>,
     db: String,
     admin_secret: Option<String>,
     admin_secret_file: Option<String>,
@@ -83,6 +99,7 @@ struct Args {
 fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
     let mut a = Args {
         addr: "127.0.0.1:8080".into(),
+        admin_addr: None,
         db: "botspace.db".into(),
         admin_secret: None,
         admin_secret_file: None,
@@ -103,6 +120,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
         match name.as_str() {
             "--addr" => a.addr = value(&mut it)?,
             "--db" => a.db = value(&mut it)?,
+            "--admin-addr" => a.admin_addr = Some(value(&mut it)?),
             "--admin-secret" => a.admin_secret = Some(value(&mut it)?),
             "--admin-secret-file" => a.admin_secret_file = Some(value(&mut it)?),
             "--operational-key" => a.operational_key = Some(value(&mut it)?),
@@ -147,8 +165,8 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
         }
     };
     match start(&args) {
-        Ok((svc, listener, local)) => {
-            serve(svc, listener, local, &args);
+        Ok((svc, listeners)) => {
+            serve(svc, listeners, &args);
             0
         }
         Err(e) => {
@@ -158,14 +176,30 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
     }
 }
 
-/// Opens the service and the port and prints the start-up lines, the demo
+/// The bound sockets: the public one, and the host API's with `--admin-addr`.
+struct Listeners {
+    public: (TcpListener, SocketAddr),
+    admin: Option<(TcpListener, SocketAddr)>,
+}
+
+fn listen(addr: &str) -> Result<(TcpListener, SocketAddr), String> {
+    let listener = TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
+    Ok((listener, local))
+}
+
+/// Opens the service and the ports and prints the start-up lines, the demo
 /// block included.
-fn start(args: &Args) -> Result<(Arc<Service>, TcpListener, SocketAddr), String> {
+fn start(args: &Args) -> Result<(Arc<Service>, Listeners), String> {
     let (secret, generated) = admin_secret(args)?;
     let svc = open_service(args, &secret)?;
-    let listener = TcpListener::bind(&args.addr).map_err(|e| format!("cannot listen on {}: {e}", args.addr))?;
-    let local = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
+    let public = listen(&args.addr)?;
+    let admin = args.admin_addr.as_deref().map(listen).transpose()?;
+    let local = public.1;
     println!("botspace listening on http://{local}");
+    if let Some((_, a)) = &admin {
+        println!("botspace admin listening on http://{a}");
+    }
     if generated {
         println!("admin secret: {secret}");
     }
@@ -175,7 +209,7 @@ fn start(args: &Args) -> Result<(Arc<Service>, TcpListener, SocketAddr), String>
     let base = format!("http://{}", reachable(local));
     demo(&svc, &secret, &base).map_err(|e| format!("cannot create the demo data: {e}"))?;
     println!("botspace ready");
-    Ok((svc, listener, local))
+    Ok((svc, Listeners { public, admin }))
 }
 
 /// The flag, else the file, else `BOTSPACE_ADMIN_SECRET`, else a new one
@@ -224,7 +258,8 @@ fn open_service(args: &Args, secret: &str) -> Result<Arc<Service>, String> {
 }
 
 /// Accepts connections until a stop is requested, then drains them.
-fn serve(svc: Arc<Service>, listener: TcpListener, local: SocketAddr, args: &Args) {
+fn serve(svc: Arc<Service>, listeners: Listeners, args: &Args) {
+    let (listener, local) = listeners.public;
     let shared = Arc::new(Shared {
         svc: svc.clone(),
         registry: Arc::new(Registry::default()),
@@ -237,13 +272,57 @@ fn serve(svc: Arc<Service>, listener: TcpListener, local: SocketAddr, args: &Arg
     let registry = shared.registry.clone();
     svc.set_wake_hook(Some(Arc::new(move |bot_id: &str| registry.wake(bot_id))));
     signals::install(reachable(local));
-    accept_loop(&shared, &listener);
+    // The host API's listener gets a thread of its own; connections of both
+    // count against one --max-connections.
+    let admin = listeners.admin.and_then(|(l, a)| {
+        let sh = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("botspace-admin-accept".into())
+            .stack_size(STACK)
+            .spawn(move || accept_loop(&sh, &l, Role::AdminOnly));
+        match spawned {
+            Ok(h) => Some((h, a)),
+            Err(e) => {
+                eprintln!("cannot start the admin listener's thread: {e}");
+                None
+            }
+        }
+    });
+    let role = if args.admin_addr.is_some() { Role::PublicOnly } else { Role::Both };
+    accept_loop(&shared, &listener, role);
     println!("botspace stopping");
     drop(listener);
+    if let Some((handle, a)) = admin {
+        // Unblocks its accept(); the loop then sees the stop flag.
+        let _ = TcpStream::connect_timeout(&reachable(a), Duration::from_secs(1));
+        let _ = handle.join();
+    }
     stop(shared, svc);
 }
 
-fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
+/// Which paths a listener serves.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// No `--admin-addr`: everything.
+    Both,
+    /// `--addr` with `--admin-addr`: everything but `/admin/*`.
+    PublicOnly,
+    /// `--admin-addr`: only `/admin/*`.
+    AdminOnly,
+}
+
+impl Role {
+    /// True when this listener answers `h` with 404 `method_not_found`.
+    fn refuses(self, h: &Head) -> bool {
+        match self {
+            Role::Both => false,
+            Role::PublicOnly => h.admin,
+            Role::AdminOnly => !h.admin,
+        }
+    }
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener, role: Role) {
     let mut errors = ErrorLog::default();
     for conn in listener.incoming() {
         if shared.stop.load(Ordering::SeqCst) || signals::requested() {
@@ -259,7 +338,7 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener) {
             {
                 refuse_busy(stream)
             }
-            Ok(stream) => spawn_connection(shared, stream),
+            Ok(stream) => spawn_connection(shared, stream, role),
             Err(e) => {
                 // EMFILE and the like: back off instead of spinning, and
                 // say so at most once a second.
@@ -304,12 +383,12 @@ impl ErrorLog {
 }
 
 /// One thread per connection; `active` counts them for the drain.
-fn spawn_connection(shared: &Arc<Shared>, stream: TcpStream) {
+fn spawn_connection(shared: &Arc<Shared>, stream: TcpStream, role: Role) {
     let sh = shared.clone();
     sh.active.fetch_add(1, Ordering::SeqCst);
     let spawned = std::thread::Builder::new().name("botspace-conn".into()).stack_size(STACK).spawn(move || {
         let _guard = ActiveGuard(&sh.active);
-        serve_http(&sh, stream);
+        serve_http(&sh, stream, role);
     });
     if let Err(e) = spawned {
         // The closure (and its guard) was dropped with the error.
@@ -559,6 +638,8 @@ impl Registry {
 
 /// What this server itself needs from a request head.
 struct Head {
+    /// The path without the query, as the library names it in errors.
+    path: String,
     gateway: bool,
     /// A host-API request: answered alone, with the peer named, so failed
     /// admin authentication is throttled per peer.
@@ -601,6 +682,7 @@ fn head(req: &[u8]) -> Option<Head> {
         }
     }
     Some(Head {
+        path: path.to_string(),
         gateway: path == "/bot/gateway",
         admin: path.starts_with("/admin/"),
         close: close_tok || (http10 && !keep_tok),
@@ -643,7 +725,7 @@ type Pending = (std::ops::Range<usize>, Head);
 
 /// One HTTP connection: answers what is buffered, writes the answers,
 /// reads more; until it closes or becomes a gateway connection.
-fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream) {
+fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream, role: Role) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(TICK));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
@@ -658,7 +740,7 @@ fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream) {
     // When the first byte of the request now buffered arrived.
     let mut started: Option<Instant> = None;
     loop {
-        let (out, next) = answer_buffered(&sh.svc, &peer, &mut framer, &mut buf, &mut continue_sent);
+        let (out, next) = answer_buffered(&sh.svc, role, &peer, &mut framer, &mut buf, &mut continue_sent);
         if !out.is_empty() {
             last_activity = Instant::now();
             if stream.write_all(&out).is_err() {
@@ -708,6 +790,7 @@ fn request_timeout(mut stream: TcpStream) {
 /// Consecutive requests go to one `handle_batch` (one commit).
 fn answer_buffered(
     svc: &Arc<Service>,
+    role: Role,
     peer: &str,
     framer: &mut RequestFramer,
     buf: &mut Vec<u8>,
@@ -727,6 +810,16 @@ fn answer_buffered(
                 *continue_sent = false;
                 // frame_request accepted it, so `head` does not fail.
                 let Some(h) = head(&buf[range.clone()]) else { break Next::Close { linger: true } };
+                if role.refuses(&h) {
+                    // Exactly the library's answer for a path it has no
+                    // method at: this listener has none there.
+                    answer(svc, buf, &mut batch, &mut out);
+                    out.extend(connection_header(ApiError::method_not_found(&h.path).into_response(), &h));
+                    if h.close {
+                        break Next::Close { linger: false };
+                    }
+                    continue;
+                }
                 if h.admin {
                     answer(svc, buf, &mut batch, &mut out);
                     out.extend(connection_header(svc.handle_request_from(&buf[range], peer), &h));
@@ -882,15 +975,25 @@ fn serve_gateway(sh: &Arc<Shared>, mut stream: TcpStream, mut conn: GatewayConne
         sh.registry.unregister(&bot_id, id);
         return;
     }
+    // Writes wait one tick at most: the owner never stops reading the bot's
+    // input or watching the clock for long (the reader thread does not
+    // write, so the shared send timeout does not touch it).
+    let _ = stream.set_write_timeout(Some(WRITE_TICK));
     if !leftover.is_empty() {
         conn.handle_input(&leftover, sh.svc.now_ms());
     }
-    let ended = pump(sh, &mut stream, &mut conn, &rx, &pending);
+    let mut unsent = Unsent::default();
+    let ended = pump(sh, &mut stream, &mut conn, &rx, &pending, &mut unsent);
     sh.registry.unregister(&bot_id, id);
-    // Frees the connection slot before the (bounded) lingering below.
+    // Frees the connection slot (and writes a pending ack) before the
+    // (bounded) last writes and lingering below.
     drop(conn);
+    let until = Instant::now() + if ended.forced { CLOSE_GRACE } else { LINGER };
+    if !ended.abandon {
+        unsent.flush_until(&mut stream, until);
+    }
     if ended.server_closed && !ended.peer_eof {
-        linger_for_close(&stream, &rx);
+        linger_for_close(&stream, &rx, until);
     }
     let _ = stream.shutdown(Shutdown::Both);
     // The reader thread ends on its own now that the socket is shut down.
@@ -920,50 +1023,188 @@ fn spawn_reader(stream: &TcpStream, tx: SyncSender<Input>) -> io::Result<()> {
 }
 
 /// How a gateway connection ended.
+#[derive(Default)]
 struct Ended {
-    /// The server sent a close frame (the gateway closed, or a stop).
+    /// The server sent (or queued) a close frame.
     server_closed: bool,
     /// The bot closed its side.
     peer_eof: bool,
+    /// The server closed on its own (slow consumer, stop, a session that
+    /// ended behind unread output): the last bytes get `CLOSE_GRACE`.
+    forced: bool,
+    /// Nothing more is worth sending: the socket refused a write, or the
+    /// bot closed (or broke the protocol) with our output still unread.
+    abandon: bool,
 }
 
-/// Polls the gateway and writes its bytes, then waits for input, a wake-up
-/// or the next deadline; until either side closes.
+/// Pulls the gateway's output while the bot keeps up, writes it a tick at a
+/// time, and between writes feeds the bot's input and checks deadlines;
+/// until either side closes.
 fn pump(
     sh: &Shared,
     stream: &mut TcpStream,
     conn: &mut GatewayConnection,
     rx: &mpsc::Receiver<Input>,
     pending: &AtomicBool,
+    unsent: &mut Unsent,
 ) -> Ended {
     let svc = &sh.svc;
     let manual = svc.config().clock == ClockKind::Manual;
+    // The same allowance as a silent bot gets: two heartbeat intervals.
+    let budget_ms = 2 * svc.config().heartbeat_interval_ms;
+    // Service-clock time since which the unsent bytes are over the mark.
+    let mut over_since: Option<u64> = None;
+    // How the session ended, when it did behind output not yet written.
+    let mut session_end: Option<(u16, &'static str)> = None;
     let mut peer_eof = false;
-    let mut out = Vec::new();
     loop {
         pending.store(false, Ordering::SeqCst);
         let now = svc.now_ms();
         conn.handle_timeout(now);
-        // Each transmit is bounded: write it, then ask for more.
-        while conn.poll_transmit(&mut out) > 0 {
-            if stream.write_all(&out).is_err() {
-                return Ended { server_closed: false, peer_eof };
+        // Past the mark nothing more is pulled: the events wait in the
+        // database, and memory per connection stays about two windows.
+        // `more`: stopped at the mark, the gateway may have more to give.
+        let mut more = unsent.len() >= HIGH_WATER;
+        while !more && conn.poll_transmit(&mut unsent.buf) > 0 {
+            more = unsent.len() >= HIGH_WATER;
+        }
+        let flush_started = Instant::now();
+        if unsent.flush(stream).is_err() {
+            return Ended { peer_eof, abandon: true, ..Ended::default() };
+        }
+        while let Some(GatewayEvent::Closed { code, reason }) = conn.poll_event() {
+            session_end = Some((code, reason));
+        }
+        let over = unsent.len() >= HIGH_WATER;
+        if let (true, Some((code, reason))) = (over, session_end) {
+            // The session is over but its close frame sits behind output
+            // the bot is not reading: send the close next, drop the rest.
+            if matches!(reason, "closed_by_bot" | "protocol_error") {
+                return Ended { peer_eof, abandon: true, ..Ended::default() };
             }
-            out.clear();
+            unsent.close_next(code, reason);
+            return Ended { server_closed: true, peer_eof, forced: true, ..Ended::default() };
         }
         if conn.is_closed() {
-            return Ended { server_closed: true, peer_eof };
+            return Ended { server_closed: true, peer_eof, ..Ended::default() };
+        }
+        if !over {
+            over_since = None;
+        } else if now.saturating_sub(*over_since.get_or_insert(now)) > budget_ms {
+            unsent.close_next(CLOSE_SLOW_CONSUMER, "slow_consumer");
+            return Ended { server_closed: true, peer_eof, forced: true, ..Ended::default() };
         }
         if peer_eof {
-            return Ended { server_closed: false, peer_eof };
+            return Ended { peer_eof, ..Ended::default() };
         }
         if sh.stop.load(Ordering::SeqCst) {
-            going_away(stream);
-            return Ended { server_closed: true, peer_eof };
+            // 1001 going away: the bot reconnects elsewhere or later and
+            // gets everything it has not acknowledged.
+            unsent.close_next(1001, "server_shutdown");
+            return Ended { server_closed: true, peer_eof, forced: true, ..Ended::default() };
         }
-        let wait = wait_for(conn.poll_timeout(), now, manual);
+        let wait = if unsent.is_empty() && !more {
+            wait_for(conn.poll_timeout(), now, manual)
+        } else if unsent.is_empty() {
+            // All written and the gateway has more: pull again at once.
+            Duration::ZERO
+        } else {
+            // The socket is full: the write above already waited about a
+            // tick; take the input that came meanwhile and try again.
+            WRITE_TICK.saturating_sub(flush_started.elapsed())
+        };
         peer_eof = take_input(svc, conn, rx, wait);
     }
+}
+
+/// Bytes framed for the bot and not yet taken by its socket. `buf` only
+/// ever receives whole frames (what `poll_transmit` appends), so frame
+/// boundaries can be followed from its start.
+#[derive(Default)]
+struct Unsent {
+    buf: Vec<u8>,
+    /// Bytes of `buf` already written.
+    sent: usize,
+    /// Start of the frame that holds `buf[sent]`.
+    frame: usize,
+}
+
+impl Unsent {
+    fn len(&self) -> usize {
+        self.buf.len() - self.sent
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes what the socket takes within about one `WRITE_TICK`; an error
+    /// when the peer is gone.
+    fn flush(&mut self, stream: &mut TcpStream) -> io::Result<()> {
+        let until = Instant::now() + WRITE_TICK;
+        while self.sent < self.buf.len() && Instant::now() < until {
+            match stream.write(&self.buf[self.sent..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.sent += n,
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        while let Some(n) = frame_len(&self.buf[self.frame..]) {
+            if self.frame + n > self.sent {
+                break;
+            }
+            self.frame += n;
+        }
+        if self.sent == self.buf.len() {
+            self.buf.clear();
+            (self.sent, self.frame) = (0, 0);
+        } else if self.frame > self.buf.len() / 2 {
+            self.buf.drain(..self.frame);
+            self.sent -= self.frame;
+            self.frame = 0;
+        }
+        Ok(())
+    }
+
+    /// Writes until everything is out, the peer is gone or `until`.
+    fn flush_until(&mut self, stream: &mut TcpStream, until: Instant) {
+        while !self.is_empty() && Instant::now() < until {
+            if self.flush(stream).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Drops every frame not begun yet (the bot gets them again after it
+    /// reconnects, from its last ack) and queues a close frame after the
+    /// one being written.
+    fn close_next(&mut self, code: u16, reason: &str) {
+        let end = if self.sent > self.frame {
+            self.frame + frame_len(&self.buf[self.frame..]).unwrap_or(self.buf.len() - self.frame)
+        } else {
+            self.sent
+        };
+        self.buf.truncate(end);
+        let mut frame = vec![0x88, (2 + reason.len()) as u8];
+        frame.extend_from_slice(&code.to_be_bytes());
+        frame.extend_from_slice(reason.as_bytes());
+        self.buf.extend_from_slice(&frame);
+    }
+}
+
+/// Length of the server frame at the start of `b` (unmasked, as servers
+/// send), if its header is there.
+fn frame_len(b: &[u8]) -> Option<usize> {
+    let len7 = *b.get(1)? & 0x7f;
+    let mask = if b[1] & 0x80 != 0 { 4 } else { 0 };
+    let (head, payload) = match len7 {
+        126 => (4, u16::from_be_bytes(b.get(2..4)?.try_into().ok()?) as usize),
+        127 => (10, u64::from_be_bytes(b.get(2..10)?.try_into().ok()?) as usize),
+        n => (2, n as usize),
+    };
+    Some(head + mask + payload)
 }
 
 /// How long to wait for input before polling again.
@@ -1003,19 +1244,9 @@ fn take_input(svc: &Service, conn: &mut GatewayConnection, rx: &mpsc::Receiver<I
     eof
 }
 
-/// 1001 going away: the bot reconnects elsewhere or later and gets
-/// everything it has not acknowledged.
-fn going_away(stream: &mut TcpStream) {
-    let reason = b"server_shutdown";
-    let mut frame = vec![0x88, (2 + reason.len()) as u8, 0x03, 0xE9];
-    frame.extend_from_slice(reason);
-    let _ = stream.write_all(&frame);
-}
-
-/// Lets the bot read the close frame and answer it, for at most `LINGER`.
-fn linger_for_close(stream: &TcpStream, rx: &mpsc::Receiver<Input>) {
+/// Lets the bot read the close frame and answer it, until `until`.
+fn linger_for_close(stream: &TcpStream, rx: &mpsc::Receiver<Input>, until: Instant) {
     let _ = stream.shutdown(Shutdown::Write);
-    let until = Instant::now() + LINGER;
     while Instant::now() < until {
         match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
             Ok(Input::Eof) | Err(_) => break,

@@ -24,6 +24,9 @@ use tungstenite::Message;
 /// Close codes of the gateway.
 pub const CLOSE_INVALID_PAYLOAD: u16 = 4001;
 pub const CLOSE_AUTHENTICATION_FAILED: u16 = 4004;
+/// Sent by hosts, not by the library: the bot read too slowly, its unsent
+/// output stayed over the host's budget for two heartbeat intervals.
+pub const CLOSE_SLOW_CONSUMER: u16 = 4008;
 pub const CLOSE_SESSION_TIMEOUT: u16 = 4009;
 
 /// Largest message a bot may send; its frames are small JSON.
