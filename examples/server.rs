@@ -35,7 +35,8 @@ const USAGE: &str = "usage: server [--addr HOST:PORT] [--db PATH] [--admin-secre
               [--request-timeout SECS] [--manual-clock]
 
   --addr HOST:PORT          address to listen on (default 127.0.0.1:8080; port 0 picks a free port)
-  --db PATH                 SQLite database file, or :memory: (default botspace.db)
+  --db PATH|URL             SQLite database file, :memory:, or a postgres:// URL that
+                            several servers share (default botspace.db)
   --admin-secret S          secret for Authorization: Admin <S> on /admin/ (at least 16 characters);
                             visible in the process list: prefer --admin-secret-file or
                             BOTSPACE_ADMIN_SECRET; with none of them, one is generated
