@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Durable sendMessage: the Rust example server, the C server and
-# PostgreSQL, in one run.
+# Durable sendMessage: the Rust example server, the C server, the Rust
+# server on the PostgreSQL store (Rust-on-PG, the same cluster) and
+# PostgreSQL itself through pgbench, in one run.
 #
 #   scripts/bench-durable.sh [SECONDS_PER_RUN] [CONNECTION_COUNTS] [ROUNDS]
 #   scripts/bench-durable.sh 5 "16 64" 2        # the defaults
@@ -163,6 +164,15 @@ COMMIT;
 SQL
 }
 
+run_server_pg() { # binary connections → the Rust server on a fresh PostgreSQL database
+  psql_ -d postgres -c "DROP DATABASE IF EXISTS botspace_bench" -c "CREATE DATABASE botspace_bench" >/dev/null
+  server_start "$1" "postgres://postgres@127.0.0.1:$PG_PORT/botspace_bench"
+  make_bots "$2" "$TMP/bots"
+  BOTS="$TMP/bots" THREADS=$WRK_THREADS wrk -t"$WRK_THREADS" -c"$2" -d"${SECS}s" --latency -s "$TMP/per-conn.lua" \
+    "http://127.0.0.1:$PORT/bot/sendMessage" | wrk_figures
+  server_stop
+}
+
 run_pg() { # clients → "tps p50 p99 failed"
   psql_ -d postgres -c "TRUNCATE chats, messages, updates;
     INSERT INTO chats (id, type, user_id, bot_id, started, created_at)
@@ -191,7 +201,7 @@ bench_tools
 bench_build
 SYSTEMS="C Rust"
 if pg_find && pg_start; then
-  SYSTEMS="$SYSTEMS PostgreSQL"
+  SYSTEMS="$SYSTEMS Rust-on-PG PostgreSQL"
 else
   echo "PostgreSQL not available: the table has no baseline" >&2
 fi
@@ -202,6 +212,7 @@ for r in $(seq "$ROUNDS"); do
       case $sys in
         C) f=$(run_server "$C_BIN" "$n") ;;
         Rust) f=$(run_server "$RUST_BIN" "$n") ;;
+        Rust-on-PG) f=$(run_server_pg "$RUST_BIN" "$n") ;;
         PostgreSQL) f=$(run_pg "$n") ;;
       esac
       echo "round $r, $n connections, $sys: $f" >&2
