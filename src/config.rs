@@ -148,7 +148,7 @@ impl Default for Config {
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
-            .field("database", &self.database)
+            .field("database", &self.database_for_logs())
             .field("admin_secret", &"<redacted>")
             .field("operational_key", &self.operational_key.map(|_| "<redacted>"))
             .field("synchronous", &self.synchronous)
@@ -214,6 +214,19 @@ pub fn parse_hex_key(s: &str) -> Option<[u8; 32]> {
 }
 
 impl Config {
+    /// `database` with the password of a PostgreSQL URL replaced by `***`,
+    /// for Debug output and logs.
+    pub fn database_for_logs(&self) -> String {
+        let db = &self.database;
+        let Some(scheme_end) = db.find("://").map(|i| i + 3) else { return db.clone() };
+        let rest = &db[scheme_end..];
+        let auth_end = rest.find('/').unwrap_or(rest.len());
+        match rest[..auth_end].rfind('@').and_then(|at| rest[..at].find(':').map(|colon| (colon, at))) {
+            Some((colon, at)) => format!("{}{}:***{}", &db[..scheme_end], &rest[..colon], &rest[at..]),
+            None => db.clone(),
+        }
+    }
+
     /// Parses a JSON configuration; absent fields keep their defaults,
     /// unknown fields are refused so typos do not pass silently.
     pub fn from_json(bytes: &[u8]) -> Result<Config, ConfigError> {
@@ -262,6 +275,19 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_postgres_password_never_reaches_debug_output() {
+        let c = super::Config {
+            database: "postgres://bots:s3cret@db.internal:5432/botspace?sslmode=require".into(),
+            ..super::Config::default()
+        };
+        assert_eq!(c.database_for_logs(), "postgres://bots:***@db.internal:5432/botspace?sslmode=require");
+        assert!(!format!("{c:?}").contains("s3cret"));
+        let no_password = super::Config { database: "postgres://bots@db/botspace".into(), ..super::Config::default() };
+        assert_eq!(no_password.database_for_logs(), "postgres://bots@db/botspace");
+        assert_eq!(super::Config::default().database_for_logs(), ":memory:");
+    }
+
     use super::*;
 
     #[test]

@@ -614,6 +614,6 @@ impl crate::group::Runner for Service {
 
 impl std::fmt::Debug for Service {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Service").field("database", &self.config.database).finish_non_exhaustive()
+        f.debug_struct("Service").field("database", &self.config.database_for_logs()).finish_non_exhaustive()
     }
 }

@@ -271,3 +271,20 @@ fn rate_limits_hold_across_nodes() {
     assert_eq!(bot_call(&b, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": "7"})).0, 200);
     assert_eq!(bot_call(&a, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": "8"})).0, 429);
 }
+
+#[test]
+fn sslmode_require_verifies_the_server_certificate() {
+    let _g = serial();
+    let plain = test_database();
+    let ca = std::env::var("BOTSPACE_PG_CA").expect("BOTSPACE_PG_CA (scripts/with-postgres.sh)");
+    let tls = plain.replace("sslmode=disable", "sslmode=require");
+    // With the server's CA: TLS, and the service works.
+    let svc = node(&format!("{tls}&sslrootcert={ca}"));
+    let w = world(&svc, "official");
+    assert_eq!(bot_call(&svc, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": "over TLS"})).0, 200);
+    // The platform's roots do not know that CA: refused, unlike libpq's
+    // unverified `require`.
+    let cfg = Config { database: tls, admin_secret: SECRET.into(), ..Config::default() };
+    let err = Service::open(cfg).expect_err("an unverifiable certificate is refused").to_string();
+    assert!(err.contains("postgres"), "{err}");
+}

@@ -155,6 +155,7 @@ pub const MIGRATIONS: &[&str] = &[
 /// A PostgreSQL connection that reopens itself after it broke.
 pub struct PgConn {
     url: String,
+    root_cert: Option<String>,
     client: RefCell<Option<Client>>,
     /// Prepared statements of the current client, by SQL text as written.
     cache: RefCell<HashMap<String, (Statement, bool)>>,
@@ -180,12 +181,43 @@ pub fn is_unavailable(e: &postgres::Error) -> bool {
     }
 }
 
-fn tls() -> StoreResult<tokio_postgres_rustls::MakeRustlsConnect> {
+/// The URL as the client takes it, and libpq's `sslrootcert`, which the
+/// client does not know. libpq's `verify-ca` and `verify-full` become
+/// `require`: botspace verifies the certificate in every TLS mode.
+fn split_url(url: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else { return (url.to_string(), None) };
+    let mut root = None;
+    let mut kept = Vec::new();
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("sslrootcert", v)) => root = Some(v.to_string()),
+            Some(("sslmode", "verify-ca" | "verify-full")) => kept.push("sslmode=require"),
+            _ => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
+    (url, root)
+}
+
+fn tls(root_cert: Option<&str>) -> StoreResult<tokio_postgres_rustls::MakeRustlsConnect> {
+    use rustls::pki_types::{pem::PemObject, CertificateDer};
     let mut roots = rustls::RootCertStore::empty();
-    // The platform's roots (SSL_CERT_FILE / SSL_CERT_DIR are honoured): a
-    // certificate is always verified, also for `sslmode=require`.
-    for cert in rustls_native_certs::load_native_certs().certs {
-        let _ = roots.add(cert);
+    match root_cert {
+        // `sslrootcert=/path/ca.pem`: only these roots.
+        Some(path) => {
+            let certs = CertificateDer::pem_file_iter(path)
+                .map_err(|_| StorageError::Unsupported("sslrootcert: the file cannot be read"))?;
+            for cert in certs {
+                let cert = cert.map_err(|_| StorageError::Unsupported("sslrootcert: not a PEM certificate file"))?;
+                roots.add(cert).map_err(|_| StorageError::Unsupported("sslrootcert: a certificate is not valid"))?;
+            }
+        }
+        // The platform's roots (SSL_CERT_FILE / SSL_CERT_DIR are honoured).
+        None => {
+            for cert in rustls_native_certs::load_native_certs().certs {
+                let _ = roots.add(cert);
+            }
+        }
     }
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider)
@@ -199,8 +231,10 @@ fn tls() -> StoreResult<tokio_postgres_rustls::MakeRustlsConnect> {
 impl PgConn {
     /// Connects and brings the schema up to date.
     pub fn open(config: &Config) -> StoreResult<PgConn> {
+        let (url, root_cert) = split_url(&config.database);
         let conn = PgConn {
-            url: config.database.clone(),
+            url,
+            root_cert,
             client: RefCell::new(None),
             cache: RefCell::new(HashMap::new()),
             changes: Cell::new(0),
@@ -213,7 +247,7 @@ impl PgConn {
     }
 
     fn connect(&self) -> StoreResult<Client> {
-        let client = Client::connect(&self.url, tls()?);
+        let client = Client::connect(&self.url, tls(self.root_cert.as_deref())?);
         self.track(client)
     }
 
@@ -487,6 +521,19 @@ impl PgCol for Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sslrootcert_is_taken_out_of_the_url_and_verify_modes_become_require() {
+        assert_eq!(super::split_url("postgres://h/db"), ("postgres://h/db".into(), None));
+        assert_eq!(
+            super::split_url("postgres://h/db?sslmode=verify-full&sslrootcert=/ca.pem&application_name=x"),
+            ("postgres://h/db?sslmode=require&application_name=x".into(), Some("/ca.pem".into()))
+        );
+        assert_eq!(
+            super::split_url("postgres://h/db?sslrootcert=/ca.pem"),
+            ("postgres://h/db".into(), Some("/ca.pem".into()))
+        );
+    }
+
     #[test]
     fn positional_parameters_become_dollar_numbers_outside_strings() {
         assert_eq!(super::positional("SELECT ?1, '?2', ?12 WHERE a = ?3"), "SELECT $1, '?2', $12 WHERE a = $3");
