@@ -62,6 +62,108 @@ pub enum GatewayOutput {
 #[derive(Default)]
 pub(crate) struct Registry {
     state: Mutex<RegistryState>,
+    /// On a shared store: what this node last read of its sessions' bots.
+    shared: Mutex<SharedView>,
+}
+
+/// One read of the shared store for every bot with a session on this node
+/// per poll interval, and one lease renewal for all of them: the cost of
+/// watching other nodes does not grow with the number of sessions.
+#[derive(Default)]
+struct SharedView {
+    /// When the rows were read (the hosts' `now`).
+    taken_ms: Option<u64>,
+    /// Bot id → (last_seq, token hash, active).
+    bots: HashMap<String, (i64, Vec<u8>, bool)>,
+    /// This node's leased sessions: session id → bot id.
+    sessions: HashMap<String, String>,
+    renewed_ms: u64,
+}
+
+/// A bot's row as the shared view holds it.
+type BotRow = (i64, Vec<u8>, bool);
+
+impl Registry {
+    fn shared(&self) -> MutexGuard<'_, SharedView> {
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The bot's row as of at most `interval_ms` ago (read now when older,
+    /// when the bot is not in it yet, or when `fresh`). `None` on storage
+    /// trouble; `Some(None)` when the bot is gone.
+    fn shared_row(&self, db: &Db, bot_id: &str, now_ms: u64, interval_ms: u64, fresh: bool) -> Option<Option<BotRow>> {
+        // The view's lock is never held with the database's: a session
+        // opens (and registers its lease) with the database lock held.
+        let renew = {
+            let view = self.shared();
+            let stale = view.taken_ms.is_none_or(|t| now_ms >= t + interval_ms || now_ms < t);
+            if !fresh && !stale {
+                if let Some(row) = view.bots.get(bot_id) {
+                    return Some(Some(row.clone()));
+                }
+            }
+            let due = now_ms >= view.renewed_ms + LEASE_TTL_MS / 2 && !view.sessions.is_empty();
+            due.then(|| {
+                let (sids, bids): (Vec<&str>, Vec<&str>) =
+                    view.sessions.iter().map(|(s, b)| (s.as_str(), b.as_str())).unzip();
+                (sids.join(","), bids.join(","))
+            })
+        };
+        let mut ids: Vec<String> = self.lock().open.keys().cloned().collect();
+        if !ids.iter().any(|b| b == bot_id) {
+            ids.push(bot_id.to_string());
+        }
+        let inner = db.lock();
+        let mut bots = HashMap::with_capacity(ids.len());
+        let read = inner
+            .conn
+            .prepare_cached(
+                "SELECT id, last_seq, token_hash, status FROM bots WHERE id = ANY(string_to_array(?1, ','))",
+            )
+            .and_then(|mut st| {
+                st.query_each([ids.join(",")], |r| {
+                    let active = r.get_str(3)? == "active";
+                    bots.insert(r.get::<String>(0)?, (r.get::<i64>(1)?, r.get::<Vec<u8>>(2)?, active));
+                    Ok(true)
+                })
+            });
+        // One statement renews every lease of this node; a lease that
+        // lapsed (the node stalled) is taken again, since its connection is
+        // open and counts.
+        let renewed = renew.map(|(sids, bids)| {
+            inner
+                .conn
+                .prepare_cached(
+                    "INSERT INTO gateway_leases (session_id, bot_id, expires_at_ms) \
+                     SELECT s, b, ?3 FROM unnest(string_to_array(?1, ','), string_to_array(?2, ',')) AS t(s, b) \
+                     ON CONFLICT (session_id) DO UPDATE SET expires_at_ms = excluded.expires_at_ms",
+                )
+                .and_then(|mut st| st.execute(params![sids, bids, (now_ms + LEASE_TTL_MS) as i64]))
+                .is_ok()
+        });
+        drop(inner);
+        let mut view = self.shared();
+        if renewed == Some(true) {
+            view.renewed_ms = now_ms;
+        }
+        read.ok()?;
+        let row = bots.get(bot_id).cloned();
+        view.bots = bots;
+        view.taken_ms = Some(now_ms);
+        Some(row)
+    }
+
+    fn add_lease(&self, session_id: &str, bot_id: &str, now_ms: u64) {
+        let mut view = self.shared();
+        if view.sessions.is_empty() {
+            view.renewed_ms = now_ms;
+        }
+        view.sessions.insert(session_id.to_string(), bot_id.to_string());
+    }
+
+    fn remove_lease(&self, session_id: &str) {
+        self.shared().sessions.remove(session_id);
+    }
 }
 
 #[derive(Default)]
@@ -247,7 +349,6 @@ struct Shared {
     poll_interval_ms: u64,
     next_check_ms: u64,
     token_hash: [u8; 32],
-    renew_at_ms: u64,
     /// The lease row exists and must be deleted when the session ends.
     leased: bool,
 }
@@ -263,11 +364,11 @@ impl GatewaySession {
         let session_id = crate::auth::new_id(at.random, "gws_")?;
         let shared = if at.conn.dialect() == Dialect::Postgres {
             take_lease(at.conn, bot, &session_id, at.now_ms)?;
+            at.registry.add_lease(&session_id, &bot.id, at.now_ms);
             Some(Shared {
                 poll_interval_ms: at.poll_interval_ms,
                 next_check_ms: at.now_ms + at.poll_interval_ms,
                 token_hash: at.token_hash,
-                renew_at_ms: at.now_ms + LEASE_TTL_MS / 2,
                 leased: true,
             })
         } else {
@@ -507,29 +608,20 @@ impl GatewaySession {
     fn check_shared(&mut self, now_ms: u64) {
         let Some(sh) = self.shared.as_mut() else { return };
         sh.next_check_ms = now_ms + sh.poll_interval_ms;
-        let inner = self.db.lock();
-        let row = inner
-            .conn
-            .prepare_cached("SELECT last_seq FROM bots WHERE id = ?1 AND token_hash = ?2 AND status = 'active'")
-            .and_then(|mut st| st.query_row(params![self.bot_id, sh.token_hash], |r| r.get::<i64>(0)).optional());
-        let renew = now_ms >= sh.renew_at_ms;
-        if renew {
-            sh.renew_at_ms = now_ms + LEASE_TTL_MS / 2;
-            // A lease that lapsed (this node stalled) is taken again: the
-            // connection is open, so it counts.
-            let _ = inner
-                .conn
-                .prepare_cached(
-                    "INSERT INTO gateway_leases (session_id, bot_id, expires_at_ms) VALUES (?1, ?2, ?3) \
-                     ON CONFLICT (session_id) DO UPDATE SET expires_at_ms = excluded.expires_at_ms",
-                )
-                .and_then(|mut st| st.execute(params![self.session_id, self.bot_id, (now_ms + LEASE_TTL_MS) as i64]));
+        let (interval, token_hash) = (sh.poll_interval_ms, sh.token_hash);
+        let mut row = self.registry.shared_row(&self.db, &self.bot_id, now_ms, interval, false);
+        let revoked = |r: &Option<Option<BotRow>>| {
+            matches!(r, Some(None))
+                || matches!(r, Some(Some((_, hash, active))) if hash[..] != token_hash[..] || !active)
+        };
+        if revoked(&row) {
+            // The view may predate this session's token: look again first.
+            row = self.registry.shared_row(&self.db, &self.bot_id, now_ms, interval, true);
         }
-        drop(inner);
         match row {
-            Ok(None) => self.close(CLOSE_AUTHENTICATION_FAILED, "authentication_failed"),
-            Ok(Some(last)) if last > self.cursor => self.backlog = true,
-            // Storage trouble: the next check tries again.
+            Some(_) if revoked(&row) => self.close(CLOSE_AUTHENTICATION_FAILED, "authentication_failed"),
+            Some(Some((last, _, _))) if last > self.cursor => self.backlog = true,
+            // Nothing new, or storage trouble: the next check tries again.
             _ => {}
         }
     }
@@ -538,6 +630,7 @@ impl GatewaySession {
     fn release_lease(&mut self) {
         if let Some(sh) = self.shared.as_mut().filter(|s| s.leased) {
             sh.leased = false;
+            self.registry.remove_lease(&self.session_id);
             let inner = self.db.lock();
             let _ = inner
                 .conn
