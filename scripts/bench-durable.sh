@@ -16,7 +16,7 @@
 # `synchronous_commit = on`; pgbench sends the same rows per transaction
 # at the same client count, one chat per client: UPDATE chats …
 # RETURNING last_message_id, INSERT messages, INSERT updates (the schema
-# of src/storage.rs, the statements of src/methods/messages.rs and
+# of src/store/sqlite.rs, the statements of src/methods/messages.rs and
 # src/events.rs). Systems alternate within a round; the table shows each
 # one's best round and its ratio to PostgreSQL at the same count.
 # Loopback only; every run is bounded by SECONDS_PER_RUN.
@@ -136,7 +136,7 @@ pg_start() {
   runuser -u postgres -- "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$WORK/pg/server.log" -w \
     -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -c unix_socket_directories='$WORK/pg' \
         -c synchronous_commit=on -c fsync=on -c max_connections=200" start > /dev/null
-  # The rows sendMessage writes (src/storage.rs), one private chat per client.
+  # The rows sendMessage writes (src/store/sqlite.rs), one private chat per client.
   psql_ -d postgres <<'SQL'
 CREATE TABLE chats (
   id text PRIMARY KEY, type text NOT NULL, title text, user_id text, bot_id text,
