@@ -416,10 +416,31 @@ static void conn_finish(conn_t *c, int linger) {
 /* HTTP */
 
 
-static const unsigned char *find_crlfcrlf(const unsigned char *p, size_t n) {
-    for (size_t i = 0; i + 3 < n; i++)
-        if (p[i] == '\r' && p[i + 1] == '\n' && p[i + 2] == '\r' && p[i + 3] == '\n') return p + i;
+/* The end of a request head: the blank line, after CRLF or a bare LF (the
+ * library's framer accepts bare-LF line ends, as httparse does, so every
+ * request it frames is read the same way here). Points at the line end
+ * before the blank line. */
+static const unsigned char *find_head_end(const unsigned char *p, size_t n) {
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (p[i] != '\n') continue;
+        if (p[i + 1] == '\n') return p + i;
+        if (i + 2 < n && p[i + 1] == '\r' && p[i + 2] == '\n') return p + i;
+    }
     return NULL;
+}
+
+/* The end of the line starting at `p` (before its CR LF or LF), at most `e`. */
+static const char *line_end(const char *p, const char *e) {
+    const char *le = memchr(p, '\n', (size_t)(e - p));
+    if (!le) le = e;
+    if (le > p && le[-1] == '\r') le--;
+    return le;
+}
+
+/* The start of the line after the one ending at `le` (see line_end). */
+static const char *next_line(const char *le, const char *e) {
+    if (le < e && *le == '\r') le++;
+    return le < e ? le + 1 : e;
 }
 
 static int token_eq(const char *s, size_t n, const char *word) {
@@ -431,12 +452,11 @@ static int token_eq(const char *s, size_t n, const char *word) {
 /* Reads what this server needs from a request head. 0 when there is no
  * complete head. */
 static int parse_head(const unsigned char *req, size_t n, head_t *h) {
-    const unsigned char *end = find_crlfcrlf(req, n);
+    const unsigned char *end = find_head_end(req, n);
     if (!end) return 0;
     memset(h, 0, sizeof *h);
-    const char *p = (const char *)req, *e = (const char *)end;
-    const char *eol = p;
-    while (eol < e && *eol != '\r') eol++;
+    const char *p = (const char *)req, *e = (const char *)end + 1; /* the last header line's LF included */
+    const char *eol = line_end(p, e);
     /* request line: METHOD SP TARGET SP VERSION */
     const char *sp1 = memchr(p, ' ', (size_t)(eol - p));
     if (!sp1) return 0;
@@ -451,10 +471,9 @@ static int parse_head(const unsigned char *req, size_t n, head_t *h) {
     h->path_len = (size_t)(pend - target);
     if (sp2) h->http10 = token_eq(sp2 + 1, (size_t)(eol - sp2 - 1), "HTTP/1.0");
     int close_tok = 0, keep_tok = 0;
-    const char *line = eol + 2;
+    const char *line = next_line(eol, e);
     while (line < e) {
-        const char *le = line;
-        while (le < e && *le != '\r') le++;
+        const char *le = line_end(line, e);
         const char *colon = memchr(line, ':', (size_t)(le - line));
         if (colon) {
             size_t nlen = (size_t)(colon - line);
@@ -473,7 +492,7 @@ static int parse_head(const unsigned char *req, size_t n, head_t *h) {
                 if (token_eq(v, vlen, "100-continue")) h->expect_continue = 1;
             }
         }
-        line = le + 2;
+        line = next_line(le, e);
     }
     h->close = close_tok || (h->http10 && !keep_tok);
     return 1;
