@@ -17,15 +17,18 @@ use wire::*;
 type Start = fn(&[&str]) -> Server;
 
 /// Each name is a scenario `fn(Start)`; `both` run against both servers,
-/// `c_only` (flags the Rust server does not have yet) against the C one.
+/// `c_only` (flags the Rust server does not have yet) against the C one;
+/// `binary` scenarios take the server binary's path instead.
 macro_rules! servers {
-    (both: [$($both:ident),* $(,)?], c_only: [$($c:ident),* $(,)?] $(,)?) => {
+    (both: [$($both:ident),* $(,)?], c_only: [$($c:ident),* $(,)?], binary: [$($bin:ident),* $(,)?] $(,)?) => {
         mod rust {
             $(#[test] fn $both() { super::$both(super::Server::start_rust_with) })*
+            $(#[test] fn $bin() { super::$bin(super::example_binary()) })*
         }
         mod c {
             $(#[test] fn $both() { super::$both(super::Server::start_c_with) })*
             $(#[test] fn $c() { super::$c(super::Server::start_c_with) })*
+            $(#[test] fn $bin() { super::$bin(super::c_binary()) })*
         }
     };
 }
@@ -45,6 +48,7 @@ servers! {
         with_admin_addr_each_listener_serves_its_own_paths,
         a_gateway_reader_that_stays_behind_gets_4008_and_resumes_after_its_ack,
     ],
+    binary: [out_of_files_accept_errors_are_logged_once_a_second_and_nothing_spins],
 }
 
 fn the_admin_secret_can_come_from_a_file(start: Start) {
@@ -356,4 +360,77 @@ fn a_gateway_reader_that_stays_behind_gets_4008_and_resumes_after_its_ack(start:
     let hello = again.hello();
     assert_eq!(hello["replay_from"], json!(last + 1), "{hello}");
     assert_eq!(again.event()["seq"], json!(last + 1));
+}
+
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
+    let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / 100.0
+}
+
+fn out_of_files_accept_errors_are_logged_once_a_second_and_nothing_spins(bin: std::path::PathBuf) {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::sync::{Arc, Mutex};
+    // 48 files: a few dozen connections use them all up.
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -n 48 && exec "$0" "$@""#)
+        .arg(&bin)
+        .args(["--addr", "127.0.0.1:0", "--db", ":memory:", "--admin-secret", SECRET])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = errors.clone();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+            sink.lock().unwrap().push(l);
+        }
+    });
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok);
+    let pid = child.id();
+    let _child = Kill(child);
+    let first = out.next().expect("a first line");
+    let addr = first.strip_prefix("botspace listening on http://").unwrap_or_else(|| panic!("{first:?}")).to_string();
+    assert!(out.any(|l| l == "botspace ready"), "no `botspace ready`");
+    std::thread::spawn(move || for _ in out {});
+    // Far more connections than files; the rest wait in the backlog, so
+    // the listener stays readable while accept fails.
+    let conns: Vec<_> = (0..100).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let cpu0 = cpu_seconds(pid);
+    let n0 = errors.lock().unwrap().len();
+    std::thread::sleep(Duration::from_millis(2500));
+    let cpu = cpu_seconds(pid) - cpu0;
+    let logged: Vec<String> = errors.lock().unwrap()[n0..].to_vec();
+    eprintln!("out of files for 2.5 s: {cpu:.2} s of CPU, {} lines: {logged:?}", logged.len());
+    assert!(cpu < 0.5, "the server used {cpu:.2} s of CPU in 2.5 s of EMFILE");
+    assert!((1..=4).contains(&logged.len()), "{logged:?}");
+    assert!(logged.iter().all(|l| l.starts_with("accept failed: ")), "{logged:?}");
+    // Files back: the server serves again.
+    drop(conns);
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        s.write_all(b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf);
+        if buf.starts_with(b"HTTP/1.1 401") {
+            break;
+        }
+        assert!(Instant::now() < until, "not served after the files came back: {:?}", String::from_utf8_lossy(&buf));
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -69,7 +69,7 @@ pub fn temp_dir(tag: &str) -> PathBuf {
 }
 
 /// The example server binary, built once per test process.
-fn example_binary() -> PathBuf {
+pub fn example_binary() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         // target/<profile>/deps/<test> → target/<profile>/examples/server
@@ -92,7 +92,7 @@ fn example_binary() -> PathBuf {
 /// The C example server (`examples/c-server`), once per test process:
 /// `BOTSPACE_C_SERVER` names a built binary (the ASan build, say; relative
 /// to the crate root), else `make -C examples/c-server` builds it.
-fn c_binary() -> PathBuf {
+pub fn c_binary() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
