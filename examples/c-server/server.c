@@ -1318,7 +1318,9 @@ static void poll_due_gateways(uint64_t now, uint64_t mono) {
         }
         if (!c->above_hw_since) c->above_hw_since = now;
         if (gateway_due(c, now)) gateway_poll(c, now);
-        if (c->st == ST_GATEWAY && now - c->above_hw_since > SLOW_CONSUMER_MS) close_slow_consumer(c, mono);
+        /* `now >` first: the system clock may step back. */
+        if (c->st == ST_GATEWAY && now > c->above_hw_since && now - c->above_hw_since > SLOW_CONSUMER_MS)
+            close_slow_consumer(c, mono);
     }
 }
 
