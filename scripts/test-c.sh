@@ -13,8 +13,9 @@
 #   6. pkg-config: tests/c/example.c linked dynamically and statically from
 #      a `make install` prefix;
 #   7. examples/c-server built, then the over-the-wire scenarios
-#      (tests/server_rest.rs, tests/server_gateway.rs) against it, and
-#      against its ASan+UBSan build.
+#      (tests/server_rest.rs, tests/server_gateway.rs) and the C server's
+#      command-line option scenarios (the `c::` tests of
+#      tests/server_options.rs) against it, and against its ASan+UBSan build.
 #
 # Runs everything even after a failure, exits non-zero if anything failed,
 # and ends with `c-tests: N passed, M failed`. N counts the checks of the C
@@ -198,6 +199,21 @@ wire() {
   fi
   return "$rc"
 }
+# The option scenarios (connection cap, request deadline, idle close,
+# --admin-addr, slow gateway readers, EMFILE) against one C server binary.
+options() {
+  local bin=$1
+  local log="$OUT/options-$(basename "$bin").log"
+  ASAN_OPTIONS=quarantine_size_mb=8:detect_leaks=1 BOTSPACE_C_SERVER="$bin" \
+    cargo test --test server_options -- c:: --nocapture 2>&1 | tee "$log" |
+    awk '/^(test |test result|failures|---- )/ || /panicked at/ || /^(getMe past|slow consumer|idle keep-alive|out of files)/ {print; if (/panicked at/) n=3; next} n>0 {print; n--}'
+  local rc=${PIPESTATUS[0]}
+  if grep -q "ERROR: AddressSanitizer\|runtime error:" "$log"; then
+    echo "sanitizer report in the server's output"; return 1
+  fi
+  return "$rc"
+}
+
 echo "=== wire scenarios against examples/c-server/build/botspace-server"
 if wire examples/c-server/build/botspace-server; then pass "wire scenarios (C server)"; else fail "wire scenarios (C server)"; fi
 echo "=== wire scenarios against examples/c-server/build/botspace-server-asan"
@@ -205,6 +221,14 @@ if wire examples/c-server/build/botspace-server-asan; then
   pass "wire scenarios (C server, ASan+UBSan)"
 else
   fail "wire scenarios (C server, ASan+UBSan)"
+fi
+echo "=== option scenarios against examples/c-server/build/botspace-server"
+if options examples/c-server/build/botspace-server; then pass "option scenarios (C server)"; else fail "option scenarios (C server)"; fi
+echo "=== option scenarios against examples/c-server/build/botspace-server-asan"
+if options examples/c-server/build/botspace-server-asan; then
+  pass "option scenarios (C server, ASan+UBSan)"
+else
+  fail "option scenarios (C server, ASan+UBSan)"
 fi
 
 # ---------------------------------------------------------------------------

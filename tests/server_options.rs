@@ -1,19 +1,61 @@
-//! Command-line options of the Rust example server, over real TCP:
-//! `--admin-secret-file`, `--operational-key`, `--max-connections`.
+//! Command-line options of the example servers, over real TCP:
+//! `--admin-secret-file`, `--operational-key`, `--max-connections`,
+//! `--request-timeout`, `--admin-addr`, the idle timeout and the gateway's
+//! slow-consumer close. Each scenario takes the server's start function and
+//! runs against the Rust server (`rust::`) and the C server (`c::`; see
+//! `Server::start_c_with`); the list at the end says which run where.
 
 mod wire;
 
 use serde_json::json;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::time::{Duration, Instant};
+use tungstenite::Message;
 use wire::*;
 
-#[test]
-fn the_admin_secret_can_come_from_a_file() {
+/// `Server::start_rust_with` or `Server::start_c_with`.
+type Start = fn(&[&str]) -> Server;
+
+/// Each name is a scenario `fn(Start)`; `both` run against both servers,
+/// `c_only` (flags the Rust server does not have yet) against the C one;
+/// `binary` scenarios take the server binary's path instead.
+macro_rules! servers {
+    (both: [$($both:ident),* $(,)?], c_only: [$($c:ident),* $(,)?], binary: [$($bin:ident),* $(,)?] $(,)?) => {
+        mod rust {
+            $(#[test] fn $both() { super::$both(super::Server::start_rust_with) })*
+            $(#[test] fn $bin() { super::$bin(super::example_binary()) })*
+        }
+        mod c {
+            $(#[test] fn $both() { super::$both(super::Server::start_c_with) })*
+            $(#[test] fn $c() { super::$c(super::Server::start_c_with) })*
+            $(#[test] fn $bin() { super::$bin(super::c_binary()) })*
+        }
+    };
+}
+
+servers! {
+    both: [
+        the_admin_secret_can_come_from_a_file,
+        the_operational_key_gives_official_bots_their_copy,
+        past_max_connections_a_new_connection_gets_503_and_a_freed_slot_serves_again,
+        a_request_trickled_past_the_request_timeout_gets_408_and_the_connection_closes,
+        bare_lf_requests_get_their_answer,
+        half_open_connections_past_the_cap_make_room_for_a_real_request,
+        an_idle_keep_alive_connection_is_closed_after_120_s,
+    ],
+    c_only: [
+        two_thousand_half_open_connections_leave_get_me_within_100_ms,
+        with_admin_addr_each_listener_serves_its_own_paths,
+        a_gateway_reader_that_stays_behind_gets_4008_and_resumes_after_its_ack,
+    ],
+    binary: [out_of_files_accept_errors_are_logged_once_a_second_and_nothing_spins],
+}
+
+fn the_admin_secret_can_come_from_a_file(start: Start) {
     let dir = temp_dir("secret-file");
     let path = dir.join("admin-secret");
     std::fs::write(&path, "from-a-file-secret-0001\n").unwrap();
-    let srv = Server::start_rust_with(&["--admin-secret-file", path.to_str().unwrap()]);
+    let srv = start(&["--admin-secret-file", path.to_str().unwrap()]);
     let ok = srv.post("/admin/getStats", Some("Admin from-a-file-secret-0001"), &json!({}));
     assert_eq!(ok.status, 200, "{}", ok.body);
     // BOTSPACE_ADMIN_SECRET (set by the harness) loses to the file.
@@ -21,49 +63,63 @@ fn the_admin_secret_can_come_from_a_file() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-#[test]
-fn the_operational_key_gives_official_bots_their_copy() {
+fn the_operational_key_gives_official_bots_their_copy(start: Start) {
     let key: String = (0u8..32).map(|b| format!("{b:02x}")).collect();
-    let srv = Server::start_rust_with(&["--admin-secret", SECRET, "--operational-key", &key]);
+    let srv = start(&["--admin-secret", SECRET, "--operational-key", &key]);
     let b = srv.admin("createBot", &json!({"display_name": "Ops", "handle": "ops", "official": true}));
     let copy = srv.admin("getOperationalToken", &json!({"bot_id": b["bot"]["id"]}));
     assert_eq!(copy["token"], b["token"]);
 }
 
-#[test]
-fn past_max_connections_a_new_connection_gets_503_and_a_freed_slot_serves_again() {
-    let srv = Server::start_rust_with(&["--admin-secret", SECRET, "--max-connections", "4"]);
-    // Four connections that never send a byte hold every slot.
-    let idle: Vec<_> = (0..4).map(|_| srv.connect()).collect();
+fn past_max_connections_a_new_connection_gets_503_and_a_freed_slot_serves_again(start: Start) {
+    let srv = start(&["--admin-secret", SECRET, "--max-connections", "4"]);
+    let w = srv.world("standard");
+    // Four gateway connections hold every slot: busy, so none makes room
+    // (an idle or half-open connection would).
+    let gws: Vec<_> = (0..4)
+        .map(|_| {
+            let mut g = srv.gateway(&w.token, "");
+            g.hello();
+            g
+        })
+        .collect();
     let until = Instant::now() + Duration::from_secs(5);
     let refused = loop {
+        // Nothing sent: the 503 comes unasked, and no unread request makes
+        // the close a reset.
         let mut s = srv.connect();
         let mut buf = Vec::new();
-        let _ = s.write_all(b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\n\r\n");
         let r = read_response(&mut s, &mut buf);
-        // The accept loop counts a connection once its thread started.
+        // The Rust server counts a connection once its thread started, and
+        // the fixtures' own connections may still be closing.
         if r.status == 503 || Instant::now() > until {
+            assert_eof(&mut s);
             break r;
         }
         std::thread::sleep(Duration::from_millis(20));
     };
     refused.assert_error(503, "server_busy");
     assert_eq!(refused.header("retry-after"), Some("1"));
-    drop(idle);
+    assert_eq!(
+        refused.json(),
+        json!({"ok": false, "error_code": 503, "error": "server_busy", "description": "too many connections; retry later"})
+    );
+    for g in gws {
+        g.cut();
+    }
     let until = Instant::now() + Duration::from_secs(5);
     loop {
         let r = srv.post("/bot/getMe", None, &json!({}));
         if r.status == 401 {
             break; // served again (no token: 401, not 503)
         }
-        assert!(Instant::now() < until, "still refused after the idle connections closed: {}", r.status);
+        assert!(Instant::now() < until, "still refused after the gateway connections closed: {}", r.status);
         std::thread::sleep(Duration::from_millis(20));
     }
 }
 
-#[test]
-fn a_request_trickled_past_the_request_timeout_gets_408_and_the_connection_closes() {
-    let srv = Server::start_rust_with(&["--admin-secret", SECRET, "--request-timeout", "0.5"]);
+fn a_request_trickled_past_the_request_timeout_gets_408_and_the_connection_closes(start: Start) {
+    let srv = start(&["--admin-secret", SECRET, "--request-timeout", "0.5"]);
     let mut s = srv.connect();
     let t0 = Instant::now();
     // One byte every 100 ms: never idle, never complete.
@@ -79,22 +135,24 @@ fn a_request_trickled_past_the_request_timeout_gets_408_and_the_connection_close
     let mut buf = Vec::new();
     let r = read_response(&mut s, &mut buf);
     r.assert_error(408, "request_timeout");
+    assert_eq!(
+        r.json(),
+        json!({"ok": false, "error_code": 408, "error": "request_timeout", "description": "the request did not arrive in time"})
+    );
     assert!(t0.elapsed() < Duration::from_secs(3), "closed after {:?}", t0.elapsed());
     assert_eof(&mut s);
 }
 
-#[test]
-fn bare_lf_requests_get_their_answer() {
-    let srv = Server::start_rust_with(&["--admin-secret", SECRET]);
+fn bare_lf_requests_get_their_answer(start: Start) {
+    let srv = start(&["--admin-secret", SECRET]);
     let mut s = srv.connect();
     s.write_all(b"POST /bot/getMe HTTP/1.1\nHost: x\n\n").unwrap();
     let mut buf = Vec::new();
     read_response(&mut s, &mut buf).assert_error(401, "missing_authorization");
 }
 
-#[test]
-fn half_open_connections_past_the_cap_make_room_for_a_real_request() {
-    let srv = Server::start_rust_with(&["--admin-secret", SECRET, "--max-connections", "50"]);
+fn half_open_connections_past_the_cap_make_room_for_a_real_request(start: Start) {
+    let srv = start(&["--admin-secret", SECRET, "--max-connections", "50"]);
     // Three times the cap of connections that send half a head and stop.
     let half: Vec<_> = (0..150)
         .map(|_| {
@@ -115,4 +173,264 @@ fn half_open_connections_past_the_cap_make_room_for_a_real_request() {
     // half-open connections' request timeout (30 s).
     assert!(took < Duration::from_secs(5), "took {took:?}");
     drop(half);
+}
+
+fn an_idle_keep_alive_connection_is_closed_after_120_s(start: Start) {
+    let srv = start(&["--admin-secret", SECRET]);
+    let mut s = srv.connect();
+    s.write_all(b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    read_response(&mut s, &mut Vec::new()).assert_error(401, "missing_authorization");
+    let t0 = Instant::now();
+    s.set_read_timeout(Some(Duration::from_secs(150))).unwrap();
+    assert_eof(&mut s);
+    let idle = t0.elapsed();
+    eprintln!("idle keep-alive connection closed after {idle:?}");
+    assert!(idle >= Duration::from_secs(119) && idle < Duration::from_secs(126), "closed after {idle:?}");
+}
+
+/// Raises this process's soft file limit to `want` (or the hard limit):
+/// the server children inherit it.
+#[cfg(target_os = "linux")]
+fn raise_nofile(want: u64) -> u64 {
+    #[repr(C)]
+    struct Rlimit {
+        cur: u64,
+        max: u64,
+    }
+    extern "C" {
+        fn getrlimit(resource: i32, rlim: *mut Rlimit) -> i32;
+        fn setrlimit(resource: i32, rlim: *const Rlimit) -> i32;
+    }
+    const RLIMIT_NOFILE: i32 = 7;
+    let mut r = Rlimit { cur: 0, max: 0 };
+    // SAFETY: plain libc calls on a local struct of the C layout.
+    unsafe {
+        assert_eq!(getrlimit(RLIMIT_NOFILE, &mut r), 0);
+        if r.cur < want {
+            r.cur = want.min(r.max);
+            assert_eq!(setrlimit(RLIMIT_NOFILE, &r), 0);
+        }
+    }
+    r.cur
+}
+
+fn two_thousand_half_open_connections_leave_get_me_within_100_ms(start: Start) {
+    #[cfg(target_os = "linux")]
+    {
+        let limit = raise_nofile(20_000);
+        assert!(limit >= 5_000, "the file limit ({limit}) is too low for 2 000 connections a side");
+    }
+    // The default cap (1 024): half the flood is evicted on the way; 4 096:
+    // every half-open connection is held while getMe comes.
+    for cap in ["1024", "4096"] {
+        let srv = start(&["--admin-secret", SECRET, "--max-connections", cap]);
+        let half: Vec<_> = (0..2000)
+            .map(|_| {
+                let mut s = srv.connect();
+                let _ = s.write_all(b"POST /bot/getMe HTTP/1.1\r\nHo");
+                s
+            })
+            .collect();
+        // Let the server accept and read them all.
+        std::thread::sleep(Duration::from_millis(500));
+        let t0 = Instant::now();
+        let mut s = srv.connect();
+        s.write_all(b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        read_response(&mut s, &mut Vec::new()).assert_error(401, "missing_authorization");
+        let took = t0.elapsed();
+        eprintln!("getMe past 2 000 half-open connections (--max-connections {cap}): {took:?}");
+        assert!(took < Duration::from_millis(100), "took {took:?}");
+        drop(half);
+    }
+}
+
+fn with_admin_addr_each_listener_serves_its_own_paths(start: Start) {
+    // A free port for the host API (bound, read, released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let admin_addr = format!("127.0.0.1:{port}");
+    let srv = start(&["--admin-secret", SECRET, "--admin-addr", &admin_addr]);
+    let admin_base = format!("http://{admin_addr}");
+    let post = |base: &str, path: &str, auth: Option<&str>| {
+        let mut req = agent().post(format!("{base}{path}"));
+        if let Some(a) = auth {
+            req = req.header("Authorization", a);
+        }
+        Resp::from_ureq(req.content_type("application/json").send("{}").unwrap())
+    };
+    let admin_auth = format!("Admin {SECRET}");
+    // The public listener: /admin/ is not there, whoever asks.
+    let r = post(&srv.base, "/admin/getStats", Some(&admin_auth));
+    r.assert_error(404, "method_not_found");
+    assert_eq!(r.body["description"], json!("no method at /admin/getStats"));
+    // The admin listener serves the host API, and only it.
+    let r = post(&admin_base, "/admin/getStats", Some(&admin_auth));
+    assert_eq!(r.status, 200, "{}", r.body);
+    post(&admin_base, "/admin/getStats", Some("Admin wrong-secret-0000000")).assert_error(401, "invalid_token");
+    let r = post(&admin_base, "/bot/getMe", None);
+    r.assert_error(404, "method_not_found");
+    assert_eq!(r.body["description"], json!("no method at /bot/getMe"));
+    // Bots use the public one: getMe and the gateway.
+    let created = {
+        let body = json!({"display_name": "Pub", "handle": "pub_bot", "quota_tier": "standard"}).to_string();
+        let req = agent().post(format!("{admin_base}/admin/createBot")).header("Authorization", &admin_auth);
+        let r = Resp::from_ureq(req.content_type("application/json").send(body).unwrap());
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body["result"].clone()
+    };
+    let token = created["token"].as_str().unwrap();
+    assert_eq!(srv.bot(token, "getMe", &json!({})).status, 200);
+    srv.gateway(token, "").hello();
+    // The gateway path on the admin listener is a bot path: 404 too.
+    let mut s = std::net::TcpStream::connect(&admin_addr).unwrap();
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    let req = format!(
+        "GET /bot/gateway HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bot {token}\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).unwrap();
+    read_response(&mut s, &mut Vec::new()).assert_error(404, "method_not_found");
+}
+
+/// Reads a gateway connection that stopped reading: every text frame,
+/// then the close frame; returns (frames read, code, reason).
+fn read_to_close(gw: &mut Gw) -> (usize, u16, String) {
+    let mut n = 0;
+    loop {
+        match gw.ws.read() {
+            Ok(Message::Text(_)) => n += 1,
+            Ok(Message::Close(Some(f))) => return (n, u16::from(f.code), f.reason.as_str().to_string()),
+            Ok(Message::Ping(_)) | Ok(Message::Pong(_)) => {}
+            Ok(m) => panic!("after {n} frames: expected text or close, got {m:?}"),
+            Err(e) => panic!("after {n} frames, no close frame: {e}"),
+        }
+    }
+}
+
+fn a_gateway_reader_that_stays_behind_gets_4008_and_resumes_after_its_ack(start: Start) {
+    let srv = start(&["--admin-secret", SECRET, "--manual-clock"]);
+    let w = srv.world("official");
+    // 1 000 events of 20 KB (20 MB): more than the high-water mark plus
+    // what the loopback sockets buffer.
+    let text = "😀".repeat(5000);
+    for _ in 0..1000 {
+        srv.say(&w.user_id, &w.chat, &text);
+    }
+    // A reader that takes a few events, acks them, then reads nothing but
+    // still heartbeats; another that reads nothing and sends nothing.
+    let mut slow = srv.gateway(&w.token, "");
+    slow.hello();
+    assert_eq!(slow.event()["seq"], json!(1));
+    let mut last = 0;
+    for _ in 0..3 {
+        last = slow.event()["seq"].as_i64().unwrap();
+    }
+    slow.ack(last);
+    let mut mute = srv.gateway(&w.token, "");
+    mute.hello();
+    std::thread::sleep(Duration::from_millis(1000));
+    // 60 s: under the heartbeat timeout (82.5 s) for both.
+    srv.advance(60.0);
+    slow.send(r#"{"op":"heartbeat"}"#);
+    std::thread::sleep(Duration::from_millis(300));
+    // 120 s: `slow` has stayed behind longer than the heartbeat timeout but
+    // heartbeated at 60 s; `mute` missed its heartbeat deadline, which
+    // holds though its output is pending.
+    srv.advance(60.0);
+    let t0 = Instant::now();
+    let (frames, code, reason) = read_to_close(&mut slow);
+    eprintln!("slow consumer: {frames} frames read after the decision, close in {:?}", t0.elapsed());
+    assert_eq!((code, reason.as_str()), (4008, "slow_consumer"));
+    // Then the server drops the connection (within about 1 s).
+    let mut rest = [0u8; 4096];
+    let stream = slow.ws.get_mut();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    loop {
+        match stream.read(&mut rest) {
+            Ok(0) => break,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("the server did not drop the slow consumer: {e}"),
+        }
+    }
+    assert!(t0.elapsed() < Duration::from_secs(3), "dropped after {:?}", t0.elapsed());
+    let (_, code, reason) = read_to_close(&mut mute);
+    assert_eq!((code, reason.as_str()), (4009, "session_timeout"));
+    // The server still answers, and the reader resumes after its ack.
+    assert_eq!(srv.bot(&w.token, "getMe", &json!({})).status, 200);
+    let mut again = srv.gateway(&w.token, &format!("?after={last}"));
+    let hello = again.hello();
+    assert_eq!(hello["replay_from"], json!(last + 1), "{hello}");
+    assert_eq!(again.event()["seq"], json!(last + 1));
+}
+
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
+    let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / 100.0
+}
+
+fn out_of_files_accept_errors_are_logged_once_a_second_and_nothing_spins(bin: std::path::PathBuf) {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::sync::{Arc, Mutex};
+    // 48 files: a few dozen connections use them all up.
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -n 48 && exec "$0" "$@""#)
+        .arg(&bin)
+        .args(["--addr", "127.0.0.1:0", "--db", ":memory:", "--admin-secret", SECRET])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = errors.clone();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+            sink.lock().unwrap().push(l);
+        }
+    });
+    let mut out = BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok);
+    let pid = child.id();
+    let _child = Kill(child);
+    let first = out.next().expect("a first line");
+    let addr = first.strip_prefix("botspace listening on http://").unwrap_or_else(|| panic!("{first:?}")).to_string();
+    assert!(out.any(|l| l == "botspace ready"), "no `botspace ready`");
+    std::thread::spawn(move || for _ in out {});
+    // Far more connections than files; the rest wait in the backlog, so
+    // the listener stays readable while accept fails.
+    let conns: Vec<_> = (0..100).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let cpu0 = cpu_seconds(pid);
+    let n0 = errors.lock().unwrap().len();
+    std::thread::sleep(Duration::from_millis(2500));
+    let cpu = cpu_seconds(pid) - cpu0;
+    let logged: Vec<String> = errors.lock().unwrap()[n0..].to_vec();
+    eprintln!("out of files for 2.5 s: {cpu:.2} s of CPU, {} lines: {logged:?}", logged.len());
+    assert!(cpu < 0.5, "the server used {cpu:.2} s of CPU in 2.5 s of EMFILE");
+    assert!((1..=4).contains(&logged.len()), "{logged:?}");
+    assert!(logged.iter().all(|l| l.starts_with("accept failed: ")), "{logged:?}");
+    // Files back: the server serves again.
+    drop(conns);
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        s.write_all(b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        let mut buf = Vec::new();
+        let _ = s.read_to_end(&mut buf);
+        if buf.starts_with(b"HTTP/1.1 401") {
+            break;
+        }
+        assert!(Instant::now() < until, "not served after the files came back: {:?}", String::from_utf8_lossy(&buf));
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -1,7 +1,9 @@
 /*
  * botspace-server: botspace over real TCP, in portable C (C11 + POSIX).
  *
- *   botspace-server [--addr HOST:PORT] [--db PATH] [--admin-secret S] [--manual-clock]
+ *   botspace-server [--addr HOST:PORT] [--admin-addr HOST:PORT] [--db PATH]
+ *                   [--admin-secret S | --admin-secret-file PATH] [--operational-key HEX64]
+ *                   [--max-connections N] [--request-timeout SECS] [--manual-clock]
  *
  * One thread, one poll(2) loop, non-blocking sockets. HTTP/1.1 keep-alive
  * and pipelining are driven by botspace_service_frame_request(). After each
@@ -18,7 +20,12 @@
  * It behaves like the Rust example server (examples/server.rs): the same
  * flags, the same first line `botspace listening on http://HOST:PORT`, the
  * same demo data on an empty database, `botspace ready` at the end of the
- * start-up output, and a clean stop on SIGINT/SIGTERM.
+ * start-up output, and a clean stop on SIGINT/SIGTERM. Hostile clients are
+ * bounded the same way (docs/reliability.md): a connection cap where the
+ * connection waiting longest for a request makes room, a deadline for each
+ * request, an idle timeout, accept errors logged at most once a second, and
+ * gateway readers that stay behind for two heartbeat intervals closed with
+ * 4008 `slow_consumer`.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -45,7 +52,9 @@
 #include <unistd.h>
 
 #define TICK_MS 250u                /* longest sleep: stop flag, manual clock */
-#define IDLE_TIMEOUT_MS 120000u     /* idle keep-alive connection */
+#define IDLE_TIMEOUT_MS 120000u     /* idle keep-alive connection (the Rust server's IDLE_TIMEOUT) */
+#define REQUEST_TIMEOUT_MS 30000u   /* default --request-timeout: a whole request within this of its first byte */
+#define MAX_CONNECTIONS 1024u       /* default --max-connections */
 #define WRITE_TIMEOUT_MS 30000u     /* peer that takes none of our bytes */
 #define MAX_BATCH 64                /* requests committed together (all connections) */
 #define LINGER_MS 2000u             /* lingering close after an error */
@@ -54,15 +63,41 @@
 #define READ_CHUNK 65536u
 #define READ_PER_TURN (256u * 1024u) /* fairness between connections */
 #define OUT_HIGH_WATER (1u << 20)   /* stop reading while this much is unsent */
+#define ACCEPT_BACKOFF_MS 50u       /* listener off poll(2) after EMFILE & co: no spinning */
+/* A gateway connection whose unsent output stays above OUT_HIGH_WATER this
+ * long (service clock, like heartbeats) is closed: two default heartbeat
+ * intervals of 41 250 ms, the heartbeat timeout of docs/gateway.md. */
+#define SLOW_CONSUMER_MS 82500u
+#define SLOW_CONSUMER_DROP_MS 1000u /* then the close frame gets this long before the TCP drop */
+/* Gateway input read while output is above the high-water mark (heartbeats
+ * must still be seen); more than this and reading stops until it drains,
+ * since the library queues an answer to each heartbeat. */
+#define GW_READ_ABOVE_HW (64u * 1024u)
+/* Close code for a gateway reader that does not take its output; the
+ * library documents it (BOTSPACE_CLOSE_SLOW_CONSUMER, docs/gateway.md). */
+#define CLOSE_SLOW_CONSUMER 4008
 
 static const char USAGE[] =
-    "usage: botspace-server [--addr HOST:PORT] [--db PATH] [--admin-secret S] [--manual-clock]\n"
+    "usage: botspace-server [--addr HOST:PORT] [--admin-addr HOST:PORT] [--db PATH]\n"
+    "                       [--admin-secret S | --admin-secret-file PATH] [--operational-key HEX64]\n"
+    "                       [--max-connections N] [--request-timeout SECS] [--manual-clock]\n"
     "\n"
-    "  --addr HOST:PORT     address to listen on (default 127.0.0.1:8080; port 0 picks a free port)\n"
-    "  --db PATH            SQLite database file, or :memory: (default botspace.db)\n"
-    "  --admin-secret S     secret for Authorization: Admin <S> on /admin/ (at least 16 characters);\n"
-    "                       BOTSPACE_ADMIN_SECRET may replace it; with neither, one is generated\n"
-    "  --manual-clock       time moves only through /admin/advanceClock (for tests)\n";
+    "  --addr HOST:PORT          address to listen on (default 127.0.0.1:8080; port 0 picks a free port)\n"
+    "  --admin-addr HOST:PORT    a second listener for the host API (/admin/...); when given, /admin/...\n"
+    "                            on --addr answers 404 method_not_found, and so do bot paths here\n"
+    "  --db PATH                 SQLite database file, or :memory: (default botspace.db)\n"
+    "  --admin-secret S          secret for Authorization: Admin <S> on /admin/ (at least 16 characters);\n"
+    "                            visible in the process list: prefer --admin-secret-file or\n"
+    "                            BOTSPACE_ADMIN_SECRET; with none of them, one is generated\n"
+    "  --admin-secret-file PATH  read the admin secret from the first line of PATH\n"
+    "  --operational-key HEX64   64 hex digits that seal official bots' operational token copy;\n"
+    "                            BOTSPACE_OPERATIONAL_KEY may replace it\n"
+    "  --max-connections N       most connections at once (default 1024); at the cap the connection\n"
+    "                            waiting longest for a request is closed to make room; when every\n"
+    "                            connection is busy a new one gets 503 server_busy and is closed\n"
+    "  --request-timeout SECS    a request must arrive whole within SECS of its first byte\n"
+    "                            (default 30), else 408 and close\n"
+    "  --manual-clock            time moves only through /admin/advanceClock (for tests)\n";
 
 /* ------------------------------------------------------------------------ */
 /* Small utilities */
@@ -141,17 +176,19 @@ static void set_nonblocking(int fd) {
     if (fdfl >= 0) fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC);
 }
 
-/* Appends `s` as a JSON string literal. */
-static void json_str(buf_t *b, const char *s) {
+/* Appends s[0..n) as a JSON string literal. With `ascii`, bytes above
+ * 0x7e are escaped one by one too: valid JSON whatever the input (a request
+ * path); without, UTF-8 passes through (a file name). */
+static void json_strn(buf_t *b, const char *s, size_t n, int ascii) {
     buf_add(b, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
         char esc[8];
         if (c == '"' || c == '\\') {
             esc[0] = '\\';
             esc[1] = (char)c;
             buf_add(b, esc, 2);
-        } else if (c < 0x20) {
+        } else if (c < 0x20 || (ascii && c >= 0x7f)) {
             snprintf(esc, sizeof esc, "\\u%04x", c);
             buf_add(b, esc, 6);
         } else {
@@ -159,6 +196,18 @@ static void json_str(buf_t *b, const char *s) {
         }
     }
     buf_add(b, "\"", 1);
+}
+
+static void json_str(buf_t *b, const char *s) { json_strn(b, s, strlen(s), 0); }
+
+/* Appends an HTTP/1.1 response with a JSON body, in the library's layout:
+ * status line, Content-Type, Content-Length, then `extra` header lines. */
+static void json_response(buf_t *out, const char *status, const char *extra, const void *body, size_t n) {
+    char head[256];
+    int hn = snprintf(head, sizeof head, "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n%s\r\n",
+                      status, n, extra ? extra : "");
+    buf_add(out, head, (size_t)hn);
+    buf_add(out, body, n);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -239,6 +288,7 @@ enum conn_state {
 typedef struct {
     int gateway, close, http10, expect_continue;
     int admin; /* a host-API request: answered alone, naming the peer */
+    size_t path_off, path_len; /* the target's path, from the start of the request */
 } head_t;
 
 /* What an HTTP connection does after its requests in the current batch are
@@ -249,19 +299,29 @@ enum step {
     STEP_CONTINUE, /* send `100 Continue` for the incomplete request */
     STEP_UPGRADE,  /* GET /bot/gateway at step_start/step_len */
     STEP_ADMIN,    /* a host-API request at step_start/step_len */
+    STEP_NOT_HERE, /* a path this listener does not serve (--admin-addr): 404 */
     STEP_REFUSE,   /* answer `refusal` (framing said Invalid), then linger */
     STEP_CLOSE,    /* the last request asked for Connection: close */
     STEP_DROP,     /* framing failed: close without an answer */
     STEP_DROP_LINGER /* unreadable head: linger, then close */
 };
 
+/* Which paths a connection's listener serves. */
+enum role {
+    ROLE_ALL,   /* no --admin-addr: every path */
+    ROLE_BOT,   /* --addr when --admin-addr is given: everything but /admin/ */
+    ROLE_ADMIN  /* --admin-addr: only /admin/ */
+};
+
 typedef struct conn {
     int fd;
+    enum role role;
     enum conn_state st;
     buf_t in, out;
     botspace_gateway *gw;
     const char *bot_id; /* owned by gw */
     int gw_more;        /* transmit stopped at the high-water mark: more may follow */
+    int gw_ended;       /* the session ended: its last bytes are pulled past the high-water mark */
     int continue_sent;
     int linger;   /* ST_CLOSING: linger after the flush instead of closing */
     int peer_eof; /* the peer closed its side */
@@ -269,6 +329,11 @@ typedef struct conn {
     uint64_t stalled_since; /* 0: not waiting for the peer to read */
     uint64_t linger_until;
     size_t lingered;
+    uint64_t waiting_since; /* accepted or last answered: at the cap, the oldest makes room */
+    uint64_t req_started;   /* first byte of the buffered request (0: none) */
+    uint64_t drop_at;       /* close the socket then, sent or not (0: no such deadline) */
+    uint64_t above_hw_since; /* gateway: service time output went above the high-water mark (0: below) */
+    size_t read_above_hw;   /* gateway input read since then */
     /* HTTP batching (serve_http_round): */
     int ready;    /* `in` may hold a request not yet framed */
     size_t taken; /* bytes of `in` framed into the current batch */
@@ -283,6 +348,9 @@ typedef struct conn {
 static botspace_service *svc;
 static conn_t **conns;
 static size_t nconns, conns_cap;
+static size_t nlive; /* connections with an open socket: what --max-connections counts */
+static size_t max_connections = MAX_CONNECTIONS;
+static uint64_t request_timeout_ms = REQUEST_TIMEOUT_MS;
 
 static uint64_t svc_now(void) {
     uint64_t now = 0;
@@ -293,7 +361,10 @@ static uint64_t svc_now(void) {
 static void conn_close(conn_t *c) {
     botspace_gateway_free(&c->gw);
     c->bot_id = NULL;
-    if (c->fd >= 0) close(c->fd);
+    if (c->fd >= 0) {
+        close(c->fd);
+        nlive--;
+    }
     c->fd = -1;
 }
 
@@ -345,10 +416,31 @@ static void conn_finish(conn_t *c, int linger) {
 /* HTTP */
 
 
-static const unsigned char *find_crlfcrlf(const unsigned char *p, size_t n) {
-    for (size_t i = 0; i + 3 < n; i++)
-        if (p[i] == '\r' && p[i + 1] == '\n' && p[i + 2] == '\r' && p[i + 3] == '\n') return p + i;
+/* The end of a request head: the blank line, after CRLF or a bare LF (the
+ * library's framer accepts bare-LF line ends, as httparse does, so every
+ * request it frames is read the same way here). Points at the line end
+ * before the blank line. */
+static const unsigned char *find_head_end(const unsigned char *p, size_t n) {
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (p[i] != '\n') continue;
+        if (p[i + 1] == '\n') return p + i;
+        if (i + 2 < n && p[i + 1] == '\r' && p[i + 2] == '\n') return p + i;
+    }
     return NULL;
+}
+
+/* The end of the line starting at `p` (before its CR LF or LF), at most `e`. */
+static const char *line_end(const char *p, const char *e) {
+    const char *le = memchr(p, '\n', (size_t)(e - p));
+    if (!le) le = e;
+    if (le > p && le[-1] == '\r') le--;
+    return le;
+}
+
+/* The start of the line after the one ending at `le` (see line_end). */
+static const char *next_line(const char *le, const char *e) {
+    if (le < e && *le == '\r') le++;
+    return le < e ? le + 1 : e;
 }
 
 static int token_eq(const char *s, size_t n, const char *word) {
@@ -360,12 +452,11 @@ static int token_eq(const char *s, size_t n, const char *word) {
 /* Reads what this server needs from a request head. 0 when there is no
  * complete head. */
 static int parse_head(const unsigned char *req, size_t n, head_t *h) {
-    const unsigned char *end = find_crlfcrlf(req, n);
+    const unsigned char *end = find_head_end(req, n);
     if (!end) return 0;
     memset(h, 0, sizeof *h);
-    const char *p = (const char *)req, *e = (const char *)end;
-    const char *eol = p;
-    while (eol < e && *eol != '\r') eol++;
+    const char *p = (const char *)req, *e = (const char *)end + 1; /* the last header line's LF included */
+    const char *eol = line_end(p, e);
     /* request line: METHOD SP TARGET SP VERSION */
     const char *sp1 = memchr(p, ' ', (size_t)(eol - p));
     if (!sp1) return 0;
@@ -376,12 +467,13 @@ static int parse_head(const unsigned char *req, size_t n, head_t *h) {
     const char *pend = q ? q : tend;
     h->gateway = (size_t)(pend - target) == strlen("/bot/gateway") && memcmp(target, "/bot/gateway", 12) == 0;
     h->admin = (size_t)(pend - target) > 7 && memcmp(target, "/admin/", 7) == 0;
+    h->path_off = (size_t)(target - p);
+    h->path_len = (size_t)(pend - target);
     if (sp2) h->http10 = token_eq(sp2 + 1, (size_t)(eol - sp2 - 1), "HTTP/1.0");
     int close_tok = 0, keep_tok = 0;
-    const char *line = eol + 2;
+    const char *line = next_line(eol, e);
     while (line < e) {
-        const char *le = line;
-        while (le < e && *le != '\r') le++;
+        const char *le = line_end(line, e);
         const char *colon = memchr(line, ':', (size_t)(le - line));
         if (colon) {
             size_t nlen = (size_t)(colon - line);
@@ -400,7 +492,7 @@ static int parse_head(const unsigned char *req, size_t n, head_t *h) {
                 if (token_eq(v, vlen, "100-continue")) h->expect_continue = 1;
             }
         }
-        line = le + 2;
+        line = next_line(le, e);
     }
     h->close = close_tok || (h->http10 && !keep_tok);
     return 1;
@@ -482,6 +574,13 @@ static void collect(conn_t *c) {
         head_t h;
         if (!parse_head(p, f.length, &h)) { /* frame_request accepted it: cannot happen */
             c->step = STEP_DROP_LINGER;
+            return;
+        }
+        if ((c->role == ROLE_BOT && h.admin) || (c->role == ROLE_ADMIN && !h.admin)) {
+            c->step = STEP_NOT_HERE;
+            c->step_start = start;
+            c->step_len = f.length;
+            c->step_head = h;
             return;
         }
         if (h.admin) {
@@ -593,6 +692,26 @@ static void run_step(conn_t *c) {
         if (c->step_head.close) conn_finish(c, 0);
         break;
     }
+    case STEP_NOT_HERE: {
+        /* With --admin-addr each listener serves its own paths; the other
+         * side's get the answer the library gives a path with no method. */
+        const head_t *h = &c->step_head;
+        buf_t body = {0}, resp = {0};
+        static const char pre[] = "{\"ok\":false,\"error_code\":404,\"error\":\"method_not_found\",\"description\":";
+        buf_add(&body, pre, sizeof pre - 1);
+        buf_t desc = {0};
+        buf_add(&desc, "no method at ", 13);
+        buf_add(&desc, c->in.p + c->step_start + h->path_off, h->path_len);
+        json_strn(&body, (const char *)desc.p, desc.len, 1);
+        buf_add(&body, "}", 1);
+        json_response(&resp, "404 Not Found", NULL, body.p, body.len);
+        add_response(&c->out, resp.p, resp.len, h);
+        buf_free(&desc);
+        buf_free(&body);
+        buf_free(&resp);
+        if (h->close) conn_finish(c, 0);
+        break;
+    }
     case STEP_REFUSE: {
         head_t h = {.close = 1};
         add_response(&c->out, c->refusal.ptr, c->refusal.len, &h);
@@ -612,8 +731,16 @@ static void run_step(conn_t *c) {
 
 /* Drops what the batch took from a connection's input. */
 static void consume_taken(conn_t *c) {
-    if (c->st == ST_HTTP) buf_consume(&c->in, c->taken);
-    else c->in.off = c->in.len = 0; /* upgraded or closing: the rest is never read as HTTP */
+    if (c->st == ST_HTTP) {
+        buf_consume(&c->in, c->taken);
+        /* Answered: the connection waits afresh, and what is left is the
+         * start of the next request. */
+        uint64_t mono = mono_ms();
+        c->waiting_since = mono;
+        c->req_started = buf_pending(&c->in) > 0 ? mono : 0;
+    } else {
+        c->in.off = c->in.len = 0; /* upgraded or closing: the rest is never read as HTTP */
+    }
     c->taken = 0;
 }
 
@@ -650,12 +777,24 @@ static void finish_http_eof(void) {
  * connection's high-water mark (the rest is pulled once the peer has read:
  * a bot that does not read costs one window of memory); ends the
  * connection when closed. */
+/* Notes whether the session ended. Why (code, reason) is there for a
+ * host's logs; this example only needs to know that it ended. */
+static void gateway_events(conn_t *c) {
+    botspace_gateway_event ev;
+    while (botspace_gateway_poll_event(c->gw, &ev) == BOTSPACE_STATUS_OK && ev.kind != BOTSPACE_GATEWAY_EVENT_KIND_NONE)
+        if (ev.kind == BOTSPACE_GATEWAY_EVENT_KIND_CLOSED) c->gw_ended = 1;
+}
+
 static void gateway_poll(conn_t *c, uint64_t now) {
     if (c->st != ST_GATEWAY || !c->gw) return;
+    /* The heartbeat deadline holds whatever is pending: a session that
+     * timed out sends its close frame even past the high-water mark (what
+     * is left after the end is bounded: the library reads no more events). */
     botspace_gateway_handle_timeout(c->gw, now);
+    gateway_events(c);
     c->gw_more = 0;
     for (;;) {
-        if (buf_pending(&c->out) >= OUT_HIGH_WATER) {
+        if (!c->gw_ended && buf_pending(&c->out) >= OUT_HIGH_WATER) {
             c->gw_more = 1;
             break;
         }
@@ -666,11 +805,7 @@ static void gateway_poll(conn_t *c, uint64_t now) {
         botspace_bytes_free(&out);
         if (st != BOTSPACE_STATUS_OK || n == 0) break;
     }
-    /* Why a session ended (code, reason) is here for a host's logs; this
-     * example only needs to know that it ended (is_closed below). */
-    botspace_gateway_event ev;
-    while (botspace_gateway_poll_event(c->gw, &ev) == BOTSPACE_STATUS_OK && ev.kind != BOTSPACE_GATEWAY_EVENT_KIND_NONE) {
-    }
+    gateway_events(c);
     bool closed = false;
     botspace_gateway_is_closed(c->gw, &closed);
     if (closed) {
@@ -693,6 +828,13 @@ static int gateway_due(conn_t *c, uint64_t now) {
 
 /* ------------------------------------------------------------------------ */
 /* Reading */
+
+/* A gateway connection above its high-water mark still reads a little:
+ * heartbeats keep a slow but live bot's session, and the slow-consumer
+ * deadline, not the heartbeat one, ends it. */
+static int gateway_reads_above_hw(const conn_t *c) {
+    return c->st == ST_GATEWAY && c->read_above_hw < GW_READ_ABOVE_HW;
+}
 
 /* What a connection does when its peer closes its side. */
 static void conn_peer_closed(conn_t *c) {
@@ -726,10 +868,12 @@ static void conn_read(conn_t *c, uint64_t mono) {
         c->last_activity = mono;
         switch (c->st) {
         case ST_HTTP:
+            if (buf_pending(&c->in) == 0) c->req_started = mono; /* a request's first bytes: its deadline starts */
             buf_add(&c->in, chunk, (size_t)n);
             c->ready = 1;
             break;
         case ST_GATEWAY:
+            if (buf_pending(&c->out) >= OUT_HIGH_WATER) c->read_above_hw += (size_t)n;
             botspace_gateway_handle_input(c->gw, chunk, (size_t)n, svc_now());
             break;
         case ST_LINGER:
@@ -742,7 +886,7 @@ static void conn_read(conn_t *c, uint64_t mono) {
         case ST_CLOSING:
             break; /* discarded */
         }
-        if (buf_pending(&c->out) >= OUT_HIGH_WATER) break;
+        if (buf_pending(&c->out) >= OUT_HIGH_WATER && !gateway_reads_above_hw(c)) break;
         /* A short read drained the socket: skip the recv that would only say
          * EAGAIN (poll reports anything that arrives later). */
         if ((size_t)n < sizeof chunk) break;
@@ -890,14 +1034,44 @@ static int demo(const char *secret, const char *base) {
 
 typedef struct {
     const char *addr, *db, *admin_secret;
+    const char *admin_addr, *admin_secret_file, *operational_key;
+    const char *max_connections, *request_timeout; /* checked by check_numbers */
     int manual_clock;
 } args_t;
+
+/* --max-connections and --request-timeout into their globals; -1 (message
+ * printed) when they are not what the Rust server accepts. */
+static int check_numbers(const args_t *a) {
+    if (a->max_connections) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long n = strtoull(a->max_connections, &end, 10);
+        if (errno || end == a->max_connections || *end || n == 0 || a->max_connections[0] == '-' || n > SIZE_MAX) {
+            fprintf(stderr, "--max-connections needs a positive number\n%s", USAGE);
+            return -1;
+        }
+        max_connections = (size_t)n;
+    }
+    if (a->request_timeout) {
+        char *end = NULL;
+        double secs = strtod(a->request_timeout, &end);
+        if (end == a->request_timeout || *end || !(secs > 0.0 && secs < 86400.0)) {
+            fprintf(stderr, "--request-timeout needs a number of seconds\n%s", USAGE);
+            return -1;
+        }
+        request_timeout_ms = (uint64_t)(secs * 1000.0);
+        if (request_timeout_ms == 0) request_timeout_ms = 1;
+    }
+    return 0;
+}
 
 /* 0 ok, 1 help, -1 error (message printed). */
 static int parse_args(int argc, char **argv, args_t *a) {
     a->addr = "127.0.0.1:8080";
     a->db = "botspace.db";
     a->admin_secret = NULL;
+    a->admin_addr = a->admin_secret_file = a->operational_key = NULL;
+    a->max_connections = a->request_timeout = NULL;
     a->manual_clock = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -916,6 +1090,11 @@ static int parse_args(int argc, char **argv, args_t *a) {
         if (strcmp(name, "--addr") == 0) slot = &a->addr;
         else if (strcmp(name, "--db") == 0) slot = &a->db;
         else if (strcmp(name, "--admin-secret") == 0) slot = &a->admin_secret;
+        else if (strcmp(name, "--admin-addr") == 0) slot = &a->admin_addr;
+        else if (strcmp(name, "--admin-secret-file") == 0) slot = &a->admin_secret_file;
+        else if (strcmp(name, "--operational-key") == 0) slot = &a->operational_key;
+        else if (strcmp(name, "--max-connections") == 0) slot = &a->max_connections;
+        else if (strcmp(name, "--request-timeout") == 0) slot = &a->request_timeout;
         else if (strcmp(name, "--manual-clock") == 0 && !inline_v) {
             a->manual_clock = 1;
             continue;
@@ -931,7 +1110,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
             return -1;
         }
     }
-    return 0;
+    return check_numbers(a);
 }
 
 /* 32 random bytes from the OS, hex-encoded into out[65]. */
@@ -1028,22 +1207,29 @@ static void format_addr(const struct sockaddr_storage *ss, int reachable, char *
 /* The loop */
 
 typedef struct {
-    int lfd; /* -1 once stopping */
+    int lfd;  /* -1 once stopping */
+    int afd;  /* the --admin-addr listener; -1 without one, or once stopping */
     int stopping;
     uint64_t stop_deadline;
     uint64_t accept_paused_until;
     struct pollfd *pfds;
     size_t pfds_cap, npfds;
     size_t first_conn; /* pfds index of conns[0] */
-    int listening;     /* pfds[1] is the listener */
+    int lpfd, apfd;    /* pfds index of each listener, -1 when not polled */
+    /* accept errors: logged at most once a second, with how many */
+    uint64_t accept_logged_at;
+    unsigned long accept_errors;
 } loop_t;
 
-static void add_conn(int fd, uint64_t mono) {
+static void add_conn(int fd, enum role role, uint64_t mono) {
     conn_t *c = calloc(1, sizeof *c);
     if (!c) die_oom();
     c->fd = fd;
+    nlive++;
+    c->role = role;
     c->st = ST_HTTP;
     c->last_activity = mono;
+    c->waiting_since = mono;
     if (botspace_request_framer_new(svc, &c->framer) != BOTSPACE_STATUS_OK) die_oom();
     /* The peer's IP address names it for the admin throttle. */
     struct sockaddr_storage sa;
@@ -1076,6 +1262,8 @@ static void begin_stop(loop_t *L, uint64_t mono) {
     say("botspace stopping");
     close(L->lfd);
     L->lfd = -1;
+    if (L->afd >= 0) close(L->afd);
+    L->afd = -1;
     for (size_t i = 0; i < nconns; i++)
         if (conns[i]->st == ST_GATEWAY) gateway_going_away(conns[i]);
 }
@@ -1098,13 +1286,91 @@ static void poll_woken_gateways(uint64_t now) {
     free(woken);
 }
 
-/* Deadlines (heartbeat timeouts, revocations, backlogs), also after a
- * request moved the manual clock. */
-static void poll_due_gateways(uint64_t now) {
+/* A gateway reader that leaves more than the high-water mark unsent for
+ * longer than the heartbeat timeout gets 4008 `slow_consumer`: the close
+ * frame is queued behind what it has not read (best effort), and the socket
+ * is dropped SLOW_CONSUMER_DROP_MS later whatever was sent. */
+static void close_slow_consumer(conn_t *c, uint64_t mono) {
+    static const char reason[] = "slow_consumer";
+    unsigned char frame[4 + sizeof reason];
+    frame[0] = 0x88; /* FIN + close */
+    frame[1] = (unsigned char)(2 + sizeof reason - 1);
+    frame[2] = (unsigned char)(CLOSE_SLOW_CONSUMER >> 8);
+    frame[3] = (unsigned char)(CLOSE_SLOW_CONSUMER & 0xff);
+    memcpy(frame + 4, reason, sizeof reason - 1);
+    buf_add(&c->out, frame, 4 + sizeof reason - 1);
+    conn_finish(c, 0); /* frees the session: acks it already read are written */
+    c->drop_at = mono + SLOW_CONSUMER_DROP_MS;
+}
+
+/* Deadlines (heartbeat timeouts, revocations, backlogs, slow consumers),
+ * also after a request moved the manual clock. Heartbeat deadlines are
+ * checked whatever is pending on the socket. */
+static void poll_due_gateways(uint64_t now, uint64_t mono) {
     for (size_t i = 0; i < nconns; i++) {
         conn_t *c = conns[i];
-        if (c->st == ST_GATEWAY && buf_pending(&c->out) < OUT_HIGH_WATER && gateway_due(c, now)) gateway_poll(c, now);
+        if (c->st != ST_GATEWAY) continue;
+        if (buf_pending(&c->out) < OUT_HIGH_WATER) {
+            c->above_hw_since = 0;
+            c->read_above_hw = 0;
+            if (gateway_due(c, now)) gateway_poll(c, now);
+            continue;
+        }
+        if (!c->above_hw_since) c->above_hw_since = now;
+        if (gateway_due(c, now)) gateway_poll(c, now);
+        /* `now >` first: the system clock may step back. */
+        if (c->st == ST_GATEWAY && now > c->above_hw_since && now - c->above_hw_since > SLOW_CONSUMER_MS)
+            close_slow_consumer(c, mono);
     }
+}
+
+/* At --max-connections: closes the HTTP connection that has waited longest
+ * for a request (idle, or half a request in) to make room. Gateway
+ * connections and connections with an answer on its way are busy and
+ * stay. 0 when every connection is busy. */
+static int evict_longest_waiting(void) {
+    conn_t *oldest = NULL;
+    for (size_t i = 0; i < nconns; i++) {
+        conn_t *c = conns[i];
+        if (c->fd < 0 || c->st != ST_HTTP || c->step != STEP_NONE || buf_pending(&c->out) > 0) continue;
+        if (!oldest || c->waiting_since < oldest->waiting_since) oldest = c;
+    }
+    if (!oldest) return 0;
+    conn_close(oldest);
+    return 1;
+}
+
+/* Every connection busy: a short 503 (best effort, never blocking) and
+ * close, so a flood of connections costs one accept each. What the client
+ * already sent is read first, so that the close does not reset the
+ * connection before it reads the answer. */
+static void refuse_busy(int fd) {
+    static const char body[] =
+        "{\"ok\":false,\"error_code\":503,\"error\":\"server_busy\",\"description\":\"too many connections; retry later\"}";
+    unsigned char drain[4096];
+    for (int i = 0; i < 4 && recv(fd, drain, sizeof drain, MSG_DONTWAIT) > 0; i++) {
+    }
+    buf_t out = {0};
+    json_response(&out, "503 Service Unavailable", "Retry-After: 1\r\nConnection: close\r\n", body, sizeof body - 1);
+    int flags = MSG_DONTWAIT;
+#ifdef MSG_NOSIGNAL
+    flags |= MSG_NOSIGNAL;
+#endif
+    ssize_t w = send(fd, out.p, out.len, flags);
+    (void)w;
+    buf_free(&out);
+    shutdown(fd, SHUT_WR);
+    close(fd);
+}
+
+/* A request that did not arrive whole within --request-timeout of its
+ * first byte: 408, then close. */
+static void request_timed_out(conn_t *c) {
+    static const char body[] =
+        "{\"ok\":false,\"error_code\":408,\"error\":\"request_timeout\",\"description\":\"the request did not arrive in time\"}";
+    json_response(&c->out, "408 Request Timeout", "Connection: close\r\n", body, sizeof body - 1);
+    c->in.off = c->in.len = 0;
+    conn_finish(c, 0);
 }
 
 /* Whether a connection is done: flushed and closing, timed out, or cut by
@@ -1122,10 +1388,18 @@ static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
     }
     if (c->fd >= 0) {
         if (c->st == ST_LINGER && mono >= c->linger_until) conn_close(c);
+        else if (c->drop_at && mono >= c->drop_at) conn_close(c);
         else if (c->stalled_since && mono - c->stalled_since > WRITE_TIMEOUT_MS) conn_close(c);
-        else if (c->st == ST_HTTP && buf_pending(&c->out) == 0 &&
-                 (mono - c->last_activity > IDLE_TIMEOUT_MS || (L->stopping && buf_pending(&c->in) == 0)))
+        else if (c->st == ST_HTTP && buf_pending(&c->out) == 0 && buf_pending(&c->in) == 0 &&
+                 (mono - c->last_activity > IDLE_TIMEOUT_MS || L->stopping))
             conn_close(c);
+        else if (c->st == ST_HTTP && c->req_started && buf_pending(&c->out) == 0 &&
+                 mono - c->req_started > request_timeout_ms) {
+            /* Only while nothing waits for the peer to read: a request we
+             * stopped reading (high-water mark) is not the client's delay. */
+            request_timed_out(c);
+            if (conn_flush(c, mono) != 0) conn_close(c);
+        }
         else if (L->stopping && mono >= L->stop_deadline) conn_close(c);
     }
     return c->fd < 0;
@@ -1144,7 +1418,7 @@ static void sweep_conns(const loop_t *L, uint64_t mono) {
 /* Fills pfds (self-pipe, listener, connections); returns the poll timeout:
  * the nearest gateway deadline, at most TICK_MS. */
 static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
-    size_t need = nconns + 2;
+    size_t need = nconns + 3;
     if (need > L->pfds_cap) {
         L->pfds_cap = need * 2;
         L->pfds = xrealloc(L->pfds, L->pfds_cap * sizeof *L->pfds);
@@ -1154,26 +1428,39 @@ static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
     pfds[np].fd = wake_pipe[0];
     pfds[np].events = POLLIN;
     np++;
-    L->listening = L->lfd >= 0 && mono >= L->accept_paused_until;
-    if (L->listening) {
+    int64_t timeout = TICK_MS;
+    int accepting = mono >= L->accept_paused_until;
+    if (!accepting && (int64_t)(L->accept_paused_until - mono) < timeout) timeout = (int64_t)(L->accept_paused_until - mono);
+    L->lpfd = L->apfd = -1;
+    if (accepting && L->lfd >= 0) {
+        L->lpfd = (int)np;
         pfds[np].fd = L->lfd;
         pfds[np].events = POLLIN;
+        pfds[np].revents = 0;
+        np++;
+    }
+    if (accepting && L->afd >= 0) {
+        L->apfd = (int)np;
+        pfds[np].fd = L->afd;
+        pfds[np].events = POLLIN;
+        pfds[np].revents = 0;
         np++;
     }
     L->first_conn = np;
-    int64_t timeout = TICK_MS;
     for (size_t i = 0; i < nconns; i++) {
         conn_t *c = conns[i];
         short ev = 0;
-        if (!c->peer_eof && buf_pending(&c->out) < OUT_HIGH_WATER) ev |= POLLIN;
+        if (!c->peer_eof && (buf_pending(&c->out) < OUT_HIGH_WATER || gateway_reads_above_hw(c))) ev |= POLLIN;
         if (buf_pending(&c->out) > 0) ev |= POLLOUT;
         pfds[np].fd = c->fd;
         pfds[np].events = ev;
         pfds[np].revents = 0;
         np++;
-        if (c->st == ST_GATEWAY && c->gw && buf_pending(&c->out) < OUT_HIGH_WATER) {
+        if (c->st == ST_GATEWAY && c->gw) {
+            /* The heartbeat deadline counts even above the high-water mark;
+             * the slow-consumer one is seen within a tick. */
             uint64_t d = BOTSPACE_NO_DEADLINE;
-            if (c->gw_more) d = now;
+            if (c->gw_more && buf_pending(&c->out) < OUT_HIGH_WATER) d = now;
             else botspace_gateway_poll_timeout(c->gw, &d);
             if (d != BOTSPACE_NO_DEADLINE) {
                 if (d <= now) timeout = 0;
@@ -1191,23 +1478,38 @@ static void drain_wake_pipe(void) {
     }
 }
 
-/* Accepts every pending connection. */
-static void accept_conns(loop_t *L, uint64_t mono) {
+/* An accept error (EMFILE and the like): said at most once a second, with
+ * how many there were; the listeners leave poll(2) for ACCEPT_BACKOFF_MS
+ * instead of waking it at once again. */
+static void accept_failed(loop_t *L, int err, uint64_t mono) {
+    L->accept_errors++;
+    if (!L->accept_logged_at || mono - L->accept_logged_at >= 1000) {
+        fprintf(stderr, "accept failed: %s (%lu in the last second)\n", strerror(err), L->accept_errors);
+        L->accept_logged_at = mono;
+        L->accept_errors = 0;
+    }
+    L->accept_paused_until = mono + ACCEPT_BACKOFF_MS;
+}
+
+/* Accepts every pending connection of one listener. */
+static void accept_conns(loop_t *L, int lfd, enum role role, uint64_t mono) {
     for (;;) {
-        int fd = accept(L->lfd, NULL, NULL);
+        int fd = accept(lfd, NULL, NULL);
         if (fd < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-                /* Back off instead of spinning. */
-                fprintf(stderr, "accept failed: %s\n", strerror(errno));
-                L->accept_paused_until = mono + 50;
-            }
+            if (errno == EINTR || errno == ECONNABORTED) continue; /* that one client gave up */
+            if (errno != EAGAIN && errno != EWOULDBLOCK) accept_failed(L, errno, mono);
             return;
         }
         set_nonblocking(fd);
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        add_conn(fd, mono);
+        /* At the cap, the connection waiting longest for a request makes
+         * room; only when every one is busy is the new one refused. */
+        if (nlive >= max_connections && !evict_longest_waiting()) {
+            refuse_busy(fd);
+            continue;
+        }
+        add_conn(fd, role, mono);
     }
 }
 
@@ -1234,7 +1536,7 @@ static int loop_turn(loop_t *L) {
     uint64_t now = svc_now();
     if (stop_requested && !L->stopping) begin_stop(L, mono);
     poll_woken_gateways(now);
-    poll_due_gateways(now);
+    poll_due_gateways(now, mono);
     sweep_conns(L, mono);
     if (L->stopping && nconns == 0) return 1;
     int timeout = prepare_poll(L, mono, now);
@@ -1245,7 +1547,10 @@ static int loop_turn(loop_t *L) {
     }
     mono = mono_ms();
     if (L->pfds[0].revents & POLLIN) drain_wake_pipe();
-    if (L->listening && (L->pfds[1].revents & POLLIN)) accept_conns(L, mono);
+    /* Without --admin-addr, the one listener serves every path. */
+    if (L->lpfd >= 0 && (L->pfds[L->lpfd].revents & POLLIN))
+        accept_conns(L, L->lfd, L->afd >= 0 ? ROLE_BOT : ROLE_ALL, mono);
+    if (L->apfd >= 0 && L->afd >= 0 && (L->pfds[L->apfd].revents & POLLIN)) accept_conns(L, L->afd, ROLE_ADMIN, mono);
     serve_ready(L, mono);
     serve_http_round();
     finish_http_eof();
@@ -1255,13 +1560,55 @@ static int loop_turn(loop_t *L) {
 /* ------------------------------------------------------------------------ */
 /* main */
 
-/* The admin secret: the flag, else BOTSPACE_ADMIN_SECRET, else a new one
- * written to `generated`. */
-static const char *choose_secret(const args_t *args, char generated[65]) {
+/* The first line of `path`, without surrounding whitespace (its newline
+ * included), in a new string; NULL (message printed) when unreadable. */
+static char *read_first_line(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "cannot read %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    buf_t b = {0};
+    int ch;
+    while ((ch = fgetc(f)) != EOF && ch != '\n') {
+        unsigned char u = (unsigned char)ch;
+        buf_add(&b, &u, 1);
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        fprintf(stderr, "cannot read %s\n", path);
+        buf_free(&b);
+        return NULL;
+    }
+    size_t s = 0, e = b.len;
+    while (s < e && strchr(" \t\r\v\f", b.p[s])) s++;
+    while (e > s && strchr(" \t\r\v\f", b.p[e - 1])) e--;
+    char *line = malloc(e - s + 1);
+    if (!line) die_oom();
+    if (e > s) memcpy(line, b.p + s, e - s);
+    line[e - s] = 0;
+    buf_free(&b);
+    return line;
+}
+
+/* The admin secret: the flag, else the file (*owned, freed by the caller),
+ * else BOTSPACE_ADMIN_SECRET, else a new one written to `generated`. NULL
+ * (message printed) on an error. */
+static const char *choose_secret(const args_t *args, char generated[65], char **owned) {
+    *owned = NULL;
+    if (args->admin_secret && args->admin_secret_file) {
+        fputs("give --admin-secret or --admin-secret-file, not both\n", stderr);
+        return NULL;
+    }
     if (args->admin_secret) return args->admin_secret;
+    if (args->admin_secret_file) return *owned = read_first_line(args->admin_secret_file);
     const char *env = getenv("BOTSPACE_ADMIN_SECRET");
     if (env && *env) return env;
-    if (generate_secret(generated) != 0) return NULL;
+    if (generate_secret(generated) != 0) {
+        fputs("cannot generate an admin secret\n", stderr);
+        return NULL;
+    }
     return generated;
 }
 
@@ -1276,13 +1623,40 @@ static int open_wake_pipe(void) {
     return 0;
 }
 
+/* The operational key: the flag, else BOTSPACE_OPERATIONAL_KEY, trimmed,
+ * in `out`; NULL when there is none; "" (message printed) when it is not 64
+ * hex digits. */
+static const char *operational_key(const args_t *args, char out[65]) {
+    const char *k = args->operational_key;
+    if (!k) {
+        k = getenv("BOTSPACE_OPERATIONAL_KEY");
+        if (!k || !*k) return NULL;
+    }
+    while (*k == ' ' || *k == '\t' || *k == '\n' || *k == '\r') k++;
+    size_t n = strlen(k);
+    while (n > 0 && (k[n - 1] == ' ' || k[n - 1] == '\t' || k[n - 1] == '\n' || k[n - 1] == '\r')) n--;
+    int ok = n == 64;
+    for (size_t i = 0; ok && i < n; i++) ok = strchr("0123456789abcdefABCDEF", k[i]) != NULL;
+    if (!ok) {
+        fputs("the operational key must be 64 hex digits (32 bytes)\n", stderr);
+        return "";
+    }
+    memcpy(out, k, 64);
+    out[64] = 0;
+    return out;
+}
+
 /* Opens `svc` with a JSON configuration built from the flags. */
-static int open_service(const args_t *args, const char *secret) {
+static int open_service(const args_t *args, const char *secret, const char *key) {
     buf_t cfg = {0};
     buf_add(&cfg, "{\"database\":", 12);
     json_str(&cfg, args->db);
     buf_add(&cfg, ",\"admin_secret\":", 16);
     json_str(&cfg, secret);
+    if (key) {
+        buf_add(&cfg, ",\"operational_key\":", 19);
+        json_str(&cfg, key);
+    }
     const char *clock = args->manual_clock ? ",\"clock\":\"manual\"}" : ",\"clock\":\"system\"}";
     buf_add(&cfg, clock, strlen(clock));
     botspace_status st = botspace_service_open(cfg.p, cfg.len, &svc);
@@ -1296,7 +1670,8 @@ static int open_service(const args_t *args, const char *secret) {
 }
 
 /* Prints the start-up lines; `base` gets a URL a local client can use. */
-static void announce(int lfd, const args_t *args, const char *secret, int secret_generated, char *base, size_t n) {
+static void announce(int lfd, int afd, const args_t *args, const char *secret, int secret_generated, char *base,
+                     size_t n) {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     getsockname(lfd, (struct sockaddr *)&ss, &sl);
@@ -1305,6 +1680,12 @@ static void announce(int lfd, const args_t *args, const char *secret, int secret
     format_addr(&ss, 1, reach, sizeof reach);
     snprintf(base, n, "http://%s", reach);
     say("botspace listening on http://%s", local);
+    if (afd >= 0) {
+        sl = sizeof ss;
+        getsockname(afd, (struct sockaddr *)&ss, &sl);
+        format_addr(&ss, 0, local, sizeof local);
+        say("botspace admin listening on http://%s", local);
+    }
     if (secret_generated) say("admin secret: %s", secret);
     if (args->manual_clock) say("clock: manual (moves only through /admin/advanceClock)");
 }
@@ -1325,6 +1706,7 @@ static void shut_down(loop_t *L) {
     free(conns);
     free(L->pfds);
     if (L->lfd >= 0) close(L->lfd);
+    if (L->afd >= 0) close(L->afd);
     botspace_service_set_wake_callback(svc, NULL, NULL);
     botspace_service_free(&svc);
     size_t nw = 0;
@@ -1343,24 +1725,37 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (pa < 0) return 2;
-    char generated[65];
-    const char *secret = choose_secret(&args, generated);
-    if (!secret) {
-        fputs("cannot generate an admin secret\n", stderr);
+    char generated[65], keybuf[65];
+    char *secret_owned = NULL;
+    const char *secret = choose_secret(&args, generated, &secret_owned);
+    if (!secret) return 1;
+    const char *key = operational_key(&args, keybuf);
+    if (key && !*key) {
+        free(secret_owned);
         return 1;
     }
-    if (open_wake_pipe() != 0 || open_service(&args, secret) != 0) return 1;
+    if (open_wake_pipe() != 0 || open_service(&args, secret, key) != 0) {
+        free(secret_owned);
+        return 1;
+    }
     loop_t L = {0};
+    L.afd = -1;
     L.lfd = listen_on(args.addr);
-    if (L.lfd < 0) {
+    if (L.lfd >= 0 && args.admin_addr) L.afd = listen_on(args.admin_addr);
+    if (L.lfd < 0 || (args.admin_addr && L.afd < 0)) {
+        if (L.lfd >= 0) close(L.lfd);
         botspace_service_free(&svc);
+        free(secret_owned);
         return 1;
     }
     char base[96];
-    announce(L.lfd, &args, secret, secret == generated, base, sizeof base);
-    if (demo(secret, base) != 0) {
+    announce(L.lfd, L.afd, &args, secret, secret == generated, base, sizeof base);
+    int demo_rc = demo(secret, base);
+    free(secret_owned);
+    if (demo_rc != 0) {
         fputs("cannot create the demo data\n", stderr);
         close(L.lfd);
+        if (L.afd >= 0) close(L.afd);
         botspace_service_free(&svc);
         return 1;
     }

@@ -69,7 +69,7 @@ pub fn temp_dir(tag: &str) -> PathBuf {
 }
 
 /// The example server binary, built once per test process.
-fn example_binary() -> PathBuf {
+pub fn example_binary() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         // target/<profile>/deps/<test> → target/<profile>/examples/server
@@ -89,6 +89,35 @@ fn example_binary() -> PathBuf {
     .clone()
 }
 
+/// The C example server (`examples/c-server`), once per test process:
+/// `BOTSPACE_C_SERVER` names a built binary (the ASan build, say; relative
+/// to the crate root), else `make -C examples/c-server` builds it.
+pub fn c_binary() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        if let Some(b) = std::env::var_os("BOTSPACE_C_SERVER").filter(|b| !b.is_empty()) {
+            let bin = root.join(b);
+            assert!(bin.exists(), "BOTSPACE_C_SERVER: {} does not exist", bin.display());
+            return bin;
+        }
+        // target/<profile>/deps/<test> → target: the library is built there.
+        let exe = std::env::current_exe().expect("current_exe");
+        let target = exe.ancestors().nth(3).expect("target dir").to_path_buf();
+        let status = Command::new("make")
+            .args(["--quiet", "-C", "examples/c-server"])
+            .arg(format!("CARGO={}", env!("CARGO")))
+            .arg(format!("BOTSPACE_LIBDIR={}", target.join("release").display()))
+            .env("CARGO_TARGET_DIR", &target)
+            .current_dir(&root)
+            .status()
+            .expect("run make -C examples/c-server");
+        assert!(status.success(), "make -C examples/c-server failed");
+        root.join("examples/c-server/build/botspace-server")
+    })
+    .clone()
+}
+
 impl Server {
     /// A server on an in-memory database.
     pub fn start() -> Server {
@@ -103,7 +132,7 @@ impl Server {
     }
 
     fn start_with(db: Db) -> Server {
-        Server::spawn(db, None)
+        Server::spawn(db, None, None)
     }
 
     /// The Rust example server (whatever `BOTSPACE_SERVER_CMD` says) on
@@ -111,12 +140,20 @@ impl Server {
     /// `--manual-clock`; waits for `botspace ready`.
     #[allow(dead_code)]
     pub fn start_rust_with(args: &[&str]) -> Server {
-        let mut s = Server::spawn(Db::Memory, Some(args));
+        let mut s = Server::spawn(Db::Memory, Some(args), None);
         s.wait_line("botspace ready");
         s
     }
 
-    fn spawn(db: Db, rust_args: Option<&[&str]>) -> Server {
+    /// The same with the C example server (see `c_binary`).
+    #[allow(dead_code)]
+    pub fn start_c_with(args: &[&str]) -> Server {
+        let mut s = Server::spawn(Db::Memory, Some(args), Some(c_binary()));
+        s.wait_line("botspace ready");
+        s
+    }
+
+    fn spawn(db: Db, rust_args: Option<&[&str]>, bin: Option<PathBuf>) -> Server {
         let db_path = match &db {
             Db::Memory => ":memory:".to_string(),
             Db::File(dir) => dir.join("botspace.db").to_string_lossy().into_owned(),
@@ -130,7 +167,7 @@ impl Server {
                 c
             }
             _ => {
-                let mut c = Command::new(example_binary());
+                let mut c = Command::new(bin.unwrap_or_else(example_binary));
                 c.args(["--addr", "127.0.0.1:0", "--db", &db_path]);
                 match rust_args {
                     Some(args) => c.args(args),
