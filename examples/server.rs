@@ -49,6 +49,8 @@ const USAGE: &str = "usage: server [--addr HOST:PORT] [--db PATH] [--admin-secre
                             connection gets 503 and is closed
   --request-timeout SECS    a request must arrive whole within SECS of its first byte
                             (default 30), else 408 and close
+  --idle-timeout SECS       a keep-alive connection with nothing to read for SECS is
+                            closed (default 120)
   --manual-clock            time moves only through /admin/advanceClock (for tests)";
 
 /// How often an idle thread looks at the stop flag (and a gateway
@@ -94,6 +96,7 @@ struct Args {
     operational_key: Option<String>,
     max_connections: usize,
     request_timeout: Duration,
+    idle_timeout: Duration,
     manual_clock: bool,
 }
 
@@ -107,6 +110,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
         operational_key: None,
         max_connections: 1024,
         request_timeout: REQUEST_DEADLINE,
+        idle_timeout: IDLE_TIMEOUT,
         manual_clock: false,
     };
     let mut it = args.into_iter();
@@ -139,6 +143,14 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
                     .filter(|s| *s > 0.0 && *s < 86_400.0)
                     .map(Duration::from_secs_f64)
                     .ok_or("--request-timeout needs a number of seconds")?
+            }
+            "--idle-timeout" => {
+                a.idle_timeout = value(&mut it)?
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| *s > 0.0 && *s < 86_400.0)
+                    .map(Duration::from_secs_f64)
+                    .ok_or("--idle-timeout needs a number of seconds")?
             }
             "--manual-clock" if inline.is_none() => a.manual_clock = true,
             "-h" | "--help" => return Err(String::new()),
@@ -268,6 +280,7 @@ fn serve(svc: Arc<Service>, listeners: Listeners, args: &Args) {
         active: AtomicUsize::new(0),
         max_connections: args.max_connections,
         request_timeout: args.request_timeout,
+        idle_timeout: args.idle_timeout,
         waiting: Waiting::default(),
     });
     let registry = shared.registry.clone();
@@ -504,6 +517,8 @@ struct Shared {
     max_connections: usize,
     /// `--request-timeout`.
     request_timeout: Duration,
+    /// `--idle-timeout`.
+    idle_timeout: Duration,
     /// HTTP connections waiting for a request's bytes, with the time they
     /// started waiting: at the cap, the one waiting longest makes room.
     waiting: Waiting,
@@ -911,7 +926,7 @@ fn read_more(
         Err(e)
             if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) =>
         {
-            !(sh.stop.load(Ordering::SeqCst) || last_activity.elapsed() > IDLE_TIMEOUT)
+            !(sh.stop.load(Ordering::SeqCst) || last_activity.elapsed() > sh.idle_timeout)
         }
         Err(_) => false,
     }

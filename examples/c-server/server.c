@@ -97,6 +97,8 @@ static const char USAGE[] =
     "                            connection is busy a new one gets 503 server_busy and is closed\n"
     "  --request-timeout SECS    a request must arrive whole within SECS of its first byte\n"
     "                            (default 30), else 408 and close\n"
+    "  --idle-timeout SECS       a keep-alive connection with nothing to read for SECS is\n"
+    "                            closed (default 120)\n"
     "  --manual-clock            time moves only through /admin/advanceClock (for tests)\n";
 
 /* ------------------------------------------------------------------------ */
@@ -351,6 +353,7 @@ static size_t nconns, conns_cap;
 static size_t nlive; /* connections with an open socket: what --max-connections counts */
 static size_t max_connections = MAX_CONNECTIONS;
 static uint64_t request_timeout_ms = REQUEST_TIMEOUT_MS;
+static uint64_t idle_timeout_ms = IDLE_TIMEOUT_MS;
 
 static uint64_t svc_now(void) {
     uint64_t now = 0;
@@ -1035,7 +1038,7 @@ static int demo(const char *secret, const char *base) {
 typedef struct {
     const char *addr, *db, *admin_secret;
     const char *admin_addr, *admin_secret_file, *operational_key;
-    const char *max_connections, *request_timeout; /* checked by check_numbers */
+    const char *max_connections, *request_timeout, *idle_timeout; /* checked by check_numbers */
     int manual_clock;
 } args_t;
 
@@ -1062,6 +1065,16 @@ static int check_numbers(const args_t *a) {
         request_timeout_ms = (uint64_t)(secs * 1000.0);
         if (request_timeout_ms == 0) request_timeout_ms = 1;
     }
+    if (a->idle_timeout) {
+        char *end = NULL;
+        double secs = strtod(a->idle_timeout, &end);
+        if (end == a->idle_timeout || *end || !(secs > 0.0 && secs < 86400.0)) {
+            fprintf(stderr, "--idle-timeout needs a number of seconds\n%s", USAGE);
+            return -1;
+        }
+        idle_timeout_ms = (uint64_t)(secs * 1000.0);
+        if (idle_timeout_ms == 0) idle_timeout_ms = 1;
+    }
     return 0;
 }
 
@@ -1071,7 +1084,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
     a->db = "botspace.db";
     a->admin_secret = NULL;
     a->admin_addr = a->admin_secret_file = a->operational_key = NULL;
-    a->max_connections = a->request_timeout = NULL;
+    a->max_connections = a->request_timeout = a->idle_timeout = NULL;
     a->manual_clock = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -1095,6 +1108,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
         else if (strcmp(name, "--operational-key") == 0) slot = &a->operational_key;
         else if (strcmp(name, "--max-connections") == 0) slot = &a->max_connections;
         else if (strcmp(name, "--request-timeout") == 0) slot = &a->request_timeout;
+        else if (strcmp(name, "--idle-timeout") == 0) slot = &a->idle_timeout;
         else if (strcmp(name, "--manual-clock") == 0 && !inline_v) {
             a->manual_clock = 1;
             continue;
@@ -1391,7 +1405,7 @@ static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
         else if (c->drop_at && mono >= c->drop_at) conn_close(c);
         else if (c->stalled_since && mono - c->stalled_since > WRITE_TIMEOUT_MS) conn_close(c);
         else if (c->st == ST_HTTP && buf_pending(&c->out) == 0 && buf_pending(&c->in) == 0 &&
-                 (mono - c->last_activity > IDLE_TIMEOUT_MS || L->stopping))
+                 (mono - c->last_activity > idle_timeout_ms || L->stopping))
             conn_close(c);
         else if (c->st == ST_HTTP && c->req_started && buf_pending(&c->out) == 0 &&
                  mono - c->req_started > request_timeout_ms) {
