@@ -144,3 +144,26 @@ fn a_killed_node_loses_no_acknowledged_write_and_its_leases_lapse() {
         }
     }
 }
+
+#[test]
+fn a_rust_node_and_a_c_node_serve_one_database() {
+    let db = common::test_database();
+    let rust = Server::start_rust_with(&["--db", &db, "--admin-secret", SECRET]);
+    let c = Server::start_c_with(&["--db", &db, "--admin-secret", SECRET]);
+    let w = rust.world("official");
+    // Rust commits, the C server's gateway delivers.
+    let mut gw = c.gateway(&w.token, "");
+    gw.hello();
+    assert_eq!(gw.event()["type"], "bot_started");
+    rust.say(&w.user_id, &w.chat, "from the Rust node");
+    assert_eq!(gw.event()["data"]["message"]["text"], "from the Rust node");
+    // The bot writes through the C node; the Rust node reads it.
+    let sent = c.bot(&w.token, "sendMessage", &json!({"chat_id": w.chat, "text": "from the C node"}));
+    assert_eq!(sent.status, 200);
+    let history = rust.admin("getChatHistory", &json!({"chat_id": w.chat}));
+    let texts: Vec<&str> = history.as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap()).collect();
+    assert_eq!(texts, ["from the Rust node", "from the C node"]);
+    // Rotation on the C node closes the C node's own session at once.
+    c.admin("rotateBotToken", &json!({"bot_id": w.bot_id}));
+    assert_eq!(gw.closed(), (4004, "authentication_failed".to_string()));
+}
