@@ -149,8 +149,7 @@ impl RateLimiter {
 
 /// [`RateLimiter::check`] with the buckets in the database's
 /// `rate_buckets`, read with a row lock and written in the transaction of
-/// the write they limit: exact across nodes. (A bucket's first use on two
-/// nodes at once may let both through: the row does not exist to lock.)
+/// the write they limit: exact across nodes.
 pub fn check_shared(
     conn: &Conn,
     bot_id: &str,
@@ -166,6 +165,12 @@ pub fn check_shared(
     let bot_key = format!("b:{bot_id}");
     let chat_key = format!("c:{bot_id}:{chat_id}");
     let (mut bot_tat, mut chat_tat) = (0u64, 0u64);
+    // Both rows exist before they are locked, so two nodes using a bucket
+    // for the first time at once queue on its row instead of both reading
+    // "absent". An inserted row is a full bucket: no state changed, so it
+    // does not count as a write (a refusal after it still wrote nothing).
+    conn.prepare_cached("INSERT INTO rate_buckets (key, tat) VALUES (?1, 0), (?2, 0) ON CONFLICT (key) DO NOTHING")?
+        .execute_uncounted(params![bot_key, chat_key])?;
     conn.prepare_cached("SELECT key, tat FROM rate_buckets WHERE key = ?1 OR key = ?2 ORDER BY key FOR UPDATE")?
         .query_each(params![bot_key, chat_key], |r| {
             let tat = u64::try_from(r.get::<i64>(1)?).unwrap_or(0);

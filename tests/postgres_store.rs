@@ -288,3 +288,28 @@ fn sslmode_require_verifies_the_server_certificate() {
     let err = Service::open(cfg).expect_err("an unverifiable certificate is refused").to_string();
     assert!(err.contains("postgres"), "{err}");
 }
+
+#[test]
+fn concurrent_first_sends_on_two_nodes_never_exceed_the_burst() {
+    let _g = serial();
+    let (a, b) = two_nodes();
+    let w = world(&a, "free"); // private chat: burst 5, a bucket never used yet
+    let barrier = Arc::new(std::sync::Barrier::new(8));
+    let handles: Vec<_> = (0..8)
+        .map(|t| {
+            let svc = if t % 2 == 0 { a.clone() } else { b.clone() };
+            let (token, chat, barrier) = (w.token.clone(), w.chat.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                (0..4)
+                    .map(|i| {
+                        bot_call(&svc, &token, "sendMessage", json!({"chat_id": chat, "text": format!("{t}-{i}")})).0
+                    })
+                    .collect::<Vec<u16>>()
+            })
+        })
+        .collect();
+    let statuses: Vec<u16> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 5, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 27, "{statuses:?}");
+}

@@ -361,6 +361,19 @@ impl Stmt<'_> {
         }
     }
 
+    /// Runs a write that changes no state the caller cares about (creating
+    /// a row that means "nothing yet"): it does not count in
+    /// [`Conn::total_changes`], so a request refused after it still counts
+    /// as having written nothing. PostgreSQL only; SQLite counts every
+    /// change itself.
+    pub fn execute_uncounted(&mut self, p: impl Params) -> StoreResult<usize> {
+        match self {
+            Stmt::Sqlite(s) => p.bind(|v| s.execute(rusqlite::params_from_iter(v.iter()))).map_err(Into::into),
+            #[cfg(feature = "postgres")]
+            Stmt::Pg(c, s, _) => p.bind(|v| c.execute_uncounted(s, v)),
+        }
+    }
+
     /// The first row through `f`; [`StorageError::NoRows`] when there is none.
     pub fn query_row<T>(&mut self, p: impl Params, f: impl FnOnce(&Row<'_>) -> StoreResult<T>) -> StoreResult<T> {
         let mut f = Some(f);

@@ -303,10 +303,14 @@ impl PgConn {
     }
 
     pub fn execute(&self, st: &Statement, vals: &[Val<'_>]) -> StoreResult<usize> {
+        let n = self.execute_uncounted(st, vals)?;
+        self.changes.set(self.changes.get() + n as u64);
+        Ok(n)
+    }
+
+    pub fn execute_uncounted(&self, st: &Statement, vals: &[Val<'_>]) -> StoreResult<usize> {
         let params: Vec<&(dyn ToSql + Sync)> = vals.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
-        let n = self.with(|c| c.execute(st, &params))?;
-        self.changes.set(self.changes.get() + n);
-        Ok(n as usize)
+        Ok(self.with(|c| c.execute(st, &params))? as usize)
     }
 
     pub fn query_each(
