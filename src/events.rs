@@ -54,9 +54,29 @@ pub fn emit(conn: &Conn, now_ms: u64, ev: Event<'_>, woken: &mut Vec<String>) ->
     let Event { chat_id, kind, data, exclude, extra, message } = ev;
     let data = std::str::from_utf8(data).unwrap_or("{}");
     let msg_ref = message.map(|m| (chat_id, m));
-    insert_update(conn, now_ms, kind, data, msg_ref)?;
     let mut bots = Vec::new();
-    model::bot_members(conn, chat_id, &mut bots)?;
+    match conn.dialect() {
+        Dialect::Sqlite => {
+            insert_update(conn, now_ms, kind, data, msg_ref)?;
+            model::bot_members(conn, chat_id, &mut bots)?;
+        }
+        // The update row and the chat's bots in one round trip.
+        Dialect::Postgres => {
+            conn.prepare_cached(
+                "WITH n AS (UPDATE meta SET value = value + 1 WHERE key = 'last_update_id' RETURNING value), \
+                 u AS (INSERT INTO updates (update_id, created_at_ms, type, data, ref_chat, ref_message) \
+                 SELECT value, ?1, ?2, ?3, ?4, ?5 FROM n) \
+                 SELECT member_id FROM members WHERE chat_id = ?6 AND is_bot = 1 AND active = 1",
+            )?
+            .query_each(
+                params![now_ms as i64, kind, data, msg_ref.map(|m| m.0), msg_ref.map(|m| m.1), chat_id],
+                |r| {
+                    bots.push(r.get(0)?);
+                    Ok(true)
+                },
+            )?;
+        }
+    }
     if let Some(e) = extra {
         if !bots.iter().any(|b| b == e) {
             bots.push(e.to_string());
@@ -122,13 +142,24 @@ pub fn append_bot_event(
     data: &str,
     msg: Option<(&str, i64)>,
 ) -> ApiResult<i64> {
+    let (chat, message) = (msg.map(|m| m.0), msg.map(|m| m.1));
+    if conn.dialect() == Dialect::Postgres {
+        // Both writes in one round trip.
+        return Ok(conn
+            .prepare_cached(
+                "WITH s AS (UPDATE bots SET last_seq = last_seq + 1 WHERE id = ?1 RETURNING last_seq) \
+                 INSERT INTO bot_events (bot_id, seq, created_at_ms, type, data, ref_chat, ref_message) \
+                 SELECT ?1, last_seq, ?2, ?3, ?4, ?5, ?6 FROM s RETURNING seq",
+            )?
+            .query_row(params![bot_id, now_ms as i64, kind, data, chat, message], |r| r.get(0))?);
+    }
     let seq: i64 = conn
         .prepare_cached("UPDATE bots SET last_seq = last_seq + 1 WHERE id = ?1 RETURNING last_seq")?
         .query_row([bot_id], |r| r.get(0))?;
     conn.prepare_cached(
         "INSERT INTO bot_events (bot_id, seq, created_at_ms, type, data, ref_chat, ref_message) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
-    .execute(params![bot_id, seq, now_ms as i64, kind, data, msg.map(|m| m.0), msg.map(|m| m.1)])?;
+    .execute(params![bot_id, seq, now_ms as i64, kind, data, chat, message])?;
     Ok(seq)
 }
 

@@ -172,22 +172,37 @@ impl Chat {
             "SELECT id, type, title, user_id, bot_id, started, blocked_by_user, blocked_by_bot, \
              bots_can_send, dissolved FROM chats WHERE id = ?1",
         )?
-        .query_row([id], |r| {
-            let kind: String = r.get(1)?;
-            Ok(Chat {
-                id: r.get(0)?,
-                kind: if kind == "private" { ChatKind::Private } else { ChatKind::Group },
-                title: r.get(2)?,
-                user_id: r.get(3)?,
-                bot_id: r.get(4)?,
-                started: r.get(5)?,
-                blocked_by_user: r.get(6)?,
-                blocked_by_bot: r.get(7)?,
-                bots_can_send: r.get(8)?,
-                dissolved: r.get(9)?,
-            })
-        })
+        .query_row([id], Chat::from_row)
         .optional()
+    }
+
+    /// The chat and `member_id`'s membership in it (as [`membership`]), in
+    /// one query: every bot method needs both, and on a database server
+    /// each query is a round trip.
+    pub fn load_with_member(conn: &Conn, id: &str, member_id: &str) -> StoreResult<Option<(Chat, Option<bool>)>> {
+        conn.prepare_cached(
+            "SELECT c.id, c.type, c.title, c.user_id, c.bot_id, c.started, c.blocked_by_user, c.blocked_by_bot, \
+             c.bots_can_send, c.dissolved, m.active FROM chats c \
+             LEFT JOIN members m ON m.chat_id = c.id AND m.member_id = ?2 WHERE c.id = ?1",
+        )?
+        .query_row([id, member_id], |r| Ok((Chat::from_row(r)?, r.get::<Option<bool>>(10)?)))
+        .optional()
+    }
+
+    fn from_row(r: &Row<'_>) -> StoreResult<Chat> {
+        let kind: String = r.get(1)?;
+        Ok(Chat {
+            id: r.get(0)?,
+            kind: if kind == "private" { ChatKind::Private } else { ChatKind::Group },
+            title: r.get(2)?,
+            user_id: r.get(3)?,
+            bot_id: r.get(4)?,
+            started: r.get(5)?,
+            blocked_by_user: r.get(6)?,
+            blocked_by_bot: r.get(7)?,
+            bots_can_send: r.get(8)?,
+            dissolved: r.get(9)?,
+        })
     }
 
     pub fn reference(&self) -> ChatRef<'_> {

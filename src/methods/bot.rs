@@ -48,12 +48,9 @@ fn tier_gate(bot: &Bot, method: BotMethod, req: &Request<'_>) -> ApiResult<Body>
 /// The chat, if this bot is or was ever a member; otherwise chat_not_found
 /// (a chat the bot never saw does not exist for it).
 fn visible_chat(ctx: &Ctx<'_>, bot: &Bot, chat_id: &str) -> ApiResult<(Chat, bool)> {
-    let Some(chat) = Chat::load(ctx.conn, chat_id)? else {
-        return Err(ApiError::chat_not_found());
-    };
-    match crate::model::membership(ctx.conn, chat_id, &bot.id)? {
-        None => Err(ApiError::chat_not_found()),
-        Some(active) => Ok((chat, active)),
+    match Chat::load_with_member(ctx.conn, chat_id, &bot.id)? {
+        Some((chat, Some(active))) => Ok((chat, active)),
+        _ => Err(ApiError::chat_not_found()),
     }
 }
 

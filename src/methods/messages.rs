@@ -5,6 +5,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::{self, Event};
 use crate::model::{to_json, Chat, MessageJson, Sender, StoredMessage};
 use crate::params;
+use crate::store::Dialect;
 use crate::txn::Ctx;
 
 /// `reply_to_message_id` must name a live message of the same chat.
@@ -28,24 +29,39 @@ pub fn post(
     text: &str,
     reply_to: Option<i64>,
 ) -> ApiResult<Vec<u8>> {
-    let message_id: i64 = ctx
-        .conn
-        .prepare_cached(
-            "UPDATE chats SET last_message_id = last_message_id + 1 WHERE id = ?1 RETURNING last_message_id",
-        )?
-        .query_row([&chat.id], |r| r.get(0))?;
     let date = ctx.now_s();
-    ctx.conn
-        .prepare_cached(
-            "INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )?
-        .execute(params![chat.id, message_id, sender_id, sender_is_bot, text, date, reply_to])?;
-    if sender_is_bot {
-        // A message ends the bot's chat action in that chat.
-        ctx.conn
-            .prepare_cached("DELETE FROM chat_actions WHERE chat_id = ?1 AND bot_id = ?2")?
-            .execute([&chat.id, sender_id])?;
-    }
+    let message_id: i64 = match ctx.conn.dialect() {
+        Dialect::Sqlite => {
+            let id = ctx
+                .conn
+                .prepare_cached(
+                    "UPDATE chats SET last_message_id = last_message_id + 1 WHERE id = ?1 RETURNING last_message_id",
+                )?
+                .query_row([&chat.id], |r| r.get(0))?;
+            ctx.conn
+                .prepare_cached(
+                    "INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )?
+                .execute(params![chat.id, id, sender_id, sender_is_bot, text, date, reply_to])?;
+            if sender_is_bot {
+                // A message ends the bot's chat action in that chat.
+                ctx.conn
+                    .prepare_cached("DELETE FROM chat_actions WHERE chat_id = ?1 AND bot_id = ?2")?
+                    .execute([&chat.id, sender_id])?;
+            }
+            id
+        }
+        // The same three writes as one statement: one round trip.
+        Dialect::Postgres => ctx
+            .conn
+            .prepare_cached(
+                "WITH n AS (UPDATE chats SET last_message_id = last_message_id + 1 WHERE id = ?1 RETURNING last_message_id), \
+                 a AS (DELETE FROM chat_actions WHERE chat_id = ?1 AND bot_id = ?2 AND ?3 = 1) \
+                 INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to) \
+                 SELECT ?1, last_message_id, ?2, ?3, ?4, ?5, ?6 FROM n RETURNING message_id",
+            )?
+            .query_row(params![chat.id, sender_id, sender_is_bot, text, date, reply_to], |r| r.get(0))?,
+    };
     let msg = MessageJson {
         message_id: message_id.to_string(),
         chat: chat.reference(),

@@ -296,8 +296,9 @@ impl PgConn {
         }
         let text = positional(sql);
         let st = self.with(|c| c.prepare(&text))?;
-        let head = sql.trim_start().get(..6).unwrap_or("").to_ascii_uppercase();
-        let writes = matches!(head.as_str(), "UPDATE" | "INSERT" | "DELETE");
+        let upper = sql.trim_start().to_ascii_uppercase();
+        let writes = ["UPDATE", "INSERT", "DELETE"].iter().any(|w| upper.starts_with(w))
+            || (upper.starts_with("WITH") && ["UPDATE ", "INSERT ", "DELETE "].iter().any(|w| upper.contains(w)));
         self.cache.borrow_mut().insert(sql.to_string(), (st.clone(), writes));
         Ok((st, writes))
     }
@@ -322,9 +323,10 @@ impl PgConn {
     ) -> StoreResult<()> {
         let params: Vec<&(dyn ToSql + Sync)> = vals.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
         let rows = self.with(|c| c.query(st, &params))?;
-        // `UPDATE … RETURNING` changes what it returns.
+        // A write that returns rows (`… RETURNING`, or a CTE that writes
+        // and then reads) changed something, whatever it returned.
         if writes {
-            self.changes.set(self.changes.get() + rows.len() as u64);
+            self.changes.set(self.changes.get() + rows.len().max(1) as u64);
         }
         for r in &rows {
             if !f(&super::Row::Pg(r))? {
