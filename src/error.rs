@@ -231,6 +231,20 @@ impl ApiError {
         e
     }
 
+    /// The connection to the database was lost while it committed: the
+    /// write may or may not have landed, and only a retry with the same
+    /// Idempotency-Key can tell without writing twice.
+    pub fn commit_outcome_unknown(detail: impl std::fmt::Display) -> Self {
+        let mut e = Self::new(
+            503,
+            "commit_outcome_unknown",
+            "the database connection was lost while committing: the request may or may not have been written; retry with the same Idempotency-Key",
+        )
+        .with_header("Retry-After", "1".into());
+        e.detail = Some(detail.to_string().into());
+        e
+    }
+
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         let mut e = Self::new(500, "internal_error", "internal error, nothing was written; safe to retry");
         e.detail = Some(detail.to_string().into());
@@ -280,12 +294,15 @@ pub fn catalog() -> Vec<ApiError> {
         E::headers_too_large(16 * 1024, 64),
         E::internal("{detail}"),
         E::storage_unavailable("{detail}"),
+        E::commit_outcome_unknown("{detail}"),
     ]
 }
 
 impl From<crate::store::StorageError> for ApiError {
     fn from(e: crate::store::StorageError) -> Self {
-        if e.is_unavailable() {
+        if matches!(e, crate::store::StorageError::CommitLost(_)) {
+            ApiError::commit_outcome_unknown(e)
+        } else if e.is_unavailable() {
             ApiError::storage_unavailable(e)
         } else {
             ApiError::internal(e)

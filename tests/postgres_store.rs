@@ -313,3 +313,50 @@ fn concurrent_first_sends_on_two_nodes_never_exceed_the_burst() {
     assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 5, "{statuses:?}");
     assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 27, "{statuses:?}");
 }
+
+#[test]
+fn a_connection_lost_during_commit_is_503_commit_outcome_unknown_and_a_keyed_retry_writes_once() {
+    let _g = serial();
+    let db = test_database();
+    let svc = node(&db);
+    let w = world(&svc, "official");
+    // A deferred trigger ends the server process at COMMIT, once (a
+    // sequence is not rolled back): the client sees the connection go
+    // while it waits for COMMIT's answer.
+    let mut pg = postgres::Client::connect(&db, postgres::NoTls).unwrap();
+    pg.batch_execute(
+        "CREATE SEQUENCE die_once;
+         CREATE FUNCTION die_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF NEW.text = 'cut' AND nextval('die_once') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
+           RETURN NEW;
+         END $$;
+         CREATE CONSTRAINT TRIGGER die AFTER INSERT ON messages DEFERRABLE INITIALLY DEFERRED
+           FOR EACH ROW EXECUTE FUNCTION die_at_commit();",
+    )
+    .unwrap();
+    let send = || {
+        let raw = request(
+            "/bot/sendMessage",
+            &format!("Bot {}", w.token),
+            "Idempotency-Key: cut-1\r\n",
+            json!({"chat_id": w.chat, "text": "cut"}).to_string().as_bytes(),
+        );
+        split_with_headers(&svc.handle_request(&raw))
+    };
+    let (status, headers, body) = send();
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"], "commit_outcome_unknown");
+    assert_eq!(
+        body["description"],
+        "the database connection was lost while committing: the request may or may not have been written; retry with the same Idempotency-Key"
+    );
+    assert!(headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("retry-after") && v == "1"), "{headers:?}");
+    // The retry reconnects and, with the same key, writes the message once.
+    let (status, _, body) = send();
+    assert_eq!(status, 200, "{body}");
+    let (status, _, again) = send();
+    assert_eq!((status, &again), (200, &body));
+    let history = admin(&svc, SECRET, "getChatHistory", json!({"chat_id": w.chat}));
+    assert_eq!(history.as_array().unwrap().len(), 1, "{history}");
+}

@@ -48,6 +48,10 @@ pub enum StorageError {
     /// The database server cannot be reached.
     #[error("{0}")]
     Unavailable(&'static str),
+    /// The connection broke while COMMIT was under way: the outcome is
+    /// unknown to this side.
+    #[error("the connection was lost during COMMIT: {0}")]
+    CommitLost(Box<StorageError>),
     /// The transaction met an error earlier and can only roll back.
     #[error("the transaction was aborted by an earlier error")]
     Aborted,

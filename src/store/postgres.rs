@@ -353,7 +353,13 @@ impl PgConn {
         }
         let r = self.with(|c| c.batch_execute("COMMIT"));
         self.in_tx.set(false);
-        r
+        self.aborted.set(false);
+        match r {
+            // COMMIT was sent; whether the server applied it before the
+            // connection went is not known here.
+            Err(e) if e.is_unavailable() => Err(StorageError::CommitLost(Box::new(e))),
+            r => r,
+        }
     }
 
     pub fn rollback(&self) -> StoreResult<()> {
