@@ -56,6 +56,21 @@ fn gcra(tat: u64, now: u64, rate: &Rate) -> Result<u64, u64> {
     }
 }
 
+/// Which bucket refuses, and for how many milliseconds: the longest wait
+/// when both do. `None` when both take one more.
+fn refusal(bot: Option<Result<u64, u64>>, chat: Option<(Result<u64, u64>, Scope)>) -> Option<(Scope, u64)> {
+    let mut refused: Option<(Scope, u64)> = None;
+    if let Some(Err(wait)) = bot {
+        refused = Some((Scope::Bot, wait));
+    }
+    if let Some((Err(wait), scope)) = chat {
+        if refused.is_none_or(|(_, w)| wait > w) {
+            refused = Some((scope, wait));
+        }
+    }
+    refused.map(|(scope, wait_us)| (scope, wait_us.div_ceil(1000).max(1)))
+}
+
 impl RateLimiter {
     /// Checks the bot-wide and the chat bucket at `now_ms`; if both allow,
     /// consumes one from each and returns Ok. Otherwise returns the scope and
@@ -83,17 +98,8 @@ impl RateLimiter {
         let chat_tat = state.chats.get(chat_id).copied().unwrap_or(0);
         let bot_next = bot_rate.map(|r| gcra(state.tat, now, r));
         let chat_next = chat_rate.map(|(r, s)| (gcra(chat_tat, now, r), s));
-        let mut refused: Option<(Scope, u64)> = None;
-        if let Some(Err(wait)) = bot_next {
-            refused = Some((Scope::Bot, wait));
-        }
-        if let Some((Err(wait), scope)) = chat_next {
-            if refused.is_none_or(|(_, w)| wait > w) {
-                refused = Some((scope, wait));
-            }
-        }
-        if let Some((scope, wait_us)) = refused {
-            return Err((scope, wait_us.div_ceil(1000).max(1)));
+        if let Some(refused) = refusal(bot_next, chat_next) {
+            return Err(refused);
         }
         if let Some(Ok(next)) = bot_next {
             self.undo.push((bot_id.to_string(), None, state.tat));
@@ -183,17 +189,8 @@ pub fn check_shared(
         })?;
     let bot_next = bot_rate.map(|r| gcra(bot_tat, now, r));
     let chat_next = chat_rate.map(|(r, s)| (gcra(chat_tat, now, r), s));
-    let mut refused: Option<(Scope, u64)> = None;
-    if let Some(Err(wait)) = bot_next {
-        refused = Some((Scope::Bot, wait));
-    }
-    if let Some((Err(wait), scope)) = chat_next {
-        if refused.is_none_or(|(_, w)| wait > w) {
-            refused = Some((scope, wait));
-        }
-    }
-    if let Some((scope, wait_us)) = refused {
-        return Ok(Err((scope, wait_us.div_ceil(1000).max(1))));
+    if let Some(refused) = refusal(bot_next, chat_next) {
+        return Ok(Err(refused));
     }
     let mut put = conn.prepare_cached(
         "INSERT INTO rate_buckets (key, tat) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET tat = excluded.tat",

@@ -190,32 +190,6 @@ fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout(start: Start) 
     assert!(idle >= Duration::from_secs(2) && idle < Duration::from_secs(5), "closed after {idle:?}");
 }
 
-/// Raises this process's soft file limit to `want` (or the hard limit):
-/// the server children inherit it.
-#[cfg(target_os = "linux")]
-fn raise_nofile(want: u64) -> u64 {
-    #[repr(C)]
-    struct Rlimit {
-        cur: u64,
-        max: u64,
-    }
-    extern "C" {
-        fn getrlimit(resource: i32, rlim: *mut Rlimit) -> i32;
-        fn setrlimit(resource: i32, rlim: *const Rlimit) -> i32;
-    }
-    const RLIMIT_NOFILE: i32 = 7;
-    let mut r = Rlimit { cur: 0, max: 0 };
-    // SAFETY: plain libc calls on a local struct of the C layout.
-    unsafe {
-        assert_eq!(getrlimit(RLIMIT_NOFILE, &mut r), 0);
-        if r.cur < want {
-            r.cur = want.min(r.max);
-            assert_eq!(setrlimit(RLIMIT_NOFILE, &r), 0);
-        }
-    }
-    r.cur
-}
-
 fn two_thousand_half_open_connections_leave_get_me_within_100_ms(start: Start) {
     #[cfg(target_os = "linux")]
     {

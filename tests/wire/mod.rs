@@ -660,3 +660,30 @@ pub fn eventually<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Raises this process's soft file limit to `want` (or the hard limit):
+/// the server children inherit it.
+#[cfg(target_os = "linux")]
+#[allow(dead_code)]
+pub fn raise_nofile(want: u64) -> u64 {
+    #[repr(C)]
+    struct Rlimit {
+        cur: u64,
+        max: u64,
+    }
+    extern "C" {
+        fn getrlimit(resource: i32, rlim: *mut Rlimit) -> i32;
+        fn setrlimit(resource: i32, rlim: *const Rlimit) -> i32;
+    }
+    const RLIMIT_NOFILE: i32 = 7;
+    let mut r = Rlimit { cur: 0, max: 0 };
+    // SAFETY: plain libc calls on a local struct of the C layout.
+    unsafe {
+        assert_eq!(getrlimit(RLIMIT_NOFILE, &mut r), 0);
+        if r.cur < want {
+            r.cur = want.min(r.max);
+            assert_eq!(setrlimit(RLIMIT_NOFILE, &r), 0);
+        }
+    }
+    r.cur
+}
