@@ -7,6 +7,7 @@ use crate::error::ApiResult;
 use crate::model;
 use crate::params;
 use crate::store::{Conn, Dialect, Optional};
+use crate::txn::TxEffects;
 
 /// Event types delivered to bots (contract section 8) plus `chat_action`,
 /// which only the host stream carries.
@@ -49,74 +50,152 @@ impl<'a> Event<'a> {
 
 /// Appends an event to the host stream and to every current bot member of
 /// the chat, minus `exclude`, plus `extra`. Bots that got an event are
-/// pushed to `woken`.
-pub fn emit(conn: &Conn, now_ms: u64, ev: Event<'_>, woken: &mut Vec<String>) -> ApiResult<()> {
+/// pushed to `fx.woken`. `members` is the chat's current bots when the
+/// caller already read them.
+pub fn emit(conn: &Conn, now_ms: u64, ev: Event<'_>, members: Option<&[String]>, fx: &mut TxEffects) -> ApiResult<()> {
     let Event { chat_id, kind, data, exclude, extra, message } = ev;
     let data = std::str::from_utf8(data).unwrap_or("{}");
     let msg_ref = message.map(|m| (chat_id, m));
     let mut bots = Vec::new();
-    match conn.dialect() {
-        Dialect::Sqlite => {
-            insert_update(conn, now_ms, kind, data, msg_ref)?;
-            model::bot_members(conn, chat_id, &mut bots)?;
-        }
-        // The update row and the chat's bots in one round trip.
-        Dialect::Postgres => {
-            conn.prepare_cached(
-                "WITH n AS (UPDATE meta SET value = value + 1 WHERE key = 'last_update_id' RETURNING value), \
-                 u AS (INSERT INTO updates (update_id, created_at_ms, type, data, ref_chat, ref_message) \
-                 SELECT value, ?1, ?2, ?3, ?4, ?5 FROM n) \
-                 SELECT member_id FROM members WHERE chat_id = ?6 AND is_bot = 1 AND active = 1",
-            )?
-            .query_each(
-                params![now_ms as i64, kind, data, msg_ref.map(|m| m.0), msg_ref.map(|m| m.1), chat_id],
-                |r| {
-                    bots.push(r.get(0)?);
-                    Ok(true)
-                },
-            )?;
-        }
+    match members {
+        Some(m) => bots.extend_from_slice(m),
+        None => model::bot_members(conn, chat_id, &mut bots)?,
     }
+    append_update(conn, now_ms, kind, data, msg_ref, &mut fx.updates)?;
     if let Some(e) = extra {
         if !bots.iter().any(|b| b == e) {
             bots.push(e.to_string());
         }
     }
-    for bot in bots {
-        if Some(bot.as_str()) == exclude {
-            continue;
+    bots.retain(|b| Some(b.as_str()) != exclude);
+    match conn.dialect() {
+        Dialect::Sqlite => {
+            for bot in &bots {
+                append_bot_event(conn, now_ms, bot, kind, data, msg_ref)?;
+            }
         }
-        append_bot_event(conn, now_ms, &bot, kind, data, msg_ref)?;
-        woken.push(bot);
+        // Every bot's event and seq in one statement: one round trip.
+        Dialect::Postgres if !bots.is_empty() => {
+            let n = conn
+                .prepare_cached(
+                    "WITH s AS (UPDATE bots SET last_seq = last_seq + 1 WHERE id = ANY(string_to_array(?1, ',')) \
+                     RETURNING id, last_seq) \
+                     INSERT INTO bot_events (bot_id, seq, created_at_ms, type, data, ref_chat, ref_message) \
+                     SELECT id, last_seq, ?2, ?3, ?4, ?5, ?6 FROM s",
+                )?
+                .execute(params![
+                    bots.join(","),
+                    now_ms as i64,
+                    kind,
+                    data,
+                    msg_ref.map(|m| m.0),
+                    msg_ref.map(|m| m.1)
+                ])?;
+            if n != bots.len() {
+                return Err(crate::error::ApiError::internal("a chat member bot is missing"));
+            }
+        }
+        Dialect::Postgres => {}
+    }
+    fx.woken.append(&mut bots);
+    Ok(())
+}
+
+/// Host-stream rows of the open transaction not yet written (a database
+/// server only): written in one statement at commit, or before anything
+/// in the transaction reads or changes `updates` ([`flush_updates`]).
+/// Update ids follow commit order, so the row that hands them out stays
+/// locked from the moment it is taken until COMMIT: taken last, it is held
+/// for one statement and the commit instead of the whole group.
+#[derive(Default)]
+pub struct PendingUpdates {
+    /// A JSON array of the rows, without its closing bracket.
+    json: Vec<u8>,
+    n: usize,
+}
+
+#[derive(serde::Serialize)]
+struct PendingRow<'a> {
+    i: usize,
+    at: u64,
+    kind: &'a str,
+    data: &'a str,
+    chat: Option<&'a str>,
+    message: Option<i64>,
+}
+
+impl PendingUpdates {
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    fn push(&mut self, row: &PendingRow<'_>) -> ApiResult<()> {
+        self.json.push(if self.n == 0 { b'[' } else { b',' });
+        serde_json::to_writer(&mut self.json, row).map_err(|e| crate::error::ApiError::internal(e.to_string()))?;
+        self.n += 1;
+        Ok(())
+    }
+}
+
+/// Writes the pending host-stream rows with consecutive update ids.
+pub fn flush_updates(conn: &Conn, pending: &mut PendingUpdates) -> ApiResult<()> {
+    if pending.n == 0 {
+        return Ok(());
+    }
+    pending.json.push(b']');
+    let json = std::str::from_utf8(&pending.json).unwrap_or("[]");
+    let written = conn
+        .prepare_cached(
+            "WITH n AS (UPDATE meta SET value = value + ?1 WHERE key = 'last_update_id' RETURNING value) \
+             INSERT INTO updates (update_id, created_at_ms, type, data, ref_chat, ref_message) \
+             SELECT n.value - ?1 + t.i, t.at, t.kind, t.data, t.chat, t.message \
+             FROM n, json_to_recordset(?2::text::json) AS t(i bigint, at bigint, kind text, data text, chat text, message bigint)",
+        )?
+        .execute(params![pending.n as i64, json])?;
+    let expected = pending.n;
+    *pending = PendingUpdates::default();
+    if written != expected {
+        return Err(crate::error::ApiError::internal("the update counter is missing"));
     }
     Ok(())
 }
 
-/// Appends to the service-wide stream only.
-pub fn append_update(conn: &Conn, now_ms: u64, kind: &str, data: &str) -> ApiResult<()> {
-    insert_update(conn, now_ms, kind, data, None)
+/// Appends to the service-wide stream: at once on SQLite, at commit on a
+/// database server.
+pub fn append_update(
+    conn: &Conn,
+    now_ms: u64,
+    kind: &str,
+    data: &str,
+    msg: Option<(&str, i64)>,
+    pending: &mut PendingUpdates,
+) -> ApiResult<()> {
+    match conn.dialect() {
+        Dialect::Sqlite => insert_update(conn, now_ms, kind, data, msg),
+        Dialect::Postgres => pending.push(&PendingRow {
+            i: pending.n + 1,
+            at: now_ms,
+            kind,
+            data,
+            chat: msg.map(|m| m.0),
+            message: msg.map(|m| m.1),
+        }),
+    }
 }
 
 fn insert_update(conn: &Conn, now_ms: u64, kind: &str, data: &str, msg: Option<(&str, i64)>) -> ApiResult<()> {
-    let sql = match conn.dialect() {
-        Dialect::Sqlite => {
-            "INSERT INTO updates (created_at_ms, type, data, ref_chat, ref_message) VALUES (?1, ?2, ?3, ?4, ?5)"
-        }
-        // The id from its owning row, locked until commit: ids follow
-        // commit order across nodes, which a sequence does not promise.
-        Dialect::Postgres => {
-            "WITH n AS (UPDATE meta SET value = value + 1 WHERE key = 'last_update_id' RETURNING value) \
-             INSERT INTO updates (update_id, created_at_ms, type, data, ref_chat, ref_message) \
-             SELECT value, ?1, ?2, ?3, ?4, ?5 FROM n"
-        }
-    };
-    conn.prepare_cached(sql)?.execute(params![now_ms as i64, kind, data, msg.map(|m| m.0), msg.map(|m| m.1)])?;
+    conn.prepare_cached(
+        "INSERT INTO updates (created_at_ms, type, data, ref_chat, ref_message) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![now_ms as i64, kind, data, msg.map(|m| m.0), msg.map(|m| m.1)])?;
     Ok(())
 }
 
 /// Removes a deleted message's text from every stored event that carried
 /// it, so deleted text is served nowhere, not even in a replay.
-pub fn scrub_message_text(conn: &Conn, chat_id: &str, message_id: i64) -> ApiResult<()> {
+pub fn scrub_message_text(conn: &Conn, chat_id: &str, message_id: i64, pending: &mut PendingUpdates) -> ApiResult<()> {
+    // The message's own update may still be waiting for the commit.
+    flush_updates(conn, pending)?;
     let (updates, bot_events) = match conn.dialect() {
         Dialect::Sqlite => (
             "UPDATE updates SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2",

@@ -80,18 +80,23 @@ pub const BOT_COLUMNS: &str =
 
 impl Bot {
     pub fn from_row(r: &Row<'_>) -> StoreResult<Bot> {
-        let tier_s: String = r.get(7)?;
+        Bot::from_row_at(r, 0)
+    }
+
+    /// A bot from [`BOT_COLUMNS`] starting at column `at`.
+    fn from_row_at(r: &Row<'_>, at: usize) -> StoreResult<Bot> {
+        let tier_s: String = r.get(at + 7)?;
         let tier = Tier::parse(&tier_s).unwrap_or(Tier::Free);
-        let limit: Option<u32> = r.get(8)?;
-        let status: String = r.get(4)?;
+        let limit: Option<u32> = r.get(at + 8)?;
+        let status: String = r.get(at + 4)?;
         let mut bot = Bot {
-            id: r.get(0)?,
-            display_name: r.get(1)?,
-            handle: r.get(2)?,
-            avatar_key: r.get(3)?,
+            id: r.get(at)?,
+            display_name: r.get(at + 1)?,
+            handle: r.get(at + 2)?,
+            avatar_key: r.get(at + 3)?,
             active: status == "active",
-            verified: r.get(5)?,
-            official: r.get(6)?,
+            verified: r.get(at + 5)?,
+            official: r.get(at + 6)?,
             tier,
             connection_limit: limit.unwrap_or(tier.default_connection_limit()),
             identity_json: String::new(),
@@ -120,6 +125,42 @@ impl Bot {
         conn.prepare_cached(&format!("SELECT {BOT_COLUMNS} FROM bots WHERE token_hash = ?1"))?
             .query_row([&hash[..]], Bot::from_row)
             .optional()
+    }
+
+    /// On a database server: the bot by token hash and, in the same round
+    /// trip, the chat a bot method names with the bot's membership and the
+    /// chat's current bots (for the events the method may emit). A bot
+    /// method changes no membership, so the list holds for the request.
+    pub fn by_token_hash_with_chat(
+        conn: &Conn,
+        hash: &[u8; 32],
+        chat_id: &str,
+    ) -> StoreResult<Option<(Bot, ChatPrefetch)>> {
+        conn.prepare_cached(
+            "SELECT b.id, b.display_name, b.handle, b.avatar_key, b.status, b.verified, b.official, b.quota_tier, \
+             b.gateway_connection_limit, \
+             c.id, c.type, c.title, c.user_id, c.bot_id, c.started, c.blocked_by_user, c.blocked_by_bot, \
+             c.bots_can_send, c.dissolved, m.active, \
+             (SELECT string_agg(x.member_id, ',') FROM members x WHERE x.chat_id = c.id AND x.is_bot = 1 AND x.active = 1) \
+             FROM bots b LEFT JOIN chats c ON c.id = ?2 LEFT JOIN members m ON m.chat_id = c.id AND m.member_id = b.id \
+             WHERE b.token_hash = ?1",
+        )?
+        .query_row(params![&hash[..], chat_id], |r| {
+            let bot = Bot::from_row_at(r, 0)?;
+            let found: Option<String> = r.get(9)?;
+            let chat = match found {
+                Some(_) => Some((Chat::from_row_at(r, 9)?, r.get::<Option<bool>>(19)?)),
+                None => None,
+            };
+            // Bot ids are base64url: a comma cannot occur in one.
+            let bots = r
+                .get::<Option<String>>(20)?
+                .map(|s| s.split(',').map(str::to_string).collect())
+                .unwrap_or_default();
+            let bot_id = bot.id.clone();
+            Ok((bot, ChatPrefetch { chat_id: chat_id.to_string(), bot_id, chat, used: false, bots }))
+        })
+        .optional()
     }
 
     pub fn by_id(conn: &Conn, id: &str) -> StoreResult<Option<Bot>> {
@@ -172,7 +213,7 @@ impl Chat {
             "SELECT id, type, title, user_id, bot_id, started, blocked_by_user, blocked_by_bot, \
              bots_can_send, dissolved FROM chats WHERE id = ?1",
         )?
-        .query_row([id], Chat::from_row)
+        .query_row([id], |r| Chat::from_row_at(r, 0))
         .optional()
     }
 
@@ -185,23 +226,24 @@ impl Chat {
              c.bots_can_send, c.dissolved, m.active FROM chats c \
              LEFT JOIN members m ON m.chat_id = c.id AND m.member_id = ?2 WHERE c.id = ?1",
         )?
-        .query_row([id, member_id], |r| Ok((Chat::from_row(r)?, r.get::<Option<bool>>(10)?)))
+        .query_row([id, member_id], |r| Ok((Chat::from_row_at(r, 0)?, r.get::<Option<bool>>(10)?)))
         .optional()
     }
 
-    fn from_row(r: &Row<'_>) -> StoreResult<Chat> {
-        let kind: String = r.get(1)?;
+    /// A chat from its ten columns starting at column `at`.
+    fn from_row_at(r: &Row<'_>, at: usize) -> StoreResult<Chat> {
+        let kind: String = r.get(at + 1)?;
         Ok(Chat {
-            id: r.get(0)?,
+            id: r.get(at)?,
             kind: if kind == "private" { ChatKind::Private } else { ChatKind::Group },
-            title: r.get(2)?,
-            user_id: r.get(3)?,
-            bot_id: r.get(4)?,
-            started: r.get(5)?,
-            blocked_by_user: r.get(6)?,
-            blocked_by_bot: r.get(7)?,
-            bots_can_send: r.get(8)?,
-            dissolved: r.get(9)?,
+            title: r.get(at + 2)?,
+            user_id: r.get(at + 3)?,
+            bot_id: r.get(at + 4)?,
+            started: r.get(at + 5)?,
+            blocked_by_user: r.get(at + 6)?,
+            blocked_by_bot: r.get(at + 7)?,
+            bots_can_send: r.get(at + 8)?,
+            dissolved: r.get(at + 9)?,
         })
     }
 
@@ -230,6 +272,20 @@ impl Chat {
             }),
         })
     }
+}
+
+/// What [`Bot::by_token_hash_with_chat`] read with the bot: the named chat
+/// (`None` when there is none) with the bot's membership, and the chat's
+/// current bots.
+#[derive(Debug)]
+pub struct ChatPrefetch {
+    pub chat_id: String,
+    /// The bot whose membership `chat` carries.
+    pub bot_id: String,
+    pub chat: Option<(Chat, Option<bool>)>,
+    /// `chat` was handed out (it is read once per request).
+    pub used: bool,
+    pub bots: Vec<String>,
 }
 
 /// Membership of `member_id` in `chat_id`: None if never a member, else

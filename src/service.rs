@@ -251,6 +251,7 @@ impl Service {
             let touched = inner.fx.bots_touched;
             let (w, v) = (inner.fx.woken.len(), inner.fx.revoked.len());
             let changes = inner.conn.total_changes();
+            let pending = inner.fx.updates.len();
             match self.dispatch(inner, routed, now_ms) {
                 Ok(body) => {
                     out.push(body);
@@ -259,7 +260,11 @@ impl Service {
                 // SQLite may end the transaction itself on an error (FULL,
                 // IOERR, RAISE(ROLLBACK)...), undoing the group's earlier
                 // writes: later requests would then commit one by one.
-                Err(e) if inner.conn.total_changes() != changes || inner.conn.transaction_lost() => {
+                Err(e)
+                    if inner.conn.total_changes() != changes
+                        || inner.fx.updates.len() != pending
+                        || inner.conn.transaction_lost() =>
+                {
                     // Failed after writing: only the whole group can be undone.
                     out.push(Vec::new());
                     ok.push(true);
@@ -386,6 +391,10 @@ impl Service {
     /// Commits, pruning old rows now and then first. On failure rolls back
     /// everything, including rate-limit slots and caches.
     fn commit(&self, inner: &mut Inner, now_ms: u64) -> ApiResult<()> {
+        if let Err(e) = crate::events::flush_updates(&inner.conn, &mut inner.fx.updates) {
+            self.abort(inner);
+            return Err(e);
+        }
         if now_ms.saturating_sub(inner.last_prune_ms) >= PRUNE_EVERY_MS {
             inner.last_prune_ms = now_ms;
             let retention = self.config.event_retention_s.saturating_mul(1000);
@@ -430,13 +439,18 @@ impl Service {
                     methods::admin::call(&mut ctx, method, &routed.req)
                 }
                 Route::Gateway => {
-                    let bot = ctx.authenticate(&routed.req)?;
+                    let bot = ctx.authenticate(&routed.req, None)?;
                     gateway::check_upgrade(&self.gateway, &routed.req, &bot)?;
                     // Every check passed, but bytes in, bytes out cannot switch protocols.
                     Err(ApiError::upgrade_required())
                 }
                 Route::Bot(method) => {
-                    let bot = ctx.authenticate(&routed.req)?;
+                    // On a shared store the chat is read with the bot.
+                    let chat = match (method, ctx.conn.dialect()) {
+                        (BotMethod::GetMe, _) | (_, store::Dialect::Sqlite) => None,
+                        _ => methods::params::peek_chat_id(&routed.req.body),
+                    };
+                    let bot = ctx.authenticate(&routed.req, chat.as_deref())?;
                     methods::bot::call(&mut ctx, &bot, method, &routed.req)
                 }
             }
@@ -569,7 +583,7 @@ impl Service {
         }
         let req = &routed.req;
         let mut inner = self.lock();
-        let bot = inner.ctx(&self.config, &self.clock, &self.random, now_ms).authenticate(req)?;
+        let bot = inner.ctx(&self.config, &self.clock, &self.random, now_ms).authenticate(req, None)?;
         let opening = gateway::Opening {
             db: &self.db,
             registry: &self.gateway,

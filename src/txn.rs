@@ -10,7 +10,7 @@ use crate::config::Config;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{self, Event};
 use crate::http::Request;
-use crate::model::Bot;
+use crate::model::{Bot, Chat, ChatPrefetch};
 use crate::random::Random;
 use crate::ratelimit::RateLimiter;
 use crate::store::Conn;
@@ -28,6 +28,8 @@ pub(crate) struct TxEffects {
     /// Message text was deleted: once committed, the WAL is checkpointed
     /// and truncated so the old text leaves the files too.
     pub scrubbed: bool,
+    /// Host-stream rows waiting for the commit (database server only).
+    pub updates: events::PendingUpdates,
 }
 
 /// What the database lock guards.
@@ -87,6 +89,8 @@ pub(crate) struct Ctx<'a> {
     pub rate: &'a mut RateLimiter,
     pub fx: &'a mut TxEffects,
     pub bot_cache: &'a mut auth::DigestMap<Arc<Bot>>,
+    /// What authentication read ahead about the chat the request names.
+    pub prefetch: Option<ChatPrefetch>,
 }
 
 impl Inner {
@@ -101,6 +105,7 @@ impl Inner {
             rate: &mut self.rate,
             fx: &mut self.fx,
             bot_cache: &mut self.bot_cache,
+            prefetch: None,
         }
     }
 }
@@ -113,21 +118,45 @@ impl Ctx<'_> {
 
     /// Logs an event of this transaction (see [`crate::events::emit`]).
     pub fn emit(&mut self, ev: Event<'_>) -> ApiResult<()> {
-        events::emit(self.conn, self.now_ms, ev, &mut self.fx.woken)
+        let members = self.prefetch.as_ref().filter(|p| p.chat_id == ev.chat_id).map(|p| p.bots.as_slice());
+        events::emit(self.conn, self.now_ms, ev, members, self.fx)
+    }
+
+    /// The chat and `bot`'s membership in it: what authentication read
+    /// ahead, else one query.
+    pub fn chat_with_member(&mut self, chat_id: &str, bot: &Bot) -> ApiResult<Option<(Chat, Option<bool>)>> {
+        if let Some(p) = self.prefetch.as_mut().filter(|p| p.chat_id == chat_id && p.bot_id == bot.id && !p.used) {
+            p.used = true;
+            return Ok(p.chat.take());
+        }
+        Ok(Chat::load_with_member(self.conn, chat_id, &bot.id)?)
     }
 
     /// Authenticates `Authorization: Bot <token>` against the cache, then
     /// the database. The lookup is by SHA-256 of the presented token, so
     /// what an index lookup may leak in timing is about a hash, not the
     /// token.
-    pub fn authenticate(&mut self, req: &Request<'_>) -> ApiResult<Arc<Bot>> {
+    ///
+    /// On a shared store, where every request reads the bot, `chat_id` (the
+    /// chat the request names, if any) is read in the same round trip and
+    /// kept for [`Ctx::chat_with_member`] and [`Ctx::emit`].
+    pub fn authenticate(&mut self, req: &Request<'_>, chat_id: Option<&str>) -> ApiResult<Arc<Bot>> {
         let token = auth::credential(req.header("authorization"), "Bot")?;
         let hash = auth::sha256(token);
         // With a shared PostgreSQL store another node may have rotated the
         // token or suspended the bot: only the database knows.
-        let cached = self.conn.dialect() == crate::store::Dialect::Sqlite;
-        if let Some(b) = self.bot_cache.get(&hash).filter(|_| cached) {
+        let shared = self.conn.dialect() == crate::store::Dialect::Postgres;
+        if let Some(b) = self.bot_cache.get(&hash).filter(|_| !shared) {
             return Ok(b.clone());
+        }
+        if let (true, Some(chat_id)) = (shared, chat_id) {
+            return match Bot::by_token_hash_with_chat(self.conn, &hash, chat_id)? {
+                Some((bot, prefetch)) => {
+                    self.prefetch = Some(prefetch);
+                    Ok(Arc::new(bot))
+                }
+                None => Err(ApiError::invalid_token()),
+            };
         }
         match Bot::by_token_hash(self.conn, &hash)? {
             Some(bot) => {

@@ -540,6 +540,8 @@ fn chat_actions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 /// Telegram-style: returns updates from `offset` on (default: the first not
 /// yet confirmed) and confirms everything before `offset`, durably.
 fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
+    // Updates of this transaction's earlier requests (a batch) included.
+    crate::events::flush_updates(ctx.conn, &mut ctx.fx.updates)?;
     let offset = params::opt_uint(b, "offset", i64::MAX as u64)?;
     let limit = params::opt_uint(b, "limit", 1000)?.unwrap_or(100).max(1);
     let confirmed: i64 = ctx

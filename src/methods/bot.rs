@@ -47,8 +47,8 @@ fn tier_gate(bot: &Bot, method: BotMethod, req: &Request<'_>) -> ApiResult<Body>
 
 /// The chat, if this bot is or was ever a member; otherwise chat_not_found
 /// (a chat the bot never saw does not exist for it).
-fn visible_chat(ctx: &Ctx<'_>, bot: &Bot, chat_id: &str) -> ApiResult<(Chat, bool)> {
-    match Chat::load_with_member(ctx.conn, chat_id, &bot.id)? {
+fn visible_chat(ctx: &mut Ctx<'_>, bot: &Bot, chat_id: &str) -> ApiResult<(Chat, bool)> {
+    match ctx.chat_with_member(chat_id, bot)? {
         Some((chat, Some(active))) => Ok((chat, active)),
         _ => Err(ApiError::chat_not_found()),
     }
@@ -203,13 +203,13 @@ fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<
         "action": action,
         "expires_at_ms": expires,
     });
-    events::append_update(ctx.conn, ctx.now_ms, events::CHAT_ACTION, &data.to_string())?;
+    events::append_update(ctx.conn, ctx.now_ms, events::CHAT_ACTION, &data.to_string(), None, &mut ctx.fx.updates)?;
     Ok(b"true".to_vec())
 }
 
 /// Chat, membership and the message, checked for edit and delete. Callers
 /// validate their other fields (text, parse_mode) first.
-fn owned_message(ctx: &Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<(Chat, StoredMessage)> {
+fn owned_message(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<(Chat, StoredMessage)> {
     let chat_id = params::req_str(body, "chat_id")?;
     let message_id = params::req_message_id(body, "message_id")?;
     let (chat, member) = visible_chat(ctx, bot, chat_id)?;
@@ -259,7 +259,7 @@ pub fn delete_stored(ctx: &mut Ctx<'_>, chat: &Chat, msg: &StoredMessage, exclud
     ctx.conn
         .prepare_cached("UPDATE messages SET deleted = 1, text = NULL WHERE chat_id = ?1 AND message_id = ?2")?
         .execute(params![chat.id, message_id])?;
-    events::scrub_message_text(ctx.conn, &chat.id, message_id)?;
+    events::scrub_message_text(ctx.conn, &chat.id, message_id, &mut ctx.fx.updates)?;
     ctx.fx.scrubbed = true;
     if msg.sender_is_bot {
         // An idempotent retry of the send must not bring the text back.

@@ -123,3 +123,15 @@ pub fn name<'a>(b: &'a Body, field: &str, max: usize, required: bool) -> ApiResu
     }
     Ok(v)
 }
+
+/// The body's `chat_id` when it is a string, without building the body:
+/// a hint for reading the chat early, never a validation (the method
+/// parses the body itself).
+pub fn peek_chat_id(bytes: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Peek<'a> {
+        #[serde(borrow)]
+        chat_id: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Peek<'_>>(bytes).ok()?.chat_id.map(|c| c.into_owned())
+}
