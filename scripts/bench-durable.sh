@@ -5,6 +5,7 @@
 #
 #   scripts/bench-durable.sh [SECONDS_PER_RUN] [CONNECTION_COUNTS] [ROUNDS]
 #   scripts/bench-durable.sh 5 "16 64" 2        # the defaults
+#   BENCH_SYSTEMS="Rust-on-PG PostgreSQL" scripts/bench-durable.sh 5 64 1
 #
 # Every run writes to a fresh database file with `synchronous = full` (the
 # default of Config): a 200 means the message is on disk. Each connection
@@ -204,6 +205,12 @@ if pg_find && pg_start; then
   SYSTEMS="$SYSTEMS Rust-on-PG PostgreSQL"
 else
   echo "PostgreSQL not available: the table has no baseline" >&2
+fi
+# BENCH_SYSTEMS="Rust-on-PG PostgreSQL" runs only those (of the ones available).
+if [[ -n ${BENCH_SYSTEMS:-} ]]; then
+  keep=""
+  for sys in $SYSTEMS; do [[ " $BENCH_SYSTEMS " == *" $sys "* ]] && keep="$keep $sys"; done
+  SYSTEMS="${keep# }"
 fi
 
 for r in $(seq "$ROUNDS"); do

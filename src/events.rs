@@ -129,6 +129,13 @@ impl PendingUpdates {
         self.n
     }
 
+    /// The row count and the closed JSON array; leaves `self` empty.
+    fn take(&mut self) -> (usize, String) {
+        self.json.push(b']');
+        let json = String::from_utf8(std::mem::take(&mut self.json)).unwrap_or_default();
+        (std::mem::replace(&mut self.n, 0), json)
+    }
+
     fn push(&mut self, row: &PendingRow<'_>) -> ApiResult<()> {
         self.json.push(if self.n == 0 { b'[' } else { b',' });
         serde_json::to_writer(&mut self.json, row).map_err(|e| crate::error::ApiError::internal(e.to_string()))?;
@@ -137,26 +144,32 @@ impl PendingUpdates {
     }
 }
 
-/// Writes the pending host-stream rows with consecutive update ids.
+/// The pending rows with consecutive update ids from the `meta` row. A
+/// missing counter makes every id NULL and the statement fail.
+const FLUSH_UPDATES: &str = "WITH n AS (UPDATE meta SET value = value + ?1 WHERE key = 'last_update_id' RETURNING value) \
+     INSERT INTO updates (update_id, created_at_ms, type, data, ref_chat, ref_message) \
+     SELECT (SELECT value FROM n) - ?1 + t.i, t.at, t.kind, t.data, t.chat, t.message \
+     FROM json_to_recordset(?2::text::json) AS t(i bigint, at bigint, kind text, data text, chat text, message bigint)";
+
+/// Writes the pending host-stream rows now (something in the transaction
+/// is about to read or change `updates`).
 pub fn flush_updates(conn: &Conn, pending: &mut PendingUpdates) -> ApiResult<()> {
     if pending.n == 0 {
         return Ok(());
     }
-    pending.json.push(b']');
-    let json = std::str::from_utf8(&pending.json).unwrap_or("[]");
-    let written = conn
-        .prepare_cached(
-            "WITH n AS (UPDATE meta SET value = value + ?1 WHERE key = 'last_update_id' RETURNING value) \
-             INSERT INTO updates (update_id, created_at_ms, type, data, ref_chat, ref_message) \
-             SELECT n.value - ?1 + t.i, t.at, t.kind, t.data, t.chat, t.message \
-             FROM n, json_to_recordset(?2::text::json) AS t(i bigint, at bigint, kind text, data text, chat text, message bigint)",
-        )?
-        .execute(params![pending.n as i64, json])?;
-    let expected = pending.n;
-    *pending = PendingUpdates::default();
-    if written != expected {
-        return Err(crate::error::ApiError::internal("the update counter is missing"));
+    let (n, json) = pending.take();
+    conn.prepare_cached(FLUSH_UPDATES)?.execute(params![n as i64, json])?;
+    Ok(())
+}
+
+/// Commits the open transaction, the pending host-stream rows written in
+/// the same round trip as the COMMIT.
+pub fn commit_with_updates(conn: &Conn, pending: &mut PendingUpdates) -> ApiResult<()> {
+    if pending.n == 0 {
+        return Ok(conn.commit()?);
     }
+    let (n, json) = pending.take();
+    conn.execute_then_commit(FLUSH_UPDATES, params![n as i64, json])?;
     Ok(())
 }
 

@@ -391,10 +391,6 @@ impl Service {
     /// Commits, pruning old rows now and then first. On failure rolls back
     /// everything, including rate-limit slots and caches.
     fn commit(&self, inner: &mut Inner, now_ms: u64) -> ApiResult<()> {
-        if let Err(e) = crate::events::flush_updates(&inner.conn, &mut inner.fx.updates) {
-            self.abort(inner);
-            return Err(e);
-        }
         if now_ms.saturating_sub(inner.last_prune_ms) >= PRUNE_EVERY_MS {
             inner.last_prune_ms = now_ms;
             let retention = self.config.event_retention_s.saturating_mul(1000);
@@ -409,14 +405,14 @@ impl Service {
                 return Err(e);
             }
         }
-        match inner.conn.commit() {
+        match crate::events::commit_with_updates(&inner.conn, &mut inner.fx.updates) {
             Ok(()) => {
                 inner.rate.commit();
                 Ok(())
             }
             Err(e) => {
                 self.abort(inner);
-                Err(e.into())
+                Err(e)
             }
         }
     }

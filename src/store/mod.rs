@@ -314,6 +314,24 @@ impl Conn {
         }
     }
 
+    /// Runs `sql` as the transaction's last statement and commits: on a
+    /// database server both go out in one round trip, and a failing
+    /// statement turns the COMMIT into a rollback.
+    pub fn execute_then_commit(&self, sql: &str, p: impl Params) -> StoreResult<usize> {
+        match self {
+            Conn::Sqlite(_) => {
+                let n = self.prepare_cached(sql)?.execute(p)?;
+                self.commit()?;
+                Ok(n)
+            }
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => {
+                let (st, _) = c.prepare_cached(sql)?;
+                p.bind(|v| c.execute_then_commit(&st, v))
+            }
+        }
+    }
+
     pub fn rollback(&self) -> StoreResult<()> {
         match self {
             Conn::Sqlite(c) => Ok(c.prepare_cached("ROLLBACK")?.execute([]).map(|_| ())?),

@@ -15,9 +15,37 @@ use crate::config::Config;
 use bytes::BytesMut;
 use postgres::error::SqlState;
 use postgres::types::{IsNull, ToSql, Type};
-use postgres::{Client, Statement};
+use postgres::{Row, Statement};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+
+type Params<'a> = [&'a (dyn ToSql + Sync)];
+
+/// tokio-postgres driven on a one-thread runtime: the synchronous calls the
+/// store makes, plus pipelining, which the synchronous `postgres` client
+/// lacks. A transaction's BEGIN goes out with its first statement and its
+/// last write with its COMMIT, so a request alone costs three round trips
+/// (BEGIN + read, write, last write + COMMIT), not five.
+struct Client {
+    pg: tokio_postgres::Client,
+}
+
+impl Client {
+    fn connect(rt: &tokio::runtime::Runtime, url: &str, tls: MakeTls) -> Result<Client, postgres::Error> {
+        let (pg, connection) = rt.block_on(tokio_postgres::connect(url, tls))?;
+        // Runs whenever the runtime does: inside each call below.
+        rt.spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(Client { pg })
+    }
+
+    fn is_closed(&self) -> bool {
+        self.pg.is_closed()
+    }
+}
+
+type MakeTls = tokio_postgres_rustls::MakeRustlsConnect;
 
 /// Schema migrations, applied in order, versioned like SQLite's
 /// (`botspace_schema.version` plays `PRAGMA user_version`). Never edit a
@@ -156,7 +184,10 @@ pub const MIGRATIONS: &[&str] = &[
 pub struct PgConn {
     url: String,
     root_cert: Option<String>,
+    rt: tokio::runtime::Runtime,
     client: RefCell<Option<Client>>,
+    /// BEGIN is owed: it goes out with the transaction's first statement.
+    begin_owed: Cell<bool>,
     /// Prepared statements of the current client, by SQL text as written.
     cache: RefCell<HashMap<String, (Statement, bool)>>,
     changes: Cell<u64>,
@@ -199,7 +230,7 @@ fn split_url(url: &str) -> (String, Option<String>) {
     (url, root)
 }
 
-fn tls(root_cert: Option<&str>) -> StoreResult<tokio_postgres_rustls::MakeRustlsConnect> {
+fn tls(root_cert: Option<&str>) -> StoreResult<MakeTls> {
     use rustls::pki_types::{pem::PemObject, CertificateDer};
     let mut roots = rustls::RootCertStore::empty();
     match root_cert {
@@ -232,10 +263,17 @@ impl PgConn {
     /// Connects and brings the schema up to date.
     pub fn open(config: &Config) -> StoreResult<PgConn> {
         let (url, root_cert) = split_url(&config.database);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|_| StorageError::Unavailable("cannot start the PostgreSQL client's runtime"))?;
         let conn = PgConn {
             url,
             root_cert,
+            rt,
             client: RefCell::new(None),
+            begin_owed: Cell::new(false),
             cache: RefCell::new(HashMap::new()),
             changes: Cell::new(0),
             in_tx: Cell::new(false),
@@ -247,16 +285,20 @@ impl PgConn {
     }
 
     fn connect(&self) -> StoreResult<Client> {
-        let client = Client::connect(&self.url, tls(self.root_cert.as_deref())?);
+        let client = Client::connect(&self.rt, &self.url, tls(self.root_cert.as_deref())?);
         self.track(client)
     }
 
     /// Runs `f` on the client, connecting first when there is none (never
-    /// inside a transaction: a lost connection lost the transaction too).
-    fn with<T>(&self, f: impl FnOnce(&mut Client) -> Result<T, postgres::Error>) -> StoreResult<T> {
+    /// inside a transaction that began: a lost connection lost the
+    /// transaction too).
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&tokio::runtime::Runtime, &tokio_postgres::Client) -> Result<T, postgres::Error>,
+    ) -> StoreResult<T> {
         let mut slot = self.client.borrow_mut();
         if slot.as_ref().is_none_or(Client::is_closed) {
-            if self.in_tx.get() {
+            if self.in_tx.get() && !self.begin_owed.get() {
                 self.aborted.set(true);
                 *slot = None;
                 return Err(StorageError::Unavailable("the connection to PostgreSQL was lost mid-transaction"));
@@ -264,8 +306,8 @@ impl PgConn {
             self.cache.borrow_mut().clear();
             *slot = Some(self.connect()?);
         }
-        let client = slot.as_mut().expect("connected above");
-        let r = f(client);
+        let client = slot.as_ref().expect("connected above");
+        let r = f(&self.rt, &client.pg);
         if let Err(e) = &r {
             if is_unavailable(e) {
                 *slot = None;
@@ -295,7 +337,7 @@ impl PgConn {
             return Ok(s.clone());
         }
         let text = positional(sql);
-        let st = self.with(|c| c.prepare(&text))?;
+        let st = self.with(|rt, c| rt.block_on(c.prepare(&text)))?;
         let upper = sql.trim_start().to_ascii_uppercase();
         let writes = ["UPDATE", "INSERT", "DELETE"].iter().any(|w| upper.starts_with(w))
             || (upper.starts_with("WITH") && ["UPDATE ", "INSERT ", "DELETE "].iter().any(|w| upper.contains(w)));
@@ -311,7 +353,27 @@ impl PgConn {
 
     pub fn execute_uncounted(&self, st: &Statement, vals: &[Val<'_>]) -> StoreResult<usize> {
         let params: Vec<&(dyn ToSql + Sync)> = vals.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
-        Ok(self.with(|c| c.execute(st, &params))? as usize)
+        Ok(self.run(st, &params)?.1 as usize)
+    }
+
+    /// Runs a statement, with the owed BEGIN ahead of it in the same round
+    /// trip.
+    fn run(&self, st: &Statement, params: &Params<'_>) -> StoreResult<(Vec<Row>, u64)> {
+        let begin = self.begin_owed.get();
+        let r = self.with(|rt, c| {
+            if !begin {
+                return rt.block_on(query_counted(c, st, params));
+            }
+            rt.block_on(async {
+                let (b, q) = futures_util::join!(c.batch_execute("BEGIN"), query_counted(c, st, params));
+                b?;
+                q
+            })
+        });
+        if begin && !matches!(&r, Err(StorageError::Unavailable(_))) {
+            self.begin_owed.set(false);
+        }
+        r
     }
 
     pub fn query_each(
@@ -322,7 +384,7 @@ impl PgConn {
         f: &mut dyn FnMut(&super::Row<'_>) -> StoreResult<bool>,
     ) -> StoreResult<()> {
         let params: Vec<&(dyn ToSql + Sync)> = vals.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
-        let rows = self.with(|c| c.query(st, &params))?;
+        let (rows, _) = self.run(st, &params)?;
         // A write that returns rows (`… RETURNING`, or a CTE that writes
         // and then reads) changed something, whatever it returned.
         if writes {
@@ -336,24 +398,64 @@ impl PgConn {
         Ok(())
     }
 
+    /// Opens a transaction; BEGIN itself waits for the first statement.
     pub fn begin(&self) -> StoreResult<()> {
         self.retryable.set(false);
         self.aborted.set(false);
-        self.with(|c| c.batch_execute("BEGIN"))?;
         self.in_tx.set(true);
+        self.begin_owed.set(true);
         Ok(())
     }
 
     pub fn commit(&self) -> StoreResult<()> {
+        self.finish(None)
+    }
+
+    /// Runs `st` as the transaction's last statement and commits, both in
+    /// one round trip. If the statement fails, PostgreSQL turns the COMMIT
+    /// behind it into a rollback: nothing of the transaction is kept.
+    pub fn execute_then_commit(&self, st: &Statement, vals: &[Val<'_>]) -> StoreResult<usize> {
+        let params: Vec<&(dyn ToSql + Sync)> = vals.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+        let mut n = 0;
+        self.finish(Some((st, &params, &mut n)))?;
+        self.changes.set(self.changes.get() + n as u64);
+        Ok(n)
+    }
+
+    fn finish(&self, last: Option<(&Statement, &Params<'_>, &mut usize)>) -> StoreResult<()> {
         if self.aborted.get() {
             // PostgreSQL answers COMMIT of an aborted transaction with a
             // silent ROLLBACK; this must fail loudly instead.
             let _ = self.rollback();
             return Err(StorageError::Aborted);
         }
-        let r = self.with(|c| c.batch_execute("COMMIT"));
-        self.in_tx.set(false);
-        self.aborted.set(false);
+        if self.begin_owed.get() && last.is_none() {
+            // Nothing was sent: there is nothing to commit.
+            self.end_tx();
+            return Ok(());
+        }
+        let begin = self.begin_owed.get();
+        let r = self.with(|rt, c| {
+            rt.block_on(async {
+                match last {
+                    None => c.batch_execute("COMMIT").await,
+                    Some((st, params, n)) => {
+                        let begin = async {
+                            if begin {
+                                c.batch_execute("BEGIN").await
+                            } else {
+                                Ok(())
+                            }
+                        };
+                        let (b, q, commit) = futures_util::join!(begin, query_counted(c, st, params), c.batch_execute("COMMIT"));
+                        b?;
+                        *n = q?.1 as usize;
+                        commit
+                    }
+                }
+            })
+        });
+        self.end_tx();
         match r {
             // COMMIT was sent; whether the server applied it before the
             // connection went is not known here.
@@ -362,10 +464,20 @@ impl PgConn {
         }
     }
 
-    pub fn rollback(&self) -> StoreResult<()> {
-        let r = if self.client.borrow().is_some() { self.with(|c| c.batch_execute("ROLLBACK")) } else { Ok(()) };
+    fn end_tx(&self) {
         self.in_tx.set(false);
         self.aborted.set(false);
+        self.begin_owed.set(false);
+    }
+
+    pub fn rollback(&self) -> StoreResult<()> {
+        let sent = !self.begin_owed.get();
+        let r = if sent && self.client.borrow().is_some() {
+            self.with(|rt, c| rt.block_on(c.batch_execute("ROLLBACK")))
+        } else {
+            Ok(())
+        };
+        self.end_tx();
         r
     }
 
@@ -382,37 +494,67 @@ impl PgConn {
     }
 
     pub fn schema_version(&self) -> StoreResult<i64> {
-        self.with(|c| c.query_one("SELECT version FROM botspace_schema", &[]).map(|r| r.get::<_, i64>(0)))
+        self.with(|rt, c| {
+            rt.block_on(c.query_one("SELECT version FROM botspace_schema", &[])).map(|r| r.get::<_, i64>(0))
+        })
     }
 
     /// Applies what is missing of [`MIGRATIONS`] under an advisory lock, so
     /// nodes starting together migrate once.
     fn migrate(&self) -> StoreResult<()> {
         let supported = MIGRATIONS.len() as i64;
-        self.with(|c| {
-            let mut tx = c.transaction()?;
-            // A fixed key ("bots" in ASCII): only botspace migrations take it.
-            tx.execute("SELECT pg_advisory_xact_lock(1651471475)", &[])?;
-            tx.batch_execute("CREATE TABLE IF NOT EXISTS botspace_schema (version BIGINT NOT NULL)")?;
-            let version: Option<i64> = tx.query_opt("SELECT version FROM botspace_schema", &[])?.map(|r| r.get(0));
-            let version = match version {
-                Some(v) => v,
-                None => {
-                    tx.execute("INSERT INTO botspace_schema (version) VALUES (0)", &[])?;
-                    0
+        self.with(|rt, c| {
+            rt.block_on(async {
+                let r: Result<StoreResult<()>, postgres::Error> = async {
+                    c.batch_execute("BEGIN").await?;
+                    // A fixed key ("bots" in ASCII): only botspace migrations take it.
+                    c.execute("SELECT pg_advisory_xact_lock(1651471475)", &[]).await?;
+                    c.batch_execute("CREATE TABLE IF NOT EXISTS botspace_schema (version BIGINT NOT NULL)").await?;
+                    let version: Option<i64> =
+                        c.query_opt("SELECT version FROM botspace_schema", &[]).await?.map(|r| r.get(0));
+                    let version = match version {
+                        Some(v) => v,
+                        None => {
+                            c.execute("INSERT INTO botspace_schema (version) VALUES (0)", &[]).await?;
+                            0
+                        }
+                    };
+                    if version > supported {
+                        return Ok(Err(StorageError::TooNew { found: version, supported }));
+                    }
+                    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+                        c.batch_execute(sql).await?;
+                        c.execute("UPDATE botspace_schema SET version = $1", &[&(i as i64 + 1)]).await?;
+                    }
+                    c.batch_execute("COMMIT").await?;
+                    Ok(Ok(()))
                 }
-            };
-            if version > supported {
-                return Ok(Err(StorageError::TooNew { found: version, supported }));
-            }
-            for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-                tx.batch_execute(sql)?;
-                tx.execute("UPDATE botspace_schema SET version = $1", &[&(i as i64 + 1)])?;
-            }
-            tx.commit()?;
-            Ok(Ok(()))
+                .await;
+                if !matches!(r, Ok(Ok(()))) {
+                    let _ = c.batch_execute("ROLLBACK").await;
+                }
+                r
+            })
         })?
     }
+}
+
+/// Runs a prepared statement: its rows, and how many rows it changed (or
+/// returned, for a read), from the server's command tag.
+async fn query_counted(
+    c: &tokio_postgres::Client,
+    st: &Statement,
+    params: &Params<'_>,
+) -> Result<(Vec<Row>, u64), postgres::Error> {
+    use futures_util::TryStreamExt;
+    let stream = c.query_raw(st, params.iter().copied()).await?;
+    futures_util::pin_mut!(stream);
+    let mut rows = Vec::new();
+    while let Some(r) = stream.try_next().await? {
+        rows.push(r);
+    }
+    let n = stream.rows_affected().unwrap_or(rows.len() as u64);
+    Ok((rows, n))
 }
 
 /// `?1`-style parameters (SQLite's, the dialect's) as PostgreSQL's `$1`.
