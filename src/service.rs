@@ -268,7 +268,10 @@ impl Service {
                     // Failed after writing: only the whole group can be undone.
                     out.push(Vec::new());
                     ok.push(true);
-                    failure = Some(if e.status == 500 { e } else { ApiError::internal(e.description) });
+                    // A lost database connection stays 503 storage_unavailable
+                    // (nothing was committed); any other refusal after a
+                    // write is a storage failure.
+                    failure = Some(if matches!(e.status, 500 | 503) { e } else { ApiError::internal(e.description) });
                     break;
                 }
                 Err(e) => {
@@ -302,8 +305,13 @@ impl Service {
                         *slot = e.clone().into_response();
                     }
                 }
-                // Requests after the failing one were never run.
-                let e = ApiError::internal("an earlier request of the batch failed in storage; nothing was written");
+                // Requests after the failing one were never run: the
+                // database being unreachable is their answer too.
+                let e = if e.code == "storage_unavailable" {
+                    e
+                } else {
+                    ApiError::internal("an earlier request of the batch failed in storage; nothing was written")
+                };
                 while out.len() < requests.len() {
                     let own = routed[out.len()].as_ref().err();
                     out.push(own.unwrap_or(&e).clone().into_response());
@@ -371,8 +379,10 @@ impl Service {
             },
             Err(e) => {
                 // handle_batch relies on this: a refusal writes nothing.
+                // (A lost connection, 503, can come after a write: nothing
+                // of the transaction was committed.)
                 debug_assert!(
-                    e.status == 500 || inner.conn.total_changes() == changes,
+                    matches!(e.status, 500 | 503) || inner.conn.total_changes() == changes,
                     "{:?} wrote before refusing with {}",
                     routed.route,
                     e.code

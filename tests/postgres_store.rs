@@ -204,29 +204,6 @@ fn writers_on_two_nodes_into_one_group_keep_message_ids_gapless() {
     assert_eq!(ids, (1..=n).collect::<Vec<_>>(), "ids are 1..{n}, each once");
 }
 
-/// Stops and starts the cluster of scripts/with-postgres.sh.
-fn pg_ctl(action: &str) {
-    let bin = std::env::var("BOTSPACE_PG_BIN").expect("BOTSPACE_PG_BIN (scripts/with-postgres.sh)");
-    let data = std::env::var("BOTSPACE_PG_DATA").expect("BOTSPACE_PG_DATA (scripts/with-postgres.sh)");
-    let log = format!("{data}/../server.log");
-    let opts = std::env::var("BOTSPACE_PG_OPTS").expect("BOTSPACE_PG_OPTS (scripts/with-postgres.sh)");
-    let ctl = format!("{bin}/pg_ctl");
-    let mut args = vec!["-D", &data, "-w", "-l", &log, action];
-    if action == "stop" {
-        args.extend(["-m", "fast"]);
-    } else {
-        args.extend(["-o", &opts]);
-    }
-    let as_root = std::process::Command::new("id").arg("-u").output().map(|o| o.stdout == b"0\n").unwrap_or(false);
-    let status = if as_root {
-        std::process::Command::new("runuser").args(["-u", "postgres", "--", &ctl]).args(&args).status()
-    } else {
-        std::process::Command::new(&ctl).args(&args).status()
-    }
-    .unwrap();
-    assert!(status.success(), "pg_ctl {action}");
-}
-
 #[test]
 fn while_postgres_is_down_requests_get_503_and_the_service_recovers_by_itself() {
     let _g = serial();
@@ -234,9 +211,9 @@ fn while_postgres_is_down_requests_get_503_and_the_service_recovers_by_itself() 
     let w = world(&a, "official");
     let send = |text: &str| bot_call(&a, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": text}));
     assert_eq!(send("before").0, 200);
-    pg_ctl("stop");
+    let down = pg_stop("fast");
     let (status, body) = send("while down");
-    pg_ctl("start");
+    down.start();
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"], "storage_unavailable");
     assert_eq!(body["description"], "the database is unreachable, nothing was written; retry later");

@@ -5,9 +5,23 @@
 mod common;
 mod wire;
 
-use serde_json::json;
+use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 use wire::*;
+
+/// The tests share one PostgreSQL cluster; the one that stops it runs alone.
+static CLUSTER: RwLock<()> = RwLock::new(());
+
+fn shared_cluster() -> RwLockReadGuard<'static, ()> {
+    CLUSTER.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn whole_cluster() -> RwLockWriteGuard<'static, ()> {
+    CLUSTER.write().unwrap_or_else(|e| e.into_inner())
+}
 
 fn two_servers() -> (Server, Server) {
     let db = common::test_database();
@@ -18,6 +32,7 @@ fn two_servers() -> (Server, Server) {
 
 #[test]
 fn a_message_sent_on_a_reaches_a_gateway_on_b_and_rotation_on_a_closes_it() {
+    let _g = shared_cluster();
     let (a, b) = two_servers();
     let w = a.world("official");
     let mut gw = b.gateway(&w.token, "");
@@ -43,6 +58,7 @@ fn a_message_sent_on_a_reaches_a_gateway_on_b_and_rotation_on_a_closes_it() {
 
 #[test]
 fn the_connection_limit_and_idempotency_keys_hold_across_servers() {
+    let _g = shared_cluster();
     let (a, b) = two_servers();
     let w = a.world("free"); // one gateway connection
     let mut first = a.gateway(&w.token, "");
@@ -68,8 +84,29 @@ fn the_connection_limit_and_idempotency_keys_hold_across_servers() {
     assert_eq!(history.as_array().unwrap().len(), 1, "{history}");
 }
 
+/// A message's id (the API writes it as a string).
+fn message_id(m: &Value) -> u64 {
+    m["message_id"].as_str().unwrap_or_else(|| panic!("message_id in {m}")).parse().unwrap()
+}
+
+/// The whole history of a chat, page by page, oldest first.
+fn chat_history(srv: &Server, chat: &str) -> Vec<Value> {
+    let mut all = Vec::new();
+    let mut after = 0u64;
+    loop {
+        let page =
+            srv.admin("getChatHistory", &json!({"chat_id": chat, "after_message_id": after.to_string(), "limit": 100}));
+        let page = page.as_array().unwrap().clone();
+        let Some(last) = page.last() else { break };
+        after = message_id(last);
+        all.extend(page);
+    }
+    all
+}
+
 #[test]
 fn a_killed_node_loses_no_acknowledged_write_and_its_leases_lapse() {
+    let _g = shared_cluster();
     let (a, b) = two_servers();
     let w = a.world("free");
     let writer = b.world("official");
@@ -107,21 +144,8 @@ fn a_killed_node_loses_no_acknowledged_write_and_its_leases_lapse() {
     let acked: Vec<String> = on_a.join().unwrap().into_iter().chain(on_b.join().unwrap()).collect();
     assert!(acked.iter().any(|t| t.starts_with('b')), "B kept serving");
     // Every acknowledged message is there, ids 1..n with no gap.
-    let mut all = Vec::new();
-    let mut after = 0u64;
-    loop {
-        let page = b.admin(
-            "getChatHistory",
-            &json!({"chat_id": writer.chat, "after_message_id": after.to_string(), "limit": 100}),
-        );
-        let page = page.as_array().unwrap().clone();
-        if page.is_empty() {
-            break;
-        }
-        after = page.last().unwrap()["message_id"].as_str().unwrap().parse().unwrap();
-        all.extend(page);
-    }
-    let ids: Vec<u64> = all.iter().map(|m| m["message_id"].as_str().unwrap().parse().unwrap()).collect();
+    let all = chat_history(&b, &writer.chat);
+    let ids: Vec<u64> = all.iter().map(message_id).collect();
     assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>(), "gapless");
     let texts: std::collections::HashSet<&str> = all.iter().map(|m| m["text"].as_str().unwrap()).collect();
     for t in &acked {
@@ -147,6 +171,7 @@ fn a_killed_node_loses_no_acknowledged_write_and_its_leases_lapse() {
 
 #[test]
 fn a_rust_node_and_a_c_node_serve_one_database() {
+    let _g = shared_cluster();
     let db = common::test_database();
     let rust = Server::start_rust_with(&["--db", &db, "--admin-secret", SECRET]);
     let c = Server::start_c_with(&["--db", &db, "--admin-secret", SECRET]);
@@ -166,4 +191,199 @@ fn a_rust_node_and_a_c_node_serve_one_database() {
     // Rotation on the C node closes the C node's own session at once.
     c.admin("rotateBotToken", &json!({"bot_id": w.bot_id}));
     assert_eq!(gw.closed(), (4004, "authentication_failed".to_string()));
+}
+
+const UNAVAILABLE: &str = "the database is unreachable, nothing was written; retry later";
+const OUTCOME_UNKNOWN: &str = "the database connection was lost while committing: the request may or may not have been written; retry with the same Idempotency-Key";
+
+/// A sendMessage with an Idempotency-Key over `s` (kept alive): the answer.
+fn send_keyed(s: &mut std::net::TcpStream, token: &str, chat: &str, key: &str, text: &str) -> RawResponse {
+    let body = json!({"chat_id": chat, "text": text}).to_string();
+    let req = format!(
+        "POST /bot/sendMessage HTTP/1.1\r\nHost: botspace\r\nAuthorization: Bot {token}\r\nIdempotency-Key: {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    std::io::Write::write_all(s, req.as_bytes()).expect("the server keeps the connection open");
+    let mut buf = Vec::new();
+    let r = read_response(s, &mut buf);
+    assert!(buf.is_empty(), "bytes after the response: {:?}", String::from_utf8_lossy(&buf));
+    // Kept open: the next request goes on the same connection.
+    assert!(r.header("connection").is_none_or(|c| !c.eq_ignore_ascii_case("close")), "{r:?}");
+    r
+}
+
+/// How a sendMessage was answered: its message id, or the 503's code (the
+/// body checked to be exactly the contract's envelope). Anything else
+/// fails the test.
+fn outcome(r: &RawResponse, text: &str) -> Result<u64, &'static str> {
+    match r.status {
+        200 => {
+            let m = r.result();
+            assert_eq!(m["text"], text, "{m}");
+            Ok(message_id(&m))
+        }
+        503 => {
+            let body = r.json();
+            let (code, description) = match body["error"].as_str() {
+                Some("storage_unavailable") => ("storage_unavailable", UNAVAILABLE),
+                Some("commit_outcome_unknown") => ("commit_outcome_unknown", OUTCOME_UNKNOWN),
+                _ => panic!("503 with another error: {body}"),
+            };
+            r.assert_error(503, code);
+            assert_eq!(body, json!({"ok": false, "error_code": 503, "error": code, "description": description}));
+            assert_eq!(r.header("retry-after"), Some("1"), "{r:?}");
+            Err(code)
+        }
+        s => panic!("{s} {:?}: only 200 or 503 while the database restarts", String::from_utf8_lossy(&r.body)),
+    }
+}
+
+/// One request of a writer: its key and text (the same string), and how
+/// it was answered.
+struct Sent {
+    text: String,
+    outcome: Result<u64, &'static str>,
+}
+
+#[test]
+fn a_postgres_restart_under_load_answers_503_writes_nothing_half_and_both_nodes_recover_by_themselves() {
+    let _g = whole_cluster();
+    let t0 = Instant::now();
+    let (a, b) = two_servers();
+    let nodes = [&a, &b];
+    // One group, eight bots in it, each the writer of its own keep-alive
+    // connection: four on A, four on B. (One chat: writers on two nodes
+    // into several chats at once deadlock now and then — each node's group
+    // commit locks the chats in its own order — and PostgreSQL takes a
+    // second to notice; see docs/scale-out.md.)
+    const WRITERS: usize = 8;
+    let user = a.admin("createUser", &json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let group = a.admin("createGroup", &json!({"title": "restart"}))["id"].as_str().unwrap().to_string();
+    a.admin("addMember", &json!({"chat_id": group, "member_id": user}));
+    let tokens: Vec<String> = (0..WRITERS)
+        .map(|t| {
+            let bot = nodes[t % 2]
+                .admin("createBot", &json!({"display_name": "W", "handle": format!("w{t}"), "quota_tier": "official"}));
+            nodes[t % 2].admin("addMember", &json!({"chat_id": group, "member_id": bot["bot"]["id"]}));
+            bot["token"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let restarted = Arc::new(AtomicBool::new(false));
+    let oks: Arc<Vec<AtomicUsize>> = Arc::new((0..WRITERS).map(|_| AtomicUsize::new(0)).collect());
+    let refused: Arc<[AtomicUsize; 2]> = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let recovered: Arc<Vec<AtomicBool>> = Arc::new((0..WRITERS).map(|_| AtomicBool::new(false)).collect());
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|t| {
+            let node = t % 2;
+            let mut s = nodes[node].connect();
+            let (token, group) = (tokens[t].clone(), group.clone());
+            let (stop, restarted, oks, refused, recovered) =
+                (stop.clone(), restarted.clone(), oks.clone(), refused.clone(), recovered.clone());
+            std::thread::spawn(move || {
+                let mut sent = Vec::new();
+                for n in 0.. {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let after_restart = restarted.load(Ordering::SeqCst);
+                    let text = format!("w{t}-{n}");
+                    let r = send_keyed(&mut s, &token, &group, &text, &text);
+                    let outcome = outcome(&r, &text);
+                    match outcome {
+                        Ok(_) => {
+                            oks[t].fetch_add(1, Ordering::SeqCst);
+                            if after_restart {
+                                recovered[t].store(true, Ordering::SeqCst);
+                            }
+                        }
+                        Err(_) => {
+                            refused[node].fetch_add(1, Ordering::SeqCst);
+                            // A client's backoff: the 2 cores are for the restart.
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                    }
+                    sent.push(Sent { text, outcome });
+                }
+                (t, sent)
+            })
+        })
+        .collect();
+    // Waits (bounded) for `cond`; a writer that failed ends the wait.
+    let wait_for = |what: &str, limit: Duration, cond: &dyn Fn() -> bool| -> Duration {
+        let t = Instant::now();
+        while !cond() {
+            if writers.iter().any(|w| w.is_finished()) {
+                stop.store(true, Ordering::SeqCst);
+                panic!("a writer failed while waiting for {what} (its panic is above)");
+            }
+            assert!(
+                t.elapsed() < limit,
+                "no {what} within {limit:?}; answers 200 per writer {:?}, 503 per node {:?}",
+                oks.iter().map(|n| n.load(Ordering::SeqCst)).collect::<Vec<_>>(),
+                refused.iter().map(|n| n.load(Ordering::SeqCst)).collect::<Vec<_>>()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        t.elapsed()
+    };
+    wait_for("20 answers 200 to every writer", WAIT, &|| oks.iter().all(|n| n.load(Ordering::SeqCst) >= 20));
+    eprintln!("[{:?}] under load; stopping PostgreSQL", t0.elapsed());
+    let down = common::pg_stop("fast");
+    wait_for("503 on both nodes", WAIT, &|| refused.iter().all(|n| n.load(Ordering::SeqCst) > 0));
+    // The writers keep going against a database that is not there.
+    std::thread::sleep(Duration::from_secs(1));
+    eprintln!("[{:?}] starting PostgreSQL", t0.elapsed());
+    down.start();
+    restarted.store(true, Ordering::SeqCst);
+    // Neither node is restarted: each reconnects on a later request.
+    let took = wait_for("answer 200 to every writer on both nodes after the restart", Duration::from_secs(10), &|| {
+        recovered.iter().all(|r| r.load(Ordering::SeqCst))
+    });
+    stop.store(true, Ordering::SeqCst);
+    let sent: Vec<(usize, Vec<Sent>)> = writers.into_iter().map(|w| w.join().expect("writer")).collect();
+    let all = || sent.iter().flat_map(|(t, s)| s.iter().map(move |s| (*t, s)));
+    let count = |o: fn(&Result<u64, &str>) -> bool| all().filter(|(_, s)| o(&s.outcome)).count();
+    let (acked, unavailable, unknown) = (
+        count(|o| o.is_ok()),
+        count(|o| *o == Err("storage_unavailable")),
+        count(|o| *o == Err("commit_outcome_unknown")),
+    );
+    eprintln!(
+        "[{:?}] {} requests: {acked} × 200, {unavailable} × 503 storage_unavailable, \
+         {unknown} × 503 commit_outcome_unknown; every writer answered 200 {took:?} after the restart",
+        t0.elapsed(),
+        acked + unavailable + unknown,
+    );
+    // An unknown outcome, retried with its key (on the other node): one
+    // message, whether the first attempt had landed or not.
+    let mut retried: HashMap<&str, u64> = HashMap::new();
+    for (t, s) in all().filter(|(_, s)| s.outcome == Err("commit_outcome_unknown")) {
+        let mut conn = nodes[(t + 1) % 2].connect();
+        let r = send_keyed(&mut conn, &tokens[t], &group, &s.text, &s.text);
+        let id = outcome(&r, &s.text).unwrap_or_else(|code| panic!("the retry of {} got 503 {code}", s.text));
+        retried.insert(&s.text, id);
+    }
+    // The database holds exactly what was answered 200 (at the id that
+    // answer gave) and the retried unknowns, each once, ids 1..n.
+    let history = chat_history(&a, &group);
+    let ids: Vec<u64> = history.iter().map(message_id).collect();
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>(), "message ids are gapless");
+    let stored: HashMap<&str, u64> =
+        history.iter().map(|m| (m["text"].as_str().expect("text"), message_id(m))).collect();
+    assert_eq!(stored.len(), history.len(), "a text is stored twice");
+    let mut expected = HashSet::new();
+    for (_, s) in all() {
+        let text = s.text.as_str();
+        match s.outcome {
+            Ok(id) => assert_eq!(stored.get(text), Some(&id), "{text} was answered 200 with id {id}"),
+            Err("storage_unavailable") => assert_eq!(stored.get(text), None, "{text} was refused, yet written"),
+            Err(_) => assert_eq!(stored.get(text), retried.get(text), "{text}: the keyed retry's id"),
+        }
+        if s.outcome != Err("storage_unavailable") {
+            expected.insert(text);
+        }
+    }
+    let stored: HashSet<&str> = stored.into_keys().collect();
+    assert_eq!(stored, expected, "what is stored is what was answered 200 or retried");
 }

@@ -151,3 +151,60 @@ fn fresh_pg_schema(url: &str) -> String {
     let sep = if url.contains('?') { '&' } else { '?' };
     format!("{url}{sep}options=-c%20search_path%3D{schema}")
 }
+
+// ---------------------------------------------------------------------------
+// Stopping and starting the cluster of scripts/with-postgres.sh
+
+/// Runs `pg_ctl -w ACTION` on the cluster of scripts/with-postgres.sh
+/// (`BOTSPACE_PG_BIN`, `BOTSPACE_PG_DATA`, `BOTSPACE_PG_OPTS`), as the
+/// `postgres` user when this runs as root; whether it succeeded.
+fn pg_ctl(action: &str, mode: &str) -> bool {
+    let bin = std::env::var("BOTSPACE_PG_BIN").expect("BOTSPACE_PG_BIN (scripts/with-postgres.sh)");
+    let data = std::env::var("BOTSPACE_PG_DATA").expect("BOTSPACE_PG_DATA (scripts/with-postgres.sh)");
+    let log = format!("{data}/../server.log");
+    let opts = std::env::var("BOTSPACE_PG_OPTS").expect("BOTSPACE_PG_OPTS (scripts/with-postgres.sh)");
+    let ctl = format!("{bin}/pg_ctl");
+    let mut args = vec!["-D", &data, "-w", "-l", &log, action];
+    if action == "stop" {
+        args.extend(["-m", mode]);
+    } else {
+        args.extend(["-o", &opts]);
+    }
+    let as_root = std::process::Command::new("id").arg("-u").output().map(|o| o.stdout == b"0\n").unwrap_or(false);
+    let status = if as_root {
+        std::process::Command::new("runuser").args(["-u", "postgres", "--", &ctl]).args(&args).status()
+    } else {
+        std::process::Command::new(&ctl).args(&args).status()
+    };
+    status.is_ok_and(|s| s.success())
+}
+
+/// The stopped cluster: [`PgDown::start`] starts it again, and so does
+/// dropping it (a failing test must not leave the database down for the
+/// tests after it).
+#[must_use = "the cluster starts again when this is dropped"]
+pub struct PgDown(bool);
+
+/// Stops the cluster with `pg_ctl stop -m MODE` (`fast`: sessions are
+/// terminated; `immediate`: every server process quits at once) and waits
+/// until it is down.
+pub fn pg_stop(mode: &str) -> PgDown {
+    assert!(pg_ctl("stop", mode), "pg_ctl stop -m {mode}");
+    PgDown(true)
+}
+
+impl PgDown {
+    /// Starts the cluster again and waits until it accepts connections.
+    pub fn start(mut self) {
+        self.0 = false;
+        assert!(pg_ctl("start", ""), "pg_ctl start");
+    }
+}
+
+impl Drop for PgDown {
+    fn drop(&mut self) {
+        if self.0 && !pg_ctl("start", "") {
+            eprintln!("pg_ctl start failed while dropping PgDown");
+        }
+    }
+}

@@ -77,6 +77,7 @@ pub fn example_binary() -> PathBuf {
         let profile_dir = exe.parent().and_then(|p| p.parent()).expect("target/<profile>").to_path_buf();
         let mut cmd = Command::new(env!("CARGO"));
         cmd.args(["build", "--quiet", "--example", "server"]).current_dir(env!("CARGO_MANIFEST_DIR"));
+        outer_cargo_env(&mut cmd);
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
@@ -104,7 +105,9 @@ pub fn c_binary() -> PathBuf {
         // target/<profile>/deps/<test> → target: the library is built there.
         let exe = std::env::current_exe().expect("current_exe");
         let target = exe.ancestors().nth(3).expect("target dir").to_path_buf();
-        let status = Command::new("make")
+        let mut make = Command::new("make");
+        outer_cargo_env(&mut make);
+        let status = make
             .args(["--quiet", "-C", "examples/c-server"])
             .arg(format!("CARGO={}", env!("CARGO")))
             .arg(format!("BOTSPACE_LIBDIR={}", target.join("release").display()))
@@ -116,6 +119,20 @@ pub fn c_binary() -> PathBuf {
         root.join("examples/c-server/build/botspace-server")
     })
     .clone()
+}
+
+/// Leaves out what `cargo test` sets for the running test (CARGO_PKG_*,
+/// CARGO_MANIFEST_DIR, ...): a build script that watches one (ring's) would
+/// otherwise be rerun by this nested build and again by the next
+/// `cargo test`, half a minute each time.
+fn outer_cargo_env(cmd: &mut Command) {
+    const SET_FOR_TESTS: [&str; 6] =
+        ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_CRATE_", "CARGO_BIN_", "CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR"];
+    for (k, _) in std::env::vars_os() {
+        if k.to_str().is_some_and(|k| SET_FOR_TESTS.iter().any(|p| k.starts_with(p))) {
+            cmd.env_remove(k);
+        }
+    }
 }
 
 impl Server {
