@@ -333,6 +333,10 @@ impl PgConn {
     /// A prepared statement, and whether the rows it returns are rows it
     /// wrote (`UPDATE … RETURNING`).
     pub fn prepare_cached(&self, sql: &str) -> StoreResult<(Statement, bool)> {
+        if self.client.borrow().as_ref().is_none_or(Client::is_closed) {
+            // Statements of a lost connection: the next one prepares anew.
+            self.cache.borrow_mut().clear();
+        }
         if let Some(s) = self.cache.borrow().get(sql) {
             return Ok(s.clone());
         }
