@@ -307,10 +307,21 @@ impl Conn {
     }
 
     pub fn commit(&self) -> StoreResult<()> {
+        self.commit_notifying(None)
+    }
+
+    /// Commits; on PostgreSQL with `notify`, other nodes listening get
+    /// that payload if and only if the commit succeeds (see
+    /// [`postgres::PgConn::commit`]). SQLite has no other nodes: `notify`
+    /// is ignored.
+    pub fn commit_notifying(&self, notify: Option<&str>) -> StoreResult<()> {
         match self {
-            Conn::Sqlite(c) => Ok(c.prepare_cached("COMMIT")?.execute([]).map(|_| ())?),
+            Conn::Sqlite(c) => {
+                let _ = notify;
+                Ok(c.prepare_cached("COMMIT")?.execute([]).map(|_| ())?)
+            }
             #[cfg(feature = "postgres")]
-            Conn::Postgres(c) => c.commit(),
+            Conn::Postgres(c) => c.commit(notify),
         }
     }
 
