@@ -115,7 +115,10 @@ pub struct Config {
     pub max_unconfirmed_updates: u64,
     /// With a shared store (PostgreSQL), how often a gateway session looks
     /// at the database for what other nodes committed: new events, a
-    /// rotated token or a suspension. Its `poll_timeout` includes it.
+    /// rotated token or a suspension. Its `poll_timeout` includes it. With
+    /// `listen_notify` this is the fallback (a notification wakes sessions
+    /// sooner). Above 5 s sessions still check every 5 s: the checks renew
+    /// their connection leases (`gateway::LEASE_TTL_MS`, 10 s).
     pub gateway_poll_interval_ms: u64,
     /// With a PostgreSQL store: a commit that gives bots events, or ends
     /// their gateway connections, sends `NOTIFY botspace` with their ids,

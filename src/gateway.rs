@@ -432,9 +432,12 @@ impl GatewaySession {
         let shared = if at.conn.dialect() == Dialect::Postgres {
             take_lease(at.conn, bot, &session_id, at.now_ms)?;
             at.registry.add_lease(&session_id, &bot.id, at.now_ms);
+            // Leases are renewed by these checks: at least twice per TTL,
+            // however long the configured interval.
+            let poll_interval_ms = at.poll_interval_ms.min(LEASE_TTL_MS / 2);
             Some(Shared {
-                poll_interval_ms: at.poll_interval_ms,
-                next_check_ms: at.now_ms + at.poll_interval_ms,
+                poll_interval_ms,
+                next_check_ms: at.now_ms + poll_interval_ms,
                 token_hash: at.token_hash,
                 leased: true,
             })

@@ -10,15 +10,21 @@ use std::time::{Duration, Instant};
 use wire::*;
 
 fn two_servers() -> (Server, Server) {
+    two_servers_with(&[])
+}
+
+fn two_servers_with(extra: &[&str]) -> (Server, Server) {
     let db = common::test_database();
     assert!(db.starts_with("postgres://"), "BOTSPACE_TEST_POSTGRES must be set (scripts/with-postgres.sh)");
-    let start = || Server::start_rust_with(&["--db", &db, "--admin-secret", SECRET]);
+    let start = || Server::start_rust_with(&[&["--db", &db, "--admin-secret", SECRET], extra].concat());
     (start(), start())
 }
 
 #[test]
 fn a_message_sent_on_a_reaches_a_gateway_on_b_and_rotation_on_a_closes_it() {
-    let (a, b) = two_servers();
+    // Sessions poll every 5 s at the most (60 s asked, capped by the lease
+    // renewal): prompt delivery and 4004 come from the notification.
+    let (a, b) = two_servers_with(&["--gateway-poll-interval-ms", "60000"]);
     let w = a.world("official");
     let mut gw = b.gateway(&w.token, "");
     gw.hello();
