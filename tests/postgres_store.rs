@@ -551,11 +551,11 @@ fn a_commit_notifies_once_with_the_bots_it_affected_and_only_then() {
     assert_eq!(heard(), Vec::<String>::new());
     // A user's message wakes the bot: one notification naming it.
     admin(&a, SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "hi"}));
-    assert_eq!(heard(), [w.bot.clone()]);
+    assert_eq!(heard(), vec![w.bot.clone()]);
     // A refused request sends nothing; a rotation names the bot.
     assert_eq!(bot_call(&a, "bot_nope", "sendMessage", json!({"chat_id": w.chat, "text": "x"})).0, 401);
     admin(&a, SECRET, "rotateBotToken", json!({"bot_id": w.bot}));
-    assert_eq!(heard(), [w.bot.clone()]);
+    assert_eq!(heard(), vec![w.bot.clone()]);
     // A group commit of several requests sends one notification for all.
     let (u2, b2) = {
         let u = admin(&a, SECRET, "createUser", json!({"display_name": "Cy"}))["id"].as_str().unwrap().to_string();
