@@ -188,6 +188,7 @@ impl Registry {
     /// `all`): the shared view is stale, and the sessions of those bots
     /// check the database at their next `poll_transmit`. Returns the bots
     /// named that have a session here, to wake their hosts.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub fn hint(&self, all: bool, bots: &[String]) -> Vec<String> {
         // The view first: a session that sees its counter move must find
         // the view stale.
