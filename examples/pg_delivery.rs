@@ -1,14 +1,17 @@
 //! Delivery latency across nodes on the PostgreSQL store: the time from a
 //! message's commit on node A to its event leaving a gateway session on
-//! node B (`poll_transmit`), with B driven the way a host drives it (sleep
-//! until `poll_timeout`, `handle_timeout`, drain) on its own thread, and
-//! messages sent at random moments relative to B's checks.
+//! node B (`poll_transmit`), with B driven the way a host drives it on its
+//! own thread (wait for a wake-up or until `poll_timeout`, `handle_timeout`,
+//! drain), and messages sent at random moments relative to B's checks.
+//! With `listen_notify` on, a second thread on B runs
+//! `wait_store_notifications`, whose wake-ups end B's wait early.
 //!
-//!   scripts/with-postgres.sh cargo run --release --example pg_delivery -- 500
+//!   scripts/with-postgres.sh cargo run --release --example pg_delivery -- 300
 //!
 //! Needs `BOTSPACE_TEST_POSTGRES` (set by scripts/with-postgres.sh). Prints
-//! p50, p99 and max for the default `gateway_poll_interval_ms` (50) and for
-//! 10 ms.
+//! p50, p99 and max with notifications (poll 50 ms as the fallback), then
+//! without them (the poll alone) at the default `gateway_poll_interval_ms`
+//! (50) and at 10 ms.
 
 use botspace::{Config, GatewayOutput, Service};
 use std::time::{Duration, Instant};
@@ -28,12 +31,13 @@ fn call(svc: &Service, path: &str, auth: &str, body: &serde_json::Value) -> serd
     v["result"].clone()
 }
 
-fn run(url: &str, poll_ms: u64, n: usize) -> Vec<Duration> {
+fn run(url: &str, listen: bool, poll_ms: u64, n: usize) -> Vec<Duration> {
     let open = || {
         Service::open(Config {
             database: url.into(),
             admin_secret: SECRET.into(),
             gateway_poll_interval_ms: poll_ms,
+            listen_notify: listen,
             ..Config::default()
         })
         .expect("open on PostgreSQL")
@@ -56,11 +60,26 @@ fn run(url: &str, poll_ms: u64, n: usize) -> Vec<Duration> {
     );
     let mut s = b.accept_gateway_session(upgrade.as_bytes(), b.now_ms()).expect("a session on B");
     while s.poll_transmit().is_some() {} // hello, bot_started
-                                         // Node B's host loop, on its own thread: sleep until poll_timeout (or a
-                                         // millisecond), handle_timeout, drain; note when each event leaves.
     let (tx, rx) = std::sync::mpsc::channel::<Instant>();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let b = std::sync::Arc::new(b);
+    // B's wake hook ends its host loop's wait, as a real host's does.
+    let (wake_tx, wake_rx) = std::sync::mpsc::sync_channel::<()>(1);
+    b.set_wake_hook(Some(std::sync::Arc::new(move |_: &str| {
+        let _ = wake_tx.try_send(());
+    })));
+    let listener = listen.then(|| {
+        assert!(b.has_store_notifications());
+        b.wait_store_notifications(0).expect("LISTEN on B");
+        let (b, stop) = (b.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                b.wait_store_notifications(100).expect("the listening connection stays up");
+            }
+        })
+    });
+    // Node B's host loop, on its own thread: wait for a wake-up or until
+    // poll_timeout, handle_timeout, drain; note when each event leaves.
     let host = {
         let (b, stop) = (b.clone(), stop.clone());
         std::thread::spawn(move || {
@@ -78,7 +97,7 @@ fn run(url: &str, poll_ms: u64, n: usize) -> Vec<Duration> {
                     beat = Instant::now();
                 }
                 let until = s.poll_timeout().unwrap_or(now + 1);
-                std::thread::sleep(Duration::from_millis(until.saturating_sub(now).clamp(1, 5)));
+                let _ = wake_rx.recv_timeout(Duration::from_millis(until.saturating_sub(now).clamp(1, 100)));
             }
         })
     };
@@ -98,6 +117,9 @@ fn run(url: &str, poll_ms: u64, n: usize) -> Vec<Duration> {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     host.join().unwrap();
+    if let Some(l) = listener {
+        l.join().unwrap();
+    }
     lat.sort_unstable();
     lat
 }
@@ -106,11 +128,11 @@ fn main() {
     let url =
         std::env::var("BOTSPACE_TEST_POSTGRES").expect("BOTSPACE_TEST_POSTGRES (run under scripts/with-postgres.sh)");
     let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(300);
-    println!("| gateway_poll_interval_ms | events | p50 ms | p99 ms | max ms |");
-    println!("|---:|---:|---:|---:|---:|");
-    for poll in [50, 10] {
-        let lat = run(&url, poll, n);
+    println!("| listen_notify | gateway_poll_interval_ms | events | p50 ms | p99 ms | max ms |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (listen, poll) in [(true, 50), (false, 50), (false, 10)] {
+        let lat = run(&url, listen, poll, n);
         let at = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)].as_secs_f64() * 1000.0;
-        println!("| {poll} | {n} | {:.1} | {:.1} | {:.1} |", at(0.50), at(0.99), at(1.0));
+        println!("| {listen} | {poll} | {n} | {:.1} | {:.1} | {:.1} |", at(0.50), at(0.99), at(1.0));
     }
 }

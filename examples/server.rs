@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 const USAGE: &str = "usage: server [--addr HOST:PORT] [--db PATH] [--admin-secret S | --admin-secret-file PATH]
               [--operational-key HEX64] [--admin-addr HOST:PORT] [--max-connections N]
-              [--request-timeout SECS] [--manual-clock]
+              [--request-timeout SECS] [--gateway-poll-interval-ms MS] [--manual-clock]
 
   --addr HOST:PORT          address to listen on (default 127.0.0.1:8080; port 0 picks a free port)
   --db PATH|URL             SQLite database file, :memory:, or a postgres:// URL that
@@ -51,6 +51,10 @@ const USAGE: &str = "usage: server [--addr HOST:PORT] [--db PATH] [--admin-secre
                             (default 30), else 408 and close
   --idle-timeout SECS       a keep-alive connection with nothing to read for SECS is
                             closed (default 120)
+  --gateway-poll-interval-ms MS
+                            PostgreSQL: how often gateway sessions look at the database for
+                            other servers' commits (default 50; 10..60000). Notifications
+                            (LISTEN/NOTIFY) wake them sooner; this is the fallback
   --manual-clock            time moves only through /admin/advanceClock (for tests)";
 
 /// How often an idle thread looks at the stop flag (and a gateway
@@ -97,6 +101,7 @@ struct Args {
     max_connections: usize,
     request_timeout: Duration,
     idle_timeout: Duration,
+    gateway_poll_interval_ms: Option<u64>,
     manual_clock: bool,
 }
 
@@ -111,6 +116,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
         max_connections: 1024,
         request_timeout: REQUEST_DEADLINE,
         idle_timeout: IDLE_TIMEOUT,
+        gateway_poll_interval_ms: None,
         manual_clock: false,
     };
     let mut it = args.into_iter();
@@ -151,6 +157,11 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
                     .filter(|s| *s > 0.0 && *s < 86_400.0)
                     .map(Duration::from_secs_f64)
                     .ok_or("--idle-timeout needs a number of seconds")?
+            }
+            "--gateway-poll-interval-ms" => {
+                a.gateway_poll_interval_ms = Some(
+                    value(&mut it)?.parse().ok().ok_or("--gateway-poll-interval-ms needs a number of milliseconds")?,
+                )
             }
             "--manual-clock" if inline.is_none() => a.manual_clock = true,
             "-h" | "--help" => return Err(String::new()),
@@ -265,6 +276,7 @@ fn open_service(args: &Args, secret: &str) -> Result<Arc<Service>, String> {
         admin_secret: secret.to_string(),
         operational_key,
         clock: if args.manual_clock { ClockKind::Manual } else { ClockKind::System },
+        gateway_poll_interval_ms: args.gateway_poll_interval_ms.unwrap_or(Config::default().gateway_poll_interval_ms),
         ..Config::default()
     };
     Service::open(config).map(Arc::new).map_err(|e| format!("cannot open the service on {}: {e}", args.db))
@@ -285,6 +297,7 @@ fn serve(svc: Arc<Service>, listeners: Listeners, args: &Args) {
     });
     let registry = shared.registry.clone();
     svc.set_wake_hook(Some(Arc::new(move |bot_id: &str| registry.wake(bot_id))));
+    let notify_loop = spawn_notification_loop(&shared);
     signals::install(reachable(local));
     // The host API's listener gets a thread of its own; connections of both
     // count against one --max-connections.
@@ -311,7 +324,48 @@ fn serve(svc: Arc<Service>, listeners: Listeners, args: &Args) {
         let _ = TcpStream::connect_timeout(&reachable(a), Duration::from_secs(1));
         let _ = handle.join();
     }
+    // It sees the stop flag within one wait.
+    if let Some(handle) = notify_loop {
+        let _ = handle.join();
+    }
     stop(shared, svc);
+}
+
+/// Longest single wait for notifications: how late the loop sees a stop.
+const NOTIFY_WAIT_MS: u64 = 250;
+
+/// On PostgreSQL, a thread that hears other servers' commits
+/// (LISTEN/NOTIFY) and wakes their bots' gateway connections here through
+/// the wake hook; without it they would wait for the poll interval.
+fn spawn_notification_loop(shared: &Arc<Shared>) -> Option<std::thread::JoinHandle<()>> {
+    if !shared.svc.has_store_notifications() {
+        return None;
+    }
+    let sh = shared.clone();
+    let spawned = std::thread::Builder::new().name("botspace-notify".into()).stack_size(STACK).spawn(move || {
+        let mut last_error: Option<Instant> = None;
+        while !sh.stop.load(Ordering::SeqCst) && !signals::requested() {
+            if let Err(e) = sh.svc.wait_store_notifications(NOTIFY_WAIT_MS) {
+                // The listening connection broke (or cannot be opened): the
+                // sessions' polls still deliver; reconnect a second later.
+                if last_error.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                    eprintln!("listening for notifications failed: {e}; retrying every second");
+                    last_error = Some(Instant::now());
+                }
+                let until = Instant::now() + Duration::from_secs(1);
+                while Instant::now() < until && !sh.stop.load(Ordering::SeqCst) && !signals::requested() {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+    });
+    match spawned {
+        Ok(h) => Some(h),
+        Err(e) => {
+            eprintln!("cannot start the notification thread (gateways fall back to polling): {e}");
+            None
+        }
+    }
 }
 
 /// Which paths a listener serves.

@@ -61,7 +61,9 @@ typedef enum botspace_status {
    */
   BOTSPACE_STATUS_INVALID_CONFIG = 2,
   /**
-   * The database could not be opened, created or migrated.
+   * The database could not be opened, created or migrated; or, from
+   * `botspace_service_wait_store_notifications`, the connection that
+   * listens for other nodes' commits could not be opened or broke.
    */
   BOTSPACE_STATUS_STORAGE_ERROR = 3,
   /**
@@ -252,12 +254,13 @@ void botspace_bytes_free(struct botspace_bytes *bytes);
 /**
  * Opens a service from a JSON configuration (`config_json[0..config_len]`,
  * UTF-8, not NUL-terminated) and writes the new handle to `*out_service`.
- * Fields (all optional except `admin_secret`): `database` (a path or
- * `":memory:"`, the default), `admin_secret` (at least 16 characters),
- * `operational_key` (64 hex digits), `synchronous` (`"full"` | `"normal"`),
- * `clock` (`"system"` | `"manual"`), `max_body_bytes`,
- * `heartbeat_interval_ms`, `event_retention_s`, `limits`. Unknown fields
- * are refused. Returns `BOTSPACE_STATUS_INVALID_CONFIG` or
+ * Fields (all optional except `admin_secret`): `database` (a path,
+ * `":memory:"`, the default, or a `postgres://` URL), `admin_secret` (at
+ * least 16 characters), `operational_key` (64 hex digits), `synchronous`
+ * (`"full"` | `"normal"`), `clock` (`"system"` | `"manual"`),
+ * `max_body_bytes`, `heartbeat_interval_ms`, `event_retention_s`,
+ * `gateway_poll_interval_ms` and `listen_notify` (PostgreSQL only; `false`
+ * for engines without LISTEN/NOTIFY), `limits`. Unknown fields are refused. Returns `BOTSPACE_STATUS_INVALID_CONFIG` or
  * `BOTSPACE_STATUS_STORAGE_ERROR` with a message in
  * `botspace_last_error_message`. Thread-safe.
  *
@@ -360,6 +363,48 @@ enum botspace_status botspace_service_now_ms(const struct botspace_service *serv
  * 0); `out_response` must be writable.
  */
 enum botspace_status botspace_service_handle_request_from(const struct botspace_service *service, const uint8_t *request, size_t request_len, const char *peer, size_t peer_len, struct botspace_bytes *out_response);
+
+/**
+ * Writes whether the service can hear other nodes' commits: true when its
+ * database is PostgreSQL and `listen_notify` (configuration, default
+ * true) is on. Only then run `botspace_service_wait_store_notifications`
+ * in a loop; otherwise that call returns at once. Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle; `out_available` must be writable.
+ */
+enum botspace_status botspace_service_has_store_notifications(const struct botspace_service *service, bool *out_available);
+
+/**
+ * Blocks the calling thread at most `timeout_ms` milliseconds for
+ * notifications from other nodes sharing the PostgreSQL database, handles
+ * them and writes how many arrived to `*out_count`. Run it in a loop on a
+ * thread of its own (it never takes the lock requests take), when
+ * `botspace_service_has_store_notifications` says so; otherwise it returns
+ * at once with a count of 0.
+ *
+ * A commit on another node that gave bots events, or ended their gateway
+ * connections (token rotated, bot suspended), names those bots. The wake-up
+ * callback is then called, on this thread, for each of them that has a
+ * gateway connection here, and their connections look at the database at
+ * the next `botspace_gateway_poll_transmit` (a notification is only a
+ * hint: what they send, or a 4004 close, comes from what they read). So
+ * other nodes' events arrive in milliseconds instead of at the next
+ * `gateway_poll_interval_ms` poll, which remains the fallback.
+ *
+ * It listens on a second database connection, opened by the first call; a
+ * call that opens it returns at once and wakes every bot with a connection
+ * here (what was sent before it listened is lost). When that connection
+ * breaks it returns `BOTSPACE_STATUS_STORAGE_ERROR` (details in
+ * `botspace_last_error_message`) and the next call reconnects: loop,
+ * pausing about a second after an error. Thread-safe; concurrent calls take
+ * turns. Stop the loop (and join its thread) before
+ * `botspace_service_free`.
+ *
+ * # Safety
+ * `service` must be a live handle; `out_count` must be writable.
+ */
+enum botspace_status botspace_service_wait_store_notifications(const struct botspace_service *service, uint64_t timeout_ms, size_t *out_count);
 
 /**
  * Creates a request framer for one connection, with the service's

@@ -115,8 +115,20 @@ pub struct Config {
     pub max_unconfirmed_updates: u64,
     /// With a shared store (PostgreSQL), how often a gateway session looks
     /// at the database for what other nodes committed: new events, a
-    /// rotated token or a suspension. Its `poll_timeout` includes it.
+    /// rotated token or a suspension. Its `poll_timeout` includes it. With
+    /// `listen_notify` this is the fallback (a notification wakes sessions
+    /// sooner). Above 5 s sessions still check every 5 s: the checks renew
+    /// their connection leases (`gateway::LEASE_TTL_MS`, 10 s).
     pub gateway_poll_interval_ms: u64,
+    /// With a PostgreSQL store: a commit that gives bots events, or ends
+    /// their gateway connections, sends `NOTIFY botspace` with their ids,
+    /// and [`crate::Service::wait_store_notifications`] listens for other
+    /// nodes' (a hint to re-read the database, so delivery across nodes
+    /// does not wait for the poll). `false` for PostgreSQL-compatible
+    /// engines without LISTEN/NOTIFY (CockroachDB, YugabyteDB): sessions
+    /// then learn of other nodes' commits by polling only. Default `true`;
+    /// ignored on SQLite.
+    pub listen_notify: bool,
     /// Tests only: draw ids and tokens from a stream seeded with this
     /// number instead of the OS, so they are known in advance. Accepted
     /// only with `clock: manual`, which no production service runs on.
@@ -140,6 +152,7 @@ impl Default for Config {
             max_unacked_events: 100_000,
             max_unconfirmed_updates: 1_000_000,
             gateway_poll_interval_ms: 50,
+            listen_notify: true,
             random_seed: None,
         }
     }
@@ -162,6 +175,7 @@ impl std::fmt::Debug for Config {
             .field("max_unacked_events", &self.max_unacked_events)
             .field("max_unconfirmed_updates", &self.max_unconfirmed_updates)
             .field("gateway_poll_interval_ms", &self.gateway_poll_interval_ms)
+            .field("listen_notify", &self.listen_notify)
             .field("random_seed", &self.random_seed)
             .finish()
     }
@@ -320,6 +334,13 @@ mod tests {
         let c = Config::from_json(br#"{"admin_secret":"long-enough-secret-0001","clock":"manual"}"#).unwrap();
         assert_eq!(c.clock, ClockKind::Manual);
         assert_eq!(c.database, ":memory:");
+        assert!(c.listen_notify, "notifications are on unless turned off");
+        let off = Config::from_json(br#"{"admin_secret":"long-enough-secret-0001","listen_notify":false}"#).unwrap();
+        assert!(!off.listen_notify);
+        assert!(matches!(
+            Config::from_json(br#"{"admin_secret":"long-enough-secret-0001","listen_notify":"no"}"#),
+            Err(ConfigError::Json(_))
+        ));
     }
 
     #[test]

@@ -162,14 +162,15 @@ pub fn flush_updates(conn: &Conn, pending: &mut PendingUpdates) -> ApiResult<()>
     Ok(())
 }
 
-/// Commits the open transaction, the pending host-stream rows written in
-/// the same round trip as the COMMIT.
-pub fn commit_with_updates(conn: &Conn, pending: &mut PendingUpdates) -> ApiResult<()> {
+/// Commits the open transaction (with `notify`, see
+/// [`Conn::commit_notifying`]), the pending host-stream rows written in the
+/// same round trip as the COMMIT.
+pub fn commit_with_updates(conn: &Conn, pending: &mut PendingUpdates, notify: Option<&str>) -> ApiResult<()> {
     if pending.n == 0 {
-        return Ok(conn.commit()?);
+        return Ok(conn.commit_notifying(notify)?);
     }
     let (n, json) = pending.take();
-    conn.execute_then_commit(FLUSH_UPDATES, params![n as i64, json])?;
+    conn.execute_then_commit(FLUSH_UPDATES, params![n as i64, json], notify)?;
     Ok(())
 }
 

@@ -78,6 +78,23 @@ struct SharedView {
     /// This node's leased sessions: session id → bot id.
     sessions: HashMap<String, String>,
     renewed_ms: u64,
+    /// Bumped by each notification from another node; `bots` is as recent
+    /// as the `hint_gen` its read started under (`read_gen`). A read that
+    /// began before a notification does not count as after it.
+    hint_gen: u64,
+    read_gen: u64,
+}
+
+/// How recent the shared view must be for a check.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Recency {
+    /// The poll: read if older than the interval or than the last hint.
+    Interval,
+    /// After a hint: read unless a read began after it (whatever the
+    /// clock says; sessions' clocks differ by when they last ran).
+    Hint,
+    /// Read now.
+    Now,
 }
 
 /// A bot's row as the shared view holds it.
@@ -91,23 +108,36 @@ impl Registry {
     /// The bot's row as of at most `interval_ms` ago (read now when older,
     /// when the bot is not in it yet, or when `fresh`). `None` on storage
     /// trouble; `Some(None)` when the bot is gone.
-    fn shared_row(&self, db: &Db, bot_id: &str, now_ms: u64, interval_ms: u64, fresh: bool) -> Option<Option<BotRow>> {
+    fn shared_row(
+        &self,
+        db: &Db,
+        bot_id: &str,
+        now_ms: u64,
+        interval_ms: u64,
+        want: Recency,
+    ) -> Option<Option<BotRow>> {
         // The view's lock is never held with the database's: a session
         // opens (and registers its lease) with the database lock held.
-        let renew = {
+        let (renew, gen) = {
             let view = self.shared();
-            let stale = view.taken_ms.is_none_or(|t| now_ms >= t + interval_ms || now_ms < t);
-            if !fresh && !stale {
+            let hinted = view.read_gen < view.hint_gen;
+            let stale = match want {
+                Recency::Interval => hinted || view.taken_ms.is_none_or(|t| now_ms >= t + interval_ms || now_ms < t),
+                Recency::Hint => hinted || view.taken_ms.is_none(),
+                Recency::Now => true,
+            };
+            if !stale {
                 if let Some(row) = view.bots.get(bot_id) {
                     return Some(Some(row.clone()));
                 }
             }
             let due = now_ms >= view.renewed_ms + LEASE_TTL_MS / 2 && !view.sessions.is_empty();
-            due.then(|| {
+            let renew = due.then(|| {
                 let (sids, bids): (Vec<&str>, Vec<&str>) =
                     view.sessions.iter().map(|(s, b)| (s.as_str(), b.as_str())).unzip();
                 (sids.join(","), bids.join(","))
-            })
+            });
+            (renew, view.hint_gen)
         };
         let mut ids: Vec<String> = self.lock().open.keys().cloned().collect();
         if !ids.iter().any(|b| b == bot_id) {
@@ -150,7 +180,31 @@ impl Registry {
         let row = bots.get(bot_id).cloned();
         view.bots = bots;
         view.taken_ms = Some(now_ms);
+        view.read_gen = view.read_gen.max(gen);
         Some(row)
+    }
+
+    /// Another node committed something for `bots` (every bot, when
+    /// `all`): the shared view is stale, and the sessions of those bots
+    /// check the database at their next `poll_transmit`. Returns the bots
+    /// named that have a session here, to wake their hosts.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub fn hint(&self, all: bool, bots: &[String]) -> Vec<String> {
+        // The view first: a session that sees its counter move must find
+        // the view stale.
+        self.shared().hint_gen += 1;
+        let mut st = self.lock();
+        let here: Vec<String> = if all {
+            st.hinted.keys().cloned().collect()
+        } else {
+            bots.iter().filter(|b| st.hinted.contains_key(*b)).cloned().collect()
+        };
+        for bot in &here {
+            if let Some(n) = st.hinted.get_mut(bot) {
+                *n += 1;
+            }
+        }
+        here
     }
 
     fn add_lease(&self, session_id: &str, bot_id: &str, now_ms: u64) {
@@ -178,6 +232,9 @@ struct RegistryState {
     /// Bumped by each commit that gave the bot events: a session reads the
     /// log only when this moved, so polling an idle session costs no query.
     notified: HashMap<String, u64>,
+    /// Bumped by each notification from another node naming the bot (shared
+    /// store): its sessions then check the bot's row at once.
+    hinted: HashMap<String, u64>,
 }
 
 impl Registry {
@@ -186,11 +243,15 @@ impl Registry {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// What a connection must still see to stay open (its epoch), and the
-    /// bot's commit counter.
-    fn view(&self, bot_id: &str) -> ((u64, u64), u64) {
+    /// What a connection must still see to stay open (its epoch), the
+    /// bot's commit counter and its hint counter.
+    fn view(&self, bot_id: &str) -> ((u64, u64), u64, u64) {
         let st = self.lock();
-        ((st.generation, st.epoch.get(bot_id).copied().unwrap_or(0)), st.notified.get(bot_id).copied().unwrap_or(0))
+        (
+            (st.generation, st.epoch.get(bot_id).copied().unwrap_or(0)),
+            st.notified.get(bot_id).copied().unwrap_or(0),
+            st.hinted.get(bot_id).copied().unwrap_or(0),
+        )
     }
 
     /// After a commit: `woken` bots have new events; `revoked` bots' sessions
@@ -230,6 +291,7 @@ impl Registry {
         }
         *st.open.entry(bot.id.clone()).or_insert(0) += 1;
         st.notified.entry(bot.id.clone()).or_insert(0);
+        st.hinted.entry(bot.id.clone()).or_insert(0);
         Ok(Slot { registry: self.clone(), bot_id: bot.id.clone() })
     }
 }
@@ -248,6 +310,7 @@ impl Drop for Slot {
             if *n == 0 {
                 st.open.remove(&self.bot_id);
                 st.notified.remove(&self.bot_id);
+                st.hinted.remove(&self.bot_id);
             }
         }
     }
@@ -305,6 +368,11 @@ pub struct GatewaySession {
     backlog: bool,
     /// The bot's commit counter when the log was last read.
     notified: u64,
+    /// The bot's hint counter when the session last checked the database.
+    hinted: u64,
+    /// The latest time a host passed in: a check prompted by a hint (in
+    /// `poll_transmit`, which takes no time) runs at this time.
+    seen_ms: u64,
     /// The highest ack received and not yet written.
     pending_ack: Option<i64>,
     out: VecDeque<GatewayOutput>,
@@ -365,9 +433,12 @@ impl GatewaySession {
         let shared = if at.conn.dialect() == Dialect::Postgres {
             take_lease(at.conn, bot, &session_id, at.now_ms)?;
             at.registry.add_lease(&session_id, &bot.id, at.now_ms);
+            // Leases are renewed by these checks: at least twice per TTL,
+            // however long the configured interval.
+            let poll_interval_ms = at.poll_interval_ms.min(LEASE_TTL_MS / 2);
             Some(Shared {
-                poll_interval_ms: at.poll_interval_ms,
-                next_check_ms: at.now_ms + at.poll_interval_ms,
+                poll_interval_ms,
+                next_check_ms: at.now_ms + poll_interval_ms,
                 token_hash: at.token_hash,
                 leased: true,
             })
@@ -390,7 +461,7 @@ impl GatewaySession {
         let first_kept = oldest.unwrap_or(last + 1);
         let truncated = first_kept > start + 1 && last > start;
         let replay_from = if truncated { first_kept } else { start + 1 };
-        let (epoch, notified) = at.registry.view(&bot.id);
+        let (epoch, notified, hinted) = at.registry.view(&bot.id);
         Ok(GatewaySession {
             db: at.db.clone(),
             registry: at.registry.clone(),
@@ -406,6 +477,8 @@ impl GatewaySession {
             last_heartbeat_ms: at.now_ms,
             backlog: true,
             notified,
+            hinted,
+            seen_ms: at.now_ms,
             pending_ack: None,
             out: VecDeque::new(),
             events: VecDeque::new(),
@@ -462,6 +535,7 @@ impl GatewaySession {
         if self.closed {
             return;
         }
+        self.seen_ms = self.seen_ms.max(now_ms);
         let v: serde_json::Value = match serde_json::from_str(text) {
             Ok(v) => v,
             Err(_) => return self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload"),
@@ -493,11 +567,12 @@ impl GatewaySession {
 
     /// Time has reached `now_ms`: the heartbeat deadline is checked.
     pub fn handle_timeout(&mut self, now_ms: u64) {
+        self.seen_ms = self.seen_ms.max(now_ms);
         if !self.closed && now_ms > self.last_heartbeat_ms + 2 * self.heartbeat_interval_ms {
             self.close(CLOSE_SESSION_TIMEOUT, "session_timeout");
         }
         if !self.closed && self.shared.as_ref().is_some_and(|s| now_ms >= s.next_check_ms) {
-            self.check_shared(now_ms);
+            self.check_shared(now_ms, Recency::Interval);
         }
     }
 
@@ -516,7 +591,16 @@ impl GatewaySession {
         if self.closed {
             return None;
         }
-        let (epoch, notified) = self.registry.view(&self.bot_id);
+        let (epoch, notified, hinted) = self.registry.view(&self.bot_id);
+        if hinted != self.hinted && self.shared.is_some() {
+            // Another node said it committed something for this bot: look
+            // at the bot's row now (a hint only; the database decides).
+            self.hinted = hinted;
+            self.check_shared(self.seen_ms, Recency::Hint);
+            if self.closed {
+                return self.out.pop_front();
+            }
+        }
         if epoch != self.epoch {
             self.close(CLOSE_AUTHENTICATION_FAILED, "authentication_failed");
             return self.out.pop_front();
@@ -605,18 +689,18 @@ impl GatewaySession {
     /// On a shared store: whether another node rotated the token or
     /// suspended the bot (4004), whether it committed events for the bot
     /// (read at the next `poll_transmit`), and the lease renewal.
-    fn check_shared(&mut self, now_ms: u64) {
+    fn check_shared(&mut self, now_ms: u64, want: Recency) {
         let Some(sh) = self.shared.as_mut() else { return };
         sh.next_check_ms = now_ms + sh.poll_interval_ms;
         let (interval, token_hash) = (sh.poll_interval_ms, sh.token_hash);
-        let mut row = self.registry.shared_row(&self.db, &self.bot_id, now_ms, interval, false);
+        let mut row = self.registry.shared_row(&self.db, &self.bot_id, now_ms, interval, want);
         let revoked = |r: &Option<Option<BotRow>>| {
             matches!(r, Some(None))
                 || matches!(r, Some(Some((_, hash, active))) if hash[..] != token_hash[..] || !active)
         };
         if revoked(&row) {
             // The view may predate this session's token: look again first.
-            row = self.registry.shared_row(&self.db, &self.bot_id, now_ms, interval, true);
+            row = self.registry.shared_row(&self.db, &self.bot_id, now_ms, interval, Recency::Now);
         }
         match row {
             Some(_) if revoked(&row) => self.close(CLOSE_AUTHENTICATION_FAILED, "authentication_failed"),

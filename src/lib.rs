@@ -5,7 +5,9 @@
 //! requests with whole responses ([`Service::handle_request`]); the bot
 //! gateway is a per-connection object fed with socket bytes
 //! ([`Service::accept_gateway`]). The library opens no socket, starts no
-//! thread and never sleeps: the host does all I/O.
+//! thread and never sleeps: the host does all I/O. (With a PostgreSQL
+//! store, one call blocks by design: [`Service::wait_store_notifications`],
+//! which a host runs on a thread of its own to hear other nodes' commits.)
 //!
 //! ```
 //! use botspace::{Config, Service};

@@ -46,6 +46,21 @@ pub struct Service {
     admin_throttle: crate::throttle::AdminThrottle,
     /// SHA-256 of the admin secret, compared in constant time.
     admin_hash: [u8; 32],
+    /// A commit that wakes or revokes bots notifies the other nodes
+    /// (PostgreSQL with `listen_notify`).
+    notify: bool,
+    /// Where other nodes' notifications are received (same condition).
+    #[cfg(feature = "postgres")]
+    listen: Option<Listen>,
+}
+
+/// The listening side of LISTEN/NOTIFY.
+#[cfg(feature = "postgres")]
+struct Listen {
+    listener: std::sync::Mutex<store::postgres::Listener>,
+    /// The main connection's server process: its notifications are this
+    /// node's own commits, already applied.
+    own_pid: Arc<std::sync::atomic::AtomicI32>,
 }
 
 /// A parsed request, routed and past the transport checks.
@@ -74,6 +89,15 @@ impl Service {
         config.validate()?;
         let conn = store::open(&config)?;
         let admin_hash = auth::sha256(config.admin_secret.as_bytes());
+        let notify = conn.dialect() == store::Dialect::Postgres && config.listen_notify;
+        #[cfg(feature = "postgres")]
+        let listen = match &conn {
+            store::Conn::Postgres(pg) if notify => Some(Listen {
+                listener: std::sync::Mutex::new(store::postgres::Listener::new(&config)),
+                own_pid: pg.backend_pid(),
+            }),
+            _ => None,
+        };
         Ok(Service {
             db: Arc::new(Db::new(conn)),
             random: config.random_seed.map_or(Random::Os, Random::seeded),
@@ -84,6 +108,9 @@ impl Service {
             group: crate::group::Group::default(),
             admin_throttle: crate::throttle::AdminThrottle::default(),
             admin_hash,
+            notify,
+            #[cfg(feature = "postgres")]
+            listen,
         })
     }
 
@@ -415,7 +442,11 @@ impl Service {
                 return Err(e);
             }
         }
-        match crate::events::commit_with_updates(&inner.conn, &mut inner.fx.updates) {
+        // Other nodes' sessions of the bots this commit woke or revoked
+        // learn of it from a hint sent with the commit; nothing is sent
+        // when no bot is affected.
+        let notify = self.notify.then(|| notify_payload(&inner.fx)).flatten();
+        match crate::events::commit_with_updates(&inner.conn, &mut inner.fx.updates, notify.as_deref()) {
             Ok(()) => {
                 inner.rate.commit();
                 Ok(())
@@ -555,6 +586,18 @@ impl Service {
     }
 }
 
+/// The bots a commit woke or revoked, comma-joined, for `pg_notify`;
+/// `None` when there are none.
+fn notify_payload(fx: &TxEffects) -> Option<String> {
+    if fx.woken.is_empty() && fx.revoked.is_empty() {
+        return None;
+    }
+    let mut bots: Vec<&str> = fx.woken.iter().chain(&fx.revoked).map(String::as_str).collect();
+    bots.sort_unstable();
+    bots.dedup();
+    Some(bots.join(","))
+}
+
 /// Export and import are SQLite's serialize and backup; a PostgreSQL
 /// store is dumped and restored with its own tools.
 fn sqlite_only() -> ApiError {
@@ -607,6 +650,59 @@ impl Service {
     /// Open gateway connections of a bot.
     pub fn gateway_connections(&self, bot_id: &str) -> u32 {
         self.gateway.open_count(bot_id)
+    }
+
+    /// True when other nodes' commits can be heard: the store is
+    /// PostgreSQL and `listen_notify` is on. A host then runs
+    /// [`Service::wait_store_notifications`] in a loop on a thread of its
+    /// own; otherwise that call returns at once and a loop would spin.
+    pub fn has_store_notifications(&self) -> bool {
+        #[cfg(feature = "postgres")]
+        return self.listen.is_some();
+        #[cfg(not(feature = "postgres"))]
+        false
+    }
+
+    /// Waits at most `timeout_ms` for notifications from other nodes of a
+    /// shared store, handles them and returns how many arrived. Blocks the
+    /// calling thread: run it in a loop on a thread of its own, only when
+    /// [`Service::has_store_notifications`] says so (else it returns
+    /// `Ok(0)` at once).
+    ///
+    /// A commit on another node that gave bots events, or ended their
+    /// gateway connections (token rotated, bot suspended), notifies every
+    /// node with the bots' ids. For each notification the bots' gateway
+    /// sessions on this node check the database at their next
+    /// `poll_transmit` (the notification is only a hint: what they send,
+    /// or whether they close with 4004, comes from the rows they read),
+    /// and the wake hook is called for each named bot with a session here.
+    /// So a host that polls its sessions on wake-ups delivers other
+    /// nodes' events in a few milliseconds, instead of at the next
+    /// `gateway_poll_interval_ms`, which stays the fallback.
+    ///
+    /// It listens on a second connection of its own (same URL and TLS
+    /// settings), opened on the first call: a call that opens it returns
+    /// at once and wakes every bot with a session here, since what was sent
+    /// before it listened is lost. When that connection breaks the call
+    /// returns the error (`is_unavailable()`); the next call connects
+    /// again, so a host loops, pausing a little after an error. It never
+    /// holds the lock requests take. Calls from several threads take turns.
+    pub fn wait_store_notifications(&self, timeout_ms: u64) -> Result<usize, StorageError> {
+        #[cfg(feature = "postgres")]
+        if let Some(listen) = &self.listen {
+            let heard = {
+                let mut listener = listen.listener.lock().unwrap_or_else(|e| e.into_inner());
+                let own = listen.own_pid.load(std::sync::atomic::Ordering::Relaxed);
+                listener.wait(std::time::Duration::from_millis(timeout_ms), own)?
+            };
+            if heard.all || !heard.bots.is_empty() {
+                let here = self.gateway.hint(heard.all, &heard.bots);
+                self.apply_effects(TxEffects { woken: here, ..TxEffects::default() });
+            }
+            return Ok(heard.count);
+        }
+        let _ = timeout_ms;
+        Ok(0)
     }
 }
 

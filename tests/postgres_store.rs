@@ -337,3 +337,279 @@ fn a_connection_lost_during_commit_is_503_commit_outcome_unknown_and_a_keyed_ret
     let history = admin(&svc, SECRET, "getChatHistory", json!({"chat_id": w.chat}));
     assert_eq!(history.as_array().unwrap().len(), 1, "{history}");
 }
+
+// ---------------------------------------------------------------------------
+// LISTEN/NOTIFY: a commit on one node is a hint to the others.
+
+/// A node whose sessions poll rarely (every 5 s, the most the lease
+/// renewal allows) and never within these tests, whose clock does not
+/// move: only a hint can explain a delivery.
+fn slow_polling_node(database: &str) -> Arc<Service> {
+    let cfg = Config {
+        database: database.into(),
+        admin_secret: SECRET.into(),
+        clock: ClockKind::Manual,
+        gateway_poll_interval_ms: 60_000,
+        ..Config::default()
+    };
+    Arc::new(Service::open(cfg).expect("the node opens on the shared database"))
+}
+
+/// The bot ids node `svc`'s wake hook is called with, as they come.
+fn wake_channel(svc: &Service) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = Mutex::new(tx);
+    svc.set_wake_hook(Some(Arc::new(move |bot: &str| {
+        let _ = tx.lock().unwrap().send(bot.to_string());
+    })));
+    rx
+}
+
+/// Node B's host thread: waits for notifications until told to stop.
+struct WaitLoop {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<usize>>,
+}
+
+impl WaitLoop {
+    fn start(svc: &Arc<Service>) -> WaitLoop {
+        assert!(svc.has_store_notifications());
+        // The first call opens the listening connection (and wakes every
+        // bot with a session here): from then on nothing is missed.
+        assert_eq!(svc.wait_store_notifications(0).unwrap(), 0);
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (svc, flag) = (svc.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut heard = 0;
+            while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+                heard += svc.wait_store_notifications(50).expect("the listening connection stays up");
+            }
+            heard
+        });
+        WaitLoop { stop, thread: Some(thread) }
+    }
+
+    /// Stops the loop; how many notifications it handled.
+    fn stop(mut self) -> usize {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for WaitLoop {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The next wake-up, within 5 s, and how long it took.
+fn next_wake(rx: &std::sync::mpsc::Receiver<String>) -> (String, std::time::Duration) {
+    let t = std::time::Instant::now();
+    let bot = rx.recv_timeout(std::time::Duration::from_secs(5)).expect("a wake-up within 5 s");
+    (bot, t.elapsed())
+}
+
+#[test]
+fn a_send_on_node_a_wakes_node_b_through_a_notification_long_before_its_poll() {
+    let _g = serial();
+    let db = test_database();
+    let (a, b) = (node(&db), slow_polling_node(&db));
+    let w = world(&a, "official");
+    let now = b.now_ms();
+    let mut s = b.accept_gateway_session(&upgrade(&w.token), now).unwrap();
+    assert_eq!(drain(&mut s).0.len(), 2, "hello and bot_started");
+    // 60 s configured; sessions still check every 5 s to renew their leases.
+    assert_eq!(s.poll_timeout(), Some(now + 5_000), "the next poll is seconds away");
+    let wakes = wake_channel(&b);
+    let listening = WaitLoop::start(&b);
+    // Opening the listening connection woke the bot with a session here.
+    assert_eq!(next_wake(&wakes).0, w.bot);
+    assert_eq!(drain(&mut s), (vec![], None), "a hint with nothing new sends nothing");
+    for i in 0..3 {
+        let text = format!("from A {i}");
+        let sent = admin(&a, SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": text}));
+        let (bot, took) = next_wake(&wakes);
+        assert_eq!(bot, w.bot);
+        assert!(took < std::time::Duration::from_secs(1), "woken after {took:?}");
+        // No handle_timeout, the manual clock never moved: the hint alone
+        // made the session read the database.
+        let (events, close) = drain(&mut s);
+        assert_eq!(close, None);
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0]["type"], "message_created");
+        assert_eq!(events[0]["data"]["message"]["message_id"], sent["message_id"]);
+        assert_eq!(events[0]["data"]["message"]["text"], text);
+    }
+    assert_eq!(listening.stop(), 3, "one notification per commit");
+    assert!(wakes.try_recv().is_err(), "one wake-up per commit");
+}
+
+#[test]
+fn rotating_the_token_on_node_a_closes_node_b_sessions_with_4004_through_a_notification() {
+    let _g = serial();
+    let db = test_database();
+    let (a, b) = (node(&db), slow_polling_node(&db));
+    let w = world(&a, "official");
+    let mut s = b.accept_gateway_session(&upgrade(&w.token), b.now_ms()).unwrap();
+    drain(&mut s);
+    let wakes = wake_channel(&b);
+    let listening = WaitLoop::start(&b);
+    assert_eq!(next_wake(&wakes).0, w.bot);
+    admin(&a, SECRET, "rotateBotToken", json!({"bot_id": w.bot}));
+    let (bot, took) = next_wake(&wakes);
+    assert_eq!(bot, w.bot);
+    assert!(took < std::time::Duration::from_secs(1), "woken after {took:?}");
+    assert_eq!(drain(&mut s), (vec![], Some(4004)));
+    assert_eq!(b.gateway_connections(&w.bot), 0);
+    listening.stop();
+}
+
+#[test]
+fn notifications_naming_unknown_bots_or_nothing_do_no_harm() {
+    let _g = serial();
+    let db = test_database();
+    let (a, b) = (node(&db), slow_polling_node(&db));
+    let w = world(&a, "official");
+    let mut s = b.accept_gateway_session(&upgrade(&w.token), b.now_ms()).unwrap();
+    drain(&mut s);
+    let wakes = wake_channel(&b);
+    assert_eq!(b.wait_store_notifications(0).unwrap(), 0);
+    assert_eq!(next_wake(&wakes).0, w.bot);
+    let mut raw = postgres::Client::connect(&db, postgres::NoTls).unwrap();
+    // Ids nobody has, empty items, a bot with no session on B: no wake-up,
+    // the session sends nothing and stays open.
+    raw.batch_execute("SELECT pg_notify('botspace', 'bot_nobody,,'); NOTIFY botspace, 'x,y'").unwrap();
+    let mut heard = 0;
+    while heard < 2 {
+        heard += b.wait_store_notifications(5_000).unwrap();
+    }
+    assert_eq!(heard, 2);
+    assert!(wakes.try_recv().is_err(), "no bot of those has a session here");
+    assert_eq!(drain(&mut s), (vec![], None));
+    // An empty payload means "anything may have changed": every bot with a
+    // session here is woken, and finds nothing new.
+    raw.batch_execute("NOTIFY botspace").unwrap();
+    assert_eq!(b.wait_store_notifications(5_000).unwrap(), 1);
+    assert_eq!(next_wake(&wakes).0, w.bot);
+    assert_eq!(drain(&mut s), (vec![], None));
+    // Other channels are not ours.
+    raw.batch_execute("LISTEN elsewhere; NOTIFY elsewhere, 'x'").unwrap();
+    assert_eq!(b.wait_store_notifications(200).unwrap(), 0);
+    // And a real commit still gets through.
+    admin(&a, SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "still here"}));
+    assert_eq!(b.wait_store_notifications(5_000).unwrap(), 1);
+    assert_eq!(next_wake(&wakes).0, w.bot);
+    let (events, close) = drain(&mut s);
+    assert_eq!((events.len(), close), (1, None), "{events:?}");
+    assert_eq!(events[0]["data"]["message"]["text"], "still here");
+}
+
+#[test]
+fn a_commit_notifies_once_with_the_bots_it_affected_and_only_then() {
+    let _g = serial();
+    let db = test_database();
+    let a = node(&db);
+    let w = world(&a, "official");
+    let mut raw = postgres::Client::connect(&db, postgres::NoTls).unwrap();
+    raw.batch_execute("LISTEN botspace").unwrap();
+    let mut heard = || {
+        use postgres::fallible_iterator::FallibleIterator;
+        let mut n = raw.notifications();
+        let mut it = n.timeout_iter(std::time::Duration::from_millis(300));
+        let mut out = Vec::new();
+        while let Some(x) = it.next().unwrap() {
+            out.push(x.payload().to_string());
+        }
+        out
+    };
+    // Writes that wake nobody send nothing.
+    admin(&a, SECRET, "createUser", json!({"display_name": "Bo"}));
+    assert_eq!(bot_call(&a, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": "to the user"})).0, 200);
+    assert_eq!(heard(), Vec::<String>::new());
+    // A user's message wakes the bot: one notification naming it.
+    admin(&a, SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "hi"}));
+    assert_eq!(heard(), vec![w.bot.clone()]);
+    // A refused request sends nothing; a rotation names the bot.
+    assert_eq!(bot_call(&a, "bot_nope", "sendMessage", json!({"chat_id": w.chat, "text": "x"})).0, 401);
+    admin(&a, SECRET, "rotateBotToken", json!({"bot_id": w.bot}));
+    assert_eq!(heard(), vec![w.bot.clone()]);
+    // A group commit of several requests sends one notification for all.
+    let (u2, b2) = {
+        let u = admin(&a, SECRET, "createUser", json!({"display_name": "Cy"}))["id"].as_str().unwrap().to_string();
+        let b = admin(&a, SECRET, "createBot", json!({"display_name": "B2", "handle": "b2", "quota_tier": "official"}));
+        (u, b["bot"]["id"].as_str().unwrap().to_string())
+    };
+    let c2 = admin(&a, SECRET, "startBot", json!({"user_id": u2, "bot_id": b2}))["id"].as_str().unwrap().to_string();
+    heard();
+    let reqs: Vec<Vec<u8>> = [(&w.user, &w.chat), (&u2, &c2), (&w.user, &w.chat)]
+        .iter()
+        .map(|(u, c)| admin_request(SECRET, "sendUserMessage", json!({"user_id": u, "chat_id": c, "text": "g"})))
+        .collect();
+    let refs: Vec<&[u8]> = reqs.iter().map(Vec::as_slice).collect();
+    assert_eq!(statuses(&a.handle_batch(&refs)), [200, 200, 200]);
+    let mut both = [w.bot.clone(), b2.clone()];
+    both.sort();
+    assert_eq!(heard(), [both.join(",")]);
+    // With listen_notify off (engines without LISTEN) nothing is sent, and
+    // there is nothing to wait for.
+    let quiet = Service::open(Config {
+        database: db.clone(),
+        admin_secret: SECRET.into(),
+        clock: ClockKind::Manual,
+        listen_notify: false,
+        ..Config::default()
+    })
+    .unwrap();
+    admin(&quiet, SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "quiet"}));
+    assert_eq!(heard(), Vec::<String>::new());
+    assert!(!quiet.has_store_notifications());
+    let t = std::time::Instant::now();
+    assert_eq!(quiet.wait_store_notifications(5_000).unwrap(), 0);
+    assert!(t.elapsed() < std::time::Duration::from_secs(1), "returns at once");
+}
+
+#[test]
+fn a_failing_pg_notify_fails_the_commit_and_writes_nothing() {
+    let _g = serial();
+    let db = test_database();
+    let a = node(&db);
+    let w = world(&a, "official");
+    // A role that may not call pg_notify (superusers always may).
+    let role = format!("nonotify_{}", std::process::id());
+    let mut raw = postgres::Client::connect(&db, postgres::NoTls).unwrap();
+    let schema: String = raw.query_one("SELECT current_schema()", &[]).unwrap().get(0);
+    raw.batch_execute(&format!(
+        "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN;
+         GRANT USAGE, CREATE ON SCHEMA {schema} TO {role};
+         GRANT ALL ON ALL TABLES IN SCHEMA {schema} TO {role};
+         REVOKE EXECUTE ON FUNCTION pg_notify(text, text) FROM PUBLIC;"
+    ))
+    .unwrap();
+    struct Restore(postgres::Client, String, String);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = self.0.batch_execute(&format!(
+                "GRANT EXECUTE ON FUNCTION pg_notify(text, text) TO PUBLIC; DROP OWNED BY {0}; DROP ROLE {0};",
+                self.1
+            ));
+            let _ = &self.2;
+        }
+    }
+    let _restore = Restore(raw, role.clone(), schema);
+    let limited = node(&db.replacen("postgres@", &format!("{role}@"), 1));
+    // A write that wakes nobody needs no pg_notify.
+    assert_eq!(bot_call(&limited, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": "fine"})).0, 200);
+    // One that wakes the bot fails at the commit, like any storage error.
+    let resp = limited.handle_request(&admin_request(
+        SECRET,
+        "sendUserMessage",
+        json!({"user_id": w.user, "chat_id": w.chat, "text": "lost"}),
+    ));
+    let (status, body) = split(&resp);
+    assert_eq!(status, 500, "{body}");
+    let history = admin(&a, SECRET, "getChatHistory", json!({"chat_id": w.chat}));
+    let texts: Vec<&str> = history.as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap()).collect();
+    assert_eq!(texts, ["fine"], "the failed commit wrote nothing");
+    // The node goes on serving.
+    assert_eq!(bot_call(&limited, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": "after"})).0, 200);
+}

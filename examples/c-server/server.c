@@ -3,7 +3,8 @@
  *
  *   botspace-server [--addr HOST:PORT] [--admin-addr HOST:PORT] [--db PATH]
  *                   [--admin-secret S | --admin-secret-file PATH] [--operational-key HEX64]
- *                   [--max-connections N] [--request-timeout SECS] [--manual-clock]
+ *                   [--max-connections N] [--request-timeout SECS]
+ *                   [--gateway-poll-interval-ms MS] [--manual-clock]
  *
  * One thread, one poll(2) loop, non-blocking sockets. HTTP/1.1 keep-alive
  * and pipelining are driven by botspace_service_frame_request(). After each
@@ -15,7 +16,9 @@
  * gateway: the connection then owns a botspace_gateway that is fed what the
  * socket delivers and polled when its bot has new events (the wake-up
  * callback writes to a self-pipe), when its deadline passes, or after a
- * request moved the manual clock.
+ * request moved the manual clock. On a PostgreSQL database a second thread
+ * waits for other servers' commits (botspace_service_wait_store_notifications)
+ * and wakes the loop through the same callback.
  *
  * It behaves like the Rust example server (examples/server.rs): the same
  * flags, the same first line `botspace listening on http://HOST:PORT`, the
@@ -41,6 +44,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,12 +84,14 @@
 static const char USAGE[] =
     "usage: botspace-server [--addr HOST:PORT] [--admin-addr HOST:PORT] [--db PATH]\n"
     "                       [--admin-secret S | --admin-secret-file PATH] [--operational-key HEX64]\n"
-    "                       [--max-connections N] [--request-timeout SECS] [--manual-clock]\n"
+    "                       [--max-connections N] [--request-timeout SECS]\n"
+    "                       [--gateway-poll-interval-ms MS] [--manual-clock]\n"
     "\n"
     "  --addr HOST:PORT          address to listen on (default 127.0.0.1:8080; port 0 picks a free port)\n"
     "  --admin-addr HOST:PORT    a second listener for the host API (/admin/...); when given, /admin/...\n"
     "                            on --addr answers 404 method_not_found, and so do bot paths here\n"
-    "  --db PATH                 SQLite database file, or :memory: (default botspace.db)\n"
+    "  --db PATH|URL             SQLite database file, :memory:, or a postgres:// URL that\n"
+    "                            several servers share (default botspace.db)\n"
     "  --admin-secret S          secret for Authorization: Admin <S> on /admin/ (at least 16 characters);\n"
     "                            visible in the process list: prefer --admin-secret-file or\n"
     "                            BOTSPACE_ADMIN_SECRET; with none of them, one is generated\n"
@@ -99,6 +105,10 @@ static const char USAGE[] =
     "                            (default 30), else 408 and close\n"
     "  --idle-timeout SECS       a keep-alive connection with nothing to read for SECS is\n"
     "                            closed (default 120)\n"
+    "  --gateway-poll-interval-ms MS\n"
+    "                            PostgreSQL: how often gateway sessions look at the database for\n"
+    "                            other servers' commits (default 50; 10..60000). Notifications\n"
+    "                            (LISTEN/NOTIFY) wake them sooner; this is the fallback\n"
     "  --manual-clock            time moves only through /admin/advanceClock (for tests)\n";
 
 /* ------------------------------------------------------------------------ */
@@ -214,8 +224,9 @@ static void json_response(buf_t *out, const char *status, const char *extra, con
 
 /* ------------------------------------------------------------------------ */
 /* Wake-ups: the callback runs on whichever thread committed a change (here
- * always the loop thread, inside handle_request), records the bot id and
- * writes one byte to the self-pipe so a sleeping poll(2) returns. */
+ * the loop thread, inside handle_request) or heard of another server's
+ * (the notification thread), records the bot id and writes one byte to the
+ * self-pipe so a sleeping poll(2) returns. */
 
 static int wake_pipe[2] = {-1, -1};
 static pthread_mutex_t wake_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -258,6 +269,63 @@ static char **take_wakes(size_t *n) {
     wake_n = wake_cap = 0;
     pthread_mutex_unlock(&wake_mu);
     return ids;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Other servers' commits: on PostgreSQL a thread of its own blocks in
+ * botspace_service_wait_store_notifications (never holding anything the
+ * loop needs); each notification reaches the loop through on_wake. */
+
+#define NOTIFY_WAIT_MS 250u /* longest wait: how late the thread sees a stop */
+
+static botspace_service *svc; /* the one service, shared with the notification thread */
+static pthread_t notify_thread;
+static int notify_running;
+static atomic_int notify_stop;
+
+static void sleep_ms(unsigned ms) {
+    struct timespec ts = {(time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void *notify_loop(void *arg) {
+    (void)arg;
+    time_t last_error = 0;
+    while (!atomic_load(&notify_stop)) {
+        size_t n = 0;
+        if (botspace_service_wait_store_notifications(svc, NOTIFY_WAIT_MS, &n) == BOTSPACE_STATUS_OK) continue;
+        /* The listening connection broke or cannot be opened: sessions still
+         * poll; reconnect a second later. Said at most every 10 s. */
+        time_t t = time(NULL);
+        if (t - last_error >= 10) {
+            char msg[512];
+            size_t len = 0;
+            botspace_last_error_message(msg, sizeof msg, &len);
+            fprintf(stderr, "listening for notifications failed: %s; retrying every second\n", msg);
+            last_error = t;
+        }
+        for (int i = 0; i < 20 && !atomic_load(&notify_stop); i++) sleep_ms(50);
+    }
+    return NULL;
+}
+
+static void start_notify_loop(void) {
+    bool available = false;
+    if (botspace_service_has_store_notifications(svc, &available) != BOTSPACE_STATUS_OK || !available) return;
+    if (pthread_create(&notify_thread, NULL, notify_loop, NULL) != 0) {
+        fputs("cannot start the notification thread (gateways fall back to polling)\n", stderr);
+        return;
+    }
+    notify_running = 1;
+}
+
+/* Before the service is freed: no call may be under way then. */
+static void stop_notify_loop(void) {
+    if (!notify_running) return;
+    atomic_store(&notify_stop, 1);
+    pthread_join(notify_thread, NULL);
+    notify_running = 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -347,7 +415,6 @@ typedef struct conn {
     botspace_request_framer *framer; /* resumes where the last read left it */
 } conn_t;
 
-static botspace_service *svc;
 static conn_t **conns;
 static size_t nconns, conns_cap;
 static size_t nlive; /* connections with an open socket: what --max-connections counts */
@@ -1039,6 +1106,7 @@ typedef struct {
     const char *addr, *db, *admin_secret;
     const char *admin_addr, *admin_secret_file, *operational_key;
     const char *max_connections, *request_timeout, *idle_timeout; /* checked by check_numbers */
+    const char *gateway_poll_interval_ms; /* digits, checked by check_numbers; the library checks the range */
     int manual_clock;
 } args_t;
 
@@ -1075,6 +1143,14 @@ static int check_numbers(const args_t *a) {
         idle_timeout_ms = (uint64_t)(secs * 1000.0);
         if (idle_timeout_ms == 0) idle_timeout_ms = 1;
     }
+    if (a->gateway_poll_interval_ms) {
+        const char *p = a->gateway_poll_interval_ms;
+        size_t n = strlen(p);
+        if (n == 0 || n > 9 || strspn(p, "0123456789") != n) {
+            fprintf(stderr, "--gateway-poll-interval-ms needs a number of milliseconds\n%s", USAGE);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -1085,6 +1161,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
     a->admin_secret = NULL;
     a->admin_addr = a->admin_secret_file = a->operational_key = NULL;
     a->max_connections = a->request_timeout = a->idle_timeout = NULL;
+    a->gateway_poll_interval_ms = NULL;
     a->manual_clock = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -1109,6 +1186,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
         else if (strcmp(name, "--max-connections") == 0) slot = &a->max_connections;
         else if (strcmp(name, "--request-timeout") == 0) slot = &a->request_timeout;
         else if (strcmp(name, "--idle-timeout") == 0) slot = &a->idle_timeout;
+        else if (strcmp(name, "--gateway-poll-interval-ms") == 0) slot = &a->gateway_poll_interval_ms;
         else if (strcmp(name, "--manual-clock") == 0 && !inline_v) {
             a->manual_clock = 1;
             continue;
@@ -1671,6 +1749,10 @@ static int open_service(const args_t *args, const char *secret, const char *key)
         buf_add(&cfg, ",\"operational_key\":", 19);
         json_str(&cfg, key);
     }
+    if (args->gateway_poll_interval_ms) {
+        buf_add(&cfg, ",\"gateway_poll_interval_ms\":", 28);
+        buf_add(&cfg, args->gateway_poll_interval_ms, strlen(args->gateway_poll_interval_ms));
+    }
     const char *clock = args->manual_clock ? ",\"clock\":\"manual\"}" : ",\"clock\":\"system\"}";
     buf_add(&cfg, clock, strlen(clock));
     botspace_status st = botspace_service_open(cfg.p, cfg.len, &svc);
@@ -1721,6 +1803,7 @@ static void shut_down(loop_t *L) {
     free(L->pfds);
     if (L->lfd >= 0) close(L->lfd);
     if (L->afd >= 0) close(L->afd);
+    stop_notify_loop();
     botspace_service_set_wake_callback(svc, NULL, NULL);
     botspace_service_free(&svc);
     size_t nw = 0;
@@ -1775,6 +1858,7 @@ int main(int argc, char **argv) {
     }
     say("botspace ready");
     botspace_service_set_wake_callback(svc, on_wake, NULL);
+    start_notify_loop();
     install_signal_handlers();
     while (loop_turn(&L) == 0) {
     }

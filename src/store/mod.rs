@@ -307,27 +307,39 @@ impl Conn {
     }
 
     pub fn commit(&self) -> StoreResult<()> {
+        self.commit_notifying(None)
+    }
+
+    /// Commits; on PostgreSQL with `notify`, other nodes listening get
+    /// that payload if and only if the commit succeeds (see
+    /// [`postgres::PgConn::commit`]). SQLite has no other nodes: `notify`
+    /// is ignored.
+    pub fn commit_notifying(&self, notify: Option<&str>) -> StoreResult<()> {
         match self {
-            Conn::Sqlite(c) => Ok(c.prepare_cached("COMMIT")?.execute([]).map(|_| ())?),
+            Conn::Sqlite(c) => {
+                let _ = notify;
+                Ok(c.prepare_cached("COMMIT")?.execute([]).map(|_| ())?)
+            }
             #[cfg(feature = "postgres")]
-            Conn::Postgres(c) => c.commit(),
+            Conn::Postgres(c) => c.commit(notify),
         }
     }
 
     /// Runs `sql` as the transaction's last statement and commits: on a
     /// database server both go out in one round trip, and a failing
     /// statement turns the COMMIT into a rollback.
-    pub fn execute_then_commit(&self, sql: &str, p: impl Params) -> StoreResult<usize> {
+    /// `notify` as in [`Conn::commit_notifying`].
+    pub fn execute_then_commit(&self, sql: &str, p: impl Params, notify: Option<&str>) -> StoreResult<usize> {
         match self {
             Conn::Sqlite(_) => {
                 let n = self.prepare_cached(sql)?.execute(p)?;
-                self.commit()?;
+                self.commit_notifying(notify)?;
                 Ok(n)
             }
             #[cfg(feature = "postgres")]
             Conn::Postgres(c) => {
                 let (st, _) = c.prepare_cached(sql)?;
-                p.bind(|v| c.execute_then_commit(&st, v))
+                p.bind(|v| c.execute_then_commit(&st, v, notify))
             }
         }
     }

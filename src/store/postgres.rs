@@ -18,6 +18,16 @@ use postgres::types::{IsNull, ToSql, Type};
 use postgres::{Row, Statement};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The channel every node notifies and listens on.
+pub const CHANNEL: &str = "botspace";
+
+/// Largest payload sent: PostgreSQL refuses 8000 bytes and more. A longer
+/// list is sent as an empty payload, which means "re-read everything".
+pub const MAX_PAYLOAD: usize = 7900;
 
 type Params<'a> = [&'a (dyn ToSql + Sync)];
 
@@ -195,6 +205,10 @@ pub struct PgConn {
     /// An error inside the open transaction: PostgreSQL will only roll it back.
     aborted: Cell<bool>,
     retryable: Cell<bool>,
+    /// The server process of the current connection (0 before the first):
+    /// a node's listener skips the notifications of its own commits, which
+    /// it has applied already.
+    backend_pid: Arc<AtomicI32>,
 }
 
 /// True for errors that say the server is not there (refused, closed,
@@ -279,14 +293,23 @@ impl PgConn {
             in_tx: Cell::new(false),
             aborted: Cell::new(false),
             retryable: Cell::new(false),
+            backend_pid: Arc::new(AtomicI32::new(0)),
         };
         conn.migrate()?;
         Ok(conn)
     }
 
     fn connect(&self) -> StoreResult<Client> {
-        let client = Client::connect(&self.rt, &self.url, tls(self.root_cert.as_deref())?);
-        self.track(client)
+        let client = self.track(Client::connect(&self.rt, &self.url, tls(self.root_cert.as_deref())?))?;
+        let pid = self.track(self.rt.block_on(client.pg.query_one("SELECT pg_backend_pid()", &[])))?.get::<_, i32>(0);
+        self.backend_pid.store(pid, Ordering::Relaxed);
+        Ok(client)
+    }
+
+    /// The server process id of the current connection, kept up to date
+    /// across reconnections.
+    pub fn backend_pid(&self) -> Arc<AtomicI32> {
+        self.backend_pid.clone()
     }
 
     /// Runs `f` on the client, connecting first when there is none (never
@@ -411,22 +434,26 @@ impl PgConn {
         Ok(())
     }
 
-    pub fn commit(&self) -> StoreResult<()> {
-        self.finish(None)
+    /// Commits; with `notify`, sends `pg_notify` with that payload in the
+    /// same round trip, just before COMMIT (NOTIFY is transactional: it is
+    /// delivered only if the commit is). A failing `pg_notify` aborts the
+    /// transaction and COMMIT is not run: the error is the commit's.
+    pub fn commit(&self, notify: Option<&str>) -> StoreResult<()> {
+        self.finish(None, notify)
     }
 
-    /// Runs `st` as the transaction's last statement and commits, both in
-    /// one round trip. If the statement fails, PostgreSQL turns the COMMIT
-    /// behind it into a rollback: nothing of the transaction is kept.
-    pub fn execute_then_commit(&self, st: &Statement, vals: &[Val<'_>]) -> StoreResult<usize> {
+    /// Runs `st` as the transaction's last statement and commits (as
+    /// [`PgConn::commit`]), all in one round trip. If the statement fails,
+    /// nothing of the transaction is kept.
+    pub fn execute_then_commit(&self, st: &Statement, vals: &[Val<'_>], notify: Option<&str>) -> StoreResult<usize> {
         let params: Vec<&(dyn ToSql + Sync)> = vals.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
         let mut n = 0;
-        self.finish(Some((st, &params, &mut n)))?;
+        self.finish(Some((st, &params, &mut n)), notify)?;
         self.changes.set(self.changes.get() + n as u64);
         Ok(n)
     }
 
-    fn finish(&self, last: Option<(&Statement, &Params<'_>, &mut usize)>) -> StoreResult<()> {
+    fn finish(&self, last: Option<(&Statement, &Params<'_>, &mut usize)>, notify: Option<&str>) -> StoreResult<()> {
         if self.aborted.get() {
             // PostgreSQL answers COMMIT of an aborted transaction with a
             // silent ROLLBACK; this must fail loudly instead.
@@ -434,15 +461,28 @@ impl PgConn {
             return Err(StorageError::Aborted);
         }
         if self.begin_owed.get() && last.is_none() {
-            // Nothing was sent: there is nothing to commit.
+            // Nothing was sent: there is nothing to commit (nor to notify).
             self.end_tx();
             return Ok(());
         }
+        // One simple-query message, so the hint costs no round trip of its
+        // own. The payload goes in as a literal: only the characters of
+        // bot ids and commas are let through (anything else becomes the
+        // empty "re-read everything" payload), so it needs no escaping.
+        let commit = match notify {
+            None => std::borrow::Cow::Borrowed("COMMIT"),
+            Some(p) => {
+                let safe = p.len() <= MAX_PAYLOAD
+                    && p.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b','));
+                let p = if safe { p } else { "" };
+                std::borrow::Cow::Owned(format!("SELECT pg_notify('{CHANNEL}', '{p}'); COMMIT"))
+            }
+        };
         let begin = self.begin_owed.get();
         let r = self.with(|rt, c| {
             rt.block_on(async {
-                match last {
-                    None => c.batch_execute("COMMIT").await,
+                let r = match last {
+                    None => c.batch_execute(&commit).await,
                     Some((st, params, n)) => {
                         let begin = async {
                             if begin {
@@ -451,12 +491,17 @@ impl PgConn {
                                 Ok(())
                             }
                         };
-                        let (b, q, commit) = futures_util::join!(begin, query_counted(c, st, params), c.batch_execute("COMMIT"));
-                        b?;
-                        *n = q?.1 as usize;
-                        commit
+                        let (b, q, done) =
+                            futures_util::join!(begin, query_counted(c, st, params), c.batch_execute(&commit));
+                        b.and(q).map(|(_, count)| *n = count as usize).and(done)
                     }
+                };
+                // A failure before COMMIT ran leaves the transaction open
+                // (and aborted) on a live connection: end it.
+                if r.is_err() && !c.is_closed() {
+                    let _ = c.batch_execute("ROLLBACK").await;
                 }
+                r
             })
         });
         self.end_tx();
@@ -559,6 +604,95 @@ async fn query_counted(
     }
     let n = stream.rows_affected().unwrap_or(rows.len() as u64);
     Ok((rows, n))
+}
+
+/// What a wait for notifications heard.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Heard {
+    /// Notifications from other connections (this node's own are skipped).
+    pub count: usize,
+    /// Everything may have changed: an empty payload, or a (re)connection
+    /// (what was sent while nobody listened is lost).
+    pub all: bool,
+    /// The bots named, sorted, without duplicates.
+    pub bots: Vec<String>,
+}
+
+impl Heard {
+    fn take(&mut self, payload: &str) {
+        self.count += 1;
+        if payload.is_empty() {
+            self.all = true;
+        } else {
+            self.bots.extend(payload.split(',').filter(|b| !b.is_empty()).map(str::to_string));
+        }
+    }
+}
+
+/// A second connection that only runs `LISTEN botspace` and waits: the
+/// main one is held by requests, and a wait must not hold the service's
+/// lock. Opened on the first wait, and again after it broke.
+pub struct Listener {
+    url: String,
+    root_cert: Option<String>,
+    client: Option<postgres::Client>,
+}
+
+impl Listener {
+    pub fn new(config: &Config) -> Listener {
+        let (url, root_cert) = split_url(&config.database);
+        Listener { url, root_cert, client: None }
+    }
+
+    /// Blocks at most `timeout` for notifications and takes every one that
+    /// is there, skipping those sent by the connection `own_pid`. A call
+    /// that (re)connects returns at once with `all` set. A lost connection
+    /// is an error; the next call connects again.
+    pub fn wait(&mut self, timeout: Duration, own_pid: i32) -> StoreResult<Heard> {
+        let Some(client) = self.client.as_mut().filter(|c| !c.is_closed()) else {
+            self.client = None;
+            let mut client = postgres::Client::connect(&self.url, tls(self.root_cert.as_deref())?)?;
+            client.batch_execute(&format!("LISTEN {CHANNEL}"))?;
+            self.client = Some(client);
+            return Ok(Heard { all: true, ..Heard::default() });
+        };
+        let heard = Self::receive(client, timeout, own_pid);
+        let heard = match heard {
+            // "None" also means the server went away: see whether it did.
+            Ok(_) if client.is_closed() => {
+                Err(StorageError::Unavailable("the connection listening to PostgreSQL notifications was lost"))
+            }
+            Ok(h) => Ok(h),
+            Err(e) => Err(StorageError::Postgres(e)),
+        };
+        if heard.is_err() {
+            self.client = None;
+        }
+        heard
+    }
+
+    fn receive(client: &mut postgres::Client, timeout: Duration, own_pid: i32) -> Result<Heard, postgres::Error> {
+        use postgres::fallible_iterator::FallibleIterator;
+        let mut heard = Heard::default();
+        let mut notes = client.notifications();
+        let mut keep = |n: postgres::Notification| {
+            if n.process_id() != own_pid && n.channel() == CHANNEL {
+                heard.take(n.payload());
+            }
+        };
+        let first = notes.timeout_iter(timeout).next()?;
+        if let Some(n) = first {
+            keep(n);
+            // Then whatever else has arrived, without waiting.
+            let mut more = notes.iter();
+            while let Some(n) = more.next()? {
+                keep(n);
+            }
+        }
+        heard.bots.sort_unstable();
+        heard.bots.dedup();
+        Ok(heard)
+    }
 }
 
 /// `?1`-style parameters (SQLite's, the dialect's) as PostgreSQL's `$1`.

@@ -35,7 +35,9 @@ pub enum botspace_status {
     NullArgument = 1,
     /// The configuration JSON was malformed or named an invalid value.
     InvalidConfig = 2,
-    /// The database could not be opened, created or migrated.
+    /// The database could not be opened, created or migrated; or, from
+    /// `botspace_service_wait_store_notifications`, the connection that
+    /// listens for other nodes' commits could not be opened or broke.
     StorageError = 3,
     /// An argument is out of range (e.g. a length above `PTRDIFF_MAX`).
     InvalidArgument = 4,
@@ -259,7 +261,7 @@ pub extern "C" fn botspace_status_message(status: u32) -> *const c_char {
         0 => c"ok",
         1 => c"a required pointer argument was NULL",
         2 => c"the configuration is invalid",
-        3 => c"the database could not be opened",
+        3 => c"the database could not be opened or reached",
         4 => c"an argument is out of range",
         5 => c"internal error (panic) caught at the C boundary",
         _ => c"unknown status",
@@ -329,12 +331,13 @@ pub unsafe extern "C" fn botspace_bytes_free(bytes: *mut botspace_bytes) {
 
 /// Opens a service from a JSON configuration (`config_json[0..config_len]`,
 /// UTF-8, not NUL-terminated) and writes the new handle to `*out_service`.
-/// Fields (all optional except `admin_secret`): `database` (a path or
-/// `":memory:"`, the default), `admin_secret` (at least 16 characters),
-/// `operational_key` (64 hex digits), `synchronous` (`"full"` | `"normal"`),
-/// `clock` (`"system"` | `"manual"`), `max_body_bytes`,
-/// `heartbeat_interval_ms`, `event_retention_s`, `limits`. Unknown fields
-/// are refused. Returns `BOTSPACE_STATUS_INVALID_CONFIG` or
+/// Fields (all optional except `admin_secret`): `database` (a path,
+/// `":memory:"`, the default, or a `postgres://` URL), `admin_secret` (at
+/// least 16 characters), `operational_key` (64 hex digits), `synchronous`
+/// (`"full"` | `"normal"`), `clock` (`"system"` | `"manual"`),
+/// `max_body_bytes`, `heartbeat_interval_ms`, `event_retention_s`,
+/// `gateway_poll_interval_ms` and `listen_notify` (PostgreSQL only; `false`
+/// for engines without LISTEN/NOTIFY), `limits`. Unknown fields are refused. Returns `BOTSPACE_STATUS_INVALID_CONFIG` or
 /// `BOTSPACE_STATUS_STORAGE_ERROR` with a message in
 /// `botspace_last_error_message`. Thread-safe.
 ///
@@ -633,6 +636,76 @@ pub unsafe extern "C" fn botspace_service_handle_request_from(
         // SAFETY: checked non-NULL above.
         unsafe { out_response.write(botspace_bytes::from_vec(resp)) };
         botspace_status::Ok
+    })
+}
+
+/// Writes whether the service can hear other nodes' commits: true when its
+/// database is PostgreSQL and `listen_notify` (configuration, default
+/// true) is on. Only then run `botspace_service_wait_store_notifications`
+/// in a loop; otherwise that call returns at once. Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle; `out_available` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_has_store_notifications(
+    service: *const botspace_service,
+    out_available: *mut bool,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        non_null!(out_available, "out_available");
+        // SAFETY: a live handle; out_available checked.
+        unsafe { *out_available = (*service).svc.has_store_notifications() };
+        botspace_status::Ok
+    })
+}
+
+/// Blocks the calling thread at most `timeout_ms` milliseconds for
+/// notifications from other nodes sharing the PostgreSQL database, handles
+/// them and writes how many arrived to `*out_count`. Run it in a loop on a
+/// thread of its own (it never takes the lock requests take), when
+/// `botspace_service_has_store_notifications` says so; otherwise it returns
+/// at once with a count of 0.
+///
+/// A commit on another node that gave bots events, or ended their gateway
+/// connections (token rotated, bot suspended), names those bots. The wake-up
+/// callback is then called, on this thread, for each of them that has a
+/// gateway connection here, and their connections look at the database at
+/// the next `botspace_gateway_poll_transmit` (a notification is only a
+/// hint: what they send, or a 4004 close, comes from what they read). So
+/// other nodes' events arrive in milliseconds instead of at the next
+/// `gateway_poll_interval_ms` poll, which remains the fallback.
+///
+/// It listens on a second database connection, opened by the first call; a
+/// call that opens it returns at once and wakes every bot with a connection
+/// here (what was sent before it listened is lost). When that connection
+/// breaks it returns `BOTSPACE_STATUS_STORAGE_ERROR` (details in
+/// `botspace_last_error_message`) and the next call reconnects: loop,
+/// pausing about a second after an error. Thread-safe; concurrent calls take
+/// turns. Stop the loop (and join its thread) before
+/// `botspace_service_free`.
+///
+/// # Safety
+/// `service` must be a live handle; `out_count` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_wait_store_notifications(
+    service: *const botspace_service,
+    timeout_ms: u64,
+    out_count: *mut usize,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        non_null!(out_count, "out_count");
+        // SAFETY: a live handle.
+        let svc = unsafe { &(*service).svc };
+        match svc.wait_store_notifications(timeout_ms) {
+            Ok(n) => {
+                // SAFETY: checked non-NULL above.
+                unsafe { *out_count = n };
+                botspace_status::Ok
+            }
+            Err(e) => fail(botspace_status::StorageError, e.to_string()),
+        }
     })
 }
 
@@ -1056,6 +1129,30 @@ mod tests {
         unsafe { botspace_bytes_free(&mut out) };
         unsafe { botspace_service_free(&mut s) };
         assert!(s.is_null());
+        unsafe { botspace_service_free(&mut s) };
+    }
+
+    #[test]
+    fn store_notifications_on_sqlite_return_at_once() {
+        let mut s = open();
+        let mut available = true;
+        assert_eq!(unsafe { botspace_service_has_store_notifications(s, &mut available) }, botspace_status::Ok);
+        assert!(!available, "SQLite has no other nodes");
+        let mut n = usize::MAX;
+        let t = std::time::Instant::now();
+        assert_eq!(unsafe { botspace_service_wait_store_notifications(s, 10_000, &mut n) }, botspace_status::Ok);
+        assert_eq!(n, 0);
+        assert!(t.elapsed() < std::time::Duration::from_secs(1));
+        let none = std::ptr::null_mut();
+        assert_eq!(unsafe { botspace_service_wait_store_notifications(s, 0, none) }, botspace_status::NullArgument);
+        assert_eq!(
+            unsafe { botspace_service_wait_store_notifications(std::ptr::null(), 0, &mut n) },
+            botspace_status::NullArgument
+        );
+        assert_eq!(
+            unsafe { botspace_service_has_store_notifications(s, std::ptr::null_mut()) },
+            botspace_status::NullArgument
+        );
         unsafe { botspace_service_free(&mut s) };
     }
 
