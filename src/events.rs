@@ -146,7 +146,8 @@ impl PendingUpdates {
 
 /// The pending rows with consecutive update ids from the `meta` row. A
 /// missing counter makes every id NULL and the statement fail.
-const FLUSH_UPDATES: &str = "WITH n AS (UPDATE meta SET value = value + ?1 WHERE key = 'last_update_id' RETURNING value) \
+const FLUSH_UPDATES: &str =
+    "WITH n AS (UPDATE meta SET value = value + ?1 WHERE key = 'last_update_id' RETURNING value) \
      INSERT INTO updates (update_id, created_at_ms, type, data, ref_chat, ref_message) \
      SELECT (SELECT value FROM n) - ?1 + t.i, t.at, t.kind, t.data, t.chat, t.message \
      FROM json_to_recordset(?2::text::json) AS t(i bigint, at bigint, kind text, data text, chat text, message bigint)";

@@ -83,6 +83,9 @@ pub(crate) trait Runner {
     fn run_batch(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects);
     /// Wake-ups, after the answers are out.
     fn apply_effects(&self, fx: TxEffects);
+    /// Puts a group's requests in the order they should run (any order is
+    /// valid: they arrived concurrently).
+    fn lock_order(&self, _jobs: &mut [(u64, Vec<u8>)]) {}
 }
 
 /// Runs `request`, alone (through `alone`, which the caller may have
@@ -116,8 +119,9 @@ pub(crate) fn submit(
             // Our turn: take everyone waiting, ourselves included.
             st.leading = true;
             st.stats.groups += 1;
-            let jobs = std::mem::take(&mut st.queue);
+            let mut jobs = std::mem::take(&mut st.queue);
             drop(st);
+            svc.lock_order(&mut jobs);
             let requests: Vec<&[u8]> = jobs.iter().map(|(_, r)| r.as_slice()).collect();
             let (outs, fx) = guarded(
                 || match requests[..] {

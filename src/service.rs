@@ -49,6 +49,9 @@ pub struct Service {
     /// A commit that wakes or revokes bots notifies the other nodes
     /// (PostgreSQL with `listen_notify`).
     notify: bool,
+    /// A database server shared with other nodes: a group's requests run
+    /// in lock order (see [`Service::lock_order`]).
+    shared_store: bool,
     /// Where other nodes' notifications are received (same condition).
     #[cfg(feature = "postgres")]
     listen: Option<Listen>,
@@ -89,7 +92,8 @@ impl Service {
         config.validate()?;
         let conn = store::open(&config)?;
         let admin_hash = auth::sha256(config.admin_secret.as_bytes());
-        let notify = conn.dialect() == store::Dialect::Postgres && config.listen_notify;
+        let shared_store = conn.dialect() == store::Dialect::Postgres;
+        let notify = shared_store && config.listen_notify;
         #[cfg(feature = "postgres")]
         let listen = match &conn {
             store::Conn::Postgres(pg) if notify => Some(Listen {
@@ -109,6 +113,7 @@ impl Service {
             admin_throttle: crate::throttle::AdminThrottle::default(),
             admin_hash,
             notify,
+            shared_store,
             #[cfg(feature = "postgres")]
             listen,
         })
@@ -725,6 +730,33 @@ impl crate::group::Runner for Service {
     }
     fn apply_effects(&self, fx: TxEffects) {
         Service::apply_effects(self, fx)
+    }
+    fn lock_order(&self, jobs: &mut [(u64, Vec<u8>)]) {
+        Service::lock_order(self, jobs)
+    }
+}
+
+impl Service {
+    /// On a shared store, orders a group's requests by bot (the hash of
+    /// its token) and then chat, stably. Rows are locked as requests run,
+    /// and another node's group may want the same rows: in one global
+    /// order two groups cannot each hold what the other waits for, so the
+    /// common case (bots writing to their own private chats, with their
+    /// rate buckets) meets no deadlock, which PostgreSQL would only break
+    /// after `deadlock_timeout` (1 s). The requests of a group arrived
+    /// concurrently, so any order is one they could have run in; an
+    /// explicit `handle_batch` keeps the host's order.
+    fn lock_order(&self, jobs: &mut [(u64, Vec<u8>)]) {
+        if !self.shared_store || jobs.len() < 2 {
+            return;
+        }
+        jobs.sort_by_cached_key(|(_, request)| match http::parse_request(request, self.config.max_body_bytes) {
+            Ok(req) => {
+                let bot = auth::credential(req.header("authorization"), "Bot").ok().map(auth::sha256);
+                (bot.unwrap_or_default(), methods::params::peek_chat_id(&req.body))
+            }
+            Err(_) => ([0; 32], None),
+        });
     }
 }
 
