@@ -3,7 +3,7 @@
 
 use crate::error::{ApiError, ApiResult};
 use crate::params;
-use crate::store::{Conn, Dialect, Optional, Row, StoreResult};
+use crate::store::{Conn, Dialect, Optional, Row, StoreResult, Val};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,31 +136,24 @@ impl Bot {
         hash: &[u8; 32],
         chat_id: &str,
     ) -> StoreResult<Option<(Bot, ChatPrefetch)>> {
-        conn.prepare_cached(
-            "SELECT b.id, b.display_name, b.handle, b.avatar_key, b.status, b.verified, b.official, b.quota_tier, \
-             b.gateway_connection_limit, \
-             c.id, c.type, c.title, c.user_id, c.bot_id, c.started, c.blocked_by_user, c.blocked_by_bot, \
-             c.bots_can_send, c.dissolved, m.active, \
-             (SELECT string_agg(x.member_id, ',') FROM members x WHERE x.chat_id = c.id AND x.is_bot = 1 AND x.active = 1) \
-             FROM bots b LEFT JOIN chats c ON c.id = ?2 LEFT JOIN members m ON m.chat_id = c.id AND m.member_id = b.id \
-             WHERE b.token_hash = ?1",
-        )?
-        .query_row(params![&hash[..], chat_id], |r| {
-            let bot = Bot::from_row_at(r, 0)?;
-            let found: Option<String> = r.get(9)?;
-            let chat = match found {
-                Some(_) => Some((Chat::from_row_at(r, 9)?, r.get::<Option<bool>>(19)?)),
-                None => None,
-            };
-            // Bot ids are base64url: a comma cannot occur in one.
-            let bots = r
-                .get::<Option<String>>(20)?
-                .map(|s| s.split(',').map(str::to_string).collect())
-                .unwrap_or_default();
-            let bot_id = bot.id.clone();
-            Ok((bot, ChatPrefetch { chat_id: chat_id.to_string(), bot_id, chat, used: false, bots }))
-        })
-        .optional()
+        conn.prepare_cached(BOT_WITH_CHAT)?
+            .query_row(params![&hash[..], chat_id], |r| bot_with_chat(r, chat_id))
+            .optional()
+    }
+
+    /// [`Bot::by_token_hash_with_chat`] for each (token hash, chat id), in
+    /// one round trip: what a group of bot requests needs before it runs.
+    pub fn by_token_hashes_with_chats(
+        conn: &Conn,
+        keys: &[([u8; 32], &str)],
+    ) -> StoreResult<Vec<Option<(Bot, ChatPrefetch)>>> {
+        let runs: Vec<Vec<Val<'_>>> = keys.iter().map(|(h, c)| vec![Val::Blob(&h[..]), Val::Text(c)]).collect();
+        let mut out: Vec<Option<(Bot, ChatPrefetch)>> = keys.iter().map(|_| None).collect();
+        conn.query_pipelined(BOT_WITH_CHAT, &runs, |i, r| {
+            out[i] = Some(bot_with_chat(r, keys[i].1)?);
+            Ok(())
+        })?;
+        Ok(out)
     }
 
     pub fn by_id(conn: &Conn, id: &str) -> StoreResult<Option<Bot>> {
@@ -272,6 +265,28 @@ impl Chat {
             }),
         })
     }
+}
+
+const BOT_WITH_CHAT: &str = "SELECT b.id, b.display_name, b.handle, b.avatar_key, b.status, b.verified, b.official, \
+     b.quota_tier, b.gateway_connection_limit, \
+     c.id, c.type, c.title, c.user_id, c.bot_id, c.started, c.blocked_by_user, c.blocked_by_bot, \
+     c.bots_can_send, c.dissolved, m.active, \
+     (SELECT string_agg(x.member_id, ',') FROM members x WHERE x.chat_id = c.id AND x.is_bot = 1 AND x.active = 1) \
+     FROM bots b LEFT JOIN chats c ON c.id = ?2 LEFT JOIN members m ON m.chat_id = c.id AND m.member_id = b.id \
+     WHERE b.token_hash = ?1";
+
+/// A row of [`BOT_WITH_CHAT`] for `chat_id`.
+fn bot_with_chat(r: &Row<'_>, chat_id: &str) -> StoreResult<(Bot, ChatPrefetch)> {
+    let bot = Bot::from_row_at(r, 0)?;
+    let found: Option<String> = r.get(9)?;
+    let chat = match found {
+        Some(_) => Some((Chat::from_row_at(r, 9)?, r.get::<Option<bool>>(19)?)),
+        None => None,
+    };
+    // Bot ids are base64url: a comma cannot occur in one.
+    let bots = r.get::<Option<String>>(20)?.map(|s| s.split(',').map(str::to_string).collect()).unwrap_or_default();
+    let bot_id = bot.id.clone();
+    Ok((bot, ChatPrefetch { chat_id: chat_id.to_string(), bot_id, chat, used: false, bots }))
 }
 
 /// What [`Bot::by_token_hash_with_chat`] read with the bot: the named chat

@@ -270,7 +270,9 @@ impl Service {
         }
         let mut ok = Vec::with_capacity(requests.len());
         let mut failure: Option<ApiError> = None;
+        let mut preauth = self.preauth(inner, &routed).into_iter();
         for r in &routed {
+            let pre = preauth.next().flatten();
             let routed = match r {
                 Err(e) => {
                     out.push(e.clone().into_response());
@@ -284,7 +286,7 @@ impl Service {
             let (w, v) = (inner.fx.woken.len(), inner.fx.revoked.len());
             let changes = inner.conn.total_changes();
             let pending = inner.fx.updates.len();
-            match self.dispatch(inner, routed, now_ms) {
+            match self.dispatch(inner, routed, now_ms, pre) {
                 Ok(body) => {
                     out.push(body);
                     ok.push(true);
@@ -355,6 +357,44 @@ impl Service {
         (out, fx, retry)
     }
 
+    /// On a shared store, what each bot request of a group will read
+    /// first (its bot, and the chat it names with the bot's membership),
+    /// read for the whole group in one round trip. Only for a group of bot
+    /// requests: they change no bot, chat or membership, so reading it all
+    /// before any of them runs reads what each would have read itself.
+    /// Empty when it does not apply or the read failed (each request then
+    /// reads for itself and meets the failure there).
+    fn preauth(&self, inner: &Inner, routed: &[Result<Routed<'_>, ApiError>]) -> Vec<Option<crate::txn::Preauth>> {
+        if !self.shared_store || routed.len() < 2 {
+            return Vec::new();
+        }
+        let mut keys: Vec<Option<([u8; 32], String)>> = Vec::with_capacity(routed.len());
+        for r in routed {
+            keys.push(match r {
+                Ok(Routed { route: Route::Bot(BotMethod::GetMe), .. }) | Err(_) => None,
+                Ok(Routed { route: Route::Bot(_), req }) => {
+                    match (
+                        auth::credential(req.header("authorization"), "Bot"),
+                        methods::params::peek_chat_id(&req.body),
+                    ) {
+                        (Ok(token), Some(chat)) => Some((auth::sha256(token), chat)),
+                        _ => None,
+                    }
+                }
+                Ok(_) => return Vec::new(),
+            });
+        }
+        let wanted: Vec<([u8; 32], &str)> = keys.iter().flatten().map(|(h, c)| (*h, c.as_str())).collect();
+        if wanted.len() < 2 {
+            return Vec::new();
+        }
+        let Ok(mut found) = crate::model::Bot::by_token_hashes_with_chats(&inner.conn, &wanted) else {
+            return Vec::new();
+        };
+        let mut found = found.drain(..);
+        keys.into_iter().map(|k| k.map(|(h, _)| (h, found.next().flatten()))).collect()
+    }
+
     /// Transport checks (405 → 411/413 → 415) and routing.
     pub(crate) fn route<'a>(&self, request: &'a [u8]) -> ApiResult<Routed<'a>> {
         let req = http::parse_request(request, self.config.max_body_bytes)?;
@@ -378,7 +418,7 @@ impl Service {
         // getMe reads a cached identity: no transaction, and no clock (a
         // host clock may be a call out of WebAssembly); it reads no time.
         if routed.route == Route::Bot(BotMethod::GetMe) {
-            return match self.dispatch(inner, routed, 0) {
+            return match self.dispatch(inner, routed, 0, None) {
                 Ok(b) => b,
                 Err(e) => e.into_response(),
             };
@@ -404,7 +444,7 @@ impl Service {
         }
         let mark = inner.rate.mark();
         let changes = inner.conn.total_changes();
-        match self.dispatch(inner, routed, now_ms) {
+        match self.dispatch(inner, routed, now_ms, None) {
             Ok(body) => match self.commit(inner, now_ms) {
                 Ok(()) => body,
                 Err(e) => e.into_response(),
@@ -472,9 +512,16 @@ impl Service {
 
     /// Runs a method, catching a panic so it becomes a 500 and a rollback
     /// instead of crossing the API boundary.
-    fn dispatch(&self, inner: &mut Inner, routed: &Routed<'_>, now_ms: u64) -> ApiResult<Vec<u8>> {
+    fn dispatch(
+        &self,
+        inner: &mut Inner,
+        routed: &Routed<'_>,
+        now_ms: u64,
+        preauth: Option<crate::txn::Preauth>,
+    ) -> ApiResult<Vec<u8>> {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut ctx = inner.ctx(&self.config, &self.clock, &self.random, now_ms);
+            ctx.preauth = preauth;
             match routed.route {
                 Route::Admin(method) => {
                     self.check_admin(&routed.req)?;

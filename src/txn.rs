@@ -91,7 +91,14 @@ pub(crate) struct Ctx<'a> {
     pub bot_cache: &'a mut auth::DigestMap<Arc<Bot>>,
     /// What authentication read ahead about the chat the request names.
     pub prefetch: Option<ChatPrefetch>,
+    /// What the group read for this request before it ran (token hash,
+    /// and the bot with its chat, if the token is known).
+    pub preauth: Option<Preauth>,
 }
+
+/// A bot request's authentication and chat, read with the rest of its
+/// group in one round trip.
+pub(crate) type Preauth = ([u8; 32], Option<(Bot, ChatPrefetch)>);
 
 impl Inner {
     /// The context for one request at `now_ms`.
@@ -106,6 +113,7 @@ impl Inner {
             fx: &mut self.fx,
             bot_cache: &mut self.bot_cache,
             prefetch: None,
+            preauth: None,
         }
     }
 }
@@ -148,6 +156,16 @@ impl Ctx<'_> {
         let shared = self.conn.dialect() == crate::store::Dialect::Postgres;
         if let Some(b) = self.bot_cache.get(&hash).filter(|_| !shared) {
             return Ok(b.clone());
+        }
+        if let Some((h, found)) = self.preauth.take().filter(|(h, _)| shared && *h == hash) {
+            debug_assert_eq!(h, hash);
+            return match found {
+                Some((bot, prefetch)) => {
+                    self.prefetch = Some(prefetch);
+                    Ok(Arc::new(bot))
+                }
+                None => Err(ApiError::invalid_token()),
+            };
         }
         if let (true, Some(chat_id)) = (shared, chat_id) {
             return match Bot::by_token_hash_with_chat(self.conn, &hash, chat_id)? {

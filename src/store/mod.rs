@@ -168,6 +168,12 @@ impl Params for () {
     }
 }
 
+impl Params for &[Val<'_>] {
+    fn bind<R>(&self, f: impl FnOnce(&[Val<'_>]) -> R) -> R {
+        f(self)
+    }
+}
+
 impl<T: ToVal, const N: usize> Params for [T; N] {
     fn bind<R>(&self, f: impl FnOnce(&[Val<'_>]) -> R) -> R {
         let vals: [Val<'_>; N] = std::array::from_fn(|i| self[i].to_val());
@@ -340,6 +346,31 @@ impl Conn {
             Conn::Postgres(c) => {
                 let (st, _) = c.prepare_cached(sql)?;
                 p.bind(|v| c.execute_then_commit(&st, v, notify))
+            }
+        }
+    }
+
+    /// Runs a read once per parameter list and hands each run's rows to
+    /// `f` with the run's index: on a database server all in one round
+    /// trip.
+    pub fn query_pipelined(
+        &self,
+        sql: &str,
+        runs: &[Vec<Val<'_>>],
+        mut f: impl FnMut(usize, &Row<'_>) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        match self {
+            Conn::Sqlite(_) => {
+                let mut st = self.prepare_cached(sql)?;
+                for (i, run) in runs.iter().enumerate() {
+                    st.query_each(run.as_slice(), |r| f(i, r).map(|()| true))?;
+                }
+                Ok(())
+            }
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => {
+                let (st, _) = c.prepare_cached(sql)?;
+                c.query_pipelined(&st, runs, &mut f)
             }
         }
     }

@@ -300,8 +300,10 @@ impl PgConn {
     }
 
     fn connect(&self) -> StoreResult<Client> {
-        let client = self.track(Client::connect(&self.rt, &self.url, tls(self.root_cert.as_deref())?))?;
-        let pid = self.track(self.rt.block_on(client.pg.query_one("SELECT pg_backend_pid()", &[])))?.get::<_, i32>(0);
+        let client = self.track_as(false, Client::connect(&self.rt, &self.url, tls(self.root_cert.as_deref())?))?;
+        let pid = self
+            .track_as(false, self.rt.block_on(client.pg.query_one("SELECT pg_backend_pid()", &[])))?
+            .get::<_, i32>(0);
         self.backend_pid.store(pid, Ordering::Relaxed);
         Ok(client)
     }
@@ -317,6 +319,17 @@ impl PgConn {
     /// transaction too).
     fn with<T>(
         &self,
+        f: impl FnOnce(&tokio::runtime::Runtime, &tokio_postgres::Client) -> Result<T, postgres::Error>,
+    ) -> StoreResult<T> {
+        self.with_as(true, f)
+    }
+
+    /// [`PgConn::with`]; `in_tx` says whether `f` sends anything into the
+    /// open transaction (a statement, the owed BEGIN), so that its failure
+    /// aborts the transaction. Connecting never does.
+    fn with_as<T>(
+        &self,
+        in_tx: bool,
         f: impl FnOnce(&tokio::runtime::Runtime, &tokio_postgres::Client) -> Result<T, postgres::Error>,
     ) -> StoreResult<T> {
         let mut slot = self.client.borrow_mut();
@@ -336,13 +349,17 @@ impl PgConn {
                 *slot = None;
             }
         }
-        self.track(r)
+        self.track_as(in_tx, r)
     }
 
     /// Notes what an error means for the transaction and the caller.
-    fn track<T>(&self, r: Result<T, postgres::Error>) -> StoreResult<T> {
+    /// `in_tx`: the failed call had sent something into
+    /// the open transaction, which PostgreSQL has now aborted. A failure
+    /// before anything was sent (connecting, preparing while BEGIN is still
+    /// owed) leaves the transaction as it was.
+    fn track_as<T>(&self, in_tx: bool, r: Result<T, postgres::Error>) -> StoreResult<T> {
         r.map_err(|e| {
-            if self.in_tx.get() {
+            if in_tx && self.in_tx.get() {
                 self.aborted.set(true);
             }
             if matches!(e.code(), Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
@@ -364,7 +381,8 @@ impl PgConn {
             return Ok(s.clone());
         }
         let text = positional(sql);
-        let st = self.with(|rt, c| rt.block_on(c.prepare(&text)))?;
+        // Preparing sends nothing into a transaction whose BEGIN is owed.
+        let st = self.with_as(!self.begin_owed.get(), |rt, c| rt.block_on(c.prepare(&text)))?;
         let upper = sql.trim_start().to_ascii_uppercase();
         let writes = ["UPDATE", "INSERT", "DELETE"].iter().any(|w| upper.starts_with(w))
             || (upper.starts_with("WITH") && ["UPDATE ", "INSERT ", "DELETE "].iter().any(|w| upper.contains(w)));
@@ -401,6 +419,44 @@ impl PgConn {
             self.begin_owed.set(false);
         }
         r
+    }
+
+    /// Runs a read once per parameter list, all in one round trip (with
+    /// the owed BEGIN ahead of them), and hands each run's rows to `f`
+    /// with the run's index. The server runs them in order.
+    pub fn query_pipelined(
+        &self,
+        st: &Statement,
+        runs: &[Vec<Val<'_>>],
+        f: &mut dyn FnMut(usize, &super::Row<'_>) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        let params: Vec<Vec<&(dyn ToSql + Sync)>> =
+            runs.iter().map(|v| v.iter().map(|x| x as &(dyn ToSql + Sync)).collect()).collect();
+        let begin = self.begin_owed.get();
+        let r = self.with(|rt, c| {
+            rt.block_on(async {
+                let b = async {
+                    if begin {
+                        c.batch_execute("BEGIN").await
+                    } else {
+                        Ok(())
+                    }
+                };
+                let reads = futures_util::future::join_all(params.iter().map(|p| query_counted(c, st, p)));
+                let (b, results) = futures_util::join!(b, reads);
+                b?;
+                results.into_iter().map(|r| r.map(|(rows, _)| rows)).collect::<Result<Vec<_>, _>>()
+            })
+        });
+        if begin && !matches!(&r, Err(StorageError::Unavailable(_))) {
+            self.begin_owed.set(false);
+        }
+        for (i, rows) in r?.iter().enumerate() {
+            for row in rows {
+                f(i, &super::Row::Pg(row))?;
+            }
+        }
+        Ok(())
     }
 
     pub fn query_each(
