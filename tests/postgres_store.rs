@@ -737,10 +737,8 @@ fn a_commit_naming_more_bots_than_a_payload_holds_notifies_empty_and_wakes_every
     let mut raw = postgres::Client::connect(&db, postgres::NoTls).unwrap();
     raw.batch_execute("LISTEN botspace").unwrap();
     // One commit gives all 300 bots an event (bot_started).
-    let starts: Vec<Vec<u8>> = bots
-        .iter()
-        .map(|(id, _)| admin_request(SECRET, "startBot", json!({"user_id": user, "bot_id": id})))
-        .collect();
+    let starts: Vec<Vec<u8>> =
+        bots.iter().map(|(id, _)| admin_request(SECRET, "startBot", json!({"user_id": user, "bot_id": id}))).collect();
     let started = a.handle_batch(&starts.iter().map(Vec::as_slice).collect::<Vec<_>>());
     assert_eq!(statuses(&started), vec![200; BOTS]);
     // What went out: one notification, with the empty payload.
