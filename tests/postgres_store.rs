@@ -675,3 +675,157 @@ fn groups_on_two_nodes_lock_private_chats_in_one_order_and_never_deadlock() {
         assert_eq!(sorted, (1..=n).collect::<Vec<_>>(), "every 200 is stored, ids gapless");
     }
 }
+
+/// Bot ids from node `svc`'s wake channel until none comes for 300 ms,
+/// sorted.
+fn wakes_now(rx: &std::sync::mpsc::Receiver<String>) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Ok(bot) = rx.recv_timeout(std::time::Duration::from_millis(300)) {
+        out.push(bot);
+    }
+    out.sort();
+    out
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+#[test]
+fn a_commit_naming_more_bots_than_a_payload_holds_notifies_empty_and_wakes_every_session_on_node_b() {
+    let _g = serial();
+    let db = test_database();
+    let (a, b) = (node(&db), slow_polling_node(&db));
+    // Bot ids are "bot_" and 22 characters: 300 of them comma-joined are
+    // 8099 bytes, over the 7900 a payload may carry.
+    const BOTS: usize = 300;
+    let user = admin(&a, SECRET, "createUser", json!({"display_name": "Many"}))["id"].as_str().unwrap().to_string();
+    let creates: Vec<Vec<u8>> = (0..BOTS)
+        .map(|i| {
+            let body = json!({"display_name": format!("B{i}"), "handle": format!("many{i}"), "quota_tier": "official"});
+            admin_request(SECRET, "createBot", body)
+        })
+        .collect();
+    let created = a.handle_batch(&creates.iter().map(Vec::as_slice).collect::<Vec<_>>());
+    let bots: Vec<(String, String)> = created
+        .iter()
+        .map(|r| {
+            let (status, body) = split(r);
+            assert_eq!(status, 200, "{body}");
+            let bot = &body["result"];
+            (bot["bot"]["id"].as_str().unwrap().to_string(), bot["token"].as_str().unwrap().to_string())
+        })
+        .collect();
+    let joined = bots.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>().join(",");
+    assert_eq!(joined.len(), BOTS * 27 - 1);
+    assert!(joined.len() > 7900);
+    // Sessions on B: two bots of the big commit, and one outside it, which
+    // only an empty payload ("anything may have changed") can wake.
+    let outside = world(&a, "official");
+    let (first, last) = (&bots[0], &bots[BOTS - 1]);
+    let mut s_first = b.accept_gateway_session(&upgrade(&first.1), b.now_ms()).unwrap();
+    let mut s_last = b.accept_gateway_session(&upgrade(&last.1), b.now_ms()).unwrap();
+    let mut s_outside = b.accept_gateway_session(&upgrade(&outside.token), b.now_ms()).unwrap();
+    for s in [&mut s_first, &mut s_last, &mut s_outside] {
+        assert_eq!(drain(s).0[0]["op"], "hello");
+    }
+    let here = sorted(vec![first.0.clone(), last.0.clone(), outside.bot.clone()]);
+    let wakes = wake_channel(&b);
+    assert_eq!(b.wait_store_notifications(0).unwrap(), 0);
+    assert_eq!(wakes_now(&wakes), here, "opening the listener wakes every session");
+    let mut raw = postgres::Client::connect(&db, postgres::NoTls).unwrap();
+    raw.batch_execute("LISTEN botspace").unwrap();
+    // One commit gives all 300 bots an event (bot_started).
+    let starts: Vec<Vec<u8>> =
+        bots.iter().map(|(id, _)| admin_request(SECRET, "startBot", json!({"user_id": user, "bot_id": id}))).collect();
+    let started = a.handle_batch(&starts.iter().map(Vec::as_slice).collect::<Vec<_>>());
+    assert_eq!(statuses(&started), vec![200; BOTS]);
+    // What went out: one notification, with the empty payload.
+    let payloads: Vec<String> = {
+        use postgres::fallible_iterator::FallibleIterator;
+        let mut n = raw.notifications();
+        let mut it = n.timeout_iter(std::time::Duration::from_millis(500));
+        let mut out = Vec::new();
+        while let Some(x) = it.next().unwrap() {
+            out.push(x.payload().to_string());
+        }
+        out
+    };
+    assert_eq!(payloads, [""]);
+    // Node B hears it as "everything": every session here is woken, the
+    // one outside the commit too, each once.
+    assert_eq!(b.wait_store_notifications(5_000).unwrap(), 1);
+    assert_eq!(wakes_now(&wakes), here);
+    for s in [&mut s_first, &mut s_last] {
+        let (events, close) = drain(s);
+        assert_eq!(close, None);
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0]["type"], "bot_started");
+    }
+    assert_eq!(drain(&mut s_outside), (vec![], None), "woken, and nothing new for it");
+}
+
+#[test]
+fn the_listening_connection_reconnects_after_a_postgres_restart_and_hears_node_a_again() {
+    let _g = serial();
+    let db = test_database();
+    let (a, b) = (node(&db), slow_polling_node(&db));
+    let (w, w2) = (world(&a, "official"), world(&a, "official"));
+    let mut s = b.accept_gateway_session(&upgrade(&w.token), b.now_ms()).unwrap();
+    let mut s2 = b.accept_gateway_session(&upgrade(&w2.token), b.now_ms()).unwrap();
+    assert_eq!(drain(&mut s).0.len(), 2, "hello and bot_started");
+    assert_eq!(drain(&mut s2).0.len(), 2, "hello and bot_started");
+    let both = sorted(vec![w.bot.clone(), w2.bot.clone()]);
+    let wakes = wake_channel(&b);
+    assert_eq!(b.wait_store_notifications(0).unwrap(), 0);
+    assert_eq!(wakes_now(&wakes), both);
+    // The server restarts between two calls: the listening connection is
+    // dead when the next call comes.
+    pg_stop("fast").start();
+    let mut errors = Vec::new();
+    let heard = loop {
+        match b.wait_store_notifications(100) {
+            Ok(n) => break n,
+            Err(e) => {
+                assert!(e.is_unavailable(), "{e}");
+                errors.push(e.to_string());
+                assert!(errors.len() <= 3, "still failing after the restart: {errors:?}");
+            }
+        }
+    };
+    // Reported once; the next call reconnects, which is no notification
+    // but wakes every session here (what was sent meanwhile is lost).
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(heard, 0);
+    assert_eq!(wakes_now(&wakes), both);
+    // Woken, the sessions look at the database (through B's main
+    // connection, which the restart broke too) and find nothing new.
+    assert_eq!(drain(&mut s), (vec![], None));
+    assert_eq!(drain(&mut s2), (vec![], None));
+    // A commit on A after the restart reaches B through the new listener,
+    // long before the sessions' 5 s poll (the clock does not move).
+    let listening = WaitLoop::start(&b);
+    assert_eq!(wakes_now(&wakes), Vec::<String>::new(), "connected already: no wake-up");
+    // A's own connection died with the restart as well: its first request
+    // may be refused with 503 (nothing written), the next reconnects.
+    let send = admin_request(SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "after"}));
+    let (mut status, mut sent) = split(&a.handle_request(&send));
+    if status == 503 {
+        assert_eq!(sent["error"], "storage_unavailable", "{sent}");
+        (status, sent) = split(&a.handle_request(&send));
+    }
+    assert_eq!(status, 200, "{sent}");
+    let sent = &sent["result"];
+    let (bot, took) = next_wake(&wakes);
+    assert_eq!(bot, w.bot);
+    assert!(took < std::time::Duration::from_secs(1), "woken after {took:?}");
+    let (events, close) = drain(&mut s);
+    assert_eq!(close, None);
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["data"]["message"]["message_id"], sent["message_id"]);
+    assert_eq!(events[0]["data"]["message"]["text"], "after");
+    assert_eq!(drain(&mut s2), (vec![], None));
+    assert_eq!(listening.stop(), 1, "one notification, from A's commit");
+    assert!(wakes.try_recv().is_err());
+}

@@ -1,7 +1,7 @@
 //! Command-line options of the example servers, over real TCP:
 //! `--admin-secret-file`, `--operational-key`, `--max-connections`,
-//! `--request-timeout`, `--admin-addr`, the idle timeout and the gateway's
-//! slow-consumer close. Each scenario takes the server's start function and
+//! `--request-timeout`, `--admin-addr`, the idle timeout, the gateway's
+//! slow-consumer close and `--gateway-poll-interval-ms` (its range). Each scenario takes the server's start function and
 //! runs against the Rust server (`rust::`) and the C server (`c::`; see
 //! `Server::start_c_with`); the list at the end says which run where.
 
@@ -42,13 +42,17 @@ servers! {
         bare_lf_requests_get_their_answer,
         half_open_connections_past_the_cap_make_room_for_a_real_request,
         an_idle_keep_alive_connection_is_closed_after_the_idle_timeout,
+        the_gateway_poll_interval_is_taken_from_10_to_60000_ms,
     ],
     c_only: [
         two_thousand_half_open_connections_leave_get_me_within_100_ms,
         with_admin_addr_each_listener_serves_its_own_paths,
         a_gateway_reader_that_stays_behind_gets_4008_and_resumes_after_its_ack,
     ],
-    binary: [out_of_files_accept_errors_are_logged_once_a_second_and_nothing_spins],
+    binary: [
+        out_of_files_accept_errors_are_logged_once_a_second_and_nothing_spins,
+        a_gateway_poll_interval_outside_10_to_60000_ms_is_refused_with_a_message_and_a_non_zero_exit,
+    ],
 }
 
 fn the_admin_secret_can_come_from_a_file(start: Start) {
@@ -409,4 +413,86 @@ fn out_of_files_accept_errors_are_logged_once_a_second_and_nothing_spins(bin: st
         assert!(Instant::now() < until, "not served after the files came back: {:?}", String::from_utf8_lossy(&buf));
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+fn the_gateway_poll_interval_is_taken_from_10_to_60000_ms(start: Start) {
+    for ms in ["10", "50", "60000"] {
+        let srv = start(&["--admin-secret", SECRET, "--gateway-poll-interval-ms", ms]);
+        let r = srv.post("/admin/getStats", Some(&format!("Admin {SECRET}")), &json!({}));
+        assert_eq!(r.status, 200, "--gateway-poll-interval-ms {ms}: {}", r.body);
+    }
+    // The `--name=value` form too.
+    let srv = start(&["--admin-secret", SECRET, "--gateway-poll-interval-ms=60000"]);
+    assert_eq!(srv.post("/admin/getStats", Some(&format!("Admin {SECRET}")), &json!({})).status, 200);
+}
+
+/// Runs `bin --addr 127.0.0.1:0 --db :memory: --admin-secret SECRET ARGS`,
+/// which must exit by itself within 10 s: (exit code, stdout, stderr).
+fn run_to_exit(bin: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(bin)
+        .args(["--addr", "127.0.0.1:0", "--db", ":memory:", "--admin-secret", SECRET])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    let read = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = read(Box::new(child.stdout.take().unwrap()));
+    let err = read(Box::new(child.stderr.take().unwrap()));
+    let until = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?}: still running after 10 s (taken?); stdout {:?}", out.join().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status.code(), out.join().unwrap(), err.join().unwrap())
+}
+
+fn a_gateway_poll_interval_outside_10_to_60000_ms_is_refused_with_a_message_and_a_non_zero_exit(
+    bin: std::path::PathBuf,
+) {
+    // A number out of range: the library refuses the configuration, the
+    // server says so and exits 1 before it listens.
+    for args in [
+        &["--gateway-poll-interval-ms", "9"][..],
+        &["--gateway-poll-interval-ms", "0"],
+        &["--gateway-poll-interval-ms", "60001"],
+        &["--gateway-poll-interval-ms=9"],
+    ] {
+        let (code, out, err) = run_to_exit(&bin, args);
+        assert_eq!(code, Some(1), "{args:?}: stderr {err:?}");
+        assert_eq!(
+            err.lines().next(),
+            Some("cannot open the service on :memory:: gateway_poll_interval_ms must be between 10 and 60000"),
+            "{args:?}: stderr {err:?}"
+        );
+        assert_eq!(out, "", "{args:?}: nothing printed, nothing listening");
+    }
+    // Not a number of milliseconds: a usage error, exit 2.
+    for value in ["", "abc", "-10", "1.5", "10ms"] {
+        let (code, out, err) = run_to_exit(&bin, &["--gateway-poll-interval-ms", value]);
+        assert_eq!(code, Some(2), "{value:?}: stderr {err:?}");
+        let mut lines = err.lines();
+        assert_eq!(lines.next(), Some("--gateway-poll-interval-ms needs a number of milliseconds"), "{value:?}");
+        assert!(lines.next().is_some_and(|l| l.starts_with("usage: ")), "{value:?}: the usage follows: {err:?}");
+        assert_eq!(out, "", "{value:?}");
+    }
+    // No value at all.
+    let (code, _, err) = run_to_exit(&bin, &["--gateway-poll-interval-ms"]);
+    assert_eq!(code, Some(2), "stderr {err:?}");
+    assert_eq!(err.lines().next(), Some("--gateway-poll-interval-ms needs a value"));
 }

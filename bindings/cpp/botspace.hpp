@@ -285,6 +285,28 @@ public:
         return t;
     }
 
+    /// True when other nodes' commits can be heard: the database is
+    /// PostgreSQL and `listen_notify` is on. Only then run
+    /// wait_store_notifications in a loop; otherwise it returns 0 at once.
+    bool has_store_notifications() const {
+        bool available = false;
+        detail::check(botspace_service_has_store_notifications(s_, &available));
+        return available;
+    }
+
+    /// Blocks at most `timeout_ms` for other nodes' notifications (shared
+    /// PostgreSQL store), runs the wake-up callback on this thread for the
+    /// notified bots with gateways here, and returns how many arrived. Throws
+    /// Error (BOTSPACE_STATUS_STORAGE_ERROR) when the listening connection
+    /// cannot be opened or broke: pause about a second and call again, the
+    /// next call reconnects. Run it on a thread of its own and join that
+    /// thread before the service is destroyed.
+    size_t wait_store_notifications(uint64_t timeout_ms) const {
+        size_t n = 0;
+        detail::check(botspace_service_wait_store_notifications(s_, timeout_ms, &n));
+        return n;
+    }
+
     /// Checks a `GET /bot/gateway` upgrade request received at `now_ms`.
     GatewayAccept accept_gateway(ByteView request, uint64_t now_ms) const {
         botspace_bytes b{nullptr, 0};

@@ -1,9 +1,11 @@
 // Tests of the header-only C++17 wrapper bindings/cpp/botspace.hpp: RAII
 // and moves, string_view and byte inputs, exceptions, framing, batches, the
-// gateway, the wake-up callback and threads. Prints `N passed, M failed`.
+// gateway, the wake-up callback, store notifications and threads. Prints
+// `N passed, M failed`.
 #include "botspace.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -147,6 +149,17 @@ int main() {
     CHECK(gw.is_closed() && !gw.poll_timeout().has_value(), "is_closed; no timeout");
     gw = botspace::Gateway();
     CHECK(svc.accept_gateway(up, svc.now_ms()).gateway.has_value(), "the slot is free after the Gateway is destroyed");
+
+    // Other nodes' commits: a SQLite service hears none, and waiting for
+    // them returns 0 at once (not after the timeout) without waking anyone.
+    CHECK(!svc.has_store_notifications(), "has_store_notifications: false on SQLite");
+    int wakes_before_wait = wakes.load();
+    auto wait_start = std::chrono::steady_clock::now();
+    size_t heard = svc.wait_store_notifications(10000);
+    auto waited_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - wait_start).count();
+    CHECK(heard == 0 && waited_ms < 1000 && wakes.load() == wakes_before_wait,
+          "wait_store_notifications: 0 at once on SQLite");
 
     // Threads on one service.
     std::atomic<int> errors{0};
