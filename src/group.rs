@@ -27,6 +27,9 @@ pub struct CommitStats {
     pub groups: u64,
     /// Requests waiting for the next commit right now.
     pub waiting: u64,
+    /// Round trips to a database server (PostgreSQL) for everything the
+    /// service did; 0 on SQLite.
+    pub round_trips: u64,
 }
 
 #[derive(Default)]

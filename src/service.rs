@@ -222,9 +222,10 @@ impl Service {
     }
 
     /// Counts of commits, for hosts' metrics: how many requests were
-    /// written and in how many transactions.
+    /// written, in how many transactions, and the database round trips.
     pub fn commit_stats(&self) -> crate::group::CommitStats {
-        self.group.stats()
+        let round_trips = self.lock().conn.round_trips();
+        crate::group::CommitStats { round_trips, ..self.group.stats() }
     }
 
     /// Many requests, committed together in one transaction (group commit).

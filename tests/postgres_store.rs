@@ -829,3 +829,34 @@ fn the_listening_connection_reconnects_after_a_postgres_restart_and_hears_node_a
     assert_eq!(listening.stop(), 1, "one notification, from A's commit");
     assert!(wakes.try_recv().is_err());
 }
+
+#[test]
+fn a_lone_send_message_costs_three_round_trips_and_a_group_of_n_costs_n_plus_two() {
+    let _g = serial();
+    let svc = node(&test_database());
+    let w = world(&svc, "official");
+    let send = |text: &str| bot_call(&svc, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": text}));
+    // The first send prepares its statements (and prunes once).
+    assert_eq!(send("warm").0, 200);
+    let before = svc.commit_stats().round_trips;
+    assert_eq!(send("alone").0, 200);
+    // BEGIN with the bot and chat read; the message; the update with COMMIT.
+    assert_eq!(svc.commit_stats().round_trips - before, 3);
+
+    let raw: Vec<Vec<u8>> = (0..8)
+        .map(|i| {
+            request(
+                "/bot/sendMessage",
+                &format!("Bot {}", w.token),
+                "",
+                json!({"chat_id": w.chat, "text": format!("g{i}")}).to_string().as_bytes(),
+            )
+        })
+        .collect();
+    let refs: Vec<&[u8]> = raw.iter().map(Vec::as_slice).collect();
+    let before = svc.commit_stats().round_trips;
+    let answers = svc.handle_batch(&refs);
+    assert!(answers.iter().all(|a| a.starts_with(b"HTTP/1.1 200")), "every send of the group is written");
+    // BEGIN with the eight reads; eight messages; the updates with COMMIT.
+    assert_eq!(svc.commit_stats().round_trips - before, 8 + 2);
+}

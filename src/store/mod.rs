@@ -304,6 +304,16 @@ impl Conn {
 
     /// Starts a write transaction (SQLite: `BEGIN IMMEDIATE`, taking the
     /// write lock now, so the transaction never fails to upgrade later).
+    /// Round trips to a database server so far (0 on SQLite, which is in
+    /// the process).
+    pub fn round_trips(&self) -> u64 {
+        match self {
+            Conn::Sqlite(_) => 0,
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => c.round_trips(),
+        }
+    }
+
     pub fn begin(&self) -> StoreResult<()> {
         match self {
             Conn::Sqlite(c) => Ok(c.prepare_cached("BEGIN IMMEDIATE")?.execute([]).map(|_| ())?),

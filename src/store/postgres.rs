@@ -198,6 +198,8 @@ pub struct PgConn {
     client: RefCell<Option<Client>>,
     /// BEGIN is owed: it goes out with the transaction's first statement.
     begin_owed: Cell<bool>,
+    /// Round trips made for statements (connecting aside), for metrics.
+    round_trips: Cell<u64>,
     /// Prepared statements of the current client, by SQL text as written.
     cache: RefCell<HashMap<String, (Statement, bool)>>,
     changes: Cell<u64>,
@@ -288,6 +290,7 @@ impl PgConn {
             rt,
             client: RefCell::new(None),
             begin_owed: Cell::new(false),
+            round_trips: Cell::new(0),
             cache: RefCell::new(HashMap::new()),
             changes: Cell::new(0),
             in_tx: Cell::new(false),
@@ -343,6 +346,9 @@ impl PgConn {
             *slot = Some(self.connect()?);
         }
         let client = slot.as_ref().expect("connected above");
+        // Every call of `f` waits for the server once (pipelining puts
+        // several statements in that one wait).
+        self.round_trips.set(self.round_trips.get() + 1);
         let r = f(&self.rt, &client.pg);
         if let Err(e) = &r {
             if is_unavailable(e) {
@@ -584,6 +590,11 @@ impl PgConn {
         };
         self.end_tx();
         r
+    }
+
+    /// Round trips to the server so far, connecting aside.
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.get()
     }
 
     pub fn total_changes(&self) -> u64 {
