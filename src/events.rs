@@ -7,7 +7,6 @@ use crate::error::ApiResult;
 use crate::model;
 use crate::params;
 use crate::store::{Conn, Dialect, Optional};
-use crate::txn::TxEffects;
 
 /// Event types delivered to bots (contract section 8) plus `chat_action`,
 /// which only the host stream carries.
@@ -50,9 +49,16 @@ impl<'a> Event<'a> {
 
 /// Appends an event to the host stream and to every current bot member of
 /// the chat, minus `exclude`, plus `extra`. Bots that got an event are
-/// pushed to `fx.woken`. `members` is the chat's current bots when the
-/// caller already read them.
-pub fn emit(conn: &Conn, now_ms: u64, ev: Event<'_>, members: Option<&[String]>, fx: &mut TxEffects) -> ApiResult<()> {
+/// pushed to `woken`; host-stream rows may wait in `pending`. `members` is
+/// the chat's current bots when the caller already read them.
+pub fn emit(
+    conn: &Conn,
+    now_ms: u64,
+    ev: Event<'_>,
+    members: Option<&[String]>,
+    woken: &mut Vec<String>,
+    pending: &mut PendingUpdates,
+) -> ApiResult<()> {
     let Event { chat_id, kind, data, exclude, extra, message } = ev;
     let data = std::str::from_utf8(data).unwrap_or("{}");
     let msg_ref = message.map(|m| (chat_id, m));
@@ -61,7 +67,7 @@ pub fn emit(conn: &Conn, now_ms: u64, ev: Event<'_>, members: Option<&[String]>,
         Some(m) => bots.extend_from_slice(m),
         None => model::bot_members(conn, chat_id, &mut bots)?,
     }
-    append_update(conn, now_ms, kind, data, msg_ref, &mut fx.updates)?;
+    append_update(conn, now_ms, kind, data, msg_ref, pending)?;
     if let Some(e) = extra {
         if !bots.iter().any(|b| b == e) {
             bots.push(e.to_string());
@@ -97,7 +103,7 @@ pub fn emit(conn: &Conn, now_ms: u64, ev: Event<'_>, members: Option<&[String]>,
         }
         Dialect::Postgres => {}
     }
-    fx.woken.append(&mut bots);
+    woken.append(&mut bots);
     Ok(())
 }
 

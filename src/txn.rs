@@ -127,7 +127,7 @@ impl Ctx<'_> {
     /// Logs an event of this transaction (see [`crate::events::emit`]).
     pub fn emit(&mut self, ev: Event<'_>) -> ApiResult<()> {
         let members = self.prefetch.as_ref().filter(|p| p.chat_id == ev.chat_id).map(|p| p.bots.as_slice());
-        events::emit(self.conn, self.now_ms, ev, members, self.fx)
+        events::emit(self.conn, self.now_ms, ev, members, &mut self.fx.woken, &mut self.fx.updates)
     }
 
     /// The chat and `bot`'s membership in it: what authentication read
