@@ -705,7 +705,16 @@ impl GatewaySession {
         match row {
             Some(_) if revoked(&row) => self.close(CLOSE_AUTHENTICATION_FAILED, "authentication_failed"),
             Some(Some((last, _, _))) if last > self.cursor => self.backlog = true,
-            // Nothing new, or storage trouble: the next check tries again.
+            // Storage trouble (the database restarting, this node's
+            // connection being reopened): look again within a second, not a
+            // whole interval, so what other nodes commit once it is back
+            // is not held up by a long poll interval.
+            None => {
+                if let Some(sh) = self.shared.as_mut() {
+                    sh.next_check_ms = now_ms + sh.poll_interval_ms.min(1000);
+                }
+            }
+            // Nothing new: the next check.
             _ => {}
         }
     }

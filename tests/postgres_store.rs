@@ -860,3 +860,33 @@ fn a_lone_send_message_costs_three_round_trips_and_a_group_of_n_costs_n_plus_two
     // BEGIN with the eight reads; eight messages; the updates with COMMIT.
     assert_eq!(svc.commit_stats().round_trips - before, 8 + 2);
 }
+
+#[test]
+fn a_session_whose_check_meets_a_database_outage_looks_again_within_a_second() {
+    let _g = serial();
+    let b = slow_polling_node(&test_database());
+    let w = world(&b, "official");
+    let mut s = b.accept_gateway_session(&upgrade(&w.token), b.now_ms()).unwrap();
+    drain(&mut s);
+    // A check that reads the database: the next one a whole interval on.
+    let due = s.poll_timeout().unwrap();
+    s.handle_timeout(due);
+    let interval = s.poll_timeout().unwrap() - due;
+    assert!(interval > 1000, "{interval}");
+    // A check while the database is down: the next one within a second.
+    let down = pg_stop("fast");
+    let due = due + interval;
+    s.handle_timeout(due);
+    assert_eq!(s.poll_timeout().unwrap() - due, 1000);
+    assert_eq!(drain(&mut s), (vec![], None), "the outage closes nothing");
+    down.start();
+    // Back: the retry reads (reconnecting; a first failure retries again)
+    // and the interval returns.
+    let mut due = due + 1000;
+    s.handle_timeout(due);
+    if s.poll_timeout().unwrap() - due == 1000 {
+        due += 1000;
+        s.handle_timeout(due);
+    }
+    assert_eq!(s.poll_timeout().unwrap() - due, interval);
+}
