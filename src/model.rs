@@ -285,8 +285,7 @@ fn bot_with_chat(r: &Row<'_>, chat_id: &str) -> StoreResult<(Bot, ChatPrefetch)>
     };
     // Bot ids are base64url: a comma cannot occur in one.
     let bots = r.get::<Option<String>>(20)?.map(|s| s.split(',').map(str::to_string).collect()).unwrap_or_default();
-    let bot_id = bot.id.clone();
-    Ok((bot, ChatPrefetch { chat_id: chat_id.to_string(), bot_id, chat, used: false, bots }))
+    Ok((bot, ChatPrefetch { chat_id: chat_id.to_string(), chat, used: false, bots }))
 }
 
 /// What [`Bot::by_token_hash_with_chat`] read with the bot: the named chat
@@ -295,8 +294,6 @@ fn bot_with_chat(r: &Row<'_>, chat_id: &str) -> StoreResult<(Bot, ChatPrefetch)>
 #[derive(Debug)]
 pub struct ChatPrefetch {
     pub chat_id: String,
-    /// The bot whose membership `chat` carries.
-    pub bot_id: String,
     pub chat: Option<(Chat, Option<bool>)>,
     /// `chat` was handed out (it is read once per request).
     pub used: bool,

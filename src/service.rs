@@ -535,9 +535,11 @@ impl Service {
                     Err(ApiError::upgrade_required())
                 }
                 Route::Bot(method) => {
-                    // On a shared store the chat is read with the bot.
+                    // On a shared store the chat is read with the bot (the
+                    // group may have read both already).
                     let chat = match (method, ctx.conn.dialect()) {
                         (BotMethod::GetMe, _) | (_, store::Dialect::Sqlite) => None,
+                        _ if ctx.preauth.is_some() => None,
                         _ => methods::params::peek_chat_id(&routed.req.body),
                     };
                     let bot = ctx.authenticate(&routed.req, chat.as_deref())?;

@@ -133,7 +133,8 @@ impl Ctx<'_> {
     /// The chat and `bot`'s membership in it: what authentication read
     /// ahead, else one query.
     pub fn chat_with_member(&mut self, chat_id: &str, bot: &Bot) -> ApiResult<Option<(Chat, Option<bool>)>> {
-        if let Some(p) = self.prefetch.as_mut().filter(|p| p.chat_id == chat_id && p.bot_id == bot.id && !p.used) {
+        // The prefetch is the authenticated bot's, the only one a method asks about.
+        if let Some(p) = self.prefetch.as_mut().filter(|p| p.chat_id == chat_id && !p.used) {
             p.used = true;
             return Ok(p.chat.take());
         }
@@ -157,24 +158,17 @@ impl Ctx<'_> {
         if let Some(b) = self.bot_cache.get(&hash).filter(|_| !shared) {
             return Ok(b.clone());
         }
-        if let Some((h, found)) = self.preauth.take().filter(|(h, _)| shared && *h == hash) {
-            debug_assert_eq!(h, hash);
-            return match found {
-                Some((bot, prefetch)) => {
-                    self.prefetch = Some(prefetch);
-                    Ok(Arc::new(bot))
-                }
-                None => Err(ApiError::invalid_token()),
-            };
-        }
-        if let (true, Some(chat_id)) = (shared, chat_id) {
-            return match Bot::by_token_hash_with_chat(self.conn, &hash, chat_id)? {
-                Some((bot, prefetch)) => {
-                    self.prefetch = Some(prefetch);
-                    Ok(Arc::new(bot))
-                }
-                None => Err(ApiError::invalid_token()),
-            };
+        // On a shared store the bot comes with the chat the request names:
+        // read with the whole group, or now.
+        let with_chat = match (self.preauth.take().filter(|(h, _)| shared && *h == hash), chat_id) {
+            (Some((_, found)), _) => Some(found),
+            (None, Some(chat_id)) if shared => Some(Bot::by_token_hash_with_chat(self.conn, &hash, chat_id)?),
+            _ => None,
+        };
+        if let Some(found) = with_chat {
+            let (bot, prefetch) = found.ok_or_else(ApiError::invalid_token)?;
+            self.prefetch = Some(prefetch);
+            return Ok(Arc::new(bot));
         }
         match Bot::by_token_hash(self.conn, &hash)? {
             Some(bot) => {

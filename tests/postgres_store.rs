@@ -355,6 +355,15 @@ fn slow_polling_node(database: &str) -> Arc<Service> {
     Arc::new(Service::open(cfg).expect("the node opens on the shared database"))
 }
 
+/// Node A, node B polling slowly, a bot made on A and its gateway session
+/// on B (not yet drained).
+fn a_bot_on_a_with_a_session_on_slow_b(db: &str) -> (Arc<Service>, Arc<Service>, World, GatewaySession) {
+    let (a, b) = (node(db), slow_polling_node(db));
+    let w = world(&a, "official");
+    let s = b.accept_gateway_session(&upgrade(&w.token), b.now_ms()).unwrap();
+    (a, b, w, s)
+}
+
 /// The bot ids node `svc`'s wake hook is called with, as they come.
 fn wake_channel(svc: &Service) -> std::sync::mpsc::Receiver<String> {
     let (tx, rx) = std::sync::mpsc::channel();
@@ -413,10 +422,9 @@ fn next_wake(rx: &std::sync::mpsc::Receiver<String>) -> (String, std::time::Dura
 fn a_send_on_node_a_wakes_node_b_through_a_notification_long_before_its_poll() {
     let _g = serial();
     let db = test_database();
-    let (a, b) = (node(&db), slow_polling_node(&db));
-    let w = world(&a, "official");
+    let (a, b, w, mut s) = a_bot_on_a_with_a_session_on_slow_b(&db);
+    // Accepted at this instant: the manual clock does not move.
     let now = b.now_ms();
-    let mut s = b.accept_gateway_session(&upgrade(&w.token), now).unwrap();
     assert_eq!(drain(&mut s).0.len(), 2, "hello and bot_started");
     // 60 s configured; sessions still check every 5 s to renew their leases.
     assert_eq!(s.poll_timeout(), Some(now + 5_000), "the next poll is seconds away");
@@ -448,9 +456,7 @@ fn a_send_on_node_a_wakes_node_b_through_a_notification_long_before_its_poll() {
 fn rotating_the_token_on_node_a_closes_node_b_sessions_with_4004_through_a_notification() {
     let _g = serial();
     let db = test_database();
-    let (a, b) = (node(&db), slow_polling_node(&db));
-    let w = world(&a, "official");
-    let mut s = b.accept_gateway_session(&upgrade(&w.token), b.now_ms()).unwrap();
+    let (a, b, w, mut s) = a_bot_on_a_with_a_session_on_slow_b(&db);
     drain(&mut s);
     let wakes = wake_channel(&b);
     let listening = WaitLoop::start(&b);
@@ -468,9 +474,7 @@ fn rotating_the_token_on_node_a_closes_node_b_sessions_with_4004_through_a_notif
 fn notifications_naming_unknown_bots_or_nothing_do_no_harm() {
     let _g = serial();
     let db = test_database();
-    let (a, b) = (node(&db), slow_polling_node(&db));
-    let w = world(&a, "official");
-    let mut s = b.accept_gateway_session(&upgrade(&w.token), b.now_ms()).unwrap();
+    let (a, b, w, mut s) = a_bot_on_a_with_a_session_on_slow_b(&db);
     drain(&mut s);
     let wakes = wake_channel(&b);
     assert_eq!(b.wait_store_notifications(0).unwrap(), 0);

@@ -410,15 +410,39 @@ impl PgConn {
     /// Runs a statement, with the owed BEGIN ahead of it in the same round
     /// trip.
     fn run(&self, st: &Statement, params: &Params<'_>) -> StoreResult<(Vec<Row>, u64)> {
+        Ok(self.pipeline(&[(st, params)], None)?.pop().unwrap_or_default())
+    }
+
+    /// The one way statements go out: the owed BEGIN, then each statement
+    /// with its parameters, then `then` (a simple query: COMMIT), all in
+    /// one round trip; the server runs them in order. Each statement's rows
+    /// and count. When `then` ends the transaction and something failed
+    /// before it ran, the transaction is still open (and aborted) on a live
+    /// connection: it is rolled back here.
+    fn pipeline(&self, runs: &[(&Statement, &Params<'_>)], then: Option<&str>) -> StoreResult<Vec<(Vec<Row>, u64)>> {
         let begin = self.begin_owed.get();
         let r = self.with(|rt, c| {
-            if !begin {
-                return rt.block_on(query_counted(c, st, params));
-            }
             rt.block_on(async {
-                let (b, q) = futures_util::join!(c.batch_execute("BEGIN"), query_counted(c, st, params));
-                b?;
-                q
+                let begin = async {
+                    if begin {
+                        c.batch_execute("BEGIN").await
+                    } else {
+                        Ok(())
+                    }
+                };
+                let statements = futures_util::future::join_all(runs.iter().map(|(st, p)| query_counted(c, st, p)));
+                let last = async {
+                    match then {
+                        Some(q) => c.batch_execute(q).await,
+                        None => Ok(()),
+                    }
+                };
+                let (b, results, t) = futures_util::join!(begin, statements, last);
+                let r = b.and_then(|()| results.into_iter().collect::<Result<Vec<_>, _>>()).and_then(|v| t.map(|()| v));
+                if r.is_err() && then.is_some() && !c.is_closed() {
+                    let _ = c.batch_execute("ROLLBACK").await;
+                }
+                r
             })
         });
         if begin && !matches!(&r, Err(StorageError::Unavailable(_))) {
@@ -438,26 +462,8 @@ impl PgConn {
     ) -> StoreResult<()> {
         let params: Vec<Vec<&(dyn ToSql + Sync)>> =
             runs.iter().map(|v| v.iter().map(|x| x as &(dyn ToSql + Sync)).collect()).collect();
-        let begin = self.begin_owed.get();
-        let r = self.with(|rt, c| {
-            rt.block_on(async {
-                let b = async {
-                    if begin {
-                        c.batch_execute("BEGIN").await
-                    } else {
-                        Ok(())
-                    }
-                };
-                let reads = futures_util::future::join_all(params.iter().map(|p| query_counted(c, st, p)));
-                let (b, results) = futures_util::join!(b, reads);
-                b?;
-                results.into_iter().map(|r| r.map(|(rows, _)| rows)).collect::<Result<Vec<_>, _>>()
-            })
-        });
-        if begin && !matches!(&r, Err(StorageError::Unavailable(_))) {
-            self.begin_owed.set(false);
-        }
-        for (i, rows) in r?.iter().enumerate() {
+        let runs: Vec<(&Statement, &Params<'_>)> = params.iter().map(|p| (st, p.as_slice())).collect();
+        for (i, (rows, _)) in self.pipeline(&runs, None)?.iter().enumerate() {
             for row in rows {
                 f(i, &super::Row::Pg(row))?;
             }
@@ -540,32 +546,12 @@ impl PgConn {
                 std::borrow::Cow::Owned(format!("SELECT pg_notify('{CHANNEL}', '{p}'); COMMIT"))
             }
         };
-        let begin = self.begin_owed.get();
-        let r = self.with(|rt, c| {
-            rt.block_on(async {
-                let r = match last {
-                    None => c.batch_execute(&commit).await,
-                    Some((st, params, n)) => {
-                        let begin = async {
-                            if begin {
-                                c.batch_execute("BEGIN").await
-                            } else {
-                                Ok(())
-                            }
-                        };
-                        let (b, q, done) =
-                            futures_util::join!(begin, query_counted(c, st, params), c.batch_execute(&commit));
-                        b.and(q).map(|(_, count)| *n = count as usize).and(done)
-                    }
-                };
-                // A failure before COMMIT ran leaves the transaction open
-                // (and aborted) on a live connection: end it.
-                if r.is_err() && !c.is_closed() {
-                    let _ = c.batch_execute("ROLLBACK").await;
-                }
-                r
-            })
-        });
+        let r = match last {
+            None => self.pipeline(&[], Some(&commit)).map(drop),
+            Some((st, params, n)) => self.pipeline(&[(st, params)], Some(&commit)).map(|mut out| {
+                *n = out.pop().map_or(0, |(_, count)| count as usize);
+            }),
+        };
         self.end_tx();
         match r {
             // COMMIT was sent; whether the server applied it before the
