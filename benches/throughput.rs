@@ -625,6 +625,47 @@ fn request_cases(o: &Opts, dir: &Path, store: Store, rows: &mut Vec<Row>) {
     let target = if matches!(store, Store::File(Synchronous::Full)) { Target::Ratio(0.40) } else { Target::None };
     rows.push(Row { case: format!("sendMessage batch {BATCH} [{label}]"), ops, base, target });
 
+    // sendMessage, 64 per transaction, each from its own bot into its own
+    // private chat: the load of scripts/bench-durable.sh, where every write
+    // lands on its chat's own pages.
+    let spread: Vec<(Official, String)> = (1..=BATCH)
+        .map(|n| {
+            let b = create_official_bot(&svc, n);
+            let c = admin(&svc, "startBot", json!({"user_id": user["id"], "bot_id": b.id}));
+            (b, s(&c["id"]))
+        })
+        .collect();
+    let spread_bare = bare_clone(&svc, bare_path.as_deref().map(|p| p.with_extension("spread.db")).as_deref(), store.sync());
+    let sends: Vec<Vec<u8>> = spread
+        .iter()
+        .map(|(b, c)| bot_call(&b.token, "sendMessage", &json!({"chat_id": c, "text": text}).to_string()))
+        .collect();
+    let batch: Vec<&[u8]> = sends.iter().map(Vec::as_slice).collect();
+    let (ops, base) = measure(
+        o,
+        &mut || {
+            for r in svc.handle_batch(&batch) {
+                if !is_200(&r) {
+                    expect_200(&r);
+                }
+            }
+            BATCH as u64
+        },
+        Some(&mut || {
+            exec(&spread_bare, "BEGIN IMMEDIATE");
+            for (b, c) in &spread {
+                bare_send(&spread_bare, c, &b.id, text);
+            }
+            exec(&spread_bare, "COMMIT");
+            BATCH as u64
+        }),
+    );
+    rows.push(Row { case: format!("sendMessage batch {BATCH}, a chat each [{label}]"), ops, base, target: Target::None });
+    drop(spread_bare);
+    if let Some(p) = &bare_path {
+        remove_db(&p.with_extension("spread.db"));
+    }
+
     // editMessageText: the bot edits its own first message, alternating two texts.
     let texts = ["edited text A", "edited text B"];
     let edits: Vec<Vec<u8>> = texts

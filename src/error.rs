@@ -231,14 +231,15 @@ impl ApiError {
         e
     }
 
-    /// The connection to the database was lost while it committed: the
-    /// write may or may not have landed, and only a retry with the same
+    /// The connection to the database was lost while it committed, or a
+    /// SQLite file's sync failed after it: the write may or may not have
+    /// landed (or survive a crash), and only a retry with the same
     /// Idempotency-Key can tell without writing twice.
     pub fn commit_outcome_unknown(detail: impl std::fmt::Display) -> Self {
         let mut e = Self::new(
             503,
             "commit_outcome_unknown",
-            "the database connection was lost while committing: the request may or may not have been written; retry with the same Idempotency-Key",
+            "the commit could not be confirmed (the database connection was lost while committing, or the disk sync failed): the request may or may not have been written; retry with the same Idempotency-Key",
         )
         .with_header("Retry-After", "1".into());
         e.detail = Some(detail.to_string().into());

@@ -50,7 +50,9 @@ impl<'a> Event<'a> {
 /// Appends an event to the host stream and to every current bot member of
 /// the chat, minus `exclude`, plus `extra`. Bots that got an event are
 /// pushed to `woken`; host-stream rows may wait in `pending`. `members` is
-/// the chat's current bots when the caller already read them.
+/// the chat's current bots when the caller already read them. Returns the
+/// host-stream update's id when the message row must keep it (see
+/// `insert_update`).
 pub fn emit(
     conn: &Conn,
     now_ms: u64,
@@ -58,7 +60,7 @@ pub fn emit(
     members: Option<&[String]>,
     woken: &mut Vec<String>,
     pending: &mut PendingUpdates,
-) -> ApiResult<()> {
+) -> ApiResult<Option<i64>> {
     let Event { chat_id, kind, data, exclude, extra, message } = ev;
     let data = std::str::from_utf8(data).unwrap_or("{}");
     let msg_ref = message.map(|m| (chat_id, m));
@@ -67,7 +69,7 @@ pub fn emit(
         Some(m) => bots.extend_from_slice(m),
         None => model::bot_members(conn, chat_id, &mut bots)?,
     }
-    append_update(conn, now_ms, kind, data, msg_ref, pending)?;
+    let update = append_update(conn, now_ms, kind, data, msg_ref, pending)?;
     if let Some(e) = extra {
         if !bots.iter().any(|b| b == e) {
             bots.push(e.to_string());
@@ -104,7 +106,7 @@ pub fn emit(
         Dialect::Postgres => {}
     }
     woken.append(&mut bots);
-    Ok(())
+    Ok(update)
 }
 
 /// Host-stream rows of the open transaction not yet written (a database
@@ -182,7 +184,7 @@ pub fn commit_with_updates(conn: &Conn, pending: &mut PendingUpdates, notify: Op
 }
 
 /// Appends to the service-wide stream: at once on SQLite, at commit on a
-/// database server.
+/// database server. The id as `insert_update` says.
 pub fn append_update(
     conn: &Conn,
     now_ms: u64,
@@ -190,7 +192,7 @@ pub fn append_update(
     data: &str,
     msg: Option<(&str, i64)>,
     pending: &mut PendingUpdates,
-) -> ApiResult<()> {
+) -> ApiResult<Option<i64>> {
     match conn.dialect() {
         Dialect::Sqlite => insert_update(conn, now_ms, kind, data, msg),
         Dialect::Postgres => pending.push(&PendingRow {
@@ -200,16 +202,29 @@ pub fn append_update(
             data,
             chat: msg.map(|m| m.0),
             message: msg.map(|m| m.1),
-        }),
+        })
+        .map(|()| None),
     }
 }
 
-fn insert_update(conn: &Conn, now_ms: u64, kind: &str, data: &str, msg: Option<(&str, i64)>) -> ApiResult<()> {
+/// On SQLite a `message_created` update is written without its message
+/// reference and its id is returned, for the message row to keep
+/// (`messages.created_update`): the reference's index is keyed by chat, and
+/// an entry per sent message would dirty one more page of each chat's own.
+fn insert_update(conn: &Conn, now_ms: u64, kind: &str, data: &str, msg: Option<(&str, i64)>) -> ApiResult<Option<i64>> {
+    if kind == MESSAGE_CREATED && msg.is_some() {
+        let id = conn
+            .prepare_cached(
+                "INSERT INTO updates (created_at_ms, type, data, ref_chat, ref_message) VALUES (?1, ?2, ?3, NULL, NULL) RETURNING update_id",
+            )?
+            .query_row(params![now_ms as i64, kind, data], |r| r.get(0))?;
+        return Ok(Some(id));
+    }
     conn.prepare_cached(
         "INSERT INTO updates (created_at_ms, type, data, ref_chat, ref_message) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
     .execute(params![now_ms as i64, kind, data, msg.map(|m| m.0), msg.map(|m| m.1)])?;
-    Ok(())
+    Ok(None)
 }
 
 /// Removes a deleted message's text from every stored event that carried
@@ -218,10 +233,18 @@ pub fn scrub_message_text(conn: &Conn, chat_id: &str, message_id: i64, pending: 
     // The message's own update may still be waiting for the commit.
     flush_updates(conn, pending)?;
     let (updates, bot_events) = match conn.dialect() {
-        Dialect::Sqlite => (
-            "UPDATE updates SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2",
-            "UPDATE bot_events SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2",
-        ),
+        Dialect::Sqlite => {
+            // The message's own update (see insert_update).
+            conn.prepare_cached(
+                "UPDATE updates SET data = json_remove(data, '$.message.text') \
+                 WHERE update_id = (SELECT created_update FROM messages WHERE chat_id = ?1 AND message_id = ?2)",
+            )?
+            .execute(params![chat_id, message_id])?;
+            (
+                "UPDATE updates SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2",
+                "UPDATE bot_events SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2",
+            )
+        }
         // jsonb keeps the JSON's meaning, not its key order or spacing.
         Dialect::Postgres => (
             "UPDATE updates SET data = (data::jsonb #- '{message,text}')::text WHERE ref_chat = ?1 AND ref_message = ?2",

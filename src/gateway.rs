@@ -761,6 +761,18 @@ impl GatewaySession {
             full = bytes >= READ_BYTES;
             Ok(!full)
         })?;
+        // Frames leave only once the commits they carry are on disk
+        // (crate::store::wal); if that fails they are read again later.
+        let seen = self.db.wal.as_ref().map(|w| (w, w.seen()));
+        drop(st);
+        drop(inner);
+        if let Some((wal, seen)) = seen {
+            if wal.sync_to(seen).is_err() {
+                self.out.truncate(self.out.len() - n);
+                self.cursor = from;
+                return Err(crate::store::StorageError::Unavailable("the disk sync failed"));
+            }
+        }
         self.backlog = full || n == EVENTS_PER_POLL;
         Ok(())
     }

@@ -103,7 +103,7 @@ impl Service {
             _ => None,
         };
         Ok(Service {
-            db: Arc::new(Db::new(conn)),
+            db: Arc::new(Db::new(conn, config.synchronous)),
             random: config.random_seed.map_or(Random::Os, Random::seeded),
             config,
             clock,
@@ -190,7 +190,12 @@ impl Service {
         // waits for a group.
         if routed.route == Route::Bot(BotMethod::GetMe) {
             let mut inner = self.lock();
-            return self.run_one(&mut inner, &routed);
+            let mut out = [self.run_one(&mut inner, &routed)];
+            let seen = TxEffects { seen: self.seen(), ..TxEffects::default() };
+            drop(inner);
+            self.settle(&seen, &mut out);
+            let [out] = out;
+            return out;
         }
         crate::group::submit(&self.group, self, request, || {
             let mut inner = self.lock();
@@ -225,7 +230,8 @@ impl Service {
     /// written, in how many transactions, and the database round trips.
     pub fn commit_stats(&self) -> crate::group::CommitStats {
         let round_trips = self.lock().conn.round_trips();
-        crate::group::CommitStats { round_trips, ..self.group.stats() }
+        let (durable_commits, syncs) = self.db.wal.as_ref().map_or((0, 0), |w| w.counts());
+        crate::group::CommitStats { round_trips, durable_commits, syncs, ..self.group.stats() }
     }
 
     /// Many requests, committed together in one transaction (group commit).
@@ -236,7 +242,8 @@ impl Service {
     /// whole group rolls back and every request that had succeeded, and that
     /// one, answer 500 — nothing was committed, all are safe to retry.
     pub fn handle_batch(&self, requests: &[&[u8]]) -> Vec<Vec<u8>> {
-        let (out, fx) = self.run_batch(requests);
+        let (mut out, fx) = self.run_batch(requests);
+        self.settle(&fx, &mut out);
         self.apply_effects(fx);
         out
     }
@@ -263,7 +270,9 @@ impl Service {
         let mut guard = self.lock();
         let inner = &mut *guard;
         let now_ms = self.clock.now_ms();
+        self.defer_sync(inner, true);
         if let Err(e) = inner.conn.begin() {
+            self.defer_sync(inner, false);
             let e = ApiError::from(e);
             // A request refused by routing gets that refusal, as alone.
             let out = routed.iter().map(|r| r.as_ref().err().unwrap_or(&e).clone().into_response()).collect();
@@ -328,6 +337,7 @@ impl Service {
             }
             None => self.commit(inner, now_ms),
         };
+        self.defer_sync(inner, false);
         let mut fx = TxEffects::default();
         match result {
             Ok(()) => {
@@ -427,7 +437,9 @@ impl Service {
         let now_ms = self.clock.now_ms();
         let mut attempt = 0;
         loop {
+            self.defer_sync(inner, true);
             let out = self.run_tx(inner, routed, now_ms);
+            self.defer_sync(inner, false);
             // A PostgreSQL serialization failure or deadlock: nothing was
             // written, and a rerun usually goes through.
             if inner.conn.take_retryable() && attempt < MAX_RETRIES {
@@ -494,6 +506,9 @@ impl Service {
         let notify = self.notify.then(|| notify_payload(&inner.fx)).flatten();
         match crate::events::commit_with_updates(&inner.conn, &mut inner.fx.updates, notify.as_deref()) {
             Ok(()) => {
+                if let Some(wal) = &self.db.wal {
+                    wal.note_commit();
+                }
                 inner.rate.commit();
                 Ok(())
             }
@@ -567,7 +582,8 @@ impl Service {
     /// a gateway connection: one opened with a new token is never closed for
     /// the rotation that issued it.
     pub(crate) fn take_effects(&self, inner: &mut Inner) -> TxEffects {
-        let fx = std::mem::take(&mut inner.fx);
+        let mut fx = std::mem::take(&mut inner.fx);
+        fx.seen = self.seen();
         if !fx.woken.is_empty() || !fx.revoked.is_empty() {
             self.gateway.after_commit(&fx.woken, &fx.revoked);
         }
@@ -581,6 +597,39 @@ impl Service {
             }
         }
         fx
+    }
+
+    /// What a holder of the database lock can see has committed (see
+    /// [`crate::store::wal`]); 0 when commits sync themselves.
+    fn seen(&self) -> u64 {
+        self.db.wal.as_ref().map_or(0, |w| w.seen())
+    }
+
+    /// With a deferred WAL sync, the transaction about to start commits
+    /// without an fsync (`on`), and every other write afterwards with one.
+    /// If `NORMAL` cannot be set the commit simply syncs itself; `FULL`
+    /// must come back, so an open transaction is rolled back first.
+    fn defer_sync(&self, inner: &Inner, on: bool) {
+        let (Some(_), Some(c)) = (&self.db.wal, inner.conn.sqlite_ref()) else { return };
+        let set = |sql| c.prepare_cached(sql).and_then(|mut st| st.execute([])).map(|_| ());
+        if on {
+            let _ = set("PRAGMA synchronous = NORMAL");
+        } else if set("PRAGMA synchronous = FULL").is_err() && !c.is_autocommit() {
+            let _ = c.execute_batch("ROLLBACK");
+            let _ = set("PRAGMA synchronous = FULL");
+        }
+    }
+
+    /// Before answers leave: waits until every commit they may have seen
+    /// is on disk. If the fsync fails, what was written may not survive a
+    /// crash: each success becomes 503 `commit_outcome_unknown`.
+    pub(crate) fn settle(&self, fx: &TxEffects, outs: &mut [Vec<u8>]) {
+        let Some(wal) = &self.db.wal else { return };
+        if let Err(e) = wal.sync_to(fx.seen) {
+            for out in outs.iter_mut().filter(|o| o.starts_with(b"HTTP/1.1 2")) {
+                *out = ApiError::commit_outcome_unknown(&e).into_response();
+            }
+        }
     }
 
     /// Calls the wake hook for what a commit changed; without the lock.
@@ -605,8 +654,13 @@ impl Service {
     /// WASM service in IndexedDB or a KV store.
     pub fn export_database(&self) -> Result<Vec<u8>, ApiError> {
         let mut inner = self.lock();
-        let data = inner.conn.sqlite().ok_or_else(sqlite_only)?.serialize(rusqlite::MAIN_DB)?;
-        Ok(data.to_vec())
+        let data = inner.conn.sqlite().ok_or_else(sqlite_only)?.serialize(rusqlite::MAIN_DB)?.to_vec();
+        let seen = self.seen();
+        drop(inner);
+        if let Some(wal) = &self.db.wal {
+            wal.sync_to(seen).map_err(|e| ApiError::commit_outcome_unknown(&e))?;
+        }
+        Ok(data)
     }
 
     /// Replaces the whole database with bytes from [`Service::export_database`].
@@ -777,6 +831,9 @@ impl crate::group::Runner for Service {
     }
     fn run_batch(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects) {
         Service::run_batch(self, requests)
+    }
+    fn settle(&self, fx: &TxEffects, outs: &mut [Vec<u8>]) {
+        Service::settle(self, fx, outs)
     }
     fn apply_effects(&self, fx: TxEffects) {
         Service::apply_effects(self, fx)

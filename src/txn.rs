@@ -13,6 +13,7 @@ use crate::http::Request;
 use crate::model::{Bot, Chat, ChatPrefetch};
 use crate::random::Random;
 use crate::ratelimit::RateLimiter;
+use crate::store::wal::WalSync;
 use crate::store::Conn;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -30,6 +31,9 @@ pub(crate) struct TxEffects {
     pub scrubbed: bool,
     /// Host-stream rows waiting for the commit (database server only).
     pub updates: events::PendingUpdates,
+    /// The commits the answers may have seen ([`crate::store::wal`]): they
+    /// must be durable before the answers leave.
+    pub seen: u64,
 }
 
 /// What the database lock guards.
@@ -46,11 +50,16 @@ pub(crate) struct Inner {
 /// sessions.
 pub(crate) struct Db {
     inner: Mutex<Inner>,
+    /// A durable file database's WAL fsync, run without the lock (group
+    /// commit); `None` when SQLite syncs in COMMIT or nothing is synced.
+    pub wal: Option<WalSync>,
 }
 
 impl Db {
-    pub fn new(conn: Conn) -> Db {
+    pub fn new(conn: Conn, synchronous: crate::config::Synchronous) -> Db {
+        let full = synchronous == crate::config::Synchronous::Full;
         Db {
+            wal: conn.sqlite_ref().and_then(|c| WalSync::for_connection(c, full)),
             inner: Mutex::new(Inner {
                 conn,
                 bot_cache: auth::DigestMap::default(),
@@ -125,7 +134,7 @@ impl Ctx<'_> {
     }
 
     /// Logs an event of this transaction (see [`crate::events::emit`]).
-    pub fn emit(&mut self, ev: Event<'_>) -> ApiResult<()> {
+    pub fn emit(&mut self, ev: Event<'_>) -> ApiResult<Option<i64>> {
         let members = self.prefetch.as_ref().filter(|p| p.chat_id == ev.chat_id).map(|p| p.bots.as_slice());
         events::emit(self.conn, self.now_ms, ev, members, &mut self.fx.woken, &mut self.fx.updates)
     }

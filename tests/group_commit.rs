@@ -112,6 +112,7 @@ fn sixty_four_threads_keep_ids_and_seqs_gapless_and_lose_nothing() {
     let requests = stats.requests - before.requests;
     assert_eq!(requests, (THREADS * EACH) as u64);
     assert!(stats.groups - before.groups < requests, "no request shared a commit: {stats:?}");
+    assert_eq!(stats.durable_commits - before.durable_commits, stats.groups - before.groups, "every commit synced");
 
     // Every answered message is in its chat's history with its id and text,
     // each chat numbered 1..=n with no gap and no duplicate.
@@ -253,6 +254,50 @@ fn a_lone_request_is_not_held_for_company() {
     }
     let after = svc.commit_stats();
     assert_eq!((after.requests - before.requests, after.groups - before.groups), (5, 5), "one commit each");
+}
+
+#[test]
+fn a_200_is_on_disk_before_it_is_returned() {
+    let dir = TempDir::new("group-durable");
+    let svc = open(&dir);
+    let (_, bots, _) = populate(&svc, 1);
+    for i in 0..3 {
+        let before = svc.commit_stats();
+        let (status, _) = split(&svc.handle_request(&bot_request(
+            &bots[0].0,
+            "sendMessage",
+            json!({"chat_id": bots[0].2, "text": i.to_string()}),
+        )));
+        assert_eq!(status, 200);
+        let after = svc.commit_stats();
+        // The commit left SQLite unsynced; the answer waited for its fsync.
+        assert_eq!(
+            (after.durable_commits - before.durable_commits, after.syncs - before.syncs),
+            (1, 1),
+            "{before:?} -> {after:?}"
+        );
+    }
+    // A read sees nothing unsynced, so it costs no fsync.
+    let before = svc.commit_stats();
+    assert_eq!(split(&svc.handle_request(&bot_request(&bots[0].0, "getMe", json!({})))).0, 200);
+    assert_eq!(svc.commit_stats().syncs, before.syncs);
+}
+
+#[test]
+fn without_full_sync_the_service_runs_no_fsync_of_its_own() {
+    let dir = TempDir::new("group-normal");
+    let svc = Service::open(Config {
+        database: dir.0.join("n.db").to_string_lossy().into_owned(),
+        admin_secret: SECRET.into(),
+        synchronous: Synchronous::Normal,
+        ..Config::default()
+    })
+    .unwrap();
+    let (_, bots, _) = populate(&svc, 1);
+    let r = svc.handle_request(&bot_request(&bots[0].0, "sendMessage", json!({"chat_id": bots[0].2, "text": "x"})));
+    assert_eq!(split(&r).0, 200);
+    let st = svc.commit_stats();
+    assert_eq!((st.durable_commits, st.syncs), (0, 0));
 }
 
 #[test]

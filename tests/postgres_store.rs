@@ -326,7 +326,7 @@ fn a_connection_lost_during_commit_is_503_commit_outcome_unknown_and_a_keyed_ret
     assert_eq!(body["error"], "commit_outcome_unknown");
     assert_eq!(
         body["description"],
-        "the database connection was lost while committing: the request may or may not have been written; retry with the same Idempotency-Key"
+        "the commit could not be confirmed (the database connection was lost while committing, or the disk sync failed): the request may or may not have been written; retry with the same Idempotency-Key"
     );
     assert!(headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("retry-after") && v == "1"), "{headers:?}");
     // The retry reconnects and, with the same key, writes the message once.

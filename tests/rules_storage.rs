@@ -237,7 +237,8 @@ fn with_page_size(image: &[u8], size: u32) -> Vec<u8> {
     for sql in others {
         conn.execute_batch(&sql).unwrap();
     }
-    conn.execute_batch("DELETE FROM main.sqlite_sequence; INSERT INTO main.sqlite_sequence SELECT * FROM src.sqlite_sequence; PRAGMA main.user_version = 2; DETACH src;").unwrap();
+    let version: i64 = conn.query_row("PRAGMA src.user_version", [], |r| r.get(0)).unwrap();
+    conn.execute_batch(&format!("DELETE FROM main.sqlite_sequence; INSERT INTO main.sqlite_sequence SELECT * FROM src.sqlite_sequence; PRAGMA main.user_version = {version}; DETACH src;")).unwrap();
     conn.serialize(rusqlite::MAIN_DB).unwrap().to_vec()
 }
 
@@ -257,7 +258,7 @@ fn an_image_from_a_newer_library_is_refused_without_changing_state() {
     let newer = rewrite_image(&a.export_database().unwrap(), "PRAGMA user_version = 99;");
     let e = a.import_database(&newer).unwrap_err();
     assert_eq!((e.status, e.code), (400, "invalid_request"));
-    assert_eq!(e.description, "database image refused: it has schema version 99; this library reads up to 2");
+    assert_eq!(e.description, "database image refused: it has schema version 99; this library reads up to 3");
     assert_eq!(snapshot(&a, &c, &g), before);
     assert_eq!(bot_call(&a, &tok, "getMe", json!({})).0, 200);
 }
@@ -269,7 +270,8 @@ fn an_image_of_an_older_schema_is_migrated_on_import() {
     let before = snapshot(&a, &c, &g);
     let v1 = rewrite_image(
         &a.export_database().unwrap(),
-        "ALTER TABLE bots DROP COLUMN pruned_seq; ALTER TABLE bots DROP COLUMN kept_since_ms; PRAGMA user_version = 1;",
+        "ALTER TABLE messages DROP COLUMN created_update; ALTER TABLE bots DROP COLUMN pruned_seq; \
+         ALTER TABLE bots DROP COLUMN kept_since_ms; PRAGMA user_version = 1;",
     );
     let b = open(":memory:");
     b.import_database(&v1).unwrap();
@@ -279,8 +281,33 @@ fn an_image_of_an_older_schema_is_migrated_on_import() {
     let exported = b.export_database().unwrap();
     let mut conn = rusqlite::Connection::open_in_memory().unwrap();
     conn.deserialize_read_exact(rusqlite::MAIN_DB, &exported[..], exported.len(), true).unwrap();
-    assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 2);
+    assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 3);
     assert_eq!(conn.query_row("SELECT count(pruned_seq) FROM bots", [], |r| r.get::<_, i64>(0)).unwrap(), 1);
+}
+
+#[test]
+fn a_message_sent_before_version_3_is_still_scrubbed_when_deleted() {
+    let a = open(":memory:");
+    let (tok, c, _) = populate(&a);
+    let secret = "written-by-version-2-scrub-me";
+    let (s, v) = bot_call(&a, &tok, "sendMessage", json!({"chat_id": c, "text": secret}));
+    assert_eq!(s, 200, "{v}");
+    let mid = v["result"]["message_id"].as_str().unwrap().to_string();
+    // What version 2 wrote: the update found through its reference
+    // columns, no created_update on the message.
+    let v2 = rewrite_image(
+        &a.export_database().unwrap(),
+        "UPDATE updates SET ref_chat = json_extract(data, '$.message.chat.id'), \
+         ref_message = CAST(json_extract(data, '$.message.message_id') AS INTEGER) WHERE type = 'message_created'; \
+         ALTER TABLE messages DROP COLUMN created_update; PRAGMA user_version = 2;",
+    );
+    let b = open(":memory:");
+    b.import_database(&v2).unwrap();
+    let ups = admin(&b, SECRET, "getUpdates", json!({"offset": 0, "limit": 1000})).to_string();
+    assert!(ups.contains(secret), "the test must see the text before deleting it");
+    assert_eq!(bot_call(&b, &tok, "deleteMessage", json!({"chat_id": c, "message_id": mid})).0, 200);
+    let ups = admin(&b, SECRET, "getUpdates", json!({"offset": 0, "limit": 1000})).to_string();
+    assert!(!ups.contains(secret), "an update written by version 2 still serves deleted text: {ups}");
 }
 
 #[test]
@@ -453,7 +480,7 @@ fn hostile_images_are_refused_with_400_and_change_nothing() {
         assert_eq!((e.status, e.code), (400, "invalid_request"), "{what}");
         assert_eq!(
             e.description,
-            format!("database image refused: its schema differs from botspace schema version 2 ({detail})"),
+            format!("database image refused: its schema differs from botspace schema version 3 ({detail})"),
             "{what}"
         );
         assert_eq!(snapshot(&a, &c, &g), before, "state changed after refusing {what}");

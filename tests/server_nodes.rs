@@ -202,7 +202,7 @@ fn a_rust_node_and_a_c_node_serve_one_database() {
 }
 
 const UNAVAILABLE: &str = "the database is unreachable, nothing was written; retry later";
-const OUTCOME_UNKNOWN: &str = "the database connection was lost while committing: the request may or may not have been written; retry with the same Idempotency-Key";
+const OUTCOME_UNKNOWN: &str = "the commit could not be confirmed (the database connection was lost while committing, or the disk sync failed): the request may or may not have been written; retry with the same Idempotency-Key";
 
 /// A sendMessage with an Idempotency-Key over `s` (kept alive): the answer.
 fn send_keyed(s: &mut std::net::TcpStream, token: &str, chat: &str, key: &str, text: &str) -> RawResponse {

@@ -353,7 +353,8 @@ fn member_event(
     extra: Option<&str>,
 ) -> ApiResult<()> {
     let data = json!({"chat": chat.reference(), "member": {"id": member_id, "is_bot": is_bot}});
-    ctx.emit(Event { extra, ..Event::new(&chat.id, kind, data.to_string().as_bytes()) })
+    ctx.emit(Event { extra, ..Event::new(&chat.id, kind, data.to_string().as_bytes()) })?;
+    Ok(())
 }
 
 fn create_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {

@@ -276,5 +276,6 @@ pub fn delete_stored(ctx: &mut Ctx<'_>, chat: &Chat, msg: &StoredMessage, exclud
         ctx.conn.prepare_cached(sql)?.execute(params![msg.sender_id, chat.id, message_id.to_string()])?;
     }
     let data = serde_json::json!({"chat": chat.reference(), "message_id": message_id.to_string()});
-    ctx.emit(Event { exclude, ..Event::new(&chat.id, events::MESSAGE_DELETED, data.to_string().as_bytes()) })
+    ctx.emit(Event { exclude, ..Event::new(&chat.id, events::MESSAGE_DELETED, data.to_string().as_bytes()) })?;
+    Ok(())
 }

@@ -30,37 +30,23 @@ pub fn post(
     reply_to: Option<i64>,
 ) -> ApiResult<Vec<u8>> {
     let date = ctx.now_s();
-    let message_id: i64 = match ctx.conn.dialect() {
-        Dialect::Sqlite => {
-            let id = ctx
-                .conn
-                .prepare_cached(
-                    "UPDATE chats SET last_message_id = last_message_id + 1 WHERE id = ?1 RETURNING last_message_id",
-                )?
-                .query_row([&chat.id], |r| r.get(0))?;
-            ctx.conn
-                .prepare_cached(
-                    "INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )?
-                .execute(params![chat.id, id, sender_id, sender_is_bot, text, date, reply_to])?;
-            if sender_is_bot {
-                // A message ends the bot's chat action in that chat.
-                ctx.conn
-                    .prepare_cached("DELETE FROM chat_actions WHERE chat_id = ?1 AND bot_id = ?2")?
-                    .execute([&chat.id, sender_id])?;
-            }
-            id
-        }
-        // The same three writes as one statement: one round trip.
-        Dialect::Postgres => ctx
-            .conn
+    let sqlite = ctx.conn.dialect() == Dialect::Sqlite;
+    let message_id: i64 = if sqlite {
+        // The message row comes after the events: it keeps its update's id.
+        ctx.conn
+            .prepare_cached("UPDATE chats SET last_message_id = last_message_id + 1 WHERE id = ?1 RETURNING last_message_id")?
+            .query_row([&chat.id], |r| r.get(0))?
+    } else {
+        // The counter, the message and the end of a chat action in one
+        // statement: one round trip.
+        ctx.conn
             .prepare_cached(
                 "WITH n AS (UPDATE chats SET last_message_id = last_message_id + 1 WHERE id = ?1 RETURNING last_message_id), \
                  a AS (DELETE FROM chat_actions WHERE chat_id = ?1 AND bot_id = ?2 AND ?3 = 1) \
                  INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to) \
                  SELECT ?1, last_message_id, ?2, ?3, ?4, ?5, ?6 FROM n RETURNING message_id",
             )?
-            .query_row(params![chat.id, sender_id, sender_is_bot, text, date, reply_to], |r| r.get(0))?,
+            .query_row(params![chat.id, sender_id, sender_is_bot, text, date, reply_to], |r| r.get(0))?
     };
     let msg = MessageJson {
         message_id: message_id.to_string(),
@@ -72,7 +58,22 @@ pub fn post(
         edit_date: None,
     };
     let json = to_json(&msg)?;
-    emit_message(ctx, chat, events::MESSAGE_CREATED, message_id, &json, sender_is_bot.then_some(sender_id))?;
+    let update =
+        emit_message(ctx, chat, events::MESSAGE_CREATED, message_id, &json, sender_is_bot.then_some(sender_id))?;
+    if sqlite {
+        ctx.conn
+            .prepare_cached(
+                "INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to, created_update) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![chat.id, message_id, sender_id, sender_is_bot, text, date, reply_to, update])?;
+        if sender_is_bot {
+            // A message ends the bot's chat action in that chat.
+            ctx.conn
+                .prepare_cached("DELETE FROM chat_actions WHERE chat_id = ?1 AND bot_id = ?2")?
+                .execute([&chat.id, sender_id])?;
+        }
+    }
     Ok(json)
 }
 
@@ -84,7 +85,7 @@ pub fn emit_message(
     message_id: i64,
     message_json: &[u8],
     exclude: Option<&str>,
-) -> ApiResult<()> {
+) -> ApiResult<Option<i64>> {
     let mut data = Vec::with_capacity(message_json.len() + 12);
     data.extend_from_slice(b"{\"message\":");
     data.extend_from_slice(message_json);

@@ -15,6 +15,7 @@
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod sqlite;
+pub mod wal;
 
 /// Which SQL dialect a connection speaks, for the few statements that differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
