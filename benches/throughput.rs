@@ -635,7 +635,8 @@ fn request_cases(o: &Opts, dir: &Path, store: Store, rows: &mut Vec<Row>) {
             (b, s(&c["id"]))
         })
         .collect();
-    let spread_bare = bare_clone(&svc, bare_path.as_deref().map(|p| p.with_extension("spread.db")).as_deref(), store.sync());
+    let spread_bare =
+        bare_clone(&svc, bare_path.as_deref().map(|p| p.with_extension("spread.db")).as_deref(), store.sync());
     let sends: Vec<Vec<u8>> = spread
         .iter()
         .map(|(b, c)| bot_call(&b.token, "sendMessage", &json!({"chat_id": c, "text": text}).to_string()))
@@ -660,7 +661,12 @@ fn request_cases(o: &Opts, dir: &Path, store: Store, rows: &mut Vec<Row>) {
             BATCH as u64
         }),
     );
-    rows.push(Row { case: format!("sendMessage batch {BATCH}, a chat each [{label}]"), ops, base, target: Target::None });
+    rows.push(Row {
+        case: format!("sendMessage batch {BATCH}, a chat each [{label}]"),
+        ops,
+        base,
+        target: Target::None,
+    });
     drop(spread_bare);
     if let Some(p) = &bare_path {
         remove_db(&p.with_extension("spread.db"));

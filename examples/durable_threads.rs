@@ -35,9 +35,8 @@ fn admin(svc: &Service, method: &str, body: Value) -> Value {
 /// Bytes this process has had written to storage, and written by syscalls.
 fn io_bytes() -> (u64, u64) {
     let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
-    let field = |name: &str| {
-        io.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
-    };
+    let field =
+        |name: &str| io.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse().ok()).unwrap_or(0);
     (field("write_bytes:"), field("wchar:"))
 }
 

@@ -195,15 +195,16 @@ pub fn append_update(
 ) -> ApiResult<Option<i64>> {
     match conn.dialect() {
         Dialect::Sqlite => insert_update(conn, now_ms, kind, data, msg),
-        Dialect::Postgres => pending.push(&PendingRow {
-            i: pending.n + 1,
-            at: now_ms,
-            kind,
-            data,
-            chat: msg.map(|m| m.0),
-            message: msg.map(|m| m.1),
-        })
-        .map(|()| None),
+        Dialect::Postgres => pending
+            .push(&PendingRow {
+                i: pending.n + 1,
+                at: now_ms,
+                kind,
+                data,
+                chat: msg.map(|m| m.0),
+                message: msg.map(|m| m.1),
+            })
+            .map(|()| None),
     }
 }
 

@@ -352,7 +352,7 @@ impl FileWorld {
             n("SELECT count(*) FROM messages WHERE chat_id = ?1", &[&self.chat]),
             n("SELECT count(*) FROM bot_events WHERE bot_id = ?1", &[&self.bot]),
             n("SELECT count(*) FROM updates", &[]),
-            n("SELECT last_message_id FROM chats WHERE id = ?1", &[&self.chat]),
+            n("SELECT coalesce(max(message_id), 0) FROM messages WHERE chat_id = ?1", &[&self.chat]),
             n("SELECT last_seq FROM bots WHERE id = ?1", &[&self.bot]),
             n("SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'updates'", &[]),
         )
@@ -466,7 +466,7 @@ fn a_storage_failure_that_rolls_back_the_transaction_itself_commits_nothing_of_t
     // in autocommit, where later requests would commit one by one.
     let w = file_world("batch-storage-rollback");
     w.sql(
-        "CREATE TRIGGER boom BEFORE UPDATE OF last_message_id ON chats WHEN NEW.last_message_id = 2 \
+        "CREATE TRIGGER boom BEFORE INSERT ON updates WHEN json_extract(NEW.data, '$.message.message_id') = '2' \
          BEGIN SELECT RAISE(ROLLBACK, 'boom'); END;",
     );
     let before = w.footprint();
@@ -489,10 +489,10 @@ fn a_storage_failure_that_rolls_back_the_transaction_itself_commits_nothing_of_t
 #[test]
 fn a_storage_failure_before_any_write_fails_that_request_alone() {
     let w = file_world("batch-storage-nowrite");
-    // The very first write of the second message (its number) fails, so
+    // The very first write of the second message (its update) fails, so
     // SQLite undoes that statement and the request has written nothing.
     w.sql(
-        "CREATE TRIGGER boom BEFORE UPDATE OF last_message_id ON chats WHEN NEW.last_message_id = 2 \
+        "CREATE TRIGGER boom BEFORE INSERT ON updates WHEN json_extract(NEW.data, '$.message.message_id') = '2' \
          BEGIN SELECT RAISE(ABORT, 'boom'); END;",
     );
     let before = w.footprint();

@@ -140,6 +140,11 @@ pub const MIGRATIONS: &[&str] = &[
     // by chat, so an entry per message dirtied one more page of the chat's
     // own, and a group commit over many chats wrote twice the pages. Rows
     // written before keep their index entries.
+    //
+    // From version 3 on SQLite numbers a chat's next message from its
+    // last message row, and chats.last_message_id is no longer kept up to
+    // date (see methods::messages::post); the PostgreSQL store still uses
+    // its counter.
     r#"
     ALTER TABLE messages ADD COLUMN created_update INTEGER;
     "#,
