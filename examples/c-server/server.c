@@ -6,15 +6,13 @@
  *                   [--max-connections N] [--request-timeout SECS]
  *                   [--gateway-poll-interval-ms MS] [--manual-clock]
  *
- * One poll(2) loop, non-blocking sockets. HTTP/1.1 keep-alive and
- * pipelining are driven by botspace_service_frame_request(). After each
+ * One thread, one poll(2) loop, non-blocking sockets. HTTP/1.1 keep-alive
+ * and pipelining are driven by botspace_service_frame_request(). After each
  * poll(2), every complete request buffered on any connection is answered
  * with one group commit (botspace_service_handle_batch): one transaction
  * and one fsync for all the connections that are waiting, each connection's
- * answers in its own order. The batch runs on one of two commit threads
- * while the loop goes on reading and writing other connections; the
- * library overlaps one batch's fsync with the next batch's statements.
- * Partial reads and writes are buffered per connection. GET /bot/gateway upgrades a connection to the bot
+ * answers in its own order. Partial reads and writes are buffered
+ * per connection. GET /bot/gateway upgrades a connection to the bot
  * gateway: the connection then owns a botspace_gateway that is fed what the
  * socket delivers and polled when its bot has new events (the wake-up
  * callback writes to a self-pipe), when its deadline passes, or after a
@@ -63,7 +61,6 @@
 #define MAX_CONNECTIONS 1024u       /* default --max-connections */
 #define WRITE_TIMEOUT_MS 30000u     /* peer that takes none of our bytes */
 #define MAX_BATCH 64                /* requests committed together (all connections) */
-#define COMMIT_THREADS 2            /* batches under way at once: one syncs while the next runs */
 #define LINGER_MS 2000u             /* lingering close after an error */
 #define LINGER_BYTES (4u << 20)
 #define DRAIN_MS 5000u              /* how long a stop waits for connections */
@@ -409,7 +406,6 @@ typedef struct conn {
     size_t read_above_hw;   /* gateway input read since then */
     /* HTTP batching (serve_http_round): */
     int ready;    /* `in` may hold a request not yet framed */
-    int inflight; /* requests of `in` are with a commit thread: `in` is not read, moved or freed */
     size_t taken; /* bytes of `in` framed into the current batch */
     enum step step;
     size_t step_start, step_len; /* STEP_UPGRADE: the request, from in.p */
@@ -685,121 +681,29 @@ static void collect(conn_t *c) {
     }
 }
 
-/* A batch handed to a commit thread. Its requests point into their
- * connections' `in`, which stays untouched until the batch comes back
- * (conn_t.inflight). */
-typedef struct job {
-    struct job *next;
-    size_t n;
-    pending_req req[MAX_BATCH];
-    botspace_bytes resp[MAX_BATCH];
-} job_t;
-
-static pthread_mutex_t jobs_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t jobs_cv = PTHREAD_COND_INITIALIZER;
-static job_t *todo, *done; /* under jobs_mu; `done` is returned to the loop */
-static int jobs_stop;      /* under jobs_mu */
-static size_t jobs_out;    /* loop only: handed out and not yet returned */
-static pthread_t commit_threads[COMMIT_THREADS];
-static size_t ncommit_threads;
-
-static void *commit_loop(void *arg) {
-    (void)arg;
-    pthread_mutex_lock(&jobs_mu);
-    for (;;) {
-        while (!todo && !jobs_stop) pthread_cond_wait(&jobs_cv, &jobs_mu);
-        if (!todo) break;
-        job_t *j = todo;
-        todo = j->next;
-        pthread_mutex_unlock(&jobs_mu);
-        if (j->n == 1) {
-            pending_req *r = &j->req[0];
-            j->resp[0].ptr = NULL;
-            j->resp[0].len = 0;
-            botspace_service_handle_request(svc, r->c->in.p + r->start, r->len, &j->resp[0]);
-        } else {
-            botspace_slice reqs[MAX_BATCH];
-            for (size_t i = 0; i < j->n; i++) {
-                reqs[i].ptr = j->req[i].c->in.p + j->req[i].start;
-                reqs[i].len = j->req[i].len;
+/* Answers the batch, each response to its connection: one commit for all. */
+static void answer_batch(void) {
+    if (nbatch == 1) {
+        pending_req *r = &batch[0];
+        botspace_bytes resp = {NULL, 0};
+        if (botspace_service_handle_request(svc, r->c->in.p + r->start, r->len, &resp) == BOTSPACE_STATUS_OK)
+            add_response(&r->c->out, resp.ptr, resp.len, &r->head);
+        botspace_bytes_free(&resp);
+    } else if (nbatch > 1) {
+        botspace_slice reqs[MAX_BATCH];
+        botspace_bytes resps[MAX_BATCH];
+        for (size_t i = 0; i < nbatch; i++) {
+            reqs[i].ptr = batch[i].c->in.p + batch[i].start;
+            reqs[i].len = batch[i].len;
+        }
+        if (botspace_service_handle_batch(svc, reqs, nbatch, resps) == BOTSPACE_STATUS_OK) {
+            for (size_t i = 0; i < nbatch; i++) {
+                add_response(&batch[i].c->out, resps[i].ptr, resps[i].len, &batch[i].head);
+                botspace_bytes_free(&resps[i]);
             }
-            if (botspace_service_handle_batch(svc, reqs, j->n, j->resp) != BOTSPACE_STATUS_OK)
-                for (size_t i = 0; i < j->n; i++) j->resp[i].ptr = NULL, j->resp[i].len = 0;
         }
-        pthread_mutex_lock(&jobs_mu);
-        j->next = done;
-        done = j;
-        char one = 1;
-        ssize_t w = write(wake_pipe[1], &one, 1); /* full: the loop wakes anyway */
-        (void)w;
     }
-    pthread_mutex_unlock(&jobs_mu);
-    return NULL;
-}
-
-static void start_commit_threads(void) {
-    for (; ncommit_threads < COMMIT_THREADS; ncommit_threads++)
-        if (pthread_create(&commit_threads[ncommit_threads], NULL, commit_loop, NULL) != 0) {
-            perror("pthread_create");
-            exit(1);
-        }
-}
-
-static void stop_commit_threads(void) {
-    pthread_mutex_lock(&jobs_mu);
-    jobs_stop = 1;
-    pthread_cond_broadcast(&jobs_cv);
-    pthread_mutex_unlock(&jobs_mu);
-    for (size_t i = 0; i < ncommit_threads; i++) pthread_join(commit_threads[i], NULL);
-    ncommit_threads = 0;
-}
-
-/* Hands the collected batch to a commit thread. */
-static void dispatch_batch(void) {
-    if (nbatch == 0) return;
-    job_t *j = xrealloc(NULL, sizeof *j);
-    j->n = nbatch;
-    memcpy(j->req, batch, nbatch * sizeof *batch);
-    for (size_t i = 0; i < nbatch; i++) batch[i].c->inflight = 1;
     nbatch = 0;
-    jobs_out++;
-    pthread_mutex_lock(&jobs_mu);
-    job_t **tail = &todo;
-    while (*tail) tail = &(*tail)->next;
-    j->next = NULL;
-    *tail = j;
-    pthread_cond_signal(&jobs_cv);
-    pthread_mutex_unlock(&jobs_mu);
-}
-
-static void run_step(conn_t *c);
-static void consume_taken(conn_t *c);
-
-/* Batches that came back: each answer to its connection, in order, then
- * what each connection does next. */
-static void finish_jobs(void) {
-    pthread_mutex_lock(&jobs_mu);
-    job_t *j = done;
-    done = NULL;
-    pthread_mutex_unlock(&jobs_mu);
-    while (j) {
-        job_t *next = j->next;
-        for (size_t i = 0; i < j->n; i++) {
-            if (j->resp[i].ptr) add_response(&j->req[i].c->out, j->resp[i].ptr, j->resp[i].len, &j->req[i].head);
-            botspace_bytes_free(&j->resp[i]);
-        }
-        for (size_t i = 0; i < j->n; i++) {
-            conn_t *c = j->req[i].c;
-            if (!c->inflight) continue; /* an earlier request of the same connection */
-            c->inflight = 0;
-            if (c->step != STEP_NONE) run_step(c);
-            consume_taken(c);
-            c->ready = 1;
-        }
-        free(j);
-        jobs_out--;
-        j = next;
-    }
 }
 
 static void gateway_poll(conn_t *c, uint64_t now);
@@ -911,25 +815,18 @@ static void consume_taken(conn_t *c) {
 }
 
 /* Answers every complete request buffered on any HTTP connection: batches
- * of up to MAX_BATCH, one commit each, on the commit threads; each
- * connection's step once its share of a batch is answered. While every
- * commit thread is busy, requests wait in their buffers and make the next
- * batch bigger. */
+ * of up to MAX_BATCH, one commit each, then each connection's step. Goes on
+ * while a batch filled up or a step may have left requests behind. */
 static void serve_http_round(void) {
-    finish_jobs();
     for (;;) {
-        if (jobs_out >= COMMIT_THREADS) return;
         for (size_t i = 0; i < nconns; i++)
-            if (conns[i]->st == ST_HTTP && conns[i]->ready && !conns[i]->inflight) collect(conns[i]);
+            if (conns[i]->st == ST_HTTP && conns[i]->ready) collect(conns[i]);
         int stepped = 0;
-        for (size_t i = 0; i < nconns && !stepped; i++) stepped = conns[i]->step != STEP_NONE && !conns[i]->inflight;
+        for (size_t i = 0; i < nconns && !stepped; i++) stepped = conns[i]->step != STEP_NONE;
         if (nbatch == 0 && !stepped) return;
-        dispatch_batch();
-        /* A connection without requests in the batch takes its step now;
-         * the others when the batch comes back (finish_jobs). */
+        answer_batch();
         for (size_t i = 0; i < nconns; i++) {
             conn_t *c = conns[i];
-            if (c->inflight) continue;
             if (c->step != STEP_NONE) run_step(c);
             if (c->taken > 0 || c->st != ST_HTTP) consume_taken(c);
         }
@@ -1527,7 +1424,7 @@ static int evict_longest_waiting(void) {
     conn_t *oldest = NULL;
     for (size_t i = 0; i < nconns; i++) {
         conn_t *c = conns[i];
-        if (c->fd < 0 || c->st != ST_HTTP || c->step != STEP_NONE || c->inflight || buf_pending(&c->out) > 0) continue;
+        if (c->fd < 0 || c->st != ST_HTTP || c->step != STEP_NONE || buf_pending(&c->out) > 0) continue;
         if (!oldest || c->waiting_since < oldest->waiting_since) oldest = c;
     }
     if (!oldest) return 0;
@@ -1571,8 +1468,6 @@ static void request_timed_out(conn_t *c) {
 /* Whether a connection is done: flushed and closing, timed out, or cut by
  * the end of a stop. Moves a flushed closing connection to lingering. */
 static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
-    /* Its batch holds pointers into `in`: decided once it is back. */
-    if (c->inflight) return 0;
     if (c->fd >= 0 && buf_pending(&c->out) > 0 && conn_flush(c, mono) != 0) conn_close(c);
     if (c->fd >= 0 && c->st == ST_CLOSING && buf_pending(&c->out) == 0) {
         if (c->linger && !c->peer_eof) {
@@ -1647,13 +1542,9 @@ static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
     for (size_t i = 0; i < nconns; i++) {
         conn_t *c = conns[i];
         short ev = 0;
-        /* Not while its batch is with a commit thread: `in` must stay put. */
-        if (!c->peer_eof && !c->inflight && (buf_pending(&c->out) < OUT_HIGH_WATER || gateway_reads_above_hw(c)))
-            ev |= POLLIN;
+        if (!c->peer_eof && (buf_pending(&c->out) < OUT_HIGH_WATER || gateway_reads_above_hw(c))) ev |= POLLIN;
         if (buf_pending(&c->out) > 0) ev |= POLLOUT;
-        /* An idle in-flight connection is left out: a hang-up would wake
-         * poll(2) again and again until its batch is back. */
-        pfds[np].fd = c->inflight && ev == 0 ? -1 : c->fd;
+        pfds[np].fd = c->fd;
         pfds[np].events = ev;
         pfds[np].revents = 0;
         np++;
@@ -1726,7 +1617,7 @@ static void serve_ready(const loop_t *L, uint64_t mono) {
             conn_close(c);
             continue;
         }
-        if ((re & (POLLIN | POLLHUP | POLLERR)) && !c->inflight) conn_read(c, mono);
+        if (re & (POLLIN | POLLHUP | POLLERR)) conn_read(c, mono);
     }
 }
 
@@ -1907,7 +1798,6 @@ static void install_signal_handlers(void) {
 
 /* Frees everything; SQLite closes and checkpoints its WAL. */
 static void shut_down(loop_t *L) {
-    stop_commit_threads(); /* their batches point into the connections */
     for (size_t i = 0; i < nconns; i++) conn_free(conns[i]);
     free(conns);
     free(L->pfds);
@@ -1969,7 +1859,6 @@ int main(int argc, char **argv) {
     say("botspace ready");
     botspace_service_set_wake_callback(svc, on_wake, NULL);
     start_notify_loop();
-    start_commit_threads();
     install_signal_handlers();
     while (loop_turn(&L) == 0) {
     }
