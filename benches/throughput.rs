@@ -296,8 +296,8 @@ fn now_ms() -> i64 {
 
 /// A bare connection holding a copy of the service's schema and rows,
 /// configured as botspace configures its own (WAL, the same synchronous
-/// level, the same statement cache size, the query planner stability
-/// guarantee so cached plans are kept).
+/// level, page size and checkpoint interval, the same statement cache
+/// size, the query planner stability guarantee so cached plans are kept).
 fn bare_clone(svc: &Service, path: Option<&Path>, sync: Synchronous) -> Connection {
     let mut image = svc.export_database().expect("export");
     // A WAL database image must be read as a rollback-journal one in memory.
@@ -313,13 +313,19 @@ fn bare_clone(svc: &Service, path: Option<&Path>, sync: Synchronous) -> Connecti
         }
     };
     conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true).unwrap();
+    if path.is_some() {
+        conn.execute_batch("PRAGMA page_size = 2048;").unwrap();
+    }
     let _mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).unwrap();
     conn.execute_batch(match sync {
         Synchronous::Full => "PRAGMA synchronous = FULL;",
         Synchronous::Normal => "PRAGMA synchronous = NORMAL;",
     })
     .unwrap();
-    conn.execute_batch("PRAGMA foreign_keys = OFF; PRAGMA busy_timeout = 5000; PRAGMA temp_store = MEMORY;").unwrap();
+    conn.execute_batch(
+        "PRAGMA foreign_keys = OFF; PRAGMA busy_timeout = 5000; PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = 10000;",
+    )
+    .unwrap();
     conn.set_prepared_statement_cache_capacity(128);
 
     conn.execute_batch("ATTACH DATABASE ':memory:' AS img").unwrap();
@@ -385,33 +391,34 @@ fn message_json(
     m
 }
 
-/// The rows a sendMessage writes in a private chat: next message number,
-/// the message, the end of the bot's chat action, the host-stream update.
-/// (A private chat has no other bot member, so no bot events.)
+/// The rows a sendMessage writes in a private chat (schema 3): the next
+/// number read from the chat's last message, the host-stream update, the
+/// message keeping the update's id, the end of the bot's chat action. (A
+/// private chat has no other bot member, so no bot events.)
 fn bare_send(conn: &Connection, chat_id: &str, bot_id: &str, text: &str) {
     let now = now_ms();
     let date = now / 1000;
     let mid: i64 = conn
-        .prepare_cached(
-            "UPDATE chats SET last_message_id = last_message_id + 1 WHERE id = ?1 RETURNING last_message_id",
-        )
+        .prepare_cached("SELECT coalesce(max(message_id), 0) + 1 FROM messages WHERE chat_id = ?1")
         .unwrap()
         .query_row([chat_id], |r| r.get(0))
         .unwrap();
+    let data = format!("{{\"message\":{}}}", message_json(mid, chat_id, "private", date, text, bot_id, true, None));
+    let update: i64 = conn
+        .prepare_cached("INSERT INTO updates (created_at_ms, type, data) VALUES (?1, ?2, ?3) RETURNING update_id")
+        .unwrap()
+        .query_row(params![now, "message_created", data], |r| r.get(0))
+        .unwrap();
     conn.prepare_cached(
-        "INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to, created_update) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )
     .unwrap()
-    .execute(params![chat_id, mid, bot_id, true, text, date, Option::<i64>::None])
+    .execute(params![chat_id, mid, bot_id, true, text, date, Option::<i64>::None, update])
     .unwrap();
     conn.prepare_cached("DELETE FROM chat_actions WHERE chat_id = ?1 AND bot_id = ?2")
         .unwrap()
         .execute([chat_id, bot_id])
-        .unwrap();
-    let data = format!("{{\"message\":{}}}", message_json(mid, chat_id, "private", date, text, bot_id, true, None));
-    conn.prepare_cached("INSERT INTO updates (created_at_ms, type, data) VALUES (?1, ?2, ?3)")
-        .unwrap()
-        .execute(params![now, "message_created", data])
         .unwrap();
 }
 
