@@ -105,7 +105,7 @@ pub(crate) trait Runner {
     fn run_batch(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects);
     /// Makes durable what the answers depend on, before they leave
     /// (turning a success into an error if that fails).
-    fn settle(&self, fx: &TxEffects, outs: &mut [Vec<u8>]);
+    fn settle(&self, seen: u64, outs: &mut [Vec<u8>]);
     /// Wake-ups, after the answers are out.
     fn apply_effects(&self, fx: TxEffects);
     /// Puts a group's requests in the order they should run (any order is
@@ -132,7 +132,7 @@ pub(crate) fn submit(
         let (out, fx) = guarded(alone, || (crash(), TxEffects::default()));
         hand_over(group);
         let mut outs = [out];
-        settle(svc, &fx, &mut outs);
+        settle(svc, fx.seen, &mut outs);
         svc.apply_effects(fx);
         let [out] = outs;
         return out;
@@ -164,7 +164,7 @@ pub(crate) fn submit(
                 || (vec![crash(); requests.len()], TxEffects::default()),
             );
             hand_over(group);
-            settle(svc, &fx, &mut outs);
+            settle(svc, fx.seen, &mut outs);
             let mut st = group.lock();
             let mut mine = None;
             let mut wake = Vec::with_capacity(jobs.len());
@@ -192,8 +192,8 @@ pub(crate) fn submit(
 }
 
 /// [`Runner::settle`]; a panic there must not strand the waiters.
-fn settle(svc: &impl Runner, fx: &TxEffects, outs: &mut [Vec<u8>]) {
-    guarded(|| svc.settle(fx, outs), || ());
+fn settle(svc: &impl Runner, seen: u64, outs: &mut [Vec<u8>]) {
+    guarded(|| svc.settle(seen, outs), || ());
 }
 
 /// The transaction is over: the first waiter (if any) takes the next turn,

@@ -191,9 +191,9 @@ impl Service {
         if routed.route == Route::Bot(BotMethod::GetMe) {
             let mut inner = self.lock();
             let mut out = [self.run_one(&mut inner, &routed)];
-            let seen = TxEffects { seen: self.seen(), ..TxEffects::default() };
+            let seen = self.seen();
             drop(inner);
-            self.settle(&seen, &mut out);
+            self.settle(seen, &mut out);
             let [out] = out;
             return out;
         }
@@ -243,7 +243,7 @@ impl Service {
     /// one, answer 500 — nothing was committed, all are safe to retry.
     pub fn handle_batch(&self, requests: &[&[u8]]) -> Vec<Vec<u8>> {
         let (mut out, fx) = self.run_batch(requests);
-        self.settle(&fx, &mut out);
+        self.settle(fx.seen, &mut out);
         self.apply_effects(fx);
         out
     }
@@ -623,9 +623,9 @@ impl Service {
     /// Before answers leave: waits until every commit they may have seen
     /// is on disk. If the fsync fails, what was written may not survive a
     /// crash: each success becomes 503 `commit_outcome_unknown`.
-    pub(crate) fn settle(&self, fx: &TxEffects, outs: &mut [Vec<u8>]) {
+    pub(crate) fn settle(&self, seen: u64, outs: &mut [Vec<u8>]) {
         let Some(wal) = &self.db.wal else { return };
-        if let Err(e) = wal.sync_to(fx.seen) {
+        if let Err(e) = wal.sync_to(seen) {
             for out in outs.iter_mut().filter(|o| o.starts_with(b"HTTP/1.1 2")) {
                 *out = ApiError::commit_outcome_unknown(&e).into_response();
             }
@@ -832,8 +832,8 @@ impl crate::group::Runner for Service {
     fn run_batch(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects) {
         Service::run_batch(self, requests)
     }
-    fn settle(&self, fx: &TxEffects, outs: &mut [Vec<u8>]) {
-        Service::settle(self, fx, outs)
+    fn settle(&self, seen: u64, outs: &mut [Vec<u8>]) {
+        Service::settle(self, seen, outs)
     }
     fn apply_effects(&self, fx: TxEffects) {
         Service::apply_effects(self, fx)

@@ -53,6 +53,11 @@ fn populate(svc: &Service, n: usize) -> (String, Vec<(String, String, String)>, 
     (user, bots, group)
 }
 
+/// `text` from `bot` (token, id, chat) into its private chat; the status.
+fn send_private(svc: &Service, bot: &(String, String, String), text: &str) -> u16 {
+    split(&svc.handle_request(&bot_request(&bot.0, "sendMessage", json!({"chat_id": bot.2, "text": text})))).0
+}
+
 /// The whole history of a chat, page by page.
 fn history_with(svc: &Service, secret: &str, chat: &str) -> Vec<Value> {
     let mut all: Vec<Value> = Vec::new();
@@ -245,12 +250,7 @@ fn a_lone_request_is_not_held_for_company() {
     let (_, bots, _) = populate(&svc, 1);
     let before = svc.commit_stats();
     for i in 0..5 {
-        let (status, _) = split(&svc.handle_request(&bot_request(
-            &bots[0].0,
-            "sendMessage",
-            json!({"chat_id": bots[0].2, "text": i.to_string()}),
-        )));
-        assert_eq!(status, 200);
+        assert_eq!(send_private(&svc, &bots[0], &i.to_string()), 200);
     }
     let after = svc.commit_stats();
     assert_eq!((after.requests - before.requests, after.groups - before.groups), (5, 5), "one commit each");
@@ -263,12 +263,7 @@ fn a_200_is_on_disk_before_it_is_returned() {
     let (_, bots, _) = populate(&svc, 1);
     for i in 0..3 {
         let before = svc.commit_stats();
-        let (status, _) = split(&svc.handle_request(&bot_request(
-            &bots[0].0,
-            "sendMessage",
-            json!({"chat_id": bots[0].2, "text": i.to_string()}),
-        )));
-        assert_eq!(status, 200);
+        assert_eq!(send_private(&svc, &bots[0], &i.to_string()), 200);
         let after = svc.commit_stats();
         // The commit left SQLite unsynced; the answer waited for its fsync.
         assert_eq!(
@@ -294,8 +289,7 @@ fn without_full_sync_the_service_runs_no_fsync_of_its_own() {
     })
     .unwrap();
     let (_, bots, _) = populate(&svc, 1);
-    let r = svc.handle_request(&bot_request(&bots[0].0, "sendMessage", json!({"chat_id": bots[0].2, "text": "x"})));
-    assert_eq!(split(&r).0, 200);
+    assert_eq!(send_private(&svc, &bots[0], "x"), 200);
     let st = svc.commit_stats();
     assert_eq!((st.durable_commits, st.syncs), (0, 0));
 }

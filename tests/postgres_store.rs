@@ -15,6 +15,19 @@ const SECRET: &str = "postgres-admin-secret-1";
 /// Tests that restart the server must run alone.
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// The notification payloads `raw` (a LISTENing client) receives until
+/// `ms` pass without one.
+fn payloads_within(raw: &mut postgres::Client, ms: u64) -> Vec<String> {
+    use postgres::fallible_iterator::FallibleIterator;
+    let mut n = raw.notifications();
+    let mut it = n.timeout_iter(std::time::Duration::from_millis(ms));
+    let mut out = Vec::new();
+    while let Some(x) = it.next().unwrap() {
+        out.push(x.payload().to_string());
+    }
+    out
+}
+
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -516,16 +529,7 @@ fn a_commit_notifies_once_with_the_bots_it_affected_and_only_then() {
     let w = world(&a, "official");
     let mut raw = postgres::Client::connect(&db, postgres::NoTls).unwrap();
     raw.batch_execute("LISTEN botspace").unwrap();
-    let mut heard = || {
-        use postgres::fallible_iterator::FallibleIterator;
-        let mut n = raw.notifications();
-        let mut it = n.timeout_iter(std::time::Duration::from_millis(300));
-        let mut out = Vec::new();
-        while let Some(x) = it.next().unwrap() {
-            out.push(x.payload().to_string());
-        }
-        out
-    };
+    let mut heard = || payloads_within(&mut raw, 300);
     // Writes that wake nobody send nothing.
     admin(&a, SECRET, "createUser", json!({"display_name": "Bo"}));
     assert_eq!(bot_call(&a, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": "to the user"})).0, 200);
@@ -746,16 +750,7 @@ fn a_commit_naming_more_bots_than_a_payload_holds_notifies_empty_and_wakes_every
     let started = a.handle_batch(&starts.iter().map(Vec::as_slice).collect::<Vec<_>>());
     assert_eq!(statuses(&started), vec![200; BOTS]);
     // What went out: one notification, with the empty payload.
-    let payloads: Vec<String> = {
-        use postgres::fallible_iterator::FallibleIterator;
-        let mut n = raw.notifications();
-        let mut it = n.timeout_iter(std::time::Duration::from_millis(500));
-        let mut out = Vec::new();
-        while let Some(x) = it.next().unwrap() {
-            out.push(x.payload().to_string());
-        }
-        out
-    };
+    let payloads = payloads_within(&mut raw, 500);
     assert_eq!(payloads, [""]);
     // Node B hears it as "everything": every session here is woken, the
     // one outside the commit too, each once.
