@@ -101,9 +101,9 @@ function response(status, headers, body)
 end
 LUA
 
-run_server() { # binary connections → "rps p50 p99 non2xx"
+run_server() { # binary connections [db] → "rps p50 p99 non2xx"
   rm -f "$TMP"/durable.db*
-  server_start "$1" "$TMP/durable.db"
+  server_start "$1" "${3:-$TMP/durable.db}"
   make_bots "$2" "$TMP/bots"
   BOTS="$TMP/bots" THREADS=$WRK_THREADS wrk -t"$WRK_THREADS" -c"$2" -d"${SECS}s" --latency -s "$TMP/per-conn.lua" \
     "http://127.0.0.1:$PORT/bot/sendMessage" | wrk_figures
@@ -206,8 +206,30 @@ if pg_find && pg_start; then
 else
   echo "PostgreSQL not available: the table has no baseline" >&2
 fi
+# Opt-in systems, only by name in BENCH_SYSTEMS:
+# - C-memory, Rust-memory: the servers on `:memory:`, the ceiling without a
+#   disk (what the HTTP and request work alone allow on this machine);
+# - Rust-single: the Rust server as it was before group commit (every
+#   request its own transaction and fsync), built from SINGLE_REV in a
+#   worktree under target/: the baseline for issue 9's latency target.
+SINGLE_REV=${SINGLE_REV:-5a2055d^}
+SINGLE_BIN=""
+if [[ " ${BENCH_SYSTEMS:-} " == *" Rust-single "* ]]; then
+  tree="$(pwd)/target/bench-single-commit"
+  rev=$(git rev-parse "$SINGLE_REV")
+  if [[ ! -d "$tree" || $(git -C "$tree" rev-parse HEAD 2>/dev/null) != "$rev" ]]; then
+    git worktree remove --force "$tree" >/dev/null 2>&1 || rm -rf "$tree"
+    git worktree prune
+    git worktree add -q --detach "$tree" "$rev"
+  fi
+  (cd "$tree" && cargo build -q --release --example server)
+  SINGLE_BIN="$tree/target/release/examples/server"
+fi
+SYSTEMS="$SYSTEMS Rust-single C-memory Rust-memory"
 # BENCH_SYSTEMS="Rust-on-PG PostgreSQL" runs only those (of the ones available).
-if [[ -n ${BENCH_SYSTEMS:-} ]]; then
+if [[ -z ${BENCH_SYSTEMS:-} ]]; then
+  SYSTEMS="${SYSTEMS% Rust-single C-memory Rust-memory}"
+else
   keep=""
   for sys in $SYSTEMS; do [[ " $BENCH_SYSTEMS " == *" $sys "* ]] && keep="$keep $sys"; done
   SYSTEMS="${keep# }"
@@ -219,6 +241,9 @@ for r in $(seq "$ROUNDS"); do
       case $sys in
         C) f=$(run_server "$C_BIN" "$n") ;;
         Rust) f=$(run_server "$RUST_BIN" "$n") ;;
+        Rust-single) f=$(run_server "$SINGLE_BIN" "$n") ;;
+        C-memory) f=$(run_server "$C_BIN" "$n" :memory:) ;;
+        Rust-memory) f=$(run_server "$RUST_BIN" "$n" :memory:) ;;
         Rust-on-PG) f=$(run_server_pg "$RUST_BIN" "$n") ;;
         PostgreSQL) f=$(run_pg "$n") ;;
       esac
