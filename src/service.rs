@@ -633,7 +633,15 @@ impl Service {
     }
 
     /// Calls the wake hook for what a commit changed; without the lock.
+    /// Then, with the answers out, runs a checkpoint if one is due.
     pub(crate) fn apply_effects(&self, mut fx: TxEffects) {
+        self.wake_bots(&mut fx);
+        if let Some(wal) = &self.db.wal {
+            wal.checkpoint_if_due();
+        }
+    }
+
+    fn wake_bots(&self, fx: &mut TxEffects) {
         if fx.woken.is_empty() && fx.revoked.is_empty() {
             return;
         }

@@ -56,10 +56,10 @@ pub(crate) struct Db {
 }
 
 impl Db {
-    pub fn new(conn: Conn, synchronous: crate::config::Synchronous) -> Db {
+    pub fn new(mut conn: Conn, synchronous: crate::config::Synchronous) -> Db {
         let full = synchronous == crate::config::Synchronous::Full;
         Db {
-            wal: conn.sqlite_ref().and_then(|c| WalSync::for_connection(c, full)),
+            wal: conn.sqlite().and_then(|c| WalSync::for_connection(c, full)),
             inner: Mutex::new(Inner {
                 conn,
                 bot_cache: auth::DigestMap::default(),

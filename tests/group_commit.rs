@@ -401,3 +401,36 @@ fn a_panicking_wake_hook_neither_fails_the_request_nor_skips_other_bots() {
     want.sort();
     assert_eq!(got, want);
 }
+
+#[test]
+fn the_wal_is_checkpointed_outside_commits_and_reused_from_its_start() {
+    // 300 groups of 64 messages, a chat each, write some 40 000 WAL pages
+    // of 2 KiB. SQLite's own checkpoint is off: only the checkpoints run
+    // after answers (and their inline catch-up) keep the WAL near 10 000
+    // pages; without them it would grow to the backstop of 40 000.
+    let dir = TempDir::new("group-wal-reuse");
+    let svc = open(&dir);
+    let (_, bots, _) = populate(&svc, 64);
+    let wal = dir.0.join("g.db-wal");
+    let mut largest = 0;
+    for round in 0..300 {
+        let requests: Vec<Vec<u8>> = bots
+            .iter()
+            .map(|b| bot_request(&b.0, "sendMessage", json!({"chat_id": b.2, "text": format!("round {round}")})))
+            .collect();
+        let refs: Vec<&[u8]> = requests.iter().map(Vec::as_slice).collect();
+        for out in svc.handle_batch(&refs) {
+            assert_eq!(split(&out).0, 200);
+        }
+        largest = largest.max(std::fs::metadata(&wal).unwrap().len());
+    }
+    assert!(largest < 12_000 * (2048 + 24), "the WAL grew to {largest} bytes");
+    drop(svc);
+    let svc = open(&dir);
+    for b in [&bots[0], &bots[63]] {
+        let msgs = history(&svc, &b.2);
+        assert_eq!(msgs.len(), 300);
+        assert_eq!(msgs[299]["message_id"], "300");
+        assert_eq!(msgs[299]["text"], "round 299");
+    }
+}

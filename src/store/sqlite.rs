@@ -193,11 +193,12 @@ pub fn configure(conn: &Connection, sync: Synchronous, busy_timeout_ms: u32) -> 
         Synchronous::Normal => "PRAGMA synchronous = NORMAL;",
     })?;
     conn.execute_batch("PRAGMA foreign_keys = OFF; PRAGMA temp_store = MEMORY;")?;
-    // Checkpoint every 10 000 WAL pages (40 MiB at 4 KiB), not SQLite's
-    // 1 000: a page that many commits rewrite (a chat's last messages
-    // page) is copied into the database once per checkpoint, so fewer
-    // checkpoints write fewer bytes in all; group commits over many
-    // chats write half as much to disk per message.
+    // Checkpoint every 10 000 WAL pages, not SQLite's 1 000: a page that
+    // many commits rewrite (a chat's last messages page) is copied into
+    // the database once per checkpoint, so fewer checkpoints write fewer
+    // bytes in all; group commits over many chats write half as much to
+    // disk per message. A durable file database replaces this with
+    // checkpoints outside the lock (crate::store::wal).
     conn.execute_batch("PRAGMA wal_autocheckpoint = 10000;")?;
     conn.busy_timeout(std::time::Duration::from_millis(busy_timeout_ms.into()))?;
     conn.set_prepared_statement_cache_capacity(128);

@@ -18,11 +18,39 @@
 //! its inode while the connection is open (SQLite truncates and rewrites
 //! it, but deletes it only when the last connection closes), so syncing it
 //! through a descriptor of our own syncs what SQLite wrote.
+//!
+//! Checkpoints leave the lock too. SQLite's own checkpoint runs inside the
+//! COMMIT that crosses its threshold, with the database lock held: every
+//! request waits while pages are copied and both files are synced.
+//! Instead, a WAL hook records the WAL's size after each commit, and once
+//! it passes [`CHECKPOINT_PAGES`] the thread that just delivered its
+//! answers runs a `PASSIVE` checkpoint on a second connection of its own
+//! ([`WalSync::checkpoint_if_due`]) while groups keep committing. Commits
+//! made meanwhile are not copied, and SQLite writes the WAL from its
+//! beginning again only after a checkpoint that copied everything; so
+//! when the hook sees the WAL nearly copied, it copies the rest inline (a
+//! few pages, nothing else writing) and the next commit reuses the file
+//! from the start. If nobody runs the off-lock checkpoint (writes that
+//! are not requests), the hook does the whole checkpoint inline at
+//! [`BACKSTOP_PAGES`].
 
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::wal::CheckpointMode;
+
+/// WAL pages after which a checkpoint is due (20 MiB at 2 KiB pages): a
+/// page that many commits rewrite (a chat's last messages page) is copied
+/// into the database once per checkpoint, so rare checkpoints write fewer
+/// bytes in all.
+pub const CHECKPOINT_PAGES: i64 = 10_000;
+/// At most this many pages left to copy: the hook finishes the checkpoint
+/// inline, so that the WAL starts again from its beginning.
+const CATCH_UP_PAGES: i64 = 1_000;
+/// A checkpoint runs inline whatever else happens once the WAL is this big.
+const BACKSTOP_PAGES: i64 = 4 * CHECKPOINT_PAGES;
 
 pub struct WalSync {
     /// The `-wal` file next to the database.
@@ -37,12 +65,29 @@ pub struct WalSync {
     /// take turns, so a waiter finds its commit covered by the sync it
     /// waited for.
     file: Mutex<Option<File>>,
+    /// The database file, for the checkpoint connection.
+    db: PathBuf,
+    wal_pages: Arc<WalPages>,
+    /// The connection that checkpoints without the database lock, opened
+    /// at the first checkpoint; busy means a checkpoint is under way.
+    checkpointer: Mutex<Option<rusqlite::Connection>>,
+}
+
+/// What the WAL hook saw, shared with [`WalSync`].
+#[derive(Default)]
+struct WalPages {
+    /// Pages in the WAL after the last commit.
+    written: AtomicI64,
+    /// Of these, pages a checkpoint has copied into the database.
+    copied: AtomicI64,
 }
 
 impl WalSync {
     /// For a file database in WAL mode whose commits must be durable;
     /// `None` otherwise (`:memory:`, `synchronous = NORMAL`, other VFSes).
-    pub fn for_connection(conn: &rusqlite::Connection, full: bool) -> Option<WalSync> {
+    /// Installs the WAL hook that schedules checkpoints (it replaces
+    /// SQLite's `wal_autocheckpoint`).
+    pub fn for_connection(conn: &mut rusqlite::Connection, full: bool) -> Option<WalSync> {
         if !full {
             return None;
         }
@@ -51,13 +96,58 @@ impl WalSync {
         if !mode.eq_ignore_ascii_case("wal") || !std::path::Path::new(db).is_absolute() {
             return None;
         }
+        let (path, db) = (PathBuf::from(format!("{db}-wal")), PathBuf::from(db));
+        let wal_pages = Arc::new(WalPages::default());
+        let seen = Arc::clone(&wal_pages);
+        conn.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages: std::ffi::c_int| {
+            let pages = i64::from(pages);
+            if seen.written.swap(pages, Ordering::AcqRel) > pages {
+                // The WAL started again from its beginning.
+                seen.copied.store(0, Ordering::Release);
+            }
+            let behind = pages - seen.copied.load(Ordering::Acquire);
+            if (pages >= CHECKPOINT_PAGES && behind <= CATCH_UP_PAGES) || pages >= BACKSTOP_PAGES {
+                // Under the database lock, so nothing is appended meanwhile
+                // and the checkpoint copies everything. A failure (another
+                // checkpoint under way) leaves it for a later commit; this
+                // commit has happened, so it must not report one.
+                if let Ok((_, copied)) = wal.checkpoint_v2(CheckpointMode::PASSIVE) {
+                    seen.copied.store(i64::from(copied), Ordering::Release);
+                }
+            }
+            Ok(())
+        }))
+        .ok()?;
         Some(WalSync {
-            path: PathBuf::from(format!("{db}-wal")),
+            path,
             committed: AtomicU64::new(0),
             durable: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
             file: Mutex::new(None),
+            db,
+            wal_pages,
+            checkpointer: Mutex::new(None),
         })
+    }
+
+    /// Runs a checkpoint without the database lock when one is due and
+    /// none is under way. Call it once answers have left: the caller's
+    /// thread does the copying and the database file's sync.
+    pub fn checkpoint_if_due(&self) {
+        let pages = &self.wal_pages;
+        let written = pages.written.load(Ordering::Acquire);
+        if written < CHECKPOINT_PAGES || written - pages.copied.load(Ordering::Acquire) <= CATCH_UP_PAGES {
+            return;
+        }
+        let Ok(mut conn) = self.checkpointer.try_lock() else { return };
+        if conn.is_none() {
+            *conn = open_checkpointer(&self.db).ok();
+        }
+        if let Some(c) = conn.as_ref() {
+            if let Ok((_, copied)) = c.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE) {
+                pages.copied.fetch_max(i64::from(copied), Ordering::AcqRel);
+            }
+        }
     }
 
     /// Counts a commit that just returned. Call with the database lock held.
@@ -100,4 +190,15 @@ impl WalSync {
         self.durable.fetch_max(target, Ordering::AcqRel);
         Ok(())
     }
+}
+
+/// A second connection to the database, used only to checkpoint: with
+/// `synchronous = FULL` its checkpoints sync the WAL before copying it and
+/// the database after.
+fn open_checkpointer(db: &std::path::Path) -> rusqlite::Result<rusqlite::Connection> {
+    use rusqlite::OpenFlags;
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let c = rusqlite::Connection::open_with_flags(db, flags)?;
+    c.execute_batch("PRAGMA synchronous = FULL;")?;
+    Ok(c)
 }
