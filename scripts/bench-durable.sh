@@ -209,26 +209,27 @@ fi
 # Opt-in systems, only by name in BENCH_SYSTEMS:
 # - C-memory, Rust-memory: the servers on `:memory:`, the ceiling without a
 #   disk (what the HTTP and request work alone allow on this machine);
-# - Rust-single: the Rust server as it was before group commit (every
-#   request its own transaction and fsync), built from SINGLE_REV in a
-#   worktree under target/: the baseline for issue 9's latency target.
-SINGLE_REV=${SINGLE_REV:-5a2055d^}
-SINGLE_BIN=""
-if [[ " ${BENCH_SYSTEMS:-} " == *" Rust-single "* ]]; then
-  tree="$(pwd)/target/bench-single-commit"
-  rev=$(git rev-parse "$SINGLE_REV")
+# - Rust-before: the Rust server built from BEFORE_REV in a worktree under
+#   target/ (default: the last commit before group commit, every request
+#   its own transaction and fsync: the baseline of issue 9's latency
+#   target); BEFORE_REV=<commit> compares any earlier version.
+BEFORE_REV=${BEFORE_REV:-5a2055d^}
+BEFORE_BIN=""
+if [[ " ${BENCH_SYSTEMS:-} " == *" Rust-before "* ]]; then
+  tree="$(pwd)/target/bench-before"
+  rev=$(git rev-parse "$BEFORE_REV")
   if [[ ! -d "$tree" || $(git -C "$tree" rev-parse HEAD 2>/dev/null) != "$rev" ]]; then
     git worktree remove --force "$tree" >/dev/null 2>&1 || rm -rf "$tree"
     git worktree prune
     git worktree add -q --detach "$tree" "$rev"
   fi
   (cd "$tree" && cargo build -q --release --example server)
-  SINGLE_BIN="$tree/target/release/examples/server"
+  BEFORE_BIN="$tree/target/release/examples/server"
 fi
-SYSTEMS="$SYSTEMS Rust-single C-memory Rust-memory"
+SYSTEMS="$SYSTEMS Rust-before C-memory Rust-memory"
 # BENCH_SYSTEMS="Rust-on-PG PostgreSQL" runs only those (of the ones available).
 if [[ -z ${BENCH_SYSTEMS:-} ]]; then
-  SYSTEMS="${SYSTEMS% Rust-single C-memory Rust-memory}"
+  SYSTEMS="${SYSTEMS% Rust-before C-memory Rust-memory}"
 else
   keep=""
   for sys in $SYSTEMS; do [[ " $BENCH_SYSTEMS " == *" $sys "* ]] && keep="$keep $sys"; done
@@ -241,7 +242,7 @@ for r in $(seq "$ROUNDS"); do
       case $sys in
         C) f=$(run_server "$C_BIN" "$n") ;;
         Rust) f=$(run_server "$RUST_BIN" "$n") ;;
-        Rust-single) f=$(run_server "$SINGLE_BIN" "$n") ;;
+        Rust-before) f=$(run_server "$BEFORE_BIN" "$n") ;;
         C-memory) f=$(run_server "$C_BIN" "$n" :memory:) ;;
         Rust-memory) f=$(run_server "$RUST_BIN" "$n" :memory:) ;;
         Rust-on-PG) f=$(run_server_pg "$RUST_BIN" "$n") ;;
