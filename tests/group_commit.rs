@@ -425,7 +425,9 @@ fn the_wal_is_checkpointed_outside_commits_and_reused_from_its_start() {
         largest = largest.max(std::fs::metadata(&wal).unwrap().len());
     }
     assert!(largest < 12_000 * (2048 + 24), "the WAL grew to {largest} bytes");
+    // Closing copies the rest and removes the WAL, second connection or not.
     drop(svc);
+    assert!(!wal.exists());
     let svc = open(&dir);
     for b in [&bots[0], &bots[63]] {
         let msgs = history(&svc, &b.2);

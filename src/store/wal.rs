@@ -70,7 +70,16 @@ pub struct WalSync {
     wal_pages: Arc<WalPages>,
     /// The connection that checkpoints without the database lock, opened
     /// at the first checkpoint; busy means a checkpoint is under way.
-    checkpointer: Mutex<Option<rusqlite::Connection>>,
+    checkpointer: Mutex<Checkpointer>,
+}
+
+enum Checkpointer {
+    NotYet,
+    Open(rusqlite::Connection),
+    /// It could not be opened: the hook's inline checkpoint at
+    /// [`BACKSTOP_PAGES`] does the work, rather than a new attempt after
+    /// every answer.
+    Failed,
 }
 
 /// What the WAL hook saw, shared with [`WalSync`].
@@ -126,7 +135,7 @@ impl WalSync {
             file: Mutex::new(None),
             db,
             wal_pages,
-            checkpointer: Mutex::new(None),
+            checkpointer: Mutex::new(Checkpointer::NotYet),
         })
     }
 
@@ -140,10 +149,10 @@ impl WalSync {
             return;
         }
         let Ok(mut conn) = self.checkpointer.try_lock() else { return };
-        if conn.is_none() {
-            *conn = open_checkpointer(&self.db).ok();
+        if let Checkpointer::NotYet = *conn {
+            *conn = open_checkpointer(&self.db).map_or(Checkpointer::Failed, Checkpointer::Open);
         }
-        if let Some(c) = conn.as_ref() {
+        if let Checkpointer::Open(c) = &*conn {
             if let Ok((_, copied)) = c.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE) {
                 pages.copied.fetch_max(i64::from(copied), Ordering::AcqRel);
             }
