@@ -199,7 +199,7 @@ pub fn configure(conn: &Connection, sync: Synchronous, busy_timeout_ms: u32) -> 
     // bytes in all; group commits over many chats write half as much to
     // disk per message. A durable file database replaces this with
     // checkpoints outside the lock (crate::store::wal).
-    conn.execute_batch("PRAGMA wal_autocheckpoint = 10000;")?;
+    conn.pragma_update(None, "wal_autocheckpoint", super::wal::CHECKPOINT_PAGES)?;
     conn.busy_timeout(std::time::Duration::from_millis(busy_timeout_ms.into()))?;
     conn.set_prepared_statement_cache_capacity(128);
     Ok(())

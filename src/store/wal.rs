@@ -153,6 +153,8 @@ impl WalSync {
             *conn = open_checkpointer(&self.db).map_or(Checkpointer::Failed, Checkpointer::Open);
         }
         if let Checkpointer::Open(c) = &*conn {
+            // Should the WAL start again before this lands, the count is
+            // stale: the next checkpoint then runs inline, once.
             if let Ok((_, copied)) = c.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE) {
                 pages.copied.fetch_max(i64::from(copied), Ordering::AcqRel);
             }
