@@ -107,21 +107,21 @@ impl WalSync {
         }
         let (path, db) = (PathBuf::from(format!("{db}-wal")), PathBuf::from(db));
         let wal_pages = Arc::new(WalPages::default());
-        let seen = Arc::clone(&wal_pages);
+        let hook_pages = Arc::clone(&wal_pages);
         conn.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages: std::ffi::c_int| {
             let pages = i64::from(pages);
-            if seen.written.swap(pages, Ordering::AcqRel) > pages {
+            if hook_pages.written.swap(pages, Ordering::AcqRel) > pages {
                 // The WAL started again from its beginning.
-                seen.copied.store(0, Ordering::Release);
+                hook_pages.copied.store(0, Ordering::Release);
             }
-            let behind = pages - seen.copied.load(Ordering::Acquire);
+            let behind = pages - hook_pages.copied.load(Ordering::Acquire);
             if (pages >= CHECKPOINT_PAGES && behind <= CATCH_UP_PAGES) || pages >= BACKSTOP_PAGES {
                 // Under the database lock, so nothing is appended meanwhile
                 // and the checkpoint copies everything. A failure (another
                 // checkpoint under way) leaves it for a later commit; this
                 // commit has happened, so it must not report one.
                 if let Ok((_, copied)) = wal.checkpoint_v2(CheckpointMode::PASSIVE) {
-                    seen.copied.store(i64::from(copied), Ordering::Release);
+                    hook_pages.copied.store(i64::from(copied), Ordering::Release);
                 }
             }
             Ok(())
