@@ -45,8 +45,10 @@ const USAGE: &str = "usage: server [--addr HOST:PORT] [--db PATH] [--admin-secre
                             BOTSPACE_OPERATIONAL_KEY may replace it
   --admin-addr HOST:PORT    serve the host API (/admin/*) on this second address only; /admin/* on
                             --addr, and everything but /admin/* here, is then 404 method_not_found
-  --max-connections N       most connections at once (default 1024); beyond it a new
-                            connection gets 503 and is closed
+  --max-connections N       most connections at once (default: the file limit, raised to
+                            its hard limit at start, less 64 for the server's own files);
+                            beyond it the connection waiting longest for a request is
+                            closed, or with none the new one gets 503 and is closed
   --request-timeout SECS    a request must arrive whole within SECS of its first byte
                             (default 30), else 408 and close
   --idle-timeout SECS       a keep-alive connection with nothing to read for SECS is
@@ -113,7 +115,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
         admin_secret: None,
         admin_secret_file: None,
         operational_key: None,
-        max_connections: 1024,
+        max_connections: 0,
         request_timeout: REQUEST_DEADLINE,
         idle_timeout: IDLE_TIMEOUT,
         gateway_poll_interval_ms: None,
@@ -177,7 +179,8 @@ fn main() {
 
 /// The whole server; returns the process exit code.
 fn run(args: impl IntoIterator<Item = String>) -> i32 {
-    let args = match parse_args(args) {
+    let limit = fds::raise_limit();
+    let mut args = match parse_args(args) {
         Ok(a) => a,
         Err(e) if e.is_empty() => {
             println!("{USAGE}");
@@ -188,6 +191,9 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
             return 2;
         }
     };
+    if args.max_connections == 0 {
+        args.max_connections = fds::default_max_connections(limit);
+    }
     match start(&args) {
         Ok((svc, listeners)) => {
             serve(svc, listeners, &args);
@@ -392,6 +398,9 @@ impl Role {
 
 fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener, role: Role) {
     let mut errors = ErrorLog::default();
+    // A descriptor held in reserve: out of descriptors, it is given up so
+    // the waiting client can be accepted (libev's and libuv's trick).
+    let mut spare = fds::Spare::open();
     for conn in listener.incoming() {
         if shared.stop.load(Ordering::SeqCst) || signals::requested() {
             shared.stop.store(true, Ordering::SeqCst);
@@ -406,12 +415,104 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener, role: Role) {
             {
                 refuse_busy(stream)
             }
-            Ok(stream) => spawn_connection(shared, stream, role),
+            Ok(stream) => {
+                spawn_connection(shared, stream, role);
+                spare.reopen();
+            }
+            Err(e) if fds::out_of_descriptors(&e) => {
+                // Out of descriptors before the cap (other descriptors, a
+                // lower limit than the cap assumes): the connection that has
+                // waited longest for a request makes room, and the new one
+                // gets in on the spare descriptor. Only with nobody to evict
+                // is the new one refused; the listener backs off (no spin)
+                // and it is said at most once a second.
+                let evicted = shared.waiting.evict_oldest();
+                if spare.release() {
+                    if let Ok((stream, _)) = listener.accept() {
+                        if evicted {
+                            spawn_connection(shared, stream, role);
+                        } else {
+                            refuse_busy(stream);
+                        }
+                    }
+                    spare.reopen();
+                }
+                if !evicted {
+                    errors.note(&e);
+                    std::thread::sleep(Duration::from_millis(50));
+                } else {
+                    // The evicted thread closes its descriptor within moments.
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
             Err(e) => {
-                // EMFILE and the like: back off instead of spinning, and
-                // say so at most once a second.
+                // Other errors: back off instead of spinning, and say so at
+                // most once a second.
                 errors.note(&e);
                 std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// The file limit and the spare descriptor.
+mod fds {
+    use std::io;
+
+    /// Descriptors kept for the server itself (standard streams, listeners,
+    /// the spare, the SQLite file, WAL, shared memory and checkpoint
+    /// connection, PostgreSQL connections, thread plumbing).
+    const RESERVED: u64 = 64;
+
+    /// Raises the soft `RLIMIT_NOFILE` to the hard limit (as nginx and Go's
+    /// runtime do) and returns the limit now in force.
+    pub fn raise_limit() -> u64 {
+        let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        // SAFETY: plain system calls on a local struct.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+                return 1024;
+            }
+            if lim.rlim_cur < lim.rlim_max {
+                let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                    lim.rlim_cur = lim.rlim_max;
+                }
+            }
+        }
+        // rlim_t is not u64 on every platform.
+        #[allow(clippy::unnecessary_cast)]
+        let limit = lim.rlim_cur as u64;
+        limit
+    }
+
+    /// The default `--max-connections` under `limit` descriptors: one per
+    /// connection, after the server's own.
+    pub fn default_max_connections(limit: u64) -> usize {
+        let cap = if limit > 2 * RESERVED { limit - RESERVED } else { limit / 2 };
+        cap.clamp(1, 1 << 20) as usize
+    }
+
+    pub fn out_of_descriptors(e: &io::Error) -> bool {
+        matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
+    }
+
+    /// One open `/dev/null`, given up when accept runs out of descriptors.
+    pub struct Spare(Option<std::fs::File>);
+
+    impl Spare {
+        pub fn open() -> Spare {
+            Spare(std::fs::File::open("/dev/null").ok())
+        }
+
+        /// Closes the spare; false when there was none.
+        pub fn release(&mut self) -> bool {
+            self.0.take().is_some()
+        }
+
+        pub fn reopen(&mut self) {
+            if self.0.is_none() {
+                self.0 = std::fs::File::open("/dev/null").ok();
             }
         }
     }
@@ -454,15 +555,29 @@ impl ErrorLog {
 fn spawn_connection(shared: &Arc<Shared>, stream: TcpStream, role: Role) {
     let sh = shared.clone();
     sh.active.fetch_add(1, Ordering::SeqCst);
+    let stream = Arc::new(stream);
+    let id = sh.waiting.add(&stream);
     let spawned = std::thread::Builder::new().name("botspace-conn".into()).stack_size(STACK).spawn(move || {
         let _guard = ActiveGuard(&sh.active);
-        serve_http(&sh, stream, role);
+        let waiting = WaitingGuard(&sh.waiting, id);
+        serve_http(&sh, stream, waiting, role);
     });
     if let Err(e) = spawned {
         // The closure (and its guard) was dropped with the error.
         eprintln!("cannot start a connection thread: {e}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// True when the peer has sent bytes not read yet (a stop answers them
+/// before closing). Peeks without blocking.
+fn bytes_waiting(stream: &TcpStream) -> bool {
+    if stream.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let r = stream.peek(&mut [0u8; 1]);
+    let _ = stream.set_nonblocking(false);
+    matches!(r, Ok(n) if n > 0)
 }
 
 /// Waits (at most `DRAIN`) for the connections to end, then closes the
@@ -583,15 +698,19 @@ struct Shared {
 #[derive(Default)]
 struct Waiting {
     next_id: AtomicU64,
-    map: Mutex<HashMap<u64, (Instant, TcpStream)>>,
+    /// The connection's own socket, shared (not a `try_clone`): one
+    /// descriptor per connection, closed when its last holder drops it, so
+    /// an eviction can never shut down a reused descriptor number.
+    map: Mutex<HashMap<u64, (Instant, Arc<TcpStream>)>>,
 }
 
 impl Waiting {
-    fn add(&self, stream: &TcpStream) -> Option<u64> {
+    /// Registers a connection as it is accepted: every connection can be
+    /// evicted until it sends a gateway upgrade.
+    fn add(&self, stream: &Arc<TcpStream>) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let handle = stream.try_clone().ok()?;
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).insert(id, (Instant::now(), handle));
-        Some(id)
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).insert(id, (Instant::now(), stream.clone()));
+        id
     }
 
     /// The connection got a whole request answered: it waits afresh.
@@ -621,21 +740,17 @@ impl Waiting {
 
 /// A connection's entry in `Waiting`, removed when the connection ends or
 /// is upgraded.
-struct WaitingGuard<'a>(&'a Waiting, Option<u64>);
+struct WaitingGuard<'a>(&'a Waiting, u64);
 
 impl WaitingGuard<'_> {
     fn touch(&self) {
-        if let Some(id) = self.1 {
-            self.0.touch(id);
-        }
+        self.0.touch(self.1);
     }
 }
 
 impl Drop for WaitingGuard<'_> {
     fn drop(&mut self) {
-        if let Some(id) = self.1 {
-            self.0.remove(id);
-        }
+        self.0.remove(self.1);
     }
 }
 
@@ -795,7 +910,8 @@ type Pending = (std::ops::Range<usize>, Head);
 
 /// One HTTP connection: answers what is buffered, writes the answers,
 /// reads more; until it closes or becomes a gateway connection.
-fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream, role: Role) {
+fn serve_http(sh: &Arc<Shared>, sock: Arc<TcpStream>, waiting: WaitingGuard<'_>, role: Role) {
+    let mut stream: &TcpStream = &sock;
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(TICK));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
@@ -804,7 +920,6 @@ fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream, role: Role) {
     let mut last_activity = Instant::now();
     let mut continue_sent = false;
     let mut framer = sh.svc.request_framer();
-    let waiting = WaitingGuard(&sh.waiting, sh.waiting.add(&stream));
     // Who is asking, for the per-peer throttle of failed admin logins.
     let peer = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
     // When the first byte of the request now buffered arrived.
@@ -821,14 +936,16 @@ fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream, role: Role) {
             Next::Read => {}
             Next::Again => continue,
             Next::Close { linger } => return close_http(stream, linger),
-            Next::Upgrade(conn) => {
+            Next::Upgrade(gw) => {
                 // A gateway connection is not evicted for HTTP clients.
                 drop(waiting);
-                return serve_gateway(sh, stream, *conn, buf);
+                return serve_gateway(sh, &sock, *gw, buf);
             }
         }
-        if sh.stop.load(Ordering::SeqCst) && buf.is_empty() {
-            return;
+        // On a stop, a connection ends only once nothing it was sent is
+        // left unanswered: bytes still in the socket are read first.
+        if sh.stop.load(Ordering::SeqCst) && buf.is_empty() && !bytes_waiting(stream) {
+            return close_http(stream, false);
         }
         if buf.is_empty() {
             if started.take().is_some() || !out.is_empty() {
@@ -837,7 +954,7 @@ fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream, role: Role) {
         } else if started.get_or_insert_with(Instant::now).elapsed() > sh.request_timeout {
             return request_timeout(stream);
         }
-        if !read_more(sh, &mut stream, &mut buf, &mut chunk, &mut last_activity) {
+        if !read_more(sh, stream, &mut buf, &mut chunk, &mut last_activity) {
             return;
         }
     }
@@ -845,7 +962,7 @@ fn serve_http(sh: &Arc<Shared>, mut stream: TcpStream, role: Role) {
 
 /// 408 for a request that did not arrive within `--request-timeout`, then
 /// close.
-fn request_timeout(mut stream: TcpStream) {
+fn request_timeout(mut stream: &TcpStream) {
     let body = br#"{"ok":false,"error_code":408,"error":"request_timeout","description":"the request did not arrive in time"}"#;
     let head = format!(
         "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -892,7 +1009,9 @@ fn answer_buffered(
                 }
                 if h.admin {
                     answer(svc, buf, &mut batch, &mut out);
-                    out.extend(connection_header(svc.handle_request_from(&buf[range], peer), &h));
+                    let resp = svc.handle_request_from(&buf[range], peer);
+                    storage_full::note(&resp);
+                    out.extend(connection_header(resp, &h));
                     if h.close {
                         break Next::Close { linger: false };
                     }
@@ -964,7 +1083,7 @@ fn upgrade(svc: &Arc<Service>, req: &[u8], h: &Head, out: &mut Vec<u8>) -> Optio
 /// an error, idle too long, or a stop with nothing buffered).
 fn read_more(
     sh: &Shared,
-    stream: &mut TcpStream,
+    mut stream: &TcpStream,
     buf: &mut Vec<u8>,
     chunk: &mut [u8],
     last_activity: &mut Instant,
@@ -976,11 +1095,12 @@ fn read_more(
             buf.extend_from_slice(&chunk[..n]);
             true
         }
-        // The read timeout (TICK) lets an idle connection see the stop flag.
+        // The read timeout (TICK) lets an idle connection see the stop flag
+        // (the caller closes it once nothing is left to read).
         Err(e)
             if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted) =>
         {
-            !(sh.stop.load(Ordering::SeqCst) || last_activity.elapsed() > sh.idle_timeout)
+            last_activity.elapsed() <= sh.idle_timeout
         }
         Err(_) => false,
     }
@@ -992,11 +1112,14 @@ fn answer(svc: &Service, buf: &[u8], batch: &mut Vec<Pending>, out: &mut Vec<u8>
         0 => {}
         1 => {
             let (r, h) = batch.pop().unwrap_or_else(|| unreachable!());
-            out.extend(connection_header(svc.handle_request(&buf[r]), &h));
+            let resp = svc.handle_request(&buf[r]);
+            storage_full::note(&resp);
+            out.extend(connection_header(resp, &h));
         }
         _ => {
             let reqs: Vec<&[u8]> = batch.iter().map(|(r, _)| &buf[r.clone()]).collect();
             for (resp, (_, h)) in svc.handle_batch(&reqs).into_iter().zip(batch.iter()) {
+                storage_full::note(&resp);
                 out.extend(connection_header(resp, h));
             }
             batch.clear();
@@ -1004,10 +1127,37 @@ fn answer(svc: &Service, buf: &[u8], batch: &mut Vec<Pending>, out: &mut Vec<u8>
     }
 }
 
+/// A full disk, said on stderr at most once every `EVERY` seconds with how
+/// many writes it refused meanwhile: the operator hears of it, and a
+/// flood of refused writes does not flood the log.
+mod storage_full {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    const EVERY: u64 = 10;
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    static SINCE: AtomicU64 = AtomicU64::new(0);
+
+    pub fn note(resp: &[u8]) {
+        if !resp.starts_with(b"HTTP/1.1 503") || !resp.windows(22).any(|w| w == br#""error":"storage_full""#) {
+            return;
+        }
+        let n = SINCE.fetch_add(1, Ordering::Relaxed) + 1;
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let last = LAST.load(Ordering::Relaxed);
+        if now >= last + EVERY && LAST.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            SINCE.store(0, Ordering::Relaxed);
+            eprintln!(
+                "storage full: the database's disk has no space; writes are refused (503 storage_full, nothing written) until space is freed ({n} refused since the last report)"
+            );
+        }
+    }
+}
+
 /// Closes after an answer. With `linger`, the request may have left bytes
 /// unread (a refused body): stop sending, then discard what still arrives
 /// for a bounded time, so the peer gets our answer rather than a reset.
-fn close_http(mut stream: TcpStream, linger: bool) {
+fn close_http(mut stream: &TcpStream, linger: bool) {
     let _ = stream.shutdown(Shutdown::Write);
     if linger {
         let _ = stream.set_read_timeout(Some(Duration::from_millis(100)));
@@ -1035,13 +1185,14 @@ fn close_http(mut stream: TcpStream, linger: bool) {
 
 /// Runs one gateway connection until it closes. `leftover` holds bytes that
 /// arrived after the upgrade request (the bot may talk at once).
-fn serve_gateway(sh: &Arc<Shared>, mut stream: TcpStream, mut conn: GatewayConnection, leftover: Vec<u8>) {
+fn serve_gateway(sh: &Arc<Shared>, sock: &Arc<TcpStream>, mut conn: GatewayConnection, leftover: Vec<u8>) {
+    let stream: &TcpStream = sock;
     let bot_id = conn.bot_id().to_string();
     let (tx, rx) = mpsc::sync_channel::<Input>(64);
     let pending = Arc::new(AtomicBool::new(false));
     // Registered before the first poll, so no event can slip between.
     let id = sh.registry.register(&bot_id, tx.clone(), pending.clone());
-    if spawn_reader(&stream, tx).is_err() {
+    if spawn_reader(sock, tx).is_err() {
         sh.registry.unregister(&bot_id, id);
         return;
     }
@@ -1053,30 +1204,32 @@ fn serve_gateway(sh: &Arc<Shared>, mut stream: TcpStream, mut conn: GatewayConne
         conn.handle_input(&leftover, sh.svc.now_ms());
     }
     let mut unsent = Unsent::default();
-    let ended = pump(sh, &mut stream, &mut conn, &rx, &pending, &mut unsent);
+    let ended = pump(sh, stream, &mut conn, &rx, &pending, &mut unsent);
     sh.registry.unregister(&bot_id, id);
     // Frees the connection slot (and writes a pending ack) before the
     // (bounded) last writes and lingering below.
     drop(conn);
     let until = Instant::now() + if ended.forced { CLOSE_GRACE } else { LINGER };
     if !ended.abandon {
-        unsent.flush_until(&mut stream, until);
+        unsent.flush_until(stream, until);
     }
     if ended.server_closed && !ended.peer_eof {
-        linger_for_close(&stream, &rx, until);
+        linger_for_close(stream, &rx, until);
     }
     let _ = stream.shutdown(Shutdown::Both);
     // The reader thread ends on its own now that the socket is shut down.
 }
 
 /// A thread that forwards what the socket delivers, then `Eof`.
-fn spawn_reader(stream: &TcpStream, tx: SyncSender<Input>) -> io::Result<()> {
-    let mut reader = stream.try_clone()?;
+/// It shares the connection's socket (one descriptor per connection); the
+/// owner never reads after the upgrade, so the read timeout is its own.
+fn spawn_reader(sock: &Arc<TcpStream>, tx: SyncSender<Input>) -> io::Result<()> {
+    let reader = sock.clone();
     let _ = reader.set_read_timeout(None);
     std::thread::Builder::new().name("botspace-gw-read".into()).stack_size(128 * 1024).spawn(move || {
         let mut b = vec![0u8; 16 * 1024];
         loop {
-            match reader.read(&mut b) {
+            match (&*reader).read(&mut b) {
                 Ok(0) => break,
                 Ok(n) => {
                     if tx.send(Input::Data(b[..n].to_vec())).is_err() {
@@ -1112,7 +1265,7 @@ struct Ended {
 /// until either side closes.
 fn pump(
     sh: &Shared,
-    stream: &mut TcpStream,
+    stream: &TcpStream,
     conn: &mut GatewayConnection,
     rx: &mpsc::Receiver<Input>,
     pending: &AtomicBool,
@@ -1210,7 +1363,7 @@ impl Unsent {
 
     /// Writes what the socket takes within about one `WRITE_TICK`; an error
     /// when the peer is gone.
-    fn flush(&mut self, stream: &mut TcpStream) -> io::Result<()> {
+    fn flush(&mut self, mut stream: &TcpStream) -> io::Result<()> {
         let until = Instant::now() + WRITE_TICK;
         while self.sent < self.buf.len() && Instant::now() < until {
             match stream.write(&self.buf[self.sent..]) {
@@ -1239,7 +1392,7 @@ impl Unsent {
     }
 
     /// Writes until everything is out, the peer is gone or `until`.
-    fn flush_until(&mut self, stream: &mut TcpStream, until: Instant) {
+    fn flush_until(&mut self, stream: &TcpStream, until: Instant) {
         while !self.is_empty() && Instant::now() < until {
             if self.flush(stream).is_err() {
                 return;

@@ -200,13 +200,15 @@ wire() {
   return "$rc"
 }
 # The option scenarios (connection cap, request deadline, idle close,
-# --admin-addr, slow gateway readers, EMFILE) against one C server binary.
+# --admin-addr, slow gateway readers, EMFILE) and tests/server_reliability.rs
+# (a flood under `ulimit -n 1024`, a stop, a full disk) against one C server
+# binary.
 options() {
   local bin=$1
   local log="$OUT/options-$(basename "$bin").log"
   ASAN_OPTIONS=quarantine_size_mb=8:detect_leaks=1 BOTSPACE_C_SERVER="$bin" \
-    cargo test --test server_options -- c:: --nocapture 2>&1 | tee "$log" |
-    awk '/^(test |test result|failures|---- )/ || /panicked at/ || /^(getMe past|slow consumer|idle keep-alive|out of files)/ {print; if (/panicked at/) n=3; next} n>0 {print; n--}'
+    cargo test --test server_options --test server_reliability -- c:: --nocapture 2>&1 | tee "$log" |
+    awk '/^(test |test result|failures|---- )/ || /panicked at/ || /^(getMe past|slow consumer|idle keep-alive|out of files|SKIPPED)/ {print; if (/panicked at/) n=3; next} n>0 {print; n--}'
   local rc=${PIPESTATUS[0]}
   if grep -q "ERROR: AddressSanitizer\|runtime error:" "$log"; then
     echo "sanitizer report in the server's output"; return 1

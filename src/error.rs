@@ -246,6 +246,20 @@ impl ApiError {
         e
     }
 
+    /// The disk under a SQLite file is full (SQLITE_FULL, ENOSPC): the
+    /// transaction was rolled back, nothing was written, and the same
+    /// request succeeds once space is freed.
+    pub fn storage_full(detail: impl std::fmt::Display) -> Self {
+        let mut e = Self::new(
+            503,
+            "storage_full",
+            "the database's disk is full, nothing was written; safe to retry once space is freed",
+        )
+        .with_header("Retry-After", "5".into());
+        e.detail = Some(detail.to_string().into());
+        e
+    }
+
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         let mut e = Self::new(500, "internal_error", "internal error, nothing was written; safe to retry");
         e.detail = Some(detail.to_string().into());
@@ -296,6 +310,7 @@ pub fn catalog() -> Vec<ApiError> {
         E::internal("{detail}"),
         E::storage_unavailable("{detail}"),
         E::commit_outcome_unknown("{detail}"),
+        E::storage_full("{detail}"),
     ]
 }
 
@@ -305,6 +320,8 @@ impl From<crate::store::StorageError> for ApiError {
             ApiError::commit_outcome_unknown(e)
         } else if e.is_unavailable() {
             ApiError::storage_unavailable(e)
+        } else if e.is_full() {
+            ApiError::storage_full(e)
         } else {
             ApiError::internal(e)
         }
@@ -319,6 +336,9 @@ impl From<rusqlite::types::FromSqlError> for ApiError {
 
 impl From<rusqlite::Error> for ApiError {
     fn from(e: rusqlite::Error) -> Self {
+        if crate::store::sqlite_disk_full(&e) {
+            return ApiError::storage_full(e);
+        }
         ApiError::internal(e)
     }
 }

@@ -352,7 +352,7 @@ impl Service {
                 }
                 // Requests after the failing one were never run: the
                 // database being unreachable is their answer too.
-                let e = if e.code == "storage_unavailable" {
+                let e = if matches!(e.code, "storage_unavailable" | "storage_full") {
                     e
                 } else {
                     ApiError::internal("an earlier request of the batch failed in storage; nothing was written")

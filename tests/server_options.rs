@@ -43,14 +43,14 @@ servers! {
         half_open_connections_past_the_cap_make_room_for_a_real_request,
         an_idle_keep_alive_connection_is_closed_after_the_idle_timeout,
         the_gateway_poll_interval_is_taken_from_10_to_60000_ms,
+        two_thousand_half_open_connections_leave_get_me_within_100_ms,
     ],
     c_only: [
-        two_thousand_half_open_connections_leave_get_me_within_100_ms,
         with_admin_addr_each_listener_serves_its_own_paths,
         a_gateway_reader_that_stays_behind_gets_4008_and_resumes_after_its_ack,
     ],
     binary: [
-        out_of_files_accept_errors_are_logged_once_a_second_and_nothing_spins,
+        out_of_files_a_waiting_connection_makes_room_and_nothing_spins,
         a_gateway_poll_interval_outside_10_to_60000_ms_is_refused_with_a_message_and_a_non_zero_exit,
     ],
 }
@@ -348,16 +348,17 @@ fn cpu_seconds(pid: u32) -> f64 {
     (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / 100.0
 }
 
-fn out_of_files_accept_errors_are_logged_once_a_second_and_nothing_spins(bin: std::path::PathBuf) {
+fn out_of_files_a_waiting_connection_makes_room_and_nothing_spins(bin: std::path::PathBuf) {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     use std::sync::{Arc, Mutex};
-    // 48 files: a few dozen connections use them all up.
+    // 48 files and a cap far above them: accept runs out of descriptors
+    // long before the cap (the default cap would stay below the limit).
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(r#"ulimit -n 48 && exec "$0" "$@""#)
         .arg(&bin)
-        .args(["--addr", "127.0.0.1:0", "--db", ":memory:", "--admin-secret", SECRET])
+        .args(["--addr", "127.0.0.1:0", "--db", ":memory:", "--admin-secret", SECRET, "--max-connections", "1000"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -385,34 +386,32 @@ fn out_of_files_accept_errors_are_logged_once_a_second_and_nothing_spins(bin: st
     let addr = first.strip_prefix("botspace listening on http://").unwrap_or_else(|| panic!("{first:?}")).to_string();
     assert!(out.any(|l| l == "botspace ready"), "no `botspace ready`");
     std::thread::spawn(move || for _ in out {});
-    // Far more connections than files; the rest wait in the backlog, so
-    // the listener stays readable while accept fails.
+    // Far more silent connections than files.
     let conns: Vec<_> = (0..100).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
     std::thread::sleep(Duration::from_millis(300));
     let cpu0 = cpu_seconds(pid);
     let n0 = errors.lock().unwrap().len();
+    // A real request gets in while all 100 are held open: out of files, the
+    // connection waiting longest is closed to make room.
+    let t0 = Instant::now();
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    let took = t0.elapsed();
+    assert!(buf.starts_with(b"HTTP/1.1 401"), "{:?}", String::from_utf8_lossy(&buf));
+    eprintln!("out of files: getMe past 100 silent connections under 48 files: {took:?}");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
     std::thread::sleep(Duration::from_millis(2500));
     let cpu = cpu_seconds(pid) - cpu0;
     let logged: Vec<String> = errors.lock().unwrap()[n0..].to_vec();
     eprintln!("out of files for 2.5 s: {cpu:.2} s of CPU, {} lines: {logged:?}", logged.len());
     assert!(cpu < 0.5, "the server used {cpu:.2} s of CPU in 2.5 s of EMFILE");
-    assert!((1..=4).contains(&logged.len()), "{logged:?}");
+    // What is said about it is said at most once a second.
+    assert!(logged.len() <= 4, "{logged:?}");
     assert!(logged.iter().all(|l| l.starts_with("accept failed: ")), "{logged:?}");
-    // Files back: the server serves again.
     drop(conns);
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        let mut s = std::net::TcpStream::connect(&addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        s.write_all(b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
-        let mut buf = Vec::new();
-        let _ = s.read_to_end(&mut buf);
-        if buf.starts_with(b"HTTP/1.1 401") {
-            break;
-        }
-        assert!(Instant::now() < until, "not served after the files came back: {:?}", String::from_utf8_lossy(&buf));
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn the_gateway_poll_interval_is_taken_from_10_to_60000_ms(start: Start) {

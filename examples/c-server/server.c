@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
@@ -58,7 +59,7 @@
 #define TICK_MS 250u                /* longest sleep: stop flag, manual clock */
 #define IDLE_TIMEOUT_MS 120000u     /* idle keep-alive connection (the Rust server's IDLE_TIMEOUT) */
 #define REQUEST_TIMEOUT_MS 30000u   /* default --request-timeout: a whole request within this of its first byte */
-#define MAX_CONNECTIONS 1024u       /* default --max-connections */
+#define RESERVED_FDS 64u            /* the server's own descriptors: default --max-connections is the file limit less these */
 #define WRITE_TIMEOUT_MS 30000u     /* peer that takes none of our bytes */
 #define MAX_BATCH 64                /* requests committed together (all connections) */
 #define LINGER_MS 2000u             /* lingering close after an error */
@@ -98,7 +99,8 @@ static const char USAGE[] =
     "  --admin-secret-file PATH  read the admin secret from the first line of PATH\n"
     "  --operational-key HEX64   64 hex digits that seal official bots' operational token copy;\n"
     "                            BOTSPACE_OPERATIONAL_KEY may replace it\n"
-    "  --max-connections N       most connections at once (default 1024); at the cap the connection\n"
+    "  --max-connections N       most connections at once (default: the file limit, raised to its\n"
+    "                            hard limit at start, less 64 for the server's own files); at the cap the connection\n"
     "                            waiting longest for a request is closed to make room; when every\n"
     "                            connection is busy a new one gets 503 server_busy and is closed\n"
     "  --request-timeout SECS    a request must arrive whole within SECS of its first byte\n"
@@ -418,7 +420,7 @@ typedef struct conn {
 static conn_t **conns;
 static size_t nconns, conns_cap;
 static size_t nlive; /* connections with an open socket: what --max-connections counts */
-static size_t max_connections = MAX_CONNECTIONS;
+static size_t max_connections = 0; /* 0 until set: --max-connections, else from the file limit */
 static uint64_t request_timeout_ms = REQUEST_TIMEOUT_MS;
 static uint64_t idle_timeout_ms = IDLE_TIMEOUT_MS;
 
@@ -570,8 +572,32 @@ static int parse_head(const unsigned char *req, size_t n, head_t *h) {
 
 /* Appends a response, adding a Connection header after the status line when
  * the request needs one. */
+/* A full disk, said on stderr at most once every STORAGE_FULL_LOG_MS with
+ * how many writes it refused meanwhile: the operator hears of it, and a
+ * flood of refused writes does not flood the log. */
+#define STORAGE_FULL_LOG_MS 10000u
+static void note_storage_full(const unsigned char *resp, size_t n) {
+    static const char mark[] = "\"error\":\"storage_full\"";
+    static uint64_t logged_at;
+    static unsigned long since;
+    if (n < 12 || memcmp(resp, "HTTP/1.1 503", 12) != 0) return;
+    int found = 0;
+    for (size_t i = 0; i + sizeof mark - 1 <= n && !found; i++) found = memcmp(resp + i, mark, sizeof mark - 1) == 0;
+    if (!found) return;
+    since++;
+    uint64_t mono = mono_ms();
+    if (logged_at && mono - logged_at < STORAGE_FULL_LOG_MS) return;
+    fprintf(stderr,
+            "storage full: the database's disk has no space; writes are refused (503 storage_full, nothing written) "
+            "until space is freed (%lu refused since the last report)\n",
+            since);
+    logged_at = mono;
+    since = 0;
+}
+
 static void add_response(buf_t *out, const unsigned char *resp, size_t n, const head_t *h) {
     const char *extra = NULL;
+    note_storage_full(resp, n);
     if (h && h->close) extra = "Connection: close\r\n";
     else if (h && h->http10) extra = "Connection: keep-alive\r\n";
     if (!extra) {
@@ -1465,6 +1491,14 @@ static void request_timed_out(conn_t *c) {
     conn_finish(c, 0);
 }
 
+/* True when the peer has sent bytes not read yet: a stop answers them
+ * before it closes the connection (closing would reset it instead). */
+static int bytes_waiting(int fd) {
+    unsigned char b;
+    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n > 0;
+}
+
 /* Whether a connection is done: flushed and closing, timed out, or cut by
  * the end of a stop. Moves a flushed closing connection to lingering. */
 static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
@@ -1483,7 +1517,7 @@ static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
         else if (c->drop_at && mono >= c->drop_at) conn_close(c);
         else if (c->stalled_since && mono - c->stalled_since > WRITE_TIMEOUT_MS) conn_close(c);
         else if (c->st == ST_HTTP && buf_pending(&c->out) == 0 && buf_pending(&c->in) == 0 &&
-                 (mono - c->last_activity > idle_timeout_ms || L->stopping))
+                 (mono - c->last_activity > idle_timeout_ms || (L->stopping && !bytes_waiting(c->fd))))
             conn_close(c);
         else if (c->st == ST_HTTP && c->req_started && buf_pending(&c->out) == 0 &&
                  mono - c->req_started > request_timeout_ms) {
@@ -1583,12 +1617,37 @@ static void accept_failed(loop_t *L, int err, uint64_t mono) {
     L->accept_paused_until = mono + ACCEPT_BACKOFF_MS;
 }
 
+/* A descriptor held in reserve (libev's and libuv's trick): out of
+ * descriptors with nobody to evict, it is given up so that the waiting
+ * client can be accepted and refused with 503 instead of left hanging. */
+static int spare_fd = -1;
+
+static void spare_reopen(void) {
+    if (spare_fd < 0) spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
 /* Accepts every pending connection of one listener. */
 static void accept_conns(loop_t *L, int lfd, enum role role, uint64_t mono) {
     for (;;) {
         int fd = accept(lfd, NULL, NULL);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue; /* that one client gave up */
+            if (errno == EMFILE || errno == ENFILE) {
+                int err = errno;
+                /* Out of descriptors before the cap: the connection that has
+                 * waited longest for a request makes room (closed at once,
+                 * so the accept is tried again). */
+                if (evict_longest_waiting()) continue;
+                if (spare_fd >= 0) {
+                    close(spare_fd);
+                    spare_fd = -1;
+                    fd = accept(lfd, NULL, NULL);
+                    if (fd >= 0) refuse_busy(fd);
+                    spare_reopen();
+                }
+                accept_failed(L, err, mono);
+                return;
+            }
             if (errno != EAGAIN && errno != EWOULDBLOCK) accept_failed(L, errno, mono);
             return;
         }
@@ -1822,6 +1881,24 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (pa < 0) return 2;
+    /* The soft file limit up to the hard one (as nginx and Go's runtime do);
+     * the default cap follows the limit in force: one descriptor per
+     * connection, after the server's own. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        if (rl.rlim_cur < rl.rlim_max) {
+            struct rlimit raised = {rl.rlim_max, rl.rlim_max};
+            if (setrlimit(RLIMIT_NOFILE, &raised) == 0) rl.rlim_cur = rl.rlim_max;
+        }
+    } else {
+        rl.rlim_cur = 1024;
+    }
+    if (max_connections == 0) {
+        rlim_t lim = rl.rlim_cur == RLIM_INFINITY ? (rlim_t)1 << 20 : rl.rlim_cur;
+        if (lim > (rlim_t)1 << 20) lim = (rlim_t)1 << 20;
+        max_connections = lim > 2 * RESERVED_FDS ? (size_t)(lim - RESERVED_FDS) : (size_t)(lim / 2 > 0 ? lim / 2 : 1);
+    }
+    spare_reopen();
     char generated[65], keybuf[65];
     char *secret_owned = NULL;
     const char *secret = choose_secret(&args, generated, &secret_owned);

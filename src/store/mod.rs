@@ -69,6 +69,21 @@ impl StorageError {
             _ => false,
         }
     }
+
+    /// True when SQLite refused the write because its disk is full.
+    pub fn is_full(&self) -> bool {
+        match self {
+            StorageError::Sqlite(e) => sqlite_disk_full(e),
+            StorageError::CommitLost(e) => e.is_full(),
+            _ => false,
+        }
+    }
+}
+
+/// SQLITE_FULL: SQLite's unix VFS reports a write that met ENOSPC (or
+/// EDQUOT) this way, and the statement or transaction was rolled back.
+pub(crate) fn sqlite_disk_full(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull)
 }
 
 pub type StoreResult<T> = Result<T, StorageError>;

@@ -51,6 +51,9 @@ pub struct Server {
     pub base: String,
     /// Every stdout line so far.
     lines: Arc<(Mutex<Vec<String>>, Condvar)>,
+    /// Every stderr line so far, when started by `start_in_shell` (else
+    /// stderr is the test's own).
+    errors: Arc<Mutex<Vec<String>>>,
     /// `Some` while this value owns a temp dir to remove.
     temp_dir: Option<PathBuf>,
 }
@@ -194,7 +197,55 @@ impl Server {
             }
         };
         cmd.env("BOTSPACE_ADMIN_SECRET", SECRET).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        Server::launch(cmd)
+    }
+
+    /// `bin --addr 127.0.0.1:0 ARGS` run by `sh -c 'SETUP && exec BIN ARGS'`
+    /// (behind `wrapper`, say `unshare -m`), so that the server is the
+    /// process itself (its pid takes signals) under what SETUP set (a file
+    /// limit, a mount). `env` is given to the shell. Its stderr is kept (see
+    /// `errors`) as well as shown. Waits for `botspace ready`.
+    pub fn start_in_shell(
+        wrapper: &[&str],
+        setup: &str,
+        env: &[(&str, &str)],
+        bin: &std::path::Path,
+        args: &[&str],
+    ) -> Server {
+        let (program, pre) = match wrapper.split_first() {
+            Some((p, rest)) => (*p, rest),
+            None => ("sh", &[][..]),
+        };
+        let mut cmd = Command::new(program);
+        cmd.args(pre);
+        if !wrapper.is_empty() {
+            cmd.arg("sh");
+        }
+        cmd.arg("-c").arg(format!(r#"{setup} && exec "$0" "$@""#)).arg(bin).args(["--addr", "127.0.0.1:0"]).args(args);
+        cmd.envs(env.iter().copied());
+        cmd.env("BOTSPACE_ADMIN_SECRET", SECRET).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut s = Server::launch(cmd);
+        s.wait_line("botspace ready");
+        s
+    }
+
+    /// Stderr lines so far (`start_in_shell` only).
+    pub fn errors(&self) -> Vec<String> {
+        self.errors.lock().unwrap().clone()
+    }
+
+    fn launch(mut cmd: Command) -> Server {
         let mut child = cmd.spawn().expect("start the server");
+        let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+        if let Some(stderr) = child.stderr.take() {
+            let sink = errors.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    eprintln!("server: {line}");
+                    sink.lock().unwrap().push(line);
+                }
+            });
+        }
         let stdout = child.stdout.take().expect("stdout");
         let lines: Arc<(Mutex<Vec<String>>, Condvar)> = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
         let sink = lines.clone();
@@ -205,7 +256,8 @@ impl Server {
                 sink.1.notify_all();
             }
         });
-        let mut s = Server { child, addr: "127.0.0.1:1".parse().unwrap(), base: String::new(), lines, temp_dir: None };
+        let mut s =
+            Server { child, addr: "127.0.0.1:1".parse().unwrap(), base: String::new(), lines, errors, temp_dir: None };
         let first = s.line(0);
         let url = first
             .strip_prefix("botspace listening on http://")
@@ -251,6 +303,25 @@ impl Server {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Sends `signal` (`-STOP`, `-TERM`, ...) to the server.
+    pub fn signal(&self, signal: &str) {
+        let st = Command::new("kill").args([signal, &self.child.id().to_string()]).status().expect("kill");
+        assert!(st.success(), "kill {signal} failed");
+    }
+
+    /// Waits (at most `within`) for the process to end on its own.
+    pub fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                std::thread::sleep(Duration::from_millis(100));
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the server did not exit within {within:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Sends SIGINT and waits (bounded) for the process to end.

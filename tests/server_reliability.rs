@@ -1,0 +1,265 @@
+//! Both example servers holding their ground (issue 21), over real TCP:
+//! a flood of half-open connections under the OS default file limit
+//! (`ulimit -n 1024`, not raised by the test), a stop (SIGTERM) that answers
+//! every request already sent, and a full disk answered with 503
+//! `storage_full` and recovered from without a restart. Each scenario runs
+//! against the Rust server (`rust::`) and the C server (`c::`).
+
+mod wire;
+
+use serde_json::{json, Value};
+use std::io::Write;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use wire::*;
+
+macro_rules! servers {
+    ($($name:ident),* $(,)?) => {
+        mod rust {
+            $(#[test] fn $name() { super::$name(&super::example_binary()) })*
+        }
+        mod c {
+            $(#[test] fn $name() { super::$name(&super::c_binary()) })*
+        }
+    };
+}
+
+servers! {
+    two_thousand_half_open_connections_under_the_default_file_limit_leave_get_me_within_100_ms,
+    a_stop_answers_every_request_already_sent_and_closes_gateways_with_1001,
+    a_full_disk_answers_503_storage_full_writes_nothing_and_recovers_once_space_is_freed,
+}
+
+/// `(soft, hard)` "Max open files" of a process.
+fn file_limits(pid: u32) -> (u64, u64) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).expect("/proc/PID/limits");
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).expect("Max open files");
+    let f: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    (f[0], f[1])
+}
+
+/// Every message of `chat`, in order, by the host API (pages of 100).
+fn history(srv: &Server, chat: &str) -> Vec<Value> {
+    let mut all: Vec<Value> = Vec::new();
+    loop {
+        let after = all.last().map(|m| m["message_id"].clone()).unwrap_or(json!("0"));
+        let page = srv.admin("getChatHistory", &json!({"chat_id": chat, "after_message_id": after, "limit": 100}));
+        let page = page.as_array().expect("an array").clone();
+        if page.is_empty() {
+            return all;
+        }
+        all.extend(page);
+    }
+}
+
+fn texts(srv: &Server, chat: &str) -> Vec<String> {
+    history(srv, chat).iter().filter_map(|m| m["text"].as_str().map(str::to_string)).collect()
+}
+
+fn send(token: &str, chat: &str, text: &str) -> Vec<u8> {
+    bot_request(token, "sendMessage", Some(&json!({"chat_id": chat, "text": text})))
+}
+
+// ---------------------------------------------------------------------------
+// The default file limit
+
+fn two_thousand_half_open_connections_under_the_default_file_limit_leave_get_me_within_100_ms(bin: &Path) {
+    // The test's own side of 2 000 connections needs more than 1 024 files;
+    // the server's limit is set by its shell below.
+    let own = raise_nofile(20_000);
+    assert!(own >= 2_200, "this test needs 2 200 files of its own (hard limit {own})");
+    // Soft and hard limit 1 024 (nothing to raise), then soft 1 024 under a
+    // hard 4 096 (raised at start: the whole flood is held).
+    for (setup, limits) in [("ulimit -n 1024", (1024, 1024)), ("ulimit -Sn 1024 && ulimit -Hn 4096", (4096, 4096))] {
+        let srv = Server::start_in_shell(&[], setup, &[], bin, &["--db", ":memory:", "--admin-secret", SECRET]);
+        assert_eq!(file_limits(srv.pid()), limits, "{setup}");
+        let w = srv.world("official");
+        let half: Vec<TcpStream> = (0..2000)
+            .map(|_| {
+                let mut s = TcpStream::connect(srv.addr).expect("connect");
+                let _ = s.write_all(b"POST /bot/getMe HTTP/1.1\r\nHo");
+                s
+            })
+            .collect();
+        // Let the server accept and read them all.
+        std::thread::sleep(Duration::from_millis(500));
+        let t0 = Instant::now();
+        let mut s = srv.connect();
+        s.write_all(&bot_request(&w.token, "getMe", None)).unwrap();
+        let r = read_response(&mut s, &mut Vec::new());
+        let took = t0.elapsed();
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.result()["id"], json!(w.bot_id));
+        eprintln!("getMe past 2 000 half-open connections ({setup}): {took:?}");
+        assert!(took < Duration::from_millis(100), "took {took:?}");
+        drop(half);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Stop
+
+fn a_stop_answers_every_request_already_sent_and_closes_gateways_with_1001(bin: &Path) {
+    let dir = temp_dir("stop");
+    let db = dir.join("botspace.db");
+    let db = db.to_str().unwrap();
+    let args = ["--db", db, "--admin-secret", SECRET];
+    let mut srv = Server::start_in_shell(&[], "true", &[], bin, &args);
+    let w = srv.world("official");
+    let mut gw = srv.gateway(&w.token, "");
+    gw.hello();
+    assert_eq!(gw.event(), w.bot_started());
+    gw.ack(1);
+    // Idle keep-alive connections, each with a request answered.
+    let mut conns: Vec<(TcpStream, Vec<u8>)> = (0..16)
+        .map(|_| {
+            let mut s = srv.connect();
+            let mut buf = Vec::new();
+            s.write_all(&bot_request(&w.token, "getMe", None)).unwrap();
+            assert_eq!(read_response(&mut s, &mut buf).status, 200);
+            (s, buf)
+        })
+        .collect();
+    // Frozen, the server cannot read: the requests wait in its sockets.
+    srv.signal("-STOP");
+    let mut sent: Vec<Vec<String>> = Vec::new();
+    for (i, (s, _)) in conns.iter_mut().enumerate() {
+        // The first connection pipelines three.
+        let n = if i == 0 { 3 } else { 1 };
+        let t: Vec<String> = (0..n).map(|k| format!("sent before the stop {i}.{k}")).collect();
+        let bytes: Vec<u8> = t.iter().flat_map(|t| send(&w.token, &w.chat, t)).collect();
+        s.write_all(&bytes).unwrap();
+        sent.push(t);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    srv.signal("-TERM");
+    srv.signal("-CONT");
+    let mut acked = Vec::new();
+    for ((s, buf), t) in conns.iter_mut().zip(&sent) {
+        for text in t {
+            let r = read_response(s, buf);
+            assert_eq!(r.status, 200, "{text}: {}", String::from_utf8_lossy(&r.body));
+            assert_eq!(r.result()["text"], json!(text));
+            acked.push(text.clone());
+        }
+    }
+    assert_eq!(gw.closed(), (1001, "server_shutdown".to_string()));
+    let status = srv.wait_exit(Duration::from_secs(10));
+    assert!(status.success(), "{status}");
+    assert!(srv.lines().iter().any(|l| l.starts_with("botspace stopped")), "{:?}", srv.lines());
+    drop(srv);
+    // Every answered request is there after a restart.
+    let again = Server::start_in_shell(&[], "true", &[], bin, &args);
+    // Connections were answered in whatever order the server took them.
+    let mut stored = texts(&again, &w.chat);
+    stored.sort();
+    acked.sort();
+    assert_eq!(stored, acked);
+    drop(again);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+// ---------------------------------------------------------------------------
+// A full disk
+
+/// Writes into `path` until the file system says it is full.
+fn fill(path: &Path) {
+    let mut f = std::fs::File::create(path).expect("create the filler");
+    let chunk = vec![0x55u8; 64 * 1024];
+    loop {
+        match f.write(&chunk) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(28) => break, // ENOSPC
+            Err(e) => panic!("filling the disk: {e}"),
+        }
+    }
+    let _ = f.sync_all();
+}
+
+fn a_full_disk_answers_503_storage_full_writes_nothing_and_recovers_once_space_is_freed(bin: &Path) {
+    // A 4 MiB tmpfs mounted in the server's own mount namespace: nothing to
+    // unmount afterwards, the namespace ends with the process.
+    let probe =
+        std::process::Command::new("unshare").args(["-m", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"]).output();
+    if !probe.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!(
+            "SKIPPED: cannot mount a tmpfs in a new mount namespace here (needs root or CAP_SYS_ADMIN and unshare(1)): {probe:?}"
+        );
+        return;
+    }
+    let dir: PathBuf = temp_dir("full-disk");
+    let mnt = dir.to_str().unwrap().to_string();
+    let db = format!("{mnt}/botspace.db");
+    let mut srv = Server::start_in_shell(
+        &["unshare", "-m"],
+        r#"mount -t tmpfs -o size=4m tmpfs "$BOTSPACE_TEST_MNT""#,
+        &[("BOTSPACE_TEST_MNT", &mnt)],
+        bin,
+        &["--db", &db, "--admin-secret", SECRET],
+    );
+    // The mount as the server sees it.
+    let inside = PathBuf::from(format!("/proc/{}/root{mnt}", srv.pid()));
+    assert!(inside.join("botspace.db").exists(), "the database is not on the tmpfs");
+    let w = srv.world("official");
+    let text = "x".repeat(3000);
+    let mut acked: Vec<String> = Vec::new();
+    let ok = |srv: &Server, t: String, acked: &mut Vec<String>| {
+        let r = srv.bot(&w.token, "sendMessage", &json!({"chat_id": w.chat, "text": t}));
+        assert_eq!(r.status, 200, "{}", r.body);
+        acked.push(t);
+    };
+    for i in 0..5 {
+        ok(&srv, format!("{i} before {text}"), &mut acked);
+    }
+    fill(&inside.join("filler"));
+    // Writes are refused with the named error once the file system's last
+    // pages are used up (SQLite may still fit a few in pages it holds).
+    let mut refused = 0;
+    let mut refused_texts = Vec::new();
+    for i in 0..400 {
+        let t = format!("{i} while full {text}");
+        let r = srv.bot(&w.token, "sendMessage", &json!({"chat_id": w.chat, "text": t}));
+        if r.status == 200 {
+            assert_eq!(refused, 0, "a write succeeded after a refusal with the disk still full");
+            acked.push(t);
+            continue;
+        }
+        assert_eq!(
+            r.body,
+            json!({"ok": false, "error_code": 503, "error": "storage_full",
+                   "description": "the database's disk is full, nothing was written; safe to retry once space is freed"})
+        );
+        assert_eq!(r.header("retry-after"), Some("5"));
+        refused_texts.push(t);
+        refused += 1;
+        if refused == 20 {
+            break;
+        }
+    }
+    assert_eq!(refused, 20, "the disk never filled up");
+    // A pipelined group: every answer is a 503 storage_full, none a 500.
+    let mut s = srv.connect();
+    let group: Vec<String> = (0..8).map(|i| format!("{i} in a full group {text}")).collect();
+    let reqs: Vec<Vec<u8>> = group.iter().map(|t| send(&w.token, &w.chat, t)).collect();
+    for r in srv.pipeline(&mut s, &reqs) {
+        r.assert_error(503, "storage_full");
+    }
+    refused_texts.extend(group);
+    // Reads go on.
+    assert_eq!(srv.bot(&w.token, "getMe", &json!({})).status, 200);
+    // Said once, not once per refusal.
+    let said: Vec<String> = srv.errors().into_iter().filter(|l| l.starts_with("storage full:")).collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    // Space back: writes succeed again, without a restart.
+    std::fs::remove_file(inside.join("filler")).unwrap();
+    for i in 0..5 {
+        ok(&srv, format!("{i} after {text}"), &mut acked);
+    }
+    // Nothing acknowledged is lost, nothing refused was written.
+    assert_eq!(texts(&srv, &w.chat), acked);
+    srv.signal("-TERM");
+    assert!(srv.wait_exit(Duration::from_secs(10)).success());
+    let _ = std::fs::remove_dir_all(dir);
+}
