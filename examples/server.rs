@@ -214,6 +214,16 @@ struct Listeners {
 
 fn listen(addr: &str) -> Result<(TcpListener, SocketAddr), String> {
     let listener = TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    // The standard library listens with a backlog of 128: a burst of
+    // connections past it waits for SYN retries (1 s, 2 s, ...). Listening
+    // again on the bound socket raises it to the system's cap, as the C
+    // server's listen(SOMAXCONN) does.
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: listen(2) on a socket this function owns.
+        unsafe { libc::listen(listener.as_raw_fd(), libc::SOMAXCONN) };
+    }
     let local = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
     Ok((listener, local))
 }
