@@ -347,6 +347,19 @@ impl From<rusqlite::Error> for ApiError {
 mod tests {
     use super::*;
 
+    #[test]
+    fn sqlite_full_is_storage_full_and_other_sqlite_failures_stay_internal() {
+        let failure = |code| {
+            rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some("database or disk is full".into()))
+        };
+        let full = ApiError::from(failure(rusqlite::ffi::SQLITE_FULL));
+        assert_eq!((full.status, full.code), (503, "storage_full"));
+        let through_store = ApiError::from(crate::store::StorageError::Sqlite(failure(rusqlite::ffi::SQLITE_FULL)));
+        assert_eq!((through_store.status, through_store.code), (503, "storage_full"));
+        let io = ApiError::from(failure(rusqlite::ffi::SQLITE_IOERR));
+        assert_eq!((io.status, io.code), (500, "internal_error"));
+    }
+
     /// The code table of docs/errors.md, as this module renders it.
     fn rendered_table() -> String {
         let mut t = String::from("| status | error | description |\n|---|---|---|\n");
