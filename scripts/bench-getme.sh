@@ -60,7 +60,7 @@ http {
   keepalive_requests 1000000;
   server {
     listen 127.0.0.1:$port;
-    location / { default_type application/json; alias $TMP/body.json; }
+    location / { default_type application/json; root $TMP; try_files /body.json =404; }
   }
 }
 CONF
