@@ -14,6 +14,7 @@
 
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod console;
 pub mod sqlite;
 pub mod wal;
 
