@@ -22,9 +22,10 @@ fn page_args(b: &Body) -> ApiResult<(String, Option<Cursor>, u32)> {
     }
     let cursor = match params::opt_str(b, "cursor")? {
         None | Some("") => None,
-        Some(c) => Some(Cursor::parse(c).ok_or_else(|| {
-            ApiError::invalid_field("cursor", "must be a next_cursor value from an earlier page")
-        })?),
+        Some(c) => Some(
+            Cursor::parse(c)
+                .ok_or_else(|| ApiError::invalid_field("cursor", "must be a next_cursor value from an earlier page"))?,
+        ),
     };
     let limit = params::opt_uint(b, "limit", MAX_PAGE)?.unwrap_or(DEFAULT_PAGE).max(1) as u32;
     Ok((query.to_string(), cursor, limit))
