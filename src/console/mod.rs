@@ -17,11 +17,13 @@ pub enum Asset {
     Page,
     Script,
     Style,
+    Icon,
 }
 
 const PAGE: &[u8] = include_bytes!("assets/index.html");
 const SCRIPT: &[u8] = include_bytes!("assets/app.js");
 const STYLE: &[u8] = include_bytes!("assets/app.css");
+const ICON: &[u8] = include_bytes!("assets/icon.svg");
 
 /// No inline script or style, nothing from elsewhere, not framed, and
 /// requests only to this origin (the host API).
@@ -40,6 +42,7 @@ impl Asset {
             "console" | "console/" | "console/index.html" => Some(Asset::Page),
             "console/app.js" => Some(Asset::Script),
             "console/app.css" => Some(Asset::Style),
+            "console/icon.svg" => Some(Asset::Icon),
             _ => None,
         }
     }
@@ -49,6 +52,7 @@ impl Asset {
             Asset::Page => PAGE,
             Asset::Script => SCRIPT,
             Asset::Style => STYLE,
+            Asset::Icon => ICON,
         }
     }
 
@@ -57,6 +61,7 @@ impl Asset {
             Asset::Page => "text/html; charset=utf-8",
             Asset::Script => "text/javascript; charset=utf-8",
             Asset::Style => "text/css; charset=utf-8",
+            Asset::Icon => "image/svg+xml",
         }
     }
 
@@ -66,7 +71,7 @@ impl Asset {
     fn cache_control(self) -> &'static str {
         match self {
             Asset::Page => "no-store",
-            Asset::Script | Asset::Style => "no-cache",
+            Asset::Script | Asset::Style | Asset::Icon => "no-cache",
         }
     }
 

@@ -57,8 +57,10 @@ function field(labelText, attrs) {
     ? h('select', { id, name: attrs.name, 'aria-label': attrs.aria }, attrs.options.map((o) => h('option', { value: o, selected: o === attrs.value }, o)))
     : h('input', Object.assign({ id }, attrs || {}));
   const isCheck = attrs && attrs.type === 'checkbox';
-  const label = h('label', { for: id, class: isCheck ? 'check' : null }, isCheck ? [input, labelText] : [labelText, input]);
-  return [label, input];
+  // The label holds only its text: a select inside a label would add its
+  // options to the control's accessible name.
+  const label = h('label', { for: id }, labelText);
+  return [h('span', { class: isCheck ? 'fld check' : 'fld' }, isCheck ? [input, label] : [label, input]), input];
 }
 
 function say(text, isError) {
@@ -157,7 +159,7 @@ function oneTimeToken(title, token, note) {
       copied.textContent = 'Copied.';
     },
   }, 'Copy token');
-  return h('section', { class: 'panel secret-once', 'aria-label': title },
+  return h('section', { class: 'panel secret-once', 'aria-label': title + ', shown once' },
     h('p', {}, h('strong', {}, 'Shown once: '), 'store it now. Only its hash is kept; rotate to get another.'),
     label, h('p', {}, copy, ' ', copied), note ? h('p', { class: 'note' }, note) : null);
 }
@@ -239,8 +241,8 @@ views.bot = async (root, id) => {
       e.preventDefault();
       try {
         await api('updateBot', { bot_id: id, display_name: name.value, handle: handle.value, quota_tier: tier.value, verified: verified.checked, official: official.checked, avatar_key: avatar.value || null, gateway_connection_limit: Number(limit.value) });
-        say('Saved @' + handle.value + '.');
         show('bot', id);
+        say('Saved @' + handle.value + '.');
       } catch (err) { fail(err); }
     },
   }, nL, hL, tL, vL, oL, aL, gL, h('button', { type: 'submit', class: 'primary' }, 'Save changes'));
@@ -337,8 +339,8 @@ views.users = async (root) => {
       e.preventDefault();
       try {
         const c = await api('startBot', { user_id: su.value.trim(), bot_id: sb.value.trim() });
-        say('Started: private chat ' + c.id + '.');
         show('chat', c.id);
+        say('Started: private chat ' + c.id + '.');
       } catch (err) { fail(err); }
     },
   }, suL, sbL, h('button', { type: 'submit' }, 'Start bot'));
@@ -376,8 +378,8 @@ views.chats = async (root, opts) => {
       try {
         const ids = members.value.split(',').map((s) => s.trim()).filter(Boolean);
         const c = await api('createGroup', { title: title.value, member_ids: ids, bots_can_send: bots.checked });
-        say('Created group ' + c.title + ' (' + c.id + ').');
         show('chat', c.id);
+        say('Created group ' + c.title + ' (' + c.id + ').');
       } catch (err) { fail(err); }
     },
   }, tL, mL, bL, h('button', { type: 'submit', class: 'primary' }, 'Create group'));
@@ -392,7 +394,7 @@ views.chat = async (root, id) => {
   const c = await api('getChat', { chat_id: id });
   const people = await api('getChatMembers', { chat_id: id });
   const act = async (method, body, done) => {
-    try { await api(method, Object.assign({ chat_id: id }, body)); say(done); show('chat', id); } catch (err) { fail(err); }
+    try { await api(method, Object.assign({ chat_id: id }, body)); show('chat', id); say(done); } catch (err) { fail(err); }
   };
   const heading = c.type === 'group' ? 'Group ' + c.title : 'Private chat';
   const memberRows = people.map((m) => h('tr', {}, h('td', {}, m.display_name || ''), h('td', {}, m.handle ? '@' + m.handle : ''),
@@ -426,7 +428,7 @@ views.chat = async (root, id) => {
       class: 'inline', 'aria-label': 'Send as a user',
       onsubmit: async (e) => {
         e.preventDefault();
-        try { const m = await api('sendUserMessage', { user_id: user.value, chat_id: id, text: text.value }); say('Sent message ' + m.message_id + '.'); show('chat', id); } catch (err) { fail(err); }
+        try { const m = await api('sendUserMessage', { user_id: user.value, chat_id: id, text: text.value }); show('chat', id); say('Sent message ' + m.message_id + '.'); } catch (err) { fail(err); }
       },
     }, uL, mL, h('button', { type: 'submit', class: 'primary' }, 'Send')));
   }

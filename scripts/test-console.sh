@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The admin console in a real browser: starts the example server (debug
+# build, fresh temp database, loopback) and runs tests/console with Node's
+# test runner, driving Debian's headless Chromium through playwright-core
+# (never a downloaded browser). Installs what a fresh machine lacks:
+# chromium (apt), node/npm (apt), the pinned npm packages (npm ci).
+# Screenshots go to test-output/console-*.png.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+log() { printf '[test-console] %s\n' "$*" >&2; }
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+need_apt=()
+command -v node >/dev/null || need_apt+=(nodejs npm)
+CHROMIUM="${CHROMIUM_PATH:-/usr/bin/chromium}"
+[ -x "$CHROMIUM" ] || need_apt+=(chromium)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  log "installing ${need_apt[*]} (Debian packages)"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need_apt[@]}" >&2
+fi
+export CHROMIUM_PATH="$CHROMIUM"
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+dir="$ROOT/tests/console"
+stamp="$dir/node_modules/.lock-stamp"
+sum="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$sum" ]; then
+  log "npm ci in tests/console"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >&2)
+  echo "$sum" > "$stamp"
+fi
+
+cargo build --example server
+tmp=$(mktemp -d)
+secret="console-admin-secret-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+./target/debug/examples/server --addr 127.0.0.1:0 --db "$tmp/botspace.db" --admin-secret "$secret" >"$tmp/server.log" 2>&1 &
+pid=$!
+trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+for _ in $(seq 100); do grep -q '^botspace ready' "$tmp/server.log" && break; sleep 0.1; done
+grep -q '^botspace ready' "$tmp/server.log" || { echo "FAIL: the example server did not start:"; cat "$tmp/server.log"; exit 1; }
+base=$(sed -n 's/^botspace listening on //p' "$tmp/server.log")
+mkdir -p "$ROOT/test-output"
+cd "$dir"
+BOTSPACE_URL="$base" BOTSPACE_ADMIN_SECRET="$secret" TEST_OUTPUT_DIR="$ROOT/test-output/" node --test console.test.mjs
