@@ -104,6 +104,7 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   await page.getByRole('heading', { name: 'Bots', exact: true }).waitFor();
   const storage = await page.evaluate(() => ({ s: sessionStorage.getItem('botspace.admin'), l: localStorage.length, c: document.cookie }));
   assert.deepEqual(storage, { s: SECRET, l: 0, c: '' });
+  assert.equal(await page.locator('#signin').isVisible(), false, 'the sign-in form is gone once signed in');
   await assertLabelled('bots');
 
   // Create a bot: its token is shown once, and the copy button copies it.

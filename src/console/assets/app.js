@@ -483,7 +483,7 @@ views.audit = async (root, target) => {
   const older = h('button', { type: 'button', onclick: () => { stack.push(nextBefore); load(nextBefore).catch(fail); } }, 'Older entries');
   async function load(before) {
     const r = await api('getAuditLog', { before: before || undefined, target: t.value.trim() || undefined, limit: 50 });
-    list.replaceChildren(...r.entries.map((e) => h('tr', {}, h('td', {}, new Date(e.at_ms).toISOString()), h('td', {}, e.method),
+    list.replaceChildren(...r.entries.map((e) => h('tr', {}, h('td', {}, new Date(e.at_ms).toISOString().replace('T', ' ').replace('Z', '')), h('td', {}, e.method),
       h('td', {}, h('code', {}, e.target || '')), h('td', {}, e.actor + (e.peer ? ' from ' + e.peer : '')),
       h('td', {}, h('code', {}, JSON.stringify(e.detail))))));
     if (!r.entries.length) list.append(h('tr', {}, h('td', { colspan: 5 }, 'No entries.')));
