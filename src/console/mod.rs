@@ -20,10 +20,10 @@ pub enum Asset {
     Icon,
 }
 
-const PAGE: &[u8] = include_bytes!("assets/index.html");
-const SCRIPT: &[u8] = include_bytes!("assets/app.js");
-const STYLE: &[u8] = include_bytes!("assets/app.css");
-const ICON: &[u8] = include_bytes!("assets/icon.svg");
+const PAGE: &[u8] = include_bytes!("index.html");
+const SCRIPT: &[u8] = include_bytes!("app.js");
+const STYLE: &[u8] = include_bytes!("app.css");
+const ICON: &[u8] = include_bytes!("icon.svg");
 
 /// No inline script or style, nothing from elsewhere, not framed, and
 /// requests only to this origin (the host API).
