@@ -5,7 +5,16 @@
 # (never a downloaded browser). Installs what a fresh machine lacks:
 # chromium (apt), node/npm (apt), the pinned npm packages (npm ci).
 # Screenshots go to test-output/console-*.png.
+#
+#   scripts/test-console.sh                 # against the Rust example server
+#   scripts/test-console.sh --c-server BIN  # against the C server (examples/c-server)
 set -euo pipefail
+SERVER=""
+case "${1:-}" in
+  --c-server) SERVER="${2:?--c-server needs the binary}" ;;
+  "") ;;
+  *) echo "usage: $0 [--c-server BIN]" >&2; exit 2 ;;
+esac
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 log() { printf '[test-console] %s\n' "$*" >&2; }
@@ -31,15 +40,36 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$sum" ]; then
   echo "$sum" > "$stamp"
 fi
 
-cargo build --example server
-tmp=$(mktemp -d)
-secret="console-admin-secret-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
-./target/debug/examples/server --addr 127.0.0.1:0 --db "$tmp/botspace.db" --admin-secret "$secret" >"$tmp/server.log" 2>&1 &
-pid=$!
-trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-for _ in $(seq 100); do grep -q '^botspace ready' "$tmp/server.log" && break; sleep 0.1; done
-grep -q '^botspace ready' "$tmp/server.log" || { echo "FAIL: the example server did not start:"; cat "$tmp/server.log"; exit 1; }
-base=$(sed -n 's/^botspace listening on //p' "$tmp/server.log")
+# run_against BIN: starts that server on a fresh database and runs the test.
+run_against() {
+  local bin=$1 tmp pid base secret
+  tmp=$(mktemp -d)
+  secret="console-admin-secret-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+  "$bin" --addr 127.0.0.1:0 --db "$tmp/botspace.db" --admin-secret "$secret" >"$tmp/server.log" 2>&1 &
+  pid=$!
+  # shellcheck disable=SC2064
+  trap "kill $pid 2>/dev/null; rm -rf '$tmp'" EXIT
+  for _ in $(seq 100); do grep -q '^botspace ready' "$tmp/server.log" && break; sleep 0.1; done
+  grep -q '^botspace ready' "$tmp/server.log" || { echo "FAIL: $bin did not start:"; cat "$tmp/server.log"; exit 1; }
+  base=$(sed -n 's/^botspace listening on //p' "$tmp/server.log")
+  log "the console against $bin ($base)"
+  (cd "$dir" && BOTSPACE_URL="$base" BOTSPACE_ADMIN_SECRET="$secret" SHOT_PREFIX="$2" \
+    TEST_OUTPUT_DIR="$ROOT/test-output/" node --test console.test.mjs)
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+  rm -rf "$tmp"
+  trap - EXIT
+}
+
 mkdir -p "$ROOT/test-output"
-cd "$dir"
-BOTSPACE_URL="$base" BOTSPACE_ADMIN_SECRET="$secret" TEST_OUTPUT_DIR="$ROOT/test-output/" node --test console.test.mjs
+if [ -n "$SERVER" ]; then
+  run_against "$SERVER" console-c
+  exit 0
+fi
+# The Rust example server, then the C one (built by scripts/test-c.sh,
+# which runs first in scripts/test-all.sh; built here when missing): the
+# console is the library's, so it must work the same behind both.
+cargo build --example server
+run_against ./target/debug/examples/server console
+c_server=examples/c-server/build/botspace-server
+[ -x "$c_server" ] || make -C examples/c-server >&2
+run_against "$c_server" console-c

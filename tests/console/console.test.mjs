@@ -38,7 +38,8 @@ async function admin(method, body) {
   return r.body.result;
 }
 
-const shot = (name) => page.screenshot({ path: OUT + 'console-' + name + '.png', fullPage: true });
+const PREFIX = process.env.SHOT_PREFIX || 'console';
+const shot = (name) => page.screenshot({ path: OUT + PREFIX + '-' + name + '.png', fullPage: true });
 
 // Every input, select, textarea and button on the page has an accessible name.
 async function assertLabelled(where) {
