@@ -172,7 +172,9 @@ impl Service {
     /// request (`peer`: an IP address, or any stable client key): failed
     /// admin authentication is then throttled per peer — 10 failures at
     /// once, then one every 6 s; beyond that 429 `rate_limited` with scope
-    /// `admin_auth`, whatever the credential.
+    /// `admin_auth`, whatever the credential. A host-API change is recorded
+    /// in the audit log with `peer`; host requests here run in their own
+    /// transaction, not in a group commit.
     pub fn handle_request_from(&self, request: &[u8], peer: &str) -> Vec<u8> {
         let mut routed = match self.route(request) {
             Ok(Routed { route: Route::Console(asset), req, .. }) => {

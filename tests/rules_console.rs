@@ -43,10 +43,9 @@ fn the_audit_log_names_the_peer_and_holds_no_token_or_secret() {
     // A wrong secret and a refused change write no entry.
     let wrong = admin_request("not-the-secret-at-all", "updateBot", json!({"bot_id": bot, "status": "suspended"}));
     assert_eq!(split(&svc.handle_request_from(&wrong, PEER)).0, 401);
-    let (status, v) = split(&svc.handle_request_from(
-        &admin_request(SECRET, "updateBot", json!({"bot_id": bot, "status": "gone"})),
-        PEER,
-    ));
+    let (status, v) = split(
+        &svc.handle_request_from(&admin_request(SECRET, "updateBot", json!({"bot_id": bot, "status": "gone"})), PEER),
+    );
     assert_eq!((status, v["error"].as_str()), (400, Some("invalid_field")));
     // A host that names no peer is recorded without one.
     admin(&svc, SECRET, "updateBot", json!({"bot_id": bot, "verified": true}));
