@@ -130,3 +130,36 @@ fn the_console_page_needs_no_secret_and_a_throttled_peer_still_gets_it() {
     let out = svc.handle_batch(&[b"GET /admin/console HTTP/1.1\r\nHost: x\r\n\r\n".as_slice()]);
     assert_eq!(split(&out[0]).0, 404);
 }
+
+fn upgrade(token: &str) -> Vec<u8> {
+    format!(
+        "GET /bot/gateway HTTP/1.1\r\nHost: t\r\nAuthorization: Bot {token}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+#[test]
+fn get_bot_counts_open_gateway_sessions_and_on_postgres_every_nodes() {
+    let db = common::test_database();
+    let svc = open(&db);
+    let created =
+        admin(&svc, SECRET, "createBot", json!({"display_name": "G", "handle": "g", "quota_tier": "standard"}));
+    let (bot, token) = (created["bot"]["id"].clone(), created["token"].as_str().unwrap().to_string());
+    let live = |s: &Service| admin(s, SECRET, "getBot", json!({"bot_id": bot}))["live"].clone();
+    assert_eq!(
+        live(&svc),
+        json!({"gateway_sessions": 0, "gateway_connection_limit": 4, "unacked_events": 0, "last_request_at": null})
+    );
+    let _one = svc.accept_gateway_session(&upgrade(&token), svc.now_ms()).unwrap();
+    assert_eq!(live(&svc)["gateway_sessions"], 1);
+    assert_eq!(admin(&svc, SECRET, "listBots", json!({}))["bots"][0]["live"]["gateway_sessions"], 1);
+    if db.starts_with("postgres") {
+        // Another node sees this node's session (leases), and its own.
+        let other = open(&db);
+        assert_eq!(live(&other)["gateway_sessions"], 1);
+        let _two = other.accept_gateway_session(&upgrade(&token), other.now_ms()).unwrap();
+        assert_eq!(live(&svc)["gateway_sessions"], 2);
+        assert_eq!(live(&other)["gateway_sessions"], 2);
+    }
+}
