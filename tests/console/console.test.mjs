@@ -206,9 +206,13 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   await page.getByRole('heading', { name: 'Chats', exact: true }).waitFor();
   await assertLabelled('chats');
   await page.getByLabel('Group title', { exact: true }).fill('Ops room');
-  await page.getByLabel('Member ids (comma separated)', { exact: true }).fill(userId + ', ' + botId);
+  await page.getByLabel('Member ids (comma separated)', { exact: true }).fill(userId);
   await page.getByRole('button', { name: 'Create group' }).click();
   await page.getByRole('heading', { name: 'Group Ops room', exact: true }).waitFor();
+  await page.getByRole('cell', { name: 'Ann Operator', exact: true }).waitFor();
+  assert.equal(await page.getByRole('cell', { name: '@leaky_bot', exact: true }).count(), 0);
+  await page.getByLabel('Member id to add', { exact: true }).fill(botId);
+  await page.getByRole('button', { name: 'Add member' }).click();
   await page.getByRole('cell', { name: '@leaky_bot', exact: true }).waitFor();
   await assertLabelled('chat');
   const chatId = (await admin('listChats', { query: 'Ops room' })).chats[0].id;
@@ -241,7 +245,7 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   await page.getByRole('heading', { name: 'Audit log', exact: true }).waitFor();
   await assertLabelled('audit');
   const text = await page.locator('table[aria-label="Audit log"]').textContent();
-  for (const m of ['createBot', 'rotateBotToken', 'updateBot', 'createUser', 'createGroup', 'sendUserMessage']) {
+  for (const m of ['createBot', 'rotateBotToken', 'updateBot', 'createUser', 'createGroup', 'addMember', 'sendUserMessage']) {
     assert.ok(text.includes(m), 'audit log shows ' + m);
   }
   assert.ok(text.includes('admin from 127.0.0.1'), 'the peer is named');
