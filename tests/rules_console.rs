@@ -163,3 +163,30 @@ fn get_bot_counts_open_gateway_sessions_and_on_postgres_every_nodes() {
         assert_eq!(live(&other)["gateway_sessions"], 2);
     }
 }
+
+#[test]
+fn activity_counts_429s_by_code_and_only_sent_messages() {
+    let svc = open(&common::test_database());
+    let user = admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].clone();
+    let created = admin(&svc, SECRET, "createBot", json!({"display_name": "B", "handle": "b"}));
+    let (bot, token) = (created["bot"]["id"].clone(), created["token"].as_str().unwrap().to_string());
+    let chat = admin(&svc, SECRET, "startBot", json!({"user_id": user, "bot_id": bot}))["id"].clone();
+    // A free bot's private chat takes a burst of 5, then 429.
+    let statuses: Vec<u16> = (0..7)
+        .map(|i| common::bot_call(&svc, &token, "sendMessage", json!({"chat_id": chat, "text": format!("m{i}")})).0)
+        .collect();
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 429, 429]);
+    assert_eq!(common::bot_call(&svc, "bot_not-a-token", "getMe", json!({})).0, 401);
+    assert_eq!(
+        admin(&svc, SECRET, "getBotActivity", json!({"bot_id": bot})),
+        json!({"bot_id": bot, "window_s": 3600, "requests": 7, "refused": 2, "refusals": {"rate_limited": 2},
+               "messages_sent": 5, "last_request_at": 1_767_225_600})
+    );
+    // An hour later the window is empty; the last request is still known.
+    admin(&svc, SECRET, "advanceClock", json!({"seconds": 3600}));
+    assert_eq!(
+        admin(&svc, SECRET, "getBotActivity", json!({"bot_id": bot})),
+        json!({"bot_id": bot, "window_s": 3600, "requests": 0, "refused": 0, "refusals": {},
+               "messages_sent": 0, "last_request_at": 1_767_225_600})
+    );
+}
