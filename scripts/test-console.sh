@@ -4,16 +4,17 @@
 # test runner, driving Debian's headless Chromium through playwright-core
 # (never a downloaded browser). Installs what a fresh machine lacks:
 # chromium (apt), node/npm (apt), the pinned npm packages (npm ci).
-# Screenshots go to test-output/console-*.png.
+# Screenshots go to test-output/console-*.png (C server: console-c-*.png).
 #
-#   scripts/test-console.sh                 # against the Rust example server
-#   scripts/test-console.sh --c-server BIN  # against the C server (examples/c-server)
+#   scripts/test-console.sh                 # against the Rust example server, then the C server
+#   scripts/test-console.sh --server BIN    # against one server binary only (the example
+#                                           # servers' flags; e.g. examples/c-server/build/botspace-server)
 set -euo pipefail
 SERVER=""
 case "${1:-}" in
-  --c-server) SERVER="${2:?--c-server needs the binary}" ;;
+  --server) SERVER="${2:?--server needs a server binary}" ;;
   "") ;;
-  *) echo "usage: $0 [--c-server BIN]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--server BIN]" >&2; exit 2 ;;
 esac
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -62,7 +63,7 @@ run_against() {
 
 mkdir -p "$ROOT/test-output"
 if [ -n "$SERVER" ]; then
-  run_against "$SERVER" console-c
+  run_against "$SERVER" console-one
   exit 0
 fi
 # The Rust example server, then the C one (built by scripts/test-c.sh,

@@ -54,7 +54,11 @@ let uid = 0;
 function field(labelText, attrs) {
   const id = 'f' + (++uid);
   const input = attrs && attrs.type === 'select'
-    ? h('select', { id, name: attrs.name, 'aria-label': attrs.aria }, attrs.options.map((o) => h('option', { value: o, selected: o === attrs.value }, o)))
+    // Options are values, or [value, label] pairs.
+    ? h('select', { id, name: attrs.name }, attrs.options.map((o) => {
+      const [value, label] = Array.isArray(o) ? o : [o, o];
+      return h('option', { value, selected: value === attrs.value }, label);
+    }))
     : h('input', Object.assign({ id }, attrs || {}));
   const isCheck = attrs && attrs.type === 'checkbox';
   // The label holds only its text: a select inside a label would add its
@@ -422,7 +426,7 @@ views.chat = async (root, id) => {
   // Send as one of the chat's users.
   const users = people.filter((m) => !m.is_bot);
   if (users.length && !c.dissolved) {
-    const [uL, user] = field('Send as', { type: 'select', name: 'user_id', options: users.map((u) => u.id), value: users[0].id });
+    const [uL, user] = field('Send as', { type: 'select', name: 'user_id', options: users.map((u) => [u.id, (u.display_name || u.id) + (u.handle ? ' (@' + u.handle + ')' : '')]), value: users[0].id });
     const [mL, text] = field('Message text', { name: 'text', required: true, maxlength: 5000 });
     root.append(h('h3', {}, 'Send as a user'), h('form', {
       class: 'inline', 'aria-label': 'Send as a user',
@@ -434,6 +438,9 @@ views.chat = async (root, id) => {
   }
 
   // History, oldest first, 50 at a time; deleted messages stay as deleted.
+  // Senders are named from the current members; a former one by its id.
+  const names = new Map(people.map((m) => [m.id, m.display_name || m.id]));
+  const who = (f) => (names.get(f.id) || f.id) + (f.is_bot ? ' (bot)' : '');
   const hist = h('tbody');
   let after = 0;
   const more = h('button', { type: 'button', onclick: () => page().catch(fail) }, 'Load more history');
@@ -443,7 +450,7 @@ views.chat = async (root, id) => {
       after = Number(m.message_id);
       hist.append(m.deleted
         ? h('tr', { class: 'deleted' }, h('td', {}, m.message_id), h('td', {}, ''), h('td', {}, '(deleted)'), h('td', {}, ''))
-        : h('tr', {}, h('td', {}, m.message_id), h('td', {}, m.from ? (m.from.is_bot ? 'bot ' : 'user ') + m.from.id : ''), h('td', {}, m.text), h('td', {}, when(m.date))));
+        : h('tr', {}, h('td', {}, m.message_id), h('td', {}, m.from ? who(m.from) : ''), h('td', {}, m.text), h('td', {}, when(m.date))));
     }
     more.disabled = msgs.length < 50;
   }
