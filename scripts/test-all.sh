@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of botspace: Rust (core, vectors, example server over TCP),
 # the vectors and rule tests again on PostgreSQL, C and C++ (ABI, sanitizers, valgrind, C server over TCP), WASM (Node) and
-# the browser example in headless Chromium, and schemathesis against the
+# the browser example and the admin console in headless Chromium, and schemathesis against the
 # example server with docs/openapi.yaml, and each cargo-fuzz target for a
 # bounded time on the nightly toolchain. Installs what a fresh machine
 # lacks first. Exits non-zero on the first failing suite.
@@ -26,6 +26,7 @@ suite rust scripts/test-rust.sh
 suite c scripts/test-c.sh
 suite postgres scripts/test-postgres.sh
 suite wasm scripts/test-wasm.sh
+suite console scripts/test-console.sh
 suite openapi scripts/test-openapi.sh
 suite fuzz scripts/fuzz.sh 15
 
@@ -33,7 +34,7 @@ suite fuzz scripts/fuzz.sh 15
 python3 - <<'PY'
 import re, pathlib
 passed = failed = 0
-for name in ("rust", "postgres", "c", "wasm", "openapi"):
+for name in ("rust", "postgres", "c", "wasm", "console", "openapi"):
     text = pathlib.Path(f"test-output/{name}.log").read_text(errors="replace")
     for p, f in re.findall(r"test result: \w+\. (\d+) passed; (\d+) failed", text):
         passed += int(p); failed += int(f)

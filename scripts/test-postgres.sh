@@ -7,5 +7,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec scripts/with-postgres.sh cargo test \
-  --test vectors --test rules_http --test rules_batch --test rules_admin_auth \
+  --test vectors --test rules_http --test rules_batch --test rules_admin_auth --test rules_console \
   --test concurrency --test gateway_sansio --test robustness --test postgres_store --test server_nodes --features pg-tests "$@"

@@ -19,6 +19,7 @@
 mod auth;
 pub mod clock;
 pub mod config;
+mod console;
 pub mod error;
 mod events;
 pub mod gateway;

@@ -64,6 +64,12 @@ methods! {
         GetChatActions = "getChatActions",
         GetUpdates = "getUpdates",
         GetStats = "getStats",
+        ListBots = "listBots",
+        ListUsers = "listUsers",
+        ListChats = "listChats",
+        GetChatMembers = "getChatMembers",
+        GetBotActivity = "getBotActivity",
+        GetAuditLog = "getAuditLog",
         AdvanceClock = "advanceClock",
     }
 }
@@ -75,6 +81,9 @@ pub enum Route {
     /// `GET /bot/gateway`, the WebSocket upgrade.
     Gateway,
     Admin(AdminMethod),
+    /// `GET /admin/console` and its assets: the admin console's static
+    /// files, served without authentication (they hold no data).
+    Console(crate::console::Asset),
 }
 
 /// A path's area and name, after the HTTP method check but before the name
@@ -98,7 +107,8 @@ impl<'a> Target<'a> {
         } else {
             return Err(ApiError::method_not_found(path));
         };
-        let allow = if !admin && name == "gateway" { "GET" } else { "POST" };
+        let console = admin && crate::console::Asset::is_console_path(name);
+        let allow = if (!admin && name == "gateway") || console { "GET" } else { "POST" };
         if method != allow {
             return Err(ApiError::method_not_allowed(path, allow));
         }
@@ -108,7 +118,9 @@ impl<'a> Target<'a> {
     /// Stage 5: the method name. `advance_clock` says whether the service
     /// offers `advanceClock` (only on its manual clock).
     pub fn resolve(self, advance_clock: bool) -> ApiResult<Route> {
-        let route = if self.admin {
+        let route = if self.admin && crate::console::Asset::is_console_path(self.name) {
+            crate::console::Asset::parse(self.name).map(Route::Console)
+        } else if self.admin {
             AdminMethod::parse(self.name).filter(|m| *m != AdminMethod::AdvanceClock || advance_clock).map(Route::Admin)
         } else if self.name == "gateway" {
             Some(Route::Gateway)
@@ -132,6 +144,17 @@ mod tests {
             assert_eq!(AdminMethod::parse(m.name()), Some(*m));
         }
         assert_eq!(BotMethod::parse("getme"), None);
+    }
+
+    #[test]
+    fn the_console_is_get_only_and_unknown_assets_are_404() {
+        let t = Target::check("GET", "/admin/console").unwrap();
+        assert!(matches!(t.resolve(false).unwrap(), Route::Console(_)));
+        assert_eq!(Target::check("POST", "/admin/console").unwrap_err().code, "method_not_allowed");
+        let t = Target::check("GET", "/admin/console/nope.js").unwrap();
+        assert_eq!(t.resolve(false).unwrap_err().code, "method_not_found");
+        // A method named like the console is not one.
+        assert_eq!(Target::check("GET", "/admin/consoleX").unwrap_err().code, "method_not_allowed");
     }
 
     #[test]

@@ -44,6 +44,8 @@ pub struct Service {
     gateway: Arc<Registry>,
     group: crate::group::Group,
     admin_throttle: crate::throttle::AdminThrottle,
+    /// Bot requests of the last hour, for the admin console.
+    activity: crate::console::Activity,
     /// SHA-256 of the admin secret, compared in constant time.
     admin_hash: [u8; 32],
     /// A commit that wakes or revokes bots notifies the other nodes
@@ -70,6 +72,8 @@ struct Listen {
 pub(crate) struct Routed<'a> {
     pub req: Request<'a>,
     pub route: Route,
+    /// Who sent it, when the host said (the audit log records it).
+    pub peer: Option<&'a str>,
 }
 
 const PRUNE_EVERY_MS: u64 = 60_000;
@@ -111,6 +115,7 @@ impl Service {
             gateway: Arc::new(Registry::default()),
             group: crate::group::Group::default(),
             admin_throttle: crate::throttle::AdminThrottle::default(),
+            activity: crate::console::Activity::default(),
             admin_hash,
             notify,
             shared_store,
@@ -157,6 +162,7 @@ impl Service {
     /// alone. A request that finds nothing under way runs at once.
     pub fn handle_request(&self, request: &[u8]) -> Vec<u8> {
         match self.route(request) {
+            Ok(Routed { route: Route::Console(asset), req, .. }) => asset.response(req.header_str("if-none-match")),
             Ok(routed) => self.handle_routed(request, routed),
             Err(e) => e.into_response(),
         }
@@ -166,9 +172,14 @@ impl Service {
     /// request (`peer`: an IP address, or any stable client key): failed
     /// admin authentication is then throttled per peer — 10 failures at
     /// once, then one every 6 s; beyond that 429 `rate_limited` with scope
-    /// `admin_auth`, whatever the credential.
+    /// `admin_auth`, whatever the credential. A host-API change is recorded
+    /// in the audit log with `peer`; host requests here run in their own
+    /// transaction, not in a group commit.
     pub fn handle_request_from(&self, request: &[u8], peer: &str) -> Vec<u8> {
-        let routed = match self.route(request) {
+        let mut routed = match self.route(request) {
+            Ok(Routed { route: Route::Console(asset), req, .. }) => {
+                return asset.response(req.header_str("if-none-match"));
+            }
             Ok(r) => r,
             Err(e) => return e.into_response(),
         };
@@ -181,6 +192,19 @@ impl Service {
                 self.admin_throttle.failed(peer, now_ms);
                 return e.into_response();
             }
+            // The audit log names the peer: the request runs alone, in its
+            // own transaction (a group carries request bytes only). Host
+            // calls are few; group commit is for bot traffic.
+            routed.peer = Some(peer);
+            let mut inner = self.lock();
+            let out = self.run_one(&mut inner, &routed);
+            let fx = self.take_effects(&mut inner);
+            drop(inner);
+            let mut outs = [out];
+            self.settle(fx.seen, &mut outs);
+            self.apply_effects(fx);
+            let [out] = outs;
+            return out;
         }
         self.handle_routed(request, routed)
     }
@@ -383,7 +407,7 @@ impl Service {
         for r in routed {
             keys.push(match r {
                 Ok(Routed { route: Route::Bot(BotMethod::GetMe), .. }) | Err(_) => None,
-                Ok(Routed { route: Route::Bot(_), req }) => {
+                Ok(Routed { route: Route::Bot(_), req, .. }) => {
                     match (
                         auth::credential(req.header("authorization"), "Bot"),
                         methods::params::peek_chat_id(&req.body),
@@ -421,7 +445,7 @@ impl Service {
             }
         }
         let route = target.resolve(self.clock.is_manual())?;
-        Ok(Routed { req, route })
+        Ok(Routed { req, route, peer: None })
     }
 
     /// Runs one routed request in its own transaction.
@@ -536,9 +560,17 @@ impl Service {
         preauth: Option<crate::txn::Preauth>,
     ) -> ApiResult<Vec<u8>> {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let sessions = |bot_id: &str| self.gateway.open_count(bot_id);
             let mut ctx = inner.ctx(&self.config, &self.clock, &self.random, now_ms);
             ctx.preauth = preauth;
+            ctx.host = crate::console::HostView {
+                peer: routed.peer,
+                activity: Some(&self.activity),
+                sessions: Some(&sessions),
+            };
             match routed.route {
+                // Pages are answered before a transaction; a batch serves none.
+                Route::Console(_) => Err(ApiError::method_not_found(routed.req.path)),
                 Route::Admin(method) => {
                     self.check_admin(&routed.req)?;
                     methods::admin::call(&mut ctx, method, &routed.req)
@@ -558,7 +590,12 @@ impl Service {
                         _ => methods::params::peek_chat_id(&routed.req.body),
                     };
                     let bot = ctx.authenticate(&routed.req, chat.as_deref())?;
-                    methods::bot::call(&mut ctx, &bot, method, &routed.req)
+                    let out = methods::bot::call(&mut ctx, &bot, method, &routed.req);
+                    // getMe runs without a time (now_ms 0): the clock is read here.
+                    let at = if now_ms == 0 { self.clock.now_ms() } else { now_ms };
+                    let sent = out.is_ok() && method == BotMethod::SendMessage;
+                    self.activity.record(&bot.id, at, out.as_ref().err().map(|e| e.code), sent);
+                    out
                 }
             }
         }));

@@ -103,6 +103,8 @@ pub(crate) struct Ctx<'a> {
     /// What the group read for this request before it ran (token hash,
     /// and the bot with its chat, if the token is known).
     pub preauth: Option<Preauth>,
+    /// What host methods read besides the database (the admin console's).
+    pub host: crate::console::HostView<'a>,
 }
 
 /// A bot request's authentication and chat, read with the rest of its
@@ -123,6 +125,7 @@ impl Inner {
             bot_cache: &mut self.bot_cache,
             prefetch: None,
             preauth: None,
+            host: Default::default(),
         }
     }
 }

@@ -88,6 +88,8 @@ def body_schema(resp):
     content = resp.get("content")
     if not content:
         return None
+    if "application/json" not in content:
+        return None  # the console's files: HTML, script, style
     schema = content["application/json"]["schema"]
     if "$ref" in schema and schema["$ref"].startswith("#/components/responses/"):
         return body_schema(resolve(schema))

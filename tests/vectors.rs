@@ -25,6 +25,7 @@ const FILES: &[&str] = &[
     "idempotency.json",
     "rate_limit.json",
     "host_api.json",
+    "console.json",
     "gateway.json",
 ];
 
@@ -627,6 +628,7 @@ vector_tests! {
     idempotency => "idempotency.json",
     rate_limit => "rate_limit.json",
     host_api => "host_api.json",
+    console => "console.json",
     gateway => "gateway.json",
 }
 

@@ -27,7 +27,13 @@ const READ_ONLY = new Set([
   '/admin/getChatActions',
   '/admin/getUpdates',
   '/admin/getStats',
-  '/admin/getOperationalToken',
+  // The admin console's reads (getOperationalToken writes an audit entry).
+  '/admin/listBots',
+  '/admin/listUsers',
+  '/admin/listChats',
+  '/admin/getChatMembers',
+  '/admin/getBotActivity',
+  '/admin/getAuditLog',
 ]);
 
 /** Loads the image saved by `saveImage`, or null. */

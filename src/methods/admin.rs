@@ -2,6 +2,7 @@
 //! service tells botspace about users, bots and chats, and reads everything
 //! that happened.
 
+use super::console;
 use super::messages;
 use super::params::{self, Body};
 use crate::auth;
@@ -16,34 +17,46 @@ use crate::txn::Ctx;
 use serde_json::{json, Value};
 
 pub fn call(ctx: &mut Ctx<'_>, method: AdminMethod, req: &Request<'_>) -> ApiResult<Vec<u8>> {
-    use AdminMethod as M;
     let b = params::parse_body(&req.body)?;
+    let out = run(ctx, method, &b)?;
+    // Every change leaves an audit entry, committed with it.
+    if console::audited(method) {
+        console::record(ctx, method, &b, &out)?;
+    }
+    Ok(out)
+}
+
+fn run(ctx: &mut Ctx<'_>, method: AdminMethod, b: &Body) -> ApiResult<Vec<u8>> {
+    use AdminMethod as M;
     let v: Value = match method {
-        M::CreateUser => create_user(ctx, &b)?,
-        M::CreateBot => create_bot(ctx, &b)?,
-        M::UpdateBot => update_bot(ctx, &b)?,
-        M::GetBot => {
-            let bot = load_bot(ctx, params::req_str(&b, "bot_id")?)?;
-            return Ok(bot.identity_json.into_bytes());
-        }
-        M::RotateBotToken => rotate_token(ctx, &b)?,
-        M::GetOperationalToken => operational_token(ctx, &b)?,
-        M::CreatePrivateChat => create_private_chat(ctx, &b)?,
-        M::StartBot => start_bot(ctx, &b)?,
-        M::SetBlocked => set_blocked(ctx, &b)?,
-        M::CreateGroup => create_group(ctx, &b)?,
-        M::AddMember => add_member(ctx, &b)?,
-        M::RemoveMember => remove_member(ctx, &b)?,
-        M::SetGroupPermissions => set_group_permissions(ctx, &b)?,
-        M::DissolveGroup => dissolve_group(ctx, &b)?,
-        M::SendUserMessage => return send_user_message(ctx, &b),
-        M::DeleteUserMessage => delete_user_message(ctx, &b)?,
-        M::GetChat => load_chat(ctx, params::req_str(&b, "chat_id")?)?.to_json(ctx.conn)?,
-        M::GetChatHistory => return chat_history(ctx, &b),
-        M::GetChatActions => chat_actions(ctx, &b)?,
-        M::GetUpdates => return get_updates(ctx, &b),
+        M::CreateUser => create_user(ctx, b)?,
+        M::CreateBot => create_bot(ctx, b)?,
+        M::UpdateBot => update_bot(ctx, b)?,
+        M::GetBot => console::get_bot(ctx, b)?,
+        M::ListBots => console::list_bots(ctx, b)?,
+        M::ListUsers => console::list_users(ctx, b)?,
+        M::ListChats => console::list_chats(ctx, b)?,
+        M::GetChatMembers => console::chat_members(ctx, b)?,
+        M::GetBotActivity => console::bot_activity(ctx, b)?,
+        M::GetAuditLog => console::audit_log(ctx, b)?,
+        M::RotateBotToken => rotate_token(ctx, b)?,
+        M::GetOperationalToken => operational_token(ctx, b)?,
+        M::CreatePrivateChat => create_private_chat(ctx, b)?,
+        M::StartBot => start_bot(ctx, b)?,
+        M::SetBlocked => set_blocked(ctx, b)?,
+        M::CreateGroup => create_group(ctx, b)?,
+        M::AddMember => add_member(ctx, b)?,
+        M::RemoveMember => remove_member(ctx, b)?,
+        M::SetGroupPermissions => set_group_permissions(ctx, b)?,
+        M::DissolveGroup => dissolve_group(ctx, b)?,
+        M::SendUserMessage => return send_user_message(ctx, b),
+        M::DeleteUserMessage => delete_user_message(ctx, b)?,
+        M::GetChat => load_chat(ctx, params::req_str(b, "chat_id")?)?.to_json(ctx.conn)?,
+        M::GetChatHistory => return chat_history(ctx, b),
+        M::GetChatActions => chat_actions(ctx, b)?,
+        M::GetUpdates => return get_updates(ctx, b),
         M::GetStats => stats(ctx)?,
-        M::AdvanceClock => advance_clock(ctx, &b)?,
+        M::AdvanceClock => advance_clock(ctx, b)?,
     };
     to_json(&v)
 }

@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod bot;
+pub mod console;
 pub mod messages;
 pub mod params;
 

@@ -12,6 +12,7 @@
 //! 64-bit and flags are 0/1 integers in both schemas, so a value reads back
 //! the same from either store.
 
+pub mod console;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod sqlite;

@@ -188,6 +188,8 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX rate_buckets_by_tat ON rate_buckets (tat);
     "#,
+    // 4: the admin console's audit log and list indexes.
+    super::console::POSTGRES_MIGRATION,
 ];
 
 /// A PostgreSQL connection that reopens itself after it broke.

@@ -148,6 +148,8 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE messages ADD COLUMN created_update INTEGER;
     "#,
+    // 4: the admin console's audit log and list indexes.
+    super::console::SQLITE_MIGRATION,
 ];
 
 /// Opens (or creates) the database and brings its schema up to date.

@@ -191,6 +191,14 @@ def ident_of(b, **kw):
     return identity(b, name, handle, **args)
 
 
+def bot_live(b, sessions=0, unacked=0, last=None, created=T0, **kw):
+    """getBot / listBots: the identity, created_at and the live figures."""
+    ident = ident_of(b, **kw)
+    return dict(ident, created_at=created, live={"gateway_sessions": sessions,
+                                                 "gateway_connection_limit": ident["gateway_connection_limit"],
+                                                 "unacked_events": unacked, "last_request_at": last})
+
+
 def private_json(c, u, b, started=True, by_user=False, by_bot=False, bot_member=True):
     members = ([{"id": ph(b), "is_bot": True}] if bot_member else []) + [{"id": ph(u), "is_bot": False}]
     return {"id": ph(c) if c else ANY, "type": "private", "user_id": ph(u), "bot_id": ph(b), "started": started,
@@ -1008,6 +1016,88 @@ def rate_limit_cases():
     return cs
 
 
+# ---------------------------------------------------------------- console.json
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+       "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+def user_row(u, name, created, handle=None):
+    return {"id": ph(u), "display_name": name, "handle": handle, "created_at": created}
+
+
+def audit_entry(i, method, target, detail, at=T0):
+    return {"id": i, "date": at, "at_ms": at * 1000, "method": method, "target": target, "actor": "admin",
+            "peer": None, "detail": detail}
+
+
+def console_cases():
+    cs = []
+    page_headers = {"Content-Type": "text/html; charset=utf-8", "Content-Security-Policy": CSP,
+                    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
+    cs.append(case("GET /admin/console serves the page without a secret, with a strict CSP, nosniff and no-referrer",
+                   [step(request("/admin/console", method="GET"), 200, headers=page_headers),
+                    step(request("/admin/console/app.js", method="GET"), 200,
+                         headers={"Content-Type": "text/javascript; charset=utf-8", "Content-Security-Policy": CSP,
+                                  "X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}),
+                    step(request("/admin/console/app.css", method="GET"), 200,
+                         headers={"Content-Type": "text/css; charset=utf-8", "Cache-Control": "no-cache"})]))
+    cs.append(case("the console is GET only, and an unknown console file is 404 method_not_found",
+                   [step(request("/admin/console", {}, auth=ADMIN), 405,
+                         err(405, "method_not_allowed", "/admin/console accepts GET only"), headers={"Allow": "GET"}),
+                    step(request("/admin/console/other.js", method="GET"), 404,
+                         err(404, "method_not_found", "no method at /admin/console/other.js"))]))
+    cs.append(case("listBots is newest first, pages with next_cursor and filters by handle or name (wildcards literal)",
+                   [mk_bot("a"), advance(1), mk_bot("b"), advance(1), mk_bot("c"),
+                    admin("listBots", {"limit": 2}, 200,
+                          ok({"bots": [bot_live("c", created=T0 + 2), bot_live("b", created=T0 + 1)], "next_cursor": ANY}),
+                          save={"cur": "result.next_cursor"}),
+                    admin("listBots", {"limit": 2, "cursor": "{{cur}}"}, 200, ok({"bots": [bot_live("a")], "next_cursor": None})),
+                    admin("listBots", {"query": "B_B"}, 200, ok({"bots": [bot_live("b", created=T0 + 1)], "next_cursor": None})),
+                    admin("listBots", {"query": "a%"}, 200, ok({"bots": [], "next_cursor": None})),
+                    admin("listBots", {"cursor": "nonsense"}, 400, invalid("cursor", "must be a next_cursor value from an earlier page")),
+                    admin("listBots", {"limit": 101}, 400, invalid("limit", "must be an integer from 0 to 100"))]))
+    cs.append(case("listUsers and listChats page newest first; listChats filters by member",
+                   [mk_user("u", "Ann"), advance(1), mk_user("v", "Vic", handle="vic"), mk_bot("b"), start("c", "u", "b"),
+                    advance(1), mk_group("g", ["v", "b"], title="Ops"),
+                    admin("listUsers", {}, 200, ok({"users": [user_row("v", "Vic", T0 + 1, "vic"), user_row("u", "Ann", T0)],
+                                                    "next_cursor": None})),
+                    admin("listUsers", {"query": "VI"}, 200, ok({"users": [user_row("v", "Vic", T0 + 1, "vic")], "next_cursor": None})),
+                    admin("listChats", {"member_id": "{{u}}"}, 200, ok({"chats": [
+                        {"id": "{{c}}", "type": "private", "created_at": T0 + 1, "member_count": 2, "user_id": "{{u}}",
+                         "bot_id": "{{b}}", "started": True, "blocked_by_user": False, "blocked_by_bot": False}],
+                        "next_cursor": None})),
+                    admin("listChats", {"query": "op"}, 200, ok({"chats": [
+                        {"id": "{{g}}", "type": "group", "created_at": T0 + 2, "member_count": 2, "title": "Ops",
+                         "bots_can_send": True, "dissolved": False}], "next_cursor": None})),
+                    admin("getChatMembers", {"chat_id": "{{g}}"}, 200, ok([
+                        {"id": "{{b}}", "is_bot": True, "display_name": "B Bot", "handle": "b_bot"},
+                        {"id": "{{v}}", "is_bot": False, "display_name": "Vic", "handle": "vic"}])),
+                    admin("getChatMembers", {"chat_id": "spc_nope"}, 404, err(404, "chat_not_found", "chat_not_found"))]))
+    cs.append(case("getBotActivity counts requests, refusals by code and messages sent; getBot shows the last request",
+                   setup_private() + [send("b", "c", "hi", 1), send_err("b", "c", "", 400, field_err("text_empty", "text", "text_empty")),
+                                      bot_call("b", "getMe", None, 200, ok(ident_of("b"))),
+                                      admin("getBotActivity", {"bot_id": "{{b}}"}, 200, ok({
+                                          "bot_id": "{{b}}", "window_s": 3600, "requests": 3, "refused": 1,
+                                          "refusals": {"text_empty": 1}, "messages_sent": 1, "last_request_at": T0})),
+                                      admin("getBot", {"bot_id": "{{b}}"}, 200, ok(bot_live("b", unacked=1, last=T0))),
+                                      admin("getBotActivity", {"bot_id": "bot_nope"}, 404, err(404, "bot_not_found", "no bot with this id"))]))
+    cs.append(case("getAuditLog lists every change newest first, with no token or secret; reads are not logged",
+                   [mk_user("u", "Ann"), mk_bot("b"), admin("listBots", {}, 200),
+                    admin("updateBot", {"bot_id": "{{b}}", "status": "suspended"}, 200),
+                    admin("rotateBotToken", {"bot_id": "{{b}}"}, 200, ok({"token": ANY})),
+                    admin("getAuditLog", {"limit": 3}, 200, ok({"entries": [
+                        audit_entry(4, "rotateBotToken", "{{b}}", {"bot_id": "{{b}}"}),
+                        audit_entry(3, "updateBot", "{{b}}", {"bot_id": "{{b}}", "status": "suspended"}),
+                        audit_entry(2, "createBot", "{{b}}", {"display_name": "B Bot", "handle": "b_bot"})],
+                        "next_before": 2})),
+                    admin("getAuditLog", {"before": 2}, 200, ok({"entries": [
+                        audit_entry(1, "createUser", "{{u}}", {"display_name": "Ann"})], "next_before": None})),
+                    admin("getAuditLog", {"target": "{{u}}"}, 200, ok({"entries": [
+                        audit_entry(1, "createUser", "{{u}}", {"display_name": "Ann"})], "next_before": None}))]))
+    return cs
+
+
 # ---------------------------------------------------------------- host_api.json
 
 def host_api_cases():
@@ -1017,7 +1107,7 @@ def host_api_cases():
     cs.append(case("createUser without display_name is 400 missing_field",
                    [admin("createUser", {}, 400, missing("display_name"))]))
     cs.append(case("createBot returns the identity and a token; defaults are free tier, not verified, not official",
-                   [mk_bot("b"), admin("getBot", {"bot_id": "{{b}}"}, 200, ok(ident_of("b")))]))
+                   [mk_bot("b"), admin("getBot", {"bot_id": "{{b}}"}, 200, ok(bot_live("b")))]))
     cs.append(case("createBot without handle is 400 missing_field handle",
                    [admin("createBot", {"display_name": "X"}, 400, missing("handle"))]))
     cs.append(case("createBot with an unknown quota_tier is 400 invalid_field",
@@ -1682,6 +1772,7 @@ FILES = {
     "idempotency.json": idempotency_cases,
     "rate_limit.json": rate_limit_cases,
     "host_api.json": host_api_cases,
+    "console.json": console_cases,
     "gateway.json": gateway_cases,
 }
 

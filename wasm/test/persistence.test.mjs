@@ -49,7 +49,8 @@ function observe(svc, w) {
     history: [w.dm, w.dm2, w.group].map((c) => ok('/admin/getChatHistory', { chat_id: c.id })),
     chats: [w.dm, w.dm2, w.group].map((c) => ok('/admin/getChat', { chat_id: c.id })),
     updates: ok('/admin/getUpdates', { limit: 1000 }),
-    bots: [w.free, w.std, w.off].map((b) => ok('/admin/getBot', { bot_id: b.bot.id })),
+    // `live` holds this process's figures (last request, sessions), not stored state.
+    bots: [w.free, w.std, w.off].map((b) => { const { live, ...stored } = ok('/admin/getBot', { bot_id: b.bot.id }); return stored; }),
     getMe: [w.rotated.token, w.std.token, w.off.token].map((tok) => ok('/bot/getMe', undefined, { Authorization: `Bot ${tok}` })),
   };
 }

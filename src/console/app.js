@@ -1,0 +1,519 @@
+// botspace admin console: plain DOM, no build step. Every figure comes from
+// the host API (/admin/<method>) called with the secret the operator typed;
+// the secret lives in memory and this tab's sessionStorage only. Text from
+// the API is only ever set with textContent, never parsed as HTML.
+'use strict';
+
+const KEY = 'botspace.admin';
+let secret = sessionStorage.getItem(KEY) || '';
+const $ = (id) => document.getElementById(id);
+
+// A host-API failure, with the envelope's code and description.
+class ApiFailure extends Error {
+  constructor(status, body) {
+    super((body && body.description) || 'HTTP ' + status);
+    this.status = status;
+    this.code = body && body.error;
+    this.parameters = (body && body.parameters) || {};
+  }
+}
+
+async function api(method, body) {
+  const resp = await fetch('/admin/' + method, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Authorization: 'Admin ' + secret },
+    body: JSON.stringify(body || {}),
+    cache: 'no-store',
+    credentials: 'omit',
+    referrerPolicy: 'no-referrer',
+  });
+  let data = null;
+  try { data = await resp.json(); } catch (_) { /* not JSON: reported below */ }
+  if (!resp.ok || !data || !data.ok) throw new ApiFailure(resp.status, data);
+  return data.result;
+}
+
+// h('tag', {attrs}, ...children): strings become text nodes.
+function h(tag, attrs, ...kids) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'text') el.textContent = v;
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const kid of kids.flat()) {
+    if (kid === null || kid === undefined || kid === false) continue;
+    el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+  }
+  return el;
+}
+
+let uid = 0;
+// A labelled field; returns [label, input].
+function field(labelText, attrs) {
+  const id = 'f' + (++uid);
+  const input = attrs && attrs.type === 'select'
+    // Options are values, or [value, label] pairs.
+    ? h('select', { id, name: attrs.name }, attrs.options.map((o) => {
+      const [value, label] = Array.isArray(o) ? o : [o, o];
+      return h('option', { value, selected: value === attrs.value }, label);
+    }))
+    : h('input', Object.assign({ id }, attrs || {}));
+  const isCheck = attrs && attrs.type === 'checkbox';
+  // The label holds only its text: a select inside a label would add its
+  // options to the control's accessible name.
+  const label = h('label', { for: id }, labelText);
+  return [h('span', { class: isCheck ? 'fld check' : 'fld' }, isCheck ? [input, label] : [label, input]), input];
+}
+
+function say(text, isError) {
+  const s = $('status');
+  s.textContent = text;
+  s.className = isError ? 'error' : '';
+}
+
+function fail(e) {
+  if (e instanceof ApiFailure && e.status === 401) {
+    signOut('The admin secret was refused (' + e.code + '). Sign in again.');
+    return;
+  }
+  say(e instanceof ApiFailure ? e.code + ': ' + e.message : String(e), true);
+}
+
+const when = (s) => (s ? new Date(s * 1000).toISOString().replace('T', ' ').replace('.000Z', ' UTC') : 'never');
+
+// ------------------------------------------------------------ sign in
+
+async function signIn(ev) {
+  ev.preventDefault();
+  const err = $('signin-error');
+  err.textContent = '';
+  secret = $('secret').value;
+  try {
+    await api('getStats');
+  } catch (e) {
+    secret = '';
+    if (e instanceof ApiFailure && e.status === 429) {
+      err.textContent = 'Too many failed attempts from this address. Try again in ' + (e.parameters.retry_after || 'a few') + ' s.';
+    } else if (e instanceof ApiFailure && e.status === 401) {
+      err.textContent = 'Wrong admin secret. Check it and try again.';
+    } else {
+      err.textContent = 'Cannot reach the host API: ' + e.message;
+    }
+    $('secret').focus();
+    return;
+  }
+  sessionStorage.setItem(KEY, secret);
+  $('secret').value = '';
+  enter();
+}
+
+function signOut(message) {
+  secret = '';
+  sessionStorage.removeItem(KEY);
+  $('view').hidden = true;
+  $('view').replaceChildren();
+  $('nav').hidden = true;
+  $('signin').hidden = false;
+  $('signin-error').textContent = message || '';
+  say('');
+  $('secret').focus();
+}
+
+function enter() {
+  $('signin').hidden = true;
+  $('nav').hidden = false;
+  $('view').hidden = false;
+  show('bots');
+}
+
+const views = {};
+function show(name, arg) {
+  for (const b of document.querySelectorAll('#nav [data-view]')) {
+    if (b.dataset.view === name) b.setAttribute('aria-current', 'page'); else b.removeAttribute('aria-current');
+  }
+  say('');
+  const root = $('view');
+  root.replaceChildren();
+  views[name](root, arg).catch(fail);
+}
+
+// A newest-first list with a filter and cursor paging.
+function pager(onPage) {
+  const stack = [];
+  let next = null;
+  const prev = h('button', { type: 'button', onclick: () => { stack.pop(); onPage(stack[stack.length - 1] || null); } }, 'Previous page');
+  const more = h('button', { type: 'button', onclick: () => { stack.push(next); onPage(next); } }, 'Next page');
+  return {
+    el: h('div', { class: 'pager' }, prev, more),
+    set(n) { next = n; more.disabled = !n; prev.disabled = stack.length === 0; },
+    reset() { stack.length = 0; },
+  };
+}
+
+// A token shown once, with a copy button.
+function oneTimeToken(title, token, note) {
+  const [label, input] = field(title, { type: 'text', readonly: true, value: token, class: 'mono', 'data-token': '1' });
+  const copied = h('span', { role: 'status' });
+  const copy = h('button', {
+    type: 'button', class: 'primary',
+    onclick: async () => {
+      try { await navigator.clipboard.writeText(token); } catch (_) { input.select(); document.execCommand('copy'); }
+      copied.textContent = 'Copied.';
+    },
+  }, 'Copy token');
+  return h('section', { class: 'panel secret-once', 'aria-label': title + ', shown once' },
+    h('p', {}, h('strong', {}, 'Shown once: '), 'store it now. Only its hash is kept; rotate to get another.'),
+    label, h('p', {}, copy, ' ', copied), note ? h('p', { class: 'note' }, note) : null);
+}
+
+// ------------------------------------------------------------ bots
+
+views.bots = async (root) => {
+  const list = h('tbody');
+  const [qLabel, q] = field('Search bots by handle or name', { type: 'search', name: 'query' });
+  const pg = pager((c) => load(c));
+  async function load(cursor) {
+    const r = await api('listBots', { query: q.value, cursor, limit: 20 });
+    list.replaceChildren(...r.bots.map((b) => h('tr', {},
+      h('td', {}, '@' + b.handle), h('td', {}, b.display_name),
+      h('td', {}, b.quota_tier), h('td', {}, h('span', { class: 'tag ' + b.status }, b.status)),
+      h('td', {}, (b.verified ? 'verified ' : '') + (b.official ? 'official' : '')),
+      h('td', {}, b.live.gateway_sessions + ' / ' + b.live.gateway_connection_limit),
+      h('td', {}, String(b.live.unacked_events)), h('td', {}, when(b.live.last_request_at)),
+      h('td', {}, h('button', { type: 'button', 'aria-label': 'Open bot @' + b.handle, onclick: () => show('bot', b.id) }, 'Open')))));
+    if (!r.bots.length) list.append(h('tr', {}, h('td', { colspan: 9 }, 'No bots.')));
+    pg.set(r.next_cursor);
+  }
+  const search = h('form', { class: 'inline', role: 'search', onsubmit: (e) => { e.preventDefault(); pg.reset(); load(null).catch(fail); } },
+    qLabel, h('button', { type: 'submit' }, 'Search'));
+
+  const [nLabel, name] = field('Display name', { name: 'display_name', required: true });
+  const [hLabel, handle] = field('Handle', { name: 'handle', required: true });
+  const [tLabel, tier] = field('Tier', { type: 'select', name: 'quota_tier', options: ['free', 'standard', 'official'], value: 'free' });
+  const [vLabel, verified] = field('Verified', { type: 'checkbox', name: 'verified' });
+  const [oLabel, official] = field('Official', { type: 'checkbox', name: 'official' });
+  const created = h('div');
+  const create = h('form', {
+    class: 'inline', 'aria-label': 'Create a bot',
+    onsubmit: async (e) => {
+      e.preventDefault();
+      try {
+        const r = await api('createBot', { display_name: name.value, handle: handle.value, quota_tier: tier.value, verified: verified.checked, official: official.checked });
+        created.replaceChildren(oneTimeToken('Token of @' + r.bot.handle, r.token),
+          h('button', { type: 'button', onclick: () => show('bot', r.bot.id) }, 'Open @' + r.bot.handle));
+        say('Created bot @' + r.bot.handle + ' (' + r.bot.id + ').');
+        create.reset();
+        await load(null);
+      } catch (err) { fail(err); }
+    },
+  }, nLabel, hLabel, tLabel, vLabel, oLabel, h('button', { type: 'submit', class: 'primary' }, 'Create bot'));
+
+  root.append(h('h2', {}, 'Bots'), search,
+    h('table', { 'aria-label': 'Bots' }, h('thead', {}, h('tr', {}, ['Handle', 'Name', 'Tier', 'Status', 'Flags', 'Gateway sessions', 'Unacked events', 'Last request', ''].map((t) => h('th', { scope: 'col' }, t)))), list),
+    pg.el, h('h3', {}, 'Create a bot'), create, created);
+  await load(null);
+};
+
+views.bot = async (root, id) => {
+  const b = await api('getBot', { bot_id: id });
+  const act = await api('getBotActivity', { bot_id: id });
+  const out = h('div', { id: 'bot-result' });
+  const refusals = Object.entries(act.refusals);
+  root.append(h('h2', {}, 'Bot @' + b.handle), h('p', {}, h('code', {}, b.id)),
+    h('dl', { class: 'figures', 'aria-label': 'Live figures' },
+      h('dt', {}, 'Status'), h('dd', { id: 'bot-status' }, b.status),
+      h('dt', {}, 'Gateway sessions'), h('dd', { id: 'bot-sessions' }, b.live.gateway_sessions + ' of ' + b.live.gateway_connection_limit),
+      h('dt', {}, 'Unacknowledged events'), h('dd', {}, String(b.live.unacked_events)),
+      h('dt', {}, 'Last request'), h('dd', {}, when(b.live.last_request_at)),
+      h('dt', {}, 'Requests, last hour'), h('dd', {}, String(act.requests)),
+      h('dt', {}, 'Messages sent, last hour'), h('dd', {}, String(act.messages_sent)),
+      h('dt', {}, 'Refusals, last hour'), h('dd', {}, refusals.length ? refusals.map(([k, v]) => k + ': ' + v).join(', ') : 'none')));
+
+  // Edit identity, tier and flags.
+  const [nL, name] = field('Display name', { name: 'display_name', value: b.display_name, required: true });
+  const [hL, handle] = field('Handle', { name: 'handle', value: b.handle, required: true });
+  const [tL, tier] = field('Tier', { type: 'select', name: 'quota_tier', options: ['free', 'standard', 'official'], value: b.quota_tier });
+  const [vL, verified] = field('Verified', { type: 'checkbox', name: 'verified', checked: b.verified });
+  const [oL, official] = field('Official', { type: 'checkbox', name: 'official', checked: b.official });
+  const [aL, avatar] = field('Avatar key', { name: 'avatar_key', value: b.avatar_key || '' });
+  const [gL, limit] = field('Gateway connection limit', { name: 'gateway_connection_limit', type: 'number', min: 1, max: 1024, value: b.gateway_connection_limit });
+  const edit = h('form', {
+    class: 'inline', 'aria-label': 'Edit bot',
+    onsubmit: async (e) => {
+      e.preventDefault();
+      try {
+        await api('updateBot', { bot_id: id, display_name: name.value, handle: handle.value, quota_tier: tier.value, verified: verified.checked, official: official.checked, avatar_key: avatar.value || null, gateway_connection_limit: Number(limit.value) });
+        show('bot', id);
+        say('Saved @' + handle.value + '.');
+      } catch (err) { fail(err); }
+    },
+  }, nL, hL, tL, vL, oL, aL, gL, h('button', { type: 'submit', class: 'primary' }, 'Save changes'));
+
+  const suspended = b.status === 'suspended';
+  const toggle = h('button', {
+    type: 'button', class: suspended ? 'primary' : 'danger',
+    onclick: async () => {
+      try {
+        await api('updateBot', { bot_id: id, status: suspended ? 'active' : 'suspended' });
+        show('bot', id);
+        say(suspended ? 'Restored @' + b.handle + '.' : 'Suspended @' + b.handle + ': its gateway sessions are closed with 4004.');
+      } catch (err) { fail(err); }
+    },
+  }, suspended ? 'Restore bot' : 'Suspend bot');
+
+  // Rotation: a confirmation step, then the new token once.
+  const rotate = h('button', {
+    type: 'button', class: 'danger',
+    onclick: async () => {
+      const now = await api('getBot', { bot_id: id }).catch(fail);
+      if (!now) return;
+      const open = now.live.gateway_sessions;
+      const cancel = h('button', { type: 'button', onclick: () => { out.replaceChildren(); rotate.focus(); } }, 'Cancel');
+      const confirm = h('button', {
+        type: 'button', class: 'danger',
+        onclick: async () => {
+          try {
+            const r = await api('rotateBotToken', { bot_id: id });
+            out.replaceChildren(oneTimeToken('New token of @' + b.handle, r.token,
+              'The old token now fails with 401. Gateway sessions closed with 4004: ' + open + '.'));
+            say('Rotated the token of @' + b.handle + '; ' + open + ' gateway session(s) closed (4004).');
+            out.querySelector('button.primary').focus();
+          } catch (err) { fail(err); }
+        },
+      }, 'Yes, rotate the token');
+      out.replaceChildren(h('section', { class: 'panel confirm', role: 'alertdialog', 'aria-labelledby': 'rot-q', 'aria-describedby': 'rot-d' },
+        h('h3', { id: 'rot-q' }, 'Rotate the token of @' + b.handle + '?'),
+        h('p', { id: 'rot-d' }, 'The current token stops working at once. ' + open + ' open gateway session(s) will be closed with 4004.'),
+        h('p', {}, confirm, ' ', cancel)));
+      confirm.focus();
+    },
+  }, 'Rotate token');
+
+  const opToken = b.official ? h('button', {
+    type: 'button',
+    onclick: async () => {
+      try {
+        const r = await api('getOperationalToken', { bot_id: id });
+        out.replaceChildren(oneTimeToken('Operational token of @' + b.handle, r.token));
+      } catch (err) { fail(err); }
+    },
+  }, 'Show operational token') : null;
+
+  root.append(h('h3', {}, 'Identity and permissions'), edit,
+    h('h3', {}, 'Access'), h('p', {}, rotate, ' ', toggle, ' ', opToken), out,
+    h('p', {}, h('button', { type: 'button', onclick: () => show('chats', { member: id }) }, 'Chats of @' + b.handle), ' ',
+      h('button', { type: 'button', onclick: () => show('audit', id) }, 'Audit entries of @' + b.handle), ' ',
+      h('button', { type: 'button', onclick: () => show('bots') }, 'Back to bots')));
+};
+
+// ------------------------------------------------------------ users
+
+views.users = async (root) => {
+  const list = h('tbody');
+  const [qL, q] = field('Search users by handle or name', { type: 'search', name: 'query' });
+  const pg = pager((c) => load(c));
+  async function load(cursor) {
+    const r = await api('listUsers', { query: q.value, cursor, limit: 20 });
+    list.replaceChildren(...r.users.map((u) => h('tr', {}, h('td', {}, u.display_name), h('td', {}, u.handle ? '@' + u.handle : ''), h('td', {}, h('code', {}, u.id)),
+      h('td', {}, h('button', { type: 'button', 'aria-label': 'Chats of ' + u.display_name, onclick: () => show('chats', { member: u.id }) }, 'Chats')))));
+    if (!r.users.length) list.append(h('tr', {}, h('td', { colspan: 4 }, 'No users.')));
+    pg.set(r.next_cursor);
+  }
+  const [nL, name] = field('Display name', { name: 'display_name', required: true });
+  const [hL, handle] = field('Handle (optional)', { name: 'handle' });
+  const create = h('form', {
+    class: 'inline', 'aria-label': 'Create a user',
+    onsubmit: async (e) => {
+      e.preventDefault();
+      try {
+        const u = await api('createUser', { display_name: name.value, handle: handle.value || undefined });
+        say('Created user ' + u.display_name + ' (' + u.id + ').');
+        create.reset();
+        await load(null);
+      } catch (err) { fail(err); }
+    },
+  }, nL, hL, h('button', { type: 'submit', class: 'primary' }, 'Create user'));
+  const [suL, su] = field('User id', { name: 'user_id', required: true, class: 'mono' });
+  const [sbL, sb] = field('Bot id', { name: 'bot_id', required: true, class: 'mono' });
+  const start = h('form', {
+    class: 'inline', 'aria-label': 'Start a bot for a user',
+    onsubmit: async (e) => {
+      e.preventDefault();
+      try {
+        const c = await api('startBot', { user_id: su.value.trim(), bot_id: sb.value.trim() });
+        show('chat', c.id);
+        say('Started: private chat ' + c.id + '.');
+      } catch (err) { fail(err); }
+    },
+  }, suL, sbL, h('button', { type: 'submit' }, 'Start bot'));
+  root.append(h('h2', {}, 'Users'), h('form', { class: 'inline', role: 'search', onsubmit: (e) => { e.preventDefault(); pg.reset(); load(null).catch(fail); } }, qL, h('button', { type: 'submit' }, 'Search')),
+    h('table', { 'aria-label': 'Users' }, h('thead', {}, h('tr', {}, ['Name', 'Handle', 'Id', ''].map((t) => h('th', { scope: 'col' }, t)))), list), pg.el,
+    h('h3', {}, 'Create a user'), create, h('h3', {}, 'Start a bot for a user'), start);
+  await load(null);
+};
+
+// ------------------------------------------------------------ chats
+
+views.chats = async (root, opts) => {
+  const member = (opts && opts.member) || '';
+  const list = h('tbody');
+  const [qL, q] = field('Search groups by title', { type: 'search', name: 'query' });
+  const pg = pager((c) => load(c));
+  async function load(cursor) {
+    const r = await api('listChats', { query: q.value, member_id: member || undefined, cursor, limit: 20 });
+    list.replaceChildren(...r.chats.map((c) => h('tr', {},
+      h('td', {}, c.type), h('td', {}, c.type === 'group' ? c.title : c.user_id + ' + ' + c.bot_id),
+      h('td', {}, String(c.member_count)),
+      h('td', {}, c.type === 'group' ? (c.dissolved ? 'dissolved' : c.bots_can_send ? 'bots can send' : 'bots cannot send')
+        : [c.started ? 'started' : 'not started', c.blocked_by_user ? 'blocked by user' : '', c.blocked_by_bot ? 'blocked by bot' : ''].filter(Boolean).join(', ')),
+      h('td', {}, h('button', { type: 'button', 'aria-label': 'Open chat ' + (c.title || c.id), onclick: () => show('chat', c.id) }, 'Open')))));
+    if (!r.chats.length) list.append(h('tr', {}, h('td', { colspan: 5 }, 'No chats.')));
+    pg.set(r.next_cursor);
+  }
+  const [tL, title] = field('Group title', { name: 'title', required: true });
+  const [mL, members] = field('Member ids (comma separated)', { name: 'member_ids', class: 'mono', value: member });
+  const [bL, bots] = field('Bots can send', { type: 'checkbox', name: 'bots_can_send', checked: true });
+  const create = h('form', {
+    class: 'inline', 'aria-label': 'Create a group',
+    onsubmit: async (e) => {
+      e.preventDefault();
+      try {
+        const ids = members.value.split(',').map((s) => s.trim()).filter(Boolean);
+        const c = await api('createGroup', { title: title.value, member_ids: ids, bots_can_send: bots.checked });
+        show('chat', c.id);
+        say('Created group ' + c.title + ' (' + c.id + ').');
+      } catch (err) { fail(err); }
+    },
+  }, tL, mL, bL, h('button', { type: 'submit', class: 'primary' }, 'Create group'));
+  root.append(h('h2', {}, member ? 'Chats of ' + member : 'Chats'),
+    h('form', { class: 'inline', role: 'search', onsubmit: (e) => { e.preventDefault(); pg.reset(); load(null).catch(fail); } }, qL, h('button', { type: 'submit' }, 'Search')),
+    h('table', { 'aria-label': 'Chats' }, h('thead', {}, h('tr', {}, ['Type', 'Chat', 'Members', 'State', ''].map((t) => h('th', { scope: 'col' }, t)))), list), pg.el,
+    h('h3', {}, 'Create a group'), create);
+  await load(null);
+};
+
+views.chat = async (root, id) => {
+  const c = await api('getChat', { chat_id: id });
+  const people = await api('getChatMembers', { chat_id: id });
+  const act = async (method, body, done) => {
+    try { await api(method, Object.assign({ chat_id: id }, body)); show('chat', id); say(done); } catch (err) { fail(err); }
+  };
+  const heading = c.type === 'group' ? 'Group ' + c.title : 'Private chat';
+  const memberRows = people.map((m) => h('tr', {}, h('td', {}, m.display_name || ''), h('td', {}, m.handle ? '@' + m.handle : ''),
+    h('td', {}, m.is_bot ? 'bot' : 'user'), h('td', {}, h('code', {}, m.id)),
+    h('td', {}, c.type === 'group' && !c.dissolved ? h('button', { type: 'button', 'aria-label': 'Remove ' + (m.display_name || m.id), onclick: () => act('removeMember', { member_id: m.id }, 'Removed ' + m.id + '.') }, 'Remove') : '')));
+  root.append(h('h2', {}, heading), h('p', {}, h('code', {}, c.id)),
+    h('table', { 'aria-label': 'Members' }, h('thead', {}, h('tr', {}, ['Name', 'Handle', 'Kind', 'Id', ''].map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, memberRows)));
+
+  if (c.type === 'group') {
+    if (c.dissolved) {
+      root.append(h('p', { class: 'error' }, 'This group is dissolved.'));
+    } else {
+      const [aL, add] = field('Member id to add', { name: 'member_id', required: true, class: 'mono' });
+      root.append(h('form', { class: 'inline', 'aria-label': 'Add a member', onsubmit: (e) => { e.preventDefault(); act('addMember', { member_id: add.value.trim() }, 'Added ' + add.value.trim() + '.'); } },
+        aL, h('button', { type: 'submit' }, 'Add member')),
+      h('p', {}, h('button', { type: 'button', onclick: () => act('setGroupPermissions', { bots_can_send: !c.bots_can_send }, 'Permissions changed.') }, c.bots_can_send ? 'Forbid bots to send' : 'Allow bots to send'), ' ',
+        h('button', { type: 'button', class: 'danger', onclick: () => act('dissolveGroup', {}, 'Dissolved.') }, 'Dissolve group')));
+    }
+  } else {
+    root.append(h('p', {},
+      h('button', { type: 'button', onclick: () => act('setBlocked', { by: 'user', blocked: !c.blocked_by_user }, 'Saved.') }, c.blocked_by_user ? 'Unblock (user side)' : 'Block bot (as the user)'), ' ',
+      h('button', { type: 'button', onclick: () => act('setBlocked', { by: 'bot', blocked: !c.blocked_by_bot }, 'Saved.') }, c.blocked_by_bot ? 'Unblock (bot side)' : 'Block user (as the bot)')));
+  }
+
+  // Send as one of the chat's users.
+  const users = people.filter((m) => !m.is_bot);
+  if (users.length && !c.dissolved) {
+    const [uL, user] = field('Send as', { type: 'select', name: 'user_id', options: users.map((u) => [u.id, (u.display_name || u.id) + (u.handle ? ' (@' + u.handle + ')' : '')]), value: users[0].id });
+    const [mL, text] = field('Message text', { name: 'text', required: true, maxlength: 5000 });
+    root.append(h('h3', {}, 'Send as a user'), h('form', {
+      class: 'inline', 'aria-label': 'Send as a user',
+      onsubmit: async (e) => {
+        e.preventDefault();
+        try { const m = await api('sendUserMessage', { user_id: user.value, chat_id: id, text: text.value }); show('chat', id); say('Sent message ' + m.message_id + '.'); } catch (err) { fail(err); }
+      },
+    }, uL, mL, h('button', { type: 'submit', class: 'primary' }, 'Send')));
+  }
+
+  // History, oldest first, 50 at a time; deleted messages stay as deleted.
+  // Senders are named from the current members; a former one by its id.
+  const names = new Map(people.map((m) => [m.id, m.display_name || m.id]));
+  const who = (f) => (names.get(f.id) || f.id) + (f.is_bot ? ' (bot)' : '');
+  const hist = h('tbody');
+  let after = 0;
+  const more = h('button', { type: 'button', onclick: () => page().catch(fail) }, 'Load more history');
+  async function page() {
+    const msgs = await api('getChatHistory', { chat_id: id, after_message_id: String(after), limit: 50 });
+    for (const m of msgs) {
+      after = Number(m.message_id);
+      hist.append(m.deleted
+        ? h('tr', { class: 'deleted' }, h('td', {}, m.message_id), h('td', {}, ''), h('td', {}, '(deleted)'), h('td', {}, ''))
+        : h('tr', {}, h('td', {}, m.message_id), h('td', {}, m.from ? who(m.from) : ''), h('td', {}, m.text), h('td', {}, when(m.date))));
+    }
+    more.disabled = msgs.length < 50;
+  }
+  root.append(h('h3', {}, 'History'),
+    h('table', { 'aria-label': 'History' }, h('thead', {}, h('tr', {}, ['#', 'From', 'Text', 'Date'].map((t) => h('th', { scope: 'col' }, t)))), hist), more,
+    h('p', {}, h('button', { type: 'button', onclick: () => show('audit', id) }, 'Audit entries of this chat'), ' ',
+      h('button', { type: 'button', onclick: () => show('chats') }, 'Back to chats')));
+  await page();
+};
+
+// ------------------------------------------------------------ activity
+
+views.activity = async (root) => {
+  const s = await api('getStats');
+  const bots = await api('listBots', { limit: 50 });
+  const rows = [];
+  for (const b of bots.bots) {
+    const a = await api('getBotActivity', { bot_id: b.id });
+    const refusals = Object.entries(a.refusals).map(([k, v]) => k + ': ' + v).join(', ');
+    rows.push(h('tr', {}, h('td', {}, '@' + b.handle), h('td', {}, String(a.requests)), h('td', {}, String(a.refused)),
+      h('td', {}, refusals || 'none'), h('td', {}, String(a.messages_sent)), h('td', {}, b.live.gateway_sessions + ' / ' + b.live.gateway_connection_limit)));
+  }
+  root.append(h('h2', {}, 'Activity'),
+    h('dl', { class: 'figures', 'aria-label': 'Service counts' }, ['users', 'bots', 'chats', 'messages', 'schema_version'].map((k) => [h('dt', {}, k), h('dd', {}, String(s[k]))])),
+    h('h3', {}, 'Per bot, last hour (this node)'),
+    h('table', { 'aria-label': 'Bot activity' }, h('thead', {}, h('tr', {}, ['Bot', 'Requests', 'Refused', 'Refusals by code', 'Messages sent', 'Gateway sessions'].map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, rows)));
+};
+
+// ------------------------------------------------------------ audit log
+
+views.audit = async (root, target) => {
+  const list = h('tbody');
+  const [tL, t] = field('Target id (bot, chat or user; empty for all)', { type: 'search', name: 'target', value: typeof target === 'string' ? target : '', class: 'mono' });
+  const stack = [];
+  let nextBefore = null;
+  const prev = h('button', { type: 'button', onclick: () => { stack.pop(); load(stack[stack.length - 1] || null).catch(fail); } }, 'Newer entries');
+  const older = h('button', { type: 'button', onclick: () => { stack.push(nextBefore); load(nextBefore).catch(fail); } }, 'Older entries');
+  async function load(before) {
+    const r = await api('getAuditLog', { before: before || undefined, target: t.value.trim() || undefined, limit: 50 });
+    list.replaceChildren(...r.entries.map((e) => h('tr', {}, h('td', {}, new Date(e.at_ms).toISOString().replace('T', ' ').replace('Z', '')), h('td', {}, e.method),
+      h('td', {}, h('code', {}, e.target || '')), h('td', {}, e.actor + (e.peer ? ' from ' + e.peer : '')),
+      h('td', {}, h('code', {}, JSON.stringify(e.detail))))));
+    if (!r.entries.length) list.append(h('tr', {}, h('td', { colspan: 5 }, 'No entries.')));
+    nextBefore = r.next_before;
+    older.disabled = !nextBefore;
+    prev.disabled = stack.length === 0;
+  }
+  root.append(h('h2', {}, 'Audit log'), h('p', {}, 'Every change made through the host API, newest first. Tokens and secrets are never recorded.'),
+    h('form', { class: 'inline', role: 'search', onsubmit: (e) => { e.preventDefault(); stack.length = 0; load(null).catch(fail); } }, tL, h('button', { type: 'submit' }, 'Filter')),
+    h('table', { 'aria-label': 'Audit log' }, h('thead', {}, h('tr', {}, ['Time (UTC)', 'Method', 'Target', 'Actor', 'Detail'].map((x) => h('th', { scope: 'col' }, x)))), list),
+    h('div', { class: 'pager' }, prev, older));
+  await load(null);
+};
+
+// ------------------------------------------------------------ start
+
+document.addEventListener('DOMContentLoaded', () => {
+  $('signin').addEventListener('submit', signIn);
+  $('signout').addEventListener('click', () => signOut('Signed out.'));
+  for (const b of document.querySelectorAll('#nav [data-view]')) b.addEventListener('click', () => show(b.dataset.view));
+  if (secret) {
+    api('getStats').then(enter, () => signOut(''));
+  } else {
+    $('secret').focus();
+  }
+});

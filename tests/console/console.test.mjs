@@ -1,0 +1,287 @@
+// The admin console in a real browser (Debian's Chromium through
+// playwright-core) against the example server: an operator signs in,
+// creates a bot, copies its token, rotates it while a gateway session is
+// open, suspends and restores it, makes a group, reads its history and the
+// audit log; keyboard-only rotation; every control labelled; a wrong
+// secret is told clearly and throttled. Each step checks what the page
+// shows and what the API answers afterwards.
+//
+// Run by scripts/test-console.sh, which starts the server and sets
+// BOTSPACE_URL and BOTSPACE_ADMIN_SECRET.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { chromium } from 'playwright-core';
+import WebSocket from 'ws';
+
+const BASE = process.env.BOTSPACE_URL;
+const SECRET = process.env.BOTSPACE_ADMIN_SECRET;
+const OUT = process.env.TEST_OUTPUT_DIR || new URL('../../test-output/', import.meta.url).pathname;
+assert.ok(BASE && SECRET, 'BOTSPACE_URL and BOTSPACE_ADMIN_SECRET must be set (scripts/test-console.sh)');
+mkdirSync(OUT, { recursive: true });
+
+let browser, page;
+const pageErrors = [];
+
+async function call(path, auth, body) {
+  const r = await fetch(BASE + path, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Authorization: auth },
+    body: JSON.stringify(body || {}),
+  });
+  return { status: r.status, body: await r.json() };
+}
+const bot = (token, method, body) => call('/bot/' + method, 'Bot ' + token, body);
+async function admin(method, body) {
+  const r = await call('/admin/' + method, 'Admin ' + SECRET, body);
+  assert.equal(r.status, 200, method + ': ' + JSON.stringify(r.body));
+  return r.body.result;
+}
+
+const PREFIX = process.env.SHOT_PREFIX || 'console';
+const shot = (name) => page.screenshot({ path: OUT + PREFIX + '-' + name + '.png', fullPage: true });
+
+// Every input, select, textarea and button on the page has an accessible name.
+async function assertLabelled(where) {
+  const unlabelled = await page.evaluate(() => {
+    const bad = [];
+    for (const el of document.querySelectorAll('input, select, textarea, button')) {
+      if (el.closest('[hidden]')) continue;
+      const named = el.tagName === 'BUTTON'
+        ? (el.textContent.trim() || el.getAttribute('aria-label'))
+        : ((el.labels && el.labels.length) || el.getAttribute('aria-label'));
+      if (!named) bad.push(el.outerHTML.slice(0, 80));
+    }
+    return bad;
+  });
+  assert.deepEqual(unlabelled, [], 'unlabelled controls on ' + where);
+}
+
+// Opens a gateway session; resolves with the socket once hello arrived.
+function openGateway(token) {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(BASE.replace('http', 'ws') + '/bot/gateway', { headers: { Authorization: 'Bot ' + token } });
+    ws.closed = new Promise((res) => ws.on('close', (code, reason) => res({ code, reason: String(reason) })));
+    ws.once('message', (data) => {
+      const hello = JSON.parse(String(data));
+      if (hello.op === 'hello') resolve(ws); else reject(new Error('first frame: ' + data));
+    });
+    ws.once('unexpected-response', (_, res) => reject(new Error('gateway refused: ' + res.statusCode)));
+    ws.once('error', reject);
+  });
+}
+
+before(async () => {
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH || '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: BASE });
+  page = await context.newPage();
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error' && !/status of (401|403|429)/.test(m.text())) pageErrors.push(m.text() + ' ' + JSON.stringify(m.location())); });
+});
+
+after(async () => { await browser?.close(); });
+
+test('an operator manages a bot and rotates a leaked token from the console', async () => {
+  // The page and its headers.
+  const resp = await page.goto(BASE + '/admin/console');
+  assert.equal(resp.status(), 200);
+  const h = resp.headers();
+  assert.match(h['content-security-policy'], /script-src 'self';/);
+  assert.match(h['content-security-policy'], /frame-ancestors 'none'/);
+  assert.match(h['content-security-policy'], /connect-src 'self'/);
+  assert.equal(h['x-content-type-options'], 'nosniff');
+  assert.equal(h['referrer-policy'], 'no-referrer');
+  assert.equal(h['cache-control'], 'no-store');
+  await assertLabelled('sign-in');
+
+  // Sign in; the secret is kept in this tab's sessionStorage only.
+  await page.getByLabel('Admin secret', { exact: true }).fill(SECRET);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Bots', exact: true }).waitFor();
+  const storage = await page.evaluate(() => ({ s: sessionStorage.getItem('botspace.admin'), l: localStorage.length, c: document.cookie }));
+  assert.deepEqual(storage, { s: SECRET, l: 0, c: '' });
+  assert.equal(await page.locator('#signin').isVisible(), false, 'the sign-in form is gone once signed in');
+  await assertLabelled('bots');
+
+  // Create a bot: its token is shown once, and the copy button copies it.
+  await page.getByLabel('Display name', { exact: true }).fill('Leaky Bot');
+  await page.getByLabel('Handle', { exact: true }).fill('leaky_bot');
+  await page.getByRole('button', { name: 'Create bot' }).click();
+  const tokenBox = page.getByLabel('Token of @leaky_bot', { exact: true });
+  await tokenBox.waitFor();
+  const oldToken = await tokenBox.inputValue();
+  assert.match(oldToken, /^bot_[A-Za-z0-9_-]{43}$/);
+  await page.getByRole('button', { name: 'Copy token' }).click();
+  await page.getByText('Copied.').waitFor();
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), oldToken);
+  await page.getByRole('cell', { name: '@leaky_bot', exact: true }).waitFor();
+  await shot('1-created');
+
+  // The copied token works, and a gateway session opens with it.
+  const me = await bot(oldToken, 'getMe');
+  assert.equal(me.status, 200);
+  assert.equal(me.body.result.handle, 'leaky_bot');
+  const botId = me.body.result.id;
+  const ws = await openGateway(oldToken);
+
+  // The bot's page shows the live session.
+  await page.getByRole('button', { name: 'Open bot @leaky_bot' }).click();
+  await page.getByRole('heading', { name: 'Bot @leaky_bot', exact: true }).waitFor();
+  assert.equal(await page.locator('#bot-sessions').textContent(), '1 of 1');
+  await assertLabelled('bot');
+
+  // Rotation, keyboard only: Tab to "Rotate token", Enter; the confirmation
+  // takes focus; Tab + Enter cancels and gives focus back; then confirm.
+  await page.locator('body').click({ position: { x: 5, y: 5 } });
+  let found = false;
+  for (let i = 0; i < 80 && !found; i++) {
+    await page.keyboard.press('Tab');
+    found = await page.evaluate(() => document.activeElement && document.activeElement.textContent === 'Rotate token');
+  }
+  assert.ok(found, 'Rotate token is reachable with Tab');
+  await page.keyboard.press('Enter');
+  await page.getByRole('alertdialog').waitFor();
+  assert.match(await page.getByRole('alertdialog').textContent(), /1 open gateway session\(s\) will be closed with 4004/);
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Yes, rotate the token');
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Cancel');
+  await page.keyboard.press('Enter');
+  assert.equal(await page.getByRole('alertdialog').count(), 0);
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Rotate token');
+  assert.equal((await bot(oldToken, 'getMe')).status, 200, 'cancel rotates nothing');
+  await page.keyboard.press('Enter');
+  await page.getByRole('alertdialog').waitFor();
+  await shot('2-confirm-rotation');
+  await page.keyboard.press('Enter');
+  const newBox = page.getByLabel('New token of @leaky_bot', { exact: true });
+  await newBox.waitFor();
+  const newToken = await newBox.inputValue();
+  assert.match(newToken, /^bot_[A-Za-z0-9_-]{43}$/);
+  assert.notEqual(newToken, oldToken);
+  assert.match(await page.locator('.secret-once').textContent(), /Gateway sessions closed with 4004: 1\./);
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Copy token');
+  await shot('3-rotated');
+
+  // The old token is refused at once, the session was closed with 4004,
+  // the new token works.
+  const stale = await bot(oldToken, 'getMe');
+  assert.equal(stale.status, 401);
+  assert.equal(stale.body.error, 'invalid_token');
+  const closed = await ws.closed;
+  assert.equal(closed.code, 4004);
+  assert.equal(closed.reason, 'authentication_failed');
+  assert.equal((await bot(newToken, 'getMe')).status, 200);
+
+  // Edit the tier, then suspend and restore.
+  await page.getByLabel('Tier', { exact: true }).selectOption('standard');
+  await page.getByRole('button', { name: 'Save changes' }).click();
+  await page.getByText('Saved @leaky_bot.').waitFor();
+  assert.equal((await bot(newToken, 'getMe')).body.result.quota_tier, 'standard');
+  await page.getByRole('button', { name: 'Suspend bot' }).click();
+  await page.getByRole('button', { name: 'Restore bot' }).waitFor();
+  assert.equal(await page.locator('#bot-status').textContent(), 'suspended');
+  const susp = await bot(newToken, 'getMe');
+  assert.equal(susp.status, 403);
+  assert.equal(susp.body.error, 'bot_suspended');
+  await shot('4-suspended');
+  await page.getByRole('button', { name: 'Restore bot' }).click();
+  await page.getByRole('button', { name: 'Suspend bot' }).waitFor();
+  assert.equal(await page.locator('#bot-status').textContent(), 'active');
+  assert.equal((await bot(newToken, 'getMe')).status, 200);
+
+  // A user, then a group with the user and the bot.
+  await page.getByRole('button', { name: 'Users' }).click();
+  await page.getByRole('heading', { name: 'Users', exact: true }).waitFor();
+  await assertLabelled('users');
+  await page.getByLabel('Display name', { exact: true }).fill('Ann Operator');
+  await page.getByRole('button', { name: 'Create user' }).click();
+  await page.getByRole('cell', { name: 'Ann Operator', exact: true }).waitFor();
+  const userId = (await admin('listUsers', { query: 'Ann Operator' })).users[0].id;
+  await page.getByRole('button', { name: 'Chats', exact: true }).click();
+  await page.getByRole('heading', { name: 'Chats', exact: true }).waitFor();
+  await assertLabelled('chats');
+  await page.getByLabel('Group title', { exact: true }).fill('Ops room');
+  await page.getByLabel('Member ids (comma separated)', { exact: true }).fill(userId);
+  await page.getByRole('button', { name: 'Create group' }).click();
+  await page.getByRole('heading', { name: 'Group Ops room', exact: true }).waitFor();
+  await page.getByRole('cell', { name: 'Ann Operator', exact: true }).waitFor();
+  assert.equal(await page.getByRole('cell', { name: '@leaky_bot', exact: true }).count(), 0);
+  await page.getByLabel('Member id to add', { exact: true }).fill(botId);
+  await page.getByRole('button', { name: 'Add member' }).click();
+  await page.getByRole('cell', { name: '@leaky_bot', exact: true }).waitFor();
+  await assertLabelled('chat');
+  const chatId = (await admin('listChats', { query: 'Ops room' })).chats[0].id;
+  assert.deepEqual((await admin('getChat', { chat_id: chatId })).members.map((m) => m.id).sort(), [botId, userId].sort());
+
+  // Send as the user; the bot answers and deletes its answer; the history
+  // shows the deleted message as deleted.
+  await page.getByLabel('Message text', { exact: true }).fill('hello bot');
+  await page.getByRole('button', { name: 'Send', exact: true }).click();
+  await page.getByText('Sent message 1.').waitFor();
+  const sent = await bot(newToken, 'sendMessage', { chat_id: chatId, text: 'a reply to retract' });
+  assert.equal(sent.status, 200);
+  assert.equal((await bot(newToken, 'deleteMessage', { chat_id: chatId, message_id: sent.body.result.message_id })).status, 200);
+  await page.getByRole('button', { name: 'Chats', exact: true }).click();
+  await page.getByRole('button', { name: 'Open chat Ops room' }).click();
+  await page.getByRole('cell', { name: 'hello bot', exact: true }).waitFor();
+  await page.getByRole('cell', { name: '(deleted)', exact: true }).waitFor();
+  assert.equal(await page.getByText('a reply to retract').count(), 0);
+  await shot('5-history');
+
+  // Activity: the bot's requests and refusals of the last hour.
+  await page.getByRole('button', { name: 'Activity' }).click();
+  await page.getByRole('heading', { name: 'Activity', exact: true }).waitFor();
+  const row = page.getByRole('row').filter({ hasText: '@leaky_bot' });
+  assert.match(await row.textContent(), /bot_suspended: 1/);
+  await assertLabelled('activity');
+
+  // The audit log shows each step, with the peer, and no token or secret.
+  await page.getByRole('button', { name: 'Audit log' }).click();
+  await page.getByRole('heading', { name: 'Audit log', exact: true }).waitFor();
+  await assertLabelled('audit');
+  const text = await page.locator('table[aria-label="Audit log"]').textContent();
+  for (const m of ['createBot', 'rotateBotToken', 'updateBot', 'createUser', 'createGroup', 'addMember', 'sendUserMessage']) {
+    assert.ok(text.includes(m), 'audit log shows ' + m);
+  }
+  assert.ok(text.includes('admin from 127.0.0.1'), 'the peer is named');
+  for (const secretText of [oldToken, newToken, SECRET, oldToken.slice(4, 20), newToken.slice(4, 20)]) {
+    assert.ok(!text.includes(secretText), 'the audit log holds no token or secret');
+  }
+  const log = await admin('getAuditLog', { target: botId });
+  assert.deepEqual(log.entries.map((e) => e.method),
+    ['updateBot', 'updateBot', 'updateBot', 'rotateBotToken', 'createBot']);
+  assert.deepEqual(log.entries.map((e) => e.detail.status ?? e.detail.quota_tier ?? null),
+    ['active', 'suspended', 'standard', null, 'free']);
+  const raw = JSON.stringify(await admin('getAuditLog', { limit: 100 }));
+  assert.ok(![oldToken, newToken, SECRET].some((s) => raw.includes(s)));
+  await shot('6-audit');
+
+  assert.deepEqual(pageErrors, [], 'no script errors or CSP violations');
+});
+
+test('a wrong secret is told clearly, and failed attempts are throttled', async () => {
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.getByLabel('Admin secret', { exact: true }).waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('botspace.admin')), null);
+  const error = page.locator('#signin-error');
+  let message = '';
+  for (let i = 0; i < 12 && !/Too many/.test(message); i++) {
+    await page.evaluate(() => { document.getElementById('signin-error').textContent = ''; });
+    await page.getByLabel('Admin secret', { exact: true }).fill('not-the-admin-secret-' + i);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForFunction(() => document.getElementById('signin-error').textContent !== '');
+    message = await error.textContent();
+    if (i === 0) assert.equal(message, 'Wrong admin secret. Check it and try again.');
+  }
+  assert.match(message, /^Too many failed attempts from this address\. Try again in [1-6] s\.$/);
+  await shot('7-throttled');
+  // The API agrees: even the right secret waits now.
+  const r = await call('/admin/getStats', 'Admin ' + SECRET);
+  assert.equal(r.status, 429);
+  assert.equal(r.body.parameters.scope, 'admin_auth');
+});
