@@ -181,7 +181,7 @@ fn log_storage_error(what: &str, cause: &str, password: Option<&str>) {
         line = line.replace(p, "***");
     }
     if held > 0 {
-        line.push_str(&format!(" ({held} more storage errors in the last second, not shown)"));
+        line.push_str(&format!(" ({held} more storage errors since the last line, not shown)"));
     }
     eprintln!("{line}");
 }
