@@ -907,10 +907,13 @@ impl Listener {
                 self.live = Some(live);
                 Heard { all: true, ..Heard::default() }
             }),
-            Some(mut live) => self.receive(&mut live, timeout, own_pid).map(|heard| {
-                self.live = Some(live);
+            Some(mut live) => {
+                let heard = self.receive(&mut live, timeout, own_pid);
+                if heard.is_ok() {
+                    self.live = Some(live);
+                }
                 heard
-            }),
+            }
         };
         if let Err(e) = &r {
             log_storage_error("notification listener failed", &e.to_string(), self.password.as_deref());
@@ -972,13 +975,10 @@ impl Listener {
             Ok(None) => return Err(lost()),
             Err(_) => {}
         }
-        // Then whatever else has arrived, without waiting.
-        loop {
-            match live.notes.try_recv() {
-                Ok(n) => keep(n),
-                // A connection that ended after these: the next wait says so.
-                Err(_) => break,
-            }
+        // Then whatever else has arrived, without waiting. (A connection
+        // that ended after these: the next wait says so.)
+        while let Ok(n) = live.notes.try_recv() {
+            keep(n);
         }
         heard.bots.sort_unstable();
         heard.bots.dedup();

@@ -222,7 +222,7 @@ pub fn pg_freeze() -> PgFrozen {
     let data = std::env::var("BOTSPACE_PG_DATA").expect("BOTSPACE_PG_DATA (scripts/with-postgres.sh)");
     let pid_file = std::fs::read_to_string(format!("{data}/postmaster.pid")).expect("postmaster.pid");
     let postmaster = pid_file.lines().next().expect("the postmaster's pid").trim().to_string();
-    signal("STOP", &[postmaster.clone()]);
+    signal("STOP", std::slice::from_ref(&postmaster));
     let mut pids = vec![postmaster.clone()];
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
