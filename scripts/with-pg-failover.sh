@@ -91,6 +91,7 @@ else
   setsid "${CTL_ENV[@]}" pg_autoctl run --pgdata "$WORK/monitor" >>"$WORK/monitor.log" 2>&1 &
 fi
 PIDS+=($!)
+disown
 for _ in $(seq 100); do
   "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PM" && break
   sleep 0.2
@@ -121,6 +122,7 @@ start_node() { # name port
       --pgctl "$PG_BIN/pg_ctl" --run >"$WORK/$name.log" 2>&1 &
   fi
   PIDS+=($!)
+  disown # a test kills a node: no "Killed" notice from this shell
 }
 # The first node alone (it becomes the primary), then the two standbys.
 P1=$(free_port); start_node n1 "$P1"
