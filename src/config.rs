@@ -129,6 +129,16 @@ pub struct Config {
     /// then learn of other nodes' commits by polling only. Default `true`;
     /// ignored on SQLite.
     pub listen_notify: bool,
+    /// With a PostgreSQL store: the longest any one database call may take
+    /// (connecting to each host of the URL, a statement or a pipelined
+    /// group of them, COMMIT, LISTEN, a listener's liveness check, lease
+    /// renewal). Past it the connection is dropped and made again on the
+    /// next call, and the request is answered 503 `storage_unavailable`, or
+    /// `commit_outcome_unknown` when COMMIT had been sent. A primary that
+    /// hangs (stopped, a stalled disk, a partition that keeps TCP up) then
+    /// costs a request this long, not forever. Default 5000; 100 to 600000.
+    /// Ignored on SQLite.
+    pub database_timeout_ms: u64,
     /// Tests only: draw ids and tokens from a stream seeded with this
     /// number instead of the OS, so they are known in advance. Accepted
     /// only with `clock: manual`, which no production service runs on.
@@ -153,6 +163,7 @@ impl Default for Config {
             max_unconfirmed_updates: 1_000_000,
             gateway_poll_interval_ms: 50,
             listen_notify: true,
+            database_timeout_ms: 5_000,
             random_seed: None,
         }
     }
@@ -176,6 +187,7 @@ impl std::fmt::Debug for Config {
             .field("max_unconfirmed_updates", &self.max_unconfirmed_updates)
             .field("gateway_poll_interval_ms", &self.gateway_poll_interval_ms)
             .field("listen_notify", &self.listen_notify)
+            .field("database_timeout_ms", &self.database_timeout_ms)
             .field("random_seed", &self.random_seed)
             .finish()
     }
@@ -192,6 +204,8 @@ pub enum ConfigError {
     MaxBodyBytes,
     #[error("gateway_poll_interval_ms must be between 10 and 60000")]
     GatewayPollInterval,
+    #[error("database_timeout_ms must be between 100 and 600000")]
+    DatabaseTimeout,
     #[error("heartbeat_interval_ms must be between 1000 and 600000")]
     HeartbeatInterval,
     #[error("rate limit for tier {0} has a zero count, period or burst")]
@@ -267,6 +281,9 @@ impl Config {
         }
         if !(10..=60_000).contains(&self.gateway_poll_interval_ms) {
             return Err(ConfigError::GatewayPollInterval);
+        }
+        if !(100..=600_000).contains(&self.database_timeout_ms) {
+            return Err(ConfigError::DatabaseTimeout);
         }
         for (name, t) in
             [("free", &self.limits.free), ("standard", &self.limits.standard), ("official", &self.limits.official)]
@@ -360,5 +377,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.operational_key, Some([0u8; 32]));
+    }
+
+    #[test]
+    fn database_timeout_ms_defaults_to_five_seconds_and_refuses_values_out_of_range() {
+        let c = Config::from_json(br#"{"admin_secret":"long-enough-secret-0001"}"#).unwrap();
+        assert_eq!(c.database_timeout_ms, 5_000);
+        let c = Config::from_json(br#"{"admin_secret":"long-enough-secret-0001","database_timeout_ms":250}"#).unwrap();
+        assert_eq!(c.database_timeout_ms, 250);
+        for bad in ["0", "99", "600001"] {
+            let json = format!(r#"{{"admin_secret":"long-enough-secret-0001","database_timeout_ms":{bad}}}"#);
+            assert_eq!(Config::from_json(json.as_bytes()).unwrap_err(), ConfigError::DatabaseTimeout, "{bad}");
+        }
     }
 }

@@ -28,6 +28,16 @@ pub const CLOSE_AUTHENTICATION_FAILED: u16 = 4004;
 /// output stayed over the host's budget for two heartbeat intervals.
 pub const CLOSE_SLOW_CONSUMER: u16 = 4008;
 pub const CLOSE_SESSION_TIMEOUT: u16 = 4009;
+/// On a shared store (PostgreSQL): this node has not reached the database
+/// for [`STORAGE_CLOSE_AFTER_MS`]. The bot should reconnect, through the
+/// load balancer to another node if this one stays cut off; it resumes
+/// from its last recorded ack.
+pub const CLOSE_STORAGE_UNAVAILABLE: u16 = 4010;
+/// How long a session's checks of the database may fail in a row before it
+/// closes with 4010: half a lease, so the session ends before its lease
+/// (which it can no longer renew) lapses and other nodes stop counting it.
+/// A short failover (a second or two) closes nothing.
+pub const STORAGE_CLOSE_AFTER_MS: u64 = LEASE_TTL_MS / 2;
 
 /// Largest message a bot may send; its frames are small JSON.
 pub const MAX_INBOUND_MESSAGE: usize = 64 * 1024;
@@ -41,7 +51,7 @@ pub const READ_BYTES: usize = 256 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GatewayEvent {
     /// The session ended; it reports this once. `code` is the close code
-    /// sent to the bot (4001, 4004, 4009, 1007, 1009), or the bot's own when
+    /// sent to the bot (4001, 4004, 4009, 4010, 1007, 1009), or the bot's own when
     /// it closed first (`reason` "closed_by_bot"; 1005 when it sent none),
     /// or 1002 "protocol_error" when its bytes broke the WebSocket protocol.
     Closed { code: u16, reason: &'static str },
@@ -419,6 +429,8 @@ struct Shared {
     token_hash: [u8; 32],
     /// The lease row exists and must be deleted when the session ends.
     leased: bool,
+    /// When the first of the checks failing in a row began (service clock).
+    failing_since_ms: Option<u64>,
 }
 
 impl GatewaySession {
@@ -441,6 +453,7 @@ impl GatewaySession {
                 next_check_ms: at.now_ms + poll_interval_ms,
                 token_hash: at.token_hash,
                 leased: true,
+                failing_since_ms: None,
             })
         } else {
             None
@@ -701,6 +714,22 @@ impl GatewaySession {
         if revoked(&row) {
             // The view may predate this session's token: look again first.
             row = self.registry.shared_row(&self.db, &self.bot_id, now_ms, interval, Recency::Now);
+        }
+        if let Some(sh) = self.shared.as_mut() {
+            sh.failing_since_ms = match row {
+                None => Some(sh.failing_since_ms.unwrap_or(now_ms)),
+                Some(_) => None,
+            };
+            if sh.failing_since_ms.is_some_and(|since| now_ms >= since + STORAGE_CLOSE_AFTER_MS) {
+                // Closing must not wait on the database it cannot reach:
+                // the lease lapses by itself, and an ack not recorded is
+                // sent again by the bot after it reconnects.
+                sh.leased = false;
+                self.registry.remove_lease(&self.session_id);
+                self.pending_ack = None;
+                self.close(CLOSE_STORAGE_UNAVAILABLE, "storage_unavailable");
+                return;
+            }
         }
         match row {
             Some(_) if revoked(&row) => self.close(CLOSE_AUTHENTICATION_FAILED, "authentication_failed"),

@@ -889,3 +889,136 @@ fn a_session_whose_check_meets_a_database_outage_looks_again_within_a_second() {
     }
     assert_eq!(s.poll_timeout().unwrap() - due, interval);
 }
+
+// ---------------------------------------------------------------------------
+// Deadlines: a server that stops answering without closing its connections.
+
+/// A node whose database calls have a 1 s deadline.
+fn node_with_deadline(database: &str, poll_interval_ms: u64) -> Arc<Service> {
+    let cfg = Config {
+        database: database.into(),
+        admin_secret: SECRET.into(),
+        clock: ClockKind::Manual,
+        gateway_poll_interval_ms: poll_interval_ms,
+        database_timeout_ms: 1000,
+        ..Config::default()
+    };
+    Arc::new(Service::open(cfg).expect("the node opens on the shared database"))
+}
+
+const UNAVAILABLE: &str = "the database is unreachable, nothing was written; retry later";
+
+#[test]
+fn a_frozen_postgres_answers_503_within_the_deadline_and_the_node_serves_again_after_it_thaws() {
+    let _g = serial();
+    let db = test_database();
+    let svc = node_with_deadline(&db, 60_000);
+    let w = world(&svc, "official");
+    let send = |text: &str| bot_call(&svc, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": text}));
+    assert_eq!(send("before").0, 200);
+    // The listening connection is open before the freeze.
+    assert_eq!(svc.wait_store_notifications(0).unwrap(), 0);
+    let frozen = pg_freeze();
+    let deadline = std::time::Duration::from_millis(1000);
+    // Open connection, no answer: the statements' deadline.
+    let t = std::time::Instant::now();
+    let (status, body) = send("while frozen");
+    let took = t.elapsed();
+    assert_eq!(
+        (status, body["error"].as_str(), body["description"].as_str()),
+        (503, Some("storage_unavailable"), Some(UNAVAILABLE)),
+        "{body}"
+    );
+    assert!(took >= deadline && took < deadline + std::time::Duration::from_millis(1500), "answered after {took:?}");
+    // The connection was dropped: the next request connects, and the
+    // start-up that never answers has the deadline too.
+    let t = std::time::Instant::now();
+    let (status, body) = send("while frozen");
+    let took = t.elapsed();
+    assert_eq!((status, body["error"].as_str()), (503, Some("storage_unavailable")), "{body}");
+    assert!(took >= deadline && took < deadline + std::time::Duration::from_millis(1500), "answered after {took:?}");
+    // The listener's liveness check (once a second) has the deadline too.
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    let t = std::time::Instant::now();
+    let e = svc.wait_store_notifications(100).unwrap_err();
+    let took = t.elapsed();
+    assert!(e.is_unavailable(), "{e}");
+    assert!(e.to_string().contains("within database_timeout_ms (1000 ms)"), "{e}");
+    assert!(took < deadline + std::time::Duration::from_millis(1500), "the wait took {took:?}");
+    frozen.thaw();
+    // Back by itself, without a restart: requests and the listener.
+    let (status, body) = send("after");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(svc.wait_store_notifications(0).unwrap(), 0, "reconnected");
+    let history = admin(&svc, SECRET, "getChatHistory", json!({"chat_id": w.chat}));
+    let texts: Vec<&str> = history.as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap()).collect();
+    assert_eq!(texts, ["before", "after"], "nothing of the refused requests was written");
+}
+
+#[test]
+fn a_commit_unanswered_within_the_deadline_is_503_commit_outcome_unknown_and_a_keyed_retry_writes_once() {
+    let _g = serial();
+    let db = test_database();
+    let svc = node_with_deadline(&db, 60_000);
+    let w = world(&svc, "official");
+    // A deferred trigger holds COMMIT for 2 s, once: COMMIT was sent and
+    // does not answer within the 1 s deadline (the server still commits).
+    let mut pg = postgres::Client::connect(&db, postgres::NoTls).unwrap();
+    pg.batch_execute(
+        "CREATE SEQUENCE slow_once;
+         CREATE FUNCTION slow_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF NEW.text = 'slow' AND nextval('slow_once') = 1 THEN PERFORM pg_sleep(2); END IF;
+           RETURN NEW;
+         END $$;
+         CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON messages DEFERRABLE INITIALLY DEFERRED
+           FOR EACH ROW EXECUTE FUNCTION slow_at_commit();",
+    )
+    .unwrap();
+    let send = || {
+        let raw = request(
+            "/bot/sendMessage",
+            &format!("Bot {}", w.token),
+            "Idempotency-Key: slow-1\r\n",
+            json!({"chat_id": w.chat, "text": "slow"}).to_string().as_bytes(),
+        );
+        split_with_headers(&svc.handle_request(&raw))
+    };
+    let t = std::time::Instant::now();
+    let (status, headers, body) = send();
+    let took = t.elapsed();
+    assert_eq!((status, body["error"].as_str()), (503, Some("commit_outcome_unknown")), "{body}");
+    assert!(headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("retry-after") && v == "1"), "{headers:?}");
+    assert!(took < std::time::Duration::from_millis(2000), "answered after {took:?}, not at the deadline");
+    // The server finishes the commit it was given; the retry, with the
+    // same key, finds it (once the row's lock is free) and writes nothing.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let (status, _, body) = send();
+    assert_eq!(status, 200, "{body}");
+    let history = admin(&svc, SECRET, "getChatHistory", json!({"chat_id": w.chat}));
+    assert_eq!(history.as_array().unwrap().len(), 1, "{history}");
+    assert_eq!(history[0]["message_id"], body["result"]["message_id"]);
+}
+
+#[test]
+fn a_session_whose_node_cannot_reach_the_database_for_five_seconds_closes_with_4010() {
+    let _g = serial();
+    let b = node_with_deadline(&test_database(), 60_000);
+    let w = world(&b, "official");
+    let mut s = b.accept_gateway_session(&upgrade(&w.token), b.now_ms()).unwrap();
+    drain(&mut s);
+    let down = pg_stop("fast");
+    // Failing checks once a second: open up to 5 s after the first.
+    let first = s.poll_timeout().unwrap();
+    let mut due = first;
+    while due < first + botspace::gateway::STORAGE_CLOSE_AFTER_MS {
+        s.handle_timeout(due);
+        assert_eq!(drain(&mut s), (vec![], None), "open {} ms after the first failure", due - first);
+        due = s.poll_timeout().unwrap();
+        assert!(due - first <= botspace::gateway::STORAGE_CLOSE_AFTER_MS, "{}", due - first);
+    }
+    s.handle_timeout(due);
+    assert_eq!(drain(&mut s), (vec![], Some(botspace::gateway::CLOSE_STORAGE_UNAVAILABLE)));
+    assert_eq!(s.poll_event(), Some(botspace::GatewayEvent::Closed { code: 4010, reason: "storage_unavailable" }));
+    down.start();
+}

@@ -33,7 +33,7 @@ pub enum StorageError {
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[cfg(feature = "postgres")]
-    #[error("postgres: {0}")]
+    #[error("postgres: {}", postgres::describe(.0))]
     Postgres(#[from] ::postgres::Error),
     #[error("database schema version {found} is newer than this library supports ({supported})")]
     TooNew { found: i64, supported: i64 },
@@ -50,6 +50,10 @@ pub enum StorageError {
     /// The database server cannot be reached.
     #[error("{0}")]
     Unavailable(&'static str),
+    /// The database server did not answer a call within
+    /// `database_timeout_ms`; the connection was dropped.
+    #[error("PostgreSQL did not answer {what} within database_timeout_ms ({ms} ms); the connection was dropped")]
+    Deadline { what: &'static str, ms: u64 },
     /// The connection broke while COMMIT was under way: the outcome is
     /// unknown to this side.
     #[error("the connection was lost during COMMIT: {0}")]
@@ -64,7 +68,7 @@ impl StorageError {
     /// connection broken): the request is answered 503 and may be retried.
     pub fn is_unavailable(&self) -> bool {
         match self {
-            StorageError::Unavailable(_) => true,
+            StorageError::Unavailable(_) | StorageError::Deadline { .. } => true,
             #[cfg(feature = "postgres")]
             StorageError::Postgres(e) => postgres::is_unavailable(e),
             _ => false,

@@ -9,6 +9,13 @@
 //! through [`PgConn::take_retryable`] and the service reruns the whole
 //! transaction. A broken or refused connection is dropped and opened again
 //! on the next request; meanwhile requests are answered 503.
+//!
+//! Every call to the server has a deadline (`Config::database_timeout_ms`):
+//! connecting to each host of the URL, each round trip of statements,
+//! COMMIT, the listener's LISTEN and liveness checks. A server that stops
+//! answering without closing the connection (stopped, a stalled disk, a
+//! partition that keeps TCP up) costs a call that long; the connection is
+//! then dropped, as a broken one would be.
 
 use super::{StorageError, StoreResult, Val};
 use crate::config::Config;
@@ -18,9 +25,10 @@ use postgres::types::{IsNull, ToSql, Type};
 use postgres::{Row, Statement};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// The channel every node notifies and listens on.
 pub const CHANNEL: &str = "botspace";
@@ -38,24 +46,145 @@ type Params<'a> = [&'a (dyn ToSql + Sync)];
 /// (BEGIN + read, write, last write + COMMIT), not five.
 struct Client {
     pg: tokio_postgres::Client,
+    /// The task that drives the connection's socket. Dropping the client
+    /// aborts it, which closes the socket: a connection given up after a
+    /// deadline must not linger waiting for a server that may never answer.
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 impl Client {
-    fn connect(rt: &tokio::runtime::Runtime, url: &str, tls: MakeTls) -> Result<Client, postgres::Error> {
-        let (pg, connection) = rt.block_on(tokio_postgres::connect(url, tls))?;
-        // Runs whenever the runtime does: inside each call below.
-        rt.spawn(async move {
-            let _ = connection.await;
-        });
-        Ok(Client { pg })
-    }
-
     fn is_closed(&self) -> bool {
         self.pg.is_closed()
     }
 }
 
 type MakeTls = tokio_postgres_rustls::MakeRustlsConnect;
+type PgConnection = tokio_postgres::Connection<
+    tokio_postgres::Socket,
+    <MakeTls as tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>>::Stream,
+>;
+
+/// Why a call to the server failed: the server's or the client's error, or
+/// the deadline.
+enum PgFail {
+    Pg(postgres::Error),
+    Deadline(&'static str),
+}
+
+impl From<postgres::Error> for PgFail {
+    fn from(e: postgres::Error) -> Self {
+        PgFail::Pg(e)
+    }
+}
+
+/// Blocks on calls to the server, each with the deadline.
+struct Timed<'a> {
+    rt: &'a tokio::runtime::Runtime,
+    deadline: Duration,
+}
+
+impl Timed<'_> {
+    fn block_on<T>(&self, call: impl Future<Output = Result<T, postgres::Error>>) -> Result<T, PgFail> {
+        match self.rt.block_on(async { tokio::time::timeout(self.deadline, call).await }) {
+            Ok(r) => r.map_err(PgFail::Pg),
+            Err(_) => Err(PgFail::Deadline("a statement")),
+        }
+    }
+}
+
+/// The URL once per host, in the URL's order: a multi-host URL
+/// (`postgres://u@h1:p1,h2:p2/db?target_session_attrs=read-write`) is
+/// tried host by host, each with a deadline of its own. tokio-postgres
+/// bounds only the TCP connect of each host (`connect_timeout`), not the
+/// start-up that follows, so one stopped host at the head of the list
+/// would otherwise hold every attempt and the standby that took over would
+/// never be reached. Other forms (one host, key=value strings) stay whole.
+fn per_host(url: &str) -> Vec<String> {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else { return vec![url.to_string()] };
+    let rest = &url[scheme_end..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let (userinfo, hosts) = match authority.rfind('@') {
+        Some(at) => (&authority[..=at], &authority[at + 1..]),
+        None => ("", authority),
+    };
+    if !hosts.contains(',') {
+        return vec![url.to_string()];
+    }
+    hosts.split(',').map(|h| format!("{}{userinfo}{h}{}", &url[..scheme_end], &rest[authority_end..])).collect()
+}
+
+/// Connects to the first host of `urls` that answers, each within
+/// `deadline`; the last failure when none does.
+async fn connect_first(
+    urls: &[String],
+    tls: &MakeTls,
+    deadline: Duration,
+) -> Result<(tokio_postgres::Client, PgConnection), PgFail> {
+    let mut last = PgFail::Deadline("connecting");
+    for url in urls {
+        match tokio::time::timeout(deadline, tokio_postgres::connect(url, tls.clone())).await {
+            Ok(Ok(pair)) => return Ok(pair),
+            Ok(Err(e)) => last = PgFail::Pg(e),
+            Err(_) => last = PgFail::Deadline("connecting"),
+        }
+    }
+    Err(last)
+}
+
+/// The password of a URL, so that no log line can carry it (the client's
+/// errors do not quote it today; this holds if one ever does).
+fn password_of(url: &str) -> Option<String> {
+    let config: tokio_postgres::Config = url.parse().ok()?;
+    config.get_password().map(|p| String::from_utf8_lossy(p).into_owned()).filter(|p| !p.is_empty())
+}
+
+/// What a PostgreSQL error says, cause included: tokio-postgres shows only
+/// its kind ("db error", "error connecting to server"), and the cause is
+/// what an operator needs (the server's message and SQLSTATE, the refused
+/// connection, the read-only standby).
+pub fn describe(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code());
+    }
+    let mut out = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+/// Writes a storage error on stderr, at most one line a second per
+/// process (a database that is down fails every request, and a log that
+/// floods hides the first cause), counting what it held back. A host that
+/// wants every error has them in `ApiError::detail`.
+fn log_storage_error(what: &str, cause: &str, password: Option<&str>) {
+    static LAST: Mutex<(Option<Instant>, u64)> = Mutex::new((None, 0));
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if last.0.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+        last.1 += 1;
+        return;
+    }
+    let held = std::mem::replace(&mut last.1, 0);
+    last.0 = Some(Instant::now());
+    let mut line = format!("botspace: PostgreSQL {what}: {cause}");
+    if let Some(p) = password {
+        line = line.replace(p, "***");
+    }
+    if held > 0 {
+        line.push_str(&format!(" ({held} more storage errors since the last line, not shown)"));
+    }
+    eprintln!("{line}");
+}
 
 /// Schema migrations, applied in order, versioned like SQLite's
 /// (`botspace_schema.version` plays `PRAGMA user_version`). Never edit a
@@ -194,8 +323,10 @@ pub const MIGRATIONS: &[&str] = &[
 
 /// A PostgreSQL connection that reopens itself after it broke.
 pub struct PgConn {
-    url: String,
+    urls: Vec<String>,
     root_cert: Option<String>,
+    password: Option<String>,
+    deadline: Duration,
     rt: tokio::runtime::Runtime,
     client: RefCell<Option<Client>>,
     /// BEGIN is owed: it goes out with the transaction's first statement.
@@ -287,7 +418,9 @@ impl PgConn {
             .build()
             .map_err(|_| StorageError::Unavailable("cannot start the PostgreSQL client's runtime"))?;
         let conn = PgConn {
-            url,
+            urls: per_host(&url),
+            password: password_of(&url),
+            deadline: Duration::from_millis(config.database_timeout_ms),
             root_cert,
             rt,
             client: RefCell::new(None),
@@ -304,13 +437,30 @@ impl PgConn {
         Ok(conn)
     }
 
+    fn timed(&self) -> Timed<'_> {
+        Timed { rt: &self.rt, deadline: self.deadline }
+    }
+
     fn connect(&self) -> StoreResult<Client> {
-        let client = self.track_as(false, Client::connect(&self.rt, &self.url, tls(self.root_cert.as_deref())?))?;
-        let pid = self
-            .track_as(false, self.rt.block_on(client.pg.query_one("SELECT pg_backend_pid()", &[])))?
-            .get::<_, i32>(0);
-        self.backend_pid.store(pid, Ordering::Relaxed);
+        let tls = tls(self.root_cert.as_deref())?;
+        let (pg, connection) = self.logged(self.rt.block_on(connect_first(&self.urls, &tls, self.deadline)))?;
+        // Runs whenever the runtime does: inside each call below.
+        let task = self.rt.spawn(async move {
+            let _ = connection.await;
+        });
+        let client = Client { pg, task };
+        let pid = self.logged(self.timed().block_on(client.pg.query_one("SELECT pg_backend_pid()", &[])))?;
+        self.backend_pid.store(pid.get::<_, i32>(0), Ordering::Relaxed);
         Ok(client)
+    }
+
+    /// [`PgConn::track_as`] outside a transaction, for connecting.
+    fn logged<T>(&self, r: Result<T, PgFail>) -> StoreResult<T> {
+        let r = self.track_as(false, r);
+        if let Err(e) = &r {
+            log_storage_error("connection failed", &e.to_string(), self.password.as_deref());
+        }
+        r
     }
 
     /// The server process id of the current connection, kept up to date
@@ -322,10 +472,7 @@ impl PgConn {
     /// Runs `f` on the client, connecting first when there is none (never
     /// inside a transaction that began: a lost connection lost the
     /// transaction too).
-    fn with<T>(
-        &self,
-        f: impl FnOnce(&tokio::runtime::Runtime, &tokio_postgres::Client) -> Result<T, postgres::Error>,
-    ) -> StoreResult<T> {
+    fn with<T>(&self, f: impl FnOnce(&Timed<'_>, &tokio_postgres::Client) -> Result<T, PgFail>) -> StoreResult<T> {
         self.with_as(true, f)
     }
 
@@ -335,7 +482,7 @@ impl PgConn {
     fn with_as<T>(
         &self,
         in_tx: bool,
-        f: impl FnOnce(&tokio::runtime::Runtime, &tokio_postgres::Client) -> Result<T, postgres::Error>,
+        f: impl FnOnce(&Timed<'_>, &tokio_postgres::Client) -> Result<T, PgFail>,
     ) -> StoreResult<T> {
         let mut slot = self.client.borrow_mut();
         if slot.as_ref().is_none_or(Client::is_closed) {
@@ -351,13 +498,24 @@ impl PgConn {
         // Every call of `f` waits for the server once (pipelining puts
         // several statements in that one wait).
         self.round_trips.set(self.round_trips.get() + 1);
-        let r = f(&self.rt, &client.pg);
-        if let Err(e) = &r {
-            if is_unavailable(e) {
-                *slot = None;
+        let r = f(&self.timed(), &client.pg);
+        let gone = match &r {
+            Err(PgFail::Deadline(_)) => true,
+            Err(PgFail::Pg(e)) => is_unavailable(e),
+            Ok(_) => false,
+        };
+        // Dropped, not kept: after a deadline the connection may still be
+        // waiting for an answer, and its next answer would be that one.
+        if gone {
+            *slot = None;
+        }
+        let r = self.track_as(in_tx, r);
+        if gone {
+            if let Err(e) = &r {
+                log_storage_error("call failed, the connection is dropped", &e.to_string(), self.password.as_deref());
             }
         }
-        self.track_as(in_tx, r)
+        r
     }
 
     /// Notes what an error means for the transaction and the caller.
@@ -365,11 +523,17 @@ impl PgConn {
     /// the open transaction, which PostgreSQL has now aborted. A failure
     /// before anything was sent (connecting, preparing while BEGIN is still
     /// owed) leaves the transaction as it was.
-    fn track_as<T>(&self, in_tx: bool, r: Result<T, postgres::Error>) -> StoreResult<T> {
+    fn track_as<T>(&self, in_tx: bool, r: Result<T, PgFail>) -> StoreResult<T> {
         r.map_err(|e| {
             if in_tx && self.in_tx.get() {
                 self.aborted.set(true);
             }
+            let e = match e {
+                PgFail::Pg(e) => e,
+                PgFail::Deadline(what) => {
+                    return StorageError::Deadline { what, ms: self.deadline.as_millis() as u64 };
+                }
+            };
             if matches!(e.code(), Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
             {
                 self.retryable.set(true);
@@ -687,62 +851,136 @@ impl Heard {
 /// A second connection that only runs `LISTEN botspace` and waits: the
 /// main one is held by requests, and a wait must not hold the service's
 /// lock. Opened on the first wait, and again after it broke.
+///
+/// Connecting, LISTEN and a liveness check (an empty query, at most once
+/// per [`LISTENER_CHECK_EVERY`]) each have the deadline: a server that
+/// stopped answering, or a primary that was replaced while this connection
+/// stayed open to it, is noticed within that check and the deadline, and
+/// the next wait connects to whichever host is the primary now.
 pub struct Listener {
-    url: String,
+    urls: Vec<String>,
     root_cert: Option<String>,
-    client: Option<postgres::Client>,
+    password: Option<String>,
+    deadline: Duration,
+    rt: Option<tokio::runtime::Runtime>,
+    live: Option<Listening>,
+}
+
+/// How often a wait checks that the listening connection still answers.
+pub const LISTENER_CHECK_EVERY: Duration = Duration::from_secs(1);
+
+struct Listening {
+    client: Client,
+    /// Notifications, forwarded by the connection's task; closed when the
+    /// connection ends.
+    notes: tokio::sync::mpsc::UnboundedReceiver<postgres::Notification>,
+    checked: Instant,
 }
 
 impl Listener {
     pub fn new(config: &Config) -> Listener {
         let (url, root_cert) = split_url(&config.database);
-        Listener { url, root_cert, client: None }
-    }
-
-    /// Blocks at most `timeout` for notifications and takes every one that
-    /// is there, skipping those sent by the connection `own_pid`. A call
-    /// that (re)connects returns at once with `all` set. A lost connection
-    /// is an error; the next call connects again.
-    pub fn wait(&mut self, timeout: Duration, own_pid: i32) -> StoreResult<Heard> {
-        let Some(client) = self.client.as_mut().filter(|c| !c.is_closed()) else {
-            self.client = None;
-            let mut client = postgres::Client::connect(&self.url, tls(self.root_cert.as_deref())?)?;
-            client.batch_execute(&format!("LISTEN {CHANNEL}"))?;
-            self.client = Some(client);
-            return Ok(Heard { all: true, ..Heard::default() });
-        };
-        let heard = Self::receive(client, timeout, own_pid);
-        let heard = match heard {
-            // "None" also means the server went away: see whether it did.
-            Ok(_) if client.is_closed() => {
-                Err(StorageError::Unavailable("the connection listening to PostgreSQL notifications was lost"))
-            }
-            Ok(h) => Ok(h),
-            Err(e) => Err(StorageError::Postgres(e)),
-        };
-        if heard.is_err() {
-            self.client = None;
+        Listener {
+            urls: per_host(&url),
+            password: password_of(&url),
+            root_cert,
+            deadline: Duration::from_millis(config.database_timeout_ms),
+            rt: None,
+            live: None,
         }
-        heard
     }
 
-    fn receive(client: &mut postgres::Client, timeout: Duration, own_pid: i32) -> Result<Heard, postgres::Error> {
-        use postgres::fallible_iterator::FallibleIterator;
+    /// Blocks at most `timeout` (plus one deadline, for the liveness check)
+    /// for notifications and takes every one that is there, skipping those
+    /// sent by the connection `own_pid`. A call that (re)connects returns
+    /// at once with `all` set. A lost or unanswering connection is an
+    /// error; the next call connects again.
+    pub fn wait(&mut self, timeout: Duration, own_pid: i32) -> StoreResult<Heard> {
+        if self.rt.is_none() {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .enable_time()
+                .build()
+                .map_err(|_| StorageError::Unavailable("cannot start the PostgreSQL client's runtime"))?;
+            self.rt = Some(rt);
+        }
+        let r = match self.live.take() {
+            None => self.listen().map(|live| {
+                self.live = Some(live);
+                Heard { all: true, ..Heard::default() }
+            }),
+            Some(mut live) => {
+                let heard = self.receive(&mut live, timeout, own_pid);
+                if heard.is_ok() {
+                    self.live = Some(live);
+                }
+                heard
+            }
+        };
+        if let Err(e) = &r {
+            log_storage_error("notification listener failed", &e.to_string(), self.password.as_deref());
+        }
+        r
+    }
+
+    fn deadline_error(&self, what: &'static str) -> StorageError {
+        StorageError::Deadline { what, ms: self.deadline.as_millis() as u64 }
+    }
+
+    fn listen(&self) -> StoreResult<Listening> {
+        let rt = self.rt.as_ref().expect("made by wait");
+        let tls = tls(self.root_cert.as_deref())?;
+        let (pg, mut connection) =
+            rt.block_on(connect_first(&self.urls, &tls, self.deadline)).map_err(|e| match e {
+                PgFail::Pg(e) => StorageError::Postgres(e),
+                PgFail::Deadline(what) => self.deadline_error(what),
+            })?;
+        let (tx, notes) = tokio::sync::mpsc::unbounded_channel();
+        let task = rt.spawn(async move {
+            while let Some(Ok(m)) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                if let tokio_postgres::AsyncMessage::Notification(n) = m {
+                    if tx.send(n).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        let client = Client { pg, task };
+        match rt.block_on(async {
+            tokio::time::timeout(self.deadline, client.pg.batch_execute(&format!("LISTEN {CHANNEL}"))).await
+        }) {
+            Ok(Ok(())) => Ok(Listening { client, notes, checked: Instant::now() }),
+            Ok(Err(e)) => Err(StorageError::Postgres(e)),
+            Err(_) => Err(self.deadline_error("LISTEN")),
+        }
+    }
+
+    fn receive(&self, live: &mut Listening, timeout: Duration, own_pid: i32) -> StoreResult<Heard> {
+        let rt = self.rt.as_ref().expect("made by wait");
+        let lost = || StorageError::Unavailable("the connection listening to PostgreSQL notifications was lost");
+        if live.checked.elapsed() >= LISTENER_CHECK_EVERY {
+            // An open socket says nothing of a stopped server: ask it.
+            match rt.block_on(async { tokio::time::timeout(self.deadline, live.client.pg.simple_query("")).await }) {
+                Ok(Ok(_)) => live.checked = Instant::now(),
+                Ok(Err(e)) => return Err(StorageError::Postgres(e)),
+                Err(_) => return Err(self.deadline_error("the notification listener's check")),
+            }
+        }
         let mut heard = Heard::default();
-        let mut notes = client.notifications();
         let mut keep = |n: postgres::Notification| {
             if n.process_id() != own_pid && n.channel() == CHANNEL {
                 heard.take(n.payload());
             }
         };
-        let first = notes.timeout_iter(timeout).next()?;
-        if let Some(n) = first {
+        match rt.block_on(async { tokio::time::timeout(timeout, live.notes.recv()).await }) {
+            Ok(Some(n)) => keep(n),
+            Ok(None) => return Err(lost()),
+            Err(_) => {}
+        }
+        // Then whatever else has arrived, without waiting. (A connection
+        // that ended after these: the next wait says so.)
+        while let Ok(n) = live.notes.try_recv() {
             keep(n);
-            // Then whatever else has arrived, without waiting.
-            let mut more = notes.iter();
-            while let Some(n) = more.next()? {
-                keep(n);
-            }
         }
         heard.bots.sort_unstable();
         heard.bots.dedup();

@@ -208,3 +208,51 @@ impl Drop for PgDown {
         }
     }
 }
+
+/// The cluster of scripts/with-postgres.sh stopped with SIGSTOP: the
+/// postmaster and every server process, so connections stay open and
+/// nothing answers (a stalled disk, a partition that keeps TCP up).
+/// [`PgFrozen::thaw`] sends SIGCONT, and so does dropping it.
+#[must_use = "the cluster is thawed when this is dropped"]
+pub struct PgFrozen(Vec<String>);
+
+/// Freezes the cluster: the postmaster first (so it forks nothing more),
+/// then its children, each a process group of its own.
+pub fn pg_freeze() -> PgFrozen {
+    let data = std::env::var("BOTSPACE_PG_DATA").expect("BOTSPACE_PG_DATA (scripts/with-postgres.sh)");
+    let pid_file = std::fs::read_to_string(format!("{data}/postmaster.pid")).expect("postmaster.pid");
+    let postmaster = pid_file.lines().next().expect("the postmaster's pid").trim().to_string();
+    signal("STOP", std::slice::from_ref(&postmaster));
+    let mut pids = vec![postmaster.clone()];
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // pid (comm) state ppid …: comm may hold spaces, so after the last ')'.
+        let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1));
+        if ppid == Some(postmaster.as_str()) {
+            pids.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    signal("STOP", &pids[1..]);
+    PgFrozen(pids)
+}
+
+fn signal(sig: &str, pids: &[String]) {
+    if !pids.is_empty() {
+        let ok = std::process::Command::new("kill").arg(format!("-{sig}")).args(pids).status();
+        assert!(ok.is_ok_and(|s| s.success()), "kill -{sig} {pids:?}");
+    }
+}
+
+impl PgFrozen {
+    pub fn thaw(mut self) {
+        signal("CONT", &std::mem::take(&mut self.0));
+    }
+}
+
+impl Drop for PgFrozen {
+    fn drop(&mut self) {
+        if !self.0.is_empty() {
+            signal("CONT", &std::mem::take(&mut self.0));
+        }
+    }
+}
