@@ -3,9 +3,28 @@
 # tests against a throwaway PostgreSQL cluster (scripts/with-postgres.sh:
 # Debian's postgresql, installed when missing, initdb into target/, a free
 # loopback port, stopped afterwards). Each test service gets a schema of
-# its own. Fails, never skips, when PostgreSQL cannot be had.
+# its own. Then the C library built with its `postgres` feature (the one
+# switch a C host needs: `cargo build -p botspace-c --features postgres`)
+# opens the same cluster from C (tests/c/postgres.c). Fails, never skips,
+# when PostgreSQL cannot be had.
+#
+# PostgreSQL is not a default feature: every build here names it
+# (`pg-tests` turns on `postgres` and the tests that need a server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec scripts/with-postgres.sh cargo test \
-  --test vectors --test rules_http --test rules_batch --test rules_admin_auth \
-  --test concurrency --test gateway_sansio --test robustness --test postgres_store --test server_nodes --features pg-tests "$@"
+# shellcheck source=lib/install.sh
+source scripts/lib/install.sh
+need_cmd cc gcc
+exec scripts/with-postgres.sh bash -c '
+  set -euo pipefail
+  cargo test \
+    --test vectors --test rules_http --test rules_batch --test rules_admin_auth \
+    --test concurrency --test gateway_sansio --test robustness --test postgres_store --test server_nodes \
+    --features pg-tests "$@"
+  echo "=== the C library with --features postgres on PostgreSQL (tests/c/postgres.c)"
+  cargo build -q -p botspace-c --features postgres
+  mkdir -p test-output/c
+  cc -std=c11 -Wall -Wextra -Wpedantic -Werror -Iinclude tests/c/postgres.c target/debug/libbotspace.a \
+    -lpthread -ldl -lm -lrt -lutil -o test-output/c/postgres
+  test-output/c/postgres "$BOTSPACE_TEST_POSTGRES"
+' test-postgres "$@"

@@ -81,6 +81,14 @@ pub fn example_binary() -> PathBuf {
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
+        // The features of this test build: a server built without them would
+        // overwrite the one `cargo test --features pg-tests` built, and could
+        // not open the postgres:// databases of tests/server_nodes.rs.
+        if cfg!(feature = "pg-tests") {
+            cmd.args(["--features", "pg-tests"]);
+        } else if cfg!(feature = "postgres") {
+            cmd.args(["--features", "postgres"]);
+        }
         let status = cmd.status().expect("run cargo build --example server");
         assert!(status.success(), "cargo build --example server failed");
         let bin = profile_dir.join("examples").join(if cfg!(windows) { "server.exe" } else { "server" });
