@@ -260,7 +260,7 @@ fn frame_request_head(buf: &[u8], max_body_bytes: usize) -> HeadFraming {
 }
 
 /// A wrong method (405) outranks what framing finds from the head alone
-/// (411/413/431...), as in the contract's check order.
+/// (411/413/431...), as in the check order of docs/errors.md.
 fn refusal(buf: &[u8], e: ApiError) -> ApiError {
     match request_target(buf).map(|(m, p)| crate::route::Target::check(m, p)) {
         Some(Err(wrong)) if wrong.status == 405 => wrong,
@@ -390,7 +390,7 @@ fn head_too_large() -> ApiError {
 }
 
 /// Parses one complete request. Transport errors that come after the 405
-/// check in the contract's order are left in `body_error`.
+/// check in the order of docs/errors.md are left in `body_error`.
 pub(crate) fn parse_request(buf: &[u8], max_body_bytes: usize) -> Result<Request<'_>, ApiError> {
     let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut raw);
