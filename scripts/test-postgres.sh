@@ -23,9 +23,10 @@ exec scripts/with-postgres.sh bash -c '
   cargo test --features pg-tests --test core "$@" -- \
     rules_http:: rules_batch:: rules_admin_auth:: concurrency:: gateway_sansio:: robustness::
   echo "=== the C library with --features postgres on PostgreSQL (tests/c/postgres.c)"
-  cargo build -q -p botspace-c --features postgres
+  # Up to date already: server_nodes built it for its C node (tests/wire).
+  cargo build -q --release -p botspace-c --features postgres
   mkdir -p test-output/c
-  cc -std=c11 -Wall -Wextra -Wpedantic -Werror -Iinclude tests/c/postgres.c target/debug/libbotspace.a \
+  cc -std=c11 -Wall -Wextra -Wpedantic -Werror -Iinclude tests/c/postgres.c target/release/libbotspace.a \
     -lpthread -ldl -lm -lrt -lutil -o test-output/c/postgres
   test-output/c/postgres "$BOTSPACE_TEST_POSTGRES"
 ' test-postgres "$@"
