@@ -6,7 +6,7 @@
 //! With `listen_notify` on, a second thread on B runs
 //! `wait_store_notifications`, whose wake-ups end B's wait early.
 //!
-//!   scripts/with-postgres.sh cargo run --release --example pg_delivery -- 300
+//!   scripts/with-postgres.sh cargo run --release --features postgres --example pg_delivery -- 300
 //!
 //! Needs `BOTSPACE_TEST_POSTGRES` (set by scripts/with-postgres.sh). Prints
 //! p50, p99 and max with notifications (poll 50 ms as the fallback), then

@@ -1,6 +1,8 @@
 /*
- * botspace C API: the bot interface of a messaging service as an embeddable,
- * sans-IO library. See docs/c-api.md.
+ * botspace C API: the bot interface of a messaging service as an embeddable
+ * library; the host owns the client sockets and threads. See docs/c-api.md.
+ * Calls may block on the database (the group commit, a disk sync, PostgreSQL
+ * round trips): docs/architecture.md, "The I/O boundary", lists each one.
  *
  * Conventions:
  *  - Handles (botspace_service, botspace_gateway) are opaque. Each is

@@ -116,8 +116,7 @@ run_server() { # binary connections [db] → "rps p50 p99 non2xx"
 pg_find() {
   PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
   if [[ -z "$PG_BIN" && $(id -u) -eq 0 ]]; then
-    echo "installing postgresql (apt)" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null || true
+    need_apt postgresql || true
     PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
   fi
   [[ -n "$PG_BIN" && -x "$PG_BIN/pgbench" ]] && id postgres >/dev/null 2>&1
@@ -223,7 +222,12 @@ if [[ " ${BENCH_SYSTEMS:-} " == *" Rust-before "* ]]; then
     git worktree prune
     git worktree add -q --detach "$tree" "$rev"
   fi
-  (cd "$tree" && cargo build -q --release --example server)
+  # Before PostgreSQL became opt-in the feature did not exist: build with it
+  # when the old tree has it and it is not a default there.
+  feat=""
+  grep -q '^postgres = \[' "$tree/Cargo.toml" && ! grep -q '^default = \["postgres"\]' "$tree/Cargo.toml" && feat="--features postgres"
+  # shellcheck disable=SC2086
+  (cd "$tree" && cargo build -q --release $feat --example server)
   BEFORE_BIN="$tree/target/release/examples/server"
 fi
 SYSTEMS="$SYSTEMS Rust-before C-memory Rust-memory"

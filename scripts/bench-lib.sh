@@ -9,20 +9,21 @@ RUST_BIN=target/release/examples/server
 PID=""
 PORT=""
 
+# shellcheck source=lib/install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/install.sh"
+
 # wrk and curl from apt, only when missing.
 bench_tools() {
-  local need=()
-  command -v wrk >/dev/null || need+=(wrk)
-  command -v curl >/dev/null || need+=(curl)
-  if [[ ${#need[@]} -gt 0 ]]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-  fi
+  need_cmd wrk curl
 }
 
-# Both servers, release builds.
+# Both servers, release builds. The Rust server has the PostgreSQL store
+# (feature `postgres`, not a default one) so that one binary serves both the
+# file database and bench-durable.sh's Rust-on-PG; the C server links the
+# default library (SQLite only).
 bench_build() {
   make -s -C examples/c-server >/dev/null 2>&1 || { echo "cannot build the C server" >&2; return 1; }
-  cargo build -q --release --example server
+  cargo build -q --release --features postgres --example server
 }
 
 # server_start BINARY DB: starts it on 127.0.0.1:0; sets PID and PORT once

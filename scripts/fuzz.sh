@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing: runs each cargo-fuzz target for SECONDS (default 20).
-# Needs the nightly toolchain (installs cargo-fuzz when missing). Without
+# Needs the nightly toolchain (installs cargo-fuzz 0.13.2 when missing). Without
 # nightly it says so and fails, unless FUZZ_OPTIONAL=1.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
@@ -10,10 +10,9 @@ if ! cargo +nightly --version >/dev/null 2>&1; then
     [ "${FUZZ_OPTIONAL:-0}" = 1 ] && exit 0
     exit 1
 fi
-if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
-    echo "installing cargo-fuzz"
-    cargo install cargo-fuzz --locked --quiet || { echo "cannot install cargo-fuzz: fuzzing not run"; exit 1; }
-fi
+# shellcheck source=lib/install.sh
+source ../scripts/lib/install.sh
+need_cargo_tool cargo-fuzz 0.13.2 || { echo "cannot install cargo-fuzz: fuzzing not run"; exit 1; }
 for t in framing handle_request gateway_feed import_database; do
     echo "== fuzz $t for ${SECONDS_EACH}s"
     # Run in a scratch copy so new finds do not litter the committed corpus.

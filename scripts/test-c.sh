@@ -78,23 +78,13 @@ step() {
 # ---------------------------------------------------------------------------
 # 1. Tools
 
-need_apt=()
-command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
-command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
-command -v make >/dev/null 2>&1 || need_apt+=(make)
-command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
-command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
-if [[ ${#need_apt[@]} -gt 0 ]]; then
-  echo "installing: ${need_apt[*]}"
-  if [[ $(id -u) -eq 0 ]]; then SUDO=""; else SUDO="sudo"; fi
-  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null \
-    || { echo "cannot install ${need_apt[*]}"; exit 1; }
-fi
+# shellcheck source=lib/install.sh
+source scripts/lib/install.sh
+need_cmd cc:gcc c++:g++ make valgrind pkg-config || exit 1
 command -v cargo >/dev/null 2>&1 || { echo "cargo is required (rustup)"; exit 1; }
 export PATH="$HOME/.cargo/bin:$PATH"
 if [[ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]]; then
-  echo "installing cbindgen $CBINDGEN_VERSION"
-  cargo install cbindgen --version "$CBINDGEN_VERSION" --locked --quiet || { echo "cannot install cbindgen"; exit 1; }
+  need_cargo_tool cbindgen "$CBINDGEN_VERSION" || exit 1
 fi
 
 # ---------------------------------------------------------------------------

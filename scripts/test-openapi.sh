@@ -6,8 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MAX_EXAMPLES="${OPENAPI_MAX_EXAMPLES:-100}"
-python3 -c 'import jsonschema, yaml' 2>/dev/null || pip install -q jsonschema pyyaml
-command -v schemathesis >/dev/null || pip install -q schemathesis
+# shellcheck source=lib/install.sh
+source scripts/lib/install.sh
+need_pip jsonschema==4.26.0 PyYAML==6.0.3 schemathesis==4.32.5
 python3 tests/openapi_vectors.py
 cargo build --release --example server
 dir=$(mktemp -d)

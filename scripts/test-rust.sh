@@ -4,17 +4,24 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "cargo is required (rustup)"; exit 1; }
+# shellcheck source=lib/install.sh
+source scripts/lib/install.sh
 # The C compiler builds the bundled SQLite.
-command -v cc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc; }
-rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
-rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
+need_cmd cc:gcc
+need_rustup_component rustfmt clippy
+need_pip jsonschema==4.26.0 PyYAML==6.0.3
 # Style and lints first: they are the cheapest to fail on.
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 # The committed vectors are exactly what their generator makes.
 python3 tests/vectors/gen.py --check
 # Every vector response fits docs/openapi.yaml (and the checker rejects mutants).
-python3 -c 'import jsonschema, yaml' 2>/dev/null || pip install -q jsonschema pyyaml
 python3 tests/openapi_vectors.py
+# PostgreSQL is opt-in: the default C library and the WASM build link no
+# tokio, rustls or PostgreSQL client (docs/c-api.md gives the sizes).
+for pkg in botspace-c botspace-wasm; do
+  linked=$(cargo tree -q -p "$pkg" -e normal --target all --prefix none | grep -E '^(tokio|rustls|postgres|tokio-postgres) v' || true)
+  [[ -z "$linked" ]] || { echo "FAIL: $pkg links without the postgres feature: $linked"; exit 1; }
+done
 cargo build --example server
 cargo test --workspace

@@ -19,11 +19,9 @@ log() { printf '[with-postgres] %s\n' "$*" >&2; }
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 PG_BIN=$(pg_bin)
 if [[ -z "$PG_BIN" || ! -x "$PG_BIN/initdb" ]]; then
-  log "installing postgresql (apt)"
-  sudo=""
-  [[ $(id -u) -eq 0 ]] || sudo="sudo"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq >&2 || true
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq postgresql >&2 || true
+  # shellcheck source=lib/install.sh
+  source "$ROOT/scripts/lib/install.sh"
+  need_apt postgresql || true
   PG_BIN=$(pg_bin)
 fi
 if [[ -z "$PG_BIN" || ! -x "$PG_BIN/initdb" ]]; then

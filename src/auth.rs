@@ -8,20 +8,10 @@ use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Nonce};
 use sha2::{Digest, Sha256};
 
-const B64URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/// Unpadded base64url.
+/// Unpadded base64url (RFC 4648 §5).
 pub fn base64url(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
-        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
-        let chars = chunk.len() + 1;
-        for i in 0..chars {
-            out.push(B64URL[(n >> (18 - 6 * i) & 63) as usize] as char);
-        }
-    }
-    out
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 /// A random id: `prefix` + 16 random bytes (128 bits) in base64url.
@@ -68,17 +58,11 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
     Sha256::digest(data).into()
 }
 
-/// Compares two byte strings in time that depends only on their lengths.
+/// Compares two byte strings in time that depends only on their lengths
+/// (`subtle`, whose `Choice` keeps the optimiser from an early exit).
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut diff = 0u8;
-    for (x, y) in a.iter().zip(b) {
-        diff |= x ^ y;
-    }
-    // black_box keeps the optimiser from turning the loop into an early exit.
-    std::hint::black_box(diff) == 0
+    use subtle::ConstantTimeEq;
+    a.ct_eq(b).into()
 }
 
 /// Splits `Authorization: <Scheme> <credential>`; the scheme matches

@@ -1,4 +1,4 @@
-//! The error envelope of every failed request (contract section 3), and the
+//! The error envelope of every failed request (docs/errors.md), and the
 //! one place each error code is made.
 //!
 //! Every code has exactly one constructor below, with one description text
@@ -43,7 +43,7 @@ impl ApiError {
 
     /// The JSON body `{"ok":false,"error_code":..,"error":..,"description":..,"parameters"?:..}`.
     pub fn body(&self) -> Vec<u8> {
-        // A struct keeps the contract's field order: ok first.
+        // A struct keeps the envelope's field order (docs/errors.md): ok first.
         #[derive(serde::Serialize)]
         struct Envelope<'a> {
             ok: bool,

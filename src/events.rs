@@ -8,7 +8,7 @@ use crate::model;
 use crate::params;
 use crate::store::{Conn, Dialect, Optional};
 
-/// Event types delivered to bots (contract section 8) plus `chat_action`,
+/// Event types delivered to bots (docs/gateway.md) plus `chat_action`,
 /// which only the host stream carries.
 pub const MESSAGE_CREATED: &str = "message_created";
 pub const MESSAGE_EDITED: &str = "message_edited";

@@ -1,4 +1,6 @@
-//! The bot gateway (contract section 8), sans-IO.
+//! The bot gateway (docs/gateway.md). The host owns the socket and the
+//! clock; the session reads and writes the database (docs/architecture.md,
+//! "The I/O boundary").
 //!
 //! [`GatewaySession`] is the protocol on whole text messages — what an edge
 //! runtime that does its own WebSocket framing needs. [`GatewayConnection`]
@@ -326,7 +328,7 @@ impl Drop for Slot {
     }
 }
 
-/// The checks before an upgrade, in the contract's order: 403 suspended →
+/// The checks before an upgrade, in the order of docs/gateway.md: 403 suspended →
 /// 426 no upgrade → 429 connection limit. `handle_request` runs them to
 /// answer a gateway request it cannot upgrade.
 pub(crate) fn check_upgrade(registry: &Registry, req: &Request<'_>, bot: &Bot) -> ApiResult<()> {
@@ -439,7 +441,7 @@ impl GatewaySession {
     pub(crate) fn open(at: Opening<'_>, req: &Request<'_>, bot: &Bot) -> ApiResult<GatewaySession> {
         check_upgrade(at.registry, req, bot)?;
         let slot = at.registry.reserve(bot)?;
-        // Fields come after status, upgrade and limit (contract section 3).
+        // Fields come after status, upgrade and limit (docs/errors.md, check order).
         let after = parse_after(req.query)?;
         let session_id = crate::auth::new_id(at.random, "gws_")?;
         let shared = if at.conn.dialect() == Dialect::Postgres {

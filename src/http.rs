@@ -5,9 +5,9 @@ use crate::error::ApiError;
 use std::borrow::Cow;
 
 /// Most header lines a request may carry.
-pub const MAX_HEADERS: usize = 64;
+pub(crate) const MAX_HEADERS: usize = 64;
 /// Most bytes the request line plus headers may take.
-pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_HEAD_BYTES: usize = 16 * 1024;
 
 /// What the bytes buffered from a connection hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,31 +22,31 @@ pub enum Framing {
 }
 
 /// A parsed request; the body is borrowed unless it was chunked.
-pub struct Request<'a> {
-    pub method: &'a str,
-    pub path: &'a str,
-    pub query: &'a str,
+pub(crate) struct Request<'a> {
+    pub(crate) method: &'a str,
+    pub(crate) path: &'a str,
+    pub(crate) query: &'a str,
     /// Only the headers present: a whole `MAX_HEADERS` array would be copied
     /// with every move of the request.
     headers: Vec<(&'a str, &'a [u8])>,
-    pub body: Cow<'a, [u8]>,
+    pub(crate) body: Cow<'a, [u8]>,
     /// Set when the transport rules refuse the request (411/413); reported
     /// after the 405 check so the order of checks holds.
-    pub body_error: Option<ApiError>,
+    pub(crate) body_error: Option<ApiError>,
 }
 
 impl<'a> Request<'a> {
     /// First value of a header, matched case-insensitively.
-    pub fn header(&self, name: &str) -> Option<&'a [u8]> {
+    pub(crate) fn header(&self, name: &str) -> Option<&'a [u8]> {
         self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| *v)
     }
 
-    pub fn header_str(&self, name: &str) -> Option<&'a str> {
+    pub(crate) fn header_str(&self, name: &str) -> Option<&'a str> {
         self.header(name).and_then(|v| std::str::from_utf8(v).ok()).map(str::trim)
     }
 
     /// True when a header's comma-separated list contains `token` (case-insensitive).
-    pub fn header_has_token(&self, name: &str, token: &str) -> bool {
+    pub(crate) fn header_has_token(&self, name: &str, token: &str) -> bool {
         self.headers.iter().any(|(n, v)| {
             n.eq_ignore_ascii_case(name)
                 && std::str::from_utf8(v)
@@ -157,14 +157,23 @@ fn scan_chunked_from(
         let Some(eol) = find_crlf(&buf[pos..(pos + MAX_CHUNK_LINE + 2).min(buf.len())]) else {
             return if buf.len() - pos > MAX_CHUNK_LINE { Err(bad()) } else { Ok(None) };
         };
-        let line = &buf[pos..pos + eol];
-        let size_part = line.split(|&b| b == b';').next().unwrap_or(b"");
-        let size_str = std::str::from_utf8(size_part).map_err(|_| bad())?.trim();
-        if size_str.is_empty() || size_str.len() > 8 {
+        let data = pos + eol + 2;
+        // httparse reads the size and skips extensions. Spaces or tabs before
+        // the size stay accepted, as they were before it did this; a line
+        // without a hex digit first would read as size 0, the last chunk.
+        let mut start = pos;
+        while start < pos + eol && matches!(buf[start], b' ' | b'\t') {
+            start += 1;
+        }
+        if !buf[start].is_ascii_hexdigit() {
             return Err(bad());
         }
-        let size = usize::from_str_radix(size_str, 16).map_err(|_| bad())?;
-        let data = pos + eol + 2;
+        let size = match httparse::parse_chunk_size(&buf[start..data]) {
+            Ok(httparse::Status::Complete((used, size))) if start + used == data => size,
+            _ => return Err(bad()),
+        };
+        // At most 8 hex digits' worth, the bound before httparse.
+        let size = usize::try_from(size).ok().filter(|&s| s as u64 <= u64::from(u32::MAX)).ok_or_else(bad)?;
         if size == 0 {
             st.pos = data;
             st.trailer_start = Some(data);
@@ -251,7 +260,7 @@ fn frame_request_head(buf: &[u8], max_body_bytes: usize) -> HeadFraming {
 }
 
 /// A wrong method (405) outranks what framing finds from the head alone
-/// (411/413/431...), as in the contract's check order.
+/// (411/413/431...), as in the check order of docs/errors.md.
 fn refusal(buf: &[u8], e: ApiError) -> ApiError {
     match request_target(buf).map(|(m, p)| crate::route::Target::check(m, p)) {
         Some(Err(wrong)) if wrong.status == 405 => wrong,
@@ -364,7 +373,7 @@ fn head_end(b: &[u8]) -> Option<usize> {
 }
 
 /// Method and path (without query) of a request whose head is complete.
-pub fn request_target(buf: &[u8]) -> Option<(&str, &str)> {
+pub(crate) fn request_target(buf: &[u8]) -> Option<(&str, &str)> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(buf) {
@@ -381,8 +390,8 @@ fn head_too_large() -> ApiError {
 }
 
 /// Parses one complete request. Transport errors that come after the 405
-/// check in the contract's order are left in `body_error`.
-pub fn parse_request(buf: &[u8], max_body_bytes: usize) -> Result<Request<'_>, ApiError> {
+/// check in the order of docs/errors.md are left in `body_error`.
+pub(crate) fn parse_request(buf: &[u8], max_body_bytes: usize) -> Result<Request<'_>, ApiError> {
     let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut raw);
     let head_len = match req.parse(buf) {
@@ -439,44 +448,24 @@ pub fn parse_request(buf: &[u8], max_body_bytes: usize) -> Result<Request<'_>, A
     Ok(Request { method, path, query, headers, body, body_error })
 }
 
-pub fn reason(status: u16) -> &'static str {
+/// The standard reason phrase of a status (IANA's HTTP status code
+/// registry, RFC 9110), from the `http` crate.
+pub(crate) fn reason(status: u16) -> &'static str {
     match status {
-        101 => "Switching Protocols",
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        409 => "Conflict",
-        411 => "Length Required",
+        // RFC 9110 renamed 413; the http crate still has RFC 7231's
+        // "Payload Too Large".
         413 => "Content Too Large",
-        415 => "Unsupported Media Type",
-        426 => "Upgrade Required",
-        429 => "Too Many Requests",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        _ => "Unknown",
+        _ => ::http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("Unknown"),
     }
 }
 
 /// Encodes a JSON response with exact `Content-Length`.
-pub fn response(status: u16, extra: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+pub(crate) fn response(status: u16, extra: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
     response_parts(status, extra, &[body])
 }
 
-fn push_decimal(out: &mut Vec<u8>, mut n: usize) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
+fn push_decimal(out: &mut Vec<u8>, n: usize) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 /// A response whose body is the concatenation of `parts`, written once.
@@ -511,7 +500,7 @@ fn response_parts(status: u16, extra: &[(&str, &str)], parts: &[&[u8]]) -> Vec<u
 }
 
 /// `{"ok":true,"result":<result>}` as a 200 response.
-pub fn ok_response(result_json: &[u8]) -> Vec<u8> {
+pub(crate) fn ok_response(result_json: &[u8]) -> Vec<u8> {
     const OPEN: &[u8] = b"{\"ok\":true,\"result\":";
     response_parts(200, &[], &[OPEN, result_json, b"}"])
 }
@@ -608,5 +597,31 @@ mod chunked_limits {
         }
         req.extend_from_slice(b"0\r\n\r\n");
         assert_eq!(frame_request(&req, 1024), Framing::Complete(req.len()));
+    }
+
+    /// httparse's `parse_chunk_size` reads the size lines; what it accepts
+    /// and refuses is what the hand-written reader did.
+    #[test]
+    fn chunk_size_lines_read_as_before_httparse() {
+        let framed = |body: &[u8]| {
+            let mut req = head();
+            req.extend_from_slice(body);
+            frame_request(&req, 1 << 20)
+        };
+        let whole = |body: &[u8]| Framing::Complete(head().len() + body.len());
+        for ok in [
+            &b"2\r\n{}\r\n0\r\n\r\n"[..],
+            b"2;name=value\r\n{}\r\n0\r\n\r\n",
+            b"  2\r\n{}\r\n0\r\n\r\n",
+            b"2 \r\n{}\r\n0\r\n\r\n",
+            b"A\r\n{\"a\":\"bc\"}\r\n0\r\n\r\n",
+            b"0000000\r\n\r\n",
+        ] {
+            assert_eq!(framed(ok), whole(ok), "{}", String::from_utf8_lossy(ok));
+        }
+        for bad in [&b"\r\n{}\r\n0\r\n\r\n"[..], b";x\r\n", b"g\r\n", b"2 2\r\n", b"100000000\r\n"] {
+            assert_eq!(status(framed(bad)), Some(400), "{}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(framed(b"2\r\n{"), Framing::Incomplete);
     }
 }

@@ -1,13 +1,30 @@
-//! botspace: the bot interface of a messaging service, as an embeddable,
-//! sans-IO library.
+//! botspace: the bot interface of a messaging service, as an embeddable
+//! library that leaves the client sockets to its host.
 //!
-//! One [`Service`] owns a SQLite database and answers whole HTTP/1.1
-//! requests with whole responses ([`Service::handle_request`]); the bot
-//! gateway is a per-connection object fed with socket bytes
-//! ([`Service::accept_gateway`]). The library opens no socket, starts no
-//! thread and never sleeps: the host does all I/O. (With a PostgreSQL
-//! store, one call blocks by design: [`Service::wait_store_notifications`],
-//! which a host runs on a thread of its own to hear other nodes' commits.)
+//! One [`Service`] owns a database (SQLite, or PostgreSQL with the feature
+//! `postgres`) and answers whole HTTP/1.1 requests with whole responses
+//! ([`Service::handle_request`]); the bot gateway is a per-connection
+//! object fed with socket bytes ([`Service::accept_gateway`]). The host
+//! owns the client sockets, the clock and every thread: the library starts
+//! no thread. But it owns the database, so its synchronous calls may wait
+//! for it:
+//!
+//! | entry point | may block on |
+//! |---|---|
+//! | [`Service::open`] | disk (create, migrate, fsync); PostgreSQL connect, TLS, migrations |
+//! | [`Service::handle_request`], [`Service::handle_batch`] | the group commit (a parked thread while another thread's group commits), the database lock, the WAL fsync before the answer leaves; PostgreSQL round trips |
+//! | [`Service::accept_gateway`] | the database lock and a read of the bot's log; a PostgreSQL lease |
+//! | [`GatewayConnection::handle_input`], `handle_timeout` | an ack write (commit, fsync) when the input ends the session; PostgreSQL lease renewal and row checks |
+//! | [`GatewayConnection::poll_transmit`] | the ack write (commit, fsync), the event-log read and the WAL fsync before frames leave; PostgreSQL round trips |
+//! | dropping a [`GatewaySession`] / [`GatewayConnection`] | the pending ack's commit; the PostgreSQL lease release |
+//! | [`Service::export_database`], [`Service::import_database`] | the database lock, disk reads or writes and fsync |
+//! | [`Service::wait_store_notifications`] | PostgreSQL: up to its timeout, by design (run it on a thread of its own) |
+//! | [`frame_request`], [`RequestFramer`], `poll_timeout`, `poll_event` | nothing (CPU only) |
+//!
+//! An async host calls the blocking ones from `spawn_blocking` (or a thread
+//! of its own), never on an executor thread. In WebAssembly the database is
+//! in memory and nothing waits for a disk or a network. The whole table,
+//! with what each wait is for: `docs/architecture.md`, "The I/O boundary".
 //!
 //! ```
 //! use botspace::{Config, Service};

@@ -417,3 +417,90 @@ fn the_resuming_framer_answers_as_frame_request_at_every_byte() {
         assert!(matches!(answers.last(), Some(Framing::Invalid(_))), "{bad:.80}");
     }
 }
+
+/// The standard reason phrases (IANA's HTTP status code registry, RFC 9110
+/// §15) of every status botspace or its example servers send. A status
+/// missing here fails the tests below until it is added.
+const STANDARD_REASONS: &[(u16, &str)] = &[
+    (100, "Continue"),
+    (101, "Switching Protocols"),
+    (200, "OK"),
+    (400, "Bad Request"),
+    (401, "Unauthorized"),
+    (403, "Forbidden"),
+    (404, "Not Found"),
+    (405, "Method Not Allowed"),
+    (408, "Request Timeout"),
+    (409, "Conflict"),
+    (411, "Length Required"),
+    (413, "Content Too Large"),
+    (415, "Unsupported Media Type"),
+    (426, "Upgrade Required"),
+    (429, "Too Many Requests"),
+    (431, "Request Header Fields Too Large"),
+    (500, "Internal Server Error"),
+    (503, "Service Unavailable"),
+];
+
+fn standard_reason(status: u16) -> &'static str {
+    STANDARD_REASONS
+        .iter()
+        .find(|(s, _)| *s == status)
+        .map(|(_, r)| *r)
+        .unwrap_or_else(|| panic!("status {status} is sent but has no entry in STANDARD_REASONS"))
+}
+
+fn status_line(raw: &[u8]) -> &str {
+    let end = raw.windows(2).position(|w| w == b"\r\n").expect("a status line");
+    std::str::from_utf8(&raw[..end]).expect("an ASCII status line")
+}
+
+#[test]
+fn every_status_the_library_sends_has_its_standard_reason_phrase() {
+    let mut seen = std::collections::BTreeSet::new();
+    for e in botspace::error::catalog() {
+        let (status, code) = (e.status, e.code);
+        let resp = e.into_response();
+        assert_eq!(status_line(&resp), format!("HTTP/1.1 {status} {}", standard_reason(status)), "{code}");
+        seen.insert(status);
+    }
+    // 503 (storage_unavailable, commit_outcome_unknown) went out as
+    // "503 Unknown" before the phrases came from the http crate.
+    assert!(seen.contains(&503) && seen.contains(&413) && seen.contains(&431), "{seen:?}");
+    let svc = service(1 << 20);
+    let ok =
+        svc.handle_request(&request("/admin/createUser", &format!("Admin {SECRET}"), "", br#"{"display_name":"Ann"}"#));
+    assert_eq!(status_line(&ok), "HTTP/1.1 200 OK");
+    // 101 Switching Protocols: tests/vectors.rs asserts the whole line on every upgrade.
+}
+
+/// The example servers write some status lines themselves (100 Continue,
+/// 408 on a slow request, 503 when every connection is busy): each
+/// `"NNN Phrase` literal in their sources carries the standard phrase.
+#[test]
+fn every_status_line_the_example_servers_write_has_its_standard_reason_phrase() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = std::collections::BTreeSet::new();
+    for file in ["examples/server.rs", "examples/c-server/server.c"] {
+        let src = std::fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let b = src.as_bytes();
+        for i in 0..b.len().saturating_sub(5) {
+            let starts_literal = i > 0 && b[i - 1] == b'"' || b[..i].ends_with(b"HTTP/1.1 ");
+            if !(starts_literal
+                && b[i..i + 3].iter().all(u8::is_ascii_digit)
+                && b[i + 3] == b' '
+                && b[i + 4].is_ascii_uppercase())
+            {
+                continue;
+            }
+            let status: u16 = src[i..i + 3].parse().unwrap();
+            let phrase: String =
+                src[i + 4..].chars().take_while(|c| c.is_ascii_alphabetic() || *c == ' ' || *c == '-').collect();
+            assert_eq!(phrase.trim_end(), standard_reason(status), "{file}: status {status}");
+            found.insert(status);
+        }
+    }
+    for s in [100, 408, 503] {
+        assert!(found.contains(&s), "no {s} status line found in the example servers: {found:?}");
+    }
+}

@@ -1,4 +1,4 @@
-//! The five bot methods of the seed, with checks in the contract's order:
+//! The five bot methods, with checks in the order of docs/errors.md:
 //! bot status → tier gate → fields → chat visible → permission rules →
 //! message ownership → rate limit → write.
 
@@ -54,7 +54,8 @@ fn visible_chat(ctx: &mut Ctx<'_>, bot: &Bot, chat_id: &str) -> ApiResult<(Chat,
     }
 }
 
-/// The seed's sending permission rules, in its order.
+/// The sending permission rules, in the order of docs/errors.md (check 12)
+/// and docs/decisions.md (private-chat permission order).
 fn check_send_permission(chat: &Chat, member: bool) -> ApiResult<()> {
     match chat.kind {
         ChatKind::Private => {

@@ -1,5 +1,6 @@
 //! The one write path for messages: a bot's sendMessage and a human's
-//! sendUserMessage both go through [`post`], as the seed requires.
+//! sendUserMessage both go through [`post`], so both see the same rules
+//! and the same numbering.
 
 use crate::error::{ApiError, ApiResult};
 use crate::events::{self, Event};

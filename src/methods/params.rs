@@ -1,4 +1,4 @@
-//! Body parsing and field extraction with the contract's error codes.
+//! Body parsing and field extraction with the error codes of docs/errors.md.
 
 use crate::error::{ApiError, ApiResult};
 use serde_json::{Map, Value};
@@ -60,7 +60,7 @@ pub fn opt_uint(b: &Body, field: &str, max: u64) -> ApiResult<Option<u64>> {
     }
 }
 
-/// A message id: a decimal string as the seed says ("1", "2", …); a JSON
+/// A message id: a decimal string (docs/decisions.md) ("1", "2", …); a JSON
 /// integer is accepted too, as Telegram clients send one.
 pub fn opt_message_id(b: &Body, field: &str) -> ApiResult<Option<i64>> {
     let bad = || ApiError::invalid_field(field, "must be a message id: a decimal string such as \"1\"");

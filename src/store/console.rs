@@ -207,6 +207,7 @@ pub const SQLITE_MIGRATION: &str = r#"
     "#;
 
 /// PostgreSQL schema version 4: as [`SQLITE_MIGRATION`].
+#[cfg(feature = "postgres")]
 pub const POSTGRES_MIGRATION: &str = r#"
     CREATE TABLE audit_log (
         id BIGSERIAL PRIMARY KEY,

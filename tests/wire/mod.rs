@@ -84,6 +84,14 @@ pub fn example_binary() -> PathBuf {
         if profile_dir.file_name().is_some_and(|n| n == "release") {
             cmd.arg("--release");
         }
+        // The features of this test build: a server built without them would
+        // overwrite the one `cargo test --features pg-tests` built, and could
+        // not open the postgres:// databases of tests/server_nodes.rs.
+        if cfg!(feature = "pg-tests") {
+            cmd.args(["--features", "pg-tests"]);
+        } else if cfg!(feature = "postgres") {
+            cmd.args(["--features", "postgres"]);
+        }
         let status = cmd.status().expect("run cargo build --example server");
         assert!(status.success(), "cargo build --example server failed");
         let bin = profile_dir.join("examples").join(if cfg!(windows) { "server.exe" } else { "server" });
@@ -108,11 +116,28 @@ pub fn c_binary() -> PathBuf {
         // target/<profile>/deps/<test> → target: the library is built there.
         let exe = std::env::current_exe().expect("current_exe");
         let target = exe.ancestors().nth(3).expect("target dir").to_path_buf();
+        // A test build with PostgreSQL (tests/server_nodes.rs) needs a C
+        // library with it too: the one switch is the C crate's feature, so
+        // build the library here and let make only link (CARGO=:).
+        let cargo = if cfg!(feature = "postgres") {
+            let mut build = Command::new(env!("CARGO"));
+            outer_cargo_env(&mut build);
+            let status = build
+                .args(["build", "--quiet", "--release", "-p", "botspace-c", "--features", "postgres"])
+                .env("CARGO_TARGET_DIR", &target)
+                .current_dir(&root)
+                .status()
+                .expect("run cargo build -p botspace-c --features postgres");
+            assert!(status.success(), "cargo build -p botspace-c --features postgres failed");
+            ":".to_string()
+        } else {
+            env!("CARGO").to_string()
+        };
         let mut make = Command::new("make");
         outer_cargo_env(&mut make);
         let status = make
             .args(["--quiet", "-C", "examples/c-server"])
-            .arg(format!("CARGO={}", env!("CARGO")))
+            .arg(format!("CARGO={cargo}"))
             .arg(format!("BOTSPACE_LIBDIR={}", target.join("release").display()))
             .env("CARGO_TARGET_DIR", &target)
             .current_dir(&root)

@@ -1164,4 +1164,20 @@ mod tests {
         assert_eq!(s, std::ptr::dangling_mut(), "output untouched on failure");
         assert!(last_error().contains("admin_secret"));
     }
+
+    /// The default library has no PostgreSQL store (feature `postgres`): a
+    /// `postgres://` database is refused with a storage error that names the
+    /// switch, not opened as a file called "postgres:".
+    #[cfg(not(feature = "postgres"))]
+    #[test]
+    fn postgres_url_without_the_feature_is_refused_by_name() {
+        let mut s: *mut botspace_service = std::ptr::dangling_mut();
+        let cfg = br#"{"database":"postgres://postgres@127.0.0.1:1/x","admin_secret":"test-admin-secret-0001"}"#;
+        assert_eq!(unsafe { botspace_service_open(cfg.as_ptr(), cfg.len(), &mut s) }, botspace_status::StorageError);
+        assert_eq!(s, std::ptr::dangling_mut(), "output untouched on failure");
+        assert_eq!(
+            last_error(),
+            "database is a PostgreSQL URL, but this build has no PostgreSQL store (cargo feature `postgres`)"
+        );
+    }
 }
