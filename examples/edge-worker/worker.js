@@ -15,7 +15,8 @@
 // and a crash leaves the state before or after a commit, never a mix.
 //
 // Bindings (see wrangler.toml or workerd.capnp): BOTSPACE (the Durable
-// Object namespace) and the secret ADMIN_SECRET (16+ characters).
+// Object namespace), the secret ADMIN_SECRET (16+ characters) and,
+// optionally, BOTSPACE_CONFIG (more configuration as JSON).
 
 import { Service, durableObjectPageStorage } from 'botspace';
 
@@ -24,8 +25,10 @@ export class BotspaceDurableObject {
   constructor(ctx, env) {
     this.ctx = ctx;
     this.env = env;
+    // BOTSPACE_CONFIG (optional): more configuration as JSON, e.g. limits.
+    const extra = env.BOTSPACE_CONFIG ? JSON.parse(env.BOTSPACE_CONFIG) : {};
     this.service = new Service(
-      { admin_secret: env.ADMIN_SECRET, clock: 'system' },
+      { ...extra, admin_secret: env.ADMIN_SECRET, clock: 'system' },
       { storage: durableObjectPageStorage(ctx.storage) },
     );
   }

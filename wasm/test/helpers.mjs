@@ -97,7 +97,8 @@ export function bigImage(bytes) {
   const { bot, token } = ok('/admin/createBot', { display_name: 'Echo', handle: 'echo_bot' });
   const chat = ok('/admin/startBot', { user_id: user.id, bot_id: bot.id });
   const req = bs.encodeRequest('POST', '/bot/sendMessage', { Authorization: `Bot ${token}` }, { chat_id: chat.id, text: 'x'.repeat(4000) });
-  const batch = Array.from({ length: 250 }, () => req);
+  // Small batches for small targets, so a 1 MB image is about 1 MB.
+  const batch = Array.from({ length: bytes < 20e6 ? 20 : 250 }, () => req);
   let messages = 0;
   while (storage.size() < bytes) {
     for (const r of svc.handleBatch(batch)) {
