@@ -557,8 +557,9 @@ export class Service {
   /**
    * Registers `hook(botId)`, called when a bot got new events or its
    * gateway sessions must close (or removes it with `null`). It runs in a
-   * microtask after the call that committed the change, so it may call
-   * back into the service.
+   * microtask after the call that committed the change (with an
+   * asynchronous page storage, once that commit is durable), so it may
+   * call back into the service.
    */
   setWakeHook(hook) {
     if (hook !== null && typeof hook !== 'function') throw new TypeError('the wake hook must be a function or null');
@@ -576,6 +577,18 @@ export class Service {
   }
 
   #flush() {
+    // Wake nobody before the commit that woke them is durable.
+    const pending = this._pendingDurable();
+    if (pending) {
+      pending.then(
+        () => this.#flush(),
+        () => {
+          this.#flushQueued = false;
+          this.#pending.clear();
+        },
+      );
+      return;
+    }
     this.#flushQueued = false;
     const bots = [...this.#pending];
     this.#pending.clear();

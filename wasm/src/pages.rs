@@ -109,7 +109,7 @@ pub fn attach(storage: PageStorage) -> Result<(String, String), String> {
         // VFS outlives every connection that uses it.
         let reg = unsafe { sqlite_wasm_rs::vfs::register_vfs::<PagesIo, PagesVfs>(VFS_NAME, data, false) }
             .map_err(|e| format!("cannot register the {VFS_NAME} VFS: {e}"))?;
-        std::mem::forget(reg);
+        let _ = reg.into_raw();
         REGISTERED.set(true);
     }
     let n = NEXT.get();
