@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds the botspace npm package and runs every WASM test with Node's test
 # runner: the shared test vectors through handleRequest, the fetch adapter,
-# the gateway, export/import, bad input, panics, the packed package (node,
-# web and workerd entries, TypeScript types), the edge-worker example and
-# the browser example in headless Chromium (Debian's, never a downloaded
-# one). Works from a clean checkout on a fresh machine: it installs what is
+# the gateway, export/import, page storages, bad input, panics, the packed
+# package (node, web and workerd entries, TypeScript types), the edge-worker
+# example on real workerd (npm `workerd`, pinned in its package-lock.json)
+# and the browser example in headless Chromium (Debian's, never a
+# downloaded one). Works from a clean checkout on a fresh machine: it installs what is
 # missing (see scripts/build-wasm.sh) and is quick when all is in place.
 #
 #   scripts/test-wasm.sh            # build + all tests
@@ -68,4 +69,5 @@ node --test \
 if [ "$BENCH" -eq 1 ]; then
   log "benchmark"
   node wasm/bench/bench.mjs
+  node wasm/bench/storage.mjs
 fi

@@ -141,3 +141,25 @@ fn convert_page_size(image: &[u8], version: usize, schema: &[SchemaRow], page_si
     conv.execute_batch("DETACH img;")?;
     Ok(conv)
 }
+
+/// Copies the checked `scratch` database over `live` page by page (SQLite's
+/// backup), so a file database stays a file. All pages go in one step:
+/// `Backup::run_to_completion` sleeps between steps, and `thread::sleep`
+/// panics on wasm32-unknown-unknown ("can't sleep"), which made every image
+/// over its first 1024 pages impossible to import in the WASM build. The
+/// live connection is the service's own and held under its lock, so the
+/// step is never busy; if it ever is, that is an error, not a wait.
+pub fn copy_into(scratch: &Connection, live: &mut Connection) -> ApiResult<()> {
+    use rusqlite::backup::{Backup, StepResult};
+    let backup = Backup::new(scratch, live)?;
+    loop {
+        match backup.step(-1)? {
+            StepResult::Done => return Ok(()),
+            StepResult::More => continue,
+            StepResult::Busy | StepResult::Locked => {
+                return Err(ApiError::internal("the live database is locked; the image was not copied"));
+            }
+            _ => return Err(ApiError::internal("unexpected result of SQLite backup step")),
+        }
+    }
+}

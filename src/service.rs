@@ -725,8 +725,7 @@ impl Service {
         // Copy into the live connection so a file database stays a file.
         {
             let live = inner.conn.sqlite().ok_or_else(sqlite_only)?;
-            let backup = rusqlite::backup::Backup::new(&scratch, live)?;
-            backup.run_to_completion(1024, std::time::Duration::ZERO, None)?;
+            crate::import::copy_into(&scratch, live)?;
         }
         drop(scratch);
         inner.bot_cache.clear();

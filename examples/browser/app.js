@@ -7,58 +7,23 @@
 //  - the bot: it holds a gateway session (the message-level gateway an edge
 //    runtime would put behind a WebSocket), receives `message_created`
 //    events, answers with /bot/sendMessage and acknowledges them.
-// The database is saved to IndexedDB after every change and restored on load.
+// The database lives in IndexedDB as 2 KiB blocks (indexedDBPageStorage):
+// each change writes only the blocks it touched, in one IndexedDB
+// transaction, and nothing is shown as sent, nor handed to the bot, before
+// that transaction is complete (`await svc.durable()`).
 
-import { init, Service, encodeRequest, decodeResponse, BotspaceError } from 'botspace';
+import { init, Service, encodeRequest, decodeResponse, BotspaceError, indexedDBPageStorage } from 'botspace';
 
 const $ = (id) => document.getElementById(id);
-const STATE_KEY = 'botspace-demo-state';
-
-// ---------------------------------------------------------------- storage
-
-function idb() {
-  return new Promise((resolve, reject) => {
-    const req = indexedDB.open('botspace-demo', 1);
-    req.onupgradeneeded = () => req.result.createObjectStore('kv');
-    req.onsuccess = () => resolve(req.result);
-    req.onerror = () => reject(req.error);
-  });
-}
-
-async function idbGet(key) {
-  const db = await idb();
-  return new Promise((resolve, reject) => {
-    const r = db.transaction('kv').objectStore('kv').get(key);
-    r.onsuccess = () => resolve(r.result);
-    r.onerror = () => reject(r.error);
-  });
-}
-
-async function idbPut(key, value) {
-  const db = await idb();
-  return new Promise((resolve, reject) => {
-    const tx = db.transaction('kv', 'readwrite');
-    tx.objectStore('kv').put(value, key);
-    tx.oncomplete = () => resolve();
-    tx.onerror = () => reject(tx.error);
-  });
-}
-
-async function idbClear() {
-  const db = await idb();
-  return new Promise((resolve, reject) => {
-    const tx = db.transaction('kv', 'readwrite');
-    tx.objectStore('kv').clear();
-    tx.oncomplete = () => resolve();
-    tx.onerror = () => reject(tx.error);
-  });
-}
+const STATE_KEY = 'botspace-demo-ids';
+const DB_NAME = 'botspace-demo-pages';
 
 // ------------------------------------------------------------ the service
 
 await init(); // fetches and compiles botspace_bg.wasm next to web.js
 
 let svc;
+let storage;
 let ids; // { secret, userId, botId, token, chatId }
 
 function call(path, body, auth) {
@@ -76,35 +41,37 @@ const asBot = (path, body, extraHeaders) => {
   return res.json();
 };
 
+function deleteDatabase() {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.deleteDatabase(DB_NAME);
+    req.onsuccess = () => resolve();
+    req.onerror = () => reject(req.error);
+  });
+}
+
 async function open() {
   const saved = JSON.parse(localStorage.getItem(STATE_KEY) || 'null');
-  const image = saved ? await idbGet('image') : null;
-  if (saved && image) {
+  storage = await indexedDBPageStorage(DB_NAME);
+  if (saved?.chatId && storage.size() > 0) {
     ids = saved;
-    svc = new Service({ admin_secret: ids.secret });
-    try {
-      svc.importDatabase(image);
-      return;
-    } catch (e) {
-      console.warn('the saved database could not be restored; starting over', e);
-      svc.free();
-    }
+    svc = new Service({ admin_secret: ids.secret }, { storage });
+    return;
+  }
+  // A first visit, or a visit cut short before the ids were kept: start over.
+  if (storage.size() > 0) {
+    storage.close();
+    await deleteDatabase();
+    storage = await indexedDBPageStorage(DB_NAME);
   }
   const secret = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
   ids = { secret };
-  svc = new Service({ admin_secret: secret });
+  svc = new Service({ admin_secret: secret }, { storage });
   const you = admin('/admin/createUser', { display_name: 'You' });
   const { bot, token } = admin('/admin/createBot', { display_name: 'Echo Bot', handle: 'echo_bot', quota_tier: 'standard' });
   const chat = admin('/admin/startBot', { user_id: you.id, bot_id: bot.id });
   Object.assign(ids, { userId: you.id, botId: bot.id, token, chatId: chat.id });
+  await svc.durable();
   localStorage.setItem(STATE_KEY, JSON.stringify(ids));
-  await save();
-}
-
-let saving = Promise.resolve();
-function save() {
-  saving = saving.then(() => idbPut('image', svc.exportDatabase())).catch((e) => console.error('save failed', e));
-  return saving;
 }
 
 // ---------------------------------------------------------------- the bot
@@ -141,7 +108,27 @@ function connectBot() {
   }, every);
 }
 
-function runBot() {
+let botRunning = false;
+let botAgain = false;
+// The bot sees nothing before the commit behind it is durable.
+async function runBot() {
+  if (botRunning) {
+    botAgain = true;
+    return;
+  }
+  botRunning = true;
+  try {
+    do {
+      botAgain = false;
+      await svc.durable();
+      pumpBot();
+    } while (botAgain);
+  } finally {
+    botRunning = false;
+  }
+}
+
+function pumpBot() {
   session.handleTimeout();
   for (let out = session.pollTransmit(); out !== null; out = session.pollTransmit()) {
     if (out.type === 'close') {
@@ -158,7 +145,8 @@ function runBot() {
     if (msg.op !== 'event') continue;
     if (msg.type === 'message_created' && !msg.data.message.from?.is_bot) {
       const m = msg.data.message;
-      asBot('/bot/sendChatAction', { chat_id: m.chat.id, action: 'typing' });
+      // Best effort: under a burst of messages the chat's rate limit may refuse it.
+      asBot('/bot/sendChatAction', { chat_id: m.chat.id, action: 'typing' }, {});
       render();
       // The Idempotency-Key makes a replayed event (after a reload) harmless.
       setTimeout(() => {
@@ -169,8 +157,7 @@ function runBot() {
         );
         if (!reply.ok) console.warn('reply refused', reply);
         botSend({ op: 'ack', seq: msg.seq });
-        render();
-        save();
+        svc.durable().then(render);
       }, 300);
     } else {
       botSend({ op: 'ack', seq: msg.seq });
@@ -206,27 +193,49 @@ function render() {
   status.classList.toggle('typing', typing.length > 0);
 }
 
-$('composer').addEventListener('submit', (ev) => {
+/** Sends what the person typed; resolves once it is durable (then it is shown). */
+async function sendUserMessage(text) {
+  admin('/admin/sendUserMessage', { user_id: ids.userId, chat_id: ids.chatId, text });
+  await svc.durable();
+  render();
+}
+
+$('composer').addEventListener('submit', async (ev) => {
   ev.preventDefault();
   const input = $('message');
   const text = input.value;
   if (!text.trim()) return;
   try {
-    admin('/admin/sendUserMessage', { user_id: ids.userId, chat_id: ids.chatId, text });
     input.value = '';
+    await sendUserMessage(text);
   } catch (e) {
+    input.value = text;
     $('status').textContent = e.message;
     $('status').className = 'status error';
   }
-  render();
-  save();
 });
 
 $('reset').addEventListener('click', async () => {
   localStorage.removeItem(STATE_KEY);
-  await idbClear();
+  svc.free();
+  storage.close();
+  await deleteDatabase();
   location.reload();
 });
+
+// For the tests: send without the form, and read the whole history.
+window.botspaceDemo = {
+  sendUserMessage,
+  history: () => {
+    const all = [];
+    for (let after = 0; ; ) {
+      const page = admin('/admin/getChatHistory', { chat_id: ids.chatId, after_message_id: String(after), limit: 100 });
+      if (!page.length) return all;
+      all.push(...page);
+      after = Number(page.at(-1).message_id);
+    }
+  },
+};
 
 try {
   await open();

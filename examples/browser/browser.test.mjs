@@ -1,7 +1,9 @@
 // The browser example in headless Chromium (Debian's /usr/bin/chromium,
 // never a downloaded browser): type a message, see the echo bot's reply,
-// reload and find the conversation restored from IndexedDB. Screenshots go
-// to test-output/ at the repository root.
+// reload and find the conversation restored from IndexedDB (the page
+// storage: only changed blocks are written), then close the page in the
+// middle of a stream of writes and find every acknowledged message on
+// reopening. Screenshots go to test-output/ at the repository root.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync, existsSync } from 'node:fs';
@@ -78,7 +80,7 @@ test('a person chats with the echo bot, both running in the page', { timeout: 12
   assert.ok(frames.some((f) => f.includes('"op":"ack"')));
   await page.screenshot({ path: join(OUT, 'browser-chat.png') });
 
-  // Reload: the database comes back from IndexedDB through importDatabase.
+  // Reload: the database comes back from its IndexedDB page storage.
   await page.reload();
   await page.waitForFunction(() => document.body.dataset.ready === '1', null, { timeout: 30_000 });
   await page.waitForFunction(() => document.querySelectorAll('.msg').length === 4, null, { timeout: 10_000 });
@@ -90,5 +92,37 @@ test('a person chats with the echo bot, both running in the page', { timeout: 12
   assert.equal(await page.locator('.msg.bot').nth(2).evaluate((el) => el.firstChild.textContent), 'Echo: after reload');
   await page.screenshot({ path: join(OUT, 'browser-chat-after-reload.png') });
   await page.close();
+  assert.deepEqual(consoleErrors, []);
+});
+
+test('a page closed in the middle of a stream of writes reopens consistent, with every acknowledged message', { timeout: 120_000 }, async () => {
+  const page = await openPage();
+  const acked = [];
+  await page.exposeFunction('reportAcked', (text) => acked.push(text));
+  // Writes one after another; each is reported once durable (acknowledged).
+  await page.evaluate(() => {
+    (async () => {
+      for (let i = 0; ; i++) {
+        const text = `stream ${i}`;
+        await window.botspaceDemo.sendUserMessage(text);
+        window.reportAcked(text);
+      }
+    })().catch(() => {});
+  });
+  while (acked.length < 40) await new Promise((r) => setTimeout(r, 20));
+  await page.close({ runBeforeUnload: false });
+  const reported = [...acked];
+
+  const again = await openPage();
+  const texts = await again.evaluate(() => window.botspaceDemo.history().map((m) => m.text));
+  const streamed = texts.filter((t) => t.startsWith('stream '));
+  assert.deepEqual(reported.filter((t) => !streamed.includes(t)), [], 'every acknowledged message is there');
+  // Consistent: the stream is a prefix, in order, with no gap.
+  assert.deepEqual(streamed, streamed.map((_, i) => `stream ${i}`));
+  // And the database takes writes again.
+  await again.evaluate(() => window.botspaceDemo.sendUserMessage('after reopening'));
+  const last = await again.evaluate(() => window.botspaceDemo.history().map((m) => m.text));
+  assert.ok(last.includes('after reopening'));
+  await again.close();
   assert.deepEqual(consoleErrors, []);
 });

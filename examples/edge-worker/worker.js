@@ -1,113 +1,73 @@
 // botspace on an edge runtime: a Cloudflare Workers module that serves the
-// bot REST API, the host API and the bot gateway, with the whole state kept
-// in a Durable Object's storage through exportDatabase / importDatabase.
+// bot REST API, the host API and the bot gateway from one SQLite-backed
+// Durable Object.
 //
-// Why a Durable Object: the state is one SQLite image in memory. Exactly one
-// object instance may own it, or two isolates would each write their own
-// copy. The stateless `fetch` below forwards every request to that one
-// object, which restores the image when it starts and saves it after every
-// request that changed something, before answering — so a 200 is durable.
+// Why a Durable Object: exactly one instance may own the database, or two
+// isolates would each write their own. The stateless `fetch` below forwards
+// every request to that one object.
 //
-// Bindings (see wrangler.toml): BOTSPACE (the Durable Object namespace) and
-// the secret ADMIN_SECRET (16+ characters).
+// Persistence: the service's database lives in the object's own storage
+// (`durableObjectPageStorage(ctx.storage)`), 2 KiB blocks in a table, read
+// on demand. Each commit hands over only the blocks it changed, written in
+// one `transactionSync` before the call that committed returns; workerd's
+// output gate then holds the response and any gateway frame of that turn
+// until the write is durable. So a 200 or an event the bot sees is on disk,
+// and a crash leaves the state before or after a commit, never a mix.
+//
+// Bindings (see wrangler.toml or workerd.capnp): BOTSPACE (the Durable
+// Object namespace), the secret ADMIN_SECRET (16+ characters) and,
+// optionally, BOTSPACE_CONFIG (more configuration as JSON).
 
-import { Service } from 'botspace';
-
-/** Storage values are limited in size (128 KiB on Cloudflare): chunk the image. */
-const CHUNK = 64 * 1024;
-const META = 'botspace/meta';
-const chunkKey = (i) => `botspace/chunk/${i}`;
-
-/** Host and bot methods that never change the database. */
-const READ_ONLY = new Set([
-  '/bot/getMe',
-  '/admin/getBot',
-  '/admin/getChat',
-  '/admin/getChatHistory',
-  '/admin/getChatActions',
-  '/admin/getUpdates',
-  '/admin/getStats',
-  // The admin console's reads (getOperationalToken writes an audit entry).
-  '/admin/listBots',
-  '/admin/listUsers',
-  '/admin/listChats',
-  '/admin/getChatMembers',
-  '/admin/getBotActivity',
-  '/admin/getAuditLog',
-]);
-
-/** Loads the image saved by `saveImage`, or null. */
-export async function loadImage(storage) {
-  const meta = await storage.get(META);
-  if (!meta) return null;
-  const keys = Array.from({ length: meta.chunks }, (_, i) => chunkKey(i));
-  const image = new Uint8Array(meta.length);
-  let pos = 0;
-  for (let i = 0; i < keys.length; i += 128) {
-    const got = await storage.get(keys.slice(i, i + 128));
-    for (const k of keys.slice(i, i + 128)) {
-      const part = got.get(k);
-      if (!part) throw new Error(`botspace state is incomplete: ${k} is missing`);
-      image.set(new Uint8Array(part), pos);
-      pos += part.byteLength;
-    }
-  }
-  if (pos !== meta.length) throw new Error('botspace state is incomplete');
-  return image;
-}
-
-/** Saves an image in chunks; the meta record is written last. */
-export async function saveImage(storage, image, previousChunks = 0) {
-  const chunks = Math.ceil(image.length / CHUNK);
-  const entries = {};
-  for (let i = 0; i < chunks; i++) entries[chunkKey(i)] = image.slice(i * CHUNK, (i + 1) * CHUNK);
-  const names = Object.keys(entries);
-  for (let i = 0; i < names.length; i += 128) {
-    const batch = {};
-    for (const k of names.slice(i, i + 128)) batch[k] = entries[k];
-    await storage.put(batch);
-  }
-  await storage.put(META, { chunks, length: image.length });
-  const stale = [];
-  for (let i = chunks; i < previousChunks; i++) stale.push(chunkKey(i));
-  if (stale.length) await storage.delete(stale);
-  return chunks;
-}
+import { Service, durableObjectPageStorage } from 'botspace';
 
 /** The Durable Object that owns the service. */
 export class BotspaceDurableObject {
-  constructor(state, env) {
-    this.state = state;
+  constructor(ctx, env) {
+    this.ctx = ctx;
     this.env = env;
-    this.service = null;
-    this.chunks = 0;
-    this.saving = Promise.resolve();
-    // Restore before any request is delivered.
-    state.blockConcurrencyWhile(async () => {
-      this.service = new Service({ admin_secret: env.ADMIN_SECRET, clock: 'system' });
-      const image = await loadImage(state.storage);
-      if (image) {
-        this.service.importDatabase(image);
-        this.chunks = Math.ceil(image.length / CHUNK);
-      }
-    });
+    // BOTSPACE_CONFIG (optional): more configuration as JSON, e.g. limits.
+    const extra = env.BOTSPACE_CONFIG ? JSON.parse(env.BOTSPACE_CONFIG) : {};
+    this.service = new Service(
+      { ...extra, admin_secret: env.ADMIN_SECRET, clock: 'system' },
+      { storage: durableObjectPageStorage(ctx.storage) },
+    );
   }
 
   async fetch(request) {
     const url = new URL(request.url);
-    const response = await this.service.fetch(request);
-    if (request.method === 'POST' && response.status === 200 && !READ_ONLY.has(url.pathname)) {
-      await this.save();
-    }
-    return response;
+    if (url.pathname.startsWith('/_botspace/')) return this.hostTools(request, url);
+    return this.service.fetch(request);
   }
 
-  /** Saves the current image (one save at a time, in order). */
-  save() {
-    this.saving = this.saving.then(async () => {
-      this.chunks = await saveImage(this.state.storage, this.service.exportDatabase(), this.chunks);
-    });
-    return this.saving;
+  /**
+   * Host tools behind the admin secret (header `X-Admin-Secret`):
+   * `GET /_botspace/export` (the whole database, for backup),
+   * `POST /_botspace/import` (replace it with an exported image) and
+   * `GET /_botspace/stats` (what went to storage since the object started,
+   * and the module's memory).
+   */
+  async hostTools(request, url) {
+    const given = new TextEncoder().encode(request.headers.get('x-admin-secret') ?? '');
+    const secret = new TextEncoder().encode(this.env.ADMIN_SECRET ?? '');
+    if (given.length !== secret.length || !crypto.subtle.timingSafeEqual(given, secret)) {
+      return Response.json({ ok: false, error_code: 401, description: 'Unauthorized' }, { status: 401 });
+    }
+    if (url.pathname === '/_botspace/stats' && request.method === 'GET') {
+      return Response.json({ ...this.service.storageStats(), memoryBytes: this.service.memoryBytes() });
+    }
+    if (url.pathname === '/_botspace/export' && request.method === 'GET') {
+      return new Response(this.service.exportDatabase(), { headers: { 'content-type': 'application/vnd.sqlite3' } });
+    }
+    if (url.pathname === '/_botspace/import' && request.method === 'POST') {
+      try {
+        this.service.importDatabase(new Uint8Array(await request.arrayBuffer()));
+      } catch (e) {
+        const status = e.status ?? 500;
+        return Response.json({ ok: false, error_code: status, description: e.message }, { status });
+      }
+      return Response.json({ ok: true, result: true });
+    }
+    return Response.json({ ok: false, error_code: 404, description: 'Not Found' }, { status: 404 });
   }
 }
 

@@ -20,6 +20,13 @@ import { POOLED_MAX, moduleBytes, copyOut } from './slab.js';
 
 export { BotspaceError, ConfigError, DatabaseError, StorageError, InvalidImageError, GatewayRejectedError, PanicError } from './errors.js';
 export { encodeRequest } from './http.js';
+export {
+  PAGE_BLOCK_BYTES,
+  MemoryPageStorage,
+  durableObjectPageStorage,
+  filePageStorage,
+  indexedDBPageStorage,
+} from './storage.js';
 
 /** Most bytes copied into the module in one call (wasm32 memory is 4 GiB). */
 const MAX_COPY = 1 << 30;
@@ -247,6 +254,14 @@ export class GatewaySession {
   }
 }
 
+/** A close code an endpoint may send (1005, 1006 and 1015 are never sent). */
+function validCloseCode(code) {
+  return (
+    Number.isInteger(code) &&
+    ((code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999))
+  );
+}
+
 // Closes the socket and frees the session once, whatever ended it.
 function attach(service, session, ws) {
   let timer = null;
@@ -257,8 +272,28 @@ function attach(service, session, ws) {
     if (timer !== null) clearTimeout(timer);
     session.free();
   };
+  let waiting = false;
   const pump = () => {
-    if (done) return;
+    if (done || waiting) return;
+    // No frame leaves before the commit it reports is durable.
+    const pending = service._pendingDurable();
+    if (pending) {
+      waiting = true;
+      pending.then(
+        () => {
+          waiting = false;
+          pump();
+        },
+        () => {
+          waiting = false;
+          try {
+            ws.close(1011, 'internal_error');
+          } catch {}
+          finish();
+        },
+      );
+      return;
+    }
     timer !== null && clearTimeout(timer);
     timer = null;
     try {
@@ -300,7 +335,19 @@ function attach(service, session, ws) {
     }
     pump();
   });
-  ws.addEventListener('close', finish);
+  ws.addEventListener('close', (ev) => {
+    if (!done) {
+      try {
+        session.handleClose(validCloseCode(ev.code) ? ev.code : undefined);
+      } catch {}
+    }
+    // Answer the bot's close frame: workerd does not echo it by itself, and
+    // a close left unanswered keeps the bot (and workerd's shutdown) waiting.
+    try {
+      ws.close(validCloseCode(ev.code) ? ev.code : 1000, '');
+    } catch {}
+    finish();
+  });
   ws.addEventListener('error', finish);
   service._watch(session, pump);
   return pump;
@@ -321,18 +368,31 @@ export class Service {
   #flushQueued = false;
   #watchers = new Map(); // botId -> Map<GatewaySession, pump>
   #sessions = new Set();
+  #stats = { commits: 0, pages: 0, bytes: 0, reads: 0 };
+  // Commits of an asynchronous storage not yet durable, and the first
+  // failure of one (after which nothing more is let out).
+  #inflight = 0;
+  #durable = null;
+  #storageFailure = null;
 
   /**
    * @param config the configuration object of contract section 10 (or its
    *   JSON text). `admin_secret` (16+ characters) is required.
+   * @param options `{ storage }`: a page storage (storage.js) that holds
+   *   the database; without it the database lives in the module's memory.
    */
-  constructor(config = {}) {
+  constructor(config = {}, options = {}) {
     ensureReady();
     let json;
     if (typeof config === 'string') json = config;
     else if (config && typeof config === 'object') json = JSON.stringify(config);
     else throw new ConfigError('the configuration must be an object or a JSON string');
-    this.#raw = guard(() => new glue.RawService(json));
+    const storage = options?.storage ?? null;
+    if (storage !== null && !['size', 'read', 'commit'].every((m) => typeof storage[m] === 'function')) {
+      throw new ConfigError('options.storage must have size(), read(index) and commit(pages, size)');
+    }
+    const raw = storage === null ? undefined : this.#wrapStorage(storage);
+    this.#raw = guard(() => new glue.RawService(json, raw));
     this.#maxBody = this.#raw.maxBodyBytes;
     this.#capBytes = this.#cap();
     // The hook lives inside the module; a WeakRef keeps it from holding this
@@ -344,6 +404,76 @@ export class Service {
   #live() {
     if (!this.#raw) throw new BotspaceError('this Service was freed', { code: 'invalid_state' });
     return this.#raw;
+  }
+
+  // The object the module's VFS calls: counts what goes to storage and
+  // keeps track of commits that return a promise.
+  #wrapStorage(storage) {
+    const stats = this.#stats;
+    return {
+      size: () => Number(storage.size()),
+      read: (index) => {
+        stats.reads++;
+        return storage.read(index);
+      },
+      commit: (pages, size) => {
+        if (this.#storageFailure) throw this.#storageFailure;
+        stats.commits++;
+        stats.pages += pages.length;
+        for (const [, data] of pages) stats.bytes += data.byteLength;
+        const r = storage.commit(pages, size);
+        if (r && typeof r.then === 'function') this.#track(r);
+      },
+    };
+  }
+
+  #track(promise) {
+    this.#inflight++;
+    const previous = this.#durable ?? Promise.resolve();
+    const mine = previous.then(() => promise).then(
+      () => {
+        this.#inflight--;
+        if (this.#durable === mine && this.#inflight === 0) this.#durable = null;
+      },
+      (e) => {
+        this.#inflight--;
+        this.#storageFailure ??= new BotspaceError(`the page storage failed to commit: ${e?.message ?? e}`, {
+          code: 'storage_error',
+        });
+        throw this.#storageFailure;
+      },
+    );
+    mine.catch(() => {});
+    this.#durable = mine;
+  }
+
+  /**
+   * Resolves once every commit so far is durable in the page storage
+   * (at once for synchronous storages); rejects if one failed. Hosts that
+   * use handleRequest with an asynchronous storage await it before sending
+   * the response; `fetch` and attached sockets do so themselves.
+   */
+  durable() {
+    if (this.#storageFailure) return Promise.reject(this.#storageFailure);
+    return this.#durable ?? Promise.resolve();
+  }
+
+  /** @internal null when nothing is waiting to become durable. */
+  _pendingDurable() {
+    return this.#storageFailure ? this.durable() : this.#durable;
+  }
+
+  /**
+   * What the page storage was given: `{commits, pages, bytes, reads}`
+   * since the service was created (zeros without a storage).
+   */
+  storageStats() {
+    return { ...this.#stats };
+  }
+
+  /** Bytes of WebAssembly memory the module holds now (all services together). */
+  memoryBytes() {
+    return glue.moduleMemory().buffer.byteLength;
   }
 
   /** `max_body_bytes` of the configuration. */
@@ -427,8 +557,9 @@ export class Service {
   /**
    * Registers `hook(botId)`, called when a bot got new events or its
    * gateway sessions must close (or removes it with `null`). It runs in a
-   * microtask after the call that committed the change, so it may call
-   * back into the service.
+   * microtask after the call that committed the change (with an
+   * asynchronous page storage, once that commit is durable), so it may
+   * call back into the service.
    */
   setWakeHook(hook) {
     if (hook !== null && typeof hook !== 'function') throw new TypeError('the wake hook must be a function or null');
@@ -446,6 +577,18 @@ export class Service {
   }
 
   #flush() {
+    // Wake nobody before the commit that woke them is durable.
+    const pending = this._pendingDurable();
+    if (pending) {
+      pending.then(
+        () => this.#flush(),
+        () => {
+          this.#flushQueued = false;
+          this.#pending.clear();
+        },
+      );
+      return;
+    }
     this.#flushQueued = false;
     const bots = [...this.#pending];
     this.#pending.clear();
@@ -547,7 +690,17 @@ export class Service {
     }
     const head = encoder.encode(requestHead(request, url, length));
     const bytes = body && body.length ? concat(head, body) : head;
-    return toFetchResponse(this.handleRequest(bytes));
+    const response = toFetchResponse(this.handleRequest(bytes));
+    // A 200 means durable: with an asynchronous storage, wait for it.
+    const pending = this._pendingDurable();
+    if (pending) {
+      try {
+        await pending;
+      } catch (e) {
+        return jsonErrorResponse(500, 'storage_error', e.message);
+      }
+    }
+    return response;
   }
 
   #upgrade(request, options) {

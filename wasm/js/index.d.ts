@@ -26,7 +26,7 @@ export interface TierLimits {
 export interface ServiceConfig {
   /** Secret of `Authorization: Admin <secret>`; at least 16 characters. */
   admin_secret: string;
-  /** `":memory:"` (the default). In WASM every database lives in memory: persist it with exportDatabase. */
+  /** `":memory:"` (the default): the database lives in module memory. Pass `{ storage }` to the Service instead to keep it in a page storage. */
   database?: string;
   /** 64 hex digits: encrypts the operational token copy of official bots. */
   operational_key?: string | null;
@@ -131,8 +131,57 @@ export class GatewaySession {
 }
 
 /** A botspace service running inside the WebAssembly module. */
+/**
+ * Where a Service's database lives, in 2 KiB blocks (`PAGE_BLOCK_BYTES`):
+ * `read` is called on demand, and `commit` once per SQLite commit with only
+ * the changed blocks and the new size; it must write them all or none,
+ * before returning, or return a promise the Service awaits before any
+ * response or gateway frame of that commit leaves.
+ */
+export interface PageStorage {
+  size(): number;
+  read(index: number): Uint8Array | null | undefined;
+  commit(pages: Array<[number, Uint8Array]>, size: number): void | Promise<void>;
+}
+
+/** Options of `new Service(config, options)`. */
+export interface ServiceOptions {
+  /** Keep the database in this page storage instead of module memory (`database` must not be set then). */
+  storage?: PageStorage;
+}
+
+/** What a Service handed its page storage since it was created. */
+export interface StorageStats {
+  commits: number;
+  pages: number;
+  bytes: number;
+  reads: number;
+}
+
+/** Bytes per block of a page storage (2048). */
+export const PAGE_BLOCK_BYTES: number;
+
+/** Blocks in a Map: not durable, for tests and throwaway services. */
+export class MemoryPageStorage implements PageStorage {
+  constructor();
+  blocks: Map<number, Uint8Array>;
+  bytes: number;
+  size(): number;
+  read(index: number): Uint8Array | undefined;
+  commit(pages: Array<[number, Uint8Array]>, size: number): void;
+}
+
+/** A SQLite-backed Durable Object's `ctx.storage`: blocks in a table, each commit one `transactionSync`. */
+export function durableObjectPageStorage(storage: unknown, table?: string): PageStorage;
+
+/** Node.js: a file at `path` written through a redo log (`path + '.log'`). */
+export function filePageStorage(path: string): PageStorage & { close(): void };
+
+/** Browsers: an IndexedDB database, loaded into memory at open; commits are awaited transactions. */
+export function indexedDBPageStorage(name?: string): Promise<PageStorage & { close(): void }>;
+
 export class Service {
-  constructor(config: ServiceConfig | string);
+  constructor(config: ServiceConfig | string, options?: ServiceOptions);
   readonly maxBodyBytes: number;
   readonly heartbeatIntervalMs: number;
   /** The service clock, Unix milliseconds. */
@@ -157,6 +206,12 @@ export class Service {
   attachWebSocket(session: GatewaySession, ws: ServerWebSocketLike): GatewaySession;
   /** The fetch adapter: `export default { fetch: (req) => service.fetch(req) }`. */
   fetch(request: Request | string | URL, options?: FetchOptions): Promise<Response>;
+  /** Resolves once every commit so far is durable in the page storage; rejects if one failed. */
+  durable(): Promise<void>;
+  /** What the page storage was given since the service was created. */
+  storageStats(): StorageStats;
+  /** Bytes of WebAssembly memory the module holds now. */
+  memoryBytes(): number;
   /** The whole database as an SQLite image. */
   exportDatabase(): Uint8Array;
   /** Replaces the whole database with an image from exportDatabase; throws DatabaseError and changes nothing when the image is bad. */

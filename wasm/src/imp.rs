@@ -145,25 +145,55 @@ const KEEP_BUFFER_BYTES: usize = 1 << 20;
 pub struct RawService {
     svc: Arc<Service>,
     io: RefCell<Io>,
+    /// The page storage's database name, when the database lives in one.
+    pages: Option<String>,
+}
+
+impl Drop for RawService {
+    fn drop(&mut self) {
+        if let Some(name) = &self.pages {
+            crate::pages::detach(name);
+        }
+    }
 }
 
 #[wasm_bindgen]
 impl RawService {
     /// Opens a service from a JSON configuration (contract section 10).
+    /// With `storage`, the database lives in the host's page storage (the
+    /// `botspace-pages` VFS, see pages.rs) and `database` must not be set.
     #[wasm_bindgen(constructor)]
-    pub fn new(config_json: &str) -> Result<RawService, JsValue> {
-        let config =
+    pub fn new(config_json: &str, storage: Option<crate::pages::PageStorage>) -> Result<RawService, JsValue> {
+        let mut config =
             Config::from_json(config_json.as_bytes()).map_err(|e| JsValue::from(ConfigError::new(&e.to_string())))?;
+        let mut pages = None;
+        if let Some(storage) = storage {
+            if config.database != Config::default().database {
+                return Err(ConfigError::new("`database` and a page storage cannot both be given").into());
+            }
+            let (name, uri) = crate::pages::attach(storage).map_err(|e| JsValue::from(StorageError::new(&e)))?;
+            config.database = uri;
+            pages = Some(name);
+        }
         // std's SystemTime panics on wasm32-unknown-unknown: read Date.now().
         let clock = match config.clock {
             ClockKind::Manual => Clock::manual(),
             ClockKind::System => Clock::custom(|| js_sys::Date::now() as u64),
         };
-        let svc = Service::open_with_clock(config, clock).map_err(|e| match e {
+        let opened = Service::open_with_clock(config, clock).map_err(|e| match e {
             botspace::OpenError::Config(c) => JsValue::from(ConfigError::new(&c.to_string())),
             botspace::OpenError::Storage(s) => JsValue::from(StorageError::new(&s.to_string())),
-        })?;
-        Ok(RawService { svc: Arc::new(svc), io: RefCell::default() })
+        });
+        let svc = match opened {
+            Ok(svc) => svc,
+            Err(e) => {
+                if let Some(name) = &pages {
+                    crate::pages::detach(name);
+                }
+                return Err(e);
+            }
+        };
+        Ok(RawService { svc: Arc::new(svc), io: RefCell::default(), pages })
     }
 
     /// A buffer of `len` bytes in module memory for the next request; JS

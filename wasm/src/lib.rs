@@ -12,6 +12,8 @@
 mod alloc;
 #[cfg(all(target_family = "wasm", target_os = "unknown"))]
 mod imp;
+#[cfg(all(target_family = "wasm", target_os = "unknown"))]
+mod pages;
 
 #[cfg(all(target_family = "wasm", target_os = "unknown"))]
 #[global_allocator]

@@ -73,3 +73,41 @@ export function round(session, nowMs) {
   for (let o = session.pollTransmit(); o !== null; o = session.pollTransmit()) outs.push(o);
   return outs;
 }
+
+/** Rate limits off, for tests that write many messages. */
+export const UNLIMITED = { limits: { free: {}, standard: {}, official: {} } };
+
+/**
+ * A valid botspace database image of at least `bytes` bytes: one user, one
+ * bot, one chat, and 4000-character messages written in group commits
+ * (seconds for 100 MB, where HTTP requests one by one would take minutes).
+ * Built on a page storage, so the image has the page size a live service
+ * uses and imports without conversion. Returns `{ image, token, chatId,
+ * messages }`.
+ */
+export function bigImage(bytes) {
+  const storage = new bs.MemoryPageStorage();
+  const svc = new bs.Service({ admin_secret: SECRET, ...UNLIMITED }, { storage });
+  const ok = (path, body, headers = ADMIN) => {
+    const r = bs.decodeResponse(svc.handleRequest(bs.encodeRequest('POST', path, headers, body)));
+    if (r.status !== 200) throw new Error(`${path} -> ${r.status} ${r.text()}`);
+    return r.json().result;
+  };
+  const user = ok('/admin/createUser', { display_name: 'Ann' });
+  const { bot, token } = ok('/admin/createBot', { display_name: 'Echo', handle: 'echo_bot' });
+  const chat = ok('/admin/startBot', { user_id: user.id, bot_id: bot.id });
+  const req = bs.encodeRequest('POST', '/bot/sendMessage', { Authorization: `Bot ${token}` }, { chat_id: chat.id, text: 'x'.repeat(4000) });
+  // Small batches for small targets, so a 1 MB image is about 1 MB.
+  const batch = Array.from({ length: bytes < 20e6 ? 20 : 250 }, () => req);
+  let messages = 0;
+  while (storage.size() < bytes) {
+    for (const r of svc.handleBatch(batch)) {
+      const d = bs.decodeResponse(r);
+      if (d.status !== 200) throw new Error(`sendMessage -> ${d.status} ${d.text()}`);
+    }
+    messages += batch.length;
+  }
+  const image = svc.exportDatabase();
+  svc.free();
+  return { image, token, chatId: chat.id, messages };
+}

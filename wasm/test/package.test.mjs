@@ -32,7 +32,7 @@ test('the tarball holds the module, the JS layer and the types, nothing else', (
   const files = packed.files.map((f) => f.path).sort();
   assert.deepEqual(files, [
     'README.md', 'botspace.d.ts', 'botspace.js', 'botspace_bg.wasm', 'core.js', 'errors.js', 'http.js',
-    'index.d.ts', 'node.js', 'package.json', 'slab.js', 'web.js', 'worker.js',
+    'index.d.ts', 'node.js', 'package.json', 'slab.js', 'storage.js', 'web.js', 'worker.js',
   ]);
   assert.equal(packed.name, 'botspace');
   const wasm = packed.files.find((f) => f.path === 'botspace_bg.wasm');

@@ -83,6 +83,7 @@ test('each exported class declares exactly the public members its instances have
     InvalidImageError: new bs.InvalidImageError('m'),
     GatewayRejectedError: new bs.GatewayRejectedError(response),
     PanicError: new bs.PanicError('m'),
+    MemoryPageStorage: new bs.MemoryPageStorage(),
   };
   const classes = declared.filter((s) => s.flags & ts.SymbolFlags.Class).map((s) => s.name).sort();
   assert.deepEqual(classes, Object.keys(samples).sort());

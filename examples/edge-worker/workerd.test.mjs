@@ -1,0 +1,264 @@
+// The edge-worker example on REAL workerd (npm `workerd`, pinned), with the
+// committed workerd.capnp and Durable Object storage on local disk: the
+// bot REST API, the host API and the gateway through real fetch and a real
+// WebSocket client (`ws`), restarts, SIGKILL during a stream of writes, a
+// 100 MB database, and a client-initiated close.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import WebSocket from 'ws';
+import { bigImage } from '../../wasm/test/helpers.mjs';
+
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+const SECRET = 'edge-admin-secret-000001';
+// The platform package's binary itself, so a SIGKILL hits workerd and not a launcher.
+const BIN = [
+  join(HERE, 'node_modules/@cloudflare/workerd-linux-64/bin/workerd'),
+  join(HERE, 'node_modules/@cloudflare/workerd-linux-arm64/bin/workerd'),
+  join(HERE, 'node_modules/.bin/workerd'),
+].find((p) => existsSync(p));
+
+let nextPort = 18700 + (process.pid % 500) * 2;
+
+/** Starts workerd on `stateDir`; resolves once it answers. */
+async function startWorkerd(stateDir, port = nextPort++) {
+  const proc = spawn(BIN, ['serve', 'workerd.capnp', '--socket-addr', `http=127.0.0.1:${port}`, '--directory-path', `state=${stateDir}`], {
+    cwd: HERE,
+    env: { ...process.env, ADMIN_SECRET: SECRET },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  proc.stderr.on('data', (d) => (stderr += d));
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    try {
+      await fetch(base + '/bot/getMe', { method: 'POST' });
+      break;
+    } catch {
+      if (proc.exitCode !== null || i > 200) throw new Error(`workerd did not start: ${stderr}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  const stop = async (signal = 'SIGTERM') => {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+    return exited;
+  };
+  return { proc, base, port, stop, stderr: () => stderr, exited };
+}
+
+function stateDir() {
+  return mkdtempSync(join(tmpdir(), 'botspace-workerd-'));
+}
+
+async function call(base, path, body, auth = `Admin ${SECRET}`) {
+  const res = await fetch(base + path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(auth ? { authorization: auth } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() };
+}
+
+async function ok(base, path, body, auth) {
+  const r = await call(base, path, body, auth);
+  assert.equal(r.status, 200, `${path}: ${JSON.stringify(r.body)}`);
+  assert.equal(r.body.ok, true);
+  return r.body.result;
+}
+
+async function stats(base) {
+  const res = await fetch(base + '/_botspace/stats', { headers: { 'x-admin-secret': SECRET } });
+  assert.equal(res.status, 200);
+  return res.json();
+}
+
+async function setupWorld(base) {
+  const user = await ok(base, '/admin/createUser', { display_name: 'Ann' });
+  const { bot, token } = await ok(base, '/admin/createBot', { display_name: 'Edge', handle: 'edge_bot', quota_tier: 'official', official: true });
+  const chat = await ok(base, '/admin/startBot', { user_id: user.id, bot_id: bot.id });
+  return { user, bot, token, chat };
+}
+
+/** A `ws` client on the gateway, with its frames queued. */
+function gateway(base, token) {
+  const ws = new WebSocket(base.replace('http', 'ws') + '/bot/gateway', { headers: { authorization: `Bot ${token}` } });
+  const frames = [];
+  const waiters = [];
+  ws.on('message', (data) => {
+    frames.push(JSON.parse(String(data)));
+    for (const w of waiters.splice(0)) w();
+  });
+  const next = async (pred, ms = 5000) => {
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const i = frames.findIndex(pred);
+      if (i >= 0) return frames.splice(i, 1)[0];
+      if (Date.now() > deadline) throw new Error(`no matching gateway frame; got ${JSON.stringify(frames)}`);
+      await new Promise((r) => {
+        waiters.push(r);
+        setTimeout(r, 100);
+      });
+    }
+  };
+  const opened = new Promise((resolve, reject) => {
+    ws.once('open', resolve);
+    ws.once('error', reject);
+  });
+  return { ws, frames, next, opened };
+}
+
+test('workerd serves the bot REST API, the host API and the gateway; the state survives a restart', async () => {
+  const dir = stateDir();
+  let w = await startWorkerd(dir);
+  try {
+    const { user, bot, token, chat } = await setupWorld(w.base);
+    const me = await ok(w.base, '/bot/getMe', undefined, `Bot ${token}`);
+    assert.equal(me.id, bot.id);
+    assert.equal((await call(w.base, '/bot/getMe', undefined, 'Bot bot_nope')).body.error, 'invalid_token');
+    assert.equal((await call(w.base, '/admin/createUser', {}, 'Admin wrong-secret-000000')).status, 401);
+
+    const gw = gateway(w.base, token);
+    await gw.opened;
+    const hello = await gw.next((f) => f.op === 'hello');
+    assert.equal(hello.bot.id, bot.id);
+    await ok(w.base, '/admin/sendUserMessage', { user_id: user.id, chat_id: chat.id, text: 'hi edge' });
+    const ev = await gw.next((f) => f.op === 'event' && f.type === 'message_created');
+    assert.equal(ev.data.message.text, 'hi edge');
+    const m = await ok(w.base, '/bot/sendMessage', { chat_id: chat.id, text: 'from the edge' }, `Bot ${token}`);
+    assert.equal(m.message_id, '2');
+
+    // Only the changed blocks went to storage: one sendMessage is a few pages.
+    const before = await stats(w.base);
+    await ok(w.base, '/bot/sendMessage', { chat_id: chat.id, text: 'one more' }, `Bot ${token}`);
+    const after = await stats(w.base);
+    assert.equal(after.commits - before.commits, 1);
+    assert.ok(after.bytes - before.bytes <= 64 * 1024, `${after.bytes - before.bytes} bytes for one sendMessage`);
+
+    // A client-initiated close is answered (the close frame echoed).
+    const closed = new Promise((resolve) => gw.ws.once('close', (code) => resolve(code)));
+    gw.ws.close(4000, 'bye');
+    const code = await Promise.race([closed, new Promise((r) => setTimeout(() => r('timeout'), 3000))]);
+    assert.equal(code, 4000);
+
+    assert.deepEqual(await w.stop('SIGTERM'), { code: 0, signal: null });
+    w = await startWorkerd(dir);
+    assert.deepEqual(await ok(w.base, '/bot/getMe', undefined, `Bot ${token}`), me);
+    const hist = await ok(w.base, '/admin/getChatHistory', { chat_id: chat.id });
+    assert.deepEqual(hist.map((x) => x.text), ['hi edge', 'from the edge', 'one more']);
+  } finally {
+    await w.stop('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('SIGKILL of workerd during a stream of sendMessage loses no acknowledged message', async () => {
+  const dir = stateDir();
+  let w = await startWorkerd(dir);
+  try {
+    const { token, chat } = await setupWorld(w.base);
+    const acked = new Set();
+    let stop = false;
+    // Four concurrent writers until the kill.
+    const writer = async (k) => {
+      for (let i = 0; !stop; i++) {
+        const text = `w${k}-${i}`;
+        try {
+          const r = await call(w.base, '/bot/sendMessage', { chat_id: chat.id, text }, `Bot ${token}`);
+          if (r.status === 200) acked.add(text);
+        } catch {
+          return; // the connection died with workerd
+        }
+      }
+    };
+    const writers = [0, 1, 2, 3].map(writer);
+    await new Promise((r) => setTimeout(r, 1500));
+    await w.stop('SIGKILL');
+    stop = true;
+    await Promise.all(writers);
+    assert.ok(acked.size > 20, `only ${acked.size} messages were acknowledged before the kill`);
+
+    w = await startWorkerd(dir);
+    const seen = new Set();
+    for (let after = 0; ; ) {
+      const page = await ok(w.base, '/admin/getChatHistory', { chat_id: chat.id, after_message_id: String(after), limit: 100 });
+      if (!page.length) break;
+      for (const m of page) seen.add(m.text);
+      after = Number(page.at(-1).message_id);
+    }
+    const lost = [...acked].filter((t) => !seen.has(t));
+    assert.deepEqual(lost, []);
+    // The database opens and takes writes.
+    await ok(w.base, '/bot/sendMessage', { chat_id: chat.id, text: 'after the kill' }, `Bot ${token}`);
+  } finally {
+    await w.stop('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a 100 MB database restarts on workerd and keeps serving, in bounded memory', async () => {
+  const dir = stateDir();
+  let t = Date.now();
+  const { image, token, chatId, messages } = bigImage(100e6);
+  console.log(`# image of ${image.length} bytes built in ${Date.now() - t} ms`);
+  t = Date.now();
+  let w = await startWorkerd(dir);
+  try {
+    const res = await fetch(w.base + '/_botspace/import', { method: 'POST', headers: { 'x-admin-secret': SECRET }, body: image });
+    assert.equal(res.status, 200, await res.clone().text());
+    assert.deepEqual(await res.json(), { ok: true, result: true });
+    console.log(`# imported in ${Date.now() - t} ms`);
+    t = Date.now();
+    await w.stop('SIGTERM');
+
+    w = await startWorkerd(dir);
+    console.log(`# restarted in ${Date.now() - t} ms`);
+    const stats0 = await stats(w.base);
+    const me = await ok(w.base, '/bot/getMe', undefined, `Bot ${token}`);
+    assert.equal(me.handle, 'echo_bot');
+    const sent = await ok(w.base, '/bot/sendMessage', { chat_id: chatId, text: 'after 100 MB' }, `Bot ${token}`);
+    assert.equal(sent.message_id, String(messages + 1));
+    const st = await stats(w.base);
+    assert.equal(st.commits - stats0.commits, 1);
+    assert.ok(st.bytes - stats0.bytes <= 64 * 1024, `${st.bytes - stats0.bytes} bytes for one sendMessage`);
+    assert.ok(st.memoryBytes < 64 * 1024 * 1024, `module memory ${st.memoryBytes} bytes`);
+  } finally {
+    await w.stop('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('npm start serves on $PORT with $STATE_DIR and stops on SIGTERM', async () => {
+  const dir = stateDir();
+  const port = nextPort++;
+  const proc = spawn('npm', ['start', '--silent'], {
+    cwd: HERE,
+    env: { ...process.env, ADMIN_SECRET: SECRET, PORT: String(port), STATE_DIR: dir },
+    stdio: 'ignore',
+  });
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  try {
+    const base = `http://127.0.0.1:${port}`;
+    for (let i = 0; ; i++) {
+      try {
+        await fetch(base + '/bot/getMe', { method: 'POST' });
+        break;
+      } catch {
+        assert.ok(i < 200, 'npm start did not serve');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    const stats = await ok(base, '/admin/getStats', {});
+    assert.equal(stats.bots, 0);
+    proc.kill('SIGTERM');
+    const end = await Promise.race([exited, new Promise((r) => setTimeout(() => r('timeout'), 5000))]);
+    assert.notEqual(end, 'timeout');
+  } finally {
+    if (proc.exitCode === null) proc.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
