@@ -1,114 +1,134 @@
-// The admin console through the edge worker: the page is served by the
-// library behind worker.fetch (so the worker needs no code for it), a token
-// rotation works as on the native servers, and the audit log is in the
-// saved state (it survives a restart of the Durable Object). The stand-in
-// for the Durable Object runtime is the one of worker.test.mjs.
+// The admin console through the edge worker on REAL workerd (the committed
+// workerd.capnp, SQLite-backed Durable Object storage on local disk), over
+// real fetch and a real WebSocket client (`ws`): the page is served by the
+// library behind worker.fetch (the worker has no code for it), a token
+// rotation works as on the native servers (old token 401, its open gateway
+// session closed with 4004, new token 200), and the audit log is in the
+// Durable Object's storage: it survives workerd being killed and started
+// again on the same folder.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import worker, { BotspaceDurableObject } from './worker.js';
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import WebSocket from 'ws';
+import { HERE, SECRET, call, gateway, ok, startWorkerd, stateDir } from './workerd-helpers.mjs';
 
-const SECRET = 'edge-console-secret-0001';
-const BASE = 'https://bots.example.workers.dev';
+// The files the library compiles in: what the worker must serve, byte for byte.
+const CONSOLE_DIR = join(HERE, '../../src/console');
+const CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const INVALID_TOKEN = {
+  ok: false,
+  error_code: 401,
+  error: 'invalid_token',
+  description: 'the credential is unknown, rotated away or of the wrong kind',
+};
 
-class FakeStorage {
-  data = new Map();
-  puts = 0;
-  #check(k, v) {
-    const size = v instanceof Uint8Array ? v.byteLength : JSON.stringify(v).length;
-    if (size > 128 * 1024) throw new Error(`value for ${k} is ${size} bytes, over the 128 KiB limit`);
-  }
-  async get(key) {
-    if (Array.isArray(key)) {
-      if (key.length > 128) throw new Error('at most 128 keys per get');
-      return new Map(key.filter((k) => this.data.has(k)).map((k) => [k, structuredClone(this.data.get(k))]));
-    }
-    return structuredClone(this.data.get(key));
-  }
-  async put(key, value) {
-    this.puts++;
-    const entries = typeof key === 'string' ? { [key]: value } : key;
-    if (Object.keys(entries).length > 128) throw new Error('at most 128 keys per put');
-    for (const [k, v] of Object.entries(entries)) {
-      this.#check(k, v);
-      this.data.set(k, structuredClone(v));
-    }
-  }
-  async delete(keys) {
-    for (const k of [].concat(keys)) this.data.delete(k);
-  }
-}
-
-/** A Durable Object namespace with one shared storage per id. */
-function fakeEnv() {
-  const storages = new Map();
-  const live = new Map();
-  const env = { ADMIN_SECRET: SECRET };
-  env.BOTSPACE = {
-    idFromName: (name) => `id:${name}`,
-    get: (id) => ({
-      fetch: async (request) => {
-        if (!storages.has(id)) storages.set(id, new FakeStorage());
-        let entry = live.get(id);
-        if (!entry) {
-          let ready = Promise.resolve();
-          const state = { storage: storages.get(id), blockConcurrencyWhile: (fn) => (ready = fn()) };
-          entry = { obj: new BotspaceDurableObject(state, env), ready: () => ready };
-          live.set(id, entry);
-        }
-        await entry.ready();
-        return entry.obj.fetch(request);
-      },
-    }),
-  };
-  return {
-    env,
-    storage: () => storages.get('id:botspace'),
-    restart: () => live.clear(),
-  };
-}
-
-const post = (path, body, auth) =>
-  new Request(BASE + path, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...(auth ? { authorization: auth } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
+/** A gateway upgrade the worker must refuse: its HTTP status and JSON body. */
+function refusedGateway(base, token) {
+  const ws = new WebSocket(base.replace('http', 'ws') + '/bot/gateway', { headers: { authorization: `Bot ${token}` } });
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => reject(new Error('the gateway accepted the token')));
+    ws.once('error', reject);
+    ws.once('unexpected-response', (_req, res) => {
+      let text = '';
+      res.on('data', (d) => (text += d));
+      res.on('end', () => {
+        resolve({ status: res.statusCode, body: JSON.parse(text) });
+        ws.terminate();
+      });
+    });
   });
-
-async function call(env, path, body, auth = `Admin ${SECRET}`) {
-  const res = await worker.fetch(post(path, body, auth), env);
-  assert.ok(res instanceof Response);
-  return { status: res.status, body: await res.json(), headers: res.headers };
 }
 
-async function ok(env, path, body, auth) {
-  const r = await call(env, path, body, auth);
-  assert.equal(r.status, 200, `${path}: ${JSON.stringify(r.body)}`);
-  return r.body.result;
-}
+test('the console page, a token rotation that closes the gateway with 4004, and the audit log across a restart, on workerd', async () => {
+  const dir = stateDir();
+  let w = await startWorkerd(dir);
+  try {
+    // The page and its script, with no secret, from the library's own files.
+    const page = await fetch(w.base + '/admin/console');
+    assert.equal(page.status, 200);
+    assert.equal(page.headers.get('content-type'), 'text/html; charset=utf-8');
+    assert.equal(page.headers.get('content-security-policy'), CSP);
+    assert.equal(page.headers.get('x-content-type-options'), 'nosniff');
+    assert.equal(page.headers.get('referrer-policy'), 'no-referrer');
+    assert.equal(page.headers.get('x-frame-options'), 'DENY');
+    assert.equal(page.headers.get('cache-control'), 'no-store');
+    assert.equal(await page.text(), readFileSync(join(CONSOLE_DIR, 'index.html'), 'utf8'));
+    const script = await fetch(w.base + '/admin/console/app.js');
+    assert.equal(script.status, 200);
+    assert.equal(script.headers.get('content-type'), 'text/javascript; charset=utf-8');
+    assert.equal(script.headers.get('content-security-policy'), CSP);
+    assert.equal(await script.text(), readFileSync(join(CONSOLE_DIR, 'app.js'), 'utf8'));
 
-test('the console page, a rotation and the audit log through the edge worker', async () => {
-  const rt = fakeEnv();
-  const { env } = rt;
-  const page = await worker.fetch(new Request(BASE + '/admin/console'), env);
-  assert.equal(page.status, 200);
-  assert.equal(page.headers.get('content-type'), 'text/html; charset=utf-8');
-  assert.match(page.headers.get('content-security-policy'), /script-src 'self';.*frame-ancestors 'none'/);
-  assert.equal(page.headers.get('x-content-type-options'), 'nosniff');
-  assert.match(await page.text(), /<script src="console\/app.js" defer><\/script>/);
-  const script = await worker.fetch(new Request(BASE + '/admin/console/app.js'), env);
-  assert.equal(script.status, 200);
-  assert.equal(script.headers.get('content-type'), 'text/javascript; charset=utf-8');
+    const t0 = Date.now();
+    const { bot, token } = await ok(w.base, '/admin/createBot', { display_name: 'Edge', handle: 'edge_bot' });
+    assert.equal(bot.handle, 'edge_bot');
+    assert.match(token, /^\S{20,}$/);
+    const me = await ok(w.base, '/bot/getMe', undefined, `Bot ${token}`);
+    assert.equal(me.id, bot.id);
+    assert.equal(me.handle, 'edge_bot');
 
-  const { bot, token } = await ok(env, '/admin/createBot', { display_name: 'Edge', handle: 'edge_bot' });
-  const { token: fresh } = await ok(env, '/admin/rotateBotToken', { bot_id: bot.id });
-  const stale = await call(env, '/bot/getMe', undefined, `Bot ${token}`);
-  assert.deepEqual([stale.status, stale.body.error], [401, 'invalid_token']);
-  assert.equal((await call(env, '/bot/getMe', undefined, `Bot ${fresh}`)).status, 200);
+    const gw = gateway(w.base, token);
+    await gw.opened;
+    assert.equal((await gw.next((f) => f.op === 'hello')).bot.id, bot.id);
 
-  rt.restart();
-  const log = await ok(env, '/admin/getAuditLog', {});
-  assert.deepEqual(log.entries.map((e) => [e.method, e.target]), [['rotateBotToken', bot.id], ['createBot', bot.id]]);
-  for (const secret of [token, fresh, SECRET]) assert.ok(!JSON.stringify(log).includes(secret));
-  const listed = await ok(env, '/admin/listBots', { query: 'edge' });
-  assert.deepEqual(listed.bots.map((b) => [b.id, b.live.gateway_sessions]), [[bot.id, 0]]);
+    const rotated = await ok(w.base, '/admin/rotateBotToken', { bot_id: bot.id });
+    assert.deepEqual(Object.keys(rotated), ['token']);
+    const fresh = rotated.token;
+    assert.notEqual(fresh, token);
+    const t1 = Date.now();
+
+    // The old token: refused at once, on REST and on a new gateway upgrade.
+    assert.deepEqual(await call(w.base, '/bot/getMe', undefined, `Bot ${token}`), { status: 401, body: INVALID_TOKEN });
+    assert.deepEqual(await refusedGateway(w.base, token), { status: 401, body: INVALID_TOKEN });
+    // Its open session is closed with 4004 by the rotation's wake-up, well
+    // before any heartbeat would notice.
+    let timer;
+    const closed = await Promise.race([gw.closed, new Promise((r) => (timer = setTimeout(() => r('timeout'), 5000)))]);
+    clearTimeout(timer);
+    assert.deepEqual(closed, { code: 4004, reason: 'authentication_failed' });
+    // The new token works.
+    assert.deepEqual(await call(w.base, '/bot/getMe', undefined, `Bot ${fresh}`), { status: 200, body: { ok: true, result: me } });
+
+    // The audit log: both changes, newest first, with no peer (fetch names
+    // none) and no token or secret anywhere.
+    const log = await ok(w.base, '/admin/getAuditLog', {});
+    const [rot, create] = log.entries;
+    for (const e of log.entries) {
+      assert.ok(e.at_ms >= t0 - 1000 && e.at_ms <= t1 + 1000, `at_ms ${e.at_ms} outside [${t0}, ${t1}]`);
+    }
+    assert.ok(rot.at_ms >= create.at_ms);
+    const entry = (id, at_ms, method, detail) => ({
+      id,
+      date: Math.floor(at_ms / 1000),
+      at_ms,
+      method,
+      target: bot.id,
+      actor: 'admin',
+      peer: null,
+      detail,
+    });
+    assert.deepEqual(log, {
+      entries: [
+        entry(2, rot.at_ms, 'rotateBotToken', { bot_id: bot.id }),
+        entry(1, create.at_ms, 'createBot', { display_name: 'Edge', handle: 'edge_bot' }),
+      ],
+      next_before: null,
+    });
+    const text = JSON.stringify(log);
+    for (const secret of [token, fresh, SECRET]) assert.ok(!text.includes(secret));
+
+    // Killed, not stopped: what answered 200 is on disk.
+    assert.deepEqual(await w.stop('SIGKILL'), { code: null, signal: 'SIGKILL' });
+    w = await startWorkerd(dir);
+    assert.deepEqual(await ok(w.base, '/admin/getAuditLog', {}), log);
+    assert.deepEqual(await call(w.base, '/bot/getMe', undefined, `Bot ${token}`), { status: 401, body: INVALID_TOKEN });
+    assert.deepEqual(await ok(w.base, '/bot/getMe', undefined, `Bot ${fresh}`), me);
+    const listed = await ok(w.base, '/admin/listBots', { query: 'edge' });
+    assert.deepEqual(listed.bots.map((b) => [b.id, b.live.gateway_sessions]), [[bot.id, 0]]);
+  } finally {
+    await w.stop('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -6,70 +6,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import WebSocket from 'ws';
+import { rmSync } from 'node:fs';
 import { bigImage } from '../../wasm/test/helpers.mjs';
-
-const HERE = fileURLToPath(new URL('.', import.meta.url));
-const SECRET = 'edge-admin-secret-000001';
-// The platform package's binary itself, so a SIGKILL hits workerd and not a launcher.
-const BIN = [
-  join(HERE, 'node_modules/@cloudflare/workerd-linux-64/bin/workerd'),
-  join(HERE, 'node_modules/@cloudflare/workerd-linux-arm64/bin/workerd'),
-  join(HERE, 'node_modules/.bin/workerd'),
-].find((p) => existsSync(p));
-
-let nextPort = 18700 + (process.pid % 500) * 2;
-
-/** Starts workerd on `stateDir`; resolves once it answers. */
-async function startWorkerd(stateDir, port = nextPort++) {
-  const proc = spawn(BIN, ['serve', 'workerd.capnp', '--socket-addr', `http=127.0.0.1:${port}`, '--directory-path', `state=${stateDir}`], {
-    cwd: HERE,
-    env: { ...process.env, ADMIN_SECRET: SECRET },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  let stderr = '';
-  proc.stderr.on('data', (d) => (stderr += d));
-  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
-  const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; ; i++) {
-    try {
-      await fetch(base + '/bot/getMe', { method: 'POST' });
-      break;
-    } catch {
-      if (proc.exitCode !== null || i > 200) throw new Error(`workerd did not start: ${stderr}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  const stop = async (signal = 'SIGTERM') => {
-    if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
-    return exited;
-  };
-  return { proc, base, port, stop, stderr: () => stderr, exited };
-}
-
-function stateDir() {
-  return mkdtempSync(join(tmpdir(), 'botspace-workerd-'));
-}
-
-async function call(base, path, body, auth = `Admin ${SECRET}`) {
-  const res = await fetch(base + path, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...(auth ? { authorization: auth } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, body: await res.json() };
-}
-
-async function ok(base, path, body, auth) {
-  const r = await call(base, path, body, auth);
-  assert.equal(r.status, 200, `${path}: ${JSON.stringify(r.body)}`);
-  assert.equal(r.body.ok, true);
-  return r.body.result;
-}
+import { HERE, SECRET, call, freePort, gateway, ok, startWorkerd, stateDir } from './workerd-helpers.mjs';
 
 async function stats(base) {
   const res = await fetch(base + '/_botspace/stats', { headers: { 'x-admin-secret': SECRET } });
@@ -82,34 +21,6 @@ async function setupWorld(base) {
   const { bot, token } = await ok(base, '/admin/createBot', { display_name: 'Edge', handle: 'edge_bot', quota_tier: 'official', official: true });
   const chat = await ok(base, '/admin/startBot', { user_id: user.id, bot_id: bot.id });
   return { user, bot, token, chat };
-}
-
-/** A `ws` client on the gateway, with its frames queued. */
-function gateway(base, token) {
-  const ws = new WebSocket(base.replace('http', 'ws') + '/bot/gateway', { headers: { authorization: `Bot ${token}` } });
-  const frames = [];
-  const waiters = [];
-  ws.on('message', (data) => {
-    frames.push(JSON.parse(String(data)));
-    for (const w of waiters.splice(0)) w();
-  });
-  const next = async (pred, ms = 5000) => {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      const i = frames.findIndex(pred);
-      if (i >= 0) return frames.splice(i, 1)[0];
-      if (Date.now() > deadline) throw new Error(`no matching gateway frame; got ${JSON.stringify(frames)}`);
-      await new Promise((r) => {
-        waiters.push(r);
-        setTimeout(r, 100);
-      });
-    }
-  };
-  const opened = new Promise((resolve, reject) => {
-    ws.once('open', resolve);
-    ws.once('error', reject);
-  });
-  return { ws, frames, next, opened };
 }
 
 test('workerd serves the bot REST API, the host API and the gateway; the state survives a restart', async () => {
@@ -234,7 +145,7 @@ test('a 100 MB database restarts on workerd and keeps serving, in bounded memory
 
 test('npm start serves on $PORT with $STATE_DIR and stops on SIGTERM', async () => {
   const dir = stateDir();
-  const port = nextPort++;
+  const port = await freePort();
   const proc = spawn('npm', ['start', '--silent'], {
     cwd: HERE,
     env: { ...process.env, ADMIN_SECRET: SECRET, PORT: String(port), STATE_DIR: dir },
