@@ -223,6 +223,11 @@ impl Botspace {
             }
             return full(adapter::response_from_bytes(&acc.response));
         }
+        // An HTTP/1.0 client that asked to keep the connection is told it
+        // is kept (the front end passes its request on as HTTP/1.1).
+        let keep_alive = parts.headers.get_all(http::header::CONNECTION).iter().any(|v| {
+            v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("keep-alive")))
+        });
         let admin = path.starts_with("/admin/");
         let peer = self.peer.clone();
         let raw = tokio::task::spawn_blocking(move || match (admin, peer) {
@@ -233,7 +238,11 @@ impl Botspace {
         match raw {
             Ok(raw) => {
                 storage_full::note(&raw);
-                full(adapter::response_from_bytes(&raw))
+                let mut resp = adapter::response_from_bytes(&raw);
+                if keep_alive {
+                    resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("keep-alive"));
+                }
+                full(resp)
             }
             Err(_) => full(internal_error()),
         }

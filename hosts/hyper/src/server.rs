@@ -506,6 +506,18 @@ impl FramedIo {
                 if let Some(at) = h.expect_at {
                     self.inbuf[start + at..start + at + 6].copy_from_slice(b"X-Expe");
                 }
+                // hyper answers HTTP/1.0 with an HTTP/1.0 status line; this
+                // server answers HTTP/1.1 (RFC 9110, section 6.2), as the
+                // thread server did: the request goes on as HTTP/1.1 that
+                // asks for the same `Connection` behaviour.
+                if let Some(at) = h.version_minor_at {
+                    self.inbuf[start + at] = b'1';
+                    if h.close && !h.close_token {
+                        let line_end = start + h.first_line_len;
+                        self.inbuf.splice(line_end..line_end, b"Connection: close\r\n".iter().copied());
+                        self.ready += 19;
+                    }
+                }
                 let mut m = self.state.m.lock().unwrap_or_else(|e| e.into_inner());
                 m.released += 1;
                 drop(m);
@@ -744,6 +756,12 @@ struct Head {
     expect_continue: bool,
     /// Offset of the `Expect` header's name.
     expect_at: Option<usize>,
+    /// HTTP/1.0: offset of the version's `0`.
+    version_minor_at: Option<usize>,
+    /// A `Connection: close` token is there.
+    close_token: bool,
+    /// The request line with its line end.
+    first_line_len: usize,
 }
 
 /// Reads the request line and headers at the start of `req` (as far as
@@ -760,7 +778,12 @@ fn head(req: &[u8]) -> Head {
     h.gateway = method == Some(b"GET") && path == b"/bot/gateway";
     let http10 = version.is_some_and(|v| v.eq_ignore_ascii_case(b"HTTP/1.0"));
     let (mut close_tok, mut keep_tok) = (false, false);
-    let mut offset = first.len() + 1 + usize::from(req.get(first.len()) == Some(&b'\r'));
+    let line_len = req.iter().position(|b| *b == b'\n').map_or(req.len(), |p| p + 1);
+    h.first_line_len = line_len;
+    if http10 {
+        h.version_minor_at = Some(first.len() - 1);
+    }
+    let mut offset = line_len;
     for line in lines {
         let at = offset;
         offset += line.len() + 1;
@@ -783,6 +806,7 @@ fn head(req: &[u8]) -> Head {
         }
     }
     h.close = close_tok || (http10 && !keep_tok);
+    h.close_token = close_tok;
     h
 }
 
