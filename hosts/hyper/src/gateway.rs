@@ -175,6 +175,9 @@ where
     let mut over_since: Option<u64> = None;
     let mut session_end: Option<(u16, &'static str)> = None;
     let mut peer_eof = false;
+    // The socket took enough since the last look to bring the unsent bytes
+    // under the mark: the bot keeps up, however slowly.
+    let mut drained = false;
     let mut input = vec![0u8; 16 * 1024];
     let abandon = |peer_eof| Ended { peer_eof, abandon: true, ..Ended::default() };
     loop {
@@ -204,7 +207,7 @@ where
         if end.is_some() {
             session_end = end;
         }
-        let over = unsent.len() >= HIGH_WATER;
+        let over = unsent.len() >= HIGH_WATER && !std::mem::take(&mut drained);
         if let (true, Some((code, reason))) = (over, session_end) {
             // The session is over but its close frame sits behind output
             // the bot is not reading: send the close next, drop the rest.
@@ -261,7 +264,10 @@ where
             },
             w = wr.write(unsent.pending()), if has_output => match w {
                 Ok(0) | Err(_) => return abandon(peer_eof),
-                Ok(n) => unsent.advance(n),
+                Ok(n) => {
+                    unsent.advance(n);
+                    drained |= unsent.len() < HIGH_WATER;
+                }
             },
             _ = wake.notified() => {}
             _ = &mut stopped => {}

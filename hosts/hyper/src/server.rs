@@ -201,7 +201,7 @@ async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, role: Role) {
             // request (idle, or trickling half a request) makes room; only
             // when every connection is busy is the new one refused.
             Ok((stream, _)) if sh.connections() >= sh.opts.max_connections && !sh.waiting.evict_oldest() => {
-                refuse_busy(stream)
+                refuse_busy(stream, true)
             }
             Ok((stream, peer)) => {
                 spawn_connection(&sh, stream, peer, role);
@@ -221,7 +221,8 @@ async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, role: Role) {
                         if evicted {
                             spawn_connection(&sh, stream, peer, role);
                         } else {
-                            refuse_busy(stream);
+                            // Out of descriptors: no lingering.
+                            refuse_busy(stream, false);
                         }
                     }
                     spare.reopen();
@@ -242,9 +243,16 @@ async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, role: Role) {
     }
 }
 
+/// Refusals lingering at once (see `refuse_busy`); past it they close at once.
+const MAX_LINGERING_REFUSALS: usize = 256;
+static LINGERING_REFUSALS: AtomicUsize = AtomicUsize::new(0);
+
 /// Over `--max-connections`: a short 503 (best effort, never blocking) and
 /// close, so one client's flood of connections costs one accept each.
-fn refuse_busy(stream: TcpStream) {
+/// With `linger`, the refusal stops sending and discards what the client
+/// still sends for a moment (a few at a time), so a client that was
+/// writing its request reads the 503 rather than a reset.
+fn refuse_busy(stream: TcpStream, linger: bool) {
     let body =
         br#"{"ok":false,"error_code":503,"error":"server_busy","description":"too many connections; retry later"}"#;
     let mut msg = format!(
@@ -254,9 +262,32 @@ fn refuse_busy(stream: TcpStream) {
     .into_bytes();
     msg.extend_from_slice(body);
     let _ = stream.try_write(&msg);
-    if let Ok(s) = stream.into_std() {
-        let _ = s.shutdown(std::net::Shutdown::Both);
+    let Ok(std_stream) = stream.into_std() else { return };
+    let _ = std_stream.shutdown(std::net::Shutdown::Write);
+    if !linger || LINGERING_REFUSALS.fetch_add(1, Ordering::SeqCst) >= MAX_LINGERING_REFUSALS {
+        if linger {
+            LINGERING_REFUSALS.fetch_sub(1, Ordering::SeqCst);
+        }
+        let _ = std_stream.shutdown(std::net::Shutdown::Both);
+        return;
     }
+    let Ok(mut stream) = TcpStream::from_std(std_stream) else {
+        LINGERING_REFUSALS.fetch_sub(1, Ordering::SeqCst);
+        return;
+    };
+    tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut sink = [0u8; 4096];
+        let until = Instant::now() + Duration::from_millis(500);
+        let mut total = 0;
+        while total < 64 * 1024 {
+            match tokio::time::timeout_at(until, stream.read(&mut sink)).await {
+                Ok(Ok(n)) if n > 0 => total += n,
+                _ => break,
+            }
+        }
+        LINGERING_REFUSALS.fetch_sub(1, Ordering::SeqCst);
+    });
 }
 
 /// Accept errors, logged at most once a second with how many there were.
