@@ -38,10 +38,13 @@ const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// After a close the bot asked for: how long its last bytes may take.
 const LINGER: Duration = Duration::from_secs(2);
 
+/// One gateway connection's wake-up, by its registration id.
+type Wakeup = (u64, Arc<Notify>);
+
 /// Bot id → the wake-ups of that bot's gateway connections.
 #[derive(Default)]
 pub(crate) struct Registry {
-    map: Mutex<HashMap<String, Vec<(u64, Arc<Notify>)>>>,
+    map: Mutex<HashMap<String, Vec<Wakeup>>>,
     next_id: AtomicU64,
 }
 
@@ -156,14 +159,7 @@ where
 /// Pulls the gateway's output while the bot keeps up, writes it as the
 /// socket takes it, feeds the bot's input and checks deadlines; until
 /// either side closes.
-async fn pump<R, W>(
-    inner: &Inner,
-    conn: &mut Conn,
-    rd: &mut R,
-    wr: &mut W,
-    wake: &Notify,
-    unsent: &mut Unsent,
-) -> Ended
+async fn pump<R, W>(inner: &Inner, conn: &mut Conn, rd: &mut R, wr: &mut W, wake: &Notify, unsent: &mut Unsent) -> Ended
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,

@@ -225,9 +225,11 @@ impl Botspace {
         }
         // An HTTP/1.0 client that asked to keep the connection is told it
         // is kept (the front end passes its request on as HTTP/1.1).
-        let keep_alive = parts.headers.get_all(http::header::CONNECTION).iter().any(|v| {
-            v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("keep-alive")))
-        });
+        let keep_alive = parts
+            .headers
+            .get_all(http::header::CONNECTION)
+            .iter()
+            .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("keep-alive"))));
         let admin = path.starts_with("/admin/");
         let peer = self.peer.clone();
         let raw = tokio::task::spawn_blocking(move || match (admin, peer) {

@@ -729,8 +729,7 @@ impl AsyncWrite for FramedIo {
         }
         if this.linger {
             let mut sink = [0u8; 16 * 1024];
-            loop {
-                let Some((_, total)) = this.lingering.as_mut() else { break };
+            while let Some((_, total)) = this.lingering.as_mut() {
                 if *total >= LINGER_BYTES || this.timer.as_mut().poll(cx).is_ready() {
                     break;
                 }
