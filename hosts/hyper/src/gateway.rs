@@ -171,9 +171,11 @@ where
     let mut over_since: Option<u64> = None;
     let mut session_end: Option<(u16, &'static str)> = None;
     let mut peer_eof = false;
-    // The socket took enough since the last look to bring the unsent bytes
-    // under the mark: the bot keeps up, however slowly.
-    let mut drained = false;
+    // Service-clock time at which the socket took enough, since the last
+    // look, to bring the unsent bytes under the mark: the bot keeps up,
+    // however slowly. Their time over the mark ended then, not at the next
+    // look (the manual clock may have jumped in between).
+    let mut drained_at: Option<u64> = None;
     let mut input = vec![0u8; 16 * 1024];
     let abandon = |peer_eof| Ended { peer_eof, abandon: true, ..Ended::default() };
     loop {
@@ -203,7 +205,8 @@ where
         if end.is_some() {
             session_end = end;
         }
-        let over = unsent.len() >= HIGH_WATER && !std::mem::take(&mut drained);
+        let drained = drained_at.take();
+        let over = unsent.len() >= HIGH_WATER && drained.is_none();
         if let (true, Some((code, reason))) = (over, session_end) {
             // The session is over but its close frame sits behind output
             // the bot is not reading: send the close next, drop the rest.
@@ -216,11 +219,16 @@ where
         if closed {
             return Ended { server_closed: true, peer_eof, ..Ended::default() };
         }
-        if !over {
-            over_since = None;
-        } else if now.saturating_sub(*over_since.get_or_insert(now)) > budget_ms {
+        if over {
+            over_since.get_or_insert(now);
+        }
+        let over_until = drained.unwrap_or(now);
+        if over_since.is_some_and(|since| over_until.saturating_sub(since) > budget_ms) {
             unsent.close_next(CLOSE_SLOW_CONSUMER, "slow_consumer");
             return Ended { server_closed: true, peer_eof, forced: true, ..Ended::default() };
+        }
+        if !over {
+            over_since = None;
         }
         if peer_eof {
             return Ended { peer_eof, ..Ended::default() };
@@ -262,7 +270,9 @@ where
                 Ok(0) | Err(_) => return abandon(peer_eof),
                 Ok(n) => {
                     unsent.advance(n);
-                    drained |= unsent.len() < HIGH_WATER;
+                    if unsent.len() < HIGH_WATER && drained_at.is_none() {
+                        drained_at = Some(svc.now_ms());
+                    }
                 }
             },
             _ = wake.notified() => {}
