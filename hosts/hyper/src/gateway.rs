@@ -1,0 +1,382 @@
+//! The gateway over hyper's upgrade: one task per connection drives the
+//! core's `GatewayConnection`. Its calls touch the database (acks, the
+//! events to send), so they run on the blocking pool; the task itself
+//! only waits: for the bot's bytes, for its socket to take ours, for a
+//! wake-up from the service's wake hook, for a deadline, or for a stop.
+
+use crate::Inner;
+use botspace::gateway::CLOSE_SLOW_CONSUMER;
+use botspace::{ClockKind, GatewayConnection, GatewayEvent};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// The close code a stop sends: 1001 going away; the bot reconnects
+/// elsewhere or later and gets everything it has not acknowledged.
+pub const CLOSE_SERVER_SHUTDOWN: u16 = 1001;
+
+/// How long an idle connection waits before it looks at the clock again.
+const TICK: Duration = Duration::from_secs(1);
+/// The same under the manual clock: its deadlines cannot be slept on (time
+/// jumps with /admin/advanceClock), so this bounds how late a heartbeat
+/// timeout is noticed after the clock moved.
+const MANUAL_CLOCK_TICK: Duration = Duration::from_millis(250);
+/// While output waits for the socket: how often the slow-consumer budget
+/// is checked.
+const WRITE_TICK: Duration = Duration::from_millis(20);
+/// Unsent bytes past which the task stops pulling `poll_transmit`: what the
+/// bot has not read yet stays in the database, not in memory.
+const HIGH_WATER: usize = 256 * 1024;
+/// After a close the server decided on (slow consumer, stop, a session
+/// that ended behind unread output), the connection is dropped after this
+/// long, close frame delivered or not.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+/// After a close the bot asked for: how long its last bytes may take.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// One gateway connection's wake-up, by its registration id.
+type Wakeup = (u64, Arc<Notify>);
+
+/// Bot id → the wake-ups of that bot's gateway connections.
+#[derive(Default)]
+pub(crate) struct Registry {
+    map: Mutex<HashMap<String, Vec<Wakeup>>>,
+    next_id: AtomicU64,
+}
+
+impl Registry {
+    fn register(&self, bot_id: &str, n: Arc<Notify>) -> u64 {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).entry(bot_id.to_string()).or_default().push((id, n));
+        id
+    }
+
+    fn unregister(&self, bot_id: &str, id: u64) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = map.get_mut(bot_id) {
+            v.retain(|(i, _)| *i != id);
+            if v.is_empty() {
+                map.remove(bot_id);
+            }
+        }
+    }
+
+    /// The service's wake hook: runs on a committing thread, never blocks.
+    /// `notify_one` keeps one permit: wake-ups coalesce.
+    pub(crate) fn wake(&self, bot_id: &str) {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = map.get(bot_id) {
+            for (_, n) in v {
+                n.notify_one();
+            }
+        }
+    }
+}
+
+/// Counts a running gateway connection (for a stop's drain).
+pub(crate) struct Count<'a>(pub(crate) &'a AtomicUsize);
+
+impl Drop for Count<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A `GatewayConnection` taken to the blocking pool and back.
+struct Conn(Option<Box<GatewayConnection>>);
+
+impl Conn {
+    /// Runs `f` on the blocking pool; `None` if it panicked.
+    async fn call<R: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&mut GatewayConnection) -> R + Send + 'static,
+    ) -> Option<R> {
+        let mut c = self.0.take()?;
+        let (c, r) = tokio::task::spawn_blocking(move || {
+            let r = f(&mut c);
+            (c, r)
+        })
+        .await
+        .ok()?;
+        self.0 = Some(c);
+        Some(r)
+    }
+}
+
+/// How a gateway connection ended.
+#[derive(Default)]
+struct Ended {
+    /// The server sent (or queued) a close frame.
+    server_closed: bool,
+    /// The bot closed its side.
+    peer_eof: bool,
+    /// The server closed on its own: the last bytes get `CLOSE_GRACE`.
+    forced: bool,
+    /// Nothing more is worth sending.
+    abandon: bool,
+}
+
+/// Runs one gateway connection until it closes.
+pub(crate) async fn run<T>(inner: &Arc<Inner>, conn: GatewayConnection, io: T)
+where
+    T: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let bot_id = conn.bot_id().to_string();
+    let wake = Arc::new(Notify::new());
+    // Registered before the first poll, so no event can slip between.
+    let id = inner.registry.register(&bot_id, wake.clone());
+    let (mut rd, mut wr) = tokio::io::split(io);
+    let mut conn = Conn(Some(Box::new(conn)));
+    let mut unsent = Unsent::default();
+    let ended = pump(inner, &mut conn, &mut rd, &mut wr, &wake, &mut unsent).await;
+    inner.registry.unregister(&bot_id, id);
+    // Frees the connection slot (and writes a pending ack) before the
+    // bounded last writes below.
+    if let Some(c) = conn.0.take() {
+        let _ = tokio::task::spawn_blocking(move || drop(c)).await;
+    }
+    let until = Instant::now() + if ended.forced { CLOSE_GRACE } else { LINGER };
+    if !ended.abandon {
+        let _ = tokio::time::timeout_at(until, wr.write_all(unsent.pending())).await;
+    }
+    if ended.server_closed && !ended.peer_eof {
+        // Lets the bot read the close frame and answer it.
+        let _ = tokio::time::timeout_at(until, wr.shutdown()).await;
+        let mut sink = vec![0u8; 4096];
+        while let Ok(Ok(n)) = tokio::time::timeout_at(until, rd.read(&mut sink)).await {
+            if n == 0 {
+                break;
+            }
+        }
+    }
+    let _ = tokio::time::timeout_at(until, wr.shutdown()).await;
+}
+
+/// Pulls the gateway's output while the bot keeps up, writes it as the
+/// socket takes it, feeds the bot's input and checks deadlines; until
+/// either side closes.
+async fn pump<R, W>(inner: &Inner, conn: &mut Conn, rd: &mut R, wr: &mut W, wake: &Notify, unsent: &mut Unsent) -> Ended
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let svc = inner.svc.clone();
+    let manual = svc.config().clock == ClockKind::Manual;
+    // The same allowance as a silent bot gets: two heartbeat intervals.
+    let budget_ms = 2 * svc.config().heartbeat_interval_ms;
+    let mut over_since: Option<u64> = None;
+    let mut session_end: Option<(u16, &'static str)> = None;
+    let mut peer_eof = false;
+    // Service-clock time at which the socket took enough, since the last
+    // look, to bring the unsent bytes under the mark: the bot keeps up,
+    // however slowly. Their time over the mark ended then, not at the next
+    // look (the manual clock may have jumped in between).
+    let mut drained_at: Option<u64> = None;
+    let mut input = vec![0u8; 16 * 1024];
+    let abandon = |peer_eof| Ended { peer_eof, abandon: true, ..Ended::default() };
+    loop {
+        let now = svc.now_ms();
+        // Past the mark nothing more is pulled: the events wait in the
+        // database, and memory per connection stays about two windows.
+        let room = unsent.len() < HIGH_WATER;
+        let mut out = std::mem::take(&mut unsent.spare);
+        let step = conn
+            .call(move |c| {
+                c.handle_timeout(now);
+                let mut more = !room;
+                while !more && c.poll_transmit(&mut out) > 0 {
+                    more = out.len() >= HIGH_WATER;
+                }
+                let mut end = None;
+                while let Some(GatewayEvent::Closed { code, reason }) = c.poll_event() {
+                    end = Some((code, reason));
+                }
+                (out, more, end, c.is_closed(), c.poll_timeout())
+            })
+            .await;
+        let Some((out, more, end, closed, deadline)) = step else {
+            return abandon(peer_eof);
+        };
+        unsent.append(out);
+        if end.is_some() {
+            session_end = end;
+        }
+        let drained = drained_at.take();
+        let over = unsent.len() >= HIGH_WATER && drained.is_none();
+        if let (true, Some((code, reason))) = (over, session_end) {
+            // The session is over but its close frame sits behind output
+            // the bot is not reading: send the close next, drop the rest.
+            if matches!(reason, "closed_by_bot" | "protocol_error") {
+                return abandon(peer_eof);
+            }
+            unsent.close_next(code, reason);
+            return Ended { server_closed: true, peer_eof, forced: true, ..Ended::default() };
+        }
+        if closed {
+            return Ended { server_closed: true, peer_eof, ..Ended::default() };
+        }
+        if over {
+            over_since.get_or_insert(now);
+        }
+        let over_until = drained.unwrap_or(now);
+        if over_since.is_some_and(|since| over_until.saturating_sub(since) > budget_ms) {
+            unsent.close_next(CLOSE_SLOW_CONSUMER, "slow_consumer");
+            return Ended { server_closed: true, peer_eof, forced: true, ..Ended::default() };
+        }
+        if !over {
+            over_since = None;
+        }
+        if peer_eof {
+            return Ended { peer_eof, ..Ended::default() };
+        }
+        if inner.stop.load(Ordering::SeqCst) {
+            unsent.close_next(CLOSE_SERVER_SHUTDOWN, "server_shutdown");
+            return Ended { server_closed: true, peer_eof, forced: true, ..Ended::default() };
+        }
+        let wait = if unsent.is_empty() && more {
+            // All written and the gateway has more: pull again at once.
+            Duration::ZERO
+        } else if !unsent.is_empty() && over {
+            WRITE_TICK
+        } else {
+            wait_for(deadline, now, manual)
+        };
+        let stopped = inner.stop_notify.notified();
+        tokio::pin!(stopped);
+        // Registered before the flag is read again: a stop in between
+        // still wakes this wait.
+        stopped.as_mut().enable();
+        if inner.stop.load(Ordering::SeqCst) {
+            continue;
+        }
+        let has_output = !unsent.is_empty();
+        tokio::select! {
+            biased;
+            r = rd.read(&mut input) => match r {
+                Ok(0) | Err(_) => peer_eof = true,
+                Ok(n) => {
+                    let bytes = input[..n].to_vec();
+                    let now = svc.now_ms();
+                    if conn.call(move |c| c.handle_input(&bytes, now)).await.is_none() {
+                        return abandon(peer_eof);
+                    }
+                }
+            },
+            w = wr.write(unsent.pending()), if has_output => match w {
+                Ok(0) | Err(_) => return abandon(peer_eof),
+                Ok(n) => {
+                    unsent.advance(n);
+                    if unsent.len() < HIGH_WATER && drained_at.is_none() {
+                        drained_at = Some(svc.now_ms());
+                    }
+                }
+            },
+            _ = wake.notified() => {}
+            _ = &mut stopped => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// Bytes framed for the bot and not yet taken by its socket. `buf` only
+/// ever receives whole frames, so frame boundaries can be followed from
+/// its start.
+#[derive(Default)]
+struct Unsent {
+    buf: Vec<u8>,
+    /// Bytes of `buf` already written.
+    sent: usize,
+    /// Start of the frame that holds `buf[sent]`.
+    frame: usize,
+    /// An empty buffer lent to `poll_transmit`.
+    spare: Vec<u8>,
+}
+
+impl Unsent {
+    fn len(&self) -> usize {
+        self.buf.len() - self.sent
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn pending(&self) -> &[u8] {
+        &self.buf[self.sent..]
+    }
+
+    fn append(&mut self, mut out: Vec<u8>) {
+        if self.buf.is_empty() {
+            std::mem::swap(&mut self.buf, &mut out);
+        } else {
+            self.buf.extend_from_slice(&out);
+        }
+        out.clear();
+        self.spare = out;
+    }
+
+    /// `n` more bytes were written.
+    fn advance(&mut self, n: usize) {
+        self.sent += n;
+        while let Some(len) = frame_len(&self.buf[self.frame..]) {
+            if self.frame + len > self.sent {
+                break;
+            }
+            self.frame += len;
+        }
+        if self.sent == self.buf.len() {
+            self.buf.clear();
+            (self.sent, self.frame) = (0, 0);
+        } else if self.frame > self.buf.len() / 2 {
+            self.buf.drain(..self.frame);
+            self.sent -= self.frame;
+            self.frame = 0;
+        }
+    }
+
+    /// Drops every frame not begun yet (the bot gets them again after it
+    /// reconnects, from its last ack) and queues a close frame after the
+    /// one being written.
+    fn close_next(&mut self, code: u16, reason: &str) {
+        let end = if self.sent > self.frame {
+            self.frame + frame_len(&self.buf[self.frame..]).unwrap_or(self.buf.len() - self.frame)
+        } else {
+            self.sent
+        };
+        self.buf.truncate(end);
+        let mut frame = vec![0x88, (2 + reason.len()) as u8];
+        frame.extend_from_slice(&code.to_be_bytes());
+        frame.extend_from_slice(reason.as_bytes());
+        self.buf.extend_from_slice(&frame);
+    }
+}
+
+/// Length of the server frame at the start of `b` (unmasked, as servers
+/// send), if its header is there.
+fn frame_len(b: &[u8]) -> Option<usize> {
+    let len7 = *b.get(1)? & 0x7f;
+    let mask = if b[1] & 0x80 != 0 { 4 } else { 0 };
+    let (head, payload) = match len7 {
+        126 => (4, u16::from_be_bytes(b.get(2..4)?.try_into().ok()?) as usize),
+        127 => (10, u64::from_be_bytes(b.get(2..10)?.try_into().ok()?) as usize),
+        n => (2, n as usize),
+    };
+    Some(head + mask + payload)
+}
+
+/// How long to wait for input before polling again.
+fn wait_for(deadline: Option<u64>, now: u64, manual: bool) -> Duration {
+    let tick = if manual { MANUAL_CLOCK_TICK } else { TICK };
+    match deadline {
+        // A deadline that is already here right after a poll: the poll
+        // found nothing due (the timeout fires strictly after it). Do not
+        // spin on it: wait for the clock to move.
+        Some(d) if d <= now => Duration::from_millis(1).max(if manual { tick } else { Duration::ZERO }),
+        Some(d) => Duration::from_millis(d - now).min(tick),
+        None => tick,
+    }
+}

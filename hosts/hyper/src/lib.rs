@@ -1,0 +1,322 @@
+//! botspace on tokio and hyper 1.
+//!
+//! [`Botspace`] is a [`tower_service::Service`] over `http` requests: a Rust
+//! host mounts it in its own hyper (or axum, or tower) app. It answers the
+//! bot REST methods and the host API through the core's
+//! [`Service::handle_request`], and serves `GET /bot/gateway` through
+//! hyper's upgrade, driving the core's [`GatewayConnection`]. The core's
+//! calls block (SQLite, the group commit's fsync): they run on tokio's
+//! blocking pool (`spawn_blocking`), never on the reactor, and concurrent
+//! requests there form commit groups as they do on plain threads.
+//!
+//! [`server`] is the TCP front end of the example server (`examples/server.rs`):
+//! its own accept loop (the file limit, eviction on `EMFILE`), request
+//! deadlines and framing by the core, then hyper.
+//!
+//! ```no_run
+//! use botspace::{Config, Service};
+//! use botspace_hyper::Botspace;
+//! use hyper_util::rt::TokioIo;
+//! use hyper_util::service::TowerToHyperService;
+//! use std::sync::Arc;
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let config = Config { database: "botspace.db".into(), admin_secret: "a long admin secret".into(), ..Config::default() };
+//!     let app = Botspace::new(Arc::new(Service::open(config)?));
+//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//!     loop {
+//!         let (stream, _) = listener.accept().await?;
+//!         let svc = TowerToHyperService::new(app.clone());
+//!         tokio::spawn(async move {
+//!             // `with_upgrades`: the gateway takes the connection over.
+//!             let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+//!             let _ = conn.with_upgrades().await;
+//!         });
+//!     }
+//! }
+//! ```
+//!
+//! [`Service::handle_request`]: botspace::Service::handle_request
+//! [`GatewayConnection`]: botspace::GatewayConnection
+
+pub mod adapter;
+mod gateway;
+pub mod server;
+
+use botspace::{ApiError, Framing, Service};
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body::Body;
+use http_body_util::{BodyExt, Full, Limited};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::sync::Notify;
+
+pub use gateway::CLOSE_SERVER_SHUTDOWN;
+
+/// Which paths a mounted [`Botspace`] answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Everything: bot methods, gateway and host API.
+    All,
+    /// Everything but the host API (`/admin/*` is 404 `method_not_found`).
+    Public,
+    /// Only the host API (everything else is 404 `method_not_found`).
+    Admin,
+}
+
+impl Role {
+    fn refuses(self, path: &str) -> bool {
+        let admin = path.starts_with("/admin/");
+        match self {
+            Role::All => false,
+            Role::Public => admin,
+            Role::Admin => !admin,
+        }
+    }
+}
+
+/// The botspace app as a `tower` service; cheap to clone (one per
+/// connection).
+#[derive(Clone)]
+pub struct Botspace {
+    inner: Arc<Inner>,
+    role: Role,
+    /// The client's address, for the per-peer throttle of failed host-API
+    /// logins.
+    peer: Option<Arc<str>>,
+    /// The connection's front end, told how a gateway request ended.
+    conn: Option<Arc<dyn UpgradeHook>>,
+}
+
+/// What the front end of a connection (`server`) hears of its requests.
+pub(crate) trait UpgradeHook: Send + Sync {
+    /// A request was answered; `upgraded`: the connection now carries the
+    /// gateway.
+    fn answered(&self, upgraded: bool);
+}
+
+pub(crate) struct Inner {
+    pub(crate) svc: Arc<Service>,
+    pub(crate) registry: gateway::Registry,
+    pub(crate) stop: AtomicBool,
+    pub(crate) stop_notify: Notify,
+    /// Gateway connections running now.
+    pub(crate) gateways: AtomicUsize,
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl Botspace {
+    /// Mounts `svc`. Installs the service's wake hook (gateway sessions
+    /// hear of their bot's commits through it), so one `Botspace` serves
+    /// one `Service`.
+    pub fn new(svc: Arc<Service>) -> Botspace {
+        let inner = Arc::new(Inner {
+            svc,
+            registry: gateway::Registry::default(),
+            stop: AtomicBool::new(false),
+            stop_notify: Notify::new(),
+            gateways: AtomicUsize::new(0),
+        });
+        let weak = Arc::downgrade(&inner);
+        inner.svc.set_wake_hook(Some(Arc::new(move |bot_id: &str| {
+            if let Some(i) = weak.upgrade() {
+                i.registry.wake(bot_id);
+            }
+        })));
+        Botspace { inner, role: Role::All, peer: None, conn: None }
+    }
+
+    /// The same app answering only the paths of `role`.
+    pub fn with_role(mut self, role: Role) -> Botspace {
+        self.role = role;
+        self
+    }
+
+    /// The same app for one client (its address throttles failed host-API
+    /// logins per peer).
+    pub fn for_peer(mut self, peer: std::net::IpAddr) -> Botspace {
+        self.peer = Some(peer.to_string().into());
+        self
+    }
+
+    pub(crate) fn with_hook(mut self, hook: Arc<dyn UpgradeHook>) -> Botspace {
+        self.conn = Some(hook);
+        self
+    }
+
+    /// The core service.
+    pub fn service(&self) -> &Arc<Service> {
+        &self.inner.svc
+    }
+
+    /// Closes every gateway connection with 1001 `server_shutdown` (bots
+    /// reconnect elsewhere or later, from their last ack), now and for
+    /// any upgrade after this.
+    pub fn shutdown(&self) {
+        self.inner.stop.store(true, Ordering::SeqCst);
+        self.inner.stop_notify.notify_waiters();
+    }
+
+    /// Gateway connections open now.
+    pub fn open_gateways(&self) -> usize {
+        self.inner.gateways.load(Ordering::SeqCst)
+    }
+
+    /// Answers `req`; sets `upgraded` when it hands the connection to the
+    /// gateway.
+    async fn answer<B>(&self, req: Request<B>, upgraded: &mut bool) -> Response<Full<Bytes>>
+    where
+        B: Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let path = req.uri().path().to_string();
+        let gateway = path == "/bot/gateway" && req.method() == http::Method::GET;
+        let mut req = req;
+        let on_upgrade = gateway.then(|| hyper::upgrade::on(&mut req));
+        let (parts, body) = req.into_parts();
+        // The core refuses a head it would not take (a body over its limit,
+        // say) exactly as it would on its own, before the body is read.
+        let head = adapter::request_bytes(&parts, b"");
+        if !parts.headers.contains_key(http::header::TRANSFER_ENCODING) {
+            if let Framing::Invalid(resp) = self.inner.svc.frame_request(&head) {
+                return close(adapter::response_from_bytes(&resp));
+            }
+        }
+        let max = {
+            let c = self.inner.svc.config();
+            c.max_body_bytes.max(c.max_import_bytes)
+        };
+        let body = match Limited::new(body, max).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => {
+                return close(adapter::response_from_bytes(&ApiError::payload_too_large(max).into_response()));
+            }
+        };
+        if self.role.refuses(&path) {
+            return full(adapter::response_from_bytes(&ApiError::method_not_found(&path).into_response()));
+        }
+        let bytes = adapter::request_bytes(&parts, &body);
+        let svc = self.inner.svc.clone();
+        if let Some(on_upgrade) = on_upgrade {
+            let acc = tokio::task::spawn_blocking(move || svc.accept_gateway(&bytes, svc.now_ms())).await;
+            let Ok(acc) = acc else {
+                return full(internal_error());
+            };
+            if let Some(conn) = acc.connection {
+                let inner = self.inner.clone();
+                inner.gateways.fetch_add(1, Ordering::SeqCst);
+                *upgraded = true;
+                tokio::spawn(async move {
+                    let _count = gateway::Count(&inner.gateways);
+                    if let Ok(io) = on_upgrade.await {
+                        gateway::run(&inner, conn, hyper_util::rt::TokioIo::new(io)).await;
+                    }
+                });
+            }
+            return full(adapter::response_from_bytes(&acc.response));
+        }
+        // An HTTP/1.0 client that asked to keep the connection is told it
+        // is kept (the front end passes its request on as HTTP/1.1).
+        let keep_alive = parts
+            .headers
+            .get_all(http::header::CONNECTION)
+            .iter()
+            .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("keep-alive"))));
+        let admin = path.starts_with("/admin/");
+        let peer = self.peer.clone();
+        let raw = tokio::task::spawn_blocking(move || match (admin, peer) {
+            (true, Some(p)) => svc.handle_request_from(&bytes, &p),
+            _ => svc.handle_request(&bytes),
+        })
+        .await;
+        match raw {
+            Ok(raw) => {
+                storage_full::note(&raw);
+                let mut resp = adapter::response_from_bytes(&raw);
+                if keep_alive {
+                    resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("keep-alive"));
+                }
+                full(resp)
+            }
+            Err(_) => full(internal_error()),
+        }
+    }
+}
+
+fn full(r: Response<Bytes>) -> Response<Full<Bytes>> {
+    r.map(Full::new)
+}
+
+/// A refusal that ends the connection (its body may not have been read).
+fn close(mut r: Response<Bytes>) -> Response<Full<Bytes>> {
+    r.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+    full(r)
+}
+
+fn internal_error() -> Response<Bytes> {
+    let mut r = Response::new(Bytes::new());
+    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    r
+}
+
+impl<B> tower_service::Service<Request<B>> for Botspace
+where
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = Response<Full<Bytes>>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            let mut upgraded = false;
+            let resp = this.answer(req, &mut upgraded).await;
+            if let Some(h) = &this.conn {
+                h.answered(upgraded);
+            }
+            Ok(resp)
+        })
+    }
+}
+
+/// A full disk, said on stderr at most once every `EVERY` seconds with how
+/// many writes it refused meanwhile: the operator hears of it, and a
+/// flood of refused writes does not flood the log.
+pub(crate) mod storage_full {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    const EVERY: u64 = 10;
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    static SINCE: AtomicU64 = AtomicU64::new(0);
+
+    pub fn note(resp: &[u8]) {
+        if !resp.starts_with(b"HTTP/1.1 503") || !resp.windows(22).any(|w| w == br#""error":"storage_full""#) {
+            return;
+        }
+        let n = SINCE.fetch_add(1, Ordering::Relaxed) + 1;
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let last = LAST.load(Ordering::Relaxed);
+        if now >= last + EVERY && LAST.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+            SINCE.store(0, Ordering::Relaxed);
+            eprintln!(
+                "storage full: the database's disk has no space; writes are refused (503 storage_full, nothing written) until space is freed ({n} refused since the last report)"
+            );
+        }
+    }
+}
