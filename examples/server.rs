@@ -31,7 +31,8 @@ use std::time::Duration;
 
 const USAGE: &str = "usage: server [--addr HOST:PORT] [--db PATH] [--admin-secret S | --admin-secret-file PATH]
               [--operational-key HEX64] [--admin-addr HOST:PORT] [--max-connections N]
-              [--request-timeout SECS] [--gateway-poll-interval-ms MS] [--manual-clock]
+              [--request-timeout SECS] [--gateway-poll-interval-ms MS]
+              [--database-timeout-ms MS] [--manual-clock]
 
   --addr HOST:PORT          address to listen on (default 127.0.0.1:8080; port 0 picks a free port)
   --db PATH|URL             SQLite database file, :memory:, or a postgres:// URL that
@@ -56,6 +57,9 @@ const USAGE: &str = "usage: server [--addr HOST:PORT] [--db PATH] [--admin-secre
                             PostgreSQL: how often gateway sessions look at the database for
                             other servers' commits (default 50; 10..60000). Notifications
                             (LISTEN/NOTIFY) wake them sooner; this is the fallback
+  --database-timeout-ms MS  PostgreSQL: the deadline of every database call (default 5000;
+                            100..600000); past it 503 storage_unavailable, or
+                            commit_outcome_unknown once COMMIT was sent
   --manual-clock            time moves only through /admin/advanceClock (for tests)";
 
 /// An idle keep-alive connection is closed after this long.
@@ -76,6 +80,7 @@ struct Args {
     request_timeout: Duration,
     idle_timeout: Duration,
     gateway_poll_interval_ms: Option<u64>,
+    database_timeout_ms: Option<u64>,
     manual_clock: bool,
 }
 
@@ -91,6 +96,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
         request_timeout: REQUEST_DEADLINE,
         idle_timeout: IDLE_TIMEOUT,
         gateway_poll_interval_ms: None,
+        database_timeout_ms: None,
         manual_clock: false,
     };
     let mut it = args.into_iter();
@@ -136,6 +142,10 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
                 a.gateway_poll_interval_ms = Some(
                     value(&mut it)?.parse().ok().ok_or("--gateway-poll-interval-ms needs a number of milliseconds")?,
                 )
+            }
+            "--database-timeout-ms" => {
+                a.database_timeout_ms =
+                    Some(value(&mut it)?.parse().ok().ok_or("--database-timeout-ms needs a number of milliseconds")?)
             }
             "--manual-clock" if inline.is_none() => a.manual_clock = true,
             "-h" | "--help" => return Err(String::new()),
@@ -265,6 +275,7 @@ fn open_service(args: &Args, secret: &str) -> Result<Arc<Service>, String> {
         operational_key,
         clock: if args.manual_clock { ClockKind::Manual } else { ClockKind::System },
         gateway_poll_interval_ms: args.gateway_poll_interval_ms.unwrap_or(Config::default().gateway_poll_interval_ms),
+        database_timeout_ms: args.database_timeout_ms.unwrap_or(Config::default().database_timeout_ms),
         ..Config::default()
     };
     Service::open(config).map(Arc::new).map_err(|e| format!("cannot open the service on {}: {e}", args.db))

@@ -52,6 +52,7 @@ servers! {
     binary: [
         out_of_files_a_waiting_connection_makes_room_and_nothing_spins,
         a_gateway_poll_interval_outside_10_to_60000_ms_is_refused_with_a_message_and_a_non_zero_exit,
+        a_database_timeout_outside_100_to_600000_ms_is_refused_and_one_inside_is_taken,
     ],
 }
 
@@ -494,4 +495,47 @@ fn a_gateway_poll_interval_outside_10_to_60000_ms_is_refused_with_a_message_and_
     let (code, _, err) = run_to_exit(&bin, &["--gateway-poll-interval-ms"]);
     assert_eq!(code, Some(2), "stderr {err:?}");
     assert_eq!(err.lines().next(), Some("--gateway-poll-interval-ms needs a value"));
+}
+
+fn a_database_timeout_outside_100_to_600000_ms_is_refused_and_one_inside_is_taken(bin: std::path::PathBuf) {
+    // The library checks the range (docs/scale-out.md "Deadlines"); the
+    // server reports its refusal and exits 1 before it listens.
+    for args in [&["--database-timeout-ms", "99"][..], &["--database-timeout-ms=600001"]] {
+        let (code, out, err) = run_to_exit(&bin, args);
+        assert_eq!(code, Some(1), "{args:?}: stderr {err:?}");
+        assert_eq!(
+            err.lines().next(),
+            Some("cannot open the service on :memory:: database_timeout_ms must be between 100 and 600000"),
+            "{args:?}: stderr {err:?}"
+        );
+        assert_eq!(out, "", "{args:?}: nothing printed, nothing listening");
+    }
+    for value in ["", "abc", "-100", "2.5"] {
+        let (code, out, err) = run_to_exit(&bin, &["--database-timeout-ms", value]);
+        assert_eq!(code, Some(2), "{value:?}: stderr {err:?}");
+        assert_eq!(err.lines().next(), Some("--database-timeout-ms needs a number of milliseconds"), "{value:?}");
+        assert_eq!(out, "", "{value:?}");
+    }
+    // In range, the server starts and serves (the value only bounds
+    // PostgreSQL calls; SQLite takes it and ignores it).
+    let mut child = std::process::Command::new(&bin)
+        .args(["--addr", "127.0.0.1:0", "--db", ":memory:", "--admin-secret", SECRET, "--database-timeout-ms", "100"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the server");
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let mut ready = false;
+    while std::io::BufRead::read_line(&mut out, &mut line).unwrap_or(0) > 0 {
+        if line.trim_end() == "botspace ready" {
+            ready = true;
+            break;
+        }
+        line.clear();
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(ready, "--database-timeout-ms 100: the server did not get ready");
 }

@@ -4,7 +4,7 @@
  *   botspace-server [--addr HOST:PORT] [--admin-addr HOST:PORT] [--db PATH]
  *                   [--admin-secret S | --admin-secret-file PATH] [--operational-key HEX64]
  *                   [--max-connections N] [--request-timeout SECS]
- *                   [--gateway-poll-interval-ms MS] [--manual-clock]
+ *                   [--gateway-poll-interval-ms MS] [--database-timeout-ms MS] [--manual-clock]
  *
  * One thread, one poll(2) loop, non-blocking sockets. HTTP/1.1 keep-alive
  * and pipelining are driven by botspace_service_frame_request(). After each
@@ -86,7 +86,7 @@ static const char USAGE[] =
     "usage: botspace-server [--addr HOST:PORT] [--admin-addr HOST:PORT] [--db PATH]\n"
     "                       [--admin-secret S | --admin-secret-file PATH] [--operational-key HEX64]\n"
     "                       [--max-connections N] [--request-timeout SECS]\n"
-    "                       [--gateway-poll-interval-ms MS] [--manual-clock]\n"
+    "                       [--gateway-poll-interval-ms MS] [--database-timeout-ms MS] [--manual-clock]\n"
     "\n"
     "  --addr HOST:PORT          address to listen on (default 127.0.0.1:8080; port 0 picks a free port)\n"
     "  --admin-addr HOST:PORT    a second listener for the host API (/admin/...); when given, /admin/...\n"
@@ -111,6 +111,9 @@ static const char USAGE[] =
     "                            PostgreSQL: how often gateway sessions look at the database for\n"
     "                            other servers' commits (default 50; 10..60000). Notifications\n"
     "                            (LISTEN/NOTIFY) wake them sooner; this is the fallback\n"
+    "  --database-timeout-ms MS  PostgreSQL: the deadline of every database call (default 5000;\n"
+    "                            100..600000); past it 503 storage_unavailable, or\n"
+    "                            commit_outcome_unknown once COMMIT was sent\n"
     "  --manual-clock            time moves only through /admin/advanceClock (for tests)\n";
 
 /* ------------------------------------------------------------------------ */
@@ -1133,6 +1136,7 @@ typedef struct {
     const char *admin_addr, *admin_secret_file, *operational_key;
     const char *max_connections, *request_timeout, *idle_timeout; /* checked by check_numbers */
     const char *gateway_poll_interval_ms; /* digits, checked by check_numbers; the library checks the range */
+    const char *database_timeout_ms;      /* the same */
     int manual_clock;
 } args_t;
 
@@ -1177,6 +1181,14 @@ static int check_numbers(const args_t *a) {
             return -1;
         }
     }
+    if (a->database_timeout_ms) {
+        const char *p = a->database_timeout_ms;
+        size_t n = strlen(p);
+        if (n == 0 || n > 9 || strspn(p, "0123456789") != n) {
+            fprintf(stderr, "--database-timeout-ms needs a number of milliseconds\n%s", USAGE);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -1188,6 +1200,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
     a->admin_addr = a->admin_secret_file = a->operational_key = NULL;
     a->max_connections = a->request_timeout = a->idle_timeout = NULL;
     a->gateway_poll_interval_ms = NULL;
+    a->database_timeout_ms = NULL;
     a->manual_clock = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -1213,6 +1226,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
         else if (strcmp(name, "--request-timeout") == 0) slot = &a->request_timeout;
         else if (strcmp(name, "--idle-timeout") == 0) slot = &a->idle_timeout;
         else if (strcmp(name, "--gateway-poll-interval-ms") == 0) slot = &a->gateway_poll_interval_ms;
+        else if (strcmp(name, "--database-timeout-ms") == 0) slot = &a->database_timeout_ms;
         else if (strcmp(name, "--manual-clock") == 0 && !inline_v) {
             a->manual_clock = 1;
             continue;
@@ -1811,6 +1825,10 @@ static int open_service(const args_t *args, const char *secret, const char *key)
     if (args->gateway_poll_interval_ms) {
         buf_add(&cfg, ",\"gateway_poll_interval_ms\":", 28);
         buf_add(&cfg, args->gateway_poll_interval_ms, strlen(args->gateway_poll_interval_ms));
+    }
+    if (args->database_timeout_ms) {
+        buf_add(&cfg, ",\"database_timeout_ms\":", 23);
+        buf_add(&cfg, args->database_timeout_ms, strlen(args->database_timeout_ms));
     }
     const char *clock = args->manual_clock ? ",\"clock\":\"manual\"}" : ",\"clock\":\"system\"}";
     buf_add(&cfg, clock, strlen(clock));
