@@ -223,17 +223,7 @@ fn acknowledged_writes_survive_planned_failover_kill_and_freeze_of_the_primary_a
     let (a, b) = (start(), start());
     let servers = [&a, &b];
     const WRITERS: usize = 8;
-    let user = a.admin("createUser", &json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
-    let group = a.admin("createGroup", &json!({"title": "failover"}))["id"].as_str().unwrap().to_string();
-    a.admin("addMember", &json!({"chat_id": group, "member_id": user}));
-    let tokens: Vec<String> = (0..WRITERS)
-        .map(|t| {
-            let bot = servers[t % 2]
-                .admin("createBot", &json!({"display_name": "W", "handle": format!("w{t}"), "quota_tier": "official"}));
-            servers[t % 2].admin("addMember", &json!({"chat_id": group, "member_id": bot["bot"]["id"]}));
-            bot["token"].as_str().unwrap().to_string()
-        })
-        .collect();
+    let (group, tokens) = group_of_writers(&servers, "failover", WRITERS);
     let stop = Arc::new(AtomicBool::new(false));
     let log: Arc<Mutex<Vec<Sent>>> = Arc::new(Mutex::new(Vec::new()));
     let writers: Vec<_> = (0..WRITERS)

@@ -265,17 +265,7 @@ fn a_postgres_restart_under_load_answers_503_writes_nothing_half_and_both_nodes_
     // commit locks the chats in its own order — and PostgreSQL takes a
     // second to notice; see docs/scale-out.md.)
     const WRITERS: usize = 8;
-    let user = a.admin("createUser", &json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
-    let group = a.admin("createGroup", &json!({"title": "restart"}))["id"].as_str().unwrap().to_string();
-    a.admin("addMember", &json!({"chat_id": group, "member_id": user}));
-    let tokens: Vec<String> = (0..WRITERS)
-        .map(|t| {
-            let bot = nodes[t % 2]
-                .admin("createBot", &json!({"display_name": "W", "handle": format!("w{t}"), "quota_tier": "official"}));
-            nodes[t % 2].admin("addMember", &json!({"chat_id": group, "member_id": bot["bot"]["id"]}));
-            bot["token"].as_str().unwrap().to_string()
-        })
-        .collect();
+    let (group, tokens) = group_of_writers(&nodes, "restart", WRITERS);
     let stop = Arc::new(AtomicBool::new(false));
     let restarted = Arc::new(AtomicBool::new(false));
     let oks: Arc<Vec<AtomicUsize>> = Arc::new((0..WRITERS).map(|_| AtomicUsize::new(0)).collect());

@@ -800,3 +800,24 @@ pub fn raise_nofile(want: u64) -> u64 {
     }
     r.cur
 }
+
+/// A group with a user and `writers` bots in it, bot `t` created through
+/// `nodes[t % nodes.len()]` (so each node has written): (group id, the bots'
+/// tokens). The several-node tests write into it from keep-alive connections.
+#[allow(dead_code)]
+pub fn group_of_writers(nodes: &[&Server], title: &str, writers: usize) -> (String, Vec<String>) {
+    let a = nodes[0];
+    let user = a.admin("createUser", &json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let group = a.admin("createGroup", &json!({"title": title}))["id"].as_str().unwrap().to_string();
+    a.admin("addMember", &json!({"chat_id": group, "member_id": user}));
+    let tokens = (0..writers)
+        .map(|t| {
+            let node = nodes[t % nodes.len()];
+            let bot = node
+                .admin("createBot", &json!({"display_name": "W", "handle": format!("w{t}"), "quota_tier": "official"}));
+            node.admin("addMember", &json!({"chat_id": group, "member_id": bot["bot"]["id"]}));
+            bot["token"].as_str().unwrap().to_string()
+        })
+        .collect();
+    (group, tokens)
+}
