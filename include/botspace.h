@@ -203,7 +203,8 @@ typedef struct botspace_gateway_event {
   enum botspace_gateway_event_kind kind;
   /**
    * The close code sent to the bot (4001 `invalid_payload`, 4004
-   * `authentication_failed`, 4009 `session_timeout`, 1007
+   * `authentication_failed`, 4009 `session_timeout`, 4010
+   * `storage_unavailable` (PostgreSQL unreachable), 1007
    * `invalid_utf8`, 1009 `message_too_big`), the bot's own code when it
    * closed first (`closed_by_bot`; 1005 when its frame had none), or
    * 1002 `protocol_error`.

@@ -959,7 +959,8 @@ pub enum botspace_gateway_event_kind {
 pub struct botspace_gateway_event {
     pub kind: botspace_gateway_event_kind,
     /// The close code sent to the bot (4001 `invalid_payload`, 4004
-    /// `authentication_failed`, 4009 `session_timeout`, 1007
+    /// `authentication_failed`, 4009 `session_timeout`, 4010
+    /// `storage_unavailable` (PostgreSQL unreachable), 1007
     /// `invalid_utf8`, 1009 `message_too_big`), the bot's own code when it
     /// closed first (`closed_by_bot`; 1005 when its frame had none), or
     /// 1002 `protocol_error`.
@@ -976,6 +977,7 @@ fn static_reason(reason: &str) -> *const c_char {
         "invalid_utf8" => c"invalid_utf8",
         "closed_by_bot" => c"closed_by_bot",
         "protocol_error" => c"protocol_error",
+        "storage_unavailable" => c"storage_unavailable",
         _ => c"closed",
     };
     r.as_ptr()
@@ -1087,6 +1089,23 @@ mod tests {
     use super::*;
 
     const CFG: &[u8] = br#"{"admin_secret":"test-admin-secret-0001","clock":"manual"}"#;
+
+    /// Every reason the core closes a session with reaches C as itself,
+    /// never as the catch-all "closed" (4010 was new in issue 22).
+    #[test]
+    fn every_close_reason_of_the_core_keeps_its_name_in_c() {
+        let gateway = include_str!("../../../src/gateway.rs");
+        let mut reasons: Vec<&str> =
+            gateway.split(".close(").skip(1).filter_map(|call| call.split('"').nth(1)).collect();
+        reasons.extend(["closed_by_bot", "protocol_error"]);
+        reasons.sort_unstable();
+        reasons.dedup();
+        assert!(reasons.contains(&"storage_unavailable"), "{reasons:?}");
+        for reason in reasons {
+            let got = unsafe { std::ffi::CStr::from_ptr(static_reason(reason)) }.to_str().unwrap();
+            assert_eq!(got, reason);
+        }
+    }
 
     fn open() -> *mut botspace_service {
         let mut s = std::ptr::null_mut();
