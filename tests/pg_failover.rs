@@ -17,9 +17,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use wire::*;
 
-const UNAVAILABLE: &str = "the database is unreachable, nothing was written; retry later";
-const OUTCOME_UNKNOWN: &str = "the commit could not be confirmed (the database connection was lost while committing, or the disk sync failed): the request may or may not have been written; retry with the same Idempotency-Key";
-
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("{name} (scripts/with-pg-failover.sh)"))
 }
@@ -34,34 +31,6 @@ fn send_keyed(s: &mut std::net::TcpStream, token: &str, chat: &str, key: &str, t
     std::io::Write::write_all(s, req.as_bytes()).expect("the server keeps the connection open");
     let mut buf = Vec::new();
     read_response(s, &mut buf)
-}
-
-fn message_id(m: &Value) -> u64 {
-    m["message_id"].as_str().unwrap_or_else(|| panic!("message_id in {m}")).parse().unwrap()
-}
-
-/// A message id, or the 503's code (the envelope checked exactly); any
-/// other answer fails the test.
-fn outcome(r: &RawResponse, text: &str) -> Result<u64, &'static str> {
-    match r.status {
-        200 => {
-            let m = r.result();
-            assert_eq!(m["text"], text, "{m}");
-            Ok(message_id(&m))
-        }
-        503 => {
-            let body = r.json();
-            let (code, description) = match body["error"].as_str() {
-                Some("storage_unavailable") => ("storage_unavailable", UNAVAILABLE),
-                Some("commit_outcome_unknown") => ("commit_outcome_unknown", OUTCOME_UNKNOWN),
-                _ => panic!("503 with another error: {body}"),
-            };
-            assert_eq!(body, json!({"ok": false, "error_code": 503, "error": code, "description": description}));
-            assert_eq!(r.header("retry-after"), Some("1"), "{r:?}");
-            Err(code)
-        }
-        s => panic!("{s} {:?}: only 200 or 503 during a failover", String::from_utf8_lossy(&r.body)),
-    }
 }
 
 fn chat_history(srv: &Server, chat: &str) -> Vec<Value> {
@@ -239,7 +208,7 @@ fn acknowledged_writes_survive_planned_failover_kill_and_freeze_of_the_primary_a
                     }
                     let text = format!("w{t}-{n}");
                     let r = send_keyed(&mut s, &token, &group, &text, &text);
-                    let outcome = outcome(&r, &text);
+                    let outcome = write_outcome(&r, &text, "during a failover");
                     if outcome.is_err() {
                         // A client's backoff: the 2 cores are for the failover.
                         std::thread::sleep(Duration::from_millis(20));
@@ -391,7 +360,8 @@ fn acknowledged_writes_survive_planned_failover_kill_and_freeze_of_the_primary_a
         let mut conn = servers[(s.writer + 1) % 2].connect();
         conn.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         let r = send_keyed(&mut conn, &tokens[s.writer], &group, &s.text, &s.text);
-        let id = outcome(&r, &s.text).unwrap_or_else(|code| panic!("the retry of {} got 503 {code}", s.text));
+        let id = write_outcome(&r, &s.text, "during a failover")
+            .unwrap_or_else(|code| panic!("the retry of {} got 503 {code}", s.text));
         retried.insert(&s.text, id);
     }
     // What is stored is exactly what was answered 200 (at its id) and the

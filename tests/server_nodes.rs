@@ -90,11 +90,6 @@ fn the_connection_limit_and_idempotency_keys_hold_across_servers() {
     assert_eq!(history.as_array().unwrap().len(), 1, "{history}");
 }
 
-/// A message's id (the API writes it as a string).
-fn message_id(m: &Value) -> u64 {
-    m["message_id"].as_str().unwrap_or_else(|| panic!("message_id in {m}")).parse().unwrap()
-}
-
 /// The whole history of a chat, page by page, oldest first.
 fn chat_history(srv: &Server, chat: &str) -> Vec<Value> {
     let mut all = Vec::new();
@@ -201,9 +196,6 @@ fn a_rust_node_and_a_c_node_serve_one_database() {
     assert_eq!(gw.closed(), (4004, "authentication_failed".to_string()));
 }
 
-const UNAVAILABLE: &str = "the database is unreachable, nothing was written; retry later";
-const OUTCOME_UNKNOWN: &str = "the commit could not be confirmed (the database connection was lost while committing, or the disk sync failed): the request may or may not have been written; retry with the same Idempotency-Key";
-
 /// A sendMessage with an Idempotency-Key over `s` (kept alive): the answer.
 fn send_keyed(s: &mut std::net::TcpStream, token: &str, chat: &str, key: &str, text: &str) -> RawResponse {
     let body = json!({"chat_id": chat, "text": text}).to_string();
@@ -218,32 +210,6 @@ fn send_keyed(s: &mut std::net::TcpStream, token: &str, chat: &str, key: &str, t
     // Kept open: the next request goes on the same connection.
     assert!(r.header("connection").is_none_or(|c| !c.eq_ignore_ascii_case("close")), "{r:?}");
     r
-}
-
-/// How a sendMessage was answered: its message id, or the 503's code (the
-/// body checked to be exactly the contract's envelope). Anything else
-/// fails the test.
-fn outcome(r: &RawResponse, text: &str) -> Result<u64, &'static str> {
-    match r.status {
-        200 => {
-            let m = r.result();
-            assert_eq!(m["text"], text, "{m}");
-            Ok(message_id(&m))
-        }
-        503 => {
-            let body = r.json();
-            let (code, description) = match body["error"].as_str() {
-                Some("storage_unavailable") => ("storage_unavailable", UNAVAILABLE),
-                Some("commit_outcome_unknown") => ("commit_outcome_unknown", OUTCOME_UNKNOWN),
-                _ => panic!("503 with another error: {body}"),
-            };
-            r.assert_error(503, code);
-            assert_eq!(body, json!({"ok": false, "error_code": 503, "error": code, "description": description}));
-            assert_eq!(r.header("retry-after"), Some("1"), "{r:?}");
-            Err(code)
-        }
-        s => panic!("{s} {:?}: only 200 or 503 while the database restarts", String::from_utf8_lossy(&r.body)),
-    }
 }
 
 /// One request of a writer: its key and text (the same string), and how
@@ -287,7 +253,7 @@ fn a_postgres_restart_under_load_answers_503_writes_nothing_half_and_both_nodes_
                     let after_restart = restarted.load(Ordering::SeqCst);
                     let text = format!("w{t}-{n}");
                     let r = send_keyed(&mut s, &token, &group, &text, &text);
-                    let outcome = outcome(&r, &text);
+                    let outcome = write_outcome(&r, &text, "while the database restarts");
                     match outcome {
                         Ok(_) => {
                             oks[t].fetch_add(1, Ordering::SeqCst);
@@ -359,7 +325,8 @@ fn a_postgres_restart_under_load_answers_503_writes_nothing_half_and_both_nodes_
     for (t, s) in all().filter(|(_, s)| s.outcome == Err("commit_outcome_unknown")) {
         let mut conn = nodes[(t + 1) % 2].connect();
         let r = send_keyed(&mut conn, &tokens[t], &group, &s.text, &s.text);
-        let id = outcome(&r, &s.text).unwrap_or_else(|code| panic!("the retry of {} got 503 {code}", s.text));
+        let id = write_outcome(&r, &s.text, "while the database restarts")
+            .unwrap_or_else(|code| panic!("the retry of {} got 503 {code}", s.text));
         retried.insert(&s.text, id);
     }
     // The database holds exactly what was answered 200 (at the id that

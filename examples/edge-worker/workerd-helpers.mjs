@@ -36,6 +36,22 @@ export async function freePort() {
   return port;
 }
 
+/**
+ * Resolves once `base` answers an HTTP request; throws `message()` when
+ * `proc` exits first or after about 10 s.
+ */
+export async function untilServing(base, proc, message) {
+  for (let i = 0; ; i++) {
+    try {
+      await fetch(base + '/bot/getMe', { method: 'POST' });
+      return;
+    } catch {
+      if (proc.exitCode !== null || i > 200) throw new Error(message());
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}
+
 /** Starts workerd on `stateDir`; resolves once it answers. */
 export async function startWorkerd(stateDir, port) {
   port ??= await freePort();
@@ -48,15 +64,7 @@ export async function startWorkerd(stateDir, port) {
   proc.stderr.on('data', (d) => (stderr += d));
   const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
   const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; ; i++) {
-    try {
-      await fetch(base + '/bot/getMe', { method: 'POST' });
-      break;
-    } catch {
-      if (proc.exitCode !== null || i > 200) throw new Error(`workerd did not start: ${stderr}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
+  await untilServing(base, proc, () => `workerd did not start: ${stderr}`);
   const stop = async (signal = 'SIGTERM') => {
     if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
     return exited;

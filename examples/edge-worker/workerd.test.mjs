@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { bigImage } from '../../wasm/test/helpers.mjs';
-import { HERE, SECRET, call, freePort, gateway, ok, startWorkerd, stateDir } from './workerd-helpers.mjs';
+import { HERE, SECRET, call, freePort, gateway, ok, startWorkerd, stateDir, untilServing } from './workerd-helpers.mjs';
 
 async function stats(base) {
   const res = await fetch(base + '/_botspace/stats', { headers: { 'x-admin-secret': SECRET } });
@@ -154,15 +154,7 @@ test('npm start serves on $PORT with $STATE_DIR and stops on SIGTERM', async () 
   const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
   try {
     const base = `http://127.0.0.1:${port}`;
-    for (let i = 0; ; i++) {
-      try {
-        await fetch(base + '/bot/getMe', { method: 'POST' });
-        break;
-      } catch {
-        assert.ok(i < 200, 'npm start did not serve');
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    }
+    await untilServing(base, proc, () => 'npm start did not serve');
     const stats = await ok(base, '/admin/getStats', {});
     assert.equal(stats.bots, 0);
     proc.kill('SIGTERM');

@@ -821,3 +821,43 @@ pub fn group_of_writers(nodes: &[&Server], title: &str, writers: usize) -> (Stri
         .collect();
     (group, tokens)
 }
+
+/// The contract's descriptions of the two 503s a shared store answers.
+#[allow(dead_code)]
+pub const UNAVAILABLE: &str = "the database is unreachable, nothing was written; retry later";
+#[allow(dead_code)]
+pub const OUTCOME_UNKNOWN: &str = "the commit could not be confirmed (the database connection was lost while committing, or the disk sync failed): the request may or may not have been written; retry with the same Idempotency-Key";
+
+/// A message's id (the API writes it as a string).
+#[allow(dead_code)]
+pub fn message_id(m: &Value) -> u64 {
+    m["message_id"].as_str().unwrap_or_else(|| panic!("message_id in {m}")).parse().unwrap()
+}
+
+/// How a sendMessage of `text` was answered while the store was in
+/// trouble (`during` names the trouble): its message id, or the 503's code
+/// (the body checked to be exactly the contract's envelope, with
+/// `Retry-After: 1`). Anything else fails the test.
+#[allow(dead_code)]
+pub fn write_outcome(r: &RawResponse, text: &str, during: &str) -> Result<u64, &'static str> {
+    match r.status {
+        200 => {
+            let m = r.result();
+            assert_eq!(m["text"], text, "{m}");
+            Ok(message_id(&m))
+        }
+        503 => {
+            let body = r.json();
+            let (code, description) = match body["error"].as_str() {
+                Some("storage_unavailable") => ("storage_unavailable", UNAVAILABLE),
+                Some("commit_outcome_unknown") => ("commit_outcome_unknown", OUTCOME_UNKNOWN),
+                _ => panic!("503 with another error: {body}"),
+            };
+            r.assert_error(503, code);
+            assert_eq!(body, json!({"ok": false, "error_code": 503, "error": code, "description": description}));
+            assert_eq!(r.header("retry-after"), Some("1"), "{r:?}");
+            Err(code)
+        }
+        s => panic!("{s} {:?}: only 200 or 503 {during}", String::from_utf8_lossy(&r.body)),
+    }
+}
