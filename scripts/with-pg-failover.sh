@@ -153,12 +153,27 @@ log "three nodes ($(elapsed))"
 "$PG_BIN/psql" -qAt -h 127.0.0.1 -p "$PM" -U postgres -d pg_auto_failover -v ON_ERROR_STOP=1 \
   -c "SELECT pgautofailover.set_formation_number_sync_standbys('default', 1)" >"$WORK/set.log" 2>&1 ||
   { cat "$WORK/set.log" >&2; log "FAILED: number_sync_standbys = 1"; exit 1; }
+# The nodes apply the new setting (the primary passes through
+# apply_settings); wait until the formation is settled again.
+wait_state "primary/primary secondary/secondary secondary/secondary" 60
 # The keepers' own timeouts (seconds): a primary cut off from the monitor
 # and its standbys stops taking writes after network_partition_timeout.
+# A running keeper rewrites its configuration file in place, and a `config
+# set` that reads it at that moment finds it empty ("Failed to find section
+# pg_autoctl"): try again.
+config_set() { # node key value
+  for _ in $(seq 20); do
+    ctl config set --pgdata "$WORK/$1" "$2" "$3" >"$WORK/config-set.log" 2>&1 && return 0
+    sleep 0.25
+  done
+  cat "$WORK/config-set.log" >&2
+  log "FAILED: pg_autoctl config set $2 $3 on $1"
+  exit 1
+}
 for n in n1 n2 n3; do
-  ctl config set --pgdata "$WORK/$n" timeout.network_partition_timeout 5 >/dev/null
-  ctl config set --pgdata "$WORK/$n" timeout.prepare_promotion_catchup 5 >/dev/null
-  ctl config set --pgdata "$WORK/$n" timeout.prepare_promotion_walreceiver 1 >/dev/null
+  config_set "$n" timeout.network_partition_timeout 5
+  config_set "$n" timeout.prepare_promotion_catchup 5
+  config_set "$n" timeout.prepare_promotion_walreceiver 1
 done
 log "primary 127.0.0.1:$P1, standbys :$P2 :$P3, number_sync_standbys=1 ($(elapsed))"
 
