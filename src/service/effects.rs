@@ -1,0 +1,89 @@
+//! After a commit: effects taken under the lock, durability before the
+//! answers leave, wake-ups after.
+
+use super::Service;
+use crate::error::ApiError;
+use crate::txn::{Inner, TxEffects};
+
+impl Service {
+    /// Takes what the last commit changed. Called with the database lock
+    /// held, so revocations take effect before any later request can open
+    /// a gateway connection: one opened with a new token is never closed for
+    /// the rotation that issued it.
+    pub(crate) fn take_effects(&self, inner: &mut Inner) -> TxEffects {
+        let mut fx = std::mem::take(&mut inner.fx);
+        fx.seen = self.seen();
+        if !fx.woken.is_empty() || !fx.revoked.is_empty() {
+            self.gateway.after_commit(&fx.woken, &fx.revoked);
+        }
+        if fx.scrubbed {
+            // secure_delete zeroed the text in the pages just written; the
+            // WAL still holds the earlier page images. Copy the clean pages
+            // back and truncate the WAL (a no-op for :memory:). A failure
+            // here leaves the text until the next checkpoint, nothing worse.
+            if let Some(c) = inner.conn.sqlite_ref() {
+                let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+            }
+        }
+        fx
+    }
+
+    /// What a holder of the database lock can see has committed (see
+    /// [`crate::store::wal`]); 0 when commits sync themselves.
+    pub(super) fn seen(&self) -> u64 {
+        self.db.wal.as_ref().map_or(0, |w| w.seen())
+    }
+
+    /// With a deferred WAL sync, the transaction about to start commits
+    /// without an fsync (`on`), and every other write afterwards with one.
+    /// If `NORMAL` cannot be set the commit simply syncs itself; `FULL`
+    /// must come back, so an open transaction is rolled back first.
+    pub(super) fn defer_sync(&self, inner: &Inner, on: bool) {
+        let (Some(_), Some(c)) = (&self.db.wal, inner.conn.sqlite_ref()) else { return };
+        let set = |sql| c.prepare_cached(sql).and_then(|mut st| st.execute([])).map(|_| ());
+        if on {
+            let _ = set("PRAGMA synchronous = NORMAL");
+        } else if set("PRAGMA synchronous = FULL").is_err() && !c.is_autocommit() {
+            let _ = c.execute_batch("ROLLBACK");
+            let _ = set("PRAGMA synchronous = FULL");
+        }
+    }
+
+    /// Before answers leave: waits until every commit they may have seen
+    /// is on disk. If the fsync fails, what was written may not survive a
+    /// crash: each success becomes 503 `commit_outcome_unknown`.
+    pub(crate) fn settle(&self, seen: u64, outs: &mut [Vec<u8>]) {
+        let Some(wal) = &self.db.wal else { return };
+        if let Err(e) = wal.sync_to(seen) {
+            for out in outs.iter_mut().filter(|o| o.starts_with(b"HTTP/1.1 2")) {
+                *out = ApiError::commit_outcome_unknown(&e).into_response();
+            }
+        }
+    }
+
+    /// Calls the wake hook for what a commit changed; without the lock.
+    /// Then, with the answers out, runs a checkpoint if one is due.
+    pub(crate) fn apply_effects(&self, mut fx: TxEffects) {
+        self.wake_bots(&mut fx);
+        if let Some(wal) = &self.db.wal {
+            wal.checkpoint_if_due();
+        }
+    }
+
+    pub(super) fn wake_bots(&self, fx: &mut TxEffects) {
+        if fx.woken.is_empty() && fx.revoked.is_empty() {
+            return;
+        }
+        fx.woken.append(&mut fx.revoked);
+        fx.woken.sort_unstable();
+        fx.woken.dedup();
+        let hook = self.wake.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(hook) = hook {
+            for bot in &fx.woken {
+                // The commit is done and answered: a panicking hook must not
+                // turn it into an error, nor skip the other bots.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(bot)));
+            }
+        }
+    }
+}

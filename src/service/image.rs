@@ -1,0 +1,59 @@
+//! The whole database as bytes: export and import (SQLite only).
+
+use super::Service;
+use crate::error::ApiError;
+use crate::ratelimit::RateLimiter;
+use crate::txn::TxEffects;
+
+impl Service {
+    /// Serializes the whole database (SQLite's serialize), e.g. to persist a
+    /// WASM service in IndexedDB or a KV store.
+    pub fn export_database(&self) -> Result<Vec<u8>, ApiError> {
+        let mut inner = self.lock();
+        let data = inner.conn.sqlite().ok_or_else(sqlite_only)?.serialize(rusqlite::MAIN_DB)?.to_vec();
+        let seen = self.seen();
+        drop(inner);
+        if let Some(wal) = &self.db.wal {
+            wal.sync_to(seen).map_err(|e| ApiError::commit_outcome_unknown(&e))?;
+        }
+        Ok(data)
+    }
+
+    /// Replaces the whole database with bytes from [`Service::export_database`].
+    /// The image is untrusted: it must hold exactly botspace's schema (no
+    /// extra triggers, views or tables), pass SQLite's integrity check, stay
+    /// within `max_import_bytes` and hold only well-formed events; a page
+    /// size other than the live one is converted. It is migrated before it
+    /// replaces anything. Any refusal is a 400 and changes nothing.
+    pub fn import_database(&self, bytes: &[u8]) -> Result<(), ApiError> {
+        let page_size: i64 = {
+            let inner = self.lock();
+            inner.conn.sqlite_ref().ok_or_else(sqlite_only)?.query_row("PRAGMA page_size", [], |r| r.get(0))?
+        };
+        let scratch = crate::import::prepare(bytes, page_size, self.config.max_import_bytes)?;
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        // Copy into the live connection so a file database stays a file.
+        {
+            let live = inner.conn.sqlite().ok_or_else(sqlite_only)?;
+            crate::import::copy_into(&scratch, live)?;
+        }
+        drop(scratch);
+        inner.bot_cache.clear();
+        inner.rate = RateLimiter::default();
+        // Open gateway connections belong to the old database: close them
+        // all (4004, reconnect) and wake their hosts.
+        let bots = self.gateway.reset();
+        drop(guard);
+        self.apply_effects(TxEffects { revoked: bots, ..TxEffects::default() });
+        Ok(())
+    }
+}
+
+/// Export and import are SQLite's serialize and backup; a PostgreSQL
+/// store is dumped and restored with its own tools.
+fn sqlite_only() -> ApiError {
+    ApiError::invalid_request(
+        "export_database and import_database work on SQLite stores only; use pg_dump and pg_restore for PostgreSQL",
+    )
+}

@@ -1,0 +1,298 @@
+//! The service: one SQLite connection behind a mutex, the request pipeline
+//! (transport → auth → method), transactions with group commit, and the
+//! effects that may only happen after a commit (wake-ups, gateway closes).
+
+use crate::auth;
+use crate::clock::Clock;
+use crate::config::{ClockKind, Config};
+use crate::error::ApiError;
+use crate::gateway::Registry;
+use crate::http::{self, Request};
+use crate::random::Random;
+use crate::route::{BotMethod, Route};
+use crate::store::{self, StorageError};
+use crate::txn::{Db, Inner, TxEffects};
+use std::sync::{Arc, MutexGuard, RwLock};
+
+/// Called with a bot id after a commit that gave that bot new events, or
+/// closed its gateway connections. It runs on the thread that ran the
+/// commit (with group commit, the thread of one of the grouped requests,
+/// not always the one whose request gave the event), after the answers are
+/// out and the service's lock is released, and must not block. A hook that
+/// panics is caught: the other bots of the commit are still woken.
+pub type WakeHook = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Why a service could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// A botspace service. `Send + Sync`: share it behind an `Arc` and call it
+/// from any number of threads; writes are serialized on one SQLite connection.
+pub struct Service {
+    config: Config,
+    clock: Clock,
+    random: Random,
+    db: Arc<Db>,
+    wake: RwLock<Option<WakeHook>>,
+    gateway: Arc<Registry>,
+    group: crate::group::Group,
+    admin_throttle: crate::throttle::AdminThrottle,
+    /// Bot requests of the last hour, for the admin console.
+    activity: crate::console::Activity,
+    /// SHA-256 of the admin secret, compared in constant time.
+    admin_hash: [u8; 32],
+    /// A commit that wakes or revokes bots notifies the other nodes
+    /// (PostgreSQL with `listen_notify`).
+    notify: bool,
+    /// A database server shared with other nodes: a group's requests run
+    /// in lock order (see [`Service::lock_order`]).
+    shared_store: bool,
+    /// Where other nodes' notifications are received (same condition).
+    #[cfg(feature = "postgres")]
+    listen: Option<Listen>,
+}
+
+/// The listening side of LISTEN/NOTIFY.
+#[cfg(feature = "postgres")]
+struct Listen {
+    listener: std::sync::Mutex<store::postgres::Listener>,
+    /// The main connection's server process: its notifications are this
+    /// node's own commits, already applied.
+    own_pid: Arc<std::sync::atomic::AtomicI32>,
+}
+
+/// A parsed request, routed and past the transport checks.
+pub(crate) struct Routed<'a> {
+    pub req: Request<'a>,
+    pub route: Route,
+    /// Who sent it, when the host said (the audit log records it).
+    pub peer: Option<&'a str>,
+}
+
+const PRUNE_EVERY_MS: u64 = 60_000;
+
+/// Reruns of a transaction that met a serialization failure or deadlock.
+const MAX_RETRIES: u32 = 8;
+
+mod batch;
+mod effects;
+mod gateway_entry;
+mod image;
+mod pipeline;
+
+impl Service {
+    /// Opens a service with the clock the configuration names.
+    pub fn open(config: Config) -> Result<Service, OpenError> {
+        let clock = match config.clock {
+            ClockKind::System => Clock::System,
+            ClockKind::Manual => Clock::manual(),
+        };
+        Service::open_with_clock(config, clock)
+    }
+
+    /// Opens a service reading time from `clock` (e.g. `Date.now()` in WASM).
+    pub fn open_with_clock(config: Config, clock: Clock) -> Result<Service, OpenError> {
+        config.validate()?;
+        let conn = store::open(&config)?;
+        let admin_hash = auth::sha256(config.admin_secret.as_bytes());
+        let shared_store = conn.dialect() == store::Dialect::Postgres;
+        let notify = shared_store && config.listen_notify;
+        #[cfg(feature = "postgres")]
+        let listen = match &conn {
+            store::Conn::Postgres(pg) if notify => Some(Listen {
+                listener: std::sync::Mutex::new(store::postgres::Listener::new(&config)),
+                own_pid: pg.backend_pid(),
+            }),
+            _ => None,
+        };
+        Ok(Service {
+            db: Arc::new(Db::new(conn, config.synchronous)),
+            random: config.random_seed.map_or(Random::Os, Random::seeded),
+            config,
+            clock,
+            wake: RwLock::new(None),
+            gateway: Arc::new(Registry::default()),
+            group: crate::group::Group::default(),
+            admin_throttle: crate::throttle::AdminThrottle::default(),
+            activity: crate::console::Activity::default(),
+            admin_hash,
+            notify,
+            shared_store,
+            #[cfg(feature = "postgres")]
+            listen,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Current time of the service's clock, Unix milliseconds. Hosts pass it
+    /// to gateway `poll` so a manual clock drives heartbeats too.
+    pub fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Registers (or with `None` removes) the wake-up hook.
+    pub fn set_wake_hook(&self, hook: Option<WakeHook>) {
+        *self.wake.write().unwrap_or_else(|e| e.into_inner()) = hook;
+    }
+
+    /// Where the next request in `buf` ends (see [`http::Framing`]).
+    pub fn frame_request(&self, buf: &[u8]) -> http::Framing {
+        http::frame_request(buf, self.config.max_body_bytes)
+    }
+
+    /// A framer for one connection, with this service's body limit: it
+    /// resumes where its last call stopped (see [`http::RequestFramer`]).
+    pub fn request_framer(&self) -> http::RequestFramer {
+        http::RequestFramer::new(self.config.max_body_bytes)
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.db.lock()
+    }
+
+    /// One complete HTTP/1.1 request in, one complete HTTP/1.1 response out.
+    ///
+    /// Requests that arrive from several threads while a commit is under
+    /// way are committed together, in one transaction and one fsync (group
+    /// commit, see [`crate::group`]); each is answered exactly as if it ran
+    /// alone. A request that finds nothing under way runs at once.
+    pub fn handle_request(&self, request: &[u8]) -> Vec<u8> {
+        match self.route(request) {
+            Ok(Routed { route: Route::Console(asset), req, .. }) => asset.response(req.header_str("if-none-match")),
+            Ok(routed) => self.handle_routed(request, routed),
+            Err(e) => e.into_response(),
+        }
+    }
+
+    /// [`Service::handle_request`] for a host that knows who sent the
+    /// request (`peer`: an IP address, or any stable client key): failed
+    /// admin authentication is then throttled per peer — 10 failures at
+    /// once, then one every 6 s; beyond that 429 `rate_limited` with scope
+    /// `admin_auth`, whatever the credential. A host-API change is recorded
+    /// in the audit log with `peer`; host requests here run in their own
+    /// transaction, not in a group commit.
+    pub fn handle_request_from(&self, request: &[u8], peer: &str) -> Vec<u8> {
+        let mut routed = match self.route(request) {
+            Ok(Routed { route: Route::Console(asset), req, .. }) => {
+                return asset.response(req.header_str("if-none-match"));
+            }
+            Ok(r) => r,
+            Err(e) => return e.into_response(),
+        };
+        if let Route::Admin(_) = routed.route {
+            let now_ms = self.clock.now_ms();
+            if let Err(wait_ms) = self.admin_throttle.check(peer, now_ms) {
+                return ApiError::rate_limited(wait_ms, "admin_auth").into_response();
+            }
+            if let Err(e) = self.check_admin(&routed.req) {
+                self.admin_throttle.failed(peer, now_ms);
+                return e.into_response();
+            }
+            // The audit log names the peer: the request runs alone, in its
+            // own transaction (a group carries request bytes only). Host
+            // calls are few; group commit is for bot traffic.
+            routed.peer = Some(peer);
+            let mut inner = self.lock();
+            let out = self.run_one(&mut inner, &routed);
+            let fx = self.take_effects(&mut inner);
+            drop(inner);
+            let mut outs = [out];
+            self.settle(fx.seen, &mut outs);
+            self.apply_effects(fx);
+            let [out] = outs;
+            return out;
+        }
+        self.handle_routed(request, routed)
+    }
+
+    fn handle_routed(&self, request: &[u8], routed: Routed<'_>) -> Vec<u8> {
+        // getMe reads a cached identity and needs no transaction: it never
+        // waits for a group.
+        if routed.route == Route::Bot(BotMethod::GetMe) {
+            let mut inner = self.lock();
+            let mut out = [self.run_one(&mut inner, &routed)];
+            let seen = self.seen();
+            drop(inner);
+            self.settle(seen, &mut out);
+            let [out] = out;
+            return out;
+        }
+        crate::group::submit(&self.group, self, request, || {
+            let mut inner = self.lock();
+            let out = self.run_one(&mut inner, &routed);
+            (out, self.take_effects(&mut inner))
+        })
+    }
+
+    /// One request in its own transaction; the effects to apply once the
+    /// caller has published the answer.
+    pub(crate) fn run_alone(&self, request: &[u8]) -> (Vec<u8>, TxEffects) {
+        let routed = match self.route(request) {
+            Ok(r) => r,
+            Err(e) => return (e.into_response(), TxEffects::default()),
+        };
+        let mut inner = self.lock();
+        let out = self.run_one(&mut inner, &routed);
+        let fx = self.take_effects(&mut inner);
+        (out, fx)
+    }
+
+    /// Holds every `handle_request` back until the returned guard is
+    /// dropped; what queued meanwhile then commits as one group. A seam for
+    /// tests that must form a group deterministically, not by timing.
+    #[doc(hidden)]
+    pub fn pause_commits(&self) -> CommitPause<'_> {
+        self.group.pause();
+        CommitPause(&self.group)
+    }
+
+    /// Counts of commits, for hosts' metrics: how many requests were
+    /// written, in how many transactions, and the database round trips.
+    pub fn commit_stats(&self) -> crate::group::CommitStats {
+        let round_trips = self.lock().conn.round_trips();
+        let (durable_commits, syncs) = self.db.wal.as_ref().map_or((0, 0), |w| w.counts());
+        crate::group::CommitStats { round_trips, durable_commits, syncs, ..self.group.stats() }
+    }
+}
+
+/// See [`Service::pause_commits`].
+#[doc(hidden)]
+pub struct CommitPause<'a>(&'a crate::group::Group);
+
+impl Drop for CommitPause<'_> {
+    fn drop(&mut self) {
+        self.0.resume();
+    }
+}
+
+impl crate::group::Runner for Service {
+    fn run_alone(&self, request: &[u8]) -> (Vec<u8>, TxEffects) {
+        Service::run_alone(self, request)
+    }
+    fn run_batch(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects) {
+        Service::run_batch(self, requests)
+    }
+    fn settle(&self, seen: u64, outs: &mut [Vec<u8>]) {
+        Service::settle(self, seen, outs)
+    }
+    fn apply_effects(&self, fx: TxEffects) {
+        Service::apply_effects(self, fx)
+    }
+    fn lock_order(&self, jobs: &mut [(u64, Vec<u8>)]) {
+        Service::lock_order(self, jobs)
+    }
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service").field("database", &self.config.database_for_logs()).finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,210 @@
+//! One request's way: transport checks and routing, its transaction,
+//! the method it names, and the commit.
+
+use super::{Routed, Service, MAX_RETRIES, PRUNE_EVERY_MS};
+use crate::auth;
+use crate::error::{ApiError, ApiResult};
+use crate::gateway::{self};
+use crate::http::{self, Request};
+use crate::methods;
+use crate::route::{BotMethod, Route, Target};
+use crate::store::{self};
+use crate::txn::{Inner, TxEffects};
+
+impl Service {
+    /// Transport checks (405 → 411/413 → 415) and routing.
+    pub(crate) fn route<'a>(&self, request: &'a [u8]) -> ApiResult<Routed<'a>> {
+        let req = http::parse_request(request, self.config.max_body_bytes)?;
+        let target = Target::check(req.method, req.path)?;
+        if let Some(e) = &req.body_error {
+            return Err(e.clone());
+        }
+        if !req.body.is_empty() || req.header("content-type").is_some() {
+            let ct = req.header_str("content-type").unwrap_or("");
+            let mime = ct.split(';').next().unwrap_or("").trim();
+            if !mime.eq_ignore_ascii_case("application/json") {
+                return Err(ApiError::unsupported_media_type());
+            }
+        }
+        let route = target.resolve(self.clock.is_manual())?;
+        Ok(Routed { req, route, peer: None })
+    }
+
+    /// Runs one routed request in its own transaction.
+    pub(super) fn run_one(&self, inner: &mut Inner, routed: &Routed<'_>) -> Vec<u8> {
+        // getMe reads a cached identity: no transaction, and no clock (a
+        // host clock may be a call out of WebAssembly); it reads no time.
+        if routed.route == Route::Bot(BotMethod::GetMe) {
+            return match self.dispatch(inner, routed, 0, None) {
+                Ok(b) => b,
+                Err(e) => e.into_response(),
+            };
+        }
+        let now_ms = self.clock.now_ms();
+        let mut attempt = 0;
+        loop {
+            self.defer_sync(inner, true);
+            let out = self.run_tx(inner, routed, now_ms);
+            self.defer_sync(inner, false);
+            // A PostgreSQL serialization failure or deadlock: nothing was
+            // written, and a rerun usually goes through.
+            if inner.conn.take_retryable() && attempt < MAX_RETRIES {
+                attempt += 1;
+                continue;
+            }
+            return out;
+        }
+    }
+
+    /// One routed request in one transaction.
+    pub(super) fn run_tx(&self, inner: &mut Inner, routed: &Routed<'_>, now_ms: u64) -> Vec<u8> {
+        if let Err(e) = inner.conn.begin() {
+            return ApiError::from(e).into_response();
+        }
+        let mark = inner.rate.mark();
+        let changes = inner.conn.total_changes();
+        match self.dispatch(inner, routed, now_ms, None) {
+            Ok(body) => match self.commit(inner, now_ms) {
+                Ok(()) => body,
+                Err(e) => e.into_response(),
+            },
+            Err(e) => {
+                // handle_batch relies on this: a refusal writes nothing.
+                // (A lost connection, 503, can come after a write: nothing
+                // of the transaction was committed.)
+                debug_assert!(
+                    matches!(e.status, 500 | 503) || inner.conn.total_changes() == changes,
+                    "{:?} wrote before refusing with {}",
+                    routed.route,
+                    e.code
+                );
+                let _ = inner.conn.rollback();
+                inner.rate.rollback_to(mark);
+                if inner.fx.bots_touched {
+                    inner.bot_cache.clear();
+                }
+                inner.fx = TxEffects::default();
+                e.into_response()
+            }
+        }
+    }
+
+    /// Commits, pruning old rows now and then first. On failure rolls back
+    /// everything, including rate-limit slots and caches.
+    pub(super) fn commit(&self, inner: &mut Inner, now_ms: u64) -> ApiResult<()> {
+        if now_ms.saturating_sub(inner.last_prune_ms) >= PRUNE_EVERY_MS {
+            inner.last_prune_ms = now_ms;
+            let retention = self.config.event_retention_s.saturating_mul(1000);
+            let p = crate::events::Prune {
+                retention_ms: retention,
+                idempotency_ttl_ms: methods::IDEMPOTENCY_TTL_MS,
+                max_unacked_events: self.config.max_unacked_events,
+                max_unconfirmed_updates: self.config.max_unconfirmed_updates,
+            };
+            if let Err(e) = crate::events::prune(&inner.conn, now_ms, &p) {
+                self.abort(inner);
+                return Err(e);
+            }
+        }
+        // Other nodes' sessions of the bots this commit woke or revoked
+        // learn of it from a hint sent with the commit; nothing is sent
+        // when no bot is affected.
+        let notify = self.notify.then(|| notify_payload(&inner.fx)).flatten();
+        match crate::events::commit_with_updates(&inner.conn, &mut inner.fx.updates, notify.as_deref()) {
+            Ok(()) => {
+                if let Some(wal) = &self.db.wal {
+                    wal.note_commit();
+                }
+                inner.rate.commit();
+                Ok(())
+            }
+            Err(e) => {
+                self.abort(inner);
+                Err(e)
+            }
+        }
+    }
+
+    pub(super) fn abort(&self, inner: &mut Inner) {
+        let _ = inner.conn.rollback();
+        inner.rate.rollback_to(0);
+        inner.bot_cache.clear();
+        inner.fx = TxEffects::default();
+    }
+
+    /// Runs a method, catching a panic so it becomes a 500 and a rollback
+    /// instead of crossing the API boundary.
+    pub(super) fn dispatch(
+        &self,
+        inner: &mut Inner,
+        routed: &Routed<'_>,
+        now_ms: u64,
+        preauth: Option<crate::txn::Preauth>,
+    ) -> ApiResult<Vec<u8>> {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let sessions = |bot_id: &str| self.gateway.open_count(bot_id);
+            let mut ctx = inner.ctx(&self.config, &self.clock, &self.random, now_ms);
+            ctx.preauth = preauth;
+            ctx.host = crate::console::HostView {
+                peer: routed.peer,
+                activity: Some(&self.activity),
+                sessions: Some(&sessions),
+            };
+            match routed.route {
+                // Pages are answered before a transaction; a batch serves none.
+                Route::Console(_) => Err(ApiError::method_not_found(routed.req.path)),
+                Route::Admin(method) => {
+                    self.check_admin(&routed.req)?;
+                    methods::admin::call(&mut ctx, method, &routed.req)
+                }
+                Route::Gateway => {
+                    let bot = ctx.authenticate(&routed.req, None)?;
+                    gateway::check_upgrade(&self.gateway, &routed.req, &bot)?;
+                    // Every check passed, but bytes in, bytes out cannot switch protocols.
+                    Err(ApiError::upgrade_required())
+                }
+                Route::Bot(method) => {
+                    // On a shared store the chat is read with the bot (the
+                    // group may have read both already).
+                    let chat = match (method, ctx.conn.dialect()) {
+                        (BotMethod::GetMe, _) | (_, store::Dialect::Sqlite) => None,
+                        _ if ctx.preauth.is_some() => None,
+                        _ => methods::params::peek_chat_id(&routed.req.body),
+                    };
+                    let bot = ctx.authenticate(&routed.req, chat.as_deref())?;
+                    let out = methods::bot::call(&mut ctx, &bot, method, &routed.req);
+                    // getMe runs without a time (now_ms 0): the clock is read here.
+                    let at = if now_ms == 0 { self.clock.now_ms() } else { now_ms };
+                    let sent = out.is_ok() && method == BotMethod::SendMessage;
+                    self.activity.record(&bot.id, at, out.as_ref().err().map(|e| e.code), sent);
+                    out
+                }
+            }
+        }));
+        match result {
+            Ok(r) => r.map(|res| http::ok_response(&res)),
+            Err(_) => Err(ApiError::internal("a bug was caught; the request was rolled back")),
+        }
+    }
+
+    pub(super) fn check_admin(&self, req: &Request<'_>) -> ApiResult<()> {
+        let cred = auth::credential(req.header("authorization"), "Admin")?;
+        if auth::constant_time_eq(&auth::sha256(cred), &self.admin_hash) {
+            Ok(())
+        } else {
+            Err(ApiError::invalid_token())
+        }
+    }
+}
+
+/// The bots a commit woke or revoked, comma-joined, for `pg_notify`;
+/// `None` when there are none.
+fn notify_payload(fx: &TxEffects) -> Option<String> {
+    if fx.woken.is_empty() && fx.revoked.is_empty() {
+        return None;
+    }
+    let mut bots: Vec<&str> = fx.woken.iter().chain(&fx.revoked).map(String::as_str).collect();
+    bots.sort_unstable();
+    bots.dedup();
+    Some(bots.join(","))
+}
