@@ -42,7 +42,6 @@ mod events;
 pub mod gateway;
 mod group;
 pub mod http;
-mod import;
 mod methods;
 mod model;
 mod random;

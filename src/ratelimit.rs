@@ -6,7 +6,6 @@
 //! rollback).
 
 use crate::config::Rate;
-use crate::params;
 use crate::store::{Conn, StoreResult};
 use std::collections::HashMap;
 
@@ -170,36 +169,17 @@ pub fn check_shared(
     let now = now_ms * 1000;
     let bot_key = format!("b:{bot_id}");
     let chat_key = format!("c:{bot_id}:{chat_id}");
-    let (mut bot_tat, mut chat_tat) = (0u64, 0u64);
-    // Both rows exist before they are locked, so two nodes using a bucket
-    // for the first time at once queue on its row instead of both reading
-    // "absent". An inserted row is a full bucket: no state changed, so it
-    // does not count as a write (a refusal after it still wrote nothing).
-    conn.prepare_cached("INSERT INTO rate_buckets (key, tat) VALUES (?1, 0), (?2, 0) ON CONFLICT (key) DO NOTHING")?
-        .execute_uncounted(params![bot_key, chat_key])?;
-    conn.prepare_cached("SELECT key, tat FROM rate_buckets WHERE key = ?1 OR key = ?2 ORDER BY key FOR UPDATE")?
-        .query_each(params![bot_key, chat_key], |r| {
-            let tat = u64::try_from(r.get::<i64>(1)?).unwrap_or(0);
-            if r.get_str(0)? == bot_key {
-                bot_tat = tat;
-            } else {
-                chat_tat = tat;
-            }
-            Ok(true)
-        })?;
+    let (bot_tat, chat_tat) = crate::store::limits::take_buckets(conn, &bot_key, &chat_key)?;
     let bot_next = bot_rate.map(|r| gcra(bot_tat, now, r));
     let chat_next = chat_rate.map(|(r, s)| (gcra(chat_tat, now, r), s));
     if let Some(refused) = refusal(bot_next, chat_next) {
         return Ok(Err(refused));
     }
-    let mut put = conn.prepare_cached(
-        "INSERT INTO rate_buckets (key, tat) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET tat = excluded.tat",
-    )?;
     if let Some(Ok(next)) = bot_next {
-        put.execute(params![bot_key, next as i64])?;
+        crate::store::limits::put_bucket(conn, &bot_key, next)?;
     }
     if let Some((Ok(next), _)) = chat_next {
-        put.execute(params![chat_key, next as i64])?;
+        crate::store::limits::put_bucket(conn, &chat_key, next)?;
     }
     Ok(Ok(()))
 }

@@ -150,7 +150,7 @@ impl Ctx<'_> {
             p.used = true;
             return Ok(p.chat.take());
         }
-        Ok(Chat::load_with_member(self.conn, chat_id, &bot.id)?)
+        Ok(crate::store::chats::load_with_member(self.conn, chat_id, &bot.id)?)
     }
 
     /// Authenticates `Authorization: Bot <token>` against the cache, then
@@ -174,7 +174,9 @@ impl Ctx<'_> {
         // read with the whole group, or now.
         let with_chat = match (self.preauth.take().filter(|(h, _)| shared && *h == hash), chat_id) {
             (Some((_, found)), _) => Some(found),
-            (None, Some(chat_id)) if shared => Some(Bot::by_token_hash_with_chat(self.conn, &hash, chat_id)?),
+            (None, Some(chat_id)) if shared => {
+                Some(crate::store::bots::by_token_hash_with_chat(self.conn, &hash, chat_id)?)
+            }
             _ => None,
         };
         if let Some(found) = with_chat {
@@ -182,7 +184,7 @@ impl Ctx<'_> {
             self.prefetch = Some(prefetch);
             return Ok(Arc::new(bot));
         }
-        match Bot::by_token_hash(self.conn, &hash)? {
+        match crate::store::bots::by_token_hash(self.conn, &hash)? {
             Some(bot) => {
                 let bot = Arc::new(bot);
                 if self.bot_cache.len() > 100_000 {

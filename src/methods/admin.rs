@@ -5,14 +5,14 @@
 use super::console;
 use super::messages;
 use super::params::{self, Body};
+use super::to_json;
 use crate::auth;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{self, Event};
 use crate::http::Request;
-use crate::model::{to_json, Bot, Chat, ChatKind, StoredMessage, Tier};
-use crate::params;
+use crate::model::{Bot, Chat, ChatKind, Tier};
 use crate::route::AdminMethod;
-use crate::store::Optional;
+use crate::store::{self, bots::Field, chats::Blocker};
 use crate::txn::Ctx;
 use serde_json::{json, Value};
 
@@ -51,7 +51,7 @@ fn run(ctx: &mut Ctx<'_>, method: AdminMethod, b: &Body) -> ApiResult<Vec<u8>> {
         M::DissolveGroup => dissolve_group(ctx, b)?,
         M::SendUserMessage => return send_user_message(ctx, b),
         M::DeleteUserMessage => delete_user_message(ctx, b)?,
-        M::GetChat => load_chat(ctx, params::req_str(b, "chat_id")?)?.to_json(ctx.conn)?,
+        M::GetChat => chat_json(ctx, &load_chat(ctx, params::req_str(b, "chat_id")?)?)?,
         M::GetChatHistory => return chat_history(ctx, b),
         M::GetChatActions => chat_actions(ctx, b)?,
         M::GetUpdates => return get_updates(ctx, b),
@@ -70,34 +70,32 @@ fn bot_not_found() -> ApiError {
 }
 
 fn load_bot(ctx: &Ctx<'_>, id: &str) -> ApiResult<Bot> {
-    Bot::by_id(ctx.conn, id)?.ok_or_else(bot_not_found)
+    store::bots::by_id(ctx.conn, id)?.ok_or_else(bot_not_found)
 }
 
 fn load_chat(ctx: &Ctx<'_>, id: &str) -> ApiResult<Chat> {
-    Chat::load(ctx.conn, id)?.ok_or_else(ApiError::chat_not_found)
+    store::chats::load(ctx.conn, id)?.ok_or_else(ApiError::chat_not_found)
+}
+
+/// The chat as the host API returns it, with its current members.
+fn chat_json(ctx: &Ctx<'_>, chat: &Chat) -> ApiResult<Value> {
+    Ok(chat.to_json(store::chats::current_members(ctx.conn, &chat.id)?))
 }
 
 fn user_exists(ctx: &Ctx<'_>, id: &str) -> ApiResult<bool> {
-    Ok(ctx.conn.prepare_cached("SELECT 1 FROM users WHERE id = ?1")?.exists([id])?)
+    Ok(store::users::exists(ctx.conn, id)?)
 }
 
 fn user_json(ctx: &Ctx<'_>, id: &str) -> ApiResult<Value> {
-    ctx.conn
-        .prepare_cached("SELECT display_name, handle FROM users WHERE id = ?1")?
-        .query_row([id], |r| {
-            Ok(json!({"id": id, "display_name": r.get::<String>(0)?, "handle": r.get::<Option<String>>(1)?}))
-        })
-        .optional()?
-        .ok_or_else(user_not_found)
+    let (display_name, handle) = store::users::name(ctx.conn, id)?.ok_or_else(user_not_found)?;
+    Ok(json!({"id": id, "display_name": display_name, "handle": handle}))
 }
 
 fn create_user(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let display_name = params::name(b, "display_name", 128, true)?.unwrap_or_default();
     let handle = params::name(b, "handle", 64, false)?;
     let id = auth::new_id(ctx.random, "usr_")?;
-    ctx.conn
-        .prepare_cached("INSERT INTO users (id, display_name, handle, created_at) VALUES (?1, ?2, ?3, ?4)")?
-        .execute(params![id, display_name, handle, ctx.now_s()])?;
+    store::users::insert(ctx.conn, &id, &display_name, handle, ctx.now_s())?;
     Ok(json!({"id": id, "display_name": display_name, "handle": handle}))
 }
 
@@ -157,24 +155,20 @@ fn create_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let token = auth::new_token(ctx.random)?;
     let official = f.official.unwrap_or(false);
     let sealed = sealed_copy(ctx, official, &id, &token)?;
-    ctx.conn
-        .prepare_cached(
-            "INSERT INTO bots (id, token_hash, op_token, display_name, handle, avatar_key, verified, official, quota_tier, \
-             gateway_connection_limit, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        )?
-        .execute(params![
-            id,
-            &auth::sha256(token.as_bytes())[..],
-            sealed,
-            f.display_name,
-            f.handle,
-            f.avatar_key.flatten(),
-            f.verified.unwrap_or(false),
-            official,
-            f.tier.unwrap_or(Tier::Free).as_str(),
-            f.limit.flatten().map(|v| v as i64),
-            ctx.now_s()
-        ])?;
+    let new = store::bots::NewBot {
+        id: &id,
+        token_hash: &auth::sha256(token.as_bytes()),
+        sealed: sealed.as_deref(),
+        display_name: f.display_name,
+        handle: f.handle,
+        avatar_key: f.avatar_key.flatten(),
+        verified: f.verified.unwrap_or(false),
+        official,
+        tier: f.tier.unwrap_or(Tier::Free),
+        connection_limit: f.limit.flatten().map(|v| v as i64),
+        created_at: ctx.now_s(),
+    };
+    store::bots::insert(ctx.conn, &new)?;
     let bot = load_bot(ctx, &id)?;
     Ok(json!({"bot": raw(&bot.identity_json), "token": token}))
 }
@@ -199,37 +193,36 @@ fn update_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     };
     let before = load_bot(ctx, bot_id)?;
     let c = ctx.conn;
-    let set = |sql: &str, v: &dyn crate::store::ToVal| -> ApiResult<()> {
-        c.prepare_cached(sql)?.execute(params![v.to_val(), bot_id])?;
-        Ok(())
+    let set = |field: Field, v: &dyn crate::store::ToVal| -> ApiResult<()> {
+        Ok(store::bots::set_field(c, bot_id, field, v)?)
     };
     if let Some(v) = f.display_name {
-        set("UPDATE bots SET display_name = ?1 WHERE id = ?2", &v)?;
+        set(Field::DisplayName, &v)?;
     }
     if let Some(v) = f.handle {
-        set("UPDATE bots SET handle = ?1 WHERE id = ?2", &v)?;
+        set(Field::Handle, &v)?;
     }
     if let Some(v) = f.tier {
-        set("UPDATE bots SET quota_tier = ?1 WHERE id = ?2", &v.as_str())?;
+        set(Field::QuotaTier, &v.as_str())?;
     }
     if let Some(v) = f.verified {
-        set("UPDATE bots SET verified = ?1 WHERE id = ?2", &v)?;
+        set(Field::Verified, &v)?;
     }
     if let Some(v) = f.official {
-        set("UPDATE bots SET official = ?1 WHERE id = ?2", &v)?;
+        set(Field::Official, &v)?;
         if !v {
             // No longer managed by the service: its operational copy goes.
-            set("UPDATE bots SET op_token = ?1 WHERE id = ?2", &Option::<Vec<u8>>::None)?;
+            set(Field::OpToken, &Option::<Vec<u8>>::None)?;
         }
     }
     if let Some(v) = f.avatar_key {
-        set("UPDATE bots SET avatar_key = ?1 WHERE id = ?2", &v)?;
+        set(Field::AvatarKey, &v)?;
     }
     if let Some(v) = f.limit {
-        set("UPDATE bots SET gateway_connection_limit = ?1 WHERE id = ?2", &v.map(|v| v as i64))?;
+        set(Field::ConnectionLimit, &v.map(|v| v as i64))?;
     }
     if let Some(v) = status {
-        set("UPDATE bots SET status = ?1 WHERE id = ?2", &v)?;
+        set(Field::Status, &v)?;
         if v == "suspended" && before.active {
             ctx.fx.revoked.push(bot_id.to_string());
         }
@@ -243,11 +236,7 @@ fn rotate_token(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let bot = load_bot(ctx, params::req_str(b, "bot_id")?)?;
     let token = auth::new_token(ctx.random)?;
     let sealed = sealed_copy(ctx, bot.official, &bot.id, &token)?;
-    ctx.conn.prepare_cached("UPDATE bots SET token_hash = ?1, op_token = ?2 WHERE id = ?3")?.execute(params![
-        &auth::sha256(token.as_bytes())[..],
-        sealed,
-        bot.id
-    ])?;
+    store::bots::set_token(ctx.conn, &bot.id, &auth::sha256(token.as_bytes()), sealed.as_deref())?;
     forget_bot(ctx, &bot.id);
     ctx.fx.revoked.push(bot.id.clone());
     Ok(json!({"token": token}))
@@ -255,12 +244,7 @@ fn rotate_token(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 
 fn operational_token(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let bot_id = params::req_str(b, "bot_id")?;
-    let (official, sealed): (bool, Option<Vec<u8>>) = ctx
-        .conn
-        .prepare_cached("SELECT official, op_token FROM bots WHERE id = ?1")?
-        .query_row([bot_id], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?
-        .ok_or_else(bot_not_found)?;
+    let (official, sealed) = store::bots::operational_copy(ctx.conn, bot_id)?.ok_or_else(bot_not_found)?;
     if !official {
         return Err(ApiError::token_not_recoverable());
     }
@@ -273,14 +257,7 @@ fn operational_token(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 
 fn add_membership(ctx: &Ctx<'_>, chat_id: &str, member_id: &str, is_bot: bool) -> ApiResult<bool> {
     // Returns true when the member was not already active.
-    let changed = ctx
-        .conn
-        .prepare_cached(
-            "INSERT INTO members (chat_id, member_id, is_bot, active) VALUES (?1, ?2, ?3, 1) \
-             ON CONFLICT (chat_id, member_id) DO UPDATE SET active = 1 WHERE members.active = 0",
-        )?
-        .execute(params![chat_id, member_id, is_bot])?;
-    Ok(changed > 0)
+    Ok(store::chats::add_member(ctx.conn, chat_id, member_id, is_bot)?)
 }
 
 fn private_chat_for(ctx: &mut Ctx<'_>, user_id: &str, bot_id: &str) -> ApiResult<(Chat, bool)> {
@@ -288,18 +265,12 @@ fn private_chat_for(ctx: &mut Ctx<'_>, user_id: &str, bot_id: &str) -> ApiResult
         return Err(user_not_found());
     }
     load_bot(ctx, bot_id)?;
-    let existing: Option<String> = ctx
-        .conn
-        .prepare_cached("SELECT id FROM chats WHERE type = 'private' AND user_id = ?1 AND bot_id = ?2")?
-        .query_row([user_id, bot_id], |r| r.get(0))
-        .optional()?;
+    let existing = store::chats::private_chat_of(ctx.conn, user_id, bot_id)?;
     if let Some(id) = existing {
         return Ok((load_chat(ctx, &id)?, false));
     }
     let id = auth::new_id(ctx.random, "spc_")?;
-    ctx.conn
-        .prepare_cached("INSERT INTO chats (id, type, user_id, bot_id, created_at) VALUES (?1, 'private', ?2, ?3, ?4)")?
-        .execute(params![id, user_id, bot_id, ctx.now_s()])?;
+    store::chats::insert_private(ctx.conn, &id, user_id, bot_id, ctx.now_s())?;
     add_membership(ctx, &id, user_id, false)?;
     add_membership(ctx, &id, bot_id, true)?;
     Ok((load_chat(ctx, &id)?, true))
@@ -309,19 +280,19 @@ fn create_private_chat(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let user_id = params::req_str(b, "user_id")?;
     let bot_id = params::req_str(b, "bot_id")?;
     let (chat, _) = private_chat_for(ctx, user_id, bot_id)?;
-    chat.to_json(ctx.conn)
+    chat_json(ctx, &chat)
 }
 
 fn start_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let user_id = params::req_str(b, "user_id")?;
     let bot_id = params::req_str(b, "bot_id")?;
     let (chat, _) = private_chat_for(ctx, user_id, bot_id)?;
-    ctx.conn.prepare_cached("UPDATE chats SET started = 1 WHERE id = ?1")?.execute([&chat.id])?;
+    store::chats::set_started(ctx.conn, &chat.id)?;
     // Pressing start in a chat the bot was removed from brings it back.
     add_membership(ctx, &chat.id, bot_id, true)?;
     let data = json!({"chat": chat.reference(), "user": user_json(ctx, user_id)?});
     ctx.emit(Event::new(&chat.id, events::BOT_STARTED, data.to_string().as_bytes()))?;
-    load_chat(ctx, &chat.id)?.to_json(ctx.conn)
+    chat_json(ctx, &load_chat(ctx, &chat.id)?)
 }
 
 fn set_blocked(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
@@ -331,14 +302,13 @@ fn set_blocked(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     if chat.kind != ChatKind::Private {
         return Err(ApiError::invalid_field("chat_id", "must name a private chat"));
     }
-    let (column, current) = match by {
-        "user" => ("blocked_by_user", chat.blocked_by_user),
-        "bot" => ("blocked_by_bot", chat.blocked_by_bot),
+    let (blocker, current) = match by {
+        "user" => (Blocker::User, chat.blocked_by_user),
+        "bot" => (Blocker::Bot, chat.blocked_by_bot),
         _ => return Err(ApiError::invalid_field("by", "must be user or bot")),
     };
     if current != blocked {
-        let sql = format!("UPDATE chats SET {column} = ?1 WHERE id = ?2");
-        ctx.conn.prepare_cached(&sql)?.execute(params![blocked, chat.id])?;
+        store::chats::set_blocked(ctx.conn, &chat.id, blocker, blocked)?;
         let kind = if blocked { events::BLOCKED } else { events::UNBLOCKED };
         let data = json!({"chat": chat.reference(), "by": by});
         ctx.emit(Event::new(&chat.id, kind, data.to_string().as_bytes()))?;
@@ -348,7 +318,7 @@ fn set_blocked(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 
 /// Whether `id` names a user or a bot; 404 for neither.
 fn member_kind(ctx: &Ctx<'_>, id: &str) -> ApiResult<bool> {
-    if id.starts_with("bot_") && Bot::by_id(ctx.conn, id)?.is_some() {
+    if id.starts_with("bot_") && store::bots::by_id(ctx.conn, id)?.is_some() {
         return Ok(true);
     }
     if user_exists(ctx, id)? {
@@ -386,18 +356,14 @@ fn create_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     // Every id is checked before anything is written.
     let members: Vec<(&str, bool)> = ids.iter().map(|m| Ok((*m, member_kind(ctx, m)?))).collect::<ApiResult<_>>()?;
     let id = auth::new_id(ctx.random, "spc_")?;
-    ctx.conn
-        .prepare_cached(
-            "INSERT INTO chats (id, type, title, bots_can_send, created_at) VALUES (?1, 'group', ?2, ?3, ?4)",
-        )?
-        .execute(params![id, title, bots_can_send, ctx.now_s()])?;
+    store::chats::insert_group(ctx.conn, &id, &title, bots_can_send, ctx.now_s())?;
     let chat = load_chat(ctx, &id)?;
     for (m, is_bot) in members {
         if add_membership(ctx, &id, m, is_bot)? {
             member_event(ctx, &chat, m, is_bot, events::MEMBER_ADDED, None)?;
         }
     }
-    chat.to_json(ctx.conn)
+    chat_json(ctx, &chat)
 }
 
 fn add_member(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
@@ -422,17 +388,12 @@ fn add_member(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 fn remove_member(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
     let member_id = params::req_str(b, "member_id")?;
-    let Some(active) = crate::model::membership(ctx.conn, &chat.id, member_id)? else {
+    let Some(active) = store::chats::membership(ctx.conn, &chat.id, member_id)? else {
         return Err(ApiError::member_not_found(member_id));
     };
     if active {
-        let is_bot: bool = ctx
-            .conn
-            .prepare_cached("SELECT is_bot FROM members WHERE chat_id = ?1 AND member_id = ?2")?
-            .query_row([&chat.id, member_id], |r| r.get(0))?;
-        ctx.conn
-            .prepare_cached("UPDATE members SET active = 0 WHERE chat_id = ?1 AND member_id = ?2")?
-            .execute([&chat.id, member_id])?;
+        let is_bot = store::chats::member_is_bot(ctx.conn, &chat.id, member_id)?;
+        store::chats::remove_member(ctx.conn, &chat.id, member_id)?;
         // The removed bot still hears that it was removed.
         member_event(ctx, &chat, member_id, is_bot, events::MEMBER_REMOVED, is_bot.then_some(member_id))?;
     }
@@ -454,9 +415,7 @@ fn set_group_permissions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         return Err(ApiError::chat_dissolved());
     }
     if chat.bots_can_send != bots_can_send {
-        ctx.conn
-            .prepare_cached("UPDATE chats SET bots_can_send = ?1 WHERE id = ?2")?
-            .execute(params![bots_can_send, chat.id])?;
+        store::chats::set_bots_can_send(ctx.conn, &chat.id, bots_can_send)?;
         let data = json!({"chat": chat.reference(), "bots_can_send": bots_can_send});
         ctx.emit(Event::new(&chat.id, events::CHAT_PERMISSIONS_CHANGED, data.to_string().as_bytes()))?;
     }
@@ -466,7 +425,7 @@ fn set_group_permissions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 fn dissolve_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let chat = group(ctx, b)?;
     if !chat.dissolved {
-        ctx.conn.prepare_cached("UPDATE chats SET dissolved = 1 WHERE id = ?1")?.execute([&chat.id])?;
+        store::chats::set_dissolved(ctx.conn, &chat.id)?;
         let data = json!({"chat": chat.reference()});
         ctx.emit(Event::new(&chat.id, events::CHAT_DISSOLVED, data.to_string().as_bytes()))?;
     }
@@ -483,7 +442,7 @@ fn send_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
         return Err(user_not_found());
     }
     let chat = load_chat(ctx, chat_id)?;
-    if crate::model::membership(ctx.conn, chat_id, user_id)? != Some(true) {
+    if store::chats::membership(ctx.conn, chat_id, user_id)? != Some(true) {
         return Err(ApiError::not_member());
     }
     if chat.dissolved {
@@ -502,7 +461,7 @@ fn send_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
 fn delete_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
     let message_id = params::req_message_id(b, "message_id")?;
-    let msg = match StoredMessage::load(ctx.conn, &chat.id, message_id)? {
+    let msg = match store::messages::load(ctx.conn, &chat.id, message_id)? {
         Some(m) if !m.deleted => m,
         _ => return Err(ApiError::message_not_found()),
     };
@@ -519,11 +478,7 @@ fn chat_history(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
         _ => Err(e),
     })?;
     let limit = params::opt_uint(b, "limit", 100)?.unwrap_or(100).max(1);
-    let mut st = ctx.conn.prepare_cached(
-        "SELECT message_id, sender_id, sender_is_bot, text, date, edit_date, reply_to, deleted \
-         FROM messages WHERE chat_id = ?1 AND message_id > ?2 ORDER BY message_id LIMIT ?3",
-    )?;
-    let rows = st.query_vec(params![chat.id, after.unwrap_or(0), limit as i64], StoredMessage::from_row)?;
+    let rows = store::messages::history(ctx.conn, &chat.id, after.unwrap_or(0), limit as i64)?;
     // Written as it goes, so messages keep the field order of sendMessage.
     let mut out = b"[".to_vec();
     for m in rows {
@@ -542,12 +497,10 @@ fn chat_history(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
 
 fn chat_actions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
-    let mut st = ctx.conn.prepare_cached(
-        "SELECT bot_id, action, expires_at_ms FROM chat_actions WHERE chat_id = ?1 AND expires_at_ms > ?2 ORDER BY bot_id",
-    )?;
-    let rows = st.query_vec(params![chat.id, ctx.now_ms as i64], |r| {
-        Ok(json!({"bot_id": r.get::<String>(0)?, "action": r.get::<String>(1)?, "expires_at_ms": r.get::<i64>(2)?}))
-    })?;
+    let rows = store::chats::live_actions(ctx.conn, &chat.id, ctx.now_ms as i64)?
+        .into_iter()
+        .map(|(bot_id, action, expires_at_ms)| json!({"bot_id": bot_id, "action": action, "expires_at_ms": expires_at_ms}))
+        .collect();
     Ok(Value::Array(rows))
 }
 
@@ -558,15 +511,12 @@ fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
     crate::events::flush_updates(ctx.conn, &mut ctx.fx.updates)?;
     let offset = params::opt_uint(b, "offset", i64::MAX as u64)?;
     let limit = params::opt_uint(b, "limit", 1000)?.unwrap_or(100).max(1);
-    let confirmed: i64 = ctx
-        .conn
-        .prepare_cached("SELECT value FROM meta WHERE key = 'updates_confirmed'")?
-        .query_row((), |r| r.get(0))?;
+    let confirmed = store::events::updates_confirmed(ctx.conn)?;
     let from = match offset {
         Some(o) => {
             let o = o as i64;
             if o > confirmed {
-                ctx.conn.prepare_cached("UPDATE meta SET value = ?1 WHERE key = 'updates_confirmed'")?.execute([o])?;
+                store::events::set_updates_confirmed(ctx.conn, o)?;
             }
             o
         }
@@ -574,11 +524,7 @@ fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
     };
     // Unconfirmed updates the backlog cap dropped: said first, as an update
     // of its own that the host confirms like any other.
-    let dropped: Option<i64> = ctx
-        .conn
-        .prepare_cached("SELECT value FROM meta WHERE key = 'updates_dropped_through'")?
-        .query_row((), |r| r.get(0))
-        .optional()?;
+    let dropped = store::events::updates_dropped_through(ctx.conn)?;
     let mut out = b"[".to_vec();
     let mut limit = limit as i64;
     if let Some(d) = dropped.filter(|d| *d >= from) {
@@ -588,19 +534,14 @@ fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
         );
         limit -= 1;
     }
-    let mut st = ctx.conn.prepare_cached(
-        "SELECT update_id, type, data FROM updates WHERE update_id >= ?1 ORDER BY update_id LIMIT ?2",
-    )?;
     // The stored payloads are JSON the service wrote: spliced in as they are.
-    st.query_each(params![from, limit], |r| {
+    store::events::each_update_from(ctx.conn, from, limit, |id, kind, data| {
         if out.len() > 1 {
             out.push(b',');
         }
-        let id: i64 = r.get(0)?;
-        out.extend_from_slice(format!(r#"{{"update_id":{id},"type":"{}","data":"#, r.get_str(1)?).as_bytes());
-        out.extend_from_slice(r.get_str(2)?.as_bytes());
+        out.extend_from_slice(format!(r#"{{"update_id":{id},"type":"{kind}","data":"#).as_bytes());
+        out.extend_from_slice(data.as_bytes());
         out.push(b'}');
-        Ok(true)
     })?;
     out.push(b']');
     Ok(out)
@@ -608,14 +549,12 @@ fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
 
 /// Row counts, e.g. for a host to tell a fresh database from a used one.
 fn stats(ctx: &mut Ctx<'_>) -> ApiResult<Value> {
-    let count = |table: &str| -> ApiResult<i64> {
-        Ok(ctx.conn.prepare_cached(&format!("SELECT count(*) FROM {table}"))?.query_row((), |r| r.get(0))?)
-    };
+    let c = store::stats::row_counts(ctx.conn)?;
     Ok(json!({
-        "users": count("users")?,
-        "bots": count("bots")?,
-        "chats": count("chats")?,
-        "messages": count("messages")?,
+        "users": c.users,
+        "bots": c.bots,
+        "chats": c.chats,
+        "messages": c.messages,
         "schema_version": ctx.conn.schema_version()?,
     }))
 }

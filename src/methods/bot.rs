@@ -4,15 +4,15 @@
 
 use super::messages;
 use super::params::{self, Body};
+use super::to_json;
 use crate::auth;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{self, Event};
 use crate::http::Request;
-use crate::model::{to_json, Bot, Chat, ChatKind, StoredMessage, Tier};
-use crate::params;
+use crate::model::{Bot, Chat, ChatKind, StoredMessage, Tier};
 use crate::ratelimit::Scope;
 use crate::route::BotMethod;
-use crate::store::{Dialect, Optional};
+use crate::store::{self, Dialect};
 use crate::txn::Ctx;
 
 pub const CHAT_ACTIONS: &[&str] = &["typing", "upload_photo", "upload_document", "record_voice", "upload_voice"];
@@ -148,13 +148,7 @@ fn send_message(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Ve
     let hash = key.map(|_| request_hash(&body));
     if let (Some(key), Some(hash)) = (key, &hash) {
         let cutoff = ctx.now_ms.saturating_sub(super::IDEMPOTENCY_TTL_MS) as i64;
-        let prior: Option<(Vec<u8>, String)> = ctx
-            .conn
-            .prepare_cached(
-                "SELECT request_hash, result FROM idempotency WHERE bot_id = ?1 AND key = ?2 AND created_at_ms >= ?3",
-            )?
-            .query_row(params![bot.id, key, cutoff], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
+        let prior = store::idempotency::lookup(ctx.conn, &bot.id, key, cutoff)?;
         if let Some((prior_hash, result)) = prior {
             if auth::constant_time_eq(&prior_hash, hash) {
                 return Ok(result.into_bytes());
@@ -168,13 +162,8 @@ fn send_message(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Ve
     rate_limit(ctx, bot, &chat)?;
     let json = messages::post(ctx, &chat, &bot.id, true, text, reply_to)?;
     if let (Some(key), Some(hash)) = (key, hash) {
-        ctx.conn
-            .prepare_cached(
-                "INSERT INTO idempotency (bot_id, key, request_hash, result, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5) \
-                 ON CONFLICT (bot_id, key) DO UPDATE SET request_hash = excluded.request_hash, result = excluded.result, \
-                 created_at_ms = excluded.created_at_ms",
-            )?
-            .execute(params![bot.id, key, &hash[..], std::str::from_utf8(&json).unwrap_or(""), ctx.now_ms as i64])?;
+        let result = std::str::from_utf8(&json).unwrap_or("");
+        store::idempotency::remember(ctx.conn, &bot.id, key, &hash, result, ctx.now_ms as i64)?;
     }
     Ok(json)
 }
@@ -192,19 +181,14 @@ fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<
     check_send_permission(&chat, member)?;
     rate_limit(ctx, bot, &chat)?;
     let expires = ctx.now_ms + CHAT_ACTION_TTL_MS;
-    ctx.conn
-        .prepare_cached(
-            "INSERT INTO chat_actions (chat_id, bot_id, action, expires_at_ms) VALUES (?1, ?2, ?3, ?4) \
-             ON CONFLICT (chat_id, bot_id) DO UPDATE SET action = excluded.action, expires_at_ms = excluded.expires_at_ms",
-        )?
-        .execute(params![chat.id, bot.id, action, expires as i64])?;
+    store::chats::set_action(ctx.conn, &chat.id, &bot.id, action, expires as i64)?;
     let data = serde_json::json!({
         "chat": chat.reference(),
         "from": {"id": bot.id, "is_bot": true},
         "action": action,
         "expires_at_ms": expires,
     });
-    events::append_update(ctx.conn, ctx.now_ms, events::CHAT_ACTION, &data.to_string(), None, &mut ctx.fx.updates)?;
+    events::append_update(ctx.conn, ctx.now_ms, events::CHAT_ACTION, &data.to_string(), &mut ctx.fx.updates)?;
     Ok(b"true".to_vec())
 }
 
@@ -215,7 +199,7 @@ fn owned_message(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<(Chat, 
     let message_id = params::req_message_id(body, "message_id")?;
     let (chat, member) = visible_chat(ctx, bot, chat_id)?;
     check_still_visible(&chat, member)?;
-    let msg = match StoredMessage::load(ctx.conn, &chat.id, message_id)? {
+    let msg = match store::messages::load(ctx.conn, &chat.id, message_id)? {
         Some(m) if !m.deleted => m,
         _ => return Err(ApiError::message_not_found()),
     };
@@ -237,9 +221,7 @@ fn edit_message_text(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec
         return to_json(&msg.json(chat.reference()));
     }
     let edit_date = ctx.now_s();
-    ctx.conn
-        .prepare_cached("UPDATE messages SET text = ?1, edit_date = ?2 WHERE chat_id = ?3 AND message_id = ?4")?
-        .execute(params![text, edit_date, chat.id, msg.message_id])?;
+    store::messages::edit(ctx.conn, &chat.id, msg.message_id, text, edit_date)?;
     msg.text = Some(text.to_string());
     msg.edit_date = Some(edit_date);
     let json = to_json(&msg.json(chat.reference()))?;
@@ -257,24 +239,12 @@ fn delete_message(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8
 /// everywhere it is stored and emits `message_deleted`.
 pub fn delete_stored(ctx: &mut Ctx<'_>, chat: &Chat, msg: &StoredMessage, exclude: Option<&str>) -> ApiResult<()> {
     let message_id = msg.message_id;
-    ctx.conn
-        .prepare_cached("UPDATE messages SET deleted = 1, text = NULL WHERE chat_id = ?1 AND message_id = ?2")?
-        .execute(params![chat.id, message_id])?;
+    store::messages::mark_deleted(ctx.conn, &chat.id, message_id)?;
     events::scrub_message_text(ctx.conn, &chat.id, message_id, &mut ctx.fx.updates)?;
     ctx.fx.scrubbed = true;
     if msg.sender_is_bot {
         // An idempotent retry of the send must not bring the text back.
-        let sql = match ctx.conn.dialect() {
-            Dialect::Sqlite => {
-                "UPDATE idempotency SET result = json_remove(result, '$.text') WHERE bot_id = ?1 \
-                 AND json_extract(result, '$.chat.id') = ?2 AND json_extract(result, '$.message_id') = ?3"
-            }
-            Dialect::Postgres => {
-                "UPDATE idempotency SET result = (result::jsonb - 'text')::text WHERE bot_id = ?1 \
-                 AND result::jsonb #>> '{chat,id}' = ?2 AND result::jsonb ->> 'message_id' = ?3"
-            }
-        };
-        ctx.conn.prepare_cached(sql)?.execute(params![msg.sender_id, chat.id, message_id.to_string()])?;
+        store::idempotency::scrub_text(ctx.conn, &msg.sender_id, &chat.id, message_id)?;
     }
     let data = serde_json::json!({"chat": chat.reference(), "message_id": message_id.to_string()});
     ctx.emit(Event { exclude, ..Event::new(&chat.id, events::MESSAGE_DELETED, data.to_string().as_bytes()) })?;

@@ -5,8 +5,8 @@
 
 use super::params::{self, Body};
 use crate::error::{ApiError, ApiResult};
-use crate::model::{Bot, BOT_COLUMNS};
 use crate::route::AdminMethod;
+use crate::store::bots::{self, BOT_COLUMNS};
 use crate::store::console::{self as q, Cursor};
 use crate::store::Row;
 use crate::txn::Ctx;
@@ -41,7 +41,7 @@ fn next_cursor(len: usize, limit: u32, last: Option<(i64, &str)>) -> Value {
 /// A bot row of [`q::list_bots`]: the identity, with `created_at` and a
 /// `live` object.
 fn bot_row(ctx: &Ctx<'_>, r: &Row<'_>) -> crate::store::StoreResult<(Value, i64, String)> {
-    let bot = Bot::from_row(r)?;
+    let bot = bots::read_bot(r, 0)?;
     let created_at: i64 = r.get(9)?;
     let unacked: i64 = r.get(10)?;
     let leased: i64 = r.get(11)?;
@@ -119,7 +119,7 @@ pub fn list_chats(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 
 pub fn chat_members(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let chat_id = params::req_str(b, "chat_id")?;
-    if crate::model::Chat::load(ctx.conn, chat_id)?.is_none() {
+    if crate::store::chats::load(ctx.conn, chat_id)?.is_none() {
         return Err(ApiError::chat_not_found());
     }
     let rows = q::chat_members(ctx.conn, chat_id, |r| {
@@ -131,7 +131,7 @@ pub fn chat_members(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 
 pub fn bot_activity(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let bot_id = params::req_str(b, "bot_id")?;
-    if Bot::by_id(ctx.conn, bot_id)?.is_none() {
+    if bots::by_id(ctx.conn, bot_id)?.is_none() {
         return Err(ApiError::bot_not_found());
     }
     let s = ctx.host.activity.map(|a| a.summary(bot_id, ctx.now_ms)).unwrap_or_default();

@@ -1,18 +1,19 @@
 //! The one write path for messages: a bot's sendMessage and a human's
 //! sendUserMessage both go through [`post`], so both see the same rules
-//! and the same numbering.
+//! and the same numbering (each store's algorithm is named in
+//! `store::messages::Numbering`).
 
+use super::to_json;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{self, Event};
-use crate::model::{to_json, Chat, MessageJson, Sender, StoredMessage};
-use crate::params;
-use crate::store::Dialect;
+use crate::model::{Chat, MessageJson, Sender};
+use crate::store::messages::{self as stored, NewMessage};
 use crate::txn::Ctx;
 
 /// `reply_to_message_id` must name a live message of the same chat.
 pub fn check_reply_target(ctx: &Ctx<'_>, chat: &Chat, reply_to: Option<i64>) -> ApiResult<()> {
     if let Some(r) = reply_to {
-        match StoredMessage::load(ctx.conn, &chat.id, r)? {
+        match stored::load(ctx.conn, &chat.id, r)? {
             Some(m) if !m.deleted => {}
             _ => return Err(ApiError::reply_target_not_found()),
         }
@@ -31,29 +32,8 @@ pub fn post(
     reply_to: Option<i64>,
 ) -> ApiResult<Vec<u8>> {
     let date = ctx.now_s();
-    let sqlite = ctx.conn.dialect() == Dialect::Sqlite;
-    let message_id: i64 = if sqlite {
-        // The next number after the chat's last message (rows are never
-        // removed, a deleted message keeps its number): read from the page
-        // the message is about to be written to, so the chat's row is not
-        // rewritten (one page less per chat in a group commit). The one
-        // writer makes it race-free. The message row comes after the
-        // events: it keeps its update's id.
-        ctx.conn
-            .prepare_cached("SELECT coalesce(max(message_id), 0) + 1 FROM messages WHERE chat_id = ?1")?
-            .query_row([&chat.id], |r| r.get(0))?
-    } else {
-        // The counter, the message and the end of a chat action in one
-        // statement: one round trip.
-        ctx.conn
-            .prepare_cached(
-                "WITH n AS (UPDATE chats SET last_message_id = last_message_id + 1 WHERE id = ?1 RETURNING last_message_id), \
-                 a AS (DELETE FROM chat_actions WHERE chat_id = ?1 AND bot_id = ?2 AND ?3 = 1) \
-                 INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to) \
-                 SELECT ?1, last_message_id, ?2, ?3, ?4, ?5, ?6 FROM n RETURNING message_id",
-            )?
-            .query_row(params![chat.id, sender_id, sender_is_bot, text, date, reply_to], |r| r.get(0))?
-    };
+    let new = NewMessage { chat_id: &chat.id, sender_id, sender_is_bot, text, date, reply_to };
+    let message_id = stored::reserve(ctx.conn, &new)?;
     let msg = MessageJson {
         message_id: message_id.to_string(),
         chat: chat.reference(),
@@ -66,20 +46,8 @@ pub fn post(
     let json = to_json(&msg)?;
     let update =
         emit_message(ctx, chat, events::MESSAGE_CREATED, message_id, &json, sender_is_bot.then_some(sender_id))?;
-    if sqlite {
-        ctx.conn
-            .prepare_cached(
-                "INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to, created_update) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )?
-            .execute(params![chat.id, message_id, sender_id, sender_is_bot, text, date, reply_to, update])?;
-        if sender_is_bot {
-            // A message ends the bot's chat action in that chat.
-            ctx.conn
-                .prepare_cached("DELETE FROM chat_actions WHERE chat_id = ?1 AND bot_id = ?2")?
-                .execute([&chat.id, sender_id])?;
-        }
-    }
+    // On SQLite the row comes after the events: it keeps its update's id.
+    stored::finish(ctx.conn, &new, message_id, update)?;
     Ok(json)
 }
 

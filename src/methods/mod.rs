@@ -10,3 +10,8 @@ pub mod params;
 
 /// How long an Idempotency-Key is remembered.
 pub const IDEMPOTENCY_TTL_MS: u64 = 24 * 3600 * 1000;
+
+/// Serializes a value the core built itself; failure would be a bug.
+pub fn to_json<T: serde::Serialize>(v: &T) -> crate::error::ApiResult<Vec<u8>> {
+    serde_json::to_vec(v).map_err(|e| crate::error::ApiError::internal(format!("serialization: {e}")))
+}

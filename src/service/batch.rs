@@ -179,7 +179,7 @@ impl Service {
         if wanted.len() < 2 {
             return Vec::new();
         }
-        let Ok(mut found) = crate::model::Bot::by_token_hashes_with_chats(&inner.conn, &wanted) else {
+        let Ok(mut found) = crate::store::bots::by_token_hashes_with_chats(&inner.conn, &wanted) else {
             return Vec::new();
         };
         let mut found = found.drain(..);

@@ -17,12 +17,9 @@ impl Service {
             self.gateway.after_commit(&fx.woken, &fx.revoked);
         }
         if fx.scrubbed {
-            // secure_delete zeroed the text in the pages just written; the
-            // WAL still holds the earlier page images. Copy the clean pages
-            // back and truncate the WAL (a no-op for :memory:). A failure
-            // here leaves the text until the next checkpoint, nothing worse.
+            // Deleted text must leave the WAL's older page images too.
             if let Some(c) = inner.conn.sqlite_ref() {
-                let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+                crate::store::sqlite::checkpoint_truncate(c);
             }
         }
         fx
@@ -35,18 +32,11 @@ impl Service {
     }
 
     /// With a deferred WAL sync, the transaction about to start commits
-    /// without an fsync (`on`), and every other write afterwards with one.
-    /// If `NORMAL` cannot be set the commit simply syncs itself; `FULL`
-    /// must come back, so an open transaction is rolled back first.
+    /// without an fsync (`on`), and every other write afterwards with one
+    /// (see [`crate::store::sqlite::defer_commit_sync`]).
     pub(super) fn defer_sync(&self, inner: &Inner, on: bool) {
         let (Some(_), Some(c)) = (&self.db.wal, inner.conn.sqlite_ref()) else { return };
-        let set = |sql| c.prepare_cached(sql).and_then(|mut st| st.execute([])).map(|_| ());
-        if on {
-            let _ = set("PRAGMA synchronous = NORMAL");
-        } else if set("PRAGMA synchronous = FULL").is_err() && !c.is_autocommit() {
-            let _ = c.execute_batch("ROLLBACK");
-            let _ = set("PRAGMA synchronous = FULL");
-        }
+        crate::store::sqlite::defer_commit_sync(c, on);
     }
 
     /// Before answers leave: waits until every commit they may have seen

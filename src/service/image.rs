@@ -28,15 +28,16 @@ impl Service {
     pub fn import_database(&self, bytes: &[u8]) -> Result<(), ApiError> {
         let page_size: i64 = {
             let inner = self.lock();
-            inner.conn.sqlite_ref().ok_or_else(sqlite_only)?.query_row("PRAGMA page_size", [], |r| r.get(0))?
+            crate::store::sqlite::page_size(inner.conn.sqlite_ref().ok_or_else(sqlite_only)?)?
         };
-        let scratch = crate::import::prepare(bytes, page_size, self.config.max_import_bytes)?;
+        let scratch =
+            crate::store::import::prepare(bytes, page_size, self.config.max_import_bytes).map_err(import_error)?;
         let mut guard = self.lock();
         let inner = &mut *guard;
         // Copy into the live connection so a file database stays a file.
         {
             let live = inner.conn.sqlite().ok_or_else(sqlite_only)?;
-            crate::import::copy_into(&scratch, live)?;
+            crate::store::import::copy_into(&scratch, live).map_err(import_error)?;
         }
         drop(scratch);
         inner.bot_cache.clear();
@@ -56,4 +57,15 @@ fn sqlite_only() -> ApiError {
     ApiError::invalid_request(
         "export_database and import_database work on SQLite stores only; use pg_dump and pg_restore for PostgreSQL",
     )
+}
+
+/// A refused image is the host's mistake (400); a failure on this side
+/// answers as any storage failure does.
+fn import_error(e: crate::store::import::ImportError) -> ApiError {
+    use crate::store::import::ImportError;
+    match e {
+        ImportError::Refused(why) => ApiError::invalid_request(why),
+        ImportError::Sqlite(e) => ApiError::from(e),
+        ImportError::Internal(why) => ApiError::internal(why),
+    }
 }

@@ -103,7 +103,7 @@ impl Service {
             };
             if let Err(e) = crate::events::prune(&inner.conn, now_ms, &p) {
                 self.abort(inner);
-                return Err(e);
+                return Err(e.into());
             }
         }
         // Other nodes' sessions of the bots this commit woke or revoked
@@ -120,7 +120,7 @@ impl Service {
             }
             Err(e) => {
                 self.abort(inner);
-                Err(e)
+                Err(e.into())
             }
         }
     }

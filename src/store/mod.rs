@@ -12,10 +12,19 @@
 //! 64-bit and flags are 0/1 integers in both schemas, so a value reads back
 //! the same from either store.
 
+pub mod bots;
+pub mod chats;
 pub mod console;
+pub mod events;
+pub mod idempotency;
+pub(crate) mod import;
+pub mod limits;
+pub mod messages;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod sqlite;
+pub mod stats;
+pub mod users;
 pub mod wal;
 
 /// Which SQL dialect a connection speaks, for the few statements that differ.
@@ -58,6 +67,10 @@ pub enum StorageError {
     /// unknown to this side.
     #[error("the connection was lost during COMMIT: {0}")]
     CommitLost(Box<StorageError>),
+    /// The stored rows broke a rule the code relies on (a bug, or a
+    /// database changed behind the service's back).
+    #[error("{0}")]
+    Inconsistent(&'static str),
     /// The transaction met an error earlier and can only roll back.
     #[error("the transaction was aborted by an earlier error")]
     Aborted,

@@ -227,3 +227,31 @@ pub fn migrate(conn: &Connection) -> Result<(), StorageError> {
     }
     Ok(())
 }
+
+/// Copies the WAL's pages back into the database file and truncates the
+/// WAL (a no-op for `:memory:`): after `secure_delete` zeroed deleted text
+/// in the pages just written, the WAL still holds the earlier page images.
+/// A failure leaves the text until the next checkpoint, nothing worse.
+pub fn checkpoint_truncate(c: &Connection) {
+    let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+}
+
+/// With the service's own WAL sync (`store::wal`): the transaction about
+/// to start commits without an fsync (`deferred`), and every other write
+/// afterwards with one. If `NORMAL` cannot be set the commit simply syncs
+/// itself; `FULL` must come back, so an open transaction is rolled back
+/// first.
+pub fn defer_commit_sync(c: &Connection, deferred: bool) {
+    let set = |sql| c.prepare_cached(sql).and_then(|mut st| st.execute([])).map(|_| ());
+    if deferred {
+        let _ = set("PRAGMA synchronous = NORMAL");
+    } else if set("PRAGMA synchronous = FULL").is_err() && !c.is_autocommit() {
+        let _ = c.execute_batch("ROLLBACK");
+        let _ = set("PRAGMA synchronous = FULL");
+    }
+}
+
+/// The database's page size, in bytes.
+pub fn page_size(c: &Connection) -> rusqlite::Result<i64> {
+    c.query_row("PRAGMA page_size", [], |r| r.get(0))
+}

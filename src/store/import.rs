@@ -9,21 +9,48 @@
 //! check, and its stored events parse. Every refusal is a 400 and leaves
 //! the live database as it was.
 
-use crate::error::{ApiError, ApiResult};
-use crate::events;
+use crate::store::events;
 use crate::store::sqlite as storage;
 use rusqlite::Connection;
 
 /// One row of `sqlite_master`: type, name, table, SQL.
 type SchemaRow = (String, String, String, Option<String>);
 
-fn refuse(why: impl std::fmt::Display) -> ApiError {
-    ApiError::invalid_request(format!("database image refused: {why}"))
+/// Why an image was not imported.
+#[derive(Debug)]
+pub enum ImportError {
+    /// The image is not acceptable (the host's mistake): what is wrong.
+    Refused(String),
+    /// SQLite failed while checking or copying it.
+    Sqlite(rusqlite::Error),
+    /// Anything else that failed on this side.
+    Internal(String),
+}
+
+impl From<rusqlite::Error> for ImportError {
+    fn from(e: rusqlite::Error) -> Self {
+        ImportError::Sqlite(e)
+    }
+}
+
+impl std::fmt::Display for ImportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ImportError::Refused(why) | ImportError::Internal(why) => f.write_str(why),
+            ImportError::Sqlite(e) => e.fmt(f),
+        }
+    }
+}
+
+type ImportResult<T> = Result<T, ImportError>;
+
+fn refuse(why: impl std::fmt::Display) -> ImportError {
+    ImportError::Refused(format!("database image refused: {why}"))
 }
 
 /// The objects a database of schema `version` holds, as the migrations
 /// build them (internal `sqlite_` objects such as autoindexes included).
-fn reference_schema(version: usize) -> ApiResult<Vec<SchemaRow>> {
+fn reference_schema(version: usize) -> ImportResult<Vec<SchemaRow>> {
     let conn = Connection::open_in_memory()?;
     for sql in &storage::MIGRATIONS[..version] {
         conn.execute_batch(sql)?;
@@ -31,7 +58,7 @@ fn reference_schema(version: usize) -> ApiResult<Vec<SchemaRow>> {
     schema_of(&conn)
 }
 
-fn schema_of(conn: &Connection) -> ApiResult<Vec<SchemaRow>> {
+fn schema_of(conn: &Connection) -> ImportResult<Vec<SchemaRow>> {
     let mut st = conn.prepare("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name")?;
     let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -39,7 +66,7 @@ fn schema_of(conn: &Connection) -> ApiResult<Vec<SchemaRow>> {
 
 /// Opens `image` in a scratch connection, checks it, converts its page size
 /// to `page_size` and migrates it. Returns the connection to copy from.
-pub fn prepare(image: &[u8], page_size: i64, max_bytes: usize) -> ApiResult<Connection> {
+pub fn prepare(image: &[u8], page_size: i64, max_bytes: usize) -> ImportResult<Connection> {
     if image.len() > max_bytes {
         return Err(refuse(format!("it is larger than max_import_bytes ({max_bytes} bytes)")));
     }
@@ -106,18 +133,18 @@ pub fn prepare(image: &[u8], page_size: i64, max_bytes: usize) -> ApiResult<Conn
         // rows into a new database of the live size instead.
         drop(scratch);
         scratch = convert_page_size(&bytes, version as usize, &expected, page_size).map_err(|e| {
-            refuse(format!("its page size {image_page_size} cannot be converted to {page_size} ({})", e.description))
+            refuse(format!("its page size {image_page_size} cannot be converted to {page_size} ({})", e))
         })?;
     }
     // Bring the image up to date before it replaces anything, so a failed
     // migration leaves the live database as it was.
-    storage::migrate(&scratch).map_err(ApiError::internal)?;
+    storage::migrate(&scratch).map_err(|e| ImportError::Internal(e.to_string()))?;
     Ok(scratch)
 }
 
 /// A copy of `image` (already checked to hold the schema `schema` of
 /// `version`) in a new in-memory database of `page_size`.
-fn convert_page_size(image: &[u8], version: usize, schema: &[SchemaRow], page_size: i64) -> ApiResult<Connection> {
+fn convert_page_size(image: &[u8], version: usize, schema: &[SchemaRow], page_size: i64) -> ImportResult<Connection> {
     let mut conv = Connection::open_in_memory()?;
     storage::harden(&conv)?;
     // The page size of an empty database is set by the first write.
@@ -149,7 +176,7 @@ fn convert_page_size(image: &[u8], version: usize, schema: &[SchemaRow], page_si
 /// over its first 1024 pages impossible to import in the WASM build. The
 /// live connection is the service's own and held under its lock, so the
 /// step is never busy; if it ever is, that is an error, not a wait.
-pub fn copy_into(scratch: &Connection, live: &mut Connection) -> ApiResult<()> {
+pub fn copy_into(scratch: &Connection, live: &mut Connection) -> ImportResult<()> {
     use rusqlite::backup::{Backup, StepResult};
     let backup = Backup::new(scratch, live)?;
     loop {
@@ -157,9 +184,9 @@ pub fn copy_into(scratch: &Connection, live: &mut Connection) -> ApiResult<()> {
             StepResult::Done => return Ok(()),
             StepResult::More => continue,
             StepResult::Busy | StepResult::Locked => {
-                return Err(ApiError::internal("the live database is locked; the image was not copied"));
+                return Err(ImportError::Internal("the live database is locked; the image was not copied".into()));
             }
-            _ => return Err(ApiError::internal("unexpected result of SQLite backup step")),
+            _ => return Err(ImportError::Internal("unexpected result of SQLite backup step".into())),
         }
     }
 }

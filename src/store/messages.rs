@@ -1,0 +1,142 @@
+//! Messages as stored, and how each store numbers them.
+//!
+//! A chat's messages are numbered 1, 2, 3... with no gap; a deleted message
+//! keeps its number (its row stays, marked deleted). The two stores take
+//! the next number by different algorithms ([`Numbering`]), both behind
+//! [`reserve`] and [`finish`], so `methods::messages::post` is one path
+//! and the shared vectors check both.
+
+use super::{Conn, Dialect, Optional, Row, StoreResult};
+use crate::model::StoredMessage;
+use crate::params;
+
+/// How a store takes a chat's next message number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Numbering {
+    /// SQLite: one plus the chat's highest `message_id`, read from the index
+    /// page the new row is about to be written to, so the chat's row is
+    /// not rewritten (one page less per chat in a group commit). The one
+    /// writer makes it race-free. `chats.last_message_id` is not
+    /// maintained (it stays 0).
+    MaxPlusOne,
+    /// PostgreSQL: `chats.last_message_id` bumped and returned, with the
+    /// message written in the same statement (one round trip). Several
+    /// nodes write at once: the counter's row lock orders them.
+    ChatCounter,
+}
+
+impl Numbering {
+    pub fn of(conn: &Conn) -> Numbering {
+        match conn.dialect() {
+            Dialect::Sqlite => Numbering::MaxPlusOne,
+            Dialect::Postgres => Numbering::ChatCounter,
+        }
+    }
+}
+
+const NEXT_NUMBER: &str = "SELECT coalesce(max(message_id), 0) + 1 FROM messages WHERE chat_id = ?1";
+
+/// SQLite's message row, written after its events: it keeps the id of its
+/// `message_created` update (`created_update`, see `store::events`).
+const INSERT_NUMBERED: &str = "INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, \
+     reply_to, created_update) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+
+const END_CHAT_ACTION: &str = "DELETE FROM chat_actions WHERE chat_id = ?1 AND bot_id = ?2";
+
+/// PostgreSQL: the counter, the message and the end of the sender bot's
+/// chat action in one statement.
+const INSERT_COUNTED: &str = "WITH n AS (UPDATE chats SET last_message_id = last_message_id + 1 WHERE id = ?1 \
+     RETURNING last_message_id), \
+     a AS (DELETE FROM chat_actions WHERE chat_id = ?1 AND bot_id = ?2 AND ?3 = 1) \
+     INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to) \
+     SELECT ?1, last_message_id, ?2, ?3, ?4, ?5, ?6 FROM n RETURNING message_id";
+
+const LOAD: &str = "SELECT message_id, sender_id, sender_is_bot, text, date, edit_date, reply_to, deleted \
+     FROM messages WHERE chat_id = ?1 AND message_id = ?2";
+
+const HISTORY: &str = "SELECT message_id, sender_id, sender_is_bot, text, date, edit_date, reply_to, deleted \
+     FROM messages WHERE chat_id = ?1 AND message_id > ?2 ORDER BY message_id LIMIT ?3";
+
+const EDIT: &str = "UPDATE messages SET text = ?1, edit_date = ?2 WHERE chat_id = ?3 AND message_id = ?4";
+
+const MARK_DELETED: &str = "UPDATE messages SET deleted = 1, text = NULL WHERE chat_id = ?1 AND message_id = ?2";
+
+/// A message about to be stored.
+pub struct NewMessage<'a> {
+    pub chat_id: &'a str,
+    pub sender_id: &'a str,
+    pub sender_is_bot: bool,
+    pub text: &'a str,
+    pub date: i64,
+    pub reply_to: Option<i64>,
+}
+
+/// Takes the chat's next number for `m`. With [`Numbering::ChatCounter`]
+/// the message is written now (and a sending bot's chat action ended);
+/// with [`Numbering::MaxPlusOne`] only the number is read, and [`finish`]
+/// writes the row once its update id is known.
+pub fn reserve(conn: &Conn, m: &NewMessage<'_>) -> StoreResult<i64> {
+    match Numbering::of(conn) {
+        Numbering::MaxPlusOne => conn.prepare_cached(NEXT_NUMBER)?.query_row([m.chat_id], |r| r.get(0)),
+        Numbering::ChatCounter => conn
+            .prepare_cached(INSERT_COUNTED)?
+            .query_row(params![m.chat_id, m.sender_id, m.sender_is_bot, m.text, m.date, m.reply_to], |r| r.get(0)),
+    }
+}
+
+/// Completes what [`reserve`] began, after the message's events:
+/// `update` is the id of its `message_created` update when the store
+/// keeps it on the row.
+pub fn finish(conn: &Conn, m: &NewMessage<'_>, message_id: i64, update: Option<i64>) -> StoreResult<()> {
+    if Numbering::of(conn) == Numbering::ChatCounter {
+        return Ok(());
+    }
+    conn.prepare_cached(INSERT_NUMBERED)?.execute(params![
+        m.chat_id,
+        message_id,
+        m.sender_id,
+        m.sender_is_bot,
+        m.text,
+        m.date,
+        m.reply_to,
+        update
+    ])?;
+    if m.sender_is_bot {
+        // A message ends the bot's chat action in that chat.
+        conn.prepare_cached(END_CHAT_ACTION)?.execute([m.chat_id, m.sender_id])?;
+    }
+    Ok(())
+}
+
+fn read_message(r: &Row<'_>) -> StoreResult<StoredMessage> {
+    Ok(StoredMessage {
+        message_id: r.get(0)?,
+        sender_id: r.get(1)?,
+        sender_is_bot: r.get(2)?,
+        text: r.get(3)?,
+        date: r.get(4)?,
+        edit_date: r.get(5)?,
+        reply_to: r.get(6)?,
+        deleted: r.get(7)?,
+    })
+}
+
+pub fn load(conn: &Conn, chat_id: &str, message_id: i64) -> StoreResult<Option<StoredMessage>> {
+    conn.prepare_cached(LOAD)?.query_row(params![chat_id, message_id], read_message).optional()
+}
+
+/// Up to `limit` messages after `after`, oldest first (deleted ones too).
+pub fn history(conn: &Conn, chat_id: &str, after: i64, limit: i64) -> StoreResult<Vec<StoredMessage>> {
+    conn.prepare_cached(HISTORY)?.query_vec(params![chat_id, after, limit], read_message)
+}
+
+pub fn edit(conn: &Conn, chat_id: &str, message_id: i64, text: &str, edit_date: i64) -> StoreResult<()> {
+    conn.prepare_cached(EDIT)?.execute(params![text, edit_date, chat_id, message_id])?;
+    Ok(())
+}
+
+/// Marks a message deleted and drops its text (its number stays taken).
+pub fn mark_deleted(conn: &Conn, chat_id: &str, message_id: i64) -> StoreResult<()> {
+    conn.prepare_cached(MARK_DELETED)?.execute(params![chat_id, message_id])?;
+    Ok(())
+}
