@@ -101,16 +101,15 @@ impl Group {
 pub(crate) trait Runner {
     /// One request in its own transaction, and the effects of its commit.
     fn run_alone(&self, request: &[u8]) -> (Vec<u8>, TxEffects);
-    /// Many in one transaction, with `handle_batch`'s rules.
-    fn run_batch(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects);
+    /// Many in one transaction, with `handle_batch`'s rules, in any order
+    /// the runner prefers (they arrived concurrently); the answers come
+    /// back in the requests' order.
+    fn run_group(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects);
     /// Makes durable what the answers depend on, before they leave
     /// (turning a success into an error if that fails).
     fn settle(&self, seen: u64, outs: &mut [Vec<u8>]);
     /// Wake-ups, after the answers are out.
     fn apply_effects(&self, fx: TxEffects);
-    /// Puts a group's requests in the order they should run (any order is
-    /// valid: they arrived concurrently).
-    fn lock_order(&self, _jobs: &mut [(u64, Vec<u8>)]) {}
 }
 
 /// Runs `request`, alone (through `alone`, which the caller may have
@@ -149,9 +148,8 @@ pub(crate) fn submit(
             // Our turn: take everyone waiting, ourselves included.
             st.promoted = None;
             st.stats.groups += 1;
-            let mut jobs = std::mem::take(&mut st.queue);
+            let jobs = std::mem::take(&mut st.queue);
             drop(st);
-            svc.lock_order(&mut jobs);
             let requests: Vec<&[u8]> = jobs.iter().map(|(_, r)| r.as_slice()).collect();
             let (mut outs, fx) = guarded(
                 || match requests[..] {
@@ -159,7 +157,7 @@ pub(crate) fn submit(
                         let (out, fx) = svc.run_alone(one);
                         (vec![out], fx)
                     }
-                    _ => svc.run_batch(&requests),
+                    _ => svc.run_group(&requests),
                 },
                 || (vec![crash(); requests.len()], TxEffects::default()),
             );

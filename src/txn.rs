@@ -46,6 +46,66 @@ pub(crate) struct Inner {
     pub last_prune_ms: u64,
 }
 
+/// Where the open transaction stood before one request of a group ran:
+/// the state a refusal returns to ([`Inner::undo_to`]). The database needs
+/// no savepoint: methods validate before they write, so a refused request
+/// wrote nothing ([`Inner::wrote_since`] tells when that did not hold).
+pub(crate) struct UndoPoint {
+    rate: usize,
+    bots_touched: bool,
+    woken: usize,
+    revoked: usize,
+    changes: u64,
+    pending_updates: usize,
+}
+
+impl Inner {
+    pub fn undo_point(&self) -> UndoPoint {
+        UndoPoint {
+            rate: self.rate.mark(),
+            bots_touched: self.fx.bots_touched,
+            woken: self.fx.woken.len(),
+            revoked: self.fx.revoked.len(),
+            changes: self.conn.total_changes(),
+            pending_updates: self.fx.updates.len(),
+        }
+    }
+
+    /// True when the database changed since `p`, or the transaction was
+    /// lost (SQLite may end it itself on an error: FULL, IOERR,
+    /// RAISE(ROLLBACK)...): only the whole transaction can be undone.
+    pub fn wrote_since(&self, p: &UndoPoint) -> bool {
+        self.conn.total_changes() != p.changes
+            || self.fx.updates.len() != p.pending_updates
+            || self.conn.transaction_lost()
+    }
+
+    /// Undoes what a refused request did besides the database (which it
+    /// did not change): rate-limit slots, wake-ups, revocations, and the
+    /// auth cache if it dropped a bot since `p`.
+    pub fn undo_to(&mut self, p: UndoPoint) {
+        self.rate.rollback_to(p.rate);
+        self.fx.woken.truncate(p.woken);
+        self.fx.revoked.truncate(p.revoked);
+        if self.fx.bots_touched && !p.bots_touched {
+            self.bot_cache.clear();
+        }
+    }
+
+    /// Rolls the whole transaction back, and with it everything kept
+    /// beside the database for it: rate-limit slots, pending effects and
+    /// host-stream rows, and the auth cache (`all_cached`: every entry;
+    /// else only when a bot row changed).
+    pub fn roll_back(&mut self, all_cached: bool) {
+        let _ = self.conn.rollback();
+        self.rate.rollback_to(0);
+        if all_cached || self.fx.bots_touched {
+            self.bot_cache.clear();
+        }
+        self.fx = TxEffects::default();
+    }
+}
+
 /// The one SQLite connection, shared by the service and its gateway
 /// sessions.
 pub(crate) struct Db {

@@ -4,7 +4,6 @@
 use super::{Routed, Service, MAX_RETRIES};
 use crate::auth;
 use crate::error::ApiError;
-use crate::http::{self};
 use crate::methods;
 use crate::route::{BotMethod, Route};
 use crate::txn::{Inner, TxEffects};
@@ -25,11 +24,29 @@ impl Service {
     }
 
     /// [`Service::handle_batch`] without calling the wake hook: returns the
-    /// effects to apply once the answers are out.
+    /// effects to apply once the answers are out. The host's order is kept.
     pub(crate) fn run_batch(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects) {
+        self.run_requests(requests, false)
+    }
+
+    /// A group formed by group commit: [`Service::run_batch`], except that
+    /// on a shared store the requests run in lock order (see [`LockKey`]).
+    pub(crate) fn run_group(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects) {
+        self.run_requests(requests, self.shared_store)
+    }
+
+    fn run_requests(&self, requests: &[&[u8]], lock_order: bool) -> (Vec<Vec<u8>>, TxEffects) {
+        // Each request is parsed and routed once, for every step and rerun.
+        let routed: Vec<Result<Routed<'_>, ApiError>> = requests.iter().map(|r| self.route(r)).collect();
+        let peeks = if self.shared_store && routed.len() >= 2 { peek(&routed) } else { Vec::new() };
+        let mut order: Vec<usize> = (0..routed.len()).collect();
+        if lock_order && !peeks.is_empty() {
+            // Stable: requests with the same key keep their arrival order.
+            order.sort_by(|&a, &b| peeks[a].lock_key().cmp(&peeks[b].lock_key()));
+        }
         let mut attempt = 0;
         loop {
-            let (out, fx, retry) = self.run_batch_once(requests);
+            let (out, fx, retry) = self.run_batch_once(&routed, &order, &peeks);
             if retry && attempt < MAX_RETRIES {
                 attempt += 1;
                 continue;
@@ -38,11 +55,17 @@ impl Service {
         }
     }
 
-    /// One attempt at a batch; `true` when it failed on a serialization
-    /// failure or deadlock and may be rerun whole.
-    pub(super) fn run_batch_once(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects, bool) {
-        let routed: Vec<Result<Routed<'_>, ApiError>> = requests.iter().map(|r| self.route(r)).collect();
-        let mut out: Vec<Vec<u8>> = Vec::with_capacity(requests.len());
+    /// One attempt at a batch, its requests run in `order` (indices into
+    /// `routed`; the answers come back in `routed`'s order); `true` when it
+    /// failed on a serialization failure or deadlock and may be rerun whole.
+    fn run_batch_once(
+        &self,
+        routed: &[Result<Routed<'_>, ApiError>],
+        order: &[usize],
+        peeks: &[Peek],
+    ) -> (Vec<Vec<u8>>, TxEffects, bool) {
+        let n = routed.len();
+        let mut out: Vec<Vec<u8>> = vec![Vec::new(); n];
         let mut guard = self.lock();
         let inner = &mut *guard;
         let now_ms = self.clock.now_ms();
@@ -54,40 +77,34 @@ impl Service {
             let out = routed.iter().map(|r| r.as_ref().err().unwrap_or(&e).clone().into_response()).collect();
             return (out, TxEffects::default(), false);
         }
-        let mut ok = Vec::with_capacity(requests.len());
+        // Requests that ran and succeeded (their answer holds only if the
+        // commit does), and requests that were never run.
+        let mut ok = vec![false; n];
+        let mut ran = vec![false; n];
         let mut failure: Option<ApiError> = None;
-        let mut preauth = self.preauth(inner, &routed).into_iter();
-        for r in &routed {
-            let pre = preauth.next().flatten();
-            let routed = match r {
+        let mut preauth = self.preauth(inner, peeks);
+        for &i in order {
+            ran[i] = true;
+            let routed = match &routed[i] {
                 Err(e) => {
-                    out.push(e.clone().into_response());
-                    ok.push(false);
+                    out[i] = e.clone().into_response();
                     continue;
                 }
                 Ok(routed) => routed,
             };
-            let mark = inner.rate.mark();
-            let touched = inner.fx.bots_touched;
-            let (w, v) = (inner.fx.woken.len(), inner.fx.revoked.len());
-            let changes = inner.conn.total_changes();
-            let pending = inner.fx.updates.len();
+            let pre = preauth.get_mut(i).and_then(Option::take);
+            let start = inner.undo_point();
             match self.dispatch(inner, routed, now_ms, pre) {
                 Ok(body) => {
-                    out.push(body);
-                    ok.push(true);
+                    out[i] = body;
+                    ok[i] = true;
                 }
-                // SQLite may end the transaction itself on an error (FULL,
-                // IOERR, RAISE(ROLLBACK)...), undoing the group's earlier
-                // writes: later requests would then commit one by one.
-                Err(e)
-                    if inner.conn.total_changes() != changes
-                        || inner.fx.updates.len() != pending
-                        || inner.conn.transaction_lost() =>
-                {
-                    // Failed after writing: only the whole group can be undone.
-                    out.push(Vec::new());
-                    ok.push(true);
+                // Failed after writing: only the whole group can be undone
+                // (SQLite may have ended the transaction itself, undoing the
+                // group's earlier writes: later requests would then commit
+                // one by one).
+                Err(e) if inner.wrote_since(&start) => {
+                    ok[i] = true;
                     // A lost database connection stays 503 storage_unavailable
                     // (nothing was committed); any other refusal after a
                     // write is a storage failure.
@@ -95,14 +112,8 @@ impl Service {
                     break;
                 }
                 Err(e) => {
-                    inner.rate.rollback_to(mark);
-                    inner.fx.woken.truncate(w);
-                    inner.fx.revoked.truncate(v);
-                    if inner.fx.bots_touched && !touched {
-                        inner.bot_cache.clear();
-                    }
-                    out.push(e.into_response());
-                    ok.push(false);
+                    inner.undo_to(start);
+                    out[i] = e.into_response();
                 }
             }
         }
@@ -121,8 +132,8 @@ impl Service {
                 fx = self.take_effects(inner);
             }
             Err(e) => {
-                for (slot, succeeded) in out.iter_mut().zip(ok) {
-                    if succeeded {
+                for (slot, succeeded) in out.iter_mut().zip(&ok) {
+                    if *succeeded {
                         *slot = e.clone().into_response();
                     }
                 }
@@ -133,9 +144,8 @@ impl Service {
                 } else {
                     ApiError::internal("an earlier request of the batch failed in storage; nothing was written")
                 };
-                while out.len() < requests.len() {
-                    let own = routed[out.len()].as_ref().err();
-                    out.push(own.unwrap_or(&e).clone().into_response());
+                for i in (0..n).filter(|&i| !ran[i]) {
+                    out[i] = routed[i].as_ref().err().unwrap_or(&e).clone().into_response();
                 }
             }
         }
@@ -149,33 +159,15 @@ impl Service {
     /// read for the whole group in one round trip. Only for a group of bot
     /// requests: they change no bot, chat or membership, so reading it all
     /// before any of them runs reads what each would have read itself.
-    /// Empty when it does not apply or the read failed (each request then
-    /// reads for itself and meets the failure there).
-    pub(super) fn preauth(
-        &self,
-        inner: &Inner,
-        routed: &[Result<Routed<'_>, ApiError>],
-    ) -> Vec<Option<crate::txn::Preauth>> {
-        if !self.shared_store || routed.len() < 2 {
+    /// Indexed like the requests; empty when it does not apply or the read
+    /// failed (each request then reads for itself and meets the failure
+    /// there).
+    fn preauth(&self, inner: &Inner, peeks: &[Peek]) -> Vec<Option<crate::txn::Preauth>> {
+        if peeks.iter().any(|p| p.not_bot) {
             return Vec::new();
         }
-        let mut keys: Vec<Option<([u8; 32], String)>> = Vec::with_capacity(routed.len());
-        for r in routed {
-            keys.push(match r {
-                Ok(Routed { route: Route::Bot(BotMethod::GetMe), .. }) | Err(_) => None,
-                Ok(Routed { route: Route::Bot(_), req, .. }) => {
-                    match (
-                        auth::credential(req.header("authorization"), "Bot"),
-                        methods::params::peek_chat_id(&req.body),
-                    ) {
-                        (Ok(token), Some(chat)) => Some((auth::sha256(token), chat)),
-                        _ => None,
-                    }
-                }
-                Ok(_) => return Vec::new(),
-            });
-        }
-        let wanted: Vec<([u8; 32], &str)> = keys.iter().flatten().map(|(h, c)| (*h, c.as_str())).collect();
+        let wanted: Vec<([u8; 32], &str)> =
+            peeks.iter().filter_map(|p| Some((p.token_hash?, p.preauth_chat()?))).collect();
         if wanted.len() < 2 {
             return Vec::new();
         }
@@ -183,27 +175,60 @@ impl Service {
             return Vec::new();
         };
         let mut found = found.drain(..);
-        keys.into_iter().map(|k| k.map(|(h, _)| (h, found.next().flatten()))).collect()
+        peeks
+            .iter()
+            .map(|p| match (p.token_hash, p.preauth_chat()) {
+                (Some(h), Some(_)) => Some((h, found.next().flatten())),
+                _ => None,
+            })
+            .collect()
     }
-    /// On a shared store, orders a group's requests by bot (the hash of
-    /// its token) and then chat, stably. Rows are locked as requests run,
-    /// and another node's group may want the same rows: in one global
-    /// order two groups cannot each hold what the other waits for, so the
-    /// common case (bots writing to their own private chats, with their
-    /// rate buckets) meets no deadlock, which PostgreSQL would only break
-    /// after `deadlock_timeout` (1 s). The requests of a group arrived
-    /// concurrently, so any order is one they could have run in; an
-    /// explicit `handle_batch` keeps the host's order.
-    pub(super) fn lock_order(&self, jobs: &mut [(u64, Vec<u8>)]) {
-        if !self.shared_store || jobs.len() < 2 {
-            return;
-        }
-        jobs.sort_by_cached_key(|(_, request)| match http::parse_request(request, self.config.max_body_bytes) {
-            Ok(req) => {
-                let bot = auth::credential(req.header("authorization"), "Bot").ok().map(auth::sha256);
-                (bot.unwrap_or_default(), methods::params::peek_chat_id(&req.body))
-            }
-            Err(_) => ([0; 32], None),
-        });
+}
+
+/// What a group on a shared store needs of a request before running it,
+/// read once from the parsed request: the bot (the hash of its token) and
+/// the chat it names.
+struct Peek {
+    token_hash: Option<[u8; 32]>,
+    chat: Option<String>,
+    /// A bot method other than getMe: its bot and chat can be read ahead.
+    reads_ahead: bool,
+    /// A routed request that is not a bot method (admin, gateway): the
+    /// group changes what bot methods read, so nothing is read ahead.
+    not_bot: bool,
+}
+
+/// Lock order, by bot and then chat. Rows are locked as requests run, and
+/// another node's group may want the same rows: in one global order two
+/// groups cannot each hold what the other waits for, so the common case
+/// (bots writing to their own private chats, with their rate buckets)
+/// meets no deadlock, which PostgreSQL would only break after
+/// `deadlock_timeout` (1 s). The requests of a group arrived concurrently,
+/// so any order is one they could have run in; an explicit `handle_batch`
+/// keeps the host's order.
+type LockKey<'a> = ([u8; 32], Option<&'a str>);
+
+impl Peek {
+    fn lock_key(&self) -> LockKey<'_> {
+        (self.token_hash.unwrap_or_default(), self.chat.as_deref())
     }
+
+    fn preauth_chat(&self) -> Option<&str> {
+        self.chat.as_deref().filter(|_| self.reads_ahead)
+    }
+}
+
+fn peek(routed: &[Result<Routed<'_>, ApiError>]) -> Vec<Peek> {
+    routed
+        .iter()
+        .map(|r| match r {
+            Err(_) => Peek { token_hash: None, chat: None, reads_ahead: false, not_bot: false },
+            Ok(Routed { route, req, .. }) => Peek {
+                token_hash: auth::credential(req.header("authorization"), "Bot").ok().map(auth::sha256),
+                chat: methods::params::peek_chat_id(&req.body),
+                reads_ahead: matches!(route, Route::Bot(m) if *m != BotMethod::GetMe),
+                not_bot: !matches!(route, Route::Bot(_)),
+            },
+        })
+        .collect()
 }

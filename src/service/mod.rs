@@ -277,17 +277,14 @@ impl crate::group::Runner for Service {
     fn run_alone(&self, request: &[u8]) -> (Vec<u8>, TxEffects) {
         Service::run_alone(self, request)
     }
-    fn run_batch(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects) {
-        Service::run_batch(self, requests)
+    fn run_group(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects) {
+        Service::run_group(self, requests)
     }
     fn settle(&self, seen: u64, outs: &mut [Vec<u8>]) {
         Service::settle(self, seen, outs)
     }
     fn apply_effects(&self, fx: TxEffects) {
         Service::apply_effects(self, fx)
-    }
-    fn lock_order(&self, jobs: &mut [(u64, Vec<u8>)]) {
-        Service::lock_order(self, jobs)
     }
 }
 

@@ -61,8 +61,7 @@ impl Service {
         if let Err(e) = inner.conn.begin() {
             return ApiError::from(e).into_response();
         }
-        let mark = inner.rate.mark();
-        let changes = inner.conn.total_changes();
+        let start = inner.undo_point();
         match self.dispatch(inner, routed, now_ms, None) {
             Ok(body) => match self.commit(inner, now_ms) {
                 Ok(()) => body,
@@ -73,17 +72,12 @@ impl Service {
                 // (A lost connection, 503, can come after a write: nothing
                 // of the transaction was committed.)
                 debug_assert!(
-                    matches!(e.status, 500 | 503) || inner.conn.total_changes() == changes,
+                    matches!(e.status, 500 | 503) || !inner.wrote_since(&start),
                     "{:?} wrote before refusing with {}",
                     routed.route,
                     e.code
                 );
-                let _ = inner.conn.rollback();
-                inner.rate.rollback_to(mark);
-                if inner.fx.bots_touched {
-                    inner.bot_cache.clear();
-                }
-                inner.fx = TxEffects::default();
+                inner.roll_back(false);
                 e.into_response()
             }
         }
@@ -125,11 +119,10 @@ impl Service {
         }
     }
 
+    /// Undoes a transaction that failed in storage: its auth cache
+    /// entries may hold what it read, so all of them go.
     pub(super) fn abort(&self, inner: &mut Inner) {
-        let _ = inner.conn.rollback();
-        inner.rate.rollback_to(0);
-        inner.bot_cache.clear();
-        inner.fx = TxEffects::default();
+        inner.roll_back(true);
     }
 
     /// Runs a method, catching a panic so it becomes a 500 and a rollback
