@@ -50,7 +50,7 @@ pub struct Service {
     /// (PostgreSQL with `listen_notify`).
     notify: bool,
     /// A database server shared with other nodes: a group's requests run
-    /// in lock order (see [`Service::lock_order`]).
+    /// in lock order (see `service/batch.rs`, `LockKey`).
     shared_store: bool,
     /// Where other nodes' notifications are received (same condition).
     #[cfg(feature = "postgres")]

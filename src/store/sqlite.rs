@@ -130,7 +130,7 @@ pub const MIGRATIONS: &[&str] = &[
     // 2: every event of a bot up to pruned_seq is gone, so pruning starts
     // there; acknowledged events from pruned_seq + 1 on were written at
     // kept_since_ms or later, so pruning skips the bot until that is past
-    // retention (events::prune).
+    // retention (store::events::prune).
     r#"
     ALTER TABLE bots ADD COLUMN pruned_seq INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE bots ADD COLUMN kept_since_ms INTEGER NOT NULL DEFAULT 0;
@@ -143,7 +143,7 @@ pub const MIGRATIONS: &[&str] = &[
     //
     // From version 3 on SQLite numbers a chat's next message from its
     // last message row, and chats.last_message_id is no longer kept up to
-    // date (see methods::messages::post); the PostgreSQL store still uses
+    // date (see store::messages::Numbering, docs/schema.md); PostgreSQL uses
     // its counter.
     r#"
     ALTER TABLE messages ADD COLUMN created_update INTEGER;
