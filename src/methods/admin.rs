@@ -95,7 +95,7 @@ fn create_user(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let display_name = params::name(b, "display_name", 128, true)?.unwrap_or_default();
     let handle = params::name(b, "handle", 64, false)?;
     let id = auth::new_id(ctx.random, "usr_")?;
-    store::users::insert(ctx.conn, &id, &display_name, handle, ctx.now_s())?;
+    store::users::insert(ctx.conn, &id, display_name, handle, ctx.now_s())?;
     Ok(json!({"id": id, "display_name": display_name, "handle": handle}))
 }
 
@@ -356,7 +356,7 @@ fn create_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     // Every id is checked before anything is written.
     let members: Vec<(&str, bool)> = ids.iter().map(|m| Ok((*m, member_kind(ctx, m)?))).collect::<ApiResult<_>>()?;
     let id = auth::new_id(ctx.random, "spc_")?;
-    store::chats::insert_group(ctx.conn, &id, &title, bots_can_send, ctx.now_s())?;
+    store::chats::insert_group(ctx.conn, &id, title, bots_can_send, ctx.now_s())?;
     let chat = load_chat(ctx, &id)?;
     for (m, is_bot) in members {
         if add_membership(ctx, &id, m, is_bot)? {
