@@ -132,8 +132,13 @@ pub fn prepare(image: &[u8], page_size: i64, max_bytes: usize) -> ImportResult<C
         // an in-memory image cannot be vacuumed to another size: copy its
         // rows into a new database of the live size instead.
         drop(scratch);
-        scratch = convert_page_size(&bytes, version as usize, &expected, page_size).map_err(|e| {
-            refuse(format!("its page size {image_page_size} cannot be converted to {page_size} ({})", e))
+        // The refusal names the conversion, not SQLite's inner failure
+        // (an in-memory copy fails only on a bug or no memory).
+        scratch = convert_page_size(&bytes, version as usize, &expected, page_size).map_err(|_| {
+            refuse(format!(
+                "its page size {image_page_size} cannot be converted to {page_size} \
+                 (internal error, nothing was written; safe to retry)"
+            ))
         })?;
     }
     // Bring the image up to date before it replaces anything, so a failed
