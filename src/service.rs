@@ -6,7 +6,7 @@ use crate::auth;
 use crate::clock::Clock;
 use crate::config::{ClockKind, Config};
 use crate::error::{ApiError, ApiResult};
-use crate::gateway::{self, GatewayAccept, GatewaySession, Registry};
+use crate::gateway::{self, Registry};
 use crate::http::{self, Request};
 use crate::methods;
 use crate::random::Random;
@@ -36,12 +36,12 @@ pub enum OpenError {
 /// A botspace service. `Send + Sync`: share it behind an `Arc` and call it
 /// from any number of threads; writes are serialized on one SQLite connection.
 pub struct Service {
-    config: Config,
-    clock: Clock,
-    random: Random,
-    db: Arc<Db>,
+    pub(crate) config: Config,
+    pub(crate) clock: Clock,
+    pub(crate) random: Random,
+    pub(crate) db: Arc<Db>,
     wake: RwLock<Option<WakeHook>>,
-    gateway: Arc<Registry>,
+    pub(crate) gateway: Arc<Registry>,
     group: crate::group::Group,
     admin_throttle: crate::throttle::AdminThrottle,
     /// Bot requests of the last hour, for the admin console.
@@ -56,16 +56,16 @@ pub struct Service {
     shared_store: bool,
     /// Where other nodes' notifications are received (same condition).
     #[cfg(feature = "postgres")]
-    listen: Option<Listen>,
+    pub(crate) listen: Option<Listen>,
 }
 
 /// The listening side of LISTEN/NOTIFY.
 #[cfg(feature = "postgres")]
-struct Listen {
-    listener: std::sync::Mutex<store::postgres::Listener>,
+pub(crate) struct Listen {
+    pub(crate) listener: std::sync::Mutex<store::postgres::Listener>,
     /// The main connection's server process: its notifications are this
     /// node's own commits, already applied.
-    own_pid: Arc<std::sync::atomic::AtomicI32>,
+    pub(crate) own_pid: Arc<std::sync::atomic::AtomicI32>,
 }
 
 /// A parsed request, routed and past the transport checks.
@@ -757,106 +757,6 @@ fn sqlite_only() -> ApiError {
     ApiError::invalid_request(
         "export_database and import_database work on SQLite stores only; use pg_dump and pg_restore for PostgreSQL",
     )
-}
-
-impl Service {
-    /// Checks a `GET /bot/gateway` upgrade received at `now_ms` (the
-    /// gateway's time always comes from its host) and opens a
-    /// message-level session. `Err` holds the complete HTTP error response
-    /// to send. The host does the WebSocket handshake itself (edge
-    /// runtimes do).
-    pub fn accept_gateway_session(&self, request: &[u8], now_ms: u64) -> Result<GatewaySession, Vec<u8>> {
-        self.open_session(request, now_ms).map(|(s, _)| s).map_err(ApiError::into_response)
-    }
-
-    /// Checks a `GET /bot/gateway` upgrade received at `now_ms`; on success
-    /// returns the `101` response and a byte-level connection.
-    pub fn accept_gateway(&self, request: &[u8], now_ms: u64) -> GatewayAccept {
-        match self.open_session(request, now_ms) {
-            Err(e) => GatewayAccept { response: e.into_response(), connection: None },
-            Ok((session, key)) => session.upgrade(&key),
-        }
-    }
-
-    fn open_session(&self, request: &[u8], now_ms: u64) -> ApiResult<(GatewaySession, String)> {
-        let routed = self.route(request)?;
-        if routed.route != Route::Gateway {
-            return Err(ApiError::method_not_found(routed.req.path));
-        }
-        let req = &routed.req;
-        let mut inner = self.lock();
-        let bot = inner.ctx(&self.config, &self.clock, &self.random, now_ms).authenticate(req, None)?;
-        let opening = gateway::Opening {
-            db: &self.db,
-            registry: &self.gateway,
-            conn: &inner.conn,
-            random: &self.random,
-            heartbeat_interval_ms: self.config.heartbeat_interval_ms,
-            poll_interval_ms: self.config.gateway_poll_interval_ms,
-            token_hash: auth::sha256(auth::credential(req.header("authorization"), "Bot")?),
-            now_ms,
-        };
-        let session = GatewaySession::open(opening, req, &bot)?;
-        Ok((session, req.header_str("sec-websocket-key").unwrap_or("").to_string()))
-    }
-
-    /// Open gateway connections of a bot.
-    pub fn gateway_connections(&self, bot_id: &str) -> u32 {
-        self.gateway.open_count(bot_id)
-    }
-
-    /// True when other nodes' commits can be heard: the store is
-    /// PostgreSQL and `listen_notify` is on. A host then runs
-    /// [`Service::wait_store_notifications`] in a loop on a thread of its
-    /// own; otherwise that call returns at once and a loop would spin.
-    pub fn has_store_notifications(&self) -> bool {
-        #[cfg(feature = "postgres")]
-        return self.listen.is_some();
-        #[cfg(not(feature = "postgres"))]
-        false
-    }
-
-    /// Waits at most `timeout_ms` for notifications from other nodes of a
-    /// shared store, handles them and returns how many arrived. Blocks the
-    /// calling thread: run it in a loop on a thread of its own, only when
-    /// [`Service::has_store_notifications`] says so (else it returns
-    /// `Ok(0)` at once).
-    ///
-    /// A commit on another node that gave bots events, or ended their
-    /// gateway connections (token rotated, bot suspended), notifies every
-    /// node with the bots' ids. For each notification the bots' gateway
-    /// sessions on this node check the database at their next
-    /// `poll_transmit` (the notification is only a hint: what they send,
-    /// or whether they close with 4004, comes from the rows they read),
-    /// and the wake hook is called for each named bot with a session here.
-    /// So a host that polls its sessions on wake-ups delivers other
-    /// nodes' events in a few milliseconds, instead of at the next
-    /// `gateway_poll_interval_ms`, which stays the fallback.
-    ///
-    /// It listens on a second connection of its own (same URL and TLS
-    /// settings), opened on the first call: a call that opens it returns
-    /// at once and wakes every bot with a session here, since what was sent
-    /// before it listened is lost. When that connection breaks the call
-    /// returns the error (`is_unavailable()`); the next call connects
-    /// again, so a host loops, pausing a little after an error. It never
-    /// holds the lock requests take. Calls from several threads take turns.
-    pub fn wait_store_notifications(&self, timeout_ms: u64) -> Result<usize, StorageError> {
-        #[cfg(feature = "postgres")]
-        if let Some(listen) = &self.listen {
-            let heard = {
-                let mut listener = listen.listener.lock().unwrap_or_else(|e| e.into_inner());
-                let own = listen.own_pid.load(std::sync::atomic::Ordering::Relaxed);
-                listener.wait(std::time::Duration::from_millis(timeout_ms), own)?
-            };
-            if heard.all || !heard.bots.is_empty() {
-                let here = self.gateway.hint(heard.all, &heard.bots);
-                self.apply_effects(TxEffects { woken: here, ..TxEffects::default() });
-            }
-            return Ok(heard.count);
-        }
-        let _ = timeout_ms;
-        Ok(0)
-    }
 }
 
 /// See [`Service::pause_commits`].

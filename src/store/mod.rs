@@ -13,6 +13,7 @@
 //! the same from either store.
 
 pub mod console;
+pub mod gateway;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod sqlite;
