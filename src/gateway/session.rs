@@ -477,3 +477,281 @@ pub fn event_frame(seq: i64, kind: &str, data: &str) -> String {
     frame.push('}');
     frame
 }
+
+/// The protocol alone: inputs and `now` in, effects and messages out, no
+/// database anywhere.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HB: u64 = 1000;
+
+    fn start(shared: Option<SharedCheck>) -> Session {
+        Session::new(Start {
+            session_id: "gws_1".into(),
+            identity_json: "{\"id\":\"b1\"}".into(),
+            heartbeat_interval_ms: HB,
+            replay: Replay { from: 5, truncated: false },
+            view: View::default(),
+            now_ms: 0,
+            shared,
+        })
+    }
+
+    fn text(s: &str) -> Poll {
+        Poll::Send(GatewayOutput::Text(s.into()))
+    }
+
+    fn close(code: u16, reason: &'static str) -> Poll {
+        Poll::Send(GatewayOutput::Close { code, reason })
+    }
+
+    fn read_after(after: i64) -> Poll {
+        Poll::Effect(Effect::ReadEvents { after, limit: EVENTS_PER_POLL, max_bytes: READ_BYTES })
+    }
+
+    fn batch(seqs: &[i64]) -> Option<EventBatch> {
+        Some(EventBatch { frames: seqs.iter().map(|&s| (s, event_frame(s, "message", "{}"))).collect(), full: false })
+    }
+
+    /// Past the hello and the first (empty) read.
+    fn opened(shared: Option<SharedCheck>) -> Session {
+        let mut s = start(shared);
+        assert!(matches!(s.poll(View::default()), Poll::Send(GatewayOutput::Text(_))));
+        assert_eq!(s.poll(View::default()), read_after(4));
+        s.events_read(batch(&[]));
+        assert_eq!(s.poll(View::default()), Poll::Idle);
+        s
+    }
+
+    #[test]
+    fn hello_comes_first_then_the_log_is_read_after_the_replay_point() {
+        let mut s = start(None);
+        assert_eq!(
+            s.poll(View::default()),
+            text("{\"op\":\"hello\",\"session_id\":\"gws_1\",\"heartbeat_interval_ms\":1000,\"bot\":{\"id\":\"b1\"},\"replay_from\":5,\"replay_truncated\":false}")
+        );
+        assert_eq!(s.poll(View::default()), read_after(4));
+        s.events_read(batch(&[5, 6]));
+        assert_eq!(s.poll(View::default()), text("{\"op\":\"event\",\"seq\":5,\"type\":\"message\",\"data\":{}}"));
+        assert_eq!(s.poll(View::default()), text("{\"op\":\"event\",\"seq\":6,\"type\":\"message\",\"data\":{}}"));
+        assert_eq!(s.poll(View::default()), Poll::Idle);
+        // A commit for the bot moves its counter: the next read starts after 6.
+        let woken = View { notified: 1, ..View::default() };
+        assert_eq!(s.poll(woken), read_after(6));
+        s.events_read(batch(&[]));
+        assert_eq!(s.poll(woken), Poll::Idle);
+    }
+
+    #[test]
+    fn a_full_read_reads_again_without_a_wake_up() {
+        let mut s = opened(None);
+        let woken = View { notified: 1, ..View::default() };
+        assert_eq!(s.poll(woken), read_after(4));
+        s.events_read(Some(EventBatch { frames: vec![(5, "f5".into())], full: true }));
+        assert_eq!(s.poll(woken), text("f5"));
+        assert_eq!(s.poll(woken), read_after(5));
+    }
+
+    #[test]
+    fn a_failed_read_keeps_the_cursor_and_is_tried_at_the_next_round() {
+        let mut s = opened(None);
+        let woken = View { notified: 1, ..View::default() };
+        assert_eq!(s.poll(woken), read_after(4));
+        s.events_read(None);
+        // This round ends; nothing was sent.
+        assert_eq!(s.poll(woken), Poll::Idle);
+        assert_eq!(s.poll(woken), read_after(4));
+    }
+
+    #[test]
+    fn acks_are_coalesced_into_one_write_before_the_next_read() {
+        let mut s = opened(None);
+        s.handle_text("{\"op\":\"ack\",\"seq\":3}", 10);
+        s.handle_text("{\"op\":\"ack\",\"seq\":7}", 10);
+        s.handle_text("{\"op\":\"ack\",\"seq\":5}", 10);
+        assert_eq!(s.poll(View::default()), Poll::Effect(Effect::WriteAck(7)));
+        s.ack_written(Some(true));
+        assert_eq!(s.poll(View::default()), Poll::Idle);
+    }
+
+    #[test]
+    fn an_ack_beyond_the_last_event_closes_with_4001() {
+        let mut s = opened(None);
+        s.handle_text("{\"op\":\"ack\",\"seq\":99}", 10);
+        assert_eq!(s.poll(View::default()), Poll::Effect(Effect::WriteAck(99)));
+        s.ack_written(Some(false));
+        assert_eq!(s.poll(View::default()), Poll::Effect(Effect::FreeSlot));
+        assert_eq!(s.poll(View::default()), close(4001, "invalid_payload"));
+        assert_eq!(s.poll_event(), Some(GatewayEvent::Closed { code: 4001, reason: "invalid_payload" }));
+        assert!(s.is_closed());
+        assert_eq!(s.poll(View::default()), Poll::Idle);
+    }
+
+    #[test]
+    fn an_ack_that_storage_did_not_take_changes_nothing() {
+        let mut s = opened(None);
+        s.handle_text("{\"op\":\"ack\",\"seq\":4}", 10);
+        assert_eq!(s.poll(View::default()), Poll::Effect(Effect::WriteAck(4)));
+        s.ack_written(None);
+        assert_eq!(s.poll(View::default()), Poll::Idle);
+        assert!(!s.has_ended());
+    }
+
+    #[test]
+    fn bad_payloads_close_with_4001() {
+        for input in ["not json", "{\"op\":\"dance\"}", "{\"op\":\"ack\",\"seq\":-1}", "{\"op\":\"ack\"}"] {
+            let mut s = opened(None);
+            s.handle_text(input, 10);
+            assert_eq!(s.take_effect(), Some(Effect::FreeSlot), "{input}");
+            assert_eq!(s.poll(View::default()), close(4001, "invalid_payload"), "{input}");
+        }
+        let mut s = opened(None);
+        s.handle_binary();
+        assert_eq!(s.take_effect(), Some(Effect::FreeSlot));
+        assert_eq!(s.poll(View::default()), close(4001, "invalid_payload"));
+    }
+
+    #[test]
+    fn heartbeats_are_answered_and_their_absence_closes_with_4009() {
+        let mut s = opened(None);
+        assert_eq!(s.poll_timeout(), Some(2 * HB + 1));
+        s.handle_text("{\"op\":\"heartbeat\"}", 500);
+        assert_eq!(s.poll(View::default()), text("{\"op\":\"heartbeat_ack\"}"));
+        assert_eq!(s.poll_timeout(), Some(500 + 2 * HB + 1));
+        s.handle_timeout(500 + 2 * HB);
+        assert!(!s.has_ended());
+        s.handle_timeout(500 + 2 * HB + 1);
+        assert_eq!(s.take_effect(), Some(Effect::FreeSlot));
+        assert_eq!(s.poll(View::default()), close(4009, "session_timeout"));
+        assert_eq!(s.poll_event(), Some(GatewayEvent::Closed { code: 4009, reason: "session_timeout" }));
+        assert_eq!(s.poll_event(), None);
+        assert_eq!(s.poll_timeout(), None);
+    }
+
+    #[test]
+    fn a_bot_close_writes_the_ack_it_sent_before_and_frees_the_slot() {
+        let mut s = opened(None);
+        s.handle_text("{\"op\":\"ack\",\"seq\":4}", 10);
+        s.handle_close(Some(1000));
+        assert_eq!(s.take_effect(), Some(Effect::WriteAck(4)));
+        assert_eq!(s.take_effect(), Some(Effect::FreeSlot));
+        assert_eq!(s.take_effect(), None);
+        assert_eq!(s.poll_event(), Some(GatewayEvent::Closed { code: 1000, reason: "closed_by_bot" }));
+        // No close frame answers the bot's (tungstenite replies itself).
+        assert_eq!(s.poll(View::default()), Poll::Idle);
+        assert!(s.is_closed());
+    }
+
+    #[test]
+    fn a_revoked_epoch_closes_with_4004() {
+        let mut s = opened(None);
+        let revoked = View { epoch: (0, 1), ..View::default() };
+        assert_eq!(s.poll(revoked), Poll::Effect(Effect::FreeSlot));
+        assert_eq!(s.poll(revoked), close(4004, "authentication_failed"));
+    }
+
+    #[test]
+    fn a_host_close_goes_ahead_of_queued_frames_and_once() {
+        let mut s = opened(None);
+        let woken = View { notified: 1, ..View::default() };
+        assert_eq!(s.poll(woken), read_after(4));
+        s.events_read(batch(&[5, 6]));
+        s.handle_text("{\"op\":\"ack\",\"seq\":4}", 10);
+        assert!(s.close_now(4008, "slow_consumer"));
+        assert!(!s.close_now(4008, "slow_consumer"));
+        assert_eq!(s.poll(woken), Poll::Effect(Effect::WriteAck(4)));
+        assert_eq!(s.poll(woken), Poll::Effect(Effect::FreeSlot));
+        assert_eq!(s.poll(woken), close(4008, "slow_consumer"));
+        assert_eq!(s.poll(woken), Poll::Idle);
+        assert_eq!(s.poll_event(), Some(GatewayEvent::Closed { code: 4008, reason: "slow_consumer" }));
+    }
+
+    #[test]
+    fn replay_starts_at_the_oldest_kept_event_when_older_ones_are_gone() {
+        assert_eq!(Replay::start(None, 3, 10, Some(1)), Replay { from: 4, truncated: false });
+        assert_eq!(Replay::start(Some(7), 3, 10, Some(1)), Replay { from: 8, truncated: false });
+        assert_eq!(Replay::start(None, 3, 10, Some(6)), Replay { from: 6, truncated: true });
+        // Every event pruned: the replay starts after the last one.
+        assert_eq!(Replay::start(None, 3, 10, None), Replay { from: 11, truncated: true });
+        // An `after` past the last event starts after the last one.
+        assert_eq!(Replay::start(Some(50), 3, 10, Some(1)), Replay { from: 11, truncated: false });
+        assert_eq!(Replay::start(None, 10, 10, None), Replay { from: 11, truncated: false });
+    }
+
+    fn row(last_seq: i64, hash: [u8; 32], active: bool) -> Option<Option<BotRow>> {
+        Some(Some(BotRow { last_seq, token_hash: hash.to_vec(), active }))
+    }
+
+    #[test]
+    fn shared_store_checks_are_due_by_the_interval_and_find_other_nodes_events() {
+        let mut s = opened(Some(SharedCheck::new(50, [7; 32], 0)));
+        assert_eq!(s.poll_timeout(), Some(50));
+        s.handle_timeout(49);
+        assert_eq!(s.take_effect(), None);
+        s.handle_timeout(50);
+        let check = Effect::CheckBot { now_ms: 50, interval_ms: 50, recency: Recency::Interval };
+        assert_eq!(s.take_effect(), Some(check));
+        assert_eq!(s.poll_timeout(), Some(100));
+        s.bot_checked(50, Recency::Interval, row(9, [7; 32], true));
+        assert_eq!(s.poll(View::default()), read_after(4));
+    }
+
+    #[test]
+    fn shared_store_revocation_is_read_again_then_closes_with_4004_and_frees_the_lease() {
+        let mut s = opened(Some(SharedCheck::new(50, [7; 32], 0)));
+        s.handle_timeout(50);
+        s.take_effect();
+        s.bot_checked(50, Recency::Interval, row(4, [8; 32], true));
+        let again = Effect::CheckBot { now_ms: 50, interval_ms: 50, recency: Recency::Now };
+        assert_eq!(s.take_effect(), Some(again));
+        assert!(!s.has_ended());
+        s.bot_checked(50, Recency::Now, row(4, [8; 32], true));
+        assert_eq!(s.take_effect(), Some(Effect::FreeLease));
+        assert_eq!(s.take_effect(), Some(Effect::FreeSlot));
+        assert_eq!(s.poll(View::default()), close(4004, "authentication_failed"));
+    }
+
+    #[test]
+    fn a_hint_checks_the_bot_at_the_last_time_seen() {
+        let mut s = opened(Some(SharedCheck::new(50, [7; 32], 0)));
+        s.handle_text("{\"op\":\"heartbeat\"}", 30);
+        assert_eq!(s.poll(View::default()), text("{\"op\":\"heartbeat_ack\"}"));
+        let hinted = View { hinted: 1, ..View::default() };
+        let check = Effect::CheckBot { now_ms: 30, interval_ms: 50, recency: Recency::Hint };
+        assert_eq!(s.poll(hinted), Poll::Effect(check));
+        s.bot_checked(30, Recency::Hint, row(4, [7; 32], true));
+        assert_eq!(s.poll(hinted), Poll::Idle);
+    }
+
+    #[test]
+    fn shared_store_unreachable_for_half_a_lease_closes_with_4010_without_the_database() {
+        let mut s = opened(Some(SharedCheck::new(50, [7; 32], 0)));
+        s.handle_text("{\"op\":\"ack\",\"seq\":4}", 10);
+        s.bot_checked(100, Recency::Interval, None);
+        // Storage trouble: the next look comes within a second (here the 50 ms interval).
+        assert_eq!(s.poll_timeout(), Some(150));
+        s.bot_checked(100 + STORAGE_CLOSE_AFTER_MS - 1, Recency::Interval, None);
+        assert!(!s.has_ended());
+        s.bot_checked(100 + STORAGE_CLOSE_AFTER_MS, Recency::Interval, None);
+        // The lease is forgotten, not deleted, and the ack is not written.
+        assert_eq!(s.take_effect(), Some(Effect::ForgetLease));
+        assert_eq!(s.take_effect(), Some(Effect::FreeSlot));
+        assert_eq!(s.take_effect(), None);
+        assert_eq!(s.poll(View::default()), close(4010, "storage_unavailable"));
+        // Dropping it afterwards frees nothing twice.
+        s.abandon();
+        assert_eq!(s.take_effect(), None);
+    }
+
+    #[test]
+    fn abandoning_writes_the_pending_ack_and_frees_the_lease_once() {
+        let mut s = opened(Some(SharedCheck::new(50, [7; 32], 0)));
+        s.handle_text("{\"op\":\"ack\",\"seq\":4}", 10);
+        s.abandon();
+        assert_eq!(s.take_effect(), Some(Effect::WriteAck(4)));
+        assert_eq!(s.take_effect(), Some(Effect::FreeLease));
+        s.abandon();
+        assert_eq!(s.take_effect(), None);
+    }
+}
