@@ -63,18 +63,17 @@ pub const EVENTS_PER_POLL: usize = 1024;
 /// it): with large events, the byte bound comes first.
 pub const READ_BYTES: usize = 256 * 1024;
 
+/// Sent by hosts, not by the library: the server is shutting down; the bot
+/// reconnects (to another node) and resumes from its ack.
+pub const CLOSE_SERVER_SHUTDOWN: u16 = 1001;
+
 /// The close codes a host may end a connection with
 /// ([`GatewayConnection::close`], [`GatewaySession::close`]), and the
-/// reason each is reported with. The library's own codes (4001, 4004,
-/// 4009, 4010, 1007, 1009) stay the library's: a host that sent them would
-/// make them mean something the session did not decide.
-pub const HOST_CLOSE_CODES: [(u16, &str); 5] = [
-    (1000, "normal_closure"),
-    (1001, "going_away"),
-    (1011, "internal_error"),
-    (1012, "service_restart"),
-    (CLOSE_SLOW_CONSUMER, "slow_consumer"),
-];
+/// reason each is sent and reported with. The library's own codes (4001,
+/// 4004, 4009, 4010, 1007, 1009) stay the library's: a host that sent them
+/// would make them mean something the session did not decide.
+pub const HOST_CLOSE_CODES: [(u16, &str); 2] =
+    [(CLOSE_SERVER_SHUTDOWN, "server_shutdown"), (CLOSE_SLOW_CONSUMER, "slow_consumer")];
 
 /// The reason a host close code is reported with; `None` for a code a host
 /// may not send (see [`HOST_CLOSE_CODES`]).
