@@ -185,7 +185,11 @@ impl GatewaySession {
     /// far behind the bot is.
     pub fn poll_transmit(&mut self) -> Option<GatewayOutput> {
         loop {
-            match self.state.poll(self.registry.view(&self.bot_id)) {
+            let next = match self.state.next_queued() {
+                Some(p) => p,
+                None => self.state.poll(self.registry.view(&self.bot_id)),
+            };
+            match next {
                 Poll::Send(o) => return Some(o),
                 Poll::Idle => return None,
                 Poll::Effect(e) => self.carry_out(e),

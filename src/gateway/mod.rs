@@ -1,30 +1,32 @@
 //! The bot gateway (docs/gateway.md), in jobs:
 //!
-//! - [`session`]: the protocol as a pure state machine — frames, heartbeat,
+//! - `session`: the protocol as a pure state machine — frames, heartbeat,
 //!   cursor, acks, close. It holds no storage handle and reads no clock:
-//!   inputs and `now` go in, messages to send and [`session::Effect`]s
+//!   inputs and `now` go in, messages to send and `Effect`s
 //!   (read the log, write an ack, check the bot's row, free a lease or a
 //!   slot) come out.
-//! - [`driver`]: [`GatewaySession`], the state machine with the one place
+//! - `driver`: [`GatewaySession`], the state machine with the one place
 //!   that carries out its effects against the store (`crate::store::gateway`)
 //!   and the registry, and feeds the results back.
-//! - [`connection`]: [`GatewayConnection`], a session under tungstenite's
+//! - `connection`: [`GatewayConnection`], a session under tungstenite's
 //!   `WebSocketContext` over in-memory buffers, for hosts that own a raw
 //!   TCP socket: feed it what you read, write what `poll_transmit` returns.
-//! - [`registry`]: this node's open connections per bot (the connection
+//! - `registry`: this node's open connections per bot (the connection
 //!   limit), the epochs that close them, the commit counters that wake them.
-//! - [`shared`]: on a shared store (PostgreSQL), this node's view of its
+//! - `shared`: on a shared store (PostgreSQL), this node's view of its
 //!   bots' rows and its leases, read and renewed once for all sessions.
 //! - `accept`: the service's gateway entry points.
 //!
 //! The host owns the socket and the clock; what each call may block on is
 //! in docs/architecture.md, "The I/O boundary".
 
+// The state machine and its driver stay inside the crate: driving a
+// session needs the store, which is the crate's own.
 mod accept;
-pub mod connection;
-pub mod driver;
+mod connection;
+mod driver;
 mod registry;
-pub mod session;
+mod session;
 mod shared;
 
 pub use connection::{GatewayConnection, TRANSMIT_BATCH_BYTES};

@@ -277,11 +277,8 @@ impl Session {
     /// The next effect to carry out or message to send. `view` is the
     /// registry as it is now (the bot's epoch and counters).
     pub fn poll(&mut self, view: View) -> Poll {
-        if let Some(e) = self.effects.pop_front() {
-            return Poll::Effect(e);
-        }
-        if let Some(o) = self.out.pop_front() {
-            return Poll::Send(o);
+        if let Some(p) = self.next_queued() {
+            return p;
         }
         if self.closed {
             return Poll::Idle;
@@ -323,6 +320,16 @@ impl Session {
             });
         }
         Poll::Idle
+    }
+
+    /// What is queued already (an effect, then a message), without the
+    /// registry's view: a driver's poll loop takes this first, so a long
+    /// replay does not look at the registry once per frame.
+    pub fn next_queued(&mut self) -> Option<Poll> {
+        if let Some(e) = self.effects.pop_front() {
+            return Some(Poll::Effect(e));
+        }
+        self.out.pop_front().map(Poll::Send)
     }
 
     /// The next effect an input queued, without looking for messages:
