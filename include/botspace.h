@@ -43,6 +43,19 @@
 #define BOTSPACE_NO_DEADLINE UINT64_MAX
 
 /**
+ * Close code for `botspace_gateway_close`: the bot read too slowly (its
+ * unsent output stayed over the host's budget for two heartbeat
+ * intervals); reason `slow_consumer`.
+ */
+#define BOTSPACE_CLOSE_SLOW_CONSUMER 4008
+
+/**
+ * Close code for `botspace_gateway_close`: the server is shutting down;
+ * reason `server_shutdown`.
+ */
+#define BOTSPACE_CLOSE_SERVER_SHUTDOWN 1001
+
+/**
  * The result of every fallible call. The values are fixed and will never
  * change meaning; new values may be added. `botspace_status_message`
  * gives a static description and `botspace_last_error_message` the detail
@@ -489,6 +502,27 @@ enum botspace_status botspace_gateway_handle_input(struct botspace_gateway *gate
  * `gateway` must be a live handle not used by another thread.
  */
 enum botspace_status botspace_gateway_handle_timeout(struct botspace_gateway *gateway, uint64_t now_ms);
+
+/**
+ * The host ends the connection with close `code`, so that it need not
+ * encode a close frame itself: `BOTSPACE_CLOSE_SLOW_CONSUMER` (4008
+ * `slow_consumer`, a bot that reads too slowly) or
+ * `BOTSPACE_CLOSE_SERVER_SHUTDOWN` (1001 `server_shutdown`). The next
+ * `botspace_gateway_poll_transmit` gives the close frame, after the bytes
+ * it gave before; what the session had queued and not yet given is
+ * dropped (the bot resumes from its last ack). The acks the bot sent are
+ * written and its connection slot is freed during this call (it takes
+ * the database lock; on PostgreSQL one round trip to delete the lease);
+ * `botspace_gateway_poll_event` then reports `CLOSED` with the code and
+ * its reason. On a connection that has already ended it changes nothing
+ * and returns `BOTSPACE_STATUS_OK`. Another code gives
+ * `BOTSPACE_STATUS_INVALID_ARGUMENT` and changes nothing. Not
+ * thread-safe: one thread at a time per gateway.
+ *
+ * # Safety
+ * `gateway` must be a live handle not used by another thread.
+ */
+enum botspace_status botspace_gateway_close(struct botspace_gateway *gateway, uint16_t code);
 
 /**
  * Writes the next bytes to send to the socket to `*out_bytes`: the hello,

@@ -391,3 +391,33 @@ fn each_transmit_is_bounded_and_a_long_backlog_arrives_whole_and_in_order() {
     let seqs: Vec<i64> = texts(&all)[1..].iter().map(|e| e["seq"].as_i64().unwrap()).collect();
     assert_eq!(seqs, (1..=1501).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_host_close_sends_its_frame_next_writes_the_ack_and_frees_the_slot() {
+    let w = world("official", Config::default());
+    let mut c = connect(&w, "");
+    let now = w.svc.now_ms();
+    assert_eq!(texts(&c.poll(now)).len(), 2, "hello and bot_started");
+    c.feed(&text(r#"{"op":"ack","seq":1}"#), now);
+    // A code of the library's own is refused and changes nothing.
+    assert!(!c.close(4001));
+    assert!(!c.is_closed());
+    assert_eq!(c.poll_event(), None);
+    // An event committed and not yet sent when the host closes is not sent.
+    admin(&w.svc, SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "late"}));
+    assert!(c.close(botspace::gateway::CLOSE_SLOW_CONSUMER));
+    assert_eq!(w.svc.gateway_connections(&w.bot), 0, "the slot is free at once");
+    assert_eq!(c.poll(now), close_frame(4008, "slow_consumer"));
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 4008, reason: "slow_consumer" }));
+    assert!(c.is_closed());
+    assert!(!c.close(botspace::gateway::CLOSE_SERVER_SHUTDOWN), "an ended connection is not closed again");
+    assert!(c.poll(now).is_empty());
+    drop(c);
+    // The ack fed before the close was written: the next session replays
+    // from seq 2, the event the closed one never sent.
+    let mut again = connect(&w, "");
+    let t = texts(&again.poll(now));
+    assert_eq!(t[0]["replay_from"], 2);
+    assert_eq!(t[1]["seq"], 2);
+    assert_eq!(t[1]["data"]["message"]["text"], "late");
+}

@@ -6,12 +6,6 @@
 
 use std::path::{Path, PathBuf};
 
-/// Files outside `src/store/` that may still hold SQL, each with why.
-const KNOWN_EXCEPTIONS: &[(&str, &str)] = &[
-    // Moved by the gateway branch (issue 19) into src/store/gateway.rs.
-    ("src/gateway.rs", "moved by the gateway branch"),
-];
-
 /// Words that begin an SQL statement.
 const STATEMENT_WORDS: &[&str] = &[
     "SELECT", "INSERT", "UPDATE", "DELETE", "PRAGMA", "CREATE", "WITH", "ALTER", "DROP", "BEGIN", "COMMIT", "ROLLBACK",
@@ -60,7 +54,7 @@ fn no_sql_literal_outside_the_store() {
     let mut offenders = Vec::new();
     for f in files {
         let rel = f.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
-        if rel.starts_with("src/store/") || KNOWN_EXCEPTIONS.iter().any(|(p, _)| *p == rel) {
+        if rel.starts_with("src/store/") {
             continue;
         }
         for (line, sql) in sql_literals(&std::fs::read_to_string(&f).unwrap()) {
@@ -92,14 +86,4 @@ fn the_sql_detector_finds_statements_and_ignores_prose() {
     // on the next line, which the check reads as code — a known limit,
     // kept because no literal in src/ is written that way.
     assert_eq!(found, vec![2, 3, 4, 5]);
-}
-
-#[test]
-fn every_known_exception_still_holds_sql() {
-    // An exception whose SQL has moved must be dropped from the list.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for (file, why) in KNOWN_EXCEPTIONS {
-        let text = std::fs::read_to_string(root.join(file)).unwrap_or_default();
-        assert!(!sql_literals(&text).is_empty(), "{file} ({why}) holds no SQL any more: drop its exception");
-    }
 }

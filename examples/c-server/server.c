@@ -78,9 +78,6 @@
  * must still be seen); more than this and reading stops until it drains,
  * since the library queues an answer to each heartbeat. */
 #define GW_READ_ABOVE_HW (64u * 1024u)
-/* Close code for a gateway reader that does not take its output; the
- * library documents it (BOTSPACE_CLOSE_SLOW_CONSUMER, docs/gateway.md). */
-#define CLOSE_SLOW_CONSUMER 4008
 
 static const char USAGE[] =
     "usage: botspace-server [--addr HOST:PORT] [--admin-addr HOST:PORT] [--db PATH]\n"
@@ -1423,15 +1420,14 @@ static void poll_woken_gateways(uint64_t now) {
  * frame is queued behind what it has not read (best effort), and the socket
  * is dropped SLOW_CONSUMER_DROP_MS later whatever was sent. */
 static void close_slow_consumer(conn_t *c, uint64_t mono) {
-    static const char reason[] = "slow_consumer";
-    unsigned char frame[4 + sizeof reason];
-    frame[0] = 0x88; /* FIN + close */
-    frame[1] = (unsigned char)(2 + sizeof reason - 1);
-    frame[2] = (unsigned char)(CLOSE_SLOW_CONSUMER >> 8);
-    frame[3] = (unsigned char)(CLOSE_SLOW_CONSUMER & 0xff);
-    memcpy(frame + 4, reason, sizeof reason - 1);
-    buf_add(&c->out, frame, 4 + sizeof reason - 1);
-    conn_finish(c, 0); /* frees the session: acks it already read are written */
+    /* The library encodes the close frame and ends the session (acks it
+     * already read are written, its slot is freed). */
+    botspace_bytes out = {NULL, 0};
+    if (botspace_gateway_close(c->gw, BOTSPACE_CLOSE_SLOW_CONSUMER) == BOTSPACE_STATUS_OK &&
+        botspace_gateway_poll_transmit(c->gw, &out) == BOTSPACE_STATUS_OK)
+        buf_add(&c->out, out.ptr, out.len);
+    botspace_bytes_free(&out);
+    conn_finish(c, 0);
     c->drop_at = mono + SLOW_CONSUMER_DROP_MS;
 }
 

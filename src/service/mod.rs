@@ -34,12 +34,12 @@ pub enum OpenError {
 /// A botspace service. `Send + Sync`: share it behind an `Arc` and call it
 /// from any number of threads; writes are serialized on one SQLite connection.
 pub struct Service {
-    config: Config,
-    clock: Clock,
-    random: Random,
-    db: Arc<Db>,
+    pub(crate) config: Config,
+    pub(crate) clock: Clock,
+    pub(crate) random: Random,
+    pub(crate) db: Arc<Db>,
     wake: RwLock<Option<WakeHook>>,
-    gateway: Arc<Registry>,
+    pub(crate) gateway: Arc<Registry>,
     group: crate::group::Group,
     admin_throttle: crate::throttle::AdminThrottle,
     /// Bot requests of the last hour, for the admin console.
@@ -54,16 +54,16 @@ pub struct Service {
     shared_store: bool,
     /// Where other nodes' notifications are received (same condition).
     #[cfg(feature = "postgres")]
-    listen: Option<Listen>,
+    pub(crate) listen: Option<Listen>,
 }
 
 /// The listening side of LISTEN/NOTIFY.
 #[cfg(feature = "postgres")]
-struct Listen {
-    listener: std::sync::Mutex<store::postgres::Listener>,
+pub(crate) struct Listen {
+    pub(crate) listener: std::sync::Mutex<store::postgres::Listener>,
     /// The main connection's server process: its notifications are this
     /// node's own commits, already applied.
-    own_pid: Arc<std::sync::atomic::AtomicI32>,
+    pub(crate) own_pid: Arc<std::sync::atomic::AtomicI32>,
 }
 
 /// A parsed request, routed and past the transport checks.
@@ -81,7 +81,6 @@ const MAX_RETRIES: u32 = 8;
 
 mod batch;
 mod effects;
-mod gateway_entry;
 mod image;
 mod pipeline;
 

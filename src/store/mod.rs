@@ -16,6 +16,7 @@ pub mod bots;
 pub mod chats;
 pub mod console;
 pub mod events;
+pub mod gateway;
 pub mod idempotency;
 pub(crate) mod import;
 pub mod limits;

@@ -1441,6 +1441,35 @@ static void test_gateway(void) {
           "poll_event: closed 4009 session_timeout");
     botspace_gateway_free(&gw);
 
+    /* the host ends a connection with 4008 slow_consumer: the library
+     * encodes the close frame */
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, now, &resp, &gw) == BOTSPACE_STATUS_OK && gw != NULL,
+          "a connection for the host's close");
+    botspace_bytes_free(&resp);
+    gw_round(gw, now, &got);
+    CHECK(botspace_gateway_close(NULL, BOTSPACE_CLOSE_SLOW_CONSUMER) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "gateway_close: NULL gateway");
+    CHECK(botspace_gateway_close(gw, 4001) == BOTSPACE_STATUS_INVALID_ARGUMENT &&
+              strstr(last_error(), "close code 4001 is not one a host may send") != NULL,
+          "gateway_close: one of the library's own codes is refused");
+    CHECK(botspace_gateway_is_closed(gw, &closed) == BOTSPACE_STATUS_OK && !closed &&
+              botspace_gateway_poll_event(gw, &ev) == BOTSPACE_STATUS_OK && ev.kind == BOTSPACE_GATEWAY_EVENT_KIND_NONE,
+          "gateway_close: a refused code changes nothing");
+    CHECK(botspace_gateway_close(gw, BOTSPACE_CLOSE_SLOW_CONSUMER) == BOTSPACE_STATUS_OK, "gateway_close 4008");
+    CHECK(gw_round(gw, now, &got) == BOTSPACE_STATUS_OK, "a round after the host's close");
+    nf = ws_frames((const uint8_t *)got.p, got.len, texts, 8, &code);
+    CHECK(nf == 1 && code == 4008 && got.len == 2 + 2 + strlen("slow_consumer") && (unsigned char)got.p[0] == 0x88 &&
+              memcmp(got.p + 4, "slow_consumer", strlen("slow_consumer")) == 0,
+          "the one frame is close 4008 slow_consumer");
+    CHECK(botspace_gateway_poll_event(gw, &ev) == BOTSPACE_STATUS_OK && ev.kind == BOTSPACE_GATEWAY_EVENT_KIND_CLOSED &&
+              ev.close_code == 4008 && strcmp(ev.reason, "slow_consumer") == 0,
+          "poll_event: closed 4008 slow_consumer");
+    CHECK(botspace_gateway_is_closed(gw, &closed) == BOTSPACE_STATUS_OK && closed, "is_closed after the host's close");
+    CHECK(botspace_gateway_close(gw, BOTSPACE_CLOSE_SERVER_SHUTDOWN) == BOTSPACE_STATUS_OK &&
+              gw_round(gw, now, &got) == BOTSPACE_STATUS_OK && got.len == 0,
+          "gateway_close on an ended connection sends nothing more");
+    botspace_gateway_free(&gw);
+
     CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, now, &resp, &gw) == BOTSPACE_STATUS_OK && gw != NULL,
           "a third connection");
     botspace_bytes_free(&resp);

@@ -218,6 +218,22 @@ export class GatewaySession {
   }
 
   /**
+   * The host ends the session with close `code`: 4008 `slow_consumer` (a
+   * bot that reads too slowly) or 1001 `server_shutdown`. The next
+   * `pollTransmit` gives `{type: 'close', code, reason}`, ahead of what was
+   * queued and not yet taken (dropped; the bot resumes from its ack);
+   * `pollEvent` then reports it. Returns false when the session had
+   * already ended. Throws a RangeError, changing nothing, for another code.
+   */
+  close(code) {
+    const closed = Number.isInteger(code) && code >= 0 && code <= 0xffff ? guard(() => this.#live().close(code)) : undefined;
+    if (closed === undefined) {
+      throw new RangeError(`close code ${code} is not one a host may send (4008 slow_consumer, 1001 server_shutdown)`);
+    }
+    return closed;
+  }
+
+  /**
    * The next message to send: `{type: 'text', data}` or
    * `{type: 'close', code, reason}`; `null` when there is nothing now.
    * Call it until `null` after every input and wake-up.

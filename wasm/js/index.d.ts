@@ -104,6 +104,9 @@ export interface FetchOptions {
   upgradeWebSocket?: (request: Request) => { socket: ServerWebSocketLike; response: Response };
 }
 
+/** The close codes a host may end a gateway session with: 4008 `slow_consumer`, 1001 `server_shutdown`. */
+export type HostCloseCode = 4008 | 1001;
+
 /** A message-level gateway session (the host does the WebSocket framing). */
 export class GatewaySession {
   private constructor();
@@ -119,6 +122,12 @@ export class GatewaySession {
   handleClose(code?: number): void;
   /** The time is `nowMs` (default: the service clock): checks the heartbeat deadline. */
   handleTimeout(nowMs?: number): void;
+  /**
+   * The host ends the session with close `code` (4008 `slow_consumer`, 1001
+   * `server_shutdown`); the next `pollTransmit` gives the close. False when
+   * it had already ended; a RangeError for another code.
+   */
+  close(code: HostCloseCode): boolean;
   /** The next message to send, or `null` when there is nothing now; call until `null`. */
   pollTransmit(): GatewayOutput | null;
   /** When to call `handleTimeout` at the latest (Unix ms), `null` once closed. */

@@ -401,6 +401,18 @@ impl RawGatewaySession {
         self.s.handle_timeout(to_ms(now_ms));
     }
 
+    /// The host ends the session with close `code` (4008 `slow_consumer`,
+    /// 1001 `server_shutdown`): the next `pollTransmit` gives the close,
+    /// ahead of what was queued and not yet taken (dropped; the bot resumes
+    /// from its ack). False when the session had already ended;
+    /// `undefined`, changing nothing, for any other code (the JS class
+    /// throws a RangeError then: a RangeError from here would read as
+    /// the module running out of memory).
+    pub fn close(&mut self, code: u16) -> Option<bool> {
+        botspace::gateway::host_close_reason(code)?;
+        Some(self.s.close(code))
+    }
+
     /// The next message to send, `{type:"text", data}` or
     /// `{type:"close", code, reason}`, or `undefined` when there is nothing
     /// now. Call until `undefined`.

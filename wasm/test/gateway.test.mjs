@@ -162,6 +162,27 @@ test('no heartbeat for two intervals closes with 4009 (manual clock)', () => {
   s.free();
 });
 
+test('the host closes a session with 4008 slow_consumer: the close goes ahead of queued events', () => {
+  const w = world();
+  const s = w.svc.acceptGateway(upgradeRequest(w.token));
+  assert.equal(s.pollTransmit().data.includes('"op":"hello"'), true, 'the hello is taken');
+  assert.equal(JSON.parse(s.pollTransmit().data).seq, 1);
+  // An event committed and not yet taken when the host closes is not sent.
+  w.ok('/admin/sendUserMessage', { user_id: w.user.id, chat_id: w.chat.id, text: 'not taken' });
+  assert.throws(() => s.close(4001), (e) => e instanceof RangeError && /close code 4001 is not one a host may send/.test(e.message));
+  assert.throws(() => s.close(70000), RangeError);
+  assert.equal(s.closed, false, 'a refused code changes nothing');
+  assert.equal(s.pollEvent(), null);
+  assert.equal(s.close(4008), true);
+  assert.equal(w.svc.gatewayConnections(w.botInfo.id), 0, 'the slot is free at once');
+  assert.deepEqual(round(s), [{ type: 'close', code: 4008, reason: 'slow_consumer' }]);
+  assert.deepEqual(s.pollEvent(), { type: 'closed', code: 4008, reason: 'slow_consumer' });
+  assert.equal(s.closed, true);
+  assert.equal(s.close(1001), false, 'an ended session is not closed again');
+  assert.deepEqual(round(s), []);
+  s.free();
+});
+
 test('upgrade refusals: 401, 426, 429 connection_limit, 404', () => {
   const w = world();
   const refused = (req) => {

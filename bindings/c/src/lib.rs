@@ -890,6 +890,48 @@ pub unsafe extern "C" fn botspace_gateway_handle_timeout(
     })
 }
 
+/// Close code for `botspace_gateway_close`: the bot read too slowly (its
+/// unsent output stayed over the host's budget for two heartbeat
+/// intervals); reason `slow_consumer`.
+pub const BOTSPACE_CLOSE_SLOW_CONSUMER: u16 = 4008;
+
+/// Close code for `botspace_gateway_close`: the server is shutting down;
+/// reason `server_shutdown`.
+pub const BOTSPACE_CLOSE_SERVER_SHUTDOWN: u16 = 1001;
+
+/// The host ends the connection with close `code`, so that it need not
+/// encode a close frame itself: `BOTSPACE_CLOSE_SLOW_CONSUMER` (4008
+/// `slow_consumer`, a bot that reads too slowly) or
+/// `BOTSPACE_CLOSE_SERVER_SHUTDOWN` (1001 `server_shutdown`). The next
+/// `botspace_gateway_poll_transmit` gives the close frame, after the bytes
+/// it gave before; what the session had queued and not yet given is
+/// dropped (the bot resumes from its last ack). The acks the bot sent are
+/// written and its connection slot is freed during this call (it takes
+/// the database lock; on PostgreSQL one round trip to delete the lease);
+/// `botspace_gateway_poll_event` then reports `CLOSED` with the code and
+/// its reason. On a connection that has already ended it changes nothing
+/// and returns `BOTSPACE_STATUS_OK`. Another code gives
+/// `BOTSPACE_STATUS_INVALID_ARGUMENT` and changes nothing. Not
+/// thread-safe: one thread at a time per gateway.
+///
+/// # Safety
+/// `gateway` must be a live handle not used by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_gateway_close(gateway: *mut botspace_gateway, code: u16) -> botspace_status {
+    ffi_boundary!({
+        non_null!(gateway, "gateway");
+        if botspace::gateway::host_close_reason(code).is_none() {
+            return fail(
+                botspace_status::InvalidArgument,
+                format!("close code {code} is not one a host may send (4008 slow_consumer, 1001 server_shutdown)"),
+            );
+        }
+        // SAFETY: a live handle used by this thread only.
+        unsafe { (*gateway).conn.close(code) };
+        botspace_status::Ok
+    })
+}
+
 /// Writes the next bytes to send to the socket to `*out_bytes`: the hello,
 /// replayed and new events, heartbeat acks, a close frame. `{NULL, 0}`
 /// means nothing now. Each call gives at most about 256 KiB: write them,
@@ -978,6 +1020,8 @@ fn static_reason(reason: &str) -> *const c_char {
         "closed_by_bot" => c"closed_by_bot",
         "protocol_error" => c"protocol_error",
         "storage_unavailable" => c"storage_unavailable",
+        "slow_consumer" => c"slow_consumer",
+        "server_shutdown" => c"server_shutdown",
         _ => c"closed",
     };
     r.as_ptr()
@@ -1094,10 +1138,19 @@ mod tests {
     /// never as the catch-all "closed" (4010 was new in issue 22).
     #[test]
     fn every_close_reason_of_the_core_keeps_its_name_in_c() {
-        let gateway = include_str!("../../../src/gateway.rs");
-        let mut reasons: Vec<&str> =
-            gateway.split(".close(").skip(1).filter_map(|call| call.split('"').nth(1)).collect();
+        // The session's own closes, the connection's framing closes, and
+        // the hosts' (botspace::gateway::HOST_CLOSE_CODES).
+        let session = include_str!("../../../src/gateway/session.rs");
+        let connection = include_str!("../../../src/gateway/connection.rs");
+        let mut reasons: Vec<&str> = session
+            .split(".close(")
+            .skip(1)
+            .chain(connection.split(".close_with(").skip(1))
+            .filter_map(|call| call.split('"').nth(1))
+            .collect();
+        assert!(reasons.contains(&"message_too_big"), "{reasons:?}");
         reasons.extend(["closed_by_bot", "protocol_error"]);
+        reasons.extend(botspace::gateway::HOST_CLOSE_CODES.iter().map(|(_, r)| *r));
         reasons.sort_unstable();
         reasons.dedup();
         assert!(reasons.contains(&"storage_unavailable"), "{reasons:?}");

@@ -57,6 +57,10 @@ export async function main(): Promise<void> {
     s.handleText('{"op":"heartbeat"}', svc.nowMs());
     s.handleBinary();
     s.handleClose(1000);
+    const ended: boolean = s.close(4008);
+    console.log(ended, s.close(1001));
+    // @ts-expect-error a host may not close with the library's own codes
+    s.close(4001);
     const ev: GatewayEvent | null = s.pollEvent();
     if (ev) console.log(ev.code, ev.reason);
     const d: number | null = s.pollTimeout();

@@ -1,15 +1,13 @@
-//! The gateway's entry points on the service (moved whole by the gateway
-//! branch).
+//! The service's gateway entry points: the upgrade checked and a session
+//! opened, this node's connection counts, and other nodes' notifications
+//! turned into wake-ups.
 
+use super::{GatewayAccept, GatewaySession, Opening};
 use crate::auth;
 use crate::error::{ApiError, ApiResult};
-use crate::gateway::{self, GatewayAccept, GatewaySession};
 use crate::route::Route;
 use crate::store::StorageError;
-#[cfg(feature = "postgres")]
-use crate::txn::TxEffects;
-
-use super::Service;
+use crate::Service;
 
 impl Service {
     /// Checks a `GET /bot/gateway` upgrade received at `now_ms` (the
@@ -38,7 +36,7 @@ impl Service {
         let req = &routed.req;
         let mut inner = self.lock();
         let bot = inner.ctx(&self.config, &self.clock, &self.random, now_ms).authenticate(req, None)?;
-        let opening = gateway::Opening {
+        let opening = Opening {
             db: &self.db,
             registry: &self.gateway,
             conn: &inner.conn,
@@ -102,7 +100,7 @@ impl Service {
             };
             if heard.all || !heard.bots.is_empty() {
                 let here = self.gateway.hint(heard.all, &heard.bots);
-                self.apply_effects(TxEffects { woken: here, ..TxEffects::default() });
+                self.apply_effects(crate::txn::TxEffects { woken: here, ..crate::txn::TxEffects::default() });
             }
             return Ok(heard.count);
         }

@@ -1,0 +1,122 @@
+//! The bot gateway (docs/gateway.md), in jobs:
+//!
+//! - `session`: the protocol as a pure state machine — frames, heartbeat,
+//!   cursor, acks, close. It holds no storage handle and reads no clock:
+//!   inputs and `now` go in, messages to send and `Effect`s
+//!   (read the log, write an ack, check the bot's row, free a lease or a
+//!   slot) come out.
+//! - `driver`: [`GatewaySession`], the state machine with the one place
+//!   that carries out its effects against the store (`crate::store::gateway`)
+//!   and the registry, and feeds the results back.
+//! - `connection`: [`GatewayConnection`], a session under tungstenite's
+//!   `WebSocketContext` over in-memory buffers, for hosts that own a raw
+//!   TCP socket: feed it what you read, write what `poll_transmit` returns.
+//! - `registry`: this node's open connections per bot (the connection
+//!   limit), the epochs that close them, the commit counters that wake them.
+//! - `shared`: on a shared store (PostgreSQL), this node's view of its
+//!   bots' rows and its leases, read and renewed once for all sessions.
+//! - `accept`: the service's gateway entry points.
+//!
+//! The host owns the socket and the clock; what each call may block on is
+//! in docs/architecture.md, "The I/O boundary".
+
+// The state machine and its driver stay inside the crate: driving a
+// session needs the store, which is the crate's own.
+mod accept;
+mod connection;
+mod driver;
+mod registry;
+mod session;
+mod shared;
+
+pub use connection::{GatewayConnection, TRANSMIT_BATCH_BYTES};
+pub use driver::GatewaySession;
+pub(crate) use driver::Opening;
+pub(crate) use registry::{check_upgrade, Registry};
+
+/// Close codes of the gateway.
+pub const CLOSE_INVALID_PAYLOAD: u16 = 4001;
+pub const CLOSE_AUTHENTICATION_FAILED: u16 = 4004;
+/// Sent by hosts, not by the library: the bot read too slowly, its unsent
+/// output stayed over the host's budget for two heartbeat intervals
+/// ([`GatewayConnection::close`] sends it).
+pub const CLOSE_SLOW_CONSUMER: u16 = 4008;
+pub const CLOSE_SESSION_TIMEOUT: u16 = 4009;
+/// On a shared store (PostgreSQL): this node has not reached the database
+/// for [`STORAGE_CLOSE_AFTER_MS`]. The bot should reconnect, through the
+/// load balancer to another node if this one stays cut off; it resumes
+/// from its last recorded ack.
+pub const CLOSE_STORAGE_UNAVAILABLE: u16 = 4010;
+/// How long a session's checks of the database may fail in a row before it
+/// closes with 4010: half a lease, so the session ends before its lease
+/// (which it can no longer renew) lapses and other nodes stop counting it.
+/// A short failover (a second or two) closes nothing.
+pub const STORAGE_CLOSE_AFTER_MS: u64 = LEASE_TTL_MS / 2;
+
+/// How long a gateway lease counts after its last renewal: a node that dies
+/// stops counting against its bots' connection limits within this time.
+pub const LEASE_TTL_MS: u64 = 10_000;
+
+/// Largest message a bot may send; its frames are small JSON.
+pub const MAX_INBOUND_MESSAGE: usize = 64 * 1024;
+/// Events read from the log per read, bounding memory per connection.
+pub const EVENTS_PER_POLL: usize = 1024;
+/// Bytes of frames one read of the log may hold (one event may go past
+/// it): with large events, the byte bound comes first.
+pub const READ_BYTES: usize = 256 * 1024;
+
+/// Sent by hosts, not by the library: the server is shutting down; the bot
+/// reconnects (to another node) and resumes from its ack.
+pub const CLOSE_SERVER_SHUTDOWN: u16 = 1001;
+
+/// The close codes a host may end a connection with
+/// ([`GatewayConnection::close`], [`GatewaySession::close`]), and the
+/// reason each is sent and reported with. The library's own codes (4001,
+/// 4004, 4009, 4010, 1007, 1009) stay the library's: a host that sent them
+/// would make them mean something the session did not decide.
+pub const HOST_CLOSE_CODES: [(u16, &str); 2] =
+    [(CLOSE_SERVER_SHUTDOWN, "server_shutdown"), (CLOSE_SLOW_CONSUMER, "slow_consumer")];
+
+/// The reason a host close code is reported with; `None` for a code a host
+/// may not send (see [`HOST_CLOSE_CODES`]).
+pub fn host_close_reason(code: u16) -> Option<&'static str> {
+    HOST_CLOSE_CODES.iter().find(|(c, _)| *c == code).map(|(_, r)| *r)
+}
+
+/// What a session reports to its host, besides what to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GatewayEvent {
+    /// The session ended; it reports this once. `code` is the close code
+    /// sent to the bot (4001, 4004, 4009, 4010, 1007, 1009, or the host's
+    /// own through `close`), or the bot's own when it closed first
+    /// (`reason` "closed_by_bot"; 1005 when it sent none), or 1002
+    /// "protocol_error" when its bytes broke the WebSocket protocol.
+    Closed { code: u16, reason: &'static str },
+}
+
+/// Something the session wants sent to the bot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GatewayOutput {
+    /// One JSON text message.
+    Text(String),
+    /// Close with this code and reason; nothing follows.
+    Close { code: u16, reason: &'static str },
+}
+
+/// Result of [`crate::Service::accept_gateway`].
+pub struct GatewayAccept {
+    /// Bytes to write: `101 Switching Protocols` or a JSON error response.
+    pub response: Vec<u8>,
+    /// The connection, when the upgrade succeeded.
+    pub connection: Option<GatewayConnection>,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn connections_can_move_between_threads() {
+        fn is_send<T: Send>() {}
+        is_send::<super::GatewayConnection>();
+        is_send::<super::GatewaySession>();
+    }
+}

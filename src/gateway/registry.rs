@@ -1,0 +1,173 @@
+//! This node's gateway connections: how many each bot has open (the
+//! connection limit), the epochs that tell a connection it must close, and
+//! the counters that tell a session to read its log. All in memory: no
+//! database lock is taken here.
+
+use super::shared::SharedView;
+use crate::error::{ApiError, ApiResult};
+use crate::http::Request;
+use crate::model::Bot;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The gateway's shared state: open connections per bot (the connection
+/// limit) and the epochs that tell a connection it must close. It needs no
+/// database lock.
+#[derive(Default)]
+pub(crate) struct Registry {
+    state: Mutex<RegistryState>,
+    /// On a shared store: what this node last read of its sessions' bots.
+    pub(super) shared: Mutex<SharedView>,
+}
+
+#[derive(Default)]
+struct RegistryState {
+    /// Open connections per bot.
+    open: HashMap<String, u32>,
+    /// Bumped when a bot's token rotates or it is suspended; connections
+    /// opened under an older epoch close with 4004.
+    epoch: HashMap<String, u64>,
+    /// Bumped when the whole database is replaced: every connection closes.
+    generation: u64,
+    /// Bumped by each commit that gave the bot events: a session reads the
+    /// log only when this moved, so polling an idle session costs no query.
+    notified: HashMap<String, u64>,
+    /// Bumped by each notification from another node naming the bot (shared
+    /// store): its sessions then check the bot's row at once.
+    hinted: HashMap<String, u64>,
+}
+
+/// What a session must see of the registry: the epoch it must still match
+/// to stay open, the bot's commit counter and its hint counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct View {
+    pub epoch: (u64, u64),
+    pub notified: u64,
+    pub hinted: u64,
+}
+
+impl Registry {
+    fn lock(&self) -> MutexGuard<'_, RegistryState> {
+        // The state stays consistent at every step: a poisoned lock is usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn view(&self, bot_id: &str) -> View {
+        let st = self.lock();
+        View {
+            epoch: (st.generation, st.epoch.get(bot_id).copied().unwrap_or(0)),
+            notified: st.notified.get(bot_id).copied().unwrap_or(0),
+            hinted: st.hinted.get(bot_id).copied().unwrap_or(0),
+        }
+    }
+
+    /// The bots with a connection open here.
+    pub(super) fn open_bots(&self) -> Vec<String> {
+        self.lock().open.keys().cloned().collect()
+    }
+
+    /// After a commit: `woken` bots have new events; `revoked` bots' sessions
+    /// close (4004) at their next `poll_transmit`.
+    pub fn after_commit(&self, woken: &[String], revoked: &[String]) {
+        let mut st = self.lock();
+        for bot in woken {
+            // Only bots with a session need a counter.
+            if let Some(n) = st.notified.get_mut(bot) {
+                *n += 1;
+            }
+        }
+        for bot in revoked {
+            *st.epoch.entry(bot.clone()).or_insert(0) += 1;
+        }
+    }
+
+    /// Another node committed something for `bots` (every bot, when
+    /// `all`): the shared view is stale, and the sessions of those bots
+    /// check the database at their next `poll_transmit`. Returns the bots
+    /// named that have a session here, to wake their hosts.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub fn hint(&self, all: bool, bots: &[String]) -> Vec<String> {
+        // The view first: a session that sees its counter move must find
+        // the view stale.
+        self.shared_view().hint_gen += 1;
+        let mut st = self.lock();
+        let here: Vec<String> = if all {
+            st.hinted.keys().cloned().collect()
+        } else {
+            bots.iter().filter(|b| st.hinted.contains_key(*b)).cloned().collect()
+        };
+        for bot in &here {
+            if let Some(n) = st.hinted.get_mut(bot) {
+                *n += 1;
+            }
+        }
+        here
+    }
+
+    /// Closes every connection (the database was replaced); returns the bots
+    /// that had connections open, to wake their hosts.
+    pub fn reset(&self) -> Vec<String> {
+        let mut st = self.lock();
+        st.generation += 1;
+        st.open.keys().cloned().collect()
+    }
+
+    /// Open gateway connections of a bot.
+    pub fn open_count(&self, bot_id: &str) -> u32 {
+        self.lock().open.get(bot_id).copied().unwrap_or(0)
+    }
+
+    /// Takes one of the bot's connection slots, or refuses with 429.
+    pub(super) fn reserve(self: &Arc<Self>, bot: &Bot) -> ApiResult<Slot> {
+        let mut st = self.lock();
+        let open = st.open.get(&bot.id).copied().unwrap_or(0);
+        if open >= bot.connection_limit {
+            return Err(ApiError::connection_limit(open, bot.connection_limit));
+        }
+        *st.open.entry(bot.id.clone()).or_insert(0) += 1;
+        st.notified.entry(bot.id.clone()).or_insert(0);
+        st.hinted.entry(bot.id.clone()).or_insert(0);
+        Ok(Slot { registry: self.clone(), bot_id: bot.id.clone() })
+    }
+}
+
+/// A held connection slot; dropping it frees the slot.
+pub(crate) struct Slot {
+    registry: Arc<Registry>,
+    bot_id: String,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut st = self.registry.lock();
+        if let Some(n) = st.open.get_mut(&self.bot_id) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                st.open.remove(&self.bot_id);
+                st.notified.remove(&self.bot_id);
+                st.hinted.remove(&self.bot_id);
+            }
+        }
+    }
+}
+
+/// The checks before an upgrade, in the order of docs/gateway.md: 403 suspended →
+/// 426 no upgrade → 429 connection limit. `handle_request` runs them to
+/// answer a gateway request it cannot upgrade.
+pub(crate) fn check_upgrade(registry: &Registry, req: &Request<'_>, bot: &Bot) -> ApiResult<()> {
+    if !bot.active {
+        return Err(ApiError::bot_suspended());
+    }
+    let upgrade = req.header_has_token("upgrade", "websocket")
+        && req.header_has_token("connection", "upgrade")
+        && req.header("sec-websocket-key").is_some()
+        && req.header_str("sec-websocket-version") == Some("13");
+    if !upgrade {
+        return Err(ApiError::upgrade_required());
+    }
+    let open = registry.open_count(&bot.id);
+    if open >= bot.connection_limit {
+        return Err(ApiError::connection_limit(open, bot.connection_limit));
+    }
+    Ok(())
+}
