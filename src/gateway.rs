@@ -15,26 +15,27 @@ use crate::params;
 use crate::random::Random;
 use crate::store::{Conn, Dialect, Optional, StoreResult};
 use crate::txn::Db;
+use crate::CloseCode;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
-use tungstenite::protocol::frame::coding::CloseCode;
+use tungstenite::protocol::frame::coding::CloseCode as WsCloseCode;
 use tungstenite::protocol::WebSocketContext;
 use tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tungstenite::Message;
 
 /// Close codes of the gateway.
-pub const CLOSE_INVALID_PAYLOAD: u16 = 4001;
-pub const CLOSE_AUTHENTICATION_FAILED: u16 = 4004;
+pub const CLOSE_INVALID_PAYLOAD: CloseCode = CloseCode::InvalidPayload;
+pub const CLOSE_AUTHENTICATION_FAILED: CloseCode = CloseCode::AuthenticationFailed;
 /// Sent by hosts, not by the library: the bot read too slowly, its unsent
 /// output stayed over the host's budget for two heartbeat intervals.
-pub const CLOSE_SLOW_CONSUMER: u16 = 4008;
-pub const CLOSE_SESSION_TIMEOUT: u16 = 4009;
+pub const CLOSE_SLOW_CONSUMER: CloseCode = CloseCode::SlowConsumer;
+pub const CLOSE_SESSION_TIMEOUT: CloseCode = CloseCode::SessionTimeout;
 /// On a shared store (PostgreSQL): this node has not reached the database
 /// for [`STORAGE_CLOSE_AFTER_MS`]. The bot should reconnect, through the
 /// load balancer to another node if this one stays cut off; it resumes
 /// from its last recorded ack.
-pub const CLOSE_STORAGE_UNAVAILABLE: u16 = 4010;
+pub const CLOSE_STORAGE_UNAVAILABLE: CloseCode = CloseCode::StorageUnavailable;
 /// How long a session's checks of the database may fail in a row before it
 /// closes with 4010: half a lease, so the session ends before its lease
 /// (which it can no longer renew) lapses and other nodes stop counting it.
@@ -56,7 +57,7 @@ pub enum GatewayEvent {
     /// sent to the bot (4001, 4004, 4009, 4010, 1007, 1009), or the bot's own when
     /// it closed first (`reason` "closed_by_bot"; 1005 when it sent none),
     /// or 1002 "protocol_error" when its bytes broke the WebSocket protocol.
-    Closed { code: u16, reason: &'static str },
+    Closed { code: u16, reason: crate::CloseCode },
 }
 
 /// Something the session wants sent to the bot.
@@ -65,7 +66,7 @@ pub enum GatewayOutput {
     /// One JSON text message.
     Text(String),
     /// Close with this code and reason; nothing follows.
-    Close { code: u16, reason: &'static str },
+    Close { code: u16, reason: crate::CloseCode },
 }
 
 /// The gateway's shared state: open connections per bot (the connection
@@ -553,7 +554,7 @@ impl GatewaySession {
         self.seen_ms = self.seen_ms.max(now_ms);
         let v: serde_json::Value = match serde_json::from_str(text) {
             Ok(v) => v,
-            Err(_) => return self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload"),
+            Err(_) => return self.close(CLOSE_INVALID_PAYLOAD),
         };
         match v.get("op").and_then(|o| o.as_str()) {
             Some("heartbeat") => {
@@ -564,27 +565,27 @@ impl GatewaySession {
             // next `poll_transmit`, so an ack flood costs one commit per round.
             Some("ack") => match v.get("seq").and_then(|s| s.as_i64()) {
                 Some(seq) if seq >= 0 => self.pending_ack = self.pending_ack.max(Some(seq)),
-                _ => self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload"),
+                _ => self.close(CLOSE_INVALID_PAYLOAD),
             },
-            _ => self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload"),
+            _ => self.close(CLOSE_INVALID_PAYLOAD),
         }
     }
 
     /// A binary message: the gateway speaks JSON text only.
     pub fn handle_binary(&mut self) {
-        self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload");
+        self.close(CLOSE_INVALID_PAYLOAD);
     }
 
     /// The bot closed the connection (with its close code, if it sent one).
     pub fn handle_close(&mut self, code: Option<u16>) {
-        self.end(code.unwrap_or(1005), "closed_by_bot");
+        self.end(code.unwrap_or(1005), CloseCode::ClosedByBot);
     }
 
     /// Time has reached `now_ms`: the heartbeat deadline is checked.
     pub fn handle_timeout(&mut self, now_ms: u64) {
         self.seen_ms = self.seen_ms.max(now_ms);
         if !self.closed && now_ms > self.last_heartbeat_ms + 2 * self.heartbeat_interval_ms {
-            self.close(CLOSE_SESSION_TIMEOUT, "session_timeout");
+            self.close(CLOSE_SESSION_TIMEOUT);
         }
         if !self.closed && self.shared.as_ref().is_some_and(|s| now_ms >= s.next_check_ms) {
             self.check_shared(now_ms, Recency::Interval);
@@ -617,14 +618,14 @@ impl GatewaySession {
             }
         }
         if epoch != self.epoch {
-            self.close(CLOSE_AUTHENTICATION_FAILED, "authentication_failed");
+            self.close(CLOSE_AUTHENTICATION_FAILED);
             return self.out.pop_front();
         }
         if let Some(seq) = self.pending_ack.take() {
             match self.write_ack(seq) {
                 Ok(true) => {}
                 Ok(false) => {
-                    self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload");
+                    self.close(CLOSE_INVALID_PAYLOAD);
                     return self.out.pop_front();
                 }
                 Err(_) => {} // storage trouble: the ack is not recorded; the bot may ack again
@@ -678,8 +679,11 @@ impl GatewaySession {
         Ok(n == 1)
     }
 
-    /// Sends a close frame and ends the session.
-    fn close(&mut self, code: u16, reason: &'static str) {
+    /// Sends a close frame with the reason's code and ends the session.
+    fn close(&mut self, reason: CloseCode) {
+        // Every reason the library closes with has a code; one without
+        // (the bot's own close) has nothing to send.
+        let Some(code) = reason.code() else { return self.end(1005, reason) };
         if !self.closed {
             self.out.push_back(GatewayOutput::Close { code, reason });
             self.end(code, reason);
@@ -688,7 +692,7 @@ impl GatewaySession {
 
     /// Ends the session without sending anything more: frees the slot and
     /// reports why.
-    fn end(&mut self, code: u16, reason: &'static str) {
+    fn end(&mut self, code: u16, reason: CloseCode) {
         if !self.closed {
             // An ack that arrived before the close still counts.
             if let Some(seq) = self.pending_ack.take() {
@@ -729,12 +733,12 @@ impl GatewaySession {
                 sh.leased = false;
                 self.registry.remove_lease(&self.session_id);
                 self.pending_ack = None;
-                self.close(CLOSE_STORAGE_UNAVAILABLE, "storage_unavailable");
+                self.close(CLOSE_STORAGE_UNAVAILABLE);
                 return;
             }
         }
         match row {
-            Some(_) if revoked(&row) => self.close(CLOSE_AUTHENTICATION_FAILED, "authentication_failed"),
+            Some(_) if revoked(&row) => self.close(CLOSE_AUTHENTICATION_FAILED),
             Some(Some((last, _, _))) if last > self.cursor => self.backlog = true,
             // Storage trouble (the database restarting, this node's
             // connection being reopened): look again within a second, not a
@@ -927,17 +931,17 @@ impl GatewayConnection {
                 Ok(_) => {} // ping (pong is queued by tungstenite), pong
                 Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(tungstenite::Error::Capacity(_)) => {
-                    self.session.close(1009, "message_too_big");
+                    self.session.close(CloseCode::MessageTooBig);
                     break;
                 }
                 Err(tungstenite::Error::Utf8(_)) => {
-                    self.session.close(1007, "invalid_utf8");
+                    self.session.close(CloseCode::InvalidUtf8);
                     break;
                 }
                 Err(_) => {
                     // Protocol violation or closed: no more frames are read.
                     self.peer_gone = true;
-                    self.session.end(1002, "protocol_error");
+                    self.session.end(1002, CloseCode::ProtocolError);
                     break;
                 }
             }
@@ -968,7 +972,10 @@ impl GatewayConnection {
                 GatewayOutput::Text(t) => self.ws.write(&mut self.io, Message::text(t)),
                 GatewayOutput::Close { code, reason } => {
                     self.close_sent = true;
-                    self.ws.close(&mut self.io, Some(CloseFrame { code: CloseCode::from(code), reason: reason.into() }))
+                    self.ws.close(
+                        &mut self.io,
+                        Some(CloseFrame { code: WsCloseCode::from(code), reason: reason.as_str().into() }),
+                    )
                 }
             };
             if r.is_err() {

@@ -12,8 +12,9 @@ use crate::methods;
 use crate::random::Random;
 use crate::ratelimit::RateLimiter;
 use crate::route::{BotMethod, Route, Target};
-use crate::store::{self, StorageError};
+use crate::store;
 use crate::txn::{Db, Inner, TxEffects};
+use crate::ErrorCode;
 use std::sync::{Arc, MutexGuard, RwLock};
 
 /// Called with a bot id after a commit that gave that bot new events, or
@@ -30,7 +31,7 @@ pub enum OpenError {
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
-    Storage(#[from] StorageError),
+    Storage(#[from] crate::error::StorageError),
 }
 
 /// A botspace service. `Send + Sync`: share it behind an `Arc` and call it
@@ -376,7 +377,7 @@ impl Service {
                 }
                 // Requests after the failing one were never run: the
                 // database being unreachable is their answer too.
-                let e = if matches!(e.code, "storage_unavailable" | "storage_full") {
+                let e = if matches!(e.code, ErrorCode::StorageUnavailable | ErrorCode::StorageFull) {
                     e
                 } else {
                     ApiError::internal("an earlier request of the batch failed in storage; nothing was written")
@@ -594,7 +595,7 @@ impl Service {
                     // getMe runs without a time (now_ms 0): the clock is read here.
                     let at = if now_ms == 0 { self.clock.now_ms() } else { now_ms };
                     let sent = out.is_ok() && method == BotMethod::SendMessage;
-                    self.activity.record(&bot.id, at, out.as_ref().err().map(|e| e.code), sent);
+                    self.activity.record(&bot.id, at, out.as_ref().err().map(|e| e.code.as_str()), sent);
                     out
                 }
             }
@@ -840,7 +841,7 @@ impl Service {
     /// returns the error (`is_unavailable()`); the next call connects
     /// again, so a host loops, pausing a little after an error. It never
     /// holds the lock requests take. Calls from several threads take turns.
-    pub fn wait_store_notifications(&self, timeout_ms: u64) -> Result<usize, StorageError> {
+    pub fn wait_store_notifications(&self, timeout_ms: u64) -> Result<usize, crate::error::StorageError> {
         #[cfg(feature = "postgres")]
         if let Some(listen) = &self.listen {
             let heard = {

@@ -6,7 +6,7 @@
 
 mod common;
 
-use botspace::{ClockKind, Config, GatewayConnection, GatewayEvent, Service};
+use botspace::{ClockKind, CloseCode, Config, GatewayConnection, GatewayEvent, Service};
 use common::{admin, call, split};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -341,20 +341,20 @@ fn close_reasons_are_reported_as_events() {
     let mut c = connect(&w, "");
     c.poll(now);
     c.feed(&client_frame(true, 0x8, &1000u16.to_be_bytes()), now);
-    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 1000, reason: "closed_by_bot" }));
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 1000, reason: CloseCode::ClosedByBot }));
     assert_eq!(c.poll(now), server_frame(0x8, &1000u16.to_be_bytes()));
     assert_eq!(w.svc.gateway_connections(&w.bot), 0, "the slot is free at once");
     // Broken framing (an unmasked client frame).
     let mut c = connect(&w, "");
     c.poll(now);
     c.feed(&[0x81, 0x02, b'h', b'i'], now);
-    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 1002, reason: "protocol_error" }));
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 1002, reason: CloseCode::ProtocolError }));
     assert!(c.is_closed());
     // A close without a code: 1005.
     let mut c = connect(&w, "");
     c.poll(now);
     c.feed(&client_frame(true, 0x8, b""), now);
-    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 1005, reason: "closed_by_bot" }));
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 1005, reason: CloseCode::ClosedByBot }));
     assert_eq!(c.poll_event(), None, "reported once");
 }
 

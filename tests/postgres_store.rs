@@ -1018,7 +1018,10 @@ fn a_session_whose_node_cannot_reach_the_database_for_five_seconds_closes_with_4
         assert!(due - first <= botspace::gateway::STORAGE_CLOSE_AFTER_MS, "{}", due - first);
     }
     s.handle_timeout(due);
-    assert_eq!(drain(&mut s), (vec![], Some(botspace::gateway::CLOSE_STORAGE_UNAVAILABLE)));
-    assert_eq!(s.poll_event(), Some(botspace::GatewayEvent::Closed { code: 4010, reason: "storage_unavailable" }));
+    assert_eq!(drain(&mut s), (vec![], Some(4010)));
+    assert_eq!(
+        s.poll_event(),
+        Some(botspace::GatewayEvent::Closed { code: 4010, reason: botspace::CloseCode::StorageUnavailable })
+    );
     down.start();
 }

@@ -459,7 +459,7 @@ fn status_line(raw: &[u8]) -> &str {
 fn every_status_the_library_sends_has_its_standard_reason_phrase() {
     let mut seen = std::collections::BTreeSet::new();
     for e in botspace::error::catalog() {
-        let (status, code) = (e.status, e.code);
+        let (status, code) = (e.status(), e.code());
         let resp = e.into_response();
         assert_eq!(status_line(&resp), format!("HTTP/1.1 {status} {}", standard_reason(status)), "{code}");
         seen.insert(status);

@@ -51,10 +51,10 @@ extern "C" {
 
 fn api_error(e: botspace::ApiError) -> JsValue {
     // export/import answer 400 for a bad image and 500 for storage trouble.
-    if e.status == 400 {
-        InvalidImageError::new(&e.description).into()
+    if e.code() == botspace::ErrorCode::InvalidRequest {
+        InvalidImageError::new(e.description()).into()
     } else {
-        StorageError::new(&e.description).into()
+        StorageError::new(e.description()).into()
     }
 }
 
@@ -416,7 +416,7 @@ impl RawGatewaySession {
             GatewayOutput::Close { code, reason } => {
                 let _ = Reflect::set(&obj, &"type".into(), &"close".into());
                 let _ = Reflect::set(&obj, &"code".into(), &JsValue::from(code));
-                let _ = Reflect::set(&obj, &"reason".into(), &JsValue::from_str(reason));
+                let _ = Reflect::set(&obj, &"reason".into(), &JsValue::from_str(reason.as_str()));
             }
         }
         obj.into()
@@ -438,7 +438,7 @@ impl RawGatewaySession {
                 let obj = Object::new();
                 let _ = Reflect::set(&obj, &"type".into(), &"closed".into());
                 let _ = Reflect::set(&obj, &"code".into(), &JsValue::from(code));
-                let _ = Reflect::set(&obj, &"reason".into(), &JsValue::from_str(reason));
+                let _ = Reflect::set(&obj, &"reason".into(), &JsValue::from_str(reason.as_str()));
                 obj.into()
             }
             None => JsValue::UNDEFINED,
