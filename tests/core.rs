@@ -29,6 +29,8 @@ mod rules_http;
 mod rules_retention;
 #[path = "rules_storage.rs"]
 mod rules_storage;
+#[path = "rules_words.rs"]
+mod rules_words;
 
 /// Cargo.toml turns off test discovery (`autotests = false`) so these files
 /// are not also built as binaries of their own; a new file in tests/ must

@@ -90,7 +90,7 @@ fn mutated_requests_always_get_a_well_formed_response() {
         }
         assert_http(&svc.handle_request(&req));
         match svc.frame_request(&req) {
-            Framing::Complete(n) => assert!(n <= req.len()),
+            Framing::Complete { len: n, .. } => assert!(n <= req.len()),
             Framing::Incomplete => {}
             Framing::Invalid(resp) => assert_http(&resp),
         }

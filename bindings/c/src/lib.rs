@@ -140,13 +140,73 @@ pub struct botspace_gateway {
 /// its bytes (the stateless function rescans the buffer on every call).
 pub struct botspace_request_framer {
     framer: botspace::RequestFramer,
+    /// What `botspace_request_framer_head` reports: the head of the last
+    /// COMPLETE request, or of the one being framed.
+    head: Option<botspace::RequestHead>,
+}
+
+/// What the framer read from a request's head, so the host need not parse
+/// it again (`botspace_request_framer_head`). Offsets count from the first
+/// byte of the request (the start of the buffer given to
+/// `botspace_request_framer_frame`). Plain data: copy it freely.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct botspace_request_head {
+    /// Bytes of the request line, the header lines and the empty line.
+    pub head_len: usize,
+    /// Where the line after the request line starts (past its LF): a host
+    /// that adds a header inserts it here.
+    pub request_line_end: usize,
+    /// The method: `request[method_start .. method_start + method_len]`.
+    pub method_start: usize,
+    pub method_len: usize,
+    /// The path without its query: `request[path_start .. path_start + path_len]`.
+    pub path_start: usize,
+    pub path_len: usize,
+    /// Where the first `Expect` header's name starts (`has_expect` only).
+    pub expect_offset: usize,
+    /// 1 for HTTP/1.1, 0 for HTTP/1.0.
+    pub http_minor: u8,
+    /// The connection stays open after the answer: HTTP/1.1 without a
+    /// `Connection: close` token, or HTTP/1.0 with `Connection: keep-alive`.
+    pub keep_alive: bool,
+    /// A `Connection: close` token is present.
+    pub close_token: bool,
+    /// `Upgrade: websocket` with a `Connection: upgrade` token.
+    pub upgrade: bool,
+    /// `Expect: 100-continue`: the client may wait for `100 Continue`.
+    pub expect_continue: bool,
+    /// An `Expect` header is present (`expect_offset` is valid).
+    pub has_expect: bool,
+}
+
+impl From<&botspace::RequestHead> for botspace_request_head {
+    fn from(h: &botspace::RequestHead) -> Self {
+        botspace_request_head {
+            head_len: h.len,
+            request_line_end: h.request_line_end,
+            method_start: h.method_start,
+            method_len: h.method_len,
+            path_start: h.path_start,
+            path_len: h.path_len,
+            expect_offset: h.expect_offset.unwrap_or(0),
+            http_minor: h.http_minor,
+            keep_alive: h.keep_alive,
+            close_token: h.close_token,
+            upgrade: h.upgrade,
+            expect_continue: h.expect_continue,
+            has_expect: h.expect_offset.is_some(),
+        }
+    }
 }
 
 fn framing(f: Framing) -> botspace_framing {
     match f {
-        Framing::Complete(n) => {
-            botspace_framing { kind: botspace_framing_kind::Complete, length: n, error_response: botspace_bytes::EMPTY }
-        }
+        Framing::Complete { len, .. } => botspace_framing {
+            kind: botspace_framing_kind::Complete,
+            length: len,
+            error_response: botspace_bytes::EMPTY,
+        },
         Framing::Incomplete => botspace_framing {
             kind: botspace_framing_kind::Incomplete,
             length: 0,
@@ -727,7 +787,7 @@ pub unsafe extern "C" fn botspace_request_framer_new(
         // SAFETY: a live handle.
         let framer = unsafe { (*service).svc.request_framer() };
         // SAFETY: checked non-NULL above.
-        unsafe { *out_framer = Box::into_raw(Box::new(botspace_request_framer { framer })) };
+        unsafe { *out_framer = Box::into_raw(Box::new(botspace_request_framer { framer, head: None })) };
         botspace_status::Ok
     })
 }
@@ -761,9 +821,46 @@ pub unsafe extern "C" fn botspace_request_framer_frame(
             Err(s) => return s,
         };
         // SAFETY: a live handle used by this thread only.
-        let f = framing(unsafe { (*framer).framer.frame(b) });
+        let fr = unsafe { &mut *framer };
+        let f = fr.framer.frame(b);
+        fr.head = match &f {
+            Framing::Complete { head, .. } => Some(*head),
+            Framing::Incomplete => fr.framer.pending_head().copied(),
+            Framing::Invalid(_) => None,
+        };
         // SAFETY: checked non-NULL above.
-        unsafe { out_framing.write(f) };
+        unsafe { out_framing.write(framing(f)) };
+        botspace_status::Ok
+    })
+}
+
+/// The head of the request the last `botspace_request_framer_frame` call
+/// framed: after COMPLETE, that request's; after INCOMPLETE, the head of
+/// the request being framed once the head is whole and only body bytes
+/// are missing (answer `Expect: 100-continue` from it). `*out_present` is
+/// false, and `*out_head` zeroed, when there is none (before the head is
+/// whole, after INVALID). Not thread-safe: the framer's thread only.
+///
+/// # Safety
+/// `framer` must be a live handle not used by another thread; `out_head`
+/// and `out_present` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_request_framer_head(
+    framer: *const botspace_request_framer,
+    out_head: *mut botspace_request_head,
+    out_present: *mut bool,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(framer, "framer");
+        non_null!(out_head, "out_head");
+        non_null!(out_present, "out_present");
+        // SAFETY: a live handle used by this thread only.
+        let head = unsafe { (*framer).head.as_ref() };
+        // SAFETY: checked non-NULL above.
+        unsafe {
+            out_head.write(head.map(botspace_request_head::from).unwrap_or_default());
+            out_present.write(head.is_some());
+        }
         botspace_status::Ok
     })
 }
