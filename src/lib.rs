@@ -28,7 +28,7 @@
 //!
 //! ```
 //! use botspace::{Config, Service};
-//! let svc = Service::open(Config { admin_secret: "an-admin-secret-0123".into(), ..Config::default() }).unwrap();
+//! let svc = Service::open(Config::default().with(|c| c.admin_secret = "an-admin-secret-0123".into())).unwrap();
 //! let resp = svc.handle_request(b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\n\r\n");
 //! assert!(resp.starts_with(b"HTTP/1.1 401 "));
 //! ```

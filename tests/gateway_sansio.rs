@@ -18,7 +18,14 @@ fn service(cfg: Config) -> Arc<Service> {
     // A test that names no database runs on the store under test.
     let database =
         if cfg.database == Config::default().database { common::test_database() } else { cfg.database.clone() };
-    Arc::new(Service::open(Config { admin_secret: SECRET.into(), clock: ClockKind::Manual, database, ..cfg }).unwrap())
+    Arc::new(
+        Service::open(cfg.with(|c| {
+            c.admin_secret = SECRET.into();
+            c.clock = ClockKind::Manual;
+            c.database = database;
+        }))
+        .unwrap(),
+    )
 }
 
 struct World {
@@ -221,7 +228,12 @@ fn ping_is_answered_with_pong() {
 fn poll_timeout_is_two_intervals_and_a_millisecond_after_the_last_heartbeat() {
     // SQLite: no other node to look for (a shared store adds its poll
     // interval, tests/postgres_store.rs).
-    let w = world("official", Config { database: "file:poll-timeout?mode=memory".into(), ..Config::default() });
+    let w = world(
+        "official",
+        Config::default().with(|c| {
+            c.database = "file:poll-timeout?mode=memory".into();
+        }),
+    );
     let mut c = connect(&w, "");
     let t0 = w.svc.now_ms();
     c.poll(t0);
@@ -322,7 +334,12 @@ fn importing_a_database_closes_open_connections_with_4004() {
     // Export and import are SQLite's (a PostgreSQL store has pg_dump).
     let dir = common::TempDir::new("import-4004");
     let db = dir.0.join("g.db").to_string_lossy().into_owned();
-    let w = world("official", Config { database: db, ..Config::default() });
+    let w = world(
+        "official",
+        Config::default().with(|c| {
+            c.database = db;
+        }),
+    );
     let image = w.svc.export_database().unwrap();
     let mut c = connect(&w, "");
     let now = w.svc.now_ms();

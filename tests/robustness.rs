@@ -23,13 +23,12 @@ impl Rng {
 
 fn service() -> Arc<Service> {
     Arc::new(
-        Service::open(Config {
-            admin_secret: "robust-admin-secret-1".into(),
-            clock: ClockKind::Manual,
-            max_body_bytes: 4096,
-            database: common::test_database(),
-            ..Config::default()
-        })
+        Service::open(Config::default().with(|c| {
+            c.admin_secret = "robust-admin-secret-1".into();
+            c.clock = ClockKind::Manual;
+            c.max_body_bytes = 4096;
+            c.database = common::test_database();
+        }))
         .unwrap(),
     )
 }

@@ -436,12 +436,11 @@ fn ids_and_tokens_have_the_contract_shape() {
 #[test]
 fn a_seeded_service_makes_the_same_ids_twice_and_an_unseeded_one_does_not() {
     let open = |seed: Option<u64>| {
-        Service::open(Config {
-            admin_secret: "storage-admin-secret-1".into(),
-            clock: ClockKind::Manual,
-            random_seed: seed,
-            ..Config::default()
-        })
+        Service::open(Config::default().with(|c| {
+            c.admin_secret = "storage-admin-secret-1".into();
+            c.clock = ClockKind::Manual;
+            c.random_seed = seed;
+        }))
         .unwrap()
     };
     let ids = |svc: &Service| {
