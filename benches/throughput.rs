@@ -279,7 +279,11 @@ fn open_service(store: Store, dir: &Path, name: &str) -> Arc<Service> {
             p.to_string_lossy().into_owned()
         }
     };
-    let config = Config { database, admin_secret: ADMIN_SECRET.into(), synchronous: store.sync(), ..Config::default() };
+    let config = Config::default().with(|c| {
+        c.database = database;
+        c.admin_secret = ADMIN_SECRET.into();
+        c.synchronous = store.sync();
+    });
     Arc::new(Service::open(config).expect("open service"))
 }
 

@@ -51,12 +51,11 @@ fn main() {
         let _ = std::fs::remove_file(format!("{db}{suffix}"));
     }
     let svc = Arc::new(
-        Service::open(Config {
-            database: db.clone(),
-            admin_secret: SECRET.into(),
-            synchronous: Synchronous::Full,
-            ..Config::default()
-        })
+        Service::open(Config::default().with(|c| {
+            c.database = db.clone();
+            c.admin_secret = SECRET.into();
+            c.synchronous = Synchronous::Full;
+        }))
         .expect("open service"),
     );
     let user = admin(&svc, "createUser", json!({"display_name": "u"}));

@@ -33,13 +33,12 @@ fn call(svc: &Service, path: &str, auth: &str, body: &serde_json::Value) -> serd
 
 fn run(url: &str, listen: bool, poll_ms: u64, n: usize) -> Vec<Duration> {
     let open = || {
-        Service::open(Config {
-            database: url.into(),
-            admin_secret: SECRET.into(),
-            gateway_poll_interval_ms: poll_ms,
-            listen_notify: listen,
-            ..Config::default()
-        })
+        Service::open(Config::default().with(|c| {
+            c.database = url.into();
+            c.admin_secret = SECRET.into();
+            c.gateway_poll_interval_ms = poll_ms;
+            c.listen_notify = listen;
+        }))
         .expect("open on PostgreSQL")
     };
     let (a, b) = (open(), open());

@@ -52,7 +52,10 @@ fn rate(secs: f64, per_call: u64, mut f: impl FnMut()) -> f64 {
 
 fn main() {
     let secs: f64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(2.0);
-    let svc = Service::open(Config { admin_secret: SECRET.into(), ..Config::default() }).expect("open");
+    let svc = Service::open(Config::default().with(|c| {
+        c.admin_secret = SECRET.into();
+    }))
+    .expect("open");
     let user = admin(&svc, "createUser", json!({"display_name": "Bench user"}));
     let created =
         admin(&svc, "createBot", json!({"display_name": "Bench", "handle": "bench_bot", "quota_tier": "official"}));

@@ -269,15 +269,15 @@ fn open_service(args: &Args, secret: &str) -> Result<Arc<Service>, String> {
         ),
         None => None,
     };
-    let config = Config {
-        database: args.db.clone(),
-        admin_secret: secret.to_string(),
-        operational_key,
-        clock: if args.manual_clock { ClockKind::Manual } else { ClockKind::System },
-        gateway_poll_interval_ms: args.gateway_poll_interval_ms.unwrap_or(Config::default().gateway_poll_interval_ms),
-        database_timeout_ms: args.database_timeout_ms.unwrap_or(Config::default().database_timeout_ms),
-        ..Config::default()
-    };
+    let config = Config::default().with(|c| {
+        c.database = args.db.clone();
+        c.admin_secret = secret.to_string();
+        c.operational_key = operational_key;
+        c.clock = if args.manual_clock { ClockKind::Manual } else { ClockKind::System };
+        c.gateway_poll_interval_ms =
+            args.gateway_poll_interval_ms.unwrap_or(Config::default().gateway_poll_interval_ms);
+        c.database_timeout_ms = args.database_timeout_ms.unwrap_or(Config::default().database_timeout_ms);
+    });
     Service::open(config).map(Arc::new).map_err(|e| format!("cannot open the service on {}: {e}", args.db))
 }
 

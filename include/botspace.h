@@ -209,6 +209,63 @@ typedef struct botspace_slice {
 typedef void (*botspace_wake_callback)(void *user_data, const char *bot_id, size_t bot_id_len);
 
 /**
+ * What the framer read from a request's head, so the host need not parse
+ * it again (`botspace_request_framer_head`). Offsets count from the first
+ * byte of the request (the start of the buffer given to
+ * `botspace_request_framer_frame`). Plain data: copy it freely.
+ */
+typedef struct botspace_request_head {
+  /**
+   * Bytes of the request line, the header lines and the empty line.
+   */
+  size_t head_len;
+  /**
+   * Where the line after the request line starts (past its LF): a host
+   * that adds a header inserts it here.
+   */
+  size_t request_line_end;
+  /**
+   * The method: `request[method_start .. method_start + method_len]`.
+   */
+  size_t method_start;
+  size_t method_len;
+  /**
+   * The path without its query: `request[path_start .. path_start + path_len]`.
+   */
+  size_t path_start;
+  size_t path_len;
+  /**
+   * Where the first `Expect` header's name starts (`has_expect` only).
+   */
+  size_t expect_offset;
+  /**
+   * 1 for HTTP/1.1, 0 for HTTP/1.0.
+   */
+  uint8_t http_minor;
+  /**
+   * The connection stays open after the answer: HTTP/1.1 without a
+   * `Connection: close` token, or HTTP/1.0 with `Connection: keep-alive`.
+   */
+  bool keep_alive;
+  /**
+   * A `Connection: close` token is present.
+   */
+  bool close_token;
+  /**
+   * `Upgrade: websocket` with a `Connection: upgrade` token.
+   */
+  bool upgrade;
+  /**
+   * `Expect: 100-continue`: the client may wait for `100 Continue`.
+   */
+  bool expect_continue;
+  /**
+   * An `Expect` header is present (`expect_offset` is valid).
+   */
+  bool has_expect;
+} botspace_request_head;
+
+/**
  * An event of a gateway connection. `reason` is a static NUL-terminated
  * string (never freed), NULL for `BOTSPACE_GATEWAY_EVENT_KIND_NONE`.
  */
@@ -449,6 +506,20 @@ enum botspace_status botspace_request_framer_new(const struct botspace_service *
  * `out_framing` must be writable.
  */
 enum botspace_status botspace_request_framer_frame(struct botspace_request_framer *framer, const uint8_t *buf, size_t buf_len, struct botspace_framing *out_framing);
+
+/**
+ * The head of the request the last `botspace_request_framer_frame` call
+ * framed: after COMPLETE, that request's; after INCOMPLETE, the head of
+ * the request being framed once the head is whole and only body bytes
+ * are missing (answer `Expect: 100-continue` from it). `*out_present` is
+ * false, and `*out_head` zeroed, when there is none (before the head is
+ * whole, after INVALID). Not thread-safe: the framer's thread only.
+ *
+ * # Safety
+ * `framer` must be a live handle not used by another thread; `out_head`
+ * and `out_present` must be writable.
+ */
+enum botspace_status botspace_request_framer_head(const struct botspace_request_framer *framer, struct botspace_request_head *out_head, bool *out_present);
 
 /**
  * Releases a framer and sets `*framer` to NULL; accepts NULL and a pointer

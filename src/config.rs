@@ -82,8 +82,13 @@ impl Default for Limits {
 }
 
 /// Everything a service is opened with. `Debug` shows no secret.
+///
+/// `#[non_exhaustive]`: options will be added, so outside this crate a
+/// `Config` is made from `Config::default()` (or JSON) and changed field by
+/// field, e.g. with [`Config::with`].
 #[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
 pub struct Config {
     /// A file path, or `:memory:`.
     pub database: String,
@@ -193,8 +198,9 @@ impl std::fmt::Debug for Config {
     }
 }
 
-/// Why a configuration was refused.
+/// Why a configuration was refused. New checks add variants.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConfigError {
     #[error("invalid configuration JSON: {0}")]
     Json(String),
@@ -242,6 +248,12 @@ pub fn parse_hex_key(s: &str) -> Option<[u8; 32]> {
 }
 
 impl Config {
+    /// This configuration changed by `f`: `Config::default().with(|c| c.clock = ClockKind::Manual)`.
+    pub fn with(mut self, f: impl FnOnce(&mut Config)) -> Config {
+        f(&mut self);
+        self
+    }
+
     /// `database` with the password of a PostgreSQL URL replaced by `***`,
     /// for Debug output and logs.
     pub fn database_for_logs(&self) -> String {

@@ -7,28 +7,70 @@
 //! private. `docs/errors.md` lists the same table; a test renders
 //! [`catalog`] and compares.
 
+pub use crate::words::ErrorCode;
 use serde_json::{Map, Value};
 
 /// A refused request: HTTP status, stable machine code, human description and
 /// optional parameters. The HTTP status always equals `status`.
+///
+/// The fields are read through accessors, so the envelope can grow without
+/// breaking hosts; only the constructors below make one.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct ApiError {
-    pub status: u16,
-    pub code: &'static str,
-    pub description: String,
-    pub parameters: Option<Map<String, Value>>,
+    pub(crate) status: u16,
+    pub(crate) code: ErrorCode,
+    pub(crate) description: String,
+    pub(crate) parameters: Option<Map<String, Value>>,
     /// Extra response headers (`Allow`, `Retry-After`, `Upgrade`).
-    pub headers: Vec<(&'static str, String)>,
+    pub(crate) headers: Vec<(&'static str, String)>,
     /// For a 500: what failed inside (SQLite's message, a caught panic),
     /// for the host's logs. Never part of the response.
-    pub detail: Option<Box<str>>,
+    pub(crate) detail: Option<Box<str>>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
-    fn new(status: u16, code: &'static str, description: impl Into<String>) -> ApiError {
-        ApiError { status, code, description: description.into(), parameters: None, headers: Vec::new(), detail: None }
+    fn new(code: ErrorCode, description: impl Into<String>) -> ApiError {
+        ApiError {
+            status: code.status(),
+            code,
+            description: description.into(),
+            parameters: None,
+            headers: Vec::new(),
+            detail: None,
+        }
+    }
+
+    /// The HTTP status (always `code().status()`).
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// The stable machine code.
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    /// The human description sent in the envelope.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The envelope's `parameters`, when the code has any.
+    pub fn parameters(&self) -> Option<&Map<String, Value>> {
+        self.parameters.as_ref()
+    }
+
+    /// Extra response headers (`Allow`, `Retry-After`, `Upgrade`).
+    pub fn headers(&self) -> &[(&'static str, String)] {
+        &self.headers
+    }
+
+    /// What failed inside (for a 5xx), for the host's logs; never sent.
+    pub fn detail(&self) -> Option<&str> {
+        self.detail.as_deref()
     }
 
     fn with_param(mut self, key: &str, value: impl Into<Value>) -> ApiError {
@@ -56,7 +98,7 @@ impl ApiError {
         serde_json::to_vec(&Envelope {
             ok: false,
             error_code: self.status,
-            error: self.code,
+            error: self.code.as_str(),
             description: &self.description,
             parameters: self.parameters.as_ref(),
         })
@@ -68,31 +110,31 @@ impl ApiError {
     /// The request is not one the API can read: malformed HTTP, framing, or
     /// a body that is JSON but not an object. `detail` says which.
     pub fn invalid_request(detail: impl Into<String>) -> Self {
-        Self::new(400, "invalid_request", detail)
+        Self::new(ErrorCode::InvalidRequest, detail)
     }
     pub fn invalid_json(detail: impl std::fmt::Display) -> Self {
-        Self::new(400, "invalid_json", format!("request body is not valid JSON: {detail}"))
+        Self::new(ErrorCode::InvalidJson, format!("request body is not valid JSON: {detail}"))
     }
     pub fn missing_field(field: &str) -> Self {
-        Self::new(400, "missing_field", format!("field {field} is required")).with_param("field", field)
+        Self::new(ErrorCode::MissingField, format!("field {field} is required")).with_param("field", field)
     }
     /// `why` completes "field <name> …", e.g. "must be a string".
     pub fn invalid_field(field: &str, why: &str) -> Self {
-        Self::new(400, "invalid_field", format!("field {field} {why}")).with_param("field", field)
+        Self::new(ErrorCode::InvalidField, format!("field {field} {why}")).with_param("field", field)
     }
     pub fn text_empty() -> Self {
-        Self::new(400, "text_empty", "text must contain at least 1 character").with_param("field", "text")
+        Self::new(ErrorCode::TextEmpty, "text must contain at least 1 character").with_param("field", "text")
     }
     pub fn text_too_long(max: usize) -> Self {
-        Self::new(400, "text_too_long", format!("text must contain at most {max} characters"))
+        Self::new(ErrorCode::TextTooLong, format!("text must contain at most {max} characters"))
             .with_param("field", "text")
     }
     pub fn unsupported_parse_mode() -> Self {
-        Self::new(400, "unsupported_parse_mode", "only parse_mode \"plain\" is supported")
+        Self::new(ErrorCode::UnsupportedParseMode, "only parse_mode \"plain\" is supported")
             .with_param("field", "parse_mode")
     }
     pub fn reply_target_not_found() -> Self {
-        Self::new(400, "reply_target_not_found", "reply_to_message_id names no live message in this chat")
+        Self::new(ErrorCode::ReplyTargetNotFound, "reply_to_message_id names no live message in this chat")
             .with_param("field", "reply_to_message_id")
     }
 
@@ -100,47 +142,45 @@ impl ApiError {
 
     /// No `Authorization` header, or one of another scheme.
     pub fn missing_authorization(scheme: &str) -> Self {
-        Self::new(401, "missing_authorization", format!("expected the header Authorization: {scheme} <credential>"))
+        Self::new(ErrorCode::MissingAuthorization, format!("expected the header Authorization: {scheme} <credential>"))
     }
     pub fn invalid_token() -> Self {
-        Self::new(401, "invalid_token", "the credential is unknown, rotated away or of the wrong kind")
+        Self::new(ErrorCode::InvalidToken, "the credential is unknown, rotated away or of the wrong kind")
     }
 
     // ---- 403 ----
 
     pub fn bot_suspended() -> Self {
-        Self::new(403, "bot_suspended", "this bot is suspended")
+        Self::new(ErrorCode::BotSuspended, "this bot is suspended")
     }
     pub fn tier_forbidden(method: &str) -> Self {
-        Self::new(403, "tier_forbidden", format!("{method} is not available to bots of the free tier"))
+        Self::new(ErrorCode::TierForbidden, format!("{method} is not available to bots of the free tier"))
     }
     pub fn bot_not_started() -> Self {
-        Self::new(403, "bot_not_started", "the user has not started this bot")
+        Self::new(ErrorCode::BotNotStarted, "the user has not started this bot")
     }
     pub fn blocked_by_user() -> Self {
-        Self::new(403, "blocked_by_user", "the user has blocked this bot")
+        Self::new(ErrorCode::BlockedByUser, "the user has blocked this bot")
     }
     pub fn user_blocked_by_bot() -> Self {
-        Self::new(403, "user_blocked_by_bot", "the bot has blocked the user")
+        Self::new(ErrorCode::UserBlockedByBot, "the bot has blocked the user")
     }
     /// The sender (a bot, or a user through the host API) is not, or no
     /// longer, a member of the chat.
     pub fn not_member() -> Self {
-        Self::new(403, "not_member", "the sender is not a member of this chat")
+        Self::new(ErrorCode::NotMember, "the sender is not a member of this chat")
     }
     pub fn chat_dissolved() -> Self {
-        Self::new(403, "chat_dissolved", "the group has been dissolved")
+        Self::new(ErrorCode::ChatDissolved, "the group has been dissolved")
     }
     pub fn bots_cannot_send() -> Self {
-        Self::new(403, "bots_cannot_send", "the group's permissions do not allow bots to send")
+        Self::new(ErrorCode::BotsCannotSend, "the group's permissions do not allow bots to send")
     }
     pub fn not_message_owner() -> Self {
-        Self::new(403, "not_message_owner", "the message was not sent by this bot")
+        Self::new(ErrorCode::NotMessageOwner, "the message was not sent by this bot")
     }
     pub fn token_not_recoverable() -> Self {
-        Self::new(
-            403,
-            "token_not_recoverable",
+        Self::new(ErrorCode::TokenNotRecoverable,
             "no operational token copy can be opened (only official bots have one, sealed with the configured operational_key); rotate to get a new token",
         )
     }
@@ -150,46 +190,47 @@ impl ApiError {
     /// No method at this path (unknown name, a path outside `/bot/` and
     /// `/admin/`, or a method this service does not offer).
     pub fn method_not_found(path: &str) -> Self {
-        Self::new(404, "method_not_found", format!("no method at {path}"))
+        Self::new(ErrorCode::MethodNotFound, format!("no method at {path}"))
     }
     pub fn chat_not_found() -> Self {
-        Self::new(404, "chat_not_found", "no chat with this id is visible to the caller")
+        Self::new(ErrorCode::ChatNotFound, "no chat with this id is visible to the caller")
     }
     pub fn message_not_found() -> Self {
-        Self::new(404, "message_not_found", "no live message with this id in the chat")
+        Self::new(ErrorCode::MessageNotFound, "no live message with this id in the chat")
     }
     pub fn user_not_found() -> Self {
-        Self::new(404, "user_not_found", "no user with this id")
+        Self::new(ErrorCode::UserNotFound, "no user with this id")
     }
     pub fn bot_not_found() -> Self {
-        Self::new(404, "bot_not_found", "no bot with this id")
+        Self::new(ErrorCode::BotNotFound, "no bot with this id")
     }
     pub fn member_not_found(id: &str) -> Self {
-        Self::new(404, "member_not_found", format!("no user or bot {id} in this chat")).with_param("field", "member_id")
+        Self::new(ErrorCode::MemberNotFound, format!("no user or bot {id} in this chat"))
+            .with_param("field", "member_id")
     }
 
     // ---- 405, 409, 411, 413, 415, 426, 429, 431 ----
 
     /// `allow` is the one method the path accepts.
     pub fn method_not_allowed(path: &str, allow: &'static str) -> Self {
-        Self::new(405, "method_not_allowed", format!("{path} accepts {allow} only")).with_header("Allow", allow.into())
+        Self::new(ErrorCode::MethodNotAllowed, format!("{path} accepts {allow} only"))
+            .with_header("Allow", allow.into())
     }
     pub fn idempotency_key_reused() -> Self {
-        Self::new(409, "idempotency_key_reused", "this Idempotency-Key was used with a different request")
+        Self::new(ErrorCode::IdempotencyKeyReused, "this Idempotency-Key was used with a different request")
     }
     pub fn length_required() -> Self {
-        Self::new(411, "length_required", "a request body needs Content-Length or Transfer-Encoding: chunked")
+        Self::new(ErrorCode::LengthRequired, "a request body needs Content-Length or Transfer-Encoding: chunked")
     }
     pub fn payload_too_large(max: usize) -> Self {
-        Self::new(413, "payload_too_large", format!("request body is larger than {max} bytes"))
+        Self::new(ErrorCode::PayloadTooLarge, format!("request body is larger than {max} bytes"))
     }
     pub fn unsupported_media_type() -> Self {
-        Self::new(415, "unsupported_media_type", "Content-Type must be application/json")
+        Self::new(ErrorCode::UnsupportedMediaType, "Content-Type must be application/json")
     }
     pub fn upgrade_required() -> Self {
         Self::new(
-            426,
-            "upgrade_required",
+            ErrorCode::UpgradeRequired,
             "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13), passed to the gateway entry point",
         )
         .with_header("Upgrade", "websocket".into())
@@ -197,22 +238,24 @@ impl ApiError {
     /// `scope` is what ran out (`bot`, `chat` or `group`).
     pub fn rate_limited(wait_ms: u64, scope: &'static str) -> Self {
         let secs = wait_ms.div_ceil(1000).max(1);
-        Self::new(429, "rate_limited", format!("too many requests; retry after {secs} s"))
+        Self::new(ErrorCode::RateLimited, format!("too many requests; retry after {secs} s"))
             .with_param("retry_after", secs)
             .with_param("retry_after_ms", wait_ms)
             .with_param("scope", scope)
             .with_header("Retry-After", secs.to_string())
     }
     pub fn connection_limit(open: u32, limit: u32) -> Self {
-        Self::new(429, "connection_limit", format!("this bot already has {open} of {limit} gateway connections open"))
-            .with_param("retry_after", 1)
-            .with_param("retry_after_ms", 1000)
-            .with_header("Retry-After", "1".into())
+        Self::new(
+            ErrorCode::ConnectionLimit,
+            format!("this bot already has {open} of {limit} gateway connections open"),
+        )
+        .with_param("retry_after", 1)
+        .with_param("retry_after_ms", 1000)
+        .with_header("Retry-After", "1".into())
     }
     pub fn headers_too_large(max_bytes: usize, max_fields: usize) -> Self {
         Self::new(
-            431,
-            "headers_too_large",
+            ErrorCode::HeadersTooLarge,
             format!("request line and headers exceed {max_bytes} bytes or {max_fields} fields"),
         )
     }
@@ -225,7 +268,7 @@ impl ApiError {
     /// down or restarting): nothing was written, retry later.
     pub fn storage_unavailable(detail: impl std::fmt::Display) -> Self {
         let mut e =
-            Self::new(503, "storage_unavailable", "the database is unreachable, nothing was written; retry later")
+            Self::new(ErrorCode::StorageUnavailable, "the database is unreachable, nothing was written; retry later")
                 .with_header("Retry-After", "1".into());
         e.detail = Some(detail.to_string().into());
         e
@@ -236,9 +279,7 @@ impl ApiError {
     /// landed (or survive a crash), and only a retry with the same
     /// Idempotency-Key can tell without writing twice.
     pub fn commit_outcome_unknown(detail: impl std::fmt::Display) -> Self {
-        let mut e = Self::new(
-            503,
-            "commit_outcome_unknown",
+        let mut e = Self::new(ErrorCode::CommitOutcomeUnknown,
             "the commit could not be confirmed (the database connection was lost while committing, or the disk sync failed): the request may or may not have been written; retry with the same Idempotency-Key",
         )
         .with_header("Retry-After", "1".into());
@@ -251,8 +292,7 @@ impl ApiError {
     /// request succeeds once space is freed.
     pub fn storage_full(detail: impl std::fmt::Display) -> Self {
         let mut e = Self::new(
-            503,
-            "storage_full",
+            ErrorCode::StorageFull,
             "the database's disk is full, nothing was written; safe to retry once space is freed",
         )
         .with_header("Retry-After", "5".into());
@@ -261,7 +301,7 @@ impl ApiError {
     }
 
     pub fn internal(detail: impl std::fmt::Display) -> Self {
-        let mut e = Self::new(500, "internal_error", "internal error, nothing was written; safe to retry");
+        let mut e = Self::new(ErrorCode::InternalError, "internal error, nothing was written; safe to retry");
         e.detail = Some(detail.to_string().into());
         e
     }
@@ -314,6 +354,53 @@ pub fn catalog() -> Vec<ApiError> {
     ]
 }
 
+/// Why the database failed, as the public API shows it: a message, the
+/// two questions a host acts on, and the driver's error only as an opaque
+/// [`std::error::Error::source`], so no rusqlite or postgres type is part
+/// of botspace's API.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct StorageError {
+    inner: crate::store::StorageError,
+}
+
+impl StorageError {
+    /// True when the database server is unreachable (down, restarting, the
+    /// connection broken): worth retrying later.
+    pub fn is_unavailable(&self) -> bool {
+        self.inner.is_unavailable()
+    }
+
+    /// True when SQLite refused a write because its disk is full.
+    pub fn is_full(&self) -> bool {
+        self.inner.is_full()
+    }
+}
+
+impl std::fmt::Display for StorageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.inner, f)
+    }
+}
+
+impl std::error::Error for StorageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.inner)
+    }
+}
+
+impl From<crate::store::StorageError> for StorageError {
+    fn from(inner: crate::store::StorageError) -> Self {
+        StorageError { inner }
+    }
+}
+
+impl From<crate::store::StorageError> for crate::OpenError {
+    fn from(e: crate::store::StorageError) -> Self {
+        crate::OpenError::Storage(e.into())
+    }
+}
+
 impl From<crate::store::StorageError> for ApiError {
     fn from(e: crate::store::StorageError) -> Self {
         if matches!(e, crate::store::StorageError::CommitLost(_)) {
@@ -353,18 +440,18 @@ mod tests {
             rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some("database or disk is full".into()))
         };
         let full = ApiError::from(failure(rusqlite::ffi::SQLITE_FULL));
-        assert_eq!((full.status, full.code), (503, "storage_full"));
+        assert_eq!((full.status, full.code), (503, ErrorCode::StorageFull));
         let through_store = ApiError::from(crate::store::StorageError::Sqlite(failure(rusqlite::ffi::SQLITE_FULL)));
-        assert_eq!((through_store.status, through_store.code), (503, "storage_full"));
+        assert_eq!((through_store.status, through_store.code), (503, ErrorCode::StorageFull));
         let io = ApiError::from(failure(rusqlite::ffi::SQLITE_IOERR));
-        assert_eq!((io.status, io.code), (500, "internal_error"));
+        assert_eq!((io.status, io.code), (500, ErrorCode::InternalError));
     }
 
     /// The code table of docs/errors.md, as this module renders it.
     fn rendered_table() -> String {
         let mut t = String::from("| status | error | description |\n|---|---|---|\n");
         for e in catalog() {
-            let desc = match e.code {
+            let desc = match e.code.as_str() {
                 // Placeholder numbers read better as names in the docs.
                 "payload_too_large" => e.description.replace(&usize::MAX.to_string(), "{max_body_bytes}"),
                 "method_not_allowed" => e.description.replace("POST only", "{allow} only"),
@@ -380,7 +467,7 @@ mod tests {
     #[test]
     fn every_code_has_one_constructor() {
         let all = catalog();
-        let mut codes: Vec<&str> = all.iter().map(|e| e.code).collect();
+        let mut codes: Vec<&str> = all.iter().map(|e| e.code.as_str()).collect();
         codes.sort_unstable();
         let n = codes.len();
         codes.dedup();

@@ -11,17 +11,17 @@ pub use crate::store::events::{commit_with_updates, flush_updates, prune, scrub_
 
 /// Event types delivered to bots (docs/gateway.md) plus `chat_action`,
 /// which only the host stream carries.
-pub const MESSAGE_CREATED: &str = "message_created";
-pub const MESSAGE_EDITED: &str = "message_edited";
-pub const MESSAGE_DELETED: &str = "message_deleted";
-pub const BOT_STARTED: &str = "bot_started";
-pub const BLOCKED: &str = "blocked";
-pub const UNBLOCKED: &str = "unblocked";
-pub const MEMBER_ADDED: &str = "member_added";
-pub const MEMBER_REMOVED: &str = "member_removed";
-pub const CHAT_PERMISSIONS_CHANGED: &str = "chat_permissions_changed";
-pub const CHAT_DISSOLVED: &str = "chat_dissolved";
-pub const CHAT_ACTION: &str = "chat_action";
+pub const MESSAGE_CREATED: &str = crate::EventKind::MessageCreated.as_str();
+pub const MESSAGE_EDITED: &str = crate::EventKind::MessageEdited.as_str();
+pub const MESSAGE_DELETED: &str = crate::EventKind::MessageDeleted.as_str();
+pub const BOT_STARTED: &str = crate::EventKind::BotStarted.as_str();
+pub const BLOCKED: &str = crate::EventKind::Blocked.as_str();
+pub const UNBLOCKED: &str = crate::EventKind::Unblocked.as_str();
+pub const MEMBER_ADDED: &str = crate::EventKind::MemberAdded.as_str();
+pub const MEMBER_REMOVED: &str = crate::EventKind::MemberRemoved.as_str();
+pub const CHAT_PERMISSIONS_CHANGED: &str = crate::EventKind::ChatPermissionsChanged.as_str();
+pub const CHAT_DISSOLVED: &str = crate::EventKind::ChatDissolved.as_str();
+pub const CHAT_ACTION: &str = crate::EventKind::ChatAction.as_str();
 
 /// One change in a chat, as it enters the logs.
 pub struct Event<'a> {
@@ -85,4 +85,4 @@ pub fn append_update(conn: &Conn, now_ms: u64, kind: &str, data: &str, pending: 
 
 /// The type of the update getUpdates puts first when unconfirmed updates
 /// were dropped by the cap: `data.dropped_through` is the last dropped id.
-pub const UPDATES_DROPPED: &str = "updates_dropped";
+pub const UPDATES_DROPPED: &str = crate::EventKind::UpdatesDropped.as_str();

@@ -12,13 +12,113 @@ pub(crate) const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// What the bytes buffered from a connection hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Framing {
-    /// A whole request occupies the first `n` bytes; pass exactly those to
-    /// `handle_request` and keep the rest for the next request (pipelining).
-    Complete(usize),
+    /// A whole request occupies the first `len` bytes; pass exactly those
+    /// to `handle_request` and keep the rest for the next request
+    /// (pipelining). `head` is what the framer read from its head, so the
+    /// host need not parse it again.
+    Complete { len: usize, head: RequestHead },
     /// Read more bytes and ask again.
     Incomplete,
     /// The stream cannot carry a valid request: write this response and close.
     Invalid(Vec<u8>),
+}
+
+impl Framing {
+    /// The length of a complete request, `None` otherwise.
+    pub fn complete_len(&self) -> Option<usize> {
+        match self {
+            Framing::Complete { len, .. } => Some(*len),
+            _ => None,
+        }
+    }
+}
+
+/// What a host needs from a request's head, read by the framer from the
+/// one parse it makes: the connection's fate after the answer, a WebSocket
+/// upgrade, `Expect: 100-continue`, and where the method and path are.
+/// Offsets count from the start of the request's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct RequestHead {
+    /// Bytes of the request line, the header lines and the empty line.
+    pub len: usize,
+    /// Where the line after the request line starts (past its LF).
+    pub request_line_end: usize,
+    /// The method is `request[method_start..method_start + method_len]`.
+    pub method_start: usize,
+    pub method_len: usize,
+    /// The path, without the query: `request[path_start..path_start + path_len]`.
+    pub path_start: usize,
+    pub path_len: usize,
+    /// 1 for HTTP/1.1, 0 for HTTP/1.0.
+    pub http_minor: u8,
+    /// The connection stays open after the answer: HTTP/1.1 without a
+    /// `Connection: close` token, or HTTP/1.0 with a `keep-alive` one.
+    pub keep_alive: bool,
+    /// A `Connection: close` token is present.
+    pub close_token: bool,
+    /// `Upgrade: websocket` with a `Connection: upgrade` token.
+    pub upgrade: bool,
+    /// `Expect: 100-continue`: the client may wait for `100 Continue`
+    /// before it sends the body.
+    pub expect_continue: bool,
+    /// Where the first `Expect` header's name starts, if there is one (a
+    /// host whose HTTP stack would answer it again can rename it).
+    pub expect_offset: Option<usize>,
+}
+
+impl RequestHead {
+    /// The method, read from the request's bytes.
+    pub fn method<'a>(&self, request: &'a [u8]) -> &'a str {
+        slice_str(request, self.method_start, self.method_len)
+    }
+
+    /// The path without the query, read from the request's bytes.
+    pub fn path<'a>(&self, request: &'a [u8]) -> &'a str {
+        slice_str(request, self.path_start, self.path_len)
+    }
+
+    /// Reads the head httparse parsed from `buf`.
+    fn read(buf: &[u8], req: &httparse::Request<'_, '_>, len: usize) -> RequestHead {
+        let offset = |s: &[u8]| (s.as_ptr() as usize).wrapping_sub(buf.as_ptr() as usize).min(buf.len());
+        let method = req.method.unwrap_or("");
+        let target = req.path.unwrap_or("");
+        let path = target.split('?').next().unwrap_or(target);
+        let method_start = offset(method.as_bytes());
+        let request_line_end =
+            buf[method_start..len].iter().position(|&b| b == b'\n').map_or(len, |p| method_start + p + 1);
+        let has_token = |name: &str, token: &str| {
+            req.headers.iter().any(|h| {
+                h.name.eq_ignore_ascii_case(name)
+                    && std::str::from_utf8(h.value)
+                        .is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
+            })
+        };
+        let http_minor = req.version.unwrap_or(1);
+        let close_token = has_token("connection", "close");
+        let keep_alive = !close_token && (http_minor >= 1 || has_token("connection", "keep-alive"));
+        let expect = req.headers.iter().find(|h| h.name.eq_ignore_ascii_case("expect"));
+        RequestHead {
+            len,
+            request_line_end,
+            method_start,
+            method_len: method.len(),
+            path_start: offset(path.as_bytes()),
+            path_len: path.len(),
+            http_minor,
+            keep_alive,
+            close_token,
+            upgrade: has_token("upgrade", "websocket") && has_token("connection", "upgrade"),
+            expect_continue: req.headers.iter().any(|h| {
+                h.name.eq_ignore_ascii_case("expect") && h.value.trim_ascii().eq_ignore_ascii_case(b"100-continue")
+            }),
+            expect_offset: expect.map(|h| offset(h.name.as_bytes())),
+        }
+    }
+}
+
+fn slice_str(b: &[u8], start: usize, len: usize) -> &str {
+    b.get(start..start.saturating_add(len)).and_then(|s| std::str::from_utf8(s).ok()).unwrap_or("")
 }
 
 /// A parsed request; the body is borrowed unless it was chunked.
@@ -209,15 +309,15 @@ fn find_crlf(b: &[u8]) -> Option<usize> {
 pub fn frame_request(buf: &[u8], max_body_bytes: usize) -> Framing {
     match frame_request_head(buf, max_body_bytes) {
         HeadFraming::Done(f) => f,
-        HeadFraming::Length { head_len, len } => {
-            if buf.len() >= head_len + len {
-                Framing::Complete(head_len + len)
+        HeadFraming::Length { head, len } => {
+            if buf.len() >= head.len + len {
+                Framing::Complete { len: head.len + len, head }
             } else {
                 Framing::Incomplete
             }
         }
-        HeadFraming::Chunked { head_len } => match scan_chunked(&buf[head_len..], max_body_bytes, None) {
-            Ok(Some((used, _))) => Framing::Complete(head_len + used),
+        HeadFraming::Chunked { head } => match scan_chunked(&buf[head.len..], max_body_bytes, None) {
+            Ok(Some((used, _))) => Framing::Complete { len: head.len + used, head },
             Ok(None) => Framing::Incomplete,
             Err(e) => Framing::Invalid(refusal(buf, e).into_response()),
         },
@@ -227,8 +327,8 @@ pub fn frame_request(buf: &[u8], max_body_bytes: usize) -> Framing {
 /// What the head alone tells.
 enum HeadFraming {
     Done(Framing),
-    Length { head_len: usize, len: usize },
-    Chunked { head_len: usize },
+    Length { head: RequestHead, len: usize },
+    Chunked { head: RequestHead },
 }
 
 fn frame_request_head(buf: &[u8], max_body_bytes: usize) -> HeadFraming {
@@ -250,12 +350,13 @@ fn frame_request_head(buf: &[u8], max_body_bytes: usize) -> HeadFraming {
     if head_len > MAX_HEAD_BYTES {
         return invalid(head_too_large());
     }
+    let head = RequestHead::read(buf, &req, head_len);
     match body_len(req.headers) {
         Err(e) => invalid(e),
-        Ok(BodyLen::None) => HeadFraming::Done(Framing::Complete(head_len)),
+        Ok(BodyLen::None) => HeadFraming::Done(Framing::Complete { len: head_len, head }),
         Ok(BodyLen::Length(n)) if n > max_body_bytes => invalid(ApiError::payload_too_large(max_body_bytes)),
-        Ok(BodyLen::Length(len)) => HeadFraming::Length { head_len, len },
-        Ok(BodyLen::Chunked) => HeadFraming::Chunked { head_len },
+        Ok(BodyLen::Length(len)) => HeadFraming::Length { head, len },
+        Ok(BodyLen::Chunked) => HeadFraming::Chunked { head },
     }
 }
 
@@ -290,13 +391,13 @@ enum FramerState {
     Head {
         searched: usize,
     },
-    /// The head ends at `head_len`; the body is `len` bytes.
+    /// The head is read; the body is `len` bytes.
     Length {
-        head_len: usize,
+        head: RequestHead,
         len: usize,
     },
     Chunked {
-        head_len: usize,
+        head: RequestHead,
         scan: ChunkScan,
     },
 }
@@ -313,6 +414,16 @@ impl RequestFramer {
             self.state = FramerState::Head { searched: 0 };
         }
         f
+    }
+
+    /// The head of the request being framed once it is whole and its
+    /// body is not (a host answers `Expect: 100-continue` from it); `None`
+    /// before that and after an answer other than `Incomplete`.
+    pub fn pending_head(&self) -> Option<&RequestHead> {
+        match &self.state {
+            FramerState::Head { .. } => None,
+            FramerState::Length { head, .. } | FramerState::Chunked { head, .. } => Some(head),
+        }
     }
 
     fn step(&mut self, buf: &[u8]) -> Framing {
@@ -332,23 +443,23 @@ impl RequestFramer {
                     // A whole head: parse it once.
                     match frame_request_head(buf, self.max_body_bytes) {
                         HeadFraming::Done(f) => return f,
-                        HeadFraming::Length { head_len, len } => self.state = FramerState::Length { head_len, len },
-                        HeadFraming::Chunked { head_len } => {
-                            self.state = FramerState::Chunked { head_len, scan: ChunkScan::default() }
+                        HeadFraming::Length { head, len } => self.state = FramerState::Length { head, len },
+                        HeadFraming::Chunked { head } => {
+                            self.state = FramerState::Chunked { head, scan: ChunkScan::default() }
                         }
                     }
                 }
-                FramerState::Length { head_len, len } => {
-                    return if buf.len() >= *head_len + *len {
-                        Framing::Complete(*head_len + *len)
+                FramerState::Length { head, len } => {
+                    return if buf.len() >= head.len + *len {
+                        Framing::Complete { len: head.len + *len, head: *head }
                     } else {
                         Framing::Incomplete
                     };
                 }
-                FramerState::Chunked { head_len, scan } => {
-                    let head_len = *head_len;
-                    return match scan_chunked_from(&buf[head_len..], self.max_body_bytes, scan, None) {
-                        Ok(Some((used, _))) => Framing::Complete(head_len + used),
+                FramerState::Chunked { head, scan } => {
+                    let head = *head;
+                    return match scan_chunked_from(&buf[head.len..], self.max_body_bytes, scan, None) {
+                        Ok(Some((used, _))) => Framing::Complete { len: head.len + used, head },
                         Ok(None) => Framing::Incomplete,
                         Err(e) => Framing::Invalid(refusal(buf, e).into_response()),
                     };
@@ -596,7 +707,7 @@ mod chunked_limits {
             req.extend_from_slice(b"1\r\n \r\n");
         }
         req.extend_from_slice(b"0\r\n\r\n");
-        assert_eq!(frame_request(&req, 1024), Framing::Complete(req.len()));
+        assert_eq!(frame_request(&req, 1024).complete_len(), Some(req.len()));
     }
 
     /// httparse's `parse_chunk_size` reads the size lines; what it accepts
@@ -608,7 +719,7 @@ mod chunked_limits {
             req.extend_from_slice(body);
             frame_request(&req, 1 << 20)
         };
-        let whole = |body: &[u8]| Framing::Complete(head().len() + body.len());
+        let whole = |body: &[u8]| Some(head().len() + body.len());
         for ok in [
             &b"2\r\n{}\r\n0\r\n\r\n"[..],
             b"2;name=value\r\n{}\r\n0\r\n\r\n",
@@ -617,7 +728,7 @@ mod chunked_limits {
             b"A\r\n{\"a\":\"bc\"}\r\n0\r\n\r\n",
             b"0000000\r\n\r\n",
         ] {
-            assert_eq!(framed(ok), whole(ok), "{}", String::from_utf8_lossy(ok));
+            assert_eq!(framed(ok).complete_len(), whole(ok), "{}", String::from_utf8_lossy(ok));
         }
         for bad in [&b"\r\n{}\r\n0\r\n\r\n"[..], b";x\r\n", b"g\r\n", b"2 2\r\n", b"100000000\r\n"] {
             assert_eq!(status(framed(bad)), Some(400), "{}", String::from_utf8_lossy(bad));

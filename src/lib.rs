@@ -28,7 +28,7 @@
 //!
 //! ```
 //! use botspace::{Config, Service};
-//! let svc = Service::open(Config { admin_secret: "an-admin-secret-0123".into(), ..Config::default() }).unwrap();
+//! let svc = Service::open(Config::default().with(|c| c.admin_secret = "an-admin-secret-0123".into())).unwrap();
 //! let resp = svc.handle_request(b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\n\r\n");
 //! assert!(resp.starts_with(b"HTTP/1.1 401 "));
 //! ```
@@ -41,7 +41,7 @@ pub mod error;
 mod events;
 pub mod gateway;
 mod group;
-pub mod http;
+mod http;
 mod methods;
 mod model;
 mod random;
@@ -51,15 +51,16 @@ mod service;
 mod store;
 mod throttle;
 mod txn;
+mod words;
 
 pub use clock::Clock;
 pub use config::{ClockKind, Config, ConfigError, Limits, Rate, Synchronous, TierLimits};
-pub use error::ApiError;
+pub use error::{ApiError, StorageError};
 pub use gateway::{GatewayAccept, GatewayConnection, GatewayEvent, GatewayOutput, GatewaySession};
 pub use group::CommitStats;
-pub use http::{frame_request, Framing, RequestFramer};
+pub use http::{frame_request, Framing, RequestFramer, RequestHead};
 pub use service::{CommitPause, OpenError, Service, WakeHook};
-pub use store::StorageError;
+pub use words::{CloseCode, ErrorCode, EventKind, UnknownWord};
 
 /// The library version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -70,5 +71,28 @@ mod send_sync {
     #[test]
     fn service_is_send_and_sync() {
         assert_send_sync::<crate::Service>();
+    }
+}
+
+/// The word tables against the modules that use them: here at the root,
+/// so that `words` itself depends on no module (tests/module_graph.rs).
+#[cfg(test)]
+mod words_in_use {
+    use crate::{ErrorCode, EventKind};
+
+    #[test]
+    fn error_codes_carry_their_status_and_match_the_catalog() {
+        let catalog: Vec<(ErrorCode, u16)> = crate::error::catalog().iter().map(|e| (e.code(), e.status())).collect();
+        let table: Vec<(ErrorCode, u16)> = ErrorCode::ALL.iter().map(|c| (*c, c.status())).collect();
+        assert_eq!(catalog, table, "the catalog and the ErrorCode table list the same codes in the same order");
+        assert_eq!(ErrorCode::try_from(411), Ok(ErrorCode::LengthRequired));
+        assert_eq!(ErrorCode::try_from(400), Err(crate::UnknownWord));
+    }
+
+    #[test]
+    fn the_logged_kinds_are_the_ones_imports_accept() {
+        let listed: Vec<String> =
+            EventKind::ALL.iter().filter(|k| k.is_logged()).map(|k| format!("'{}'", k.as_str())).collect();
+        assert_eq!(crate::store::events::KNOWN_TYPES_SQL, listed.join(", "));
     }
 }

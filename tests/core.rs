@@ -29,6 +29,8 @@ mod rules_http;
 mod rules_retention;
 #[path = "rules_storage.rs"]
 mod rules_storage;
+#[path = "rules_words.rs"]
+mod rules_words;
 #[path = "sql_boundary.rs"]
 mod sql_boundary;
 

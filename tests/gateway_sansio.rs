@@ -6,7 +6,7 @@
 
 mod common;
 
-use botspace::{ClockKind, Config, GatewayConnection, GatewayEvent, Service};
+use botspace::{ClockKind, CloseCode, Config, GatewayConnection, GatewayEvent, Service};
 use common::{admin, call, split};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,7 +18,14 @@ fn service(cfg: Config) -> Arc<Service> {
     // A test that names no database runs on the store under test.
     let database =
         if cfg.database == Config::default().database { common::test_database() } else { cfg.database.clone() };
-    Arc::new(Service::open(Config { admin_secret: SECRET.into(), clock: ClockKind::Manual, database, ..cfg }).unwrap())
+    Arc::new(
+        Service::open(cfg.with(|c| {
+            c.admin_secret = SECRET.into();
+            c.clock = ClockKind::Manual;
+            c.database = database;
+        }))
+        .unwrap(),
+    )
 }
 
 struct World {
@@ -221,7 +228,12 @@ fn ping_is_answered_with_pong() {
 fn poll_timeout_is_two_intervals_and_a_millisecond_after_the_last_heartbeat() {
     // SQLite: no other node to look for (a shared store adds its poll
     // interval, tests/postgres_store.rs).
-    let w = world("official", Config { database: "file:poll-timeout?mode=memory".into(), ..Config::default() });
+    let w = world(
+        "official",
+        Config::default().with(|c| {
+            c.database = "file:poll-timeout?mode=memory".into();
+        }),
+    );
     let mut c = connect(&w, "");
     let t0 = w.svc.now_ms();
     c.poll(t0);
@@ -322,7 +334,12 @@ fn importing_a_database_closes_open_connections_with_4004() {
     // Export and import are SQLite's (a PostgreSQL store has pg_dump).
     let dir = common::TempDir::new("import-4004");
     let db = dir.0.join("g.db").to_string_lossy().into_owned();
-    let w = world("official", Config { database: db, ..Config::default() });
+    let w = world(
+        "official",
+        Config::default().with(|c| {
+            c.database = db;
+        }),
+    );
     let image = w.svc.export_database().unwrap();
     let mut c = connect(&w, "");
     let now = w.svc.now_ms();
@@ -341,20 +358,20 @@ fn close_reasons_are_reported_as_events() {
     let mut c = connect(&w, "");
     c.poll(now);
     c.feed(&client_frame(true, 0x8, &1000u16.to_be_bytes()), now);
-    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 1000, reason: "closed_by_bot" }));
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 1000, reason: CloseCode::ClosedByBot }));
     assert_eq!(c.poll(now), server_frame(0x8, &1000u16.to_be_bytes()));
     assert_eq!(w.svc.gateway_connections(&w.bot), 0, "the slot is free at once");
     // Broken framing (an unmasked client frame).
     let mut c = connect(&w, "");
     c.poll(now);
     c.feed(&[0x81, 0x02, b'h', b'i'], now);
-    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 1002, reason: "protocol_error" }));
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 1002, reason: CloseCode::ProtocolError }));
     assert!(c.is_closed());
     // A close without a code: 1005.
     let mut c = connect(&w, "");
     c.poll(now);
     c.feed(&client_frame(true, 0x8, b""), now);
-    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 1005, reason: "closed_by_bot" }));
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 1005, reason: CloseCode::ClosedByBot }));
     assert_eq!(c.poll_event(), None, "reported once");
 }
 
@@ -400,7 +417,7 @@ fn a_host_close_sends_its_frame_next_writes_the_ack_and_frees_the_slot() {
     assert_eq!(texts(&c.poll(now)).len(), 2, "hello and bot_started");
     c.feed(&text(r#"{"op":"ack","seq":1}"#), now);
     // A code of the library's own is refused and changes nothing.
-    assert!(!c.close(4001));
+    assert!(!c.close(botspace::CloseCode::InvalidPayload));
     assert!(!c.is_closed());
     assert_eq!(c.poll_event(), None);
     // An event committed and not yet sent when the host closes is not sent.
@@ -408,7 +425,7 @@ fn a_host_close_sends_its_frame_next_writes_the_ack_and_frees_the_slot() {
     assert!(c.close(botspace::gateway::CLOSE_SLOW_CONSUMER));
     assert_eq!(w.svc.gateway_connections(&w.bot), 0, "the slot is free at once");
     assert_eq!(c.poll(now), close_frame(4008, "slow_consumer"));
-    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 4008, reason: "slow_consumer" }));
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 4008, reason: botspace::CloseCode::SlowConsumer }));
     assert!(c.is_closed());
     assert!(!c.close(botspace::gateway::CLOSE_SERVER_SHUTDOWN), "an ended connection is not closed again");
     assert!(c.poll(now).is_empty());

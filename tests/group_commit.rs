@@ -17,12 +17,11 @@ const SECRET: &str = "group-commit-secret-01";
 
 fn open(dir: &TempDir) -> Arc<Service> {
     Arc::new(
-        Service::open(Config {
-            database: dir.0.join("g.db").to_string_lossy().into_owned(),
-            admin_secret: SECRET.into(),
-            synchronous: Synchronous::Full,
-            ..Config::default()
-        })
+        Service::open(Config::default().with(|c| {
+            c.database = dir.0.join("g.db").to_string_lossy().into_owned();
+            c.admin_secret = SECRET.into();
+            c.synchronous = Synchronous::Full;
+        }))
         .unwrap(),
     )
 }
@@ -281,12 +280,11 @@ fn a_200_is_on_disk_before_it_is_returned() {
 #[test]
 fn without_full_sync_the_service_runs_no_fsync_of_its_own() {
     let dir = TempDir::new("group-normal");
-    let svc = Service::open(Config {
-        database: dir.0.join("n.db").to_string_lossy().into_owned(),
-        admin_secret: SECRET.into(),
-        synchronous: Synchronous::Normal,
-        ..Config::default()
-    })
+    let svc = Service::open(Config::default().with(|c| {
+        c.database = dir.0.join("n.db").to_string_lossy().into_owned();
+        c.admin_secret = SECRET.into();
+        c.synchronous = Synchronous::Normal;
+    }))
     .unwrap();
     let (_, bots, _) = populate(&svc, 1);
     assert_eq!(send_private(&svc, &bots[0], "x"), 200);
@@ -334,11 +332,10 @@ fn every_answered_message_survives_a_sigkill_of_the_server() {
     let results: Vec<(String, Vec<(String, String)>)> = writers.into_iter().map(|h| h.join().unwrap()).collect();
     drop(srv);
     assert!(results.iter().map(|r| r.1.len()).sum::<usize>() > 50, "the load ran before the kill");
-    let svc = Service::open(Config {
-        database: dir.join("botspace.db").to_string_lossy().into_owned(),
-        admin_secret: wire::SECRET.into(),
-        ..Config::default()
-    })
+    let svc = Service::open(Config::default().with(|c| {
+        c.database = dir.join("botspace.db").to_string_lossy().into_owned();
+        c.admin_secret = wire::SECRET.into();
+    }))
     .unwrap();
     for (chat, answered) in results {
         let stored: BTreeMap<i64, String> = history_with(&svc, wire::SECRET, &chat)

@@ -33,12 +33,11 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn node(database: &str) -> Arc<Service> {
-    let cfg = Config {
-        database: database.into(),
-        admin_secret: SECRET.into(),
-        clock: ClockKind::Manual,
-        ..Config::default()
-    };
+    let cfg = Config::default().with(|c| {
+        c.database = database.into();
+        c.admin_secret = SECRET.into();
+        c.clock = ClockKind::Manual;
+    });
     Arc::new(Service::open(cfg).expect("the node opens on the shared database"))
 }
 
@@ -274,7 +273,10 @@ fn sslmode_require_verifies_the_server_certificate() {
     assert_eq!(bot_call(&svc, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": "over TLS"})).0, 200);
     // The platform's roots do not know that CA: refused, unlike libpq's
     // unverified `require`.
-    let cfg = Config { database: tls, admin_secret: SECRET.into(), ..Config::default() };
+    let cfg = Config::default().with(|c| {
+        c.database = tls;
+        c.admin_secret = SECRET.into();
+    });
     let err = Service::open(cfg).expect_err("an unverifiable certificate is refused").to_string();
     assert!(err.contains("postgres"), "{err}");
 }
@@ -358,13 +360,12 @@ fn a_connection_lost_during_commit_is_503_commit_outcome_unknown_and_a_keyed_ret
 /// renewal allows) and never within these tests, whose clock does not
 /// move: only a hint can explain a delivery.
 fn slow_polling_node(database: &str) -> Arc<Service> {
-    let cfg = Config {
-        database: database.into(),
-        admin_secret: SECRET.into(),
-        clock: ClockKind::Manual,
-        gateway_poll_interval_ms: 60_000,
-        ..Config::default()
-    };
+    let cfg = Config::default().with(|c| {
+        c.database = database.into();
+        c.admin_secret = SECRET.into();
+        c.clock = ClockKind::Manual;
+        c.gateway_poll_interval_ms = 60_000;
+    });
     Arc::new(Service::open(cfg).expect("the node opens on the shared database"))
 }
 
@@ -560,13 +561,12 @@ fn a_commit_notifies_once_with_the_bots_it_affected_and_only_then() {
     assert_eq!(heard(), [both.join(",")]);
     // With listen_notify off (engines without LISTEN) nothing is sent, and
     // there is nothing to wait for.
-    let quiet = Service::open(Config {
-        database: db.clone(),
-        admin_secret: SECRET.into(),
-        clock: ClockKind::Manual,
-        listen_notify: false,
-        ..Config::default()
-    })
+    let quiet = Service::open(Config::default().with(|c| {
+        c.database = db.clone();
+        c.admin_secret = SECRET.into();
+        c.clock = ClockKind::Manual;
+        c.listen_notify = false;
+    }))
     .unwrap();
     admin(&quiet, SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": "quiet"}));
     assert_eq!(heard(), Vec::<String>::new());
@@ -895,14 +895,13 @@ fn a_session_whose_check_meets_a_database_outage_looks_again_within_a_second() {
 
 /// A node whose database calls have a 1 s deadline.
 fn node_with_deadline(database: &str, poll_interval_ms: u64) -> Arc<Service> {
-    let cfg = Config {
-        database: database.into(),
-        admin_secret: SECRET.into(),
-        clock: ClockKind::Manual,
-        gateway_poll_interval_ms: poll_interval_ms,
-        database_timeout_ms: 1000,
-        ..Config::default()
-    };
+    let cfg = Config::default().with(|c| {
+        c.database = database.into();
+        c.admin_secret = SECRET.into();
+        c.clock = ClockKind::Manual;
+        c.gateway_poll_interval_ms = poll_interval_ms;
+        c.database_timeout_ms = 1000;
+    });
     Arc::new(Service::open(cfg).expect("the node opens on the shared database"))
 }
 
@@ -1018,7 +1017,10 @@ fn a_session_whose_node_cannot_reach_the_database_for_five_seconds_closes_with_4
         assert!(due - first <= botspace::gateway::STORAGE_CLOSE_AFTER_MS, "{}", due - first);
     }
     s.handle_timeout(due);
-    assert_eq!(drain(&mut s), (vec![], Some(botspace::gateway::CLOSE_STORAGE_UNAVAILABLE)));
-    assert_eq!(s.poll_event(), Some(botspace::GatewayEvent::Closed { code: 4010, reason: "storage_unavailable" }));
+    assert_eq!(drain(&mut s), (vec![], Some(4010)));
+    assert_eq!(
+        s.poll_event(),
+        Some(botspace::GatewayEvent::Closed { code: 4010, reason: botspace::CloseCode::StorageUnavailable })
+    );
     down.start();
 }

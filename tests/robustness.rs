@@ -23,13 +23,12 @@ impl Rng {
 
 fn service() -> Arc<Service> {
     Arc::new(
-        Service::open(Config {
-            admin_secret: "robust-admin-secret-1".into(),
-            clock: ClockKind::Manual,
-            max_body_bytes: 4096,
-            database: common::test_database(),
-            ..Config::default()
-        })
+        Service::open(Config::default().with(|c| {
+            c.admin_secret = "robust-admin-secret-1".into();
+            c.clock = ClockKind::Manual;
+            c.max_body_bytes = 4096;
+            c.database = common::test_database();
+        }))
         .unwrap(),
     )
 }
@@ -90,7 +89,7 @@ fn mutated_requests_always_get_a_well_formed_response() {
         }
         assert_http(&svc.handle_request(&req));
         match svc.frame_request(&req) {
-            Framing::Complete(n) => assert!(n <= req.len()),
+            Framing::Complete { len: n, .. } => assert!(n <= req.len()),
             Framing::Incomplete => {}
             Framing::Invalid(resp) => assert_http(&resp),
         }

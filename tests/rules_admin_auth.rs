@@ -11,12 +11,11 @@ const SECRET: &str = "throttle-admin-secret-1";
 
 #[test]
 fn ten_failures_then_the_peer_waits_whatever_it_sends_and_other_peers_do_not() {
-    let svc = Service::open(Config {
-        admin_secret: SECRET.into(),
-        clock: ClockKind::Manual,
-        database: common::test_database(),
-        ..Config::default()
-    })
+    let svc = Service::open(Config::default().with(|c| {
+        c.admin_secret = SECRET.into();
+        c.clock = ClockKind::Manual;
+        c.database = common::test_database();
+    }))
     .unwrap();
     let wrong = admin_request("not-the-secret-at-all", "getStats", json!({}));
     let right = admin_request(SECRET, "getStats", json!({}));
@@ -44,7 +43,10 @@ fn ten_failures_then_the_peer_waits_whatever_it_sends_and_other_peers_do_not() {
 
 #[test]
 fn without_a_peer_nothing_is_throttled() {
-    let svc = Service::open(Config { admin_secret: SECRET.into(), ..Config::default() }).unwrap();
+    let svc = Service::open(Config::default().with(|c| {
+        c.admin_secret = SECRET.into();
+    }))
+    .unwrap();
     let wrong = admin_request("not-the-secret-at-all", "getStats", json!({}));
     for _ in 0..20 {
         assert_eq!(split(&svc.handle_request(&wrong)).0, 401);

@@ -15,13 +15,12 @@ const SECRET: &str = "console-rules-secret-01";
 const PEER: &str = "203.0.113.7";
 
 fn open(database: &str) -> Service {
-    Service::open(Config {
-        admin_secret: SECRET.into(),
-        clock: ClockKind::Manual,
-        database: database.into(),
-        operational_key: Some([7; 32]),
-        ..Config::default()
-    })
+    Service::open(Config::default().with(|c| {
+        c.admin_secret = SECRET.into();
+        c.clock = ClockKind::Manual;
+        c.database = database.into();
+        c.operational_key = Some([7; 32]);
+    }))
     .unwrap()
 }
 

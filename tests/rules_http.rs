@@ -125,7 +125,7 @@ fn chunked_body_is_decoded() {
     let body = json!({"chat_id": chat, "text": "chunked ✓ é"}).to_string();
     let encoded = chunked(body.as_bytes(), &[1, 7, 3, 100]);
     let req = chunked_request("/bot/sendMessage", &auth, &encoded);
-    assert_eq!(frame_request(&req, 65_536), Framing::Complete(req.len()));
+    assert_eq!(frame_request(&req, 65_536).complete_len(), Some(req.len()));
     let (status, _, v) = split_with_headers(&svc.handle_request(&req));
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["result"]["text"], "chunked ✓ é");
@@ -136,7 +136,7 @@ fn chunked_body_is_decoded() {
     enc.extend_from_slice(body.as_bytes());
     enc.extend_from_slice(b"\r\n0\r\nX-Trailer: 1\r\n\r\n");
     let req = chunked_request("/bot/sendMessage", &auth, &enc);
-    assert_eq!(frame_request(&req, 65_536), Framing::Complete(req.len()));
+    assert_eq!(frame_request(&req, 65_536).complete_len(), Some(req.len()));
     let (status, _, v) = split_with_headers(&svc.handle_request(&req));
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["result"]["text"], "ext");
@@ -240,8 +240,8 @@ fn frame_request_complete_incomplete_and_pipelined() {
     let a = simple("/bot/getMe", "{}");
     let b = simple("/admin/createUser", "{\"display_name\":\"Zed\"}");
     let c = b"POST /bot/getMe HTTP/1.1\r\nHost: t\r\n\r\n".to_vec();
-    assert_eq!(frame_request(&a, 65_536), Framing::Complete(a.len()));
-    assert_eq!(frame_request(&c, 65_536), Framing::Complete(c.len()));
+    assert_eq!(frame_request(&a, 65_536).complete_len(), Some(a.len()));
+    assert_eq!(frame_request(&c, 65_536).complete_len(), Some(c.len()));
     assert_eq!(frame_request(b"", 65_536), Framing::Incomplete);
     // Every strict prefix is incomplete.
     for n in 0..a.len() {
@@ -258,7 +258,7 @@ fn frame_request_complete_incomplete_and_pipelined() {
     let mut answers = Vec::new();
     for expected in [a.len(), b.len(), c.len()] {
         match svc.frame_request(rest) {
-            Framing::Complete(n) => {
+            Framing::Complete { len: n, .. } => {
                 assert_eq!(n, expected);
                 answers.push(svc.handle_request(&rest[..n]));
                 rest = &rest[n..];
@@ -274,7 +274,7 @@ fn frame_request_complete_incomplete_and_pipelined() {
     let mut ch = chunked_request("/admin/createUser", &format!("Admin {SECRET}"), &chunked(body, &[4]));
     let first = ch.len();
     ch.extend_from_slice(&a);
-    assert_eq!(frame_request(&ch, 65_536), Framing::Complete(first));
+    assert_eq!(frame_request(&ch, 65_536).complete_len(), Some(first));
     let (status, _, v) = split_with_headers(&svc.handle_request(&ch[..first]));
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["result"]["display_name"], "Q");
@@ -365,7 +365,7 @@ fn framer_agrees_byte_by_byte(stream: &[u8], max: usize) -> Vec<Framing> {
         assert_eq!(f, frame_request(buf, max), "at byte {end} of {:?}", String::from_utf8_lossy(stream));
         match f {
             Framing::Incomplete => {}
-            Framing::Complete(n) => {
+            Framing::Complete { len: n, .. } => {
                 start += n;
                 answers.push(f);
             }
@@ -399,8 +399,8 @@ fn the_resuming_framer_answers_as_frame_request_at_every_byte() {
     let all = format!("{sized}{chunked}{bare_lf}");
     let answers = framer_agrees_byte_by_byte(all.as_bytes(), 1024);
     assert_eq!(
-        answers,
-        vec![Framing::Complete(sized.len()), Framing::Complete(chunked.len()), Framing::Complete(bare_lf.len())]
+        answers.iter().map(Framing::complete_len).collect::<Vec<_>>(),
+        vec![Some(sized.len()), Some(chunked.len()), Some(bare_lf.len())]
     );
     // Refusals come at the same byte, with the same response.
     for bad in [
@@ -459,7 +459,7 @@ fn status_line(raw: &[u8]) -> &str {
 fn every_status_the_library_sends_has_its_standard_reason_phrase() {
     let mut seen = std::collections::BTreeSet::new();
     for e in botspace::error::catalog() {
-        let (status, code) = (e.status, e.code);
+        let (status, code) = (e.status(), e.code());
         let resp = e.into_response();
         assert_eq!(status_line(&resp), format!("HTTP/1.1 {status} {}", standard_reason(status)), "{code}");
         seen.insert(status);
@@ -503,4 +503,70 @@ fn every_status_line_the_example_servers_write_has_its_standard_reason_phrase() 
     for s in [100, 408, 503] {
         assert!(found.contains(&s), "no {s} status line found in the example servers: {found:?}");
     }
+}
+
+/// The head of a complete request, as the framer read it.
+fn head_of(req: &[u8]) -> botspace::RequestHead {
+    match frame_request(req, 65_536) {
+        Framing::Complete { len, head } => {
+            assert_eq!(len, req.len(), "{}", String::from_utf8_lossy(req));
+            head
+        }
+        other => panic!("not complete: {other:?}"),
+    }
+}
+
+/// A complete frame carries what hosts need from the head (keep-alive,
+/// upgrade, expect-continue, where the method and path are), so a host
+/// never parses the head again.
+#[test]
+fn a_complete_frame_carries_the_parsed_head() {
+    let req = b"POST /bot/sendMessage?x=1 HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}";
+    let h = head_of(req);
+    assert_eq!(h.len, req.len() - 2);
+    assert_eq!(h.request_line_end, "POST /bot/sendMessage?x=1 HTTP/1.1\r\n".len());
+    assert_eq!((h.method_start, h.method_len, h.method(req)), (0, 4, "POST"));
+    assert_eq!((h.path_start, h.path_len, h.path(req)), (5, 16, "/bot/sendMessage"));
+    assert_eq!(h.http_minor, 1);
+    assert!(h.keep_alive && !h.close_token && !h.upgrade && h.expect_continue);
+    assert_eq!(h.expect_offset, Some("POST /bot/sendMessage?x=1 HTTP/1.1\r\nHost: t\r\n".len()));
+
+    // HTTP/1.0 closes unless it asks for keep-alive; a close token always closes.
+    let h = head_of(b"GET /bot/getMe HTTP/1.0\r\n\r\n");
+    assert_eq!((h.http_minor, h.keep_alive, h.close_token, h.expect_offset), (0, false, false, None));
+    let h = head_of(b"GET /bot/getMe HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n");
+    assert_eq!((h.http_minor, h.keep_alive, h.close_token), (0, true, false));
+    let h = head_of(b"GET /bot/getMe HTTP/1.1\r\nConnection: keep-alive, close\r\n\r\n");
+    assert_eq!((h.http_minor, h.keep_alive, h.close_token), (1, false, true));
+
+    // A WebSocket upgrade needs both the Upgrade header and the Connection token.
+    let up = b"GET /bot/gateway?after=0 HTTP/1.1\r\nUpgrade: WebSocket\r\nConnection: keep-alive, Upgrade\r\n\r\n";
+    let h = head_of(up);
+    assert!(h.upgrade && h.keep_alive);
+    assert_eq!((h.method(up), h.path(up)), ("GET", "/bot/gateway"));
+    assert!(!head_of(b"GET /bot/gateway HTTP/1.1\r\nUpgrade: websocket\r\n\r\n").upgrade);
+    assert!(!head_of(b"GET /bot/gateway HTTP/1.1\r\nConnection: upgrade\r\n\r\n").upgrade);
+
+    // Another expectation is not 100-continue, but its offset is still given.
+    let h = head_of(b"POST /bot/getMe HTTP/1.1\nexpect: 200-ok\n\n");
+    assert_eq!((h.expect_continue, h.expect_offset, h.request_line_end), (false, Some(25), 25));
+}
+
+/// While only body bytes are missing, the resuming framer already has the
+/// head: the host answers `Expect: 100-continue` from it.
+#[test]
+fn the_framer_shows_the_head_while_the_body_is_missing() {
+    let req = b"POST /bot/getMe HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}";
+    let mut framer = botspace::RequestFramer::new(65_536);
+    assert_eq!(framer.frame(&req[..20]), Framing::Incomplete);
+    assert_eq!(framer.pending_head(), None, "no head before the head is whole");
+    assert_eq!(framer.frame(&req[..req.len() - 2]), Framing::Incomplete);
+    let pending = *framer.pending_head().expect("the head is whole");
+    assert!(pending.expect_continue && pending.keep_alive);
+    assert_eq!(pending.len, req.len() - 2);
+    match framer.frame(req) {
+        Framing::Complete { len, head } => assert_eq!((len, head), (req.len(), pending)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(framer.pending_head(), None, "a new request starts after a complete one");
 }

@@ -257,8 +257,8 @@ fn an_image_from_a_newer_library_is_refused_without_changing_state() {
     let before = snapshot(&a, &c, &g);
     let newer = rewrite_image(&a.export_database().unwrap(), "PRAGMA user_version = 99;");
     let e = a.import_database(&newer).unwrap_err();
-    assert_eq!((e.status, e.code), (400, "invalid_request"));
-    assert_eq!(e.description, "database image refused: it has schema version 99; this library reads up to 4");
+    assert_eq!((e.status(), e.code()), (400, botspace::ErrorCode::InvalidRequest));
+    assert_eq!(e.description(), "database image refused: it has schema version 99; this library reads up to 4");
     assert_eq!(snapshot(&a, &c, &g), before);
     assert_eq!(bot_call(&a, &tok, "getMe", json!({})).0, 200);
 }
@@ -436,12 +436,11 @@ fn ids_and_tokens_have_the_contract_shape() {
 #[test]
 fn a_seeded_service_makes_the_same_ids_twice_and_an_unseeded_one_does_not() {
     let open = |seed: Option<u64>| {
-        Service::open(Config {
-            admin_secret: "storage-admin-secret-1".into(),
-            clock: ClockKind::Manual,
-            random_seed: seed,
-            ..Config::default()
-        })
+        Service::open(Config::default().with(|c| {
+            c.admin_secret = "storage-admin-secret-1".into();
+            c.clock = ClockKind::Manual;
+            c.random_seed = seed;
+        }))
         .unwrap()
     };
     let ids = |svc: &Service| {
@@ -479,9 +478,9 @@ fn hostile_images_are_refused_with_400_and_change_nothing() {
     ];
     for (what, sql, detail) in cases {
         let e = a.import_database(&rewrite_image(&image, sql)).unwrap_err();
-        assert_eq!((e.status, e.code), (400, "invalid_request"), "{what}");
+        assert_eq!((e.status(), e.code()), (400, botspace::ErrorCode::InvalidRequest), "{what}");
         assert_eq!(
-            e.description,
+            e.description(),
             format!("database image refused: its schema differs from botspace schema version 4 ({detail})"),
             "{what}"
         );
@@ -496,7 +495,7 @@ fn hostile_images_are_refused_with_400_and_change_nothing() {
     ] {
         let e = a.import_database(&rewrite_image(&image, sql)).unwrap_err();
         assert_eq!(
-            (e.status, e.description.as_str()),
+            (e.status(), e.description()),
             (400, "database image refused: 1 stored events are not JSON objects of a known type"),
             "{what}"
         );
@@ -512,7 +511,7 @@ fn an_image_over_max_import_bytes_is_refused() {
     assert!(image.len() > 4096);
     let e = small.import_database(&image).unwrap_err();
     assert_eq!(
-        (e.status, e.description.as_str()),
+        (e.status(), e.description()),
         (400, "database image refused: it is larger than max_import_bytes (4096 bytes)")
     );
 }
@@ -527,7 +526,7 @@ fn an_image_of_another_page_size_is_converted_into_a_file_database() {
         assert_eq!(u16::from_be_bytes([image[16], image[17]]) as u32, if size == 65536 { 1 } else { size });
         let dir = TempDir::new("page-size");
         let b = open(dir.0.join("b.db").to_str().unwrap());
-        b.import_database(&image).unwrap_or_else(|e| panic!("page size {size}: {}", e.description));
+        b.import_database(&image).unwrap_or_else(|e| panic!("page size {size}: {}", e.description()));
         assert_eq!(snapshot(&b, &c, &g), before, "page size {size}");
         let (s, v) = bot_call(&b, &tok, "sendMessage", json!({"chat_id": c, "text": "after"}));
         assert_eq!((s, v["result"]["message_id"].as_str()), (200, Some("6")), "{v}");

@@ -525,7 +525,7 @@ fn gateway_step(
             let got_events: Vec<_> = round
                 .events
                 .iter()
-                .map(|GatewayEvent::Closed { code, reason }| (Some(*code as u64), Some(*reason)))
+                .map(|GatewayEvent::Closed { code, reason }| (Some(*code as u64), Some(reason.as_str())))
                 .collect();
             if got_events != event.into_iter().collect::<Vec<_>>() {
                 return Err(format!("events {got_events:?}, expected {event:?}"));

@@ -343,6 +343,50 @@ private:
     std::unique_ptr<Hooks> hooks_;
 };
 
+/// A request framer for one connection (botspace_request_framer): resumes
+/// where the last read left it, and keeps the head of the request it
+/// framed, so the host parses nothing again. Move-only; one thread at a time.
+class RequestFramer {
+public:
+    explicit RequestFramer(const Service &svc) { detail::check(botspace_request_framer_new(svc.native(), &f_)); }
+    RequestFramer(const RequestFramer &) = delete;
+    RequestFramer &operator=(const RequestFramer &) = delete;
+    RequestFramer(RequestFramer &&o) noexcept : f_(std::exchange(o.f_, nullptr)) {}
+    RequestFramer &operator=(RequestFramer &&o) noexcept {
+        if (this != &o) {
+            botspace_request_framer_free(&f_);
+            f_ = std::exchange(o.f_, nullptr);
+        }
+        return *this;
+    }
+    ~RequestFramer() { botspace_request_framer_free(&f_); }
+
+    /// Where the first request in `buf` ends (the host only appends until
+    /// Complete or Invalid, then drops the framed bytes).
+    Framing frame(ByteView buf) {
+        botspace_framing f{};
+        detail::check(botspace_request_framer_frame(f_, buf.data(), buf.size(), &f));
+        Framing out;
+        out.kind = static_cast<Framing::Kind>(f.kind);
+        out.length = f.length;
+        out.error_response = Bytes(f.error_response);
+        return out;
+    }
+
+    /// The head of the request last framed (after Complete), or of the one
+    /// whose body is still missing (after Incomplete); nullopt otherwise.
+    std::optional<botspace_request_head> head() const {
+        botspace_request_head h{};
+        bool present = false;
+        detail::check(botspace_request_framer_head(f_, &h, &present));
+        if (!present) return std::nullopt;
+        return h;
+    }
+
+private:
+    botspace_request_framer *f_ = nullptr;
+};
+
 } // namespace botspace
 
 #endif // BOTSPACE_HPP

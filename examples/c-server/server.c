@@ -49,7 +49,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -488,85 +487,22 @@ static void conn_finish(conn_t *c, int linger) {
 /* HTTP */
 
 
-/* The end of a request head: the blank line, after CRLF or a bare LF (the
- * library's framer accepts bare-LF line ends, as httparse does, so every
- * request it frames is read the same way here). Points at the line end
- * before the blank line. */
-static const unsigned char *find_head_end(const unsigned char *p, size_t n) {
-    for (size_t i = 0; i + 1 < n; i++) {
-        if (p[i] != '\n') continue;
-        if (p[i + 1] == '\n') return p + i;
-        if (i + 2 < n && p[i + 1] == '\r' && p[i + 2] == '\n') return p + i;
-    }
-    return NULL;
-}
-
-/* The end of the line starting at `p` (before its CR LF or LF), at most `e`. */
-static const char *line_end(const char *p, const char *e) {
-    const char *le = memchr(p, '\n', (size_t)(e - p));
-    if (!le) le = e;
-    if (le > p && le[-1] == '\r') le--;
-    return le;
-}
-
-/* The start of the line after the one ending at `le` (see line_end). */
-static const char *next_line(const char *le, const char *e) {
-    if (le < e && *le == '\r') le++;
-    return le < e ? le + 1 : e;
-}
-
-static int token_eq(const char *s, size_t n, const char *word) {
-    while (n > 0 && (*s == ' ' || *s == '\t')) s++, n--;
-    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t')) n--;
-    return n == strlen(word) && strncasecmp(s, word, n) == 0;
-}
-
-/* Reads what this server needs from a request head. 0 when there is no
- * complete head. */
-static int parse_head(const unsigned char *req, size_t n, head_t *h) {
-    const unsigned char *end = find_head_end(req, n);
-    if (!end) return 0;
+/* What this server needs from the head of the request the framer just
+ * framed, as the library read it (botspace_request_framer_head): nothing
+ * here parses HTTP again. 0 when the framer has no head. */
+static int read_head(const botspace_request_framer *fr, const unsigned char *req, head_t *h) {
+    botspace_request_head rh;
+    bool present = false;
+    if (botspace_request_framer_head(fr, &rh, &present) != BOTSPACE_STATUS_OK || !present) return 0;
     memset(h, 0, sizeof *h);
-    const char *p = (const char *)req, *e = (const char *)end + 1; /* the last header line's LF included */
-    const char *eol = line_end(p, e);
-    /* request line: METHOD SP TARGET SP VERSION */
-    const char *sp1 = memchr(p, ' ', (size_t)(eol - p));
-    if (!sp1) return 0;
-    const char *target = sp1 + 1;
-    const char *sp2 = memchr(target, ' ', (size_t)(eol - target));
-    const char *tend = sp2 ? sp2 : eol;
-    const char *q = memchr(target, '?', (size_t)(tend - target));
-    const char *pend = q ? q : tend;
-    h->gateway = (size_t)(pend - target) == strlen("/bot/gateway") && memcmp(target, "/bot/gateway", 12) == 0;
-    h->admin = (size_t)(pend - target) > 7 && memcmp(target, "/admin/", 7) == 0;
-    h->path_off = (size_t)(target - p);
-    h->path_len = (size_t)(pend - target);
-    if (sp2) h->http10 = token_eq(sp2 + 1, (size_t)(eol - sp2 - 1), "HTTP/1.0");
-    int close_tok = 0, keep_tok = 0;
-    const char *line = next_line(eol, e);
-    while (line < e) {
-        const char *le = line_end(line, e);
-        const char *colon = memchr(line, ':', (size_t)(le - line));
-        if (colon) {
-            size_t nlen = (size_t)(colon - line);
-            const char *v = colon + 1;
-            size_t vlen = (size_t)(le - v);
-            if (token_eq(line, nlen, "connection")) {
-                const char *t = v;
-                while (t <= v + vlen) {
-                    const char *comma = memchr(t, ',', (size_t)(v + vlen - t));
-                    const char *te = comma ? comma : v + vlen;
-                    if (token_eq(t, (size_t)(te - t), "close")) close_tok = 1;
-                    if (token_eq(t, (size_t)(te - t), "keep-alive")) keep_tok = 1;
-                    t = te + 1;
-                }
-            } else if (token_eq(line, nlen, "expect")) {
-                if (token_eq(v, vlen, "100-continue")) h->expect_continue = 1;
-            }
-        }
-        line = next_line(le, e);
-    }
-    h->close = close_tok || (h->http10 && !keep_tok);
+    const char *path = (const char *)req + rh.path_start;
+    h->gateway = rh.path_len == strlen("/bot/gateway") && memcmp(path, "/bot/gateway", rh.path_len) == 0;
+    h->admin = rh.path_len > 7 && memcmp(path, "/admin/", 7) == 0;
+    h->path_off = rh.path_start;
+    h->path_len = rh.path_len;
+    h->http10 = rh.http_minor == 0;
+    h->expect_continue = rh.expect_continue;
+    h->close = !rh.keep_alive;
     return 1;
 }
 
@@ -655,7 +591,7 @@ static void collect(conn_t *c) {
             head_t h;
             /* A client that waits for `100 Continue` before its body gets it
              * once the head is complete and acceptable. */
-            if (!c->continue_sent && parse_head(p, avail, &h) && h.expect_continue) c->step = STEP_CONTINUE;
+            if (!c->continue_sent && read_head(c->framer, p, &h) && h.expect_continue) c->step = STEP_CONTINUE;
             c->ready = 0;
             return;
         }
@@ -668,7 +604,7 @@ static void collect(conn_t *c) {
         c->taken += f.length;
         c->continue_sent = 0;
         head_t h;
-        if (!parse_head(p, f.length, &h)) { /* frame_request accepted it: cannot happen */
+        if (!read_head(c->framer, p, &h)) { /* a COMPLETE frame has its head: cannot happen */
             c->step = STEP_DROP_LINGER;
             return;
         }

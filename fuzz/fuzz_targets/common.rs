@@ -26,13 +26,7 @@ fn call(svc: &Service, method: &str, body: Value) -> Value {
 }
 
 pub fn world() -> World {
-    let cfg = Config {
-        admin_secret: SECRET.into(),
-        clock: ClockKind::Manual,
-        random_seed: Some(7),
-        max_body_bytes: 4096,
-        ..Config::default()
-    };
+    let cfg = Config::default().with(|c| {c.admin_secret = SECRET.into(); c.clock = ClockKind::Manual; c.random_seed = Some(7); c.max_body_bytes = 4096;});
     let svc = Service::open(cfg).expect("open");
     let user = call(&svc, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
     let b = call(&svc, "createBot", json!({"display_name": "Echo", "handle": "echo", "quota_tier": "standard"}));

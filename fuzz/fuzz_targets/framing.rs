@@ -9,7 +9,7 @@ mod common;
 
 fuzz_target!(|data: &[u8]| {
     match frame_request(data, 64) {
-        Framing::Complete(n) => assert!(n > 0 && n <= data.len()),
+        Framing::Complete { len: n, .. } => assert!(n > 0 && n <= data.len()),
         Framing::Incomplete => {}
         Framing::Invalid(resp) => {
             let status = common::check_response(&resp);

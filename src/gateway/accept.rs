@@ -4,9 +4,9 @@
 
 use super::{GatewayAccept, GatewaySession, Opening};
 use crate::auth;
+use crate::error::StorageError;
 use crate::error::{ApiError, ApiResult};
 use crate::route::Route;
-use crate::store::StorageError;
 use crate::Service;
 
 impl Service {

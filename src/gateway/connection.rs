@@ -114,17 +114,17 @@ impl GatewayConnection {
                 Ok(_) => {} // ping (pong is queued by tungstenite), pong
                 Err(tungstenite::Error::Io(e)) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(tungstenite::Error::Capacity(_)) => {
-                    self.session.close_with(1009, "message_too_big");
+                    self.session.close_with(super::CloseCode::MessageTooBig);
                     break;
                 }
                 Err(tungstenite::Error::Utf8(_)) => {
-                    self.session.close_with(1007, "invalid_utf8");
+                    self.session.close_with(super::CloseCode::InvalidUtf8);
                     break;
                 }
                 Err(_) => {
                     // Protocol violation or closed: no more frames are read.
                     self.peer_gone = true;
-                    self.session.end(1002, "protocol_error");
+                    self.session.end(1002, super::CloseCode::ProtocolError);
                     break;
                 }
             }
@@ -142,7 +142,7 @@ impl GatewayConnection {
     /// goes after the bytes already returned; the host writes it and
     /// closes the socket once `is_closed`. False, changing nothing, when
     /// the code is not a host's or the session has already ended.
-    pub fn close(&mut self, code: u16) -> bool {
+    pub fn close(&mut self, code: super::CloseCode) -> bool {
         if self.peer_gone || self.close_sent {
             return false;
         }
@@ -168,7 +168,10 @@ impl GatewayConnection {
                 GatewayOutput::Text(t) => self.ws.write(&mut self.io, Message::text(t)),
                 GatewayOutput::Close { code, reason } => {
                     self.close_sent = true;
-                    self.ws.close(&mut self.io, Some(CloseFrame { code: CloseCode::from(code), reason: reason.into() }))
+                    self.ws.close(
+                        &mut self.io,
+                        Some(CloseFrame { code: CloseCode::from(code), reason: reason.as_str().into() }),
+                    )
                 }
             };
             if r.is_err() {

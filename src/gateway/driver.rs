@@ -146,7 +146,7 @@ impl GatewaySession {
         self.run_effects();
     }
 
-    /// The host ends the session with close `code`, one of
+    /// The host ends the session with `code`, one of
     /// [`super::HOST_CLOSE_CODES`] (4008 `slow_consumer` for a bot that
     /// reads too slowly): the next `poll_transmit` returns the close,
     /// ahead of anything queued and not yet taken, which is dropped (the
@@ -154,23 +154,25 @@ impl GatewaySession {
     /// freed, and `poll_event` reports `Closed` with the code's reason.
     /// False, changing nothing, when the code is not a host's or the
     /// session has already ended.
-    pub fn close(&mut self, code: u16) -> bool {
-        let Some(reason) = super::host_close_reason(code) else { return false };
-        let closed = self.state.close_now(code, reason);
+    pub fn close(&mut self, code: super::CloseCode) -> bool {
+        if !super::HOST_CLOSE_CODES.contains(&code) {
+            return false;
+        }
+        let closed = self.state.close_now(code);
         self.run_effects();
         closed
     }
 
     /// The library closes with one of its own codes (a connection's
     /// framing errors).
-    pub(super) fn close_with(&mut self, code: u16, reason: &'static str) {
-        self.state.close(code, reason);
+    pub(super) fn close_with(&mut self, reason: super::CloseCode) {
+        self.state.close(reason);
         self.run_effects();
     }
 
     /// Ends without a close frame (the connection's bytes broke the
     /// protocol).
-    pub(super) fn end(&mut self, code: u16, reason: &'static str) {
+    pub(super) fn end(&mut self, code: u16, reason: super::CloseCode) {
         self.state.end(code, reason);
         self.run_effects();
     }

@@ -29,24 +29,25 @@ mod registry;
 mod session;
 mod shared;
 
+pub use crate::words::CloseCode;
 pub use connection::{GatewayConnection, TRANSMIT_BATCH_BYTES};
 pub use driver::GatewaySession;
 pub(crate) use driver::Opening;
 pub(crate) use registry::{check_upgrade, Registry};
 
 /// Close codes of the gateway.
-pub const CLOSE_INVALID_PAYLOAD: u16 = 4001;
-pub const CLOSE_AUTHENTICATION_FAILED: u16 = 4004;
+pub const CLOSE_INVALID_PAYLOAD: CloseCode = CloseCode::InvalidPayload;
+pub const CLOSE_AUTHENTICATION_FAILED: CloseCode = CloseCode::AuthenticationFailed;
 /// Sent by hosts, not by the library: the bot read too slowly, its unsent
 /// output stayed over the host's budget for two heartbeat intervals
 /// ([`GatewayConnection::close`] sends it).
-pub const CLOSE_SLOW_CONSUMER: u16 = 4008;
-pub const CLOSE_SESSION_TIMEOUT: u16 = 4009;
+pub const CLOSE_SLOW_CONSUMER: CloseCode = CloseCode::SlowConsumer;
+pub const CLOSE_SESSION_TIMEOUT: CloseCode = CloseCode::SessionTimeout;
 /// On a shared store (PostgreSQL): this node has not reached the database
 /// for [`STORAGE_CLOSE_AFTER_MS`]. The bot should reconnect, through the
 /// load balancer to another node if this one stays cut off; it resumes
 /// from its last recorded ack.
-pub const CLOSE_STORAGE_UNAVAILABLE: u16 = 4010;
+pub const CLOSE_STORAGE_UNAVAILABLE: CloseCode = CloseCode::StorageUnavailable;
 /// How long a session's checks of the database may fail in a row before it
 /// closes with 4010: half a lease, so the session ends before its lease
 /// (which it can no longer renew) lapses and other nodes stop counting it.
@@ -67,20 +68,18 @@ pub const READ_BYTES: usize = 256 * 1024;
 
 /// Sent by hosts, not by the library: the server is shutting down; the bot
 /// reconnects (to another node) and resumes from its ack.
-pub const CLOSE_SERVER_SHUTDOWN: u16 = 1001;
+pub const CLOSE_SERVER_SHUTDOWN: CloseCode = CloseCode::ServerShutdown;
 
 /// The close codes a host may end a connection with
-/// ([`GatewayConnection::close`], [`GatewaySession::close`]), and the
-/// reason each is sent and reported with. The library's own codes (4001,
+/// ([`GatewayConnection::close`], [`GatewaySession::close`]). The library's own codes (4001,
 /// 4004, 4009, 4010, 1007, 1009) stay the library's: a host that sent them
 /// would make them mean something the session did not decide.
-pub const HOST_CLOSE_CODES: [(u16, &str); 2] =
-    [(CLOSE_SERVER_SHUTDOWN, "server_shutdown"), (CLOSE_SLOW_CONSUMER, "slow_consumer")];
+pub const HOST_CLOSE_CODES: [CloseCode; 2] = [CLOSE_SERVER_SHUTDOWN, CLOSE_SLOW_CONSUMER];
 
 /// The reason a host close code is reported with; `None` for a code a host
 /// may not send (see [`HOST_CLOSE_CODES`]).
-pub fn host_close_reason(code: u16) -> Option<&'static str> {
-    HOST_CLOSE_CODES.iter().find(|(c, _)| *c == code).map(|(_, r)| *r)
+pub fn host_close_reason(code: u16) -> Option<CloseCode> {
+    HOST_CLOSE_CODES.into_iter().find(|c| c.code() == Some(code))
 }
 
 /// What a session reports to its host, besides what to send.
@@ -91,7 +90,7 @@ pub enum GatewayEvent {
     /// own through `close`), or the bot's own when it closed first
     /// (`reason` "closed_by_bot"; 1005 when it sent none), or 1002
     /// "protocol_error" when its bytes broke the WebSocket protocol.
-    Closed { code: u16, reason: &'static str },
+    Closed { code: u16, reason: CloseCode },
 }
 
 /// Something the session wants sent to the bot.
@@ -100,7 +99,7 @@ pub enum GatewayOutput {
     /// One JSON text message.
     Text(String),
     /// Close with this code and reason; nothing follows.
-    Close { code: u16, reason: &'static str },
+    Close { code: u16, reason: CloseCode },
 }
 
 /// Result of [`crate::Service::accept_gateway`].

@@ -12,7 +12,7 @@
 //! can report a write that a crash could lose.
 
 use super::registry::View;
-use super::{GatewayEvent, GatewayOutput, CLOSE_AUTHENTICATION_FAILED, CLOSE_INVALID_PAYLOAD};
+use super::{CloseCode, GatewayEvent, GatewayOutput, CLOSE_AUTHENTICATION_FAILED, CLOSE_INVALID_PAYLOAD};
 use super::{CLOSE_SESSION_TIMEOUT, CLOSE_STORAGE_UNAVAILABLE, EVENTS_PER_POLL, READ_BYTES, STORAGE_CLOSE_AFTER_MS};
 use crate::store::gateway::BotRow;
 use std::collections::VecDeque;
@@ -212,7 +212,7 @@ impl Session {
         self.seen_ms = self.seen_ms.max(now_ms);
         let v: serde_json::Value = match serde_json::from_str(text) {
             Ok(v) => v,
-            Err(_) => return self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload"),
+            Err(_) => return self.close(CLOSE_INVALID_PAYLOAD),
         };
         match v.get("op").and_then(|o| o.as_str()) {
             Some("heartbeat") => {
@@ -223,20 +223,20 @@ impl Session {
             // next `poll`, so an ack flood costs one commit per round.
             Some("ack") => match v.get("seq").and_then(|s| s.as_i64()) {
                 Some(seq) if seq >= 0 => self.pending_ack = self.pending_ack.max(Some(seq)),
-                _ => self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload"),
+                _ => self.close(CLOSE_INVALID_PAYLOAD),
             },
-            _ => self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload"),
+            _ => self.close(CLOSE_INVALID_PAYLOAD),
         }
     }
 
     /// A binary message: the gateway speaks JSON text only.
     pub fn handle_binary(&mut self) {
-        self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload");
+        self.close(CLOSE_INVALID_PAYLOAD);
     }
 
     /// The bot closed the connection (with its close code, if it sent one).
     pub fn handle_close(&mut self, code: Option<u16>) {
-        self.end(code.unwrap_or(1005), "closed_by_bot");
+        self.end(code.unwrap_or(1005), CloseCode::ClosedByBot);
     }
 
     /// Time has reached `now_ms`: the heartbeat deadline is checked, and on
@@ -244,7 +244,7 @@ impl Session {
     pub fn handle_timeout(&mut self, now_ms: u64) {
         self.seen_ms = self.seen_ms.max(now_ms);
         if !self.closed && now_ms > self.last_heartbeat_ms + 2 * self.heartbeat_interval_ms {
-            self.close(CLOSE_SESSION_TIMEOUT, "session_timeout");
+            self.close(CLOSE_SESSION_TIMEOUT);
         }
         if !self.closed && self.shared.as_ref().is_some_and(|s| now_ms >= s.next_check_ms) {
             self.check_bot(now_ms, Recency::Interval);
@@ -254,12 +254,12 @@ impl Session {
     /// Ends the session now with a close frame `code`: what was queued and
     /// not yet taken is dropped (the bot resumes from its ack). False when
     /// it had already ended.
-    pub fn close_now(&mut self, code: u16, reason: &'static str) -> bool {
+    pub fn close_now(&mut self, reason: CloseCode) -> bool {
         if self.closed {
             return false;
         }
         self.out.clear();
-        self.close(code, reason);
+        self.close(reason);
         true
     }
 
@@ -294,7 +294,7 @@ impl Session {
             return self.poll(view);
         }
         if view.epoch != self.epoch {
-            self.close(CLOSE_AUTHENTICATION_FAILED, "authentication_failed");
+            self.close(CLOSE_AUTHENTICATION_FAILED);
             return self.poll(view);
         }
         if let Some(seq) = self.pending_ack.take() {
@@ -361,7 +361,7 @@ impl Session {
     /// storage trouble (not recorded; the bot may ack again).
     pub fn ack_written(&mut self, applied: Option<bool>) {
         if applied == Some(false) {
-            self.close(CLOSE_INVALID_PAYLOAD, "invalid_payload");
+            self.close(CLOSE_INVALID_PAYLOAD);
         }
     }
 
@@ -417,11 +417,11 @@ impl Session {
             sh.leased = false;
             self.effects.push_back(Effect::ForgetLease);
             self.pending_ack = None;
-            self.close(CLOSE_STORAGE_UNAVAILABLE, "storage_unavailable");
+            self.close(CLOSE_STORAGE_UNAVAILABLE);
             return;
         }
         match row {
-            Some(_) if revoked(&row) => self.close(CLOSE_AUTHENTICATION_FAILED, "authentication_failed"),
+            Some(_) if revoked(&row) => self.close(CLOSE_AUTHENTICATION_FAILED),
             Some(Some(b)) if b.last_seq > self.cursor => self.backlog = true,
             // Storage trouble (the database restarting, this node's
             // connection being reopened): look again within a second, not a
@@ -444,7 +444,10 @@ impl Session {
     }
 
     /// Queues a close frame and ends the session.
-    pub(super) fn close(&mut self, code: u16, reason: &'static str) {
+    pub(super) fn close(&mut self, reason: CloseCode) {
+        // Every reason the library closes with has its code; only the
+        // bot's own close has none, and that one sends nothing back.
+        let Some(code) = reason.code() else { return self.end(1005, reason) };
         if !self.closed {
             self.out.push_back(GatewayOutput::Close { code, reason });
             self.end(code, reason);
@@ -454,7 +457,7 @@ impl Session {
     /// Ends the session without sending anything more: the ack received
     /// before still counts, the lease and the slot are freed, and why is
     /// reported.
-    pub(super) fn end(&mut self, code: u16, reason: &'static str) {
+    pub(super) fn end(&mut self, code: u16, reason: CloseCode) {
         if !self.closed {
             self.abandon();
             self.closed = true;
@@ -509,7 +512,7 @@ mod tests {
         Poll::Send(GatewayOutput::Text(s.into()))
     }
 
-    fn close(code: u16, reason: &'static str) -> Poll {
+    fn close(code: u16, reason: CloseCode) -> Poll {
         Poll::Send(GatewayOutput::Close { code, reason })
     }
 
@@ -589,8 +592,8 @@ mod tests {
         assert_eq!(s.poll(View::default()), Poll::Effect(Effect::WriteAck(99)));
         s.ack_written(Some(false));
         assert_eq!(s.poll(View::default()), Poll::Effect(Effect::FreeSlot));
-        assert_eq!(s.poll(View::default()), close(4001, "invalid_payload"));
-        assert_eq!(s.poll_event(), Some(GatewayEvent::Closed { code: 4001, reason: "invalid_payload" }));
+        assert_eq!(s.poll(View::default()), close(4001, CloseCode::InvalidPayload));
+        assert_eq!(s.poll_event(), Some(GatewayEvent::Closed { code: 4001, reason: CloseCode::InvalidPayload }));
         assert!(s.is_closed());
         assert_eq!(s.poll(View::default()), Poll::Idle);
     }
@@ -611,12 +614,12 @@ mod tests {
             let mut s = opened(None);
             s.handle_text(input, 10);
             assert_eq!(s.take_effect(), Some(Effect::FreeSlot), "{input}");
-            assert_eq!(s.poll(View::default()), close(4001, "invalid_payload"), "{input}");
+            assert_eq!(s.poll(View::default()), close(4001, CloseCode::InvalidPayload), "{input}");
         }
         let mut s = opened(None);
         s.handle_binary();
         assert_eq!(s.take_effect(), Some(Effect::FreeSlot));
-        assert_eq!(s.poll(View::default()), close(4001, "invalid_payload"));
+        assert_eq!(s.poll(View::default()), close(4001, CloseCode::InvalidPayload));
     }
 
     #[test]
@@ -630,8 +633,8 @@ mod tests {
         assert!(!s.has_ended());
         s.handle_timeout(500 + 2 * HB + 1);
         assert_eq!(s.take_effect(), Some(Effect::FreeSlot));
-        assert_eq!(s.poll(View::default()), close(4009, "session_timeout"));
-        assert_eq!(s.poll_event(), Some(GatewayEvent::Closed { code: 4009, reason: "session_timeout" }));
+        assert_eq!(s.poll(View::default()), close(4009, CloseCode::SessionTimeout));
+        assert_eq!(s.poll_event(), Some(GatewayEvent::Closed { code: 4009, reason: CloseCode::SessionTimeout }));
         assert_eq!(s.poll_event(), None);
         assert_eq!(s.poll_timeout(), None);
     }
@@ -644,7 +647,7 @@ mod tests {
         assert_eq!(s.take_effect(), Some(Effect::WriteAck(4)));
         assert_eq!(s.take_effect(), Some(Effect::FreeSlot));
         assert_eq!(s.take_effect(), None);
-        assert_eq!(s.poll_event(), Some(GatewayEvent::Closed { code: 1000, reason: "closed_by_bot" }));
+        assert_eq!(s.poll_event(), Some(GatewayEvent::Closed { code: 1000, reason: CloseCode::ClosedByBot }));
         // No close frame answers the bot's (tungstenite replies itself).
         assert_eq!(s.poll(View::default()), Poll::Idle);
         assert!(s.is_closed());
@@ -655,7 +658,7 @@ mod tests {
         let mut s = opened(None);
         let revoked = View { epoch: (0, 1), ..View::default() };
         assert_eq!(s.poll(revoked), Poll::Effect(Effect::FreeSlot));
-        assert_eq!(s.poll(revoked), close(4004, "authentication_failed"));
+        assert_eq!(s.poll(revoked), close(4004, CloseCode::AuthenticationFailed));
     }
 
     #[test]
@@ -665,13 +668,13 @@ mod tests {
         assert_eq!(s.poll(woken), read_after(4));
         s.events_read(batch(&[5, 6]));
         s.handle_text("{\"op\":\"ack\",\"seq\":4}", 10);
-        assert!(s.close_now(4008, "slow_consumer"));
-        assert!(!s.close_now(4008, "slow_consumer"));
+        assert!(s.close_now(CloseCode::SlowConsumer));
+        assert!(!s.close_now(CloseCode::SlowConsumer));
         assert_eq!(s.poll(woken), Poll::Effect(Effect::WriteAck(4)));
         assert_eq!(s.poll(woken), Poll::Effect(Effect::FreeSlot));
-        assert_eq!(s.poll(woken), close(4008, "slow_consumer"));
+        assert_eq!(s.poll(woken), close(4008, CloseCode::SlowConsumer));
         assert_eq!(s.poll(woken), Poll::Idle);
-        assert_eq!(s.poll_event(), Some(GatewayEvent::Closed { code: 4008, reason: "slow_consumer" }));
+        assert_eq!(s.poll_event(), Some(GatewayEvent::Closed { code: 4008, reason: CloseCode::SlowConsumer }));
     }
 
     #[test]
@@ -716,7 +719,7 @@ mod tests {
         s.bot_checked(50, Recency::Now, row(4, [8; 32], true));
         assert_eq!(s.take_effect(), Some(Effect::FreeLease));
         assert_eq!(s.take_effect(), Some(Effect::FreeSlot));
-        assert_eq!(s.poll(View::default()), close(4004, "authentication_failed"));
+        assert_eq!(s.poll(View::default()), close(4004, CloseCode::AuthenticationFailed));
     }
 
     #[test]
@@ -745,7 +748,7 @@ mod tests {
         assert_eq!(s.take_effect(), Some(Effect::ForgetLease));
         assert_eq!(s.take_effect(), Some(Effect::FreeSlot));
         assert_eq!(s.take_effect(), None);
-        assert_eq!(s.poll(View::default()), close(4010, "storage_unavailable"));
+        assert_eq!(s.poll(View::default()), close(4010, CloseCode::StorageUnavailable));
         // Dropping it afterwards frees nothing twice.
         s.abandon();
         assert_eq!(s.take_effect(), None);

@@ -139,7 +139,7 @@ impl Service {
                 }
                 // Requests after the failing one were never run: the
                 // database being unreachable is their answer too.
-                let e = if matches!(e.code, "storage_unavailable" | "storage_full") {
+                let e = if matches!(e.code, crate::ErrorCode::StorageUnavailable | crate::ErrorCode::StorageFull) {
                     e
                 } else {
                     ApiError::internal("an earlier request of the batch failed in storage; nothing was written")

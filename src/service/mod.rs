@@ -10,7 +10,7 @@ use crate::gateway::Registry;
 use crate::http::{self, Request};
 use crate::random::Random;
 use crate::route::{BotMethod, Route};
-use crate::store::{self, StorageError};
+use crate::store;
 use crate::txn::{Db, Inner, TxEffects};
 use std::sync::{Arc, MutexGuard, RwLock};
 
@@ -28,7 +28,7 @@ pub enum OpenError {
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
-    Storage(#[from] StorageError),
+    Storage(#[from] crate::error::StorageError),
 }
 
 /// A botspace service. `Send + Sync`: share it behind an `Arc` and call it

@@ -169,7 +169,7 @@ impl Service {
                     // getMe runs without a time (now_ms 0): the clock is read here.
                     let at = if now_ms == 0 { self.clock.now_ms() } else { now_ms };
                     let sent = out.is_ok() && method == BotMethod::SendMessage;
-                    self.activity.record(&bot.id, at, out.as_ref().err().map(|e| e.code), sent);
+                    self.activity.record(&bot.id, at, out.as_ref().err().map(|e| e.code.as_str()), sent);
                     out
                 }
             }

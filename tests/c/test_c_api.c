@@ -1085,6 +1085,74 @@ static void test_request_framer(void) {
     botspace_service_free(&s);
 }
 
+/* Frames `req` whole with `fr` and reads the head it carries. */
+static botspace_request_head framed_head(botspace_request_framer *fr, const char *req, int *ok) {
+    botspace_framing f;
+    botspace_request_head h;
+    bool present = false;
+    memset(&h, 0xAB, sizeof h);
+    *ok = botspace_request_framer_frame(fr, (const uint8_t *)req, strlen(req), &f) == BOTSPACE_STATUS_OK &&
+          f.kind == BOTSPACE_FRAMING_KIND_COMPLETE && f.length == strlen(req) &&
+          botspace_request_framer_head(fr, &h, &present) == BOTSPACE_STATUS_OK && present;
+    botspace_bytes_free(&f.error_response);
+    return h;
+}
+
+/* A complete frame carries its parsed head: the host parses nothing again. */
+static void test_request_head(void) {
+    botspace_service *s = open_service(BASE_CONFIG);
+    botspace_request_framer *fr = NULL;
+    CHECK(botspace_request_framer_new(s, &fr) == BOTSPACE_STATUS_OK, "request_head: framer");
+    botspace_request_head h;
+    bool present = true;
+    CHECK(botspace_request_framer_head(fr, &h, &present) == BOTSPACE_STATUS_OK && !present && h.head_len == 0 &&
+              !h.keep_alive,
+          "request_head: none before any request (zeroed)");
+    int ok;
+    const char *post = "POST /bot/sendMessage?x=1 HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n{}";
+    h = framed_head(fr, post, &ok);
+    CHECK(ok && h.head_len == strlen(post) - 2 && h.request_line_end == 36, "request_head: head length, request line end");
+    CHECK(h.method_start == 0 && h.method_len == 4 && h.path_start == 5 && h.path_len == 16 &&
+              memcmp(post + h.path_start, "/bot/sendMessage", 16) == 0,
+          "request_head: method and path (without the query)");
+    CHECK(h.http_minor == 1 && h.keep_alive && !h.close_token && !h.upgrade, "request_head: HTTP/1.1 keeps the connection");
+    CHECK(h.expect_continue && h.has_expect && h.expect_offset == 45 && memcmp(post + 45, "Expect", 6) == 0,
+          "request_head: expect-continue and where its header is");
+    const char *gw = "GET /bot/gateway HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
+    h = framed_head(fr, gw, &ok);
+    CHECK(ok && h.upgrade && h.keep_alive && !h.expect_continue && !h.has_expect && h.method_len == 3 && h.path_len == 12,
+          "request_head: a WebSocket upgrade");
+    h = framed_head(fr, "GET /bot/getMe HTTP/1.0\r\n\r\n", &ok);
+    CHECK(ok && h.http_minor == 0 && !h.keep_alive && !h.close_token, "request_head: HTTP/1.0 closes by default");
+    h = framed_head(fr, "GET /bot/getMe HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", &ok);
+    CHECK(ok && h.http_minor == 0 && h.keep_alive, "request_head: HTTP/1.0 with keep-alive");
+    h = framed_head(fr, "GET /bot/getMe HTTP/1.1\r\nConnection: close\r\n\r\n", &ok);
+    CHECK(ok && !h.keep_alive && h.close_token, "request_head: Connection: close");
+    /* While only the body is missing, the head is there (for 100 Continue). */
+    botspace_framing f;
+    size_t head_only = strlen(post) - 2;
+    CHECK(botspace_request_framer_frame(fr, (const uint8_t *)post, head_only, &f) == BOTSPACE_STATUS_OK &&
+              f.kind == BOTSPACE_FRAMING_KIND_INCOMPLETE &&
+              botspace_request_framer_head(fr, &h, &present) == BOTSPACE_STATUS_OK && present && h.expect_continue &&
+              h.head_len == head_only,
+          "request_head: the pending head while the body is missing");
+    botspace_bytes_free(&f.error_response);
+    botspace_request_framer_free(&fr);
+    CHECK(botspace_request_framer_new(s, &fr) == BOTSPACE_STATUS_OK, "request_head: a new framer");
+    const char *bad = "POST /bot/getMe HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n";
+    CHECK(botspace_request_framer_frame(fr, (const uint8_t *)bad, strlen(bad), &f) == BOTSPACE_STATUS_OK &&
+              f.kind == BOTSPACE_FRAMING_KIND_INVALID &&
+              botspace_request_framer_head(fr, &h, &present) == BOTSPACE_STATUS_OK && !present,
+          "request_head: none after INVALID");
+    botspace_bytes_free(&f.error_response);
+    CHECK(botspace_request_framer_head(NULL, &h, &present) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_request_framer_head(fr, NULL, &present) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_request_framer_head(fr, &h, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "request_head: NULL arguments");
+    botspace_request_framer_free(&fr);
+    botspace_service_free(&s);
+}
+
 /* Failed admin authentication is throttled per peer. */
 static void test_admin_throttle(void) {
     botspace_service *s = open_service(BASE_CONFIG);
@@ -1631,6 +1699,7 @@ int main(int argc, char **argv) {
     test_requests();
     test_admin_throttle();
     test_request_framer();
+    test_request_head();
     test_gateway();
     test_threads(iters);
     test_vectors(argv[1]);

@@ -111,6 +111,29 @@ int main() {
     CHECK(bad.kind == botspace::Framing::Kind::Invalid && bad.error_response.view().substr(0, 12) == "HTTP/1.1 400",
           "frame_request: invalid with a response");
 
+    // The resuming framer and the head it read.
+    {
+        botspace::RequestFramer fr(svc);
+        CHECK(!fr.head(), "RequestFramer: no head before a request");
+        botspace::Framing c = fr.frame(two);
+        auto h = fr.head();
+        CHECK(c.kind == botspace::Framing::Kind::Complete && c.length == get_me.size() && h &&
+                  h->head_len == get_me.find("\r\n\r\n") + 4 && h->method_start == 0 && h->method_len == 4 &&
+                  h->path_len == 10 && get_me.compare(h->path_start, h->path_len, "/bot/getMe") == 0 &&
+                  h->http_minor == 1 && h->keep_alive && !h->close_token && !h->upgrade && !h->expect_continue &&
+                  !h->has_expect,
+              "RequestFramer: a complete request and its head");
+        std::string close_req = "GET /bot/getMe HTTP/1.0\r\n\r\n";
+        c = fr.frame(close_req);
+        CHECK(c.kind == botspace::Framing::Kind::Complete && fr.head() && !fr.head()->keep_alive &&
+                  fr.head()->http_minor == 0,
+              "RequestFramer: HTTP/1.0 closes");
+        botspace::RequestFramer moved_fr = std::move(fr);
+        CHECK(moved_fr.frame(botspace::ByteView(two).substr(0, 10)).kind == botspace::Framing::Kind::Incomplete &&
+                  !moved_fr.head(),
+              "RequestFramer: moves; no head while the head is partial");
+    }
+
     // Batch.
     std::string send = post("/bot/sendMessage", "Bot " + token, R"({"chat_id":")" + chat + R"(","text":"hi"})");
     auto answers = svc.handle_batch({send, send, get_me});

@@ -559,15 +559,17 @@ export class Service {
 
   /**
    * For hosts reading a byte stream: where the first request in `buffer`
-   * ends. `{kind: 'complete', length}`, `{kind: 'incomplete'}`, or
-   * `{kind: 'invalid', response}` (send it and close the connection).
+   * ends. `{kind: 'complete', length, head}` (`head`: keep-alive, upgrade,
+   * expect-continue, method and path, as the framer read them),
+   * `{kind: 'incomplete'}`, or `{kind: 'invalid', response}` (send it and
+   * close the connection).
    */
   frameRequest(buffer) {
     const bytes = toBytes(buffer, 'buffer');
     const r = guard(() => this.#live().frameRequest(bytes));
     if (r === null) return { kind: 'incomplete' };
-    if (typeof r === 'number') return { kind: 'complete', length: r };
-    return { kind: 'invalid', response: r };
+    if (r instanceof Uint8Array) return { kind: 'invalid', response: r };
+    return { kind: 'complete', length: r.length, head: r.head };
   }
 
   /**

@@ -5,8 +5,8 @@
 // wasm-bindgen output (botspace.d.ts, typescript_custom_section in
 // wasm/src/imp.rs).
 
-import type { GatewayEvent, GatewayOutput } from './botspace.js';
-export type { GatewayEvent, GatewayOutput };
+import type { CloseReason, ErrorCode, EventKind, GatewayEvent, GatewayOutput, RequestHead } from './botspace.js';
+export type { CloseReason, ErrorCode, EventKind, GatewayEvent, GatewayOutput, RequestHead };
 
 /** Rate: `count` requests per `period_ms`, up to `burst` at once. */
 export interface Rate {
@@ -44,8 +44,8 @@ export interface ServiceConfig {
 
 /** Base class of every error botspace throws. */
 export class BotspaceError extends Error {
-  /** Machine-readable: `invalid_config`, `storage_error`, `invalid_request`, `panic`, `not_initialized`, `invalid_state`, or a contract error code. */
-  code: string;
+  /** Machine-readable: `invalid_config`, `storage_error`, `panic`, `not_initialized`, `invalid_state`, or an error code of the API (`ErrorCode`). */
+  code: ErrorCode | 'invalid_config' | 'storage_error' | 'panic' | 'not_initialized' | 'invalid_state' | 'botspace_error' | 'gateway_rejected';
 }
 /** The configuration was refused. `code` is `invalid_config`. */
 export class ConfigError extends BotspaceError {}
@@ -62,8 +62,8 @@ export class InvalidImageError extends DatabaseError {}
 export class GatewayRejectedError extends BotspaceError {
   /** 401, 403, 404, 405, 426, 429 … */
   status: number;
-  /** The contract's error code, e.g. `invalid_token`, `upgrade_required`, `connection_limit`. */
-  code: string;
+  /** The API's error code, e.g. `invalid_token`, `upgrade_required`, `connection_limit` (`gateway_rejected` if the response had none). */
+  code: ErrorCode | 'gateway_rejected';
   description: string;
   parameters?: Record<string, unknown>;
   /** The complete HTTP/1.1 error response. */
@@ -75,7 +75,7 @@ export class PanicError extends BotspaceError {}
 
 /** What `frameRequest` found at the start of a buffer. */
 export type Framing =
-  | { kind: 'complete'; length: number }
+  | { kind: 'complete'; length: number; head: RequestHead }
   | { kind: 'incomplete' }
   | { kind: 'invalid'; response: Uint8Array };
 

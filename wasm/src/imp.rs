@@ -51,10 +51,10 @@ extern "C" {
 
 fn api_error(e: botspace::ApiError) -> JsValue {
     // export/import answer 400 for a bad image and 500 for storage trouble.
-    if e.status == 400 {
-        InvalidImageError::new(&e.description).into()
+    if e.code() == botspace::ErrorCode::InvalidRequest {
+        InvalidImageError::new(e.description()).into()
     } else {
-        StorageError::new(&e.description).into()
+        StorageError::new(e.description()).into()
     }
 }
 
@@ -66,10 +66,99 @@ const TS_SHAPES: &'static str = r#"
 /** What a gateway session wants sent to the bot. */
 export type GatewayOutput =
   | { type: 'text'; data: string }
-  | { type: 'close'; code: number; reason: string };
+  | { type: 'close'; code: number; reason: CloseReason };
 
 /** How a gateway session ended (the close code sent, or the bot's own, and why), reported once by `pollEvent`. */
-export type GatewayEvent = { type: 'closed'; code: number; reason: string };
+export type GatewayEvent = { type: 'closed'; code: number; reason: CloseReason };
+
+/** What the framer read from a complete request's head, so a host need not parse it again. */
+export type RequestHead = {
+  /** Bytes of the request line, the headers and the empty line. */
+  length: number;
+  method: string;
+  /** The path without its query. */
+  path: string;
+  /** 1 for HTTP/1.1, 0 for HTTP/1.0. */
+  httpMinor: number;
+  /** The connection stays open after the answer (HTTP/1.1 without `Connection: close`, HTTP/1.0 with `keep-alive`). */
+  keepAlive: boolean;
+  /** A `Connection: close` token is present. */
+  closeToken: boolean;
+  /** `Upgrade: websocket` with a `Connection: upgrade` token. */
+  upgrade: boolean;
+  /** `Expect: 100-continue`. */
+  expectContinue: boolean;
+};
+
+/** Why a gateway session ended (`reason` of GatewayOutput and GatewayEvent). */
+export type CloseReason =
+  | 'invalid_payload'
+  | 'authentication_failed'
+  | 'slow_consumer'
+  | 'session_timeout'
+  | 'storage_unavailable'
+  | 'protocol_error'
+  | 'invalid_utf8'
+  | 'message_too_big'
+  | 'server_shutdown'
+  | 'closed_by_bot';
+
+/** The machine-readable code of a refused request (`error` in the JSON envelope, docs/errors.md). */
+export type ErrorCode =
+  | 'invalid_request'
+  | 'invalid_json'
+  | 'missing_field'
+  | 'invalid_field'
+  | 'text_empty'
+  | 'text_too_long'
+  | 'unsupported_parse_mode'
+  | 'reply_target_not_found'
+  | 'missing_authorization'
+  | 'invalid_token'
+  | 'bot_suspended'
+  | 'tier_forbidden'
+  | 'bot_not_started'
+  | 'blocked_by_user'
+  | 'user_blocked_by_bot'
+  | 'not_member'
+  | 'chat_dissolved'
+  | 'bots_cannot_send'
+  | 'not_message_owner'
+  | 'token_not_recoverable'
+  | 'method_not_found'
+  | 'chat_not_found'
+  | 'message_not_found'
+  | 'user_not_found'
+  | 'bot_not_found'
+  | 'member_not_found'
+  | 'method_not_allowed'
+  | 'idempotency_key_reused'
+  | 'length_required'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'upgrade_required'
+  | 'rate_limited'
+  | 'connection_limit'
+  | 'headers_too_large'
+  | 'internal_error'
+  | 'storage_unavailable'
+  | 'commit_outcome_unknown'
+  | 'storage_full';
+
+/** The `type` of an event in the logs (gateway events and getUpdates). */
+export type EventKind =
+  | 'message_created'
+  | 'message_edited'
+  | 'message_deleted'
+  | 'bot_started'
+  | 'blocked'
+  | 'unblocked'
+  | 'member_added'
+  | 'member_removed'
+  | 'chat_permissions_changed'
+  | 'chat_dissolved'
+  | 'chat_action'
+  | 'updates_dropped';
 "#;
 
 /// Runs once when the module is instantiated: a Rust panic becomes a thrown
@@ -269,13 +358,31 @@ impl RawService {
         self.svc.handle_batch(&reqs).iter().map(|o| Uint8Array::from(&o[..])).collect()
     }
 
-    /// Where the next request in `buf` ends: a number (its length) when it
-    /// is complete, `null` when more bytes are needed, or a `Uint8Array`
-    /// holding the error response when the bytes can never be a request.
-    #[wasm_bindgen(js_name = frameRequest, unchecked_return_type = "number | null | Uint8Array")]
+    /// Where the next request in `buf` ends: `{length, head}` when it is
+    /// complete (`head` is what the framer read from the request's head),
+    /// `null` when more bytes are needed, or a `Uint8Array` holding the
+    /// error response when the bytes can never be a request.
+    #[wasm_bindgen(js_name = frameRequest, unchecked_return_type = "{ length: number; head: RequestHead } | null | Uint8Array")]
     pub fn frame_request(&self, buf: &[u8]) -> JsValue {
         match self.svc.frame_request(buf) {
-            Framing::Complete(n) => JsValue::from(n as f64),
+            Framing::Complete { len, head } => {
+                let h = Object::new();
+                let set = |o: &Object, k: &str, v: JsValue| {
+                    let _ = Reflect::set(o, &k.into(), &v);
+                };
+                set(&h, "length", JsValue::from(head.len as f64));
+                set(&h, "method", JsValue::from_str(head.method(buf)));
+                set(&h, "path", JsValue::from_str(head.path(buf)));
+                set(&h, "httpMinor", JsValue::from(head.http_minor));
+                set(&h, "keepAlive", JsValue::from(head.keep_alive));
+                set(&h, "closeToken", JsValue::from(head.close_token));
+                set(&h, "upgrade", JsValue::from(head.upgrade));
+                set(&h, "expectContinue", JsValue::from(head.expect_continue));
+                let obj = Object::new();
+                set(&obj, "length", JsValue::from(len as f64));
+                set(&obj, "head", h.into());
+                obj.into()
+            }
             Framing::Incomplete => JsValue::NULL,
             Framing::Invalid(resp) => Uint8Array::from(&resp[..]).into(),
         }
@@ -409,8 +516,7 @@ impl RawGatewaySession {
     /// throws a RangeError then: a RangeError from here would read as
     /// the module running out of memory).
     pub fn close(&mut self, code: u16) -> Option<bool> {
-        botspace::gateway::host_close_reason(code)?;
-        Some(self.s.close(code))
+        Some(self.s.close(botspace::gateway::host_close_reason(code)?))
     }
 
     /// The next message to send, `{type:"text", data}` or
@@ -428,7 +534,7 @@ impl RawGatewaySession {
             GatewayOutput::Close { code, reason } => {
                 let _ = Reflect::set(&obj, &"type".into(), &"close".into());
                 let _ = Reflect::set(&obj, &"code".into(), &JsValue::from(code));
-                let _ = Reflect::set(&obj, &"reason".into(), &JsValue::from_str(reason));
+                let _ = Reflect::set(&obj, &"reason".into(), &JsValue::from_str(reason.as_str()));
             }
         }
         obj.into()
@@ -450,7 +556,7 @@ impl RawGatewaySession {
                 let obj = Object::new();
                 let _ = Reflect::set(&obj, &"type".into(), &"closed".into());
                 let _ = Reflect::set(&obj, &"code".into(), &JsValue::from(code));
-                let _ = Reflect::set(&obj, &"reason".into(), &JsValue::from_str(reason));
+                let _ = Reflect::set(&obj, &"reason".into(), &JsValue::from_str(reason.as_str()));
                 obj.into()
             }
             None => JsValue::UNDEFINED,

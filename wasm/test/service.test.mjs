@@ -68,13 +68,42 @@ test('handleBatch answers each request as it would alone, in one commit', () => 
   assert.equal(hist.length, 5);
 });
 
-test('frameRequest finds where a request ends in a stream buffer', () => {
+test('frameRequest finds where a request ends in a stream buffer, with its parsed head', () => {
   const { svc } = setup({ max_body_bytes: 100 });
   const one = encodeRequest('POST', '/bot/getMe', { Authorization: 'Bot x' }, { a: 1 });
   const two = new Uint8Array(one.length * 2);
   two.set(one, 0);
   two.set(one, one.length);
-  assert.deepEqual(svc.frameRequest(two), { kind: 'complete', length: one.length });
+  const headLength = new TextDecoder().decode(one).indexOf('\r\n\r\n') + 4;
+  assert.deepEqual(svc.frameRequest(two), {
+    kind: 'complete',
+    length: one.length,
+    head: {
+      length: headLength,
+      method: 'POST',
+      path: '/bot/getMe',
+      httpMinor: 1,
+      keepAlive: true,
+      closeToken: false,
+      upgrade: false,
+      expectContinue: false,
+    },
+  });
+  const upgrade = 'GET /bot/gateway?after=3 HTTP/1.0\r\nUpgrade: websocket\r\nConnection: Upgrade, close\r\nExpect: 100-continue\r\n\r\n';
+  assert.deepEqual(svc.frameRequest(upgrade), {
+    kind: 'complete',
+    length: upgrade.length,
+    head: {
+      length: upgrade.length,
+      method: 'GET',
+      path: '/bot/gateway',
+      httpMinor: 0,
+      keepAlive: false,
+      closeToken: true,
+      upgrade: true,
+      expectContinue: true,
+    },
+  });
   assert.deepEqual(svc.frameRequest(one.subarray(0, one.length - 1)), { kind: 'incomplete' });
   const big = svc.frameRequest('POST /bot/getMe HTTP/1.1\r\nContent-Length: 101\r\n\r\n');
   assert.equal(big.kind, 'invalid');

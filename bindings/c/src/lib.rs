@@ -15,7 +15,7 @@
 #![allow(non_camel_case_types)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
-use botspace::{Config, Framing, GatewayConnection, OpenError, Service};
+use botspace::{CloseCode, Config, Framing, GatewayConnection, OpenError, Service};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -140,13 +140,73 @@ pub struct botspace_gateway {
 /// its bytes (the stateless function rescans the buffer on every call).
 pub struct botspace_request_framer {
     framer: botspace::RequestFramer,
+    /// What `botspace_request_framer_head` reports: the head of the last
+    /// COMPLETE request, or of the one being framed.
+    head: Option<botspace::RequestHead>,
+}
+
+/// What the framer read from a request's head, so the host need not parse
+/// it again (`botspace_request_framer_head`). Offsets count from the first
+/// byte of the request (the start of the buffer given to
+/// `botspace_request_framer_frame`). Plain data: copy it freely.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct botspace_request_head {
+    /// Bytes of the request line, the header lines and the empty line.
+    pub head_len: usize,
+    /// Where the line after the request line starts (past its LF): a host
+    /// that adds a header inserts it here.
+    pub request_line_end: usize,
+    /// The method: `request[method_start .. method_start + method_len]`.
+    pub method_start: usize,
+    pub method_len: usize,
+    /// The path without its query: `request[path_start .. path_start + path_len]`.
+    pub path_start: usize,
+    pub path_len: usize,
+    /// Where the first `Expect` header's name starts (`has_expect` only).
+    pub expect_offset: usize,
+    /// 1 for HTTP/1.1, 0 for HTTP/1.0.
+    pub http_minor: u8,
+    /// The connection stays open after the answer: HTTP/1.1 without a
+    /// `Connection: close` token, or HTTP/1.0 with `Connection: keep-alive`.
+    pub keep_alive: bool,
+    /// A `Connection: close` token is present.
+    pub close_token: bool,
+    /// `Upgrade: websocket` with a `Connection: upgrade` token.
+    pub upgrade: bool,
+    /// `Expect: 100-continue`: the client may wait for `100 Continue`.
+    pub expect_continue: bool,
+    /// An `Expect` header is present (`expect_offset` is valid).
+    pub has_expect: bool,
+}
+
+impl From<&botspace::RequestHead> for botspace_request_head {
+    fn from(h: &botspace::RequestHead) -> Self {
+        botspace_request_head {
+            head_len: h.len,
+            request_line_end: h.request_line_end,
+            method_start: h.method_start,
+            method_len: h.method_len,
+            path_start: h.path_start,
+            path_len: h.path_len,
+            expect_offset: h.expect_offset.unwrap_or(0),
+            http_minor: h.http_minor,
+            keep_alive: h.keep_alive,
+            close_token: h.close_token,
+            upgrade: h.upgrade,
+            expect_continue: h.expect_continue,
+            has_expect: h.expect_offset.is_some(),
+        }
+    }
 }
 
 fn framing(f: Framing) -> botspace_framing {
     match f {
-        Framing::Complete(n) => {
-            botspace_framing { kind: botspace_framing_kind::Complete, length: n, error_response: botspace_bytes::EMPTY }
-        }
+        Framing::Complete { len, .. } => botspace_framing {
+            kind: botspace_framing_kind::Complete,
+            length: len,
+            error_response: botspace_bytes::EMPTY,
+        },
         Framing::Incomplete => botspace_framing {
             kind: botspace_framing_kind::Incomplete,
             length: 0,
@@ -727,7 +787,7 @@ pub unsafe extern "C" fn botspace_request_framer_new(
         // SAFETY: a live handle.
         let framer = unsafe { (*service).svc.request_framer() };
         // SAFETY: checked non-NULL above.
-        unsafe { *out_framer = Box::into_raw(Box::new(botspace_request_framer { framer })) };
+        unsafe { *out_framer = Box::into_raw(Box::new(botspace_request_framer { framer, head: None })) };
         botspace_status::Ok
     })
 }
@@ -761,9 +821,46 @@ pub unsafe extern "C" fn botspace_request_framer_frame(
             Err(s) => return s,
         };
         // SAFETY: a live handle used by this thread only.
-        let f = framing(unsafe { (*framer).framer.frame(b) });
+        let fr = unsafe { &mut *framer };
+        let f = fr.framer.frame(b);
+        fr.head = match &f {
+            Framing::Complete { head, .. } => Some(*head),
+            Framing::Incomplete => fr.framer.pending_head().copied(),
+            Framing::Invalid(_) => None,
+        };
         // SAFETY: checked non-NULL above.
-        unsafe { out_framing.write(f) };
+        unsafe { out_framing.write(framing(f)) };
+        botspace_status::Ok
+    })
+}
+
+/// The head of the request the last `botspace_request_framer_frame` call
+/// framed: after COMPLETE, that request's; after INCOMPLETE, the head of
+/// the request being framed once the head is whole and only body bytes
+/// are missing (answer `Expect: 100-continue` from it). `*out_present` is
+/// false, and `*out_head` zeroed, when there is none (before the head is
+/// whole, after INVALID). Not thread-safe: the framer's thread only.
+///
+/// # Safety
+/// `framer` must be a live handle not used by another thread; `out_head`
+/// and `out_present` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_request_framer_head(
+    framer: *const botspace_request_framer,
+    out_head: *mut botspace_request_head,
+    out_present: *mut bool,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(framer, "framer");
+        non_null!(out_head, "out_head");
+        non_null!(out_present, "out_present");
+        // SAFETY: a live handle used by this thread only.
+        let head = unsafe { (*framer).head.as_ref() };
+        // SAFETY: checked non-NULL above.
+        unsafe {
+            out_head.write(head.map(botspace_request_head::from).unwrap_or_default());
+            out_present.write(head.is_some());
+        }
         botspace_status::Ok
     })
 }
@@ -920,12 +1017,12 @@ pub const BOTSPACE_CLOSE_SERVER_SHUTDOWN: u16 = 1001;
 pub unsafe extern "C" fn botspace_gateway_close(gateway: *mut botspace_gateway, code: u16) -> botspace_status {
     ffi_boundary!({
         non_null!(gateway, "gateway");
-        if botspace::gateway::host_close_reason(code).is_none() {
+        let Some(code) = botspace::gateway::host_close_reason(code) else {
             return fail(
                 botspace_status::InvalidArgument,
                 format!("close code {code} is not one a host may send (4008 slow_consumer, 1001 server_shutdown)"),
             );
-        }
+        };
         // SAFETY: a live handle used by this thread only.
         unsafe { (*gateway).conn.close(code) };
         botspace_status::Ok
@@ -1010,19 +1107,20 @@ pub struct botspace_gateway_event {
     pub reason: *const c_char,
 }
 
-fn static_reason(reason: &str) -> *const c_char {
+/// The C string of each reason. An exhaustive match: a reason added to the
+/// core does not build here until it has its C name.
+fn static_reason(reason: CloseCode) -> *const c_char {
     let r: &'static std::ffi::CStr = match reason {
-        "invalid_payload" => c"invalid_payload",
-        "authentication_failed" => c"authentication_failed",
-        "session_timeout" => c"session_timeout",
-        "message_too_big" => c"message_too_big",
-        "invalid_utf8" => c"invalid_utf8",
-        "closed_by_bot" => c"closed_by_bot",
-        "protocol_error" => c"protocol_error",
-        "storage_unavailable" => c"storage_unavailable",
-        "slow_consumer" => c"slow_consumer",
-        "server_shutdown" => c"server_shutdown",
-        _ => c"closed",
+        CloseCode::InvalidPayload => c"invalid_payload",
+        CloseCode::AuthenticationFailed => c"authentication_failed",
+        CloseCode::SlowConsumer => c"slow_consumer",
+        CloseCode::SessionTimeout => c"session_timeout",
+        CloseCode::StorageUnavailable => c"storage_unavailable",
+        CloseCode::ProtocolError => c"protocol_error",
+        CloseCode::InvalidUtf8 => c"invalid_utf8",
+        CloseCode::MessageTooBig => c"message_too_big",
+        CloseCode::ClosedByBot => c"closed_by_bot",
+        CloseCode::ServerShutdown => c"server_shutdown",
     };
     r.as_ptr()
 }
@@ -1134,29 +1232,14 @@ mod tests {
 
     const CFG: &[u8] = br#"{"admin_secret":"test-admin-secret-0001","clock":"manual"}"#;
 
-    /// Every reason the core closes a session with reaches C as itself,
-    /// never as the catch-all "closed" (4010 was new in issue 22).
+    /// Every reason the core ends a session with reaches C as its own
+    /// wire name (there is no catch-all).
     #[test]
     fn every_close_reason_of_the_core_keeps_its_name_in_c() {
-        // The session's own closes, the connection's framing closes, and
-        // the hosts' (botspace::gateway::HOST_CLOSE_CODES).
-        let session = include_str!("../../../src/gateway/session.rs");
-        let connection = include_str!("../../../src/gateway/connection.rs");
-        let mut reasons: Vec<&str> = session
-            .split(".close(")
-            .skip(1)
-            .chain(connection.split(".close_with(").skip(1))
-            .filter_map(|call| call.split('"').nth(1))
-            .collect();
-        assert!(reasons.contains(&"message_too_big"), "{reasons:?}");
-        reasons.extend(["closed_by_bot", "protocol_error"]);
-        reasons.extend(botspace::gateway::HOST_CLOSE_CODES.iter().map(|(_, r)| *r));
-        reasons.sort_unstable();
-        reasons.dedup();
-        assert!(reasons.contains(&"storage_unavailable"), "{reasons:?}");
-        for reason in reasons {
-            let got = unsafe { std::ffi::CStr::from_ptr(static_reason(reason)) }.to_str().unwrap();
-            assert_eq!(got, reason);
+        assert!(CloseCode::ALL.contains(&CloseCode::StorageUnavailable));
+        for reason in CloseCode::ALL {
+            let got = unsafe { std::ffi::CStr::from_ptr(static_reason(*reason)) }.to_str().unwrap();
+            assert_eq!(got, reason.as_str());
         }
     }
 

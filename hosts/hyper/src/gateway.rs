@@ -6,7 +6,13 @@
 
 use crate::Inner;
 use botspace::gateway::CLOSE_SLOW_CONSUMER;
-use botspace::{ClockKind, GatewayConnection, GatewayEvent};
+use botspace::{ClockKind, CloseCode, GatewayConnection, GatewayEvent};
+
+/// 4008, the code that goes with the reason `slow_consumer`.
+const SLOW_CONSUMER_CODE: u16 = match CLOSE_SLOW_CONSUMER.code() {
+    Some(c) => c,
+    None => panic!("slow_consumer has a close code"),
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -169,7 +175,7 @@ where
     // The same allowance as a silent bot gets: two heartbeat intervals.
     let budget_ms = 2 * svc.config().heartbeat_interval_ms;
     let mut over_since: Option<u64> = None;
-    let mut session_end: Option<(u16, &'static str)> = None;
+    let mut session_end: Option<(u16, CloseCode)> = None;
     let mut peer_eof = false;
     // Service-clock time at which the socket took enough, since the last
     // look, to bring the unsent bytes under the mark: the bot keeps up,
@@ -210,10 +216,10 @@ where
         if let (true, Some((code, reason))) = (over, session_end) {
             // The session is over but its close frame sits behind output
             // the bot is not reading: send the close next, drop the rest.
-            if matches!(reason, "closed_by_bot" | "protocol_error") {
+            if matches!(reason, CloseCode::ClosedByBot | CloseCode::ProtocolError) {
                 return abandon(peer_eof);
             }
-            unsent.close_next(code, reason);
+            unsent.close_next(code, reason.as_str());
             return Ended { server_closed: true, peer_eof, forced: true, ..Ended::default() };
         }
         if closed {
@@ -224,7 +230,7 @@ where
         }
         let over_until = drained.unwrap_or(now);
         if over_since.is_some_and(|since| over_until.saturating_sub(since) > budget_ms) {
-            unsent.close_next(CLOSE_SLOW_CONSUMER, "slow_consumer");
+            unsent.close_next(SLOW_CONSUMER_CODE, CLOSE_SLOW_CONSUMER.as_str());
             return Ended { server_closed: true, peer_eof, forced: true, ..Ended::default() };
         }
         if !over {

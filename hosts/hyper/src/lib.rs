@@ -22,7 +22,10 @@
 //!
 //! #[tokio::main]
 //! async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//!     let config = Config { database: "botspace.db".into(), admin_secret: "a long admin secret".into(), ..Config::default() };
+//!     let config = Config::default().with(|c| {
+//!         c.database = "botspace.db".into();
+//!         c.admin_secret = "a long admin secret".into();
+//!     });
 //!     let app = Botspace::new(Arc::new(Service::open(config)?));
 //!     let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 //!     loop {

@@ -525,7 +525,7 @@ impl FramedIo {
             return false;
         }
         match self.framer.frame(&self.inbuf[self.ready..]) {
-            Framing::Complete(n) => {
+            Framing::Complete { len: n, .. } => {
                 let start = self.ready;
                 self.ready += n;
                 self.started = None;

@@ -49,7 +49,10 @@ fn post(s: &mut TcpStream, path: &str, auth: &str, body: &Value) -> (String, Val
 
 #[test]
 fn a_host_app_mounts_botspace_for_rest_the_host_api_and_the_gateway() {
-    let config = Config { database: ":memory:".into(), admin_secret: SECRET.into(), ..Config::default() };
+    let config = Config::default().with(|c| {
+        c.database = ":memory:".into();
+        c.admin_secret = SECRET.into();
+    });
     let app = Botspace::new(Arc::new(Service::open(config).unwrap()));
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();

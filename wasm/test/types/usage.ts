@@ -20,6 +20,10 @@ import {
   type GatewayOutput,
   type GatewayEvent,
   type Framing,
+  type RequestHead,
+  type ErrorCode,
+  type CloseReason,
+  type EventKind,
   type DecodedResponse,
   type ServerWebSocketLike,
 } from 'botspace';
@@ -42,7 +46,15 @@ export async function main(): Promise<void> {
   const status: number = res.status;
   const batch: Uint8Array[] = svc.handleBatch([raw, 'GET / HTTP/1.1\r\n\r\n']);
   const f: Framing = svc.frameRequest(raw);
-  if (f.kind === 'complete') console.log(f.length);
+  if (f.kind === 'complete') {
+    const head: RequestHead = f.head;
+    const keep: boolean = head.keepAlive && !head.upgrade && !head.expectContinue;
+    console.log(f.length, head.length, head.method, head.path, head.httpMinor, head.closeToken, keep);
+  }
+  const code: ErrorCode = 'rate_limited';
+  const reason: CloseReason = 'session_timeout';
+  const kind: EventKind = 'message_created';
+  console.log(code, reason, kind);
   svc.setWakeHook((botId: string) => console.log(botId));
   svc.setWakeHook(null);
   const response: Response = await svc.fetch(new Request('http://127.0.0.1:8080/bot/getMe', { method: 'POST' }));
