@@ -10,8 +10,11 @@
 //! One tokio task per TCP connection, served by hyper behind the
 //! `botspace_hyper::server` front end (its own accept loop for the file
 //! limit, request framing and deadlines by the core). The core's blocking
-//! calls run on tokio's blocking pool, where concurrent requests form
-//! commit groups. `GET /bot/gateway` upgrades the connection through
+//! calls never run on the reactor: bot requests go to core threads that
+//! answer everything queued in one `handle_batch` call (one transaction
+//! and one fsync), and getMe is answered on the worker when nothing is in
+//! the core; host and gateway calls run on tokio's blocking pool.
+//! `GET /bot/gateway` upgrades the connection through
 //! hyper's upgrade to a task that drives the core's `GatewayConnection`;
 //! the service's wake hook tells it when its bot has new events. See
 //! `docs/server.md`.

@@ -46,6 +46,9 @@ impl Gate {
     }
 }
 
+/// Most requests in one `handle_batch` call.
+const MAX_BATCH: usize = 256;
+
 /// How a queued request is answered.
 pub(crate) enum Kind {
     /// A bot method that may write: with the other writes of the batch.
@@ -182,15 +185,102 @@ fn answer(svc: &Service, jobs: Vec<Job>) {
             Kind::Batch => batch.push(job),
         }
     }
-    if batch.is_empty() {
-        return;
-    }
-    let requests: Vec<&[u8]> = batch.iter().map(|j| j.request.as_slice()).collect();
-    let outs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_batch(&requests)));
-    drop(requests);
-    if let Ok(outs) = outs {
-        for (job, out) in batch.into_iter().zip(outs) {
-            let _ = job.reply.send(out);
+    // At most one request per connection is in flight (hyper answers a
+    // connection's requests in turn), so a take is at most the open
+    // connections; past `MAX_BATCH` it commits in several transactions, so
+    // one does not grow without bound (the C server takes up to 64).
+    let mut batch = batch.into_iter();
+    loop {
+        let part: Vec<Job> = batch.by_ref().take(MAX_BATCH).collect();
+        if part.is_empty() {
+            return;
         }
+        let requests: Vec<&[u8]> = part.iter().map(|j| j.request.as_slice()).collect();
+        let outs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_batch(&requests)));
+        drop(requests);
+        if let Ok(outs) = outs {
+            for (job, out) in part.into_iter().zip(outs) {
+                let _ = job.reply.send(out);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use botspace::Config;
+
+    const SECRET: &str = "core-thread-test-secret-0001";
+
+    fn call(svc: &Service, path: &str, auth: &str, body: &str) -> serde_json::Value {
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        body_of(&svc.handle_request(req.as_bytes()))
+    }
+
+    fn body_of(resp: &[u8]) -> serde_json::Value {
+        let at = resp.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        serde_json::from_slice(&resp[at..]).unwrap()
+    }
+
+    #[test]
+    fn one_take_of_the_queue_is_one_transaction_and_one_fsync_with_each_request_answered() {
+        let dir = std::env::temp_dir().join(format!("botspace-core-thread-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = dir.join("b.db").to_string_lossy().into_owned();
+        let svc = Service::open(Config { database: db, admin_secret: SECRET.into(), ..Config::default() }).unwrap();
+        let admin = format!("Admin {SECRET}");
+        let user = call(&svc, "/admin/createUser", &admin, r#"{"display_name":"U"}"#)["result"]["id"].clone();
+        let bot =
+            call(&svc, "/admin/createBot", &admin, r#"{"display_name":"B","handle":"b_bot","quota_tier":"official"}"#);
+        let token = bot["result"]["token"].as_str().unwrap().to_string();
+        let start = serde_json::json!({"user_id": user, "bot_id": bot["result"]["bot"]["id"]}).to_string();
+        let chat = call(&svc, "/admin/startBot", &admin, &start)["result"]["id"].as_str().unwrap().to_string();
+
+        let before = svc.commit_stats();
+        let mut replies = Vec::new();
+        let mut jobs = Vec::new();
+        for i in 0..8 {
+            let body = format!(r#"{{"chat_id":"{chat}","text":"m{i}"}}"#);
+            let request = format!(
+                "POST /bot/sendMessage HTTP/1.1\r\nAuthorization: Bot {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let (tx, rx) = oneshot::channel();
+            jobs.push(Job { request: request.into_bytes(), kind: Kind::Batch, reply: tx });
+            replies.push(rx);
+        }
+        let (tx, get_me) = oneshot::channel();
+        let request = format!("POST /bot/getMe HTTP/1.1\r\nAuthorization: Bot {token}\r\n\r\n");
+        jobs.push(Job { request: request.into_bytes(), kind: Kind::Alone, reply: tx });
+        answer(&svc, jobs);
+        let after = svc.commit_stats();
+        assert_eq!((after.durable_commits - before.durable_commits, after.syncs - before.syncs), (1, 1));
+        let texts: Vec<String> = replies
+            .into_iter()
+            .map(|mut rx| {
+                let out = rx.try_recv().expect("answered");
+                assert!(out.starts_with(b"HTTP/1.1 200 "), "{}", String::from_utf8_lossy(&out));
+                body_of(&out)["result"]["text"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(texts, (0..8).map(|i| format!("m{i}")).collect::<Vec<_>>());
+        let me = body_of(&get_me.blocking_recv().unwrap());
+        assert_eq!(me["result"]["handle"], "b_bot", "{me}");
+        drop(svc);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_get_me_on_the_worker_is_refused_while_anything_is_in_the_core() {
+        let gate = Gate::default();
+        let in_core = gate.blocking();
+        assert!(gate.try_exclusive().is_none());
+        drop(in_core);
+        assert!(gate.try_exclusive().is_some());
     }
 }

@@ -3,11 +3,16 @@
 //! [`Botspace`] is a [`tower_service::Service`] over `http` requests: a Rust
 //! host mounts it in its own hyper (or axum, or tower) app. It answers the
 //! bot REST methods and the host API through the core's
-//! [`Service::handle_request`], and serves `GET /bot/gateway` through
-//! hyper's upgrade, driving the core's [`GatewayConnection`]. The core's
-//! calls block (SQLite, the group commit's fsync): they run on tokio's
-//! blocking pool (`spawn_blocking`), never on the reactor, and concurrent
-//! requests there form commit groups as they do on plain threads.
+//! [`Service::handle_request`] and [`Service::handle_batch`], and serves
+//! `GET /bot/gateway` through hyper's upgrade, driving the core's
+//! [`GatewayConnection`]. The core's calls block (SQLite, the fsync of a
+//! commit): they never run on the reactor. On SQLite, bot requests go to
+//! the app's own core threads, which take every request queued by any
+//! connection and answer them with one `handle_batch` call (one
+//! transaction, one fsync), as the C server's loop does; host calls and
+//! the gateway's calls run on tokio's blocking pool (`spawn_blocking`), as
+//! every call does on PostgreSQL, where the core's group commit forms the
+//! groups.
 //!
 //! [`server`] is the TCP front end of the example server (`examples/server.rs`):
 //! its own accept loop (the file limit, eviction on `EMFILE`), request
@@ -38,6 +43,7 @@
 //! ```
 //!
 //! [`Service::handle_request`]: botspace::Service::handle_request
+//! [`Service::handle_batch`]: botspace::Service::handle_batch
 //! [`GatewayConnection`]: botspace::GatewayConnection
 
 pub mod adapter;
@@ -117,7 +123,7 @@ pub(crate) struct Inner {
     pub(crate) gate: Arc<core_thread::Gate>,
 }
 
-/// Core threads of [`Botspace::new`] on SQLite: one runs a batch's
+/// Core threads of [`Botspace::new`] on a SQLite file: one runs a batch's
 /// statements while the other waits for its batch's fsync.
 pub const DEFAULT_CORE_THREADS: usize = 2;
 
@@ -128,13 +134,23 @@ impl Botspace {
     /// hear of their bot's commits through it), so one `Botspace` serves
     /// one `Service`.
     ///
-    /// On a SQLite database, bot requests are answered by
+    /// On a SQLite file, bot requests are answered by
     /// [`DEFAULT_CORE_THREADS`] core threads of its own, in batches (see
-    /// [`Botspace::with_core_threads`]); on PostgreSQL, on tokio's
-    /// blocking pool.
+    /// [`Botspace::with_core_threads`]); on `:memory:` by one; on
+    /// PostgreSQL, on tokio's blocking pool (the core's group commit puts
+    /// a group's requests in lock order across nodes there).
     pub fn new(svc: Arc<Service>) -> Botspace {
-        let shared_store = svc.config().database.starts_with("postgres");
-        Botspace::with_core_threads(svc, if shared_store { 0 } else { DEFAULT_CORE_THREADS })
+        let db = &svc.config().database;
+        let n = if db.starts_with("postgres") {
+            0
+        } else if db == ":memory:" {
+            // No fsync to overlap: a second thread would only split the
+            // batches and wait on the database lock.
+            1
+        } else {
+            DEFAULT_CORE_THREADS
+        };
+        Botspace::with_core_threads(svc, n)
     }
 
     /// Mounts `svc` with `n` core threads: each takes every bot request
