@@ -44,7 +44,7 @@ for r in $(seq "$ROUNDS"); do
     server_start "$bin" "$db" || started=0
     for x in "${kv[@]}"; do unset "${x%%=*}"; done
     if [[ $started == 0 ]]; then
-      echo "round $r, $name: did not start" && PID="" && continue
+      echo "round $r, $name: did not start" && server_stop && continue
     fi
     if [[ ${MODE:-send} == getme ]]; then
       TOKEN=$(sed -n 's/^demo bot token: //p' "$TMP/server.out")

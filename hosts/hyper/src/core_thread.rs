@@ -11,10 +11,10 @@
 //! thread wake per batch instead of two per request (a hop to tokio's
 //! blocking pool and back), and the reactor never runs a blocking call.
 //!
-//! Two threads by default: while one waits for its batch's fsync (after
-//! the database lock is released), the other runs the next batch's
-//! statements; so one batch's disk wait overlaps the next one's work, as
-//! the core's own group commit arranges for threads.
+//! One thread by default (`DEFAULT_CORE_THREADS`), as the C server has one
+//! loop: what arrives while a batch runs its statements and its fsync is
+//! the next batch. More threads overlap one batch's fsync with the next
+//! one's statements, but split the batches.
 //!
 //! A 200 still means durable: `handle_batch` returns only once its commit
 //! is on disk.

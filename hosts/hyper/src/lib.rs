@@ -123,9 +123,12 @@ pub(crate) struct Inner {
     pub(crate) gate: Arc<core_thread::Gate>,
 }
 
-/// Core threads of [`Botspace::new`] on a SQLite file: one runs a batch's
-/// statements while the other waits for its batch's fsync.
-pub const DEFAULT_CORE_THREADS: usize = 2;
+/// Core threads of [`Botspace::new`] on SQLite. One, as the C server has
+/// one loop: what arrives during a batch's statements and fsync is the
+/// next batch. A second thread overlapped one batch's fsync with the
+/// next one's statements but split the batches, and measured slower
+/// (docs/benchmarks.md).
+pub const DEFAULT_CORE_THREADS: usize = 1;
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
@@ -134,22 +137,13 @@ impl Botspace {
     /// hear of their bot's commits through it), so one `Botspace` serves
     /// one `Service`.
     ///
-    /// On a SQLite file, bot requests are answered by
-    /// [`DEFAULT_CORE_THREADS`] core threads of its own, in batches (see
-    /// [`Botspace::with_core_threads`]); on `:memory:` by one; on
-    /// PostgreSQL, on tokio's blocking pool (the core's group commit puts
-    /// a group's requests in lock order across nodes there).
+    /// On SQLite, bot requests are answered by [`DEFAULT_CORE_THREADS`]
+    /// core thread of its own, in batches (see
+    /// [`Botspace::with_core_threads`]); on PostgreSQL, on tokio's
+    /// blocking pool (the core's group commit puts a group's requests in
+    /// lock order across nodes there).
     pub fn new(svc: Arc<Service>) -> Botspace {
-        let db = &svc.config().database;
-        let n = if db.starts_with("postgres") {
-            0
-        } else if db == ":memory:" {
-            // No fsync to overlap: a second thread would only split the
-            // batches and wait on the database lock.
-            1
-        } else {
-            DEFAULT_CORE_THREADS
-        };
+        let n = if svc.config().database.starts_with("postgres") { 0 } else { DEFAULT_CORE_THREADS };
         Botspace::with_core_threads(svc, n)
     }
 
