@@ -298,12 +298,17 @@ impl Botspace {
             Some(core) if !admin => {
                 let get_me = path == "/bot/getMe";
                 let on_worker = if get_me && self.get_me_on_worker {
-                    self.inner.gate.try_exclusive().map(|_alone| svc.handle_request(&bytes))
+                    // A panic in the core stays in it (a bare 500), as on
+                    // a core thread.
+                    self.inner.gate.try_exclusive().map(|_alone| {
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_request(&bytes)))
+                            .map_err(|_| ())
+                    })
                 } else {
                     None
                 };
                 match on_worker {
-                    Some(out) => Ok(out),
+                    Some(out) => out,
                     None => {
                         let kind = if path.starts_with("/bot/") && !get_me {
                             core_thread::Kind::Batch
