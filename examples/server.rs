@@ -10,8 +10,11 @@
 //! One tokio task per TCP connection, served by hyper behind the
 //! `botspace_hyper::server` front end (its own accept loop for the file
 //! limit, request framing and deadlines by the core). The core's blocking
-//! calls run on tokio's blocking pool, where concurrent requests form
-//! commit groups. `GET /bot/gateway` upgrades the connection through
+//! calls never run on the reactor: bot requests go to core threads that
+//! answer everything queued in one `handle_batch` call (one transaction
+//! and one fsync), and getMe is answered on the worker when nothing is in
+//! the core; host and gateway calls run on tokio's blocking pool.
+//! `GET /bot/gateway` upgrades the connection through
 //! hyper's upgrade to a task that drives the core's `GatewayConnection`;
 //! the service's wake hook tells it when its bot has new events. See
 //! `docs/server.md`.
@@ -283,7 +286,15 @@ fn open_service(args: &Args, secret: &str) -> Result<Arc<Service>, String> {
 
 /// Serves until SIGINT or SIGTERM, then drains (see `botspace_hyper::server`).
 fn serve(svc: Arc<Service>, listeners: Listeners, args: &Args) {
-    let app = Botspace::new(svc.clone());
+    // BOTSPACE_CORE_THREADS: how many core threads answer bot requests
+    // (0: tokio's blocking pool); unset, the library's default.
+    let app = match std::env::var("BOTSPACE_CORE_THREADS").ok().and_then(|v| v.parse().ok()) {
+        Some(n) => Botspace::with_core_threads(svc.clone(), n),
+        None => Botspace::new(svc.clone()),
+    };
+    // The server is its service's only user: getMe may be answered on the
+    // reactor when nothing is in the core (see `with_get_me_on_worker`).
+    let app = app.with_get_me_on_worker(std::env::var("BOTSPACE_GET_ME_ON_WORKER").as_deref() != Ok("0"));
     let opts = Options {
         max_connections: args.max_connections,
         request_timeout: args.request_timeout,

@@ -47,6 +47,17 @@ pub fn request_bytes(parts: &http::request::Parts, body: &[u8]) -> Vec<u8> {
 /// The core only ever produces well-formed responses; anything else (a bug)
 /// becomes a bare 500 rather than a panic.
 pub fn response_from_bytes(raw: &[u8]) -> Response<Bytes> {
+    response_from(raw, |head_len| Bytes::copy_from_slice(&raw[head_len..]))
+}
+
+/// [`response_from_bytes`] that keeps the core's buffer as the body (no
+/// copy of the body).
+pub fn response_from_vec(raw: Vec<u8>) -> Response<Bytes> {
+    let raw = Bytes::from(raw);
+    response_from(&raw, |head_len| raw.slice(head_len..))
+}
+
+fn response_from(raw: &[u8], body: impl FnOnce(usize) -> Bytes) -> Response<Bytes> {
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut parsed = httparse::Response::new(&mut headers);
     let Ok(httparse::Status::Complete(head_len)) = parsed.parse(raw) else {
@@ -55,7 +66,7 @@ pub fn response_from_bytes(raw: &[u8]) -> Response<Bytes> {
     let Some(status) = parsed.code.and_then(|c| StatusCode::from_u16(c).ok()) else {
         return internal_error();
     };
-    let mut resp = Response::new(Bytes::copy_from_slice(&raw[head_len..]));
+    let mut resp = Response::new(body(head_len));
     *resp.status_mut() = status;
     for h in parsed.headers.iter() {
         // `101` keeps its `Connection: Upgrade`; elsewhere hyper decides.
@@ -100,5 +111,7 @@ mod tests {
         assert_eq!(r.headers()["allow"], "POST");
         assert_eq!(r.body().as_ref(), b"{}");
         assert_eq!(response_from_bytes(b"garbage").status(), 500);
+        let r = response_from_vec(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}".to_vec());
+        assert_eq!((r.status(), r.body().as_ref()), (StatusCode::OK, &b"{}"[..]));
     }
 }

@@ -92,8 +92,9 @@ impl Drop for Count<'_> {
     }
 }
 
-/// A `GatewayConnection` taken to the blocking pool and back.
-struct Conn(Option<Box<GatewayConnection>>);
+/// A `GatewayConnection` taken to the blocking pool and back (in the
+/// core, see `core_thread::Gate`).
+struct Conn(Option<Box<GatewayConnection>>, Arc<crate::core_thread::Gate>);
 
 impl Conn {
     /// Runs `f` on the blocking pool; `None` if it panicked.
@@ -102,7 +103,9 @@ impl Conn {
         f: impl FnOnce(&mut GatewayConnection) -> R + Send + 'static,
     ) -> Option<R> {
         let mut c = self.0.take()?;
+        let gate = self.1.clone();
         let (c, r) = tokio::task::spawn_blocking(move || {
+            let _in_core = gate.blocking();
             let r = f(&mut c);
             (c, r)
         })
@@ -136,14 +139,19 @@ where
     // Registered before the first poll, so no event can slip between.
     let id = inner.registry.register(&bot_id, wake.clone());
     let (mut rd, mut wr) = tokio::io::split(io);
-    let mut conn = Conn(Some(Box::new(conn)));
+    let mut conn = Conn(Some(Box::new(conn)), inner.gate.clone());
     let mut unsent = Unsent::default();
     let ended = pump(inner, &mut conn, &mut rd, &mut wr, &wake, &mut unsent).await;
     inner.registry.unregister(&bot_id, id);
     // Frees the connection slot (and writes a pending ack) before the
     // bounded last writes below.
     if let Some(c) = conn.0.take() {
-        let _ = tokio::task::spawn_blocking(move || drop(c)).await;
+        let gate = inner.gate.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            let _in_core = gate.blocking();
+            drop(c)
+        })
+        .await;
     }
     let until = Instant::now() + if ended.forced { CLOSE_GRACE } else { LINGER };
     if !ended.abandon {

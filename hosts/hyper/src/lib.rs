@@ -3,11 +3,16 @@
 //! [`Botspace`] is a [`tower_service::Service`] over `http` requests: a Rust
 //! host mounts it in its own hyper (or axum, or tower) app. It answers the
 //! bot REST methods and the host API through the core's
-//! [`Service::handle_request`], and serves `GET /bot/gateway` through
-//! hyper's upgrade, driving the core's [`GatewayConnection`]. The core's
-//! calls block (SQLite, the group commit's fsync): they run on tokio's
-//! blocking pool (`spawn_blocking`), never on the reactor, and concurrent
-//! requests there form commit groups as they do on plain threads.
+//! [`Service::handle_request`] and [`Service::handle_batch`], and serves
+//! `GET /bot/gateway` through hyper's upgrade, driving the core's
+//! [`GatewayConnection`]. The core's calls block (SQLite, the fsync of a
+//! commit): they never run on the reactor. On SQLite, bot requests go to
+//! the app's own core threads, which take every request queued by any
+//! connection and answer them with one `handle_batch` call (one
+//! transaction, one fsync), as the C server's loop does; host calls and
+//! the gateway's calls run on tokio's blocking pool (`spawn_blocking`), as
+//! every call does on PostgreSQL, where the core's group commit forms the
+//! groups.
 //!
 //! [`server`] is the TCP front end of the example server (`examples/server.rs`):
 //! its own accept loop (the file limit, eviction on `EMFILE`), request
@@ -41,9 +46,11 @@
 //! ```
 //!
 //! [`Service::handle_request`]: botspace::Service::handle_request
+//! [`Service::handle_batch`]: botspace::Service::handle_batch
 //! [`GatewayConnection`]: botspace::GatewayConnection
 
 pub mod adapter;
+mod core_thread;
 mod gateway;
 pub mod server;
 
@@ -95,6 +102,7 @@ pub struct Botspace {
     peer: Option<Arc<str>>,
     /// The connection's front end, told how a gateway request ended.
     conn: Option<Arc<dyn UpgradeHook>>,
+    get_me_on_worker: bool,
 }
 
 /// What the front end of a connection (`server`) hears of its requests.
@@ -111,7 +119,19 @@ pub(crate) struct Inner {
     pub(crate) stop_notify: Notify,
     /// Gateway connections running now.
     pub(crate) gateways: AtomicUsize,
+    /// Where bot requests are answered in batches; `None`: on tokio's
+    /// blocking pool (PostgreSQL, whose groups the core puts in lock
+    /// order across nodes, or no thread could be started).
+    core: Option<core_thread::CoreThreads>,
+    pub(crate) gate: Arc<core_thread::Gate>,
 }
+
+/// Core threads of [`Botspace::new`] on SQLite. One, as the C server has
+/// one loop: what arrives during a batch's statements and fsync is the
+/// next batch. A second thread overlapped one batch's fsync with the
+/// next one's statements but split the batches, and measured slower
+/// (docs/benchmarks.md).
+pub const DEFAULT_CORE_THREADS: usize = 1;
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
@@ -119,13 +139,36 @@ impl Botspace {
     /// Mounts `svc`. Installs the service's wake hook (gateway sessions
     /// hear of their bot's commits through it), so one `Botspace` serves
     /// one `Service`.
+    ///
+    /// On SQLite, bot requests are answered by [`DEFAULT_CORE_THREADS`]
+    /// core thread of its own, in batches (see
+    /// [`Botspace::with_core_threads`]); on PostgreSQL, on tokio's
+    /// blocking pool (the core's group commit puts a group's requests in
+    /// lock order across nodes there).
     pub fn new(svc: Arc<Service>) -> Botspace {
+        let n = if svc.config().database.starts_with("postgres") { 0 } else { DEFAULT_CORE_THREADS };
+        Botspace::with_core_threads(svc, n)
+    }
+
+    /// Mounts `svc` with `n` core threads: each takes every bot request
+    /// queued by any connection and answers them in one
+    /// [`Service::handle_batch`] call (one transaction, one fsync), then
+    /// sends each answer back to its connection's task; the blocking
+    /// calls never run on the reactor. The threads end when the last clone
+    /// of the app is dropped, after answering what was queued. With `0`,
+    /// each request runs on tokio's blocking pool (`spawn_blocking`) and
+    /// the core's own group commit groups them.
+    pub fn with_core_threads(svc: Arc<Service>, n: usize) -> Botspace {
+        let gate = Arc::new(core_thread::Gate::default());
+        let core = if n > 0 { core_thread::CoreThreads::start(&svc, &gate, n) } else { None };
         let inner = Arc::new(Inner {
             svc,
             registry: gateway::Registry::default(),
             stop: AtomicBool::new(false),
             stop_notify: Notify::new(),
             gateways: AtomicUsize::new(0),
+            core,
+            gate,
         });
         let weak = Arc::downgrade(&inner);
         inner.svc.set_wake_hook(Some(Arc::new(move |bot_id: &str| {
@@ -133,7 +176,18 @@ impl Botspace {
                 i.registry.wake(bot_id);
             }
         })));
-        Botspace { inner, role: Role::All, peer: None, conn: None }
+        Botspace { inner, role: Role::All, peer: None, conn: None, get_me_on_worker: false }
+    }
+
+    /// Answers getMe on the tokio worker itself when nothing of this app
+    /// is in the core at that moment (no batch, no fsync, no gateway or
+    /// host call), else on a core thread: it then takes a cache lookup
+    /// and never waits. Only for an app that is its service's only user
+    /// (the example server): a call into the same service from elsewhere
+    /// could hold the lock it takes. Needs the core threads (SQLite).
+    pub fn with_get_me_on_worker(mut self, on: bool) -> Botspace {
+        self.get_me_on_worker = on;
+        self
     }
 
     /// The same app answering only the paths of `role`.
@@ -187,8 +241,10 @@ impl Botspace {
         let (parts, body) = req.into_parts();
         // The core refuses a head it would not take (a body over its limit,
         // say) exactly as it would on its own, before the body is read.
-        let head = adapter::request_bytes(&parts, b"");
-        if !parts.headers.contains_key(http::header::TRANSFER_ENCODING) {
+        // (Behind the example server's front end the core's framer has
+        // already passed this head: no need to write it out again.)
+        if self.conn.is_none() && !parts.headers.contains_key(http::header::TRANSFER_ENCODING) {
+            let head = adapter::request_bytes(&parts, b"");
             if let Framing::Invalid(resp) = self.inner.svc.frame_request(&head) {
                 return close(adapter::response_from_bytes(&resp));
             }
@@ -209,7 +265,12 @@ impl Botspace {
         let bytes = adapter::request_bytes(&parts, &body);
         let svc = self.inner.svc.clone();
         if let Some(on_upgrade) = on_upgrade {
-            let acc = tokio::task::spawn_blocking(move || svc.accept_gateway(&bytes, svc.now_ms())).await;
+            let gate = self.inner.gate.clone();
+            let acc = tokio::task::spawn_blocking(move || {
+                let _in_core = gate.blocking();
+                svc.accept_gateway(&bytes, svc.now_ms())
+            })
+            .await;
             let Ok(acc) = acc else {
                 return full(internal_error());
             };
@@ -234,16 +295,55 @@ impl Botspace {
             .iter()
             .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("keep-alive"))));
         let admin = path.starts_with("/admin/");
-        let peer = self.peer.clone();
-        let raw = tokio::task::spawn_blocking(move || match (admin, peer) {
-            (true, Some(p)) => svc.handle_request_from(&bytes, &p),
-            _ => svc.handle_request(&bytes),
-        })
-        .await;
+        let raw = match &self.inner.core {
+            // Host calls (few; an import may take a while) keep the
+            // blocking pool; bot traffic goes to the core threads.
+            Some(core) if !admin => {
+                let get_me = path == "/bot/getMe";
+                let on_worker = if get_me && self.get_me_on_worker {
+                    // A panic in the core stays in it (a bare 500), as on
+                    // a core thread.
+                    self.inner.gate.try_exclusive().map(|_alone| {
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_request(&bytes)))
+                            .map_err(|_| ())
+                    })
+                } else {
+                    None
+                };
+                match on_worker {
+                    Some(out) => out,
+                    None => {
+                        let kind = if path.starts_with("/bot/") && !get_me {
+                            core_thread::Kind::Batch
+                        } else {
+                            core_thread::Kind::Alone
+                        };
+                        let (tx, rx) = tokio::sync::oneshot::channel();
+                        match core.submit(core_thread::Job { request: bytes, kind, reply: tx }) {
+                            Ok(()) => rx.await.map_err(|_| ()),
+                            Err(_) => Err(()),
+                        }
+                    }
+                }
+            }
+            _ => {
+                let peer = self.peer.clone();
+                let gate = self.inner.gate.clone();
+                tokio::task::spawn_blocking(move || {
+                    let _in_core = gate.blocking();
+                    match (admin, peer) {
+                        (true, Some(p)) => svc.handle_request_from(&bytes, &p),
+                        _ => svc.handle_request(&bytes),
+                    }
+                })
+                .await
+                .map_err(|_| ())
+            }
+        };
         match raw {
             Ok(raw) => {
                 storage_full::note(&raw);
-                let mut resp = adapter::response_from_bytes(&raw);
+                let mut resp = adapter::response_from_vec(raw);
                 if keep_alive {
                     resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("keep-alive"));
                 }

@@ -650,10 +650,16 @@ impl AsyncRead for FramedIo {
                     this.timer.as_mut().reset(d);
                 }
             }
-            let mut chunk = [0u8; 16 * 1024];
-            let mut rb = ReadBuf::new(&mut chunk);
-            match Pin::new(&mut this.sock).poll_read(cx, &mut rb) {
-                Poll::Ready(Ok(())) if rb.filled().is_empty() => {
+            // An uninitialised scratch buffer (no 16 KiB memset per read);
+            // only what arrived is kept, so an idle connection holds no
+            // buffer of its own while it waits.
+            let mut chunk = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
+            let mut rb = ReadBuf::uninit(&mut chunk);
+            let polled = Pin::new(&mut this.sock).poll_read(cx, &mut rb);
+            let n = rb.filled().len();
+            this.inbuf.extend_from_slice(rb.filled());
+            match polled {
+                Poll::Ready(Ok(())) if n == 0 => {
                     // The peer closed its side: what was framed is answered
                     // (half close), a partial request is dropped.
                     this.inbuf.truncate(this.ready);
@@ -661,7 +667,6 @@ impl AsyncRead for FramedIo {
                     continue;
                 }
                 Poll::Ready(Ok(())) => {
-                    this.inbuf.extend_from_slice(rb.filled());
                     this.last_activity = Instant::now();
                     continue;
                 }

@@ -1,0 +1,290 @@
+//! The core threads: where the bot requests of every connection meet and
+//! are answered in batches, as the C server's event loop answers them.
+//!
+//! A connection's task queues its request's bytes here with a one-shot
+//! channel for the answer, and awaits it. A core thread takes *everything*
+//! queued at once and answers it: the bot writes in one
+//! [`Service::handle_batch`] call (one transaction and one fsync for all of
+//! them: the group commit forms on its own, from what arrived while the
+//! last batch ran), getMe and the rest one by one (they take no
+//! transaction). Then it sends each answer back. Under load that is one
+//! thread wake per batch instead of two per request (a hop to tokio's
+//! blocking pool and back), and the reactor never runs a blocking call.
+//!
+//! One thread by default (`DEFAULT_CORE_THREADS`), as the C server has one
+//! loop: what arrives while a batch runs its statements and its fsync is
+//! the next batch. More threads overlap one batch's fsync with the next
+//! one's statements, but split the batches.
+//!
+//! A 200 still means durable: `handle_batch` returns only once its commit
+//! is on disk.
+
+use botspace::Service;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::thread::JoinHandle;
+use tokio::sync::oneshot;
+
+/// Who is in the core now. Every blocking call this crate makes into the
+/// service (a core thread's batch with its fsync, a gateway session's
+/// call, a host call on the blocking pool) holds it shared for the whole
+/// call; a getMe answered on a tokio worker holds it exclusively and only
+/// if it is free at once (`try_write`). So a getMe on the worker never
+/// waits: nothing of ours holds the service's lock, and every commit made
+/// has been synced (each blocking call returns only after its fsync).
+/// Shared holders never wait for each other; they wait at most for one
+/// getMe (a cache lookup) to finish.
+#[derive(Default)]
+pub(crate) struct Gate(RwLock<()>);
+
+impl Gate {
+    pub(crate) fn blocking(&self) -> RwLockReadGuard<'_, ()> {
+        self.0.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn try_exclusive(&self) -> Option<RwLockWriteGuard<'_, ()>> {
+        self.0.try_write().ok()
+    }
+}
+
+/// Most requests in one `handle_batch` call.
+const MAX_BATCH: usize = 256;
+
+/// How a queued request is answered.
+pub(crate) enum Kind {
+    /// A bot method that may write: with the other writes of the batch.
+    Batch,
+    /// On its own (`handle_request`): getMe, which reads a cached identity
+    /// and takes no transaction, and anything that is not a bot method.
+    Alone,
+}
+
+pub(crate) struct Job {
+    pub request: Vec<u8>,
+    pub kind: Kind,
+    pub reply: oneshot::Sender<Vec<u8>>,
+}
+
+#[derive(Default)]
+struct Queue {
+    jobs: Vec<Job>,
+    closed: bool,
+    /// Core threads asleep on the condition variable: only then does a
+    /// submit pay for a wake-up.
+    idle: usize,
+}
+
+struct Shared {
+    q: Mutex<Queue>,
+    cv: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // Every step leaves the queue consistent: a poisoned lock is usable.
+        self.q.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+pub(crate) struct CoreThreads {
+    shared: Arc<Shared>,
+    handles: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl CoreThreads {
+    /// Starts `n` core threads on `svc`; none when they cannot be started
+    /// (the caller then uses tokio's blocking pool).
+    pub(crate) fn start(svc: &Arc<Service>, gate: &Arc<Gate>, n: usize) -> Option<CoreThreads> {
+        let shared = Arc::new(Shared { q: Mutex::default(), cv: Condvar::new() });
+        let mut handles = Vec::with_capacity(n);
+        for i in 0..n.max(1) {
+            let (svc, sh, gate) = (svc.clone(), shared.clone(), gate.clone());
+            match std::thread::Builder::new().name(format!("botspace-core-{i}")).spawn(move || run(&svc, &sh, &gate)) {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    eprintln!("cannot start a core thread (requests go to the blocking pool): {e}");
+                    let me = CoreThreads { shared, handles: Mutex::new(handles) };
+                    me.close();
+                    return None;
+                }
+            }
+        }
+        Some(CoreThreads { shared, handles: Mutex::new(handles) })
+    }
+
+    /// Queues a job; gives it back when the threads have been closed.
+    pub(crate) fn submit(&self, job: Job) -> Result<(), Job> {
+        let mut q = self.shared.lock();
+        if q.closed {
+            return Err(job);
+        }
+        q.jobs.push(job);
+        let wake = q.idle > 0;
+        drop(q);
+        if wake {
+            self.shared.cv.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Answers what is queued, then ends the threads and waits for them
+    /// (they hold the service: once joined, it can close).
+    pub(crate) fn close(&self) {
+        self.shared.lock().closed = true;
+        self.shared.cv.notify_all();
+        let handles = std::mem::take(&mut *self.handles.lock().unwrap_or_else(|e| e.into_inner()));
+        let me = std::thread::current().id();
+        for h in handles {
+            // The last clone of the app may be dropped by a core thread
+            // itself (a wake hook upgrades its weak reference): it ends
+            // when its loop sees the queue closed.
+            if h.thread().id() == me {
+                continue;
+            }
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for CoreThreads {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn run(svc: &Service, sh: &Shared, gate: &Gate) {
+    loop {
+        let jobs = {
+            let mut q = sh.lock();
+            while q.jobs.is_empty() && !q.closed {
+                q.idle += 1;
+                q = sh.cv.wait(q).unwrap_or_else(|e| e.into_inner());
+                q.idle -= 1;
+            }
+            if q.jobs.is_empty() {
+                return;
+            }
+            std::mem::take(&mut q.jobs)
+        };
+        let _in_core = gate.blocking();
+        answer(svc, jobs);
+    }
+}
+
+/// Answers one take of the queue. A panic in the core drops the
+/// affected replies: their connections answer 500, the thread goes on.
+fn answer(svc: &Service, jobs: Vec<Job>) {
+    let mut batch = Vec::new();
+    for job in jobs {
+        match job.kind {
+            Kind::Alone => {
+                let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_request(&job.request)));
+                if let Ok(out) = out {
+                    let _ = job.reply.send(out);
+                }
+            }
+            Kind::Batch => batch.push(job),
+        }
+    }
+    // At most one request per connection is in flight (hyper answers a
+    // connection's requests in turn), so a take is at most the open
+    // connections; past `MAX_BATCH` it commits in several transactions, so
+    // one does not grow without bound (the C server takes up to 64).
+    let mut batch = batch.into_iter();
+    loop {
+        let part: Vec<Job> = batch.by_ref().take(MAX_BATCH).collect();
+        if part.is_empty() {
+            return;
+        }
+        let requests: Vec<&[u8]> = part.iter().map(|j| j.request.as_slice()).collect();
+        let outs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_batch(&requests)));
+        drop(requests);
+        if let Ok(outs) = outs {
+            for (job, out) in part.into_iter().zip(outs) {
+                let _ = job.reply.send(out);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use botspace::Config;
+
+    const SECRET: &str = "core-thread-test-secret-0001";
+
+    fn call(svc: &Service, path: &str, auth: &str, body: &str) -> serde_json::Value {
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        body_of(&svc.handle_request(req.as_bytes()))
+    }
+
+    fn body_of(resp: &[u8]) -> serde_json::Value {
+        let at = resp.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        serde_json::from_slice(&resp[at..]).unwrap()
+    }
+
+    #[test]
+    fn one_take_of_the_queue_is_one_transaction_and_one_fsync_with_each_request_answered() {
+        let dir = std::env::temp_dir().join(format!("botspace-core-thread-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = dir.join("b.db").to_string_lossy().into_owned();
+        let svc = Service::open(Config::default().with(|c| {
+            c.database = db;
+            c.admin_secret = SECRET.into();
+        }))
+        .unwrap();
+        let admin = format!("Admin {SECRET}");
+        let user = call(&svc, "/admin/createUser", &admin, r#"{"display_name":"U"}"#)["result"]["id"].clone();
+        let bot =
+            call(&svc, "/admin/createBot", &admin, r#"{"display_name":"B","handle":"b_bot","quota_tier":"official"}"#);
+        let token = bot["result"]["token"].as_str().unwrap().to_string();
+        let start = serde_json::json!({"user_id": user, "bot_id": bot["result"]["bot"]["id"]}).to_string();
+        let chat = call(&svc, "/admin/startBot", &admin, &start)["result"]["id"].as_str().unwrap().to_string();
+
+        let before = svc.commit_stats();
+        let mut replies = Vec::new();
+        let mut jobs = Vec::new();
+        for i in 0..8 {
+            let body = format!(r#"{{"chat_id":"{chat}","text":"m{i}"}}"#);
+            let request = format!(
+                "POST /bot/sendMessage HTTP/1.1\r\nAuthorization: Bot {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let (tx, rx) = oneshot::channel();
+            jobs.push(Job { request: request.into_bytes(), kind: Kind::Batch, reply: tx });
+            replies.push(rx);
+        }
+        let (tx, get_me) = oneshot::channel();
+        let request = format!("POST /bot/getMe HTTP/1.1\r\nAuthorization: Bot {token}\r\n\r\n");
+        jobs.push(Job { request: request.into_bytes(), kind: Kind::Alone, reply: tx });
+        answer(&svc, jobs);
+        let after = svc.commit_stats();
+        assert_eq!((after.durable_commits - before.durable_commits, after.syncs - before.syncs), (1, 1));
+        let texts: Vec<String> = replies
+            .into_iter()
+            .map(|mut rx| {
+                let out = rx.try_recv().expect("answered");
+                assert!(out.starts_with(b"HTTP/1.1 200 "), "{}", String::from_utf8_lossy(&out));
+                body_of(&out)["result"]["text"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(texts, (0..8).map(|i| format!("m{i}")).collect::<Vec<_>>());
+        let me = body_of(&get_me.blocking_recv().unwrap());
+        assert_eq!(me["result"]["handle"], "b_bot", "{me}");
+        drop(svc);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_get_me_on_the_worker_is_refused_while_anything_is_in_the_core() {
+        let gate = Gate::default();
+        let in_core = gate.blocking();
+        assert!(gate.try_exclusive().is_none());
+        drop(in_core);
+        assert!(gate.try_exclusive().is_some());
+    }
+}
