@@ -5,14 +5,7 @@
 //! wake-up from the service's wake hook, for a deadline, or for a stop.
 
 use crate::Inner;
-use botspace::gateway::CLOSE_SLOW_CONSUMER;
 use botspace::{ClockKind, CloseCode, GatewayConnection, GatewayEvent};
-
-/// 4008, the code that goes with the reason `slow_consumer`.
-const SLOW_CONSUMER_CODE: u16 = match CLOSE_SLOW_CONSUMER.code() {
-    Some(c) => c,
-    None => panic!("slow_consumer has a close code"),
-};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,9 +14,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-/// The close code a stop sends: 1001 going away; the bot reconnects
+/// The close a stop sends: 1001 `server_shutdown`; the bot reconnects
 /// elsewhere or later and gets everything it has not acknowledged.
-pub const CLOSE_SERVER_SHUTDOWN: u16 = 1001;
+pub const CLOSE_SERVER_SHUTDOWN: CloseCode = botspace::gateway::CLOSE_SERVER_SHUTDOWN;
 
 /// How long an idle connection waits before it looks at the clock again.
 const TICK: Duration = Duration::from_secs(1);
@@ -114,6 +107,31 @@ impl Conn {
         self.0 = Some(c);
         Some(r)
     }
+}
+
+/// Sends the session's close frame right after the frame being written,
+/// dropping the frames not begun. With `code` (4008 `slow_consumer`, 1001
+/// `server_shutdown`) the host ends the session; without, the session
+/// has ended itself and its close frame waits behind output not pulled
+/// yet. Either way the library writes the ack, frees the slot and gives
+/// the close frame, last of what `poll_transmit` returns.
+async fn close_next(conn: &mut Conn, unsent: &mut Unsent, code: Option<CloseCode>, peer_eof: bool) -> Ended {
+    let out = std::mem::take(&mut unsent.spare);
+    let Some(out) = conn
+        .call(move |c| {
+            let mut out = out;
+            if code.is_none_or(|code| c.close(code)) {
+                while c.poll_transmit(&mut out) > 0 {}
+            }
+            out
+        })
+        .await
+    else {
+        return Ended { peer_eof, abandon: true, ..Ended::default() };
+    };
+    unsent.append(out);
+    unsent.close_next();
+    Ended { server_closed: true, peer_eof, forced: true, ..Ended::default() }
 }
 
 /// How a gateway connection ended.
@@ -221,14 +239,14 @@ where
         }
         let drained = drained_at.take();
         let over = unsent.len() >= HIGH_WATER && drained.is_none();
-        if let (true, Some((code, reason))) = (over, session_end) {
-            // The session is over but its close frame sits behind output
-            // the bot is not reading: send the close next, drop the rest.
+        if let (true, Some((_, reason))) = (over, session_end) {
+            // The session is over but its close frame (the last one it
+            // gave) sits behind output the bot is not reading: send the
+            // close next, drop the rest.
             if matches!(reason, CloseCode::ClosedByBot | CloseCode::ProtocolError) {
                 return abandon(peer_eof);
             }
-            unsent.close_next(code, reason.as_str());
-            return Ended { server_closed: true, peer_eof, forced: true, ..Ended::default() };
+            return close_next(conn, unsent, None, peer_eof).await;
         }
         if closed {
             return Ended { server_closed: true, peer_eof, ..Ended::default() };
@@ -238,8 +256,7 @@ where
         }
         let over_until = drained.unwrap_or(now);
         if over_since.is_some_and(|since| over_until.saturating_sub(since) > budget_ms) {
-            unsent.close_next(SLOW_CONSUMER_CODE, CLOSE_SLOW_CONSUMER.as_str());
-            return Ended { server_closed: true, peer_eof, forced: true, ..Ended::default() };
+            return close_next(conn, unsent, Some(CloseCode::SlowConsumer), peer_eof).await;
         }
         if !over {
             over_since = None;
@@ -248,8 +265,7 @@ where
             return Ended { peer_eof, ..Ended::default() };
         }
         if inner.stop.load(Ordering::SeqCst) {
-            unsent.close_next(CLOSE_SERVER_SHUTDOWN, "server_shutdown");
-            return Ended { server_closed: true, peer_eof, forced: true, ..Ended::default() };
+            return close_next(conn, unsent, Some(CLOSE_SERVER_SHUTDOWN), peer_eof).await;
         }
         let wait = if unsent.is_empty() && more {
             // All written and the gateway has more: pull again at once.
@@ -352,20 +368,26 @@ impl Unsent {
         }
     }
 
-    /// Drops every frame not begun yet (the bot gets them again after it
-    /// reconnects, from its last ack) and queues a close frame after the
-    /// one being written.
-    fn close_next(&mut self, code: u16, reason: &str) {
+    /// Moves the last frame (the library's close: the session is over)
+    /// to just after the frame being written, dropping every frame
+    /// between that was not begun (the bot gets them again after it
+    /// reconnects, from its last ack).
+    fn close_next(&mut self) {
         let end = if self.sent > self.frame {
             self.frame + frame_len(&self.buf[self.frame..]).unwrap_or(self.buf.len() - self.frame)
         } else {
             self.sent
         };
-        self.buf.truncate(end);
-        let mut frame = vec![0x88, (2 + reason.len()) as u8];
-        frame.extend_from_slice(&code.to_be_bytes());
-        frame.extend_from_slice(reason.as_bytes());
-        self.buf.extend_from_slice(&frame);
+        let mut last = end;
+        while let Some(len) = frame_len(&self.buf[last..]) {
+            if last + len >= self.buf.len() {
+                break;
+            }
+            last += len;
+        }
+        if last > end {
+            self.buf.drain(end..last);
+        }
     }
 }
 
