@@ -17,7 +17,7 @@
 //!   `Connection: close`, HTTP/1.0, and the gateway's upgrade.
 
 use crate::{Botspace, Role, UpgradeHook};
-use botspace::{Framing, RequestFramer};
+use botspace::{Framing, RequestFramer, RequestHead};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use std::collections::HashMap;
@@ -525,13 +525,13 @@ impl FramedIo {
             return false;
         }
         match self.framer.frame(&self.inbuf[self.ready..]) {
-            Framing::Complete { len: n, .. } => {
+            Framing::Complete { len: n, head } => {
                 let start = self.ready;
                 self.ready += n;
                 self.started = None;
                 self.continue_sent = false;
                 self.shared.waiting.touch(self.id);
-                let h = head(&self.inbuf[start..start + n]);
+                let h = Head::of(&self.inbuf[start..start + n], &head);
                 // hyper would send its own `100 Continue` when the body is
                 // read; it has the body already (or was sent one by us).
                 if let Some(at) = h.expect_at {
@@ -563,7 +563,10 @@ impl FramedIo {
             }
             Framing::Incomplete => {
                 self.started.get_or_insert_with(Instant::now);
-                if !self.continue_sent && !self.in_flight() && head(&self.inbuf[self.ready..]).expect_continue {
+                if !self.continue_sent
+                    && !self.in_flight()
+                    && self.framer.pending_head().is_some_and(|h| h.expect_continue)
+                {
                     // A client that waits for `100 Continue` before its body
                     // (curl, for larger bodies) gets it once, when the head
                     // is whole and acceptable.
@@ -787,13 +790,13 @@ fn with_header(mut resp: Vec<u8>, line: &str) -> Vec<u8> {
 }
 
 /// What FramedIo needs from a request head.
-#[derive(Default)]
+/// What this server does with a request, from the head the core's framer
+/// read (no second parse).
 struct Head {
     /// `GET /bot/gateway`, as the app sees it.
     gateway: bool,
     /// The connection ends after the answer.
     close: bool,
-    expect_continue: bool,
     /// Offset of the `Expect` header's name.
     expect_at: Option<usize>,
     /// HTTP/1.0: offset of the version's `0`.
@@ -804,50 +807,20 @@ struct Head {
     first_line_len: usize,
 }
 
-/// Reads the request line and headers at the start of `req` (as far as
-/// they go: a partial head reads as far as it is whole).
-fn head(req: &[u8]) -> Head {
-    let mut h = Head::default();
-    // The core's framer accepts bare-LF line ends (as httparse does).
-    let mut lines = req.split(|b| *b == b'\n');
-    let Some(first) = lines.next() else { return h };
-    let first = first.strip_suffix(b"\r").unwrap_or(first);
-    let mut parts = first.split(|b| *b == b' ');
-    let (method, target, version) = (parts.next(), parts.next(), parts.next());
-    let path = target.map(|t| t.split(|b| *b == b'?').next().unwrap_or(b"")).unwrap_or(b"");
-    h.gateway = method == Some(b"GET") && path == b"/bot/gateway";
-    let http10 = version.is_some_and(|v| v.eq_ignore_ascii_case(b"HTTP/1.0"));
-    let (mut close_tok, mut keep_tok) = (false, false);
-    let line_len = req.iter().position(|b| *b == b'\n').map_or(req.len(), |p| p + 1);
-    h.first_line_len = line_len;
-    if http10 {
-        h.version_minor_at = Some(first.len() - 1);
-    }
-    let mut offset = line_len;
-    for line in lines {
-        let at = offset;
-        offset += line.len() + 1;
+impl Head {
+    fn of(req: &[u8], h: &RequestHead) -> Head {
+        let line = &req[..h.request_line_end];
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.is_empty() {
-            break;
-        }
-        let Some(colon) = line.iter().position(|b| *b == b':') else { continue };
-        let (name, value) = (line[..colon].trim_ascii(), line[colon + 1..].trim_ascii());
-        if name.eq_ignore_ascii_case(b"connection") {
-            for t in value.split(|b| *b == b',') {
-                close_tok |= t.trim_ascii().eq_ignore_ascii_case(b"close");
-                keep_tok |= t.trim_ascii().eq_ignore_ascii_case(b"keep-alive");
-            }
-        } else if name.eq_ignore_ascii_case(b"expect") {
-            h.expect_continue |= value.eq_ignore_ascii_case(b"100-continue");
-            if line.starts_with(b"Expect") || line[..6].eq_ignore_ascii_case(b"expect") {
-                h.expect_at = Some(at);
-            }
+        Head {
+            gateway: h.method(req) == "GET" && h.path(req) == "/bot/gateway",
+            close: !h.keep_alive,
+            expect_at: h.expect_offset,
+            version_minor_at: (h.http_minor == 0).then(|| line.len() - 1),
+            close_token: h.close_token,
+            first_line_len: h.request_line_end,
         }
     }
-    h.close = close_tok || (http10 && !keep_tok);
-    h.close_token = close_tok;
-    h
 }
 
 /// The file limit and the spare descriptor.
@@ -917,16 +890,25 @@ pub mod fds {
 mod tests {
     use super::*;
 
+    fn head(req: &[u8]) -> Head {
+        match botspace::frame_request(req, 1 << 20) {
+            Framing::Complete { head, .. } => Head::of(req, &head),
+            _ => panic!("not a whole request"),
+        }
+    }
+
     #[test]
     fn the_head_names_the_gateway_close_and_expect() {
         let h = head(b"GET /bot/gateway?after=3 HTTP/1.1\r\nHost: x\r\n\r\n");
-        assert!(h.gateway && !h.close && !h.expect_continue);
-        let h = head(b"POST /bot/gateway HTTP/1.1\r\n\r\n");
+        assert!(h.gateway && !h.close && h.expect_at.is_none());
+        let h = head(b"POST /bot/gateway HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
         assert!(!h.gateway);
-        let req = b"POST /a HTTP/1.0\nexpect: 100-continue\n\n";
+        let req = b"POST /a HTTP/1.0\nexpect: 100-continue\nContent-Length: 0\n\n";
         let h = head(req);
-        assert!(h.close && h.expect_continue);
+        assert!(h.close && !h.close_token);
         assert_eq!(&req[h.expect_at.unwrap()..h.expect_at.unwrap() + 6], b"expect");
-        assert!(!head(b"POST /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").close);
+        assert_eq!(h.version_minor_at, Some(15));
+        assert_eq!(h.first_line_len, 17);
+        assert!(!head(b"POST /a HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n").close);
     }
 }
