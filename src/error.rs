@@ -415,21 +415,6 @@ impl From<crate::store::StorageError> for ApiError {
     }
 }
 
-impl From<rusqlite::types::FromSqlError> for ApiError {
-    fn from(e: rusqlite::types::FromSqlError) -> Self {
-        ApiError::internal(e)
-    }
-}
-
-impl From<rusqlite::Error> for ApiError {
-    fn from(e: rusqlite::Error) -> Self {
-        if crate::store::sqlite_disk_full(&e) {
-            return ApiError::storage_full(e);
-        }
-        ApiError::internal(e)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,11 +424,11 @@ mod tests {
         let failure = |code| {
             rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some("database or disk is full".into()))
         };
-        let full = ApiError::from(failure(rusqlite::ffi::SQLITE_FULL));
+        let full = ApiError::from(crate::store::StorageError::from(failure(rusqlite::ffi::SQLITE_FULL)));
         assert_eq!((full.status, full.code), (503, ErrorCode::StorageFull));
         let through_store = ApiError::from(crate::store::StorageError::Sqlite(failure(rusqlite::ffi::SQLITE_FULL)));
         assert_eq!((through_store.status, through_store.code), (503, ErrorCode::StorageFull));
-        let io = ApiError::from(failure(rusqlite::ffi::SQLITE_IOERR));
+        let io = ApiError::from(crate::store::StorageError::from(failure(rusqlite::ffi::SQLITE_IOERR)));
         assert_eq!((io.status, io.code), (500, ErrorCode::InternalError));
     }
 

@@ -10,7 +10,7 @@ impl Service {
     /// WASM service in IndexedDB or a KV store.
     pub fn export_database(&self) -> Result<Vec<u8>, ApiError> {
         let mut inner = self.lock();
-        let data = inner.conn.sqlite().ok_or_else(sqlite_only)?.serialize(rusqlite::MAIN_DB)?.to_vec();
+        let data = crate::store::import::export(inner.conn.sqlite().ok_or_else(sqlite_only)?)?;
         let seen = self.seen();
         drop(inner);
         if let Some(wal) = &self.db.wal {
@@ -28,7 +28,8 @@ impl Service {
     pub fn import_database(&self, bytes: &[u8]) -> Result<(), ApiError> {
         let page_size: i64 = {
             let inner = self.lock();
-            crate::store::sqlite::page_size(inner.conn.sqlite_ref().ok_or_else(sqlite_only)?)?
+            crate::store::sqlite::page_size(inner.conn.sqlite_ref().ok_or_else(sqlite_only)?)
+                .map_err(crate::store::StorageError::from)?
         };
         let scratch =
             crate::store::import::prepare(bytes, page_size, self.config.max_import_bytes).map_err(import_error)?;
@@ -65,7 +66,7 @@ fn import_error(e: crate::store::import::ImportError) -> ApiError {
     use crate::store::import::ImportError;
     match e {
         ImportError::Refused(why) => ApiError::invalid_request(why),
-        ImportError::Sqlite(e) => ApiError::from(e),
+        ImportError::Sqlite(e) => ApiError::from(crate::store::StorageError::from(e)),
         ImportError::Internal(why) => ApiError::internal(why),
     }
 }

@@ -48,6 +48,11 @@ fn refuse(why: impl std::fmt::Display) -> ImportError {
     ImportError::Refused(format!("database image refused: {why}"))
 }
 
+/// The whole database as one SQLite image (serialize).
+pub fn export(conn: &mut rusqlite::Connection) -> Result<Vec<u8>, super::StorageError> {
+    Ok(conn.serialize(rusqlite::MAIN_DB)?.to_vec())
+}
+
 /// The objects a database of schema `version` holds, as the migrations
 /// build them (internal `sqlite_` objects such as autoindexes included).
 fn reference_schema(version: usize) -> ImportResult<Vec<SchemaRow>> {
