@@ -835,8 +835,11 @@ fn a_lone_send_message_costs_three_round_trips_and_a_group_of_n_costs_n_plus_two
     let svc = node(&test_database());
     let w = world(&svc, "official");
     let send = |text: &str| bot_call(&svc, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": text}));
-    // The first send prepares its statements (and prunes once).
+    // The first sends prepare their statements (and prune once), on each
+    // of the node's two connections (one runs a group while the other
+    // commits).
     assert_eq!(send("warm").0, 200);
+    assert_eq!(send("warm again").0, 200);
     let before = svc.commit_stats().round_trips;
     assert_eq!(send("alone").0, 200);
     // BEGIN with the bot and chat read; the message; the update with COMMIT.
