@@ -419,8 +419,8 @@ impl PgConn {
         PgConn::open_counting(config, Arc::default())
     }
 
-    /// One more connection of the same service (see
-    /// [`crate::txn::HeldCommit`]): its round trips count with this one's.
+    /// One more connection of the same service (one runs a group while
+    /// another commits): its round trips count with this one's.
     pub fn open_another(&self, config: &Config) -> StoreResult<PgConn> {
         PgConn::open_counting(config, self.round_trips.clone())
     }
