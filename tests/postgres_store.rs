@@ -1028,7 +1028,7 @@ fn a_session_whose_node_cannot_reach_the_database_for_five_seconds_closes_with_4
 
 /// A node has two connections: while one group's COMMIT is under way
 /// (awaited without the service's lock), the next group runs on the other
-/// connection. A deferred trigger makes one COMMIT take 1.5 s; a send into
+/// connection. A deferred trigger makes one COMMIT take 2 s; a send into
 /// another chat meanwhile runs all its statements (its transaction has
 /// written, and waits for its COMMIT) before the slow COMMIT returns. Its
 /// update id comes after the slow one's (commit order), message ids stay
@@ -1050,7 +1050,7 @@ fn the_next_group_runs_on_the_other_connection_while_a_commit_syncs_and_answers_
     pg.batch_execute(
         "CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
          BEGIN
-           IF NEW.text = 'slow' THEN PERFORM pg_sleep(1.5); END IF;
+           IF NEW.text = 'slow' THEN PERFORM pg_sleep(2); END IF;
            RETURN NEW;
          END $$;
          CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON messages DEFERRABLE INITIALLY DEFERRED
@@ -1086,7 +1086,7 @@ fn the_next_group_runs_on_the_other_connection_while_a_commit_syncs_and_answers_
         // transaction has written and waits for COMMIT, while the slow
         // COMMIT still sleeps and neither has answered.
         let mut seen_overlap = false;
-        while start.elapsed().as_millis() < 1300 {
+        while start.elapsed().as_millis() < 1800 {
             let waiting: i64 = pg
                 .query_one(
                     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
@@ -1110,8 +1110,8 @@ fn the_next_group_runs_on_the_other_connection_while_a_commit_syncs_and_answers_
     let ((slow_status, slow_body), slow_at) = slow;
     let ((fast_status, fast_body), fast_at) = fast;
     assert_eq!((slow_status, fast_status), (200, 200), "{slow_body} {fast_body}");
-    assert!(slow_at.as_millis() >= 1500, "the slow send answered after {slow_at:?}, before its COMMIT returned");
-    assert!(fast_at.as_millis() >= 1500, "the fast send answered after {fast_at:?}, before its COMMIT could return");
+    assert!(slow_at.as_millis() >= 2000, "the slow send answered after {slow_at:?}, before its COMMIT returned");
+    assert!(fast_at.as_millis() >= 2000, "the fast send answered after {fast_at:?}, before its COMMIT could return");
     // Message ids per chat: gapless, each chat its own count.
     assert_eq!(slow_body["result"]["message_id"], "2");
     assert_eq!(fast_body["result"]["message_id"], "2");

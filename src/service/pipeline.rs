@@ -106,7 +106,10 @@ impl Service {
         let notify = self.notify.then(|| notify_payload(&inner.fx)).flatten();
         if let Some(conn) = self.spare_for_held_commit(inner) {
             // Every statement ran: COMMIT is sent and awaited in `settle`,
-            // without the lock, while the next group runs on `conn`.
+            // without the lock, while the next group runs on `conn`. If it
+            // fails there, nothing beside the database needs undoing: on
+            // PostgreSQL the rate buckets are rows of the transaction and
+            // the auth cache is never read.
             let held = std::mem::replace(&mut inner.conn, conn);
             let updates = std::mem::take(&mut inner.fx.updates);
             inner.fx.held = Some(HeldCommit::new(held, self.db.pool.clone(), updates, notify));
