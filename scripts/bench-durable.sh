@@ -208,13 +208,17 @@ fi
 # Opt-in systems, only by name in BENCH_SYSTEMS:
 # - C-memory, Rust-memory: the servers on `:memory:`, the ceiling without a
 #   disk (what the HTTP and request work alone allow on this machine);
+# - Rust-before-on-PG: that server on the PostgreSQL store (BEFORE_REV must
+#   have it), e.g. BEFORE_REV=<commit> BENCH_SYSTEMS="Rust-before-on-PG
+#   Rust-on-PG PostgreSQL" for an A/B of a change to the PostgreSQL store;
 # - Rust-before: the Rust server built from BEFORE_REV in a worktree under
 #   target/ (default: the last commit before group commit, every request
 #   its own transaction and fsync: the baseline of issue 9's latency
 #   target); BEFORE_REV=<commit> compares any earlier version.
 BEFORE_REV=${BEFORE_REV:-5a2055d^}
-BEFORE_BIN=""
-if [[ " ${BENCH_SYSTEMS:-} " == *" Rust-before "* ]]; then
+# BEFORE_BIN=<path> takes a server built already instead.
+BEFORE_BIN=${BEFORE_BIN:-}
+if [[ -z $BEFORE_BIN && ( " ${BENCH_SYSTEMS:-} " == *" Rust-before "* || " ${BENCH_SYSTEMS:-} " == *" Rust-before-on-PG "* ) ]]; then
   tree="$(pwd)/target/bench-before"
   rev=$(git rev-parse "$BEFORE_REV")
   if [[ ! -d "$tree" || $(git -C "$tree" rev-parse HEAD 2>/dev/null) != "$rev" ]]; then
@@ -231,8 +235,10 @@ if [[ " ${BENCH_SYSTEMS:-} " == *" Rust-before "* ]]; then
   BEFORE_BIN="$tree/target/release/examples/server"
 fi
 SYSTEMS="$SYSTEMS Rust-before C-memory Rust-memory"
+[[ $SYSTEMS == *Rust-on-PG* ]] && SYSTEMS="$SYSTEMS Rust-before-on-PG"
 # BENCH_SYSTEMS="Rust-on-PG PostgreSQL" runs only those (of the ones available).
 if [[ -z ${BENCH_SYSTEMS:-} ]]; then
+  SYSTEMS="${SYSTEMS% Rust-before-on-PG}"
   SYSTEMS="${SYSTEMS% Rust-before C-memory Rust-memory}"
 else
   keep=""
@@ -250,6 +256,7 @@ for r in $(seq "$ROUNDS"); do
         C-memory) f=$(run_server "$C_BIN" "$n" :memory:) ;;
         Rust-memory) f=$(run_server "$RUST_BIN" "$n" :memory:) ;;
         Rust-on-PG) f=$(run_server_pg "$RUST_BIN" "$n") ;;
+        Rust-before-on-PG) f=$(run_server_pg "$BEFORE_BIN" "$n") ;;
         PostgreSQL) f=$(run_pg "$n") ;;
       esac
       echo "round $r, $n connections, $sys: $f" >&2

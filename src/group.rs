@@ -107,7 +107,7 @@ pub(crate) trait Runner {
     fn run_group(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects);
     /// Makes durable what the answers depend on, before they leave
     /// (turning a success into an error if that fails).
-    fn settle(&self, seen: u64, outs: &mut [Vec<u8>]);
+    fn settle(&self, fx: &mut TxEffects, outs: &mut [Vec<u8>]);
     /// Wake-ups, after the answers are out.
     fn apply_effects(&self, fx: TxEffects);
 }
@@ -128,10 +128,10 @@ pub(crate) fn submit(
         st.leading = true;
         st.stats.groups += 1;
         drop(st);
-        let (out, fx) = guarded(alone, || (crash(), TxEffects::default()));
+        let (out, mut fx) = guarded(alone, || (crash(), TxEffects::default()));
         hand_over(group);
         let mut outs = [out];
-        settle(svc, fx.seen, &mut outs);
+        settle(svc, &mut fx, &mut outs);
         svc.apply_effects(fx);
         let [out] = outs;
         return out;
@@ -151,7 +151,7 @@ pub(crate) fn submit(
             let jobs = std::mem::take(&mut st.queue);
             drop(st);
             let requests: Vec<&[u8]> = jobs.iter().map(|(_, r)| r.as_slice()).collect();
-            let (mut outs, fx) = guarded(
+            let (mut outs, mut fx) = guarded(
                 || match requests[..] {
                     [one] => {
                         let (out, fx) = svc.run_alone(one);
@@ -162,7 +162,7 @@ pub(crate) fn submit(
                 || (vec![crash(); requests.len()], TxEffects::default()),
             );
             hand_over(group);
-            settle(svc, fx.seen, &mut outs);
+            settle(svc, &mut fx, &mut outs);
             let mut st = group.lock();
             let mut mine = None;
             let mut wake = Vec::with_capacity(jobs.len());
@@ -190,8 +190,8 @@ pub(crate) fn submit(
 }
 
 /// [`Runner::settle`]; a panic there must not strand the waiters.
-fn settle(svc: &impl Runner, seen: u64, outs: &mut [Vec<u8>]) {
-    guarded(|| svc.settle(seen, outs), || ());
+fn settle(svc: &impl Runner, fx: &mut TxEffects, outs: &mut [Vec<u8>]) {
+    guarded(|| svc.settle(fx, outs), || ());
 }
 
 /// The transaction is over: the first waiter (if any) takes the next turn,

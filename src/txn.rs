@@ -15,7 +15,8 @@ use crate::random::Random;
 use crate::ratelimit::RateLimiter;
 use crate::store::wal::WalSync;
 use crate::store::Conn;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 /// Effects of the current transaction, applied only after it commits.
 #[derive(Default)]
@@ -34,6 +35,73 @@ pub(crate) struct TxEffects {
     /// The commits the answers may have seen ([`crate::store::wal`]): they
     /// must be durable before the answers leave.
     pub seen: u64,
+    /// A transaction whose COMMIT is still to be sent and awaited, after
+    /// the database lock is released (PostgreSQL, see [`HeldCommit`]).
+    pub held: Option<HeldCommit>,
+}
+
+/// A PostgreSQL transaction whose statements all ran and whose COMMIT
+/// (with the host-stream rows and the notification that go with it) is
+/// sent and awaited without the database lock, in the service's settle
+/// step, on the connection that ran it: meanwhile the next group runs on
+/// another connection of the [`ConnPool`]. Its answers leave only after
+/// [`HeldCommit::commit`] returned. Dropped without committing (a panic on
+/// the way), it rolls back; either way the connection goes back to the
+/// pool.
+pub(crate) struct HeldCommit {
+    conn: Option<Conn>,
+    pool: Arc<ConnPool>,
+    pub updates: events::PendingUpdates,
+    pub notify: Option<String>,
+}
+
+impl HeldCommit {
+    pub fn new(conn: Conn, pool: Arc<ConnPool>, updates: events::PendingUpdates, notify: Option<String>) -> Self {
+        HeldCommit { conn: Some(conn), pool, updates, notify }
+    }
+
+    /// Sends COMMIT and waits for it (within `database_timeout_ms`, as
+    /// every call); the connection returns to the pool.
+    pub fn commit(mut self) -> crate::store::StoreResult<()> {
+        let conn = self.conn.take().expect("a held commit owns its connection until it ends");
+        let r = events::commit_with_updates(&conn, &mut self.updates, self.notify.as_deref());
+        self.pool.put(conn);
+        r
+    }
+}
+
+impl Drop for HeldCommit {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            let _ = conn.rollback();
+            self.pool.put(conn);
+        }
+    }
+}
+
+/// The other PostgreSQL connections of a service, idle, for the next
+/// transaction while one commits (see [`HeldCommit`]). Empty on SQLite.
+#[derive(Default)]
+pub(crate) struct ConnPool {
+    free: Mutex<Vec<Conn>>,
+    back: Condvar,
+}
+
+impl ConnPool {
+    pub fn put(&self, conn: Conn) {
+        self.free.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
+        self.back.notify_one();
+    }
+
+    /// An idle connection, waiting at most `wait` for a commit under way
+    /// to give one back (a commit ends within its deadline); `None` when
+    /// the pool has none.
+    pub fn take(&self, wait: Duration) -> Option<Conn> {
+        let free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut free, _) =
+            self.back.wait_timeout_while(free, wait, |f| f.is_empty()).unwrap_or_else(|e| e.into_inner());
+        free.pop()
+    }
 }
 
 /// What the database lock guards.
@@ -113,13 +181,24 @@ pub(crate) struct Db {
     /// A durable file database's WAL fsync, run without the lock (group
     /// commit); `None` when SQLite syncs in COMMIT or nothing is synced.
     pub wal: Option<WalSync>,
+    /// The other connections (PostgreSQL), see [`HeldCommit`].
+    pub pool: Arc<ConnPool>,
+    /// Set when the pool holds connections: a commit may be held.
+    pub pooled: bool,
 }
 
 impl Db {
-    pub fn new(mut conn: Conn, synchronous: crate::config::Synchronous) -> Db {
+    pub fn new(mut conn: Conn, others: Vec<Conn>, synchronous: crate::config::Synchronous) -> Db {
         let full = synchronous == crate::config::Synchronous::Full;
+        let pool = Arc::new(ConnPool::default());
+        let pooled = !others.is_empty();
+        for c in others {
+            pool.put(c);
+        }
         Db {
             wal: conn.sqlite().and_then(|c| WalSync::for_connection(c, full)),
+            pool,
+            pooled,
             inner: Mutex::new(Inner {
                 conn,
                 bot_cache: auth::DigestMap::default(),

@@ -835,8 +835,11 @@ fn a_lone_send_message_costs_three_round_trips_and_a_group_of_n_costs_n_plus_two
     let svc = node(&test_database());
     let w = world(&svc, "official");
     let send = |text: &str| bot_call(&svc, &w.token, "sendMessage", json!({"chat_id": w.chat, "text": text}));
-    // The first send prepares its statements (and prunes once).
+    // The first sends prepare their statements (and prune once), on each
+    // of the node's two connections (one runs a group while the other
+    // commits).
     assert_eq!(send("warm").0, 200);
+    assert_eq!(send("warm again").0, 200);
     let before = svc.commit_stats().round_trips;
     assert_eq!(send("alone").0, 200);
     // BEGIN with the bot and chat read; the message; the update with COMMIT.
@@ -1023,4 +1026,110 @@ fn a_session_whose_node_cannot_reach_the_database_for_five_seconds_closes_with_4
         Some(botspace::GatewayEvent::Closed { code: 4010, reason: botspace::CloseCode::StorageUnavailable })
     );
     down.start();
+}
+
+/// A node has two connections: while one group's COMMIT is under way
+/// (awaited without the service's lock), the next group runs on the other
+/// connection. A deferred trigger makes one COMMIT take 2 s; a send into
+/// another chat meanwhile runs all its statements (its transaction has
+/// written, and waits for its COMMIT) before the slow COMMIT returns. Its
+/// update id comes after the slow one's (commit order), message ids stay
+/// gapless, and neither answer leaves before its own COMMIT returned.
+#[test]
+fn the_next_group_runs_on_the_other_connection_while_a_commit_syncs_and_answers_wait_for_their_commit() {
+    let _g = serial();
+    let db = test_database();
+    let svc = node(&db);
+    let w = world(&svc, "official");
+    let bob = admin(&svc, SECRET, "createUser", json!({"display_name": "Bob"}))["id"].as_str().unwrap().to_string();
+    let chat_y =
+        admin(&svc, SECRET, "startBot", json!({"user_id": bob, "bot_id": w.bot}))["id"].as_str().unwrap().to_string();
+    let send = |chat: &str, text: &str| bot_call(&svc, &w.token, "sendMessage", json!({"chat_id": chat, "text": text}));
+    // Both connections warm, so nothing below waits for a statement to be prepared.
+    assert_eq!(send(&w.chat, "warm 1").0, 200);
+    assert_eq!(send(&chat_y, "warm 2").0, 200);
+    let mut pg = postgres::Client::connect(&db, postgres::NoTls).unwrap();
+    pg.batch_execute(
+        "CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF NEW.text = 'slow' THEN PERFORM pg_sleep(2); END IF;
+           RETURN NEW;
+         END $$;
+         CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON messages DEFERRABLE INITIALLY DEFERRED
+           FOR EACH ROW EXECUTE FUNCTION slow_commit();",
+    )
+    .unwrap();
+    let slow_done = std::sync::atomic::AtomicBool::new(false);
+    let fast_done = std::sync::atomic::AtomicBool::new(false);
+    let start = std::time::Instant::now();
+    let (slow, fast, seen_overlap) = std::thread::scope(|s| {
+        let slow = s.spawn(|| {
+            let r = send(&w.chat, "slow");
+            slow_done.store(true, std::sync::atomic::Ordering::SeqCst);
+            (r, start.elapsed())
+        });
+        // The slow COMMIT is under way once its trigger sleeps.
+        let in_commit = |pg: &mut postgres::Client| {
+            pg.query_one("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep'", &[])
+                .unwrap()
+                .get::<_, i64>(0)
+                == 1
+        };
+        while !in_commit(&mut pg) {
+            assert!(start.elapsed().as_millis() < 1000, "the slow COMMIT never started");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let fast = s.spawn(|| {
+            let r = send(&chat_y, "fast");
+            fast_done.store(true, std::sync::atomic::Ordering::SeqCst);
+            (r, start.elapsed())
+        });
+        // The fast send's statements all ran on the other connection: its
+        // transaction has written and waits for COMMIT, while the slow
+        // COMMIT still sleeps and neither has answered.
+        let mut seen_overlap = false;
+        while start.elapsed().as_millis() < 1800 {
+            let waiting: i64 = pg
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                     AND state = 'idle in transaction' AND backend_xid IS NOT NULL",
+                    &[],
+                )
+                .unwrap()
+                .get(0);
+            if waiting == 1 && in_commit(&mut pg) {
+                assert!(!slow_done.load(std::sync::atomic::Ordering::SeqCst), "answered before its COMMIT returned");
+                assert!(!fast_done.load(std::sync::atomic::Ordering::SeqCst), "answered before its COMMIT returned");
+                seen_overlap = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        (slow.join().unwrap(), fast.join().unwrap(), seen_overlap)
+    });
+    pg.batch_execute("DROP TRIGGER slow ON messages; DROP FUNCTION slow_commit();").unwrap();
+    assert!(seen_overlap, "the second group ran its statements while the first one's COMMIT was under way");
+    let ((slow_status, slow_body), slow_at) = slow;
+    let ((fast_status, fast_body), fast_at) = fast;
+    assert_eq!((slow_status, fast_status), (200, 200), "{slow_body} {fast_body}");
+    assert!(slow_at.as_millis() >= 2000, "the slow send answered after {slow_at:?}, before its COMMIT returned");
+    assert!(fast_at.as_millis() >= 2000, "the fast send answered after {fast_at:?}, before its COMMIT could return");
+    // Message ids per chat: gapless, each chat its own count.
+    assert_eq!(slow_body["result"]["message_id"], "2");
+    assert_eq!(fast_body["result"]["message_id"], "2");
+    assert_eq!(send(&w.chat, "after").1["result"]["message_id"], "3");
+    // Update ids: in commit order, without a gap.
+    let ids: Vec<(i64, String)> = pg
+        .query(
+            "SELECT update_id, data::json#>>'{message,text}' FROM updates WHERE type = 'message_created' \
+             AND data::json#>>'{message,text}' IN ('warm 2', 'slow', 'fast', 'after') ORDER BY update_id",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let texts: Vec<&str> = ids.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(texts, ["warm 2", "slow", "fast", "after"]);
+    assert!(ids.windows(2).all(|p| p[1].0 == p[0].0 + 1), "gapless update ids: {ids:?}");
 }

@@ -95,8 +95,8 @@ impl Service {
         if let Some(listen) = &self.listen {
             let heard = {
                 let mut listener = listen.listener.lock().unwrap_or_else(|e| e.into_inner());
-                let own = listen.own_pid.load(std::sync::atomic::Ordering::Relaxed);
-                listener.wait(std::time::Duration::from_millis(timeout_ms), own)?
+                let own = listen.own_pids();
+                listener.wait(std::time::Duration::from_millis(timeout_ms), &own)?
             };
             if heard.all || !heard.bots.is_empty() {
                 let here = self.gateway.hint(heard.all, &heard.bots);

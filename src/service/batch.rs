@@ -17,8 +17,8 @@ impl Service {
     /// whole group rolls back and every request that had succeeded, and that
     /// one, answer 500 — nothing was committed, all are safe to retry.
     pub fn handle_batch(&self, requests: &[&[u8]]) -> Vec<Vec<u8>> {
-        let (mut out, fx) = self.run_batch(requests);
-        self.settle(fx.seen, &mut out);
+        let (mut out, mut fx) = self.run_batch(requests);
+        self.settle(&mut fx, &mut out);
         self.apply_effects(fx);
         out
     }

@@ -13,7 +13,9 @@ impl Service {
     pub(crate) fn take_effects(&self, inner: &mut Inner) -> TxEffects {
         let mut fx = std::mem::take(&mut inner.fx);
         fx.seen = self.seen();
-        if !fx.woken.is_empty() || !fx.revoked.is_empty() {
+        // A held commit's wake-ups wait for its COMMIT (see `settle`): a
+        // session must not look for events that are not there yet.
+        if fx.held.is_none() && (!fx.woken.is_empty() || !fx.revoked.is_empty()) {
             self.gateway.after_commit(&fx.woken, &fx.revoked);
         }
         if fx.scrubbed {
@@ -40,11 +42,31 @@ impl Service {
     }
 
     /// Before answers leave: waits until every commit they may have seen
-    /// is on disk. If the fsync fails, what was written may not survive a
-    /// crash: each success becomes 503 `commit_outcome_unknown`.
-    pub(crate) fn settle(&self, seen: u64, outs: &mut [Vec<u8>]) {
+    /// is durable. A held PostgreSQL commit is sent and awaited here, out
+    /// of the lock (see [`crate::txn::HeldCommit`]); if it fails, each
+    /// success becomes that failure (503 `commit_outcome_unknown` once
+    /// COMMIT was sent) and nobody is woken. If the WAL fsync fails, what
+    /// was written may not survive a crash: each success becomes 503
+    /// `commit_outcome_unknown`.
+    pub(crate) fn settle(&self, fx: &mut TxEffects, outs: &mut [Vec<u8>]) {
+        if let Some(held) = fx.held.take() {
+            match held.commit() {
+                Ok(()) => {
+                    if !fx.woken.is_empty() {
+                        self.gateway.after_commit(&fx.woken, &[]);
+                    }
+                }
+                Err(e) => {
+                    let e = ApiError::from(e);
+                    for out in outs.iter_mut().filter(|o| o.starts_with(b"HTTP/1.1 2")) {
+                        *out = e.clone().into_response();
+                    }
+                    fx.woken.clear();
+                }
+            }
+        }
         let Some(wal) = &self.db.wal else { return };
-        if let Err(e) = wal.sync_to(seen) {
+        if let Err(e) = wal.sync_to(fx.seen) {
             for out in outs.iter_mut().filter(|o| o.starts_with(b"HTTP/1.1 2")) {
                 *out = ApiError::commit_outcome_unknown(&e).into_response();
             }

@@ -61,10 +61,23 @@ pub struct Service {
 #[cfg(feature = "postgres")]
 pub(crate) struct Listen {
     pub(crate) listener: std::sync::Mutex<store::postgres::Listener>,
-    /// The main connection's server process: its notifications are this
-    /// node's own commits, already applied.
-    pub(crate) own_pid: Arc<std::sync::atomic::AtomicI32>,
+    /// The server processes of this service's connections: their
+    /// notifications are this node's own commits, already applied.
+    pub(crate) own_pids: Vec<Arc<std::sync::atomic::AtomicI32>>,
 }
+
+#[cfg(feature = "postgres")]
+impl Listen {
+    pub(crate) fn own_pids(&self) -> Vec<i32> {
+        self.own_pids.iter().map(|p| p.load(std::sync::atomic::Ordering::Relaxed)).collect()
+    }
+}
+
+/// PostgreSQL connections per service: while one group's COMMIT syncs
+/// (awaited without the lock, see [`crate::txn::HeldCommit`]), the next
+/// group runs its statements on another.
+#[cfg(feature = "postgres")]
+const PG_CONNECTIONS: usize = 2;
 
 /// A parsed request, routed and past the transport checks.
 pub(crate) struct Routed<'a> {
@@ -101,16 +114,30 @@ impl Service {
         let admin_hash = auth::sha256(config.admin_secret.as_bytes());
         let shared_store = conn.dialect() == store::Dialect::Postgres;
         let notify = shared_store && config.listen_notify;
+        #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
+        let mut others: Vec<store::Conn> = Vec::new();
+        #[cfg(feature = "postgres")]
+        if let store::Conn::Postgres(pg) = &conn {
+            for _ in 1..PG_CONNECTIONS {
+                others.push(store::Conn::Postgres(Box::new(pg.open_another(&config)?)));
+            }
+        }
         #[cfg(feature = "postgres")]
         let listen = match &conn {
-            store::Conn::Postgres(pg) if notify => Some(Listen {
+            store::Conn::Postgres(_) if notify => Some(Listen {
                 listener: std::sync::Mutex::new(store::postgres::Listener::new(&config)),
-                own_pid: pg.backend_pid(),
+                own_pids: std::iter::once(&conn)
+                    .chain(&others)
+                    .filter_map(|c| match c {
+                        store::Conn::Postgres(c) => Some(c.backend_pid()),
+                        _ => None,
+                    })
+                    .collect(),
             }),
             _ => None,
         };
         Ok(Service {
-            db: Arc::new(Db::new(conn, config.synchronous)),
+            db: Arc::new(Db::new(conn, others, config.synchronous)),
             random: config.random_seed.map_or(Random::Os, Random::seeded),
             config,
             clock,
@@ -201,10 +228,10 @@ impl Service {
             routed.peer = Some(peer);
             let mut inner = self.lock();
             let out = self.run_one(&mut inner, &routed);
-            let fx = self.take_effects(&mut inner);
+            let mut fx = self.take_effects(&mut inner);
             drop(inner);
             let mut outs = [out];
-            self.settle(fx.seen, &mut outs);
+            self.settle(&mut fx, &mut outs);
             self.apply_effects(fx);
             let [out] = outs;
             return out;
@@ -218,9 +245,9 @@ impl Service {
         if routed.route == Route::Bot(BotMethod::GetMe) {
             let mut inner = self.lock();
             let mut out = [self.run_one(&mut inner, &routed)];
-            let seen = self.seen();
+            let mut fx = TxEffects { seen: self.seen(), ..TxEffects::default() };
             drop(inner);
-            self.settle(seen, &mut out);
+            self.settle(&mut fx, &mut out);
             let [out] = out;
             return out;
         }
@@ -279,8 +306,8 @@ impl crate::group::Runner for Service {
     fn run_group(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects) {
         Service::run_group(self, requests)
     }
-    fn settle(&self, seen: u64, outs: &mut [Vec<u8>]) {
-        Service::settle(self, seen, outs)
+    fn settle(&self, fx: &mut TxEffects, outs: &mut [Vec<u8>]) {
+        Service::settle(self, fx, outs)
     }
     fn apply_effects(&self, fx: TxEffects) {
         Service::apply_effects(self, fx)

@@ -9,7 +9,7 @@ use crate::http::{self, Request};
 use crate::methods;
 use crate::route::{BotMethod, Route, Target};
 use crate::store::{self};
-use crate::txn::{Inner, TxEffects};
+use crate::txn::{HeldCommit, Inner, TxEffects};
 
 impl Service {
     /// Transport checks (405 → 411/413 → 415) and routing.
@@ -104,6 +104,18 @@ impl Service {
         // learn of it from a hint sent with the commit; nothing is sent
         // when no bot is affected.
         let notify = self.notify.then(|| notify_payload(&inner.fx)).flatten();
+        if let Some(conn) = self.spare_for_held_commit(inner) {
+            // Every statement ran: COMMIT is sent and awaited in `settle`,
+            // without the lock, while the next group runs on `conn`. If it
+            // fails there, nothing beside the database needs undoing: on
+            // PostgreSQL the rate buckets are rows of the transaction and
+            // the auth cache is never read.
+            let held = std::mem::replace(&mut inner.conn, conn);
+            let updates = std::mem::take(&mut inner.fx.updates);
+            inner.fx.held = Some(HeldCommit::new(held, self.db.pool.clone(), updates, notify));
+            inner.rate.commit();
+            return Ok(());
+        }
         match crate::events::commit_with_updates(&inner.conn, &mut inner.fx.updates, notify.as_deref()) {
             Ok(()) => {
                 if let Some(wal) = &self.db.wal {
@@ -117,6 +129,22 @@ impl Service {
                 Err(e.into())
             }
         }
+    }
+
+    /// Another connection for the next transaction, when this one's COMMIT
+    /// may be held for `settle`: on PostgreSQL with a pool, and only for a
+    /// commit that revokes no token and changes no bot (a revocation must
+    /// close sessions before any later request can open one, under the
+    /// lock; see [`Service::take_effects`]). Waits for a commit under way
+    /// to give its connection back, at most twice the deadline; past that
+    /// (never expected: a commit ends within one) this one commits under
+    /// the lock as without a pool.
+    fn spare_for_held_commit(&self, inner: &Inner) -> Option<store::Conn> {
+        if !self.db.pooled || !inner.fx.revoked.is_empty() || inner.fx.bots_touched {
+            return None;
+        }
+        let wait = std::time::Duration::from_millis(self.config.database_timeout_ms.saturating_mul(2));
+        self.db.pool.take(wait)
     }
 
     /// Undoes a transaction that failed in storage: its auth cache

@@ -26,7 +26,7 @@ use postgres::{Row, Statement};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -331,8 +331,9 @@ pub struct PgConn {
     client: RefCell<Option<Client>>,
     /// BEGIN is owed: it goes out with the transaction's first statement.
     begin_owed: Cell<bool>,
-    /// Round trips made for statements (connecting aside), for metrics.
-    round_trips: Cell<u64>,
+    /// Round trips made for statements (connecting aside), for metrics;
+    /// shared by a service's connections ([`PgConn::open_another`]).
+    round_trips: Arc<AtomicU64>,
     /// Prepared statements of the current client, by SQL text as written.
     cache: RefCell<HashMap<String, (Statement, bool)>>,
     changes: Cell<u64>,
@@ -340,6 +341,10 @@ pub struct PgConn {
     /// An error inside the open transaction: PostgreSQL will only roll it back.
     aborted: Cell<bool>,
     retryable: Cell<bool>,
+    /// The last call went out on a connection made before it (not one
+    /// made for it): a failure there may only mean that connection went
+    /// stale while idle (a server restarted since), see [`PgConn::stale`].
+    reused: Cell<bool>,
     /// The server process of the current connection (0 before the first):
     /// a node's listener skips the notifications of its own commits, which
     /// it has applied already.
@@ -411,6 +416,16 @@ fn tls(root_cert: Option<&str>) -> StoreResult<MakeTls> {
 impl PgConn {
     /// Connects and brings the schema up to date.
     pub fn open(config: &Config) -> StoreResult<PgConn> {
+        PgConn::open_counting(config, Arc::default())
+    }
+
+    /// One more connection of the same service (one runs a group while
+    /// another commits): its round trips count with this one's.
+    pub fn open_another(&self, config: &Config) -> StoreResult<PgConn> {
+        PgConn::open_counting(config, self.round_trips.clone())
+    }
+
+    fn open_counting(config: &Config, round_trips: Arc<AtomicU64>) -> StoreResult<PgConn> {
         let (url, root_cert) = split_url(&config.database);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_io()
@@ -425,12 +440,13 @@ impl PgConn {
             rt,
             client: RefCell::new(None),
             begin_owed: Cell::new(false),
-            round_trips: Cell::new(0),
+            round_trips,
             cache: RefCell::new(HashMap::new()),
             changes: Cell::new(0),
             in_tx: Cell::new(false),
             aborted: Cell::new(false),
             retryable: Cell::new(false),
+            reused: Cell::new(false),
             backend_pid: Arc::new(AtomicI32::new(0)),
         };
         conn.migrate()?;
@@ -485,6 +501,7 @@ impl PgConn {
         f: impl FnOnce(&Timed<'_>, &tokio_postgres::Client) -> Result<T, PgFail>,
     ) -> StoreResult<T> {
         let mut slot = self.client.borrow_mut();
+        self.reused.set(slot.as_ref().is_some_and(|c| !c.is_closed()));
         if slot.as_ref().is_none_or(Client::is_closed) {
             if self.in_tx.get() && !self.begin_owed.get() {
                 self.aborted.set(true);
@@ -497,7 +514,7 @@ impl PgConn {
         let client = slot.as_ref().expect("connected above");
         // Every call of `f` waits for the server once (pipelining puts
         // several statements in that one wait).
-        self.round_trips.set(self.round_trips.get() + 1);
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
         let r = f(&self.timed(), &client.pg);
         let gone = match &r {
             Err(PgFail::Deadline(_)) => true,
@@ -554,7 +571,11 @@ impl PgConn {
         }
         let text = positional(sql);
         // Preparing sends nothing into a transaction whose BEGIN is owed.
-        let st = self.with_as(!self.begin_owed.get(), |rt, c| rt.block_on(c.prepare(&text)))?;
+        let r = self.with_as(!self.begin_owed.get(), |rt, c| rt.block_on(c.prepare(&text)));
+        if self.begin_owed.get() {
+            self.stale(&r);
+        }
+        let st = r?;
         let upper = sql.trim_start().to_ascii_uppercase();
         let writes = ["UPDATE", "INSERT", "DELETE"].iter().any(|w| upper.starts_with(w))
             || (upper.starts_with("WITH") && ["UPDATE ", "INSERT ", "DELETE "].iter().any(|w| upper.contains(w)));
@@ -611,10 +632,28 @@ impl PgConn {
                 r
             })
         });
+        if begin && then.is_none() {
+            self.stale(&r);
+        }
         if begin && !matches!(&r, Err(StorageError::Unavailable(_))) {
             self.begin_owed.set(false);
         }
         r
+    }
+
+    /// A call that opened a transaction (its BEGIN went with it, no COMMIT
+    /// did) failed because the connection it reused was gone: the server
+    /// closed it while it sat idle (a restart, a failover, an
+    /// administrator). Nothing of the transaction can have been applied,
+    /// and a fresh connection may well succeed: the failure is reported as
+    /// retryable, and the service reruns the transaction, connecting anew.
+    /// A service has several connections, and each would otherwise fail
+    /// one request after every restart. A deadline is not retried (that
+    /// would double the wait), nor a failure to connect.
+    fn stale<T>(&self, r: &StoreResult<T>) {
+        if self.reused.get() && matches!(r, Err(StorageError::Postgres(e)) if is_unavailable(e)) {
+            self.retryable.set(true);
+        }
     }
 
     /// Runs a read once per parameter list, all in one round trip (with
@@ -746,7 +785,7 @@ impl PgConn {
 
     /// Round trips to the server so far, connecting aside.
     pub fn round_trips(&self) -> u64 {
-        self.round_trips.get()
+        self.round_trips.load(Ordering::Relaxed)
     }
 
     pub fn total_changes(&self) -> u64 {
@@ -892,10 +931,10 @@ impl Listener {
 
     /// Blocks at most `timeout` (plus one deadline, for the liveness check)
     /// for notifications and takes every one that is there, skipping those
-    /// sent by the connection `own_pid`. A call that (re)connects returns
+    /// sent by the connections `own_pids`. A call that (re)connects returns
     /// at once with `all` set. A lost or unanswering connection is an
     /// error; the next call connects again.
-    pub fn wait(&mut self, timeout: Duration, own_pid: i32) -> StoreResult<Heard> {
+    pub fn wait(&mut self, timeout: Duration, own_pids: &[i32]) -> StoreResult<Heard> {
         if self.rt.is_none() {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_io()
@@ -910,7 +949,7 @@ impl Listener {
                 Heard { all: true, ..Heard::default() }
             }),
             Some(mut live) => {
-                let heard = self.receive(&mut live, timeout, own_pid);
+                let heard = self.receive(&mut live, timeout, own_pids);
                 if heard.is_ok() {
                     self.live = Some(live);
                 }
@@ -955,7 +994,7 @@ impl Listener {
         }
     }
 
-    fn receive(&self, live: &mut Listening, timeout: Duration, own_pid: i32) -> StoreResult<Heard> {
+    fn receive(&self, live: &mut Listening, timeout: Duration, own_pids: &[i32]) -> StoreResult<Heard> {
         let rt = self.rt.as_ref().expect("made by wait");
         let lost = || StorageError::Unavailable("the connection listening to PostgreSQL notifications was lost");
         if live.checked.elapsed() >= LISTENER_CHECK_EVERY {
@@ -968,7 +1007,7 @@ impl Listener {
         }
         let mut heard = Heard::default();
         let mut keep = |n: postgres::Notification| {
-            if n.process_id() != own_pid && n.channel() == CHANNEL {
+            if !own_pids.contains(&n.process_id()) && n.channel() == CHANNEL {
                 heard.take(n.payload());
             }
         };
