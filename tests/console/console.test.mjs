@@ -244,6 +244,9 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   await page.getByRole('button', { name: 'Audit log' }).click();
   await page.getByRole('heading', { name: 'Audit log', exact: true }).waitFor();
   await assertLabelled('audit');
+  // The heading shows before the entries arrive: read the table once they
+  // are in it (one render puts them all in).
+  await page.locator('table[aria-label="Audit log"] td', { hasText: 'createBot' }).first().waitFor();
   const text = await page.locator('table[aria-label="Audit log"]').textContent();
   for (const m of ['createBot', 'rotateBotToken', 'updateBot', 'createUser', 'createGroup', 'addMember', 'sendUserMessage']) {
     assert.ok(text.includes(m), 'audit log shows ' + m);
