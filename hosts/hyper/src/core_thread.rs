@@ -18,11 +18,19 @@
 //!
 //! A 200 still means durable: `handle_batch` returns only once its commit
 //! is on disk.
+//!
+//! On a database whose calls cannot block (`:memory:`: no disk, no
+//! network) there is no core thread: [`OnReactor`] answers the same takes
+//! on the reactor, in a task that runs once the connections made ready by
+//! one turn of the reactor have queued their requests. That is the C
+//! server's loop (read everything ready, answer it in one batch, write
+//! the answers) with no thread hop at all.
 
 use botspace::Service;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 
 /// Who is in the core now. Every blocking call this crate makes into the
 /// service (a core thread's batch with its fsync, a gateway session's
@@ -170,6 +178,82 @@ fn run(svc: &Service, sh: &Shared, gate: &Gate) {
     }
 }
 
+/// The queue of [`OnReactor`], shared with its task.
+#[derive(Default)]
+struct ReactorQueue {
+    jobs: Mutex<Vec<Job>>,
+    wake: Notify,
+    started: AtomicBool,
+    closed: AtomicBool,
+    /// Takes answered so far (each one `answer` call).
+    takes: std::sync::atomic::AtomicU64,
+}
+
+impl ReactorQueue {
+    fn take(&self) -> Vec<Job> {
+        std::mem::take(&mut *self.jobs.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// Bot requests answered on the reactor, in batches, for a service whose
+/// calls never wait on a disk or a network (`:memory:`).
+///
+/// A request is queued and the answering task woken; that task first
+/// yields, so that every connection the same turn of the reactor made
+/// ready queues its request too, then answers the whole take as a core
+/// thread would ([`answer`]). On a current-thread runtime (the example
+/// server on `:memory:`) nothing crosses a thread. The task ends once the
+/// app is dropped.
+#[derive(Default)]
+pub(crate) struct OnReactor {
+    q: Arc<ReactorQueue>,
+}
+
+impl OnReactor {
+    /// Queues a job; the answering task is started on the current runtime
+    /// by the first one.
+    pub(crate) fn submit(&self, svc: &Arc<Service>, job: Job) {
+        self.q.jobs.lock().unwrap_or_else(|e| e.into_inner()).push(job);
+        if !self.q.started.swap(true, Ordering::AcqRel) {
+            let (q, svc) = (self.q.clone(), svc.clone());
+            tokio::spawn(async move {
+                loop {
+                    q.wake.notified().await;
+                    if q.closed.load(Ordering::Acquire) {
+                        // Nothing queued is left unanswered: the app is
+                        // gone, so every job's connection is too.
+                        return;
+                    }
+                    // After the other ready connections have queued theirs.
+                    tokio::task::yield_now().await;
+                    let jobs = q.take();
+                    if !jobs.is_empty() {
+                        q.takes.fetch_add(1, Ordering::Relaxed);
+                        answer(&svc, jobs);
+                    }
+                }
+            });
+        }
+        // Stores a permit when the task is busy or not yet waiting: no
+        // request is left behind.
+        self.q.wake.notify_one();
+    }
+}
+
+#[cfg(test)]
+impl OnReactor {
+    fn takes(&self) -> u64 {
+        self.q.takes.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for OnReactor {
+    fn drop(&mut self) {
+        self.q.closed.store(true, Ordering::Release);
+        self.q.wake.notify_one();
+    }
+}
+
 /// Answers one take of the queue. A panic in the core drops the
 /// affected replies: their connections answer 500, the thread goes on.
 fn answer(svc: &Service, jobs: Vec<Job>) {
@@ -277,6 +361,60 @@ mod tests {
         assert_eq!(me["result"]["handle"], "b_bot", "{me}");
         drop(svc);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn on_the_reactor_the_requests_one_turn_made_ready_are_one_take_each_answered() {
+        let svc = Arc::new(
+            Service::open(Config::default().with(|c| {
+                c.database = ":memory:".into();
+                c.admin_secret = SECRET.into();
+            }))
+            .unwrap(),
+        );
+        let admin = format!("Admin {SECRET}");
+        let user = call(&svc, "/admin/createUser", &admin, r#"{"display_name":"U"}"#)["result"]["id"].clone();
+        let bot =
+            call(&svc, "/admin/createBot", &admin, r#"{"display_name":"B","handle":"b_bot","quota_tier":"official"}"#);
+        let token = bot["result"]["token"].as_str().unwrap().to_string();
+        let start = serde_json::json!({"user_id": user, "bot_id": bot["result"]["bot"]["id"]}).to_string();
+        let chat = call(&svc, "/admin/startBot", &admin, &start)["result"]["id"].as_str().unwrap().to_string();
+
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let reactor = Arc::new(OnReactor::default());
+        let texts = rt.block_on(async {
+            // Eight connections made ready by one turn: each queues its
+            // request before the answering task runs.
+            let tasks: Vec<_> = (0..8)
+                .map(|i| {
+                    let (svc, reactor, chat, token) = (svc.clone(), reactor.clone(), chat.clone(), token.clone());
+                    tokio::spawn(async move {
+                        let body = format!(r#"{{"chat_id":"{chat}","text":"m{i}"}}"#);
+                        let request = format!(
+                            "POST /bot/sendMessage HTTP/1.1\r\nAuthorization: Bot {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let (tx, rx) = oneshot::channel();
+                        reactor.submit(&svc, Job { request: request.into_bytes(), kind: Kind::Batch, reply: tx });
+                        rx.await.unwrap()
+                    })
+                })
+                .collect();
+            let mut texts = Vec::new();
+            for t in tasks {
+                let out = t.await.unwrap();
+                assert!(out.starts_with(b"HTTP/1.1 200 "), "{}", String::from_utf8_lossy(&out));
+                texts.push(body_of(&out)["result"]["text"].as_str().unwrap().to_string());
+            }
+            texts
+        });
+        assert_eq!(texts, (0..8).map(|i| format!("m{i}")).collect::<Vec<_>>());
+        assert_eq!(reactor.takes(), 1);
+        // The history is whole, numbered in the order the take answered.
+        let history = call(&svc, "/admin/getChatHistory", &admin, &format!(r#"{{"chat_id":"{chat}","limit":100}}"#));
+        let ids: Vec<&str> =
+            history["result"].as_array().unwrap().iter().map(|m| m["message_id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["1", "2", "3", "4", "5", "6", "7", "8"], "{history}");
     }
 
     #[test]

@@ -123,6 +123,9 @@ pub(crate) struct Inner {
     /// blocking pool (PostgreSQL, whose groups the core puts in lock
     /// order across nodes, or no thread could be started).
     core: Option<core_thread::CoreThreads>,
+    /// Bot requests answered on the reactor, in batches: a service whose
+    /// calls never block (`:memory:`). Then `core` is `None`.
+    on_reactor: Option<core_thread::OnReactor>,
     pub(crate) gate: Arc<core_thread::Gate>,
 }
 
@@ -145,7 +148,14 @@ impl Botspace {
     /// [`Botspace::with_core_threads`]); on PostgreSQL, on tokio's
     /// blocking pool (the core's group commit puts a group's requests in
     /// lock order across nodes there).
+    ///
+    /// On `:memory:`, whose calls wait on no disk and no network, bot
+    /// requests are answered on the reactor itself, in the same batches
+    /// (see [`Botspace::answers_on_reactor`]).
     pub fn new(svc: Arc<Service>) -> Botspace {
+        if svc.config().database == ":memory:" {
+            return Botspace::build(svc, 0, true);
+        }
         let n = if svc.config().database.starts_with("postgres") { 0 } else { DEFAULT_CORE_THREADS };
         Botspace::with_core_threads(svc, n)
     }
@@ -159,6 +169,10 @@ impl Botspace {
     /// each request runs on tokio's blocking pool (`spawn_blocking`) and
     /// the core's own group commit groups them.
     pub fn with_core_threads(svc: Arc<Service>, n: usize) -> Botspace {
+        Botspace::build(svc, n, false)
+    }
+
+    fn build(svc: Arc<Service>, n: usize, on_reactor: bool) -> Botspace {
         let gate = Arc::new(core_thread::Gate::default());
         let core = if n > 0 { core_thread::CoreThreads::start(&svc, &gate, n) } else { None };
         let inner = Arc::new(Inner {
@@ -168,6 +182,7 @@ impl Botspace {
             stop_notify: Notify::new(),
             gateways: AtomicUsize::new(0),
             core,
+            on_reactor: on_reactor.then(core_thread::OnReactor::default),
             gate,
         });
         let weak = Arc::downgrade(&inner);
@@ -188,6 +203,16 @@ impl Botspace {
     pub fn with_get_me_on_worker(mut self, on: bool) -> Botspace {
         self.get_me_on_worker = on;
         self
+    }
+
+    /// Whether bot requests are answered on the reactor (a `:memory:`
+    /// service, [`Botspace::new`]) rather than on core threads or tokio's
+    /// blocking pool. The example server then runs on a current-thread
+    /// runtime, as the C server runs one loop: a host call or a gateway
+    /// call still goes to the blocking pool, and a request waits for it
+    /// only if it needs the service's lock meanwhile.
+    pub fn answers_on_reactor(&self) -> bool {
+        self.inner.on_reactor.is_some()
     }
 
     /// The same app answering only the paths of `role`.
@@ -295,10 +320,22 @@ impl Botspace {
             .iter()
             .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("keep-alive"))));
         let admin = path.starts_with("/admin/");
-        let raw = match &self.inner.core {
+        let kind = || {
+            if path.starts_with("/bot/") && path != "/bot/getMe" {
+                core_thread::Kind::Batch
+            } else {
+                core_thread::Kind::Alone
+            }
+        };
+        let raw = match (&self.inner.core, &self.inner.on_reactor) {
+            (_, Some(reactor)) if !admin => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                reactor.submit(&svc, core_thread::Job { request: bytes, kind: kind(), reply: tx });
+                rx.await.map_err(|_| ())
+            }
             // Host calls (few; an import may take a while) keep the
             // blocking pool; bot traffic goes to the core threads.
-            Some(core) if !admin => {
+            (Some(core), _) if !admin => {
                 let get_me = path == "/bot/getMe";
                 let on_worker = if get_me && self.get_me_on_worker {
                     // A panic in the core stays in it (a bare 500), as on
@@ -313,13 +350,8 @@ impl Botspace {
                 match on_worker {
                     Some(out) => out,
                     None => {
-                        let kind = if path.starts_with("/bot/") && !get_me {
-                            core_thread::Kind::Batch
-                        } else {
-                            core_thread::Kind::Alone
-                        };
                         let (tx, rx) = tokio::sync::oneshot::channel();
-                        match core.submit(core_thread::Job { request: bytes, kind, reply: tx }) {
+                        match core.submit(core_thread::Job { request: bytes, kind: kind(), reply: tx }) {
                             Ok(()) => rx.await.map_err(|_| ()),
                             Err(_) => Err(()),
                         }

@@ -82,7 +82,13 @@ pub fn serve(
     admin: Option<std::net::TcpListener>,
     opts: Options,
 ) -> io::Result<usize> {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("botspace").build()?;
+    // On `:memory:` the core never blocks and answers on the reactor: one
+    // thread, as the C server's loop, so no request crosses a thread.
+    let rt = if app.answers_on_reactor() {
+        tokio::runtime::Builder::new_current_thread().enable_all().thread_name("botspace").build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("botspace").build()?
+    };
     let sh = Arc::new(Shared {
         app,
         opts,
