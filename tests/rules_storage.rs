@@ -548,3 +548,11 @@ fn deleted_text_leaves_the_database_files() {
     drop(svc);
     assert!(!contains(&all_bytes(&dir.0), secret.as_bytes()), "deleted text is still in the files (closed)");
 }
+
+#[test]
+fn only_an_in_memory_database_has_calls_that_cannot_block() {
+    assert!(!open(":memory:").calls_may_block());
+    let dir = TempDir::new("may-block");
+    let file = dir.0.join("b.db");
+    assert!(open(file.to_str().unwrap()).calls_may_block());
+}

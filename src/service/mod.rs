@@ -52,6 +52,8 @@ pub struct Service {
     /// A database server shared with other nodes: a group's requests run
     /// in lock order (see `service/batch.rs`, `LockKey`).
     shared_store: bool,
+    /// The database lives in memory: no call waits on a disk or a network.
+    in_memory: bool,
     /// Where other nodes' notifications are received (same condition).
     #[cfg(feature = "postgres")]
     pub(crate) listen: Option<Listen>,
@@ -113,6 +115,7 @@ impl Service {
         let conn = store::open(&config)?;
         let admin_hash = auth::sha256(config.admin_secret.as_bytes());
         let shared_store = conn.dialect() == store::Dialect::Postgres;
+        let in_memory = conn.in_memory();
         let notify = shared_store && config.listen_notify;
         #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
         let mut others: Vec<store::Conn> = Vec::new();
@@ -149,9 +152,20 @@ impl Service {
             admin_hash,
             notify,
             shared_store,
+            in_memory,
             #[cfg(feature = "postgres")]
             listen,
         })
+    }
+
+    /// Whether a call into this service can wait on a disk or a network:
+    /// false only when its database lives in memory (`:memory:`). Then a
+    /// call costs its CPU and, at most, a wait for the service's lock while
+    /// another call holds it; a host may run such calls on its event loop
+    /// (the hyper host does). On a database file (its reads, its `fsync`)
+    /// and on PostgreSQL (every statement is a round trip) they block.
+    pub fn calls_may_block(&self) -> bool {
+        !self.in_memory
     }
 
     pub fn config(&self) -> &Config {

@@ -298,6 +298,17 @@ impl Conn {
         }
     }
 
+    /// A database that lives in this process's memory (SQLite's
+    /// `:memory:` or a temporary database): no call on it waits on a disk
+    /// or a network.
+    pub fn in_memory(&self) -> bool {
+        match self {
+            Conn::Sqlite(c) => c.path().is_none_or(str::is_empty),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(_) => false,
+        }
+    }
+
     /// The SQLite connection, for what only SQLite has (export, import).
     pub fn sqlite(&mut self) -> Option<&mut rusqlite::Connection> {
         match self {

@@ -149,11 +149,12 @@ impl Botspace {
     /// blocking pool (the core's group commit puts a group's requests in
     /// lock order across nodes there).
     ///
-    /// On `:memory:`, whose calls wait on no disk and no network, bot
-    /// requests are answered on the reactor itself, in the same batches
-    /// (see [`Botspace::answers_on_reactor`]).
+    /// On `:memory:`, whose calls wait on no disk and no network
+    /// ([`Service::calls_may_block`]), bot requests are answered on the
+    /// reactor itself, in the same batches (see
+    /// [`Botspace::answers_on_reactor`]).
     pub fn new(svc: Arc<Service>) -> Botspace {
-        if svc.config().database == ":memory:" {
+        if !svc.calls_may_block() {
             return Botspace::build(svc, 0, true);
         }
         let n = if svc.config().database.starts_with("postgres") { 0 } else { DEFAULT_CORE_THREADS };
