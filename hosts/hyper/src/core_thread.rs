@@ -305,6 +305,31 @@ mod tests {
         body_of(&svc.handle_request(req.as_bytes()))
     }
 
+    /// An official bot (no rate limits) with its started private chat:
+    /// its token and the chat's id.
+    fn bot_with_chat(svc: &Service) -> (String, String) {
+        let admin = format!("Admin {SECRET}");
+        let user = call(svc, "/admin/createUser", &admin, r#"{"display_name":"U"}"#)["result"]["id"].clone();
+        let bot =
+            call(svc, "/admin/createBot", &admin, r#"{"display_name":"B","handle":"b_bot","quota_tier":"official"}"#);
+        let token = bot["result"]["token"].as_str().unwrap().to_string();
+        let start = serde_json::json!({"user_id": user, "bot_id": bot["result"]["bot"]["id"]}).to_string();
+        let chat = call(svc, "/admin/startBot", &admin, &start)["result"]["id"].as_str().unwrap().to_string();
+        (token, chat)
+    }
+
+    /// A sendMessage of `text` queued as a batch job; its answer arrives on
+    /// the returned receiver.
+    fn send_job(token: &str, chat: &str, text: &str) -> (Job, oneshot::Receiver<Vec<u8>>) {
+        let body = format!(r#"{{"chat_id":"{chat}","text":"{text}"}}"#);
+        let request = format!(
+            "POST /bot/sendMessage HTTP/1.1\r\nAuthorization: Bot {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let (tx, rx) = oneshot::channel();
+        (Job { request: request.into_bytes(), kind: Kind::Batch, reply: tx }, rx)
+    }
+
     fn body_of(resp: &[u8]) -> serde_json::Value {
         let at = resp.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
         serde_json::from_slice(&resp[at..]).unwrap()
@@ -321,25 +346,14 @@ mod tests {
             c.admin_secret = SECRET.into();
         }))
         .unwrap();
-        let admin = format!("Admin {SECRET}");
-        let user = call(&svc, "/admin/createUser", &admin, r#"{"display_name":"U"}"#)["result"]["id"].clone();
-        let bot =
-            call(&svc, "/admin/createBot", &admin, r#"{"display_name":"B","handle":"b_bot","quota_tier":"official"}"#);
-        let token = bot["result"]["token"].as_str().unwrap().to_string();
-        let start = serde_json::json!({"user_id": user, "bot_id": bot["result"]["bot"]["id"]}).to_string();
-        let chat = call(&svc, "/admin/startBot", &admin, &start)["result"]["id"].as_str().unwrap().to_string();
+        let (token, chat) = bot_with_chat(&svc);
 
         let before = svc.commit_stats();
         let mut replies = Vec::new();
         let mut jobs = Vec::new();
         for i in 0..8 {
-            let body = format!(r#"{{"chat_id":"{chat}","text":"m{i}"}}"#);
-            let request = format!(
-                "POST /bot/sendMessage HTTP/1.1\r\nAuthorization: Bot {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                body.len()
-            );
-            let (tx, rx) = oneshot::channel();
-            jobs.push(Job { request: request.into_bytes(), kind: Kind::Batch, reply: tx });
+            let (job, rx) = send_job(&token, &chat, &format!("m{i}"));
+            jobs.push(job);
             replies.push(rx);
         }
         let (tx, get_me) = oneshot::channel();
@@ -372,13 +386,7 @@ mod tests {
             }))
             .unwrap(),
         );
-        let admin = format!("Admin {SECRET}");
-        let user = call(&svc, "/admin/createUser", &admin, r#"{"display_name":"U"}"#)["result"]["id"].clone();
-        let bot =
-            call(&svc, "/admin/createBot", &admin, r#"{"display_name":"B","handle":"b_bot","quota_tier":"official"}"#);
-        let token = bot["result"]["token"].as_str().unwrap().to_string();
-        let start = serde_json::json!({"user_id": user, "bot_id": bot["result"]["bot"]["id"]}).to_string();
-        let chat = call(&svc, "/admin/startBot", &admin, &start)["result"]["id"].as_str().unwrap().to_string();
+        let (token, chat) = bot_with_chat(&svc);
 
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         let reactor = Arc::new(OnReactor::default());
@@ -389,13 +397,8 @@ mod tests {
                 .map(|i| {
                     let (svc, reactor, chat, token) = (svc.clone(), reactor.clone(), chat.clone(), token.clone());
                     tokio::spawn(async move {
-                        let body = format!(r#"{{"chat_id":"{chat}","text":"m{i}"}}"#);
-                        let request = format!(
-                            "POST /bot/sendMessage HTTP/1.1\r\nAuthorization: Bot {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                            body.len()
-                        );
-                        let (tx, rx) = oneshot::channel();
-                        reactor.submit(&svc, Job { request: request.into_bytes(), kind: Kind::Batch, reply: tx });
+                        let (job, rx) = send_job(&token, &chat, &format!("m{i}"));
+                        reactor.submit(&svc, job);
                         rx.await.unwrap()
                     })
                 })
@@ -411,7 +414,12 @@ mod tests {
         assert_eq!(texts, (0..8).map(|i| format!("m{i}")).collect::<Vec<_>>());
         assert_eq!(reactor.takes(), 1);
         // The history is whole, numbered in the order the take answered.
-        let history = call(&svc, "/admin/getChatHistory", &admin, &format!(r#"{{"chat_id":"{chat}","limit":100}}"#));
+        let history = call(
+            &svc,
+            "/admin/getChatHistory",
+            &format!("Admin {SECRET}"),
+            &format!(r#"{{"chat_id":"{chat}","limit":100}}"#),
+        );
         let ids: Vec<&str> =
             history["result"].as_array().unwrap().iter().map(|m| m["message_id"].as_str().unwrap()).collect();
         assert_eq!(ids, ["1", "2", "3", "4", "5", "6", "7", "8"], "{history}");
