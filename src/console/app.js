@@ -33,7 +33,9 @@ async function api(method, body) {
   return data.result;
 }
 
-// h('tag', {attrs}, ...children): strings become text nodes.
+// h('tag', {attrs}, ...children): strings become text nodes; arrays of
+// children are flattened to any depth (a map that returns pairs of
+// elements gives an array of arrays).
 function h(tag, attrs, ...kids) {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -42,11 +44,36 @@ function h(tag, attrs, ...kids) {
     else if (k === 'text') el.textContent = v;
     else el.setAttribute(k, v === true ? '' : String(v));
   }
-  for (const kid of kids.flat()) {
+  for (const kid of kids.flat(Infinity)) {
     if (kid === null || kid === undefined || kid === false) continue;
     el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
   }
   return el;
+}
+
+// A table in a box of its own that scrolls sideways: a wide table never
+// makes the page wider than a phone's screen. The box is focusable so a
+// keyboard can scroll it.
+function table(label, heads, body) {
+  return h('div', { class: 'table-box', role: 'region', 'aria-label': label + ' (table)', tabindex: 0 },
+    h('table', { 'aria-label': label }, h('thead', {}, h('tr', {}, heads.map((t) => h('th', { scope: 'col' }, t)))), body));
+}
+
+// Shows a just-made panel where the operator is looking: scrolled into
+// view, focus on its first button (the copy button of a token).
+function reveal(panel) {
+  panel.scrollIntoView({ block: 'nearest' });
+  const b = panel.querySelector('button');
+  if (b) b.focus({ preventScroll: true });
+}
+
+// A private chat named by its members: "Ann and @echo_bot".
+function privateName(members) {
+  const user = members.find((m) => !m.is_bot);
+  const bot = members.find((m) => m.is_bot);
+  const u = user ? (user.display_name || user.id) : 'a user';
+  const b = bot ? (bot.handle ? '@' + bot.handle : bot.display_name || bot.id) : 'a bot';
+  return u + ' and ' + b;
 }
 
 let uid = 0;
@@ -194,7 +221,8 @@ views.bots = async (root) => {
   const [tLabel, tier] = field('Tier', { type: 'select', name: 'quota_tier', options: ['free', 'standard', 'official'], value: 'free' });
   const [vLabel, verified] = field('Verified', { type: 'checkbox', name: 'verified' });
   const [oLabel, official] = field('Official', { type: 'checkbox', name: 'official' });
-  const created = h('div');
+  // The token panel goes right under the form that made it.
+  const created = h('div', { id: 'created-bot' });
   const create = h('form', {
     class: 'inline', 'aria-label': 'Create a bot',
     onsubmit: async (e) => {
@@ -202,16 +230,17 @@ views.bots = async (root) => {
       try {
         const r = await api('createBot', { display_name: name.value, handle: handle.value, quota_tier: tier.value, verified: verified.checked, official: official.checked });
         created.replaceChildren(oneTimeToken('Token of @' + r.bot.handle, r.token),
-          h('button', { type: 'button', onclick: () => show('bot', r.bot.id) }, 'Open @' + r.bot.handle));
-        say('Created bot @' + r.bot.handle + ' (' + r.bot.id + ').');
+          h('p', {}, h('button', { type: 'button', onclick: () => show('bot', r.bot.id) }, 'Open @' + r.bot.handle)));
+        say('Created bot @' + r.bot.handle + ' (' + r.bot.display_name + ').');
         create.reset();
+        reveal(created);
         await load(null);
       } catch (err) { fail(err); }
     },
   }, nLabel, hLabel, tLabel, vLabel, oLabel, h('button', { type: 'submit', class: 'primary' }, 'Create bot'));
 
   root.append(h('h2', {}, 'Bots'), search,
-    h('table', { 'aria-label': 'Bots' }, h('thead', {}, h('tr', {}, ['Handle', 'Name', 'Tier', 'Status', 'Flags', 'Gateway sessions', 'Unacked events', 'Last request', ''].map((t) => h('th', { scope: 'col' }, t)))), list),
+    table('Bots', ['Handle', 'Name', 'Tier', 'Status', 'Flags', 'Gateway sessions', 'Unacked events', 'Last request', ''], list),
     pg.el, h('h3', {}, 'Create a bot'), create, created);
   await load(null);
 };
@@ -221,7 +250,7 @@ views.bot = async (root, id) => {
   const act = await api('getBotActivity', { bot_id: id });
   const out = h('div', { id: 'bot-result' });
   const refusals = Object.entries(act.refusals);
-  root.append(h('h2', {}, 'Bot @' + b.handle), h('p', {}, h('code', {}, b.id)),
+  root.append(h('h2', {}, 'Bot @' + b.handle), h('p', { class: 'sub' }, b.display_name, ' · ', h('code', {}, b.id)),
     h('dl', { class: 'figures', 'aria-label': 'Live figures' },
       h('dt', {}, 'Status'), h('dd', { id: 'bot-status' }, b.status),
       h('dt', {}, 'Gateway sessions'), h('dd', { id: 'bot-sessions' }, b.live.gateway_sessions + ' of ' + b.live.gateway_connection_limit),
@@ -279,7 +308,7 @@ views.bot = async (root, id) => {
             out.replaceChildren(oneTimeToken('New token of @' + b.handle, r.token,
               'The old token now fails with 401. Gateway sessions closed with 4004: ' + open + '.'));
             say('Rotated the token of @' + b.handle + '; ' + open + ' gateway session(s) closed (4004).');
-            out.querySelector('button.primary').focus();
+            reveal(out);
           } catch (err) { fail(err); }
         },
       }, 'Yes, rotate the token');
@@ -287,7 +316,7 @@ views.bot = async (root, id) => {
         h('h3', { id: 'rot-q' }, 'Rotate the token of @' + b.handle + '?'),
         h('p', { id: 'rot-d' }, 'The current token stops working at once. ' + open + ' open gateway session(s) will be closed with 4004.'),
         h('p', {}, confirm, ' ', cancel)));
-      confirm.focus();
+      reveal(out);
     },
   }, 'Rotate token');
 
@@ -297,14 +326,15 @@ views.bot = async (root, id) => {
       try {
         const r = await api('getOperationalToken', { bot_id: id });
         out.replaceChildren(oneTimeToken('Operational token of @' + b.handle, r.token));
+        reveal(out);
       } catch (err) { fail(err); }
     },
   }, 'Show operational token') : null;
 
   root.append(h('h3', {}, 'Identity and permissions'), edit,
     h('h3', {}, 'Access'), h('p', {}, rotate, ' ', toggle, ' ', opToken), out,
-    h('p', {}, h('button', { type: 'button', onclick: () => show('chats', { member: id }) }, 'Chats of @' + b.handle), ' ',
-      h('button', { type: 'button', onclick: () => show('audit', id) }, 'Audit entries of @' + b.handle), ' ',
+    h('p', {}, h('button', { type: 'button', onclick: () => show('chats', { member: id, name: '@' + b.handle }) }, 'Chats of @' + b.handle), ' ',
+      h('button', { type: 'button', onclick: () => show('audit', { target: id, name: '@' + b.handle }) }, 'Audit entries of @' + b.handle), ' ',
       h('button', { type: 'button', onclick: () => show('bots') }, 'Back to bots')));
 };
 
@@ -317,7 +347,7 @@ views.users = async (root) => {
   async function load(cursor) {
     const r = await api('listUsers', { query: q.value, cursor, limit: 20 });
     list.replaceChildren(...r.users.map((u) => h('tr', {}, h('td', {}, u.display_name), h('td', {}, u.handle ? '@' + u.handle : ''), h('td', {}, h('code', {}, u.id)),
-      h('td', {}, h('button', { type: 'button', 'aria-label': 'Chats of ' + u.display_name, onclick: () => show('chats', { member: u.id }) }, 'Chats')))));
+      h('td', {}, h('button', { type: 'button', 'aria-label': 'Chats of ' + u.display_name, onclick: () => show('chats', { member: u.id, name: u.display_name }) }, 'Chats')))));
     if (!r.users.length) list.append(h('tr', {}, h('td', { colspan: 4 }, 'No users.')));
     pg.set(r.next_cursor);
   }
@@ -329,7 +359,7 @@ views.users = async (root) => {
       e.preventDefault();
       try {
         const u = await api('createUser', { display_name: name.value, handle: handle.value || undefined });
-        say('Created user ' + u.display_name + ' (' + u.id + ').');
+        say('Created user ' + u.display_name + '.');
         create.reset();
         await load(null);
       } catch (err) { fail(err); }
@@ -344,12 +374,12 @@ views.users = async (root) => {
       try {
         const c = await api('startBot', { user_id: su.value.trim(), bot_id: sb.value.trim() });
         show('chat', c.id);
-        say('Started: private chat ' + c.id + '.');
+        say('Started the bot for the user: their private chat is open.');
       } catch (err) { fail(err); }
     },
   }, suL, sbL, h('button', { type: 'submit' }, 'Start bot'));
   root.append(h('h2', {}, 'Users'), h('form', { class: 'inline', role: 'search', onsubmit: (e) => { e.preventDefault(); pg.reset(); load(null).catch(fail); } }, qL, h('button', { type: 'submit' }, 'Search')),
-    h('table', { 'aria-label': 'Users' }, h('thead', {}, h('tr', {}, ['Name', 'Handle', 'Id', ''].map((t) => h('th', { scope: 'col' }, t)))), list), pg.el,
+    table('Users', ['Name', 'Handle', 'Id', ''], list), pg.el,
     h('h3', {}, 'Create a user'), create, h('h3', {}, 'Start a bot for a user'), start);
   await load(null);
 };
@@ -358,17 +388,21 @@ views.users = async (root) => {
 
 views.chats = async (root, opts) => {
   const member = (opts && opts.member) || '';
+  const memberName = (opts && opts.name) || member;
   const list = h('tbody');
   const [qL, q] = field('Search groups by title', { type: 'search', name: 'query' });
   const pg = pager((c) => load(c));
   async function load(cursor) {
     const r = await api('listChats', { query: q.value, member_id: member || undefined, cursor, limit: 20 });
-    list.replaceChildren(...r.chats.map((c) => h('tr', {},
-      h('td', {}, c.type), h('td', {}, c.type === 'group' ? c.title : c.user_id + ' + ' + c.bot_id),
+    // A private chat has no title: it is named by its user and its bot.
+    const names = await Promise.all(r.chats.map((c) => (c.type === 'group' ? c.title
+      : api('getChatMembers', { chat_id: c.id }).then(privateName))));
+    list.replaceChildren(...r.chats.map((c, i) => h('tr', {},
+      h('td', {}, c.type), h('td', {}, names[i]),
       h('td', {}, String(c.member_count)),
       h('td', {}, c.type === 'group' ? (c.dissolved ? 'dissolved' : c.bots_can_send ? 'bots can send' : 'bots cannot send')
         : [c.started ? 'started' : 'not started', c.blocked_by_user ? 'blocked by user' : '', c.blocked_by_bot ? 'blocked by bot' : ''].filter(Boolean).join(', ')),
-      h('td', {}, h('button', { type: 'button', 'aria-label': 'Open chat ' + (c.title || c.id), onclick: () => show('chat', c.id) }, 'Open')))));
+      h('td', {}, h('button', { type: 'button', 'aria-label': 'Open chat ' + names[i], onclick: () => show('chat', c.id) }, 'Open')))));
     if (!r.chats.length) list.append(h('tr', {}, h('td', { colspan: 5 }, 'No chats.')));
     pg.set(r.next_cursor);
   }
@@ -383,13 +417,13 @@ views.chats = async (root, opts) => {
         const ids = members.value.split(',').map((s) => s.trim()).filter(Boolean);
         const c = await api('createGroup', { title: title.value, member_ids: ids, bots_can_send: bots.checked });
         show('chat', c.id);
-        say('Created group ' + c.title + ' (' + c.id + ').');
+        say('Created group ' + c.title + '.');
       } catch (err) { fail(err); }
     },
   }, tL, mL, bL, h('button', { type: 'submit', class: 'primary' }, 'Create group'));
-  root.append(h('h2', {}, member ? 'Chats of ' + member : 'Chats'),
+  root.append(h('h2', {}, member ? 'Chats of ' + memberName : 'Chats'),
     h('form', { class: 'inline', role: 'search', onsubmit: (e) => { e.preventDefault(); pg.reset(); load(null).catch(fail); } }, qL, h('button', { type: 'submit' }, 'Search')),
-    h('table', { 'aria-label': 'Chats' }, h('thead', {}, h('tr', {}, ['Type', 'Chat', 'Members', 'State', ''].map((t) => h('th', { scope: 'col' }, t)))), list), pg.el,
+    table('Chats', ['Type', 'Chat', 'Members', 'State', ''], list), pg.el,
     h('h3', {}, 'Create a group'), create);
   await load(null);
 };
@@ -400,12 +434,13 @@ views.chat = async (root, id) => {
   const act = async (method, body, done) => {
     try { await api(method, Object.assign({ chat_id: id }, body)); show('chat', id); say(done); } catch (err) { fail(err); }
   };
-  const heading = c.type === 'group' ? 'Group ' + c.title : 'Private chat';
+  const heading = c.type === 'group' ? 'Group ' + c.title : 'Private chat of ' + privateName(people);
+  const nameOf = new Map(people.map((m) => [m.id, m.handle && m.is_bot ? '@' + m.handle : m.display_name || m.id]));
   const memberRows = people.map((m) => h('tr', {}, h('td', {}, m.display_name || ''), h('td', {}, m.handle ? '@' + m.handle : ''),
     h('td', {}, m.is_bot ? 'bot' : 'user'), h('td', {}, h('code', {}, m.id)),
-    h('td', {}, c.type === 'group' && !c.dissolved ? h('button', { type: 'button', 'aria-label': 'Remove ' + (m.display_name || m.id), onclick: () => act('removeMember', { member_id: m.id }, 'Removed ' + m.id + '.') }, 'Remove') : '')));
-  root.append(h('h2', {}, heading), h('p', {}, h('code', {}, c.id)),
-    h('table', { 'aria-label': 'Members' }, h('thead', {}, h('tr', {}, ['Name', 'Handle', 'Kind', 'Id', ''].map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, memberRows)));
+    h('td', {}, c.type === 'group' && !c.dissolved ? h('button', { type: 'button', 'aria-label': 'Remove ' + (m.display_name || m.id), onclick: () => act('removeMember', { member_id: m.id }, 'Removed ' + nameOf.get(m.id) + '.') }, 'Remove') : '')));
+  root.append(h('h2', {}, heading), h('p', { class: 'sub' }, h('code', {}, c.id)),
+    table('Members', ['Name', 'Handle', 'Kind', 'Id', ''], h('tbody', {}, memberRows)));
 
   if (c.type === 'group') {
     if (c.dissolved) {
@@ -455,8 +490,8 @@ views.chat = async (root, id) => {
     more.disabled = msgs.length < 50;
   }
   root.append(h('h3', {}, 'History'),
-    h('table', { 'aria-label': 'History' }, h('thead', {}, h('tr', {}, ['#', 'From', 'Text', 'Date'].map((t) => h('th', { scope: 'col' }, t)))), hist), more,
-    h('p', {}, h('button', { type: 'button', onclick: () => show('audit', id) }, 'Audit entries of this chat'), ' ',
+    table('History', ['#', 'From', 'Text', 'Date'], hist), more,
+    h('p', {}, h('button', { type: 'button', onclick: () => show('audit', { target: id, name: heading }) }, 'Audit entries of this chat'), ' ',
       h('button', { type: 'button', onclick: () => show('chats') }, 'Back to chats')));
   await page();
 };
@@ -474,33 +509,69 @@ views.activity = async (root) => {
       h('td', {}, refusals || 'none'), h('td', {}, String(a.messages_sent)), h('td', {}, b.live.gateway_sessions + ' / ' + b.live.gateway_connection_limit)));
   }
   root.append(h('h2', {}, 'Activity'),
-    h('dl', { class: 'figures', 'aria-label': 'Service counts' }, ['users', 'bots', 'chats', 'messages', 'schema_version'].map((k) => [h('dt', {}, k), h('dd', {}, String(s[k]))])),
+    h('dl', { class: 'figures', 'aria-label': 'Service counts' },
+      [['users', 'Users'], ['bots', 'Bots'], ['chats', 'Chats'], ['messages', 'Messages'], ['schema_version', 'Schema version']]
+        .map(([k, label]) => [h('dt', {}, label), h('dd', { 'data-count': k }, String(s[k]))])),
     h('h3', {}, 'Per bot, last hour (this node)'),
-    h('table', { 'aria-label': 'Bot activity' }, h('thead', {}, h('tr', {}, ['Bot', 'Requests', 'Refused', 'Refusals by code', 'Messages sent', 'Gateway sessions'].map((t) => h('th', { scope: 'col' }, t)))), h('tbody', {}, rows)));
+    table('Bot activity', ['Bot', 'Requests', 'Refused', 'Refusals by code', 'Messages sent', 'Gateway sessions'], h('tbody', {}, rows)));
 };
 
 // ------------------------------------------------------------ audit log
 
-views.audit = async (root, target) => {
+views.audit = async (root, about) => {
+  const target = (about && about.target) || '';
   const list = h('tbody');
-  const [tL, t] = field('Target id (bot, chat or user; empty for all)', { type: 'search', name: 'target', value: typeof target === 'string' ? target : '', class: 'mono' });
+  const [tL, t] = field('Target id (bot, chat or user; empty for all)', { type: 'search', name: 'target', value: target, class: 'mono' });
   const stack = [];
   let nextBefore = null;
   const prev = h('button', { type: 'button', onclick: () => { stack.pop(); load(stack[stack.length - 1] || null).catch(fail); } }, 'Newer entries');
   const older = h('button', { type: 'button', onclick: () => { stack.push(nextBefore); load(nextBefore).catch(fail); } }, 'Older entries');
+  // Targets are named where the console can tell: from a create entry's
+  // own detail, else by asking for the bot or chat (a user has no lookup
+  // by id; it keeps its id alone when its createUser is not on the page).
+  const known = new Map();
+  async function nameTargets(entries) {
+    for (const e of entries) {
+      const d = e.detail || {};
+      if (!e.target || known.has(e.target)) continue;
+      if (e.method === 'createBot' && d.handle) known.set(e.target, '@' + d.handle);
+      else if (e.method === 'createUser' && d.display_name) known.set(e.target, d.display_name);
+      else if (e.method === 'createGroup' && d.title) known.set(e.target, d.title);
+    }
+    const ask = [...new Set(entries.map((e) => e.target).filter((x) => x && !known.has(x)))];
+    await Promise.all(ask.map(async (x) => {
+      try {
+        if (x.startsWith('bot_')) known.set(x, '@' + (await api('getBot', { bot_id: x })).handle);
+        else if (x.startsWith('spc_')) {
+          const c = await api('getChat', { chat_id: x });
+          known.set(x, c.type === 'group' ? c.title : privateName(await api('getChatMembers', { chat_id: x })));
+        }
+      } catch (e) {
+        if (e instanceof ApiFailure && e.status === 401) throw e;
+        known.set(x, null); // gone, or not a bot or chat: the id alone
+      }
+    }));
+  }
   async function load(before) {
     const r = await api('getAuditLog', { before: before || undefined, target: t.value.trim() || undefined, limit: 50 });
+    await nameTargets(r.entries);
+    sub.textContent = about && about.name && t.value.trim() === target ? 'Entries about ' + about.name + '.' : '';
+    sub.hidden = !sub.textContent;
     list.replaceChildren(...r.entries.map((e) => h('tr', {}, h('td', {}, new Date(e.at_ms).toISOString().replace('T', ' ').replace('Z', '')), h('td', {}, e.method),
-      h('td', {}, h('code', {}, e.target || '')), h('td', {}, e.actor + (e.peer ? ' from ' + e.peer : '')),
-      h('td', {}, h('code', {}, JSON.stringify(e.detail))))));
+      h('td', {}, known.get(e.target) ? [h('span', { class: 'name' }, known.get(e.target)), h('br'), h('code', {}, e.target)] : h('code', {}, e.target || '')),
+      h('td', {}, e.actor + (e.peer ? ' from ' + e.peer : '')),
+      h('td', {}, h('code', { class: 'json' }, JSON.stringify(e.detail))))));
     if (!r.entries.length) list.append(h('tr', {}, h('td', { colspan: 5 }, 'No entries.')));
     nextBefore = r.next_before;
     older.disabled = !nextBefore;
     prev.disabled = stack.length === 0;
   }
-  root.append(h('h2', {}, 'Audit log'), h('p', {}, 'Every change made through the host API, newest first. Tokens and secrets are never recorded.'),
+  // Opened from a bot's or chat's page: say whose entries these are.
+  const sub = h('p', { class: 'sub', id: 'audit-about' });
+  root.append(h('h2', {}, 'Audit log'), sub,
+    h('p', {}, 'Every change made through the host API, newest first. Tokens and secrets are never recorded.'),
     h('form', { class: 'inline', role: 'search', onsubmit: (e) => { e.preventDefault(); stack.length = 0; load(null).catch(fail); } }, tL, h('button', { type: 'submit' }, 'Filter')),
-    h('table', { 'aria-label': 'Audit log' }, h('thead', {}, h('tr', {}, ['Time (UTC)', 'Method', 'Target', 'Actor', 'Detail'].map((x) => h('th', { scope: 'col' }, x)))), list),
+    table('Audit log', ['Time (UTC)', 'Method', 'Target', 'Actor', 'Detail'], list),
     h('div', { class: 'pager' }, prev, older));
   await load(null);
 };

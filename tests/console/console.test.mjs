@@ -4,7 +4,9 @@
 // open, suspends and restores it, makes a group, reads its history and the
 // audit log; keyboard-only rotation; every control labelled; a wrong
 // secret is told clearly and throttled. Each step checks what the page
-// shows and what the API answers afterwards.
+// shows and what the API answers afterwards. Every screen is checked at
+// 360, 390, 1280 and 1920 px wide (never wider than the viewport, no
+// "[object" text) and photographed at 390 and 1280 px.
 //
 // Run by scripts/test-console.sh, which starts the server and sets
 // BOTSPACE_URL and BOTSPACE_ADMIN_SECRET.
@@ -39,7 +41,49 @@ async function admin(method, body) {
 }
 
 const PREFIX = process.env.SHOT_PREFIX || 'console';
+const DESKTOP = { width: 1280, height: 900 };
+const PHONE = { width: 390, height: 844 };
 const shot = (name) => page.screenshot({ path: OUT + PREFIX + '-' + name + '.png', fullPage: true });
+
+// What a screen must be at the current width: no wider than the viewport
+// (a wide table scrolls in its own box) and no "[object ...]" text.
+async function assertFits(where) {
+  const m = await page.evaluate(() => ({
+    scroll: document.documentElement.scrollWidth,
+    inner: window.innerWidth,
+    object: document.body.innerText.includes('[object'),
+    // The outermost elements that stick out, to name them on failure.
+    wide: [...document.querySelectorAll('body *')]
+      .filter((el) => el.getBoundingClientRect().right > window.innerWidth + 0.5
+        && !(el.parentElement && el.parentElement.getBoundingClientRect().right > window.innerWidth + 0.5))
+      .map((el) => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + (el.className ? '.' + el.className : '')
+        + ' ' + Math.round(el.getBoundingClientRect().right) + ' px'),
+  }));
+  assert.ok(m.scroll <= m.inner, where + ': the page is ' + m.scroll + ' px wide at a ' + m.inner + ' px viewport; '
+    + 'sticking out: ' + m.wide.join(', '));
+  assert.equal(m.object, false, where + ': text reads "[object"');
+}
+
+// Checks the current screen at 360, 390, 1280 and 1920 px and saves it at
+// 390 (NAME-390.png) and 1280 px (NAME.png); ends at 1280 px.
+async function screen(name) {
+  for (const width of [1920, 360]) {
+    await page.setViewportSize({ width, height: 900 });
+    await assertFits(name + ' at ' + width + ' px');
+  }
+  await page.setViewportSize(PHONE);
+  await assertFits(name + ' at 390 px');
+  await shot(name + '-390');
+  await page.setViewportSize(DESKTOP);
+  await assertFits(name + ' at 1280 px');
+  await shot(name);
+}
+
+// Whether the element is wholly inside the viewport.
+const inView = (locator) => locator.evaluate((el) => {
+  const r = el.getBoundingClientRect();
+  return r.top >= 0 && r.left >= 0 && r.bottom <= window.innerHeight && r.right <= window.innerWidth;
+});
 
 // Every input, select, textarea and button on the page has an accessible name.
 async function assertLabelled(where) {
@@ -77,7 +121,7 @@ before(async () => {
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
       '--disable-component-update', '--disable-sync', '--no-first-run'],
   });
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const context = await browser.newContext({ viewport: DESKTOP });
   await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: BASE });
   page = await context.newPage();
   page.on('pageerror', (e) => pageErrors.push(String(e)));
@@ -98,6 +142,7 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   assert.equal(h['referrer-policy'], 'no-referrer');
   assert.equal(h['cache-control'], 'no-store');
   await assertLabelled('sign-in');
+  await screen('0-sign-in');
 
   // Sign in; the secret is kept in this tab's sessionStorage only.
   await page.getByLabel('Admin secret', { exact: true }).fill(SECRET);
@@ -107,20 +152,28 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   assert.deepEqual(storage, { s: SECRET, l: 0, c: '' });
   assert.equal(await page.locator('#signin').isVisible(), false, 'the sign-in form is gone once signed in');
   await assertLabelled('bots');
+  await screen('1-bots-empty');
 
-  // Create a bot: its token is shown once, and the copy button copies it.
+  // Create a bot on a phone: its token is shown once, right where the
+  // operator is looking (in view, its copy button focused), and the copy
+  // button copies it.
+  await page.setViewportSize(PHONE);
   await page.getByLabel('Display name', { exact: true }).fill('Leaky Bot');
   await page.getByLabel('Handle', { exact: true }).fill('leaky_bot');
   await page.getByRole('button', { name: 'Create bot' }).click();
   const tokenBox = page.getByLabel('Token of @leaky_bot', { exact: true });
   await tokenBox.waitFor();
+  assert.equal(await inView(tokenBox), true, 'the new token is in view');
+  assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Copy token');
+  await shot('1-created-390');
+  await page.setViewportSize(DESKTOP);
   const oldToken = await tokenBox.inputValue();
   assert.match(oldToken, /^bot_[A-Za-z0-9_-]{43}$/);
   await page.getByRole('button', { name: 'Copy token' }).click();
   await page.getByText('Copied.').waitFor();
   assert.equal(await page.evaluate(() => navigator.clipboard.readText()), oldToken);
   await page.getByRole('cell', { name: '@leaky_bot', exact: true }).waitFor();
-  await shot('1-created');
+  await screen('1-created');
 
   // The copied token works, and a gateway session opens with it.
   const me = await bot(oldToken, 'getMe');
@@ -134,6 +187,7 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   await page.getByRole('heading', { name: 'Bot @leaky_bot', exact: true }).waitFor();
   assert.equal(await page.locator('#bot-sessions').textContent(), '1 of 1');
   await assertLabelled('bot');
+  await screen('2-bot');
 
   // Rotation, keyboard only: Tab to "Rotate token", Enter; the confirmation
   // takes focus; Tab + Enter cancels and gives focus back; then confirm.
@@ -156,7 +210,9 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   assert.equal((await bot(oldToken, 'getMe')).status, 200, 'cancel rotates nothing');
   await page.keyboard.press('Enter');
   await page.getByRole('alertdialog').waitFor();
-  await shot('2-confirm-rotation');
+  assert.equal(await inView(page.getByRole('alertdialog')), true, 'the confirmation is in view');
+  await screen('2-confirm-rotation');
+  await page.getByRole('button', { name: 'Yes, rotate the token' }).focus();
   await page.keyboard.press('Enter');
   const newBox = page.getByLabel('New token of @leaky_bot', { exact: true });
   await newBox.waitFor();
@@ -165,7 +221,8 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   assert.notEqual(newToken, oldToken);
   assert.match(await page.locator('.secret-once').textContent(), /Gateway sessions closed with 4004: 1\./);
   assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Copy token');
-  await shot('3-rotated');
+  assert.equal(await inView(newBox), true, 'the new token is in view');
+  await screen('3-rotated');
 
   // The old token is refused at once, the session was closed with 4004,
   // the new token works.
@@ -188,7 +245,7 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   const susp = await bot(newToken, 'getMe');
   assert.equal(susp.status, 403);
   assert.equal(susp.body.error, 'bot_suspended');
-  await shot('4-suspended');
+  await screen('4-suspended');
   await page.getByRole('button', { name: 'Restore bot' }).click();
   await page.getByRole('button', { name: 'Suspend bot' }).waitFor();
   assert.equal(await page.locator('#bot-status').textContent(), 'active');
@@ -202,9 +259,21 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   await page.getByRole('button', { name: 'Create user' }).click();
   await page.getByRole('cell', { name: 'Ann Operator', exact: true }).waitFor();
   const userId = (await admin('listUsers', { query: 'Ann Operator' })).users[0].id;
+  await screen('5-users');
+
+  // Start the bot for the user: the private chat is named by its members.
+  await page.getByLabel('User id', { exact: true }).fill(userId);
+  await page.getByLabel('Bot id', { exact: true }).fill(botId);
+  await page.getByRole('button', { name: 'Start bot' }).click();
+  await page.getByRole('heading', { name: 'Private chat of Ann Operator and @leaky_bot', exact: true }).waitFor();
+  await assertLabelled('private chat');
+  await screen('5-private-chat');
   await page.getByRole('button', { name: 'Chats', exact: true }).click();
   await page.getByRole('heading', { name: 'Chats', exact: true }).waitFor();
   await assertLabelled('chats');
+  await page.getByRole('cell', { name: 'Ann Operator and @leaky_bot', exact: true }).waitFor();
+  assert.equal(await page.getByText(userId).count(), 0, 'the chat list names the user, not its id');
+  await screen('5-chats');
   await page.getByLabel('Group title', { exact: true }).fill('Ops room');
   await page.getByLabel('Member ids (comma separated)', { exact: true }).fill(userId);
   await page.getByRole('button', { name: 'Create group' }).click();
@@ -231,7 +300,16 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   await page.getByRole('cell', { name: 'hello bot', exact: true }).waitFor();
   await page.getByRole('cell', { name: '(deleted)', exact: true }).waitFor();
   assert.equal(await page.getByText('a reply to retract').count(), 0);
-  await shot('5-history');
+  await screen('6-chat-history');
+
+  // A bot's chats, named.
+  await page.getByRole('button', { name: 'Bots', exact: true }).click();
+  await page.getByRole('button', { name: 'Open bot @leaky_bot' }).click();
+  await page.getByRole('button', { name: 'Chats of @leaky_bot' }).click();
+  await page.getByRole('heading', { name: 'Chats of @leaky_bot', exact: true }).waitFor();
+  await page.getByRole('cell', { name: 'Ops room', exact: true }).waitFor();
+  await page.getByRole('cell', { name: 'Ann Operator and @leaky_bot', exact: true }).waitFor();
+  await screen('6-chats-of-bot');
 
   // Activity: the bot's requests and refusals of the last hour.
   await page.getByRole('button', { name: 'Activity' }).click();
@@ -239,6 +317,13 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   const row = page.getByRole('row').filter({ hasText: '@leaky_bot' });
   assert.match(await row.textContent(), /bot_suspended: 1/);
   await assertLabelled('activity');
+  // The service counts, each a term and its figure.
+  const stats = await admin('getStats');
+  const counts = await page.locator('dl[aria-label="Service counts"]').evaluate((dl) =>
+    [...dl.children].map((el) => el.tagName + ' ' + el.textContent));
+  assert.deepEqual(counts, [['users', 'Users'], ['bots', 'Bots'], ['chats', 'Chats'], ['messages', 'Messages'], ['schema_version', 'Schema version']]
+    .flatMap(([k, label]) => ['DT ' + label, 'DD ' + stats[k]]));
+  await screen('7-activity');
 
   // The audit log shows each step, with the peer, and no token or secret.
   await page.getByRole('button', { name: 'Audit log' }).click();
@@ -252,17 +337,30 @@ test('an operator manages a bot and rotates a leaked token from the console', as
     assert.ok(text.includes(m), 'audit log shows ' + m);
   }
   assert.ok(text.includes('admin from 127.0.0.1'), 'the peer is named');
+  // Targets are named: the bot by its handle, the group by its title.
+  const targetOf = (method) => page.locator('table[aria-label="Audit log"] tr', { hasText: method }).first().locator('td').nth(2).textContent();
+  assert.equal(await targetOf('rotateBotToken'), '@leaky_bot' + botId);
+  assert.equal(await targetOf('sendUserMessage'), 'Ops room' + chatId);
+  assert.equal(await targetOf('createUser'), 'Ann Operator' + userId);
   for (const secretText of [oldToken, newToken, SECRET, oldToken.slice(4, 20), newToken.slice(4, 20)]) {
     assert.ok(!text.includes(secretText), 'the audit log holds no token or secret');
   }
   const log = await admin('getAuditLog', { target: botId });
   assert.deepEqual(log.entries.map((e) => e.method),
-    ['updateBot', 'updateBot', 'updateBot', 'rotateBotToken', 'createBot']);
+    ['startBot', 'updateBot', 'updateBot', 'updateBot', 'rotateBotToken', 'createBot']);
   assert.deepEqual(log.entries.map((e) => e.detail.status ?? e.detail.quota_tier ?? null),
-    ['active', 'suspended', 'standard', null, 'free']);
+    [null, 'active', 'suspended', 'standard', null, 'free']);
   const raw = JSON.stringify(await admin('getAuditLog', { limit: 100 }));
   assert.ok(![oldToken, newToken, SECRET].some((s) => raw.includes(s)));
-  await shot('6-audit');
+  await screen('8-audit');
+
+  // From a bot's page, the audit log says whose entries it shows.
+  await page.getByRole('button', { name: 'Bots', exact: true }).click();
+  await page.getByRole('button', { name: 'Open bot @leaky_bot' }).click();
+  await page.getByRole('button', { name: 'Audit entries of @leaky_bot' }).click();
+  await page.locator('#audit-about', { hasText: 'Entries about @leaky_bot.' }).waitFor();
+  assert.equal(await page.locator('table[aria-label="Audit log"] tbody tr').count(), 6);
+  await screen('8-audit-of-bot');
 
   assert.deepEqual(pageErrors, [], 'no script errors or CSP violations');
 });
@@ -282,7 +380,7 @@ test('a wrong secret is told clearly, and failed attempts are throttled', async 
     if (i === 0) assert.equal(message, 'Wrong admin secret. Check it and try again.');
   }
   assert.match(message, /^Too many failed attempts from this address\. Try again in [1-6] s\.$/);
-  await shot('7-throttled');
+  await screen('9-throttled');
   // The API agrees: even the right secret waits now.
   const r = await call('/admin/getStats', 'Admin ' + SECRET);
   assert.equal(r.status, 429);
