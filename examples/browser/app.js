@@ -17,6 +17,14 @@ import { init, Service, encodeRequest, decodeResponse, BotspaceError, indexedDBP
 const $ = (id) => document.getElementById(id);
 const STATE_KEY = 'botspace-demo-ids';
 const DB_NAME = 'botspace-demo-pages';
+// How long a chat action shows (botspace keeps one for 5 s, see
+// /admin/getChatActions' expires_at_ms). The bot shows none for a message
+// older than that: such an event is a replay (after a reload, or with
+// ?after=N) of a message that was already answered.
+const ACTION_LIFETIME_MS = 5000;
+// ?after=N: the bot's first gateway connection asks for every event after
+// seq N again (?after=0: its whole log), to show at-least-once delivery.
+const REPLAY_AFTER = new URLSearchParams(location.search).get('after');
 
 // ------------------------------------------------------------ the service
 
@@ -92,8 +100,12 @@ function botSend(obj) {
   session.handleText(text);
 }
 
+let replay = REPLAY_AFTER !== null && /^[0-9]{1,15}$/.test(REPLAY_AFTER) ? `?after=${REPLAY_AFTER}` : '';
+
 function connectBot() {
-  const upgrade = encodeRequest('GET', '/bot/gateway', {
+  const path = `/bot/gateway${replay}`;
+  replay = ''; // a reconnection resumes from the last ack
+  const upgrade = encodeRequest('GET', path, {
     Authorization: `Bot ${ids.token}`,
     Upgrade: 'websocket',
     Connection: 'Upgrade',
@@ -108,24 +120,28 @@ function connectBot() {
   }, every);
 }
 
-let botRunning = false;
+let botRun = null;
 let botAgain = false;
-// The bot sees nothing before the commit behind it is durable.
-async function runBot() {
-  if (botRunning) {
+// The bot sees nothing before the commit behind it is durable. Resolves
+// once the bot has read everything (a call during a run makes it go round
+// again, and gets the same promise).
+function runBot() {
+  if (botRun) {
     botAgain = true;
-    return;
+    return botRun;
   }
-  botRunning = true;
-  try {
-    do {
-      botAgain = false;
-      await svc.durable();
-      pumpBot();
-    } while (botAgain);
-  } finally {
-    botRunning = false;
-  }
+  botRun = (async () => {
+    try {
+      do {
+        botAgain = false;
+        await svc.durable();
+        pumpBot();
+      } while (botAgain);
+    } finally {
+      botRun = null;
+    }
+  })();
+  return botRun;
 }
 
 function pumpBot() {
@@ -145,9 +161,14 @@ function pumpBot() {
     if (msg.op !== 'event') continue;
     if (msg.type === 'message_created' && !msg.data.message.from?.is_bot) {
       const m = msg.data.message;
+      // Typing only for a message of the last few seconds: a replayed old
+      // one was answered already (the Idempotency-Key below returns that
+      // answer, which sends nothing and so would not end the action).
       // Best effort: under a burst of messages the chat's rate limit may refuse it.
-      asBot('/bot/sendChatAction', { chat_id: m.chat.id, action: 'typing' }, {});
-      render();
+      if (Date.now() - m.date * 1000 < ACTION_LIFETIME_MS) {
+        asBot('/bot/sendChatAction', { chat_id: m.chat.id, action: 'typing' }, {});
+        render();
+      }
       // The Idempotency-Key makes a replayed event (after a reload) harmless.
       setTimeout(() => {
         const reply = asBot(
@@ -157,10 +178,15 @@ function pumpBot() {
         );
         if (!reply.ok) console.warn('reply refused', reply);
         botSend({ op: 'ack', seq: msg.seq });
-        svc.durable().then(render);
+        // The session writes acks at its next poll: pump now, and show the
+        // answer once the ack is stored too, so a reload does not replay
+        // what was just answered.
+        runBot()
+          .then(() => svc.durable())
+          .then(render);
       }, 300);
     } else {
-      botSend({ op: 'ack', seq: msg.seq });
+      botSend({ op: 'ack', seq: msg.seq }); // written by the loop's next pollTransmit
     }
   }
 }
@@ -168,6 +194,7 @@ function pumpBot() {
 // --------------------------------------------------------------- the host
 
 let lastRendered = 0;
+let typingTimer = null;
 
 function render() {
   for (;;) {
@@ -191,6 +218,13 @@ function render() {
   const status = $('status');
   status.textContent = typing.length ? 'typing…' : 'bot · runs in this page on botspace';
   status.classList.toggle('typing', typing.length > 0);
+  // Draw again when the action expires: "typing…" never outlives it, even
+  // when no message comes to end it.
+  clearTimeout(typingTimer);
+  if (typing.length) {
+    const until = Math.max(...typing.map((a) => a.expires_at_ms));
+    typingTimer = setTimeout(render, Math.max(0, until - Date.now()) + 20);
+  }
 }
 
 /** Sends what the person typed; resolves once it is durable (then it is shown). */

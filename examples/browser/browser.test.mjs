@@ -3,7 +3,10 @@
 // reload and find the conversation restored from IndexedDB (the page
 // storage: only changed blocks are written), then close the page in the
 // middle of a stream of writes and find every acknowledged message on
-// reopening. Screenshots go to test-output/ at the repository root.
+// reopening; no stale "typing…" after a reload, even when the gateway
+// replays old messages; a layout that fits from a phone (one column) to a
+// desktop (two), and a footer that says how the chat is stored.
+// Screenshots go to test-output/ at the repository root.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync, existsSync } from 'node:fs';
@@ -21,6 +24,31 @@ let server;
 let context;
 let profile;
 const consoleErrors = [];
+const DESKTOP = { width: 1280, height: 800 };
+const PHONE = { width: 390, height: 844 };
+
+// The page at the current width: no wider than the viewport.
+async function assertFits(page, where) {
+  const m = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, inner: window.innerWidth }));
+  assert.ok(m.scroll <= m.inner, `${where}: the page is ${m.scroll} px wide at a ${m.inner} px viewport`);
+}
+
+// Where the chat and the gateway panel are, relative to each other.
+const layout = (page) => page.evaluate(() => {
+  const c = document.querySelector('.chat').getBoundingClientRect();
+  const f = document.querySelector('.frames').getBoundingClientRect();
+  return { stacked: f.top >= c.bottom, sideBySide: f.left >= c.right && f.top < c.bottom };
+});
+
+// Records every text the status line shows, from the page's first moment
+// (on every load of this page).
+const recordStatus = (page) => page.addInitScript(() => {
+  window.statusLog = [];
+  new MutationObserver(() => {
+    const s = document.getElementById('status');
+    if (s && window.statusLog.at(-1) !== s.textContent) window.statusLog.push(s.textContent);
+  }).observe(document, { subtree: true, childList: true, characterData: true });
+});
 
 before(async () => {
   mkdirSync(OUT, { recursive: true });
@@ -39,7 +67,7 @@ before(async () => {
       '--disable-component-update',
       '--disable-sync',
     ],
-    viewport: { width: 1100, height: 720 },
+    viewport: DESKTOP,
   });
 });
 
@@ -49,10 +77,11 @@ after(async () => {
   if (profile) rmSync(profile, { recursive: true, force: true });
 });
 
-async function openPage() {
+async function openPage(prepare) {
   const page = await context.newPage();
   page.on('console', (m) => m.type() === 'error' && consoleErrors.push(m.text()));
   page.on('pageerror', (e) => consoleErrors.push(String(e)));
+  if (prepare) await prepare(page);
   await page.goto(server.url);
   await page.waitForFunction(() => document.body.dataset.ready, null, { timeout: 30_000 });
   assert.equal(await page.evaluate(() => document.body.dataset.ready), '1', await page.textContent('#status'));
@@ -80,6 +109,26 @@ test('a person chats with the echo bot, both running in the page', { timeout: 12
   assert.ok(frames.some((f) => f.includes('"op":"ack"')));
   await page.screenshot({ path: join(OUT, 'browser-chat.png') });
 
+  // The footer says how the chat is kept, truly.
+  const footer = await page.textContent('footer');
+  assert.match(footer, /indexedDBPageStorage/);
+  assert.doesNotMatch(footer, /exportDatabase/);
+
+  // Two columns on a desktop; one on a phone (chat first), never wider
+  // than the screen.
+  assert.deepEqual(await layout(page), { stacked: false, sideBySide: true });
+  await page.screenshot({ path: join(OUT, 'browser-chat-1280.png') });
+  for (const width of [1920, 360]) {
+    await page.setViewportSize({ width, height: 800 });
+    await assertFits(page, `${width} px`);
+  }
+  await page.setViewportSize(PHONE);
+  await assertFits(page, '390 px');
+  assert.deepEqual(await layout(page), { stacked: true, sideBySide: false });
+  await page.screenshot({ path: join(OUT, 'browser-chat-390.png'), fullPage: true });
+  await page.setViewportSize(DESKTOP);
+  await assertFits(page, '1280 px');
+
   // Reload: the database comes back from its IndexedDB page storage.
   await page.reload();
   await page.waitForFunction(() => document.body.dataset.ready === '1', null, { timeout: 30_000 });
@@ -91,6 +140,50 @@ test('a person chats with the echo bot, both running in the page', { timeout: 12
   await page.waitForFunction(() => document.querySelectorAll('.msg.bot').length === 3, null, { timeout: 10_000 });
   assert.equal(await page.locator('.msg.bot').nth(2).evaluate((el) => el.firstChild.textContent), 'Echo: after reload');
   await page.screenshot({ path: join(OUT, 'browser-chat-after-reload.png') });
+  await page.close();
+  assert.deepEqual(consoleErrors, []);
+});
+
+test('no stale "typing…" after a reload, even when the gateway replays answered messages', { timeout: 120_000 }, async () => {
+  const page = await openPage(recordStatus);
+  const count = () => page.locator('.msg').count();
+  const before = await count();
+  // The indicator works: the bot types, then its answer ends the action.
+  await page.fill('#message', 'are you typing?');
+  await page.click('#send');
+  await page.waitForFunction((n) => document.querySelectorAll('.msg').length === n + 2, before, { timeout: 10_000 });
+  const sentAt = Date.now();
+  assert.equal(await page.locator('.msg.bot').last().evaluate((el) => el.firstChild.textContent), 'Echo: are you typing?');
+  assert.ok((await page.evaluate(() => window.statusLog)).includes('typing…'), 'the bot showed typing');
+  assert.equal(await page.textContent('#status'), 'bot · runs in this page on botspace');
+
+  // Reload at once: the answered event is not replayed, nothing types.
+  await page.reload();
+  await page.waitForFunction(() => document.body.dataset.ready === '1', null, { timeout: 30_000 });
+  await page.waitForTimeout(1500);
+  assert.deepEqual(await page.evaluate(() => window.statusLog.filter((t) => t === 'typing…')), [], 'no typing after a reload');
+  assert.equal(await count(), before + 2);
+
+  // The bot's whole log again (?after=0), once the last message is older
+  // than a chat action lives: every event comes again, the bot answers
+  // each with its Idempotency-Key (nothing new) and types for none.
+  await page.waitForTimeout(Math.max(0, sentAt + 5200 - Date.now()));
+  await page.goto(`${server.url}?after=0`);
+  await page.waitForFunction(() => document.body.dataset.ready === '1', null, { timeout: 30_000 });
+  const lastSeq = await page.waitForFunction(() => {
+    const events = [...document.querySelectorAll('#frames li')].map((li) => li.textContent)
+      .filter((t) => t.includes('"type":"message_created"') && t.includes('are you typing?'));
+    return events.length ? JSON.parse(events[0].slice(2)).seq : null;
+  }, null, { timeout: 10_000 }).then((h) => h.jsonValue());
+  await page.waitForFunction((seq) => [...document.querySelectorAll('#frames li')]
+    .some((li) => li.textContent === `→ {"op":"ack","seq":${seq}}`), lastSeq, { timeout: 10_000 });
+  await page.waitForTimeout(500);
+  const replayed = await page.locator('#frames li', { hasText: '"type":"message_created"' }).count();
+  assert.ok(replayed >= 4, `the log was replayed (${replayed} message events)`);
+  assert.deepEqual(await page.evaluate(() => window.statusLog.filter((t) => t === 'typing…')), [], 'no typing for replayed messages');
+  assert.equal(await page.textContent('#status'), 'bot · runs in this page on botspace');
+  assert.equal(await count(), before + 2, 'no answer twice');
+  await page.screenshot({ path: join(OUT, 'browser-chat-replayed.png') });
   await page.close();
   assert.deepEqual(consoleErrors, []);
 });
