@@ -203,13 +203,15 @@ views.bots = async (root) => {
   const pg = pager((c) => load(c));
   async function load(cursor) {
     const r = await api('listBots', { query: q.value, cursor, limit: 20 });
+    // The row's button comes first: on a phone it is in view without
+    // scrolling the table.
     list.replaceChildren(...r.bots.map((b) => h('tr', {},
+      h('td', {}, h('button', { type: 'button', 'aria-label': 'Open bot @' + b.handle, onclick: () => show('bot', b.id) }, 'Open')),
       h('td', {}, '@' + b.handle), h('td', {}, b.display_name),
       h('td', {}, b.quota_tier), h('td', {}, h('span', { class: 'tag ' + b.status }, b.status)),
       h('td', {}, (b.verified ? 'verified ' : '') + (b.official ? 'official' : '')),
       h('td', {}, b.live.gateway_sessions + ' / ' + b.live.gateway_connection_limit),
-      h('td', {}, String(b.live.unacked_events)), h('td', {}, when(b.live.last_request_at)),
-      h('td', {}, h('button', { type: 'button', 'aria-label': 'Open bot @' + b.handle, onclick: () => show('bot', b.id) }, 'Open')))));
+      h('td', {}, String(b.live.unacked_events)), h('td', {}, when(b.live.last_request_at)))));
     if (!r.bots.length) list.append(h('tr', {}, h('td', { colspan: 9 }, 'No bots.')));
     pg.set(r.next_cursor);
   }
@@ -240,7 +242,7 @@ views.bots = async (root) => {
   }, nLabel, hLabel, tLabel, vLabel, oLabel, h('button', { type: 'submit', class: 'primary' }, 'Create bot'));
 
   root.append(h('h2', {}, 'Bots'), search,
-    table('Bots', ['Handle', 'Name', 'Tier', 'Status', 'Flags', 'Gateway sessions', 'Unacked events', 'Last request', ''], list),
+    table('Bots', ['', 'Handle', 'Name', 'Tier', 'Status', 'Flags', 'Gateway sessions', 'Unacked events', 'Last request'], list),
     pg.el, h('h3', {}, 'Create a bot'), create, created);
   await load(null);
 };
@@ -346,8 +348,9 @@ views.users = async (root) => {
   const pg = pager((c) => load(c));
   async function load(cursor) {
     const r = await api('listUsers', { query: q.value, cursor, limit: 20 });
-    list.replaceChildren(...r.users.map((u) => h('tr', {}, h('td', {}, u.display_name), h('td', {}, u.handle ? '@' + u.handle : ''), h('td', {}, h('code', {}, u.id)),
-      h('td', {}, h('button', { type: 'button', 'aria-label': 'Chats of ' + u.display_name, onclick: () => show('chats', { member: u.id, name: u.display_name }) }, 'Chats')))));
+    list.replaceChildren(...r.users.map((u) => h('tr', {},
+      h('td', {}, h('button', { type: 'button', 'aria-label': 'Chats of ' + u.display_name, onclick: () => show('chats', { member: u.id, name: u.display_name }) }, 'Chats')),
+      h('td', {}, u.display_name), h('td', {}, u.handle ? '@' + u.handle : ''), h('td', {}, h('code', {}, u.id)))));
     if (!r.users.length) list.append(h('tr', {}, h('td', { colspan: 4 }, 'No users.')));
     pg.set(r.next_cursor);
   }
@@ -379,7 +382,7 @@ views.users = async (root) => {
     },
   }, suL, sbL, h('button', { type: 'submit' }, 'Start bot'));
   root.append(h('h2', {}, 'Users'), h('form', { class: 'inline', role: 'search', onsubmit: (e) => { e.preventDefault(); pg.reset(); load(null).catch(fail); } }, qL, h('button', { type: 'submit' }, 'Search')),
-    table('Users', ['Name', 'Handle', 'Id', ''], list), pg.el,
+    table('Users', ['', 'Name', 'Handle', 'Id'], list), pg.el,
     h('h3', {}, 'Create a user'), create, h('h3', {}, 'Start a bot for a user'), start);
   await load(null);
 };
@@ -398,11 +401,11 @@ views.chats = async (root, opts) => {
     const names = await Promise.all(r.chats.map((c) => (c.type === 'group' ? c.title
       : api('getChatMembers', { chat_id: c.id }).then(privateName))));
     list.replaceChildren(...r.chats.map((c, i) => h('tr', {},
+      h('td', {}, h('button', { type: 'button', 'aria-label': 'Open chat ' + names[i], onclick: () => show('chat', c.id) }, 'Open')),
       h('td', {}, c.type), h('td', {}, names[i]),
       h('td', {}, String(c.member_count)),
       h('td', {}, c.type === 'group' ? (c.dissolved ? 'dissolved' : c.bots_can_send ? 'bots can send' : 'bots cannot send')
-        : [c.started ? 'started' : 'not started', c.blocked_by_user ? 'blocked by user' : '', c.blocked_by_bot ? 'blocked by bot' : ''].filter(Boolean).join(', ')),
-      h('td', {}, h('button', { type: 'button', 'aria-label': 'Open chat ' + names[i], onclick: () => show('chat', c.id) }, 'Open')))));
+        : [c.started ? 'started' : 'not started', c.blocked_by_user ? 'blocked by user' : '', c.blocked_by_bot ? 'blocked by bot' : ''].filter(Boolean).join(', ')))));
     if (!r.chats.length) list.append(h('tr', {}, h('td', { colspan: 5 }, 'No chats.')));
     pg.set(r.next_cursor);
   }
@@ -423,7 +426,7 @@ views.chats = async (root, opts) => {
   }, tL, mL, bL, h('button', { type: 'submit', class: 'primary' }, 'Create group'));
   root.append(h('h2', {}, member ? 'Chats of ' + memberName : 'Chats'),
     h('form', { class: 'inline', role: 'search', onsubmit: (e) => { e.preventDefault(); pg.reset(); load(null).catch(fail); } }, qL, h('button', { type: 'submit' }, 'Search')),
-    table('Chats', ['Type', 'Chat', 'Members', 'State', ''], list), pg.el,
+    table('Chats', ['', 'Type', 'Chat', 'Members', 'State'], list), pg.el,
     h('h3', {}, 'Create a group'), create);
   await load(null);
 };
