@@ -237,6 +237,8 @@ views.bots = async (root) => {
         create.reset();
         reveal(created);
         await load(null);
+        // The list above may have grown: keep the token in view.
+        created.scrollIntoView({ block: 'nearest' });
       } catch (err) { fail(err); }
     },
   }, nLabel, hLabel, tLabel, vLabel, oLabel, h('button', { type: 'submit', class: 'primary' }, 'Create bot'));
