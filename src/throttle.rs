@@ -21,6 +21,10 @@
 //!   the map is full of buckets holding failures, a client without a bucket
 //!   of its own draws from one shared overflow bucket ([`OVERFLOW`], as if
 //!   all such clients were one peer) instead of evicting anyone.
+//! - The last [`RECENT`] clients that logged in successfully get buckets of
+//!   their own even then, in a reserve of [`RESERVE`] entries past the
+//!   bound: an operator who got in before a spray is not shut out by it.
+//!   Only the secret puts a client on that list.
 //!
 //! Taking the token up front (rather than counting the failure after) makes
 //! the check and the count one step under the lock: concurrent attempts of
@@ -45,6 +49,10 @@ pub(crate) const NET: Policy = Policy { burst: 50, refill_ms: 1_200 };
 pub(crate) const OVERFLOW: Policy = Policy { burst: 10, refill_ms: 6_000 };
 /// Buckets kept at most (clients and networks together): about 1 MB.
 pub(crate) const MAX_ENTRIES: usize = 16_384;
+/// Clients remembered for their last successful login.
+pub(crate) const RECENT: usize = 64;
+/// Entries past `MAX_ENTRIES` that only those clients may take.
+pub(crate) const RESERVE: usize = 2 * RECENT;
 /// At the bound, the map is swept for full buckets at most this often: a
 /// sweep walks every entry, and an attacker at the bound must not make
 /// every attempt pay for one.
@@ -153,6 +161,7 @@ impl Bucket {
 /// The tokens one admitted attempt took, to give back on success.
 #[derive(Debug)]
 pub(crate) struct Attempt {
+    client: Key,
     keys: Vec<Key>,
     overflow: bool,
 }
@@ -163,17 +172,27 @@ pub(crate) struct Throttle {
     overflow: Bucket,
     max_entries: usize,
     swept_at_ms: Option<u64>,
+    /// Clients (their own key) that logged in lately, oldest first.
+    recent: std::collections::VecDeque<Key>,
 }
 
 impl Throttle {
     pub(crate) fn new(max_entries: usize) -> Throttle {
-        Throttle { entries: HashMap::new(), overflow: Bucket::full(OVERFLOW, 0), max_entries, swept_at_ms: None }
+        Throttle {
+            entries: HashMap::new(),
+            overflow: Bucket::full(OVERFLOW, 0),
+            max_entries,
+            swept_at_ms: None,
+            recent: Default::default(),
+        }
     }
 
     /// Admits an attempt of `client` (taking its tokens), or says how many
     /// milliseconds it must wait; a refused attempt changes nothing.
     pub(crate) fn attempt(&mut self, client: &Client, now_ms: u64) -> Result<Attempt, u64> {
         let keys = Key::of(client);
+        // The client's own key comes last (after its network's).
+        let own = keys[keys.len() - 1].clone();
         let mut wait_ms = 0;
         let mut absent = 0;
         for k in &keys {
@@ -190,7 +209,8 @@ impl Throttle {
         }
         // The buckets this client lacks go into the map if they fit, else
         // the attempt draws from the overflow bucket instead.
-        let overflow = absent > 0 && !self.room_for(absent, now_ms);
+        let reserve = if self.recent.contains(&own) { RESERVE } else { 0 };
+        let overflow = absent > 0 && !self.room_for(absent, reserve, now_ms);
         if overflow {
             self.overflow = self.overflow.refilled(OVERFLOW, now_ms);
             if self.overflow.tokens == 0 {
@@ -214,12 +234,17 @@ impl Throttle {
         if overflow {
             self.overflow.tokens -= 1;
         }
-        Ok(Attempt { keys: charged, overflow })
+        Ok(Attempt { client: own, keys: charged, overflow })
     }
 
     /// The attempt succeeded: its tokens come back (a full bucket is
     /// dropped, it carries nothing).
     pub(crate) fn succeeded(&mut self, attempt: Attempt, now_ms: u64) {
+        self.recent.retain(|k| *k != attempt.client);
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(attempt.client);
         for k in attempt.keys {
             let p = k.policy();
             if let Some(b) = self.entries.get(&k).map(|b| b.refilled(p, now_ms)) {
@@ -237,21 +262,21 @@ impl Throttle {
         }
     }
 
-    /// Whether `n` more buckets fit, after dropping full ones if the map is
+    /// Whether `n` more buckets fit (`reserve`: how many entries past the
+    /// bound this client may take), after dropping full ones if the map is
     /// at its bound (at most once per `SWEEP_GAP_MS`).
-    fn room_for(&mut self, n: usize, now_ms: u64) -> bool {
+    fn room_for(&mut self, n: usize, reserve: usize, now_ms: u64) -> bool {
         if self.entries.len() + n <= self.max_entries {
             return true;
         }
-        if self.swept_at_ms.is_some_and(|at| now_ms < at.saturating_add(SWEEP_GAP_MS)) {
-            return false;
+        if self.swept_at_ms.is_none_or(|at| now_ms >= at.saturating_add(SWEEP_GAP_MS)) {
+            self.swept_at_ms = Some(now_ms);
+            self.entries.retain(|k, b| {
+                let p = k.policy();
+                b.refilled(p, now_ms).tokens < p.burst
+            });
         }
-        self.swept_at_ms = Some(now_ms);
-        self.entries.retain(|k, b| {
-            let p = k.policy();
-            b.refilled(p, now_ms).tokens < p.burst
-        });
-        self.entries.len() + n <= self.max_entries
+        self.entries.len() + n <= self.max_entries + reserve
     }
 
     #[cfg(test)]
@@ -433,6 +458,37 @@ mod tests {
         fail(&mut t, &c, PEER.burst, later);
         assert_eq!(t.len(), 2);
         assert_eq!(t.attempt(&c, later).unwrap_err(), PEER.refill_ms);
+    }
+
+    #[test]
+    fn a_client_that_logged_in_before_a_spray_keeps_buckets_of_its_own() {
+        let mut t = Throttle::new(8);
+        let operator = v4(192, 0, 2, 10);
+        let a = t.attempt(&operator, 0).unwrap();
+        t.succeeded(a, 0);
+        for i in 0..4 {
+            fail(&mut t, &v4(10, 0, i, 1), 1, 0);
+        }
+        for i in 0..OVERFLOW.burst {
+            fail(&mut t, &v4(10, 1, i as u8, 1), 1, 0);
+        }
+        // The map is full and the overflow spent: a newcomer waits...
+        assert_eq!(t.attempt(&v4(198, 51, 100, 1), 0).unwrap_err(), OVERFLOW.refill_ms);
+        // ...the operator does not: it takes buckets from the reserve.
+        let a = t.attempt(&operator, 0).expect("the operator gets in");
+        assert_eq!(t.len(), 10);
+        t.succeeded(a, 0);
+        // Its failures count in those buckets like anyone's.
+        fail(&mut t, &operator, PEER.burst, 0);
+        assert_eq!(t.attempt(&operator, 0).unwrap_err(), PEER.refill_ms);
+        // The list holds the last RECENT clients that got in.
+        for i in 0..RECENT as u32 {
+            let c = Client::Key(format!("op-{i}"));
+            let a = t.attempt(&c, OVERFLOW.refill_ms * 20).unwrap();
+            t.succeeded(a, OVERFLOW.refill_ms * 20);
+        }
+        assert_eq!(t.recent.len(), RECENT);
+        assert!(!t.recent.contains(&Key::Addr("192.0.2.10".parse().unwrap())), "the oldest made room");
     }
 
     #[test]
