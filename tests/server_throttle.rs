@@ -15,20 +15,24 @@ use wire::*;
 /// `Server::start_rust_with` or `Server::start_c_with`.
 type Start = fn(&[&str]) -> Server;
 
+/// Scenarios `fn(Start)`, and `binary` ones that take the server's path.
 macro_rules! servers {
-    ($($scenario:ident),* $(,)?) => {
+    ($($scenario:ident),* ; binary: $($bin:ident),* $(,)?) => {
         mod rust {
             $(#[test] fn $scenario() { super::$scenario(super::Server::start_rust_with) })*
+            $(#[test] fn $bin() { super::$bin(super::example_binary()) })*
         }
         mod c {
             $(#[test] fn $scenario() { super::$scenario(super::Server::start_c_with) })*
+            $(#[test] fn $bin() { super::$bin(super::c_binary()) })*
         }
     };
 }
 
 servers! {
     a_guesser_stays_throttled_after_twenty_thousand_other_clients_fail,
-    behind_a_trusted_proxy_one_client_is_throttled_while_another_gets_in,
+    behind_a_trusted_proxy_one_client_is_throttled_while_another_gets_in;
+    binary: a_trusted_proxy_that_is_not_a_cidr_block_is_refused_by_name,
 }
 
 const WRONG: &str = "not-the-admin-secret-0001";
@@ -172,4 +176,31 @@ fn behind_a_trusted_proxy_one_client_is_throttled_while_another_gets_in(start: S
     }
     assert_throttled(&once_from(&srv, outsider, &login(SECRET, "X-Forwarded-For: 198.51.100.9\r\n")), 6);
     assert_eq!(via(SECRET, "198.51.100.9").status, 200);
+}
+
+fn a_trusted_proxy_that_is_not_a_cidr_block_is_refused_by_name(bin: std::path::PathBuf) {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(&bin)
+        .args(["--addr", "127.0.0.1:0", "--db", ":memory:", "--admin-secret", SECRET])
+        .args(["--trusted-proxy", "10.0.0.0/8", "--trusted-proxy=10.0.0.1/8"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    let until = std::time::Instant::now() + WAIT;
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > until {
+            let _ = child.kill();
+            panic!("the server did not exit");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).lines().next(),
+        Some(r#"cannot open the service on :memory:: trusted_proxies: "10.0.0.1/8" has bits set past /8; the block is 10.0.0.0/8"#)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "", "nothing listening");
 }
