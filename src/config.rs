@@ -334,7 +334,10 @@ impl Config {
 
     /// `trusted_proxies` parsed.
     pub(crate) fn trusted_proxy_blocks(&self) -> Result<Vec<crate::forwarded::Cidr>, ConfigError> {
-        self.trusted_proxies.iter().map(|s| crate::forwarded::Cidr::parse(s).map_err(ConfigError::TrustedProxy)).collect()
+        self.trusted_proxies
+            .iter()
+            .map(|s| crate::forwarded::Cidr::parse(s).map_err(ConfigError::TrustedProxy))
+            .collect()
     }
 }
 

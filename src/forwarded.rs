@@ -168,7 +168,10 @@ mod tests {
         assert!(v6.contains("fd12::1".parse().unwrap()) && !v6.contains("fe80::1".parse().unwrap()));
         assert!(Cidr::parse("0.0.0.0/0").unwrap().contains("203.0.113.9".parse().unwrap()));
         assert!(Cidr::parse("::ffff:10.0.0.0/104").unwrap().contains("10.9.9.9".parse().unwrap()));
-        assert_eq!(Cidr::parse("10.0.0.1/8").unwrap_err(), "\"10.0.0.1/8\" has bits set past /8; the block is 10.0.0.0/8");
+        assert_eq!(
+            Cidr::parse("10.0.0.1/8").unwrap_err(),
+            "\"10.0.0.1/8\" has bits set past /8; the block is 10.0.0.0/8"
+        );
         assert_eq!(Cidr::parse("10.0.0.0/33").unwrap_err(), "\"10.0.0.0/33\": the prefix length must be 0 to 32");
         assert_eq!(Cidr::parse("fd00::/129").unwrap_err(), "\"fd00::/129\": the prefix length must be 0 to 128");
         assert_eq!(Cidr::parse("10.0.0.0/+8").unwrap_err(), "\"10.0.0.0/+8\": the prefix length must be 0 to 32");

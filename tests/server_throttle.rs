@@ -200,7 +200,9 @@ fn a_trusted_proxy_that_is_not_a_cidr_block_is_refused_by_name(bin: std::path::P
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr).lines().next(),
-        Some(r#"cannot open the service on :memory:: trusted_proxies: "10.0.0.1/8" has bits set past /8; the block is 10.0.0.0/8"#)
+        Some(
+            r#"cannot open the service on :memory:: trusted_proxies: "10.0.0.1/8" has bits set past /8; the block is 10.0.0.0/8"#
+        )
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "", "nothing listening");
 }
