@@ -35,7 +35,7 @@ use std::time::Duration;
 const USAGE: &str = "usage: server [--addr HOST:PORT] [--db PATH] [--admin-secret S | --admin-secret-file PATH]
               [--operational-key HEX64] [--admin-addr HOST:PORT] [--max-connections N]
               [--request-timeout SECS] [--gateway-poll-interval-ms MS]
-              [--database-timeout-ms MS] [--manual-clock]
+              [--database-timeout-ms MS] [--trusted-proxy CIDR]... [--manual-clock]
 
   --addr HOST:PORT          address to listen on (default 127.0.0.1:8080; port 0 picks a free port)
   --db PATH|URL             SQLite database file, :memory:, or a postgres:// URL that
@@ -63,6 +63,9 @@ const USAGE: &str = "usage: server [--addr HOST:PORT] [--db PATH] [--admin-secre
   --database-timeout-ms MS  PostgreSQL: the deadline of every database call (default 5000;
                             100..600000); past it 503 storage_unavailable, or
                             commit_outcome_unknown once COMMIT was sent
+  --trusted-proxy CIDR      a reverse proxy in front of the server (10.0.0.0/8, fd00::/8, or one
+                            address; repeatable): admin logins from it are throttled per
+                            client it names in X-Forwarded-For or Forwarded
   --manual-clock            time moves only through /admin/advanceClock (for tests)";
 
 /// An idle keep-alive connection is closed after this long.
@@ -84,6 +87,7 @@ struct Args {
     idle_timeout: Duration,
     gateway_poll_interval_ms: Option<u64>,
     database_timeout_ms: Option<u64>,
+    trusted_proxies: Vec<String>,
     manual_clock: bool,
 }
 
@@ -100,6 +104,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
         idle_timeout: IDLE_TIMEOUT,
         gateway_poll_interval_ms: None,
         database_timeout_ms: None,
+        trusted_proxies: Vec::new(),
         manual_clock: false,
     };
     let mut it = args.into_iter();
@@ -150,6 +155,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
                 a.database_timeout_ms =
                     Some(value(&mut it)?.parse().ok().ok_or("--database-timeout-ms needs a number of milliseconds")?)
             }
+            "--trusted-proxy" => a.trusted_proxies.push(value(&mut it)?),
             "--manual-clock" if inline.is_none() => a.manual_clock = true,
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {arg}")),
@@ -280,6 +286,7 @@ fn open_service(args: &Args, secret: &str) -> Result<Arc<Service>, String> {
         c.gateway_poll_interval_ms =
             args.gateway_poll_interval_ms.unwrap_or(Config::default().gateway_poll_interval_ms);
         c.database_timeout_ms = args.database_timeout_ms.unwrap_or(Config::default().database_timeout_ms);
+        c.trusted_proxies = args.trusted_proxies.clone();
     });
     Service::open(config).map(Arc::new).map_err(|e| format!("cannot open the service on {}: {e}", args.db))
 }

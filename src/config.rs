@@ -144,6 +144,17 @@ pub struct Config {
     /// costs a request this long, not forever. Default 5000; 100 to 600000.
     /// Ignored on SQLite.
     pub database_timeout_ms: u64,
+    /// The reverse proxies in front of the service, as CIDR blocks or
+    /// single addresses (`"10.0.0.0/8"`, `"fd00::/8"`, `"192.0.2.7"`).
+    /// When the peer a host names ([`crate::Service::handle_request_from`])
+    /// is inside one of them, the admin-login throttle keys the request by
+    /// the client those proxies forwarded (`X-Forwarded-For` or
+    /// `Forwarded`: the rightmost address that is not a trusted proxy), so
+    /// clients behind one proxy are throttled one by one. Empty, the
+    /// default: forwarding headers are never believed. List only proxies
+    /// that append the client's address to the header: any client inside a
+    /// listed block can name itself anything.
+    pub trusted_proxies: Vec<String>,
     /// Tests only: draw ids and tokens from a stream seeded with this
     /// number instead of the OS, so they are known in advance. Accepted
     /// only with `clock: manual`, which no production service runs on.
@@ -169,6 +180,7 @@ impl Default for Config {
             gateway_poll_interval_ms: 50,
             listen_notify: true,
             database_timeout_ms: 5_000,
+            trusted_proxies: Vec::new(),
             random_seed: None,
         }
     }
@@ -193,6 +205,7 @@ impl std::fmt::Debug for Config {
             .field("gateway_poll_interval_ms", &self.gateway_poll_interval_ms)
             .field("listen_notify", &self.listen_notify)
             .field("database_timeout_ms", &self.database_timeout_ms)
+            .field("trusted_proxies", &self.trusted_proxies)
             .field("random_seed", &self.random_seed)
             .finish()
     }
@@ -220,6 +233,9 @@ pub enum ConfigError {
     SeedWithoutManualClock,
     #[error("max_unacked_events and max_unconfirmed_updates must be at least 1")]
     ZeroBacklogCap,
+    /// An entry of `trusted_proxies` that is not a CIDR block or address.
+    #[error("trusted_proxies: {0}")]
+    TrustedProxy(String),
 }
 
 fn de_key<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<[u8; 32]>, D::Error> {
@@ -312,7 +328,16 @@ impl Config {
         if self.random_seed.is_some() && self.clock != ClockKind::Manual {
             return Err(ConfigError::SeedWithoutManualClock);
         }
+        self.trusted_proxy_blocks()?;
         Ok(())
+    }
+
+    /// `trusted_proxies` parsed.
+    pub(crate) fn trusted_proxy_blocks(&self) -> Result<Vec<crate::forwarded::Cidr>, ConfigError> {
+        self.trusted_proxies
+            .iter()
+            .map(|s| crate::forwarded::Cidr::parse(s).map_err(ConfigError::TrustedProxy))
+            .collect()
     }
 }
 
@@ -400,6 +425,30 @@ mod tests {
         for bad in ["0", "99", "600001"] {
             let json = format!(r#"{{"admin_secret":"long-enough-secret-0001","database_timeout_ms":{bad}}}"#);
             assert_eq!(Config::from_json(json.as_bytes()).unwrap_err(), ConfigError::DatabaseTimeout, "{bad}");
+        }
+    }
+
+    #[test]
+    fn trusted_proxies_take_cidr_blocks_and_addresses_and_refuse_anything_else_by_name() {
+        let c = Config::from_json(
+            br#"{"admin_secret":"long-enough-secret-0001","trusted_proxies":["10.0.0.0/8","fd00::/8","192.0.2.7"]}"#,
+        )
+        .unwrap();
+        assert_eq!(c.trusted_proxies, ["10.0.0.0/8", "fd00::/8", "192.0.2.7"]);
+        assert!(Config::default().trusted_proxies.is_empty(), "no proxy is trusted unless named");
+        for (entry, message) in [
+            ("proxy.internal", r#"trusted_proxies: "proxy.internal" is not an IP address or CIDR block"#),
+            ("10.0.0.1/8", r#"trusted_proxies: "10.0.0.1/8" has bits set past /8; the block is 10.0.0.0/8"#),
+            ("10.0.0.0/40", r#"trusted_proxies: "10.0.0.0/40": the prefix length must be 0 to 32"#),
+        ] {
+            let json = format!(r#"{{"admin_secret":"long-enough-secret-0001","trusted_proxies":["{entry}"]}}"#);
+            let e = Config::from_json(json.as_bytes()).unwrap_err();
+            assert_eq!(e.to_string(), message);
+            let direct = Config::default().with(|c| {
+                c.admin_secret = "long-enough-secret-0001".into();
+                c.trusted_proxies = vec![entry.into()];
+            });
+            assert_eq!(direct.validate().unwrap_err().to_string(), message, "checked at open too");
         }
     }
 }

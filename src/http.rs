@@ -141,6 +141,11 @@ impl<'a> Request<'a> {
         self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| *v)
     }
 
+    /// Every value of a header, in order (a list header may span lines).
+    pub(crate) fn header_values<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'a [u8]> + 's {
+        self.headers.iter().filter(move |(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| *v)
+    }
+
     pub(crate) fn header_str(&self, name: &str) -> Option<&'a str> {
         self.header(name).and_then(|v| std::str::from_utf8(v).ok()).map(str::trim)
     }

@@ -39,6 +39,7 @@ pub mod config;
 mod console;
 pub mod error;
 mod events;
+mod forwarded;
 pub mod gateway;
 mod group;
 mod http;

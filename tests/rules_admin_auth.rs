@@ -1,5 +1,6 @@
-//! Failed admin authentication is throttled per peer when the host names
-//! the peer (`Service::handle_request_from`).
+//! Admin logins are throttled per client when the host names the peer
+//! (`Service::handle_request_from`): per address and per /24 or /64, never
+//! forgetting a guesser, and behind `trusted_proxies` per forwarded client.
 
 mod common;
 
@@ -52,4 +53,124 @@ fn without_a_peer_nothing_is_throttled() {
         assert_eq!(split(&svc.handle_request(&wrong)).0, 401);
     }
     assert_eq!(split(&svc.handle_request(&admin_request(SECRET, "getStats", json!({})))).0, 200);
+}
+
+fn open_with(trusted_proxies: &[&str]) -> Service {
+    Service::open(Config::default().with(|c| {
+        c.admin_secret = SECRET.into();
+        c.clock = ClockKind::Manual;
+        c.database = common::test_database();
+        c.trusted_proxies = trusted_proxies.iter().map(|s| s.to_string()).collect();
+    }))
+    .unwrap()
+}
+
+/// An admin request carrying `headers` (each `Name: value\r\n`).
+fn admin_with(secret: &str, method: &str, headers: &str) -> Vec<u8> {
+    common::request(&format!("/admin/{method}"), &format!("Admin {secret}"), headers, b"{}")
+}
+
+fn throttled_for(secs: u64) -> serde_json::Value {
+    json!({"ok": false, "error_code": 429, "error": "rate_limited",
+        "description": format!("too many requests; retry after {secs} s"),
+        "parameters": {"retry_after": secs, "retry_after_ms": secs * 1000, "scope": "admin_auth"}})
+}
+
+#[test]
+fn a_throttled_client_is_refused_before_its_credential_is_read() {
+    let svc = open_with(&[]);
+    let wrong = admin_request("not-the-secret-at-all", "getStats", json!({}));
+    for _ in 0..10 {
+        assert_eq!(split(&svc.handle_request_from(&wrong, "203.0.113.7")).0, 401);
+    }
+    // No credential, a malformed one, the right one, the wrong one: one
+    // answer, so a 429 says nothing about the secret.
+    let none =
+        b"POST /admin/getStats HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+            .to_vec();
+    let malformed = common::request("/admin/getStats", "Basic Zm9v", "", b"{}");
+    let right = admin_request(SECRET, "getStats", json!({}));
+    for req in [&none, &malformed, &right, &wrong] {
+        assert_eq!(svc.handle_request_from(req, "203.0.113.7"), svc.handle_request_from(&wrong, "203.0.113.7"));
+        assert_eq!(split(&svc.handle_request_from(req, "203.0.113.7")), (429, throttled_for(6)));
+    }
+}
+
+/// A guesser spends its burst; 20 000 other clients (IPv4 addresses, then
+/// IPv6 /64s, past the throttle's map bound) fail once each; the guesser is
+/// still refused.
+#[test]
+fn a_guesser_stays_throttled_after_twenty_thousand_other_clients_fail() {
+    let svc = open_with(&[]);
+    let wrong = admin_request("not-the-secret-at-all", "getStats", json!({}));
+    let right = admin_request(SECRET, "getStats", json!({}));
+    for _ in 0..10 {
+        assert_eq!(split(&svc.handle_request_from(&wrong, "198.51.100.7")).0, 401);
+    }
+    let mut refused = 0;
+    for i in 0..20_000u32 {
+        let peer = if i < 10_000 {
+            format!("10.{}.{}.{}", i / 40 / 256, i / 40 % 256, i % 40)
+        } else {
+            format!("2001:db8:{:x}:{:x}::1", i / 65_536, i % 65_536)
+        };
+        match split(&svc.handle_request_from(&wrong, &peer)) {
+            (401, v) => assert_eq!(v["error"], "invalid_token"),
+            (429, v) => {
+                assert_eq!(v, throttled_for(6), "{peer}");
+                refused += 1;
+            }
+            other => panic!("{peer}: {other:?}"),
+        }
+    }
+    assert!(refused > 0, "the spray went past the map bound into the shared overflow bucket");
+    assert_eq!(split(&svc.handle_request_from(&right, "198.51.100.7")), (429, throttled_for(6)));
+}
+
+#[test]
+fn behind_a_trusted_proxy_each_forwarded_client_has_its_own_throttle() {
+    let svc = open_with(&["10.0.0.0/8"]);
+    let from = |secret: &str, xff: &str, peer: &str| {
+        let headers = if xff.is_empty() { String::new() } else { format!("X-Forwarded-For: {xff}\r\n") };
+        split(&svc.handle_request_from(&admin_with(secret, "getStats", &headers), peer))
+    };
+    let wrong = "not-the-secret-at-all";
+    for i in 0..10 {
+        assert_eq!(from(wrong, "203.0.113.7", "10.0.0.5").0, 401, "attempt {i}");
+    }
+    assert_eq!(from(SECRET, "203.0.113.7", "10.0.0.5"), (429, throttled_for(6)));
+    // Another client behind the same proxy gets in; so does the proxy's own.
+    assert_eq!(from(SECRET, "198.51.100.9", "10.0.0.5").0, 200);
+    assert_eq!(from(SECRET, "", "10.0.0.5").0, 200);
+    // Naming another client in front of its own address does not help.
+    assert_eq!(from(SECRET, "198.51.100.9, 203.0.113.7", "10.0.0.5"), (429, throttled_for(6)));
+    // The Forwarded header works alike.
+    let fwd = admin_with(SECRET, "getStats", "Forwarded: for=203.0.113.7;proto=https\r\n");
+    assert_eq!(split(&svc.handle_request_from(&fwd, "10.0.0.5")), (429, throttled_for(6)));
+    // A peer that is no trusted proxy is its own client, whatever it claims.
+    for _ in 0..10 {
+        assert_eq!(from(wrong, "198.51.100.9", "192.0.2.1").0, 401);
+    }
+    assert_eq!(from(SECRET, "198.51.100.9", "192.0.2.1"), (429, throttled_for(6)));
+    assert_eq!(from(SECRET, "198.51.100.9", "10.0.0.5").0, 200);
+    // The audit log names the forwarded client.
+    let user = common::request(
+        "/admin/createUser",
+        &format!("Admin {SECRET}"),
+        "X-Forwarded-For: 198.51.100.9\r\n",
+        br#"{"display_name":"U","handle":"u_forwarded"}"#,
+    );
+    assert_eq!(split(&svc.handle_request_from(&user, "10.0.0.5")).0, 200);
+    let log = split(&svc.handle_request(&admin_request(SECRET, "getAuditLog", json!({}))));
+    assert_eq!(log.1["result"]["entries"][0]["peer"], "198.51.100.9", "{log:?}");
+}
+
+#[test]
+fn trusted_proxies_that_are_not_blocks_refuse_to_open() {
+    let opened = Service::open(Config::default().with(|c| {
+        c.admin_secret = SECRET.into();
+        c.trusted_proxies = vec!["10.0.0.0/8".into(), "proxy.internal".into()];
+    }));
+    let Err(e) = opened else { panic!("opened with a trusted proxy that is not a block") };
+    assert_eq!(e.to_string(), r#"trusted_proxies: "proxy.internal" is not an IP address or CIDR block"#);
 }

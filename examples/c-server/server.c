@@ -82,7 +82,8 @@ static const char USAGE[] =
     "usage: botspace-server [--addr HOST:PORT] [--admin-addr HOST:PORT] [--db PATH]\n"
     "                       [--admin-secret S | --admin-secret-file PATH] [--operational-key HEX64]\n"
     "                       [--max-connections N] [--request-timeout SECS]\n"
-    "                       [--gateway-poll-interval-ms MS] [--database-timeout-ms MS] [--manual-clock]\n"
+    "                       [--gateway-poll-interval-ms MS] [--database-timeout-ms MS]\n"
+    "                       [--trusted-proxy CIDR]... [--manual-clock]\n"
     "\n"
     "  --addr HOST:PORT          address to listen on (default 127.0.0.1:8080; port 0 picks a free port)\n"
     "  --admin-addr HOST:PORT    a second listener for the host API (/admin/...); when given, /admin/...\n"
@@ -110,6 +111,9 @@ static const char USAGE[] =
     "  --database-timeout-ms MS  PostgreSQL: the deadline of every database call (default 5000;\n"
     "                            100..600000); past it 503 storage_unavailable, or\n"
     "                            commit_outcome_unknown once COMMIT was sent\n"
+    "  --trusted-proxy CIDR      a reverse proxy in front of the server (10.0.0.0/8, fd00::/8, or one\n"
+    "                            address; repeatable): admin logins from it are throttled per\n"
+    "                            client it names in X-Forwarded-For or Forwarded\n"
     "  --manual-clock            time moves only through /admin/advanceClock (for tests)\n";
 
 /* ------------------------------------------------------------------------ */
@@ -1070,6 +1074,8 @@ typedef struct {
     const char *max_connections, *request_timeout, *idle_timeout; /* checked by check_numbers */
     const char *gateway_poll_interval_ms; /* digits, checked by check_numbers; the library checks the range */
     const char *database_timeout_ms;      /* the same */
+    const char **trusted_proxies;         /* --trusted-proxy, repeatable; the library checks them */
+    size_t n_trusted_proxies;
     int manual_clock;
 } args_t;
 
@@ -1134,6 +1140,8 @@ static int parse_args(int argc, char **argv, args_t *a) {
     a->max_connections = a->request_timeout = a->idle_timeout = NULL;
     a->gateway_poll_interval_ms = NULL;
     a->database_timeout_ms = NULL;
+    a->trusted_proxies = NULL;
+    a->n_trusted_proxies = 0;
     a->manual_clock = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -1149,6 +1157,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
         memcpy(name, arg, nlen);
         name[nlen] = 0;
         const char **slot = NULL;
+        const char *proxy = NULL;
         if (strcmp(name, "--addr") == 0) slot = &a->addr;
         else if (strcmp(name, "--db") == 0) slot = &a->db;
         else if (strcmp(name, "--admin-secret") == 0) slot = &a->admin_secret;
@@ -1160,6 +1169,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
         else if (strcmp(name, "--idle-timeout") == 0) slot = &a->idle_timeout;
         else if (strcmp(name, "--gateway-poll-interval-ms") == 0) slot = &a->gateway_poll_interval_ms;
         else if (strcmp(name, "--database-timeout-ms") == 0) slot = &a->database_timeout_ms;
+        else if (strcmp(name, "--trusted-proxy") == 0) slot = &proxy;
         else if (strcmp(name, "--manual-clock") == 0 && !inline_v) {
             a->manual_clock = 1;
             continue;
@@ -1173,6 +1183,10 @@ static int parse_args(int argc, char **argv, args_t *a) {
         else {
             fprintf(stderr, "%s needs a value\n%s", name, USAGE);
             return -1;
+        }
+        if (proxy) {
+            a->trusted_proxies = xrealloc(a->trusted_proxies, (a->n_trusted_proxies + 1) * sizeof *a->trusted_proxies);
+            a->trusted_proxies[a->n_trusted_proxies++] = proxy;
         }
     }
     return check_numbers(a);
@@ -1762,6 +1776,14 @@ static int open_service(const args_t *args, const char *secret, const char *key)
         buf_add(&cfg, ",\"database_timeout_ms\":", 23);
         buf_add(&cfg, args->database_timeout_ms, strlen(args->database_timeout_ms));
     }
+    if (args->n_trusted_proxies) {
+        buf_add(&cfg, ",\"trusted_proxies\":[", 20);
+        for (size_t i = 0; i < args->n_trusted_proxies; i++) {
+            if (i) buf_add(&cfg, ",", 1);
+            json_str(&cfg, args->trusted_proxies[i]);
+        }
+        buf_add(&cfg, "]", 1);
+    }
     const char *clock = args->manual_clock ? ",\"clock\":\"manual\"}" : ",\"clock\":\"system\"}";
     buf_add(&cfg, clock, strlen(clock));
     botspace_status st = botspace_service_open(cfg.p, cfg.len, &svc);
@@ -1826,6 +1848,7 @@ static void shut_down(loop_t *L) {
 int main(int argc, char **argv) {
     args_t args;
     int pa = parse_args(argc, argv, &args);
+    if (pa != 0) free(args.trusted_proxies);
     if (pa == 1) {
         fputs(USAGE, stdout);
         return 0;
@@ -1852,13 +1875,10 @@ int main(int argc, char **argv) {
     char generated[65], keybuf[65];
     char *secret_owned = NULL;
     const char *secret = choose_secret(&args, generated, &secret_owned);
-    if (!secret) return 1;
-    const char *key = operational_key(&args, keybuf);
-    if (key && !*key) {
-        free(secret_owned);
-        return 1;
-    }
-    if (open_wake_pipe() != 0 || open_service(&args, secret, key) != 0) {
+    const char *key = secret ? operational_key(&args, keybuf) : NULL;
+    int opened = secret && !(key && !*key) && open_wake_pipe() == 0 && open_service(&args, secret, key) == 0;
+    free(args.trusted_proxies); /* the configuration was their one use */
+    if (!opened) {
         free(secret_owned);
         return 1;
     }

@@ -42,6 +42,8 @@ pub struct Service {
     pub(crate) gateway: Arc<Registry>,
     group: crate::group::Group,
     admin_throttle: crate::throttle::AdminThrottle,
+    /// `config.trusted_proxies`, parsed.
+    trusted_proxies: Vec<crate::forwarded::Cidr>,
     /// Bot requests of the last hour, for the admin console.
     activity: crate::console::Activity,
     /// SHA-256 of the admin secret, compared in constant time.
@@ -114,6 +116,7 @@ impl Service {
         config.validate()?;
         let conn = store::open(&config)?;
         let admin_hash = auth::sha256(config.admin_secret.as_bytes());
+        let trusted_proxies = config.trusted_proxy_blocks()?;
         let shared_store = conn.dialect() == store::Dialect::Postgres;
         let in_memory = conn.in_memory();
         let notify = shared_store && config.listen_notify;
@@ -148,6 +151,7 @@ impl Service {
             gateway: Arc::new(Registry::default()),
             group: crate::group::Group::default(),
             admin_throttle: crate::throttle::AdminThrottle::default(),
+            trusted_proxies,
             activity: crate::console::Activity::default(),
             admin_hash,
             notify,
@@ -213,12 +217,17 @@ impl Service {
     }
 
     /// [`Service::handle_request`] for a host that knows who sent the
-    /// request (`peer`: an IP address, or any stable client key): failed
-    /// admin authentication is then throttled per peer — 10 failures at
-    /// once, then one every 6 s; beyond that 429 `rate_limited` with scope
-    /// `admin_auth`, whatever the credential. A host-API change is recorded
-    /// in the audit log with `peer`; host requests here run in their own
-    /// transaction, not in a group commit.
+    /// request (`peer`: the IP address of the immediate peer, or any stable
+    /// client key): admin logins are then throttled per client — 10
+    /// attempts at once, then one every 6 s, and 50 then one every 1.2 s
+    /// per /24 (IPv4) or /64 (IPv6); beyond that 429 `rate_limited` with
+    /// scope `admin_auth`, whatever the credential (it is not looked at).
+    /// A success gives its attempt back. When `peer` is inside
+    /// `trusted_proxies` (configuration), the client is the address the
+    /// proxies forwarded in `X-Forwarded-For` or `Forwarded`. See
+    /// `docs/reliability.md`, "Admin login throttle". A host-API change is
+    /// recorded in the audit log with that client; host requests here run
+    /// in their own transaction, not in a group commit.
     pub fn handle_request_from(&self, request: &[u8], peer: &str) -> Vec<u8> {
         let mut routed = match self.route(request) {
             Ok(Routed { route: Route::Console(asset), req, .. }) => {
@@ -229,17 +238,27 @@ impl Service {
         };
         if let Route::Admin(_) = routed.route {
             let now_ms = self.clock.now_ms();
-            if let Err(wait_ms) = self.admin_throttle.check(peer, now_ms) {
-                return ApiError::rate_limited(wait_ms, "admin_auth").into_response();
-            }
+            let client = crate::forwarded::client(
+                peer,
+                routed.req.header_values("x-forwarded-for"),
+                routed.req.header_values("forwarded"),
+                &self.trusted_proxies,
+            );
+            // A throttled client's credential is never evaluated: a right
+            // guess must look like a wrong one.
+            let attempt = match self.admin_throttle.attempt(&client, now_ms) {
+                Ok(a) => a,
+                Err(wait_ms) => return ApiError::rate_limited(wait_ms, "admin_auth").into_response(),
+            };
             if let Err(e) = self.check_admin(&routed.req) {
-                self.admin_throttle.failed(peer, now_ms);
                 return e.into_response();
             }
-            // The audit log names the peer: the request runs alone, in its
-            // own transaction (a group carries request bytes only). Host
-            // calls are few; group commit is for bot traffic.
-            routed.peer = Some(peer);
+            self.admin_throttle.succeeded(attempt, now_ms);
+            // The audit log names the client: the request runs alone, in
+            // its own transaction (a group carries request bytes only).
+            // Host calls are few; group commit is for bot traffic.
+            let client = client.to_string();
+            routed.peer = Some(&client);
             let mut inner = self.lock();
             let out = self.run_one(&mut inner, &routed);
             let mut fx = self.take_effects(&mut inner);

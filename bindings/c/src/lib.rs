@@ -658,11 +658,14 @@ pub unsafe extern "C" fn botspace_service_now_ms(
 }
 
 /// `botspace_service_handle_request` for a host that knows who sent the
-/// request: `peer[0..peer_len]` is the client's address (or any stable key
-/// of the client, UTF-8). Failed admin authentication is then throttled per
-/// peer: 10 failures at once, then one every 6 s; beyond that every admin
-/// request of that peer is answered 429 `rate_limited` (scope
-/// `admin_auth`), whatever its credential. Thread-safe.
+/// request: `peer[0..peer_len]` is the IP address of the immediate peer (or
+/// any stable key of the client, UTF-8). Admin logins are then throttled
+/// per client: 10 attempts at once, then one every 6 s (and per /24 or
+/// /64: 50, then one every 1.2 s); beyond that every admin request of that
+/// client is answered 429 `rate_limited` (scope `admin_auth`), whatever its
+/// credential. When `peer` is inside the configuration's `trusted_proxies`,
+/// the client is the address those proxies forwarded (`X-Forwarded-For` or
+/// `Forwarded`). Thread-safe.
 ///
 /// # Safety
 /// `service` must be a live handle; `request` must point at `request_len`
