@@ -213,8 +213,8 @@ fi
 #   Rust-on-PG PostgreSQL" for an A/B of a change to the PostgreSQL store;
 # - Rust-before: the Rust server built from BEFORE_REV in a worktree under
 #   target/ (default: the last commit before group commit, every request
-#   its own transaction and fsync: the baseline of issue 9's latency
-#   target); BEFORE_REV=<commit> compares any earlier version.
+#   its own transaction and fsync: the latency baseline group commit is
+#   measured against); BEFORE_REV=<commit> compares any earlier version.
 BEFORE_REV=${BEFORE_REV:-5a2055d^}
 # BEFORE_BIN=<path> takes a server built already instead.
 BEFORE_BIN=${BEFORE_BIN:-}

@@ -111,7 +111,7 @@ VERSION="$(cd "$WASM" && cargo metadata --format-version 1 --no-deps | node -e '
 # --- package -----------------------------------------------------------------
 
 # Skip the slow steps (wasm-opt) when nothing that goes into the package changed.
-INPUTS_SUM="$( { sha256sum "$RAW" "$WASM"/js/* "$0"; echo "$VERSION $WB_VERSION $FEATURES"; } | sha256sum | cut -d' ' -f1)"
+INPUTS_SUM="$( { sha256sum "$RAW" "$WASM"/js/* "$ROOT"/LICENSE-* "$0"; echo "$VERSION $WB_VERSION $FEATURES"; } | sha256sum | cut -d' ' -f1)"
 if [ -f "$PKG/.build-stamp" ] && [ "$(cat "$PKG/.build-stamp")" = "$INPUTS_SUM" ] && [ -f "$PKG/botspace_bg.wasm" ]; then
   log "wasm/pkg is up to date ($(stat -c %s "$PKG/botspace_bg.wasm") bytes)"
   if [ "$PACK" -eq 1 ]; then
@@ -146,6 +146,8 @@ mkdir -p "$PKG"
 cp "$STAGE/botspace.js" "$STAGE/botspace.d.ts" "$STAGE/botspace_bg.wasm" "$PKG/"
 for f in core.js errors.js http.js slab.js storage.js node.js web.js worker.js index.d.ts; do cp "$WASM/js/$f" "$PKG/"; done
 cp "$WASM/js/README.md" "$PKG/README.md"
+# The package is "MIT OR Apache-2.0" (package.json): both texts ship with it.
+cp "$ROOT/LICENSE-MIT" "$ROOT/LICENSE-APACHE" "$PKG/"
 node -e '
   const fs = require("fs");
   const [tmpl, out, version] = process.argv.slice(1);

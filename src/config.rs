@@ -54,7 +54,8 @@ impl TierLimits {
     pub const UNLIMITED: TierLimits = TierLimits { bot: None, private_chat: None, group: None };
 }
 
-/// Per-tier limits (section 6 of the contract).
+/// Per-tier rate limits; the defaults are in docs/errors.md ("Rate
+/// limits").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {

@@ -118,7 +118,7 @@ impl ApiError {
     pub fn missing_field(field: &str) -> Self {
         Self::new(ErrorCode::MissingField, format!("field {field} is required")).with_param("field", field)
     }
-    /// `why` completes "field <name> …", e.g. "must be a string".
+    /// `why` completes "field `<name>` …", e.g. "must be a string".
     pub fn invalid_field(field: &str, why: &str) -> Self {
         Self::new(ErrorCode::InvalidField, format!("field {field} {why}")).with_param("field", field)
     }

@@ -30,7 +30,7 @@ macro_rules! methods {
 }
 
 methods! {
-    /// The five bot methods of the seed (`POST /bot/<name>`).
+    /// The five bot methods (`POST /bot/<name>`, docs/api.md).
     BotMethod {
         GetMe = "getMe",
         SendMessage = "sendMessage",
@@ -41,7 +41,7 @@ methods! {
 }
 
 methods! {
-    /// The host API (`POST /admin/<name>`, contract section 7).
+    /// The host API (`POST /admin/<name>`, docs/api.md).
     AdminMethod {
         CreateUser = "createUser",
         CreateBot = "createBot",
@@ -87,8 +87,8 @@ pub enum Route {
 }
 
 /// A path's area and name, after the HTTP method check but before the name
-/// is looked up: the contract checks the body framing and media type
-/// (stages 3–4) between the two.
+/// is looked up: the body framing and media type are checked between the
+/// two (stages 3–4 of the check order in docs/errors.md).
 #[derive(Debug, Clone, Copy)]
 pub struct Target<'a> {
     pub path: &'a str,

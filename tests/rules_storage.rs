@@ -405,7 +405,7 @@ fn is_b64url(s: &str) -> bool {
 }
 
 #[test]
-fn ids_and_tokens_have_the_contract_shape() {
+fn ids_and_tokens_have_the_documented_shape() {
     let svc = open(":memory:");
     let mut seen = std::collections::HashSet::new();
     for i in 0..20 {

@@ -1,4 +1,4 @@
-//! Gateway scenarios (contract section 8) against a real server process over
+//! Gateway scenarios (docs/gateway.md) against a real server process over
 //! TCP with tungstenite's client (see `tests/wire`). `BOTSPACE_SERVER_CMD`
 //! runs them against another server implementation.
 
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use wire::*;
 
 /// Asserts `text` is exactly the event frame a human message gives the bot:
-/// the contract's field order up to `data`, then `{"message": <message>}`.
+/// the documented field order up to `data`, then `{"message": <message>}`.
 fn message_event(text: &str, seq: i64, message: &Value) {
     let prefix = format!("{{\"op\":\"event\",\"seq\":{seq},\"type\":\"message_created\",\"data\":");
     assert!(text.starts_with(&prefix), "expected {prefix}..., got {text}");

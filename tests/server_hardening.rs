@@ -1,4 +1,4 @@
-//! Issue 11 hardening of the Rust example server, over real TCP: the host
+//! Hardening of the Rust example server, over real TCP: the host
 //! API on its own listener (`--admin-addr`), the gateway's unsent-byte
 //! budget (close 4008 `slow_consumer`) with heartbeats and acks still
 //! handled while output waits, and 2 000 half-open connections.

@@ -1,4 +1,4 @@
-//! Both example servers holding their ground (issue 21), over real TCP:
+//! Both example servers holding their ground, over real TCP:
 //! a flood of half-open connections under the OS default file limit
 //! (`ulimit -n 1024`, not raised by the test), a stop (SIGTERM) that answers
 //! every request already sent, and a full disk answered with 503

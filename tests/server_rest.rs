@@ -52,7 +52,7 @@ fn get_me_and_send_message_like_curl() {
     assert_eq!((r.status, r.body.clone()), (200, json!({"ok": true, "result": w.bot})));
     let r = srv.bot(&w.token, "sendMessage", &json!({"chat_id": w.chat, "text": "second"}));
     assert_eq!((r.status, r.body.clone()), (200, json!({"ok": true, "result": sent_message(&w, "2", "second")})));
-    // Wrong credentials and content type, with the contract's codes.
+    // Wrong credentials and content type, with the documented codes.
     srv.bot("bot_nope", "getMe", &json!({})).assert_error(401, "invalid_token");
     srv.post("/bot/getMe", None, &json!({})).assert_error(401, "missing_authorization");
     let r = agent()

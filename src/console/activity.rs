@@ -1,8 +1,8 @@
 //! Per-bot activity of the last hour, counted in memory on this node:
 //! requests, refusals by error code (429 included) and messages sent.
 //!
-//! In memory on purpose: a refused request writes nothing (contract
-//! section 3), so a durable refusal counter would break that rule, and a
+//! In memory on purpose: a refused request writes nothing (docs/errors.md),
+//! so a durable refusal counter would break that rule, and a
 //! write per request would cost every request a row. The figures are
 //! therefore this node's since it started (docs/decisions.md).
 

@@ -1,4 +1,4 @@
-//! The admin console (contract section 10): a static single-page app,
+//! The admin console (docs/console.md): a static single-page app,
 //! compiled into the library and served at `GET /admin/console`, wherever
 //! the host serves `/admin/*`. The page holds no data; everything it shows
 //! it reads through the host API with the secret the operator types in.

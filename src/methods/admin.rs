@@ -1,4 +1,4 @@
-//! The host API (`/admin/<method>`, contract section 7): how the embedding
+//! The host API (`/admin/<method>`, docs/api.md): how the embedding
 //! service tells botspace about users, bots and chats, and reads everything
 //! that happened.
 

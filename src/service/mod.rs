@@ -206,7 +206,7 @@ impl Service {
     ///
     /// Requests that arrive from several threads while a commit is under
     /// way are committed together, in one transaction and one fsync (group
-    /// commit, see [`crate::group`]); each is answered exactly as if it ran
+    /// commit, `src/group.rs`); each is answered exactly as if it ran
     /// alone. A request that finds nothing under way runs at once.
     pub fn handle_request(&self, request: &[u8]) -> Vec<u8> {
         match self.route(request) {

@@ -30,7 +30,7 @@ use tungstenite::{Message, WebSocket};
 pub const SECRET: &str = "server-tests-admin-secret-0001";
 /// `date` of everything written before the manual clock moves (2026-01-01).
 pub const MANUAL_START_S: i64 = 1_767_225_600;
-/// The default heartbeat interval (contract section 10 defaults).
+/// The default heartbeat interval (`Config::heartbeat_interval_ms`).
 pub const HEARTBEAT_MS: u64 = 41_250;
 /// How long a test waits for any single thing before it fails.
 pub const WAIT: Duration = Duration::from_secs(20);
@@ -542,7 +542,7 @@ impl Resp {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 
-    /// Asserts the contract's error envelope with exact status and code.
+    /// Asserts the error envelope (docs/errors.md) with exact status and code.
     pub fn assert_error(&self, status: u16, code: &str) {
         assert_error(status, code, self.status, &self.body, self.header("content-type"));
     }
@@ -822,7 +822,7 @@ pub fn group_of_writers(nodes: &[&Server], title: &str, writers: usize) -> (Stri
     (group, tokens)
 }
 
-/// The contract's descriptions of the two 503s a shared store answers.
+/// The descriptions (docs/errors.md) of the two 503s a shared store answers.
 #[allow(dead_code)]
 pub const UNAVAILABLE: &str = "the database is unreachable, nothing was written; retry later";
 #[allow(dead_code)]
@@ -836,7 +836,7 @@ pub fn message_id(m: &Value) -> u64 {
 
 /// How a sendMessage of `text` was answered while the store was in
 /// trouble (`during` names the trouble): its message id, or the 503's code
-/// (the body checked to be exactly the contract's envelope, with
+/// (the body checked to be exactly the documented envelope, with
 /// `Retry-After: 1`). Anything else fails the test.
 #[allow(dead_code)]
 pub fn write_outcome(r: &RawResponse, text: &str, during: &str) -> Result<u64, &'static str> {

@@ -2,7 +2,7 @@
 // messages on one service, one per transaction and then in batches of 64,
 // each round's rate printed. A rate that falls round after round points at a
 // cost that grows with the database (it did: memory growth, see
-// docs/benchmarks.md#wasm-issue-5).
+// docs/benchmarks.md#wasm).
 //
 //   node wasm/bench/rounds.mjs            # 4 rounds of each
 //   ROUNDS=8 node wasm/bench/rounds.mjs

@@ -392,7 +392,7 @@ export class Service {
   #storageFailure = null;
 
   /**
-   * @param config the configuration object of contract section 10 (or its
+   * @param config the configuration object (`ServiceConfig`; or its
    *   JSON text). `admin_secret` (16+ characters) is required.
    * @param options `{ storage }`: a page storage (storage.js) that holds
    *   the database; without it the database lives in the module's memory.

@@ -54,8 +54,8 @@ export class InvalidImageError extends DatabaseError {
 
 /**
  * A gateway upgrade was refused (401, 403, 426, 429 …). `response` holds
- * the complete HTTP response to send back; `status`, `code` (the contract's
- * error code, e.g. `connection_limit`) and `description` are read from it.
+ * the complete HTTP response to send back; `status`, `code` (the stable
+ * error code of docs/errors.md, e.g. `connection_limit`) and `description` are read from it.
  */
 export class GatewayRejectedError extends BotspaceError {
   constructor(response) {

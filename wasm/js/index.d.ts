@@ -22,7 +22,7 @@ export interface TierLimits {
   group?: Rate | null;
 }
 
-/** The configuration of contract section 10. Unknown fields are refused. */
+/** The service's configuration (the fields of Rust's `Config`). Unknown fields are refused. */
 export interface ServiceConfig {
   /** Secret of `Authorization: Admin <secret>`; at least 16 characters. */
   admin_secret: string;

@@ -248,7 +248,8 @@ impl Drop for RawService {
 
 #[wasm_bindgen]
 impl RawService {
-    /// Opens a service from a JSON configuration (contract section 10).
+    /// Opens a service from a JSON configuration (the fields of `Config`,
+    /// README's "Configuration").
     /// With `storage`, the database lives in the host's page storage (the
     /// `botspace-pages` VFS, see pages.rs) and `database` must not be set.
     #[wasm_bindgen(constructor)]

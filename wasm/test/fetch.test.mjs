@@ -35,7 +35,7 @@ test('bot and host methods through fetch', async () => {
   assert.equal((await res.json()).error, 'method_not_allowed');
 });
 
-test('contract errors through fetch: 401, 404, 400, 415, rate limit 429', async () => {
+test('documented errors through fetch: 401, 404, 400, 415, rate limit 429', async () => {
   const w = world();
   const B = { authorization: `Bot ${w.token}` };
   let res = await w.svc.fetch(post('/bot/getMe'));

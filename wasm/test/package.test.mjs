@@ -28,10 +28,10 @@ before(() => {
 
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-test('the tarball holds the module, the JS layer and the types, nothing else', () => {
+test('the tarball holds the module, the JS layer, the types and the licences, nothing else', () => {
   const files = packed.files.map((f) => f.path).sort();
   assert.deepEqual(files, [
-    'README.md', 'botspace.d.ts', 'botspace.js', 'botspace_bg.wasm', 'core.js', 'errors.js', 'http.js',
+    'LICENSE-APACHE', 'LICENSE-MIT', 'README.md', 'botspace.d.ts', 'botspace.js', 'botspace_bg.wasm', 'core.js', 'errors.js', 'http.js',
     'index.d.ts', 'node.js', 'package.json', 'slab.js', 'storage.js', 'web.js', 'worker.js',
   ]);
   assert.equal(packed.name, 'botspace');

@@ -143,7 +143,7 @@ test('configuration errors are ConfigError with a message', () => {
   assert.equal(svc.heartbeatIntervalMs, 41250);
 });
 
-test('garbage bytes are answered with the contract errors, never a throw', () => {
+test('garbage bytes are answered with the documented errors, never a throw', () => {
   const { svc } = setup();
   const inputs = [
     new Uint8Array(0),

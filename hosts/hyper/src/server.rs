@@ -6,7 +6,7 @@
 //!   given up so the waiting client gets in, and the connection that has
 //!   waited longest for a request is evicted (libev's and libuv's trick).
 //!   Every accepted connection can be evicted until it becomes a gateway.
-//! - **The core frames the requests.** [`FramedIo`] sits between the socket
+//! - **The core frames the requests.** `FramedIo` sits between the socket
 //!   and hyper and hands hyper only whole requests, as the core's
 //!   `RequestFramer` delimits them. So a refused head gets the core's own
 //!   JSON error (413 before the body, say), a request that does not arrive
