@@ -141,6 +141,11 @@ typedef struct {
     size_t len, cap, off;
 } buf_t;
 
+/* Buffers double up to BUF_KEEP and grow to what they need (in pages)
+ * past it: the budget of unsent answers (64 KiB) plus the answer that
+ * crossed it costs that, not the next power of two. */
+#define BUF_KEEP (64u * 1024u)
+
 static void buf_reserve(buf_t *b, size_t extra) {
     if (b->len + extra <= b->cap) return;
     if (b->off > 0) { /* compact first */
@@ -150,7 +155,8 @@ static void buf_reserve(buf_t *b, size_t extra) {
         if (b->len + extra <= b->cap) return;
     }
     size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + extra) cap *= 2;
+    while (cap < b->len + extra && cap < BUF_KEEP) cap *= 2;
+    if (cap < b->len + extra) cap = (b->len + extra + 4095) & ~(size_t)4095;
     b->p = xrealloc(b->p, cap);
     b->cap = cap;
 }
@@ -169,7 +175,6 @@ static void buf_free(buf_t *b);
 
 /* Once drained, a buffer grown past BUF_KEEP is released: a connection that
  * once held a burst does not keep its memory while idle. */
-#define BUF_KEEP (64u * 1024u)
 static void buf_consume(buf_t *b, size_t n) {
     b->off += n;
     if (b->off == b->len) {
