@@ -47,8 +47,7 @@
  * `MAX_UNSENT_BYTES_PER_CONNECTION`): a server takes no further request
  * from a connection (frames none from its buffer, reads none from its
  * socket) while it holds this many bytes or more of answers the client has
- * not read, and pulls a gateway's `botspace_gateway_poll_transmit` only
- * while it holds fewer. `botspace_should_read` applies it.
+ * not read. `botspace_should_read` applies it.
  */
 #define BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION (64 * 1024)
 
@@ -301,8 +300,7 @@ extern "C" {
  * Whether a server may take a connection's next request (frame it from its
  * buffer, or read its socket for one) while `unsent_bytes` of answers to
  * that connection still wait for the client to read them: true below
- * `BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION`. The same rule says whether to
- * pull more of a gateway connection's output. Cannot fail; any thread.
+ * `BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION`. Cannot fail; any thread.
  */
 bool botspace_should_read(size_t unsent_bytes);
 

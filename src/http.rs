@@ -12,9 +12,8 @@ pub(crate) const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// The memory budget of one connection's answers: a server never takes the
 /// next request of a connection (frames it, or reads its socket for it)
 /// while it holds more than this many bytes of answers to that connection
-/// that the client has not read yet, and it pulls a gateway connection's
-/// output only while it holds less than this unsent. What it already holds
-/// is sent as the client reads; then it takes requests again. So a client
+/// that the client has not read yet. What it already holds is sent as the
+/// client reads; then it takes requests again. So a client
 /// that pipelines requests and never reads its answers costs the server at
 /// most this figure plus the answers of the requests it took at once (see
 /// docs/reliability.md, "Memory per connection"), whatever it sends.
@@ -23,8 +22,7 @@ pub const MAX_UNSENT_BYTES_PER_CONNECTION: usize = 64 * 1024;
 /// Whether a server may take a connection's next request (frame it from
 /// its buffer, or read its socket for one) while `unsent_bytes` of answers
 /// to that connection are still waiting for the client to read them: below
-/// [`MAX_UNSENT_BYTES_PER_CONNECTION`]. A gateway connection's output is
-/// pulled under the same rule.
+/// [`MAX_UNSENT_BYTES_PER_CONNECTION`].
 pub fn should_read(unsent_bytes: usize) -> bool {
     unsent_bytes < MAX_UNSENT_BYTES_PER_CONNECTION
 }

@@ -67,11 +67,12 @@
 #define READ_CHUNK 65536u
 #define READ_PER_TURN (256u * 1024u) /* fairness between connections */
 #define ACCEPT_BACKOFF_MS 50u       /* listener off poll(2) after EMFILE & co: no spinning */
-/* The high-water mark of a connection's unsent output is the library's
- * budget (BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION, applied by
- * botspace_should_read, see over_budget): above it an HTTP connection's next
- * request is neither framed nor read, and a gateway's output is not pulled.
- * A gateway connection whose unsent output stays above the mark this
+/* An HTTP connection's next request waits while its unsent answers are
+ * over the library's budget (BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION,
+ * applied by botspace_should_read: see over_budget). A gateway's output is
+ * pulled up to its own high-water mark. */
+#define OUT_HIGH_WATER (1u << 20)
+/* A gateway connection whose unsent output stays above OUT_HIGH_WATER this
  * long (service clock, like heartbeats) is closed: two default heartbeat
  * intervals of 41 250 ms, the heartbeat timeout of docs/gateway.md. */
 #define SLOW_CONSUMER_MS 82500u
@@ -442,10 +443,12 @@ static uint64_t request_timeout_ms = REQUEST_TIMEOUT_MS;
 static uint64_t idle_timeout_ms = IDLE_TIMEOUT_MS;
 
 /* The library's rule (botspace_should_read): at or above the budget of
- * unsent answers, a connection's next request waits (neither framed from
- * `in` nor read from the socket) and a gateway's output is not pulled, until
- * the client reads. */
+ * unsent answers, an HTTP connection's next request waits (neither framed
+ * from `in` nor read from the socket) until the client reads. */
 static int over_budget(const conn_t *c) { return !botspace_should_read(buf_pending(&c->out)); }
+
+/* A gateway connection over its high-water mark: no more output pulled. */
+static int gw_over(const conn_t *c) { return buf_pending(&c->out) >= OUT_HIGH_WATER; }
 
 static uint64_t svc_now(void) {
     uint64_t now = 0;
@@ -875,7 +878,7 @@ static void gateway_poll(conn_t *c, uint64_t now) {
     gateway_events(c);
     c->gw_more = 0;
     for (;;) {
-        if (!c->gw_ended && over_budget(c)) {
+        if (!c->gw_ended && gw_over(c)) {
             c->gw_more = 1;
             break;
         }
@@ -968,7 +971,7 @@ static void conn_read(conn_t *c, uint64_t mono) {
             c->ready = c->fresh = 1;
             break;
         case ST_GATEWAY:
-            if (over_budget(c)) c->read_above_hw += (size_t)n;
+            if (gw_over(c)) c->read_above_hw += (size_t)n;
             botspace_gateway_handle_input(c->gw, chunk, (size_t)n, svc_now());
             break;
         case ST_LINGER:
@@ -981,7 +984,7 @@ static void conn_read(conn_t *c, uint64_t mono) {
         case ST_CLOSING:
             break; /* discarded */
         }
-        if (over_budget(c) && !gateway_reads_above_hw(c)) break;
+        if (c->st == ST_HTTP ? over_budget(c) : gw_over(c) && !gateway_reads_above_hw(c)) break;
         /* A short read drained the socket: skip the recv that would only say
          * EAGAIN (poll reports anything that arrives later). */
         if ((size_t)n < want) break;
@@ -1439,7 +1442,7 @@ static void poll_due_gateways(uint64_t now, uint64_t mono) {
     for (size_t i = 0; i < nconns; i++) {
         conn_t *c = conns[i];
         if (c->st != ST_GATEWAY) continue;
-        if (!over_budget(c)) {
+        if (!gw_over(c)) {
             c->above_hw_since = 0;
             c->read_above_hw = 0;
             if (gateway_due(c, now)) gateway_poll(c, now);
@@ -1590,7 +1593,7 @@ static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
     for (size_t i = 0; i < nconns; i++) {
         conn_t *c = conns[i];
         short ev = 0;
-        int reads = c->st == ST_HTTP ? http_reads(c) : !over_budget(c) || gateway_reads_above_hw(c);
+        int reads = c->st == ST_HTTP ? http_reads(c) : !gw_over(c) || gateway_reads_above_hw(c);
         if (!c->peer_eof && reads) ev |= POLLIN;
         if (backlog_waiting(c)) timeout = 0;
         if (buf_pending(&c->out) > 0) ev |= POLLOUT;
@@ -1602,7 +1605,7 @@ static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
             /* The heartbeat deadline counts even above the high-water mark;
              * the slow-consumer one is seen within a tick. */
             uint64_t d = BOTSPACE_NO_DEADLINE;
-            if (c->gw_more && !over_budget(c)) d = now;
+            if (c->gw_more && !gw_over(c)) d = now;
             else botspace_gateway_poll_timeout(c->gw, &d);
             if (d != BOTSPACE_NO_DEADLINE) {
                 if (d <= now) timeout = 0;

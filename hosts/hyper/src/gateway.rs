@@ -28,9 +28,8 @@ const MANUAL_CLOCK_TICK: Duration = Duration::from_millis(250);
 /// is checked.
 const WRITE_TICK: Duration = Duration::from_millis(20);
 /// Unsent bytes past which the task stops pulling `poll_transmit`: what the
-/// bot has not read yet stays in the database, not in memory. The library's
-/// per-connection budget, the same as every server's.
-const HIGH_WATER: usize = botspace::MAX_UNSENT_BYTES_PER_CONNECTION;
+/// bot has not read yet stays in the database, not in memory.
+const HIGH_WATER: usize = 256 * 1024;
 /// After a close the server decided on (slow consumer, stop, a session
 /// that ended behind unread output), the connection is dropped after this
 /// long, close frame delivered or not.
