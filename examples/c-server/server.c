@@ -26,9 +26,10 @@
  * start-up output, and a clean stop on SIGINT/SIGTERM. Hostile clients are
  * bounded the same way (docs/reliability.md): a connection cap where the
  * connection waiting longest for a request makes room, a deadline for each
- * request, an idle timeout, accept errors logged at most once a second, and
+ * request, an idle timeout, accept errors logged at most once a second,
  * gateway readers that stay behind for two heartbeat intervals closed with
- * 4008 `slow_consumer`.
+ * 4008 `slow_consumer`, and no further request taken from a client that
+ * leaves the library's budget of answers unread (botspace_should_read).
  */
 #define _POSIX_C_SOURCE 200809L
 
