@@ -43,6 +43,15 @@
 #define BOTSPACE_NO_DEADLINE UINT64_MAX
 
 /**
+ * The memory budget of one connection's answers (the core's
+ * `MAX_UNSENT_BYTES_PER_CONNECTION`): a server takes no further request
+ * from a connection (frames none from its buffer, reads none from its
+ * socket) while it holds this many bytes or more of answers the client has
+ * not read. `botspace_should_read` applies it.
+ */
+#define BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION (64 * 1024)
+
+/**
  * Close code for `botspace_gateway_close`: the bot read too slowly (its
  * unsent output stayed over the host's budget for two heartbeat
  * intervals); reason `slow_consumer`.
@@ -288,6 +297,14 @@ extern "C" {
 #endif // __cplusplus
 
 /**
+ * Whether a server may take a connection's next request (frame it from its
+ * buffer, or read its socket for one) while `unsent_bytes` of answers to
+ * that connection still wait for the client to read them: true below
+ * `BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION`. Cannot fail; any thread.
+ */
+bool botspace_should_read(size_t unsent_bytes);
+
+/**
  * The library version, e.g. `"0.1.0"`: a static NUL-terminated string
  * that is never freed. Thread-safe.
  */
@@ -523,6 +540,19 @@ enum botspace_status botspace_request_framer_frame(struct botspace_request_frame
  * and `out_present` must be writable.
  */
 enum botspace_status botspace_request_framer_head(const struct botspace_request_framer *framer, struct botspace_request_head *out_head, bool *out_present);
+
+/**
+ * The most bytes one request can take on the wire under the framer's
+ * limits (the service's `max_body_bytes`): a buffer at least this long
+ * always frames as COMPLETE or INVALID. A host that reads a connection's
+ * socket only while fewer unframed bytes than this are buffered bounds its
+ * input buffer by it and never stalls a request (229 636 bytes with the
+ * default 64 KiB body limit).
+ *
+ * # Safety
+ * `framer` must be a live handle; `out_bytes` must be writable.
+ */
+enum botspace_status botspace_request_framer_max_request_bytes(const struct botspace_request_framer *framer, size_t *out_bytes);
 
 /**
  * Releases a framer and sets `*framer` to NULL; accepts NULL and a pointer

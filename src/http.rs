@@ -9,6 +9,24 @@ pub(crate) const MAX_HEADERS: usize = 64;
 /// Most bytes the request line plus headers may take.
 pub(crate) const MAX_HEAD_BYTES: usize = 16 * 1024;
 
+/// The memory budget of one connection's answers: a server never takes the
+/// next request of a connection (frames it, or reads its socket for it)
+/// while it holds more than this many bytes of answers to that connection
+/// that the client has not read yet. What it already holds is sent as the
+/// client reads; then it takes requests again. So a client
+/// that pipelines requests and never reads its answers costs the server at
+/// most this figure plus the answers of the requests it took at once (see
+/// docs/reliability.md, "Memory per connection"), whatever it sends.
+pub const MAX_UNSENT_BYTES_PER_CONNECTION: usize = 64 * 1024;
+
+/// Whether a server may take a connection's next request (frame it from
+/// its buffer, or read its socket for one) while `unsent_bytes` of answers
+/// to that connection are still waiting for the client to read them: below
+/// [`MAX_UNSENT_BYTES_PER_CONNECTION`].
+pub fn should_read(unsent_bytes: usize) -> bool {
+    unsent_bytes < MAX_UNSENT_BYTES_PER_CONNECTION
+}
+
 /// What the bytes buffered from a connection hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Framing {
@@ -421,6 +439,24 @@ impl RequestFramer {
         f
     }
 
+    /// The most bytes one request can take on the wire under this framer's
+    /// limits (head, body or chunked framing, trailer): a buffer at least
+    /// this long always frames as `Complete` or `Invalid`, never
+    /// `Incomplete`. So a host that reads a connection's socket only while
+    /// it buffers fewer unframed bytes than this never needs more input
+    /// memory for it. 229 636 bytes with the default 64 KiB body limit.
+    pub fn max_request_bytes(&self) -> usize {
+        // Head, then the chunked body's worst case: wire bytes up to the
+        // last size line (max_chunked_wire), that line, and the longer of a
+        // last chunk's data or the trailer, with their CRLFs. A
+        // Content-Length body (head plus the body) is shorter.
+        MAX_HEAD_BYTES
+            .saturating_add(max_chunked_wire(self.max_body_bytes))
+            .saturating_add(MAX_CHUNK_LINE)
+            .saturating_add(MAX_HEAD_BYTES.max(self.max_body_bytes))
+            .saturating_add(4)
+    }
+
     /// The head of the request being framed once it is whole and its
     /// body is not (a host answers `Expect: 100-continue` from it); `None`
     /// before that and after an answer other than `Incomplete`.
@@ -713,6 +749,86 @@ mod chunked_limits {
         }
         req.extend_from_slice(b"0\r\n\r\n");
         assert_eq!(frame_request(&req, 1024).complete_len(), Some(req.len()));
+    }
+
+    /// Whatever a stream holds, a buffer of `max_request_bytes` of it frames
+    /// as Complete or Invalid: a host that stops reading there never waits
+    /// for bytes it will not read. The streams below push each way of
+    /// staying Incomplete (head, Content-Length body, chunk lines, chunk
+    /// data, trailer) to its limit.
+    #[test]
+    fn a_buffer_of_max_request_bytes_is_never_incomplete() {
+        for max in [0usize, 1, 1024, 65536, 1 << 20] {
+            let bound = RequestFramer::new(max).max_request_bytes();
+            let pad = |n: usize| vec![b'a'; n];
+            let mut streams: Vec<Vec<u8>> = Vec::new();
+            // A head that never ends.
+            streams.push([&b"POST /bot/getMe HTTP/1.1\r\nX: "[..], &pad(bound)].concat());
+            // A head just under the limit, then the largest body.
+            let big_head = |te: &str| {
+                let line = format!("POST /bot/getMe HTTP/1.1\r\n{te}\r\n");
+                let mut h = line.into_bytes();
+                let fill = MAX_HEAD_BYTES - h.len() - 2 - 5;
+                h.extend_from_slice(b"X: ");
+                h.extend_from_slice(&pad(fill));
+                h.extend_from_slice(b"\r\n\r\n");
+                assert_eq!(h.len(), MAX_HEAD_BYTES);
+                h
+            };
+            streams.push([big_head(&format!("Content-Length: {max}")), pad(max)].concat());
+            // Chunked: one-byte chunks with long extensions up to the wire
+            // limit, then the largest chunk left, or the longest trailer.
+            let mut chunked = big_head("Transfer-Encoding: chunked");
+            let start = chunked.len();
+            let ext = [&b"1;"[..], &pad(MAX_CHUNK_LINE - 4), b"\r\nx\r\n"].concat();
+            let mut total = 0;
+            while chunked.len() - start + ext.len() <= max_chunked_wire(max) && total + 2 <= max {
+                chunked.extend_from_slice(&ext);
+                total += 1;
+            }
+            let mut last = chunked.clone();
+            let rest = max - total;
+            if rest > 0 {
+                last.extend_from_slice(format!("{rest:x};").as_bytes());
+                let line = MAX_CHUNK_LINE - format!("{rest:x};").len();
+                last.extend_from_slice(&pad(line));
+                last.extend_from_slice(b"\r\n");
+                last.extend_from_slice(&pad(rest));
+                last.extend_from_slice(b"\r\n");
+            }
+            last.extend_from_slice(b"0\r\n\r\n");
+            streams.push(last);
+            let mut trailer = chunked;
+            trailer.extend_from_slice(b"0\r\n");
+            while trailer.len() < bound + 10 {
+                trailer.extend_from_slice(b"X-T: v\r\n");
+            }
+            streams.push(trailer);
+            for (i, s) in streams.iter().enumerate() {
+                // The whole stream at once, and grown a piece at a time.
+                let cut = &s[..s.len().min(bound)];
+                let mut fr = RequestFramer::new(max);
+                let mut f = Framing::Incomplete;
+                for n in (1..=cut.len()).step_by(4093).chain([cut.len()]) {
+                    f = fr.frame(&cut[..n]);
+                    if !matches!(f, Framing::Incomplete) {
+                        break;
+                    }
+                }
+                // Cut at the bound, or whole (a finished request).
+                assert!(!matches!(f, Framing::Incomplete), "max {max}, stream {i}: {} bytes incomplete", cut.len());
+                assert!(!matches!(RequestFramer::new(max).frame(cut), Framing::Incomplete), "max {max}, stream {i}");
+            }
+        }
+        assert_eq!(RequestFramer::new(65536).max_request_bytes(), 229_636);
+    }
+
+    #[test]
+    fn should_read_below_the_budget_only() {
+        assert!(should_read(0));
+        assert!(should_read(MAX_UNSENT_BYTES_PER_CONNECTION - 1));
+        assert!(!should_read(MAX_UNSENT_BYTES_PER_CONNECTION));
+        assert!(!should_read(usize::MAX));
     }
 
     /// httparse's `parse_chunk_size` reads the size lines; what it accepts

@@ -26,9 +26,10 @@
  * start-up output, and a clean stop on SIGINT/SIGTERM. Hostile clients are
  * bounded the same way (docs/reliability.md): a connection cap where the
  * connection waiting longest for a request makes room, a deadline for each
- * request, an idle timeout, accept errors logged at most once a second, and
+ * request, an idle timeout, accept errors logged at most once a second,
  * gateway readers that stay behind for two heartbeat intervals closed with
- * 4008 `slow_consumer`.
+ * 4008 `slow_consumer`, and no further request taken from a client that
+ * leaves the library's budget of answers unread (botspace_should_read).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -66,8 +67,12 @@
 #define DRAIN_MS 5000u              /* how long a stop waits for connections */
 #define READ_CHUNK 65536u
 #define READ_PER_TURN (256u * 1024u) /* fairness between connections */
-#define OUT_HIGH_WATER (1u << 20)   /* stop reading while this much is unsent */
 #define ACCEPT_BACKOFF_MS 50u       /* listener off poll(2) after EMFILE & co: no spinning */
+/* An HTTP connection's next request waits while its unsent answers are
+ * over the library's budget (BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION,
+ * applied by botspace_should_read: see over_budget). A gateway's output is
+ * pulled up to its own high-water mark. */
+#define OUT_HIGH_WATER (1u << 20)
 /* A gateway connection whose unsent output stays above OUT_HIGH_WATER this
  * long (service clock, like heartbeats) is closed: two default heartbeat
  * intervals of 41 250 ms, the heartbeat timeout of docs/gateway.md. */
@@ -142,6 +147,11 @@ typedef struct {
     size_t len, cap, off;
 } buf_t;
 
+/* Buffers double up to BUF_KEEP and grow to what they need (in pages)
+ * past it: the budget of unsent answers (64 KiB) plus the answer that
+ * crossed it costs that, not the next power of two. */
+#define BUF_KEEP (64u * 1024u)
+
 static void buf_reserve(buf_t *b, size_t extra) {
     if (b->len + extra <= b->cap) return;
     if (b->off > 0) { /* compact first */
@@ -151,7 +161,8 @@ static void buf_reserve(buf_t *b, size_t extra) {
         if (b->len + extra <= b->cap) return;
     }
     size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + extra) cap *= 2;
+    while (cap < b->len + extra && cap < BUF_KEEP) cap *= 2;
+    if (cap < b->len + extra) cap = (b->len + extra + 4095) & ~(size_t)4095;
     b->p = xrealloc(b->p, cap);
     b->cap = cap;
 }
@@ -166,9 +177,16 @@ static void buf_add(buf_t *b, const void *data, size_t n) {
 static size_t buf_pending(const buf_t *b) { return b->len - b->off; }
 static unsigned char *buf_data(const buf_t *b) { return b->p + b->off; }
 
+static void buf_free(buf_t *b);
+
+/* Once drained, a buffer grown past BUF_KEEP is released: a connection that
+ * once held a burst does not keep its memory while idle. */
 static void buf_consume(buf_t *b, size_t n) {
     b->off += n;
-    if (b->off == b->len) b->off = b->len = 0;
+    if (b->off == b->len) {
+        b->off = b->len = 0;
+        if (b->cap > BUF_KEEP) buf_free(b);
+    }
 }
 
 static void buf_free(buf_t *b) {
@@ -411,6 +429,7 @@ typedef struct conn {
     size_t read_above_hw;   /* gateway input read since then */
     /* HTTP batching (serve_http_round): */
     int ready;    /* `in` may hold a request not yet framed */
+    int fresh;    /* bytes arrived this turn: served ahead of the backlog */
     size_t taken; /* bytes of `in` framed into the current batch */
     enum step step;
     size_t step_start, step_len; /* STEP_UPGRADE: the request, from in.p */
@@ -418,6 +437,7 @@ typedef struct conn {
     botspace_bytes refusal; /* STEP_REFUSE */
     char peer[64];          /* the client's address, for the admin throttle */
     botspace_request_framer *framer; /* resumes where the last read left it */
+    size_t max_in; /* the framer's max_request_bytes: `in` is read only below it */
 } conn_t;
 
 static conn_t **conns;
@@ -426,6 +446,14 @@ static size_t nlive; /* connections with an open socket: what --max-connections 
 static size_t max_connections = 0; /* 0 until set: --max-connections, else from the file limit */
 static uint64_t request_timeout_ms = REQUEST_TIMEOUT_MS;
 static uint64_t idle_timeout_ms = IDLE_TIMEOUT_MS;
+
+/* The library's rule (botspace_should_read): at or above the budget of
+ * unsent answers, an HTTP connection's next request waits (neither framed
+ * from `in` nor read from the socket) until the client reads. */
+static int over_budget(const conn_t *c) { return !botspace_should_read(buf_pending(&c->out)); }
+
+/* A gateway connection over its high-water mark: no more output pulled. */
+static int gw_over(const conn_t *c) { return buf_pending(&c->out) >= OUT_HIGH_WATER; }
 
 static uint64_t svc_now(void) {
     uint64_t now = 0;
@@ -575,9 +603,11 @@ static pending_req batch[MAX_BATCH];
 static size_t nbatch;
 
 /* Frames one connection's complete requests into the batch, up to the
- * first that needs a step. Clears `ready` once nothing complete is left. */
+ * first that needs a step. Clears `ready` once nothing complete is left.
+ * Over the budget of unsent answers it takes none (`ready` stays set): the
+ * rest waits in `in` until the client reads. */
 static void collect(conn_t *c) {
-    while (c->step == STEP_NONE && nbatch < MAX_BATCH) {
+    while (c->step == STEP_NONE && nbatch < MAX_BATCH && !over_budget(c)) {
         const unsigned char *p = buf_data(&c->in) + c->taken;
         size_t avail = buf_pending(&c->in) - c->taken;
         if (avail == 0) {
@@ -780,16 +810,38 @@ static void consume_taken(conn_t *c) {
     c->taken = 0;
 }
 
+/* Requests (and steps) a turn takes from connections with nothing newly
+ * read: the backlog of clients that pipelined ahead and were held back by
+ * the budget. The rest waits for the next turn, which polls without
+ * sleeping, so the turn stays short and a client that just sent its
+ * request is answered in the turn that read it. */
+#define TURN_BACKLOG MAX_BATCH
+static size_t backlog_next; /* round robin: where the next backlog turn starts */
+
+/* Whether a connection is held back only by the turn's backlog cap (not by
+ * its budget): the next poll(2) must not sleep. */
+static int backlog_waiting(const conn_t *c) { return c->st == ST_HTTP && c->ready && !over_budget(c); }
+
 /* Answers every complete request buffered on any HTTP connection: batches
  * of up to MAX_BATCH, one commit each, then each connection's step. Goes on
- * while a batch filled up or a step may have left requests behind. */
+ * while a batch filled up or a step may have left requests behind.
+ * Connections that read bytes this turn come first, each up to its budget;
+ * then the backlog, round robin, up to TURN_BACKLOG per turn. */
 static void serve_http_round(void) {
+    size_t backlog = 0;
     for (;;) {
         for (size_t i = 0; i < nconns; i++)
-            if (conns[i]->st == ST_HTTP && conns[i]->ready) collect(conns[i]);
+            if (conns[i]->st == ST_HTTP && conns[i]->ready && conns[i]->fresh) collect(conns[i]);
+        for (size_t k = 0; k < nconns && nbatch < MAX_BATCH && backlog < TURN_BACKLOG; k++) {
+            conn_t *c = conns[backlog_next++ % nconns];
+            if (c->st != ST_HTTP || !c->ready || c->fresh || c->step != STEP_NONE) continue;
+            size_t before = nbatch;
+            collect(c);
+            backlog += nbatch - before + (c->step != STEP_NONE);
+        }
         int stepped = 0;
         for (size_t i = 0; i < nconns && !stepped; i++) stepped = conns[i]->step != STEP_NONE;
-        if (nbatch == 0 && !stepped) return;
+        if (nbatch == 0 && !stepped) break;
         answer_batch();
         for (size_t i = 0; i < nconns; i++) {
             conn_t *c = conns[i];
@@ -797,13 +849,14 @@ static void serve_http_round(void) {
             if (c->taken > 0 || c->st != ST_HTTP) consume_taken(c);
         }
     }
+    for (size_t i = 0; i < nconns; i++) conns[i]->fresh = 0;
 }
 
-/* A peer that closed its side gets the answers to what it sent, then the
- * connection closes. */
+/* A peer that closed its side gets the answers to what it sent (requests
+ * held back by the budget included: `ready`), then the connection closes. */
 static void finish_http_eof(void) {
     for (size_t i = 0; i < nconns; i++)
-        if (conns[i]->st == ST_HTTP && conns[i]->peer_eof) conn_finish(conns[i], 0);
+        if (conns[i]->st == ST_HTTP && conns[i]->peer_eof && !conns[i]->ready) conn_finish(conns[i], 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -830,7 +883,7 @@ static void gateway_poll(conn_t *c, uint64_t now) {
     gateway_events(c);
     c->gw_more = 0;
     for (;;) {
-        if (!c->gw_ended && buf_pending(&c->out) >= OUT_HIGH_WATER) {
+        if (!c->gw_ended && gw_over(c)) {
             c->gw_more = 1;
             break;
         }
@@ -876,7 +929,7 @@ static int gateway_reads_above_hw(const conn_t *c) {
 static void conn_peer_closed(conn_t *c) {
     c->peer_eof = 1;
     if (c->st == ST_HTTP) {
-        c->ready = 1; /* serve_http_round answers what was read, then it closes */
+        c->ready = c->fresh = 1; /* serve_http_round answers what was read, then it closes */
     } else if (c->st == ST_GATEWAY) {
         gateway_poll(c, svc_now());
         if (c->st == ST_GATEWAY) conn_finish(c, 0);
@@ -887,13 +940,27 @@ static void conn_peer_closed(conn_t *c) {
     }
 }
 
+/* Whether an HTTP connection's socket is read: nothing complete waits in
+ * `in` (`ready` clear), fewer than max_in bytes are buffered, and its
+ * answers are under the budget. */
+static int http_reads(const conn_t *c) {
+    return !c->ready && buf_pending(&c->in) < c->max_in && !over_budget(c);
+}
+
 /* Reads what the socket has (bounded per turn). HTTP bytes wait in `in`
- * for serve_http_round; gateway bytes go to the gateway at once. */
+ * for serve_http_round, never more than max_in of them; gateway bytes go to
+ * the gateway at once. */
 static void conn_read(conn_t *c, uint64_t mono) {
     unsigned char chunk[READ_CHUNK];
     size_t total = 0;
     while (total < READ_PER_TURN && c->fd >= 0) {
-        ssize_t n = recv(c->fd, chunk, sizeof chunk, 0);
+        size_t want = sizeof chunk;
+        if (c->st == ST_HTTP) {
+            size_t pending = buf_pending(&c->in);
+            if (pending >= c->max_in) break;
+            if (c->max_in - pending < want) want = c->max_in - pending;
+        }
+        ssize_t n = recv(c->fd, chunk, want, 0);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
         if (n <= 0) { /* EOF or error */
@@ -906,10 +973,10 @@ static void conn_read(conn_t *c, uint64_t mono) {
         case ST_HTTP:
             if (buf_pending(&c->in) == 0) c->req_started = mono; /* a request's first bytes: its deadline starts */
             buf_add(&c->in, chunk, (size_t)n);
-            c->ready = 1;
+            c->ready = c->fresh = 1;
             break;
         case ST_GATEWAY:
-            if (buf_pending(&c->out) >= OUT_HIGH_WATER) c->read_above_hw += (size_t)n;
+            if (gw_over(c)) c->read_above_hw += (size_t)n;
             botspace_gateway_handle_input(c->gw, chunk, (size_t)n, svc_now());
             break;
         case ST_LINGER:
@@ -922,10 +989,10 @@ static void conn_read(conn_t *c, uint64_t mono) {
         case ST_CLOSING:
             break; /* discarded */
         }
-        if (buf_pending(&c->out) >= OUT_HIGH_WATER && !gateway_reads_above_hw(c)) break;
+        if (c->st == ST_HTTP ? over_budget(c) : gw_over(c) && !gateway_reads_above_hw(c)) break;
         /* A short read drained the socket: skip the recv that would only say
          * EAGAIN (poll reports anything that arrives later). */
-        if ((size_t)n < sizeof chunk) break;
+        if ((size_t)n < want) break;
     }
     if (c->st == ST_GATEWAY) gateway_poll(c, svc_now());
 }
@@ -1309,7 +1376,9 @@ static void add_conn(int fd, enum role role, uint64_t mono) {
     c->st = ST_HTTP;
     c->last_activity = mono;
     c->waiting_since = mono;
-    if (botspace_request_framer_new(svc, &c->framer) != BOTSPACE_STATUS_OK) die_oom();
+    if (botspace_request_framer_new(svc, &c->framer) != BOTSPACE_STATUS_OK ||
+        botspace_request_framer_max_request_bytes(c->framer, &c->max_in) != BOTSPACE_STATUS_OK)
+        die_oom();
     /* The peer's IP address names it for the admin throttle. */
     struct sockaddr_storage sa;
     socklen_t salen = sizeof sa;
@@ -1388,7 +1457,7 @@ static void poll_due_gateways(uint64_t now, uint64_t mono) {
     for (size_t i = 0; i < nconns; i++) {
         conn_t *c = conns[i];
         if (c->st != ST_GATEWAY) continue;
-        if (buf_pending(&c->out) < OUT_HIGH_WATER) {
+        if (!gw_over(c)) {
             c->above_hw_since = 0;
             c->read_above_hw = 0;
             if (gateway_due(c, now)) gateway_poll(c, now);
@@ -1462,7 +1531,9 @@ static int bytes_waiting(int fd) {
 /* Whether a connection is done: flushed and closing, timed out, or cut by
  * the end of a stop. Moves a flushed closing connection to lingering. */
 static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
-    if (c->fd >= 0 && buf_pending(&c->out) > 0 && conn_flush(c, mono) != 0) conn_close(c);
+    /* A socket that last said EAGAIN is written when poll(2) says so
+     * (serve_ready), not tried again on every turn. */
+    if (c->fd >= 0 && buf_pending(&c->out) > 0 && !c->stalled_since && conn_flush(c, mono) != 0) conn_close(c);
     if (c->fd >= 0 && c->st == ST_CLOSING && buf_pending(&c->out) == 0) {
         if (c->linger && !c->peer_eof) {
             shutdown(c->fd, SHUT_WR);
@@ -1479,10 +1550,11 @@ static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
         else if (c->st == ST_HTTP && buf_pending(&c->out) == 0 && buf_pending(&c->in) == 0 &&
                  (mono - c->last_activity > idle_timeout_ms || (L->stopping && !bytes_waiting(c->fd))))
             conn_close(c);
-        else if (c->st == ST_HTTP && c->req_started && buf_pending(&c->out) == 0 &&
+        else if (c->st == ST_HTTP && c->req_started && buf_pending(&c->out) == 0 && !c->ready &&
                  mono - c->req_started > request_timeout_ms) {
-            /* Only while nothing waits for the peer to read: a request we
-             * stopped reading (high-water mark) is not the client's delay. */
+            /* Only while nothing waits for the peer to read, and only for an
+             * incomplete request: a request we stopped reading or framing
+             * (the budget) is not the client's delay. */
             request_timed_out(c);
             if (conn_flush(c, mono) != 0) conn_close(c);
         }
@@ -1536,7 +1608,9 @@ static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
     for (size_t i = 0; i < nconns; i++) {
         conn_t *c = conns[i];
         short ev = 0;
-        if (!c->peer_eof && (buf_pending(&c->out) < OUT_HIGH_WATER || gateway_reads_above_hw(c))) ev |= POLLIN;
+        int reads = c->st == ST_HTTP ? http_reads(c) : !gw_over(c) || gateway_reads_above_hw(c);
+        if (!c->peer_eof && reads) ev |= POLLIN;
+        if (backlog_waiting(c)) timeout = 0;
         if (buf_pending(&c->out) > 0) ev |= POLLOUT;
         pfds[np].fd = c->fd;
         pfds[np].events = ev;
@@ -1546,7 +1620,7 @@ static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
             /* The heartbeat deadline counts even above the high-water mark;
              * the slow-consumer one is seen within a tick. */
             uint64_t d = BOTSPACE_NO_DEADLINE;
-            if (c->gw_more && buf_pending(&c->out) < OUT_HIGH_WATER) d = now;
+            if (c->gw_more && !gw_over(c)) d = now;
             else botspace_gateway_poll_timeout(c->gw, &d);
             if (d != BOTSPACE_NO_DEADLINE) {
                 if (d <= now) timeout = 0;

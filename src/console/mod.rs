@@ -75,11 +75,16 @@ impl Asset {
         }
     }
 
-    /// A strong validator: the content's SHA-256, shortened.
-    fn etag(self) -> String {
-        let h = crate::auth::sha256(self.bytes());
-        let hex: String = h[..12].iter().map(|b| format!("{b:02x}")).collect();
-        format!("\"{hex}\"")
+    /// A strong validator: the content's SHA-256, shortened. Hashed once
+    /// per asset: a client that asks for the script again and again costs
+    /// a copy of it, not a hash of it, each time.
+    fn etag(self) -> &'static str {
+        static TAGS: [std::sync::OnceLock<String>; 4] = [const { std::sync::OnceLock::new() }; 4];
+        TAGS[self as usize].get_or_init(|| {
+            let h = crate::auth::sha256(self.bytes());
+            let hex: String = h[..12].iter().map(|b| format!("{b:02x}")).collect();
+            format!("\"{hex}\"")
+        })
     }
 
     /// The whole HTTP response; 304 when `if_none_match` names the current
@@ -102,7 +107,7 @@ impl Asset {
             ("X-Frame-Options", "DENY"),
             ("Cross-Origin-Opener-Policy", "same-origin"),
             ("Cache-Control", self.cache_control()),
-            ("ETag", etag.as_str()),
+            ("ETag", etag),
         ] {
             out.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
         }
@@ -138,7 +143,7 @@ mod tests {
         assert!(r.contains("\r\nReferrer-Policy: no-referrer\r\n"));
         assert!(r.contains("\r\nCache-Control: no-cache\r\n"));
         let etag = Asset::Script.etag();
-        let again = String::from_utf8(Asset::Script.response(Some(&etag))).unwrap();
+        let again = String::from_utf8(Asset::Script.response(Some(etag))).unwrap();
         assert!(again.starts_with("HTTP/1.1 304 Not Modified\r\n"));
         assert!(again.ends_with("\r\n\r\n"));
         assert!(again.contains("Content-Length: 0\r\n"));

@@ -1153,6 +1153,38 @@ static void test_request_head(void) {
     botspace_service_free(&s);
 }
 
+/* The per-connection budgets a host applies: answers unsent, bytes buffered. */
+static void test_connection_budgets(void) {
+    CHECK(BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION == 65536, "budget: 64 KiB of unsent answers");
+    CHECK(botspace_should_read(0) && botspace_should_read(BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION - 1) &&
+              !botspace_should_read(BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION) && !botspace_should_read(SIZE_MAX),
+          "budget: should_read below the budget only");
+    botspace_service *s = open_service(BASE_CONFIG);
+    botspace_request_framer *fr = NULL;
+    CHECK(botspace_request_framer_new(s, &fr) == BOTSPACE_STATUS_OK, "budget: framer");
+    size_t max = 0;
+    CHECK(botspace_request_framer_max_request_bytes(fr, &max) == BOTSPACE_STATUS_OK && max == 229636,
+          "budget: max_request_bytes under the default body limit");
+    /* That many bytes of an endless head frame as INVALID, not INCOMPLETE. */
+    unsigned char *endless = malloc(max);
+    CHECK(endless != NULL, "budget: malloc");
+    if (endless) {
+        memset(endless, 'a', max);
+        memcpy(endless, "POST /bot/getMe HTTP/1.1\r\nX: ", 30);
+        botspace_framing f;
+        CHECK(botspace_request_framer_frame(fr, endless, max, &f) == BOTSPACE_STATUS_OK &&
+                  f.kind == BOTSPACE_FRAMING_KIND_INVALID,
+              "budget: max_request_bytes of a head are never incomplete");
+        botspace_bytes_free(&f.error_response);
+        free(endless);
+    }
+    CHECK(botspace_request_framer_max_request_bytes(NULL, &max) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_request_framer_max_request_bytes(fr, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "budget: NULL arguments");
+    botspace_request_framer_free(&fr);
+    botspace_service_free(&s);
+}
+
 /* Failed admin authentication is throttled per peer. */
 static void test_admin_throttle(void) {
     botspace_service *s = open_service(BASE_CONFIG);
@@ -1700,6 +1732,7 @@ int main(int argc, char **argv) {
     test_admin_throttle();
     test_request_framer();
     test_request_head();
+    test_connection_budgets();
     test_gateway();
     test_threads(iters);
     test_vectors(argv[1]);

@@ -98,6 +98,23 @@ pub struct botspace_framing {
 /// connection is closed.
 pub const BOTSPACE_NO_DEADLINE: u64 = u64::MAX;
 
+/// The memory budget of one connection's answers (the core's
+/// `MAX_UNSENT_BYTES_PER_CONNECTION`): a server takes no further request
+/// from a connection (frames none from its buffer, reads none from its
+/// socket) while it holds this many bytes or more of answers the client has
+/// not read. `botspace_should_read` applies it.
+pub const BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION: usize = 64 * 1024;
+const _: () = assert!(BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION == botspace::MAX_UNSENT_BYTES_PER_CONNECTION);
+
+/// Whether a server may take a connection's next request (frame it from its
+/// buffer, or read its socket for one) while `unsent_bytes` of answers to
+/// that connection still wait for the client to read them: true below
+/// `BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION`. Cannot fail; any thread.
+#[no_mangle]
+pub extern "C" fn botspace_should_read(unsent_bytes: usize) -> bool {
+    botspace::should_read(unsent_bytes)
+}
+
 /// The wake-up callback: botspace calls it with a bot id after a change
 /// gave that bot new gateway events, or ended its gateway connections (token
 /// rotated, bot suspended). The host then polls that bot's gateway
@@ -864,6 +881,29 @@ pub unsafe extern "C" fn botspace_request_framer_head(
             out_head.write(head.map(botspace_request_head::from).unwrap_or_default());
             out_present.write(head.is_some());
         }
+        botspace_status::Ok
+    })
+}
+
+/// The most bytes one request can take on the wire under the framer's
+/// limits (the service's `max_body_bytes`): a buffer at least this long
+/// always frames as COMPLETE or INVALID. A host that reads a connection's
+/// socket only while fewer unframed bytes than this are buffered bounds its
+/// input buffer by it and never stalls a request (229 636 bytes with the
+/// default 64 KiB body limit).
+///
+/// # Safety
+/// `framer` must be a live handle; `out_bytes` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_request_framer_max_request_bytes(
+    framer: *const botspace_request_framer,
+    out_bytes: *mut usize,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(framer, "framer");
+        non_null!(out_bytes, "out_bytes");
+        // SAFETY: a live handle; checked non-NULL above.
+        unsafe { *out_bytes = (*framer).framer.max_request_bytes() };
         botspace_status::Ok
     })
 }
