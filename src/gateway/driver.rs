@@ -119,6 +119,17 @@ impl GatewaySession {
         self.state.has_ended()
     }
 
+    /// Bytes of heartbeat acks queued and not yet taken.
+    pub(super) fn reply_bytes(&self) -> usize {
+        self.state.reply_bytes()
+    }
+
+    /// How long output may stay over the budget before 4008: two
+    /// heartbeat intervals.
+    pub fn slow_consumer_ms(&self) -> u64 {
+        self.state.slow_consumer_ms()
+    }
+
     // ---- inputs ----
 
     /// A text message from the bot, received at `now_ms`.

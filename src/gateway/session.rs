@@ -130,6 +130,9 @@ pub struct Start {
     pub shared: Option<SharedCheck>,
 }
 
+/// What a heartbeat is answered with.
+pub const HEARTBEAT_ACK: &str = "{\"op\":\"heartbeat_ack\"}";
+
 /// The gateway protocol of one session.
 pub struct Session {
     heartbeat_interval_ms: u64,
@@ -157,6 +160,10 @@ pub struct Session {
     pending_ack: Option<i64>,
     effects: VecDeque<Effect>,
     out: VecDeque<GatewayOutput>,
+    /// Bytes of the heartbeat acks in `out`: what the bot's input queued,
+    /// which the connection's reply budget counts (event frames are
+    /// bounded by the reads of the log instead).
+    reply_bytes: usize,
     events: VecDeque<GatewayEvent>,
     closed: bool,
     shared: Option<SharedCheck>,
@@ -181,6 +188,7 @@ impl Session {
             pending_ack: None,
             effects: VecDeque::new(),
             out: VecDeque::new(),
+            reply_bytes: 0,
             events: VecDeque::new(),
             closed: false,
             shared: s.shared,
@@ -202,6 +210,19 @@ impl Session {
         self.closed
     }
 
+    /// Bytes of the replies to the bot's input (heartbeat acks) queued and
+    /// not yet taken.
+    pub fn reply_bytes(&self) -> usize {
+        self.reply_bytes
+    }
+
+    /// How long a connection's unsent output may stay over its budget
+    /// before it is closed with 4008 `slow_consumer`: two heartbeat
+    /// intervals, the time a silent bot is allowed (4009).
+    pub fn slow_consumer_ms(&self) -> u64 {
+        2 * self.heartbeat_interval_ms
+    }
+
     // ---- inputs ----
 
     /// A text message from the bot, received at `now_ms`.
@@ -217,7 +238,8 @@ impl Session {
         match v.get("op").and_then(|o| o.as_str()) {
             Some("heartbeat") => {
                 self.last_heartbeat_ms = now_ms;
-                self.out.push_back(GatewayOutput::Text("{\"op\":\"heartbeat_ack\"}".into()));
+                self.reply_bytes += HEARTBEAT_ACK.len();
+                self.out.push_back(GatewayOutput::Text(HEARTBEAT_ACK.into()));
             }
             // Acks are coalesced: the highest one is written once, at the
             // next `poll`, so an ack flood costs one commit per round.
@@ -259,6 +281,7 @@ impl Session {
             return false;
         }
         self.out.clear();
+        self.reply_bytes = 0;
         self.close(reason);
         true
     }
@@ -329,7 +352,11 @@ impl Session {
         if let Some(e) = self.effects.pop_front() {
             return Some(Poll::Effect(e));
         }
-        self.out.pop_front().map(Poll::Send)
+        let o = self.out.pop_front()?;
+        if matches!(&o, GatewayOutput::Text(t) if t == HEARTBEAT_ACK) {
+            self.reply_bytes -= HEARTBEAT_ACK.len();
+        }
+        Some(Poll::Send(o))
     }
 
     /// The next effect an input queued, without looking for messages:
