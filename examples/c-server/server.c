@@ -848,9 +848,10 @@ static void gateway_poll(conn_t *c, uint64_t now) {
     bool closed = false;
     botspace_gateway_is_closed(c->gw, &closed);
     if (closed && c->gw_slow) {
-        /* Behind what the bot has not read (best effort); the socket is
-         * dropped SLOW_CONSUMER_DROP_MS later whatever was sent. */
-        conn_finish(c, 0);
+        /* Behind what the bot has not read (best effort), lingering so
+         * that its unread input does not turn the close into a reset; the
+         * socket is dropped SLOW_CONSUMER_DROP_MS later whatever was sent. */
+        conn_finish(c, !c->peer_eof);
         c->drop_at = mono_ms() + SLOW_CONSUMER_DROP_MS;
     } else if (closed) {
         /* Free the slot now; let the bot read the close frame and answer

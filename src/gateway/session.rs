@@ -667,6 +667,28 @@ mod tests {
     }
 
     #[test]
+    fn heartbeat_acks_count_as_replies_until_taken_or_dropped_by_a_host_close() {
+        let mut s = opened(None);
+        assert_eq!(s.slow_consumer_ms(), 2 * HB);
+        for _ in 0..3 {
+            s.handle_text("{\"op\":\"heartbeat\"}", 10);
+        }
+        assert_eq!(s.reply_bytes(), 3 * HEARTBEAT_ACK.len());
+        assert_eq!(s.poll(View::default()), text(HEARTBEAT_ACK));
+        assert_eq!(s.reply_bytes(), 2 * HEARTBEAT_ACK.len());
+        // Event frames are not replies: they are bounded by the log reads.
+        let woken = View { notified: 1, ..View::default() };
+        assert_eq!(s.poll(woken), text(HEARTBEAT_ACK));
+        assert_eq!(s.poll(woken), text(HEARTBEAT_ACK));
+        assert_eq!(s.poll(woken), read_after(4));
+        s.events_read(batch(&[5]));
+        s.handle_text("{\"op\":\"heartbeat\"}", 10);
+        assert_eq!(s.reply_bytes(), HEARTBEAT_ACK.len());
+        assert!(s.close_now(CloseCode::SlowConsumer));
+        assert_eq!(s.reply_bytes(), 0);
+    }
+
+    #[test]
     fn a_bot_close_writes_the_ack_it_sent_before_and_frees_the_slot() {
         let mut s = opened(None);
         s.handle_text("{\"op\":\"ack\",\"seq\":4}", 10);
