@@ -285,6 +285,10 @@ impl GatewayConnection {
         let mut pending = std::mem::replace(&mut self.io.output, std::mem::take(out));
         self.io.output.extend_from_slice(&pending);
         pending.clear();
+        // The pong tungstenite made for the last ping read and has not
+        // written yet goes now: written with the next frame instead, it
+        // would follow a close frame.
+        let _ = self.ws.flush(&mut self.io);
         while !self.close_sent && !self.peer_gone && self.io.output.len() - start < TRANSMIT_BATCH_BYTES {
             if self.io.output.len() - start >= room {
                 self.held = true;
