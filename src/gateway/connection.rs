@@ -76,8 +76,8 @@ pub struct GatewayConnection {
     /// reported them (plus what was given since); `None` for a host that
     /// never reports, which writes everything it is given at once.
     host_unsent: Option<usize>,
-    /// Since when (service time) `host_unsent` has been at or over
-    /// [`OUTPUT_BUDGET`].
+    /// Since when (service time) the host's reports have said it holds
+    /// [`OUTPUT_BUDGET`] or more.
     over_since: Option<u64>,
     /// The last `poll_transmit` stopped at the budget: more may follow.
     held: bool,
@@ -220,8 +220,8 @@ impl GatewayConnection {
         room && (self.held || self.input_held) && !self.peer_gone && !self.close_sent
     }
 
-    /// Since when the host's unsent output has been at the budget, and for
-    /// how long it may stay there: `(since, slow_consumer_ms)`.
+    /// The last instant the host's unsent output may stay at the budget:
+    /// two heartbeat intervals after its reports first said so.
     fn slow_deadline(&self) -> Option<u64> {
         let since = self.over_since?;
         Some(since.saturating_add(self.session.slow_consumer_ms()))
@@ -231,14 +231,23 @@ impl GatewayConnection {
     /// and the output budget: unsent output at or over [`OUTPUT_BUDGET`]
     /// for longer than two heartbeat intervals closes the session with
     /// 4008 `slow_consumer`, its close frame next (what was queued and not
-    /// given is dropped; the bot resumes from its ack). Checked before the
-    /// heartbeat deadline, which a bot whose input waited may pass too.
+    /// given is dropped; the bot resumes from its ack). While the bot's
+    /// input waits unread (it may hold heartbeats) this is checked before
+    /// the heartbeat deadline; otherwise a bot silent for as long gets 4009.
     pub fn handle_timeout(&mut self, now_ms: u64) {
         self.now_ms = self.now_ms.max(now_ms);
+        // A bot whose input waits unread may have heartbeated in it: it is
+        // closed for not reading (4008), checked first. Otherwise a silent
+        // bot is closed for its silence (4009) when both are due.
+        if !self.input_held {
+            self.session.handle_timeout(now_ms);
+        }
         if self.slow_deadline().is_some_and(|d| now_ms > d) && !self.session.has_ended() {
             self.session.close(super::CLOSE_SLOW_CONSUMER);
         }
-        self.session.handle_timeout(now_ms);
+        if self.input_held {
+            self.session.handle_timeout(now_ms);
+        }
     }
 
     /// The host ends the connection with close `code` (see
@@ -274,7 +283,6 @@ impl GatewayConnection {
         let host = self.host_unsent.unwrap_or(0);
         if host >= OUTPUT_BUDGET && !ended {
             self.held = true;
-            self.over_since.get_or_insert(self.now_ms);
             return 0;
         }
         let room = if ended { usize::MAX } else { OUTPUT_BUDGET - host };
@@ -313,11 +321,12 @@ impl GatewayConnection {
         let _ = self.ws.flush(&mut self.io);
         *out = std::mem::replace(&mut self.io.output, pending);
         let n = out.len() - start;
+        // Counted until the host's next report, so that the calls before
+        // it stop at the budget. The time over the budget runs from the
+        // host's reports alone (`handle_unsent`), which say what the
+        // socket has taken.
         if let Some(u) = self.host_unsent.as_mut() {
             *u += n;
-            if *u >= OUTPUT_BUDGET {
-                self.over_since.get_or_insert(self.now_ms);
-            }
         }
         n
     }

@@ -24,6 +24,9 @@ const TICK: Duration = Duration::from_secs(1);
 /// jumps with /admin/advanceClock), so this bounds how late a heartbeat
 /// timeout is noticed after the clock moved.
 const MANUAL_CLOCK_TICK: Duration = Duration::from_millis(250);
+/// While output waits for the socket over the mark: how often the task
+/// looks again (the library's slow-consumer deadline among others).
+const WRITE_TICK: Duration = Duration::from_millis(20);
 /// Unsent bytes past which the library gives no more (`poll_transmit`):
 /// what the bot has not read yet stays in the database, not in memory.
 const HIGH_WATER: usize = botspace::gateway::OUTPUT_BUDGET;
@@ -253,6 +256,8 @@ where
         let wait = if unsent.is_empty() && more {
             // All written and the gateway has more: pull again at once.
             Duration::ZERO
+        } else if over {
+            WRITE_TICK
         } else {
             wait_for(deadline, now, manual)
         };
