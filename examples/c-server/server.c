@@ -844,6 +844,8 @@ static void gateway_poll(conn_t *c, uint64_t now) {
         botspace_bytes_free(&out);
         if (st != BOTSPACE_STATUS_OK || n == 0) break;
     }
+    /* What `out` holds now: time at the budget counts from here. */
+    botspace_gateway_handle_unsent(c->gw, buf_pending(&c->out), now);
     gateway_events(c);
     bool closed = false;
     botspace_gateway_is_closed(c->gw, &closed);

@@ -207,7 +207,13 @@ impl GatewayConnection {
     pub fn handle_unsent(&mut self, unsent: usize, now_ms: u64) {
         self.host_unsent = Some(unsent);
         if unsent < OUTPUT_BUDGET {
-            self.over_since = None;
+            // Under again at `now_ms`: the time over ended then. If it had
+            // run past the slow-consumer time by then (the socket took the
+            // bytes after a jump of the clock, before the next look), it
+            // still counts: the next `handle_timeout` closes.
+            if !self.slow_deadline().is_some_and(|d| now_ms > d) {
+                self.over_since = None;
+            }
         } else {
             self.over_since.get_or_insert(now_ms);
         }
@@ -231,23 +237,24 @@ impl GatewayConnection {
     /// and the output budget: unsent output at or over [`OUTPUT_BUDGET`]
     /// for longer than two heartbeat intervals closes the session with
     /// 4008 `slow_consumer`, its close frame next (what was queued and not
-    /// given is dropped; the bot resumes from its ack). While the bot's
-    /// input waits unread (it may hold heartbeats) this is checked before
-    /// the heartbeat deadline; otherwise a bot silent for as long gets 4009.
+    /// given is dropped; the bot resumes from its ack). When the heartbeat
+    /// deadline has passed too, the earlier one decides (4009 for a bot
+    /// silent first).
     pub fn handle_timeout(&mut self, now_ms: u64) {
         self.now_ms = self.now_ms.max(now_ms);
-        // A bot whose input waits unread may have heartbeated in it: it is
-        // closed for not reading (4008), checked first. Otherwise a silent
-        // bot is closed for its silence (4009) when both are due.
-        if !self.input_held {
-            self.session.handle_timeout(now_ms);
+        if let Some(slow) = self.slow_deadline().filter(|&d| now_ms > d && !self.session.has_ended()) {
+            // Both deadlines may have passed: the close says which came
+            // first. On a tie (the same instant), a bot that has
+            // heartbeated is alive and not reading (4008), one that never
+            // did is silent (4009). A bot whose input waits unread may have
+            // heartbeats in it: 4008.
+            let (silent_at, heard) = self.session.heartbeat_deadline();
+            let silent_first = silent_at < slow || (silent_at == slow && !heard);
+            if self.input_held || !silent_first {
+                self.session.close(super::CLOSE_SLOW_CONSUMER);
+            }
         }
-        if self.slow_deadline().is_some_and(|d| now_ms > d) && !self.session.has_ended() {
-            self.session.close(super::CLOSE_SLOW_CONSUMER);
-        }
-        if self.input_held {
-            self.session.handle_timeout(now_ms);
-        }
+        self.session.handle_timeout(now_ms);
     }
 
     /// The host ends the connection with close `code` (see

@@ -124,6 +124,11 @@ impl GatewaySession {
         self.state.reply_bytes()
     }
 
+    /// The 4009 deadline, and whether the bot has heartbeated at all.
+    pub(super) fn heartbeat_deadline(&self) -> (u64, bool) {
+        self.state.heartbeat_deadline()
+    }
+
     /// How long output may stay over the budget before 4008: two
     /// heartbeat intervals.
     pub fn slow_consumer_ms(&self) -> u64 {

@@ -144,6 +144,8 @@ pub struct Session {
     replay: Replay,
     hello_sent: bool,
     last_heartbeat_ms: u64,
+    /// The bot has sent a heartbeat on this session.
+    heard_heartbeat: bool,
     /// More events are waiting beyond the last read batch.
     backlog: bool,
     /// A read failed this round: the next `poll` says `Idle` once, so a
@@ -180,6 +182,7 @@ impl Session {
             replay: s.replay,
             hello_sent: false,
             last_heartbeat_ms: s.now_ms,
+            heard_heartbeat: false,
             backlog: true,
             read_failed: false,
             notified: s.view.notified,
@@ -216,6 +219,12 @@ impl Session {
         self.reply_bytes
     }
 
+    /// When a silent bot is closed with 4009: two intervals after its last
+    /// heartbeat (or the start); and whether it has sent one at all.
+    pub fn heartbeat_deadline(&self) -> (u64, bool) {
+        (self.last_heartbeat_ms + 2 * self.heartbeat_interval_ms, self.heard_heartbeat)
+    }
+
     /// How long a connection's unsent output may stay over its budget
     /// before it is closed with 4008 `slow_consumer`: two heartbeat
     /// intervals, the time a silent bot is allowed (4009).
@@ -238,6 +247,7 @@ impl Session {
         match v.get("op").and_then(|o| o.as_str()) {
             Some("heartbeat") => {
                 self.last_heartbeat_ms = now_ms;
+                self.heard_heartbeat = true;
                 self.reply_bytes += HEARTBEAT_ACK.len();
                 self.out.push_back(GatewayOutput::Text(HEARTBEAT_ACK.into()));
             }
