@@ -577,3 +577,32 @@ fn output_over_the_budget_for_two_heartbeat_intervals_closes_with_4008() {
     assert!(c.is_closed());
     assert_eq!(c.poll_timeout(), None);
 }
+
+#[test]
+fn with_both_deadlines_passed_a_silent_bot_gets_4009_and_one_that_heartbeated_4008() {
+    use botspace::gateway::OUTPUT_BUDGET;
+    let w = world("official", Config::default());
+    let slow = 2 * 41_250;
+    let t0 = w.svc.now_ms();
+    // Silent since it connected, its output over the budget since then:
+    // the same instant, and it never heartbeated: 4009.
+    let mut c = connect(&w, "");
+    c.poll(t0);
+    c.handle_unsent(OUTPUT_BUDGET, t0);
+    c.handle_timeout(t0 + slow + 1);
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 4009, reason: CloseCode::SessionTimeout }));
+    // Its output over the budget before it went silent: 4008.
+    let mut c = connect(&w, "");
+    c.poll(t0);
+    c.handle_unsent(OUTPUT_BUDGET, t0);
+    c.feed(&text(r#"{"op":"heartbeat"}"#), t0 + 1);
+    c.handle_timeout(t0 + 1 + slow + 1);
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 4008, reason: CloseCode::SlowConsumer }));
+    // A heartbeat at the instant it went over: alive, not reading: 4008.
+    let mut c = connect(&w, "");
+    c.poll(t0);
+    c.feed(&text(r#"{"op":"heartbeat"}"#), t0);
+    c.handle_unsent(OUTPUT_BUDGET, t0);
+    c.handle_timeout(t0 + slow + 1);
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 4008, reason: CloseCode::SlowConsumer }));
+}
