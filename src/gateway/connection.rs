@@ -211,7 +211,7 @@ impl GatewayConnection {
             // run past the slow-consumer time by then (the socket took the
             // bytes after a jump of the clock, before the next look), it
             // still counts: the next `handle_timeout` closes.
-            if !self.slow_deadline().is_some_and(|d| now_ms > d) {
+            if self.slow_deadline().is_none_or(|d| now_ms <= d) {
                 self.over_since = None;
             }
         } else {
