@@ -386,8 +386,7 @@ typedef struct conn {
     buf_t in, out;
     botspace_gateway *gw;
     const char *bot_id; /* owned by gw */
-    int gw_ended;       /* the session ended */
-    int gw_slow;        /* ... with 4008 slow_consumer */
+    int gw_slow;        /* the session ended with 4008 slow_consumer */
     int continue_sent;
     int linger;   /* ST_CLOSING: linger after the flush instead of closing */
     int peer_eof; /* the peer closed its side */
@@ -798,15 +797,12 @@ static void finish_http_eof(void) {
 /* ------------------------------------------------------------------------ */
 /* Gateway */
 
-/* Notes whether the session ended, and whether as a slow consumer. Why
- * (code, reason) is there for a host's logs. */
+/* Notes whether the session ended as a slow consumer. Why (code, reason)
+ * is there for a host's logs. */
 static void gateway_events(conn_t *c) {
     botspace_gateway_event ev;
     while (botspace_gateway_poll_event(c->gw, &ev) == BOTSPACE_STATUS_OK && ev.kind != BOTSPACE_GATEWAY_EVENT_KIND_NONE)
-        if (ev.kind == BOTSPACE_GATEWAY_EVENT_KIND_CLOSED) {
-            c->gw_ended = 1;
-            c->gw_slow = ev.close_code == BOTSPACE_CLOSE_SLOW_CONSUMER;
-        }
+        if (ev.kind == BOTSPACE_GATEWAY_EVENT_KIND_CLOSED) c->gw_slow = ev.close_code == BOTSPACE_CLOSE_SLOW_CONSUMER;
 }
 
 /* Whether the library takes input now (false while the replies it owes a
@@ -828,7 +824,6 @@ static int gateway_wants_transmit(const conn_t *c) {
  * is pulled once the peer has read: a bot that does not read costs one
  * budget of memory), and closes a bot that stays behind with 4008; ends
  * the connection when closed. */
-
 static void gateway_poll(conn_t *c, uint64_t now) {
     if (c->st != ST_GATEWAY || !c->gw) return;
     /* The heartbeat and slow-consumer deadlines hold whatever is pending: a
