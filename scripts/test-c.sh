@@ -195,16 +195,17 @@ wire() {
   return "$rc"
 }
 # The option scenarios (connection cap, request deadline, idle close,
-# --admin-addr, slow gateway readers, EMFILE) and tests/server_reliability.rs
-# (a flood under `ulimit -n 1024`, a stop, a full disk) and
+# --admin-addr, slow gateway readers, EMFILE), tests/server_reliability.rs
+# (a flood under `ulimit -n 1024`, a stop, a full disk),
 # tests/server_throttle.rs (the admin-login throttle under a spray, behind a
-# trusted proxy) against one C server binary.
+# trusted proxy) and tests/server_gateway_budget.rs (a gateway bot that
+# floods pings and heartbeats and reads nothing) against one C server binary.
 options() {
   local bin=$1
   local log="$OUT/options-$(basename "$bin").log"
   ASAN_OPTIONS=$ASAN_SERVER_OPTIONS BOTSPACE_C_SERVER="$bin" \
-    cargo test --test server_options --test server_reliability --test server_throttle -- c:: --nocapture 2>&1 | tee "$log" |
-    awk '/^(test |test result|failures|---- )/ || /panicked at/ || /^(getMe past|1 000 clients|slow consumer|idle keep-alive|out of files|SKIPPED)/ {print; if (/panicked at/) n=3; next} n>0 {print; n--}'
+    cargo test --test server_options --test server_reliability --test server_throttle --test server_gateway_budget -- c:: --nocapture 2>&1 | tee "$log" |
+    awk '/^(test |test result|failures|---- )/ || /panicked at/ || /^(getMe past|1 000 clients|slow consumer|gateway flood|idle keep-alive|out of files|SKIPPED)/ {print; if (/panicked at/) n=3; next} n>0 {print; n--}'
   local rc=${PIPESTATUS[0]}
   if grep -q "ERROR: AddressSanitizer\|runtime error:" "$log"; then
     echo "sanitizer report in the server's output"; return 1

@@ -438,3 +438,171 @@ fn a_host_close_sends_its_frame_next_writes_the_ack_and_frees_the_slot() {
     assert_eq!(t[1]["seq"], 2);
     assert_eq!(t[1]["data"]["message"]["text"], "late");
 }
+
+// ---------------------------------------------------------------------------
+// The output budget: a host that reports what it holds (`handle_unsent`).
+
+/// Drains `c` as a host that has written everything before each call.
+fn drain_reporting(c: &mut GatewayConnection, now: u64) -> Vec<u8> {
+    let mut all = Vec::new();
+    loop {
+        c.handle_unsent(0, now);
+        let mut out = Vec::new();
+        if c.poll_transmit(&mut out) == 0 {
+            return all;
+        }
+        all.extend(out);
+    }
+}
+
+#[test]
+fn pings_from_a_bot_that_reads_nothing_stop_at_the_reply_budget_and_none_is_lost() {
+    use botspace::gateway::{OUTPUT_BUDGET, REPLY_BUDGET};
+    let w = world("official", Config::default());
+    let mut c = connect(&w, "");
+    let now = w.svc.now_ms();
+    assert_eq!(texts(&c.poll(now)).len(), 2, "hello and bot_started");
+    // The host wrote those; from now on it writes nothing (the bot does
+    // not read) and pulls after every read, as long as it is asked to read.
+    c.handle_unsent(0, now);
+    let ping = client_frame(true, 0x9, &[b'p'; 125]);
+    let pong = server_frame(0xA, &[b'p'; 125]);
+    let (mut fed, mut held) = (0, 0);
+    while fed < 10_000 && c.wants_input() {
+        c.handle_input(&ping.repeat(100), now);
+        fed += 100;
+        let mut out = Vec::new();
+        while c.poll_transmit(&mut out) > 0 {}
+        held += out.len();
+        c.handle_unsent(held, now);
+    }
+    // Input stopped long before the 10 000 pings (1.3 MB): the host holds
+    // its budget, at most a reply budget and two pongs past it (the one
+    // that crossed the budget, and the one tungstenite had made).
+    assert!(fed < 10_000, "all {fed} pings were taken");
+    let reply_bound = REPLY_BUDGET + 2 * pong.len();
+    assert!(held >= OUTPUT_BUDGET && held <= OUTPUT_BUDGET + reply_bound, "the host holds {held}");
+    assert_eq!(held % pong.len(), 0);
+    let mut out = Vec::new();
+    assert_eq!(c.poll_transmit(&mut out), 0, "nothing more while the host holds its budget");
+    assert!(!c.wants_input() && !c.wants_transmit());
+    // A host that reads anyway: the bytes wait, unread (no pong is made).
+    c.handle_input(&ping.repeat(1000), now);
+    fed += 1000;
+    assert_eq!(c.poll_transmit(&mut out), 0);
+    assert!(!c.wants_input());
+    // The bot reads everything: the replies held come first, then the
+    // waiting pings are answered, one pong each, none lost.
+    c.handle_unsent(0, now);
+    assert!(c.wants_transmit());
+    let first = c.poll_transmit(&mut out);
+    assert!(first >= REPLY_BUDGET && first <= reply_bound, "replies held: {first}");
+    let mut rest = drain_reporting(&mut c, now);
+    while c.wants_input() && fed < 12_000 {
+        c.handle_input(&ping.repeat(100), now);
+        fed += 100;
+        rest.extend(drain_reporting(&mut c, now));
+    }
+    let answered = (held + out.len() + rest.len()) / pong.len();
+    assert_eq!(answered, fed);
+    assert!(frames(&out).iter().chain(frames(&rest).iter()).all(|(op, p)| *op == 0xA && p[..] == [b'p'; 125]));
+    assert!(!c.is_closed());
+}
+
+#[test]
+fn heartbeats_from_a_bot_that_reads_nothing_are_taken_until_their_acks_fill_the_reply_budget() {
+    use botspace::gateway::{OUTPUT_BUDGET, REPLY_BUDGET};
+    let w = world("official", Config::default());
+    let mut c = connect(&w, "");
+    let now = w.svc.now_ms();
+    assert_eq!(texts(&c.poll(now)).len(), 2);
+    // The host holds a whole budget the bot has not read.
+    c.handle_unsent(OUTPUT_BUDGET, now);
+    c.handle_input(&text(r#"{"op":"heartbeat"}"#).repeat(5000), now + 1000);
+    assert!(!c.wants_input());
+    let mut out = Vec::new();
+    assert_eq!(c.poll_transmit(&mut out), 0);
+    // Taken up to the reply budget: that many acks (22 bytes each) wait.
+    c.handle_unsent(0, now + 1000);
+    c.poll_transmit(&mut out);
+    let ack = r#"{"op":"heartbeat_ack"}"#;
+    assert_eq!(texts(&out).len(), REPLY_BUDGET.div_ceil(ack.len()));
+    assert!(texts(&out).iter().all(|t| *t == json!({"op": "heartbeat_ack"})));
+    // The rest are answered once the bot reads, none lost.
+    let rest = drain_reporting(&mut c, now + 1000);
+    assert_eq!(texts(&out).len() + texts(&rest).len(), 5000);
+    // They counted as heartbeats: the deadline is two intervals after them.
+    assert_eq!(c.poll_timeout(), Some(now + 1000 + 2 * 41_250 + 1));
+}
+
+#[test]
+fn output_over_the_budget_for_two_heartbeat_intervals_closes_with_4008() {
+    use botspace::gateway::OUTPUT_BUDGET;
+    let slow = 2 * 41_250;
+    let w = world("free", Config::default());
+    let mut c = connect(&w, "");
+    let t0 = w.svc.now_ms();
+    assert_eq!(texts(&c.poll(t0)).len(), 2);
+    c.handle_unsent(OUTPUT_BUDGET, t0);
+    // Under the budget again for a while: the time over starts anew.
+    c.handle_unsent(OUTPUT_BUDGET - 1, t0 + 10_000);
+    c.handle_unsent(OUTPUT_BUDGET, t0 + 20_000);
+    // A heartbeat keeps the session past two intervals of the connect;
+    // the pings after it are taken up to the reply budget, the rest wait.
+    let ping = client_frame(true, 0x9, &[b'p'; 125]);
+    let mut input = text(r#"{"op":"heartbeat"}"#);
+    input.extend(ping.repeat(1000));
+    c.handle_input(&input, t0 + 60_000);
+    assert!(!c.wants_input());
+    assert_eq!(c.poll_timeout(), Some(t0 + 20_000 + slow + 1));
+    c.handle_timeout(t0 + 20_000 + slow);
+    let mut out = Vec::new();
+    assert_eq!(c.poll_transmit(&mut out), 0, "the host still holds its budget");
+    assert_eq!(c.poll_event(), None);
+    assert_eq!(w.svc.gateway_connections(&w.bot), 1);
+    c.handle_timeout(t0 + 20_000 + slow + 1);
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 4008, reason: CloseCode::SlowConsumer }));
+    assert_eq!(w.svc.gateway_connections(&w.bot), 0, "the slot is free at once");
+    // The close frame is given whatever the host holds, after the pongs
+    // held (a reply budget of them) and ahead of the heartbeat ack that
+    // was queued (dropped: the bot reconnects from its ack); the pings
+    // left are not answered.
+    while c.poll_transmit(&mut out) > 0 {}
+    let f = frames(&out);
+    let (close, pongs) = f.split_last().unwrap();
+    assert_eq!(*close, (0x8, close_frame(4008, "slow_consumer")[2..].to_vec()));
+    assert!(pongs.iter().all(|(op, _)| *op == 0xA));
+    let reply_budget = botspace::gateway::REPLY_BUDGET;
+    assert!(pongs.len() * 127 >= reply_budget && pongs.len() * 127 <= reply_budget + 2 * 127, "{}", pongs.len());
+    assert!(c.is_closed());
+    assert_eq!(c.poll_timeout(), None);
+}
+
+#[test]
+fn with_both_deadlines_passed_a_silent_bot_gets_4009_and_one_that_heartbeated_4008() {
+    use botspace::gateway::OUTPUT_BUDGET;
+    let w = world("official", Config::default());
+    let slow = 2 * 41_250;
+    let t0 = w.svc.now_ms();
+    // Silent since it connected, its output over the budget since then:
+    // the same instant, and it never heartbeated: 4009.
+    let mut c = connect(&w, "");
+    c.poll(t0);
+    c.handle_unsent(OUTPUT_BUDGET, t0);
+    c.handle_timeout(t0 + slow + 1);
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 4009, reason: CloseCode::SessionTimeout }));
+    // Its output over the budget before it went silent: 4008.
+    let mut c = connect(&w, "");
+    c.poll(t0);
+    c.handle_unsent(OUTPUT_BUDGET, t0);
+    c.feed(&text(r#"{"op":"heartbeat"}"#), t0 + 1);
+    c.handle_timeout(t0 + 1 + slow + 1);
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 4008, reason: CloseCode::SlowConsumer }));
+    // A heartbeat at the instant it went over: alive, not reading: 4008.
+    let mut c = connect(&w, "");
+    c.poll(t0);
+    c.feed(&text(r#"{"op":"heartbeat"}"#), t0);
+    c.handle_unsent(OUTPUT_BUDGET, t0);
+    c.handle_timeout(t0 + slow + 1);
+    assert_eq!(c.poll_event(), Some(GatewayEvent::Closed { code: 4008, reason: CloseCode::SlowConsumer }));
+}

@@ -312,10 +312,12 @@ fn a_gateway_reader_that_stays_behind_gets_4008_and_resumes_after_its_ack(start:
     srv.advance(60.0);
     slow.send(r#"{"op":"heartbeat"}"#);
     std::thread::sleep(Duration::from_millis(300));
-    // 120 s: `slow` has stayed behind longer than the heartbeat timeout but
-    // heartbeated at 60 s; `mute` missed its heartbeat deadline, which
-    // holds though its output is pending.
-    srv.advance(60.0);
+    // 150 s: `slow` has stayed behind longer than the heartbeat timeout
+    // (82.5 s; from 60 s at the latest: its heartbeat's segment may let its
+    // kernel take a few more frames then) but heartbeated at 60 s; `mute`
+    // missed its heartbeat deadline, which holds though its output is
+    // pending.
+    srv.advance(90.0);
     let t0 = Instant::now();
     let (frames, code, reason) = read_to_close(&mut slow);
     eprintln!("slow consumer: {frames} frames read after the decision, close in {:?}", t0.elapsed());

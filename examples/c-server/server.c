@@ -70,18 +70,12 @@
 #define ACCEPT_BACKOFF_MS 50u       /* listener off poll(2) after EMFILE & co: no spinning */
 /* An HTTP connection's next request waits while its unsent answers are
  * over the library's budget (BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION,
- * applied by botspace_should_read: see over_budget). A gateway's output is
- * pulled up to its own high-water mark. */
-#define OUT_HIGH_WATER (1u << 20)
-/* A gateway connection whose unsent output stays above OUT_HIGH_WATER this
- * long (service clock, like heartbeats) is closed: two default heartbeat
- * intervals of 41 250 ms, the heartbeat timeout of docs/gateway.md. */
-#define SLOW_CONSUMER_MS 82500u
-#define SLOW_CONSUMER_DROP_MS 1000u /* then the close frame gets this long before the TCP drop */
-/* Gateway input read while output is above the high-water mark (heartbeats
- * must still be seen); more than this and reading stops until it drains,
- * since the library queues an answer to each heartbeat. */
-#define GW_READ_ABOVE_HW (64u * 1024u)
+ * applied by botspace_should_read: see over_budget). A gateway's output
+ * is bounded by the library (BOTSPACE_GATEWAY_OUTPUT_BUDGET). */
+/* A gateway connection the library closed with 4008 `slow_consumer` (its
+ * unsent output stayed at BOTSPACE_GATEWAY_OUTPUT_BUDGET for two heartbeat
+ * intervals): the close frame gets this long before the TCP drop. */
+#define SLOW_CONSUMER_DROP_MS 1000u
 
 static const char USAGE[] =
     "usage: botspace-server [--addr HOST:PORT] [--admin-addr HOST:PORT] [--db PATH]\n"
@@ -413,8 +407,7 @@ typedef struct conn {
     buf_t in, out;
     botspace_gateway *gw;
     const char *bot_id; /* owned by gw */
-    int gw_more;        /* transmit stopped at the high-water mark: more may follow */
-    int gw_ended;       /* the session ended: its last bytes are pulled past the high-water mark */
+    int gw_slow;        /* the session ended with 4008 slow_consumer */
     int continue_sent;
     int linger;   /* ST_CLOSING: linger after the flush instead of closing */
     int peer_eof; /* the peer closed its side */
@@ -425,8 +418,6 @@ typedef struct conn {
     uint64_t waiting_since; /* accepted or last answered: at the cap, the oldest makes room */
     uint64_t req_started;   /* first byte of the buffered request (0: none) */
     uint64_t drop_at;       /* close the socket then, sent or not (0: no such deadline) */
-    uint64_t above_hw_since; /* gateway: service time output went above the high-water mark (0: below) */
-    size_t read_above_hw;   /* gateway input read since then */
     /* HTTP batching (serve_http_round): */
     int ready;    /* `in` may hold a request not yet framed */
     int fresh;    /* bytes arrived this turn: served ahead of the backlog */
@@ -451,9 +442,6 @@ static uint64_t idle_timeout_ms = IDLE_TIMEOUT_MS;
  * unsent answers, an HTTP connection's next request waits (neither framed
  * from `in` nor read from the socket) until the client reads. */
 static int over_budget(const conn_t *c) { return !botspace_should_read(buf_pending(&c->out)); }
-
-/* A gateway connection over its high-water mark: no more output pulled. */
-static int gw_over(const conn_t *c) { return buf_pending(&c->out) >= OUT_HIGH_WATER; }
 
 static uint64_t svc_now(void) {
     uint64_t now = 0;
@@ -862,31 +850,41 @@ static void finish_http_eof(void) {
 /* ------------------------------------------------------------------------ */
 /* Gateway */
 
-/* Runs the gateway at `now` and queues what it has to send, up to the
- * connection's high-water mark (the rest is pulled once the peer has read:
- * a bot that does not read costs one window of memory); ends the
- * connection when closed. */
-/* Notes whether the session ended. Why (code, reason) is there for a
- * host's logs; this example only needs to know that it ended. */
+/* Notes whether the session ended as a slow consumer. Why (code, reason)
+ * is there for a host's logs. */
 static void gateway_events(conn_t *c) {
     botspace_gateway_event ev;
     while (botspace_gateway_poll_event(c->gw, &ev) == BOTSPACE_STATUS_OK && ev.kind != BOTSPACE_GATEWAY_EVENT_KIND_NONE)
-        if (ev.kind == BOTSPACE_GATEWAY_EVENT_KIND_CLOSED) c->gw_ended = 1;
+        if (ev.kind == BOTSPACE_GATEWAY_EVENT_KIND_CLOSED) c->gw_slow = ev.close_code == BOTSPACE_CLOSE_SLOW_CONSUMER;
 }
 
+/* Whether the library takes input now (false while the replies it owes a
+ * bot that does not read fill its budget). */
+static int gateway_wants_input(const conn_t *c) {
+    bool yes = false;
+    return c->gw && botspace_gateway_wants_input(c->gw, &yes) == BOTSPACE_STATUS_OK && yes;
+}
+
+/* Whether the library has output it held back at its budget and `out`,
+ * as last reported, now has room. */
+static int gateway_wants_transmit(const conn_t *c) {
+    bool yes = false;
+    return c->gw && botspace_gateway_wants_transmit(c->gw, &yes) == BOTSPACE_STATUS_OK && yes;
+}
+
+/* Runs the gateway at `now` and queues what it has to send. The library
+ * gives output up to its budget, counting what `out` still holds (the rest
+ * is pulled once the peer has read: a bot that does not read costs one
+ * budget of memory), and closes a bot that stays behind with 4008; ends
+ * the connection when closed. */
 static void gateway_poll(conn_t *c, uint64_t now) {
     if (c->st != ST_GATEWAY || !c->gw) return;
-    /* The heartbeat deadline holds whatever is pending: a session that
-     * timed out sends its close frame even past the high-water mark (what
-     * is left after the end is bounded: the library reads no more events). */
+    /* The heartbeat and slow-consumer deadlines hold whatever is pending: a
+     * session that ended gives its close frame past the budget. */
+    botspace_gateway_handle_unsent(c->gw, buf_pending(&c->out), now);
     botspace_gateway_handle_timeout(c->gw, now);
     gateway_events(c);
-    c->gw_more = 0;
     for (;;) {
-        if (!c->gw_ended && gw_over(c)) {
-            c->gw_more = 1;
-            break;
-        }
         botspace_bytes out = {NULL, 0};
         botspace_status st = botspace_gateway_poll_transmit(c->gw, &out);
         size_t n = out.len;
@@ -894,10 +892,18 @@ static void gateway_poll(conn_t *c, uint64_t now) {
         botspace_bytes_free(&out);
         if (st != BOTSPACE_STATUS_OK || n == 0) break;
     }
+    /* What `out` holds now: time at the budget counts from here. */
+    botspace_gateway_handle_unsent(c->gw, buf_pending(&c->out), now);
     gateway_events(c);
     bool closed = false;
     botspace_gateway_is_closed(c->gw, &closed);
-    if (closed) {
+    if (closed && c->gw_slow) {
+        /* Behind what the bot has not read (best effort), lingering so
+         * that its unread input does not turn the close into a reset; the
+         * socket is dropped SLOW_CONSUMER_DROP_MS later whatever was sent. */
+        conn_finish(c, !c->peer_eof);
+        c->drop_at = mono_ms() + SLOW_CONSUMER_DROP_MS;
+    } else if (closed) {
         /* Free the slot now; let the bot read the close frame and answer
          * it (linger), unless it already went away. */
         conn_finish(c, !c->peer_eof);
@@ -909,7 +915,7 @@ static void gateway_poll(conn_t *c, uint64_t now) {
 /* Whether the gateway's timeout has come, or it has more to send. */
 static int gateway_due(conn_t *c, uint64_t now) {
     if (!c->gw) return 0;
-    if (c->gw_more) return 1;
+    if (gateway_wants_transmit(c)) return 1;
     uint64_t d = BOTSPACE_NO_DEADLINE;
     if (botspace_gateway_poll_timeout(c->gw, &d) != BOTSPACE_STATUS_OK) return 0;
     return d != BOTSPACE_NO_DEADLINE && d <= now;
@@ -918,11 +924,21 @@ static int gateway_due(conn_t *c, uint64_t now) {
 /* ------------------------------------------------------------------------ */
 /* Reading */
 
-/* A gateway connection above its high-water mark still reads a little:
- * heartbeats keep a slow but live bot's session, and the slow-consumer
- * deadline, not the heartbeat one, ends it. */
-static int gateway_reads_above_hw(const conn_t *c) {
-    return c->st == ST_GATEWAY && c->read_above_hw < GW_READ_ABOVE_HW;
+/* Whether an HTTP connection's socket is read: nothing complete waits in
+ * `in` (`ready` clear), fewer than max_in bytes are buffered, and its
+ * answers are under the budget. */
+static int http_reads(const conn_t *c) {
+    return !c->ready && buf_pending(&c->in) < c->max_in && !over_budget(c);
+}
+
+/* Whether to read the connection: a gateway as long as the library takes
+ * input (heartbeats from a slow but live bot are still seen while its
+ * output waits), HTTP while http_reads says so, anything else (lingering,
+ * closing: its input is discarded) always. */
+static int conn_wants_input(const conn_t *c) {
+    if (c->st == ST_GATEWAY) return gateway_wants_input(c);
+    if (c->st == ST_HTTP) return http_reads(c);
+    return 1;
 }
 
 /* What a connection does when its peer closes its side. */
@@ -938,13 +954,6 @@ static void conn_peer_closed(conn_t *c) {
     } else {
         c->linger = 0; /* ST_CLOSING: send the rest, then close */
     }
-}
-
-/* Whether an HTTP connection's socket is read: nothing complete waits in
- * `in` (`ready` clear), fewer than max_in bytes are buffered, and its
- * answers are under the budget. */
-static int http_reads(const conn_t *c) {
-    return !c->ready && buf_pending(&c->in) < c->max_in && !over_budget(c);
 }
 
 /* Reads what the socket has (bounded per turn). HTTP bytes wait in `in`
@@ -976,7 +985,6 @@ static void conn_read(conn_t *c, uint64_t mono) {
             c->ready = c->fresh = 1;
             break;
         case ST_GATEWAY:
-            if (gw_over(c)) c->read_above_hw += (size_t)n;
             botspace_gateway_handle_input(c->gw, chunk, (size_t)n, svc_now());
             break;
         case ST_LINGER:
@@ -989,7 +997,7 @@ static void conn_read(conn_t *c, uint64_t mono) {
         case ST_CLOSING:
             break; /* discarded */
         }
-        if (c->st == ST_HTTP ? over_budget(c) : gw_over(c) && !gateway_reads_above_hw(c)) break;
+        if (c->st == ST_HTTP ? over_budget(c) : !conn_wants_input(c)) break;
         /* A short read drained the socket: skip the recv that would only say
          * EAGAIN (poll reports anything that arrives later). */
         if ((size_t)n < want) break;
@@ -1434,40 +1442,15 @@ static void poll_woken_gateways(uint64_t now) {
     free(woken);
 }
 
-/* A gateway reader that leaves more than the high-water mark unsent for
- * longer than the heartbeat timeout gets 4008 `slow_consumer`: the close
- * frame is queued behind what it has not read (best effort), and the socket
- * is dropped SLOW_CONSUMER_DROP_MS later whatever was sent. */
-static void close_slow_consumer(conn_t *c, uint64_t mono) {
-    /* The library encodes the close frame and ends the session (acks it
-     * already read are written, its slot is freed). */
-    botspace_bytes out = {NULL, 0};
-    if (botspace_gateway_close(c->gw, BOTSPACE_CLOSE_SLOW_CONSUMER) == BOTSPACE_STATUS_OK &&
-        botspace_gateway_poll_transmit(c->gw, &out) == BOTSPACE_STATUS_OK)
-        buf_add(&c->out, out.ptr, out.len);
-    botspace_bytes_free(&out);
-    conn_finish(c, 0);
-    c->drop_at = mono + SLOW_CONSUMER_DROP_MS;
-}
-
-/* Deadlines (heartbeat timeouts, revocations, backlogs, slow consumers),
- * also after a request moved the manual clock. Heartbeat deadlines are
- * checked whatever is pending on the socket. */
-static void poll_due_gateways(uint64_t now, uint64_t mono) {
+/* Deadlines (heartbeat timeouts, revocations, slow consumers) and output
+ * held back at the budget that `out` has room for again, also after a
+ * request moved the manual clock. */
+static void poll_due_gateways(uint64_t now) {
     for (size_t i = 0; i < nconns; i++) {
         conn_t *c = conns[i];
         if (c->st != ST_GATEWAY) continue;
-        if (!gw_over(c)) {
-            c->above_hw_since = 0;
-            c->read_above_hw = 0;
-            if (gateway_due(c, now)) gateway_poll(c, now);
-            continue;
-        }
-        if (!c->above_hw_since) c->above_hw_since = now;
+        botspace_gateway_handle_unsent(c->gw, buf_pending(&c->out), now);
         if (gateway_due(c, now)) gateway_poll(c, now);
-        /* `now >` first: the system clock may step back. */
-        if (c->st == ST_GATEWAY && now > c->above_hw_since && now - c->above_hw_since > SLOW_CONSUMER_MS)
-            close_slow_consumer(c, mono);
     }
 }
 
@@ -1608,7 +1591,7 @@ static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
     for (size_t i = 0; i < nconns; i++) {
         conn_t *c = conns[i];
         short ev = 0;
-        int reads = c->st == ST_HTTP ? http_reads(c) : !gw_over(c) || gateway_reads_above_hw(c);
+        int reads = c->st == ST_HTTP ? http_reads(c) : conn_wants_input(c);
         if (!c->peer_eof && reads) ev |= POLLIN;
         if (backlog_waiting(c)) timeout = 0;
         if (buf_pending(&c->out) > 0) ev |= POLLOUT;
@@ -1617,10 +1600,9 @@ static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
         pfds[np].revents = 0;
         np++;
         if (c->st == ST_GATEWAY && c->gw) {
-            /* The heartbeat deadline counts even above the high-water mark;
-             * the slow-consumer one is seen within a tick. */
+            /* The library's deadlines: heartbeat, slow consumer. */
             uint64_t d = BOTSPACE_NO_DEADLINE;
-            if (c->gw_more && !gw_over(c)) d = now;
+            if (gateway_wants_transmit(c)) d = now;
             else botspace_gateway_poll_timeout(c->gw, &d);
             if (d != BOTSPACE_NO_DEADLINE) {
                 if (d <= now) timeout = 0;
@@ -1721,7 +1703,7 @@ static int loop_turn(loop_t *L) {
     uint64_t now = svc_now();
     if (stop_requested && !L->stopping) begin_stop(L, mono);
     poll_woken_gateways(now);
-    poll_due_gateways(now, mono);
+    poll_due_gateways(now);
     sweep_conns(L, mono);
     if (L->stopping && nconns == 0) return 1;
     int timeout = prepare_poll(L, mono, now);

@@ -119,6 +119,22 @@ impl GatewaySession {
         self.state.has_ended()
     }
 
+    /// Bytes of heartbeat acks queued and not yet taken.
+    pub(super) fn reply_bytes(&self) -> usize {
+        self.state.reply_bytes()
+    }
+
+    /// The 4009 deadline, and whether the bot has heartbeated at all.
+    pub(super) fn heartbeat_deadline(&self) -> (u64, bool) {
+        self.state.heartbeat_deadline()
+    }
+
+    /// How long output may stay over the budget before 4008: two
+    /// heartbeat intervals.
+    pub fn slow_consumer_ms(&self) -> u64 {
+        self.state.slow_consumer_ms()
+    }
+
     // ---- inputs ----
 
     /// A text message from the bot, received at `now_ms`.

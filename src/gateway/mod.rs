@@ -30,7 +30,7 @@ mod session;
 mod shared;
 
 pub use crate::words::CloseCode;
-pub use connection::{GatewayConnection, TRANSMIT_BATCH_BYTES};
+pub use connection::{GatewayConnection, OUTPUT_BUDGET, REPLY_BUDGET, TRANSMIT_BATCH_BYTES};
 pub use driver::GatewaySession;
 pub(crate) use driver::Opening;
 pub(crate) use registry::{check_upgrade, Registry};
@@ -38,9 +38,10 @@ pub(crate) use registry::{check_upgrade, Registry};
 /// Close codes of the gateway.
 pub const CLOSE_INVALID_PAYLOAD: CloseCode = CloseCode::InvalidPayload;
 pub const CLOSE_AUTHENTICATION_FAILED: CloseCode = CloseCode::AuthenticationFailed;
-/// Sent by hosts, not by the library: the bot read too slowly, its unsent
-/// output stayed over the host's budget for two heartbeat intervals
-/// ([`GatewayConnection::close`] sends it).
+/// The bot read too slowly: its unsent output stayed at or over
+/// [`OUTPUT_BUDGET`] for two heartbeat intervals. A [`GatewayConnection`]
+/// whose host reports what it holds (`handle_unsent`) decides it itself;
+/// a host may also send it ([`GatewayConnection::close`]).
 pub const CLOSE_SLOW_CONSUMER: CloseCode = CloseCode::SlowConsumer;
 pub const CLOSE_SESSION_TIMEOUT: CloseCode = CloseCode::SessionTimeout;
 /// On a shared store (PostgreSQL): this node has not reached the database

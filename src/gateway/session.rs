@@ -130,6 +130,9 @@ pub struct Start {
     pub shared: Option<SharedCheck>,
 }
 
+/// What a heartbeat is answered with.
+pub const HEARTBEAT_ACK: &str = "{\"op\":\"heartbeat_ack\"}";
+
 /// The gateway protocol of one session.
 pub struct Session {
     heartbeat_interval_ms: u64,
@@ -141,6 +144,8 @@ pub struct Session {
     replay: Replay,
     hello_sent: bool,
     last_heartbeat_ms: u64,
+    /// The bot has sent a heartbeat on this session.
+    heard_heartbeat: bool,
     /// More events are waiting beyond the last read batch.
     backlog: bool,
     /// A read failed this round: the next `poll` says `Idle` once, so a
@@ -157,6 +162,10 @@ pub struct Session {
     pending_ack: Option<i64>,
     effects: VecDeque<Effect>,
     out: VecDeque<GatewayOutput>,
+    /// Bytes of the heartbeat acks in `out`: what the bot's input queued,
+    /// which the connection's reply budget counts (event frames are
+    /// bounded by the reads of the log instead).
+    reply_bytes: usize,
     events: VecDeque<GatewayEvent>,
     closed: bool,
     shared: Option<SharedCheck>,
@@ -173,6 +182,7 @@ impl Session {
             replay: s.replay,
             hello_sent: false,
             last_heartbeat_ms: s.now_ms,
+            heard_heartbeat: false,
             backlog: true,
             read_failed: false,
             notified: s.view.notified,
@@ -181,6 +191,7 @@ impl Session {
             pending_ack: None,
             effects: VecDeque::new(),
             out: VecDeque::new(),
+            reply_bytes: 0,
             events: VecDeque::new(),
             closed: false,
             shared: s.shared,
@@ -202,6 +213,25 @@ impl Session {
         self.closed
     }
 
+    /// Bytes of the replies to the bot's input (heartbeat acks) queued and
+    /// not yet taken.
+    pub fn reply_bytes(&self) -> usize {
+        self.reply_bytes
+    }
+
+    /// When a silent bot is closed with 4009: two intervals after its last
+    /// heartbeat (or the start); and whether it has sent one at all.
+    pub fn heartbeat_deadline(&self) -> (u64, bool) {
+        (self.last_heartbeat_ms + 2 * self.heartbeat_interval_ms, self.heard_heartbeat)
+    }
+
+    /// How long a connection's unsent output may stay over its budget
+    /// before it is closed with 4008 `slow_consumer`: two heartbeat
+    /// intervals, the time a silent bot is allowed (4009).
+    pub fn slow_consumer_ms(&self) -> u64 {
+        2 * self.heartbeat_interval_ms
+    }
+
     // ---- inputs ----
 
     /// A text message from the bot, received at `now_ms`.
@@ -217,7 +247,9 @@ impl Session {
         match v.get("op").and_then(|o| o.as_str()) {
             Some("heartbeat") => {
                 self.last_heartbeat_ms = now_ms;
-                self.out.push_back(GatewayOutput::Text("{\"op\":\"heartbeat_ack\"}".into()));
+                self.heard_heartbeat = true;
+                self.reply_bytes += HEARTBEAT_ACK.len();
+                self.out.push_back(GatewayOutput::Text(HEARTBEAT_ACK.into()));
             }
             // Acks are coalesced: the highest one is written once, at the
             // next `poll`, so an ack flood costs one commit per round.
@@ -259,6 +291,7 @@ impl Session {
             return false;
         }
         self.out.clear();
+        self.reply_bytes = 0;
         self.close(reason);
         true
     }
@@ -329,7 +362,11 @@ impl Session {
         if let Some(e) = self.effects.pop_front() {
             return Some(Poll::Effect(e));
         }
-        self.out.pop_front().map(Poll::Send)
+        let o = self.out.pop_front()?;
+        if matches!(&o, GatewayOutput::Text(t) if t == HEARTBEAT_ACK) {
+            self.reply_bytes -= HEARTBEAT_ACK.len();
+        }
+        Some(Poll::Send(o))
     }
 
     /// The next effect an input queued, without looking for messages:
@@ -637,6 +674,28 @@ mod tests {
         assert_eq!(s.poll_event(), Some(GatewayEvent::Closed { code: 4009, reason: CloseCode::SessionTimeout }));
         assert_eq!(s.poll_event(), None);
         assert_eq!(s.poll_timeout(), None);
+    }
+
+    #[test]
+    fn heartbeat_acks_count_as_replies_until_taken_or_dropped_by_a_host_close() {
+        let mut s = opened(None);
+        assert_eq!(s.slow_consumer_ms(), 2 * HB);
+        for _ in 0..3 {
+            s.handle_text("{\"op\":\"heartbeat\"}", 10);
+        }
+        assert_eq!(s.reply_bytes(), 3 * HEARTBEAT_ACK.len());
+        assert_eq!(s.poll(View::default()), text(HEARTBEAT_ACK));
+        assert_eq!(s.reply_bytes(), 2 * HEARTBEAT_ACK.len());
+        // Event frames are not replies: they are bounded by the log reads.
+        let woken = View { notified: 1, ..View::default() };
+        assert_eq!(s.poll(woken), text(HEARTBEAT_ACK));
+        assert_eq!(s.poll(woken), text(HEARTBEAT_ACK));
+        assert_eq!(s.poll(woken), read_after(4));
+        s.events_read(batch(&[5]));
+        s.handle_text("{\"op\":\"heartbeat\"}", 10);
+        assert_eq!(s.reply_bytes(), HEARTBEAT_ACK.len());
+        assert!(s.close_now(CloseCode::SlowConsumer));
+        assert_eq!(s.reply_bytes(), 0);
     }
 
     #[test]

@@ -1570,6 +1570,63 @@ static void test_gateway(void) {
           "gateway_close on an ended connection sends nothing more");
     botspace_gateway_free(&gw);
 
+    /* the output budget, for a host that reports what it holds: pings are
+     * taken until their pongs fill the reply budget, then input waits */
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, now, &resp, &gw) == BOTSPACE_STATUS_OK && gw != NULL,
+          "a connection for the output budget");
+    botspace_bytes_free(&resp);
+    gw_round(gw, now, &got);
+    bool yes = true;
+    CHECK(botspace_gateway_handle_unsent(NULL, 0, now) == BOTSPACE_STATUS_NULL_ARGUMENT, "handle_unsent: NULL gateway");
+    CHECK(botspace_gateway_wants_input(gw, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "wants_input: NULL out");
+    CHECK(botspace_gateway_wants_transmit(NULL, &yes) == BOTSPACE_STATUS_NULL_ARGUMENT, "wants_transmit: NULL gateway");
+    CHECK(botspace_gateway_handle_unsent(gw, BOTSPACE_GATEWAY_OUTPUT_BUDGET, now) == BOTSPACE_STATUS_OK,
+          "handle_unsent: the host holds its budget");
+    sbuf ping = {0};
+    char payload[125];
+    memset(payload, 'p', sizeof payload);
+    ws_client_frame(&ping, 0x9, payload, sizeof payload);
+    size_t fed = 0;
+    while (fed < 1000 && botspace_gateway_wants_input(gw, &yes) == BOTSPACE_STATUS_OK && yes) {
+        botspace_gateway_handle_input(gw, (const uint8_t *)ping.p, ping.len, now);
+        fed++;
+    }
+    /* 64 KiB of 127-byte pongs: 516, and the one that crossed it */
+    CHECK(fed >= BOTSPACE_GATEWAY_REPLY_BUDGET / 127 && fed <= BOTSPACE_GATEWAY_REPLY_BUDGET / 127 + 3,
+          "input stops at the reply budget");
+    botspace_bytes b = {NULL, 0};
+    CHECK(botspace_gateway_poll_transmit(gw, &b) == BOTSPACE_STATUS_OK && b.len == 0,
+          "nothing more while the host holds its budget");
+    CHECK(botspace_gateway_wants_transmit(gw, &yes) == BOTSPACE_STATUS_OK && !yes, "wants_transmit: no room");
+    botspace_gateway_handle_unsent(gw, 0, now);
+    CHECK(botspace_gateway_wants_transmit(gw, &yes) == BOTSPACE_STATUS_OK && yes, "wants_transmit: room again");
+    CHECK(botspace_gateway_poll_transmit(gw, &b) == BOTSPACE_STATUS_OK && b.len == fed * 127,
+          "the pongs held come out once the bot reads");
+    botspace_bytes_free(&b);
+    sb_free(&ping);
+    botspace_gateway_free(&gw);
+
+    /* held at the budget for two heartbeat intervals: 4008 from the library */
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, now, &resp, &gw) == BOTSPACE_STATUS_OK && gw != NULL,
+          "a connection for the slow-consumer time");
+    botspace_bytes_free(&resp);
+    gw_round(gw, now, &got);
+    sbuf beat = {0};
+    ws_text(&beat, "{\"op\":\"heartbeat\"}");
+    botspace_gateway_handle_input(gw, (const uint8_t *)beat.p, beat.len, now);
+    sb_free(&beat);
+    botspace_gateway_handle_unsent(gw, BOTSPACE_GATEWAY_OUTPUT_BUDGET, now);
+    CHECK(botspace_gateway_poll_timeout(gw, &deadline) == BOTSPACE_STATUS_OK && deadline == now + 2 * 41250 + 1,
+          "poll_timeout: the slow-consumer deadline");
+    botspace_gateway_handle_timeout(gw, now + 2 * 41250);
+    CHECK(botspace_gateway_poll_event(gw, &ev) == BOTSPACE_STATUS_OK && ev.kind == BOTSPACE_GATEWAY_EVENT_KIND_NONE,
+          "not closed at two intervals exactly");
+    botspace_gateway_handle_timeout(gw, now + 2 * 41250 + 1);
+    CHECK(botspace_gateway_poll_event(gw, &ev) == BOTSPACE_STATUS_OK && ev.kind == BOTSPACE_GATEWAY_EVENT_KIND_CLOSED &&
+              ev.close_code == 4008 && strcmp(ev.reason, "slow_consumer") == 0,
+          "poll_event: closed 4008 slow_consumer by the library");
+    botspace_gateway_free(&gw);
+
     CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, now, &resp, &gw) == BOTSPACE_STATUS_OK && gw != NULL,
           "a third connection");
     botspace_bytes_free(&resp);

@@ -1030,8 +1030,97 @@ pub unsafe extern "C" fn botspace_gateway_handle_timeout(
     })
 }
 
-/// Close code for `botspace_gateway_close`: the bot read too slowly (its
-/// unsent output stayed over the host's budget for two heartbeat
+/// Bytes of unsent output a gateway connection may give its host (see
+/// `botspace_gateway_handle_unsent`): past them
+/// `botspace_gateway_poll_transmit` gives nothing more, and a bot that
+/// leaves them unread for two heartbeat intervals is closed with 4008
+/// `slow_consumer`.
+pub const BOTSPACE_GATEWAY_OUTPUT_BUDGET: usize = 256 * 1024;
+// A literal for cbindgen, held to the core's figure here.
+const _: () = assert!(BOTSPACE_GATEWAY_OUTPUT_BUDGET == botspace::gateway::OUTPUT_BUDGET);
+
+/// Bytes of replies to the bot's own input (pongs, heartbeat acks) a
+/// gateway connection holds while its output waits, before it stops taking
+/// input (`botspace_gateway_wants_input`).
+pub const BOTSPACE_GATEWAY_REPLY_BUDGET: usize = 64 * 1024;
+const _: () = assert!(BOTSPACE_GATEWAY_REPLY_BUDGET == botspace::gateway::REPLY_BUDGET);
+
+/// The host holds `unsent` bytes of what `botspace_gateway_poll_transmit`
+/// gave, not yet taken by the socket, at `now_ms`: call it after writing
+/// and before each `botspace_gateway_handle_timeout` /
+/// `botspace_gateway_poll_transmit`. From the first call on the connection
+/// keeps count: `poll_transmit` gives nothing more while the host holds
+/// `BOTSPACE_GATEWAY_OUTPUT_BUDGET`, and if it holds that much for two
+/// heartbeat intervals the next `botspace_gateway_handle_timeout` closes
+/// the session with 4008 `slow_consumer` (its close frame is the next
+/// thing `poll_transmit` gives; `poll_event` reports it). Not thread-safe:
+/// one thread at a time per gateway.
+///
+/// # Safety
+/// `gateway` must be a live handle not used by another thread.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_gateway_handle_unsent(
+    gateway: *mut botspace_gateway,
+    unsent: usize,
+    now_ms: u64,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(gateway, "gateway");
+        // SAFETY: a live handle used by this thread only.
+        unsafe { (*gateway).conn.handle_unsent(unsent, now_ms) };
+        botspace_status::Ok
+    })
+}
+
+/// Writes whether the host should read the socket now: false while the
+/// replies the bot's input queued fill `BOTSPACE_GATEWAY_REPLY_BUDGET`
+/// (the bot is not reading them), while bytes handed in still wait, and
+/// once the bot's side is gone. A host that reads anyway gets its bytes
+/// kept unread until the bot has read. Not thread-safe: one thread at a
+/// time per gateway.
+///
+/// # Safety
+/// `gateway` must be a live handle not used by another thread; `out` must
+/// be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_gateway_wants_input(
+    gateway: *const botspace_gateway,
+    out: *mut bool,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(gateway, "gateway");
+        non_null!(out, "out");
+        // SAFETY: a live handle; out checked.
+        unsafe { *out = (*gateway).conn.wants_input() };
+        botspace_status::Ok
+    })
+}
+
+/// Writes whether `botspace_gateway_poll_transmit` has output it held back
+/// at the budget (or input waiting for its replies to leave) and the host,
+/// as last reported, now has room: call it. Not thread-safe: one thread
+/// at a time per gateway.
+///
+/// # Safety
+/// `gateway` must be a live handle not used by another thread; `out` must
+/// be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_gateway_wants_transmit(
+    gateway: *const botspace_gateway,
+    out: *mut bool,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(gateway, "gateway");
+        non_null!(out, "out");
+        // SAFETY: a live handle; out checked.
+        unsafe { *out = (*gateway).conn.wants_transmit() };
+        botspace_status::Ok
+    })
+}
+
+/// Close code for `botspace_gateway_close`, and the one the library closes
+/// with itself for a host that reports its unsent bytes: the bot read too
+/// slowly (its unsent output stayed over the budget for two heartbeat
 /// intervals); reason `slow_consumer`.
 pub const BOTSPACE_CLOSE_SLOW_CONSUMER: u16 = 4008;
 
@@ -1102,7 +1191,8 @@ pub unsafe extern "C" fn botspace_gateway_poll_transmit(
 }
 
 /// Writes when `botspace_gateway_handle_timeout` must be called at the
-/// latest, in Unix milliseconds of the clock the host passes in, or
+/// latest (the heartbeat deadline, the slow-consumer one while output
+/// waits), in Unix milliseconds of the clock the host passes in, or
 /// `BOTSPACE_NO_DEADLINE` once the connection is closed. Wake-ups come in
 /// addition to this time. Not thread-safe: one thread at a time per
 /// gateway.

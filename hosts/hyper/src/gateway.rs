@@ -24,12 +24,12 @@ const TICK: Duration = Duration::from_secs(1);
 /// jumps with /admin/advanceClock), so this bounds how late a heartbeat
 /// timeout is noticed after the clock moved.
 const MANUAL_CLOCK_TICK: Duration = Duration::from_millis(250);
-/// While output waits for the socket: how often the slow-consumer budget
-/// is checked.
+/// While output waits for the socket over the mark: how often the task
+/// looks again (the library's slow-consumer deadline among others).
 const WRITE_TICK: Duration = Duration::from_millis(20);
-/// Unsent bytes past which the task stops pulling `poll_transmit`: what the
-/// bot has not read yet stays in the database, not in memory.
-const HIGH_WATER: usize = 256 * 1024;
+/// Unsent bytes past which the library gives no more (`poll_transmit`):
+/// what the bot has not read yet stays in the database, not in memory.
+const HIGH_WATER: usize = botspace::gateway::OUTPUT_BUDGET;
 /// After a close the server decided on (slow consumer, stop, a session
 /// that ended behind unread output), the connection is dropped after this
 /// long, close frame delivered or not.
@@ -198,51 +198,47 @@ where
 {
     let svc = inner.svc.clone();
     let manual = svc.config().clock == ClockKind::Manual;
-    // The same allowance as a silent bot gets: two heartbeat intervals.
-    let budget_ms = 2 * svc.config().heartbeat_interval_ms;
-    let mut over_since: Option<u64> = None;
     let mut session_end: Option<(u16, CloseCode)> = None;
     let mut peer_eof = false;
     // Service-clock time at which the socket took enough, since the last
     // look, to bring the unsent bytes under the mark: the bot keeps up,
     // however slowly. Their time over the mark ended then, not at the next
-    // look (the manual clock may have jumped in between).
+    // look (the manual clock may have jumped in between); the library,
+    // which keeps that time (4008 `slow_consumer`), is told so.
     let mut drained_at: Option<u64> = None;
     let mut input = vec![0u8; 16 * 1024];
     let abandon = |peer_eof| Ended { peer_eof, abandon: true, ..Ended::default() };
     loop {
         let now = svc.now_ms();
-        // Past the mark nothing more is pulled: the events wait in the
-        // database, and memory per connection stays about two windows.
-        let room = unsent.len() < HIGH_WATER;
+        let drained = drained_at.take();
+        let (held, at) = (unsent.len(), drained.unwrap_or(now));
         let mut out = std::mem::take(&mut unsent.spare);
+        // The library gives output up to its budget, counting what this
+        // task still holds; past it the events wait in the database.
         let step = conn
             .call(move |c| {
+                c.handle_unsent(held, at);
                 c.handle_timeout(now);
-                let mut more = !room;
-                while !more && c.poll_transmit(&mut out) > 0 {
-                    more = out.len() >= HIGH_WATER;
-                }
+                while c.poll_transmit(&mut out) > 0 {}
                 let mut end = None;
                 while let Some(GatewayEvent::Closed { code, reason }) = c.poll_event() {
                     end = Some((code, reason));
                 }
-                (out, more, end, c.is_closed(), c.poll_timeout())
+                (out, c.wants_transmit(), c.wants_input(), end, c.is_closed(), c.poll_timeout())
             })
             .await;
-        let Some((out, more, end, closed, deadline)) = step else {
+        let Some((out, more, wants_input, end, closed, deadline)) = step else {
             return abandon(peer_eof);
         };
         unsent.append(out);
         if end.is_some() {
             session_end = end;
         }
-        let drained = drained_at.take();
         let over = unsent.len() >= HIGH_WATER && drained.is_none();
         if let (true, Some((_, reason))) = (over, session_end) {
-            // The session is over but its close frame (the last one it
-            // gave) sits behind output the bot is not reading: send the
-            // close next, drop the rest.
+            // The session is over (4008 `slow_consumer` among others) but
+            // its close frame (the last one it gave) sits behind output the
+            // bot is not reading: send the close next, drop the rest.
             if matches!(reason, CloseCode::ClosedByBot | CloseCode::ProtocolError) {
                 return abandon(peer_eof);
             }
@@ -250,16 +246,6 @@ where
         }
         if closed {
             return Ended { server_closed: true, peer_eof, ..Ended::default() };
-        }
-        if over {
-            over_since.get_or_insert(now);
-        }
-        let over_until = drained.unwrap_or(now);
-        if over_since.is_some_and(|since| over_until.saturating_sub(since) > budget_ms) {
-            return close_next(conn, unsent, Some(CloseCode::SlowConsumer), peer_eof).await;
-        }
-        if !over {
-            over_since = None;
         }
         if peer_eof {
             return Ended { peer_eof, ..Ended::default() };
@@ -270,7 +256,7 @@ where
         let wait = if unsent.is_empty() && more {
             // All written and the gateway has more: pull again at once.
             Duration::ZERO
-        } else if !unsent.is_empty() && over {
+        } else if over {
             WRITE_TICK
         } else {
             wait_for(deadline, now, manual)
@@ -286,7 +272,9 @@ where
         let has_output = !unsent.is_empty();
         tokio::select! {
             biased;
-            r = rd.read(&mut input) => match r {
+            // Not while the library holds its budget of replies: the bot's
+            // bytes stay in its socket, and then it blocks.
+            r = rd.read(&mut input), if wants_input => match r {
                 Ok(0) | Err(_) => peer_eof = true,
                 Ok(n) => {
                     let bytes = input[..n].to_vec();
