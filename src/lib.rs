@@ -43,6 +43,7 @@ pub mod gateway;
 mod group;
 mod http;
 mod methods;
+mod metrics;
 mod model;
 mod random;
 mod ratelimit;

@@ -159,6 +159,8 @@ pub struct Session {
     out: VecDeque<GatewayOutput>,
     events: VecDeque<GatewayEvent>,
     closed: bool,
+    /// Why the session ended, once it has.
+    ended_with: Option<CloseCode>,
     shared: Option<SharedCheck>,
 }
 
@@ -183,6 +185,7 @@ impl Session {
             out: VecDeque::new(),
             events: VecDeque::new(),
             closed: false,
+            ended_with: None,
             shared: s.shared,
         }
     }
@@ -193,6 +196,11 @@ impl Session {
 
     /// True once the session has ended and everything it had to send was
     /// taken.
+    /// Why the session ended, once it has (for the metrics).
+    pub fn ended_with(&self) -> Option<CloseCode> {
+        self.ended_with
+    }
+
     pub fn is_closed(&self) -> bool {
         self.closed && self.out.is_empty()
     }
@@ -463,6 +471,7 @@ impl Session {
             self.closed = true;
             self.effects.push_back(Effect::FreeSlot);
             self.events.push_back(GatewayEvent::Closed { code, reason });
+            self.ended_with = Some(reason);
         }
     }
 

@@ -57,6 +57,13 @@ pub struct Service {
     /// Where other nodes' notifications are received (same condition).
     #[cfg(feature = "postgres")]
     pub(crate) listen: Option<Listen>,
+    /// The counters behind `GET /admin/metrics`.
+    pub(crate) metrics: crate::metrics::Metrics,
+    /// The scrape's read-only connection (a SQLite file), opened at the
+    /// first scrape.
+    metrics_reader: std::sync::Mutex<Option<store::Conn>>,
+    /// Set by [`Service::begin_shutdown`]: `/readyz` answers 503.
+    shutting_down: std::sync::atomic::AtomicBool,
 }
 
 /// The listening side of LISTEN/NOTIFY.
@@ -97,6 +104,7 @@ const MAX_RETRIES: u32 = 8;
 mod batch;
 mod effects;
 mod image;
+mod ops;
 mod pipeline;
 
 impl Service {
@@ -155,6 +163,9 @@ impl Service {
             in_memory,
             #[cfg(feature = "postgres")]
             listen,
+            metrics: crate::metrics::Metrics::default(),
+            metrics_reader: std::sync::Mutex::new(None),
+            shutting_down: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -205,11 +216,17 @@ impl Service {
     /// commit, see [`crate::group`]); each is answered exactly as if it ran
     /// alone. A request that finds nothing under way runs at once.
     pub fn handle_request(&self, request: &[u8]) -> Vec<u8> {
-        match self.route(request) {
+        let started = crate::metrics::Timer::start();
+        let out = match self.route(request) {
             Ok(Routed { route: Route::Console(asset), req, .. }) => asset.response(req.header_str("if-none-match")),
-            Ok(routed) => self.handle_routed(request, routed),
+            Ok(routed) => match self.answer_ops(routed.route, &routed.req) {
+                Some(out) => out,
+                None => self.handle_routed(request, routed),
+            },
             Err(e) => e.into_response(),
-        }
+        };
+        self.record(request, &out, started);
+        out
     }
 
     /// [`Service::handle_request`] for a host that knows who sent the
@@ -220,6 +237,13 @@ impl Service {
     /// in the audit log with `peer`; host requests here run in their own
     /// transaction, not in a group commit.
     pub fn handle_request_from(&self, request: &[u8], peer: &str) -> Vec<u8> {
+        let started = crate::metrics::Timer::start();
+        let out = self.handle_request_from_inner(request, peer);
+        self.record(request, &out, started);
+        out
+    }
+
+    fn handle_request_from_inner(&self, request: &[u8], peer: &str) -> Vec<u8> {
         let mut routed = match self.route(request) {
             Ok(Routed { route: Route::Console(asset), req, .. }) => {
                 return asset.response(req.header_str("if-none-match"));
@@ -227,7 +251,10 @@ impl Service {
             Ok(r) => r,
             Err(e) => return e.into_response(),
         };
-        if let Route::Admin(_) = routed.route {
+        if let Route::Health | Route::Ready = routed.route {
+            return self.answer_ops(routed.route, &routed.req).unwrap_or_default();
+        }
+        if let Route::Admin(_) | Route::Metrics = routed.route {
             let now_ms = self.clock.now_ms();
             if let Err(wait_ms) = self.admin_throttle.check(peer, now_ms) {
                 return ApiError::rate_limited(wait_ms, "admin_auth").into_response();
@@ -235,6 +262,9 @@ impl Service {
             if let Err(e) = self.check_admin(&routed.req) {
                 self.admin_throttle.failed(peer, now_ms);
                 return e.into_response();
+            }
+            if routed.route == Route::Metrics {
+                return self.answer_ops(routed.route, &routed.req).unwrap_or_default();
             }
             // The audit log names the peer: the request runs alone, in its
             // own transaction (a group carries request bytes only). Host

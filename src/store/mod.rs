@@ -24,6 +24,7 @@ pub mod messages;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod sqlite;
+pub mod backlog;
 pub mod stats;
 pub mod users;
 pub mod wal;

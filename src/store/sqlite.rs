@@ -160,6 +160,16 @@ pub fn open(config: &Config) -> Result<Connection, StorageError> {
     Ok(conn)
 }
 
+/// A read-only connection to a database file, for reads that must not
+/// wait for the service's lock (the metrics' backlog gauges).
+pub fn open_reader(path: &str) -> Result<Connection, StorageError> {
+    use rusqlite::OpenFlags;
+    let c = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    harden(&c)?;
+    c.busy_timeout(std::time::Duration::from_millis(1000))?;
+    Ok(c)
+}
+
 /// Settings for every connection, the live one and an import's scratch:
 /// defensive mode (no writable schema, no shadow-table writes), schema
 /// functions untrusted (a view or trigger can call no side-effecting SQL

@@ -143,7 +143,8 @@ export type ErrorCode =
   | 'internal_error'
   | 'storage_unavailable'
   | 'commit_outcome_unknown'
-  | 'storage_full';
+  | 'storage_full'
+  | 'shutting_down';
 
 /** The `type` of an event in the logs (gateway events and getUpdates). */
 export type EventKind =
