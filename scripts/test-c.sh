@@ -81,6 +81,8 @@ step() {
 # shellcheck source=lib/install.sh
 source scripts/lib/install.sh
 need_cmd cc:gcc c++:g++ make valgrind pkg-config || exit 1
+# tests/server_metrics.rs: a real Prometheus scrapes the C server; promtool lints.
+need_cmd prometheus promtool:prometheus || exit 1
 command -v cargo >/dev/null 2>&1 || { echo "cargo is required (rustup)"; exit 1; }
 export PATH="$HOME/.cargo/bin:$PATH"
 if [[ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]]; then
@@ -190,14 +192,15 @@ wire() {
   return "$rc"
 }
 # The option scenarios (connection cap, request deadline, idle close,
-# --admin-addr, slow gateway readers, EMFILE) and tests/server_reliability.rs
-# (a flood under `ulimit -n 1024`, a stop, a full disk) against one C server
-# binary.
+# --admin-addr, slow gateway readers, EMFILE), tests/server_reliability.rs
+# (a flood under `ulimit -n 1024`, a stop, a full disk) and
+# tests/server_metrics.rs (Prometheus scraping, /readyz at a stop) against
+# one C server binary.
 options() {
   local bin=$1
   local log="$OUT/options-$(basename "$bin").log"
   ASAN_OPTIONS=quarantine_size_mb=8:detect_leaks=1 BOTSPACE_C_SERVER="$bin" \
-    cargo test --test server_options --test server_reliability -- c:: --nocapture 2>&1 | tee "$log" |
+    cargo test --test server_options --test server_reliability --test server_metrics -- c:: --nocapture 2>&1 | tee "$log" |
     awk '/^(test |test result|failures|---- )/ || /panicked at/ || /^(getMe past|slow consumer|idle keep-alive|out of files|SKIPPED)/ {print; if (/panicked at/) n=3; next} n>0 {print; n--}'
   local rc=${PIPESTATUS[0]}
   if grep -q "ERROR: AddressSanitizer\|runtime error:" "$log"; then

@@ -58,16 +58,28 @@ impl Service {
 
     /// Ready when no stop has begun and the store answers: a read (one
     /// round trip on PostgreSQL, within `database_timeout_ms` like every
-    /// statement), or after a write was refused for a full disk, a write
-    /// (a no-op UPDATE, committed), so readiness comes back by itself once
-    /// space is freed. Any failure reads as the error a write would get;
-    /// what failed inside is never sent.
+    /// statement). After a write was refused for a full disk (and until
+    /// one commits), the check is whether the disk takes writes again: a
+    /// scratch file of [`store::sqlite::SPACE_PROBE_BYTES`] next to the
+    /// database, and a no-op UPDATE committed. A one-page write alone is
+    /// not enough: SQLite reuses WAL space its failed writes had taken.
+    /// So readiness comes back by itself once space is freed. Any failure
+    /// reads as the error a write would get; what failed inside is never
+    /// sent.
     fn readiness(&self) -> ApiResult<()> {
         if self.is_shutting_down() {
             return Err(ApiError::shutting_down());
         }
+        let disk_full = self.metrics.disk_full.load(Ordering::Relaxed);
+        if disk_full && !self.in_memory && !self.shared_store {
+            if let Err(e) = store::sqlite::space_probe(&self.config.database) {
+                if e.kind() == std::io::ErrorKind::StorageFull {
+                    return Err(ApiError::storage_full(e));
+                }
+            }
+        }
         let inner = self.lock();
-        let probe = if self.metrics.disk_full.load(Ordering::Relaxed) {
+        let probe = if disk_full {
             store::stats::probe_write(&inner.conn)
         } else {
             inner.conn.schema_version().map(|_| ())
