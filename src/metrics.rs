@@ -224,6 +224,8 @@ pub(crate) struct Snapshot {
     pub commits: crate::group::CommitStats,
     /// `None` when the store could not be read (the scrape still answers).
     pub backlog: Option<crate::store::backlog::Backlog>,
+    /// How old the event backlog's last completed pass is.
+    pub backlog_age_ms: Option<u64>,
     pub backlog_read_us: u64,
     pub gateway_sessions: u64,
     pub gateway_closes: Vec<(CloseCode, u64)>,
@@ -231,6 +233,8 @@ pub(crate) struct Snapshot {
     pub lease_renewals: Option<u64>,
     pub ready: bool,
     pub shutting_down: bool,
+    /// The service clock at the scrape (Unix ms).
+    pub now_ms: u64,
 }
 
 /// A new metric's `# HELP` and `# TYPE` lines.
@@ -372,14 +376,19 @@ impl Metrics {
             "Requests the host answered 408 because they did not arrive whole in time.");
         line(o, "botspace_request_timeouts_total", "", self.request_timeouts.load(Relaxed));
 
-        if let Some(b) = &s.backlog {
+        if let (Some(b), Some(age_ms)) = (&s.backlog, s.backlog_age_ms) {
+            let e = &b.events;
             head(o, "botspace_unacked_events", "gauge", "Gateway events written and not yet acknowledged, all bots together.");
-            line(o, "botspace_unacked_events", "", b.unacked_total);
+            line(o, "botspace_unacked_events", "", e.total);
             head(o, "botspace_unacked_events_max_per_bot", "gauge", "The largest backlog of unacknowledged events of one bot.");
-            line(o, "botspace_unacked_events_max_per_bot", "", b.unacked_max);
+            line(o, "botspace_unacked_events_max_per_bot", "", e.max);
             head(o, "botspace_oldest_unacked_event_age_seconds", "gauge",
                 "Age of the oldest unacknowledged event still in the log (0 when none).");
-            line(o, "botspace_oldest_unacked_event_age_seconds", "", b.oldest_age_ms as f64 / 1000.0);
+            let oldest = e.oldest_ms.map_or(0, |t| s.now_ms.saturating_sub(u64::try_from(t).unwrap_or(0)));
+            line(o, "botspace_oldest_unacked_event_age_seconds", "", oldest as f64 / 1000.0);
+            head(o, "botspace_unacked_events_pass_age_seconds", "gauge",
+                "How old the three gauges above are: the start of the last completed pass over the bots (one chunk per scrape).");
+            line(o, "botspace_unacked_events_pass_age_seconds", "", age_ms as f64 / 1000.0);
             head(o, "botspace_host_updates_unconfirmed", "gauge", "Host updates (getUpdates) not yet confirmed.");
             line(o, "botspace_host_updates_unconfirmed", "", b.updates_unconfirmed);
         }
@@ -494,11 +503,12 @@ mod tests {
         m.record(0, &resp("200 OK", "{}"), Timer::start());
         let snap = Snapshot {
             backlog: Some(crate::store::backlog::Backlog {
-                unacked_total: 3,
-                unacked_max: 2,
-                oldest_age_ms: 1500,
+                events: crate::store::backlog::Events { total: 3, max: 2, oldest_ms: Some(8_500) },
+                pass_started_ms: 9_000,
                 updates_unconfirmed: 4,
             }),
+            backlog_age_ms: Some(1_000),
+            now_ms: 10_000,
             gateway_closes: vec![(CloseCode::SessionTimeout, 2)],
             lease_renewals: Some(7),
             ..Snapshot::default()

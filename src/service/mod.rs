@@ -62,6 +62,8 @@ pub struct Service {
     /// The scrape's read-only connection (a SQLite file), opened at the
     /// first scrape.
     metrics_reader: std::sync::Mutex<Option<store::Conn>>,
+    /// The backlog gauges' pass over the bots, carried across scrapes.
+    backlog_scan: std::sync::Mutex<store::backlog::Scan>,
     /// Set by [`Service::begin_shutdown`]: `/readyz` answers 503.
     shutting_down: std::sync::atomic::AtomicBool,
 }
@@ -165,6 +167,7 @@ impl Service {
             listen,
             metrics: crate::metrics::Metrics::default(),
             metrics_reader: std::sync::Mutex::new(None),
+            backlog_scan: std::sync::Mutex::default(),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
         })
     }

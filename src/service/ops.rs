@@ -106,6 +106,7 @@ impl Service {
         let started = Timer::start();
         let now_ms = self.clock.now_ms();
         let backlog = self.read_backlog(now_ms);
+        let backlog_age_ms = backlog.map(|b| now_ms.saturating_sub(b.pass_started_ms));
         let backlog_read_us = started.micros().unwrap_or(0);
         // The commit counts without the database lock; only PostgreSQL
         // round trips live with the connection.
@@ -115,6 +116,7 @@ impl Service {
         let snap = Snapshot {
             commits,
             backlog,
+            backlog_age_ms,
             backlog_read_us,
             gateway_sessions: self.gateway.sessions.load(Ordering::Relaxed),
             gateway_closes: self.gateway.close_counts(),
@@ -122,6 +124,7 @@ impl Service {
             lease_renewals: self.shared_store.then(|| self.gateway.lease_renewals.load(Ordering::Relaxed)),
             ready,
             shutting_down: self.is_shutting_down(),
+            now_ms,
         };
         let text = self.metrics.render(&snap, self.db.wal.as_ref().map(|w| &w.sync_latency));
         let mut out = Vec::with_capacity(text.len() + 160);
@@ -141,23 +144,25 @@ impl Service {
         1
     }
 
-    /// The backlog gauges. On a SQLite file they are read on a read-only
+    /// The backlog gauges (see [`store::backlog::Scan`]: one chunk of
+    /// bots per scrape). On a SQLite file they are read on a read-only
     /// connection of their own, without the service's lock (WAL readers
     /// do not block the writer); elsewhere under the lock.
     fn read_backlog(&self, now_ms: u64) -> Option<store::backlog::Backlog> {
+        let mut scan = self.backlog_scan.lock().unwrap_or_else(|e| e.into_inner());
         if self.shared_store || self.in_memory {
-            return store::backlog::read(&self.lock().conn, now_ms).ok();
+            return scan.step(&self.lock().conn, now_ms).ok().flatten();
         }
         let mut reader = self.metrics_reader.lock().unwrap_or_else(|e| e.into_inner());
         if reader.is_none() {
             *reader = store::sqlite::open_reader(&self.config.database).ok().map(store::Conn::Sqlite);
         }
-        let read = store::backlog::read(reader.as_ref()?, now_ms);
+        let read = scan.step(reader.as_ref()?, now_ms);
         if read.is_err() {
             // Opened again next time (the file may have been replaced).
             *reader = None;
         }
-        read.ok()
+        read.ok().flatten()
     }
 }
 
