@@ -15,7 +15,7 @@ use super::{Conn, StoreResult};
 use crate::params;
 
 /// Bots read per scrape.
-pub const CHUNK: i64 = 10_000;
+pub const CHUNK: i64 = 5_000;
 
 /// One chunk of bots after `?1`: how many, the last id, the backlog's
 /// sum and largest, and the creation time of the oldest unacknowledged
