@@ -37,8 +37,10 @@ const STORAGE_KINDS: [ErrorCode; 3] =
     [ErrorCode::StorageFull, ErrorCode::StorageUnavailable, ErrorCode::CommitOutcomeUnknown];
 
 /// Request latency buckets, in microseconds (0.5 ms to 10 s).
-const LATENCY_US: &[u64] =
-    &[500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000];
+const LATENCY_US: &[u64] = &[
+    500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 5_000_000,
+    10_000_000,
+];
 /// COMMIT and fsync latency buckets, in microseconds (50 µs to 5 s).
 pub(crate) const SYNC_US: &[u64] =
     &[50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 5_000_000];
@@ -91,10 +93,7 @@ fn method_name(i: usize) -> &'static str {
 
 /// The HTTP status of a complete response, 0 if it has none.
 fn status_of(resp: &[u8]) -> u16 {
-    resp.get(9..12)
-        .and_then(|s| std::str::from_utf8(s).ok())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
+    resp.get(9..12).and_then(|s| std::str::from_utf8(s).ok()).and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
 /// The string value of `"key":"…"` in a (small, error) response.
@@ -285,8 +284,12 @@ impl Metrics {
         let mut out = String::with_capacity(32 * 1024);
         let o = &mut out;
 
-        head(o, "botspace_requests_total", "counter",
-            "Requests answered, by method (unknown paths: other), HTTP status and error code (none for a success).");
+        head(
+            o,
+            "botspace_requests_total",
+            "counter",
+            "Requests answered, by method (unknown paths: other), HTTP status and error code (none for a success).",
+        );
         for m in 0..N_METHODS {
             for k in 0..N_OUTCOMES {
                 let n = self.requests[m * N_OUTCOMES + k].load(Relaxed);
@@ -316,11 +319,19 @@ impl Metrics {
             h.render(o, "botspace_request_duration_seconds", &format!("method=\"{}\"", method_name(m)), 1e6);
         }
 
-        head(o, "botspace_commit_batch_size", "histogram",
-            "Requests per write transaction (group commit and host batches; 1 for a request that ran alone).");
+        head(
+            o,
+            "botspace_commit_batch_size",
+            "histogram",
+            "Requests per write transaction (group commit and host batches; 1 for a request that ran alone).",
+        );
         self.batch_size.render(o, "botspace_commit_batch_size", "", 1.0);
-        head(o, "botspace_commit_duration_seconds", "histogram",
-            "Time of a write transaction's COMMIT statement (with its fsync when the database syncs at commit).");
+        head(
+            o,
+            "botspace_commit_duration_seconds",
+            "histogram",
+            "Time of a write transaction's COMMIT statement (with its fsync when the database syncs at commit).",
+        );
         self.commit_latency.render(o, "botspace_commit_duration_seconds", "", 1e6);
         head(o, "botspace_wal_fsync_duration_seconds", "histogram",
             "Time of the fdatasync that makes group commits durable, on a SQLite file with synchronous = full (empty elsewhere).");
@@ -330,34 +341,65 @@ impl Metrics {
         }
 
         let c = &s.commits;
-        head(o, "botspace_group_commit_requests_total", "counter",
-            "Requests that went through group commit (getMe and host batches aside).");
+        head(
+            o,
+            "botspace_group_commit_requests_total",
+            "counter",
+            "Requests that went through group commit (getMe and host batches aside).",
+        );
         line(o, "botspace_group_commit_requests_total", "", c.requests);
         head(o, "botspace_group_commit_transactions_total", "counter", "Transactions those requests took.");
         line(o, "botspace_group_commit_transactions_total", "", c.groups);
         head(o, "botspace_group_commit_waiting_requests", "gauge", "Requests waiting for the next group commit now.");
         line(o, "botspace_group_commit_waiting_requests", "", c.waiting);
-        head(o, "botspace_wal_durable_commits_total", "counter",
-            "Commits made durable by the service's own WAL sync (SQLite file, synchronous = full).");
+        head(
+            o,
+            "botspace_wal_durable_commits_total",
+            "counter",
+            "Commits made durable by the service's own WAL sync (SQLite file, synchronous = full).",
+        );
         line(o, "botspace_wal_durable_commits_total", "", c.durable_commits);
         head(o, "botspace_wal_fsyncs_total", "counter", "fdatasync calls made for them.");
         line(o, "botspace_wal_fsyncs_total", "", c.syncs);
-        head(o, "botspace_database_round_trips_total", "counter", "Round trips to a database server (PostgreSQL; 0 on SQLite).");
+        head(
+            o,
+            "botspace_database_round_trips_total",
+            "counter",
+            "Round trips to a database server (PostgreSQL; 0 on SQLite).",
+        );
         line(o, "botspace_database_round_trips_total", "", c.round_trips);
         head(o, "botspace_database_connections", "gauge", "Connections the service holds to its database.");
         line(o, "botspace_database_connections", "", s.database_connections);
         if let Some(n) = s.lease_renewals {
-            head(o, "botspace_gateway_lease_renewals_total", "counter",
-                "Gateway lease renewals written to the shared store (PostgreSQL).");
+            head(
+                o,
+                "botspace_gateway_lease_renewals_total",
+                "counter",
+                "Gateway lease renewals written to the shared store (PostgreSQL).",
+            );
             line(o, "botspace_gateway_lease_renewals_total", "", n);
         }
 
-        head(o, "botspace_storage_errors_total", "counter",
-            "Requests refused by a storage failure, by kind (the error code they were answered with).");
+        head(
+            o,
+            "botspace_storage_errors_total",
+            "counter",
+            "Requests refused by a storage failure, by kind (the error code they were answered with).",
+        );
         for (i, k) in STORAGE_KINDS.iter().enumerate() {
-            line(o, "botspace_storage_errors_total", &format!("kind=\"{}\"", k.as_str()), self.storage_errors[i].load(Relaxed));
+            line(
+                o,
+                "botspace_storage_errors_total",
+                &format!("kind=\"{}\"", k.as_str()),
+                self.storage_errors[i].load(Relaxed),
+            );
         }
-        head(o, "botspace_rate_limited_total", "counter", "Requests refused with 429 rate_limited, by the scope that ran out.");
+        head(
+            o,
+            "botspace_rate_limited_total",
+            "counter",
+            "Requests refused with 429 rate_limited, by the scope that ran out.",
+        );
         for (i, sc) in SCOPES.iter().enumerate() {
             line(o, "botspace_rate_limited_total", &format!("scope=\"{sc}\""), self.rate_limited[i].load(Relaxed));
         }
@@ -369,21 +411,43 @@ impl Metrics {
             line(o, "botspace_gateway_closes_total", &format!("reason=\"{}\"", reason.as_str()), n);
         }
 
-        head(o, "botspace_connection_evictions_total", "counter",
-            "Waiting connections the host closed to admit a new one at its connection limit.");
+        head(
+            o,
+            "botspace_connection_evictions_total",
+            "counter",
+            "Waiting connections the host closed to admit a new one at its connection limit.",
+        );
         line(o, "botspace_connection_evictions_total", "", self.evictions.load(Relaxed));
-        head(o, "botspace_request_timeouts_total", "counter",
-            "Requests the host answered 408 because they did not arrive whole in time.");
+        head(
+            o,
+            "botspace_request_timeouts_total",
+            "counter",
+            "Requests the host answered 408 because they did not arrive whole in time.",
+        );
         line(o, "botspace_request_timeouts_total", "", self.request_timeouts.load(Relaxed));
 
         if let (Some(b), Some(age_ms)) = (&s.backlog, s.backlog_age_ms) {
             let e = &b.events;
-            head(o, "botspace_unacked_events", "gauge", "Gateway events written and not yet acknowledged, all bots together.");
+            head(
+                o,
+                "botspace_unacked_events",
+                "gauge",
+                "Gateway events written and not yet acknowledged, all bots together.",
+            );
             line(o, "botspace_unacked_events", "", e.total);
-            head(o, "botspace_unacked_events_max_per_bot", "gauge", "The largest backlog of unacknowledged events of one bot.");
+            head(
+                o,
+                "botspace_unacked_events_max_per_bot",
+                "gauge",
+                "The largest backlog of unacknowledged events of one bot.",
+            );
             line(o, "botspace_unacked_events_max_per_bot", "", e.max);
-            head(o, "botspace_oldest_unacked_event_age_seconds", "gauge",
-                "Age of the oldest unacknowledged event still in the log (0 when none).");
+            head(
+                o,
+                "botspace_oldest_unacked_event_age_seconds",
+                "gauge",
+                "Age of the oldest unacknowledged event still in the log (0 when none).",
+            );
             let oldest = e.oldest_ms.map_or(0, |t| s.now_ms.saturating_sub(u64::try_from(t).unwrap_or(0)));
             line(o, "botspace_oldest_unacked_event_age_seconds", "", oldest as f64 / 1000.0);
             head(o, "botspace_unacked_events_pass_age_seconds", "gauge",
@@ -392,13 +456,22 @@ impl Metrics {
             head(o, "botspace_host_updates_unconfirmed", "gauge", "Host updates (getUpdates) not yet confirmed.");
             line(o, "botspace_host_updates_unconfirmed", "", b.updates_unconfirmed);
         }
-        head(o, "botspace_backlog_scrape_duration_seconds", "gauge",
-            "Time this scrape spent reading the backlog gauges from the store.");
+        head(
+            o,
+            "botspace_backlog_scrape_duration_seconds",
+            "gauge",
+            "Time this scrape spent reading the backlog gauges from the store.",
+        );
         line(o, "botspace_backlog_scrape_duration_seconds", "", s.backlog_read_us as f64 / 1e6);
         head(o, "botspace_backlog_scrape_errors", "gauge", "1 when this scrape could not read the backlog gauges.");
         line(o, "botspace_backlog_scrape_errors", "", u8::from(s.backlog.is_none()));
 
-        head(o, "botspace_ready", "gauge", "1 when /readyz answers 200 (the store takes writes and no stop has begun).");
+        head(
+            o,
+            "botspace_ready",
+            "gauge",
+            "1 when /readyz answers 200 (the store takes writes and no stop has begun).",
+        );
         line(o, "botspace_ready", "", u8::from(s.ready));
         head(o, "botspace_shutting_down", "gauge", "1 once the host began a graceful stop.");
         line(o, "botspace_shutting_down", "", u8::from(s.shutting_down));
@@ -413,8 +486,11 @@ mod tests {
     use super::*;
 
     fn resp(status_line: &str, body: &str) -> Vec<u8> {
-        format!("HTTP/1.1 {status_line}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())
-            .into_bytes()
+        format!(
+            "HTTP/1.1 {status_line}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
     }
 
     #[test]
@@ -437,7 +513,8 @@ mod tests {
     fn outcomes_are_read_from_the_status_and_the_envelope() {
         assert_eq!(outcome_of(&resp("200 OK", r#"{"ok":true,"result":{"error":"x"}}"#)), (0, None));
         assert_eq!(outcome_of(b"HTTP/1.1 101 Switching Protocols\r\n\r\n"), (1, None));
-        let e = resp("429 Too Many Requests", r#"{"ok":false,"error_code":429,"error":"rate_limited","description":"d"}"#);
+        let e =
+            resp("429 Too Many Requests", r#"{"ok":false,"error_code":429,"error":"rate_limited","description":"d"}"#);
         assert_eq!(outcome_of(&e).1, Some(ErrorCode::RateLimited));
         assert_eq!(outcome_of(b"HTTP/1.1 500 Internal Server Error\r\n\r\n"), (OTHER_OUTCOME, None));
     }
@@ -474,13 +551,21 @@ mod tests {
         m.record(get_me, &resp("200 OK", r#"{"ok":true}"#), Timer::start());
         m.record(get_me, &resp("200 OK", r#"{"ok":true}"#), Timer::start());
         let limited = r#"{"ok":false,"error_code":429,"error":"rate_limited","description":"d","parameters":{"retry_after":1,"retry_after_ms":1000,"scope":"chat"}}"#;
-        m.record(method_of(b"POST /bot/sendMessage HTTP/1.1\r\n"), &resp("429 Too Many Requests", limited), Timer::start());
+        m.record(
+            method_of(b"POST /bot/sendMessage HTTP/1.1\r\n"),
+            &resp("429 Too Many Requests", limited),
+            Timer::start(),
+        );
         let full = r#"{"ok":false,"error_code":503,"error":"storage_full","description":"d"}"#;
         m.record(OTHER_METHOD, &resp("503 Service Unavailable", full), Timer::start());
         m.batch_size.observe(3);
         let text = m.render(&Snapshot::default(), None);
-        assert!(text.contains("\nbotspace_requests_total{method=\"getMe\",status=\"200\",error=\"none\"} 2\n"), "{text}");
-        assert!(text.contains("\nbotspace_requests_total{method=\"sendMessage\",status=\"429\",error=\"rate_limited\"} 1\n"));
+        assert!(
+            text.contains("\nbotspace_requests_total{method=\"getMe\",status=\"200\",error=\"none\"} 2\n"),
+            "{text}"
+        );
+        assert!(text
+            .contains("\nbotspace_requests_total{method=\"sendMessage\",status=\"429\",error=\"rate_limited\"} 1\n"));
         assert!(text.contains("\nbotspace_requests_total{method=\"other\",status=\"503\",error=\"storage_full\"} 1\n"));
         assert!(text.contains("\nbotspace_rate_limited_total{scope=\"chat\"} 1\n"));
         assert!(text.contains("\nbotspace_rate_limited_total{scope=\"bot\"} 0\n"));
@@ -540,7 +625,8 @@ mod tests {
             assert!(value.parse::<f64>().is_ok(), "{l}");
             let name = series.split('{').next().unwrap();
             let ok = if kind == "histogram" {
-                [format!("{current}_bucket"), format!("{current}_sum"), format!("{current}_count")].contains(&name.to_string())
+                [format!("{current}_bucket"), format!("{current}_sum"), format!("{current}_count")]
+                    .contains(&name.to_string())
             } else {
                 name == current
             };

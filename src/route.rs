@@ -182,7 +182,10 @@ mod tests {
         for (path, route) in OPS_PATHS {
             assert_eq!(Target::check("GET", path).unwrap().resolve(false).unwrap(), route);
             let e = Target::check("POST", path).unwrap_err();
-            assert_eq!((e.code.as_str(), e.headers.clone()), ("method_not_allowed", vec![("Allow", "GET".to_string())]));
+            assert_eq!(
+                (e.code.as_str(), e.headers.clone()),
+                ("method_not_allowed", vec![("Allow", "GET".to_string())])
+            );
         }
         assert_eq!(Target::check("GET", "/healthz/").unwrap_err().code, "method_not_found");
         assert_eq!(Target::check("GET", "/admin/metricsX").unwrap_err().code, "method_not_allowed");

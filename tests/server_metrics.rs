@@ -65,7 +65,10 @@ struct Prometheus {
 
 impl Prometheus {
     fn start(target: &str, dir: &Path) -> Prometheus {
-        assert!(Path::new(PROMETHEUS).exists(), "{PROMETHEUS} missing: the suite installs the Debian package prometheus");
+        assert!(
+            Path::new(PROMETHEUS).exists(),
+            "{PROMETHEUS} missing: the suite installs the Debian package prometheus"
+        );
         let secret_file = dir.join("admin-secret");
         std::fs::write(&secret_file, format!("{SECRET}\n")).unwrap();
         // The scrape config docs/operations.md gives, with a 1 s interval.
@@ -240,7 +243,9 @@ fn readyz_says_shutting_down_from_the_stop_on_while_the_request_in_flight_is_ans
     srv.wait_line("botspace stopping");
     // The rest of it, then readiness and liveness on the same connection.
     let mut tail = rest.to_vec();
-    tail.extend_from_slice(b"GET /readyz HTTP/1.1\r\nHost: botspace\r\n\r\nGET /healthz HTTP/1.1\r\nHost: botspace\r\n\r\n");
+    tail.extend_from_slice(
+        b"GET /readyz HTTP/1.1\r\nHost: botspace\r\n\r\nGET /healthz HTTP/1.1\r\nHost: botspace\r\n\r\n",
+    );
     s.write_all(&tail).unwrap();
     let answered = read_response(&mut s, &mut buf);
     assert_eq!(answered.result()["text"], json!("in flight at the stop"));

@@ -7,8 +7,8 @@ use super::shared::SharedView;
 use crate::error::{ApiError, ApiResult};
 use crate::http::Request;
 use crate::model::Bot;
-use std::collections::HashMap;
 use crate::words::CloseCode;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 

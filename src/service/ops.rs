@@ -79,11 +79,8 @@ impl Service {
             }
         }
         let inner = self.lock();
-        let probe = if disk_full {
-            store::stats::probe_write(&inner.conn)
-        } else {
-            inner.conn.schema_version().map(|_| ())
-        };
+        let probe =
+            if disk_full { store::stats::probe_write(&inner.conn) } else { inner.conn.schema_version().map(|_| ()) };
         drop(inner);
         match probe {
             Ok(()) => {

@@ -22,7 +22,8 @@ pub const CHUNK: i64 = 5_000;
 /// event still in the log (pruning may have dropped a capped bot's oldest
 /// ones: `seq > acked_seq` finds the first kept one). Only bots with a
 /// backlog have their log read.
-const EVENTS_CHUNK: &str = "WITH chunk AS (SELECT id, last_seq, acked_seq FROM bots WHERE id > ?1 ORDER BY id LIMIT ?2) \
+const EVENTS_CHUNK: &str =
+    "WITH chunk AS (SELECT id, last_seq, acked_seq FROM bots WHERE id > ?1 ORDER BY id LIMIT ?2) \
      SELECT count(*), max(id), \
      CAST(coalesce(sum(CASE WHEN last_seq > acked_seq THEN last_seq - acked_seq ELSE 0 END), 0) AS BIGINT), \
      CAST(coalesce(max(CASE WHEN last_seq > acked_seq THEN last_seq - acked_seq ELSE 0 END), 0) AS BIGINT), \
@@ -98,13 +99,11 @@ impl Scan {
             self.started_ms = now_ms;
             self.partial = Events::default();
         }
-        let (n, last, chunk) = conn.prepare_cached(EVENTS_CHUNK)?.query_row(
-            params![self.cursor.as_str(), self.chunk],
-            |r| {
+        let (n, last, chunk) =
+            conn.prepare_cached(EVENTS_CHUNK)?.query_row(params![self.cursor.as_str(), self.chunk], |r| {
                 let chunk = Events { total: r.get(2)?, max: r.get(3)?, oldest_ms: r.get(4)? };
                 Ok((r.get::<i64>(0)?, r.get::<Option<String>>(1)?, chunk))
-            },
-        )?;
+            })?;
         self.partial.merge(chunk);
         let last = last.unwrap_or_default();
         let more = n == self.chunk
