@@ -290,23 +290,19 @@ impl Metrics {
             "counter",
             "Requests answered, by method (unknown paths: other), HTTP status and error code (none for a success).",
         );
-        for m in 0..N_METHODS {
-            for k in 0..N_OUTCOMES {
-                let n = self.requests[m * N_OUTCOMES + k].load(Relaxed);
-                if n == 0 {
-                    continue;
-                }
-                let (status, error) = if k < OK_STATUSES.len() {
-                    (OK_STATUSES[k].to_string(), "none")
-                } else if k < OK_STATUSES.len() + N_CODES {
-                    let c = ErrorCode::ALL[k - OK_STATUSES.len()];
-                    (c.status().to_string(), c.as_str())
-                } else {
-                    ("other".to_string(), "other")
-                };
-                let labels = format!("method=\"{}\",status=\"{status}\",error=\"{error}\"", method_name(m));
-                line(o, "botspace_requests_total", &labels, n);
+        for (i, count) in self.requests.iter().enumerate() {
+            let n = count.load(Relaxed);
+            if n == 0 {
+                continue;
             }
+            let (m, k) = (i / N_OUTCOMES, i % N_OUTCOMES);
+            let (status, error) = match k.checked_sub(OK_STATUSES.len()) {
+                None => (OK_STATUSES[k].to_string(), "none"),
+                Some(c) if c < N_CODES => (ErrorCode::ALL[c].status().to_string(), ErrorCode::ALL[c].as_str()),
+                Some(_) => ("other".to_string(), "other"),
+            };
+            let labels = format!("method=\"{}\",status=\"{status}\",error=\"{error}\"", method_name(m));
+            line(o, "botspace_requests_total", &labels, n);
         }
 
         head(o, "botspace_request_duration_seconds", "histogram",
