@@ -41,6 +41,7 @@ pub mod error;
 mod events;
 pub mod gateway;
 mod group;
+mod histogram;
 mod http;
 mod methods;
 mod metrics;

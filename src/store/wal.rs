@@ -62,7 +62,7 @@ pub struct WalSync {
     /// `fdatasync` calls made.
     syncs: AtomicU64,
     /// How long each took (`botspace_wal_fsync_duration_seconds`).
-    pub(crate) sync_latency: crate::metrics::Histogram,
+    pub(crate) sync_latency: crate::histogram::Histogram,
     /// The WAL file, opened at the first sync; the lock also makes syncs
     /// take turns, so a waiter finds its commit covered by the sync it
     /// waited for.
@@ -134,7 +134,7 @@ impl WalSync {
             committed: AtomicU64::new(0),
             durable: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
-            sync_latency: crate::metrics::Histogram::new(crate::metrics::SYNC_US),
+            sync_latency: crate::histogram::Histogram::new(crate::histogram::SYNC_US),
             file: Mutex::new(None),
             db,
             wal_pages,
@@ -199,7 +199,7 @@ impl WalSync {
         }
         if let Some(f) = file.as_ref() {
             self.syncs.fetch_add(1, Ordering::Relaxed);
-            let started = crate::metrics::Timer::start();
+            let started = crate::histogram::Timer::start();
             f.sync_data()?;
             if let Some(us) = started.micros() {
                 self.sync_latency.observe(us);
