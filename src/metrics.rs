@@ -79,6 +79,22 @@ fn method_of_path(path: &str) -> usize {
     OTHER_METHOD
 }
 
+/// The index of a routed request's `method` label: the route's own
+/// position, without reading the request line again.
+pub(crate) fn method_of_route(route: crate::route::Route) -> usize {
+    use crate::route::Route;
+    let extra = N_BOT + N_ADMIN;
+    match route {
+        Route::Bot(m) => m as usize,
+        Route::Admin(m) => N_BOT + m as usize,
+        Route::Gateway => extra,
+        Route::Health => extra + 1,
+        Route::Ready => extra + 2,
+        Route::Metrics => extra + 3,
+        Route::Console(_) => extra + 4,
+    }
+}
+
 fn method_name(i: usize) -> &'static str {
     if i < N_BOT {
         BotMethod::ALL[i].name()
@@ -434,6 +450,39 @@ mod tests {
         assert_eq!(method_name(method_of(b"POST /bot/getme HTTP/1.1\r\n")), "other");
         assert_eq!(method_name(method_of(b"garbage")), "other");
         assert_eq!(method_name(method_of(b"")), "other");
+    }
+
+    #[test]
+    fn a_route_and_its_request_line_give_the_same_method() {
+        let paths = [
+            "/bot/getMe",
+            "/bot/deleteMessage",
+            "/admin/createUser",
+            "/admin/advanceClock",
+            "/bot/gateway",
+            "/healthz",
+            "/readyz",
+            "/admin/metrics",
+            "/admin/console",
+        ];
+        for path in paths {
+            let verb = if path.starts_with("/bot/") && path != "/bot/gateway"
+                || path.starts_with("/admin/") && !path.ends_with("metrics") && !path.ends_with("console")
+            {
+                "POST"
+            } else {
+                "GET"
+            };
+            let route = crate::route::Target::check(verb, path).unwrap().resolve(true).unwrap();
+            let line = format!("{verb} {path} HTTP/1.1\r\n\r\n");
+            assert_eq!(method_of_route(route), method_of(line.as_bytes()), "{path}");
+        }
+        for m in crate::route::BotMethod::ALL {
+            assert_eq!(method_name(method_of_route(crate::route::Route::Bot(*m))), m.name());
+        }
+        for m in crate::route::AdminMethod::ALL {
+            assert_eq!(method_name(method_of_route(crate::route::Route::Admin(*m))), m.name());
+        }
     }
 
     #[test]

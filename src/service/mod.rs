@@ -220,15 +220,20 @@ impl Service {
     /// alone. A request that finds nothing under way runs at once.
     pub fn handle_request(&self, request: &[u8]) -> Vec<u8> {
         let started = crate::metrics::Timer::start();
-        let out = match self.route(request) {
-            Ok(Routed { route: Route::Console(asset), req, .. }) => asset.response(req.header_str("if-none-match")),
-            Ok(routed) => match self.answer_ops(routed.route, &routed.req) {
-                Some(out) => out,
-                None => self.handle_routed(request, routed),
-            },
-            Err(e) => e.into_response(),
+        let (method, out) = match self.route(request) {
+            Ok(Routed { route: route @ Route::Console(asset), req, .. }) => {
+                (crate::metrics::method_of_route(route), asset.response(req.header_str("if-none-match")))
+            }
+            Ok(routed) => (
+                crate::metrics::method_of_route(routed.route),
+                match self.answer_ops(routed.route, &routed.req) {
+                    Some(out) => out,
+                    None => self.handle_routed(request, routed),
+                },
+            ),
+            Err(e) => (crate::metrics::method_of(request), e.into_response()),
         };
-        self.record(request, &out, started);
+        self.metrics.record(method, &out, started);
         out
     }
 
