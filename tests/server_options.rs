@@ -356,6 +356,10 @@ fn a_gateway_reader_that_stays_behind_gets_4008_and_resumes_after_its_ack(start:
     assert!(t0.elapsed() < Duration::from_secs(3), "dropped after {:?}", t0.elapsed());
     let (_, code, reason) = read_to_close(&mut mute);
     assert_eq!((code, reason.as_str()), (4009, "session_timeout"));
+    // Both ends are counted by reason; neither session is open any more.
+    assert_eq!(metric(&srv, r#"botspace_gateway_closes_total{reason="slow_consumer"}"#), 1.0);
+    assert_eq!(metric(&srv, r#"botspace_gateway_closes_total{reason="session_timeout"}"#), 1.0);
+    assert_eq!(metric(&srv, "botspace_gateway_sessions"), 0.0);
     // The server still answers, and the reader resumes after its ack.
     assert_eq!(srv.bot(&w.token, "getMe", &json!({})).status, 200);
     let mut again = srv.gateway(&w.token, &format!("?after={last}"));
