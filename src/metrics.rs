@@ -172,6 +172,8 @@ pub(crate) struct Snapshot {
     pub backlog: Option<crate::store::backlog::Backlog>,
     /// How old the event backlog's last completed pass is.
     pub backlog_age_ms: Option<u64>,
+    /// The store could not be read for them this time.
+    pub backlog_error: bool,
     pub backlog_read_us: u64,
     pub gateway_sessions: u64,
     pub gateway_closes: Vec<(CloseCode, u64)>,
@@ -407,7 +409,7 @@ impl Metrics {
         );
         line(o, "botspace_backlog_scrape_duration_seconds", "", s.backlog_read_us as f64 / 1e6);
         head(o, "botspace_backlog_scrape_errors", "gauge", "1 when this scrape could not read the backlog gauges.");
-        line(o, "botspace_backlog_scrape_errors", "", u8::from(s.backlog.is_none()));
+        line(o, "botspace_backlog_scrape_errors", "", u8::from(s.backlog_error));
 
         head(
             o,
@@ -549,9 +551,9 @@ mod tests {
         assert!(text.contains("\nbotspace_request_duration_seconds_count{method=\"getMe\"} 2\n"));
         assert!(text.contains("\nbotspace_commit_batch_size_bucket{le=\"4\"} 1\n"));
         assert!(!text.contains("method=\"deleteMessage\""), "methods never called have no series");
-        // No backlog read: those gauges are absent and the error gauge says so.
+        // No backlog read yet: those gauges are absent, and that is no error.
         assert!(!text.contains("botspace_unacked_events "));
-        assert!(text.contains("\nbotspace_backlog_scrape_errors 1\n"));
+        assert!(text.contains("\nbotspace_backlog_scrape_errors 0\n"));
     }
 
     /// The text format's grammar, as Prometheus reads it: every sample

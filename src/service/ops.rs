@@ -102,7 +102,9 @@ impl Service {
         let ready = !self.is_shutting_down() && !self.metrics.disk_full.load(Ordering::Relaxed);
         let started = Timer::start();
         let now_ms = self.clock.now_ms();
-        let backlog = self.read_backlog(now_ms);
+        let read = self.read_backlog(now_ms);
+        let backlog_error = read.is_err();
+        let backlog = read.ok().flatten();
         let backlog_age_ms = backlog.map(|b| now_ms.saturating_sub(b.pass_started_ms));
         let backlog_read_us = started.micros().unwrap_or(0);
         // The commit counts without the database lock; only PostgreSQL
@@ -114,6 +116,7 @@ impl Service {
             commits,
             backlog,
             backlog_age_ms,
+            backlog_error,
             backlog_read_us,
             gateway_sessions: self.gateway.sessions.load(Ordering::Relaxed),
             gateway_closes: self.gateway.close_counts(),
@@ -131,8 +134,8 @@ impl Service {
         out
     }
 
-    /// Connections to the database: one on SQLite (plus the scrape's own
-    /// reader once opened), the pool's on PostgreSQL.
+    /// Connections to the database: one on SQLite (the scrape's own
+    /// read-only one aside), the pool's on PostgreSQL.
     fn database_connections(&self) -> u64 {
         #[cfg(feature = "postgres")]
         if self.shared_store {
@@ -145,21 +148,21 @@ impl Service {
     /// bots per scrape). On a SQLite file they are read on a read-only
     /// connection of their own, without the service's lock (WAL readers
     /// do not block the writer); elsewhere under the lock.
-    fn read_backlog(&self, now_ms: u64) -> Option<store::backlog::Backlog> {
+    fn read_backlog(&self, now_ms: u64) -> Result<Option<store::backlog::Backlog>, ()> {
         let mut scan = self.backlog_scan.lock().unwrap_or_else(|e| e.into_inner());
         if self.shared_store || self.in_memory {
-            return scan.step(&self.lock().conn, now_ms).ok().flatten();
+            return scan.step(&self.lock().conn, now_ms).map_err(|_| ());
         }
         let mut reader = self.metrics_reader.lock().unwrap_or_else(|e| e.into_inner());
         if reader.is_none() {
             *reader = store::sqlite::open_reader(&self.config.database).ok().map(store::Conn::Sqlite);
         }
-        let read = scan.step(reader.as_ref()?, now_ms);
+        let read = scan.step(reader.as_ref().ok_or(())?, now_ms);
         if read.is_err() {
             // Opened again next time (the file may have been replaced).
             *reader = None;
         }
-        read.ok().flatten()
+        read.map_err(|_| ())
     }
 }
 
