@@ -437,6 +437,13 @@ impl RawService {
         self.svc.now_ms() as f64
     }
 
+    /// A graceful stop begins: `GET /readyz` answers 503 `shutting_down`
+    /// from now on (docs/operations.md).
+    #[wasm_bindgen(js_name = beginShutdown)]
+    pub fn begin_shutdown(&self) {
+        self.svc.begin_shutdown();
+    }
+
     /// `max_body_bytes` of the configuration.
     #[wasm_bindgen(getter, js_name = maxBodyBytes)]
     pub fn max_body_bytes(&self) -> f64 {
