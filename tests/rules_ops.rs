@@ -151,3 +151,26 @@ fn the_operations_paths_in_a_host_batch_are_answered_in_place() {
     assert_eq!(sample(&s, r#"botspace_requests_total{method="sendMessage",status="200",error="none"}"#), Some(2.0));
     assert_eq!(sample(&s, r#"botspace_requests_total{method="readyz",status="200",error="none"}"#), Some(1.0));
 }
+
+#[test]
+fn rate_limit_refusals_are_counted_by_scope() {
+    let svc = open();
+    let user = admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}));
+    let bot = admin(&svc, SECRET, "createBot", json!({"display_name": "F", "handle": "f_bot", "quota_tier": "free"}));
+    let token = bot["token"].as_str().unwrap();
+    let chat = admin(&svc, SECRET, "startBot", json!({"user_id": user["id"], "bot_id": bot["bot"]["id"]}));
+    // A free bot's private chat: a burst of 5, then 429 with scope chat.
+    let statuses: Vec<u16> = (0..7)
+        .map(|i| bot_call(&svc, token, "sendMessage", json!({"chat_id": chat["id"], "text": format!("{i}")})).0)
+        .collect();
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 429, 429]);
+    // A peer that keeps failing the host credential: 10 failures, then 429 admin_auth.
+    let wrong = get("/admin/metrics", Some("Admin not-the-secret-000000"));
+    let statuses: Vec<u16> = (0..12).map(|_| split(&svc.handle_request_from(&wrong, "10.0.0.9")).0).collect();
+    assert_eq!(statuses, [[401; 10].as_slice(), &[429, 429]].concat());
+    let s = scrape(&svc);
+    assert_eq!(sample(&s, r#"botspace_rate_limited_total{scope="chat"}"#), Some(2.0));
+    assert_eq!(sample(&s, r#"botspace_rate_limited_total{scope="admin_auth"}"#), Some(2.0));
+    assert_eq!(sample(&s, r#"botspace_rate_limited_total{scope="bot"}"#), Some(0.0));
+    assert_eq!(sample(&s, r#"botspace_requests_total{method="metrics",status="429",error="rate_limited"}"#), Some(2.0));
+}
