@@ -457,6 +457,35 @@ enum botspace_status botspace_service_set_wake_callback(const struct botspace_se
 enum botspace_status botspace_service_now_ms(const struct botspace_service *service, uint64_t *out_ms);
 
 /**
+ * The host begins a graceful stop (call it first thing on SIGTERM): from
+ * now on `GET /readyz` answers 503 `shutting_down`, while every other
+ * request is answered as before. It cannot be undone. Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle.
+ */
+enum botspace_status botspace_service_begin_shutdown(const struct botspace_service *service);
+
+/**
+ * The host closed a waiting connection to admit a new one at its
+ * connection limit: counted in `botspace_connection_evictions_total`
+ * (`GET /admin/metrics`). Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle.
+ */
+enum botspace_status botspace_service_note_connection_evicted(const struct botspace_service *service);
+
+/**
+ * The host answered 408 to a request that did not arrive whole in time:
+ * counted in `botspace_request_timeouts_total`. Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle.
+ */
+enum botspace_status botspace_service_note_request_timeout(const struct botspace_service *service);
+
+/**
  * `botspace_service_handle_request` for a host that knows who sent the
  * request: `peer[0..peer_len]` is the IP address of the immediate peer (or
  * any stable key of the client, UTF-8). Admin logins are then throttled

@@ -82,6 +82,8 @@ step() {
 # shellcheck source=lib/install.sh
 source scripts/lib/install.sh
 need_cmd cc:gcc c++:g++ make valgrind pkg-config || exit 1
+# tests/server_metrics.rs: a real Prometheus scrapes the C server; promtool lints.
+need_cmd prometheus promtool:prometheus || exit 1
 command -v cargo >/dev/null 2>&1 || { echo "cargo is required (rustup)"; exit 1; }
 export PATH="$HOME/.cargo/bin:$PATH"
 if [[ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]]; then
@@ -198,13 +200,14 @@ wire() {
 # --admin-addr, slow gateway readers, EMFILE), tests/server_reliability.rs
 # (a flood under `ulimit -n 1024`, a stop, a full disk),
 # tests/server_throttle.rs (the admin-login throttle under a spray, behind a
-# trusted proxy) and tests/server_gateway_budget.rs (a gateway bot that
-# floods pings and heartbeats and reads nothing) against one C server binary.
+# trusted proxy), tests/server_gateway_budget.rs (a gateway bot that
+# floods pings and heartbeats and reads nothing) and tests/server_metrics.rs
+# (Prometheus scraping, /readyz at a stop) against one C server binary.
 options() {
   local bin=$1
   local log="$OUT/options-$(basename "$bin").log"
   ASAN_OPTIONS=$ASAN_SERVER_OPTIONS BOTSPACE_C_SERVER="$bin" \
-    cargo test --test server_options --test server_reliability --test server_throttle --test server_gateway_budget -- c:: --nocapture 2>&1 | tee "$log" |
+    cargo test --test server_options --test server_reliability --test server_throttle --test server_gateway_budget --test server_metrics -- c:: --nocapture 2>&1 | tee "$log" |
     awk '/^(test |test result|failures|---- )/ || /panicked at/ || /^(getMe past|1 000 clients|slow consumer|gateway flood|idle keep-alive|out of files|SKIPPED)/ {print; if (/panicked at/) n=3; next} n>0 {print; n--}'
   local rc=${PIPESTATUS[0]}
   if grep -q "ERROR: AddressSanitizer\|runtime error:" "$log"; then

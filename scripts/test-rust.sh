@@ -10,6 +10,8 @@ source scripts/lib/install.sh
 need_cmd cc:gcc
 need_rustup_component rustfmt clippy
 need_pip jsonschema==4.26.0 PyYAML==6.0.3
+# tests/server_metrics.rs: a real Prometheus scrapes both servers; promtool lints.
+need_cmd prometheus promtool:prometheus
 # Style and lints first: they are the cheapest to fail on.
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings

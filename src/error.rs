@@ -300,6 +300,12 @@ impl ApiError {
         e
     }
 
+    /// `GET /readyz` once the host began a graceful stop: the node answers
+    /// what it has but should get no new traffic.
+    pub fn shutting_down() -> Self {
+        Self::new(ErrorCode::ShuttingDown, "the service is stopping; send new requests to another node")
+    }
+
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         let mut e = Self::new(ErrorCode::InternalError, "internal error, nothing was written; safe to retry");
         e.detail = Some(detail.to_string().into());
@@ -351,6 +357,7 @@ pub fn catalog() -> Vec<ApiError> {
         E::storage_unavailable("{detail}"),
         E::commit_outcome_unknown("{detail}"),
         E::storage_full("{detail}"),
+        E::shutting_down(),
     ]
 }
 

@@ -84,7 +84,18 @@ pub enum Route {
     /// `GET /admin/console` and its assets: the admin console's static
     /// files, served without authentication (they hold no data).
     Console(crate::console::Asset),
+    /// `GET /healthz`: the process serves (no authentication).
+    Health,
+    /// `GET /readyz`: the service can take writes (no authentication).
+    Ready,
+    /// `GET /admin/metrics`: the Prometheus exposition (host credential).
+    Metrics,
 }
+
+/// The operations paths (docs/operations.md): outside the bot and host
+/// areas, GET only.
+const OPS_PATHS: [(&str, Route); 3] =
+    [("/healthz", Route::Health), ("/readyz", Route::Ready), ("/admin/metrics", Route::Metrics)];
 
 /// A path's area and name, after the HTTP method check but before the name
 /// is looked up: the body framing and media type are checked between the
@@ -100,6 +111,12 @@ impl<'a> Target<'a> {
     /// Stages 1–2: a path outside `/bot/` and `/admin/` is 404; a method
     /// other than POST (GET for the gateway) is 405.
     pub fn check(method: &str, path: &'a str) -> ApiResult<Target<'a>> {
+        if OPS_PATHS.iter().any(|(p, _)| *p == path) {
+            if method != "GET" {
+                return Err(ApiError::method_not_allowed(path, "GET"));
+            }
+            return Ok(Target { path, admin: false, name: "" });
+        }
         let (admin, name) = if let Some(n) = path.strip_prefix("/bot/") {
             (false, n)
         } else if let Some(n) = path.strip_prefix("/admin/") {
@@ -118,6 +135,9 @@ impl<'a> Target<'a> {
     /// Stage 5: the method name. `advance_clock` says whether the service
     /// offers `advanceClock` (only on its manual clock).
     pub fn resolve(self, advance_clock: bool) -> ApiResult<Route> {
+        if let Some((_, r)) = OPS_PATHS.iter().find(|(p, _)| *p == self.path) {
+            return Ok(*r);
+        }
         let route = if self.admin && crate::console::Asset::is_console_path(self.name) {
             crate::console::Asset::parse(self.name).map(Route::Console)
         } else if self.admin {
@@ -155,6 +175,20 @@ mod tests {
         assert_eq!(t.resolve(false).unwrap_err().code, "method_not_found");
         // A method named like the console is not one.
         assert_eq!(Target::check("GET", "/admin/consoleX").unwrap_err().code, "method_not_allowed");
+    }
+
+    #[test]
+    fn the_operations_paths_are_get_only() {
+        for (path, route) in OPS_PATHS {
+            assert_eq!(Target::check("GET", path).unwrap().resolve(false).unwrap(), route);
+            let e = Target::check("POST", path).unwrap_err();
+            assert_eq!(
+                (e.code.as_str(), e.headers.clone()),
+                ("method_not_allowed", vec![("Allow", "GET".to_string())])
+            );
+        }
+        assert_eq!(Target::check("GET", "/healthz/").unwrap_err().code, "method_not_found");
+        assert_eq!(Target::check("GET", "/admin/metricsX").unwrap_err().code, "method_not_allowed");
     }
 
     #[test]

@@ -153,6 +153,7 @@ words! {
         StorageUnavailable = "storage_unavailable" => 503,
         CommitOutcomeUnknown = "commit_outcome_unknown" => 503,
         StorageFull = "storage_full" => 503,
+        ShuttingDown = "shutting_down" => 503,
     }
 }
 

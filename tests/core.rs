@@ -25,6 +25,8 @@ mod rules_batch;
 mod rules_console;
 #[path = "rules_http.rs"]
 mod rules_http;
+#[path = "rules_ops.rs"]
+mod rules_ops;
 #[path = "rules_retention.rs"]
 mod rules_retention;
 #[path = "rules_storage.rs"]

@@ -146,6 +146,24 @@ fn a_request_trickled_past_the_request_timeout_gets_408_and_the_connection_close
     );
     assert!(t0.elapsed() < Duration::from_secs(3), "closed after {:?}", t0.elapsed());
     assert_eof(&mut s);
+    // The server told the library: the 408 is in the metrics.
+    assert_eq!(metric(&srv, "botspace_request_timeouts_total"), 1.0);
+}
+
+/// One sample of `GET /admin/metrics`, by its exact series text.
+fn metric(srv: &Server, series: &str) -> f64 {
+    let mut r = agent()
+        .get(format!("{}/admin/metrics", srv.base))
+        .header("Authorization", format!("Admin {SECRET}"))
+        .call()
+        .expect("GET /admin/metrics");
+    assert_eq!(r.status(), 200);
+    let text = r.body_mut().read_to_string().unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("{series} not in the exposition:\n{text}"))
+        .parse()
+        .unwrap()
 }
 
 fn bare_lf_requests_get_their_answer(start: Start) {
@@ -177,6 +195,9 @@ fn half_open_connections_past_the_cap_make_room_for_a_real_request(start: Start)
     // A liveness bound, not a benchmark: the answer must not wait for the
     // half-open connections' request timeout (30 s).
     assert!(took < Duration::from_secs(5), "took {took:?}");
+    // Each connection past the cap evicted one that waited: the 100 past
+    // it, the getMe's, and the scrape's own.
+    assert_eq!(metric(&srv, "botspace_connection_evictions_total"), 102.0);
     drop(half);
 }
 
@@ -337,6 +358,10 @@ fn a_gateway_reader_that_stays_behind_gets_4008_and_resumes_after_its_ack(start:
     assert!(t0.elapsed() < Duration::from_secs(3), "dropped after {:?}", t0.elapsed());
     let (_, code, reason) = read_to_close(&mut mute);
     assert_eq!((code, reason.as_str()), (4009, "session_timeout"));
+    // Both ends are counted by reason; neither session is open any more.
+    assert_eq!(metric(&srv, r#"botspace_gateway_closes_total{reason="slow_consumer"}"#), 1.0);
+    assert_eq!(metric(&srv, r#"botspace_gateway_closes_total{reason="session_timeout"}"#), 1.0);
+    assert_eq!(metric(&srv, "botspace_gateway_sessions"), 0.0);
     // The server still answers, and the reader resumes after its ack.
     assert_eq!(srv.bot(&w.token, "getMe", &json!({})).status, 200);
     let mut again = srv.gateway(&w.token, &format!("?after={last}"));

@@ -3,7 +3,8 @@
 //! not raised by the test), a thousand clients that pipeline requests and
 //! never read the answers (bounded memory), a stop (SIGTERM) that answers
 //! every request already sent, and a full disk answered with 503
-//! `storage_full` and recovered from without a restart. Each scenario runs
+//! `storage_full` (and `/readyz` with it) and recovered from without a
+//! restart. Each scenario runs
 //! against the Rust server (`rust::`) and the C server (`c::`).
 
 mod wire;
@@ -31,6 +32,12 @@ servers! {
     a_thousand_clients_pipelining_without_reading_keep_the_server_under_256_mb_and_get_me_within_100_ms,
     a_stop_answers_every_request_already_sent_and_closes_gateways_with_1001,
     a_full_disk_answers_503_storage_full_writes_nothing_and_recovers_once_space_is_freed,
+}
+
+/// `GET path` (no credential): status and JSON body.
+fn get(srv: &Server, path: &str) -> (u16, Value) {
+    let mut r = agent().get(format!("{}{}", srv.base, path)).call().unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    (r.status().as_u16(), serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap())
 }
 
 /// `(soft, hard)` "Max open files" of a process.
@@ -386,11 +393,18 @@ fn a_full_disk_answers_503_storage_full_writes_nothing_and_recovers_once_space_i
     refused_texts.extend(group);
     // Reads go on.
     assert_eq!(srv.bot(&w.token, "getMe", &json!({})).status, 200);
+    // Not ready while writes cannot be taken, alive all along.
+    let full = json!({"ok": false, "error_code": 503, "error": "storage_full",
+                      "description": "the database's disk is full, nothing was written; safe to retry once space is freed"});
+    assert_eq!(get(&srv, "/readyz"), (503, full));
+    assert_eq!(get(&srv, "/healthz"), (200, json!({"ok": true})));
     // Said once, not once per refusal.
     let said: Vec<String> = srv.errors().into_iter().filter(|l| l.starts_with("storage full:")).collect();
     assert_eq!(said.len(), 1, "{said:?}");
     // Space back: writes succeed again, without a restart.
     std::fs::remove_file(inside.join("filler")).unwrap();
+    // Ready again by itself: the readiness check's own write goes through.
+    assert_eq!(get(&srv, "/readyz"), (200, json!({"ok": true})));
     for i in 0..5 {
         ok(&srv, format!("{i} after {text}"), &mut acked);
     }

@@ -285,6 +285,14 @@ public:
         return t;
     }
 
+    /// A graceful stop begins: GET /readyz answers 503 shutting_down from
+    /// now on (docs/operations.md); call it first thing on SIGTERM.
+    void begin_shutdown() const { detail::check(botspace_service_begin_shutdown(s_)); }
+    /// The host closed a waiting connection at its connection limit.
+    void note_connection_evicted() const { detail::check(botspace_service_note_connection_evicted(s_)); }
+    /// The host answered 408 to a request that did not arrive in time.
+    void note_request_timeout() const { detail::check(botspace_service_note_request_timeout(s_)); }
+
     /// True when other nodes' commits can be heard: the database is
     /// PostgreSQL and `listen_notify` is on. Only then run
     /// wait_store_notifications in a loop; otherwise it returns 0 at once.

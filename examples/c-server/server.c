@@ -1413,6 +1413,7 @@ static void gateway_going_away(conn_t *c) {
 /* Stop: no new connections; gateways get 1001; HTTP connections finish
  * what they have buffered. */
 static void begin_stop(loop_t *L, uint64_t mono) {
+    botspace_service_begin_shutdown(svc); /* /readyz: 503 shutting_down */
     L->stopping = 1;
     L->stop_deadline = mono + DRAIN_MS;
     say("botspace stopping");
@@ -1467,6 +1468,7 @@ static int evict_longest_waiting(void) {
     }
     if (!oldest) return 0;
     conn_close(oldest);
+    botspace_service_note_connection_evicted(svc);
     return 1;
 }
 
@@ -1499,6 +1501,7 @@ static void request_timed_out(conn_t *c) {
     static const char body[] =
         "{\"ok\":false,\"error_code\":408,\"error\":\"request_timeout\",\"description\":\"the request did not arrive in time\"}";
     json_response(&c->out, "408 Request Timeout", "Connection: close\r\n", body, sizeof body - 1);
+    botspace_service_note_request_timeout(svc);
     c->in.off = c->in.len = 0;
     conn_finish(c, 0);
 }

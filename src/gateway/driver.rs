@@ -255,7 +255,13 @@ impl GatewaySession {
                 let _ = store::free_lease(&self.db.lock().conn, self.state.session_id());
             }
             Effect::ForgetLease => self.registry.remove_lease(self.state.session_id()),
-            Effect::FreeSlot => self.slot = None,
+            Effect::FreeSlot => {
+                // A session ends once: its one FreeSlot counts the reason.
+                if let (Some(_), Some(reason)) = (&self.slot, self.state.ended_with()) {
+                    self.registry.note_close(reason);
+                }
+                self.slot = None;
+            }
         }
     }
 

@@ -7,7 +7,9 @@ use super::shared::SharedView;
 use crate::error::{ApiError, ApiResult};
 use crate::http::Request;
 use crate::model::Bot;
+use crate::words::CloseCode;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The gateway's shared state: open connections per bot (the connection
@@ -18,6 +20,13 @@ pub(crate) struct Registry {
     state: Mutex<RegistryState>,
     /// On a shared store: what this node last read of its sessions' bots.
     pub(super) shared: Mutex<SharedView>,
+    /// Sessions holding a slot now, for the metrics.
+    pub(crate) sessions: AtomicU64,
+    /// Sessions ended, by reason (index in `CloseCode::ALL`).
+    pub(crate) closes: [AtomicU64; CloseCode::ALL.len()],
+    /// Lease renewals written (shared store), each one statement for all
+    /// of this node's sessions.
+    pub(crate) lease_renewals: AtomicU64,
 }
 
 #[derive(Default)]
@@ -112,6 +121,16 @@ impl Registry {
         st.open.keys().cloned().collect()
     }
 
+    /// Counts a session that ended with `reason`.
+    pub(super) fn note_close(&self, reason: CloseCode) {
+        self.closes[reason as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Sessions ended so far, by reason.
+    pub(crate) fn close_counts(&self) -> Vec<(CloseCode, u64)> {
+        CloseCode::ALL.iter().map(|c| (*c, self.closes[*c as usize].load(Ordering::Relaxed))).collect()
+    }
+
     /// Open gateway connections of a bot.
     pub fn open_count(&self, bot_id: &str) -> u32 {
         self.lock().open.get(bot_id).copied().unwrap_or(0)
@@ -127,6 +146,7 @@ impl Registry {
         *st.open.entry(bot.id.clone()).or_insert(0) += 1;
         st.notified.entry(bot.id.clone()).or_insert(0);
         st.hinted.entry(bot.id.clone()).or_insert(0);
+        self.sessions.fetch_add(1, Ordering::Relaxed);
         Ok(Slot { registry: self.clone(), bot_id: bot.id.clone() })
     }
 }
@@ -139,6 +159,7 @@ pub(crate) struct Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        self.registry.sessions.fetch_sub(1, Ordering::Relaxed);
         let mut st = self.registry.lock();
         if let Some(n) = st.open.get_mut(&self.bot_id) {
             *n = n.saturating_sub(1);

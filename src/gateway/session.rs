@@ -168,6 +168,8 @@ pub struct Session {
     reply_bytes: usize,
     events: VecDeque<GatewayEvent>,
     closed: bool,
+    /// Why the session ended, once it has.
+    ended_with: Option<CloseCode>,
     shared: Option<SharedCheck>,
 }
 
@@ -194,6 +196,7 @@ impl Session {
             reply_bytes: 0,
             events: VecDeque::new(),
             closed: false,
+            ended_with: None,
             shared: s.shared,
         }
     }
@@ -204,6 +207,11 @@ impl Session {
 
     /// True once the session has ended and everything it had to send was
     /// taken.
+    /// Why the session ended, once it has (for the metrics).
+    pub fn ended_with(&self) -> Option<CloseCode> {
+        self.ended_with
+    }
+
     pub fn is_closed(&self) -> bool {
         self.closed && self.out.is_empty()
     }
@@ -500,6 +508,7 @@ impl Session {
             self.closed = true;
             self.effects.push_back(Effect::FreeSlot);
             self.events.push_back(GatewayEvent::Closed { code, reason });
+            self.ended_with = Some(reason);
         }
     }
 

@@ -80,6 +80,7 @@ impl Registry {
         drop(inner);
         let mut view = self.shared_view();
         if renewed == Some(true) {
+            self.lease_renewals.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             view.renewed_ms = now_ms;
         }
         let bots = read.ok()?;

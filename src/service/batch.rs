@@ -17,8 +17,26 @@ impl Service {
     /// whole group rolls back and every request that had succeeded, and that
     /// one, answer 500 — nothing was committed, all are safe to retry.
     pub fn handle_batch(&self, requests: &[&[u8]]) -> Vec<Vec<u8>> {
+        // The operations paths take no transaction (readiness takes the
+        // lock itself): each is answered alone, the others as one batch.
+        if requests.iter().any(|r| is_ops(r)) {
+            let (ops, rest): (Vec<usize>, Vec<usize>) = (0..requests.len()).partition(|&i| is_ops(requests[i]));
+            let batch: Vec<&[u8]> = rest.iter().map(|&i| requests[i]).collect();
+            let mut out = vec![Vec::new(); requests.len()];
+            for (i, o) in rest.into_iter().zip(self.handle_batch(&batch)) {
+                out[i] = o;
+            }
+            for i in ops {
+                out[i] = self.handle_request(requests[i]);
+            }
+            return out;
+        }
+        let started = crate::metrics::Timer::start();
         let (mut out, mut fx) = self.run_batch(requests);
         self.settle(&mut fx, &mut out);
+        for (r, o) in requests.iter().zip(&out) {
+            self.record(r, o, started);
+        }
         self.apply_effects(fx);
         out
     }
@@ -117,6 +135,7 @@ impl Service {
                 }
             }
         }
+        self.metrics.batch_size.observe(n as u64);
         let result = match failure {
             Some(e) => {
                 self.abort(inner);
@@ -231,4 +250,11 @@ fn peek(routed: &[Result<Routed<'_>, ApiError>]) -> Vec<Peek> {
             },
         })
         .collect()
+}
+
+/// A request for an operations path (`/healthz`, `/readyz`,
+/// `/admin/metrics`), by its request line.
+fn is_ops(request: &[u8]) -> bool {
+    let Some((_, path)) = crate::http::request_target(request) else { return false };
+    matches!(path, "/healthz" | "/readyz" | "/admin/metrics")
 }

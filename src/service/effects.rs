@@ -50,7 +50,12 @@ impl Service {
     /// `commit_outcome_unknown`.
     pub(crate) fn settle(&self, fx: &mut TxEffects, outs: &mut [Vec<u8>]) {
         if let Some(held) = fx.held.take() {
-            match held.commit() {
+            let started = crate::metrics::Timer::start();
+            let committed = held.commit();
+            if let Some(us) = started.micros() {
+                self.metrics.commit_latency.observe(us);
+            }
+            match committed {
                 Ok(()) => {
                     if !fx.woken.is_empty() {
                         self.gateway.after_commit(&fx.woken, &[]);

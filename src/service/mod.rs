@@ -59,6 +59,15 @@ pub struct Service {
     /// Where other nodes' notifications are received (same condition).
     #[cfg(feature = "postgres")]
     pub(crate) listen: Option<Listen>,
+    /// The counters behind `GET /admin/metrics`.
+    pub(crate) metrics: crate::metrics::Metrics,
+    /// The scrape's read-only connection (a SQLite file), opened at the
+    /// first scrape.
+    metrics_reader: std::sync::Mutex<Option<store::Conn>>,
+    /// The backlog gauges' pass over the bots, carried across scrapes.
+    backlog_scan: std::sync::Mutex<store::backlog::Scan>,
+    /// Set by [`Service::begin_shutdown`]: `/readyz` answers 503.
+    shutting_down: std::sync::atomic::AtomicBool,
 }
 
 /// The listening side of LISTEN/NOTIFY.
@@ -99,6 +108,7 @@ const MAX_RETRIES: u32 = 8;
 mod batch;
 mod effects;
 mod image;
+mod ops;
 mod pipeline;
 
 impl Service {
@@ -159,6 +169,10 @@ impl Service {
             in_memory,
             #[cfg(feature = "postgres")]
             listen,
+            metrics: crate::metrics::Metrics::default(),
+            metrics_reader: std::sync::Mutex::new(None),
+            backlog_scan: std::sync::Mutex::default(),
+            shutting_down: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -209,11 +223,22 @@ impl Service {
     /// commit, `src/group.rs`); each is answered exactly as if it ran
     /// alone. A request that finds nothing under way runs at once.
     pub fn handle_request(&self, request: &[u8]) -> Vec<u8> {
-        match self.route(request) {
-            Ok(Routed { route: Route::Console(asset), req, .. }) => asset.response(req.header_str("if-none-match")),
-            Ok(routed) => self.handle_routed(request, routed),
-            Err(e) => e.into_response(),
-        }
+        let started = crate::metrics::Timer::start();
+        let (method, out) = match self.route(request) {
+            Ok(Routed { route: route @ Route::Console(asset), req, .. }) => {
+                (crate::metrics::method_of_route(route), asset.response(req.header_str("if-none-match")))
+            }
+            Ok(routed) => (
+                crate::metrics::method_of_route(routed.route),
+                match self.answer_ops(routed.route, &routed.req) {
+                    Some(out) => out,
+                    None => self.handle_routed(request, routed),
+                },
+            ),
+            Err(e) => (crate::metrics::method_of(request), e.into_response()),
+        };
+        self.metrics.record(method, &out, started);
+        out
     }
 
     /// [`Service::handle_request`] for a host that knows who sent the
@@ -229,6 +254,13 @@ impl Service {
     /// recorded in the audit log with that client; host requests here run
     /// in their own transaction, not in a group commit.
     pub fn handle_request_from(&self, request: &[u8], peer: &str) -> Vec<u8> {
+        let started = crate::metrics::Timer::start();
+        let out = self.handle_request_from_inner(request, peer);
+        self.record(request, &out, started);
+        out
+    }
+
+    fn handle_request_from_inner(&self, request: &[u8], peer: &str) -> Vec<u8> {
         let mut routed = match self.route(request) {
             Ok(Routed { route: Route::Console(asset), req, .. }) => {
                 return asset.response(req.header_str("if-none-match"));
@@ -236,7 +268,10 @@ impl Service {
             Ok(r) => r,
             Err(e) => return e.into_response(),
         };
-        if let Route::Admin(_) = routed.route {
+        if let Route::Health | Route::Ready = routed.route {
+            return self.answer_ops(routed.route, &routed.req).unwrap_or_default();
+        }
+        if let Route::Admin(_) | Route::Metrics = routed.route {
             let now_ms = self.clock.now_ms();
             let client = crate::forwarded::client(
                 peer,
@@ -254,6 +289,9 @@ impl Service {
                 return e.into_response();
             }
             self.admin_throttle.succeeded(attempt, now_ms);
+            if routed.route == Route::Metrics {
+                return self.answer_ops(routed.route, &routed.req).unwrap_or_default();
+            }
             // The audit log names the client: the request runs alone, in
             // its own transaction (a group carries request bytes only).
             // Host calls are few; group commit is for bot traffic.

@@ -58,6 +58,7 @@ impl Service {
 
     /// One routed request in one transaction.
     pub(super) fn run_tx(&self, inner: &mut Inner, routed: &Routed<'_>, now_ms: u64) -> Vec<u8> {
+        self.metrics.batch_size.observe(1);
         if let Err(e) = inner.conn.begin() {
             return ApiError::from(e).into_response();
         }
@@ -116,8 +117,17 @@ impl Service {
             inner.rate.commit();
             return Ok(());
         }
-        match crate::events::commit_with_updates(&inner.conn, &mut inner.fx.updates, notify.as_deref()) {
+        let started = crate::metrics::Timer::start();
+        let committed = crate::events::commit_with_updates(&inner.conn, &mut inner.fx.updates, notify.as_deref());
+        if let Some(us) = started.micros() {
+            self.metrics.commit_latency.observe(us);
+        }
+        match committed {
             Ok(()) => {
+                // A write went through: readiness stops probing with writes.
+                if self.metrics.disk_full.load(std::sync::atomic::Ordering::Relaxed) {
+                    self.metrics.disk_full.store(false, std::sync::atomic::Ordering::Relaxed);
+                }
                 if let Some(wal) = &self.db.wal {
                     wal.note_commit();
                 }
@@ -173,7 +183,9 @@ impl Service {
             };
             match routed.route {
                 // Pages are answered before a transaction; a batch serves none.
-                Route::Console(_) => Err(ApiError::method_not_found(routed.req.path)),
+                Route::Console(_) | Route::Health | Route::Ready | Route::Metrics => {
+                    Err(ApiError::method_not_found(routed.req.path))
+                }
                 Route::Admin(method) => {
                     self.check_admin(&routed.req)?;
                     methods::admin::call(&mut ctx, method, &routed.req)

@@ -12,6 +12,7 @@
 //! 64-bit and flags are 0/1 integers in both schemas, so a value reads back
 //! the same from either store.
 
+pub mod backlog;
 pub mod bots;
 pub mod chats;
 pub mod console;

@@ -160,6 +160,34 @@ pub fn open(config: &Config) -> Result<Connection, StorageError> {
     Ok(conn)
 }
 
+/// A read-only connection to a database file, for reads that must not
+/// wait for the service's lock (the metrics' backlog gauges).
+pub fn open_reader(path: &str) -> Result<Connection, StorageError> {
+    use rusqlite::OpenFlags;
+    let c = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    harden(&c)?;
+    c.busy_timeout(std::time::Duration::from_millis(1000))?;
+    Ok(c)
+}
+
+/// How much the readiness check writes next to a database whose disk was
+/// full: about a group commit's worth of WAL frames.
+pub const SPACE_PROBE_BYTES: usize = 64 * 1024;
+
+/// Whether the file system under the database `path` takes
+/// [`SPACE_PROBE_BYTES`] more: written to a scratch file beside it, then
+/// removed. `ErrorKind::StorageFull` when it does not.
+pub fn space_probe(path: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let scratch = format!("{path}-readyz");
+    let written = std::fs::File::create(&scratch).and_then(|mut f| {
+        f.write_all(&[0u8; SPACE_PROBE_BYTES])?;
+        f.sync_data()
+    });
+    let _ = std::fs::remove_file(&scratch);
+    written
+}
+
 /// Settings for every connection, the live one and an import's scratch:
 /// defensive mode (no writable schema, no shadow-table writes), schema
 /// functions untrusted (a view or trigger can call no side-effecting SQL

@@ -23,3 +23,19 @@ pub fn row_counts(conn: &Conn) -> StoreResult<RowCounts> {
         messages: count(COUNT_MESSAGES)?,
     })
 }
+
+/// A write that changes nothing but must reach the disk: a no-op UPDATE,
+/// committed. Fails with the store's error (SQLITE_FULL on a full disk).
+pub fn probe_write(conn: &Conn) -> StoreResult<()> {
+    conn.begin()?;
+    let wrote = conn.prepare_cached(PROBE_WRITE).and_then(|mut s| s.execute(()));
+    match wrote.and_then(|_| conn.commit()) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = conn.rollback();
+            Err(e)
+        }
+    }
+}
+
+const PROBE_WRITE: &str = "UPDATE meta SET value = value WHERE key = 'updates_confirmed'";

@@ -61,6 +61,8 @@ pub struct WalSync {
     durable: AtomicU64,
     /// `fdatasync` calls made.
     syncs: AtomicU64,
+    /// How long each took (`botspace_wal_fsync_duration_seconds`).
+    pub(crate) sync_latency: crate::histogram::Histogram,
     /// The WAL file, opened at the first sync; the lock also makes syncs
     /// take turns, so a waiter finds its commit covered by the sync it
     /// waited for.
@@ -132,6 +134,7 @@ impl WalSync {
             committed: AtomicU64::new(0),
             durable: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
+            sync_latency: crate::histogram::Histogram::new(crate::histogram::SYNC_US),
             file: Mutex::new(None),
             db,
             wal_pages,
@@ -196,7 +199,11 @@ impl WalSync {
         }
         if let Some(f) = file.as_ref() {
             self.syncs.fetch_add(1, Ordering::Relaxed);
+            let started = crate::histogram::Timer::start();
             f.sync_data()?;
+            if let Some(us) = started.micros() {
+                self.sync_latency.observe(us);
+            }
         }
         self.durable.fetch_max(target, Ordering::AcqRel);
         Ok(())

@@ -1040,6 +1040,25 @@ static void test_open(void) {
     CHECK(botspace_service_set_wake_callback(NULL, NULL, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "set_wake_callback: NULL service");
     CHECK(botspace_service_set_wake_callback(s, NULL, NULL) == BOTSPACE_STATUS_OK, "set_wake_callback: NULL callback removes");
 
+    /* the operations paths, the graceful stop and what hosts report */
+    static const char readyz[] = "GET /readyz HTTP/1.1\r\nHost: botspace\r\n\r\n";
+    static const char healthz[] = "GET /healthz HTTP/1.1\r\nHost: botspace\r\n\r\n";
+    response r;
+    CHECK(request(s, readyz, sizeof readyz - 1, &r) && r.status == 200 && strcmp(r.body, "{\"ok\":true}") == 0,
+          "readyz: 200 before a stop");
+    response_free(&r);
+    CHECK(botspace_service_begin_shutdown(NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "begin_shutdown: NULL service");
+    CHECK(botspace_service_note_connection_evicted(NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "note_connection_evicted: NULL");
+    CHECK(botspace_service_note_request_timeout(NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "note_request_timeout: NULL");
+    CHECK(botspace_service_note_connection_evicted(s) == BOTSPACE_STATUS_OK, "note_connection_evicted");
+    CHECK(botspace_service_note_request_timeout(s) == BOTSPACE_STATUS_OK, "note_request_timeout");
+    CHECK(botspace_service_begin_shutdown(s) == BOTSPACE_STATUS_OK, "begin_shutdown");
+    CHECK(request(s, readyz, sizeof readyz - 1, &r) && r.status == 503 && strstr(r.body, "\"error\":\"shutting_down\"") != NULL,
+          "readyz: 503 shutting_down once the stop began");
+    response_free(&r);
+    CHECK(request(s, healthz, sizeof healthz - 1, &r) && r.status == 200, "healthz: 200 during the stop");
+    response_free(&r);
+
     /* double frees guarded by the documented rules */
     botspace_service_free(&s);
     CHECK(s == NULL, "service_free sets the handle to NULL");

@@ -142,6 +142,16 @@ int main() {
           "handle_batch");
     CHECK(svc.handle_batch({}).empty(), "an empty batch");
 
+    // The graceful stop: /readyz says so, everything else is answered.
+    CHECK(svc.handle_request(std::string_view("GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")).view().substr(0, 12) == "HTTP/1.1 200",
+          "readyz: 200");
+    svc.note_connection_evicted();
+    svc.note_request_timeout();
+    svc.begin_shutdown();
+    CHECK(svc.handle_request(std::string_view("GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")).view().find("shutting_down") !=
+              std::string_view::npos,
+          "readyz: 503 shutting_down after begin_shutdown");
+
     // Gateway.
     std::string up = "GET /bot/gateway HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
                      "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bot " +

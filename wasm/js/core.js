@@ -507,6 +507,11 @@ export class Service {
     return guard(() => this.#live().nowMs());
   }
 
+  /** A graceful stop begins: `GET /readyz` answers 503 `shutting_down` from now on. */
+  beginShutdown() {
+    guard(() => this.#live().beginShutdown());
+  }
+
   /**
    * How many bytes of one request are copied into the module. A request
    * longer than that can never be valid (head ≤ 16 KiB, body ≤

@@ -195,6 +195,8 @@ export class Service {
   readonly heartbeatIntervalMs: number;
   /** The service clock, Unix milliseconds. */
   nowMs(): number;
+  /** A graceful stop begins: `GET /readyz` answers 503 `shutting_down` from now on. */
+  beginShutdown(): void;
   /**
    * One complete HTTP/1.1 request in, one complete HTTP/1.1 response out.
    * Responses up to 4 KiB are views into a shared 64 KiB ArrayBuffer (as

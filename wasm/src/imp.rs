@@ -143,7 +143,8 @@ export type ErrorCode =
   | 'internal_error'
   | 'storage_unavailable'
   | 'commit_outcome_unknown'
-  | 'storage_full';
+  | 'storage_full'
+  | 'shutting_down';
 
 /** The `type` of an event in the logs (gateway events and getUpdates). */
 export type EventKind =
@@ -435,6 +436,13 @@ impl RawService {
     #[wasm_bindgen(js_name = nowMs)]
     pub fn now_ms(&self) -> f64 {
         self.svc.now_ms() as f64
+    }
+
+    /// A graceful stop begins: `GET /readyz` answers 503 `shutting_down`
+    /// from now on (docs/operations.md).
+    #[wasm_bindgen(js_name = beginShutdown)]
+    pub fn begin_shutdown(&self) {
+        self.svc.begin_shutdown();
     }
 
     /// `max_body_bytes` of the configuration.

@@ -272,3 +272,21 @@ test('a request far larger than any valid one is judged on its first bytes, neve
   assert.equal(g.status, 400);
   assert.equal(w.ok('/bot/getMe', undefined, w.bot(w.token)).id, w.botInfo.id, 'still healthy');
 });
+
+test('the operations paths: /healthz, /readyz and the stop, /admin/metrics', () => {
+  const w = world();
+  const get = (path, headers = {}) => decodeResponse(w.svc.handleRequest(encodeRequest('GET', path, headers)));
+  assert.deepEqual([get('/healthz').status, get('/healthz').json()], [200, { ok: true }]);
+  assert.deepEqual([get('/readyz').status, get('/readyz').json()], [200, { ok: true }]);
+  assert.equal(get('/admin/metrics').status, 401);
+  w.ok('/bot/sendMessage', { chat_id: w.chat.id, text: 'counted' }, w.bot(w.token));
+  const m = get('/admin/metrics', ADMIN);
+  assert.equal(m.status, 200);
+  assert.equal(m.headers['content-type'], 'text/plain; version=0.0.4; charset=utf-8');
+  assert.match(m.text(), /\nbotspace_requests_total\{method="sendMessage",status="200",error="none"\} 1\n/);
+  // No monotonic clock in WebAssembly: the latency histogram stays empty.
+  assert.doesNotMatch(m.text(), /botspace_request_duration_seconds_count/);
+  w.svc.beginShutdown();
+  assert.deepEqual(get('/readyz').json().error, 'shutting_down');
+  assert.equal(get('/healthz').status, 200);
+});

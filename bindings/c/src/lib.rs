@@ -674,6 +674,53 @@ pub unsafe extern "C" fn botspace_service_now_ms(
     })
 }
 
+/// The host begins a graceful stop (call it first thing on SIGTERM): from
+/// now on `GET /readyz` answers 503 `shutting_down`, while every other
+/// request is answered as before. It cannot be undone. Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_begin_shutdown(service: *const botspace_service) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        // SAFETY: a live handle.
+        unsafe { (*service).svc.begin_shutdown() };
+        botspace_status::Ok
+    })
+}
+
+/// The host closed a waiting connection to admit a new one at its
+/// connection limit: counted in `botspace_connection_evictions_total`
+/// (`GET /admin/metrics`). Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_note_connection_evicted(service: *const botspace_service) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        // SAFETY: a live handle.
+        unsafe { (*service).svc.note_connection_evicted() };
+        botspace_status::Ok
+    })
+}
+
+/// The host answered 408 to a request that did not arrive whole in time:
+/// counted in `botspace_request_timeouts_total`. Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_note_request_timeout(service: *const botspace_service) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        // SAFETY: a live handle.
+        unsafe { (*service).svc.note_request_timeout() };
+        botspace_status::Ok
+    })
+}
+
 /// `botspace_service_handle_request` for a host that knows who sent the
 /// request: `peer[0..peer_len]` is the IP address of the immediate peer (or
 /// any stable key of the client, UTF-8). Admin logins are then throttled

@@ -241,8 +241,10 @@ impl Botspace {
 
     /// Closes every gateway connection with 1001 `server_shutdown` (bots
     /// reconnect elsewhere or later, from their last ack), now and for
-    /// any upgrade after this.
+    /// any upgrade after this; `GET /readyz` answers 503 `shutting_down`
+    /// from now on ([`Service::begin_shutdown`]).
     pub fn shutdown(&self) {
+        self.inner.svc.begin_shutdown();
         self.inner.stop.store(true, Ordering::SeqCst);
         self.inner.stop_notify.notify_waiters();
     }

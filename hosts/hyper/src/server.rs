@@ -67,6 +67,15 @@ struct Shared {
 }
 
 impl Shared {
+    /// [`Waiting::evict_oldest`], counted in the service's metrics.
+    fn evict_oldest(&self) -> bool {
+        let evicted = self.waiting.evict_oldest();
+        if evicted {
+            self.app.service().note_connection_evicted();
+        }
+        evicted
+    }
+
     fn connections(&self) -> usize {
         self.active.load(Ordering::SeqCst) + self.app.open_gateways()
     }
@@ -105,6 +114,8 @@ pub fn serve(
             loops.push(tokio::spawn(accept_loop(sh.clone(), to_tokio(a)?, Role::Admin)));
         }
         wait_for_signal().await;
+        // First: /readyz says shutting_down while the drain answers the rest.
+        sh.app.service().begin_shutdown();
         sh.stop.store(true, Ordering::SeqCst);
         sh.stop_notify.notify_waiters();
         for l in loops {
@@ -206,7 +217,7 @@ async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, role: Role) {
             // At the cap, the connection that has waited longest for a
             // request (idle, or trickling half a request) makes room; only
             // when every connection is busy is the new one refused.
-            Ok((stream, _)) if sh.connections() >= sh.opts.max_connections && !sh.waiting.evict_oldest() => {
+            Ok((stream, _)) if sh.connections() >= sh.opts.max_connections && !sh.evict_oldest() => {
                 refuse_busy(stream, true)
             }
             Ok((stream, peer)) => {
@@ -219,7 +230,7 @@ async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, role: Role) {
                 // gets in on the spare descriptor. Only with nobody to evict
                 // is the new one refused; the listener backs off (no spin)
                 // and it is said at most once a second.
-                let evicted = sh.waiting.evict_oldest();
+                let evicted = sh.evict_oldest();
                 if spare.release() {
                     if let Ok(Ok((stream, peer))) =
                         tokio::time::timeout(Duration::from_millis(1), listener.accept()).await
@@ -649,6 +660,7 @@ impl AsyncRead for FramedIo {
             if let Some(d) = this.read_deadline() {
                 if Instant::now() >= d {
                     if this.started.is_some() {
+                        this.shared.app.service().note_request_timeout();
                         this.end_with(request_timeout(), false);
                     } else {
                         this.mode = Mode::Ending;

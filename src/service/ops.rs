@@ -1,0 +1,174 @@
+//! The operations paths (docs/operations.md): `GET /healthz`, `GET
+//! /readyz` and `GET /admin/metrics`, the graceful stop's flag, and what
+//! hosts report for the metrics.
+
+use super::Service;
+use crate::error::{ApiError, ApiResult};
+use crate::metrics::{Snapshot, Timer};
+use crate::route::Route;
+use crate::store;
+use std::sync::atomic::Ordering;
+
+/// `{"ok":true}`, the body of a healthy `/healthz` and a ready `/readyz`.
+const OK_BODY: &[u8] = br#"{"ok":true}"#;
+
+impl Service {
+    /// The host begins a graceful stop: from now on `GET /readyz` answers
+    /// 503 `shutting_down` (load balancers stop sending new traffic) while
+    /// every other request is still answered as before. Call it first
+    /// thing on SIGTERM, before draining. It cannot be undone.
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`Service::begin_shutdown`] was called.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// The host closed a waiting connection to admit a new one at its
+    /// connection limit (`botspace_connection_evictions_total`).
+    pub fn note_connection_evicted(&self) {
+        self.metrics.note_eviction();
+    }
+
+    /// The host answered 408 to a request that did not arrive whole in
+    /// time (`botspace_request_timeouts_total`).
+    pub fn note_request_timeout(&self) {
+        self.metrics.note_request_timeout();
+    }
+
+    /// The answer to an operations path; `None` for any other route. The
+    /// metrics need the host credential, checked here (a host that
+    /// throttles failed logins per peer has checked it already).
+    pub(super) fn answer_ops(&self, route: Route, req: &crate::http::Request<'_>) -> Option<Vec<u8>> {
+        match route {
+            Route::Health => Some(crate::http::response(200, &[("Cache-Control", "no-store")], OK_BODY)),
+            Route::Ready => Some(match self.readiness() {
+                Ok(()) => crate::http::response(200, &[("Cache-Control", "no-store")], OK_BODY),
+                Err(e) => e.into_response(),
+            }),
+            Route::Metrics => Some(match self.check_admin(req) {
+                Ok(()) => self.metrics_response(),
+                Err(e) => e.into_response(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Ready when no stop has begun and the store answers: a read (one
+    /// round trip on PostgreSQL, within `database_timeout_ms` like every
+    /// statement). After a write was refused for a full disk (and until
+    /// one commits), the check is whether the disk takes writes again: a
+    /// scratch file of [`store::sqlite::SPACE_PROBE_BYTES`] next to the
+    /// database, and a no-op UPDATE committed. A one-page write alone is
+    /// not enough: SQLite reuses WAL space its failed writes had taken.
+    /// So readiness comes back by itself once space is freed. Any failure
+    /// reads as the error a write would get; what failed inside is never
+    /// sent.
+    fn readiness(&self) -> ApiResult<()> {
+        if self.is_shutting_down() {
+            return Err(ApiError::shutting_down());
+        }
+        let disk_full = self.metrics.disk_full.load(Ordering::Relaxed);
+        if disk_full && !self.in_memory && !self.shared_store {
+            if let Err(e) = store::sqlite::space_probe(&self.config.database) {
+                if e.kind() == std::io::ErrorKind::StorageFull {
+                    return Err(ApiError::storage_full(e));
+                }
+            }
+        }
+        let inner = self.lock();
+        let probe =
+            if disk_full { store::stats::probe_write(&inner.conn) } else { inner.conn.schema_version().map(|_| ()) };
+        drop(inner);
+        match probe {
+            Ok(()) => {
+                self.metrics.disk_full.store(false, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => Err(match ApiError::from(e) {
+                e if e.code == crate::ErrorCode::StorageFull => {
+                    self.metrics.disk_full.store(true, Ordering::Relaxed);
+                    e
+                }
+                _ => ApiError::storage_unavailable("readiness check failed"),
+            }),
+        }
+    }
+
+    fn metrics_response(&self) -> Vec<u8> {
+        // As last known: a scrape takes no lock for it.
+        let ready = !self.is_shutting_down() && !self.metrics.disk_full.load(Ordering::Relaxed);
+        let started = Timer::start();
+        let now_ms = self.clock.now_ms();
+        let read = self.read_backlog(now_ms);
+        let backlog_error = read.is_err();
+        let backlog = read.ok().flatten();
+        let backlog_age_ms = backlog.map(|b| now_ms.saturating_sub(b.pass_started_ms));
+        let backlog_read_us = started.micros().unwrap_or(0);
+        // The commit counts without the database lock; only PostgreSQL
+        // round trips live with the connection.
+        let (durable_commits, syncs) = self.db.wal.as_ref().map_or((0, 0), |w| w.counts());
+        let round_trips = if self.shared_store { self.lock().conn.round_trips() } else { 0 };
+        let commits = crate::group::CommitStats { round_trips, durable_commits, syncs, ..self.group.stats() };
+        let snap = Snapshot {
+            commits,
+            backlog,
+            backlog_age_ms,
+            backlog_error,
+            backlog_read_us,
+            gateway_sessions: self.gateway.sessions.load(Ordering::Relaxed),
+            gateway_closes: self.gateway.close_counts(),
+            database_connections: self.database_connections(),
+            lease_renewals: self.shared_store.then(|| self.gateway.lease_renewals.load(Ordering::Relaxed)),
+            ready,
+            shutting_down: self.is_shutting_down(),
+            now_ms,
+        };
+        let text = self.metrics.render(&snap, self.db.wal.as_ref().map(|w| &w.sync_latency));
+        let mut out = Vec::with_capacity(text.len() + 160);
+        out.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n");
+        out.extend_from_slice(format!("Content-Length: {}\r\nCache-Control: no-store\r\n\r\n", text.len()).as_bytes());
+        out.extend_from_slice(text.as_bytes());
+        out
+    }
+
+    /// Connections to the database: one on SQLite (the scrape's own
+    /// read-only one aside), the pool's on PostgreSQL.
+    fn database_connections(&self) -> u64 {
+        #[cfg(feature = "postgres")]
+        if self.shared_store {
+            return super::PG_CONNECTIONS as u64;
+        }
+        1
+    }
+
+    /// The backlog gauges (see [`store::backlog::Scan`]: one chunk of
+    /// bots per scrape). On a SQLite file they are read on a read-only
+    /// connection of their own, without the service's lock (WAL readers
+    /// do not block the writer); elsewhere under the lock.
+    fn read_backlog(&self, now_ms: u64) -> Result<Option<store::backlog::Backlog>, ()> {
+        let mut scan = self.backlog_scan.lock().unwrap_or_else(|e| e.into_inner());
+        if self.shared_store || self.in_memory {
+            return scan.step(&self.lock().conn, now_ms).map_err(|_| ());
+        }
+        let mut reader = self.metrics_reader.lock().unwrap_or_else(|e| e.into_inner());
+        if reader.is_none() {
+            *reader = store::sqlite::open_reader(&self.config.database).ok().map(store::Conn::Sqlite);
+        }
+        let read = scan.step(reader.as_ref().ok_or(())?, now_ms);
+        if read.is_err() {
+            // Opened again next time (the file may have been replaced).
+            *reader = None;
+        }
+        read.map_err(|_| ())
+    }
+}
+
+/// Counts a request's answer (method, status, error code, latency).
+impl Service {
+    pub(crate) fn record(&self, request: &[u8], resp: &[u8], started: Timer) {
+        self.metrics.record(crate::metrics::method_of(request), resp, started);
+    }
+}
