@@ -58,7 +58,7 @@ pub use config::{ClockKind, Config, ConfigError, Limits, Rate, Synchronous, Tier
 pub use error::{ApiError, StorageError};
 pub use gateway::{GatewayAccept, GatewayConnection, GatewayEvent, GatewayOutput, GatewaySession};
 pub use group::CommitStats;
-pub use http::{frame_request, Framing, RequestFramer, RequestHead};
+pub use http::{frame_request, unchunk_request, Framing, RequestFramer, RequestHead};
 pub use service::{CommitPause, OpenError, Service, WakeHook};
 pub use words::{CloseCode, ErrorCode, EventKind, UnknownWord};
 

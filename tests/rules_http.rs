@@ -809,3 +809,20 @@ fn numbers_beyond_64_bits_are_json_and_only_a_field_that_reads_one_refuses_it() 
     }
     assert_eq!(history_len(&svc, &chat), 5);
 }
+
+#[test]
+fn unchunk_request_decodes_the_body_and_keeps_the_rest_of_the_head() {
+    let req = b"POST /bot/getMe HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n  1;a=\"b\"\r\n{\r\n1 \r\n}\r\n0\r\nX-Trailer: v\r\n\r\n";
+    let (plain, head) = botspace::unchunk_request(req).expect("a chunked request");
+    assert_eq!(
+        String::from_utf8(plain.clone()).unwrap(),
+        "POST /bot/getMe HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+    );
+    assert_eq!((head.len, head.path(&plain)), (plain.len() - 2, "/bot/getMe"));
+    // Not chunked, not whole, or refused: nothing to rewrite.
+    assert!(botspace::unchunk_request(b"POST /bot/getMe HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}").is_none());
+    assert!(
+        botspace::unchunk_request(b"POST /bot/getMe HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}").is_none()
+    );
+    assert!(botspace::unchunk_request(b"POST /bot/getMe HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\ng\r\n").is_none());
+}
