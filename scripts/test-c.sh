@@ -15,7 +15,8 @@
 #   7. examples/c-server built, then the over-the-wire scenarios
 #      (tests/server_rest.rs, tests/server_gateway.rs) and the C server's
 #      command-line option scenarios (the `c::` tests of
-#      tests/server_options.rs) against it, and against its ASan+UBSan build.
+#      tests/server_options.rs, and tests/server_clean.rs: unclean requests,
+#      exits, file modes) against it, and against its ASan+UBSan build.
 #
 # Runs everything even after a failure, exits non-zero if anything failed,
 # and ends with `c-tests: N passed, M failed`. N counts the checks of the C
@@ -190,14 +191,15 @@ wire() {
   return "$rc"
 }
 # The option scenarios (connection cap, request deadline, idle close,
-# --admin-addr, slow gateway readers, EMFILE) and tests/server_reliability.rs
-# (a flood under `ulimit -n 1024`, a stop, a full disk) against one C server
-# binary.
+# --admin-addr, slow gateway readers, EMFILE), tests/server_reliability.rs
+# (a flood under `ulimit -n 1024`, a stop, a full disk) and
+# tests/server_clean.rs (unclean requests, exits, file modes) against one C
+# server binary.
 options() {
   local bin=$1
   local log="$OUT/options-$(basename "$bin").log"
   ASAN_OPTIONS=quarantine_size_mb=8:detect_leaks=1 BOTSPACE_C_SERVER="$bin" \
-    cargo test --test server_options --test server_reliability -- c:: --nocapture 2>&1 | tee "$log" |
+    cargo test --test server_options --test server_reliability --test server_clean -- c:: --nocapture 2>&1 | tee "$log" |
     awk '/^(test |test result|failures|---- )/ || /panicked at/ || /^(getMe past|slow consumer|idle keep-alive|out of files|SKIPPED)/ {print; if (/panicked at/) n=3; next} n>0 {print; n--}'
   local rc=${PIPESTATUS[0]}
   if grep -q "ERROR: AddressSanitizer\|runtime error:" "$log"; then
