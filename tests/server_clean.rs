@@ -219,6 +219,7 @@ fn spawn_on(bin: &Path, db: &str) -> (std::process::Child, Vec<String>) {
         }
     }
     let _ = child.kill();
+    let _ = child.wait();
     panic!("no `botspace ready`: {lines:?}");
 }
 
@@ -230,6 +231,7 @@ fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
         }
         if Instant::now() > deadline {
             let _ = child.kill();
+            let _ = child.wait();
             panic!("the server did not exit within 20 s of SIGTERM");
         }
         std::thread::sleep(Duration::from_millis(20));
