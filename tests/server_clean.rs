@@ -126,6 +126,15 @@ fn every_unclean_request_is_answered_with_the_librarys_json(start_with: Start) {
             "missing_authorization",
             None,
         ),
+        // HTTP/1.0 with a chunked body (hyper refuses a Transfer-Encoding
+        // in HTTP/1.0; the library reads it).
+        (
+            b"POST /bot/getMe HTTP/1.0\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+                .to_vec(),
+            401,
+            "missing_authorization",
+            None,
+        ),
         // A request target of `*` names no method.
         (b"OPTIONS * HTTP/1.1\r\nHost: t\r\n\r\n".to_vec(), 404, "method_not_found", Some("no method at *")),
     ];
