@@ -26,7 +26,7 @@
 
 use botspace::{ClockKind, Config, Service};
 use botspace_hyper::server::{self, fds, Options};
-use botspace_hyper::Botspace;
+use botspace_hyper::{errln, outln, Botspace};
 use serde_json::Value;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
@@ -174,11 +174,11 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
     let mut args = match parse_args(args) {
         Ok(a) => a,
         Err(e) if e.is_empty() => {
-            println!("{USAGE}");
+            outln!("{USAGE}");
             return 0;
         }
         Err(e) => {
-            eprintln!("{e}\n{USAGE}");
+            errln!("{e}\n{USAGE}");
             return 2;
         }
     };
@@ -186,12 +186,9 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
         args.max_connections = fds::default_max_connections(limit);
     }
     match start(&args) {
-        Ok((svc, listeners)) => {
-            serve(svc, listeners, &args);
-            0
-        }
+        Ok((svc, listeners)) => serve(svc, listeners, &args),
         Err(e) => {
-            eprintln!("{e}");
+            errln!("{e}");
             1
         }
     }
@@ -227,19 +224,19 @@ fn start(args: &Args) -> Result<(Arc<Service>, Listeners), String> {
     let public = listen(&args.addr)?;
     let admin = args.admin_addr.as_deref().map(listen).transpose()?;
     let local = public.1;
-    println!("botspace listening on http://{local}");
+    outln!("botspace listening on http://{local}");
     if let Some((_, a)) = &admin {
-        println!("botspace admin listening on http://{a}");
+        outln!("botspace admin listening on http://{a}");
     }
     if generated {
-        println!("admin secret: {secret}");
+        outln!("admin secret: {secret}");
     }
     if args.manual_clock {
-        println!("clock: manual (moves only through /admin/advanceClock)");
+        outln!("clock: manual (moves only through /admin/advanceClock)");
     }
     let base = format!("http://{}", reachable(local));
     demo(&svc, &secret, &base).map_err(|e| format!("cannot create the demo data: {e}"))?;
-    println!("botspace ready");
+    // `botspace ready` follows once the stop signals are caught (`serve`).
     Ok((svc, Listeners { public, admin }))
 }
 
@@ -291,8 +288,9 @@ fn open_service(args: &Args, secret: &str) -> Result<Arc<Service>, String> {
     Service::open(config).map(Arc::new).map_err(|e| format!("cannot open the service on {}: {e}", args.db))
 }
 
-/// Serves until SIGINT or SIGTERM, then drains (see `botspace_hyper::server`).
-fn serve(svc: Arc<Service>, listeners: Listeners, args: &Args) {
+/// Serves until SIGINT or SIGTERM, then drains (see `botspace_hyper::server`);
+/// the exit code: 0 after a stop, 1 when the runtime cannot start.
+fn serve(svc: Arc<Service>, listeners: Listeners, args: &Args) -> i32 {
     // BOTSPACE_CORE_THREADS: how many core threads answer bot requests
     // (0: tokio's blocking pool); unset, the library's default.
     let app = match std::env::var("BOTSPACE_CORE_THREADS").ok().and_then(|v| v.parse().ok()) {
@@ -307,11 +305,12 @@ fn serve(svc: Arc<Service>, listeners: Listeners, args: &Args) {
         request_timeout: args.request_timeout,
         idle_timeout: args.idle_timeout,
     };
-    let left = match server::serve(app, listeners.public.0, listeners.admin.map(|(l, _)| l), opts) {
+    let ready = || outln!("botspace ready");
+    let left = match server::serve_then(app, listeners.public.0, listeners.admin.map(|(l, _)| l), opts, ready) {
         Ok(left) => left,
         Err(e) => {
-            eprintln!("cannot start the server's runtime: {e}");
-            return;
+            errln!("cannot start the server's runtime: {e}");
+            return 1;
         }
     };
     // With every connection gone this is the last reference: SQLite closes
@@ -319,10 +318,11 @@ fn serve(svc: Arc<Service>, listeners: Listeners, args: &Args) {
     let closed = Arc::strong_count(&svc) == 1;
     drop(svc);
     if closed && left == 0 {
-        println!("botspace stopped");
+        outln!("botspace stopped");
     } else {
-        println!("botspace stopped ({left} connections cut; every answered request was already committed)");
+        outln!("botspace stopped ({left} connections cut; every answered request was already committed)");
     }
+    0
 }
 
 /// 32 random bytes from the OS, hex-encoded.
@@ -385,14 +385,14 @@ fn demo(svc: &Service, secret: &str, base: &str) -> Result<(), String> {
     );
     let chat = admin(svc, secret, "startBot", &serde_json::json!({"user_id": user_id, "bot_id": bot_id}))?;
     let chat_id = chat["id"].as_str().unwrap_or_default().to_string();
-    println!("demo user: {user_id}");
-    println!("demo bot: {bot_id}");
-    println!("demo chat: {chat_id}");
-    println!("demo bot token: {token}");
-    println!("export BOTSPACE_TOKEN='{token}' BOTSPACE_CHAT='{chat_id}' BOTSPACE_USER='{user_id}'");
-    println!("try:");
-    println!("  curl -s -X POST {base}/bot/getMe -H 'Authorization: Bot {token}'");
-    println!(
+    outln!("demo user: {user_id}");
+    outln!("demo bot: {bot_id}");
+    outln!("demo chat: {chat_id}");
+    outln!("demo bot token: {token}");
+    outln!("export BOTSPACE_TOKEN='{token}' BOTSPACE_CHAT='{chat_id}' BOTSPACE_USER='{user_id}'");
+    outln!("try:");
+    outln!("  curl -s -X POST {base}/bot/getMe -H 'Authorization: Bot {token}'");
+    outln!(
         "  curl -s -X POST {base}/bot/sendMessage -H 'Authorization: Bot {token}' -H 'Content-Type: application/json' -d '{{\"chat_id\":\"{chat_id}\",\"text\":\"Hello from the demo bot\"}}'"
     );
     Ok(())

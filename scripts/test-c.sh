@@ -15,8 +15,10 @@
 #   7. examples/c-server built, then the over-the-wire scenarios
 #      (tests/server_rest.rs, tests/server_gateway.rs) and the C server's
 #      command-line option scenarios (the `c::` tests of
-#      tests/server_options.rs, tests/server_reliability.rs and
-#      tests/server_throttle.rs) against it, and against its ASan+UBSan build.
+#      tests/server_options.rs, tests/server_reliability.rs,
+#      tests/server_throttle.rs, tests/server_gateway_budget.rs,
+#      tests/server_metrics.rs and tests/server_clean.rs: unclean requests,
+#      exits, file modes) against it, and against its ASan+UBSan build.
 #
 # Runs everything even after a failure, exits non-zero if anything failed,
 # and ends with `c-tests: N passed, M failed`. N counts the checks of the C
@@ -201,13 +203,14 @@ wire() {
 # (a flood under `ulimit -n 1024`, a stop, a full disk),
 # tests/server_throttle.rs (the admin-login throttle under a spray, behind a
 # trusted proxy), tests/server_gateway_budget.rs (a gateway bot that
-# floods pings and heartbeats and reads nothing) and tests/server_metrics.rs
-# (Prometheus scraping, /readyz at a stop) against one C server binary.
+# floods pings and heartbeats and reads nothing) tests/server_metrics.rs
+# (Prometheus scraping, /readyz at a stop) and tests/server_clean.rs (unclean
+# requests, exits, file modes) against one C server binary.
 options() {
   local bin=$1
   local log="$OUT/options-$(basename "$bin").log"
   ASAN_OPTIONS=$ASAN_SERVER_OPTIONS BOTSPACE_C_SERVER="$bin" \
-    cargo test --test server_options --test server_reliability --test server_throttle --test server_gateway_budget --test server_metrics -- c:: --nocapture 2>&1 | tee "$log" |
+    cargo test --test server_options --test server_reliability --test server_throttle --test server_gateway_budget --test server_metrics --test server_clean -- c:: --nocapture 2>&1 | tee "$log" |
     awk '/^(test |test result|failures|---- )/ || /panicked at/ || /^(getMe past|1 000 clients|slow consumer|gateway flood|idle keep-alive|out of files|SKIPPED)/ {print; if (/panicked at/) n=3; next} n>0 {print; n--}'
   local rc=${PIPESTATUS[0]}
   if grep -q "ERROR: AddressSanitizer\|runtime error:" "$log"; then

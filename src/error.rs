@@ -122,6 +122,11 @@ impl ApiError {
     pub fn invalid_field(field: &str, why: &str) -> Self {
         Self::new(ErrorCode::InvalidField, format!("field {field} {why}")).with_param("field", field)
     }
+    /// A header the request may carry once came twice (`name` says which).
+    pub fn duplicate_header(name: &str) -> Self {
+        Self::new(ErrorCode::DuplicateHeader, format!("the {name} header may appear only once"))
+            .with_param("field", name)
+    }
     pub fn text_empty() -> Self {
         Self::new(ErrorCode::TextEmpty, "text must contain at least 1 character").with_param("field", "text")
     }
@@ -326,6 +331,7 @@ pub fn catalog() -> Vec<ApiError> {
         E::text_too_long(5000),
         E::unsupported_parse_mode(),
         E::reply_target_not_found(),
+        E::duplicate_header("{header}"),
         E::missing_authorization("{scheme}"),
         E::invalid_token(),
         E::bot_suspended(),

@@ -66,6 +66,8 @@ pub struct RequestHead {
     pub method_start: usize,
     pub method_len: usize,
     /// The path, without the query: `request[path_start..path_start + path_len]`.
+    /// For an absolute-form target (`http://host/path?query`) it is the
+    /// path inside it; empty when that URL has no path (`http://host`).
     pub path_start: usize,
     pub path_len: usize,
     /// 1 for HTTP/1.1, 0 for HTTP/1.0.
@@ -101,7 +103,8 @@ impl RequestHead {
         let offset = |s: &[u8]| (s.as_ptr() as usize).wrapping_sub(buf.as_ptr() as usize).min(buf.len());
         let method = req.method.unwrap_or("");
         let target = req.path.unwrap_or("");
-        let path = target.split('?').next().unwrap_or(target);
+        // The framer reads a head only once its target passed `split_target`.
+        let path = split_target(target).map_or(target, |(p, _)| p);
         let method_start = offset(method.as_bytes());
         let request_line_end =
             buf[method_start..len].iter().position(|&b| b == b'\n').map_or(len, |p| method_start + p + 1);
@@ -133,6 +136,116 @@ impl RequestHead {
             expect_offset: expect.map(|h| offset(h.name.as_bytes())),
         }
     }
+}
+
+/// Byte classes of a request target (RFC 3986, section 2).
+const PCHAR: u8 = 1; // unreserved, sub-delims, ':' and '@', plus '/' in a path
+const QCHAR: u8 = 2; // what a query adds: '?'
+const HOSTCHAR: u8 = 4; // reg-name: unreserved and sub-delims
+
+const fn target_classes() -> [u8; 256] {
+    let mut t = [0u8; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        let unreserved = b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~');
+        let sub_delim = matches!(b, b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'=');
+        if unreserved || sub_delim || matches!(b, b':' | b'@' | b'/') {
+            t[c] |= PCHAR | QCHAR;
+        }
+        if b == b'?' {
+            t[c] |= QCHAR;
+        }
+        if unreserved || sub_delim {
+            t[c] |= HOSTCHAR;
+        }
+        c += 1;
+    }
+    t
+}
+
+const TARGET_CLASSES: [u8; 256] = target_classes();
+
+/// True when every byte of `s` is of `class` or a `%` with two hex digits.
+fn all_of(s: &[u8], class: u8) -> bool {
+    let mut i = 0;
+    while i < s.len() {
+        if TARGET_CLASSES[s[i] as usize] & class != 0 {
+            i += 1;
+        } else if s[i] == b'%' && s.len() > i + 2 && s[i + 1].is_ascii_hexdigit() && s[i + 2].is_ascii_hexdigit() {
+            i += 3;
+        } else {
+            return false;
+        }
+    }
+    true
+}
+
+/// The path and query of a request target (RFC 9112, section 3.2), or why
+/// it is not one: the origin form (`/path?query`), the absolute form
+/// (`http://host/path?query`, which a server must accept; its path is
+/// taken) and `*` (no method has that path). Only the characters RFC 3986
+/// allows: no fragment, no space or control, no `"<>\^`{|}`, no byte
+/// beyond ASCII (a client percent-encodes those), so every host's HTTP
+/// stack reads the same target the library does.
+pub(crate) fn split_target(target: &str) -> Result<(&str, &str), ApiError> {
+    let bad = |why: &str| ApiError::invalid_request(format!("the request target is not valid: {why}"));
+    let origin = if target.starts_with('/') {
+        target
+    } else if target == "*" {
+        return Ok((target, ""));
+    } else {
+        let after_scheme = ["http://", "https://"].iter().find_map(|scheme| {
+            target.get(..scheme.len()).filter(|s| s.eq_ignore_ascii_case(scheme)).map(|_| &target[scheme.len()..])
+        });
+        let Some(rest) = after_scheme else {
+            return Err(bad("it must be a path starting with / or an http or https URL"));
+        };
+        let end = rest.find(['/', '?']).unwrap_or(rest.len());
+        if !valid_authority(&rest[..end]) {
+            return Err(bad("the URL's host is not a host name or address with an optional port"));
+        }
+        &rest[end..]
+    };
+    let (path, query) = match origin.find('?') {
+        Some(i) => (&origin[..i], &origin[i + 1..]),
+        None => (origin, ""),
+    };
+    if !all_of(path.as_bytes(), PCHAR) || !all_of(query.as_bytes(), QCHAR) {
+        return Err(bad("it holds a character a URI does not allow (percent-encode it)"));
+    }
+    Ok((path, query))
+}
+
+/// `host [":" port]`: a name (letters, digits, `-._~`, sub-delims; no
+/// percent-escape, which hyper's URI parser refuses in a host), a dotted IPv4 address, or a bracketed IPv6 one. No
+/// user info: a URL with `user@` is refused (RFC 9110, section 4.2.4).
+fn valid_authority(a: &str) -> bool {
+    let (host, port) = if let Some(v6) = a.strip_prefix('[') {
+        let Some(close) = v6.find(']') else { return false };
+        let inside = &v6[..close];
+        if inside.is_empty() || !inside.bytes().all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.') {
+            return false;
+        }
+        match &v6[close + 1..] {
+            "" => (a, None),
+            p => match p.strip_prefix(':') {
+                Some(port) => (a, Some(port)),
+                None => return false,
+            },
+        }
+    } else {
+        match a.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (a, None),
+        }
+    };
+    let host_ok =
+        host.starts_with('[') || (!host.is_empty() && !host.contains('%') && all_of(host.as_bytes(), HOSTCHAR));
+    let port_ok = port.is_none_or(|p| {
+        p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u32>().is_ok_and(|n| n <= 65535)
+    });
+    host_ok && port_ok
 }
 
 fn slice_str(b: &[u8], start: usize, len: usize) -> &str {
@@ -179,6 +292,26 @@ impl<'a> Request<'a> {
     }
 }
 
+/// Headers a request may carry once: with two, the library and whatever
+/// else reads the request (a proxy, the host's own HTTP stack) could each
+/// take a different one. (`Content-Length` may repeat with one value, as
+/// RFC 9110 section 8.6 allows; a different value is refused as conflicting.)
+const SINGLE_HEADERS: [&str; 5] = ["Host", "Transfer-Encoding", "Content-Type", "Authorization", "Idempotency-Key"];
+
+/// The first header of `SINGLE_HEADERS` that is there twice.
+fn repeated_header(headers: &[httparse::Header<'_>]) -> Option<ApiError> {
+    let mut seen = 0u8;
+    for h in headers {
+        if let Some(i) = SINGLE_HEADERS.iter().position(|n| n.eq_ignore_ascii_case(h.name)) {
+            if seen & (1 << i) != 0 {
+                return Some(ApiError::duplicate_header(SINGLE_HEADERS[i]));
+            }
+            seen |= 1 << i;
+        }
+    }
+    None
+}
+
 enum BodyLen {
     None,
     Length(usize),
@@ -186,6 +319,9 @@ enum BodyLen {
 }
 
 fn body_len(headers: &[httparse::Header<'_>]) -> Result<BodyLen, ApiError> {
+    if let Some(e) = repeated_header(headers) {
+        return Err(e);
+    }
     let mut len = None;
     let mut chunked = false;
     for h in headers {
@@ -373,6 +509,9 @@ fn frame_request_head(buf: &[u8], max_body_bytes: usize) -> HeadFraming {
     if head_len > MAX_HEAD_BYTES {
         return invalid(head_too_large());
     }
+    if let Err(e) = split_target(req.path.unwrap_or("")) {
+        return invalid(e);
+    }
     let head = RequestHead::read(buf, &req, head_len);
     match body_len(req.headers) {
         Err(e) => invalid(e),
@@ -510,6 +649,47 @@ impl RequestFramer {
     }
 }
 
+/// A whole chunked request (as the framer passed it) rewritten with its
+/// body decoded: `Transfer-Encoding` dropped, a `Content-Length` of the
+/// decoded body added, trailer fields dropped; with the head of the new
+/// bytes. `None` when the body is not chunked or the bytes are not a
+/// request the framer passes.
+///
+/// For a host that hands requests to an HTTP stack of its own after the
+/// library framed them: that stack then reads no chunked coding, so it
+/// cannot refuse one the library takes (hyper refuses a chunk size after
+/// spaces, say) and answer with a bare error of its own.
+pub fn unchunk_request(request: &[u8]) -> Option<(Vec<u8>, RequestHead)> {
+    let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut raw);
+    let head_len = match req.parse(request) {
+        Ok(httparse::Status::Complete(n)) => n,
+        _ => return None,
+    };
+    if !matches!(body_len(req.headers), Ok(BodyLen::Chunked)) {
+        return None;
+    }
+    let mut body = Vec::new();
+    scan_chunked(&request[head_len..], usize::MAX, Some(&mut body)).ok()??;
+    let line_end = request[..head_len].iter().position(|&b| b == b'\n')? + 1;
+    let mut out = Vec::with_capacity(head_len + body.len() + 32);
+    out.extend_from_slice(&request[..line_end]);
+    for h in req.headers.iter().filter(|h| !h.name.eq_ignore_ascii_case("transfer-encoding")) {
+        out.extend_from_slice(h.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"Content-Length: ");
+    push_decimal(&mut out, body.len());
+    out.extend_from_slice(b"\r\n\r\n");
+    out.extend_from_slice(&body);
+    match frame_request(&out, body.len()) {
+        Framing::Complete { len, head } if len == out.len() => Some((out, head)),
+        _ => None,
+    }
+}
+
 /// Where the head's terminating empty line ends in `b`, if it is there.
 fn head_end(b: &[u8]) -> Option<usize> {
     let mut i = 0;
@@ -529,10 +709,7 @@ pub(crate) fn request_target(buf: &[u8]) -> Option<(&str, &str)> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(buf) {
-        Ok(httparse::Status::Complete(_)) => {
-            let target = req.path?;
-            Some((req.method?, target.split('?').next().unwrap_or(target)))
-        }
+        Ok(httparse::Status::Complete(_)) => Some((req.method?, split_target(req.path?).ok()?.0)),
         _ => None,
     }
 }
@@ -556,11 +733,7 @@ pub(crate) fn parse_request(buf: &[u8], max_body_bytes: usize) -> Result<Request
         return Err(head_too_large());
     }
     let method = req.method.unwrap_or("");
-    let target = req.path.unwrap_or("");
-    let (path, query) = match target.find('?') {
-        Some(i) => (&target[..i], &target[i + 1..]),
-        None => (target, ""),
-    };
+    let (path, query) = split_target(req.path.unwrap_or(""))?;
     let headers: Vec<(&str, &[u8])> = req.headers.iter().map(|h| (h.name, h.value)).collect();
     let rest = &buf[head_len..];
     let mut body_error = None;

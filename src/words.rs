@@ -122,6 +122,7 @@ words! {
         TextTooLong = "text_too_long" => 400,
         UnsupportedParseMode = "unsupported_parse_mode" => 400,
         ReplyTargetNotFound = "reply_target_not_found" => 400,
+        DuplicateHeader = "duplicate_header" => 400,
         MissingAuthorization = "missing_authorization" => 401,
         InvalidToken = "invalid_token" => 401,
         BotSuspended = "bot_suspended" => 403,

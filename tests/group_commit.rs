@@ -223,12 +223,7 @@ fn racing_retries_of_one_idempotency_key_in_one_group_write_once() {
     let (_, bots, _) = populate(&svc, 1);
     let (token, _, chat) = &bots[0];
     let body = json!({"chat_id": chat, "text": "once"}).to_string();
-    let req = common::request(
-        "/bot/sendMessage",
-        &format!("Bot {token}"),
-        "Content-Type: application/json\r\nIdempotency-Key: k-1\r\n",
-        body.as_bytes(),
-    );
+    let req = common::request("/bot/sendMessage", &format!("Bot {token}"), "Idempotency-Key: k-1\r\n", body.as_bytes());
     let groups = svc.commit_stats().groups;
     let pause = svc.pause_commits();
     let handles = queue_while_paused(&svc, vec![req; 8]);

@@ -124,7 +124,7 @@ fn the_console_page_needs_no_secret_and_a_throttled_peer_still_gets_it() {
     let page = svc.handle_request_from(b"GET /admin/console HTTP/1.1\r\nHost: x\r\n\r\n", PEER);
     let text = String::from_utf8(page).unwrap();
     assert!(text.starts_with("HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n"), "{text}");
-    assert!(text.contains("<script src=\"console/app.js\" defer></script>"));
+    assert!(text.contains("<script src=\"/admin/console/app.js\" defer></script>"));
     // A batch serves no pages.
     let out = svc.handle_batch(&[b"GET /admin/console HTTP/1.1\r\nHost: x\r\n\r\n".as_slice()]);
     assert_eq!(split(&out[0]).0, 404);

@@ -570,3 +570,259 @@ fn the_framer_shows_the_head_while_the_body_is_missing() {
     }
     assert_eq!(framer.pending_head(), None, "a new request starts after a complete one");
 }
+
+// ---------------------------------------------------------------------------
+// Request targets, repeated headers and out-of-range numbers
+
+/// What the framer and `handle_request` answer for a raw request, as
+/// (status, error); the framer's `Complete` is `(0, "")`.
+fn framed(req: &[u8]) -> (u16, String) {
+    match frame_request(req, 65_536) {
+        Framing::Invalid(resp) => error_of(&resp),
+        Framing::Complete { .. } => (0, String::new()),
+        Framing::Incomplete => panic!("incomplete: {:?}", String::from_utf8_lossy(req)),
+    }
+}
+
+const BAD_TARGET: &str =
+    "the request target is not valid: it holds a character a URI does not allow (percent-encode it)";
+
+#[test]
+fn a_target_with_characters_a_uri_does_not_allow_is_400_invalid_request() {
+    let svc = service(65_536);
+    for target in [
+        "/admin/console?x=<script>",
+        "/admin/console?x=%3Cscript%3E<",
+        "/bot/getMe?a=>",
+        "/bot/getMe?a=\"",
+        "/bot/get`Me",
+        "/bot/getMe?x={}",
+        "/bot/getMe|",
+        "/bot/getMe#frag",
+        "/bot/getMe?x=1#frag",
+        "/bot/get\\Me",
+        "/bot/getMe?x=%",
+        "/bot/getMe?x=%4",
+        "/bot/getMe?x=%zz",
+        "/bot/g\u{e9}tMe",
+        "/bot/getMe?x=^",
+    ] {
+        let req = format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert_eq!(framed(req.as_bytes()), (400, "invalid_request".into()), "{target}");
+        let raw = svc.handle_request(req.as_bytes());
+        let (status, _, v) = split_with_headers(&raw);
+        assert_eq!(
+            (status, &v),
+            (400, &json!({"ok": false, "error_code": 400, "error": "invalid_request", "description": BAD_TARGET})),
+            "{target}"
+        );
+    }
+    // Authority form and other schemes are no request target of this API.
+    for target in ["127.0.0.1:80", "ftp://h/bot/getMe", "http:/bot/getMe", "bot/getMe"] {
+        let req = format!("POST {target} HTTP/1.1\r\nHost: t\r\n\r\n");
+        let (status, _, v) = split_with_headers(&svc.handle_request(req.as_bytes()));
+        assert_eq!(
+            (status, v["description"].as_str()),
+            (400, Some("the request target is not valid: it must be a path starting with / or an http or https URL")),
+            "{target}"
+        );
+    }
+    // Escaped, every one of them is a path like any other.
+    let ok = "/admin/console?x=%3Cscript%3E%22%60%7B%7D&y=a:b@c/d?e!$&'()*+,;=-._~";
+    assert_eq!(framed(format!("GET {ok} HTTP/1.1\r\n\r\n").as_bytes()), (0, String::new()));
+    let raw = svc.handle_request(format!("GET {ok} HTTP/1.1\r\n\r\n").as_bytes());
+    assert!(raw.starts_with(b"HTTP/1.1 200 OK\r\n"), "{}", String::from_utf8_lossy(&raw[..60]));
+    // `*` (asterisk form) names no method.
+    let (status, _, v) = split_with_headers(&svc.handle_request(b"OPTIONS * HTTP/1.1\r\n\r\n"));
+    assert_eq!((status, v["error"].as_str()), (404, Some("method_not_found")));
+}
+
+/// Whatever target the library takes, the `http` crate (hyper's URI
+/// parser) takes too and reads the same path: a host on hyper never
+/// answers a request the library would have answered.
+#[test]
+fn every_target_the_framer_takes_is_one_hyper_parses_to_the_same_path() {
+    let mut targets = Vec::new();
+    for b in 0x21u8..=0xff {
+        let c = b as char;
+        if b < 0x80 {
+            targets.push(format!("/bot/get{c}Me"));
+            targets.push(format!("/bot/getMe?x={c}"));
+            targets.push(format!("http://h{c}/bot/getMe"));
+            targets.push(format!("http://h:8{c}/bot/getMe"));
+        }
+        // Raw bytes beyond ASCII, as a client might send them.
+        targets.push(format!("/bot/get{}", String::from_utf8_lossy(&[b])));
+    }
+    for t in [
+        "http://127.0.0.1/bot/getMe",
+        "http://127.0.0.1:8080/bot/getMe?x=1",
+        "HTTPS://example.com/bot/getMe",
+        "http://[::1]:80/bot/getMe",
+        "http://[::1]/bot/getMe",
+        "http://h?x=1",
+        "http://h",
+        "http://user@h/bot/getMe",
+        "http://h:99999/bot/getMe",
+        "http://h:/bot/getMe",
+        "http://[::1/bot/getMe",
+        "http://a%41b/bot/getMe",
+        "*",
+    ] {
+        targets.push(t.to_string());
+    }
+    let mut taken = 0;
+    for t in &targets {
+        let req = format!("POST {t} HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+        let Framing::Complete { head, .. } = frame_request(req.as_bytes(), 1024) else { continue };
+        taken += 1;
+        let uri: http::Uri = t.parse().unwrap_or_else(|e| panic!("the library takes {t:?}, the http crate not: {e}"));
+        let path = head.path(req.as_bytes());
+        // `*` and a URL without a path: hyper says `/`, the library the
+        // target as it is (no method has either).
+        if t != "*" && !path.is_empty() {
+            assert_eq!(path, uri.path(), "{t}");
+        }
+    }
+    assert!(taken > 100, "only {taken} taken");
+}
+
+#[test]
+fn an_absolute_form_target_is_served_by_its_path() {
+    let svc = service(65_536);
+    let (token, _chat) = world(&svc);
+    for target in [
+        "http://127.0.0.1/bot/getMe",
+        "http://localhost:8080/bot/getMe?x=1",
+        "HTTPS://example.com/bot/getMe",
+        "http://[::1]:8080/bot/getMe",
+    ] {
+        let req =
+            format!("POST {target} HTTP/1.1\r\nHost: t\r\nAuthorization: Bot {token}\r\nContent-Length: 0\r\n\r\n");
+        let Framing::Complete { head, .. } = frame_request(req.as_bytes(), 1024) else { panic!("{target}") };
+        assert_eq!(head.path(req.as_bytes()), "/bot/getMe", "{target}");
+        let (status, _, v) = split_with_headers(&svc.handle_request(req.as_bytes()));
+        assert_eq!((status, v["ok"].as_bool()), (200, Some(true)), "{target}: {v}");
+    }
+    // A URL without a path has the empty path: no method.
+    let (status, _, v) = split_with_headers(&svc.handle_request(b"POST http://h HTTP/1.1\r\n\r\n"));
+    assert_eq!((status, v["description"].as_str()), (404, Some("no method at ")));
+    // The 405 check reads the same path.
+    let (status, _, v) = split_with_headers(&svc.handle_request(b"GET http://h/bot/getMe HTTP/1.1\r\n\r\n"));
+    assert_eq!((status, v["description"].as_str()), (405, Some("/bot/getMe accepts POST only")));
+    // User info, another scheme, no host, a bad port: refused.
+    for target in ["http://u:p@h/bot/getMe", "http:///bot/getMe", "http://h:x/bot/getMe", "http://h:65536/bot/getMe"] {
+        let req = format!("POST {target} HTTP/1.1\r\nAuthorization: Bot {token}\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(framed(req.as_bytes()), (400, "invalid_request".into()), "{target}");
+        let (status, _, v) = split_with_headers(&svc.handle_request(req.as_bytes()));
+        assert_eq!(
+            (status, v["description"].as_str()),
+            (400, Some("the request target is not valid: the URL's host is not a host name or address with an optional port")),
+            "{target}"
+        );
+    }
+}
+
+#[test]
+fn a_header_a_request_may_carry_once_is_refused_when_repeated() {
+    let svc = service(65_536);
+    let (token, chat) = world(&svc);
+    let body = json!({"chat_id": chat, "text": "hi"}).to_string();
+    let dup = |name: &str| {
+        json!({"ok": false, "error_code": 400, "error": "duplicate_header",
+               "description": format!("the {name} header may appear only once"), "parameters": {"field": name}})
+    };
+    // A doubled chunked coding: refused by the framer and by handle_request.
+    let req = format!(
+        "POST /bot/sendMessage HTTP/1.1\r\nAuthorization: Bot {token}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+        body.len()
+    );
+    match frame_request(req.as_bytes(), 65_536) {
+        Framing::Invalid(resp) => assert_eq!(split_with_headers(&resp).2, dup("Transfer-Encoding")),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(split_with_headers(&svc.handle_request(req.as_bytes())).2, dup("Transfer-Encoding"));
+    // Two Idempotency-Keys, two Authorizations, two Hosts, two Content-Types.
+    let auth = format!("Bot {token}");
+    for (name, extra) in [
+        ("Idempotency-Key", "Idempotency-Key: a\r\nIdempotency-Key: b\r\n"),
+        ("Idempotency-Key", "Idempotency-Key: a\r\nidempotency-key: a\r\n"),
+        ("Authorization", "Authorization: Bot nobody\r\n"),
+        ("Host", "Host: other\r\n"),
+        ("Content-Type", "Content-Type: application/json\r\n"),
+    ] {
+        let raw = svc.handle_request(&request("/bot/sendMessage", &auth, extra, body.as_bytes()));
+        let (status, _, v) = split_with_headers(&raw);
+        assert_eq!((status, v), (400, dup(name)), "{extra}");
+    }
+    assert_eq!(history_len(&svc, &chat), 0, "nothing was written");
+    // After the method check (405 first), before the media type.
+    let req = b"GET /bot/sendMessage HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n";
+    assert_eq!(error_of(&svc.handle_request(req)), (405, "method_not_allowed".into()));
+    // Content-Length may repeat with one value.
+    let raw = svc.handle_request(&request(
+        "/bot/sendMessage",
+        &auth,
+        &format!("Content-Length: {}\r\n", body.len()),
+        body.as_bytes(),
+    ));
+    assert_eq!(error_of(&raw).0, 200);
+}
+
+#[test]
+fn numbers_beyond_64_bits_are_json_and_only_a_field_that_reads_one_refuses_it() {
+    let svc = service(65_536);
+    let (token, chat) = world(&svc);
+    let auth = format!("Bot {token}");
+    let huge = "9".repeat(400);
+    // In a field no method reads, any JSON number is taken.
+    for extra in [huge.as_str(), "-1e999999", "1e999999", "1.5e-999999", "18446744073709551616"] {
+        let body = format!(r#"{{"chat_id":"{chat}","text":"hi","extra":{extra},"nested":{{"n":[{extra}]}}}}"#);
+        let raw = svc.handle_request(&request("/bot/sendMessage", &auth, "", body.as_bytes()));
+        assert_eq!(error_of(&raw).0, 200, "{extra}: {}", String::from_utf8_lossy(&raw));
+    }
+    // In a field that is read, the field's own error.
+    for n in [huge.as_str(), "1e999999", "18446744073709551616", "-9223372036854775809"] {
+        let body = format!(r#"{{"chat_id":"{chat}","text":"hi","reply_to_message_id":{n}}}"#);
+        let (status, _, v) =
+            split_with_headers(&svc.handle_request(&request("/bot/sendMessage", &auth, "", body.as_bytes())));
+        assert_eq!(
+            (status, v["error"].as_str(), v["parameters"]["field"].as_str()),
+            (400, Some("invalid_field"), Some("reply_to_message_id")),
+            "{n}"
+        );
+        let body = format!(r#"{{"chat_id":"{chat}","limit":{n}}}"#);
+        let raw =
+            svc.handle_request(&request("/admin/getChatHistory", &format!("Admin {SECRET}"), "", body.as_bytes()));
+        let (status, _, v) = split_with_headers(&raw);
+        assert_eq!(
+            (status, v["error"].as_str(), v["parameters"]["field"].as_str()),
+            (400, Some("invalid_field"), Some("limit")),
+            "{n}"
+        );
+    }
+    // Still not JSON: a number cut short, a leading zero, a bare sign.
+    for bad in ["1e", "01", "-", "1.", ".5"] {
+        let body = format!(r#"{{"chat_id":"{chat}","text":"hi","extra":{bad}}}"#);
+        let raw = svc.handle_request(&request("/bot/sendMessage", &auth, "", body.as_bytes()));
+        assert_eq!(error_of(&raw), (400, "invalid_json".into()), "{bad}");
+    }
+    assert_eq!(history_len(&svc, &chat), 5);
+}
+
+#[test]
+fn unchunk_request_decodes_the_body_and_keeps_the_rest_of_the_head() {
+    let req = b"POST /bot/getMe HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n  1;a=\"b\"\r\n{\r\n1 \r\n}\r\n0\r\nX-Trailer: v\r\n\r\n";
+    let (plain, head) = botspace::unchunk_request(req).expect("a chunked request");
+    assert_eq!(
+        String::from_utf8(plain.clone()).unwrap(),
+        "POST /bot/getMe HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+    );
+    assert_eq!((head.len, head.path(&plain)), (plain.len() - 2, "/bot/getMe"));
+    // Not chunked, not whole, or refused: nothing to rewrite.
+    assert!(botspace::unchunk_request(b"POST /bot/getMe HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}").is_none());
+    assert!(
+        botspace::unchunk_request(b"POST /bot/getMe HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}").is_none()
+    );
+    assert!(botspace::unchunk_request(b"POST /bot/getMe HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\ng\r\n").is_none());
+}

@@ -556,3 +556,31 @@ fn only_an_in_memory_database_has_calls_that_cannot_block() {
     let file = dir.0.join("b.db");
     assert!(open(file.to_str().unwrap()).calls_may_block());
 }
+
+/// A database file the library creates, and SQLite's WAL and shared memory
+/// beside it, are readable by their owner only; an existing file keeps its
+/// mode.
+#[cfg(unix)]
+#[test]
+fn a_new_database_file_and_its_wal_and_shm_are_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let dir = TempDir::new("mode");
+    let db = dir.0.join("b.db");
+    let svc = open(db.to_str().unwrap());
+    admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}));
+    for f in ["b.db", "b.db-wal", "b.db-shm"] {
+        // The umask can only take bits away: 0600 or less, never more.
+        assert_eq!(mode(&dir.0.join(f)) & !0o600, 0, "{f}: {:o}", mode(&dir.0.join(f)));
+        assert_eq!(mode(&dir.0.join(f)) & 0o600, 0o600, "{f}");
+    }
+    drop(svc);
+    // A file that exists is the operator's: its mode stays.
+    let other = dir.0.join("shared.db");
+    std::fs::write(&other, b"").unwrap();
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let svc = open(other.to_str().unwrap());
+    admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}));
+    assert_eq!(mode(&other), 0o640);
+    assert_eq!(mode(&dir.0.join("shared.db-wal")), 0o640, "SQLite copies the main file's mode");
+}

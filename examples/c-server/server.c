@@ -1905,6 +1905,9 @@ static void shut_down(loop_t *L) {
 }
 
 int main(int argc, char **argv) {
+    /* A closed stdout or stderr (the log reader went away) makes a write
+     * fail with EPIPE instead of killing the server. */
+    signal(SIGPIPE, SIG_IGN);
     args_t args;
     int pa = parse_args(argc, argv, &args);
     if (pa != 0) free(args.trusted_proxies);
@@ -1962,10 +1965,12 @@ int main(int argc, char **argv) {
         botspace_service_free(&svc);
         return 1;
     }
+    /* Before "botspace ready": whoever waits for that line may stop the
+     * server at once, and an uncaught SIGTERM would kill it. */
+    install_signal_handlers();
     say("botspace ready");
     botspace_service_set_wake_callback(svc, on_wake, NULL);
     start_notify_loop();
-    install_signal_handlers();
     while (loop_turn(&L) == 0) {
     }
     shut_down(&L);

@@ -154,6 +154,7 @@ pub const MIGRATIONS: &[&str] = &[
 
 /// Opens (or creates) the database and brings its schema up to date.
 pub fn open(config: &Config) -> Result<Connection, StorageError> {
+    create_private(&config.database);
     let conn = Connection::open(&config.database)?;
     configure(&conn, config.synchronous, config.busy_timeout_ms)?;
     migrate(&conn)?;
@@ -186,6 +187,26 @@ pub fn space_probe(path: &str) -> std::io::Result<()> {
     });
     let _ = std::fs::remove_file(&scratch);
     written
+}
+
+/// Creates a database file that does not exist yet, empty and readable by
+/// its owner only (0600): SQLite would create it 0644 (less the umask), and
+/// it holds every message. SQLite gives its `-wal`, `-shm` and `-journal`
+/// files the main file's permissions, so they are 0600 too. An existing
+/// file keeps the mode it has; `:memory:` and `file:` URIs are left to
+/// SQLite. Any failure here (a missing directory, say) is SQLite's to
+/// report when it opens the path.
+fn create_private(path: &str) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        if path.is_empty() || path == ":memory:" || path.starts_with("file:") {
+            return;
+        }
+        let _ = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path);
+    }
+    #[cfg(not(unix))]
+    let _ = path;
 }
 
 /// Settings for every connection, the live one and an import's scratch:

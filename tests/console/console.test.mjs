@@ -386,3 +386,25 @@ test('a wrong secret is told clearly, and failed attempts are throttled', async 
   assert.equal(r.status, 429);
   assert.equal(r.body.parameters.scope, 'admin_auth');
 });
+
+test('the console loads its files at /admin/console/ and /admin/console/index.html too', async () => {
+  for (const address of ['/admin/console/', '/admin/console/index.html']) {
+    const p = await page.context().newPage();
+    const loaded = [];
+    p.on('response', (r) => loaded.push([new URL(r.url()).pathname, r.status()]));
+    const errors = [];
+    p.on('pageerror', (e) => errors.push(String(e)));
+    const resp = await p.goto(BASE + address, { waitUntil: 'load' });
+    assert.equal(resp.status(), 200, address);
+    // The page and its style sheet are there; the files it names are loaded below.
+    await p.getByLabel('Admin secret', { exact: true }).waitFor();
+    const styled = await p.evaluate(() => [...document.styleSheets].some((s) => s.cssRules.length > 0));
+    assert.ok(styled, address + ': the style sheet applies');
+    for (const file of ['/admin/console/app.js', '/admin/console/app.css']) {
+      assert.deepEqual(loaded.find(([path]) => path === file), [file, 200], address + ' loads ' + file);
+    }
+    assert.deepEqual(loaded.filter(([, status]) => status >= 400), [], address + ': nothing it links to is missing');
+    assert.deepEqual(errors, [], address);
+    await p.close();
+  }
+});

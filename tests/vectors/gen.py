@@ -500,6 +500,29 @@ def transport_cases():
                          headers={"Content-Type": "application/json"})]))
     cs.append(case("a query string is ignored for routing",
                    base + [step(request("/bot/getMe?x=1", auth="Bot {{b_tok}}"), 200, me)]))
+    for target in ["http://127.0.0.1/bot/getMe", "http://localhost:8080/bot/getMe?x=1", "HTTPS://[::1]/bot/getMe"]:
+        cs.append(case(f"an absolute-form target ({target}) is served by its path",
+                       base + [step(request(target, auth="Bot {{b_tok}}"), 200, me)]))
+    bad_char = "the request target is not valid: it holds a character a URI does not allow (percent-encode it)"
+    for target in ["/admin/console?x=<script>", "/bot/getMe?x=%22%3E\"", "/bot/get`Me", "/bot/getMe#top", "/bot/getMe?x=100%"]:
+        cs.append(case(f"a target with a character a URI does not allow ({target}) is 400 invalid_request",
+                       base + [step(request(target, auth="Bot {{b_tok}}", method="GET"), 400, err(400, "invalid_request", bad_char))]))
+    cs.append(case("a target that is neither a path nor an http(s) URL is 400 invalid_request",
+                   [step(request("ftp://h/bot/getMe", {}), 400,
+                         err(400, "invalid_request", "the request target is not valid: it must be a path starting with / or an http or https URL"))]))
+    cs.append(case("an absolute-form URL with user info is 400 invalid_request",
+                   [step(request("http://u@h/bot/getMe", {}), 400,
+                         err(400, "invalid_request", "the request target is not valid: the URL's host is not a host name or address with an optional port"))]))
+    big = "9" * 400
+    cs.append(case("numbers beyond 64 bits in a field no method reads are JSON like any other",
+                   [mk_user("u"), mk_bot("b"), start("c", "u", "b"),
+                    step(request("/bot/sendMessage", auth="Bot {{b_tok}}",
+                                 raw='{"chat_id":"{{c}}","text":"hi","extra":[' + big + ',1e999999,-1e999999]}'), 200)]))
+    cs.append(case("a number beyond 64 bits in a field that is read gets the field's error",
+                   [mk_user("u"), mk_bot("b"), start("c", "u", "b"),
+                    step(request("/bot/sendMessage", auth="Bot {{b_tok}}",
+                                 raw='{"chat_id":"{{c}}","text":"hi","reply_to_message_id":' + big + '}'), 400,
+                         field_err("invalid_field", "reply_to_message_id", "field reply_to_message_id " + DESC["message_id_format"]))]))
     return cs
 
 
@@ -1041,7 +1064,9 @@ def console_cases():
                          headers={"Content-Type": "text/javascript; charset=utf-8", "Content-Security-Policy": CSP,
                                   "X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache"}),
                     step(request("/admin/console/app.css", method="GET"), 200,
-                         headers={"Content-Type": "text/css; charset=utf-8", "Cache-Control": "no-cache"})]))
+                         headers={"Content-Type": "text/css; charset=utf-8", "Cache-Control": "no-cache"}),
+                    step(request("/admin/console/", method="GET"), 200, headers=page_headers),
+                    step(request("/admin/console/index.html", method="GET"), 200, headers=page_headers)]))
     cs.append(case("the console is GET only, and an unknown console file is 404 method_not_found",
                    [step(request("/admin/console", {}, auth=ADMIN), 405,
                          err(405, "method_not_allowed", "/admin/console accepts GET only"), headers={"Allow": "GET"}),

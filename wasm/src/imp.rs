@@ -113,6 +113,7 @@ export type ErrorCode =
   | 'text_too_long'
   | 'unsupported_parse_mode'
   | 'reply_target_not_found'
+  | 'duplicate_header'
   | 'missing_authorization'
   | 'invalid_token'
   | 'bot_suspended'

@@ -52,6 +52,7 @@
 pub mod adapter;
 mod core_thread;
 mod gateway;
+pub mod say;
 pub mod server;
 
 use botspace::{ApiError, Framing, Service};
@@ -283,8 +284,16 @@ impl Botspace {
         };
         let body = match Limited::new(body, max).collect().await {
             Ok(b) => b.to_bytes(),
-            Err(_) => {
-                return close(adapter::response_from_bytes(&ApiError::payload_too_large(max).into_response()));
+            Err(e) => {
+                // Over the limit, or a body hyper could not read (a chunked
+                // coding it refuses): the library's JSON either way, never
+                // hyper's own bare answer.
+                let refusal = if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                    ApiError::payload_too_large(max)
+                } else {
+                    ApiError::invalid_request("malformed chunked body")
+                };
+                return close(adapter::response_from_bytes(&refusal.into_response()));
             }
         };
         if self.role.refuses(&path) {
@@ -452,7 +461,7 @@ pub(crate) mod storage_full {
         let last = LAST.load(Ordering::Relaxed);
         if now >= last + EVERY && LAST.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
             SINCE.store(0, Ordering::Relaxed);
-            eprintln!(
+            crate::errln!(
                 "storage full: the database's disk has no space; writes are refused (503 storage_full, nothing written) until space is freed ({n} refused since the last report)"
             );
         }

@@ -91,6 +91,19 @@ pub fn serve(
     admin: Option<std::net::TcpListener>,
     opts: Options,
 ) -> io::Result<usize> {
+    serve_then(app, public, admin, opts, || {})
+}
+
+/// [`serve`], calling `ready` once SIGINT and SIGTERM are caught and the
+/// listeners accept: a host that announces it is ready there is never
+/// killed by a stop signal sent the moment it said so.
+pub fn serve_then(
+    app: Botspace,
+    public: std::net::TcpListener,
+    admin: Option<std::net::TcpListener>,
+    opts: Options,
+    ready: impl FnOnce(),
+) -> io::Result<usize> {
     // On `:memory:` the core never blocks and answers on the reactor: one
     // thread, as the C server's loop, so no request crosses a thread.
     let rt = if app.answers_on_reactor() {
@@ -108,12 +121,14 @@ pub fn serve(
     });
     let notify_loop = spawn_notification_loop(&sh);
     let left = rt.block_on(async {
+        let stop_signal = stop_signal();
         let public_role = if admin.is_some() { Role::Public } else { Role::All };
         let mut loops = vec![tokio::spawn(accept_loop(sh.clone(), to_tokio(public)?, public_role))];
         if let Some(a) = admin {
             loops.push(tokio::spawn(accept_loop(sh.clone(), to_tokio(a)?, Role::Admin)));
         }
-        wait_for_signal().await;
+        ready();
+        stop_signal.await;
         // First: /readyz says shutting_down while the drain answers the rest.
         sh.app.service().begin_shutdown();
         sh.stop.store(true, Ordering::SeqCst);
@@ -121,7 +136,7 @@ pub fn serve(
         for l in loops {
             let _ = l.await;
         }
-        println!("botspace stopping");
+        crate::outln!("botspace stopping");
         sh.app.shutdown();
         let until = Instant::now() + DRAIN;
         while sh.connections() > 0 && Instant::now() < until {
@@ -143,23 +158,31 @@ fn to_tokio(l: std::net::TcpListener) -> io::Result<TcpListener> {
     TcpListener::from_std(l)
 }
 
-async fn wait_for_signal() {
+/// Catches SIGTERM and SIGINT now (within the runtime); the future ends
+/// at the first of them.
+fn stop_signal() -> impl Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
-            (Ok(mut term), Ok(mut int)) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
+        let caught = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()));
+        async move {
+            match caught {
+                (Ok(mut term), Ok(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
                 }
+                _ => std::future::pending::<()>().await,
             }
-            _ => std::future::pending::<()>().await,
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        let ctrl_c = tokio::signal::ctrl_c();
+        async move {
+            let _ = ctrl_c.await;
+        }
     }
 }
 
@@ -178,7 +201,7 @@ fn spawn_notification_loop(sh: &Arc<Shared>) -> Option<std::thread::JoinHandle<(
                 // The listening connection broke (or cannot be opened): the
                 // sessions' polls still deliver; reconnect a second later.
                 if last_error.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
-                    eprintln!("listening for notifications failed: {e}; retrying every second");
+                    crate::errln!("listening for notifications failed: {e}; retrying every second");
                     last_error = Some(std::time::Instant::now());
                 }
                 let until = std::time::Instant::now() + Duration::from_secs(1);
@@ -191,7 +214,7 @@ fn spawn_notification_loop(sh: &Arc<Shared>) -> Option<std::thread::JoinHandle<(
     match spawned {
         Ok(h) => Some(h),
         Err(e) => {
-            eprintln!("cannot start the notification thread (gateways fall back to polling): {e}");
+            crate::errln!("cannot start the notification thread (gateways fall back to polling): {e}");
             None
         }
     }
@@ -318,7 +341,7 @@ impl ErrorLog {
     fn note(&mut self, e: &io::Error) {
         self.since += 1;
         if self.last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-            eprintln!("accept failed: {e} ({} in the last second)", self.since);
+            crate::errln!("accept failed: {e} ({} in the last second)", self.since);
             self.last = Some(Instant::now());
             self.since = 0;
         }
@@ -544,6 +567,17 @@ impl FramedIo {
         match self.framer.frame(&self.inbuf[self.ready..]) {
             Framing::Complete { len: n, head } => {
                 let start = self.ready;
+                // hyper gets a chunked body decoded by the library: its own
+                // decoder refuses codings the library takes, and would
+                // answer with a bare 400 of its own.
+                let (n, head) = match botspace::unchunk_request(&self.inbuf[start..start + n]) {
+                    Some((plain, head)) => {
+                        let m = plain.len();
+                        self.inbuf.splice(start..start + n, plain);
+                        (m, head)
+                    }
+                    None => (n, head),
+                };
                 self.ready += n;
                 self.started = None;
                 self.continue_sent = false;
