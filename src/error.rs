@@ -219,6 +219,10 @@ impl ApiError {
     pub fn idempotency_key_reused() -> Self {
         Self::new(ErrorCode::IdempotencyKeyReused, "this Idempotency-Key was used with a different request")
     }
+    pub fn handle_taken() -> Self {
+        Self::new(ErrorCode::HandleTaken, "another bot already has this handle (handles compare case-insensitively)")
+            .with_param("field", "handle")
+    }
     pub fn length_required() -> Self {
         Self::new(ErrorCode::LengthRequired, "a request body needs Content-Length or Transfer-Encoding: chunked")
     }
@@ -409,6 +413,8 @@ impl From<crate::store::StorageError> for ApiError {
             ApiError::storage_unavailable(e)
         } else if e.is_full() {
             ApiError::storage_full(e)
+        } else if e.is_handle_conflict() {
+            ApiError::handle_taken()
         } else {
             ApiError::internal(e)
         }
