@@ -344,6 +344,7 @@ pub fn catalog() -> Vec<ApiError> {
         E::member_not_found("{id}"),
         E::method_not_allowed("{path}", "POST"),
         E::idempotency_key_reused(),
+        E::handle_taken(),
         E::length_required(),
         E::payload_too_large(usize::MAX),
         E::unsupported_media_type(),
