@@ -80,7 +80,7 @@ step() {
 
 # shellcheck source=lib/install.sh
 source scripts/lib/install.sh
-need_cmd cc:gcc c++:g++ make valgrind pkg-config || exit 1
+need_cmd cc:gcc c++:g++ make valgrind pkg-config curl || exit 1
 command -v cargo >/dev/null 2>&1 || { echo "cargo is required (rustup)"; exit 1; }
 export PATH="$HOME/.cargo/bin:$PATH"
 if [[ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]]; then
