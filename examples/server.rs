@@ -240,9 +240,8 @@ fn start(args: &Args) -> Result<(Arc<Service>, Listeners), String> {
     let base = format!("http://{}", reachable(local));
     let admin_base = admin.as_ref().map_or_else(|| base.clone(), |(_, a)| format!("http://{}", reachable(*a)));
     // The demo's policy and lines are the library's (the C server prints the same).
-    let lines = svc
-        .demo_start(&base, &admin_base, args.demo_token)
-        .map_err(|e| format!("cannot create the demo data: {e}"))?;
+    let lines =
+        svc.demo_start(&base, &admin_base, args.demo_token).map_err(|e| format!("cannot create the demo data: {e}"))?;
     print!("{lines}");
     println!("botspace ready");
     Ok((svc, Listeners { public, admin }))

@@ -61,7 +61,9 @@ impl Service {
                         Some(c) => c,
                         None => d.start_chat(&bot_id)?,
                     };
-                    out.push_str("demo: the demo bot's token was rotated (--demo-token); the previous one no longer works\n");
+                    out.push_str(
+                        "demo: the demo bot's token was rotated (--demo-token); the previous one no longer works\n",
+                    );
                     Seeded { user_id, bot_id, chat_id, token }.print(&mut out, base);
                 } else {
                     let (user_id, chat_id) = chat.unwrap_or_default();

@@ -149,8 +149,10 @@ fn a_sqlite_database_with_shared_handles_is_migrated_and_keeps_working() {
         // What schema version 4 held: no handle keys, and nothing kept
         // two bots from sharing a handle.
         let conn = rusqlite::Connection::open(db).unwrap();
-        conn.execute_batch("DROP INDEX bots_handle_key; ALTER TABLE bots DROP COLUMN handle_key; PRAGMA user_version = 4;")
-            .unwrap();
+        conn.execute_batch(
+            "DROP INDEX bots_handle_key; ALTER TABLE bots DROP COLUMN handle_key; PRAGMA user_version = 4;",
+        )
+        .unwrap();
         for (id, h) in c.ids.iter().zip(["Dup", "dup", "DUP"]) {
             conn.execute("UPDATE bots SET handle = ?1 WHERE id = ?2", [h, id.as_str()]).unwrap();
         }

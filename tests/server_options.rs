@@ -586,7 +586,9 @@ fn the_tour_gives_a_working_token_however_often_the_server_starts(bin: std::path
     let (srv, lines) = start(&["--admin-secret", tour]);
     assert!(!lines.iter().any(|l| l.contains("BOTSPACE_TOKEN")), "{lines:#?}");
     assert!(
-        lines.iter().any(|l| l.starts_with("demo bot token: shown only when it was made;") && l.contains("--demo-token")),
+        lines
+            .iter()
+            .any(|l| l.starts_with("demo bot token: shown only when it was made;") && l.contains("--demo-token")),
         "{lines:#?}"
     );
     let again = exported(&lines).unwrap_or_else(|| panic!("no export line: {lines:#?}"));
@@ -616,7 +618,8 @@ fn the_tour_gives_a_working_token_however_often_the_server_starts(bin: std::path
         assert_eq!((me.status, &me.body["result"]["id"]), (200, &bot_id), "the same demo bot, a new token");
         get_me(&srv, &rotated).assert_error(401, "invalid_token");
         // The chat works for the bot as the tour uses it.
-        let sent = srv.bot(&e["BOTSPACE_TOKEN"], "sendMessage", &json!({"chat_id": e["BOTSPACE_CHAT"], "text": "Hello"}));
+        let sent =
+            srv.bot(&e["BOTSPACE_TOKEN"], "sendMessage", &json!({"chat_id": e["BOTSPACE_CHAT"], "text": "Hello"}));
         assert_eq!(sent.status, 200, "{}", sent.body);
     }
     let _ = std::fs::remove_dir_all(dir);

@@ -98,9 +98,9 @@ impl StorageError {
                 f.code == rusqlite::ErrorCode::ConstraintViolation && m.contains("bots.handle_key")
             }
             #[cfg(feature = "postgres")]
-            StorageError::Postgres(e) => e
-                .as_db_error()
-                .is_some_and(|d| d.code().code() == "23505" && d.constraint() == Some("bots_handle_key")),
+            StorageError::Postgres(e) => {
+                e.as_db_error().is_some_and(|d| d.code().code() == "23505" && d.constraint() == Some("bots_handle_key"))
+            }
             _ => false,
         }
     }

@@ -417,7 +417,8 @@ impl Server {
         let created = (0..)
             .find_map(|n| {
                 let handle = if n == 0 { "echo_bot".to_string() } else { format!("echo_bot_{n}") };
-                let r = self.admin_resp("createBot", &json!({"display_name": "Echo", "handle": handle, "quota_tier": tier}));
+                let r = self
+                    .admin_resp("createBot", &json!({"display_name": "Echo", "handle": handle, "quota_tier": tier}));
                 if r.status == 409 && r.body["error"] == "handle_taken" {
                     return None;
                 }

@@ -99,7 +99,10 @@ fn the_axum_example_serves_its_own_route_and_botspace_side_by_side() {
     let token = created["result"]["token"].as_str().unwrap();
     let (status, me) = post(&addr, "/bot/getMe", &format!("Bot {token}"), &json!({}));
     assert_eq!(status, "HTTP/1.1 200 OK", "{me}");
-    assert_eq!((me["result"]["handle"].as_str(), &me["result"]["id"]), (Some("axum_bot"), &created["result"]["bot"]["id"]));
+    assert_eq!(
+        (me["result"]["handle"].as_str(), &me["result"]["id"]),
+        (Some("axum_bot"), &created["result"]["bot"]["id"])
+    );
     // A path outside both is the app's (axum's) 404, not botspace's.
     let (status, _) = request(&addr, "GET /elsewhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     assert_eq!(status, "HTTP/1.1 404 Not Found");
