@@ -165,8 +165,8 @@ impl Demo<'_> {
             .as_array()
             .into_iter()
             .flatten()
-            .filter(|c| c["type"] == "private" && c["bot_id"] == bot_id)
-            .last()
+            .rev()
+            .find(|c| c["type"] == "private" && c["bot_id"] == bot_id)
             .and_then(|c| Some((c["user_id"].as_str()?.to_string(), c["id"].as_str()?.to_string()))))
     }
 
