@@ -414,8 +414,6 @@ impl From<crate::store::StorageError> for ApiError {
             ApiError::storage_unavailable(e)
         } else if e.is_full() {
             ApiError::storage_full(e)
-        } else if e.is_handle_conflict() {
-            ApiError::handle_taken()
         } else {
             ApiError::internal(e)
         }

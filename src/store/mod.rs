@@ -89,22 +89,6 @@ impl StorageError {
         }
     }
 
-    /// True when the write broke the unique index on bots' handle keys:
-    /// another node's transaction took the handle between this one's
-    /// check and its write (on one SQLite writer the check alone holds).
-    pub fn is_handle_conflict(&self) -> bool {
-        match self {
-            StorageError::Sqlite(rusqlite::Error::SqliteFailure(f, Some(m))) => {
-                f.code == rusqlite::ErrorCode::ConstraintViolation && m.contains("bots.handle_key")
-            }
-            #[cfg(feature = "postgres")]
-            StorageError::Postgres(e) => {
-                e.as_db_error().is_some_and(|d| d.code().code() == "23505" && d.constraint() == Some("bots_handle_key"))
-            }
-            _ => false,
-        }
-    }
-
     /// True when SQLite refused the write because its disk is full.
     pub fn is_full(&self) -> bool {
         match self {
