@@ -131,9 +131,13 @@ fn check_after_migration(svc: &Service, c: &Clash) {
     let (s, v) = call(svc, "updateBot", json!({"bot_id": c.ids[2], "handle": "dup_renamed"}));
     assert_eq!((s, v["result"]["handle"].as_str()), (200, Some("dup_renamed")), "{v}");
     assert_eq!(call(svc, "createBot", json!({"display_name": "New", "handle": "DUP_RENAMED"})), (409, taken()));
-    // The owner renames: the old handle is still held by the second bot's
-    // row, but no key holds it, so it is free to claim.
+    // The owner renames: the second bot, which still shows the handle,
+    // takes it over, so it stays taken.
     admin(svc, SECRET, "updateBot", json!({"bot_id": c.ids[0], "handle": "dup_first"}));
+    assert_eq!(call(svc, "createBot", json!({"display_name": "New", "handle": "DUP"})), (409, taken()));
+    assert_eq!(call(svc, "updateBot", json!({"bot_id": c.ids[0], "handle": "dup"})), (409, taken()));
+    // Once no bot shows it, it is free.
+    admin(svc, SECRET, "updateBot", json!({"bot_id": c.ids[1], "handle": "dup_second"}));
     assert_eq!(call(svc, "createBot", json!({"display_name": "New", "handle": "dup"})).0, 200);
 }
 
@@ -150,7 +154,7 @@ fn a_sqlite_database_with_shared_handles_is_migrated_and_keeps_working() {
         // two bots from sharing a handle.
         let conn = rusqlite::Connection::open(db).unwrap();
         conn.execute_batch(
-            "DROP INDEX bots_handle_key; ALTER TABLE bots DROP COLUMN handle_key; PRAGMA user_version = 4;",
+            "DROP INDEX bots_handle_key; DROP INDEX bots_without_handle_key; ALTER TABLE bots DROP COLUMN handle_key; PRAGMA user_version = 4;",
         )
         .unwrap();
         for (id, h) in c.ids.iter().zip(["Dup", "dup", "DUP"]) {
@@ -182,7 +186,7 @@ fn a_postgres_database_with_shared_handles_is_migrated_and_keeps_working() {
     {
         let mut pg = postgres::Client::connect(&url, postgres::NoTls).unwrap();
         pg.batch_execute(
-            "DROP INDEX bots_handle_key; ALTER TABLE bots DROP COLUMN handle_key; UPDATE botspace_schema SET version = 4;",
+            "DROP INDEX bots_handle_key; DROP INDEX bots_without_handle_key; ALTER TABLE bots DROP COLUMN handle_key; UPDATE botspace_schema SET version = 4;",
         )
         .unwrap();
         for (id, h) in c.ids.iter().zip(["Dup", "dup", "DUP"]) {

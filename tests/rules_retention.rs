@@ -267,7 +267,7 @@ fn a_version_1_database_is_migrated_and_pruned() {
     {
         let c = Connection::open(&db).unwrap();
         c.execute_batch(
-            "DROP INDEX bots_handle_key; ALTER TABLE bots DROP COLUMN handle_key; \
+            "DROP INDEX bots_handle_key; DROP INDEX bots_without_handle_key; ALTER TABLE bots DROP COLUMN handle_key; \
              DROP TABLE audit_log; DROP INDEX bots_by_created; DROP INDEX users_by_created; DROP INDEX chats_by_created; \
              ALTER TABLE messages DROP COLUMN created_update; ALTER TABLE bots DROP COLUMN pruned_seq; \
              ALTER TABLE bots DROP COLUMN kept_since_ms; PRAGMA user_version = 1;",

@@ -270,7 +270,7 @@ fn an_image_of_an_older_schema_is_migrated_on_import() {
     let before = snapshot(&a, &c, &g);
     let v1 = rewrite_image(
         &a.export_database().unwrap(),
-        "DROP INDEX bots_handle_key; ALTER TABLE bots DROP COLUMN handle_key; \
+        "DROP INDEX bots_handle_key; DROP INDEX bots_without_handle_key; ALTER TABLE bots DROP COLUMN handle_key; \
          DROP TABLE audit_log; DROP INDEX bots_by_created; DROP INDEX users_by_created; DROP INDEX chats_by_created; \
          ALTER TABLE messages DROP COLUMN created_update; ALTER TABLE bots DROP COLUMN pruned_seq; \
          ALTER TABLE bots DROP COLUMN kept_since_ms; PRAGMA user_version = 1;",
@@ -301,7 +301,7 @@ fn a_message_sent_before_version_3_is_still_scrubbed_when_deleted() {
         &a.export_database().unwrap(),
         "UPDATE updates SET ref_chat = json_extract(data, '$.message.chat.id'), \
          ref_message = CAST(json_extract(data, '$.message.message_id') AS INTEGER) WHERE type = 'message_created'; \
-         DROP INDEX bots_handle_key; ALTER TABLE bots DROP COLUMN handle_key; \
+         DROP INDEX bots_handle_key; DROP INDEX bots_without_handle_key; ALTER TABLE bots DROP COLUMN handle_key; \
          DROP TABLE audit_log; DROP INDEX bots_by_created; DROP INDEX users_by_created; DROP INDEX chats_by_created; \
          ALTER TABLE messages DROP COLUMN created_update; PRAGMA user_version = 2;",
     );

@@ -218,6 +218,12 @@ fn update_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     }
     if let Some(v) = f.handle {
         store::bots::set_handle(c, bot_id, v)?;
+        // A bot that shared the old handle (before handles were unique)
+        // now holds it.
+        let old_key = store::bots::handle_key(&before.handle);
+        if old_key != store::bots::handle_key(v) {
+            store::bots::pass_on_handle_key(c, &old_key)?;
+        }
     }
     if let Some(v) = f.tier {
         set(Field::QuotaTier, &v.as_str())?;

@@ -167,6 +167,22 @@ pub fn set_handle(conn: &Conn, bot_id: &str, handle: &str) -> StoreResult<()> {
     Ok(())
 }
 
+/// After a bot gave up the handle whose key is `key`: the oldest bot left
+/// without a key that shows the same handle (from a database written
+/// before handles were unique) gets the key, so the handle stays held by a
+/// bot that shows it and no new bot can take it.
+pub fn pass_on_handle_key(conn: &Conn, key: &str) -> StoreResult<()> {
+    if conn.prepare_cached(HANDLE_HOLDER)?.exists(params![key, ""])? {
+        return Ok(());
+    }
+    let waiting: Vec<(String, String)> =
+        conn.prepare_cached(WITHOUT_KEY)?.query_vec((), |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?)))?;
+    if let Some((id, _)) = waiting.into_iter().find(|(_, h)| handle_key(h) == key) {
+        conn.prepare_cached(CLAIM_KEY)?.execute(params![key, id.as_str()])?;
+    }
+    Ok(())
+}
+
 /// The schema change that makes handles unique, the same text for both
 /// stores: a key column and a unique index over it. NULL keys do not
 /// conflict (in SQLite and PostgreSQL alike), so the bots of a database
@@ -175,7 +191,13 @@ pub fn set_handle(conn: &Conn, bot_id: &str, handle: &str) -> StoreResult<()> {
 pub const HANDLE_KEYS_MIGRATION: &str = r#"
     ALTER TABLE bots ADD COLUMN handle_key TEXT;
     CREATE UNIQUE INDEX bots_handle_key ON bots (handle_key);
+    -- The bots left without a key (sharing an older bot's handle), for
+    -- pass_on_handle_key; empty on a database that never had duplicates.
+    CREATE INDEX bots_without_handle_key ON bots (created_at, id) WHERE handle_key IS NULL;
     "#;
+
+/// Bots without a handle key, oldest first (index `bots_without_handle_key`).
+const WITHOUT_KEY: &str = "SELECT id, handle FROM bots WHERE handle_key IS NULL ORDER BY created_at, id";
 
 /// The existing bots' rows, for [`claim_keys`], oldest first.
 pub const EXISTING_HANDLES: &str = "SELECT id, handle FROM bots ORDER BY created_at, id";
