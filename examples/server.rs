@@ -5,6 +5,7 @@
 //! cargo run --release --example server -- [--addr 127.0.0.1:8080] [--db botspace.db]
 //!     [--admin-secret S | --admin-secret-file PATH] [--operational-key HEX64]
 //!     [--admin-addr HOST:PORT] [--max-connections N] [--request-timeout SECS] [--manual-clock]
+//!     [--demo-token]
 //! ```
 //!
 //! One tokio task per TCP connection, served by hyper behind the
@@ -27,7 +28,6 @@
 use botspace::{ClockKind, Config, Service};
 use botspace_hyper::server::{self, fds, Options};
 use botspace_hyper::{errln, outln, Botspace};
-use serde_json::Value;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,7 +35,7 @@ use std::time::Duration;
 const USAGE: &str = "usage: server [--addr HOST:PORT] [--db PATH] [--admin-secret S | --admin-secret-file PATH]
               [--operational-key HEX64] [--admin-addr HOST:PORT] [--max-connections N]
               [--request-timeout SECS] [--gateway-poll-interval-ms MS]
-              [--database-timeout-ms MS] [--trusted-proxy CIDR]... [--manual-clock]
+              [--database-timeout-ms MS] [--trusted-proxy CIDR]... [--manual-clock] [--demo-token]
 
   --addr HOST:PORT          address to listen on (default 127.0.0.1:8080; port 0 picks a free port)
   --db PATH|URL             SQLite database file, :memory:, or a postgres:// URL that
@@ -66,7 +66,11 @@ const USAGE: &str = "usage: server [--addr HOST:PORT] [--db PATH] [--admin-secre
   --trusted-proxy CIDR      a reverse proxy in front of the server (10.0.0.0/8, fd00::/8, or one
                             address; repeatable): admin logins from it are throttled per
                             client it names in X-Forwarded-For or Forwarded
-  --manual-clock            time moves only through /admin/advanceClock (for tests)";
+  --manual-clock            time moves only through /admin/advanceClock (for tests)
+
+  --demo-token              rotate the demo bot's token and print it with the export line (a database
+                            made by an earlier start has the demo bot, whose token was shown once);
+                            on a database without the demo bot, create it";
 
 /// An idle keep-alive connection is closed after this long.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -89,6 +93,7 @@ struct Args {
     database_timeout_ms: Option<u64>,
     trusted_proxies: Vec<String>,
     manual_clock: bool,
+    demo_token: bool,
 }
 
 fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
@@ -106,6 +111,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
         database_timeout_ms: None,
         trusted_proxies: Vec::new(),
         manual_clock: false,
+        demo_token: false,
     };
     let mut it = args.into_iter();
     while let Some(arg) = it.next() {
@@ -157,6 +163,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
             }
             "--trusted-proxy" => a.trusted_proxies.push(value(&mut it)?),
             "--manual-clock" if inline.is_none() => a.manual_clock = true,
+            "--demo-token" if inline.is_none() => a.demo_token = true,
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {arg}")),
         }
@@ -235,7 +242,12 @@ fn start(args: &Args) -> Result<(Arc<Service>, Listeners), String> {
         outln!("clock: manual (moves only through /admin/advanceClock)");
     }
     let base = format!("http://{}", reachable(local));
-    demo(&svc, &secret, &base).map_err(|e| format!("cannot create the demo data: {e}"))?;
+    let admin_base = admin.as_ref().map_or_else(|| base.clone(), |(_, a)| format!("http://{}", reachable(*a)));
+    // The demo's policy and lines are the library's (the C server prints the same).
+    let lines =
+        svc.demo_start(&base, &admin_base, args.demo_token).map_err(|e| format!("cannot create the demo data: {e}"))?;
+    // The lines end with a newline each; a closed stdout must not panic.
+    outln!("{}", lines.trim_end_matches('\n'));
     // `botspace ready` follows once the stop signals are caught (`serve`).
     Ok((svc, Listeners { public, admin }))
 }
@@ -339,61 +351,4 @@ fn reachable(a: SocketAddr) -> SocketAddr {
         SocketAddr::V6(v) if v.ip().is_unspecified() => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, v.port())),
         a => a,
     }
-}
-
-// ---------------------------------------------------------------------------
-// Demo data
-
-/// Calls a host method in-process and returns its `result`.
-fn admin(svc: &Service, secret: &str, method: &str, body: &Value) -> Result<Value, String> {
-    let body = body.to_string();
-    let req = format!(
-        "POST /admin/{method} HTTP/1.1\r\nHost: botspace\r\nAuthorization: Admin {secret}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    let resp = svc.handle_request(req.as_bytes());
-    let start = resp.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4).unwrap_or(resp.len());
-    let v: Value = serde_json::from_slice(&resp[start..]).map_err(|e| format!("{method}: unreadable response: {e}"))?;
-    if v["ok"] == Value::Bool(true) {
-        Ok(v["result"].clone())
-    } else {
-        Err(format!("{method}: {} {}", v["error"], v["description"]))
-    }
-}
-
-/// On an empty database, creates a demo user, a demo bot and their started
-/// private chat, and prints how to try them.
-///
-/// "Empty" means no bot exists yet (`/admin/getStats`).
-fn demo(svc: &Service, secret: &str, base: &str) -> Result<(), String> {
-    let stats = admin(svc, secret, "getStats", &serde_json::json!({}))?;
-    if stats["bots"].as_i64() != Some(0) {
-        return Ok(());
-    }
-    let user =
-        admin(svc, secret, "createUser", &serde_json::json!({"display_name": "Demo User", "handle": "demo_user"}))?;
-    let created = admin(
-        svc,
-        secret,
-        "createBot",
-        &serde_json::json!({"display_name": "Demo Bot", "handle": "demo_bot", "quota_tier": "standard"}),
-    )?;
-    let (user_id, bot_id, token) = (
-        user["id"].as_str().unwrap_or_default().to_string(),
-        created["bot"]["id"].as_str().unwrap_or_default().to_string(),
-        created["token"].as_str().unwrap_or_default().to_string(),
-    );
-    let chat = admin(svc, secret, "startBot", &serde_json::json!({"user_id": user_id, "bot_id": bot_id}))?;
-    let chat_id = chat["id"].as_str().unwrap_or_default().to_string();
-    outln!("demo user: {user_id}");
-    outln!("demo bot: {bot_id}");
-    outln!("demo chat: {chat_id}");
-    outln!("demo bot token: {token}");
-    outln!("export BOTSPACE_TOKEN='{token}' BOTSPACE_CHAT='{chat_id}' BOTSPACE_USER='{user_id}'");
-    outln!("try:");
-    outln!("  curl -s -X POST {base}/bot/getMe -H 'Authorization: Bot {token}'");
-    outln!(
-        "  curl -s -X POST {base}/bot/sendMessage -H 'Authorization: Bot {token}' -H 'Content-Type: application/json' -d '{{\"chat_id\":\"{chat_id}\",\"text\":\"Hello from the demo bot\"}}'"
-    );
-    Ok(())
 }

@@ -504,6 +504,29 @@ enum botspace_status botspace_service_note_request_timeout(const struct botspace
 enum botspace_status botspace_service_handle_request_from(const struct botspace_service *service, const uint8_t *request, size_t request_len, const char *peer, size_t peer_len, struct botspace_bytes *out_response);
 
 /**
+ * The example servers' demo: the start-up lines to print as they are
+ * (UTF-8, each ending in a newline) in `*out_lines` (free it with
+ * `botspace_bytes_free`). On a database with no bot it creates a demo
+ * user, a demo bot (handle `demo_bot`) and their started private chat and
+ * prints the bot's token and an `export BOTSPACE_TOKEN=... BOTSPACE_CHAT=...
+ * BOTSPACE_USER=...` line. On a later start the demo bot is found again:
+ * with `rotate_token` its token is rotated (the previous one stops
+ * working) and printed the same way; without, the lines say how to get a
+ * working token (`--demo-token`, the example servers' flag for
+ * `rotate_token`, or a `rotateBotToken` call). `base[0..base_len]` is the
+ * server's URL for bots (`http://127.0.0.1:8080`), `admin_base` the one
+ * serving `/admin/` (the same unless the host API has an address of its
+ * own). A failed host call is `BOTSPACE_STATUS_STORAGE_ERROR` with the
+ * call and its error in `botspace_last_error_message`. Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle; `base` and `admin_base` must point at
+ * `base_len` and `admin_base_len` readable bytes; `out_lines` must be
+ * writable.
+ */
+enum botspace_status botspace_service_demo_start(const struct botspace_service *service, const char *base, size_t base_len, const char *admin_base, size_t admin_base_len, bool rotate_token, struct botspace_bytes *out_lines);
+
+/**
  * Writes whether the service can hear other nodes' commits: true when its
  * database is PostgreSQL and `listen_notify` (configuration, default
  * true) is on. Only then run `botspace_service_wait_store_notifications`

@@ -10,8 +10,9 @@
 #      frees, gateway, 8 threads) linked statically, dynamically, with
 #      AddressSanitizer+UBSan, and under valgrind (no leak, no error);
 #   5. tests/cpp/test_cpp (the C++17 wrapper), plain and with ASan+UBSan;
-#   6. pkg-config: tests/c/example.c linked dynamically and statically from
-#      a `make install` prefix;
+#   6. pkg-config: tests/c/example.c (open, createBot, getMe) linked
+#      dynamically and statically from a `make install` prefix, and the C++
+#      host bindings/cpp/example.cpp (the same through botspace.hpp);
 #   7. examples/c-server built, then the over-the-wire scenarios
 #      (tests/server_rest.rs, tests/server_gateway.rs) and the C server's
 #      command-line option scenarios (the `c::` tests of
@@ -83,7 +84,7 @@ step() {
 
 # shellcheck source=lib/install.sh
 source scripts/lib/install.sh
-need_cmd cc:gcc c++:g++ make valgrind pkg-config || exit 1
+need_cmd cc:gcc c++:g++ make valgrind pkg-config curl || exit 1
 # tests/server_metrics.rs: a real Prometheus scrapes the C server; promtool lints.
 need_cmd prometheus promtool:prometheus || exit 1
 command -v cargo >/dev/null 2>&1 || { echo "cargo is required (rustup)"; exit 1; }
@@ -159,17 +160,26 @@ link_dynamic() {
   cc -std=c11 -Wall -Wextra -Wpedantic -Werror tests/c/example.c $(pc --cflags --libs botspace) \
     -Wl,-rpath,"$PREFIX/lib" -o "$OUT/example-dynamic" &&
     ldd "$OUT/example-dynamic" | grep -q "$PREFIX/lib/libbotspace.so" &&
-    "$OUT/example-dynamic" | grep -q '^HTTP/1.1 200 OK'
+    "$OUT/example-dynamic" | grep -q '"handle":"c_bot"'
 }
 link_static() {
   # shellcheck disable=SC2046
   cc -std=c11 -Wall -Wextra -Wpedantic -Werror tests/c/example.c $(pc --cflags --libs --static botspace-static) \
     -o "$OUT/example-static" &&
     ! ldd "$OUT/example-static" | grep -q libbotspace &&
-    "$OUT/example-static" | grep -q '^HTTP/1.1 200 OK'
+    "$OUT/example-static" | grep -q '"handle":"c_bot"'
+}
+# The C++ host (bindings/cpp/example.cpp): open, createBot, getMe through
+# botspace.hpp, which the prefix installs beside botspace.h.
+cpp_host() {
+  # shellcheck disable=SC2046
+  c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror bindings/cpp/example.cpp $(pc --cflags --libs --static botspace-static) \
+    -o "$OUT/example-cpp" &&
+    "$OUT/example-cpp" | grep -q '^getMe answered for @cpp_bot$'
 }
 step pkg-config-dynamic link_dynamic
 step pkg-config-static link_static
+step pkg-config-cpp-host cpp_host
 
 # ---------------------------------------------------------------------------
 # 7. The C server over the wire

@@ -7,7 +7,7 @@ command -v cargo >/dev/null || { echo "cargo is required (rustup)"; exit 1; }
 # shellcheck source=lib/install.sh
 source scripts/lib/install.sh
 # The C compiler builds the bundled SQLite.
-need_cmd cc:gcc
+need_cmd cc:gcc curl
 need_rustup_component rustfmt clippy
 need_pip jsonschema==4.26.0 PyYAML==6.0.3
 # tests/server_metrics.rs: a real Prometheus scrapes both servers; promtool lints.

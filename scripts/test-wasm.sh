@@ -40,6 +40,14 @@ if [ ! -x "$CHROMIUM" ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >&2
 fi
 export CHROMIUM_PATH="$CHROMIUM"
+# curl: the edge worker's README walk (workerd.test.mjs runs it as written).
+if ! command -v curl >/dev/null; then
+  log "installing curl (Debian package)"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq curl >&2
+fi
 
 # 3. The examples' npm dependencies (pinned by their package-lock.json;
 #    `botspace` itself is a link to wasm/pkg).

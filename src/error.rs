@@ -224,6 +224,10 @@ impl ApiError {
     pub fn idempotency_key_reused() -> Self {
         Self::new(ErrorCode::IdempotencyKeyReused, "this Idempotency-Key was used with a different request")
     }
+    pub fn handle_taken() -> Self {
+        Self::new(ErrorCode::HandleTaken, "another bot already has this handle (handles compare case-insensitively)")
+            .with_param("field", "handle")
+    }
     pub fn length_required() -> Self {
         Self::new(ErrorCode::LengthRequired, "a request body needs Content-Length or Transfer-Encoding: chunked")
     }
@@ -352,6 +356,7 @@ pub fn catalog() -> Vec<ApiError> {
         E::member_not_found("{id}"),
         E::method_not_allowed("{path}", "POST"),
         E::idempotency_key_reused(),
+        E::handle_taken(),
         E::length_required(),
         E::payload_too_large(usize::MAX),
         E::unsupported_media_type(),

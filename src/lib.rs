@@ -37,6 +37,7 @@ mod auth;
 pub mod clock;
 pub mod config;
 mod console;
+mod demo;
 pub mod error;
 mod events;
 mod forwarded;

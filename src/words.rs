@@ -143,6 +143,7 @@ words! {
         MemberNotFound = "member_not_found" => 404,
         MethodNotAllowed = "method_not_allowed" => 405,
         IdempotencyKeyReused = "idempotency_key_reused" => 409,
+        HandleTaken = "handle_taken" => 409,
         LengthRequired = "length_required" => 411,
         PayloadTooLarge = "payload_too_large" => 413,
         UnsupportedMediaType = "unsupported_media_type" => 415,

@@ -23,6 +23,8 @@ mod rules_admin_auth;
 mod rules_batch;
 #[path = "rules_console.rs"]
 mod rules_console;
+#[path = "rules_handles.rs"]
+mod rules_handles;
 #[path = "rules_http.rs"]
 mod rules_http;
 #[path = "rules_ops.rs"]

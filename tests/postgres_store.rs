@@ -56,7 +56,10 @@ struct World {
 
 fn world(svc: &Service, tier: &str) -> World {
     let user = admin(svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
-    let b = admin(svc, SECRET, "createBot", json!({"display_name": "Echo", "handle": "echo", "quota_tier": tier}));
+    // Handles are unique, and several worlds share a database.
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let handle = format!("echo_{}", N.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    let b = admin(svc, SECRET, "createBot", json!({"display_name": "Echo", "handle": handle, "quota_tier": tier}));
     let bot = b["bot"]["id"].as_str().unwrap().to_string();
     let token = b["token"].as_str().unwrap().to_string();
     let chat =

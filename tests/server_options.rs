@@ -53,6 +53,7 @@ servers! {
         out_of_files_a_waiting_connection_makes_room_and_nothing_spins,
         a_gateway_poll_interval_outside_10_to_60000_ms_is_refused_with_a_message_and_a_non_zero_exit,
         a_database_timeout_outside_100_to_600000_ms_is_refused_and_one_inside_is_taken,
+        the_tour_gives_a_working_token_however_often_the_server_starts,
     ],
 }
 
@@ -565,4 +566,88 @@ fn a_database_timeout_outside_100_to_600000_ms_is_refused_and_one_inside_is_take
     let _ = child.kill();
     let _ = child.wait();
     assert!(ready, "--database-timeout-ms 100: the server did not get ready");
+}
+
+/// The `export BOTSPACE_TOKEN='…' …` line's values, by name.
+fn exported(lines: &[String]) -> Option<std::collections::HashMap<String, String>> {
+    let line = lines.iter().find(|l| l.starts_with("export "))?;
+    Some(
+        line["export ".len()..]
+            .split(' ')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string()))
+            .collect(),
+    )
+}
+
+/// README's tour, twice and more on one database file: the first start
+/// prints a token; a start with another admin secret and no flag prints no
+/// token but a command that gets one, which works as printed; a start with
+/// `--demo-token` prints a working one again. Both servers print the
+/// library's lines (`Service::demo_start`).
+fn the_tour_gives_a_working_token_however_often_the_server_starts(bin: std::path::PathBuf) {
+    let dir = temp_dir("tour");
+    let db = dir.join("botspace.db");
+    let db = db.to_str().unwrap();
+    let start = |args: &[&str]| {
+        let mut all = vec!["--db", db];
+        all.extend_from_slice(args);
+        let mut srv = Server::start_in_shell(&[], "true", &[], &bin, &all);
+        let lines = srv.wait_line("botspace ready");
+        (srv, lines)
+    };
+    let get_me = |srv: &Server, token: &str| srv.bot(token, "getMe", &json!({}));
+
+    // 1. The first start on an empty file (the harness's secret).
+    let (srv, lines) = start(&[]);
+    let first = exported(&lines).unwrap_or_else(|| panic!("no export line: {lines:#?}"));
+    let token = first["BOTSPACE_TOKEN"].clone();
+    let me = get_me(&srv, &token);
+    assert_eq!((me.status, me.body["result"]["handle"].as_str()), (200, Some("demo_bot")), "{}", me.body);
+    let bot_id = me.body["result"]["id"].clone();
+    assert!(lines.contains(&format!("demo bot token: {token}")), "{lines:#?}");
+    drop(srv);
+
+    // 2. Again with the tour's secret and no flag: no token, an instruction.
+    let tour = "tour-admin-secret-0001";
+    let (srv, lines) = start(&["--admin-secret", tour]);
+    assert!(!lines.iter().any(|l| l.contains("BOTSPACE_TOKEN")), "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("demo bot token: shown only when it was made;") && l.contains("--demo-token")),
+        "{lines:#?}"
+    );
+    let again = exported(&lines).unwrap_or_else(|| panic!("no export line: {lines:#?}"));
+    assert_eq!((&again["BOTSPACE_CHAT"], &again["BOTSPACE_USER"]), (&first["BOTSPACE_CHAT"], &first["BOTSPACE_USER"]));
+    assert_eq!(get_me(&srv, &token).status, 200, "the token still works until it is rotated");
+    let curl = lines.iter().find(|l| l.trim_start().starts_with("curl ")).unwrap_or_else(|| panic!("{lines:#?}"));
+    assert!(curl.contains(&format!("{}/admin/rotateBotToken", srv.base)), "{curl}");
+    let out = std::process::Command::new("sh")
+        .args(["-c", curl.trim()])
+        .env("BOTSPACE_ADMIN", tour)
+        .output()
+        .expect("run the printed curl (scripts/test-rust.sh installs curl)");
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {:?} {:?}", String::from_utf8_lossy(&out.stdout), out.status));
+    assert_eq!(answer["ok"], json!(true), "{answer}");
+    let rotated = answer["result"]["token"].as_str().unwrap().to_string();
+    assert_eq!(get_me(&srv, &rotated).status, 200);
+    get_me(&srv, &token).assert_error(401, "invalid_token");
+    drop(srv);
+
+    // 3. With --demo-token, as the tour runs it: a working token, every time.
+    for _ in 0..2 {
+        let (srv, lines) = start(&["--admin-secret", tour, "--demo-token"]);
+        let e = exported(&lines).unwrap_or_else(|| panic!("no export line: {lines:#?}"));
+        assert_eq!(e["BOTSPACE_CHAT"], first["BOTSPACE_CHAT"]);
+        let me = get_me(&srv, &e["BOTSPACE_TOKEN"]);
+        assert_eq!((me.status, &me.body["result"]["id"]), (200, &bot_id), "the same demo bot, a new token");
+        get_me(&srv, &rotated).assert_error(401, "invalid_token");
+        // The chat works for the bot as the tour uses it.
+        let sent =
+            srv.bot(&e["BOTSPACE_TOKEN"], "sendMessage", &json!({"chat_id": e["BOTSPACE_CHAT"], "text": "Hello"}));
+        assert_eq!(sent.status, 200, "{}", sent.body);
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }

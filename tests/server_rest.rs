@@ -345,10 +345,19 @@ fn demo_data_on_empty_database_then_not_again() {
         let history = srv.admin("getChatHistory", &json!({"chat_id": chat}));
         assert_eq!(history.as_array().unwrap().len(), 1);
     }
-    // Second start on the same file: no new demo, the old token still works.
+    // Second start on the same file: no new demo, the same ids, no token
+    // (it was shown once), and the old token still works.
     let mut srv = Server::start_on(&dir);
     let lines = srv.wait_line("botspace ready");
-    assert!(!lines.iter().any(|l| l.starts_with("demo ")), "demo created twice: {lines:#?}");
+    assert!(
+        lines.contains(&format!("demo bot: {bot_id}")) && lines.contains(&format!("demo chat: {chat}")),
+        "{lines:#?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.contains(&token) || l.contains("BOTSPACE_TOKEN")),
+        "a token printed again: {lines:#?}"
+    );
+    assert_eq!(srv.admin("getStats", &json!({}))["bots"], json!(1), "demo created twice: {lines:#?}");
     let me = srv.bot(&token, "getMe", &json!({}));
     assert_eq!(me.status, 200, "{}", me.body);
     assert_eq!(me.body["result"]["id"], json!(bot_id));

@@ -5,6 +5,7 @@
  *                   [--admin-secret S | --admin-secret-file PATH] [--operational-key HEX64]
  *                   [--max-connections N] [--request-timeout SECS]
  *                   [--gateway-poll-interval-ms MS] [--database-timeout-ms MS] [--manual-clock]
+ *                   [--demo-token]
  *
  * One thread, one poll(2) loop, non-blocking sockets. HTTP/1.1 keep-alive
  * and pipelining are driven by botspace_service_frame_request(). After each
@@ -22,7 +23,8 @@
  *
  * It behaves like the Rust example server (examples/server.rs): the same
  * flags, the same first line `botspace listening on http://HOST:PORT`, the
- * same demo data on an empty database, `botspace ready` at the end of the
+ * same demo lines (the library's botspace_service_demo_start, so both print
+ * what one policy decides), `botspace ready` at the end of the
  * start-up output, and a clean stop on SIGINT/SIGTERM. Hostile clients are
  * bounded the same way (docs/reliability.md): a connection cap where the
  * connection waiting longest for a request makes room, a deadline for each
@@ -82,7 +84,7 @@ static const char USAGE[] =
     "                       [--admin-secret S | --admin-secret-file PATH] [--operational-key HEX64]\n"
     "                       [--max-connections N] [--request-timeout SECS]\n"
     "                       [--gateway-poll-interval-ms MS] [--database-timeout-ms MS]\n"
-    "                       [--trusted-proxy CIDR]... [--manual-clock]\n"
+    "                       [--trusted-proxy CIDR]... [--manual-clock] [--demo-token]\n"
     "\n"
     "  --addr HOST:PORT          address to listen on (default 127.0.0.1:8080; port 0 picks a free port)\n"
     "  --admin-addr HOST:PORT    a second listener for the host API (/admin/...); when given, /admin/...\n"
@@ -113,7 +115,11 @@ static const char USAGE[] =
     "  --trusted-proxy CIDR      a reverse proxy in front of the server (10.0.0.0/8, fd00::/8, or one\n"
     "                            address; repeatable): admin logins from it are throttled per\n"
     "                            client it names in X-Forwarded-For or Forwarded\n"
-    "  --manual-clock            time moves only through /admin/advanceClock (for tests)\n";
+    "  --manual-clock            time moves only through /admin/advanceClock (for tests)\n"
+
+    "  --demo-token              rotate the demo bot's token and print it with the export line (a database\n"
+    "                            made by an earlier start has the demo bot, whose token was shown once);\n"
+    "                            on a database without the demo bot, create it\n";
 
 /* ------------------------------------------------------------------------ */
 /* Small utilities */
@@ -1006,138 +1012,24 @@ static void conn_read(conn_t *c, uint64_t mono) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Host API helper for the demo data */
+/* The demo: the library decides what to create and print (the Rust server
+ * prints the same lines); `admin_base` is where /admin/ is served. */
 
-/* Skips one JSON value starting at *p (no validation beyond nesting). */
-static const char *skip_value(const char *p, const char *end) {
-    int depth = 0;
-    while (p < end) {
-        char ch = *p;
-        if (ch == '"') {
-            p++;
-            while (p < end && *p != '"') p += (*p == '\\') ? 2 : 1;
-            p++;
-            if (depth == 0) return p;
-            continue;
-        }
-        if (ch == '{' || ch == '[') depth++;
-        else if (ch == '}' || ch == ']') {
-            if (depth == 0) return p;
-            depth--;
-            if (depth == 0) return p + 1;
-        } else if (depth == 0 && (ch == ',')) return p;
-        p++;
-    }
-    return p;
-}
-
-/* The string value of top-level key `key` of the JSON object at `obj`
- * (compact JSON as botspace writes it), copied to a new string. */
-static char *object_string(const char *obj, const char *end, const char *key) {
-    if (obj >= end || *obj != '{') return NULL;
-    const char *p = obj + 1;
-    size_t klen = strlen(key);
-    while (p < end && *p == '"') {
-        const char *k = p + 1;
-        const char *ke = k;
-        while (ke < end && *ke != '"') ke += (*ke == '\\') ? 2 : 1;
-        p = ke + 2; /* past `":` */
-        const char *v = p;
-        p = skip_value(p, end);
-        if ((size_t)(ke - k) == klen && memcmp(k, key, klen) == 0 && *v == '"') {
-            size_t n = (size_t)(p - v) - 2;
-            char *s = malloc(n + 1);
-            if (!s) die_oom();
-            memcpy(s, v + 1, n);
-            s[n] = 0;
-            return s;
-        }
-        if (p < end && *p == ',') p++;
-    }
-    return NULL;
-}
-
-/* Calls a host method in-process; on success returns the response body and
- * sets *result to the start of `result` inside it. */
-static char *admin_call(const char *secret, const char *method, const char *body, const char **result, const char **end) {
-    buf_t req = {0};
-    char head[512];
-    int hn = snprintf(head, sizeof head,
-                      "POST /admin/%s HTTP/1.1\r\nHost: botspace\r\nAuthorization: Admin ", method);
-    buf_add(&req, head, (size_t)hn);
-    buf_add(&req, secret, strlen(secret));
-    hn = snprintf(head, sizeof head, "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n", strlen(body));
-    buf_add(&req, head, (size_t)hn);
-    buf_add(&req, body, strlen(body));
-    botspace_bytes r = {NULL, 0};
-    botspace_status st = botspace_service_handle_request(svc, req.p, req.len, &r);
-    buf_free(&req);
-    if (st != BOTSPACE_STATUS_OK) return NULL;
-    char *text = malloc(r.len + 1);
-    if (!text) die_oom();
-    memcpy(text, r.ptr, r.len);
-    text[r.len] = 0;
-    size_t len = r.len;
-    botspace_bytes_free(&r);
-    const char *b = strstr(text, "\r\n\r\n");
-    const char *ok = "{\"ok\":true,\"result\":";
-    if (!b || strncmp(b + 4, ok, strlen(ok)) != 0) {
-        fprintf(stderr, "%s failed: %s\n", method, b ? b + 4 : text);
-        free(text);
-        return NULL;
-    }
-    *result = b + 4 + strlen(ok);
-    *end = text + len - 1; /* the closing brace of the envelope */
-    return text;
-}
-
-/* On an empty database (an empty host event stream), creates a demo user,
- * a demo bot and their started private chat, and prints how to try them. */
-static int demo(const char *secret, const char *base) {
-    const char *res, *end;
-    char *t = admin_call(secret, "getUpdates", "{\"offset\":0,\"limit\":1}", &res, &end);
-    if (!t) return -1;
-    int empty = strncmp(res, "[]", 2) == 0;
-    free(t);
-    if (!empty) return 0;
-
-    char *user = admin_call(secret, "createUser", "{\"display_name\":\"Demo User\",\"handle\":\"demo_user\"}", &res, &end);
-    if (!user) return -1;
-    char *user_id = object_string(res, end, "id");
-    char *bot = admin_call(secret, "createBot",
-                           "{\"display_name\":\"Demo Bot\",\"handle\":\"demo_bot\",\"quota_tier\":\"standard\"}", &res, &end);
-    if (!bot) {
-        free(user);
-        free(user_id);
+static int demo(const char *base, const char *admin_base, int rotate_token) {
+    botspace_bytes lines = {NULL, 0};
+    botspace_status st = botspace_service_demo_start(svc, base, strlen(base), admin_base, strlen(admin_base),
+                                                     rotate_token != 0, &lines);
+    if (st != BOTSPACE_STATUS_OK) {
+        char msg[512];
+        size_t n = 0;
+        botspace_last_error_message(msg, sizeof msg, &n);
+        fprintf(stderr, "%s\n", msg);
         return -1;
     }
-    char *token = object_string(res, end, "token");
-    const char *bot_obj = strstr(res, "\"bot\":");
-    char *bot_id = bot_obj ? object_string(bot_obj + 6, end, "id") : NULL;
-    char body[512];
-    snprintf(body, sizeof body, "{\"user_id\":\"%s\",\"bot_id\":\"%s\"}", user_id ? user_id : "", bot_id ? bot_id : "");
-    char *chat = admin_call(secret, "startBot", body, &res, &end);
-    char *chat_id = chat ? object_string(res, end, "id") : NULL;
-    int rc = (user_id && bot_id && token && chat_id) ? 0 : -1;
-    if (rc == 0) {
-        say("demo user: %s", user_id);
-        say("demo bot: %s", bot_id);
-        say("demo chat: %s", chat_id);
-        say("demo bot token: %s", token);
-        say("try:");
-        say("  curl -s -X POST %s/bot/getMe -H 'Authorization: Bot %s'", base, token);
-        say("  curl -s -X POST %s/bot/sendMessage -H 'Authorization: Bot %s' -H 'Content-Type: application/json' "
-            "-d '{\"chat_id\":\"%s\",\"text\":\"Hello from the demo bot\"}'",
-            base, token, chat_id);
-    }
-    free(user);
-    free(user_id);
-    free(bot);
-    free(token);
-    free(bot_id);
-    free(chat);
-    free(chat_id);
-    return rc;
+    if (lines.len > 0) fwrite(lines.ptr, 1, lines.len, stdout);
+    fflush(stdout);
+    botspace_bytes_free(&lines);
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1152,6 +1044,7 @@ typedef struct {
     const char **trusted_proxies;         /* --trusted-proxy, repeatable; the library checks them */
     size_t n_trusted_proxies;
     int manual_clock;
+    int demo_token;
 } args_t;
 
 /* --max-connections and --request-timeout into their globals; -1 (message
@@ -1218,6 +1111,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
     a->trusted_proxies = NULL;
     a->n_trusted_proxies = 0;
     a->manual_clock = 0;
+    a->demo_token = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         const char *inline_v = NULL;
@@ -1247,6 +1141,9 @@ static int parse_args(int argc, char **argv, args_t *a) {
         else if (strcmp(name, "--trusted-proxy") == 0) slot = &proxy;
         else if (strcmp(name, "--manual-clock") == 0 && !inline_v) {
             a->manual_clock = 1;
+            continue;
+        } else if (strcmp(name, "--demo-token") == 0 && !inline_v) {
+            a->demo_token = 1;
             continue;
         } else if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0) return 1;
         else {
@@ -1855,9 +1752,10 @@ static int open_service(const args_t *args, const char *secret, const char *key)
     return -1;
 }
 
-/* Prints the start-up lines; `base` gets a URL a local client can use. */
+/* Prints the start-up lines; `base` gets a URL a local client can use, and
+ * `admin_base` the one serving /admin/ (base without --admin-addr). */
 static void announce(int lfd, int afd, const args_t *args, const char *secret, int secret_generated, char *base,
-                     size_t n) {
+                     char *admin_base, size_t n) {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     getsockname(lfd, (struct sockaddr *)&ss, &sl);
@@ -1865,11 +1763,14 @@ static void announce(int lfd, int afd, const args_t *args, const char *secret, i
     format_addr(&ss, 0, local, sizeof local);
     format_addr(&ss, 1, reach, sizeof reach);
     snprintf(base, n, "http://%s", reach);
+    snprintf(admin_base, n, "http://%s", reach);
     say("botspace listening on http://%s", local);
     if (afd >= 0) {
         sl = sizeof ss;
         getsockname(afd, (struct sockaddr *)&ss, &sl);
         format_addr(&ss, 0, local, sizeof local);
+        format_addr(&ss, 1, reach, sizeof reach);
+        snprintf(admin_base, n, "http://%s", reach);
         say("botspace admin listening on http://%s", local);
     }
     if (secret_generated) say("admin secret: %s", secret);
@@ -1954,12 +1855,11 @@ int main(int argc, char **argv) {
         free(secret_owned);
         return 1;
     }
-    char base[96];
-    announce(L.lfd, L.afd, &args, secret, secret == generated, base, sizeof base);
-    int demo_rc = demo(secret, base);
+    char base[96], admin_base[96];
+    announce(L.lfd, L.afd, &args, secret, secret == generated, base, admin_base, sizeof base);
+    int demo_rc = demo(base, admin_base, args.demo_token);
     free(secret_owned);
     if (demo_rc != 0) {
-        fputs("cannot create the demo data\n", stderr);
         close(L.lfd);
         if (L.afd >= 0) close(L.afd);
         botspace_service_free(&svc);

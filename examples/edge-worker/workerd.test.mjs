@@ -5,10 +5,11 @@
 // 100 MB database, and a client-initiated close.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { bigImage } from '../../wasm/test/helpers.mjs';
-import { HERE, SECRET, call, freePort, gateway, ok, startWorkerd, stateDir, untilServing } from './workerd-helpers.mjs';
+import { HERE, SECRET, call, freePort, gateway, ok, startWorkerd, stateDir } from './workerd-helpers.mjs';
 
 async function stats(base) {
   const res = await fetch(base + '/_botspace/stats', { headers: { 'x-admin-secret': SECRET } });
@@ -143,20 +144,41 @@ test('a 100 MB database restarts on workerd and keeps serving, in bounded memory
   }
 });
 
-test('npm start serves on $PORT with $STATE_DIR and stops on SIGTERM', async () => {
+test('npm start prints its ready lines, serves on $PORT with $STATE_DIR, the README walk works as written, SIGTERM stops it', async () => {
   const dir = stateDir();
   const port = await freePort();
+  // The README's secret: its walk is run below exactly as written.
+  const readmeSecret = 'change-me-0123456789';
   const proc = spawn('npm', ['start', '--silent'], {
     cwd: HERE,
-    env: { ...process.env, ADMIN_SECRET: SECRET, PORT: String(port), STATE_DIR: dir },
-    stdio: 'ignore',
+    env: { ...process.env, ADMIN_SECRET: readmeSecret, PORT: String(port), STATE_DIR: dir },
+    stdio: ['ignore', 'pipe', 'inherit'],
   });
+  let out = '';
+  proc.stdout.on('data', (d) => (out += d));
   const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
   try {
     const base = `http://127.0.0.1:${port}`;
-    await untilServing(base, proc, () => 'npm start did not serve');
-    const stats = await ok(base, '/admin/getStats', {});
+    for (let i = 0; !out.includes('botspace ready\n'); i++) {
+      assert.ok(i < 600 && proc.exitCode === null, `npm start printed no ready line: ${JSON.stringify(out)}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.equal(out, `botspace listening on ${base}\nbotspace ready\n`);
+    // Ready means serving: no retry needed.
+    const stats = await ok(base, '/admin/getStats', {}, `Admin ${readmeSecret}`);
     assert.equal(stats.bots, 0);
+
+    // README.md, "From a bot to a message": the sh block, run as it is.
+    const readme = readFileSync(join(HERE, 'README.md'), 'utf8');
+    const walk = readme.split('## From a bot to a message')[1].split('```sh\n')[1].split('```')[0];
+    const run = spawnSync('sh', ['-eu', '-c', walk], { env: { ...process.env, PORT: String(port) }, encoding: 'utf8' });
+    assert.equal(run.status, 0, run.stderr);
+    const [me, sent] = run.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    assert.equal(me.result.handle, 'echo_bot');
+    assert.equal(sent.ok, true, JSON.stringify(sent));
+    assert.deepEqual([sent.result.message_id, sent.result.chat.type, sent.result.text], ['1', 'private', 'Hello from the edge']);
+    assert.equal(sent.result.from.id, me.result.id);
+
     proc.kill('SIGTERM');
     const end = await Promise.race([exited, new Promise((r) => setTimeout(() => r('timeout'), 5000))]);
     assert.notEqual(end, 'timeout');

@@ -151,6 +151,9 @@ fn sealed_copy(ctx: &Ctx<'_>, official: bool, bot_id: &str, token: &str) -> ApiR
 
 fn create_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let f = bot_fields(b, true)?;
+    if let Some(h) = f.handle {
+        ensure_handle_free(ctx, h, "")?;
+    }
     let id = auth::new_id(ctx.random, "bot_")?;
     let token = auth::new_token(ctx.random)?;
     let official = f.official.unwrap_or(false);
@@ -173,6 +176,16 @@ fn create_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     Ok(json!({"bot": raw(&bot.identity_json), "token": token}))
 }
 
+/// Handles are unique among bots, compared case-insensitively
+/// (`store::bots::handle_key`); a suspended bot keeps its handle. `except`
+/// is the bot being renamed, which may change the case of its own.
+fn ensure_handle_free(ctx: &Ctx<'_>, handle: &str, except: &str) -> ApiResult<()> {
+    match store::bots::handle_holder(ctx.conn, handle, except)? {
+        Some(_) => Err(ApiError::handle_taken()),
+        None => Ok(()),
+    }
+}
+
 fn raw(json_text: &str) -> Value {
     serde_json::from_str(json_text).unwrap_or(Value::Null)
 }
@@ -192,6 +205,10 @@ fn update_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         Some(_) => return Err(ApiError::invalid_field("status", "must be active or suspended")),
     };
     let before = load_bot(ctx, bot_id)?;
+    // Checked before anything is written: a refused update changes nothing.
+    if let Some(h) = f.handle {
+        ensure_handle_free(ctx, h, bot_id)?;
+    }
     let c = ctx.conn;
     let set = |field: Field, v: &dyn crate::store::ToVal| -> ApiResult<()> {
         Ok(store::bots::set_field(c, bot_id, field, v)?)
@@ -200,7 +217,13 @@ fn update_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         set(Field::DisplayName, &v)?;
     }
     if let Some(v) = f.handle {
-        set(Field::Handle, &v)?;
+        store::bots::set_handle(c, bot_id, v)?;
+        // A bot that shared the old handle (before handles were unique)
+        // now holds it.
+        let old_key = store::bots::handle_key(&before.handle);
+        if old_key != store::bots::handle_key(v) {
+            store::bots::pass_on_handle_key(c, &old_key)?;
+        }
     }
     if let Some(v) = f.tier {
         set(Field::QuotaTier, &v.as_str())?;

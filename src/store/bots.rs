@@ -26,7 +26,14 @@ const BOT_WITH_CHAT: &str = "SELECT b.id, b.display_name, b.handle, b.avatar_key
      WHERE b.token_hash = ?1";
 
 const INSERT: &str = "INSERT INTO bots (id, token_hash, op_token, display_name, handle, avatar_key, verified, \
-     official, quota_tier, gateway_connection_limit, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)";
+     official, quota_tier, gateway_connection_limit, created_at, handle_key) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)";
+
+/// The bot other than `?2` that holds the handle key `?1` (unique index
+/// `bots_handle_key`).
+const HANDLE_HOLDER: &str = "SELECT id FROM bots WHERE handle_key = ?1 AND id != ?2";
+
+const SET_HANDLE: &str = "UPDATE bots SET handle = ?1, handle_key = ?2 WHERE id = ?3";
 
 const SET_TOKEN: &str = "UPDATE bots SET token_hash = ?1, op_token = ?2 WHERE id = ?3";
 
@@ -117,7 +124,10 @@ pub struct NewBot<'a> {
     pub created_at: i64,
 }
 
+/// Inserts the bot; it claims its handle's key (the caller checked with
+/// [`handle_holder`] that no other bot holds it).
 pub fn insert(conn: &Conn, b: &NewBot<'_>) -> StoreResult<()> {
+    let key = b.handle.map(handle_key);
     conn.prepare_cached(INSERT)?.execute(params![
         b.id,
         &b.token_hash[..],
@@ -129,16 +139,109 @@ pub fn insert(conn: &Conn, b: &NewBot<'_>) -> StoreResult<()> {
         b.official,
         b.tier.as_str(),
         b.connection_limit,
-        b.created_at
+        b.created_at,
+        key.as_deref()
     ])?;
     Ok(())
+}
+
+/// What makes two handles the same: their Unicode lowercase
+/// (`str::to_lowercase`), computed here for both stores, never by the
+/// database (SQLite's `lower()` folds ASCII only, PostgreSQL's follows the
+/// database's locale). Stored as `bots.handle_key`, unique among the bots
+/// that hold one.
+pub fn handle_key(handle: &str) -> String {
+    handle.to_lowercase()
+}
+
+/// The id of a bot other than `except` whose handle is `handle` compared
+/// case-insensitively, if any.
+pub fn handle_holder(conn: &Conn, handle: &str, except: &str) -> StoreResult<Option<String>> {
+    conn.prepare_cached(HANDLE_HOLDER)?.query_row(params![handle_key(handle).as_str(), except], |r| r.get(0)).optional()
+}
+
+/// Sets a bot's handle and claims its key (the caller checked with
+/// [`handle_holder`] that no other bot holds it).
+pub fn set_handle(conn: &Conn, bot_id: &str, handle: &str) -> StoreResult<()> {
+    conn.prepare_cached(SET_HANDLE)?.execute(params![handle, handle_key(handle).as_str(), bot_id])?;
+    Ok(())
+}
+
+/// After a bot gave up the handle whose key is `key`: the oldest bot left
+/// without a key that shows the same handle (from a database written
+/// before handles were unique) gets the key, so the handle stays held by a
+/// bot that shows it and no new bot can take it.
+pub fn pass_on_handle_key(conn: &Conn, key: &str) -> StoreResult<()> {
+    if conn.prepare_cached(HANDLE_HOLDER)?.exists(params![key, ""])? {
+        return Ok(());
+    }
+    let waiting: Vec<(String, String)> =
+        conn.prepare_cached(WITHOUT_KEY)?.query_vec((), |r| Ok((r.get::<String>(0)?, r.get::<String>(1)?)))?;
+    if let Some((id, _)) = waiting.into_iter().find(|(_, h)| handle_key(h) == key) {
+        conn.prepare_cached(CLAIM_KEY)?.execute(params![key, id.as_str()])?;
+    }
+    Ok(())
+}
+
+/// The schema change that makes handles unique, the same text for both
+/// stores: a key column and a unique index over it. NULL keys do not
+/// conflict (in SQLite and PostgreSQL alike), so the bots of a database
+/// written before it that share a handle keep working: [`claim_keys`]
+/// gives the key to the first of them only.
+pub const HANDLE_KEYS_MIGRATION: &str = r#"
+    ALTER TABLE bots ADD COLUMN handle_key TEXT;
+    CREATE UNIQUE INDEX bots_handle_key ON bots (handle_key);
+    -- The bots left without a key (sharing an older bot's handle), for
+    -- pass_on_handle_key; empty on a database that never had duplicates.
+    CREATE INDEX bots_without_handle_key ON bots (created_at, id) WHERE handle_key IS NULL;
+    "#;
+
+/// Bots without a handle key, oldest first (index `bots_without_handle_key`).
+const WITHOUT_KEY: &str = "SELECT id, handle FROM bots WHERE handle_key IS NULL ORDER BY created_at, id";
+
+/// The existing bots' rows, for [`claim_keys`], oldest first.
+pub const EXISTING_HANDLES: &str = "SELECT id, handle FROM bots ORDER BY created_at, id";
+
+/// Sets one bot's key during [`HANDLE_KEYS_MIGRATION`] (SQLite's spelling;
+/// the PostgreSQL migration binds `$1`, `$2`).
+pub const CLAIM_KEY: &str = "UPDATE bots SET handle_key = ?1 WHERE id = ?2";
+
+/// Which existing bots get their handle's key when handles become unique:
+/// of bots (oldest first) that share a handle case-insensitively, the
+/// oldest; the others keep their handle with no key (it stays theirs to
+/// show, and no new bot can take it) until `updateBot` gives them a free
+/// one. Returns (bot id, key) to set, and the ids left without one.
+pub fn claim_keys(bots: &[(String, String)]) -> (Vec<(&str, String)>, Vec<&str>) {
+    let mut seen = std::collections::HashSet::new();
+    let (mut claims, mut unclaimed) = (Vec::new(), Vec::new());
+    for (id, handle) in bots {
+        let key = handle_key(handle);
+        if seen.insert(key.clone()) {
+            claims.push((id.as_str(), key));
+        } else {
+            unclaimed.push(id.as_str());
+        }
+    }
+    (claims, unclaimed)
+}
+
+/// Tells the operator, on stderr, which bots were left sharing a handle
+/// when handles became unique (nothing when none were).
+pub fn report_unclaimed(ids: &[&str]) {
+    if !ids.is_empty() {
+        eprintln!(
+            "botspace: {} bot(s) share a handle with an older bot and keep it without owning it: {}; \
+             give each a handle of its own with updateBot (see docs/decisions.md, \"Bot handles are unique\")",
+            ids.len(),
+            ids.join(", ")
+        );
+    }
 }
 
 /// A bot field updateBot may change.
 #[derive(Debug, Clone, Copy)]
 pub enum Field {
     DisplayName,
-    Handle,
     QuotaTier,
     Verified,
     Official,
@@ -153,7 +256,6 @@ impl Field {
     fn statement(self) -> &'static str {
         match self {
             Field::DisplayName => "UPDATE bots SET display_name = ?1 WHERE id = ?2",
-            Field::Handle => "UPDATE bots SET handle = ?1 WHERE id = ?2",
             Field::QuotaTier => "UPDATE bots SET quota_tier = ?1 WHERE id = ?2",
             Field::Verified => "UPDATE bots SET verified = ?1 WHERE id = ?2",
             Field::Official => "UPDATE bots SET official = ?1 WHERE id = ?2",

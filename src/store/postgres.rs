@@ -319,6 +319,10 @@ pub const MIGRATIONS: &[&str] = &[
     "#,
     // 4: the admin console's audit log and list indexes.
     super::console::POSTGRES_MIGRATION,
+    // 5: bot handles are unique, compared case-insensitively (see the
+    // SQLite migration 5); existing bots get their keys in the same
+    // transaction.
+    super::bots::HANDLE_KEYS_MIGRATION,
 ];
 
 /// A PostgreSQL connection that reopens itself after it broke.
@@ -831,6 +835,16 @@ impl PgConn {
                     }
                     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
                         c.batch_execute(sql).await?;
+                        if *sql == super::bots::HANDLE_KEYS_MIGRATION {
+                            let rows = c.query(super::bots::EXISTING_HANDLES, &[]).await?;
+                            let bots: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+                            let (claims, unclaimed) = super::bots::claim_keys(&bots);
+                            let set = c.prepare("UPDATE bots SET handle_key = $1 WHERE id = $2").await?;
+                            for (id, key) in claims {
+                                c.execute(&set, &[&key, &id]).await?;
+                            }
+                            super::bots::report_unclaimed(&unclaimed);
+                        }
                         c.execute("UPDATE botspace_schema SET version = $1", &[&(i as i64 + 1)]).await?;
                     }
                     c.batch_execute("COMMIT").await?;

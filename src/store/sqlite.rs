@@ -150,6 +150,9 @@ pub const MIGRATIONS: &[&str] = &[
     "#,
     // 4: the admin console's audit log and list indexes.
     super::console::SQLITE_MIGRATION,
+    // 5: bot handles are unique, compared case-insensitively; existing
+    // bots get their keys from `claim_handle_keys` in the same transaction.
+    super::bots::HANDLE_KEYS_MIGRATION,
 ];
 
 /// Opens (or creates) the database and brings its schema up to date.
@@ -264,8 +267,10 @@ pub fn migrate(conn: &Connection) -> Result<(), StorageError> {
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         conn.execute_batch("BEGIN IMMEDIATE")?;
-        let step =
-            conn.execute_batch(sql).and_then(|_| conn.execute_batch(&format!("PRAGMA user_version = {}", i + 1)));
+        let step = conn
+            .execute_batch(sql)
+            .and_then(|_| claim_handle_keys(conn, sql))
+            .and_then(|_| conn.execute_batch(&format!("PRAGMA user_version = {}", i + 1)));
         match step {
             Ok(()) => conn.execute_batch("COMMIT")?,
             Err(e) => {
@@ -274,6 +279,27 @@ pub fn migrate(conn: &Connection) -> Result<(), StorageError> {
             }
         }
     }
+    Ok(())
+}
+
+/// With the migration that makes handles unique: gives the existing bots
+/// their keys ([`super::bots::claim_keys`]) and reports the bots left
+/// sharing a handle on stderr, once, for the operator
+/// (docs/decisions.md, "Bot handles are unique").
+fn claim_handle_keys(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    if sql != super::bots::HANDLE_KEYS_MIGRATION {
+        return Ok(());
+    }
+    let bots: Vec<(String, String)> = conn
+        .prepare(super::bots::EXISTING_HANDLES)?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let (claims, unclaimed) = super::bots::claim_keys(&bots);
+    let mut set = conn.prepare(super::bots::CLAIM_KEY)?;
+    for (id, key) in claims {
+        set.execute(rusqlite::params![key, id])?;
+    }
+    super::bots::report_unclaimed(&unclaimed);
     Ok(())
 }
 

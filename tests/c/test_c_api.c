@@ -25,6 +25,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,7 +207,11 @@ static void world_make(botspace_service *s, world *w, const char *tier) {
     w->user = dup_str(json_get(json_get(u, "result"), "id"));
     json_free(u);
     char body[256];
-    snprintf(body, sizeof body, "{\"display_name\":\"Echo\",\"handle\":\"echo_bot\",\"quota_tier\":\"%s\"}", tier);
+    /* Handles are unique: each world's bot gets its own (worlds are made
+     * on several threads at once). */
+    static atomic_uint worlds;
+    snprintf(body, sizeof body, "{\"display_name\":\"Echo\",\"handle\":\"echo_bot_%u\",\"quota_tier\":\"%s\"}",
+             atomic_fetch_add(&worlds, 1u), tier);
     jval *b = admin(s, "createBot", body);
     w->bot = dup_str(json_get(json_get(json_get(b, "result"), "bot"), "id"));
     w->token = dup_str(json_get(json_get(b, "result"), "token"));

@@ -56,6 +56,7 @@ DESC = {
     "actions": "must be one of typing, upload_photo, upload_document, record_voice, upload_voice",
     "idempotency_key_format": "must be 1 to 64 visible ASCII characters",
     "quota_tier": "must be free, standard or official",
+    "handle_taken": "another bot already has this handle (handles compare case-insensitively)",
 }
 
 
@@ -1142,6 +1143,20 @@ def host_api_cases():
                     admin("updateBot", {"bot_id": "{{b}}", "display_name": "Renamed", "verified": True, "avatar_key": "av/1.png"}, 200,
                           ok(dict(ident_of("b", verified=True, avatar="av/1.png"), display_name="Renamed"))),
                     step(request("/bot/getMe", auth="Bot {{b_tok}}"), 200, ok(dict(ident_of("b", verified=True, avatar="av/1.png"), display_name="Renamed")))]))
+    taken = err(409, "handle_taken", "handle_taken", {"field": "handle"})
+    cs.append(case("createBot with a handle another bot has, in any case, is 409 handle_taken and creates nothing",
+                   [mk_bot("b"),
+                    admin("createBot", {"display_name": "X", "handle": "b_bot"}, 409, taken),
+                    admin("createBot", {"display_name": "X", "handle": "B_Bot"}, 409, taken),
+                    admin("getStats", {}, 200, ok({"users": 0, "bots": 1, "chats": 0, "messages": 0, "schema_version": ANY}))]))
+    cs.append(case("updateBot to a handle another bot has is 409 handle_taken and changes nothing; its own in another case is fine",
+                   [mk_bot("b"), mk_bot("x"),
+                    admin("updateBot", {"bot_id": "{{x}}", "display_name": "Renamed", "handle": "B_BOT"}, 409, taken),
+                    step(request("/bot/getMe", auth="Bot {{x_tok}}"), 200, ok(ident_of("x"))),
+                    admin("updateBot", {"bot_id": "{{x}}", "handle": "X_Bot"}, 200, ok(dict(ident_of("x"), handle="X_Bot")))]))
+    cs.append(case("a suspended bot keeps its handle: createBot with it is 409 handle_taken",
+                   [mk_bot("b"), admin("updateBot", {"bot_id": "{{b}}", "status": "suspended"}, 200, ok(ident_of("b", status="suspended"))),
+                    admin("createBot", {"display_name": "X", "handle": "b_bot"}, 409, taken)]))
     cs.append(case("updateBot with status other than active or suspended is 400 invalid_field",
                    [mk_bot("b"), admin("updateBot", {"bot_id": "{{b}}", "status": "deleted"}, 400, invalid("status", "must be active or suspended"))]))
     cfg = {"operational_key": OP_KEY}

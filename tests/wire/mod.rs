@@ -412,8 +412,20 @@ impl Server {
     /// A user, a bot of `tier` and their started private chat.
     pub fn world(&self, tier: &str) -> World {
         let user = self.admin("createUser", &json!({"display_name": "Ann", "handle": "ann"}));
-        let created =
-            self.admin("createBot", &json!({"display_name": "Echo", "handle": "echo_bot", "quota_tier": tier}));
+        // Handles are unique: the first world on a database gets
+        // `echo_bot`, later ones the first free `echo_bot_N`.
+        let created = (0..)
+            .find_map(|n| {
+                let handle = if n == 0 { "echo_bot".to_string() } else { format!("echo_bot_{n}") };
+                let r = self
+                    .admin_resp("createBot", &json!({"display_name": "Echo", "handle": handle, "quota_tier": tier}));
+                if r.status == 409 && r.body["error"] == "handle_taken" {
+                    return None;
+                }
+                assert_eq!(r.status, 200, "/admin/createBot → {}", r.body);
+                Some(r.body["result"].clone())
+            })
+            .unwrap();
         let bot = created["bot"].clone();
         let token = created["token"].as_str().expect("token").to_string();
         let bot_id = bot["id"].as_str().unwrap().to_string();

@@ -134,6 +134,7 @@ export type ErrorCode =
   | 'member_not_found'
   | 'method_not_allowed'
   | 'idempotency_key_reused'
+  | 'handle_taken'
   | 'length_required'
   | 'payload_too_large'
   | 'unsupported_media_type'

@@ -766,6 +766,61 @@ pub unsafe extern "C" fn botspace_service_handle_request_from(
     })
 }
 
+/// The example servers' demo: the start-up lines to print as they are
+/// (UTF-8, each ending in a newline) in `*out_lines` (free it with
+/// `botspace_bytes_free`). On a database with no bot it creates a demo
+/// user, a demo bot (handle `demo_bot`) and their started private chat and
+/// prints the bot's token and an `export BOTSPACE_TOKEN=... BOTSPACE_CHAT=...
+/// BOTSPACE_USER=...` line. On a later start the demo bot is found again:
+/// with `rotate_token` its token is rotated (the previous one stops
+/// working) and printed the same way; without, the lines say how to get a
+/// working token (`--demo-token`, the example servers' flag for
+/// `rotate_token`, or a `rotateBotToken` call). `base[0..base_len]` is the
+/// server's URL for bots (`http://127.0.0.1:8080`), `admin_base` the one
+/// serving `/admin/` (the same unless the host API has an address of its
+/// own). A failed host call is `BOTSPACE_STATUS_STORAGE_ERROR` with the
+/// call and its error in `botspace_last_error_message`. Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle; `base` and `admin_base` must point at
+/// `base_len` and `admin_base_len` readable bytes; `out_lines` must be
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_demo_start(
+    service: *const botspace_service,
+    base: *const c_char,
+    base_len: usize,
+    admin_base: *const c_char,
+    admin_base_len: usize,
+    rotate_token: bool,
+    out_lines: *mut botspace_bytes,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        non_null!(out_lines, "out_lines");
+        // SAFETY: as documented above.
+        let base = match unsafe { input(base.cast::<u8>(), base_len, "base") } {
+            Ok(b) => String::from_utf8_lossy(b),
+            Err(s) => return s,
+        };
+        // SAFETY: as documented above.
+        let admin_base = match unsafe { input(admin_base.cast::<u8>(), admin_base_len, "admin_base") } {
+            Ok(b) => String::from_utf8_lossy(b),
+            Err(s) => return s,
+        };
+        // SAFETY: a live handle.
+        let svc = unsafe { &(*service).svc };
+        match svc.demo_start(&base, &admin_base, rotate_token) {
+            Ok(lines) => {
+                // SAFETY: checked non-NULL above.
+                unsafe { out_lines.write(botspace_bytes::from_vec(lines.into_bytes())) };
+                botspace_status::Ok
+            }
+            Err(e) => fail(botspace_status::StorageError, format!("cannot create the demo data: {e}")),
+        }
+    })
+}
+
 /// Writes whether the service can hear other nodes' commits: true when its
 /// database is PostgreSQL and `listen_notify` (configuration, default
 /// true) is on. Only then run `botspace_service_wait_store_notifications`
