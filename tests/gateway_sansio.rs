@@ -458,7 +458,14 @@ fn drain_reporting(c: &mut GatewayConnection, now: u64) -> Vec<u8> {
 #[test]
 fn pings_from_a_bot_that_reads_nothing_stop_at_the_reply_budget_and_none_is_lost() {
     use botspace::gateway::{OUTPUT_BUDGET, REPLY_BUDGET};
-    let w = world("official", Config::default());
+    // SQLite: the deadline asserted below is the heartbeat's alone (a
+    // shared store adds its poll interval, tests/postgres_store.rs).
+    let w = world(
+        "official",
+        Config::default().with(|c| {
+            c.database = "file:reply-budget?mode=memory".into();
+        }),
+    );
     let mut c = connect(&w, "");
     let now = w.svc.now_ms();
     assert_eq!(texts(&c.poll(now)).len(), 2, "hello and bot_started");
@@ -512,7 +519,14 @@ fn pings_from_a_bot_that_reads_nothing_stop_at_the_reply_budget_and_none_is_lost
 #[test]
 fn heartbeats_from_a_bot_that_reads_nothing_are_taken_until_their_acks_fill_the_reply_budget() {
     use botspace::gateway::{OUTPUT_BUDGET, REPLY_BUDGET};
-    let w = world("official", Config::default());
+    // SQLite: the deadline asserted below is the heartbeat's alone (a
+    // shared store adds its poll interval, tests/postgres_store.rs).
+    let w = world(
+        "official",
+        Config::default().with(|c| {
+            c.database = "file:reply-budget?mode=memory".into();
+        }),
+    );
     let mut c = connect(&w, "");
     let now = w.svc.now_ms();
     assert_eq!(texts(&c.poll(now)).len(), 2);
@@ -539,7 +553,14 @@ fn heartbeats_from_a_bot_that_reads_nothing_are_taken_until_their_acks_fill_the_
 fn output_over_the_budget_for_two_heartbeat_intervals_closes_with_4008() {
     use botspace::gateway::OUTPUT_BUDGET;
     let slow = 2 * 41_250;
-    let w = world("free", Config::default());
+    // SQLite: the deadline asserted below is the slow consumer's alone (a
+    // shared store adds its poll interval, tests/postgres_store.rs).
+    let w = world(
+        "free",
+        Config::default().with(|c| {
+            c.database = "file:output-budget?mode=memory".into();
+        }),
+    );
     let mut c = connect(&w, "");
     let t0 = w.svc.now_ms();
     assert_eq!(texts(&c.poll(t0)).len(), 2);
