@@ -240,7 +240,7 @@ impl ApiError {
     pub fn upgrade_required() -> Self {
         Self::new(
             ErrorCode::UpgradeRequired,
-            "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13), passed to the gateway entry point",
+            "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13): connect with a WebSocket client",
         )
         .with_header("Upgrade", "websocket".into())
     }

@@ -278,7 +278,7 @@ fn a_gateway_request_without_upgrade_is_426_after_status_and_before_after() {
         (
             426,
             json!({"ok": false, "error_code": 426, "error": "upgrade_required",
-        "description": "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13), passed to the gateway entry point"})
+        "description": "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13): connect with a WebSocket client"})
         )
     );
     // The plain entry point answers the same for a non-upgrade GET.

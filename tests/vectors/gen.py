@@ -49,7 +49,7 @@ DESC = {
     "not_object": "the request body must be a JSON object",
     "token_not_recoverable": "no operational token copy can be opened (only official bots have one, sealed with the configured operational_key); rotate to get a new token",
     "advance_clock_404": "no method at /admin/advanceClock",
-    "upgrade_required": "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13), passed to the gateway entry point",
+    "upgrade_required": "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13): connect with a WebSocket client",
     "gateway_405": "/bot/gateway accepts GET only",
     "must_be_string": "must be a string",
     "message_id_format": 'must be a message id: a decimal string such as "1"',
