@@ -79,47 +79,71 @@
  * intervals): the close frame gets this long before the TCP drop. */
 #define SLOW_CONSUMER_DROP_MS 1000u
 
-static const char USAGE[] =
-    "usage: botspace-server [--addr HOST:PORT] [--admin-addr HOST:PORT] [--db PATH]\n"
-    "                       [--admin-secret S | --admin-secret-file PATH] [--operational-key HEX64]\n"
-    "                       [--max-connections N] [--request-timeout SECS]\n"
+/* In two parts (ISO C's longest string literal is 4095); USAGE is both,
+ * joined at start. */
+static const char USAGE_1[] =
+    "usage: botspace-server [--config PATH] [--addr HOST:PORT] [--db PATH]\n"
+    "                       [--admin-secret S | --admin-secret-file PATH]\n"
+    "                       [--operational-key HEX64 | --operational-key-file PATH] [--admin-addr HOST:PORT]\n"
+    "                       [--max-connections N] [--request-timeout SECS] [--idle-timeout SECS]\n"
     "                       [--gateway-poll-interval-ms MS] [--database-timeout-ms MS]\n"
     "                       [--trusted-proxy CIDR]... [--manual-clock] [--demo-token]\n"
     "\n"
-    "  --addr HOST:PORT          address to listen on (default 127.0.0.1:8080; port 0 picks a free port)\n"
-    "  --admin-addr HOST:PORT    a second listener for the host API (/admin/...); when given, /admin/...\n"
-    "                            on --addr answers 404 method_not_found, and so do bot paths here\n"
-    "  --db PATH|URL             SQLite database file, :memory:, or a postgres:// URL that\n"
+    "Every option also comes from its environment variable (shown) or a config file\n"
+    "of `option = value` lines; a flag beats the variable, which beats the file.\n"
+    "\n"
+    "  --config PATH             [env BOTSPACE_CONFIG]\n"
+    "                            read options from PATH (`option = value`, # comments)\n"
+    "  --addr HOST:PORT          [env BOTSPACE_ADDR]\n"
+    "                            address to listen on (default 127.0.0.1:8080; port 0 picks a free port)\n"
+    "  --db PATH|URL             [env BOTSPACE_DB]\n"
+    "                            SQLite database file, :memory:, or a postgres:// URL that\n"
     "                            several servers share (default botspace.db)\n"
-    "  --admin-secret S          secret for Authorization: Admin <S> on /admin/ (at least 16 characters);\n"
-    "                            visible in the process list: prefer --admin-secret-file or\n"
-    "                            BOTSPACE_ADMIN_SECRET; with none of them, one is generated\n"
-    "  --admin-secret-file PATH  read the admin secret from the first line of PATH\n"
-    "  --operational-key HEX64   64 hex digits that seal official bots' operational token copy;\n"
-    "                            BOTSPACE_OPERATIONAL_KEY may replace it\n"
-    "  --max-connections N       most connections at once (default: the file limit, raised to its\n"
-    "                            hard limit at start, less 64 for the server's own files); at the cap the connection\n"
-    "                            waiting longest for a request is closed to make room; when every\n"
-    "                            connection is busy a new one gets 503 server_busy and is closed\n"
-    "  --request-timeout SECS    a request must arrive whole within SECS of its first byte\n"
+    "  --admin-secret S          [env BOTSPACE_ADMIN_SECRET]\n"
+    "                            secret for Authorization: Admin <S> on /admin/ (at least 16 characters);\n"
+    "                            a flag is visible in the process list: prefer a file or the variable;\n"
+    "                            with none, one is generated\n"
+    "  --admin-secret-file PATH  [env BOTSPACE_ADMIN_SECRET_FILE]\n"
+    "                            read the admin secret from the first line of PATH\n"
+    "  --operational-key HEX64   [env BOTSPACE_OPERATIONAL_KEY]\n"
+    "                            64 hex digits that seal official bots' operational token copy\n"
+    "  --operational-key-file PATH [env BOTSPACE_OPERATIONAL_KEY_FILE]\n"
+    "                            read the operational key from the first line of PATH\n"
+    ;
+static const char USAGE_2[] =
+    "  --admin-addr HOST:PORT    [env BOTSPACE_ADMIN_ADDR]\n"
+    "                            serve the host API (/admin/*) on this second address only; /admin/* on\n"
+    "                            --addr, and everything but /admin/* here, is then 404 method_not_found\n"
+    "  --max-connections N       [env BOTSPACE_MAX_CONNECTIONS]\n"
+    "                            most connections at once (default: the file limit, raised to\n"
+    "                            its hard limit at start, less 64 for the server's own files);\n"
+    "                            beyond it the connection waiting longest for a request is\n"
+    "                            closed, or with none the new one gets 503 and is closed\n"
+    "  --request-timeout SECS    [env BOTSPACE_REQUEST_TIMEOUT]\n"
+    "                            a request must arrive whole within SECS of its first byte\n"
     "                            (default 30), else 408 and close\n"
-    "  --idle-timeout SECS       a keep-alive connection with nothing to read for SECS is\n"
+    "  --idle-timeout SECS       [env BOTSPACE_IDLE_TIMEOUT]\n"
+    "                            a keep-alive connection with nothing to read for SECS is\n"
     "                            closed (default 120)\n"
-    "  --gateway-poll-interval-ms MS\n"
+    "  --gateway-poll-interval-ms MS [env BOTSPACE_GATEWAY_POLL_INTERVAL_MS]\n"
     "                            PostgreSQL: how often gateway sessions look at the database for\n"
     "                            other servers' commits (default 50; 10..60000). Notifications\n"
     "                            (LISTEN/NOTIFY) wake them sooner; this is the fallback\n"
-    "  --database-timeout-ms MS  PostgreSQL: the deadline of every database call (default 5000;\n"
+    "  --database-timeout-ms MS  [env BOTSPACE_DATABASE_TIMEOUT_MS]\n"
+    "                            PostgreSQL: the deadline of every database call (default 5000;\n"
     "                            100..600000); past it 503 storage_unavailable, or\n"
     "                            commit_outcome_unknown once COMMIT was sent\n"
-    "  --trusted-proxy CIDR      a reverse proxy in front of the server (10.0.0.0/8, fd00::/8, or one\n"
+    "  --trusted-proxy CIDR      [env BOTSPACE_TRUSTED_PROXY, comma-separated]\n"
+    "                            a reverse proxy in front of the server (10.0.0.0/8, fd00::/8, or one\n"
     "                            address; repeatable): admin logins from it are throttled per\n"
     "                            client it names in X-Forwarded-For or Forwarded\n"
-    "  --manual-clock            time moves only through /admin/advanceClock (for tests)\n"
-
-    "  --demo-token              rotate the demo bot's token and print it with the export line (a database\n"
+    "  --manual-clock            [env BOTSPACE_MANUAL_CLOCK, 1/true/0/false]\n"
+    "                            time moves only through /admin/advanceClock (for tests)\n"
+    "  --demo-token              [env BOTSPACE_DEMO_TOKEN, 1/true/0/false]\n"
+    "                            rotate the demo bot's token and print it with the export line (a database\n"
     "                            made by an earlier start has the demo bot, whose token was shown once);\n"
     "                            on a database without the demo bot, create it\n";
+static char USAGE[sizeof USAGE_1 + sizeof USAGE_2];
 
 /* ------------------------------------------------------------------------ */
 /* Small utilities */
@@ -1037,7 +1061,7 @@ static int demo(const char *base, const char *admin_base, int rotate_token) {
 
 typedef struct {
     const char *addr, *db, *admin_secret;
-    const char *admin_addr, *admin_secret_file, *operational_key;
+    const char *admin_addr, *admin_secret_file, *operational_key, *operational_key_file;
     const char *max_connections, *request_timeout, *idle_timeout; /* checked by check_numbers */
     const char *gateway_poll_interval_ms; /* digits, checked by check_numbers; the library checks the range */
     const char *database_timeout_ms;      /* the same */
@@ -1047,6 +1071,15 @@ typedef struct {
     int demo_token;
 } args_t;
 
+/* The source being parsed: NULL for the command line, else the variable or
+ * "FILE line N", which then names a bad value instead of its flag. */
+static const char *cur_source = NULL;
+
+static void bad_value(const char *flag, const char *needs) {
+    if (cur_source) fprintf(stderr, "%s: %s\n%s", cur_source, needs, USAGE);
+    else fprintf(stderr, "%s %s\n%s", flag, needs, USAGE);
+}
+
 /* --max-connections and --request-timeout into their globals; -1 (message
  * printed) when they are not what the Rust server accepts. */
 static int check_numbers(const args_t *a) {
@@ -1055,7 +1088,7 @@ static int check_numbers(const args_t *a) {
         errno = 0;
         unsigned long long n = strtoull(a->max_connections, &end, 10);
         if (errno || end == a->max_connections || *end || n == 0 || a->max_connections[0] == '-' || n > SIZE_MAX) {
-            fprintf(stderr, "--max-connections needs a positive number\n%s", USAGE);
+            bad_value("--max-connections", "needs a positive number");
             return -1;
         }
         max_connections = (size_t)n;
@@ -1064,7 +1097,7 @@ static int check_numbers(const args_t *a) {
         char *end = NULL;
         double secs = strtod(a->request_timeout, &end);
         if (end == a->request_timeout || *end || !(secs > 0.0 && secs < 86400.0)) {
-            fprintf(stderr, "--request-timeout needs a number of seconds\n%s", USAGE);
+            bad_value("--request-timeout", "needs a number of seconds");
             return -1;
         }
         request_timeout_ms = (uint64_t)(secs * 1000.0);
@@ -1074,7 +1107,7 @@ static int check_numbers(const args_t *a) {
         char *end = NULL;
         double secs = strtod(a->idle_timeout, &end);
         if (end == a->idle_timeout || *end || !(secs > 0.0 && secs < 86400.0)) {
-            fprintf(stderr, "--idle-timeout needs a number of seconds\n%s", USAGE);
+            bad_value("--idle-timeout", "needs a number of seconds");
             return -1;
         }
         idle_timeout_ms = (uint64_t)(secs * 1000.0);
@@ -1084,7 +1117,7 @@ static int check_numbers(const args_t *a) {
         const char *p = a->gateway_poll_interval_ms;
         size_t n = strlen(p);
         if (n == 0 || n > 9 || strspn(p, "0123456789") != n) {
-            fprintf(stderr, "--gateway-poll-interval-ms needs a number of milliseconds\n%s", USAGE);
+            bad_value("--gateway-poll-interval-ms", "needs a number of milliseconds");
             return -1;
         }
     }
@@ -1092,27 +1125,67 @@ static int check_numbers(const args_t *a) {
         const char *p = a->database_timeout_ms;
         size_t n = strlen(p);
         if (n == 0 || n > 9 || strspn(p, "0123456789") != n) {
-            fprintf(stderr, "--database-timeout-ms needs a number of milliseconds\n%s", USAGE);
+            bad_value("--database-timeout-ms", "needs a number of milliseconds");
             return -1;
         }
     }
     return 0;
 }
 
-/* 0 ok, 1 help, -1 error (message printed). */
-static int parse_args(int argc, char **argv, args_t *a) {
-    a->addr = "127.0.0.1:8080";
-    a->db = "botspace.db";
-    a->admin_secret = NULL;
-    a->admin_addr = a->admin_secret_file = a->operational_key = NULL;
-    a->max_connections = a->request_timeout = a->idle_timeout = NULL;
-    a->gateway_poll_interval_ms = NULL;
-    a->database_timeout_ms = NULL;
-    a->trusted_proxies = NULL;
-    a->n_trusted_proxies = 0;
-    a->manual_clock = 0;
-    a->demo_token = 0;
-    for (int i = 1; i < argc; i++) {
+/* The options that also come from BOTSPACE_<NAME> and the config file
+ * (name without "--"; 1 for a flag that takes no value). */
+static const struct {
+    const char *name;
+    int flag;
+} OPTIONS[] = {
+    {"addr", 0},
+    {"db", 0},
+    {"admin-secret", 0},
+    {"admin-secret-file", 0},
+    {"operational-key", 0},
+    {"operational-key-file", 0},
+    {"admin-addr", 0},
+    {"max-connections", 0},
+    {"request-timeout", 0},
+    {"idle-timeout", 0},
+    {"gateway-poll-interval-ms", 0},
+    {"database-timeout-ms", 0},
+    {"trusted-proxy", 0},
+    {"manual-clock", 1},
+    {"demo-token", 1},
+};
+#define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
+
+/* Strings made from the environment and the file live as long as the
+ * process; kept here so that they stay reachable. */
+static char **cfg_strings = NULL;
+static size_t n_cfg_strings = 0;
+
+static char *keep(char *p) {
+    if (!p) die_oom();
+    cfg_strings = xrealloc(cfg_strings, (n_cfg_strings + 1) * sizeof *cfg_strings);
+    return cfg_strings[n_cfg_strings++] = p;
+}
+
+static char *keep_fmt(const char *name, const char *v, size_t vlen) {
+    size_t n = strlen(name) + vlen + 4;
+    char *p = malloc(n);
+    if (!p) die_oom();
+    snprintf(p, n, "--%s=%.*s", name, (int)vlen, v);
+    return keep(p);
+}
+
+/* A flag's 1/true/0/false; NULL (bare flag) is true; -1 when neither. */
+static int boolean(const char *v) {
+    if (!v || strcmp(v, "1") == 0 || strcmp(v, "true") == 0) return 1;
+    if (strcmp(v, "0") == 0 || strcmp(v, "false") == 0) return 0;
+    return -1;
+}
+
+/* Applies argv[0..argc) over `a` (the last value of an option wins).
+ * 0 ok, 1 help, -1 error (message printed). */
+static int parse_list(int argc, char **argv, args_t *a) {
+    for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         const char *inline_v = NULL;
         char name[32];
@@ -1127,23 +1200,28 @@ static int parse_args(int argc, char **argv, args_t *a) {
         name[nlen] = 0;
         const char **slot = NULL;
         const char *proxy = NULL;
+        const char *config = NULL;
         if (strcmp(name, "--addr") == 0) slot = &a->addr;
+        else if (strcmp(name, "--config") == 0) slot = &config; /* read before, by parse_args */
         else if (strcmp(name, "--db") == 0) slot = &a->db;
         else if (strcmp(name, "--admin-secret") == 0) slot = &a->admin_secret;
         else if (strcmp(name, "--admin-addr") == 0) slot = &a->admin_addr;
         else if (strcmp(name, "--admin-secret-file") == 0) slot = &a->admin_secret_file;
         else if (strcmp(name, "--operational-key") == 0) slot = &a->operational_key;
+        else if (strcmp(name, "--operational-key-file") == 0) slot = &a->operational_key_file;
         else if (strcmp(name, "--max-connections") == 0) slot = &a->max_connections;
         else if (strcmp(name, "--request-timeout") == 0) slot = &a->request_timeout;
         else if (strcmp(name, "--idle-timeout") == 0) slot = &a->idle_timeout;
         else if (strcmp(name, "--gateway-poll-interval-ms") == 0) slot = &a->gateway_poll_interval_ms;
         else if (strcmp(name, "--database-timeout-ms") == 0) slot = &a->database_timeout_ms;
         else if (strcmp(name, "--trusted-proxy") == 0) slot = &proxy;
-        else if (strcmp(name, "--manual-clock") == 0 && !inline_v) {
-            a->manual_clock = 1;
-            continue;
-        } else if (strcmp(name, "--demo-token") == 0 && !inline_v) {
-            a->demo_token = 1;
+        else if (strcmp(name, "--manual-clock") == 0 || strcmp(name, "--demo-token") == 0) {
+            int v = boolean(inline_v);
+            if (v < 0) {
+                bad_value(name, "needs 1, true, 0 or false");
+                return -1;
+            }
+            *(name[2] == 'm' ? &a->manual_clock : &a->demo_token) = v;
             continue;
         } else if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0) return 1;
         else {
@@ -1161,7 +1239,142 @@ static int parse_args(int argc, char **argv, args_t *a) {
             a->trusted_proxies[a->n_trusted_proxies++] = proxy;
         }
     }
-    return check_numbers(a);
+    return 0;
+}
+
+static int sets(int argc, char **argv, const char *option) {
+    size_t n = strlen(option);
+    for (int i = 0; i < argc; i++)
+        if (strncmp(argv[i], "--", 2) == 0 && strncmp(argv[i] + 2, option, n) == 0 &&
+            (argv[i][2 + n] == 0 || argv[i][2 + n] == '='))
+            return 1;
+    return 0;
+}
+
+/* One source over `a`. A source that gives the trusted proxies replaces the
+ * earlier list wholesale (`group`: the file's lines are one source together),
+ * and one that gives a secret (or its file) replaces the other form from an
+ * earlier source, so only one source's choice is in force. */
+static int apply_source(int argc, char **argv, args_t *a, const char *label, int group, int *proxy_group) {
+    if (sets(argc, argv, "admin-secret") || sets(argc, argv, "admin-secret-file"))
+        a->admin_secret = a->admin_secret_file = NULL;
+    if (sets(argc, argv, "operational-key") || sets(argc, argv, "operational-key-file"))
+        a->operational_key = a->operational_key_file = NULL;
+    if (sets(argc, argv, "trusted-proxy") && *proxy_group != group) {
+        a->n_trusted_proxies = 0;
+        *proxy_group = group;
+    }
+    cur_source = label;
+    int r = parse_list(argc, argv, a);
+    if (r == 0) r = check_numbers(a);
+    cur_source = NULL;
+    return r;
+}
+
+/* A value (or a comma-separated list for trusted-proxy) as argument(s). */
+static int value_args(const char *name, const char *v, size_t vlen, char **out, int max) {
+    if (strcmp(name, "trusted-proxy") != 0) {
+        out[0] = keep_fmt(name, v, vlen);
+        return 1;
+    }
+    int n = 0;
+    const char *end = v + vlen;
+    while (n < max) {
+        const char *c = memchr(v, ',', (size_t)(end - v));
+        const char *e = c ? c : end;
+        const char *s = v;
+        while (s < e && (*s == ' ' || *s == '\t')) s++;
+        const char *t = e;
+        while (t > s && (t[-1] == ' ' || t[-1] == '\t')) t--;
+        out[n++] = keep_fmt(name, s, (size_t)(t - s));
+        if (!c) break;
+        v = c + 1;
+    }
+    return n;
+}
+
+/* The config file's lines, each a source. 0 ok, else -1/1 as parse_list. */
+static int apply_file(const char *path, const char *from, args_t *a, int *proxy_group) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "%s: cannot read %s: %s\n", from, path, strerror(errno));
+        return -1;
+    }
+    char line[4096];
+    int no = 0, r = 0;
+    while (r == 0 && fgets(line, sizeof line, f)) {
+        no++;
+        char *label = malloc(strlen(path) + 32);
+        if (!label) die_oom();
+        sprintf(label, "%s line %d", path, no);
+        keep(label);
+        char *s = line, *e = line + strlen(line);
+        while (s < e && strchr(" \t\r\n", *s)) s++;
+        while (e > s && strchr(" \t\r\n", e[-1])) e--;
+        *e = 0;
+        if (!*s || *s == '#') continue;
+        char *eq = strchr(s, '=');
+        if (!eq) {
+            fprintf(stderr, "%s: expected option = value\n", label);
+            r = -1;
+            break;
+        }
+        char *ne = eq;
+        while (ne > s && (ne[-1] == ' ' || ne[-1] == '\t')) ne--;
+        *ne = 0;
+        char *v = eq + 1;
+        while (*v == ' ' || *v == '\t') v++;
+        size_t k = 0;
+        while (k < N_OPTIONS && strcmp(OPTIONS[k].name, s) != 0) k++;
+        if (k == N_OPTIONS) {
+            fprintf(stderr, "%s: unknown option %s\n", label, s);
+            r = -1;
+            break;
+        }
+        char *toks[64];
+        int n = value_args(OPTIONS[k].name, v, strlen(v), toks, 64);
+        r = apply_source(n, toks, a, label, 0, proxy_group);
+    }
+    fclose(f);
+    return r;
+}
+
+/* Options from the config file, then the environment, then the command line
+ * (each later source beating the earlier). 0 ok, 1 help, -1 error (message
+ * printed). */
+static int parse_args(int argc, char **argv, args_t *a) {
+    a->addr = "127.0.0.1:8080";
+    a->db = "botspace.db";
+    a->admin_secret = NULL;
+    a->admin_addr = a->admin_secret_file = a->operational_key = a->operational_key_file = NULL;
+    a->max_connections = a->request_timeout = a->idle_timeout = NULL;
+    a->gateway_poll_interval_ms = NULL;
+    a->database_timeout_ms = NULL;
+    a->trusted_proxies = NULL;
+    a->n_trusted_proxies = 0;
+    a->manual_clock = 0;
+    a->demo_token = 0;
+    const char *config = getenv("BOTSPACE_CONFIG"), *from = "BOTSPACE_CONFIG";
+    if (config && !*config) config = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) config = argv[++i], from = "--config";
+        else if (strncmp(argv[i], "--config=", 9) == 0) config = argv[i] + 9, from = "--config";
+    }
+    int proxy_group = -1, group = 1, r = 0;
+    if (config && (r = apply_file(config, from, a, &proxy_group)) != 0) return r;
+    for (size_t k = 0; k < N_OPTIONS; k++) {
+        char var[64] = "BOTSPACE_";
+        size_t j = 9;
+        for (const char *c = OPTIONS[k].name; *c && j + 1 < sizeof var; c++)
+            var[j++] = *c == '-' ? '_' : (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+        var[j] = 0;
+        const char *v = getenv(var);
+        if (!v || !*v) continue;
+        char *toks[64];
+        int n = value_args(OPTIONS[k].name, v, strlen(v), toks, 64);
+        if ((r = apply_source(n, toks, a, keep(strdup(var)), group++, &proxy_group)) != 0) return r;
+    }
+    return apply_source(argc - 1, argv + 1, a, NULL, group, &proxy_group);
 }
 
 /* 32 random bytes from the OS, hex-encoded into out[65]. */
@@ -1659,8 +1872,8 @@ static char *read_first_line(const char *path) {
     return line;
 }
 
-/* The admin secret: the flag, else the file (*owned, freed by the caller),
- * else BOTSPACE_ADMIN_SECRET, else a new one written to `generated`. NULL
+/* The admin secret (from the flag, BOTSPACE_ADMIN_SECRET or the config
+ * file), else its file (*owned, freed by the caller), else a new one written to `generated`. NULL
  * (message printed) on an error. */
 static const char *choose_secret(const args_t *args, char generated[65], char **owned) {
     *owned = NULL;
@@ -1670,8 +1883,6 @@ static const char *choose_secret(const args_t *args, char generated[65], char **
     }
     if (args->admin_secret) return args->admin_secret;
     if (args->admin_secret_file) return *owned = read_first_line(args->admin_secret_file);
-    const char *env = getenv("BOTSPACE_ADMIN_SECRET");
-    if (env && *env) return env;
     if (generate_secret(generated) != 0) {
         fputs("cannot generate an admin secret\n", stderr);
         return NULL;
@@ -1690,15 +1901,23 @@ static int open_wake_pipe(void) {
     return 0;
 }
 
-/* The operational key: the flag, else BOTSPACE_OPERATIONAL_KEY, trimmed,
+/* The operational key: the flag (or BOTSPACE_OPERATIONAL_KEY or the file's
+ * line), else the first line of --operational-key-file, trimmed,
  * in `out`; NULL when there is none; "" (message printed) when it is not 64
  * hex digits. */
 static const char *operational_key(const args_t *args, char out[65]) {
-    const char *k = args->operational_key;
-    if (!k) {
-        k = getenv("BOTSPACE_OPERATIONAL_KEY");
-        if (!k || !*k) return NULL;
+    if (args->operational_key && args->operational_key_file) {
+        fputs("give --operational-key or --operational-key-file, not both\n", stderr);
+        return "";
     }
+    const char *k = args->operational_key;
+    char *owned = NULL;
+    if (args->operational_key_file) {
+        k = owned = read_first_line(args->operational_key_file);
+        if (!k) return "";
+        keep(owned);
+    }
+    if (!k) return NULL;
     while (*k == ' ' || *k == '\t' || *k == '\n' || *k == '\r') k++;
     size_t n = strlen(k);
     while (n > 0 && (k[n - 1] == ' ' || k[n - 1] == '\t' || k[n - 1] == '\n' || k[n - 1] == '\r')) n--;
@@ -1809,6 +2028,7 @@ int main(int argc, char **argv) {
     /* A closed stdout or stderr (the log reader went away) makes a write
      * fail with EPIPE instead of killing the server. */
     signal(SIGPIPE, SIG_IGN);
+    snprintf(USAGE, sizeof USAGE, "%s%s", USAGE_1, USAGE_2);
     args_t args;
     int pa = parse_args(argc, argv, &args);
     if (pa != 0) free(args.trusted_proxies);
