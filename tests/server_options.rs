@@ -1,7 +1,8 @@
 //! Command-line options of the example servers, over real TCP:
 //! `--admin-secret-file`, `--operational-key`, `--max-connections`,
 //! `--request-timeout`, `--admin-addr`, the idle timeout, the gateway's
-//! slow-consumer close and `--gateway-poll-interval-ms` (its range). Each scenario takes the server's start function and
+//! slow-consumer close, `--gateway-poll-interval-ms` (its range) and the same
+//! options from `BOTSPACE_*` variables and a `--config` file (precedence, errors).
 //! runs against the Rust server (`rust::`) and the C server (`c::`; see
 //! `Server::start_c_with`); the list at the end says which run where.
 
@@ -54,6 +55,10 @@ servers! {
         a_gateway_poll_interval_outside_10_to_60000_ms_is_refused_with_a_message_and_a_non_zero_exit,
         a_database_timeout_outside_100_to_600000_ms_is_refused_and_one_inside_is_taken,
         the_tour_gives_a_working_token_however_often_the_server_starts,
+        every_flag_in_help_names_its_environment_variable,
+        a_server_configured_only_through_the_environment_serves,
+        a_flag_beats_the_environment_which_beats_the_config_file,
+        a_bad_value_from_the_environment_or_the_file_names_its_source,
     ],
 }
 
@@ -649,5 +654,151 @@ fn the_tour_gives_a_working_token_however_often_the_server_starts(bin: std::path
             srv.bot(&e["BOTSPACE_TOKEN"], "sendMessage", &json!({"chat_id": e["BOTSPACE_CHAT"], "text": "Hello"}));
         assert_eq!(sent.status, 200, "{}", sent.body);
     }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `bin` with only `env` (no `BOTSPACE_*` from the test's environment) and
+/// `args`, which must exit within 10 s: (exit code, stdout, stderr).
+fn run_env_to_exit(bin: &std::path::Path, env: &[(&str, &str)], args: &[&str]) -> (Option<i32>, String, String) {
+    let mut cmd = std::process::Command::new(bin);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("BOTSPACE_") {
+            cmd.env_remove(k);
+        }
+    }
+    let out = cmd.args(args).envs(env.iter().copied()).stdin(std::process::Stdio::null()).output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn every_flag_in_help_names_its_environment_variable(bin: std::path::PathBuf) {
+    let (code, help, err) = run_env_to_exit(&bin, &[], &["--help"]);
+    assert_eq!(code, Some(0), "{err}");
+    // Each option's own line: "  --flag ARG   [env BOTSPACE_FLAG...]".
+    let mut flags = Vec::new();
+    for line in help.lines().filter(|l| l.starts_with("  --")) {
+        let flag = line.trim_start().split([' ', '=']).next().unwrap();
+        let var = format!("BOTSPACE_{}", flag[2..].to_ascii_uppercase().replace('-', "_"));
+        assert!(line.contains(&format!("[env {var}")), "{flag}: its line does not name {var}: {line:?}");
+        flags.push(flag.to_string());
+    }
+    // Every flag the usage lines mention has such a line.
+    for word in help.split(|c: char| c.is_whitespace() || c == '[' || c == ']' || c == '|') {
+        if word.starts_with("--") && word.len() > 2 {
+            let flag = word.trim_end_matches(['.', ',', ';', ':']);
+            assert!(flags.iter().any(|f| f == flag), "{flag} is mentioned but has no line of its own");
+        }
+    }
+    for expected in ["--addr", "--db", "--admin-secret-file", "--operational-key-file", "--config", "--trusted-proxy"] {
+        assert!(flags.iter().any(|f| f == expected), "{expected} missing from {flags:?}");
+    }
+}
+
+fn a_server_configured_only_through_the_environment_serves(bin: std::path::PathBuf) {
+    let dir = temp_dir("env-only");
+    let secret = dir.join("admin-secret");
+    std::fs::write(&secret, "secret-from-env-file-0001\n").unwrap();
+    let db = dir.join("env.db");
+    let srv = Server::start_env(
+        &bin,
+        &[
+            ("BOTSPACE_ADDR", "127.0.0.1:0"),
+            ("BOTSPACE_DB", db.to_str().unwrap()),
+            ("BOTSPACE_ADMIN_SECRET_FILE", secret.to_str().unwrap()),
+            ("BOTSPACE_MANUAL_CLOCK", "true"),
+        ],
+        &[],
+    );
+    let lines = srv.lines();
+    assert!(lines.iter().any(|l| l.starts_with("clock: manual")), "{lines:?}");
+    assert!(!lines.iter().any(|l| l.starts_with("admin secret:")), "a secret was given, none generated: {lines:?}");
+    let ok = srv.post("/admin/getStats", Some("Admin secret-from-env-file-0001"), &json!({}));
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let moved = srv.post("/admin/advanceClock", Some("Admin secret-from-env-file-0001"), &json!({"seconds": 1}));
+    assert_eq!(moved.status, 200, "the manual clock moves: {}", moved.body);
+    assert!(db.exists(), "the database is where BOTSPACE_DB says");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn a_flag_beats_the_environment_which_beats_the_config_file(bin: std::path::PathBuf) {
+    let dir = temp_dir("config-file");
+    let conf = dir.join("botspace.conf");
+    std::fs::write(
+        &conf,
+        "# the file: lowest precedence\naddr = 127.0.0.1:0\ndb = :memory:\nadmin-secret = secret-from-the-file-0001\n\
+         manual-clock = true\nmax-connections = 7\n",
+    )
+    .unwrap();
+    let c = conf.to_str().unwrap();
+    let auth = |s: &str| format!("Admin {s}");
+    // The file alone: its secret, its manual clock.
+    let srv = Server::start_env(&bin, &[("BOTSPACE_CONFIG", c)], &[]);
+    assert!(srv.lines().iter().any(|l| l.starts_with("clock: manual")), "{:?}", srv.lines());
+    assert_eq!(srv.post("/admin/getStats", Some(&auth("secret-from-the-file-0001")), &json!({})).status, 200);
+    drop(srv);
+    // The environment beats the file: its secret, and 0 turns the clock off.
+    let srv = Server::start_env(
+        &bin,
+        &[("BOTSPACE_ADMIN_SECRET", "secret-from-the-env-0001"), ("BOTSPACE_MANUAL_CLOCK", "0")],
+        &["--config", c],
+    );
+    assert!(!srv.lines().iter().any(|l| l.starts_with("clock: manual")), "{:?}", srv.lines());
+    assert_eq!(srv.post("/admin/getStats", Some(&auth("secret-from-the-env-0001")), &json!({})).status, 200);
+    srv.post("/admin/getStats", Some(&auth("secret-from-the-file-0001")), &json!({}))
+        .assert_error(401, "invalid_token");
+    drop(srv);
+    // The flag beats both; a secret file given by a flag replaces a secret
+    // given by the environment (no "not both" across sources).
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "secret-from-the-flag-0001\n").unwrap();
+    let srv = Server::start_env(
+        &bin,
+        &[
+            ("BOTSPACE_CONFIG", c),
+            ("BOTSPACE_ADMIN_SECRET", "secret-from-the-env-0001"),
+            ("BOTSPACE_MANUAL_CLOCK", "0"),
+        ],
+        &["--admin-secret-file", secret.to_str().unwrap(), "--manual-clock"],
+    );
+    assert!(srv.lines().iter().any(|l| l.starts_with("clock: manual")), "{:?}", srv.lines());
+    assert_eq!(srv.post("/admin/getStats", Some(&auth("secret-from-the-flag-0001")), &json!({})).status, 200);
+    srv.post("/admin/getStats", Some(&auth("secret-from-the-env-0001")), &json!({})).assert_error(401, "invalid_token");
+    drop(srv);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn a_bad_value_from_the_environment_or_the_file_names_its_source(bin: std::path::PathBuf) {
+    let base = [("BOTSPACE_ADDR", "127.0.0.1:0"), ("BOTSPACE_DB", ":memory:")];
+    let with = |extra: (&'static str, &'static str)| {
+        let mut v = base.to_vec();
+        v.push(extra);
+        v
+    };
+    let (code, out, err) = run_env_to_exit(&bin, &with(("BOTSPACE_MAX_CONNECTIONS", "many")), &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.lines().next(), Some("BOTSPACE_MAX_CONNECTIONS: needs a positive number"));
+    assert_eq!(out, "");
+    let (code, _, err) = run_env_to_exit(&bin, &with(("BOTSPACE_DEMO_TOKEN", "yes")), &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.lines().next(), Some("BOTSPACE_DEMO_TOKEN: needs 1, true, 0 or false"));
+    // The flag's good value beats the variable's bad one.
+    let (code, _, err) =
+        run_env_to_exit(&bin, &with(("BOTSPACE_IDLE_TIMEOUT", "soon")), &["--idle-timeout", "5", "--help"]);
+    assert_eq!(code, Some(2), "the variable is still read: {err}");
+    assert_eq!(err.lines().next(), Some("BOTSPACE_IDLE_TIMEOUT: needs a number of seconds"));
+    let dir = temp_dir("bad-config");
+    let conf = dir.join("bad.conf");
+    std::fs::write(&conf, "# comment\n\nrequest-timeout = never\n").unwrap();
+    let (code, _, err) = run_env_to_exit(&bin, &base, &["--config", conf.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.lines().next(), Some(format!("{} line 3: needs a number of seconds", conf.display()).as_str()));
+    std::fs::write(&conf, "listen = 1\n").unwrap();
+    let (code, _, err) = run_env_to_exit(&bin, &base, &["--config", conf.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.lines().next(), Some(format!("{} line 1: unknown option listen", conf.display()).as_str()));
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -254,6 +254,24 @@ impl Server {
         s
     }
 
+    /// `bin ARGS` with no `BOTSPACE_*` variable from the test's environment
+    /// but `env`: configured through the environment (and a config file).
+    /// Waits for `botspace ready`.
+    #[allow(dead_code)]
+    pub fn start_env(bin: &std::path::Path, env: &[(&str, &str)], args: &[&str]) -> Server {
+        let mut cmd = Command::new(bin);
+        for (k, _) in std::env::vars() {
+            if k.starts_with("BOTSPACE_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.args(args).envs(env.iter().copied());
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut s = Server::launch(cmd);
+        s.wait_line("botspace ready");
+        s
+    }
+
     /// Stderr lines so far (`start_in_shell` only).
     pub fn errors(&self) -> Vec<String> {
         self.errors.lock().unwrap().clone()
