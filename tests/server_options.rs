@@ -3,6 +3,7 @@
 //! `--request-timeout`, `--admin-addr`, the idle timeout, the gateway's
 //! slow-consumer close, `--gateway-poll-interval-ms` (its range) and the same
 //! options from `BOTSPACE_*` variables and a `--config` file (precedence, errors).
+//! Each scenario takes the server's start function and
 //! runs against the Rust server (`rust::`) and the C server (`c::`; see
 //! `Server::start_c_with`); the list at the end says which run where.
 
