@@ -769,6 +769,19 @@ fn a_flag_beats_the_environment_which_beats_the_config_file(bin: std::path::Path
     assert_eq!(srv.post("/admin/getStats", Some(&auth("secret-from-the-flag-0001")), &json!({})).status, 200);
     srv.post("/admin/getStats", Some(&auth("secret-from-the-env-0001")), &json!({})).assert_error(401, "invalid_token");
     drop(srv);
+    // Trusted proxies come wholesale from the strongest source: the file's
+    // bad block stops the start, the variable's list replaces it (no merge).
+    std::fs::write(&conf, "addr = 127.0.0.1:0\ndb = :memory:\ntrusted-proxy = 10.0.0.0/8, 192.0.2.7/8\n").unwrap();
+    let (code, out, err) = run_env_to_exit(&bin, &[], &["--config", c]);
+    assert_eq!((code, out.as_str()), (Some(1), ""), "{err}");
+    assert_eq!(
+        err.lines().next(),
+        Some("cannot open the service on :memory:: trusted_proxies: \"192.0.2.7/8\" has bits set past /8; the block is 192.0.0.0/8")
+    );
+    let srv =
+        Server::start_env(&bin, &[("BOTSPACE_CONFIG", c), ("BOTSPACE_TRUSTED_PROXY", "10.0.0.0/8,192.0.2.7")], &[]);
+    assert_eq!(srv.post("/admin/getStats", Some(&auth("x".repeat(16).as_str())), &json!({})).status, 401);
+    drop(srv);
     let _ = std::fs::remove_dir_all(dir);
 }
 
