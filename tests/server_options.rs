@@ -60,6 +60,7 @@ servers! {
         a_server_configured_only_through_the_environment_serves,
         a_flag_beats_the_environment_which_beats_the_config_file,
         a_bad_value_from_the_environment_or_the_file_names_its_source,
+        the_operational_key_can_come_from_a_file_named_by_the_environment,
     ],
 }
 
@@ -814,5 +815,36 @@ fn a_bad_value_from_the_environment_or_the_file_names_its_source(bin: std::path:
     let (code, _, err) = run_env_to_exit(&bin, &base, &["--config", conf.to_str().unwrap()]);
     assert_eq!(code, Some(2), "{err}");
     assert_eq!(err.lines().next(), Some(format!("{} line 1: unknown option listen", conf.display()).as_str()));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn the_operational_key_can_come_from_a_file_named_by_the_environment(bin: std::path::PathBuf) {
+    let dir = temp_dir("op-key-file");
+    let path = dir.join("operational-key");
+    let key: String = (0u8..32).map(|b| format!("{b:02x}")).collect();
+    std::fs::write(&path, format!("{key}\n")).unwrap();
+    let p = path.to_str().unwrap();
+    let env = [
+        ("BOTSPACE_ADDR", "127.0.0.1:0"),
+        ("BOTSPACE_DB", ":memory:"),
+        ("BOTSPACE_ADMIN_SECRET", SECRET),
+        ("BOTSPACE_OPERATIONAL_KEY_FILE", p),
+    ];
+    let srv = Server::start_env(&bin, &env, &[]);
+    let b = srv.admin("createBot", &json!({"display_name": "Ops", "handle": "ops", "official": true}));
+    let copy = srv.admin("getOperationalToken", &json!({"bot_id": b["bot"]["id"]}));
+    assert_eq!(copy["token"], b["token"]);
+    drop(srv);
+    // Without a key, official bots have no copy to give.
+    let srv = Server::start_env(&bin, &env[..3], &[]);
+    let b = srv.admin("createBot", &json!({"display_name": "Ops", "handle": "ops", "official": true}));
+    let r = srv.admin_resp("getOperationalToken", &json!({"bot_id": b["bot"]["id"]}));
+    r.assert_error(403, "token_not_recoverable");
+    drop(srv);
+    // A key that is not 64 hex digits stops the start.
+    std::fs::write(&path, "not-a-key\n").unwrap();
+    let (code, _, err) = run_env_to_exit(&bin, &env, &[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.lines().next(), Some("the operational key must be 64 hex digits (32 bytes)"));
     let _ = std::fs::remove_dir_all(dir);
 }
