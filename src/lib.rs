@@ -42,6 +42,7 @@ pub mod error;
 mod events;
 mod forwarded;
 pub mod gateway;
+pub mod log;
 mod group;
 mod histogram;
 mod http;
