@@ -347,7 +347,10 @@ impl ErrorLog {
     fn note(&mut self, e: &io::Error) {
         self.since += 1;
         if self.last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-            crate::say::log(botspace::log::Level::Error, &format!("accept failed: {e} ({} in the last second)", self.since));
+            crate::say::log(
+                botspace::log::Level::Error,
+                &format!("accept failed: {e} ({} in the last second)", self.since),
+            );
             self.last = Some(Instant::now());
             self.since = 0;
         }
