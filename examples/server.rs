@@ -5,7 +5,7 @@
 //! cargo run --release --example server -- [--addr 127.0.0.1:8080] [--db botspace.db]
 //!     [--admin-secret S | --admin-secret-file PATH] [--operational-key HEX64]
 //!     [--admin-addr HOST:PORT] [--max-connections N] [--request-timeout SECS] [--manual-clock]
-//!     [--demo-token]
+//!     [--demo-token] [--log-format text|json]
 //! ```
 //!
 //! One tokio task per TCP connection, served by hyper behind the
@@ -25,9 +25,10 @@
 //! the next is `botspace admin listening on http://HOST:PORT`; the startup
 //! output ends with the line `botspace ready`.
 
+use botspace::log::Level;
 use botspace::{ClockKind, Config, Service};
 use botspace_hyper::server::{self, fds, Options};
-use botspace_hyper::{errln, outln, Botspace};
+use botspace_hyper::{errln, outln, say, Botspace};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,7 +38,7 @@ const USAGE: &str = "usage: server [--config PATH] [--addr HOST:PORT] [--db PATH
               [--operational-key HEX64 | --operational-key-file PATH] [--admin-addr HOST:PORT]
               [--max-connections N] [--request-timeout SECS] [--idle-timeout SECS]
               [--gateway-poll-interval-ms MS] [--database-timeout-ms MS]
-              [--trusted-proxy CIDR]... [--manual-clock] [--demo-token]
+              [--trusted-proxy CIDR]... [--manual-clock] [--demo-token] [--log-format text|json]
 
 Every option also comes from its environment variable (shown) or a config file
 of `option = value` lines; a flag beats the variable, which beats the file.
@@ -87,6 +88,9 @@ of `option = value` lines; a flag beats the variable, which beats the file.
                             client it names in X-Forwarded-For or Forwarded
   --manual-clock            [env BOTSPACE_MANUAL_CLOCK, 1/true/0/false]
                             time moves only through /admin/advanceClock (for tests)
+  --log-format text|json    [env BOTSPACE_LOG_FORMAT]
+                            text lines (default) or one JSON object a line; the level from
+                            BOTSPACE_LOG, else RUST_LOG (error, warn, info: default, debug)
   --demo-token              [env BOTSPACE_DEMO_TOKEN, 1/true/0/false]
                             rotate the demo bot's token and print it with the export line (a database
                             made by an earlier start has the demo bot, whose token was shown once);
@@ -110,6 +114,7 @@ const OPTIONS: &[(&str, bool)] = &[
     ("trusted-proxy", false),
     ("manual-clock", true),
     ("demo-token", true),
+    ("log-format", false),
 ];
 
 fn env_name(option: &str) -> String {
@@ -234,6 +239,7 @@ struct Args {
     trusted_proxies: Vec<String>,
     manual_clock: bool,
     demo_token: bool,
+    log_json: bool,
 }
 
 fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
@@ -253,6 +259,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
         trusted_proxies: Vec::new(),
         manual_clock: false,
         demo_token: false,
+        log_json: false,
     };
     parse_into(a, args)
 }
@@ -321,6 +328,13 @@ fn parse_into(mut a: Args, args: impl IntoIterator<Item = String>) -> Result<Arg
             "--trusted-proxy" => a.trusted_proxies.push(value(&mut it)?),
             "--manual-clock" => a.manual_clock = boolean(&name, inline.as_deref())?,
             "--demo-token" => a.demo_token = boolean(&name, inline.as_deref())?,
+            "--log-format" => {
+                a.log_json = match value(&mut it)?.as_str() {
+                    "text" => false,
+                    "json" => true,
+                    _ => return Err("--log-format is text or json".into()),
+                }
+            }
             "-h" | "--help" => return Err(String::new()),
             _ => return Err(format!("unknown argument {arg}")),
         }
@@ -347,13 +361,15 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
             return 2;
         }
     };
+    let level = std::env::var("BOTSPACE_LOG").or_else(|_| std::env::var("RUST_LOG")).ok();
+    say::configure(args.log_json, Level::from_setting(level.as_deref()));
     if args.max_connections == 0 {
         args.max_connections = fds::default_max_connections(limit);
     }
     match start(&args) {
         Ok((svc, listeners)) => serve(svc, listeners, &args),
         Err(e) => {
-            errln!("{e}");
+            say::log(Level::Error, &e);
             1
         }
     }
@@ -389,23 +405,26 @@ fn start(args: &Args) -> Result<(Arc<Service>, Listeners), String> {
     let public = listen(&args.addr)?;
     let admin = args.admin_addr.as_deref().map(listen).transpose()?;
     let local = public.1;
-    outln!("botspace listening on http://{local}");
+    say::log(Level::Info, &format!("botspace listening on http://{local}"));
     if let Some((_, a)) = &admin {
-        outln!("botspace admin listening on http://{a}");
+        say::log(Level::Info, &format!("botspace admin listening on http://{a}"));
     }
     if generated {
-        outln!("admin secret: {secret}");
+        // The only way to learn a generated secret: printed whatever the
+        // level; never a secret that was given.
+        say::block("admin secret (generated; shown only now)", &format!("admin secret: {secret}"));
     }
     if args.manual_clock {
-        outln!("clock: manual (moves only through /admin/advanceClock)");
+        say::log(Level::Info, "clock: manual (moves only through /admin/advanceClock)");
     }
     let base = format!("http://{}", reachable(local));
     let admin_base = admin.as_ref().map_or_else(|| base.clone(), |(_, a)| format!("http://{}", reachable(*a)));
     // The demo's policy and lines are the library's (the C server prints the same).
     let lines =
         svc.demo_start(&base, &admin_base, args.demo_token).map_err(|e| format!("cannot create the demo data: {e}"))?;
-    // The lines end with a newline each; a closed stdout must not panic.
-    outln!("{}", lines.trim_end_matches('\n'));
+    // The demo's output (its token included), whatever the level; a closed
+    // stdout must not panic.
+    say::block("demo", &lines);
     // `botspace ready` follows once the stop signals are caught (`serve`).
     Ok((svc, Listeners { public, admin }))
 }
@@ -476,11 +495,11 @@ fn serve(svc: Arc<Service>, listeners: Listeners, args: &Args) -> i32 {
         request_timeout: args.request_timeout,
         idle_timeout: args.idle_timeout,
     };
-    let ready = || outln!("botspace ready");
+    let ready = || say::log(Level::Info, "botspace ready");
     let left = match server::serve_then(app, listeners.public.0, listeners.admin.map(|(l, _)| l), opts, ready) {
         Ok(left) => left,
         Err(e) => {
-            errln!("cannot start the server's runtime: {e}");
+            say::log(Level::Error, &format!("cannot start the server's runtime: {e}"));
             return 1;
         }
     };
@@ -489,9 +508,12 @@ fn serve(svc: Arc<Service>, listeners: Listeners, args: &Args) -> i32 {
     let closed = Arc::strong_count(&svc) == 1;
     drop(svc);
     if closed && left == 0 {
-        outln!("botspace stopped");
+        say::log(Level::Info, "botspace stopped");
     } else {
-        outln!("botspace stopped ({left} connections cut; every answered request was already committed)");
+        say::log(
+            Level::Info,
+            &format!("botspace stopped ({left} connections cut; every answered request was already committed)"),
+        );
     }
     0
 }

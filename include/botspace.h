@@ -817,6 +817,33 @@ enum botspace_status botspace_gateway_bot_id(const struct botspace_gateway *gate
  */
 void botspace_gateway_free(struct botspace_gateway **gateway);
 
+/**
+ * The log level a setting names (the value of `BOTSPACE_LOG`; `setting`
+ * may be NULL for unset): 0 error, 1 warn, 2 info, 3 debug. A plain level
+ * name, any case (`trace` counts as debug); anything else gives 2 (info),
+ * the default. A line of level `n` is printed when `n` <= the result.
+ * Thread-safe.
+ *
+ * # Safety
+ * When non-NULL, `setting` must point at `setting_len` readable bytes.
+ */
+int32_t botspace_log_level(const char *setting, size_t setting_len);
+
+/**
+ * Writes one JSON log line (no newline) to `out_line`:
+ * `{"ts":"…Z","level":"…","msg":"…"}`, the same shape the Rust server
+ * prints. `level` is 0 error, 1 warn, 2 info, 3 debug; `unix_ms` is the
+ * host's wall clock in milliseconds since 1970. With `block_len` > 0,
+ * `block`'s text lines go, unchanged, into a `lines` array (the demo's
+ * start-up block). Free `out_line` with `botspace_bytes_free`.
+ * `InvalidArgument` for another level. Thread-safe.
+ *
+ * # Safety
+ * `msg` and `block` must point at `msg_len` and `block_len` readable bytes
+ * (NULL with a length of 0 is empty); `out_line` must be writable.
+ */
+enum botspace_status botspace_log_line(int32_t level, const char *msg, size_t msg_len, const char *block, size_t block_len, uint64_t unix_ms, struct botspace_bytes *out_line);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -45,6 +45,7 @@ pub mod gateway;
 mod group;
 mod histogram;
 mod http;
+pub mod log;
 mod methods;
 mod metrics;
 mod model;

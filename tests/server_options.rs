@@ -61,6 +61,8 @@ servers! {
         a_flag_beats_the_environment_which_beats_the_config_file,
         a_bad_value_from_the_environment_or_the_file_names_its_source,
         the_operational_key_can_come_from_a_file_named_by_the_environment,
+        with_log_format_json_every_line_is_json_and_no_secret_token_or_text_is_logged,
+        with_log_format_json_a_start_error_is_a_json_line_on_stderr,
     ],
 }
 
@@ -847,4 +849,84 @@ fn the_operational_key_can_come_from_a_file_named_by_the_environment(bin: std::p
     assert_eq!(code, Some(1), "{err}");
     assert_eq!(err.lines().next(), Some("the operational key must be 64 hex digits (32 bytes)"));
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Checks that `line` is one JSON log line: `ts` (RFC 3339 UTC with
+/// milliseconds), `level` (a level name) and `msg` first; returns it.
+fn json_log_line(line: &str) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: not JSON: {line:?}"));
+    let ts = v["ts"].as_str().unwrap_or_else(|| panic!("no ts: {line}"));
+    assert!(
+        ts.len() == 24 && ts.ends_with('Z') && ts.as_bytes()[10] == b'T' && ts.as_bytes()[19] == b'.',
+        "ts {ts:?} in {line}"
+    );
+    assert!(["error", "warn", "info", "debug"].contains(&v["level"].as_str().unwrap_or("")), "{line}");
+    assert!(v["msg"].is_string(), "{line}");
+    assert!(line.starts_with(r#"{"ts":"#), "ts, level, msg come first: {line}");
+    v
+}
+
+/// `--log-format json`: every line on stdout and stderr is one JSON object
+/// with ts, level and msg; the demo's block (its token, which the user
+/// asked for) is one line whose `lines` hold the text lines. A run that
+/// sends a message, rotates a token and is refused (401) never logs the
+/// admin secret given by flag, the rotated token or the message text.
+fn with_log_format_json_every_line_is_json_and_no_secret_token_or_text_is_logged(bin: std::path::PathBuf) {
+    let secret = "logs-admin-secret-given-by-flag-0001";
+    let text = "zebra-quartz-message-text-7731";
+    let mut srv = Server::start_in_shell(
+        &[],
+        "true",
+        &[],
+        &bin,
+        &["--db", ":memory:", "--admin-secret", secret, "--log-format", "json"],
+    );
+    let lines = srv.lines();
+    let demo = lines
+        .iter()
+        .map(|l| json_log_line(l))
+        .find(|v| v["msg"] == "demo")
+        .unwrap_or_else(|| panic!("no demo line: {lines:#?}"));
+    let demo_lines: Vec<String> =
+        demo["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap().to_string()).collect();
+    let e = exported(&demo_lines).unwrap_or_else(|| panic!("no export line in {demo}"));
+    let (token, chat) = (&e["BOTSPACE_TOKEN"], &e["BOTSPACE_CHAT"]);
+    let bot_id = srv.bot(token, "getMe", &json!({})).body["result"]["id"].clone();
+    let sent = srv.bot(token, "sendMessage", &json!({"chat_id": chat, "text": text}));
+    assert_eq!(sent.status, 200, "{}", sent.body);
+    let rotated = srv.post("/admin/rotateBotToken", Some(&format!("Admin {secret}")), &json!({"bot_id": bot_id}));
+    assert_eq!(rotated.status, 200, "{}", rotated.body);
+    let rotated = rotated.body["result"]["token"].as_str().unwrap().to_string();
+    srv.bot(token, "getMe", &json!({})).assert_error(401, "invalid_token");
+    srv.post("/admin/getStats", Some("Admin not-the-secret-0000000"), &json!({})).assert_error(401, "invalid_token");
+    srv.bot(&rotated, "sendMessage", &json!({"chat_id": "spc_nope", "text": text}));
+    assert!(srv.interrupt().success());
+    let out = srv.lines();
+    let err = srv.errors();
+    assert!(out.iter().any(|l| json_log_line(l)["msg"] == "botspace stopped"), "{out:#?}");
+    for line in out.iter().chain(&err) {
+        json_log_line(line);
+        for (what, s) in
+            [("the admin secret", secret), ("the rotated token", rotated.as_str()), ("the message text", text)]
+        {
+            assert!(!line.contains(s), "{what} logged: {line}");
+        }
+    }
+}
+
+/// A start that fails (an address that cannot be listened on) says why in
+/// one JSON line on stderr, level error, and exits 1.
+fn with_log_format_json_a_start_error_is_a_json_line_on_stderr(bin: std::path::PathBuf) {
+    let (code, out, err) = run_to_exit(&bin, &["--addr", "256.0.0.1:1", "--log-format", "json"]);
+    assert_eq!(code, Some(1), "stdout {out:?} stderr {err:?}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{err:?}");
+    let v = json_log_line(lines[0]);
+    assert_eq!(v["level"], "error", "{err}");
+    assert!(v["msg"].as_str().unwrap().starts_with("cannot listen on 256.0.0.1:1"), "{err}");
+    for line in out.lines() {
+        json_log_line(line);
+    }
+    let (code, _, err) = run_to_exit(&bin, &["--log-format", "yaml"]);
+    assert_eq!((code, err.lines().next()), (Some(2), Some("--log-format is text or json")));
 }

@@ -88,6 +88,7 @@ static const char USAGE_1[] =
     "                       [--max-connections N] [--request-timeout SECS] [--idle-timeout SECS]\n"
     "                       [--gateway-poll-interval-ms MS] [--database-timeout-ms MS]\n"
     "                       [--trusted-proxy CIDR]... [--manual-clock] [--demo-token]\n"
+    "                       [--log-format text|json]\n"
     "\n"
     "Every option also comes from its environment variable (shown) or a config file\n"
     "of `option = value` lines; a flag beats the variable, which beats the file.\n"
@@ -139,6 +140,9 @@ static const char USAGE_2[] =
     "                            client it names in X-Forwarded-For or Forwarded\n"
     "  --manual-clock            [env BOTSPACE_MANUAL_CLOCK, 1/true/0/false]\n"
     "                            time moves only through /admin/advanceClock (for tests)\n"
+    "  --log-format text|json    [env BOTSPACE_LOG_FORMAT]\n"
+    "                            text lines (default) or one JSON object a line; the level from\n"
+    "                            BOTSPACE_LOG (error, warn, info: default, debug)\n"
     "  --demo-token              [env BOTSPACE_DEMO_TOKEN, 1/true/0/false]\n"
     "                            rotate the demo bot's token and print it with the export line (a database\n"
     "                            made by an earlier start has the demo bot, whose token was shown once);\n"
@@ -218,15 +222,50 @@ static void buf_free(buf_t *b) {
     memset(b, 0, sizeof *b);
 }
 
-/* Prints one line and flushes: the test harness reads stdout through a pipe. */
-static void say(const char *fmt, ...) {
+/* Operator lines. The levels are the library's (0 error, 1 warn, 2 info,
+ * 3 debug), and so is the JSON line of --log-format json: both servers
+ * print the same shape. Errors and warnings go to stderr, the rest to
+ * stdout; every line is flushed (the test harness reads through a pipe). */
+enum { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2 };
+static int log_json;              /* --log-format json */
+static int log_threshold = LOG_INFO; /* BOTSPACE_LOG, read by the library */
+
+/* `msg` as a line, or with `block` (a start-up block printed whatever the
+ * level: the demo's lines, a generated secret) the block as it is; in JSON
+ * one line, the block's lines in its `lines`. */
+static void emit(int level, const char *msg, const char *block) {
+    FILE *to = level <= LOG_WARN ? stderr : stdout;
+    if (!log_json) {
+        if (block) fputs(block, to);
+        else fprintf(to, "%s\n", msg);
+        fflush(to);
+        return;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    botspace_bytes line = {NULL, 0};
+    if (botspace_log_line(level, msg, strlen(msg), block, block ? strlen(block) : 0, ms, &line) == BOTSPACE_STATUS_OK) {
+        fwrite(line.ptr, 1, line.len, to);
+        fputc('\n', to);
+        botspace_bytes_free(&line);
+    }
+    fflush(to);
+}
+
+/* One operator line at `level`, when BOTSPACE_LOG lets it through. Never
+ * pass a secret, a bot token or message text. */
+static void log_at(int level, const char *fmt, ...) {
+    if (level > log_threshold) return;
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    vprintf(fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    putchar('\n');
-    fflush(stdout);
+    emit(level, msg, NULL);
 }
+
+#define say(...) log_at(LOG_INFO, __VA_ARGS__)
 
 static void set_nonblocking(int fd) {
     int fl = fcntl(fd, F_GETFL, 0);
@@ -349,7 +388,7 @@ static void *notify_loop(void *arg) {
             char msg[512];
             size_t len = 0;
             botspace_last_error_message(msg, sizeof msg, &len);
-            fprintf(stderr, "listening for notifications failed: %s; retrying every second\n", msg);
+            log_at(LOG_WARN, "listening for notifications failed: %s; retrying every second", msg);
             last_error = t;
         }
         for (int i = 0; i < 20 && !atomic_load(&notify_stop); i++) sleep_ms(50);
@@ -361,7 +400,7 @@ static void start_notify_loop(void) {
     bool available = false;
     if (botspace_service_has_store_notifications(svc, &available) != BOTSPACE_STATUS_OK || !available) return;
     if (pthread_create(&notify_thread, NULL, notify_loop, NULL) != 0) {
-        fputs("cannot start the notification thread (gateways fall back to polling)\n", stderr);
+        log_at(LOG_WARN, "cannot start the notification thread (gateways fall back to polling)");
         return;
     }
     notify_running = 1;
@@ -573,10 +612,10 @@ static void note_storage_full(const unsigned char *resp, size_t n) {
     since++;
     uint64_t mono = mono_ms();
     if (logged_at && mono - logged_at < STORAGE_FULL_LOG_MS) return;
-    fprintf(stderr,
-            "storage full: the database's disk has no space; writes are refused (503 storage_full, nothing written) "
-            "until space is freed (%lu refused since the last report)\n",
-            since);
+    log_at(LOG_ERROR,
+           "storage full: the database's disk has no space; writes are refused (503 storage_full, nothing written) "
+           "until space is freed (%lu refused since the last report)",
+           since);
     logged_at = mono;
     since = 0;
 }
@@ -1047,11 +1086,15 @@ static int demo(const char *base, const char *admin_base, int rotate_token) {
         char msg[512];
         size_t n = 0;
         botspace_last_error_message(msg, sizeof msg, &n);
-        fprintf(stderr, "%s\n", msg);
+        log_at(LOG_ERROR, "%s", msg);
         return -1;
     }
-    if (lines.len > 0) fwrite(lines.ptr, 1, lines.len, stdout);
-    fflush(stdout);
+    /* The demo's output (its token included), whatever the level. */
+    char *text = xrealloc(NULL, lines.len + 1);
+    if (lines.len > 0) memcpy(text, lines.ptr, lines.len);
+    text[lines.len] = 0;
+    if (lines.len > 0) emit(LOG_INFO, "demo", text);
+    free(text);
     botspace_bytes_free(&lines);
     return 0;
 }
@@ -1067,6 +1110,7 @@ typedef struct {
     const char *database_timeout_ms;      /* the same */
     const char **trusted_proxies;         /* --trusted-proxy, repeatable; the library checks them */
     size_t n_trusted_proxies;
+    const char *log_format;               /* --log-format text|json, checked in main */
     int manual_clock;
     int demo_token;
 } args_t;
@@ -1153,6 +1197,7 @@ static const struct {
     {"trusted-proxy", 0},
     {"manual-clock", 1},
     {"demo-token", 1},
+    {"log-format", 0},
 };
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
@@ -1215,6 +1260,7 @@ static int parse_list(int argc, char **argv, args_t *a) {
         else if (strcmp(name, "--gateway-poll-interval-ms") == 0) slot = &a->gateway_poll_interval_ms;
         else if (strcmp(name, "--database-timeout-ms") == 0) slot = &a->database_timeout_ms;
         else if (strcmp(name, "--trusted-proxy") == 0) slot = &proxy;
+        else if (strcmp(name, "--log-format") == 0) slot = &a->log_format;
         else if (strcmp(name, "--manual-clock") == 0 || strcmp(name, "--demo-token") == 0) {
             int v = boolean(inline_v);
             if (v < 0) {
@@ -1354,6 +1400,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
     a->n_trusted_proxies = 0;
     a->manual_clock = 0;
     a->demo_token = 0;
+    a->log_format = NULL;
     const char *config = getenv("BOTSPACE_CONFIG"), *from = "BOTSPACE_CONFIG";
     if (config && !*config) config = NULL;
     for (int i = 1; i < argc; i++) {
@@ -1402,7 +1449,7 @@ static int listen_on(const char *addr) {
     char host[256];
     const char *colon = strrchr(addr, ':');
     if (!colon || (size_t)(colon - addr) >= sizeof host) {
-        fprintf(stderr, "cannot listen on %s: expected HOST:PORT\n", addr);
+        log_at(LOG_ERROR, "cannot listen on %s: expected HOST:PORT", addr);
         return -1;
     }
     size_t hl = (size_t)(colon - addr);
@@ -1419,7 +1466,7 @@ static int listen_on(const char *addr) {
     hints.ai_flags = AI_PASSIVE;
     int gai = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &res);
     if (gai != 0) {
-        fprintf(stderr, "cannot listen on %s: %s\n", addr, gai_strerror(gai));
+        log_at(LOG_ERROR, "cannot listen on %s: %s", addr, gai_strerror(gai));
         return -1;
     }
     int fd = -1, err = 0;
@@ -1438,7 +1485,7 @@ static int listen_on(const char *addr) {
     }
     freeaddrinfo(res);
     if (fd < 0) {
-        fprintf(stderr, "cannot listen on %s: %s\n", addr, strerror(err));
+        log_at(LOG_ERROR, "cannot listen on %s: %s", addr, strerror(err));
         return -1;
     }
     set_nonblocking(fd);
@@ -1739,7 +1786,7 @@ static void drain_wake_pipe(void) {
 static void accept_failed(loop_t *L, int err, uint64_t mono) {
     L->accept_errors++;
     if (!L->accept_logged_at || mono - L->accept_logged_at >= 1000) {
-        fprintf(stderr, "accept failed: %s (%lu in the last second)\n", strerror(err), L->accept_errors);
+        log_at(LOG_ERROR, "accept failed: %s (%lu in the last second)", strerror(err), L->accept_errors);
         L->accept_logged_at = mono;
         L->accept_errors = 0;
     }
@@ -1845,7 +1892,7 @@ static int loop_turn(loop_t *L) {
 static char *read_first_line(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) {
-        fprintf(stderr, "cannot read %s: %s\n", path, strerror(errno));
+        log_at(LOG_ERROR, "cannot read %s: %s", path, strerror(errno));
         return NULL;
     }
     buf_t b = {0};
@@ -1857,7 +1904,7 @@ static char *read_first_line(const char *path) {
     int bad = ferror(f);
     fclose(f);
     if (bad) {
-        fprintf(stderr, "cannot read %s\n", path);
+        log_at(LOG_ERROR, "cannot read %s", path);
         buf_free(&b);
         return NULL;
     }
@@ -1878,13 +1925,13 @@ static char *read_first_line(const char *path) {
 static const char *choose_secret(const args_t *args, char generated[65], char **owned) {
     *owned = NULL;
     if (args->admin_secret && args->admin_secret_file) {
-        fputs("give --admin-secret or --admin-secret-file, not both\n", stderr);
+        log_at(LOG_ERROR, "give --admin-secret or --admin-secret-file, not both");
         return NULL;
     }
     if (args->admin_secret) return args->admin_secret;
     if (args->admin_secret_file) return *owned = read_first_line(args->admin_secret_file);
     if (generate_secret(generated) != 0) {
-        fputs("cannot generate an admin secret\n", stderr);
+        log_at(LOG_ERROR, "cannot generate an admin secret");
         return NULL;
     }
     return generated;
@@ -1924,7 +1971,7 @@ static const char *operational_key(const args_t *args, char out[65]) {
     int ok = n == 64;
     for (size_t i = 0; ok && i < n; i++) ok = strchr("0123456789abcdefABCDEF", k[i]) != NULL;
     if (!ok) {
-        fputs("the operational key must be 64 hex digits (32 bytes)\n", stderr);
+        log_at(LOG_ERROR, "the operational key must be 64 hex digits (32 bytes)");
         return "";
     }
     memcpy(out, k, 64);
@@ -1967,7 +2014,7 @@ static int open_service(const args_t *args, const char *secret, const char *key)
     char msg[512];
     size_t n = 0;
     botspace_last_error_message(msg, sizeof msg, &n);
-    fprintf(stderr, "cannot open the service on %s: %s\n", args->db, msg);
+    log_at(LOG_ERROR, "cannot open the service on %s: %s", args->db, msg);
     return -1;
 }
 
@@ -1992,7 +2039,13 @@ static void announce(int lfd, int afd, const args_t *args, const char *secret, i
         snprintf(admin_base, n, "http://%s", reach);
         say("botspace admin listening on http://%s", local);
     }
-    if (secret_generated) say("admin secret: %s", secret);
+    if (secret_generated) {
+        /* The only way to learn a generated secret: printed whatever the
+         * level; never a secret that was given. */
+        char line[128];
+        snprintf(line, sizeof line, "admin secret: %s\n", secret);
+        emit(LOG_INFO, "admin secret (generated; shown only now)", line);
+    }
     if (args->manual_clock) say("clock: manual (moves only through /admin/advanceClock)");
 }
 
@@ -2037,6 +2090,14 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (pa < 0) return 2;
+    if (args.log_format && strcmp(args.log_format, "text") != 0 && strcmp(args.log_format, "json") != 0) {
+        fprintf(stderr, "--log-format is text or json\n%s", USAGE);
+        free(args.trusted_proxies);
+        return 2;
+    }
+    log_json = args.log_format && strcmp(args.log_format, "json") == 0;
+    const char *level = getenv("BOTSPACE_LOG");
+    log_threshold = botspace_log_level(level, level ? strlen(level) : 0);
     /* The soft file limit up to the hard one (as nginx and Go's runtime do);
      * the default cap follows the limit in force: one descriptor per
      * connection, after the server's own. */

@@ -59,6 +59,14 @@ pub struct Server {
 }
 
 /// A fresh, empty temp directory (removed by its server, or by the caller).
+/// A `--log-format json` line's `msg`; any other line as it is.
+pub fn msg_of(line: &str) -> String {
+    match serde_json::from_str::<Value>(line) {
+        Ok(v) if v["ts"].is_string() => v["msg"].as_str().unwrap_or(line).to_string(),
+        _ => line.to_string(),
+    }
+}
+
 pub fn temp_dir(tag: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
     let d = std::env::temp_dir().join(format!(
@@ -301,7 +309,7 @@ impl Server {
         });
         let mut s =
             Server { child, addr: "127.0.0.1:1".parse().unwrap(), base: String::new(), lines, errors, temp_dir: None };
-        let first = s.line(0);
+        let first = msg_of(&s.line(0));
         let url = first
             .strip_prefix("botspace listening on http://")
             .unwrap_or_else(|| panic!("first line must be `botspace listening on http://HOST:PORT`, got {first:?}"));
@@ -328,12 +336,13 @@ impl Server {
         }
     }
 
-    /// Waits for a line equal to `text`; returns every line before it.
+    /// Waits for a line equal to `text` (or, with `--log-format json`, one
+    /// whose `msg` is); returns every line before it.
     pub fn wait_line(&mut self, text: &str) -> Vec<String> {
         let mut i = 0;
         loop {
             let l = self.line(i);
-            if l == text {
+            if msg_of(&l) == text {
                 return self.lines.0.lock().unwrap()[..i].to_vec();
             }
             i += 1;

@@ -109,7 +109,10 @@ impl CoreThreads {
             match std::thread::Builder::new().name(format!("botspace-core-{i}")).spawn(move || run(&svc, &sh, &gate)) {
                 Ok(h) => handles.push(h),
                 Err(e) => {
-                    crate::errln!("cannot start a core thread (requests go to the blocking pool): {e}");
+                    crate::say::log(
+                        botspace::log::Level::Warn,
+                        &format!("cannot start a core thread (requests go to the blocking pool): {e}"),
+                    );
                     let me = CoreThreads { shared, handles: Mutex::new(handles) };
                     me.close();
                     return None;

@@ -461,8 +461,9 @@ pub(crate) mod storage_full {
         let last = LAST.load(Ordering::Relaxed);
         if now >= last + EVERY && LAST.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
             SINCE.store(0, Ordering::Relaxed);
-            crate::errln!(
-                "storage full: the database's disk has no space; writes are refused (503 storage_full, nothing written) until space is freed ({n} refused since the last report)"
+            crate::say::log(
+                botspace::log::Level::Error,
+                &format!("storage full: the database's disk has no space; writes are refused (503 storage_full, nothing written) until space is freed ({n} refused since the last report)"),
             );
         }
     }

@@ -24,3 +24,53 @@ macro_rules! errln {
         let _ = ::std::writeln!(::std::io::stderr().lock(), $($arg)*);
     }};
 }
+
+use botspace::log::Level;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+static JSON: AtomicBool = AtomicBool::new(false);
+static THRESHOLD: AtomicU8 = AtomicU8::new(Level::Info as u8);
+
+/// Sets how [`log`] prints: JSON lines (`--log-format json`) or the text
+/// lines, and the most detailed level it prints (the library's reading of
+/// `BOTSPACE_LOG`, else `RUST_LOG`).
+pub fn configure(json: bool, threshold: Level) {
+    JSON.store(json, Ordering::Relaxed);
+    THRESHOLD.store(threshold as u8, Ordering::Relaxed);
+}
+
+/// Whether [`log`] prints JSON lines.
+pub fn json() -> bool {
+    JSON.load(Ordering::Relaxed)
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// One operator line: info and debug on stdout, warn and error on stderr;
+/// the text as it is, or with `--log-format json` the library's JSON line.
+/// Never pass a secret, a bot token or message text.
+pub fn log(level: Level, msg: &str) {
+    if level as u8 > THRESHOLD.load(Ordering::Relaxed) {
+        return;
+    }
+    let line = if json() { botspace::log::log_line(level, msg, &[], now_ms()) } else { msg.to_string() };
+    if level <= Level::Warn {
+        crate::errln!("{line}");
+    } else {
+        crate::outln!("{line}");
+    }
+}
+
+/// A start-up block that is output rather than a log line (the demo's
+/// lines; the generated admin secret): printed whatever the level, on
+/// stdout, as it is, or with `--log-format json` as one JSON line whose
+/// `lines` hold the block's lines.
+pub fn block(msg: &str, text: &str) {
+    if json() {
+        crate::outln!("{}", botspace::log::log_block(Level::Info, msg, text, now_ms()));
+    } else {
+        crate::outln!("{}", text.trim_end_matches('\n'));
+    }
+}

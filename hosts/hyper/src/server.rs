@@ -136,7 +136,7 @@ pub fn serve_then(
         for l in loops {
             let _ = l.await;
         }
-        crate::outln!("botspace stopping");
+        crate::say::log(botspace::log::Level::Info, "botspace stopping");
         sh.app.shutdown();
         let until = Instant::now() + DRAIN;
         while sh.connections() > 0 && Instant::now() < until {
@@ -201,7 +201,10 @@ fn spawn_notification_loop(sh: &Arc<Shared>) -> Option<std::thread::JoinHandle<(
                 // The listening connection broke (or cannot be opened): the
                 // sessions' polls still deliver; reconnect a second later.
                 if last_error.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
-                    crate::errln!("listening for notifications failed: {e}; retrying every second");
+                    crate::say::log(
+                        botspace::log::Level::Warn,
+                        &format!("listening for notifications failed: {e}; retrying every second"),
+                    );
                     last_error = Some(std::time::Instant::now());
                 }
                 let until = std::time::Instant::now() + Duration::from_secs(1);
@@ -214,7 +217,10 @@ fn spawn_notification_loop(sh: &Arc<Shared>) -> Option<std::thread::JoinHandle<(
     match spawned {
         Ok(h) => Some(h),
         Err(e) => {
-            crate::errln!("cannot start the notification thread (gateways fall back to polling): {e}");
+            crate::say::log(
+                botspace::log::Level::Warn,
+                &format!("cannot start the notification thread (gateways fall back to polling): {e}"),
+            );
             None
         }
     }
@@ -341,7 +347,10 @@ impl ErrorLog {
     fn note(&mut self, e: &io::Error) {
         self.since += 1;
         if self.last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-            crate::errln!("accept failed: {e} ({} in the last second)", self.since);
+            crate::say::log(
+                botspace::log::Level::Error,
+                &format!("accept failed: {e} ({} in the last second)", self.since),
+            );
             self.last = Some(Instant::now());
             self.since = 0;
         }
