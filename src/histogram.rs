@@ -23,7 +23,10 @@ impl Histogram {
         Histogram { bounds, counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(), sum: AtomicU64::new(0) }
     }
 
+    #[inline]
     pub(crate) fn observe(&self, v: u64) {
+        // Linear: the first bound (0.5 ms for requests) takes nearly every
+        // observation in one compare.
         let i = self.bounds.iter().position(|b| v <= *b).unwrap_or(self.bounds.len());
         self.counts[i].fetch_add(1, Relaxed);
         self.sum.fetch_add(v, Relaxed);
@@ -70,7 +73,11 @@ impl Timer {
     /// Microseconds since `start`, `None` without a clock.
     pub(crate) fn micros(self) -> Option<u64> {
         #[cfg(not(target_family = "wasm"))]
-        return Some(u64::try_from(self.0.elapsed().as_micros()).unwrap_or(u64::MAX));
+        return {
+            // Whole microseconds without 128-bit arithmetic.
+            let d = self.0.elapsed();
+            Some(d.as_secs().saturating_mul(1_000_000).saturating_add(u64::from(d.subsec_micros())))
+        };
         #[cfg(target_family = "wasm")]
         None
     }
