@@ -164,6 +164,19 @@ fn connect_with_small_receive_buffer(addr: std::net::SocketAddr) -> TcpStream {
 /// Before the budget, the C server held 2.7 GB here.
 const FLOOD_RSS_BOUND: u64 = 256 << 20;
 
+/// The bound the run checks. The release servers are held to
+/// `FLOOD_RSS_BOUND` itself. The C server's AddressSanitizer build runs the
+/// same flood to find memory errors under it, but its resident memory is
+/// not the server's: ASan adds shadow memory, redzones around every
+/// allocation, a quarantine of freed blocks and a new block on every
+/// `realloc`, and its documentation gives a typical overhead of 3x.
+/// Measured here, the same flood peaks at 91-108 MB in the release build
+/// and at 255-285 MB under ASan.
+fn flood_rss_bound(bin: &Path) -> u64 {
+    let sanitized = bin.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with("-asan"));
+    if sanitized { 3 * FLOOD_RSS_BOUND } else { FLOOD_RSS_BOUND }
+}
+
 fn a_thousand_clients_pipelining_without_reading_keep_the_server_under_256_mb_and_get_me_within_100_ms(bin: &Path) {
     // The test's own side needs more than 1 024 files; the server's is set
     // to 1 024 (soft and hard) by its shell. 1 000 clients, the probe and
@@ -216,9 +229,9 @@ fn a_thousand_clients_pipelining_without_reading_keep_the_server_under_256_mb_an
         "1 000 clients pipelining without reading: RSS {} MB (peak {} MB, bound {} MB), five getMe {took:?}",
         rss >> 20,
         peak >> 20,
-        FLOOD_RSS_BOUND >> 20
+        flood_rss_bound(bin) >> 20
     );
-    assert!(peak < FLOOD_RSS_BOUND, "peak resident memory {} MB", peak >> 20);
+    assert!(peak < flood_rss_bound(bin), "peak resident memory {} MB", peak >> 20);
     took.sort();
     assert!(took[2] < Duration::from_millis(100), "median getMe {:?}", took[2]);
     // Held back, not dropped: a client that reads gets all 100 answers, in
