@@ -41,6 +41,9 @@ pub const MAX_RETRY_MS: u64 = 600_000;
 /// The longest `Retry-After` honoured.
 pub const MAX_RETRY_AFTER_MS: u64 = 3_600_000;
 
+/// The type of the notice that events were dropped before delivery.
+pub const GAP_KIND: &str = "events_dropped";
+
 /// The most bytes of an answer a host reads before it gives up on the rest
 /// (the answer is not used beyond its status and `Retry-After`).
 pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
@@ -49,6 +52,9 @@ pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogEvent {
     pub seq: i64,
+    /// The event's type; events of a type the bot did not ask for
+    /// (`allowed_updates`) count as delivered without an attempt.
+    pub kind: String,
     /// The chat the event is about: the key of its order. Events of no
     /// chat (the gap notice) take `""`.
     pub chat: String,
@@ -135,6 +141,11 @@ pub struct Schedule {
     held: BTreeMap<i64, Held>,
     /// Events delivered above the cursor (a lower one is still on its way).
     delivered: BTreeSet<i64>,
+    /// Runs of seqs with no event (dropped from the log before they were
+    /// read; the gap notice that follows says so): first → last.
+    gaps: BTreeMap<i64, i64>,
+    /// The event types to deliver; `None`: all.
+    allowed: Option<Vec<String>>,
     in_flight: usize,
     /// The chats with an event in flight or waiting to be retried, with
     /// that event's seq: later events of the chat wait behind it.
@@ -156,6 +167,8 @@ impl Schedule {
             read_through: cursor,
             held: BTreeMap::new(),
             delivered: BTreeSet::new(),
+            gaps: BTreeMap::new(),
+            allowed: None,
             in_flight: 0,
             chat_heads: HashMap::new(),
             cursor_to_write: None,
@@ -176,6 +189,12 @@ impl Schedule {
         self.max_connections = n.clamp(1, 100) as usize;
     }
 
+    /// The event types to deliver from now on (`None`: all). A gap notice
+    /// is always delivered.
+    pub fn set_allowed_updates(&mut self, allowed: Option<Vec<String>>) {
+        self.allowed = allowed;
+    }
+
     /// The log read the driver should make: events after the first value,
     /// at most the second. `None` while the window is full.
     pub fn wants_events(&self) -> Option<(i64, usize)> {
@@ -184,18 +203,29 @@ impl Schedule {
     }
 
     /// Events the driver read after [`Schedule::wants_events`]'s cursor,
-    /// in seq order. Events the schedule already holds are ignored.
+    /// in seq order. Events the schedule already holds are ignored. Seqs
+    /// skipped over (events dropped before they were read) need no
+    /// delivery: the driver puts the gap notice at the last of them.
     pub fn events_read(&mut self, events: Vec<LogEvent>, now_ms: u64) {
         for e in events {
             if e.seq <= self.read_through {
                 continue;
             }
+            if e.seq > self.read_through + 1 {
+                self.gaps.insert(self.read_through + 1, e.seq - 1);
+            }
             self.read_through = e.seq;
-            self.held.insert(
-                e.seq,
-                Held { chat: e.chat, body: e.body, attempts: 0, not_before_ms: now_ms, in_flight: false },
-            );
+            let wanted = e.kind == GAP_KIND || self.allowed.as_ref().is_none_or(|a| a.contains(&e.kind));
+            if wanted {
+                self.held.insert(
+                    e.seq,
+                    Held { chat: e.chat, body: e.body, attempts: 0, not_before_ms: now_ms, in_flight: false },
+                );
+            } else {
+                self.delivered.insert(e.seq);
+            }
         }
+        self.advance_cursor();
     }
 
     /// The bot's cursor moved by another path (`drop_pending_updates`, or
@@ -217,6 +247,7 @@ impl Schedule {
             }
         }
         self.delivered = self.delivered.split_off(&(cursor + 1));
+        self.gaps.retain(|_, last| *last > cursor);
     }
 
     /// The next attempt to make now, if any: call until `None`.
@@ -296,8 +327,14 @@ impl Schedule {
 
     fn advance_cursor(&mut self) {
         let mut c = self.cursor;
-        while self.delivered.remove(&(c + 1)) {
-            c += 1;
+        loop {
+            if self.delivered.remove(&(c + 1)) {
+                c += 1;
+            } else if let Some(last) = self.gaps.remove(&(c + 1)) {
+                c = last;
+            } else {
+                break;
+            }
         }
         if c > self.cursor {
             self.cursor = c;
@@ -349,7 +386,11 @@ mod tests {
     use super::*;
 
     fn ev(seq: i64, chat: &str) -> LogEvent {
-        LogEvent { seq, chat: chat.into(), body: format!("{{\"update_id\":{seq}}}") }
+        typed(seq, chat, "message_created")
+    }
+
+    fn typed(seq: i64, chat: &str, kind: &str) -> LogEvent {
+        LogEvent { seq, kind: kind.into(), chat: chat.into(), body: format!("{{\"update_id\":{seq}}}") }
     }
 
     fn ok() -> Outcome {
@@ -506,5 +547,30 @@ mod tests {
         assert_eq!(h[0], ("content-type", "application/json".to_string()));
         assert_eq!(h[1], ("webhook-id", "msg_b_1_7".to_string()));
         assert_eq!(h[2], ("webhook-timestamp", "1614265330".to_string()));
+    }
+
+    #[test]
+    fn events_of_types_not_asked_for_are_acknowledged_without_an_attempt() {
+        let mut s = schedule(40);
+        s.set_allowed_updates(Some(vec!["message_created".into()]));
+        s.events_read(vec![typed(1, "a", "blocked"), ev(2, "a"), typed(3, "b", "member_added")], 0);
+        assert_eq!(s.take_cursor_write(), Some(1));
+        assert_eq!(drain(&mut s, 0), vec![2]);
+        s.handle_outcome(2, ok(), 0, 0);
+        assert_eq!(s.take_cursor_write(), Some(3));
+    }
+
+    #[test]
+    fn a_gap_is_crossed_once_its_notice_is_delivered() {
+        let mut s = schedule(40);
+        s.set_allowed_updates(Some(vec!["message_created".into()]));
+        // Events 1..=9 were dropped: the notice sits at 9, then 10 follows.
+        s.events_read(vec![typed(9, "", GAP_KIND), ev(10, "a")], 0);
+        assert_eq!(s.take_cursor_write(), None);
+        assert_eq!(drain(&mut s, 0), vec![9, 10]);
+        s.handle_outcome(10, ok(), 0, 0);
+        assert_eq!(s.take_cursor_write(), None, "the notice is not delivered yet");
+        s.handle_outcome(9, ok(), 0, 0);
+        assert_eq!(s.take_cursor_write(), Some(10));
     }
 }
