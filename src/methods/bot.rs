@@ -34,6 +34,9 @@ pub fn call(ctx: &mut Ctx<'_>, bot: &Bot, method: BotMethod, req: &Request<'_>) 
         BotMethod::SendChatAction => send_chat_action(ctx, bot, &params::parse_body(&req.body)?),
         BotMethod::EditMessageText => edit_message_text(ctx, bot, &tier_gate(bot, method, req)?),
         BotMethod::DeleteMessage => delete_message(ctx, bot, &tier_gate(bot, method, req)?),
+        BotMethod::SetWebhook => super::webhook::set_webhook(ctx, bot, &params::parse_body(&req.body)?),
+        BotMethod::DeleteWebhook => super::webhook::delete_webhook(ctx, bot, &params::parse_body(&req.body)?),
+        BotMethod::GetWebhookInfo => super::webhook::get_webhook_info(ctx, bot, &params::parse_body(&req.body)?),
     }
 }
 

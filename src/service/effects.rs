@@ -91,6 +91,10 @@ impl Service {
         if fx.woken.is_empty() && fx.revoked.is_empty() {
             return;
         }
+        if !fx.woken.is_empty() || !fx.webhooks_changed.is_empty() {
+            let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+            d.note(&fx.woken, &fx.webhooks_changed);
+        }
         fx.woken.append(&mut fx.revoked);
         fx.woken.sort_unstable();
         fx.woken.dedup();

@@ -24,6 +24,7 @@ pub const SQLITE_MIGRATION: &str = r#"
 "#;
 
 /// [`SQLITE_MIGRATION`] in PostgreSQL's types.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub const POSTGRES_MIGRATION: &str = r#"
     CREATE TABLE webhooks (
         bot_id TEXT PRIMARY KEY,

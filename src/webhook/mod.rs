@@ -9,9 +9,11 @@
 //! - [`schedule`]: one bot's deliveries as a state machine with time as an
 //!   input (per-chat order, retries, the cursor).
 
+pub mod deliveries;
 pub mod schedule;
 pub mod signature;
 pub mod target;
 
-pub use schedule::{Attempt, LogEvent, Outcome, Schedule, Status};
+pub use deliveries::WebhookRequest;
+pub use schedule::{retry_after_s, Attempt, LogEvent, Outcome, Schedule, Status};
 pub use target::{check_address, check_url, AddressClass, Target, TargetPolicy, UrlRefusal};

@@ -184,6 +184,16 @@ impl Schedule {
         self.cursor
     }
 
+    /// The last event read from the log.
+    pub fn read_through(&self) -> i64 {
+        self.read_through
+    }
+
+    /// The key this schedule signs with.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
     /// New limits (a later `setWebhook` with the same URL).
     pub fn set_max_connections(&mut self, n: u32) {
         self.max_connections = n.clamp(1, 100) as usize;
@@ -368,6 +378,42 @@ impl Schedule {
     }
 }
 
+/// A `Retry-After` header's value in seconds from `now_ms`: a number of
+/// seconds, or an HTTP date (RFC 9110, IMF-fixdate). `None` when it is
+/// neither.
+pub fn retry_after_s(value: &str, now_ms: u64) -> Option<u64> {
+    let v = value.trim();
+    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(v.parse::<u64>().unwrap_or(u64::MAX));
+    }
+    let at = http_date_s(v)?;
+    Some(at.saturating_sub(now_ms / 1000))
+}
+
+/// `Sun, 06 Nov 1994 08:49:37 GMT` as Unix seconds.
+fn http_date_s(v: &str) -> Option<u64> {
+    let (_, rest) = v.split_once(", ")?;
+    let mut parts = rest.split(' ');
+    let day: u64 = parts.next()?.parse().ok()?;
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let month_name = parts.next()?;
+    let month = MONTHS.iter().position(|m| *m == month_name)? as u64 + 1;
+    let year: u64 = parts.next()?.parse().ok()?;
+    let mut hms = parts.next()?.split(':').map(|x| x.parse::<u64>().ok());
+    let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
+    if parts.next()? != "GMT" || parts.next().is_some() || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
+        return None;
+    }
+    // Days from 1970-01-01 to the date (the civil-from-days inverse).
+    let (y, mo) = if month <= 2 { (year - 1, month + 9) } else { (year, month - 3) };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let doy = (153 * mo + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = (era * 146_097 + doe).checked_sub(719_468)?;
+    Some(days * 86_400 + h * 3600 + m * 60 + s)
+}
+
 /// How long to wait after the `attempts`-th failed attempt: 1 s doubled
 /// per attempt up to 10 minutes, drawn between half and all of it; at least
 /// a 429's or 503's `Retry-After` (at most an hour).
@@ -473,6 +519,20 @@ mod tests {
         for r in [1u64, 7, 12345, u64::MAX] {
             let w = retry_wait_ms(4, None, None, r);
             assert!((4000..=8000).contains(&w), "{w}");
+        }
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_an_http_date() {
+        let now = 784_111_777_000; // Sun, 06 Nov 1994 08:49:37 GMT
+        assert_eq!(retry_after_s("120", now), Some(120));
+        assert_eq!(retry_after_s(" 7 ", now), Some(7));
+        assert_eq!(retry_after_s("Sun, 06 Nov 1994 08:49:37 GMT", now), Some(0));
+        assert_eq!(retry_after_s("Sun, 06 Nov 1994 08:51:37 GMT", now), Some(120));
+        assert_eq!(retry_after_s("Thu, 01 Jan 1970 00:00:00 GMT", now), Some(0));
+        assert_eq!(retry_after_s("Sat, 29 Feb 2020 23:59:59 GMT", 0), Some(1_583_020_799));
+        for bad in ["", "-1", "1.5", "soon", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 32 Nov 1994 08:49:37 GMT"] {
+            assert_eq!(retry_after_s(bad, now), None, "{bad}");
         }
     }
 

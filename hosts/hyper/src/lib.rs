@@ -54,6 +54,7 @@ mod core_thread;
 mod gateway;
 pub mod say;
 pub mod server;
+mod webhooks;
 
 use botspace::{ApiError, Framing, Service};
 use bytes::Bytes;
@@ -128,6 +129,8 @@ pub(crate) struct Inner {
     /// calls never block (`:memory:`). Then `core` is `None`.
     on_reactor: Option<core_thread::OnReactor>,
     pub(crate) gate: Arc<core_thread::Gate>,
+    /// What wakes the webhook sender.
+    webhooks: Arc<webhooks::Sender>,
 }
 
 /// Core threads of [`Botspace::new`] on SQLite. One, as the C server has
@@ -186,13 +189,20 @@ impl Botspace {
             core,
             on_reactor: on_reactor.then(core_thread::OnReactor::default),
             gate,
+            webhooks: Arc::default(),
         });
         let weak = Arc::downgrade(&inner);
         inner.svc.set_wake_hook(Some(Arc::new(move |bot_id: &str| {
             if let Some(i) = weak.upgrade() {
                 i.registry.wake(bot_id);
+                i.webhooks.wake.notify_one();
             }
         })));
+        // Webhooks are sent from the runtime the app is made in; the task
+        // ends with the service.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(webhooks::run(Arc::downgrade(&inner.svc), inner.webhooks.clone()));
+        }
         Botspace { inner, role: Role::All, peer: None, conn: None, get_me_on_worker: false }
     }
 
