@@ -17,10 +17,7 @@ pub const DEFAULT_MAX_CONNECTIONS: u32 = 40;
 
 /// The policy of this service's configuration.
 pub fn target_policy(cfg: &crate::Config) -> TargetPolicy {
-    TargetPolicy {
-        allow_http: cfg.webhook_allow_http,
-        allow_private_addresses: cfg.webhook_allow_private_addresses,
-    }
+    TargetPolicy { allow_http: cfg.webhook_allow_http, allow_private_addresses: cfg.webhook_allow_private_addresses }
 }
 
 /// `allowed_updates`: a list of event types, kept as given (deduplicated)

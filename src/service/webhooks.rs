@@ -52,15 +52,15 @@ impl Service {
             d.remove(bot_id);
             return Ok(());
         };
-        let (Ok(target), Some(key)) = (check_url(&row.url, target_policy(&self.config)), signing_key(&self.config, &row))
+        let (Ok(target), Some(key)) =
+            (check_url(&row.url, target_policy(&self.config)), signing_key(&self.config, &row))
         else {
             // The host's policy changed since it was set, or the secret
             // cannot be opened: nothing can be sent.
             d.remove(bot_id);
             return Ok(());
         };
-        let allowed: Option<Vec<String>> =
-            row.allowed_updates.as_deref().and_then(|a| serde_json::from_str(a).ok());
+        let allowed: Option<Vec<String>> = row.allowed_updates.as_deref().and_then(|a| serde_json::from_str(a).ok());
         let bounds = store::gateway::log_bounds(conn, bot_id).map_err(|_| bot_id.to_string())?;
         let entry = d.bots.entry(bot_id.to_string()).or_insert_with(|| BotDeliveries {
             url: row.url.clone(),
@@ -80,7 +80,12 @@ impl Service {
         let Some((after, limit)) = entry.schedule.wants_events() else { return Ok(()) };
         let mut events = Vec::new();
         store::gateway::read_events_after(conn, bot_id, after, limit, |seq, kind, data| {
-            events.push(LogEvent { seq, kind: kind.to_string(), chat: chat_of(data), body: update_json(seq, kind, data) });
+            events.push(LogEvent {
+                seq,
+                kind: kind.to_string(),
+                chat: chat_of(data),
+                body: update_json(seq, kind, data),
+            });
             true
         })
         .map_err(|_| bot_id.to_string())?;
@@ -179,15 +184,33 @@ pub(crate) fn update_json(seq: i64, kind: &str, data: &str) -> String {
     s
 }
 
-/// The chat an event is about (`data.chat.id`): the key of its order.
-fn chat_of(data: &str) -> String {
+/// The chat an event is about (`data.chat.id`, or `data.message.chat.id`
+/// for the message events): the key of its order.
+pub(crate) fn chat_of(data: &str) -> String {
     #[derive(serde::Deserialize)]
     struct Chat {
         id: String,
     }
     #[derive(serde::Deserialize)]
+    struct Message {
+        chat: Chat,
+    }
+    #[derive(serde::Deserialize)]
     struct Data {
         chat: Option<Chat>,
+        message: Option<Message>,
     }
-    serde_json::from_str::<Data>(data).ok().and_then(|d| d.chat).map(|c| c.id).unwrap_or_default()
+    let Ok(d) = serde_json::from_str::<Data>(data) else { return String::new() };
+    d.chat.or(d.message.map(|m| m.chat)).map(|c| c.id).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_chat_of_every_kind_of_event() {
+        assert_eq!(super::chat_of(r#"{"chat":{"id":"c1","type":"private"},"by":"user"}"#), "c1");
+        assert_eq!(super::chat_of(r#"{"message":{"message_id":"1","chat":{"id":"c2","type":"group"}}}"#), "c2");
+        assert_eq!(super::chat_of(r#"{"dropped_through":4}"#), "");
+        assert_eq!(super::chat_of("not json"), "");
+    }
 }

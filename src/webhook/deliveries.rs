@@ -108,13 +108,7 @@ impl Deliveries {
                 let id = self.next_id;
                 self.in_flight.insert(id, (bot_id.clone(), attempt.seq));
                 self.turn = Some(bot_id.clone());
-                return Some(WebhookRequest {
-                    id,
-                    bot_id,
-                    url: d.url.clone(),
-                    target: d.target.clone(),
-                    attempt,
-                });
+                return Some(WebhookRequest { id, bot_id, url: d.url.clone(), target: d.target.clone(), attempt });
             }
         }
         None
@@ -161,14 +155,16 @@ mod tests {
             let mut schedule = Schedule::new(n, vec![1; 32], 40, 0);
             schedule.events_read(
                 (1..=3)
-                    .map(|i| LogEvent { seq: i, kind: "message_created".into(), chat: format!("c{i}"), body: "{}".into() })
+                    .map(|i| LogEvent {
+                        seq: i,
+                        kind: "message_created".into(),
+                        chat: format!("c{i}"),
+                        body: "{}".into(),
+                    })
                     .collect(),
                 0,
             );
-            d.bots.insert(
-                n.to_string(),
-                BotDeliveries { target: check_url(&url, policy).unwrap(), url, schedule },
-            );
+            d.bots.insert(n.to_string(), BotDeliveries { target: check_url(&url, policy).unwrap(), url, schedule });
         }
         d
     }

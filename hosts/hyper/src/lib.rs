@@ -198,12 +198,22 @@ impl Botspace {
                 i.webhooks.wake.notify_one();
             }
         })));
-        // Webhooks are sent from the runtime the app is made in; the task
-        // ends with the service.
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(webhooks::run(Arc::downgrade(&inner.svc), inner.webhooks.clone()));
+        let app = Botspace { inner, role: Role::All, peer: None, conn: None, get_me_on_worker: false };
+        app.start_webhooks();
+        app
+    }
+
+    /// Starts sending the service's webhooks from the current tokio
+    /// runtime, once (later calls do nothing); the task ends with the
+    /// service. Made inside a runtime, the app starts it itself; made
+    /// outside one, it starts with its first request, or when a host calls
+    /// this from its runtime (the example server does, so that a restarted
+    /// server delivers what waits before any request comes).
+    pub fn start_webhooks(&self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        if !self.inner.webhooks.started.swap(true, Ordering::SeqCst) {
+            rt.spawn(webhooks::run(Arc::downgrade(&self.inner.svc), self.inner.webhooks.clone()));
         }
-        Botspace { inner, role: Role::All, peer: None, conn: None, get_me_on_worker: false }
     }
 
     /// Answers getMe on the tokio worker itself when nothing of this app
@@ -273,6 +283,9 @@ impl Botspace {
         B::Data: Send,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        if !self.inner.webhooks.started.load(Ordering::Relaxed) {
+            self.start_webhooks();
+        }
         let path = req.uri().path().to_string();
         let gateway = path == "/bot/gateway" && req.method() == http::Method::GET;
         let mut req = req;

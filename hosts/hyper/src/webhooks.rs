@@ -19,6 +19,8 @@ use tokio::sync::Notify;
 #[derive(Default)]
 pub(crate) struct Sender {
     pub(crate) wake: Notify,
+    /// The task was spawned.
+    pub(crate) started: std::sync::atomic::AtomicBool,
 }
 
 /// Runs the sender until `inner` is dropped.
@@ -94,7 +96,8 @@ async fn send(svc: &Service, tls: &Arc<rustls::ClientConfig>, req: &WebhookReque
     let mut stream = None;
     for addr in addrs {
         if let Err(class) = svc.webhook_address_allowed(addr.ip()) {
-            refused = Some(format!("the host name resolves to {}, which this server does not deliver to", class.describe()));
+            refused =
+                Some(format!("the host name resolves to {}, which this server does not deliver to", class.describe()));
             continue;
         }
         match TcpStream::connect(addr).await {
