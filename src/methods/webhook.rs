@@ -62,10 +62,12 @@ fn drop_pending(ctx: &mut Ctx<'_>, bot: &Bot) -> ApiResult<()> {
 
 pub fn set_webhook(ctx: &mut Ctx<'_>, bot: &Bot, b: &Body) -> ApiResult<Vec<u8>> {
     let url = check_url(ctx, b)?;
-    let max_connections = match params::opt_uint(b, "max_connections", 100)? {
-        None => DEFAULT_MAX_CONNECTIONS,
-        Some(0) => return Err(ApiError::invalid_field("max_connections", "must be between 1 and 100")),
-        Some(n) => n as u32,
+    let max_connections = match b.get("max_connections") {
+        None | Some(Value::Null) => DEFAULT_MAX_CONNECTIONS,
+        Some(v) => match v.as_u64() {
+            Some(n @ 1..=100) => n as u32,
+            _ => return Err(ApiError::invalid_field("max_connections", "must be an integer from 1 to 100")),
+        },
     };
     let allowed = allowed_updates(b)?;
     let drop = params::opt_bool(b, "drop_pending_updates")?.unwrap_or(false);
