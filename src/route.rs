@@ -73,6 +73,8 @@ methods! {
         GetChatMembers = "getChatMembers",
         GetBotActivity = "getBotActivity",
         GetAuditLog = "getAuditLog",
+        GetWebhookInfo = "getWebhookInfo",
+        DeleteWebhook = "deleteWebhook",
         AdvanceClock = "advanceClock",
     }
 }

@@ -52,10 +52,10 @@ fn check_url<'a>(ctx: &Ctx<'_>, b: &'a Body) -> ApiResult<&'a str> {
 }
 
 /// Acknowledges every event the bot has so far.
-fn drop_pending(ctx: &mut Ctx<'_>, bot: &Bot) -> ApiResult<()> {
-    let bounds = store::gateway::log_bounds(ctx.conn, &bot.id)?;
+fn drop_pending(ctx: &mut Ctx<'_>, bot_id: &str) -> ApiResult<()> {
+    let bounds = store::gateway::log_bounds(ctx.conn, bot_id)?;
     if bounds.last > bounds.acked {
-        store::gateway::write_ack(ctx.conn, &bot.id, bounds.last)?;
+        store::gateway::write_ack(ctx.conn, bot_id, bounds.last)?;
     }
     Ok(())
 }
@@ -102,7 +102,7 @@ pub fn set_webhook(ctx: &mut Ctx<'_>, bot: &Bot, b: &Body) -> ApiResult<Vec<u8>>
         },
     )?;
     if drop {
-        drop_pending(ctx, bot)?;
+        drop_pending(ctx, &bot.id)?;
     }
     // The deliveries learn of the change after the commit, and the host
     // hears of it through the wake hook, as of a bot that got events.
@@ -116,22 +116,31 @@ pub fn set_webhook(ctx: &mut Ctx<'_>, bot: &Bot, b: &Body) -> ApiResult<Vec<u8>>
 }
 
 pub fn delete_webhook(ctx: &mut Ctx<'_>, bot: &Bot, b: &Body) -> ApiResult<Vec<u8>> {
+    delete(ctx, &bot.id, b)
+}
+
+/// deleteWebhook, for the bot and for the host API (`bot_id`).
+pub fn delete(ctx: &mut Ctx<'_>, bot_id: &str, b: &Body) -> ApiResult<Vec<u8>> {
     let drop = params::opt_bool(b, "drop_pending_updates")?.unwrap_or(false);
-    if store::webhooks::delete(ctx.conn, &bot.id)? {
-        ctx.fx.webhooks_changed.push(bot.id.clone());
-        ctx.fx.woken.push(bot.id.clone());
+    if store::webhooks::delete(ctx.conn, bot_id)? {
+        ctx.fx.webhooks_changed.push(bot_id.to_string());
+        ctx.fx.woken.push(bot_id.to_string());
     }
     if drop {
-        drop_pending(ctx, bot)?;
+        drop_pending(ctx, bot_id)?;
     }
     Ok(b"true".to_vec())
 }
 
-pub fn get_webhook_info(ctx: &mut Ctx<'_>, bot: &Bot, b: &Body) -> ApiResult<Vec<u8>> {
-    let _ = b;
-    let bounds = store::gateway::log_bounds(ctx.conn, &bot.id)?;
+pub fn get_webhook_info(ctx: &mut Ctx<'_>, bot: &Bot, _b: &Body) -> ApiResult<Vec<u8>> {
+    info(ctx, &bot.id)
+}
+
+/// getWebhookInfo, for the bot and for the host API (`bot_id`).
+pub fn info(ctx: &mut Ctx<'_>, bot_id: &str) -> ApiResult<Vec<u8>> {
+    let bounds = store::gateway::log_bounds(ctx.conn, bot_id)?;
     let pending = (bounds.last - bounds.acked).max(0);
-    let row = store::webhooks::get(ctx.conn, &bot.id)?;
+    let row = store::webhooks::get(ctx.conn, bot_id)?;
     to_json(&info_json(row.as_ref(), pending))
 }
 

@@ -1878,6 +1878,13 @@ def webhook_cases():
                                     ok({"url": "http://127.0.0.1:9/hook", "secret": ANY})),
                            bot_call("b", "getWebhookInfo", {}, 200, info("http://127.0.0.1:9/hook", 1, 40))],
                    config={"webhook_allow_http": True, "webhook_allow_private_addresses": True}))
+    cs.append(case("the host API reads and clears a bot's webhook by bot_id; an unknown bot is 404",
+                   base + [bot_call("b", "setWebhook", {"url": url, "max_connections": 3}, 200, ok({"url": url, "secret": ANY})),
+                           admin("getWebhookInfo", {"bot_id": "{{b}}"}, 200, info(url, 1, 3)),
+                           admin("deleteWebhook", {"bot_id": "{{b}}", "drop_pending_updates": True}, 200, ok(True)),
+                           bot_call("b", "getWebhookInfo", {}, 200, info("", 0)),
+                           admin("getWebhookInfo", {"bot_id": "bot_nope"}, 404, err(404, "bot_not_found", "no bot with this id")),
+                           admin("deleteWebhook", {}, 400, missing("bot_id"))]))
     cs.append(case("a suspended bot cannot set a webhook",
                    base + [admin("updateBot", {"bot_id": "{{b}}", "status": "suspended"}, 200),
                            bot_call("b", "setWebhook", {"url": url}, 403, err(403, "bot_suspended", "bot_suspended"))]))
