@@ -7,13 +7,13 @@
 //! mid-delivery resumes from the durable cursor; and setWebhook refuses
 //! what a bot must not make the server reach.
 
+mod webhooks;
 mod wire;
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
+use webhooks::*;
 use wire::*;
 
 macro_rules! servers {
@@ -32,96 +32,6 @@ servers! {
 }
 
 const ALLOW: [&str; 2] = ["--webhook-allow-http", "--webhook-allow-private-addresses"];
-
-/// A receiver process; its log is one JSON object per request.
-struct Receiver {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-}
-
-impl Receiver {
-    fn start(dir: &Path, port: u16) -> Receiver {
-        let log = dir.join("receiver.jsonl");
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/webhooks/receiver.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .arg(port.to_string())
-            .arg(&log)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the receiver (python3)");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let port = line
-            .trim()
-            .strip_prefix("listening ")
-            .unwrap_or_else(|| panic!("receiver: {line:?} (is standardwebhooks installed?)"))
-            .parse()
-            .unwrap();
-        Receiver { child, port, log }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/hook", self.port)
-    }
-
-    fn control(&self, body: &Value) {
-        let r = agent().post(format!("http://127.0.0.1:{}/control", self.port)).send(body.to_string()).unwrap();
-        assert_eq!(r.status().as_u16(), 200);
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// Every request so far.
-    fn seen(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-
-    /// Waits (up to `within`) until `f` holds for what was seen.
-    fn wait_for(&self, within: Duration, what: &str, f: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let until = Instant::now() + within;
-        loop {
-            let seen = self.seen();
-            if f(&seen) {
-                return seen;
-            }
-            assert!(Instant::now() < until, "timed out waiting for {what}; seen: {seen:#?}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// Whether the receiver answered this request 2xx within the deadline.
-fn answered_ok(e: &Value) -> bool {
-    e["step"] == "ok" || e["step"] == "hang:0.3"
-}
-
-/// The update_ids answered 2xx.
-fn delivered(seen: &[Value]) -> Vec<i64> {
-    seen.iter().filter(|e| answered_ok(e)).map(|e| e["body"]["update_id"].as_i64().unwrap()).collect()
-}
-
-/// The chat of an update (`data.chat`, or `data.message.chat`).
-fn chat_of(update: &Value) -> String {
-    let d = &update["data"];
-    let chat = if d["chat"].is_object() { &d["chat"] } else { &d["message"]["chat"] };
-    chat["id"].as_str().unwrap_or_else(|| panic!("no chat in {update}")).to_string()
-}
 
 fn start(bin: &Path, db: &str, extra: &[&str]) -> Server {
     let mut args = vec!["--db", db, "--admin-secret", SECRET];
@@ -299,22 +209,6 @@ fn a_failing_receiver_gets_every_event_in_order_per_chat_once_it_recovers(bin: &
     }
     assert_eq!(info(&srv, &w.token)["next_attempt_date"], Value::Null);
     let _ = std::fs::remove_dir_all(dir);
-}
-
-/// In each chat, no attempt of an event comes before the event ahead of it
-/// was answered 2xx.
-fn assert_per_chat_order(seen: &[Value]) {
-    use std::collections::HashMap;
-    let mut done: HashMap<String, i64> = HashMap::new();
-    for e in seen {
-        let chat = chat_of(&e["body"]);
-        let id = e["body"]["update_id"].as_i64().unwrap();
-        let last = done.get(&chat).copied().unwrap_or(0);
-        assert!(id >= last, "chat {chat}: update {id} attempted after {last} was delivered: {seen:#?}");
-        if answered_ok(e) {
-            done.insert(chat, id);
-        }
-    }
 }
 
 fn a_server_killed_mid_delivery_resumes_from_the_durable_cursor_with_the_same_ids(bin: &Path) {

@@ -106,6 +106,9 @@ impl Service {
                 listener.wait(std::time::Duration::from_millis(timeout_ms), &own)?
             };
             if heard.all || !heard.bots.is_empty() {
+                // Webhooks of the bots heard of (all of them: at the next
+                // claim of leases) are looked at again.
+                self.webhooks.lock().unwrap_or_else(|e| e.into_inner()).note(&heard.bots, &heard.bots);
                 let here = self.gateway.hint(heard.all, &heard.bots);
                 self.apply_effects(crate::txn::TxEffects { woken: here, ..crate::txn::TxEffects::default() });
             }

@@ -13,6 +13,13 @@ use crate::webhook::deliveries::{BotDeliveries, WebhookRequest};
 use crate::webhook::schedule::{LogEvent, GAP_KIND};
 use crate::webhook::{check_url, Outcome, Schedule};
 
+/// Several nodes on one database: how long a node's lease on a bot's
+/// webhook lasts, and how often it is renewed. A node that dies hands its
+/// webhooks over once its leases lapse: within `WEBHOOK_LEASE_TTL_MS` plus
+/// one renewal.
+pub const WEBHOOK_LEASE_TTL_MS: u64 = 10_000;
+pub const WEBHOOK_LEASE_RENEW_MS: u64 = 2_000;
+
 impl Service {
     /// The next webhook request due now, if any; call until `None`. The
     /// host sends it to `target` (after checking each address it connects
@@ -28,7 +35,10 @@ impl Service {
             d.loaded = true;
             d.dirty.extend(rows.into_iter().map(|r| r.bot_id));
         }
-        let dirty = std::mem::take(&mut d.dirty);
+        if self.shared_store && now_ms >= d.next_claim_ms {
+            self.claim_webhook_leases(&mut d, now_ms);
+        }
+        let dirty: Vec<String> = std::mem::take(&mut d.dirty).into_iter().filter(|b| d.holds(b)).collect();
         for bot_id in dirty {
             if let Err(b) = self.refresh_webhook(&mut d, &bot_id, now_ms) {
                 // Looked at again at the next call.
@@ -36,6 +46,25 @@ impl Service {
             }
         }
         d.next_attempt(now_ms)
+    }
+
+    /// Several nodes: renews this node's leases and takes the free ones.
+    /// Other nodes' commits reach this node by notification when they do
+    /// (a woken bot), else by this round: every held bot is looked at.
+    fn claim_webhook_leases(&self, d: &mut crate::webhook::deliveries::Deliveries, now_ms: u64) {
+        if d.node.is_empty() {
+            d.node = crate::auth::new_id(&self.random, "node_").unwrap_or_else(|_| format!("node_{now_ms}"));
+        }
+        let claimed = store::webhooks::claim_leases(&self.lock().conn, &d.node, now_ms, now_ms + WEBHOOK_LEASE_TTL_MS);
+        match claimed {
+            Ok(bots) => {
+                d.leases_held(bots);
+                d.next_claim_ms = now_ms + WEBHOOK_LEASE_RENEW_MS;
+            }
+            // Unreachable database: the leases lapse unless renewed in
+            // time; try again in a second.
+            Err(_) => d.next_claim_ms = now_ms + 1_000,
+        }
     }
 
     /// Rereads a bot's webhook row and the log past what it holds.
@@ -159,7 +188,11 @@ impl Service {
         if !d.dirty.is_empty() || !d.loaded {
             return Some(self.now_ms());
         }
-        d.next_retry()
+        let retry = d.next_retry();
+        if self.shared_store {
+            return Some(retry.map_or(d.next_claim_ms, |r| r.min(d.next_claim_ms)));
+        }
+        retry
     }
 
     /// Whether a delivery may connect to `ip` under this service's policy

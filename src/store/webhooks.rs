@@ -38,6 +38,13 @@ pub const POSTGRES_MIGRATION: &str = r#"
         last_error TEXT,
         next_attempt_at_ms BIGINT
     );
+    -- Which node delivers a bot's webhook, until when (several nodes on
+    -- one database: one at a time; a dead node's leases lapse).
+    CREATE TABLE webhook_leases (
+        bot_id TEXT PRIMARY KEY,
+        node TEXT NOT NULL,
+        expires_at_ms BIGINT NOT NULL
+    );
 "#;
 
 /// A webhook as stored.
@@ -138,6 +145,24 @@ pub fn record_error(conn: &Conn, bot_id: &str, at_ms: u64, message: &str, next_m
     )?
     .execute(params![at_ms as i64, message, next_ms.map(|t| t as i64), bot_id])?;
     Ok(())
+}
+
+/// PostgreSQL: takes, or renews, this node's lease on every webhook whose
+/// lease is free, lapsed or already this node's, until `expires_at_ms`;
+/// returns the bots whose webhooks this node now delivers. One statement,
+/// so two nodes never both hold one.
+pub fn claim_leases(conn: &Conn, node: &str, now_ms: u64, expires_at_ms: u64) -> StoreResult<Vec<String>> {
+    let mut held = Vec::new();
+    conn.prepare_cached(
+        "INSERT INTO webhook_leases (bot_id, node, expires_at_ms) SELECT bot_id, ?1, ?3 FROM webhooks \
+         ON CONFLICT (bot_id) DO UPDATE SET node = excluded.node, expires_at_ms = excluded.expires_at_ms \
+         WHERE webhook_leases.node = excluded.node OR webhook_leases.expires_at_ms <= ?2 RETURNING bot_id",
+    )?
+    .query_each(params![node, now_ms as i64, expires_at_ms as i64], |r| {
+        held.push(r.get(0)?);
+        Ok(true)
+    })?;
+    Ok(held)
 }
 
 /// Records that no retry waits any more.

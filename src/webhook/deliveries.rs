@@ -78,9 +78,34 @@ pub struct Deliveries {
     /// Where the last search for a due attempt stopped, so that one busy
     /// bot does not starve the others.
     turn: Option<String>,
+    /// Several nodes on one database: this node's name in the leases, the
+    /// bots it holds leases on (`None` until the first claim), and when it
+    /// claims again.
+    pub node: String,
+    pub held: Option<std::collections::HashSet<String>>,
+    pub next_claim_ms: u64,
 }
 
 impl Deliveries {
+    /// The leases this node now holds: the others' deliveries stop here
+    /// (attempts in flight may still finish: those are the duplicates a
+    /// hand-over allows), the new ones are looked at.
+    pub fn leases_held(&mut self, bots: Vec<String>) {
+        let held: std::collections::HashSet<String> = bots.into_iter().collect();
+        let lost: Vec<String> = self.bots.keys().filter(|b| !held.contains(*b)).cloned().collect();
+        for b in lost {
+            self.remove(&b);
+        }
+        self.dirty.extend(held.iter().cloned());
+        self.held = Some(held);
+    }
+
+    /// Whether this node delivers `bot_id`'s webhook (always, alone on its
+    /// database).
+    pub fn holds(&self, bot_id: &str) -> bool {
+        self.held.as_ref().is_none_or(|h| h.contains(bot_id))
+    }
+
     /// Commits woke these bots (they got events), and these bots' webhooks
     /// were set or deleted.
     pub fn note(&mut self, woken: &[String], changed: &[String]) {
