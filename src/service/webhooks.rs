@@ -9,9 +9,15 @@
 use super::Service;
 use crate::methods::webhook::{signing_key, target_policy};
 use crate::store;
-use crate::webhook::deliveries::{BotDeliveries, WebhookRequest};
+use crate::webhook::deliveries::{BotDeliveries, StatusWrite, WebhookRequest};
 use crate::webhook::schedule::{LogEvent, GAP_KIND};
 use crate::webhook::{check_url, Outcome, Schedule};
+
+/// How often, at most, what outcomes changed is written while deliveries
+/// are in flight (one transaction, one sync, for every outcome since):
+/// a crash loses at most this much of the cursor's progress, which only
+/// means those events are delivered again.
+pub const WEBHOOK_FLUSH_MS: u64 = 50;
 
 /// Several nodes on one database: how long a node's lease on a bot's
 /// webhook lasts, and how often it is renewed. A node that dies hands its
@@ -37,6 +43,9 @@ impl Service {
         }
         if self.shared_store && now_ms >= d.next_claim_ms {
             self.claim_webhook_leases(&mut d, now_ms);
+        }
+        if d.in_flight() == 0 || now_ms >= d.flushed_ms + WEBHOOK_FLUSH_MS {
+            self.flush_webhook_writes(&mut d, now_ms);
         }
         let dirty: Vec<String> = std::mem::take(&mut d.dirty).into_iter().filter(|b| d.holds(b)).collect();
         for bot_id in dirty {
@@ -148,9 +157,12 @@ impl Service {
         Ok(())
     }
 
-    /// What became of webhook request `id`. A 2xx moves the bot's durable
-    /// cursor over what is now delivered in a row; a failure is recorded
-    /// for getWebhookInfo and retried later.
+    /// What became of webhook request `id`. A 2xx moves the bot's cursor
+    /// over what is now delivered in a row; a failure is recorded for
+    /// getWebhookInfo and retried later. Never waits on the store: the
+    /// changes are written, in one transaction, by the next
+    /// [`Service::poll_webhook`] (a crash before it only delivers those
+    /// events again).
     pub fn webhook_outcome(&self, id: u64, outcome: Outcome, now_ms: u64) {
         let mut random = [0u8; 8];
         let _ = self.random.fill(&mut random);
@@ -163,21 +175,57 @@ impl Service {
         let bot_id = b.schedule.bot_id().to_string();
         let cursor = b.schedule.take_cursor_write();
         let status = b.schedule.status();
+        let next = b.schedule.poll_timeout();
         let read_more = b.schedule.wants_events().is_some();
-        let inner = self.lock();
         if let Some(c) = cursor {
-            let _ = store::gateway::write_ack(&inner.conn, &bot_id, c);
+            d.cursor_writes.insert(bot_id.clone(), c);
         }
         if failed {
-            let msg = status.last_error_message.as_deref().unwrap_or("");
-            let next = b.schedule.poll_timeout();
-            let _ = store::webhooks::record_error(&inner.conn, &bot_id, now_ms, msg, next);
-        } else if status.next_attempt_date.is_none() {
-            let _ = store::webhooks::clear_next_attempt(&inner.conn, &bot_id);
+            let message = status.last_error_message.unwrap_or_default();
+            d.status_writes.insert(bot_id.clone(), StatusWrite::Failed { at_ms: now_ms, message, next_ms: next });
+        } else if next.is_none() {
+            // Only a recorded retry needs clearing.
+            if let Some(StatusWrite::Failed { .. }) | None = d.status_writes.get(&bot_id) {
+                d.status_writes.insert(bot_id.clone(), StatusWrite::NothingWaits);
+            }
         }
-        drop(inner);
         if read_more {
             d.dirty.insert(bot_id);
+        }
+    }
+
+    /// Writes what outcomes changed, in one transaction. On failure the
+    /// changes are kept for the next try.
+    fn flush_webhook_writes(&self, d: &mut crate::webhook::deliveries::Deliveries, now_ms: u64) {
+        if d.cursor_writes.is_empty() && d.status_writes.is_empty() {
+            return;
+        }
+        d.flushed_ms = now_ms;
+        let inner = self.lock();
+        let conn = &inner.conn;
+        let written = (|| -> Result<(), crate::store::StorageError> {
+            conn.begin()?;
+            for (bot, c) in &d.cursor_writes {
+                store::gateway::write_ack(conn, bot, *c)?;
+            }
+            for (bot, w) in &d.status_writes {
+                match w {
+                    StatusWrite::Failed { at_ms, message, next_ms } => {
+                        store::webhooks::record_error(conn, bot, *at_ms, message, *next_ms)?
+                    }
+                    StatusWrite::NothingWaits => store::webhooks::clear_next_attempt(conn, bot)?,
+                }
+            }
+            conn.commit()
+        })();
+        match written {
+            Ok(()) => {
+                d.cursor_writes.clear();
+                d.status_writes.clear();
+            }
+            Err(_) => {
+                let _ = conn.rollback();
+            }
         }
     }
 
@@ -188,7 +236,11 @@ impl Service {
         if !d.dirty.is_empty() || !d.loaded {
             return Some(self.now_ms());
         }
-        let retry = d.next_retry();
+        let mut retry = d.next_retry();
+        if !d.cursor_writes.is_empty() || !d.status_writes.is_empty() {
+            let flush = d.flushed_ms + WEBHOOK_FLUSH_MS;
+            retry = Some(retry.map_or(flush, |r| r.min(flush)));
+        }
         if self.shared_store {
             return Some(retry.map_or(d.next_claim_ms, |r| r.min(d.next_claim_ms)));
         }

@@ -84,6 +84,23 @@ pub struct Deliveries {
     pub node: String,
     pub held: Option<std::collections::HashSet<String>>,
     pub next_claim_ms: u64,
+    /// What outcomes changed and the store does not have yet, written in
+    /// one transaction at the next poll (so that reporting an outcome
+    /// never waits on the disk): cursor moves, and per bot its last
+    /// error with the next retry (`None`: clear the next retry).
+    pub cursor_writes: HashMap<String, i64>,
+    pub status_writes: HashMap<String, StatusWrite>,
+    /// When those were last written.
+    pub flushed_ms: u64,
+}
+
+/// A change of a bot's delivery status for getWebhookInfo.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatusWrite {
+    /// An attempt failed at `at_ms`; the next is due at `next_ms`.
+    Failed { at_ms: u64, message: String, next_ms: Option<u64> },
+    /// No retry waits any more.
+    NothingWaits,
 }
 
 impl Deliveries {
