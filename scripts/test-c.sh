@@ -87,6 +87,10 @@ source scripts/lib/install.sh
 need_cmd cc:gcc c++:g++ make valgrind pkg-config curl || exit 1
 # tests/server_metrics.rs: a real Prometheus scrapes the C server; promtool lints.
 need_cmd prometheus promtool:prometheus || exit 1
+# examples/c-server delivers webhooks with libcurl; tests/server_webhooks.rs
+# verifies them with the Standard Webhooks library.
+need_apt libcurl4-openssl-dev || exit 1
+need_pip standardwebhooks==1.1.0 || exit 1
 command -v cargo >/dev/null 2>&1 || { echo "cargo is required (rustup)"; exit 1; }
 export PATH="$HOME/.cargo/bin:$PATH"
 if [[ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]]; then
@@ -214,13 +218,14 @@ wire() {
 # tests/server_throttle.rs (the admin-login throttle under a spray, behind a
 # trusted proxy), tests/server_gateway_budget.rs (a gateway bot that
 # floods pings and heartbeats and reads nothing) tests/server_metrics.rs
-# (Prometheus scraping, /readyz at a stop) and tests/server_clean.rs (unclean
-# requests, exits, file modes) against one C server binary.
+# (Prometheus scraping, /readyz at a stop), tests/server_clean.rs (unclean
+# requests, exits, file modes) and tests/server_webhooks.rs (deliveries over
+# libcurl to a verifying receiver) against one C server binary.
 options() {
   local bin=$1
   local log="$OUT/options-$(basename "$bin").log"
   ASAN_OPTIONS=$ASAN_SERVER_OPTIONS BOTSPACE_C_SERVER="$bin" \
-    cargo test --test server_options --test server_reliability --test server_throttle --test server_gateway_budget --test server_metrics --test server_clean -- c:: --nocapture 2>&1 | tee "$log" |
+    cargo test --test server_options --test server_reliability --test server_throttle --test server_gateway_budget --test server_metrics --test server_clean --test server_webhooks -- c:: --nocapture 2>&1 | tee "$log" |
     awk '/^(test |test result|failures|---- )/ || /panicked at/ || /^(getMe past|1 000 clients|slow consumer|gateway flood|idle keep-alive|out of files|SKIPPED)/ {print; if (/panicked at/) n=3; next} n>0 {print; n--}'
   local rc=${PIPESTATUS[0]}
   if grep -q "ERROR: AddressSanitizer\|runtime error:" "$log"; then
