@@ -21,6 +21,9 @@ macro_rules! servers {
         mod rust {
             $(#[test] fn $name() { super::$name(&super::example_binary()) })*
         }
+        mod c {
+            $(#[test] fn $name() { super::$name(&super::c_binary()) })*
+        }
     };
 }
 
