@@ -82,6 +82,13 @@
 #define BOTSPACE_CLOSE_SERVER_SHUTDOWN 1001
 
 /**
+ * The most of a webhook answer's body a host reads (the core's
+ * `MAX_ANSWER_BYTES`): the body is not used, so a host stops the transfer
+ * past this and reports the status it got.
+ */
+#define BOTSPACE_WEBHOOK_MAX_ANSWER_BYTES (64 * 1024)
+
+/**
  * The result of every fallible call. The values are fixed and will never
  * change meaning; new values may be added. `botspace_status_message`
  * gives a static description and `botspace_last_error_message` the detail

@@ -1550,7 +1550,6 @@ static void format_addr(const struct sockaddr_storage *ss, int reachable, char *
  * through the wake-up callback; retries come due at
  * botspace_service_webhook_timeout. */
 
-#define WEBHOOK_MAX_ANSWER_BYTES 65536u /* the answer's body is discarded, and not read past this */
 #define WEBHOOK_RECHECK_MS 20u          /* nothing came of a due poll (the store failed): look again after this */
 
 typedef struct wh_xfer {
@@ -1561,7 +1560,7 @@ typedef struct wh_xfer {
     struct curl_slist *headers;
     char *retry_after;       /* the Retry-After value of the last response head, raw */
     size_t answer_bytes;
-    int answer_too_long;     /* the body passed WEBHOOK_MAX_ANSWER_BYTES: the transfer stopped there */
+    int answer_too_long;     /* the body passed BOTSPACE_WEBHOOK_MAX_ANSWER_BYTES: the transfer stopped there */
     const char *refusal;     /* an address the policy refused (the library's message) */
     int opened;              /* a socket was opened to an allowed address */
     char error[CURL_ERROR_SIZE];
@@ -1647,12 +1646,12 @@ static size_t wh_header_cb(char *line, size_t size, size_t n, void *userp) {
 }
 
 /* The answer's body is not used: counted and dropped, and the transfer
- * stops once it passes WEBHOOK_MAX_ANSWER_BYTES. */
+ * stops once it passes BOTSPACE_WEBHOOK_MAX_ANSWER_BYTES. */
 static size_t wh_body_cb(char *data, size_t size, size_t n, void *userp) {
     wh_xfer *x = userp;
     (void)data;
     x->answer_bytes += size * n;
-    if (x->answer_bytes > WEBHOOK_MAX_ANSWER_BYTES) {
+    if (x->answer_bytes > BOTSPACE_WEBHOOK_MAX_ANSWER_BYTES) {
         x->answer_too_long = 1;
         return 0;
     }
@@ -1733,6 +1732,8 @@ static void wh_finish(wh_xfer *x, CURLcode rc) {
     uint64_t now = svc_now();
     long status = 0;
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+    long os_errno = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_OS_ERRNO, &os_errno);
     const char *detail = x->error[0] ? x->error : curl_easy_strerror(rc);
     char msg[CURL_ERROR_SIZE + 64];
     if ((rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && x->answer_too_long)) && status >= 100 && status <= 999) {
@@ -1744,6 +1745,8 @@ static void wh_finish(wh_xfer *x, CURLcode rc) {
         return;
     }
     if (rc == CURLE_COULDNT_CONNECT && x->refusal && !x->opened) snprintf(msg, sizeof msg, "%s", x->refusal);
+    else if (rc == CURLE_COULDNT_CONNECT && os_errno) /* the Rust server's words: the OS error */
+        snprintf(msg, sizeof msg, "could not connect: %s (os error %ld)", strerror((int)os_errno), os_errno);
     else if (rc == CURLE_COULDNT_CONNECT) snprintf(msg, sizeof msg, "could not connect: %s", detail);
     else if (rc == CURLE_COULDNT_RESOLVE_HOST) snprintf(msg, sizeof msg, "the host name did not resolve: %s", detail);
     else if (rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CERTPROBLEM ||

@@ -1452,6 +1452,12 @@ pub unsafe extern "C" fn botspace_gateway_free(gateway: *mut *mut botspace_gatew
 // ---------------------------------------------------------------------------
 // Webhook deliveries
 
+/// The most of a webhook answer's body a host reads (the core's
+/// `MAX_ANSWER_BYTES`): the body is not used, so a host stops the transfer
+/// past this and reports the status it got.
+pub const BOTSPACE_WEBHOOK_MAX_ANSWER_BYTES: usize = 64 * 1024;
+const _: () = assert!(BOTSPACE_WEBHOOK_MAX_ANSWER_BYTES == botspace::webhook::schedule::MAX_ANSWER_BYTES);
+
 /// One webhook request the host is to send (`botspace_service_poll_webhook`),
 /// then report with `botspace_service_webhook_outcome`. Release it with
 /// `botspace_webhook_request_free` (before or after reporting). Not
@@ -1522,7 +1528,8 @@ impl botspace_webhook_request {
         let path_and_query = c_string(r.target.path_and_query.clone());
         let host_header = c_string(r.host_header());
         let url = c_string(r.request_url());
-        let header_lines: Vec<CString> = r.header_lines().into_iter().map(|(n, v)| c_string(format!("{n}: {v}"))).collect();
+        let header_lines: Vec<CString> =
+            r.header_lines().into_iter().map(|(n, v)| c_string(format!("{n}: {v}"))).collect();
         let header_ptrs: Vec<*const c_char> = header_lines.iter().map(|c| c.as_ptr()).collect();
         let http_bytes = r.http_bytes();
         let body = r.attempt.body.clone().into_bytes();
@@ -1583,7 +1590,8 @@ pub unsafe extern "C" fn botspace_service_poll_webhook(
         non_null!(out_request, "out_request");
         // SAFETY: a live handle.
         let svc = unsafe { &(*service).svc };
-        let req = svc.poll_webhook(now_ms).map_or(std::ptr::null_mut(), |r| Box::into_raw(botspace_webhook_request::new(r)));
+        let req =
+            svc.poll_webhook(now_ms).map_or(std::ptr::null_mut(), |r| Box::into_raw(botspace_webhook_request::new(r)));
         // SAFETY: checked non-NULL above.
         unsafe { *out_request = req };
         botspace_status::Ok
