@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Every C and C++ test of botspace, from a clean checkout on a fresh machine:
 #
-#   1. tools: gcc, g++, make, valgrind, pkg-config (apt, only when missing)
+#   1. tools: gcc, g++, make, valgrind, pkg-config, libcurl4-openssl-dev
+#      (apt, only when missing), standardwebhooks (pip)
 #      and cbindgen 0.29.4 (cargo install, only when missing or another version);
 #   2. include/botspace.h equals a fresh cbindgen run (fails when stale;
 #      `scripts/test-c.sh --regen-header` rewrites it and exits);
 #   3. the Rust unit tests of bindings/c (the FFI layer);
 #   4. tests/c/test_c_api (test vectors, NULL arguments, configurations,
-#      frees, gateway, 8 threads) linked statically, dynamically, with
+#      frees, gateway, webhook deliveries, 8 threads) linked statically, dynamically, with
 #      AddressSanitizer+UBSan, and under valgrind (no leak, no error);
 #   5. tests/cpp/test_cpp (the C++17 wrapper), plain and with ASan+UBSan;
 #   6. pkg-config: tests/c/example.c (open, createBot, getMe) linked
@@ -18,8 +19,9 @@
 #      command-line option scenarios (the `c::` tests of
 #      tests/server_options.rs, tests/server_reliability.rs,
 #      tests/server_throttle.rs, tests/server_gateway_budget.rs,
-#      tests/server_metrics.rs and tests/server_clean.rs: unclean requests,
-#      exits, file modes) against it, and against its ASan+UBSan build.
+#      tests/server_metrics.rs, tests/server_clean.rs: unclean requests,
+#      exits, file modes, and tests/server_webhooks.rs: deliveries over
+#      libcurl) against it, and against its ASan+UBSan build.
 #
 # Runs everything even after a failure, exits non-zero if anything failed,
 # and ends with `c-tests: N passed, M failed`. N counts the checks of the C
