@@ -161,19 +161,21 @@ PREFIX="$OUT/prefix"
 rm -rf "$PREFIX"
 step make-install make -C bindings/c install CARGO=: PREFIX="$PREFIX"
 pc() { PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig" pkg-config "$@"; }
+# grep reads all its input (not -q): with pipefail, a writer cut off by an
+# early exit would fail the pipeline now and then (SIGPIPE).
 link_dynamic() {
   # shellcheck disable=SC2046
   cc -std=c11 -Wall -Wextra -Wpedantic -Werror tests/c/example.c $(pc --cflags --libs botspace) \
     -Wl,-rpath,"$PREFIX/lib" -o "$OUT/example-dynamic" &&
-    ldd "$OUT/example-dynamic" | grep -q "$PREFIX/lib/libbotspace.so" &&
-    "$OUT/example-dynamic" | grep -q '"handle":"c_bot"'
+    ldd "$OUT/example-dynamic" | grep "$PREFIX/lib/libbotspace.so" >/dev/null &&
+    "$OUT/example-dynamic" | grep '"handle":"c_bot"' >/dev/null
 }
 link_static() {
   # shellcheck disable=SC2046
   cc -std=c11 -Wall -Wextra -Wpedantic -Werror tests/c/example.c $(pc --cflags --libs --static botspace-static) \
     -o "$OUT/example-static" &&
-    ! ldd "$OUT/example-static" | grep -q libbotspace &&
-    "$OUT/example-static" | grep -q '"handle":"c_bot"'
+    ! ldd "$OUT/example-static" | grep libbotspace >/dev/null &&
+    "$OUT/example-static" | grep '"handle":"c_bot"' >/dev/null
 }
 # The C++ host (bindings/cpp/example.cpp): open, createBot, getMe through
 # botspace.hpp, which the prefix installs beside botspace.h.
@@ -181,7 +183,7 @@ cpp_host() {
   # shellcheck disable=SC2046
   c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror bindings/cpp/example.cpp $(pc --cflags --libs --static botspace-static) \
     -o "$OUT/example-cpp" &&
-    "$OUT/example-cpp" | grep -q '^getMe answered for @cpp_bot$'
+    "$OUT/example-cpp" | grep '^getMe answered for @cpp_bot$' >/dev/null
 }
 step pkg-config-dynamic link_dynamic
 step pkg-config-static link_static
