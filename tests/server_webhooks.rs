@@ -21,6 +21,9 @@ macro_rules! servers {
         mod rust {
             $(#[test] fn $name() { super::$name(&super::example_binary()) })*
         }
+        mod c {
+            $(#[test] fn $name() { super::$name(&super::c_binary()) })*
+        }
     };
 }
 
@@ -29,6 +32,7 @@ servers! {
     a_failing_receiver_gets_every_event_in_order_per_chat_once_it_recovers,
     a_server_killed_mid_delivery_resumes_from_the_durable_cursor_with_the_same_ids,
     set_webhook_refuses_addresses_the_server_must_not_reach,
+    an_answer_with_a_body_past_64_kib_counts_by_its_status,
 }
 
 const ALLOW: [&str; 2] = ["--webhook-allow-http", "--webhook-allow-private-addresses"];
@@ -332,5 +336,31 @@ fn set_webhook_refuses_addresses_the_server_must_not_reach(bin: &Path) {
     assert_eq!(steps, ["302", "ok"]);
     assert_eq!(info(&srv, &w.token)["last_error_message"], "the receiver answered 302");
     rx.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The answer's body is not used: a sender reads at most 64 KiB of it (the
+/// C server stops the transfer there), and a 200 with a 1 MiB body is a
+/// delivery like any other, not a failed connection retried.
+fn an_answer_with_a_body_past_64_kib_counts_by_its_status(bin: &Path) {
+    let dir = temp_dir("webhooks-big-answer");
+    let rx = Receiver::start(&dir, 0);
+    let srv = start(bin, ":memory:", &ALLOW);
+    let w = srv.world("standard");
+    rx.control(&json!({"script": ["big"]}));
+    let secret = set_webhook(&srv, &w.token, &json!({"url": rx.url()}))["secret"].as_str().unwrap().to_string();
+    rx.control(&json!({"secret": secret}));
+    let until = Instant::now() + WAIT;
+    while info(&srv, &w.token)["pending_update_count"] != 0 {
+        assert!(Instant::now() < until, "the cursor did not move: {:#?}", rx.seen());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let seen = rx.seen();
+    let steps: Vec<&str> = seen.iter().map(|e| e["step"].as_str().unwrap()).filter(|s| *s != "no secret").collect();
+    assert_eq!(steps, ["big"], "delivered once, not retried");
+    assert_eq!(delivered(&seen), [1]);
+    // Only a delivery before the receiver had its secret may have failed.
+    let i = info(&srv, &w.token);
+    assert!(i["last_error_message"].is_null() || i["last_error_message"] == "the receiver answered 503", "{i}");
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -38,9 +38,9 @@ impl WebhookRequest {
         out.extend_from_slice(self.target.path_and_query.as_bytes());
         out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
         out.extend_from_slice(self.host_header().as_bytes());
-        out.extend_from_slice(b"\r\nUser-Agent: botspace-webhooks\r\nConnection: close\r\nContent-Length: ");
+        out.extend_from_slice(b"\r\nContent-Length: ");
         out.extend_from_slice(itoa::Buffer::new().format(a.body.len()).as_bytes());
-        for (name, value) in a.headers() {
+        for (name, value) in self.header_lines() {
             out.extend_from_slice(b"\r\n");
             out.extend_from_slice(name.as_bytes());
             out.extend_from_slice(b": ");
@@ -49,6 +49,21 @@ impl WebhookRequest {
         out.extend_from_slice(b"\r\n\r\n");
         out.extend_from_slice(a.body.as_bytes());
         out
+    }
+
+    /// The URL to connect to, rebuilt from the checked parts (so a client
+    /// library parses what the rules checked, not the bot's own spelling).
+    pub fn request_url(&self) -> String {
+        let scheme = if self.target.https { "https" } else { "http" };
+        format!("{scheme}://{}{}", self.host_header(), self.target.path_and_query)
+    }
+
+    /// The headers of [`WebhookRequest::http_bytes`] besides `Host` and
+    /// `Content-Length` (which a client library writes itself), in order.
+    pub fn header_lines(&self) -> Vec<(&'static str, String)> {
+        let mut h = vec![("User-Agent", "botspace-webhooks".to_string()), ("Connection", "close".to_string())];
+        h.extend(self.attempt.headers());
+        h
     }
 
     /// The `Host` header: the host, bracketed when IPv6, with the port
@@ -246,11 +261,12 @@ mod tests {
         let r = d.next_attempt(1_700_000_000_000).unwrap();
         let text = String::from_utf8(r.http_bytes()).unwrap();
         let head = format!(
-            "POST /a HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nUser-Agent: botspace-webhooks\r\nConnection: close\r\n\
-             Content-Length: 2\r\ncontent-type: application/json\r\nwebhook-id: msg_a_1\r\n\
+            "POST /a HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Length: 2\r\n\
+             User-Agent: botspace-webhooks\r\nConnection: close\r\ncontent-type: application/json\r\nwebhook-id: msg_a_1\r\n\
              webhook-timestamp: 1700000000\r\nwebhook-signature: {}\r\n\r\n{{}}",
             r.attempt.signature
         );
         assert_eq!(text, head);
+        assert_eq!(r.request_url(), "http://127.0.0.1:8080/a");
     }
 }

@@ -58,6 +58,13 @@ impl AddressClass {
             AddressClass::Reserved => "a reserved address",
         }
     }
+
+    /// The failure a delivery records (`last_error_message`) when the
+    /// host name resolved to an address of this class: the same words
+    /// from every host.
+    pub fn delivery_refusal(self) -> String {
+        format!("the host name resolves to {}, which this server does not deliver to", self.describe())
+    }
 }
 
 /// A URL that passed [`check_url`], split as the host needs it.
@@ -260,6 +267,14 @@ mod tests {
 
     const STRICT: TargetPolicy = TargetPolicy { allow_http: false, allow_private_addresses: false };
     const OPEN: TargetPolicy = TargetPolicy { allow_http: true, allow_private_addresses: true };
+
+    #[test]
+    fn the_refusal_a_delivery_records() {
+        assert_eq!(
+            AddressClass::LinkLocal.delivery_refusal(),
+            "the host name resolves to a link-local address, which this server does not deliver to"
+        );
+    }
 
     fn invalid(url: &str, policy: TargetPolicy) -> &'static str {
         match check_url(url, policy) {

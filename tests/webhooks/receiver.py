@@ -12,7 +12,8 @@ POST /control with JSON changes what it does:
       the answers to the next deliveries, one each, then 200 again:
       a status; 429:N and 503:N add `Retry-After: N`; hang:N sleeps N
       seconds before answering 200 (past the sender's deadline); 302 adds
-      `Location: /redirected`.
+      `Location: /redirected`; big answers 200 with a 1 MiB body (more than a
+      sender reads).
 Any request to /redirected is recorded with "redirected": true.
 """
 
@@ -94,6 +95,11 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(float(step.split(":")[1]))
             try:
                 return self.answer(200)
+            except OSError:
+                return None
+        if step == "big":
+            try:
+                return self.answer(200, body=b"x" * (1 << 20))
             except OSError:
                 return None
         if step == "302":
