@@ -98,9 +98,11 @@ impl BucketStatus {
 
     /// The `X-RateLimit-*` response headers, in that order.
     pub fn headers(&self) -> [(&'static str, String); 4] {
+        // itoa, not core::fmt: this runs for every counted request.
+        let int = |n: u32| itoa::Buffer::new().format(n).to_string();
         [
-            ("X-RateLimit-Limit", self.limit.to_string()),
-            ("X-RateLimit-Remaining", self.remaining.to_string()),
+            ("X-RateLimit-Limit", int(self.limit)),
+            ("X-RateLimit-Remaining", int(self.remaining)),
             ("X-RateLimit-Reset-After", seconds_3(self.reset_ms())),
             ("X-RateLimit-Scope", self.scope.as_str().to_string()),
         ]
@@ -110,12 +112,21 @@ impl BucketStatus {
 /// Milliseconds as seconds with at most three decimals, trailing zeros
 /// dropped: 1000 → `1`, 1500 → `1.5`, 34 → `0.034`.
 fn seconds_3(ms: u64) -> String {
-    let (whole, frac) = (ms / 1000, ms % 1000);
-    if frac == 0 {
-        return whole.to_string();
+    let (whole, mut frac) = (ms / 1000, ms % 1000);
+    let mut out = String::with_capacity(24);
+    out.push_str(itoa::Buffer::new().format(whole));
+    if frac != 0 {
+        out.push('.');
+        let mut width = 3;
+        while frac % 10 == 0 {
+            frac /= 10;
+            width -= 1;
+        }
+        let digits = itoa::Buffer::new().format(frac).len();
+        out.extend(std::iter::repeat_n('0', width - digits));
+        out.push_str(itoa::Buffer::new().format(frac));
     }
-    let digits = format!("{frac:03}");
-    format!("{whole}.{}", digits.trim_end_matches('0'))
+    out
 }
 
 /// The bucket nearest to refusing: fewest `remaining`; on a tie the longer
@@ -365,9 +376,16 @@ mod tests {
             ("X-RateLimit-Scope", "group"),
         ];
         assert_eq!(h.iter().map(|(k, v)| (*k, v.as_str())).collect::<Vec<_>>(), want);
-        for (us, text) in
-            [(1_500_000, "1.5"), (34_000, "0.034"), (33_334, "0.034"), (120_000, "0.12"), (1, "0.001"), (0, "0.001")]
-        {
+        for (us, text) in [
+            (1_500_000, "1.5"),
+            (34_000, "0.034"),
+            (33_334, "0.034"),
+            (120_000, "0.12"),
+            (1, "0.001"),
+            (0, "0.001"),
+            (1_050_000, "1.05"),
+            (60_000_000, "60"),
+        ] {
             assert_eq!(status(Scope::Bot, 1, 0, us).headers()[2].1, text, "{us} µs");
         }
     }
