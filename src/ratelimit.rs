@@ -132,7 +132,7 @@ fn seconds_3(ms: u64) -> String {
 /// The bucket nearest to refusing: fewest `remaining`; on a tie the longer
 /// `reset_us` (the one that holds the caller up longest); on a tie of both
 /// the first listed (callers list the bot-wide bucket first).
-pub fn nearest(buckets: &[BucketStatus]) -> Option<BucketStatus> {
+pub fn nearest(buckets: impl IntoIterator<Item = BucketStatus>) -> Option<BucketStatus> {
     let mut best: Option<BucketStatus> = None;
     for b in buckets {
         let nearer = match best {
@@ -140,7 +140,7 @@ pub fn nearest(buckets: &[BucketStatus]) -> Option<BucketStatus> {
             Some(x) => b.remaining < x.remaining || (b.remaining == x.remaining && b.reset_us > x.reset_us),
         };
         if nearer {
-            best = Some(*b);
+            best = Some(b);
         }
     }
     best
@@ -161,26 +161,21 @@ fn decide(
 ) -> (Checked, Option<u64>, Option<u64>) {
     let bot_next = bot.map(|(tat, r)| (tat, r, gcra(tat, now, r)));
     let chat_next = chat.map(|(tat, r, s)| (tat, r, s, gcra(tat, now, r)));
-    let mut refused = Vec::with_capacity(2);
-    if let Some((tat, r, Err(_))) = bot_next {
-        refused.push(BucketStatus::at(tat, now, r, Scope::Bot));
-    }
-    if let Some((tat, r, s, Err(_))) = chat_next {
-        refused.push(BucketStatus::at(tat, now, r, s));
-    }
-    if let Some(refusal) = nearest(&refused) {
+    // Arrays, not Vecs: this runs for every counted request.
+    let refused = [
+        bot_next.and_then(|(tat, r, n)| n.err().map(|_| BucketStatus::at(tat, now, r, Scope::Bot))),
+        chat_next.and_then(|(tat, r, s, n)| n.err().map(|_| BucketStatus::at(tat, now, r, s))),
+    ];
+    if let Some(refusal) = nearest(refused.into_iter().flatten()) {
         return (Err(refusal), None, None);
     }
     let bot_tat = bot_next.and_then(|(_, _, n)| n.ok());
     let chat_tat = chat_next.and_then(|(_, _, _, n)| n.ok());
-    let mut taken = Vec::with_capacity(2);
-    if let (Some((_, r)), Some(t)) = (bot, bot_tat) {
-        taken.push(BucketStatus::at(t, now, r, Scope::Bot));
-    }
-    if let (Some((_, r, s)), Some(t)) = (chat, chat_tat) {
-        taken.push(BucketStatus::at(t, now, r, s));
-    }
-    (Ok(nearest(&taken)), bot_tat, chat_tat)
+    let taken = [
+        bot.zip(bot_tat).map(|((_, r), t)| BucketStatus::at(t, now, r, Scope::Bot)),
+        chat.zip(chat_tat).map(|((_, r, s), t)| BucketStatus::at(t, now, r, s)),
+    ];
+    (Ok(nearest(taken.into_iter().flatten())), bot_tat, chat_tat)
 }
 
 impl RateLimiter {
@@ -329,17 +324,17 @@ mod tests {
     fn nearest_is_fewest_remaining_then_longest_reset_then_first() {
         let bot = status(Scope::Bot, 30, 29, 33_333);
         let chat = status(Scope::Chat, 5, 4, 1_000_000);
-        assert_eq!(nearest(&[bot, chat]), Some(chat), "fewer remaining wins");
+        assert_eq!(nearest([bot, chat]), Some(chat), "fewer remaining wins");
         let bot_low = status(Scope::Bot, 30, 3, 10);
-        assert_eq!(nearest(&[bot_low, chat]), Some(bot_low), "fewer remaining wins over a longer reset");
+        assert_eq!(nearest([bot_low, chat]), Some(bot_low), "fewer remaining wins over a longer reset");
         let group = status(Scope::Group, 20, 3, 3_000_000);
-        assert_eq!(nearest(&[bot_low, group]), Some(group), "a tie on remaining goes to the longer reset");
-        assert_eq!(nearest(&[group, bot_low]), Some(group), "whatever the order");
+        assert_eq!(nearest([bot_low, group]), Some(group), "a tie on remaining goes to the longer reset");
+        assert_eq!(nearest([group, bot_low]), Some(group), "whatever the order");
         let bot_same = status(Scope::Bot, 30, 3, 3_000_000);
-        assert_eq!(nearest(&[bot_same, group]), Some(bot_same), "a full tie goes to the first listed");
-        assert_eq!(nearest(&[group, bot_same]), Some(group));
-        assert_eq!(nearest(&[chat]), Some(chat));
-        assert_eq!(nearest(&[]), None);
+        assert_eq!(nearest([bot_same, group]), Some(bot_same), "a full tie goes to the first listed");
+        assert_eq!(nearest([group, bot_same]), Some(group));
+        assert_eq!(nearest([chat]), Some(chat));
+        assert_eq!(nearest([]), None::<BucketStatus>);
     }
 
     #[test]
