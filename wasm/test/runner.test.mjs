@@ -98,7 +98,7 @@ test('a passing case, and a failing one reported with step, request and both bod
   runCase(absent, make);
   const present = structuredClone(good);
   present.steps[0].expect.headers = { 'content-type': null };
-  assert.throws(() => runCase(present, make), /^step 0: header content-type: expected null, got application\/json/);
+  assert.throws(() => runCase(present, make), /step 0: header content-type: expected null, got application\/json/);
   const manual = { name: 'clock', steps: [{ request: { path: '/admin/advanceClock', headers: { Authorization: 'Admin {{admin_secret}}' }, body: { seconds: 1 } }, expect: { status: 200 } }] };
   runCase(manual, make); // the base config uses the manual clock
 });
