@@ -153,7 +153,6 @@ pub type Checked = Result<Option<BucketStatus>, BucketStatus>;
 
 /// Decides from the two buckets' theoretical arrival times (µs, 0 for a
 /// full bucket); returns the new times to store when both take one more.
-#[allow(clippy::type_complexity)]
 fn decide(
     bot: Option<(u64, &Rate)>,
     chat: Option<(u64, &Rate, Scope)>,
