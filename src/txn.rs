@@ -244,6 +244,9 @@ pub(crate) struct Ctx<'a> {
     pub preauth: Option<Preauth>,
     /// What host methods read besides the database (the admin console's).
     pub host: crate::console::HostView<'a>,
+    /// The rate bucket nearest to refusing, once a request has been
+    /// counted against a limit: its response's `X-RateLimit-*` headers.
+    pub rate_status: Option<crate::ratelimit::BucketStatus>,
 }
 
 /// A bot request's authentication and chat, read with the rest of its
@@ -265,6 +268,7 @@ impl Inner {
             prefetch: None,
             preauth: None,
             host: Default::default(),
+            rate_status: None,
         }
     }
 }

@@ -410,7 +410,13 @@ fn check_response(
     if let Some(eh) = expect.get("headers") {
         for (name, want) in eh.as_object().ok_or("expect.headers is not an object")? {
             let got = resp.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
-            if got != want.as_str() {
+            // `null`: the header must be absent.
+            let want_str = match want {
+                Value::Null => None,
+                Value::String(w) => Some(w.as_str()),
+                _ => return Err(format!("runner error: expect.headers.{name} is neither a string nor null")),
+            };
+            if got != want_str {
                 return Err(fail(format!("header {name}: expected {want}, got {got:?}"), &resp.body));
             }
         }

@@ -115,8 +115,12 @@ fn rate_limit(ctx: &mut Ctx<'_>, bot: &Bot, chat: &Chat) -> ApiResult<()> {
         }
     };
     match checked {
-        Ok(()) => Ok(()),
-        Err((scope, wait_ms)) => Err(ApiError::rate_limited(wait_ms, scope.as_str())),
+        Ok(nearest) => {
+            // The response carries it as X-RateLimit-* headers.
+            ctx.rate_status = nearest;
+            Ok(())
+        }
+        Err(bucket) => Err(ApiError::rate_limited_by(&bucket)),
     }
 }
 

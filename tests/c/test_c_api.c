@@ -620,8 +620,9 @@ static int gateway_step(botspace_service *svc, vconns *cs, const jval *raw_step,
                 const jval *eh = json_get(ex, "headers");
                 for (size_t h = 0; ok && eh && eh->t == J_OBJ && h < eh->n; h++) {
                     char v[512];
-                    if (!header_value(&r, eh->keys[h], v, sizeof v) || eh->items[h]->t != J_STR ||
-                        strcmp(v, eh->items[h]->s) != 0) {
+                    int have = header_value(&r, eh->keys[h], v, sizeof v);
+                    if (eh->items[h]->t == J_NULL ? have
+                                                  : (!have || eh->items[h]->t != J_STR || strcmp(v, eh->items[h]->s) != 0)) {
                         sb_fmt(why, "step %zu: refusal header %s", i, eh->keys[h]);
                         ok = 0;
                     }
@@ -861,6 +862,15 @@ static int run_case(const jval *c, sbuf *why) {
                 char got[512];
                 int have = header_value(&r, eh->keys[k], got, sizeof got);
                 const jval *want = eh->items[k];
+                /* null: the header must be absent */
+                if (want->t == J_NULL) {
+                    if (have) {
+                        sb_fmt(why, "step %zu: header %s: expected none, got %s", i, eh->keys[k], got);
+                        ok = 0;
+                        goto next;
+                    }
+                    continue;
+                }
                 if (!have || want->t != J_STR || strcmp(want->s, got) != 0) {
                     sb_fmt(why, "step %zu: header %s: expected %s, got %s", i, eh->keys[k], want->t == J_STR ? want->s : "?",
                            have ? got : "(none)");

@@ -50,16 +50,27 @@ test('documented errors through fetch: 401, 404, 400, 415, rate limit 429', asyn
   res = await w.svc.fetch(post('/bot/sendMessage', '{}', { ...B, 'content-type': 'text/plain' }));
   assert.equal(res.status, 415);
   // Free tier private chat: burst 5, then 429 with Retry-After.
+  // Every counted answer carries X-RateLimit-* through the fetch Response.
   const statuses = [];
+  const remaining = [];
   for (let i = 0; i < 6; i++) {
     res = await w.svc.fetch(post('/bot/sendMessage', { chat_id: w.chat.id, text: `m${i}` }, B));
     statuses.push(res.status);
+    remaining.push(res.headers.get('x-ratelimit-remaining'));
+    assert.equal(res.headers.get('x-ratelimit-limit'), '5');
+    assert.equal(res.headers.get('x-ratelimit-scope'), 'chat');
   }
   assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429]);
+  assert.deepEqual(remaining, ['4', '3', '2', '1', '0', '0']);
   assert.equal(res.headers.get('retry-after'), '1');
   const body = await res.json();
   assert.equal(body.error, 'rate_limited');
   assert.equal(body.parameters.scope, 'chat');
+  // The 429's headers are its parameters' figures.
+  assert.equal(Number(res.headers.get('x-ratelimit-reset-after')), body.parameters.retry_after_ms / 1000);
+  // getMe does not count: none.
+  res = await w.svc.fetch(post('/bot/getMe', undefined, B));
+  assert.equal(res.headers.get('x-ratelimit-remaining'), null);
 });
 
 test('an empty body is {} and a query string does not change routing', async () => {
