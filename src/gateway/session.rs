@@ -524,14 +524,21 @@ impl Session {
 /// stored as JSON already).
 pub fn event_frame(seq: i64, kind: &str, data: &str) -> String {
     let mut frame = String::with_capacity(40 + kind.len() + data.len());
-    frame.push_str("{\"op\":\"event\",\"seq\":");
-    frame.push_str(itoa::Buffer::new().format(seq));
-    frame.push_str(",\"type\":\"");
-    frame.push_str(kind);
-    frame.push_str("\",\"data\":");
-    frame.push_str(data);
-    frame.push('}');
+    push_event(&mut frame, "{\"op\":\"event\",\"seq\":", seq, kind, data);
     frame
+}
+
+/// Appends one event as a JSON object opened by `head` (which names the
+/// seq's key): the gateway's frame and getUpdates' update are this one
+/// writer, so `type` and `data` are the same bytes in both.
+pub(crate) fn push_event(out: &mut String, head: &str, seq: i64, kind: &str, data: &str) {
+    out.push_str(head);
+    out.push_str(itoa::Buffer::new().format(seq));
+    out.push_str(",\"type\":\"");
+    out.push_str(kind);
+    out.push_str("\",\"data\":");
+    out.push_str(data);
+    out.push('}');
 }
 
 /// The protocol alone: inputs and `now` in, effects and messages out, no
