@@ -61,7 +61,9 @@ fn kind_bit(kind: &str) -> Option<u16> {
 /// The fields, in the order the table of docs/api.md lists them; the first
 /// bad one is the error.
 pub fn parse(b: &Body) -> ApiResult<Poll> {
-    let offset = params::opt_uint(b, "offset", i64::MAX as u64)?.map(|v| v as i64);
+    let offset = params::opt_uint(b, "offset", i64::MAX as u64)
+        .map_err(|_| ApiError::invalid_field("offset", "must be an integer, 0 or more"))?
+        .map(|v| v as i64);
     let limit = match params::opt_uint(b, "limit", MAX_LIMIT) {
         Ok(Some(0)) | Err(_) => {
             return Err(ApiError::invalid_field("limit", &format!("must be an integer from 1 to {MAX_LIMIT}")))
