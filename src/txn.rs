@@ -40,7 +40,7 @@ pub(crate) struct TxEffects {
     pub held: Option<HeldCommit>,
     /// A getUpdates that found nothing and may wait: its bot and request
     /// (see `Service::answer_request`; the bytes entry points ignore it).
-    pub park: Option<(String, crate::methods::updates::Poll)>,
+    pub park: Option<(String, events::Poll)>,
 }
 
 /// A PostgreSQL transaction whose statements all ran and whose COMMIT

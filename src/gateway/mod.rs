@@ -34,7 +34,6 @@ pub use connection::{GatewayConnection, OUTPUT_BUDGET, REPLY_BUDGET, TRANSMIT_BA
 pub use driver::GatewaySession;
 pub(crate) use driver::Opening;
 pub(crate) use registry::{check_upgrade, Registry};
-pub(crate) use session::{push_event, Replay};
 
 /// Close codes of the gateway.
 pub const CLOSE_INVALID_PAYLOAD: CloseCode = CloseCode::InvalidPayload;

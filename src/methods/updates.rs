@@ -3,11 +3,11 @@
 //! cursor (`bots.acked_seq`) a gateway `ack` moves. This module parses the
 //! request, writes the offset's acknowledgement and reads the log; waiting
 //! (a `timeout` with nothing to return) is the service's parking registry
-//! (`crate::service::parked`), which calls [`read`] again when woken.
+//! (`service/parked.rs`), which calls [`read`] again when woken.
 
 use super::params::{self, Body};
 use crate::error::{ApiError, ApiResult};
-use crate::gateway::{push_event, Replay};
+use crate::events::{push_event, read_from};
 use crate::store::gateway as log;
 use crate::store::{Conn, StoreResult};
 use crate::EventKind;
@@ -38,19 +38,7 @@ pub const BOT_EVENT_KINDS: [EventKind; 10] = [
     EventKind::ChatDissolved,
 ];
 
-/// A parsed getUpdates request: what a parked poll keeps (24 bytes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Poll {
-    /// Events below it are acknowledged; `None` when not given.
-    pub offset: Option<i64>,
-    /// 1 to 100.
-    pub limit: u8,
-    /// 0 to 50 seconds.
-    pub timeout_s: u8,
-    /// A bit per entry of [`BOT_EVENT_KINDS`]; all set when not given or
-    /// given empty (as Telegram reads an empty list).
-    pub allowed: u16,
-}
+pub use crate::events::Poll;
 
 const ALL_KINDS: u16 = (1 << BOT_EVENT_KINDS.len()) - 1;
 
@@ -124,12 +112,12 @@ pub struct Read {
 pub fn read(conn: &Conn, bot_id: &str, poll: &Poll) -> StoreResult<Read> {
     let b = log::log_bounds(conn, bot_id)?;
     let after = b.acked.max(poll.offset.map_or(0, |o| o - 1));
-    let replay = Replay::start(Some(after), b.acked, b.last, b.oldest);
+    let (from, truncated) = read_from(after, b.last, b.oldest);
     let limit = usize::from(poll.limit);
     let mut json = String::from("[");
     let mut count = 0;
-    if replay.truncated {
-        let through = replay.from - 1;
+    if truncated {
+        let through = from - 1;
         let data = format!("{{\"dropped_through\":{through}}}");
         push_event(&mut json, "{\"update_id\":", through, EVENTS_DROPPED, &data);
         count += 1;
@@ -138,7 +126,7 @@ pub fn read(conn: &Conn, bot_id: &str, poll: &Poll) -> StoreResult<Read> {
         // Rows of types not asked for are skipped here, not by the store:
         // the scan ends once `limit` entries are held, so memory stays
         // bounded by the limit whatever the log holds.
-        log::read_events_after(conn, bot_id, replay.from - 1, usize::MAX >> 1, |seq, kind, data| {
+        log::read_events_after(conn, bot_id, from - 1, usize::MAX >> 1, |seq, kind, data| {
             if kind_bit(kind).is_some_and(|bit| poll.allowed & bit != 0) {
                 if count > 0 {
                     json.push(',');

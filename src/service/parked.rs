@@ -30,9 +30,8 @@ pub enum Answer {
     Parked(PollId),
 }
 
-/// Default cap on parked polls per service ([`crate::Config`]
-/// `max_parked_polls`).
-pub const DEFAULT_MAX_PARKED_POLLS: usize = 10_000;
+/// Default cap on parked polls per service (`Config::max_parked_polls`).
+pub use crate::config::DEFAULT_MAX_PARKED_POLLS;
 
 /// Memory one parked poll holds in the registry at most, for sizing: its
 /// row (bot id boxed, deadline, the 24-byte request, flags; 64 bytes in a
