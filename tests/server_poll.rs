@@ -71,7 +71,8 @@ fn a_parked_poll_is_answered_within_50_ms_of_the_commit_that_gives_an_event(bin:
     assert_eq!(first.body, json!({"ok": true, "result": [update(1, "bot_started", started["data"].clone())]}));
     // Two pollers of the bot, both past the cursor: both park.
     let mut p1 = send_poll(&srv, &w.token, &json!({"offset": 2, "timeout": 30}));
-    let mut p2 = send_poll(&srv, &w.token, &json!({"offset": 2, "timeout": 30, "allowed_updates": ["message_created"]}));
+    let mut p2 =
+        send_poll(&srv, &w.token, &json!({"offset": 2, "timeout": 30, "allowed_updates": ["message_created"]}));
     assert_parked(&mut p1, 300);
     assert_parked(&mut p2, 10);
     // The user blocks the bot (event 2, `blocked`): p1 is answered with it;
@@ -93,7 +94,9 @@ fn a_parked_poll_is_answered_within_50_ms_of_the_commit_that_gives_an_event(bin:
     assert_parked(&mut p2, 100);
     // A message (event 4) answers p2.
     let mut admin = srv.connect();
-    admin.write_all(&admin_request("sendUserMessage", &json!({"user_id": w.user_id, "chat_id": w.chat, "text": "hi"}))).unwrap();
+    admin
+        .write_all(&admin_request("sendUserMessage", &json!({"user_id": w.user_id, "chat_id": w.chat, "text": "hi"})))
+        .unwrap();
     let sent = read_response(&mut admin, &mut Vec::new());
     let sent_at = Instant::now();
     let message = sent.result();

@@ -174,7 +174,11 @@ const FLOOD_RSS_BOUND: u64 = 256 << 20;
 /// and at 255-285 MB under ASan.
 fn flood_rss_bound(bin: &Path) -> u64 {
     let sanitized = bin.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with("-asan"));
-    if sanitized { 3 * FLOOD_RSS_BOUND } else { FLOOD_RSS_BOUND }
+    if sanitized {
+        3 * FLOOD_RSS_BOUND
+    } else {
+        FLOOD_RSS_BOUND
+    }
 }
 
 fn a_thousand_clients_pipelining_without_reading_keep_the_server_under_256_mb_and_get_me_within_100_ms(bin: &Path) {

@@ -65,7 +65,10 @@ pub fn parse(b: &Body) -> ApiResult<Poll> {
             let mut bits = 0;
             for k in kinds {
                 let bit = k.as_str().and_then(kind_bit).ok_or_else(|| {
-                    ApiError::invalid_field("allowed_updates", "must be an array of event types, such as \"message_created\"")
+                    ApiError::invalid_field(
+                        "allowed_updates",
+                        "must be an array of event types, such as \"message_created\"",
+                    )
                 })?;
                 bits |= bit;
             }
@@ -158,8 +161,8 @@ mod tests {
     #[test]
     fn defaults_and_bounds() {
         assert_eq!(parse(&body("{}")).unwrap(), Poll { offset: None, limit: 100, timeout_s: 0, allowed: ALL_KINDS });
-        let p = parse(&body(r#"{"offset":7,"limit":1,"timeout":50,"allowed_updates":["blocked","bot_started"]}"#))
-            .unwrap();
+        let p =
+            parse(&body(r#"{"offset":7,"limit":1,"timeout":50,"allowed_updates":["blocked","bot_started"]}"#)).unwrap();
         assert_eq!(p, Poll { offset: Some(7), limit: 1, timeout_s: 50, allowed: 0b11000 });
         assert_eq!(parse(&body(r#"{"allowed_updates":[]}"#)).unwrap().allowed, ALL_KINDS);
         for (b, field) in [
