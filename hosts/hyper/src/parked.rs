@@ -91,27 +91,34 @@ impl Drop for Cancel<'_> {
 /// Answers a getUpdates: at once, or when the core has its answer.
 pub(crate) async fn answer(inner: &Arc<Inner>, bytes: Vec<u8>, peer: Option<Arc<str>>) -> Result<Vec<u8>, ()> {
     start(inner);
-    let svc = inner.svc.clone();
-    let gate = inner.gate.clone();
+    let app = inner.clone();
     let stopping = inner.stop.load(Ordering::SeqCst);
-    let answer = tokio::task::spawn_blocking(move || {
-        let _in_core = gate.blocking();
+    let answered = tokio::task::spawn_blocking(move || {
+        let _in_core = app.gate.blocking();
         let peer = peer.as_deref().unwrap_or("");
-        if stopping {
+        let answer = if stopping {
             // Stopping: nothing parks any more (the drain would wait on it).
-            Answer::Now(svc.handle_request_from(&bytes, peer))
+            Answer::Now(app.svc.handle_request_from(&bytes, peer))
         } else {
-            svc.answer_request(&bytes, peer, svc.now_ms())
+            app.svc.answer_request(&bytes, peer, app.svc.now_ms())
+        };
+        match answer {
+            Answer::Now(out) => Ok(out),
+            // The slot is taken here, on the blocking thread, which runs to
+            // the end even if the request's future is dropped meanwhile:
+            // then the receiver is dropped with the join handle, the
+            // answer finds no one and the slot goes.
+            Answer::Parked(id) => Err((id, app.parked.wait(id))),
         }
     })
     .await
     .map_err(|_| ())?;
-    let id = match answer {
-        Answer::Now(out) => return Ok(out),
-        Answer::Parked(id) => id,
+    let (id, wait) = match answered {
+        Ok(out) => return Ok(out),
+        Err(parked) => parked,
     };
     let mut cancel = Cancel { inner, id, done: false };
-    let rx = match inner.parked.wait(id) {
+    let rx = match wait {
         Wait::Ready(out) => {
             cancel.done = true;
             return Ok(out);
