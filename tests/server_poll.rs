@@ -17,21 +17,31 @@ use std::time::{Duration, Instant};
 use wire::*;
 
 macro_rules! servers {
-    ($($name:ident),* $(,)?) => {
+    (both: [$($name:ident),* $(,)?], rust: [$($r:ident),* $(,)?], c: [$($c:ident),* $(,)?] $(,)?) => {
         mod rust {
             $(#[test] fn $name() { super::$name(&super::example_binary()) })*
+            $(#[test] fn $r() { super::$r(&super::example_binary()) })*
         }
         mod c {
             $(#[test] fn $name() { super::$name(&super::c_binary()) })*
+            $(#[test] fn $c() { super::$c(&super::c_binary()) })*
         }
     };
 }
 
 servers! {
-    a_parked_poll_is_answered_within_50_ms_of_the_commit_that_gives_an_event,
-    a_poll_that_hears_nothing_is_answered_empty_at_its_deadline,
-    an_offset_acknowledges_for_the_gateway_and_a_gateway_ack_for_get_updates,
-    nine_hundred_parked_polls_fit_under_1024_descriptors,
+    both: [
+        a_parked_poll_is_answered_within_50_ms_of_the_commit_that_gives_an_event,
+        a_poll_that_hears_nothing_is_answered_empty_at_its_deadline,
+        an_offset_acknowledges_for_the_gateway_and_a_gateway_ack_for_get_updates,
+        nine_hundred_parked_polls_fit_under_1024_descriptors,
+    ],
+    // The servers differ when a client closes its side: the C server drops
+    // the connection and cancels the poll; the Rust server keeps answering
+    // a half-closed client (hyper's half close), so the poll ends at its
+    // deadline (docs/delivery.md, "Which faces park").
+    rust: [a_client_that_goes_away_leaves_its_poll_to_its_deadline],
+    c: [a_client_that_goes_away_cancels_its_poll],
 }
 
 /// The example server on the system clock, under `ulimit -n 1024`.
@@ -56,6 +66,34 @@ fn assert_parked(s: &mut TcpStream, ms: u64) {
         Err(e) => panic!("reading a parked poll: {e}"),
     }
     s.set_read_timeout(Some(WAIT)).unwrap();
+}
+
+/// A value of the server's `GET /admin/metrics`.
+fn metric(srv: &Server, series: &str) -> f64 {
+    let mut s = srv.connect();
+    let req = format!("GET /admin/metrics HTTP/1.1\r\nHost: t\r\nAuthorization: Admin {SECRET}\r\n\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let r = read_response(&mut s, &mut Vec::new());
+    assert_eq!(r.status, 200);
+    let text = String::from_utf8(r.body).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("{series} not in the exposition:\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+/// Waits (at most `WAIT`) until the metric reads `want`.
+fn wait_metric(srv: &Server, series: &str, want: f64) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let got = metric(srv, series);
+        if got == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{series} stayed {got}, expected {want}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn update(seq: i64, kind: &str, data: Value) -> Value {
@@ -189,6 +227,7 @@ fn nine_hundred_parked_polls_fit_under_1024_descriptors(bin: &Path) {
     // Every one parked: none answered yet (the last ones had time to arrive).
     assert_parked(polls.last_mut().unwrap(), 500);
     let after = vm_rss_kb(srv.pid());
+    assert_eq!(metric(&srv, "botspace_parked_polls"), PARKED as f64);
     let grew = after.saturating_sub(before);
     println!(
         "{PARKED} parked polls: VmRSS {before} KB -> {after} KB (+{grew} KB, {} bytes a poll)",
@@ -203,6 +242,39 @@ fn nine_hundred_parked_polls_fit_under_1024_descriptors(bin: &Path) {
         assert_eq!(read_response(p, &mut Vec::new()).result(), expect);
     }
     println!("{PARKED} parked polls answered in {} ms after the commit", t0.elapsed().as_millis());
+    assert_eq!(metric(&srv, "botspace_parked_polls"), 0.0);
     // The server still answers others.
     assert_eq!(srv.bot(&w.token, "getMe", &json!({})).status, 200);
+}
+
+fn a_client_that_goes_away_cancels_its_poll(bin: &Path) {
+    let srv = start(bin);
+    let w = srv.world("free");
+    let mut p = send_poll(&srv, &w.token, &json!({"offset": 2, "timeout": 50}));
+    assert_parked(&mut p, 200);
+    assert_eq!(metric(&srv, "botspace_parked_polls"), 1.0);
+    drop(p);
+    // The server sees the connection close and forgets the poll long
+    // before its 50 s deadline.
+    wait_metric(&srv, "botspace_parked_polls", 0.0);
+    // Nothing was answered to nobody: the next poll gets the event.
+    let message = srv.say(&w.user_id, &w.chat, "later");
+    let r = srv.bot(&w.token, "getUpdates", &json!({"offset": 2, "timeout": 5}));
+    assert_eq!(r.body["result"], json!([update(2, "message_created", json!({"message": message}))]));
+}
+
+fn a_client_that_goes_away_leaves_its_poll_to_its_deadline(bin: &Path) {
+    let srv = start(bin);
+    let w = srv.world("free");
+    let mut p = send_poll(&srv, &w.token, &json!({"offset": 2, "timeout": 2}));
+    assert_parked(&mut p, 200);
+    let t0 = Instant::now();
+    drop(p);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(metric(&srv, "botspace_parked_polls"), 1.0);
+    wait_metric(&srv, "botspace_parked_polls", 0.0);
+    assert!(t0.elapsed() >= Duration::from_millis(1500), "gone after {:?}", t0.elapsed());
+    // The server goes on serving.
+    let r = srv.bot(&w.token, "getUpdates", &json!({"offset": 2}));
+    assert_eq!(r.body, json!({"ok": true, "result": []}));
 }
