@@ -3,9 +3,12 @@
 //! loop): a parked poll is answered within 50 ms of the commit that gives
 //! its bot an event (every parked poller of the bot is), a poll that hears
 //! nothing is answered `[]` at its deadline, an offset acknowledges for the
-//! gateway too (and a gateway ack for getUpdates), and 900 polls parked at
-//! once under `ulimit -n 1024` cost the server little memory. The servers
-//! run on the system clock here: the deadlines are real seconds.
+//! gateway too (and a gateway ack for getUpdates), 900 polls parked at
+//! once under `ulimit -n 1024` cost the server little memory (the gauge
+//! `botspace_parked_polls` counts them), a stop answers every parked poll,
+//! and a client that goes away is handled as each server's half-close rule
+//! says. The servers run on the system clock here: the deadlines are real
+//! seconds.
 
 mod wire;
 
@@ -35,6 +38,7 @@ servers! {
         a_poll_that_hears_nothing_is_answered_empty_at_its_deadline,
         an_offset_acknowledges_for_the_gateway_and_a_gateway_ack_for_get_updates,
         nine_hundred_parked_polls_fit_under_1024_descriptors,
+        a_stop_answers_every_parked_poll,
     ],
     // The servers differ when a client closes its side: the C server drops
     // the connection and cancels the poll; the Rust server keeps answering
@@ -277,4 +281,19 @@ fn a_client_that_goes_away_leaves_its_poll_to_its_deadline(bin: &Path) {
     // The server goes on serving.
     let r = srv.bot(&w.token, "getUpdates", &json!({"offset": 2}));
     assert_eq!(r.body, json!({"ok": true, "result": []}));
+}
+
+fn a_stop_answers_every_parked_poll(bin: &Path) {
+    let mut srv = start(bin);
+    let w = srv.world("free");
+    let mut p = send_poll(&srv, &w.token, &json!({"offset": 2, "timeout": 50}));
+    assert_parked(&mut p, 200);
+    let t0 = Instant::now();
+    let status = srv.interrupt();
+    assert!(status.success(), "{status:?}");
+    // Answered `[]` at the stop, not 50 s later; the server then exited.
+    let r = read_response(&mut p, &mut Vec::new());
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json(), json!({"ok": true, "result": []}));
+    assert!(t0.elapsed() < Duration::from_secs(10), "stopped after {:?}", t0.elapsed());
 }
