@@ -30,13 +30,14 @@ macro_rules! methods {
 }
 
 methods! {
-    /// The five bot methods (`POST /bot/<name>`, docs/api.md).
+    /// The bot methods (`POST /bot/<name>`, docs/api.md).
     BotMethod {
         GetMe = "getMe",
         SendMessage = "sendMessage",
         SendChatAction = "sendChatAction",
         EditMessageText = "editMessageText",
         DeleteMessage = "deleteMessage",
+        GetUpdates = "getUpdates",
     }
 }
 

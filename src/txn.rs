@@ -38,6 +38,9 @@ pub(crate) struct TxEffects {
     /// A transaction whose COMMIT is still to be sent and awaited, after
     /// the database lock is released (PostgreSQL, see [`HeldCommit`]).
     pub held: Option<HeldCommit>,
+    /// A getUpdates that found nothing and may wait: its bot and request
+    /// (see `Service::answer_request`; the bytes entry points ignore it).
+    pub park: Option<(String, events::Poll)>,
 }
 
 /// A PostgreSQL transaction whose statements all ran and whose COMMIT

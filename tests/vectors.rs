@@ -27,6 +27,7 @@ const FILES: &[&str] = &[
     "host_api.json",
     "console.json",
     "gateway.json",
+    "updates.json",
 ];
 
 fn dir() -> PathBuf {
@@ -636,6 +637,7 @@ vector_tests! {
     host_api => "host_api.json",
     console => "console.json",
     gateway => "gateway.json",
+    updates => "updates.json",
 }
 
 /// Any vector file without its own test above still runs.

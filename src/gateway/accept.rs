@@ -106,7 +106,9 @@ impl Service {
                 listener.wait(std::time::Duration::from_millis(timeout_ms), &own)?
             };
             if heard.all || !heard.bots.is_empty() {
-                let here = self.gateway.hint(heard.all, &heard.bots);
+                let mut here = self.gateway.hint(heard.all, &heard.bots);
+                // Polls parked here for those bots read the log again.
+                here.extend(self.parked_bots_among(heard.all, &heard.bots));
                 self.apply_effects(crate::txn::TxEffects { woken: here, ..crate::txn::TxEffects::default() });
             }
             return Ok(heard.count);

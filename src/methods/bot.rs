@@ -1,4 +1,4 @@
-//! The five bot methods, with checks in the order of docs/errors.md:
+//! The bot methods, with checks in the order of docs/errors.md:
 //! bot status → tier gate → fields → chat visible → permission rules →
 //! message ownership → rate limit → write.
 
@@ -34,7 +34,23 @@ pub fn call(ctx: &mut Ctx<'_>, bot: &Bot, method: BotMethod, req: &Request<'_>) 
         BotMethod::SendChatAction => send_chat_action(ctx, bot, &params::parse_body(&req.body)?),
         BotMethod::EditMessageText => edit_message_text(ctx, bot, &tier_gate(bot, method, req)?),
         BotMethod::DeleteMessage => delete_message(ctx, bot, &tier_gate(bot, method, req)?),
+        BotMethod::GetUpdates => get_updates(ctx, bot, req),
     }
+}
+
+/// getUpdates (docs/delivery.md): acknowledges what `offset` says, then
+/// reads the log after the cursor. Not rate-limited: it is a read (its
+/// acknowledgement only moves the cursor forward). With nothing to return
+/// and a `timeout`, it leaves the request in the effects for the service
+/// to park.
+fn get_updates(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Vec<u8>> {
+    let poll = super::updates::parse(&params::parse_body(&req.body)?)?;
+    super::updates::acknowledge(ctx.conn, &bot.id, poll.offset)?;
+    let read = super::updates::read(ctx.conn, &bot.id, &poll)?;
+    if read.count == 0 && poll.timeout_s > 0 {
+        ctx.fx.park = Some((bot.id.clone(), poll));
+    }
+    Ok(read.json.into_bytes())
 }
 
 /// Free-tier bots may not edit or delete; checked before the body is read.

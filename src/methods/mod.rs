@@ -7,6 +7,7 @@ pub mod bot;
 pub mod console;
 pub mod messages;
 pub mod params;
+pub mod updates;
 
 /// How long an Idempotency-Key is remembered.
 pub const IDEMPOTENCY_TTL_MS: u64 = 24 * 3600 * 1000;

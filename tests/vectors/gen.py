@@ -1865,6 +1865,79 @@ def gateway_cases():
     return cs
 
 
+# ---------------------------------------------------------------- updates.json
+
+def upd(e):
+    """An update of getUpdates: the gateway's event frame, keyed by update_id."""
+    return {"update_id": e["seq"], "type": e["type"], "data": e["data"]}
+
+
+def updates(b, body, expected):
+    return bot_call(b, "getUpdates", body, 200, ok(expected))
+
+
+def dropped(n):
+    return {"update_id": n, "type": "events_dropped", "data": {"dropped_through": n}}
+
+
+def updates_cases():
+    cs = []
+    m1 = msg(1, "c", "private", "hi", "u", False)
+    m3 = msg(2, "c", "private", "again", "u", False)
+    e1, e2, e4 = upd(started_ev(1, "c", "u")), upd(created_ev(2, m1)), upd(created_ev(3, m3))
+    base = setup_private() + [user_send("u", "c", "hi", 1)]
+    cs.append(case("getUpdates of a bot without events returns []",
+                   [mk_bot("b"), updates("b", None, []), updates("b", {}, [])]))
+    cs.append(case("getUpdates returns the bot's events in seq order, as the gateway frames them; its own messages give none",
+                   base + [send("b", "c", "hello", 2), updates("b", {}, [e1, e2]), updates("b", {}, [e1, e2])]))
+    cs.append(case("offset acknowledges every event below it: later calls return only the events after it",
+                   base + [updates("b", {"offset": 2}, [e2]), updates("b", {}, [e2]),
+                           user_send("u", "c", "again", 2), updates("b", {"offset": 3}, [e4]),
+                           updates("b", {"offset": 1}, [e4]), updates("b", {"offset": 4}, []), updates("b", {}, []),
+                           updates("b", {"offset": 99}, [])]))
+    cs.append(case("limit bounds the result; offset then pages through the log",
+                   base + [updates("b", {"limit": 1}, [e1]), updates("b", {"limit": 1, "offset": 2}, [e2]),
+                           updates("b", {"limit": 100, "offset": 3}, [])]))
+    cs.append(case("allowed_updates filters this call's result only; an empty list allows every type",
+                   base + [updates("b", {"allowed_updates": ["message_created"]}, [e2]),
+                           updates("b", {"allowed_updates": ["blocked", "unblocked"]}, []),
+                           updates("b", {"allowed_updates": ["bot_started"], "limit": 1}, [e1]),
+                           updates("b", {"allowed_updates": []}, [e1, e2]),
+                           updates("b", {"allowed_updates": None}, [e1, e2])]))
+    cs.append(case("getUpdates with a timeout through the bytes entry point answers at once, as with timeout 0",
+                   base + [updates("b", {"offset": 3, "timeout": 50}, [])]))
+    bad = [
+        ({"offset": -1}, "offset", "must be an integer, 0 or more"),
+        ({"offset": "1"}, "offset", "must be an integer, 0 or more"),
+        ({"limit": 0}, "limit", "must be an integer from 1 to 100"),
+        ({"limit": 101}, "limit", "must be an integer from 1 to 100"),
+        ({"timeout": 51}, "timeout", "must be an integer from 0 to 50"),
+        ({"timeout": 1.5}, "timeout", "must be an integer from 0 to 50"),
+        ({"allowed_updates": "message_created"}, "allowed_updates", 'must be an array of event types, such as "message_created"'),
+        ({"allowed_updates": ["message_created", "chat_action"]}, "allowed_updates", 'must be an array of event types, such as "message_created"'),
+        ({"allowed_updates": ["events_dropped"]}, "allowed_updates", 'must be an array of event types, such as "message_created"'),
+        ({"offset": -1, "limit": 0}, "offset", "must be an integer, 0 or more"),
+    ]
+    cs.append(case("getUpdates with a bad field is 400 invalid_field naming it, and acknowledges nothing",
+                   base + [bot_call("b", "getUpdates", dict(body, offset=body.get("offset", 3)) if f != "offset" else body, 400,
+                                    invalid(f, why)) for body, f, why in bad] + [updates("b", {}, [e1, e2])]))
+    cs.append(case("getUpdates checks authentication, then the bot's status, then the body",
+                   base + [step(request("/bot/getUpdates", {}), 401, err(401, "missing_authorization", "missing_authorization_bot")),
+                           bot_call("b", "getUpdates", raw="[]", status=400, expect=err(400, "invalid_request", "not_object")),
+                           admin("updateBot", {"bot_id": ph("b"), "status": "suspended"}, 200, ok(ident_of("b", status="suspended"))),
+                           bot_call("b", "getUpdates", {"limit": 0}, 403, err(403, "bot_suspended", "bot_suspended"))]))
+    gap = setup_private() + [user_send("u", "c", "a", 1), user_send("u", "c", "b", 2), advance(61),
+                             user_send("u", "c", "again", 3, date=T0 + 61)]
+    e4late = upd(created_ev(4, msg(3, "c", "private", "again", "u", False, date=T0 + 61)))
+    cs.append(case("dropped events show first as events_dropped until an offset above the last dropped seq acknowledges it",
+                   gap + [updates("b", {}, [dropped(3), e4late]), updates("b", {"limit": 1}, [dropped(3)]),
+                          updates("b", {"offset": 3}, [dropped(3), e4late]),
+                          updates("b", {"offset": 4, "allowed_updates": ["blocked"]}, []),
+                          updates("b", {}, [e4late])],
+                   {"max_unacked_events": 1}))
+    return cs
+
+
 FILES = {
     "auth.json": auth_cases,
     "transport.json": transport_cases,
@@ -1877,6 +1950,7 @@ FILES = {
     "host_api.json": host_api_cases,
     "console.json": console_cases,
     "gateway.json": gateway_cases,
+    "updates.json": updates_cases,
 }
 
 

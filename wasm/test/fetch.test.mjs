@@ -199,3 +199,42 @@ test('gateway upgrade through fetch with a Cloudflare-style WebSocketPair', asyn
     globalThis.Response = OrigResponse;
   }
 });
+
+test('getUpdates through fetch parks until a commit gives the bot an event, and answers [] at its deadline', async () => {
+  const w = world({ clock: 'system' });
+  const B = { authorization: `Bot ${w.token}` };
+  const parked = w.svc.fetch(post('/bot/getUpdates', { offset: 2, timeout: 30 }, B));
+  let settled = false;
+  parked.then(() => (settled = true));
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(settled, false, 'a poll with nothing to return waits');
+  const m = w.ok('/admin/sendUserMessage', { user_id: w.user.id, chat_id: w.chat.id, text: 'hi' });
+  const res = await parked;
+  assert.equal(res.status, 200);
+  assert.deepEqual(await res.json(), { ok: true, result: [{ update_id: 2, type: 'message_created', data: { message: m } }] });
+
+  const t0 = Date.now();
+  const empty = await w.svc.fetch(post('/bot/getUpdates', { offset: 3, timeout: 1 }, B));
+  const took = Date.now() - t0;
+  assert.deepEqual(await empty.json(), { ok: true, result: [] });
+  assert.ok(took >= 950 && took < 1500, `timeout 1 answered after ${took} ms`);
+
+  // An aborted request's poll is cancelled and the fetch settles at once.
+  const ac = new AbortController();
+  const aborted = w.svc.fetch(
+    new Request(BASE + '/bot/getUpdates', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...B },
+      body: JSON.stringify({ offset: 3, timeout: 30 }),
+      signal: ac.signal,
+    }),
+  );
+  await new Promise((r) => setTimeout(r, 20));
+  ac.abort();
+  assert.equal((await aborted).status, 499);
+
+  // handleRequest never parks: timeout is answered as 0.
+  const r = w.call('/bot/getUpdates', { offset: 3, timeout: 30 }, { Authorization: `Bot ${w.token}` });
+  assert.deepEqual(r.json(), { ok: true, result: [] });
+  w.svc.free();
+});
