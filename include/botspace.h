@@ -583,6 +583,61 @@ enum botspace_status botspace_service_note_request_timeout(const struct botspace
 enum botspace_status botspace_service_handle_request_from(const struct botspace_service *service, const uint8_t *request, size_t request_len, const char *peer, size_t peer_len, struct botspace_bytes *out_response);
 
 /**
+ * Answers one complete HTTP/1.1 request, or parks it: a `getUpdates`
+ * with a `timeout` that finds nothing to return waits for its bot's next
+ * event or its deadline (`now_ms` + timeout, Unix ms of the clock the host
+ * passes in, as for the gateway). Answered now: `*out_response` holds the
+ * response and `*out_poll_id` is 0. Parked: `*out_response` is `{NULL, 0}`
+ * and `*out_poll_id` names the poll (never 0); hold the connection and
+ * send what `botspace_service_poll_parked` returns for it, or call
+ * `botspace_service_cancel_parked` if the client goes away. Any other
+ * request is answered as by `botspace_service_handle_request_from`
+ * (`peer` likewise). `botspace_service_handle_request` never parks: there
+ * a getUpdates is answered at once, as with timeout 0. Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle; `request` must point at `request_len`
+ * readable bytes and `peer` at `peer_len` (either may be NULL with length
+ * 0); `out_response` and `out_poll_id` must be writable.
+ */
+enum botspace_status botspace_service_answer_request(const struct botspace_service *service, const uint8_t *request, size_t request_len, const char *peer, size_t peer_len, uint64_t now_ms, struct botspace_bytes *out_response, uint64_t *out_poll_id);
+
+/**
+ * Takes one parked poll's answer that is ready at `now_ms`: a poll a
+ * commit gave events (read now, durable before it is returned), or one
+ * past its deadline (`[]`). `*out_poll_id` names it and `*out_response`
+ * holds the whole HTTP response; `*out_poll_id` 0 (and `{NULL, 0}`) when
+ * none is ready. Call it until it gives 0 after the wake-up callback has
+ * run and when the time from `botspace_service_parked_timeout` comes.
+ * Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle; `out_poll_id` and `out_response` must
+ * be writable.
+ */
+enum botspace_status botspace_service_poll_parked(const struct botspace_service *service, uint64_t now_ms, uint64_t *out_poll_id, struct botspace_bytes *out_response);
+
+/**
+ * Writes when `botspace_service_poll_parked` must be called at the latest
+ * (Unix ms): 0 when an answer is ready now, the earliest deadline of the
+ * parked polls otherwise, `BOTSPACE_NO_DEADLINE` with none parked.
+ * Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle; `out_ms` must be writable.
+ */
+enum botspace_status botspace_service_parked_timeout(const struct botspace_service *service, uint64_t *out_ms);
+
+/**
+ * Forgets a parked poll whose client went away (its answer, if already
+ * taken from the core, is dropped). Unknown ids are ignored. Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle.
+ */
+enum botspace_status botspace_service_cancel_parked(const struct botspace_service *service, uint64_t poll_id);
+
+/**
  * The example servers' demo: the start-up lines to print as they are
  * (UTF-8, each ending in a newline) in `*out_lines` (free it with
  * `botspace_bytes_free`). On a database with no bot it creates a demo

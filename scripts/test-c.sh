@@ -20,8 +20,9 @@
 #      tests/server_options.rs, tests/server_reliability.rs,
 #      tests/server_throttle.rs, tests/server_gateway_budget.rs,
 #      tests/server_metrics.rs, tests/server_clean.rs: unclean requests,
-#      exits, file modes, and tests/server_webhooks.rs: deliveries over
-#      libcurl) against it, and against its ASan+UBSan build.
+#      exits, file modes, tests/server_poll.rs: long polling, and
+#      tests/server_webhooks.rs: deliveries over libcurl) against it, and
+#      against its ASan+UBSan build.
 #
 # Runs everything even after a failure, exits non-zero if anything failed,
 # and ends with `c-tests: N passed, M failed`. N counts the checks of the C
@@ -223,14 +224,16 @@ wire() {
 # trusted proxy), tests/server_gateway_budget.rs (a gateway bot that
 # floods pings and heartbeats and reads nothing) tests/server_metrics.rs
 # (Prometheus scraping, /readyz at a stop), tests/server_clean.rs (unclean
-# requests, exits, file modes) and tests/server_webhooks.rs (deliveries over
-# libcurl to a verifying receiver) against one C server binary.
+# requests, exits, file modes), tests/server_poll.rs (long polling:
+# parked getUpdates answered on a commit or at the deadline, 900 parked)
+# and tests/server_webhooks.rs (deliveries over libcurl to a verifying
+# receiver) against one C server binary.
 options() {
   local bin=$1
   local log="$OUT/options-$(basename "$bin").log"
   ASAN_OPTIONS=$ASAN_SERVER_OPTIONS BOTSPACE_C_SERVER="$bin" \
-    cargo test --test server_options --test server_reliability --test server_throttle --test server_gateway_budget --test server_metrics --test server_clean --test server_webhooks -- c:: --nocapture 2>&1 | tee "$log" |
-    awk '/^(test |test result|failures|---- )/ || /panicked at/ || /^(getMe past|1 000 clients|slow consumer|gateway flood|idle keep-alive|out of files|SKIPPED)/ {print; if (/panicked at/) n=3; next} n>0 {print; n--}'
+    cargo test --test server_options --test server_reliability --test server_throttle --test server_gateway_budget --test server_metrics --test server_clean --test server_poll --test server_webhooks -- c:: --nocapture 2>&1 | tee "$log" |
+    awk '/^(test |test result|failures|---- )/ || /panicked at/ || /^(getMe past|1 000 clients|slow consumer|gateway flood|idle keep-alive|out of files|SKIPPED|parked polls|900 parked|timeout 1)/ {print; if (/panicked at/) n=3; next} n>0 {print; n--}'
   local rc=${PIPESTATUS[0]}
   if grep -q "ERROR: AddressSanitizer\|runtime error:" "$log"; then
     echo "sanitizer report in the server's output"; return 1

@@ -24,7 +24,7 @@ scripts/with-postgres.sh bash -c '
   # The rule tests that take their database from common::test_database()
   # (tests/core.rs holds them as modules; the others there are SQLite-only).
   cargo test --features pg-tests --test core "$@" -- \
-    rules_http:: rules_handles:: rules_batch:: rules_admin_auth:: rules_console:: rules_ops:: concurrency:: gateway_sansio:: robustness::
+    rules_http:: rules_handles:: rules_batch:: rules_admin_auth:: rules_console:: rules_ops:: rules_updates:: concurrency:: gateway_sansio:: robustness::
   echo "=== the C library with --features postgres on PostgreSQL (tests/c/postgres.c)"
   # Up to date already: server_nodes built it for its C node (tests/wire).
   cargo build -q --release -p botspace-c --features postgres

@@ -168,7 +168,15 @@ pub struct Config {
     /// number instead of the OS, so they are known in advance. Accepted
     /// only with `clock: manual`, which no production service runs on.
     pub random_seed: Option<u64>,
+    /// Most getUpdates polls parked at once (waiting on their `timeout`);
+    /// past it a poll is answered at once, as with `timeout` 0. Each costs
+    /// the library at most `BYTES_PER_PARKED_POLL` (256 bytes).
+    /// Default 10 000.
+    pub max_parked_polls: usize,
 }
+
+/// Default of [`Config::max_parked_polls`].
+pub const DEFAULT_MAX_PARKED_POLLS: usize = 10_000;
 
 impl Default for Config {
     fn default() -> Self {
@@ -193,6 +201,7 @@ impl Default for Config {
             webhook_allow_http: false,
             webhook_allow_private_addresses: false,
             random_seed: None,
+            max_parked_polls: DEFAULT_MAX_PARKED_POLLS,
         }
     }
 }

@@ -86,3 +86,44 @@ pub fn append_update(conn: &Conn, now_ms: u64, kind: &str, data: &str, pending: 
 /// The type of the update getUpdates puts first when unconfirmed updates
 /// were dropped by the cap: `data.dropped_through` is the last dropped id.
 pub const UPDATES_DROPPED: &str = crate::EventKind::UpdatesDropped.as_str();
+
+/// Appends one event as a JSON object opened by `head` (which names the
+/// seq's key): the gateway's event frame and getUpdates' update are this
+/// one writer, so `type` and `data` are the same bytes in both.
+pub fn push_event(out: &mut String, head: &str, seq: i64, kind: &str, data: &str) {
+    out.push_str(head);
+    out.push_str(itoa::Buffer::new().format(seq));
+    out.push_str(",\"type\":\"");
+    out.push_str(kind);
+    out.push_str("\",\"data\":");
+    out.push_str(data);
+    out.push('}');
+}
+
+/// Where reading a bot's log resumes after `start` (clamped to `last`, the
+/// last event ever written), given the oldest event still kept: the first
+/// seq to read, and whether events after `start` were dropped (then it is
+/// the oldest kept one). The gateway's replay and getUpdates share it.
+pub fn read_from(start: i64, last: i64, oldest: Option<i64>) -> (i64, bool) {
+    let start = start.min(last);
+    // Events after `start` that are no longer kept: the oldest kept one is
+    // past start+1, or none is kept although some were written.
+    let first_kept = oldest.unwrap_or(last + 1);
+    let truncated = first_kept > start + 1 && last > start;
+    (if truncated { first_kept } else { start + 1 }, truncated)
+}
+
+/// A parsed getUpdates request (`methods::updates`): what a parked poll
+/// keeps (24 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Poll {
+    /// Events below it are acknowledged; `None` when not given.
+    pub offset: Option<i64>,
+    /// 1 to 100.
+    pub limit: u8,
+    /// 0 to 50 seconds.
+    pub timeout_s: u8,
+    /// A bit per entry of `methods::updates::BOT_EVENT_KINDS`; all set when
+    /// not given or given empty (as Telegram reads an empty list).
+    pub allowed: u16,
+}

@@ -826,8 +826,13 @@ fn response_parts(status: u16, extra: &[(&str, &str)], parts: &[&[u8]]) -> Vec<u
 
 /// `{"ok":true,"result":<result>}` as a 200 response.
 pub(crate) fn ok_response(result_json: &[u8]) -> Vec<u8> {
+    ok_response_with(result_json, &[])
+}
+
+/// [`ok_response`] with extra headers (a counted request's `X-RateLimit-*`).
+pub(crate) fn ok_response_with(result_json: &[u8], extra: &[(&str, &str)]) -> Vec<u8> {
     const OPEN: &[u8] = b"{\"ok\":true,\"result\":";
-    response_parts(200, &[], &[OPEN, result_json, b"}"])
+    response_parts(200, extra, &[OPEN, result_json, b"}"])
 }
 
 impl ApiError {

@@ -187,6 +187,8 @@ pub(crate) struct Snapshot {
     pub backlog_error: bool,
     pub backlog_read_us: u64,
     pub gateway_sessions: u64,
+    /// getUpdates polls parked now (long polling).
+    pub parked_polls: u64,
     pub gateway_closes: Vec<(CloseCode, u64)>,
     pub database_connections: u64,
     pub lease_renewals: Option<u64>,
@@ -362,6 +364,8 @@ impl Metrics {
 
         head(o, "botspace_gateway_sessions", "gauge", "Gateway sessions open on this node.");
         line(o, "botspace_gateway_sessions", "", s.gateway_sessions);
+        head(o, "botspace_parked_polls", "gauge", "getUpdates long polls waiting on this node (docs/delivery.md).");
+        line(o, "botspace_parked_polls", "", s.parked_polls);
         head(o, "botspace_gateway_closes_total", "counter", "Gateway sessions ended, by reason (docs/gateway.md).");
         for (reason, n) in &s.gateway_closes {
             line(o, "botspace_gateway_closes_total", &format!("reason=\"{}\"", reason.as_str()), n);

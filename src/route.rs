@@ -37,6 +37,7 @@ methods! {
         SendChatAction = "sendChatAction",
         EditMessageText = "editMessageText",
         DeleteMessage = "deleteMessage",
+        GetUpdates = "getUpdates",
         SetWebhook = "setWebhook",
         DeleteWebhook = "deleteWebhook",
         GetWebhookInfo = "getWebhookInfo",

@@ -40,6 +40,9 @@ pub(crate) struct TxEffects {
     /// A transaction whose COMMIT is still to be sent and awaited, after
     /// the database lock is released (PostgreSQL, see [`HeldCommit`]).
     pub held: Option<HeldCommit>,
+    /// A getUpdates that found nothing and may wait: its bot and request
+    /// (see `Service::answer_request`; the bytes entry points ignore it).
+    pub park: Option<(String, events::Poll)>,
 }
 
 /// A PostgreSQL transaction whose statements all ran and whose COMMIT
@@ -246,6 +249,9 @@ pub(crate) struct Ctx<'a> {
     pub preauth: Option<Preauth>,
     /// What host methods read besides the database (the admin console's).
     pub host: crate::console::HostView<'a>,
+    /// The rate bucket nearest to refusing, once a request has been
+    /// counted against a limit: its response's `X-RateLimit-*` headers.
+    pub rate_status: Option<crate::ratelimit::BucketStatus>,
 }
 
 /// A bot request's authentication and chat, read with the rest of its
@@ -267,6 +273,7 @@ impl Inner {
             prefetch: None,
             preauth: None,
             host: Default::default(),
+            rate_status: None,
         }
     }
 }

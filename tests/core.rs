@@ -33,6 +33,8 @@ mod rules_ops;
 mod rules_retention;
 #[path = "rules_storage.rs"]
 mod rules_storage;
+#[path = "rules_updates.rs"]
+mod rules_updates;
 #[path = "rules_words.rs"]
 mod rules_words;
 #[path = "sql_boundary.rs"]

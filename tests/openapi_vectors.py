@@ -113,12 +113,37 @@ def body_schema(resp):
     return schema
 
 
+def check_rate_headers(method, path, status, resp, expected):
+    """X-RateLimit-* headers a vector expects must be documented for that
+    response and fit their schema; one a vector expects absent (null) must
+    not be documented as required."""
+    documented = {k.lower(): resolve(v) for k, v in (resp.get("headers") or {}).items()}
+    problems = []
+    for name, value in expected.items():
+        if not name.lower().startswith("x-ratelimit-"):
+            continue
+        doc = documented.get(name.lower())
+        if value is None:
+            if doc is not None and doc.get("required"):
+                problems.append(f"{method} {path} {status}: header {name} is expected absent but documented as required")
+            continue
+        if doc is None:
+            problems.append(f"{method} {path} {status}: header {name} is not documented")
+            continue
+        problems += [f"{method} {path} {status}: header {name}: {e.message}"
+                     for e in schema_for(doc["schema"]).iter_errors(value)]
+    return problems
+
+
 def check_step(method, path, expect):
     """Returns a list of problems for one expected response."""
     status = expect["status"]
     resp, err = response_spec(method, path, status, expect.get("body"))
     if err:
         return [err]
+    header_problems = check_rate_headers(method, path, status, resp, expect.get("headers") or {})
+    if header_problems:
+        return header_problems
     schema = body_schema(resp)
     if "body" not in expect:
         return []
@@ -154,15 +179,21 @@ def self_test(all_steps):
     m = copy.deepcopy(err_400); m["body"]["error"] = "made_up_code"; mutants.append(("sendMessage", m))
     m = copy.deepcopy(err_400); m["body"]["error_code"] = 403; mutants.append(("sendMessage", m))
     m = copy.deepcopy(err_400); m["body"]["ok"] = True; mutants.append(("sendMessage", m))
+    limited = next(e for _, m, p, e in all_steps if p == "/bot/sendMessage" and "X-RateLimit-Reset-After" in e.get("headers", {})
+                   and e["headers"]["X-RateLimit-Reset-After"] is not None)
+    m = copy.deepcopy(limited); m["headers"]["X-RateLimit-Reset-After"] = "0.0340"; mutants.append(("sendMessage", m))
+    m = copy.deepcopy(limited); m["headers"]["X-RateLimit-Scope"] = "everything"; mutants.append(("sendMessage", m))
+    m = copy.deepcopy(limited); m["headers"]["X-RateLimit-Unknown"] = "1"; mutants.append(("sendMessage", m))
     failed = 0
     for name, mut in mutants:
         if not check_step("POST", f"/bot/{name}", mut):
             print(f"SELF-TEST FAILED: a mutated response was accepted: {json.dumps(mut)[:200]}")
             failed += 1
     # And an unmutated one is accepted, so the mutants fail for their mutation.
-    if check_step("POST", "/bot/sendMessage", ok_send):
-        print("SELF-TEST FAILED: the original sendMessage response was rejected")
-        failed += 1
+    for original in (ok_send, limited):
+        if check_step("POST", "/bot/sendMessage", original):
+            print("SELF-TEST FAILED: the original sendMessage response was rejected")
+            failed += 1
     return failed, len(mutants)
 
 

@@ -277,7 +277,22 @@ fn a_rate_limited_request_in_a_batch_consumes_nothing_and_rollback_returns_slots
     let send = |t: &str| bot_request(&w.free_tok, "sendMessage", json!({"chat_id": w.private_free, "text": t}));
     let reqs: Vec<Vec<u8>> = (0..8).map(|i| send(&format!("m{i}"))).collect();
     let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
-    assert_eq!(statuses(&svc.handle_batch(&refs)), vec![200, 200, 200, 200, 200, 429, 429, 429]);
+    let out = svc.handle_batch(&refs);
+    assert_eq!(statuses(&out), vec![200, 200, 200, 200, 200, 429, 429, 429]);
+    // Each answer of the group has its own X-RateLimit-* figures, as alone.
+    let remaining: Vec<(String, String)> = out
+        .iter()
+        .map(|r| {
+            let (_, headers, _) = common::split_with_headers(r);
+            let get = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()).unwrap_or_default();
+            assert_eq!(get("x-ratelimit-limit"), "5");
+            assert_eq!(get("x-ratelimit-scope"), "chat");
+            (get("x-ratelimit-remaining"), get("x-ratelimit-reset-after"))
+        })
+        .collect();
+    let want: Vec<(String, String)> =
+        ["4", "3", "2", "1", "0", "0", "0", "0"].iter().map(|r| (r.to_string(), "1".to_string())).collect();
+    assert_eq!(remaining, want);
     admin(&svc, SECRET, "advanceClock", json!({"seconds": 1}));
     let reqs = [send("a"), send("b")];
     let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();

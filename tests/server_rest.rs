@@ -468,3 +468,38 @@ fn failed_admin_logins_are_throttled_per_peer() {
     // Bot methods from the same peer are not affected.
     srv.post("/bot/getMe", Some("Bot nope"), &json!({})).assert_error(401, "invalid_token");
 }
+
+/// The X-RateLimit-* headers the core writes reach a real HTTP client
+/// unchanged (through the hyper host, or the C server under
+/// `BOTSPACE_SERVER_CMD`), on the 200s and the 429, and not for a bot
+/// without limits.
+#[test]
+fn rate_limit_headers_cross_the_wire() {
+    let srv = Server::start();
+    let w = srv.world("free");
+    let rate = |r: &Resp| {
+        ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset-After", "X-RateLimit-Scope"]
+            .map(|h| r.header(h).map(str::to_string))
+    };
+    let some = |l: &str, rem: &str, reset: &str, scope: &str| [l, rem, reset, scope].map(|v| Some(v.to_string()));
+    for i in 1..=5 {
+        let r = srv.bot(&w.token, "sendMessage", &json!({"chat_id": w.chat, "text": format!("m{i}")}));
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(rate(&r), some("5", &(5 - i).to_string(), "1", "chat"), "send {i}");
+    }
+    let r = srv.bot(&w.token, "sendMessage", &json!({"chat_id": w.chat, "text": "m6"}));
+    r.assert_error(429, "rate_limited");
+    assert_eq!(r.body["parameters"], json!({"retry_after": 1, "retry_after_ms": 1000, "scope": "chat"}));
+    assert_eq!(r.header("Retry-After"), Some("1"));
+    assert_eq!(rate(&r), some("5", "0", "1", "chat"));
+    srv.advance(0.25);
+    let r = srv.bot(&w.token, "sendChatAction", &json!({"chat_id": w.chat, "action": "typing"}));
+    r.assert_error(429, "rate_limited");
+    assert_eq!(rate(&r), some("5", "0", "0.75", "chat"));
+    let r = srv.bot(&w.token, "getMe", &json!({}));
+    assert_eq!((r.status, rate(&r)), (200, [None, None, None, None]));
+
+    let o = srv.world("official");
+    let r = srv.bot(&o.token, "sendMessage", &json!({"chat_id": o.chat, "text": "unlimited"}));
+    assert_eq!((r.status, rate(&r)), (200, [None, None, None, None]));
+}

@@ -27,6 +27,7 @@ const FILES: &[&str] = &[
     "host_api.json",
     "console.json",
     "gateway.json",
+    "updates.json",
     "webhooks.json",
 ];
 
@@ -411,7 +412,13 @@ fn check_response(
     if let Some(eh) = expect.get("headers") {
         for (name, want) in eh.as_object().ok_or("expect.headers is not an object")? {
             let got = resp.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
-            if got != want.as_str() {
+            // `null`: the header must be absent.
+            let want_str = match want {
+                Value::Null => None,
+                Value::String(w) => Some(w.as_str()),
+                _ => return Err(format!("runner error: expect.headers.{name} is neither a string nor null")),
+            };
+            if got != want_str {
                 return Err(fail(format!("header {name}: expected {want}, got {got:?}"), &resp.body));
             }
         }
@@ -631,6 +638,7 @@ vector_tests! {
     host_api => "host_api.json",
     console => "console.json",
     gateway => "gateway.json",
+    updates => "updates.json",
     webhooks => "webhooks.json",
 }
 

@@ -454,6 +454,7 @@ enum conn_state {
 typedef struct {
     int gateway, close, http10, expect_continue;
     int admin; /* a host-API request: answered alone, naming the peer */
+    int poll;  /* POST /bot/getUpdates: answered alone, and may park */
     size_t path_off, path_len; /* the target's path, from the start of the request */
 } head_t;
 
@@ -465,6 +466,7 @@ enum step {
     STEP_CONTINUE, /* send `100 Continue` for the incomplete request */
     STEP_UPGRADE,  /* GET /bot/gateway at step_start/step_len */
     STEP_ADMIN,    /* a host-API request at step_start/step_len */
+    STEP_POLL,     /* a getUpdates at step_start/step_len: answered now or parked */
     STEP_NOT_HERE, /* a path this listener does not serve (--admin-addr): 404 */
     STEP_REFUSE,   /* answer `refusal` (framing said Invalid), then linger */
     STEP_CLOSE,    /* the last request asked for Connection: close */
@@ -508,6 +510,11 @@ typedef struct conn {
     char peer[64];          /* the client's address, for the admin throttle */
     botspace_request_framer *framer; /* resumes where the last read left it */
     size_t max_in; /* the framer's max_request_bytes: `in` is read only below it */
+    /* Long polling: the library parked this connection's getUpdates (its
+     * answer comes from botspace_service_poll_parked); 0 when none. Later
+     * requests wait in `in` until it is answered, so answers stay in order. */
+    uint64_t parked;
+    head_t parked_head;
 } conn_t;
 
 static conn_t **conns;
@@ -529,6 +536,10 @@ static uint64_t svc_now(void) {
 }
 
 static void conn_close(conn_t *c) {
+    /* The client is gone: its parked poll is forgotten (its offset stays
+     * acknowledged). */
+    if (c->parked) botspace_service_cancel_parked(svc, c->parked);
+    c->parked = 0;
     botspace_gateway_free(&c->gw);
     c->bot_id = NULL;
     if (c->fd >= 0) {
@@ -597,6 +608,7 @@ static int read_head(const botspace_request_framer *fr, const unsigned char *req
     const char *path = (const char *)req + rh.path_start;
     h->gateway = rh.path_len == strlen("/bot/gateway") && memcmp(path, "/bot/gateway", rh.path_len) == 0;
     h->admin = rh.path_len > 7 && memcmp(path, "/admin/", 7) == 0;
+    h->poll = rh.path_len == strlen("/bot/getUpdates") && memcmp(path, "/bot/getUpdates", rh.path_len) == 0;
     h->path_off = rh.path_start;
     h->path_len = rh.path_len;
     h->http10 = rh.http_minor == 0;
@@ -674,7 +686,7 @@ static size_t nbatch;
  * Over the budget of unsent answers it takes none (`ready` stays set): the
  * rest waits in `in` until the client reads. */
 static void collect(conn_t *c) {
-    while (c->step == STEP_NONE && nbatch < MAX_BATCH && !over_budget(c)) {
+    while (c->step == STEP_NONE && !c->parked && nbatch < MAX_BATCH && !over_budget(c)) {
         const unsigned char *p = buf_data(&c->in) + c->taken;
         size_t avail = buf_pending(&c->in) - c->taken;
         if (avail == 0) {
@@ -720,6 +732,15 @@ static void collect(conn_t *c) {
             /* Failed admin logins are throttled per peer: answered alone
              * with the peer named (botspace_service_handle_request_from). */
             c->step = STEP_ADMIN;
+            c->step_start = start;
+            c->step_len = f.length;
+            c->step_head = h;
+            return;
+        }
+        if (h.poll) {
+            /* getUpdates may wait for its bot's next event: answered alone
+             * (botspace_service_answer_request), never inside a batch. */
+            c->step = STEP_POLL;
             c->step_start = start;
             c->step_len = f.length;
             c->step_head = h;
@@ -825,6 +846,24 @@ static void run_step(conn_t *c) {
         if (c->step_head.close) conn_finish(c, 0);
         break;
     }
+    case STEP_POLL: {
+        botspace_bytes resp = {NULL, 0};
+        uint64_t id = 0;
+        if (botspace_service_answer_request(svc, c->in.p + c->step_start, c->step_len, c->peer, strlen(c->peer),
+                                            svc_now(), &resp, &id) != BOTSPACE_STATUS_OK) {
+            conn_finish(c, 0);
+        } else if (id != 0) {
+            /* Parked: the connection waits (no thread does) until
+             * serve_parked() gets its answer from the library. */
+            c->parked = id;
+            c->parked_head = c->step_head;
+        } else {
+            add_response(&c->out, resp.ptr, resp.len, &c->step_head);
+            if (c->step_head.close) conn_finish(c, 0);
+        }
+        botspace_bytes_free(&resp);
+        break;
+    }
     case STEP_NOT_HERE: {
         /* With --admin-addr each listener serves its own paths; the other
          * side's get the answer the library gives a path with no method. */
@@ -887,7 +926,7 @@ static size_t backlog_next; /* round robin: where the next backlog turn starts *
 
 /* Whether a connection is held back only by the turn's backlog cap (not by
  * its budget): the next poll(2) must not sleep. */
-static int backlog_waiting(const conn_t *c) { return c->st == ST_HTTP && c->ready && !over_budget(c); }
+static int backlog_waiting(const conn_t *c) { return c->st == ST_HTTP && c->ready && !c->parked && !over_budget(c); }
 
 /* Answers every complete request buffered on any HTTP connection: batches
  * of up to MAX_BATCH, one commit each, then each connection's step. Goes on
@@ -1007,6 +1046,9 @@ static int gateway_due(conn_t *c, uint64_t now) {
  * `in` (`ready` clear), fewer than max_in bytes are buffered, and its
  * answers are under the budget. */
 static int http_reads(const conn_t *c) {
+    /* A parked poll's connection is read too (up to max_in): its client
+     * closing is how a poll is cancelled. */
+    if (c->parked) return buf_pending(&c->in) < c->max_in;
     return !c->ready && buf_pending(&c->in) < c->max_in && !over_budget(c);
 }
 
@@ -1023,7 +1065,9 @@ static int conn_wants_input(const conn_t *c) {
 /* What a connection does when its peer closes its side. */
 static void conn_peer_closed(conn_t *c) {
     c->peer_eof = 1;
-    if (c->st == ST_HTTP) {
+    if (c->st == ST_HTTP && c->parked) {
+        conn_close(c); /* nobody is left to answer: the poll is cancelled */
+    } else if (c->st == ST_HTTP) {
         c->ready = c->fresh = 1; /* serve_http_round answers what was read, then it closes */
     } else if (c->st == ST_GATEWAY) {
         gateway_poll(c, svc_now());
@@ -1922,6 +1966,28 @@ static void poll_woken_gateways(uint64_t now) {
     free(woken);
 }
 
+/* Sends every parked poll's answer the library has ready at `now` (a
+ * commit gave its bot events: the wake callback woke this loop; or its
+ * deadline came: `[]`). A stop passes UINT64_MAX: every poll is answered. */
+static void serve_parked(uint64_t now) {
+    for (;;) {
+        uint64_t id = 0;
+        botspace_bytes resp = {NULL, 0};
+        if (botspace_service_poll_parked(svc, now, &id, &resp) != BOTSPACE_STATUS_OK || id == 0) break;
+        for (size_t i = 0; i < nconns; i++) {
+            conn_t *c = conns[i];
+            if (c->parked != id) continue;
+            c->parked = 0;
+            add_response(&c->out, resp.ptr, resp.len, &c->parked_head);
+            c->waiting_since = mono_ms();
+            if (c->parked_head.close) conn_finish(c, 0);
+            else if (buf_pending(&c->in) > 0) c->ready = 1; /* what it pipelined behind the poll */
+            break;
+        }
+        botspace_bytes_free(&resp);
+    }
+}
+
 /* Deadlines (heartbeat timeouts, revocations, slow consumers) and output
  * held back at the budget that `out` has room for again, also after a
  * request moved the manual clock. */
@@ -1942,7 +2008,7 @@ static int evict_longest_waiting(void) {
     conn_t *oldest = NULL;
     for (size_t i = 0; i < nconns; i++) {
         conn_t *c = conns[i];
-        if (c->fd < 0 || c->st != ST_HTTP || c->step != STEP_NONE || buf_pending(&c->out) > 0) continue;
+        if (c->fd < 0 || c->st != ST_HTTP || c->step != STEP_NONE || c->parked || buf_pending(&c->out) > 0) continue;
         if (!oldest || c->waiting_since < oldest->waiting_since) oldest = c;
     }
     if (!oldest) return 0;
@@ -2012,7 +2078,7 @@ static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
         if (c->st == ST_LINGER && mono >= c->linger_until) conn_close(c);
         else if (c->drop_at && mono >= c->drop_at) conn_close(c);
         else if (c->stalled_since && mono - c->stalled_since > WRITE_TIMEOUT_MS) conn_close(c);
-        else if (c->st == ST_HTTP && buf_pending(&c->out) == 0 && buf_pending(&c->in) == 0 &&
+        else if (c->st == ST_HTTP && !c->parked && buf_pending(&c->out) == 0 && buf_pending(&c->in) == 0 &&
                  (mono - c->last_activity > idle_timeout_ms || (L->stopping && !bytes_waiting(c->fd))))
             conn_close(c);
         else if (c->st == ST_HTTP && c->req_started && buf_pending(&c->out) == 0 && !c->ready &&
@@ -2068,6 +2134,12 @@ static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
         pfds[np].events = POLLIN;
         pfds[np].revents = 0;
         np++;
+    }
+    /* The library's next parked-poll deadline (0: an answer is ready). */
+    uint64_t pd = BOTSPACE_NO_DEADLINE;
+    if (botspace_service_parked_timeout(svc, &pd) == BOTSPACE_STATUS_OK && pd != BOTSPACE_NO_DEADLINE) {
+        if (pd <= now) timeout = 0;
+        else if ((int64_t)(pd - now) < timeout) timeout = (int64_t)(pd - now);
     }
     L->first_conn = np;
     for (size_t i = 0; i < nconns; i++) {
@@ -2196,6 +2268,7 @@ static int loop_turn(loop_t *L) {
     if (stop_requested && !L->stopping) begin_stop(L, mono);
     poll_woken_gateways(now);
     poll_due_gateways(now);
+    serve_parked(L->stopping ? UINT64_MAX : now);
     if (!L->stopping) webhook_turn(mono, now);
     sweep_conns(L, mono);
     if (L->stopping && nconns == 0) return 1;

@@ -84,7 +84,7 @@ export async function call(base, path, body, auth = `Admin ${SECRET}`) {
     headers: { 'content-type': 'application/json', ...(auth ? { authorization: auth } : {}) },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
-  return { status: res.status, body: await res.json() };
+  return { status: res.status, headers: res.headers, body: await res.json() };
 }
 
 /** A call that must answer 200 `ok: true`: its result. */

@@ -41,8 +41,19 @@ test('workerd serves the bot REST API, the host API and the gateway; the state s
     await ok(w.base, '/admin/sendUserMessage', { user_id: user.id, chat_id: chat.id, text: 'hi edge' });
     const ev = await gw.next((f) => f.op === 'event' && f.type === 'message_created');
     assert.equal(ev.data.message.text, 'hi edge');
-    const m = await ok(w.base, '/bot/sendMessage', { chat_id: chat.id, text: 'from the edge' }, `Bot ${token}`);
-    assert.equal(m.message_id, '2');
+    const sent = await call(w.base, '/bot/sendMessage', { chat_id: chat.id, text: 'from the edge' }, `Bot ${token}`);
+    assert.equal(sent.body.result.message_id, '2');
+    // An official bot has no limits: no X-RateLimit-* headers.
+    assert.equal(sent.headers.get('x-ratelimit-limit'), null);
+    // A free bot's counted send carries them through the worker.
+    const free = await ok(w.base, '/admin/createBot', { display_name: 'Free', handle: 'free_bot' });
+    const freeChat = await ok(w.base, '/admin/startBot', { user_id: user.id, bot_id: free.bot.id });
+    const limited = await call(w.base, '/bot/sendMessage', { chat_id: freeChat.id, text: 'counted' }, `Bot ${free.token}`);
+    assert.equal(limited.status, 200);
+    assert.deepEqual(
+      ['limit', 'remaining', 'reset-after', 'scope'].map((h) => limited.headers.get(`x-ratelimit-${h}`)),
+      ['5', '4', '1', 'chat'],
+    );
 
     // Only the changed blocks went to storage: one sendMessage is a few pages.
     const before = await stats(w.base);

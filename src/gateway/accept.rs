@@ -109,7 +109,9 @@ impl Service {
                 // Webhooks of the bots heard of (all of them: at the next
                 // claim of leases) are looked at again.
                 self.webhooks.lock().unwrap_or_else(|e| e.into_inner()).note(&heard.bots, &heard.bots);
-                let here = self.gateway.hint(heard.all, &heard.bots);
+                let mut here = self.gateway.hint(heard.all, &heard.bots);
+                // Polls parked here for those bots read the log again.
+                here.extend(self.parked_bots_among(heard.all, &heard.bots));
                 self.apply_effects(crate::txn::TxEffects { woken: here, ..crate::txn::TxEffects::default() });
             }
             return Ok(heard.count);

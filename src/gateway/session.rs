@@ -81,12 +81,8 @@ impl Replay {
     /// From the client's `after` (else the bot's durable ack), the last
     /// event ever written and the oldest one still kept.
     pub fn start(after: Option<i64>, acked: i64, last: i64, oldest: Option<i64>) -> Replay {
-        let start = after.unwrap_or(acked).min(last);
-        // Events after `start` that are no longer kept: the oldest kept one is
-        // past start+1, or none is kept although some were written.
-        let first_kept = oldest.unwrap_or(last + 1);
-        let truncated = first_kept > start + 1 && last > start;
-        Replay { from: if truncated { first_kept } else { start + 1 }, truncated }
+        let (from, truncated) = crate::events::read_from(after.unwrap_or(acked), last, oldest);
+        Replay { from, truncated }
     }
 }
 
@@ -524,13 +520,7 @@ impl Session {
 /// stored as JSON already).
 pub fn event_frame(seq: i64, kind: &str, data: &str) -> String {
     let mut frame = String::with_capacity(40 + kind.len() + data.len());
-    frame.push_str("{\"op\":\"event\",\"seq\":");
-    frame.push_str(itoa::Buffer::new().format(seq));
-    frame.push_str(",\"type\":\"");
-    frame.push_str(kind);
-    frame.push_str("\",\"data\":");
-    frame.push_str(data);
-    frame.push('}');
+    crate::events::push_event(&mut frame, "{\"op\":\"event\",\"seq\":", seq, kind, data);
     frame
 }
 

@@ -1,4 +1,4 @@
-//! The five bot methods, with checks in the order of docs/errors.md:
+//! The bot methods, with checks in the order of docs/errors.md:
 //! bot status → tier gate → fields → chat visible → permission rules →
 //! message ownership → rate limit → write.
 
@@ -34,10 +34,31 @@ pub fn call(ctx: &mut Ctx<'_>, bot: &Bot, method: BotMethod, req: &Request<'_>) 
         BotMethod::SendChatAction => send_chat_action(ctx, bot, &params::parse_body(&req.body)?),
         BotMethod::EditMessageText => edit_message_text(ctx, bot, &tier_gate(bot, method, req)?),
         BotMethod::DeleteMessage => delete_message(ctx, bot, &tier_gate(bot, method, req)?),
+        BotMethod::GetUpdates => get_updates(ctx, bot, req),
         BotMethod::SetWebhook => super::webhook::set_webhook(ctx, bot, &params::parse_body(&req.body)?),
         BotMethod::DeleteWebhook => super::webhook::delete_webhook(ctx, bot, &params::parse_body(&req.body)?),
         BotMethod::GetWebhookInfo => super::webhook::get_webhook_info(ctx, bot, &params::parse_body(&req.body)?),
     }
+}
+
+/// getUpdates (docs/delivery.md): acknowledges what `offset` says, then
+/// reads the log after the cursor. Not rate-limited: it is a read (its
+/// acknowledgement only moves the cursor forward). With nothing to return
+/// and a `timeout`, it leaves the request in the effects for the service
+/// to park.
+fn get_updates(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Vec<u8>> {
+    let poll = super::updates::parse(&params::parse_body(&req.body)?)?;
+    // A bot hears its events one way at a time: while a webhook is set,
+    // they go there (and getUpdates would race its cursor).
+    if crate::store::webhooks::get(ctx.conn, &bot.id)?.is_some() {
+        return Err(ApiError::webhook_active());
+    }
+    super::updates::acknowledge(ctx.conn, &bot.id, poll.offset)?;
+    let read = super::updates::read(ctx.conn, &bot.id, &poll)?;
+    if read.count == 0 && poll.timeout_s > 0 {
+        ctx.fx.park = Some((bot.id.clone(), poll));
+    }
+    Ok(read.json.into_bytes())
 }
 
 /// Free-tier bots may not edit or delete; checked before the body is read.
@@ -118,8 +139,12 @@ fn rate_limit(ctx: &mut Ctx<'_>, bot: &Bot, chat: &Chat) -> ApiResult<()> {
         }
     };
     match checked {
-        Ok(()) => Ok(()),
-        Err((scope, wait_ms)) => Err(ApiError::rate_limited(wait_ms, scope.as_str())),
+        Ok(nearest) => {
+            // The response carries it as X-RateLimit-* headers.
+            ctx.rate_status = nearest;
+            Ok(())
+        }
+        Err(bucket) => Err(ApiError::rate_limited_by(&bucket)),
     }
 }
 

@@ -7,6 +7,7 @@ pub mod bot;
 pub mod console;
 pub mod messages;
 pub mod params;
+pub mod updates;
 pub mod webhook;
 
 /// How long an Idempotency-Key is remembered.

@@ -1,7 +1,7 @@
 //! After a commit: effects taken under the lock, durability before the
 //! answers leave, wake-ups after.
 
-use super::Service;
+use super::{parked, Service};
 use crate::error::ApiError;
 use crate::txn::{Inner, TxEffects};
 
@@ -91,6 +91,10 @@ impl Service {
         if fx.woken.is_empty() && fx.revoked.is_empty() {
             return;
         }
+        // Parked polls are marked due before the host hears of the bots:
+        // its `poll_parked` after the hook finds them.
+        self.parked.wake(&fx.woken, parked::Ready::Woken);
+        self.parked.wake(&fx.revoked, parked::Ready::Revoked);
         if !fx.woken.is_empty() || !fx.webhooks_changed.is_empty() {
             let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
             d.note(&fx.woken, &fx.webhooks_changed);

@@ -40,6 +40,8 @@ pub struct Service {
     pub(crate) db: Arc<Db>,
     wake: RwLock<Option<WakeHook>>,
     pub(crate) gateway: Arc<Registry>,
+    /// Parked long polls (getUpdates with a timeout).
+    parked: parked::Parking,
     group: crate::group::Group,
     admin_throttle: crate::throttle::AdminThrottle,
     /// `config.trusted_proxies`, parsed.
@@ -107,10 +109,13 @@ const PRUNE_EVERY_MS: u64 = 60_000;
 /// Reruns of a transaction that met a serialization failure or deadlock.
 const MAX_RETRIES: u32 = 8;
 
+pub use parked::{Answer, PollId, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS};
+
 mod batch;
 mod effects;
 mod image;
 mod ops;
+mod parked;
 mod pipeline;
 mod webhooks;
 
@@ -158,6 +163,7 @@ impl Service {
         Ok(Service {
             db: Arc::new(Db::new(conn, others, config.synchronous)),
             random: config.random_seed.map_or(Random::Os, Random::seeded),
+            parked: parked::Parking::new(config.max_parked_polls),
             config,
             clock,
             wake: RwLock::new(None),

@@ -119,6 +119,7 @@ impl Service {
             backlog_error,
             backlog_read_us,
             gateway_sessions: self.gateway.sessions.load(Ordering::Relaxed),
+            parked_polls: self.parked_count() as u64,
             gateway_closes: self.gateway.close_counts(),
             database_connections: self.database_connections(),
             lease_renewals: self.shared_store.then(|| self.gateway.lease_renewals.load(Ordering::Relaxed)),

@@ -181,7 +181,7 @@ impl Service {
                 activity: Some(&self.activity),
                 sessions: Some(&sessions),
             };
-            match routed.route {
+            let result = match routed.route {
                 // Pages are answered before a transaction; a batch serves none.
                 Route::Console(_) | Route::Health | Route::Ready | Route::Metrics => {
                     Err(ApiError::method_not_found(routed.req.path))
@@ -212,10 +212,20 @@ impl Service {
                     self.activity.record(&bot.id, at, out.as_ref().err().map(|e| e.code.as_str()), sent);
                     out
                 }
-            }
+            };
+            result.map(|res| (res, ctx.rate_status))
         }));
         match result {
-            Ok(r) => r.map(|res| http::ok_response(&res)),
+            Ok(r) => r.map(|(res, rate)| match rate {
+                // A request counted against a limit: where its nearest
+                // bucket stands (a refusal carries them in its error).
+                Some(bucket) => {
+                    let headers = bucket.headers();
+                    let extra: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                    http::ok_response_with(&res, &extra)
+                }
+                None => http::ok_response(&res),
+            }),
             Err(_) => Err(ApiError::internal("a bug was caught; the request was rolled back")),
         }
     }

@@ -620,8 +620,9 @@ static int gateway_step(botspace_service *svc, vconns *cs, const jval *raw_step,
                 const jval *eh = json_get(ex, "headers");
                 for (size_t h = 0; ok && eh && eh->t == J_OBJ && h < eh->n; h++) {
                     char v[512];
-                    if (!header_value(&r, eh->keys[h], v, sizeof v) || eh->items[h]->t != J_STR ||
-                        strcmp(v, eh->items[h]->s) != 0) {
+                    int have = header_value(&r, eh->keys[h], v, sizeof v);
+                    if (eh->items[h]->t == J_NULL ? have
+                                                  : (!have || eh->items[h]->t != J_STR || strcmp(v, eh->items[h]->s) != 0)) {
                         sb_fmt(why, "step %zu: refusal header %s", i, eh->keys[h]);
                         ok = 0;
                     }
@@ -861,6 +862,15 @@ static int run_case(const jval *c, sbuf *why) {
                 char got[512];
                 int have = header_value(&r, eh->keys[k], got, sizeof got);
                 const jval *want = eh->items[k];
+                /* null: the header must be absent */
+                if (want->t == J_NULL) {
+                    if (have) {
+                        sb_fmt(why, "step %zu: header %s: expected none, got %s", i, eh->keys[k], got);
+                        ok = 0;
+                        goto next;
+                    }
+                    continue;
+                }
                 if (!have || want->t != J_STR || strcmp(want->s, got) != 0) {
                     sb_fmt(why, "step %zu: header %s: expected %s, got %s", i, eh->keys[k], want->t == J_STR ? want->s : "?",
                            have ? got : "(none)");
@@ -1235,6 +1245,110 @@ static void test_admin_throttle(void) {
     CHECK(out.len > 12 && memcmp(out.ptr, "HTTP/1.1 200", 12) == 0, "handle_request_from: another peer is served");
     botspace_bytes_free(&out);
     sb_free(&right);
+    botspace_service_free(&s);
+}
+
+/* Long polling through the C ABI: a getUpdates with a timeout and nothing to
+ * return parks (an id, no bytes); a commit makes its answer ready for
+ * poll_parked; a deadline answers []; a cancelled poll is never answered;
+ * every other request and the bytes entry point answer at once. */
+static int ends_with_body(const botspace_bytes *b, const char *body) {
+    size_t n = strlen(body);
+    return b->len >= n && memcmp(b->ptr + b->len - n, body, n) == 0;
+}
+
+static void test_long_polling(void) {
+    botspace_service *s = open_service(BASE_CONFIG);
+    world w;
+    world_make(s, &w, "free");
+    uint64_t now = 0;
+    botspace_service_now_ms(s, &now);
+    sbuf poll = {0};
+    char auth[128];
+    snprintf(auth, sizeof auth, "Bot %s", w.token);
+    build_post(&poll, "/bot/getUpdates", auth, "{\"offset\":2,\"timeout\":5}");
+    botspace_bytes out = {NULL, 0};
+    uint64_t id = 77, d = 0;
+    CHECK(botspace_service_answer_request(NULL, (const uint8_t *)poll.p, poll.len, NULL, 0, now, &out, &id) ==
+              BOTSPACE_STATUS_NULL_ARGUMENT && id == 77,
+          "answer_request: NULL service");
+    CHECK(botspace_service_answer_request(s, (const uint8_t *)poll.p, poll.len, NULL, 0, now, NULL, &id) ==
+              BOTSPACE_STATUS_NULL_ARGUMENT,
+          "answer_request: NULL out_response");
+    CHECK(botspace_service_answer_request(s, (const uint8_t *)poll.p, poll.len, NULL, 0, now, &out, NULL) ==
+              BOTSPACE_STATUS_NULL_ARGUMENT,
+          "answer_request: NULL out_poll_id");
+    CHECK(botspace_service_answer_request(s, NULL, 3, NULL, 0, now, &out, &id) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "answer_request: NULL request with a length");
+    CHECK(botspace_service_poll_parked(NULL, now, &id, &out) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_service_poll_parked(s, now, NULL, &out) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_service_poll_parked(s, now, &id, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "poll_parked: NULL arguments");
+    CHECK(botspace_service_parked_timeout(NULL, &d) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_service_parked_timeout(s, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_service_cancel_parked(NULL, 1) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "parked_timeout, cancel_parked: NULL arguments");
+    CHECK(botspace_service_parked_timeout(s, &d) == BOTSPACE_STATUS_OK && d == BOTSPACE_NO_DEADLINE,
+          "parked_timeout: nothing parked");
+
+    /* Parked, then answered by the commit of a human message. */
+    CHECK(botspace_service_answer_request(s, (const uint8_t *)poll.p, poll.len, NULL, 0, now, &out, &id) ==
+                  BOTSPACE_STATUS_OK &&
+              id != 0 && out.ptr == NULL && out.len == 0,
+          "answer_request: getUpdates with a timeout and nothing to return parks");
+    uint64_t parked = id;
+    CHECK(botspace_service_parked_timeout(s, &d) == BOTSPACE_STATUS_OK && d == now + 5000,
+          "parked_timeout: the poll's deadline");
+    CHECK(botspace_service_poll_parked(s, now, &id, &out) == BOTSPACE_STATUS_OK && id == 0 && out.ptr == NULL,
+          "poll_parked: nothing ready before a commit");
+    char body[256];
+    snprintf(body, sizeof body, "{\"user_id\":\"%s\",\"chat_id\":\"%s\",\"text\":\"hi\"}", w.user, w.chat);
+    json_free(admin(s, "sendUserMessage", body));
+    CHECK(botspace_service_parked_timeout(s, &d) == BOTSPACE_STATUS_OK && d == 0, "parked_timeout: 0 once a commit made it due");
+    CHECK(botspace_service_poll_parked(s, now, &id, &out) == BOTSPACE_STATUS_OK && id == parked && out.len > 12 &&
+              memcmp(out.ptr, "HTTP/1.1 200", 12) == 0 &&
+              memfind((const char *)out.ptr, out.len, "{\"ok\":true,\"result\":[{\"update_id\":2,\"type\":\"message_created\","),
+          "poll_parked: the woken poll's answer holds the event");
+    botspace_bytes_free(&out);
+    CHECK(botspace_service_poll_parked(s, now, &id, &out) == BOTSPACE_STATUS_OK && id == 0, "poll_parked: one answer per poll");
+
+    /* Past its deadline: []. */
+    sb_free(&poll);
+    build_post(&poll, "/bot/getUpdates", auth, "{\"offset\":3,\"timeout\":2}");
+    botspace_service_answer_request(s, (const uint8_t *)poll.p, poll.len, "10.0.0.1", 8, now, &out, &id);
+    parked = id;
+    CHECK(parked != 0, "answer_request: parked again after the offset");
+    CHECK(botspace_service_poll_parked(s, now + 1999, &id, &out) == BOTSPACE_STATUS_OK && id == 0,
+          "poll_parked: not before the deadline");
+    CHECK(botspace_service_poll_parked(s, now + 2000, &id, &out) == BOTSPACE_STATUS_OK && id == parked &&
+              ends_with_body(&out, "{\"ok\":true,\"result\":[]}"),
+          "poll_parked: [] at the deadline");
+    botspace_bytes_free(&out);
+
+    /* Cancelled: never answered. */
+    botspace_service_answer_request(s, (const uint8_t *)poll.p, poll.len, NULL, 0, now, &out, &id);
+    CHECK(id != 0 && botspace_service_cancel_parked(s, id) == BOTSPACE_STATUS_OK &&
+              botspace_service_cancel_parked(s, id) == BOTSPACE_STATUS_OK,
+          "cancel_parked: twice is harmless");
+    CHECK(botspace_service_poll_parked(s, UINT64_MAX, &id, &out) == BOTSPACE_STATUS_OK && id == 0 &&
+              botspace_service_parked_timeout(s, &d) == BOTSPACE_STATUS_OK && d == BOTSPACE_NO_DEADLINE,
+          "cancel_parked: the poll is gone");
+
+    /* The bytes entry point answers at once, as with timeout 0. */
+    CHECK(botspace_service_handle_request(s, (const uint8_t *)poll.p, poll.len, &out) == BOTSPACE_STATUS_OK &&
+              ends_with_body(&out, "{\"ok\":true,\"result\":[]}"),
+          "handle_request: getUpdates with a timeout answers at once");
+    botspace_bytes_free(&out);
+    /* Anything else through answer_request is answered now. */
+    sb_free(&poll);
+    build_post(&poll, "/bot/getMe", auth, NULL);
+    CHECK(botspace_service_answer_request(s, (const uint8_t *)poll.p, poll.len, NULL, 0, now, &out, &id) ==
+                  BOTSPACE_STATUS_OK &&
+              id == 0 && out.len > 12 && memcmp(out.ptr, "HTTP/1.1 200", 12) == 0,
+          "answer_request: getMe is answered now");
+    botspace_bytes_free(&out);
+    sb_free(&poll);
+    world_free(&w);
     botspace_service_free(&s);
 }
 
@@ -2034,6 +2148,7 @@ int main(int argc, char **argv) {
     test_open();
     test_requests();
     test_admin_throttle();
+    test_long_polling();
     test_request_framer();
     test_request_head();
     test_connection_budgets();

@@ -243,13 +243,14 @@ def msg(mid, c, ctype, text, sender, is_bot=True, date=T0, reply=None, edit=None
     return m
 
 
-def send(b, c, text, mid, ctype="private", date=T0, reply=None, headers=None, extra=None):
+def send(b, c, text, mid, ctype="private", date=T0, reply=None, headers=None, extra=None, resp_headers=None):
     body = {"chat_id": ph(c), "text": text}
     if reply is not None:
         body["reply_to_message_id"] = str(reply)
     if extra:
         body.update(extra)
-    return bot_call(b, "sendMessage", body, 200, ok(msg(mid, c, ctype, text, b, date=date, reply=reply)), headers=headers)
+    return bot_call(b, "sendMessage", body, 200, ok(msg(mid, c, ctype, text, b, date=date, reply=reply)), headers=headers,
+                    resp_headers=resp_headers)
 
 
 def send_err(b, c, text, status, expect, **kw):
@@ -281,9 +282,31 @@ def rate_err(secs, ms, scope):
     return err(429, "rate_limited", rate_desc(secs), {"retry_after": secs, "retry_after_ms": ms, "scope": scope})
 
 
-def rate_step(b, c, secs, ms, scope, text="x"):
+# The burst of each free-tier bucket: X-RateLimit-Limit when it is nearest.
+FREE_LIMIT = {"chat": 5, "group": 20, "bot": 30}
+NO_RATE_HEADERS = {"X-RateLimit-Limit": None, "X-RateLimit-Remaining": None, "X-RateLimit-Reset-After": None,
+                   "X-RateLimit-Scope": None}
+
+
+def reset_after(ms):
+    """Milliseconds as X-RateLimit-Reset-After: seconds, at most three decimals, no trailing zeros."""
+    whole, frac = divmod(ms, 1000)
+    return str(whole) if frac == 0 else f"{whole}.{frac:03d}".rstrip("0")
+
+
+def rate_headers(limit, remaining, ms, scope):
+    return {"X-RateLimit-Limit": str(limit), "X-RateLimit-Remaining": str(remaining),
+            "X-RateLimit-Reset-After": reset_after(ms), "X-RateLimit-Scope": scope}
+
+
+def refused_headers(secs, ms, scope, limit=None):
+    """A 429's headers: Retry-After and the refusing bucket, with the figures of its parameters."""
+    return dict({"Retry-After": str(secs)}, **rate_headers(limit or FREE_LIMIT[scope], 0, ms, scope))
+
+
+def rate_step(b, c, secs, ms, scope, text="x", limit=None):
     return bot_call(b, "sendMessage", {"chat_id": ph(c), "text": text}, 429, rate_err(secs, ms, scope),
-                    resp_headers={"Retry-After": str(secs)})
+                    resp_headers=refused_headers(secs, ms, scope, limit))
 
 
 def case(name, steps, config=None):
@@ -952,7 +975,7 @@ def idempotency_cases():
                            bot_call("b", "sendMessage", {"chat_id": "{{c}}", "text": "other"}, 409, reused, headers=key("k-1"))]))
     cs.append(case("an idempotent replay is not rate limited and does not consume quota",
                    base + [send("b", "c", f"m{i}", i, headers=key(f"k{i}")) for i in range(1, 6)]
-                   + [send("b", "c", "m1", 1, headers=key("k1")), rate_step("b", "c", 1, 1000, "chat"),
+                   + [send("b", "c", "m1", 1, headers=key("k1"), resp_headers=NO_RATE_HEADERS), rate_step("b", "c", 1, 1000, "chat"),
                       advance(1), send("b", "c", "m6", 6, date=T0 + 1)]))
     return cs
 
@@ -986,17 +1009,17 @@ def rate_limit_cases():
                    base + [bot_call("b", "sendChatAction", {"chat_id": "{{c}}", "action": "typing"}, 200, ok(True)) for _ in range(5)]
                    + [rate_step("b", "c", 1, 1000, "chat"),
                       bot_call("b", "sendChatAction", {"chat_id": "{{c}}", "action": "typing"}, 429, rate_err(1, 1000, "chat"),
-                               resp_headers={"Retry-After": "1"})]))
+                               resp_headers=refused_headers(1, 1000, "chat"))]))
     std = setup_private(tier="standard")
     cs.append(case("standard tier private chat: a burst of 10 then 429 after 200 ms worth",
-                   std + [send("b", "c", f"m{i}", i) for i in range(1, 11)] + [rate_step("b", "c", 1, 200, "chat"), advance(0.2),
+                   std + [send("b", "c", f"m{i}", i) for i in range(1, 11)] + [rate_step("b", "c", 1, 200, "chat", limit=10), advance(0.2),
                                                                                send("b", "c", "m11", 11)]))
     cs.append(case("editMessageText counts toward the limit; deleteMessage does not",
                    std + [send("b", "c", "m", 1)]
                    + [bot_call("b", "editMessageText", {"chat_id": "{{c}}", "message_id": "1", "text": f"e{i}"}, 200,
                                ok(msg(1, "c", "private", f"e{i}", "b", edit=T0))) for i in range(1, 10)]
                    + [bot_call("b", "editMessageText", {"chat_id": "{{c}}", "message_id": "1", "text": "e10"}, 429, rate_err(1, 200, "chat"),
-                               resp_headers={"Retry-After": "1"}),
+                               resp_headers=refused_headers(1, 200, "chat", limit=10)),
                       bot_call("b", "deleteMessage", {"chat_id": "{{c}}", "message_id": "1"}, 200, ok(True))]))
     cs.append(case("permission errors come before the rate limit: blocked while limited is 403",
                    base + burst + [admin("setBlocked", {"chat_id": "{{c}}", "by": "user", "blocked": True}, 200, ok(True)),
@@ -1014,10 +1037,10 @@ def rate_limit_cases():
     cs.append(case("standard tier group: 60 per minute, then 429 with scope group",
                    [mk_user("u"), mk_bot("b", "standard"), mk_group("g", ["u", "b"])]
                    + [send("b", "g", f"g{i}", i, ctype="group") for i in range(1, 61)]
-                   + [rate_step("b", "g", 1, 1000, "group"), advance(1), send("b", "g", "g61", 61, ctype="group", date=T0 + 1)]))
+                   + [rate_step("b", "g", 1, 1000, "group", limit=60), advance(1), send("b", "g", "g61", 61, ctype="group", date=T0 + 1)]))
     cs.append(case("a request refused by the chat limit does not consume the bot-wide quota",
                    base + burst + [rate_step("b", "c", 1, 1000, "chat") for _ in range(3)]
-                   + [mk_user("v", "Vic"), start("c2", "v", "b"), send("b", "c2", "fits", 1), rate_step("b", "c2", 1, 167, "bot")],
+                   + [mk_user("v", "Vic"), start("c2", "v", "b"), send("b", "c2", "fits", 1), rate_step("b", "c2", 1, 167, "bot", limit=6)],
                    config={"limits": {"free": {"bot": {"count": 6, "period_ms": 1000, "burst": 6},
                                                "private_chat": {"count": 1, "period_ms": 1000, "burst": 5}}}}))
     cs.append(case("free tier bot-wide limit: 30 per second across chats, then 429 with scope bot",
@@ -1026,15 +1049,55 @@ def rate_limit_cases():
                    + [send("b", "h", f"h{i}", i, ctype="group") for i in range(1, 11)]
                    + [rate_step("b", "h", 1, 34, "bot"), advance(0.034), send("b", "h", "h11", 11, ctype="group")]))
     cs.append(case("per-tier limits are configurable: a bot limit of 2 per second",
-                   base + [send("b", "c", "1", 1), send("b", "c", "2", 2), rate_step("b", "c", 1, 500, "bot"), advance(0.5), send("b", "c", "3", 3)],
+                   base + [send("b", "c", "1", 1), send("b", "c", "2", 2), rate_step("b", "c", 1, 500, "bot", limit=2), advance(0.5), send("b", "c", "3", 3)],
                    config={"limits": {"free": {"bot": {"count": 2, "period_ms": 1000, "burst": 2}}}}))
     cs.append(case("when both buckets refuse, the longer wait is reported",
-                   base + [send("b", "c", "1", 1), rate_step("b", "c", 10, 10000, "chat")],
+                   base + [send("b", "c", "1", 1), rate_step("b", "c", 10, 10000, "chat", limit=1)],
                    config={"limits": {"free": {"bot": {"count": 1, "period_ms": 2000, "burst": 1},
                                                "private_chat": {"count": 1, "period_ms": 10000, "burst": 1}}}}))
     off = setup_private(tier="official", official=True)
     cs.append(case("official tier is unlimited by default: 60 messages at once",
                    off + [send("b", "c", f"m{i}", i) for i in range(1, 61)]))
+    # X-RateLimit-* headers: the bucket nearest to refusing, after this request.
+    cs.append(case("a counted send carries X-RateLimit-* of the nearest bucket; Remaining counts this request",
+                   base + [send("b", "c", f"m{i}", i, resp_headers=rate_headers(5, 5 - i, 1000, "chat")) for i in range(1, 6)]
+                   + [rate_step("b", "c", 1, 1000, "chat"), advance(0.25), rate_step("b", "c", 1, 750, "chat"), advance(0.75),
+                      send("b", "c", "m6", 6, date=T0 + 1, resp_headers=rate_headers(5, 0, 1000, "chat"))]))
+    cs.append(case("X-RateLimit-Reset-After is when Remaining next grows: a group refills one slot per 3 s",
+                   gbase + [send("b", "g", "g1", 1, ctype="group", resp_headers=rate_headers(20, 19, 3000, "group")),
+                            send("b", "g", "g2", 2, ctype="group", resp_headers=rate_headers(20, 18, 3000, "group")), advance(1),
+                            send("b", "g", "g3", 3, ctype="group", date=T0 + 1, resp_headers=rate_headers(20, 17, 2000, "group"))]))
+    cs.append(case("the bot-wide bucket is reported when it is nearer to refusing than the chat's",
+                   base + [send("b", "c", "1", 1, resp_headers=rate_headers(2, 1, 500, "bot")),
+                           send("b", "c", "2", 2, resp_headers=rate_headers(2, 0, 500, "bot")),
+                           rate_step("b", "c", 1, 500, "bot", limit=2)],
+                   config={"limits": {"free": {"bot": {"count": 2, "period_ms": 1000, "burst": 2}}}}))
+    cs.append(case("a tie on Remaining goes to the bucket with the longer Reset-After",
+                   base + [send("b", "c", "1", 1, resp_headers=rate_headers(5, 4, 2000, "chat"))],
+                   config={"limits": {"free": {"bot": {"count": 1, "period_ms": 1000, "burst": 5},
+                                               "private_chat": {"count": 1, "period_ms": 2000, "burst": 5}}}}))
+    cs.append(case("a tie on Remaining and Reset-After goes to the bot-wide bucket",
+                   base + [send("b", "c", "1", 1, resp_headers=rate_headers(5, 4, 1000, "bot"))],
+                   config={"limits": {"free": {"bot": {"count": 1, "period_ms": 1000, "burst": 5},
+                                               "private_chat": {"count": 1, "period_ms": 1000, "burst": 5}}}}))
+    cs.append(case("editMessageText and sendChatAction carry X-RateLimit-*; deleteMessage and getMe do not count and carry none",
+                   std + [send("b", "c", "m", 1, resp_headers=rate_headers(10, 9, 200, "chat")),
+                          bot_call("b", "editMessageText", {"chat_id": "{{c}}", "message_id": "1", "text": "e"}, 200,
+                                   ok(msg(1, "c", "private", "e", "b", edit=T0)), resp_headers=rate_headers(10, 8, 200, "chat")),
+                          bot_call("b", "sendChatAction", {"chat_id": "{{c}}", "action": "typing"}, 200, ok(True),
+                                   resp_headers=rate_headers(10, 7, 200, "chat")),
+                          bot_call("b", "deleteMessage", {"chat_id": "{{c}}", "message_id": "1"}, 200, ok(True),
+                                   resp_headers=NO_RATE_HEADERS),
+                          bot_call("b", "getMe", None, 200, ok(identity("b", "B Bot", "b_bot", "standard")),
+                                   resp_headers=NO_RATE_HEADERS)]))
+    cs.append(case("a request refused before the rate limit is not counted and carries no X-RateLimit-*",
+                   base + burst + [admin("setBlocked", {"chat_id": "{{c}}", "by": "user", "blocked": True}, 200, ok(True)),
+                                   bot_call("b", "sendMessage", {"chat_id": "{{c}}", "text": "x"}, 403,
+                                            err(403, "blocked_by_user", "blocked_by_user"), resp_headers=NO_RATE_HEADERS)]))
+    cs.append(case("an official bot has no limits and gets no X-RateLimit-* headers",
+                   off + [send("b", "c", "m1", 1, resp_headers=NO_RATE_HEADERS),
+                          bot_call("b", "sendChatAction", {"chat_id": "{{c}}", "action": "typing"}, 200, ok(True),
+                                   resp_headers=NO_RATE_HEADERS)]))
     cs.append(case("human messages are not rate limited",
                    base + [user_send("u", "c", f"u{i}", i) for i in range(1, 11)] + [send("b", "c", "bot", 11)]))
     return cs
@@ -1802,6 +1865,79 @@ def gateway_cases():
     return cs
 
 
+# ---------------------------------------------------------------- updates.json
+
+def upd(e):
+    """An update of getUpdates: the gateway's event frame, keyed by update_id."""
+    return {"update_id": e["seq"], "type": e["type"], "data": e["data"]}
+
+
+def updates(b, body, expected):
+    return bot_call(b, "getUpdates", body, 200, ok(expected))
+
+
+def dropped(n):
+    return {"update_id": n, "type": "events_dropped", "data": {"dropped_through": n}}
+
+
+def updates_cases():
+    cs = []
+    m1 = msg(1, "c", "private", "hi", "u", False)
+    m3 = msg(2, "c", "private", "again", "u", False)
+    e1, e2, e4 = upd(started_ev(1, "c", "u")), upd(created_ev(2, m1)), upd(created_ev(3, m3))
+    base = setup_private() + [user_send("u", "c", "hi", 1)]
+    cs.append(case("getUpdates of a bot without events returns []",
+                   [mk_bot("b"), updates("b", None, []), updates("b", {}, [])]))
+    cs.append(case("getUpdates returns the bot's events in seq order, as the gateway frames them; its own messages give none",
+                   base + [send("b", "c", "hello", 2), updates("b", {}, [e1, e2]), updates("b", {}, [e1, e2])]))
+    cs.append(case("offset acknowledges every event below it: later calls return only the events after it",
+                   base + [updates("b", {"offset": 2}, [e2]), updates("b", {}, [e2]),
+                           user_send("u", "c", "again", 2), updates("b", {"offset": 3}, [e4]),
+                           updates("b", {"offset": 1}, [e4]), updates("b", {"offset": 4}, []), updates("b", {}, []),
+                           updates("b", {"offset": 99}, [])]))
+    cs.append(case("limit bounds the result; offset then pages through the log",
+                   base + [updates("b", {"limit": 1}, [e1]), updates("b", {"limit": 1, "offset": 2}, [e2]),
+                           updates("b", {"limit": 100, "offset": 3}, [])]))
+    cs.append(case("allowed_updates filters this call's result only; an empty list allows every type",
+                   base + [updates("b", {"allowed_updates": ["message_created"]}, [e2]),
+                           updates("b", {"allowed_updates": ["blocked", "unblocked"]}, []),
+                           updates("b", {"allowed_updates": ["bot_started"], "limit": 1}, [e1]),
+                           updates("b", {"allowed_updates": []}, [e1, e2]),
+                           updates("b", {"allowed_updates": None}, [e1, e2])]))
+    cs.append(case("getUpdates with a timeout through the bytes entry point answers at once, as with timeout 0",
+                   base + [updates("b", {"offset": 3, "timeout": 50}, [])]))
+    bad = [
+        ({"offset": -1}, "offset", "must be an integer, 0 or more"),
+        ({"offset": "1"}, "offset", "must be an integer, 0 or more"),
+        ({"limit": 0}, "limit", "must be an integer from 1 to 100"),
+        ({"limit": 101}, "limit", "must be an integer from 1 to 100"),
+        ({"timeout": 51}, "timeout", "must be an integer from 0 to 50"),
+        ({"timeout": 1.5}, "timeout", "must be an integer from 0 to 50"),
+        ({"allowed_updates": "message_created"}, "allowed_updates", 'must be an array of event types, such as "message_created"'),
+        ({"allowed_updates": ["message_created", "chat_action"]}, "allowed_updates", 'must be an array of event types, such as "message_created"'),
+        ({"allowed_updates": ["events_dropped"]}, "allowed_updates", 'must be an array of event types, such as "message_created"'),
+        ({"offset": -1, "limit": 0}, "offset", "must be an integer, 0 or more"),
+    ]
+    cs.append(case("getUpdates with a bad field is 400 invalid_field naming it, and acknowledges nothing",
+                   base + [bot_call("b", "getUpdates", dict(body, offset=body.get("offset", 3)) if f != "offset" else body, 400,
+                                    invalid(f, why)) for body, f, why in bad] + [updates("b", {}, [e1, e2])]))
+    cs.append(case("getUpdates checks authentication, then the bot's status, then the body",
+                   base + [step(request("/bot/getUpdates", {}), 401, err(401, "missing_authorization", "missing_authorization_bot")),
+                           bot_call("b", "getUpdates", raw="[]", status=400, expect=err(400, "invalid_request", "not_object")),
+                           admin("updateBot", {"bot_id": ph("b"), "status": "suspended"}, 200, ok(ident_of("b", status="suspended"))),
+                           bot_call("b", "getUpdates", {"limit": 0}, 403, err(403, "bot_suspended", "bot_suspended"))]))
+    gap = setup_private() + [user_send("u", "c", "a", 1), user_send("u", "c", "b", 2), advance(61),
+                             user_send("u", "c", "again", 3, date=T0 + 61)]
+    e4late = upd(created_ev(4, msg(3, "c", "private", "again", "u", False, date=T0 + 61)))
+    cs.append(case("dropped events show first as events_dropped until an offset above the last dropped seq acknowledges it",
+                   gap + [updates("b", {}, [dropped(3), e4late]), updates("b", {"limit": 1}, [dropped(3)]),
+                          updates("b", {"offset": 3}, [dropped(3), e4late]),
+                          updates("b", {"offset": 4, "allowed_updates": ["blocked"]}, []),
+                          updates("b", {}, [e4late])],
+                   {"max_unacked_events": 1}))
+    return cs
+
+
 # ------------------------------------------------------------- webhooks.json
 
 def webhook_cases():
@@ -1885,6 +2021,13 @@ def webhook_cases():
                            bot_call("b", "getWebhookInfo", {}, 200, info("", 0)),
                            admin("getWebhookInfo", {"bot_id": "bot_nope"}, 404, err(404, "bot_not_found", "no bot with this id")),
                            admin("deleteWebhook", {}, 400, missing("bot_id"))]))
+    cs.append(case("getUpdates while a webhook is set is 409 webhook_active (after its fields are checked); after deleteWebhook it reads the log",
+                   base + [bot_call("b", "setWebhook", {"url": url}, 200, ok({"url": url, "secret": ANY})),
+                           bot_call("b", "getUpdates", {"limit": 0}, 400, invalid("limit", "must be an integer from 1 to 100")),
+                           bot_call("b", "getUpdates", {}, 409, err(409, "webhook_active",
+                                    "a webhook is set for this bot: its events are delivered there; call deleteWebhook to use getUpdates")),
+                           bot_call("b", "deleteWebhook", {}, 200, ok(True)),
+                           updates("b", {"limit": 1}, [upd(started_ev(1, "c", "u"))])]))
     cs.append(case("a suspended bot cannot set a webhook",
                    base + [admin("updateBot", {"bot_id": "{{b}}", "status": "suspended"}, 200),
                            bot_call("b", "setWebhook", {"url": url}, 403, err(403, "bot_suspended", "bot_suspended"))]))
@@ -1903,6 +2046,7 @@ FILES = {
     "host_api.json": host_api_cases,
     "console.json": console_cases,
     "gateway.json": gateway_cases,
+    "updates.json": updates_cases,
     "webhooks.json": webhook_cases,
 }
 

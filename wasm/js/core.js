@@ -390,6 +390,9 @@ export class Service {
   #inflight = 0;
   #durable = null;
   #storageFailure = null;
+  // Long polling (fetch only): parked getUpdates by poll id -> resolve.
+  #parked = new Map();
+  #parkedTimer = null;
 
   /**
    * @param config the configuration object (`ServiceConfig`; or its
@@ -615,6 +618,9 @@ export class Service {
     this.#flushQueued = false;
     const bots = [...this.#pending];
     this.#pending.clear();
+    // Parked polls the commit made due (the library marked them before
+    // calling the hook): answered now that the commit is durable.
+    if (this.#parked.size > 0) this.#serveParked();
     for (const bot of bots) {
       const pumps = this.#watchers.get(bot);
       if (pumps) for (const pump of [...pumps.values()]) pump();
@@ -713,7 +719,17 @@ export class Service {
     }
     const head = encoder.encode(requestHead(request, url, length));
     const bytes = body && body.length ? concat(head, body) : head;
-    const response = toFetchResponse(this.handleRequest(bytes));
+    let out;
+    if (url.pathname === '/bot/getUpdates' && request.method === 'POST') {
+      // Long polling: a getUpdates with a timeout and nothing to return
+      // parks in the library and is answered by #serveParked (on a wake-up
+      // or at its deadline); no timer runs per poll, one for all.
+      const answer = guard(() => this.#live().answerRequest(bytes, this.nowMs()));
+      out = typeof answer === 'number' ? await this.#parkedAnswer(answer, request.signal) : answer;
+    } else {
+      out = this.handleRequest(bytes);
+    }
+    const response = out === null ? new Response(null, { status: 499 }) : toFetchResponse(out);
     // A 200 means durable: with an asynchronous storage, wait for it.
     const pending = this._pendingDurable();
     if (pending) {
@@ -724,6 +740,55 @@ export class Service {
       }
     }
     return response;
+  }
+
+  // The answer of parked poll `id`, once the library has it; null when the
+  // client aborted (the poll is cancelled; nobody reads the answer).
+  #parkedAnswer(id, signal) {
+    return new Promise((resolve) => {
+      this.#parked.set(id, resolve);
+      signal?.addEventListener(
+        'abort',
+        () => {
+          if (!this.#parked.delete(id)) return;
+          if (this.#raw && poisonReason() === null) guard(() => this.#raw.cancelParked(id));
+          this.#armParked();
+          resolve(null);
+        },
+        { once: true },
+      );
+      this.#armParked();
+    });
+  }
+
+  // Hands every ready answer to its waiting fetch, then sets the one timer
+  // for the next deadline.
+  #serveParked() {
+    if (!this.#raw || poisonReason() !== null) return;
+    const ready = guard(() => this.#raw.pollParked(this.nowMs()));
+    for (let i = 0; i < ready.length; i += 2) {
+      const resolve = this.#parked.get(ready[i]);
+      if (resolve) {
+        this.#parked.delete(ready[i]);
+        resolve(ready[i + 1]);
+      }
+    }
+    this.#armParked();
+  }
+
+  #armParked() {
+    if (this.#parkedTimer !== null) clearTimeout(this.#parkedTimer);
+    this.#parkedTimer = null;
+    if (this.#parked.size === 0 || !this.#raw || poisonReason() !== null) return;
+    const at = this.#raw.parkedTimeout();
+    if (at === undefined || at === null) return;
+    // With the manual clock a deadline passes when the clock is moved: the
+    // timer then looks again after the same wait.
+    const wait = Math.min(Math.max(0, at - this.nowMs()), 2 ** 31 - 1);
+    this.#parkedTimer = setTimeout(() => {
+      this.#parkedTimer = null;
+      this.#serveParked();
+    }, wait);
   }
 
   #upgrade(request, options) {
@@ -802,6 +867,14 @@ export class Service {
   free() {
     if (this.#raw) {
       for (const s of [...this.#sessions]) s.free();
+      // Parked fetches are answered at once, as at their deadline.
+      if (this.#parked.size > 0 && poisonReason() === null) {
+        const ready = guard(() => this.#raw.pollParked(Number.MAX_SAFE_INTEGER));
+        for (let i = 0; i < ready.length; i += 2) this.#parked.get(ready[i])?.(ready[i + 1]);
+      }
+      this.#parked.clear();
+      if (this.#parkedTimer !== null) clearTimeout(this.#parkedTimer);
+      this.#parkedTimer = null;
       const raw = this.#raw;
       this.#raw = null;
       if (poisonReason() === null) raw.free();

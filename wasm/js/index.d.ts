@@ -215,7 +215,12 @@ export class Service {
   acceptGateway(request: Request | Uint8Array | ArrayBuffer | string, nowMs?: number): GatewaySession;
   /** Drives a session over a server-side WebSocket (send/close/events), with wake-ups and timers. */
   attachWebSocket(session: GatewaySession, ws: ServerWebSocketLike): GatewaySession;
-  /** The fetch adapter: `export default { fetch: (req) => service.fetch(req) }`. */
+  /**
+   * The fetch adapter: `export default { fetch: (req) => service.fetch(req) }`.
+   * A `getUpdates` with a `timeout` and nothing to return waits (no timer
+   * per request) until a commit gives the bot an event or the deadline
+   * passes; an aborted request's poll is cancelled (status 499).
+   */
   fetch(request: Request | string | URL, options?: FetchOptions): Promise<Response>;
   /** Resolves once every commit so far is durable in the page storage; rejects if one failed. */
   durable(): Promise<void>;

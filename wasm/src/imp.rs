@@ -338,6 +338,43 @@ impl RawService {
         self.svc.handle_request(request)
     }
 
+    /// Long polling: answers like `handleRequest`, except that a
+    /// `getUpdates` with a `timeout` that finds nothing to return is
+    /// parked: the poll's id (a number) instead of the response bytes. Its
+    /// answer comes from `pollParked` (docs/delivery.md, "Parking").
+    #[wasm_bindgen(js_name = answerRequest, unchecked_return_type = "Uint8Array | number")]
+    pub fn answer_request(&self, request: &[u8], now_ms: f64) -> JsValue {
+        match self.svc.answer_request(request, "", to_ms(now_ms)) {
+            botspace::Answer::Now(out) => Uint8Array::from(&out[..]).into(),
+            botspace::Answer::Parked(id) => JsValue::from(id.0 as f64),
+        }
+    }
+
+    /// The parked polls' answers ready at `now_ms`, flat: `[id, response,
+    /// id, response, ...]`.
+    #[wasm_bindgen(js_name = pollParked, unchecked_return_type = "Array<number | Uint8Array>")]
+    pub fn poll_parked(&self, now_ms: f64) -> js_sys::Array {
+        let out = js_sys::Array::new();
+        for (id, resp) in self.svc.poll_parked(to_ms(now_ms)) {
+            out.push(&JsValue::from(id.0 as f64));
+            out.push(&Uint8Array::from(&resp[..]));
+        }
+        out
+    }
+
+    /// When `pollParked` must run next at the latest (Unix ms; 0 when an
+    /// answer is ready); `undefined` with nothing parked.
+    #[wasm_bindgen(js_name = parkedTimeout)]
+    pub fn parked_timeout(&self) -> Option<f64> {
+        self.svc.parked_timeout().map(|at| at as f64)
+    }
+
+    /// Forgets a parked poll whose client went away.
+    #[wasm_bindgen(js_name = cancelParked)]
+    pub fn cancel_parked(&self, id: f64) -> bool {
+        self.svc.cancel_parked(botspace::PollId(id as u64))
+    }
+
     /// Group commit: one transaction for all `requests`; each response is
     /// the one the request would get alone, in the same order.
     #[wasm_bindgen(js_name = handleBatch)]

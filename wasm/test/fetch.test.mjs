@@ -50,16 +50,27 @@ test('documented errors through fetch: 401, 404, 400, 415, rate limit 429', asyn
   res = await w.svc.fetch(post('/bot/sendMessage', '{}', { ...B, 'content-type': 'text/plain' }));
   assert.equal(res.status, 415);
   // Free tier private chat: burst 5, then 429 with Retry-After.
+  // Every counted answer carries X-RateLimit-* through the fetch Response.
   const statuses = [];
+  const remaining = [];
   for (let i = 0; i < 6; i++) {
     res = await w.svc.fetch(post('/bot/sendMessage', { chat_id: w.chat.id, text: `m${i}` }, B));
     statuses.push(res.status);
+    remaining.push(res.headers.get('x-ratelimit-remaining'));
+    assert.equal(res.headers.get('x-ratelimit-limit'), '5');
+    assert.equal(res.headers.get('x-ratelimit-scope'), 'chat');
   }
   assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429]);
+  assert.deepEqual(remaining, ['4', '3', '2', '1', '0', '0']);
   assert.equal(res.headers.get('retry-after'), '1');
   const body = await res.json();
   assert.equal(body.error, 'rate_limited');
   assert.equal(body.parameters.scope, 'chat');
+  // The 429's headers are its parameters' figures.
+  assert.equal(Number(res.headers.get('x-ratelimit-reset-after')), body.parameters.retry_after_ms / 1000);
+  // getMe does not count: none.
+  res = await w.svc.fetch(post('/bot/getMe', undefined, B));
+  assert.equal(res.headers.get('x-ratelimit-remaining'), null);
 });
 
 test('an empty body is {} and a query string does not change routing', async () => {
@@ -187,4 +198,43 @@ test('gateway upgrade through fetch with a Cloudflare-style WebSocketPair', asyn
     delete globalThis.WebSocketPair;
     globalThis.Response = OrigResponse;
   }
+});
+
+test('getUpdates through fetch parks until a commit gives the bot an event, and answers [] at its deadline', async () => {
+  const w = world({ clock: 'system' });
+  const B = { authorization: `Bot ${w.token}` };
+  const parked = w.svc.fetch(post('/bot/getUpdates', { offset: 2, timeout: 30 }, B));
+  let settled = false;
+  parked.then(() => (settled = true));
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(settled, false, 'a poll with nothing to return waits');
+  const m = w.ok('/admin/sendUserMessage', { user_id: w.user.id, chat_id: w.chat.id, text: 'hi' });
+  const res = await parked;
+  assert.equal(res.status, 200);
+  assert.deepEqual(await res.json(), { ok: true, result: [{ update_id: 2, type: 'message_created', data: { message: m } }] });
+
+  const t0 = Date.now();
+  const empty = await w.svc.fetch(post('/bot/getUpdates', { offset: 3, timeout: 1 }, B));
+  const took = Date.now() - t0;
+  assert.deepEqual(await empty.json(), { ok: true, result: [] });
+  assert.ok(took >= 950 && took < 1500, `timeout 1 answered after ${took} ms`);
+
+  // An aborted request's poll is cancelled and the fetch settles at once.
+  const ac = new AbortController();
+  const aborted = w.svc.fetch(
+    new Request(BASE + '/bot/getUpdates', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...B },
+      body: JSON.stringify({ offset: 3, timeout: 30 }),
+      signal: ac.signal,
+    }),
+  );
+  await new Promise((r) => setTimeout(r, 20));
+  ac.abort();
+  assert.equal((await aborted).status, 499);
+
+  // handleRequest never parks: timeout is answered as 0.
+  const r = w.call('/bot/getUpdates', { offset: 3, timeout: 30 }, { Authorization: `Bot ${w.token}` });
+  assert.deepEqual(r.json(), { ok: true, result: [] });
+  w.svc.free();
 });

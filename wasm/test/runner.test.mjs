@@ -92,6 +92,13 @@ test('a passing case, and a failing one reported with step, request and both bod
   const unsaved = structuredClone(good);
   unsaved.steps[1].request.body.user_id = '{{nobody}}';
   assert.throws(() => runCase(unsaved, make), /runner error: placeholder \{\{nobody\}\}/);
+  // A header expected as null must be absent.
+  const absent = structuredClone(good);
+  absent.steps[0].expect.headers = { 'x-ratelimit-limit': null };
+  runCase(absent, make);
+  const present = structuredClone(good);
+  present.steps[0].expect.headers = { 'content-type': null };
+  assert.throws(() => runCase(present, make), /step 0: header content-type: expected null, got application\/json/);
   const manual = { name: 'clock', steps: [{ request: { path: '/admin/advanceClock', headers: { Authorization: 'Admin {{admin_secret}}' }, body: { seconds: 1 } }, expect: { status: 200 } }] };
   runCase(manual, make); // the base config uses the manual clock
 });

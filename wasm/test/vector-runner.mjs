@@ -213,7 +213,9 @@ export function runCase(testCase, makeService) {
       if (expect.headers !== undefined) {
         for (const [name, want] of Object.entries(expect.headers)) {
           const got = resp.headers.find(([n]) => n.toLowerCase() === name.toLowerCase())?.[1];
-          if (got !== want) throw fail(`header ${name}: expected ${want}, got ${got}`, reqBytes, resp.body);
+          // null: the header must be absent.
+          if (want !== null && typeof want !== 'string') throw new RunnerError(`runner error: expect.headers.${name} is neither a string nor null`);
+          if (got !== (want ?? undefined)) throw fail(`header ${name}: expected ${want}, got ${got}`, reqBytes, resp.body);
         }
       }
       if (step.save !== undefined) {

@@ -141,6 +141,9 @@ pub type botspace_wake_callback =
 /// may be called from any number of threads at once.
 pub struct botspace_service {
     svc: Arc<Service>,
+    /// Parked polls' answers taken from the core and not yet handed out
+    /// (`botspace_service_poll_parked` gives one per call).
+    ready: std::sync::Mutex<std::collections::VecDeque<(botspace::PollId, Vec<u8>)>>,
 }
 
 /// One gateway (WebSocket) connection after a successful upgrade. Not
@@ -443,7 +446,7 @@ pub unsafe extern "C" fn botspace_service_open(
             Err(e @ OpenError::Config(_)) => return fail(botspace_status::InvalidConfig, e.to_string()),
             Err(e) => return fail(botspace_status::StorageError, e.to_string()),
         };
-        let handle = Box::new(botspace_service { svc: Arc::new(svc) });
+        let handle = Box::new(botspace_service { svc: Arc::new(svc), ready: Default::default() });
         // SAFETY: checked non-NULL above.
         unsafe { *out_service = Box::into_raw(handle) };
         botspace_status::Ok
@@ -762,6 +765,150 @@ pub unsafe extern "C" fn botspace_service_handle_request_from(
         let resp = svc.handle_request_from(req, &peer);
         // SAFETY: checked non-NULL above.
         unsafe { out_response.write(botspace_bytes::from_vec(resp)) };
+        botspace_status::Ok
+    })
+}
+
+/// Answers one complete HTTP/1.1 request, or parks it: a `getUpdates`
+/// with a `timeout` that finds nothing to return waits for its bot's next
+/// event or its deadline (`now_ms` + timeout, Unix ms of the clock the host
+/// passes in, as for the gateway). Answered now: `*out_response` holds the
+/// response and `*out_poll_id` is 0. Parked: `*out_response` is `{NULL, 0}`
+/// and `*out_poll_id` names the poll (never 0); hold the connection and
+/// send what `botspace_service_poll_parked` returns for it, or call
+/// `botspace_service_cancel_parked` if the client goes away. Any other
+/// request is answered as by `botspace_service_handle_request_from`
+/// (`peer` likewise). `botspace_service_handle_request` never parks: there
+/// a getUpdates is answered at once, as with timeout 0. Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle; `request` must point at `request_len`
+/// readable bytes and `peer` at `peer_len` (either may be NULL with length
+/// 0); `out_response` and `out_poll_id` must be writable.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // the C call names each input and output
+pub unsafe extern "C" fn botspace_service_answer_request(
+    service: *const botspace_service,
+    request: *const u8,
+    request_len: usize,
+    peer: *const c_char,
+    peer_len: usize,
+    now_ms: u64,
+    out_response: *mut botspace_bytes,
+    out_poll_id: *mut u64,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        non_null!(out_response, "out_response");
+        non_null!(out_poll_id, "out_poll_id");
+        // SAFETY: as documented above.
+        let req = match unsafe { input(request, request_len, "request") } {
+            Ok(r) => r,
+            Err(s) => return s,
+        };
+        // SAFETY: as documented above.
+        let peer = match unsafe { input(peer.cast::<u8>(), peer_len, "peer") } {
+            Ok(p) => String::from_utf8_lossy(p),
+            Err(s) => return s,
+        };
+        // SAFETY: a live handle.
+        let svc = unsafe { &(*service).svc };
+        let (resp, id) = match svc.answer_request(req, &peer, now_ms) {
+            botspace::Answer::Now(r) => (botspace_bytes::from_vec(r), 0),
+            botspace::Answer::Parked(id) => (botspace_bytes::EMPTY, id.0),
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe {
+            out_response.write(resp);
+            out_poll_id.write(id);
+        }
+        botspace_status::Ok
+    })
+}
+
+/// Takes one parked poll's answer that is ready at `now_ms`: a poll a
+/// commit gave events (read now, durable before it is returned), or one
+/// past its deadline (`[]`). `*out_poll_id` names it and `*out_response`
+/// holds the whole HTTP response; `*out_poll_id` 0 (and `{NULL, 0}`) when
+/// none is ready. Call it until it gives 0 after the wake-up callback has
+/// run and when the time from `botspace_service_parked_timeout` comes.
+/// Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle; `out_poll_id` and `out_response` must
+/// be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_poll_parked(
+    service: *const botspace_service,
+    now_ms: u64,
+    out_poll_id: *mut u64,
+    out_response: *mut botspace_bytes,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        non_null!(out_poll_id, "out_poll_id");
+        non_null!(out_response, "out_response");
+        // SAFETY: a live handle.
+        let service = unsafe { &*service };
+        let mut ready = service.ready.lock().unwrap_or_else(|e| e.into_inner());
+        if ready.is_empty() {
+            ready.extend(service.svc.poll_parked(now_ms));
+        }
+        let (id, resp) = match ready.pop_front() {
+            Some((id, r)) => (id.0, botspace_bytes::from_vec(r)),
+            None => (0, botspace_bytes::EMPTY),
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe {
+            out_poll_id.write(id);
+            out_response.write(resp);
+        }
+        botspace_status::Ok
+    })
+}
+
+/// Writes when `botspace_service_poll_parked` must be called at the latest
+/// (Unix ms): 0 when an answer is ready now, the earliest deadline of the
+/// parked polls otherwise, `BOTSPACE_NO_DEADLINE` with none parked.
+/// Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle; `out_ms` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_parked_timeout(
+    service: *const botspace_service,
+    out_ms: *mut u64,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        non_null!(out_ms, "out_ms");
+        // SAFETY: a live handle.
+        let service = unsafe { &*service };
+        let buffered = !service.ready.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
+        let at = if buffered { Some(0) } else { service.svc.parked_timeout() };
+        // SAFETY: checked non-NULL above.
+        unsafe { *out_ms = at.unwrap_or(BOTSPACE_NO_DEADLINE) };
+        botspace_status::Ok
+    })
+}
+
+/// Forgets a parked poll whose client went away (its answer, if already
+/// taken from the core, is dropped). Unknown ids are ignored. Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_cancel_parked(
+    service: *const botspace_service,
+    poll_id: u64,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        // SAFETY: a live handle.
+        let service = unsafe { &*service };
+        let id = botspace::PollId(poll_id);
+        service.svc.cancel_parked(id);
+        service.ready.lock().unwrap_or_else(|e| e.into_inner()).retain(|(i, _)| *i != id);
         botspace_status::Ok
     })
 }

@@ -52,6 +52,7 @@
 pub mod adapter;
 mod core_thread;
 mod gateway;
+mod parked;
 pub mod say;
 pub mod server;
 mod webhooks;
@@ -131,6 +132,8 @@ pub(crate) struct Inner {
     pub(crate) gate: Arc<core_thread::Gate>,
     /// What wakes the webhook sender.
     webhooks: Arc<webhooks::Sender>,
+    /// getUpdates requests waiting on the core's parked polls.
+    pub(crate) parked: parked::Waiters,
 }
 
 /// Core threads of [`Botspace::new`] on SQLite. One, as the C server has
@@ -190,12 +193,14 @@ impl Botspace {
             on_reactor: on_reactor.then(core_thread::OnReactor::default),
             gate,
             webhooks: Arc::default(),
+            parked: parked::Waiters::default(),
         });
         let weak = Arc::downgrade(&inner);
         inner.svc.set_wake_hook(Some(Arc::new(move |bot_id: &str| {
             if let Some(i) = weak.upgrade() {
                 i.registry.wake(bot_id);
                 i.webhooks.wake.notify_one();
+                i.parked.woken(&i.svc);
             }
         })));
         let app = Botspace { inner, role: Role::All, peer: None, conn: None, get_me_on_worker: false };
@@ -268,6 +273,7 @@ impl Botspace {
         self.inner.svc.begin_shutdown();
         self.inner.stop.store(true, Ordering::SeqCst);
         self.inner.stop_notify.notify_waiters();
+        self.inner.parked.notify.notify_one();
     }
 
     /// Gateway connections open now.
@@ -355,6 +361,30 @@ impl Botspace {
             .iter()
             .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("keep-alive"))));
         let admin = path.starts_with("/admin/");
+        let raw = if path == "/bot/getUpdates" {
+            // Long polling: may park in the core until an event or its
+            // deadline; the request's future awaits it, no thread does.
+            parked::answer(&self.inner, bytes, self.peer.clone()).await
+        } else {
+            self.answer_now(&svc, bytes, &path, admin).await
+        };
+        match raw {
+            Ok(raw) => {
+                storage_full::note(&raw);
+                let mut resp = adapter::response_from_vec(raw);
+                if keep_alive {
+                    resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("keep-alive"));
+                }
+                full(resp)
+            }
+            Err(_) => full(internal_error()),
+        }
+    }
+
+    /// Every request but the gateway's and getUpdates: answered at once,
+    /// on the core threads, the reactor or the blocking pool.
+    async fn answer_now(&self, svc: &Arc<Service>, bytes: Vec<u8>, path: &str, admin: bool) -> Result<Vec<u8>, ()> {
+        let svc = svc.clone();
         let kind = || {
             if path.starts_with("/bot/") && path != "/bot/getMe" {
                 core_thread::Kind::Batch
@@ -362,7 +392,7 @@ impl Botspace {
                 core_thread::Kind::Alone
             }
         };
-        let raw = match (&self.inner.core, &self.inner.on_reactor) {
+        match (&self.inner.core, &self.inner.on_reactor) {
             (_, Some(reactor)) if !admin => {
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 reactor.submit(&svc, core_thread::Job { request: bytes, kind: kind(), reply: tx });
@@ -406,17 +436,6 @@ impl Botspace {
                 .await
                 .map_err(|_| ())
             }
-        };
-        match raw {
-            Ok(raw) => {
-                storage_full::note(&raw);
-                let mut resp = adapter::response_from_vec(raw);
-                if keep_alive {
-                    resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("keep-alive"));
-                }
-                full(resp)
-            }
-            Err(_) => full(internal_error()),
         }
     }
 }

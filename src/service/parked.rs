@@ -1,0 +1,417 @@
+//! Parked long polls (`getUpdates` with a `timeout` and nothing to return):
+//! the registry that holds them, and the service's entry points that park,
+//! wake, expire and cancel them (docs/delivery.md, "Parking").
+//!
+//! Nothing here waits. A parked poll is a row in memory: the bot, the
+//! deadline and the parsed request. A commit that gives the bot events
+//! marks its polls due (where the gateway's sessions are woken) before the
+//! host's wake hook runs; the host then calls [`Service::poll_parked`],
+//! which reads the log for the due polls and answers the expired ones with
+//! `[]`. The host arms one timer, for [`Service::parked_timeout`].
+
+use super::Service;
+use crate::methods::updates::{self, Poll};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Mutex, MutexGuard};
+
+/// Names one parked poll, for the host to match an answer to its client.
+/// Never reused within a service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PollId(pub u64);
+
+/// What [`Service::answer_request`] did with a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// The complete HTTP response, to send now.
+    Now(Vec<u8>),
+    /// A getUpdates poll waits: hold the connection; its answer comes from
+    /// [`Service::poll_parked`] (at the latest at its deadline), unless
+    /// the host gives up on it with [`Service::cancel_parked`].
+    Parked(PollId),
+}
+
+/// Default cap on parked polls per service (`Config::max_parked_polls`).
+pub use crate::config::DEFAULT_MAX_PARKED_POLLS;
+
+/// Memory one parked poll holds in the registry at most, for sizing: its
+/// row (bot id boxed, deadline, the 24-byte request, flags; 64 bytes in a
+/// hash map at 7/8 load), its bot id's heap copy (32), its entry in the
+/// per-bot index (a second copy of the id and a vector, about 120 when the
+/// poll is its bot's only one) and in the deadline index (about 24), and a
+/// slot in the due list (8). Counted from the layout, rounded up; the host's
+/// connection buffers come on top (docs/delivery.md).
+pub const BYTES_PER_PARKED_POLL: usize = 256;
+
+/// Why a poll left the registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ready {
+    /// A commit gave its bot events: read the log.
+    Woken,
+    /// Its deadline passed: `[]`.
+    Expired,
+    /// Its bot's token rotated or the bot was suspended: `[]` now; the
+    /// client's next call meets the new state (401 or 403).
+    Revoked,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Parked {
+    pub bot_id: Box<str>,
+    pub deadline_ms: u64,
+    pub poll: Poll,
+    due: Option<Ready>,
+}
+
+/// The parked polls. Every operation is a few map updates under one
+/// mutex; no database, no clock (times come in as arguments).
+pub(crate) struct Parking {
+    state: Mutex<State>,
+    cap: usize,
+}
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    polls: HashMap<u64, Parked>,
+    by_bot: HashMap<Box<str>, Vec<u64>>,
+    deadlines: BTreeSet<(u64, u64)>,
+    /// Polls marked due and not yet taken.
+    due: Vec<u64>,
+    /// Bumped by every wake: a poll whose read began before a wake it may
+    /// have missed is due at once when it parks.
+    generation: u64,
+}
+
+impl Parking {
+    pub fn new(cap: usize) -> Parking {
+        Parking { state: Mutex::new(State::default()), cap }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Each step leaves the maps consistent: a poisoned lock is usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The wake counter, read before a poll reads the log.
+    pub fn generation(&self) -> u64 {
+        self.lock().generation
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().polls.len()
+    }
+
+    /// Parks a poll that found nothing; `None` when the cap is reached.
+    /// `seen` is [`Parking::generation`] from before its read: if a wake
+    /// came since, it may be for this poll, which is then due at once.
+    pub fn park(&self, bot_id: &str, deadline_ms: u64, poll: Poll, seen: u64) -> Option<PollId> {
+        let mut st = self.lock();
+        if st.polls.len() >= self.cap {
+            return None;
+        }
+        st.next_id += 1;
+        let id = st.next_id;
+        self.insert(&mut st, id, Parked { bot_id: bot_id.into(), deadline_ms, poll, due: None }, seen);
+        Some(PollId(id))
+    }
+
+    /// Puts back a woken poll whose read found nothing (events of types it
+    /// did not ask for), under the same id and deadline.
+    pub fn repark(&self, id: PollId, parked: Parked, seen: u64) {
+        let mut st = self.lock();
+        self.insert(&mut st, id.0, Parked { due: None, ..parked }, seen);
+    }
+
+    fn insert(&self, st: &mut State, id: u64, mut p: Parked, seen: u64) {
+        if st.generation != seen {
+            p.due = Some(Ready::Woken);
+            st.due.push(id);
+        }
+        st.deadlines.insert((p.deadline_ms, id));
+        st.by_bot.entry(p.bot_id.clone()).or_default().push(id);
+        st.polls.insert(id, p);
+    }
+
+    /// After a commit: the polls of `bots` are due (`Woken`, or `Revoked`
+    /// for bots whose token rotated or that were suspended).
+    pub fn wake(&self, bots: &[String], why: Ready) {
+        let mut st = self.lock();
+        st.generation += 1;
+        let st = &mut *st;
+        for bot in bots {
+            let Some(ids) = st.by_bot.get(bot.as_str()) else { continue };
+            for id in ids {
+                let Some(p) = st.polls.get_mut(id) else { continue };
+                // Revoked wins over Woken: no events go to a stale token.
+                if p.due.is_none() {
+                    st.due.push(*id);
+                }
+                if p.due != Some(Ready::Revoked) {
+                    p.due = Some(why);
+                }
+            }
+        }
+    }
+
+    /// The bots with a poll parked here, of `bots` (all of them, when
+    /// `all`): another node's commit names them.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub fn bots_among(&self, all: bool, bots: &[String]) -> Vec<String> {
+        let st = self.lock();
+        if all {
+            return st.by_bot.keys().map(|b| b.to_string()).collect();
+        }
+        bots.iter().filter(|b| st.by_bot.contains_key(b.as_str())).cloned().collect()
+    }
+
+    /// Takes every poll that is due or whose deadline is at or before
+    /// `now_ms`, out of the registry, with why; and the wake counter to
+    /// repark with.
+    pub fn take_ready(&self, now_ms: u64) -> (Vec<(PollId, Parked, Ready)>, u64) {
+        let mut st = self.lock();
+        let mut ids = std::mem::take(&mut st.due);
+        ids.extend(st.deadlines.range(..=(now_ms, u64::MAX)).map(|(_, id)| *id));
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(p) = Self::remove(&mut st, id) {
+                // A due poll whose deadline also passed is read once more:
+                // the event that woke it is answered, not `[]`.
+                let why = p.due.unwrap_or(Ready::Expired);
+                out.push((PollId(id), p, why));
+            }
+        }
+        (out, st.generation)
+    }
+
+    /// Forgets a poll (its client went away); false if it was not parked.
+    pub fn cancel(&self, id: PollId) -> bool {
+        Self::remove(&mut self.lock(), id.0).is_some()
+    }
+
+    fn remove(st: &mut State, id: u64) -> Option<Parked> {
+        let p = st.polls.remove(&id)?;
+        st.deadlines.remove(&(p.deadline_ms, id));
+        if let Some(ids) = st.by_bot.get_mut(&p.bot_id) {
+            ids.retain(|i| *i != id);
+            if ids.is_empty() {
+                st.by_bot.remove(&p.bot_id);
+            }
+        }
+        Some(p)
+    }
+
+    /// When [`Service::poll_parked`] must run next (Unix ms): 0 when a poll
+    /// is due now, else the earliest deadline; `None` with nothing parked.
+    pub fn timeout(&self) -> Option<u64> {
+        let st = self.lock();
+        if !st.due.is_empty() {
+            return Some(0);
+        }
+        st.deadlines.first().map(|(at, _)| *at)
+    }
+}
+
+impl Service {
+    /// Answers one complete HTTP/1.1 request, or parks it: a `getUpdates`
+    /// with a `timeout` that finds nothing to return waits (see
+    /// [`Answer::Parked`]); every other request is answered at once as by
+    /// [`Service::handle_request_from`] (`peer` as there). `now_ms` is the
+    /// host's clock (as for gateway `poll`): the poll's deadline is
+    /// `now_ms + timeout`. The offset's acknowledgement is committed and
+    /// durable before this returns, parked or not.
+    ///
+    /// The bytes entry points (`handle_request`, `handle_request_from`)
+    /// never park: there a getUpdates is answered at once, as with
+    /// `timeout` 0. Past the cap on parked polls (`max_parked_polls`,
+    /// default 10 000) a poll is answered at once in the same way.
+    pub fn answer_request(&self, request: &[u8], peer: &str, now_ms: u64) -> Answer {
+        let routed = match self.route(request) {
+            Ok(r) if r.route == crate::route::Route::Bot(crate::route::BotMethod::GetUpdates) => r,
+            _ => return Answer::Now(self.handle_request_from(request, peer)),
+        };
+        let started = crate::metrics::Timer::start();
+        let seen = self.parked.generation();
+        // A getUpdates runs alone, in its own transaction (not in a group):
+        // the method leaves what to park in the transaction's effects.
+        let mut inner = self.lock();
+        let out = self.run_one(&mut inner, &routed);
+        let mut fx = self.take_effects(&mut inner);
+        drop(inner);
+        let park = fx.park.take();
+        let mut outs = [out];
+        self.settle(&mut fx, &mut outs);
+        self.apply_effects(fx);
+        let [out] = outs;
+        let answer = match park {
+            Some((bot_id, poll)) if out.starts_with(b"HTTP/1.1 200") => {
+                let deadline = now_ms.saturating_add(u64::from(poll.timeout_s) * 1000);
+                match self.parked.park(&bot_id, deadline, poll, seen) {
+                    Some(id) => Answer::Parked(id),
+                    None => Answer::Now(out),
+                }
+            }
+            _ => Answer::Now(out),
+        };
+        if let Answer::Now(out) = &answer {
+            self.record(request, out, started);
+        }
+        answer
+    }
+
+    /// Every parked poll's answer that is ready at `now_ms`: those a commit
+    /// gave events (read from the log now, durable before they are
+    /// returned), and those past their deadline (`[]`). Call it when the
+    /// wake hook has run, and when the timer for [`Service::parked_timeout`]
+    /// fires. A woken poll whose read finds nothing it asked for (its
+    /// `allowed_updates` filtered the events out) stays parked. Cheap when
+    /// nothing is ready. Blocks as a request does (the database lock, a
+    /// read, the WAL sync).
+    pub fn poll_parked(&self, now_ms: u64) -> Vec<(PollId, Vec<u8>)> {
+        let (ready, seen) = self.parked.take_ready(now_ms);
+        let mut answers = Vec::with_capacity(ready.len());
+        for (id, p, why) in ready {
+            let out = match why {
+                Ready::Expired | Ready::Revoked => crate::http::ok_response(b"[]"),
+                Ready::Woken => match self.read_parked(&p) {
+                    Ok(Some(json)) => crate::http::ok_response(json.as_bytes()),
+                    Ok(None) if p.deadline_ms > now_ms => {
+                        self.parked.repark(id, p, seen);
+                        continue;
+                    }
+                    Ok(None) => crate::http::ok_response(b"[]"),
+                    Err(e) => e.into_response(),
+                },
+            };
+            answers.push((id, out));
+        }
+        answers
+    }
+
+    /// One woken poll's read: `None` when it found nothing to return.
+    fn read_parked(&self, p: &Parked) -> crate::error::ApiResult<Option<String>> {
+        let inner = self.lock();
+        let read = updates::read(&inner.conn, &p.bot_id, &p.poll);
+        let seen = self.seen();
+        drop(inner);
+        let read = read?;
+        if read.count == 0 {
+            return Ok(None);
+        }
+        // What it read leaves only once durable (as a gateway frame does).
+        if let Some(wal) = &self.db.wal {
+            wal.sync_to(seen).map_err(|e| crate::error::ApiError::commit_outcome_unknown(&e))?;
+        }
+        Ok(Some(read.json))
+    }
+
+    /// When the host must call [`Service::poll_parked`] at the latest (Unix
+    /// ms): 0 when an answer is ready now, the earliest deadline otherwise,
+    /// `None` with nothing parked.
+    pub fn parked_timeout(&self) -> Option<u64> {
+        self.parked.timeout()
+    }
+
+    /// Forgets a parked poll whose client went away; false if it was not
+    /// parked (already answered, or never). Its offset stays acknowledged.
+    pub fn cancel_parked(&self, id: PollId) -> bool {
+        self.parked.cancel(id)
+    }
+
+    /// The bots with a poll parked here, of `bots` (all, when `all`).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn parked_bots_among(&self, all: bool, bots: &[String]) -> Vec<String> {
+        self.parked.bots_among(all, bots)
+    }
+
+    /// Polls parked now.
+    pub fn parked_count(&self) -> usize {
+        self.parked.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn poll() -> Poll {
+        Poll { offset: None, limit: 100, timeout_s: 30, allowed: 1 }
+    }
+
+    fn ids(r: &[(PollId, Parked, Ready)]) -> Vec<(u64, Ready)> {
+        r.iter().map(|(id, _, why)| (id.0, *why)).collect()
+    }
+
+    #[test]
+    fn wake_expire_cancel() {
+        let p = Parking::new(10);
+        let g = p.generation();
+        let a = p.park("bot_a", 1_000, poll(), g).unwrap();
+        let b = p.park("bot_b", 2_000, poll(), g).unwrap();
+        let a2 = p.park("bot_a", 3_000, poll(), g).unwrap();
+        assert_eq!(p.timeout(), Some(1_000));
+        assert_eq!(ids(&p.take_ready(999).0), vec![]);
+        // A commit for bot_a: both of its polls are due, nothing else.
+        p.wake(&["bot_a".into(), "bot_c".into()], Ready::Woken);
+        assert_eq!(p.timeout(), Some(0));
+        let (r, _) = p.take_ready(500);
+        assert_eq!(ids(&r), vec![(a.0, Ready::Woken), (a2.0, Ready::Woken)]);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p.timeout(), Some(2_000));
+        assert!(p.cancel(b));
+        assert!(!p.cancel(b));
+        assert_eq!(p.timeout(), None);
+        assert_eq!(p.len(), 0);
+        // Expiry at the deadline, not before.
+        let c = p.park("bot_c", 5_000, poll(), p.generation()).unwrap();
+        assert!(p.take_ready(4_999).0.is_empty());
+        assert_eq!(ids(&p.take_ready(5_000).0), vec![(c.0, Ready::Expired)]);
+    }
+
+    #[test]
+    fn a_wake_during_the_read_is_not_lost() {
+        let p = Parking::new(10);
+        let seen = p.generation();
+        // The read found nothing; a commit woke the bot before it parked.
+        p.wake(&["bot_a".into()], Ready::Woken);
+        let a = p.park("bot_a", 9_000, poll(), seen).unwrap();
+        assert_eq!(p.timeout(), Some(0));
+        let (r, seen) = p.take_ready(0);
+        assert_eq!(ids(&r), vec![(a.0, Ready::Woken)]);
+        // Reparked after a read that found nothing, with no wake since: waits.
+        let (_, parked, _) = r.into_iter().next().unwrap();
+        p.repark(a, parked, seen);
+        assert_eq!(p.timeout(), Some(9_000));
+        assert_eq!(ids(&p.take_ready(9_000).0), vec![(a.0, Ready::Expired)]);
+    }
+
+    #[test]
+    fn revoked_wins_and_each_poll_is_taken_once() {
+        let p = Parking::new(10);
+        let a = p.park("bot_a", 9_000, poll(), p.generation()).unwrap();
+        p.wake(&["bot_a".into()], Ready::Woken);
+        p.wake(&["bot_a".into()], Ready::Revoked);
+        p.wake(&["bot_a".into()], Ready::Woken);
+        assert_eq!(ids(&p.take_ready(9_500).0), vec![(a.0, Ready::Revoked)]);
+        assert!(p.take_ready(10_000).0.is_empty());
+    }
+
+    #[test]
+    fn the_cap_refuses_the_next_poll() {
+        let p = Parking::new(2);
+        let g = p.generation();
+        assert!(p.park("b", 1, poll(), g).is_some());
+        let second = p.park("b", 1, poll(), g).unwrap();
+        assert_eq!(p.park("b", 1, poll(), g), None);
+        p.cancel(second);
+        assert!(p.park("b", 1, poll(), g).is_some());
+    }
+
+    #[test]
+    fn ids_are_not_reused() {
+        let p = Parking::new(10);
+        let a = p.park("b", 1, poll(), 0).unwrap();
+        p.cancel(a);
+        let b = p.park("b", 1, poll(), 0).unwrap();
+        assert_ne!(a, b);
+    }
+}

@@ -1,0 +1,155 @@
+//! Long polling through the core's parking entry points, on the store the
+//! suite runs on (`:memory:` here, PostgreSQL under
+//! scripts/with-postgres.sh): `answer_request` parks a getUpdates with a
+//! timeout and nothing to return, a commit makes it due, `poll_parked`
+//! answers it with the events (or `[]` at the deadline), a poll whose
+//! types did not come stays parked, a revoked token's poll gets `[]`,
+//! `cancel_parked` forgets, and the cap answers at once.
+
+mod common;
+
+use botspace::{Answer, Config, PollId, Service};
+use common::{admin, bot_request, split};
+use serde_json::{json, Value};
+
+const SECRET: &str = "rules-admin-secret-0001";
+
+fn open(extra: Value) -> Service {
+    let mut cfg = json!({"database": common::test_database(), "admin_secret": SECRET, "clock": "manual"});
+    cfg.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap()
+}
+
+struct World {
+    user: String,
+    bot: String,
+    token: String,
+    chat: String,
+}
+
+fn world(svc: &Service) -> World {
+    let user = admin(svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let b = admin(svc, SECRET, "createBot", json!({"display_name": "Echo", "handle": "echo_bot"}));
+    let bot = b["bot"]["id"].as_str().unwrap().to_string();
+    let token = b["token"].as_str().unwrap().to_string();
+    let chat =
+        admin(svc, SECRET, "startBot", json!({"user_id": user, "bot_id": bot}))["id"].as_str().unwrap().to_string();
+    World { user, bot, token, chat }
+}
+
+fn say(svc: &Service, w: &World, text: &str) -> Value {
+    admin(svc, SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": text}))
+}
+
+fn poll(svc: &Service, w: &World, body: Value, now: u64) -> Answer {
+    svc.answer_request(&bot_request(&w.token, "getUpdates", body), "192.0.2.1", now)
+}
+
+fn parked(a: Answer) -> PollId {
+    match a {
+        Answer::Parked(id) => id,
+        Answer::Now(out) => panic!("answered at once: {}", String::from_utf8_lossy(&out)),
+    }
+}
+
+fn result(out: &[u8]) -> Value {
+    let (status, v) = split(out);
+    assert_eq!(status, 200, "{v}");
+    v["result"].clone()
+}
+
+fn created(seq: i64, message: &Value) -> Value {
+    json!({"update_id": seq, "type": "message_created", "data": {"message": message}})
+}
+
+#[test]
+fn a_parked_poll_is_answered_by_the_commit_that_gives_its_bot_an_event() {
+    let svc = open(json!({}));
+    let w = world(&svc);
+    let now = svc.now_ms();
+    assert_eq!(svc.parked_timeout(), None);
+    let id = parked(poll(&svc, &w, json!({"offset": 2, "timeout": 30}), now));
+    assert_eq!(svc.parked_count(), 1);
+    assert_eq!(svc.parked_timeout(), Some(now + 30_000));
+    assert!(svc.poll_parked(now).is_empty());
+    let m = say(&svc, &w, "hi");
+    assert_eq!(svc.parked_timeout(), Some(0));
+    let ready = svc.poll_parked(now);
+    assert_eq!(ready.len(), 1);
+    assert_eq!(ready[0].0, id);
+    assert_eq!(result(&ready[0].1), json!([created(2, &m)]));
+    assert_eq!(svc.parked_count(), 0);
+    // The offset acknowledged event 1 durably, parked or not.
+    let (_, v) = split(&svc.handle_request(&bot_request(&w.token, "getUpdates", json!({}))));
+    assert_eq!(v["result"], json!([created(2, &m)]));
+}
+
+#[test]
+fn a_poll_whose_types_did_not_come_waits_for_its_deadline() {
+    let svc = open(json!({}));
+    let w = world(&svc);
+    let now = svc.now_ms();
+    let id = parked(poll(&svc, &w, json!({"offset": 2, "timeout": 5, "allowed_updates": ["blocked"]}), now));
+    let other = parked(poll(&svc, &w, json!({"offset": 2, "timeout": 5}), now));
+    let m = say(&svc, &w, "hi");
+    let ready = svc.poll_parked(now + 1);
+    assert_eq!(ready.len(), 1);
+    assert_eq!(ready[0].0, other);
+    assert_eq!(result(&ready[0].1), json!([created(2, &m)]));
+    // Still parked, same id and deadline.
+    assert_eq!(svc.parked_count(), 1);
+    assert_eq!(svc.parked_timeout(), Some(now + 5_000));
+    assert!(svc.poll_parked(now + 4_999).is_empty());
+    let ready = svc.poll_parked(now + 5_000);
+    assert_eq!(ready.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![id]);
+    assert_eq!(result(&ready[0].1), json!([]));
+}
+
+#[test]
+fn a_rotated_token_s_poll_is_answered_empty_and_a_cancelled_one_never() {
+    let svc = open(json!({}));
+    let w = world(&svc);
+    let now = svc.now_ms();
+    let id = parked(poll(&svc, &w, json!({"offset": 2, "timeout": 30}), now));
+    let gone = parked(poll(&svc, &w, json!({"offset": 2, "timeout": 30}), now));
+    assert!(svc.cancel_parked(gone));
+    assert!(!svc.cancel_parked(gone));
+    admin(&svc, SECRET, "rotateBotToken", json!({"bot_id": w.bot}));
+    let ready = svc.poll_parked(now);
+    assert_eq!(ready.len(), 1);
+    assert_eq!(ready[0].0, id);
+    assert_eq!(result(&ready[0].1), json!([]));
+    // The old token is refused at once, parked or not.
+    let (status, v) = split(&svc.handle_request(&bot_request(&w.token, "getUpdates", json!({"timeout": 5}))));
+    assert_eq!((status, v["error"].clone()), (401, json!("invalid_token")));
+    match poll(&svc, &w, json!({"timeout": 5}), now) {
+        Answer::Now(out) => assert_eq!(split(&out).0, 401),
+        Answer::Parked(_) => panic!("a refused poll parked"),
+    }
+}
+
+#[test]
+fn past_the_cap_a_poll_is_answered_at_once_and_other_requests_never_park() {
+    let svc = open(json!({"max_parked_polls": 1}));
+    let w = world(&svc);
+    let now = svc.now_ms();
+    parked(poll(&svc, &w, json!({"offset": 2, "timeout": 30}), now));
+    match poll(&svc, &w, json!({"offset": 2, "timeout": 30}), now) {
+        Answer::Now(out) => assert_eq!(result(&out), json!([])),
+        Answer::Parked(_) => panic!("parked past the cap"),
+    }
+    // A poll with events, a poll without a timeout, a bad poll and getMe
+    // are answered now.
+    for (method, body, status) in [
+        ("getUpdates", json!({"timeout": 30}), 200),
+        ("getUpdates", json!({"offset": 2}), 200),
+        ("getUpdates", json!({"timeout": 51}), 400),
+        ("getMe", json!({}), 200),
+    ] {
+        match svc.answer_request(&bot_request(&w.token, method, body.clone()), "192.0.2.1", now) {
+            Answer::Now(out) => assert_eq!(split(&out).0, status, "{method} {body}"),
+            Answer::Parked(_) => panic!("{method} {body} parked"),
+        }
+    }
+    assert_eq!(svc.parked_count(), 1);
+}
