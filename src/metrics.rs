@@ -210,11 +210,13 @@ fn line(out: &mut String, name: &str, labels: &str, v: impl std::fmt::Display) {
 }
 
 impl Metrics {
-    /// Counts one answered request; `started` times it.
-    pub(crate) fn record(&self, method: usize, resp: &[u8], started: Timer) {
+    /// Counts one answered request; `started`, for a sampled one
+    /// ([`Timer::sampled`]), times it.
+    #[inline]
+    pub(crate) fn record(&self, method: usize, resp: &[u8], started: Option<Timer>) {
         let (outcome, code) = outcome_of(resp);
         self.requests[method * N_OUTCOMES + outcome].fetch_add(1, Relaxed);
-        if let Some(us) = started.micros() {
+        if let Some(us) = started.and_then(Timer::micros) {
             self.latency[method].observe(us);
         }
         let Some(code) = code else { return };
@@ -541,16 +543,16 @@ mod tests {
     fn the_exposition_counts_requests_by_method_status_and_code() {
         let m = Metrics::default();
         let get_me = method_of(b"POST /bot/getMe HTTP/1.1\r\n");
-        m.record(get_me, &resp("200 OK", r#"{"ok":true}"#), Timer::start());
-        m.record(get_me, &resp("200 OK", r#"{"ok":true}"#), Timer::start());
+        m.record(get_me, &resp("200 OK", r#"{"ok":true}"#), Some(Timer::start()));
+        m.record(get_me, &resp("200 OK", r#"{"ok":true}"#), Some(Timer::start()));
         let limited = r#"{"ok":false,"error_code":429,"error":"rate_limited","description":"d","parameters":{"retry_after":1,"retry_after_ms":1000,"scope":"chat"}}"#;
         m.record(
             method_of(b"POST /bot/sendMessage HTTP/1.1\r\n"),
             &resp("429 Too Many Requests", limited),
-            Timer::start(),
+            Some(Timer::start()),
         );
         let full = r#"{"ok":false,"error_code":503,"error":"storage_full","description":"d"}"#;
-        m.record(OTHER_METHOD, &resp("503 Service Unavailable", full), Timer::start());
+        m.record(OTHER_METHOD, &resp("503 Service Unavailable", full), Some(Timer::start()));
         m.batch_size.observe(3);
         let text = m.render(&Snapshot::default(), None);
         assert!(
@@ -578,7 +580,7 @@ mod tests {
     #[test]
     fn every_line_is_valid_exposition_text() {
         let m = Metrics::default();
-        m.record(0, &resp("200 OK", "{}"), Timer::start());
+        m.record(0, &resp("200 OK", "{}"), Some(Timer::start()));
         let snap = Snapshot {
             backlog: Some(crate::store::backlog::Backlog {
                 events: crate::store::backlog::Events { total: 3, max: 2, oldest_ms: Some(8_500) },

@@ -104,6 +104,9 @@ pub fn serve_then(
     opts: Options,
     ready: impl FnOnce(),
 ) -> io::Result<usize> {
+    // The library's operator lines (evictions, timeouts, slow consumers,
+    // rotations) in this server's log format.
+    app.service().set_log_hook(Some(Arc::new(crate::say::event)));
     // On `:memory:` the core never blocks and answers on the reactor: one
     // thread, as the C server's loop, so no request crosses a thread.
     let rt = if app.answers_on_reactor() {
@@ -150,6 +153,7 @@ pub fn serve_then(
         let _ = h.join();
     }
     sh.app.service().set_wake_hook(None);
+    sh.app.service().set_log_hook(None);
     Ok(left)
 }
 
