@@ -57,6 +57,15 @@ impl Histogram {
     }
 }
 
+/// The wall clock in microseconds since 1970 (0 where there is none):
+/// what two nodes can compare, for the notification lag.
+pub(crate) fn wall_micros() -> u64 {
+    #[cfg(not(target_family = "wasm"))]
+    return std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64);
+    #[cfg(target_family = "wasm")]
+    0
+}
+
 /// Requests are timed one in `SAMPLE_EVERY` on each thread (the first,
 /// the 17th, …): a monotonic clock read costs 50-120 ns on a virtual
 /// machine, two of them a tenth of the cheapest call; one timed call in 16

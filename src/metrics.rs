@@ -149,6 +149,8 @@ pub(crate) struct Metrics {
     latency: Box<[Histogram]>,
     pub(crate) batch_size: Histogram,
     pub(crate) commit_latency: Histogram,
+    /// From a commit on another node to its notification here (PostgreSQL).
+    pub(crate) notification_lag: Histogram,
     rate_limited: [AtomicU64; SCOPES.len()],
     storage_errors: [AtomicU64; STORAGE_KINDS.len()],
     evictions: AtomicU64,
@@ -165,6 +167,7 @@ impl Default for Metrics {
             latency: (0..N_METHODS).map(|_| Histogram::new(LATENCY_US)).collect(),
             batch_size: Histogram::new(BATCH_SIZES),
             commit_latency: Histogram::new(SYNC_US),
+            notification_lag: Histogram::new(SYNC_US),
             rate_limited: Default::default(),
             storage_errors: Default::default(),
             evictions: AtomicU64::new(0),
@@ -336,6 +339,13 @@ impl Metrics {
                 "Gateway lease renewals written to the shared store (PostgreSQL).",
             );
             line(o, "botspace_gateway_lease_renewals_total", "", n);
+            head(
+                o,
+                "botspace_notification_lag_seconds",
+                "histogram",
+                "From another node's COMMIT to its notification taken here (PostgreSQL; the nodes' wall clocks).",
+            );
+            self.notification_lag.render(o, "botspace_notification_lag_seconds", "", 1e6);
         }
 
         head(

@@ -105,6 +105,9 @@ impl Service {
                 let own = listen.own_pids();
                 listener.wait(std::time::Duration::from_millis(timeout_ms), &own)?
             };
+            for us in &heard.lags_us {
+                self.metrics.notification_lag.observe(*us);
+            }
             if heard.all || !heard.bots.is_empty() {
                 let here = self.gateway.hint(heard.all, &heard.bots);
                 self.apply_effects(crate::txn::TxEffects { woken: here, ..crate::txn::TxEffects::default() });
