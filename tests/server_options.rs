@@ -924,6 +924,8 @@ fn with_log_format_json_every_line_is_json_and_no_secret_token_or_text_is_logged
             "json",
             "--request-timeout",
             "0.5",
+            "--max-connections",
+            "8",
         ],
     );
     let lines = srv.lines();
@@ -946,8 +948,8 @@ fn with_log_format_json_every_line_is_json_and_no_secret_token_or_text_is_logged
     srv.post("/admin/getStats", Some("Admin not-the-secret-0000000"), &json!({})).assert_error(401, "invalid_token");
     srv.bot(&rotated, "sendMessage", &json!({"chat_id": "spc_nope", "text": text}));
     // The library's own lines: the rotation (which bot, not the token), a
-    // request that did not arrive whole (408). (Evictions and slow-consumer
-    // closes: their own scenarios above.)
+    // request that did not arrive whole (408), connections evicted at the
+    // cap. (Slow-consumer closes: their own scenario above.)
     let line = json_log_line(&logged(&srv, "bot_token_rotated", 1).pop().unwrap());
     assert_eq!((&line["level"], &line["msg"], &line["bot_id"]), (&json!("info"), &json!("bot token rotated"), &bot_id));
     let mut s = srv.connect();
@@ -956,6 +958,22 @@ fn with_log_format_json_every_line_is_json_and_no_secret_token_or_text_is_logged
     read_response(&mut s, &mut buf).assert_error(408, "request_timeout");
     let line = json_log_line(&logged(&srv, "request_timeout", 1)[0]);
     assert_eq!(line["level"], json!("info"));
+    let half: Vec<_> = (0..12)
+        .map(|_| {
+            let mut s = srv.connect();
+            let _ = s.write_all(b"POST /bot/getMe HTTP/1.1\r\nHo");
+            s
+        })
+        .collect();
+    let line = json_log_line(&logged(&srv, "connection_evicted", 1)[0]);
+    assert_eq!(line["level"], json!("warn"));
+    // Each half-open one is evicted or, past the request timeout, answered
+    // 408; either way the server closes it, and the stop finds nothing to
+    // cut (an evicted connection is no longer counted).
+    for mut s in half {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = s.read_to_end(&mut Vec::new());
+    }
     assert!(srv.interrupt().success());
     let out = srv.lines();
     let err = srv.errors();

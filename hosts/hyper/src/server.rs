@@ -363,11 +363,15 @@ impl ErrorLog {
 
 fn spawn_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr, role: Role) {
     sh.active.fetch_add(1, Ordering::SeqCst);
+    // Made here and moved into the task: a task evicted (aborted) before
+    // it first ran is dropped unpolled, and its count must go with it, or
+    // the stop would wait for, then report as cut, connections long gone.
+    let active = ActiveGuard(sh.clone());
     let id = sh.waiting.add();
     let task_sh = sh.clone();
     let task = tokio::spawn(async move {
+        let _active = active;
         let sh = task_sh;
-        let _active = ActiveGuard(&sh.active);
         let _waiting = WaitingGuard(&sh.waiting, id);
         serve_connection(&sh, stream, peer, role, id).await;
     });
@@ -392,11 +396,11 @@ async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr,
 }
 
 /// Counts an open HTTP connection.
-struct ActiveGuard<'a>(&'a AtomicUsize);
+struct ActiveGuard(Arc<Shared>);
 
-impl Drop for ActiveGuard<'_> {
+impl Drop for ActiveGuard {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
