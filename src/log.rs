@@ -191,7 +191,10 @@ mod tests {
         let ev = Event::new(Level::Warn, "gateway_slow_consumer", "gateway session closed: slow consumer")
             .with("bot_id", "b1")
             .with("close_code", 4008);
-        assert_eq!(ev.text(), "gateway session closed: slow consumer event=gateway_slow_consumer bot_id=b1 close_code=4008");
+        assert_eq!(
+            ev.text(),
+            "gateway session closed: slow consumer event=gateway_slow_consumer bot_id=b1 close_code=4008"
+        );
         assert_eq!(
             ev.json(0),
             r#"{"ts":"1970-01-01T00:00:00.000Z","level":"warn","msg":"gateway session closed: slow consumer","event":"gateway_slow_consumer","bot_id":"b1","close_code":4008}"#

@@ -174,9 +174,7 @@ fn logged(srv: &Server, event: &str, n: usize) -> Vec<String> {
             .lines()
             .into_iter()
             .chain(srv.errors())
-            .filter(|l| {
-                l.contains(&format!(" event={event}")) || l.contains(&format!(r#""event":"{event}""#))
-            })
+            .filter(|l| l.contains(&format!(" event={event}")) || l.contains(&format!(r#""event":"{event}""#)))
             .collect();
         if found.len() >= n || Instant::now() >= deadline {
             assert!(found.len() >= n, "{n} `{event}` lines wanted, got {found:#?}");

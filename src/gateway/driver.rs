@@ -15,12 +15,12 @@ use super::{GatewayEvent, GatewayOutput, LEASE_TTL_MS};
 use crate::error::{ApiError, ApiResult};
 use crate::http::Request;
 use crate::log::{Event, Level};
-use crate::words::CloseCode;
 use crate::model::Bot;
 use crate::random::Random;
 use crate::store::gateway::{self as store, Lease};
 use crate::store::{Conn, Dialect};
 use crate::txn::Db;
+use crate::words::CloseCode;
 use std::sync::Arc;
 
 /// A gateway session on whole messages: the protocol and its driver.
