@@ -419,6 +419,9 @@ fn listen(addr: &str) -> Result<(TcpListener, SocketAddr), String> {
 fn start(args: &Args) -> Result<(Arc<Service>, Listeners), String> {
     let (secret, generated) = admin_secret(args)?;
     let svc = open_service(args, &secret)?;
+    // The library's operator lines from the start (the demo's token
+    // rotation is one), in this server's log format.
+    svc.set_log_hook(Some(Arc::new(say::event)));
     let public = listen(&args.addr)?;
     let admin = args.admin_addr.as_deref().map(listen).transpose()?;
     let local = public.1;

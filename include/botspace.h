@@ -251,6 +251,20 @@ typedef struct botspace_slice {
 typedef void (*botspace_wake_callback)(void *user_data, const char *bot_id, size_t bot_id_len);
 
 /**
+ * Receives one of the library's operator lines (a connection evicted at
+ * the connection limit, a request timed out, a gateway session closed
+ * for a slow consumer, a bot token rotated): `level` (0 error, 1 warn,
+ * 2 info, 3 debug), the text line and the JSON line (the shape of
+ * `botspace_log_line`, its `ts` from the system's wall clock), each
+ * NUL-terminated, its length without the NUL, valid only during the
+ * call. Neither holds a token, a secret or message text. Called on the
+ * thread whose botspace call caused the line, possibly several at once;
+ * it must not block for long (one write) and must not call
+ * `botspace_service_free` on this service.
+ */
+typedef void (*botspace_log_callback)(void *user_data, int32_t level, const char *text, size_t text_len, const char *json, size_t json_len);
+
+/**
  * What the framer read from a request's head, so the host need not parse
  * it again (`botspace_request_framer_head`). Offsets count from the first
  * byte of the request (the start of the buffer given to
@@ -523,6 +537,18 @@ enum botspace_status botspace_service_handle_batch(const struct botspace_service
  * thread with `user_data`.
  */
 enum botspace_status botspace_service_set_wake_callback(const struct botspace_service *service, botspace_wake_callback callback, void *user_data);
+
+/**
+ * Registers the operator-line callback (see `botspace_log_callback`),
+ * replacing any earlier one; a NULL `callback` removes it. `user_data`
+ * is passed back unchanged and must stay valid until the callback is
+ * replaced or removed, or the service freed. Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle; `callback` must be safe to call from any
+ * thread with `user_data`.
+ */
+enum botspace_status botspace_service_set_log_callback(const struct botspace_service *service, botspace_log_callback callback, void *user_data);
 
 /**
  * Writes the service clock's current time (Unix milliseconds) to `*out_ms`.

@@ -98,6 +98,71 @@ pub fn log_block(level: Level, msg: &str, block: &str, unix_ms: u64) -> String {
     log_line(level, msg, &[("lines", Value::Array(lines))], unix_ms)
 }
 
+/// Something the library tells its operator about: a connection evicted
+/// at the connection limit, a request timed out, a gateway session closed
+/// for a slow consumer, a bot token rotated. The library decides that a
+/// line is due, its level, message and fields; the host prints it
+/// ([`Event::text`] or [`Event::json`]) through the hook it set with
+/// `Service::set_log_hook`. Fields are fixed words and ids, never a token,
+/// a secret or message text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub level: Level,
+    pub msg: &'static str,
+    /// `event` (a fixed name) first, then ids such as `bot_id`.
+    pub fields: Vec<(&'static str, Value)>,
+}
+
+impl Event {
+    pub(crate) fn new(level: Level, event: &'static str, msg: &'static str) -> Event {
+        Event { level, msg, fields: vec![("event", Value::from(event))] }
+    }
+
+    pub(crate) fn with(mut self, key: &'static str, value: impl Into<Value>) -> Event {
+        self.fields.push((key, value.into()));
+        self
+    }
+
+    /// The text line: the message, then ` key=value` for each field.
+    pub fn text(&self) -> String {
+        let mut out = self.msg.to_string();
+        for (k, v) in &self.fields {
+            match v {
+                Value::String(s) => out.push_str(&format!(" {k}={s}")),
+                v => out.push_str(&format!(" {k}={v}")),
+            }
+        }
+        out
+    }
+
+    /// The JSON line ([`log_line`]) at `unix_ms`.
+    pub fn json(&self, unix_ms: u64) -> String {
+        log_line(self.level, self.msg, &self.fields, unix_ms)
+    }
+}
+
+/// A host's printer of [`Event`]s: called on the thread whose call caused
+/// the event, so it must be quick (one write) and thread-safe.
+pub type LogHook = std::sync::Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// Where the library's events go: the host's hook, or nowhere.
+#[derive(Default)]
+pub(crate) struct Sink(std::sync::RwLock<Option<LogHook>>);
+
+impl Sink {
+    pub(crate) fn set(&self, hook: Option<LogHook>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = hook;
+    }
+
+    pub(crate) fn emit(&self, ev: Event) {
+        let hook = self.0.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(hook) = hook {
+            // A line is not worth a request: a panicking printer is ignored.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| hook(&ev)));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +183,21 @@ mod tests {
         assert_eq!(
             log_block(Level::Info, "demo", "a: 1\nb\n", 1),
             r#"{"ts":"1970-01-01T00:00:00.001Z","level":"info","msg":"demo","lines":["a: 1","b"]}"#
+        );
+    }
+
+    #[test]
+    fn events() {
+        let ev = Event::new(Level::Warn, "gateway_slow_consumer", "gateway session closed: slow consumer")
+            .with("bot_id", "b1")
+            .with("close_code", 4008);
+        assert_eq!(
+            ev.text(),
+            "gateway session closed: slow consumer event=gateway_slow_consumer bot_id=b1 close_code=4008"
+        );
+        assert_eq!(
+            ev.json(0),
+            r#"{"ts":"1970-01-01T00:00:00.000Z","level":"warn","msg":"gateway session closed: slow consumer","event":"gateway_slow_consumer","bot_id":"b1","close_code":4008}"#
         );
     }
 

@@ -149,6 +149,8 @@ pub(crate) struct Metrics {
     latency: Box<[Histogram]>,
     pub(crate) batch_size: Histogram,
     pub(crate) commit_latency: Histogram,
+    /// From a commit on another node to its notification here (PostgreSQL).
+    pub(crate) notification_lag: Histogram,
     rate_limited: [AtomicU64; SCOPES.len()],
     storage_errors: [AtomicU64; STORAGE_KINDS.len()],
     evictions: AtomicU64,
@@ -165,6 +167,7 @@ impl Default for Metrics {
             latency: (0..N_METHODS).map(|_| Histogram::new(LATENCY_US)).collect(),
             batch_size: Histogram::new(BATCH_SIZES),
             commit_latency: Histogram::new(SYNC_US),
+            notification_lag: Histogram::new(SYNC_US),
             rate_limited: Default::default(),
             storage_errors: Default::default(),
             evictions: AtomicU64::new(0),
@@ -212,11 +215,13 @@ fn line(out: &mut String, name: &str, labels: &str, v: impl std::fmt::Display) {
 }
 
 impl Metrics {
-    /// Counts one answered request; `started` times it.
-    pub(crate) fn record(&self, method: usize, resp: &[u8], started: Timer) {
+    /// Counts one answered request; `started`, for a sampled one
+    /// ([`Timer::sampled`]), times it.
+    #[inline]
+    pub(crate) fn record(&self, method: usize, resp: &[u8], started: Option<Timer>) {
         let (outcome, code) = outcome_of(resp);
         self.requests[method * N_OUTCOMES + outcome].fetch_add(1, Relaxed);
-        if let Some(us) = started.micros() {
+        if let Some(us) = started.and_then(Timer::micros) {
             self.latency[method].observe(us);
         }
         let Some(code) = code else { return };
@@ -336,6 +341,13 @@ impl Metrics {
                 "Gateway lease renewals written to the shared store (PostgreSQL).",
             );
             line(o, "botspace_gateway_lease_renewals_total", "", n);
+            head(
+                o,
+                "botspace_notification_lag_seconds",
+                "histogram",
+                "From another node's COMMIT to its notification taken here (PostgreSQL; the nodes' wall clocks).",
+            );
+            self.notification_lag.render(o, "botspace_notification_lag_seconds", "", 1e6);
         }
 
         head(
@@ -545,16 +557,16 @@ mod tests {
     fn the_exposition_counts_requests_by_method_status_and_code() {
         let m = Metrics::default();
         let get_me = method_of(b"POST /bot/getMe HTTP/1.1\r\n");
-        m.record(get_me, &resp("200 OK", r#"{"ok":true}"#), Timer::start());
-        m.record(get_me, &resp("200 OK", r#"{"ok":true}"#), Timer::start());
+        m.record(get_me, &resp("200 OK", r#"{"ok":true}"#), Some(Timer::start()));
+        m.record(get_me, &resp("200 OK", r#"{"ok":true}"#), Some(Timer::start()));
         let limited = r#"{"ok":false,"error_code":429,"error":"rate_limited","description":"d","parameters":{"retry_after":1,"retry_after_ms":1000,"scope":"chat"}}"#;
         m.record(
             method_of(b"POST /bot/sendMessage HTTP/1.1\r\n"),
             &resp("429 Too Many Requests", limited),
-            Timer::start(),
+            Some(Timer::start()),
         );
         let full = r#"{"ok":false,"error_code":503,"error":"storage_full","description":"d"}"#;
-        m.record(OTHER_METHOD, &resp("503 Service Unavailable", full), Timer::start());
+        m.record(OTHER_METHOD, &resp("503 Service Unavailable", full), Some(Timer::start()));
         m.batch_size.observe(3);
         let text = m.render(&Snapshot::default(), None);
         assert!(
@@ -582,7 +594,7 @@ mod tests {
     #[test]
     fn every_line_is_valid_exposition_text() {
         let m = Metrics::default();
-        m.record(0, &resp("200 OK", "{}"), Timer::start());
+        m.record(0, &resp("200 OK", "{}"), Some(Timer::start()));
         let snap = Snapshot {
             backlog: Some(crate::store::backlog::Backlog {
                 events: crate::store::backlog::Events { total: 3, max: 2, oldest_ms: Some(8_500) },

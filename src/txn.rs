@@ -27,6 +27,8 @@ pub(crate) struct TxEffects {
     pub revoked: Vec<String>,
     /// Bots whose webhook was set or deleted.
     pub webhooks_changed: Vec<String>,
+    /// Bots whose token was rotated: a log line each once committed.
+    pub rotated: Vec<String>,
     /// A bot row changed: the auth cache must be dropped if this rolls back.
     pub bots_touched: bool,
     /// Message text was deleted: once committed, the WAL is checkpointed
@@ -128,6 +130,7 @@ pub(crate) struct UndoPoint {
     bots_touched: bool,
     woken: usize,
     revoked: usize,
+    rotated: usize,
     changes: u64,
     pending_updates: usize,
 }
@@ -139,6 +142,7 @@ impl Inner {
             bots_touched: self.fx.bots_touched,
             woken: self.fx.woken.len(),
             revoked: self.fx.revoked.len(),
+            rotated: self.fx.rotated.len(),
             changes: self.conn.total_changes(),
             pending_updates: self.fx.updates.len(),
         }
@@ -160,6 +164,7 @@ impl Inner {
         self.rate.rollback_to(p.rate);
         self.fx.woken.truncate(p.woken);
         self.fx.revoked.truncate(p.revoked);
+        self.fx.rotated.truncate(p.rotated);
         if self.fx.bots_touched && !p.bots_touched {
             self.bot_cache.clear();
         }

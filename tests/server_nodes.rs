@@ -57,10 +57,41 @@ fn a_message_sent_on_a_reaches_a_gateway_on_b_and_rotation_on_a_closes_it() {
     }
     assert!(latencies.iter().all(|l| *l < Duration::from_millis(500)), "{latencies:?}");
     eprintln!("A → B delivery: {latencies:?}");
+    // The pool's two connections (the listener's aside).
+    assert_eq!(metric(&b, "botspace_database_connections"), 2.0);
+    // B timed each of A's notifications from A's COMMIT: at least the five.
+    let lag = metric(&b, "botspace_notification_lag_seconds_count");
+    assert!(lag >= 5.0, "{lag} notification lags observed");
+    assert_eq!(metric(&b, r#"botspace_notification_lag_seconds_bucket{le="+Inf"}"#), lag);
+    assert!(metric(&b, "botspace_notification_lag_seconds_sum") < lag * 0.5, "a lag of half a second or more");
+    // Held past a renewal interval (half the lease's 10 s), B's session
+    // gets its lease renewed, and B counts the renewal.
+    let before = metric(&b, "botspace_gateway_lease_renewals_total");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while metric(&b, "botspace_gateway_lease_renewals_total") <= before {
+        assert!(Instant::now() < deadline, "no lease renewal within 15 s");
+        std::thread::sleep(Duration::from_millis(250));
+    }
     a.admin("rotateBotToken", &json!({"bot_id": w.bot_id}));
     let t = Instant::now();
     assert_eq!(gw.closed(), (4004, "authentication_failed".to_string()));
     assert!(t.elapsed() < Duration::from_secs(1), "4004 after {:?}", t.elapsed());
+}
+
+/// One sample of `GET /admin/metrics`, by its exact series text.
+fn metric(srv: &Server, series: &str) -> f64 {
+    let mut r = agent()
+        .get(format!("{}/admin/metrics", srv.base))
+        .header("Authorization", format!("Admin {SECRET}"))
+        .call()
+        .expect("GET /admin/metrics");
+    assert_eq!(r.status(), 200);
+    let text = r.body_mut().read_to_string().unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("{series} not in the exposition:\n{text}"))
+        .parse()
+        .unwrap()
 }
 
 #[test]

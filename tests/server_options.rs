@@ -156,8 +156,32 @@ fn a_request_trickled_past_the_request_timeout_gets_408_and_the_connection_close
     );
     assert!(t0.elapsed() < Duration::from_secs(3), "closed after {:?}", t0.elapsed());
     assert_eof(&mut s);
-    // The server told the library: the 408 is in the metrics.
+    // The server told the library: the 408 is in the metrics, and the
+    // library's line in the log.
     assert_eq!(metric(&srv, "botspace_request_timeouts_total"), 1.0);
+    assert_eq!(
+        logged(&srv, "request_timeout", 1),
+        ["request timed out: answered 408, it did not arrive whole in time event=request_timeout"]
+    );
+}
+
+/// The library's operator lines for `event` the server printed (stdout
+/// and stderr, text or JSON), waiting up to 5 s for at least `n`.
+fn logged(srv: &Server, event: &str, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let found: Vec<String> = srv
+            .lines()
+            .into_iter()
+            .chain(srv.errors())
+            .filter(|l| l.contains(&format!(" event={event}")) || l.contains(&format!(r#""event":"{event}""#)))
+            .collect();
+        if found.len() >= n || Instant::now() >= deadline {
+            assert!(found.len() >= n, "{n} `{event}` lines wanted, got {found:#?}");
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// One sample of `GET /admin/metrics`, by its exact series text.
@@ -208,6 +232,9 @@ fn half_open_connections_past_the_cap_make_room_for_a_real_request(start: Start)
     // Each connection past the cap evicted one that waited: the 100 past
     // it, the getMe's, and the scrape's own.
     assert_eq!(metric(&srv, "botspace_connection_evictions_total"), 102.0);
+    let lines = logged(&srv, "connection_evicted", 102);
+    assert_eq!(lines.len(), 102);
+    assert!(lines.iter().all(|l| l == "connection evicted: the oldest waiting connection was closed to admit a new one at the connection limit event=connection_evicted"), "{lines:#?}");
     drop(half);
 }
 
@@ -370,6 +397,13 @@ fn a_gateway_reader_that_stays_behind_gets_4008_and_resumes_after_its_ack(start:
     assert_eq!((code, reason.as_str()), (4009, "session_timeout"));
     // Both ends are counted by reason; neither session is open any more.
     assert_eq!(metric(&srv, r#"botspace_gateway_closes_total{reason="slow_consumer"}"#), 1.0);
+    assert_eq!(
+        logged(&srv, "gateway_slow_consumer", 1),
+        [format!(
+            "gateway session closed: slow consumer event=gateway_slow_consumer bot_id={} close_code=4008",
+            w.bot_id
+        )]
+    );
     assert_eq!(metric(&srv, r#"botspace_gateway_closes_total{reason="session_timeout"}"#), 1.0);
     assert_eq!(metric(&srv, "botspace_gateway_sessions"), 0.0);
     // The server still answers, and the reader resumes after its ack.
@@ -879,7 +913,18 @@ fn with_log_format_json_every_line_is_json_and_no_secret_token_or_text_is_logged
         "true",
         &[],
         &bin,
-        &["--db", ":memory:", "--admin-secret", secret, "--log-format", "json"],
+        &[
+            "--db",
+            ":memory:",
+            "--admin-secret",
+            secret,
+            "--log-format",
+            "json",
+            "--request-timeout",
+            "0.5",
+            "--max-connections",
+            "8",
+        ],
     );
     let lines = srv.lines();
     let demo = lines
@@ -900,6 +945,33 @@ fn with_log_format_json_every_line_is_json_and_no_secret_token_or_text_is_logged
     srv.bot(token, "getMe", &json!({})).assert_error(401, "invalid_token");
     srv.post("/admin/getStats", Some("Admin not-the-secret-0000000"), &json!({})).assert_error(401, "invalid_token");
     srv.bot(&rotated, "sendMessage", &json!({"chat_id": "spc_nope", "text": text}));
+    // The library's own lines: the rotation (which bot, not the token), a
+    // request that did not arrive whole (408), connections evicted at the
+    // cap. (Slow-consumer closes: their own scenario above.)
+    let line = json_log_line(&logged(&srv, "bot_token_rotated", 1).pop().unwrap());
+    assert_eq!((&line["level"], &line["msg"], &line["bot_id"]), (&json!("info"), &json!("bot token rotated"), &bot_id));
+    let mut s = srv.connect();
+    s.write_all(b"POST /bot/sendMessage HTTP/1.1\r\nHost: x\r\nAuthorization: Bot ").unwrap();
+    let mut buf = Vec::new();
+    read_response(&mut s, &mut buf).assert_error(408, "request_timeout");
+    let line = json_log_line(&logged(&srv, "request_timeout", 1)[0]);
+    assert_eq!(line["level"], json!("info"));
+    let half: Vec<_> = (0..12)
+        .map(|_| {
+            let mut s = srv.connect();
+            let _ = s.write_all(b"POST /bot/getMe HTTP/1.1\r\nHo");
+            s
+        })
+        .collect();
+    let line = json_log_line(&logged(&srv, "connection_evicted", 1)[0]);
+    assert_eq!(line["level"], json!("warn"));
+    // Each half-open one is evicted or, past the request timeout, answered
+    // 408; either way the server closes it, and the stop finds nothing to
+    // cut (an evicted connection is no longer counted).
+    for mut s in half {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = s.read_to_end(&mut Vec::new());
+    }
     assert!(srv.interrupt().success());
     let out = srv.lines();
     let err = srv.errors();

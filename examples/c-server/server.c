@@ -277,6 +277,20 @@ static void log_at(int level, const char *fmt, ...) {
 
 #define say(...) log_at(LOG_INFO, __VA_ARGS__)
 
+/* The library's own operator lines (evictions, 408s, slow-consumer closes,
+ * token rotations): it decides them and renders both forms; this prints
+ * the one --log-format asks for, as emit() does. */
+static void on_library_line(void *ud, int32_t level, const char *text, size_t text_len, const char *json,
+                            size_t json_len) {
+    (void)ud;
+    if (level > log_threshold) return;
+    FILE *to = level <= LOG_WARN ? stderr : stdout;
+    if (log_json) fwrite(json, 1, json_len, to);
+    else fwrite(text, 1, text_len, to);
+    fputc('\n', to);
+    fflush(to);
+}
+
 static void set_nonblocking(int fd) {
     int fl = fcntl(fd, F_GETFL, 0);
     if (fl >= 0) fcntl(fd, F_SETFL, fl | O_NONBLOCK);
@@ -2429,7 +2443,11 @@ static int open_service(const args_t *args, const char *secret, const char *key)
     buf_add(&cfg, clock, strlen(clock));
     botspace_status st = botspace_service_open(cfg.p, cfg.len, &svc);
     buf_free(&cfg);
-    if (st == BOTSPACE_STATUS_OK) return 0;
+    if (st == BOTSPACE_STATUS_OK) {
+        /* From the start: the demo's token rotation is a line too. */
+        botspace_service_set_log_callback(svc, on_library_line, NULL);
+        return 0;
+    }
     char msg[512];
     size_t n = 0;
     botspace_last_error_message(msg, sizeof msg, &n);
@@ -2488,6 +2506,7 @@ static void shut_down(loop_t *L) {
     stop_notify_loop();
     webhook_shutdown();
     botspace_service_set_wake_callback(svc, NULL, NULL);
+    botspace_service_set_log_callback(svc, NULL, NULL);
     botspace_service_free(&svc);
     size_t nw = 0;
     char **woken = take_wakes(&nw);

@@ -35,7 +35,7 @@ const pagesWorker :Workerd.Worker = (
   bindings = [
     (name = "BOTSPACE", durableObjectNamespace = "BotspaceDurableObject"),
     # No rate limits: the benchmark writes as fast as it can, as the baseline does.
-    (name = "BOTSPACE_CONFIG", text = "{\"limits\":{\"free\":{},\"standard\":{},\"official\":{}}}"),
+    (name = "BOTSPACE_CONFIG_JSON", text = "{\"limits\":{\"free\":{},\"standard\":{},\"official\":{}}}"),
     (name = "ADMIN_SECRET", fromEnvironment = "ADMIN_SECRET"),
   ],
 );

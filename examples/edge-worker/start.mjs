@@ -6,7 +6,7 @@
 // with workerd's status.
 //
 //   PORT (default 8787), STATE_DIR (default .state/), ADMIN_SECRET (required
-//   by the worker), BOTSPACE_CONFIG (optional JSON)
+//   by the worker), BOTSPACE_CONFIG_JSON (optional JSON)
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';

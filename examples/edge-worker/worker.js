@@ -16,7 +16,7 @@
 //
 // Bindings (see wrangler.toml or workerd.capnp): BOTSPACE (the Durable
 // Object namespace), the secret ADMIN_SECRET (16+ characters) and,
-// optionally, BOTSPACE_CONFIG (more configuration as JSON).
+// optionally, BOTSPACE_CONFIG_JSON (more configuration as JSON).
 
 import { Service, durableObjectPageStorage } from 'botspace';
 
@@ -25,8 +25,8 @@ export class BotspaceDurableObject {
   constructor(ctx, env) {
     this.ctx = ctx;
     this.env = env;
-    // BOTSPACE_CONFIG (optional): more configuration as JSON, e.g. limits.
-    const extra = env.BOTSPACE_CONFIG ? JSON.parse(env.BOTSPACE_CONFIG) : {};
+    // BOTSPACE_CONFIG_JSON (optional): more configuration as JSON, e.g. limits.
+    const extra = env.BOTSPACE_CONFIG_JSON ? JSON.parse(env.BOTSPACE_CONFIG_JSON) : {};
     this.service = new Service(
       { ...extra, admin_secret: env.ADMIN_SECRET, clock: 'system' },
       { storage: durableObjectPageStorage(ctx.storage) },

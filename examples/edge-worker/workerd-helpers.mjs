@@ -52,12 +52,12 @@ export async function untilServing(base, proc, message) {
   }
 }
 
-/** Starts workerd on `stateDir`; resolves once it answers. */
-export async function startWorkerd(stateDir, port) {
+/** Starts workerd on `stateDir` (with `env` added to its environment); resolves once it answers. */
+export async function startWorkerd(stateDir, port, env = {}) {
   port ??= await freePort();
   const proc = spawn(BIN, ['serve', 'workerd.capnp', '--socket-addr', `http=127.0.0.1:${port}`, '--directory-path', `state=${stateDir}`], {
     cwd: HERE,
-    env: { ...process.env, ADMIN_SECRET: SECRET },
+    env: { ...process.env, ADMIN_SECRET: SECRET, ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';

@@ -41,5 +41,8 @@ const botspaceWorker :Workerd.Worker = (
   bindings = [
     (name = "BOTSPACE", durableObjectNamespace = "BotspaceDurableObject"),
     (name = "ADMIN_SECRET", fromEnvironment = "ADMIN_SECRET"),
+    # More configuration as JSON (limits, say); null when unset. Not
+    # BOTSPACE_CONFIG: the example servers take a file's path by that name.
+    (name = "BOTSPACE_CONFIG_JSON", fromEnvironment = "BOTSPACE_CONFIG_JSON"),
   ],
 );

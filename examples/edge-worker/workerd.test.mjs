@@ -79,6 +79,27 @@ test('workerd serves the bot REST API, the host API and the gateway; the state s
   }
 });
 
+test('BOTSPACE_CONFIG_JSON from the environment adds configuration (a 1 KiB body limit); unset, the default holds', async () => {
+  const body = { text: 'x'.repeat(2000) };
+  const refused = await startWorkerd(stateDir(), undefined, { BOTSPACE_CONFIG_JSON: JSON.stringify({ max_body_bytes: 1024 }) });
+  try {
+    const r = await call(refused.base, '/admin/createUser', body);
+    assert.equal(r.status, 413, JSON.stringify(r.body));
+    assert.equal(r.body.error, 'payload_too_large');
+  } finally {
+    await refused.stop();
+  }
+  const plain = await startWorkerd(stateDir());
+  try {
+    const r = await call(plain.base, '/admin/createUser', body);
+    // Read and parsed: refused for what it lacks, not for its size.
+    assert.equal(r.status, 400, JSON.stringify(r.body));
+    assert.equal(r.body.error, 'missing_field');
+  } finally {
+    await plain.stop();
+  }
+});
+
 test('SIGKILL of workerd during a stream of sendMessage loses no acknowledged message', async () => {
   const dir = stateDir();
   let w = await startWorkerd(dir);

@@ -16,7 +16,7 @@ impl Service {
     /// to send. The host does the WebSocket handshake itself (edge
     /// runtimes do).
     pub fn accept_gateway_session(&self, request: &[u8], now_ms: u64) -> Result<GatewaySession, Vec<u8>> {
-        let started = crate::metrics::Timer::start();
+        let started = crate::metrics::Timer::sampled();
         let out = self.open_session(request, now_ms).map(|(s, _)| s).map_err(ApiError::into_response);
         // The host answers 101 itself: counted as the upgrade it is.
         self.record(request, out.as_ref().err().map_or(&b"HTTP/1.1 101 "[..], |r| r), started);
@@ -26,7 +26,7 @@ impl Service {
     /// Checks a `GET /bot/gateway` upgrade received at `now_ms`; on success
     /// returns the `101` response and a byte-level connection.
     pub fn accept_gateway(&self, request: &[u8], now_ms: u64) -> GatewayAccept {
-        let started = crate::metrics::Timer::start();
+        let started = crate::metrics::Timer::sampled();
         let acc = match self.open_session(request, now_ms) {
             Err(e) => GatewayAccept { response: e.into_response(), connection: None },
             Ok((session, key)) => session.upgrade(&key),
@@ -105,6 +105,9 @@ impl Service {
                 let own = listen.own_pids();
                 listener.wait(std::time::Duration::from_millis(timeout_ms), &own)?
             };
+            for us in &heard.lags_us {
+                self.metrics.notification_lag.observe(*us);
+            }
             if heard.all || !heard.bots.is_empty() {
                 // Webhooks of the bots heard of (all of them: at the next
                 // claim of leases) are looked at again.

@@ -14,11 +14,13 @@ use super::session::{self, Effect, EventBatch, Poll, Replay, Session, SharedChec
 use super::{GatewayEvent, GatewayOutput, LEASE_TTL_MS};
 use crate::error::{ApiError, ApiResult};
 use crate::http::Request;
+use crate::log::{Event, Level};
 use crate::model::Bot;
 use crate::random::Random;
 use crate::store::gateway::{self as store, Lease};
 use crate::store::{Conn, Dialect};
 use crate::txn::Db;
+use crate::words::CloseCode;
 use std::sync::Arc;
 
 /// A gateway session on whole messages: the protocol and its driver.
@@ -259,6 +261,13 @@ impl GatewaySession {
                 // A session ends once: its one FreeSlot counts the reason.
                 if let (Some(_), Some(reason)) = (&self.slot, self.state.ended_with()) {
                     self.registry.note_close(reason);
+                    if reason == CloseCode::SlowConsumer {
+                        self.registry.log.emit(
+                            Event::new(Level::Warn, "gateway_slow_consumer", "gateway session closed: slow consumer")
+                                .with("bot_id", self.bot_id.as_str())
+                                .with("close_code", 4008),
+                        );
+                    }
                 }
                 self.slot = None;
             }

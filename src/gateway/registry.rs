@@ -27,6 +27,9 @@ pub(crate) struct Registry {
     /// Lease renewals written (shared store), each one statement for all
     /// of this node's sessions.
     pub(crate) lease_renewals: AtomicU64,
+    /// The host's printer of operator lines (the service's, shared with
+    /// the sessions).
+    pub(crate) log: crate::log::Sink,
 }
 
 #[derive(Default)]

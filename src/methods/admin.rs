@@ -270,6 +270,7 @@ fn rotate_token(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     store::bots::set_token(ctx.conn, &bot.id, &auth::sha256(token.as_bytes()), sealed.as_deref())?;
     forget_bot(ctx, &bot.id);
     ctx.fx.revoked.push(bot.id.clone());
+    ctx.fx.rotated.push(bot.id.clone());
     Ok(json!({"token": token}))
 }
 

@@ -81,6 +81,13 @@ impl Service {
     /// Calls the wake hook for what a commit changed; without the lock.
     /// Then, with the answers out, runs a checkpoint if one is due.
     pub(crate) fn apply_effects(&self, mut fx: TxEffects) {
+        for bot_id in fx.rotated.drain(..) {
+            // Which bot, never the token.
+            self.gateway.log.emit(
+                crate::log::Event::new(crate::log::Level::Info, "bot_token_rotated", "bot token rotated")
+                    .with("bot_id", bot_id),
+            );
+        }
         self.wake_bots(&mut fx);
         if let Some(wal) = &self.db.wal {
             wal.checkpoint_if_due();

@@ -233,7 +233,7 @@ impl Service {
     /// commit, `src/group.rs`); each is answered exactly as if it ran
     /// alone. A request that finds nothing under way runs at once.
     pub fn handle_request(&self, request: &[u8]) -> Vec<u8> {
-        let started = crate::metrics::Timer::start();
+        let started = crate::metrics::Timer::sampled();
         let (method, out) = match self.route(request) {
             Ok(Routed { route: route @ Route::Console(asset), req, .. }) => {
                 (crate::metrics::method_of_route(route), asset.response(req.header_str("if-none-match")))
@@ -264,7 +264,7 @@ impl Service {
     /// recorded in the audit log with that client; host requests here run
     /// in their own transaction, not in a group commit.
     pub fn handle_request_from(&self, request: &[u8], peer: &str) -> Vec<u8> {
-        let started = crate::metrics::Timer::start();
+        let started = crate::metrics::Timer::sampled();
         let out = self.handle_request_from_inner(request, peer);
         self.record(request, &out, started);
         out

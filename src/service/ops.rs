@@ -4,6 +4,7 @@
 
 use super::Service;
 use crate::error::{ApiError, ApiResult};
+use crate::log::{Event, Level};
 use crate::metrics::{Snapshot, Timer};
 use crate::route::Route;
 use crate::store;
@@ -27,15 +28,35 @@ impl Service {
     }
 
     /// The host closed a waiting connection to admit a new one at its
-    /// connection limit (`botspace_connection_evictions_total`).
+    /// connection limit (`botspace_connection_evictions_total`); a warn
+    /// line goes to the log hook.
     pub fn note_connection_evicted(&self) {
         self.metrics.note_eviction();
+        self.gateway.log.emit(Event::new(
+            Level::Warn,
+            "connection_evicted",
+            "connection evicted: the oldest waiting connection was closed to admit a new one at the connection limit",
+        ));
     }
 
     /// The host answered 408 to a request that did not arrive whole in
-    /// time (`botspace_request_timeouts_total`).
+    /// time (`botspace_request_timeouts_total`); an info line goes to the
+    /// log hook.
     pub fn note_request_timeout(&self) {
         self.metrics.note_request_timeout();
+        self.gateway.log.emit(Event::new(
+            Level::Info,
+            "request_timeout",
+            "request timed out: answered 408, it did not arrive whole in time",
+        ));
+    }
+
+    /// Sets where the library's operator lines go ([`crate::log::Event`]:
+    /// evictions, request timeouts, slow-consumer closes, token
+    /// rotations), replacing any earlier hook; `None` drops them. The hook
+    /// runs on the thread whose call caused the line.
+    pub fn set_log_hook(&self, hook: Option<crate::log::LogHook>) {
+        self.gateway.log.set(hook);
     }
 
     /// The answer to an operations path; `None` for any other route. The
@@ -169,7 +190,7 @@ impl Service {
 
 /// Counts a request's answer (method, status, error code, latency).
 impl Service {
-    pub(crate) fn record(&self, request: &[u8], resp: &[u8], started: Timer) {
+    pub(crate) fn record(&self, request: &[u8], resp: &[u8], started: Option<Timer>) {
         self.metrics.record(crate::metrics::method_of(request), resp, started);
     }
 }

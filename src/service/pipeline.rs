@@ -240,8 +240,11 @@ impl Service {
     }
 }
 
-/// The bots a commit woke or revoked, comma-joined, for `pg_notify`;
-/// `None` when there are none.
+/// The bots a commit woke or revoked, comma-joined, for `pg_notify`,
+/// then `t` and the wall clock in microseconds as the COMMIT goes out (the
+/// receiving node's `botspace_notification_lag_seconds`; a node that does
+/// not know the element takes it for a bot it does not have); `None` when
+/// there are none.
 fn notify_payload(fx: &TxEffects) -> Option<String> {
     if fx.woken.is_empty() && fx.revoked.is_empty() {
         return None;
@@ -249,5 +252,5 @@ fn notify_payload(fx: &TxEffects) -> Option<String> {
     let mut bots: Vec<&str> = fx.woken.iter().chain(&fx.revoked).map(String::as_str).collect();
     bots.sort_unstable();
     bots.dedup();
-    Some(bots.join(","))
+    Some(format!("{},t{}", bots.join(","), crate::histogram::wall_micros()))
 }

@@ -89,6 +89,20 @@ typedef struct {
     size_t body_len;
 } response;
 
+/* The last library line the log callback got. */
+static struct {
+    int calls, level;
+    char text[256], json[512];
+} last_line;
+
+static void on_line(void *ud, int32_t level, const char *text, size_t text_len, const char *json, size_t json_len) {
+    (void)ud;
+    last_line.calls++;
+    last_line.level = level;
+    snprintf(last_line.text, sizeof last_line.text, "%.*s", (int)text_len, text);
+    snprintf(last_line.json, sizeof last_line.json, "%.*s", (int)json_len, json);
+}
+
 static void response_free(response *r) {
     sb_free(&r->head);
     free(r->body);
@@ -1065,8 +1079,22 @@ static void test_open(void) {
     CHECK(botspace_service_begin_shutdown(NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "begin_shutdown: NULL service");
     CHECK(botspace_service_note_connection_evicted(NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "note_connection_evicted: NULL");
     CHECK(botspace_service_note_request_timeout(NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "note_request_timeout: NULL");
+    CHECK(botspace_service_set_log_callback(NULL, on_line, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "set_log_callback: NULL service");
+    CHECK(botspace_service_set_log_callback(s, on_line, NULL) == BOTSPACE_STATUS_OK, "set_log_callback");
     CHECK(botspace_service_note_connection_evicted(s) == BOTSPACE_STATUS_OK, "note_connection_evicted");
+    CHECK(last_line.calls == 1 && last_line.level == 1 &&
+              strcmp(last_line.text, "connection evicted: the oldest waiting connection was closed to admit a new one "
+                                     "at the connection limit event=connection_evicted") == 0 &&
+              strstr(last_line.json, "\"level\":\"warn\",\"msg\":\"connection evicted: ") != NULL &&
+              strstr(last_line.json, ",\"event\":\"connection_evicted\"}") != NULL,
+          "note_connection_evicted: a warn line through the log callback");
     CHECK(botspace_service_note_request_timeout(s) == BOTSPACE_STATUS_OK, "note_request_timeout");
+    CHECK(last_line.calls == 2 && last_line.level == 2 &&
+              strcmp(last_line.text, "request timed out: answered 408, it did not arrive whole in time event=request_timeout") == 0,
+          "note_request_timeout: an info line through the log callback");
+    CHECK(botspace_service_set_log_callback(s, NULL, NULL) == BOTSPACE_STATUS_OK, "set_log_callback: NULL removes");
+    CHECK(botspace_service_note_request_timeout(s) == BOTSPACE_STATUS_OK && last_line.calls == 2,
+          "no callback: no line");
     CHECK(botspace_service_begin_shutdown(s) == BOTSPACE_STATUS_OK, "begin_shutdown");
     CHECK(request(s, readyz, sizeof readyz - 1, &r) && r.status == 503 && strstr(r.body, "\"error\":\"shutting_down\"") != NULL,
           "readyz: 503 shutting_down once the stop began");

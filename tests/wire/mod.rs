@@ -229,7 +229,7 @@ impl Server {
                 c
             }
         };
-        cmd.env("BOTSPACE_ADMIN_SECRET", SECRET).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        cmd.env("BOTSPACE_ADMIN_SECRET", SECRET).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()); // echoed, and kept for errors()
         Server::launch(cmd)
     }
 

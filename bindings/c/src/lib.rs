@@ -136,6 +136,27 @@ pub extern "C" fn botspace_should_read(unsent_bytes: usize) -> bool {
 pub type botspace_wake_callback =
     Option<unsafe extern "C" fn(user_data: *mut c_void, bot_id: *const c_char, bot_id_len: usize)>;
 
+/// Receives one of the library's operator lines (a connection evicted at
+/// the connection limit, a request timed out, a gateway session closed
+/// for a slow consumer, a bot token rotated): `level` (0 error, 1 warn,
+/// 2 info, 3 debug), the text line and the JSON line (the shape of
+/// `botspace_log_line`, its `ts` from the system's wall clock), each
+/// NUL-terminated, its length without the NUL, valid only during the
+/// call. Neither holds a token, a secret or message text. Called on the
+/// thread whose botspace call caused the line, possibly several at once;
+/// it must not block for long (one write) and must not call
+/// `botspace_service_free` on this service.
+pub type botspace_log_callback = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        level: i32,
+        text: *const c_char,
+        text_len: usize,
+        json: *const c_char,
+        json_len: usize,
+    ),
+>;
+
 /// A botspace service: one database and its bot, host and gateway
 /// interfaces. Thread-safe: every function taking a `const botspace_service *`
 /// may be called from any number of threads at once.
@@ -477,6 +498,7 @@ pub unsafe extern "C" fn botspace_service_free(service: *mut *mut botspace_servi
         // SAFETY: p came from Box::into_raw in botspace_service_open.
         let handle = unsafe { Box::from_raw(p) };
         handle.svc.set_wake_hook(None);
+        handle.svc.set_log_hook(None);
         drop(handle);
     })
 }
@@ -648,6 +670,55 @@ pub unsafe extern "C" fn botspace_service_set_wake_callback(
                     } else if let Ok(c) = CString::new(bytes) {
                         // SAFETY: as above.
                         unsafe { cb(data, c.as_ptr(), bytes.len()) };
+                    }
+                })));
+            }
+        }
+        botspace_status::Ok
+    })
+}
+
+/// Registers the operator-line callback (see `botspace_log_callback`),
+/// replacing any earlier one; a NULL `callback` removes it. `user_data`
+/// is passed back unchanged and must stay valid until the callback is
+/// replaced or removed, or the service freed. Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle; `callback` must be safe to call from any
+/// thread with `user_data`.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_set_log_callback(
+    service: *const botspace_service,
+    callback: botspace_log_callback,
+    user_data: *mut c_void,
+) -> botspace_status {
+    /// The host's pointer; the host promises it may be used from any thread.
+    #[derive(Clone, Copy)]
+    struct UserData(*mut c_void);
+    unsafe impl Send for UserData {}
+    unsafe impl Sync for UserData {}
+    impl UserData {
+        fn get(self) -> *mut c_void {
+            self.0
+        }
+    }
+    ffi_boundary!({
+        non_null!(service, "service");
+        // SAFETY: a live handle.
+        let svc = unsafe { &(*service).svc };
+        match callback {
+            None => svc.set_log_hook(None),
+            Some(cb) => {
+                let ud = UserData(user_data);
+                svc.set_log_hook(Some(Arc::new(move |ev: &botspace::log::Event| {
+                    let unix_ms = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis() as u64);
+                    let (text, json) = (ev.text(), ev.json(unix_ms));
+                    if let (Ok(t), Ok(j)) = (CString::new(text), CString::new(json)) {
+                        let (tl, jl) = (t.as_bytes().len(), j.as_bytes().len());
+                        // SAFETY: the host's callback, with NUL-terminated lines.
+                        unsafe { cb(ud.get(), ev.level as i32, t.as_ptr(), tl, j.as_ptr(), jl) };
                     }
                 })));
             }

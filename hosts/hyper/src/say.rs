@@ -63,6 +63,20 @@ pub fn log(level: Level, msg: &str) {
     }
 }
 
+/// One of the library's operator lines ([`botspace::log::Event`]), as
+/// [`log`] prints its own.
+pub fn event(ev: &botspace::log::Event) {
+    if ev.level as u8 > THRESHOLD.load(Ordering::Relaxed) {
+        return;
+    }
+    let line = if json() { ev.json(now_ms()) } else { ev.text() };
+    if ev.level <= Level::Warn {
+        crate::errln!("{line}");
+    } else {
+        crate::outln!("{line}");
+    }
+}
+
 /// A start-up block that is output rather than a log line (the demo's
 /// lines; the generated admin secret): printed whatever the level, on
 /// stdout, as it is, or with `--log-format json` as one JSON line whose

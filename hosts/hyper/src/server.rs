@@ -104,6 +104,9 @@ pub fn serve_then(
     opts: Options,
     ready: impl FnOnce(),
 ) -> io::Result<usize> {
+    // The library's operator lines (evictions, timeouts, slow consumers,
+    // rotations) in this server's log format.
+    app.service().set_log_hook(Some(Arc::new(crate::say::event)));
     // On `:memory:` the core never blocks and answers on the reactor: one
     // thread, as the C server's loop, so no request crosses a thread.
     let rt = if app.answers_on_reactor() {
@@ -151,6 +154,7 @@ pub fn serve_then(
         let _ = h.join();
     }
     sh.app.service().set_wake_hook(None);
+    sh.app.service().set_log_hook(None);
     Ok(left)
 }
 
@@ -360,11 +364,15 @@ impl ErrorLog {
 
 fn spawn_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr, role: Role) {
     sh.active.fetch_add(1, Ordering::SeqCst);
+    // Made here and moved into the task: a task evicted (aborted) before
+    // it first ran is dropped unpolled, and its count must go with it, or
+    // the stop would wait for, then report as cut, connections long gone.
+    let active = ActiveGuard(sh.clone());
     let id = sh.waiting.add();
     let task_sh = sh.clone();
     let task = tokio::spawn(async move {
+        let _active = active;
         let sh = task_sh;
-        let _active = ActiveGuard(&sh.active);
         let _waiting = WaitingGuard(&sh.waiting, id);
         serve_connection(&sh, stream, peer, role, id).await;
     });
@@ -389,11 +397,11 @@ async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr,
 }
 
 /// Counts an open HTTP connection.
-struct ActiveGuard<'a>(&'a AtomicUsize);
+struct ActiveGuard(Arc<Shared>);
 
-impl Drop for ActiveGuard<'_> {
+impl Drop for ActiveGuard {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
