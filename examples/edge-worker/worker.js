@@ -14,9 +14,22 @@
 // until the write is durable. So a 200 or an event the bot sees is on disk,
 // and a crash leaves the state before or after a commit, never a mix.
 //
+// Webhooks: the object sends its bots' webhook deliveries with `fetch`;
+// workerd's output gate holds each request until the commits before it
+// are durable. Retries wait for a Durable Object alarm
+// (`ctx.storage.setAlarm`), which fires even after the object was evicted
+// from memory: the service tells the object when it next needs the time
+// (`webhookSchedule`) and the alarm handler delivers what is due. Which
+// addresses `fetch` may reach is the runtime's rule: workerd's `internet`
+// network service (workerd.capnp allows only public addresses); on
+// Cloudflare, private addresses are out of reach anyway.
+//
 // Bindings (see wrangler.toml or workerd.capnp): BOTSPACE (the Durable
-// Object namespace), the secret ADMIN_SECRET (16+ characters) and,
-// optionally, BOTSPACE_CONFIG (more configuration as JSON).
+// Object namespace), the secret ADMIN_SECRET (16+ characters),
+// optionally WEBHOOK_ALLOW_HTTP and WEBHOOK_ALLOW_PRIVATE_ADDRESSES
+// ("true" allows `http` webhook URLs and literal private addresses in
+// them; both off by default) and BOTSPACE_CONFIG (more configuration as
+// JSON).
 
 import { Service, durableObjectPageStorage } from 'botspace';
 
@@ -28,9 +41,28 @@ export class BotspaceDurableObject {
     // BOTSPACE_CONFIG (optional): more configuration as JSON, e.g. limits.
     const extra = env.BOTSPACE_CONFIG ? JSON.parse(env.BOTSPACE_CONFIG) : {};
     this.service = new Service(
-      { ...extra, admin_secret: env.ADMIN_SECRET, clock: 'system' },
-      { storage: durableObjectPageStorage(ctx.storage) },
+      {
+        ...extra,
+        admin_secret: env.ADMIN_SECRET,
+        clock: 'system',
+        webhook_allow_http: env.WEBHOOK_ALLOW_HTTP === 'true',
+        webhook_allow_private_addresses: env.WEBHOOK_ALLOW_PRIVATE_ADDRESSES === 'true',
+      },
+      {
+        storage: durableObjectPageStorage(ctx.storage),
+        // The alarm keeps the time of the next retry (and of each attempt's
+        // deadline), so deliveries go on after the object is evicted.
+        webhookSchedule: (at) => {
+          if (at === null) ctx.storage.deleteAlarm();
+          else ctx.storage.setAlarm(at);
+        },
+      },
     );
+  }
+
+  /** The alarm: deliver what is due, and stay until each delivery is answered. */
+  async alarm() {
+    await this.service.deliverWebhooks();
   }
 
   async fetch(request) {

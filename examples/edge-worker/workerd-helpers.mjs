@@ -52,12 +52,17 @@ export async function untilServing(base, proc, message) {
   }
 }
 
-/** Starts workerd on `stateDir`; resolves once it answers. */
-export async function startWorkerd(stateDir, port) {
+/**
+ * Starts workerd on `stateDir`; resolves once it answers. `options.config`
+ * picks a configuration of workerd.capnp (`localReceivers` lets webhooks
+ * reach this machine), `options.env` adds to the environment.
+ */
+export async function startWorkerd(stateDir, port, options = {}) {
   port ??= await freePort();
-  const proc = spawn(BIN, ['serve', 'workerd.capnp', '--socket-addr', `http=127.0.0.1:${port}`, '--directory-path', `state=${stateDir}`], {
+  const args = ['serve', 'workerd.capnp', ...(options.config ? [options.config] : [])];
+  const proc = spawn(BIN, [...args, '--socket-addr', `http=127.0.0.1:${port}`, '--directory-path', `state=${stateDir}`], {
     cwd: HERE,
-    env: { ...process.env, ADMIN_SECRET: SECRET },
+    env: { ...process.env, ADMIN_SECRET: SECRET, ...options.env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';

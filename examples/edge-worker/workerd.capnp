@@ -11,9 +11,28 @@ const config :Workerd.Config = (
     # Durable Object storage on local disk; `--directory-path state=DIR`
     # (npm start passes $STATE_DIR) says where.
     (name = "state", disk = (path = ".state", writable = true)),
+    # Where the worker's `fetch` (webhook deliveries) may connect: workerd
+    # checks the address each name resolves to against this list, so a
+    # webhook cannot reach loopback, the private network or link-local
+    # addresses (169.254.169.254) through a name.
+    (name = "internet", network = (allow = ["public"], tlsOptions = (trustBrowserCas = true))),
   ],
   sockets = [
     # `--socket-addr http=127.0.0.1:PORT` (npm start passes $PORT) overrides this.
+    (name = "http", address = "127.0.0.1:8787", http = (), service = "main"),
+  ],
+);
+
+# The same, for webhook receivers on this machine or network (tests, local
+# development): `workerd serve workerd.capnp localReceivers` with
+# WEBHOOK_ALLOW_HTTP=true and WEBHOOK_ALLOW_PRIVATE_ADDRESSES=true.
+const localReceivers :Workerd.Config = (
+  services = [
+    (name = "main", worker = .botspaceWorker),
+    (name = "state", disk = (path = ".state", writable = true)),
+    (name = "internet", network = (allow = ["public", "private", "local"], tlsOptions = (trustBrowserCas = true))),
+  ],
+  sockets = [
     (name = "http", address = "127.0.0.1:8787", http = (), service = "main"),
   ],
 );
@@ -41,5 +60,8 @@ const botspaceWorker :Workerd.Worker = (
   bindings = [
     (name = "BOTSPACE", durableObjectNamespace = "BotspaceDurableObject"),
     (name = "ADMIN_SECRET", fromEnvironment = "ADMIN_SECRET"),
+    # "true" allows `http` webhook URLs / literal private addresses in them.
+    (name = "WEBHOOK_ALLOW_HTTP", fromEnvironment = "WEBHOOK_ALLOW_HTTP"),
+    (name = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES", fromEnvironment = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES"),
   ],
 );

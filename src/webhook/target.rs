@@ -58,6 +58,13 @@ impl AddressClass {
             AddressClass::Reserved => "a reserved address",
         }
     }
+
+    /// What a delivery refused at an address of this class reports
+    /// (`last_error_message`): one text for every host, whichever language
+    /// it is written in.
+    pub fn refusal(self) -> String {
+        format!("the host name resolves to {}, which this server does not deliver to", self.describe())
+    }
 }
 
 /// A URL that passed [`check_url`], split as the host needs it.
@@ -355,6 +362,10 @@ mod tests {
         let lo: IpAddr = "127.0.0.1".parse().unwrap();
         assert_eq!(check_address(lo, STRICT), Err(AddressClass::Loopback));
         assert_eq!(check_address(lo, OPEN), Ok(()));
+        assert_eq!(
+            AddressClass::LinkLocal.refusal(),
+            "the host name resolves to a link-local address, which this server does not deliver to"
+        );
         assert_eq!(check_address("8.8.8.8".parse().unwrap(), STRICT), Ok(()));
         assert_eq!(check_address("2606:4700::1111".parse().unwrap(), STRICT), Ok(()));
     }

@@ -96,8 +96,7 @@ async fn send(svc: &Service, tls: &Arc<rustls::ClientConfig>, req: &WebhookReque
     let mut stream = None;
     for addr in addrs {
         if let Err(class) = svc.webhook_address_allowed(addr.ip()) {
-            refused =
-                Some(format!("the host name resolves to {}, which this server does not deliver to", class.describe()));
+            refused = Some(class.refusal());
             continue;
         }
         match TcpStream::connect(addr).await {
