@@ -62,6 +62,7 @@ export class BotspaceDurableObject {
 
   /** The alarm: deliver what is due, and stay until each delivery is answered. */
   async alarm() {
+    this.alarms = (this.alarms ?? 0) + 1;
     await this.service.deliverWebhooks();
   }
 
@@ -76,7 +77,7 @@ export class BotspaceDurableObject {
    * `GET /_botspace/export` (the whole database, for backup),
    * `POST /_botspace/import` (replace it with an exported image) and
    * `GET /_botspace/stats` (what went to storage since the object started,
-   * and the module's memory).
+   * the module's memory, and how many alarms fired).
    */
   async hostTools(request, url) {
     const given = new TextEncoder().encode(request.headers.get('x-admin-secret') ?? '');
@@ -85,7 +86,7 @@ export class BotspaceDurableObject {
       return Response.json({ ok: false, error_code: 401, description: 'Unauthorized' }, { status: 401 });
     }
     if (url.pathname === '/_botspace/stats' && request.method === 'GET') {
-      return Response.json({ ...this.service.storageStats(), memoryBytes: this.service.memoryBytes() });
+      return Response.json({ ...this.service.storageStats(), memoryBytes: this.service.memoryBytes(), alarms: this.alarms ?? 0 });
     }
     if (url.pathname === '/_botspace/export' && request.method === 'GET') {
       return new Response(this.service.exportDatabase(), { headers: { 'content-type': 'application/vnd.sqlite3' } });

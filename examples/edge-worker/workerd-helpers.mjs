@@ -54,12 +54,13 @@ export async function untilServing(base, proc, message) {
 
 /**
  * Starts workerd on `stateDir`; resolves once it answers. `options.config`
- * picks a configuration of workerd.capnp (`localReceivers` lets webhooks
- * reach this machine), `options.env` adds to the environment.
+ * is the configuration file (workerd.capnp by default;
+ * workerd-local-receivers.capnp lets webhooks reach this machine),
+ * `options.env` adds to the environment.
  */
 export async function startWorkerd(stateDir, port, options = {}) {
   port ??= await freePort();
-  const args = ['serve', 'workerd.capnp', ...(options.config ? [options.config] : [])];
+  const args = ['serve', options.config ?? 'workerd.capnp'];
   const proc = spawn(BIN, [...args, '--socket-addr', `http=127.0.0.1:${port}`, '--directory-path', `state=${stateDir}`], {
     cwd: HERE,
     env: { ...process.env, ADMIN_SECRET: SECRET, ...options.env },

@@ -23,20 +23,6 @@ const config :Workerd.Config = (
   ],
 );
 
-# The same, for webhook receivers on this machine or network (tests, local
-# development): `workerd serve workerd.capnp localReceivers` with
-# WEBHOOK_ALLOW_HTTP=true and WEBHOOK_ALLOW_PRIVATE_ADDRESSES=true.
-const localReceivers :Workerd.Config = (
-  services = [
-    (name = "main", worker = .botspaceWorker),
-    (name = "state", disk = (path = ".state", writable = true)),
-    (name = "internet", network = (allow = ["public", "private", "local"], tlsOptions = (trustBrowserCas = true))),
-  ],
-  sockets = [
-    (name = "http", address = "127.0.0.1:8787", http = (), service = "main"),
-  ],
-);
-
 const botspaceWorker :Workerd.Worker = (
   modules = [
     (name = "worker.js", esModule = embed "worker.js"),
