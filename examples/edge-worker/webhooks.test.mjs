@@ -91,6 +91,7 @@ test('workerd with the default configuration: literal private addresses are refu
     // workerd refuses the connection and tells the worker no more than an
     // internal error (its log says which address was denied).
     assert.match(info.last_error_message, /^the request failed: internal error; reference = \w+$/);
+    assert.match(w.stderr(), new RegExp(`connecting to localhost:${rx.port} is not allowed`));
     assert.equal(info.pending_update_count, 1);
     assert.equal(typeof info.next_attempt_date, 'number');
     assert.deepEqual(rx.seen, []);
