@@ -12,14 +12,25 @@
 //   rx.seen                       every request: {path, id, timestamp,
 //                                 verified, step, contentType, userAgent, body}
 //   await rx.waitFor(pred, what)  until pred(rx.seen) holds (10 s at most)
+//   rx.preflights                 CORS preflights (OPTIONS) received
+//
+// startReceiver({ cors: true }) also answers CORS for any origin, as a
+// receiver must for deliveries from a browser page.
 import { createServer } from 'node:http';
 import { Webhook } from 'standardwebhooks';
 
-export async function startReceiver() {
+const CORS = {
+  'access-control-allow-origin': '*',
+  'access-control-allow-methods': 'POST',
+  'access-control-allow-headers': 'content-type, user-agent, webhook-id, webhook-timestamp, webhook-signature',
+};
+
+export async function startReceiver({ cors = false } = {}) {
   const rx = {
     secret: null,
     script: [],
     seen: [],
+    preflights: 0,
     url: '',
     port: 0,
     close: null,
@@ -33,6 +44,13 @@ export async function startReceiver() {
     },
   };
   const server = createServer((req, res) => {
+    if (req.method === 'OPTIONS') {
+      rx.preflights++;
+      res.writeHead(204, cors ? CORS : {});
+      res.end();
+      return;
+    }
+    if (cors) for (const [k, v] of Object.entries(CORS)) res.setHeader(k, v);
     const chunks = [];
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
