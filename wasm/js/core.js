@@ -703,6 +703,9 @@ export class Service {
     if (!this.#webhooks) throw new BotspaceError('this Service was created with webhooks: false', { code: 'invalid_state' });
     const pending = this._pendingDurable();
     if (pending) await pending;
+    // The host's timer fired (an alarm is used up when it fires): tell it
+    // the next time again, even if it is the same.
+    this.#whScheduled = undefined;
     this.#pumpWebhooks();
     while (this.#whInflight.size > 0) {
       await Promise.all([...this.#whInflight.values()].map((f) => f.promise));
@@ -746,7 +749,15 @@ export class Service {
   #sendWebhook(req) {
     const ctrl = new AbortController();
     const timer = setTimeout(() => ctrl.abort(), Math.max(0, Math.min(req.deadline - this.nowMs(), 2 ** 31 - 1)));
-    const addressAllowed = (ip) => this.webhookAddressAllowed(ip);
+    // Called from the sender's resolver callback: it must not throw (a
+    // freed Service, a poisoned module).
+    const addressAllowed = (ip) => {
+      try {
+        return this.webhookAddressAllowed(ip);
+      } catch (e) {
+        return `the address could not be checked: ${e?.message ?? e}`;
+      }
+    };
     const promise = Promise.resolve()
       .then(() => sendWebhook(req, { signal: ctrl.signal, addressAllowed }))
       .catch((e) => ({ failed: `the request failed: ${e?.message ?? e}` }))
@@ -764,7 +775,7 @@ export class Service {
         // The outcome may make the chat's next event due.
         this.#kickWebhooks();
       });
-    this.#whInflight.set(req.id, { promise, deadline: req.deadline });
+    this.#whInflight.set(req.id, { promise, deadline: req.deadline, ctrl });
   }
 
   #armWebhooks() {
@@ -1000,6 +1011,8 @@ export class Service {
     if (this.#raw) {
       if (this.#whTimer !== null) clearTimeout(this.#whTimer);
       this.#whTimer = null;
+      // Deliveries in flight are cut; nothing is reported any more.
+      for (const f of this.#whInflight.values()) f.ctrl.abort();
       for (const s of [...this.#sessions]) s.free();
       const raw = this.#raw;
       this.#raw = null;

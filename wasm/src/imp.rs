@@ -552,8 +552,7 @@ impl RawService {
             if !(n.fract() == 0.0 && (100.0..=999.0).contains(&n)) {
                 return false;
             }
-            let retry_after_s =
-                get("retryAfter").as_string().and_then(|v| botspace::webhook::retry_after_s(&v, now));
+            let retry_after_s = get("retryAfter").as_string().and_then(|v| botspace::webhook::retry_after_s(&v, now));
             botspace::webhook::Outcome::Answered { status: n as u16, retry_after_s }
         } else if get("timedOut").is_truthy() {
             botspace::webhook::Outcome::TimedOut
