@@ -543,7 +543,7 @@ impl RawService {
         now_ms: f64,
     ) -> bool {
         let get = |k: &str| Reflect::get(&outcome, &k.into()).unwrap_or(JsValue::UNDEFINED);
-        if !outcome.is_object() || !(id.is_finite() && id >= 0.0) {
+        if !outcome.is_object() || !id.is_finite() || id < 0.0 || id.fract() != 0.0 {
             return false;
         }
         let now = to_ms(now_ms);
