@@ -2,7 +2,9 @@
 // the Durable Object sends each delivery with `fetch` to a receiver in
 // this process that verifies it with the Standard Webhooks project's own
 // JavaScript library; a failed delivery is retried by the object's alarm
-// (the service in the object keeps no timer of its own); and under the
+// (the service in the object keeps no timer of its own); workerd killed
+// while a retry waits delivers from the durable cursor once started
+// again, with the same ids; and under the
 // default configuration workerd's network refuses a name that resolves to
 // loopback.
 import { test } from 'node:test';
@@ -95,6 +97,40 @@ test('workerd with the default configuration: literal private addresses are refu
     assert.equal(info.pending_update_count, 1);
     assert.equal(typeof info.next_attempt_date, 'number');
     assert.deepEqual(rx.seen, []);
+  } finally {
+    await w.stop('SIGKILL');
+    await rx.close();
+  }
+});
+
+test('workerd killed while a retry waits: started again on the same storage, it delivers from the durable cursor with the same ids', async () => {
+  const rx = await startReceiver();
+  const dir = stateDir();
+  let w = await startWorkerd(dir, undefined, { config: 'workerd-local-receivers.capnp', env: ALLOW_ENV });
+  try {
+    const { user, bot, chat, auth } = await world(w.base);
+    // Every attempt fails until the receiver is told otherwise.
+    rx.script = Array(50).fill('500');
+    rx.secret = (await ok(w.base, '/bot/setWebhook', { url: rx.url }, auth)).secret;
+    const m = await ok(w.base, '/admin/sendUserMessage', { user_id: user.id, chat_id: chat.id, text: 'survives' });
+    await rx.waitFor((s) => s.length >= 1, 'a failed attempt');
+    assert.deepEqual(await w.stop('SIGKILL'), { code: null, signal: 'SIGKILL' });
+    rx.script = [];
+    const before = rx.seen.length;
+    w = await startWorkerd(dir, undefined, { config: 'workerd-local-receivers.capnp', env: ALLOW_ENV });
+    await rx.waitFor((s) => delivered(s).length >= 2, 'both events after the restart', 20_000);
+    const after = rx.seen.slice(before).filter((e) => e.step === 'ok');
+    assert.deepEqual(
+      after.map((e) => [e.id, e.verified, e.body.update_id]),
+      [
+        [`msg_${bot.id}_1`, true, 1],
+        [`msg_${bot.id}_2`, true, 2],
+      ],
+    );
+    assert.deepEqual(after[1].body, { update_id: 2, type: 'message_created', data: { message: m } });
+    // Every attempt before the kill carried the same ids.
+    for (const e of rx.seen.slice(0, before)) assert.equal(e.id, `msg_${bot.id}_${e.body.update_id}`);
+    await until('the cursor to move', async () => (await ok(w.base, '/bot/getWebhookInfo', {}, auth)).pending_update_count === 0);
   } finally {
     await w.stop('SIGKILL');
     await rx.close();
