@@ -8,7 +8,8 @@
 //   rx.secret = 'whsec_...'       verify with this secret from now on
 //   rx.script = ['500', '302']    the answers to the next deliveries, one
 //                                 each, then 200 again (302 adds
-//                                 `Location: /redirected`)
+//                                 `Location: /redirected`; hang:N answers
+//                                 200 after N seconds)
 //   rx.seen                       every request: {path, id, timestamp,
 //                                 verified, step, contentType, userAgent, body}
 //   await rx.waitFor(pred, what)  until pred(rx.seen) holds (10 s at most)
@@ -85,6 +86,14 @@ export async function startReceiver({ cors = false } = {}) {
       } else if (step === 'no secret') {
         res.writeHead(503);
         res.end();
+      } else if (step.startsWith('hang:')) {
+        // Answers 200 only after N seconds: past the sender's deadline.
+        setTimeout(() => {
+          if (!res.destroyed) {
+            res.writeHead(200);
+            res.end();
+          }
+        }, Number(step.slice(5)) * 1000);
       } else if (step === '302') {
         res.writeHead(302, { location: '/redirected' });
         res.end();

@@ -2,9 +2,10 @@
 // itself (node:http, every resolved address checked against the policy)
 // to a real receiver that verifies each with the Standard Webhooks
 // project's own JavaScript library. Deliveries arrive verified with stable
-// ids and exact bodies, failures are retried in order per chat, redirects
-// are not followed, a name that resolves to loopback is refused, and with
-// an asynchronous page storage nothing leaves before its commit is durable.
+// ids and exact bodies; failures (a 500, a 429, a redirect, which is not
+// followed, a time-out, a receiver that is down) are retried, in order
+// per chat; a name that resolves to loopback is refused; and with an
+// asynchronous page storage nothing leaves before its commit is durable.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { bs, SECRET, ADMIN } from './helpers.mjs';
@@ -137,6 +138,38 @@ test('a 500, a 429 and a redirect are retried; every event arrives in order per 
   } finally {
     w.svc.free();
     await rx.close();
+  }
+});
+
+test('an answer later than the deadline is a time-out, retried with the same id; a receiver that is down is a connection failure', async () => {
+  const rx = await startReceiver();
+  const w = world();
+  try {
+    rx.script = ['hang:12'];
+    rx.secret = w.ok('/bot/setWebhook', { url: rx.url }, w.asBot).secret;
+    await rx.waitFor((s) => delivered(s).length >= 1, 'the retry after the time-out', 20_000);
+    assert.deepEqual(rx.seen.map((e) => [e.id, e.step]), [
+      [`msg_${w.bot.id}_1`, 'hang:12'],
+      [`msg_${w.bot.id}_1`, 'ok'],
+    ]);
+    await until('the cursor to move', () => w.info().pending_update_count === 0);
+    assert.equal(w.info().last_error_message, 'no answer within 10 s');
+  } finally {
+    w.svc.free();
+    await rx.close();
+  }
+  // Nobody listens on the port any more.
+  const w2 = world();
+  try {
+    w2.ok('/bot/setWebhook', { url: rx.url }, w2.asBot);
+    const info = await until('a failed attempt', () => {
+      const i = w2.info();
+      return i.last_error_message ? i : null;
+    });
+    assert.equal(info.last_error_message, `could not connect: connect ECONNREFUSED 127.0.0.1:${rx.port}`);
+    assert.equal(info.pending_update_count, 1);
+  } finally {
+    w2.svc.free();
   }
 });
 
