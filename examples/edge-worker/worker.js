@@ -53,8 +53,8 @@ export class BotspaceDurableObject {
         // The alarm keeps the time of the next retry (and of each attempt's
         // deadline), so deliveries go on after the object is evicted.
         webhookSchedule: (at) => {
-          if (at === null) ctx.storage.deleteAlarm();
-          else ctx.storage.setAlarm(at);
+          const set = at === null ? ctx.storage.deleteAlarm() : ctx.storage.setAlarm(at);
+          Promise.resolve(set).catch((e) => console.error('botspace: the webhook alarm was not set', e));
         },
       },
     );
