@@ -370,6 +370,10 @@ mod tests {
         let lo: IpAddr = "127.0.0.1".parse().unwrap();
         assert_eq!(check_address(lo, STRICT), Err(AddressClass::Loopback));
         assert_eq!(check_address(lo, OPEN), Ok(()));
+        assert_eq!(
+            AddressClass::LinkLocal.delivery_refusal(),
+            "the host name resolves to a link-local address, which this server does not deliver to"
+        );
         assert_eq!(check_address("8.8.8.8".parse().unwrap(), STRICT), Ok(()));
         assert_eq!(check_address("2606:4700::1111".parse().unwrap(), STRICT), Ok(()));
     }
