@@ -38,7 +38,8 @@ const USAGE: &str = "usage: server [--config PATH] [--addr HOST:PORT] [--db PATH
               [--operational-key HEX64 | --operational-key-file PATH] [--admin-addr HOST:PORT]
               [--max-connections N] [--request-timeout SECS] [--idle-timeout SECS]
               [--gateway-poll-interval-ms MS] [--database-timeout-ms MS]
-              [--trusted-proxy CIDR]... [--manual-clock] [--demo-token] [--log-format text|json]
+              [--trusted-proxy CIDR]... [--webhook-allow-http] [--webhook-allow-private-addresses]
+              [--manual-clock] [--demo-token] [--log-format text|json]
 
 Every option also comes from its environment variable (shown) or a config file
 of `option = value` lines; a flag beats the variable, which beats the file.
@@ -86,6 +87,12 @@ of `option = value` lines; a flag beats the variable, which beats the file.
                             a reverse proxy in front of the server (10.0.0.0/8, fd00::/8, or one
                             address; repeatable): admin logins from it are throttled per
                             client it names in X-Forwarded-For or Forwarded
+  --webhook-allow-http      [env BOTSPACE_WEBHOOK_ALLOW_HTTP, 1/true/0/false]
+                            bots' webhooks may use http:// URLs, not only https://
+  --webhook-allow-private-addresses [env BOTSPACE_WEBHOOK_ALLOW_PRIVATE_ADDRESSES, 1/true/0/false]
+                            webhooks may reach loopback, private, link-local, multicast and
+                            unspecified addresses (off: a bot cannot make the server call
+                            into its own network)
   --manual-clock            [env BOTSPACE_MANUAL_CLOCK, 1/true/0/false]
                             time moves only through /admin/advanceClock (for tests)
   --log-format text|json    [env BOTSPACE_LOG_FORMAT]
@@ -112,6 +119,8 @@ const OPTIONS: &[(&str, bool)] = &[
     ("gateway-poll-interval-ms", false),
     ("database-timeout-ms", false),
     ("trusted-proxy", false),
+    ("webhook-allow-http", true),
+    ("webhook-allow-private-addresses", true),
     ("manual-clock", true),
     ("demo-token", true),
     ("log-format", false),
@@ -237,6 +246,8 @@ struct Args {
     gateway_poll_interval_ms: Option<u64>,
     database_timeout_ms: Option<u64>,
     trusted_proxies: Vec<String>,
+    webhook_allow_http: bool,
+    webhook_allow_private_addresses: bool,
     manual_clock: bool,
     demo_token: bool,
     log_json: bool,
@@ -257,6 +268,8 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
         gateway_poll_interval_ms: None,
         database_timeout_ms: None,
         trusted_proxies: Vec::new(),
+        webhook_allow_http: false,
+        webhook_allow_private_addresses: false,
         manual_clock: false,
         demo_token: false,
         log_json: false,
@@ -326,6 +339,10 @@ fn parse_into(mut a: Args, args: impl IntoIterator<Item = String>) -> Result<Arg
                     Some(value(&mut it)?.parse().ok().ok_or("--database-timeout-ms needs a number of milliseconds")?)
             }
             "--trusted-proxy" => a.trusted_proxies.push(value(&mut it)?),
+            "--webhook-allow-http" => a.webhook_allow_http = boolean(&name, inline.as_deref())?,
+            "--webhook-allow-private-addresses" => {
+                a.webhook_allow_private_addresses = boolean(&name, inline.as_deref())?
+            }
             "--manual-clock" => a.manual_clock = boolean(&name, inline.as_deref())?,
             "--demo-token" => a.demo_token = boolean(&name, inline.as_deref())?,
             "--log-format" => {
@@ -477,6 +494,8 @@ fn open_service(args: &Args, secret: &str) -> Result<Arc<Service>, String> {
             args.gateway_poll_interval_ms.unwrap_or(Config::default().gateway_poll_interval_ms);
         c.database_timeout_ms = args.database_timeout_ms.unwrap_or(Config::default().database_timeout_ms);
         c.trusted_proxies = args.trusted_proxies.clone();
+        c.webhook_allow_http = args.webhook_allow_http;
+        c.webhook_allow_private_addresses = args.webhook_allow_private_addresses;
     });
     Service::open(config).map(Arc::new).map_err(|e| format!("cannot open the service on {}: {e}", args.db))
 }

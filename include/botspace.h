@@ -82,6 +82,13 @@
 #define BOTSPACE_CLOSE_SERVER_SHUTDOWN 1001
 
 /**
+ * The most of a webhook answer's body a host reads (the core's
+ * `MAX_ANSWER_BYTES`): the body is not used, so a host stops the transfer
+ * past this and reports the status it got.
+ */
+#define BOTSPACE_WEBHOOK_MAX_ANSWER_BYTES (64 * 1024)
+
+/**
  * The result of every fallible call. The values are fixed and will never
  * change meaning; new values may be added. `botspace_status_message`
  * gives a static description and `botspace_last_error_message` the detail
@@ -174,6 +181,15 @@ typedef struct botspace_request_framer botspace_request_framer;
  * may be called from any number of threads at once.
  */
 typedef struct botspace_service botspace_service;
+
+/**
+ * One webhook request the host is to send (`botspace_service_poll_webhook`),
+ * then report with `botspace_service_webhook_outcome`. Release it with
+ * `botspace_webhook_request_free` (before or after reporting). Not
+ * thread-safe: use it from one thread at a time (it may move between
+ * threads).
+ */
+typedef struct botspace_webhook_request botspace_webhook_request;
 
 /**
  * Bytes owned by the caller after a successful call. Release them with
@@ -322,6 +338,69 @@ typedef struct botspace_gateway_event {
   uint16_t close_code;
   const char *reason;
 } botspace_gateway_event;
+
+/**
+ * What a webhook request is, as borrowed views into its
+ * `botspace_webhook_request` (valid until it is freed). Strings are
+ * NUL-terminated. Plain data: copy it freely.
+ */
+typedef struct botspace_webhook_request_parts {
+  /**
+   * Pass it back to `botspace_service_webhook_outcome`.
+   */
+  uint64_t id;
+  /**
+   * `https` (TLS, verify the server's certificate against the system's
+   * roots) rather than `http`.
+   */
+  bool https;
+  /**
+   * The host as the URL names it, without brackets for IPv6.
+   */
+  const char *host;
+  uint16_t port;
+  /**
+   * The request target, at least `/`.
+   */
+  const char *path_and_query;
+  /**
+   * The `Host` header's value: the host (bracketed when IPv6), with the
+   * port when it is not the scheme's own.
+   */
+  const char *host_header;
+  /**
+   * The URL to send to, rebuilt from the checked parts:
+   * `scheme://host_header/path_and_query`.
+   */
+  const char *url;
+  /**
+   * The headers to send besides `Host` and `Content-Length`, each a
+   * `"Name: value"` line without CRLF, in order: `header_count` of them.
+   */
+  const char *const *headers;
+  size_t header_count;
+  /**
+   * The JSON body, `body_len` bytes (not NUL-terminated).
+   */
+  const uint8_t *body;
+  size_t body_len;
+  /**
+   * The whole HTTP/1.1 request (request line, headers with `Host`,
+   * `Content-Length` and `Connection: close`, body), for a host that
+   * writes to a socket itself.
+   */
+  const uint8_t *http_bytes;
+  size_t http_bytes_len;
+  /**
+   * Unix milliseconds (service clock) by which an answer must have
+   * come; report `timed_out` when none did.
+   */
+  uint64_t deadline_ms;
+  /**
+   * Which attempt this is for its event, from 1.
+   */
+  uint32_t attempt;
+} botspace_webhook_request_parts;
 
 #ifdef __cplusplus
 extern "C" {
@@ -897,6 +976,92 @@ enum botspace_status botspace_gateway_bot_id(const struct botspace_gateway *gate
  * was not released through another copy of the pointer.
  */
 void botspace_gateway_free(struct botspace_gateway **gateway);
+
+/**
+ * Writes the next webhook request due at `now_ms` (Unix milliseconds of
+ * the service clock, `botspace_service_now_ms`) to `*out_request`, or NULL
+ * when none is due; call until it writes NULL. Call it when the wake-up
+ * callback fired (new events), when an outcome was reported, and at
+ * `botspace_service_webhook_timeout`. Send each request to its `url`,
+ * checking every address the name resolves to with
+ * `botspace_service_webhook_address_allowed` before connecting to it,
+ * within `deadline_ms`, without following redirects, reading at most 64
+ * KiB of the answer; then report it with `botspace_service_webhook_outcome`.
+ * Reads the database. Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle; `out_request` must be writable.
+ */
+enum botspace_status botspace_service_poll_webhook(const struct botspace_service *service, uint64_t now_ms, struct botspace_webhook_request **out_request);
+
+/**
+ * Writes the request's parts to `*out_parts`: pointers into the request,
+ * valid until `botspace_webhook_request_free`.
+ *
+ * # Safety
+ * `request` must be a live handle; `out_parts` must be writable.
+ */
+enum botspace_status botspace_webhook_request_parts_get(const struct botspace_webhook_request *request, struct botspace_webhook_request_parts *out_parts);
+
+/**
+ * Releases a webhook request and sets `*request` to NULL. Accepts NULL and
+ * a pointer to NULL. Freeing it does not report an outcome.
+ *
+ * # Safety
+ * `*request` must be NULL or a handle from `botspace_service_poll_webhook`
+ * that was not released through another copy of the pointer.
+ */
+void botspace_webhook_request_free(struct botspace_webhook_request **request);
+
+/**
+ * Reports what became of webhook request `id` at `now_ms`; exactly one of:
+ * - `timed_out` true: no answer by its `deadline_ms`;
+ * - `status_code` 100..=999: the receiver answered it; `retry_after` is
+ *   its `Retry-After` header's value exactly as received (NULL when
+ *   absent), parsed by the library;
+ * - `status_code` 0: no answer (the name did not resolve, the address was
+ *   refused, the connection failed, TLS failed): `failure_message` says
+ *   why, recorded for `getWebhookInfo` (UTF-8; invalid bytes are
+ *   replaced).
+ *
+ * A 2xx moves the bot's durable cursor; anything else is retried later.
+ * An unknown id (the webhook was deleted meanwhile, or the id was reported
+ * already) is ignored. Returns `BOTSPACE_STATUS_INVALID_ARGUMENT` for a
+ * status outside 100..=999 and `BOTSPACE_STATUS_NULL_ARGUMENT` for a
+ * failure without a message. Writes the database. Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle; `retry_after` and `failure_message`
+ * must each be NULL or a NUL-terminated string.
+ */
+enum botspace_status botspace_service_webhook_outcome(const struct botspace_service *service, uint64_t id, uint16_t status_code, const char *retry_after, const char *failure_message, bool timed_out, uint64_t now_ms);
+
+/**
+ * Writes when to call `botspace_service_poll_webhook` next if no wake-up
+ * comes first (Unix milliseconds of the service clock: the earliest retry
+ * that waits), or `BOTSPACE_NO_DEADLINE` when nothing waits. Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle; `out_ms` must be writable.
+ */
+enum botspace_status botspace_service_webhook_timeout(const struct botspace_service *service, uint64_t *out_ms);
+
+/**
+ * Whether a webhook delivery may connect to the address `ip` (IPv4 dotted
+ * or IPv6 text, NUL-terminated) under the service's policy
+ * (`webhook_allow_private_addresses`). Writes NULL to `*out_refusal` when
+ * it may; else a static NUL-terminated message (never freed), e.g. "the
+ * host name resolves to a loopback address, which this server does not
+ * deliver to": skip that address, and when no address is left report the
+ * message as the attempt's `failure_message`. Returns
+ * `BOTSPACE_STATUS_INVALID_ARGUMENT` when `ip` is not an IP address.
+ * Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle; `ip` a NUL-terminated string;
+ * `out_refusal` writable.
+ */
+enum botspace_status botspace_service_webhook_address_allowed(const struct botspace_service *service, const char *ip, const char **out_refusal);
 
 /**
  * The log level a setting names (the value of `BOTSPACE_LOG`; `setting`

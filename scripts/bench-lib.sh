@@ -15,6 +15,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/install.sh"
 # wrk and curl from apt, only when missing.
 bench_tools() {
   need_cmd wrk curl
+  need_apt libcurl4-openssl-dev
 }
 
 # Both servers, release builds. The Rust server has the PostgreSQL store

@@ -144,7 +144,7 @@ fi
 rm -rf "$PKG"
 mkdir -p "$PKG"
 cp "$STAGE/botspace.js" "$STAGE/botspace.d.ts" "$STAGE/botspace_bg.wasm" "$PKG/"
-for f in core.js errors.js http.js slab.js storage.js node.js web.js worker.js index.d.ts; do cp "$WASM/js/$f" "$PKG/"; done
+for f in core.js errors.js http.js slab.js storage.js webhook-node.js node.js web.js worker.js index.d.ts; do cp "$WASM/js/$f" "$PKG/"; done
 cp "$WASM/js/README.md" "$PKG/README.md"
 # The package is "MIT OR Apache-2.0" (package.json): both texts ship with it.
 cp "$ROOT/LICENSE-MIT" "$ROOT/LICENSE-APACHE" "$PKG/"

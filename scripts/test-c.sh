@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Every C and C++ test of botspace, from a clean checkout on a fresh machine:
 #
-#   1. tools: gcc, g++, make, valgrind, pkg-config (apt, only when missing)
+#   1. tools: gcc, g++, make, valgrind, pkg-config, libcurl4-openssl-dev
+#      (apt, only when missing), standardwebhooks (pip)
 #      and cbindgen 0.29.4 (cargo install, only when missing or another version);
 #   2. include/botspace.h equals a fresh cbindgen run (fails when stale;
 #      `scripts/test-c.sh --regen-header` rewrites it and exits);
 #   3. the Rust unit tests of bindings/c (the FFI layer);
 #   4. tests/c/test_c_api (test vectors, NULL arguments, configurations,
-#      frees, gateway, 8 threads) linked statically, dynamically, with
+#      frees, gateway, webhook deliveries, 8 threads) linked statically, dynamically, with
 #      AddressSanitizer+UBSan, and under valgrind (no leak, no error);
 #   5. tests/cpp/test_cpp (the C++17 wrapper), plain and with ASan+UBSan;
 #   6. pkg-config: tests/c/example.c (open, createBot, getMe) linked
@@ -19,7 +20,9 @@
 #      tests/server_options.rs, tests/server_reliability.rs,
 #      tests/server_throttle.rs, tests/server_gateway_budget.rs,
 #      tests/server_metrics.rs, tests/server_clean.rs: unclean requests,
-#      exits, file modes, and tests/server_poll.rs: long polling) against it, and against its ASan+UBSan build.
+#      exits, file modes, tests/server_poll.rs: long polling, and
+#      tests/server_webhooks.rs: deliveries over libcurl) against it, and
+#      against its ASan+UBSan build.
 #
 # Runs everything even after a failure, exits non-zero if anything failed,
 # and ends with `c-tests: N passed, M failed`. N counts the checks of the C
@@ -87,6 +90,10 @@ source scripts/lib/install.sh
 need_cmd cc:gcc c++:g++ make valgrind pkg-config curl || exit 1
 # tests/server_metrics.rs: a real Prometheus scrapes the C server; promtool lints.
 need_cmd prometheus promtool:prometheus || exit 1
+# examples/c-server delivers webhooks with libcurl; tests/server_webhooks.rs
+# verifies them with the Standard Webhooks library.
+need_apt libcurl4-openssl-dev || exit 1
+need_pip standardwebhooks==1.1.0 || exit 1
 command -v cargo >/dev/null 2>&1 || { echo "cargo is required (rustup)"; exit 1; }
 export PATH="$HOME/.cargo/bin:$PATH"
 if [[ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]]; then
@@ -155,19 +162,21 @@ PREFIX="$OUT/prefix"
 rm -rf "$PREFIX"
 step make-install make -C bindings/c install CARGO=: PREFIX="$PREFIX"
 pc() { PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig" pkg-config "$@"; }
+# grep reads all its input (not -q): with pipefail, a writer cut off by an
+# early exit would fail the pipeline now and then (SIGPIPE).
 link_dynamic() {
   # shellcheck disable=SC2046
   cc -std=c11 -Wall -Wextra -Wpedantic -Werror tests/c/example.c $(pc --cflags --libs botspace) \
     -Wl,-rpath,"$PREFIX/lib" -o "$OUT/example-dynamic" &&
-    ldd "$OUT/example-dynamic" | grep -q "$PREFIX/lib/libbotspace.so" &&
-    "$OUT/example-dynamic" | grep -q '"handle":"c_bot"'
+    ldd "$OUT/example-dynamic" | grep "$PREFIX/lib/libbotspace.so" >/dev/null &&
+    "$OUT/example-dynamic" | grep '"handle":"c_bot"' >/dev/null
 }
 link_static() {
   # shellcheck disable=SC2046
   cc -std=c11 -Wall -Wextra -Wpedantic -Werror tests/c/example.c $(pc --cflags --libs --static botspace-static) \
     -o "$OUT/example-static" &&
-    ! ldd "$OUT/example-static" | grep -q libbotspace &&
-    "$OUT/example-static" | grep -q '"handle":"c_bot"'
+    ! ldd "$OUT/example-static" | grep libbotspace >/dev/null &&
+    "$OUT/example-static" | grep '"handle":"c_bot"' >/dev/null
 }
 # The C++ host (bindings/cpp/example.cpp): open, createBot, getMe through
 # botspace.hpp, which the prefix installs beside botspace.h.
@@ -175,7 +184,7 @@ cpp_host() {
   # shellcheck disable=SC2046
   c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror bindings/cpp/example.cpp $(pc --cflags --libs --static botspace-static) \
     -o "$OUT/example-cpp" &&
-    "$OUT/example-cpp" | grep -q '^getMe answered for @cpp_bot$'
+    "$OUT/example-cpp" | grep '^getMe answered for @cpp_bot$' >/dev/null
 }
 step pkg-config-dynamic link_dynamic
 step pkg-config-static link_static
@@ -215,14 +224,15 @@ wire() {
 # trusted proxy), tests/server_gateway_budget.rs (a gateway bot that
 # floods pings and heartbeats and reads nothing) tests/server_metrics.rs
 # (Prometheus scraping, /readyz at a stop), tests/server_clean.rs (unclean
-# requests, exits, file modes) and tests/server_poll.rs (long polling:
+# requests, exits, file modes), tests/server_poll.rs (long polling:
 # parked getUpdates answered on a commit or at the deadline, 900 parked)
-# against one C server binary.
+# and tests/server_webhooks.rs (deliveries over libcurl to a verifying
+# receiver) against one C server binary.
 options() {
   local bin=$1
   local log="$OUT/options-$(basename "$bin").log"
   ASAN_OPTIONS=$ASAN_SERVER_OPTIONS BOTSPACE_C_SERVER="$bin" \
-    cargo test --test server_options --test server_reliability --test server_throttle --test server_gateway_budget --test server_metrics --test server_clean --test server_poll -- c:: --nocapture 2>&1 | tee "$log" |
+    cargo test --test server_options --test server_reliability --test server_throttle --test server_gateway_budget --test server_metrics --test server_clean --test server_poll --test server_webhooks -- c:: --nocapture 2>&1 | tee "$log" |
     awk '/^(test |test result|failures|---- )/ || /panicked at/ || /^(getMe past|1 000 clients|slow consumer|gateway flood|idle keep-alive|out of files|SKIPPED|parked polls|900 parked|timeout 1)/ {print; if (/panicked at/) n=3; next} n>0 {print; n--}'
   local rc=${PIPESTATUS[0]}
   if grep -q "ERROR: AddressSanitizer\|runtime error:" "$log"; then

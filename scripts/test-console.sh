@@ -25,6 +25,8 @@ need_apt=()
 command -v node >/dev/null || need_apt+=(nodejs npm)
 CHROMIUM="${CHROMIUM_PATH:-/usr/bin/chromium}"
 [ -x "$CHROMIUM" ] || need_apt+=(chromium)
+# The C server it builds delivers webhooks with libcurl.
+dpkg-query -W -f='${Status}' libcurl4-openssl-dev 2>/dev/null | grep -q 'install ok installed' || need_apt+=(libcurl4-openssl-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "installing ${need_apt[*]} (Debian packages)"
   DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq >&2

@@ -16,6 +16,8 @@ cd "$(dirname "$0")/.."
 # shellcheck source=lib/install.sh
 source scripts/lib/install.sh
 need_cmd cc:gcc
+# The C example server, when a test builds it, delivers webhooks with libcurl.
+need_apt libcurl4-openssl-dev
 scripts/with-postgres.sh bash -c '
   set -euo pipefail
   cargo test --features pg-tests --test vectors --test postgres_store --test server_nodes "$@"

@@ -8,8 +8,13 @@ command -v cargo >/dev/null || { echo "cargo is required (rustup)"; exit 1; }
 source scripts/lib/install.sh
 # The C compiler builds the bundled SQLite.
 need_cmd cc:gcc curl
+# The C example server (built by the `c::` tests) delivers webhooks with libcurl.
+need_apt libcurl4-openssl-dev
 need_rustup_component rustfmt clippy
 need_pip jsonschema==4.26.0 PyYAML==6.0.3
+# tests/server_webhooks.rs: the receiver verifies every delivery with the
+# Standard Webhooks project's own library.
+need_pip standardwebhooks==1.1.0
 # tests/server_metrics.rs: a real Prometheus scrapes both servers; promtool lints.
 need_cmd prometheus promtool:prometheus
 # Style and lints first: they are the cheapest to fail on.

@@ -156,6 +156,14 @@ pub struct Config {
     /// that append the client's address to the header: any client inside a
     /// listed block can name itself anything.
     pub trusted_proxies: Vec<String>,
+    /// Webhooks may use `http` URLs as well as `https`. Off by default:
+    /// a delivery over `http` can be read and changed on its way.
+    pub webhook_allow_http: bool,
+    /// Webhooks may reach loopback, private, link-local, multicast and
+    /// unspecified addresses. Off by default: otherwise any bot could make
+    /// the server send requests into its own network (the cloud metadata
+    /// service at 169.254.169.254 included).
+    pub webhook_allow_private_addresses: bool,
     /// Tests only: draw ids and tokens from a stream seeded with this
     /// number instead of the OS, so they are known in advance. Accepted
     /// only with `clock: manual`, which no production service runs on.
@@ -190,6 +198,8 @@ impl Default for Config {
             listen_notify: true,
             database_timeout_ms: 5_000,
             trusted_proxies: Vec::new(),
+            webhook_allow_http: false,
+            webhook_allow_private_addresses: false,
             random_seed: None,
             max_parked_polls: DEFAULT_MAX_PARKED_POLLS,
         }

@@ -127,6 +127,18 @@ impl ApiError {
         Self::new(ErrorCode::DuplicateHeader, format!("the {name} header may appear only once"))
             .with_param("field", name)
     }
+    /// `why` completes "the webhook URL …", e.g. "must use https".
+    pub fn invalid_webhook_url(why: &str) -> Self {
+        Self::new(ErrorCode::InvalidWebhookUrl, format!("the webhook URL {why}")).with_param("field", "url")
+    }
+    /// `what` names the class of address, e.g. "a loopback address".
+    pub fn webhook_address_forbidden(what: &str) -> Self {
+        Self::new(
+            ErrorCode::WebhookAddressForbidden,
+            format!("the webhook URL points at {what}, which this server does not deliver to"),
+        )
+        .with_param("field", "url")
+    }
     pub fn text_empty() -> Self {
         Self::new(ErrorCode::TextEmpty, "text must contain at least 1 character").with_param("field", "text")
     }
@@ -227,6 +239,12 @@ impl ApiError {
     pub fn handle_taken() -> Self {
         Self::new(ErrorCode::HandleTaken, "another bot already has this handle (handles compare case-insensitively)")
             .with_param("field", "handle")
+    }
+    pub fn webhook_active() -> Self {
+        Self::new(
+            ErrorCode::WebhookActive,
+            "a webhook is set for this bot: its events are delivered there; call deleteWebhook to use getUpdates",
+        )
     }
     pub fn length_required() -> Self {
         Self::new(ErrorCode::LengthRequired, "a request body needs Content-Length or Transfer-Encoding: chunked")
@@ -338,6 +356,8 @@ pub fn catalog() -> Vec<ApiError> {
         E::invalid_json("{detail}"),
         E::missing_field("{field}"),
         E::invalid_field("{field}", "{why}"),
+        E::invalid_webhook_url("{why}"),
+        E::webhook_address_forbidden("{address}"),
         E::text_empty(),
         E::text_too_long(5000),
         E::unsupported_parse_mode(),
@@ -364,6 +384,7 @@ pub fn catalog() -> Vec<ApiError> {
         E::method_not_allowed("{path}", "POST"),
         E::idempotency_key_reused(),
         E::handle_taken(),
+        E::webhook_active(),
         E::length_required(),
         E::payload_too_large(usize::MAX),
         E::unsupported_media_type(),

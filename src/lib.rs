@@ -56,6 +56,7 @@ mod service;
 mod store;
 mod throttle;
 mod txn;
+pub mod webhook;
 mod words;
 
 pub use clock::Clock;

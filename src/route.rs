@@ -38,6 +38,9 @@ methods! {
         EditMessageText = "editMessageText",
         DeleteMessage = "deleteMessage",
         GetUpdates = "getUpdates",
+        SetWebhook = "setWebhook",
+        DeleteWebhook = "deleteWebhook",
+        GetWebhookInfo = "getWebhookInfo",
     }
 }
 
@@ -71,6 +74,8 @@ methods! {
         GetChatMembers = "getChatMembers",
         GetBotActivity = "getBotActivity",
         GetAuditLog = "getAuditLog",
+        GetWebhookInfo = "getWebhookInfo",
+        DeleteWebhook = "deleteWebhook",
         AdvanceClock = "advanceClock",
     }
 }

@@ -25,6 +25,8 @@ pub(crate) struct TxEffects {
     pub woken: Vec<String>,
     /// Bots whose gateway connections must close with 4004.
     pub revoked: Vec<String>,
+    /// Bots whose webhook was set or deleted.
+    pub webhooks_changed: Vec<String>,
     /// Bots whose token was rotated: a log line each once committed.
     pub rotated: Vec<String>,
     /// A bot row changed: the auth cache must be dropped if this rolls back.

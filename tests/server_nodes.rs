@@ -3,6 +3,7 @@
 //! clock, each a process of its own.
 
 mod common;
+mod webhooks;
 mod wire;
 
 use serde_json::{json, Value};
@@ -201,6 +202,55 @@ fn a_killed_node_loses_no_acknowledged_write_and_its_leases_lapse() {
             Err(e) => panic!("the dead node's lease never lapsed: {}", e.status),
         }
     }
+}
+
+/// One node at a time delivers a bot's webhooks; when it dies, another
+/// takes them over once its lease lapses, from the durable cursor: every
+/// event arrives, and only what was in flight at the kill arrives twice.
+#[test]
+fn a_bots_webhooks_are_delivered_by_one_node_and_handed_over_when_it_dies() {
+    let _g = shared_cluster();
+    let db = common::test_database();
+    let dir = temp_dir("nodes-webhooks");
+    let rx = webhooks::Receiver::start(&dir, 0);
+    let flags = ["--db", &db, "--admin-secret", SECRET, "--webhook-allow-http", "--webhook-allow-private-addresses"];
+    // A alone first: it takes the lease.
+    let a = Server::start_rust_with(&flags);
+    let w = a.world("official");
+    let set = a.bot(&w.token, "setWebhook", &json!({"url": rx.url()}));
+    assert_eq!(set.status, 200, "{}", set.body);
+    rx.control(&json!({"secret": set.body["result"]["secret"]}));
+    rx.wait_for(WAIT, "bot_started", |s| webhooks::delivered(s).contains(&1));
+    // B joins; commits on B reach A's deliveries (by notification, or A's
+    // next round of leases).
+    let b = Server::start_rust_with(&flags);
+    for i in 0..5 {
+        b.say(&w.user_id, &w.chat, &format!("via b {i}"));
+    }
+    rx.wait_for(WAIT, "events 2..=6", |s| webhooks::delivered(s).contains(&6));
+    let before_kill = rx.seen().len();
+    let killed_at = Instant::now();
+    drop(a); // SIGKILL
+    for i in 0..5 {
+        b.say(&w.user_id, &w.chat, &format!("after the kill {i}"));
+    }
+    // The lease lapses within 10 s; B claims at its next round (2 s).
+    let seen =
+        rx.wait_for(Duration::from_secs(30), "events 7..=11 through B", |s| webhooks::delivered(s).contains(&11));
+    let took = killed_at.elapsed();
+    assert!(took < Duration::from_secs(14), "handed over in {took:?}");
+    webhooks::assert_per_chat_order(&seen);
+    let mut ids = webhooks::delivered(&seen);
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids, (1..=11).collect::<Vec<_>>(), "every event arrived");
+    assert!(n - ids.len() <= 1, "only the delivery in flight at the kill may arrive twice: {seen:#?}");
+    assert!(seen.len() > before_kill);
+    for e in seen.iter().filter(|e| webhooks::answered_ok(e)) {
+        assert_eq!(e["verified"], json!(true), "{e}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]

@@ -28,6 +28,7 @@ const FILES: &[&str] = &[
     "console.json",
     "gateway.json",
     "updates.json",
+    "webhooks.json",
 ];
 
 fn dir() -> PathBuf {
@@ -638,6 +639,7 @@ vector_tests! {
     console => "console.json",
     gateway => "gateway.json",
     updates => "updates.json",
+    webhooks => "webhooks.json",
 }
 
 /// Any vector file without its own test above still runs.

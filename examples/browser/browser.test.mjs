@@ -5,7 +5,9 @@
 // middle of a stream of writes and find every acknowledged message on
 // reopening; no stale "typing…" after a reload, even when the gateway
 // replays old messages; a layout that fits from a phone (one column) to a
-// desktop (two), and a footer that says how the chat is stored.
+// desktop (two), and a footer that says how the chat is stored; webhooks
+// from a service in the page reach a receiver that allows CORS, and never
+// one that does not.
 // Screenshots go to test-output/ at the repository root.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +17,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { start } from './serve.mjs';
+import { startReceiver, delivered } from '../../wasm/test/webhook-receiver.mjs';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const OUT = join(ROOT, 'test-output');
@@ -218,4 +221,77 @@ test('a page closed in the middle of a stream of writes reopens consistent, with
   assert.ok(last.includes('after reopening'));
   await again.close();
   assert.deepEqual(consoleErrors, []);
+});
+
+test("webhooks from the page's service: delivered to a receiver that allows CORS, never sent to one that does not", { timeout: 120_000 }, async () => {
+  const open = await startReceiver({ cors: true });
+  const closed = await startReceiver();
+  const page = await openPage();
+  try {
+    // A service of its own in the page, next to the demo's.
+    const setup = await page.evaluate(async ({ openUrl, closedUrl }) => {
+      const bs = await import('botspace');
+      const svc = new bs.Service({
+        admin_secret: 'browser-webhooks-secret-01',
+        clock: 'system',
+        webhook_allow_http: true,
+        webhook_allow_private_addresses: true,
+      });
+      const call = (path, body, auth) =>
+        bs.decodeResponse(svc.handleRequest(bs.encodeRequest('POST', path, { Authorization: auth }, body))).json().result;
+      const admin = 'Admin browser-webhooks-secret-01';
+      const user = call('/admin/createUser', { display_name: 'Ann' }, admin);
+      const bots = [];
+      for (const [handle, url] of [['open_hook_bot', openUrl], ['closed_hook_bot', closedUrl]]) {
+        const { bot, token } = call('/admin/createBot', { display_name: handle, handle }, admin);
+        const chat = call('/admin/startBot', { user_id: user.id, bot_id: bot.id }, admin);
+        const { secret } = call('/bot/setWebhook', { url }, `Bot ${token}`);
+        bots.push({ botId: bot.id, token, chatId: chat.id, secret });
+      }
+      window.hookTest = { svc, call, admin, user, bots };
+      return { user, bots };
+    }, { openUrl: open.url, closedUrl: closed.url });
+    const [ob, cb] = setup.bots;
+    open.secret = ob.secret;
+    // bot_started, verified (retried if it came before the secret was set here).
+    await open.waitFor((s) => delivered(s).length >= 1, 'bot_started from the page', 20_000);
+    const sent = await page.evaluate(
+      ({ chatId }) => {
+        const t = window.hookTest;
+        return t.call('/admin/sendUserMessage', { user_id: t.user.id, chat_id: chatId, text: 'from the page' }, t.admin);
+      },
+      { chatId: ob.chatId },
+    );
+    await open.waitFor((s) => delivered(s).length >= 2, 'the message from the page', 20_000);
+    const ok = open.seen.filter((e) => e.step === 'ok');
+    assert.deepEqual(ok.map((e) => [e.id, e.verified]), [
+      [`msg_${ob.botId}_1`, true],
+      [`msg_${ob.botId}_2`, true],
+    ]);
+    assert.deepEqual(ok[0].body, { update_id: 1, type: 'bot_started', data: { chat: { id: ob.chatId, type: 'private' }, user: setup.user } });
+    assert.deepEqual(ok[1].body, { update_id: 2, type: 'message_created', data: { message: sent } });
+    assert.ok(open.preflights >= 1, 'the browser asked first');
+
+    // The receiver without CORS: the browser never sends the delivery.
+    const info = await page.evaluate(async ({ token }) => {
+      const t = window.hookTest;
+      for (let i = 0; i < 200; i++) {
+        const info = t.call('/bot/getWebhookInfo', {}, `Bot ${token}`);
+        if (info.last_error_message) return info;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      return null;
+    }, { token: cb.token });
+    assert.equal(info.last_error_message, 'the request failed: Failed to fetch');
+    assert.equal(info.pending_update_count, 1);
+    assert.deepEqual(closed.seen, []);
+    assert.ok(closed.preflights >= 1);
+    await page.evaluate(() => window.hookTest.svc.free());
+  } finally {
+    await page.close();
+    await open.close();
+    await closed.close();
+  }
+  // Chromium logs each refused cross-origin request; nothing else may have failed.
+  assert.deepEqual(consoleErrors.filter((e) => !/CORS|Failed to load resource|Failed to fetch/.test(e)), []);
 });

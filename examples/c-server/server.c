@@ -37,9 +37,12 @@
 
 #include "botspace.h"
 
+#include <curl/curl.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -52,6 +55,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -87,8 +91,8 @@ static const char USAGE_1[] =
     "                       [--operational-key HEX64 | --operational-key-file PATH] [--admin-addr HOST:PORT]\n"
     "                       [--max-connections N] [--request-timeout SECS] [--idle-timeout SECS]\n"
     "                       [--gateway-poll-interval-ms MS] [--database-timeout-ms MS]\n"
-    "                       [--trusted-proxy CIDR]... [--manual-clock] [--demo-token]\n"
-    "                       [--log-format text|json]\n"
+    "                       [--trusted-proxy CIDR]... [--webhook-allow-http] [--webhook-allow-private-addresses]\n"
+    "                       [--manual-clock] [--demo-token] [--log-format text|json]\n"
     "\n"
     "Every option also comes from its environment variable (shown) or a config file\n"
     "of `option = value` lines; a flag beats the variable, which beats the file.\n"
@@ -138,6 +142,12 @@ static const char USAGE_2[] =
     "                            a reverse proxy in front of the server (10.0.0.0/8, fd00::/8, or one\n"
     "                            address; repeatable): admin logins from it are throttled per\n"
     "                            client it names in X-Forwarded-For or Forwarded\n"
+    "  --webhook-allow-http      [env BOTSPACE_WEBHOOK_ALLOW_HTTP, 1/true/0/false]\n"
+    "                            bots' webhooks may use http:// URLs, not only https://\n"
+    "  --webhook-allow-private-addresses [env BOTSPACE_WEBHOOK_ALLOW_PRIVATE_ADDRESSES, 1/true/0/false]\n"
+    "                            webhooks may reach loopback, private, link-local, multicast and\n"
+    "                            unspecified addresses (off: a bot cannot make the server call\n"
+    "                            into its own network)\n"
     "  --manual-clock            [env BOTSPACE_MANUAL_CLOCK, 1/true/0/false]\n"
     "                            time moves only through /admin/advanceClock (for tests)\n"
     "  --log-format text|json    [env BOTSPACE_LOG_FORMAT]\n"
@@ -1171,6 +1181,8 @@ typedef struct {
     const char *log_format;               /* --log-format text|json, checked in main */
     int manual_clock;
     int demo_token;
+    int webhook_allow_http;
+    int webhook_allow_private_addresses;
 } args_t;
 
 /* The source being parsed: NULL for the command line, else the variable or
@@ -1255,6 +1267,8 @@ static const struct {
     {"trusted-proxy", 0},
     {"manual-clock", 1},
     {"demo-token", 1},
+    {"webhook-allow-http", 1},
+    {"webhook-allow-private-addresses", 1},
     {"log-format", 0},
 };
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
@@ -1291,7 +1305,7 @@ static int parse_list(int argc, char **argv, args_t *a) {
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         const char *inline_v = NULL;
-        char name[32];
+        char name[48];
         size_t nlen = strlen(arg);
         const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
         if (eq) {
@@ -1326,6 +1340,14 @@ static int parse_list(int argc, char **argv, args_t *a) {
                 return -1;
             }
             *(name[2] == 'm' ? &a->manual_clock : &a->demo_token) = v;
+            continue;
+        } else if (strcmp(name, "--webhook-allow-http") == 0 || strcmp(name, "--webhook-allow-private-addresses") == 0) {
+            int v = boolean(inline_v);
+            if (v < 0) {
+                bad_value(name, "needs 1, true, 0 or false");
+                return -1;
+            }
+            *(name[16] == 'h' ? &a->webhook_allow_http : &a->webhook_allow_private_addresses) = v;
             continue;
         } else if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0) return 1;
         else {
@@ -1458,6 +1480,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
     a->n_trusted_proxies = 0;
     a->manual_clock = 0;
     a->demo_token = 0;
+    a->webhook_allow_http = a->webhook_allow_private_addresses = 0;
     a->log_format = NULL;
     const char *config = getenv("BOTSPACE_CONFIG"), *from = "BOTSPACE_CONFIG";
     if (config && !*config) config = NULL;
@@ -1573,6 +1596,304 @@ static void format_addr(const struct sockaddr_storage *ss, int reachable, char *
 }
 
 /* ------------------------------------------------------------------------ */
+/* Webhook deliveries
+ *
+ * The library decides every delivery (botspace_service_poll_webhook): which
+ * event is due, to which URL, with which headers, body and deadline, what
+ * an answer means and when to retry. This part only sends each request
+ * with libcurl's multi interface, inside the same poll(2) loop: curl's
+ * sockets join the poll set (CURLMOPT_SOCKETFUNCTION), its timer bounds the
+ * poll timeout (CURLMOPT_TIMERFUNCTION), and each finished transfer is
+ * reported with botspace_service_webhook_outcome. New events wake the loop
+ * through the wake-up callback; retries come due at
+ * botspace_service_webhook_timeout. */
+
+#define WEBHOOK_RECHECK_MS 20u          /* nothing came of a due poll (the store failed): look again after this */
+
+typedef struct wh_xfer {
+    struct wh_xfer *prev, *next; /* every transfer in flight */
+    CURL *easy;
+    botspace_webhook_request *req;
+    uint64_t id;
+    struct curl_slist *headers;
+    char *retry_after;       /* the Retry-After value of the last response head, raw */
+    size_t answer_bytes;
+    int answer_too_long;     /* the body passed BOTSPACE_WEBHOOK_MAX_ANSWER_BYTES: the transfer stopped there */
+    const char *refusal;     /* an address the policy refused (the library's message) */
+    int opened;              /* a socket was opened to an allowed address */
+    char error[CURL_ERROR_SIZE];
+} wh_xfer;
+
+static wh_xfer *wh_all;
+
+typedef struct {
+    curl_socket_t fd;
+    int what; /* CURL_POLL_IN / OUT / INOUT */
+} wh_sock;
+
+static CURLM *wh_multi;
+static wh_sock *wh_socks;
+static size_t wh_nsocks, wh_socks_cap;
+static int64_t wh_timer_due = -1; /* mono ms of curl's timer, -1 for none */
+static uint64_t wh_recheck_at;    /* mono ms before which a due poll is not repeated */
+
+static int wh_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp) {
+    (void)easy, (void)userp, (void)socketp;
+    size_t i = 0;
+    while (i < wh_nsocks && wh_socks[i].fd != s) i++;
+    if (what == CURL_POLL_REMOVE) {
+        if (i < wh_nsocks) wh_socks[i] = wh_socks[--wh_nsocks];
+        return 0;
+    }
+    if (i == wh_nsocks) {
+        if (wh_nsocks == wh_socks_cap) {
+            wh_socks_cap = wh_socks_cap ? wh_socks_cap * 2 : 8;
+            wh_socks = xrealloc(wh_socks, wh_socks_cap * sizeof *wh_socks);
+        }
+        wh_socks[wh_nsocks++].fd = s;
+    }
+    wh_socks[i].what = what;
+    return 0;
+}
+
+static int wh_timer_cb(CURLM *multi, long timeout_ms, void *userp) {
+    (void)multi, (void)userp;
+    wh_timer_due = timeout_ms < 0 ? -1 : (int64_t)(mono_ms() + (uint64_t)timeout_ms);
+    return 0;
+}
+
+/* Every address curl is about to connect to, after resolving: the
+ * library's policy decides (no connection to loopback, private, link-local
+ * ... addresses unless allowed), so a name cannot lead past the rules
+ * setWebhook applied to literal addresses. */
+static curl_socket_t wh_open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a) {
+    wh_xfer *x = clientp;
+    (void)purpose;
+    char ip[INET6_ADDRSTRLEN] = "";
+    if (a->family == AF_INET) inet_ntop(AF_INET, &((const struct sockaddr_in *)&a->addr)->sin_addr, ip, sizeof ip);
+    else if (a->family == AF_INET6) inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&a->addr)->sin6_addr, ip, sizeof ip);
+    const char *refusal = NULL;
+    if (!*ip || botspace_service_webhook_address_allowed(svc, ip, &refusal) != BOTSPACE_STATUS_OK) return CURL_SOCKET_BAD;
+    if (refusal) {
+        x->refusal = refusal;
+        return CURL_SOCKET_BAD;
+    }
+    x->opened = 1;
+    return socket(a->family, a->socktype, a->protocol);
+}
+
+/* The Retry-After header of the final response head, kept raw: the library
+ * parses it (seconds or an HTTP date). */
+static size_t wh_header_cb(char *line, size_t size, size_t n, void *userp) {
+    wh_xfer *x = userp;
+    size_t len = size * n;
+    if (len >= 5 && memcmp(line, "HTTP/", 5) == 0) {
+        free(x->retry_after);
+        x->retry_after = NULL;
+    } else if (len > 12 && strncasecmp(line, "retry-after:", 12) == 0) {
+        size_t s = 12, e = len;
+        while (s < e && (line[s] == ' ' || line[s] == '\t')) s++;
+        while (e > s && (line[e - 1] == '\r' || line[e - 1] == '\n' || line[e - 1] == ' ' || line[e - 1] == '\t')) e--;
+        free(x->retry_after);
+        x->retry_after = malloc(e - s + 1);
+        if (!x->retry_after) die_oom();
+        memcpy(x->retry_after, line + s, e - s);
+        x->retry_after[e - s] = 0;
+    }
+    return len;
+}
+
+/* The answer's body is not used: counted and dropped, and the transfer
+ * stops once it passes BOTSPACE_WEBHOOK_MAX_ANSWER_BYTES. */
+static size_t wh_body_cb(char *data, size_t size, size_t n, void *userp) {
+    wh_xfer *x = userp;
+    (void)data;
+    x->answer_bytes += size * n;
+    if (x->answer_bytes > BOTSPACE_WEBHOOK_MAX_ANSWER_BYTES) {
+        x->answer_too_long = 1;
+        return 0;
+    }
+    return size * n;
+}
+
+static void wh_xfer_free(wh_xfer *x) {
+    if (x->prev) x->prev->next = x->next;
+    else if (wh_all == x) wh_all = x->next;
+    if (x->next) x->next->prev = x->prev;
+    if (x->easy) {
+        curl_multi_remove_handle(wh_multi, x->easy);
+        curl_easy_cleanup(x->easy);
+    }
+    curl_slist_free_all(x->headers);
+    botspace_webhook_request_free(&x->req);
+    free(x->retry_after);
+    free(x);
+}
+
+/* Starts one request; on a local failure reports it at once. */
+static void wh_start(botspace_webhook_request *req, uint64_t now) {
+    botspace_webhook_request_parts p;
+    botspace_webhook_request_parts_get(req, &p);
+    wh_xfer *x = calloc(1, sizeof *x);
+    if (!x) die_oom();
+    x->req = req;
+    x->id = p.id;
+    for (size_t i = 0; i < p.header_count; i++) {
+        struct curl_slist *h = curl_slist_append(x->headers, p.headers[i]);
+        if (!h) die_oom();
+        x->headers = h;
+    }
+    /* No Expect: 100-continue round trip, no Accept: the library's headers only. */
+    static const char *const NONE[] = {"Expect:", "Accept:"};
+    for (size_t i = 0; i < 2; i++) {
+        struct curl_slist *h = curl_slist_append(x->headers, NONE[i]);
+        if (!h) die_oom();
+        x->headers = h;
+    }
+    uint64_t left = p.deadline_ms > now ? p.deadline_ms - now : 1;
+    CURL *e = x->easy = curl_easy_init();
+    int ok = e && curl_easy_setopt(e, CURLOPT_URL, p.url) == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
+             /* A proxy from the environment would be connected to instead
+              * of the checked addresses. */
+             curl_easy_setopt(e, CURLOPT_PROXY, "") == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1) == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L) == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L) == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_POST, 1L) == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_POSTFIELDS, (const char *)p.body) == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)p.body_len) == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->headers) == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(left > LONG_MAX ? LONG_MAX : left)) == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, wh_open_socket) == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, x) == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, wh_header_cb) == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_HEADERDATA, x) == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, wh_body_cb) == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_WRITEDATA, x) == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->error) == CURLE_OK &&
+             curl_easy_setopt(e, CURLOPT_PRIVATE, x) == CURLE_OK && curl_multi_add_handle(wh_multi, e) == CURLM_OK;
+    if (!ok) {
+        botspace_service_webhook_outcome(svc, x->id, 0, NULL, "could not build the request", false, now);
+        wh_xfer_free(x);
+        return;
+    }
+    x->next = wh_all;
+    if (wh_all) wh_all->prev = x;
+    wh_all = x;
+}
+
+/* The outcome of a finished transfer, in the Rust server's words. */
+static void wh_finish(wh_xfer *x, CURLcode rc) {
+    uint64_t now = svc_now();
+    long status = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+    long os_errno = 0;
+    curl_easy_getinfo(x->easy, CURLINFO_OS_ERRNO, &os_errno);
+    const char *detail = x->error[0] ? x->error : curl_easy_strerror(rc);
+    char msg[CURL_ERROR_SIZE + 64];
+    if ((rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && x->answer_too_long)) && status >= 100 && status <= 999) {
+        botspace_service_webhook_outcome(svc, x->id, (uint16_t)status, x->retry_after, NULL, false, now);
+        return;
+    }
+    if (rc == CURLE_OPERATION_TIMEDOUT) {
+        botspace_service_webhook_outcome(svc, x->id, 0, NULL, NULL, true, now);
+        return;
+    }
+    if (rc == CURLE_COULDNT_CONNECT && x->refusal && !x->opened) snprintf(msg, sizeof msg, "%s", x->refusal);
+    else if (rc == CURLE_COULDNT_CONNECT && os_errno) /* the Rust server's words: the OS error */
+        snprintf(msg, sizeof msg, "could not connect: %s (os error %ld)", strerror((int)os_errno), os_errno);
+    else if (rc == CURLE_COULDNT_CONNECT) snprintf(msg, sizeof msg, "could not connect: %s", detail);
+    else if (rc == CURLE_COULDNT_RESOLVE_HOST) snprintf(msg, sizeof msg, "the host name did not resolve: %s", detail);
+    else if (rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CERTPROBLEM ||
+             rc == CURLE_SSL_CIPHER || rc == CURLE_SSL_CACERT_BADFILE)
+        snprintf(msg, sizeof msg, "TLS failed: %s", detail);
+    else snprintf(msg, sizeof msg, "the connection failed: %s", detail);
+    botspace_service_webhook_outcome(svc, x->id, 0, NULL, msg, false, now);
+}
+
+/* Reports every finished transfer. */
+static void wh_reap(void) {
+    CURLMsg *m;
+    int left;
+    while ((m = curl_multi_info_read(wh_multi, &left))) {
+        if (m->msg != CURLMSG_DONE) continue;
+        wh_xfer *x = NULL;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+        CURLcode rc = m->data.result;
+        wh_finish(x, rc);
+        wh_xfer_free(x);
+        /* An outcome may make the next event of that chat due. */
+        wh_recheck_at = 0;
+    }
+}
+
+/* curl's timer, then every request the library has due. */
+static void webhook_turn(uint64_t mono, uint64_t now) {
+    if (!wh_multi) return;
+    if (wh_timer_due >= 0 && (int64_t)mono >= wh_timer_due) {
+        int running = 0;
+        wh_timer_due = -1;
+        curl_multi_socket_action(wh_multi, CURL_SOCKET_TIMEOUT, 0, &running);
+        wh_reap();
+    }
+    uint64_t due = BOTSPACE_NO_DEADLINE;
+    botspace_service_webhook_timeout(svc, &due);
+    if (due > now || mono < wh_recheck_at) return;
+    botspace_webhook_request *req = NULL;
+    while (botspace_service_poll_webhook(svc, now, &req) == BOTSPACE_STATUS_OK && req) {
+        wh_start(req, now);
+        req = NULL;
+    }
+    due = BOTSPACE_NO_DEADLINE;
+    botspace_service_webhook_timeout(svc, &due);
+    /* Still due right after polling everything: what failed (a store
+     * error) is tried again shortly, not in a busy loop. */
+    wh_recheck_at = due <= now ? mono + WEBHOOK_RECHECK_MS : 0;
+}
+
+/* How long poll(2) may sleep for the webhooks: curl's timer, the next
+ * retry. */
+static int64_t webhook_poll_timeout(uint64_t mono, uint64_t now, int64_t timeout) {
+    if (!wh_multi) return timeout;
+    if (wh_timer_due >= 0) {
+        int64_t d = wh_timer_due - (int64_t)mono;
+        if (d < timeout) timeout = d < 0 ? 0 : d;
+    }
+    uint64_t due = BOTSPACE_NO_DEADLINE;
+    botspace_service_webhook_timeout(svc, &due);
+    if (due != BOTSPACE_NO_DEADLINE) {
+        uint64_t at = due <= now ? 0 : due - now;
+        if (mono < wh_recheck_at && at < wh_recheck_at - mono) at = wh_recheck_at - mono;
+        if ((int64_t)at < timeout) timeout = (int64_t)at;
+    }
+    return timeout;
+}
+
+static int webhook_init(void) {
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || !(wh_multi = curl_multi_init())) {
+        log_at(LOG_ERROR, "cannot start libcurl for webhook deliveries");
+        return -1;
+    }
+    curl_multi_setopt(wh_multi, CURLMOPT_SOCKETFUNCTION, wh_socket_cb);
+    curl_multi_setopt(wh_multi, CURLMOPT_TIMERFUNCTION, wh_timer_cb);
+    return 0;
+}
+
+/* Transfers still in flight are dropped: unreported, they are sent again
+ * from the durable cursor after a restart. */
+static void webhook_shutdown(void) {
+    if (!wh_multi) return;
+    while (wh_all) wh_xfer_free(wh_all);
+    curl_multi_cleanup(wh_multi);
+    wh_multi = NULL;
+    free(wh_socks);
+    curl_global_cleanup();
+}
+
+/* ------------------------------------------------------------------------ */
 /* The loop */
 
 typedef struct {
@@ -1584,6 +1905,7 @@ typedef struct {
     struct pollfd *pfds;
     size_t pfds_cap, npfds;
     size_t first_conn; /* pfds index of conns[0] */
+    size_t first_wh;   /* pfds index of the first webhook (curl) socket; the connections end there */
     int lpfd, apfd;    /* pfds index of each listener, -1 when not polled */
     /* accept errors: logged at most once a second, with how many */
     uint64_t accept_logged_at;
@@ -1799,7 +2121,7 @@ static void sweep_conns(const loop_t *L, uint64_t mono) {
 /* Fills pfds (self-pipe, listener, connections); returns the poll timeout:
  * the nearest gateway deadline, at most TICK_MS. */
 static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
-    size_t need = nconns + 3;
+    size_t need = nconns + 3 + wh_nsocks;
     if (need > L->pfds_cap) {
         L->pfds_cap = need * 2;
         L->pfds = xrealloc(L->pfds, L->pfds_cap * sizeof *L->pfds);
@@ -1856,6 +2178,16 @@ static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
             }
         }
     }
+    /* curl's sockets for the webhook deliveries in flight. */
+    L->first_wh = np;
+    for (size_t i = 0; i < wh_nsocks; i++) {
+        pfds[np].fd = wh_socks[i].fd;
+        pfds[np].events = (short)(((wh_socks[i].what & CURL_POLL_IN) ? POLLIN : 0) |
+                                  ((wh_socks[i].what & CURL_POLL_OUT) ? POLLOUT : 0));
+        pfds[np].revents = 0;
+        np++;
+    }
+    timeout = webhook_poll_timeout(mono, now, timeout);
     L->npfds = np;
     return (int)timeout;
 }
@@ -1930,7 +2262,7 @@ static void accept_conns(loop_t *L, int lfd, enum role role, uint64_t mono) {
  * accepted in this round come after `first_conn + ...` and are not in pfds
  * yet. */
 static void serve_ready(const loop_t *L, uint64_t mono) {
-    for (size_t i = 0, p = L->first_conn; p < L->npfds; i++, p++) {
+    for (size_t i = 0, p = L->first_conn; p < L->first_wh; i++, p++) {
         conn_t *c = conns[i];
         short re = L->pfds[p].revents;
         if (c->fd < 0 || re == 0) continue;
@@ -1951,6 +2283,7 @@ static int loop_turn(loop_t *L) {
     poll_woken_gateways(now);
     poll_due_gateways(now);
     serve_parked(L->stopping ? UINT64_MAX : now);
+    if (!L->stopping) webhook_turn(mono, now);
     sweep_conns(L, mono);
     if (L->stopping && nconns == 0) return 1;
     int timeout = prepare_poll(L, mono, now);
@@ -1966,6 +2299,17 @@ static int loop_turn(loop_t *L) {
         accept_conns(L, L->lfd, L->afd >= 0 ? ROLE_BOT : ROLE_ALL, mono);
     if (L->apfd >= 0 && L->afd >= 0 && (L->pfds[L->apfd].revents & POLLIN)) accept_conns(L, L->afd, ROLE_ADMIN, mono);
     serve_ready(L, mono);
+    /* The webhook sockets poll(2) reported (curl's callbacks may change
+     * wh_socks meanwhile; pfds holds this round's copy). */
+    for (size_t p = L->first_wh; p < L->npfds; p++) {
+        short re = L->pfds[p].revents;
+        if (!re) continue;
+        int ev = ((re & POLLIN) ? CURL_CSELECT_IN : 0) | ((re & POLLOUT) ? CURL_CSELECT_OUT : 0) |
+                 ((re & (POLLERR | POLLHUP | POLLNVAL)) ? CURL_CSELECT_ERR : 0);
+        int running = 0;
+        curl_multi_socket_action(wh_multi, L->pfds[p].fd, ev, &running);
+    }
+    if (L->first_wh < L->npfds) wh_reap();
     serve_http_round();
     finish_http_eof();
     return 0;
@@ -2093,6 +2437,8 @@ static int open_service(const args_t *args, const char *secret, const char *key)
         }
         buf_add(&cfg, "]", 1);
     }
+    if (args->webhook_allow_http) buf_add(&cfg, ",\"webhook_allow_http\":true", 26);
+    if (args->webhook_allow_private_addresses) buf_add(&cfg, ",\"webhook_allow_private_addresses\":true", 39);
     const char *clock = args->manual_clock ? ",\"clock\":\"manual\"}" : ",\"clock\":\"system\"}";
     buf_add(&cfg, clock, strlen(clock));
     botspace_status st = botspace_service_open(cfg.p, cfg.len, &svc);
@@ -2158,6 +2504,7 @@ static void shut_down(loop_t *L) {
     if (L->lfd >= 0) close(L->lfd);
     if (L->afd >= 0) close(L->afd);
     stop_notify_loop();
+    webhook_shutdown();
     botspace_service_set_wake_callback(svc, NULL, NULL);
     botspace_service_set_log_callback(svc, NULL, NULL);
     botspace_service_free(&svc);
@@ -2174,6 +2521,8 @@ int main(int argc, char **argv) {
      * fail with EPIPE instead of killing the server. */
     signal(SIGPIPE, SIG_IGN);
     snprintf(USAGE, sizeof USAGE, "%s%s", USAGE_1, USAGE_2);
+    /* Before any thread starts (curl_global_init is not thread-safe). */
+    if (webhook_init() != 0) return 1;
     args_t args;
     int pa = parse_args(argc, argv, &args);
     if (pa != 0) free(args.trusted_proxies);

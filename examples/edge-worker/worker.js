@@ -14,9 +14,22 @@
 // until the write is durable. So a 200 or an event the bot sees is on disk,
 // and a crash leaves the state before or after a commit, never a mix.
 //
+// Webhooks: the object sends its bots' webhook deliveries with `fetch`;
+// workerd's output gate holds each request until the commits before it
+// are durable. Retries wait for a Durable Object alarm
+// (`ctx.storage.setAlarm`), which fires even after the object was evicted
+// from memory: the service tells the object when it next needs the time
+// (`webhookSchedule`) and the alarm handler delivers what is due. Which
+// addresses `fetch` may reach is the runtime's rule: workerd's `internet`
+// network service (workerd.capnp allows only public addresses); on
+// Cloudflare, private addresses are out of reach anyway.
+//
 // Bindings (see wrangler.toml or workerd.capnp): BOTSPACE (the Durable
-// Object namespace), the secret ADMIN_SECRET (16+ characters) and,
-// optionally, BOTSPACE_CONFIG_JSON (more configuration as JSON).
+// Object namespace), the secret ADMIN_SECRET (16+ characters),
+// optionally WEBHOOK_ALLOW_HTTP and WEBHOOK_ALLOW_PRIVATE_ADDRESSES
+// ("true" allows `http` webhook URLs and literal private addresses in
+// them; both off by default) and BOTSPACE_CONFIG_JSON (more configuration
+// as JSON).
 
 import { Service, durableObjectPageStorage } from 'botspace';
 
@@ -28,9 +41,29 @@ export class BotspaceDurableObject {
     // BOTSPACE_CONFIG_JSON (optional): more configuration as JSON, e.g. limits.
     const extra = env.BOTSPACE_CONFIG_JSON ? JSON.parse(env.BOTSPACE_CONFIG_JSON) : {};
     this.service = new Service(
-      { ...extra, admin_secret: env.ADMIN_SECRET, clock: 'system' },
-      { storage: durableObjectPageStorage(ctx.storage) },
+      {
+        ...extra,
+        admin_secret: env.ADMIN_SECRET,
+        clock: 'system',
+        webhook_allow_http: env.WEBHOOK_ALLOW_HTTP === 'true',
+        webhook_allow_private_addresses: env.WEBHOOK_ALLOW_PRIVATE_ADDRESSES === 'true',
+      },
+      {
+        storage: durableObjectPageStorage(ctx.storage),
+        // The alarm keeps the time of the next retry (and of each attempt's
+        // deadline), so deliveries go on after the object is evicted.
+        webhookSchedule: (at) => {
+          const set = at === null ? ctx.storage.deleteAlarm() : ctx.storage.setAlarm(at);
+          Promise.resolve(set).catch((e) => console.error('botspace: the webhook alarm was not set', e));
+        },
+      },
     );
+  }
+
+  /** The alarm: deliver what is due, and stay until each delivery is answered. */
+  async alarm() {
+    this.alarms = (this.alarms ?? 0) + 1;
+    await this.service.deliverWebhooks();
   }
 
   async fetch(request) {
@@ -44,7 +77,7 @@ export class BotspaceDurableObject {
    * `GET /_botspace/export` (the whole database, for backup),
    * `POST /_botspace/import` (replace it with an exported image) and
    * `GET /_botspace/stats` (what went to storage since the object started,
-   * and the module's memory).
+   * the module's memory, and how many alarms fired).
    */
   async hostTools(request, url) {
     const given = new TextEncoder().encode(request.headers.get('x-admin-secret') ?? '');
@@ -53,7 +86,7 @@ export class BotspaceDurableObject {
       return Response.json({ ok: false, error_code: 401, description: 'Unauthorized' }, { status: 401 });
     }
     if (url.pathname === '/_botspace/stats' && request.method === 'GET') {
-      return Response.json({ ...this.service.storageStats(), memoryBytes: this.service.memoryBytes() });
+      return Response.json({ ...this.service.storageStats(), memoryBytes: this.service.memoryBytes(), alarms: this.alarms ?? 0 });
     }
     if (url.pathname === '/_botspace/export' && request.method === 'GET') {
       return new Response(this.service.exportDatabase(), { headers: { 'content-type': 'application/vnd.sqlite3' } });

@@ -52,12 +52,18 @@ export async function untilServing(base, proc, message) {
   }
 }
 
-/** Starts workerd on `stateDir` (with `env` added to its environment); resolves once it answers. */
-export async function startWorkerd(stateDir, port, env = {}) {
+/**
+ * Starts workerd on `stateDir`; resolves once it answers. `options.config`
+ * is the configuration file (workerd.capnp by default;
+ * workerd-local-receivers.capnp lets webhooks reach this machine),
+ * `options.env` adds to the environment.
+ */
+export async function startWorkerd(stateDir, port, options = {}) {
   port ??= await freePort();
-  const proc = spawn(BIN, ['serve', 'workerd.capnp', '--socket-addr', `http=127.0.0.1:${port}`, '--directory-path', `state=${stateDir}`], {
+  const args = ['serve', options.config ?? 'workerd.capnp'];
+  const proc = spawn(BIN, [...args, '--socket-addr', `http=127.0.0.1:${port}`, '--directory-path', `state=${stateDir}`], {
     cwd: HERE,
-    env: { ...process.env, ADMIN_SECRET: SECRET, ...env },
+    env: { ...process.env, ADMIN_SECRET: SECRET, ...options.env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';

@@ -11,6 +11,11 @@ const config :Workerd.Config = (
     # Durable Object storage on local disk; `--directory-path state=DIR`
     # (npm start passes $STATE_DIR) says where.
     (name = "state", disk = (path = ".state", writable = true)),
+    # Where the worker's `fetch` (webhook deliveries) may connect: workerd
+    # checks the address each name resolves to against this list, so a
+    # webhook cannot reach loopback, the private network or link-local
+    # addresses (169.254.169.254) through a name.
+    (name = "internet", network = (allow = ["public"], tlsOptions = (trustBrowserCas = true))),
   ],
   sockets = [
     # `--socket-addr http=127.0.0.1:PORT` (npm start passes $PORT) overrides this.
@@ -44,5 +49,8 @@ const botspaceWorker :Workerd.Worker = (
     # More configuration as JSON (limits, say); null when unset. Not
     # BOTSPACE_CONFIG: the example servers take a file's path by that name.
     (name = "BOTSPACE_CONFIG_JSON", fromEnvironment = "BOTSPACE_CONFIG_JSON"),
+    # "true" allows `http` webhook URLs / literal private addresses in them.
+    (name = "WEBHOOK_ALLOW_HTTP", fromEnvironment = "WEBHOOK_ALLOW_HTTP"),
+    (name = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES", fromEnvironment = "WEBHOOK_ALLOW_PRIVATE_ADDRESSES"),
   ],
 );

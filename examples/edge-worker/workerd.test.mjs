@@ -81,7 +81,7 @@ test('workerd serves the bot REST API, the host API and the gateway; the state s
 
 test('BOTSPACE_CONFIG_JSON from the environment adds configuration (a 1 KiB body limit); unset, the default holds', async () => {
   const body = { text: 'x'.repeat(2000) };
-  const refused = await startWorkerd(stateDir(), undefined, { BOTSPACE_CONFIG_JSON: JSON.stringify({ max_body_bytes: 1024 }) });
+  const refused = await startWorkerd(stateDir(), undefined, { env: { BOTSPACE_CONFIG_JSON: JSON.stringify({ max_body_bytes: 1024 }) } });
   try {
     const r = await call(refused.base, '/admin/createUser', body);
     assert.equal(r.status, 413, JSON.stringify(r.body));

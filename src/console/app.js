@@ -252,6 +252,7 @@ views.bots = async (root) => {
 views.bot = async (root, id) => {
   const b = await api('getBot', { bot_id: id });
   const act = await api('getBotActivity', { bot_id: id });
+  const hook = await api('getWebhookInfo', { bot_id: id });
   const out = h('div', { id: 'bot-result' });
   const refusals = Object.entries(act.refusals);
   root.append(h('h2', {}, 'Bot @' + b.handle), h('p', { class: 'sub' }, b.display_name, ' · ', h('code', {}, b.id)),
@@ -335,7 +336,29 @@ views.bot = async (root, id) => {
     },
   }, 'Show operational token') : null;
 
-  root.append(h('h3', {}, 'Identity and permissions'), edit,
+  // How the bot hears its events: a webhook, or the gateway and long
+  // polling (which read the same log when no webhook is set).
+  const mode = hook.url ? 'Webhook' : 'Gateway or getUpdates';
+  const clear = hook.url ? h('button', {
+    type: 'button', class: 'danger',
+    onclick: async () => {
+      try {
+        await api('deleteWebhook', { bot_id: id });
+        show('bot', id);
+        say('Cleared the webhook of @' + b.handle + ': its events wait for the gateway or getUpdates.');
+      } catch (err) { fail(err); }
+    },
+  }, 'Clear webhook') : null;
+  const delivery = h('dl', { class: 'figures', 'aria-label': 'Delivery', id: 'bot-delivery' },
+    h('dt', {}, 'Mode'), h('dd', { id: 'bot-mode' }, mode),
+    h('dt', {}, 'Webhook URL'), h('dd', { id: 'bot-webhook-url' }, hook.url ? h('code', {}, hook.url) : 'none'),
+    h('dt', {}, 'Pending events'), h('dd', { id: 'bot-pending' }, String(hook.pending_update_count)),
+    h('dt', {}, 'Last delivery error'), h('dd', { id: 'bot-webhook-error' },
+      hook.last_error_message ? when(hook.last_error_date) + ': ' + hook.last_error_message : 'none'),
+    h('dt', {}, 'Next attempt'), h('dd', {}, hook.next_attempt_date ? when(hook.next_attempt_date) : 'none waiting'));
+
+  root.append(h('h3', {}, 'Delivery'), delivery, clear ? h('p', {}, clear) : '',
+    h('h3', {}, 'Identity and permissions'), edit,
     h('h3', {}, 'Access'), h('p', {}, rotate, ' ', toggle, ' ', opToken), out,
     h('p', {}, h('button', { type: 'button', onclick: () => show('chats', { member: id, name: '@' + b.handle }) }, 'Chats of @' + b.handle), ' ',
       h('button', { type: 'button', onclick: () => show('audit', { target: id, name: '@' + b.handle }) }, 'Audit entries of @' + b.handle), ' ',

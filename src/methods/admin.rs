@@ -56,6 +56,14 @@ fn run(ctx: &mut Ctx<'_>, method: AdminMethod, b: &Body) -> ApiResult<Vec<u8>> {
         M::GetChatActions => chat_actions(ctx, b)?,
         M::GetUpdates => return get_updates(ctx, b),
         M::GetStats => stats(ctx)?,
+        M::GetWebhookInfo => {
+            let bot = load_bot(ctx, params::req_str(b, "bot_id")?)?;
+            return super::webhook::info(ctx, &bot.id);
+        }
+        M::DeleteWebhook => {
+            let bot = load_bot(ctx, params::req_str(b, "bot_id")?)?;
+            return super::webhook::delete(ctx, &bot.id, b);
+        }
         M::AdvanceClock => advance_clock(ctx, b)?,
     };
     to_json(&v)

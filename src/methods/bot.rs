@@ -35,6 +35,9 @@ pub fn call(ctx: &mut Ctx<'_>, bot: &Bot, method: BotMethod, req: &Request<'_>) 
         BotMethod::EditMessageText => edit_message_text(ctx, bot, &tier_gate(bot, method, req)?),
         BotMethod::DeleteMessage => delete_message(ctx, bot, &tier_gate(bot, method, req)?),
         BotMethod::GetUpdates => get_updates(ctx, bot, req),
+        BotMethod::SetWebhook => super::webhook::set_webhook(ctx, bot, &params::parse_body(&req.body)?),
+        BotMethod::DeleteWebhook => super::webhook::delete_webhook(ctx, bot, &params::parse_body(&req.body)?),
+        BotMethod::GetWebhookInfo => super::webhook::get_webhook_info(ctx, bot, &params::parse_body(&req.body)?),
     }
 }
 
@@ -45,6 +48,11 @@ pub fn call(ctx: &mut Ctx<'_>, bot: &Bot, method: BotMethod, req: &Request<'_>) 
 /// to park.
 fn get_updates(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Vec<u8>> {
     let poll = super::updates::parse(&params::parse_body(&req.body)?)?;
+    // A bot hears its events one way at a time: while a webhook is set,
+    // they go there (and getUpdates would race its cursor).
+    if crate::store::webhooks::get(ctx.conn, &bot.id)?.is_some() {
+        return Err(ApiError::webhook_active());
+    }
     super::updates::acknowledge(ctx.conn, &bot.id, poll.offset)?;
     let read = super::updates::read(ctx.conn, &bot.id, &poll)?;
     if read.count == 0 && poll.timeout_s > 0 {

@@ -218,6 +218,7 @@ pub fn audited(m: AdminMethod) -> bool {
             | M::GetChatMembers
             | M::GetBotActivity
             | M::GetAuditLog
+            | M::GetWebhookInfo
     )
 }
 

@@ -8,6 +8,7 @@ pub mod console;
 pub mod messages;
 pub mod params;
 pub mod updates;
+pub mod webhook;
 
 /// How long an Idempotency-Key is remembered.
 pub const IDEMPOTENCY_TTL_MS: u64 = 24 * 3600 * 1000;

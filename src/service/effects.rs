@@ -102,6 +102,10 @@ impl Service {
         // its `poll_parked` after the hook finds them.
         self.parked.wake(&fx.woken, parked::Ready::Woken);
         self.parked.wake(&fx.revoked, parked::Ready::Revoked);
+        if !fx.woken.is_empty() || !fx.webhooks_changed.is_empty() {
+            let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+            d.note(&fx.woken, &fx.webhooks_changed);
+        }
         fx.woken.append(&mut fx.revoked);
         fx.woken.sort_unstable();
         fx.woken.dedup();

@@ -70,6 +70,8 @@ pub struct Service {
     backlog_scan: std::sync::Mutex<store::backlog::Scan>,
     /// Set by [`Service::begin_shutdown`]: `/readyz` answers 503.
     shutting_down: std::sync::atomic::AtomicBool,
+    /// This node's webhook deliveries (`service/webhooks.rs`).
+    pub(crate) webhooks: std::sync::Mutex<crate::webhook::deliveries::Deliveries>,
 }
 
 /// The listening side of LISTEN/NOTIFY.
@@ -115,6 +117,7 @@ mod image;
 mod ops;
 mod parked;
 mod pipeline;
+mod webhooks;
 
 impl Service {
     /// Opens a service with the clock the configuration names.
@@ -179,6 +182,7 @@ impl Service {
             metrics_reader: std::sync::Mutex::new(None),
             backlog_scan: std::sync::Mutex::default(),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
+            webhooks: Default::default(),
         })
     }
 

@@ -229,7 +229,7 @@ impl Service {
             Ok(r) if r.route == crate::route::Route::Bot(crate::route::BotMethod::GetUpdates) => r,
             _ => return Answer::Now(self.handle_request_from(request, peer)),
         };
-        let started = crate::metrics::Timer::start();
+        let started = crate::metrics::Timer::sampled();
         let seen = self.parked.generation();
         // A getUpdates runs alone, in its own transaction (not in a group):
         // the method leaves what to park in the transaction's effects.

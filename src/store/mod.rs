@@ -28,6 +28,7 @@ pub mod sqlite;
 pub mod stats;
 pub mod users;
 pub mod wal;
+pub mod webhooks;
 
 /// Which SQL dialect a connection speaks, for the few statements that differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -323,6 +323,8 @@ pub const MIGRATIONS: &[&str] = &[
     // SQLite migration 5); existing bots get their keys in the same
     // transaction.
     super::bots::HANDLE_KEYS_MIGRATION,
+    // 6: bots' webhooks.
+    super::webhooks::POSTGRES_MIGRATION,
 ];
 
 /// A PostgreSQL connection that reopens itself after it broke.

@@ -153,6 +153,8 @@ pub const MIGRATIONS: &[&str] = &[
     // 5: bot handles are unique, compared case-insensitively; existing
     // bots get their keys from `claim_handle_keys` in the same transaction.
     super::bots::HANDLE_KEYS_MIGRATION,
+    // 6: bots' webhooks.
+    super::webhooks::SQLITE_MIGRATION,
 ];
 
 /// Opens (or creates) the database and brings its schema up to date.

@@ -1940,6 +1940,229 @@ static void test_threads(int iters) {
     for (int i = 0; i < THREADS; i++) world_free(&ws[i].w);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Webhook deliveries: the host's side, on a manual clock */
+
+static const char WEBHOOK_CONFIG[] =
+    "{\"database\":\":memory:\",\"admin_secret\":\"vector-admin-secret-0001\",\"clock\":\"manual\","
+    "\"webhook_allow_http\":true,\"webhook_allow_private_addresses\":true}";
+
+/* getWebhookInfo's result. */
+static jval *webhook_info(botspace_service *s, const world *w) {
+    char auth[256];
+    snprintf(auth, sizeof auth, "Bot %s", w->token);
+    int status = 0;
+    jval *v = post_json(s, "/bot/getWebhookInfo", auth, "{}", &status);
+    CHECK(status == 200 && v, "getWebhookInfo answers 200");
+    return v;
+}
+
+static int info_is(const jval *v, const char *key, const char *num_or_str) {
+    const jval *x = json_get(json_get(v, "result"), key);
+    if (!x) return 0;
+    if (!num_or_str) return x->t == J_NULL;
+    return (x->t == J_NUM || x->t == J_STR) && strcmp(x->s, num_or_str) == 0;
+}
+
+/* When the next attempt is due: what an outcome changed is read by a poll
+ * first (until then the timeout says "now"), which finds nothing due yet. */
+static uint64_t next_due(botspace_service *s, uint64_t now) {
+    botspace_webhook_request *req = NULL;
+    CHECK(botspace_service_poll_webhook(s, now, &req) == BOTSPACE_STATUS_OK && req == NULL, "poll_webhook: nothing due yet");
+    botspace_webhook_request_free(&req);
+    uint64_t t = 0;
+    CHECK(botspace_service_webhook_timeout(s, &t) == BOTSPACE_STATUS_OK, "webhook_timeout");
+    return t;
+}
+
+/* Polls one request and reads its parts; NULL when none is due. */
+static botspace_webhook_request *poll_one(botspace_service *s, uint64_t now, botspace_webhook_request_parts *p) {
+    botspace_webhook_request *req = NULL;
+    if (botspace_service_poll_webhook(s, now, &req) != BOTSPACE_STATUS_OK) return NULL;
+    if (req) botspace_webhook_request_parts_get(req, p);
+    return req;
+}
+
+static void test_webhooks(void) {
+    botspace_service *s = open_service(WEBHOOK_CONFIG);
+    uint64_t now = 0, t = 0;
+    botspace_service_now_ms(s, &now);
+    botspace_webhook_request *req = NULL;
+    botspace_webhook_request_parts p;
+    const char *refusal = "unset";
+
+    /* NULL arguments */
+    CHECK(botspace_service_poll_webhook(NULL, now, &req) == BOTSPACE_STATUS_NULL_ARGUMENT, "poll_webhook: NULL service");
+    CHECK(botspace_service_poll_webhook(s, now, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "poll_webhook: NULL out");
+    CHECK(botspace_webhook_request_parts_get(NULL, &p) == BOTSPACE_STATUS_NULL_ARGUMENT, "request_parts_get: NULL request");
+    CHECK(botspace_service_webhook_outcome(NULL, 1, 200, NULL, NULL, false, now) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "webhook_outcome: NULL service");
+    CHECK(botspace_service_webhook_outcome(s, 1, 0, NULL, NULL, false, now) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              strstr(last_error(), "failure_message") != NULL,
+          "webhook_outcome: no answer and no message");
+    CHECK(botspace_service_webhook_outcome(s, 1, 42, NULL, NULL, false, now) == BOTSPACE_STATUS_INVALID_ARGUMENT &&
+              strstr(last_error(), "status_code 42") != NULL,
+          "webhook_outcome: a status that is not HTTP");
+    CHECK(botspace_service_webhook_timeout(NULL, &t) == BOTSPACE_STATUS_NULL_ARGUMENT, "webhook_timeout: NULL service");
+    CHECK(botspace_service_webhook_timeout(s, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "webhook_timeout: NULL out");
+    CHECK(botspace_service_webhook_address_allowed(NULL, "127.0.0.1", &refusal) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "address_allowed: NULL service");
+    CHECK(botspace_service_webhook_address_allowed(s, NULL, &refusal) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "address_allowed: NULL ip");
+    CHECK(botspace_service_webhook_address_allowed(s, "127.0.0.1", NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "address_allowed: NULL out");
+    CHECK(botspace_service_webhook_address_allowed(s, "localhost", &refusal) == BOTSPACE_STATUS_INVALID_ARGUMENT &&
+              strcmp(refusal, "unset") == 0,
+          "address_allowed: a name is not an address (output untouched)");
+    botspace_webhook_request_free(NULL);
+    botspace_webhook_request_free(&req);
+    CHECK(req == NULL, "webhook_request_free: NULL and a pointer to NULL are harmless");
+
+    /* Before the first poll the webhooks are not loaded: due now; after
+     * it, with no webhook, nothing waits. */
+    CHECK(botspace_service_webhook_timeout(s, &t) == BOTSPACE_STATUS_OK && t == now, "webhook_timeout: due before loading");
+    CHECK(poll_one(s, now, &p) == NULL, "poll_webhook: nothing without a webhook");
+    CHECK(botspace_service_webhook_timeout(s, &t) == BOTSPACE_STATUS_OK && t == BOTSPACE_NO_DEADLINE,
+          "webhook_timeout: no deadline without a webhook");
+
+    world w;
+    world_make(s, &w, "standard");
+    char auth[256], body[512];
+    snprintf(auth, sizeof auth, "Bot %s", w.token);
+    int status = 0;
+    jval *set = post_json(s, "/bot/setWebhook", auth, "{\"url\":\"http://127.0.0.1:9/hook?x=1\"}", &status);
+    CHECK(status == 200 && set && json_get(json_get(set, "result"), "secret"), "setWebhook with an http URL");
+    json_free(set);
+    snprintf(body, sizeof body, "{\"user_id\":\"%s\",\"chat_id\":\"%s\",\"text\":\"hello hook\"}", w.user, w.chat);
+    json_free(admin(s, "sendUserMessage", body));
+
+    /* The first event (bot_started) is due; the message waits behind it
+     * (one chat, in order). */
+    req = poll_one(s, now, &p);
+    CHECK(req != NULL, "poll_webhook: the first event is due");
+    if (!req) {
+        world_free(&w);
+        botspace_service_free(&s);
+        return;
+    }
+    CHECK(p.id != 0 && !p.https && p.port == 9 && p.attempt == 1 && p.deadline_ms == now + 10000,
+          "request: id, scheme, port, attempt, a 10 s deadline");
+    CHECK(strcmp(p.host, "127.0.0.1") == 0 && strcmp(p.path_and_query, "/hook?x=1") == 0 &&
+              strcmp(p.host_header, "127.0.0.1:9") == 0 && strcmp(p.url, "http://127.0.0.1:9/hook?x=1") == 0,
+          "request: host, path and query, Host header, URL");
+    char want_id[128];
+    snprintf(want_id, sizeof want_id, "webhook-id: msg_%s_1", w.bot);
+    CHECK(p.header_count == 6 && strcmp(p.headers[0], "User-Agent: botspace-webhooks") == 0 &&
+              strcmp(p.headers[1], "Connection: close") == 0 &&
+              strcmp(p.headers[2], "content-type: application/json") == 0 && strcmp(p.headers[3], want_id) == 0 &&
+              strcmp(p.headers[4], "webhook-timestamp: 1767225600") == 0 &&
+              strncmp(p.headers[5], "webhook-signature: v1,", 22) == 0 && strlen(p.headers[5]) == 22 + 44,
+          "request: the headers, in order");
+    char want_body[512];
+    snprintf(want_body, sizeof want_body,
+             "{\"update_id\":1,\"type\":\"bot_started\",\"data\":{\"chat\":{\"id\":\"%s\",\"type\":\"private\"},", w.chat);
+    CHECK(p.body_len > strlen(want_body) && memcmp(p.body, want_body, strlen(want_body)) == 0 &&
+              p.body[p.body_len - 1] == '}',
+          "request: the body is the update");
+    char head[256];
+    snprintf(head, sizeof head, "POST /hook?x=1 HTTP/1.1\r\nHost: 127.0.0.1:9\r\nContent-Length: %zu\r\n", p.body_len);
+    CHECK(p.http_bytes_len > strlen(head) + p.body_len && memcmp(p.http_bytes, head, strlen(head)) == 0 &&
+              memcmp(p.http_bytes + p.http_bytes_len - p.body_len, p.body, p.body_len) == 0,
+          "request: the ready HTTP bytes");
+    botspace_webhook_request_parts p2;
+    CHECK(poll_one(s, now, &p2) == NULL, "poll_webhook: the next event of the chat waits");
+
+    /* 500: retried within 0.5..1 s, recorded for getWebhookInfo. */
+    uint64_t id = p.id;
+    botspace_webhook_request_free(&req);
+    CHECK(req == NULL, "webhook_request_free sets the handle to NULL");
+    CHECK(botspace_service_webhook_outcome(s, id, 500, NULL, NULL, false, now) == BOTSPACE_STATUS_OK, "outcome: 500");
+    t = next_due(s, now);
+    CHECK(t >= now + 500 && t <= now + 1000, "webhook_timeout: the retry, 0.5..1 s later");
+    jval *info = webhook_info(s, &w);
+    CHECK(info_is(info, "last_error_message", "the receiver answered 500") && info_is(info, "pending_update_count", "2") &&
+              info_is(info, "last_error_date", "1767225600"),
+          "getWebhookInfo: the 500 recorded, 2 pending");
+    json_free(info);
+    CHECK(poll_one(s, t - 1, &p) == NULL, "poll_webhook: nothing before the retry");
+    req = poll_one(s, t, &p);
+    CHECK(req && p.attempt == 2 && p.id != id && strcmp(p.headers[3], want_id) == 0,
+          "poll_webhook: the retry, with the same webhook-id");
+    now = t;
+    if (req) {
+        /* 200: the cursor moves over event 1; the message is due. */
+        CHECK(botspace_service_webhook_outcome(s, p.id, 200, NULL, NULL, false, now) == BOTSPACE_STATUS_OK, "outcome: 200");
+        botspace_webhook_request_free(&req);
+    }
+    CHECK(botspace_service_webhook_outcome(s, 999999, 200, NULL, NULL, false, now) == BOTSPACE_STATUS_OK,
+          "outcome: an unknown id is ignored");
+    info = webhook_info(s, &w);
+    CHECK(info_is(info, "pending_update_count", "1"), "getWebhookInfo: 1 pending after the 200");
+    json_free(info);
+    req = poll_one(s, now, &p);
+    CHECK(req && p.attempt == 1 && memcmp(p.body, "{\"update_id\":2,\"type\":\"message_created\",", 40) == 0,
+          "poll_webhook: the message is due");
+    if (req) {
+        /* 429 with a raw Retry-After: the library parses it. */
+        CHECK(botspace_service_webhook_outcome(s, p.id, 429, " 5 ", NULL, false, now) == BOTSPACE_STATUS_OK,
+              "outcome: 429 with Retry-After");
+        botspace_webhook_request_free(&req);
+        t = next_due(s, now);
+        CHECK(t >= now + 5000 && t <= now + 5000 + 2000, "webhook_timeout: at least the Retry-After");
+        now = t;
+    }
+    /* A connection that failed: the host's message is recorded. */
+    req = poll_one(s, now, &p);
+    CHECK(req && p.attempt == 2, "poll_webhook: the message again after the Retry-After");
+    if (req) {
+        CHECK(botspace_service_webhook_outcome(s, p.id, 0, NULL, "could not connect: refused", false, now) ==
+                  BOTSPACE_STATUS_OK,
+              "outcome: a failure");
+        botspace_webhook_request_free(&req);
+    }
+    info = webhook_info(s, &w);
+    CHECK(info_is(info, "last_error_message", "could not connect: refused"), "getWebhookInfo: the host's failure message");
+    json_free(info);
+    now = next_due(s, now);
+    req = poll_one(s, now, &p);
+    CHECK(req && p.attempt == 3, "poll_webhook: the third attempt");
+    if (req) {
+        /* No answer in time, then 204: delivered, nothing waits. */
+        CHECK(botspace_service_webhook_outcome(s, p.id, 0, NULL, NULL, true, now) == BOTSPACE_STATUS_OK, "outcome: timed out");
+        botspace_webhook_request_free(&req);
+        info = webhook_info(s, &w);
+        CHECK(info_is(info, "last_error_message", "no answer within 10 s"), "getWebhookInfo: the time-out");
+        json_free(info);
+        now = next_due(s, now);
+        req = poll_one(s, now, &p);
+        CHECK(req && p.attempt == 4, "poll_webhook: the fourth attempt");
+        if (req) CHECK(botspace_service_webhook_outcome(s, p.id, 204, NULL, NULL, false, now) == BOTSPACE_STATUS_OK, "outcome: 204");
+        botspace_webhook_request_free(&req);
+    }
+    info = webhook_info(s, &w);
+    CHECK(info_is(info, "pending_update_count", "0") && info_is(info, "next_attempt_date", NULL),
+          "getWebhookInfo: the cursor moved over everything");
+    json_free(info);
+    CHECK(next_due(s, now) == BOTSPACE_NO_DEADLINE, "nothing waits once delivered");
+
+    /* The address policy: allowed here; refused by default, in the words
+     * a delivery records. */
+    CHECK(botspace_service_webhook_address_allowed(s, "127.0.0.1", &refusal) == BOTSPACE_STATUS_OK && refusal == NULL,
+          "address_allowed: loopback with webhook_allow_private_addresses");
+    world_free(&w);
+    botspace_service_free(&s);
+    s = open_service(BASE_CONFIG);
+    CHECK(botspace_service_webhook_address_allowed(s, "127.0.0.1", &refusal) == BOTSPACE_STATUS_OK && refusal &&
+              strcmp(refusal, "the host name resolves to a loopback address, which this server does not deliver to") == 0,
+          "address_allowed: loopback refused by default");
+    CHECK(botspace_service_webhook_address_allowed(s, "fe80::1", &refusal) == BOTSPACE_STATUS_OK && refusal &&
+              strcmp(refusal, "the host name resolves to a link-local address, which this server does not deliver to") == 0,
+          "address_allowed: IPv6 link-local refused by default");
+    CHECK(botspace_service_webhook_address_allowed(s, "93.184.216.34", &refusal) == BOTSPACE_STATUS_OK && refusal == NULL,
+          "address_allowed: a public address");
+    botspace_service_free(&s);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s VECTORS_DIR\n", argv[0]);
@@ -1958,6 +2181,7 @@ int main(int argc, char **argv) {
     test_request_head();
     test_connection_budgets();
     test_gateway();
+    test_webhooks();
     test_threads(iters);
     test_vectors(argv[1]);
     printf("%d passed, %d failed\n", passed, failed);

@@ -251,6 +251,23 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   assert.equal(await page.locator('#bot-status').textContent(), 'active');
   assert.equal((await bot(newToken, 'getMe')).status, 200);
 
+  // Delivery: no webhook, then one set by the bot, shown and cleared here.
+  assert.equal(await page.locator('#bot-mode').textContent(), 'Gateway or getUpdates');
+  assert.equal(await page.locator('#bot-webhook-url').textContent(), 'none');
+  const set = await bot(newToken, 'setWebhook', { url: 'https://hooks.example.com/leaky' });
+  assert.equal(set.status, 200, JSON.stringify(set.body));
+  await page.getByRole('button', { name: 'Back to bots' }).click();
+  await page.getByRole('button', { name: 'Open bot @leaky_bot' }).click();
+  await page.getByRole('heading', { name: 'Bot @leaky_bot', exact: true }).waitFor();
+  assert.equal(await page.locator('#bot-mode').textContent(), 'Webhook');
+  assert.equal(await page.locator('#bot-webhook-url').textContent(), 'https://hooks.example.com/leaky');
+  await screen('4-webhook');
+  await page.getByRole('button', { name: 'Clear webhook' }).click();
+  await page.getByText('Cleared the webhook of @leaky_bot').waitFor();
+  assert.equal(await page.locator('#bot-mode').textContent(), 'Gateway or getUpdates');
+  const info = await bot(newToken, 'getWebhookInfo');
+  assert.equal(info.body.result.url, '');
+
   // A user, then a group with the user and the bot.
   await page.getByRole('button', { name: 'Users' }).click();
   await page.getByRole('heading', { name: 'Users', exact: true }).waitFor();
@@ -347,9 +364,9 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   }
   const log = await admin('getAuditLog', { target: botId });
   assert.deepEqual(log.entries.map((e) => e.method),
-    ['startBot', 'updateBot', 'updateBot', 'updateBot', 'rotateBotToken', 'createBot']);
+    ['startBot', 'deleteWebhook', 'updateBot', 'updateBot', 'updateBot', 'rotateBotToken', 'createBot']);
   assert.deepEqual(log.entries.map((e) => e.detail.status ?? e.detail.quota_tier ?? null),
-    [null, 'active', 'suspended', 'standard', null, 'free']);
+    [null, null, 'active', 'suspended', 'standard', null, 'free']);
   const raw = JSON.stringify(await admin('getAuditLog', { limit: 100 }));
   assert.ok(![oldToken, newToken, SECRET].some((s) => raw.includes(s)));
   await screen('8-audit');
@@ -359,7 +376,7 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   await page.getByRole('button', { name: 'Open bot @leaky_bot' }).click();
   await page.getByRole('button', { name: 'Audit entries of @leaky_bot' }).click();
   await page.locator('#audit-about', { hasText: 'Entries about @leaky_bot.' }).waitFor();
-  assert.equal(await page.locator('table[aria-label="Audit log"] tbody tr').count(), 6);
+  assert.equal(await page.locator('table[aria-label="Audit log"] tbody tr').count(), 7);
   await screen('8-audit-of-bot');
 
   assert.deepEqual(pageErrors, [], 'no script errors or CSP violations');

@@ -1938,6 +1938,102 @@ def updates_cases():
     return cs
 
 
+# ------------------------------------------------------------- webhooks.json
+
+def webhook_cases():
+    cs = []
+    base = setup_private()
+    url = "https://example.com/hook"
+
+    def info(url="", pending=1, max_connections=None, allowed=None):
+        return ok({"url": url, "pending_update_count": pending, "max_connections": max_connections,
+                   "allowed_updates": allowed, "last_error_date": None, "last_error_message": None,
+                   "next_attempt_date": None})
+
+    cs.append(case("getWebhookInfo with no webhook set: url is empty, the pending count is the unacknowledged events",
+                   base + [bot_call("b", "getWebhookInfo", {}, 200, info())]))
+    cs.append(case("setWebhook returns its URL and a new whsec_ secret; getWebhookInfo shows it with the defaults",
+                   base + [bot_call("b", "setWebhook", {"url": url}, 200, ok({"url": url, "secret": ANY})),
+                           bot_call("b", "getWebhookInfo", {}, 200, info(url, 1, 40))]))
+    cs.append(case("setWebhook again keeps the secret (no secret in the answer) and stores max_connections and allowed_updates, deduplicated",
+                   base + [bot_call("b", "setWebhook", {"url": url}, 200, ok({"url": url, "secret": ANY})),
+                           bot_call("b", "setWebhook", {"url": url + "2", "max_connections": 5,
+                                                        "allowed_updates": ["message_created", "blocked", "message_created"]},
+                                    200, ok({"url": url + "2"})),
+                           bot_call("b", "getWebhookInfo", {}, 200, info(url + "2", 1, 5, ["message_created", "blocked"])),
+                           bot_call("b", "setWebhook", {"url": url, "rotate_secret": True}, 200, ok({"url": url, "secret": ANY})),
+                           bot_call("b", "setWebhook", {"url": url, "allowed_updates": []}, 200, ok({"url": url})),
+                           bot_call("b", "getWebhookInfo", {}, 200, info(url, 1, 40))]))
+    cs.append(case("setWebhook with drop_pending_updates acknowledges every event so far",
+                   base + [user_send("u", "c", "hi", 1),
+                           bot_call("b", "getWebhookInfo", {}, 200, info("", 2)),
+                           bot_call("b", "setWebhook", {"url": url, "drop_pending_updates": True}, 200, ok({"url": url, "secret": ANY})),
+                           bot_call("b", "getWebhookInfo", {}, 200, info(url, 0, 40))]))
+    cs.append(case("deleteWebhook forgets the webhook and is true with none set; drop_pending_updates acknowledges",
+                   base + [bot_call("b", "setWebhook", {"url": url}, 200, ok({"url": url, "secret": ANY})),
+                           bot_call("b", "deleteWebhook", {}, 200, ok(True)),
+                           bot_call("b", "getWebhookInfo", {}, 200, info("", 1)),
+                           bot_call("b", "deleteWebhook", {"drop_pending_updates": True}, 200, ok(True)),
+                           bot_call("b", "getWebhookInfo", {}, 200, info("", 0)),
+                           bot_call("b", "setWebhook", {"url": url}, 200, ok({"url": url, "secret": ANY}))]))
+
+    def bad_url(why):
+        return err(400, "invalid_webhook_url", f"the webhook URL {why}", {"field": "url"})
+
+    def forbidden(what):
+        return err(400, "webhook_address_forbidden",
+                   f"the webhook URL points at {what}, which this server does not deliver to", {"field": "url"})
+
+    refused = [
+        ({}, missing("url")),
+        ({"url": 5}, invalid("url", "must_be_string")),
+        ({"url": "http://example.com/hook"}, bad_url("must use https")),
+        ({"url": "hooks.example.com"}, bad_url("is not an absolute URL")),
+        ({"url": "https://bot:pw@example.com/"}, bad_url("must not carry a user or password")),
+        ({"url": "https://example.com/#frag"}, bad_url("must not carry a fragment")),
+        ({"url": "https://example.com:0/"}, bad_url("has an invalid port")),
+        ({"url": "https://0x7f000001/"}, bad_url("has no valid host")),
+        ({"url": "https://example.com/" + "a" * 2029}, bad_url("is longer than 2048 characters")),
+        ({"url": "https://127.0.0.1/hook"}, forbidden("a loopback address")),
+        ({"url": "https://[::1]:8443/hook"}, forbidden("a loopback address")),
+        ({"url": "https://10.0.0.7/hook"}, forbidden("a private address")),
+        ({"url": "https://169.254.169.254/latest/meta-data/"}, forbidden("a link-local address")),
+        ({"url": url, "max_connections": 0}, invalid("max_connections", "must be an integer from 1 to 100")),
+        ({"url": url, "max_connections": 101}, invalid("max_connections", "must be an integer from 1 to 100")),
+        ({"url": url, "allowed_updates": "message_created"}, invalid("allowed_updates", "must be an array of event types")),
+        ({"url": url, "allowed_updates": ["typing"]}, invalid("allowed_updates", "must list only event types bots receive")),
+        ({"url": url, "allowed_updates": ["chat_action"]}, invalid("allowed_updates", "must list only event types bots receive")),
+        ({"url": url, "drop_pending_updates": "yes"}, invalid("drop_pending_updates", "must be a boolean")),
+        ({"url": url, "rotate_secret": 1}, invalid("rotate_secret", "must be a boolean")),
+    ]
+    cs.append(case("setWebhook refuses a missing, malformed or forbidden URL and bad fields with a named error, and sets nothing",
+                   base + [bot_call("b", "setWebhook", body, 400, e) for body, e in refused]
+                   + [bot_call("b", "getWebhookInfo", {}, 200, info())]))
+    cs.append(case("with webhook_allow_http and webhook_allow_private_addresses, http and loopback URLs are taken",
+                   base + [bot_call("b", "setWebhook", {"url": "http://127.0.0.1:9/hook"}, 200,
+                                    ok({"url": "http://127.0.0.1:9/hook", "secret": ANY})),
+                           bot_call("b", "getWebhookInfo", {}, 200, info("http://127.0.0.1:9/hook", 1, 40))],
+                   config={"webhook_allow_http": True, "webhook_allow_private_addresses": True}))
+    cs.append(case("the host API reads and clears a bot's webhook by bot_id; an unknown bot is 404",
+                   base + [bot_call("b", "setWebhook", {"url": url, "max_connections": 3}, 200, ok({"url": url, "secret": ANY})),
+                           admin("getWebhookInfo", {"bot_id": "{{b}}"}, 200, info(url, 1, 3)),
+                           admin("deleteWebhook", {"bot_id": "{{b}}", "drop_pending_updates": True}, 200, ok(True)),
+                           bot_call("b", "getWebhookInfo", {}, 200, info("", 0)),
+                           admin("getWebhookInfo", {"bot_id": "bot_nope"}, 404, err(404, "bot_not_found", "no bot with this id")),
+                           admin("deleteWebhook", {}, 400, missing("bot_id"))]))
+    cs.append(case("getUpdates while a webhook is set is 409 webhook_active (after its fields are checked); after deleteWebhook it reads the log",
+                   base + [bot_call("b", "setWebhook", {"url": url}, 200, ok({"url": url, "secret": ANY})),
+                           bot_call("b", "getUpdates", {"limit": 0}, 400, invalid("limit", "must be an integer from 1 to 100")),
+                           bot_call("b", "getUpdates", {}, 409, err(409, "webhook_active",
+                                    "a webhook is set for this bot: its events are delivered there; call deleteWebhook to use getUpdates")),
+                           bot_call("b", "deleteWebhook", {}, 200, ok(True)),
+                           updates("b", {"limit": 1}, [upd(started_ev(1, "c", "u"))])]))
+    cs.append(case("a suspended bot cannot set a webhook",
+                   base + [admin("updateBot", {"bot_id": "{{b}}", "status": "suspended"}, 200),
+                           bot_call("b", "setWebhook", {"url": url}, 403, err(403, "bot_suspended", "bot_suspended"))]))
+    return cs
+
+
 FILES = {
     "auth.json": auth_cases,
     "transport.json": transport_cases,
@@ -1951,6 +2047,7 @@ FILES = {
     "console.json": console_cases,
     "gateway.json": gateway_cases,
     "updates.json": updates_cases,
+    "webhooks.json": webhook_cases,
 }
 
 

@@ -64,8 +64,19 @@ function guard(fn) {
 
 let ready = false;
 
-/** Called by the entry points once the WebAssembly module is instantiated. */
-export function markReady() {
+/**
+ * Sends one webhook delivery and resolves to its outcome. Node's entry
+ * passes its own (webhook-node.js), which checks every resolved address;
+ * elsewhere `fetch` sends, and the runtime resolves the name.
+ */
+let sendWebhook = fetchSendWebhook;
+
+/**
+ * Called by the entry points once the WebAssembly module is instantiated,
+ * with what the platform brings (`sendWebhook`).
+ */
+export function markReady(platform = {}) {
+  if (typeof platform.sendWebhook === 'function') sendWebhook = platform.sendWebhook;
   ready = true;
 }
 
@@ -160,6 +171,30 @@ function concat(a, b) {
 function jsonErrorResponse(status, error, description) {
   const body = JSON.stringify({ ok: false, error_code: status, error, description });
   return new Response(body, { status, headers: { 'content-type': 'application/json' } });
+}
+
+// -------------------------------------------------------------- webhooks
+
+/**
+ * The `fetch` sender (browsers, edge workers, and any runtime with fetch).
+ * The runtime resolves the name itself, so the address it connects to
+ * cannot be checked here: a literal address was checked when the webhook
+ * was set, and a name is left to the platform (workerd's network allow
+ * list; a browser's own rules, CORS and private network access).
+ */
+async function fetchSendWebhook(req, { signal }) {
+  let res;
+  try {
+    res = await fetch(req.url, { method: 'POST', headers: req.headers, body: req.body, redirect: 'manual', signal });
+  } catch (e) {
+    if (signal.aborted) throw e;
+    return { failed: `the request failed: ${e?.message ?? e}` };
+  }
+  // Only the status and Retry-After are used: the body is never read.
+  res.body?.cancel().catch(() => {});
+  // A browser hides a redirect it did not follow (an opaque answer, status 0).
+  if (res.status === 0) return { failed: 'the receiver answered a redirect, which is not followed' };
+  return { status: res.status, retryAfter: res.headers.get('retry-after') };
 }
 
 // --------------------------------------------------------------- gateway
@@ -393,6 +428,15 @@ export class Service {
   // Long polling (fetch only): parked getUpdates by poll id -> resolve.
   #parked = new Map();
   #parkedTimer = null;
+  // Webhook deliveries (see #pumpWebhooks): whether this Service sends
+  // them, the host's scheduler if it keeps the timer, the attempts in
+  // flight (id -> {promise, deadline}), the retry timer.
+  #webhooks = true;
+  #webhookSchedule = null;
+  #whInflight = new Map();
+  #whQueued = false;
+  #whTimer = null;
+  #whScheduled = undefined;
 
   /**
    * @param config the configuration object (`ServiceConfig`; or its
@@ -418,6 +462,16 @@ export class Service {
     // Service alive, so an unreferenced Service is still garbage-collected.
     const self = new WeakRef(this);
     this.#raw.setWakeHook((botId) => self.deref()?.#onWake(botId));
+    if (options?.webhooks === false) this.#webhooks = false;
+    else if (options?.webhooks !== undefined && options.webhooks !== true) {
+      throw new ConfigError('options.webhooks must be true or false');
+    }
+    if (options?.webhookSchedule != null) {
+      if (typeof options.webhookSchedule !== 'function') throw new ConfigError('options.webhookSchedule must be a function');
+      this.#webhookSchedule = options.webhookSchedule;
+    }
+    // Webhooks set before this Service opened the database are due now.
+    this.#kickWebhooks();
   }
 
   #live() {
@@ -602,6 +656,158 @@ export class Service {
     }
   }
 
+  // ------------------------------------------------------------ webhooks
+
+  /**
+   * The next webhook delivery due at `nowMs` (a `WebhookRequest`), or
+   * `null`. For hosts that send deliveries themselves (`webhooks: false`):
+   * call until `null`, send each within its deadline without following
+   * redirects, and report it with `webhookOutcome`.
+   */
+  pollWebhook(nowMs = this.nowMs()) {
+    return guard(() => this.#live().pollWebhook(nowMs)) ?? null;
+  }
+
+  /**
+   * What became of webhook delivery `id`: `{status, retryAfter}` (the
+   * `Retry-After` header as received, or null), `{timedOut: true}` or
+   * `{failed: message}`. Throws a TypeError for anything else.
+   */
+  webhookOutcome(id, outcome, nowMs = this.nowMs()) {
+    if (!guard(() => this.#live().webhookOutcome(id, outcome, nowMs))) {
+      throw new TypeError('webhookOutcome takes a delivery id and {status, retryAfter}, {timedOut: true} or {failed: message}');
+    }
+  }
+
+  /** When `pollWebhook` is due next (Unix ms) if no wake-up comes first; `null` when nothing waits. */
+  webhookTimeout() {
+    return guard(() => this.#live().webhookTimeout()) ?? null;
+  }
+
+  /**
+   * Whether a delivery may connect to the IP address `ip` under this
+   * service's policy: `null`, or why not (the text recorded as the
+   * delivery's failure). A TypeError when `ip` is not an IP address.
+   */
+  webhookAddressAllowed(ip) {
+    const r = guard(() => this.#live().webhookAddressAllowed(String(ip)));
+    if (r === undefined) throw new TypeError(`${ip} is not an IP address`);
+    return r;
+  }
+
+  /**
+   * Sends every webhook delivery that is due now and resolves once every
+   * delivery in flight (these and those they make due) has been reported.
+   * A host with `webhookSchedule` calls it at the time it was given (a
+   * Durable Object from its alarm); awaiting it keeps the host's request
+   * context alive for the deliveries.
+   */
+  async deliverWebhooks() {
+    if (!this.#webhooks) throw new BotspaceError('this Service was created with webhooks: false', { code: 'invalid_state' });
+    const pending = this._pendingDurable();
+    if (pending) await pending;
+    // The host's timer fired (an alarm is used up when it fires): tell it
+    // the next time again, even if it is the same.
+    this.#whScheduled = undefined;
+    this.#pumpWebhooks();
+    while (this.#whInflight.size > 0) {
+      await Promise.all([...this.#whInflight.values()].map((f) => f.promise));
+      // Outcomes pump in a microtask: let that run before looking again.
+      await Promise.resolve();
+    }
+  }
+
+  #kickWebhooks() {
+    if (!this.#webhooks || this.#whQueued) return;
+    this.#whQueued = true;
+    queueMicrotask(() => {
+      this.#whQueued = false;
+      this.#pumpWebhooks();
+    });
+  }
+
+  #pumpWebhooks() {
+    if (!this.#raw || poisonReason() !== null) return;
+    // Nothing leaves before the commits it reports are durable.
+    const pending = this._pendingDurable();
+    if (pending) {
+      pending.then(
+        () => this.#kickWebhooks(),
+        () => {},
+      );
+      return;
+    }
+    if (this.#whTimer !== null) clearTimeout(this.#whTimer);
+    this.#whTimer = null;
+    try {
+      const now = this.nowMs();
+      for (let req = this.pollWebhook(now); req !== null; req = this.pollWebhook(now)) this.#sendWebhook(req);
+    } catch (e) {
+      console.error('botspace: webhook deliveries stopped', e);
+      return;
+    }
+    this.#armWebhooks();
+  }
+
+  #sendWebhook(req) {
+    const ctrl = new AbortController();
+    const timer = setTimeout(() => ctrl.abort(), Math.max(0, Math.min(req.deadline - this.nowMs(), 2 ** 31 - 1)));
+    // Called from the sender's resolver callback: it must not throw (a
+    // freed Service, a poisoned module).
+    const addressAllowed = (ip) => {
+      try {
+        return this.webhookAddressAllowed(ip);
+      } catch (e) {
+        return `the address could not be checked: ${e?.message ?? e}`;
+      }
+    };
+    const promise = Promise.resolve()
+      .then(() => sendWebhook(req, { signal: ctrl.signal, addressAllowed }))
+      .catch((e) => ({ failed: `the request failed: ${e?.message ?? e}` }))
+      .then((outcome) => {
+        clearTimeout(timer);
+        // An answer that came in time counts; anything cut by the deadline is a time-out.
+        if (ctrl.signal.aborted && outcome?.status === undefined) outcome = { timedOut: true };
+        this.#whInflight.delete(req.id);
+        if (!this.#raw || poisonReason() !== null) return;
+        try {
+          this.webhookOutcome(req.id, outcome);
+        } catch (e) {
+          console.error('botspace: a webhook outcome was not recorded', e);
+        }
+        // The outcome may make the chat's next event due.
+        this.#kickWebhooks();
+      });
+    this.#whInflight.set(req.id, { promise, deadline: req.deadline, ctrl });
+  }
+
+  #armWebhooks() {
+    const next = this.webhookTimeout();
+    if (this.#webhookSchedule) {
+      // The host keeps the time: the next retry, or the first deadline of
+      // an attempt in flight (should the host sleep before it is reported).
+      let at = next;
+      for (const f of this.#whInflight.values()) at = at === null ? f.deadline : Math.min(at, f.deadline);
+      if (at !== this.#whScheduled) {
+        this.#whScheduled = at;
+        try {
+          this.#webhookSchedule(at);
+        } catch (e) {
+          console.error('botspace: webhookSchedule threw', e);
+        }
+      }
+      return;
+    }
+    if (next === null) return;
+    const delay = Math.max(0, Math.min(next - this.nowMs(), 2 ** 31 - 1));
+    this.#whTimer = setTimeout(() => {
+      this.#whTimer = null;
+      this.#pumpWebhooks();
+    }, delay);
+    // In Node, a waiting retry alone does not keep the process up.
+    this.#whTimer?.unref?.();
+  }
+
   #flush() {
     // Wake nobody before the commit that woke them is durable.
     const pending = this._pendingDurable();
@@ -621,6 +827,8 @@ export class Service {
     // Parked polls the commit made due (the library marked them before
     // calling the hook): answered now that the commit is durable.
     if (this.#parked.size > 0) this.#serveParked();
+    // New events (or a webhook set or changed): deliveries may be due.
+    if (bots.length) this.#kickWebhooks();
     for (const bot of bots) {
       const pumps = this.#watchers.get(bot);
       if (pumps) for (const pump of [...pumps.values()]) pump();
@@ -866,6 +1074,10 @@ export class Service {
   /** Frees the service's memory; its sessions end too. Idempotent. */
   free() {
     if (this.#raw) {
+      if (this.#whTimer !== null) clearTimeout(this.#whTimer);
+      this.#whTimer = null;
+      // Deliveries in flight are cut; nothing is reported any more.
+      for (const f of this.#whInflight.values()) f.ctrl.abort();
       for (const s of [...this.#sessions]) s.free();
       // Parked fetches are answered at once, as at their deadline.
       if (this.#parked.size > 0 && poisonReason() === null) {

@@ -5,8 +5,8 @@
 // wasm-bindgen output (botspace.d.ts, typescript_custom_section in
 // wasm/src/imp.rs).
 
-import type { CloseReason, ErrorCode, EventKind, GatewayEvent, GatewayOutput, RequestHead } from './botspace.js';
-export type { CloseReason, ErrorCode, EventKind, GatewayEvent, GatewayOutput, RequestHead };
+import type { CloseReason, ErrorCode, EventKind, GatewayEvent, GatewayOutput, RequestHead, WebhookOutcome, WebhookRequest } from './botspace.js';
+export type { CloseReason, ErrorCode, EventKind, GatewayEvent, GatewayOutput, RequestHead, WebhookOutcome, WebhookRequest };
 
 /** Rate: `count` requests per `period_ms`, up to `burst` at once. */
 export interface Rate {
@@ -40,6 +40,10 @@ export interface ServiceConfig {
   /** How long gateway events are kept at least, default 86400. */
   event_retention_s?: number;
   limits?: { free?: TierLimits; standard?: TierLimits; official?: TierLimits };
+  /** Webhook URLs may use `http` as well as `https` (default false). */
+  webhook_allow_http?: boolean;
+  /** Webhooks may reach loopback, private, link-local, multicast and unspecified addresses (default false). */
+  webhook_allow_private_addresses?: boolean;
 }
 
 /** Base class of every error botspace throws. */
@@ -157,6 +161,19 @@ export interface PageStorage {
 export interface ServiceOptions {
   /** Keep the database in this page storage instead of module memory (`database` must not be set then). */
   storage?: PageStorage;
+  /**
+   * `true` (the default): the Service sends its bots' webhook deliveries
+   * itself (Node: node:http with every resolved address checked; elsewhere
+   * `fetch`). `false`: the host sends them with `pollWebhook` /
+   * `webhookOutcome` / `webhookTimeout`.
+   */
+  webhooks?: boolean;
+  /**
+   * The host keeps the time of webhook retries instead of a timer in the
+   * Service: called with when `deliverWebhooks()` is next due (Unix ms),
+   * or `null` when nothing waits. A Durable Object sets its alarm with it.
+   */
+  webhookSchedule?: (atMs: number | null) => void;
 }
 
 /** What a Service handed its page storage since it was created. */
@@ -234,6 +251,16 @@ export class Service {
   importDatabase(bytes: Uint8Array | ArrayBuffer | ArrayBufferView): void;
   /** Open gateway sessions of a bot. */
   gatewayConnections(botId: string): number;
+  /** The next webhook delivery due at `nowMs` (default: the service clock), or `null`; call until `null`. */
+  pollWebhook(nowMs?: number): WebhookRequest | null;
+  /** What became of webhook delivery `id`; a TypeError for an outcome of another shape. */
+  webhookOutcome(id: number, outcome: WebhookOutcome, nowMs?: number): void;
+  /** When `pollWebhook` is due next (Unix ms) if no wake-up comes first; `null` when nothing waits. */
+  webhookTimeout(): number | null;
+  /** `null` when a delivery may connect to the IP address `ip`, else why not; a TypeError when `ip` is not an IP address. */
+  webhookAddressAllowed(ip: string): string | null;
+  /** Sends what is due and resolves once every delivery in flight has been reported (a Durable Object's alarm awaits it). */
+  deliverWebhooks(): Promise<void>;
   /** Frees the service (and its sessions). */
   free(): void;
   [Symbol.dispose](): void;

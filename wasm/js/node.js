@@ -3,9 +3,11 @@
 import { readFileSync } from 'node:fs';
 import { initSync as instantiate } from './botspace.js';
 import { markReady } from './core.js';
+import { nodeSendWebhook } from './webhook-node.js';
 
 instantiate({ module: readFileSync(new URL('./botspace_bg.wasm', import.meta.url)) });
-markReady();
+// Node resolves webhook host names itself, so every address is checked.
+markReady({ sendWebhook: nodeSendWebhook });
 
 export * from './core.js';
 

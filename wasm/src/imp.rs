@@ -109,6 +109,8 @@ export type ErrorCode =
   | 'invalid_json'
   | 'missing_field'
   | 'invalid_field'
+  | 'invalid_webhook_url'
+  | 'webhook_address_forbidden'
   | 'text_empty'
   | 'text_too_long'
   | 'unsupported_parse_mode'
@@ -135,6 +137,7 @@ export type ErrorCode =
   | 'method_not_allowed'
   | 'idempotency_key_reused'
   | 'handle_taken'
+  | 'webhook_active'
   | 'length_required'
   | 'payload_too_large'
   | 'unsupported_media_type'
@@ -147,6 +150,34 @@ export type ErrorCode =
   | 'commit_outcome_unknown'
   | 'storage_full'
   | 'shutting_down';
+
+/** One webhook delivery to make (`pollWebhook`): send it, then report what came of it with `webhookOutcome(id, …)`. */
+export type WebhookRequest = {
+  /** Reported back with the outcome. */
+  id: number;
+  botId: string;
+  /** The URL as the bot set it. */
+  url: string;
+  method: 'POST';
+  /** The request's headers besides `Host` and `Content-Length`, lower-case names: content-type, user-agent and the Standard Webhooks headers. */
+  headers: Record<string, string>;
+  /** The `Host` header: the host (bracketed when IPv6), with the port when it is not the scheme's own. */
+  hostHeader: string;
+  /** The URL split for connecting. */
+  target: { https: boolean; host: string; port: number; path: string; literal: string | null };
+  /** The update, exactly as delivered (JSON text). */
+  body: string;
+  /** Unix ms: report `{ timedOut: true }` if no answer came by then. */
+  deadline: number;
+  /** Which attempt this is for the event, from 1. */
+  attempt: number;
+};
+
+/** What became of a webhook delivery: the receiver's status (and its `Retry-After` header as received), no answer by the deadline, or no answer at all (the text says why). */
+export type WebhookOutcome =
+  | { status: number; retryAfter?: string | null }
+  | { timedOut: true }
+  | { failed: string };
 
 /** The `type` of an event in the logs (gateway events and getUpdates). */
 export type EventKind =
@@ -500,6 +531,94 @@ impl RawService {
     #[wasm_bindgen(getter, js_name = manualClock)]
     pub fn manual_clock(&self) -> bool {
         self.svc.config().clock == ClockKind::Manual
+    }
+
+    /// The next webhook delivery due at `now_ms` (a `WebhookRequest`), or
+    /// `undefined`. Call until `undefined`; send each within its deadline,
+    /// without following redirects, and report it with `webhookOutcome`.
+    #[wasm_bindgen(js_name = pollWebhook, unchecked_return_type = "WebhookRequest | undefined")]
+    pub fn poll_webhook(&self, now_ms: f64) -> JsValue {
+        let Some(req) = self.svc.poll_webhook(to_ms(now_ms)) else { return JsValue::UNDEFINED };
+        let set = |o: &Object, k: &str, v: JsValue| {
+            let _ = Reflect::set(o, &k.into(), &v);
+        };
+        let headers = Object::new();
+        set(&headers, "user-agent", "botspace-webhooks".into());
+        for (name, value) in req.attempt.headers() {
+            set(&headers, name, JsValue::from_str(&value));
+        }
+        let t = &req.target;
+        let target = Object::new();
+        set(&target, "https", t.https.into());
+        set(&target, "host", JsValue::from_str(&t.host));
+        set(&target, "port", JsValue::from(t.port));
+        set(&target, "path", JsValue::from_str(&t.path_and_query));
+        set(&target, "literal", t.literal.map_or(JsValue::NULL, |ip| JsValue::from_str(&ip.to_string())));
+        let obj = Object::new();
+        set(&obj, "id", JsValue::from(req.id as f64));
+        set(&obj, "botId", JsValue::from_str(&req.bot_id));
+        set(&obj, "url", JsValue::from_str(&req.url));
+        set(&obj, "method", "POST".into());
+        set(&obj, "headers", headers.into());
+        set(&obj, "hostHeader", JsValue::from_str(&req.host_header()));
+        set(&obj, "target", target.into());
+        set(&obj, "body", JsValue::from_str(&req.attempt.body));
+        set(&obj, "deadline", JsValue::from(req.attempt.deadline_ms as f64));
+        set(&obj, "attempt", JsValue::from(req.attempt.attempt));
+        obj.into()
+    }
+
+    /// What became of webhook delivery `id`, at `now_ms`: `{status,
+    /// retryAfter}` (the header's text, read by the core), `{timedOut:
+    /// true}` or `{failed: message}`. Returns false, changing nothing, for
+    /// anything else (the JS class throws a TypeError then).
+    #[wasm_bindgen(js_name = webhookOutcome)]
+    pub fn webhook_outcome(
+        &self,
+        id: f64,
+        #[wasm_bindgen(unchecked_param_type = "WebhookOutcome")] outcome: JsValue,
+        now_ms: f64,
+    ) -> bool {
+        let get = |k: &str| Reflect::get(&outcome, &k.into()).unwrap_or(JsValue::UNDEFINED);
+        if !outcome.is_object() || !id.is_finite() || id < 0.0 || id.fract() != 0.0 {
+            return false;
+        }
+        let now = to_ms(now_ms);
+        let status = get("status");
+        let o = if let Some(n) = status.as_f64() {
+            if !(n.fract() == 0.0 && (100.0..=999.0).contains(&n)) {
+                return false;
+            }
+            let retry_after_s = get("retryAfter").as_string().and_then(|v| botspace::webhook::retry_after_s(&v, now));
+            botspace::webhook::Outcome::Answered { status: n as u16, retry_after_s }
+        } else if get("timedOut").is_truthy() {
+            botspace::webhook::Outcome::TimedOut
+        } else if let Some(m) = get("failed").as_string() {
+            botspace::webhook::Outcome::Failed(m)
+        } else {
+            return false;
+        };
+        self.svc.webhook_outcome(id as u64, o, now);
+        true
+    }
+
+    /// When to call `pollWebhook` next (Unix ms) if no wake-up comes
+    /// first, or `undefined` when nothing waits.
+    #[wasm_bindgen(js_name = webhookTimeout)]
+    pub fn webhook_timeout(&self) -> Option<f64> {
+        self.svc.webhook_timeout().map(|t| t as f64)
+    }
+
+    /// Whether a delivery may connect to the address `ip`: `null`, or the
+    /// refusal (the text the core records as the delivery's failure).
+    /// `undefined` when `ip` is not an IP address.
+    #[wasm_bindgen(js_name = webhookAddressAllowed, unchecked_return_type = "string | null | undefined")]
+    pub fn webhook_address_allowed(&self, ip: &str) -> JsValue {
+        let Ok(addr) = ip.parse::<std::net::IpAddr>() else { return JsValue::UNDEFINED };
+        match self.svc.webhook_address_allowed(addr) {
+            Ok(()) => JsValue::NULL,
+            Err(class) => JsValue::from_str(&class.delivery_refusal()),
+        }
     }
 
     /// Open gateway sessions of a bot.

@@ -100,7 +100,7 @@ test('the raw module types come from wasm-bindgen: botspace.d.ts declares every 
   const names = checker.getExportsOfModule(checker.getSymbolAtLocation(sf)).filter((s) => s.flags & ts.SymbolFlags.Value).map((s) => s.name).sort();
   assert.deepEqual(names, Object.keys(glue).sort());
   // The typescript_custom_section of wasm/src/imp.rs, re-exported by index.d.ts.
-  for (const alias of ['GatewayOutput', 'GatewayEvent', 'RequestHead', 'ErrorCode', 'CloseReason', 'EventKind']) {
+  for (const alias of ['GatewayOutput', 'GatewayEvent', 'RequestHead', 'ErrorCode', 'CloseReason', 'EventKind', 'WebhookRequest', 'WebhookOutcome']) {
     assert.ok(declared.some((s) => s.name === alias && s.flags & ts.SymbolFlags.TypeAlias), alias);
   }
 });

@@ -5,7 +5,9 @@ import { bs, ROOT } from './helpers.mjs';
 import { loadVectorFiles, runCase } from './vector-runner.mjs';
 
 const files = loadVectorFiles(join(ROOT, 'tests/vectors'));
-const makeService = (config) => new bs.Service(config);
+// The vectors check the API's answers; they set webhooks to example.com,
+// which nothing may actually be sent to (deliveries: webhooks.test.mjs).
+const makeService = (config) => new bs.Service(config, { webhooks: false });
 
 if (files.length === 0) {
   test('tests/vectors holds no vector files yet', { skip: 'no tests/vectors/*.json present' }, () => {});

@@ -55,6 +55,7 @@ mod gateway;
 mod parked;
 pub mod say;
 pub mod server;
+mod webhooks;
 
 use botspace::{ApiError, Framing, Service};
 use bytes::Bytes;
@@ -129,6 +130,8 @@ pub(crate) struct Inner {
     /// calls never block (`:memory:`). Then `core` is `None`.
     on_reactor: Option<core_thread::OnReactor>,
     pub(crate) gate: Arc<core_thread::Gate>,
+    /// What wakes the webhook sender.
+    webhooks: Arc<webhooks::Sender>,
     /// getUpdates requests waiting on the core's parked polls.
     pub(crate) parked: parked::Waiters,
 }
@@ -189,16 +192,33 @@ impl Botspace {
             core,
             on_reactor: on_reactor.then(core_thread::OnReactor::default),
             gate,
+            webhooks: Arc::default(),
             parked: parked::Waiters::default(),
         });
         let weak = Arc::downgrade(&inner);
         inner.svc.set_wake_hook(Some(Arc::new(move |bot_id: &str| {
             if let Some(i) = weak.upgrade() {
                 i.registry.wake(bot_id);
+                i.webhooks.wake.notify_one();
                 i.parked.woken(&i.svc);
             }
         })));
-        Botspace { inner, role: Role::All, peer: None, conn: None, get_me_on_worker: false }
+        let app = Botspace { inner, role: Role::All, peer: None, conn: None, get_me_on_worker: false };
+        app.start_webhooks();
+        app
+    }
+
+    /// Starts sending the service's webhooks from the current tokio
+    /// runtime, once (later calls do nothing); the task ends with the
+    /// service. Made inside a runtime, the app starts it itself; made
+    /// outside one, it starts with its first request, or when a host calls
+    /// this from its runtime (the example server does, so that a restarted
+    /// server delivers what waits before any request comes).
+    pub fn start_webhooks(&self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        if !self.inner.webhooks.started.swap(true, Ordering::SeqCst) {
+            rt.spawn(webhooks::run(Arc::downgrade(&self.inner.svc), self.inner.webhooks.clone()));
+        }
     }
 
     /// Answers getMe on the tokio worker itself when nothing of this app
@@ -269,6 +289,9 @@ impl Botspace {
         B::Data: Send,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        if !self.inner.webhooks.started.load(Ordering::Relaxed) {
+            self.start_webhooks();
+        }
         let path = req.uri().path().to_string();
         let gateway = path == "/bot/gateway" && req.method() == http::Method::GET;
         let mut req = req;

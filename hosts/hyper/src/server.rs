@@ -124,6 +124,7 @@ pub fn serve_then(
     });
     let notify_loop = spawn_notification_loop(&sh);
     let left = rt.block_on(async {
+        sh.app.start_webhooks();
         let stop_signal = stop_signal();
         let public_role = if admin.is_some() { Role::Public } else { Role::All };
         let mut loops = vec![tokio::spawn(accept_loop(sh.clone(), to_tokio(public)?, public_role))];

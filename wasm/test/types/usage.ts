@@ -26,6 +26,8 @@ import {
   type EventKind,
   type DecodedResponse,
   type ServerWebSocketLike,
+  type WebhookRequest,
+  type WebhookOutcome,
 } from 'botspace';
 
 export async function main(): Promise<void> {
@@ -105,6 +107,18 @@ export async function main(): Promise<void> {
     if (e instanceof DatabaseError) console.log(e.status);
     if (e instanceof BotspaceError) console.log(e.code);
   }
+  // Webhooks sent by the host itself.
+  const hooks = new Service({ admin_secret: 'x'.repeat(16), webhook_allow_http: true }, { webhooks: false, webhookSchedule: (at: number | null) => console.log(at) });
+  const due: WebhookRequest | null = hooks.pollWebhook();
+  if (due !== null) {
+    const outcome: WebhookOutcome = due.target.https ? { status: 200, retryAfter: null } : { failed: 'could not connect' };
+    hooks.webhookOutcome(due.id, outcome);
+    hooks.webhookOutcome(due.id, { timedOut: true }, due.deadline);
+    console.log(due.headers['webhook-id'], due.body, due.hostHeader);
+  }
+  const refused: string | null = hooks.webhookAddressAllowed('127.0.0.1');
+  const next: number | null = hooks.webhookTimeout();
+  await hooks.deliverWebhooks();
   svc.free();
-  console.log(ready, v, status, batch, response, worker, n);
+  console.log(ready, v, status, batch, response, worker, n, refused, next);
 }

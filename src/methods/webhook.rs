@@ -1,0 +1,181 @@
+//! setWebhook, deleteWebhook and getWebhookInfo: a bot chooses where its
+//! events are delivered. The deliveries themselves are `crate::webhook`'s.
+
+use super::params::{self, Body};
+use super::to_json;
+use crate::auth;
+use crate::error::{ApiError, ApiResult};
+use crate::model::Bot;
+use crate::store;
+use crate::txn::Ctx;
+use crate::webhook::{self, signature, TargetPolicy, UrlRefusal};
+use crate::EventKind;
+use serde_json::{json, Value};
+
+/// `max_connections` when setWebhook leaves it out.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 40;
+
+/// The policy of this service's configuration.
+pub fn target_policy(cfg: &crate::Config) -> TargetPolicy {
+    TargetPolicy { allow_http: cfg.webhook_allow_http, allow_private_addresses: cfg.webhook_allow_private_addresses }
+}
+
+/// `allowed_updates`: a list of event types, kept as given (deduplicated)
+/// in JSON. An empty list means every type, as in Telegram.
+pub fn allowed_updates(b: &Body) -> ApiResult<Option<Vec<String>>> {
+    let list = match b.get("allowed_updates") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(ApiError::invalid_field("allowed_updates", "must be an array of event types")),
+    };
+    let mut out: Vec<String> = Vec::new();
+    for v in list {
+        let kind = v
+            .as_str()
+            .and_then(|s| s.parse::<EventKind>().ok())
+            .filter(|k| k.is_logged() && *k != EventKind::ChatAction)
+            .ok_or_else(|| ApiError::invalid_field("allowed_updates", "must list only event types bots receive"))?;
+        if !out.iter().any(|o| o == kind.as_str()) {
+            out.push(kind.as_str().to_string());
+        }
+    }
+    Ok((!out.is_empty()).then_some(out))
+}
+
+fn check_url<'a>(ctx: &Ctx<'_>, b: &'a Body) -> ApiResult<&'a str> {
+    let url = params::req_str(b, "url")?;
+    match webhook::check_url(url, target_policy(ctx.cfg)) {
+        Ok(_) => Ok(url),
+        Err(UrlRefusal::Invalid(why)) => Err(ApiError::invalid_webhook_url(why)),
+        Err(UrlRefusal::Forbidden(class)) => Err(ApiError::webhook_address_forbidden(class.describe())),
+    }
+}
+
+/// Acknowledges every event the bot has so far.
+fn drop_pending(ctx: &mut Ctx<'_>, bot_id: &str) -> ApiResult<()> {
+    let bounds = store::gateway::log_bounds(ctx.conn, bot_id)?;
+    if bounds.last > bounds.acked {
+        store::gateway::write_ack(ctx.conn, bot_id, bounds.last)?;
+    }
+    Ok(())
+}
+
+pub fn set_webhook(ctx: &mut Ctx<'_>, bot: &Bot, b: &Body) -> ApiResult<Vec<u8>> {
+    let url = check_url(ctx, b)?;
+    let max_connections = match b.get("max_connections") {
+        None | Some(Value::Null) => DEFAULT_MAX_CONNECTIONS,
+        Some(v) => match v.as_u64() {
+            Some(n @ 1..=100) => n as u32,
+            _ => return Err(ApiError::invalid_field("max_connections", "must be an integer from 1 to 100")),
+        },
+    };
+    let allowed = allowed_updates(b)?;
+    let drop = params::opt_bool(b, "drop_pending_updates")?.unwrap_or(false);
+    let rotate = params::opt_bool(b, "rotate_secret")?.unwrap_or(false);
+    let existing = store::webhooks::get(ctx.conn, &bot.id)?;
+    // The secret stays across setWebhook calls (a new URL included) unless
+    // the bot asks for a new one, so a receiver keeps verifying.
+    let (stored, sealed, new_secret) = match existing {
+        Some(row) if !rotate => (row.secret, row.sealed, None),
+        _ => {
+            let mut key = [0u8; signature::SECRET_KEY_BYTES];
+            ctx.random.fill(&mut key)?;
+            let secret = signature::secret_from_key(&key);
+            let (stored, sealed) = match &ctx.cfg.operational_key {
+                Some(k) => (auth::seal_token(ctx.random, k, &bot.id, &secret)?, true),
+                None => (secret.as_bytes().to_vec(), false),
+            };
+            (stored, sealed, Some(secret))
+        }
+    };
+    let allowed_json = allowed.as_ref().map(|a| serde_json::to_string(a).unwrap_or_default());
+    store::webhooks::set(
+        ctx.conn,
+        store::webhooks::SetWebhook {
+            bot_id: &bot.id,
+            url,
+            secret: &stored,
+            sealed,
+            max_connections,
+            allowed_updates: allowed_json.as_deref(),
+            now_ms: ctx.now_ms,
+        },
+    )?;
+    if drop {
+        drop_pending(ctx, &bot.id)?;
+    }
+    // The deliveries learn of the change after the commit, and the host
+    // hears of it through the wake hook, as of a bot that got events.
+    ctx.fx.webhooks_changed.push(bot.id.clone());
+    ctx.fx.woken.push(bot.id.clone());
+    let mut out = json!({ "url": url });
+    if let Some(s) = new_secret {
+        out["secret"] = Value::String(s);
+    }
+    to_json(&out)
+}
+
+pub fn delete_webhook(ctx: &mut Ctx<'_>, bot: &Bot, b: &Body) -> ApiResult<Vec<u8>> {
+    delete(ctx, &bot.id, b)
+}
+
+/// deleteWebhook, for the bot and for the host API (`bot_id`).
+pub fn delete(ctx: &mut Ctx<'_>, bot_id: &str, b: &Body) -> ApiResult<Vec<u8>> {
+    let drop = params::opt_bool(b, "drop_pending_updates")?.unwrap_or(false);
+    if store::webhooks::delete(ctx.conn, bot_id)? {
+        ctx.fx.webhooks_changed.push(bot_id.to_string());
+        ctx.fx.woken.push(bot_id.to_string());
+    }
+    if drop {
+        drop_pending(ctx, bot_id)?;
+    }
+    Ok(b"true".to_vec())
+}
+
+pub fn get_webhook_info(ctx: &mut Ctx<'_>, bot: &Bot, _b: &Body) -> ApiResult<Vec<u8>> {
+    info(ctx, &bot.id)
+}
+
+/// getWebhookInfo, for the bot and for the host API (`bot_id`).
+pub fn info(ctx: &mut Ctx<'_>, bot_id: &str) -> ApiResult<Vec<u8>> {
+    let bounds = store::gateway::log_bounds(ctx.conn, bot_id)?;
+    let pending = (bounds.last - bounds.acked).max(0);
+    let row = store::webhooks::get(ctx.conn, bot_id)?;
+    to_json(&info_json(row.as_ref(), pending))
+}
+
+/// getWebhookInfo's object, for the bot method and the host API alike.
+pub fn info_json(row: Option<&store::webhooks::WebhookRow>, pending: i64) -> Value {
+    let secs = |ms: Option<i64>| ms.map(|t| Value::from(t.div_euclid(1000)));
+    match row {
+        None => json!({
+            "url": "",
+            "pending_update_count": pending,
+            "max_connections": null,
+            "allowed_updates": null,
+            "last_error_date": null,
+            "last_error_message": null,
+            "next_attempt_date": null,
+        }),
+        Some(r) => json!({
+            "url": r.url,
+            "pending_update_count": pending,
+            "max_connections": r.max_connections,
+            "allowed_updates": r.allowed_updates.as_deref().and_then(|a| serde_json::from_str::<Value>(a).ok()),
+            "last_error_date": secs(r.last_error_at_ms),
+            "last_error_message": r.last_error,
+            "next_attempt_date": r.next_attempt_at_ms.map(|t| Value::from((t + 999).div_euclid(1000))),
+        }),
+    }
+}
+
+/// The key bytes a bot's deliveries are signed with; `None` when the
+/// stored secret cannot be opened (sealed under another operational key).
+pub fn signing_key(cfg: &crate::Config, row: &store::webhooks::WebhookRow) -> Option<Vec<u8>> {
+    let secret = if row.sealed {
+        auth::open_token(cfg.operational_key.as_ref()?, &row.bot_id, &row.secret)?
+    } else {
+        String::from_utf8(row.secret.clone()).ok()?
+    };
+    signature::key_of_secret(&secret)
+}

@@ -1,0 +1,301 @@
+//! The host's side of webhook deliveries, sans-IO as the gateway is: the
+//! host asks for the next request to send ([`Service::poll_webhook`]),
+//! sends it, reports what came of it ([`Service::webhook_outcome`]), and
+//! calls again when the wake hook fires or at [`Service::webhook_timeout`].
+//! These calls read and write the database (the bot's log, its cursor,
+//! its webhook's last error), so on a file database they can block on the
+//! disk, as every other call does.
+
+use super::Service;
+use crate::methods::webhook::{signing_key, target_policy};
+use crate::store;
+use crate::webhook::deliveries::{BotDeliveries, StatusWrite, WebhookRequest};
+use crate::webhook::schedule::{LogEvent, GAP_KIND};
+use crate::webhook::{check_url, Outcome, Schedule};
+
+/// How often, at most, what outcomes changed is written while deliveries
+/// are in flight (one transaction, one sync, for every outcome since):
+/// a crash loses at most this much of the cursor's progress, which only
+/// means those events are delivered again.
+pub const WEBHOOK_FLUSH_MS: u64 = 50;
+
+/// Several nodes on one database: how long a node's lease on a bot's
+/// webhook lasts, and how often it is renewed. A node that dies hands its
+/// webhooks over once its leases lapse: within `WEBHOOK_LEASE_TTL_MS` plus
+/// one renewal.
+pub const WEBHOOK_LEASE_TTL_MS: u64 = 10_000;
+pub const WEBHOOK_LEASE_RENEW_MS: u64 = 2_000;
+
+impl Service {
+    /// The next webhook request due now, if any; call until `None`. The
+    /// host sends it to `target` (after checking each address it connects
+    /// to with [`Service::webhook_address_allowed`]), within
+    /// `attempt.deadline_ms`, without following redirects, reading at most
+    /// 64 KiB of the answer, and reports the outcome with the same `id`.
+    pub fn poll_webhook(&self, now_ms: u64) -> Option<WebhookRequest> {
+        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        if !d.loaded {
+            // Until the store answers, nothing is delivered; the next call
+            // tries again.
+            let rows = store::webhooks::all(&self.lock().conn).ok()?;
+            d.loaded = true;
+            d.dirty.extend(rows.into_iter().map(|r| r.bot_id));
+        }
+        if self.shared_store && now_ms >= d.next_claim_ms {
+            self.claim_webhook_leases(&mut d, now_ms);
+        }
+        if d.in_flight() == 0 || now_ms >= d.flushed_ms + WEBHOOK_FLUSH_MS {
+            self.flush_webhook_writes(&mut d, now_ms);
+        }
+        let dirty: Vec<String> = std::mem::take(&mut d.dirty).into_iter().filter(|b| d.holds(b)).collect();
+        for bot_id in dirty {
+            if let Err(b) = self.refresh_webhook(&mut d, &bot_id, now_ms) {
+                // Looked at again at the next call.
+                d.dirty.insert(b);
+            }
+        }
+        d.next_attempt(now_ms)
+    }
+
+    /// Several nodes: renews this node's leases and takes the free ones.
+    /// Other nodes' commits reach this node by notification when they do
+    /// (a woken bot), else by this round: every held bot is looked at.
+    fn claim_webhook_leases(&self, d: &mut crate::webhook::deliveries::Deliveries, now_ms: u64) {
+        if d.node.is_empty() {
+            d.node = crate::auth::new_id(&self.random, "node_").unwrap_or_else(|_| format!("node_{now_ms}"));
+        }
+        let claimed = store::webhooks::claim_leases(&self.lock().conn, &d.node, now_ms, now_ms + WEBHOOK_LEASE_TTL_MS);
+        match claimed {
+            Ok(bots) => {
+                d.leases_held(bots);
+                d.next_claim_ms = now_ms + WEBHOOK_LEASE_RENEW_MS;
+            }
+            // Unreachable database: the leases lapse unless renewed in
+            // time; try again in a second.
+            Err(_) => d.next_claim_ms = now_ms + 1_000,
+        }
+    }
+
+    /// Rereads a bot's webhook row and the log past what it holds.
+    fn refresh_webhook(
+        &self,
+        d: &mut crate::webhook::deliveries::Deliveries,
+        bot_id: &str,
+        now_ms: u64,
+    ) -> Result<(), String> {
+        let inner = self.lock();
+        let conn = &inner.conn;
+        let row = store::webhooks::get(conn, bot_id).map_err(|_| bot_id.to_string())?;
+        let Some(row) = row else {
+            d.remove(bot_id);
+            return Ok(());
+        };
+        let (Ok(target), Some(key)) =
+            (check_url(&row.url, target_policy(&self.config)), signing_key(&self.config, &row))
+        else {
+            // The host's policy changed since it was set, or the secret
+            // cannot be opened: nothing can be sent.
+            d.remove(bot_id);
+            return Ok(());
+        };
+        let allowed: Option<Vec<String>> = row.allowed_updates.as_deref().and_then(|a| serde_json::from_str(a).ok());
+        let bounds = store::gateway::log_bounds(conn, bot_id).map_err(|_| bot_id.to_string())?;
+        let entry = d.bots.entry(bot_id.to_string()).or_insert_with(|| BotDeliveries {
+            url: row.url.clone(),
+            target: target.clone(),
+            schedule: Schedule::new(bot_id, key.clone(), row.max_connections, bounds.acked),
+        });
+        if entry.url != row.url || entry.schedule.key() != key.as_slice() {
+            // A new URL or secret: start over from the durable cursor, so
+            // nothing is signed with a secret the receiver no longer has.
+            entry.schedule = Schedule::new(bot_id, key, row.max_connections, bounds.acked);
+            entry.url = row.url.clone();
+            entry.target = target;
+        }
+        entry.schedule.set_max_connections(row.max_connections);
+        entry.schedule.set_allowed_updates(allowed);
+        entry.schedule.cursor_moved(bounds.acked);
+        let Some((after, limit)) = entry.schedule.wants_events() else { return Ok(()) };
+        let mut events = Vec::new();
+        store::gateway::read_events_after(conn, bot_id, after, limit, |seq, kind, data| {
+            events.push(LogEvent {
+                seq,
+                kind: kind.to_string(),
+                chat: chat_of(data),
+                body: update_json(seq, kind, data),
+            });
+            true
+        })
+        .map_err(|_| bot_id.to_string())?;
+        // Events after `after` that are gone: the notice goes at the last
+        // one dropped, before the first one kept.
+        let first = events.first().map(|e| e.seq);
+        let dropped_through = match first {
+            Some(s) if s > after + 1 => Some(s - 1),
+            None if bounds.last > after => Some(bounds.last),
+            _ => None,
+        };
+        if let Some(n) = dropped_through {
+            let notice = LogEvent {
+                seq: n,
+                kind: GAP_KIND.to_string(),
+                chat: String::new(),
+                body: update_json(n, GAP_KIND, &format!("{{\"dropped_through\":{n}}}")),
+            };
+            events.insert(0, notice);
+        }
+        entry.schedule.events_read(events, now_ms);
+        let cursor = entry.schedule.take_cursor_write();
+        if let Some(c) = cursor {
+            // Events skipped as not asked for, or a gap: acknowledged.
+            let _ = store::gateway::write_ack(conn, bot_id, c);
+        }
+        // More may wait than the window took.
+        if entry.schedule.wants_events().is_some() && bounds.last > entry.schedule.read_through() {
+            d.dirty.insert(bot_id.to_string());
+        }
+        Ok(())
+    }
+
+    /// What became of webhook request `id`. A 2xx moves the bot's cursor
+    /// over what is now delivered in a row; a failure is recorded for
+    /// getWebhookInfo and retried later. Never waits on the store: the
+    /// changes are written, in one transaction, by the next
+    /// [`Service::poll_webhook`] (a crash before it only delivers those
+    /// events again).
+    pub fn webhook_outcome(&self, id: u64, outcome: Outcome, now_ms: u64) {
+        let mut random = [0u8; 8];
+        let _ = self.random.fill(&mut random);
+        let failed = match &outcome {
+            Outcome::Answered { status, .. } => !(200..300).contains(status),
+            _ => true,
+        };
+        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(b) = d.outcome(id, outcome, now_ms, u64::from_le_bytes(random)) else { return };
+        let bot_id = b.schedule.bot_id().to_string();
+        let cursor = b.schedule.take_cursor_write();
+        let status = b.schedule.status();
+        let next = b.schedule.poll_timeout();
+        let read_more = b.schedule.wants_events().is_some();
+        if let Some(c) = cursor {
+            d.cursor_writes.insert(bot_id.clone(), c);
+        }
+        if failed {
+            let message = status.last_error_message.unwrap_or_default();
+            d.status_writes.insert(bot_id.clone(), StatusWrite::Failed { at_ms: now_ms, message, next_ms: next });
+        } else if next.is_none() {
+            // Only a recorded retry needs clearing.
+            if let Some(StatusWrite::Failed { .. }) | None = d.status_writes.get(&bot_id) {
+                d.status_writes.insert(bot_id.clone(), StatusWrite::NothingWaits);
+            }
+        }
+        if read_more {
+            d.dirty.insert(bot_id);
+        }
+    }
+
+    /// Writes what outcomes changed, in one transaction. On failure the
+    /// changes are kept for the next try.
+    fn flush_webhook_writes(&self, d: &mut crate::webhook::deliveries::Deliveries, now_ms: u64) {
+        if d.cursor_writes.is_empty() && d.status_writes.is_empty() {
+            return;
+        }
+        d.flushed_ms = now_ms;
+        let inner = self.lock();
+        let conn = &inner.conn;
+        let written = (|| -> Result<(), crate::store::StorageError> {
+            conn.begin()?;
+            for (bot, c) in &d.cursor_writes {
+                store::gateway::write_ack(conn, bot, *c)?;
+            }
+            for (bot, w) in &d.status_writes {
+                match w {
+                    StatusWrite::Failed { at_ms, message, next_ms } => {
+                        store::webhooks::record_error(conn, bot, *at_ms, message, *next_ms)?
+                    }
+                    StatusWrite::NothingWaits => store::webhooks::clear_next_attempt(conn, bot)?,
+                }
+            }
+            conn.commit()
+        })();
+        match written {
+            Ok(()) => {
+                d.cursor_writes.clear();
+                d.status_writes.clear();
+            }
+            Err(_) => {
+                let _ = conn.rollback();
+            }
+        }
+    }
+
+    /// When to call [`Service::poll_webhook`] next, if no wake-up comes
+    /// first: the earliest retry that waits.
+    pub fn webhook_timeout(&self) -> Option<u64> {
+        let d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        if !d.dirty.is_empty() || !d.loaded {
+            return Some(self.now_ms());
+        }
+        let mut retry = d.next_retry();
+        if !d.cursor_writes.is_empty() || !d.status_writes.is_empty() {
+            let flush = d.flushed_ms + WEBHOOK_FLUSH_MS;
+            retry = Some(retry.map_or(flush, |r| r.min(flush)));
+        }
+        if self.shared_store {
+            return Some(retry.map_or(d.next_claim_ms, |r| r.min(d.next_claim_ms)));
+        }
+        retry
+    }
+
+    /// Whether a delivery may connect to `ip` under this service's policy
+    /// (`webhook_allow_private_addresses`). Hosts check every address
+    /// they connect to, after resolving the name.
+    pub fn webhook_address_allowed(&self, ip: std::net::IpAddr) -> Result<(), crate::webhook::AddressClass> {
+        crate::webhook::check_address(ip, target_policy(&self.config))
+    }
+}
+
+/// The update a webhook delivers (and getUpdates returns):
+/// `{"update_id":seq,"type":kind,"data":data}`, from the row's text.
+pub(crate) fn update_json(seq: i64, kind: &str, data: &str) -> String {
+    let mut s = String::with_capacity(40 + kind.len() + data.len());
+    s.push_str("{\"update_id\":");
+    s.push_str(itoa::Buffer::new().format(seq));
+    s.push_str(",\"type\":\"");
+    s.push_str(kind);
+    s.push_str("\",\"data\":");
+    s.push_str(data);
+    s.push('}');
+    s
+}
+
+/// The chat an event is about (`data.chat.id`, or `data.message.chat.id`
+/// for the message events): the key of its order.
+pub(crate) fn chat_of(data: &str) -> String {
+    #[derive(serde::Deserialize)]
+    struct Chat {
+        id: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Message {
+        chat: Chat,
+    }
+    #[derive(serde::Deserialize)]
+    struct Data {
+        chat: Option<Chat>,
+        message: Option<Message>,
+    }
+    let Ok(d) = serde_json::from_str::<Data>(data) else { return String::new() };
+    d.chat.or(d.message.map(|m| m.chat)).map(|c| c.id).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_chat_of_every_kind_of_event() {
+        assert_eq!(super::chat_of(r#"{"chat":{"id":"c1","type":"private"},"by":"user"}"#), "c1");
+        assert_eq!(super::chat_of(r#"{"message":{"message_id":"1","chat":{"id":"c2","type":"group"}}}"#), "c2");
+        assert_eq!(super::chat_of(r#"{"dropped_through":4}"#), "");
+        assert_eq!(super::chat_of("not json"), "");
+    }
+}

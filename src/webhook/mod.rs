@@ -1,0 +1,19 @@
+//! Webhooks: a bot's events delivered as signed HTTP requests to a URL the
+//! bot set. The library decides everything a delivery is — which event is
+//! due, to where, with which headers and body, what an answer means, when
+//! to try again — and a host only makes the request and reports what came
+//! of it:
+//! - [`target`]: where a webhook may point (the URL's form, and the
+//!   addresses a delivery may connect to);
+//! - [`signature`]: the Standard Webhooks headers and the `whsec_` secret;
+//! - [`schedule`]: one bot's deliveries as a state machine with time as an
+//!   input (per-chat order, retries, the cursor).
+
+pub mod deliveries;
+pub mod schedule;
+pub mod signature;
+pub mod target;
+
+pub use deliveries::WebhookRequest;
+pub use schedule::{retry_after_s, Attempt, LogEvent, Outcome, Schedule, Status};
+pub use target::{check_address, check_url, AddressClass, Target, TargetPolicy, UrlRefusal};

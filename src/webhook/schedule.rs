@@ -1,0 +1,637 @@
+//! One bot's webhook deliveries as a state machine: events from the bot's
+//! log and the host's clock go in; attempts to make, cursor moves to write
+//! and the next time to wake come out. It performs no I/O: its driver
+//! reads the log, writes the cursor and hands each [`Attempt`] to the host,
+//! which sends it and reports an [`Outcome`].
+//!
+//! The rules it keeps:
+//! - **Per-chat order.** At most one attempt per chat is in flight, and a
+//!   chat's next event waits until the one before it is delivered, so a
+//!   receiver sees each chat's events in order, retries included. Chats
+//!   go in parallel up to `max_connections` attempts.
+//! - **Retries for as long as the event is kept**, after 1 s, 2 s, 4 s …
+//!   up to 10 minutes between attempts, each wait drawn between half and
+//!   all of that (jitter, so that many bots failing together do not retry
+//!   together). A 429 or 503 with `Retry-After` waits at least that long,
+//!   at most an hour.
+//! - **The cursor moves only over delivered events.** Deliveries finish out
+//!   of order across chats; the durable cursor moves to the end of the run
+//!   of delivered events that starts at it. Events delivered beyond a gap
+//!   are delivered again after a crash (same `webhook-id`), never lost.
+//! - **A bounded window.** At most [`WINDOW`] events are held per bot, so a
+//!   bot's memory is bounded whatever its backlog; a chat whose receiver
+//!   keeps failing holds the others back only once the window is full of
+//!   its own events.
+
+use super::signature;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Events held in memory per bot, read from its log ahead of delivery.
+pub const WINDOW: usize = 256;
+
+/// How long the receiver has to answer an attempt.
+pub const ATTEMPT_TIMEOUT_MS: u64 = 10_000;
+
+/// The first wait after a failure; it doubles after each.
+pub const FIRST_RETRY_MS: u64 = 1_000;
+
+/// The longest wait between two attempts, `Retry-After` aside.
+pub const MAX_RETRY_MS: u64 = 600_000;
+
+/// The longest `Retry-After` honoured.
+pub const MAX_RETRY_AFTER_MS: u64 = 3_600_000;
+
+/// The type of the notice that events were dropped before delivery.
+pub const GAP_KIND: &str = "events_dropped";
+
+/// The most bytes of an answer a host reads before it gives up on the rest
+/// (the answer is not used beyond its status and `Retry-After`).
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// One event of the bot's log, as the driver read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogEvent {
+    pub seq: i64,
+    /// The event's type; events of a type the bot did not ask for
+    /// (`allowed_updates`) count as delivered without an attempt.
+    pub kind: String,
+    /// The chat the event is about: the key of its order. Events of no
+    /// chat (the gap notice) take `""`.
+    pub chat: String,
+    /// The update exactly as delivered: `{"update_id","type","data"}`.
+    pub body: String,
+}
+
+/// One HTTP request the host is to make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    pub seq: i64,
+    /// `webhook-id`: the same on every attempt of this event.
+    pub webhook_id: String,
+    /// `webhook-timestamp`, Unix seconds.
+    pub timestamp_s: u64,
+    /// `webhook-signature`.
+    pub signature: String,
+    pub body: String,
+    /// The host reports [`Outcome::TimedOut`] if no answer came by then.
+    pub deadline_ms: u64,
+    /// Which attempt this is for the event, from 1.
+    pub attempt: u32,
+}
+
+impl Attempt {
+    /// The request's headers besides `Host` and `Content-Length`, in order.
+    pub fn headers(&self) -> [(&'static str, String); 4] {
+        [
+            ("content-type", "application/json".to_string()),
+            ("webhook-id", self.webhook_id.clone()),
+            ("webhook-timestamp", self.timestamp_s.to_string()),
+            ("webhook-signature", self.signature.clone()),
+        ]
+    }
+}
+
+/// What became of an attempt, as the host saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The receiver answered this status; `retry_after_s` is its
+    /// `Retry-After` in seconds when it sent a valid one.
+    Answered { status: u16, retry_after_s: Option<u64> },
+    /// No answer by the attempt's deadline.
+    TimedOut,
+    /// No answer at all: the name did not resolve, the address was
+    /// refused by the target rules, the connection was refused or reset,
+    /// TLS failed. The text says which, for `last_error_message`.
+    Failed(String),
+}
+
+/// What the host reports of the bot's webhook (`getWebhookInfo`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Status {
+    /// Unix seconds of the last failed attempt.
+    pub last_error_date: Option<u64>,
+    pub last_error_message: Option<String>,
+    /// Unix seconds of the next retry, when one is waiting.
+    pub next_attempt_date: Option<u64>,
+}
+
+#[derive(Debug)]
+struct Held {
+    chat: String,
+    body: String,
+    /// Attempts made so far.
+    attempts: u32,
+    /// No attempt before this time.
+    not_before_ms: u64,
+    in_flight: bool,
+}
+
+/// One bot's deliveries.
+#[derive(Debug)]
+pub struct Schedule {
+    bot_id: String,
+    key: Vec<u8>,
+    max_connections: usize,
+    /// The durable cursor as this schedule knows it: every event up to it
+    /// is acknowledged.
+    cursor: i64,
+    /// The last event read from the log.
+    read_through: i64,
+    /// Events read and not yet delivered, by seq.
+    held: BTreeMap<i64, Held>,
+    /// Events delivered above the cursor (a lower one is still on its way).
+    delivered: BTreeSet<i64>,
+    /// Runs of seqs with no event (dropped from the log before they were
+    /// read; the gap notice that follows says so): first → last.
+    gaps: BTreeMap<i64, i64>,
+    /// The event types to deliver; `None`: all.
+    allowed: Option<Vec<String>>,
+    in_flight: usize,
+    /// The chats with an event in flight or waiting to be retried, with
+    /// that event's seq: later events of the chat wait behind it.
+    chat_heads: HashMap<String, i64>,
+    /// A cursor move the driver has not yet taken.
+    cursor_to_write: Option<i64>,
+    status: Status,
+}
+
+impl Schedule {
+    /// A schedule for a bot whose durable cursor stands at `cursor`,
+    /// signing with `key` (the secret's key bytes).
+    pub fn new(bot_id: &str, key: Vec<u8>, max_connections: u32, cursor: i64) -> Schedule {
+        Schedule {
+            bot_id: bot_id.to_string(),
+            key,
+            max_connections: max_connections.clamp(1, 100) as usize,
+            cursor,
+            read_through: cursor,
+            held: BTreeMap::new(),
+            delivered: BTreeSet::new(),
+            gaps: BTreeMap::new(),
+            allowed: None,
+            in_flight: 0,
+            chat_heads: HashMap::new(),
+            cursor_to_write: None,
+            status: Status::default(),
+        }
+    }
+
+    pub fn bot_id(&self) -> &str {
+        &self.bot_id
+    }
+
+    pub fn cursor(&self) -> i64 {
+        self.cursor
+    }
+
+    /// The last event read from the log.
+    pub fn read_through(&self) -> i64 {
+        self.read_through
+    }
+
+    /// The key this schedule signs with.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// New limits (a later `setWebhook` with the same URL).
+    pub fn set_max_connections(&mut self, n: u32) {
+        self.max_connections = n.clamp(1, 100) as usize;
+    }
+
+    /// The event types to deliver from now on (`None`: all). A gap notice
+    /// is always delivered.
+    pub fn set_allowed_updates(&mut self, allowed: Option<Vec<String>>) {
+        self.allowed = allowed;
+    }
+
+    /// The log read the driver should make: events after the first value,
+    /// at most the second. `None` while the window is full.
+    pub fn wants_events(&self) -> Option<(i64, usize)> {
+        let room = WINDOW.saturating_sub(self.held.len() + self.delivered.len());
+        (room > 0).then_some((self.read_through, room))
+    }
+
+    /// Events the driver read after [`Schedule::wants_events`]'s cursor,
+    /// in seq order. Events the schedule already holds are ignored. Seqs
+    /// skipped over (events dropped before they were read) need no
+    /// delivery: the driver puts the gap notice at the last of them.
+    pub fn events_read(&mut self, events: Vec<LogEvent>, now_ms: u64) {
+        for e in events {
+            if e.seq <= self.read_through {
+                continue;
+            }
+            if e.seq > self.read_through + 1 {
+                self.gaps.insert(self.read_through + 1, e.seq - 1);
+            }
+            self.read_through = e.seq;
+            let wanted = e.kind == GAP_KIND || self.allowed.as_ref().is_none_or(|a| a.contains(&e.kind));
+            if wanted {
+                self.held.insert(
+                    e.seq,
+                    Held { chat: e.chat, body: e.body, attempts: 0, not_before_ms: now_ms, in_flight: false },
+                );
+            } else {
+                self.delivered.insert(e.seq);
+            }
+        }
+        self.advance_cursor();
+    }
+
+    /// The bot's cursor moved by another path (`drop_pending_updates`, or
+    /// the host's own acknowledgement): what is now below it is dropped.
+    pub fn cursor_moved(&mut self, cursor: i64) {
+        if cursor <= self.cursor {
+            return;
+        }
+        self.cursor = cursor;
+        self.read_through = self.read_through.max(cursor);
+        let keep = self.held.split_off(&(cursor + 1));
+        for (seq, h) in std::mem::replace(&mut self.held, keep) {
+            if h.in_flight {
+                // Its outcome, when it comes, finds nothing held.
+                self.in_flight -= 1;
+            }
+            if self.chat_heads.get(&h.chat) == Some(&seq) {
+                self.chat_heads.remove(&h.chat);
+            }
+        }
+        self.delivered = self.delivered.split_off(&(cursor + 1));
+        self.gaps.retain(|_, last| *last > cursor);
+    }
+
+    /// The next attempt to make now, if any: call until `None`.
+    pub fn poll_attempt(&mut self, now_ms: u64) -> Option<Attempt> {
+        if self.in_flight >= self.max_connections {
+            return None;
+        }
+        // The lowest seq of a chat with nothing ahead of it, due now.
+        let mut blocked: Vec<&str> = Vec::new();
+        let mut pick = None;
+        for (&seq, h) in &self.held {
+            if blocked.contains(&h.chat.as_str()) {
+                continue;
+            }
+            if let Some(&head) = self.chat_heads.get(&h.chat) {
+                if head != seq {
+                    blocked.push(&h.chat);
+                    continue;
+                }
+            }
+            if h.in_flight || h.not_before_ms > now_ms {
+                blocked.push(&h.chat);
+                continue;
+            }
+            pick = Some(seq);
+            break;
+        }
+        let seq = pick?;
+        let h = self.held.get_mut(&seq).expect("picked from held");
+        h.in_flight = true;
+        h.attempts += 1;
+        self.in_flight += 1;
+        self.chat_heads.insert(h.chat.clone(), seq);
+        let timestamp_s = now_ms / 1000;
+        let webhook_id = signature::webhook_id(&self.bot_id, seq);
+        let signature = signature::sign(&self.key, &webhook_id, timestamp_s, h.body.as_bytes());
+        Some(Attempt {
+            seq,
+            webhook_id,
+            timestamp_s,
+            signature,
+            body: h.body.clone(),
+            deadline_ms: now_ms + ATTEMPT_TIMEOUT_MS,
+            attempt: h.attempts,
+        })
+    }
+
+    /// The host's report of an attempt. `random` is a fresh random number
+    /// from the host's source, for the retry's jitter.
+    pub fn handle_outcome(&mut self, seq: i64, outcome: Outcome, now_ms: u64, random: u64) {
+        let Some(h) = self.held.get_mut(&seq) else { return };
+        if !h.in_flight {
+            return;
+        }
+        h.in_flight = false;
+        self.in_flight -= 1;
+        let (status, retry_after_s) = match &outcome {
+            Outcome::Answered { status, retry_after_s } => (Some(*status), *retry_after_s),
+            _ => (None, None),
+        };
+        if matches!(status, Some(200..=299)) {
+            let h = self.held.remove(&seq).expect("held");
+            self.chat_heads.remove(&h.chat);
+            self.delivered.insert(seq);
+            self.advance_cursor();
+            return;
+        }
+        let wait = retry_wait_ms(h.attempts, status, retry_after_s, random);
+        h.not_before_ms = now_ms + wait;
+        self.status.last_error_date = Some(now_ms / 1000);
+        self.status.last_error_message = Some(match outcome {
+            Outcome::Answered { status, .. } => format!("the receiver answered {status}"),
+            Outcome::TimedOut => format!("no answer within {} s", ATTEMPT_TIMEOUT_MS / 1000),
+            Outcome::Failed(why) => why,
+        });
+    }
+
+    fn advance_cursor(&mut self) {
+        let mut c = self.cursor;
+        loop {
+            if self.delivered.remove(&(c + 1)) {
+                c += 1;
+            } else if let Some(last) = self.gaps.remove(&(c + 1)) {
+                c = last;
+            } else {
+                break;
+            }
+        }
+        if c > self.cursor {
+            self.cursor = c;
+            self.cursor_to_write = Some(c);
+        }
+    }
+
+    /// A cursor move to make durable (`store::gateway::write_ack`), once.
+    pub fn take_cursor_write(&mut self) -> Option<i64> {
+        self.cursor_to_write.take()
+    }
+
+    /// When the driver should next call [`Schedule::poll_attempt`]: the
+    /// earliest retry that waits, if nothing is due now.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.held.values().filter(|h| !h.in_flight && h.attempts > 0).map(|h| h.not_before_ms).min()
+    }
+
+    /// Events read and not delivered, and those not yet read (`last`: the
+    /// bot's last event).
+    pub fn pending_count(&self, last: i64) -> u64 {
+        (last - self.cursor).max(0) as u64
+    }
+
+    pub fn status(&self) -> Status {
+        Status { next_attempt_date: self.poll_timeout().map(|t| t.div_ceil(1000)), ..self.status.clone() }
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+}
+
+/// A `Retry-After` header's value in seconds from `now_ms`: a number of
+/// seconds, or an HTTP date (RFC 9110, IMF-fixdate). `None` when it is
+/// neither.
+pub fn retry_after_s(value: &str, now_ms: u64) -> Option<u64> {
+    let v = value.trim();
+    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(v.parse::<u64>().unwrap_or(u64::MAX));
+    }
+    let at = http_date_s(v)?;
+    Some(at.saturating_sub(now_ms / 1000))
+}
+
+/// `Sun, 06 Nov 1994 08:49:37 GMT` as Unix seconds.
+fn http_date_s(v: &str) -> Option<u64> {
+    let (_, rest) = v.split_once(", ")?;
+    let mut parts = rest.split(' ');
+    let day: u64 = parts.next()?.parse().ok()?;
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let month_name = parts.next()?;
+    let month = MONTHS.iter().position(|m| *m == month_name)? as u64 + 1;
+    let year: u64 = parts.next()?.parse().ok()?;
+    let mut hms = parts.next()?.split(':').map(|x| x.parse::<u64>().ok());
+    let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
+    if parts.next()? != "GMT" || parts.next().is_some() || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
+        return None;
+    }
+    // Days from 1970-01-01 to the date (the civil-from-days inverse).
+    let (y, mo) = if month <= 2 { (year - 1, month + 9) } else { (year, month - 3) };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let doy = (153 * mo + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = (era * 146_097 + doe).checked_sub(719_468)?;
+    Some(days * 86_400 + h * 3600 + m * 60 + s)
+}
+
+/// How long to wait after the `attempts`-th failed attempt: 1 s doubled
+/// per attempt up to 10 minutes, drawn between half and all of it; at least
+/// a 429's or 503's `Retry-After` (at most an hour).
+pub fn retry_wait_ms(attempts: u32, status: Option<u16>, retry_after_s: Option<u64>, random: u64) -> u64 {
+    let ceiling = FIRST_RETRY_MS.saturating_mul(1u64 << attempts.saturating_sub(1).min(20)).min(MAX_RETRY_MS);
+    let half = ceiling / 2;
+    let wait = half + random % (ceiling - half + 1);
+    match (status, retry_after_s) {
+        (Some(429 | 503), Some(s)) => wait.max(s.saturating_mul(1000).min(MAX_RETRY_AFTER_MS)),
+        _ => wait,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(seq: i64, chat: &str) -> LogEvent {
+        typed(seq, chat, "message_created")
+    }
+
+    fn typed(seq: i64, chat: &str, kind: &str) -> LogEvent {
+        LogEvent { seq, kind: kind.into(), chat: chat.into(), body: format!("{{\"update_id\":{seq}}}") }
+    }
+
+    fn ok() -> Outcome {
+        Outcome::Answered { status: 200, retry_after_s: None }
+    }
+
+    fn schedule(max: u32) -> Schedule {
+        Schedule::new("b_1", vec![1; 32], max, 0)
+    }
+
+    fn drain(s: &mut Schedule, now: u64) -> Vec<i64> {
+        std::iter::from_fn(|| s.poll_attempt(now)).map(|a| a.seq).collect()
+    }
+
+    #[test]
+    fn one_attempt_per_chat_in_order_and_chats_in_parallel() {
+        let mut s = schedule(40);
+        assert_eq!(s.wants_events(), Some((0, WINDOW)));
+        s.events_read(vec![ev(1, "a"), ev(2, "a"), ev(3, "b"), ev(4, "c"), ev(5, "b")], 0);
+        assert_eq!(drain(&mut s, 0), vec![1, 3, 4]);
+        s.handle_outcome(3, ok(), 10, 0);
+        assert_eq!(s.take_cursor_write(), None, "1 and 2 are not delivered yet");
+        assert_eq!(drain(&mut s, 10), vec![5]);
+        s.handle_outcome(1, ok(), 20, 0);
+        assert_eq!(s.take_cursor_write(), Some(1));
+        assert_eq!(drain(&mut s, 20), vec![2]);
+        s.handle_outcome(2, ok(), 30, 0);
+        assert_eq!(s.take_cursor_write(), Some(3), "3 was delivered already");
+        s.handle_outcome(4, ok(), 30, 0);
+        s.handle_outcome(5, ok(), 30, 0);
+        assert_eq!(s.take_cursor_write(), Some(5));
+        assert_eq!(s.take_cursor_write(), None);
+        assert_eq!(s.wants_events(), Some((5, WINDOW)));
+    }
+
+    #[test]
+    fn max_connections_caps_attempts_in_flight() {
+        let mut s = schedule(2);
+        s.events_read((1..=5).map(|i| ev(i, &format!("c{i}"))).collect(), 0);
+        assert_eq!(drain(&mut s, 0), vec![1, 2]);
+        s.handle_outcome(2, ok(), 1, 0);
+        assert_eq!(drain(&mut s, 1), vec![3]);
+        assert_eq!(s.in_flight(), 2);
+    }
+
+    #[test]
+    fn a_failed_event_holds_its_chat_back_and_is_retried_with_the_same_id() {
+        let mut s = schedule(40);
+        s.events_read(vec![ev(1, "a"), ev(2, "a"), ev(3, "b")], 0);
+        let first = s.poll_attempt(0).unwrap();
+        assert_eq!((first.seq, first.attempt, first.webhook_id.as_str()), (1, 1, "msg_b_1_1"));
+        assert_eq!(drain(&mut s, 0), vec![3]);
+        s.handle_outcome(1, Outcome::Answered { status: 500, retry_after_s: None }, 100, 0);
+        assert_eq!(drain(&mut s, 100), Vec::<i64>::new(), "2 waits behind 1; 1 waits 500 ms");
+        assert_eq!(s.poll_timeout(), Some(600));
+        assert_eq!(
+            s.status(),
+            Status {
+                last_error_date: Some(0),
+                last_error_message: Some("the receiver answered 500".into()),
+                next_attempt_date: Some(1)
+            }
+        );
+        let again = s.poll_attempt(600).unwrap();
+        assert_eq!((again.seq, again.attempt, again.webhook_id), (1, 2, first.webhook_id));
+        assert_eq!(again.timestamp_s, 0);
+        assert_ne!(again.deadline_ms, first.deadline_ms);
+    }
+
+    #[test]
+    fn waits_double_up_to_ten_minutes_with_jitter() {
+        // random 0 gives the lower half, u64::MAX-ish the top.
+        assert_eq!(retry_wait_ms(1, None, None, 0), 500);
+        assert_eq!(retry_wait_ms(1, None, None, 500), 1000);
+        assert_eq!(retry_wait_ms(2, None, None, 0), 1000);
+        assert_eq!(retry_wait_ms(3, Some(500), None, 0), 2000);
+        assert_eq!(retry_wait_ms(11, None, None, 0), 300_000);
+        assert_eq!(retry_wait_ms(40, None, None, 0), 300_000);
+        assert_eq!(retry_wait_ms(40, None, None, 300_000), 600_000);
+        for r in [1u64, 7, 12345, u64::MAX] {
+            let w = retry_wait_ms(4, None, None, r);
+            assert!((4000..=8000).contains(&w), "{w}");
+        }
+    }
+
+    #[test]
+    fn retry_after_is_seconds_or_an_http_date() {
+        let now = 784_111_777_000; // Sun, 06 Nov 1994 08:49:37 GMT
+        assert_eq!(retry_after_s("120", now), Some(120));
+        assert_eq!(retry_after_s(" 7 ", now), Some(7));
+        assert_eq!(retry_after_s("Sun, 06 Nov 1994 08:49:37 GMT", now), Some(0));
+        assert_eq!(retry_after_s("Sun, 06 Nov 1994 08:51:37 GMT", now), Some(120));
+        assert_eq!(retry_after_s("Thu, 01 Jan 1970 00:00:00 GMT", now), Some(0));
+        assert_eq!(retry_after_s("Sat, 29 Feb 2020 23:59:59 GMT", 0), Some(1_583_020_799));
+        for bad in ["", "-1", "1.5", "soon", "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 32 Nov 1994 08:49:37 GMT"] {
+            assert_eq!(retry_after_s(bad, now), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn retry_after_is_honoured_on_429_and_503_up_to_an_hour() {
+        assert_eq!(retry_wait_ms(1, Some(429), Some(30), 0), 30_000);
+        assert_eq!(retry_wait_ms(1, Some(503), Some(30), 0), 30_000);
+        assert_eq!(retry_wait_ms(1, Some(500), Some(30), 0), 500, "only 429 and 503");
+        assert_eq!(retry_wait_ms(1, Some(429), Some(86_400), 0), 3_600_000);
+        assert_eq!(retry_wait_ms(12, Some(429), Some(1), 0), 300_000, "the backoff when longer");
+    }
+
+    #[test]
+    fn timeouts_and_failures_are_reported_in_words() {
+        let mut s = schedule(40);
+        s.events_read(vec![ev(1, "a"), ev(2, "b")], 0);
+        drain(&mut s, 0);
+        s.handle_outcome(1, Outcome::TimedOut, 10_000, 0);
+        assert_eq!(s.status().last_error_message.as_deref(), Some("no answer within 10 s"));
+        s.handle_outcome(2, Outcome::Failed("connection refused".into()), 10_000, 0);
+        assert_eq!(s.status().last_error_message.as_deref(), Some("connection refused"));
+        assert_eq!(s.status().last_error_date, Some(10));
+    }
+
+    #[test]
+    fn the_window_bounds_what_is_held() {
+        let mut s = schedule(1);
+        s.events_read((1..=WINDOW as i64).map(|i| ev(i, "a")).collect(), 0);
+        assert_eq!(s.wants_events(), None);
+        let a = s.poll_attempt(0).unwrap();
+        s.handle_outcome(a.seq, ok(), 0, 0);
+        assert_eq!(s.wants_events(), Some((WINDOW as i64, 1)));
+    }
+
+    #[test]
+    fn outcomes_for_unknown_or_settled_attempts_change_nothing() {
+        let mut s = schedule(40);
+        s.events_read(vec![ev(1, "a")], 0);
+        s.handle_outcome(1, ok(), 0, 0);
+        let a = s.poll_attempt(0).unwrap();
+        s.handle_outcome(a.seq, ok(), 0, 0);
+        s.handle_outcome(a.seq, Outcome::TimedOut, 0, 0);
+        s.handle_outcome(99, ok(), 0, 0);
+        assert_eq!(s.take_cursor_write(), Some(1));
+        assert_eq!(s.status(), Status::default());
+    }
+
+    #[test]
+    fn a_cursor_moved_elsewhere_drops_what_it_passed() {
+        let mut s = schedule(40);
+        s.events_read(vec![ev(1, "a"), ev(2, "a"), ev(3, "b")], 0);
+        assert_eq!(drain(&mut s, 0), vec![1, 3]);
+        s.cursor_moved(2);
+        assert_eq!(s.in_flight(), 1);
+        assert_eq!(drain(&mut s, 0), Vec::<i64>::new(), "3 is in flight");
+        s.handle_outcome(1, ok(), 0, 0);
+        s.handle_outcome(3, ok(), 0, 0);
+        assert_eq!(s.take_cursor_write(), Some(3));
+        assert_eq!(s.pending_count(3), 0);
+        assert_eq!(s.pending_count(7), 4);
+    }
+
+    #[test]
+    fn attempts_are_signed_over_id_timestamp_and_body() {
+        let mut s = schedule(40);
+        s.events_read(vec![ev(7, "a")], 1_614_265_330_500);
+        let a = s.poll_attempt(1_614_265_330_500).unwrap();
+        assert_eq!(a.timestamp_s, 1_614_265_330);
+        assert_eq!(a.signature, signature::sign(&[1; 32], "msg_b_1_7", 1_614_265_330, b"{\"update_id\":7}"));
+        assert_eq!(a.deadline_ms, 1_614_265_330_500 + ATTEMPT_TIMEOUT_MS);
+        let h = a.headers();
+        assert_eq!(h[0], ("content-type", "application/json".to_string()));
+        assert_eq!(h[1], ("webhook-id", "msg_b_1_7".to_string()));
+        assert_eq!(h[2], ("webhook-timestamp", "1614265330".to_string()));
+    }
+
+    #[test]
+    fn events_of_types_not_asked_for_are_acknowledged_without_an_attempt() {
+        let mut s = schedule(40);
+        s.set_allowed_updates(Some(vec!["message_created".into()]));
+        s.events_read(vec![typed(1, "a", "blocked"), ev(2, "a"), typed(3, "b", "member_added")], 0);
+        assert_eq!(s.take_cursor_write(), Some(1));
+        assert_eq!(drain(&mut s, 0), vec![2]);
+        s.handle_outcome(2, ok(), 0, 0);
+        assert_eq!(s.take_cursor_write(), Some(3));
+    }
+
+    #[test]
+    fn a_gap_is_crossed_once_its_notice_is_delivered() {
+        let mut s = schedule(40);
+        s.set_allowed_updates(Some(vec!["message_created".into()]));
+        // Events 1..=9 were dropped: the notice sits at 9, then 10 follows.
+        s.events_read(vec![typed(9, "", GAP_KIND), ev(10, "a")], 0);
+        // 1..=8 are gone; the notice at 9 stays to be delivered.
+        assert_eq!(s.take_cursor_write(), Some(8));
+        assert_eq!(drain(&mut s, 0), vec![9, 10]);
+        s.handle_outcome(10, ok(), 0, 0);
+        assert_eq!(s.take_cursor_write(), None, "the notice is not delivered yet");
+        s.handle_outcome(9, ok(), 0, 0);
+        assert_eq!(s.take_cursor_write(), Some(10));
+    }
+}

@@ -1,0 +1,366 @@
+//! Webhooks end to end, over real TCP, against the example servers: every
+//! delivery lands on a real receiver (`tests/webhooks/receiver.py`) that
+//! verifies it with the Standard Webhooks project's own Python library.
+//! The receiver fails in every way a receiver fails — 500, 429 with
+//! `Retry-After`, a hang past the deadline, a redirect, down — and every
+//! event still arrives, in order per chat, with stable ids; a server killed
+//! mid-delivery resumes from the durable cursor; and setWebhook refuses
+//! what a bot must not make the server reach.
+
+mod webhooks;
+mod wire;
+
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use webhooks::*;
+use wire::*;
+
+macro_rules! servers {
+    ($($name:ident),* $(,)?) => {
+        mod rust {
+            $(#[test] fn $name() { super::$name(&super::example_binary()) })*
+        }
+        mod c {
+            $(#[test] fn $name() { super::$name(&super::c_binary()) })*
+        }
+    };
+}
+
+servers! {
+    deliveries_are_signed_verified_by_the_standard_webhooks_library_and_move_the_cursor,
+    a_failing_receiver_gets_every_event_in_order_per_chat_once_it_recovers,
+    a_server_killed_mid_delivery_resumes_from_the_durable_cursor_with_the_same_ids,
+    set_webhook_refuses_addresses_the_server_must_not_reach,
+    an_answer_with_a_body_past_64_kib_counts_by_its_status,
+}
+
+const ALLOW: [&str; 2] = ["--webhook-allow-http", "--webhook-allow-private-addresses"];
+
+fn start(bin: &Path, db: &str, extra: &[&str]) -> Server {
+    let mut args = vec!["--db", db, "--admin-secret", SECRET];
+    args.extend_from_slice(extra);
+    Server::start_in_shell(&[], "true", &[], bin, &args)
+}
+
+fn set_webhook(srv: &Server, token: &str, body: &Value) -> Value {
+    let r = srv.bot(token, "setWebhook", body);
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["result"].clone()
+}
+
+fn info(srv: &Server, token: &str) -> Value {
+    let r = srv.bot(token, "getWebhookInfo", &json!({}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["result"].clone()
+}
+
+fn deliveries_are_signed_verified_by_the_standard_webhooks_library_and_move_the_cursor(bin: &Path) {
+    let dir = temp_dir("webhooks-signed");
+    let rx = Receiver::start(&dir, 0);
+    let srv = start(bin, ":memory:", &ALLOW);
+    let w = srv.world("standard");
+    // Nothing set yet.
+    assert_eq!(
+        info(&srv, &w.token),
+        json!({"url": "", "pending_update_count": 1, "max_connections": null, "allowed_updates": null,
+               "last_error_date": null, "last_error_message": null, "next_attempt_date": null})
+    );
+    let set = set_webhook(&srv, &w.token, &json!({"url": rx.url()}));
+    let secret = set["secret"].as_str().expect("a secret on the first setWebhook").to_string();
+    assert_eq!(set, json!({"url": rx.url(), "secret": secret}));
+    assert!(secret.starts_with("whsec_") && secret.len() == 6 + 44, "{secret}");
+    rx.control(&json!({"secret": secret}));
+    let m1 = srv.say(&w.user_id, &w.chat, "one");
+    let m2 = srv.say(&w.user_id, &w.chat, "two");
+    let seen = rx.wait_for(WAIT, "3 deliveries", |s| delivered(s).len() >= 3);
+    assert_eq!(delivered(&seen), [1, 2, 3]);
+    // Until the receiver had the secret it answered 503: those are retried.
+    let seen: Vec<Value> = seen.into_iter().filter(answered_ok).collect();
+    for e in &seen {
+        assert_eq!(e["verified"], json!(true), "{e}");
+        assert_eq!(e["content_type"], "application/json");
+        assert_eq!(e["path"], "/hook");
+    }
+    let ids: Vec<&str> = seen.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [1, 2, 3].map(|n| format!("msg_{}_{n}", w.bot_id)));
+    // The update is the gateway's event: update_id, type, data.
+    assert_eq!(
+        seen[0]["body"],
+        json!({"update_id": 1, "type": "bot_started",
+        "data": {"chat": {"id": w.chat, "type": "private"}, "user": w.user}})
+    );
+    assert_eq!(seen[1]["body"], json!({"update_id": 2, "type": "message_created", "data": {"message": m1}}));
+    assert_eq!(seen[2]["body"], json!({"update_id": 3, "type": "message_created", "data": {"message": m2}}));
+    // Acknowledged: nothing pending, and a gateway session starts after it.
+    let until = Instant::now() + WAIT;
+    while info(&srv, &w.token)["pending_update_count"] != 0 {
+        assert!(Instant::now() < until, "the cursor did not move");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A delivery that came before the receiver had its secret was answered
+    // 503 and retried: the last error says so, until then none.
+    let mut now = info(&srv, &w.token);
+    if rx.seen().iter().any(|e| e["step"] == "no secret") {
+        assert!(now["last_error_date"].is_u64(), "{now}");
+        assert_eq!(now["last_error_message"], "the receiver answered 503");
+        now["last_error_date"] = Value::Null;
+        now["last_error_message"] = Value::Null;
+    }
+    assert_eq!(
+        now,
+        json!({"url": rx.url(), "pending_update_count": 0, "max_connections": 40, "allowed_updates": null,
+               "last_error_date": null, "last_error_message": null, "next_attempt_date": null})
+    );
+    let mut gw = srv.gateway(&w.token, "");
+    assert_eq!(gw.hello()["replay_from"], 4);
+    gw.close();
+    // The same URL again keeps the secret; rotate_secret makes a new one.
+    let again = set_webhook(
+        &srv,
+        &w.token,
+        &json!({"url": rx.url(), "max_connections": 2,
+        "allowed_updates": ["message_created", "message_created"]}),
+    );
+    assert_eq!(again, json!({"url": rx.url()}));
+    assert_eq!(info(&srv, &w.token)["max_connections"], 2);
+    assert_eq!(info(&srv, &w.token)["allowed_updates"], json!(["message_created"]));
+    let rotated = set_webhook(&srv, &w.token, &json!({"url": rx.url(), "rotate_secret": true}));
+    let new_secret = rotated["secret"].as_str().unwrap().to_string();
+    assert_ne!(new_secret, secret);
+    rx.control(&json!({"secret": new_secret}));
+    srv.say(&w.user_id, &w.chat, "three");
+    let seen = rx.wait_for(WAIT, "the 4th delivery", |s| delivered(s).len() >= 4);
+    let last = seen.iter().rfind(|e| answered_ok(e)).unwrap();
+    assert_eq!(last["verified"], json!(true), "signed with the rotated secret");
+    let until = Instant::now() + WAIT;
+    while info(&srv, &w.token)["pending_update_count"] != 0 {
+        assert!(Instant::now() < until, "the cursor did not reach 4");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // deleteWebhook forgets it; events wait for another reader.
+    let r = srv.bot(&w.token, "deleteWebhook", &json!({}));
+    assert_eq!((r.status, r.body.clone()), (200, json!({"ok": true, "result": true})));
+    let before = rx.seen().len();
+    srv.say(&w.user_id, &w.chat, "four");
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(rx.seen().len(), before, "no delivery after deleteWebhook");
+    assert_eq!(info(&srv, &w.token)["url"], "");
+    assert_eq!(info(&srv, &w.token)["pending_update_count"], 1);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn a_failing_receiver_gets_every_event_in_order_per_chat_once_it_recovers(bin: &Path) {
+    let dir = temp_dir("webhooks-failing");
+    let mut rx = Receiver::start(&dir, 0);
+    let srv = start(bin, ":memory:", &ALLOW);
+    let w = srv.world("standard");
+    // A second chat of the same bot.
+    let bob = srv.admin("createUser", &json!({"display_name": "Bob"}));
+    let bob_id = bob["id"].as_str().unwrap().to_string();
+    let chat_b =
+        srv.admin("startBot", &json!({"user_id": bob_id, "bot_id": w.bot_id}))["id"].as_str().unwrap().to_string();
+    // The first three attempts fail, whatever they carry.
+    rx.control(&json!({"script": ["500", "500", "429:1"]}));
+    let secret = set_webhook(&srv, &w.token, &json!({"url": rx.url()}))["secret"].as_str().unwrap().to_string();
+    rx.control(&json!({"secret": secret}));
+    for i in 0..3 {
+        srv.say(&w.user_id, &w.chat, &format!("a{i}"));
+        srv.say(&bob_id, &chat_b, &format!("b{i}"));
+    }
+    // Events 1..=8: bot_started (chat A), bot_started (chat B), then a/b.
+    let seen = rx.wait_for(Duration::from_secs(30), "8 deliveries", |s| delivered(s).len() >= 8);
+    assert_per_chat_order(&seen);
+    let info_now = info(&srv, &w.token);
+    assert_eq!(info_now["last_error_message"], "the receiver answered 429", "{info_now}");
+    // A receiver that hangs past the 10 s deadline.
+    rx.control(&json!({"script": ["hang:12"]}));
+    srv.say(&w.user_id, &w.chat, "slow");
+    let seen = rx.wait_for(Duration::from_secs(30), "the hung event again", |s| delivered(s).contains(&9));
+    let tries: Vec<&Value> = seen.iter().filter(|e| e["body"]["update_id"] == 9).collect();
+    assert_eq!(tries.len(), 2, "{tries:#?}");
+    assert_eq!(tries[0]["id"], tries[1]["id"], "the same webhook-id on a retry");
+    let gap = tries[1]["at"].as_f64().unwrap() - tries[0]["at"].as_f64().unwrap();
+    assert!(gap >= 10.0, "retried {gap} s after the first attempt, before its deadline");
+    assert_eq!(info(&srv, &w.token)["last_error_message"], "no answer within 10 s");
+    // A receiver that is down, then back on the same port.
+    let port = rx.port;
+    rx.stop();
+    srv.say(&bob_id, &chat_b, "while down");
+    let until = Instant::now() + WAIT;
+    loop {
+        let i = info(&srv, &w.token);
+        let msg = i["last_error_message"].as_str().unwrap_or("").to_string();
+        if msg.starts_with("could not connect") {
+            assert!(i["next_attempt_date"].is_u64(), "{i}");
+            break;
+        }
+        assert!(Instant::now() < until, "no failed connection recorded: {i}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let rx = Receiver::start(&dir, port);
+    rx.control(&json!({"secret": secret}));
+    let seen = rx.wait_for(Duration::from_secs(30), "the event sent while down", |s| delivered(s).contains(&10));
+    assert_per_chat_order(&seen);
+    let mut all = delivered(&seen);
+    all.sort();
+    all.dedup();
+    assert_eq!(all, (1..=10).collect::<Vec<_>>(), "every event arrived");
+    let until = Instant::now() + WAIT;
+    while info(&srv, &w.token)["pending_update_count"] != 0 {
+        assert!(Instant::now() < until, "the cursor did not reach 10");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(info(&srv, &w.token)["next_attempt_date"], Value::Null);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn a_server_killed_mid_delivery_resumes_from_the_durable_cursor_with_the_same_ids(bin: &Path) {
+    let dir = temp_dir("webhooks-kill");
+    let rx = Receiver::start(&dir, 0);
+    let db = dir.join("botspace.db").to_string_lossy().into_owned();
+    let srv = start(bin, &db, &ALLOW);
+    let w = srv.world("standard");
+    let secret = set_webhook(&srv, &w.token, &json!({"url": rx.url()}))["secret"].as_str().unwrap().to_string();
+    rx.control(&json!({"secret": secret, "script": vec!["hang:0.3"; 40]}));
+    for i in 0..20 {
+        srv.say(&w.user_id, &w.chat, &format!("m{i}"));
+    }
+    rx.wait_for(WAIT, "a few deliveries", |s| delivered(s).len() >= 3);
+    srv.signal("-KILL");
+    drop(srv);
+    let before = rx.seen();
+    let srv = start(bin, &db, &ALLOW);
+    let seen = rx.wait_for(Duration::from_secs(60), "all 21 events", |s| {
+        let mut d = delivered(s);
+        d.sort();
+        d.dedup();
+        d.len() == 21
+    });
+    assert!(seen.len() > before.len());
+    assert_per_chat_order(&seen);
+    for e in seen.iter().filter(|e| answered_ok(e)) {
+        assert_eq!(e["verified"], json!(true), "the stored secret signs after the restart: {e}");
+        let n = e["body"]["update_id"].as_i64().unwrap();
+        assert_eq!(e["id"], format!("msg_{}_{n}", w.bot_id), "ids are stable across the restart");
+    }
+    let until = Instant::now() + WAIT;
+    while info(&srv, &w.token)["pending_update_count"] != 0 {
+        assert!(Instant::now() < until, "the cursor did not reach 21");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(srv);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn set_webhook_refuses_addresses_the_server_must_not_reach(bin: &Path) {
+    let dir = temp_dir("webhooks-ssrf");
+    let mut rx = Receiver::start(&dir, 0);
+    // The defaults: https only, public addresses only.
+    let srv = start(bin, ":memory:", &[]);
+    let w = srv.world("standard");
+    let table = [
+        ("https://127.0.0.1/hook", "a loopback address"),
+        ("https://127.8.9.10:8443/", "a loopback address"),
+        ("https://[::1]/hook", "a loopback address"),
+        ("https://[::ffff:127.0.0.1]/hook", "a loopback address"),
+        ("https://10.1.2.3/hook", "a private address"),
+        ("https://192.168.0.1/hook", "a private address"),
+        ("https://169.254.169.254/latest/meta-data/", "a link-local address"),
+        ("https://0.0.0.0/", "the unspecified address"),
+        ("https://224.0.0.1/", "a multicast address"),
+    ];
+    for (url, what) in table {
+        let r = srv.bot(&w.token, "setWebhook", &json!({"url": url}));
+        assert_eq!(r.status, 400, "{url}");
+        assert_eq!(
+            r.body,
+            json!({"ok": false, "error_code": 400, "error": "webhook_address_forbidden",
+                   "description": format!("the webhook URL points at {what}, which this server does not deliver to"),
+                   "parameters": {"field": "url"}}),
+            "{url}"
+        );
+    }
+    let invalid = [
+        (rx.url(), "must use https"),
+        ("ftp://example.com/".into(), "must use https"),
+        ("https://user:pw@example.com/".into(), "must not carry a user or password"),
+        ("https://2130706433/".into(), "has no valid host"),
+        ("example.com/hook".into(), "is not an absolute URL"),
+        (format!("https://example.com/{}", "a".repeat(2048)), "is longer than 2048 characters"),
+    ];
+    for (url, why) in invalid {
+        let r = srv.bot(&w.token, "setWebhook", &json!({"url": url}));
+        assert_eq!(
+            (r.status, r.body.clone()),
+            (
+                400,
+                json!({"ok": false, "error_code": 400, "error": "invalid_webhook_url",
+                         "description": format!("the webhook URL {why}"), "parameters": {"field": "url"}})
+            ),
+            "{url}"
+        );
+    }
+    let r = srv.bot(&w.token, "setWebhook", &json!({"url": "https://example.com/", "max_connections": 0}));
+    r.assert_error(400, "invalid_field");
+    let r = srv.bot(&w.token, "setWebhook", &json!({"url": "https://example.com/", "allowed_updates": ["typing"]}));
+    r.assert_error(400, "invalid_field");
+    // Refused requests changed nothing.
+    assert_eq!(info(&srv, &w.token)["url"], "");
+    // A name is checked against what it resolves to, at each connection:
+    // localhost is loopback, so nothing reaches the receiver on it.
+    let url = format!("https://localhost:{}/hook", rx.port);
+    set_webhook(&srv, &w.token, &json!({"url": url}));
+    let until = Instant::now() + WAIT;
+    loop {
+        let i = info(&srv, &w.token);
+        if i["last_error_message"]
+            == "the host name resolves to a loopback address, which this server does not deliver to"
+        {
+            break;
+        }
+        assert!(Instant::now() < until, "no refusal recorded: {i}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(rx.seen().len(), 0, "nothing reached the receiver");
+    drop(srv);
+    // Redirects are not followed (with http and loopback allowed).
+    let srv = start(bin, ":memory:", &ALLOW);
+    let w = srv.world("standard");
+    rx.control(&json!({"script": ["302"]}));
+    let secret = set_webhook(&srv, &w.token, &json!({"url": rx.url()}))["secret"].as_str().unwrap().to_string();
+    rx.control(&json!({"secret": secret}));
+    let seen = rx.wait_for(WAIT, "the retry after the redirect", |s| delivered(s).contains(&1));
+    assert!(seen.iter().all(|e| e.get("redirected").is_none()), "the redirect was followed: {seen:#?}");
+    let steps: Vec<&str> = seen.iter().map(|e| e["step"].as_str().unwrap()).filter(|s| *s != "no secret").collect();
+    assert_eq!(steps, ["302", "ok"]);
+    assert_eq!(info(&srv, &w.token)["last_error_message"], "the receiver answered 302");
+    rx.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The answer's body is not used: a sender reads at most 64 KiB of it (the
+/// C server stops the transfer there), and a 200 with a 1 MiB body is a
+/// delivery like any other, not a failed connection retried.
+fn an_answer_with_a_body_past_64_kib_counts_by_its_status(bin: &Path) {
+    let dir = temp_dir("webhooks-big-answer");
+    let rx = Receiver::start(&dir, 0);
+    let srv = start(bin, ":memory:", &ALLOW);
+    let w = srv.world("standard");
+    rx.control(&json!({"script": ["big"]}));
+    let secret = set_webhook(&srv, &w.token, &json!({"url": rx.url()}))["secret"].as_str().unwrap().to_string();
+    rx.control(&json!({"secret": secret}));
+    let until = Instant::now() + WAIT;
+    while info(&srv, &w.token)["pending_update_count"] != 0 {
+        assert!(Instant::now() < until, "the cursor did not move: {:#?}", rx.seen());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let seen = rx.seen();
+    let steps: Vec<&str> = seen.iter().map(|e| e["step"].as_str().unwrap()).filter(|s| *s != "no secret").collect();
+    assert_eq!(steps, ["big"], "delivered once, not retried");
+    assert_eq!(delivered(&seen), [1]);
+    // Only a delivery before the receiver had its secret may have failed.
+    let i = info(&srv, &w.token);
+    assert!(i["last_error_message"].is_null() || i["last_error_message"] == "the receiver answered 503", "{i}");
+    let _ = std::fs::remove_dir_all(dir);
+}

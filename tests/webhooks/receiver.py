@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""A webhook receiver for the tests: every delivery to /hook is verified by
+the Standard Webhooks project's own Python library (`standardwebhooks`),
+not by botspace's code, and recorded as one JSON line in the log file.
+
+    receiver.py PORT LOG [SECRET]
+
+Port 0 picks a free port; the first line on stdout is `listening PORT`.
+POST /control with JSON changes what it does:
+  {"secret": "whsec_..."}                 verify with this secret from now on
+  {"script": ["500", "429:2", "hang:12", "302", "ok"]}
+      the answers to the next deliveries, one each, then 200 again:
+      a status; 429:N and 503:N add `Retry-After: N`; hang:N sleeps N
+      seconds before answering 200 (past the sender's deadline); 302 adds
+      `Location: /redirected`; big answers 200 with a 1 MiB body (more than a
+      sender reads).
+Any request to /redirected is recorded with "redirected": true.
+"""
+
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+LOCK = threading.Lock()
+STATE = {"secret": None, "script": []}
+
+
+def record(log, entry):
+    with LOCK:
+        with open(log, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+            f.flush()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, headers=(), body=b""):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(n)
+        if self.path == "/control":
+            c = json.loads(body)
+            with LOCK:
+                if "secret" in c:
+                    STATE["secret"] = c["secret"]
+                if "script" in c:
+                    STATE["script"] = list(c["script"])
+            return self.answer(200, body=b"{}")
+        if self.path == "/redirected":
+            record(self.server.log, {"redirected": True})
+            return self.answer(200)
+        with LOCK:
+            secret = STATE["secret"]
+            # Until the test hands over the secret setWebhook returned, a
+            # delivery cannot be verified: answered 503, as a receiver that
+            # is still starting would (the sender retries it).
+            step = "no secret" if secret is None else STATE["script"].pop(0) if STATE["script"] else "ok"
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        try:
+            Webhook(secret).verify(body, headers)
+            verified = True
+        except (WebhookVerificationError, Exception) as e:  # noqa: BLE001
+            verified = str(e) or type(e).__name__
+        entry = {
+            "path": self.path,
+            "id": headers.get("webhook-id"),
+            "timestamp": headers.get("webhook-timestamp"),
+            "content_type": headers.get("content-type"),
+            "verified": verified,
+            "body": json.loads(body) if body else None,
+            "step": step,
+            "at": time.time(),
+        }
+        record(self.server.log, entry)
+        if step == "ok":
+            return self.answer(200, body=b"ok")
+        if step == "no secret":
+            return self.answer(503)
+        if step.startswith("hang:"):
+            time.sleep(float(step.split(":")[1]))
+            try:
+                return self.answer(200)
+            except OSError:
+                return None
+        if step == "big":
+            try:
+                return self.answer(200, body=b"x" * (1 << 20))
+            except OSError:
+                return None
+        if step == "302":
+            return self.answer(302, [("Location", "/redirected")])
+        if ":" in step:
+            status, after = step.split(":")
+            return self.answer(int(status), [("Retry-After", after)])
+        return self.answer(int(step))
+
+
+def main():
+    port, log = int(sys.argv[1]), sys.argv[2]
+    if len(sys.argv) > 3:
+        STATE["secret"] = sys.argv[3]
+    ThreadingHTTPServer.allow_reuse_address = True
+    ThreadingHTTPServer.daemon_threads = True
+    srv = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    srv.log = log
+    print(f"listening {srv.server_address[1]}", flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

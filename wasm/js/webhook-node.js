@@ -1,0 +1,76 @@
+// The webhook sender of the Node.js entry. Unlike `fetch`, node:http and
+// node:https let the caller resolve the name: every address the name
+// resolves to is checked against the service's policy (the core's
+// `webhookAddressAllowed`) before a connection is made, and only allowed
+// addresses are connected to, so a name that resolves to loopback or to
+// the cloud's metadata address is refused, as on the Rust server.
+import dns from 'node:dns';
+import http from 'node:http';
+import https from 'node:https';
+
+/** The error a refused address ends the attempt with. */
+class AddressRefused extends Error {}
+
+/**
+ * Sends one delivery (`WebhookRequest` of the core) and resolves to its
+ * outcome: `{status, retryAfter}` or `{failed: message}`. `signal` aborts
+ * it at the deadline (the caller reports the time-out).
+ */
+export function nodeSendWebhook(req, { addressAllowed, signal }) {
+  const t = req.target;
+  if (t.literal !== null) {
+    // No lookup happens for a literal: check it here.
+    const refused = addressAllowed(t.literal);
+    if (refused) return Promise.resolve({ failed: refused });
+  }
+  const lookup = (hostname, options, callback) => {
+    dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
+      if (err) return callback(err);
+      const allowed = addresses.filter((a) => addressAllowed(a.address) === null);
+      if (allowed.length === 0) {
+        const why = addresses.length ? addressAllowed(addresses[0].address) : 'the host name has no address';
+        return callback(new AddressRefused(why));
+      }
+      if (options.all) callback(null, allowed);
+      else callback(null, allowed[0].address, allowed[0].family);
+    });
+  };
+  const body = Buffer.from(req.body, 'utf8');
+  const options = {
+    method: 'POST',
+    host: t.host,
+    port: t.port,
+    path: t.path,
+    headers: { ...req.headers, host: req.hostHeader, 'content-length': String(body.length), connection: 'close' },
+    lookup,
+    signal,
+    // One connection per attempt: nothing of a receiver's connection
+    // outlives its attempt.
+    agent: false,
+  };
+  if (t.https && t.literal === null) options.servername = t.host;
+  return new Promise((resolve) => {
+    const r = (t.https ? https : http).request(options, (res) => {
+      // Only the status and Retry-After are used: the body is never read.
+      const retryAfter = res.headers['retry-after'] ?? null;
+      resolve({ status: res.statusCode, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter });
+      res.destroy();
+    });
+    r.on('error', (e) => resolve({ failed: describe(e) }));
+    r.end(body);
+  });
+}
+
+function describe(e) {
+  if (e instanceof AddressRefused) return e.message;
+  if (e?.code === 'ENOTFOUND' || e?.code === 'EAI_AGAIN' || e?.code === 'ENODATA') {
+    return `the host name did not resolve: ${e.message}`;
+  }
+  if (e?.code === 'ECONNREFUSED' || e?.code === 'EHOSTUNREACH' || e?.code === 'ENETUNREACH' || e?.code === 'ETIMEDOUT') {
+    return `could not connect: ${e.message}`;
+  }
+  if (typeof e?.code === 'string' && (e.code.startsWith('ERR_TLS') || e.code.startsWith('ERR_SSL') || /CERT|SELF_SIGNED/.test(e.code))) {
+    return `TLS failed: ${e.message}`;
+  }
+  return `the connection failed: ${e?.message ?? e}`;
+}
