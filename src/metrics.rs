@@ -142,6 +142,10 @@ fn outcome_of(resp: &[u8]) -> (usize, Option<ErrorCode>) {
     }
 }
 
+/// What came of a webhook attempt: the receiver answered 2xx, answered
+/// something else, did not answer in time, or could not be reached.
+pub(crate) const WEBHOOK_RESULTS: [&str; 4] = ["delivered", "refused", "timed_out", "unreachable"];
+
 /// The service's counters.
 pub(crate) struct Metrics {
     /// `N_METHODS × N_OUTCOMES` request counts.
@@ -155,6 +159,10 @@ pub(crate) struct Metrics {
     storage_errors: [AtomicU64; STORAGE_KINDS.len()],
     evictions: AtomicU64,
     request_timeouts: AtomicU64,
+    /// Webhook attempts by what came of them (`WEBHOOK_RESULTS`), and the
+    /// attempts that were retries.
+    pub(crate) webhook_attempts: [AtomicU64; WEBHOOK_RESULTS.len()],
+    pub(crate) webhook_retries: AtomicU64,
     /// A write was refused for a full disk and none has succeeded since:
     /// readiness then probes with a write.
     pub(crate) disk_full: AtomicBool,
@@ -172,6 +180,8 @@ impl Default for Metrics {
             storage_errors: Default::default(),
             evictions: AtomicU64::new(0),
             request_timeouts: AtomicU64::new(0),
+            webhook_attempts: Default::default(),
+            webhook_retries: AtomicU64::new(0),
             disk_full: AtomicBool::new(false),
         }
     }
@@ -192,6 +202,11 @@ pub(crate) struct Snapshot {
     pub gateway_sessions: u64,
     /// getUpdates polls parked now (long polling).
     pub parked_polls: u64,
+    /// Webhooks this node delivers, their events read and not yet
+    /// delivered, and attempts in flight.
+    pub webhooks: u64,
+    pub webhook_pending: u64,
+    pub webhook_in_flight: u64,
     pub gateway_closes: Vec<(CloseCode, u64)>,
     pub database_connections: u64,
     pub lease_renewals: Option<u64>,
@@ -378,6 +393,38 @@ impl Metrics {
         line(o, "botspace_gateway_sessions", "", s.gateway_sessions);
         head(o, "botspace_parked_polls", "gauge", "getUpdates long polls waiting on this node (docs/delivery.md).");
         line(o, "botspace_parked_polls", "", s.parked_polls);
+        head(o, "botspace_webhooks", "gauge", "Bots whose webhooks this node delivers (docs/delivery.md).");
+        line(o, "botspace_webhooks", "", s.webhooks);
+        head(
+            o,
+            "botspace_webhook_pending_events",
+            "gauge",
+            "Events of those bots read from their logs and not yet delivered (the rest of a backlog is in botspace_unacked_events).",
+        );
+        line(o, "botspace_webhook_pending_events", "", s.webhook_pending);
+        head(o, "botspace_webhook_attempts_in_flight", "gauge", "Webhook requests sent and not yet answered.");
+        line(o, "botspace_webhook_attempts_in_flight", "", s.webhook_in_flight);
+        head(
+            o,
+            "botspace_webhook_attempts_total",
+            "counter",
+            "Webhook requests by result: delivered (2xx), refused (another status), timed_out (no answer in 10 s), unreachable (no connection).",
+        );
+        for (i, r) in WEBHOOK_RESULTS.iter().enumerate() {
+            line(
+                o,
+                "botspace_webhook_attempts_total",
+                &format!("result=\"{r}\""),
+                self.webhook_attempts[i].load(Relaxed),
+            );
+        }
+        head(
+            o,
+            "botspace_webhook_retries_total",
+            "counter",
+            "Webhook requests that were a retry of an earlier attempt.",
+        );
+        line(o, "botspace_webhook_retries_total", "", self.webhook_retries.load(Relaxed));
         head(o, "botspace_gateway_closes_total", "counter", "Gateway sessions ended, by reason (docs/gateway.md).");
         for (reason, n) in &s.gateway_closes {
             line(o, "botspace_gateway_closes_total", &format!("reason=\"{}\"", reason.as_str()), n);

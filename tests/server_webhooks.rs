@@ -212,7 +212,39 @@ fn a_failing_receiver_gets_every_event_in_order_per_chat_once_it_recovers(bin: &
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(info(&srv, &w.token)["next_attempt_date"], Value::Null);
+    // The metrics count every attempt the receiver saw, by result, and the
+    // ones made while it was down.
+    let m = |series: &str| metric(&srv, series);
+    let seen = rx.seen();
+    let count = |f: &dyn Fn(&Value) -> bool| seen.iter().filter(|e| f(e)).count() as f64;
+    let unreachable = m(r#"botspace_webhook_attempts_total{result="unreachable"}"#);
+    assert!(unreachable >= 1.0);
+    assert_eq!(m(r#"botspace_webhook_attempts_total{result="delivered"}"#), count(&|e| answered_ok(e)));
+    assert_eq!(m(r#"botspace_webhook_attempts_total{result="timed_out"}"#), count(&|e| e["step"] == "hang:12"));
+    assert_eq!(
+        m(r#"botspace_webhook_attempts_total{result="refused"}"#),
+        count(&|e| !answered_ok(e) && e["step"] != "hang:12")
+    );
+    assert_eq!(m("botspace_webhook_retries_total"), seen.len() as f64 + unreachable - 10.0);
+    assert_eq!(m("botspace_webhooks"), 1.0);
+    assert_eq!(m("botspace_webhook_pending_events"), 0.0);
+    assert_eq!(m("botspace_webhook_attempts_in_flight"), 0.0);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// One series of `GET /admin/metrics`.
+fn metric(srv: &Server, series: &str) -> f64 {
+    let r = agent()
+        .get(format!("{}/admin/metrics", srv.base))
+        .header("Authorization", format!("Admin {SECRET}"))
+        .call()
+        .unwrap();
+    let text = r.into_body().read_to_string().unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("{series} not in the exposition:\n{text}"))
+        .parse()
+        .unwrap()
 }
 
 fn a_server_killed_mid_delivery_resumes_from_the_durable_cursor_with_the_same_ids(bin: &Path) {

@@ -133,6 +133,7 @@ impl Service {
         let (durable_commits, syncs) = self.db.wal.as_ref().map_or((0, 0), |w| w.counts());
         let round_trips = if self.shared_store { self.lock().conn.round_trips() } else { 0 };
         let commits = crate::group::CommitStats { round_trips, durable_commits, syncs, ..self.group.stats() };
+        let (webhooks, webhook_pending, webhook_in_flight) = self.webhook_figures();
         let snap = Snapshot {
             commits,
             backlog,
@@ -141,6 +142,9 @@ impl Service {
             backlog_read_us,
             gateway_sessions: self.gateway.sessions.load(Ordering::Relaxed),
             parked_polls: self.parked_count() as u64,
+            webhooks,
+            webhook_pending,
+            webhook_in_flight,
             gateway_closes: self.gateway.close_counts(),
             database_connections: self.database_connections(),
             lease_renewals: self.shared_store.then(|| self.gateway.lease_renewals.load(Ordering::Relaxed)),

@@ -54,7 +54,11 @@ impl Service {
                 d.dirty.insert(b);
             }
         }
-        d.next_attempt(now_ms)
+        let next = d.next_attempt(now_ms);
+        if next.as_ref().is_some_and(|r| r.attempt.attempt > 1) {
+            self.metrics.webhook_retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        next
     }
 
     /// Several nodes: renews this node's leases and takes the free ones.
@@ -170,6 +174,13 @@ impl Service {
             Outcome::Answered { status, .. } => !(200..300).contains(status),
             _ => true,
         };
+        let result = match &outcome {
+            Outcome::Answered { status: 200..=299, .. } => 0,
+            Outcome::Answered { .. } => 1,
+            Outcome::TimedOut => 2,
+            Outcome::Failed(_) => 3,
+        };
+        self.metrics.webhook_attempts[result].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         let Some(b) = d.outcome(id, outcome, now_ms, u64::from_le_bytes(random)) else { return };
         let bot_id = b.schedule.bot_id().to_string();
@@ -227,6 +238,14 @@ impl Service {
                 let _ = conn.rollback();
             }
         }
+    }
+
+    /// For the metrics: webhooks this node delivers, events held and not
+    /// delivered, attempts in flight.
+    pub(crate) fn webhook_figures(&self) -> (u64, u64, u64) {
+        let d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let held = d.bots.values().map(|b| b.schedule.held_count() as u64).sum();
+        (d.bots.len() as u64, held, d.in_flight() as u64)
     }
 
     /// When to call [`Service::poll_webhook`] next, if no wake-up comes

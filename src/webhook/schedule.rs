@@ -376,6 +376,11 @@ impl Schedule {
     pub fn in_flight(&self) -> usize {
         self.in_flight
     }
+
+    /// Events read and not yet delivered.
+    pub fn held_count(&self) -> usize {
+        self.held.len()
+    }
 }
 
 /// A `Retry-After` header's value in seconds from `now_ms`: a number of
