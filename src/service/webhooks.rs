@@ -154,8 +154,11 @@ impl Service {
             // Events skipped as not asked for, or a gap: acknowledged.
             let _ = store::gateway::write_ack(conn, bot_id, c);
         }
-        // More may wait than the window took.
-        if entry.schedule.wants_events().is_some() && bounds.last > entry.schedule.read_through() {
+        // More may wait than the window took: read again as soon as there
+        // is room (an outcome makes some), else only when woken.
+        let behind = bounds.last > entry.schedule.read_through();
+        entry.schedule.set_behind(behind);
+        if behind && entry.schedule.wants_events().is_some() {
             d.dirty.insert(bot_id.to_string());
         }
         Ok(())
@@ -187,7 +190,7 @@ impl Service {
         let cursor = b.schedule.take_cursor_write();
         let status = b.schedule.status();
         let next = b.schedule.poll_timeout();
-        let read_more = b.schedule.wants_events().is_some();
+        let read_more = b.schedule.is_behind() && b.schedule.wants_events().is_some();
         if let Some(c) = cursor {
             d.cursor_writes.insert(bot_id.clone(), c);
         }

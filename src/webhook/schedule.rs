@@ -24,7 +24,7 @@
 //!   its own events.
 
 use super::signature;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// Events held in memory per bot, read from its log ahead of delivery.
 pub const WINDOW: usize = 256;
@@ -147,11 +147,16 @@ pub struct Schedule {
     /// The event types to deliver; `None`: all.
     allowed: Option<Vec<String>>,
     in_flight: usize,
-    /// The chats with an event in flight or waiting to be retried, with
-    /// that event's seq: later events of the chat wait behind it.
-    chat_heads: HashMap<String, i64>,
+    /// Each chat's held events in seq order: only the first may be
+    /// attempted (later ones wait behind it, retries included).
+    queues: HashMap<String, VecDeque<i64>>,
+    /// The first held event of every chat whose first event is not in
+    /// flight: what may be attempted, due now or at its `not_before_ms`.
+    heads: BTreeSet<i64>,
     /// A cursor move the driver has not yet taken.
     cursor_to_write: Option<i64>,
+    /// The log held more than the window took at the last read.
+    behind: bool,
     status: Status,
 }
 
@@ -170,8 +175,10 @@ impl Schedule {
             gaps: BTreeMap::new(),
             allowed: None,
             in_flight: 0,
-            chat_heads: HashMap::new(),
+            queues: HashMap::new(),
+            heads: BTreeSet::new(),
             cursor_to_write: None,
+            behind: false,
             status: Status::default(),
         }
     }
@@ -187,6 +194,16 @@ impl Schedule {
     /// The last event read from the log.
     pub fn read_through(&self) -> i64 {
         self.read_through
+    }
+
+    /// Whether the log held more than the last read took (the driver
+    /// says so): an outcome that makes room is then a reason to read.
+    pub fn set_behind(&mut self, behind: bool) {
+        self.behind = behind;
+    }
+
+    pub fn is_behind(&self) -> bool {
+        self.behind
     }
 
     /// The key this schedule signs with.
@@ -227,6 +244,11 @@ impl Schedule {
             self.read_through = e.seq;
             let wanted = e.kind == GAP_KIND || self.allowed.as_ref().is_none_or(|a| a.contains(&e.kind));
             if wanted {
+                let queue = self.queues.entry(e.chat.clone()).or_default();
+                if queue.is_empty() {
+                    self.heads.insert(e.seq);
+                }
+                queue.push_back(e.seq);
                 self.held.insert(
                     e.seq,
                     Held { chat: e.chat, body: e.body, attempts: 0, not_before_ms: now_ms, in_flight: false },
@@ -247,17 +269,24 @@ impl Schedule {
         self.cursor = cursor;
         self.read_through = self.read_through.max(cursor);
         let keep = self.held.split_off(&(cursor + 1));
-        for (seq, h) in std::mem::replace(&mut self.held, keep) {
+        for h in std::mem::replace(&mut self.held, keep).into_values() {
             if h.in_flight {
                 // Its outcome, when it comes, finds nothing held.
                 self.in_flight -= 1;
             }
-            if self.chat_heads.get(&h.chat) == Some(&seq) {
-                self.chat_heads.remove(&h.chat);
-            }
         }
         self.delivered = self.delivered.split_off(&(cursor + 1));
         self.gaps.retain(|_, last| *last > cursor);
+        // Rare (another reader moved the cursor): the queues are rebuilt.
+        self.queues.clear();
+        self.heads.clear();
+        for (&seq, h) in &self.held {
+            let queue = self.queues.entry(h.chat.clone()).or_default();
+            if queue.is_empty() && !h.in_flight {
+                self.heads.insert(seq);
+            }
+            queue.push_back(seq);
+        }
     }
 
     /// The next attempt to make now, if any: call until `None`.
@@ -266,31 +295,12 @@ impl Schedule {
             return None;
         }
         // The lowest seq of a chat with nothing ahead of it, due now.
-        let mut blocked: Vec<&str> = Vec::new();
-        let mut pick = None;
-        for (&seq, h) in &self.held {
-            if blocked.contains(&h.chat.as_str()) {
-                continue;
-            }
-            if let Some(&head) = self.chat_heads.get(&h.chat) {
-                if head != seq {
-                    blocked.push(&h.chat);
-                    continue;
-                }
-            }
-            if h.in_flight || h.not_before_ms > now_ms {
-                blocked.push(&h.chat);
-                continue;
-            }
-            pick = Some(seq);
-            break;
-        }
-        let seq = pick?;
-        let h = self.held.get_mut(&seq).expect("picked from held");
+        let seq = *self.heads.iter().find(|s| self.held.get(s).is_some_and(|h| h.not_before_ms <= now_ms))?;
+        self.heads.remove(&seq);
+        let h = self.held.get_mut(&seq).expect("a head is held");
         h.in_flight = true;
         h.attempts += 1;
         self.in_flight += 1;
-        self.chat_heads.insert(h.chat.clone(), seq);
         let timestamp_s = now_ms / 1000;
         let webhook_id = signature::webhook_id(&self.bot_id, seq);
         let signature = signature::sign(&self.key, &webhook_id, timestamp_s, h.body.as_bytes());
@@ -320,13 +330,24 @@ impl Schedule {
         };
         if matches!(status, Some(200..=299)) {
             let h = self.held.remove(&seq).expect("held");
-            self.chat_heads.remove(&h.chat);
+            if let Some(queue) = self.queues.get_mut(&h.chat) {
+                queue.retain(|s| *s != seq);
+                match queue.front() {
+                    Some(&next) => {
+                        self.heads.insert(next);
+                    }
+                    None => {
+                        self.queues.remove(&h.chat);
+                    }
+                }
+            }
             self.delivered.insert(seq);
             self.advance_cursor();
             return;
         }
         let wait = retry_wait_ms(h.attempts, status, retry_after_s, random);
         h.not_before_ms = now_ms + wait;
+        self.heads.insert(seq);
         self.status.last_error_date = Some(now_ms / 1000);
         self.status.last_error_message = Some(match outcome {
             Outcome::Answered { status, .. } => format!("the receiver answered {status}"),
@@ -360,7 +381,7 @@ impl Schedule {
     /// When the driver should next call [`Schedule::poll_attempt`]: the
     /// earliest retry that waits, if nothing is due now.
     pub fn poll_timeout(&self) -> Option<u64> {
-        self.held.values().filter(|h| !h.in_flight && h.attempts > 0).map(|h| h.not_before_ms).min()
+        self.heads.iter().filter_map(|s| self.held.get(s)).filter(|h| h.attempts > 0).map(|h| h.not_before_ms).min()
     }
 
     /// Events read and not delivered, and those not yet read (`last`: the
