@@ -190,7 +190,10 @@ impl Service {
         let cursor = b.schedule.take_cursor_write();
         let status = b.schedule.status();
         let next = b.schedule.poll_timeout();
-        let read_more = b.schedule.is_behind() && b.schedule.wants_events().is_some();
+        // A bot behind its log reads again once half the window is free:
+        // one read for many deliveries, not one each.
+        let read_more = b.schedule.is_behind()
+            && b.schedule.wants_events().is_some_and(|(_, room)| room >= crate::webhook::schedule::WINDOW / 2);
         if let Some(c) = cursor {
             d.cursor_writes.insert(bot_id.clone(), c);
         }
