@@ -68,7 +68,8 @@ pub use http::{
     frame_request, should_read, unchunk_request, Framing, RequestFramer, RequestHead, MAX_UNSENT_BYTES_PER_CONNECTION,
 };
 pub use service::{
-    Answer, CommitPause, OpenError, PollId, Service, WakeHook, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS,
+    Answer, CommitPause, OpenError, PollId, Service, WakeHook, WebhookPoll, BYTES_PER_PARKED_POLL,
+    DEFAULT_MAX_PARKED_POLLS,
 };
 pub use words::{CloseCode, ErrorCode, EventKind, UnknownWord};
 

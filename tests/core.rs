@@ -35,6 +35,8 @@ mod rules_retention;
 mod rules_storage;
 #[path = "rules_updates.rs"]
 mod rules_updates;
+#[path = "rules_webhooks.rs"]
+mod rules_webhooks;
 #[path = "rules_words.rs"]
 mod rules_words;
 #[path = "sql_boundary.rs"]

@@ -118,6 +118,7 @@ mod ops;
 mod parked;
 mod pipeline;
 mod webhooks;
+pub use webhooks::WebhookPoll;
 
 impl Service {
     /// Opens a service with the clock the configuration names.

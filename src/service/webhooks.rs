@@ -19,6 +19,18 @@ use crate::webhook::{check_url, Outcome, Schedule};
 /// means those events are delivered again.
 pub const WEBHOOK_FLUSH_MS: u64 = 50;
 
+/// What [`Service::poll_webhook_in_memory`] found.
+#[derive(Debug)]
+pub enum WebhookPoll {
+    /// A request due now.
+    Request(WebhookRequest),
+    /// Nothing is due now.
+    Idle,
+    /// The next step reads or writes the store: call
+    /// [`Service::poll_webhook`] where blocking is allowed.
+    NeedsStore,
+}
+
 /// Several nodes on one database: how long a node's lease on a bot's
 /// webhook lasts, and how often it is renewed. A node that dies hands its
 /// webhooks over once its leases lapse: within `WEBHOOK_LEASE_TTL_MS` plus
@@ -34,6 +46,10 @@ impl Service {
     /// 64 KiB of the answer, and reports the outcome with the same `id`.
     pub fn poll_webhook(&self, now_ms: u64) -> Option<WebhookRequest> {
         let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.webhook_store_due(&d, now_ms) {
+            // Nothing to read or write: no wait on the store.
+            return self.next_webhook_attempt(&mut d, now_ms);
+        }
         if !d.loaded {
             // Until the store answers, nothing is delivered; the next call
             // tries again.
@@ -54,11 +70,45 @@ impl Service {
                 d.dirty.insert(b);
             }
         }
+        self.next_webhook_attempt(&mut d, now_ms)
+    }
+
+    fn next_webhook_attempt(
+        &self,
+        d: &mut crate::webhook::deliveries::Deliveries,
+        now_ms: u64,
+    ) -> Option<WebhookRequest> {
         let next = d.next_attempt(now_ms);
         if next.as_ref().is_some_and(|r| r.attempt.attempt > 1) {
             self.metrics.webhook_retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         next
+    }
+
+    /// [`Service::poll_webhook`] for a host's event loop: never waits on
+    /// the store. When the poll would read or write it (load the webhooks,
+    /// claim leases, write what outcomes changed, read a bot's log) it
+    /// answers [`WebhookPoll::NeedsStore`] and the host calls
+    /// `poll_webhook` where blocking is allowed; otherwise it hands out
+    /// what is due, as `poll_webhook` would, taking only a lock held for
+    /// microseconds.
+    pub fn poll_webhook_in_memory(&self, now_ms: u64) -> WebhookPoll {
+        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        if self.webhook_store_due(&d, now_ms) {
+            return WebhookPoll::NeedsStore;
+        }
+        match self.next_webhook_attempt(&mut d, now_ms) {
+            Some(r) => WebhookPoll::Request(r),
+            None => WebhookPoll::Idle,
+        }
+    }
+
+    fn webhook_store_due(&self, d: &crate::webhook::deliveries::Deliveries, now_ms: u64) -> bool {
+        let writes = !d.cursor_writes.is_empty() || !d.status_writes.is_empty();
+        !d.loaded
+            || (self.shared_store && now_ms >= d.next_claim_ms)
+            || (writes && (d.in_flight() == 0 || now_ms >= d.flushed_ms + WEBHOOK_FLUSH_MS))
+            || d.dirty.iter().any(|b| d.holds(b))
     }
 
     /// Several nodes: renews this node's leases and takes the free ones.

@@ -6,6 +6,7 @@
 
 use botspace::webhook::{Outcome, WebhookRequest};
 use botspace::Service;
+use botspace::WebhookPoll;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
@@ -66,14 +67,27 @@ pub(crate) async fn run(svc: Weak<Service>, sender: Arc<Sender>) {
     let pool = Arc::new(Pool::default());
     loop {
         let Some(s) = svc.upgrade() else { return };
-        // The calls read the store: off the reactor.
-        let s2 = s.clone();
-        let due = tokio::task::spawn_blocking(move || {
-            let now = s2.now_ms();
-            std::iter::from_fn(|| s2.poll_webhook(now)).collect::<Vec<_>>()
-        })
-        .await
-        .unwrap_or_default();
+        // A poll that reads or writes the store runs off the reactor; one
+        // that only hands out what is due (most, while deliveries flow)
+        // runs here.
+        let now = s.now_ms();
+        let mut due = Vec::new();
+        loop {
+            match s.poll_webhook_in_memory(now) {
+                WebhookPoll::Request(r) => due.push(r),
+                WebhookPoll::Idle => break,
+                WebhookPoll::NeedsStore => {
+                    let s2 = s.clone();
+                    let more = tokio::task::spawn_blocking(move || {
+                        std::iter::from_fn(|| s2.poll_webhook(now)).collect::<Vec<_>>()
+                    })
+                    .await
+                    .unwrap_or_default();
+                    due.extend(more);
+                    break;
+                }
+            }
+        }
         for req in due {
             let (s, sender, tls, pool) = (s.clone(), sender.clone(), tls.clone(), pool.clone());
             tokio::spawn(async move {

@@ -1,0 +1,86 @@
+//! Webhook deliveries through the core's host calls, on a manual clock and
+//! the store the suite runs on: `poll_webhook` hands out the request the
+//! library built (exact body and headers), `webhook_outcome` retries a
+//! failure when the backoff says and moves the cursor on a 2xx, and
+//! `poll_webhook_in_memory` answers without the store only when nothing is
+//! to be read or written.
+
+mod common;
+
+use botspace::webhook::{signature, Outcome};
+use botspace::{Config, Service, WebhookPoll};
+use common::{admin, bot_request, split};
+use serde_json::{json, Value};
+
+const SECRET: &str = "rules-admin-secret-0001";
+
+fn open() -> Service {
+    let cfg = json!({"database": common::test_database(), "admin_secret": SECRET, "clock": "manual",
+                     "webhook_allow_http": true, "webhook_allow_private_addresses": true});
+    Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap()
+}
+
+fn bot(svc: &Service, token: &str, method: &str, body: Value) -> (u16, Value) {
+    split(&svc.handle_request(&bot_request(token, method, body)))
+}
+
+#[test]
+fn a_delivery_is_built_by_the_library_retried_and_acknowledged() {
+    let svc = open();
+    let user = admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let b = admin(&svc, SECRET, "createBot", json!({"display_name": "Echo", "handle": "echo_bot"}));
+    let (bot_id, token) = (b["bot"]["id"].as_str().unwrap().to_string(), b["token"].as_str().unwrap().to_string());
+    let chat =
+        admin(&svc, SECRET, "startBot", json!({"user_id": user, "bot_id": bot_id}))["id"].as_str().unwrap().to_string();
+    let (status, set) = bot(&svc, &token, "setWebhook", json!({"url": "http://127.0.0.1:9/hook"}));
+    assert_eq!(status, 200);
+    let secret = set["result"]["secret"].as_str().unwrap().to_string();
+    let now = svc.now_ms();
+    // Not loaded yet: the first poll reads the store.
+    assert!(matches!(svc.poll_webhook_in_memory(now), WebhookPoll::NeedsStore));
+    let r = svc.poll_webhook(now).expect("bot_started is due");
+    assert_eq!(r.bot_id, bot_id);
+    assert_eq!(r.url, "http://127.0.0.1:9/hook");
+    assert_eq!(r.attempt.attempt, 1);
+    let body: Value = serde_json::from_str(&r.attempt.body).unwrap();
+    assert_eq!(
+        body,
+        json!({"update_id": 1, "type": "bot_started", "data": {"chat": {"id": chat, "type": "private"}, "user": {"id": user, "display_name": "Ann", "handle": null}}})
+    );
+    let id = format!("msg_{bot_id}_1");
+    let key = signature::key_of_secret(&secret).unwrap();
+    assert_eq!(
+        r.attempt.headers(),
+        [
+            ("content-type", "application/json".to_string()),
+            ("webhook-id", id.clone()),
+            ("webhook-timestamp", (now / 1000).to_string()),
+            ("webhook-signature", signature::sign(&key, &id, now / 1000, r.attempt.body.as_bytes())),
+        ]
+    );
+    // Nothing else is due, and nothing is to be read or written.
+    assert!(matches!(svc.poll_webhook_in_memory(now), WebhookPoll::Idle));
+    // A 503 with Retry-After: 30 waits 30 s.
+    svc.webhook_outcome(r.id, Outcome::Answered { status: 503, retry_after_s: Some(30) }, now);
+    assert!(matches!(svc.poll_webhook_in_memory(now), WebhookPoll::NeedsStore), "the failure is to be written");
+    assert!(svc.poll_webhook(now).is_none());
+    assert_eq!(svc.webhook_timeout(), Some(now + 30_000));
+    let (_, info) = bot(&svc, &token, "getWebhookInfo", json!({}));
+    assert_eq!(info["result"]["last_error_message"], "the receiver answered 503");
+    assert_eq!(info["result"]["next_attempt_date"], json!((now + 30_000) / 1000));
+    admin(&svc, SECRET, "advanceClock", json!({"seconds": 30}));
+    let later = svc.now_ms();
+    let again = svc.poll_webhook(later).expect("the retry is due");
+    assert_eq!((again.attempt.attempt, again.attempt.webhook_id.as_str()), (2, id.as_str()));
+    // A 2xx acknowledges: written at the next poll, the cursor moves.
+    svc.webhook_outcome(again.id, Outcome::Answered { status: 204, retry_after_s: None }, later);
+    assert!(svc.poll_webhook(later).is_none());
+    let (_, info) = bot(&svc, &token, "getWebhookInfo", json!({}));
+    assert_eq!(info["result"]["pending_update_count"], 0);
+    assert_eq!(info["result"]["next_attempt_date"], Value::Null);
+    assert_eq!(svc.webhook_timeout(), None);
+    // An outcome reported twice, or for an unknown id, changes nothing.
+    svc.webhook_outcome(again.id, Outcome::TimedOut, later);
+    svc.webhook_outcome(999, Outcome::TimedOut, later);
+    assert!(matches!(svc.poll_webhook_in_memory(later), WebhookPoll::Idle));
+}
