@@ -1760,8 +1760,6 @@ static void wh_start(botspace_webhook_request *req, uint64_t now) {
              curl_easy_setopt(e, CURLOPT_PROXY, "") == CURLE_OK &&
              curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
              curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1) == CURLE_OK &&
-             curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L) == CURLE_OK &&
-             curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L) == CURLE_OK &&
              curl_easy_setopt(e, CURLOPT_POST, 1L) == CURLE_OK &&
              curl_easy_setopt(e, CURLOPT_POSTFIELDS, (const char *)p.body) == CURLE_OK &&
              curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)p.body_len) == CURLE_OK &&

@@ -40,6 +40,7 @@ impl WebhookRequest {
         out.extend_from_slice(self.host_header().as_bytes());
         out.extend_from_slice(b"\r\nContent-Length: ");
         out.extend_from_slice(itoa::Buffer::new().format(a.body.len()).as_bytes());
+        out.extend_from_slice(b"\r\nConnection: close");
         for (name, value) in self.header_lines() {
             out.extend_from_slice(b"\r\n");
             out.extend_from_slice(name.as_bytes());
@@ -58,10 +59,12 @@ impl WebhookRequest {
         format!("{scheme}://{}{}", self.host_header(), self.target.path_and_query)
     }
 
-    /// The headers of [`WebhookRequest::http_bytes`] besides `Host` and
-    /// `Content-Length` (which a client library writes itself), in order.
+    /// The headers of a delivery besides `Host` and `Content-Length`
+    /// (which a client library writes itself), in order. A client library
+    /// may keep the connection alive for the next delivery to the same
+    /// origin: its address was checked when it was opened.
     pub fn header_lines(&self) -> Vec<(&'static str, String)> {
-        let mut h = vec![("User-Agent", "botspace-webhooks".to_string()), ("Connection", "close".to_string())];
+        let mut h = vec![("User-Agent", "botspace-webhooks".to_string())];
         h.extend(self.attempt.headers());
         h
     }
@@ -261,8 +264,8 @@ mod tests {
         let r = d.next_attempt(1_700_000_000_000).unwrap();
         let text = String::from_utf8(r.http_bytes()).unwrap();
         let head = format!(
-            "POST /a HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Length: 2\r\n\
-             User-Agent: botspace-webhooks\r\nConnection: close\r\ncontent-type: application/json\r\nwebhook-id: msg_a_1\r\n\
+            "POST /a HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Length: 2\r\nConnection: close\r\n\
+             User-Agent: botspace-webhooks\r\ncontent-type: application/json\r\nwebhook-id: msg_a_1\r\n\
              webhook-timestamp: 1700000000\r\nwebhook-signature: {}\r\n\r\n{{}}",
             r.attempt.signature
         );

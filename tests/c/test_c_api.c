@@ -2052,11 +2052,10 @@ static void test_webhooks(void) {
           "request: host, path and query, Host header, URL");
     char want_id[128];
     snprintf(want_id, sizeof want_id, "webhook-id: msg_%s_1", w.bot);
-    CHECK(p.header_count == 6 && strcmp(p.headers[0], "User-Agent: botspace-webhooks") == 0 &&
-              strcmp(p.headers[1], "Connection: close") == 0 &&
-              strcmp(p.headers[2], "content-type: application/json") == 0 && strcmp(p.headers[3], want_id) == 0 &&
-              strcmp(p.headers[4], "webhook-timestamp: 1767225600") == 0 &&
-              strncmp(p.headers[5], "webhook-signature: v1,", 22) == 0 && strlen(p.headers[5]) == 22 + 44,
+    CHECK(p.header_count == 5 && strcmp(p.headers[0], "User-Agent: botspace-webhooks") == 0 &&
+              strcmp(p.headers[1], "content-type: application/json") == 0 && strcmp(p.headers[2], want_id) == 0 &&
+              strcmp(p.headers[3], "webhook-timestamp: 1767225600") == 0 &&
+              strncmp(p.headers[4], "webhook-signature: v1,", 22) == 0 && strlen(p.headers[4]) == 22 + 44,
           "request: the headers, in order");
     char want_body[512];
     snprintf(want_body, sizeof want_body,
