@@ -97,13 +97,22 @@ fn latency(bin: &std::path::Path) {
     let mut acked = hello["replay_from"].as_i64().unwrap_or(1) - 1;
     {
         let by_gateway = by_gateway.clone();
-        std::thread::spawn(move || loop {
-            let e = gw.event();
-            mark(&by_gateway, &e["data"]);
-            let seq = e["seq"].as_i64().unwrap();
-            if seq - acked >= 100 {
-                gw.ack(seq);
-                acked = seq;
+        std::thread::spawn(move || {
+            // Until the server goes away at the end.
+            while let Ok(tungstenite::Message::Text(t)) = gw.ws.read() {
+                let e: Value = serde_json::from_str(&t).unwrap();
+                if e["op"] != "event" {
+                    continue;
+                }
+                mark(&by_gateway, &e["data"]);
+                let seq = e["seq"].as_i64().unwrap();
+                if seq - acked >= 100 {
+                    let ack = json!({"op": "ack", "seq": seq}).to_string();
+                    if gw.ws.send(tungstenite::Message::text(ack)).is_err() {
+                        return;
+                    }
+                    acked = seq;
+                }
             }
         });
     }

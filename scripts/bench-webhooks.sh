@@ -4,7 +4,7 @@
 # receiver, in one run.
 #
 #   scripts/bench-webhooks.sh [SECONDS_OF_EVENTS] [CHATS]
-#   scripts/bench-webhooks.sh 3 64            # the defaults
+#   scripts/bench-webhooks.sh 8 64            # the defaults
 #
 # The receiver is hosts/hyper/examples/webhook_sink.rs: it answers every
 # POST 200 at once and counts it, so the figure is the sender's. Baseline:
@@ -18,7 +18,7 @@
 # production. Loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECS=${1:-3}
+SECS=${1:-8}
 CHATS=${2:-64}
 SECRET=bench-webhooks-admin-secret-01
 WORK="$(pwd)/target/bench-webhooks"

@@ -13,14 +13,17 @@ use crate::webhook::deliveries::{BotDeliveries, StatusWrite, WebhookRequest};
 use crate::webhook::schedule::{LogEvent, GAP_KIND};
 use crate::webhook::{check_url, Outcome, Schedule};
 
-/// How often, at most, what outcomes changed is written while deliveries
-/// are in flight (one transaction, one sync, for every outcome since):
+/// How often, at most, what outcomes changed is written (one transaction,
+/// one sync, for every outcome since; a sync per outcome would put one
+/// behind every delivery and compete with the service's own commits):
 /// a crash loses at most this much of the cursor's progress, which only
 /// means those events are delivered again.
 pub const WEBHOOK_FLUSH_MS: u64 = 50;
 
-/// What [`Service::poll_webhook_in_memory`] found.
+/// What [`Service::poll_webhook_in_memory`] found. Made once per
+/// delivery and moved at once: its size does not matter.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum WebhookPoll {
     /// A request due now.
     Request(WebhookRequest),
@@ -60,7 +63,7 @@ impl Service {
         if self.shared_store && now_ms >= d.next_claim_ms {
             self.claim_webhook_leases(&mut d, now_ms);
         }
-        if d.in_flight() == 0 || now_ms >= d.flushed_ms + WEBHOOK_FLUSH_MS {
+        if now_ms >= d.flushed_ms + WEBHOOK_FLUSH_MS {
             self.flush_webhook_writes(&mut d, now_ms);
         }
         let dirty: Vec<String> = std::mem::take(&mut d.dirty).into_iter().filter(|b| d.holds(b)).collect();
@@ -107,7 +110,7 @@ impl Service {
         let writes = !d.cursor_writes.is_empty() || !d.status_writes.is_empty();
         !d.loaded
             || (self.shared_store && now_ms >= d.next_claim_ms)
-            || (writes && (d.in_flight() == 0 || now_ms >= d.flushed_ms + WEBHOOK_FLUSH_MS))
+            || (writes && now_ms >= d.flushed_ms + WEBHOOK_FLUSH_MS)
             || d.dirty.iter().any(|b| d.holds(b))
     }
 
@@ -221,12 +224,15 @@ impl Service {
     /// [`Service::poll_webhook`] (a crash before it only delivers those
     /// events again).
     pub fn webhook_outcome(&self, id: u64, outcome: Outcome, now_ms: u64) {
-        let mut random = [0u8; 8];
-        let _ = self.random.fill(&mut random);
         let failed = match &outcome {
             Outcome::Answered { status, .. } => !(200..300).contains(status),
             _ => true,
         };
+        // The retry's jitter, drawn only for a failure.
+        let mut random = [0u8; 8];
+        if failed {
+            let _ = self.random.fill(&mut random);
+        }
         let result = match &outcome {
             Outcome::Answered { status: 200..=299, .. } => 0,
             Outcome::Answered { .. } => 1,
@@ -239,7 +245,7 @@ impl Service {
         let bot_id = b.schedule.bot_id().to_string();
         let cursor = b.schedule.take_cursor_write();
         let status = b.schedule.status();
-        let next = b.schedule.poll_timeout();
+        let next = b.schedule.next_retry();
         // A bot behind its log reads again once half the window is free:
         // one read for many deliveries, not one each.
         let read_more = b.schedule.is_behind()
@@ -311,7 +317,7 @@ impl Service {
         if !d.dirty.is_empty() || !d.loaded {
             return Some(self.now_ms());
         }
-        let mut retry = d.next_retry();
+        let mut retry = d.next_due();
         if !d.cursor_writes.is_empty() || !d.status_writes.is_empty() {
             let flush = d.flushed_ms + WEBHOOK_FLUSH_MS;
             retry = Some(retry.map_or(flush, |r| r.min(flush)));

@@ -4,7 +4,7 @@
 
 use super::schedule::{Attempt, Outcome, Schedule};
 use super::target::Target;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// A bot's deliveries and where they go.
 #[derive(Debug)]
@@ -88,7 +88,8 @@ impl WebhookRequest {
 pub struct Deliveries {
     /// Whether every webhook was loaded from the store once.
     pub loaded: bool,
-    pub bots: HashMap<String, BotDeliveries>,
+    /// By bot id, in order: bots take turns in that order.
+    pub bots: BTreeMap<String, BotDeliveries>,
     /// Bots whose webhook row or log may have changed since last looked at.
     pub dirty: BTreeSet<String>,
     in_flight: HashMap<u64, (String, i64)>,
@@ -154,24 +155,41 @@ impl Deliveries {
 
     /// The next attempt due now, across bots in turn.
     pub fn next_attempt(&mut self, now_ms: u64) -> Option<WebhookRequest> {
-        let mut ids: Vec<&String> = self.bots.keys().collect();
-        ids.sort_unstable();
-        let start = match &self.turn {
-            Some(t) => ids.partition_point(|b| *b <= t),
-            None => 0,
-        };
-        let order: Vec<String> = ids[start..].iter().chain(ids[..start].iter()).map(|s| (*s).clone()).collect();
-        for bot_id in order {
-            let d = self.bots.get_mut(&bot_id).expect("listed");
+        use std::ops::Bound::{Excluded, Unbounded};
+        // The bots after the last one served, then from the first: each
+        // step looks the next key up, so no list of ids is made per call.
+        let first = match &self.turn {
+            Some(t) => self.bots.range::<String, _>((Excluded(t), Unbounded)).next().map(|(k, _)| k.clone()),
+            None => None,
+        }
+        .or_else(|| self.bots.keys().next().cloned())?;
+        let mut key = first.clone();
+        loop {
+            let d = self.bots.get_mut(&key).expect("a key of the map");
             if let Some(attempt) = d.schedule.poll_attempt(now_ms) {
+                let bot_id = key;
                 self.next_id += 1;
                 let id = self.next_id;
                 self.in_flight.insert(id, (bot_id.clone(), attempt.seq));
-                self.turn = Some(bot_id.clone());
-                return Some(WebhookRequest { id, bot_id, url: d.url.clone(), target: d.target.clone(), attempt });
+                let req = WebhookRequest {
+                    id,
+                    bot_id: bot_id.clone(),
+                    url: d.url.clone(),
+                    target: d.target.clone(),
+                    attempt,
+                };
+                self.turn = Some(bot_id);
+                return Some(req);
+            }
+            use std::ops::Bound::{Excluded, Unbounded};
+            key = match self.bots.range::<String, _>((Excluded(&key), Unbounded)).next() {
+                Some((k, _)) => k.clone(),
+                None => self.bots.keys().next().cloned()?,
+            };
+            if key == first {
+                return None;
             }
         }
-        None
     }
 
     /// The host's outcome of attempt `id`: the bot and its schedule, for
@@ -191,8 +209,9 @@ impl Deliveries {
         self.in_flight.retain(|_, (b, _)| b != bot_id);
     }
 
-    /// The earliest retry that waits.
-    pub fn next_retry(&self) -> Option<u64> {
+    /// When the next attempt is due: an event waiting for a connection or
+    /// a retry (at or before now: due at once).
+    pub fn next_due(&self) -> Option<u64> {
         self.bots.values().filter_map(|d| d.schedule.poll_timeout()).min()
     }
 

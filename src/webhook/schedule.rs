@@ -380,7 +380,18 @@ impl Schedule {
 
     /// When the driver should next call [`Schedule::poll_attempt`]: the
     /// earliest retry that waits, if nothing is due now.
+    /// `None` while every connection is in flight (an outcome comes first)
+    /// or nothing is held; a time at or before now when an event is due.
     pub fn poll_timeout(&self) -> Option<u64> {
+        if self.in_flight >= self.max_connections {
+            return None;
+        }
+        self.heads.iter().filter_map(|s| self.held.get(s)).map(|h| h.not_before_ms).min()
+    }
+
+    /// When the earliest retry that waits is due (`getWebhookInfo`'s
+    /// `next_attempt_date`): a failed event's next attempt.
+    pub fn next_retry(&self) -> Option<u64> {
         self.heads.iter().filter_map(|s| self.held.get(s)).filter(|h| h.attempts > 0).map(|h| h.not_before_ms).min()
     }
 
@@ -391,7 +402,7 @@ impl Schedule {
     }
 
     pub fn status(&self) -> Status {
-        Status { next_attempt_date: self.poll_timeout().map(|t| t.div_ceil(1000)), ..self.status.clone() }
+        Status { next_attempt_date: self.next_retry().map(|t| t.div_ceil(1000)), ..self.status.clone() }
     }
 
     pub fn in_flight(&self) -> usize {
@@ -503,7 +514,9 @@ mod tests {
         let mut s = schedule(2);
         s.events_read((1..=5).map(|i| ev(i, &format!("c{i}"))).collect(), 0);
         assert_eq!(drain(&mut s, 0), vec![1, 2]);
+        assert_eq!(s.poll_timeout(), None, "an outcome comes first");
         s.handle_outcome(2, ok(), 1, 0);
+        assert_eq!(s.poll_timeout(), Some(0), "3, read at 0, is due at once");
         assert_eq!(drain(&mut s, 1), vec![3]);
         assert_eq!(s.in_flight(), 2);
     }

@@ -91,11 +91,23 @@ pub(crate) async fn run(svc: Weak<Service>, sender: Arc<Sender>) {
         for req in due {
             let (s, sender, tls, pool) = (s.clone(), sender.clone(), tls.clone(), pool.clone());
             tokio::spawn(async move {
-                let id = req.id;
-                let outcome = attempt(&s, &tls, &pool, req).await;
-                // Reporting never waits on the store (the next poll writes).
-                s.webhook_outcome(id, outcome, s.now_ms());
-                sender.wake.notify_one();
+                let mut req = req;
+                loop {
+                    let id = req.id;
+                    let outcome = attempt(&s, &tls, &pool, req).await;
+                    // Reporting never waits on the store (the next poll writes).
+                    s.webhook_outcome(id, outcome, s.now_ms());
+                    // What the outcome made due (the chat's next event, say)
+                    // is sent from here while no store access is needed;
+                    // otherwise the loop above takes over.
+                    match s.poll_webhook_in_memory(s.now_ms()) {
+                        WebhookPoll::Request(next) => req = next,
+                        _ => {
+                            sender.wake.notify_one();
+                            break;
+                        }
+                    }
+                }
             });
         }
         let wait = s.webhook_timeout().map(|t| Duration::from_millis(t.saturating_sub(s.now_ms())));
