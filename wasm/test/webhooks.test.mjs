@@ -284,12 +284,16 @@ test('the four calls for hosts that send deliveries themselves (webhooks: false)
     assert.equal(again.headers['webhook-id'], `msg_${w.bot.id}_1`);
     assert.equal(again.attempt, 2);
     w.svc.webhookOutcome(again.id, { timedOut: true }, now + 31_000);
+    // What outcomes change is written by a poll, at most every 50 ms.
+    assert.equal(w.svc.pollWebhook(now + 31_100), null);
     assert.equal(w.info().last_error_message, 'no answer within 10 s');
     const third = w.svc.pollWebhook(now + 40_000);
     w.svc.webhookOutcome(third.id, { failed: 'could not connect: refused' }, now + 40_001);
+    assert.equal(w.svc.pollWebhook(now + 40_100), null);
     assert.equal(w.info().last_error_message, 'could not connect: refused');
     const fourth = w.svc.pollWebhook(now + 100_000);
     w.svc.webhookOutcome(fourth.id, { status: 204, retryAfter: null }, now + 100_001);
+    assert.equal(w.svc.pollWebhook(now + 100_100), null);
     assert.equal(w.info().pending_update_count, 0);
     await assert.rejects(w.svc.deliverWebhooks(), (e) => e.code === 'invalid_state');
   } finally {
