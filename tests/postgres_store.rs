@@ -23,7 +23,18 @@ fn payloads_within(raw: &mut postgres::Client, ms: u64) -> Vec<String> {
     let mut it = n.timeout_iter(std::time::Duration::from_millis(ms));
     let mut out = Vec::new();
     while let Some(x) = it.next().unwrap() {
-        out.push(x.payload().to_string());
+        // The bots it names; the sender's clock (`t<µs>`, for the lag
+        // metric) is checked to be there once and left out.
+        if x.payload().is_empty() {
+            // "Re-read everything": no list, no clock.
+            out.push(String::new());
+            continue;
+        }
+        let items: Vec<&str> = x.payload().split(',').collect();
+        let is_clock =
+            |i: &str| i.strip_prefix('t').is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+        assert_eq!(items.iter().filter(|i| is_clock(i)).count(), 1, "one clock in {:?}", x.payload());
+        out.push(items.into_iter().filter(|i| !is_clock(i)).collect::<Vec<_>>().join(","));
     }
     out
 }
