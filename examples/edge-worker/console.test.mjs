@@ -13,6 +13,9 @@ import { join } from 'node:path';
 import WebSocket from 'ws';
 import { HERE, SECRET, call, gateway, ok, startWorkerd, stateDir } from './workerd-helpers.mjs';
 
+/** The status and body of `call`'s answer (its headers are other tests' concern). */
+const statusAndBody = ({ status, body }) => ({ status, body });
+
 // The files the library compiles in: what the worker must serve, byte for byte.
 const CONSOLE_DIR = join(HERE, '../../src/console');
 const CSP =
@@ -80,7 +83,7 @@ test('the console page, a token rotation that closes the gateway with 4004, and 
     const t1 = Date.now();
 
     // The old token: refused at once, on REST and on a new gateway upgrade.
-    assert.deepEqual(await call(w.base, '/bot/getMe', undefined, `Bot ${token}`), { status: 401, body: INVALID_TOKEN });
+    assert.deepEqual(statusAndBody(await call(w.base, '/bot/getMe', undefined, `Bot ${token}`)), { status: 401, body: INVALID_TOKEN });
     assert.deepEqual(await refusedGateway(w.base, token), { status: 401, body: INVALID_TOKEN });
     // Its open session is closed with 4004 by the rotation's wake-up, well
     // before any heartbeat would notice.
@@ -89,7 +92,7 @@ test('the console page, a token rotation that closes the gateway with 4004, and 
     clearTimeout(timer);
     assert.deepEqual(closed, { code: 4004, reason: 'authentication_failed' });
     // The new token works.
-    assert.deepEqual(await call(w.base, '/bot/getMe', undefined, `Bot ${fresh}`), { status: 200, body: { ok: true, result: me } });
+    assert.deepEqual(statusAndBody(await call(w.base, '/bot/getMe', undefined, `Bot ${fresh}`)), { status: 200, body: { ok: true, result: me } });
 
     // The audit log: both changes, newest first, with no peer (fetch names
     // none) and no token or secret anywhere.
@@ -123,7 +126,7 @@ test('the console page, a token rotation that closes the gateway with 4004, and 
     assert.deepEqual(await w.stop('SIGKILL'), { code: null, signal: 'SIGKILL' });
     w = await startWorkerd(dir);
     assert.deepEqual(await ok(w.base, '/admin/getAuditLog', {}), log);
-    assert.deepEqual(await call(w.base, '/bot/getMe', undefined, `Bot ${token}`), { status: 401, body: INVALID_TOKEN });
+    assert.deepEqual(statusAndBody(await call(w.base, '/bot/getMe', undefined, `Bot ${token}`)), { status: 401, body: INVALID_TOKEN });
     assert.deepEqual(await ok(w.base, '/bot/getMe', undefined, `Bot ${fresh}`), me);
     const listed = await ok(w.base, '/admin/listBots', { query: 'edge' });
     assert.deepEqual(listed.bots.map((b) => [b.id, b.live.gateway_sessions]), [[bot.id, 0]]);
