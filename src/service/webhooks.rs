@@ -184,6 +184,14 @@ impl Service {
             true
         })
         .map_err(|_| bot_id.to_string())?;
+        // What was read may be committed and not yet synced (a group whose
+        // WAL sync runs after the lock is released): nothing of it is sent
+        // before it is durable, as the gateway's reads wait too.
+        let seen = self.db.wal.as_ref().map(|w| (w, w.seen()));
+        drop(inner);
+        if let Some((wal, seen)) = seen {
+            wal.sync_to(seen).map_err(|_| bot_id.to_string())?;
+        }
         // Events after `after` that are gone: the notice goes at the last
         // one dropped, before the first one kept.
         let first = events.first().map(|e| e.seq);
@@ -204,8 +212,9 @@ impl Service {
         entry.schedule.events_read(events, now_ms);
         let cursor = entry.schedule.take_cursor_write();
         if let Some(c) = cursor {
-            // Events skipped as not asked for, or a gap: acknowledged.
-            let _ = store::gateway::write_ack(conn, bot_id, c);
+            // Events skipped as not asked for, or a gap: acknowledged with
+            // the next write of the outcomes.
+            d.cursor_writes.insert(bot_id.to_string(), c);
         }
         // More may wait than the window took: read again as soon as there
         // is room (an outcome makes some), else only when woken.
