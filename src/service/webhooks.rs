@@ -345,17 +345,11 @@ impl Service {
     }
 }
 
-/// The update a webhook delivers (and getUpdates returns):
-/// `{"update_id":seq,"type":kind,"data":data}`, from the row's text.
+/// The update a webhook delivers, written by the one writer getUpdates
+/// and the gateway share: `{"update_id":seq,"type":kind,"data":data}`.
 pub(crate) fn update_json(seq: i64, kind: &str, data: &str) -> String {
     let mut s = String::with_capacity(40 + kind.len() + data.len());
-    s.push_str("{\"update_id\":");
-    s.push_str(itoa::Buffer::new().format(seq));
-    s.push_str(",\"type\":\"");
-    s.push_str(kind);
-    s.push_str("\",\"data\":");
-    s.push_str(data);
-    s.push('}');
+    crate::events::push_event(&mut s, "{\"update_id\":", seq, kind, data);
     s
 }
 

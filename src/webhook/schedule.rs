@@ -395,12 +395,6 @@ impl Schedule {
         self.heads.iter().filter_map(|s| self.held.get(s)).filter(|h| h.attempts > 0).map(|h| h.not_before_ms).min()
     }
 
-    /// Events read and not delivered, and those not yet read (`last`: the
-    /// bot's last event).
-    pub fn pending_count(&self, last: i64) -> u64 {
-        (last - self.cursor).max(0) as u64
-    }
-
     pub fn status(&self) -> Status {
         Status { next_attempt_date: self.next_retry().map(|t| t.div_ceil(1000)), ..self.status.clone() }
     }
@@ -630,8 +624,6 @@ mod tests {
         s.handle_outcome(1, ok(), 0, 0);
         s.handle_outcome(3, ok(), 0, 0);
         assert_eq!(s.take_cursor_write(), Some(3));
-        assert_eq!(s.pending_count(3), 0);
-        assert_eq!(s.pending_count(7), 4);
     }
 
     #[test]
