@@ -273,7 +273,7 @@ impl ApiError {
     }
     /// [`ApiError::rate_limited`] for the bucket that refused, with its
     /// `X-RateLimit-*` headers: the same figures as the parameters.
-    pub(crate) fn rate_limited_by(bucket: &crate::ratelimit::BucketStatus) -> Self {
+    pub(crate) fn rate_limited_by(bucket: &crate::rules::ratelimit::BucketStatus) -> Self {
         let mut e = Self::rate_limited(bucket.reset_ms(), bucket.scope.as_str());
         e.headers.extend(bucket.headers());
         e

@@ -51,6 +51,7 @@ mod metrics;
 mod model;
 mod random;
 mod ratelimit;
+mod rules;
 mod route;
 mod service;
 mod store;

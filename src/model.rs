@@ -91,7 +91,7 @@ impl Bot {
             official: self.official,
             quota_tier: self.tier.as_str(),
             gateway_connection_limit: self.connection_limit,
-            capabilities: Capabilities { edit_delete_messages: self.tier != Tier::Free },
+            capabilities: Capabilities { edit_delete_messages: crate::rules::tier::may_edit_delete(self.tier) },
         }
     }
 }

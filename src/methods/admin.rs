@@ -12,6 +12,7 @@ use crate::events::{self, Event};
 use crate::http::Request;
 use crate::model::{Bot, Chat, ChatKind, Tier};
 use crate::route::AdminMethod;
+use crate::rules::permissions::{self, Act};
 use crate::store::{self, bots::Field, chats::Blocker};
 use crate::txn::Ctx;
 use serde_json::{json, Value};
@@ -474,18 +475,8 @@ fn send_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
         return Err(user_not_found());
     }
     let chat = load_chat(ctx, chat_id)?;
-    if store::chats::membership(ctx.conn, chat_id, user_id)? != Some(true) {
-        return Err(ApiError::not_member());
-    }
-    if chat.dissolved {
-        return Err(ApiError::chat_dissolved());
-    }
-    if chat.blocked_by_user {
-        return Err(ApiError::blocked_by_user());
-    }
-    if chat.blocked_by_bot {
-        return Err(ApiError::user_blocked_by_bot());
-    }
+    let member = store::chats::membership(ctx.conn, chat_id, user_id)? == Some(true);
+    permissions::check(Act::UserSends, &chat, member)?;
     messages::check_reply_target(ctx, &chat, reply_to)?;
     messages::post(ctx, &chat, user_id, false, text, reply_to)
 }

@@ -7,11 +7,9 @@ pub mod bot;
 pub mod console;
 pub mod messages;
 pub mod params;
+pub mod requests;
 pub mod updates;
 pub mod webhook;
-
-/// How long an Idempotency-Key is remembered.
-pub const IDEMPOTENCY_TTL_MS: u64 = 24 * 3600 * 1000;
 
 /// Serializes a value the core built itself; failure would be a bug.
 pub fn to_json<T: serde::Serialize>(v: &T) -> crate::error::ApiResult<Vec<u8>> {
