@@ -4,6 +4,7 @@
 
 use super::messages;
 use super::params::{self, Body};
+use super::requests::{self, Choice, Choices, MessageId, ParseMode, Text};
 use super::to_json;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{self, Event};
@@ -15,6 +16,7 @@ use crate::rules::permissions::{self, Act};
 use crate::rules;
 use crate::store::{self, Dialect};
 use crate::txn::Ctx;
+use serde::Deserialize;
 
 pub const CHAT_ACTIONS: &[&str] = &["typing", "upload_photo", "upload_document", "record_voice", "upload_voice"];
 
@@ -89,12 +91,21 @@ fn rate_limit(ctx: &mut Ctx<'_>, bot: &Bot, chat: &Chat) -> ApiResult<()> {
     Ok(())
 }
 
+/// sendMessage's body, in check order.
+#[derive(Deserialize)]
+struct SendMessage<'a> {
+    chat_id: &'a str,
+    #[serde(borrow)]
+    text: Text<'a>,
+    #[serde(rename = "parse_mode")]
+    _parse_mode: ParseMode,
+    reply_to_message_id: Option<MessageId>,
+}
+
 fn send_message(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Vec<u8>> {
     let body = params::parse_body(&req.body)?;
-    let chat_id = params::req_str(&body, "chat_id")?;
-    let text = params::text(&body)?;
-    params::parse_mode(&body)?;
-    let reply_to = params::opt_message_id(&body, "reply_to_message_id")?;
+    let SendMessage { chat_id, text: Text(text), reply_to_message_id, .. } = requests::parse(&body)?;
+    let reply_to = reply_to_message_id.map(|m| m.0);
     let key = idempotency::key(req.header("idempotency-key"))?;
     let hash = key.map(|_| idempotency::request_hash(&body));
     if let (Some(key), Some(hash)) = (key, &hash) {
@@ -117,15 +128,26 @@ fn send_message(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Ve
     Ok(json)
 }
 
-fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
-    let chat_id = params::req_str(body, "chat_id")?;
-    let action = params::req_str(body, "action")?;
-    if !CHAT_ACTIONS.contains(&action) {
-        return Err(ApiError::invalid_field(
-            "action",
-            "must be one of typing, upload_photo, upload_document, record_voice, upload_voice",
-        ));
+/// A chat action: one of [`CHAT_ACTIONS`].
+#[derive(Clone, Copy)]
+struct ChatAction(&'static str);
+
+impl Choices for ChatAction {
+    const WHY: &'static str = "must be one of typing, upload_photo, upload_document, record_voice, upload_voice";
+    fn parse(s: &str) -> Option<Self> {
+        CHAT_ACTIONS.iter().find(|a| **a == s).copied().map(ChatAction)
     }
+}
+
+/// sendChatAction's body, in check order.
+#[derive(Deserialize)]
+struct SendChatAction<'a> {
+    chat_id: &'a str,
+    action: Choice<ChatAction>,
+}
+
+fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
+    let SendChatAction { chat_id, action: Choice(ChatAction(action)) } = requests::parse(body)?;
     let (chat, member) = visible_chat(ctx, bot, chat_id)?;
     permissions::check(Act::BotSends, &chat, member)?;
     rate_limit(ctx, bot, &chat)?;
@@ -141,11 +163,9 @@ fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<
     Ok(b"true".to_vec())
 }
 
-/// Chat, membership and the message, checked for edit and delete. Callers
-/// validate their other fields (text, parse_mode) first.
-fn owned_message(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<(Chat, StoredMessage)> {
-    let chat_id = params::req_str(body, "chat_id")?;
-    let message_id = params::req_message_id(body, "message_id")?;
+/// Chat, membership and the message, checked for edit and delete, once
+/// their fields are read.
+fn owned_message(ctx: &mut Ctx<'_>, bot: &Bot, chat_id: &str, message_id: i64) -> ApiResult<(Chat, StoredMessage)> {
     let (chat, member) = visible_chat(ctx, bot, chat_id)?;
     permissions::check(Act::BotEdits, &chat, member)?;
     let msg = match store::messages::load(ctx.conn, &chat.id, message_id)? {
@@ -158,12 +178,28 @@ fn owned_message(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<(Chat, 
     Ok((chat, msg))
 }
 
+/// editMessageText's body, in check order.
+#[derive(Deserialize)]
+struct EditMessageText<'a> {
+    chat_id: &'a str,
+    message_id: MessageId,
+    #[serde(borrow)]
+    text: Text<'a>,
+    #[serde(rename = "parse_mode")]
+    _parse_mode: ParseMode,
+}
+
+/// deleteMessage's body.
+#[derive(Deserialize)]
+struct DeleteMessage<'a> {
+    chat_id: &'a str,
+    message_id: MessageId,
+}
+
 fn edit_message_text(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
-    params::req_str(body, "chat_id")?;
-    params::req_message_id(body, "message_id")?;
-    let text = params::text(body)?;
-    params::parse_mode(body)?;
-    let (chat, mut msg) = owned_message(ctx, bot, body)?;
+    let EditMessageText { chat_id, message_id: MessageId(message_id), text: Text(text), .. } =
+        requests::parse(body)?;
+    let (chat, mut msg) = owned_message(ctx, bot, chat_id, message_id)?;
     rate_limit(ctx, bot, &chat)?;
     if msg.text.as_deref() == Some(text) {
         // Same text: success, nothing changes, no event.
@@ -179,7 +215,8 @@ fn edit_message_text(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec
 }
 
 fn delete_message(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
-    let (chat, msg) = owned_message(ctx, bot, body)?;
+    let DeleteMessage { chat_id, message_id: MessageId(message_id) } = requests::parse(body)?;
+    let (chat, msg) = owned_message(ctx, bot, chat_id, message_id)?;
     delete_stored(ctx, &chat, &msg, Some(&bot.id))?;
     Ok(b"true".to_vec())
 }

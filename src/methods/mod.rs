@@ -1,6 +1,7 @@
-//! Method implementations: the five bot methods (`bot`), the host API
-//! (`admin`), field parsing shared by both (`params`) and the one write path
-//! every message takes, whoever sends it (`messages`).
+//! Method implementations: the bot methods (`bot`), the host API
+//! (`admin`), the body as a JSON object (`params`) and its typed reading
+//! (`requests`), and the one write path every message takes, whoever sends
+//! it (`messages`). The rules they apply are `crate::rules`'.
 
 pub mod admin;
 pub mod bot;

@@ -30,10 +30,10 @@ use crate::error::{ApiError, ApiResult};
 use crate::rules::limits;
 use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::fmt;
 
-pub type Body = Map<String, Value>;
+pub use super::params::Body;
 
 /// Reads the typed body `T` out of a parsed body.
 pub fn parse<'a, T: Deserialize<'a>>(body: &'a Body) -> ApiResult<T> {
@@ -341,19 +341,19 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Patch<T> {
 #[derive(Debug, Clone, Copy)]
 pub struct Text<'a>(pub &'a str);
 
-impl<'de> Deserialize<'de> for Text<'de> {
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Text<'de>;
+            type Value = &'de str;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("must be a string")
             }
-            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Text<'de>, E> {
-                Ok(Text(s))
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<&'de str, E> {
+                Ok(s)
             }
         }
-        d.deserialize_newtype_struct(TEXT, V)
+        d.deserialize_newtype_struct(TEXT, V).map(Text)
     }
 }
 
@@ -473,26 +473,26 @@ impl<'de, const MAX: u64> Deserialize<'de> for Uint<MAX> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Name<'a, const MAX: usize>(pub &'a str);
 
-impl<'de, const MAX: usize> Deserialize<'de> for Name<'de, MAX> {
+impl<'de: 'a, 'a, const MAX: usize> Deserialize<'de> for Name<'a, MAX> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V<const MAX: usize>;
         impl<'de, const MAX: usize> Visitor<'de> for V<MAX> {
-            type Value = Name<'de, MAX>;
+            type Value = &'de str;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("must be a string")
             }
-            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Name<'de, MAX>, E> {
-                limits::name(s, MAX).map(|()| Name(s)).map_err(E::custom)
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<&'de str, E> {
+                limits::name(s, MAX).map(|()| s).map_err(E::custom)
             }
         }
-        d.deserialize_str(V::<MAX>)
+        d.deserialize_str(V::<MAX>).map(Name)
     }
 }
 
 /// An integer within the bounds of `R`, every refusal saying `R::WHY`
 /// (for fields whose rule is one sentence, such as getUpdates' `offset`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bounded<R>(pub u64, std::marker::PhantomData<R>);
+pub struct Bounded<R>(pub u64, pub std::marker::PhantomData<R>);
 
 /// The bounds and the refusal's text of a [`Bounded`] field.
 pub trait Bounds {
@@ -551,14 +551,14 @@ impl<'de, C: Choices> Deserialize<'de> for Choice<C> {
 /// An array of strings, every refusal (not an array, an element not a
 /// string) saying `W::WHY`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Strings<'a, W>(pub Vec<&'a str>, std::marker::PhantomData<W>);
+pub struct Strings<'a, W>(pub Vec<&'a str>, pub std::marker::PhantomData<W>);
 
 /// The refusal's text of a field read by one rule.
 pub trait Why {
     const WHY: &'static str;
 }
 
-impl<'de, W: Why> Deserialize<'de> for Strings<'de, W> {
+impl<'de: 'a, 'a, W: Why> Deserialize<'de> for Strings<'a, W> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V<W>(std::marker::PhantomData<W>);
         impl<'de, W: Why> Visitor<'de> for V<W> {
@@ -583,7 +583,7 @@ impl<'de, W: Why> Deserialize<'de> for Strings<'de, W> {
 
 /// A string of bytes within `W`'s bounds, every refusal saying `W::WHY`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bytes<'a, W>(pub &'a str, std::marker::PhantomData<W>);
+pub struct Bytes<'a, W>(pub &'a str, pub std::marker::PhantomData<W>);
 
 /// The length bounds (bytes) and the refusal's text of a [`Bytes`] field.
 pub trait ByteBounds {
@@ -592,7 +592,7 @@ pub trait ByteBounds {
     const WHY: &'static str;
 }
 
-impl<'de, W: ByteBounds> Deserialize<'de> for Bytes<'de, W> {
+impl<'de: 'a, 'a, W: ByteBounds> Deserialize<'de> for Bytes<'a, W> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V<W>(std::marker::PhantomData<W>);
         impl<'de, W: ByteBounds> Visitor<'de> for V<W> {
@@ -615,7 +615,7 @@ impl<'de, W: ByteBounds> Deserialize<'de> for Bytes<'de, W> {
 /// A number (integer or not) within `W`'s bounds, every refusal saying
 /// `W::WHY`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Number<W>(pub f64, std::marker::PhantomData<W>);
+pub struct Number<W>(pub f64, pub std::marker::PhantomData<W>);
 
 /// The bounds and the refusal's text of a [`Number`] field.
 pub trait NumberBounds {
