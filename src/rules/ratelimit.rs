@@ -2,7 +2,7 @@
 //! given by its theoretical arrival time (µs, 0 for a full bucket); a
 //! request is checked against the bot-wide bucket and the bucket of its
 //! chat (a private chat's, or a group's) of the bot's tier. Where the
-//! buckets are kept is `crate::ratelimit`'s (in memory for one process,
+//! buckets are kept is `src/ratelimit.rs`'s (in memory for one process,
 //! rows of the transaction for a shared store); both call [`decide`].
 
 use crate::config::{Limits, Rate, TierLimits};
@@ -182,7 +182,15 @@ pub fn chat_bucket(limits: &TierLimits, kind: ChatKind) -> Option<(&Rate, Scope)
 /// A check's outcome as the request sees it: the nearest bucket for the
 /// `X-RateLimit-*` headers, or 429 `rate_limited` with the refusing one.
 pub fn outcome(checked: Checked) -> ApiResult<Option<BucketStatus>> {
-    checked.map_err(|bucket| ApiError::rate_limited_by(&bucket))
+    checked.map_err(|bucket| refusal(&bucket))
+}
+
+/// [`ApiError::rate_limited`] for the bucket that refused, with its
+/// `X-RateLimit-*` headers: the same figures as the parameters.
+pub fn refusal(bucket: &BucketStatus) -> ApiError {
+    let mut e = ApiError::rate_limited(bucket.reset_ms(), bucket.scope.as_str());
+    e.headers.extend(bucket.headers());
+    e
 }
 
 #[cfg(test)]

@@ -1,16 +1,12 @@
 //! Tier gating: what a bot's quota tier lets it call. Free-tier bots may
-//! not edit or delete (the identity's `capabilities.edit_delete_messages`
-//! says so); the check comes before the body is read, so a free bot cannot
-//! probe message ids through edit or delete.
+//! not edit or delete (`Tier::may_edit_delete`, which the identity's
+//! `capabilities.edit_delete_messages` reports); the check comes before the
+//! body is read, so a free bot cannot probe message ids through edit or
+//! delete.
 
 use crate::error::{ApiError, ApiResult};
 use crate::model::Tier;
 use crate::route::BotMethod;
-
-/// Whether bots of `tier` may edit and delete their messages.
-pub fn may_edit_delete(tier: Tier) -> bool {
-    tier != Tier::Free
-}
 
 /// Whether `method` is gated by tier at all.
 pub fn gated(method: BotMethod) -> bool {
@@ -19,7 +15,7 @@ pub fn gated(method: BotMethod) -> bool {
 
 /// The tier gate: `tier_forbidden` for a gated method the tier lacks.
 pub fn check(tier: Tier, method: BotMethod) -> ApiResult<()> {
-    if gated(method) && !may_edit_delete(tier) {
+    if gated(method) && !tier.may_edit_delete() {
         return Err(ApiError::tier_forbidden(method.name()));
     }
     Ok(())
@@ -41,7 +37,7 @@ mod tests {
         for m in [BotMethod::SendMessage, BotMethod::SendChatAction, BotMethod::GetMe, BotMethod::GetUpdates] {
             assert!(check(Tier::Free, m).is_ok());
         }
-        assert!(!may_edit_delete(Tier::Free));
-        assert!(may_edit_delete(Tier::Standard));
+        assert!(!Tier::Free.may_edit_delete());
+        assert!(Tier::Standard.may_edit_delete() && Tier::Official.may_edit_delete());
     }
 }
