@@ -110,6 +110,26 @@ mod tests {
     }
 
     #[test]
+    fn a_suspended_bot_is_refused_once_found() {
+        let mut bot = Bot {
+            id: "bot_1".into(),
+            display_name: "B".into(),
+            handle: "b".into(),
+            avatar_key: None,
+            active: true,
+            verified: false,
+            official: false,
+            tier: crate::model::Tier::Free,
+            connection_limit: 1,
+            identity_json: String::new(),
+        };
+        assert_eq!(code(bot_status(&bot)), "ok");
+        bot.active = false;
+        let e = bot_status(&bot).unwrap_err();
+        assert_eq!((e.status, e.code.as_str(), e.description.as_str()), (403, "bot_suspended", "this bot is suspended"));
+    }
+
+    #[test]
     fn throttled_login_is_refused_before_the_secret_is_read() {
         let t = AdminThrottle::default();
         let h = auth::sha256(b"an-admin-secret-0123");
