@@ -6,8 +6,8 @@ use super::console;
 use super::messages;
 use super::params::{self, Body};
 use super::requests::{
-    self, ByteBounds, Bytes, Choice, Choices, MessageId, MessageIdOrZero, Name, Number, NumberBounds, ParseMode,
-    Patch, Strings, Text, Uint, Why,
+    self, ByteBounds, Bytes, Choice, Choices, MessageId, MessageIdOrZero, Name, Number, NumberBounds, ParseMode, Patch,
+    Strings, Text, Uint, Why,
 };
 use super::to_json;
 use crate::auth;
@@ -16,13 +16,13 @@ use crate::events::{self, Event};
 use crate::http::Request;
 use crate::model::{Bot, Chat, ChatKind, Tier};
 use crate::route::AdminMethod;
+use crate::rules::limits::{
+    MAX_AVATAR_KEY_BYTES, MAX_DISPLAY_NAME_CHARS as NAME, MAX_GATEWAY_CONNECTION_LIMIT, MAX_HANDLE_CHARS as HANDLE,
+    MAX_HISTORY_PAGE, MAX_HOST_UPDATES, MAX_TITLE_CHARS as TITLE,
+};
 use crate::rules::permissions::{self, Act};
 use crate::store::{self, bots::Field, chats::Blocker};
 use crate::txn::Ctx;
-use crate::rules::limits::{
-    MAX_AVATAR_KEY_BYTES, MAX_DISPLAY_NAME_CHARS as NAME, MAX_GATEWAY_CONNECTION_LIMIT, MAX_HANDLE_CHARS as HANDLE,
-    MAX_TITLE_CHARS as TITLE,
-};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -594,14 +594,14 @@ fn delete_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 #[derive(Deserialize)]
 struct ChatHistory {
     after_message_id: Option<MessageIdOrZero>,
-    limit: Option<Uint<100>>,
+    limit: Option<Uint<MAX_HISTORY_PAGE>>,
 }
 
 fn chat_history(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
     let chat = load_chat(ctx, chat_id(b)?)?;
     let ChatHistory { after_message_id, limit } = requests::parse(b)?;
     let after = after_message_id.and_then(|a| a.0);
-    let limit = limit.map_or(100, |l| l.0).max(1);
+    let limit = limit.map_or(MAX_HISTORY_PAGE, |l| l.0).max(1);
     let rows = store::messages::history(ctx.conn, &chat.id, after.unwrap_or(0), limit as i64)?;
     // Written as it goes, so messages keep the field order of sendMessage.
     let mut out = b"[".to_vec();
@@ -632,7 +632,7 @@ fn chat_actions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 #[derive(Deserialize)]
 struct HostUpdates {
     offset: Option<Uint<{ i64::MAX as u64 }>>,
-    limit: Option<Uint<1000>>,
+    limit: Option<Uint<MAX_HOST_UPDATES>>,
 }
 
 /// Telegram-style: returns updates from `offset` on (default: the first not
@@ -709,4 +709,16 @@ fn advance_clock(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let ms = (s * 1000.0).round() as u64;
     ctx.clock.advance_ms(ms);
     Ok(Value::Bool(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Refusal texts that are constants name the limits they enforce.
+    #[test]
+    fn refusal_texts_name_their_limits() {
+        assert!(AvatarKey::WHY.contains(&format!("1 to {MAX_AVATAR_KEY_BYTES} bytes")));
+        assert_eq!(AvatarKey::MAX, MAX_AVATAR_KEY_BYTES);
+    }
 }

@@ -11,9 +11,9 @@ use crate::events::{self, Event};
 use crate::http::Request;
 use crate::model::{Bot, Chat, StoredMessage};
 use crate::route::BotMethod;
+use crate::rules;
 use crate::rules::idempotency::{self, Decision};
 use crate::rules::permissions::{self, Act};
-use crate::rules;
 use crate::store::{self, Dialect};
 use crate::txn::Ctx;
 use serde::Deserialize;
@@ -197,8 +197,7 @@ struct DeleteMessage<'a> {
 }
 
 fn edit_message_text(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
-    let EditMessageText { chat_id, message_id: MessageId(message_id), text: Text(text), .. } =
-        requests::parse(body)?;
+    let EditMessageText { chat_id, message_id: MessageId(message_id), text: Text(text), .. } = requests::parse(body)?;
     let (chat, mut msg) = owned_message(ctx, bot, chat_id, message_id)?;
     rate_limit(ctx, bot, &chat)?;
     if msg.text.as_deref() == Some(text) {

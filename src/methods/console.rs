@@ -6,9 +6,9 @@
 use super::admin::{BotIdBody, ChatIdBody};
 use super::params::Body;
 use super::requests::{self, Uint};
-use crate::rules::limits;
 use crate::error::{ApiError, ApiResult};
 use crate::route::AdminMethod;
+use crate::rules::limits;
 use crate::store::bots::{self, BOT_COLUMNS};
 use crate::store::console::{self as q, Cursor};
 use crate::store::Row;
@@ -19,21 +19,28 @@ use serde_json::{json, Map, Value};
 const DEFAULT_PAGE: u64 = 50;
 const MAX_PAGE: u64 = 100;
 
-/// A list's paging fields, in check order (listChats adds `member_id`).
+/// A list's paging fields, in check order.
 #[derive(Deserialize)]
 struct Page<'a> {
     query: Option<&'a str>,
     cursor: Option<&'a str>,
     limit: Option<Uint<MAX_PAGE>>,
+}
+
+/// listChats' filter, read after the paging fields.
+#[derive(Deserialize)]
+struct MemberFilter<'a> {
     member_id: Option<&'a str>,
 }
 
-/// The paging fields; `member_id` is read by the caller that has one.
-fn page_args(b: &Body) -> ApiResult<(String, Option<Cursor>, u32, Option<&str>)> {
+fn page_args(b: &Body) -> ApiResult<(String, Option<Cursor>, u32)> {
     let page: Page<'_> = requests::parse(b)?;
     let query = page.query.unwrap_or("");
     if query.chars().count() > limits::MAX_QUERY_CHARS {
-        return Err(ApiError::invalid_field("query", "must be at most 128 characters"));
+        return Err(ApiError::invalid_field(
+            "query",
+            &format!("must be at most {} characters", limits::MAX_QUERY_CHARS),
+        ));
     }
     let cursor = match page.cursor {
         None | Some("") => None,
@@ -43,7 +50,7 @@ fn page_args(b: &Body) -> ApiResult<(String, Option<Cursor>, u32, Option<&str>)>
         ),
     };
     let limit = page.limit.map_or(DEFAULT_PAGE, |l| l.0).max(1) as u32;
-    Ok((query.to_string(), cursor, limit, page.member_id))
+    Ok((query.to_string(), cursor, limit))
 }
 
 fn next_cursor(len: usize, limit: u32, last: Option<(i64, &str)>) -> Value {
@@ -82,7 +89,7 @@ fn bot_row(ctx: &Ctx<'_>, r: &Row<'_>) -> crate::store::StoreResult<(Value, i64,
 }
 
 pub fn list_bots(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let (query, cursor, limit, _) = page_args(b)?;
+    let (query, cursor, limit) = page_args(b)?;
     let c: &Ctx<'_> = ctx;
     let rows = q::list_bots(c.conn, BOT_COLUMNS, &query, cursor.as_ref(), limit, c.now_ms, |r| bot_row(c, r))?;
     let next = next_cursor(rows.len(), limit, rows.last().map(|(_, t, id)| (*t, id.as_str())));
@@ -97,7 +104,7 @@ pub fn get_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 }
 
 pub fn list_users(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let (query, cursor, limit, _) = page_args(b)?;
+    let (query, cursor, limit) = page_args(b)?;
     let rows = q::list_users(ctx.conn, &query, cursor.as_ref(), limit, |r| {
         let (id, created_at): (String, i64) = (r.get(0)?, r.get(3)?);
         let v = json!({"id": id, "display_name": r.get::<String>(1)?, "handle": r.get::<Option<String>>(2)?,
@@ -109,8 +116,8 @@ pub fn list_users(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 }
 
 pub fn list_chats(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let (query, cursor, limit, member) = page_args(b)?;
-    let member = member.unwrap_or("");
+    let (query, cursor, limit) = page_args(b)?;
+    let member = requests::parse::<MemberFilter<'_>>(b)?.member_id.unwrap_or("");
     let rows = q::list_chats(ctx.conn, &query, member, cursor.as_ref(), limit, |r| {
         let (id, kind, created_at): (String, String, i64) = (r.get(0)?, r.get(1)?, r.get(10)?);
         let mut v = json!({"id": id, "type": kind, "created_at": created_at, "member_count": r.get::<i64>(11)?});

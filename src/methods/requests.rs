@@ -202,9 +202,7 @@ impl<'de> Deserializer<'de> for FieldDe<'de> {
             }
             Some(Value::String(s)) => visitor.visit_borrowed_str(s),
             Some(Value::Array(a)) => visitor.visit_seq(Elements { name, items: a.iter() }),
-            Some(Value::Object(_)) => {
-                Err(de::Error::invalid_type(de::Unexpected::Map, &visitor))
-            }
+            Some(Value::Object(_)) => Err(de::Error::invalid_type(de::Unexpected::Map, &visitor)),
         };
         out.map_err(|e| e.at(name))
     }

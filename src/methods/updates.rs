@@ -183,6 +183,11 @@ mod tests {
     }
 
     #[test]
+    fn the_limit_refusal_names_the_limit() {
+        assert_eq!(Limit::WHY, format!("must be an integer from 1 to {MAX_LIMIT}"));
+    }
+
+    #[test]
     fn defaults_and_bounds() {
         assert_eq!(parse(&body("{}")).unwrap(), Poll { offset: None, limit: 100, timeout_s: 0, allowed: ALL_KINDS });
         let p =

@@ -70,7 +70,8 @@ pub fn admin_login(
     authorization: Option<&[u8]>,
     admin_hash: &[u8; 32],
 ) -> ApiResult<()> {
-    let attempt = throttle.attempt(client, now_ms).map_err(|wait_ms| ApiError::rate_limited(wait_ms, ADMIN_AUTH_SCOPE))?;
+    let attempt =
+        throttle.attempt(client, now_ms).map_err(|wait_ms| ApiError::rate_limited(wait_ms, ADMIN_AUTH_SCOPE))?;
     admin(authorization, admin_hash)?;
     throttle.succeeded(attempt, now_ms);
     Ok(())
@@ -126,7 +127,10 @@ mod tests {
         assert_eq!(code(bot_status(&bot)), "ok");
         bot.active = false;
         let e = bot_status(&bot).unwrap_err();
-        assert_eq!((e.status, e.code.as_str(), e.description.as_str()), (403, "bot_suspended", "this bot is suspended"));
+        assert_eq!(
+            (e.status, e.code.as_str(), e.description.as_str()),
+            (403, "bot_suspended", "this bot is suspended")
+        );
     }
 
     #[test]

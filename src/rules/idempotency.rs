@@ -23,7 +23,10 @@ pub fn key(header: Option<&[u8]>) -> ApiResult<Option<&str>> {
         Ok(k) if (1..=MAX_IDEMPOTENCY_KEY_CHARS).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()) => {
             Ok(Some(k))
         }
-        _ => Err(ApiError::invalid_field("Idempotency-Key", "must be 1 to 64 visible ASCII characters")),
+        _ => Err(ApiError::invalid_field(
+            "Idempotency-Key",
+            &format!("must be 1 to {MAX_IDEMPOTENCY_KEY_CHARS} visible ASCII characters"),
+        )),
     }
 }
 

@@ -23,6 +23,10 @@ pub const MAX_IDEMPOTENCY_KEY_CHARS: usize = 64;
 pub const MAX_MESSAGE_ID_DIGITS: usize = 18;
 /// The admin console's `query` filter, in characters.
 pub const MAX_QUERY_CHARS: usize = 128;
+/// The most messages one getChatHistory returns, and its default.
+pub const MAX_HISTORY_PAGE: u64 = 100;
+/// The most updates the host's getUpdates returns at once.
+pub const MAX_HOST_UPDATES: u64 = 1000;
 
 /// The `text` rule: `text_empty` for `""`, `text_too_long` past
 /// [`MAX_TEXT_CHARS`] characters.

@@ -292,7 +292,8 @@ impl Service {
                 &self.trusted_proxies,
             );
             let auth = routed.req.header("authorization");
-            if let Err(e) = crate::rules::auth::admin_login(&self.admin_throttle, &client, now_ms, auth, &self.admin_hash)
+            if let Err(e) =
+                crate::rules::auth::admin_login(&self.admin_throttle, &client, now_ms, auth, &self.admin_hash)
             {
                 return e.into_response();
             }
