@@ -52,6 +52,7 @@ mod model;
 mod random;
 mod ratelimit;
 mod route;
+mod rules;
 mod service;
 mod store;
 mod throttle;
