@@ -1608,8 +1608,6 @@ static void format_addr(const struct sockaddr_storage *ss, int reachable, char *
  * through the wake-up callback; retries come due at
  * botspace_service_webhook_timeout. */
 
-#define WEBHOOK_RECHECK_MS 20u          /* nothing came of a due poll (the store failed): look again after this */
-
 typedef struct wh_xfer {
     struct wh_xfer *prev, *next; /* every transfer in flight */
     CURL *easy;
@@ -1635,7 +1633,6 @@ static CURLM *wh_multi;
 static wh_sock *wh_socks;
 static size_t wh_nsocks, wh_socks_cap;
 static int64_t wh_timer_due = -1; /* mono ms of curl's timer, -1 for none */
-static uint64_t wh_recheck_at;    /* mono ms before which a due poll is not repeated */
 
 static int wh_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp) {
     (void)easy, (void)userp, (void)socketp;
@@ -1823,8 +1820,6 @@ static void wh_reap(void) {
         CURLcode rc = m->data.result;
         wh_finish(x, rc);
         wh_xfer_free(x);
-        /* An outcome may make the next event of that chat due. */
-        wh_recheck_at = 0;
     }
 }
 
@@ -1839,17 +1834,12 @@ static void webhook_turn(uint64_t mono, uint64_t now) {
     }
     uint64_t due = BOTSPACE_NO_DEADLINE;
     botspace_service_webhook_timeout(svc, &due);
-    if (due > now || mono < wh_recheck_at) return;
+    if (due > now) return;
     botspace_webhook_request *req = NULL;
     while (botspace_service_poll_webhook(svc, now, &req) == BOTSPACE_STATUS_OK && req) {
         wh_start(req, now);
         req = NULL;
     }
-    due = BOTSPACE_NO_DEADLINE;
-    botspace_service_webhook_timeout(svc, &due);
-    /* Still due right after polling everything: what failed (a store
-     * error) is tried again shortly, not in a busy loop. */
-    wh_recheck_at = due <= now ? mono + WEBHOOK_RECHECK_MS : 0;
 }
 
 /* How long poll(2) may sleep for the webhooks: curl's timer, the next
@@ -1864,7 +1854,6 @@ static int64_t webhook_poll_timeout(uint64_t mono, uint64_t now, int64_t timeout
     botspace_service_webhook_timeout(svc, &due);
     if (due != BOTSPACE_NO_DEADLINE) {
         uint64_t at = due <= now ? 0 : due - now;
-        if (mono < wh_recheck_at && at < wh_recheck_at - mono) at = wh_recheck_at - mono;
         if ((int64_t)at < timeout) timeout = (int64_t)at;
     }
     return timeout;
@@ -2559,7 +2548,13 @@ int main(int argc, char **argv) {
     char *secret_owned = NULL;
     const char *secret = choose_secret(&args, generated, &secret_owned);
     const char *key = secret ? operational_key(&args, keybuf) : NULL;
-    int opened = secret && !(key && !*key) && open_wake_pipe() == 0 && open_service(&args, secret, key) == 0;
+    int opened = secret && !(key && !*key) && open_wake_pipe() == 0;
+    /* From here a SIGINT or SIGTERM stops the server at its first turn,
+     * even one sent while the database opens: a shell starts a background
+     * job with SIGINT ignored, so until the handler is in place a stop
+     * sent early would be lost. */
+    if (opened) install_signal_handlers();
+    opened = opened && open_service(&args, secret, key) == 0;
     free(args.trusted_proxies); /* the configuration was their one use */
     if (!opened) {
         free(secret_owned);
@@ -2585,9 +2580,6 @@ int main(int argc, char **argv) {
         botspace_service_free(&svc);
         return 1;
     }
-    /* Before "botspace ready": whoever waits for that line may stop the
-     * server at once, and an uncaught SIGTERM would kill it. */
-    install_signal_handlers();
     say("botspace ready");
     botspace_service_set_wake_callback(svc, on_wake, NULL);
     start_notify_loop();

@@ -79,7 +79,7 @@ struct SetWebhookUrl<'a> {
 struct MaxConnections;
 impl Bounds for MaxConnections {
     const MIN: u64 = 1;
-    const MAX: u64 = 100;
+    const MAX: u64 = crate::webhook::schedule::MAX_CONNECTIONS as u64;
     const WHY: &'static str = "must be an integer from 1 to 100";
 }
 

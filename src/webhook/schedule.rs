@@ -29,6 +29,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 /// Events held in memory per bot, read from its log ahead of delivery.
 pub const WINDOW: usize = 256;
 
+/// The most attempts of one webhook in flight at once (`max_connections`
+/// may ask for 1 to this many). Also what a host keeps open to one
+/// receiver: no more idle connections than a webhook may use.
+pub const MAX_CONNECTIONS: u32 = 100;
+
 /// How long the receiver has to answer an attempt.
 pub const ATTEMPT_TIMEOUT_MS: u64 = 10_000;
 
@@ -167,7 +172,7 @@ impl Schedule {
         Schedule {
             bot_id: bot_id.to_string(),
             key,
-            max_connections: max_connections.clamp(1, 100) as usize,
+            max_connections: max_connections.clamp(1, MAX_CONNECTIONS) as usize,
             cursor,
             read_through: cursor,
             held: BTreeMap::new(),
@@ -213,7 +218,7 @@ impl Schedule {
 
     /// New limits (a later `setWebhook` with the same URL).
     pub fn set_max_connections(&mut self, n: u32) {
-        self.max_connections = n.clamp(1, 100) as usize;
+        self.max_connections = n.clamp(1, MAX_CONNECTIONS) as usize;
     }
 
     /// The event types to deliver from now on (`None`: all). A gap notice

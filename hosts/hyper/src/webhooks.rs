@@ -37,8 +37,8 @@ struct Pool {
     idle: std::sync::Mutex<std::collections::HashMap<Origin, Vec<SendRequest<Full<Bytes>>>>>,
 }
 
-/// Idle connections kept per origin.
-const IDLE_PER_ORIGIN: usize = 100;
+/// Idle connections kept per origin: as many as one webhook may use.
+const IDLE_PER_ORIGIN: usize = botspace::webhook::MAX_CONNECTIONS as usize;
 
 impl Pool {
     fn take(&self, origin: &Origin) -> Option<SendRequest<Full<Bytes>>> {
@@ -95,11 +95,14 @@ pub(crate) async fn run(svc: Weak<Service>, sender: Arc<Sender>) {
                 loop {
                     let id = req.id;
                     let outcome = attempt(&s, &tls, &pool, req).await;
-                    // Reporting never waits on the store (the next poll writes).
-                    s.webhook_outcome(id, outcome, s.now_ms());
-                    // What the outcome made due (the chat's next event, say)
-                    // is sent from here while no store access is needed;
-                    // otherwise the loop above takes over.
+                    // Reporting never waits on the store (the next poll
+                    // writes); when the store has work, the loop above
+                    // does it while this task goes on.
+                    if s.webhook_outcome(id, outcome, s.now_ms()) {
+                        sender.wake.notify_one();
+                    }
+                    // What is due now (the chat's next event, say) is sent
+                    // from here; otherwise the loop above takes over.
                     match s.poll_webhook_in_memory(s.now_ms()) {
                         WebhookPoll::Request(next) => req = next,
                         _ => {
