@@ -10,7 +10,8 @@ use super::Service;
 use crate::methods::webhook::{signing_key, target_policy};
 use crate::store;
 use crate::webhook::deliveries::{BotDeliveries, StatusWrite, WebhookRequest};
-use crate::webhook::schedule::{LogEvent, GAP_KIND, WINDOW};
+use crate::webhook::schedule::{LogEvent, WINDOW};
+use crate::words::BotGap;
 use crate::webhook::{check_url, Outcome, Schedule};
 use std::collections::HashMap;
 
@@ -305,9 +306,9 @@ impl Service {
             if let Some(n) = dropped_through {
                 let notice = LogEvent {
                     seq: n,
-                    kind: GAP_KIND.to_string(),
+                    kind: BotGap::EventsDropped.to_string(),
                     chat: String::new(),
-                    body: update_json(n, GAP_KIND, &format!("{{\"dropped_through\":{n}}}")),
+                    body: update_json(n, BotGap::EventsDropped.as_str(), &format!("{{\"dropped_through\":{n}}}")),
                 };
                 events.insert(0, notice);
             }
