@@ -389,6 +389,10 @@ struct SetBlocked<'a> {
     blocked: bool,
 }
 
+/// setBlocked's refusal of a `by` that is no [`Party`] (read after the
+/// chat is known to be private, so not a `Choice`).
+const BY_WHY: &str = "must be user or bot";
+
 fn set_blocked(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let chat = load_chat(ctx, chat_id(b)?)?;
     let SetBlocked { by, blocked } = requests::parse(b)?;
@@ -398,7 +402,7 @@ fn set_blocked(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let (blocker, current) = match Party::parse(by) {
         Some(Party::User) => (Blocker::User, chat.blocked_by_user),
         Some(Party::Bot) => (Blocker::Bot, chat.blocked_by_bot),
-        None => return Err(ApiError::invalid_field("by", "must be user or bot")),
+        None => return Err(ApiError::invalid_field("by", BY_WHY)),
     };
     if current != blocked {
         store::chats::set_blocked(ctx.conn, &chat.id, blocker, blocked)?;
@@ -708,5 +712,18 @@ mod tests {
     fn refusal_texts_name_their_limits() {
         assert!(AvatarKey::WHY.contains(&format!("1 to {MAX_AVATAR_KEY_BYTES} bytes")));
         assert_eq!(AvatarKey::MAX, MAX_AVATAR_KEY_BYTES);
+    }
+
+    /// Refusal texts that list a table's words list all of them.
+    #[test]
+    fn refusal_texts_list_their_words() {
+        fn either<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> String {
+            let w: Vec<&str> = all.iter().map(|w| name(*w)).collect();
+            let (last, rest) = w.split_last().unwrap();
+            format!("must be {} or {last}", rest.join(", "))
+        }
+        assert_eq!(<Tier as Choices>::WHY, either(Tier::ALL, Tier::as_str));
+        assert_eq!(<BotStatus as Choices>::WHY, either(BotStatus::ALL, BotStatus::as_str));
+        assert_eq!(BY_WHY, either(Party::ALL, Party::as_str));
     }
 }
