@@ -334,9 +334,11 @@ impl Config {
         if !(100..=600_000).contains(&self.database_timeout_ms) {
             return Err(ConfigError::DatabaseTimeout);
         }
-        for (tier, t) in
-            [(Tier::Free, &self.limits.free), (Tier::Standard, &self.limits.standard), (Tier::Official, &self.limits.official)]
-        {
+        for (tier, t) in [
+            (Tier::Free, &self.limits.free),
+            (Tier::Standard, &self.limits.standard),
+            (Tier::Official, &self.limits.official),
+        ] {
             for r in [t.bot, t.private_chat, t.group].into_iter().flatten() {
                 if r.count == 0 || r.period_ms == 0 || r.burst == 0 {
                     return Err(ConfigError::ZeroRate(tier.as_str()));

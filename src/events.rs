@@ -72,7 +72,12 @@ pub fn append_update(
     data: &str,
     pending: &mut PendingUpdates,
 ) -> ApiResult<()> {
-    store::events::append_update(conn, Entry { at_ms: now_ms, kind: kind.as_str(), data, message: None }, false, pending)?;
+    store::events::append_update(
+        conn,
+        Entry { at_ms: now_ms, kind: kind.as_str(), data, message: None },
+        false,
+        pending,
+    )?;
     Ok(())
 }
 

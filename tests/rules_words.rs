@@ -83,7 +83,11 @@ fn the_docs_list_every_word_of_the_other_tables() {
     assert_lists(operations, "docs/operations.md", &format!("by the limit that ran out: {} |", scopes.join(", ")));
     assert_lists(api, "docs/api.md", &format!("\"type\": {}", either(ChatKind::ALL, ChatKind::as_str, "\"")));
     assert_lists(api, "docs/api.md", &format!("| `quota_tier` | string | {} |", either(Tier::ALL, Tier::as_str, "`")));
-    assert_lists(api, "docs/api.md", &format!("| `status` | string | {} |", either(BotStatus::ALL, BotStatus::as_str, "`")));
+    assert_lists(
+        api,
+        "docs/api.md",
+        &format!("| `status` | string | {} |", either(BotStatus::ALL, BotStatus::as_str, "`")),
+    );
     for gap in BotGap::ALL {
         assert_lists(delivery, "docs/delivery.md", &format!("\"type\":\"{gap}\""));
     }

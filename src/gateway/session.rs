@@ -542,7 +542,8 @@ mod tests {
 
     #[test]
     fn frames_carry_the_ops_of_the_table() {
-        let op = |frame: &str| serde_json::from_str::<serde_json::Value>(frame).unwrap()["op"].as_str().map(str::to_string);
+        let op =
+            |frame: &str| serde_json::from_str::<serde_json::Value>(frame).unwrap()["op"].as_str().map(str::to_string);
         assert_eq!(op(HEARTBEAT_ACK).as_deref(), Some(GatewayOp::HeartbeatAck.as_str()));
         assert_eq!(op(&event_frame(1, "blocked", "{}")).as_deref(), Some(GatewayOp::Event.as_str()));
     }

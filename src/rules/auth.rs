@@ -15,9 +15,9 @@
 use crate::auth;
 use crate::error::{ApiError, ApiResult};
 use crate::model::Bot;
-use crate::words::RateLimitScope;
 pub(crate) use crate::throttle::AdminThrottle;
 use crate::throttle::Client;
+use crate::words::RateLimitScope;
 
 /// The scheme of bot credentials.
 pub const BOT_SCHEME: &str = "Bot";
@@ -69,8 +69,9 @@ pub fn admin_login(
     authorization: Option<&[u8]>,
     admin_hash: &[u8; 32],
 ) -> ApiResult<()> {
-    let attempt =
-        throttle.attempt(client, now_ms).map_err(|wait_ms| ApiError::rate_limited(wait_ms, RateLimitScope::AdminAuth))?;
+    let attempt = throttle
+        .attempt(client, now_ms)
+        .map_err(|wait_ms| ApiError::rate_limited(wait_ms, RateLimitScope::AdminAuth))?;
     admin(authorization, admin_hash)?;
     throttle.succeeded(attempt, now_ms);
     Ok(())

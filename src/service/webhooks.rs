@@ -11,8 +11,8 @@ use crate::methods::webhook::{signing_key, target_policy};
 use crate::store;
 use crate::webhook::deliveries::{BotDeliveries, StatusWrite, WebhookRequest};
 use crate::webhook::schedule::{LogEvent, WINDOW};
-use crate::words::BotGap;
 use crate::webhook::{check_url, Outcome, Schedule};
+use crate::words::BotGap;
 use std::collections::HashMap;
 
 /// How often, at most, what outcomes changed is written (one transaction,

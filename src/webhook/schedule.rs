@@ -240,7 +240,8 @@ impl Schedule {
                 self.gaps.insert(self.read_through + 1, e.seq - 1);
             }
             self.read_through = e.seq;
-            let wanted = e.kind == BotGap::EventsDropped.as_str() || self.allowed.as_ref().is_none_or(|a| a.contains(&e.kind));
+            let wanted =
+                e.kind == BotGap::EventsDropped.as_str() || self.allowed.as_ref().is_none_or(|a| a.contains(&e.kind));
             if wanted {
                 let queue = self.queues.entry(e.chat.clone()).or_default();
                 if queue.is_empty() {
