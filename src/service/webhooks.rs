@@ -43,7 +43,9 @@ struct Known {
     wants: Option<(i64, usize)>,
 }
 
-/// What a store read found for a bot.
+/// What a store read found for a bot. Made once per read and moved at
+/// once: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Refresh {
     /// No webhook to deliver (deleted, or it can no longer be sent).
     Gone,
