@@ -73,8 +73,8 @@ pub use service::{
     DEFAULT_MAX_PARKED_POLLS,
 };
 pub use words::{
-    BotGap, BotStatus, ChatAction, ChatKind, CloseCode, ErrorCode, EventKind, GatewayOp, Party, RateLimitScope, Tier,
-    UnknownWord,
+    BotGap, BotStatus, ChatAction, ChatKind, CloseCode, ErrorCode, EventKind, GatewayOp, ParseMode, Party,
+    RateLimitScope, Tier, UnknownWord,
 };
 
 /// The library version.

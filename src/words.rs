@@ -1,7 +1,7 @@
 //! The protocol's words: error codes (docs/errors.md), the reasons a
 //! gateway session ends with (docs/gateway.md), the kinds of events in
 //! the logs, the gateway's ops, chat actions, the two kinds of chat party,
-//! chat types, quota tiers, bot statuses,
+//! parse modes, chat types, quota tiers, bot statuses,
 //! rate-limit scopes and the marker of dropped events. Each is an enum generated from one table, as `route.rs`
 //! generates the methods, so the wire name, the number and the list of all
 //! of them cannot drift apart, and the faces (C, WebAssembly) map them with
@@ -316,6 +316,14 @@ words! {
 }
 
 words! {
+    /// The `parse_mode`s a message's text may be given in: plain text only
+    /// (absent or `null` mean the same).
+    ParseMode {
+        Plain = "plain",
+    }
+}
+
+words! {
     /// A chat's `type`.
     ChatKind {
         Private = "private",
@@ -380,6 +388,7 @@ mod tests {
         check(RateLimitScope::ALL, RateLimitScope::as_str, RateLimitScope::as_c_str);
         check(BotGap::ALL, BotGap::as_str, BotGap::as_c_str);
         check(ChatKind::ALL, ChatKind::as_str, ChatKind::as_c_str);
+        check(ParseMode::ALL, ParseMode::as_str, ParseMode::as_c_str);
         check(Tier::ALL, Tier::as_str, Tier::as_c_str);
         check(BotStatus::ALL, BotStatus::as_str, BotStatus::as_c_str);
         assert_eq!("Invalid_token".parse::<ErrorCode>(), Err(UnknownWord));

@@ -3,7 +3,7 @@
 //! what the faces and docs list must be exactly those tables.
 
 use botspace::{BotGap, BotStatus, ChatAction, ChatKind, CloseCode, ErrorCode, EventKind};
-use botspace::{GatewayOp, Party, RateLimitScope, Tier};
+use botspace::{GatewayOp, ParseMode, Party, RateLimitScope, Tier};
 
 /// The members of the TypeScript union `export type <name> = | 'a' | 'b';`
 /// in the WASM face's typescript_custom_section.
@@ -88,6 +88,8 @@ fn the_docs_list_every_word_of_the_other_tables() {
         "docs/api.md",
         &format!("| `status` | string | {} |", either(BotStatus::ALL, BotStatus::as_str, "`")),
     );
+    let modes: Vec<String> = ParseMode::ALL.iter().map(|m| format!("`\"{m}\"`")).collect();
+    assert_lists(api, "docs/api.md", &format!("| `parse_mode` | string | no | only {} (or `null`)", modes.join(", ")));
     for gap in BotGap::ALL {
         assert_lists(delivery, "docs/delivery.md", &format!("\"type\":\"{gap}\""));
     }
