@@ -8,6 +8,7 @@
 //! [`catalog`] and compares.
 
 pub use crate::words::ErrorCode;
+use crate::words::RateLimitScope;
 use serde_json::{Map, Value};
 
 /// A refused request: HTTP status, stable machine code, human description and
@@ -262,13 +263,13 @@ impl ApiError {
         )
         .with_header("Upgrade", "websocket".into())
     }
-    /// `scope` is what ran out (`bot`, `chat` or `group`).
-    pub fn rate_limited(wait_ms: u64, scope: &'static str) -> Self {
+    /// `scope` is what ran out.
+    pub fn rate_limited(wait_ms: u64, scope: RateLimitScope) -> Self {
         let secs = wait_ms.div_ceil(1000).max(1);
         Self::new(ErrorCode::RateLimited, format!("too many requests; retry after {secs} s"))
             .with_param("retry_after", secs)
             .with_param("retry_after_ms", wait_ms)
-            .with_param("scope", scope)
+            .with_param("scope", scope.as_str())
             .with_header("Retry-After", secs.to_string())
     }
     pub fn connection_limit(open: u32, limit: u32) -> Self {
@@ -382,7 +383,7 @@ pub fn catalog() -> Vec<ApiError> {
         E::payload_too_large(usize::MAX),
         E::unsupported_media_type(),
         E::upgrade_required(),
-        E::rate_limited(1000, "bot"),
+        E::rate_limited(1000, RateLimitScope::Bot),
         E::connection_limit(1, 1),
         E::headers_too_large(16 * 1024, 64),
         E::internal("{detail}"),

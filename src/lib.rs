@@ -72,7 +72,10 @@ pub use service::{
     Answer, CommitPause, OpenError, PollId, Service, WakeHook, WebhookPoll, BYTES_PER_PARKED_POLL,
     DEFAULT_MAX_PARKED_POLLS,
 };
-pub use words::{CloseCode, ErrorCode, EventKind, UnknownWord};
+pub use words::{
+    BotGap, BotStatus, ChatAction, ChatKind, CloseCode, ErrorCode, EventKind, GatewayOp, ParseMode, Party,
+    RateLimitScope, Tier, UnknownWord,
+};
 
 /// The library version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -11,7 +11,7 @@
 
 pub(crate) use crate::histogram::{Histogram, Timer, SYNC_US};
 use crate::route::{AdminMethod, BotMethod};
-use crate::words::{CloseCode, ErrorCode};
+use crate::words::{CloseCode, ErrorCode, RateLimitScope};
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
@@ -32,7 +32,7 @@ const N_OUTCOMES: usize = OK_STATUSES.len() + N_CODES + 1;
 const OTHER_OUTCOME: usize = N_OUTCOMES - 1;
 
 /// `scope` of a 429 `rate_limited`.
-const SCOPES: [&str; 4] = ["bot", "chat", "group", "admin_auth"];
+const SCOPES: &[RateLimitScope] = RateLimitScope::ALL;
 /// The storage failures a request can meet.
 const STORAGE_KINDS: [ErrorCode; 3] =
     [ErrorCode::StorageFull, ErrorCode::StorageUnavailable, ErrorCode::CommitOutcomeUnknown];
@@ -241,7 +241,7 @@ impl Metrics {
         }
         let Some(code) = code else { return };
         if code == ErrorCode::RateLimited {
-            let scope = json_str(resp, br#""scope":""#).and_then(|s| SCOPES.iter().position(|x| *x == s));
+            let scope = json_str(resp, br#""scope":""#).and_then(|s| SCOPES.iter().position(|x| x.as_str() == s));
             if let Some(i) = scope {
                 self.rate_limited[i].fetch_add(1, Relaxed);
             }

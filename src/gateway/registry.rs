@@ -4,9 +4,10 @@
 //! database lock is taken here.
 
 use super::shared::SharedView;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::http::Request;
 use crate::model::Bot;
+use crate::rules;
 use crate::words::CloseCode;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -139,13 +140,12 @@ impl Registry {
         self.lock().open.get(bot_id).copied().unwrap_or(0)
     }
 
-    /// Takes one of the bot's connection slots, or refuses with 429.
-    pub(super) fn reserve(self: &Arc<Self>, bot: &Bot) -> ApiResult<Slot> {
+    /// Admits a gateway connection of `bot` ([`rules::gateway::admit`],
+    /// with the count under the lock) and takes one of its slots.
+    pub(super) fn admit(self: &Arc<Self>, bot: &Bot, websocket: bool) -> ApiResult<Slot> {
         let mut st = self.lock();
         let open = st.open.get(&bot.id).copied().unwrap_or(0);
-        if open >= bot.connection_limit {
-            return Err(ApiError::connection_limit(open, bot.connection_limit));
-        }
+        rules::gateway::admit(bot, websocket, open)?;
         *st.open.entry(bot.id.clone()).or_insert(0) += 1;
         st.notified.entry(bot.id.clone()).or_insert(0);
         st.hinted.entry(bot.id.clone()).or_insert(0);
@@ -175,21 +175,9 @@ impl Drop for Slot {
     }
 }
 
-/// The checks before an upgrade, in the order of docs/gateway.md: 403 suspended →
-/// 426 no upgrade → 429 connection limit. `handle_request` runs them to
-/// answer a gateway request it cannot upgrade.
+/// The checks before an upgrade ([`rules::gateway::admit`]) with the
+/// bot's count now, for a gateway request that cannot be upgraded
+/// (`handle_request`): it is answered with the first refusal, else 426.
 pub(crate) fn check_upgrade(registry: &Registry, req: &Request<'_>, bot: &Bot) -> ApiResult<()> {
-    crate::rules::auth::bot_status(bot)?;
-    let upgrade = req.header_has_token("upgrade", "websocket")
-        && req.header_has_token("connection", "upgrade")
-        && req.header("sec-websocket-key").is_some()
-        && req.header_str("sec-websocket-version") == Some("13");
-    if !upgrade {
-        return Err(ApiError::upgrade_required());
-    }
-    let open = registry.open_count(&bot.id);
-    if open >= bot.connection_limit {
-        return Err(ApiError::connection_limit(open, bot.connection_limit));
-    }
-    Ok(())
+    rules::gateway::admit(bot, rules::gateway::is_websocket_upgrade(req), registry.open_count(&bot.id))
 }

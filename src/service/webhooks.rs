@@ -10,8 +10,9 @@ use super::Service;
 use crate::methods::webhook::{signing_key, target_policy};
 use crate::store;
 use crate::webhook::deliveries::{BotDeliveries, StatusWrite, WebhookRequest};
-use crate::webhook::schedule::{LogEvent, GAP_KIND, WINDOW};
+use crate::webhook::schedule::{LogEvent, WINDOW};
 use crate::webhook::{check_url, Outcome, Schedule};
+use crate::words::BotGap;
 use std::collections::HashMap;
 
 /// How often, at most, what outcomes changed is written (one transaction,
@@ -48,7 +49,9 @@ struct Known {
     wants: Option<(i64, usize)>,
 }
 
-/// What a store read found for a bot.
+/// What a store read found for a bot. Made once per read and moved at
+/// once: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Refresh {
     /// No webhook to deliver (deleted, or it can no longer be sent).
     Gone,
@@ -334,9 +337,9 @@ impl Service {
             if let Some(n) = dropped_through {
                 let notice = LogEvent {
                     seq: n,
-                    kind: GAP_KIND.to_string(),
+                    kind: BotGap::EventsDropped.to_string(),
                     chat: String::new(),
-                    body: update_json(n, GAP_KIND, &format!("{{\"dropped_through\":{n}}}")),
+                    body: update_json(n, BotGap::EventsDropped.as_str(), &format!("{{\"dropped_through\":{n}}}")),
                 };
                 events.insert(0, notice);
             }

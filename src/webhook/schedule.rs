@@ -24,6 +24,7 @@
 //!   its own events.
 
 use super::signature;
+use crate::words::BotGap;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// Events held in memory per bot, read from its log ahead of delivery.
@@ -45,9 +46,6 @@ pub const MAX_RETRY_MS: u64 = 600_000;
 
 /// The longest `Retry-After` honoured.
 pub const MAX_RETRY_AFTER_MS: u64 = 3_600_000;
-
-/// The type of the notice that events were dropped before delivery.
-pub const GAP_KIND: &str = "events_dropped";
 
 /// The most bytes of an answer a host reads before it gives up on the rest
 /// (the answer is not used beyond its status and `Retry-After`).
@@ -247,7 +245,8 @@ impl Schedule {
                 self.gaps.insert(self.read_through + 1, e.seq - 1);
             }
             self.read_through = e.seq;
-            let wanted = e.kind == GAP_KIND || self.allowed.as_ref().is_none_or(|a| a.contains(&e.kind));
+            let wanted =
+                e.kind == BotGap::EventsDropped.as_str() || self.allowed.as_ref().is_none_or(|a| a.contains(&e.kind));
             if wanted {
                 let queue = self.queues.entry(e.chat.clone()).or_default();
                 if queue.is_empty() {
@@ -661,7 +660,7 @@ mod tests {
         let mut s = schedule(40);
         s.set_allowed_updates(Some(vec!["message_created".into()]));
         // Events 1..=9 were dropped: the notice sits at 9, then 10 follows.
-        s.events_read(vec![typed(9, "", GAP_KIND), ev(10, "a")], 0);
+        s.events_read(vec![typed(9, "", BotGap::EventsDropped.as_str()), ev(10, "a")], 0);
         // 1..=8 are gone; the notice at 9 stays to be delivered.
         assert_eq!(s.take_cursor_write(), Some(8));
         assert_eq!(drain(&mut s, 0), vec![9, 10]);
