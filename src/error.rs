@@ -441,12 +441,6 @@ impl From<crate::store::StorageError> for StorageError {
     }
 }
 
-impl From<crate::store::StorageError> for crate::OpenError {
-    fn from(e: crate::store::StorageError) -> Self {
-        crate::OpenError::Storage(e.into())
-    }
-}
-
 impl From<crate::store::StorageError> for ApiError {
     fn from(e: crate::store::StorageError) -> Self {
         if matches!(e, crate::store::StorageError::CommitLost(_)) {

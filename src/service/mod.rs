@@ -31,6 +31,12 @@ pub enum OpenError {
     Storage(#[from] crate::error::StorageError),
 }
 
+impl From<crate::store::StorageError> for OpenError {
+    fn from(e: crate::store::StorageError) -> Self {
+        OpenError::Storage(e.into())
+    }
+}
+
 /// A botspace service. `Send + Sync`: share it behind an `Arc` and call it
 /// from any number of threads; writes are serialized on one SQLite connection.
 pub struct Service {
@@ -114,6 +120,7 @@ pub use parked::{Answer, PollId, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS
 mod batch;
 mod effects;
 mod image;
+mod long_poll;
 mod ops;
 mod parked;
 mod pipeline;
