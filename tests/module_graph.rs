@@ -452,7 +452,11 @@ fn no_file_in_src_is_part_of_a_cycle() {
     // The graph sees through re-exports and into folders: these edges
     // exist only that way.
     let has = |from: &str, to: &str| g.get(from).is_some_and(|d| d.contains(to));
-    assert!(has("gateway/accept.rs", "service/mod.rs"), "crate::Service → service/mod.rs: {:?}", g["gateway/accept.rs"]);
+    assert!(
+        has("gateway/accept.rs", "service/mod.rs"),
+        "crate::Service → service/mod.rs: {:?}",
+        g["gateway/accept.rs"]
+    );
     assert!(has("gateway/driver.rs", "gateway/registry.rs"), "{:?}", g["gateway/driver.rs"]);
     assert!(g.len() > 60, "every file under src/ is a node: {}", g.len());
     if std::env::var_os("MODULE_GRAPH_PRINT").is_some() {
