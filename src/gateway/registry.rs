@@ -4,11 +4,11 @@
 //! database lock is taken here.
 
 use super::shared::{Recency, Shared};
-use crate::store::gateway::BotRow;
-use crate::txn::Db;
 use crate::error::{ApiError, ApiResult};
 use crate::http::Request;
 use crate::model::Bot;
+use crate::store::gateway::BotRow;
+use crate::txn::Db;
 use crate::words::CloseCode;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -124,4 +124,3 @@ impl Service {
         self.parked.len()
     }
 }
-
