@@ -34,7 +34,7 @@ pub mod wal;
 pub mod webhooks;
 
 pub use error::{Optional, StorageError, StoreResult};
-pub use value::{FromCol, Params, Row, ToVal, Val};
+pub use value::{Params, Row, ToVal, Val};
 
 /// Which SQL dialect a connection speaks, for the few statements that differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
