@@ -119,6 +119,7 @@ pub use parked::{Answer, PollId, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS
 
 mod batch;
 mod effects;
+mod gateway;
 mod image;
 mod long_poll;
 mod ops;

@@ -2,10 +2,10 @@
 //! opened, this node's connection counts, and other nodes' notifications
 //! turned into wake-ups.
 
-use super::{GatewayAccept, GatewaySession, Opening};
 use crate::auth;
 use crate::error::StorageError;
 use crate::error::{ApiError, ApiResult};
+use crate::gateway::{GatewayAccept, GatewaySession, Opening};
 use crate::route::Route;
 use crate::Service;
 
