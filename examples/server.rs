@@ -2,11 +2,11 @@
 //! `botspace-hyper` crate).
 //!
 //! ```text
-//! cargo run --release --example server -- --help
+//! cargo run --release --example server -- [--addr 127.0.0.1:8080] [--db botspace.db]
+//!     [--admin-secret S | --admin-secret-file PATH] [--operational-key HEX64]
+//!     [--admin-addr HOST:PORT] [--max-connections N] [--request-timeout SECS] [--manual-clock]
+//!     [--demo-token] [--log-format text|json]
 //! ```
-//!
-//! prints the options: the doc comment of [`Cli`] below, so the help text
-//! and this documentation are one text.
 //!
 //! One tokio task per TCP connection, served by hyper behind the
 //! `botspace_hyper::server` front end (its own accept loop for the file
@@ -29,211 +29,105 @@ use botspace::log::Level;
 use botspace::{ClockKind, Config, Service};
 use botspace_hyper::server::{self, fds, Options};
 use botspace_hyper::{errln, outln, say, Botspace};
-use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{ArgAction, CommandFactory, Parser};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// usage: server [--config PATH] [--addr HOST:PORT] [--db PATH]
-///               [--admin-secret S | --admin-secret-file PATH]
-///               [--operational-key HEX64 | --operational-key-file PATH] [--admin-addr HOST:PORT]
-///               [--max-connections N] [--request-timeout SECS] [--idle-timeout SECS]
-///               [--gateway-poll-interval-ms MS] [--database-timeout-ms MS]
-///               [--trusted-proxy CIDR]... [--webhook-allow-http] [--webhook-allow-private-addresses]
-///               [--manual-clock] [--demo-token] [--log-format text|json]
-///
-/// Every option also comes from its environment variable (shown) or a config file
-/// of `option = value` lines; a flag beats the variable, which beats the file.
-///
-///   --config PATH             [env BOTSPACE_CONFIG]
-///                             read options from PATH (`option = value`, # comments)
-///   --addr HOST:PORT          [env BOTSPACE_ADDR]
-///                             address to listen on (default 127.0.0.1:8080; port 0 picks a free port)
-///   --db PATH|URL             [env BOTSPACE_DB]
-///                             SQLite database file, :memory:, or a postgres:// URL that
-///                             several servers share (default botspace.db)
-///   --admin-secret S          [env BOTSPACE_ADMIN_SECRET]
-///                             secret for Authorization: Admin <S> on /admin/ (at least 16 characters);
-///                             a flag is visible in the process list: prefer a file or the variable;
-///                             with none, one is generated
-///   --admin-secret-file PATH  [env BOTSPACE_ADMIN_SECRET_FILE]
-///                             read the admin secret from the first line of PATH
-///   --operational-key HEX64   [env BOTSPACE_OPERATIONAL_KEY]
-///                             64 hex digits that seal official bots' operational token copy
-///   --operational-key-file PATH [env BOTSPACE_OPERATIONAL_KEY_FILE]
-///                             read the operational key from the first line of PATH
-///   --admin-addr HOST:PORT    [env BOTSPACE_ADMIN_ADDR]
-///                             serve the host API (/admin/*) on this second address only; /admin/* on
-///                             --addr, and everything but /admin/* here, is then 404 method_not_found
-///   --max-connections N       [env BOTSPACE_MAX_CONNECTIONS]
-///                             most connections at once (default: the file limit, raised to
-///                             its hard limit at start, less 64 for the server's own files);
-///                             beyond it the connection waiting longest for a request is
-///                             closed, or with none the new one gets 503 and is closed
-///   --request-timeout SECS    [env BOTSPACE_REQUEST_TIMEOUT]
-///                             a request must arrive whole within SECS of its first byte
-///                             (default 30), else 408 and close
-///   --idle-timeout SECS       [env BOTSPACE_IDLE_TIMEOUT]
-///                             a keep-alive connection with nothing to read for SECS is
-///                             closed (default 120)
-///   --gateway-poll-interval-ms MS [env BOTSPACE_GATEWAY_POLL_INTERVAL_MS]
-///                             PostgreSQL: how often gateway sessions look at the database for
-///                             other servers' commits (default 50; 10..60000). Notifications
-///                             (LISTEN/NOTIFY) wake them sooner; this is the fallback
-///   --database-timeout-ms MS  [env BOTSPACE_DATABASE_TIMEOUT_MS]
-///                             PostgreSQL: the deadline of every database call (default 5000;
-///                             100..600000); past it 503 storage_unavailable, or
-///                             commit_outcome_unknown once COMMIT was sent
-///   --trusted-proxy CIDR      [env BOTSPACE_TRUSTED_PROXY, comma-separated]
-///                             a reverse proxy in front of the server (10.0.0.0/8, fd00::/8, or one
-///                             address; repeatable): admin logins from it are throttled per
-///                             client it names in X-Forwarded-For or Forwarded
-///   --webhook-allow-http      [env BOTSPACE_WEBHOOK_ALLOW_HTTP, 1/true/0/false]
-///                             bots' webhooks may use http:// URLs, not only https://
-///   --webhook-allow-private-addresses [env BOTSPACE_WEBHOOK_ALLOW_PRIVATE_ADDRESSES, 1/true/0/false]
-///                             webhooks may reach loopback, private, link-local, multicast and
-///                             unspecified addresses (off: a bot cannot make the server call
-///                             into its own network)
-///   --manual-clock            [env BOTSPACE_MANUAL_CLOCK, 1/true/0/false]
-///                             time moves only through /admin/advanceClock (for tests)
-///   --log-format text|json    [env BOTSPACE_LOG_FORMAT]
-///                             text lines (default) or one JSON object a line; the level from
-///                             BOTSPACE_LOG, else RUST_LOG (error, warn, info: default, debug)
-///   --demo-token              [env BOTSPACE_DEMO_TOKEN, 1/true/0/false]
-///                             rotate the demo bot's token and print it with the export line (a database
-///                             made by an earlier start has the demo bot, whose token was shown once);
-///                             on a database without the demo bot, create it
-#[derive(Parser, Debug, Default)]
-#[command(
-    name = "server",
-    no_binary_name = true,
-    verbatim_doc_comment,
-    disable_help_flag = true,
-    disable_version_flag = true,
-    args_override_self = true
-)]
-struct Cli {
-    #[arg(long, value_name = "PATH", allow_hyphen_values = true)]
-    config: Option<String>,
-    #[arg(long, value_name = "HOST:PORT", allow_hyphen_values = true)]
-    addr: Option<String>,
-    #[arg(long, value_name = "PATH", allow_hyphen_values = true)]
-    db: Option<String>,
-    #[arg(long, value_name = "S", allow_hyphen_values = true)]
-    admin_secret: Option<String>,
-    #[arg(long, value_name = "PATH", allow_hyphen_values = true)]
-    admin_secret_file: Option<String>,
-    #[arg(long, value_name = "HEX64", allow_hyphen_values = true)]
-    operational_key: Option<String>,
-    #[arg(long, value_name = "PATH", allow_hyphen_values = true)]
-    operational_key_file: Option<String>,
-    #[arg(long, value_name = "HOST:PORT", allow_hyphen_values = true)]
-    admin_addr: Option<String>,
-    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = positive)]
-    max_connections: Option<usize>,
-    #[arg(long, value_name = "SECS", allow_hyphen_values = true, value_parser = seconds)]
-    request_timeout: Option<Duration>,
-    #[arg(long, value_name = "SECS", allow_hyphen_values = true, value_parser = seconds)]
-    idle_timeout: Option<Duration>,
-    #[arg(long, value_name = "MS", allow_hyphen_values = true, value_parser = milliseconds)]
-    gateway_poll_interval_ms: Option<u64>,
-    #[arg(long, value_name = "MS", allow_hyphen_values = true, value_parser = milliseconds)]
-    database_timeout_ms: Option<u64>,
-    #[arg(long = "trusted-proxy", value_name = "CIDR", allow_hyphen_values = true, action = ArgAction::Append)]
-    trusted_proxies: Vec<String>,
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = boolean)]
-    webhook_allow_http: Option<bool>,
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = boolean)]
-    webhook_allow_private_addresses: Option<bool>,
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = boolean)]
-    manual_clock: Option<bool>,
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = boolean)]
-    demo_token: Option<bool>,
-    #[arg(long, value_name = "text|json", allow_hyphen_values = true, value_parser = log_format)]
-    log_format: Option<bool>,
-    #[arg(short = 'h', long)]
-    help: bool,
-}
+const USAGE: &str = "usage: server [--config PATH] [--addr HOST:PORT] [--db PATH]
+              [--admin-secret S | --admin-secret-file PATH]
+              [--operational-key HEX64 | --operational-key-file PATH] [--admin-addr HOST:PORT]
+              [--max-connections N] [--request-timeout SECS] [--idle-timeout SECS]
+              [--gateway-poll-interval-ms MS] [--database-timeout-ms MS]
+              [--trusted-proxy CIDR]... [--webhook-allow-http] [--webhook-allow-private-addresses]
+              [--manual-clock] [--demo-token] [--log-format text|json]
 
-/// The help text: [`Cli`]'s doc comment, as `--help` prints it.
-fn usage() -> String {
-    let cmd = Cli::command();
-    cmd.get_long_about().or(cmd.get_about()).map(|s| s.to_string()).unwrap_or_default()
-}
+Every option also comes from its environment variable (shown) or a config file
+of `option = value` lines; a flag beats the variable, which beats the file.
 
-/// The options that also come from `BOTSPACE_<NAME>` and the config file
-/// (name without `--`; `--config` and `--help` are the command line's).
-fn options() -> Vec<String> {
-    Cli::command()
-        .get_arguments()
-        .filter_map(|a| a.get_long())
-        .filter(|l| !["config", "help"].contains(l))
-        .map(str::to_string)
-        .collect()
-}
+  --config PATH             [env BOTSPACE_CONFIG]
+                            read options from PATH (`option = value`, # comments)
+  --addr HOST:PORT          [env BOTSPACE_ADDR]
+                            address to listen on (default 127.0.0.1:8080; port 0 picks a free port)
+  --db PATH|URL             [env BOTSPACE_DB]
+                            SQLite database file, :memory:, or a postgres:// URL that
+                            several servers share (default botspace.db)
+  --admin-secret S          [env BOTSPACE_ADMIN_SECRET]
+                            secret for Authorization: Admin <S> on /admin/ (at least 16 characters);
+                            a flag is visible in the process list: prefer a file or the variable;
+                            with none, one is generated
+  --admin-secret-file PATH  [env BOTSPACE_ADMIN_SECRET_FILE]
+                            read the admin secret from the first line of PATH
+  --operational-key HEX64   [env BOTSPACE_OPERATIONAL_KEY]
+                            64 hex digits that seal official bots' operational token copy
+  --operational-key-file PATH [env BOTSPACE_OPERATIONAL_KEY_FILE]
+                            read the operational key from the first line of PATH
+  --admin-addr HOST:PORT    [env BOTSPACE_ADMIN_ADDR]
+                            serve the host API (/admin/*) on this second address only; /admin/* on
+                            --addr, and everything but /admin/* here, is then 404 method_not_found
+  --max-connections N       [env BOTSPACE_MAX_CONNECTIONS]
+                            most connections at once (default: the file limit, raised to
+                            its hard limit at start, less 64 for the server's own files);
+                            beyond it the connection waiting longest for a request is
+                            closed, or with none the new one gets 503 and is closed
+  --request-timeout SECS    [env BOTSPACE_REQUEST_TIMEOUT]
+                            a request must arrive whole within SECS of its first byte
+                            (default 30), else 408 and close
+  --idle-timeout SECS       [env BOTSPACE_IDLE_TIMEOUT]
+                            a keep-alive connection with nothing to read for SECS is
+                            closed (default 120)
+  --gateway-poll-interval-ms MS [env BOTSPACE_GATEWAY_POLL_INTERVAL_MS]
+                            PostgreSQL: how often gateway sessions look at the database for
+                            other servers' commits (default 50; 10..60000). Notifications
+                            (LISTEN/NOTIFY) wake them sooner; this is the fallback
+  --database-timeout-ms MS  [env BOTSPACE_DATABASE_TIMEOUT_MS]
+                            PostgreSQL: the deadline of every database call (default 5000;
+                            100..600000); past it 503 storage_unavailable, or
+                            commit_outcome_unknown once COMMIT was sent
+  --trusted-proxy CIDR      [env BOTSPACE_TRUSTED_PROXY, comma-separated]
+                            a reverse proxy in front of the server (10.0.0.0/8, fd00::/8, or one
+                            address; repeatable): admin logins from it are throttled per
+                            client it names in X-Forwarded-For or Forwarded
+  --webhook-allow-http      [env BOTSPACE_WEBHOOK_ALLOW_HTTP, 1/true/0/false]
+                            bots' webhooks may use http:// URLs, not only https://
+  --webhook-allow-private-addresses [env BOTSPACE_WEBHOOK_ALLOW_PRIVATE_ADDRESSES, 1/true/0/false]
+                            webhooks may reach loopback, private, link-local, multicast and
+                            unspecified addresses (off: a bot cannot make the server call
+                            into its own network)
+  --manual-clock            [env BOTSPACE_MANUAL_CLOCK, 1/true/0/false]
+                            time moves only through /admin/advanceClock (for tests)
+  --log-format text|json    [env BOTSPACE_LOG_FORMAT]
+                            text lines (default) or one JSON object a line; the level from
+                            BOTSPACE_LOG, else RUST_LOG (error, warn, info: default, debug)
+  --demo-token              [env BOTSPACE_DEMO_TOKEN, 1/true/0/false]
+                            rotate the demo bot's token and print it with the export line (a database
+                            made by an earlier start has the demo bot, whose token was shown once);
+                            on a database without the demo bot, create it";
+
+/// The options that also come from `BOTSPACE_<NAME>` and the config file:
+/// (name without `--`, true for a flag that takes no value).
+const OPTIONS: &[(&str, bool)] = &[
+    ("addr", false),
+    ("db", false),
+    ("admin-secret", false),
+    ("admin-secret-file", false),
+    ("operational-key", false),
+    ("operational-key-file", false),
+    ("admin-addr", false),
+    ("max-connections", false),
+    ("request-timeout", false),
+    ("idle-timeout", false),
+    ("gateway-poll-interval-ms", false),
+    ("database-timeout-ms", false),
+    ("trusted-proxy", false),
+    ("webhook-allow-http", true),
+    ("webhook-allow-private-addresses", true),
+    ("manual-clock", true),
+    ("demo-token", true),
+    ("log-format", false),
+];
 
 fn env_name(option: &str) -> String {
     format!("BOTSPACE_{}", option.to_ascii_uppercase().replace('-', "_"))
-}
-
-fn positive(v: &str) -> Result<usize, String> {
-    v.parse().ok().filter(|n| *n > 0).ok_or_else(|| "needs a positive number".into())
-}
-
-fn seconds(v: &str) -> Result<Duration, String> {
-    v.parse::<f64>()
-        .ok()
-        .filter(|s| *s > 0.0 && *s < 86_400.0)
-        .map(Duration::from_secs_f64)
-        .ok_or_else(|| "needs a number of seconds".into())
-}
-
-fn milliseconds(v: &str) -> Result<u64, String> {
-    v.parse().map_err(|_| "needs a number of milliseconds".into())
-}
-
-/// A flag's `1`/`true`/`0`/`false` (from the environment or the file, or
-/// `--manual-clock=false` on the command line).
-fn boolean(v: &str) -> Result<bool, String> {
-    match v {
-        "1" | "true" => Ok(true),
-        "0" | "false" => Ok(false),
-        _ => Err("needs 1, true, 0 or false".into()),
-    }
-}
-
-/// `--log-format`: true for JSON lines.
-fn log_format(v: &str) -> Result<bool, String> {
-    match v {
-        "text" => Ok(false),
-        "json" => Ok(true),
-        _ => Err("is text or json".into()),
-    }
-}
-
-/// Parses one source's arguments; an error names the flag (`--db needs a
-/// value`) or, for the environment and the file, the source (`label`).
-fn parse_source(label: &str, args: &[String]) -> Result<Cli, String> {
-    Cli::try_parse_from(args).map_err(|e| {
-        let arg = match e.get(ContextKind::InvalidArg) {
-            Some(ContextValue::String(a)) => a.split([' ', '=', '[']).next().unwrap_or("").to_string(),
-            _ => String::new(),
-        };
-        let msg = match e.kind() {
-            ErrorKind::UnknownArgument => return format!("unknown argument {arg}"),
-            ErrorKind::ValueValidation => {
-                std::error::Error::source(&e).map_or_else(|| e.to_string(), |s| s.to_string())
-            }
-            ErrorKind::InvalidValue | ErrorKind::NoEquals => "needs a value".to_string(),
-            _ => e.to_string(),
-        };
-        if label.is_empty() {
-            format!("{arg} {msg}")
-        } else {
-            format!("{label}: {msg}")
-        }
-    })
 }
 
 /// One source of options: its name for error messages and its arguments.
@@ -242,18 +136,22 @@ struct Source {
     args: Vec<String>,
 }
 
-/// The config file's lines, then the environment's variables, in rising
-/// precedence (the command line comes last, in `parse_all`). Each variable
-/// and each line is its own source so that an error names it.
-fn sources(config: Option<(String, String)>, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Source>, String> {
-    let known = options();
-    let one_each = |name: &str, value: &str| -> Vec<String> {
-        if name == "trusted-proxy" {
-            value.split(',').map(|v| format!("--{name}={}", v.trim())).collect()
+/// The sources in rising precedence: the config file, the environment, the
+/// command line. Each environment variable is its own source so that an error
+/// names it.
+fn sources(cli: Vec<String>, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Source>, String> {
+    let mut config = env("BOTSPACE_CONFIG").filter(|s| !s.is_empty()).map(|p| (p, "BOTSPACE_CONFIG".to_string()));
+    let mut rest = Vec::new();
+    let mut it = cli.into_iter();
+    while let Some(arg) = it.next() {
+        if arg == "--config" {
+            config = Some((it.next().ok_or("--config needs a value")?, "--config".into()));
+        } else if let Some(p) = arg.strip_prefix("--config=") {
+            config = Some((p.to_string(), "--config".into()));
         } else {
-            vec![format!("--{name}={value}")]
+            rest.push(arg);
         }
-    };
+    }
     let mut out = Vec::new();
     if let Some((path, from)) = config {
         let text = std::fs::read_to_string(&path).map_err(|e| format!("{from}: cannot read {path}: {e}"))?;
@@ -265,108 +163,66 @@ fn sources(config: Option<(String, String)>, env: &dyn Fn(&str) -> Option<String
             let label = format!("{path} line {}", i + 1);
             let (name, value) = line.split_once('=').ok_or_else(|| format!("{label}: expected option = value"))?;
             let (name, value) = (name.trim(), value.trim());
-            if !known.iter().any(|o| o == name) {
-                return Err(format!("{label}: unknown option {name}"));
-            }
-            out.push(Source { label, args: one_each(name, value) });
+            let (_, flag) =
+                OPTIONS.iter().find(|(o, _)| *o == name).ok_or_else(|| format!("{label}: unknown option {name}"))?;
+            let args = if *flag || name != "trusted-proxy" {
+                vec![format!("--{name}={value}")]
+            } else {
+                value.split(',').map(|v| format!("--{name}={}", v.trim())).collect()
+            };
+            out.push(Source { label, args });
         }
     }
-    for name in &known {
+    for (name, _) in OPTIONS {
         let var = env_name(name);
         if let Some(value) = env(&var).filter(|s| !s.is_empty()) {
-            out.push(Source { label: var, args: one_each(name, &value) });
+            let args = if *name == "trusted-proxy" {
+                value.split(',').map(|v| format!("--{name}={}", v.trim())).collect()
+            } else {
+                vec![format!("--{name}={value}")]
+            };
+            out.push(Source { label: var, args });
         }
     }
+    out.push(Source { label: String::new(), args: rest });
     Ok(out)
 }
 
-/// The command line, the config file and the environment, merged: a flag
-/// beats the variable, which beats the file. A source that sets the trusted
-/// proxies replaces the earlier list wholesale, and one that gives a secret
-/// (or its file) replaces the other form from an earlier source, so that
-/// only one source's choice is ever in force. `Ok(None)`: `--help`.
-fn parse_all(cli_args: Vec<String>, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Args>, String> {
-    let cli = parse_source("", &cli_args);
-    let config = match &cli {
-        Ok(Cli { config: Some(p), .. }) => Some((p.clone(), "--config".to_string())),
-        _ => env("BOTSPACE_CONFIG").filter(|s| !s.is_empty()).map(|p| (p, "BOTSPACE_CONFIG".to_string())),
-    };
-    let mut merged = Cli::default();
+/// Parses the sources in order, later ones overriding earlier ones. A source
+/// that sets the trusted proxies replaces the earlier list wholesale, and one
+/// that gives a secret (or its file) replaces the other form from an earlier
+/// source, so that only one source's choice is ever in force.
+fn parse_sources(sources: Vec<Source>) -> Result<Args, String> {
+    let mut a = parse_args(std::iter::empty())?;
     let mut last_proxy_source = None;
-    for (i, src) in sources(config, env)?.into_iter().enumerate() {
-        let c = parse_source(&src.label, &src.args)?;
+    for (i, src) in sources.into_iter().enumerate() {
+        let sets = |o: &str| src.args.iter().any(|x| x == &format!("--{o}") || x.starts_with(&format!("--{o}=")));
+        if sets("admin-secret") || sets("admin-secret-file") {
+            a.admin_secret = None;
+            a.admin_secret_file = None;
+        }
+        if sets("operational-key") || sets("operational-key-file") {
+            a.operational_key = None;
+            a.operational_key_file = None;
+        }
         // File lines are one source each, but together they are the file.
         let group = if src.label.contains(" line ") { 0 } else { i + 1 };
-        merged.overlay(c, group, &mut last_proxy_source);
-    }
-    let cli = cli?;
-    if cli.help {
-        return Ok(None);
-    }
-    merged.overlay(cli, usize::MAX, &mut last_proxy_source);
-    Ok(Some(merged.into_args()))
-}
-
-impl Cli {
-    /// `later` over `self`: what it sets wins.
-    fn overlay(&mut self, later: Cli, group: usize, last_proxy_source: &mut Option<usize>) {
-        if later.admin_secret.is_some() || later.admin_secret_file.is_some() {
-            self.admin_secret = later.admin_secret;
-            self.admin_secret_file = later.admin_secret_file;
+        if sets("trusted-proxy") && last_proxy_source != Some(group) {
+            a.trusted_proxies.clear();
+            last_proxy_source = Some(group);
         }
-        if later.operational_key.is_some() || later.operational_key_file.is_some() {
-            self.operational_key = later.operational_key;
-            self.operational_key_file = later.operational_key_file;
-        }
-        if !later.trusted_proxies.is_empty() {
-            if *last_proxy_source != Some(group) {
-                self.trusted_proxies.clear();
-                *last_proxy_source = Some(group);
+        a = parse_into(a, src.args).map_err(|e| {
+            if src.label.is_empty() || e.is_empty() {
+                return e;
             }
-            self.trusted_proxies.extend(later.trusted_proxies);
-        }
-        macro_rules! take {
-            ($($f:ident),*) => {$(if later.$f.is_some() { self.$f = later.$f; })*};
-        }
-        take!(
-            addr,
-            db,
-            admin_addr,
-            max_connections,
-            request_timeout,
-            idle_timeout,
-            gateway_poll_interval_ms,
-            database_timeout_ms,
-            webhook_allow_http,
-            webhook_allow_private_addresses,
-            manual_clock,
-            demo_token,
-            log_format
-        );
+            // "--max-connections needs ..." becomes "BOTSPACE_MAX_CONNECTIONS: needs ...".
+            match e.split_once(' ') {
+                Some((flag, rest)) if flag.starts_with("--") => format!("{}: {rest}", src.label),
+                _ => format!("{}: {e}", src.label),
+            }
+        })?;
     }
-
-    fn into_args(self) -> Args {
-        Args {
-            addr: self.addr.unwrap_or_else(|| "127.0.0.1:8080".into()),
-            admin_addr: self.admin_addr,
-            db: self.db.unwrap_or_else(|| "botspace.db".into()),
-            admin_secret: self.admin_secret,
-            admin_secret_file: self.admin_secret_file,
-            operational_key: self.operational_key,
-            operational_key_file: self.operational_key_file,
-            max_connections: self.max_connections.unwrap_or(0),
-            request_timeout: self.request_timeout.unwrap_or(REQUEST_DEADLINE),
-            idle_timeout: self.idle_timeout.unwrap_or(IDLE_TIMEOUT),
-            gateway_poll_interval_ms: self.gateway_poll_interval_ms,
-            database_timeout_ms: self.database_timeout_ms,
-            trusted_proxies: self.trusted_proxies,
-            webhook_allow_http: self.webhook_allow_http.unwrap_or(false),
-            webhook_allow_private_addresses: self.webhook_allow_private_addresses.unwrap_or(false),
-            manual_clock: self.manual_clock.unwrap_or(false),
-            demo_token: self.demo_token.unwrap_or(false),
-            log_json: self.log_format.unwrap_or(false),
-        }
-    }
+    Ok(a)
 }
 
 /// An idle keep-alive connection is closed after this long.
@@ -376,7 +232,6 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 /// and then cannot hold a connection for ever.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(30);
 
-/// The options in force.
 struct Args {
     addr: String,
     admin_addr: Option<String>,
@@ -398,6 +253,112 @@ struct Args {
     log_json: bool,
 }
 
+fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
+    let a = Args {
+        addr: "127.0.0.1:8080".into(),
+        admin_addr: None,
+        db: "botspace.db".into(),
+        admin_secret: None,
+        admin_secret_file: None,
+        operational_key: None,
+        operational_key_file: None,
+        max_connections: 0,
+        request_timeout: REQUEST_DEADLINE,
+        idle_timeout: IDLE_TIMEOUT,
+        gateway_poll_interval_ms: None,
+        database_timeout_ms: None,
+        trusted_proxies: Vec::new(),
+        webhook_allow_http: false,
+        webhook_allow_private_addresses: false,
+        manual_clock: false,
+        demo_token: false,
+        log_json: false,
+    };
+    parse_into(a, args)
+}
+
+/// A flag's `1`/`true`/`0`/`false` (from the environment or the file, or
+/// `--manual-clock=false` on the command line).
+fn boolean(name: &str, v: Option<&str>) -> Result<bool, String> {
+    match v {
+        None | Some("1" | "true") => Ok(true),
+        Some("0" | "false") => Ok(false),
+        Some(_) => Err(format!("{name} needs 1, true, 0 or false")),
+    }
+}
+
+/// Applies `args` over `a`: for single-valued options the last one wins.
+fn parse_into(mut a: Args, args: impl IntoIterator<Item = String>) -> Result<Args, String> {
+    let mut it = args.into_iter();
+    while let Some(arg) = it.next() {
+        let (name, inline) = match arg.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
+            _ => (arg.clone(), None),
+        };
+        let value = |it: &mut dyn Iterator<Item = String>| -> Result<String, String> {
+            inline.clone().or_else(|| it.next()).ok_or_else(|| format!("{name} needs a value"))
+        };
+        match name.as_str() {
+            "--addr" => a.addr = value(&mut it)?,
+            "--db" => a.db = value(&mut it)?,
+            "--admin-addr" => a.admin_addr = Some(value(&mut it)?),
+            "--admin-secret" => a.admin_secret = Some(value(&mut it)?),
+            "--admin-secret-file" => a.admin_secret_file = Some(value(&mut it)?),
+            "--operational-key" => a.operational_key = Some(value(&mut it)?),
+            "--operational-key-file" => a.operational_key_file = Some(value(&mut it)?),
+            "--max-connections" => {
+                a.max_connections = value(&mut it)?
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or("--max-connections needs a positive number")?
+            }
+            "--request-timeout" => {
+                a.request_timeout = value(&mut it)?
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| *s > 0.0 && *s < 86_400.0)
+                    .map(Duration::from_secs_f64)
+                    .ok_or("--request-timeout needs a number of seconds")?
+            }
+            "--idle-timeout" => {
+                a.idle_timeout = value(&mut it)?
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| *s > 0.0 && *s < 86_400.0)
+                    .map(Duration::from_secs_f64)
+                    .ok_or("--idle-timeout needs a number of seconds")?
+            }
+            "--gateway-poll-interval-ms" => {
+                a.gateway_poll_interval_ms = Some(
+                    value(&mut it)?.parse().ok().ok_or("--gateway-poll-interval-ms needs a number of milliseconds")?,
+                )
+            }
+            "--database-timeout-ms" => {
+                a.database_timeout_ms =
+                    Some(value(&mut it)?.parse().ok().ok_or("--database-timeout-ms needs a number of milliseconds")?)
+            }
+            "--trusted-proxy" => a.trusted_proxies.push(value(&mut it)?),
+            "--webhook-allow-http" => a.webhook_allow_http = boolean(&name, inline.as_deref())?,
+            "--webhook-allow-private-addresses" => {
+                a.webhook_allow_private_addresses = boolean(&name, inline.as_deref())?
+            }
+            "--manual-clock" => a.manual_clock = boolean(&name, inline.as_deref())?,
+            "--demo-token" => a.demo_token = boolean(&name, inline.as_deref())?,
+            "--log-format" => {
+                a.log_json = match value(&mut it)?.as_str() {
+                    "text" => false,
+                    "json" => true,
+                    _ => return Err("--log-format is text or json".into()),
+                }
+            }
+            "-h" | "--help" => return Err(String::new()),
+            _ => return Err(format!("unknown argument {arg}")),
+        }
+    }
+    Ok(a)
+}
+
 fn main() {
     std::process::exit(run(std::env::args().skip(1)));
 }
@@ -406,14 +367,14 @@ fn main() {
 fn run(args: impl IntoIterator<Item = String>) -> i32 {
     let limit = fds::raise_limit();
     let env = |k: &str| std::env::var(k).ok();
-    let mut args = match parse_all(args.into_iter().collect(), &env) {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            outln!("{}", usage());
+    let mut args = match sources(args.into_iter().collect(), &env).and_then(parse_sources) {
+        Ok(a) => a,
+        Err(e) if e.is_empty() => {
+            outln!("{USAGE}");
             return 0;
         }
         Err(e) => {
-            errln!("{e}\n{}", usage());
+            errln!("{e}\n{USAGE}");
             return 2;
         }
     };
@@ -592,55 +553,5 @@ fn reachable(a: SocketAddr) -> SocketAddr {
         SocketAddr::V4(v) if v.ip().is_unspecified() => SocketAddr::from(([127, 0, 0, 1], v.port())),
         SocketAddr::V6(v) if v.ip().is_unspecified() => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, v.port())),
         a => a,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(cli: &[&str], env: &[(&str, &str)]) -> Result<Option<Args>, String> {
-        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        parse_all(cli.iter().map(|s| s.to_string()).collect(), &|k| {
-            env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
-        })
-    }
-
-    #[test]
-    fn the_last_value_wins_and_proxies_add_up_within_a_source() {
-        let a = parse(&["--max-connections=5", "--max-connections", "6", "--trusted-proxy", "10.0.0.0/8"], &[])
-            .unwrap()
-            .unwrap();
-        assert_eq!(a.max_connections, 6);
-        let a = parse(
-            &["--trusted-proxy=10.0.0.0/8", "--trusted-proxy", "192.0.2.7"],
-            &[("BOTSPACE_TRUSTED_PROXY", "fd00::/8")],
-        )
-        .unwrap()
-        .unwrap();
-        assert_eq!(a.trusted_proxies, ["10.0.0.0/8", "192.0.2.7"], "the flag's list replaces the variable's");
-        let a = parse(&[], &[("BOTSPACE_TRUSTED_PROXY", "10.0.0.0/8, fd00::/8")]).unwrap().unwrap();
-        assert_eq!(a.trusted_proxies, ["10.0.0.0/8", "fd00::/8"]);
-    }
-
-    #[test]
-    fn flags_take_an_optional_boolean_and_a_secret_source_replaces_the_other_form() {
-        let a = parse(&["--manual-clock", "--demo-token=0"], &[("BOTSPACE_DEMO_TOKEN", "1")]).unwrap().unwrap();
-        assert!(a.manual_clock && !a.demo_token);
-        assert_eq!(parse(&["--manual-clock=yes"], &[]).err().unwrap(), "--manual-clock needs 1, true, 0 or false");
-        let a = parse(&["--admin-secret-file", "/s"], &[("BOTSPACE_ADMIN_SECRET", "from-the-env")]).unwrap().unwrap();
-        assert_eq!((a.admin_secret, a.admin_secret_file.as_deref()), (None, Some("/s")));
-        assert!(parse(&["-h"], &[]).unwrap().is_none());
-        assert_eq!(parse(&["--db"], &[]).err().unwrap(), "--db needs a value");
-    }
-
-    #[test]
-    fn the_help_is_the_doc_comment_and_names_every_option() {
-        let help = usage();
-        assert!(help.starts_with("usage: server [--config PATH]"), "{help}");
-        for o in options() {
-            assert!(help.contains(&format!("  --{o} ")) || help.contains(&format!("  --{o}\n")), "--{o}");
-            assert!(help.contains(&format!("[env {}", env_name(&o))), "--{o}");
-        }
     }
 }
