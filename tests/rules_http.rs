@@ -523,7 +523,10 @@ fn status_literals(src: &str) -> Vec<(u16, String)> {
     let mut out = Vec::new();
     for i in 1..b.len().saturating_sub(5) {
         let starts_literal = b[i - 1] == b'"' || b[..i].ends_with(b"HTTP/1.1 ");
-        if starts_literal && b[i..i + 3].iter().all(u8::is_ascii_digit) && b[i + 3] == b' ' && b[i + 4].is_ascii_uppercase()
+        if starts_literal
+            && b[i..i + 3].iter().all(u8::is_ascii_digit)
+            && b[i + 3] == b' '
+            && b[i + 4].is_ascii_uppercase()
         {
             let phrase: String =
                 src[i + 4..].chars().take_while(|c| c.is_ascii_alphabetic() || *c == ' ' || *c == '-').collect();
