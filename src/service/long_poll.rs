@@ -26,7 +26,7 @@ impl Service {
             _ => return Answer::Now(self.handle_request_from(request, peer)),
         };
         let started = crate::metrics::Timer::sampled();
-        let seen = self.parked.generation();
+        let seen = self.delivery.parked.generation();
         // A getUpdates runs alone, in its own transaction (not in a group):
         // the method leaves what to park in the transaction's effects.
         let mut inner = self.lock();
@@ -41,7 +41,7 @@ impl Service {
         let answer = match park {
             Some((bot_id, poll)) if out.starts_with(b"HTTP/1.1 200") => {
                 let deadline = now_ms.saturating_add(u64::from(poll.timeout_s) * 1000);
-                match self.parked.park(&bot_id, deadline, poll, seen) {
+                match self.delivery.parked.park(&bot_id, deadline, poll, seen) {
                     Some(id) => Answer::Parked(id),
                     None => Answer::Now(out),
                 }
@@ -63,7 +63,7 @@ impl Service {
     /// nothing is ready. Blocks as a request does (the database lock, a
     /// read, the WAL sync).
     pub fn poll_parked(&self, now_ms: u64) -> Vec<(PollId, Vec<u8>)> {
-        let (ready, seen) = self.parked.take_ready(now_ms);
+        let (ready, seen) = self.delivery.parked.take_ready(now_ms);
         let mut answers = Vec::with_capacity(ready.len());
         for (id, p, why) in ready {
             let out = match why {
@@ -71,7 +71,7 @@ impl Service {
                 Ready::Woken => match self.read_parked(&p) {
                     Ok(Some(json)) => crate::http::ok_response(json.as_bytes()),
                     Ok(None) if p.deadline_ms > now_ms => {
-                        self.parked.repark(id, p, seen);
+                        self.delivery.parked.repark(id, p, seen);
                         continue;
                     }
                     Ok(None) => crate::http::ok_response(b"[]"),
@@ -104,23 +104,23 @@ impl Service {
     /// ms): 0 when an answer is ready now, the earliest deadline otherwise,
     /// `None` with nothing parked.
     pub fn parked_timeout(&self) -> Option<u64> {
-        self.parked.timeout()
+        self.delivery.parked.timeout()
     }
 
     /// Forgets a parked poll whose client went away; false if it was not
     /// parked (already answered, or never). Its offset stays acknowledged.
     pub fn cancel_parked(&self, id: PollId) -> bool {
-        self.parked.cancel(id)
+        self.delivery.parked.cancel(id)
     }
 
     /// The bots with a poll parked here, of `bots` (all, when `all`).
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn parked_bots_among(&self, all: bool, bots: &[String]) -> Vec<String> {
-        self.parked.bots_among(all, bots)
+        self.delivery.parked.bots_among(all, bots)
     }
 
     /// Polls parked now.
     pub fn parked_count(&self) -> usize {
-        self.parked.len()
+        self.delivery.parked.len()
     }
 }

@@ -48,7 +48,7 @@ impl Service {
     /// `attempt.deadline_ms`, without following redirects, reading at most
     /// 64 KiB of the answer, and reports the outcome with the same `id`.
     pub fn poll_webhook(&self, now_ms: u64) -> Option<WebhookRequest> {
-        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         if !self.webhook_store_due(&d, now_ms) {
             // Nothing to read or write: no wait on the store.
             return self.next_webhook_attempt(&mut d, now_ms);
@@ -96,7 +96,7 @@ impl Service {
     /// what is due, as `poll_webhook` would, taking only a lock held for
     /// microseconds.
     pub fn poll_webhook_in_memory(&self, now_ms: u64) -> WebhookPoll {
-        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         if self.webhook_store_due(&d, now_ms) {
             return WebhookPoll::NeedsStore;
         }
@@ -249,7 +249,7 @@ impl Service {
             Outcome::Failed(_) => 3,
         };
         self.metrics.webhook_attempts[result].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         let Some(b) = d.outcome(id, outcome, now_ms, u64::from_le_bytes(random)) else { return };
         let bot_id = b.schedule.bot_id().to_string();
         let cursor = b.schedule.take_cursor_write();
@@ -314,7 +314,7 @@ impl Service {
     /// For the metrics: webhooks this node delivers, events held and not
     /// delivered, attempts in flight.
     pub(crate) fn webhook_figures(&self) -> (u64, u64, u64) {
-        let d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         let held = d.bots.values().map(|b| b.schedule.held_count() as u64).sum();
         (d.bots.len() as u64, held, d.in_flight() as u64)
     }
@@ -322,7 +322,7 @@ impl Service {
     /// When to call [`Service::poll_webhook`] next, if no wake-up comes
     /// first: the earliest retry that waits.
     pub fn webhook_timeout(&self) -> Option<u64> {
-        let d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         if !d.dirty.is_empty() || !d.loaded {
             return Some(self.now_ms());
         }
