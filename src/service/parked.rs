@@ -9,6 +9,9 @@
 //! host's wake hook runs; the host then calls [`Service::poll_parked`],
 //! which reads the log for the due polls and answers the expired ones with
 //! `[]`. The host arms one timer, for [`Service::parked_timeout`].
+//!
+//! [`Service::poll_parked`]: crate::Service::poll_parked
+//! [`Service::parked_timeout`]: crate::Service::parked_timeout
 
 use crate::methods::updates::Poll;
 use std::collections::{BTreeSet, HashMap};
@@ -19,7 +22,8 @@ use std::sync::{Mutex, MutexGuard};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PollId(pub u64);
 
-/// What [`Service::answer_request`] did with a request.
+/// What [`Service::answer_request`](crate::Service::answer_request) did
+/// with a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
     /// The complete HTTP response, to send now.
@@ -27,6 +31,9 @@ pub enum Answer {
     /// A getUpdates poll waits: hold the connection; its answer comes from
     /// [`Service::poll_parked`] (at the latest at its deadline), unless
     /// the host gives up on it with [`Service::cancel_parked`].
+    ///
+    /// [`Service::poll_parked`]: crate::Service::poll_parked
+    /// [`Service::cancel_parked`]: crate::Service::cancel_parked
     Parked(PollId),
 }
 
@@ -202,6 +209,8 @@ impl Parking {
 
     /// When [`Service::poll_parked`] must run next (Unix ms): 0 when a poll
     /// is due now, else the earliest deadline; `None` with nothing parked.
+    ///
+    /// [`Service::poll_parked`]: crate::Service::poll_parked
     pub fn timeout(&self) -> Option<u64> {
         let st = self.lock();
         if !st.due.is_empty() {
