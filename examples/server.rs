@@ -2,11 +2,12 @@
 //! `botspace-hyper` crate).
 //!
 //! ```text
-//! cargo run --release --example server -- [--addr 127.0.0.1:8080] [--db botspace.db]
-//!     [--admin-secret S | --admin-secret-file PATH] [--operational-key HEX64]
-//!     [--admin-addr HOST:PORT] [--max-connections N] [--request-timeout SECS] [--manual-clock]
-//!     [--demo-token] [--log-format text|json]
+//! cargo run --release --example server -- --help
 //! ```
+//!
+//! prints the options (each with its `BOTSPACE_*` variable and config-file
+//! line); that text is the one usage of this server, kept in one place, so
+//! this header does not repeat it.
 //!
 //! One tokio task per TCP connection, served by hyper behind the
 //! `botspace_hyper::server` front end (its own accept loop for the file

@@ -3,11 +3,13 @@
 //! the counters that tell a session to read its log. All in memory: no
 //! database lock is taken here.
 
-use super::shared::SharedView;
+use super::shared::{Recency, Shared};
 use crate::error::ApiResult;
 use crate::http::Request;
 use crate::model::Bot;
 use crate::rules;
+use crate::store::gateway::BotRow;
+use crate::txn::Db;
 use crate::words::CloseCode;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub(crate) struct Registry {
     state: Mutex<RegistryState>,
     /// On a shared store: what this node last read of its sessions' bots.
-    pub(super) shared: Mutex<SharedView>,
+    shared: Shared,
     /// Sessions holding a slot now, for the metrics.
     pub(crate) sessions: AtomicU64,
     /// Sessions ended, by reason (index in `CloseCode::ALL`).
@@ -74,6 +76,27 @@ impl Registry {
         }
     }
 
+    /// The bot's row on a shared store, as recent as `want` asks (see
+    /// [`Shared::row`]).
+    pub(super) fn shared_row(
+        &self,
+        db: &Db,
+        bot_id: &str,
+        now_ms: u64,
+        interval_ms: u64,
+        want: Recency,
+    ) -> Option<Option<BotRow>> {
+        self.shared.row(db, bot_id, || self.open_bots(), &self.lease_renewals, now_ms, interval_ms, want)
+    }
+
+    pub(super) fn add_lease(&self, session_id: &str, bot_id: &str, now_ms: u64) {
+        self.shared.add_lease(session_id, bot_id, now_ms);
+    }
+
+    pub(super) fn remove_lease(&self, session_id: &str) {
+        self.shared.remove_lease(session_id);
+    }
+
     /// The bots with a connection open here.
     pub(super) fn open_bots(&self) -> Vec<String> {
         self.lock().open.keys().cloned().collect()
@@ -102,7 +125,7 @@ impl Registry {
     pub fn hint(&self, all: bool, bots: &[String]) -> Vec<String> {
         // The view first: a session that sees its counter move must find
         // the view stale.
-        self.shared_view().hint_gen += 1;
+        self.shared.hint();
         let mut st = self.lock();
         let here: Vec<String> = if all {
             st.hinted.keys().cloned().collect()

@@ -12,23 +12,12 @@
 //! can report a write that a crash could lose.
 
 use super::registry::View;
+use super::shared::Recency;
 use super::{CloseCode, GatewayEvent, GatewayOutput, CLOSE_AUTHENTICATION_FAILED, CLOSE_INVALID_PAYLOAD};
 use super::{CLOSE_SESSION_TIMEOUT, CLOSE_STORAGE_UNAVAILABLE, EVENTS_PER_POLL, READ_BYTES, STORAGE_CLOSE_AFTER_MS};
 use crate::store::gateway::BotRow;
 use crate::words::GatewayOp;
 use std::collections::VecDeque;
-
-/// How recent the shared view of the bot's row must be for a check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Recency {
-    /// The poll: read if older than the interval or than the last hint.
-    Interval,
-    /// After a hint: read unless a read began after it (whatever the
-    /// clock says; sessions' clocks differ by when they last ran).
-    Hint,
-    /// Read now.
-    Now,
-}
 
 /// Storage work the session asks for. Each effect that has a result is
 /// answered before the next [`Session::poll`].

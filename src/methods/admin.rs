@@ -9,6 +9,7 @@ use super::requests::{
     self, ByteBounds, Bytes, Choice, Choices, MessageId, MessageIdOrZero, Name, Number, NumberBounds, ParseMode, Patch,
     Strings, Text, Uint, Why,
 };
+use super::requests::{BotIdBody, ChatIdBody};
 use super::to_json;
 use crate::auth;
 use crate::error::{ApiError, ApiResult};
@@ -26,18 +27,6 @@ use crate::txn::Ctx;
 use crate::words::{BotStatus, EventKind, Party};
 use serde::Deserialize;
 use serde_json::{json, Value};
-
-/// Bodies that name one thing, read before the method's other fields
-/// when the thing is looked up first.
-#[derive(Deserialize)]
-pub(super) struct ChatIdBody<'a> {
-    pub chat_id: &'a str,
-}
-
-#[derive(Deserialize)]
-pub(super) struct BotIdBody<'a> {
-    pub bot_id: &'a str,
-}
 
 #[derive(Deserialize)]
 struct UserAndBot<'a> {

@@ -3,9 +3,9 @@
 //! the audit log; and the audit entry every change through the host API
 //! writes. None of them confirms the host's `getUpdates` stream.
 
-use super::admin::{BotIdBody, ChatIdBody};
 use super::params::Body;
 use super::requests::{self, Uint};
+use super::requests::{BotIdBody, ChatIdBody};
 use crate::error::{ApiError, ApiResult};
 use crate::route::AdminMethod;
 use crate::rules::limits;

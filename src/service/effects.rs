@@ -100,16 +100,16 @@ impl Service {
         }
         // Parked polls are marked due before the host hears of the bots:
         // its `poll_parked` after the hook finds them.
-        self.parked.wake(&fx.woken, parked::Ready::Woken);
-        self.parked.wake(&fx.revoked, parked::Ready::Revoked);
+        self.delivery.parked.wake(&fx.woken, parked::Ready::Woken);
+        self.delivery.parked.wake(&fx.revoked, parked::Ready::Revoked);
         if !fx.woken.is_empty() || !fx.webhooks_changed.is_empty() {
-            let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+            let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
             d.note(&fx.woken, &fx.webhooks_changed);
         }
         fx.woken.append(&mut fx.revoked);
         fx.woken.sort_unstable();
         fx.woken.dedup();
-        let hook = self.wake.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let hook = self.delivery.wake.read().unwrap_or_else(|e| e.into_inner()).clone();
         if let Some(hook) = hook {
             for bot in &fx.woken {
                 // The commit is done and answered: a panicking hook must not

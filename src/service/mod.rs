@@ -11,15 +11,9 @@ use crate::random::Random;
 use crate::route::{BotMethod, Route};
 use crate::store;
 use crate::txn::{Db, Inner, TxEffects};
-use std::sync::{Arc, MutexGuard, RwLock};
+use std::sync::{Arc, MutexGuard};
 
-/// Called with a bot id after a commit that gave that bot new events, or
-/// closed its gateway connections. It runs on the thread that ran the
-/// commit (with group commit, the thread of one of the grouped requests,
-/// not always the one whose request gave the event), after the answers are
-/// out and the service's lock is released, and must not block. A hook that
-/// panics is caught: the other bots of the commit are still woken.
-pub type WakeHook = Arc<dyn Fn(&str) + Send + Sync>;
+pub use parts::WakeHook;
 
 /// Why a service could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +24,12 @@ pub enum OpenError {
     Storage(#[from] crate::error::StorageError),
 }
 
+impl From<crate::store::StorageError> for OpenError {
+    fn from(e: crate::store::StorageError) -> Self {
+        OpenError::Storage(e.into())
+    }
+}
+
 /// A botspace service. `Send + Sync`: share it behind an `Arc` and call it
 /// from any number of threads; writes are serialized on one SQLite connection.
 pub struct Service {
@@ -37,10 +37,10 @@ pub struct Service {
     pub(crate) clock: Clock,
     pub(crate) random: Random,
     pub(crate) db: Arc<Db>,
-    wake: RwLock<Option<WakeHook>>,
     pub(crate) gateway: Arc<Registry>,
-    /// Parked long polls (getUpdates with a timeout).
-    parked: parked::Parking,
+    /// Where events go besides the gateway: the host's wake hook, parked
+    /// long polls, webhook deliveries.
+    delivery: parts::Delivery,
     group: crate::group::Group,
     admin_throttle: crate::throttle::AdminThrottle,
     /// `config.trusted_proxies`, parsed.
@@ -62,15 +62,8 @@ pub struct Service {
     pub(crate) listen: Option<Listen>,
     /// The counters behind `GET /admin/metrics`.
     pub(crate) metrics: crate::metrics::Metrics,
-    /// The scrape's read-only connection (a SQLite file), opened at the
-    /// first scrape.
-    metrics_reader: std::sync::Mutex<Option<store::Conn>>,
-    /// The backlog gauges' pass over the bots, carried across scrapes.
-    backlog_scan: std::sync::Mutex<store::backlog::Scan>,
-    /// Set by [`Service::begin_shutdown`]: `/readyz` answers 503.
-    shutting_down: std::sync::atomic::AtomicBool,
-    /// This node's webhook deliveries (`service/webhooks.rs`).
-    pub(crate) webhooks: std::sync::Mutex<crate::webhook::deliveries::Deliveries>,
+    /// What the operator's endpoints keep between calls (`service/ops.rs`).
+    ops: parts::Ops,
 }
 
 /// The listening side of LISTEN/NOTIFY.
@@ -114,9 +107,12 @@ pub use parked::{Answer, PollId, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS
 
 mod batch;
 mod effects;
+mod gateway;
 mod image;
+mod long_poll;
 mod ops;
 mod parked;
+mod parts;
 mod pipeline;
 mod webhooks;
 pub use webhooks::WebhookPoll;
@@ -165,10 +161,9 @@ impl Service {
         Ok(Service {
             db: Arc::new(Db::new(conn, others, config.synchronous)),
             random: config.random_seed.map_or(Random::Os, Random::seeded),
-            parked: parked::Parking::new(config.max_parked_polls),
+            delivery: parts::Delivery::new(config.max_parked_polls),
             config,
             clock,
-            wake: RwLock::new(None),
             gateway: Arc::new(Registry::default()),
             group: crate::group::Group::default(),
             admin_throttle: crate::throttle::AdminThrottle::default(),
@@ -181,10 +176,7 @@ impl Service {
             #[cfg(feature = "postgres")]
             listen,
             metrics: crate::metrics::Metrics::default(),
-            metrics_reader: std::sync::Mutex::new(None),
-            backlog_scan: std::sync::Mutex::default(),
-            shutting_down: std::sync::atomic::AtomicBool::new(false),
-            webhooks: Default::default(),
+            ops: parts::Ops::default(),
         })
     }
 
@@ -210,7 +202,7 @@ impl Service {
 
     /// Registers (or with `None` removes) the wake-up hook.
     pub fn set_wake_hook(&self, hook: Option<WakeHook>) {
-        *self.wake.write().unwrap_or_else(|e| e.into_inner()) = hook;
+        *self.delivery.wake.write().unwrap_or_else(|e| e.into_inner()) = hook;
     }
 
     /// Where the next request in `buf` ends (see [`http::Framing`]).

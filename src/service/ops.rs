@@ -19,12 +19,12 @@ impl Service {
     /// every other request is still answered as before. Call it first
     /// thing on SIGTERM, before draining. It cannot be undone.
     pub fn begin_shutdown(&self) {
-        self.shutting_down.store(true, Ordering::SeqCst);
+        self.ops.shutting_down.store(true, Ordering::SeqCst);
     }
 
     /// Whether [`Service::begin_shutdown`] was called.
     pub fn is_shutting_down(&self) -> bool {
-        self.shutting_down.load(Ordering::SeqCst)
+        self.ops.shutting_down.load(Ordering::SeqCst)
     }
 
     /// The host closed a waiting connection to admit a new one at its
@@ -175,11 +175,11 @@ impl Service {
     /// connection of their own, without the service's lock (WAL readers
     /// do not block the writer); elsewhere under the lock.
     fn read_backlog(&self, now_ms: u64) -> Result<Option<store::backlog::Backlog>, ()> {
-        let mut scan = self.backlog_scan.lock().unwrap_or_else(|e| e.into_inner());
+        let mut scan = self.ops.backlog_scan.lock().unwrap_or_else(|e| e.into_inner());
         if self.shared_store || self.in_memory {
             return scan.step(&self.lock().conn, now_ms).map_err(|_| ());
         }
-        let mut reader = self.metrics_reader.lock().unwrap_or_else(|e| e.into_inner());
+        let mut reader = self.ops.metrics_reader.lock().unwrap_or_else(|e| e.into_inner());
         if reader.is_none() {
             *reader = store::sqlite::open_reader(&self.config.database).ok().map(store::Conn::Sqlite);
         }

@@ -92,7 +92,7 @@ impl Service {
     /// `attempt.deadline_ms`, without following redirects, reading at most
     /// 64 KiB of the answer, and reports the outcome with the same `id`.
     pub fn poll_webhook(&self, now_ms: u64) -> Option<WebhookRequest> {
-        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         if !self.webhook_store_due(&d, now_ms) || d.store_turn {
             // Nothing to read or write (or another caller is at it): no
             // wait on the store.
@@ -102,7 +102,7 @@ impl Service {
         // outcomes and in-memory polls go on while a sync or a read waits
         // on the disk; `store_turn` keeps it to one caller at a time.
         d.store_turn = true;
-        let turn = StoreTurn(&self.webhooks);
+        let turn = StoreTurn(&self.delivery.webhooks);
         if !d.loaded || (self.shared_store && now_ms >= d.next_claim_ms) {
             d = self.load_and_claim(d, now_ms);
         }
@@ -135,7 +135,7 @@ impl Service {
                 (b, r)
             })
             .collect();
-        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         let mut failed = false;
         if let (Some((cursors, statuses)), Some(false)) = (writes, written) {
             failed = true;
@@ -185,7 +185,7 @@ impl Service {
         let rows = if load { store::webhooks::all(&self.lock().conn).ok() } else { None };
         let claimed = claim
             .then(|| store::webhooks::claim_leases(&self.lock().conn, &node, now_ms, now_ms + WEBHOOK_LEASE_TTL_MS));
-        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(rows) = rows {
             d.loaded = true;
             d.dirty.extend(rows.into_iter().map(|r| r.bot_id));
@@ -223,7 +223,7 @@ impl Service {
     /// what is due, as `poll_webhook` would, taking only a lock held for
     /// microseconds.
     pub fn poll_webhook_in_memory(&self, now_ms: u64) -> WebhookPoll {
-        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         // What is due goes first: a bot's read or the outcomes' write must
         // not hold up the chats whose next event is already here.
         if let Some(r) = self.next_webhook_attempt(&mut d, now_ms) {
@@ -386,7 +386,7 @@ impl Service {
             Outcome::Failed(_) => 3,
         };
         self.metrics.webhook_attempts[result].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         let Some(b) = d.outcome(id, outcome, now_ms, u64::from_le_bytes(random)) else {
             return self.webhook_store_due(&d, now_ms);
         };
@@ -445,7 +445,7 @@ impl Service {
     /// For the metrics: webhooks this node delivers, events held and not
     /// delivered, attempts in flight.
     pub(crate) fn webhook_figures(&self) -> (u64, u64, u64) {
-        let d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         let held = d.bots.values().map(|b| b.schedule.held_count() as u64).sum();
         (d.bots.len() as u64, held, d.in_flight() as u64)
     }
@@ -453,7 +453,7 @@ impl Service {
     /// When to call [`Service::poll_webhook`] next, if no wake-up comes
     /// first: the earliest retry that waits.
     pub fn webhook_timeout(&self) -> Option<u64> {
-        let d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         let min = |a: Option<u64>, b: u64| Some(a.map_or(b, |a| a.min(b)));
         // The store's part: a first load, a bot to look at (bots held by
         // another node wait for a lease, not a poll), writes, leases.
@@ -539,7 +539,7 @@ mod store_retry_tests {
         let svc = service();
         let now = svc.now_ms();
         {
-            let mut d = svc.webhooks.lock().unwrap();
+            let mut d = svc.delivery.webhooks.lock().unwrap();
             d.loaded = true;
             d.dirty.insert("bot_a".into());
             d.store_retry_ms = now + super::WEBHOOK_STORE_RETRY_MS;
@@ -556,7 +556,7 @@ mod store_retry_tests {
     #[test]
     fn a_bot_held_by_another_node_does_not_make_the_poll_due() {
         let svc = service();
-        let mut d = svc.webhooks.lock().unwrap();
+        let mut d = svc.delivery.webhooks.lock().unwrap();
         d.loaded = true;
         d.held = Some(Default::default());
         d.dirty.insert("bot_elsewhere".into());

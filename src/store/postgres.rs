@@ -17,6 +17,7 @@
 //! partition that keeps TCP up) costs a call that long; the connection is
 //! then dropped, as a broken one would be.
 
+use super::error::is_unavailable;
 use super::{StorageError, StoreResult, Val};
 use crate::config::Config;
 use bytes::BytesMut;
@@ -143,24 +144,6 @@ async fn connect_first(
 fn password_of(url: &str) -> Option<String> {
     let config: tokio_postgres::Config = url.parse().ok()?;
     config.get_password().map(|p| String::from_utf8_lossy(p).into_owned()).filter(|p| !p.is_empty())
-}
-
-/// What a PostgreSQL error says, cause included: tokio-postgres shows only
-/// its kind ("db error", "error connecting to server"), and the cause is
-/// what an operator needs (the server's message and SQLSTATE, the refused
-/// connection, the read-only standby).
-pub fn describe(e: &postgres::Error) -> String {
-    if let Some(db) = e.as_db_error() {
-        return format!("{}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code());
-    }
-    let mut out = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 /// Writes a storage error on stderr, at most one line a second per
@@ -318,13 +301,13 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX rate_buckets_by_tat ON rate_buckets (tat);
     "#,
     // 4: the admin console's audit log and list indexes.
-    super::console::POSTGRES_MIGRATION,
+    super::schema::CONSOLE_POSTGRES,
     // 5: bot handles are unique, compared case-insensitively (see the
     // SQLite migration 5); existing bots get their keys in the same
     // transaction.
-    super::bots::HANDLE_KEYS_MIGRATION,
+    super::schema::HANDLE_KEYS,
     // 6: bots' webhooks.
-    super::webhooks::POSTGRES_MIGRATION,
+    super::schema::WEBHOOKS_POSTGRES,
 ];
 
 /// A PostgreSQL connection that reopens itself after it broke.
@@ -355,21 +338,6 @@ pub struct PgConn {
     /// a node's listener skips the notifications of its own commits, which
     /// it has applied already.
     backend_pid: Arc<AtomicI32>,
-}
-
-/// True for errors that say the server is not there (refused, closed,
-/// shutting down, starting up), as opposed to a failing statement.
-pub fn is_unavailable(e: &postgres::Error) -> bool {
-    if e.is_closed() {
-        return true;
-    }
-    match e.code() {
-        Some(c) => {
-            let c = c.code();
-            c.starts_with("08") || c.starts_with("57P")
-        }
-        None => std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>()) || e.as_db_error().is_none(),
-    }
 }
 
 /// The URL as the client takes it, and libpq's `sslrootcert`, which the
@@ -837,15 +805,15 @@ impl PgConn {
                     }
                     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
                         c.batch_execute(sql).await?;
-                        if *sql == super::bots::HANDLE_KEYS_MIGRATION {
-                            let rows = c.query(super::bots::EXISTING_HANDLES, &[]).await?;
+                        if *sql == super::schema::HANDLE_KEYS {
+                            let rows = c.query(super::schema::EXISTING_HANDLES, &[]).await?;
                             let bots: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-                            let (claims, unclaimed) = super::bots::claim_keys(&bots);
+                            let (claims, unclaimed) = super::schema::claim_keys(&bots);
                             let set = c.prepare("UPDATE bots SET handle_key = $1 WHERE id = $2").await?;
                             for (id, key) in claims {
                                 c.execute(&set, &[&key, &id]).await?;
                             }
-                            super::bots::report_unclaimed(&unclaimed);
+                            super::schema::report_unclaimed(&unclaimed);
                         }
                         c.execute("UPDATE botspace_schema SET version = $1", &[&(i as i64 + 1)]).await?;
                     }
@@ -1162,82 +1130,6 @@ impl ToSql for Val<'_> {
     }
 
     postgres::types::to_sql_checked!();
-}
-
-/// A column as the type the code reads; integers widen, flags are 0/1.
-pub fn get<T: PgCol>(r: &postgres::Row, i: usize) -> StoreResult<T> {
-    T::pg(r, i).ok_or(StorageError::Type(i))
-}
-
-pub trait PgCol: Sized {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self>;
-}
-
-fn int(r: &postgres::Row, i: usize) -> Option<Option<i64>> {
-    if let Ok(v) = r.try_get::<_, Option<i64>>(i) {
-        return Some(v);
-    }
-    if let Ok(v) = r.try_get::<_, Option<i32>>(i) {
-        return Some(v.map(i64::from));
-    }
-    if let Ok(v) = r.try_get::<_, Option<bool>>(i) {
-        return Some(v.map(i64::from));
-    }
-    None
-}
-
-impl PgCol for Option<i64> {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        int(r, i)
-    }
-}
-impl PgCol for i64 {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        int(r, i).flatten()
-    }
-}
-impl PgCol for Option<bool> {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        int(r, i).map(|v| v.map(|n| n != 0))
-    }
-}
-impl PgCol for bool {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        int(r, i).flatten().map(|n| n != 0)
-    }
-}
-impl PgCol for Option<u32> {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        match int(r, i)? {
-            None => Some(None),
-            Some(n) => u32::try_from(n).ok().map(Some),
-        }
-    }
-}
-impl PgCol for u32 {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        <Option<u32>>::pg(r, i).flatten()
-    }
-}
-impl PgCol for Option<String> {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        r.try_get(i).ok()
-    }
-}
-impl PgCol for String {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        r.try_get(i).ok()
-    }
-}
-impl PgCol for Option<Vec<u8>> {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        r.try_get(i).ok()
-    }
-}
-impl PgCol for Vec<u8> {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        r.try_get(i).ok()
-    }
 }
 
 #[cfg(test)]

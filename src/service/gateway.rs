@@ -2,9 +2,9 @@
 //! opened, this node's connection counts, and other nodes' notifications
 //! turned into wake-ups.
 
-use super::{GatewayAccept, GatewaySession, Opening};
 use crate::error::StorageError;
 use crate::error::{ApiError, ApiResult};
+use crate::gateway::{GatewayAccept, GatewaySession, Opening};
 use crate::route::Route;
 use crate::Service;
 
@@ -110,7 +110,7 @@ impl Service {
             if heard.all || !heard.bots.is_empty() {
                 // Webhooks of the bots heard of (all of them: at the next
                 // claim of leases) are looked at again.
-                self.webhooks.lock().unwrap_or_else(|e| e.into_inner()).note(&heard.bots, &heard.bots);
+                self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner()).note(&heard.bots, &heard.bots);
                 let mut here = self.gateway.hint(heard.all, &heard.bots);
                 // Polls parked here for those bots read the log again.
                 here.extend(self.parked_bots_among(heard.all, &heard.bots));
