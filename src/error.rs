@@ -465,19 +465,6 @@ impl From<crate::store::StorageError> for ApiError {
 mod tests {
     use super::*;
 
-    #[test]
-    fn sqlite_full_is_storage_full_and_other_sqlite_failures_stay_internal() {
-        let failure = |code| {
-            rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some("database or disk is full".into()))
-        };
-        let full = ApiError::from(crate::store::StorageError::from(failure(rusqlite::ffi::SQLITE_FULL)));
-        assert_eq!((full.status, full.code), (503, ErrorCode::StorageFull));
-        let through_store = ApiError::from(crate::store::StorageError::Sqlite(failure(rusqlite::ffi::SQLITE_FULL)));
-        assert_eq!((through_store.status, through_store.code), (503, ErrorCode::StorageFull));
-        let io = ApiError::from(crate::store::StorageError::from(failure(rusqlite::ffi::SQLITE_IOERR)));
-        assert_eq!((io.status, io.code), (500, ErrorCode::InternalError));
-    }
-
     /// The code table of docs/errors.md, as this module renders it.
     fn rendered_table() -> String {
         let mut t = String::from("| status | error | description |\n|---|---|---|\n");

@@ -206,7 +206,7 @@ impl Db {
             pool.put(c);
         }
         Db {
-            wal: conn.sqlite().and_then(|c| WalSync::for_connection(c, full)),
+            wal: WalSync::for_conn(&mut conn, full),
             pool,
             pooled,
             inner: Mutex::new(Inner {
@@ -319,7 +319,7 @@ impl Ctx<'_> {
         let hash = auth::sha256(token);
         // With a shared PostgreSQL store another node may have rotated the
         // token or suspended the bot: only the database knows.
-        let shared = self.conn.dialect() == crate::store::Dialect::Postgres;
+        let shared = self.conn.is_shared();
         if let Some(b) = self.bot_cache.get(&hash).filter(|_| !shared) {
             return Ok(b.clone());
         }

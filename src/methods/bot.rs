@@ -12,7 +12,7 @@ use crate::http::Request;
 use crate::model::{Bot, Chat, ChatKind, StoredMessage, Tier};
 use crate::ratelimit::Scope;
 use crate::route::BotMethod;
-use crate::store::{self, Dialect};
+use crate::store;
 use crate::txn::Ctx;
 
 pub const CHAT_ACTIONS: &[&str] = &["typing", "upload_photo", "upload_document", "record_voice", "upload_voice"];
@@ -132,12 +132,8 @@ fn rate_limit(ctx: &mut Ctx<'_>, bot: &Bot, chat: &Chat) -> ApiResult<()> {
         ChatKind::Private => limits.private_chat.as_ref().map(|r| (r, Scope::Chat)),
         ChatKind::Group => limits.group.as_ref().map(|r| (r, Scope::Group)),
     };
-    let checked = match ctx.conn.dialect() {
-        Dialect::Sqlite => ctx.rate.check(&bot.id, &chat.id, limits.bot.as_ref(), chat_rate, ctx.now_ms),
-        Dialect::Postgres => {
-            crate::ratelimit::check_shared(ctx.conn, &bot.id, &chat.id, limits.bot.as_ref(), chat_rate, ctx.now_ms)?
-        }
-    };
+    let checked =
+        store::limits::take(ctx.conn, ctx.rate, &bot.id, &chat.id, limits.bot.as_ref(), chat_rate, ctx.now_ms)?;
     match checked {
         Ok(nearest) => {
             // The response carries it as X-RateLimit-* headers.

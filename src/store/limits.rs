@@ -1,8 +1,32 @@
-//! Rate buckets in the database (a shared PostgreSQL store: every node
-//! must see the same bucket). The GCRA arithmetic is `ratelimit`'s.
+//! Where a bot's rate buckets live: in the process on a store of its own
+//! ([`RateLimiter`]), in the database on a shared store (every node must
+//! see the same bucket). The GCRA arithmetic is `ratelimit`'s.
 
 use super::{Conn, StoreResult};
+use crate::config::Rate;
 use crate::params;
+use crate::ratelimit::{Checked, RateLimiter, Scope};
+
+/// Checks the bot-wide and the chat bucket at `now_ms` and, if both
+/// allow, takes one from each (see [`RateLimiter::check`]): from `local`
+/// (undone with the transaction by its undo log) on a store of this
+/// process, from the database's `rate_buckets` (row-locked, written in the
+/// transaction of the write they limit) on a shared store.
+pub fn take(
+    conn: &Conn,
+    local: &mut RateLimiter,
+    bot_id: &str,
+    chat_id: &str,
+    bot_rate: Option<&Rate>,
+    chat_rate: Option<(&Rate, Scope)>,
+    now_ms: u64,
+) -> StoreResult<Checked> {
+    if conn.is_shared() {
+        crate::ratelimit::check_shared(conn, bot_id, chat_id, bot_rate, chat_rate, now_ms)
+    } else {
+        Ok(local.check(bot_id, chat_id, bot_rate, chat_rate, now_ms))
+    }
+}
 
 /// Both rows exist before they are locked, so two nodes using a bucket
 /// for the first time at once queue on its row instead of both reading

@@ -22,6 +22,7 @@ pub mod idempotency;
 pub(crate) mod import;
 pub mod limits;
 pub mod messages;
+pub mod notify;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod sqlite;
@@ -300,6 +301,48 @@ impl Conn {
         }
     }
 
+    /// Shared with other nodes (a database server, PostgreSQL): another
+    /// node may change any row at any time, so what a node cached may be
+    /// stale, gateway connections are counted by leases in the database,
+    /// rate buckets live there, and a group's requests run in lock order.
+    /// A SQLite file belongs to one process.
+    pub fn is_shared(&self) -> bool {
+        self.dialect() != Dialect::Sqlite
+    }
+
+    /// The server process of this connection, kept up to date across
+    /// reconnections (a shared store's own notifications are skipped by
+    /// it); `None` for an embedded store.
+    pub fn backend_pid(&self) -> Option<std::sync::Arc<std::sync::atomic::AtomicI32>> {
+        match self {
+            Conn::Sqlite(_) => None,
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => Some(c.backend_pid()),
+        }
+    }
+
+    /// After deleted text was scrubbed: on SQLite, truncates the WAL so
+    /// the text leaves its older page images too. A server keeps no such
+    /// file of ours: nothing to do.
+    pub fn checkpoint_truncate(&self) {
+        match self {
+            Conn::Sqlite(c) => sqlite::checkpoint_truncate(c),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(_) => {}
+        }
+    }
+
+    /// With a deferred WAL sync (SQLite), the transaction about to start
+    /// commits without an fsync (`on`), every other write with one (see
+    /// [`sqlite::defer_commit_sync`]). Nothing elsewhere.
+    pub fn defer_commit_sync(&self, on: bool) {
+        match self {
+            Conn::Sqlite(c) => sqlite::defer_commit_sync(c, on),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(_) => {}
+        }
+    }
+
     /// A database that lives in this process's memory (SQLite's
     /// `:memory:` or a temporary database): no call on it waits on a disk
     /// or a network.
@@ -565,10 +608,53 @@ impl rusqlite::ToSql for Val<'_> {
     }
 }
 
+/// Connections to a shared store per service: while one group's COMMIT
+/// syncs (awaited without the lock, see `txn::HeldCommit`), the next group
+/// runs its statements on another.
+pub const SHARED_CONNECTIONS: usize = 2;
+
+/// Opens the store the configuration names: the main connection, and the
+/// pool's others (none on SQLite, [`SHARED_CONNECTIONS`] in all on a
+/// shared store).
+pub fn open_pool(config: &crate::config::Config) -> StoreResult<(Conn, Vec<Conn>)> {
+    let conn = open(config)?;
+    #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
+    let mut others = Vec::new();
+    #[cfg(feature = "postgres")]
+    if let Conn::Postgres(pg) = &conn {
+        for _ in 1..SHARED_CONNECTIONS {
+            others.push(Conn::Postgres(Box::new(pg.open_another(config)?)));
+        }
+    }
+    Ok((conn, others))
+}
+
+/// A read-only connection of its own to the SQLite file `config` names,
+/// for reads that must not take the service's lock (the metrics scrape);
+/// `None` for other stores or when it cannot be opened.
+pub fn open_reader(config: &crate::config::Config) -> Option<Conn> {
+    if is_server_url(&config.database) {
+        return None;
+    }
+    sqlite::open_reader(&config.database).ok().map(Conn::Sqlite)
+}
+
+/// Whether the disk under the SQLite file `config` names takes a write
+/// again (see [`sqlite::space_probe`]); always `Ok` for other stores.
+pub fn space_probe(config: &crate::config::Config) -> std::io::Result<()> {
+    if is_server_url(&config.database) {
+        return Ok(());
+    }
+    sqlite::space_probe(&config.database)
+}
+
+fn is_server_url(db: &str) -> bool {
+    db.starts_with("postgres://") || db.starts_with("postgresql://")
+}
+
 /// Opens the store the configuration names and brings its schema up to date.
 pub fn open(config: &crate::config::Config) -> StoreResult<Conn> {
-    let db = config.database.as_str();
-    if db.starts_with("postgres://") || db.starts_with("postgresql://") {
+    if is_server_url(&config.database) {
         #[cfg(feature = "postgres")]
         return Ok(Conn::Postgres(Box::new(postgres::PgConn::open(config)?)));
         #[cfg(not(feature = "postgres"))]
@@ -577,4 +663,25 @@ pub fn open(config: &crate::config::Config) -> StoreResult<Conn> {
         ));
     }
     Ok(Conn::Sqlite(sqlite::open(config)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::error::{ApiError, ErrorCode};
+
+    /// How a store's failures are answered: SQLite's full disk is 503
+    /// `storage_full` (however it reaches the answer), its other failures
+    /// stay 500.
+    #[test]
+    fn sqlite_full_is_storage_full_and_other_sqlite_failures_stay_internal() {
+        let failure = |code| {
+            rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some("database or disk is full".into()))
+        };
+        let full = ApiError::from(super::StorageError::from(failure(rusqlite::ffi::SQLITE_FULL)));
+        assert_eq!((full.status, full.code), (503, ErrorCode::StorageFull));
+        let through_store = ApiError::from(super::StorageError::Sqlite(failure(rusqlite::ffi::SQLITE_FULL)));
+        assert_eq!((through_store.status, through_store.code), (503, ErrorCode::StorageFull));
+        let io = ApiError::from(super::StorageError::from(failure(rusqlite::ffi::SQLITE_IOERR)));
+        assert_eq!((io.status, io.code), (500, ErrorCode::InternalError));
+    }
 }
