@@ -225,11 +225,11 @@ pub fn claim_keys(bots: &[(String, String)]) -> (Vec<(&str, String)>, Vec<&str>)
     (claims, unclaimed)
 }
 
-/// Tells the operator, on stderr, which bots were left sharing a handle
-/// when handles became unique (nothing when none were).
+/// Tells the operator (`log::warn!`) which bots were left sharing a
+/// handle when handles became unique (nothing when none were).
 pub fn report_unclaimed(ids: &[&str]) {
     if !ids.is_empty() {
-        eprintln!(
+        log::warn!(
             "botspace: {} bot(s) share a handle with an older bot and keep it without owning it: {}; \
              give each a handle of its own with updateBot (see docs/decisions.md, \"Bot handles are unique\")",
             ids.len(),

@@ -163,7 +163,7 @@ pub fn describe(e: &postgres::Error) -> String {
     out
 }
 
-/// Writes a storage error on stderr, at most one line a second per
+/// Logs a storage error (`log::error!`), at most one line a second per
 /// process (a database that is down fails every request, and a log that
 /// floods hides the first cause), counting what it held back. A host that
 /// wants every error has them in `ApiError::detail`.
@@ -183,7 +183,7 @@ fn log_storage_error(what: &str, cause: &str, password: Option<&str>) {
     if held > 0 {
         line.push_str(&format!(" ({held} more storage errors since the last line, not shown)"));
     }
-    eprintln!("{line}");
+    log::error!("{line}");
 }
 
 /// Schema migrations, applied in order, versioned like SQLite's
