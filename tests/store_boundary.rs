@@ -111,7 +111,8 @@ fn lex(text: &str) -> (String, Vec<String>) {
                 let hashes = raw_hashes(b, i).unwrap_or(0);
                 let start = i + 2 + hashes;
                 let close: Vec<u8> = std::iter::once(b'"').chain(std::iter::repeat_n(b'#', hashes)).collect();
-                let end = b[start..].windows(close.len()).position(|w| w == close.as_slice()).map_or(b.len(), |n| start + n);
+                let end =
+                    b[start..].windows(close.len()).position(|w| w == close.as_slice()).map_or(b.len(), |n| start + n);
                 strings.push(text[start..end].to_string());
                 code.push_str(&text[i..(end + close.len()).min(b.len())]);
                 i = end + close.len();
@@ -164,9 +165,8 @@ fn raw_hashes(b: &[u8], i: usize) -> Option<usize> {
 /// starts with a name character must not continue a longer name
 /// (`r.get(` is not `header.get(`).
 fn holds(line: &str, pattern: &str) -> bool {
-    line.match_indices(pattern).any(|(i, _)| {
-        !pattern.as_bytes()[0].is_ascii_alphanumeric() || i == 0 || !is_ident(line.as_bytes()[i - 1])
-    })
+    line.match_indices(pattern)
+        .any(|(i, _)| !pattern.as_bytes()[0].is_ascii_alphanumeric() || i == 0 || !is_ident(line.as_bytes()[i - 1]))
 }
 
 /// Each breach of the boundary in one file's text: `(line, what, why)`.

@@ -92,8 +92,7 @@ pub fn list_chats(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let chats: Vec<Value> = rows
         .into_iter()
         .map(|c| {
-            let mut v =
-                json!({"id": c.id, "type": c.kind, "created_at": c.created_at, "member_count": c.member_count});
+            let mut v = json!({"id": c.id, "type": c.kind, "created_at": c.created_at, "member_count": c.member_count});
             let m = v.as_object_mut().expect("an object");
             if c.kind == "private" {
                 m.insert("user_id".into(), c.user_id.into());

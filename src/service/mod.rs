@@ -115,7 +115,8 @@ impl Service {
         let trusted_proxies = config.trusted_proxy_blocks()?;
         let shared_store = conn.is_shared();
         let in_memory = conn.in_memory();
-        let listen = store::notify::Notifications::open(&config, &std::iter::once(&conn).chain(&others).collect::<Vec<_>>());
+        let listen =
+            store::notify::Notifications::open(&config, &std::iter::once(&conn).chain(&others).collect::<Vec<_>>());
         let notify = listen.is_some();
         Ok(Service {
             db: Arc::new(Db::new(conn, others, config.synchronous)),

@@ -60,10 +60,9 @@ impl Notifications {
         let own_pids: Vec<Arc<AtomicI32>> = conns.iter().filter_map(|c| c.backend_pid()).collect();
         match conns.first() {
             #[cfg(feature = "postgres")]
-            Some(Conn::Postgres(_)) => Some(Notifications {
-                listener: std::sync::Mutex::new(super::postgres::Listener::new(config)),
-                own_pids,
-            }),
+            Some(Conn::Postgres(pg)) => {
+                Some(Notifications { listener: std::sync::Mutex::new(super::postgres::Listener::new(pg)), own_pids })
+            }
             _ => {
                 let _ = own_pids;
                 None
