@@ -465,6 +465,15 @@ impl From<crate::store::StorageError> for ApiError {
 mod tests {
     use super::*;
 
+    #[test]
+    fn sqlite_full_is_storage_full_and_other_sqlite_failures_stay_internal() {
+        use crate::store::StorageError;
+        let full = ApiError::from(StorageError::test_disk_full());
+        assert_eq!((full.status, full.code), (503, ErrorCode::StorageFull));
+        let io = ApiError::from(StorageError::test_io_error());
+        assert_eq!((io.status, io.code), (500, ErrorCode::InternalError));
+    }
+
     /// The code table of docs/errors.md, as this module renders it.
     fn rendered_table() -> String {
         let mut t = String::from("| status | error | description |\n|---|---|---|\n");

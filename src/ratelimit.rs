@@ -1,12 +1,11 @@
 //! Per-tier rate limits as GCRA token buckets: in memory for a SQLite store
 //! ([`RateLimiter`]), in the database for a shared PostgreSQL store
-//! ([`check_shared`]), so every node draws from the same bucket. A refused
+//! (`store::limits::take`), so every node draws from the same bucket. A refused
 //! request consumes nothing; a consumed slot is given back when the
 //! request's transaction rolls back (the undo log, or the database's own
 //! rollback).
 
 use crate::config::Rate;
-use crate::store::{Conn, StoreResult};
 use std::collections::HashMap;
 
 /// Which limit refused a request (`parameters.scope`).
@@ -153,7 +152,9 @@ pub type Checked = Result<Option<BucketStatus>, BucketStatus>;
 
 /// Decides from the two buckets' theoretical arrival times (µs, 0 for a
 /// full bucket); returns the new times to store when both take one more.
-fn decide(
+/// The rule both homes of the buckets apply ([`RateLimiter::check`], and
+/// the database's on a shared store, `store::limits::take`).
+pub(crate) fn decide(
     bot: Option<(u64, &Rate)>,
     chat: Option<(u64, &Rate, Scope)>,
     now: u64,
@@ -255,35 +256,6 @@ impl RateLimiter {
             s.tat > now_us || !s.chats.is_empty()
         });
     }
-}
-
-/// [`RateLimiter::check`] with the buckets in the database's
-/// `rate_buckets`, read with a row lock and written in the transaction of
-/// the write they limit: exact across nodes.
-pub fn check_shared(
-    conn: &Conn,
-    bot_id: &str,
-    chat_id: &str,
-    bot_rate: Option<&Rate>,
-    chat_rate: Option<(&Rate, Scope)>,
-    now_ms: u64,
-) -> StoreResult<Checked> {
-    if bot_rate.is_none() && chat_rate.is_none() {
-        return Ok(Ok(None));
-    }
-    let now = now_ms * 1000;
-    let bot_key = format!("b:{bot_id}");
-    let chat_key = format!("c:{bot_id}:{chat_id}");
-    let (bot_tat, chat_tat) = crate::store::limits::take_buckets(conn, &bot_key, &chat_key)?;
-    let (checked, bot_next, chat_next) =
-        decide(bot_rate.map(|r| (bot_tat, r)), chat_rate.map(|(r, s)| (chat_tat, r, s)), now);
-    if let Some(next) = bot_next {
-        crate::store::limits::put_bucket(conn, &bot_key, next)?;
-    }
-    if let Some(next) = chat_next {
-        crate::store::limits::put_bucket(conn, &chat_key, next)?;
-    }
-    Ok(checked)
 }
 
 #[cfg(test)]

@@ -14,7 +14,13 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         let p = entry.unwrap().path();
         if p.is_dir() {
             for e in std::fs::read_dir(&p).unwrap() {
-                files.push(e.unwrap().path());
+                let e = e.unwrap().path();
+                // A folder inside a module's folder (src/store/postgres/) is the module's too.
+                if e.is_dir() {
+                    files.extend(std::fs::read_dir(&e).unwrap().map(|f| f.unwrap().path()));
+                } else {
+                    files.push(e);
+                }
             }
         } else {
             files.push(p);

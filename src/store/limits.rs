@@ -5,7 +5,7 @@
 use super::{Conn, StoreResult};
 use crate::config::Rate;
 use crate::params;
-use crate::ratelimit::{Checked, RateLimiter, Scope};
+use crate::ratelimit::{decide, Checked, RateLimiter, Scope};
 
 /// Checks the bot-wide and the chat bucket at `now_ms` and, if both
 /// allow, takes one from each (see [`RateLimiter::check`]): from `local`
@@ -22,7 +22,7 @@ pub fn take(
     now_ms: u64,
 ) -> StoreResult<Checked> {
     if conn.is_shared() {
-        crate::ratelimit::check_shared(conn, bot_id, chat_id, bot_rate, chat_rate, now_ms)
+        check_shared(conn, bot_id, chat_id, bot_rate, chat_rate, now_ms)
     } else {
         Ok(local.check(bot_id, chat_id, bot_rate, chat_rate, now_ms))
     }
@@ -61,4 +61,33 @@ pub fn take_buckets(conn: &Conn, first: &str, second: &str) -> StoreResult<(u64,
 pub fn put_bucket(conn: &Conn, key: &str, tat: u64) -> StoreResult<()> {
     conn.prepare_cached(PUT)?.execute(params![key, tat as i64])?;
     Ok(())
+}
+
+/// [`RateLimiter::check`] with the buckets in the database's
+/// `rate_buckets`, read with a row lock and written in the transaction of
+/// the write they limit: exact across nodes.
+fn check_shared(
+    conn: &Conn,
+    bot_id: &str,
+    chat_id: &str,
+    bot_rate: Option<&Rate>,
+    chat_rate: Option<(&Rate, Scope)>,
+    now_ms: u64,
+) -> StoreResult<Checked> {
+    if bot_rate.is_none() && chat_rate.is_none() {
+        return Ok(Ok(None));
+    }
+    let now = now_ms * 1000;
+    let bot_key = format!("b:{bot_id}");
+    let chat_key = format!("c:{bot_id}:{chat_id}");
+    let (bot_tat, chat_tat) = take_buckets(conn, &bot_key, &chat_key)?;
+    let (checked, bot_next, chat_next) =
+        decide(bot_rate.map(|r| (bot_tat, r)), chat_rate.map(|(r, s)| (chat_tat, r, s)), now);
+    if let Some(next) = bot_next {
+        put_bucket(conn, &bot_key, next)?;
+    }
+    if let Some(next) = chat_next {
+        put_bucket(conn, &chat_key, next)?;
+    }
+    Ok(checked)
 }

@@ -665,23 +665,22 @@ pub fn open(config: &crate::config::Config) -> StoreResult<Conn> {
     Ok(Conn::Sqlite(sqlite::open(config)?))
 }
 
+/// Failures a test of how they are answered needs, made as the database
+/// makes them.
 #[cfg(test)]
-mod tests {
-    use crate::error::{ApiError, ErrorCode};
-
-    /// How a store's failures are answered: SQLite's full disk is 503
-    /// `storage_full` (however it reaches the answer), its other failures
-    /// stay 500.
-    #[test]
-    fn sqlite_full_is_storage_full_and_other_sqlite_failures_stay_internal() {
-        let failure = |code| {
-            rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some("database or disk is full".into()))
-        };
-        let full = ApiError::from(super::StorageError::from(failure(rusqlite::ffi::SQLITE_FULL)));
-        assert_eq!((full.status, full.code), (503, ErrorCode::StorageFull));
-        let through_store = ApiError::from(super::StorageError::Sqlite(failure(rusqlite::ffi::SQLITE_FULL)));
-        assert_eq!((through_store.status, through_store.code), (503, ErrorCode::StorageFull));
-        let io = ApiError::from(super::StorageError::from(failure(rusqlite::ffi::SQLITE_IOERR)));
-        assert_eq!((io.status, io.code), (500, ErrorCode::InternalError));
+impl StorageError {
+    /// SQLite's full disk (SQLITE_FULL), as a write that met ENOSPC fails.
+    pub(crate) fn test_disk_full() -> StorageError {
+        StorageError::Sqlite(test_sqlite_failure(rusqlite::ffi::SQLITE_FULL))
     }
+
+    /// Another SQLite failure (SQLITE_IOERR).
+    pub(crate) fn test_io_error() -> StorageError {
+        StorageError::Sqlite(test_sqlite_failure(rusqlite::ffi::SQLITE_IOERR))
+    }
+}
+
+#[cfg(test)]
+fn test_sqlite_failure(code: i32) -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some("database or disk is full".into()))
 }
