@@ -152,9 +152,7 @@ pub type Checked = Result<Option<BucketStatus>, BucketStatus>;
 
 /// Decides from the two buckets' theoretical arrival times (µs, 0 for a
 /// full bucket); returns the new times to store when both take one more.
-/// The rule both homes of the buckets apply ([`RateLimiter::check`], and
-/// the database's on a shared store, `store::limits::take`).
-pub(crate) fn decide(
+fn decide(
     bot: Option<(u64, &Rate)>,
     chat: Option<(u64, &Rate, Scope)>,
     now: u64,
@@ -256,6 +254,20 @@ impl RateLimiter {
             s.tat > now_us || !s.chats.is_empty()
         });
     }
+}
+
+/// [`RateLimiter::check`]'s rule for buckets kept elsewhere (a shared
+/// store's, see `store::limits::take`): from the two buckets' theoretical
+/// arrival times (µs, 0 for a full bucket), the outcome and the new times
+/// to store when both take one more.
+pub fn decide_stored(
+    bot_tat: u64,
+    chat_tat: u64,
+    bot_rate: Option<&Rate>,
+    chat_rate: Option<(&Rate, Scope)>,
+    now_ms: u64,
+) -> (Checked, Option<u64>, Option<u64>) {
+    decide(bot_rate.map(|r| (bot_tat, r)), chat_rate.map(|(r, s)| (chat_tat, r, s)), now_ms * 1000)
 }
 
 #[cfg(test)]

@@ -132,8 +132,19 @@ fn rate_limit(ctx: &mut Ctx<'_>, bot: &Bot, chat: &Chat) -> ApiResult<()> {
         ChatKind::Private => limits.private_chat.as_ref().map(|r| (r, Scope::Chat)),
         ChatKind::Group => limits.group.as_ref().map(|r| (r, Scope::Group)),
     };
-    let checked =
-        store::limits::take(ctx.conn, ctx.rate, &bot.id, &chat.id, limits.bot.as_ref(), chat_rate, ctx.now_ms)?;
+    let (bot_rate, now_ms) = (limits.bot.as_ref(), ctx.now_ms);
+    let checked = if bot_rate.is_none() && chat_rate.is_none() {
+        Ok(None)
+    } else {
+        let local = &mut *ctx.rate;
+        store::limits::take(
+            ctx.conn,
+            &bot.id,
+            &chat.id,
+            || local.check(&bot.id, &chat.id, bot_rate, chat_rate, now_ms),
+            |b, c| crate::ratelimit::decide_stored(b, c, bot_rate, chat_rate, now_ms),
+        )?
+    };
     match checked {
         Ok(nearest) => {
             // The response carries it as X-RateLimit-* headers.

@@ -72,7 +72,7 @@ impl Notifications {
 
     /// Blocks at most `timeout` (plus one deadline, for the liveness check)
     /// for notifications from other nodes (see
-    /// [`Service::wait_store_notifications`](crate::Service::wait_store_notifications)).
+    /// `Service::wait_store_notifications`).
     /// Calls from several threads take turns.
     pub fn wait(&self, timeout: Duration) -> StoreResult<Heard> {
         let own: Vec<i32> = self.own_pids.iter().map(|p| p.load(std::sync::atomic::Ordering::Relaxed)).collect();
