@@ -32,6 +32,8 @@ const FORBIDDEN: &[(&str, &str)] = &[
     ("::postgres::", "uses a database's own client"),
     ("starts_with(\"postgres", "asks which database the URL names"),
     ("database.starts_with", "asks which database the configuration names"),
+    ("store::Row", "decodes the store's rows itself"),
+    ("Row<'", "decodes the store's rows itself"),
     ("r.get(", "decodes a row by column index"),
     ("get_str(", "decodes a row by column index"),
 ];
@@ -215,6 +217,7 @@ fn the_scan_catches_each_kind_of_breach_and_ignores_prose() {
     assert_eq!(caught("use crate::store::sqlite::open_reader;"), ["store::sqlite"]);
     assert_eq!(caught("let n = if cfg.database.starts_with(\"postgres\") { 0 } else { 1 };").len(), 2);
     assert_eq!(caught("let id: String = r.get(0)?;"), ["r.get("]);
+    assert_eq!(caught("fn row(r: &crate::store::Row<'_>) {}"), ["store::Row", "Row<'"]);
     assert!(caught("let v = req.header.get(0); let d = my_rusqlite_like;").is_empty());
     assert_eq!(caught("q(\"SELECT id FROM bots WHERE id = ?1\")").len(), 1);
     assert_eq!(caught("const Q: &str = r#\"DELETE FROM t\"#;").len(), 1);
