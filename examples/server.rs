@@ -498,7 +498,9 @@ fn open_service(args: &Args, secret: &str) -> Result<Arc<Service>, String> {
         c.webhook_allow_http = args.webhook_allow_http;
         c.webhook_allow_private_addresses = args.webhook_allow_private_addresses;
     });
-    Service::open(config).map(Arc::new).map_err(|e| format!("cannot open the service on {}: {e}", args.db))
+    // The URL's password, if any, never reaches the log.
+    let shown = config.database_for_logs();
+    Service::open(config).map(Arc::new).map_err(|e| format!("cannot open the service on {shown}: {e}"))
 }
 
 /// Serves until SIGINT or SIGTERM, then drains (see `botspace_hyper::server`);

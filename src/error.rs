@@ -455,14 +455,10 @@ mod tests {
 
     #[test]
     fn sqlite_full_is_storage_full_and_other_sqlite_failures_stay_internal() {
-        let failure = |code| {
-            rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some("database or disk is full".into()))
-        };
-        let full = ApiError::from(crate::store::StorageError::from(failure(rusqlite::ffi::SQLITE_FULL)));
+        use crate::store::StorageError;
+        let full = ApiError::from(StorageError::test_disk_full());
         assert_eq!((full.status, full.code), (503, ErrorCode::StorageFull));
-        let through_store = ApiError::from(crate::store::StorageError::Sqlite(failure(rusqlite::ffi::SQLITE_FULL)));
-        assert_eq!((through_store.status, through_store.code), (503, ErrorCode::StorageFull));
-        let io = ApiError::from(crate::store::StorageError::from(failure(rusqlite::ffi::SQLITE_IOERR)));
+        let io = ApiError::from(StorageError::test_io_error());
         assert_eq!((io.status, io.code), (500, ErrorCode::InternalError));
     }
 

@@ -111,7 +111,7 @@ impl Ctx<'_> {
         let hash = rules::auth::bot_token_hash(req.header("authorization"))?;
         // With a shared PostgreSQL store another node may have rotated the
         // token or suspended the bot: only the database knows.
-        let shared = self.conn.dialect() == crate::store::Dialect::Postgres;
+        let shared = self.conn.is_shared();
         if let Some(b) = self.bot_cache.get(&hash).filter(|_| !shared) {
             return Ok(b.clone());
         }

@@ -14,7 +14,7 @@ use crate::route::BotMethod;
 use crate::rules;
 use crate::rules::idempotency::{self, Decision};
 use crate::rules::permissions::{self, Act};
-use crate::store::{self, Dialect};
+use crate::store;
 use crate::txn::Ctx;
 use crate::words::{ChatAction, EventKind};
 use serde::Deserialize;
@@ -79,11 +79,18 @@ fn visible_chat(ctx: &mut Ctx<'_>, bot: &Bot, chat_id: &str) -> ApiResult<(Chat,
 fn rate_limit(ctx: &mut Ctx<'_>, bot: &Bot, chat: &Chat) -> ApiResult<()> {
     let limits = rules::ratelimit::of_tier(&ctx.cfg.limits, bot.tier);
     let chat_rate = rules::ratelimit::chat_bucket(limits, chat.kind);
-    let checked = match ctx.conn.dialect() {
-        Dialect::Sqlite => ctx.rate.check(&bot.id, &chat.id, limits.bot.as_ref(), chat_rate, ctx.now_ms),
-        Dialect::Postgres => {
-            crate::ratelimit::check_shared(ctx.conn, &bot.id, &chat.id, limits.bot.as_ref(), chat_rate, ctx.now_ms)?
-        }
+    let (bot_rate, now_ms) = (limits.bot.as_ref(), ctx.now_ms);
+    let checked = if bot_rate.is_none() && chat_rate.is_none() {
+        Ok(None)
+    } else {
+        let local = &mut *ctx.rate;
+        store::limits::take(
+            ctx.conn,
+            &bot.id,
+            &chat.id,
+            || local.check(&bot.id, &chat.id, bot_rate, chat_rate, now_ms),
+            |b, c| crate::ratelimit::decide_stored(b, c, bot_rate, chat_rate, now_ms),
+        )?
     };
     // The response carries the nearest bucket as X-RateLimit-* headers.
     ctx.rate_status = rules::ratelimit::outcome(checked)?;

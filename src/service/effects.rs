@@ -20,9 +20,7 @@ impl Service {
         }
         if fx.scrubbed {
             // Deleted text must leave the WAL's older page images too.
-            if let Some(c) = inner.conn.sqlite_ref() {
-                crate::store::sqlite::checkpoint_truncate(c);
-            }
+            inner.conn.checkpoint_truncate();
         }
         fx
     }
@@ -35,10 +33,11 @@ impl Service {
 
     /// With a deferred WAL sync, the transaction about to start commits
     /// without an fsync (`on`), and every other write afterwards with one
-    /// (see [`crate::store::sqlite::defer_commit_sync`]).
+    /// (see [`crate::store::Conn::defer_commit_sync`]).
     pub(super) fn defer_sync(&self, inner: &Inner, on: bool) {
-        let (Some(_), Some(c)) = (&self.db.wal, inner.conn.sqlite_ref()) else { return };
-        crate::store::sqlite::defer_commit_sync(c, on);
+        if self.db.wal.is_some() {
+            inner.conn.defer_commit_sync(on);
+        }
     }
 
     /// Before answers leave: waits until every commit they may have seen

@@ -58,35 +58,12 @@ pub struct Service {
     /// The database lives in memory: no call waits on a disk or a network.
     in_memory: bool,
     /// Where other nodes' notifications are received (same condition).
-    #[cfg(feature = "postgres")]
-    pub(crate) listen: Option<Listen>,
+    pub(crate) listen: Option<store::notify::Notifications>,
     /// The counters behind `GET /admin/metrics`.
     pub(crate) metrics: crate::metrics::Metrics,
     /// What the operator's endpoints keep between calls (`service/ops.rs`).
     ops: parts::Ops,
 }
-
-/// The listening side of LISTEN/NOTIFY.
-#[cfg(feature = "postgres")]
-pub(crate) struct Listen {
-    pub(crate) listener: std::sync::Mutex<store::postgres::Listener>,
-    /// The server processes of this service's connections: their
-    /// notifications are this node's own commits, already applied.
-    pub(crate) own_pids: Vec<Arc<std::sync::atomic::AtomicI32>>,
-}
-
-#[cfg(feature = "postgres")]
-impl Listen {
-    pub(crate) fn own_pids(&self) -> Vec<i32> {
-        self.own_pids.iter().map(|p| p.load(std::sync::atomic::Ordering::Relaxed)).collect()
-    }
-}
-
-/// PostgreSQL connections per service: while one group's COMMIT syncs
-/// (awaited without the lock, see [`crate::txn::HeldCommit`]), the next
-/// group runs its statements on another.
-#[cfg(feature = "postgres")]
-const PG_CONNECTIONS: usize = 2;
 
 /// A parsed request, routed and past the transport checks.
 pub(crate) struct Routed<'a> {
@@ -130,34 +107,14 @@ impl Service {
     /// Opens a service reading time from `clock` (e.g. `Date.now()` in WASM).
     pub fn open_with_clock(config: Config, clock: Clock) -> Result<Service, OpenError> {
         config.validate()?;
-        let conn = store::open(&config)?;
+        let (conn, others) = store::open_pool(&config)?;
         let admin_hash = auth::sha256(config.admin_secret.as_bytes());
         let trusted_proxies = config.trusted_proxy_blocks()?;
-        let shared_store = conn.dialect() == store::Dialect::Postgres;
+        let shared_store = conn.is_shared();
         let in_memory = conn.in_memory();
-        let notify = shared_store && config.listen_notify;
-        #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
-        let mut others: Vec<store::Conn> = Vec::new();
-        #[cfg(feature = "postgres")]
-        if let store::Conn::Postgres(pg) = &conn {
-            for _ in 1..PG_CONNECTIONS {
-                others.push(store::Conn::Postgres(Box::new(pg.open_another(&config)?)));
-            }
-        }
-        #[cfg(feature = "postgres")]
-        let listen = match &conn {
-            store::Conn::Postgres(_) if notify => Some(Listen {
-                listener: std::sync::Mutex::new(store::postgres::Listener::new(&config)),
-                own_pids: std::iter::once(&conn)
-                    .chain(&others)
-                    .filter_map(|c| match c {
-                        store::Conn::Postgres(c) => Some(c.backend_pid()),
-                        _ => None,
-                    })
-                    .collect(),
-            }),
-            _ => None,
-        };
+        let listen =
+            store::notify::Notifications::open(&config, &std::iter::once(&conn).chain(&others).collect::<Vec<_>>());
+        let notify = listen.is_some();
         Ok(Service {
             db: Arc::new(Db::new(conn, others, config.synchronous)),
             random: config.random_seed.map_or(Random::Os, Random::seeded),
@@ -173,7 +130,6 @@ impl Service {
             notify,
             shared_store,
             in_memory,
-            #[cfg(feature = "postgres")]
             listen,
             metrics: crate::metrics::Metrics::default(),
             ops: parts::Ops::default(),
@@ -188,6 +144,15 @@ impl Service {
     /// and on PostgreSQL (every statement is a round trip) they block.
     pub fn calls_may_block(&self) -> bool {
         !self.in_memory
+    }
+
+    /// Whether the database is shared with other nodes (a database
+    /// server): a host answers bot requests off its event loop then, on
+    /// as many threads as wait on the server, and the core puts each
+    /// group's requests in lock order across nodes. A SQLite database
+    /// belongs to this process.
+    pub fn store_is_shared(&self) -> bool {
+        self.shared_store
     }
 
     pub fn config(&self) -> &Config {

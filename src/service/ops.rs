@@ -81,8 +81,8 @@ impl Service {
     /// round trip on PostgreSQL, within `database_timeout_ms` like every
     /// statement). After a write was refused for a full disk (and until
     /// one commits), the check is whether the disk takes writes again: a
-    /// scratch file of [`store::sqlite::SPACE_PROBE_BYTES`] next to the
-    /// database, and a no-op UPDATE committed. A one-page write alone is
+    /// scratch file next to the database ([`store::space_probe`]), and a
+    /// no-op UPDATE committed. A one-page write alone is
     /// not enough: SQLite reuses WAL space its failed writes had taken.
     /// So readiness comes back by itself once space is freed. Any failure
     /// reads as the error a write would get; what failed inside is never
@@ -93,7 +93,7 @@ impl Service {
         }
         let disk_full = self.metrics.disk_full.load(Ordering::Relaxed);
         if disk_full && !self.in_memory && !self.shared_store {
-            if let Err(e) = store::sqlite::space_probe(&self.config.database) {
+            if let Err(e) = store::space_probe(&self.config) {
                 if e.kind() == std::io::ErrorKind::StorageFull {
                     return Err(ApiError::storage_full(e));
                 }
@@ -163,9 +163,8 @@ impl Service {
     /// Connections to the database: one on SQLite (the scrape's own
     /// read-only one aside), the pool's on PostgreSQL.
     fn database_connections(&self) -> u64 {
-        #[cfg(feature = "postgres")]
         if self.shared_store {
-            return super::PG_CONNECTIONS as u64;
+            return store::SHARED_CONNECTIONS as u64;
         }
         1
     }
@@ -181,7 +180,7 @@ impl Service {
         }
         let mut reader = self.ops.metrics_reader.lock().unwrap_or_else(|e| e.into_inner());
         if reader.is_none() {
-            *reader = store::sqlite::open_reader(&self.config.database).ok().map(store::Conn::Sqlite);
+            *reader = store::open_reader(&self.config);
         }
         let read = scan.step(reader.as_ref().ok_or(())?, now_ms);
         if read.is_err() {

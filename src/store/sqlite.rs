@@ -149,12 +149,12 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE messages ADD COLUMN created_update INTEGER;
     "#,
     // 4: the admin console's audit log and list indexes.
-    super::schema::CONSOLE_SQLITE,
+    super::console::SQLITE_MIGRATION,
     // 5: bot handles are unique, compared case-insensitively; existing
     // bots get their keys from `claim_handle_keys` in the same transaction.
-    super::schema::HANDLE_KEYS,
+    super::bots::HANDLE_KEYS_MIGRATION,
     // 6: bots' webhooks.
-    super::schema::WEBHOOKS_SQLITE,
+    super::webhooks::SQLITE_MIGRATION,
 ];
 
 /// Opens (or creates) the database and brings its schema up to date.
@@ -285,23 +285,23 @@ pub fn migrate(conn: &Connection) -> Result<(), StorageError> {
 }
 
 /// With the migration that makes handles unique: gives the existing bots
-/// their keys ([`super::schema::claim_keys`]) and reports the bots left
+/// their keys ([`super::bots::claim_keys`]) and reports the bots left
 /// sharing a handle on stderr, once, for the operator
 /// (docs/decisions.md, "Bot handles are unique").
 fn claim_handle_keys(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    if sql != super::schema::HANDLE_KEYS {
+    if sql != super::bots::HANDLE_KEYS_MIGRATION {
         return Ok(());
     }
     let bots: Vec<(String, String)> = conn
-        .prepare(super::schema::EXISTING_HANDLES)?
+        .prepare(super::bots::EXISTING_HANDLES)?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<rusqlite::Result<_>>()?;
-    let (claims, unclaimed) = super::schema::claim_keys(&bots);
-    let mut set = conn.prepare(super::schema::CLAIM_KEY)?;
+    let (claims, unclaimed) = super::bots::claim_keys(&bots);
+    let mut set = conn.prepare(super::bots::CLAIM_KEY)?;
     for (id, key) in claims {
         set.execute(rusqlite::params![key, id])?;
     }
-    super::schema::report_unclaimed(&unclaimed);
+    super::bots::report_unclaimed(&unclaimed);
     Ok(())
 }
 

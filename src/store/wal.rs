@@ -94,6 +94,12 @@ struct WalPages {
 }
 
 impl WalSync {
+    /// [`WalSync::for_connection`] for a store's connection: `None` for a
+    /// store that is not a SQLite file (a server syncs its own commits).
+    pub fn for_conn(conn: &mut super::Conn, full: bool) -> Option<WalSync> {
+        conn.sqlite().and_then(|c| WalSync::for_connection(c, full))
+    }
+
     /// For a file database in WAL mode whose commits must be durable;
     /// `None` otherwise (`:memory:`, `synchronous = NORMAL`, other VFSes).
     /// Installs the WAL hook that schedules checkpoints (it replaces

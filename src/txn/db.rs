@@ -105,7 +105,7 @@ impl Db {
             pool.put(c);
         }
         Db {
-            wal: conn.sqlite().and_then(|c| WalSync::for_connection(c, full)),
+            wal: WalSync::for_conn(&mut conn, full),
             pool,
             pooled,
             inner: Mutex::new(Inner {

@@ -462,6 +462,8 @@ pub unsafe extern "C" fn botspace_service_open(
             Ok(c) => c,
             Err(e) => return fail(botspace_status::InvalidConfig, e.to_string()),
         };
+        // Before opening: migrations may have something to say.
+        StderrLog::install();
         let svc = match Service::open(config) {
             Ok(s) => s,
             Err(e @ OpenError::Config(_)) => return fail(botspace_status::InvalidConfig, e.to_string()),
@@ -472,6 +474,39 @@ pub unsafe extern "C" fn botspace_service_open(
         unsafe { *out_service = Box::into_raw(handle) };
         botspace_status::Ok
     })
+}
+
+/// The library's warnings and errors from outside any request (a
+/// PostgreSQL store that went away, a migration's leftovers), as plain
+/// lines on stderr: a C host has no Rust logger to hand them to.
+struct StderrLog;
+
+impl StderrLog {
+    /// Installs it unless a logger is installed already.
+    fn install() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            if log::set_logger(&StderrLog).is_ok() {
+                log::set_max_level(log::LevelFilter::Warn);
+            }
+        });
+    }
+}
+
+impl log::Log for StderrLog {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.target().starts_with("botspace") && m.level() <= log::Level::Warn
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            use std::io::Write as _;
+            // A line is not worth a request: a failed write is dropped.
+            let _ = writeln!(std::io::stderr().lock(), "{}", record.args());
+        }
+    }
+
+    fn flush(&self) {}
 }
 
 /// Releases a service handle and sets `*service` to NULL. Accepts NULL and a

@@ -164,7 +164,7 @@ impl Botspace {
         if !svc.calls_may_block() {
             return Botspace::build(svc, 0, true);
         }
-        let n = if svc.config().database.starts_with("postgres") { 0 } else { DEFAULT_CORE_THREADS };
+        let n = if svc.store_is_shared() { 0 } else { DEFAULT_CORE_THREADS };
         Botspace::with_core_threads(svc, n)
     }
 
