@@ -63,25 +63,15 @@
 #include <unistd.h>
 
 #define TICK_MS 250u                /* longest sleep: stop flag, manual clock */
-#define IDLE_TIMEOUT_MS 120000u     /* idle keep-alive connection (the Rust server's IDLE_TIMEOUT) */
-#define REQUEST_TIMEOUT_MS 30000u   /* default --request-timeout: a whole request within this of its first byte */
-#define RESERVED_FDS 64u            /* the server's own descriptors: default --max-connections is the file limit less these */
-#define WRITE_TIMEOUT_MS 30000u     /* peer that takes none of our bytes */
-#define MAX_BATCH 64                /* requests committed together (all connections) */
-#define LINGER_MS 2000u             /* lingering close after an error */
-#define LINGER_BYTES (4u << 20)
-#define DRAIN_MS 5000u              /* how long a stop waits for connections */
 #define READ_CHUNK 65536u
 #define READ_PER_TURN (256u * 1024u) /* fairness between connections */
-#define ACCEPT_BACKOFF_MS 50u       /* listener off poll(2) after EMFILE & co: no spinning */
-/* An HTTP connection's next request waits while its unsent answers are
- * over the library's budget (BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION,
- * applied by botspace_should_read: see over_budget). A gateway's output
- * is bounded by the library (BOTSPACE_GATEWAY_OUTPUT_BUDGET). */
-/* A gateway connection the library closed with 4008 `slow_consumer` (its
- * unsent output stayed at BOTSPACE_GATEWAY_OUTPUT_BUDGET for two heartbeat
- * intervals): the close frame gets this long before the TCP drop. */
-#define SLOW_CONSUMER_DROP_MS 1000u
+/* The policy (timeouts, lingering, the batch size, the slow consumer's
+ * drop, the default connection cap) is the library's, the same as the Rust
+ * server's: botspace_host_policy_default. An HTTP connection's next request
+ * waits while its unsent answers are over the library's budget
+ * (botspace_should_read: see over_budget); a gateway's output is bounded
+ * by the library (botspace_gateway_handle_unsent). */
+static botspace_host_policy P;
 
 /* In two parts (ISO C's longest string literal is 4095); USAGE is both,
  * joined at start. */
@@ -322,16 +312,6 @@ static void json_strn(buf_t *b, const char *s, size_t n, int ascii) {
 
 static void json_str(buf_t *b, const char *s) { json_strn(b, s, strlen(s), 0); }
 
-/* Appends an HTTP/1.1 response with a JSON body, in the library's layout:
- * status line, Content-Type, Content-Length, then `extra` header lines. */
-static void json_response(buf_t *out, const char *status, const char *extra, const void *body, size_t n) {
-    char head[256];
-    int hn = snprintf(head, sizeof head, "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n%s\r\n",
-                      status, n, extra ? extra : "");
-    buf_add(out, head, (size_t)hn);
-    buf_add(out, body, n);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Wake-ups: the callback runs on whichever thread committed a change (here
  * the loop thread, inside handle_request) or heard of another server's
@@ -466,9 +446,8 @@ enum conn_state {
 
 /* What this server itself needs from a request head. */
 typedef struct {
-    int gateway, close, http10, expect_continue;
-    int admin; /* a host-API request: answered alone, naming the peer */
-    int poll;  /* POST /bot/getUpdates: answered alone, and may park */
+    int close, http10, expect_continue;
+    botspace_route route; /* the library's: batch, alone, admin, poll, gateway, not here */
     size_t path_off, path_len; /* the target's path, from the start of the request */
 } head_t;
 
@@ -488,16 +467,9 @@ enum step {
     STEP_DROP_LINGER /* unreadable head: linger, then close */
 };
 
-/* Which paths a connection's listener serves. */
-enum role {
-    ROLE_ALL,   /* no --admin-addr: every path */
-    ROLE_BOT,   /* --addr when --admin-addr is given: everything but /admin/ */
-    ROLE_ADMIN  /* --admin-addr: only /admin/ */
-};
-
 typedef struct conn {
     int fd;
-    enum role role;
+    botspace_listener role; /* which paths its listener serves */
     enum conn_state st;
     buf_t in, out;
     botspace_gateway *gw;
@@ -535,8 +507,8 @@ static conn_t **conns;
 static size_t nconns, conns_cap;
 static size_t nlive; /* connections with an open socket: what --max-connections counts */
 static size_t max_connections = 0; /* 0 until set: --max-connections, else from the file limit */
-static uint64_t request_timeout_ms = REQUEST_TIMEOUT_MS;
-static uint64_t idle_timeout_ms = IDLE_TIMEOUT_MS;
+static uint64_t request_timeout_ms; /* --request-timeout, else the policy's */
+static uint64_t idle_timeout_ms;    /* --idle-timeout, else the policy's */
 
 /* The library's rule (botspace_should_read): at or above the budget of
  * unsent answers, an HTTP connection's next request waits (neither framed
@@ -614,15 +586,12 @@ static void conn_finish(conn_t *c, int linger) {
 /* What this server needs from the head of the request the framer just
  * framed, as the library read it (botspace_request_framer_head): nothing
  * here parses HTTP again. 0 when the framer has no head. */
-static int read_head(const botspace_request_framer *fr, const unsigned char *req, head_t *h) {
+static int read_head(const botspace_request_framer *fr, const unsigned char *req, botspace_listener role, head_t *h) {
     botspace_request_head rh;
     bool present = false;
     if (botspace_request_framer_head(fr, &rh, &present) != BOTSPACE_STATUS_OK || !present) return 0;
     memset(h, 0, sizeof *h);
-    const char *path = (const char *)req + rh.path_start;
-    h->gateway = rh.path_len == strlen("/bot/gateway") && memcmp(path, "/bot/gateway", rh.path_len) == 0;
-    h->admin = rh.path_len > 7 && memcmp(path, "/admin/", 7) == 0;
-    h->poll = rh.path_len == strlen("/bot/getUpdates") && memcmp(path, "/bot/getUpdates", rh.path_len) == 0;
+    h->route = botspace_route_request(role, req + rh.path_start, rh.path_len);
     h->path_off = rh.path_start;
     h->path_len = rh.path_len;
     h->http10 = rh.http_minor == 0;
@@ -633,32 +602,8 @@ static int read_head(const botspace_request_framer *fr, const unsigned char *req
 
 /* Appends a response, adding a Connection header after the status line when
  * the request needs one. */
-/* A full disk, said on stderr at most once every STORAGE_FULL_LOG_MS with
- * how many writes it refused meanwhile: the operator hears of it, and a
- * flood of refused writes does not flood the log. */
-#define STORAGE_FULL_LOG_MS 10000u
-static void note_storage_full(const unsigned char *resp, size_t n) {
-    static const char mark[] = "\"error\":\"storage_full\"";
-    static uint64_t logged_at;
-    static unsigned long since;
-    if (n < 12 || memcmp(resp, "HTTP/1.1 503", 12) != 0) return;
-    int found = 0;
-    for (size_t i = 0; i + sizeof mark - 1 <= n && !found; i++) found = memcmp(resp + i, mark, sizeof mark - 1) == 0;
-    if (!found) return;
-    since++;
-    uint64_t mono = mono_ms();
-    if (logged_at && mono - logged_at < STORAGE_FULL_LOG_MS) return;
-    log_at(LOG_ERROR,
-           "storage full: the database's disk has no space; writes are refused (503 storage_full, nothing written) "
-           "until space is freed (%lu refused since the last report)",
-           since);
-    logged_at = mono;
-    since = 0;
-}
-
 static void add_response(buf_t *out, const unsigned char *resp, size_t n, const head_t *h) {
     const char *extra = NULL;
-    note_storage_full(resp, n);
     if (h && h->close) extra = "Connection: close\r\n";
     else if (h && h->http10) extra = "Connection: keep-alive\r\n";
     if (!extra) {
@@ -692,7 +637,9 @@ typedef struct {
     head_t head;
 } pending_req;
 
-static pending_req batch[MAX_BATCH];
+static pending_req *batch; /* P.max_batch of each */
+static botspace_slice *batch_reqs;
+static botspace_bytes *batch_resps;
 static size_t nbatch;
 
 /* Frames one connection's complete requests into the batch, up to the
@@ -700,7 +647,7 @@ static size_t nbatch;
  * Over the budget of unsent answers it takes none (`ready` stays set): the
  * rest waits in `in` until the client reads. */
 static void collect(conn_t *c) {
-    while (c->step == STEP_NONE && !c->parked && nbatch < MAX_BATCH && !over_budget(c)) {
+    while (c->step == STEP_NONE && !c->parked && nbatch < P.max_batch && !over_budget(c)) {
         const unsigned char *p = buf_data(&c->in) + c->taken;
         size_t avail = buf_pending(&c->in) - c->taken;
         if (avail == 0) {
@@ -718,7 +665,7 @@ static void collect(conn_t *c) {
             head_t h;
             /* A client that waits for `100 Continue` before its body gets it
              * once the head is complete and acceptable. */
-            if (!c->continue_sent && read_head(c->framer, p, &h) && h.expect_continue) c->step = STEP_CONTINUE;
+            if (!c->continue_sent && read_head(c->framer, p, c->role, &h) && h.expect_continue) c->step = STEP_CONTINUE;
             c->ready = 0;
             return;
         }
@@ -731,37 +678,19 @@ static void collect(conn_t *c) {
         c->taken += f.length;
         c->continue_sent = 0;
         head_t h;
-        if (!read_head(c->framer, p, &h)) { /* a COMPLETE frame has its head: cannot happen */
+        if (!read_head(c->framer, p, c->role, &h)) { /* a COMPLETE frame has its head: cannot happen */
             c->step = STEP_DROP_LINGER;
             return;
         }
-        if ((c->role == ROLE_BOT && h.admin) || (c->role == ROLE_ADMIN && !h.admin)) {
-            c->step = STEP_NOT_HERE;
-            c->step_start = start;
-            c->step_len = f.length;
-            c->step_head = h;
-            return;
-        }
-        if (h.admin) {
-            /* Failed admin logins are throttled per peer: answered alone
-             * with the peer named (botspace_service_handle_request_from). */
-            c->step = STEP_ADMIN;
-            c->step_start = start;
-            c->step_len = f.length;
-            c->step_head = h;
-            return;
-        }
-        if (h.poll) {
-            /* getUpdates may wait for its bot's next event: answered alone
-             * (botspace_service_answer_request), never inside a batch. */
-            c->step = STEP_POLL;
-            c->step_start = start;
-            c->step_len = f.length;
-            c->step_head = h;
-            return;
-        }
-        if (h.gateway) {
-            c->step = STEP_UPGRADE;
+        /* The library's route: a path this listener does not serve, a
+         * host-API request (answered alone, naming the peer for the login
+         * throttle), getUpdates (answered alone: it may park) and the
+         * gateway each take a step of their own; the rest joins the batch. */
+        static const enum step STEPS[] = {
+            [BOTSPACE_ROUTE_NOT_HERE] = STEP_NOT_HERE, [BOTSPACE_ROUTE_ADMIN] = STEP_ADMIN,
+            [BOTSPACE_ROUTE_POLL] = STEP_POLL, [BOTSPACE_ROUTE_GATEWAY] = STEP_UPGRADE};
+        if ((size_t)h.route < sizeof STEPS / sizeof STEPS[0] && STEPS[h.route] != STEP_NONE) {
+            c->step = STEPS[h.route];
             c->step_start = start;
             c->step_len = f.length;
             c->step_head = h;
@@ -788,8 +717,8 @@ static void answer_batch(void) {
             add_response(&r->c->out, resp.ptr, resp.len, &r->head);
         botspace_bytes_free(&resp);
     } else if (nbatch > 1) {
-        botspace_slice reqs[MAX_BATCH];
-        botspace_bytes resps[MAX_BATCH];
+        botspace_slice *reqs = batch_reqs;
+        botspace_bytes *resps = batch_resps;
         for (size_t i = 0; i < nbatch; i++) {
             reqs[i].ptr = batch[i].c->in.p + batch[i].start;
             reqs[i].len = batch[i].len;
@@ -879,22 +808,12 @@ static void run_step(conn_t *c) {
         break;
     }
     case STEP_NOT_HERE: {
-        /* With --admin-addr each listener serves its own paths; the other
-         * side's get the answer the library gives a path with no method. */
+        /* With --admin-addr each listener serves its own paths. */
         const head_t *h = &c->step_head;
-        buf_t body = {0}, resp = {0};
-        static const char pre[] = "{\"ok\":false,\"error_code\":404,\"error\":\"method_not_found\",\"description\":";
-        buf_add(&body, pre, sizeof pre - 1);
-        buf_t desc = {0};
-        buf_add(&desc, "no method at ", 13);
-        buf_add(&desc, c->in.p + c->step_start + h->path_off, h->path_len);
-        json_strn(&body, (const char *)desc.p, desc.len, 1);
-        buf_add(&body, "}", 1);
-        json_response(&resp, "404 Not Found", NULL, body.p, body.len);
-        add_response(&c->out, resp.p, resp.len, h);
-        buf_free(&desc);
-        buf_free(&body);
-        buf_free(&resp);
+        botspace_bytes resp = {NULL, 0};
+        if (botspace_not_here_response(c->in.p + c->step_start + h->path_off, h->path_len, &resp) == BOTSPACE_STATUS_OK)
+            add_response(&c->out, resp.ptr, resp.len, h);
+        botspace_bytes_free(&resp);
         if (h->close) conn_finish(c, 0);
         break;
     }
@@ -935,7 +854,7 @@ static void consume_taken(conn_t *c) {
  * the budget. The rest waits for the next turn, which polls without
  * sleeping, so the turn stays short and a client that just sent its
  * request is answered in the turn that read it. */
-#define TURN_BACKLOG MAX_BATCH
+#define TURN_BACKLOG P.max_batch
 static size_t backlog_next; /* round robin: where the next backlog turn starts */
 
 /* Whether a connection is held back only by the turn's backlog cap (not by
@@ -943,7 +862,7 @@ static size_t backlog_next; /* round robin: where the next backlog turn starts *
 static int backlog_waiting(const conn_t *c) { return c->st == ST_HTTP && c->ready && !c->parked && !over_budget(c); }
 
 /* Answers every complete request buffered on any HTTP connection: batches
- * of up to MAX_BATCH, one commit each, then each connection's step. Goes on
+ * of up to P.max_batch, one commit each, then each connection's step. Goes on
  * while a batch filled up or a step may have left requests behind.
  * Connections that read bytes this turn come first, each up to its budget;
  * then the backlog, round robin, up to TURN_BACKLOG per turn. */
@@ -952,7 +871,7 @@ static void serve_http_round(void) {
     for (;;) {
         for (size_t i = 0; i < nconns; i++)
             if (conns[i]->st == ST_HTTP && conns[i]->ready && conns[i]->fresh) collect(conns[i]);
-        for (size_t k = 0; k < nconns && nbatch < MAX_BATCH && backlog < TURN_BACKLOG; k++) {
+        for (size_t k = 0; k < nconns && nbatch < P.max_batch && backlog < TURN_BACKLOG; k++) {
             conn_t *c = conns[backlog_next++ % nconns];
             if (c->st != ST_HTTP || !c->ready || c->fresh || c->step != STEP_NONE) continue;
             size_t before = nbatch;
@@ -1032,9 +951,10 @@ static void gateway_poll(conn_t *c, uint64_t now) {
     if (closed && c->gw_slow) {
         /* Behind what the bot has not read (best effort), lingering so
          * that its unread input does not turn the close into a reset; the
-         * socket is dropped SLOW_CONSUMER_DROP_MS later whatever was sent. */
+         * socket is dropped the policy's slow_consumer_drop_ms later
+         * whatever was sent. */
         conn_finish(c, !c->peer_eof);
-        c->drop_at = mono_ms() + SLOW_CONSUMER_DROP_MS;
+        c->drop_at = mono_ms() + P.slow_consumer_drop_ms;
     } else if (closed) {
         /* Free the slot now; let the bot read the close frame and answer
          * it (linger), unless it already went away. */
@@ -1126,7 +1046,7 @@ static void conn_read(conn_t *c, uint64_t mono) {
             break;
         case ST_LINGER:
             c->lingered += (size_t)n;
-            if (c->lingered >= LINGER_BYTES) {
+            if (c->lingered >= P.linger_bytes) {
                 conn_close(c);
                 return;
             }
@@ -1910,7 +1830,7 @@ typedef struct {
     unsigned long accept_errors;
 } loop_t;
 
-static void add_conn(int fd, enum role role, uint64_t mono) {
+static void add_conn(int fd, botspace_listener role, uint64_t mono) {
     conn_t *c = calloc(1, sizeof *c);
     if (!c) die_oom();
     c->fd = fd;
@@ -1950,7 +1870,7 @@ static void gateway_going_away(conn_t *c) {
 static void begin_stop(loop_t *L, uint64_t mono) {
     botspace_service_begin_shutdown(svc); /* /readyz: 503 shutting_down */
     L->stopping = 1;
-    L->stop_deadline = mono + DRAIN_MS;
+    L->stop_deadline = mono + P.drain_ms;
     say("botspace stopping");
     close(L->lfd);
     L->lfd = -1;
@@ -2034,31 +1954,29 @@ static int evict_longest_waiting(void) {
  * already sent is read first, so that the close does not reset the
  * connection before it reads the answer. */
 static void refuse_busy(int fd) {
-    static const char body[] =
-        "{\"ok\":false,\"error_code\":503,\"error\":\"server_busy\",\"description\":\"too many connections; retry later\"}";
     unsigned char drain[4096];
     for (int i = 0; i < 4 && recv(fd, drain, sizeof drain, MSG_DONTWAIT) > 0; i++) {
     }
-    buf_t out = {0};
-    json_response(&out, "503 Service Unavailable", "Retry-After: 1\r\nConnection: close\r\n", body, sizeof body - 1);
+    botspace_bytes out = {NULL, 0};
     int flags = MSG_DONTWAIT;
 #ifdef MSG_NOSIGNAL
     flags |= MSG_NOSIGNAL;
 #endif
-    ssize_t w = send(fd, out.p, out.len, flags);
-    (void)w;
-    buf_free(&out);
+    if (botspace_server_busy_response(&out) == BOTSPACE_STATUS_OK) {
+        ssize_t w = send(fd, out.ptr, out.len, flags);
+        (void)w;
+    }
+    botspace_bytes_free(&out);
     shutdown(fd, SHUT_WR);
     close(fd);
 }
 
 /* A request that did not arrive whole within --request-timeout of its
- * first byte: 408, then close. */
+ * first byte: the library's answer (and its count and line), then close. */
 static void request_timed_out(conn_t *c) {
-    static const char body[] =
-        "{\"ok\":false,\"error_code\":408,\"error\":\"request_timeout\",\"description\":\"the request did not arrive in time\"}";
-    json_response(&c->out, "408 Request Timeout", "Connection: close\r\n", body, sizeof body - 1);
-    botspace_service_note_request_timeout(svc);
+    botspace_bytes resp = {NULL, 0};
+    if (botspace_service_request_timed_out(svc, &resp) == BOTSPACE_STATUS_OK) buf_add(&c->out, resp.ptr, resp.len);
+    botspace_bytes_free(&resp);
     c->in.off = c->in.len = 0;
     conn_finish(c, 0);
 }
@@ -2081,7 +1999,7 @@ static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
         if (c->linger && !c->peer_eof) {
             shutdown(c->fd, SHUT_WR);
             c->st = ST_LINGER;
-            c->linger_until = mono + LINGER_MS;
+            c->linger_until = mono + P.linger_ms;
         } else {
             conn_close(c);
         }
@@ -2089,7 +2007,7 @@ static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
     if (c->fd >= 0) {
         if (c->st == ST_LINGER && mono >= c->linger_until) conn_close(c);
         else if (c->drop_at && mono >= c->drop_at) conn_close(c);
-        else if (c->stalled_since && mono - c->stalled_since > WRITE_TIMEOUT_MS) conn_close(c);
+        else if (c->stalled_since && mono - c->stalled_since > P.write_timeout_ms) conn_close(c);
         else if (c->st == ST_HTTP && !c->parked && buf_pending(&c->out) == 0 && buf_pending(&c->in) == 0 &&
                  (mono - c->last_activity > idle_timeout_ms || (L->stopping && !bytes_waiting(c->fd))))
             conn_close(c);
@@ -2197,7 +2115,7 @@ static void drain_wake_pipe(void) {
 }
 
 /* An accept error (EMFILE and the like): said at most once a second, with
- * how many there were; the listeners leave poll(2) for ACCEPT_BACKOFF_MS
+ * how many there were; the listeners leave poll(2) for accept_backoff_ms
  * instead of waking it at once again. */
 static void accept_failed(loop_t *L, int err, uint64_t mono) {
     L->accept_errors++;
@@ -2206,7 +2124,7 @@ static void accept_failed(loop_t *L, int err, uint64_t mono) {
         L->accept_logged_at = mono;
         L->accept_errors = 0;
     }
-    L->accept_paused_until = mono + ACCEPT_BACKOFF_MS;
+    L->accept_paused_until = mono + P.accept_backoff_ms;
 }
 
 /* A descriptor held in reserve (libev's and libuv's trick): out of
@@ -2219,7 +2137,7 @@ static void spare_reopen(void) {
 }
 
 /* Accepts every pending connection of one listener. */
-static void accept_conns(loop_t *L, int lfd, enum role role, uint64_t mono) {
+static void accept_conns(loop_t *L, int lfd, botspace_listener role, uint64_t mono) {
     for (;;) {
         int fd = accept(lfd, NULL, NULL);
         if (fd < 0) {
@@ -2294,8 +2212,8 @@ static int loop_turn(loop_t *L) {
     if (L->pfds[0].revents & POLLIN) drain_wake_pipe();
     /* Without --admin-addr, the one listener serves every path. */
     if (L->lpfd >= 0 && (L->pfds[L->lpfd].revents & POLLIN))
-        accept_conns(L, L->lfd, L->afd >= 0 ? ROLE_BOT : ROLE_ALL, mono);
-    if (L->apfd >= 0 && L->afd >= 0 && (L->pfds[L->apfd].revents & POLLIN)) accept_conns(L, L->afd, ROLE_ADMIN, mono);
+        accept_conns(L, L->lfd, L->afd >= 0 ? BOTSPACE_LISTENER_PUBLIC : BOTSPACE_LISTENER_ALL, mono);
+    if (L->apfd >= 0 && L->afd >= 0 && (L->pfds[L->apfd].revents & POLLIN)) accept_conns(L, L->afd, BOTSPACE_LISTENER_ADMIN, mono);
     serve_ready(L, mono);
     /* The webhook sockets poll(2) reported (curl's callbacks may change
      * wh_socks meanwhile; pfds holds this round's copy). */
@@ -2498,6 +2416,9 @@ static void install_signal_handlers(void) {
 static void shut_down(loop_t *L) {
     for (size_t i = 0; i < nconns; i++) conn_free(conns[i]);
     free(conns);
+    free(batch);
+    free(batch_reqs);
+    free(batch_resps);
     free(L->pfds);
     if (L->lfd >= 0) close(L->lfd);
     if (L->afd >= 0) close(L->afd);
@@ -2519,6 +2440,12 @@ int main(int argc, char **argv) {
      * fail with EPIPE instead of killing the server. */
     signal(SIGPIPE, SIG_IGN);
     snprintf(USAGE, sizeof USAGE, "%s%s", USAGE_1, USAGE_2);
+    botspace_host_policy_default(&P);
+    request_timeout_ms = P.request_timeout_ms;
+    idle_timeout_ms = P.idle_timeout_ms;
+    batch = xrealloc(NULL, P.max_batch * sizeof *batch);
+    batch_reqs = xrealloc(NULL, P.max_batch * sizeof *batch_reqs);
+    batch_resps = xrealloc(NULL, P.max_batch * sizeof *batch_resps);
     /* Before any thread starts (curl_global_init is not thread-safe). */
     if (webhook_init() != 0) return 1;
     args_t args;
@@ -2549,11 +2476,8 @@ int main(int argc, char **argv) {
     } else {
         rl.rlim_cur = 1024;
     }
-    if (max_connections == 0) {
-        rlim_t lim = rl.rlim_cur == RLIM_INFINITY ? (rlim_t)1 << 20 : rl.rlim_cur;
-        if (lim > (rlim_t)1 << 20) lim = (rlim_t)1 << 20;
-        max_connections = lim > 2 * RESERVED_FDS ? (size_t)(lim - RESERVED_FDS) : (size_t)(lim / 2 > 0 ? lim / 2 : 1);
-    }
+    if (max_connections == 0)
+        max_connections = botspace_default_max_connections(rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur);
     spare_reopen();
     char generated[65], keybuf[65];
     char *secret_owned = NULL;

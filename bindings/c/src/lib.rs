@@ -2070,6 +2070,267 @@ pub unsafe extern "C" fn botspace_log_line(
     })
 }
 
+// ---------------------------------------------------------------- policy
+
+/// Which paths a listener serves (`botspace_route_request`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum botspace_listener {
+    /// Every path: bot methods, the gateway and the host API.
+    All = 0,
+    /// Everything but the host API (paths under `/admin/`): the public address when
+    /// the host API has an address of its own.
+    Public = 1,
+    /// Only the host API (paths under `/admin/`).
+    Admin = 2,
+}
+
+/// What a host does with a complete request (`botspace_route_request`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum botspace_route {
+    /// A bot method worth answering with other connections' requests in
+    /// one `botspace_service_handle_batch` (one transaction, one fsync).
+    Batch = 0,
+    /// Answered as well alone as in a batch (getMe, health, metrics, the
+    /// console, unknown paths): the host may batch it or not.
+    Alone = 1,
+    /// The host API: answered alone with `botspace_service_handle_request_from`
+    /// (failed logins are throttled per peer).
+    Admin = 2,
+    /// getUpdates: answered alone with `botspace_service_answer_request`
+    /// (it may park).
+    Poll = 3,
+    /// `/bot/gateway`: `botspace_gateway_accept` answers it.
+    Gateway = 4,
+    /// A path this listener does not serve: send
+    /// `botspace_not_here_response`.
+    NotHere = 5,
+}
+
+/// The route of a request whose path (without its query) is
+/// `path[0..path_len]` (`botspace_request_head`'s `path_start`/`path_len`)
+/// on `listener`. Cannot fail; any thread. A NULL `path` is the empty path.
+///
+/// # Safety
+/// `path` must point at `path_len` readable bytes (or be NULL with 0).
+#[no_mangle]
+pub unsafe extern "C" fn botspace_route_request(
+    listener: botspace_listener,
+    path: *const u8,
+    path_len: usize,
+) -> botspace_route {
+    ffi_boundary!(on_panic = botspace_route::Alone; {
+        // SAFETY: as documented above.
+        let path = unsafe { input(path, path_len, "path") }.unwrap_or(&[]);
+        let listener = match listener {
+            botspace_listener::All => botspace::policy::Listener::All,
+            botspace_listener::Public => botspace::policy::Listener::Public,
+            botspace_listener::Admin => botspace::policy::Listener::Admin,
+        };
+        match botspace::policy::route(listener, &String::from_utf8_lossy(path)) {
+            botspace::policy::Route::Batch => botspace_route::Batch,
+            botspace::policy::Route::Alone => botspace_route::Alone,
+            botspace::policy::Route::Admin => botspace_route::Admin,
+            botspace::policy::Route::Poll => botspace_route::Poll,
+            botspace::policy::Route::Gateway => botspace_route::Gateway,
+            botspace::policy::Route::NotHere => botspace_route::NotHere,
+        }
+    })
+}
+
+/// The answer to a request for `path[0..path_len]` on a listener that does
+/// not serve it (`BOTSPACE_ROUTE_NOT_HERE`): 404 `method_not_found`, as a
+/// path with no method gets. The connection stays open.
+///
+/// # Safety
+/// `path` must point at `path_len` readable bytes (or be NULL with 0);
+/// `out_response` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_not_here_response(
+    path: *const u8,
+    path_len: usize,
+    out_response: *mut botspace_bytes,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_response, "out_response");
+        // SAFETY: as documented above.
+        let path = match unsafe { input(path, path_len, "path") } {
+            Ok(p) => String::from_utf8_lossy(p),
+            Err(s) => return s,
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe { out_response.write(botspace_bytes::from_vec(botspace::policy::not_here(&path))) };
+        botspace_status::Ok
+    })
+}
+
+/// The answer to a connection refused at the connection limit with every
+/// connection busy: 503 `server_busy` with `Retry-After: 1` and
+/// `Connection: close`. Send it (best effort), then close.
+///
+/// # Safety
+/// `out_response` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_server_busy_response(out_response: *mut botspace_bytes) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_response, "out_response");
+        // SAFETY: checked non-NULL above.
+        unsafe { out_response.write(botspace_bytes::from_vec(botspace::policy::server_busy())) };
+        botspace_status::Ok
+    })
+}
+
+/// A request did not arrive whole within the host's request deadline:
+/// counts it (`botspace_request_timeouts_total`), says it through the log
+/// callback (as `botspace_service_note_request_timeout`) and gives the
+/// answer to send before closing: 408 `request_timeout` with
+/// `Connection: close`. Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle; `out_response` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_request_timed_out(
+    service: *const botspace_service,
+    out_response: *mut botspace_bytes,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        non_null!(out_response, "out_response");
+        // SAFETY: a live handle.
+        let resp = unsafe { (*service).svc.request_timed_out() };
+        // SAFETY: checked non-NULL above.
+        unsafe { out_response.write(botspace_bytes::from_vec(resp)) };
+        botspace_status::Ok
+    })
+}
+
+/// What a response the library produced says, for a host's logs and
+/// metrics: its status in `*out_status` and, for a refusal, its error code
+/// (the envelope's `error`, a static NUL-terminated string) in
+/// `*out_error`, else NULL. `BOTSPACE_STATUS_INVALID_ARGUMENT` for bytes
+/// that do not start with an HTTP/1.1 status line.
+///
+/// # Safety
+/// `response` must point at `response_len` readable bytes (or be NULL with
+/// 0); `out_status` and `out_error` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_response_error(
+    response: *const u8,
+    response_len: usize,
+    out_status: *mut u16,
+    out_error: *mut *const c_char,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_status, "out_status");
+        non_null!(out_error, "out_error");
+        // SAFETY: as documented above.
+        let resp = match unsafe { input(response, response_len, "response") } {
+            Ok(r) => r,
+            Err(s) => return s,
+        };
+        let Some((status, code)) = botspace::policy::response_error(resp) else {
+            return fail(botspace_status::InvalidArgument, "not an HTTP/1.1 response");
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe {
+            out_status.write(status);
+            out_error.write(code.map_or(std::ptr::null(), |c| c.as_c_str().as_ptr()));
+        }
+        botspace_status::Ok
+    })
+}
+
+/// The numbers of a server's connection handling, the same in every host
+/// (`botspace_host_policy_default`; docs/reliability.md).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct botspace_host_policy {
+    /// Default `--request-timeout`: a request arrives whole within this
+    /// long of its first byte, else `botspace_service_request_timed_out`.
+    pub request_timeout_ms: u64,
+    /// Default `--idle-timeout`: an idle keep-alive connection is closed.
+    pub idle_timeout_ms: u64,
+    /// A peer that takes none of our bytes for this long is dropped.
+    pub write_timeout_ms: u64,
+    /// A lingering close discards input for at most this long...
+    pub linger_ms: u64,
+    /// ...or this many bytes.
+    pub linger_bytes: usize,
+    /// How long a stop waits for connections to finish.
+    pub drain_ms: u64,
+    /// A gateway closed with 4008 `slow_consumer`: its close frame gets
+    /// this long before the socket is dropped, sent or not.
+    pub slow_consumer_drop_ms: u64,
+    /// Most requests in one `botspace_service_handle_batch`.
+    pub max_batch: usize,
+    /// After an accept error the listener rests this long.
+    pub accept_backoff_ms: u64,
+}
+
+/// Writes the library's host policy to `*out`.
+///
+/// # Safety
+/// `out` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_host_policy_default(out: *mut botspace_host_policy) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out, "out");
+        use botspace::policy::host as h;
+        let p = botspace_host_policy {
+            request_timeout_ms: h::REQUEST_TIMEOUT_MS,
+            idle_timeout_ms: h::IDLE_TIMEOUT_MS,
+            write_timeout_ms: h::WRITE_TIMEOUT_MS,
+            linger_ms: h::LINGER_MS,
+            linger_bytes: h::LINGER_BYTES,
+            drain_ms: h::DRAIN_MS,
+            slow_consumer_drop_ms: h::SLOW_CONSUMER_DROP_MS,
+            max_batch: h::MAX_BATCH,
+            accept_backoff_ms: h::ACCEPT_BACKOFF_MS,
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe { out.write(p) };
+        botspace_status::Ok
+    })
+}
+
+/// The default `--max-connections` under a file limit of `file_limit`
+/// descriptors (`RLIM_INFINITY` as `UINT64_MAX`): one per connection after
+/// the server's own 64, at least 1, at most 2^20. Cannot fail.
+#[no_mangle]
+pub extern "C" fn botspace_default_max_connections(file_limit: u64) -> usize {
+    ffi_boundary!(on_panic = 1; { botspace::policy::host::default_max_connections(file_limit) })
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::*;
+
+    #[test]
+    fn routes_and_answers_come_from_the_core() {
+        let p = b"/admin/createUser";
+        assert_eq!(unsafe { botspace_route_request(botspace_listener::Public, p.as_ptr(), p.len()) }, botspace_route::NotHere);
+        assert_eq!(unsafe { botspace_route_request(botspace_listener::All, p.as_ptr(), p.len()) }, botspace_route::Admin);
+        assert_eq!(unsafe { botspace_route_request(botspace_listener::All, std::ptr::null(), 0) }, botspace_route::Alone);
+        let mut out = botspace_bytes::EMPTY;
+        assert_eq!(unsafe { botspace_server_busy_response(&mut out) }, botspace_status::Ok);
+        let (mut status, mut error) = (0u16, std::ptr::null());
+        assert_eq!(unsafe { botspace_response_error(out.ptr, out.len, &mut status, &mut error) }, botspace_status::Ok);
+        assert_eq!(status, 503);
+        assert_eq!(unsafe { std::ffi::CStr::from_ptr(error) }.to_str(), Ok("server_busy"));
+        unsafe { botspace_bytes_free(&mut out) };
+        assert_eq!(
+            unsafe { botspace_response_error(b"nope".as_ptr(), 4, &mut status, &mut error) },
+            botspace_status::InvalidArgument
+        );
+        assert_eq!(unsafe { botspace_not_here_response(p.as_ptr(), p.len(), std::ptr::null_mut()) }, botspace_status::NullArgument);
+        let mut hp = botspace_host_policy::default();
+        assert_eq!(unsafe { botspace_host_policy_default(&mut hp) }, botspace_status::Ok);
+        assert_eq!((hp.request_timeout_ms, hp.max_batch), (30_000, 64));
+        assert_eq!(botspace_default_max_connections(1024), 960);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
