@@ -41,6 +41,25 @@ pub fn not_here(path: &str) -> Vec<u8> {
     ApiError::method_not_found(path).into_response()
 }
 
+/// The answers a host gives on its own, by code, for the faces that name
+/// them rather than call the functions above (JavaScript): `detail` is the
+/// path of [`ErrorCode::MethodNotFound`] ([`not_here`]), the description
+/// of [`ErrorCode::StorageError`] and [`ErrorCode::InvalidRequest`]
+/// (a host tool's refusal), and unused otherwise. `None` for a code that
+/// only a request handler gives.
+pub fn host_answer(code: ErrorCode, detail: &str) -> Option<Vec<u8>> {
+    Some(match code {
+        ErrorCode::RequestTimeout => request_timeout(),
+        ErrorCode::ServerBusy => server_busy(),
+        ErrorCode::MethodNotFound => not_here(detail),
+        ErrorCode::StorageError => ApiError::storage_error(detail).into_response(),
+        ErrorCode::InvalidRequest => ApiError::invalid_request(detail).into_response(),
+        ErrorCode::WebsocketUnavailable => ApiError::websocket_unavailable().into_response(),
+        ErrorCode::InvalidToken => ApiError::invalid_token().into_response(),
+        _ => return None,
+    })
+}
+
 fn closing(e: ApiError) -> Vec<u8> {
     let body = e.body();
     let mut extra: Vec<(&str, &str)> = e.headers().iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -116,6 +135,30 @@ mod tests {
         assert!(!head.contains("Connection"), "the connection stays: {head}");
         assert_eq!(body["error"], "method_not_found");
         assert_eq!(resp, ApiError::method_not_found("/admin/createUser").into_response());
+    }
+
+    #[test]
+    fn host_answers_by_code_are_the_same_answers() {
+        assert_eq!(host_answer(ErrorCode::RequestTimeout, ""), Some(request_timeout()));
+        assert_eq!(host_answer(ErrorCode::ServerBusy, ""), Some(server_busy()));
+        assert_eq!(host_answer(ErrorCode::MethodNotFound, "/x"), Some(not_here("/x")));
+        let (head, body) = split(&host_answer(ErrorCode::StorageError, "the page storage failed").unwrap());
+        assert!(head.starts_with("HTTP/1.1 500 Internal Server Error\r\n"), "{head}");
+        assert_eq!(
+            body,
+            serde_json::json!({"ok": false, "error_code": 500, "error": "storage_error",
+                               "description": "the page storage failed"})
+        );
+        let (head, body) = split(&host_answer(ErrorCode::WebsocketUnavailable, "").unwrap());
+        assert!(head.starts_with("HTTP/1.1 501 Not Implemented\r\n"), "{head}");
+        assert_eq!(body["error"], "websocket_unavailable");
+        let (head, body) = split(&host_answer(ErrorCode::InvalidToken, "").unwrap());
+        assert!(head.starts_with("HTTP/1.1 401 Unauthorized\r\n"), "{head}");
+        assert_eq!(body["error"], "invalid_token");
+        assert_eq!(split(&host_answer(ErrorCode::InvalidRequest, "bad image").unwrap()).1["description"], "bad image");
+        // A request handler's code is not a host's to give.
+        assert_eq!(host_answer(ErrorCode::RateLimited, ""), None);
+        assert_eq!(host_answer(ErrorCode::StorageFull, ""), None);
     }
 
     #[test]

@@ -304,15 +304,7 @@ static LINGERING_REFUSALS: AtomicUsize = AtomicUsize::new(0);
 /// still sends for a moment (a few at a time), so a client that was
 /// writing its request reads the 503 rather than a reset.
 fn refuse_busy(stream: TcpStream, linger: bool) {
-    let body =
-        br#"{"ok":false,"error_code":503,"error":"server_busy","description":"too many connections; retry later"}"#;
-    let mut msg = format!(
-        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    msg.extend_from_slice(body);
-    let _ = stream.try_write(&msg);
+    let _ = stream.try_write(&botspace::policy::server_busy());
     let Ok(std_stream) = stream.into_std() else { return };
     let _ = std_stream.shutdown(std::net::Shutdown::Write);
     if !linger || LINGERING_REFUSALS.fetch_add(1, Ordering::SeqCst) >= MAX_LINGERING_REFUSALS {
@@ -712,8 +704,8 @@ impl AsyncRead for FramedIo {
             if let Some(d) = this.read_deadline() {
                 if Instant::now() >= d {
                     if this.started.is_some() {
-                        this.shared.app.service().note_request_timeout();
-                        this.end_with(request_timeout(), false);
+                        let resp = this.shared.app.service().request_timed_out();
+                        this.end_with(resp, false);
                     } else {
                         this.mode = Mode::Ending;
                     }
@@ -839,18 +831,6 @@ impl Drop for FramedIo {
     }
 }
 
-/// 408 for a request that did not arrive within `--request-timeout`.
-fn request_timeout() -> Vec<u8> {
-    let body = br#"{"ok":false,"error_code":408,"error":"request_timeout","description":"the request did not arrive in time"}"#;
-    let mut r = format!(
-        "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    r.extend_from_slice(body);
-    r
-}
-
 /// Adds a header line right after the status line of a response.
 fn with_header(mut resp: Vec<u8>, line: &str) -> Vec<u8> {
     if let Some(p) = resp.windows(2).position(|w| w == b"\r\n") {
@@ -897,11 +877,6 @@ impl Head {
 pub mod fds {
     use std::io;
 
-    /// Descriptors kept for the server itself (standard streams, listeners,
-    /// the spare, the SQLite file, WAL, shared memory and checkpoint
-    /// connection, PostgreSQL connections, the runtime's own).
-    const RESERVED: u64 = 64;
-
     /// Raises the soft `RLIMIT_NOFILE` to the hard limit (as nginx and Go's
     /// runtime do) and returns the limit now in force.
     pub fn raise_limit() -> u64 {
@@ -924,12 +899,9 @@ pub mod fds {
         limit
     }
 
-    /// The default `--max-connections` under `limit` descriptors: one per
-    /// connection, after the server's own.
-    pub fn default_max_connections(limit: u64) -> usize {
-        let cap = if limit > 2 * RESERVED { limit - RESERVED } else { limit / 2 };
-        cap.clamp(1, 1 << 20) as usize
-    }
+    /// The default `--max-connections` under `limit` descriptors: the
+    /// core's policy.
+    pub use botspace::policy::host::default_max_connections;
 
     pub(crate) fn out_of_descriptors(e: &io::Error) -> bool {
         matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
