@@ -11,6 +11,7 @@
 //! plain function of its inputs, unit-tested on its own.
 
 pub mod host;
+pub mod options;
 mod report;
 pub mod route;
 
