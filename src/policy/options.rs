@@ -356,6 +356,14 @@ fn first_line(path: &str, read: ReadFile) -> Result<String, String> {
     Ok(text.lines().next().unwrap_or("").trim().to_string())
 }
 
+/// A new admin secret: 32 bytes from the OS, hex-encoded (printed once by
+/// the host when none was given).
+pub fn generate_secret() -> Result<String, String> {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).map_err(|e| format!("cannot generate an admin secret: {e}"))?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
 impl ServerOptions {
     /// The admin secret: given, or the first line of its file (whichever
     /// the strongest source gave), else `None` (the host generates one
@@ -488,6 +496,14 @@ mod tests {
         let key = "ab".repeat(32);
         let o = opts(&["--operational-key-file", "/k"], &[], &[]);
         assert_eq!(o.config("s", &|_| Ok(format!("{key}\n"))).unwrap().operational_key, Some([0xab; 32]));
+    }
+
+    #[test]
+    fn a_generated_secret_is_64_hex_digits_and_new_each_time() {
+        let (a, b) = (generate_secret().unwrap(), generate_secret().unwrap());
+        assert_eq!(a.len(), 64);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
     }
 
     #[test]

@@ -2302,6 +2302,298 @@ pub extern "C" fn botspace_default_max_connections(file_limit: u64) -> usize {
     ffi_boundary!(on_panic = 1; { botspace::policy::host::default_max_connections(file_limit) })
 }
 
+/// A server's options as `botspace_server_options_parse` read them (the
+/// flags, `BOTSPACE_*` variables and config file the Rust example server
+/// takes, with the same defaults and messages). Opaque; released by
+/// `botspace_server_options_free`.
+pub struct botspace_server_options {
+    opts: botspace::policy::options::ServerOptions,
+    addr: CString,
+    admin_addr: Option<CString>,
+    db: CString,
+}
+
+/// What a server needs of its options, borrowed from the
+/// `botspace_server_options` handle (valid until it is freed).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct botspace_server_settings {
+    /// `--addr` (HOST:PORT).
+    pub addr: *const c_char,
+    /// `--admin-addr`, or NULL: the host API then shares `addr`.
+    pub admin_addr: *const c_char,
+    /// `--db`, for messages (the service is opened with
+    /// `botspace_server_options_open_service`).
+    pub db: *const c_char,
+    /// `--max-connections`, else the default under the file limit given.
+    pub max_connections: usize,
+    /// `--request-timeout` in ms (at least 1).
+    pub request_timeout_ms: u64,
+    /// `--idle-timeout` in ms (at least 1).
+    pub idle_timeout_ms: u64,
+    pub manual_clock: bool,
+    pub demo_token: bool,
+    /// `--log-format json`.
+    pub log_json: bool,
+}
+
+fn read_file(path: &str) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| e.to_string())
+}
+
+/// Lossless for the UTF-8 the options are; a NUL inside a value (which
+/// no C string can hold) ends it.
+fn option_string(s: &str) -> CString {
+    CString::new(s.split('\0').next().unwrap_or("")).unwrap_or_default()
+}
+
+/// Reads a server's options from `argv[0..argc)` (the arguments after the
+/// program name), the process environment and the config file they name.
+/// On OK, either `*out_options` is the options to run with, or it is NULL
+/// and `*out_text` holds what to print before exiting with `*out_exit`: the
+/// usage on stdout with 0 (`--help`), or the error line and the usage on
+/// stderr with 2. `program` names the server in the usage.
+///
+/// # Safety
+/// `program` must be a NUL-terminated string; `argv` must point at `argc`
+/// NUL-terminated strings (or be NULL with 0); the outputs must be
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_server_options_parse(
+    program: *const c_char,
+    argv: *const *const c_char,
+    argc: usize,
+    out_options: *mut *mut botspace_server_options,
+    out_text: *mut botspace_bytes,
+    out_exit: *mut i32,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(program, "program");
+        non_null!(out_options, "out_options");
+        non_null!(out_text, "out_text");
+        non_null!(out_exit, "out_exit");
+        if argc > 0 && argv.is_null() {
+            return fail(botspace_status::NullArgument, "argument `argv` is NULL with a count above 0");
+        }
+        // SAFETY: as documented above.
+        let program = unsafe { std::ffi::CStr::from_ptr(program) }.to_string_lossy().into_owned();
+        let mut args = Vec::with_capacity(argc);
+        for i in 0..argc {
+            // SAFETY: `argv` holds `argc` pointers.
+            let a = unsafe { *argv.add(i) };
+            if a.is_null() {
+                return fail(botspace_status::NullArgument, format!("argv[{i}] is NULL"));
+            }
+            // SAFETY: a NUL-terminated string.
+            args.push(unsafe { std::ffi::CStr::from_ptr(a) }.to_string_lossy().into_owned());
+        }
+        use botspace::policy::options::{parse, usage, Parsed};
+        let usage = usage(&program, "BOTSPACE_LOG");
+        let (options, text, exit) = match parse(args, &|k| std::env::var(k).ok(), &read_file) {
+            Ok(Parsed::Run(o)) => {
+                let handle = botspace_server_options {
+                    addr: option_string(&o.addr),
+                    admin_addr: o.admin_addr.as_deref().map(option_string),
+                    db: option_string(&o.db),
+                    opts: *o,
+                };
+                (Box::into_raw(Box::new(handle)), String::new(), 0)
+            }
+            Ok(Parsed::Help) => (std::ptr::null_mut(), format!("{usage}\n"), 0),
+            Err(e) => (std::ptr::null_mut(), format!("{e}\n{usage}\n"), 2),
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe {
+            out_options.write(options);
+            out_text.write(botspace_bytes::from_vec(text.into_bytes()));
+            out_exit.write(exit);
+        }
+        botspace_status::Ok
+    })
+}
+
+/// What a server needs of `options`, the connection cap resolved under a
+/// file limit of `file_limit` descriptors (`UINT64_MAX`: unlimited).
+///
+/// # Safety
+/// `options` must be a live handle; `out` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_server_options_settings(
+    options: *const botspace_server_options,
+    file_limit: u64,
+    out: *mut botspace_server_settings,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(options, "options");
+        non_null!(out, "out");
+        // SAFETY: a live handle.
+        let h = unsafe { &*options };
+        let ms = |d: std::time::Duration| (d.as_millis().min(u128::from(u64::MAX)) as u64).max(1);
+        let s = botspace_server_settings {
+            addr: h.addr.as_ptr(),
+            admin_addr: h.admin_addr.as_ref().map_or(std::ptr::null(), |a| a.as_ptr()),
+            db: h.db.as_ptr(),
+            max_connections: h.opts.max_connections(file_limit),
+            request_timeout_ms: ms(h.opts.request_timeout),
+            idle_timeout_ms: ms(h.opts.idle_timeout),
+            manual_clock: h.opts.manual_clock,
+            demo_token: h.opts.demo_token,
+            log_json: h.opts.log_json,
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe { out.write(s) };
+        botspace_status::Ok
+    })
+}
+
+/// Opens the service the options describe: the admin secret given (or read
+/// from its file), else a new one, which `*out_generated_secret` then holds
+/// for the host to print once (`{NULL, 0}` when one was given); the
+/// operational key; the database and the rest. On failure the message
+/// (`botspace_last_error_message`) is the line to log:
+/// `BOTSPACE_STATUS_INVALID_CONFIG` for options that cannot be used
+/// together or a value the service refuses, `BOTSPACE_STATUS_STORAGE_ERROR`
+/// when the database cannot be opened.
+///
+/// # Safety
+/// `options` must be a live handle; the outputs must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_server_options_open_service(
+    options: *const botspace_server_options,
+    out_service: *mut *mut botspace_service,
+    out_generated_secret: *mut botspace_bytes,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(options, "options");
+        non_null!(out_service, "out_service");
+        non_null!(out_generated_secret, "out_generated_secret");
+        // SAFETY: a live handle.
+        let o = unsafe { &(*options).opts };
+        let (secret, generated) = match o.admin_secret(&read_file) {
+            Ok(Some(s)) => (s, false),
+            Ok(None) => match botspace::policy::options::generate_secret() {
+                Ok(s) => (s, true),
+                Err(e) => return fail(botspace_status::StorageError, e),
+            },
+            Err(e) => return fail(botspace_status::InvalidConfig, e),
+        };
+        let config = match o.config(&secret, &read_file) {
+            Ok(c) => c,
+            Err(e) => return fail(botspace_status::InvalidConfig, e),
+        };
+        let svc = match Service::open(config) {
+            Ok(s) => s,
+            Err(e @ OpenError::Config(_)) => {
+                return fail(botspace_status::InvalidConfig, format!("cannot open the service on {}: {e}", o.db))
+            }
+            Err(e) => return fail(botspace_status::StorageError, format!("cannot open the service on {}: {e}", o.db)),
+        };
+        let handle = Box::new(botspace_service { svc: Arc::new(svc), ready: Default::default() });
+        // SAFETY: checked non-NULL above.
+        unsafe {
+            out_service.write(Box::into_raw(handle));
+            out_generated_secret.write(if generated {
+                botspace_bytes::from_vec(secret.into_bytes())
+            } else {
+                botspace_bytes::EMPTY
+            });
+        }
+        botspace_status::Ok
+    })
+}
+
+/// Releases options and sets `*options` to NULL; accepts NULL and a
+/// pointer to NULL.
+///
+/// # Safety
+/// `*options` must be NULL or a handle from `botspace_server_options_parse`
+/// not released through another copy of the pointer.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_server_options_free(options: *mut *mut botspace_server_options) {
+    ffi_boundary!(on_panic = (); {
+        if options.is_null() {
+            return;
+        }
+        // SAFETY: non-NULL pointer to a handle pointer.
+        let p = unsafe { std::ptr::replace(options, std::ptr::null_mut()) };
+        if !p.is_null() {
+            // SAFETY: a handle from Box::into_raw, released once.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    })
+}
+
+#[cfg(test)]
+mod options_tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> (*mut botspace_server_options, String, i32) {
+        let owned: Vec<CString> = args.iter().map(|a| CString::new(*a).unwrap()).collect();
+        let ptrs: Vec<*const c_char> = owned.iter().map(|a| a.as_ptr()).collect();
+        let (mut o, mut text, mut exit) = (std::ptr::null_mut(), botspace_bytes::EMPTY, -1);
+        let st = unsafe {
+            botspace_server_options_parse(c"srv".as_ptr(), ptrs.as_ptr(), ptrs.len(), &mut o, &mut text, &mut exit)
+        };
+        assert_eq!(st, botspace_status::Ok);
+        let t = if text.len == 0 {
+            String::new()
+        } else {
+            String::from_utf8(unsafe { std::slice::from_raw_parts(text.ptr, text.len) }.to_vec()).unwrap()
+        };
+        unsafe { botspace_bytes_free(&mut text) };
+        (o, t, exit)
+    }
+
+    #[test]
+    fn options_parse_settle_and_open_a_service() {
+        let (o, text, _) = parse(&["--help"]);
+        assert!(o.is_null() && text.starts_with("usage: srv [--config PATH]"));
+        let (o, text, exit) = parse(&["--max-connections", "0"]);
+        assert!(o.is_null());
+        assert_eq!(exit, 2);
+        assert!(text.starts_with("--max-connections needs a positive number\nusage: srv "), "{text}");
+        let (mut o, text, _) =
+            parse(&["--db", ":memory:", "--addr=127.0.0.1:0", "--request-timeout", "0.0001", "--manual-clock"]);
+        assert!(!o.is_null() && text.is_empty());
+        let mut s = botspace_server_settings {
+            addr: std::ptr::null(),
+            admin_addr: std::ptr::dangling(),
+            db: std::ptr::null(),
+            max_connections: 0,
+            request_timeout_ms: 0,
+            idle_timeout_ms: 0,
+            manual_clock: false,
+            demo_token: true,
+            log_json: true,
+        };
+        assert_eq!(unsafe { botspace_server_options_settings(o, 1024, &mut s) }, botspace_status::Ok);
+        assert_eq!(unsafe { std::ffi::CStr::from_ptr(s.addr) }.to_str(), Ok("127.0.0.1:0"));
+        assert!(s.admin_addr.is_null());
+        assert_eq!((s.max_connections, s.request_timeout_ms, s.idle_timeout_ms), (960, 1, 120_000));
+        assert!(s.manual_clock && !s.demo_token && !s.log_json);
+        let (mut svc, mut secret) = (std::ptr::null_mut(), botspace_bytes::EMPTY);
+        assert_eq!(unsafe { botspace_server_options_open_service(o, &mut svc, &mut secret) }, botspace_status::Ok);
+        assert_eq!(secret.len, 64, "none given: one generated, for the host to print");
+        unsafe {
+            botspace_bytes_free(&mut secret);
+            botspace_service_free(&mut svc);
+            botspace_server_options_free(&mut o);
+            botspace_server_options_free(&mut o);
+        }
+        assert!(o.is_null());
+        let (mut o, _, _) = parse(&["--db", ":memory:", "--gateway-poll-interval-ms", "9", "--admin-secret", "a-secret-given-0001"]);
+        assert_eq!(unsafe { botspace_server_options_open_service(o, &mut svc, &mut secret) }, botspace_status::InvalidConfig);
+        let mut buf = [0 as c_char; 256];
+        let mut n = 0;
+        assert_eq!(unsafe { botspace_last_error_message(buf.as_mut_ptr(), buf.len(), &mut n) }, botspace_status::Ok);
+        assert_eq!(
+            unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_str(),
+            Ok("cannot open the service on :memory:: gateway_poll_interval_ms must be between 10 and 60000")
+        );
+        unsafe { botspace_server_options_free(&mut o) };
+    }
+}
+
 #[cfg(test)]
 mod policy_tests {
     use super::*;
