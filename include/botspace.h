@@ -230,6 +230,14 @@ typedef struct botspace_gateway botspace_gateway;
 typedef struct botspace_request_framer botspace_request_framer;
 
 /**
+ * A server's options as `botspace_server_options_parse` read them (the
+ * flags, `BOTSPACE_*` variables and config file the Rust example server
+ * takes, with the same defaults and messages). Opaque; released by
+ * `botspace_server_options_free`.
+ */
+typedef struct botspace_server_options botspace_server_options;
+
+/**
  * A botspace service: one database and its bot, host and gateway
  * interfaces. Thread-safe: every function taking a `const botspace_service *`
  * may be called from any number of threads at once.
@@ -500,6 +508,44 @@ typedef struct botspace_host_policy {
    */
   uint64_t accept_backoff_ms;
 } botspace_host_policy;
+
+/**
+ * What a server needs of its options, borrowed from the
+ * `botspace_server_options` handle (valid until it is freed).
+ */
+typedef struct botspace_server_settings {
+  /**
+   * `--addr` (HOST:PORT).
+   */
+  const char *addr;
+  /**
+   * `--admin-addr`, or NULL: the host API then shares `addr`.
+   */
+  const char *admin_addr;
+  /**
+   * `--db`, for messages (the service is opened with
+   * `botspace_server_options_open_service`).
+   */
+  const char *db;
+  /**
+   * `--max-connections`, else the default under the file limit given.
+   */
+  size_t max_connections;
+  /**
+   * `--request-timeout` in ms (at least 1).
+   */
+  uint64_t request_timeout_ms;
+  /**
+   * `--idle-timeout` in ms (at least 1).
+   */
+  uint64_t idle_timeout_ms;
+  bool manual_clock;
+  bool demo_token;
+  /**
+   * `--log-format json`.
+   */
+  bool log_json;
+} botspace_server_settings;
 
 #ifdef __cplusplus
 extern "C" {
@@ -1259,6 +1305,55 @@ enum botspace_status botspace_host_policy_default(struct botspace_host_policy *o
  * the server's own 64, at least 1, at most 2^20. Cannot fail.
  */
 size_t botspace_default_max_connections(uint64_t file_limit);
+
+/**
+ * Reads a server's options from `argv[0..argc)` (the arguments after the
+ * program name), the process environment and the config file they name.
+ * On OK, either `*out_options` is the options to run with, or it is NULL
+ * and `*out_text` holds what to print before exiting with `*out_exit`: the
+ * usage on stdout with 0 (`--help`), or the error line and the usage on
+ * stderr with 2. `program` names the server in the usage.
+ *
+ * # Safety
+ * `program` must be a NUL-terminated string; `argv` must point at `argc`
+ * NUL-terminated strings (or be NULL with 0); the outputs must be
+ * writable.
+ */
+enum botspace_status botspace_server_options_parse(const char *program, const char *const *argv, size_t argc, struct botspace_server_options **out_options, struct botspace_bytes *out_text, int32_t *out_exit);
+
+/**
+ * What a server needs of `options`, the connection cap resolved under a
+ * file limit of `file_limit` descriptors (`UINT64_MAX`: unlimited).
+ *
+ * # Safety
+ * `options` must be a live handle; `out` must be writable.
+ */
+enum botspace_status botspace_server_options_settings(const struct botspace_server_options *options, uint64_t file_limit, struct botspace_server_settings *out);
+
+/**
+ * Opens the service the options describe: the admin secret given (or read
+ * from its file), else a new one, which `*out_generated_secret` then holds
+ * for the host to print once (`{NULL, 0}` when one was given); the
+ * operational key; the database and the rest. On failure the message
+ * (`botspace_last_error_message`) is the line to log:
+ * `BOTSPACE_STATUS_INVALID_CONFIG` for options that cannot be used
+ * together or a value the service refuses, `BOTSPACE_STATUS_STORAGE_ERROR`
+ * when the database cannot be opened.
+ *
+ * # Safety
+ * `options` must be a live handle; the outputs must be writable.
+ */
+enum botspace_status botspace_server_options_open_service(const struct botspace_server_options *options, struct botspace_service **out_service, struct botspace_bytes *out_generated_secret);
+
+/**
+ * Releases options and sets `*options` to NULL; accepts NULL and a
+ * pointer to NULL.
+ *
+ * # Safety
+ * `*options` must be NULL or a handle from `botspace_server_options_parse`
+ * not released through another copy of the pointer.
+ */
+void botspace_server_options_free(struct botspace_server_options **options);
 
 #ifdef __cplusplus
 }  // extern "C"

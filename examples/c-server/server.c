@@ -73,82 +73,6 @@
  * by the library (botspace_gateway_handle_unsent). */
 static botspace_host_policy P;
 
-/* In two parts (ISO C's longest string literal is 4095); USAGE is both,
- * joined at start. */
-static const char USAGE_1[] =
-    "usage: botspace-server [--config PATH] [--addr HOST:PORT] [--db PATH]\n"
-    "                       [--admin-secret S | --admin-secret-file PATH]\n"
-    "                       [--operational-key HEX64 | --operational-key-file PATH] [--admin-addr HOST:PORT]\n"
-    "                       [--max-connections N] [--request-timeout SECS] [--idle-timeout SECS]\n"
-    "                       [--gateway-poll-interval-ms MS] [--database-timeout-ms MS]\n"
-    "                       [--trusted-proxy CIDR]... [--webhook-allow-http] [--webhook-allow-private-addresses]\n"
-    "                       [--manual-clock] [--demo-token] [--log-format text|json]\n"
-    "\n"
-    "Every option also comes from its environment variable (shown) or a config file\n"
-    "of `option = value` lines; a flag beats the variable, which beats the file.\n"
-    "\n"
-    "  --config PATH             [env BOTSPACE_CONFIG]\n"
-    "                            read options from PATH (`option = value`, # comments)\n"
-    "  --addr HOST:PORT          [env BOTSPACE_ADDR]\n"
-    "                            address to listen on (default 127.0.0.1:8080; port 0 picks a free port)\n"
-    "  --db PATH|URL             [env BOTSPACE_DB]\n"
-    "                            SQLite database file, :memory:, or a postgres:// URL that\n"
-    "                            several servers share (default botspace.db)\n"
-    "  --admin-secret S          [env BOTSPACE_ADMIN_SECRET]\n"
-    "                            secret for Authorization: Admin <S> on /admin/ (at least 16 characters);\n"
-    "                            a flag is visible in the process list: prefer a file or the variable;\n"
-    "                            with none, one is generated\n"
-    "  --admin-secret-file PATH  [env BOTSPACE_ADMIN_SECRET_FILE]\n"
-    "                            read the admin secret from the first line of PATH\n"
-    "  --operational-key HEX64   [env BOTSPACE_OPERATIONAL_KEY]\n"
-    "                            64 hex digits that seal official bots' operational token copy\n"
-    "  --operational-key-file PATH [env BOTSPACE_OPERATIONAL_KEY_FILE]\n"
-    "                            read the operational key from the first line of PATH\n"
-    ;
-static const char USAGE_2[] =
-    "  --admin-addr HOST:PORT    [env BOTSPACE_ADMIN_ADDR]\n"
-    "                            serve the host API (/admin/*) on this second address only; /admin/* on\n"
-    "                            --addr, and everything but /admin/* here, is then 404 method_not_found\n"
-    "  --max-connections N       [env BOTSPACE_MAX_CONNECTIONS]\n"
-    "                            most connections at once (default: the file limit, raised to\n"
-    "                            its hard limit at start, less 64 for the server's own files);\n"
-    "                            beyond it the connection waiting longest for a request is\n"
-    "                            closed, or with none the new one gets 503 and is closed\n"
-    "  --request-timeout SECS    [env BOTSPACE_REQUEST_TIMEOUT]\n"
-    "                            a request must arrive whole within SECS of its first byte\n"
-    "                            (default 30), else 408 and close\n"
-    "  --idle-timeout SECS       [env BOTSPACE_IDLE_TIMEOUT]\n"
-    "                            a keep-alive connection with nothing to read for SECS is\n"
-    "                            closed (default 120)\n"
-    "  --gateway-poll-interval-ms MS [env BOTSPACE_GATEWAY_POLL_INTERVAL_MS]\n"
-    "                            PostgreSQL: how often gateway sessions look at the database for\n"
-    "                            other servers' commits (default 50; 10..60000). Notifications\n"
-    "                            (LISTEN/NOTIFY) wake them sooner; this is the fallback\n"
-    "  --database-timeout-ms MS  [env BOTSPACE_DATABASE_TIMEOUT_MS]\n"
-    "                            PostgreSQL: the deadline of every database call (default 5000;\n"
-    "                            100..600000); past it 503 storage_unavailable, or\n"
-    "                            commit_outcome_unknown once COMMIT was sent\n"
-    "  --trusted-proxy CIDR      [env BOTSPACE_TRUSTED_PROXY, comma-separated]\n"
-    "                            a reverse proxy in front of the server (10.0.0.0/8, fd00::/8, or one\n"
-    "                            address; repeatable): admin logins from it are throttled per\n"
-    "                            client it names in X-Forwarded-For or Forwarded\n"
-    "  --webhook-allow-http      [env BOTSPACE_WEBHOOK_ALLOW_HTTP, 1/true/0/false]\n"
-    "                            bots' webhooks may use http:// URLs, not only https://\n"
-    "  --webhook-allow-private-addresses [env BOTSPACE_WEBHOOK_ALLOW_PRIVATE_ADDRESSES, 1/true/0/false]\n"
-    "                            webhooks may reach loopback, private, link-local, multicast and\n"
-    "                            unspecified addresses (off: a bot cannot make the server call\n"
-    "                            into its own network)\n"
-    "  --manual-clock            [env BOTSPACE_MANUAL_CLOCK, 1/true/0/false]\n"
-    "                            time moves only through /admin/advanceClock (for tests)\n"
-    "  --log-format text|json    [env BOTSPACE_LOG_FORMAT]\n"
-    "                            text lines (default) or one JSON object a line; the level from\n"
-    "                            BOTSPACE_LOG (error, warn, info: default, debug)\n"
-    "  --demo-token              [env BOTSPACE_DEMO_TOKEN, 1/true/0/false]\n"
-    "                            rotate the demo bot's token and print it with the export line (a database\n"
-    "                            made by an earlier start has the demo bot, whose token was shown once);\n"
-    "                            on a database without the demo bot, create it\n";
-static char USAGE[sizeof USAGE_1 + sizeof USAGE_2];
-
 /* ------------------------------------------------------------------------ */
 /* Small utilities */
 
@@ -287,30 +211,6 @@ static void set_nonblocking(int fd) {
     int fdfl = fcntl(fd, F_GETFD, 0);
     if (fdfl >= 0) fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC);
 }
-
-/* Appends s[0..n) as a JSON string literal. With `ascii`, bytes above
- * 0x7e are escaped one by one too: valid JSON whatever the input (a request
- * path); without, UTF-8 passes through (a file name). */
-static void json_strn(buf_t *b, const char *s, size_t n, int ascii) {
-    buf_add(b, "\"", 1);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char esc[8];
-        if (c == '"' || c == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)c;
-            buf_add(b, esc, 2);
-        } else if (c < 0x20 || (ascii && c >= 0x7f)) {
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-            buf_add(b, esc, 6);
-        } else {
-            buf_add(b, &c, 1);
-        }
-    }
-    buf_add(b, "\"", 1);
-}
-
-static void json_str(buf_t *b, const char *s) { json_strn(b, s, strlen(s), 0); }
 
 /* ------------------------------------------------------------------------ */
 /* Wake-ups: the callback runs on whichever thread committed a change (here
@@ -506,9 +406,6 @@ typedef struct conn {
 static conn_t **conns;
 static size_t nconns, conns_cap;
 static size_t nlive; /* connections with an open socket: what --max-connections counts */
-static size_t max_connections = 0; /* 0 until set: --max-connections, else from the file limit */
-static uint64_t request_timeout_ms; /* --request-timeout, else the policy's */
-static uint64_t idle_timeout_ms;    /* --idle-timeout, else the policy's */
 
 /* The library's rule (botspace_should_read): at or above the budget of
  * unsent answers, an HTTP connection's next request waits (neither framed
@@ -1088,362 +985,12 @@ static int demo(const char *base, const char *admin_base, int rotate_token) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Start-up */
+/* Start-up: the options (flags, BOTSPACE_* variables, the config file, their
+ * defaults and messages) are the library's, the Rust server's too
+ * (botspace_server_options_parse). */
 
-typedef struct {
-    const char *addr, *db, *admin_secret;
-    const char *admin_addr, *admin_secret_file, *operational_key, *operational_key_file;
-    const char *max_connections, *request_timeout, *idle_timeout; /* checked by check_numbers */
-    const char *gateway_poll_interval_ms; /* digits, checked by check_numbers; the library checks the range */
-    const char *database_timeout_ms;      /* the same */
-    const char **trusted_proxies;         /* --trusted-proxy, repeatable; the library checks them */
-    size_t n_trusted_proxies;
-    const char *log_format;               /* --log-format text|json, checked in main */
-    int manual_clock;
-    int demo_token;
-    int webhook_allow_http;
-    int webhook_allow_private_addresses;
-} args_t;
-
-/* The source being parsed: NULL for the command line, else the variable or
- * "FILE line N", which then names a bad value instead of its flag. */
-static const char *cur_source = NULL;
-
-static void bad_value(const char *flag, const char *needs) {
-    if (cur_source) fprintf(stderr, "%s: %s\n%s", cur_source, needs, USAGE);
-    else fprintf(stderr, "%s %s\n%s", flag, needs, USAGE);
-}
-
-/* --max-connections and --request-timeout into their globals; -1 (message
- * printed) when they are not what the Rust server accepts. */
-static int check_numbers(const args_t *a) {
-    if (a->max_connections) {
-        char *end = NULL;
-        errno = 0;
-        unsigned long long n = strtoull(a->max_connections, &end, 10);
-        if (errno || end == a->max_connections || *end || n == 0 || a->max_connections[0] == '-' || n > SIZE_MAX) {
-            bad_value("--max-connections", "needs a positive number");
-            return -1;
-        }
-        max_connections = (size_t)n;
-    }
-    if (a->request_timeout) {
-        char *end = NULL;
-        double secs = strtod(a->request_timeout, &end);
-        if (end == a->request_timeout || *end || !(secs > 0.0 && secs < 86400.0)) {
-            bad_value("--request-timeout", "needs a number of seconds");
-            return -1;
-        }
-        request_timeout_ms = (uint64_t)(secs * 1000.0);
-        if (request_timeout_ms == 0) request_timeout_ms = 1;
-    }
-    if (a->idle_timeout) {
-        char *end = NULL;
-        double secs = strtod(a->idle_timeout, &end);
-        if (end == a->idle_timeout || *end || !(secs > 0.0 && secs < 86400.0)) {
-            bad_value("--idle-timeout", "needs a number of seconds");
-            return -1;
-        }
-        idle_timeout_ms = (uint64_t)(secs * 1000.0);
-        if (idle_timeout_ms == 0) idle_timeout_ms = 1;
-    }
-    if (a->gateway_poll_interval_ms) {
-        const char *p = a->gateway_poll_interval_ms;
-        size_t n = strlen(p);
-        if (n == 0 || n > 9 || strspn(p, "0123456789") != n) {
-            bad_value("--gateway-poll-interval-ms", "needs a number of milliseconds");
-            return -1;
-        }
-    }
-    if (a->database_timeout_ms) {
-        const char *p = a->database_timeout_ms;
-        size_t n = strlen(p);
-        if (n == 0 || n > 9 || strspn(p, "0123456789") != n) {
-            bad_value("--database-timeout-ms", "needs a number of milliseconds");
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* The options that also come from BOTSPACE_<NAME> and the config file
- * (name without "--"; 1 for a flag that takes no value). */
-static const struct {
-    const char *name;
-    int flag;
-} OPTIONS[] = {
-    {"addr", 0},
-    {"db", 0},
-    {"admin-secret", 0},
-    {"admin-secret-file", 0},
-    {"operational-key", 0},
-    {"operational-key-file", 0},
-    {"admin-addr", 0},
-    {"max-connections", 0},
-    {"request-timeout", 0},
-    {"idle-timeout", 0},
-    {"gateway-poll-interval-ms", 0},
-    {"database-timeout-ms", 0},
-    {"trusted-proxy", 0},
-    {"manual-clock", 1},
-    {"demo-token", 1},
-    {"webhook-allow-http", 1},
-    {"webhook-allow-private-addresses", 1},
-    {"log-format", 0},
-};
-#define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
-
-/* Strings made from the environment and the file live as long as the
- * process; kept here so that they stay reachable. */
-static char **cfg_strings = NULL;
-static size_t n_cfg_strings = 0;
-
-static char *keep(char *p) {
-    if (!p) die_oom();
-    cfg_strings = xrealloc(cfg_strings, (n_cfg_strings + 1) * sizeof *cfg_strings);
-    return cfg_strings[n_cfg_strings++] = p;
-}
-
-static char *keep_fmt(const char *name, const char *v, size_t vlen) {
-    size_t n = strlen(name) + vlen + 4;
-    char *p = malloc(n);
-    if (!p) die_oom();
-    snprintf(p, n, "--%s=%.*s", name, (int)vlen, v);
-    return keep(p);
-}
-
-/* A flag's 1/true/0/false; NULL (bare flag) is true; -1 when neither. */
-static int boolean(const char *v) {
-    if (!v || strcmp(v, "1") == 0 || strcmp(v, "true") == 0) return 1;
-    if (strcmp(v, "0") == 0 || strcmp(v, "false") == 0) return 0;
-    return -1;
-}
-
-/* Applies argv[0..argc) over `a` (the last value of an option wins).
- * 0 ok, 1 help, -1 error (message printed). */
-static int parse_list(int argc, char **argv, args_t *a) {
-    for (int i = 0; i < argc; i++) {
-        const char *arg = argv[i];
-        const char *inline_v = NULL;
-        char name[48];
-        size_t nlen = strlen(arg);
-        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-        if (eq) {
-            nlen = (size_t)(eq - arg);
-            inline_v = eq + 1;
-        }
-        if (nlen >= sizeof name) nlen = sizeof name - 1;
-        memcpy(name, arg, nlen);
-        name[nlen] = 0;
-        const char **slot = NULL;
-        const char *proxy = NULL;
-        const char *config = NULL;
-        if (strcmp(name, "--addr") == 0) slot = &a->addr;
-        else if (strcmp(name, "--config") == 0) slot = &config; /* read before, by parse_args */
-        else if (strcmp(name, "--db") == 0) slot = &a->db;
-        else if (strcmp(name, "--admin-secret") == 0) slot = &a->admin_secret;
-        else if (strcmp(name, "--admin-addr") == 0) slot = &a->admin_addr;
-        else if (strcmp(name, "--admin-secret-file") == 0) slot = &a->admin_secret_file;
-        else if (strcmp(name, "--operational-key") == 0) slot = &a->operational_key;
-        else if (strcmp(name, "--operational-key-file") == 0) slot = &a->operational_key_file;
-        else if (strcmp(name, "--max-connections") == 0) slot = &a->max_connections;
-        else if (strcmp(name, "--request-timeout") == 0) slot = &a->request_timeout;
-        else if (strcmp(name, "--idle-timeout") == 0) slot = &a->idle_timeout;
-        else if (strcmp(name, "--gateway-poll-interval-ms") == 0) slot = &a->gateway_poll_interval_ms;
-        else if (strcmp(name, "--database-timeout-ms") == 0) slot = &a->database_timeout_ms;
-        else if (strcmp(name, "--trusted-proxy") == 0) slot = &proxy;
-        else if (strcmp(name, "--log-format") == 0) slot = &a->log_format;
-        else if (strcmp(name, "--manual-clock") == 0 || strcmp(name, "--demo-token") == 0) {
-            int v = boolean(inline_v);
-            if (v < 0) {
-                bad_value(name, "needs 1, true, 0 or false");
-                return -1;
-            }
-            *(name[2] == 'm' ? &a->manual_clock : &a->demo_token) = v;
-            continue;
-        } else if (strcmp(name, "--webhook-allow-http") == 0 || strcmp(name, "--webhook-allow-private-addresses") == 0) {
-            int v = boolean(inline_v);
-            if (v < 0) {
-                bad_value(name, "needs 1, true, 0 or false");
-                return -1;
-            }
-            *(name[16] == 'h' ? &a->webhook_allow_http : &a->webhook_allow_private_addresses) = v;
-            continue;
-        } else if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0) return 1;
-        else {
-            fprintf(stderr, "unknown argument %s\n%s", arg, USAGE);
-            return -1;
-        }
-        if (inline_v) *slot = inline_v;
-        else if (i + 1 < argc) *slot = argv[++i];
-        else {
-            fprintf(stderr, "%s needs a value\n%s", name, USAGE);
-            return -1;
-        }
-        if (proxy) {
-            a->trusted_proxies = xrealloc(a->trusted_proxies, (a->n_trusted_proxies + 1) * sizeof *a->trusted_proxies);
-            a->trusted_proxies[a->n_trusted_proxies++] = proxy;
-        }
-    }
-    return 0;
-}
-
-static int sets(int argc, char **argv, const char *option) {
-    size_t n = strlen(option);
-    for (int i = 0; i < argc; i++)
-        if (strncmp(argv[i], "--", 2) == 0 && strncmp(argv[i] + 2, option, n) == 0 &&
-            (argv[i][2 + n] == 0 || argv[i][2 + n] == '='))
-            return 1;
-    return 0;
-}
-
-/* One source over `a`. A source that gives the trusted proxies replaces the
- * earlier list wholesale (`group`: the file's lines are one source together),
- * and one that gives a secret (or its file) replaces the other form from an
- * earlier source, so only one source's choice is in force. */
-static int apply_source(int argc, char **argv, args_t *a, const char *label, int group, int *proxy_group) {
-    if (sets(argc, argv, "admin-secret") || sets(argc, argv, "admin-secret-file"))
-        a->admin_secret = a->admin_secret_file = NULL;
-    if (sets(argc, argv, "operational-key") || sets(argc, argv, "operational-key-file"))
-        a->operational_key = a->operational_key_file = NULL;
-    if (sets(argc, argv, "trusted-proxy") && *proxy_group != group) {
-        a->n_trusted_proxies = 0;
-        *proxy_group = group;
-    }
-    cur_source = label;
-    int r = parse_list(argc, argv, a);
-    if (r == 0) r = check_numbers(a);
-    cur_source = NULL;
-    return r;
-}
-
-/* A value (or a comma-separated list for trusted-proxy) as argument(s). */
-static int value_args(const char *name, const char *v, size_t vlen, char **out, int max) {
-    if (strcmp(name, "trusted-proxy") != 0) {
-        out[0] = keep_fmt(name, v, vlen);
-        return 1;
-    }
-    int n = 0;
-    const char *end = v + vlen;
-    while (n < max) {
-        const char *c = memchr(v, ',', (size_t)(end - v));
-        const char *e = c ? c : end;
-        const char *s = v;
-        while (s < e && (*s == ' ' || *s == '\t')) s++;
-        const char *t = e;
-        while (t > s && (t[-1] == ' ' || t[-1] == '\t')) t--;
-        out[n++] = keep_fmt(name, s, (size_t)(t - s));
-        if (!c) break;
-        v = c + 1;
-    }
-    return n;
-}
-
-/* The config file's lines, each a source. 0 ok, else -1/1 as parse_list. */
-static int apply_file(const char *path, const char *from, args_t *a, int *proxy_group) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "%s: cannot read %s: %s\n", from, path, strerror(errno));
-        return -1;
-    }
-    char line[4096];
-    int no = 0, r = 0;
-    while (r == 0 && fgets(line, sizeof line, f)) {
-        no++;
-        char *label = malloc(strlen(path) + 32);
-        if (!label) die_oom();
-        sprintf(label, "%s line %d", path, no);
-        keep(label);
-        char *s = line, *e = line + strlen(line);
-        while (s < e && strchr(" \t\r\n", *s)) s++;
-        while (e > s && strchr(" \t\r\n", e[-1])) e--;
-        *e = 0;
-        if (!*s || *s == '#') continue;
-        char *eq = strchr(s, '=');
-        if (!eq) {
-            fprintf(stderr, "%s: expected option = value\n", label);
-            r = -1;
-            break;
-        }
-        char *ne = eq;
-        while (ne > s && (ne[-1] == ' ' || ne[-1] == '\t')) ne--;
-        *ne = 0;
-        char *v = eq + 1;
-        while (*v == ' ' || *v == '\t') v++;
-        size_t k = 0;
-        while (k < N_OPTIONS && strcmp(OPTIONS[k].name, s) != 0) k++;
-        if (k == N_OPTIONS) {
-            fprintf(stderr, "%s: unknown option %s\n", label, s);
-            r = -1;
-            break;
-        }
-        char *toks[64];
-        int n = value_args(OPTIONS[k].name, v, strlen(v), toks, 64);
-        r = apply_source(n, toks, a, label, 0, proxy_group);
-    }
-    fclose(f);
-    return r;
-}
-
-/* Options from the config file, then the environment, then the command line
- * (each later source beating the earlier). 0 ok, 1 help, -1 error (message
- * printed). */
-static int parse_args(int argc, char **argv, args_t *a) {
-    a->addr = "127.0.0.1:8080";
-    a->db = "botspace.db";
-    a->admin_secret = NULL;
-    a->admin_addr = a->admin_secret_file = a->operational_key = a->operational_key_file = NULL;
-    a->max_connections = a->request_timeout = a->idle_timeout = NULL;
-    a->gateway_poll_interval_ms = NULL;
-    a->database_timeout_ms = NULL;
-    a->trusted_proxies = NULL;
-    a->n_trusted_proxies = 0;
-    a->manual_clock = 0;
-    a->demo_token = 0;
-    a->webhook_allow_http = a->webhook_allow_private_addresses = 0;
-    a->log_format = NULL;
-    const char *config = getenv("BOTSPACE_CONFIG"), *from = "BOTSPACE_CONFIG";
-    if (config && !*config) config = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) config = argv[++i], from = "--config";
-        else if (strncmp(argv[i], "--config=", 9) == 0) config = argv[i] + 9, from = "--config";
-    }
-    int proxy_group = -1, group = 1, r = 0;
-    if (config && (r = apply_file(config, from, a, &proxy_group)) != 0) return r;
-    for (size_t k = 0; k < N_OPTIONS; k++) {
-        char var[64] = "BOTSPACE_";
-        size_t j = 9;
-        for (const char *c = OPTIONS[k].name; *c && j + 1 < sizeof var; c++)
-            var[j++] = *c == '-' ? '_' : (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
-        var[j] = 0;
-        const char *v = getenv(var);
-        if (!v || !*v) continue;
-        char *toks[64];
-        int n = value_args(OPTIONS[k].name, v, strlen(v), toks, 64);
-        if ((r = apply_source(n, toks, a, keep(strdup(var)), group++, &proxy_group)) != 0) return r;
-    }
-    return apply_source(argc - 1, argv + 1, a, NULL, group, &proxy_group);
-}
-
-/* 32 random bytes from the OS, hex-encoded into out[65]. */
-static int generate_secret(char out[65]) {
-    unsigned char b[32];
-    int fd = open("/dev/urandom", O_RDONLY);
-    if (fd < 0) return -1;
-    size_t got = 0;
-    while (got < sizeof b) {
-        ssize_t n = read(fd, b + got, sizeof b - got);
-        if (n <= 0) {
-            if (n < 0 && errno == EINTR) continue;
-            close(fd);
-            return -1;
-        }
-        got += (size_t)n;
-    }
-    close(fd);
-    for (size_t i = 0; i < sizeof b; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
-    return 0;
-}
+static botspace_server_options *opts;
+static botspace_server_settings S; /* borrowed from opts */
 
 /* Binds and listens on HOST:PORT ([v6]:PORT too). */
 static int listen_on(const char *addr) {
@@ -2009,10 +1556,10 @@ static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
         else if (c->drop_at && mono >= c->drop_at) conn_close(c);
         else if (c->stalled_since && mono - c->stalled_since > P.write_timeout_ms) conn_close(c);
         else if (c->st == ST_HTTP && !c->parked && buf_pending(&c->out) == 0 && buf_pending(&c->in) == 0 &&
-                 (mono - c->last_activity > idle_timeout_ms || (L->stopping && !bytes_waiting(c->fd))))
+                 (mono - c->last_activity > S.idle_timeout_ms || (L->stopping && !bytes_waiting(c->fd))))
             conn_close(c);
         else if (c->st == ST_HTTP && c->req_started && buf_pending(&c->out) == 0 && !c->ready &&
-                 mono - c->req_started > request_timeout_ms) {
+                 mono - c->req_started > S.request_timeout_ms) {
             /* Only while nothing waits for the peer to read, and only for an
              * incomplete request: a request we stopped reading or framing
              * (the budget) is not the client's delay. */
@@ -2166,7 +1713,7 @@ static void accept_conns(loop_t *L, int lfd, botspace_listener role, uint64_t mo
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         /* At the cap, the connection waiting longest for a request makes
          * room; only when every one is busy is the new one refused. */
-        if (nlive >= max_connections && !evict_longest_waiting()) {
+        if (nlive >= S.max_connections && !evict_longest_waiting()) {
             refuse_busy(fd);
             continue;
         }
@@ -2234,56 +1781,6 @@ static int loop_turn(loop_t *L) {
 /* ------------------------------------------------------------------------ */
 /* main */
 
-/* The first line of `path`, without surrounding whitespace (its newline
- * included), in a new string; NULL (message printed) when unreadable. */
-static char *read_first_line(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        log_at(LOG_ERROR, "cannot read %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    buf_t b = {0};
-    int ch;
-    while ((ch = fgetc(f)) != EOF && ch != '\n') {
-        unsigned char u = (unsigned char)ch;
-        buf_add(&b, &u, 1);
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        log_at(LOG_ERROR, "cannot read %s", path);
-        buf_free(&b);
-        return NULL;
-    }
-    size_t s = 0, e = b.len;
-    while (s < e && strchr(" \t\r\v\f", b.p[s])) s++;
-    while (e > s && strchr(" \t\r\v\f", b.p[e - 1])) e--;
-    char *line = malloc(e - s + 1);
-    if (!line) die_oom();
-    if (e > s) memcpy(line, b.p + s, e - s);
-    line[e - s] = 0;
-    buf_free(&b);
-    return line;
-}
-
-/* The admin secret (from the flag, BOTSPACE_ADMIN_SECRET or the config
- * file), else its file (*owned, freed by the caller), else a new one written to `generated`. NULL
- * (message printed) on an error. */
-static const char *choose_secret(const args_t *args, char generated[65], char **owned) {
-    *owned = NULL;
-    if (args->admin_secret && args->admin_secret_file) {
-        log_at(LOG_ERROR, "give --admin-secret or --admin-secret-file, not both");
-        return NULL;
-    }
-    if (args->admin_secret) return args->admin_secret;
-    if (args->admin_secret_file) return *owned = read_first_line(args->admin_secret_file);
-    if (generate_secret(generated) != 0) {
-        log_at(LOG_ERROR, "cannot generate an admin secret");
-        return NULL;
-    }
-    return generated;
-}
-
 /* The wake-up self-pipe, non-blocking at both ends (see on_wake). */
 static int open_wake_pipe(void) {
     if (pipe(wake_pipe) != 0) {
@@ -2295,71 +1792,10 @@ static int open_wake_pipe(void) {
     return 0;
 }
 
-/* The operational key: the flag (or BOTSPACE_OPERATIONAL_KEY or the file's
- * line), else the first line of --operational-key-file, trimmed,
- * in `out`; NULL when there is none; "" (message printed) when it is not 64
- * hex digits. */
-static const char *operational_key(const args_t *args, char out[65]) {
-    if (args->operational_key && args->operational_key_file) {
-        fputs("give --operational-key or --operational-key-file, not both\n", stderr);
-        return "";
-    }
-    const char *k = args->operational_key;
-    char *owned = NULL;
-    if (args->operational_key_file) {
-        k = owned = read_first_line(args->operational_key_file);
-        if (!k) return "";
-        keep(owned);
-    }
-    if (!k) return NULL;
-    while (*k == ' ' || *k == '\t' || *k == '\n' || *k == '\r') k++;
-    size_t n = strlen(k);
-    while (n > 0 && (k[n - 1] == ' ' || k[n - 1] == '\t' || k[n - 1] == '\n' || k[n - 1] == '\r')) n--;
-    int ok = n == 64;
-    for (size_t i = 0; ok && i < n; i++) ok = strchr("0123456789abcdefABCDEF", k[i]) != NULL;
-    if (!ok) {
-        log_at(LOG_ERROR, "the operational key must be 64 hex digits (32 bytes)");
-        return "";
-    }
-    memcpy(out, k, 64);
-    out[64] = 0;
-    return out;
-}
-
-/* Opens `svc` with a JSON configuration built from the flags. */
-static int open_service(const args_t *args, const char *secret, const char *key) {
-    buf_t cfg = {0};
-    buf_add(&cfg, "{\"database\":", 12);
-    json_str(&cfg, args->db);
-    buf_add(&cfg, ",\"admin_secret\":", 16);
-    json_str(&cfg, secret);
-    if (key) {
-        buf_add(&cfg, ",\"operational_key\":", 19);
-        json_str(&cfg, key);
-    }
-    if (args->gateway_poll_interval_ms) {
-        buf_add(&cfg, ",\"gateway_poll_interval_ms\":", 28);
-        buf_add(&cfg, args->gateway_poll_interval_ms, strlen(args->gateway_poll_interval_ms));
-    }
-    if (args->database_timeout_ms) {
-        buf_add(&cfg, ",\"database_timeout_ms\":", 23);
-        buf_add(&cfg, args->database_timeout_ms, strlen(args->database_timeout_ms));
-    }
-    if (args->n_trusted_proxies) {
-        buf_add(&cfg, ",\"trusted_proxies\":[", 20);
-        for (size_t i = 0; i < args->n_trusted_proxies; i++) {
-            if (i) buf_add(&cfg, ",", 1);
-            json_str(&cfg, args->trusted_proxies[i]);
-        }
-        buf_add(&cfg, "]", 1);
-    }
-    if (args->webhook_allow_http) buf_add(&cfg, ",\"webhook_allow_http\":true", 26);
-    if (args->webhook_allow_private_addresses) buf_add(&cfg, ",\"webhook_allow_private_addresses\":true", 39);
-    const char *clock = args->manual_clock ? ",\"clock\":\"manual\"}" : ",\"clock\":\"system\"}";
-    buf_add(&cfg, clock, strlen(clock));
-    botspace_status st = botspace_service_open(cfg.p, cfg.len, &svc);
-    buf_free(&cfg);
-    if (st == BOTSPACE_STATUS_OK) {
+/* Opens `svc` as the options say; `secret` gets a generated admin secret
+ * ({NULL, 0} when one was given). */
+static int open_service(botspace_bytes *secret) {
+    if (botspace_server_options_open_service(opts, &svc, secret) == BOTSPACE_STATUS_OK) {
         /* From the start: the demo's token rotation is a line too. */
         botspace_service_set_log_callback(svc, on_library_line, NULL);
         return 0;
@@ -2367,14 +1803,13 @@ static int open_service(const args_t *args, const char *secret, const char *key)
     char msg[512];
     size_t n = 0;
     botspace_last_error_message(msg, sizeof msg, &n);
-    log_at(LOG_ERROR, "cannot open the service on %s: %s", args->db, msg);
+    log_at(LOG_ERROR, "%s", msg);
     return -1;
 }
 
 /* Prints the start-up lines; `base` gets a URL a local client can use, and
  * `admin_base` the one serving /admin/ (base without --admin-addr). */
-static void announce(int lfd, int afd, const args_t *args, const char *secret, int secret_generated, char *base,
-                     char *admin_base, size_t n) {
+static void announce(int lfd, int afd, const botspace_bytes *secret, char *base, char *admin_base, size_t n) {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     getsockname(lfd, (struct sockaddr *)&ss, &sl);
@@ -2392,14 +1827,14 @@ static void announce(int lfd, int afd, const args_t *args, const char *secret, i
         snprintf(admin_base, n, "http://%s", reach);
         say("botspace admin listening on http://%s", local);
     }
-    if (secret_generated) {
+    if (secret->len > 0) {
         /* The only way to learn a generated secret: printed whatever the
          * level; never a secret that was given. */
         char line[128];
-        snprintf(line, sizeof line, "admin secret: %s\n", secret);
+        snprintf(line, sizeof line, "admin secret: %.*s\n", (int)secret->len, (const char *)secret->ptr);
         emit(LOG_INFO, "admin secret (generated; shown only now)", line);
     }
-    if (args->manual_clock) say("clock: manual (moves only through /admin/advanceClock)");
+    if (S.manual_clock) say("clock: manual (moves only through /admin/advanceClock)");
 }
 
 static void install_signal_handlers(void) {
@@ -2433,40 +1868,31 @@ static void shut_down(loop_t *L) {
     free(woken);
     close(wake_pipe[0]);
     close(wake_pipe[1]);
+    botspace_server_options_free(&opts);
 }
 
 int main(int argc, char **argv) {
     /* A closed stdout or stderr (the log reader went away) makes a write
      * fail with EPIPE instead of killing the server. */
     signal(SIGPIPE, SIG_IGN);
-    snprintf(USAGE, sizeof USAGE, "%s%s", USAGE_1, USAGE_2);
     botspace_host_policy_default(&P);
-    request_timeout_ms = P.request_timeout_ms;
-    idle_timeout_ms = P.idle_timeout_ms;
     batch = xrealloc(NULL, P.max_batch * sizeof *batch);
     batch_reqs = xrealloc(NULL, P.max_batch * sizeof *batch_reqs);
     batch_resps = xrealloc(NULL, P.max_batch * sizeof *batch_resps);
     /* Before any thread starts (curl_global_init is not thread-safe). */
     if (webhook_init() != 0) return 1;
-    args_t args;
-    int pa = parse_args(argc, argv, &args);
-    if (pa != 0) free(args.trusted_proxies);
-    if (pa == 1) {
-        fputs(USAGE, stdout);
-        return 0;
-    }
-    if (pa < 0) return 2;
-    if (args.log_format && strcmp(args.log_format, "text") != 0 && strcmp(args.log_format, "json") != 0) {
-        fprintf(stderr, "--log-format is text or json\n%s", USAGE);
-        free(args.trusted_proxies);
+    botspace_bytes text = {NULL, 0};
+    int32_t code = 2;
+    if (botspace_server_options_parse("botspace-server", (const char *const *)argv + 1, (size_t)(argc - 1), &opts,
+                                      &text, &code) != BOTSPACE_STATUS_OK)
         return 2;
+    if (!opts) { /* --help (stdout, 0) or a usage error (stderr, 2) */
+        fwrite(text.ptr, 1, text.len, code == 0 ? stdout : stderr);
+        botspace_bytes_free(&text);
+        return code;
     }
-    log_json = args.log_format && strcmp(args.log_format, "json") == 0;
-    const char *level = getenv("BOTSPACE_LOG");
-    log_threshold = botspace_log_level(level, level ? strlen(level) : 0);
     /* The soft file limit up to the hard one (as nginx and Go's runtime do);
-     * the default cap follows the limit in force: one descriptor per
-     * connection, after the server's own. */
+     * the default cap follows the limit in force. */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
         if (rl.rlim_cur < rl.rlim_max) {
@@ -2476,37 +1902,36 @@ int main(int argc, char **argv) {
     } else {
         rl.rlim_cur = 1024;
     }
-    if (max_connections == 0)
-        max_connections = botspace_default_max_connections(rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur);
+    botspace_server_options_settings(opts, rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur, &S);
+    log_json = S.log_json;
+    const char *level = getenv("BOTSPACE_LOG");
+    log_threshold = botspace_log_level(level, level ? strlen(level) : 0);
     spare_reopen();
-    char generated[65], keybuf[65];
-    char *secret_owned = NULL;
-    const char *secret = choose_secret(&args, generated, &secret_owned);
-    const char *key = secret ? operational_key(&args, keybuf) : NULL;
-    int opened = secret && !(key && !*key) && open_wake_pipe() == 0 && open_service(&args, secret, key) == 0;
-    free(args.trusted_proxies); /* the configuration was their one use */
-    if (!opened) {
-        free(secret_owned);
+    botspace_bytes secret = {NULL, 0};
+    if (open_wake_pipe() != 0 || open_service(&secret) != 0) {
+        botspace_server_options_free(&opts);
         return 1;
     }
     loop_t L = {0};
     L.afd = -1;
-    L.lfd = listen_on(args.addr);
-    if (L.lfd >= 0 && args.admin_addr) L.afd = listen_on(args.admin_addr);
-    if (L.lfd < 0 || (args.admin_addr && L.afd < 0)) {
+    L.lfd = listen_on(S.addr);
+    if (L.lfd >= 0 && S.admin_addr) L.afd = listen_on(S.admin_addr);
+    if (L.lfd < 0 || (S.admin_addr && L.afd < 0)) {
         if (L.lfd >= 0) close(L.lfd);
         botspace_service_free(&svc);
-        free(secret_owned);
+        botspace_bytes_free(&secret);
+        botspace_server_options_free(&opts);
         return 1;
     }
     char base[96], admin_base[96];
-    announce(L.lfd, L.afd, &args, secret, secret == generated, base, admin_base, sizeof base);
-    int demo_rc = demo(base, admin_base, args.demo_token);
-    free(secret_owned);
+    announce(L.lfd, L.afd, &secret, base, admin_base, sizeof base);
+    botspace_bytes_free(&secret);
+    int demo_rc = demo(base, admin_base, S.demo_token);
     if (demo_rc != 0) {
         close(L.lfd);
         if (L.afd >= 0) close(L.afd);
         botspace_service_free(&svc);
+        botspace_server_options_free(&opts);
         return 1;
     }
     /* Before "botspace ready": whoever waits for that line may stop the
