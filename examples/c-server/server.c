@@ -1404,12 +1404,11 @@ static void add_conn(int fd, botspace_listener role, uint64_t mono) {
     conns[nconns++] = c;
 }
 
-/* Sends a 1001 "going away" close frame to a gateway connection. */
+/* Closes a gateway connection with the library's 1001 `server_shutdown`:
+ * its close frame is queued, then the connection lingers (gateway_poll). */
 static void gateway_going_away(conn_t *c) {
-    static const unsigned char frame[] = {0x88, 17, 0x03, 0xE9, 's', 'e', 'r', 'v', 'e', 'r', '_',
-                                          's',  'h', 'u',  't',  'd', 'o', 'w', 'n'};
-    buf_add(&c->out, frame, sizeof frame);
-    conn_finish(c, 1);
+    botspace_gateway_close(c->gw, BOTSPACE_CLOSE_SERVER_SHUTDOWN);
+    gateway_poll(c, svc_now());
 }
 
 /* Stop: no new connections; gateways get 1001; HTTP connections finish
