@@ -507,6 +507,11 @@ typedef struct botspace_host_policy {
    * After an accept error the listener rests this long.
    */
   uint64_t accept_backoff_ms;
+  /**
+   * A due webhook poll that gave nothing (the store failed) is repeated
+   * after this long.
+   */
+  uint64_t webhook_recheck_ms;
 } botspace_host_policy;
 
 /**
@@ -1255,6 +1260,16 @@ enum botspace_route botspace_route_request(enum botspace_listener listener, cons
  * `out_response` must be writable.
  */
 enum botspace_status botspace_not_here_response(const uint8_t *path, size_t path_len, struct botspace_bytes *out_response);
+
+/**
+ * The interim `100 Continue` to send for a request whose head asked
+ * `Expect: 100-continue` (`botspace_request_head`'s `expect_continue`)
+ * once the framer found the head acceptable (INCOMPLETE with a head).
+ *
+ * # Safety
+ * `out_response` must be writable.
+ */
+enum botspace_status botspace_continue_response(struct botspace_bytes *out_response);
 
 /**
  * The answer to a connection refused at the connection limit with every

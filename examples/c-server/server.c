@@ -670,10 +670,13 @@ static void run_step(conn_t *c) {
     switch (s) {
     case STEP_NONE:
         break;
-    case STEP_CONTINUE:
+    case STEP_CONTINUE: {
+        botspace_bytes resp = {NULL, 0};
         c->continue_sent = 1;
-        buf_add(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+        if (botspace_continue_response(&resp) == BOTSPACE_STATUS_OK) buf_add(&c->out, resp.ptr, resp.len);
+        botspace_bytes_free(&resp);
         break;
+    }
     case STEP_UPGRADE:
         upgrade(c);
         break;
@@ -1075,8 +1078,6 @@ static void format_addr(const struct sockaddr_storage *ss, int reachable, char *
  * through the wake-up callback; retries come due at
  * botspace_service_webhook_timeout. */
 
-#define WEBHOOK_RECHECK_MS 20u          /* nothing came of a due poll (the store failed): look again after this */
-
 typedef struct wh_xfer {
     struct wh_xfer *prev, *next; /* every transfer in flight */
     CURL *easy;
@@ -1316,7 +1317,7 @@ static void webhook_turn(uint64_t mono, uint64_t now) {
     botspace_service_webhook_timeout(svc, &due);
     /* Still due right after polling everything: what failed (a store
      * error) is tried again shortly, not in a busy loop. */
-    wh_recheck_at = due <= now ? mono + WEBHOOK_RECHECK_MS : 0;
+    wh_recheck_at = due <= now ? mono + P.webhook_recheck_ms : 0;
 }
 
 /* How long poll(2) may sleep for the webhooks: curl's timer, the next

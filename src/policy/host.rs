@@ -28,6 +28,9 @@ pub const MAX_BATCH: usize = 64;
 /// After an accept error (out of descriptors and the like) the listener
 /// rests this long instead of spinning.
 pub const ACCEPT_BACKOFF_MS: u64 = 50;
+/// A due webhook poll that gave nothing (the store failed) is repeated
+/// after this long, not in a busy loop.
+pub const WEBHOOK_RECHECK_MS: u64 = 20;
 /// Descriptors kept for the server itself (standard streams, listeners,
 /// the spare, SQLite's file, WAL, shared memory and checkpoint
 /// connection, PostgreSQL connections, the runtime's own).

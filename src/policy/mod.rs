@@ -28,6 +28,10 @@ pub fn request_timeout() -> Vec<u8> {
     closing(ApiError::request_timeout())
 }
 
+/// The interim answer to a request whose head asked `Expect:
+/// 100-continue` and was accepted: the client sends its body after it.
+pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
 /// The whole answer to a connection the host refuses at its connection
 /// limit when every connection is busy: 503 `server_busy`, `Retry-After:
 /// 1`, `Connection: close`.

@@ -2165,6 +2165,22 @@ pub unsafe extern "C" fn botspace_not_here_response(
     })
 }
 
+/// The interim `100 Continue` to send for a request whose head asked
+/// `Expect: 100-continue` (`botspace_request_head`'s `expect_continue`)
+/// once the framer found the head acceptable (INCOMPLETE with a head).
+///
+/// # Safety
+/// `out_response` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_continue_response(out_response: *mut botspace_bytes) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_response, "out_response");
+        // SAFETY: checked non-NULL above.
+        unsafe { out_response.write(botspace_bytes::from_vec(botspace::policy::CONTINUE.to_vec())) };
+        botspace_status::Ok
+    })
+}
+
 /// The answer to a connection refused at the connection limit with every
 /// connection busy: 503 `server_busy` with `Retry-After: 1` and
 /// `Connection: close`. Send it (best effort), then close.
@@ -2266,6 +2282,9 @@ pub struct botspace_host_policy {
     pub max_batch: usize,
     /// After an accept error the listener rests this long.
     pub accept_backoff_ms: u64,
+    /// A due webhook poll that gave nothing (the store failed) is repeated
+    /// after this long.
+    pub webhook_recheck_ms: u64,
 }
 
 /// Writes the library's host policy to `*out`.
@@ -2287,6 +2306,7 @@ pub unsafe extern "C" fn botspace_host_policy_default(out: *mut botspace_host_po
             slow_consumer_drop_ms: h::SLOW_CONSUMER_DROP_MS,
             max_batch: h::MAX_BATCH,
             accept_backoff_ms: h::ACCEPT_BACKOFF_MS,
+            webhook_recheck_ms: h::WEBHOOK_RECHECK_MS,
         };
         // SAFETY: checked non-NULL above.
         unsafe { out.write(p) };
@@ -2620,6 +2640,9 @@ mod policy_tests {
         assert_eq!(unsafe { botspace_host_policy_default(&mut hp) }, botspace_status::Ok);
         assert_eq!((hp.request_timeout_ms, hp.max_batch), (30_000, 64));
         assert_eq!(botspace_default_max_connections(1024), 960);
+        assert_eq!(unsafe { botspace_continue_response(&mut out) }, botspace_status::Ok);
+        assert_eq!(unsafe { std::slice::from_raw_parts(out.ptr, out.len) }, b"HTTP/1.1 100 Continue\r\n\r\n");
+        unsafe { botspace_bytes_free(&mut out) };
     }
 }
 
