@@ -103,7 +103,8 @@ fn start(args: &ServerOptions) -> Result<(Arc<Service>, Listeners), String> {
         None => (options::generate_secret()?, true),
     };
     let config = args.config(&secret, &read_file)?;
-    let svc = Service::open(config).map(Arc::new).map_err(|e| format!("cannot open the service on {}: {e}", args.db))?;
+    let svc =
+        Service::open(config).map(Arc::new).map_err(|e| format!("cannot open the service on {}: {e}", args.db))?;
     // The library's operator lines from the start (the demo's token
     // rotation is one), in this server's log format.
     svc.set_log_hook(Some(Arc::new(say::event)));
@@ -146,11 +147,7 @@ fn serve(svc: Arc<Service>, listeners: Listeners, args: &ServerOptions, max_conn
     // The server is its service's only user: getMe may be answered on the
     // reactor when nothing is in the core (see `with_get_me_on_worker`).
     let app = app.with_get_me_on_worker(std::env::var("BOTSPACE_GET_ME_ON_WORKER").as_deref() != Ok("0"));
-    let opts = Options {
-        max_connections,
-        request_timeout: args.request_timeout,
-        idle_timeout: args.idle_timeout,
-    };
+    let opts = Options { max_connections, request_timeout: args.request_timeout, idle_timeout: args.idle_timeout };
     let ready = || say::log(Level::Info, "botspace ready");
     let left = match server::serve_then(app, listeners.public.0, listeners.admin.map(|(l, _)| l), opts, ready) {
         Ok(left) => left,

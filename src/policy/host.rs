@@ -25,6 +25,10 @@ pub const SLOW_CONSUMER_DROP_MS: u64 = 1_000;
 /// Most requests answered in one commit by a host that batches across
 /// connections.
 pub const MAX_BATCH: usize = 64;
+/// Most requests in one commit by a host whose core thread takes every
+/// request queued by any connection at once (at most one per connection
+/// is in flight): past it, the take commits in several transactions.
+pub const MAX_QUEUED_BATCH: usize = 256;
 /// After an accept error (out of descriptors and the like) the listener
 /// rests this long instead of spinning.
 pub const ACCEPT_BACKOFF_MS: u64 = 50;

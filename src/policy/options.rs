@@ -322,7 +322,11 @@ fn parse_into(mut a: ServerOptions, args: Vec<String>) -> Result<ServerOptions, 
             "--operational-key-file" => a.operational_key_file = Some(value(&mut it)?),
             "--max-connections" => {
                 a.max_connections = Some(
-                    value(&mut it)?.parse().ok().filter(|n| *n > 0).ok_or("--max-connections needs a positive number")?,
+                    value(&mut it)?
+                        .parse()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or("--max-connections needs a positive number")?,
                 )
             }
             "--request-timeout" => a.request_timeout = seconds(&value(&mut it)?, &name)?,
@@ -458,11 +462,17 @@ mod tests {
         let err = |cli: &[&str], env: &[(&str, &str)], files: &[(&str, &str)]| run(cli, env, files).unwrap_err();
         assert_eq!(err(&["--max-connections", "0"], &[], &[]), "--max-connections needs a positive number");
         assert_eq!(err(&["--request-timeout", "86400"], &[], &[]), "--request-timeout needs a number of seconds");
-        assert_eq!(err(&["--gateway-poll-interval-ms", "1.5"], &[], &[]), "--gateway-poll-interval-ms needs a number of milliseconds");
+        assert_eq!(
+            err(&["--gateway-poll-interval-ms", "1.5"], &[], &[]),
+            "--gateway-poll-interval-ms needs a number of milliseconds"
+        );
         assert_eq!(err(&["--gateway-poll-interval-ms"], &[], &[]), "--gateway-poll-interval-ms needs a value");
         assert_eq!(err(&["--log-format", "xml"], &[], &[]), "--log-format is text or json");
         assert_eq!(err(&["--listen"], &[], &[]), "unknown argument --listen");
-        assert_eq!(err(&[], &[("BOTSPACE_MAX_CONNECTIONS", "-1")], &[]), "BOTSPACE_MAX_CONNECTIONS: needs a positive number");
+        assert_eq!(
+            err(&[], &[("BOTSPACE_MAX_CONNECTIONS", "-1")], &[]),
+            "BOTSPACE_MAX_CONNECTIONS: needs a positive number"
+        );
         assert_eq!(err(&[], &[("BOTSPACE_DEMO_TOKEN", "yes")], &[]), "BOTSPACE_DEMO_TOKEN: needs 1, true, 0 or false");
         let file = [("/c", "db = x\n\nidle-timeout = 0\n")];
         assert_eq!(err(&["--config=/c"], &[], &file), "/c line 3: needs a number of seconds");
@@ -474,10 +484,17 @@ mod tests {
     #[test]
     fn one_source_gives_the_secret_and_the_proxies() {
         // The environment's file replaces the file's secret: no "not both".
-        let o = opts(&[], &[("BOTSPACE_ADMIN_SECRET_FILE", "/s")], &[("/c", ""), ("/s", " from-file-secret-01 \nrest")]);
-        assert_eq!(o.admin_secret(&|_| Ok(" from-file-secret-01 \nrest".into())), Ok(Some("from-file-secret-01".into())));
+        let o =
+            opts(&[], &[("BOTSPACE_ADMIN_SECRET_FILE", "/s")], &[("/c", ""), ("/s", " from-file-secret-01 \nrest")]);
+        assert_eq!(
+            o.admin_secret(&|_| Ok(" from-file-secret-01 \nrest".into())),
+            Ok(Some("from-file-secret-01".into()))
+        );
         let o = opts(&["--admin-secret", "a-secret-given-0001", "--admin-secret-file", "/s"], &[], &[]);
-        assert_eq!(o.admin_secret(&|_| Ok(String::new())), Err("give --admin-secret or --admin-secret-file, not both".into()));
+        assert_eq!(
+            o.admin_secret(&|_| Ok(String::new())),
+            Err("give --admin-secret or --admin-secret-file, not both".into())
+        );
         let o = opts(&["--trusted-proxy", "10.0.0.0/8"], &[("BOTSPACE_TRUSTED_PROXY", "1.2.3.4, fd00::/8")], &[]);
         assert_eq!(o.trusted_proxies, ["10.0.0.0/8"], "the command line's list replaces the variable's");
         let o = opts(&[], &[("BOTSPACE_TRUSTED_PROXY", "1.2.3.4, fd00::/8")], &[]);
@@ -487,12 +504,19 @@ mod tests {
 
     #[test]
     fn the_configuration_carries_the_options() {
-        let o = opts(&["--db", ":memory:", "--manual-clock", "--webhook-allow-http=true", "--database-timeout-ms", "250"], &[], &[]);
+        let o = opts(
+            &["--db", ":memory:", "--manual-clock", "--webhook-allow-http=true", "--database-timeout-ms", "250"],
+            &[],
+            &[],
+        );
         let c = o.config("an-admin-secret-0001", &|_| unreachable!()).unwrap();
         assert_eq!((c.database.as_str(), c.admin_secret.as_str()), (":memory:", "an-admin-secret-0001"));
         assert_eq!((c.clock, c.webhook_allow_http, c.database_timeout_ms), (ClockKind::Manual, true, 250));
         let bad = opts(&["--operational-key", "abc"], &[], &[]);
-        assert_eq!(bad.config("s", &|_| unreachable!()).unwrap_err(), "the operational key must be 64 hex digits (32 bytes)");
+        assert_eq!(
+            bad.config("s", &|_| unreachable!()).unwrap_err(),
+            "the operational key must be 64 hex digits (32 bytes)"
+        );
         let key = "ab".repeat(32);
         let o = opts(&["--operational-key-file", "/k"], &[], &[]);
         assert_eq!(o.config("s", &|_| Ok(format!("{key}\n"))).unwrap().operational_key, Some([0xab; 32]));

@@ -2601,8 +2601,12 @@ mod options_tests {
             botspace_server_options_free(&mut o);
         }
         assert!(o.is_null());
-        let (mut o, _, _) = parse(&["--db", ":memory:", "--gateway-poll-interval-ms", "9", "--admin-secret", "a-secret-given-0001"]);
-        assert_eq!(unsafe { botspace_server_options_open_service(o, &mut svc, &mut secret) }, botspace_status::InvalidConfig);
+        let (mut o, _, _) =
+            parse(&["--db", ":memory:", "--gateway-poll-interval-ms", "9", "--admin-secret", "a-secret-given-0001"]);
+        assert_eq!(
+            unsafe { botspace_server_options_open_service(o, &mut svc, &mut secret) },
+            botspace_status::InvalidConfig
+        );
         let mut buf = [0 as c_char; 256];
         let mut n = 0;
         assert_eq!(unsafe { botspace_last_error_message(buf.as_mut_ptr(), buf.len(), &mut n) }, botspace_status::Ok);
@@ -2621,9 +2625,18 @@ mod policy_tests {
     #[test]
     fn routes_and_answers_come_from_the_core() {
         let p = b"/admin/createUser";
-        assert_eq!(unsafe { botspace_route_request(botspace_listener::Public, p.as_ptr(), p.len()) }, botspace_route::NotHere);
-        assert_eq!(unsafe { botspace_route_request(botspace_listener::All, p.as_ptr(), p.len()) }, botspace_route::Admin);
-        assert_eq!(unsafe { botspace_route_request(botspace_listener::All, std::ptr::null(), 0) }, botspace_route::Alone);
+        assert_eq!(
+            unsafe { botspace_route_request(botspace_listener::Public, p.as_ptr(), p.len()) },
+            botspace_route::NotHere
+        );
+        assert_eq!(
+            unsafe { botspace_route_request(botspace_listener::All, p.as_ptr(), p.len()) },
+            botspace_route::Admin
+        );
+        assert_eq!(
+            unsafe { botspace_route_request(botspace_listener::All, std::ptr::null(), 0) },
+            botspace_route::Alone
+        );
         let mut out = botspace_bytes::EMPTY;
         assert_eq!(unsafe { botspace_server_busy_response(&mut out) }, botspace_status::Ok);
         let (mut status, mut error) = (0u16, std::ptr::null());
@@ -2635,7 +2648,10 @@ mod policy_tests {
             unsafe { botspace_response_error(b"nope".as_ptr(), 4, &mut status, &mut error) },
             botspace_status::InvalidArgument
         );
-        assert_eq!(unsafe { botspace_not_here_response(p.as_ptr(), p.len(), std::ptr::null_mut()) }, botspace_status::NullArgument);
+        assert_eq!(
+            unsafe { botspace_not_here_response(p.as_ptr(), p.len(), std::ptr::null_mut()) },
+            botspace_status::NullArgument
+        );
         let mut hp = botspace_host_policy::default();
         assert_eq!(unsafe { botspace_host_policy_default(&mut hp) }, botspace_status::Ok);
         assert_eq!((hp.request_timeout_ms, hp.max_batch), (30_000, 64));

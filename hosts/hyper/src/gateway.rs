@@ -33,9 +33,9 @@ const HIGH_WATER: usize = botspace::gateway::OUTPUT_BUDGET;
 /// After a close the server decided on (slow consumer, stop, a session
 /// that ended behind unread output), the connection is dropped after this
 /// long, close frame delivered or not.
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
+const CLOSE_GRACE: Duration = Duration::from_millis(botspace::policy::host::SLOW_CONSUMER_DROP_MS);
 /// After a close the bot asked for: how long its last bytes may take.
-const LINGER: Duration = Duration::from_secs(2);
+const LINGER: Duration = Duration::from_millis(botspace::policy::host::LINGER_MS);
 
 /// One gateway connection's wake-up, by its registration id.
 type Wakeup = (u64, Arc<Notify>);

@@ -35,13 +35,14 @@ use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 use tokio::time::{Instant, Sleep};
 
-/// Bounds of the "lingering close" after an error that ends a connection.
-const LINGER: Duration = Duration::from_secs(2);
-const LINGER_BYTES: usize = 4 << 20;
+/// Bounds of the "lingering close" after an error that ends a connection
+/// (the library's host policy, as every bound below).
+const LINGER: Duration = Duration::from_millis(botspace::policy::host::LINGER_MS);
+const LINGER_BYTES: usize = botspace::policy::host::LINGER_BYTES;
 /// A peer that does not take our bytes for this long is dropped.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+const WRITE_TIMEOUT: Duration = Duration::from_millis(botspace::policy::host::WRITE_TIMEOUT_MS);
 /// How long a stop waits for connections to finish.
-const DRAIN: Duration = Duration::from_secs(5);
+const DRAIN: Duration = Duration::from_millis(botspace::policy::host::DRAIN_MS);
 /// Longest single wait for store notifications: how late the loop sees a stop.
 const NOTIFY_WAIT_MS: u64 = 250;
 
