@@ -71,7 +71,7 @@
  * waits while its unsent answers are over the library's budget
  * (botspace_should_read: see over_budget); a gateway's output is bounded
  * by the library (botspace_gateway_handle_unsent). */
-static botspace_host_policy P;
+static botspace_host_policy policy;
 
 /* ------------------------------------------------------------------------ */
 /* Small utilities */
@@ -534,7 +534,7 @@ typedef struct {
     head_t head;
 } pending_req;
 
-static pending_req *batch; /* P.max_batch of each */
+static pending_req *batch; /* policy.max_batch of each */
 static botspace_slice *batch_reqs;
 static botspace_bytes *batch_resps;
 static size_t nbatch;
@@ -544,7 +544,7 @@ static size_t nbatch;
  * Over the budget of unsent answers it takes none (`ready` stays set): the
  * rest waits in `in` until the client reads. */
 static void collect(conn_t *c) {
-    while (c->step == STEP_NONE && !c->parked && nbatch < P.max_batch && !over_budget(c)) {
+    while (c->step == STEP_NONE && !c->parked && nbatch < policy.max_batch && !over_budget(c)) {
         const unsigned char *p = buf_data(&c->in) + c->taken;
         size_t avail = buf_pending(&c->in) - c->taken;
         if (avail == 0) {
@@ -754,7 +754,7 @@ static void consume_taken(conn_t *c) {
  * the budget. The rest waits for the next turn, which polls without
  * sleeping, so the turn stays short and a client that just sent its
  * request is answered in the turn that read it. */
-#define TURN_BACKLOG P.max_batch
+#define TURN_BACKLOG policy.max_batch
 static size_t backlog_next; /* round robin: where the next backlog turn starts */
 
 /* Whether a connection is held back only by the turn's backlog cap (not by
@@ -762,7 +762,7 @@ static size_t backlog_next; /* round robin: where the next backlog turn starts *
 static int backlog_waiting(const conn_t *c) { return c->st == ST_HTTP && c->ready && !c->parked && !over_budget(c); }
 
 /* Answers every complete request buffered on any HTTP connection: batches
- * of up to P.max_batch, one commit each, then each connection's step. Goes on
+ * of up to policy.max_batch, one commit each, then each connection's step. Goes on
  * while a batch filled up or a step may have left requests behind.
  * Connections that read bytes this turn come first, each up to its budget;
  * then the backlog, round robin, up to TURN_BACKLOG per turn. */
@@ -771,7 +771,7 @@ static void serve_http_round(void) {
     for (;;) {
         for (size_t i = 0; i < nconns; i++)
             if (conns[i]->st == ST_HTTP && conns[i]->ready && conns[i]->fresh) collect(conns[i]);
-        for (size_t k = 0; k < nconns && nbatch < P.max_batch && backlog < TURN_BACKLOG; k++) {
+        for (size_t k = 0; k < nconns && nbatch < policy.max_batch && backlog < TURN_BACKLOG; k++) {
             conn_t *c = conns[backlog_next++ % nconns];
             if (c->st != ST_HTTP || !c->ready || c->fresh || c->step != STEP_NONE) continue;
             size_t before = nbatch;
@@ -854,7 +854,7 @@ static void gateway_poll(conn_t *c, uint64_t now) {
          * socket is dropped the policy's slow_consumer_drop_ms later
          * whatever was sent. */
         conn_finish(c, !c->peer_eof);
-        c->drop_at = mono_ms() + P.slow_consumer_drop_ms;
+        c->drop_at = mono_ms() + policy.slow_consumer_drop_ms;
     } else if (closed) {
         /* Free the slot now; let the bot read the close frame and answer
          * it (linger), unless it already went away. */
@@ -946,7 +946,7 @@ static void conn_read(conn_t *c, uint64_t mono) {
             break;
         case ST_LINGER:
             c->lingered += (size_t)n;
-            if (c->lingered >= P.linger_bytes) {
+            if (c->lingered >= policy.linger_bytes) {
                 conn_close(c);
                 return;
             }
@@ -993,7 +993,7 @@ static int demo(const char *base, const char *admin_base, int rotate_token) {
  * (botspace_server_options_parse). */
 
 static botspace_server_options *opts;
-static botspace_server_settings S; /* borrowed from opts */
+static botspace_server_settings settings; /* borrowed from opts */
 
 /* Binds and listens on HOST:PORT ([v6]:PORT too). */
 static int listen_on(const char *addr) {
@@ -1317,7 +1317,7 @@ static void webhook_turn(uint64_t mono, uint64_t now) {
     botspace_service_webhook_timeout(svc, &due);
     /* Still due right after polling everything: what failed (a store
      * error) is tried again shortly, not in a busy loop. */
-    wh_recheck_at = due <= now ? mono + P.webhook_recheck_ms : 0;
+    wh_recheck_at = due <= now ? mono + policy.webhook_recheck_ms : 0;
 }
 
 /* How long poll(2) may sleep for the webhooks: curl's timer, the next
@@ -1417,7 +1417,7 @@ static void gateway_going_away(conn_t *c) {
 static void begin_stop(loop_t *L, uint64_t mono) {
     botspace_service_begin_shutdown(svc); /* /readyz: 503 shutting_down */
     L->stopping = 1;
-    L->stop_deadline = mono + P.drain_ms;
+    L->stop_deadline = mono + policy.drain_ms;
     say("botspace stopping");
     close(L->lfd);
     L->lfd = -1;
@@ -1546,7 +1546,7 @@ static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
         if (c->linger && !c->peer_eof) {
             shutdown(c->fd, SHUT_WR);
             c->st = ST_LINGER;
-            c->linger_until = mono + P.linger_ms;
+            c->linger_until = mono + policy.linger_ms;
         } else {
             conn_close(c);
         }
@@ -1554,12 +1554,12 @@ static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
     if (c->fd >= 0) {
         if (c->st == ST_LINGER && mono >= c->linger_until) conn_close(c);
         else if (c->drop_at && mono >= c->drop_at) conn_close(c);
-        else if (c->stalled_since && mono - c->stalled_since > P.write_timeout_ms) conn_close(c);
+        else if (c->stalled_since && mono - c->stalled_since > policy.write_timeout_ms) conn_close(c);
         else if (c->st == ST_HTTP && !c->parked && buf_pending(&c->out) == 0 && buf_pending(&c->in) == 0 &&
-                 (mono - c->last_activity > S.idle_timeout_ms || (L->stopping && !bytes_waiting(c->fd))))
+                 (mono - c->last_activity > settings.idle_timeout_ms || (L->stopping && !bytes_waiting(c->fd))))
             conn_close(c);
         else if (c->st == ST_HTTP && c->req_started && buf_pending(&c->out) == 0 && !c->ready &&
-                 mono - c->req_started > S.request_timeout_ms) {
+                 mono - c->req_started > settings.request_timeout_ms) {
             /* Only while nothing waits for the peer to read, and only for an
              * incomplete request: a request we stopped reading or framing
              * (the budget) is not the client's delay. */
@@ -1671,7 +1671,7 @@ static void accept_failed(loop_t *L, int err, uint64_t mono) {
         L->accept_logged_at = mono;
         L->accept_errors = 0;
     }
-    L->accept_paused_until = mono + P.accept_backoff_ms;
+    L->accept_paused_until = mono + policy.accept_backoff_ms;
 }
 
 /* A descriptor held in reserve (libev's and libuv's trick): out of
@@ -1713,7 +1713,7 @@ static void accept_conns(loop_t *L, int lfd, botspace_listener role, uint64_t mo
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         /* At the cap, the connection waiting longest for a request makes
          * room; only when every one is busy is the new one refused. */
-        if (nlive >= S.max_connections && !evict_longest_waiting()) {
+        if (nlive >= settings.max_connections && !evict_longest_waiting()) {
             refuse_busy(fd);
             continue;
         }
@@ -1834,7 +1834,7 @@ static void announce(int lfd, int afd, const botspace_bytes *secret, char *base,
         snprintf(line, sizeof line, "admin secret: %.*s\n", (int)secret->len, (const char *)secret->ptr);
         emit(LOG_INFO, "admin secret (generated; shown only now)", line);
     }
-    if (S.manual_clock) say("clock: manual (moves only through /admin/advanceClock)");
+    if (settings.manual_clock) say("clock: manual (moves only through /admin/advanceClock)");
 }
 
 static void install_signal_handlers(void) {
@@ -1875,10 +1875,10 @@ int main(int argc, char **argv) {
     /* A closed stdout or stderr (the log reader went away) makes a write
      * fail with EPIPE instead of killing the server. */
     signal(SIGPIPE, SIG_IGN);
-    botspace_host_policy_default(&P);
-    batch = xrealloc(NULL, P.max_batch * sizeof *batch);
-    batch_reqs = xrealloc(NULL, P.max_batch * sizeof *batch_reqs);
-    batch_resps = xrealloc(NULL, P.max_batch * sizeof *batch_resps);
+    botspace_host_policy_default(&policy);
+    batch = xrealloc(NULL, policy.max_batch * sizeof *batch);
+    batch_reqs = xrealloc(NULL, policy.max_batch * sizeof *batch_reqs);
+    batch_resps = xrealloc(NULL, policy.max_batch * sizeof *batch_resps);
     /* Before any thread starts (curl_global_init is not thread-safe). */
     if (webhook_init() != 0) return 1;
     botspace_bytes text = {NULL, 0};
@@ -1902,8 +1902,8 @@ int main(int argc, char **argv) {
     } else {
         rl.rlim_cur = 1024;
     }
-    botspace_server_options_settings(opts, rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur, &S);
-    log_json = S.log_json;
+    botspace_server_options_settings(opts, rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur, &settings);
+    log_json = settings.log_json;
     const char *level = getenv("BOTSPACE_LOG");
     log_threshold = botspace_log_level(level, level ? strlen(level) : 0);
     spare_reopen();
@@ -1914,9 +1914,9 @@ int main(int argc, char **argv) {
     }
     loop_t L = {0};
     L.afd = -1;
-    L.lfd = listen_on(S.addr);
-    if (L.lfd >= 0 && S.admin_addr) L.afd = listen_on(S.admin_addr);
-    if (L.lfd < 0 || (S.admin_addr && L.afd < 0)) {
+    L.lfd = listen_on(settings.addr);
+    if (L.lfd >= 0 && settings.admin_addr) L.afd = listen_on(settings.admin_addr);
+    if (L.lfd < 0 || (settings.admin_addr && L.afd < 0)) {
         if (L.lfd >= 0) close(L.lfd);
         botspace_service_free(&svc);
         botspace_bytes_free(&secret);
@@ -1926,7 +1926,7 @@ int main(int argc, char **argv) {
     char base[96], admin_base[96];
     announce(L.lfd, L.afd, &secret, base, admin_base, sizeof base);
     botspace_bytes_free(&secret);
-    int demo_rc = demo(base, admin_base, S.demo_token);
+    int demo_rc = demo(base, admin_base, settings.demo_token);
     if (demo_rc != 0) {
         close(L.lfd);
         if (L.afd >= 0) close(L.afd);
