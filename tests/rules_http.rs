@@ -439,6 +439,7 @@ const STANDARD_REASONS: &[(u16, &str)] = &[
     (429, "Too Many Requests"),
     (431, "Request Header Fields Too Large"),
     (500, "Internal Server Error"),
+    (501, "Not Implemented"),
     (503, "Service Unavailable"),
 ];
 
