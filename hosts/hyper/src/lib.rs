@@ -293,7 +293,8 @@ impl Botspace {
             self.start_webhooks();
         }
         let path = req.uri().path().to_string();
-        let gateway = path == "/bot/gateway" && req.method() == http::Method::GET;
+        let route = botspace::policy::route(self.role.listener(), &path);
+        let gateway = route == botspace::policy::Route::Gateway && req.method() == http::Method::GET;
         let mut req = req;
         let on_upgrade = gateway.then(|| hyper::upgrade::on(&mut req));
         let (parts, body) = req.into_parts();
@@ -325,7 +326,6 @@ impl Botspace {
                 return close(adapter::response_from_bytes(&refusal.into_response()));
             }
         };
-        let route = botspace::policy::route(self.role.listener(), &path);
         if route == botspace::policy::Route::NotHere {
             return full(adapter::response_from_bytes(&botspace::policy::not_here(&path)));
         }
