@@ -512,6 +512,27 @@ typedef struct botspace_host_policy {
    * after this long.
    */
   uint64_t webhook_recheck_ms;
+  /**
+   * The longest sleep of a host's loop: how late it notices a stop or a
+   * move of the manual clock.
+   */
+  uint64_t tick_ms;
+  /**
+   * The longest `botspace_service_wait_store_notifications` wait.
+   */
+  uint64_t notify_wait_ms;
+  /**
+   * After that wait failed, the next attempt this much later...
+   */
+  uint64_t notify_retry_ms;
+  /**
+   * ...and the failure logged at most this often.
+   */
+  uint64_t notify_error_report_ms;
+  /**
+   * Accept errors logged at most this often, with their count.
+   */
+  uint64_t accept_error_report_ms;
 } botspace_host_policy;
 
 /**

@@ -62,7 +62,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TICK_MS 250u                /* longest sleep: stop flag, manual clock */
 #define READ_CHUNK 65536u
 #define READ_PER_TURN (256u * 1024u) /* fairness between connections */
 /* The policy (timeouts, lingering, the batch size, the slow consumer's
@@ -266,8 +265,6 @@ static char **take_wakes(size_t *n) {
  * botspace_service_wait_store_notifications (never holding anything the
  * loop needs); each notification reaches the loop through on_wake. */
 
-#define NOTIFY_WAIT_MS 250u /* longest wait: how late the thread sees a stop */
-
 static botspace_service *svc; /* the one service, shared with the notification thread */
 static pthread_t notify_thread;
 static int notify_running;
@@ -284,18 +281,18 @@ static void *notify_loop(void *arg) {
     time_t last_error = 0;
     while (!atomic_load(&notify_stop)) {
         size_t n = 0;
-        if (botspace_service_wait_store_notifications(svc, NOTIFY_WAIT_MS, &n) == BOTSPACE_STATUS_OK) continue;
+        if (botspace_service_wait_store_notifications(svc, policy.notify_wait_ms, &n) == BOTSPACE_STATUS_OK) continue;
         /* The listening connection broke or cannot be opened: sessions still
          * poll; reconnect a second later. Said at most every 10 s. */
         time_t t = time(NULL);
-        if (t - last_error >= 10) {
+        if ((uint64_t)(t - last_error) * 1000u >= policy.notify_error_report_ms) {
             char msg[512];
             size_t len = 0;
             botspace_last_error_message(msg, sizeof msg, &len);
             log_at(LOG_WARN, "listening for notifications failed: %s; retrying every second", msg);
             last_error = t;
         }
-        for (int i = 0; i < 20 && !atomic_load(&notify_stop); i++) sleep_ms(50);
+        for (uint64_t w = 0; w < policy.notify_retry_ms && !atomic_load(&notify_stop); w += 50) sleep_ms(50);
     }
     return NULL;
 }
@@ -1582,7 +1579,7 @@ static void sweep_conns(const loop_t *L, uint64_t mono) {
 }
 
 /* Fills pfds (self-pipe, listener, connections); returns the poll timeout:
- * the nearest gateway deadline, at most TICK_MS. */
+ * the nearest gateway deadline, at most the policy's tick. */
 static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
     size_t need = nconns + 3 + wh_nsocks;
     if (need > L->pfds_cap) {
@@ -1594,7 +1591,7 @@ static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
     pfds[np].fd = wake_pipe[0];
     pfds[np].events = POLLIN;
     np++;
-    int64_t timeout = TICK_MS;
+    int64_t timeout = (int64_t)policy.tick_ms;
     int accepting = mono >= L->accept_paused_until;
     if (!accepting && (int64_t)(L->accept_paused_until - mono) < timeout) timeout = (int64_t)(L->accept_paused_until - mono);
     L->lpfd = L->apfd = -1;
@@ -1666,7 +1663,7 @@ static void drain_wake_pipe(void) {
  * instead of waking it at once again. */
 static void accept_failed(loop_t *L, int err, uint64_t mono) {
     L->accept_errors++;
-    if (!L->accept_logged_at || mono - L->accept_logged_at >= 1000) {
+    if (!L->accept_logged_at || mono - L->accept_logged_at >= policy.accept_error_report_ms) {
         log_at(LOG_ERROR, "accept failed: %s (%lu in the last second)", strerror(err), L->accept_errors);
         L->accept_logged_at = mono;
         L->accept_errors = 0;

@@ -32,6 +32,20 @@ pub const MAX_QUEUED_BATCH: usize = 256;
 /// After an accept error (out of descriptors and the like) the listener
 /// rests this long instead of spinning.
 pub const ACCEPT_BACKOFF_MS: u64 = 50;
+/// The longest a host's loop sleeps: how late it notices a stop or a move
+/// of the manual clock.
+pub const TICK_MS: u64 = 250;
+/// The longest wait for other nodes' commits (PostgreSQL notifications):
+/// how late the waiting thread notices a stop.
+pub const NOTIFY_WAIT_MS: u64 = 250;
+/// After the notification listener broke, it is opened again this much
+/// later (the sessions' own polls deliver meanwhile) ...
+pub const NOTIFY_RETRY_MS: u64 = 1_000;
+/// ... and the failure is logged at most this often.
+pub const NOTIFY_ERROR_REPORT_MS: u64 = 10_000;
+/// Accept errors (out of descriptors and the like) are logged at most
+/// this often, with how many there were.
+pub const ACCEPT_ERROR_REPORT_MS: u64 = 1_000;
 /// A due webhook poll that gave nothing (the store failed) is repeated
 /// after this long, not in a busy loop.
 pub const WEBHOOK_RECHECK_MS: u64 = 20;

@@ -2285,6 +2285,17 @@ pub struct botspace_host_policy {
     /// A due webhook poll that gave nothing (the store failed) is repeated
     /// after this long.
     pub webhook_recheck_ms: u64,
+    /// The longest sleep of a host's loop: how late it notices a stop or a
+    /// move of the manual clock.
+    pub tick_ms: u64,
+    /// The longest `botspace_service_wait_store_notifications` wait.
+    pub notify_wait_ms: u64,
+    /// After that wait failed, the next attempt this much later...
+    pub notify_retry_ms: u64,
+    /// ...and the failure logged at most this often.
+    pub notify_error_report_ms: u64,
+    /// Accept errors logged at most this often, with their count.
+    pub accept_error_report_ms: u64,
 }
 
 /// Writes the library's host policy to `*out`.
@@ -2307,6 +2318,11 @@ pub unsafe extern "C" fn botspace_host_policy_default(out: *mut botspace_host_po
             max_batch: h::MAX_BATCH,
             accept_backoff_ms: h::ACCEPT_BACKOFF_MS,
             webhook_recheck_ms: h::WEBHOOK_RECHECK_MS,
+            tick_ms: h::TICK_MS,
+            notify_wait_ms: h::NOTIFY_WAIT_MS,
+            notify_retry_ms: h::NOTIFY_RETRY_MS,
+            notify_error_report_ms: h::NOTIFY_ERROR_REPORT_MS,
+            accept_error_report_ms: h::ACCEPT_ERROR_REPORT_MS,
         };
         // SAFETY: checked non-NULL above.
         unsafe { out.write(p) };

@@ -23,7 +23,7 @@ const TICK: Duration = Duration::from_secs(1);
 /// The same under the manual clock: its deadlines cannot be slept on (time
 /// jumps with /admin/advanceClock), so this bounds how late a heartbeat
 /// timeout is noticed after the clock moved.
-const MANUAL_CLOCK_TICK: Duration = Duration::from_millis(250);
+const MANUAL_CLOCK_TICK: Duration = Duration::from_millis(botspace::policy::host::TICK_MS);
 /// While output waits for the socket over the mark: how often the task
 /// looks again (the library's slow-consumer deadline among others).
 const WRITE_TICK: Duration = Duration::from_millis(20);

@@ -44,7 +44,7 @@ const WRITE_TIMEOUT: Duration = Duration::from_millis(botspace::policy::host::WR
 /// How long a stop waits for connections to finish.
 const DRAIN: Duration = Duration::from_millis(botspace::policy::host::DRAIN_MS);
 /// Longest single wait for store notifications: how late the loop sees a stop.
-const NOTIFY_WAIT_MS: u64 = 250;
+const NOTIFY_WAIT_MS: u64 = botspace::policy::host::NOTIFY_WAIT_MS;
 
 /// The connection limits of `examples/server.rs`.
 #[derive(Clone, Debug)]
@@ -206,14 +206,15 @@ fn spawn_notification_loop(sh: &Arc<Shared>) -> Option<std::thread::JoinHandle<(
             if let Err(e) = sh.app.service().wait_store_notifications(NOTIFY_WAIT_MS) {
                 // The listening connection broke (or cannot be opened): the
                 // sessions' polls still deliver; reconnect a second later.
-                if last_error.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                let report = Duration::from_millis(botspace::policy::host::NOTIFY_ERROR_REPORT_MS);
+                if last_error.is_none_or(|t| t.elapsed() >= report) {
                     crate::say::log(
                         botspace::log::Level::Warn,
                         &format!("listening for notifications failed: {e}; retrying every second"),
                     );
                     last_error = Some(std::time::Instant::now());
                 }
-                let until = std::time::Instant::now() + Duration::from_secs(1);
+                let until = std::time::Instant::now() + Duration::from_millis(botspace::policy::host::NOTIFY_RETRY_MS);
                 while std::time::Instant::now() < until && !sh.stop.load(Ordering::SeqCst) {
                     std::thread::sleep(Duration::from_millis(50));
                 }
@@ -344,7 +345,8 @@ struct ErrorLog {
 impl ErrorLog {
     fn note(&mut self, e: &io::Error) {
         self.since += 1;
-        if self.last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+        let every = Duration::from_millis(botspace::policy::host::ACCEPT_ERROR_REPORT_MS);
+        if self.last.is_none_or(|t| t.elapsed() >= every) {
             crate::say::log(
                 botspace::log::Level::Error,
                 &format!("accept failed: {e} ({} in the last second)", self.since),
