@@ -234,6 +234,12 @@ impl ApiError {
         Self::new(ErrorCode::MethodNotAllowed, format!("{path} accepts {allow} only"))
             .with_header("Allow", allow.into())
     }
+    /// A host's deadline for a whole request passed before it arrived
+    /// (the hosts' `--request-timeout`): answered, then the connection
+    /// closes.
+    pub fn request_timeout() -> Self {
+        Self::new(ErrorCode::RequestTimeout, "the request did not arrive in time")
+    }
     pub fn idempotency_key_reused() -> Self {
         Self::new(ErrorCode::IdempotencyKeyReused, "this Idempotency-Key was used with a different request")
     }
@@ -339,6 +345,28 @@ impl ApiError {
         e.detail = Some(detail.to_string().into());
         e
     }
+
+    /// The WebAssembly build's page storage or SQLite failed outside a
+    /// request (opening, exporting, importing, a commit the storage did
+    /// not make durable): `detail` is the description.
+    pub fn storage_error(detail: impl std::fmt::Display) -> Self {
+        Self::new(ErrorCode::StorageError, detail.to_string())
+    }
+
+    /// A JavaScript runtime that offers no server-side WebSocket upgrade
+    /// was asked for `GET /bot/gateway` through `fetch`.
+    pub fn websocket_unavailable() -> Self {
+        Self::new(
+            ErrorCode::WebsocketUnavailable,
+            "this runtime offers no server-side WebSocket upgrade: pass options.upgradeWebSocket, or use acceptGateway with your own socket",
+        )
+    }
+
+    /// A host at its connection limit with every connection busy refuses
+    /// a new one.
+    pub fn server_busy() -> Self {
+        Self::new(ErrorCode::ServerBusy, "too many connections; retry later").with_header("Retry-After", "1".into())
+    }
 }
 
 /// Every constructor above, called with placeholder arguments (`{field}`),
@@ -376,6 +404,7 @@ pub fn catalog() -> Vec<ApiError> {
         E::bot_not_found(),
         E::member_not_found("{id}"),
         E::method_not_allowed("{path}", "POST"),
+        E::request_timeout(),
         E::idempotency_key_reused(),
         E::handle_taken(),
         E::webhook_active(),
@@ -387,10 +416,13 @@ pub fn catalog() -> Vec<ApiError> {
         E::connection_limit(1, 1),
         E::headers_too_large(16 * 1024, 64),
         E::internal("{detail}"),
+        E::storage_error("{detail}"),
+        E::websocket_unavailable(),
         E::storage_unavailable("{detail}"),
         E::commit_outcome_unknown("{detail}"),
         E::storage_full("{detail}"),
         E::shutting_down(),
+        E::server_busy(),
     ]
 }
 

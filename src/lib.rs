@@ -49,6 +49,7 @@ pub mod log;
 mod methods;
 mod metrics;
 mod model;
+pub mod policy;
 mod random;
 mod ratelimit;
 mod route;

@@ -37,6 +37,10 @@ const SCOPES: &[RateLimitScope] = RateLimitScope::ALL;
 const STORAGE_KINDS: [ErrorCode; 3] =
     [ErrorCode::StorageFull, ErrorCode::StorageUnavailable, ErrorCode::CommitOutcomeUnknown];
 
+/// A full disk is said at most this often (with how many writes it
+/// refused meanwhile).
+const STORAGE_FULL_REPORT_MS: u64 = 10_000;
+
 /// Request latency buckets, in microseconds (0.5 ms to 10 s).
 const LATENCY_US: &[u64] = &[
     500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 5_000_000,
@@ -166,6 +170,8 @@ pub(crate) struct Metrics {
     /// A write was refused for a full disk and none has succeeded since:
     /// readiness then probes with a write.
     pub(crate) disk_full: AtomicBool,
+    /// The operator's line about a full disk: at most once every 10 s.
+    pub(crate) storage_full_report: crate::policy::Report,
 }
 
 impl Default for Metrics {
@@ -183,6 +189,7 @@ impl Default for Metrics {
             webhook_attempts: Default::default(),
             webhook_retries: AtomicU64::new(0),
             disk_full: AtomicBool::new(false),
+            storage_full_report: crate::policy::Report::new(STORAGE_FULL_REPORT_MS),
         }
     }
 }
@@ -232,14 +239,15 @@ fn line(out: &mut String, name: &str, labels: &str, v: impl std::fmt::Display) {
 impl Metrics {
     /// Counts one answered request; `started`, for a sampled one
     /// ([`Timer::sampled`]), times it.
+    /// Counts an answer; true when it refused a write for a full disk.
     #[inline]
-    pub(crate) fn record(&self, method: usize, resp: &[u8], started: Option<Timer>) {
+    pub(crate) fn record(&self, method: usize, resp: &[u8], started: Option<Timer>) -> bool {
         let (outcome, code) = outcome_of(resp);
         self.requests[method * N_OUTCOMES + outcome].fetch_add(1, Relaxed);
         if let Some(us) = started.and_then(Timer::micros) {
             self.latency[method].observe(us);
         }
-        let Some(code) = code else { return };
+        let Some(code) = code else { return false };
         if code == ErrorCode::RateLimited {
             let scope = json_str(resp, br#""scope":""#).and_then(|s| SCOPES.iter().position(|x| x.as_str() == s));
             if let Some(i) = scope {
@@ -249,8 +257,10 @@ impl Metrics {
             self.storage_errors[i].fetch_add(1, Relaxed);
             if code == ErrorCode::StorageFull {
                 self.disk_full.store(true, Relaxed);
+                return true;
             }
         }
+        false
     }
 
     pub(crate) fn note_eviction(&self) {

@@ -162,6 +162,7 @@ words! {
         BotNotFound = "bot_not_found" => 404,
         MemberNotFound = "member_not_found" => 404,
         MethodNotAllowed = "method_not_allowed" => 405,
+        RequestTimeout = "request_timeout" => 408,
         IdempotencyKeyReused = "idempotency_key_reused" => 409,
         HandleTaken = "handle_taken" => 409,
         WebhookActive = "webhook_active" => 409,
@@ -173,10 +174,13 @@ words! {
         ConnectionLimit = "connection_limit" => 429,
         HeadersTooLarge = "headers_too_large" => 431,
         InternalError = "internal_error" => 500,
+        StorageError = "storage_error" => 500,
+        WebsocketUnavailable = "websocket_unavailable" => 501,
         StorageUnavailable = "storage_unavailable" => 503,
         CommitOutcomeUnknown = "commit_outcome_unknown" => 503,
         StorageFull = "storage_full" => 503,
         ShuttingDown = "shutting_down" => 503,
+        ServerBusy = "server_busy" => 503,
     }
 }
 

@@ -206,7 +206,7 @@ impl Service {
             ),
             Err(e) => (crate::metrics::method_of(request), e.into_response()),
         };
-        self.metrics.record(method, &out, started);
+        self.record_method(method, &out, started);
         out
     }
 

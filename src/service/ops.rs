@@ -51,6 +51,14 @@ impl Service {
         ));
     }
 
+    /// A request did not arrive whole within the host's deadline: counts
+    /// and says it ([`Service::note_request_timeout`]) and gives the
+    /// answer to send before closing ([`crate::policy::request_timeout`]).
+    pub fn request_timed_out(&self) -> Vec<u8> {
+        self.note_request_timeout();
+        crate::policy::request_timeout()
+    }
+
     /// Sets where the library's operator lines go ([`crate::log::Event`]:
     /// evictions, request timeouts, slow-consumer closes, token
     /// rotations), replacing any earlier hook; `None` drops them. The hook
@@ -194,6 +202,24 @@ impl Service {
 /// Counts a request's answer (method, status, error code, latency).
 impl Service {
     pub(crate) fn record(&self, request: &[u8], resp: &[u8], started: Option<Timer>) {
-        self.metrics.record(crate::metrics::method_of(request), resp, started);
+        self.record_method(crate::metrics::method_of(request), resp, started);
+    }
+
+    /// Counts an answer; a write refused for a full disk is also said to
+    /// the operator, at most once every 10 s with how many were refused
+    /// meanwhile (no host looks for it in the answers).
+    pub(crate) fn record_method(&self, method: usize, resp: &[u8], started: Option<Timer>) {
+        if self.metrics.record(method, resp, started) {
+            if let Some(n) = self.metrics.storage_full_report.note(self.now_ms()) {
+                self.gateway.log.emit(
+                    Event::new(
+                        Level::Error,
+                        "storage_full",
+                        "storage full: the database's disk has no space; writes are refused (503 storage_full, nothing written) until space is freed",
+                    )
+                    .with("refused", n),
+                );
+            }
+        }
     }
 }

@@ -23,7 +23,7 @@ const TICK: Duration = Duration::from_secs(1);
 /// The same under the manual clock: its deadlines cannot be slept on (time
 /// jumps with /admin/advanceClock), so this bounds how late a heartbeat
 /// timeout is noticed after the clock moved.
-const MANUAL_CLOCK_TICK: Duration = Duration::from_millis(250);
+const MANUAL_CLOCK_TICK: Duration = Duration::from_millis(botspace::policy::host::TICK_MS);
 /// While output waits for the socket over the mark: how often the task
 /// looks again (the library's slow-consumer deadline among others).
 const WRITE_TICK: Duration = Duration::from_millis(20);
@@ -33,9 +33,9 @@ const HIGH_WATER: usize = botspace::gateway::OUTPUT_BUDGET;
 /// After a close the server decided on (slow consumer, stop, a session
 /// that ended behind unread output), the connection is dropped after this
 /// long, close frame delivered or not.
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
+const CLOSE_GRACE: Duration = Duration::from_millis(botspace::policy::host::SLOW_CONSUMER_DROP_MS);
 /// After a close the bot asked for: how long its last bytes may take.
-const LINGER: Duration = Duration::from_secs(2);
+const LINGER: Duration = Duration::from_millis(botspace::policy::host::LINGER_MS);
 
 /// One gateway connection's wake-up, by its registration id.
 type Wakeup = (u64, Arc<Notify>);

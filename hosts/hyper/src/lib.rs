@@ -84,12 +84,12 @@ pub enum Role {
 }
 
 impl Role {
-    fn refuses(self, path: &str) -> bool {
-        let admin = path.starts_with("/admin/");
+    /// The core's listener of this role: it decides the routes.
+    fn listener(self) -> botspace::policy::Listener {
         match self {
-            Role::All => false,
-            Role::Public => admin,
-            Role::Admin => !admin,
+            Role::All => botspace::policy::Listener::All,
+            Role::Public => botspace::policy::Listener::Public,
+            Role::Admin => botspace::policy::Listener::Admin,
         }
     }
 }
@@ -293,7 +293,8 @@ impl Botspace {
             self.start_webhooks();
         }
         let path = req.uri().path().to_string();
-        let gateway = path == "/bot/gateway" && req.method() == http::Method::GET;
+        let route = botspace::policy::route(self.role.listener(), &path);
+        let gateway = route == botspace::policy::Route::Gateway && req.method() == http::Method::GET;
         let mut req = req;
         let on_upgrade = gateway.then(|| hyper::upgrade::on(&mut req));
         let (parts, body) = req.into_parts();
@@ -325,8 +326,8 @@ impl Botspace {
                 return close(adapter::response_from_bytes(&refusal.into_response()));
             }
         };
-        if self.role.refuses(&path) {
-            return full(adapter::response_from_bytes(&ApiError::method_not_found(&path).into_response()));
+        if route == botspace::policy::Route::NotHere {
+            return full(adapter::response_from_bytes(&botspace::policy::not_here(&path)));
         }
         let bytes = adapter::request_bytes(&parts, &body);
         let svc = self.inner.svc.clone();
@@ -360,17 +361,15 @@ impl Botspace {
             .get_all(http::header::CONNECTION)
             .iter()
             .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("keep-alive"))));
-        let admin = path.starts_with("/admin/");
-        let raw = if path == "/bot/getUpdates" {
+        let raw = if route == botspace::policy::Route::Poll {
             // Long polling: may park in the core until an event or its
             // deadline; the request's future awaits it, no thread does.
             parked::answer(&self.inner, bytes, self.peer.clone()).await
         } else {
-            self.answer_now(&svc, bytes, &path, admin).await
+            self.answer_now(&svc, bytes, &path, route).await
         };
         match raw {
             Ok(raw) => {
-                storage_full::note(&raw);
                 let mut resp = adapter::response_from_vec(raw);
                 if keep_alive {
                     resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("keep-alive"));
@@ -383,10 +382,17 @@ impl Botspace {
 
     /// Every request but the gateway's and getUpdates: answered at once,
     /// on the core threads, the reactor or the blocking pool.
-    async fn answer_now(&self, svc: &Arc<Service>, bytes: Vec<u8>, path: &str, admin: bool) -> Result<Vec<u8>, ()> {
+    async fn answer_now(
+        &self,
+        svc: &Arc<Service>,
+        bytes: Vec<u8>,
+        path: &str,
+        route: botspace::policy::Route,
+    ) -> Result<Vec<u8>, ()> {
         let svc = svc.clone();
+        let admin = route == botspace::policy::Route::Admin;
         let kind = || {
-            if path.starts_with("/bot/") && path != "/bot/getMe" {
+            if route == botspace::policy::Route::Batch {
                 core_thread::Kind::Batch
             } else {
                 core_thread::Kind::Alone
@@ -480,33 +486,5 @@ where
             }
             Ok(resp)
         })
-    }
-}
-
-/// A full disk, said on stderr at most once every `EVERY` seconds with how
-/// many writes it refused meanwhile: the operator hears of it, and a
-/// flood of refused writes does not flood the log.
-pub(crate) mod storage_full {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    const EVERY: u64 = 10;
-    static LAST: AtomicU64 = AtomicU64::new(0);
-    static SINCE: AtomicU64 = AtomicU64::new(0);
-
-    pub fn note(resp: &[u8]) {
-        if !resp.starts_with(b"HTTP/1.1 503") || !resp.windows(22).any(|w| w == br#""error":"storage_full""#) {
-            return;
-        }
-        let n = SINCE.fetch_add(1, Ordering::Relaxed) + 1;
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let last = LAST.load(Ordering::Relaxed);
-        if now >= last + EVERY && LAST.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
-            SINCE.store(0, Ordering::Relaxed);
-            crate::say::log(
-                botspace::log::Level::Error,
-                &format!("storage full: the database's disk has no space; writes are refused (503 storage_full, nothing written) until space is freed ({n} refused since the last report)"),
-            );
-        }
     }
 }

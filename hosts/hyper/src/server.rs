@@ -35,15 +35,16 @@ use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 use tokio::time::{Instant, Sleep};
 
-/// Bounds of the "lingering close" after an error that ends a connection.
-const LINGER: Duration = Duration::from_secs(2);
-const LINGER_BYTES: usize = 4 << 20;
+/// Bounds of the "lingering close" after an error that ends a connection
+/// (the library's host policy, as every bound below).
+const LINGER: Duration = Duration::from_millis(botspace::policy::host::LINGER_MS);
+const LINGER_BYTES: usize = botspace::policy::host::LINGER_BYTES;
 /// A peer that does not take our bytes for this long is dropped.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+const WRITE_TIMEOUT: Duration = Duration::from_millis(botspace::policy::host::WRITE_TIMEOUT_MS);
 /// How long a stop waits for connections to finish.
-const DRAIN: Duration = Duration::from_secs(5);
+const DRAIN: Duration = Duration::from_millis(botspace::policy::host::DRAIN_MS);
 /// Longest single wait for store notifications: how late the loop sees a stop.
-const NOTIFY_WAIT_MS: u64 = 250;
+const NOTIFY_WAIT_MS: u64 = botspace::policy::host::NOTIFY_WAIT_MS;
 
 /// The connection limits of `examples/server.rs`.
 #[derive(Clone, Debug)]
@@ -205,14 +206,15 @@ fn spawn_notification_loop(sh: &Arc<Shared>) -> Option<std::thread::JoinHandle<(
             if let Err(e) = sh.app.service().wait_store_notifications(NOTIFY_WAIT_MS) {
                 // The listening connection broke (or cannot be opened): the
                 // sessions' polls still deliver; reconnect a second later.
-                if last_error.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                let report = Duration::from_millis(botspace::policy::host::NOTIFY_ERROR_REPORT_MS);
+                if last_error.is_none_or(|t| t.elapsed() >= report) {
                     crate::say::log(
                         botspace::log::Level::Warn,
                         &format!("listening for notifications failed: {e}; retrying every second"),
                     );
                     last_error = Some(std::time::Instant::now());
                 }
-                let until = std::time::Instant::now() + Duration::from_secs(1);
+                let until = std::time::Instant::now() + Duration::from_millis(botspace::policy::host::NOTIFY_RETRY_MS);
                 while std::time::Instant::now() < until && !sh.stop.load(Ordering::SeqCst) {
                     std::thread::sleep(Duration::from_millis(50));
                 }
@@ -304,15 +306,7 @@ static LINGERING_REFUSALS: AtomicUsize = AtomicUsize::new(0);
 /// still sends for a moment (a few at a time), so a client that was
 /// writing its request reads the 503 rather than a reset.
 fn refuse_busy(stream: TcpStream, linger: bool) {
-    let body =
-        br#"{"ok":false,"error_code":503,"error":"server_busy","description":"too many connections; retry later"}"#;
-    let mut msg = format!(
-        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    msg.extend_from_slice(body);
-    let _ = stream.try_write(&msg);
+    let _ = stream.try_write(&botspace::policy::server_busy());
     let Ok(std_stream) = stream.into_std() else { return };
     let _ = std_stream.shutdown(std::net::Shutdown::Write);
     if !linger || LINGERING_REFUSALS.fetch_add(1, Ordering::SeqCst) >= MAX_LINGERING_REFUSALS {
@@ -351,7 +345,8 @@ struct ErrorLog {
 impl ErrorLog {
     fn note(&mut self, e: &io::Error) {
         self.since += 1;
-        if self.last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+        let every = Duration::from_millis(botspace::policy::host::ACCEPT_ERROR_REPORT_MS);
+        if self.last.is_none_or(|t| t.elapsed() >= every) {
             crate::say::log(
                 botspace::log::Level::Error,
                 &format!("accept failed: {e} ({} in the last second)", self.since),
@@ -712,8 +707,8 @@ impl AsyncRead for FramedIo {
             if let Some(d) = this.read_deadline() {
                 if Instant::now() >= d {
                     if this.started.is_some() {
-                        this.shared.app.service().note_request_timeout();
-                        this.end_with(request_timeout(), false);
+                        let resp = this.shared.app.service().request_timed_out();
+                        this.end_with(resp, false);
                     } else {
                         this.mode = Mode::Ending;
                     }
@@ -839,18 +834,6 @@ impl Drop for FramedIo {
     }
 }
 
-/// 408 for a request that did not arrive within `--request-timeout`.
-fn request_timeout() -> Vec<u8> {
-    let body = br#"{"ok":false,"error_code":408,"error":"request_timeout","description":"the request did not arrive in time"}"#;
-    let mut r = format!(
-        "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    r.extend_from_slice(body);
-    r
-}
-
 /// Adds a header line right after the status line of a response.
 fn with_header(mut resp: Vec<u8>, line: &str) -> Vec<u8> {
     if let Some(p) = resp.windows(2).position(|w| w == b"\r\n") {
@@ -897,11 +880,6 @@ impl Head {
 pub mod fds {
     use std::io;
 
-    /// Descriptors kept for the server itself (standard streams, listeners,
-    /// the spare, the SQLite file, WAL, shared memory and checkpoint
-    /// connection, PostgreSQL connections, the runtime's own).
-    const RESERVED: u64 = 64;
-
     /// Raises the soft `RLIMIT_NOFILE` to the hard limit (as nginx and Go's
     /// runtime do) and returns the limit now in force.
     pub fn raise_limit() -> u64 {
@@ -924,12 +902,9 @@ pub mod fds {
         limit
     }
 
-    /// The default `--max-connections` under `limit` descriptors: one per
-    /// connection, after the server's own.
-    pub fn default_max_connections(limit: u64) -> usize {
-        let cap = if limit > 2 * RESERVED { limit - RESERVED } else { limit / 2 };
-        cap.clamp(1, 1 << 20) as usize
-    }
+    /// The default `--max-connections` under `limit` descriptors: the
+    /// core's policy.
+    pub use botspace::policy::host::default_max_connections;
 
     pub(crate) fn out_of_descriptors(e: &io::Error) -> bool {
         matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
