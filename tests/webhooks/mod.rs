@@ -69,8 +69,7 @@ impl Receiver {
     }
 
     pub fn control(&self, body: &Value) {
-        let r =
-            agent().post(format!("http://127.0.0.1:{}/control", self.control_port)).send(body.to_string()).unwrap();
+        let r = agent().post(format!("http://127.0.0.1:{}/control", self.control_port)).send(body.to_string()).unwrap();
         assert_eq!(r.status().as_u16(), 200);
     }
 
@@ -204,8 +203,22 @@ impl TestCa {
         openssl(
             &self.dir,
             &[
-                "x509", "-req", "-in", &csr, "-CA", ca, "-CAkey", ca_key, "-set_serial", &serial, "-days", "2",
-                "-out", &pem, "-extfile", &ext,
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                ca,
+                "-CAkey",
+                ca_key,
+                "-set_serial",
+                &serial,
+                "-days",
+                "2",
+                "-out",
+                &pem,
+                "-extfile",
+                &ext,
             ],
         );
         (self.dir.join(pem), self.dir.join(key))
