@@ -35,6 +35,7 @@ servers! {
     an_answer_with_a_body_past_64_kib_counts_by_its_status,
     deliveries_over_https_reach_a_receiver_whose_certificate_chains_to_ssl_cert_file,
     a_receiver_whose_certificate_is_untrusted_or_for_another_name_gets_nothing_and_the_event_waits,
+    ssl_cert_dir_names_the_trusted_roots_as_well,
 }
 
 const ALLOW: [&str; 2] = ["--webhook-allow-http", "--webhook-allow-private-addresses"];
@@ -49,8 +50,13 @@ fn start(bin: &Path, db: &str, extra: &[&str]) -> Server {
 /// `SSL_CERT_FILE`, which both servers honour. No `--webhook-allow-http`:
 /// only https is delivered to; loopback is allowed since the receiver is on it.
 fn start_trusting(bin: &Path, ca: &Path) -> Server {
+    start_with_roots(bin, "SSL_CERT_FILE", ca)
+}
+
+/// A server with `var` (`SSL_CERT_FILE` or `SSL_CERT_DIR`) set to `path`.
+fn start_with_roots(bin: &Path, var: &str, path: &Path) -> Server {
     let args = ["--db", ":memory:", "--admin-secret", SECRET, "--webhook-allow-private-addresses"];
-    Server::start_in_shell(&[], "true", &[("SSL_CERT_FILE", ca.to_str().unwrap())], bin, &args)
+    Server::start_in_shell(&[], "true", &[(var, path.to_str().unwrap())], bin, &args)
 }
 
 fn set_webhook(srv: &Server, token: &str, body: &Value) -> Value {
@@ -528,6 +534,35 @@ fn a_receiver_whose_certificate_is_untrusted_or_for_another_name_gets_nothing_an
     }
     for rx in [&untrusted, &other_name] {
         assert_eq!(rx.seen(), Vec::<Value>::new());
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `SSL_CERT_DIR` instead of `SSL_CERT_FILE`: a directory in OpenSSL's
+/// hashed layout (`openssl rehash`, as /etc/ssl/certs is) holding the CA.
+fn ssl_cert_dir_names_the_trusted_roots_as_well(bin: &Path) {
+    let dir = temp_dir("webhooks-https-dir");
+    let ca = TestCa::new(&dir, "ca");
+    let (cert, key) = ca.issue("localhost", "DNS:localhost,IP:127.0.0.1");
+    let roots = dir.join("roots");
+    std::fs::create_dir_all(&roots).unwrap();
+    std::fs::copy(&ca.cert, roots.join("test-ca.pem")).unwrap();
+    let out = std::process::Command::new("openssl").arg("rehash").arg(&roots).output().unwrap();
+    assert!(out.status.success(), "openssl rehash: {}", String::from_utf8_lossy(&out.stderr));
+    let rx = Receiver::start_tls(&dir, &cert, &key);
+    let srv = start_with_roots(bin, "SSL_CERT_DIR", &roots);
+    let w = srv.world("standard");
+    let secret = set_webhook(&srv, &w.token, &json!({"url": rx.url()}))["secret"].as_str().unwrap().to_string();
+    rx.control(&json!({"secret": secret}));
+    let seen = rx.wait_for(WAIT, "the first delivery", |s| delivered(s).contains(&1));
+    let e = seen.iter().find(|e| answered_ok(e)).unwrap();
+    assert_eq!(e["verified"], json!(true), "{e}");
+    assert_eq!(e["id"], format!("msg_{}_1", w.bot_id));
+    assert_eq!(e["body"]["type"], "bot_started");
+    let until = Instant::now() + WAIT;
+    while info(&srv, &w.token)["pending_update_count"] != 0 {
+        assert!(Instant::now() < until, "the cursor did not move");
+        std::thread::sleep(Duration::from_millis(20));
     }
     let _ = std::fs::remove_dir_all(dir);
 }
