@@ -1194,6 +1194,28 @@ static void wh_xfer_free(wh_xfer *x) {
     free(x);
 }
 
+/* The roots a webhook's TLS certificate must chain to, as the Rust server
+ * takes them (rustls-native-certs): when SSL_CERT_FILE (a PEM bundle) or
+ * SSL_CERT_DIR (hashed directories, ':'-separated) is set, those and only
+ * those; otherwise libcurl's built-in bundle. libcurl itself reads neither
+ * variable (it always passes its compiled-in paths to OpenSSL), so they are
+ * handed over here. Read once, at start. */
+static const char *wh_ca_file, *wh_ca_dir;
+static int wh_ca_from_env;
+
+static void wh_roots_from_env(void) {
+    wh_ca_file = getenv("SSL_CERT_FILE");
+    wh_ca_dir = getenv("SSL_CERT_DIR");
+    if (wh_ca_dir && !wh_ca_dir[strspn(wh_ca_dir, ":")]) wh_ca_dir = NULL; /* no directory in it */
+    wh_ca_from_env = wh_ca_file || wh_ca_dir;
+}
+
+static int wh_set_roots(CURL *e) {
+    if (!wh_ca_from_env) return 1;
+    return curl_easy_setopt(e, CURLOPT_CAINFO, wh_ca_file) == CURLE_OK &&
+           curl_easy_setopt(e, CURLOPT_CAPATH, wh_ca_dir) == CURLE_OK;
+}
+
 /* Starts one request; on a local failure reports it at once. */
 static void wh_start(botspace_webhook_request *req, uint64_t now) {
     botspace_webhook_request_parts p;
@@ -1222,6 +1244,7 @@ static void wh_start(botspace_webhook_request *req, uint64_t now) {
              /* A proxy from the environment would be connected to instead
               * of the checked addresses. */
              curl_easy_setopt(e, CURLOPT_PROXY, "") == CURLE_OK &&
+             wh_set_roots(e) &&
              curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
              curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1) == CURLE_OK &&
              curl_easy_setopt(e, CURLOPT_POST, 1L) == CURLE_OK &&
@@ -1333,6 +1356,7 @@ static int webhook_init(void) {
     }
     curl_multi_setopt(wh_multi, CURLMOPT_SOCKETFUNCTION, wh_socket_cb);
     curl_multi_setopt(wh_multi, CURLMOPT_TIMERFUNCTION, wh_timer_cb);
+    wh_roots_from_env();
     return 0;
 }
 

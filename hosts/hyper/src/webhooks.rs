@@ -127,6 +127,11 @@ pub(crate) async fn run(svc: Weak<Service>, sender: Arc<Sender>) {
     }
 }
 
+/// The roots come from `rustls_native_certs`: the system's store, or, when
+/// `SSL_CERT_FILE` or `SSL_CERT_DIR` is set, only what they name (OpenSSL's
+/// variables; the C server hands the same two to libcurl). Loaded once, when
+/// the sender starts. A root that does not load is skipped: a receiver whose
+/// certificate needs it fails with "TLS failed: ...".
 fn tls_config() -> rustls::ClientConfig {
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls_native_certs::load_native_certs().certs {
