@@ -2,7 +2,7 @@
 //! the answers a host sends on its own (408 for a request that did not
 //! arrive in time, 503 `server_busy` at the connection limit, 404 for a
 //! path the listener does not serve), which way a request goes
-//! ([`route`]), the numbers of a server's connection handling
+//! ([`route()`]), the numbers of a server's connection handling
 //! ([`host`]), and what a response the core made says (its status and
 //! error code, [`response_error`]).
 //!

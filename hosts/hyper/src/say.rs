@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 static JSON: AtomicBool = AtomicBool::new(false);
 static THRESHOLD: AtomicU8 = AtomicU8::new(Level::Info as u8);
 
-/// Sets how [`log`] prints: JSON lines (`--log-format json`) or the text
+/// Sets how [`log()`] prints: JSON lines (`--log-format json`) or the text
 /// lines, and the most detailed level it prints (the library's reading of
 /// `BOTSPACE_LOG`, else `RUST_LOG`). Installs the `log` facade's logger,
 /// so what the library logs (a database that went away) is printed as
@@ -51,7 +51,7 @@ pub fn configure(json: bool, threshold: Level) {
 }
 
 /// The `log` facade's records of the library (target `botspace…`), as
-/// [`log`] lines. Other crates' records (the PostgreSQL client's server
+/// [`log()`] lines. Other crates' records (the PostgreSQL client's server
 /// notices, rustls) are not the operator's business here.
 struct Facade;
 
@@ -78,7 +78,7 @@ fn level_of(l: log::Level) -> Level {
     }
 }
 
-/// Whether [`log`] prints JSON lines.
+/// Whether [`log()`] prints JSON lines.
 pub fn json() -> bool {
     JSON.load(Ordering::Relaxed)
 }
@@ -103,7 +103,7 @@ pub fn log(level: Level, msg: &str) {
 }
 
 /// One of the library's operator lines ([`botspace::log::Event`]), as
-/// [`log`] prints its own.
+/// [`log()`] prints its own.
 pub fn event(ev: &botspace::log::Event) {
     if ev.level as u8 > THRESHOLD.load(Ordering::Relaxed) {
         return;
