@@ -278,41 +278,6 @@ pub fn audit_log(conn: &Conn, before: Option<i64>, target: &str, limit: u32) -> 
     })
 }
 
-/// SQLite schema version 4: the audit log, and list order indexes.
-pub const SQLITE_MIGRATION: &str = r#"
-    CREATE TABLE audit_log (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        at_ms INTEGER NOT NULL,
-        method TEXT NOT NULL,
-        target TEXT,
-        actor TEXT NOT NULL,
-        peer TEXT,
-        detail TEXT NOT NULL
-    );
-    CREATE INDEX audit_log_by_target ON audit_log (target, id);
-    CREATE INDEX bots_by_created ON bots (created_at, id);
-    CREATE INDEX users_by_created ON users (created_at, id);
-    CREATE INDEX chats_by_created ON chats (created_at, id);
-    "#;
-
-/// PostgreSQL schema version 4: as [`SQLITE_MIGRATION`].
-#[cfg(feature = "postgres")]
-pub const POSTGRES_MIGRATION: &str = r#"
-    CREATE TABLE audit_log (
-        id BIGSERIAL PRIMARY KEY,
-        at_ms BIGINT NOT NULL,
-        method TEXT NOT NULL,
-        target TEXT,
-        actor TEXT NOT NULL,
-        peer TEXT,
-        detail TEXT NOT NULL
-    );
-    CREATE INDEX audit_log_by_target ON audit_log (target, id);
-    CREATE INDEX bots_by_created ON bots (created_at, id);
-    CREATE INDEX users_by_created ON users (created_at, id);
-    CREATE INDEX chats_by_created ON chats (created_at, id);
-    "#;
-
 #[cfg(test)]
 mod tests {
     use super::*;

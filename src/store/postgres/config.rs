@@ -5,7 +5,7 @@
 //! `verify-ca` / `verify-full` modes.
 
 use super::{Client, MakeTls, PgConnection, PgFail};
-use crate::store::{StorageError, StoreResult};
+use crate::store::error::{StorageError, StoreResult};
 use std::time::Duration;
 use tokio_postgres::config::Host;
 

@@ -3,9 +3,10 @@
 
 use super::config::Target;
 use super::tls::tls;
-use super::{is_unavailable, log_storage_error, sql, Client, Params, PgFail, Timed, CHANNEL, MAX_PAYLOAD};
+use super::{log_storage_error, sql, Client, Params, PgFail, Timed, CHANNEL, MAX_PAYLOAD};
 use crate::config::Config;
-use crate::store::{StorageError, StoreResult, Val};
+use crate::store::error::{is_unavailable, StorageError, StoreResult};
+use crate::store::value::Val;
 use postgres::error::SqlState;
 use postgres::types::ToSql;
 use postgres::{Row, Statement};
@@ -292,14 +293,14 @@ impl PgConn {
         &self,
         st: &Statement,
         runs: &[Vec<Val<'_>>],
-        f: &mut dyn FnMut(usize, &crate::store::Row<'_>) -> StoreResult<()>,
+        f: &mut dyn FnMut(usize, &crate::store::value::Row<'_>) -> StoreResult<()>,
     ) -> StoreResult<()> {
         let params: Vec<Vec<&(dyn ToSql + Sync)>> =
             runs.iter().map(|v| v.iter().map(|x| x as &(dyn ToSql + Sync)).collect()).collect();
         let runs: Vec<(&Statement, &Params<'_>)> = params.iter().map(|p| (st, p.as_slice())).collect();
         for (i, (rows, _)) in self.pipeline(&runs, None)?.iter().enumerate() {
             for row in rows {
-                f(i, &crate::store::Row::Pg(row))?;
+                f(i, &crate::store::value::Row::Pg(row))?;
             }
         }
         Ok(())
@@ -310,7 +311,7 @@ impl PgConn {
         st: &Statement,
         writes: bool,
         vals: &[Val<'_>],
-        f: &mut dyn FnMut(&crate::store::Row<'_>) -> StoreResult<bool>,
+        f: &mut dyn FnMut(&crate::store::value::Row<'_>) -> StoreResult<bool>,
     ) -> StoreResult<()> {
         let params: Vec<&(dyn ToSql + Sync)> = vals.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
         let (rows, _) = self.run(st, &params)?;
@@ -320,7 +321,7 @@ impl PgConn {
             self.changes.set(self.changes.get() + rows.len().max(1) as u64);
         }
         for r in &rows {
-            if !f(&crate::store::Row::Pg(r))? {
+            if !f(&crate::store::value::Row::Pg(r))? {
                 break;
             }
         }

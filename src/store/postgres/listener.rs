@@ -3,8 +3,8 @@
 use super::config::Target;
 use super::tls::tls;
 use super::{log_storage_error, Client, PgFail, CHANNEL};
-use crate::store::notify::Heard;
-use crate::store::{StorageError, StoreResult};
+use crate::store::error::{StorageError, StoreResult};
+use crate::store::heard::Heard;
 use std::time::{Duration, Instant};
 
 /// A second connection that only runs `LISTEN botspace` and waits: the

@@ -2,7 +2,7 @@
 //! starts first.
 
 use super::conn::PgConn;
-use crate::store::{StorageError, StoreResult};
+use crate::store::error::{StorageError, StoreResult};
 
 /// Schema migrations, applied in order, versioned like SQLite's
 /// (`botspace_schema.version` plays `PRAGMA user_version`). Never edit a
@@ -136,13 +136,13 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX rate_buckets_by_tat ON rate_buckets (tat);
     "#,
     // 4: the admin console's audit log and list indexes.
-    crate::store::console::POSTGRES_MIGRATION,
+    crate::store::schema::CONSOLE_POSTGRES,
     // 5: bot handles are unique, compared case-insensitively (see the
     // SQLite migration 5); existing bots get their keys in the same
     // transaction.
-    crate::store::bots::HANDLE_KEYS_MIGRATION,
+    crate::store::schema::HANDLE_KEYS,
     // 6: bots' webhooks.
-    crate::store::webhooks::POSTGRES_MIGRATION,
+    crate::store::schema::WEBHOOKS_POSTGRES,
 ];
 
 impl PgConn {
@@ -171,15 +171,15 @@ impl PgConn {
                     }
                     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
                         c.batch_execute(sql).await?;
-                        if *sql == crate::store::bots::HANDLE_KEYS_MIGRATION {
-                            let rows = c.query(crate::store::bots::EXISTING_HANDLES, &[]).await?;
+                        if *sql == crate::store::schema::HANDLE_KEYS {
+                            let rows = c.query(crate::store::schema::EXISTING_HANDLES, &[]).await?;
                             let bots: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-                            let (claims, unclaimed) = crate::store::bots::claim_keys(&bots);
+                            let (claims, unclaimed) = crate::store::schema::claim_keys(&bots);
                             let set = c.prepare("UPDATE bots SET handle_key = $1 WHERE id = $2").await?;
                             for (id, key) in claims {
                                 c.execute(&set, &[&key, &id]).await?;
                             }
-                            crate::store::bots::report_unclaimed(&unclaimed);
+                            crate::store::schema::report_unclaimed(&unclaimed);
                         }
                         c.execute("UPDATE botspace_schema SET version = $1", &[&(i as i64 + 1)]).await?;
                     }

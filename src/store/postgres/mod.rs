@@ -2,7 +2,10 @@
 //! parsed by tokio-postgres's `Config`), TLS (`tls`), the connection and
 //! its transactions (`conn`), the schema (`migrate`), the notification
 //! listener (`listener`), statements as PostgreSQL reads them (`sql`) and
-//! the mapping between the store's values and PostgreSQL's (`types`).
+//! the store's values as PostgreSQL's parameters (`types`). What a
+//! PostgreSQL error says and whether it means the server is not there are
+//! in `store/error.rs`, and how a column reads in `store/value.rs`: both
+//! stores' code names them, so they sit below this module.
 //!
 //! Transactions run at READ COMMITTED. Everything that must stay gapless
 //! (per-chat message ids, per-bot event seqs, update ids) is taken from its
@@ -30,7 +33,6 @@ mod types;
 
 pub use conn::PgConn;
 pub use listener::Listener;
-pub use types::{get, PgCol};
 
 use std::future::Future;
 use std::sync::Mutex;
@@ -104,24 +106,6 @@ impl Timed<'_> {
     }
 }
 
-/// What a PostgreSQL error says, cause included: tokio-postgres shows only
-/// its kind ("db error", "error connecting to server"), and the cause is
-/// what an operator needs (the server's message and SQLSTATE, the refused
-/// connection, the read-only standby).
-pub fn describe(e: &postgres::Error) -> String {
-    if let Some(db) = e.as_db_error() {
-        return format!("{}: {} (SQLSTATE {})", db.severity(), db.message(), db.code().code());
-    }
-    let mut out = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
-
 /// Logs a storage error (`log::error!`), at most one line a second per
 /// process (a database that is down fails every request, and a log that
 /// floods hides the first cause), counting what it held back. A host that
@@ -143,19 +127,4 @@ fn log_storage_error(what: &str, cause: &str, password: Option<&str>) {
         line.push_str(&format!(" ({held} more storage errors since the last line, not shown)"));
     }
     log::error!("{line}");
-}
-
-/// True for errors that say the server is not there (refused, closed,
-/// shutting down, starting up), as opposed to a failing statement.
-pub fn is_unavailable(e: &postgres::Error) -> bool {
-    if e.is_closed() {
-        return true;
-    }
-    match e.code() {
-        Some(c) => {
-            let c = c.code();
-            c.starts_with("08") || c.starts_with("57P")
-        }
-        None => std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>()) || e.as_db_error().is_none(),
-    }
 }

@@ -3,7 +3,7 @@
 //! one, else the platform's roots.
 
 use super::MakeTls;
-use crate::store::{StorageError, StoreResult};
+use crate::store::error::{StorageError, StoreResult};
 
 pub(super) fn tls(root_cert: Option<&str>) -> StoreResult<MakeTls> {
     use rustls::pki_types::{pem::PemObject, CertificateDer};

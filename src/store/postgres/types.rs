@@ -1,7 +1,8 @@
-//! The store's values as PostgreSQL's parameters, and PostgreSQL's
-//! columns as the types the store reads (integers widen, flags are 0/1).
+//! The store's values as PostgreSQL's parameters (integers narrow to the
+//! column's type, flags to booleans). How PostgreSQL's columns read as the
+//! types the store reads is `store/value.rs`'s (`pg_get`).
 
-use crate::store::{StorageError, StoreResult, Val};
+use crate::store::value::Val;
 use bytes::BytesMut;
 use postgres::types::{IsNull, ToSql, Type};
 
@@ -25,80 +26,4 @@ impl ToSql for Val<'_> {
     }
 
     postgres::types::to_sql_checked!();
-}
-
-/// A column as the type the code reads; integers widen, flags are 0/1.
-pub fn get<T: PgCol>(r: &postgres::Row, i: usize) -> StoreResult<T> {
-    T::pg(r, i).ok_or(StorageError::Type(i))
-}
-
-pub trait PgCol: Sized {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self>;
-}
-
-fn int(r: &postgres::Row, i: usize) -> Option<Option<i64>> {
-    if let Ok(v) = r.try_get::<_, Option<i64>>(i) {
-        return Some(v);
-    }
-    if let Ok(v) = r.try_get::<_, Option<i32>>(i) {
-        return Some(v.map(i64::from));
-    }
-    if let Ok(v) = r.try_get::<_, Option<bool>>(i) {
-        return Some(v.map(i64::from));
-    }
-    None
-}
-
-impl PgCol for Option<i64> {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        int(r, i)
-    }
-}
-impl PgCol for i64 {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        int(r, i).flatten()
-    }
-}
-impl PgCol for Option<bool> {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        int(r, i).map(|v| v.map(|n| n != 0))
-    }
-}
-impl PgCol for bool {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        int(r, i).flatten().map(|n| n != 0)
-    }
-}
-impl PgCol for Option<u32> {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        match int(r, i)? {
-            None => Some(None),
-            Some(n) => u32::try_from(n).ok().map(Some),
-        }
-    }
-}
-impl PgCol for u32 {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        <Option<u32>>::pg(r, i).flatten()
-    }
-}
-impl PgCol for Option<String> {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        r.try_get(i).ok()
-    }
-}
-impl PgCol for String {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        r.try_get(i).ok()
-    }
-}
-impl PgCol for Option<Vec<u8>> {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        r.try_get(i).ok()
-    }
-}
-impl PgCol for Vec<u8> {
-    fn pg(r: &postgres::Row, i: usize) -> Option<Self> {
-        r.try_get(i).ok()
-    }
 }
