@@ -1467,7 +1467,14 @@ static int webhook_init(void) {
     curl_multi_setopt(wh_multi, CURLMOPT_SOCKETFUNCTION, wh_socket_cb);
     curl_multi_setopt(wh_multi, CURLMOPT_TIMERFUNCTION, wh_timer_cb);
     wh_roots_from_env();
-    if (pthread_create(&wh_store_thread, NULL, wh_store_loop, NULL) != 0) {
+    /* The loop's thread takes the signals (the store thread's syncs are
+     * not interrupted): the thread starts with every signal blocked. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int started = pthread_create(&wh_store_thread, NULL, wh_store_loop, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (started != 0) {
         log_at(LOG_ERROR, "cannot start the webhook store thread");
         curl_multi_cleanup(wh_multi);
         wh_multi = NULL;
