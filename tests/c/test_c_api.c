@@ -2171,8 +2171,8 @@ static void test_webhooks(void) {
     CHECK(poll_one(s, now, &p2) == NULL, "poll_webhook: the next event of the chat waits");
 
     needs_store = true;
-    CHECK(botspace_service_poll_webhook_in_memory(s, now, &req, &needs_store) == BOTSPACE_STATUS_OK && req == NULL &&
-              !needs_store,
+    CHECK(botspace_service_poll_webhook_in_memory(s, now, &p_none, &needs_store) == BOTSPACE_STATUS_OK &&
+              p_none == NULL && !needs_store,
           "poll_webhook_in_memory: nothing due, nothing for the store");
     /* 500: retried within 0.5..1 s, recorded for getWebhookInfo. */
     uint64_t id = p.id;
