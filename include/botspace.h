@@ -1161,6 +1161,23 @@ void botspace_gateway_free(struct botspace_gateway **gateway);
 enum botspace_status botspace_service_poll_webhook(const struct botspace_service *service, uint64_t now_ms, struct botspace_webhook_request **out_request);
 
 /**
+ * `botspace_service_poll_webhook` for a thread that must not wait on the
+ * store (an event loop): writes the next request due at `now_ms` to
+ * `*out_request`, or NULL, taking only a lock held for microseconds. With
+ * NULL, `*out_needs_store` says whether the store has work (a bot's log to
+ * read, outcomes to write, the first load): then call
+ * `botspace_service_poll_webhook` where blocking is allowed (another
+ * thread) until it writes NULL, and send what it hands out. Due requests
+ * come first, so `*out_needs_store` is false whenever a request is
+ * written. Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle; `out_request` and `out_needs_store`
+ * must be writable.
+ */
+enum botspace_status botspace_service_poll_webhook_in_memory(const struct botspace_service *service, uint64_t now_ms, struct botspace_webhook_request **out_request, bool *out_needs_store);
+
+/**
  * Writes the request's parts to `*out_parts`: pointers into the request,
  * valid until `botspace_webhook_request_free`.
  *
@@ -1201,6 +1218,21 @@ void botspace_webhook_request_free(struct botspace_webhook_request **request);
  * must each be NULL or a NUL-terminated string.
  */
 enum botspace_status botspace_service_webhook_outcome(const struct botspace_service *service, uint64_t id, uint16_t status_code, const char *retry_after, const char *failure_message, bool timed_out, uint64_t now_ms);
+
+/**
+ * `botspace_service_webhook_outcome` that also says, in
+ * `*out_store_wanted` (when not NULL), whether the store has work now
+ * (outcomes to write, a bot's log to read): a host that hands out requests
+ * with `botspace_service_poll_webhook_in_memory` then has
+ * `botspace_service_poll_webhook` called soon where blocking is allowed.
+ * Never waits on the store. `*out_store_wanted` is written only on
+ * `BOTSPACE_STATUS_OK`. Thread-safe.
+ *
+ * # Safety
+ * As `botspace_service_webhook_outcome`; `out_store_wanted` must be NULL
+ * or writable.
+ */
+enum botspace_status botspace_service_webhook_report(const struct botspace_service *service, uint64_t id, uint16_t status_code, const char *retry_after, const char *failure_message, bool timed_out, uint64_t now_ms, bool *out_store_wanted);
 
 /**
  * Writes when to call `botspace_service_poll_webhook` next if no wake-up

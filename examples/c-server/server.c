@@ -1071,9 +1071,16 @@ static void format_addr(const struct sockaddr_storage *ss, int reachable, char *
  * with libcurl's multi interface, inside the same poll(2) loop: curl's
  * sockets join the poll set (CURLMOPT_SOCKETFUNCTION), its timer bounds the
  * poll timeout (CURLMOPT_TIMERFUNCTION), and each finished transfer is
- * reported with botspace_service_webhook_outcome. New events wake the loop
+ * reported with botspace_service_webhook_report. New events wake the loop
  * through the wake-up callback; retries come due at
- * botspace_service_webhook_timeout. */
+ * botspace_service_webhook_timeout.
+ *
+ * The loop never waits on the store: it takes what is due with
+ * botspace_service_poll_webhook_in_memory. The store's part (a bot's log
+ * to read, the outcomes to write and sync, the first load) runs on a
+ * thread of its own, woken when the library says the store has work; what
+ * that thread's polls hand out is queued and reaches the loop through the
+ * wake pipe. Curl's handles stay on the loop's thread. */
 
 typedef struct wh_xfer {
     struct wh_xfer *prev, *next; /* every transfer in flight */
@@ -1090,6 +1097,22 @@ typedef struct wh_xfer {
 } wh_xfer;
 
 static wh_xfer *wh_all;
+
+/* Easy handles of finished transfers, reset and kept for the next ones:
+ * a delivery does not allocate a handle each time. */
+#define WH_SPARE_MAX 64
+static CURL *wh_spare[WH_SPARE_MAX];
+static size_t wh_nspare;
+
+/* The store thread. `wanted` asks for a turn, `busy` says one runs; the
+ * requests its polls handed out wait in `queue` for the loop. */
+static pthread_t wh_store_thread;
+static int wh_store_running;
+static pthread_mutex_t wh_store_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wh_store_cv = PTHREAD_COND_INITIALIZER;
+static int wh_store_wanted, wh_store_busy, wh_store_stop;
+static botspace_webhook_request **wh_queue;
+static size_t wh_queue_n, wh_queue_cap;
 
 typedef struct {
     curl_socket_t fd;
@@ -1186,7 +1209,12 @@ static void wh_xfer_free(wh_xfer *x) {
     if (x->next) x->next->prev = x->prev;
     if (x->easy) {
         curl_multi_remove_handle(wh_multi, x->easy);
-        curl_easy_cleanup(x->easy);
+        if (wh_nspare < WH_SPARE_MAX) {
+            curl_easy_reset(x->easy);
+            wh_spare[wh_nspare++] = x->easy;
+        } else {
+            curl_easy_cleanup(x->easy);
+        }
     }
     curl_slist_free_all(x->headers);
     botspace_webhook_request_free(&x->req);
@@ -1216,6 +1244,70 @@ static int wh_set_roots(CURL *e) {
            curl_easy_setopt(e, CURLOPT_CAPATH, wh_ca_dir) == CURLE_OK;
 }
 
+/* Asks the store thread for a turn (no-op when one is asked for). */
+static void wh_store_signal(void) {
+    pthread_mutex_lock(&wh_store_mu);
+    if (!wh_store_wanted) {
+        wh_store_wanted = 1;
+        pthread_cond_signal(&wh_store_cv);
+    }
+    pthread_mutex_unlock(&wh_store_mu);
+}
+
+/* Whether a store turn is asked for or under way: its end wakes the loop. */
+static int wh_store_pending(void) {
+    pthread_mutex_lock(&wh_store_mu);
+    int pending = wh_store_wanted || wh_store_busy;
+    pthread_mutex_unlock(&wh_store_mu);
+    return pending;
+}
+
+/* Reports an outcome; the store's part of it (the write) is the store
+ * thread's. */
+static void wh_report(uint64_t id, uint16_t status, const char *retry_after, const char *failure, bool timed_out,
+                      uint64_t now) {
+    bool wanted = false;
+    if (botspace_service_webhook_report(svc, id, status, retry_after, failure, timed_out, now, &wanted) ==
+            BOTSPACE_STATUS_OK &&
+        wanted)
+        wh_store_signal();
+}
+
+/* The store thread: each turn polls until nothing is handed out (that
+ * reads the bots' logs, writes and syncs the outcomes), queues what it got
+ * and wakes the loop. */
+static void *wh_store_loop(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&wh_store_mu);
+    for (;;) {
+        while (!wh_store_wanted && !wh_store_stop) pthread_cond_wait(&wh_store_cv, &wh_store_mu);
+        if (wh_store_stop) break;
+        wh_store_wanted = 0;
+        wh_store_busy = 1;
+        pthread_mutex_unlock(&wh_store_mu);
+        uint64_t now = svc_now();
+        botspace_webhook_request *req = NULL;
+        while (botspace_service_poll_webhook(svc, now, &req) == BOTSPACE_STATUS_OK && req) {
+            pthread_mutex_lock(&wh_store_mu);
+            if (wh_queue_n == wh_queue_cap) {
+                wh_queue_cap = wh_queue_cap ? wh_queue_cap * 2 : 16;
+                wh_queue = xrealloc(wh_queue, wh_queue_cap * sizeof *wh_queue);
+            }
+            wh_queue[wh_queue_n++] = req;
+            pthread_mutex_unlock(&wh_store_mu);
+            req = NULL;
+        }
+        pthread_mutex_lock(&wh_store_mu);
+        wh_store_busy = 0;
+        /* Non-blocking: a full pipe already guarantees a wake-up. */
+        char one = 1;
+        ssize_t w = write(wake_pipe[1], &one, 1);
+        (void)w;
+    }
+    pthread_mutex_unlock(&wh_store_mu);
+    return NULL;
+}
+
 /* Starts one request; on a local failure reports it at once. */
 static void wh_start(botspace_webhook_request *req, uint64_t now) {
     botspace_webhook_request_parts p;
@@ -1237,7 +1329,7 @@ static void wh_start(botspace_webhook_request *req, uint64_t now) {
         x->headers = h;
     }
     uint64_t left = p.deadline_ms > now ? p.deadline_ms - now : 1;
-    CURL *e = x->easy = curl_easy_init();
+    CURL *e = x->easy = wh_nspare ? wh_spare[--wh_nspare] : curl_easy_init();
     int ok = e && curl_easy_setopt(e, CURLOPT_URL, p.url) == CURLE_OK &&
              curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK &&
              curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L) == CURLE_OK &&
@@ -1261,7 +1353,7 @@ static void wh_start(botspace_webhook_request *req, uint64_t now) {
              curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->error) == CURLE_OK &&
              curl_easy_setopt(e, CURLOPT_PRIVATE, x) == CURLE_OK && curl_multi_add_handle(wh_multi, e) == CURLM_OK;
     if (!ok) {
-        botspace_service_webhook_outcome(svc, x->id, 0, NULL, "could not build the request", false, now);
+        wh_report(x->id, 0, NULL, "could not build the request", false, now);
         wh_xfer_free(x);
         return;
     }
@@ -1280,11 +1372,11 @@ static void wh_finish(wh_xfer *x, CURLcode rc) {
     const char *detail = x->error[0] ? x->error : curl_easy_strerror(rc);
     char msg[CURL_ERROR_SIZE + 64];
     if ((rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && x->answer_too_long)) && status >= 100 && status <= 999) {
-        botspace_service_webhook_outcome(svc, x->id, (uint16_t)status, x->retry_after, NULL, false, now);
+        wh_report(x->id, (uint16_t)status, x->retry_after, NULL, false, now);
         return;
     }
     if (rc == CURLE_OPERATION_TIMEDOUT) {
-        botspace_service_webhook_outcome(svc, x->id, 0, NULL, NULL, true, now);
+        wh_report(x->id, 0, NULL, NULL, true, now);
         return;
     }
     if (rc == CURLE_COULDNT_CONNECT && x->refusal && !x->opened) snprintf(msg, sizeof msg, "%s", x->refusal);
@@ -1296,7 +1388,7 @@ static void wh_finish(wh_xfer *x, CURLcode rc) {
              rc == CURLE_SSL_CIPHER || rc == CURLE_SSL_CACERT_BADFILE)
         snprintf(msg, sizeof msg, "TLS failed: %s", detail);
     else snprintf(msg, sizeof msg, "the connection failed: %s", detail);
-    botspace_service_webhook_outcome(svc, x->id, 0, NULL, msg, false, now);
+    wh_report(x->id, 0, NULL, msg, false, now);
 }
 
 /* Reports every finished transfer. */
@@ -1322,14 +1414,29 @@ static void webhook_turn(uint64_t mono, uint64_t now) {
         curl_multi_socket_action(wh_multi, CURL_SOCKET_TIMEOUT, 0, &running);
         wh_reap();
     }
+    /* What the store thread's polls handed out. */
+    pthread_mutex_lock(&wh_store_mu);
+    botspace_webhook_request **got = wh_queue;
+    size_t ngot = wh_queue_n;
+    wh_queue = NULL;
+    wh_queue_n = wh_queue_cap = 0;
+    pthread_mutex_unlock(&wh_store_mu);
+    for (size_t i = 0; i < ngot; i++) wh_start(got[i], now);
+    free(got);
     uint64_t due = BOTSPACE_NO_DEADLINE;
     botspace_service_webhook_timeout(svc, &due);
     if (due > now) return;
     botspace_webhook_request *req = NULL;
-    while (botspace_service_poll_webhook(svc, now, &req) == BOTSPACE_STATUS_OK && req) {
+    bool needs_store = false;
+    int started = 0;
+    while (botspace_service_poll_webhook_in_memory(svc, now, &req, &needs_store) == BOTSPACE_STATUS_OK && req) {
         wh_start(req, now);
         req = NULL;
+        started = 1;
     }
+    /* The store has work, or something was due that memory did not hold:
+     * the store thread's turn (whose end wakes the loop). */
+    if (needs_store || !started) wh_store_signal();
 }
 
 /* How long poll(2) may sleep for the webhooks: curl's timer, the next
@@ -1342,6 +1449,9 @@ static int64_t webhook_poll_timeout(uint64_t mono, uint64_t now, int64_t timeout
     }
     uint64_t due = BOTSPACE_NO_DEADLINE;
     botspace_service_webhook_timeout(svc, &due);
+    /* Past due while a store turn is asked for or runs: the store's part,
+     * whose end wakes the loop (what is due in memory was handed out). */
+    if (due <= now && wh_store_pending()) due = BOTSPACE_NO_DEADLINE;
     if (due != BOTSPACE_NO_DEADLINE) {
         uint64_t at = due <= now ? 0 : due - now;
         if ((int64_t)at < timeout) timeout = (int64_t)at;
@@ -1357,6 +1467,20 @@ static int webhook_init(void) {
     curl_multi_setopt(wh_multi, CURLMOPT_SOCKETFUNCTION, wh_socket_cb);
     curl_multi_setopt(wh_multi, CURLMOPT_TIMERFUNCTION, wh_timer_cb);
     wh_roots_from_env();
+    /* The loop's thread takes the signals (the store thread's syncs are
+     * not interrupted): the thread starts with every signal blocked. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int started = pthread_create(&wh_store_thread, NULL, wh_store_loop, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (started != 0) {
+        log_at(LOG_ERROR, "cannot start the webhook store thread");
+        curl_multi_cleanup(wh_multi);
+        wh_multi = NULL;
+        return -1;
+    }
+    wh_store_running = 1;
     return 0;
 }
 
@@ -1364,7 +1488,21 @@ static int webhook_init(void) {
  * from the durable cursor after a restart. */
 static void webhook_shutdown(void) {
     if (!wh_multi) return;
+    if (wh_store_running) {
+        /* A turn under way ends first (its sync, its reads). */
+        pthread_mutex_lock(&wh_store_mu);
+        wh_store_stop = 1;
+        pthread_cond_signal(&wh_store_cv);
+        pthread_mutex_unlock(&wh_store_mu);
+        pthread_join(wh_store_thread, NULL);
+        wh_store_running = 0;
+    }
+    for (size_t i = 0; i < wh_queue_n; i++) botspace_webhook_request_free(&wh_queue[i]);
+    free(wh_queue);
+    wh_queue = NULL;
+    wh_queue_n = wh_queue_cap = 0;
     while (wh_all) wh_xfer_free(wh_all);
+    while (wh_nspare) curl_easy_cleanup(wh_spare[--wh_nspare]);
     curl_multi_cleanup(wh_multi);
     wh_multi = NULL;
     free(wh_socks);

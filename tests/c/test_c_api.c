@@ -2069,6 +2069,20 @@ static void test_webhooks(void) {
     /* NULL arguments */
     CHECK(botspace_service_poll_webhook(NULL, now, &req) == BOTSPACE_STATUS_NULL_ARGUMENT, "poll_webhook: NULL service");
     CHECK(botspace_service_poll_webhook(s, now, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "poll_webhook: NULL out");
+    bool needs_store = false, wanted = false;
+    botspace_webhook_request *p_none = NULL;
+    CHECK(botspace_service_poll_webhook_in_memory(NULL, now, &req, &needs_store) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "poll_webhook_in_memory: NULL service");
+    CHECK(botspace_service_poll_webhook_in_memory(s, now, NULL, &needs_store) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "poll_webhook_in_memory: NULL out_request");
+    CHECK(botspace_service_poll_webhook_in_memory(s, now, &req, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "poll_webhook_in_memory: NULL out_needs_store");
+    CHECK(botspace_service_webhook_report(NULL, 1, 200, NULL, NULL, false, now, &wanted) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "webhook_report: NULL service");
+    wanted = true;
+    CHECK(botspace_service_webhook_report(s, 1, 42, NULL, NULL, false, now, &wanted) == BOTSPACE_STATUS_INVALID_ARGUMENT &&
+              strstr(last_error(), "status_code 42") != NULL && wanted,
+          "webhook_report: a status that is not HTTP (output untouched)");
     CHECK(botspace_webhook_request_parts_get(NULL, &p) == BOTSPACE_STATUS_NULL_ARGUMENT, "request_parts_get: NULL request");
     CHECK(botspace_service_webhook_outcome(NULL, 1, 200, NULL, NULL, false, now) == BOTSPACE_STATUS_NULL_ARGUMENT,
           "webhook_outcome: NULL service");
@@ -2095,6 +2109,11 @@ static void test_webhooks(void) {
 
     /* Before the first poll the webhooks are not loaded: due now; after
      * it, with no webhook, nothing waits. */
+    /* The first load is the store's: an event loop hands it over. */
+    needs_store = false;
+    CHECK(botspace_service_poll_webhook_in_memory(s, now, &req, &needs_store) == BOTSPACE_STATUS_OK && req == NULL &&
+              needs_store,
+          "poll_webhook_in_memory: the first load needs the store");
     CHECK(botspace_service_webhook_timeout(s, &t) == BOTSPACE_STATUS_OK && t == now, "webhook_timeout: due before loading");
     CHECK(poll_one(s, now, &p) == NULL, "poll_webhook: nothing without a webhook");
     CHECK(botspace_service_webhook_timeout(s, &t) == BOTSPACE_STATUS_OK && t == BOTSPACE_NO_DEADLINE,
@@ -2111,6 +2130,11 @@ static void test_webhooks(void) {
     snprintf(body, sizeof body, "{\"user_id\":\"%s\",\"chat_id\":\"%s\",\"text\":\"hello hook\"}", w.user, w.chat);
     json_free(admin(s, "sendUserMessage", body));
 
+    /* New events: the bot's log is the store's to read. */
+    needs_store = false;
+    CHECK(botspace_service_poll_webhook_in_memory(s, now, &req, &needs_store) == BOTSPACE_STATUS_OK && req == NULL &&
+              needs_store,
+          "poll_webhook_in_memory: a bot's new events need the store");
     /* The first event (bot_started) is due; the message waits behind it
      * (one chat, in order). */
     req = poll_one(s, now, &p);
@@ -2146,6 +2170,10 @@ static void test_webhooks(void) {
     botspace_webhook_request_parts p2;
     CHECK(poll_one(s, now, &p2) == NULL, "poll_webhook: the next event of the chat waits");
 
+    needs_store = true;
+    CHECK(botspace_service_poll_webhook_in_memory(s, now, &p_none, &needs_store) == BOTSPACE_STATUS_OK &&
+              p_none == NULL && !needs_store,
+          "poll_webhook_in_memory: nothing due, nothing for the store");
     /* 500: retried within 0.5..1 s, recorded for getWebhookInfo. */
     uint64_t id = p.id;
     botspace_webhook_request_free(&req);
@@ -2165,14 +2193,33 @@ static void test_webhooks(void) {
     now = t;
     if (req) {
         /* 200: the cursor moves over event 1; the message is due. */
-        CHECK(botspace_service_webhook_outcome(s, p.id, 200, NULL, NULL, false, now) == BOTSPACE_STATUS_OK, "outcome: 200");
+        /* The 500 was written 50 ms after it; this cursor move is due for
+         * writing at once. */
+        wanted = false;
+        CHECK(botspace_service_webhook_report(s, p.id, 200, NULL, NULL, false, now, &wanted) == BOTSPACE_STATUS_OK &&
+                  wanted,
+              "webhook_report: 200, the store has work");
         botspace_webhook_request_free(&req);
     }
     CHECK(botspace_service_webhook_outcome(s, 999999, 200, NULL, NULL, false, now) == BOTSPACE_STATUS_OK,
           "outcome: an unknown id is ignored");
-    req = poll_one(s, now, &p);
+    /* The message is held in memory: handed out without the store, which
+     * still has the cursor move to write. */
+    needs_store = true;
+    CHECK(botspace_service_poll_webhook_in_memory(s, now, &req, &needs_store) == BOTSPACE_STATUS_OK && req &&
+              !needs_store,
+          "poll_webhook_in_memory: the message is due");
+    if (req) botspace_webhook_request_parts_get(req, &p);
     CHECK(req && p.attempt == 1 && memcmp(p.body, "{\"update_id\":2,\"type\":\"message_created\",", 40) == 0,
-          "poll_webhook: the message is due");
+          "poll_webhook_in_memory: the message, attempt 1");
+    info = webhook_info(s, &w);
+    CHECK(info_is(info, "pending_update_count", "2"), "getWebhookInfo: the 200 not written by the in-memory poll");
+    json_free(info);
+    needs_store = false;
+    CHECK(botspace_service_poll_webhook_in_memory(s, now, &p_none, &needs_store) == BOTSPACE_STATUS_OK &&
+              p_none == NULL && needs_store,
+          "poll_webhook_in_memory: then only the store has work");
+    CHECK(poll_one(s, now, &p2) == NULL, "poll_webhook: writes the cursor move, hands out nothing more");
     /* That poll wrote the 200's cursor move. */
     info = webhook_info(s, &w);
     CHECK(info_is(info, "pending_update_count", "1"), "getWebhookInfo: 1 pending after the 200");

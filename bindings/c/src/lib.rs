@@ -1851,6 +1851,47 @@ pub unsafe extern "C" fn botspace_service_poll_webhook(
     })
 }
 
+/// `botspace_service_poll_webhook` for a thread that must not wait on the
+/// store (an event loop): writes the next request due at `now_ms` to
+/// `*out_request`, or NULL, taking only a lock held for microseconds. With
+/// NULL, `*out_needs_store` says whether the store has work (a bot's log to
+/// read, outcomes to write, the first load): then call
+/// `botspace_service_poll_webhook` where blocking is allowed (another
+/// thread) until it writes NULL, and send what it hands out. Due requests
+/// come first, so `*out_needs_store` is false whenever a request is
+/// written. Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle; `out_request` and `out_needs_store`
+/// must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_poll_webhook_in_memory(
+    service: *const botspace_service,
+    now_ms: u64,
+    out_request: *mut *mut botspace_webhook_request,
+    out_needs_store: *mut bool,
+) -> botspace_status {
+    use botspace::WebhookPoll;
+    ffi_boundary!({
+        non_null!(service, "service");
+        non_null!(out_request, "out_request");
+        non_null!(out_needs_store, "out_needs_store");
+        // SAFETY: a live handle.
+        let svc = unsafe { &(*service).svc };
+        let (req, needs_store) = match svc.poll_webhook_in_memory(now_ms) {
+            WebhookPoll::Request(r) => (Box::into_raw(botspace_webhook_request::new(r)), false),
+            WebhookPoll::Idle => (std::ptr::null_mut(), false),
+            WebhookPoll::NeedsStore => (std::ptr::null_mut(), true),
+        };
+        // SAFETY: both checked non-NULL above.
+        unsafe {
+            *out_request = req;
+            *out_needs_store = needs_store;
+        }
+        botspace_status::Ok
+    })
+}
+
 /// Writes the request's parts to `*out_parts`: pointers into the request,
 /// valid until `botspace_webhook_request_free`.
 ///
@@ -1929,6 +1970,44 @@ pub unsafe extern "C" fn botspace_service_webhook_outcome(
     timed_out: bool,
     now_ms: u64,
 ) -> botspace_status {
+    // SAFETY: the same contract.
+    unsafe {
+        botspace_service_webhook_report(
+            service,
+            id,
+            status_code,
+            retry_after,
+            failure_message,
+            timed_out,
+            now_ms,
+            std::ptr::null_mut(),
+        )
+    }
+}
+
+/// `botspace_service_webhook_outcome` that also says, in
+/// `*out_store_wanted` (when not NULL), whether the store has work now
+/// (outcomes to write, a bot's log to read): a host that hands out requests
+/// with `botspace_service_poll_webhook_in_memory` then has
+/// `botspace_service_poll_webhook` called soon where blocking is allowed.
+/// Never waits on the store. `*out_store_wanted` is written only on
+/// `BOTSPACE_STATUS_OK`. Thread-safe.
+///
+/// # Safety
+/// As `botspace_service_webhook_outcome`; `out_store_wanted` must be NULL
+/// or writable.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // the C call names each input and output
+pub unsafe extern "C" fn botspace_service_webhook_report(
+    service: *const botspace_service,
+    id: u64,
+    status_code: u16,
+    retry_after: *const c_char,
+    failure_message: *const c_char,
+    timed_out: bool,
+    now_ms: u64,
+    out_store_wanted: *mut bool,
+) -> botspace_status {
     use botspace::webhook::Outcome;
     ffi_boundary!({
         non_null!(service, "service");
@@ -1959,7 +2038,11 @@ pub unsafe extern "C" fn botspace_service_webhook_outcome(
             }
         };
         // SAFETY: a live handle.
-        unsafe { (*service).svc.webhook_outcome(id, outcome, now_ms) };
+        let wanted = unsafe { (*service).svc.webhook_outcome(id, outcome, now_ms) };
+        if !out_store_wanted.is_null() {
+            // SAFETY: non-NULL, writable as documented.
+            unsafe { *out_store_wanted = wanted };
+        }
         botspace_status::Ok
     })
 }
