@@ -299,10 +299,10 @@ impl<'a> Request<'a> {
 const SINGLE_HEADERS: [&str; 5] = ["Host", "Transfer-Encoding", "Content-Type", "Authorization", "Idempotency-Key"];
 
 /// The first header of `SINGLE_HEADERS` that is there twice.
-fn repeated_header(headers: &[httparse::Header<'_>]) -> Option<ApiError> {
+fn repeated_header<'h>(names: impl Iterator<Item = &'h str>) -> Option<ApiError> {
     let mut seen = 0u8;
-    for h in headers {
-        if let Some(i) = SINGLE_HEADERS.iter().position(|n| n.eq_ignore_ascii_case(h.name)) {
+    for name in names {
+        if let Some(i) = SINGLE_HEADERS.iter().position(|n| n.eq_ignore_ascii_case(name)) {
             if seen & (1 << i) != 0 {
                 return Some(ApiError::duplicate_header(SINGLE_HEADERS[i]));
             }
@@ -319,21 +319,26 @@ enum BodyLen {
 }
 
 fn body_len(headers: &[httparse::Header<'_>]) -> Result<BodyLen, ApiError> {
-    if let Some(e) = repeated_header(headers) {
+    body_len_of(headers.iter().map(|h| (h.name, h.value)))
+}
+
+/// [`body_len`] of any request's header lines, in order.
+fn body_len_of<'h>(headers: impl Iterator<Item = (&'h str, &'h [u8])> + Clone) -> Result<BodyLen, ApiError> {
+    if let Some(e) = repeated_header(headers.clone().map(|(n, _)| n)) {
         return Err(e);
     }
     let mut len = None;
     let mut chunked = false;
-    for h in headers {
-        if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            let v = std::str::from_utf8(h.value).unwrap_or("");
+    for (name, value) in headers {
+        if name.eq_ignore_ascii_case("transfer-encoding") {
+            let v = std::str::from_utf8(value).unwrap_or("");
             if v.trim().eq_ignore_ascii_case("chunked") {
                 chunked = true;
             } else {
                 return Err(ApiError::length_required());
             }
-        } else if h.name.eq_ignore_ascii_case("content-length") {
-            let v = std::str::from_utf8(h.value).unwrap_or("").trim();
+        } else if name.eq_ignore_ascii_case("content-length") {
+            let v = std::str::from_utf8(value).unwrap_or("").trim();
             let n: usize = if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
                 // Too many digits for usize is simply a body over any limit.
                 v.parse().unwrap_or(usize::MAX)
@@ -771,6 +776,91 @@ pub(crate) fn parse_request(buf: &[u8], max_body_bytes: usize) -> Result<Request
         }
     };
     Ok(Request { method, path, query, headers, body, body_error })
+}
+
+/// Parses a request a host's HTTP stack has already read (its method,
+/// target, header lines and whole body; a chunked body decoded): the same
+/// rules as [`parse_request`] — the head's limits, the target, the headers
+/// that may appear once, `Transfer-Encoding` and `Content-Length`, the body
+/// limit — on what that stack handed over, without writing it out as
+/// bytes. A body with no length header is the host's to delimit.
+pub(crate) fn parse_parts<'a>(
+    method: &'a str,
+    uri: &'a ::http::Uri,
+    headers: &'a ::http::HeaderMap,
+    body: &'a [u8],
+    max_body_bytes: usize,
+) -> Result<Request<'a>, ApiError> {
+    let (path, query) = typed_head(method, uri, headers)?;
+    let headers: Vec<(&str, &[u8])> = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())).collect();
+    let too_large = || Some(ApiError::payload_too_large(max_body_bytes));
+    let (body, body_error) = match body_len_of(headers.iter().copied()) {
+        Err(e) => (&[][..], Some(e)),
+        Ok(BodyLen::Length(n)) if n > max_body_bytes => (&[][..], too_large()),
+        Ok(BodyLen::Length(n)) if body.len() < n => {
+            return Err(ApiError::invalid_request("request body is shorter than Content-Length"));
+        }
+        Ok(BodyLen::Length(n)) => (&body[..n], None),
+        Ok(BodyLen::None | BodyLen::Chunked) if body.len() > max_body_bytes => (&[][..], too_large()),
+        Ok(BodyLen::None | BodyLen::Chunked) => (body, None),
+    };
+    Ok(Request { method, path, query, headers, body: Cow::Borrowed(body), body_error })
+}
+
+/// What framing refuses from a head alone ([`frame_request`]'s `Invalid`),
+/// for a parsed head whose body is still to be read: the host then reads
+/// no body the core would refuse.
+pub(crate) fn check_parts(
+    method: &str,
+    uri: &::http::Uri,
+    headers: &::http::HeaderMap,
+    max_body_bytes: usize,
+) -> Result<(), ApiError> {
+    let refused = match typed_head(method, uri, headers) {
+        Err(e) => e,
+        Ok(_) => match body_len_of(headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())).collect::<Vec<_>>().into_iter()) {
+            Err(e) => e,
+            Ok(BodyLen::Length(n)) if n > max_body_bytes => ApiError::payload_too_large(max_body_bytes),
+            Ok(_) => return Ok(()),
+        },
+    };
+    // A wrong method (405) outranks them, as in `refusal`.
+    match typed_target(uri).map(|(path, _)| crate::route::Target::check(method, path)) {
+        Ok(Err(wrong)) if wrong.status == 405 => Err(wrong),
+        _ => Err(refused),
+    }
+}
+
+/// A parsed head's path and query, within the limits of a head on the wire.
+fn typed_head<'a>(
+    method: &str,
+    uri: &'a ::http::Uri,
+    headers: &::http::HeaderMap,
+) -> Result<(&'a str, &'a str), ApiError> {
+    let target = typed_target(uri)?;
+    // The head's size as its lines would take on the wire.
+    let target_len = uri.path_and_query().map_or(1, |p| p.as_str().len());
+    let lines: usize = headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 4).sum();
+    if headers.len() > MAX_HEADERS || method.len() + target_len + 13 + lines > MAX_HEAD_BYTES {
+        return Err(head_too_large());
+    }
+    Ok(target)
+}
+
+/// The path and query of a parsed request's target, by [`split_target`]'s
+/// rules.
+fn typed_target(uri: &::http::Uri) -> Result<(&str, &str), ApiError> {
+    if uri.scheme().is_some() {
+        // The absolute form (rare): checked whole, then its path is taken.
+        split_target(&uri.to_string())?;
+        return Ok((uri.path(), uri.query().unwrap_or("")));
+    }
+    match (uri.authority(), uri.path_and_query()) {
+        // The authority form (CONNECT) is no target of this server's.
+        (Some(a), _) => split_target(a.as_str()),
+        (None, Some(pq)) => split_target(pq.as_str()),
+        (None, None) => Ok(("/", "")),
+    }
 }
 
 /// The standard reason phrase of a status (IANA's HTTP status code

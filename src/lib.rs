@@ -38,6 +38,7 @@ pub mod clock;
 pub mod config;
 mod console;
 mod demo;
+mod entry;
 pub mod error;
 mod events;
 mod forwarded;
@@ -61,6 +62,7 @@ mod words;
 
 pub use clock::Clock;
 pub use config::{ClockKind, Config, ConfigError, Limits, Rate, Synchronous, TierLimits};
+pub use entry::into_http_response;
 pub use error::{ApiError, StorageError};
 pub use gateway::{GatewayAccept, GatewayConnection, GatewayEvent, GatewayOutput, GatewaySession};
 pub use group::CommitStats;

@@ -194,7 +194,8 @@ impl Service {
 
 /// Counts a request's answer (method, status, error code, latency).
 impl Service {
-    pub(crate) fn record(&self, request: &[u8], resp: &[u8], started: Option<Timer>) {
-        self.metrics.record(crate::metrics::method_of(request), resp, started);
+    pub(crate) fn record(&self, request: crate::entry::Input<'_>, resp: &[u8], started: Option<Timer>) {
+        let method = request.path().map_or(crate::metrics::OTHER_METHOD, crate::metrics::method_of_path);
+        self.metrics.record(method, resp, started);
     }
 }
