@@ -49,7 +49,6 @@
 //! [`Service::handle_batch`]: botspace::Service::handle_batch
 //! [`GatewayConnection`]: botspace::GatewayConnection
 
-pub mod adapter;
 mod core_thread;
 mod gateway;
 mod parked;
@@ -57,7 +56,7 @@ pub mod say;
 pub mod server;
 mod webhooks;
 
-use botspace::{ApiError, Framing, Service};
+use botspace::{ApiError, Service};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body::Body;
@@ -282,7 +281,8 @@ impl Botspace {
     }
 
     /// Answers `req`; sets `upgraded` when it hands the connection to the
-    /// gateway.
+    /// gateway. The parsed request goes into the core as it is (its body
+    /// read whole), and the core's `http::Response` comes straight out.
     async fn answer<B>(&self, req: Request<B>, upgraded: &mut bool) -> Response<Full<Bytes>>
     where
         B: Body + Send + 'static,
@@ -292,19 +292,17 @@ impl Botspace {
         if !self.inner.webhooks.started.load(Ordering::Relaxed) {
             self.start_webhooks();
         }
-        let path = req.uri().path().to_string();
-        let gateway = path == "/bot/gateway" && req.method() == http::Method::GET;
         let mut req = req;
+        let gateway = req.uri().path() == "/bot/gateway" && req.method() == http::Method::GET;
         let on_upgrade = gateway.then(|| hyper::upgrade::on(&mut req));
         let (parts, body) = req.into_parts();
         // The core refuses a head it would not take (a body over its limit,
         // say) exactly as it would on its own, before the body is read.
         // (Behind the example server's front end the core's framer has
-        // already passed this head: no need to write it out again.)
-        if self.conn.is_none() && !parts.headers.contains_key(http::header::TRANSFER_ENCODING) {
-            let head = adapter::request_bytes(&parts, b"");
-            if let Framing::Invalid(resp) = self.inner.svc.frame_request(&head) {
-                return close(adapter::response_from_bytes(&resp));
+        // already passed this head.)
+        if self.conn.is_none() {
+            if let Some(refusal) = self.inner.svc.refuse_http_head(&parts) {
+                return close(refusal);
             }
         }
         let max = {
@@ -322,19 +320,20 @@ impl Botspace {
                 } else {
                     ApiError::invalid_request("malformed chunked body")
                 };
-                return close(adapter::response_from_bytes(&refusal.into_response()));
+                return close(botspace::into_http_response(refusal.into_response()));
             }
         };
-        if self.role.refuses(&path) {
-            return full(adapter::response_from_bytes(&ApiError::method_not_found(&path).into_response()));
+        let req = Request::from_parts(parts, body);
+        if self.role.refuses(req.uri().path()) {
+            let refusal = ApiError::method_not_found(req.uri().path()).into_response();
+            return full(botspace::into_http_response(refusal));
         }
-        let bytes = adapter::request_bytes(&parts, &body);
         let svc = self.inner.svc.clone();
         if let Some(on_upgrade) = on_upgrade {
             let gate = self.inner.gate.clone();
             let acc = tokio::task::spawn_blocking(move || {
                 let _in_core = gate.blocking();
-                svc.accept_gateway(&bytes, svc.now_ms())
+                svc.accept_gateway_http(&req, svc.now_ms())
             })
             .await;
             let Ok(acc) = acc else {
@@ -351,27 +350,25 @@ impl Botspace {
                     }
                 });
             }
-            return full(adapter::response_from_bytes(&acc.response));
+            return full(botspace::into_http_response(acc.response));
         }
         // An HTTP/1.0 client that asked to keep the connection is told it
         // is kept (the front end passes its request on as HTTP/1.1).
-        let keep_alive = parts
-            .headers
+        let keep_alive = req
+            .headers()
             .get_all(http::header::CONNECTION)
             .iter()
             .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("keep-alive"))));
-        let admin = path.starts_with("/admin/");
-        let raw = if path == "/bot/getUpdates" {
+        let answered = if req.uri().path() == "/bot/getUpdates" {
             // Long polling: may park in the core until an event or its
             // deadline; the request's future awaits it, no thread does.
-            parked::answer(&self.inner, bytes, self.peer.clone()).await
+            parked::answer(&self.inner, req, self.peer.clone()).await
         } else {
-            self.answer_now(&svc, bytes, &path, admin).await
+            self.answer_now(svc, req).await
         };
-        match raw {
-            Ok(raw) => {
-                storage_full::note(&raw);
-                let mut resp = adapter::response_from_vec(raw);
+        match answered {
+            Ok(mut resp) => {
+                storage_full::note(&resp);
                 if keep_alive {
                     resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("keep-alive"));
                 }
@@ -383,31 +380,29 @@ impl Botspace {
 
     /// Every request but the gateway's and getUpdates: answered at once,
     /// on the core threads, the reactor or the blocking pool.
-    async fn answer_now(&self, svc: &Arc<Service>, bytes: Vec<u8>, path: &str, admin: bool) -> Result<Vec<u8>, ()> {
-        let svc = svc.clone();
-        let kind = || {
-            if path.starts_with("/bot/") && path != "/bot/getMe" {
-                core_thread::Kind::Batch
-            } else {
-                core_thread::Kind::Alone
-            }
+    async fn answer_now(&self, svc: Arc<Service>, req: Request<Bytes>) -> Result<Response<Vec<u8>>, ()> {
+        let path = req.uri().path();
+        let admin = path.starts_with("/admin/");
+        let kind = if path.starts_with("/bot/") && path != "/bot/getMe" {
+            core_thread::Kind::Batch
+        } else {
+            core_thread::Kind::Alone
         };
+        let get_me = path == "/bot/getMe";
         match (&self.inner.core, &self.inner.on_reactor) {
             (_, Some(reactor)) if !admin => {
                 let (tx, rx) = tokio::sync::oneshot::channel();
-                reactor.submit(&svc, core_thread::Job { request: bytes, kind: kind(), reply: tx });
+                reactor.submit(&svc, core_thread::Job { request: req, kind, reply: tx });
                 rx.await.map_err(|_| ())
             }
             // Host calls (few; an import may take a while) keep the
             // blocking pool; bot traffic goes to the core threads.
             (Some(core), _) if !admin => {
-                let get_me = path == "/bot/getMe";
                 let on_worker = if get_me && self.get_me_on_worker {
                     // A panic in the core stays in it (a bare 500), as on
                     // a core thread.
                     self.inner.gate.try_exclusive().map(|_alone| {
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_request(&bytes)))
-                            .map_err(|_| ())
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_http(&req))).map_err(|_| ())
                     })
                 } else {
                     None
@@ -416,7 +411,7 @@ impl Botspace {
                     Some(out) => out,
                     None => {
                         let (tx, rx) = tokio::sync::oneshot::channel();
-                        match core.submit(core_thread::Job { request: bytes, kind: kind(), reply: tx }) {
+                        match core.submit(core_thread::Job { request: req, kind, reply: tx }) {
                             Ok(()) => rx.await.map_err(|_| ()),
                             Err(_) => Err(()),
                         }
@@ -429,8 +424,8 @@ impl Botspace {
                 tokio::task::spawn_blocking(move || {
                     let _in_core = gate.blocking();
                     match (admin, peer) {
-                        (true, Some(p)) => svc.handle_request_from(&bytes, &p),
-                        _ => svc.handle_request(&bytes),
+                        (true, Some(p)) => svc.handle_http_from(&req, &p),
+                        _ => svc.handle_http(&req),
                     }
                 })
                 .await
@@ -440,18 +435,18 @@ impl Botspace {
     }
 }
 
-fn full(r: Response<Bytes>) -> Response<Full<Bytes>> {
-    r.map(Full::new)
+fn full(r: Response<Vec<u8>>) -> Response<Full<Bytes>> {
+    r.map(|b| Full::new(Bytes::from(b)))
 }
 
 /// A refusal that ends the connection (its body may not have been read).
-fn close(mut r: Response<Bytes>) -> Response<Full<Bytes>> {
+fn close(mut r: Response<Vec<u8>>) -> Response<Full<Bytes>> {
     r.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
     full(r)
 }
 
-fn internal_error() -> Response<Bytes> {
-    let mut r = Response::new(Bytes::new());
+fn internal_error() -> Response<Vec<u8>> {
+    let mut r = Response::new(Vec::new());
     *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
     r
 }
@@ -494,8 +489,8 @@ pub(crate) mod storage_full {
     static LAST: AtomicU64 = AtomicU64::new(0);
     static SINCE: AtomicU64 = AtomicU64::new(0);
 
-    pub fn note(resp: &[u8]) {
-        if !resp.starts_with(b"HTTP/1.1 503") || !resp.windows(22).any(|w| w == br#""error":"storage_full""#) {
+    pub fn note(resp: &http::Response<Vec<u8>>) {
+        if resp.status() != 503 || !resp.body().windows(22).any(|w| w == br#""error":"storage_full""#) {
             return;
         }
         let n = SINCE.fetch_add(1, Ordering::Relaxed) + 1;
