@@ -2,13 +2,14 @@
 //!
 //! [`Botspace`] is a [`tower_service::Service`] over `http` requests: a Rust
 //! host mounts it in its own hyper (or axum, or tower) app. It answers the
-//! bot REST methods and the host API through the core's
-//! [`Service::handle_request`] and [`Service::handle_batch`], and serves
-//! `GET /bot/gateway` through hyper's upgrade, driving the core's
-//! [`GatewayConnection`]. The core's calls block (SQLite, the fsync of a
+//! bot REST methods and the host API by handing hyper's parsed request to
+//! the core's typed entry points ([`Service::handle_http`],
+//! [`Service::handle_http_batch`]) and the core's `http::Response` back to
+//! hyper, and serves `GET /bot/gateway` through hyper's upgrade, driving
+//! the core's [`GatewayConnection`]. The core's calls block (SQLite, the fsync of a
 //! commit): they never run on the reactor. On SQLite, bot requests go to
 //! the app's own core threads, which take every request queued by any
-//! connection and answer them with one `handle_batch` call (one
+//! connection and answer them with one `handle_http_batch` call (one
 //! transaction, one fsync), as the C server's loop does; host calls and
 //! the gateway's calls run on tokio's blocking pool (`spawn_blocking`), as
 //! every call does on PostgreSQL, where the core's group commit forms the
@@ -45,8 +46,8 @@
 //! }
 //! ```
 //!
-//! [`Service::handle_request`]: botspace::Service::handle_request
-//! [`Service::handle_batch`]: botspace::Service::handle_batch
+//! [`Service::handle_http`]: botspace::Service::handle_http
+//! [`Service::handle_http_batch`]: botspace::Service::handle_http_batch
 //! [`GatewayConnection`]: botspace::GatewayConnection
 
 mod core_thread;
@@ -169,7 +170,7 @@ impl Botspace {
 
     /// Mounts `svc` with `n` core threads: each takes every bot request
     /// queued by any connection and answers them in one
-    /// [`Service::handle_batch`] call (one transaction, one fsync), then
+    /// [`Service::handle_http_batch`] call (one transaction, one fsync), then
     /// sends each answer back to its connection's task; the blocking
     /// calls never run on the reactor. The threads end when the last clone
     /// of the app is dropped, after answering what was queued. With `0`,
