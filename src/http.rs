@@ -695,6 +695,51 @@ pub fn unchunk_request(request: &[u8]) -> Option<(Vec<u8>, RequestHead)> {
     }
 }
 
+/// A whole request, as the framer delimits it, as an `http::Request` (a
+/// chunked body decoded, trailer fields dropped), for a host that reads
+/// raw sockets and hands requests on to code that takes parsed ones (the
+/// typed entry points). The head is parsed once here. `Err` is the
+/// answer to send when the bytes are not such a request.
+pub fn parse_http_request(request: &[u8]) -> Result<::http::Request<Vec<u8>>, Vec<u8>> {
+    let bad = || ApiError::invalid_request("incomplete HTTP request").into_response();
+    let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut raw);
+    let head_len = match req.parse(request) {
+        Ok(httparse::Status::Complete(n)) => n,
+        _ => return Err(bad()),
+    };
+    let rest = &request[head_len..];
+    let body = match body_len(req.headers) {
+        Ok(BodyLen::None) => Vec::new(),
+        Ok(BodyLen::Length(n)) => rest.get(..n).ok_or_else(bad)?.to_vec(),
+        Ok(BodyLen::Chunked) => {
+            let mut out = Vec::new();
+            match scan_chunked(rest, usize::MAX, Some(&mut out)) {
+                Ok(Some(_)) => out,
+                _ => return Err(bad()),
+            }
+        }
+        Err(e) => return Err(e.into_response()),
+    };
+    let mut out = ::http::Request::new(body);
+    let invalid = |what: &str| ApiError::invalid_request(format!("malformed HTTP request: {what}")).into_response();
+    *out.method_mut() = ::http::Method::from_bytes(req.method.unwrap_or("").as_bytes()).map_err(|_| invalid("method"))?;
+    *out.uri_mut() = req.path.unwrap_or("").parse().map_err(|_| invalid("target"))?;
+    *out.version_mut() = if req.version == Some(0) { ::http::Version::HTTP_10 } else { ::http::Version::HTTP_11 };
+    let headers = out.headers_mut();
+    headers.reserve(req.headers.len());
+    for h in req.headers.iter() {
+        // A chunked body is decoded: its length is the body's.
+        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            continue;
+        }
+        let name = ::http::HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| invalid("header name"))?;
+        let value = ::http::HeaderValue::from_bytes(h.value).map_err(|_| invalid("header value"))?;
+        headers.append(name, value);
+    }
+    Ok(out)
+}
+
 /// Where the head's terminating empty line ends in `b`, if it is there.
 fn head_end(b: &[u8]) -> Option<usize> {
     let mut i = 0;

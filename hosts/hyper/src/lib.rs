@@ -103,16 +103,14 @@ pub struct Botspace {
     /// The client's address, for the per-peer throttle of failed host-API
     /// logins.
     peer: Option<Arc<str>>,
-    /// The connection's front end, told how a gateway request ended.
-    conn: Option<Arc<dyn UpgradeHook>>,
     get_me_on_worker: bool,
 }
 
-/// What the front end of a connection (`server`) hears of its requests.
-pub(crate) trait UpgradeHook: Send + Sync {
-    /// A request was answered; `upgraded`: the connection now carries the
-    /// gateway.
-    fn answered(&self, upgraded: bool);
+/// What a request read whole came to.
+pub(crate) enum Answered {
+    Response(Response<Vec<u8>>),
+    /// The gateway took the connection: send the `101`, then run it.
+    Upgrade(Response<Vec<u8>>, botspace::GatewayConnection),
 }
 
 pub(crate) struct Inner {
@@ -203,7 +201,7 @@ impl Botspace {
                 i.parked.woken(&i.svc);
             }
         })));
-        let app = Botspace { inner, role: Role::All, peer: None, conn: None, get_me_on_worker: false };
+        let app = Botspace { inner, role: Role::All, peer: None, get_me_on_worker: false };
         app.start_webhooks();
         app
     }
@@ -255,11 +253,6 @@ impl Botspace {
         self
     }
 
-    pub(crate) fn with_hook(mut self, hook: Arc<dyn UpgradeHook>) -> Botspace {
-        self.conn = Some(hook);
-        self
-    }
-
     /// The core service.
     pub fn service(&self) -> &Arc<Service> {
         &self.inner.svc
@@ -281,30 +274,23 @@ impl Botspace {
         self.inner.gateways.load(Ordering::SeqCst)
     }
 
-    /// Answers `req`; sets `upgraded` when it hands the connection to the
-    /// gateway. The parsed request goes into the core as it is (its body
-    /// read whole), and the core's `http::Response` comes straight out.
-    async fn answer<B>(&self, req: Request<B>, upgraded: &mut bool) -> Response<Full<Bytes>>
+    /// Answers a request from hyper: the head checked before the body is
+    /// read, then [`Botspace::answer_read`]; a gateway takes the
+    /// connection over through hyper's upgrade.
+    async fn answer<B>(&self, req: Request<B>) -> Response<Full<Bytes>>
     where
         B: Body + Send + 'static,
         B::Data: Send,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        if !self.inner.webhooks.started.load(Ordering::Relaxed) {
-            self.start_webhooks();
-        }
         let mut req = req;
         let gateway = req.uri().path() == "/bot/gateway" && req.method() == http::Method::GET;
         let on_upgrade = gateway.then(|| hyper::upgrade::on(&mut req));
         let (parts, body) = req.into_parts();
         // The core refuses a head it would not take (a body over its limit,
         // say) exactly as it would on its own, before the body is read.
-        // (Behind the example server's front end the core's framer has
-        // already passed this head.)
-        if self.conn.is_none() {
-            if let Some(refusal) = self.inner.svc.refuse_http_head(&parts) {
-                return close(refusal);
-            }
+        if let Some(refusal) = self.inner.svc.refuse_http_head(&parts) {
+            return close(refusal);
         }
         let max = {
             let c = self.inner.svc.config();
@@ -324,42 +310,42 @@ impl Botspace {
                 return close(botspace::into_http_response(refusal.into_response()));
             }
         };
-        let req = Request::from_parts(parts, body);
+        match self.answer_read(Request::from_parts(parts, body)).await {
+            Answered::Response(resp) => full(resp),
+            Answered::Upgrade(resp, conn) => {
+                let io = async move { on_upgrade?.await.ok().map(hyper_util::rt::TokioIo::new) };
+                self.spawn_gateway(conn, io);
+                full(resp)
+            }
+        }
+    }
+
+    /// Answers a request read whole: the parsed request goes into the core
+    /// as it is, and the core's `http::Response` comes straight out.
+    pub(crate) async fn answer_read(&self, req: Request<Bytes>) -> Answered {
+        if !self.inner.webhooks.started.load(Ordering::Relaxed) {
+            self.start_webhooks();
+        }
         if self.role.refuses(req.uri().path()) {
             let refusal = ApiError::method_not_found(req.uri().path()).into_response();
-            return full(botspace::into_http_response(refusal));
+            return Answered::Response(botspace::into_http_response(refusal));
         }
         let svc = self.inner.svc.clone();
-        if let Some(on_upgrade) = on_upgrade {
+        if req.uri().path() == "/bot/gateway" && req.method() == http::Method::GET {
             let gate = self.inner.gate.clone();
             let acc = tokio::task::spawn_blocking(move || {
                 let _in_core = gate.blocking();
                 svc.accept_gateway_http(&req, svc.now_ms())
             })
             .await;
-            let Ok(acc) = acc else {
-                return full(internal_error());
+            return match acc {
+                Ok(acc) => match acc.connection {
+                    Some(conn) => Answered::Upgrade(botspace::into_http_response(acc.response), conn),
+                    None => Answered::Response(botspace::into_http_response(acc.response)),
+                },
+                Err(_) => Answered::Response(internal_error()),
             };
-            if let Some(conn) = acc.connection {
-                let inner = self.inner.clone();
-                inner.gateways.fetch_add(1, Ordering::SeqCst);
-                *upgraded = true;
-                tokio::spawn(async move {
-                    let _count = gateway::Count(&inner.gateways);
-                    if let Ok(io) = on_upgrade.await {
-                        gateway::run(&inner, conn, hyper_util::rt::TokioIo::new(io)).await;
-                    }
-                });
-            }
-            return full(botspace::into_http_response(acc.response));
         }
-        // An HTTP/1.0 client that asked to keep the connection is told it
-        // is kept (the front end passes its request on as HTTP/1.1).
-        let keep_alive = req
-            .headers()
-            .get_all(http::header::CONNECTION)
-            .iter()
-            .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("keep-alive"))));
         let answered = if req.uri().path() == "/bot/getUpdates" {
             // Long polling: may park in the core until an event or its
             // deadline; the request's future awaits it, no thread does.
@@ -367,16 +353,26 @@ impl Botspace {
         } else {
             self.answer_now(svc, req).await
         };
-        match answered {
-            Ok(mut resp) => {
-                storage_full::note(&resp);
-                if keep_alive {
-                    resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("keep-alive"));
-                }
-                full(resp)
+        let resp = answered.unwrap_or_else(|()| internal_error());
+        storage_full::note(&resp);
+        Answered::Response(resp)
+    }
+
+    /// Runs an accepted gateway connection on its own task, once `io` (the
+    /// upgraded connection) is there.
+    pub(crate) fn spawn_gateway<F, T>(&self, conn: botspace::GatewayConnection, io: F)
+    where
+        F: Future<Output = Option<T>> + Send + 'static,
+        T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
+        let inner = self.inner.clone();
+        inner.gateways.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(async move {
+            let _count = gateway::Count(&inner.gateways);
+            if let Some(io) = io.await {
+                gateway::run(&inner, conn, io).await;
             }
-            Err(_) => full(internal_error()),
-        }
+        });
     }
 
     /// Every request but the gateway's and getUpdates: answered at once,
@@ -468,14 +464,7 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let this = self.clone();
-        Box::pin(async move {
-            let mut upgraded = false;
-            let resp = this.answer(req, &mut upgraded).await;
-            if let Some(h) = &this.conn {
-                h.answered(upgraded);
-            }
-            Ok(resp)
-        })
+        Box::pin(async move { Ok(this.answer(req).await) })
     }
 }
 
