@@ -14,12 +14,7 @@ pub(crate) enum Input<'a> {
     /// One whole HTTP/1.1 request (as the framer delimits it).
     Wire(&'a [u8]),
     /// A request parsed by the host's HTTP stack, with its whole body.
-    Typed {
-        method: &'a http::Method,
-        uri: &'a http::Uri,
-        headers: &'a http::HeaderMap,
-        body: &'a [u8],
-    },
+    Typed { method: &'a http::Method, uri: &'a http::Uri, headers: &'a http::HeaderMap, body: &'a [u8] },
 }
 
 impl<'a> Input<'a> {
@@ -106,10 +101,7 @@ fn read_head(raw: &[u8]) -> Option<(http::StatusCode, http::HeaderMap, usize)> {
         let line = &raw[at..end];
         let colon = line.iter().position(|&b| b == b':')?;
         let value = line[colon + 1..].trim_ascii_start();
-        headers.append(
-            http::HeaderName::from_bytes(&line[..colon]).ok()?,
-            http::HeaderValue::from_bytes(value).ok()?,
-        );
+        headers.append(http::HeaderName::from_bytes(&line[..colon]).ok()?, http::HeaderValue::from_bytes(value).ok()?);
         at = end + 2;
     }
 }
@@ -120,7 +112,9 @@ mod tests {
 
     #[test]
     fn an_answer_keeps_its_status_headers_and_body() {
-        let r = into_http_response(b"HTTP/1.1 405 Method Not Allowed\r\nAllow: POST\r\nContent-Length: 2\r\n\r\n{}".to_vec());
+        let r = into_http_response(
+            b"HTTP/1.1 405 Method Not Allowed\r\nAllow: POST\r\nContent-Length: 2\r\n\r\n{}".to_vec(),
+        );
         assert_eq!(r.status(), 405);
         assert_eq!(r.headers()["allow"], "POST");
         assert_eq!(r.headers()["content-length"], "2");
@@ -150,7 +144,10 @@ mod tests {
         };
         let code = |r| code(r).map(|c: crate::ErrorCode| c.as_str());
         let post = || http::Request::post("/bot/getMe");
-        assert_eq!(code(post().header("host", "a").header("host", "b").body(vec![]).unwrap()), Some("duplicate_header"));
+        assert_eq!(
+            code(post().header("host", "a").header("host", "b").body(vec![]).unwrap()),
+            Some("duplicate_header")
+        );
         assert_eq!(code(post().header("transfer-encoding", "gzip").body(vec![]).unwrap()), Some("length_required"));
         assert_eq!(code(post().body(vec![0; 1025]).unwrap()), Some("payload_too_large"));
         assert_eq!(code(post().header("content-length", "9999").body(vec![]).unwrap()), Some("payload_too_large"));

@@ -723,7 +723,8 @@ pub fn parse_http_request(request: &[u8]) -> Result<::http::Request<Vec<u8>>, Ve
     };
     let mut out = ::http::Request::new(body);
     let invalid = |what: &str| ApiError::invalid_request(format!("malformed HTTP request: {what}")).into_response();
-    *out.method_mut() = ::http::Method::from_bytes(req.method.unwrap_or("").as_bytes()).map_err(|_| invalid("method"))?;
+    *out.method_mut() =
+        ::http::Method::from_bytes(req.method.unwrap_or("").as_bytes()).map_err(|_| invalid("method"))?;
     *out.uri_mut() = req.path.unwrap_or("").parse().map_err(|_| invalid("target"))?;
     *out.version_mut() = if req.version == Some(0) { ::http::Version::HTTP_10 } else { ::http::Version::HTTP_11 };
     let headers = out.headers_mut();
@@ -863,11 +864,13 @@ pub(crate) fn check_parts(
 ) -> Result<(), ApiError> {
     let refused = match typed_head(method, uri, headers) {
         Err(e) => e,
-        Ok(_) => match body_len_of(headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())).collect::<Vec<_>>().into_iter()) {
-            Err(e) => e,
-            Ok(BodyLen::Length(n)) if n > max_body_bytes => ApiError::payload_too_large(max_body_bytes),
-            Ok(_) => return Ok(()),
-        },
+        Ok(_) => {
+            match body_len_of(headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())).collect::<Vec<_>>().into_iter()) {
+                Err(e) => e,
+                Ok(BodyLen::Length(n)) if n > max_body_bytes => ApiError::payload_too_large(max_body_bytes),
+                Ok(_) => return Ok(()),
+            }
+        }
     };
     // A wrong method (405) outranks them, as in `refusal`.
     match typed_target(uri).map(|(path, _)| crate::route::Target::check(method, path)) {

@@ -67,7 +67,8 @@ pub use error::{ApiError, StorageError};
 pub use gateway::{GatewayAccept, GatewayConnection, GatewayEvent, GatewayOutput, GatewaySession};
 pub use group::CommitStats;
 pub use http::{
-    frame_request, parse_http_request, should_read, unchunk_request, Framing, RequestFramer, RequestHead, MAX_UNSENT_BYTES_PER_CONNECTION,
+    frame_request, parse_http_request, should_read, unchunk_request, Framing, RequestFramer, RequestHead,
+    MAX_UNSENT_BYTES_PER_CONNECTION,
 };
 pub use service::{
     Answer, CommitPause, OpenError, PollId, Service, WakeHook, WebhookPoll, BYTES_PER_PARKED_POLL,

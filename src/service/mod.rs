@@ -253,10 +253,9 @@ impl Service {
                     None => self.handle_routed(request, routed),
                 },
             ),
-            Err(e) => (
-                request.path().map_or(crate::metrics::OTHER_METHOD, crate::metrics::method_of_path),
-                e.into_response(),
-            ),
+            Err(e) => {
+                (request.path().map_or(crate::metrics::OTHER_METHOD, crate::metrics::method_of_path), e.into_response())
+            }
         };
         self.metrics.record(method, &out, started);
         out

@@ -375,10 +375,8 @@ mod tests {
         answer(&svc, jobs);
         let after = svc.commit_stats();
         assert_eq!((after.durable_commits - before.durable_commits, after.syncs - before.syncs), (1, 1));
-        let texts: Vec<String> = replies
-            .into_iter()
-            .map(|mut rx| sent_text(rx.try_recv().expect("answered")))
-            .collect();
+        let texts: Vec<String> =
+            replies.into_iter().map(|mut rx| sent_text(rx.try_recv().expect("answered"))).collect();
         assert_eq!(texts, (0..8).map(|i| format!("m{i}")).collect::<Vec<_>>());
         let me: serde_json::Value = serde_json::from_slice(get_me.blocking_recv().unwrap().body()).unwrap();
         assert_eq!(me["result"]["handle"], "b_bot", "{me}");

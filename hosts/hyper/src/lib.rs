@@ -17,7 +17,7 @@
 //!
 //! [`server`] is the TCP front end of the example server (`examples/server.rs`):
 //! its own accept loop (the file limit, eviction on `EMFILE`), request
-//! deadlines and framing by the core, then hyper.
+//! deadlines and framing by the core, then the same app.
 //!
 //! ```no_run
 //! use botspace::{Config, Service};

@@ -1,20 +1,25 @@
-//! The TCP front end of the example server: tokio tasks, hyper per
-//! connection, and what hyper leaves to its host.
+//! The TCP front end of the example server: a host that reads raw
+//! sockets, one tokio task per connection.
 //!
 //! - **Its own accept loop.** The file limit, not only `--max-connections`,
 //!   bounds the connections: on `EMFILE`/`ENFILE` a spare descriptor is
 //!   given up so the waiting client gets in, and the connection that has
 //!   waited longest for a request is evicted (libev's and libuv's trick).
 //!   Every accepted connection can be evicted until it becomes a gateway.
-//! - **The core frames the requests.** `FramedIo` sits between the socket
-//!   and hyper and hands hyper only whole requests, as the core's
-//!   `RequestFramer` delimits them. So a refused head gets the core's own
-//!   JSON error (413 before the body, say), a request that does not arrive
-//!   whole within `--request-timeout` gets 408, an idle connection is
-//!   closed after `--idle-timeout`, and a stop answers every request whose
-//!   bytes reached the socket before the connection closes.
-//! - **hyper serves** what passes: keep-alive, pipelining (in order),
-//!   `Connection: close`, HTTP/1.0, and the gateway's upgrade.
+//! - **The core frames the requests.** The core's `RequestFramer`
+//!   delimits each request in what the socket gives. So a refused head gets
+//!   the core's own JSON error (413 before the body, say), a request that
+//!   does not arrive whole within `--request-timeout` gets 408, an idle
+//!   connection is closed after `--idle-timeout`, and a stop answers every
+//!   request whose bytes reached the socket before the connection closes.
+//! - **One parse, the app's answer.** A whole request is parsed once into
+//!   an `http::Request` (`botspace::parse_http_request`) and answered by
+//!   the app a hyper host mounts ([`Botspace`]); the answer goes out as
+//!   HTTP/1.1 with the `Connection` header the framer's head calls for:
+//!   keep-alive, pipelining (in order, one at a time), `Connection: close`,
+//!   HTTP/1.0, `100 Continue`, and the gateway's upgrade (the socket goes
+//!   to the gateway). hyper is not in front: it would parse every request
+//!   again, and answer what it refuses with bare errors of its own.
 
 use crate::{Answered, Botspace, Role};
 use botspace::{Framing, RequestFramer, RequestHead};

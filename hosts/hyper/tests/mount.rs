@@ -167,8 +167,10 @@ fn a_parsed_request_meets_the_cores_rules() {
     let token = created["result"]["token"].as_str().unwrap().to_string();
 
     let mut s = connect();
-    s.write_all(b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n")
-        .unwrap();
+    s.write_all(
+        b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n",
+    )
+    .unwrap();
     let (head, err) = response(&mut s);
     assert!(head.starts_with("HTTP/1.1 413 ") && head.to_ascii_lowercase().contains("connection: close"), "{head}");
     assert_eq!((err["error"].clone(), err["error_code"].clone()), (json!("payload_too_large"), json!(413)));
