@@ -50,7 +50,7 @@ impl<'a> Input<'a> {
                 *r.method_mut() = method.clone();
                 *r.uri_mut() = uri.clone();
                 *r.headers_mut() = headers.clone();
-                Owned::Typed(r)
+                Owned::Typed(Box::new(r))
             }
         }
     }
@@ -59,7 +59,8 @@ impl<'a> Input<'a> {
 /// An [`Input`] that owns its request.
 pub(crate) enum Owned {
     Wire(Vec<u8>),
-    Typed(http::Request<Vec<u8>>),
+    /// Boxed: a queue of wire requests stays small.
+    Typed(Box<http::Request<Vec<u8>>>),
 }
 
 impl Owned {

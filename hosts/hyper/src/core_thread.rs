@@ -123,11 +123,12 @@ impl CoreThreads {
         Some(CoreThreads { shared, handles: Mutex::new(handles) })
     }
 
-    /// Queues a job; gives it back when the threads have been closed.
-    pub(crate) fn submit(&self, job: Job) -> Result<(), Job> {
+    /// Queues a job; `Err` (the job dropped) when the threads have been
+    /// closed.
+    pub(crate) fn submit(&self, job: Job) -> Result<(), ()> {
         let mut q = self.shared.lock();
         if q.closed {
-            return Err(job);
+            return Err(());
         }
         q.jobs.push(job);
         let wake = q.idle > 0;

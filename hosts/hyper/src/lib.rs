@@ -110,7 +110,7 @@ pub struct Botspace {
 pub(crate) enum Answered {
     Response(Response<Vec<u8>>),
     /// The gateway took the connection: send the `101`, then run it.
-    Upgrade(Response<Vec<u8>>, botspace::GatewayConnection),
+    Upgrade(Response<Vec<u8>>, Box<botspace::GatewayConnection>),
 }
 
 pub(crate) struct Inner {
@@ -340,7 +340,7 @@ impl Botspace {
             .await;
             return match acc {
                 Ok(acc) => match acc.connection {
-                    Some(conn) => Answered::Upgrade(botspace::into_http_response(acc.response), conn),
+                    Some(conn) => Answered::Upgrade(botspace::into_http_response(acc.response), Box::new(conn)),
                     None => Answered::Response(botspace::into_http_response(acc.response)),
                 },
                 Err(_) => Answered::Response(internal_error()),
@@ -360,7 +360,7 @@ impl Botspace {
 
     /// Runs an accepted gateway connection on its own task, once `io` (the
     /// upgraded connection) is there.
-    pub(crate) fn spawn_gateway<F, T>(&self, conn: botspace::GatewayConnection, io: F)
+    pub(crate) fn spawn_gateway<F, T>(&self, conn: Box<botspace::GatewayConnection>, io: F)
     where
         F: Future<Output = Option<T>> + Send + 'static,
         T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
@@ -370,7 +370,7 @@ impl Botspace {
         tokio::spawn(async move {
             let _count = gateway::Count(&inner.gateways);
             if let Some(io) = io.await {
-                gateway::run(&inner, conn, io).await;
+                gateway::run(&inner, *conn, io).await;
             }
         });
     }

@@ -479,7 +479,7 @@ async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr,
 enum Next {
     Read,
     End,
-    Upgrade(botspace::GatewayConnection),
+    Upgrade(Box<botspace::GatewayConnection>),
 }
 
 /// One HTTP connection: the core's framer delimits each request in what
