@@ -36,7 +36,12 @@ impl<'a> Input<'a> {
     /// metrics of a request that did not parse, and the operations paths).
     pub(crate) fn path(self) -> Option<&'a str> {
         match self {
-            Input::Wire(bytes) => crate::metrics::path_of(bytes),
+            Input::Wire(bytes) => {
+                // Read loosely: the request may not parse.
+                let line_end = bytes.iter().position(|&b| b == b'\r' || b == b'\n').unwrap_or(bytes.len());
+                let target = bytes[..line_end].split(|&b| b == b' ').nth(1).unwrap_or(b"");
+                std::str::from_utf8(target.split(|&b| b == b'?').next().unwrap_or(b"")).ok()
+            }
             Input::Typed { uri, .. } => Some(uri.path()),
         }
     }

@@ -49,17 +49,7 @@ const BATCH_SIZES: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
 /// path's method name if the route table has it, else "other".
 #[cfg(test)]
 pub(crate) fn method_of(request: &[u8]) -> usize {
-    path_of(request).map_or(OTHER_METHOD, method_of_path)
-}
-
-/// The path of a request's line, read loosely (the request may not parse).
-pub(crate) fn path_of(request: &[u8]) -> Option<&str> {
-    let line_end = request.iter().position(|&b| b == b'\r' || b == b'\n').unwrap_or(request.len());
-    let mut parts = request[..line_end].split(|&b| b == b' ');
-    let _verb = parts.next();
-    let target = parts.next().unwrap_or(b"");
-    let path = target.split(|&b| b == b'?').next().unwrap_or(b"");
-    std::str::from_utf8(path).ok()
+    crate::entry::Input::Wire(request).path().map_or(OTHER_METHOD, method_of_path)
 }
 
 pub(crate) fn method_of_path(path: &str) -> usize {
