@@ -654,47 +654,6 @@ impl RequestFramer {
     }
 }
 
-/// A whole chunked request (as the framer passed it) rewritten with its
-/// body decoded: `Transfer-Encoding` dropped, a `Content-Length` of the
-/// decoded body added, trailer fields dropped; with the head of the new
-/// bytes. `None` when the body is not chunked or the bytes are not a
-/// request the framer passes.
-///
-/// For a host that hands requests to an HTTP stack of its own after the
-/// library framed them: that stack then reads no chunked coding, so it
-/// cannot refuse one the library takes (hyper refuses a chunk size after
-/// spaces, say) and answer with a bare error of its own.
-pub fn unchunk_request(request: &[u8]) -> Option<(Vec<u8>, RequestHead)> {
-    let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut raw);
-    let head_len = match req.parse(request) {
-        Ok(httparse::Status::Complete(n)) => n,
-        _ => return None,
-    };
-    if !matches!(body_len(req.headers), Ok(BodyLen::Chunked)) {
-        return None;
-    }
-    let mut body = Vec::new();
-    scan_chunked(&request[head_len..], usize::MAX, Some(&mut body)).ok()??;
-    let line_end = request[..head_len].iter().position(|&b| b == b'\n')? + 1;
-    let mut out = Vec::with_capacity(head_len + body.len() + 32);
-    out.extend_from_slice(&request[..line_end]);
-    for h in req.headers.iter().filter(|h| !h.name.eq_ignore_ascii_case("transfer-encoding")) {
-        out.extend_from_slice(h.name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(h.value);
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"Content-Length: ");
-    push_decimal(&mut out, body.len());
-    out.extend_from_slice(b"\r\n\r\n");
-    out.extend_from_slice(&body);
-    match frame_request(&out, body.len()) {
-        Framing::Complete { len, head } if len == out.len() => Some((out, head)),
-        _ => None,
-    }
-}
-
 /// A whole request, as the framer delimits it, as an `http::Request` (a
 /// chunked body decoded, trailer fields dropped), for a host that reads
 /// raw sockets and hands requests on to code that takes parsed ones (the

@@ -19,7 +19,7 @@
 //! | dropping a [`GatewaySession`] / [`GatewayConnection`] | the pending ack's commit; the PostgreSQL lease release |
 //! | [`Service::export_database`], [`Service::import_database`] | the database lock, disk reads or writes and fsync |
 //! | [`Service::wait_store_notifications`] | PostgreSQL: up to its timeout, by design (run it on a thread of its own) |
-//! | [`frame_request`], [`RequestFramer`], [`unchunk_request`], `poll_timeout`, `poll_event` | nothing (CPU only) |
+//! | [`frame_request`], [`RequestFramer`], [`parse_http_request`], `poll_timeout`, `poll_event` | nothing (CPU only) |
 //!
 //! An async host calls the blocking ones from `spawn_blocking` (or a thread
 //! of its own), never on an executor thread. In WebAssembly the database is
@@ -67,7 +67,7 @@ pub use error::{ApiError, StorageError};
 pub use gateway::{GatewayAccept, GatewayConnection, GatewayEvent, GatewayOutput, GatewaySession};
 pub use group::CommitStats;
 pub use http::{
-    frame_request, parse_http_request, should_read, unchunk_request, Framing, RequestFramer, RequestHead,
+    frame_request, parse_http_request, should_read, Framing, RequestFramer, RequestHead,
     MAX_UNSENT_BYTES_PER_CONNECTION,
 };
 pub use service::{
