@@ -271,13 +271,6 @@ impl ApiError {
             .with_param("scope", scope)
             .with_header("Retry-After", secs.to_string())
     }
-    /// [`ApiError::rate_limited`] for the bucket that refused, with its
-    /// `X-RateLimit-*` headers: the same figures as the parameters.
-    pub(crate) fn rate_limited_by(bucket: &crate::ratelimit::BucketStatus) -> Self {
-        let mut e = Self::rate_limited(bucket.reset_ms(), bucket.scope.as_str());
-        e.headers.extend(bucket.headers());
-        e
-    }
     pub fn connection_limit(open: u32, limit: u32) -> Self {
         Self::new(
             ErrorCode::ConnectionLimit,

@@ -53,6 +53,7 @@ mod model;
 mod random;
 mod ratelimit;
 mod route;
+mod rules;
 mod service;
 mod store;
 mod throttle;

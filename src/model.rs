@@ -19,6 +19,12 @@ impl Tier {
             _ => None,
         }
     }
+    /// Whether bots of this tier may edit and delete their messages (the
+    /// identity's `capabilities.edit_delete_messages`; the gate is
+    /// `src/rules/tier.rs`).
+    pub fn may_edit_delete(self) -> bool {
+        self != Tier::Free
+    }
     pub fn as_str(self) -> &'static str {
         match self {
             Tier::Free => "free",
@@ -91,7 +97,7 @@ impl Bot {
             official: self.official,
             quota_tier: self.tier.as_str(),
             gateway_connection_limit: self.connection_limit,
-            capabilities: Capabilities { edit_delete_messages: self.tier != Tier::Free },
+            capabilities: Capabilities { edit_delete_messages: self.tier.may_edit_delete() },
         }
     }
 }

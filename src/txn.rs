@@ -7,12 +7,13 @@
 use crate::auth;
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::events::{self, Event};
 use crate::http::Request;
 use crate::model::{Bot, Chat, ChatPrefetch};
 use crate::random::Random;
 use crate::ratelimit::RateLimiter;
+use crate::rules;
 use crate::store::wal::WalSync;
 use crate::store::Conn;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -315,8 +316,7 @@ impl Ctx<'_> {
     /// chat the request names, if any) is read in the same round trip and
     /// kept for [`Ctx::chat_with_member`] and [`Ctx::emit`].
     pub fn authenticate(&mut self, req: &Request<'_>, chat_id: Option<&str>) -> ApiResult<Arc<Bot>> {
-        let token = auth::credential(req.header("authorization"), "Bot")?;
-        let hash = auth::sha256(token);
+        let hash = rules::auth::bot_token_hash(req.header("authorization"))?;
         // With a shared PostgreSQL store another node may have rotated the
         // token or suspended the bot: only the database knows.
         let shared = self.conn.dialect() == crate::store::Dialect::Postgres;
@@ -333,20 +333,15 @@ impl Ctx<'_> {
             _ => None,
         };
         if let Some(found) = with_chat {
-            let (bot, prefetch) = found.ok_or_else(ApiError::invalid_token)?;
+            let (bot, prefetch) = rules::auth::bot_found(found)?;
             self.prefetch = Some(prefetch);
             return Ok(Arc::new(bot));
         }
-        match crate::store::bots::by_token_hash(self.conn, &hash)? {
-            Some(bot) => {
-                let bot = Arc::new(bot);
-                if self.bot_cache.len() > 100_000 {
-                    self.bot_cache.clear();
-                }
-                self.bot_cache.insert(hash, bot.clone());
-                Ok(bot)
-            }
-            None => Err(ApiError::invalid_token()),
+        let bot = Arc::new(rules::auth::bot_found(crate::store::bots::by_token_hash(self.conn, &hash)?)?);
+        if self.bot_cache.len() > 100_000 {
+            self.bot_cache.clear();
         }
+        self.bot_cache.insert(hash, bot.clone());
+        Ok(bot)
     }
 }

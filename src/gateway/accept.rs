@@ -3,7 +3,6 @@
 //! turned into wake-ups.
 
 use super::{GatewayAccept, GatewaySession, Opening};
-use crate::auth;
 use crate::entry::Input;
 use crate::error::StorageError;
 use crate::error::{ApiError, ApiResult};
@@ -57,7 +56,7 @@ impl Service {
             random: &self.random,
             heartbeat_interval_ms: self.config.heartbeat_interval_ms,
             poll_interval_ms: self.config.gateway_poll_interval_ms,
-            token_hash: auth::sha256(auth::credential(req.header("authorization"), "Bot")?),
+            token_hash: crate::rules::auth::bot_token_hash(req.header("authorization"))?,
             now_ms,
         };
         let session = GatewaySession::open(opening, req, &bot)?;

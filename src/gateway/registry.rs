@@ -179,9 +179,7 @@ impl Drop for Slot {
 /// 426 no upgrade → 429 connection limit. `handle_request` runs them to
 /// answer a gateway request it cannot upgrade.
 pub(crate) fn check_upgrade(registry: &Registry, req: &Request<'_>, bot: &Bot) -> ApiResult<()> {
-    if !bot.active {
-        return Err(ApiError::bot_suspended());
-    }
+    crate::rules::auth::bot_status(bot)?;
     let upgrade = req.header_has_token("upgrade", "websocket")
         && req.header_has_token("connection", "upgrade")
         && req.header("sec-websocket-key").is_some()

@@ -5,6 +5,10 @@
 use super::console;
 use super::messages;
 use super::params::{self, Body};
+use super::requests::{
+    self, ByteBounds, Bytes, Choice, Choices, MessageId, MessageIdOrZero, Name, Number, NumberBounds, ParseMode, Patch,
+    Strings, Text, Uint, Why,
+};
 use super::to_json;
 use crate::auth;
 use crate::error::{ApiError, ApiResult};
@@ -12,9 +16,46 @@ use crate::events::{self, Event};
 use crate::http::Request;
 use crate::model::{Bot, Chat, ChatKind, Tier};
 use crate::route::AdminMethod;
+use crate::rules::limits::{
+    MAX_AVATAR_KEY_BYTES, MAX_DISPLAY_NAME_CHARS as NAME, MAX_GATEWAY_CONNECTION_LIMIT, MAX_HANDLE_CHARS as HANDLE,
+    MAX_HISTORY_PAGE, MAX_HOST_UPDATES, MAX_TITLE_CHARS as TITLE,
+};
+use crate::rules::permissions::{self, Act};
 use crate::store::{self, bots::Field, chats::Blocker};
 use crate::txn::Ctx;
+use serde::Deserialize;
 use serde_json::{json, Value};
+
+/// Bodies that name one thing, read before the method's other fields
+/// when the thing is looked up first.
+#[derive(Deserialize)]
+pub(super) struct ChatIdBody<'a> {
+    pub chat_id: &'a str,
+}
+
+#[derive(Deserialize)]
+pub(super) struct BotIdBody<'a> {
+    pub bot_id: &'a str,
+}
+
+#[derive(Deserialize)]
+struct UserAndBot<'a> {
+    user_id: &'a str,
+    bot_id: &'a str,
+}
+
+#[derive(Deserialize)]
+struct MemberIdBody<'a> {
+    member_id: &'a str,
+}
+
+fn chat_id(b: &Body) -> ApiResult<&str> {
+    Ok(requests::parse::<ChatIdBody<'_>>(b)?.chat_id)
+}
+
+fn bot_id(b: &Body) -> ApiResult<&str> {
+    Ok(requests::parse::<BotIdBody<'_>>(b)?.bot_id)
+}
 
 pub fn call(ctx: &mut Ctx<'_>, method: AdminMethod, req: &Request<'_>) -> ApiResult<Vec<u8>> {
     let b = params::parse_body(&req.body)?;
@@ -51,17 +92,17 @@ fn run(ctx: &mut Ctx<'_>, method: AdminMethod, b: &Body) -> ApiResult<Vec<u8>> {
         M::DissolveGroup => dissolve_group(ctx, b)?,
         M::SendUserMessage => return send_user_message(ctx, b),
         M::DeleteUserMessage => delete_user_message(ctx, b)?,
-        M::GetChat => chat_json(ctx, &load_chat(ctx, params::req_str(b, "chat_id")?)?)?,
+        M::GetChat => chat_json(ctx, &load_chat(ctx, chat_id(b)?)?)?,
         M::GetChatHistory => return chat_history(ctx, b),
         M::GetChatActions => chat_actions(ctx, b)?,
         M::GetUpdates => return get_updates(ctx, b),
         M::GetStats => stats(ctx)?,
         M::GetWebhookInfo => {
-            let bot = load_bot(ctx, params::req_str(b, "bot_id")?)?;
+            let bot = load_bot(ctx, bot_id(b)?)?;
             return super::webhook::info(ctx, &bot.id);
         }
         M::DeleteWebhook => {
-            let bot = load_bot(ctx, params::req_str(b, "bot_id")?)?;
+            let bot = load_bot(ctx, bot_id(b)?)?;
             return super::webhook::delete(ctx, &bot.id, b);
         }
         M::AdvanceClock => advance_clock(ctx, b)?,
@@ -99,53 +140,83 @@ fn user_json(ctx: &Ctx<'_>, id: &str) -> ApiResult<Value> {
     Ok(json!({"id": id, "display_name": display_name, "handle": handle}))
 }
 
+#[derive(Deserialize)]
+struct CreateUser<'a> {
+    #[serde(borrow)]
+    display_name: Name<'a, NAME>,
+    #[serde(borrow)]
+    handle: Option<Name<'a, HANDLE>>,
+}
+
 fn create_user(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let display_name = params::name(b, "display_name", 128, true)?.unwrap_or_default();
-    let handle = params::name(b, "handle", 64, false)?;
+    let CreateUser { display_name: Name(display_name), handle } = requests::parse(b)?;
+    let handle = handle.map(|h| h.0);
     let id = auth::new_id(ctx.random, "usr_")?;
     store::users::insert(ctx.conn, &id, display_name, handle, ctx.now_s())?;
     Ok(json!({"id": id, "display_name": display_name, "handle": handle}))
 }
 
-/// Validated createBot/updateBot fields; None = not given.
-struct BotFields<'a> {
-    display_name: Option<&'a str>,
-    handle: Option<&'a str>,
-    tier: Option<Tier>,
-    verified: Option<bool>,
-    official: Option<bool>,
-    avatar_key: Option<Option<&'a str>>,
-    limit: Option<Option<u64>>,
+impl Choices for Tier {
+    const WHY: &'static str = "must be free, standard or official";
+    fn parse(s: &str) -> Option<Tier> {
+        Tier::parse(s)
+    }
 }
 
-fn bot_fields<'a>(b: &'a Body, create: bool) -> ApiResult<BotFields<'a>> {
-    let tier = match params::opt_str(b, "quota_tier")? {
-        None => None,
-        Some(t) => Some(
-            Tier::parse(t)
-                .ok_or_else(|| ApiError::invalid_field("quota_tier", "must be free, standard or official"))?,
-        ),
-    };
-    let avatar_key = match b.get("avatar_key") {
-        None => None,
-        Some(Value::Null) => Some(None),
-        Some(Value::String(s)) if !s.is_empty() && s.len() <= 256 => Some(Some(s.as_str())),
-        Some(_) => return Err(ApiError::invalid_field("avatar_key", "must be a string of 1 to 256 bytes, or null")),
-    };
-    let limit = match b.get("gateway_connection_limit") {
-        None => None,
-        Some(Value::Null) => Some(None),
-        Some(_) => Some(Some(params::opt_uint(b, "gateway_connection_limit", 1024)?.unwrap_or(0))),
-    };
-    Ok(BotFields {
-        display_name: params::name(b, "display_name", 128, create)?,
-        handle: params::name(b, "handle", 64, create)?,
-        tier,
-        verified: params::opt_bool(b, "verified")?,
-        official: params::opt_bool(b, "official")?,
-        avatar_key,
-        limit,
-    })
+struct AvatarKey;
+impl ByteBounds for AvatarKey {
+    const MIN: usize = 1;
+    const MAX: usize = MAX_AVATAR_KEY_BYTES;
+    const WHY: &'static str = "must be a string of 1 to 256 bytes, or null";
+}
+
+/// createBot's body, in check order.
+#[derive(Deserialize)]
+struct CreateBot<'a> {
+    quota_tier: Option<Choice<Tier>>,
+    #[serde(borrow)]
+    avatar_key: Patch<Bytes<'a, AvatarKey>>,
+    gateway_connection_limit: Patch<Uint<MAX_GATEWAY_CONNECTION_LIMIT>>,
+    #[serde(borrow)]
+    display_name: Name<'a, NAME>,
+    #[serde(borrow)]
+    handle: Name<'a, HANDLE>,
+    verified: Option<bool>,
+    official: Option<bool>,
+}
+
+#[derive(Clone, Copy)]
+enum Status {
+    Active,
+    Suspended,
+}
+
+impl Choices for Status {
+    const WHY: &'static str = "must be active or suspended";
+    fn parse(s: &str) -> Option<Status> {
+        match s {
+            "active" => Some(Status::Active),
+            "suspended" => Some(Status::Suspended),
+            _ => None,
+        }
+    }
+}
+
+/// updateBot's body, in check order: createBot's fields, each optional.
+#[derive(Deserialize)]
+struct UpdateBot<'a> {
+    bot_id: &'a str,
+    quota_tier: Option<Choice<Tier>>,
+    #[serde(borrow)]
+    avatar_key: Patch<Bytes<'a, AvatarKey>>,
+    gateway_connection_limit: Patch<Uint<MAX_GATEWAY_CONNECTION_LIMIT>>,
+    #[serde(borrow)]
+    display_name: Option<Name<'a, NAME>>,
+    #[serde(borrow)]
+    handle: Option<Name<'a, HANDLE>>,
+    verified: Option<bool>,
+    official: Option<bool>,
+    status: Option<Choice<Status>>,
 }
 
 /// The operational copy, kept only for official bots and only when the host
@@ -158,10 +229,8 @@ fn sealed_copy(ctx: &Ctx<'_>, official: bool, bot_id: &str, token: &str) -> ApiR
 }
 
 fn create_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let f = bot_fields(b, true)?;
-    if let Some(h) = f.handle {
-        ensure_handle_free(ctx, h, "")?;
-    }
+    let f: CreateBot<'_> = requests::parse(b)?;
+    ensure_handle_free(ctx, f.handle.0, "")?;
     let id = auth::new_id(ctx.random, "bot_")?;
     let token = auth::new_token(ctx.random)?;
     let official = f.official.unwrap_or(false);
@@ -170,13 +239,13 @@ fn create_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         id: &id,
         token_hash: &auth::sha256(token.as_bytes()),
         sealed: sealed.as_deref(),
-        display_name: f.display_name,
-        handle: f.handle,
-        avatar_key: f.avatar_key.flatten(),
+        display_name: Some(f.display_name.0),
+        handle: Some(f.handle.0),
+        avatar_key: f.avatar_key.change().flatten().map(|k| k.0),
         verified: f.verified.unwrap_or(false),
         official,
-        tier: f.tier.unwrap_or(Tier::Free),
-        connection_limit: f.limit.flatten().map(|v| v as i64),
+        tier: f.quota_tier.map_or(Tier::Free, |t| t.0),
+        connection_limit: f.gateway_connection_limit.change().flatten().map(|v| v.0 as i64),
         created_at: ctx.now_s(),
     };
     store::bots::insert(ctx.conn, &new)?;
@@ -205,26 +274,26 @@ fn forget_bot(ctx: &mut Ctx<'_>, bot_id: &str) {
 }
 
 fn update_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let bot_id = params::req_str(b, "bot_id")?;
-    let f = bot_fields(b, false)?;
-    let status = match params::opt_str(b, "status")? {
-        None => None,
-        Some(s @ ("active" | "suspended")) => Some(s),
-        Some(_) => return Err(ApiError::invalid_field("status", "must be active or suspended")),
-    };
+    let f: UpdateBot<'_> = requests::parse(b)?;
+    let bot_id = f.bot_id;
+    let status = f.status.map(|s| match s.0 {
+        Status::Active => "active",
+        Status::Suspended => "suspended",
+    });
+    let handle = f.handle.map(|h| h.0);
     let before = load_bot(ctx, bot_id)?;
     // Checked before anything is written: a refused update changes nothing.
-    if let Some(h) = f.handle {
+    if let Some(h) = handle {
         ensure_handle_free(ctx, h, bot_id)?;
     }
     let c = ctx.conn;
     let set = |field: Field, v: &dyn crate::store::ToVal| -> ApiResult<()> {
         Ok(store::bots::set_field(c, bot_id, field, v)?)
     };
-    if let Some(v) = f.display_name {
+    if let Some(Name(v)) = f.display_name {
         set(Field::DisplayName, &v)?;
     }
-    if let Some(v) = f.handle {
+    if let Some(v) = handle {
         store::bots::set_handle(c, bot_id, v)?;
         // A bot that shared the old handle (before handles were unique)
         // now holds it.
@@ -233,7 +302,7 @@ fn update_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
             store::bots::pass_on_handle_key(c, &old_key)?;
         }
     }
-    if let Some(v) = f.tier {
+    if let Some(Choice(v)) = f.quota_tier {
         set(Field::QuotaTier, &v.as_str())?;
     }
     if let Some(v) = f.verified {
@@ -246,11 +315,11 @@ fn update_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
             set(Field::OpToken, &Option::<Vec<u8>>::None)?;
         }
     }
-    if let Some(v) = f.avatar_key {
-        set(Field::AvatarKey, &v)?;
+    if let Some(v) = f.avatar_key.change() {
+        set(Field::AvatarKey, &v.map(|k| k.0))?;
     }
-    if let Some(v) = f.limit {
-        set(Field::ConnectionLimit, &v.map(|v| v as i64))?;
+    if let Some(v) = f.gateway_connection_limit.change() {
+        set(Field::ConnectionLimit, &v.map(|v| v.0 as i64))?;
     }
     if let Some(v) = status {
         set(Field::Status, &v)?;
@@ -264,7 +333,7 @@ fn update_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 }
 
 fn rotate_token(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let bot = load_bot(ctx, params::req_str(b, "bot_id")?)?;
+    let bot = load_bot(ctx, bot_id(b)?)?;
     let token = auth::new_token(ctx.random)?;
     let sealed = sealed_copy(ctx, bot.official, &bot.id, &token)?;
     store::bots::set_token(ctx.conn, &bot.id, &auth::sha256(token.as_bytes()), sealed.as_deref())?;
@@ -275,7 +344,7 @@ fn rotate_token(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 }
 
 fn operational_token(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let bot_id = params::req_str(b, "bot_id")?;
+    let bot_id = bot_id(b)?;
     let (official, sealed) = store::bots::operational_copy(ctx.conn, bot_id)?.ok_or_else(bot_not_found)?;
     if !official {
         return Err(ApiError::token_not_recoverable());
@@ -309,15 +378,13 @@ fn private_chat_for(ctx: &mut Ctx<'_>, user_id: &str, bot_id: &str) -> ApiResult
 }
 
 fn create_private_chat(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let user_id = params::req_str(b, "user_id")?;
-    let bot_id = params::req_str(b, "bot_id")?;
+    let UserAndBot { user_id, bot_id } = requests::parse(b)?;
     let (chat, _) = private_chat_for(ctx, user_id, bot_id)?;
     chat_json(ctx, &chat)
 }
 
 fn start_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let user_id = params::req_str(b, "user_id")?;
-    let bot_id = params::req_str(b, "bot_id")?;
+    let UserAndBot { user_id, bot_id } = requests::parse(b)?;
     let (chat, _) = private_chat_for(ctx, user_id, bot_id)?;
     store::chats::set_started(ctx.conn, &chat.id)?;
     // Pressing start in a chat the bot was removed from brings it back.
@@ -327,10 +394,16 @@ fn start_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     chat_json(ctx, &load_chat(ctx, &chat.id)?)
 }
 
+/// setBlocked's fields after the chat is found.
+#[derive(Deserialize)]
+struct SetBlocked<'a> {
+    by: &'a str,
+    blocked: bool,
+}
+
 fn set_blocked(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
-    let by = params::req_str(b, "by")?;
-    let blocked = params::req_bool(b, "blocked")?;
+    let chat = load_chat(ctx, chat_id(b)?)?;
+    let SetBlocked { by, blocked } = requests::parse(b)?;
     if chat.kind != ChatKind::Private {
         return Err(ApiError::invalid_field("chat_id", "must name a private chat"));
     }
@@ -372,19 +445,25 @@ fn member_event(
     Ok(())
 }
 
+struct MemberIds;
+impl Why for MemberIds {
+    const WHY: &'static str = "must be an array of user and bot ids";
+}
+
+/// createGroup's body, in check order.
+#[derive(Deserialize)]
+struct CreateGroup<'a> {
+    #[serde(borrow)]
+    title: Name<'a, TITLE>,
+    bots_can_send: Option<bool>,
+    #[serde(borrow)]
+    member_ids: Option<Strings<'a, MemberIds>>,
+}
+
 fn create_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let title = params::name(b, "title", 256, true)?.unwrap_or_default();
-    let bots_can_send = params::opt_bool(b, "bots_can_send")?.unwrap_or(true);
-    let ids: Vec<&str> = match b.get("member_ids") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(a)) => a
-            .iter()
-            .map(|v| {
-                v.as_str().ok_or_else(|| ApiError::invalid_field("member_ids", "must be an array of user and bot ids"))
-            })
-            .collect::<ApiResult<_>>()?,
-        Some(_) => return Err(ApiError::invalid_field("member_ids", "must be an array of user and bot ids")),
-    };
+    let CreateGroup { title: Name(title), bots_can_send, member_ids } = requests::parse(b)?;
+    let bots_can_send = bots_can_send.unwrap_or(true);
+    let ids: Vec<&str> = member_ids.map(|m| m.0).unwrap_or_default();
     // Every id is checked before anything is written.
     let members: Vec<(&str, bool)> = ids.iter().map(|m| Ok((*m, member_kind(ctx, m)?))).collect::<ApiResult<_>>()?;
     let id = auth::new_id(ctx.random, "spc_")?;
@@ -399,8 +478,8 @@ fn create_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 }
 
 fn add_member(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
-    let member_id = params::req_str(b, "member_id")?;
+    let chat = load_chat(ctx, chat_id(b)?)?;
+    let MemberIdBody { member_id } = requests::parse(b)?;
     let is_bot = member_kind(ctx, member_id)?;
     match chat.kind {
         ChatKind::Private
@@ -418,8 +497,8 @@ fn add_member(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 }
 
 fn remove_member(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
-    let member_id = params::req_str(b, "member_id")?;
+    let chat = load_chat(ctx, chat_id(b)?)?;
+    let MemberIdBody { member_id } = requests::parse(b)?;
     let Some(active) = store::chats::membership(ctx.conn, &chat.id, member_id)? else {
         return Err(ApiError::member_not_found(member_id));
     };
@@ -433,16 +512,21 @@ fn remove_member(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 }
 
 fn group(ctx: &Ctx<'_>, b: &Body) -> ApiResult<Chat> {
-    let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
+    let chat = load_chat(ctx, chat_id(b)?)?;
     if chat.kind != ChatKind::Group {
         return Err(ApiError::invalid_field("chat_id", "must name a group"));
     }
     Ok(chat)
 }
 
+#[derive(Deserialize)]
+struct BotsCanSend {
+    bots_can_send: bool,
+}
+
 fn set_group_permissions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let chat = group(ctx, b)?;
-    let bots_can_send = params::req_bool(b, "bots_can_send")?;
+    let BotsCanSend { bots_can_send } = requests::parse(b)?;
     if chat.dissolved {
         return Err(ApiError::chat_dissolved());
     }
@@ -464,35 +548,39 @@ fn dissolve_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     Ok(Value::Bool(true))
 }
 
+/// sendUserMessage's body, in check order.
+#[derive(Deserialize)]
+struct SendUserMessage<'a> {
+    user_id: &'a str,
+    chat_id: &'a str,
+    #[serde(borrow)]
+    text: Text<'a>,
+    #[serde(rename = "parse_mode")]
+    _parse_mode: ParseMode,
+    reply_to_message_id: Option<MessageId>,
+}
+
 fn send_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
-    let user_id = params::req_str(b, "user_id")?;
-    let chat_id = params::req_str(b, "chat_id")?;
-    let text = params::text(b)?;
-    params::parse_mode(b)?;
-    let reply_to = params::opt_message_id(b, "reply_to_message_id")?;
+    let SendUserMessage { user_id, chat_id, text: Text(text), reply_to_message_id, .. } = requests::parse(b)?;
+    let reply_to = reply_to_message_id.map(|m| m.0);
     if !user_exists(ctx, user_id)? {
         return Err(user_not_found());
     }
     let chat = load_chat(ctx, chat_id)?;
-    if store::chats::membership(ctx.conn, chat_id, user_id)? != Some(true) {
-        return Err(ApiError::not_member());
-    }
-    if chat.dissolved {
-        return Err(ApiError::chat_dissolved());
-    }
-    if chat.blocked_by_user {
-        return Err(ApiError::blocked_by_user());
-    }
-    if chat.blocked_by_bot {
-        return Err(ApiError::user_blocked_by_bot());
-    }
+    let member = store::chats::membership(ctx.conn, chat_id, user_id)? == Some(true);
+    permissions::check(Act::UserSends, &chat, member)?;
     messages::check_reply_target(ctx, &chat, reply_to)?;
     messages::post(ctx, &chat, user_id, false, text, reply_to)
 }
 
+#[derive(Deserialize)]
+struct MessageIdBody {
+    message_id: MessageId,
+}
+
 fn delete_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
-    let message_id = params::req_message_id(b, "message_id")?;
+    let chat = load_chat(ctx, chat_id(b)?)?;
+    let MessageIdBody { message_id: MessageId(message_id) } = requests::parse(b)?;
     let msg = match store::messages::load(ctx.conn, &chat.id, message_id)? {
         Some(m) if !m.deleted => m,
         _ => return Err(ApiError::message_not_found()),
@@ -502,14 +590,18 @@ fn delete_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     Ok(Value::Bool(true))
 }
 
+/// getChatHistory's fields after the chat is found.
+#[derive(Deserialize)]
+struct ChatHistory {
+    after_message_id: Option<MessageIdOrZero>,
+    limit: Option<Uint<MAX_HISTORY_PAGE>>,
+}
+
 fn chat_history(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
-    let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
-    let after = params::opt_message_id(b, "after_message_id").or_else(|e| match b.get("after_message_id") {
-        Some(Value::String(s)) if s == "0" => Ok(None),
-        Some(Value::Number(n)) if n.as_u64() == Some(0) => Ok(None),
-        _ => Err(e),
-    })?;
-    let limit = params::opt_uint(b, "limit", 100)?.unwrap_or(100).max(1);
+    let chat = load_chat(ctx, chat_id(b)?)?;
+    let ChatHistory { after_message_id, limit } = requests::parse(b)?;
+    let after = after_message_id.and_then(|a| a.0);
+    let limit = limit.map_or(MAX_HISTORY_PAGE, |l| l.0).max(1);
     let rows = store::messages::history(ctx.conn, &chat.id, after.unwrap_or(0), limit as i64)?;
     // Written as it goes, so messages keep the field order of sendMessage.
     let mut out = b"[".to_vec();
@@ -528,7 +620,7 @@ fn chat_history(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
 }
 
 fn chat_actions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let chat = load_chat(ctx, params::req_str(b, "chat_id")?)?;
+    let chat = load_chat(ctx, chat_id(b)?)?;
     let rows = store::chats::live_actions(ctx.conn, &chat.id, ctx.now_ms as i64)?
         .into_iter()
         .map(|(bot_id, action, expires_at_ms)| json!({"bot_id": bot_id, "action": action, "expires_at_ms": expires_at_ms}))
@@ -536,13 +628,21 @@ fn chat_actions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     Ok(Value::Array(rows))
 }
 
+/// The host's getUpdates body.
+#[derive(Deserialize)]
+struct HostUpdates {
+    offset: Option<Uint<{ i64::MAX as u64 }>>,
+    limit: Option<Uint<MAX_HOST_UPDATES>>,
+}
+
 /// Telegram-style: returns updates from `offset` on (default: the first not
 /// yet confirmed) and confirms everything before `offset`, durably.
 fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
     // Updates of this transaction's earlier requests (a batch) included.
     crate::events::flush_updates(ctx.conn, &mut ctx.fx.updates)?;
-    let offset = params::opt_uint(b, "offset", i64::MAX as u64)?;
-    let limit = params::opt_uint(b, "limit", 1000)?.unwrap_or(100).max(1);
+    let HostUpdates { offset, limit } = requests::parse(b)?;
+    let offset = offset.map(|o| o.0);
+    let limit = limit.map_or(100, |l| l.0).max(1);
     let confirmed = store::events::updates_confirmed(ctx.conn)?;
     let from = match offset {
         Some(o) => {
@@ -591,16 +691,34 @@ fn stats(ctx: &mut Ctx<'_>) -> ApiResult<Value> {
     }))
 }
 
+struct Seconds;
+impl NumberBounds for Seconds {
+    const MIN: f64 = 0.0;
+    const MAX: f64 = 1e9;
+    const WHY: &'static str = "must be a number from 0 to 1e9";
+}
+
+#[derive(Deserialize)]
+struct AdvanceClock {
+    seconds: Number<Seconds>,
+}
+
 fn advance_clock(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     // Routing offers advanceClock only on the manual clock.
-    let ms = match b.get("seconds") {
-        None | Some(Value::Null) => return Err(ApiError::missing_field("seconds")),
-        Some(Value::Number(n)) => match n.as_f64() {
-            Some(s) if (0.0..=1e9).contains(&s) => (s * 1000.0).round() as u64,
-            _ => return Err(ApiError::invalid_field("seconds", "must be a number from 0 to 1e9")),
-        },
-        Some(_) => return Err(ApiError::invalid_field("seconds", "must be a number from 0 to 1e9")),
-    };
+    let AdvanceClock { seconds: Number(s, _) } = requests::parse(b)?;
+    let ms = (s * 1000.0).round() as u64;
     ctx.clock.advance_ms(ms);
     Ok(Value::Bool(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Refusal texts that are constants name the limits they enforce.
+    #[test]
+    fn refusal_texts_name_their_limits() {
+        assert!(AvatarKey::WHY.contains(&format!("1 to {MAX_AVATAR_KEY_BYTES} bytes")));
+        assert_eq!(AvatarKey::MAX, MAX_AVATAR_KEY_BYTES);
+    }
 }

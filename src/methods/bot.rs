@@ -4,16 +4,19 @@
 
 use super::messages;
 use super::params::{self, Body};
+use super::requests::{self, Choice, Choices, MessageId, ParseMode, Text};
 use super::to_json;
-use crate::auth;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{self, Event};
 use crate::http::Request;
-use crate::model::{Bot, Chat, ChatKind, StoredMessage, Tier};
-use crate::ratelimit::Scope;
+use crate::model::{Bot, Chat, StoredMessage};
 use crate::route::BotMethod;
+use crate::rules;
+use crate::rules::idempotency::{self, Decision};
+use crate::rules::permissions::{self, Act};
 use crate::store::{self, Dialect};
 use crate::txn::Ctx;
+use serde::Deserialize;
 
 pub const CHAT_ACTIONS: &[&str] = &["typing", "upload_photo", "upload_document", "record_voice", "upload_voice"];
 
@@ -21,9 +24,7 @@ pub const CHAT_ACTIONS: &[&str] = &["typing", "upload_photo", "upload_document",
 pub const CHAT_ACTION_TTL_MS: u64 = 5_000;
 
 pub fn call(ctx: &mut Ctx<'_>, bot: &Bot, method: BotMethod, req: &Request<'_>) -> ApiResult<Vec<u8>> {
-    if !bot.active {
-        return Err(ApiError::bot_suspended());
-    }
+    rules::auth::bot_status(bot)?;
     match method {
         BotMethod::GetMe => {
             // No fields, but the body rules of every method still hold.
@@ -61,11 +62,9 @@ fn get_updates(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Vec
     Ok(read.json.into_bytes())
 }
 
-/// Free-tier bots may not edit or delete; checked before the body is read.
+/// The tier gate comes before the body is read.
 fn tier_gate(bot: &Bot, method: BotMethod, req: &Request<'_>) -> ApiResult<Body> {
-    if bot.tier == Tier::Free {
-        return Err(ApiError::tier_forbidden(method.name()));
-    }
+    rules::tier::check(bot.tier, method)?;
     params::parse_body(&req.body)
 }
 
@@ -78,114 +77,47 @@ fn visible_chat(ctx: &mut Ctx<'_>, bot: &Bot, chat_id: &str) -> ApiResult<(Chat,
     }
 }
 
-/// The sending permission rules, in the order of docs/errors.md (check 12)
-/// and docs/decisions.md (private-chat permission order).
-fn check_send_permission(chat: &Chat, member: bool) -> ApiResult<()> {
-    match chat.kind {
-        ChatKind::Private => {
-            if !chat.started {
-                return Err(ApiError::bot_not_started());
-            }
-            if chat.blocked_by_user {
-                return Err(ApiError::blocked_by_user());
-            }
-            if chat.blocked_by_bot {
-                return Err(ApiError::user_blocked_by_bot());
-            }
-            if !member {
-                return Err(ApiError::not_member());
-            }
-        }
-        ChatKind::Group => {
-            if !member {
-                return Err(ApiError::not_member());
-            }
-            if chat.dissolved {
-                return Err(ApiError::chat_dissolved());
-            }
-            if !chat.bots_can_send {
-                return Err(ApiError::bots_cannot_send());
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Edit and delete need the chat still visible: a member, not dissolved.
-fn check_still_visible(chat: &Chat, member: bool) -> ApiResult<()> {
-    if !member {
-        return Err(ApiError::not_member());
-    }
-    if chat.dissolved {
-        return Err(ApiError::chat_dissolved());
-    }
-    Ok(())
-}
-
 fn rate_limit(ctx: &mut Ctx<'_>, bot: &Bot, chat: &Chat) -> ApiResult<()> {
-    let limits = match bot.tier {
-        Tier::Free => &ctx.cfg.limits.free,
-        Tier::Standard => &ctx.cfg.limits.standard,
-        Tier::Official => &ctx.cfg.limits.official,
-    };
-    let chat_rate = match chat.kind {
-        ChatKind::Private => limits.private_chat.as_ref().map(|r| (r, Scope::Chat)),
-        ChatKind::Group => limits.group.as_ref().map(|r| (r, Scope::Group)),
-    };
+    let limits = rules::ratelimit::of_tier(&ctx.cfg.limits, bot.tier);
+    let chat_rate = rules::ratelimit::chat_bucket(limits, chat.kind);
     let checked = match ctx.conn.dialect() {
         Dialect::Sqlite => ctx.rate.check(&bot.id, &chat.id, limits.bot.as_ref(), chat_rate, ctx.now_ms),
         Dialect::Postgres => {
             crate::ratelimit::check_shared(ctx.conn, &bot.id, &chat.id, limits.bot.as_ref(), chat_rate, ctx.now_ms)?
         }
     };
-    match checked {
-        Ok(nearest) => {
-            // The response carries it as X-RateLimit-* headers.
-            ctx.rate_status = nearest;
-            Ok(())
-        }
-        Err(bucket) => Err(ApiError::rate_limited_by(&bucket)),
-    }
+    // The response carries the nearest bucket as X-RateLimit-* headers.
+    ctx.rate_status = rules::ratelimit::outcome(checked)?;
+    Ok(())
 }
 
-/// The Idempotency-Key header: 1 to 64 visible ASCII characters.
-fn idempotency_key<'a>(req: &Request<'a>) -> ApiResult<Option<&'a str>> {
-    let Some(raw) = req.header("idempotency-key") else {
-        return Ok(None);
-    };
-    match std::str::from_utf8(raw) {
-        Ok(k) if (1..=64).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()) => Ok(Some(k)),
-        _ => Err(ApiError::invalid_field("Idempotency-Key", "must be 1 to 64 visible ASCII characters")),
-    }
-}
-
-/// SHA-256 of the body's canonical JSON (keys sorted, no whitespace), so a
-/// retry that reorders fields is still the same request.
-fn request_hash(body: &Body) -> [u8; 32] {
-    let canon: std::collections::BTreeMap<&String, &serde_json::Value> = body.iter().collect();
-    auth::sha256(&serde_json::to_vec(&canon).unwrap_or_default())
+/// sendMessage's body, in check order.
+#[derive(Deserialize)]
+struct SendMessage<'a> {
+    chat_id: &'a str,
+    #[serde(borrow)]
+    text: Text<'a>,
+    #[serde(rename = "parse_mode")]
+    _parse_mode: ParseMode,
+    reply_to_message_id: Option<MessageId>,
 }
 
 fn send_message(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Vec<u8>> {
     let body = params::parse_body(&req.body)?;
-    let chat_id = params::req_str(&body, "chat_id")?;
-    let text = params::text(&body)?;
-    params::parse_mode(&body)?;
-    let reply_to = params::opt_message_id(&body, "reply_to_message_id")?;
-    let key = idempotency_key(req)?;
-    let hash = key.map(|_| request_hash(&body));
+    let SendMessage { chat_id, text: Text(text), reply_to_message_id, .. } = requests::parse(&body)?;
+    let reply_to = reply_to_message_id.map(|m| m.0);
+    let key = idempotency::key(req.header("idempotency-key"))?;
+    let hash = key.map(|_| idempotency::request_hash(&body));
     if let (Some(key), Some(hash)) = (key, &hash) {
-        let cutoff = ctx.now_ms.saturating_sub(super::IDEMPOTENCY_TTL_MS) as i64;
-        let prior = store::idempotency::lookup(ctx.conn, &bot.id, key, cutoff)?;
+        let prior = store::idempotency::lookup(ctx.conn, &bot.id, key, idempotency::cutoff(ctx.now_ms))?;
         if let Some((prior_hash, result)) = prior {
-            if auth::constant_time_eq(&prior_hash, hash) {
+            if let Decision::Replay(result) = idempotency::decide(Some((&prior_hash[..], result)), hash)? {
                 return Ok(result.into_bytes());
             }
-            return Err(ApiError::idempotency_key_reused());
         }
     }
     let (chat, member) = visible_chat(ctx, bot, chat_id)?;
-    check_send_permission(&chat, member)?;
+    permissions::check(Act::BotSends, &chat, member)?;
     messages::check_reply_target(ctx, &chat, reply_to)?;
     rate_limit(ctx, bot, &chat)?;
     let json = messages::post(ctx, &chat, &bot.id, true, text, reply_to)?;
@@ -196,17 +128,28 @@ fn send_message(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Ve
     Ok(json)
 }
 
-fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
-    let chat_id = params::req_str(body, "chat_id")?;
-    let action = params::req_str(body, "action")?;
-    if !CHAT_ACTIONS.contains(&action) {
-        return Err(ApiError::invalid_field(
-            "action",
-            "must be one of typing, upload_photo, upload_document, record_voice, upload_voice",
-        ));
+/// A chat action: one of [`CHAT_ACTIONS`].
+#[derive(Clone, Copy)]
+struct ChatAction(&'static str);
+
+impl Choices for ChatAction {
+    const WHY: &'static str = "must be one of typing, upload_photo, upload_document, record_voice, upload_voice";
+    fn parse(s: &str) -> Option<Self> {
+        CHAT_ACTIONS.iter().find(|a| **a == s).copied().map(ChatAction)
     }
+}
+
+/// sendChatAction's body, in check order.
+#[derive(Deserialize)]
+struct SendChatAction<'a> {
+    chat_id: &'a str,
+    action: Choice<ChatAction>,
+}
+
+fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
+    let SendChatAction { chat_id, action: Choice(ChatAction(action)) } = requests::parse(body)?;
     let (chat, member) = visible_chat(ctx, bot, chat_id)?;
-    check_send_permission(&chat, member)?;
+    permissions::check(Act::BotSends, &chat, member)?;
     rate_limit(ctx, bot, &chat)?;
     let expires = ctx.now_ms + CHAT_ACTION_TTL_MS;
     store::chats::set_action(ctx.conn, &chat.id, &bot.id, action, expires as i64)?;
@@ -220,13 +163,11 @@ fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<
     Ok(b"true".to_vec())
 }
 
-/// Chat, membership and the message, checked for edit and delete. Callers
-/// validate their other fields (text, parse_mode) first.
-fn owned_message(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<(Chat, StoredMessage)> {
-    let chat_id = params::req_str(body, "chat_id")?;
-    let message_id = params::req_message_id(body, "message_id")?;
+/// Chat, membership and the message, checked for edit and delete, once
+/// their fields are read.
+fn owned_message(ctx: &mut Ctx<'_>, bot: &Bot, chat_id: &str, message_id: i64) -> ApiResult<(Chat, StoredMessage)> {
     let (chat, member) = visible_chat(ctx, bot, chat_id)?;
-    check_still_visible(&chat, member)?;
+    permissions::check(Act::BotEdits, &chat, member)?;
     let msg = match store::messages::load(ctx.conn, &chat.id, message_id)? {
         Some(m) if !m.deleted => m,
         _ => return Err(ApiError::message_not_found()),
@@ -237,12 +178,27 @@ fn owned_message(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<(Chat, 
     Ok((chat, msg))
 }
 
+/// editMessageText's body, in check order.
+#[derive(Deserialize)]
+struct EditMessageText<'a> {
+    chat_id: &'a str,
+    message_id: MessageId,
+    #[serde(borrow)]
+    text: Text<'a>,
+    #[serde(rename = "parse_mode")]
+    _parse_mode: ParseMode,
+}
+
+/// deleteMessage's body.
+#[derive(Deserialize)]
+struct DeleteMessage<'a> {
+    chat_id: &'a str,
+    message_id: MessageId,
+}
+
 fn edit_message_text(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
-    params::req_str(body, "chat_id")?;
-    params::req_message_id(body, "message_id")?;
-    let text = params::text(body)?;
-    params::parse_mode(body)?;
-    let (chat, mut msg) = owned_message(ctx, bot, body)?;
+    let EditMessageText { chat_id, message_id: MessageId(message_id), text: Text(text), .. } = requests::parse(body)?;
+    let (chat, mut msg) = owned_message(ctx, bot, chat_id, message_id)?;
     rate_limit(ctx, bot, &chat)?;
     if msg.text.as_deref() == Some(text) {
         // Same text: success, nothing changes, no event.
@@ -258,7 +214,8 @@ fn edit_message_text(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec
 }
 
 fn delete_message(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
-    let (chat, msg) = owned_message(ctx, bot, body)?;
+    let DeleteMessage { chat_id, message_id: MessageId(message_id) } = requests::parse(body)?;
+    let (chat, msg) = owned_message(ctx, bot, chat_id, message_id)?;
     delete_stored(ctx, &chat, &msg, Some(&bot.id))?;
     Ok(b"true".to_vec())
 }

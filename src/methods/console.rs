@@ -3,31 +3,53 @@
 //! the audit log; and the audit entry every change through the host API
 //! writes. None of them confirms the host's `getUpdates` stream.
 
-use super::params::{self, Body};
+use super::admin::{BotIdBody, ChatIdBody};
+use super::params::Body;
+use super::requests::{self, Uint};
 use crate::error::{ApiError, ApiResult};
 use crate::route::AdminMethod;
+use crate::rules::limits;
 use crate::store::bots::{self, BOT_COLUMNS};
 use crate::store::console::{self as q, Cursor};
 use crate::store::Row;
 use crate::txn::Ctx;
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 const DEFAULT_PAGE: u64 = 50;
 const MAX_PAGE: u64 = 100;
 
+/// A list's paging fields, in check order.
+#[derive(Deserialize)]
+struct Page<'a> {
+    query: Option<&'a str>,
+    cursor: Option<&'a str>,
+    limit: Option<Uint<MAX_PAGE>>,
+}
+
+/// listChats' filter, read after the paging fields.
+#[derive(Deserialize)]
+struct MemberFilter<'a> {
+    member_id: Option<&'a str>,
+}
+
 fn page_args(b: &Body) -> ApiResult<(String, Option<Cursor>, u32)> {
-    let query = params::opt_str(b, "query")?.unwrap_or("");
-    if query.chars().count() > 128 {
-        return Err(ApiError::invalid_field("query", "must be at most 128 characters"));
+    let page: Page<'_> = requests::parse(b)?;
+    let query = page.query.unwrap_or("");
+    if query.chars().count() > limits::MAX_QUERY_CHARS {
+        return Err(ApiError::invalid_field(
+            "query",
+            &format!("must be at most {} characters", limits::MAX_QUERY_CHARS),
+        ));
     }
-    let cursor = match params::opt_str(b, "cursor")? {
+    let cursor = match page.cursor {
         None | Some("") => None,
         Some(c) => Some(
             Cursor::parse(c)
                 .ok_or_else(|| ApiError::invalid_field("cursor", "must be a next_cursor value from an earlier page"))?,
         ),
     };
-    let limit = params::opt_uint(b, "limit", MAX_PAGE)?.unwrap_or(DEFAULT_PAGE).max(1) as u32;
+    let limit = page.limit.map_or(DEFAULT_PAGE, |l| l.0).max(1) as u32;
     Ok((query.to_string(), cursor, limit))
 }
 
@@ -75,7 +97,7 @@ pub fn list_bots(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 }
 
 pub fn get_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let bot_id = params::req_str(b, "bot_id")?;
+    let BotIdBody { bot_id } = requests::parse(b)?;
     let c: &Ctx<'_> = ctx;
     let row = q::bot_live(c.conn, BOT_COLUMNS, bot_id, c.now_ms, |r| bot_row(c, r))?;
     row.map(|(v, _, _)| v).ok_or_else(ApiError::bot_not_found)
@@ -95,7 +117,7 @@ pub fn list_users(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 
 pub fn list_chats(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let (query, cursor, limit) = page_args(b)?;
-    let member = params::opt_str(b, "member_id")?.unwrap_or("");
+    let member = requests::parse::<MemberFilter<'_>>(b)?.member_id.unwrap_or("");
     let rows = q::list_chats(ctx.conn, &query, member, cursor.as_ref(), limit, |r| {
         let (id, kind, created_at): (String, String, i64) = (r.get(0)?, r.get(1)?, r.get(10)?);
         let mut v = json!({"id": id, "type": kind, "created_at": created_at, "member_count": r.get::<i64>(11)?});
@@ -118,7 +140,7 @@ pub fn list_chats(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 }
 
 pub fn chat_members(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let chat_id = params::req_str(b, "chat_id")?;
+    let ChatIdBody { chat_id } = requests::parse(b)?;
     if crate::store::chats::load(ctx.conn, chat_id)?.is_none() {
         return Err(ApiError::chat_not_found());
     }
@@ -130,7 +152,7 @@ pub fn chat_members(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
 }
 
 pub fn bot_activity(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let bot_id = params::req_str(b, "bot_id")?;
+    let BotIdBody { bot_id } = requests::parse(b)?;
     if bots::by_id(ctx.conn, bot_id)?.is_none() {
         return Err(ApiError::bot_not_found());
     }
@@ -148,10 +170,19 @@ pub fn bot_activity(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     }))
 }
 
+/// getAuditLog's body, in check order.
+#[derive(Deserialize)]
+struct AuditLog<'a> {
+    before: Option<Uint<{ i64::MAX as u64 }>>,
+    target: Option<&'a str>,
+    limit: Option<Uint<MAX_PAGE>>,
+}
+
 pub fn audit_log(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
-    let before = params::opt_uint(b, "before", i64::MAX as u64)?.map(|v| v as i64);
-    let target = params::opt_str(b, "target")?.unwrap_or("");
-    let limit = params::opt_uint(b, "limit", MAX_PAGE)?.unwrap_or(DEFAULT_PAGE).max(1) as u32;
+    let AuditLog { before, target, limit } = requests::parse(b)?;
+    let before = before.map(|v| v.0 as i64);
+    let target = target.unwrap_or("");
+    let limit = limit.map_or(DEFAULT_PAGE, |l| l.0).max(1) as u32;
     let rows = q::audit_log(ctx.conn, before, target, limit, |r| {
         let at_ms: i64 = r.get(1)?;
         let detail: String = r.get(6)?;

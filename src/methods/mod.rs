@@ -1,17 +1,16 @@
-//! Method implementations: the five bot methods (`bot`), the host API
-//! (`admin`), field parsing shared by both (`params`) and the one write path
-//! every message takes, whoever sends it (`messages`).
+//! Method implementations: the bot methods (`bot`), the host API
+//! (`admin`), the body as a JSON object (`params`) and its typed reading
+//! (`requests`), and the one write path every message takes, whoever sends
+//! it (`messages`). The rules they apply are `crate::rules`'.
 
 pub mod admin;
 pub mod bot;
 pub mod console;
 pub mod messages;
 pub mod params;
+pub mod requests;
 pub mod updates;
 pub mod webhook;
-
-/// How long an Idempotency-Key is remembered.
-pub const IDEMPOTENCY_TTL_MS: u64 = 24 * 3600 * 1000;
 
 /// Serializes a value the core built itself; failure would be a bug.
 pub fn to_json<T: serde::Serialize>(v: &T) -> crate::error::ApiResult<Vec<u8>> {

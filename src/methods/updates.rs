@@ -5,13 +5,12 @@
 //! (a `timeout` with nothing to return) is the service's parking registry
 //! (`service/parked.rs`), which calls [`read`] again when woken.
 
-use super::params::{self, Body};
-use crate::error::{ApiError, ApiResult};
+use super::requests::{self, Body, Bounded, Bounds, Uint};
+use crate::error::ApiResult;
 use crate::events::{push_event, read_from};
 use crate::store::gateway as log;
 use crate::store::{Conn, StoreResult};
 use crate::EventKind;
-use serde_json::Value;
 
 /// Largest `limit`, and the default.
 pub const MAX_LIMIT: u64 = 100;
@@ -46,46 +45,71 @@ fn kind_bit(kind: &str) -> Option<u16> {
     BOT_EVENT_KINDS.iter().position(|k| k.as_str() == kind).map(|i| 1 << i)
 }
 
-/// The fields, in the order the table of docs/api.md lists them; the first
-/// bad one is the error.
+struct Offset;
+impl Bounds for Offset {
+    const MIN: u64 = 0;
+    const MAX: u64 = i64::MAX as u64;
+    const WHY: &'static str = "must be an integer, 0 or more";
+}
+
+struct Limit;
+impl Bounds for Limit {
+    const MIN: u64 = 1;
+    const MAX: u64 = MAX_LIMIT;
+    const WHY: &'static str = "must be an integer from 1 to 100";
+}
+
+/// `allowed_updates`: event types as bits of [`Poll::allowed`]; an empty
+/// list is every type.
+struct Kinds(u16);
+
+const KINDS_WHY: &str = "must be an array of event types, such as \"message_created\"";
+
+impl<'de> serde::Deserialize<'de> for Kinds {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Kinds;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(KINDS_WHY)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Kinds, A::Error> {
+                let mut bits = 0;
+                loop {
+                    match seq.next_element::<&str>() {
+                        Ok(None) => return Ok(Kinds(if bits == 0 { ALL_KINDS } else { bits })),
+                        Ok(Some(k)) => match kind_bit(k) {
+                            Some(bit) => bits |= bit,
+                            None => return Err(serde::de::Error::custom(KINDS_WHY)),
+                        },
+                        Err(_) => return Err(serde::de::Error::custom(KINDS_WHY)),
+                    }
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// getUpdates' body: the fields in the order the table of docs/api.md
+/// lists them; the first bad one is the error.
+#[derive(serde::Deserialize)]
+struct GetUpdates {
+    offset: Option<Bounded<Offset>>,
+    limit: Option<Bounded<Limit>>,
+    timeout: Option<Uint<MAX_TIMEOUT_S>>,
+    allowed_updates: Option<Kinds>,
+}
+
+/// Reads getUpdates' body.
 pub fn parse(b: &Body) -> ApiResult<Poll> {
-    let offset = params::opt_uint(b, "offset", i64::MAX as u64)
-        .map_err(|_| ApiError::invalid_field("offset", "must be an integer, 0 or more"))?
-        .map(|v| v as i64);
-    let limit = match params::opt_uint(b, "limit", MAX_LIMIT) {
-        Ok(Some(0)) | Err(_) => {
-            return Err(ApiError::invalid_field("limit", &format!("must be an integer from 1 to {MAX_LIMIT}")))
-        }
-        Ok(v) => v.unwrap_or(MAX_LIMIT) as u8,
-    };
-    let timeout_s = params::opt_uint(b, "timeout", MAX_TIMEOUT_S)?.unwrap_or(0) as u8;
-    let allowed = match b.get("allowed_updates") {
-        None | Some(Value::Null) => ALL_KINDS,
-        Some(Value::Array(kinds)) => {
-            let mut bits = 0;
-            for k in kinds {
-                let bit = k.as_str().and_then(kind_bit).ok_or_else(|| {
-                    ApiError::invalid_field(
-                        "allowed_updates",
-                        "must be an array of event types, such as \"message_created\"",
-                    )
-                })?;
-                bits |= bit;
-            }
-            if bits == 0 {
-                ALL_KINDS
-            } else {
-                bits
-            }
-        }
-        Some(_) => {
-            return Err(ApiError::invalid_field(
-                "allowed_updates",
-                "must be an array of event types, such as \"message_created\"",
-            ))
-        }
-    };
-    Ok(Poll { offset, limit, timeout_s, allowed })
+    let GetUpdates { offset, limit, timeout, allowed_updates } = requests::parse(b)?;
+    Ok(Poll {
+        offset: offset.map(|o| o.0 as i64),
+        limit: limit.map_or(MAX_LIMIT, |l| l.0) as u8,
+        timeout_s: timeout.map_or(0, |t| t.0) as u8,
+        allowed: allowed_updates.map_or(ALL_KINDS, |k| k.0),
+    })
 }
 
 /// Writes what `offset` acknowledges: every event below it, up to the last
@@ -149,13 +173,18 @@ mod tests {
     use super::*;
 
     fn body(s: &str) -> Body {
-        params::parse_body(s.as_bytes()).unwrap()
+        super::super::params::parse_body(s.as_bytes()).unwrap()
     }
 
     fn field_of(s: &str) -> (String, String) {
         let e = parse(&body(s)).unwrap_err();
         let field = e.parameters.as_ref().and_then(|p| p.get("field")).and_then(|v| v.as_str()).unwrap_or("");
         (e.code.as_str().to_string(), field.to_string())
+    }
+
+    #[test]
+    fn the_limit_refusal_names_the_limit() {
+        assert_eq!(Limit::WHY, format!("must be an integer from 1 to {MAX_LIMIT}"));
     }
 
     #[test]

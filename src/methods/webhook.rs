@@ -1,7 +1,7 @@
 //! setWebhook, deleteWebhook and getWebhookInfo: a bot chooses where its
 //! events are delivered. The deliveries themselves are `crate::webhook`'s.
 
-use super::params::{self, Body};
+use super::requests::{self, Body, Bounded, Bounds};
 use super::to_json;
 use crate::auth;
 use crate::error::{ApiError, ApiResult};
@@ -10,6 +10,7 @@ use crate::store;
 use crate::txn::Ctx;
 use crate::webhook::{self, signature, TargetPolicy, UrlRefusal};
 use crate::EventKind;
+use serde::{de, Deserialize};
 use serde_json::{json, Value};
 
 /// `max_connections` when setWebhook leaves it out.
@@ -22,30 +23,39 @@ pub fn target_policy(cfg: &crate::Config) -> TargetPolicy {
 
 /// `allowed_updates`: a list of event types, kept as given (deduplicated)
 /// in JSON. An empty list means every type, as in Telegram.
-pub fn allowed_updates(b: &Body) -> ApiResult<Option<Vec<String>>> {
-    let list = match b.get("allowed_updates") {
-        None | Some(Value::Null) => return Ok(None),
-        Some(Value::Array(a)) => a,
-        Some(_) => return Err(ApiError::invalid_field("allowed_updates", "must be an array of event types")),
-    };
-    let mut out: Vec<String> = Vec::new();
-    for v in list {
-        let kind = v
-            .as_str()
-            .and_then(|s| s.parse::<EventKind>().ok())
-            .filter(|k| k.is_logged() && *k != EventKind::ChatAction)
-            .ok_or_else(|| ApiError::invalid_field("allowed_updates", "must list only event types bots receive"))?;
-        if !out.iter().any(|o| o == kind.as_str()) {
-            out.push(kind.as_str().to_string());
+pub struct AllowedUpdates(pub Option<Vec<&'static str>>);
+
+impl<'de> Deserialize<'de> for AllowedUpdates {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> de::Visitor<'de> for V {
+            type Value = AllowedUpdates;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("must be an array of event types")
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<AllowedUpdates, A::Error> {
+                let bad = || de::Error::custom("must list only event types bots receive");
+                let mut out: Vec<&'static str> = Vec::new();
+                while let Some(s) = seq.next_element::<&str>().map_err(|_| bad())? {
+                    let kind = s
+                        .parse::<EventKind>()
+                        .ok()
+                        .filter(|k| k.is_logged() && *k != EventKind::ChatAction)
+                        .ok_or_else(bad)?;
+                    if !out.contains(&kind.as_str()) {
+                        out.push(kind.as_str());
+                    }
+                }
+                Ok(AllowedUpdates((!out.is_empty()).then_some(out)))
+            }
         }
+        d.deserialize_any(V)
     }
-    Ok((!out.is_empty()).then_some(out))
 }
 
-fn check_url<'a>(ctx: &Ctx<'_>, b: &'a Body) -> ApiResult<&'a str> {
-    let url = params::req_str(b, "url")?;
+fn check_url(ctx: &Ctx<'_>, url: &str) -> ApiResult<()> {
     match webhook::check_url(url, target_policy(ctx.cfg)) {
-        Ok(_) => Ok(url),
+        Ok(_) => Ok(()),
         Err(UrlRefusal::Invalid(why)) => Err(ApiError::invalid_webhook_url(why)),
         Err(UrlRefusal::Forbidden(class)) => Err(ApiError::webhook_address_forbidden(class.describe())),
     }
@@ -60,18 +70,42 @@ fn drop_pending(ctx: &mut Ctx<'_>, bot_id: &str) -> ApiResult<()> {
     Ok(())
 }
 
+/// setWebhook's `url`, read and checked before its other fields.
+#[derive(Deserialize)]
+struct SetWebhookUrl<'a> {
+    url: &'a str,
+}
+
+struct MaxConnections;
+impl Bounds for MaxConnections {
+    const MIN: u64 = 1;
+    const MAX: u64 = 100;
+    const WHY: &'static str = "must be an integer from 1 to 100";
+}
+
+/// setWebhook's other fields, in check order.
+#[derive(Deserialize)]
+struct SetWebhook {
+    max_connections: Option<Bounded<MaxConnections>>,
+    allowed_updates: Option<AllowedUpdates>,
+    drop_pending_updates: Option<bool>,
+    rotate_secret: Option<bool>,
+}
+
+/// deleteWebhook's body.
+#[derive(Deserialize)]
+struct DeleteWebhook {
+    drop_pending_updates: Option<bool>,
+}
+
 pub fn set_webhook(ctx: &mut Ctx<'_>, bot: &Bot, b: &Body) -> ApiResult<Vec<u8>> {
-    let url = check_url(ctx, b)?;
-    let max_connections = match b.get("max_connections") {
-        None | Some(Value::Null) => DEFAULT_MAX_CONNECTIONS,
-        Some(v) => match v.as_u64() {
-            Some(n @ 1..=100) => n as u32,
-            _ => return Err(ApiError::invalid_field("max_connections", "must be an integer from 1 to 100")),
-        },
-    };
-    let allowed = allowed_updates(b)?;
-    let drop = params::opt_bool(b, "drop_pending_updates")?.unwrap_or(false);
-    let rotate = params::opt_bool(b, "rotate_secret")?.unwrap_or(false);
+    let SetWebhookUrl { url } = requests::parse(b)?;
+    check_url(ctx, url)?;
+    let f: SetWebhook = requests::parse(b)?;
+    let max_connections = f.max_connections.map_or(DEFAULT_MAX_CONNECTIONS, |m| m.0 as u32);
+    let allowed = f.allowed_updates.and_then(|a| a.0);
+    let drop = f.drop_pending_updates.unwrap_or(false);
+    let rotate = f.rotate_secret.unwrap_or(false);
     let existing = store::webhooks::get(ctx.conn, &bot.id)?;
     // The secret stays across setWebhook calls (a new URL included) unless
     // the bot asks for a new one, so a receiver keeps verifying.
@@ -121,7 +155,7 @@ pub fn delete_webhook(ctx: &mut Ctx<'_>, bot: &Bot, b: &Body) -> ApiResult<Vec<u
 
 /// deleteWebhook, for the bot and for the host API (`bot_id`).
 pub fn delete(ctx: &mut Ctx<'_>, bot_id: &str, b: &Body) -> ApiResult<Vec<u8>> {
-    let drop = params::opt_bool(b, "drop_pending_updates")?.unwrap_or(false);
+    let drop = requests::parse::<DeleteWebhook>(b)?.drop_pending_updates.unwrap_or(false);
     if store::webhooks::delete(ctx.conn, bot_id)? {
         ctx.fx.webhooks_changed.push(bot_id.to_string());
         ctx.fx.woken.push(bot_id.to_string());

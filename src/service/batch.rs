@@ -2,7 +2,6 @@
 //! formed by group commit.
 
 use super::{Routed, Service, MAX_RETRIES};
-use crate::auth;
 use crate::entry::Input;
 use crate::error::ApiError;
 use crate::methods;
@@ -251,7 +250,7 @@ fn peek(routed: &[Result<Routed<'_>, ApiError>]) -> Vec<Peek> {
         .map(|r| match r {
             Err(_) => Peek { token_hash: None, chat: None, reads_ahead: false, not_bot: false },
             Ok(Routed { route, req, .. }) => Peek {
-                token_hash: auth::credential(req.header("authorization"), "Bot").ok().map(auth::sha256),
+                token_hash: crate::rules::auth::bot_token_hash(req.header("authorization")).ok(),
                 chat: methods::params::peek_chat_id(&req.body),
                 reads_ahead: matches!(route, Route::Bot(m) if *m != BotMethod::GetMe),
                 not_bot: !matches!(route, Route::Bot(_)),

@@ -6,7 +6,6 @@ use crate::auth;
 use crate::clock::Clock;
 use crate::config::{ClockKind, Config};
 use crate::entry::Input;
-use crate::error::ApiError;
 use crate::gateway::Registry;
 use crate::http::{self, Request};
 use crate::random::Random;
@@ -103,6 +102,8 @@ pub(crate) struct Routed<'a> {
     pub route: Route,
     /// Who sent it, when the host said (the audit log records it).
     pub peer: Option<&'a str>,
+    /// The admin credential was checked already (with the login throttle).
+    pub admin_checked: bool,
 }
 
 const PRUNE_EVERY_MS: u64 = 60_000;
@@ -304,18 +305,15 @@ impl Service {
                 routed.req.header_values("forwarded"),
                 &self.trusted_proxies,
             );
-            // A throttled client's credential is never evaluated: a right
-            // guess must look like a wrong one.
-            let attempt = match self.admin_throttle.attempt(&client, now_ms) {
-                Ok(a) => a,
-                Err(wait_ms) => return ApiError::rate_limited(wait_ms, "admin_auth").into_response(),
-            };
-            if let Err(e) = self.check_admin(&routed.req) {
+            let auth = routed.req.header("authorization");
+            if let Err(e) =
+                crate::rules::auth::admin_login(&self.admin_throttle, &client, now_ms, auth, &self.admin_hash)
+            {
                 return e.into_response();
             }
-            self.admin_throttle.succeeded(attempt, now_ms);
+            routed.admin_checked = true;
             if routed.route == Route::Metrics {
-                return self.answer_ops(routed.route, &routed.req).unwrap_or_default();
+                return self.metrics_response();
             }
             // The audit log names the client: the request runs alone, in
             // its own transaction (a group carries request bytes only).

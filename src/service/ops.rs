@@ -118,7 +118,7 @@ impl Service {
         }
     }
 
-    fn metrics_response(&self) -> Vec<u8> {
+    pub(super) fn metrics_response(&self) -> Vec<u8> {
         // As last known: a scrape takes no lock for it.
         let ready = !self.is_shutting_down() && !self.metrics.disk_full.load(Ordering::Relaxed);
         let started = Timer::start();

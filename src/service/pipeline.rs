@@ -2,7 +2,6 @@
 //! the method it names, and the commit.
 
 use super::{Routed, Service, MAX_RETRIES, PRUNE_EVERY_MS};
-use crate::auth;
 use crate::entry::Input;
 use crate::error::{ApiError, ApiResult};
 use crate::gateway::{self};
@@ -28,7 +27,7 @@ impl Service {
             }
         }
         let route = target.resolve(self.clock.is_manual())?;
-        Ok(Routed { req, route, peer: None })
+        Ok(Routed { req, route, peer: None, admin_checked: false })
     }
 
     /// Runs one routed request in its own transaction.
@@ -93,7 +92,7 @@ impl Service {
             let retention = self.config.event_retention_s.saturating_mul(1000);
             let p = crate::events::Prune {
                 retention_ms: retention,
-                idempotency_ttl_ms: methods::IDEMPOTENCY_TTL_MS,
+                idempotency_ttl_ms: crate::rules::idempotency::TTL_MS,
                 max_unacked_events: self.config.max_unacked_events,
                 max_unconfirmed_updates: self.config.max_unconfirmed_updates,
             };
@@ -188,7 +187,9 @@ impl Service {
                     Err(ApiError::method_not_found(routed.req.path))
                 }
                 Route::Admin(method) => {
-                    self.check_admin(&routed.req)?;
+                    if !routed.admin_checked {
+                        self.check_admin(&routed.req)?;
+                    }
                     methods::admin::call(&mut ctx, method, &routed.req)
                 }
                 Route::Gateway => {
@@ -232,12 +233,7 @@ impl Service {
     }
 
     pub(super) fn check_admin(&self, req: &Request<'_>) -> ApiResult<()> {
-        let cred = auth::credential(req.header("authorization"), "Admin")?;
-        if auth::constant_time_eq(&auth::sha256(cred), &self.admin_hash) {
-            Ok(())
-        } else {
-            Err(ApiError::invalid_token())
-        }
+        crate::rules::auth::admin(req.header("authorization"), &self.admin_hash)
     }
 }
 

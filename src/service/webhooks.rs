@@ -10,8 +10,9 @@ use super::Service;
 use crate::methods::webhook::{signing_key, target_policy};
 use crate::store;
 use crate::webhook::deliveries::{BotDeliveries, StatusWrite, WebhookRequest};
-use crate::webhook::schedule::{LogEvent, GAP_KIND};
+use crate::webhook::schedule::{LogEvent, GAP_KIND, WINDOW};
 use crate::webhook::{check_url, Outcome, Schedule};
+use std::collections::HashMap;
 
 /// How often, at most, what outcomes changed is written (one transaction,
 /// one sync, for every outcome since; a sync per outcome would put one
@@ -34,6 +35,38 @@ pub enum WebhookPoll {
     NeedsStore,
 }
 
+/// What the deliveries knew of a bot when its store read was planned.
+struct Known {
+    url: String,
+    key: Vec<u8>,
+    wants: Option<(i64, usize)>,
+}
+
+/// What a store read found for a bot.
+enum Refresh {
+    /// No webhook to deliver (deleted, or it can no longer be sent).
+    Gone,
+    Read {
+        url: String,
+        target: crate::webhook::Target,
+        key: Vec<u8>,
+        max_connections: u32,
+        allowed: Option<Vec<String>>,
+        bounds: store::gateway::LogBounds,
+        events: Vec<LogEvent>,
+    },
+}
+
+/// Ends a store turn that did not finish (a panic in the store's part),
+/// so that the next poll takes the turn again.
+struct StoreTurn<'a>(&'a std::sync::Mutex<crate::webhook::deliveries::Deliveries>);
+
+impl Drop for StoreTurn<'_> {
+    fn drop(&mut self) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).store_turn = false;
+    }
+}
+
 /// Several nodes on one database: how long a node's lease on a bot's
 /// webhook lasts, and how often it is renewed. A node that dies hands its
 /// webhooks over once its leases lapse: within `WEBHOOK_LEASE_TTL_MS` plus
@@ -49,31 +82,108 @@ impl Service {
     /// 64 KiB of the answer, and reports the outcome with the same `id`.
     pub fn poll_webhook(&self, now_ms: u64) -> Option<WebhookRequest> {
         let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
-        if !self.webhook_store_due(&d, now_ms) {
-            // Nothing to read or write: no wait on the store.
+        if !self.webhook_store_due(&d, now_ms) || d.store_turn {
+            // Nothing to read or write (or another caller is at it): no
+            // wait on the store.
             return self.next_webhook_attempt(&mut d, now_ms);
         }
-        if !d.loaded {
-            // Until the store answers, nothing is delivered; the next call
-            // tries again.
-            let rows = store::webhooks::all(&self.lock().conn).ok()?;
+        // The store's part runs without the deliveries' lock, so that
+        // outcomes and in-memory polls go on while a sync or a read waits
+        // on the disk; `store_turn` keeps it to one caller at a time.
+        d.store_turn = true;
+        let turn = StoreTurn(&self.webhooks);
+        if !d.loaded || (self.shared_store && now_ms >= d.next_claim_ms) {
+            d = self.load_and_claim(d, now_ms);
+        }
+        let writes = if now_ms >= d.flushed_ms + WEBHOOK_FLUSH_MS
+            && (!d.cursor_writes.is_empty() || !d.status_writes.is_empty())
+        {
+            d.flushed_ms = now_ms;
+            Some((std::mem::take(&mut d.cursor_writes), std::mem::take(&mut d.status_writes)))
+        } else {
+            None
+        };
+        let dirty: Vec<(String, Option<Known>)> = std::mem::take(&mut d.dirty)
+            .into_iter()
+            .filter(|b| d.holds(b))
+            .map(|b| {
+                let known = d.bots.get(&b).map(|e| Known {
+                    url: e.url.clone(),
+                    key: e.schedule.key().to_vec(),
+                    wants: e.schedule.wants_events(),
+                });
+                (b, known)
+            })
+            .collect();
+        drop(d);
+        let written = writes.as_ref().map(|(c, s)| self.write_webhook_outcomes(c, s));
+        let read: Vec<(String, Result<Refresh, ()>)> = dirty
+            .into_iter()
+            .map(|(b, known)| {
+                let r = self.read_webhook(&b, known.as_ref());
+                (b, r)
+            })
+            .collect();
+        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some((cursors, statuses)), Some(false)) = (writes, written) {
+            // Kept for the next try, under what outcomes changed since.
+            for (b, c) in cursors {
+                let e = d.cursor_writes.entry(b).or_insert(c);
+                *e = (*e).max(c);
+            }
+            for (b, w) in statuses {
+                d.status_writes.entry(b).or_insert(w);
+            }
+        }
+        for (bot_id, r) in read {
+            match r {
+                Ok(r) => self.apply_refresh(&mut d, &bot_id, r, now_ms),
+                // Looked at again at the next call.
+                Err(()) => {
+                    d.dirty.insert(bot_id);
+                }
+            }
+        }
+        d.store_turn = false;
+        std::mem::forget(turn);
+        self.next_webhook_attempt(&mut d, now_ms)
+    }
+
+    /// The first load of every webhook, and (several nodes) the lease
+    /// round, without the deliveries' lock.
+    fn load_and_claim<'a>(
+        &'a self,
+        mut d: std::sync::MutexGuard<'a, crate::webhook::deliveries::Deliveries>,
+        now_ms: u64,
+    ) -> std::sync::MutexGuard<'a, crate::webhook::deliveries::Deliveries> {
+        let load = !d.loaded;
+        let claim = self.shared_store && now_ms >= d.next_claim_ms;
+        if claim && d.node.is_empty() {
+            d.node = crate::auth::new_id(&self.random, "node_").unwrap_or_else(|_| format!("node_{now_ms}"));
+        }
+        let node = d.node.clone();
+        drop(d);
+        // Until the store answers, nothing is delivered; the next call
+        // tries again.
+        let rows = if load { store::webhooks::all(&self.lock().conn).ok() } else { None };
+        let claimed = claim
+            .then(|| store::webhooks::claim_leases(&self.lock().conn, &node, now_ms, now_ms + WEBHOOK_LEASE_TTL_MS));
+        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(rows) = rows {
             d.loaded = true;
             d.dirty.extend(rows.into_iter().map(|r| r.bot_id));
         }
-        if self.shared_store && now_ms >= d.next_claim_ms {
-            self.claim_webhook_leases(&mut d, now_ms);
-        }
-        if now_ms >= d.flushed_ms + WEBHOOK_FLUSH_MS {
-            self.flush_webhook_writes(&mut d, now_ms);
-        }
-        let dirty: Vec<String> = std::mem::take(&mut d.dirty).into_iter().filter(|b| d.holds(b)).collect();
-        for bot_id in dirty {
-            if let Err(b) = self.refresh_webhook(&mut d, &bot_id, now_ms) {
-                // Looked at again at the next call.
-                d.dirty.insert(b);
+        match claimed {
+            Some(Ok(bots)) => {
+                d.leases_held(bots);
+                d.next_claim_ms = now_ms + WEBHOOK_LEASE_RENEW_MS;
             }
+            // Unreachable database: the leases lapse unless renewed in
+            // time; try again in a second.
+            Some(Err(_)) => d.next_claim_ms = now_ms + 1_000,
+            None => {}
         }
-        self.next_webhook_attempt(&mut d, now_ms)
+        d
     }
 
     fn next_webhook_attempt(
@@ -114,116 +224,109 @@ impl Service {
             || d.dirty.iter().any(|b| d.holds(b))
     }
 
-    /// Several nodes: renews this node's leases and takes the free ones.
-    /// Other nodes' commits reach this node by notification when they do
-    /// (a woken bot), else by this round: every held bot is looked at.
-    fn claim_webhook_leases(&self, d: &mut crate::webhook::deliveries::Deliveries, now_ms: u64) {
-        if d.node.is_empty() {
-            d.node = crate::auth::new_id(&self.random, "node_").unwrap_or_else(|_| format!("node_{now_ms}"));
-        }
-        let claimed = store::webhooks::claim_leases(&self.lock().conn, &d.node, now_ms, now_ms + WEBHOOK_LEASE_TTL_MS);
-        match claimed {
-            Ok(bots) => {
-                d.leases_held(bots);
-                d.next_claim_ms = now_ms + WEBHOOK_LEASE_RENEW_MS;
-            }
-            // Unreachable database: the leases lapse unless renewed in
-            // time; try again in a second.
-            Err(_) => d.next_claim_ms = now_ms + 1_000,
-        }
-    }
-
-    /// Rereads a bot's webhook row and the log past what it holds.
-    fn refresh_webhook(
-        &self,
-        d: &mut crate::webhook::deliveries::Deliveries,
-        bot_id: &str,
-        now_ms: u64,
-    ) -> Result<(), String> {
+    /// Rereads a bot's webhook row and the log past what its schedule
+    /// holds (`known`, as it stood when the read was planned), and waits
+    /// for what was read to be durable.
+    fn read_webhook(&self, bot_id: &str, known: Option<&Known>) -> Result<Refresh, ()> {
         let inner = self.lock();
         let conn = &inner.conn;
-        let row = store::webhooks::get(conn, bot_id).map_err(|_| bot_id.to_string())?;
-        let Some(row) = row else {
-            d.remove(bot_id);
-            return Ok(());
-        };
+        let Some(row) = store::webhooks::get(conn, bot_id).map_err(|_| ())? else { return Ok(Refresh::Gone) };
         let (Ok(target), Some(key)) =
             (check_url(&row.url, target_policy(&self.config)), signing_key(&self.config, &row))
         else {
             // The host's policy changed since it was set, or the secret
             // cannot be opened: nothing can be sent.
-            d.remove(bot_id);
-            return Ok(());
+            return Ok(Refresh::Gone);
         };
         let allowed: Option<Vec<String>> = row.allowed_updates.as_deref().and_then(|a| serde_json::from_str(a).ok());
-        let bounds = store::gateway::log_bounds(conn, bot_id).map_err(|_| bot_id.to_string())?;
-        let entry = d.bots.entry(bot_id.to_string()).or_insert_with(|| BotDeliveries {
-            url: row.url.clone(),
-            target: target.clone(),
-            schedule: Schedule::new(bot_id, key.clone(), row.max_connections, bounds.acked),
-        });
-        if entry.url != row.url || entry.schedule.key() != key.as_slice() {
-            // A new URL or secret: start over from the durable cursor, so
-            // nothing is signed with a secret the receiver no longer has.
-            entry.schedule = Schedule::new(bot_id, key, row.max_connections, bounds.acked);
-            entry.url = row.url.clone();
-            entry.target = target;
-        }
-        entry.schedule.set_max_connections(row.max_connections);
-        entry.schedule.set_allowed_updates(allowed);
-        entry.schedule.cursor_moved(bounds.acked);
-        let Some((after, limit)) = entry.schedule.wants_events() else { return Ok(()) };
+        let bounds = store::gateway::log_bounds(conn, bot_id).map_err(|_| ())?;
+        // A new URL or secret starts over from the durable cursor.
+        let wants = match known {
+            Some(k) if k.url == row.url && k.key == key => k.wants.map(|(after, room)| (after.max(bounds.acked), room)),
+            _ => Some((bounds.acked, WINDOW)),
+        };
         let mut events = Vec::new();
-        store::gateway::read_events_after(conn, bot_id, after, limit, |seq, kind, data| {
-            events.push(LogEvent {
-                seq,
-                kind: kind.to_string(),
-                chat: chat_of(data),
-                body: update_json(seq, kind, data),
-            });
-            true
-        })
-        .map_err(|_| bot_id.to_string())?;
+        if let Some((after, limit)) = wants {
+            store::gateway::read_events_after(conn, bot_id, after, limit, |seq, kind, data| {
+                events.push(LogEvent {
+                    seq,
+                    kind: kind.to_string(),
+                    chat: chat_of(data),
+                    body: update_json(seq, kind, data),
+                });
+                true
+            })
+            .map_err(|_| ())?;
+        }
         // What was read may be committed and not yet synced (a group whose
         // WAL sync runs after the lock is released): nothing of it is sent
         // before it is durable, as the gateway's reads wait too.
         let seen = self.db.wal.as_ref().map(|w| (w, w.seen()));
         drop(inner);
         if let Some((wal, seen)) = seen {
-            wal.sync_to(seen).map_err(|_| bot_id.to_string())?;
+            wal.sync_to(seen).map_err(|_| ())?;
         }
-        // Events after `after` that are gone: the notice goes at the last
-        // one dropped, before the first one kept.
-        let first = events.first().map(|e| e.seq);
-        let dropped_through = match first {
-            Some(s) if s > after + 1 => Some(s - 1),
-            None if bounds.last > after => Some(bounds.last),
-            _ => None,
+        Ok(Refresh::Read { url: row.url, target, key, max_connections: row.max_connections, allowed, bounds, events })
+    }
+
+    /// Applies what [`Service::read_webhook`] found to the bot's schedule,
+    /// as it stands now (outcomes may have moved it meanwhile; reads have
+    /// not, there is one store turn at a time).
+    fn apply_refresh(&self, d: &mut crate::webhook::deliveries::Deliveries, bot_id: &str, r: Refresh, now_ms: u64) {
+        let Refresh::Read { url, target, key, max_connections, allowed, bounds, events } = r else {
+            d.remove(bot_id);
+            return;
         };
-        if let Some(n) = dropped_through {
-            let notice = LogEvent {
-                seq: n,
-                kind: GAP_KIND.to_string(),
-                chat: String::new(),
-                body: update_json(n, GAP_KIND, &format!("{{\"dropped_through\":{n}}}")),
-            };
-            events.insert(0, notice);
+        let entry = d.bots.entry(bot_id.to_string()).or_insert_with(|| BotDeliveries {
+            url: url.clone(),
+            target: target.clone(),
+            schedule: Schedule::new(bot_id, key.clone(), max_connections, bounds.acked),
+        });
+        if entry.url != url || entry.schedule.key() != key.as_slice() {
+            // A new URL or secret: start over from the durable cursor, so
+            // nothing is signed with a secret the receiver no longer has.
+            entry.schedule = Schedule::new(bot_id, key, max_connections, bounds.acked);
+            entry.url = url;
+            entry.target = target;
         }
-        entry.schedule.events_read(events, now_ms);
+        entry.schedule.set_max_connections(max_connections);
+        entry.schedule.set_allowed_updates(allowed);
+        entry.schedule.cursor_moved(bounds.acked);
+        if let Some((after, room)) = entry.schedule.wants_events() {
+            let none_read = events.is_empty();
+            let mut events: Vec<LogEvent> = events.into_iter().filter(|e| e.seq > after).take(room).collect();
+            // Events after `after` that are gone: the notice goes at the
+            // last one dropped, before the first one kept.
+            let dropped_through = match events.first().map(|e| e.seq) {
+                Some(s) if s > after + 1 => Some(s - 1),
+                None if none_read && bounds.last > after => Some(bounds.last),
+                _ => None,
+            };
+            if let Some(n) = dropped_through {
+                let notice = LogEvent {
+                    seq: n,
+                    kind: GAP_KIND.to_string(),
+                    chat: String::new(),
+                    body: update_json(n, GAP_KIND, &format!("{{\"dropped_through\":{n}}}")),
+                };
+                events.insert(0, notice);
+            }
+            entry.schedule.events_read(events, now_ms);
+        }
         let cursor = entry.schedule.take_cursor_write();
+        // More may wait than the window took: read again as soon as there
+        // is room (an outcome makes some), else only when woken.
+        let behind = bounds.last > entry.schedule.read_through();
+        entry.schedule.set_behind(behind);
+        let again = behind && entry.schedule.wants_events().is_some();
         if let Some(c) = cursor {
             // Events skipped as not asked for, or a gap: acknowledged with
             // the next write of the outcomes.
             d.cursor_writes.insert(bot_id.to_string(), c);
         }
-        // More may wait than the window took: read again as soon as there
-        // is room (an outcome makes some), else only when woken.
-        let behind = bounds.last > entry.schedule.read_through();
-        entry.schedule.set_behind(behind);
-        if behind && entry.schedule.wants_events().is_some() {
+        if again {
             d.dirty.insert(bot_id.to_string());
         }
-        Ok(())
     }
 
     /// What became of webhook request `id`. A 2xx moves the bot's cursor
@@ -276,21 +379,17 @@ impl Service {
         }
     }
 
-    /// Writes what outcomes changed, in one transaction. On failure the
-    /// changes are kept for the next try.
-    fn flush_webhook_writes(&self, d: &mut crate::webhook::deliveries::Deliveries, now_ms: u64) {
-        if d.cursor_writes.is_empty() && d.status_writes.is_empty() {
-            return;
-        }
-        d.flushed_ms = now_ms;
+    /// Writes what outcomes changed, in one transaction; whether it was
+    /// written (if not, the caller keeps the changes for the next try).
+    fn write_webhook_outcomes(&self, cursors: &HashMap<String, i64>, statuses: &HashMap<String, StatusWrite>) -> bool {
         let inner = self.lock();
         let conn = &inner.conn;
         let written = (|| -> Result<(), crate::store::StorageError> {
             conn.begin()?;
-            for (bot, c) in &d.cursor_writes {
+            for (bot, c) in cursors {
                 store::gateway::write_ack(conn, bot, *c)?;
             }
-            for (bot, w) in &d.status_writes {
+            for (bot, w) in statuses {
                 match w {
                     StatusWrite::Failed { at_ms, message, next_ms } => {
                         store::webhooks::record_error(conn, bot, *at_ms, message, *next_ms)?
@@ -300,15 +399,10 @@ impl Service {
             }
             conn.commit()
         })();
-        match written {
-            Ok(()) => {
-                d.cursor_writes.clear();
-                d.status_writes.clear();
-            }
-            Err(_) => {
-                let _ = conn.rollback();
-            }
+        if written.is_err() {
+            let _ = conn.rollback();
         }
+        written.is_ok()
     }
 
     /// For the metrics: webhooks this node delivers, events held and not

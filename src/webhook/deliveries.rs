@@ -111,6 +111,9 @@ pub struct Deliveries {
     pub status_writes: HashMap<String, StatusWrite>,
     /// When those were last written.
     pub flushed_ms: u64,
+    /// A caller is doing the store's part of a poll (reads and writes
+    /// run without this state's lock; one caller at a time).
+    pub store_turn: bool,
 }
 
 /// A change of a bot's delivery status for getWebhookInfo.
