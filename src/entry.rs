@@ -14,10 +14,12 @@ pub(crate) enum Input<'a> {
     /// One whole HTTP/1.1 request (as the framer delimits it).
     Wire(&'a [u8]),
     /// A request parsed by the host's HTTP stack, with its whole body.
+    #[cfg(feature = "typed")]
     Typed { method: &'a http::Method, uri: &'a http::Uri, headers: &'a http::HeaderMap, body: &'a [u8] },
 }
 
 impl<'a> Input<'a> {
+    #[cfg(feature = "typed")]
     pub(crate) fn of<B: AsRef<[u8]>>(req: &'a http::Request<B>) -> Input<'a> {
         Input::Typed { method: req.method(), uri: req.uri(), headers: req.headers(), body: req.body().as_ref() }
     }
@@ -26,6 +28,7 @@ impl<'a> Input<'a> {
     pub(crate) fn parse(self, max_body_bytes: usize) -> Result<Request<'a>, ApiError> {
         match self {
             Input::Wire(bytes) => crate::http::parse_request(bytes, max_body_bytes),
+            #[cfg(feature = "typed")]
             Input::Typed { method, uri, headers, body } => {
                 crate::http::parse_parts(method.as_str(), uri, headers, body, max_body_bytes)
             }
@@ -42,6 +45,7 @@ impl<'a> Input<'a> {
                 let target = bytes[..line_end].split(|&b| b == b' ').nth(1).unwrap_or(b"");
                 std::str::from_utf8(target.split(|&b| b == b'?').next().unwrap_or(b"")).ok()
             }
+            #[cfg(feature = "typed")]
             Input::Typed { uri, .. } => Some(uri.path()),
         }
     }
@@ -50,6 +54,7 @@ impl<'a> Input<'a> {
     pub(crate) fn to_owned(self) -> Owned {
         match self {
             Input::Wire(bytes) => Owned::Wire(bytes.to_vec()),
+            #[cfg(feature = "typed")]
             Input::Typed { method, uri, headers, body } => {
                 let mut r = http::Request::new(body.to_vec());
                 *r.method_mut() = method.clone();
@@ -65,6 +70,7 @@ impl<'a> Input<'a> {
 pub(crate) enum Owned {
     Wire(Vec<u8>),
     /// Boxed: a queue of wire requests stays small.
+    #[cfg(feature = "typed")]
     Typed(Box<http::Request<Vec<u8>>>),
 }
 
@@ -72,6 +78,7 @@ impl Owned {
     pub(crate) fn input(&self) -> Input<'_> {
         match self {
             Owned::Wire(b) => Input::Wire(b),
+            #[cfg(feature = "typed")]
             Owned::Typed(r) => Input::of(r),
         }
     }
@@ -82,6 +89,7 @@ impl Owned {
 /// HTTP stack writes the status line and headers itself. The head is read
 /// where the core put it; the body keeps the core's buffer. Anything but an
 /// answer of the core (a bug) becomes a bare 500, never a panic.
+#[cfg(feature = "typed")]
 pub fn into_http_response(mut raw: Vec<u8>) -> http::Response<Vec<u8>> {
     let Some((status, headers, head_len)) = read_head(&raw) else {
         let mut r = http::Response::new(Vec::new());
@@ -95,6 +103,7 @@ pub fn into_http_response(mut raw: Vec<u8>) -> http::Response<Vec<u8>> {
     r
 }
 
+#[cfg(feature = "typed")]
 fn read_head(raw: &[u8]) -> Option<(http::StatusCode, http::HeaderMap, usize)> {
     let status = http::StatusCode::from_bytes(raw.get(9..12)?).ok()?;
     let mut at = raw.windows(2).position(|w| w == b"\r\n")? + 2;
@@ -112,7 +121,7 @@ fn read_head(raw: &[u8]) -> Option<(http::StatusCode, http::HeaderMap, usize)> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "typed"))]
 mod tests {
     use super::*;
 

@@ -659,6 +659,7 @@ impl RequestFramer {
 /// raw sockets and hands requests on to code that takes parsed ones (the
 /// typed entry points). The head is parsed once here. `Err` is the
 /// answer to send when the bytes are not such a request.
+#[cfg(feature = "typed")]
 pub fn parse_http_request(request: &[u8]) -> Result<::http::Request<Vec<u8>>, Vec<u8>> {
     let bad = || ApiError::invalid_request("incomplete HTTP request").into_response();
     let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -789,6 +790,7 @@ pub(crate) fn parse_request(buf: &[u8], max_body_bytes: usize) -> Result<Request
 /// that may appear once, `Transfer-Encoding` and `Content-Length`, the body
 /// limit — on what that stack handed over, without writing it out as
 /// bytes. A body with no length header is the host's to delimit.
+#[cfg(feature = "typed")]
 pub(crate) fn parse_parts<'a>(
     method: &'a str,
     uri: &'a ::http::Uri,
@@ -815,6 +817,7 @@ pub(crate) fn parse_parts<'a>(
 /// What framing refuses from a head alone ([`frame_request`]'s `Invalid`),
 /// for a parsed head whose body is still to be read: the host then reads
 /// no body the core would refuse.
+#[cfg(feature = "typed")]
 pub(crate) fn check_parts(
     method: &str,
     uri: &::http::Uri,
@@ -839,6 +842,7 @@ pub(crate) fn check_parts(
 }
 
 /// A parsed head's path and query, within the limits of a head on the wire.
+#[cfg(feature = "typed")]
 fn typed_head<'a>(
     method: &str,
     uri: &'a ::http::Uri,
@@ -856,6 +860,7 @@ fn typed_head<'a>(
 
 /// The path and query of a parsed request's target, by [`split_target`]'s
 /// rules.
+#[cfg(feature = "typed")]
 fn typed_target(uri: &::http::Uri) -> Result<(&str, &str), ApiError> {
     if uri.scheme().is_some() {
         // The absolute form (rare): checked whole, then its path is taken.

@@ -63,14 +63,14 @@ mod words;
 
 pub use clock::Clock;
 pub use config::{ClockKind, Config, ConfigError, Limits, Rate, Synchronous, TierLimits};
+#[cfg(feature = "typed")]
 pub use entry::into_http_response;
 pub use error::{ApiError, StorageError};
 pub use gateway::{GatewayAccept, GatewayConnection, GatewayEvent, GatewayOutput, GatewaySession};
 pub use group::CommitStats;
-pub use http::{
-    frame_request, parse_http_request, should_read, Framing, RequestFramer, RequestHead,
-    MAX_UNSENT_BYTES_PER_CONNECTION,
-};
+#[cfg(feature = "typed")]
+pub use http::parse_http_request;
+pub use http::{frame_request, should_read, Framing, RequestFramer, RequestHead, MAX_UNSENT_BYTES_PER_CONNECTION};
 pub use service::{
     Answer, CommitPause, OpenError, PollId, Service, WakeHook, WebhookPoll, BYTES_PER_PARKED_POLL,
     DEFAULT_MAX_PARKED_POLLS,

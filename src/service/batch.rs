@@ -264,6 +264,7 @@ fn peek(routed: &[Result<Routed<'_>, ApiError>]) -> Vec<Peek> {
 fn is_ops(request: Input<'_>) -> bool {
     let path = match request {
         Input::Wire(bytes) => crate::http::request_target(bytes).map(|(_, p)| p),
+        #[cfg(feature = "typed")]
         typed => typed.path(),
     };
     let Some(path) = path else { return false };

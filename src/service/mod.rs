@@ -119,6 +119,7 @@ mod image;
 mod ops;
 mod parked;
 mod pipeline;
+#[cfg(feature = "typed")]
 mod typed;
 mod webhooks;
 pub use webhooks::WebhookPoll;
