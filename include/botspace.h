@@ -161,6 +161,60 @@ typedef enum botspace_gateway_event_kind {
 } botspace_gateway_event_kind;
 
 /**
+ * What a host does with a complete request (`botspace_route_request`).
+ */
+typedef enum botspace_route {
+  /**
+   * A bot method worth answering with other connections' requests in
+   * one `botspace_service_handle_batch` (one transaction, one fsync).
+   */
+  BOTSPACE_ROUTE_BATCH = 0,
+  /**
+   * Answered as well alone as in a batch (getMe, health, metrics, the
+   * console, unknown paths): the host may batch it or not.
+   */
+  BOTSPACE_ROUTE_ALONE = 1,
+  /**
+   * The host API: answered alone with `botspace_service_handle_request_from`
+   * (failed logins are throttled per peer).
+   */
+  BOTSPACE_ROUTE_ADMIN = 2,
+  /**
+   * getUpdates: answered alone with `botspace_service_answer_request`
+   * (it may park).
+   */
+  BOTSPACE_ROUTE_POLL = 3,
+  /**
+   * `/bot/gateway`: `botspace_gateway_accept` answers it.
+   */
+  BOTSPACE_ROUTE_GATEWAY = 4,
+  /**
+   * A path this listener does not serve: send
+   * `botspace_not_here_response`.
+   */
+  BOTSPACE_ROUTE_NOT_HERE = 5,
+} botspace_route;
+
+/**
+ * Which paths a listener serves (`botspace_route_request`).
+ */
+typedef enum botspace_listener {
+  /**
+   * Every path: bot methods, the gateway and the host API.
+   */
+  BOTSPACE_LISTENER_ALL = 0,
+  /**
+   * Everything but the host API (paths under `/admin/`): the public address when
+   * the host API has an address of its own.
+   */
+  BOTSPACE_LISTENER_PUBLIC = 1,
+  /**
+   * Only the host API (paths under `/admin/`).
+   */
+  BOTSPACE_LISTENER_ADMIN = 2,
+} botspace_listener;
+
+/**
  * One gateway (WebSocket) connection after a successful upgrade. Not
  * thread-safe: use it from one thread at a time (it may move between
  * threads). Different gateways may be used in parallel.
@@ -174,6 +228,14 @@ typedef struct botspace_gateway botspace_gateway;
  * its bytes (the stateless function rescans the buffer on every call).
  */
 typedef struct botspace_request_framer botspace_request_framer;
+
+/**
+ * A server's options as `botspace_server_options_parse` read them (the
+ * flags, `BOTSPACE_*` variables and config file the Rust example server
+ * takes, with the same defaults and messages). Opaque; released by
+ * `botspace_server_options_free`.
+ */
+typedef struct botspace_server_options botspace_server_options;
 
 /**
  * A botspace service: one database and its bot, host and gateway
@@ -401,6 +463,110 @@ typedef struct botspace_webhook_request_parts {
    */
   uint32_t attempt;
 } botspace_webhook_request_parts;
+
+/**
+ * The numbers of a server's connection handling, the same in every host
+ * (`botspace_host_policy_default`; docs/reliability.md).
+ */
+typedef struct botspace_host_policy {
+  /**
+   * Default `--request-timeout`: a request arrives whole within this
+   * long of its first byte, else `botspace_service_request_timed_out`.
+   */
+  uint64_t request_timeout_ms;
+  /**
+   * Default `--idle-timeout`: an idle keep-alive connection is closed.
+   */
+  uint64_t idle_timeout_ms;
+  /**
+   * A peer that takes none of our bytes for this long is dropped.
+   */
+  uint64_t write_timeout_ms;
+  /**
+   * A lingering close discards input for at most this long...
+   */
+  uint64_t linger_ms;
+  /**
+   * ...or this many bytes.
+   */
+  size_t linger_bytes;
+  /**
+   * How long a stop waits for connections to finish.
+   */
+  uint64_t drain_ms;
+  /**
+   * A gateway closed with 4008 `slow_consumer`: its close frame gets
+   * this long before the socket is dropped, sent or not.
+   */
+  uint64_t slow_consumer_drop_ms;
+  /**
+   * Most requests in one `botspace_service_handle_batch`.
+   */
+  size_t max_batch;
+  /**
+   * After an accept error the listener rests this long.
+   */
+  uint64_t accept_backoff_ms;
+  /**
+   * The longest sleep of a host's loop: how late it notices a stop or a
+   * move of the manual clock.
+   */
+  uint64_t tick_ms;
+  /**
+   * The longest `botspace_service_wait_store_notifications` wait.
+   */
+  uint64_t notify_wait_ms;
+  /**
+   * After that wait failed, the next attempt this much later...
+   */
+  uint64_t notify_retry_ms;
+  /**
+   * ...and the failure logged at most this often.
+   */
+  uint64_t notify_error_report_ms;
+  /**
+   * Accept errors logged at most this often, with their count.
+   */
+  uint64_t accept_error_report_ms;
+} botspace_host_policy;
+
+/**
+ * What a server needs of its options, borrowed from the
+ * `botspace_server_options` handle (valid until it is freed).
+ */
+typedef struct botspace_server_settings {
+  /**
+   * `--addr` (HOST:PORT).
+   */
+  const char *addr;
+  /**
+   * `--admin-addr`, or NULL: the host API then shares `addr`.
+   */
+  const char *admin_addr;
+  /**
+   * `--db`, for messages (the service is opened with
+   * `botspace_server_options_open_service`).
+   */
+  const char *db;
+  /**
+   * `--max-connections`, else the default under the file limit given.
+   */
+  size_t max_connections;
+  /**
+   * `--request-timeout` in ms (at least 1).
+   */
+  uint64_t request_timeout_ms;
+  /**
+   * `--idle-timeout` in ms (at least 1).
+   */
+  uint64_t idle_timeout_ms;
+  bool manual_clock;
+  bool demo_token;
+  /**
+   * `--log-format json`.
+   */
+  bool log_json;
+} botspace_server_settings;
 
 #ifdef __cplusplus
 extern "C" {
@@ -1089,6 +1255,136 @@ int32_t botspace_log_level(const char *setting, size_t setting_len);
  * (NULL with a length of 0 is empty); `out_line` must be writable.
  */
 enum botspace_status botspace_log_line(int32_t level, const char *msg, size_t msg_len, const char *block, size_t block_len, uint64_t unix_ms, struct botspace_bytes *out_line);
+
+/**
+ * The route of a request whose path (without its query) is
+ * `path[0..path_len]` (`botspace_request_head`'s `path_start`/`path_len`)
+ * on `listener`. Cannot fail; any thread. A NULL `path` is the empty path.
+ *
+ * # Safety
+ * `path` must point at `path_len` readable bytes (or be NULL with 0).
+ */
+enum botspace_route botspace_route_request(enum botspace_listener listener, const uint8_t *path, size_t path_len);
+
+/**
+ * The answer to a request for `path[0..path_len]` on a listener that does
+ * not serve it (`BOTSPACE_ROUTE_NOT_HERE`): 404 `method_not_found`, as a
+ * path with no method gets. The connection stays open.
+ *
+ * # Safety
+ * `path` must point at `path_len` readable bytes (or be NULL with 0);
+ * `out_response` must be writable.
+ */
+enum botspace_status botspace_not_here_response(const uint8_t *path, size_t path_len, struct botspace_bytes *out_response);
+
+/**
+ * The interim `100 Continue` to send for a request whose head asked
+ * `Expect: 100-continue` (`botspace_request_head`'s `expect_continue`)
+ * once the framer found the head acceptable (INCOMPLETE with a head).
+ *
+ * # Safety
+ * `out_response` must be writable.
+ */
+enum botspace_status botspace_continue_response(struct botspace_bytes *out_response);
+
+/**
+ * The answer to a connection refused at the connection limit with every
+ * connection busy: 503 `server_busy` with `Retry-After: 1` and
+ * `Connection: close`. Send it (best effort), then close.
+ *
+ * # Safety
+ * `out_response` must be writable.
+ */
+enum botspace_status botspace_server_busy_response(struct botspace_bytes *out_response);
+
+/**
+ * A request did not arrive whole within the host's request deadline:
+ * counts it (`botspace_request_timeouts_total`), says it through the log
+ * callback (as `botspace_service_note_request_timeout`) and gives the
+ * answer to send before closing: 408 `request_timeout` with
+ * `Connection: close`. Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle; `out_response` must be writable.
+ */
+enum botspace_status botspace_service_request_timed_out(const struct botspace_service *service, struct botspace_bytes *out_response);
+
+/**
+ * What a response the library produced says, for a host's logs and
+ * metrics: its status in `*out_status` and, for a refusal, its error code
+ * (the envelope's `error`, a static NUL-terminated string) in
+ * `*out_error`, else NULL. `BOTSPACE_STATUS_INVALID_ARGUMENT` for bytes
+ * that do not start with an HTTP/1.1 status line.
+ *
+ * # Safety
+ * `response` must point at `response_len` readable bytes (or be NULL with
+ * 0); `out_status` and `out_error` must be writable.
+ */
+enum botspace_status botspace_response_error(const uint8_t *response, size_t response_len, uint16_t *out_status, const char **out_error);
+
+/**
+ * Writes the library's host policy to `*out`.
+ *
+ * # Safety
+ * `out` must be writable.
+ */
+enum botspace_status botspace_host_policy_default(struct botspace_host_policy *out);
+
+/**
+ * The default `--max-connections` under a file limit of `file_limit`
+ * descriptors (`RLIM_INFINITY` as `UINT64_MAX`): one per connection after
+ * the server's own 64, at least 1, at most 2^20. Cannot fail.
+ */
+size_t botspace_default_max_connections(uint64_t file_limit);
+
+/**
+ * Reads a server's options from `argv[0..argc)` (the arguments after the
+ * program name), the process environment and the config file they name.
+ * On OK, either `*out_options` is the options to run with, or it is NULL
+ * and `*out_text` holds what to print before exiting with `*out_exit`: the
+ * usage on stdout with 0 (`--help`), or the error line and the usage on
+ * stderr with 2. `program` names the server in the usage.
+ *
+ * # Safety
+ * `program` must be a NUL-terminated string; `argv` must point at `argc`
+ * NUL-terminated strings (or be NULL with 0); the outputs must be
+ * writable.
+ */
+enum botspace_status botspace_server_options_parse(const char *program, const char *const *argv, size_t argc, struct botspace_server_options **out_options, struct botspace_bytes *out_text, int32_t *out_exit);
+
+/**
+ * What a server needs of `options`, the connection cap resolved under a
+ * file limit of `file_limit` descriptors (`UINT64_MAX`: unlimited).
+ *
+ * # Safety
+ * `options` must be a live handle; `out` must be writable.
+ */
+enum botspace_status botspace_server_options_settings(const struct botspace_server_options *options, uint64_t file_limit, struct botspace_server_settings *out);
+
+/**
+ * Opens the service the options describe: the admin secret given (or read
+ * from its file), else a new one, which `*out_generated_secret` then holds
+ * for the host to print once (`{NULL, 0}` when one was given); the
+ * operational key; the database and the rest. On failure the message
+ * (`botspace_last_error_message`) is the line to log:
+ * `BOTSPACE_STATUS_INVALID_CONFIG` for options that cannot be used
+ * together or a value the service refuses, `BOTSPACE_STATUS_STORAGE_ERROR`
+ * when the database cannot be opened.
+ *
+ * # Safety
+ * `options` must be a live handle; the outputs must be writable.
+ */
+enum botspace_status botspace_server_options_open_service(const struct botspace_server_options *options, struct botspace_service **out_service, struct botspace_bytes *out_generated_secret);
+
+/**
+ * Releases options and sets `*options` to NULL; accepts NULL and a
+ * pointer to NULL.
+ *
+ * # Safety
+ * `*options` must be NULL or a handle from `botspace_server_options_parse`
+ * not released through another copy of the pointer.
+ */
+void botspace_server_options_free(struct botspace_server_options **options);
 
 #ifdef __cplusplus
 }  // extern "C"

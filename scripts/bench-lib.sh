@@ -27,17 +27,21 @@ bench_build() {
   cargo build -q --release --features postgres --example server
 }
 
-# server_start BINARY DB: starts it on 127.0.0.1:0; sets PID and PORT once
-# it printed `botspace ready`.
+# server_start BINARY DB [FLAG...]: starts it on 127.0.0.1:0; sets PID and
+# PORT once it printed `botspace ready` (up to a minute: a loaded machine
+# starts slowly, and a stop sent while the server starts is not what is
+# measured).
 server_start() {
-  "$1" --addr 127.0.0.1:0 --db "$2" --admin-secret "$SECRET" > "$TMP/server.out" 2>&1 &
+  local bin=$1 db=$2
+  shift 2
+  "$bin" --addr 127.0.0.1:0 --db "$db" --admin-secret "$SECRET" "$@" > "$TMP/server.out" 2>&1 &
   PID=$!
   local i
-  for i in $(seq 200); do
+  for i in $(seq 1200); do
     grep -q '^botspace ready' "$TMP/server.out" 2>/dev/null && break
     sleep 0.05
   done
-  grep -q '^botspace ready' "$TMP/server.out" || { echo "$1 did not start:" >&2; cat "$TMP/server.out" >&2; return 1; }
+  grep -q '^botspace ready' "$TMP/server.out" || { echo "$bin did not start:" >&2; cat "$TMP/server.out" >&2; return 1; }
   PORT=$(head -n 1 "$TMP/server.out" | sed 's/.*://')
 }
 

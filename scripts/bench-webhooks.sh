@@ -64,11 +64,7 @@ for entry in "${BINS[@]}"; do
   name=${entry%%:*}
   bin=${entry#*:}
   rm -f "$TMP"/bench.db*
-  "$bin" --addr 127.0.0.1:0 --db "$TMP/bench.db" --admin-secret "$SECRET" \
-    --webhook-allow-http --webhook-allow-private-addresses > "$TMP/server.out" 2>&1 &
-  PID=$!
-  for _ in $(seq 200); do grep -q '^botspace ready' "$TMP/server.out" 2>/dev/null && break; sleep 0.05; done
-  PORT=$(head -n 1 "$TMP/server.out" | sed 's/.*://')
+  server_start "$bin" "$TMP/bench.db" --webhook-allow-http --webhook-allow-private-addresses
   bot=$(admin createBot '{"display_name":"Hook","handle":"hook_bot","quota_tier":"official"}')
   token=$(field token <<<"$bot")
   bot_id=$(sed 's/.*"bot":{//' <<<"$bot" | field id)

@@ -21,7 +21,7 @@
 #      tests/server_throttle.rs, tests/server_gateway_budget.rs,
 #      tests/server_metrics.rs, tests/server_clean.rs: unclean requests,
 #      exits, file modes, tests/server_poll.rs: long polling, and
-#      tests/server_webhooks.rs: deliveries over libcurl) against it, and
+#      tests/server_webhooks.rs: deliveries over libcurl, plain and HTTPS) against it, and
 #      against its ASan+UBSan build.
 #
 # Runs everything even after a failure, exits non-zero if anything failed,
@@ -94,6 +94,8 @@ need_cmd prometheus promtool:prometheus || exit 1
 # verifies them with the Standard Webhooks library.
 need_apt libcurl4-openssl-dev || exit 1
 need_pip standardwebhooks==1.1.0 || exit 1
+# ... over HTTPS too, with certificates made by the openssl command-line tool.
+need_cmd openssl || exit 1
 command -v cargo >/dev/null 2>&1 || { echo "cargo is required (rustup)"; exit 1; }
 export PATH="$HOME/.cargo/bin:$PATH"
 if [[ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]]; then

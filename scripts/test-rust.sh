@@ -15,6 +15,9 @@ need_pip jsonschema==4.26.0 PyYAML==6.0.3
 # tests/server_webhooks.rs: the receiver verifies every delivery with the
 # Standard Webhooks project's own library.
 need_pip standardwebhooks==1.1.0
+# ... and over HTTPS: the tests make a throwaway CA and certificates with
+# the openssl command-line tool.
+need_cmd openssl
 # tests/server_metrics.rs: a real Prometheus scrapes both servers; promtool lints.
 need_cmd prometheus promtool:prometheus
 # Style and lints first: they are the cheapest to fail on.

@@ -48,6 +48,15 @@ if ! command -v curl >/dev/null; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq curl >&2
 fi
+# openssl: wasm/test/webhooks.test.mjs makes a throwaway CA and certificates
+# for its https receivers with the command-line tool.
+if ! command -v openssl >/dev/null; then
+  log "installing openssl (Debian package)"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq openssl >&2
+fi
 
 # 3. The examples' npm dependencies (pinned by their package-lock.json;
 #    `botspace` itself is a link to wasm/pkg).

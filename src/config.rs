@@ -1,6 +1,7 @@
 //! Options a service is opened with. Rust hosts build [`Config`] directly;
 //! C and JavaScript hosts pass the same fields as JSON ([`Config::from_json`]).
 
+use crate::words::Tier;
 use serde::Deserialize;
 
 /// SQLite `PRAGMA synchronous` level. `Full` is the default: a 200 survives
@@ -333,12 +334,14 @@ impl Config {
         if !(100..=600_000).contains(&self.database_timeout_ms) {
             return Err(ConfigError::DatabaseTimeout);
         }
-        for (name, t) in
-            [("free", &self.limits.free), ("standard", &self.limits.standard), ("official", &self.limits.official)]
-        {
+        for (tier, t) in [
+            (Tier::Free, &self.limits.free),
+            (Tier::Standard, &self.limits.standard),
+            (Tier::Official, &self.limits.official),
+        ] {
             for r in [t.bot, t.private_chat, t.group].into_iter().flatten() {
                 if r.count == 0 || r.period_ms == 0 || r.burst == 0 {
-                    return Err(ConfigError::ZeroRate(name));
+                    return Err(ConfigError::ZeroRate(tier.as_str()));
                 }
             }
         }

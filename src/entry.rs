@@ -121,6 +121,43 @@ fn read_head(raw: &[u8]) -> Option<(http::StatusCode, http::HeaderMap, usize)> {
     }
 }
 
+/// An answer as HTTP/1.1 bytes again, for a host that reads and writes its
+/// own sockets but answers through the typed entry points: always
+/// HTTP/1.1, whatever the request's version (RFC 9110, section 6.2), with
+/// the `Connection` header the host says the request's head calls for
+/// (`close`, `keep-alive`, or none). The status line is the core's, with
+/// the standard reason phrase; header names are written in title case, as
+/// the core writes its own.
+#[cfg(feature = "typed")]
+pub fn http_response_bytes(resp: &http::Response<Vec<u8>>, connection: Option<&str>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(160 + resp.body().len());
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(resp.status().as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(resp.status().canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+    let mut line = |name: &str, value: &[u8]| {
+        // Title case, as the core writes its names.
+        let mut up = true;
+        for b in name.bytes() {
+            out.push(if up { b.to_ascii_uppercase() } else { b });
+            up = b == b'-';
+        }
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    };
+    for (name, value) in resp.headers() {
+        line(name.as_str(), value.as_bytes());
+    }
+    if let Some(c) = connection {
+        line("connection", c.as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(resp.body());
+    out
+}
+
 #[cfg(all(test, feature = "typed"))]
 mod tests {
     use super::*;

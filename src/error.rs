@@ -8,6 +8,7 @@
 //! [`catalog`] and compares.
 
 pub use crate::words::ErrorCode;
+use crate::words::RateLimitScope;
 use serde_json::{Map, Value};
 
 /// A refused request: HTTP status, stable machine code, human description and
@@ -233,6 +234,12 @@ impl ApiError {
         Self::new(ErrorCode::MethodNotAllowed, format!("{path} accepts {allow} only"))
             .with_header("Allow", allow.into())
     }
+    /// A host's deadline for a whole request passed before it arrived
+    /// (the hosts' `--request-timeout`): answered, then the connection
+    /// closes.
+    pub fn request_timeout() -> Self {
+        Self::new(ErrorCode::RequestTimeout, "the request did not arrive in time")
+    }
     pub fn idempotency_key_reused() -> Self {
         Self::new(ErrorCode::IdempotencyKeyReused, "this Idempotency-Key was used with a different request")
     }
@@ -262,13 +269,13 @@ impl ApiError {
         )
         .with_header("Upgrade", "websocket".into())
     }
-    /// `scope` is what ran out (`bot`, `chat` or `group`).
-    pub fn rate_limited(wait_ms: u64, scope: &'static str) -> Self {
+    /// `scope` is what ran out.
+    pub fn rate_limited(wait_ms: u64, scope: RateLimitScope) -> Self {
         let secs = wait_ms.div_ceil(1000).max(1);
         Self::new(ErrorCode::RateLimited, format!("too many requests; retry after {secs} s"))
             .with_param("retry_after", secs)
             .with_param("retry_after_ms", wait_ms)
-            .with_param("scope", scope)
+            .with_param("scope", scope.as_str())
             .with_header("Retry-After", secs.to_string())
     }
     pub fn connection_limit(open: u32, limit: u32) -> Self {
@@ -338,6 +345,28 @@ impl ApiError {
         e.detail = Some(detail.to_string().into());
         e
     }
+
+    /// The WebAssembly build's page storage or SQLite failed outside a
+    /// request (opening, exporting, importing, a commit the storage did
+    /// not make durable): `detail` is the description.
+    pub fn storage_error(detail: impl std::fmt::Display) -> Self {
+        Self::new(ErrorCode::StorageError, detail.to_string())
+    }
+
+    /// A JavaScript runtime that offers no server-side WebSocket upgrade
+    /// was asked for `GET /bot/gateway` through `fetch`.
+    pub fn websocket_unavailable() -> Self {
+        Self::new(
+            ErrorCode::WebsocketUnavailable,
+            "this runtime offers no server-side WebSocket upgrade: pass options.upgradeWebSocket, or use acceptGateway with your own socket",
+        )
+    }
+
+    /// A host at its connection limit with every connection busy refuses
+    /// a new one.
+    pub fn server_busy() -> Self {
+        Self::new(ErrorCode::ServerBusy, "too many connections; retry later").with_header("Retry-After", "1".into())
+    }
 }
 
 /// Every constructor above, called with placeholder arguments (`{field}`),
@@ -375,6 +404,7 @@ pub fn catalog() -> Vec<ApiError> {
         E::bot_not_found(),
         E::member_not_found("{id}"),
         E::method_not_allowed("{path}", "POST"),
+        E::request_timeout(),
         E::idempotency_key_reused(),
         E::handle_taken(),
         E::webhook_active(),
@@ -382,14 +412,17 @@ pub fn catalog() -> Vec<ApiError> {
         E::payload_too_large(usize::MAX),
         E::unsupported_media_type(),
         E::upgrade_required(),
-        E::rate_limited(1000, "bot"),
+        E::rate_limited(1000, RateLimitScope::Bot),
         E::connection_limit(1, 1),
         E::headers_too_large(16 * 1024, 64),
         E::internal("{detail}"),
+        E::storage_error("{detail}"),
+        E::websocket_unavailable(),
         E::storage_unavailable("{detail}"),
         E::commit_outcome_unknown("{detail}"),
         E::storage_full("{detail}"),
         E::shutting_down(),
+        E::server_busy(),
     ]
 }
 
@@ -434,12 +467,6 @@ impl From<crate::store::StorageError> for StorageError {
     }
 }
 
-impl From<crate::store::StorageError> for crate::OpenError {
-    fn from(e: crate::store::StorageError) -> Self {
-        crate::OpenError::Storage(e.into())
-    }
-}
-
 impl From<crate::store::StorageError> for ApiError {
     fn from(e: crate::store::StorageError) -> Self {
         if matches!(e, crate::store::StorageError::CommitLost(_)) {
@@ -460,14 +487,10 @@ mod tests {
 
     #[test]
     fn sqlite_full_is_storage_full_and_other_sqlite_failures_stay_internal() {
-        let failure = |code| {
-            rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some("database or disk is full".into()))
-        };
-        let full = ApiError::from(crate::store::StorageError::from(failure(rusqlite::ffi::SQLITE_FULL)));
+        use crate::store::StorageError;
+        let full = ApiError::from(StorageError::test_disk_full());
         assert_eq!((full.status, full.code), (503, ErrorCode::StorageFull));
-        let through_store = ApiError::from(crate::store::StorageError::Sqlite(failure(rusqlite::ffi::SQLITE_FULL)));
-        assert_eq!((through_store.status, through_store.code), (503, ErrorCode::StorageFull));
-        let io = ApiError::from(crate::store::StorageError::from(failure(rusqlite::ffi::SQLITE_IOERR)));
+        let io = ApiError::from(StorageError::test_io_error());
         assert_eq!((io.status, io.code), (500, ErrorCode::InternalError));
     }
 
@@ -488,18 +511,27 @@ mod tests {
         t
     }
 
+    /// The catalog has one entry per code of the words table, in its
+    /// order, and each entry's response carries its own status, code and
+    /// description. (It used to count `Self::new(` in this file's text.)
     #[test]
-    fn every_code_has_one_constructor() {
-        let all = catalog();
-        let mut codes: Vec<&str> = all.iter().map(|e| e.code.as_str()).collect();
-        codes.sort_unstable();
-        let n = codes.len();
-        codes.dedup();
-        assert_eq!(codes.len(), n, "a code appears twice in the catalog");
-        // Each call of the private constructor is one public constructor in the catalog.
-        let src = include_str!("error.rs");
-        let made = src.matches(concat!("Self::", "new(")).count();
-        assert_eq!(made, n, "a constructor is missing from catalog()");
+    fn the_catalog_answers_each_code_once_with_its_own_envelope() {
+        let codes: Vec<ErrorCode> = catalog().iter().map(|e| e.code).collect();
+        assert_eq!(codes, ErrorCode::ALL, "one catalog entry per code, in the table's order");
+        for e in catalog() {
+            let (status, code, description) = (e.status, e.code, e.description.clone());
+            assert_eq!(status, code.status(), "{code}");
+            let resp = e.into_response();
+            let text = std::str::from_utf8(&resp).unwrap();
+            let (head, body) = text.split_once("\r\n\r\n").unwrap();
+            assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{head}");
+            let v: Value = serde_json::from_str(body).unwrap();
+            assert_eq!(
+                (v["ok"].as_bool(), v["error_code"].as_u64(), v["error"].as_str(), v["description"].as_str()),
+                (Some(false), Some(u64::from(status)), Some(code.as_str()), Some(description.as_str())),
+                "{body}"
+            );
+        }
     }
 
     #[test]

@@ -129,13 +129,7 @@ pub(crate) fn submit(
         st.leading = true;
         st.stats.groups += 1;
         drop(st);
-        let (out, mut fx) = guarded(alone, || (crash(), TxEffects::default()));
-        hand_over(group);
-        let mut outs = [out];
-        settle(svc, &mut fx, &mut outs);
-        svc.apply_effects(fx);
-        let [out] = outs;
-        return out;
+        return run_now(group, svc, alone);
     }
     let ticket = st.next_ticket;
     st.next_ticket += 1;
@@ -151,43 +145,62 @@ pub(crate) fn submit(
             st.stats.groups += 1;
             let jobs = std::mem::take(&mut st.queue);
             drop(st);
-            let requests: Vec<Input<'_>> = jobs.iter().map(|(_, r)| r.input()).collect();
-            let (mut outs, mut fx) = guarded(
-                || match requests[..] {
-                    [one] => {
-                        let (out, fx) = svc.run_alone(one);
-                        (vec![out], fx)
-                    }
-                    _ => svc.run_group(&requests),
-                },
-                || (vec![crash(); requests.len()], TxEffects::default()),
-            );
-            hand_over(group);
-            settle(svc, &mut fx, &mut outs);
-            let mut st = group.lock();
-            let mut mine = None;
-            let mut wake = Vec::with_capacity(jobs.len());
-            for ((t, _), out) in jobs.into_iter().zip(outs) {
-                let waiter = st.waiters.remove(&t);
-                if t == ticket {
-                    mine = Some(out);
-                } else {
-                    st.answers.insert(t, out);
-                    wake.extend(waiter);
-                }
-            }
-            drop(st);
-            for w in wake {
-                w.unpark();
-            }
-            svc.apply_effects(fx);
-            return mine.unwrap_or_else(crash);
+            return lead(group, svc, jobs, ticket);
         }
         drop(st);
         // Woken for our turn or our answer; a spurious return loops.
         std::thread::park();
         st = group.lock();
     }
+}
+
+/// The leader with nobody queued: runs its own request alone, hands the
+/// turn over, settles and applies the effects.
+fn run_now(group: &Group, svc: &impl Runner, alone: impl FnOnce() -> (Vec<u8>, TxEffects)) -> Vec<u8> {
+    let (out, mut fx) = guarded(alone, || (crash(), TxEffects::default()));
+    hand_over(group);
+    let mut outs = [out];
+    settle(svc, &mut fx, &mut outs);
+    svc.apply_effects(fx);
+    let [out] = outs;
+    out
+}
+
+/// The waiter whose turn came (`ticket`) runs everyone queued (`jobs`,
+/// its own request among them) in one transaction, hands the turn over,
+/// settles, hands each waiter its answer and returns its own.
+fn lead(group: &Group, svc: &impl Runner, jobs: Vec<(u64, Owned)>, ticket: u64) -> Vec<u8> {
+    let requests: Vec<Input<'_>> = jobs.iter().map(|(_, r)| r.input()).collect();
+    let (mut outs, mut fx) = guarded(
+        || match requests[..] {
+            [one] => {
+                let (out, fx) = svc.run_alone(one);
+                (vec![out], fx)
+            }
+            _ => svc.run_group(&requests),
+        },
+        || (vec![crash(); requests.len()], TxEffects::default()),
+    );
+    hand_over(group);
+    settle(svc, &mut fx, &mut outs);
+    let mut st = group.lock();
+    let mut mine = None;
+    let mut wake = Vec::with_capacity(jobs.len());
+    for ((t, _), out) in jobs.into_iter().zip(outs) {
+        let waiter = st.waiters.remove(&t);
+        if t == ticket {
+            mine = Some(out);
+        } else {
+            st.answers.insert(t, out);
+            wake.extend(waiter);
+        }
+    }
+    drop(st);
+    for w in wake {
+        w.unpark();
+    }
+    svc.apply_effects(fx);
+    mine.unwrap_or_else(crash)
 }
 
 /// [`Runner::settle`]; a panic there must not strand the waiters.

@@ -50,6 +50,7 @@ pub mod log;
 mod methods;
 mod metrics;
 mod model;
+pub mod policy;
 mod random;
 mod ratelimit;
 mod route;
@@ -64,7 +65,7 @@ mod words;
 pub use clock::Clock;
 pub use config::{ClockKind, Config, ConfigError, Limits, Rate, Synchronous, TierLimits};
 #[cfg(feature = "typed")]
-pub use entry::into_http_response;
+pub use entry::{http_response_bytes, into_http_response};
 pub use error::{ApiError, StorageError};
 pub use gateway::{GatewayAccept, GatewayConnection, GatewayEvent, GatewayOutput, GatewaySession};
 pub use group::CommitStats;
@@ -75,7 +76,10 @@ pub use service::{
     Answer, CommitPause, OpenError, PollId, Service, WakeHook, WebhookPoll, BYTES_PER_PARKED_POLL,
     DEFAULT_MAX_PARKED_POLLS,
 };
-pub use words::{CloseCode, ErrorCode, EventKind, UnknownWord};
+pub use words::{
+    BotGap, BotStatus, ChatAction, ChatKind, CloseCode, ErrorCode, EventKind, GatewayOp, ParseMode, Party,
+    RateLimitScope, Tier, UnknownWord,
+};
 
 /// The library version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

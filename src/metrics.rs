@@ -11,7 +11,7 @@
 
 pub(crate) use crate::histogram::{Histogram, Timer, SYNC_US};
 use crate::route::{AdminMethod, BotMethod};
-use crate::words::{CloseCode, ErrorCode};
+use crate::words::{CloseCode, ErrorCode, RateLimitScope};
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
@@ -32,10 +32,14 @@ const N_OUTCOMES: usize = OK_STATUSES.len() + N_CODES + 1;
 const OTHER_OUTCOME: usize = N_OUTCOMES - 1;
 
 /// `scope` of a 429 `rate_limited`.
-const SCOPES: [&str; 4] = ["bot", "chat", "group", "admin_auth"];
+const SCOPES: &[RateLimitScope] = RateLimitScope::ALL;
 /// The storage failures a request can meet.
 const STORAGE_KINDS: [ErrorCode; 3] =
     [ErrorCode::StorageFull, ErrorCode::StorageUnavailable, ErrorCode::CommitOutcomeUnknown];
+
+/// A full disk is said at most this often (with how many writes it
+/// refused meanwhile).
+const STORAGE_FULL_REPORT_MS: u64 = 10_000;
 
 /// Request latency buckets, in microseconds (0.5 ms to 10 s).
 const LATENCY_US: &[u64] = &[
@@ -162,6 +166,8 @@ pub(crate) struct Metrics {
     /// A write was refused for a full disk and none has succeeded since:
     /// readiness then probes with a write.
     pub(crate) disk_full: AtomicBool,
+    /// The operator's line about a full disk: at most once every 10 s.
+    pub(crate) storage_full_report: crate::policy::Report,
 }
 
 impl Default for Metrics {
@@ -179,6 +185,7 @@ impl Default for Metrics {
             webhook_attempts: Default::default(),
             webhook_retries: AtomicU64::new(0),
             disk_full: AtomicBool::new(false),
+            storage_full_report: crate::policy::Report::new(STORAGE_FULL_REPORT_MS),
         }
     }
 }
@@ -228,16 +235,17 @@ fn line(out: &mut String, name: &str, labels: &str, v: impl std::fmt::Display) {
 impl Metrics {
     /// Counts one answered request; `started`, for a sampled one
     /// ([`Timer::sampled`]), times it.
+    /// Counts an answer; true when it refused a write for a full disk.
     #[inline]
-    pub(crate) fn record(&self, method: usize, resp: &[u8], started: Option<Timer>) {
+    pub(crate) fn record(&self, method: usize, resp: &[u8], started: Option<Timer>) -> bool {
         let (outcome, code) = outcome_of(resp);
         self.requests[method * N_OUTCOMES + outcome].fetch_add(1, Relaxed);
         if let Some(us) = started.and_then(Timer::micros) {
             self.latency[method].observe(us);
         }
-        let Some(code) = code else { return };
+        let Some(code) = code else { return false };
         if code == ErrorCode::RateLimited {
-            let scope = json_str(resp, br#""scope":""#).and_then(|s| SCOPES.iter().position(|x| *x == s));
+            let scope = json_str(resp, br#""scope":""#).and_then(|s| SCOPES.iter().position(|x| x.as_str() == s));
             if let Some(i) = scope {
                 self.rate_limited[i].fetch_add(1, Relaxed);
             }
@@ -245,8 +253,10 @@ impl Metrics {
             self.storage_errors[i].fetch_add(1, Relaxed);
             if code == ErrorCode::StorageFull {
                 self.disk_full.store(true, Relaxed);
+                return true;
             }
         }
+        false
     }
 
     pub(crate) fn note_eviction(&self) {

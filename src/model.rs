@@ -3,34 +3,14 @@
 
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tier {
-    Free,
-    Standard,
-    Official,
-}
+pub use crate::words::{BotStatus, ChatKind, Tier};
 
 impl Tier {
-    pub fn parse(s: &str) -> Option<Tier> {
-        match s {
-            "free" => Some(Tier::Free),
-            "standard" => Some(Tier::Standard),
-            "official" => Some(Tier::Official),
-            _ => None,
-        }
-    }
     /// Whether bots of this tier may edit and delete their messages (the
     /// identity's `capabilities.edit_delete_messages`; the gate is
     /// `src/rules/tier.rs`).
     pub fn may_edit_delete(self) -> bool {
         self != Tier::Free
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::Free => "free",
-            Tier::Standard => "standard",
-            Tier::Official => "official",
-        }
     }
     /// Default `gateway_connection_limit` of the tier.
     pub fn default_connection_limit(self) -> u32 {
@@ -70,10 +50,10 @@ struct Identity<'a> {
     display_name: &'a str,
     handle: &'a str,
     avatar_key: Option<&'a str>,
-    status: &'a str,
+    status: BotStatus,
     verified: bool,
     official: bool,
-    quota_tier: &'a str,
+    quota_tier: Tier,
     gateway_connection_limit: u32,
     capabilities: Capabilities,
 }
@@ -92,27 +72,12 @@ impl Bot {
             display_name: &self.display_name,
             handle: &self.handle,
             avatar_key: self.avatar_key.as_deref(),
-            status: if self.active { "active" } else { "suspended" },
+            status: if self.active { BotStatus::Active } else { BotStatus::Suspended },
             verified: self.verified,
             official: self.official,
-            quota_tier: self.tier.as_str(),
+            quota_tier: self.tier,
             gateway_connection_limit: self.connection_limit,
             capabilities: Capabilities { edit_delete_messages: self.tier.may_edit_delete() },
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChatKind {
-    Private,
-    Group,
-}
-
-impl ChatKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChatKind::Private => "private",
-            ChatKind::Group => "group",
         }
     }
 }
@@ -136,12 +101,12 @@ pub struct Chat {
 pub struct ChatRef<'a> {
     pub id: &'a str,
     #[serde(rename = "type")]
-    pub kind: &'a str,
+    pub kind: ChatKind,
 }
 
 impl Chat {
     pub fn reference(&self) -> ChatRef<'_> {
-        ChatRef { id: &self.id, kind: self.kind.as_str() }
+        ChatRef { id: &self.id, kind: self.kind }
     }
 
     /// The chat as the host API returns it, with its current members as
@@ -151,12 +116,12 @@ impl Chat {
             members.into_iter().map(|(id, is_bot)| serde_json::json!({"id": id, "is_bot": is_bot})).collect();
         match self.kind {
             ChatKind::Private => serde_json::json!({
-                "id": self.id, "type": "private", "user_id": self.user_id, "bot_id": self.bot_id,
+                "id": self.id, "type": ChatKind::Private, "user_id": self.user_id, "bot_id": self.bot_id,
                 "started": self.started, "blocked_by_user": self.blocked_by_user,
                 "blocked_by_bot": self.blocked_by_bot, "members": members,
             }),
             ChatKind::Group => serde_json::json!({
-                "id": self.id, "type": "group", "title": self.title,
+                "id": self.id, "type": ChatKind::Group, "title": self.title,
                 "bots_can_send": self.bots_can_send, "dissolved": self.dissolved, "members": members,
             }),
         }

@@ -1,7 +1,7 @@
 //! Per-tier rate limits as GCRA token buckets (the decision is
 //! `crate::rules::ratelimit`'s): in memory for a SQLite store
 //! ([`RateLimiter`]), in the database for a shared PostgreSQL store
-//! ([`check_shared`]), so every node draws from the same bucket. A refused
+//! (`store::limits::take`), so every node draws from the same bucket. A refused
 //! request consumes nothing; a consumed slot is given back when the
 //! request's transaction rolls back (the undo log, or the database's own
 //! rollback).
@@ -9,7 +9,6 @@
 use crate::config::Rate;
 use crate::rules::ratelimit::decide;
 pub use crate::rules::ratelimit::{BucketStatus, Checked, Scope};
-use crate::store::{Conn, StoreResult};
 use std::collections::HashMap;
 #[derive(Default)]
 struct BotState {
@@ -107,33 +106,18 @@ impl RateLimiter {
     }
 }
 
-/// [`RateLimiter::check`] with the buckets in the database's
-/// `rate_buckets`, read with a row lock and written in the transaction of
-/// the write they limit: exact across nodes.
-pub fn check_shared(
-    conn: &Conn,
-    bot_id: &str,
-    chat_id: &str,
+/// [`RateLimiter::check`]'s rule for buckets kept elsewhere (a shared
+/// store's, see `store::limits::take`): from the two buckets' theoretical
+/// arrival times (µs, 0 for a full bucket), the outcome and the new times
+/// to store when both take one more.
+pub fn decide_stored(
+    bot_tat: u64,
+    chat_tat: u64,
     bot_rate: Option<&Rate>,
     chat_rate: Option<(&Rate, Scope)>,
     now_ms: u64,
-) -> StoreResult<Checked> {
-    if bot_rate.is_none() && chat_rate.is_none() {
-        return Ok(Ok(None));
-    }
-    let now = now_ms * 1000;
-    let bot_key = format!("b:{bot_id}");
-    let chat_key = format!("c:{bot_id}:{chat_id}");
-    let (bot_tat, chat_tat) = crate::store::limits::take_buckets(conn, &bot_key, &chat_key)?;
-    let (checked, bot_next, chat_next) =
-        decide(bot_rate.map(|r| (bot_tat, r)), chat_rate.map(|(r, s)| (chat_tat, r, s)), now);
-    if let Some(next) = bot_next {
-        crate::store::limits::put_bucket(conn, &bot_key, next)?;
-    }
-    if let Some(next) = chat_next {
-        crate::store::limits::put_bucket(conn, &chat_key, next)?;
-    }
-    Ok(checked)
+) -> (Checked, Option<u64>, Option<u64>) {
+    decide(bot_rate.map(|r| (bot_tat, r)), chat_rate.map(|(r, s)| (chat_tat, r, s)), now_ms * 1000)
 }
 
 #[cfg(test)]

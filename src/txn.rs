@@ -1,8 +1,11 @@
 //! The database handle and the context a method runs in: one SQLite
-//! connection behind a mutex ([`Db`]), the state that lives with it
-//! ([`Inner`]: auth cache, rate limiter, pending effects), and the
-//! per-transaction view methods get ([`Ctx`]), built in one place
-//! ([`Inner::ctx`]).
+//! connection behind a mutex ([`Db`], `txn/db.rs`), the state that lives
+//! with it ([`Inner`]: auth cache, rate limiter, pending effects), and the
+//! per-transaction view methods get ([`Ctx`], here), built in one place
+//! ([`Inner::ctx`]). A transaction's effects wait in [`TxEffects`]
+//! (`txn/effects.rs`); a PostgreSQL COMMIT is held and awaited without the
+//! lock ([`HeldCommit`], `txn/commit.rs`) while the next group runs on
+//! another connection of the pool ([`ConnPool`], `txn/pool.rs`).
 
 use crate::auth;
 use crate::clock::Clock;
@@ -14,229 +17,18 @@ use crate::model::{Bot, Chat, ChatPrefetch};
 use crate::random::Random;
 use crate::ratelimit::RateLimiter;
 use crate::rules;
-use crate::store::wal::WalSync;
 use crate::store::Conn;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::Arc;
 
-/// Effects of the current transaction, applied only after it commits.
-#[derive(Default)]
-pub(crate) struct TxEffects {
-    /// Bots that got events.
-    pub woken: Vec<String>,
-    /// Bots whose gateway connections must close with 4004.
-    pub revoked: Vec<String>,
-    /// Bots whose webhook was set or deleted.
-    pub webhooks_changed: Vec<String>,
-    /// Bots whose token was rotated: a log line each once committed.
-    pub rotated: Vec<String>,
-    /// A bot row changed: the auth cache must be dropped if this rolls back.
-    pub bots_touched: bool,
-    /// Message text was deleted: once committed, the WAL is checkpointed
-    /// and truncated so the old text leaves the files too.
-    pub scrubbed: bool,
-    /// Host-stream rows waiting for the commit (database server only).
-    pub updates: events::PendingUpdates,
-    /// The commits the answers may have seen ([`crate::store::wal`]): they
-    /// must be durable before the answers leave.
-    pub seen: u64,
-    /// A transaction whose COMMIT is still to be sent and awaited, after
-    /// the database lock is released (PostgreSQL, see [`HeldCommit`]).
-    pub held: Option<HeldCommit>,
-    /// A getUpdates that found nothing and may wait: its bot and request
-    /// (see `Service::answer_request`; the bytes entry points ignore it).
-    pub park: Option<(String, events::Poll)>,
-}
+mod commit;
+mod db;
+mod effects;
+mod pool;
 
-/// A PostgreSQL transaction whose statements all ran and whose COMMIT
-/// (with the host-stream rows and the notification that go with it) is
-/// sent and awaited without the database lock, in the service's settle
-/// step, on the connection that ran it: meanwhile the next group runs on
-/// another connection of the [`ConnPool`]. Its answers leave only after
-/// [`HeldCommit::commit`] returned. Dropped without committing (a panic on
-/// the way), it rolls back; either way the connection goes back to the
-/// pool.
-pub(crate) struct HeldCommit {
-    conn: Option<Conn>,
-    pool: Arc<ConnPool>,
-    pub updates: events::PendingUpdates,
-    pub notify: Option<String>,
-}
-
-impl HeldCommit {
-    pub fn new(conn: Conn, pool: Arc<ConnPool>, updates: events::PendingUpdates, notify: Option<String>) -> Self {
-        HeldCommit { conn: Some(conn), pool, updates, notify }
-    }
-
-    /// Sends COMMIT and waits for it (within `database_timeout_ms`, as
-    /// every call); the connection returns to the pool.
-    pub fn commit(mut self) -> crate::store::StoreResult<()> {
-        let conn = self.conn.take().expect("a held commit owns its connection until it ends");
-        let r = events::commit_with_updates(&conn, &mut self.updates, self.notify.as_deref());
-        self.pool.put(conn);
-        r
-    }
-}
-
-impl Drop for HeldCommit {
-    fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            let _ = conn.rollback();
-            self.pool.put(conn);
-        }
-    }
-}
-
-/// The other PostgreSQL connections of a service, idle, for the next
-/// transaction while one commits (see [`HeldCommit`]). Empty on SQLite.
-#[derive(Default)]
-pub(crate) struct ConnPool {
-    free: Mutex<Vec<Conn>>,
-    back: Condvar,
-}
-
-impl ConnPool {
-    pub fn put(&self, conn: Conn) {
-        self.free.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
-        self.back.notify_one();
-    }
-
-    /// An idle connection, waiting at most `wait` for a commit under way
-    /// to give one back (a commit ends within its deadline); `None` when
-    /// the pool has none.
-    pub fn take(&self, wait: Duration) -> Option<Conn> {
-        let free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        let (mut free, _) =
-            self.back.wait_timeout_while(free, wait, |f| f.is_empty()).unwrap_or_else(|e| e.into_inner());
-        free.pop()
-    }
-}
-
-/// What the database lock guards.
-pub(crate) struct Inner {
-    pub conn: Conn,
-    /// Token hash → bot, for authentication without a query.
-    pub bot_cache: auth::DigestMap<Arc<Bot>>,
-    pub rate: RateLimiter,
-    pub fx: TxEffects,
-    pub last_prune_ms: u64,
-}
-
-/// Where the open transaction stood before one request of a group ran:
-/// the state a refusal returns to ([`Inner::undo_to`]). The database needs
-/// no savepoint: methods validate before they write, so a refused request
-/// wrote nothing ([`Inner::wrote_since`] tells when that did not hold).
-pub(crate) struct UndoPoint {
-    rate: usize,
-    bots_touched: bool,
-    woken: usize,
-    revoked: usize,
-    rotated: usize,
-    changes: u64,
-    pending_updates: usize,
-}
-
-impl Inner {
-    pub fn undo_point(&self) -> UndoPoint {
-        UndoPoint {
-            rate: self.rate.mark(),
-            bots_touched: self.fx.bots_touched,
-            woken: self.fx.woken.len(),
-            revoked: self.fx.revoked.len(),
-            rotated: self.fx.rotated.len(),
-            changes: self.conn.total_changes(),
-            pending_updates: self.fx.updates.len(),
-        }
-    }
-
-    /// True when the database changed since `p`, or the transaction was
-    /// lost (SQLite may end it itself on an error: FULL, IOERR,
-    /// RAISE(ROLLBACK)...): only the whole transaction can be undone.
-    pub fn wrote_since(&self, p: &UndoPoint) -> bool {
-        self.conn.total_changes() != p.changes
-            || self.fx.updates.len() != p.pending_updates
-            || self.conn.transaction_lost()
-    }
-
-    /// Undoes what a refused request did besides the database (which it
-    /// did not change): rate-limit slots, wake-ups, revocations, and the
-    /// auth cache if it dropped a bot since `p`.
-    pub fn undo_to(&mut self, p: UndoPoint) {
-        self.rate.rollback_to(p.rate);
-        self.fx.woken.truncate(p.woken);
-        self.fx.revoked.truncate(p.revoked);
-        self.fx.rotated.truncate(p.rotated);
-        if self.fx.bots_touched && !p.bots_touched {
-            self.bot_cache.clear();
-        }
-    }
-
-    /// Rolls the whole transaction back, and with it everything kept
-    /// beside the database for it: rate-limit slots, pending effects and
-    /// host-stream rows, and the auth cache (`all_cached`: every entry;
-    /// else only when a bot row changed).
-    pub fn roll_back(&mut self, all_cached: bool) {
-        let _ = self.conn.rollback();
-        self.rate.rollback_to(0);
-        if all_cached || self.fx.bots_touched {
-            self.bot_cache.clear();
-        }
-        self.fx = TxEffects::default();
-    }
-}
-
-/// The one SQLite connection, shared by the service and its gateway
-/// sessions.
-pub(crate) struct Db {
-    inner: Mutex<Inner>,
-    /// A durable file database's WAL fsync, run without the lock (group
-    /// commit); `None` when SQLite syncs in COMMIT or nothing is synced.
-    pub wal: Option<WalSync>,
-    /// The other connections (PostgreSQL), see [`HeldCommit`].
-    pub pool: Arc<ConnPool>,
-    /// Set when the pool holds connections: a commit may be held.
-    pub pooled: bool,
-}
-
-impl Db {
-    pub fn new(mut conn: Conn, others: Vec<Conn>, synchronous: crate::config::Synchronous) -> Db {
-        let full = synchronous == crate::config::Synchronous::Full;
-        let pool = Arc::new(ConnPool::default());
-        let pooled = !others.is_empty();
-        for c in others {
-            pool.put(c);
-        }
-        Db {
-            wal: conn.sqlite().and_then(|c| WalSync::for_connection(c, full)),
-            pool,
-            pooled,
-            inner: Mutex::new(Inner {
-                conn,
-                bot_cache: auth::DigestMap::default(),
-                rate: RateLimiter::default(),
-                fx: TxEffects::default(),
-                last_prune_ms: 0,
-            }),
-        }
-    }
-
-    /// Takes the lock. A panic that poisoned it may have left a transaction
-    /// open: roll it back so nothing half-done survives.
-    pub fn lock(&self) -> MutexGuard<'_, Inner> {
-        match self.inner.lock() {
-            Ok(g) => g,
-            Err(poisoned) => {
-                let mut g = poisoned.into_inner();
-                if !g.conn.transaction_lost() {
-                    let _ = g.conn.rollback();
-                }
-                g.bot_cache.clear();
-                g.fx = TxEffects::default();
-                g
-            }
-        }
-    }
-}
+pub(crate) use commit::HeldCommit;
+pub(crate) use db::{Db, Inner};
+pub(crate) use effects::TxEffects;
+pub(crate) use pool::ConnPool;
 
 /// Everything a method needs while it runs inside a transaction.
 pub(crate) struct Ctx<'a> {
@@ -319,7 +111,7 @@ impl Ctx<'_> {
         let hash = rules::auth::bot_token_hash(req.header("authorization"))?;
         // With a shared PostgreSQL store another node may have rotated the
         // token or suspended the bot: only the database knows.
-        let shared = self.conn.dialect() == crate::store::Dialect::Postgres;
+        let shared = self.conn.is_shared();
         if let Some(b) = self.bot_cache.get(&hash).filter(|_| !shared) {
             return Ok(b.clone());
         }

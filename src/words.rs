@@ -1,6 +1,8 @@
 //! The protocol's words: error codes (docs/errors.md), the reasons a
-//! gateway session ends with (docs/gateway.md) and the kinds of events in
-//! the logs. Each is an enum generated from one table, as `route.rs`
+//! gateway session ends with (docs/gateway.md), the kinds of events in
+//! the logs, the gateway's ops, chat actions, the two kinds of chat party,
+//! parse modes, chat types, quota tiers, bot statuses,
+//! rate-limit scopes and the marker of dropped events. Each is an enum generated from one table, as `route.rs`
 //! generates the methods, so the wire name, the number and the list of all
 //! of them cannot drift apart, and the faces (C, WebAssembly) map them with
 //! exhaustive matches instead of comparing strings.
@@ -83,6 +85,22 @@ macro_rules! words {
             }
         }
 
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$ty, D::Error> {
+                struct V;
+                impl serde::de::Visitor<'_> for V {
+                    type Value = $ty;
+                    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                        f.write_str(concat!("one of the words of ", stringify!($ty)))
+                    }
+                    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<$ty, E> {
+                        $ty::parse(s).ok_or_else(|| E::unknown_variant(s, &[$($name,)*]))
+                    }
+                }
+                d.deserialize_str(V)
+            }
+        }
+
         impl PartialEq<str> for $ty {
             fn eq(&self, other: &str) -> bool {
                 self.as_str() == other
@@ -144,6 +162,7 @@ words! {
         BotNotFound = "bot_not_found" => 404,
         MemberNotFound = "member_not_found" => 404,
         MethodNotAllowed = "method_not_allowed" => 405,
+        RequestTimeout = "request_timeout" => 408,
         IdempotencyKeyReused = "idempotency_key_reused" => 409,
         HandleTaken = "handle_taken" => 409,
         WebhookActive = "webhook_active" => 409,
@@ -155,10 +174,13 @@ words! {
         ConnectionLimit = "connection_limit" => 429,
         HeadersTooLarge = "headers_too_large" => 431,
         InternalError = "internal_error" => 500,
+        StorageError = "storage_error" => 500,
+        WebsocketUnavailable = "websocket_unavailable" => 501,
         StorageUnavailable = "storage_unavailable" => 503,
         CommitOutcomeUnknown = "commit_outcome_unknown" => 503,
         StorageFull = "storage_full" => 503,
         ShuttingDown = "shutting_down" => 503,
+        ServerBusy = "server_busy" => 503,
     }
 }
 
@@ -252,6 +274,95 @@ impl EventKind {
     }
 }
 
+words! {
+    /// The `op` of a gateway frame (docs/gateway.md): `hello`, `event` and
+    /// `heartbeat_ack` go to the bot, `heartbeat` and `ack` come from it.
+    GatewayOp {
+        Hello = "hello",
+        Event = "event",
+        HeartbeatAck = "heartbeat_ack",
+        Heartbeat = "heartbeat",
+        Ack = "ack",
+    }
+}
+
+words! {
+    /// What sendChatAction shows (`action`, docs/api.md).
+    ChatAction {
+        Typing = "typing",
+        UploadPhoto = "upload_photo",
+        UploadDocument = "upload_document",
+        RecordVoice = "record_voice",
+        UploadVoice = "upload_voice",
+    }
+}
+
+words! {
+    /// The two sides of a private chat: who blocked whom (setBlocked's
+    /// `by`, the `blocked` / `unblocked` events' `by`).
+    Party {
+        User = "user",
+        Bot = "bot",
+    }
+}
+
+words! {
+    /// Which limit refused a request: a 429's `parameters.scope`, the
+    /// `X-RateLimit-Scope` header and the `scope` label of
+    /// `botspace_rate_limited_total`. `bot`, `chat` and `group` are a bot's
+    /// buckets; `admin_auth` is the throttle of failed admin logins.
+    RateLimitScope {
+        Bot = "bot",
+        Chat = "chat",
+        Group = "group",
+        AdminAuth = "admin_auth",
+    }
+}
+
+words! {
+    /// The `parse_mode`s a message's text may be given in: plain text only
+    /// (absent or `null` mean the same).
+    ParseMode {
+        Plain = "plain",
+    }
+}
+
+words! {
+    /// A chat's `type`.
+    ChatKind {
+        Private = "private",
+        Group = "group",
+    }
+}
+
+words! {
+    /// A bot's `quota_tier` (docs/errors.md's rate-limit table).
+    Tier {
+        Free = "free",
+        Standard = "standard",
+        Official = "official",
+    }
+}
+
+words! {
+    /// A bot's `status`: a suspended bot's requests are refused
+    /// (`bot_suspended`) and its gateway sessions closed.
+    BotStatus {
+        Active = "active",
+        Suspended = "suspended",
+    }
+}
+
+words! {
+    /// The `type` of the entry a bot's own stream (getUpdates, webhooks)
+    /// puts first when events after its cursor were dropped;
+    /// `data.dropped_through` is the last dropped seq. (The host's stream
+    /// says it with [`EventKind::UpdatesDropped`].)
+    BotGap {
+        EventsDropped = "events_dropped",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,7 +386,26 @@ mod tests {
         check(ErrorCode::ALL, ErrorCode::as_str, ErrorCode::as_c_str);
         check(CloseCode::ALL, CloseCode::as_str, CloseCode::as_c_str);
         check(EventKind::ALL, EventKind::as_str, EventKind::as_c_str);
+        check(GatewayOp::ALL, GatewayOp::as_str, GatewayOp::as_c_str);
+        check(ChatAction::ALL, ChatAction::as_str, ChatAction::as_c_str);
+        check(Party::ALL, Party::as_str, Party::as_c_str);
+        check(RateLimitScope::ALL, RateLimitScope::as_str, RateLimitScope::as_c_str);
+        check(BotGap::ALL, BotGap::as_str, BotGap::as_c_str);
+        check(ChatKind::ALL, ChatKind::as_str, ChatKind::as_c_str);
+        check(ParseMode::ALL, ParseMode::as_str, ParseMode::as_c_str);
+        check(Tier::ALL, Tier::as_str, Tier::as_c_str);
+        check(BotStatus::ALL, BotStatus::as_str, BotStatus::as_c_str);
         assert_eq!("Invalid_token".parse::<ErrorCode>(), Err(UnknownWord));
+    }
+
+    #[test]
+    fn words_serialize_as_their_names_and_deserialize_only_from_them() {
+        assert_eq!(serde_json::to_string(&RateLimitScope::AdminAuth).unwrap(), "\"admin_auth\"");
+        assert_eq!(serde_json::from_str::<GatewayOp>("\"heartbeat_ack\"").unwrap(), GatewayOp::HeartbeatAck);
+        assert_eq!(serde_json::from_str::<Party>("\"user\"").unwrap(), Party::User);
+        let e = serde_json::from_str::<Party>("\"User\"").unwrap_err().to_string();
+        assert!(e.starts_with("unknown variant `User`, expected `user` or `bot`"), "{e}");
+        assert!(serde_json::from_str::<ChatAction>("1").is_err());
     }
 
     #[test]

@@ -39,8 +39,8 @@ mod rules_updates;
 mod rules_webhooks;
 #[path = "rules_words.rs"]
 mod rules_words;
-#[path = "sql_boundary.rs"]
-mod sql_boundary;
+#[path = "store_boundary.rs"]
+mod store_boundary;
 
 /// Cargo.toml turns off test discovery (`autotests = false`) so these files
 /// are not also built as binaries of their own; a new file in tests/ must

@@ -425,6 +425,7 @@ const STANDARD_REASONS: &[(u16, &str)] = &[
     (100, "Continue"),
     (101, "Switching Protocols"),
     (200, "OK"),
+    (304, "Not Modified"),
     (400, "Bad Request"),
     (401, "Unauthorized"),
     (403, "Forbidden"),
@@ -439,6 +440,7 @@ const STANDARD_REASONS: &[(u16, &str)] = &[
     (429, "Too Many Requests"),
     (431, "Request Header Fields Too Large"),
     (500, "Internal Server Error"),
+    (501, "Not Implemented"),
     (503, "Service Unavailable"),
 ];
 
@@ -474,35 +476,81 @@ fn every_status_the_library_sends_has_its_standard_reason_phrase() {
     // 101 Switching Protocols: tests/vectors.rs asserts the whole line on every upgrade.
 }
 
-/// The example servers write some status lines themselves (100 Continue,
-/// 408 on a slow request, 503 when every connection is busy): each
-/// `"NNN Phrase` literal in their sources carries the standard phrase.
+/// Status lines written as text rather than from the catalog: the
+/// gateway's 101, the console's 304, the metrics' 200, the hosts' 100
+/// Continue, 408 and busy 503 (wherever they live today: the core, the
+/// hyper host, the C server, the JavaScript). Each `"NNN Phrase` or
+/// `HTTP/1.1 NNN Phrase` literal in those sources carries the standard
+/// phrase. The example servers write none of their own: their 100, 408
+/// and 503 come from the library.
 #[test]
-fn every_status_line_the_example_servers_write_has_its_standard_reason_phrase() {
+fn every_status_line_written_as_text_has_its_standard_reason_phrase_and_the_example_servers_write_none() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut found = std::collections::BTreeSet::new();
-    for file in ["examples/server.rs", "examples/c-server/server.c"] {
-        let src = std::fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
-        let b = src.as_bytes();
-        for i in 0..b.len().saturating_sub(5) {
-            let starts_literal = i > 0 && b[i - 1] == b'"' || b[..i].ends_with(b"HTTP/1.1 ");
-            if !(starts_literal
-                && b[i..i + 3].iter().all(u8::is_ascii_digit)
-                && b[i + 3] == b' '
-                && b[i + 4].is_ascii_uppercase())
-            {
-                continue;
-            }
-            let status: u16 = src[i..i + 3].parse().unwrap();
-            let phrase: String =
-                src[i + 4..].chars().take_while(|c| c.is_ascii_alphabetic() || *c == ' ' || *c == '-').collect();
-            assert_eq!(phrase.trim_end(), standard_reason(status), "{file}: status {status}");
-            found.insert(status);
+    let mut files = Vec::new();
+    for dir in ["src", "hosts/hyper/src", "wasm/js"] {
+        sources_under(&root.join(dir), &mut files);
+    }
+    files.push(root.join("examples/c-server/server.c"));
+    files.push(root.join("examples/server.rs"));
+    let mut found = std::collections::BTreeMap::<u16, Vec<String>>::new();
+    for file in &files {
+        let src = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let name = file.strip_prefix(root).unwrap().display().to_string();
+        for (status, phrase) in status_literals(&src) {
+            assert_eq!(phrase, standard_reason(status), "{name}: status {status}");
+            found.entry(status).or_default().push(name.clone());
         }
     }
-    for s in [100, 408, 503] {
-        assert!(found.contains(&s), "no {s} status line found in the example servers: {found:?}");
+    // The scan sees the lines it is about: a scan that finds nothing checks nothing.
+    for s in [100, 101, 200, 304] {
+        assert!(found.contains_key(&s), "no {s} status line found in {} files: {found:?}", files.len());
     }
+    for name in ["examples/c-server/server.c", "examples/server.rs"] {
+        let own: Vec<_> = found.iter().filter(|(_, files)| files.iter().any(|f| f == name)).map(|(s, _)| s).collect();
+        assert!(own.is_empty(), "{name} writes status lines of its own: {own:?}");
+    }
+}
+
+/// The `.rs`, `.c` and `.js` files under `dir`.
+fn sources_under(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let p = entry.unwrap().path();
+        if p.is_dir() {
+            sources_under(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs" || e == "c" || e == "js") {
+            out.push(p);
+        }
+    }
+}
+
+/// Each `"NNN Phrase` or `HTTP/1.1 NNN Phrase` in `src`: the status and
+/// its phrase (letters, spaces and hyphens).
+fn status_literals(src: &str) -> Vec<(u16, String)> {
+    let b = src.as_bytes();
+    let mut out = Vec::new();
+    for i in 1..b.len().saturating_sub(5) {
+        let starts_literal = b[i - 1] == b'"' || b[..i].ends_with(b"HTTP/1.1 ");
+        if starts_literal
+            && b[i..i + 3].iter().all(u8::is_ascii_digit)
+            && b[i + 3] == b' '
+            && b[i + 4].is_ascii_uppercase()
+        {
+            let phrase: String =
+                src[i + 4..].chars().take_while(|c| c.is_ascii_alphabetic() || *c == ' ' || *c == '-').collect();
+            out.push((src[i..i + 3].parse().unwrap(), phrase.trim_end().to_string()));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_status_line_scan_reads_literals_in_each_language() {
+    let rust = r#"out.extend_from_slice(b"HTTP/1.1 101 Switching Protocols\r\n"); let s = "408 Request Timeout";"#;
+    let c = r#"json_response(&out, "503 Service Unavailable", "Retry-After: 1\r\n", body, n);"#;
+    let js = "head = `HTTP/1.1 200 OK\r\n`; x = '404'; y = \"12 Monkeys\";";
+    let all: Vec<(u16, String)> = [rust, c, js].iter().flat_map(|s| status_literals(s)).collect();
+    let want = [(101, "Switching Protocols"), (408, "Request Timeout"), (503, "Service Unavailable"), (200, "OK")];
+    assert_eq!(all, want.map(|(s, p)| (s, p.to_string())));
 }
 
 /// The head of a complete request, as the framer read it.

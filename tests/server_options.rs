@@ -1005,3 +1005,65 @@ fn with_log_format_json_a_start_error_is_a_json_line_on_stderr(bin: std::path::P
     let (code, _, err) = run_to_exit(&bin, &["--log-format", "yaml"]);
     assert_eq!((code, err.lines().next()), (Some(2), Some("--log-format is text or json")));
 }
+
+/// What the library logs through the `log` facade outside any request is
+/// printed by the Rust server as its own lines: here the migration that
+/// made bot handles unique, on a database whose bots shared one, names the
+/// bot left without it, and with `--log-format json` that is one JSON
+/// line on stderr, level warn.
+#[test]
+fn the_librarys_log_records_are_printed_as_the_servers_own_lines() {
+    let dir = temp_dir("library-log");
+    let db = dir.join("bots.db");
+    let db = db.to_str().unwrap();
+    let mut srv = Server::start_in_shell(&[], "true", &[], &example_binary(), &["--db", db]);
+    let create = |handle: &str| {
+        let r = srv.post(
+            "/admin/createBot",
+            Some(&format!("Admin {SECRET}")),
+            &json!({"display_name": "B", "handle": handle}),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body["result"]["bot"]["id"].as_str().unwrap().to_string()
+    };
+    let (first, second) = (create("dup_first"), create("dup_second"));
+    assert!(srv.interrupt().success());
+    {
+        // What schema version 4 held: nothing kept two bots from sharing a handle.
+        let conn = rusqlite::Connection::open(db).unwrap();
+        conn.execute_batch(
+            "DROP TABLE webhooks; DROP INDEX bots_handle_key; DROP INDEX bots_without_handle_key; \
+             ALTER TABLE bots DROP COLUMN handle_key; PRAGMA user_version = 4;",
+        )
+        .unwrap();
+        for (id, h) in [(&first, "Dup"), (&second, "dup")] {
+            conn.execute("UPDATE bots SET handle = ?1 WHERE id = ?2", [h, id.as_str()]).unwrap();
+        }
+    }
+    let mut srv = Server::start_in_shell(&[], "true", &[], &example_binary(), &["--db", db, "--log-format", "json"]);
+    // Stderr is read by a thread of the harness: wait for the line.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let warned = loop {
+        let warned: Vec<serde_json::Value> = srv
+            .errors()
+            .iter()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|_| panic!("not a JSON line: {l}")))
+            .filter(|v| v["msg"].as_str().is_some_and(|m| m.contains("share a handle")))
+            .collect();
+        if !warned.is_empty() || Instant::now() >= deadline {
+            break warned;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(warned.len(), 1, "{:#?}", srv.errors());
+    assert_eq!(warned[0]["level"], "warn");
+    assert_eq!(
+        warned[0]["msg"],
+        format!(
+            "botspace: 1 bot(s) share a handle with an older bot and keep it without owning it: {second}; \
+             give each a handle of its own with updateBot (see docs/decisions.md, \"Bot handles are unique\")"
+        )
+    );
+    assert!(srv.interrupt().success());
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -33,6 +33,9 @@ servers! {
     a_server_killed_mid_delivery_resumes_from_the_durable_cursor_with_the_same_ids,
     set_webhook_refuses_addresses_the_server_must_not_reach,
     an_answer_with_a_body_past_64_kib_counts_by_its_status,
+    deliveries_over_https_reach_a_receiver_whose_certificate_chains_to_ssl_cert_file,
+    a_receiver_whose_certificate_is_untrusted_or_for_another_name_gets_nothing_and_the_event_waits,
+    ssl_cert_dir_names_the_trusted_roots_as_well,
 }
 
 const ALLOW: [&str; 2] = ["--webhook-allow-http", "--webhook-allow-private-addresses"];
@@ -41,6 +44,19 @@ fn start(bin: &Path, db: &str, extra: &[&str]) -> Server {
     let mut args = vec!["--db", db, "--admin-secret", SECRET];
     args.extend_from_slice(extra);
     Server::start_in_shell(&[], "true", &[], bin, &args)
+}
+
+/// A server that trusts only the roots in `ca` (a PEM file): the operator's
+/// `SSL_CERT_FILE`, which both servers honour. No `--webhook-allow-http`:
+/// only https is delivered to; loopback is allowed since the receiver is on it.
+fn start_trusting(bin: &Path, ca: &Path) -> Server {
+    start_with_roots(bin, "SSL_CERT_FILE", ca)
+}
+
+/// A server with `var` (`SSL_CERT_FILE` or `SSL_CERT_DIR`) set to `path`.
+fn start_with_roots(bin: &Path, var: &str, path: &Path) -> Server {
+    let args = ["--db", ":memory:", "--admin-secret", SECRET, "--webhook-allow-private-addresses"];
+    Server::start_in_shell(&[], "true", &[(var, path.to_str().unwrap())], bin, &args)
 }
 
 fn set_webhook(srv: &Server, token: &str, body: &Value) -> Value {
@@ -394,5 +410,159 @@ fn an_answer_with_a_body_past_64_kib_counts_by_its_status(bin: &Path) {
     // Only a delivery before the receiver had its secret may have failed.
     let i = info(&srv, &w.token);
     assert!(i["last_error_message"].is_null() || i["last_error_message"] == "the receiver answered 503", "{i}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// HTTPS end to end: a receiver serving a certificate for `localhost` (and
+/// 127.0.0.1) issued by a throwaway CA, a server told to trust that CA by
+/// `SSL_CERT_FILE`, and every delivery verified by the Standard Webhooks
+/// library on the far side of the TLS connection.
+fn deliveries_over_https_reach_a_receiver_whose_certificate_chains_to_ssl_cert_file(bin: &Path) {
+    let dir = temp_dir("webhooks-https");
+    let ca = TestCa::new(&dir, "ca");
+    let (cert, key) = ca.issue("localhost", "DNS:localhost,IP:127.0.0.1");
+    let rx = Receiver::start_tls(&dir, &cert, &key);
+    let srv = start_trusting(bin, &ca.cert);
+    let w = srv.world("standard");
+    let url = format!("https://localhost:{}/hook", rx.port);
+    assert_eq!(rx.url(), url);
+    let set = set_webhook(&srv, &w.token, &json!({"url": url}));
+    let secret = set["secret"].as_str().expect("a secret on the first setWebhook").to_string();
+    assert_eq!(set, json!({"url": url, "secret": secret}));
+    rx.control(&json!({"secret": secret}));
+    let m1 = srv.say(&w.user_id, &w.chat, "over TLS");
+    let seen = rx.wait_for(WAIT, "2 deliveries", |s| delivered(s).len() >= 2);
+    assert_eq!(delivered(&seen), [1, 2]);
+    // Until the receiver had the secret it answered 503: those are retried.
+    let seen: Vec<Value> = seen.into_iter().filter(answered_ok).collect();
+    for e in &seen {
+        assert_eq!(e["verified"], json!(true), "{e}");
+        assert_eq!(e["content_type"], "application/json");
+        assert_eq!(e["path"], "/hook");
+    }
+    let ids: Vec<&str> = seen.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [1, 2].map(|n| format!("msg_{}_{n}", w.bot_id)));
+    assert_eq!(
+        seen[0]["body"],
+        json!({"update_id": 1, "type": "bot_started",
+        "data": {"chat": {"id": w.chat, "type": "private"}, "user": w.user}})
+    );
+    assert_eq!(seen[1]["body"], json!({"update_id": 2, "type": "message_created", "data": {"message": m1}}));
+    let until = Instant::now() + WAIT;
+    while info(&srv, &w.token)["pending_update_count"] != 0 {
+        assert!(Instant::now() < until, "the cursor did not move");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut now = info(&srv, &w.token);
+    if rx.seen().iter().any(|e| e["step"] == "no secret") {
+        assert_eq!(now["last_error_message"], "the receiver answered 503");
+        now["last_error_date"] = Value::Null;
+        now["last_error_message"] = Value::Null;
+    }
+    assert_eq!(
+        now,
+        json!({"url": url, "pending_update_count": 0, "max_connections": 40, "allowed_updates": null,
+               "last_error_date": null, "last_error_message": null, "next_attempt_date": null})
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A certificate that does not chain to a trusted root, or that names
+/// another host, is refused before any byte of the update is sent: the
+/// receiver sees nothing, getWebhookInfo says "TLS failed: " (what follows
+/// is the TLS library's own words, rustls's or OpenSSL's), the event stays
+/// pending and is tried again, and it arrives once the URL points at a
+/// receiver the server trusts.
+fn a_receiver_whose_certificate_is_untrusted_or_for_another_name_gets_nothing_and_the_event_waits(bin: &Path) {
+    let dir = temp_dir("webhooks-https-refused");
+    let ca = TestCa::new(&dir, "ca");
+    let (good_cert, good_key) = ca.issue("localhost", "DNS:localhost,IP:127.0.0.1");
+    let (other_name_cert, other_name_key) = ca.issue("elsewhere", "DNS:elsewhere.example");
+    // A CA the server was not told about, for the very name it connects to.
+    let stranger = TestCa::new(&dir, "stranger");
+    let (stranger_cert, stranger_key) = stranger.issue("localhost", "DNS:localhost,IP:127.0.0.1");
+    let dirs = ["untrusted", "other-name", "good"].map(|d| {
+        let d = dir.join(d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    });
+    let untrusted = Receiver::start_tls(&dirs[0], &stranger_cert, &stranger_key);
+    let other_name = Receiver::start_tls(&dirs[1], &other_name_cert, &other_name_key);
+    let good = Receiver::start_tls(&dirs[2], &good_cert, &good_key);
+    let srv = start_trusting(bin, &ca.cert);
+    let w = srv.world("standard");
+    let secret = set_webhook(&srv, &w.token, &json!({"url": untrusted.url()}))["secret"].as_str().unwrap().to_string();
+    for rx in [&untrusted, &other_name, &good] {
+        rx.control(&json!({"secret": secret}));
+    }
+    let unreachable = r#"botspace_webhook_attempts_total{result="unreachable"}"#;
+    let mut tried = 0.0;
+    for rx in [&untrusted, &other_name] {
+        if rx.url() != info(&srv, &w.token)["url"] {
+            set_webhook(&srv, &w.token, &json!({"url": rx.url()}));
+        }
+        // Two attempts on this URL (the first and its retry), both failed
+        // in the handshake.
+        let until = Instant::now() + WAIT;
+        let i = loop {
+            let i = info(&srv, &w.token);
+            let msg = i["last_error_message"].as_str().unwrap_or("").to_string();
+            if msg.starts_with("TLS failed: ") && metric(&srv, unreachable) >= tried + 2.0 {
+                break i;
+            }
+            assert!(Instant::now() < until, "no second TLS failure recorded for {}: {i}", rx.url());
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        tried = metric(&srv, unreachable);
+        assert_eq!(i["url"], rx.url());
+        assert_eq!(i["pending_update_count"], 1, "the event waits: {i}");
+        assert!(i["last_error_date"].is_u64() && i["next_attempt_date"].is_u64(), "{i}");
+        assert_eq!(rx.seen(), Vec::<Value>::new(), "nothing reached {}", rx.url());
+    }
+    assert_eq!(metric(&srv, r#"botspace_webhook_attempts_total{result="delivered"}"#), 0.0);
+    // The same event, once the URL points at a certificate the server trusts.
+    set_webhook(&srv, &w.token, &json!({"url": good.url()}));
+    let seen = good.wait_for(WAIT, "the waiting event", |s| delivered(s).contains(&1));
+    let e = seen.iter().find(|e| answered_ok(e)).unwrap();
+    assert_eq!(e["verified"], json!(true), "{e}");
+    assert_eq!(e["id"], format!("msg_{}_1", w.bot_id));
+    assert_eq!(e["body"]["update_id"], 1);
+    let until = Instant::now() + WAIT;
+    while info(&srv, &w.token)["pending_update_count"] != 0 {
+        assert!(Instant::now() < until, "the cursor did not move");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for rx in [&untrusted, &other_name] {
+        assert_eq!(rx.seen(), Vec::<Value>::new());
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `SSL_CERT_DIR` instead of `SSL_CERT_FILE`: a directory in OpenSSL's
+/// hashed layout (`openssl rehash`, as /etc/ssl/certs is) holding the CA.
+fn ssl_cert_dir_names_the_trusted_roots_as_well(bin: &Path) {
+    let dir = temp_dir("webhooks-https-dir");
+    let ca = TestCa::new(&dir, "ca");
+    let (cert, key) = ca.issue("localhost", "DNS:localhost,IP:127.0.0.1");
+    let roots = dir.join("roots");
+    std::fs::create_dir_all(&roots).unwrap();
+    std::fs::copy(&ca.cert, roots.join("test-ca.pem")).unwrap();
+    let out = std::process::Command::new("openssl").arg("rehash").arg(&roots).output().unwrap();
+    assert!(out.status.success(), "openssl rehash: {}", String::from_utf8_lossy(&out.stderr));
+    let rx = Receiver::start_tls(&dir, &cert, &key);
+    let srv = start_with_roots(bin, "SSL_CERT_DIR", &roots);
+    let w = srv.world("standard");
+    let secret = set_webhook(&srv, &w.token, &json!({"url": rx.url()}))["secret"].as_str().unwrap().to_string();
+    rx.control(&json!({"secret": secret}));
+    let seen = rx.wait_for(WAIT, "the first delivery", |s| delivered(s).contains(&1));
+    let e = seen.iter().find(|e| answered_ok(e)).unwrap();
+    assert_eq!(e["verified"], json!(true), "{e}");
+    assert_eq!(e["id"], format!("msg_{}_1", w.bot_id));
+    assert_eq!(e["body"]["type"], "bot_started");
+    let until = Instant::now() + WAIT;
+    while info(&srv, &w.token)["pending_update_count"] != 0 {
+        assert!(Instant::now() < until, "the cursor did not move");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -62,102 +62,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TICK_MS 250u                /* longest sleep: stop flag, manual clock */
-#define IDLE_TIMEOUT_MS 120000u     /* idle keep-alive connection (the Rust server's IDLE_TIMEOUT) */
-#define REQUEST_TIMEOUT_MS 30000u   /* default --request-timeout: a whole request within this of its first byte */
-#define RESERVED_FDS 64u            /* the server's own descriptors: default --max-connections is the file limit less these */
-#define WRITE_TIMEOUT_MS 30000u     /* peer that takes none of our bytes */
-#define MAX_BATCH 64                /* requests committed together (all connections) */
-#define LINGER_MS 2000u             /* lingering close after an error */
-#define LINGER_BYTES (4u << 20)
-#define DRAIN_MS 5000u              /* how long a stop waits for connections */
 #define READ_CHUNK 65536u
 #define READ_PER_TURN (256u * 1024u) /* fairness between connections */
-#define ACCEPT_BACKOFF_MS 50u       /* listener off poll(2) after EMFILE & co: no spinning */
-/* An HTTP connection's next request waits while its unsent answers are
- * over the library's budget (BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION,
- * applied by botspace_should_read: see over_budget). A gateway's output
- * is bounded by the library (BOTSPACE_GATEWAY_OUTPUT_BUDGET). */
-/* A gateway connection the library closed with 4008 `slow_consumer` (its
- * unsent output stayed at BOTSPACE_GATEWAY_OUTPUT_BUDGET for two heartbeat
- * intervals): the close frame gets this long before the TCP drop. */
-#define SLOW_CONSUMER_DROP_MS 1000u
-
-/* In two parts (ISO C's longest string literal is 4095); USAGE is both,
- * joined at start. */
-static const char USAGE_1[] =
-    "usage: botspace-server [--config PATH] [--addr HOST:PORT] [--db PATH]\n"
-    "                       [--admin-secret S | --admin-secret-file PATH]\n"
-    "                       [--operational-key HEX64 | --operational-key-file PATH] [--admin-addr HOST:PORT]\n"
-    "                       [--max-connections N] [--request-timeout SECS] [--idle-timeout SECS]\n"
-    "                       [--gateway-poll-interval-ms MS] [--database-timeout-ms MS]\n"
-    "                       [--trusted-proxy CIDR]... [--webhook-allow-http] [--webhook-allow-private-addresses]\n"
-    "                       [--manual-clock] [--demo-token] [--log-format text|json]\n"
-    "\n"
-    "Every option also comes from its environment variable (shown) or a config file\n"
-    "of `option = value` lines; a flag beats the variable, which beats the file.\n"
-    "\n"
-    "  --config PATH             [env BOTSPACE_CONFIG]\n"
-    "                            read options from PATH (`option = value`, # comments)\n"
-    "  --addr HOST:PORT          [env BOTSPACE_ADDR]\n"
-    "                            address to listen on (default 127.0.0.1:8080; port 0 picks a free port)\n"
-    "  --db PATH|URL             [env BOTSPACE_DB]\n"
-    "                            SQLite database file, :memory:, or a postgres:// URL that\n"
-    "                            several servers share (default botspace.db)\n"
-    "  --admin-secret S          [env BOTSPACE_ADMIN_SECRET]\n"
-    "                            secret for Authorization: Admin <S> on /admin/ (at least 16 characters);\n"
-    "                            a flag is visible in the process list: prefer a file or the variable;\n"
-    "                            with none, one is generated\n"
-    "  --admin-secret-file PATH  [env BOTSPACE_ADMIN_SECRET_FILE]\n"
-    "                            read the admin secret from the first line of PATH\n"
-    "  --operational-key HEX64   [env BOTSPACE_OPERATIONAL_KEY]\n"
-    "                            64 hex digits that seal official bots' operational token copy\n"
-    "  --operational-key-file PATH [env BOTSPACE_OPERATIONAL_KEY_FILE]\n"
-    "                            read the operational key from the first line of PATH\n"
-    ;
-static const char USAGE_2[] =
-    "  --admin-addr HOST:PORT    [env BOTSPACE_ADMIN_ADDR]\n"
-    "                            serve the host API (/admin/*) on this second address only; /admin/* on\n"
-    "                            --addr, and everything but /admin/* here, is then 404 method_not_found\n"
-    "  --max-connections N       [env BOTSPACE_MAX_CONNECTIONS]\n"
-    "                            most connections at once (default: the file limit, raised to\n"
-    "                            its hard limit at start, less 64 for the server's own files);\n"
-    "                            beyond it the connection waiting longest for a request is\n"
-    "                            closed, or with none the new one gets 503 and is closed\n"
-    "  --request-timeout SECS    [env BOTSPACE_REQUEST_TIMEOUT]\n"
-    "                            a request must arrive whole within SECS of its first byte\n"
-    "                            (default 30), else 408 and close\n"
-    "  --idle-timeout SECS       [env BOTSPACE_IDLE_TIMEOUT]\n"
-    "                            a keep-alive connection with nothing to read for SECS is\n"
-    "                            closed (default 120)\n"
-    "  --gateway-poll-interval-ms MS [env BOTSPACE_GATEWAY_POLL_INTERVAL_MS]\n"
-    "                            PostgreSQL: how often gateway sessions look at the database for\n"
-    "                            other servers' commits (default 50; 10..60000). Notifications\n"
-    "                            (LISTEN/NOTIFY) wake them sooner; this is the fallback\n"
-    "  --database-timeout-ms MS  [env BOTSPACE_DATABASE_TIMEOUT_MS]\n"
-    "                            PostgreSQL: the deadline of every database call (default 5000;\n"
-    "                            100..600000); past it 503 storage_unavailable, or\n"
-    "                            commit_outcome_unknown once COMMIT was sent\n"
-    "  --trusted-proxy CIDR      [env BOTSPACE_TRUSTED_PROXY, comma-separated]\n"
-    "                            a reverse proxy in front of the server (10.0.0.0/8, fd00::/8, or one\n"
-    "                            address; repeatable): admin logins from it are throttled per\n"
-    "                            client it names in X-Forwarded-For or Forwarded\n"
-    "  --webhook-allow-http      [env BOTSPACE_WEBHOOK_ALLOW_HTTP, 1/true/0/false]\n"
-    "                            bots' webhooks may use http:// URLs, not only https://\n"
-    "  --webhook-allow-private-addresses [env BOTSPACE_WEBHOOK_ALLOW_PRIVATE_ADDRESSES, 1/true/0/false]\n"
-    "                            webhooks may reach loopback, private, link-local, multicast and\n"
-    "                            unspecified addresses (off: a bot cannot make the server call\n"
-    "                            into its own network)\n"
-    "  --manual-clock            [env BOTSPACE_MANUAL_CLOCK, 1/true/0/false]\n"
-    "                            time moves only through /admin/advanceClock (for tests)\n"
-    "  --log-format text|json    [env BOTSPACE_LOG_FORMAT]\n"
-    "                            text lines (default) or one JSON object a line; the level from\n"
-    "                            BOTSPACE_LOG (error, warn, info: default, debug)\n"
-    "  --demo-token              [env BOTSPACE_DEMO_TOKEN, 1/true/0/false]\n"
-    "                            rotate the demo bot's token and print it with the export line (a database\n"
-    "                            made by an earlier start has the demo bot, whose token was shown once);\n"
-    "                            on a database without the demo bot, create it\n";
-static char USAGE[sizeof USAGE_1 + sizeof USAGE_2];
+/* The policy (timeouts, lingering, the batch size, the slow consumer's
+ * drop, the default connection cap) is the library's, the same as the Rust
+ * server's: botspace_host_policy_default. An HTTP connection's next request
+ * waits while its unsent answers are over the library's budget
+ * (botspace_should_read: see over_budget); a gateway's output is bounded
+ * by the library (botspace_gateway_handle_unsent). */
+static botspace_host_policy policy;
 
 /* ------------------------------------------------------------------------ */
 /* Small utilities */
@@ -298,40 +211,6 @@ static void set_nonblocking(int fd) {
     if (fdfl >= 0) fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC);
 }
 
-/* Appends s[0..n) as a JSON string literal. With `ascii`, bytes above
- * 0x7e are escaped one by one too: valid JSON whatever the input (a request
- * path); without, UTF-8 passes through (a file name). */
-static void json_strn(buf_t *b, const char *s, size_t n, int ascii) {
-    buf_add(b, "\"", 1);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char esc[8];
-        if (c == '"' || c == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)c;
-            buf_add(b, esc, 2);
-        } else if (c < 0x20 || (ascii && c >= 0x7f)) {
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-            buf_add(b, esc, 6);
-        } else {
-            buf_add(b, &c, 1);
-        }
-    }
-    buf_add(b, "\"", 1);
-}
-
-static void json_str(buf_t *b, const char *s) { json_strn(b, s, strlen(s), 0); }
-
-/* Appends an HTTP/1.1 response with a JSON body, in the library's layout:
- * status line, Content-Type, Content-Length, then `extra` header lines. */
-static void json_response(buf_t *out, const char *status, const char *extra, const void *body, size_t n) {
-    char head[256];
-    int hn = snprintf(head, sizeof head, "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n%s\r\n",
-                      status, n, extra ? extra : "");
-    buf_add(out, head, (size_t)hn);
-    buf_add(out, body, n);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Wake-ups: the callback runs on whichever thread committed a change (here
  * the loop thread, inside handle_request) or heard of another server's
@@ -386,8 +265,6 @@ static char **take_wakes(size_t *n) {
  * botspace_service_wait_store_notifications (never holding anything the
  * loop needs); each notification reaches the loop through on_wake. */
 
-#define NOTIFY_WAIT_MS 250u /* longest wait: how late the thread sees a stop */
-
 static botspace_service *svc; /* the one service, shared with the notification thread */
 static pthread_t notify_thread;
 static int notify_running;
@@ -404,18 +281,18 @@ static void *notify_loop(void *arg) {
     time_t last_error = 0;
     while (!atomic_load(&notify_stop)) {
         size_t n = 0;
-        if (botspace_service_wait_store_notifications(svc, NOTIFY_WAIT_MS, &n) == BOTSPACE_STATUS_OK) continue;
+        if (botspace_service_wait_store_notifications(svc, policy.notify_wait_ms, &n) == BOTSPACE_STATUS_OK) continue;
         /* The listening connection broke or cannot be opened: sessions still
          * poll; reconnect a second later. Said at most every 10 s. */
         time_t t = time(NULL);
-        if (t - last_error >= 10) {
+        if ((uint64_t)(t - last_error) * 1000u >= policy.notify_error_report_ms) {
             char msg[512];
             size_t len = 0;
             botspace_last_error_message(msg, sizeof msg, &len);
             log_at(LOG_WARN, "listening for notifications failed: %s; retrying every second", msg);
             last_error = t;
         }
-        for (int i = 0; i < 20 && !atomic_load(&notify_stop); i++) sleep_ms(50);
+        for (uint64_t w = 0; w < policy.notify_retry_ms && !atomic_load(&notify_stop); w += 50) sleep_ms(50);
     }
     return NULL;
 }
@@ -466,9 +343,8 @@ enum conn_state {
 
 /* What this server itself needs from a request head. */
 typedef struct {
-    int gateway, close, http10, expect_continue;
-    int admin; /* a host-API request: answered alone, naming the peer */
-    int poll;  /* POST /bot/getUpdates: answered alone, and may park */
+    int close, http10, expect_continue;
+    botspace_route route; /* the library's: batch, alone, admin, poll, gateway, not here */
     size_t path_off, path_len; /* the target's path, from the start of the request */
 } head_t;
 
@@ -488,16 +364,9 @@ enum step {
     STEP_DROP_LINGER /* unreadable head: linger, then close */
 };
 
-/* Which paths a connection's listener serves. */
-enum role {
-    ROLE_ALL,   /* no --admin-addr: every path */
-    ROLE_BOT,   /* --addr when --admin-addr is given: everything but /admin/ */
-    ROLE_ADMIN  /* --admin-addr: only /admin/ */
-};
-
 typedef struct conn {
     int fd;
-    enum role role;
+    botspace_listener role; /* which paths its listener serves */
     enum conn_state st;
     buf_t in, out;
     botspace_gateway *gw;
@@ -534,9 +403,6 @@ typedef struct conn {
 static conn_t **conns;
 static size_t nconns, conns_cap;
 static size_t nlive; /* connections with an open socket: what --max-connections counts */
-static size_t max_connections = 0; /* 0 until set: --max-connections, else from the file limit */
-static uint64_t request_timeout_ms = REQUEST_TIMEOUT_MS;
-static uint64_t idle_timeout_ms = IDLE_TIMEOUT_MS;
 
 /* The library's rule (botspace_should_read): at or above the budget of
  * unsent answers, an HTTP connection's next request waits (neither framed
@@ -614,15 +480,12 @@ static void conn_finish(conn_t *c, int linger) {
 /* What this server needs from the head of the request the framer just
  * framed, as the library read it (botspace_request_framer_head): nothing
  * here parses HTTP again. 0 when the framer has no head. */
-static int read_head(const botspace_request_framer *fr, const unsigned char *req, head_t *h) {
+static int read_head(const botspace_request_framer *fr, const unsigned char *req, botspace_listener role, head_t *h) {
     botspace_request_head rh;
     bool present = false;
     if (botspace_request_framer_head(fr, &rh, &present) != BOTSPACE_STATUS_OK || !present) return 0;
     memset(h, 0, sizeof *h);
-    const char *path = (const char *)req + rh.path_start;
-    h->gateway = rh.path_len == strlen("/bot/gateway") && memcmp(path, "/bot/gateway", rh.path_len) == 0;
-    h->admin = rh.path_len > 7 && memcmp(path, "/admin/", 7) == 0;
-    h->poll = rh.path_len == strlen("/bot/getUpdates") && memcmp(path, "/bot/getUpdates", rh.path_len) == 0;
+    h->route = botspace_route_request(role, req + rh.path_start, rh.path_len);
     h->path_off = rh.path_start;
     h->path_len = rh.path_len;
     h->http10 = rh.http_minor == 0;
@@ -633,32 +496,8 @@ static int read_head(const botspace_request_framer *fr, const unsigned char *req
 
 /* Appends a response, adding a Connection header after the status line when
  * the request needs one. */
-/* A full disk, said on stderr at most once every STORAGE_FULL_LOG_MS with
- * how many writes it refused meanwhile: the operator hears of it, and a
- * flood of refused writes does not flood the log. */
-#define STORAGE_FULL_LOG_MS 10000u
-static void note_storage_full(const unsigned char *resp, size_t n) {
-    static const char mark[] = "\"error\":\"storage_full\"";
-    static uint64_t logged_at;
-    static unsigned long since;
-    if (n < 12 || memcmp(resp, "HTTP/1.1 503", 12) != 0) return;
-    int found = 0;
-    for (size_t i = 0; i + sizeof mark - 1 <= n && !found; i++) found = memcmp(resp + i, mark, sizeof mark - 1) == 0;
-    if (!found) return;
-    since++;
-    uint64_t mono = mono_ms();
-    if (logged_at && mono - logged_at < STORAGE_FULL_LOG_MS) return;
-    log_at(LOG_ERROR,
-           "storage full: the database's disk has no space; writes are refused (503 storage_full, nothing written) "
-           "until space is freed (%lu refused since the last report)",
-           since);
-    logged_at = mono;
-    since = 0;
-}
-
 static void add_response(buf_t *out, const unsigned char *resp, size_t n, const head_t *h) {
     const char *extra = NULL;
-    note_storage_full(resp, n);
     if (h && h->close) extra = "Connection: close\r\n";
     else if (h && h->http10) extra = "Connection: keep-alive\r\n";
     if (!extra) {
@@ -692,7 +531,9 @@ typedef struct {
     head_t head;
 } pending_req;
 
-static pending_req batch[MAX_BATCH];
+static pending_req *batch; /* policy.max_batch of each */
+static botspace_slice *batch_reqs;
+static botspace_bytes *batch_resps;
 static size_t nbatch;
 
 /* Frames one connection's complete requests into the batch, up to the
@@ -700,7 +541,7 @@ static size_t nbatch;
  * Over the budget of unsent answers it takes none (`ready` stays set): the
  * rest waits in `in` until the client reads. */
 static void collect(conn_t *c) {
-    while (c->step == STEP_NONE && !c->parked && nbatch < MAX_BATCH && !over_budget(c)) {
+    while (c->step == STEP_NONE && !c->parked && nbatch < policy.max_batch && !over_budget(c)) {
         const unsigned char *p = buf_data(&c->in) + c->taken;
         size_t avail = buf_pending(&c->in) - c->taken;
         if (avail == 0) {
@@ -718,7 +559,7 @@ static void collect(conn_t *c) {
             head_t h;
             /* A client that waits for `100 Continue` before its body gets it
              * once the head is complete and acceptable. */
-            if (!c->continue_sent && read_head(c->framer, p, &h) && h.expect_continue) c->step = STEP_CONTINUE;
+            if (!c->continue_sent && read_head(c->framer, p, c->role, &h) && h.expect_continue) c->step = STEP_CONTINUE;
             c->ready = 0;
             return;
         }
@@ -731,37 +572,19 @@ static void collect(conn_t *c) {
         c->taken += f.length;
         c->continue_sent = 0;
         head_t h;
-        if (!read_head(c->framer, p, &h)) { /* a COMPLETE frame has its head: cannot happen */
+        if (!read_head(c->framer, p, c->role, &h)) { /* a COMPLETE frame has its head: cannot happen */
             c->step = STEP_DROP_LINGER;
             return;
         }
-        if ((c->role == ROLE_BOT && h.admin) || (c->role == ROLE_ADMIN && !h.admin)) {
-            c->step = STEP_NOT_HERE;
-            c->step_start = start;
-            c->step_len = f.length;
-            c->step_head = h;
-            return;
-        }
-        if (h.admin) {
-            /* Failed admin logins are throttled per peer: answered alone
-             * with the peer named (botspace_service_handle_request_from). */
-            c->step = STEP_ADMIN;
-            c->step_start = start;
-            c->step_len = f.length;
-            c->step_head = h;
-            return;
-        }
-        if (h.poll) {
-            /* getUpdates may wait for its bot's next event: answered alone
-             * (botspace_service_answer_request), never inside a batch. */
-            c->step = STEP_POLL;
-            c->step_start = start;
-            c->step_len = f.length;
-            c->step_head = h;
-            return;
-        }
-        if (h.gateway) {
-            c->step = STEP_UPGRADE;
+        /* The library's route: a path this listener does not serve, a
+         * host-API request (answered alone, naming the peer for the login
+         * throttle), getUpdates (answered alone: it may park) and the
+         * gateway each take a step of their own; the rest joins the batch. */
+        static const enum step STEPS[] = {
+            [BOTSPACE_ROUTE_NOT_HERE] = STEP_NOT_HERE, [BOTSPACE_ROUTE_ADMIN] = STEP_ADMIN,
+            [BOTSPACE_ROUTE_POLL] = STEP_POLL, [BOTSPACE_ROUTE_GATEWAY] = STEP_UPGRADE};
+        if ((size_t)h.route < sizeof STEPS / sizeof STEPS[0] && STEPS[h.route] != STEP_NONE) {
+            c->step = STEPS[h.route];
             c->step_start = start;
             c->step_len = f.length;
             c->step_head = h;
@@ -788,8 +611,8 @@ static void answer_batch(void) {
             add_response(&r->c->out, resp.ptr, resp.len, &r->head);
         botspace_bytes_free(&resp);
     } else if (nbatch > 1) {
-        botspace_slice reqs[MAX_BATCH];
-        botspace_bytes resps[MAX_BATCH];
+        botspace_slice *reqs = batch_reqs;
+        botspace_bytes *resps = batch_resps;
         for (size_t i = 0; i < nbatch; i++) {
             reqs[i].ptr = batch[i].c->in.p + batch[i].start;
             reqs[i].len = batch[i].len;
@@ -844,10 +667,13 @@ static void run_step(conn_t *c) {
     switch (s) {
     case STEP_NONE:
         break;
-    case STEP_CONTINUE:
+    case STEP_CONTINUE: {
+        botspace_bytes resp = {NULL, 0};
         c->continue_sent = 1;
-        buf_add(&c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+        if (botspace_continue_response(&resp) == BOTSPACE_STATUS_OK) buf_add(&c->out, resp.ptr, resp.len);
+        botspace_bytes_free(&resp);
         break;
+    }
     case STEP_UPGRADE:
         upgrade(c);
         break;
@@ -879,22 +705,12 @@ static void run_step(conn_t *c) {
         break;
     }
     case STEP_NOT_HERE: {
-        /* With --admin-addr each listener serves its own paths; the other
-         * side's get the answer the library gives a path with no method. */
+        /* With --admin-addr each listener serves its own paths. */
         const head_t *h = &c->step_head;
-        buf_t body = {0}, resp = {0};
-        static const char pre[] = "{\"ok\":false,\"error_code\":404,\"error\":\"method_not_found\",\"description\":";
-        buf_add(&body, pre, sizeof pre - 1);
-        buf_t desc = {0};
-        buf_add(&desc, "no method at ", 13);
-        buf_add(&desc, c->in.p + c->step_start + h->path_off, h->path_len);
-        json_strn(&body, (const char *)desc.p, desc.len, 1);
-        buf_add(&body, "}", 1);
-        json_response(&resp, "404 Not Found", NULL, body.p, body.len);
-        add_response(&c->out, resp.p, resp.len, h);
-        buf_free(&desc);
-        buf_free(&body);
-        buf_free(&resp);
+        botspace_bytes resp = {NULL, 0};
+        if (botspace_not_here_response(c->in.p + c->step_start + h->path_off, h->path_len, &resp) == BOTSPACE_STATUS_OK)
+            add_response(&c->out, resp.ptr, resp.len, h);
+        botspace_bytes_free(&resp);
         if (h->close) conn_finish(c, 0);
         break;
     }
@@ -935,7 +751,7 @@ static void consume_taken(conn_t *c) {
  * the budget. The rest waits for the next turn, which polls without
  * sleeping, so the turn stays short and a client that just sent its
  * request is answered in the turn that read it. */
-#define TURN_BACKLOG MAX_BATCH
+#define TURN_BACKLOG policy.max_batch
 static size_t backlog_next; /* round robin: where the next backlog turn starts */
 
 /* Whether a connection is held back only by the turn's backlog cap (not by
@@ -943,7 +759,7 @@ static size_t backlog_next; /* round robin: where the next backlog turn starts *
 static int backlog_waiting(const conn_t *c) { return c->st == ST_HTTP && c->ready && !c->parked && !over_budget(c); }
 
 /* Answers every complete request buffered on any HTTP connection: batches
- * of up to MAX_BATCH, one commit each, then each connection's step. Goes on
+ * of up to policy.max_batch, one commit each, then each connection's step. Goes on
  * while a batch filled up or a step may have left requests behind.
  * Connections that read bytes this turn come first, each up to its budget;
  * then the backlog, round robin, up to TURN_BACKLOG per turn. */
@@ -952,7 +768,7 @@ static void serve_http_round(void) {
     for (;;) {
         for (size_t i = 0; i < nconns; i++)
             if (conns[i]->st == ST_HTTP && conns[i]->ready && conns[i]->fresh) collect(conns[i]);
-        for (size_t k = 0; k < nconns && nbatch < MAX_BATCH && backlog < TURN_BACKLOG; k++) {
+        for (size_t k = 0; k < nconns && nbatch < policy.max_batch && backlog < TURN_BACKLOG; k++) {
             conn_t *c = conns[backlog_next++ % nconns];
             if (c->st != ST_HTTP || !c->ready || c->fresh || c->step != STEP_NONE) continue;
             size_t before = nbatch;
@@ -1032,9 +848,10 @@ static void gateway_poll(conn_t *c, uint64_t now) {
     if (closed && c->gw_slow) {
         /* Behind what the bot has not read (best effort), lingering so
          * that its unread input does not turn the close into a reset; the
-         * socket is dropped SLOW_CONSUMER_DROP_MS later whatever was sent. */
+         * socket is dropped the policy's slow_consumer_drop_ms later
+         * whatever was sent. */
         conn_finish(c, !c->peer_eof);
-        c->drop_at = mono_ms() + SLOW_CONSUMER_DROP_MS;
+        c->drop_at = mono_ms() + policy.slow_consumer_drop_ms;
     } else if (closed) {
         /* Free the slot now; let the bot read the close frame and answer
          * it (linger), unless it already went away. */
@@ -1126,7 +943,7 @@ static void conn_read(conn_t *c, uint64_t mono) {
             break;
         case ST_LINGER:
             c->lingered += (size_t)n;
-            if (c->lingered >= LINGER_BYTES) {
+            if (c->lingered >= policy.linger_bytes) {
                 conn_close(c);
                 return;
             }
@@ -1168,362 +985,12 @@ static int demo(const char *base, const char *admin_base, int rotate_token) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Start-up */
+/* Start-up: the options (flags, BOTSPACE_* variables, the config file, their
+ * defaults and messages) are the library's, the Rust server's too
+ * (botspace_server_options_parse). */
 
-typedef struct {
-    const char *addr, *db, *admin_secret;
-    const char *admin_addr, *admin_secret_file, *operational_key, *operational_key_file;
-    const char *max_connections, *request_timeout, *idle_timeout; /* checked by check_numbers */
-    const char *gateway_poll_interval_ms; /* digits, checked by check_numbers; the library checks the range */
-    const char *database_timeout_ms;      /* the same */
-    const char **trusted_proxies;         /* --trusted-proxy, repeatable; the library checks them */
-    size_t n_trusted_proxies;
-    const char *log_format;               /* --log-format text|json, checked in main */
-    int manual_clock;
-    int demo_token;
-    int webhook_allow_http;
-    int webhook_allow_private_addresses;
-} args_t;
-
-/* The source being parsed: NULL for the command line, else the variable or
- * "FILE line N", which then names a bad value instead of its flag. */
-static const char *cur_source = NULL;
-
-static void bad_value(const char *flag, const char *needs) {
-    if (cur_source) fprintf(stderr, "%s: %s\n%s", cur_source, needs, USAGE);
-    else fprintf(stderr, "%s %s\n%s", flag, needs, USAGE);
-}
-
-/* --max-connections and --request-timeout into their globals; -1 (message
- * printed) when they are not what the Rust server accepts. */
-static int check_numbers(const args_t *a) {
-    if (a->max_connections) {
-        char *end = NULL;
-        errno = 0;
-        unsigned long long n = strtoull(a->max_connections, &end, 10);
-        if (errno || end == a->max_connections || *end || n == 0 || a->max_connections[0] == '-' || n > SIZE_MAX) {
-            bad_value("--max-connections", "needs a positive number");
-            return -1;
-        }
-        max_connections = (size_t)n;
-    }
-    if (a->request_timeout) {
-        char *end = NULL;
-        double secs = strtod(a->request_timeout, &end);
-        if (end == a->request_timeout || *end || !(secs > 0.0 && secs < 86400.0)) {
-            bad_value("--request-timeout", "needs a number of seconds");
-            return -1;
-        }
-        request_timeout_ms = (uint64_t)(secs * 1000.0);
-        if (request_timeout_ms == 0) request_timeout_ms = 1;
-    }
-    if (a->idle_timeout) {
-        char *end = NULL;
-        double secs = strtod(a->idle_timeout, &end);
-        if (end == a->idle_timeout || *end || !(secs > 0.0 && secs < 86400.0)) {
-            bad_value("--idle-timeout", "needs a number of seconds");
-            return -1;
-        }
-        idle_timeout_ms = (uint64_t)(secs * 1000.0);
-        if (idle_timeout_ms == 0) idle_timeout_ms = 1;
-    }
-    if (a->gateway_poll_interval_ms) {
-        const char *p = a->gateway_poll_interval_ms;
-        size_t n = strlen(p);
-        if (n == 0 || n > 9 || strspn(p, "0123456789") != n) {
-            bad_value("--gateway-poll-interval-ms", "needs a number of milliseconds");
-            return -1;
-        }
-    }
-    if (a->database_timeout_ms) {
-        const char *p = a->database_timeout_ms;
-        size_t n = strlen(p);
-        if (n == 0 || n > 9 || strspn(p, "0123456789") != n) {
-            bad_value("--database-timeout-ms", "needs a number of milliseconds");
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* The options that also come from BOTSPACE_<NAME> and the config file
- * (name without "--"; 1 for a flag that takes no value). */
-static const struct {
-    const char *name;
-    int flag;
-} OPTIONS[] = {
-    {"addr", 0},
-    {"db", 0},
-    {"admin-secret", 0},
-    {"admin-secret-file", 0},
-    {"operational-key", 0},
-    {"operational-key-file", 0},
-    {"admin-addr", 0},
-    {"max-connections", 0},
-    {"request-timeout", 0},
-    {"idle-timeout", 0},
-    {"gateway-poll-interval-ms", 0},
-    {"database-timeout-ms", 0},
-    {"trusted-proxy", 0},
-    {"manual-clock", 1},
-    {"demo-token", 1},
-    {"webhook-allow-http", 1},
-    {"webhook-allow-private-addresses", 1},
-    {"log-format", 0},
-};
-#define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
-
-/* Strings made from the environment and the file live as long as the
- * process; kept here so that they stay reachable. */
-static char **cfg_strings = NULL;
-static size_t n_cfg_strings = 0;
-
-static char *keep(char *p) {
-    if (!p) die_oom();
-    cfg_strings = xrealloc(cfg_strings, (n_cfg_strings + 1) * sizeof *cfg_strings);
-    return cfg_strings[n_cfg_strings++] = p;
-}
-
-static char *keep_fmt(const char *name, const char *v, size_t vlen) {
-    size_t n = strlen(name) + vlen + 4;
-    char *p = malloc(n);
-    if (!p) die_oom();
-    snprintf(p, n, "--%s=%.*s", name, (int)vlen, v);
-    return keep(p);
-}
-
-/* A flag's 1/true/0/false; NULL (bare flag) is true; -1 when neither. */
-static int boolean(const char *v) {
-    if (!v || strcmp(v, "1") == 0 || strcmp(v, "true") == 0) return 1;
-    if (strcmp(v, "0") == 0 || strcmp(v, "false") == 0) return 0;
-    return -1;
-}
-
-/* Applies argv[0..argc) over `a` (the last value of an option wins).
- * 0 ok, 1 help, -1 error (message printed). */
-static int parse_list(int argc, char **argv, args_t *a) {
-    for (int i = 0; i < argc; i++) {
-        const char *arg = argv[i];
-        const char *inline_v = NULL;
-        char name[48];
-        size_t nlen = strlen(arg);
-        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-        if (eq) {
-            nlen = (size_t)(eq - arg);
-            inline_v = eq + 1;
-        }
-        if (nlen >= sizeof name) nlen = sizeof name - 1;
-        memcpy(name, arg, nlen);
-        name[nlen] = 0;
-        const char **slot = NULL;
-        const char *proxy = NULL;
-        const char *config = NULL;
-        if (strcmp(name, "--addr") == 0) slot = &a->addr;
-        else if (strcmp(name, "--config") == 0) slot = &config; /* read before, by parse_args */
-        else if (strcmp(name, "--db") == 0) slot = &a->db;
-        else if (strcmp(name, "--admin-secret") == 0) slot = &a->admin_secret;
-        else if (strcmp(name, "--admin-addr") == 0) slot = &a->admin_addr;
-        else if (strcmp(name, "--admin-secret-file") == 0) slot = &a->admin_secret_file;
-        else if (strcmp(name, "--operational-key") == 0) slot = &a->operational_key;
-        else if (strcmp(name, "--operational-key-file") == 0) slot = &a->operational_key_file;
-        else if (strcmp(name, "--max-connections") == 0) slot = &a->max_connections;
-        else if (strcmp(name, "--request-timeout") == 0) slot = &a->request_timeout;
-        else if (strcmp(name, "--idle-timeout") == 0) slot = &a->idle_timeout;
-        else if (strcmp(name, "--gateway-poll-interval-ms") == 0) slot = &a->gateway_poll_interval_ms;
-        else if (strcmp(name, "--database-timeout-ms") == 0) slot = &a->database_timeout_ms;
-        else if (strcmp(name, "--trusted-proxy") == 0) slot = &proxy;
-        else if (strcmp(name, "--log-format") == 0) slot = &a->log_format;
-        else if (strcmp(name, "--manual-clock") == 0 || strcmp(name, "--demo-token") == 0) {
-            int v = boolean(inline_v);
-            if (v < 0) {
-                bad_value(name, "needs 1, true, 0 or false");
-                return -1;
-            }
-            *(name[2] == 'm' ? &a->manual_clock : &a->demo_token) = v;
-            continue;
-        } else if (strcmp(name, "--webhook-allow-http") == 0 || strcmp(name, "--webhook-allow-private-addresses") == 0) {
-            int v = boolean(inline_v);
-            if (v < 0) {
-                bad_value(name, "needs 1, true, 0 or false");
-                return -1;
-            }
-            *(name[16] == 'h' ? &a->webhook_allow_http : &a->webhook_allow_private_addresses) = v;
-            continue;
-        } else if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0) return 1;
-        else {
-            fprintf(stderr, "unknown argument %s\n%s", arg, USAGE);
-            return -1;
-        }
-        if (inline_v) *slot = inline_v;
-        else if (i + 1 < argc) *slot = argv[++i];
-        else {
-            fprintf(stderr, "%s needs a value\n%s", name, USAGE);
-            return -1;
-        }
-        if (proxy) {
-            a->trusted_proxies = xrealloc(a->trusted_proxies, (a->n_trusted_proxies + 1) * sizeof *a->trusted_proxies);
-            a->trusted_proxies[a->n_trusted_proxies++] = proxy;
-        }
-    }
-    return 0;
-}
-
-static int sets(int argc, char **argv, const char *option) {
-    size_t n = strlen(option);
-    for (int i = 0; i < argc; i++)
-        if (strncmp(argv[i], "--", 2) == 0 && strncmp(argv[i] + 2, option, n) == 0 &&
-            (argv[i][2 + n] == 0 || argv[i][2 + n] == '='))
-            return 1;
-    return 0;
-}
-
-/* One source over `a`. A source that gives the trusted proxies replaces the
- * earlier list wholesale (`group`: the file's lines are one source together),
- * and one that gives a secret (or its file) replaces the other form from an
- * earlier source, so only one source's choice is in force. */
-static int apply_source(int argc, char **argv, args_t *a, const char *label, int group, int *proxy_group) {
-    if (sets(argc, argv, "admin-secret") || sets(argc, argv, "admin-secret-file"))
-        a->admin_secret = a->admin_secret_file = NULL;
-    if (sets(argc, argv, "operational-key") || sets(argc, argv, "operational-key-file"))
-        a->operational_key = a->operational_key_file = NULL;
-    if (sets(argc, argv, "trusted-proxy") && *proxy_group != group) {
-        a->n_trusted_proxies = 0;
-        *proxy_group = group;
-    }
-    cur_source = label;
-    int r = parse_list(argc, argv, a);
-    if (r == 0) r = check_numbers(a);
-    cur_source = NULL;
-    return r;
-}
-
-/* A value (or a comma-separated list for trusted-proxy) as argument(s). */
-static int value_args(const char *name, const char *v, size_t vlen, char **out, int max) {
-    if (strcmp(name, "trusted-proxy") != 0) {
-        out[0] = keep_fmt(name, v, vlen);
-        return 1;
-    }
-    int n = 0;
-    const char *end = v + vlen;
-    while (n < max) {
-        const char *c = memchr(v, ',', (size_t)(end - v));
-        const char *e = c ? c : end;
-        const char *s = v;
-        while (s < e && (*s == ' ' || *s == '\t')) s++;
-        const char *t = e;
-        while (t > s && (t[-1] == ' ' || t[-1] == '\t')) t--;
-        out[n++] = keep_fmt(name, s, (size_t)(t - s));
-        if (!c) break;
-        v = c + 1;
-    }
-    return n;
-}
-
-/* The config file's lines, each a source. 0 ok, else -1/1 as parse_list. */
-static int apply_file(const char *path, const char *from, args_t *a, int *proxy_group) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "%s: cannot read %s: %s\n", from, path, strerror(errno));
-        return -1;
-    }
-    char line[4096];
-    int no = 0, r = 0;
-    while (r == 0 && fgets(line, sizeof line, f)) {
-        no++;
-        char *label = malloc(strlen(path) + 32);
-        if (!label) die_oom();
-        sprintf(label, "%s line %d", path, no);
-        keep(label);
-        char *s = line, *e = line + strlen(line);
-        while (s < e && strchr(" \t\r\n", *s)) s++;
-        while (e > s && strchr(" \t\r\n", e[-1])) e--;
-        *e = 0;
-        if (!*s || *s == '#') continue;
-        char *eq = strchr(s, '=');
-        if (!eq) {
-            fprintf(stderr, "%s: expected option = value\n", label);
-            r = -1;
-            break;
-        }
-        char *ne = eq;
-        while (ne > s && (ne[-1] == ' ' || ne[-1] == '\t')) ne--;
-        *ne = 0;
-        char *v = eq + 1;
-        while (*v == ' ' || *v == '\t') v++;
-        size_t k = 0;
-        while (k < N_OPTIONS && strcmp(OPTIONS[k].name, s) != 0) k++;
-        if (k == N_OPTIONS) {
-            fprintf(stderr, "%s: unknown option %s\n", label, s);
-            r = -1;
-            break;
-        }
-        char *toks[64];
-        int n = value_args(OPTIONS[k].name, v, strlen(v), toks, 64);
-        r = apply_source(n, toks, a, label, 0, proxy_group);
-    }
-    fclose(f);
-    return r;
-}
-
-/* Options from the config file, then the environment, then the command line
- * (each later source beating the earlier). 0 ok, 1 help, -1 error (message
- * printed). */
-static int parse_args(int argc, char **argv, args_t *a) {
-    a->addr = "127.0.0.1:8080";
-    a->db = "botspace.db";
-    a->admin_secret = NULL;
-    a->admin_addr = a->admin_secret_file = a->operational_key = a->operational_key_file = NULL;
-    a->max_connections = a->request_timeout = a->idle_timeout = NULL;
-    a->gateway_poll_interval_ms = NULL;
-    a->database_timeout_ms = NULL;
-    a->trusted_proxies = NULL;
-    a->n_trusted_proxies = 0;
-    a->manual_clock = 0;
-    a->demo_token = 0;
-    a->webhook_allow_http = a->webhook_allow_private_addresses = 0;
-    a->log_format = NULL;
-    const char *config = getenv("BOTSPACE_CONFIG"), *from = "BOTSPACE_CONFIG";
-    if (config && !*config) config = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) config = argv[++i], from = "--config";
-        else if (strncmp(argv[i], "--config=", 9) == 0) config = argv[i] + 9, from = "--config";
-    }
-    int proxy_group = -1, group = 1, r = 0;
-    if (config && (r = apply_file(config, from, a, &proxy_group)) != 0) return r;
-    for (size_t k = 0; k < N_OPTIONS; k++) {
-        char var[64] = "BOTSPACE_";
-        size_t j = 9;
-        for (const char *c = OPTIONS[k].name; *c && j + 1 < sizeof var; c++)
-            var[j++] = *c == '-' ? '_' : (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
-        var[j] = 0;
-        const char *v = getenv(var);
-        if (!v || !*v) continue;
-        char *toks[64];
-        int n = value_args(OPTIONS[k].name, v, strlen(v), toks, 64);
-        if ((r = apply_source(n, toks, a, keep(strdup(var)), group++, &proxy_group)) != 0) return r;
-    }
-    return apply_source(argc - 1, argv + 1, a, NULL, group, &proxy_group);
-}
-
-/* 32 random bytes from the OS, hex-encoded into out[65]. */
-static int generate_secret(char out[65]) {
-    unsigned char b[32];
-    int fd = open("/dev/urandom", O_RDONLY);
-    if (fd < 0) return -1;
-    size_t got = 0;
-    while (got < sizeof b) {
-        ssize_t n = read(fd, b + got, sizeof b - got);
-        if (n <= 0) {
-            if (n < 0 && errno == EINTR) continue;
-            close(fd);
-            return -1;
-        }
-        got += (size_t)n;
-    }
-    close(fd);
-    for (size_t i = 0; i < sizeof b; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
-    return 0;
-}
+static botspace_server_options *opts;
+static botspace_server_settings settings; /* borrowed from opts */
 
 /* Binds and listens on HOST:PORT ([v6]:PORT too). */
 static int listen_on(const char *addr) {
@@ -1608,8 +1075,6 @@ static void format_addr(const struct sockaddr_storage *ss, int reachable, char *
  * through the wake-up callback; retries come due at
  * botspace_service_webhook_timeout. */
 
-#define WEBHOOK_RECHECK_MS 20u          /* nothing came of a due poll (the store failed): look again after this */
-
 typedef struct wh_xfer {
     struct wh_xfer *prev, *next; /* every transfer in flight */
     CURL *easy;
@@ -1635,7 +1100,6 @@ static CURLM *wh_multi;
 static wh_sock *wh_socks;
 static size_t wh_nsocks, wh_socks_cap;
 static int64_t wh_timer_due = -1; /* mono ms of curl's timer, -1 for none */
-static uint64_t wh_recheck_at;    /* mono ms before which a due poll is not repeated */
 
 static int wh_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp) {
     (void)easy, (void)userp, (void)socketp;
@@ -1730,6 +1194,28 @@ static void wh_xfer_free(wh_xfer *x) {
     free(x);
 }
 
+/* The roots a webhook's TLS certificate must chain to, as the Rust server
+ * takes them (rustls-native-certs): when SSL_CERT_FILE (a PEM bundle) or
+ * SSL_CERT_DIR (hashed directories, ':'-separated) is set, those and only
+ * those; otherwise libcurl's built-in bundle. libcurl itself reads neither
+ * variable (it always passes its compiled-in paths to OpenSSL), so they are
+ * handed over here. Read once, at start. */
+static const char *wh_ca_file, *wh_ca_dir;
+static int wh_ca_from_env;
+
+static void wh_roots_from_env(void) {
+    wh_ca_file = getenv("SSL_CERT_FILE");
+    wh_ca_dir = getenv("SSL_CERT_DIR");
+    if (wh_ca_dir && !wh_ca_dir[strspn(wh_ca_dir, ":")]) wh_ca_dir = NULL; /* no directory in it */
+    wh_ca_from_env = wh_ca_file || wh_ca_dir;
+}
+
+static int wh_set_roots(CURL *e) {
+    if (!wh_ca_from_env) return 1;
+    return curl_easy_setopt(e, CURLOPT_CAINFO, wh_ca_file) == CURLE_OK &&
+           curl_easy_setopt(e, CURLOPT_CAPATH, wh_ca_dir) == CURLE_OK;
+}
+
 /* Starts one request; on a local failure reports it at once. */
 static void wh_start(botspace_webhook_request *req, uint64_t now) {
     botspace_webhook_request_parts p;
@@ -1758,6 +1244,7 @@ static void wh_start(botspace_webhook_request *req, uint64_t now) {
              /* A proxy from the environment would be connected to instead
               * of the checked addresses. */
              curl_easy_setopt(e, CURLOPT_PROXY, "") == CURLE_OK &&
+             wh_set_roots(e) &&
              curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
              curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1) == CURLE_OK &&
              curl_easy_setopt(e, CURLOPT_POST, 1L) == CURLE_OK &&
@@ -1823,8 +1310,6 @@ static void wh_reap(void) {
         CURLcode rc = m->data.result;
         wh_finish(x, rc);
         wh_xfer_free(x);
-        /* An outcome may make the next event of that chat due. */
-        wh_recheck_at = 0;
     }
 }
 
@@ -1839,17 +1324,12 @@ static void webhook_turn(uint64_t mono, uint64_t now) {
     }
     uint64_t due = BOTSPACE_NO_DEADLINE;
     botspace_service_webhook_timeout(svc, &due);
-    if (due > now || mono < wh_recheck_at) return;
+    if (due > now) return;
     botspace_webhook_request *req = NULL;
     while (botspace_service_poll_webhook(svc, now, &req) == BOTSPACE_STATUS_OK && req) {
         wh_start(req, now);
         req = NULL;
     }
-    due = BOTSPACE_NO_DEADLINE;
-    botspace_service_webhook_timeout(svc, &due);
-    /* Still due right after polling everything: what failed (a store
-     * error) is tried again shortly, not in a busy loop. */
-    wh_recheck_at = due <= now ? mono + WEBHOOK_RECHECK_MS : 0;
 }
 
 /* How long poll(2) may sleep for the webhooks: curl's timer, the next
@@ -1864,7 +1344,6 @@ static int64_t webhook_poll_timeout(uint64_t mono, uint64_t now, int64_t timeout
     botspace_service_webhook_timeout(svc, &due);
     if (due != BOTSPACE_NO_DEADLINE) {
         uint64_t at = due <= now ? 0 : due - now;
-        if (mono < wh_recheck_at && at < wh_recheck_at - mono) at = wh_recheck_at - mono;
         if ((int64_t)at < timeout) timeout = (int64_t)at;
     }
     return timeout;
@@ -1877,6 +1356,7 @@ static int webhook_init(void) {
     }
     curl_multi_setopt(wh_multi, CURLMOPT_SOCKETFUNCTION, wh_socket_cb);
     curl_multi_setopt(wh_multi, CURLMOPT_TIMERFUNCTION, wh_timer_cb);
+    wh_roots_from_env();
     return 0;
 }
 
@@ -1910,7 +1390,7 @@ typedef struct {
     unsigned long accept_errors;
 } loop_t;
 
-static void add_conn(int fd, enum role role, uint64_t mono) {
+static void add_conn(int fd, botspace_listener role, uint64_t mono) {
     conn_t *c = calloc(1, sizeof *c);
     if (!c) die_oom();
     c->fd = fd;
@@ -1937,12 +1417,11 @@ static void add_conn(int fd, enum role role, uint64_t mono) {
     conns[nconns++] = c;
 }
 
-/* Sends a 1001 "going away" close frame to a gateway connection. */
+/* Closes a gateway connection with the library's 1001 `server_shutdown`:
+ * its close frame is queued, then the connection lingers (gateway_poll). */
 static void gateway_going_away(conn_t *c) {
-    static const unsigned char frame[] = {0x88, 17, 0x03, 0xE9, 's', 'e', 'r', 'v', 'e', 'r', '_',
-                                          's',  'h', 'u',  't',  'd', 'o', 'w', 'n'};
-    buf_add(&c->out, frame, sizeof frame);
-    conn_finish(c, 1);
+    botspace_gateway_close(c->gw, BOTSPACE_CLOSE_SERVER_SHUTDOWN);
+    gateway_poll(c, svc_now());
 }
 
 /* Stop: no new connections; gateways get 1001; HTTP connections finish
@@ -1950,7 +1429,7 @@ static void gateway_going_away(conn_t *c) {
 static void begin_stop(loop_t *L, uint64_t mono) {
     botspace_service_begin_shutdown(svc); /* /readyz: 503 shutting_down */
     L->stopping = 1;
-    L->stop_deadline = mono + DRAIN_MS;
+    L->stop_deadline = mono + policy.drain_ms;
     say("botspace stopping");
     close(L->lfd);
     L->lfd = -1;
@@ -2034,31 +1513,29 @@ static int evict_longest_waiting(void) {
  * already sent is read first, so that the close does not reset the
  * connection before it reads the answer. */
 static void refuse_busy(int fd) {
-    static const char body[] =
-        "{\"ok\":false,\"error_code\":503,\"error\":\"server_busy\",\"description\":\"too many connections; retry later\"}";
     unsigned char drain[4096];
     for (int i = 0; i < 4 && recv(fd, drain, sizeof drain, MSG_DONTWAIT) > 0; i++) {
     }
-    buf_t out = {0};
-    json_response(&out, "503 Service Unavailable", "Retry-After: 1\r\nConnection: close\r\n", body, sizeof body - 1);
+    botspace_bytes out = {NULL, 0};
     int flags = MSG_DONTWAIT;
 #ifdef MSG_NOSIGNAL
     flags |= MSG_NOSIGNAL;
 #endif
-    ssize_t w = send(fd, out.p, out.len, flags);
-    (void)w;
-    buf_free(&out);
+    if (botspace_server_busy_response(&out) == BOTSPACE_STATUS_OK) {
+        ssize_t w = send(fd, out.ptr, out.len, flags);
+        (void)w;
+    }
+    botspace_bytes_free(&out);
     shutdown(fd, SHUT_WR);
     close(fd);
 }
 
 /* A request that did not arrive whole within --request-timeout of its
- * first byte: 408, then close. */
+ * first byte: the library's answer (and its count and line), then close. */
 static void request_timed_out(conn_t *c) {
-    static const char body[] =
-        "{\"ok\":false,\"error_code\":408,\"error\":\"request_timeout\",\"description\":\"the request did not arrive in time\"}";
-    json_response(&c->out, "408 Request Timeout", "Connection: close\r\n", body, sizeof body - 1);
-    botspace_service_note_request_timeout(svc);
+    botspace_bytes resp = {NULL, 0};
+    if (botspace_service_request_timed_out(svc, &resp) == BOTSPACE_STATUS_OK) buf_add(&c->out, resp.ptr, resp.len);
+    botspace_bytes_free(&resp);
     c->in.off = c->in.len = 0;
     conn_finish(c, 0);
 }
@@ -2081,7 +1558,7 @@ static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
         if (c->linger && !c->peer_eof) {
             shutdown(c->fd, SHUT_WR);
             c->st = ST_LINGER;
-            c->linger_until = mono + LINGER_MS;
+            c->linger_until = mono + policy.linger_ms;
         } else {
             conn_close(c);
         }
@@ -2089,12 +1566,12 @@ static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
     if (c->fd >= 0) {
         if (c->st == ST_LINGER && mono >= c->linger_until) conn_close(c);
         else if (c->drop_at && mono >= c->drop_at) conn_close(c);
-        else if (c->stalled_since && mono - c->stalled_since > WRITE_TIMEOUT_MS) conn_close(c);
+        else if (c->stalled_since && mono - c->stalled_since > policy.write_timeout_ms) conn_close(c);
         else if (c->st == ST_HTTP && !c->parked && buf_pending(&c->out) == 0 && buf_pending(&c->in) == 0 &&
-                 (mono - c->last_activity > idle_timeout_ms || (L->stopping && !bytes_waiting(c->fd))))
+                 (mono - c->last_activity > settings.idle_timeout_ms || (L->stopping && !bytes_waiting(c->fd))))
             conn_close(c);
         else if (c->st == ST_HTTP && c->req_started && buf_pending(&c->out) == 0 && !c->ready &&
-                 mono - c->req_started > request_timeout_ms) {
+                 mono - c->req_started > settings.request_timeout_ms) {
             /* Only while nothing waits for the peer to read, and only for an
              * incomplete request: a request we stopped reading or framing
              * (the budget) is not the client's delay. */
@@ -2117,7 +1594,7 @@ static void sweep_conns(const loop_t *L, uint64_t mono) {
 }
 
 /* Fills pfds (self-pipe, listener, connections); returns the poll timeout:
- * the nearest gateway deadline, at most TICK_MS. */
+ * the nearest gateway deadline, at most the policy's tick. */
 static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
     size_t need = nconns + 3 + wh_nsocks;
     if (need > L->pfds_cap) {
@@ -2129,7 +1606,7 @@ static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
     pfds[np].fd = wake_pipe[0];
     pfds[np].events = POLLIN;
     np++;
-    int64_t timeout = TICK_MS;
+    int64_t timeout = (int64_t)policy.tick_ms;
     int accepting = mono >= L->accept_paused_until;
     if (!accepting && (int64_t)(L->accept_paused_until - mono) < timeout) timeout = (int64_t)(L->accept_paused_until - mono);
     L->lpfd = L->apfd = -1;
@@ -2197,16 +1674,16 @@ static void drain_wake_pipe(void) {
 }
 
 /* An accept error (EMFILE and the like): said at most once a second, with
- * how many there were; the listeners leave poll(2) for ACCEPT_BACKOFF_MS
+ * how many there were; the listeners leave poll(2) for accept_backoff_ms
  * instead of waking it at once again. */
 static void accept_failed(loop_t *L, int err, uint64_t mono) {
     L->accept_errors++;
-    if (!L->accept_logged_at || mono - L->accept_logged_at >= 1000) {
+    if (!L->accept_logged_at || mono - L->accept_logged_at >= policy.accept_error_report_ms) {
         log_at(LOG_ERROR, "accept failed: %s (%lu in the last second)", strerror(err), L->accept_errors);
         L->accept_logged_at = mono;
         L->accept_errors = 0;
     }
-    L->accept_paused_until = mono + ACCEPT_BACKOFF_MS;
+    L->accept_paused_until = mono + policy.accept_backoff_ms;
 }
 
 /* A descriptor held in reserve (libev's and libuv's trick): out of
@@ -2219,7 +1696,7 @@ static void spare_reopen(void) {
 }
 
 /* Accepts every pending connection of one listener. */
-static void accept_conns(loop_t *L, int lfd, enum role role, uint64_t mono) {
+static void accept_conns(loop_t *L, int lfd, botspace_listener role, uint64_t mono) {
     for (;;) {
         int fd = accept(lfd, NULL, NULL);
         if (fd < 0) {
@@ -2248,7 +1725,7 @@ static void accept_conns(loop_t *L, int lfd, enum role role, uint64_t mono) {
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         /* At the cap, the connection waiting longest for a request makes
          * room; only when every one is busy is the new one refused. */
-        if (nlive >= max_connections && !evict_longest_waiting()) {
+        if (nlive >= settings.max_connections && !evict_longest_waiting()) {
             refuse_busy(fd);
             continue;
         }
@@ -2294,8 +1771,8 @@ static int loop_turn(loop_t *L) {
     if (L->pfds[0].revents & POLLIN) drain_wake_pipe();
     /* Without --admin-addr, the one listener serves every path. */
     if (L->lpfd >= 0 && (L->pfds[L->lpfd].revents & POLLIN))
-        accept_conns(L, L->lfd, L->afd >= 0 ? ROLE_BOT : ROLE_ALL, mono);
-    if (L->apfd >= 0 && L->afd >= 0 && (L->pfds[L->apfd].revents & POLLIN)) accept_conns(L, L->afd, ROLE_ADMIN, mono);
+        accept_conns(L, L->lfd, L->afd >= 0 ? BOTSPACE_LISTENER_PUBLIC : BOTSPACE_LISTENER_ALL, mono);
+    if (L->apfd >= 0 && L->afd >= 0 && (L->pfds[L->apfd].revents & POLLIN)) accept_conns(L, L->afd, BOTSPACE_LISTENER_ADMIN, mono);
     serve_ready(L, mono);
     /* The webhook sockets poll(2) reported (curl's callbacks may change
      * wh_socks meanwhile; pfds holds this round's copy). */
@@ -2316,56 +1793,6 @@ static int loop_turn(loop_t *L) {
 /* ------------------------------------------------------------------------ */
 /* main */
 
-/* The first line of `path`, without surrounding whitespace (its newline
- * included), in a new string; NULL (message printed) when unreadable. */
-static char *read_first_line(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        log_at(LOG_ERROR, "cannot read %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    buf_t b = {0};
-    int ch;
-    while ((ch = fgetc(f)) != EOF && ch != '\n') {
-        unsigned char u = (unsigned char)ch;
-        buf_add(&b, &u, 1);
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        log_at(LOG_ERROR, "cannot read %s", path);
-        buf_free(&b);
-        return NULL;
-    }
-    size_t s = 0, e = b.len;
-    while (s < e && strchr(" \t\r\v\f", b.p[s])) s++;
-    while (e > s && strchr(" \t\r\v\f", b.p[e - 1])) e--;
-    char *line = malloc(e - s + 1);
-    if (!line) die_oom();
-    if (e > s) memcpy(line, b.p + s, e - s);
-    line[e - s] = 0;
-    buf_free(&b);
-    return line;
-}
-
-/* The admin secret (from the flag, BOTSPACE_ADMIN_SECRET or the config
- * file), else its file (*owned, freed by the caller), else a new one written to `generated`. NULL
- * (message printed) on an error. */
-static const char *choose_secret(const args_t *args, char generated[65], char **owned) {
-    *owned = NULL;
-    if (args->admin_secret && args->admin_secret_file) {
-        log_at(LOG_ERROR, "give --admin-secret or --admin-secret-file, not both");
-        return NULL;
-    }
-    if (args->admin_secret) return args->admin_secret;
-    if (args->admin_secret_file) return *owned = read_first_line(args->admin_secret_file);
-    if (generate_secret(generated) != 0) {
-        log_at(LOG_ERROR, "cannot generate an admin secret");
-        return NULL;
-    }
-    return generated;
-}
-
 /* The wake-up self-pipe, non-blocking at both ends (see on_wake). */
 static int open_wake_pipe(void) {
     if (pipe(wake_pipe) != 0) {
@@ -2377,71 +1804,10 @@ static int open_wake_pipe(void) {
     return 0;
 }
 
-/* The operational key: the flag (or BOTSPACE_OPERATIONAL_KEY or the file's
- * line), else the first line of --operational-key-file, trimmed,
- * in `out`; NULL when there is none; "" (message printed) when it is not 64
- * hex digits. */
-static const char *operational_key(const args_t *args, char out[65]) {
-    if (args->operational_key && args->operational_key_file) {
-        fputs("give --operational-key or --operational-key-file, not both\n", stderr);
-        return "";
-    }
-    const char *k = args->operational_key;
-    char *owned = NULL;
-    if (args->operational_key_file) {
-        k = owned = read_first_line(args->operational_key_file);
-        if (!k) return "";
-        keep(owned);
-    }
-    if (!k) return NULL;
-    while (*k == ' ' || *k == '\t' || *k == '\n' || *k == '\r') k++;
-    size_t n = strlen(k);
-    while (n > 0 && (k[n - 1] == ' ' || k[n - 1] == '\t' || k[n - 1] == '\n' || k[n - 1] == '\r')) n--;
-    int ok = n == 64;
-    for (size_t i = 0; ok && i < n; i++) ok = strchr("0123456789abcdefABCDEF", k[i]) != NULL;
-    if (!ok) {
-        log_at(LOG_ERROR, "the operational key must be 64 hex digits (32 bytes)");
-        return "";
-    }
-    memcpy(out, k, 64);
-    out[64] = 0;
-    return out;
-}
-
-/* Opens `svc` with a JSON configuration built from the flags. */
-static int open_service(const args_t *args, const char *secret, const char *key) {
-    buf_t cfg = {0};
-    buf_add(&cfg, "{\"database\":", 12);
-    json_str(&cfg, args->db);
-    buf_add(&cfg, ",\"admin_secret\":", 16);
-    json_str(&cfg, secret);
-    if (key) {
-        buf_add(&cfg, ",\"operational_key\":", 19);
-        json_str(&cfg, key);
-    }
-    if (args->gateway_poll_interval_ms) {
-        buf_add(&cfg, ",\"gateway_poll_interval_ms\":", 28);
-        buf_add(&cfg, args->gateway_poll_interval_ms, strlen(args->gateway_poll_interval_ms));
-    }
-    if (args->database_timeout_ms) {
-        buf_add(&cfg, ",\"database_timeout_ms\":", 23);
-        buf_add(&cfg, args->database_timeout_ms, strlen(args->database_timeout_ms));
-    }
-    if (args->n_trusted_proxies) {
-        buf_add(&cfg, ",\"trusted_proxies\":[", 20);
-        for (size_t i = 0; i < args->n_trusted_proxies; i++) {
-            if (i) buf_add(&cfg, ",", 1);
-            json_str(&cfg, args->trusted_proxies[i]);
-        }
-        buf_add(&cfg, "]", 1);
-    }
-    if (args->webhook_allow_http) buf_add(&cfg, ",\"webhook_allow_http\":true", 26);
-    if (args->webhook_allow_private_addresses) buf_add(&cfg, ",\"webhook_allow_private_addresses\":true", 39);
-    const char *clock = args->manual_clock ? ",\"clock\":\"manual\"}" : ",\"clock\":\"system\"}";
-    buf_add(&cfg, clock, strlen(clock));
-    botspace_status st = botspace_service_open(cfg.p, cfg.len, &svc);
-    buf_free(&cfg);
-    if (st == BOTSPACE_STATUS_OK) {
+/* Opens `svc` as the options say; `secret` gets a generated admin secret
+ * ({NULL, 0} when one was given). */
+static int open_service(botspace_bytes *secret) {
+    if (botspace_server_options_open_service(opts, &svc, secret) == BOTSPACE_STATUS_OK) {
         /* From the start: the demo's token rotation is a line too. */
         botspace_service_set_log_callback(svc, on_library_line, NULL);
         return 0;
@@ -2449,14 +1815,13 @@ static int open_service(const args_t *args, const char *secret, const char *key)
     char msg[512];
     size_t n = 0;
     botspace_last_error_message(msg, sizeof msg, &n);
-    log_at(LOG_ERROR, "cannot open the service on %s: %s", args->db, msg);
+    log_at(LOG_ERROR, "%s", msg);
     return -1;
 }
 
 /* Prints the start-up lines; `base` gets a URL a local client can use, and
  * `admin_base` the one serving /admin/ (base without --admin-addr). */
-static void announce(int lfd, int afd, const args_t *args, const char *secret, int secret_generated, char *base,
-                     char *admin_base, size_t n) {
+static void announce(int lfd, int afd, const botspace_bytes *secret, char *base, char *admin_base, size_t n) {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     getsockname(lfd, (struct sockaddr *)&ss, &sl);
@@ -2474,14 +1839,14 @@ static void announce(int lfd, int afd, const args_t *args, const char *secret, i
         snprintf(admin_base, n, "http://%s", reach);
         say("botspace admin listening on http://%s", local);
     }
-    if (secret_generated) {
+    if (secret->len > 0) {
         /* The only way to learn a generated secret: printed whatever the
          * level; never a secret that was given. */
         char line[128];
-        snprintf(line, sizeof line, "admin secret: %s\n", secret);
+        snprintf(line, sizeof line, "admin secret: %.*s\n", (int)secret->len, (const char *)secret->ptr);
         emit(LOG_INFO, "admin secret (generated; shown only now)", line);
     }
-    if (args->manual_clock) say("clock: manual (moves only through /admin/advanceClock)");
+    if (settings.manual_clock) say("clock: manual (moves only through /admin/advanceClock)");
 }
 
 static void install_signal_handlers(void) {
@@ -2498,6 +1863,9 @@ static void install_signal_handlers(void) {
 static void shut_down(loop_t *L) {
     for (size_t i = 0; i < nconns; i++) conn_free(conns[i]);
     free(conns);
+    free(batch);
+    free(batch_reqs);
+    free(batch_resps);
     free(L->pfds);
     if (L->lfd >= 0) close(L->lfd);
     if (L->afd >= 0) close(L->afd);
@@ -2512,34 +1880,31 @@ static void shut_down(loop_t *L) {
     free(woken);
     close(wake_pipe[0]);
     close(wake_pipe[1]);
+    botspace_server_options_free(&opts);
 }
 
 int main(int argc, char **argv) {
     /* A closed stdout or stderr (the log reader went away) makes a write
      * fail with EPIPE instead of killing the server. */
     signal(SIGPIPE, SIG_IGN);
-    snprintf(USAGE, sizeof USAGE, "%s%s", USAGE_1, USAGE_2);
+    botspace_host_policy_default(&policy);
+    batch = xrealloc(NULL, policy.max_batch * sizeof *batch);
+    batch_reqs = xrealloc(NULL, policy.max_batch * sizeof *batch_reqs);
+    batch_resps = xrealloc(NULL, policy.max_batch * sizeof *batch_resps);
     /* Before any thread starts (curl_global_init is not thread-safe). */
     if (webhook_init() != 0) return 1;
-    args_t args;
-    int pa = parse_args(argc, argv, &args);
-    if (pa != 0) free(args.trusted_proxies);
-    if (pa == 1) {
-        fputs(USAGE, stdout);
-        return 0;
-    }
-    if (pa < 0) return 2;
-    if (args.log_format && strcmp(args.log_format, "text") != 0 && strcmp(args.log_format, "json") != 0) {
-        fprintf(stderr, "--log-format is text or json\n%s", USAGE);
-        free(args.trusted_proxies);
+    botspace_bytes text = {NULL, 0};
+    int32_t code = 2;
+    if (botspace_server_options_parse("botspace-server", (const char *const *)argv + 1, (size_t)(argc - 1), &opts,
+                                      &text, &code) != BOTSPACE_STATUS_OK)
         return 2;
+    if (!opts) { /* --help (stdout, 0) or a usage error (stderr, 2) */
+        fwrite(text.ptr, 1, text.len, code == 0 ? stdout : stderr);
+        botspace_bytes_free(&text);
+        return code;
     }
-    log_json = args.log_format && strcmp(args.log_format, "json") == 0;
-    const char *level = getenv("BOTSPACE_LOG");
-    log_threshold = botspace_log_level(level, level ? strlen(level) : 0);
     /* The soft file limit up to the hard one (as nginx and Go's runtime do);
-     * the default cap follows the limit in force: one descriptor per
-     * connection, after the server's own. */
+     * the default cap follows the limit in force. */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
         if (rl.rlim_cur < rl.rlim_max) {
@@ -2549,45 +1914,44 @@ int main(int argc, char **argv) {
     } else {
         rl.rlim_cur = 1024;
     }
-    if (max_connections == 0) {
-        rlim_t lim = rl.rlim_cur == RLIM_INFINITY ? (rlim_t)1 << 20 : rl.rlim_cur;
-        if (lim > (rlim_t)1 << 20) lim = (rlim_t)1 << 20;
-        max_connections = lim > 2 * RESERVED_FDS ? (size_t)(lim - RESERVED_FDS) : (size_t)(lim / 2 > 0 ? lim / 2 : 1);
-    }
+    botspace_server_options_settings(opts, rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur, &settings);
+    log_json = settings.log_json;
+    const char *level = getenv("BOTSPACE_LOG");
+    log_threshold = botspace_log_level(level, level ? strlen(level) : 0);
     spare_reopen();
-    char generated[65], keybuf[65];
-    char *secret_owned = NULL;
-    const char *secret = choose_secret(&args, generated, &secret_owned);
-    const char *key = secret ? operational_key(&args, keybuf) : NULL;
-    int opened = secret && !(key && !*key) && open_wake_pipe() == 0 && open_service(&args, secret, key) == 0;
-    free(args.trusted_proxies); /* the configuration was their one use */
-    if (!opened) {
-        free(secret_owned);
+    botspace_bytes secret = {NULL, 0};
+    int opened = open_wake_pipe() == 0;
+    /* From here a SIGINT or SIGTERM stops the server at its first turn,
+     * even one sent while the database opens: a shell starts a background
+     * job with SIGINT ignored, so until the handler is in place a stop
+     * sent early would be lost. */
+    if (opened) install_signal_handlers();
+    if (!opened || open_service(&secret) != 0) {
+        botspace_server_options_free(&opts);
         return 1;
     }
     loop_t L = {0};
     L.afd = -1;
-    L.lfd = listen_on(args.addr);
-    if (L.lfd >= 0 && args.admin_addr) L.afd = listen_on(args.admin_addr);
-    if (L.lfd < 0 || (args.admin_addr && L.afd < 0)) {
+    L.lfd = listen_on(settings.addr);
+    if (L.lfd >= 0 && settings.admin_addr) L.afd = listen_on(settings.admin_addr);
+    if (L.lfd < 0 || (settings.admin_addr && L.afd < 0)) {
         if (L.lfd >= 0) close(L.lfd);
         botspace_service_free(&svc);
-        free(secret_owned);
+        botspace_bytes_free(&secret);
+        botspace_server_options_free(&opts);
         return 1;
     }
     char base[96], admin_base[96];
-    announce(L.lfd, L.afd, &args, secret, secret == generated, base, admin_base, sizeof base);
-    int demo_rc = demo(base, admin_base, args.demo_token);
-    free(secret_owned);
+    announce(L.lfd, L.afd, &secret, base, admin_base, sizeof base);
+    botspace_bytes_free(&secret);
+    int demo_rc = demo(base, admin_base, settings.demo_token);
     if (demo_rc != 0) {
         close(L.lfd);
         if (L.afd >= 0) close(L.afd);
         botspace_service_free(&svc);
+        botspace_server_options_free(&opts);
         return 1;
     }
-    /* Before "botspace ready": whoever waits for that line may stop the
-     * server at once, and an uncaught SIGTERM would kill it. */
-    install_signal_handlers();
     say("botspace ready");
     botspace_service_set_wake_callback(svc, on_wake, NULL);
     start_notify_loop();

@@ -6,11 +6,15 @@
 // while a retry waits delivers from the durable cursor once started
 // again, with the same ids; and under the
 // default configuration workerd's network refuses a name that resolves to
-// loopback.
+// loopback; over https, only a receiver whose certificate chains to what
+// the network service trusts gets anything.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { startReceiver, delivered } from '../../wasm/test/webhook-receiver.mjs';
-import { SECRET, call, ok, startWorkerd, stateDir } from './workerd-helpers.mjs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startReceiver, delivered, testCa } from '../../wasm/test/webhook-receiver.mjs';
+import { HERE, SECRET, call, ok, startWorkerd, stateDir } from './workerd-helpers.mjs';
 
 const ALLOW_ENV = { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_ADDRESSES: 'true' };
 
@@ -134,5 +138,71 @@ test('workerd killed while a retry waits: started again on the same storage, it 
   } finally {
     await w.stop('SIGKILL');
     await rx.close();
+  }
+});
+
+test('workerd over https: a receiver whose certificate chains to the network service\'s trustedCertificates gets verified deliveries; one from an untrusted CA gets nothing and the event waits', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'botspace-workerd-https-'));
+  const ca = testCa(dir, 'ca');
+  const good = await startReceiver({ tls: ca.issue('localhost', 'DNS:localhost,IP:127.0.0.1') });
+  // A CA workerd was not told about, for the very name it connects to.
+  const untrusted = await startReceiver({ tls: testCa(dir, 'stranger').issue('localhost', 'DNS:localhost,IP:127.0.0.1') });
+  // workerd-local-receivers.capnp with the test CA trusted besides the
+  // browsers' roots: how an operator trusts an internal CA on workerd.
+  const config = join(dir, 'workerd-https.capnp');
+  writeFileSync(
+    config,
+    `using Workerd = import "/workerd/workerd.capnp";
+using Example = import "/workerd.capnp";
+const config :Workerd.Config = (
+  services = [
+    (name = "main", worker = Example.botspaceWorker),
+    (name = "state", disk = (path = ".state", writable = true)),
+    (name = "internet", network = (allow = ["public", "private", "local"],
+      tlsOptions = (trustBrowserCas = true, trustedCertificates = [embed "ca/ca.pem"]))),
+  ],
+  sockets = [(name = "http", address = "127.0.0.1:8787", http = (), service = "main")],
+);
+`,
+  );
+  // https only: no WEBHOOK_ALLOW_HTTP.
+  const w = await startWorkerd(stateDir(), undefined, {
+    config,
+    args: ['--import-path', HERE],
+    env: { WEBHOOK_ALLOW_PRIVATE_ADDRESSES: 'true' },
+  });
+  try {
+    const { user, bot, chat, auth } = await world(w.base);
+    const set = await ok(w.base, '/bot/setWebhook', { url: untrusted.url }, auth);
+    assert.deepEqual(set, { url: untrusted.url, secret: set.secret });
+    good.secret = untrusted.secret = set.secret;
+    // fetch tells the worker no more than an internal error (not that it
+    // was the certificate); nothing was sent.
+    const info = await until('a failed attempt', async () => {
+      const i = await ok(w.base, '/bot/getWebhookInfo', {}, auth);
+      return i.last_error_message ? i : null;
+    });
+    assert.match(info.last_error_message, /^the request failed: internal error; reference = \w+$/);
+    assert.equal(info.pending_update_count, 1);
+    assert.equal(typeof info.next_attempt_date, 'number');
+    assert.deepEqual(untrusted.seen, []);
+    // The same event, once the URL points at a certificate workerd trusts.
+    await ok(w.base, '/bot/setWebhook', { url: good.url }, auth);
+    const m = await ok(w.base, '/admin/sendUserMessage', { user_id: user.id, chat_id: chat.id, text: 'over TLS' });
+    await good.waitFor((s) => delivered(s).length >= 2, 'both events', 20_000);
+    const seen = good.seen.filter((e) => e.step === 'ok');
+    assert.deepEqual(
+      seen.map((e) => [e.id, e.verified, e.path, e.contentType]),
+      [1, 2].map((n) => [`msg_${bot.id}_${n}`, true, '/hook', 'application/json']),
+    );
+    assert.deepEqual(seen[0].body, { update_id: 1, type: 'bot_started', data: { chat: { id: chat.id, type: 'private' }, user } });
+    assert.deepEqual(seen[1].body, { update_id: 2, type: 'message_created', data: { message: m } });
+    await until('the cursor to move', async () => (await ok(w.base, '/bot/getWebhookInfo', {}, auth)).pending_update_count === 0);
+    assert.deepEqual(untrusted.seen, []);
+  } finally {
+    await w.stop('SIGKILL');
+    await good.close();
+    await untrusted.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 });

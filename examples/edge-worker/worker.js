@@ -31,7 +31,7 @@
 // them; both off by default) and BOTSPACE_CONFIG_JSON (more configuration
 // as JSON).
 
-import { Service, durableObjectPageStorage } from 'botspace';
+import { Service, durableObjectPageStorage, hostAnswer } from 'botspace';
 
 /** The Durable Object that owns the service. */
 export class BotspaceDurableObject {
@@ -83,7 +83,7 @@ export class BotspaceDurableObject {
     const given = new TextEncoder().encode(request.headers.get('x-admin-secret') ?? '');
     const secret = new TextEncoder().encode(this.env.ADMIN_SECRET ?? '');
     if (given.length !== secret.length || !crypto.subtle.timingSafeEqual(given, secret)) {
-      return Response.json({ ok: false, error_code: 401, description: 'Unauthorized' }, { status: 401 });
+      return hostAnswer('invalid_token');
     }
     if (url.pathname === '/_botspace/stats' && request.method === 'GET') {
       return Response.json({ ...this.service.storageStats(), memoryBytes: this.service.memoryBytes(), alarms: this.alarms ?? 0 });
@@ -95,12 +95,12 @@ export class BotspaceDurableObject {
       try {
         this.service.importDatabase(new Uint8Array(await request.arrayBuffer()));
       } catch (e) {
-        const status = e.status ?? 500;
-        return Response.json({ ok: false, error_code: status, description: e.message }, { status });
+        // A bad image is 400 invalid_request, anything else 500 storage_error.
+        return hostAnswer(e.status === 400 ? 'invalid_request' : 'storage_error', e.message);
       }
       return Response.json({ ok: true, result: true });
     }
-    return Response.json({ ok: false, error_code: 404, description: 'Not Found' }, { status: 404 });
+    return hostAnswer('method_not_found', url.pathname);
   }
 }
 

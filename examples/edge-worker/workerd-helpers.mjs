@@ -56,11 +56,12 @@ export async function untilServing(base, proc, message) {
  * Starts workerd on `stateDir`; resolves once it answers. `options.config`
  * is the configuration file (workerd.capnp by default;
  * workerd-local-receivers.capnp lets webhooks reach this machine),
- * `options.env` adds to the environment.
+ * `options.env` adds to the environment, `options.args` to workerd's
+ * arguments.
  */
 export async function startWorkerd(stateDir, port, options = {}) {
   port ??= await freePort();
-  const args = ['serve', options.config ?? 'workerd.capnp'];
+  const args = ['serve', options.config ?? 'workerd.capnp', ...(options.args ?? [])];
   const proc = spawn(BIN, [...args, '--socket-addr', `http=127.0.0.1:${port}`, '--directory-path', `state=${stateDir}`], {
     cwd: HERE,
     env: { ...process.env, ADMIN_SECRET: SECRET, ...options.env },

@@ -24,6 +24,37 @@ async function setupWorld(base) {
   return { user, bot, token, chat };
 }
 
+test('the host tools refuse with the library\'s envelopes, error code included', async () => {
+  const dir = stateDir();
+  const w = await startWorkerd(dir);
+  try {
+    let res = await fetch(w.base + '/_botspace/stats', { headers: { 'x-admin-secret': 'not-the-secret-0000' } });
+    assert.equal(res.status, 401);
+    assert.deepEqual(await res.json(), {
+      ok: false,
+      error_code: 401,
+      error: 'invalid_token',
+      description: 'the credential is unknown, rotated away or of the wrong kind',
+    });
+    res = await fetch(w.base + '/_botspace/nothing', { headers: { 'x-admin-secret': SECRET } });
+    assert.equal(res.status, 404);
+    assert.deepEqual(await res.json(), {
+      ok: false,
+      error_code: 404,
+      error: 'method_not_found',
+      description: 'no method at /_botspace/nothing',
+    });
+    res = await fetch(w.base + '/_botspace/import', { method: 'POST', headers: { 'x-admin-secret': SECRET }, body: 'not an image' });
+    assert.equal(res.status, 400);
+    const refused = await res.json();
+    assert.equal(refused.error, 'invalid_request');
+    assert.equal(refused.error_code, 400);
+  } finally {
+    await w.stop('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('workerd serves the bot REST API, the host API and the gateway; the state survives a restart', async () => {
   const dir = stateDir();
   let w = await startWorkerd(dir);

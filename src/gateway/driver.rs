@@ -18,7 +18,7 @@ use crate::log::{Event, Level};
 use crate::model::Bot;
 use crate::random::Random;
 use crate::store::gateway::{self as store, Lease};
-use crate::store::{Conn, Dialect};
+use crate::store::Conn;
 use crate::txn::Db;
 use crate::words::CloseCode;
 use std::sync::Arc;
@@ -62,16 +62,15 @@ fn parse_after(query: &str) -> ApiResult<Option<i64>> {
 }
 
 impl GatewaySession {
-    /// Runs the upgrade checks, takes a slot (and on a shared store a
+    /// Runs the upgrade checks as it takes a slot (and on a shared store a
     /// lease) and reads where the replay starts. A failure after the slot
     /// was taken frees it (RAII).
     pub(crate) fn open(at: Opening<'_>, req: &Request<'_>, bot: &Bot) -> ApiResult<GatewaySession> {
-        super::check_upgrade(at.registry, req, bot)?;
-        let slot = at.registry.reserve(bot)?;
+        let slot = at.registry.admit(bot, crate::rules::gateway::is_websocket_upgrade(req))?;
         // Fields come after status, upgrade and limit (docs/errors.md, check order).
         let after = parse_after(req.query)?;
         let session_id = crate::auth::new_id(at.random, "gws_")?;
-        let shared = if at.conn.dialect() == Dialect::Postgres {
+        let shared = if at.conn.is_shared() {
             let expires = at.now_ms + LEASE_TTL_MS;
             match store::take_lease(at.conn, &bot.id, &session_id, bot.connection_limit, at.now_ms, expires)? {
                 Lease::Taken => {}

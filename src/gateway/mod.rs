@@ -22,7 +22,6 @@
 
 // The state machine and its driver stay inside the crate: driving a
 // session needs the store, which is the crate's own.
-mod accept;
 mod connection;
 mod driver;
 mod registry;

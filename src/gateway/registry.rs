@@ -3,10 +3,13 @@
 //! the counters that tell a session to read its log. All in memory: no
 //! database lock is taken here.
 
-use super::shared::SharedView;
-use crate::error::{ApiError, ApiResult};
+use super::shared::{Recency, Shared};
+use crate::error::ApiResult;
 use crate::http::Request;
 use crate::model::Bot;
+use crate::rules;
+use crate::store::gateway::BotRow;
+use crate::txn::Db;
 use crate::words::CloseCode;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub(crate) struct Registry {
     state: Mutex<RegistryState>,
     /// On a shared store: what this node last read of its sessions' bots.
-    pub(super) shared: Mutex<SharedView>,
+    shared: Shared,
     /// Sessions holding a slot now, for the metrics.
     pub(crate) sessions: AtomicU64,
     /// Sessions ended, by reason (index in `CloseCode::ALL`).
@@ -73,6 +76,27 @@ impl Registry {
         }
     }
 
+    /// The bot's row on a shared store, as recent as `want` asks (see
+    /// [`Shared::row`]).
+    pub(super) fn shared_row(
+        &self,
+        db: &Db,
+        bot_id: &str,
+        now_ms: u64,
+        interval_ms: u64,
+        want: Recency,
+    ) -> Option<Option<BotRow>> {
+        self.shared.row(db, bot_id, || self.open_bots(), &self.lease_renewals, now_ms, interval_ms, want)
+    }
+
+    pub(super) fn add_lease(&self, session_id: &str, bot_id: &str, now_ms: u64) {
+        self.shared.add_lease(session_id, bot_id, now_ms);
+    }
+
+    pub(super) fn remove_lease(&self, session_id: &str) {
+        self.shared.remove_lease(session_id);
+    }
+
     /// The bots with a connection open here.
     pub(super) fn open_bots(&self) -> Vec<String> {
         self.lock().open.keys().cloned().collect()
@@ -101,7 +125,7 @@ impl Registry {
     pub fn hint(&self, all: bool, bots: &[String]) -> Vec<String> {
         // The view first: a session that sees its counter move must find
         // the view stale.
-        self.shared_view().hint_gen += 1;
+        self.shared.hint();
         let mut st = self.lock();
         let here: Vec<String> = if all {
             st.hinted.keys().cloned().collect()
@@ -139,13 +163,12 @@ impl Registry {
         self.lock().open.get(bot_id).copied().unwrap_or(0)
     }
 
-    /// Takes one of the bot's connection slots, or refuses with 429.
-    pub(super) fn reserve(self: &Arc<Self>, bot: &Bot) -> ApiResult<Slot> {
+    /// Admits a gateway connection of `bot` ([`rules::gateway::admit`],
+    /// with the count under the lock) and takes one of its slots.
+    pub(super) fn admit(self: &Arc<Self>, bot: &Bot, websocket: bool) -> ApiResult<Slot> {
         let mut st = self.lock();
         let open = st.open.get(&bot.id).copied().unwrap_or(0);
-        if open >= bot.connection_limit {
-            return Err(ApiError::connection_limit(open, bot.connection_limit));
-        }
+        rules::gateway::admit(bot, websocket, open)?;
         *st.open.entry(bot.id.clone()).or_insert(0) += 1;
         st.notified.entry(bot.id.clone()).or_insert(0);
         st.hinted.entry(bot.id.clone()).or_insert(0);
@@ -175,21 +198,9 @@ impl Drop for Slot {
     }
 }
 
-/// The checks before an upgrade, in the order of docs/gateway.md: 403 suspended →
-/// 426 no upgrade → 429 connection limit. `handle_request` runs them to
-/// answer a gateway request it cannot upgrade.
+/// The checks before an upgrade ([`rules::gateway::admit`]) with the
+/// bot's count now, for a gateway request that cannot be upgraded
+/// (`handle_request`): it is answered with the first refusal, else 426.
 pub(crate) fn check_upgrade(registry: &Registry, req: &Request<'_>, bot: &Bot) -> ApiResult<()> {
-    crate::rules::auth::bot_status(bot)?;
-    let upgrade = req.header_has_token("upgrade", "websocket")
-        && req.header_has_token("connection", "upgrade")
-        && req.header("sec-websocket-key").is_some()
-        && req.header_str("sec-websocket-version") == Some("13");
-    if !upgrade {
-        return Err(ApiError::upgrade_required());
-    }
-    let open = registry.open_count(&bot.id);
-    if open >= bot.connection_limit {
-        return Err(ApiError::connection_limit(open, bot.connection_limit));
-    }
-    Ok(())
+    rules::gateway::admit(bot, rules::gateway::is_websocket_upgrade(req), registry.open_count(&bot.id))
 }

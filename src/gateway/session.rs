@@ -12,22 +12,12 @@
 //! can report a write that a crash could lose.
 
 use super::registry::View;
+use super::shared::Recency;
 use super::{CloseCode, GatewayEvent, GatewayOutput, CLOSE_AUTHENTICATION_FAILED, CLOSE_INVALID_PAYLOAD};
 use super::{CLOSE_SESSION_TIMEOUT, CLOSE_STORAGE_UNAVAILABLE, EVENTS_PER_POLL, READ_BYTES, STORAGE_CLOSE_AFTER_MS};
 use crate::store::gateway::BotRow;
+use crate::words::GatewayOp;
 use std::collections::VecDeque;
-
-/// How recent the shared view of the bot's row must be for a check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Recency {
-    /// The poll: read if older than the interval or than the last hint.
-    Interval,
-    /// After a hint: read unless a read began after it (whatever the
-    /// clock says; sessions' clocks differ by when they last ran).
-    Hint,
-    /// Read now.
-    Now,
-}
 
 /// Storage work the session asks for. Each effect that has a result is
 /// answered before the next [`Session::poll`].
@@ -126,7 +116,8 @@ pub struct Start {
     pub shared: Option<SharedCheck>,
 }
 
-/// What a heartbeat is answered with.
+/// What a heartbeat is answered with: [`GatewayOp::HeartbeatAck`]
+/// (`tests::frames_carry_the_ops_of_the_table`).
 pub const HEARTBEAT_ACK: &str = "{\"op\":\"heartbeat_ack\"}";
 
 /// The gateway protocol of one session.
@@ -248,8 +239,9 @@ impl Session {
             Ok(v) => v,
             Err(_) => return self.close(CLOSE_INVALID_PAYLOAD),
         };
-        match v.get("op").and_then(|o| o.as_str()) {
-            Some("heartbeat") => {
+        match v.get("op").and_then(|o| o.as_str()).and_then(GatewayOp::parse) {
+            // The ops only the server sends are as unknown as any other.
+            Some(GatewayOp::Heartbeat) => {
                 self.last_heartbeat_ms = now_ms;
                 self.heard_heartbeat = true;
                 self.reply_bytes += HEARTBEAT_ACK.len();
@@ -257,7 +249,7 @@ impl Session {
             }
             // Acks are coalesced: the highest one is written once, at the
             // next `poll`, so an ack flood costs one commit per round.
-            Some("ack") => match v.get("seq").and_then(|s| s.as_i64()) {
+            Some(GatewayOp::Ack) => match v.get("seq").and_then(|s| s.as_i64()) {
                 Some(seq) if seq >= 0 => self.pending_ack = self.pending_ack.max(Some(seq)),
                 _ => self.close(CLOSE_INVALID_PAYLOAD),
             },
@@ -340,8 +332,10 @@ impl Session {
         if !self.hello_sent {
             self.hello_sent = true;
             let hello = format!(
-                "{{\"op\":\"hello\",\"session_id\":\"{}\",\"heartbeat_interval_ms\":{},\"bot\":{},\"replay_from\":{},\"replay_truncated\":{}}}",
-                self.session_id, self.heartbeat_interval_ms, self.identity_json, self.replay.from, self.replay.truncated
+                "{{\"op\":\"{}\",\"session_id\":\"{}\",\"heartbeat_interval_ms\":{},\"bot\":{},\"replay_from\":{},\"replay_truncated\":{}}}",
+                GatewayOp::Hello,
+                self.session_id,
+                self.heartbeat_interval_ms, self.identity_json, self.replay.from, self.replay.truncated
             );
             return Poll::Send(GatewayOutput::Text(hello));
         }
@@ -516,11 +510,14 @@ impl Session {
     }
 }
 
+/// The head of an event frame: [`GatewayOp::Event`].
+const EVENT_HEAD: &str = "{\"op\":\"event\",\"seq\":";
+
 /// The frame of one event, built straight from the row's text (the data is
 /// stored as JSON already).
 pub fn event_frame(seq: i64, kind: &str, data: &str) -> String {
     let mut frame = String::with_capacity(40 + kind.len() + data.len());
-    crate::events::push_event(&mut frame, "{\"op\":\"event\",\"seq\":", seq, kind, data);
+    crate::events::push_event(&mut frame, EVENT_HEAD, seq, kind, data);
     frame
 }
 
@@ -531,6 +528,14 @@ mod tests {
     use super::*;
 
     const HB: u64 = 1000;
+
+    #[test]
+    fn frames_carry_the_ops_of_the_table() {
+        let op =
+            |frame: &str| serde_json::from_str::<serde_json::Value>(frame).unwrap()["op"].as_str().map(str::to_string);
+        assert_eq!(op(HEARTBEAT_ACK).as_deref(), Some(GatewayOp::HeartbeatAck.as_str()));
+        assert_eq!(op(&event_frame(1, "blocked", "{}")).as_deref(), Some(GatewayOp::Event.as_str()));
+    }
 
     fn start(shared: Option<SharedCheck>) -> Session {
         Session::new(Start {

@@ -4,16 +4,32 @@
 //! interval, and one lease renewal for all of them: the cost of watching
 //! other nodes does not grow with the number of sessions.
 
-use super::registry::Registry;
-use super::session::Recency;
 use super::LEASE_TTL_MS;
 use crate::store::gateway::{self as store, BotRow};
 use crate::txn::Db;
 use std::collections::HashMap;
-use std::sync::MutexGuard;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+/// How recent the shared view of the bot's row must be for a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recency {
+    /// The poll: read if older than the interval or than the last hint.
+    Interval,
+    /// After a hint: read unless a read began after it (whatever the
+    /// clock says; sessions' clocks differ by when they last ran).
+    Hint,
+    /// Read now.
+    Now,
+}
+
+/// The registry's view of the shared store (its field `shared`): the
+/// registry calls it, it knows nothing of the registry.
+#[derive(Default)]
+pub(crate) struct Shared(Mutex<SharedView>);
 
 #[derive(Default)]
-pub(crate) struct SharedView {
+struct SharedView {
     /// When the rows were read (the hosts' `now`).
     taken_ms: Option<u64>,
     bots: HashMap<String, BotRow>,
@@ -23,23 +39,33 @@ pub(crate) struct SharedView {
     /// Bumped by each notification from another node; `bots` is as recent
     /// as the `hint_gen` its read started under (`read_gen`). A read that
     /// began before a notification does not count as after it.
-    pub(super) hint_gen: u64,
+    hint_gen: u64,
     read_gen: u64,
 }
 
-impl Registry {
-    pub(super) fn shared_view(&self) -> MutexGuard<'_, SharedView> {
-        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, SharedView> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Another node committed something: rows read before now are stale.
+    pub(super) fn hint(&self) {
+        self.lock().hint_gen += 1;
     }
 
     /// The bot's row as of at most `interval_ms` ago (read now when older,
     /// when the bot is not in it yet, or when `want` says so), renewing
     /// this node's leases when due. `None` on storage trouble; `Some(None)`
-    /// when the bot is gone.
-    pub(super) fn shared_row(
+    /// when the bot is gone. A read takes the rows of every bot in
+    /// `open_bots` (those with a connection here) at once; `renewals`
+    /// counts the lease renewals written.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn row(
         &self,
         db: &Db,
         bot_id: &str,
+        open_bots: impl FnOnce() -> Vec<String>,
+        renewals: &AtomicU64,
         now_ms: u64,
         interval_ms: u64,
         want: Recency,
@@ -47,7 +73,7 @@ impl Registry {
         // The view's lock is never held with the database's: a session
         // opens (and registers its lease) with the database lock held.
         let (renew, gen) = {
-            let view = self.shared_view();
+            let view = self.lock();
             let hinted = view.read_gen < view.hint_gen;
             let stale = match want {
                 Recency::Interval => hinted || view.taken_ms.is_none_or(|t| now_ms >= t + interval_ms || now_ms < t),
@@ -64,7 +90,7 @@ impl Registry {
                 .then(|| view.sessions.iter().map(|(s, b)| (s.clone(), b.clone())).collect::<Vec<(String, String)>>());
             (renew, view.hint_gen)
         };
-        let mut ids = self.open_bots();
+        let mut ids = open_bots();
         if !ids.iter().any(|b| b == bot_id) {
             ids.push(bot_id.to_string());
         }
@@ -78,9 +104,9 @@ impl Registry {
             store::renew_leases(&inner.conn, &pairs, now_ms + LEASE_TTL_MS).is_ok()
         });
         drop(inner);
-        let mut view = self.shared_view();
+        let mut view = self.lock();
         if renewed == Some(true) {
-            self.lease_renewals.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            renewals.fetch_add(1, Ordering::Relaxed);
             view.renewed_ms = now_ms;
         }
         let bots = read.ok()?;
@@ -92,7 +118,7 @@ impl Registry {
     }
 
     pub(super) fn add_lease(&self, session_id: &str, bot_id: &str, now_ms: u64) {
-        let mut view = self.shared_view();
+        let mut view = self.lock();
         if view.sessions.is_empty() {
             view.renewed_ms = now_ms;
         }
@@ -100,6 +126,6 @@ impl Registry {
     }
 
     pub(super) fn remove_lease(&self, session_id: &str) {
-        self.shared_view().sessions.remove(session_id);
+        self.lock().sessions.remove(session_id);
     }
 }

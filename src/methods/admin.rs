@@ -9,10 +9,11 @@ use super::requests::{
     self, ByteBounds, Bytes, Choice, Choices, MessageId, MessageIdOrZero, Name, Number, NumberBounds, ParseMode, Patch,
     Strings, Text, Uint, Why,
 };
+use super::requests::{BotIdBody, ChatIdBody};
 use super::to_json;
 use crate::auth;
 use crate::error::{ApiError, ApiResult};
-use crate::events::{self, Event};
+use crate::events::Event;
 use crate::http::Request;
 use crate::model::{Bot, Chat, ChatKind, Tier};
 use crate::route::AdminMethod;
@@ -23,20 +24,9 @@ use crate::rules::limits::{
 use crate::rules::permissions::{self, Act};
 use crate::store::{self, bots::Field, chats::Blocker};
 use crate::txn::Ctx;
+use crate::words::{BotStatus, EventKind, Party};
 use serde::Deserialize;
 use serde_json::{json, Value};
-
-/// Bodies that name one thing, read before the method's other fields
-/// when the thing is looked up first.
-#[derive(Deserialize)]
-pub(super) struct ChatIdBody<'a> {
-    pub chat_id: &'a str,
-}
-
-#[derive(Deserialize)]
-pub(super) struct BotIdBody<'a> {
-    pub bot_id: &'a str,
-}
 
 #[derive(Deserialize)]
 struct UserAndBot<'a> {
@@ -185,20 +175,10 @@ struct CreateBot<'a> {
     official: Option<bool>,
 }
 
-#[derive(Clone, Copy)]
-enum Status {
-    Active,
-    Suspended,
-}
-
-impl Choices for Status {
+impl Choices for BotStatus {
     const WHY: &'static str = "must be active or suspended";
-    fn parse(s: &str) -> Option<Status> {
-        match s {
-            "active" => Some(Status::Active),
-            "suspended" => Some(Status::Suspended),
-            _ => None,
-        }
+    fn parse(s: &str) -> Option<BotStatus> {
+        BotStatus::parse(s)
     }
 }
 
@@ -216,7 +196,7 @@ struct UpdateBot<'a> {
     handle: Option<Name<'a, HANDLE>>,
     verified: Option<bool>,
     official: Option<bool>,
-    status: Option<Choice<Status>>,
+    status: Option<Choice<BotStatus>>,
 }
 
 /// The operational copy, kept only for official bots and only when the host
@@ -276,10 +256,7 @@ fn forget_bot(ctx: &mut Ctx<'_>, bot_id: &str) {
 fn update_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let f: UpdateBot<'_> = requests::parse(b)?;
     let bot_id = f.bot_id;
-    let status = f.status.map(|s| match s.0 {
-        Status::Active => "active",
-        Status::Suspended => "suspended",
-    });
+    let status = f.status.map(|s| s.0);
     let handle = f.handle.map(|h| h.0);
     let before = load_bot(ctx, bot_id)?;
     // Checked before anything is written: a refused update changes nothing.
@@ -322,8 +299,8 @@ fn update_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         set(Field::ConnectionLimit, &v.map(|v| v.0 as i64))?;
     }
     if let Some(v) = status {
-        set(Field::Status, &v)?;
-        if v == "suspended" && before.active {
+        set(Field::Status, &v.as_str())?;
+        if v == BotStatus::Suspended && before.active {
             ctx.fx.revoked.push(bot_id.to_string());
         }
     }
@@ -390,7 +367,7 @@ fn start_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     // Pressing start in a chat the bot was removed from brings it back.
     add_membership(ctx, &chat.id, bot_id, true)?;
     let data = json!({"chat": chat.reference(), "user": user_json(ctx, user_id)?});
-    ctx.emit(Event::new(&chat.id, events::BOT_STARTED, data.to_string().as_bytes()))?;
+    ctx.emit(Event::new(&chat.id, EventKind::BotStarted, data.to_string().as_bytes()))?;
     chat_json(ctx, &load_chat(ctx, &chat.id)?)
 }
 
@@ -401,20 +378,24 @@ struct SetBlocked<'a> {
     blocked: bool,
 }
 
+/// setBlocked's refusal of a `by` that is no [`Party`] (read after the
+/// chat is known to be private, so not a `Choice`).
+const BY_WHY: &str = "must be user or bot";
+
 fn set_blocked(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let chat = load_chat(ctx, chat_id(b)?)?;
     let SetBlocked { by, blocked } = requests::parse(b)?;
     if chat.kind != ChatKind::Private {
         return Err(ApiError::invalid_field("chat_id", "must name a private chat"));
     }
-    let (blocker, current) = match by {
-        "user" => (Blocker::User, chat.blocked_by_user),
-        "bot" => (Blocker::Bot, chat.blocked_by_bot),
-        _ => return Err(ApiError::invalid_field("by", "must be user or bot")),
+    let (blocker, current) = match Party::parse(by) {
+        Some(Party::User) => (Blocker::User, chat.blocked_by_user),
+        Some(Party::Bot) => (Blocker::Bot, chat.blocked_by_bot),
+        None => return Err(ApiError::invalid_field("by", BY_WHY)),
     };
     if current != blocked {
         store::chats::set_blocked(ctx.conn, &chat.id, blocker, blocked)?;
-        let kind = if blocked { events::BLOCKED } else { events::UNBLOCKED };
+        let kind = if blocked { EventKind::Blocked } else { EventKind::Unblocked };
         let data = json!({"chat": chat.reference(), "by": by});
         ctx.emit(Event::new(&chat.id, kind, data.to_string().as_bytes()))?;
     }
@@ -437,7 +418,7 @@ fn member_event(
     chat: &Chat,
     member_id: &str,
     is_bot: bool,
-    kind: &str,
+    kind: EventKind,
     extra: Option<&str>,
 ) -> ApiResult<()> {
     let data = json!({"chat": chat.reference(), "member": {"id": member_id, "is_bot": is_bot}});
@@ -471,7 +452,7 @@ fn create_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let chat = load_chat(ctx, &id)?;
     for (m, is_bot) in members {
         if add_membership(ctx, &id, m, is_bot)? {
-            member_event(ctx, &chat, m, is_bot, events::MEMBER_ADDED, None)?;
+            member_event(ctx, &chat, m, is_bot, EventKind::MemberAdded, None)?;
         }
     }
     chat_json(ctx, &chat)
@@ -491,7 +472,7 @@ fn add_member(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         _ => {}
     }
     if add_membership(ctx, &chat.id, member_id, is_bot)? {
-        member_event(ctx, &chat, member_id, is_bot, events::MEMBER_ADDED, None)?;
+        member_event(ctx, &chat, member_id, is_bot, EventKind::MemberAdded, None)?;
     }
     Ok(Value::Bool(true))
 }
@@ -506,7 +487,7 @@ fn remove_member(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         let is_bot = store::chats::member_is_bot(ctx.conn, &chat.id, member_id)?;
         store::chats::remove_member(ctx.conn, &chat.id, member_id)?;
         // The removed bot still hears that it was removed.
-        member_event(ctx, &chat, member_id, is_bot, events::MEMBER_REMOVED, is_bot.then_some(member_id))?;
+        member_event(ctx, &chat, member_id, is_bot, EventKind::MemberRemoved, is_bot.then_some(member_id))?;
     }
     Ok(Value::Bool(true))
 }
@@ -533,7 +514,7 @@ fn set_group_permissions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     if chat.bots_can_send != bots_can_send {
         store::chats::set_bots_can_send(ctx.conn, &chat.id, bots_can_send)?;
         let data = json!({"chat": chat.reference(), "bots_can_send": bots_can_send});
-        ctx.emit(Event::new(&chat.id, events::CHAT_PERMISSIONS_CHANGED, data.to_string().as_bytes()))?;
+        ctx.emit(Event::new(&chat.id, EventKind::ChatPermissionsChanged, data.to_string().as_bytes()))?;
     }
     Ok(Value::Bool(true))
 }
@@ -543,7 +524,7 @@ fn dissolve_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     if !chat.dissolved {
         store::chats::set_dissolved(ctx.conn, &chat.id)?;
         let data = json!({"chat": chat.reference()});
-        ctx.emit(Event::new(&chat.id, events::CHAT_DISSOLVED, data.to_string().as_bytes()))?;
+        ctx.emit(Event::new(&chat.id, EventKind::ChatDissolved, data.to_string().as_bytes()))?;
     }
     Ok(Value::Bool(true))
 }
@@ -661,7 +642,7 @@ fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
     let mut limit = limit as i64;
     if let Some(d) = dropped.filter(|d| *d >= from) {
         out.extend_from_slice(
-            format!(r#"{{"update_id":{d},"type":"{}","data":{{"dropped_through":{d}}}}}"#, events::UPDATES_DROPPED)
+            format!(r#"{{"update_id":{d},"type":"{}","data":{{"dropped_through":{d}}}}}"#, EventKind::UpdatesDropped)
                 .as_bytes(),
         );
         limit -= 1;
@@ -720,5 +701,18 @@ mod tests {
     fn refusal_texts_name_their_limits() {
         assert!(AvatarKey::WHY.contains(&format!("1 to {MAX_AVATAR_KEY_BYTES} bytes")));
         assert_eq!(AvatarKey::MAX, MAX_AVATAR_KEY_BYTES);
+    }
+
+    /// Refusal texts that list a table's words list all of them.
+    #[test]
+    fn refusal_texts_list_their_words() {
+        fn either<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> String {
+            let w: Vec<&str> = all.iter().map(|w| name(*w)).collect();
+            let (last, rest) = w.split_last().unwrap();
+            format!("must be {} or {last}", rest.join(", "))
+        }
+        assert_eq!(<Tier as Choices>::WHY, either(Tier::ALL, Tier::as_str));
+        assert_eq!(<BotStatus as Choices>::WHY, either(BotStatus::ALL, BotStatus::as_str));
+        assert_eq!(BY_WHY, either(Party::ALL, Party::as_str));
     }
 }

@@ -14,11 +14,10 @@ use crate::route::BotMethod;
 use crate::rules;
 use crate::rules::idempotency::{self, Decision};
 use crate::rules::permissions::{self, Act};
-use crate::store::{self, Dialect};
+use crate::store;
 use crate::txn::Ctx;
+use crate::words::{ChatAction, EventKind};
 use serde::Deserialize;
-
-pub const CHAT_ACTIONS: &[&str] = &["typing", "upload_photo", "upload_document", "record_voice", "upload_voice"];
 
 /// How long a chat action shows unless the bot sends a message first.
 pub const CHAT_ACTION_TTL_MS: u64 = 5_000;
@@ -80,11 +79,18 @@ fn visible_chat(ctx: &mut Ctx<'_>, bot: &Bot, chat_id: &str) -> ApiResult<(Chat,
 fn rate_limit(ctx: &mut Ctx<'_>, bot: &Bot, chat: &Chat) -> ApiResult<()> {
     let limits = rules::ratelimit::of_tier(&ctx.cfg.limits, bot.tier);
     let chat_rate = rules::ratelimit::chat_bucket(limits, chat.kind);
-    let checked = match ctx.conn.dialect() {
-        Dialect::Sqlite => ctx.rate.check(&bot.id, &chat.id, limits.bot.as_ref(), chat_rate, ctx.now_ms),
-        Dialect::Postgres => {
-            crate::ratelimit::check_shared(ctx.conn, &bot.id, &chat.id, limits.bot.as_ref(), chat_rate, ctx.now_ms)?
-        }
+    let (bot_rate, now_ms) = (limits.bot.as_ref(), ctx.now_ms);
+    let checked = if bot_rate.is_none() && chat_rate.is_none() {
+        Ok(None)
+    } else {
+        let local = &mut *ctx.rate;
+        store::limits::take(
+            ctx.conn,
+            &bot.id,
+            &chat.id,
+            || local.check(&bot.id, &chat.id, bot_rate, chat_rate, now_ms),
+            |b, c| crate::ratelimit::decide_stored(b, c, bot_rate, chat_rate, now_ms),
+        )?
     };
     // The response carries the nearest bucket as X-RateLimit-* headers.
     ctx.rate_status = rules::ratelimit::outcome(checked)?;
@@ -128,14 +134,12 @@ fn send_message(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Ve
     Ok(json)
 }
 
-/// A chat action: one of [`CHAT_ACTIONS`].
-#[derive(Clone, Copy)]
-struct ChatAction(&'static str);
-
+/// The refusal names every word of the table (checked by
+/// `tests::the_chat_action_refusal_lists_the_table`).
 impl Choices for ChatAction {
     const WHY: &'static str = "must be one of typing, upload_photo, upload_document, record_voice, upload_voice";
     fn parse(s: &str) -> Option<Self> {
-        CHAT_ACTIONS.iter().find(|a| **a == s).copied().map(ChatAction)
+        ChatAction::parse(s)
     }
 }
 
@@ -147,19 +151,19 @@ struct SendChatAction<'a> {
 }
 
 fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
-    let SendChatAction { chat_id, action: Choice(ChatAction(action)) } = requests::parse(body)?;
+    let SendChatAction { chat_id, action: Choice(action) } = requests::parse(body)?;
     let (chat, member) = visible_chat(ctx, bot, chat_id)?;
     permissions::check(Act::BotSends, &chat, member)?;
     rate_limit(ctx, bot, &chat)?;
     let expires = ctx.now_ms + CHAT_ACTION_TTL_MS;
-    store::chats::set_action(ctx.conn, &chat.id, &bot.id, action, expires as i64)?;
+    store::chats::set_action(ctx.conn, &chat.id, &bot.id, action.as_str(), expires as i64)?;
     let data = serde_json::json!({
         "chat": chat.reference(),
         "from": {"id": bot.id, "is_bot": true},
         "action": action,
         "expires_at_ms": expires,
     });
-    events::append_update(ctx.conn, ctx.now_ms, events::CHAT_ACTION, &data.to_string(), &mut ctx.fx.updates)?;
+    events::append_update(ctx.conn, ctx.now_ms, EventKind::ChatAction, &data.to_string(), &mut ctx.fx.updates)?;
     Ok(b"true".to_vec())
 }
 
@@ -209,7 +213,7 @@ fn edit_message_text(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec
     msg.text = Some(text.to_string());
     msg.edit_date = Some(edit_date);
     let json = to_json(&msg.json(chat.reference()))?;
-    messages::emit_message(ctx, &chat, events::MESSAGE_EDITED, msg.message_id, &json, Some(&bot.id))?;
+    messages::emit_message(ctx, &chat, EventKind::MessageEdited, msg.message_id, &json, Some(&bot.id))?;
     Ok(json)
 }
 
@@ -232,6 +236,17 @@ pub fn delete_stored(ctx: &mut Ctx<'_>, chat: &Chat, msg: &StoredMessage, exclud
         store::idempotency::scrub_text(ctx.conn, &msg.sender_id, &chat.id, message_id)?;
     }
     let data = serde_json::json!({"chat": chat.reference(), "message_id": message_id.to_string()});
-    ctx.emit(Event { exclude, ..Event::new(&chat.id, events::MESSAGE_DELETED, data.to_string().as_bytes()) })?;
+    ctx.emit(Event { exclude, ..Event::new(&chat.id, EventKind::MessageDeleted, data.to_string().as_bytes()) })?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chat_action_refusal_lists_the_table() {
+        let names: Vec<&str> = ChatAction::ALL.iter().map(|a| a.as_str()).collect();
+        assert_eq!(<ChatAction as Choices>::WHY, format!("must be one of {}", names.join(", ")));
+    }
 }

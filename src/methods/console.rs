@@ -3,15 +3,14 @@
 //! the audit log; and the audit entry every change through the host API
 //! writes. None of them confirms the host's `getUpdates` stream.
 
-use super::admin::{BotIdBody, ChatIdBody};
 use super::params::Body;
 use super::requests::{self, Uint};
+use super::requests::{BotIdBody, ChatIdBody};
 use crate::error::{ApiError, ApiResult};
 use crate::route::AdminMethod;
 use crate::rules::limits;
-use crate::store::bots::{self, BOT_COLUMNS};
+use crate::store::bots;
 use crate::store::console::{self as q, Cursor};
-use crate::store::Row;
 use crate::txn::Ctx;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -60,83 +59,78 @@ fn next_cursor(len: usize, limit: u32, last: Option<(i64, &str)>) -> Value {
     }
 }
 
-/// A bot row of [`q::list_bots`]: the identity, with `created_at` and a
-/// `live` object.
-fn bot_row(ctx: &Ctx<'_>, r: &Row<'_>) -> crate::store::StoreResult<(Value, i64, String)> {
-    let bot = bots::read_bot(r, 0)?;
-    let created_at: i64 = r.get(9)?;
-    let unacked: i64 = r.get(10)?;
-    let leased: i64 = r.get(11)?;
-    let sessions = match ctx.conn.dialect() {
-        crate::store::Dialect::Sqlite => ctx.host.sessions.map_or(0, |f| f(&bot.id)),
-        crate::store::Dialect::Postgres => leased as u32,
-    };
+/// A bot of [`q::list_bots`]: the identity, with `created_at` and a
+/// `live` object. Gateway sessions are every node's leases on a shared
+/// store, else this process's.
+fn bot_json(ctx: &Ctx<'_>, row: &q::BotLive) -> Value {
+    let bot = &row.bot;
+    let sessions = row.leased.unwrap_or_else(|| ctx.host.sessions.map_or(0, |f| f(&bot.id)));
     let last = ctx.host.activity.map_or(0, |a| a.last_request_ms(&bot.id));
     let mut v: Value = serde_json::from_str(&bot.identity_json).unwrap_or(Value::Null);
     if let Value::Object(m) = &mut v {
-        m.insert("created_at".into(), created_at.into());
+        m.insert("created_at".into(), row.created_at.into());
         m.insert(
             "live".into(),
             json!({
                 "gateway_sessions": sessions,
                 "gateway_connection_limit": bot.connection_limit,
-                "unacked_events": unacked.max(0),
+                "unacked_events": row.unacked.max(0),
                 "last_request_at": if last == 0 { Value::Null } else { (last / 1000).into() },
             }),
         );
     }
-    Ok((v, created_at, bot.id))
+    v
 }
 
 pub fn list_bots(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let (query, cursor, limit) = page_args(b)?;
-    let c: &Ctx<'_> = ctx;
-    let rows = q::list_bots(c.conn, BOT_COLUMNS, &query, cursor.as_ref(), limit, c.now_ms, |r| bot_row(c, r))?;
-    let next = next_cursor(rows.len(), limit, rows.last().map(|(_, t, id)| (*t, id.as_str())));
-    Ok(json!({"bots": rows.into_iter().map(|(v, _, _)| v).collect::<Vec<_>>(), "next_cursor": next}))
+    let rows = q::list_bots(ctx.conn, &query, cursor.as_ref(), limit, ctx.now_ms)?;
+    let next = next_cursor(rows.len(), limit, rows.last().map(|r| (r.created_at, r.bot.id.as_str())));
+    Ok(json!({"bots": rows.iter().map(|r| bot_json(ctx, r)).collect::<Vec<_>>(), "next_cursor": next}))
 }
 
 pub fn get_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let BotIdBody { bot_id } = requests::parse(b)?;
-    let c: &Ctx<'_> = ctx;
-    let row = q::bot_live(c.conn, BOT_COLUMNS, bot_id, c.now_ms, |r| bot_row(c, r))?;
-    row.map(|(v, _, _)| v).ok_or_else(ApiError::bot_not_found)
+    let row = q::bot_live(ctx.conn, bot_id, ctx.now_ms)?;
+    row.map(|r| bot_json(ctx, &r)).ok_or_else(ApiError::bot_not_found)
 }
 
 pub fn list_users(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let (query, cursor, limit) = page_args(b)?;
-    let rows = q::list_users(ctx.conn, &query, cursor.as_ref(), limit, |r| {
-        let (id, created_at): (String, i64) = (r.get(0)?, r.get(3)?);
-        let v = json!({"id": id, "display_name": r.get::<String>(1)?, "handle": r.get::<Option<String>>(2)?,
-                       "created_at": created_at});
-        Ok((v, created_at, id))
-    })?;
-    let next = next_cursor(rows.len(), limit, rows.last().map(|(_, t, id)| (*t, id.as_str())));
-    Ok(json!({"users": rows.into_iter().map(|(v, _, _)| v).collect::<Vec<_>>(), "next_cursor": next}))
+    let rows = q::list_users(ctx.conn, &query, cursor.as_ref(), limit)?;
+    let next = next_cursor(rows.len(), limit, rows.last().map(|u| (u.created_at, u.id.as_str())));
+    let users: Vec<Value> = rows
+        .into_iter()
+        .map(|u| json!({"id": u.id, "display_name": u.display_name, "handle": u.handle, "created_at": u.created_at}))
+        .collect();
+    Ok(json!({"users": users, "next_cursor": next}))
 }
 
 pub fn list_chats(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let (query, cursor, limit) = page_args(b)?;
     let member = requests::parse::<MemberFilter<'_>>(b)?.member_id.unwrap_or("");
-    let rows = q::list_chats(ctx.conn, &query, member, cursor.as_ref(), limit, |r| {
-        let (id, kind, created_at): (String, String, i64) = (r.get(0)?, r.get(1)?, r.get(10)?);
-        let mut v = json!({"id": id, "type": kind, "created_at": created_at, "member_count": r.get::<i64>(11)?});
-        let m = v.as_object_mut().expect("an object");
-        if kind == "private" {
-            m.insert("user_id".into(), r.get::<Option<String>>(3)?.into());
-            m.insert("bot_id".into(), r.get::<Option<String>>(4)?.into());
-            m.insert("started".into(), r.get::<bool>(5)?.into());
-            m.insert("blocked_by_user".into(), r.get::<bool>(6)?.into());
-            m.insert("blocked_by_bot".into(), r.get::<bool>(7)?.into());
-        } else {
-            m.insert("title".into(), r.get::<Option<String>>(2)?.into());
-            m.insert("bots_can_send".into(), r.get::<bool>(8)?.into());
-            m.insert("dissolved".into(), r.get::<bool>(9)?.into());
-        }
-        Ok((v, created_at, id))
-    })?;
-    let next = next_cursor(rows.len(), limit, rows.last().map(|(_, t, id)| (*t, id.as_str())));
-    Ok(json!({"chats": rows.into_iter().map(|(v, _, _)| v).collect::<Vec<_>>(), "next_cursor": next}))
+    let rows = q::list_chats(ctx.conn, &query, member, cursor.as_ref(), limit)?;
+    let next = next_cursor(rows.len(), limit, rows.last().map(|c| (c.created_at, c.id.as_str())));
+    let chats: Vec<Value> = rows
+        .into_iter()
+        .map(|c| {
+            let mut v = json!({"id": c.id, "type": c.kind, "created_at": c.created_at, "member_count": c.member_count});
+            let m = v.as_object_mut().expect("an object");
+            if c.kind == "private" {
+                m.insert("user_id".into(), c.user_id.into());
+                m.insert("bot_id".into(), c.bot_id.into());
+                m.insert("started".into(), c.started.into());
+                m.insert("blocked_by_user".into(), c.blocked_by_user.into());
+                m.insert("blocked_by_bot".into(), c.blocked_by_bot.into());
+            } else {
+                m.insert("title".into(), c.title.into());
+                m.insert("bots_can_send".into(), c.bots_can_send.into());
+                m.insert("dissolved".into(), c.dissolved.into());
+            }
+            v
+        })
+        .collect();
+    Ok(json!({"chats": chats, "next_cursor": next}))
 }
 
 pub fn chat_members(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
@@ -144,11 +138,12 @@ pub fn chat_members(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     if crate::store::chats::load(ctx.conn, chat_id)?.is_none() {
         return Err(ApiError::chat_not_found());
     }
-    let rows = q::chat_members(ctx.conn, chat_id, |r| {
-        Ok(json!({"id": r.get::<String>(0)?, "is_bot": r.get::<bool>(1)?,
-                  "display_name": r.get::<Option<String>>(2)?, "handle": r.get::<Option<String>>(3)?}))
-    })?;
-    Ok(Value::Array(rows))
+    let rows = q::chat_members(ctx.conn, chat_id)?;
+    Ok(Value::Array(
+        rows.into_iter()
+            .map(|m| json!({"id": m.id, "is_bot": m.is_bot, "display_name": m.display_name, "handle": m.handle}))
+            .collect(),
+    ))
 }
 
 pub fn bot_activity(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
@@ -183,20 +178,21 @@ pub fn audit_log(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let before = before.map(|v| v.0 as i64);
     let target = target.unwrap_or("");
     let limit = limit.map_or(DEFAULT_PAGE, |l| l.0).max(1) as u32;
-    let rows = q::audit_log(ctx.conn, before, target, limit, |r| {
-        let at_ms: i64 = r.get(1)?;
-        let detail: String = r.get(6)?;
-        Ok(json!({
-            "id": r.get::<i64>(0)?,
-            "date": at_ms / 1000,
-            "at_ms": at_ms,
-            "method": r.get::<String>(2)?,
-            "target": r.get::<Option<String>>(3)?,
-            "actor": r.get::<String>(4)?,
-            "peer": r.get::<Option<String>>(5)?,
-            "detail": serde_json::from_str::<Value>(&detail).unwrap_or(Value::Null),
-        }))
-    })?;
+    let rows: Vec<Value> = q::audit_log(ctx.conn, before, target, limit)?
+        .into_iter()
+        .map(|e| {
+            json!({
+                "id": e.id,
+                "date": e.at_ms / 1000,
+                "at_ms": e.at_ms,
+                "method": e.method,
+                "target": e.target,
+                "actor": e.actor,
+                "peer": e.peer,
+                "detail": serde_json::from_str::<Value>(&e.detail).unwrap_or(Value::Null),
+            })
+        })
+        .collect();
     let next = match rows.last() {
         Some(v) if rows.len() == limit as usize => v["id"].clone(),
         _ => Value::Null,

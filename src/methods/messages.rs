@@ -5,10 +5,11 @@
 
 use super::to_json;
 use crate::error::{ApiError, ApiResult};
-use crate::events::{self, Event};
+use crate::events::Event;
 use crate::model::{Chat, MessageJson, Sender};
 use crate::store::messages::{self as stored, NewMessage};
 use crate::txn::Ctx;
+use crate::words::EventKind;
 
 /// `reply_to_message_id` must name a live message of the same chat.
 pub fn check_reply_target(ctx: &Ctx<'_>, chat: &Chat, reply_to: Option<i64>) -> ApiResult<()> {
@@ -45,7 +46,7 @@ pub fn post(
     };
     let json = to_json(&msg)?;
     let update =
-        emit_message(ctx, chat, events::MESSAGE_CREATED, message_id, &json, sender_is_bot.then_some(sender_id))?;
+        emit_message(ctx, chat, EventKind::MessageCreated, message_id, &json, sender_is_bot.then_some(sender_id))?;
     // On SQLite the row comes after the events: it keeps its update's id.
     stored::finish(ctx.conn, &new, message_id, update)?;
     Ok(json)
@@ -55,7 +56,7 @@ pub fn post(
 pub fn emit_message(
     ctx: &mut Ctx<'_>,
     chat: &Chat,
-    kind: &str,
+    kind: EventKind,
     message_id: i64,
     message_json: &[u8],
     exclude: Option<&str>,

@@ -746,3 +746,15 @@ mod tests {
         assert_eq!(parse::<Update>(&b).unwrap().avatar_key, Patch::Set("k"));
     }
 }
+
+/// Bodies that name one thing, read before the method's other fields
+/// when the thing is looked up first.
+#[derive(Deserialize)]
+pub struct ChatIdBody<'a> {
+    pub chat_id: &'a str,
+}
+
+#[derive(Deserialize)]
+pub struct BotIdBody<'a> {
+    pub bot_id: &'a str,
+}

@@ -10,16 +10,12 @@ use crate::error::ApiResult;
 use crate::events::{push_event, read_from};
 use crate::store::gateway as log;
 use crate::store::{Conn, StoreResult};
-use crate::EventKind;
+use crate::words::{BotGap, EventKind};
 
 /// Largest `limit`, and the default.
 pub const MAX_LIMIT: u64 = 100;
 /// Largest `timeout`, seconds.
 pub const MAX_TIMEOUT_S: u64 = 50;
-/// The `type` of the entry that says events were dropped before the first
-/// one returned (kept past `event_retention_s` unacknowledged, or past
-/// `max_unacked_events`).
-pub const EVENTS_DROPPED: &str = "events_dropped";
 
 /// The event types a bot receives (docs/gateway.md), in `EventKind` order:
 /// a bit each in [`Poll::allowed`]. `chat_action` and `updates_dropped`
@@ -146,7 +142,9 @@ pub fn read(conn: &Conn, bot_id: &str, poll: &Poll) -> StoreResult<Read> {
     if truncated {
         let through = from - 1;
         let data = format!("{{\"dropped_through\":{through}}}");
-        push_event(&mut json, "{\"update_id\":", through, EVENTS_DROPPED, &data);
+        // Events were dropped before the first one returned (kept past
+        // `event_retention_s` unacknowledged, or past `max_unacked_events`).
+        push_event(&mut json, "{\"update_id\":", through, BotGap::EventsDropped.as_str(), &data);
         count += 1;
     }
     if count < limit {

@@ -9,7 +9,7 @@ use crate::model::Bot;
 use crate::store;
 use crate::txn::Ctx;
 use crate::webhook::{self, signature, TargetPolicy, UrlRefusal};
-use crate::EventKind;
+use crate::words::EventKind;
 use serde::{de, Deserialize};
 use serde_json::{json, Value};
 
@@ -23,7 +23,7 @@ pub fn target_policy(cfg: &crate::Config) -> TargetPolicy {
 
 /// `allowed_updates`: a list of event types, kept as given (deduplicated)
 /// in JSON. An empty list means every type, as in Telegram.
-pub struct AllowedUpdates(pub Option<Vec<&'static str>>);
+pub struct AllowedUpdates(pub Option<Vec<EventKind>>);
 
 impl<'de> Deserialize<'de> for AllowedUpdates {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -35,15 +35,15 @@ impl<'de> Deserialize<'de> for AllowedUpdates {
             }
             fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<AllowedUpdates, A::Error> {
                 let bad = || de::Error::custom("must list only event types bots receive");
-                let mut out: Vec<&'static str> = Vec::new();
+                let mut out: Vec<EventKind> = Vec::new();
                 while let Some(s) = seq.next_element::<&str>().map_err(|_| bad())? {
                     let kind = s
                         .parse::<EventKind>()
                         .ok()
                         .filter(|k| k.is_logged() && *k != EventKind::ChatAction)
                         .ok_or_else(bad)?;
-                    if !out.contains(&kind.as_str()) {
-                        out.push(kind.as_str());
+                    if !out.contains(&kind) {
+                        out.push(kind);
                     }
                 }
                 Ok(AllowedUpdates((!out.is_empty()).then_some(out)))
@@ -79,7 +79,7 @@ struct SetWebhookUrl<'a> {
 struct MaxConnections;
 impl Bounds for MaxConnections {
     const MIN: u64 = 1;
-    const MAX: u64 = 100;
+    const MAX: u64 = crate::webhook::schedule::MAX_CONNECTIONS as u64;
     const WHY: &'static str = "must be an integer from 1 to 100";
 }
 

@@ -17,13 +17,12 @@ use crate::error::{ApiError, ApiResult};
 use crate::model::Bot;
 pub(crate) use crate::throttle::AdminThrottle;
 use crate::throttle::Client;
+use crate::words::RateLimitScope;
 
 /// The scheme of bot credentials.
 pub const BOT_SCHEME: &str = "Bot";
 /// The scheme of the host API's credential.
 pub const ADMIN_SCHEME: &str = "Admin";
-/// The `scope` of a 429 for a throttled admin login.
-pub const ADMIN_AUTH_SCOPE: &str = "admin_auth";
 
 /// The SHA-256 of the bot token in `Authorization: Bot <token>`, the key
 /// bots are found by (so a lookup's timing is about a hash, not the
@@ -70,8 +69,9 @@ pub fn admin_login(
     authorization: Option<&[u8]>,
     admin_hash: &[u8; 32],
 ) -> ApiResult<()> {
-    let attempt =
-        throttle.attempt(client, now_ms).map_err(|wait_ms| ApiError::rate_limited(wait_ms, ADMIN_AUTH_SCOPE))?;
+    let attempt = throttle
+        .attempt(client, now_ms)
+        .map_err(|wait_ms| ApiError::rate_limited(wait_ms, RateLimitScope::AdminAuth))?;
     admin(authorization, admin_hash)?;
     throttle.succeeded(attempt, now_ms);
     Ok(())

@@ -3,6 +3,7 @@
 //! what callers may send.
 
 use crate::error::{ApiError, ApiResult};
+use crate::words::ParseMode;
 
 /// A message's `text`: 1 to this many Unicode scalar values (not bytes).
 pub const MAX_TEXT_CHARS: usize = 5000;
@@ -51,9 +52,10 @@ pub fn name(s: &str, max: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// `parse_mode`: only `plain` (absent or null is checked by the caller).
+/// `parse_mode`: only the [`ParseMode`]s (`plain`; absent or null is
+/// checked by the caller).
 pub fn parse_mode(mode: &str) -> ApiResult<()> {
-    if mode == "plain" {
+    if ParseMode::parse(mode).is_some() {
         Ok(())
     } else {
         Err(ApiError::unsupported_parse_mode())

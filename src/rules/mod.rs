@@ -6,6 +6,7 @@
 //! "Where each rule lives", names the home and the test of each.
 
 pub mod auth;
+pub mod gateway;
 pub mod idempotency;
 pub mod limits;
 pub mod permissions;

@@ -9,23 +9,9 @@ use crate::config::{Limits, Rate, TierLimits};
 use crate::error::{ApiError, ApiResult};
 use crate::model::{ChatKind, Tier};
 
-/// Which limit refused a request (`parameters.scope`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    Bot,
-    Chat,
-    Group,
-}
-
-impl Scope {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Bot => "bot",
-            Scope::Chat => "chat",
-            Scope::Group => "group",
-        }
-    }
-}
+/// Which limit refused a request (`parameters.scope`): a bot's buckets
+/// are `Bot`, `Chat` and `Group` of the words table.
+pub use crate::words::RateLimitScope as Scope;
 
 /// Returns Err(wait µs) if the bucket at `tat` cannot take one more at `now`.
 pub fn gcra(tat: u64, now: u64, rate: &Rate) -> Result<u64, u64> {
@@ -188,7 +174,7 @@ pub fn outcome(checked: Checked) -> ApiResult<Option<BucketStatus>> {
 /// [`ApiError::rate_limited`] for the bucket that refused, with its
 /// `X-RateLimit-*` headers: the same figures as the parameters.
 pub fn refusal(bucket: &BucketStatus) -> ApiError {
-    let mut e = ApiError::rate_limited(bucket.reset_ms(), bucket.scope.as_str());
+    let mut e = ApiError::rate_limited(bucket.reset_ms(), bucket.scope);
     e.headers.extend(bucket.headers());
     e
 }

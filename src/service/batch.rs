@@ -102,14 +102,46 @@ impl Service {
             let out = routed.iter().map(|r| r.as_ref().err().unwrap_or(&e).clone().into_response()).collect();
             return (out, TxEffects::default(), false);
         }
-        // Requests that ran and succeeded (their answer holds only if the
-        // commit does), and requests that were never run.
-        let mut ok = vec![false; n];
-        let mut ran = vec![false; n];
-        let mut failure: Option<ApiError> = None;
+        let Progress { ok, ran, failure } = self.run_each(inner, routed, order, peeks, now_ms, &mut out);
+        self.metrics.batch_size.observe(n as u64);
+        let result = match failure {
+            Some(e) => {
+                self.abort(inner);
+                Err(e)
+            }
+            None => self.commit(inner, now_ms),
+        };
+        self.defer_sync(inner, false);
+        let fx = match result {
+            // Hooks run later, without the lock: a hook may poll a connection.
+            Ok(()) => self.take_effects(inner),
+            Err(e) => {
+                answer_failed_batch(routed, &mut out, &ok, &ran, e);
+                TxEffects::default()
+            }
+        };
+        let retry = guard.conn.take_retryable();
+        drop(guard);
+        (out, fx, retry)
+    }
+
+    /// Runs the batch's requests in `order` inside the open transaction,
+    /// writing each answer into `out`; a refused request is undone to its
+    /// undo point, one that failed after writing stops the batch.
+    fn run_each(
+        &self,
+        inner: &mut Inner,
+        routed: &[Result<Routed<'_>, ApiError>],
+        order: &[usize],
+        peeks: &[Peek],
+        now_ms: u64,
+        out: &mut [Vec<u8>],
+    ) -> Progress {
+        let n = routed.len();
+        let mut p = Progress { ok: vec![false; n], ran: vec![false; n], failure: None };
         let mut preauth = self.preauth(inner, peeks);
         for &i in order {
-            ran[i] = true;
+            p.ran[i] = true;
             let routed = match &routed[i] {
                 Err(e) => {
                     out[i] = e.clone().into_response();
@@ -122,18 +154,18 @@ impl Service {
             match self.dispatch(inner, routed, now_ms, pre) {
                 Ok(body) => {
                     out[i] = body;
-                    ok[i] = true;
+                    p.ok[i] = true;
                 }
                 // Failed after writing: only the whole group can be undone
                 // (SQLite may have ended the transaction itself, undoing the
                 // group's earlier writes: later requests would then commit
                 // one by one).
                 Err(e) if inner.wrote_since(&start) => {
-                    ok[i] = true;
+                    p.ok[i] = true;
                     // A lost database connection stays 503 storage_unavailable
                     // (nothing was committed); any other refusal after a
                     // write is a storage failure.
-                    failure = Some(if matches!(e.status, 500 | 503) { e } else { ApiError::internal(e.description) });
+                    p.failure = Some(if matches!(e.status, 500 | 503) { e } else { ApiError::internal(e.description) });
                     break;
                 }
                 Err(e) => {
@@ -142,42 +174,7 @@ impl Service {
                 }
             }
         }
-        self.metrics.batch_size.observe(n as u64);
-        let result = match failure {
-            Some(e) => {
-                self.abort(inner);
-                Err(e)
-            }
-            None => self.commit(inner, now_ms),
-        };
-        self.defer_sync(inner, false);
-        let mut fx = TxEffects::default();
-        match result {
-            Ok(()) => {
-                // Hooks run later, without the lock: a hook may poll a connection.
-                fx = self.take_effects(inner);
-            }
-            Err(e) => {
-                for (slot, succeeded) in out.iter_mut().zip(&ok) {
-                    if *succeeded {
-                        *slot = e.clone().into_response();
-                    }
-                }
-                // Requests after the failing one were never run: the
-                // database being unreachable is their answer too.
-                let e = if matches!(e.code, crate::ErrorCode::StorageUnavailable | crate::ErrorCode::StorageFull) {
-                    e
-                } else {
-                    ApiError::internal("an earlier request of the batch failed in storage; nothing was written")
-                };
-                for i in (0..n).filter(|&i| !ran[i]) {
-                    out[i] = routed[i].as_ref().err().unwrap_or(&e).clone().into_response();
-                }
-            }
-        }
-        let retry = guard.conn.take_retryable();
-        drop(guard);
-        (out, fx, retry)
+        p
     }
 
     /// On a shared store, what each bot request of a group will read
@@ -269,4 +266,42 @@ fn is_ops(request: Input<'_>) -> bool {
     };
     let Some(path) = path else { return false };
     matches!(path, "/healthz" | "/readyz" | "/admin/metrics")
+}
+
+/// How far a batch got inside its transaction.
+struct Progress {
+    /// Requests that ran and succeeded (their answer holds only if the
+    /// commit does).
+    ok: Vec<bool>,
+    /// Requests that ran; the others were never run.
+    ran: Vec<bool>,
+    /// The failure, after a write, that stopped the batch.
+    failure: Option<ApiError>,
+}
+
+/// The batch's transaction failed (`e`): the requests that had succeeded
+/// get the failure, those never run the storage failure (or their own
+/// routing refusal); the refused ones keep their refusal.
+fn answer_failed_batch(
+    routed: &[Result<Routed<'_>, ApiError>],
+    out: &mut [Vec<u8>],
+    ok: &[bool],
+    ran: &[bool],
+    e: ApiError,
+) {
+    for (slot, succeeded) in out.iter_mut().zip(ok) {
+        if *succeeded {
+            *slot = e.clone().into_response();
+        }
+    }
+    // Requests after the failing one were never run: the
+    // database being unreachable is their answer too.
+    let e = if matches!(e.code, crate::ErrorCode::StorageUnavailable | crate::ErrorCode::StorageFull) {
+        e
+    } else {
+        ApiError::internal("an earlier request of the batch failed in storage; nothing was written")
+    };
+    for i in (0..out.len()).filter(|&i| !ran[i]) {
+        out[i] = routed[i].as_ref().err().unwrap_or(&e).clone().into_response();
+    }
 }

@@ -20,9 +20,7 @@ impl Service {
         }
         if fx.scrubbed {
             // Deleted text must leave the WAL's older page images too.
-            if let Some(c) = inner.conn.sqlite_ref() {
-                crate::store::sqlite::checkpoint_truncate(c);
-            }
+            inner.conn.checkpoint_truncate();
         }
         fx
     }
@@ -35,10 +33,11 @@ impl Service {
 
     /// With a deferred WAL sync, the transaction about to start commits
     /// without an fsync (`on`), and every other write afterwards with one
-    /// (see [`crate::store::sqlite::defer_commit_sync`]).
+    /// (see [`crate::store::Conn::defer_commit_sync`]).
     pub(super) fn defer_sync(&self, inner: &Inner, on: bool) {
-        let (Some(_), Some(c)) = (&self.db.wal, inner.conn.sqlite_ref()) else { return };
-        crate::store::sqlite::defer_commit_sync(c, on);
+        if self.db.wal.is_some() {
+            inner.conn.defer_commit_sync(on);
+        }
     }
 
     /// Before answers leave: waits until every commit they may have seen
@@ -100,16 +99,16 @@ impl Service {
         }
         // Parked polls are marked due before the host hears of the bots:
         // its `poll_parked` after the hook finds them.
-        self.parked.wake(&fx.woken, parked::Ready::Woken);
-        self.parked.wake(&fx.revoked, parked::Ready::Revoked);
+        self.delivery.parked.wake(&fx.woken, parked::Ready::Woken);
+        self.delivery.parked.wake(&fx.revoked, parked::Ready::Revoked);
         if !fx.woken.is_empty() || !fx.webhooks_changed.is_empty() {
-            let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+            let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
             d.note(&fx.woken, &fx.webhooks_changed);
         }
         fx.woken.append(&mut fx.revoked);
         fx.woken.sort_unstable();
         fx.woken.dedup();
-        let hook = self.wake.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let hook = self.delivery.wake.read().unwrap_or_else(|e| e.into_inner()).clone();
         if let Some(hook) = hook {
             for bot in &fx.woken {
                 // The commit is done and answered: a panicking hook must not

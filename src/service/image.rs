@@ -10,7 +10,7 @@ impl Service {
     /// WASM service in IndexedDB or a KV store.
     pub fn export_database(&self) -> Result<Vec<u8>, ApiError> {
         let mut inner = self.lock();
-        let data = crate::store::import::export(inner.conn.sqlite().ok_or_else(sqlite_only)?)?;
+        let data = crate::store::import::export(&mut inner.conn).map_err(import_error)?;
         let seen = self.seen();
         drop(inner);
         if let Some(wal) = &self.db.wal {
@@ -28,18 +28,14 @@ impl Service {
     pub fn import_database(&self, bytes: &[u8]) -> Result<(), ApiError> {
         let page_size: i64 = {
             let inner = self.lock();
-            crate::store::sqlite::page_size(inner.conn.sqlite_ref().ok_or_else(sqlite_only)?)
-                .map_err(crate::store::StorageError::from)?
+            crate::store::import::live_page_size(&inner.conn).map_err(import_error)?
         };
         let scratch =
             crate::store::import::prepare(bytes, page_size, self.config.max_import_bytes).map_err(import_error)?;
         let mut guard = self.lock();
         let inner = &mut *guard;
         // Copy into the live connection so a file database stays a file.
-        {
-            let live = inner.conn.sqlite().ok_or_else(sqlite_only)?;
-            crate::store::import::copy_into(&scratch, live).map_err(import_error)?;
-        }
+        crate::store::import::replace_live(&scratch, &mut inner.conn).map_err(import_error)?;
         drop(scratch);
         inner.bot_cache.clear();
         inner.rate = RateLimiter::default();
@@ -66,7 +62,8 @@ fn import_error(e: crate::store::import::ImportError) -> ApiError {
     use crate::store::import::ImportError;
     match e {
         ImportError::Refused(why) => ApiError::invalid_request(why),
-        ImportError::Sqlite(e) => ApiError::from(crate::store::StorageError::from(e)),
+        ImportError::Database(e) => ApiError::from(crate::store::StorageError::from(e)),
         ImportError::Internal(why) => ApiError::internal(why),
+        ImportError::NoImage => sqlite_only(),
     }
 }

@@ -12,15 +12,9 @@ use crate::random::Random;
 use crate::route::{BotMethod, Route};
 use crate::store;
 use crate::txn::{Db, Inner, TxEffects};
-use std::sync::{Arc, MutexGuard, RwLock};
+use std::sync::{Arc, MutexGuard};
 
-/// Called with a bot id after a commit that gave that bot new events, or
-/// closed its gateway connections. It runs on the thread that ran the
-/// commit (with group commit, the thread of one of the grouped requests,
-/// not always the one whose request gave the event), after the answers are
-/// out and the service's lock is released, and must not block. A hook that
-/// panics is caught: the other bots of the commit are still woken.
-pub type WakeHook = Arc<dyn Fn(&str) + Send + Sync>;
+pub use parts::WakeHook;
 
 /// Why a service could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +25,12 @@ pub enum OpenError {
     Storage(#[from] crate::error::StorageError),
 }
 
+impl From<crate::store::StorageError> for OpenError {
+    fn from(e: crate::store::StorageError) -> Self {
+        OpenError::Storage(e.into())
+    }
+}
+
 /// A botspace service. `Send + Sync`: share it behind an `Arc` and call it
 /// from any number of threads; writes are serialized on one SQLite connection.
 pub struct Service {
@@ -38,10 +38,10 @@ pub struct Service {
     pub(crate) clock: Clock,
     pub(crate) random: Random,
     pub(crate) db: Arc<Db>,
-    wake: RwLock<Option<WakeHook>>,
     pub(crate) gateway: Arc<Registry>,
-    /// Parked long polls (getUpdates with a timeout).
-    parked: parked::Parking,
+    /// Where events go besides the gateway: the host's wake hook, parked
+    /// long polls, webhook deliveries.
+    delivery: parts::Delivery,
     group: crate::group::Group,
     admin_throttle: crate::throttle::AdminThrottle,
     /// `config.trusted_proxies`, parsed.
@@ -59,42 +59,12 @@ pub struct Service {
     /// The database lives in memory: no call waits on a disk or a network.
     in_memory: bool,
     /// Where other nodes' notifications are received (same condition).
-    #[cfg(feature = "postgres")]
-    pub(crate) listen: Option<Listen>,
+    pub(crate) listen: Option<store::notify::Notifications>,
     /// The counters behind `GET /admin/metrics`.
     pub(crate) metrics: crate::metrics::Metrics,
-    /// The scrape's read-only connection (a SQLite file), opened at the
-    /// first scrape.
-    metrics_reader: std::sync::Mutex<Option<store::Conn>>,
-    /// The backlog gauges' pass over the bots, carried across scrapes.
-    backlog_scan: std::sync::Mutex<store::backlog::Scan>,
-    /// Set by [`Service::begin_shutdown`]: `/readyz` answers 503.
-    shutting_down: std::sync::atomic::AtomicBool,
-    /// This node's webhook deliveries (`service/webhooks.rs`).
-    pub(crate) webhooks: std::sync::Mutex<crate::webhook::deliveries::Deliveries>,
+    /// What the operator's endpoints keep between calls (`service/ops.rs`).
+    ops: parts::Ops,
 }
-
-/// The listening side of LISTEN/NOTIFY.
-#[cfg(feature = "postgres")]
-pub(crate) struct Listen {
-    pub(crate) listener: std::sync::Mutex<store::postgres::Listener>,
-    /// The server processes of this service's connections: their
-    /// notifications are this node's own commits, already applied.
-    pub(crate) own_pids: Vec<Arc<std::sync::atomic::AtomicI32>>,
-}
-
-#[cfg(feature = "postgres")]
-impl Listen {
-    pub(crate) fn own_pids(&self) -> Vec<i32> {
-        self.own_pids.iter().map(|p| p.load(std::sync::atomic::Ordering::Relaxed)).collect()
-    }
-}
-
-/// PostgreSQL connections per service: while one group's COMMIT syncs
-/// (awaited without the lock, see [`crate::txn::HeldCommit`]), the next
-/// group runs its statements on another.
-#[cfg(feature = "postgres")]
-const PG_CONNECTIONS: usize = 2;
 
 /// A parsed request, routed and past the transport checks.
 pub(crate) struct Routed<'a> {
@@ -115,9 +85,12 @@ pub use parked::{Answer, PollId, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS
 
 mod batch;
 mod effects;
+mod gateway;
 mod image;
+mod long_poll;
 mod ops;
 mod parked;
+mod parts;
 mod pipeline;
 #[cfg(feature = "typed")]
 mod typed;
@@ -137,41 +110,20 @@ impl Service {
     /// Opens a service reading time from `clock` (e.g. `Date.now()` in WASM).
     pub fn open_with_clock(config: Config, clock: Clock) -> Result<Service, OpenError> {
         config.validate()?;
-        let conn = store::open(&config)?;
+        let (conn, others) = store::open_pool(&config)?;
         let admin_hash = auth::sha256(config.admin_secret.as_bytes());
         let trusted_proxies = config.trusted_proxy_blocks()?;
-        let shared_store = conn.dialect() == store::Dialect::Postgres;
+        let shared_store = conn.is_shared();
         let in_memory = conn.in_memory();
-        let notify = shared_store && config.listen_notify;
-        #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
-        let mut others: Vec<store::Conn> = Vec::new();
-        #[cfg(feature = "postgres")]
-        if let store::Conn::Postgres(pg) = &conn {
-            for _ in 1..PG_CONNECTIONS {
-                others.push(store::Conn::Postgres(Box::new(pg.open_another(&config)?)));
-            }
-        }
-        #[cfg(feature = "postgres")]
-        let listen = match &conn {
-            store::Conn::Postgres(_) if notify => Some(Listen {
-                listener: std::sync::Mutex::new(store::postgres::Listener::new(&config)),
-                own_pids: std::iter::once(&conn)
-                    .chain(&others)
-                    .filter_map(|c| match c {
-                        store::Conn::Postgres(c) => Some(c.backend_pid()),
-                        _ => None,
-                    })
-                    .collect(),
-            }),
-            _ => None,
-        };
+        let listen =
+            store::notify::Notifications::open(&config, &std::iter::once(&conn).chain(&others).collect::<Vec<_>>());
+        let notify = listen.is_some();
         Ok(Service {
             db: Arc::new(Db::new(conn, others, config.synchronous)),
             random: config.random_seed.map_or(Random::Os, Random::seeded),
-            parked: parked::Parking::new(config.max_parked_polls),
+            delivery: parts::Delivery::new(config.max_parked_polls),
             config,
             clock,
-            wake: RwLock::new(None),
             gateway: Arc::new(Registry::default()),
             group: crate::group::Group::default(),
             admin_throttle: crate::throttle::AdminThrottle::default(),
@@ -181,13 +133,9 @@ impl Service {
             notify,
             shared_store,
             in_memory,
-            #[cfg(feature = "postgres")]
             listen,
             metrics: crate::metrics::Metrics::default(),
-            metrics_reader: std::sync::Mutex::new(None),
-            backlog_scan: std::sync::Mutex::default(),
-            shutting_down: std::sync::atomic::AtomicBool::new(false),
-            webhooks: Default::default(),
+            ops: parts::Ops::default(),
         })
     }
 
@@ -199,6 +147,15 @@ impl Service {
     /// and on PostgreSQL (every statement is a round trip) they block.
     pub fn calls_may_block(&self) -> bool {
         !self.in_memory
+    }
+
+    /// Whether the database is shared with other nodes (a database
+    /// server): a host answers bot requests off its event loop then, on
+    /// as many threads as wait on the server, and the core puts each
+    /// group's requests in lock order across nodes. A SQLite database
+    /// belongs to this process.
+    pub fn store_is_shared(&self) -> bool {
+        self.shared_store
     }
 
     pub fn config(&self) -> &Config {
@@ -213,7 +170,7 @@ impl Service {
 
     /// Registers (or with `None` removes) the wake-up hook.
     pub fn set_wake_hook(&self, hook: Option<WakeHook>) {
-        *self.wake.write().unwrap_or_else(|e| e.into_inner()) = hook;
+        *self.delivery.wake.write().unwrap_or_else(|e| e.into_inner()) = hook;
     }
 
     /// Where the next request in `buf` ends (see [`http::Framing`]).
@@ -259,7 +216,7 @@ impl Service {
                 (request.path().map_or(crate::metrics::OTHER_METHOD, crate::metrics::method_of_path), e.into_response())
             }
         };
-        self.metrics.record(method, &out, started);
+        self.record_method(method, &out, started);
         out
     }
 

@@ -19,12 +19,12 @@ impl Service {
     /// every other request is still answered as before. Call it first
     /// thing on SIGTERM, before draining. It cannot be undone.
     pub fn begin_shutdown(&self) {
-        self.shutting_down.store(true, Ordering::SeqCst);
+        self.ops.shutting_down.store(true, Ordering::SeqCst);
     }
 
     /// Whether [`Service::begin_shutdown`] was called.
     pub fn is_shutting_down(&self) -> bool {
-        self.shutting_down.load(Ordering::SeqCst)
+        self.ops.shutting_down.load(Ordering::SeqCst)
     }
 
     /// The host closed a waiting connection to admit a new one at its
@@ -49,6 +49,14 @@ impl Service {
             "request_timeout",
             "request timed out: answered 408, it did not arrive whole in time",
         ));
+    }
+
+    /// A request did not arrive whole within the host's deadline: counts
+    /// and says it ([`Service::note_request_timeout`]) and gives the
+    /// answer to send before closing ([`crate::policy::request_timeout`]).
+    pub fn request_timed_out(&self) -> Vec<u8> {
+        self.note_request_timeout();
+        crate::policy::request_timeout()
     }
 
     /// Sets where the library's operator lines go ([`crate::log::Event`]:
@@ -81,8 +89,8 @@ impl Service {
     /// round trip on PostgreSQL, within `database_timeout_ms` like every
     /// statement). After a write was refused for a full disk (and until
     /// one commits), the check is whether the disk takes writes again: a
-    /// scratch file of [`store::sqlite::SPACE_PROBE_BYTES`] next to the
-    /// database, and a no-op UPDATE committed. A one-page write alone is
+    /// scratch file next to the database ([`store::space_probe`]), and a
+    /// no-op UPDATE committed. A one-page write alone is
     /// not enough: SQLite reuses WAL space its failed writes had taken.
     /// So readiness comes back by itself once space is freed. Any failure
     /// reads as the error a write would get; what failed inside is never
@@ -93,7 +101,7 @@ impl Service {
         }
         let disk_full = self.metrics.disk_full.load(Ordering::Relaxed);
         if disk_full && !self.in_memory && !self.shared_store {
-            if let Err(e) = store::sqlite::space_probe(&self.config.database) {
+            if let Err(e) = store::space_probe(&self.config) {
                 if e.kind() == std::io::ErrorKind::StorageFull {
                     return Err(ApiError::storage_full(e));
                 }
@@ -163,9 +171,8 @@ impl Service {
     /// Connections to the database: one on SQLite (the scrape's own
     /// read-only one aside), the pool's on PostgreSQL.
     fn database_connections(&self) -> u64 {
-        #[cfg(feature = "postgres")]
         if self.shared_store {
-            return super::PG_CONNECTIONS as u64;
+            return store::SHARED_CONNECTIONS as u64;
         }
         1
     }
@@ -175,13 +182,13 @@ impl Service {
     /// connection of their own, without the service's lock (WAL readers
     /// do not block the writer); elsewhere under the lock.
     fn read_backlog(&self, now_ms: u64) -> Result<Option<store::backlog::Backlog>, ()> {
-        let mut scan = self.backlog_scan.lock().unwrap_or_else(|e| e.into_inner());
+        let mut scan = self.ops.backlog_scan.lock().unwrap_or_else(|e| e.into_inner());
         if self.shared_store || self.in_memory {
             return scan.step(&self.lock().conn, now_ms).map_err(|_| ());
         }
-        let mut reader = self.metrics_reader.lock().unwrap_or_else(|e| e.into_inner());
+        let mut reader = self.ops.metrics_reader.lock().unwrap_or_else(|e| e.into_inner());
         if reader.is_none() {
-            *reader = store::sqlite::open_reader(&self.config.database).ok().map(store::Conn::Sqlite);
+            *reader = store::open_reader(&self.config);
         }
         let read = scan.step(reader.as_ref().ok_or(())?, now_ms);
         if read.is_err() {
@@ -196,6 +203,24 @@ impl Service {
 impl Service {
     pub(crate) fn record(&self, request: crate::entry::Input<'_>, resp: &[u8], started: Option<Timer>) {
         let method = request.path().map_or(crate::metrics::OTHER_METHOD, crate::metrics::method_of_path);
-        self.metrics.record(method, resp, started);
+        self.record_method(method, resp, started);
+    }
+
+    /// Counts an answer; a write refused for a full disk is also said to
+    /// the operator, at most once every 10 s with how many were refused
+    /// meanwhile (no host looks for it in the answers).
+    pub(crate) fn record_method(&self, method: usize, resp: &[u8], started: Option<Timer>) {
+        if self.metrics.record(method, resp, started) {
+            if let Some(n) = self.metrics.storage_full_report.note(self.now_ms()) {
+                self.gateway.log.emit(
+                    Event::new(
+                        Level::Error,
+                        "storage_full",
+                        "storage full: the database's disk has no space; writes are refused (503 storage_full, nothing written) until space is freed",
+                    )
+                    .with("refused", n),
+                );
+            }
+        }
     }
 }

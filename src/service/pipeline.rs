@@ -201,8 +201,8 @@ impl Service {
                 Route::Bot(method) => {
                     // On a shared store the chat is read with the bot (the
                     // group may have read both already).
-                    let chat = match (method, ctx.conn.dialect()) {
-                        (BotMethod::GetMe, _) | (_, store::Dialect::Sqlite) => None,
+                    let chat = match (method, ctx.conn.is_shared()) {
+                        (BotMethod::GetMe, _) | (_, false) => None,
                         _ if ctx.preauth.is_some() => None,
                         _ => methods::params::peek_chat_id(&routed.req.body),
                     };

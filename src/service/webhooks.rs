@@ -10,8 +10,9 @@ use super::Service;
 use crate::methods::webhook::{signing_key, target_policy};
 use crate::store;
 use crate::webhook::deliveries::{BotDeliveries, StatusWrite, WebhookRequest};
-use crate::webhook::schedule::{LogEvent, GAP_KIND, WINDOW};
+use crate::webhook::schedule::{LogEvent, WINDOW};
 use crate::webhook::{check_url, Outcome, Schedule};
+use crate::words::BotGap;
 use std::collections::HashMap;
 
 /// How often, at most, what outcomes changed is written (one transaction,
@@ -20,6 +21,11 @@ use std::collections::HashMap;
 /// a crash loses at most this much of the cursor's progress, which only
 /// means those events are delivered again.
 pub const WEBHOOK_FLUSH_MS: u64 = 50;
+
+/// After the store failed a poll's reads or writes, how long until the
+/// next poll tries again (what failed is kept): soon, but not in a busy
+/// loop while the disk is full or the database unreachable.
+pub const WEBHOOK_STORE_RETRY_MS: u64 = 20;
 
 /// What [`Service::poll_webhook_in_memory`] found. Made once per
 /// delivery and moved at once: its size does not matter.
@@ -30,8 +36,9 @@ pub enum WebhookPoll {
     Request(WebhookRequest),
     /// Nothing is due now.
     Idle,
-    /// The next step reads or writes the store: call
-    /// [`Service::poll_webhook`] where blocking is allowed.
+    /// Nothing is due in memory, and the store has work (a bot's log to
+    /// read, outcomes to write): call [`Service::poll_webhook`] where
+    /// blocking is allowed.
     NeedsStore,
 }
 
@@ -42,7 +49,9 @@ struct Known {
     wants: Option<(i64, usize)>,
 }
 
-/// What a store read found for a bot.
+/// What a store read found for a bot. Made once per read and moved at
+/// once: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Refresh {
     /// No webhook to deliver (deleted, or it can no longer be sent).
     Gone,
@@ -53,6 +62,8 @@ enum Refresh {
         max_connections: u32,
         allowed: Option<Vec<String>>,
         bounds: store::gateway::LogBounds,
+        /// Whether the log was read (not when the window was full).
+        read: bool,
         events: Vec<LogEvent>,
     },
 }
@@ -81,7 +92,7 @@ impl Service {
     /// `attempt.deadline_ms`, without following redirects, reading at most
     /// 64 KiB of the answer, and reports the outcome with the same `id`.
     pub fn poll_webhook(&self, now_ms: u64) -> Option<WebhookRequest> {
-        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         if !self.webhook_store_due(&d, now_ms) || d.store_turn {
             // Nothing to read or write (or another caller is at it): no
             // wait on the store.
@@ -91,7 +102,7 @@ impl Service {
         // outcomes and in-memory polls go on while a sync or a read waits
         // on the disk; `store_turn` keeps it to one caller at a time.
         d.store_turn = true;
-        let turn = StoreTurn(&self.webhooks);
+        let turn = StoreTurn(&self.delivery.webhooks);
         if !d.loaded || (self.shared_store && now_ms >= d.next_claim_ms) {
             d = self.load_and_claim(d, now_ms);
         }
@@ -124,8 +135,10 @@ impl Service {
                 (b, r)
             })
             .collect();
-        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut failed = false;
         if let (Some((cursors, statuses)), Some(false)) = (writes, written) {
+            failed = true;
             // Kept for the next try, under what outcomes changed since.
             for (b, c) in cursors {
                 let e = d.cursor_writes.entry(b).or_insert(c);
@@ -140,9 +153,13 @@ impl Service {
                 Ok(r) => self.apply_refresh(&mut d, &bot_id, r, now_ms),
                 // Looked at again at the next call.
                 Err(()) => {
+                    failed = true;
                     d.dirty.insert(bot_id);
                 }
             }
+        }
+        if failed || !d.loaded {
+            d.store_retry_ms = now_ms + WEBHOOK_STORE_RETRY_MS;
         }
         d.store_turn = false;
         std::mem::forget(turn);
@@ -168,7 +185,7 @@ impl Service {
         let rows = if load { store::webhooks::all(&self.lock().conn).ok() } else { None };
         let claimed = claim
             .then(|| store::webhooks::claim_leases(&self.lock().conn, &node, now_ms, now_ms + WEBHOOK_LEASE_TTL_MS));
-        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(rows) = rows {
             d.loaded = true;
             d.dirty.extend(rows.into_iter().map(|r| r.bot_id));
@@ -206,22 +223,26 @@ impl Service {
     /// what is due, as `poll_webhook` would, taking only a lock held for
     /// microseconds.
     pub fn poll_webhook_in_memory(&self, now_ms: u64) -> WebhookPoll {
-        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
-        if self.webhook_store_due(&d, now_ms) {
-            return WebhookPoll::NeedsStore;
+        let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        // What is due goes first: a bot's read or the outcomes' write must
+        // not hold up the chats whose next event is already here.
+        if let Some(r) = self.next_webhook_attempt(&mut d, now_ms) {
+            return WebhookPoll::Request(r);
         }
-        match self.next_webhook_attempt(&mut d, now_ms) {
-            Some(r) => WebhookPoll::Request(r),
-            None => WebhookPoll::Idle,
+        if self.webhook_store_due(&d, now_ms) {
+            WebhookPoll::NeedsStore
+        } else {
+            WebhookPoll::Idle
         }
     }
 
     fn webhook_store_due(&self, d: &crate::webhook::deliveries::Deliveries, now_ms: u64) -> bool {
         let writes = !d.cursor_writes.is_empty() || !d.status_writes.is_empty();
-        !d.loaded
-            || (self.shared_store && now_ms >= d.next_claim_ms)
-            || (writes && now_ms >= d.flushed_ms + WEBHOOK_FLUSH_MS)
-            || d.dirty.iter().any(|b| d.holds(b))
+        now_ms >= d.store_retry_ms
+            && (!d.loaded
+                || (self.shared_store && now_ms >= d.next_claim_ms)
+                || (writes && now_ms >= d.flushed_ms + WEBHOOK_FLUSH_MS)
+                || d.dirty.iter().any(|b| d.holds(b)))
     }
 
     /// Rereads a bot's webhook row and the log past what its schedule
@@ -266,14 +287,24 @@ impl Service {
         if let Some((wal, seen)) = seen {
             wal.sync_to(seen).map_err(|_| ())?;
         }
-        Ok(Refresh::Read { url: row.url, target, key, max_connections: row.max_connections, allowed, bounds, events })
+        let read = wants.is_some();
+        Ok(Refresh::Read {
+            url: row.url,
+            target,
+            key,
+            max_connections: row.max_connections,
+            allowed,
+            bounds,
+            read,
+            events,
+        })
     }
 
     /// Applies what [`Service::read_webhook`] found to the bot's schedule,
     /// as it stands now (outcomes may have moved it meanwhile; reads have
     /// not, there is one store turn at a time).
     fn apply_refresh(&self, d: &mut crate::webhook::deliveries::Deliveries, bot_id: &str, r: Refresh, now_ms: u64) {
-        let Refresh::Read { url, target, key, max_connections, allowed, bounds, events } = r else {
+        let Refresh::Read { url, target, key, max_connections, allowed, bounds, read, events } = r else {
             d.remove(bot_id);
             return;
         };
@@ -293,7 +324,8 @@ impl Service {
         entry.schedule.set_allowed_updates(allowed);
         entry.schedule.cursor_moved(bounds.acked);
         if let Some((after, room)) = entry.schedule.wants_events() {
-            let none_read = events.is_empty();
+            // The log was read from at most `after` and held nothing past it.
+            let none_read = read && events.is_empty();
             let mut events: Vec<LogEvent> = events.into_iter().filter(|e| e.seq > after).take(room).collect();
             // Events after `after` that are gone: the notice goes at the
             // last one dropped, before the first one kept.
@@ -305,9 +337,9 @@ impl Service {
             if let Some(n) = dropped_through {
                 let notice = LogEvent {
                     seq: n,
-                    kind: GAP_KIND.to_string(),
+                    kind: BotGap::EventsDropped.to_string(),
                     chat: String::new(),
-                    body: update_json(n, GAP_KIND, &format!("{{\"dropped_through\":{n}}}")),
+                    body: update_json(n, BotGap::EventsDropped.as_str(), &format!("{{\"dropped_through\":{n}}}")),
                 };
                 events.insert(0, notice);
             }
@@ -334,8 +366,10 @@ impl Service {
     /// getWebhookInfo and retried later. Never waits on the store: the
     /// changes are written, in one transaction, by the next
     /// [`Service::poll_webhook`] (a crash before it only delivers those
-    /// events again).
-    pub fn webhook_outcome(&self, id: u64, outcome: Outcome, now_ms: u64) {
+    /// events again). True when the store has work now: a host that goes
+    /// on with [`Service::poll_webhook_in_memory`] should see that
+    /// `poll_webhook` is called soon.
+    pub fn webhook_outcome(&self, id: u64, outcome: Outcome, now_ms: u64) -> bool {
         let failed = match &outcome {
             Outcome::Answered { status, .. } => !(200..300).contains(status),
             _ => true,
@@ -352,8 +386,10 @@ impl Service {
             Outcome::Failed(_) => 3,
         };
         self.metrics.webhook_attempts[result].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(b) = d.outcome(id, outcome, now_ms, u64::from_le_bytes(random)) else { return };
+        let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(b) = d.outcome(id, outcome, now_ms, u64::from_le_bytes(random)) else {
+            return self.webhook_store_due(&d, now_ms);
+        };
         let bot_id = b.schedule.bot_id().to_string();
         let cursor = b.schedule.take_cursor_write();
         let status = b.schedule.status();
@@ -377,6 +413,7 @@ impl Service {
         if read_more {
             d.dirty.insert(bot_id);
         }
+        self.webhook_store_due(&d, now_ms)
     }
 
     /// Writes what outcomes changed, in one transaction; whether it was
@@ -408,7 +445,7 @@ impl Service {
     /// For the metrics: webhooks this node delivers, events held and not
     /// delivered, attempts in flight.
     pub(crate) fn webhook_figures(&self) -> (u64, u64, u64) {
-        let d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         let held = d.bots.values().map(|b| b.schedule.held_count() as u64).sum();
         (d.bots.len() as u64, held, d.in_flight() as u64)
     }
@@ -416,19 +453,26 @@ impl Service {
     /// When to call [`Service::poll_webhook`] next, if no wake-up comes
     /// first: the earliest retry that waits.
     pub fn webhook_timeout(&self) -> Option<u64> {
-        let d = self.webhooks.lock().unwrap_or_else(|e| e.into_inner());
-        if !d.dirty.is_empty() || !d.loaded {
-            return Some(self.now_ms());
+        let d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
+        let min = |a: Option<u64>, b: u64| Some(a.map_or(b, |a| a.min(b)));
+        // The store's part: a first load, a bot to look at (bots held by
+        // another node wait for a lease, not a poll), writes, leases.
+        let mut store = None;
+        if !d.loaded || d.dirty.iter().any(|b| d.holds(b)) {
+            store = Some(self.now_ms());
         }
-        let mut retry = d.next_due();
         if !d.cursor_writes.is_empty() || !d.status_writes.is_empty() {
-            let flush = d.flushed_ms + WEBHOOK_FLUSH_MS;
-            retry = Some(retry.map_or(flush, |r| r.min(flush)));
+            store = min(store, d.flushed_ms + WEBHOOK_FLUSH_MS);
         }
         if self.shared_store {
-            return Some(retry.map_or(d.next_claim_ms, |r| r.min(d.next_claim_ms)));
+            store = min(store, d.next_claim_ms);
         }
-        retry
+        // After a store failure it waits a little; attempts do not.
+        let store = store.map(|t| t.max(d.store_retry_ms));
+        match (store, d.next_due()) {
+            (Some(s), due) => min(due, s),
+            (None, due) => due,
+        }
     }
 
     /// Whether a delivery may connect to `ip` under this service's policy
@@ -475,5 +519,48 @@ mod tests {
         assert_eq!(super::chat_of(r#"{"message":{"message_id":"1","chat":{"id":"c2","type":"group"}}}"#), "c2");
         assert_eq!(super::chat_of(r#"{"dropped_through":4}"#), "");
         assert_eq!(super::chat_of("not json"), "");
+    }
+}
+
+#[cfg(test)]
+mod store_retry_tests {
+    use crate::{ClockKind, Config, Service, WebhookPoll};
+
+    fn service() -> Service {
+        let cfg = Config::default().with(|c| {
+            c.admin_secret = "an-admin-secret-0123".into();
+            c.clock = ClockKind::Manual;
+        });
+        Service::open(cfg).unwrap()
+    }
+
+    #[test]
+    fn after_a_store_failure_the_store_waits_and_attempts_do_not() {
+        let svc = service();
+        let now = svc.now_ms();
+        {
+            let mut d = svc.delivery.webhooks.lock().unwrap();
+            d.loaded = true;
+            d.dirty.insert("bot_a".into());
+            d.store_retry_ms = now + super::WEBHOOK_STORE_RETRY_MS;
+        }
+        // A bot to look at, but the store failed a moment ago: no busy loop.
+        assert_eq!(svc.webhook_timeout(), Some(now + super::WEBHOOK_STORE_RETRY_MS));
+        assert!(matches!(svc.poll_webhook_in_memory(now), WebhookPoll::Idle));
+        assert!(matches!(svc.poll_webhook_in_memory(now + super::WEBHOOK_STORE_RETRY_MS), WebhookPoll::NeedsStore));
+        // Once looked at (the bot has no webhook: forgotten), nothing waits.
+        assert!(svc.poll_webhook(now + super::WEBHOOK_STORE_RETRY_MS).is_none());
+        assert_eq!(svc.webhook_timeout(), None);
+    }
+
+    #[test]
+    fn a_bot_held_by_another_node_does_not_make_the_poll_due() {
+        let svc = service();
+        let mut d = svc.delivery.webhooks.lock().unwrap();
+        d.loaded = true;
+        d.held = Some(Default::default());
+        d.dirty.insert("bot_elsewhere".into());
+        drop(d);
+        assert_eq!(svc.webhook_timeout(), None);
     }
 }

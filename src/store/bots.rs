@@ -1,6 +1,8 @@
 //! Bots as stored: loading one for authentication (alone, or with the chat
 //! a request names), creating one, changing its fields and its token.
 
+pub use super::schema::handle_key;
+use super::schema::CLAIM_KEY;
 use super::{Conn, Optional, Row, StoreResult, ToVal, Val};
 use crate::model::{Bot, Chat, ChatPrefetch, Tier};
 use crate::params;
@@ -145,15 +147,6 @@ pub fn insert(conn: &Conn, b: &NewBot<'_>) -> StoreResult<()> {
     Ok(())
 }
 
-/// What makes two handles the same: their Unicode lowercase
-/// (`str::to_lowercase`), computed here for both stores, never by the
-/// database (SQLite's `lower()` folds ASCII only, PostgreSQL's follows the
-/// database's locale). Stored as `bots.handle_key`, unique among the bots
-/// that hold one.
-pub fn handle_key(handle: &str) -> String {
-    handle.to_lowercase()
-}
-
 /// The id of a bot other than `except` whose handle is `handle` compared
 /// case-insensitively, if any.
 pub fn handle_holder(conn: &Conn, handle: &str, except: &str) -> StoreResult<Option<String>> {
@@ -183,60 +176,8 @@ pub fn pass_on_handle_key(conn: &Conn, key: &str) -> StoreResult<()> {
     Ok(())
 }
 
-/// The schema change that makes handles unique, the same text for both
-/// stores: a key column and a unique index over it. NULL keys do not
-/// conflict (in SQLite and PostgreSQL alike), so the bots of a database
-/// written before it that share a handle keep working: [`claim_keys`]
-/// gives the key to the first of them only.
-pub const HANDLE_KEYS_MIGRATION: &str = r#"
-    ALTER TABLE bots ADD COLUMN handle_key TEXT;
-    CREATE UNIQUE INDEX bots_handle_key ON bots (handle_key);
-    -- The bots left without a key (sharing an older bot's handle), for
-    -- pass_on_handle_key; empty on a database that never had duplicates.
-    CREATE INDEX bots_without_handle_key ON bots (created_at, id) WHERE handle_key IS NULL;
-    "#;
-
 /// Bots without a handle key, oldest first (index `bots_without_handle_key`).
 const WITHOUT_KEY: &str = "SELECT id, handle FROM bots WHERE handle_key IS NULL ORDER BY created_at, id";
-
-/// The existing bots' rows, for [`claim_keys`], oldest first.
-pub const EXISTING_HANDLES: &str = "SELECT id, handle FROM bots ORDER BY created_at, id";
-
-/// Sets one bot's key during [`HANDLE_KEYS_MIGRATION`] (SQLite's spelling;
-/// the PostgreSQL migration binds `$1`, `$2`).
-pub const CLAIM_KEY: &str = "UPDATE bots SET handle_key = ?1 WHERE id = ?2";
-
-/// Which existing bots get their handle's key when handles become unique:
-/// of bots (oldest first) that share a handle case-insensitively, the
-/// oldest; the others keep their handle with no key (it stays theirs to
-/// show, and no new bot can take it) until `updateBot` gives them a free
-/// one. Returns (bot id, key) to set, and the ids left without one.
-pub fn claim_keys(bots: &[(String, String)]) -> (Vec<(&str, String)>, Vec<&str>) {
-    let mut seen = std::collections::HashSet::new();
-    let (mut claims, mut unclaimed) = (Vec::new(), Vec::new());
-    for (id, handle) in bots {
-        let key = handle_key(handle);
-        if seen.insert(key.clone()) {
-            claims.push((id.as_str(), key));
-        } else {
-            unclaimed.push(id.as_str());
-        }
-    }
-    (claims, unclaimed)
-}
-
-/// Tells the operator, on stderr, which bots were left sharing a handle
-/// when handles became unique (nothing when none were).
-pub fn report_unclaimed(ids: &[&str]) {
-    if !ids.is_empty() {
-        eprintln!(
-            "botspace: {} bot(s) share a handle with an older bot and keep it without owning it: {}; \
-             give each a handle of its own with updateBot (see docs/decisions.md, \"Bot handles are unique\")",
-            ids.len(),
-            ids.join(", ")
-        );
-    }
-}
 
 /// A bot field updateBot may change.
 #[derive(Debug, Clone, Copy)]

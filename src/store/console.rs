@@ -1,14 +1,78 @@
 //! The console's queries: lists with cursor paging and a filter, a bot's
-//! live figures, and the audit log. Portable SQL, run by both stores; the
-//! gateway sessions of a bot come from the leases on PostgreSQL (every
-//! node's) and from the caller (this process's) on SQLite.
+//! live figures, and the audit log, as typed rows. Portable SQL, run by
+//! both stores; the gateway sessions of a bot come from the leases on a
+//! shared store (every node's), and from the caller (this process's)
+//! otherwise ([`BotLive::leased`] is `None`).
 //!
 //! Lists are newest first, keyed by `(created_at, id)`: the cursor is the
 //! last row's pair, so a page never repeats or skips a row that existed
 //! when the first page was read.
 
 use super::{Conn, Dialect, Row, StoreResult};
+use crate::model::Bot;
 use crate::params;
+
+/// A bot as the console lists it.
+#[derive(Debug, Clone)]
+pub struct BotLive {
+    pub bot: Bot,
+    pub created_at: i64,
+    /// Events logged and not yet acknowledged.
+    pub unacked: i64,
+    /// Open gateway leases of every node, on a shared store; `None` where
+    /// sessions are counted by this process alone.
+    pub leased: Option<u32>,
+}
+
+/// A user as the console lists it.
+#[derive(Debug, Clone)]
+pub struct UserRow {
+    pub id: String,
+    pub display_name: String,
+    pub handle: Option<String>,
+    pub created_at: i64,
+}
+
+/// A chat as the console lists it (`kind` is `private` or `group`; the
+/// fields of the other kind are as stored).
+#[derive(Debug, Clone)]
+pub struct ChatRow {
+    pub id: String,
+    pub kind: String,
+    pub title: Option<String>,
+    pub user_id: Option<String>,
+    pub bot_id: Option<String>,
+    pub started: bool,
+    pub blocked_by_user: bool,
+    pub blocked_by_bot: bool,
+    pub bots_can_send: bool,
+    pub dissolved: bool,
+    pub created_at: i64,
+    /// Current members.
+    pub member_count: i64,
+}
+
+/// A chat's current member with a name.
+#[derive(Debug, Clone)]
+pub struct MemberRow {
+    pub id: String,
+    pub is_bot: bool,
+    pub display_name: Option<String>,
+    pub handle: Option<String>,
+}
+
+/// One audit log entry as stored.
+#[derive(Debug, Clone)]
+pub struct AuditRow {
+    pub id: i64,
+    pub at_ms: i64,
+    pub method: String,
+    pub target: Option<String>,
+    pub actor: String,
+    pub peer: Option<String>,
+    /// The JSON object of the request's non-secret fields.
+    pub detail: String,
+}
 
 /// Where a page starts: after `(created_at, id)` in newest-first order.
 #[derive(Debug, Clone, Default)]
@@ -54,42 +118,52 @@ fn contains_pattern(q: &str) -> String {
 
 const PAGE: &str = "(created_at < ?2 OR (created_at = ?2 AND id < ?3))";
 
-/// Columns of a bot row: `bot_columns` (the model's), then `created_at`,
-/// the unacknowledged events, and the open gateway leases (PostgreSQL;
-/// 0 on SQLite).
-pub fn list_bots<T>(
+/// The bot columns of the model, then `created_at`, the unacknowledged
+/// events, and the open gateway leases (0 where there are none).
+fn bot_live_sql(conn: &Conn, filter: &str, now: &str) -> String {
+    format!(
+        "SELECT {}, created_at, last_seq - acked_seq, {} FROM bots WHERE {filter}",
+        super::bots::BOT_COLUMNS,
+        leases(conn, now)
+    )
+}
+
+fn read_bot_live(conn: &Conn, r: &Row<'_>) -> StoreResult<BotLive> {
+    let leased: i64 = r.get(11)?;
+    Ok(BotLive {
+        bot: super::bots::read_bot(r, 0)?,
+        created_at: r.get(9)?,
+        unacked: r.get(10)?,
+        leased: conn.is_shared().then(|| u32::try_from(leased).unwrap_or(u32::MAX)),
+    })
+}
+
+/// A page of bots, newest first, whose handle or name contains `query`.
+pub fn list_bots(
     conn: &Conn,
-    bot_columns: &str,
     query: &str,
     after: Option<&Cursor>,
     limit: u32,
     now_ms: u64,
-    f: impl FnMut(&Row<'_>) -> StoreResult<T>,
-) -> StoreResult<Vec<T>> {
-    let sql = format!(
-        "SELECT {bot_columns}, created_at, last_seq - acked_seq, {} FROM bots \
-         WHERE (?1 = '' OR lower(handle) LIKE ?1 ESCAPE '\\' OR lower(display_name) LIKE ?1 ESCAPE '\\') \
-         AND {PAGE} AND ?5 >= 0 ORDER BY created_at DESC, id DESC LIMIT ?4",
-        leases(conn, "?5")
+) -> StoreResult<Vec<BotLive>> {
+    let sql = bot_live_sql(
+        conn,
+        &format!(
+            "(?1 = '' OR lower(handle) LIKE ?1 ESCAPE '\\' OR lower(display_name) LIKE ?1 ESCAPE '\\') \
+             AND {PAGE} AND ?5 >= 0 ORDER BY created_at DESC, id DESC LIMIT ?4"
+        ),
+        "?5",
     );
     let (t, id) = Cursor::bounds(after);
-    conn.prepare_cached(&sql)?.query_vec(params![contains_pattern(query), t, id, i64::from(limit), now_ms as i64], f)
+    conn.prepare_cached(&sql)?
+        .query_vec(params![contains_pattern(query), t, id, i64::from(limit), now_ms as i64], |r| read_bot_live(conn, r))
 }
 
-/// One bot with the same columns as [`list_bots`].
-pub fn bot_live<T>(
-    conn: &Conn,
-    bot_columns: &str,
-    bot_id: &str,
-    now_ms: u64,
-    f: impl FnOnce(&Row<'_>) -> StoreResult<T>,
-) -> StoreResult<Option<T>> {
+/// One bot as [`list_bots`] has it.
+pub fn bot_live(conn: &Conn, bot_id: &str, now_ms: u64) -> StoreResult<Option<BotLive>> {
     use super::Optional;
-    let sql = format!(
-        "SELECT {bot_columns}, created_at, last_seq - acked_seq, {} FROM bots WHERE id = ?1 AND ?2 >= 0",
-        leases(conn, "?2")
-    );
-    conn.prepare_cached(&sql)?.query_row(params![bot_id, now_ms as i64], f).optional()
+    let sql = bot_live_sql(conn, "id = ?1 AND ?2 >= 0", "?2");
+    conn.prepare_cached(&sql)?.query_row(params![bot_id, now_ms as i64], |r| read_bot_live(conn, r)).optional()
 }
 
 /// The open leases of the row's bot (`now`: the parameter holding the
@@ -104,35 +178,29 @@ fn leases(conn: &Conn, now: &str) -> String {
     }
 }
 
-/// Users: `id, display_name, handle, created_at`.
-pub fn list_users<T>(
-    conn: &Conn,
-    query: &str,
-    after: Option<&Cursor>,
-    limit: u32,
-    f: impl FnMut(&Row<'_>) -> StoreResult<T>,
-) -> StoreResult<Vec<T>> {
+/// A page of users, newest first, whose handle or name contains `query`.
+pub fn list_users(conn: &Conn, query: &str, after: Option<&Cursor>, limit: u32) -> StoreResult<Vec<UserRow>> {
     let (t, id) = Cursor::bounds(after);
     conn.prepare_cached(
         "SELECT id, display_name, handle, created_at FROM users \
          WHERE (?1 = '' OR lower(coalesce(handle, '')) LIKE ?1 ESCAPE '\\' OR lower(display_name) LIKE ?1 ESCAPE '\\') \
          AND (created_at < ?2 OR (created_at = ?2 AND id < ?3)) ORDER BY created_at DESC, id DESC LIMIT ?4",
     )?
-    .query_vec(params![contains_pattern(query), t, id, i64::from(limit)], f)
+    .query_vec(params![contains_pattern(query), t, id, i64::from(limit)], |r| {
+        Ok(UserRow { id: r.get(0)?, display_name: r.get(1)?, handle: r.get(2)?, created_at: r.get(3)? })
+    })
 }
 
-/// Chats: `id, type, title, user_id, bot_id, started, blocked_by_user,
-/// blocked_by_bot, bots_can_send, dissolved, created_at, current members`.
-/// `member` ('' for any) keeps the chats where that user or bot is a
-/// current member.
-pub fn list_chats<T>(
+/// A page of chats, newest first, whose title contains `query`. `member`
+/// ('' for any) keeps the chats where that user or bot is a current
+/// member.
+pub fn list_chats(
     conn: &Conn,
     query: &str,
     member: &str,
     after: Option<&Cursor>,
     limit: u32,
-    f: impl FnMut(&Row<'_>) -> StoreResult<T>,
-) -> StoreResult<Vec<T>> {
+) -> StoreResult<Vec<ChatRow>> {
     let (t, id) = Cursor::bounds(after);
     conn.prepare_cached(
         "SELECT id, type, title, user_id, bot_id, started, blocked_by_user, blocked_by_bot, bots_can_send, \
@@ -141,17 +209,34 @@ pub fn list_chats<T>(
          AND (?5 = '' OR id IN (SELECT chat_id FROM members WHERE member_id = ?5 AND active = 1)) \
          AND (created_at < ?2 OR (created_at = ?2 AND id < ?3)) ORDER BY created_at DESC, id DESC LIMIT ?4",
     )?
-    .query_vec(params![contains_pattern(query), t, id, i64::from(limit), member], f)
+    .query_vec(params![contains_pattern(query), t, id, i64::from(limit), member], |r| {
+        Ok(ChatRow {
+            id: r.get(0)?,
+            kind: r.get(1)?,
+            title: r.get(2)?,
+            user_id: r.get(3)?,
+            bot_id: r.get(4)?,
+            started: r.get(5)?,
+            blocked_by_user: r.get(6)?,
+            blocked_by_bot: r.get(7)?,
+            bots_can_send: r.get(8)?,
+            dissolved: r.get(9)?,
+            created_at: r.get(10)?,
+            member_count: r.get(11)?,
+        })
+    })
 }
 
-/// A chat's current members with their names: `id, is_bot, name, handle`.
-pub fn chat_members<T>(conn: &Conn, chat_id: &str, f: impl FnMut(&Row<'_>) -> StoreResult<T>) -> StoreResult<Vec<T>> {
+/// A chat's current members with their names, bots first.
+pub fn chat_members(conn: &Conn, chat_id: &str) -> StoreResult<Vec<MemberRow>> {
     conn.prepare_cached(
         "SELECT m.member_id, m.is_bot, coalesce(u.display_name, b.display_name), coalesce(u.handle, b.handle) \
          FROM members m LEFT JOIN users u ON u.id = m.member_id LEFT JOIN bots b ON b.id = m.member_id \
          WHERE m.chat_id = ?1 AND m.active = 1 ORDER BY m.is_bot DESC, m.member_id",
     )?
-    .query_vec([chat_id], f)
+    .query_vec([chat_id], |r| {
+        Ok(MemberRow { id: r.get(0)?, is_bot: r.get(1)?, display_name: r.get(2)?, handle: r.get(3)? })
+    })
 }
 
 /// One audit entry, written in the transaction of the change it records.
@@ -173,56 +258,25 @@ pub fn audit(conn: &Conn, e: &AuditEntry<'_>) -> StoreResult<()> {
 }
 
 /// Audit entries newest first, before entry `before` (none: from the
-/// newest): `id, at_ms, method, target, actor, peer, detail`. `target`
-/// ('' for any) keeps one bot's, chat's or user's entries.
-pub fn audit_log<T>(
-    conn: &Conn,
-    before: Option<i64>,
-    target: &str,
-    limit: u32,
-    f: impl FnMut(&Row<'_>) -> StoreResult<T>,
-) -> StoreResult<Vec<T>> {
+/// newest). `target` ('' for any) keeps one bot's, chat's or user's
+/// entries.
+pub fn audit_log(conn: &Conn, before: Option<i64>, target: &str, limit: u32) -> StoreResult<Vec<AuditRow>> {
     conn.prepare_cached(
         "SELECT id, at_ms, method, target, actor, peer, detail FROM audit_log \
          WHERE id < ?1 AND (?2 = '' OR target = ?2) ORDER BY id DESC LIMIT ?3",
     )?
-    .query_vec(params![before.unwrap_or(i64::MAX), target, i64::from(limit)], f)
+    .query_vec(params![before.unwrap_or(i64::MAX), target, i64::from(limit)], |r| {
+        Ok(AuditRow {
+            id: r.get(0)?,
+            at_ms: r.get(1)?,
+            method: r.get(2)?,
+            target: r.get(3)?,
+            actor: r.get(4)?,
+            peer: r.get(5)?,
+            detail: r.get(6)?,
+        })
+    })
 }
-
-/// SQLite schema version 4: the audit log, and list order indexes.
-pub const SQLITE_MIGRATION: &str = r#"
-    CREATE TABLE audit_log (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        at_ms INTEGER NOT NULL,
-        method TEXT NOT NULL,
-        target TEXT,
-        actor TEXT NOT NULL,
-        peer TEXT,
-        detail TEXT NOT NULL
-    );
-    CREATE INDEX audit_log_by_target ON audit_log (target, id);
-    CREATE INDEX bots_by_created ON bots (created_at, id);
-    CREATE INDEX users_by_created ON users (created_at, id);
-    CREATE INDEX chats_by_created ON chats (created_at, id);
-    "#;
-
-/// PostgreSQL schema version 4: as [`SQLITE_MIGRATION`].
-#[cfg(feature = "postgres")]
-pub const POSTGRES_MIGRATION: &str = r#"
-    CREATE TABLE audit_log (
-        id BIGSERIAL PRIMARY KEY,
-        at_ms BIGINT NOT NULL,
-        method TEXT NOT NULL,
-        target TEXT,
-        actor TEXT NOT NULL,
-        peer TEXT,
-        detail TEXT NOT NULL
-    );
-    CREATE INDEX audit_log_by_target ON audit_log (target, id);
-    CREATE INDEX bots_by_created ON bots (created_at, id);
-    CREATE INDEX users_by_created ON users (created_at, id);
-    CREATE INDEX chats_by_created ON chats (created_at, id);
-    "#;
 
 #[cfg(test)]
 mod tests {

@@ -21,15 +21,18 @@ type SchemaRow = (String, String, String, Option<String>);
 pub enum ImportError {
     /// The image is not acceptable (the host's mistake): what is wrong.
     Refused(String),
-    /// SQLite failed while checking or copying it.
-    Sqlite(rusqlite::Error),
+    /// The database failed while checking or copying it.
+    Database(rusqlite::Error),
     /// Anything else that failed on this side.
     Internal(String),
+    /// The store is not a SQLite database (a database server): it has no
+    /// image to export or replace.
+    NoImage,
 }
 
 impl From<rusqlite::Error> for ImportError {
     fn from(e: rusqlite::Error) -> Self {
-        ImportError::Sqlite(e)
+        ImportError::Database(e)
     }
 }
 
@@ -37,7 +40,8 @@ impl std::fmt::Display for ImportError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ImportError::Refused(why) | ImportError::Internal(why) => f.write_str(why),
-            ImportError::Sqlite(e) => e.fmt(f),
+            ImportError::Database(e) => e.fmt(f),
+            ImportError::NoImage => f.write_str("the store is not a SQLite database"),
         }
     }
 }
@@ -49,8 +53,19 @@ fn refuse(why: impl std::fmt::Display) -> ImportError {
 }
 
 /// The whole database as one SQLite image (serialize).
-pub fn export(conn: &mut rusqlite::Connection) -> Result<Vec<u8>, super::StorageError> {
+pub fn export(conn: &mut super::Conn) -> ImportResult<Vec<u8>> {
+    let conn = conn.sqlite().ok_or(ImportError::NoImage)?;
     Ok(conn.serialize(rusqlite::MAIN_DB)?.to_vec())
+}
+
+/// The live database's page size, which an image is converted to.
+pub fn live_page_size(conn: &super::Conn) -> ImportResult<i64> {
+    Ok(storage::page_size(conn.sqlite_ref().ok_or(ImportError::NoImage)?)?)
+}
+
+/// Copies a checked image ([`prepare`]) over the live database.
+pub fn replace_live(scratch: &Connection, live: &mut super::Conn) -> ImportResult<()> {
+    copy_into(scratch, live.sqlite().ok_or(ImportError::NoImage)?)
 }
 
 /// The objects a database of schema `version` holds, as the migrations

@@ -16,19 +16,27 @@ pub mod backlog;
 pub mod bots;
 pub mod chats;
 pub mod console;
+pub mod error;
 pub mod events;
 pub mod gateway;
+pub mod heard;
 pub mod idempotency;
 pub(crate) mod import;
 pub mod limits;
 pub mod messages;
+pub mod notify;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod schema;
 pub mod sqlite;
 pub mod stats;
 pub mod users;
+pub mod value;
 pub mod wal;
 pub mod webhooks;
+
+pub use error::{Optional, StorageError, StoreResult};
+pub use value::{Params, Row, ToVal, Val};
 
 /// Which SQL dialect a connection speaks, for the few statements that differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,244 +44,6 @@ pub enum Dialect {
     Sqlite,
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Postgres,
-}
-
-/// Why a store operation failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StorageError {
-    #[error("sqlite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-    #[cfg(feature = "postgres")]
-    #[error("postgres: {}", postgres::describe(.0))]
-    Postgres(#[from] ::postgres::Error),
-    #[error("database schema version {found} is newer than this library supports ({supported})")]
-    TooNew { found: i64, supported: i64 },
-    /// A query that must return a row returned none.
-    #[error("the query returned no rows")]
-    NoRows,
-    /// A column did not hold the type the code reads.
-    #[error("column {0}: unexpected type")]
-    Type(usize),
-    /// The database named in the configuration needs a store this build
-    /// does not have.
-    #[error("{0}")]
-    Unsupported(&'static str),
-    /// The database server cannot be reached.
-    #[error("{0}")]
-    Unavailable(&'static str),
-    /// The database server did not answer a call within
-    /// `database_timeout_ms`; the connection was dropped.
-    #[error("PostgreSQL did not answer {what} within database_timeout_ms ({ms} ms); the connection was dropped")]
-    Deadline { what: &'static str, ms: u64 },
-    /// The connection broke while COMMIT was under way: the outcome is
-    /// unknown to this side.
-    #[error("the connection was lost during COMMIT: {0}")]
-    CommitLost(Box<StorageError>),
-    /// The stored rows broke a rule the code relies on (a bug, or a
-    /// database changed behind the service's back).
-    #[error("{0}")]
-    Inconsistent(&'static str),
-    /// The transaction met an error earlier and can only roll back.
-    #[error("the transaction was aborted by an earlier error")]
-    Aborted,
-}
-
-impl StorageError {
-    /// True when the database server is unreachable (down, restarting, the
-    /// connection broken): the request is answered 503 and may be retried.
-    pub fn is_unavailable(&self) -> bool {
-        match self {
-            StorageError::Unavailable(_) | StorageError::Deadline { .. } => true,
-            #[cfg(feature = "postgres")]
-            StorageError::Postgres(e) => postgres::is_unavailable(e),
-            _ => false,
-        }
-    }
-
-    /// True when SQLite refused the write because its disk is full.
-    pub fn is_full(&self) -> bool {
-        match self {
-            StorageError::Sqlite(e) => sqlite_disk_full(e),
-            StorageError::CommitLost(e) => e.is_full(),
-            _ => false,
-        }
-    }
-}
-
-/// SQLITE_FULL: SQLite's unix VFS reports a write that met ENOSPC (or
-/// EDQUOT) this way, and the statement or transaction was rolled back.
-pub(crate) fn sqlite_disk_full(e: &rusqlite::Error) -> bool {
-    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull)
-}
-
-pub type StoreResult<T> = Result<T, StorageError>;
-
-/// `query_row(...).optional()`: no row is `None`, not an error.
-pub trait Optional<T> {
-    fn optional(self) -> StoreResult<Option<T>>;
-}
-
-impl<T> Optional<T> for StoreResult<T> {
-    fn optional(self) -> StoreResult<Option<T>> {
-        match self {
-            Ok(v) => Ok(Some(v)),
-            Err(StorageError::NoRows) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-}
-
-/// A parameter value, borrowed from the caller.
-#[derive(Debug, Clone, Copy)]
-pub enum Val<'a> {
-    Null,
-    Int(i64),
-    Text(&'a str),
-    Blob(&'a [u8]),
-}
-
-/// Anything that binds as a parameter.
-pub trait ToVal {
-    fn to_val(&self) -> Val<'_>;
-}
-
-impl ToVal for Val<'_> {
-    fn to_val(&self) -> Val<'_> {
-        *self
-    }
-}
-impl ToVal for i64 {
-    fn to_val(&self) -> Val<'_> {
-        Val::Int(*self)
-    }
-}
-impl ToVal for u32 {
-    fn to_val(&self) -> Val<'_> {
-        Val::Int(i64::from(*self))
-    }
-}
-impl ToVal for bool {
-    fn to_val(&self) -> Val<'_> {
-        Val::Int(i64::from(*self))
-    }
-}
-impl ToVal for str {
-    fn to_val(&self) -> Val<'_> {
-        Val::Text(self)
-    }
-}
-impl ToVal for String {
-    fn to_val(&self) -> Val<'_> {
-        Val::Text(self)
-    }
-}
-impl ToVal for [u8] {
-    fn to_val(&self) -> Val<'_> {
-        Val::Blob(self)
-    }
-}
-impl ToVal for Vec<u8> {
-    fn to_val(&self) -> Val<'_> {
-        Val::Blob(self)
-    }
-}
-impl<const N: usize> ToVal for [u8; N] {
-    fn to_val(&self) -> Val<'_> {
-        Val::Blob(self)
-    }
-}
-impl<T: ToVal + ?Sized> ToVal for &T {
-    fn to_val(&self) -> Val<'_> {
-        (**self).to_val()
-    }
-}
-impl<T: ToVal> ToVal for Option<T> {
-    fn to_val(&self) -> Val<'_> {
-        self.as_ref().map_or(Val::Null, ToVal::to_val)
-    }
-}
-
-/// A statement's parameters: `()`, an array of values, or `params![...]`.
-pub trait Params {
-    fn bind<R>(&self, f: impl FnOnce(&[Val<'_>]) -> R) -> R;
-}
-
-impl Params for () {
-    fn bind<R>(&self, f: impl FnOnce(&[Val<'_>]) -> R) -> R {
-        f(&[])
-    }
-}
-
-impl Params for &[Val<'_>] {
-    fn bind<R>(&self, f: impl FnOnce(&[Val<'_>]) -> R) -> R {
-        f(self)
-    }
-}
-
-impl<T: ToVal, const N: usize> Params for [T; N] {
-    fn bind<R>(&self, f: impl FnOnce(&[Val<'_>]) -> R) -> R {
-        let vals: [Val<'_>; N] = std::array::from_fn(|i| self[i].to_val());
-        f(&vals)
-    }
-}
-
-/// Positional parameters of mixed types: `params![id, n, blob]`.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! params {
-    ($($x:expr),* $(,)?) => {
-        [$($crate::store::ToVal::to_val(&$x)),*]
-    };
-}
-
-/// A column value the code reads.
-pub trait FromCol: Sized {
-    fn from_sqlite(r: &rusqlite::Row<'_>, i: usize) -> StoreResult<Self>;
-    #[cfg(feature = "postgres")]
-    fn from_pg(r: &::postgres::Row, i: usize) -> StoreResult<Self>;
-}
-
-macro_rules! from_col_via {
-    ($($t:ty),*) => {$(
-        impl FromCol for $t {
-            fn from_sqlite(r: &rusqlite::Row<'_>, i: usize) -> StoreResult<Self> {
-                Ok(r.get(i)?)
-            }
-            #[cfg(feature = "postgres")]
-            fn from_pg(r: &::postgres::Row, i: usize) -> StoreResult<Self> {
-                postgres::get(r, i)
-            }
-        }
-    )*};
-}
-from_col_via!(i64, bool, u32, String, Vec<u8>, Option<i64>, Option<bool>, Option<u32>, Option<String>, Option<Vec<u8>>);
-
-/// One result row.
-pub enum Row<'a> {
-    Sqlite(&'a rusqlite::Row<'a>),
-    #[cfg(feature = "postgres")]
-    Pg(&'a ::postgres::Row),
-}
-
-impl Row<'_> {
-    /// Column `i` (from 0).
-    pub fn get<T: FromCol>(&self, i: usize) -> StoreResult<T> {
-        match self {
-            Row::Sqlite(r) => T::from_sqlite(r, i),
-            #[cfg(feature = "postgres")]
-            Row::Pg(r) => T::from_pg(r, i),
-        }
-    }
-
-    /// Column `i` as text, borrowed from the row (no copy).
-    pub fn get_str(&self, i: usize) -> StoreResult<&str> {
-        match self {
-            Row::Sqlite(r) => r.get_ref(i)?.as_str().map_err(|_| StorageError::Type(i)),
-            #[cfg(feature = "postgres")]
-            Row::Pg(r) => r.try_get::<_, &str>(i).map_err(|_| StorageError::Type(i)),
-        }
-    }
 }
 
 /// The connection of a service.
@@ -297,6 +67,48 @@ impl Conn {
             Conn::Sqlite(_) => Dialect::Sqlite,
             #[cfg(feature = "postgres")]
             Conn::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
+    /// Shared with other nodes (a database server, PostgreSQL): another
+    /// node may change any row at any time, so what a node cached may be
+    /// stale, gateway connections are counted by leases in the database,
+    /// rate buckets live there, and a group's requests run in lock order.
+    /// A SQLite file belongs to one process.
+    pub fn is_shared(&self) -> bool {
+        self.dialect() != Dialect::Sqlite
+    }
+
+    /// The server process of this connection, kept up to date across
+    /// reconnections (a shared store's own notifications are skipped by
+    /// it); `None` for an embedded store.
+    pub fn backend_pid(&self) -> Option<std::sync::Arc<std::sync::atomic::AtomicI32>> {
+        match self {
+            Conn::Sqlite(_) => None,
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => Some(c.backend_pid()),
+        }
+    }
+
+    /// After deleted text was scrubbed: on SQLite, truncates the WAL so
+    /// the text leaves its older page images too. A server keeps no such
+    /// file of ours: nothing to do.
+    pub fn checkpoint_truncate(&self) {
+        match self {
+            Conn::Sqlite(c) => sqlite::checkpoint_truncate(c),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(_) => {}
+        }
+    }
+
+    /// With a deferred WAL sync (SQLite), the transaction about to start
+    /// commits without an fsync (`on`), every other write with one (see
+    /// [`sqlite::defer_commit_sync`]). Nothing elsewhere.
+    pub fn defer_commit_sync(&self, on: bool) {
+        match self {
+            Conn::Sqlite(c) => sqlite::defer_commit_sync(c, on),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(_) => {}
         }
     }
 
@@ -553,22 +365,53 @@ impl Stmt<'_> {
     }
 }
 
-impl rusqlite::ToSql for Val<'_> {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        use rusqlite::types::{ToSqlOutput, ValueRef};
-        Ok(ToSqlOutput::Borrowed(match *self {
-            Val::Null => ValueRef::Null,
-            Val::Int(i) => ValueRef::Integer(i),
-            Val::Text(t) => ValueRef::Text(t.as_bytes()),
-            Val::Blob(b) => ValueRef::Blob(b),
-        }))
+/// Connections to a shared store per service: while one group's COMMIT
+/// syncs (awaited without the lock, see `txn::HeldCommit`), the next group
+/// runs its statements on another.
+pub const SHARED_CONNECTIONS: usize = 2;
+
+/// Opens the store the configuration names: the main connection, and the
+/// pool's others (none on SQLite, [`SHARED_CONNECTIONS`] in all on a
+/// shared store).
+pub fn open_pool(config: &crate::config::Config) -> StoreResult<(Conn, Vec<Conn>)> {
+    let conn = open(config)?;
+    #[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
+    let mut others = Vec::new();
+    #[cfg(feature = "postgres")]
+    if let Conn::Postgres(pg) = &conn {
+        for _ in 1..SHARED_CONNECTIONS {
+            others.push(Conn::Postgres(Box::new(pg.open_another(config)?)));
+        }
     }
+    Ok((conn, others))
+}
+
+/// A read-only connection of its own to the SQLite file `config` names,
+/// for reads that must not take the service's lock (the metrics scrape);
+/// `None` for other stores or when it cannot be opened.
+pub fn open_reader(config: &crate::config::Config) -> Option<Conn> {
+    if is_server_url(&config.database) {
+        return None;
+    }
+    sqlite::open_reader(&config.database).ok().map(Conn::Sqlite)
+}
+
+/// Whether the disk under the SQLite file `config` names takes a write
+/// again (see [`sqlite::space_probe`]); always `Ok` for other stores.
+pub fn space_probe(config: &crate::config::Config) -> std::io::Result<()> {
+    if is_server_url(&config.database) {
+        return Ok(());
+    }
+    sqlite::space_probe(&config.database)
+}
+
+fn is_server_url(db: &str) -> bool {
+    db.starts_with("postgres://") || db.starts_with("postgresql://")
 }
 
 /// Opens the store the configuration names and brings its schema up to date.
 pub fn open(config: &crate::config::Config) -> StoreResult<Conn> {
-    let db = config.database.as_str();
-    if db.starts_with("postgres://") || db.starts_with("postgresql://") {
+    if is_server_url(&config.database) {
         #[cfg(feature = "postgres")]
         return Ok(Conn::Postgres(Box::new(postgres::PgConn::open(config)?)));
         #[cfg(not(feature = "postgres"))]

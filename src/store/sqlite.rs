@@ -4,9 +4,16 @@
 //! [`MIGRATIONS`] moves it up by one inside a transaction, so opening an old
 //! database upgrades it and opening a new one with an old library is refused.
 
-use super::StorageError;
+use super::error::StorageError;
 use crate::config::{Config, Synchronous};
 use rusqlite::Connection;
+
+/// WAL pages after which a checkpoint is due (20 MiB at 2 KiB pages): a
+/// page that many commits rewrite (a chat's last messages page) is copied
+/// into the database once per checkpoint, so rare checkpoints write fewer
+/// bytes in all. `wal_autocheckpoint` is set to it here, and the WAL
+/// hook (`wal.rs`) checkpoints by it.
+pub const CHECKPOINT_PAGES: i64 = 10_000;
 
 /// Schema migrations, applied in order. Never edit a released entry; append.
 pub const MIGRATIONS: &[&str] = &[
@@ -149,12 +156,12 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE messages ADD COLUMN created_update INTEGER;
     "#,
     // 4: the admin console's audit log and list indexes.
-    super::console::SQLITE_MIGRATION,
+    super::schema::CONSOLE_SQLITE,
     // 5: bot handles are unique, compared case-insensitively; existing
     // bots get their keys from `claim_handle_keys` in the same transaction.
-    super::bots::HANDLE_KEYS_MIGRATION,
+    super::schema::HANDLE_KEYS,
     // 6: bots' webhooks.
-    super::webhooks::SQLITE_MIGRATION,
+    super::schema::WEBHOOKS_SQLITE,
 ];
 
 /// Opens (or creates) the database and brings its schema up to date.
@@ -255,7 +262,7 @@ pub fn configure(conn: &Connection, sync: Synchronous, busy_timeout_ms: u32) -> 
     // bytes in all; group commits over many chats write half as much to
     // disk per message. A durable file database replaces this with
     // checkpoints outside the lock (crate::store::wal).
-    conn.pragma_update(None, "wal_autocheckpoint", super::wal::CHECKPOINT_PAGES)?;
+    conn.pragma_update(None, "wal_autocheckpoint", CHECKPOINT_PAGES)?;
     conn.busy_timeout(std::time::Duration::from_millis(busy_timeout_ms.into()))?;
     conn.set_prepared_statement_cache_capacity(128);
     Ok(())
@@ -285,23 +292,23 @@ pub fn migrate(conn: &Connection) -> Result<(), StorageError> {
 }
 
 /// With the migration that makes handles unique: gives the existing bots
-/// their keys ([`super::bots::claim_keys`]) and reports the bots left
+/// their keys ([`super::schema::claim_keys`]) and reports the bots left
 /// sharing a handle on stderr, once, for the operator
 /// (docs/decisions.md, "Bot handles are unique").
 fn claim_handle_keys(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    if sql != super::bots::HANDLE_KEYS_MIGRATION {
+    if sql != super::schema::HANDLE_KEYS {
         return Ok(());
     }
     let bots: Vec<(String, String)> = conn
-        .prepare(super::bots::EXISTING_HANDLES)?
+        .prepare(super::schema::EXISTING_HANDLES)?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
         .collect::<rusqlite::Result<_>>()?;
-    let (claims, unclaimed) = super::bots::claim_keys(&bots);
-    let mut set = conn.prepare(super::bots::CLAIM_KEY)?;
+    let (claims, unclaimed) = super::schema::claim_keys(&bots);
+    let mut set = conn.prepare(super::schema::CLAIM_KEY)?;
     for (id, key) in claims {
         set.execute(rusqlite::params![key, id])?;
     }
-    super::bots::report_unclaimed(&unclaimed);
+    super::schema::report_unclaimed(&unclaimed);
     Ok(())
 }
 

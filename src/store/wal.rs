@@ -41,11 +41,8 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::wal::CheckpointMode;
 
-/// WAL pages after which a checkpoint is due (20 MiB at 2 KiB pages): a
-/// page that many commits rewrite (a chat's last messages page) is copied
-/// into the database once per checkpoint, so rare checkpoints write fewer
-/// bytes in all.
-pub const CHECKPOINT_PAGES: i64 = 10_000;
+use super::sqlite::CHECKPOINT_PAGES;
+
 /// At most this many pages left to copy: the hook finishes the checkpoint
 /// inline, so that the WAL starts again from its beginning.
 const CATCH_UP_PAGES: i64 = 1_000;
@@ -94,6 +91,12 @@ struct WalPages {
 }
 
 impl WalSync {
+    /// [`WalSync::for_connection`] for a store's connection: `None` for a
+    /// store that is not a SQLite file (a server syncs its own commits).
+    pub fn for_conn(conn: &mut super::Conn, full: bool) -> Option<WalSync> {
+        conn.sqlite().and_then(|c| WalSync::for_connection(c, full))
+    }
+
     /// For a file database in WAL mode whose commits must be durable;
     /// `None` otherwise (`:memory:`, `synchronous = NORMAL`, other VFSes).
     /// Installs the WAL hook that schedules checkpoints (it replaces

@@ -5,48 +5,6 @@
 use super::{Conn, Optional, StoreResult};
 use crate::params;
 
-/// Migration 6: one row per bot with a webhook. `secret` holds the key
-/// bytes, or (`sealed` = 1) those bytes sealed under the host's
-/// operational key, as the operational token copies are.
-pub const SQLITE_MIGRATION: &str = r#"
-    CREATE TABLE webhooks (
-        bot_id TEXT PRIMARY KEY,
-        url TEXT NOT NULL,
-        secret BLOB NOT NULL,
-        sealed INTEGER NOT NULL,
-        max_connections INTEGER NOT NULL,
-        allowed_updates TEXT,
-        set_at_ms INTEGER NOT NULL,
-        last_error_at_ms INTEGER,
-        last_error TEXT,
-        next_attempt_at_ms INTEGER
-    ) WITHOUT ROWID;
-"#;
-
-/// [`SQLITE_MIGRATION`] in PostgreSQL's types.
-#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-pub const POSTGRES_MIGRATION: &str = r#"
-    CREATE TABLE webhooks (
-        bot_id TEXT PRIMARY KEY,
-        url TEXT NOT NULL,
-        secret BYTEA NOT NULL,
-        sealed BIGINT NOT NULL,
-        max_connections BIGINT NOT NULL,
-        allowed_updates TEXT,
-        set_at_ms BIGINT NOT NULL,
-        last_error_at_ms BIGINT,
-        last_error TEXT,
-        next_attempt_at_ms BIGINT
-    );
-    -- Which node delivers a bot's webhook, until when (several nodes on
-    -- one database: one at a time; a dead node's leases lapse).
-    CREATE TABLE webhook_leases (
-        bot_id TEXT PRIMARY KEY,
-        node TEXT NOT NULL,
-        expires_at_ms BIGINT NOT NULL
-    );
-"#;
-
 /// A webhook as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookRow {

@@ -114,6 +114,9 @@ pub struct Deliveries {
     /// A caller is doing the store's part of a poll (reads and writes
     /// run without this state's lock; one caller at a time).
     pub store_turn: bool,
+    /// The store failed the last poll's reads or writes: its part is not
+    /// tried again before this.
+    pub store_retry_ms: u64,
 }
 
 /// A change of a bot's delivery status for getWebhookInfo.

@@ -24,10 +24,16 @@
 //!   its own events.
 
 use super::signature;
+use crate::words::BotGap;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// Events held in memory per bot, read from its log ahead of delivery.
 pub const WINDOW: usize = 256;
+
+/// The most attempts of one webhook in flight at once (`max_connections`
+/// may ask for 1 to this many). Also what a host keeps open to one
+/// receiver: no more idle connections than a webhook may use.
+pub const MAX_CONNECTIONS: u32 = 100;
 
 /// How long the receiver has to answer an attempt.
 pub const ATTEMPT_TIMEOUT_MS: u64 = 10_000;
@@ -40,9 +46,6 @@ pub const MAX_RETRY_MS: u64 = 600_000;
 
 /// The longest `Retry-After` honoured.
 pub const MAX_RETRY_AFTER_MS: u64 = 3_600_000;
-
-/// The type of the notice that events were dropped before delivery.
-pub const GAP_KIND: &str = "events_dropped";
 
 /// The most bytes of an answer a host reads before it gives up on the rest
 /// (the answer is not used beyond its status and `Retry-After`).
@@ -167,7 +170,7 @@ impl Schedule {
         Schedule {
             bot_id: bot_id.to_string(),
             key,
-            max_connections: max_connections.clamp(1, 100) as usize,
+            max_connections: max_connections.clamp(1, MAX_CONNECTIONS) as usize,
             cursor,
             read_through: cursor,
             held: BTreeMap::new(),
@@ -213,7 +216,7 @@ impl Schedule {
 
     /// New limits (a later `setWebhook` with the same URL).
     pub fn set_max_connections(&mut self, n: u32) {
-        self.max_connections = n.clamp(1, 100) as usize;
+        self.max_connections = n.clamp(1, MAX_CONNECTIONS) as usize;
     }
 
     /// The event types to deliver from now on (`None`: all). A gap notice
@@ -242,7 +245,8 @@ impl Schedule {
                 self.gaps.insert(self.read_through + 1, e.seq - 1);
             }
             self.read_through = e.seq;
-            let wanted = e.kind == GAP_KIND || self.allowed.as_ref().is_none_or(|a| a.contains(&e.kind));
+            let wanted =
+                e.kind == BotGap::EventsDropped.as_str() || self.allowed.as_ref().is_none_or(|a| a.contains(&e.kind));
             if wanted {
                 let queue = self.queues.entry(e.chat.clone()).or_default();
                 if queue.is_empty() {
@@ -656,7 +660,7 @@ mod tests {
         let mut s = schedule(40);
         s.set_allowed_updates(Some(vec!["message_created".into()]));
         // Events 1..=9 were dropped: the notice sits at 9, then 10 follows.
-        s.events_read(vec![typed(9, "", GAP_KIND), ev(10, "a")], 0);
+        s.events_read(vec![typed(9, "", BotGap::EventsDropped.as_str()), ev(10, "a")], 0);
         // 1..=8 are gone; the notice at 9 stays to be delivered.
         assert_eq!(s.take_cursor_write(), Some(8));
         assert_eq!(drain(&mut s, 0), vec![9, 10]);

@@ -1247,6 +1247,78 @@ static void test_connection_budgets(void) {
     botspace_service_free(&s);
 }
 
+/* The host policy is the library's: routes, the answers a host gives on
+ * its own, the numbers, the options. */
+static void test_host_policy(void) {
+    static const char admin[] = "/admin/createUser", poll[] = "/bot/getUpdates", gw[] = "/bot/gateway",
+                      send[] = "/bot/sendMessage", me[] = "/bot/getMe";
+#define ROUTE(l, p) botspace_route_request(BOTSPACE_LISTENER_##l, (const uint8_t *)(p), sizeof(p) - 1)
+    CHECK(ROUTE(ALL, admin) == BOTSPACE_ROUTE_ADMIN && ROUTE(PUBLIC, admin) == BOTSPACE_ROUTE_NOT_HERE &&
+              ROUTE(ADMIN, send) == BOTSPACE_ROUTE_NOT_HERE && ROUTE(ALL, poll) == BOTSPACE_ROUTE_POLL &&
+              ROUTE(PUBLIC, gw) == BOTSPACE_ROUTE_GATEWAY && ROUTE(ALL, send) == BOTSPACE_ROUTE_BATCH &&
+              ROUTE(ALL, me) == BOTSPACE_ROUTE_ALONE,
+          "policy: routes by listener and path");
+#undef ROUTE
+    botspace_bytes out = {NULL, 0};
+    uint16_t status = 0;
+    const char *error = NULL;
+    CHECK(botspace_server_busy_response(&out) == BOTSPACE_STATUS_OK &&
+              botspace_response_error(out.ptr, out.len, &status, &error) == BOTSPACE_STATUS_OK && status == 503 &&
+              error && strcmp(error, "server_busy") == 0,
+          "policy: 503 server_busy, read back");
+    botspace_bytes_free(&out);
+    CHECK(botspace_not_here_response((const uint8_t *)admin, sizeof admin - 1, &out) == BOTSPACE_STATUS_OK &&
+              botspace_response_error(out.ptr, out.len, &status, &error) == BOTSPACE_STATUS_OK && status == 404 &&
+              error && strcmp(error, "method_not_found") == 0,
+          "policy: not here is 404 method_not_found");
+    botspace_bytes_free(&out);
+    CHECK(botspace_continue_response(&out) == BOTSPACE_STATUS_OK && out.len == 25 &&
+              memcmp(out.ptr, "HTTP/1.1 100 Continue\r\n\r\n", 25) == 0,
+          "policy: 100 Continue");
+    botspace_bytes_free(&out);
+    CHECK(botspace_response_error((const uint8_t *)"junk", 4, &status, &error) == BOTSPACE_STATUS_INVALID_ARGUMENT &&
+              botspace_response_error(NULL, 0, NULL, &error) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "policy: response_error refuses what is not a response");
+    botspace_service *s = open_service(BASE_CONFIG);
+    response r;
+    char perr[64];
+    CHECK(botspace_service_request_timed_out(s, &out) == BOTSPACE_STATUS_OK &&
+              parse_response(out.ptr, out.len, &r, perr, sizeof perr) && r.status == 408 &&
+              strcmp(r.body, "{\"ok\":false,\"error_code\":408,\"error\":\"request_timeout\",\"description\":\"the "
+                             "request did not arrive in time\"}") == 0,
+          "policy: 408 request_timeout from the service");
+    response_free(&r);
+    botspace_bytes_free(&out);
+    botspace_service_free(&s);
+    botspace_host_policy p;
+    CHECK(botspace_host_policy_default(&p) == BOTSPACE_STATUS_OK && p.request_timeout_ms == 30000 &&
+              p.idle_timeout_ms == 120000 && p.max_batch == 64 && p.linger_bytes == (4u << 20),
+          "policy: the host numbers");
+    CHECK(botspace_default_max_connections(1024) == 960 && botspace_default_max_connections(0) == 1,
+          "policy: the default connection cap");
+    const char *const bad[] = {"--request-timeout", "0"};
+    botspace_server_options *o = NULL;
+    int32_t code = -1;
+    CHECK(botspace_server_options_parse("srv", bad, 2, &o, &out, &code) == BOTSPACE_STATUS_OK && !o && code == 2 &&
+              out.len > 0 && strncmp((const char *)out.ptr, "--request-timeout needs a number of seconds\nusage: srv ", 55) == 0,
+          "options: a bad value is the error line and the usage, exit 2");
+    botspace_bytes_free(&out);
+    const char *const good[] = {"--db", ":memory:", "--admin-secret", "vector-admin-secret-0001", "--admin-addr=127.0.0.1:0"};
+    CHECK(botspace_server_options_parse("srv", good, 5, &o, &out, &code) == BOTSPACE_STATUS_OK && o && out.len == 0,
+          "options: parsed");
+    botspace_server_settings st;
+    CHECK(botspace_server_options_settings(o, 1024, &st) == BOTSPACE_STATUS_OK && strcmp(st.addr, "127.0.0.1:8080") == 0 &&
+              st.admin_addr && strcmp(st.admin_addr, "127.0.0.1:0") == 0 && st.max_connections == 960 &&
+              st.request_timeout_ms == 30000 && !st.demo_token,
+          "options: settings with the defaults");
+    CHECK(botspace_server_options_open_service(o, &s, &out) == BOTSPACE_STATUS_OK && s && out.len == 0,
+          "options: the service opens with the secret given, none generated");
+    botspace_service_free(&s);
+    botspace_server_options_free(&o);
+    botspace_server_options_free(&o);
+    CHECK(o == NULL, "options: freed twice safely");
+}
+
 /* Failed admin authentication is throttled per peer. */
 static void test_admin_throttle(void) {
     botspace_service *s = open_service(BASE_CONFIG);
@@ -2183,6 +2255,7 @@ int main(int argc, char **argv) {
     test_request_framer();
     test_request_head();
     test_connection_budgets();
+    test_host_policy();
     test_gateway();
     test_webhooks();
     test_threads(iters);

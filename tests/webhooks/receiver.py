@@ -3,9 +3,14 @@
 the Standard Webhooks project's own Python library (`standardwebhooks`),
 not by botspace's code, and recorded as one JSON line in the log file.
 
-    receiver.py PORT LOG [SECRET]
+    receiver.py PORT LOG [SECRET] [--tls CERT KEY]
 
 Port 0 picks a free port; the first line on stdout is `listening PORT`.
+With `--tls`, /hook is served over TLS with the PEM certificate chain CERT
+and its key KEY (Python's `ssl` module, the handshake in the request's
+thread), and /control moves to a plain-HTTP port of its own, announced by
+a second line `control PORT`: the test drives the receiver without trusting
+its certificate. A handshake that fails records nothing.
 POST /control with JSON changes what it does:
   {"secret": "whsec_..."}                 verify with this secret from now on
   {"script": ["500", "429:2", "hang:12", "302", "ok"]}
@@ -18,6 +23,7 @@ Any request to /redirected is recorded with "redirected": true.
 """
 
 import json
+import ssl
 import sys
 import threading
 import time
@@ -110,15 +116,50 @@ class Handler(BaseHTTPRequestHandler):
         return self.answer(int(step))
 
 
+class TLSServer(ThreadingHTTPServer):
+    """Serves over TLS; each connection's handshake runs in its own thread,
+    so a client that stalls or refuses the certificate holds up no other."""
+
+    def __init__(self, addr, handler, cert, key):
+        super().__init__(addr, handler)
+        self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.tls.load_cert_chain(cert, key)
+
+    def finish_request(self, request, client_address):
+        try:
+            request = self.tls.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError):
+            # The sender refused the certificate (or went away): no request.
+            return
+        try:
+            super().finish_request(request, client_address)
+        finally:
+            request.close()
+
+
 def main():
-    port, log = int(sys.argv[1]), sys.argv[2]
-    if len(sys.argv) > 3:
-        STATE["secret"] = sys.argv[3]
+    args = sys.argv[1:]
+    tls = None
+    if "--tls" in args:
+        i = args.index("--tls")
+        tls = args[i + 1 : i + 3]
+        del args[i : i + 3]
+    port, log = int(args[0]), args[1]
+    if len(args) > 2:
+        STATE["secret"] = args[2]
     ThreadingHTTPServer.allow_reuse_address = True
     ThreadingHTTPServer.daemon_threads = True
-    srv = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    if tls:
+        srv = TLSServer(("127.0.0.1", port), Handler, *tls)
+        control = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        control.log = log
+        threading.Thread(target=control.serve_forever, daemon=True).start()
+    else:
+        srv = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     srv.log = log
     print(f"listening {srv.server_address[1]}", flush=True)
+    if tls:
+        print(f"control {control.server_address[1]}", flush=True)
     srv.serve_forever()
 
 

@@ -168,9 +168,17 @@ function concat(a, b) {
   return out;
 }
 
-function jsonErrorResponse(status, error, description) {
-  const body = JSON.stringify({ ok: false, error_code: status, error, description });
-  return new Response(body, { status, headers: { 'content-type': 'application/json' } });
+/**
+ * The library's answer, as a `Response`, to what a host refuses on its own
+ * (a host tool behind the service, a storage that failed after the
+ * answer): `storage_error` and `invalid_request` with `detail` as the
+ * description, `method_not_found` for the path `detail`,
+ * `websocket_unavailable`, `invalid_token`. The envelope and status are the
+ * core's, as for every other refusal.
+ */
+export function hostAnswer(code, detail = '') {
+  ensureReady();
+  return toFetchResponse(guard(() => glue.hostAnswer(code, detail)));
 }
 
 // -------------------------------------------------------------- webhooks
@@ -944,7 +952,7 @@ export class Service {
       try {
         await pending;
       } catch (e) {
-        return jsonErrorResponse(500, 'storage_error', e.message);
+        return hostAnswer('storage_error', e.message);
       }
     }
     return response;
@@ -1030,11 +1038,7 @@ export class Service {
       throw e;
     }
     session.free();
-    return jsonErrorResponse(
-      501,
-      'websocket_unavailable',
-      'this runtime offers no server-side WebSocket upgrade: pass options.upgradeWebSocket, or use acceptGateway with your own socket',
-    );
+    return hostAnswer('websocket_unavailable');
   }
 
   #attachWhenOpen(session, socket) {

@@ -49,7 +49,7 @@ export interface ServiceConfig {
 /** Base class of every error botspace throws. */
 export class BotspaceError extends Error {
   /** Machine-readable: `invalid_config`, `storage_error`, `panic`, `not_initialized`, `invalid_state`, or an error code of the API (`ErrorCode`). */
-  code: ErrorCode | 'invalid_config' | 'storage_error' | 'panic' | 'not_initialized' | 'invalid_state' | 'botspace_error' | 'gateway_rejected';
+  code: ErrorCode | 'invalid_config' | 'panic' | 'not_initialized' | 'invalid_state' | 'botspace_error' | 'gateway_rejected';
 }
 /** The configuration was refused. `code` is `invalid_config`. */
 export class ConfigError extends BotspaceError {}
@@ -289,5 +289,21 @@ export function encodeRequest(
 ): Uint8Array;
 /** Decodes a complete HTTP/1.1 response. */
 export function decodeResponse(bytes: Uint8Array | ArrayBuffer | string): DecodedResponse;
+/**
+ * The library's answer to what a host refuses on its own: `storage_error` and `invalid_request` (with `detail` as
+ * the description), `method_not_found` (for the path `detail`), `websocket_unavailable`, `invalid_token`,
+ * `request_timeout`, `server_busy`. Throws a `TypeError` for any other code.
+ */
+export function hostAnswer(
+  code:
+    | 'storage_error'
+    | 'invalid_request'
+    | 'method_not_found'
+    | 'websocket_unavailable'
+    | 'invalid_token'
+    | 'request_timeout'
+    | 'server_busy',
+  detail?: string,
+): Response;
 /** @internal */
 export function markReady(): void;

@@ -49,6 +49,10 @@ export function nodeSendWebhook(req, { addressAllowed, signal }) {
     agent: false,
   };
   if (t.https && t.literal === null) options.servername = t.host;
+  // Whether the TCP connection is up and its TLS handshake not yet done: an
+  // error then is the handshake's (the certificate, most often), whatever
+  // its code, as the Rust server counts it.
+  let handshaking = false;
   return new Promise((resolve) => {
     const r = (t.https ? https : http).request(options, (res) => {
       // Only the status and Retry-After are used: the body is never read.
@@ -56,13 +60,22 @@ export function nodeSendWebhook(req, { addressAllowed, signal }) {
       resolve({ status: res.statusCode, retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter });
       res.destroy();
     });
-    r.on('error', (e) => resolve({ failed: describe(e) }));
+    if (t.https) {
+      r.once('socket', (s) => {
+        s.once('connect', () => (handshaking = true));
+        s.once('secureConnect', () => (handshaking = false));
+      });
+    }
+    r.on('error', (e) => resolve({ failed: describe(e, handshaking) }));
     r.end(body);
   });
 }
 
-function describe(e) {
+function describe(e, handshaking) {
   if (e instanceof AddressRefused) return e.message;
+  // OpenSSL's verification codes (UNABLE_TO_VERIFY_LEAF_SIGNATURE,
+  // DEPTH_ZERO_SELF_SIGNED_CERT, ...) have no common prefix.
+  if (handshaking) return `TLS failed: ${e.message}`;
   if (e?.code === 'ENOTFOUND' || e?.code === 'EAI_AGAIN' || e?.code === 'ENODATA') {
     return `the host name did not resolve: ${e.message}`;
   }

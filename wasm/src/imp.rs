@@ -135,6 +135,7 @@ export type ErrorCode =
   | 'bot_not_found'
   | 'member_not_found'
   | 'method_not_allowed'
+  | 'request_timeout'
   | 'idempotency_key_reused'
   | 'handle_taken'
   | 'webhook_active'
@@ -146,10 +147,13 @@ export type ErrorCode =
   | 'connection_limit'
   | 'headers_too_large'
   | 'internal_error'
+  | 'storage_error'
+  | 'websocket_unavailable'
   | 'storage_unavailable'
   | 'commit_outcome_unknown'
   | 'storage_full'
-  | 'shutting_down';
+  | 'shutting_down'
+  | 'server_busy';
 
 /** One webhook delivery to make (`pollWebhook`): send it, then report what came of it with `webhookOutcome(id, …)`. */
 export type WebhookRequest = {
@@ -212,6 +216,19 @@ pub fn start() {
 #[wasm_bindgen(js_name = moduleMemory, unchecked_return_type = "WebAssembly.Memory")]
 pub fn module_memory() -> JsValue {
     wasm_bindgen::memory()
+}
+
+/// The whole HTTP answer a host gives on its own (botspace::policy::host_answer):
+/// `storage_error`, `invalid_request` (with `detail` as the description),
+/// `method_not_found` (`detail`: the path), `websocket_unavailable`,
+/// `invalid_token`, `request_timeout` or `server_busy`. Throws a
+/// `TypeError` for any other code.
+#[wasm_bindgen(js_name = hostAnswer)]
+pub fn host_answer(code: &str, detail: &str) -> Result<Uint8Array, JsValue> {
+    botspace::ErrorCode::parse(code)
+        .and_then(|c| botspace::policy::host_answer(c, detail))
+        .map(|r| Uint8Array::from(&r[..]))
+        .ok_or_else(|| js_sys::TypeError::new(&format!("{code:?} is not an answer a host gives")).into())
 }
 
 /// The library version (the Rust crate's).

@@ -143,6 +143,40 @@ test('gateway upgrade through fetch: refusals are JSON responses', async () => {
   assert.equal(w.svc.gatewayConnections(w.botInfo.id), 0);
 });
 
+test('hostAnswer: the answers a host gives on its own are the core\'s, envelope and status', async () => {
+  let res = bs.hostAnswer('storage_error', 'the page storage failed to commit: disk gone');
+  assert.equal(res.status, 500);
+  assert.equal(res.headers.get('content-type'), 'application/json');
+  assert.deepEqual(await res.json(), {
+    ok: false,
+    error_code: 500,
+    error: 'storage_error',
+    description: 'the page storage failed to commit: disk gone',
+  });
+  res = bs.hostAnswer('method_not_found', '/_botspace/nothing');
+  assert.equal(res.status, 404);
+  assert.deepEqual(await res.json(), {
+    ok: false,
+    error_code: 404,
+    error: 'method_not_found',
+    description: 'no method at /_botspace/nothing',
+  });
+  res = bs.hostAnswer('invalid_token');
+  assert.equal(res.status, 401);
+  assert.equal((await res.json()).error, 'invalid_token');
+  res = bs.hostAnswer('server_busy');
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get('retry-after'), '1');
+  assert.deepEqual(await res.json(), {
+    ok: false,
+    error_code: 503,
+    error: 'server_busy',
+    description: 'too many connections; retry later',
+  });
+  // A request handler's code is not a host's to give.
+  assert.throws(() => bs.hostAnswer('rate_limited'), TypeError);
+});
+
 test('gateway upgrade through fetch with options.upgradeWebSocket', async () => {
   const w = world();
   const socket = new FakeSocket();

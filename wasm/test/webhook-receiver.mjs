@@ -17,7 +17,13 @@
 //
 // startReceiver({ cors: true }) also answers CORS for any origin, as a
 // receiver must for deliveries from a browser page.
+// startReceiver({ tls: { cert, key } }) serves over TLS with those PEM
+// files; rx.url is then https://localhost:PORT/hook (see testCa below).
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
+import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 
 const CORS = {
@@ -26,7 +32,7 @@ const CORS = {
   'access-control-allow-headers': 'content-type, user-agent, webhook-id, webhook-timestamp, webhook-signature',
 };
 
-export async function startReceiver({ cors = false } = {}) {
+export async function startReceiver({ cors = false, tls = null } = {}) {
   const rx = {
     secret: null,
     script: [],
@@ -44,7 +50,7 @@ export async function startReceiver({ cors = false } = {}) {
       return rx.seen;
     },
   };
-  const server = createServer((req, res) => {
+  const handler = (req, res) => {
     if (req.method === 'OPTIONS') {
       rx.preflights++;
       res.writeHead(204, cors ? CORS : {});
@@ -102,10 +108,13 @@ export async function startReceiver({ cors = false } = {}) {
         res.end();
       }
     });
-  });
+  };
+  const server = tls
+    ? createTlsServer({ cert: readFileSync(tls.cert), key: readFileSync(tls.key) }, handler)
+    : createServer(handler);
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   rx.port = server.address().port;
-  rx.url = `http://127.0.0.1:${rx.port}/hook`;
+  rx.url = tls ? `https://localhost:${rx.port}/hook` : `http://127.0.0.1:${rx.port}/hook`;
   rx.close = () =>
     new Promise((resolve) => {
       server.closeAllConnections?.();
@@ -124,4 +133,34 @@ export const delivered = (seen) => seen.filter(answeredOk).map((e) => e.body.upd
 export function chatOf(update) {
   const d = update.data;
   return (d.chat ?? d.message.chat).id;
+}
+
+/**
+ * A throwaway certificate authority made with the `openssl` command-line
+ * tool in `dir/name`: `cert` is its PEM file (what a sender is told to
+ * trust); `issue(file, san)` signs a server certificate for the names in
+ * `san` (`DNS:localhost,IP:127.0.0.1`) and returns `{ cert, key }` paths.
+ */
+export function testCa(dir, name) {
+  const home = join(dir, name);
+  mkdirSync(home, { recursive: true });
+  const openssl = (...args) => execFileSync('openssl', args, { cwd: home, stdio: ['ignore', 'pipe', 'pipe'] });
+  const ecKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  openssl('req', '-x509', ...ecKey, '-days', '2', '-subj', `/CN=botspace test CA ${name}`, '-keyout', 'ca.key', '-out', 'ca.pem',
+    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign');
+  let serial = 1;
+  return {
+    cert: join(home, 'ca.pem'),
+    issue(file, san) {
+      openssl('req', '-new', ...ecKey, '-subj', '/CN=botspace test receiver', '-keyout', `${file}.key`, '-out', `${file}.csr`);
+      writeFileSync(
+        join(home, `${file}.ext`),
+        `basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=${san}\n`,
+      );
+      serial += 1;
+      openssl('x509', '-req', '-in', `${file}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-set_serial', String(serial),
+        '-days', '2', '-out', `${file}.pem`, '-extfile', `${file}.ext`);
+      return { cert: join(home, `${file}.pem`), key: join(home, `${file}.key`) };
+    },
+  };
 }

@@ -4,12 +4,19 @@
 // project's own JavaScript library. Deliveries arrive verified with stable
 // ids and exact bodies; failures (a 500, a 429, a redirect, which is not
 // followed, a time-out, a receiver that is down) are retried, in order
-// per chat; a name that resolves to loopback is refused; and with an
-// asynchronous page storage nothing leaves before its commit is durable.
+// per chat; a name that resolves to loopback is refused; with an
+// asynchronous page storage nothing leaves before its commit is durable;
+// and over https, only a receiver whose certificate the sender trusts
+// (NODE_EXTRA_CA_CERTS) for the URL's name gets anything.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { bs, SECRET, ADMIN } from './helpers.mjs';
-import { startReceiver, delivered, answeredOk, chatOf } from './webhook-receiver.mjs';
+import { startReceiver, delivered, answeredOk, chatOf, testCa } from './webhook-receiver.mjs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 
 const ALLOW = { webhook_allow_http: true, webhook_allow_private_addresses: true };
 
@@ -298,5 +305,80 @@ test('the four calls for hosts that send deliveries themselves (webhooks: false)
     await assert.rejects(w.svc.deliverWebhooks(), (e) => e.code === 'invalid_state');
   } finally {
     w.svc.free();
+  }
+});
+
+test('over https: a receiver whose certificate chains to NODE_EXTRA_CA_CERTS gets verified deliveries; one from an untrusted CA or for another name gets nothing, and the event waits', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'botspace-webhooks-https-'));
+  const ca = testCa(dir, 'ca');
+  const good = await startReceiver({ tls: ca.issue('localhost', 'DNS:localhost,IP:127.0.0.1') });
+  const otherName = await startReceiver({ tls: ca.issue('elsewhere', 'DNS:elsewhere.example') });
+  // A CA the sender was not told about, for the very name it connects to.
+  const untrusted = await startReceiver({ tls: testCa(dir, 'stranger').issue('localhost', 'DNS:localhost,IP:127.0.0.1') });
+  const sender = new URL('./webhook-https-sender.mjs', import.meta.url);
+  const child = spawn(process.execPath, [sender.pathname], {
+    env: { ...process.env, NODE_EXTRA_CA_CERTS: ca.cert },
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  const answers = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+  const ask = async (command) => {
+    child.stdin.write(`${JSON.stringify(command)}\n`);
+    const { value, done } = await answers.next();
+    assert.ok(!done, 'the sender exited');
+    return JSON.parse(value);
+  };
+  const waitInfo = async (what, f) => {
+    const end = Date.now() + 10_000;
+    for (;;) {
+      const i = await ask({ info: true });
+      if (f(i)) return i;
+      if (Date.now() > end) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(i)}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  try {
+    const first = await ask({ set: untrusted.url });
+    const { bot, chat, user } = first;
+    assert.deepEqual(first.result, { url: untrusted.url, secret: first.result.secret });
+    for (const rx of [good, otherName, untrusted]) rx.secret = first.result.secret;
+    // Refused in the handshake, retried, nothing sent: "TLS failed: " and
+    // Node's (OpenSSL's) words.
+    let last = null;
+    for (const rx of [untrusted, otherName]) {
+      if (rx !== untrusted) await ask({ set: rx.url });
+      const i = await waitInfo(`a TLS failure from ${rx.url}`, (i) =>
+        i.url === rx.url && i.last_error_message?.startsWith('TLS failed: ') && i.last_error_message !== last,
+      );
+      last = i.last_error_message;
+      assert.equal(i.pending_update_count, 1, JSON.stringify(i));
+      assert.equal(typeof i.last_error_date, 'number');
+      assert.equal(typeof i.next_attempt_date, 'number');
+    }
+    // The same event, once the URL points at a certificate the sender trusts.
+    await ask({ set: good.url });
+    const m1 = await ask({ say: 'over TLS' });
+    await good.waitFor((s) => delivered(s).length >= 2, '2 deliveries');
+    const seen = good.seen.filter(answeredOk);
+    assert.deepEqual(delivered(good.seen), [1, 2]);
+    assert.deepEqual(seen.map((e) => e.id), [1, 2].map((n) => `msg_${bot.id}_${n}`));
+    for (const e of seen) {
+      assert.equal(e.verified, true);
+      assert.equal(e.path, '/hook');
+      assert.equal(e.contentType, 'application/json');
+    }
+    assert.deepEqual(seen[0].body, {
+      update_id: 1,
+      type: 'bot_started',
+      data: { chat: { id: chat.id, type: 'private' }, user },
+    });
+    assert.deepEqual(seen[1].body, { update_id: 2, type: 'message_created', data: { message: m1 } });
+    await waitInfo('the cursor to move', (i) => i.pending_update_count === 0);
+    assert.deepEqual(untrusted.seen, []);
+    assert.deepEqual(otherName.seen, []);
+  } finally {
+    child.stdin.end();
+    child.kill();
+    for (const rx of [good, otherName, untrusted]) await rx.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -462,6 +462,8 @@ pub unsafe extern "C" fn botspace_service_open(
             Ok(c) => c,
             Err(e) => return fail(botspace_status::InvalidConfig, e.to_string()),
         };
+        // Before opening: migrations may have something to say.
+        StderrLog::install();
         let svc = match Service::open(config) {
             Ok(s) => s,
             Err(e @ OpenError::Config(_)) => return fail(botspace_status::InvalidConfig, e.to_string()),
@@ -472,6 +474,39 @@ pub unsafe extern "C" fn botspace_service_open(
         unsafe { *out_service = Box::into_raw(handle) };
         botspace_status::Ok
     })
+}
+
+/// The library's warnings and errors from outside any request (a
+/// PostgreSQL store that went away, a migration's leftovers), as plain
+/// lines on stderr: a C host has no Rust logger to hand them to.
+struct StderrLog;
+
+impl StderrLog {
+    /// Installs it unless a logger is installed already.
+    fn install() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            if log::set_logger(&StderrLog).is_ok() {
+                log::set_max_level(log::LevelFilter::Warn);
+            }
+        });
+    }
+}
+
+impl log::Log for StderrLog {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.target().starts_with("botspace") && m.level() <= log::Level::Warn
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            use std::io::Write as _;
+            // A line is not worth a request: a failed write is dropped.
+            let _ = writeln!(std::io::stderr().lock(), "{}", record.args());
+        }
+    }
+
+    fn flush(&self) {}
 }
 
 /// Releases a service handle and sets `*service` to NULL. Accepts NULL and a
@@ -2068,6 +2103,612 @@ pub unsafe extern "C" fn botspace_log_line(
         unsafe { out_line.write(botspace_bytes::from_vec(line.into_bytes())) };
         botspace_status::Ok
     })
+}
+
+// ---------------------------------------------------------------- policy
+
+/// Which paths a listener serves (`botspace_route_request`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum botspace_listener {
+    /// Every path: bot methods, the gateway and the host API.
+    All = 0,
+    /// Everything but the host API (paths under `/admin/`): the public address when
+    /// the host API has an address of its own.
+    Public = 1,
+    /// Only the host API (paths under `/admin/`).
+    Admin = 2,
+}
+
+/// What a host does with a complete request (`botspace_route_request`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum botspace_route {
+    /// A bot method worth answering with other connections' requests in
+    /// one `botspace_service_handle_batch` (one transaction, one fsync).
+    Batch = 0,
+    /// Answered as well alone as in a batch (getMe, health, metrics, the
+    /// console, unknown paths): the host may batch it or not.
+    Alone = 1,
+    /// The host API: answered alone with `botspace_service_handle_request_from`
+    /// (failed logins are throttled per peer).
+    Admin = 2,
+    /// getUpdates: answered alone with `botspace_service_answer_request`
+    /// (it may park).
+    Poll = 3,
+    /// `/bot/gateway`: `botspace_gateway_accept` answers it.
+    Gateway = 4,
+    /// A path this listener does not serve: send
+    /// `botspace_not_here_response`.
+    NotHere = 5,
+}
+
+/// The route of a request whose path (without its query) is
+/// `path[0..path_len]` (`botspace_request_head`'s `path_start`/`path_len`)
+/// on `listener`. Cannot fail; any thread. A NULL `path` is the empty path.
+///
+/// # Safety
+/// `path` must point at `path_len` readable bytes (or be NULL with 0).
+#[no_mangle]
+pub unsafe extern "C" fn botspace_route_request(
+    listener: botspace_listener,
+    path: *const u8,
+    path_len: usize,
+) -> botspace_route {
+    ffi_boundary!(on_panic = botspace_route::Alone; {
+        // SAFETY: as documented above.
+        let path = unsafe { input(path, path_len, "path") }.unwrap_or(&[]);
+        let listener = match listener {
+            botspace_listener::All => botspace::policy::Listener::All,
+            botspace_listener::Public => botspace::policy::Listener::Public,
+            botspace_listener::Admin => botspace::policy::Listener::Admin,
+        };
+        match botspace::policy::route(listener, &String::from_utf8_lossy(path)) {
+            botspace::policy::Route::Batch => botspace_route::Batch,
+            botspace::policy::Route::Alone => botspace_route::Alone,
+            botspace::policy::Route::Admin => botspace_route::Admin,
+            botspace::policy::Route::Poll => botspace_route::Poll,
+            botspace::policy::Route::Gateway => botspace_route::Gateway,
+            botspace::policy::Route::NotHere => botspace_route::NotHere,
+        }
+    })
+}
+
+/// The answer to a request for `path[0..path_len]` on a listener that does
+/// not serve it (`BOTSPACE_ROUTE_NOT_HERE`): 404 `method_not_found`, as a
+/// path with no method gets. The connection stays open.
+///
+/// # Safety
+/// `path` must point at `path_len` readable bytes (or be NULL with 0);
+/// `out_response` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_not_here_response(
+    path: *const u8,
+    path_len: usize,
+    out_response: *mut botspace_bytes,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_response, "out_response");
+        // SAFETY: as documented above.
+        let path = match unsafe { input(path, path_len, "path") } {
+            Ok(p) => String::from_utf8_lossy(p),
+            Err(s) => return s,
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe { out_response.write(botspace_bytes::from_vec(botspace::policy::not_here(&path))) };
+        botspace_status::Ok
+    })
+}
+
+/// The interim `100 Continue` to send for a request whose head asked
+/// `Expect: 100-continue` (`botspace_request_head`'s `expect_continue`)
+/// once the framer found the head acceptable (INCOMPLETE with a head).
+///
+/// # Safety
+/// `out_response` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_continue_response(out_response: *mut botspace_bytes) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_response, "out_response");
+        // SAFETY: checked non-NULL above.
+        unsafe { out_response.write(botspace_bytes::from_vec(botspace::policy::CONTINUE.to_vec())) };
+        botspace_status::Ok
+    })
+}
+
+/// The answer to a connection refused at the connection limit with every
+/// connection busy: 503 `server_busy` with `Retry-After: 1` and
+/// `Connection: close`. Send it (best effort), then close.
+///
+/// # Safety
+/// `out_response` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_server_busy_response(out_response: *mut botspace_bytes) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_response, "out_response");
+        // SAFETY: checked non-NULL above.
+        unsafe { out_response.write(botspace_bytes::from_vec(botspace::policy::server_busy())) };
+        botspace_status::Ok
+    })
+}
+
+/// A request did not arrive whole within the host's request deadline:
+/// counts it (`botspace_request_timeouts_total`), says it through the log
+/// callback (as `botspace_service_note_request_timeout`) and gives the
+/// answer to send before closing: 408 `request_timeout` with
+/// `Connection: close`. Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle; `out_response` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_request_timed_out(
+    service: *const botspace_service,
+    out_response: *mut botspace_bytes,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(service, "service");
+        non_null!(out_response, "out_response");
+        // SAFETY: a live handle.
+        let resp = unsafe { (*service).svc.request_timed_out() };
+        // SAFETY: checked non-NULL above.
+        unsafe { out_response.write(botspace_bytes::from_vec(resp)) };
+        botspace_status::Ok
+    })
+}
+
+/// What a response the library produced says, for a host's logs and
+/// metrics: its status in `*out_status` and, for a refusal, its error code
+/// (the envelope's `error`, a static NUL-terminated string) in
+/// `*out_error`, else NULL. `BOTSPACE_STATUS_INVALID_ARGUMENT` for bytes
+/// that do not start with an HTTP/1.1 status line.
+///
+/// # Safety
+/// `response` must point at `response_len` readable bytes (or be NULL with
+/// 0); `out_status` and `out_error` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_response_error(
+    response: *const u8,
+    response_len: usize,
+    out_status: *mut u16,
+    out_error: *mut *const c_char,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_status, "out_status");
+        non_null!(out_error, "out_error");
+        // SAFETY: as documented above.
+        let resp = match unsafe { input(response, response_len, "response") } {
+            Ok(r) => r,
+            Err(s) => return s,
+        };
+        let Some((status, code)) = botspace::policy::response_error(resp) else {
+            return fail(botspace_status::InvalidArgument, "not an HTTP/1.1 response");
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe {
+            out_status.write(status);
+            out_error.write(code.map_or(std::ptr::null(), |c| c.as_c_str().as_ptr()));
+        }
+        botspace_status::Ok
+    })
+}
+
+/// The numbers of a server's connection handling, the same in every host
+/// (`botspace_host_policy_default`; docs/reliability.md).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct botspace_host_policy {
+    /// Default `--request-timeout`: a request arrives whole within this
+    /// long of its first byte, else `botspace_service_request_timed_out`.
+    pub request_timeout_ms: u64,
+    /// Default `--idle-timeout`: an idle keep-alive connection is closed.
+    pub idle_timeout_ms: u64,
+    /// A peer that takes none of our bytes for this long is dropped.
+    pub write_timeout_ms: u64,
+    /// A lingering close discards input for at most this long...
+    pub linger_ms: u64,
+    /// ...or this many bytes.
+    pub linger_bytes: usize,
+    /// How long a stop waits for connections to finish.
+    pub drain_ms: u64,
+    /// A gateway closed with 4008 `slow_consumer`: its close frame gets
+    /// this long before the socket is dropped, sent or not.
+    pub slow_consumer_drop_ms: u64,
+    /// Most requests in one `botspace_service_handle_batch`.
+    pub max_batch: usize,
+    /// After an accept error the listener rests this long.
+    pub accept_backoff_ms: u64,
+    /// The longest sleep of a host's loop: how late it notices a stop or a
+    /// move of the manual clock.
+    pub tick_ms: u64,
+    /// The longest `botspace_service_wait_store_notifications` wait.
+    pub notify_wait_ms: u64,
+    /// After that wait failed, the next attempt this much later...
+    pub notify_retry_ms: u64,
+    /// ...and the failure logged at most this often.
+    pub notify_error_report_ms: u64,
+    /// Accept errors logged at most this often, with their count.
+    pub accept_error_report_ms: u64,
+}
+
+/// Writes the library's host policy to `*out`.
+///
+/// # Safety
+/// `out` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_host_policy_default(out: *mut botspace_host_policy) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out, "out");
+        use botspace::policy::host as h;
+        let p = botspace_host_policy {
+            request_timeout_ms: h::REQUEST_TIMEOUT_MS,
+            idle_timeout_ms: h::IDLE_TIMEOUT_MS,
+            write_timeout_ms: h::WRITE_TIMEOUT_MS,
+            linger_ms: h::LINGER_MS,
+            linger_bytes: h::LINGER_BYTES,
+            drain_ms: h::DRAIN_MS,
+            slow_consumer_drop_ms: h::SLOW_CONSUMER_DROP_MS,
+            max_batch: h::MAX_BATCH,
+            accept_backoff_ms: h::ACCEPT_BACKOFF_MS,
+            tick_ms: h::TICK_MS,
+            notify_wait_ms: h::NOTIFY_WAIT_MS,
+            notify_retry_ms: h::NOTIFY_RETRY_MS,
+            notify_error_report_ms: h::NOTIFY_ERROR_REPORT_MS,
+            accept_error_report_ms: h::ACCEPT_ERROR_REPORT_MS,
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe { out.write(p) };
+        botspace_status::Ok
+    })
+}
+
+/// The default `--max-connections` under a file limit of `file_limit`
+/// descriptors (`RLIM_INFINITY` as `UINT64_MAX`): one per connection after
+/// the server's own 64, at least 1, at most 2^20. Cannot fail.
+#[no_mangle]
+pub extern "C" fn botspace_default_max_connections(file_limit: u64) -> usize {
+    ffi_boundary!(on_panic = 1; { botspace::policy::host::default_max_connections(file_limit) })
+}
+
+/// A server's options as `botspace_server_options_parse` read them (the
+/// flags, `BOTSPACE_*` variables and config file the Rust example server
+/// takes, with the same defaults and messages). Opaque; released by
+/// `botspace_server_options_free`.
+pub struct botspace_server_options {
+    opts: botspace::policy::options::ServerOptions,
+    addr: CString,
+    admin_addr: Option<CString>,
+    db: CString,
+}
+
+/// What a server needs of its options, borrowed from the
+/// `botspace_server_options` handle (valid until it is freed).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct botspace_server_settings {
+    /// `--addr` (HOST:PORT).
+    pub addr: *const c_char,
+    /// `--admin-addr`, or NULL: the host API then shares `addr`.
+    pub admin_addr: *const c_char,
+    /// `--db`, for messages (the service is opened with
+    /// `botspace_server_options_open_service`).
+    pub db: *const c_char,
+    /// `--max-connections`, else the default under the file limit given.
+    pub max_connections: usize,
+    /// `--request-timeout` in ms (at least 1).
+    pub request_timeout_ms: u64,
+    /// `--idle-timeout` in ms (at least 1).
+    pub idle_timeout_ms: u64,
+    pub manual_clock: bool,
+    pub demo_token: bool,
+    /// `--log-format json`.
+    pub log_json: bool,
+}
+
+fn read_file(path: &str) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| e.to_string())
+}
+
+/// Lossless for the UTF-8 the options are; a NUL inside a value (which
+/// no C string can hold) ends it.
+fn option_string(s: &str) -> CString {
+    CString::new(s.split('\0').next().unwrap_or("")).unwrap_or_default()
+}
+
+/// Reads a server's options from `argv[0..argc)` (the arguments after the
+/// program name), the process environment and the config file they name.
+/// On OK, either `*out_options` is the options to run with, or it is NULL
+/// and `*out_text` holds what to print before exiting with `*out_exit`: the
+/// usage on stdout with 0 (`--help`), or the error line and the usage on
+/// stderr with 2. `program` names the server in the usage.
+///
+/// # Safety
+/// `program` must be a NUL-terminated string; `argv` must point at `argc`
+/// NUL-terminated strings (or be NULL with 0); the outputs must be
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_server_options_parse(
+    program: *const c_char,
+    argv: *const *const c_char,
+    argc: usize,
+    out_options: *mut *mut botspace_server_options,
+    out_text: *mut botspace_bytes,
+    out_exit: *mut i32,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(program, "program");
+        non_null!(out_options, "out_options");
+        non_null!(out_text, "out_text");
+        non_null!(out_exit, "out_exit");
+        if argc > 0 && argv.is_null() {
+            return fail(botspace_status::NullArgument, "argument `argv` is NULL with a count above 0");
+        }
+        // SAFETY: as documented above.
+        let program = unsafe { std::ffi::CStr::from_ptr(program) }.to_string_lossy().into_owned();
+        let mut args = Vec::with_capacity(argc);
+        for i in 0..argc {
+            // SAFETY: `argv` holds `argc` pointers.
+            let a = unsafe { *argv.add(i) };
+            if a.is_null() {
+                return fail(botspace_status::NullArgument, format!("argv[{i}] is NULL"));
+            }
+            // SAFETY: a NUL-terminated string.
+            args.push(unsafe { std::ffi::CStr::from_ptr(a) }.to_string_lossy().into_owned());
+        }
+        use botspace::policy::options::{parse, usage, Parsed};
+        let usage = usage(&program, "BOTSPACE_LOG");
+        let (options, text, exit) = match parse(args, &|k| std::env::var(k).ok(), &read_file) {
+            Ok(Parsed::Run(o)) => {
+                let handle = botspace_server_options {
+                    addr: option_string(&o.addr),
+                    admin_addr: o.admin_addr.as_deref().map(option_string),
+                    db: option_string(&o.db),
+                    opts: *o,
+                };
+                (Box::into_raw(Box::new(handle)), String::new(), 0)
+            }
+            Ok(Parsed::Help) => (std::ptr::null_mut(), format!("{usage}\n"), 0),
+            Err(e) => (std::ptr::null_mut(), format!("{e}\n{usage}\n"), 2),
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe {
+            out_options.write(options);
+            out_text.write(botspace_bytes::from_vec(text.into_bytes()));
+            out_exit.write(exit);
+        }
+        botspace_status::Ok
+    })
+}
+
+/// What a server needs of `options`, the connection cap resolved under a
+/// file limit of `file_limit` descriptors (`UINT64_MAX`: unlimited).
+///
+/// # Safety
+/// `options` must be a live handle; `out` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_server_options_settings(
+    options: *const botspace_server_options,
+    file_limit: u64,
+    out: *mut botspace_server_settings,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(options, "options");
+        non_null!(out, "out");
+        // SAFETY: a live handle.
+        let h = unsafe { &*options };
+        let ms = |d: std::time::Duration| (d.as_millis().min(u128::from(u64::MAX)) as u64).max(1);
+        let s = botspace_server_settings {
+            addr: h.addr.as_ptr(),
+            admin_addr: h.admin_addr.as_ref().map_or(std::ptr::null(), |a| a.as_ptr()),
+            db: h.db.as_ptr(),
+            max_connections: h.opts.max_connections(file_limit),
+            request_timeout_ms: ms(h.opts.request_timeout),
+            idle_timeout_ms: ms(h.opts.idle_timeout),
+            manual_clock: h.opts.manual_clock,
+            demo_token: h.opts.demo_token,
+            log_json: h.opts.log_json,
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe { out.write(s) };
+        botspace_status::Ok
+    })
+}
+
+/// Opens the service the options describe: the admin secret given (or read
+/// from its file), else a new one, which `*out_generated_secret` then holds
+/// for the host to print once (`{NULL, 0}` when one was given); the
+/// operational key; the database and the rest. On failure the message
+/// (`botspace_last_error_message`) is the line to log:
+/// `BOTSPACE_STATUS_INVALID_CONFIG` for options that cannot be used
+/// together or a value the service refuses, `BOTSPACE_STATUS_STORAGE_ERROR`
+/// when the database cannot be opened.
+///
+/// # Safety
+/// `options` must be a live handle; the outputs must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_server_options_open_service(
+    options: *const botspace_server_options,
+    out_service: *mut *mut botspace_service,
+    out_generated_secret: *mut botspace_bytes,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(options, "options");
+        non_null!(out_service, "out_service");
+        non_null!(out_generated_secret, "out_generated_secret");
+        // SAFETY: a live handle.
+        let o = unsafe { &(*options).opts };
+        let (secret, generated) = match o.admin_secret(&read_file) {
+            Ok(Some(s)) => (s, false),
+            Ok(None) => match botspace::policy::options::generate_secret() {
+                Ok(s) => (s, true),
+                Err(e) => return fail(botspace_status::StorageError, e),
+            },
+            Err(e) => return fail(botspace_status::InvalidConfig, e),
+        };
+        let config = match o.config(&secret, &read_file) {
+            Ok(c) => c,
+            Err(e) => return fail(botspace_status::InvalidConfig, e),
+        };
+        // The URL's password, if any, never reaches the log.
+        let shown = config.database_for_logs();
+        let svc = match Service::open(config) {
+            Ok(s) => s,
+            Err(e @ OpenError::Config(_)) => {
+                return fail(botspace_status::InvalidConfig, format!("cannot open the service on {shown}: {e}"))
+            }
+            Err(e) => return fail(botspace_status::StorageError, format!("cannot open the service on {shown}: {e}")),
+        };
+        let handle = Box::new(botspace_service { svc: Arc::new(svc), ready: Default::default() });
+        // SAFETY: checked non-NULL above.
+        unsafe {
+            out_service.write(Box::into_raw(handle));
+            out_generated_secret.write(if generated {
+                botspace_bytes::from_vec(secret.into_bytes())
+            } else {
+                botspace_bytes::EMPTY
+            });
+        }
+        botspace_status::Ok
+    })
+}
+
+/// Releases options and sets `*options` to NULL; accepts NULL and a
+/// pointer to NULL.
+///
+/// # Safety
+/// `*options` must be NULL or a handle from `botspace_server_options_parse`
+/// not released through another copy of the pointer.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_server_options_free(options: *mut *mut botspace_server_options) {
+    ffi_boundary!(on_panic = (); {
+        if options.is_null() {
+            return;
+        }
+        // SAFETY: non-NULL pointer to a handle pointer.
+        let p = unsafe { std::ptr::replace(options, std::ptr::null_mut()) };
+        if !p.is_null() {
+            // SAFETY: a handle from Box::into_raw, released once.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    })
+}
+
+#[cfg(test)]
+mod options_tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> (*mut botspace_server_options, String, i32) {
+        let owned: Vec<CString> = args.iter().map(|a| CString::new(*a).unwrap()).collect();
+        let ptrs: Vec<*const c_char> = owned.iter().map(|a| a.as_ptr()).collect();
+        let (mut o, mut text, mut exit) = (std::ptr::null_mut(), botspace_bytes::EMPTY, -1);
+        let st = unsafe {
+            botspace_server_options_parse(c"srv".as_ptr(), ptrs.as_ptr(), ptrs.len(), &mut o, &mut text, &mut exit)
+        };
+        assert_eq!(st, botspace_status::Ok);
+        let t = if text.len == 0 {
+            String::new()
+        } else {
+            String::from_utf8(unsafe { std::slice::from_raw_parts(text.ptr, text.len) }.to_vec()).unwrap()
+        };
+        unsafe { botspace_bytes_free(&mut text) };
+        (o, t, exit)
+    }
+
+    #[test]
+    fn options_parse_settle_and_open_a_service() {
+        let (o, text, _) = parse(&["--help"]);
+        assert!(o.is_null() && text.starts_with("usage: srv [--config PATH]"));
+        let (o, text, exit) = parse(&["--max-connections", "0"]);
+        assert!(o.is_null());
+        assert_eq!(exit, 2);
+        assert!(text.starts_with("--max-connections needs a positive number\nusage: srv "), "{text}");
+        let (mut o, text, _) =
+            parse(&["--db", ":memory:", "--addr=127.0.0.1:0", "--request-timeout", "0.0001", "--manual-clock"]);
+        assert!(!o.is_null() && text.is_empty());
+        let mut s = botspace_server_settings {
+            addr: std::ptr::null(),
+            admin_addr: std::ptr::dangling(),
+            db: std::ptr::null(),
+            max_connections: 0,
+            request_timeout_ms: 0,
+            idle_timeout_ms: 0,
+            manual_clock: false,
+            demo_token: true,
+            log_json: true,
+        };
+        assert_eq!(unsafe { botspace_server_options_settings(o, 1024, &mut s) }, botspace_status::Ok);
+        assert_eq!(unsafe { std::ffi::CStr::from_ptr(s.addr) }.to_str(), Ok("127.0.0.1:0"));
+        assert!(s.admin_addr.is_null());
+        assert_eq!((s.max_connections, s.request_timeout_ms, s.idle_timeout_ms), (960, 1, 120_000));
+        assert!(s.manual_clock && !s.demo_token && !s.log_json);
+        let (mut svc, mut secret) = (std::ptr::null_mut(), botspace_bytes::EMPTY);
+        assert_eq!(unsafe { botspace_server_options_open_service(o, &mut svc, &mut secret) }, botspace_status::Ok);
+        assert_eq!(secret.len, 64, "none given: one generated, for the host to print");
+        unsafe {
+            botspace_bytes_free(&mut secret);
+            botspace_service_free(&mut svc);
+            botspace_server_options_free(&mut o);
+            botspace_server_options_free(&mut o);
+        }
+        assert!(o.is_null());
+        let (mut o, _, _) =
+            parse(&["--db", ":memory:", "--gateway-poll-interval-ms", "9", "--admin-secret", "a-secret-given-0001"]);
+        assert_eq!(
+            unsafe { botspace_server_options_open_service(o, &mut svc, &mut secret) },
+            botspace_status::InvalidConfig
+        );
+        let mut buf = [0 as c_char; 256];
+        let mut n = 0;
+        assert_eq!(unsafe { botspace_last_error_message(buf.as_mut_ptr(), buf.len(), &mut n) }, botspace_status::Ok);
+        assert_eq!(
+            unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_str(),
+            Ok("cannot open the service on :memory:: gateway_poll_interval_ms must be between 10 and 60000")
+        );
+        unsafe { botspace_server_options_free(&mut o) };
+    }
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::*;
+
+    #[test]
+    fn routes_and_answers_come_from_the_core() {
+        let p = b"/admin/createUser";
+        assert_eq!(
+            unsafe { botspace_route_request(botspace_listener::Public, p.as_ptr(), p.len()) },
+            botspace_route::NotHere
+        );
+        assert_eq!(
+            unsafe { botspace_route_request(botspace_listener::All, p.as_ptr(), p.len()) },
+            botspace_route::Admin
+        );
+        assert_eq!(
+            unsafe { botspace_route_request(botspace_listener::All, std::ptr::null(), 0) },
+            botspace_route::Alone
+        );
+        let mut out = botspace_bytes::EMPTY;
+        assert_eq!(unsafe { botspace_server_busy_response(&mut out) }, botspace_status::Ok);
+        let (mut status, mut error) = (0u16, std::ptr::null());
+        assert_eq!(unsafe { botspace_response_error(out.ptr, out.len, &mut status, &mut error) }, botspace_status::Ok);
+        assert_eq!(status, 503);
+        assert_eq!(unsafe { std::ffi::CStr::from_ptr(error) }.to_str(), Ok("server_busy"));
+        unsafe { botspace_bytes_free(&mut out) };
+        assert_eq!(
+            unsafe { botspace_response_error(b"nope".as_ptr(), 4, &mut status, &mut error) },
+            botspace_status::InvalidArgument
+        );
+        assert_eq!(
+            unsafe { botspace_not_here_response(p.as_ptr(), p.len(), std::ptr::null_mut()) },
+            botspace_status::NullArgument
+        );
+        let mut hp = botspace_host_policy::default();
+        assert_eq!(unsafe { botspace_host_policy_default(&mut hp) }, botspace_status::Ok);
+        assert_eq!((hp.request_timeout_ms, hp.max_batch), (30_000, 64));
+        assert_eq!(botspace_default_max_connections(1024), 960);
+        assert_eq!(unsafe { botspace_continue_response(&mut out) }, botspace_status::Ok);
+        assert_eq!(unsafe { std::slice::from_raw_parts(out.ptr, out.len) }, b"HTTP/1.1 100 Continue\r\n\r\n");
+        unsafe { botspace_bytes_free(&mut out) };
+    }
 }
 
 #[cfg(test)]

@@ -54,8 +54,8 @@ impl Gate {
     }
 }
 
-/// Most requests in one `handle_http_batch` call.
-const MAX_BATCH: usize = 256;
+/// Most requests in one `handle_http_batch` call (the library's host policy).
+const MAX_BATCH: usize = botspace::policy::host::MAX_QUEUED_BATCH;
 
 /// How a queued request is answered.
 pub(crate) enum Kind {
@@ -277,7 +277,8 @@ fn answer(svc: &Service, jobs: Vec<Job>) {
     // At most one request per connection is in flight (hyper answers a
     // connection's requests in turn), so a take is at most the open
     // connections; past `MAX_BATCH` it commits in several transactions, so
-    // one does not grow without bound (the C server takes up to 64).
+    // one does not grow without bound (a loop's turn, as the C server's,
+    // takes up to `policy::host::MAX_BATCH`).
     let mut batch = batch.into_iter();
     loop {
         let part: Vec<Job> = batch.by_ref().take(MAX_BATCH).collect();

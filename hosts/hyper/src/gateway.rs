@@ -23,7 +23,7 @@ const TICK: Duration = Duration::from_secs(1);
 /// The same under the manual clock: its deadlines cannot be slept on (time
 /// jumps with /admin/advanceClock), so this bounds how late a heartbeat
 /// timeout is noticed after the clock moved.
-const MANUAL_CLOCK_TICK: Duration = Duration::from_millis(250);
+const MANUAL_CLOCK_TICK: Duration = Duration::from_millis(botspace::policy::host::TICK_MS);
 /// While output waits for the socket over the mark: how often the task
 /// looks again (the library's slow-consumer deadline among others).
 const WRITE_TICK: Duration = Duration::from_millis(20);
@@ -33,9 +33,9 @@ const HIGH_WATER: usize = botspace::gateway::OUTPUT_BUDGET;
 /// After a close the server decided on (slow consumer, stop, a session
 /// that ended behind unread output), the connection is dropped after this
 /// long, close frame delivered or not.
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
+const CLOSE_GRACE: Duration = Duration::from_millis(botspace::policy::host::SLOW_CONSUMER_DROP_MS);
 /// After a close the bot asked for: how long its last bytes may take.
-const LINGER: Duration = Duration::from_secs(2);
+const LINGER: Duration = Duration::from_millis(botspace::policy::host::LINGER_MS);
 
 /// One gateway connection's wake-up, by its registration id.
 type Wakeup = (u64, Arc<Notify>);
@@ -190,7 +190,8 @@ where
 
 /// Pulls the gateway's output while the bot keeps up, writes it as the
 /// socket takes it, feeds the bot's input and checks deadlines; until
-/// either side closes.
+/// either side closes. Each turn: [`poll_gateway`], [`end_of_turn`],
+/// then [`wait_for_io`].
 async fn pump<R, W>(inner: &Inner, conn: &mut Conn, rd: &mut R, wr: &mut W, wake: &Notify, unsent: &mut Unsent) -> Ended
 where
     R: AsyncRead + Unpin,
@@ -198,106 +199,191 @@ where
 {
     let svc = inner.svc.clone();
     let manual = svc.config().clock == ClockKind::Manual;
-    let mut session_end: Option<(u16, CloseCode)> = None;
-    let mut peer_eof = false;
-    // Service-clock time at which the socket took enough, since the last
-    // look, to bring the unsent bytes under the mark: the bot keeps up,
-    // however slowly. Their time over the mark ended then, not at the next
-    // look (the manual clock may have jumped in between); the library,
-    // which keeps that time (4008 `slow_consumer`), is told so.
-    let mut drained_at: Option<u64> = None;
+    let mut st = PumpState::default();
     let mut input = vec![0u8; 16 * 1024];
-    let abandon = |peer_eof| Ended { peer_eof, abandon: true, ..Ended::default() };
     loop {
         let now = svc.now_ms();
-        let drained = drained_at.take();
-        let (held, at) = (unsent.len(), drained.unwrap_or(now));
-        let mut out = std::mem::take(&mut unsent.spare);
-        // The library gives output up to its budget, counting what this
-        // task still holds; past it the events wait in the database.
-        let step = conn
-            .call(move |c| {
-                c.handle_unsent(held, at);
-                c.handle_timeout(now);
-                while c.poll_transmit(&mut out) > 0 {}
-                let mut end = None;
-                while let Some(GatewayEvent::Closed { code, reason }) = c.poll_event() {
-                    end = Some((code, reason));
-                }
-                (out, c.wants_transmit(), c.wants_input(), end, c.is_closed(), c.poll_timeout())
-            })
-            .await;
-        let Some((out, more, wants_input, end, closed, deadline)) = step else {
-            return abandon(peer_eof);
+        let drained = st.drained_at.take();
+        let Some(step) = poll_gateway(conn, unsent, &mut st, now, drained).await else {
+            return abandoned(st.peer_eof);
         };
-        unsent.append(out);
-        if end.is_some() {
-            session_end = end;
-        }
         let over = unsent.len() >= HIGH_WATER && drained.is_none();
-        if let (true, Some((_, reason))) = (over, session_end) {
-            // The session is over (4008 `slow_consumer` among others) but
-            // its close frame (the last one it gave) sits behind output the
-            // bot is not reading: send the close next, drop the rest.
-            if matches!(reason, CloseCode::ClosedByBot | CloseCode::ProtocolError) {
-                return abandon(peer_eof);
-            }
-            return close_next(conn, unsent, None, peer_eof).await;
+        if let Some(ended) = end_of_turn(inner, conn, unsent, &st, &step, over).await {
+            return ended;
         }
-        if closed {
-            return Ended { server_closed: true, peer_eof, ..Ended::default() };
-        }
-        if peer_eof {
-            return Ended { peer_eof, ..Ended::default() };
-        }
-        if inner.stop.load(Ordering::SeqCst) {
-            return close_next(conn, unsent, Some(CLOSE_SERVER_SHUTDOWN), peer_eof).await;
-        }
-        let wait = if unsent.is_empty() && more {
+        let wait = if unsent.is_empty() && step.more {
             // All written and the gateway has more: pull again at once.
             Duration::ZERO
         } else if over {
             WRITE_TICK
         } else {
-            wait_for(deadline, now, manual)
+            wait_for(step.deadline, now, manual)
         };
-        let stopped = inner.stop_notify.notified();
-        tokio::pin!(stopped);
-        // Registered before the flag is read again: a stop in between
-        // still wakes this wait.
-        stopped.as_mut().enable();
-        if inner.stop.load(Ordering::SeqCst) {
-            continue;
-        }
-        let has_output = !unsent.is_empty();
-        tokio::select! {
-            biased;
-            // Not while the library holds its budget of replies: the bot's
-            // bytes stay in its socket, and then it blocks.
-            r = rd.read(&mut input), if wants_input => match r {
-                Ok(0) | Err(_) => peer_eof = true,
-                Ok(n) => {
-                    let bytes = input[..n].to_vec();
-                    let now = svc.now_ms();
-                    if conn.call(move |c| c.handle_input(&bytes, now)).await.is_none() {
-                        return abandon(peer_eof);
-                    }
-                }
-            },
-            w = wr.write(unsent.pending()), if has_output => match w {
-                Ok(0) | Err(_) => return abandon(peer_eof),
-                Ok(n) => {
-                    unsent.advance(n);
-                    if unsent.len() < HIGH_WATER && drained_at.is_none() {
-                        drained_at = Some(svc.now_ms());
-                    }
-                }
-            },
-            _ = wake.notified() => {}
-            _ = &mut stopped => {}
-            _ = tokio::time::sleep(wait) => {}
+        let io = Io { rd: &mut *rd, wr: &mut *wr, input: &mut input };
+        if let Err(ended) = wait_for_io(inner, conn, io, wake, unsent, &mut st, step.wants_input, wait).await {
+            return ended;
         }
     }
+}
+
+/// What the pump remembers from one turn to the next.
+#[derive(Default)]
+struct PumpState {
+    /// The session's end, once the gateway reported it.
+    session_end: Option<(u16, CloseCode)>,
+    /// The bot closed its side.
+    peer_eof: bool,
+    /// Service-clock time at which the socket took enough, since the last
+    /// look, to bring the unsent bytes under the mark: the bot keeps up,
+    /// however slowly. Their time over the mark ended then, not at the next
+    /// look (the manual clock may have jumped in between); the library,
+    /// which keeps that time (4008 `slow_consumer`), is told so.
+    drained_at: Option<u64>,
+}
+
+/// What one look at the gateway said, besides the output it gave.
+struct Step {
+    /// It has more output past its budget.
+    more: bool,
+    /// It takes the bot's bytes now.
+    wants_input: bool,
+    closed: bool,
+    /// Its next deadline.
+    deadline: Option<u64>,
+}
+
+/// The socket's halves and the read buffer.
+struct Io<'a, R, W> {
+    rd: &'a mut R,
+    wr: &'a mut W,
+    input: &'a mut Vec<u8>,
+}
+
+/// The bot went away, or a core call panicked: nothing more is written.
+fn abandoned(peer_eof: bool) -> Ended {
+    Ended { peer_eof, abandon: true, ..Ended::default() }
+}
+
+/// Tells the gateway what this task still holds and the time, and takes
+/// its output (into `unsent`) and events. `None` if a core call panicked.
+async fn poll_gateway(
+    conn: &mut Conn,
+    unsent: &mut Unsent,
+    st: &mut PumpState,
+    now: u64,
+    drained: Option<u64>,
+) -> Option<Step> {
+    let (held, at) = (unsent.len(), drained.unwrap_or(now));
+    let mut out = std::mem::take(&mut unsent.spare);
+    // The library gives output up to its budget, counting what this
+    // task still holds; past it the events wait in the database.
+    let (out, more, wants_input, end, closed, deadline) = conn
+        .call(move |c| {
+            c.handle_unsent(held, at);
+            c.handle_timeout(now);
+            while c.poll_transmit(&mut out) > 0 {}
+            let mut end = None;
+            while let Some(GatewayEvent::Closed { code, reason }) = c.poll_event() {
+                end = Some((code, reason));
+            }
+            (out, c.wants_transmit(), c.wants_input(), end, c.is_closed(), c.poll_timeout())
+        })
+        .await?;
+    unsent.append(out);
+    if end.is_some() {
+        st.session_end = end;
+    }
+    Some(Step { more, wants_input, closed, deadline })
+}
+
+/// Whether the connection ends after this look, and how: the session is
+/// over behind output the bot does not read, the gateway closed, the bot
+/// closed, or the server stops.
+async fn end_of_turn(
+    inner: &Inner,
+    conn: &mut Conn,
+    unsent: &mut Unsent,
+    st: &PumpState,
+    step: &Step,
+    over: bool,
+) -> Option<Ended> {
+    if let (true, Some((_, reason))) = (over, st.session_end) {
+        // The session is over (4008 `slow_consumer` among others) but
+        // its close frame (the last one it gave) sits behind output the
+        // bot is not reading: send the close next, drop the rest.
+        if matches!(reason, CloseCode::ClosedByBot | CloseCode::ProtocolError) {
+            return Some(abandoned(st.peer_eof));
+        }
+        return Some(close_next(conn, unsent, None, st.peer_eof).await);
+    }
+    if step.closed {
+        return Some(Ended { server_closed: true, peer_eof: st.peer_eof, ..Ended::default() });
+    }
+    if st.peer_eof {
+        return Some(Ended { peer_eof: true, ..Ended::default() });
+    }
+    if inner.stop.load(Ordering::SeqCst) {
+        return Some(close_next(conn, unsent, Some(CLOSE_SERVER_SHUTDOWN), st.peer_eof).await);
+    }
+    None
+}
+
+/// Waits up to `wait` for the first of: the bot's bytes (fed to the
+/// gateway), the socket taking ours, a wake-up, a stop. `Err` when the
+/// connection is to be abandoned.
+#[allow(clippy::too_many_arguments)]
+async fn wait_for_io<R, W>(
+    inner: &Inner,
+    conn: &mut Conn,
+    io: Io<'_, R, W>,
+    wake: &Notify,
+    unsent: &mut Unsent,
+    st: &mut PumpState,
+    wants_input: bool,
+    wait: Duration,
+) -> Result<(), Ended>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let svc = &inner.svc;
+    let stopped = inner.stop_notify.notified();
+    tokio::pin!(stopped);
+    // Registered before the flag is read again: a stop in between
+    // still wakes this wait.
+    stopped.as_mut().enable();
+    if inner.stop.load(Ordering::SeqCst) {
+        return Ok(());
+    }
+    let has_output = !unsent.is_empty();
+    tokio::select! {
+        biased;
+        // Not while the library holds its budget of replies: the bot's
+        // bytes stay in its socket, and then it blocks.
+        r = io.rd.read(io.input), if wants_input => match r {
+            Ok(0) | Err(_) => st.peer_eof = true,
+            Ok(n) => {
+                let bytes = io.input[..n].to_vec();
+                let now = svc.now_ms();
+                if conn.call(move |c| c.handle_input(&bytes, now)).await.is_none() {
+                    return Err(abandoned(st.peer_eof));
+                }
+            }
+        },
+        w = io.wr.write(unsent.pending()), if has_output => match w {
+            Ok(0) | Err(_) => return Err(abandoned(st.peer_eof)),
+            Ok(n) => {
+                unsent.advance(n);
+                if unsent.len() < HIGH_WATER && st.drained_at.is_none() {
+                    st.drained_at = Some(svc.now_ms());
+                }
+            }
+        },
+        _ = wake.notified() => {}
+        _ = &mut stopped => {}
+        _ = tokio::time::sleep(wait) => {}
+    }
+    Ok(())
 }
 
 /// Bytes framed for the bot and not yet taken by its socket. `buf` only

@@ -84,12 +84,12 @@ pub enum Role {
 }
 
 impl Role {
-    fn refuses(self, path: &str) -> bool {
-        let admin = path.starts_with("/admin/");
+    /// The core's listener of this role: it decides the routes.
+    fn listener(self) -> botspace::policy::Listener {
         match self {
-            Role::All => false,
-            Role::Public => admin,
-            Role::Admin => !admin,
+            Role::All => botspace::policy::Listener::All,
+            Role::Public => botspace::policy::Listener::Public,
+            Role::Admin => botspace::policy::Listener::Admin,
         }
     }
 }
@@ -162,7 +162,7 @@ impl Botspace {
         if !svc.calls_may_block() {
             return Botspace::build(svc, 0, true);
         }
-        let n = if svc.config().database.starts_with("postgres") { 0 } else { DEFAULT_CORE_THREADS };
+        let n = if svc.store_is_shared() { 0 } else { DEFAULT_CORE_THREADS };
         Botspace::with_core_threads(svc, n)
     }
 
@@ -284,7 +284,8 @@ impl Botspace {
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let mut req = req;
-        let gateway = req.uri().path() == "/bot/gateway" && req.method() == http::Method::GET;
+        let route = botspace::policy::route(self.role.listener(), req.uri().path());
+        let gateway = route == botspace::policy::Route::Gateway && req.method() == http::Method::GET;
         let on_upgrade = gateway.then(|| hyper::upgrade::on(&mut req));
         let (parts, body) = req.into_parts();
         // The core refuses a head it would not take (a body over its limit,
@@ -326,12 +327,12 @@ impl Botspace {
         if !self.inner.webhooks.started.load(Ordering::Relaxed) {
             self.start_webhooks();
         }
-        if self.role.refuses(req.uri().path()) {
-            let refusal = ApiError::method_not_found(req.uri().path()).into_response();
-            return Answered::Response(botspace::into_http_response(refusal));
+        let route = botspace::policy::route(self.role.listener(), req.uri().path());
+        if route == botspace::policy::Route::NotHere {
+            return Answered::Response(botspace::into_http_response(botspace::policy::not_here(req.uri().path())));
         }
         let svc = self.inner.svc.clone();
-        if req.uri().path() == "/bot/gateway" && req.method() == http::Method::GET {
+        if route == botspace::policy::Route::Gateway && req.method() == http::Method::GET {
             let gate = self.inner.gate.clone();
             let acc = tokio::task::spawn_blocking(move || {
                 let _in_core = gate.blocking();
@@ -346,16 +347,14 @@ impl Botspace {
                 Err(_) => Answered::Response(internal_error()),
             };
         }
-        let answered = if req.uri().path() == "/bot/getUpdates" {
+        let answered = if route == botspace::policy::Route::Poll {
             // Long polling: may park in the core until an event or its
             // deadline; the request's future awaits it, no thread does.
             parked::answer(&self.inner, req, self.peer.clone()).await
         } else {
-            self.answer_now(svc, req).await
+            self.answer_now(svc, req, route).await
         };
-        let resp = answered.unwrap_or_else(|()| internal_error());
-        storage_full::note(&resp);
-        Answered::Response(resp)
+        Answered::Response(answered.unwrap_or_else(|()| internal_error()))
     }
 
     /// Runs an accepted gateway connection on its own task, once `io` (the
@@ -377,15 +376,16 @@ impl Botspace {
 
     /// Every request but the gateway's and getUpdates: answered at once,
     /// on the core threads, the reactor or the blocking pool.
-    async fn answer_now(&self, svc: Arc<Service>, req: Request<Bytes>) -> Result<Response<Vec<u8>>, ()> {
-        let path = req.uri().path();
-        let admin = path.starts_with("/admin/");
-        let kind = if path.starts_with("/bot/") && path != "/bot/getMe" {
-            core_thread::Kind::Batch
-        } else {
-            core_thread::Kind::Alone
-        };
-        let get_me = path == "/bot/getMe";
+    async fn answer_now(
+        &self,
+        svc: Arc<Service>,
+        req: Request<Bytes>,
+        route: botspace::policy::Route,
+    ) -> Result<Response<Vec<u8>>, ()> {
+        let admin = route == botspace::policy::Route::Admin;
+        let kind =
+            if route == botspace::policy::Route::Batch { core_thread::Kind::Batch } else { core_thread::Kind::Alone };
+        let get_me = req.uri().path() == "/bot/getMe";
         match (&self.inner.core, &self.inner.on_reactor) {
             (_, Some(reactor)) if !admin => {
                 let (tx, rx) = tokio::sync::oneshot::channel();
@@ -465,33 +465,5 @@ where
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let this = self.clone();
         Box::pin(async move { Ok(this.answer(req).await) })
-    }
-}
-
-/// A full disk, said on stderr at most once every `EVERY` seconds with how
-/// many writes it refused meanwhile: the operator hears of it, and a
-/// flood of refused writes does not flood the log.
-pub(crate) mod storage_full {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::time::{SystemTime, UNIX_EPOCH};
-
-    const EVERY: u64 = 10;
-    static LAST: AtomicU64 = AtomicU64::new(0);
-    static SINCE: AtomicU64 = AtomicU64::new(0);
-
-    pub fn note(resp: &http::Response<Vec<u8>>) {
-        if resp.status() != 503 || !resp.body().windows(22).any(|w| w == br#""error":"storage_full""#) {
-            return;
-        }
-        let n = SINCE.fetch_add(1, Ordering::Relaxed) + 1;
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let last = LAST.load(Ordering::Relaxed);
-        if now >= last + EVERY && LAST.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
-            SINCE.store(0, Ordering::Relaxed);
-            crate::say::log(
-                botspace::log::Level::Error,
-                &format!("storage full: the database's disk has no space; writes are refused (503 storage_full, nothing written) until space is freed ({n} refused since the last report)"),
-            );
-        }
     }
 }

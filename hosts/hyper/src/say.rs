@@ -31,15 +31,54 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 static JSON: AtomicBool = AtomicBool::new(false);
 static THRESHOLD: AtomicU8 = AtomicU8::new(Level::Info as u8);
 
-/// Sets how [`log`] prints: JSON lines (`--log-format json`) or the text
+/// Sets how [`log()`] prints: JSON lines (`--log-format json`) or the text
 /// lines, and the most detailed level it prints (the library's reading of
-/// `BOTSPACE_LOG`, else `RUST_LOG`).
+/// `BOTSPACE_LOG`, else `RUST_LOG`). Installs the `log` facade's logger,
+/// so what the library logs (a database that went away) is printed as
+/// the server's own lines are, at the same threshold.
 pub fn configure(json: bool, threshold: Level) {
     JSON.store(json, Ordering::Relaxed);
     THRESHOLD.store(threshold as u8, Ordering::Relaxed);
+    // Fails only when a logger is installed already (a host of its own).
+    if log::set_logger(&Facade).is_ok() {
+        log::set_max_level(match threshold {
+            Level::Error => log::LevelFilter::Error,
+            Level::Warn => log::LevelFilter::Warn,
+            Level::Info => log::LevelFilter::Info,
+            Level::Debug => log::LevelFilter::Debug,
+        });
+    }
 }
 
-/// Whether [`log`] prints JSON lines.
+/// The `log` facade's records of the library (target `botspace…`), as
+/// [`log()`] lines. Other crates' records (the PostgreSQL client's server
+/// notices, rustls) are not the operator's business here.
+struct Facade;
+
+impl log::Log for Facade {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.target().starts_with("botspace") && level_of(m.level()) as u8 <= THRESHOLD.load(Ordering::Relaxed)
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            log(level_of(record.level()), &record.args().to_string());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+fn level_of(l: log::Level) -> Level {
+    match l {
+        log::Level::Error => Level::Error,
+        log::Level::Warn => Level::Warn,
+        log::Level::Info => Level::Info,
+        log::Level::Debug | log::Level::Trace => Level::Debug,
+    }
+}
+
+/// Whether [`log()`] prints JSON lines.
 pub fn json() -> bool {
     JSON.load(Ordering::Relaxed)
 }
@@ -64,7 +103,7 @@ pub fn log(level: Level, msg: &str) {
 }
 
 /// One of the library's operator lines ([`botspace::log::Event`]), as
-/// [`log`] prints its own.
+/// [`log()`] prints its own.
 pub fn event(ev: &botspace::log::Event) {
     if ev.level as u8 > THRESHOLD.load(Ordering::Relaxed) {
         return;

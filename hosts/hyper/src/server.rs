@@ -38,15 +38,16 @@ use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-/// Bounds of the "lingering close" after an error that ends a connection.
-const LINGER: Duration = Duration::from_secs(2);
-const LINGER_BYTES: usize = 4 << 20;
+/// Bounds of the "lingering close" after an error that ends a connection
+/// (the library's host policy, as every bound below).
+const LINGER: Duration = Duration::from_millis(botspace::policy::host::LINGER_MS);
+const LINGER_BYTES: usize = botspace::policy::host::LINGER_BYTES;
 /// A peer that does not take our bytes for this long is dropped.
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+const WRITE_TIMEOUT: Duration = Duration::from_millis(botspace::policy::host::WRITE_TIMEOUT_MS);
 /// How long a stop waits for connections to finish.
-const DRAIN: Duration = Duration::from_secs(5);
+const DRAIN: Duration = Duration::from_millis(botspace::policy::host::DRAIN_MS);
 /// Longest single wait for store notifications: how late the loop sees a stop.
-const NOTIFY_WAIT_MS: u64 = 250;
+const NOTIFY_WAIT_MS: u64 = botspace::policy::host::NOTIFY_WAIT_MS;
 
 /// The connection limits of `examples/server.rs`.
 #[derive(Clone, Debug)]
@@ -208,14 +209,15 @@ fn spawn_notification_loop(sh: &Arc<Shared>) -> Option<std::thread::JoinHandle<(
             if let Err(e) = sh.app.service().wait_store_notifications(NOTIFY_WAIT_MS) {
                 // The listening connection broke (or cannot be opened): the
                 // sessions' polls still deliver; reconnect a second later.
-                if last_error.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                let report = Duration::from_millis(botspace::policy::host::NOTIFY_ERROR_REPORT_MS);
+                if last_error.is_none_or(|t| t.elapsed() >= report) {
                     crate::say::log(
                         botspace::log::Level::Warn,
                         &format!("listening for notifications failed: {e}; retrying every second"),
                     );
                     last_error = Some(std::time::Instant::now());
                 }
-                let until = std::time::Instant::now() + Duration::from_secs(1);
+                let until = std::time::Instant::now() + Duration::from_millis(botspace::policy::host::NOTIFY_RETRY_MS);
                 while std::time::Instant::now() < until && !sh.stop.load(Ordering::SeqCst) {
                     std::thread::sleep(Duration::from_millis(50));
                 }
@@ -307,15 +309,7 @@ static LINGERING_REFUSALS: AtomicUsize = AtomicUsize::new(0);
 /// still sends for a moment (a few at a time), so a client that was
 /// writing its request reads the 503 rather than a reset.
 fn refuse_busy(stream: TcpStream, linger: bool) {
-    let body =
-        br#"{"ok":false,"error_code":503,"error":"server_busy","description":"too many connections; retry later"}"#;
-    let mut msg = format!(
-        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    msg.extend_from_slice(body);
-    let _ = stream.try_write(&msg);
+    let _ = stream.try_write(&botspace::policy::server_busy());
     let Ok(std_stream) = stream.into_std() else { return };
     let _ = std_stream.shutdown(std::net::Shutdown::Write);
     if !linger || LINGERING_REFUSALS.fetch_add(1, Ordering::SeqCst) >= MAX_LINGERING_REFUSALS {
@@ -354,7 +348,8 @@ struct ErrorLog {
 impl ErrorLog {
     fn note(&mut self, e: &io::Error) {
         self.since += 1;
-        if self.last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+        let every = Duration::from_millis(botspace::policy::host::ACCEPT_ERROR_REPORT_MS);
+        if self.last.is_none_or(|t| t.elapsed() >= every) {
             crate::say::log(
                 botspace::log::Level::Error,
                 &format!("accept failed: {e} ({} in the last second)", self.since),
@@ -440,7 +435,7 @@ async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr,
             // for larger bodies) gets it once, when the head is whole and
             // acceptable.
             c.continue_sent = true;
-            let _ = c.sock.try_write(b"HTTP/1.1 100 Continue\r\n\r\n");
+            let _ = c.sock.try_write(botspace::policy::CONTINUE);
         }
         // On a stop, a connection ends only once nothing it was sent is left
         // unanswered: bytes still in the socket are read first.
@@ -465,8 +460,8 @@ async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr,
             },
             _ = tokio::time::sleep_until(deadline) => {
                 if c.started.is_some() {
-                    sh.app.service().note_request_timeout();
-                    c.end(&request_timeout(), false).await;
+                    let resp = sh.app.service().request_timed_out();
+                    c.end(&resp, false).await;
                 }
                 return;
             }
@@ -551,7 +546,7 @@ impl Conn {
         } else {
             None
         };
-        let written = self.write(&response_bytes(&resp, connection)).await;
+        let written = self.write(&botspace::http_response_bytes(&resp, connection)).await;
         match upgrade {
             Some(conn) if written => Next::Upgrade(conn),
             Some(conn) => {
@@ -589,38 +584,6 @@ impl Conn {
             }
         }
     }
-}
-
-/// An answer as HTTP/1.1 bytes (always HTTP/1.1, whatever the request's
-/// version: RFC 9110, section 6.2), with the `Connection` header the
-/// request's head calls for.
-fn response_bytes(resp: &http::Response<Vec<u8>>, connection: Option<&str>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(160 + resp.body().len());
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(resp.status().as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(resp.status().canonical_reason().unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\n");
-    let mut line = |name: &str, value: &[u8]| {
-        // Title case, as the core writes its names.
-        let mut up = true;
-        for b in name.bytes() {
-            out.push(if up { b.to_ascii_uppercase() } else { b });
-            up = b == b'-';
-        }
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
-    };
-    for (name, value) in resp.headers() {
-        line(name.as_str(), value.as_bytes());
-    }
-    if let Some(c) = connection {
-        line("connection", c.as_bytes());
-    }
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(resp.body());
-    out
 }
 
 /// Counts an open HTTP connection.
@@ -686,18 +649,6 @@ impl Drop for WaitingGuard<'_> {
     }
 }
 
-/// 408 for a request that did not arrive within `--request-timeout`.
-fn request_timeout() -> Vec<u8> {
-    let body = br#"{"ok":false,"error_code":408,"error":"request_timeout","description":"the request did not arrive in time"}"#;
-    let mut r = format!(
-        "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    r.extend_from_slice(body);
-    r
-}
-
 /// Adds a header line right after the status line of a response.
 fn with_header(mut resp: Vec<u8>, line: &str) -> Vec<u8> {
     if let Some(p) = resp.windows(2).position(|w| w == b"\r\n") {
@@ -709,11 +660,6 @@ fn with_header(mut resp: Vec<u8>, line: &str) -> Vec<u8> {
 /// The file limit and the spare descriptor.
 pub mod fds {
     use std::io;
-
-    /// Descriptors kept for the server itself (standard streams, listeners,
-    /// the spare, the SQLite file, WAL, shared memory and checkpoint
-    /// connection, PostgreSQL connections, the runtime's own).
-    const RESERVED: u64 = 64;
 
     /// Raises the soft `RLIMIT_NOFILE` to the hard limit (as nginx and Go's
     /// runtime do) and returns the limit now in force.
@@ -737,12 +683,9 @@ pub mod fds {
         limit
     }
 
-    /// The default `--max-connections` under `limit` descriptors: one per
-    /// connection, after the server's own.
-    pub fn default_max_connections(limit: u64) -> usize {
-        let cap = if limit > 2 * RESERVED { limit - RESERVED } else { limit / 2 };
-        cap.clamp(1, 1 << 20) as usize
-    }
+    /// The default `--max-connections` under `limit` descriptors: the
+    /// core's policy.
+    pub use botspace::policy::host::default_max_connections;
 
     pub(crate) fn out_of_descriptors(e: &io::Error) -> bool {
         matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))

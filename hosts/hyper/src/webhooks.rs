@@ -37,8 +37,8 @@ struct Pool {
     idle: std::sync::Mutex<std::collections::HashMap<Origin, Vec<SendRequest<Full<Bytes>>>>>,
 }
 
-/// Idle connections kept per origin.
-const IDLE_PER_ORIGIN: usize = 100;
+/// Idle connections kept per origin: as many as one webhook may use.
+const IDLE_PER_ORIGIN: usize = botspace::webhook::MAX_CONNECTIONS as usize;
 
 impl Pool {
     fn take(&self, origin: &Origin) -> Option<SendRequest<Full<Bytes>>> {
@@ -95,11 +95,14 @@ pub(crate) async fn run(svc: Weak<Service>, sender: Arc<Sender>) {
                 loop {
                     let id = req.id;
                     let outcome = attempt(&s, &tls, &pool, req).await;
-                    // Reporting never waits on the store (the next poll writes).
-                    s.webhook_outcome(id, outcome, s.now_ms());
-                    // What the outcome made due (the chat's next event, say)
-                    // is sent from here while no store access is needed;
-                    // otherwise the loop above takes over.
+                    // Reporting never waits on the store (the next poll
+                    // writes); when the store has work, the loop above
+                    // does it while this task goes on.
+                    if s.webhook_outcome(id, outcome, s.now_ms()) {
+                        sender.wake.notify_one();
+                    }
+                    // What is due now (the chat's next event, say) is sent
+                    // from here; otherwise the loop above takes over.
                     match s.poll_webhook_in_memory(s.now_ms()) {
                         WebhookPoll::Request(next) => req = next,
                         _ => {
@@ -124,6 +127,11 @@ pub(crate) async fn run(svc: Weak<Service>, sender: Arc<Sender>) {
     }
 }
 
+/// The roots come from `rustls_native_certs`: the system's store, or, when
+/// `SSL_CERT_FILE` or `SSL_CERT_DIR` is set, only what they name (OpenSSL's
+/// variables; the C server hands the same two to libcurl). Loaded once, when
+/// the sender starts. A root that does not load is skipped: a receiver whose
+/// certificate needs it fails with "TLS failed: ...".
 fn tls_config() -> rustls::ClientConfig {
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls_native_certs::load_native_certs().certs {

@@ -2,10 +2,10 @@
 //! opened, this node's connection counts, and other nodes' notifications
 //! turned into wake-ups.
 
-use super::{GatewayAccept, GatewaySession, Opening};
 use crate::entry::Input;
 use crate::error::StorageError;
 use crate::error::{ApiError, ApiResult};
+use crate::gateway::{GatewayAccept, GatewaySession, Opening};
 use crate::route::Route;
 use crate::Service;
 
@@ -73,10 +73,7 @@ impl Service {
     /// [`Service::wait_store_notifications`] in a loop on a thread of its
     /// own; otherwise that call returns at once and a loop would spin.
     pub fn has_store_notifications(&self) -> bool {
-        #[cfg(feature = "postgres")]
-        return self.listen.is_some();
-        #[cfg(not(feature = "postgres"))]
-        false
+        self.listen.is_some()
     }
 
     /// Waits at most `timeout_ms` for notifications from other nodes of a
@@ -104,20 +101,15 @@ impl Service {
     /// again, so a host loops, pausing a little after an error. It never
     /// holds the lock requests take. Calls from several threads take turns.
     pub fn wait_store_notifications(&self, timeout_ms: u64) -> Result<usize, StorageError> {
-        #[cfg(feature = "postgres")]
         if let Some(listen) = &self.listen {
-            let heard = {
-                let mut listener = listen.listener.lock().unwrap_or_else(|e| e.into_inner());
-                let own = listen.own_pids();
-                listener.wait(std::time::Duration::from_millis(timeout_ms), &own)?
-            };
+            let heard = listen.wait(std::time::Duration::from_millis(timeout_ms))?;
             for us in &heard.lags_us {
                 self.metrics.notification_lag.observe(*us);
             }
             if heard.all || !heard.bots.is_empty() {
                 // Webhooks of the bots heard of (all of them: at the next
                 // claim of leases) are looked at again.
-                self.webhooks.lock().unwrap_or_else(|e| e.into_inner()).note(&heard.bots, &heard.bots);
+                self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner()).note(&heard.bots, &heard.bots);
                 let mut here = self.gateway.hint(heard.all, &heard.bots);
                 // Polls parked here for those bots read the log again.
                 here.extend(self.parked_bots_among(heard.all, &heard.bots));

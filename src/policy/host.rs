@@ -1,0 +1,76 @@
+//! The numbers of a server's connection handling, the same in every host
+//! that owns sockets (the Rust example server, the C server): defaults of
+//! the options, and the bounds hostile or slow clients meet
+//! (docs/reliability.md).
+
+/// Default `--request-timeout`: a request's head and body arrive within
+/// this long of its first byte, else 408 ([`super::request_timeout`]).
+pub const REQUEST_TIMEOUT_MS: u64 = 30_000;
+/// Default `--idle-timeout`: a keep-alive connection with nothing to read
+/// for this long is closed.
+pub const IDLE_TIMEOUT_MS: u64 = 120_000;
+/// A peer that takes none of the bytes sent to it for this long is
+/// dropped.
+pub const WRITE_TIMEOUT_MS: u64 = 30_000;
+/// A lingering close (after an answer that ends a connection whose client
+/// may still be sending) discards input for at most this long ...
+pub const LINGER_MS: u64 = 2_000;
+/// ... or this many bytes.
+pub const LINGER_BYTES: usize = 4 << 20;
+/// A stop waits this long for connections to finish.
+pub const DRAIN_MS: u64 = 5_000;
+/// A gateway connection closed with 4008 `slow_consumer` gets this long
+/// for its close frame before the socket is dropped, sent or not.
+pub const SLOW_CONSUMER_DROP_MS: u64 = 1_000;
+/// Most requests answered in one commit by a host that batches across
+/// connections.
+pub const MAX_BATCH: usize = 64;
+/// Most requests in one commit by a host whose core thread takes every
+/// request queued by any connection at once (at most one per connection
+/// is in flight): past it, the take commits in several transactions.
+pub const MAX_QUEUED_BATCH: usize = 256;
+/// After an accept error (out of descriptors and the like) the listener
+/// rests this long instead of spinning.
+pub const ACCEPT_BACKOFF_MS: u64 = 50;
+/// The longest a host's loop sleeps: how late it notices a stop or a move
+/// of the manual clock.
+pub const TICK_MS: u64 = 250;
+/// The longest wait for other nodes' commits (PostgreSQL notifications):
+/// how late the waiting thread notices a stop.
+pub const NOTIFY_WAIT_MS: u64 = 250;
+/// After the notification listener broke, it is opened again this much
+/// later (the sessions' own polls deliver meanwhile) ...
+pub const NOTIFY_RETRY_MS: u64 = 1_000;
+/// ... and the failure is logged at most this often.
+pub const NOTIFY_ERROR_REPORT_MS: u64 = 10_000;
+/// Accept errors (out of descriptors and the like) are logged at most
+/// this often, with how many there were.
+pub const ACCEPT_ERROR_REPORT_MS: u64 = 1_000;
+/// Descriptors kept for the server itself (standard streams, listeners,
+/// the spare, SQLite's file, WAL, shared memory and checkpoint
+/// connection, PostgreSQL connections, the runtime's own).
+pub const RESERVED_FDS: u64 = 64;
+/// The most connections a default `--max-connections` ever gives.
+pub const MAX_CONNECTIONS_CAP: u64 = 1 << 20;
+
+/// The default `--max-connections` under a file limit of `file_limit`
+/// descriptors: one per connection after the server's own, at least one.
+pub fn default_max_connections(file_limit: u64) -> usize {
+    let cap = if file_limit > 2 * RESERVED_FDS { file_limit - RESERVED_FDS } else { file_limit / 2 };
+    cap.clamp(1, MAX_CONNECTIONS_CAP) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_connection_cap_leaves_the_servers_own_descriptors() {
+        assert_eq!(default_max_connections(1024), 960);
+        assert_eq!(default_max_connections(129), 65);
+        assert_eq!(default_max_connections(128), 64, "half of a small limit");
+        assert_eq!(default_max_connections(1), 1, "never zero");
+        assert_eq!(default_max_connections(0), 1);
+        assert_eq!(default_max_connections(u64::MAX), 1 << 20, "an unlimited limit is capped");
+    }
+}

@@ -1,0 +1,93 @@
+//! Which way a request goes in a host, from its method and path: the host
+//! acts on the [`Route`] and never compares paths itself.
+
+/// Which paths a listener serves. A server with one listener serves all;
+/// with a separate host-API address, the public one serves everything but
+/// `/admin/*` and the admin one only `/admin/*`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub enum Listener {
+    /// Every path: bot methods, the gateway and the host API.
+    All,
+    /// Everything but the host API (`/admin/*`).
+    Public,
+    /// Only the host API (`/admin/*`).
+    Admin,
+}
+
+/// What a host does with a complete request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub enum Route {
+    /// A bot method that writes or reads under the commit: worth answering
+    /// together with other connections' requests (`handle_batch`, one
+    /// transaction and one fsync).
+    Batch,
+    /// Answered as well alone as in a batch (getMe, health, readiness,
+    /// metrics, the console, unknown paths): a host may batch it or not.
+    Alone,
+    /// The host API: answered alone, naming the peer
+    /// (`handle_request_from`: failed logins are throttled per client).
+    Admin,
+    /// `getUpdates`: answered alone (`answer_request`), as it may park
+    /// until its bot's next event.
+    Poll,
+    /// `/bot/gateway`: `accept_gateway` answers it (the upgrade, or the
+    /// refusal of a request that is not one).
+    Gateway,
+    /// A path this listener does not serve: answer
+    /// [`super::not_here`].
+    NotHere,
+}
+
+const ADMIN_PREFIX: &str = "/admin/";
+const BOT_PREFIX: &str = "/bot/";
+const GATEWAY_PATH: &str = "/bot/gateway";
+const POLL_PATH: &str = "/bot/getUpdates";
+const GET_ME_PATH: &str = "/bot/getMe";
+
+/// The route of a request for `path` (without its query) arriving on
+/// `listener`. The listener's rule comes first: a path it does not serve
+/// is [`Route::NotHere`] whatever it names.
+pub fn route(listener: Listener, path: &str) -> Route {
+    let admin = path.starts_with(ADMIN_PREFIX);
+    match (listener, admin) {
+        (Listener::Public, true) | (Listener::Admin, false) => Route::NotHere,
+        (_, true) => Route::Admin,
+        _ if path == POLL_PATH => Route::Poll,
+        _ if path == GATEWAY_PATH => Route::Gateway,
+        _ if path.starts_with(BOT_PREFIX) && path != GET_ME_PATH => Route::Batch,
+        _ => Route::Alone,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_listener_routes_every_path() {
+        let l = Listener::All;
+        assert_eq!(route(l, "/bot/sendMessage"), Route::Batch);
+        assert_eq!(route(l, "/bot/getMe"), Route::Alone);
+        assert_eq!(route(l, "/bot/getUpdates"), Route::Poll);
+        assert_eq!(route(l, "/bot/gateway"), Route::Gateway);
+        assert_eq!(route(l, "/admin/createUser"), Route::Admin);
+        assert_eq!(route(l, "/healthz"), Route::Alone);
+        assert_eq!(route(l, "/nowhere"), Route::Alone);
+        // Only whole names: a longer path is another method.
+        assert_eq!(route(l, "/bot/getUpdatesX"), Route::Batch);
+        assert_eq!(route(l, "/bot/gateway/"), Route::Batch);
+    }
+
+    #[test]
+    fn split_listeners_each_refuse_the_others_paths() {
+        assert_eq!(route(Listener::Public, "/admin/createUser"), Route::NotHere);
+        assert_eq!(route(Listener::Public, "/bot/sendMessage"), Route::Batch);
+        assert_eq!(route(Listener::Public, "/bot/gateway"), Route::Gateway);
+        assert_eq!(route(Listener::Admin, "/admin/createUser"), Route::Admin);
+        for p in ["/bot/sendMessage", "/bot/gateway", "/bot/getUpdates", "/healthz", "/admin"] {
+            assert_eq!(route(Listener::Admin, p), Route::NotHere, "{p}");
+        }
+    }
+}

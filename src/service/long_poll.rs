@@ -1,0 +1,131 @@
+//! The service's entry points for long polls: [`Service::answer_request`]
+//! parks a `getUpdates` that finds nothing, [`Service::poll_parked`]
+//! answers the due and expired ones (docs/delivery.md, "Parking"). The
+//! parked polls themselves are held by `service/parked.rs`.
+
+use super::parked::{Answer, Parked, PollId, Ready};
+use super::Service;
+use crate::methods::updates;
+
+impl Service {
+    /// Answers one complete HTTP/1.1 request, or parks it: a `getUpdates`
+    /// with a `timeout` that finds nothing to return waits (see
+    /// [`Answer::Parked`]); every other request is answered at once as by
+    /// [`Service::handle_request_from`] (`peer` as there). `now_ms` is the
+    /// host's clock (as for gateway `poll`): the poll's deadline is
+    /// `now_ms + timeout`. The offset's acknowledgement is committed and
+    /// durable before this returns, parked or not.
+    ///
+    /// The bytes entry points (`handle_request`, `handle_request_from`)
+    /// never park: there a getUpdates is answered at once, as with
+    /// `timeout` 0. Past the cap on parked polls (`max_parked_polls`,
+    /// default 10 000) a poll is answered at once in the same way.
+    pub fn answer_request(&self, request: &[u8], peer: &str, now_ms: u64) -> Answer {
+        self.answer_input(crate::entry::Input::Wire(request), peer, now_ms)
+    }
+
+    /// [`Service::answer_request`] of either kind of request.
+    pub(crate) fn answer_input(&self, request: crate::entry::Input<'_>, peer: &str, now_ms: u64) -> Answer {
+        let routed = match self.route(request) {
+            Ok(r) if r.route == crate::route::Route::Bot(crate::route::BotMethod::GetUpdates) => r,
+            _ => return Answer::Now(self.handle_input_from(request, peer)),
+        };
+        let started = crate::metrics::Timer::sampled();
+        let seen = self.delivery.parked.generation();
+        // A getUpdates runs alone, in its own transaction (not in a group):
+        // the method leaves what to park in the transaction's effects.
+        let mut inner = self.lock();
+        let out = self.run_one(&mut inner, &routed);
+        let mut fx = self.take_effects(&mut inner);
+        drop(inner);
+        let park = fx.park.take();
+        let mut outs = [out];
+        self.settle(&mut fx, &mut outs);
+        self.apply_effects(fx);
+        let [out] = outs;
+        let answer = match park {
+            Some((bot_id, poll)) if out.starts_with(b"HTTP/1.1 200") => {
+                let deadline = now_ms.saturating_add(u64::from(poll.timeout_s) * 1000);
+                match self.delivery.parked.park(&bot_id, deadline, poll, seen) {
+                    Some(id) => Answer::Parked(id),
+                    None => Answer::Now(out),
+                }
+            }
+            _ => Answer::Now(out),
+        };
+        if let Answer::Now(out) = &answer {
+            self.record(request, out, started);
+        }
+        answer
+    }
+
+    /// Every parked poll's answer that is ready at `now_ms`: those a commit
+    /// gave events (read from the log now, durable before they are
+    /// returned), and those past their deadline (`[]`). Call it when the
+    /// wake hook has run, and when the timer for [`Service::parked_timeout`]
+    /// fires. A woken poll whose read finds nothing it asked for (its
+    /// `allowed_updates` filtered the events out) stays parked. Cheap when
+    /// nothing is ready. Blocks as a request does (the database lock, a
+    /// read, the WAL sync).
+    pub fn poll_parked(&self, now_ms: u64) -> Vec<(PollId, Vec<u8>)> {
+        let (ready, seen) = self.delivery.parked.take_ready(now_ms);
+        let mut answers = Vec::with_capacity(ready.len());
+        for (id, p, why) in ready {
+            let out = match why {
+                Ready::Expired | Ready::Revoked => crate::http::ok_response(b"[]"),
+                Ready::Woken => match self.read_parked(&p) {
+                    Ok(Some(json)) => crate::http::ok_response(json.as_bytes()),
+                    Ok(None) if p.deadline_ms > now_ms => {
+                        self.delivery.parked.repark(id, p, seen);
+                        continue;
+                    }
+                    Ok(None) => crate::http::ok_response(b"[]"),
+                    Err(e) => e.into_response(),
+                },
+            };
+            answers.push((id, out));
+        }
+        answers
+    }
+
+    /// One woken poll's read: `None` when it found nothing to return.
+    fn read_parked(&self, p: &Parked) -> crate::error::ApiResult<Option<String>> {
+        let inner = self.lock();
+        let read = updates::read(&inner.conn, &p.bot_id, &p.poll);
+        let seen = self.seen();
+        drop(inner);
+        let read = read?;
+        if read.count == 0 {
+            return Ok(None);
+        }
+        // What it read leaves only once durable (as a gateway frame does).
+        if let Some(wal) = &self.db.wal {
+            wal.sync_to(seen).map_err(|e| crate::error::ApiError::commit_outcome_unknown(&e))?;
+        }
+        Ok(Some(read.json))
+    }
+
+    /// When the host must call [`Service::poll_parked`] at the latest (Unix
+    /// ms): 0 when an answer is ready now, the earliest deadline otherwise,
+    /// `None` with nothing parked.
+    pub fn parked_timeout(&self) -> Option<u64> {
+        self.delivery.parked.timeout()
+    }
+
+    /// Forgets a parked poll whose client went away; false if it was not
+    /// parked (already answered, or never). Its offset stays acknowledged.
+    pub fn cancel_parked(&self, id: PollId) -> bool {
+        self.delivery.parked.cancel(id)
+    }
+
+    /// The bots with a poll parked here, of `bots` (all, when `all`).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn parked_bots_among(&self, all: bool, bots: &[String]) -> Vec<String> {
+        self.delivery.parked.bots_among(all, bots)
+    }
+
+    /// Polls parked now.
+    pub fn parked_count(&self) -> usize {
+        self.delivery.parked.len()
+    }
+}

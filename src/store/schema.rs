@@ -1,0 +1,144 @@
+//! Schema changes that the tables' modules would own, named by both
+//! backends' migration lists (`sqlite.rs`, `postgres/migrate.rs`): the
+//! admin console's audit log (version 4), unique bot handles (5) and
+//! bots' webhooks (6), with the handle key the handles' migration
+//! computes. They live here, below the backends, because the tables'
+//! modules use the connection, which is above them.
+
+/// What makes two handles the same: their Unicode lowercase
+/// (`str::to_lowercase`), computed here for both stores, never by the
+/// database (SQLite's `lower()` folds ASCII only, PostgreSQL's follows the
+/// database's locale). Stored as `bots.handle_key`, unique among the bots
+/// that hold one.
+pub fn handle_key(handle: &str) -> String {
+    handle.to_lowercase()
+}
+
+/// The schema change that makes handles unique, the same text for both
+/// stores: a key column and a unique index over it. NULL keys do not
+/// conflict (in SQLite and PostgreSQL alike), so the bots of a database
+/// written before it that share a handle keep working: [`claim_keys`]
+/// gives the key to the first of them only.
+pub const HANDLE_KEYS: &str = r#"
+    ALTER TABLE bots ADD COLUMN handle_key TEXT;
+    CREATE UNIQUE INDEX bots_handle_key ON bots (handle_key);
+    -- The bots left without a key (sharing an older bot's handle), for
+    -- pass_on_handle_key; empty on a database that never had duplicates.
+    CREATE INDEX bots_without_handle_key ON bots (created_at, id) WHERE handle_key IS NULL;
+    "#;
+
+/// The existing bots' rows, for [`claim_keys`], oldest first.
+pub const EXISTING_HANDLES: &str = "SELECT id, handle FROM bots ORDER BY created_at, id";
+
+/// Sets one bot's key during [`HANDLE_KEYS`] (SQLite's spelling;
+/// the PostgreSQL migration binds `$1`, `$2`).
+pub const CLAIM_KEY: &str = "UPDATE bots SET handle_key = ?1 WHERE id = ?2";
+
+/// Which existing bots get their handle's key when handles become unique:
+/// of bots (oldest first) that share a handle case-insensitively, the
+/// oldest; the others keep their handle with no key (it stays theirs to
+/// show, and no new bot can take it) until `updateBot` gives them a free
+/// one. Returns (bot id, key) to set, and the ids left without one.
+pub fn claim_keys(bots: &[(String, String)]) -> (Vec<(&str, String)>, Vec<&str>) {
+    let mut seen = std::collections::HashSet::new();
+    let (mut claims, mut unclaimed) = (Vec::new(), Vec::new());
+    for (id, handle) in bots {
+        let key = handle_key(handle);
+        if seen.insert(key.clone()) {
+            claims.push((id.as_str(), key));
+        } else {
+            unclaimed.push(id.as_str());
+        }
+    }
+    (claims, unclaimed)
+}
+
+/// Tells the operator (`log::warn!`) which bots were left sharing a
+/// handle when handles became unique (nothing when none were).
+pub fn report_unclaimed(ids: &[&str]) {
+    if !ids.is_empty() {
+        log::warn!(
+            "botspace: {} bot(s) share a handle with an older bot and keep it without owning it: {}; \
+             give each a handle of its own with updateBot (see docs/decisions.md, \"Bot handles are unique\")",
+            ids.len(),
+            ids.join(", ")
+        );
+    }
+}
+
+/// SQLite schema version 4: the audit log, and list order indexes.
+pub const CONSOLE_SQLITE: &str = r#"
+    CREATE TABLE audit_log (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at_ms INTEGER NOT NULL,
+        method TEXT NOT NULL,
+        target TEXT,
+        actor TEXT NOT NULL,
+        peer TEXT,
+        detail TEXT NOT NULL
+    );
+    CREATE INDEX audit_log_by_target ON audit_log (target, id);
+    CREATE INDEX bots_by_created ON bots (created_at, id);
+    CREATE INDEX users_by_created ON users (created_at, id);
+    CREATE INDEX chats_by_created ON chats (created_at, id);
+    "#;
+
+/// PostgreSQL schema version 4: as [`CONSOLE_SQLITE`].
+#[cfg(feature = "postgres")]
+pub const CONSOLE_POSTGRES: &str = r#"
+    CREATE TABLE audit_log (
+        id BIGSERIAL PRIMARY KEY,
+        at_ms BIGINT NOT NULL,
+        method TEXT NOT NULL,
+        target TEXT,
+        actor TEXT NOT NULL,
+        peer TEXT,
+        detail TEXT NOT NULL
+    );
+    CREATE INDEX audit_log_by_target ON audit_log (target, id);
+    CREATE INDEX bots_by_created ON bots (created_at, id);
+    CREATE INDEX users_by_created ON users (created_at, id);
+    CREATE INDEX chats_by_created ON chats (created_at, id);
+    "#;
+
+/// Migration 6: one row per bot with a webhook. `secret` holds the key
+/// bytes, or (`sealed` = 1) those bytes sealed under the host's
+/// operational key, as the operational token copies are.
+pub const WEBHOOKS_SQLITE: &str = r#"
+    CREATE TABLE webhooks (
+        bot_id TEXT PRIMARY KEY,
+        url TEXT NOT NULL,
+        secret BLOB NOT NULL,
+        sealed INTEGER NOT NULL,
+        max_connections INTEGER NOT NULL,
+        allowed_updates TEXT,
+        set_at_ms INTEGER NOT NULL,
+        last_error_at_ms INTEGER,
+        last_error TEXT,
+        next_attempt_at_ms INTEGER
+    ) WITHOUT ROWID;
+"#;
+
+/// [`WEBHOOKS_SQLITE`] in PostgreSQL's types.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub const WEBHOOKS_POSTGRES: &str = r#"
+    CREATE TABLE webhooks (
+        bot_id TEXT PRIMARY KEY,
+        url TEXT NOT NULL,
+        secret BYTEA NOT NULL,
+        sealed BIGINT NOT NULL,
+        max_connections BIGINT NOT NULL,
+        allowed_updates TEXT,
+        set_at_ms BIGINT NOT NULL,
+        last_error_at_ms BIGINT,
+        last_error TEXT,
+        next_attempt_at_ms BIGINT
+    );
+    -- Which node delivers a bot's webhook, until when (several nodes on
+    -- one database: one at a time; a dead node's leases lapse).
+    CREATE TABLE webhook_leases (
+        bot_id TEXT PRIMARY KEY,
+        node TEXT NOT NULL,
+        expires_at_ms BIGINT NOT NULL
+    );
+"#;
