@@ -1036,8 +1036,10 @@ fn the_librarys_log_records_are_printed_as_the_servers_own_lines() {
              ALTER TABLE bots DROP COLUMN handle_key; PRAGMA user_version = 4;",
         )
         .unwrap();
-        for (id, h) in [(&first, "Dup"), (&second, "dup")] {
-            conn.execute("UPDATE bots SET handle = ?1 WHERE id = ?2", [h, id.as_str()]).unwrap();
+        // The older bot keeps the handle; both were made within the same
+        // second, so their ages are set apart here.
+        for (id, h, at) in [(&first, "Dup", "1767225600"), (&second, "dup", "1767225601")] {
+            conn.execute("UPDATE bots SET handle = ?1, created_at = ?3 WHERE id = ?2", [h, id.as_str(), at]).unwrap();
         }
     }
     let mut srv = Server::start_in_shell(&[], "true", &[], &example_binary(), &["--db", db, "--log-format", "json"]);
