@@ -15,6 +15,7 @@
 //! without the database lock and without leadership, once per bot per
 //! group.
 
+use crate::entry::{Input, Owned};
 use crate::error::ApiError;
 use crate::txn::TxEffects;
 use std::collections::HashMap;
@@ -57,7 +58,7 @@ struct State {
     /// The waiter handed the turn, which has not taken the queue yet.
     promoted: Option<u64>,
     /// Requests waiting for the next commit, with their ticket.
-    queue: Vec<(u64, Vec<u8>)>,
+    queue: Vec<(u64, Owned)>,
     /// The sleeping thread of each queued or running ticket: each is woken
     /// for its turn or its answer, never for someone else's.
     waiters: HashMap<u64, Thread>,
@@ -100,11 +101,11 @@ impl Group {
 /// What a group needs of the service.
 pub(crate) trait Runner {
     /// One request in its own transaction, and the effects of its commit.
-    fn run_alone(&self, request: &[u8]) -> (Vec<u8>, TxEffects);
+    fn run_alone(&self, request: Input<'_>) -> (Vec<u8>, TxEffects);
     /// Many in one transaction, with `handle_batch`'s rules, in any order
     /// the runner prefers (they arrived concurrently); the answers come
     /// back in the requests' order.
-    fn run_group(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects);
+    fn run_group(&self, requests: &[Input<'_>]) -> (Vec<Vec<u8>>, TxEffects);
     /// Makes durable what the answers depend on, before they leave
     /// (turning a success into an error if that fails).
     fn settle(&self, fx: &mut TxEffects, outs: &mut [Vec<u8>]);
@@ -117,7 +118,7 @@ pub(crate) trait Runner {
 pub(crate) fn submit(
     group: &Group,
     svc: &impl Runner,
-    request: &[u8],
+    request: Input<'_>,
     alone: impl FnOnce() -> (Vec<u8>, TxEffects),
 ) -> Vec<u8> {
     let mut st = group.lock();
@@ -132,7 +133,7 @@ pub(crate) fn submit(
     }
     let ticket = st.next_ticket;
     st.next_ticket += 1;
-    st.queue.push((ticket, request.to_vec()));
+    st.queue.push((ticket, request.to_owned()));
     st.waiters.insert(ticket, std::thread::current());
     loop {
         if let Some(answer) = st.answers.remove(&ticket) {
@@ -168,8 +169,8 @@ fn run_now(group: &Group, svc: &impl Runner, alone: impl FnOnce() -> (Vec<u8>, T
 /// The waiter whose turn came (`ticket`) runs everyone queued (`jobs`,
 /// its own request among them) in one transaction, hands the turn over,
 /// settles, hands each waiter its answer and returns its own.
-fn lead(group: &Group, svc: &impl Runner, jobs: Vec<(u64, Vec<u8>)>, ticket: u64) -> Vec<u8> {
-    let requests: Vec<&[u8]> = jobs.iter().map(|(_, r)| r.as_slice()).collect();
+fn lead(group: &Group, svc: &impl Runner, jobs: Vec<(u64, Owned)>, ticket: u64) -> Vec<u8> {
+    let requests: Vec<Input<'_>> = jobs.iter().map(|(_, r)| r.input()).collect();
     let (mut outs, mut fx) = guarded(
         || match requests[..] {
             [one] => {

@@ -299,10 +299,10 @@ impl<'a> Request<'a> {
 const SINGLE_HEADERS: [&str; 5] = ["Host", "Transfer-Encoding", "Content-Type", "Authorization", "Idempotency-Key"];
 
 /// The first header of `SINGLE_HEADERS` that is there twice.
-fn repeated_header(headers: &[httparse::Header<'_>]) -> Option<ApiError> {
+fn repeated_header<'h>(names: impl Iterator<Item = &'h str>) -> Option<ApiError> {
     let mut seen = 0u8;
-    for h in headers {
-        if let Some(i) = SINGLE_HEADERS.iter().position(|n| n.eq_ignore_ascii_case(h.name)) {
+    for name in names {
+        if let Some(i) = SINGLE_HEADERS.iter().position(|n| n.eq_ignore_ascii_case(name)) {
             if seen & (1 << i) != 0 {
                 return Some(ApiError::duplicate_header(SINGLE_HEADERS[i]));
             }
@@ -319,21 +319,26 @@ enum BodyLen {
 }
 
 fn body_len(headers: &[httparse::Header<'_>]) -> Result<BodyLen, ApiError> {
-    if let Some(e) = repeated_header(headers) {
+    body_len_of(headers.iter().map(|h| (h.name, h.value)))
+}
+
+/// [`body_len`] of any request's header lines, in order.
+fn body_len_of<'h>(headers: impl Iterator<Item = (&'h str, &'h [u8])> + Clone) -> Result<BodyLen, ApiError> {
+    if let Some(e) = repeated_header(headers.clone().map(|(n, _)| n)) {
         return Err(e);
     }
     let mut len = None;
     let mut chunked = false;
-    for h in headers {
-        if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            let v = std::str::from_utf8(h.value).unwrap_or("");
+    for (name, value) in headers {
+        if name.eq_ignore_ascii_case("transfer-encoding") {
+            let v = std::str::from_utf8(value).unwrap_or("");
             if v.trim().eq_ignore_ascii_case("chunked") {
                 chunked = true;
             } else {
                 return Err(ApiError::length_required());
             }
-        } else if h.name.eq_ignore_ascii_case("content-length") {
-            let v = std::str::from_utf8(h.value).unwrap_or("").trim();
+        } else if name.eq_ignore_ascii_case("content-length") {
+            let v = std::str::from_utf8(value).unwrap_or("").trim();
             let n: usize = if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
                 // Too many digits for usize is simply a body over any limit.
                 v.parse().unwrap_or(usize::MAX)
@@ -649,45 +654,51 @@ impl RequestFramer {
     }
 }
 
-/// A whole chunked request (as the framer passed it) rewritten with its
-/// body decoded: `Transfer-Encoding` dropped, a `Content-Length` of the
-/// decoded body added, trailer fields dropped; with the head of the new
-/// bytes. `None` when the body is not chunked or the bytes are not a
-/// request the framer passes.
-///
-/// For a host that hands requests to an HTTP stack of its own after the
-/// library framed them: that stack then reads no chunked coding, so it
-/// cannot refuse one the library takes (hyper refuses a chunk size after
-/// spaces, say) and answer with a bare error of its own.
-pub fn unchunk_request(request: &[u8]) -> Option<(Vec<u8>, RequestHead)> {
+/// A whole request, as the framer delimits it, as an `http::Request` (a
+/// chunked body decoded, trailer fields dropped), for a host that reads
+/// raw sockets and hands requests on to code that takes parsed ones (the
+/// typed entry points). The head is parsed once here. `Err` is the
+/// answer to send when the bytes are not such a request.
+#[cfg(feature = "typed")]
+pub fn parse_http_request(request: &[u8]) -> Result<::http::Request<Vec<u8>>, Vec<u8>> {
+    let bad = || ApiError::invalid_request("incomplete HTTP request").into_response();
     let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut raw);
     let head_len = match req.parse(request) {
         Ok(httparse::Status::Complete(n)) => n,
-        _ => return None,
+        _ => return Err(bad()),
     };
-    if !matches!(body_len(req.headers), Ok(BodyLen::Chunked)) {
-        return None;
+    let rest = &request[head_len..];
+    let body = match body_len(req.headers) {
+        Ok(BodyLen::None) => Vec::new(),
+        Ok(BodyLen::Length(n)) => rest.get(..n).ok_or_else(bad)?.to_vec(),
+        Ok(BodyLen::Chunked) => {
+            let mut out = Vec::new();
+            match scan_chunked(rest, usize::MAX, Some(&mut out)) {
+                Ok(Some(_)) => out,
+                _ => return Err(bad()),
+            }
+        }
+        Err(e) => return Err(e.into_response()),
+    };
+    let mut out = ::http::Request::new(body);
+    let invalid = |what: &str| ApiError::invalid_request(format!("malformed HTTP request: {what}")).into_response();
+    *out.method_mut() =
+        ::http::Method::from_bytes(req.method.unwrap_or("").as_bytes()).map_err(|_| invalid("method"))?;
+    *out.uri_mut() = req.path.unwrap_or("").parse().map_err(|_| invalid("target"))?;
+    *out.version_mut() = if req.version == Some(0) { ::http::Version::HTTP_10 } else { ::http::Version::HTTP_11 };
+    let headers = out.headers_mut();
+    headers.reserve(req.headers.len());
+    for h in req.headers.iter() {
+        // A chunked body is decoded: its length is the body's.
+        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            continue;
+        }
+        let name = ::http::HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| invalid("header name"))?;
+        let value = ::http::HeaderValue::from_bytes(h.value).map_err(|_| invalid("header value"))?;
+        headers.append(name, value);
     }
-    let mut body = Vec::new();
-    scan_chunked(&request[head_len..], usize::MAX, Some(&mut body)).ok()??;
-    let line_end = request[..head_len].iter().position(|&b| b == b'\n')? + 1;
-    let mut out = Vec::with_capacity(head_len + body.len() + 32);
-    out.extend_from_slice(&request[..line_end]);
-    for h in req.headers.iter().filter(|h| !h.name.eq_ignore_ascii_case("transfer-encoding")) {
-        out.extend_from_slice(h.name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(h.value);
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"Content-Length: ");
-    push_decimal(&mut out, body.len());
-    out.extend_from_slice(b"\r\n\r\n");
-    out.extend_from_slice(&body);
-    match frame_request(&out, body.len()) {
-        Framing::Complete { len, head } if len == out.len() => Some((out, head)),
-        _ => None,
-    }
+    Ok(out)
 }
 
 /// Where the head's terminating empty line ends in `b`, if it is there.
@@ -771,6 +782,97 @@ pub(crate) fn parse_request(buf: &[u8], max_body_bytes: usize) -> Result<Request
         }
     };
     Ok(Request { method, path, query, headers, body, body_error })
+}
+
+/// Parses a request a host's HTTP stack has already read (its method,
+/// target, header lines and whole body; a chunked body decoded): the same
+/// rules as [`parse_request`] — the head's limits, the target, the headers
+/// that may appear once, `Transfer-Encoding` and `Content-Length`, the body
+/// limit — on what that stack handed over, without writing it out as
+/// bytes. A body with no length header is the host's to delimit.
+#[cfg(feature = "typed")]
+pub(crate) fn parse_parts<'a>(
+    method: &'a str,
+    uri: &'a ::http::Uri,
+    headers: &'a ::http::HeaderMap,
+    body: &'a [u8],
+    max_body_bytes: usize,
+) -> Result<Request<'a>, ApiError> {
+    let (path, query) = typed_head(method, uri, headers)?;
+    let headers: Vec<(&str, &[u8])> = headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())).collect();
+    let too_large = || Some(ApiError::payload_too_large(max_body_bytes));
+    let (body, body_error) = match body_len_of(headers.iter().copied()) {
+        Err(e) => (&[][..], Some(e)),
+        Ok(BodyLen::Length(n)) if n > max_body_bytes => (&[][..], too_large()),
+        Ok(BodyLen::Length(n)) if body.len() < n => {
+            return Err(ApiError::invalid_request("request body is shorter than Content-Length"));
+        }
+        Ok(BodyLen::Length(n)) => (&body[..n], None),
+        Ok(BodyLen::None | BodyLen::Chunked) if body.len() > max_body_bytes => (&[][..], too_large()),
+        Ok(BodyLen::None | BodyLen::Chunked) => (body, None),
+    };
+    Ok(Request { method, path, query, headers, body: Cow::Borrowed(body), body_error })
+}
+
+/// What framing refuses from a head alone ([`frame_request`]'s `Invalid`),
+/// for a parsed head whose body is still to be read: the host then reads
+/// no body the core would refuse.
+#[cfg(feature = "typed")]
+pub(crate) fn check_parts(
+    method: &str,
+    uri: &::http::Uri,
+    headers: &::http::HeaderMap,
+    max_body_bytes: usize,
+) -> Result<(), ApiError> {
+    let refused = match typed_head(method, uri, headers) {
+        Err(e) => e,
+        Ok(_) => {
+            match body_len_of(headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())).collect::<Vec<_>>().into_iter()) {
+                Err(e) => e,
+                Ok(BodyLen::Length(n)) if n > max_body_bytes => ApiError::payload_too_large(max_body_bytes),
+                Ok(_) => return Ok(()),
+            }
+        }
+    };
+    // A wrong method (405) outranks them, as in `refusal`.
+    match typed_target(uri).map(|(path, _)| crate::route::Target::check(method, path)) {
+        Ok(Err(wrong)) if wrong.status == 405 => Err(wrong),
+        _ => Err(refused),
+    }
+}
+
+/// A parsed head's path and query, within the limits of a head on the wire.
+#[cfg(feature = "typed")]
+fn typed_head<'a>(
+    method: &str,
+    uri: &'a ::http::Uri,
+    headers: &::http::HeaderMap,
+) -> Result<(&'a str, &'a str), ApiError> {
+    let target = typed_target(uri)?;
+    // The head's size as its lines would take on the wire.
+    let target_len = uri.path_and_query().map_or(1, |p| p.as_str().len());
+    let lines: usize = headers.iter().map(|(n, v)| n.as_str().len() + v.len() + 4).sum();
+    if headers.len() > MAX_HEADERS || method.len() + target_len + 13 + lines > MAX_HEAD_BYTES {
+        return Err(head_too_large());
+    }
+    Ok(target)
+}
+
+/// The path and query of a parsed request's target, by [`split_target`]'s
+/// rules.
+#[cfg(feature = "typed")]
+fn typed_target(uri: &::http::Uri) -> Result<(&str, &str), ApiError> {
+    if uri.scheme().is_some() {
+        // The absolute form (rare): checked whole, then its path is taken.
+        split_target(&uri.to_string())?;
+        return Ok((uri.path(), uri.query().unwrap_or("")));
+    }
+    match (uri.authority(), uri.path_and_query()) {
+        // The authority form (CONNECT) is no target of this server's.
+        (Some(a), _) => split_target(a.as_str()),
+        (None, Some(pq)) => split_target(pq.as_str()),
+        (None, None) => Ok(("/", "")),
+    }
 }
 
 /// The standard reason phrase of a status (IANA's HTTP status code

@@ -22,7 +22,7 @@ const EXTRA_METHODS: [&str; 6] = ["gateway", "healthz", "readyz", "metrics", "co
 const N_BOT: usize = BotMethod::ALL.len();
 const N_ADMIN: usize = AdminMethod::ALL.len();
 pub(crate) const N_METHODS: usize = N_BOT + N_ADMIN + EXTRA_METHODS.len();
-const OTHER_METHOD: usize = N_METHODS - 1;
+pub(crate) const OTHER_METHOD: usize = N_METHODS - 1;
 
 /// Answers that are not errors, by status; then errors by code; then
 /// anything else (never expected: every refusal carries the envelope).
@@ -51,16 +51,12 @@ const BATCH_SIZES: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512];
 
 /// The index of a request's `method` label, from its request line: the
 /// path's method name if the route table has it, else "other".
+#[cfg(test)]
 pub(crate) fn method_of(request: &[u8]) -> usize {
-    let line_end = request.iter().position(|&b| b == b'\r' || b == b'\n').unwrap_or(request.len());
-    let mut parts = request[..line_end].split(|&b| b == b' ');
-    let _verb = parts.next();
-    let target = parts.next().unwrap_or(b"");
-    let path = target.split(|&b| b == b'?').next().unwrap_or(b"");
-    std::str::from_utf8(path).map_or(OTHER_METHOD, method_of_path)
+    crate::entry::Input::Wire(request).path().map_or(OTHER_METHOD, method_of_path)
 }
 
-fn method_of_path(path: &str) -> usize {
+pub(crate) fn method_of_path(path: &str) -> usize {
     let extra = |name: &str| N_BOT + N_ADMIN + EXTRA_METHODS.iter().position(|m| *m == name).unwrap_or(5);
     match path {
         "/healthz" => return extra("healthz"),

@@ -859,18 +859,26 @@ fn numbers_beyond_64_bits_are_json_and_only_a_field_that_reads_one_refuses_it() 
 }
 
 #[test]
-fn unchunk_request_decodes_the_body_and_keeps_the_rest_of_the_head() {
-    let req = b"POST /bot/getMe HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n  1;a=\"b\"\r\n{\r\n1 \r\n}\r\n0\r\nX-Trailer: v\r\n\r\n";
-    let (plain, head) = botspace::unchunk_request(req).expect("a chunked request");
-    assert_eq!(
-        String::from_utf8(plain.clone()).unwrap(),
-        "POST /bot/getMe HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
-    );
-    assert_eq!((head.len, head.path(&plain)), (plain.len() - 2, "/bot/getMe"));
-    // Not chunked, not whole, or refused: nothing to rewrite.
-    assert!(botspace::unchunk_request(b"POST /bot/getMe HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}").is_none());
-    assert!(
-        botspace::unchunk_request(b"POST /bot/getMe HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}").is_none()
-    );
-    assert!(botspace::unchunk_request(b"POST /bot/getMe HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\ng\r\n").is_none());
+fn parse_http_request_reads_a_framed_request_once() {
+    let req = b"POST /bot/getMe?x=1 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n  1;a=\"b\"\r\n{\r\n1 \r\n}\r\n0\r\nX-Trailer: v\r\n\r\n";
+    let r = botspace::parse_http_request(req).expect("a whole request");
+    assert_eq!((r.method().as_str(), r.uri().path(), r.uri().query()), ("POST", "/bot/getMe", Some("x=1")));
+    assert_eq!(r.version(), http::Version::HTTP_11);
+    // The chunked body decoded, its coding and trailer gone.
+    assert_eq!(r.body(), b"{}");
+    let names: Vec<&str> = r.headers().keys().map(|k| k.as_str()).collect();
+    assert_eq!(names, ["host", "content-type"]);
+    let r = botspace::parse_http_request(b"GET http://h:1/readyz HTTP/1.0\r\n\r\n").unwrap();
+    assert_eq!((r.uri().path(), r.version(), r.body().len()), ("/readyz", http::Version::HTTP_10, 0));
+    let r = botspace::parse_http_request(b"POST /a HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}GET /b").unwrap();
+    assert_eq!(r.body(), b"{}");
+    // Not a whole request: the library's own answer to send.
+    for bad in [
+        &b"POST /bot/getMe HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}"[..],
+        b"POST /bot/getMe HTTP/1.1\r\nContent-Length: 5\r\n\r\n{}",
+        b"POST /bot/getMe HTTP/1.1\r\n",
+    ] {
+        let refusal = botspace::parse_http_request(bad).unwrap_err();
+        assert_eq!(error_of(&refusal), (400, "invalid_request".into()), "{}", String::from_utf8_lossy(bad));
+    }
 }

@@ -2,6 +2,7 @@
 //! formed by group commit.
 
 use super::{Routed, Service, MAX_RETRIES};
+use crate::entry::Input;
 use crate::error::ApiError;
 use crate::methods;
 use crate::route::{BotMethod, Route};
@@ -16,17 +17,23 @@ impl Service {
     /// whole group rolls back and every request that had succeeded, and that
     /// one, answer 500 — nothing was committed, all are safe to retry.
     pub fn handle_batch(&self, requests: &[&[u8]]) -> Vec<Vec<u8>> {
+        let inputs: Vec<Input<'_>> = requests.iter().map(|r| Input::Wire(r)).collect();
+        self.handle_inputs(&inputs)
+    }
+
+    /// [`Service::handle_batch`] of either kind of request.
+    pub(crate) fn handle_inputs(&self, requests: &[Input<'_>]) -> Vec<Vec<u8>> {
         // The operations paths take no transaction (readiness takes the
         // lock itself): each is answered alone, the others as one batch.
-        if requests.iter().any(|r| is_ops(r)) {
+        if requests.iter().any(|r| is_ops(*r)) {
             let (ops, rest): (Vec<usize>, Vec<usize>) = (0..requests.len()).partition(|&i| is_ops(requests[i]));
-            let batch: Vec<&[u8]> = rest.iter().map(|&i| requests[i]).collect();
+            let batch: Vec<Input<'_>> = rest.iter().map(|&i| requests[i]).collect();
             let mut out = vec![Vec::new(); requests.len()];
-            for (i, o) in rest.into_iter().zip(self.handle_batch(&batch)) {
+            for (i, o) in rest.into_iter().zip(self.handle_inputs(&batch)) {
                 out[i] = o;
             }
             for i in ops {
-                out[i] = self.handle_request(requests[i]);
+                out[i] = self.handle_input(requests[i]);
             }
             return out;
         }
@@ -35,7 +42,7 @@ impl Service {
         self.settle(&mut fx, &mut out);
         for (r, o) in requests.iter().zip(&out) {
             // One clock read for the batch; each request is sampled alone.
-            self.record(r, o, crate::histogram::sample().then_some(started));
+            self.record(*r, o, crate::histogram::sample().then_some(started));
         }
         self.apply_effects(fx);
         out
@@ -43,19 +50,19 @@ impl Service {
 
     /// [`Service::handle_batch`] without calling the wake hook: returns the
     /// effects to apply once the answers are out. The host's order is kept.
-    pub(crate) fn run_batch(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects) {
+    pub(crate) fn run_batch(&self, requests: &[Input<'_>]) -> (Vec<Vec<u8>>, TxEffects) {
         self.run_requests(requests, false)
     }
 
     /// A group formed by group commit: [`Service::run_batch`], except that
     /// on a shared store the requests run in lock order (see [`LockKey`]).
-    pub(crate) fn run_group(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects) {
+    pub(crate) fn run_group(&self, requests: &[Input<'_>]) -> (Vec<Vec<u8>>, TxEffects) {
         self.run_requests(requests, self.shared_store)
     }
 
-    fn run_requests(&self, requests: &[&[u8]], lock_order: bool) -> (Vec<Vec<u8>>, TxEffects) {
+    fn run_requests<'a>(&self, requests: &[Input<'a>], lock_order: bool) -> (Vec<Vec<u8>>, TxEffects) {
         // Each request is parsed and routed once, for every step and rerun.
-        let routed: Vec<Result<Routed<'_>, ApiError>> = requests.iter().map(|r| self.route(r)).collect();
+        let routed: Vec<Result<Routed<'a>, ApiError>> = requests.iter().map(|r| self.route(*r)).collect();
         let peeks = if self.shared_store && routed.len() >= 2 { peek(&routed) } else { Vec::new() };
         let mut order: Vec<usize> = (0..routed.len()).collect();
         if lock_order && !peeks.is_empty() {
@@ -251,8 +258,13 @@ fn peek(routed: &[Result<Routed<'_>, ApiError>]) -> Vec<Peek> {
 
 /// A request for an operations path (`/healthz`, `/readyz`,
 /// `/admin/metrics`), by its request line.
-fn is_ops(request: &[u8]) -> bool {
-    let Some((_, path)) = crate::http::request_target(request) else { return false };
+fn is_ops(request: Input<'_>) -> bool {
+    let path = match request {
+        Input::Wire(bytes) => crate::http::request_target(bytes).map(|(_, p)| p),
+        #[cfg(feature = "typed")]
+        typed => typed.path(),
+    };
+    let Some(path) = path else { return false };
     matches!(path, "/healthz" | "/readyz" | "/admin/metrics")
 }
 

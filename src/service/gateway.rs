@@ -2,6 +2,7 @@
 //! opened, this node's connection counts, and other nodes' notifications
 //! turned into wake-ups.
 
+use crate::entry::Input;
 use crate::error::StorageError;
 use crate::error::{ApiError, ApiResult};
 use crate::gateway::{GatewayAccept, GatewaySession, Opening};
@@ -16,6 +17,7 @@ impl Service {
     /// runtimes do).
     pub fn accept_gateway_session(&self, request: &[u8], now_ms: u64) -> Result<GatewaySession, Vec<u8>> {
         let started = crate::metrics::Timer::sampled();
+        let request = Input::Wire(request);
         let out = self.open_session(request, now_ms).map(|(s, _)| s).map_err(ApiError::into_response);
         // The host answers 101 itself: counted as the upgrade it is.
         self.record(request, out.as_ref().err().map_or(&b"HTTP/1.1 101 "[..], |r| r), started);
@@ -25,6 +27,11 @@ impl Service {
     /// Checks a `GET /bot/gateway` upgrade received at `now_ms`; on success
     /// returns the `101` response and a byte-level connection.
     pub fn accept_gateway(&self, request: &[u8], now_ms: u64) -> GatewayAccept {
+        self.accept_gateway_input(Input::Wire(request), now_ms)
+    }
+
+    /// [`Service::accept_gateway`] of either kind of request.
+    pub(crate) fn accept_gateway_input(&self, request: Input<'_>, now_ms: u64) -> GatewayAccept {
         let started = crate::metrics::Timer::sampled();
         let acc = match self.open_session(request, now_ms) {
             Err(e) => GatewayAccept { response: e.into_response(), connection: None },
@@ -34,7 +41,7 @@ impl Service {
         acc
     }
 
-    fn open_session(&self, request: &[u8], now_ms: u64) -> ApiResult<(GatewaySession, String)> {
+    fn open_session(&self, request: Input<'_>, now_ms: u64) -> ApiResult<(GatewaySession, String)> {
         let routed = self.route(request)?;
         if routed.route != Route::Gateway {
             return Err(ApiError::method_not_found(routed.req.path));

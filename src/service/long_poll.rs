@@ -21,9 +21,14 @@ impl Service {
     /// `timeout` 0. Past the cap on parked polls (`max_parked_polls`,
     /// default 10 000) a poll is answered at once in the same way.
     pub fn answer_request(&self, request: &[u8], peer: &str, now_ms: u64) -> Answer {
+        self.answer_input(crate::entry::Input::Wire(request), peer, now_ms)
+    }
+
+    /// [`Service::answer_request`] of either kind of request.
+    pub(crate) fn answer_input(&self, request: crate::entry::Input<'_>, peer: &str, now_ms: u64) -> Answer {
         let routed = match self.route(request) {
             Ok(r) if r.route == crate::route::Route::Bot(crate::route::BotMethod::GetUpdates) => r,
-            _ => return Answer::Now(self.handle_request_from(request, peer)),
+            _ => return Answer::Now(self.handle_input_from(request, peer)),
         };
         let started = crate::metrics::Timer::sampled();
         let seen = self.delivery.parked.generation();

@@ -5,6 +5,7 @@
 use crate::auth;
 use crate::clock::Clock;
 use crate::config::{ClockKind, Config};
+use crate::entry::Input;
 use crate::gateway::Registry;
 use crate::http::{self, Request};
 use crate::random::Random;
@@ -91,6 +92,8 @@ mod ops;
 mod parked;
 mod parts;
 mod pipeline;
+#[cfg(feature = "typed")]
+mod typed;
 mod webhooks;
 pub use webhooks::WebhookPoll;
 
@@ -192,6 +195,11 @@ impl Service {
     /// commit, `src/group.rs`); each is answered exactly as if it ran
     /// alone. A request that finds nothing under way runs at once.
     pub fn handle_request(&self, request: &[u8]) -> Vec<u8> {
+        self.handle_input(Input::Wire(request))
+    }
+
+    /// [`Service::handle_request`] of either kind of request.
+    pub(crate) fn handle_input(&self, request: Input<'_>) -> Vec<u8> {
         let started = crate::metrics::Timer::sampled();
         let (method, out) = match self.route(request) {
             Ok(Routed { route: route @ Route::Console(asset), req, .. }) => {
@@ -204,7 +212,9 @@ impl Service {
                     None => self.handle_routed(request, routed),
                 },
             ),
-            Err(e) => (crate::metrics::method_of(request), e.into_response()),
+            Err(e) => {
+                (request.path().map_or(crate::metrics::OTHER_METHOD, crate::metrics::method_of_path), e.into_response())
+            }
         };
         self.record_method(method, &out, started);
         out
@@ -223,13 +233,18 @@ impl Service {
     /// recorded in the audit log with that client; host requests here run
     /// in their own transaction, not in a group commit.
     pub fn handle_request_from(&self, request: &[u8], peer: &str) -> Vec<u8> {
+        self.handle_input_from(Input::Wire(request), peer)
+    }
+
+    /// [`Service::handle_request_from`] of either kind of request.
+    pub(crate) fn handle_input_from(&self, request: Input<'_>, peer: &str) -> Vec<u8> {
         let started = crate::metrics::Timer::sampled();
         let out = self.handle_request_from_inner(request, peer);
         self.record(request, &out, started);
         out
     }
 
-    fn handle_request_from_inner(&self, request: &[u8], peer: &str) -> Vec<u8> {
+    fn handle_request_from_inner(&self, request: Input<'_>, peer: &str) -> Vec<u8> {
         let mut routed = match self.route(request) {
             Ok(Routed { route: Route::Console(asset), req, .. }) => {
                 return asset.response(req.header_str("if-none-match"));
@@ -276,7 +291,7 @@ impl Service {
         self.handle_routed(request, routed)
     }
 
-    fn handle_routed(&self, request: &[u8], routed: Routed<'_>) -> Vec<u8> {
+    fn handle_routed(&self, request: Input<'_>, routed: Routed<'_>) -> Vec<u8> {
         // getMe reads a cached identity and needs no transaction: it never
         // waits for a group.
         if routed.route == Route::Bot(BotMethod::GetMe) {
@@ -297,7 +312,7 @@ impl Service {
 
     /// One request in its own transaction; the effects to apply once the
     /// caller has published the answer.
-    pub(crate) fn run_alone(&self, request: &[u8]) -> (Vec<u8>, TxEffects) {
+    pub(crate) fn run_alone(&self, request: Input<'_>) -> (Vec<u8>, TxEffects) {
         let routed = match self.route(request) {
             Ok(r) => r,
             Err(e) => return (e.into_response(), TxEffects::default()),
@@ -337,10 +352,10 @@ impl Drop for CommitPause<'_> {
 }
 
 impl crate::group::Runner for Service {
-    fn run_alone(&self, request: &[u8]) -> (Vec<u8>, TxEffects) {
+    fn run_alone(&self, request: Input<'_>) -> (Vec<u8>, TxEffects) {
         Service::run_alone(self, request)
     }
-    fn run_group(&self, requests: &[&[u8]]) -> (Vec<Vec<u8>>, TxEffects) {
+    fn run_group(&self, requests: &[Input<'_>]) -> (Vec<Vec<u8>>, TxEffects) {
         Service::run_group(self, requests)
     }
     fn settle(&self, fx: &mut TxEffects, outs: &mut [Vec<u8>]) {

@@ -201,8 +201,9 @@ impl Service {
 
 /// Counts a request's answer (method, status, error code, latency).
 impl Service {
-    pub(crate) fn record(&self, request: &[u8], resp: &[u8], started: Option<Timer>) {
-        self.record_method(crate::metrics::method_of(request), resp, started);
+    pub(crate) fn record(&self, request: crate::entry::Input<'_>, resp: &[u8], started: Option<Timer>) {
+        let method = request.path().map_or(crate::metrics::OTHER_METHOD, crate::metrics::method_of_path);
+        self.record_method(method, resp, started);
     }
 
     /// Counts an answer; a write refused for a full disk is also said to

@@ -2,6 +2,7 @@
 //! the method it names, and the commit.
 
 use super::{Routed, Service, MAX_RETRIES, PRUNE_EVERY_MS};
+use crate::entry::Input;
 use crate::error::{ApiError, ApiResult};
 use crate::gateway::{self};
 use crate::http::{self, Request};
@@ -12,8 +13,8 @@ use crate::txn::{HeldCommit, Inner, TxEffects};
 
 impl Service {
     /// Transport checks (405 → 411/413 → 415) and routing.
-    pub(crate) fn route<'a>(&self, request: &'a [u8]) -> ApiResult<Routed<'a>> {
-        let req = http::parse_request(request, self.config.max_body_bytes)?;
+    pub(crate) fn route<'a>(&self, request: Input<'a>) -> ApiResult<Routed<'a>> {
+        let req = request.parse(self.config.max_body_bytes)?;
         let target = Target::check(req.method, req.path)?;
         if let Some(e) = &req.body_error {
             return Err(e.clone());

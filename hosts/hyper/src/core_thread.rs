@@ -1,10 +1,10 @@
 //! The core threads: where the bot requests of every connection meet and
 //! are answered in batches, as the C server's event loop answers them.
 //!
-//! A connection's task queues its request's bytes here with a one-shot
+//! A connection's task queues its parsed request here with a one-shot
 //! channel for the answer, and awaits it. A core thread takes *everything*
 //! queued at once and answers it: the bot writes in one
-//! [`Service::handle_batch`] call (one transaction and one fsync for all of
+//! [`Service::handle_http_batch`] call (one transaction and one fsync for all of
 //! them: the group commit forms on its own, from what arrived while the
 //! last batch ran), getMe and the rest one by one (they take no
 //! transaction). Then it sends each answer back. Under load that is one
@@ -16,7 +16,7 @@
 //! the next batch. More threads overlap one batch's fsync with the next
 //! one's statements, but split the batches.
 //!
-//! A 200 still means durable: `handle_batch` returns only once its commit
+//! A 200 still means durable: `handle_http_batch` returns only once its commit
 //! is on disk.
 //!
 //! On a database whose calls cannot block (`:memory:`: no disk, no
@@ -54,22 +54,23 @@ impl Gate {
     }
 }
 
-/// Most requests in one `handle_batch` call (the library's host policy).
+/// Most requests in one `handle_http_batch` call (the library's host policy).
 const MAX_BATCH: usize = botspace::policy::host::MAX_QUEUED_BATCH;
 
 /// How a queued request is answered.
 pub(crate) enum Kind {
     /// A bot method that may write: with the other writes of the batch.
     Batch,
-    /// On its own (`handle_request`): getMe, which reads a cached identity
+    /// On its own (`handle_http`): getMe, which reads a cached identity
     /// and takes no transaction, and anything that is not a bot method.
     Alone,
 }
 
 pub(crate) struct Job {
-    pub request: Vec<u8>,
+    /// As hyper parsed it, with its body read whole.
+    pub request: http::Request<bytes::Bytes>,
     pub kind: Kind,
-    pub reply: oneshot::Sender<Vec<u8>>,
+    pub reply: oneshot::Sender<http::Response<Vec<u8>>>,
 }
 
 #[derive(Default)]
@@ -122,11 +123,12 @@ impl CoreThreads {
         Some(CoreThreads { shared, handles: Mutex::new(handles) })
     }
 
-    /// Queues a job; gives it back when the threads have been closed.
-    pub(crate) fn submit(&self, job: Job) -> Result<(), Job> {
+    /// Queues a job; `Err` (the job dropped) when the threads have been
+    /// closed.
+    pub(crate) fn submit(&self, job: Job) -> Result<(), ()> {
         let mut q = self.shared.lock();
         if q.closed {
-            return Err(job);
+            return Err(());
         }
         q.jobs.push(job);
         let wake = q.idle > 0;
@@ -264,7 +266,7 @@ fn answer(svc: &Service, jobs: Vec<Job>) {
     for job in jobs {
         match job.kind {
             Kind::Alone => {
-                let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_request(&job.request)));
+                let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_http(&job.request)));
                 if let Ok(out) = out {
                     let _ = job.reply.send(out);
                 }
@@ -283,8 +285,8 @@ fn answer(svc: &Service, jobs: Vec<Job>) {
         if part.is_empty() {
             return;
         }
-        let requests: Vec<&[u8]> = part.iter().map(|j| j.request.as_slice()).collect();
-        let outs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_batch(&requests)));
+        let requests: Vec<&http::Request<bytes::Bytes>> = part.iter().map(|j| &j.request).collect();
+        let outs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_http_batch(&requests)));
         drop(requests);
         if let Ok(outs) = outs {
             for (job, out) in part.into_iter().zip(outs) {
@@ -324,19 +326,27 @@ mod tests {
 
     /// A sendMessage of `text` queued as a batch job; its answer arrives on
     /// the returned receiver.
-    fn send_job(token: &str, chat: &str, text: &str) -> (Job, oneshot::Receiver<Vec<u8>>) {
+    fn send_job(token: &str, chat: &str, text: &str) -> (Job, oneshot::Receiver<http::Response<Vec<u8>>>) {
         let body = format!(r#"{{"chat_id":"{chat}","text":"{text}"}}"#);
-        let request = format!(
-            "POST /bot/sendMessage HTTP/1.1\r\nAuthorization: Bot {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
+        let request = http::Request::post("/bot/sendMessage")
+            .header("authorization", format!("Bot {token}"))
+            .header("content-type", "application/json")
+            .body(bytes::Bytes::from(body))
+            .unwrap();
         let (tx, rx) = oneshot::channel();
-        (Job { request: request.into_bytes(), kind: Kind::Batch, reply: tx }, rx)
+        (Job { request, kind: Kind::Batch, reply: tx }, rx)
     }
 
     fn body_of(resp: &[u8]) -> serde_json::Value {
         let at = resp.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
         serde_json::from_slice(&resp[at..]).unwrap()
+    }
+
+    /// The text of a sendMessage's 200.
+    fn sent_text(out: http::Response<Vec<u8>>) -> String {
+        assert_eq!(out.status(), 200, "{}", String::from_utf8_lossy(out.body()));
+        let v: serde_json::Value = serde_json::from_slice(out.body()).unwrap();
+        v["result"]["text"].as_str().unwrap().to_string()
     }
 
     #[test]
@@ -361,21 +371,16 @@ mod tests {
             replies.push(rx);
         }
         let (tx, get_me) = oneshot::channel();
-        let request = format!("POST /bot/getMe HTTP/1.1\r\nAuthorization: Bot {token}\r\n\r\n");
-        jobs.push(Job { request: request.into_bytes(), kind: Kind::Alone, reply: tx });
+        let request =
+            http::Request::post("/bot/getMe").header("authorization", format!("Bot {token}")).body(Default::default());
+        jobs.push(Job { request: request.unwrap(), kind: Kind::Alone, reply: tx });
         answer(&svc, jobs);
         let after = svc.commit_stats();
         assert_eq!((after.durable_commits - before.durable_commits, after.syncs - before.syncs), (1, 1));
-        let texts: Vec<String> = replies
-            .into_iter()
-            .map(|mut rx| {
-                let out = rx.try_recv().expect("answered");
-                assert!(out.starts_with(b"HTTP/1.1 200 "), "{}", String::from_utf8_lossy(&out));
-                body_of(&out)["result"]["text"].as_str().unwrap().to_string()
-            })
-            .collect();
+        let texts: Vec<String> =
+            replies.into_iter().map(|mut rx| sent_text(rx.try_recv().expect("answered"))).collect();
         assert_eq!(texts, (0..8).map(|i| format!("m{i}")).collect::<Vec<_>>());
-        let me = body_of(&get_me.blocking_recv().unwrap());
+        let me: serde_json::Value = serde_json::from_slice(get_me.blocking_recv().unwrap().body()).unwrap();
         assert_eq!(me["result"]["handle"], "b_bot", "{me}");
         drop(svc);
         let _ = std::fs::remove_dir_all(&dir);
@@ -409,9 +414,7 @@ mod tests {
                 .collect();
             let mut texts = Vec::new();
             for t in tasks {
-                let out = t.await.unwrap();
-                assert!(out.starts_with(b"HTTP/1.1 200 "), "{}", String::from_utf8_lossy(&out));
-                texts.push(body_of(&out)["result"]["text"].as_str().unwrap().to_string());
+                texts.push(sent_text(t.await.unwrap()));
             }
             texts
         });

@@ -2,13 +2,14 @@
 //!
 //! [`Botspace`] is a [`tower_service::Service`] over `http` requests: a Rust
 //! host mounts it in its own hyper (or axum, or tower) app. It answers the
-//! bot REST methods and the host API through the core's
-//! [`Service::handle_request`] and [`Service::handle_batch`], and serves
-//! `GET /bot/gateway` through hyper's upgrade, driving the core's
-//! [`GatewayConnection`]. The core's calls block (SQLite, the fsync of a
+//! bot REST methods and the host API by handing hyper's parsed request to
+//! the core's typed entry points ([`Service::handle_http`],
+//! [`Service::handle_http_batch`]) and the core's `http::Response` back to
+//! hyper, and serves `GET /bot/gateway` through hyper's upgrade, driving
+//! the core's [`GatewayConnection`]. The core's calls block (SQLite, the fsync of a
 //! commit): they never run on the reactor. On SQLite, bot requests go to
 //! the app's own core threads, which take every request queued by any
-//! connection and answer them with one `handle_batch` call (one
+//! connection and answer them with one `handle_http_batch` call (one
 //! transaction, one fsync), as the C server's loop does; host calls and
 //! the gateway's calls run on tokio's blocking pool (`spawn_blocking`), as
 //! every call does on PostgreSQL, where the core's group commit forms the
@@ -16,7 +17,7 @@
 //!
 //! [`server`] is the TCP front end of the example server (`examples/server.rs`):
 //! its own accept loop (the file limit, eviction on `EMFILE`), request
-//! deadlines and framing by the core, then hyper.
+//! deadlines and framing by the core, then the same app.
 //!
 //! ```no_run
 //! use botspace::{Config, Service};
@@ -45,11 +46,10 @@
 //! }
 //! ```
 //!
-//! [`Service::handle_request`]: botspace::Service::handle_request
-//! [`Service::handle_batch`]: botspace::Service::handle_batch
+//! [`Service::handle_http`]: botspace::Service::handle_http
+//! [`Service::handle_http_batch`]: botspace::Service::handle_http_batch
 //! [`GatewayConnection`]: botspace::GatewayConnection
 
-pub mod adapter;
 mod core_thread;
 mod gateway;
 mod parked;
@@ -57,7 +57,7 @@ pub mod say;
 pub mod server;
 mod webhooks;
 
-use botspace::{ApiError, Framing, Service};
+use botspace::{ApiError, Service};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body::Body;
@@ -103,16 +103,14 @@ pub struct Botspace {
     /// The client's address, for the per-peer throttle of failed host-API
     /// logins.
     peer: Option<Arc<str>>,
-    /// The connection's front end, told how a gateway request ended.
-    conn: Option<Arc<dyn UpgradeHook>>,
     get_me_on_worker: bool,
 }
 
-/// What the front end of a connection (`server`) hears of its requests.
-pub(crate) trait UpgradeHook: Send + Sync {
-    /// A request was answered; `upgraded`: the connection now carries the
-    /// gateway.
-    fn answered(&self, upgraded: bool);
+/// What a request read whole came to.
+pub(crate) enum Answered {
+    Response(Response<Vec<u8>>),
+    /// The gateway took the connection: send the `101`, then run it.
+    Upgrade(Response<Vec<u8>>, Box<botspace::GatewayConnection>),
 }
 
 pub(crate) struct Inner {
@@ -170,7 +168,7 @@ impl Botspace {
 
     /// Mounts `svc` with `n` core threads: each takes every bot request
     /// queued by any connection and answers them in one
-    /// [`Service::handle_batch`] call (one transaction, one fsync), then
+    /// [`Service::handle_http_batch`] call (one transaction, one fsync), then
     /// sends each answer back to its connection's task; the blocking
     /// calls never run on the reactor. The threads end when the last clone
     /// of the app is dropped, after answering what was queued. With `0`,
@@ -203,7 +201,7 @@ impl Botspace {
                 i.parked.woken(&i.svc);
             }
         })));
-        let app = Botspace { inner, role: Role::All, peer: None, conn: None, get_me_on_worker: false };
+        let app = Botspace { inner, role: Role::All, peer: None, get_me_on_worker: false };
         app.start_webhooks();
         app
     }
@@ -255,11 +253,6 @@ impl Botspace {
         self
     }
 
-    pub(crate) fn with_hook(mut self, hook: Arc<dyn UpgradeHook>) -> Botspace {
-        self.conn = Some(hook);
-        self
-    }
-
     /// The core service.
     pub fn service(&self) -> &Arc<Service> {
         &self.inner.svc
@@ -281,32 +274,24 @@ impl Botspace {
         self.inner.gateways.load(Ordering::SeqCst)
     }
 
-    /// Answers `req`; sets `upgraded` when it hands the connection to the
-    /// gateway.
-    async fn answer<B>(&self, req: Request<B>, upgraded: &mut bool) -> Response<Full<Bytes>>
+    /// Answers a request from hyper: the head checked before the body is
+    /// read, then [`Botspace::answer_read`]; a gateway takes the
+    /// connection over through hyper's upgrade.
+    async fn answer<B>(&self, req: Request<B>) -> Response<Full<Bytes>>
     where
         B: Body + Send + 'static,
         B::Data: Send,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        if !self.inner.webhooks.started.load(Ordering::Relaxed) {
-            self.start_webhooks();
-        }
-        let path = req.uri().path().to_string();
-        let route = botspace::policy::route(self.role.listener(), &path);
-        let gateway = route == botspace::policy::Route::Gateway && req.method() == http::Method::GET;
         let mut req = req;
+        let route = botspace::policy::route(self.role.listener(), req.uri().path());
+        let gateway = route == botspace::policy::Route::Gateway && req.method() == http::Method::GET;
         let on_upgrade = gateway.then(|| hyper::upgrade::on(&mut req));
         let (parts, body) = req.into_parts();
         // The core refuses a head it would not take (a body over its limit,
         // say) exactly as it would on its own, before the body is read.
-        // (Behind the example server's front end the core's framer has
-        // already passed this head: no need to write it out again.)
-        if self.conn.is_none() && !parts.headers.contains_key(http::header::TRANSFER_ENCODING) {
-            let head = adapter::request_bytes(&parts, b"");
-            if let Framing::Invalid(resp) = self.inner.svc.frame_request(&head) {
-                return close(adapter::response_from_bytes(&resp));
-            }
+        if let Some(refusal) = self.inner.svc.refuse_http_head(&parts) {
+            return close(refusal);
         }
         let max = {
             let c = self.inner.svc.config();
@@ -323,97 +308,98 @@ impl Botspace {
                 } else {
                     ApiError::invalid_request("malformed chunked body")
                 };
-                return close(adapter::response_from_bytes(&refusal.into_response()));
+                return close(botspace::into_http_response(refusal.into_response()));
             }
         };
-        if route == botspace::policy::Route::NotHere {
-            return full(adapter::response_from_bytes(&botspace::policy::not_here(&path)));
+        match self.answer_read(Request::from_parts(parts, body)).await {
+            Answered::Response(resp) => full(resp),
+            Answered::Upgrade(resp, conn) => {
+                let io = async move { on_upgrade?.await.ok().map(hyper_util::rt::TokioIo::new) };
+                self.spawn_gateway(conn, io);
+                full(resp)
+            }
         }
-        let bytes = adapter::request_bytes(&parts, &body);
+    }
+
+    /// Answers a request read whole: the parsed request goes into the core
+    /// as it is, and the core's `http::Response` comes straight out.
+    pub(crate) async fn answer_read(&self, req: Request<Bytes>) -> Answered {
+        if !self.inner.webhooks.started.load(Ordering::Relaxed) {
+            self.start_webhooks();
+        }
+        let route = botspace::policy::route(self.role.listener(), req.uri().path());
+        if route == botspace::policy::Route::NotHere {
+            return Answered::Response(botspace::into_http_response(botspace::policy::not_here(req.uri().path())));
+        }
         let svc = self.inner.svc.clone();
-        if let Some(on_upgrade) = on_upgrade {
+        if route == botspace::policy::Route::Gateway && req.method() == http::Method::GET {
             let gate = self.inner.gate.clone();
             let acc = tokio::task::spawn_blocking(move || {
                 let _in_core = gate.blocking();
-                svc.accept_gateway(&bytes, svc.now_ms())
+                svc.accept_gateway_http(&req, svc.now_ms())
             })
             .await;
-            let Ok(acc) = acc else {
-                return full(internal_error());
+            return match acc {
+                Ok(acc) => match acc.connection {
+                    Some(conn) => Answered::Upgrade(botspace::into_http_response(acc.response), Box::new(conn)),
+                    None => Answered::Response(botspace::into_http_response(acc.response)),
+                },
+                Err(_) => Answered::Response(internal_error()),
             };
-            if let Some(conn) = acc.connection {
-                let inner = self.inner.clone();
-                inner.gateways.fetch_add(1, Ordering::SeqCst);
-                *upgraded = true;
-                tokio::spawn(async move {
-                    let _count = gateway::Count(&inner.gateways);
-                    if let Ok(io) = on_upgrade.await {
-                        gateway::run(&inner, conn, hyper_util::rt::TokioIo::new(io)).await;
-                    }
-                });
-            }
-            return full(adapter::response_from_bytes(&acc.response));
         }
-        // An HTTP/1.0 client that asked to keep the connection is told it
-        // is kept (the front end passes its request on as HTTP/1.1).
-        let keep_alive = parts
-            .headers
-            .get_all(http::header::CONNECTION)
-            .iter()
-            .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("keep-alive"))));
-        let raw = if route == botspace::policy::Route::Poll {
+        let answered = if route == botspace::policy::Route::Poll {
             // Long polling: may park in the core until an event or its
             // deadline; the request's future awaits it, no thread does.
-            parked::answer(&self.inner, bytes, self.peer.clone()).await
+            parked::answer(&self.inner, req, self.peer.clone()).await
         } else {
-            self.answer_now(&svc, bytes, &path, route).await
+            self.answer_now(svc, req, route).await
         };
-        match raw {
-            Ok(raw) => {
-                let mut resp = adapter::response_from_vec(raw);
-                if keep_alive {
-                    resp.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("keep-alive"));
-                }
-                full(resp)
+        Answered::Response(answered.unwrap_or_else(|()| internal_error()))
+    }
+
+    /// Runs an accepted gateway connection on its own task, once `io` (the
+    /// upgraded connection) is there.
+    pub(crate) fn spawn_gateway<F, T>(&self, conn: Box<botspace::GatewayConnection>, io: F)
+    where
+        F: Future<Output = Option<T>> + Send + 'static,
+        T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
+        let inner = self.inner.clone();
+        inner.gateways.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(async move {
+            let _count = gateway::Count(&inner.gateways);
+            if let Some(io) = io.await {
+                gateway::run(&inner, *conn, io).await;
             }
-            Err(_) => full(internal_error()),
-        }
+        });
     }
 
     /// Every request but the gateway's and getUpdates: answered at once,
     /// on the core threads, the reactor or the blocking pool.
     async fn answer_now(
         &self,
-        svc: &Arc<Service>,
-        bytes: Vec<u8>,
-        path: &str,
+        svc: Arc<Service>,
+        req: Request<Bytes>,
         route: botspace::policy::Route,
-    ) -> Result<Vec<u8>, ()> {
-        let svc = svc.clone();
+    ) -> Result<Response<Vec<u8>>, ()> {
         let admin = route == botspace::policy::Route::Admin;
-        let kind = || {
-            if route == botspace::policy::Route::Batch {
-                core_thread::Kind::Batch
-            } else {
-                core_thread::Kind::Alone
-            }
-        };
+        let kind =
+            if route == botspace::policy::Route::Batch { core_thread::Kind::Batch } else { core_thread::Kind::Alone };
+        let get_me = req.uri().path() == "/bot/getMe";
         match (&self.inner.core, &self.inner.on_reactor) {
             (_, Some(reactor)) if !admin => {
                 let (tx, rx) = tokio::sync::oneshot::channel();
-                reactor.submit(&svc, core_thread::Job { request: bytes, kind: kind(), reply: tx });
+                reactor.submit(&svc, core_thread::Job { request: req, kind, reply: tx });
                 rx.await.map_err(|_| ())
             }
             // Host calls (few; an import may take a while) keep the
             // blocking pool; bot traffic goes to the core threads.
             (Some(core), _) if !admin => {
-                let get_me = path == "/bot/getMe";
                 let on_worker = if get_me && self.get_me_on_worker {
                     // A panic in the core stays in it (a bare 500), as on
                     // a core thread.
                     self.inner.gate.try_exclusive().map(|_alone| {
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_request(&bytes)))
-                            .map_err(|_| ())
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_http(&req))).map_err(|_| ())
                     })
                 } else {
                     None
@@ -422,7 +408,7 @@ impl Botspace {
                     Some(out) => out,
                     None => {
                         let (tx, rx) = tokio::sync::oneshot::channel();
-                        match core.submit(core_thread::Job { request: bytes, kind: kind(), reply: tx }) {
+                        match core.submit(core_thread::Job { request: req, kind, reply: tx }) {
                             Ok(()) => rx.await.map_err(|_| ()),
                             Err(_) => Err(()),
                         }
@@ -435,8 +421,8 @@ impl Botspace {
                 tokio::task::spawn_blocking(move || {
                     let _in_core = gate.blocking();
                     match (admin, peer) {
-                        (true, Some(p)) => svc.handle_request_from(&bytes, &p),
-                        _ => svc.handle_request(&bytes),
+                        (true, Some(p)) => svc.handle_http_from(&req, &p),
+                        _ => svc.handle_http(&req),
                     }
                 })
                 .await
@@ -446,18 +432,18 @@ impl Botspace {
     }
 }
 
-fn full(r: Response<Bytes>) -> Response<Full<Bytes>> {
-    r.map(Full::new)
+fn full(r: Response<Vec<u8>>) -> Response<Full<Bytes>> {
+    r.map(|b| Full::new(Bytes::from(b)))
 }
 
 /// A refusal that ends the connection (its body may not have been read).
-fn close(mut r: Response<Bytes>) -> Response<Full<Bytes>> {
+fn close(mut r: Response<Vec<u8>>) -> Response<Full<Bytes>> {
     r.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
     full(r)
 }
 
-fn internal_error() -> Response<Bytes> {
-    let mut r = Response::new(Bytes::new());
+fn internal_error() -> Response<Vec<u8>> {
+    let mut r = Response::new(Vec::new());
     *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
     r
 }
@@ -478,13 +464,6 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let this = self.clone();
-        Box::pin(async move {
-            let mut upgraded = false;
-            let resp = this.answer(req, &mut upgraded).await;
-            if let Some(h) = &this.conn {
-                h.answered(upgraded);
-            }
-            Ok(resp)
-        })
+        Box::pin(async move { Ok(this.answer(req).await) })
     }
 }

@@ -89,21 +89,23 @@ impl Drop for Cancel<'_> {
 }
 
 /// Answers a getUpdates: at once, or when the core has its answer.
-pub(crate) async fn answer(inner: &Arc<Inner>, bytes: Vec<u8>, peer: Option<Arc<str>>) -> Result<Vec<u8>, ()> {
+pub(crate) async fn answer(
+    inner: &Arc<Inner>,
+    req: http::Request<bytes::Bytes>,
+    peer: Option<Arc<str>>,
+) -> Result<http::Response<Vec<u8>>, ()> {
     start(inner);
     let app = inner.clone();
     let stopping = inner.stop.load(Ordering::SeqCst);
     let answered = tokio::task::spawn_blocking(move || {
         let _in_core = app.gate.blocking();
         let peer = peer.as_deref().unwrap_or("");
-        let answer = if stopping {
+        if stopping {
             // Stopping: nothing parks any more (the drain would wait on it).
-            Answer::Now(app.svc.handle_request_from(&bytes, peer))
-        } else {
-            app.svc.answer_request(&bytes, peer, app.svc.now_ms())
-        };
-        match answer {
-            Answer::Now(out) => Ok(out),
+            return Ok(app.svc.handle_http_from(&req, peer));
+        }
+        match app.svc.answer_http(&req, peer, app.svc.now_ms()) {
+            Answer::Now(out) => Ok(botspace::into_http_response(out)),
             // The slot is taken here, on the blocking thread, which runs to
             // the end even if the request's future is dropped meanwhile:
             // then the receiver is dropped with the join handle, the
@@ -121,7 +123,7 @@ pub(crate) async fn answer(inner: &Arc<Inner>, bytes: Vec<u8>, peer: Option<Arc<
     let rx = match wait {
         Wait::Ready(out) => {
             cancel.done = true;
-            return Ok(out);
+            return Ok(botspace::into_http_response(out));
         }
         Wait::Rx(rx) => rx,
     };
@@ -129,7 +131,7 @@ pub(crate) async fn answer(inner: &Arc<Inner>, bytes: Vec<u8>, peer: Option<Arc<
     inner.parked.notify.notify_one();
     let out = rx.await.map_err(|_| ());
     cancel.done = true;
-    out
+    out.map(botspace::into_http_response)
 }
 
 /// Starts the parking task, once per app, on the runtime of the first

@@ -1,25 +1,28 @@
-//! The TCP front end of the example server: tokio tasks, hyper per
-//! connection, and what hyper leaves to its host.
+//! The TCP front end of the example server: a host that reads raw
+//! sockets, one tokio task per connection.
 //!
 //! - **Its own accept loop.** The file limit, not only `--max-connections`,
 //!   bounds the connections: on `EMFILE`/`ENFILE` a spare descriptor is
 //!   given up so the waiting client gets in, and the connection that has
 //!   waited longest for a request is evicted (libev's and libuv's trick).
 //!   Every accepted connection can be evicted until it becomes a gateway.
-//! - **The core frames the requests.** `FramedIo` sits between the socket
-//!   and hyper and hands hyper only whole requests, as the core's
-//!   `RequestFramer` delimits them. So a refused head gets the core's own
-//!   JSON error (413 before the body, say), a request that does not arrive
-//!   whole within `--request-timeout` gets 408, an idle connection is
-//!   closed after `--idle-timeout`, and a stop answers every request whose
-//!   bytes reached the socket before the connection closes.
-//! - **hyper serves** what passes: keep-alive, pipelining (in order),
-//!   `Connection: close`, HTTP/1.0, and the gateway's upgrade.
+//! - **The core frames the requests.** The core's `RequestFramer`
+//!   delimits each request in what the socket gives. So a refused head gets
+//!   the core's own JSON error (413 before the body, say), a request that
+//!   does not arrive whole within `--request-timeout` gets 408, an idle
+//!   connection is closed after `--idle-timeout`, and a stop answers every
+//!   request whose bytes reached the socket before the connection closes.
+//! - **One parse, the app's answer.** A whole request is parsed once into
+//!   an `http::Request` (`botspace::parse_http_request`) and answered by
+//!   the app a hyper host mounts ([`Botspace`]); the answer goes out as
+//!   HTTP/1.1 with the `Connection` header the framer's head calls for:
+//!   keep-alive, pipelining (in order, one at a time), `Connection: close`,
+//!   HTTP/1.0, `100 Continue`, and the gateway's upgrade (the socket goes
+//!   to the gateway). hyper is not in front: it would parse every request
+//!   again, and answer what it refuses with bare errors of its own.
 
-use crate::{Botspace, Role, UpgradeHook};
+use crate::{Answered, Botspace, Role};
 use botspace::{Framing, RequestFramer, RequestHead};
-use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
@@ -27,13 +30,13 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 /// Bounds of the "lingering close" after an error that ends a connection
 /// (the library's host policy, as every bound below).
@@ -376,19 +379,211 @@ fn spawn_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr, role:
 
 async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr, role: Role, id: u64) {
     let _ = stream.set_nodelay(true);
-    let state = Arc::new(ConnState { id, shared: Arc::downgrade(sh), m: Mutex::default() });
-    let io = FramedIo::new(stream, sh, state.clone(), id);
-    let app = sh.app.clone().with_role(role).for_peer(peer.ip()).with_hook(state);
-    let conn = hyper::server::conn::http1::Builder::new()
-        // The bot may shut its side after its request and still wait for
-        // the answer; FramedIo also ends the read side (408, a stop)
-        // while answers are still due.
-        .half_close(true)
-        .title_case_headers(true)
-        .auto_date_header(false)
-        .serve_connection(TokioIo::new(io), TowerToHyperService::new(app))
-        .with_upgrades();
-    let _ = conn.await;
+    let app = sh.app.clone().with_role(role).for_peer(peer.ip());
+    let mut c = Conn {
+        sock: stream,
+        buf: Vec::new(),
+        framer: sh.app.service().request_framer(),
+        started: None,
+        continue_sent: false,
+        last_activity: Instant::now(),
+        eof: false,
+    };
+    let stopped = sh.stop_notify.clone().notified_owned();
+    tokio::pin!(stopped);
+    stopped.as_mut().enable();
+    loop {
+        match c.framer.frame(&c.buf) {
+            Framing::Complete { len, head } => {
+                let rest = c.buf.split_off(len);
+                let request = std::mem::replace(&mut c.buf, rest);
+                c.started = None;
+                c.continue_sent = false;
+                sh.waiting.touch(id);
+                match c.answer(&app, &request, &head).await {
+                    Next::Read => continue,
+                    Next::End => return,
+                    Next::Upgrade(conn) => {
+                        // The gateway's connection is not evicted for HTTP
+                        // clients; what the bot sent after its request is
+                        // the gateway's first input.
+                        sh.waiting.remove(id);
+                        let (rd, wr) = c.sock.into_split();
+                        let io = tokio::io::join(io::Cursor::new(c.buf).chain(rd), wr);
+                        app.spawn_gateway(conn, std::future::ready(Some(io)));
+                        return;
+                    }
+                }
+            }
+            Framing::Invalid(resp) => {
+                // Refused from its head: answered, then the connection ends.
+                c.end(&with_header(resp, "Connection: close"), true).await;
+                return;
+            }
+            Framing::Incomplete => {}
+        }
+        if c.eof {
+            // The peer closed its side: what was framed is answered (half
+            // close), a partial request is dropped.
+            return;
+        }
+        if !c.buf.is_empty() {
+            c.started.get_or_insert_with(Instant::now);
+        }
+        if !c.continue_sent && c.framer.pending_head().is_some_and(|h| h.expect_continue) {
+            // A client that waits for `100 Continue` before its body (curl,
+            // for larger bodies) gets it once, when the head is whole and
+            // acceptable.
+            c.continue_sent = true;
+            let _ = c.sock.try_write(botspace::policy::CONTINUE);
+        }
+        // On a stop, a connection ends only once nothing it was sent is left
+        // unanswered: bytes still in the socket are read first.
+        let stopping = sh.stop.load(Ordering::SeqCst);
+        if stopping && c.buf.is_empty() {
+            let mut probe = [0u8; 4096];
+            match c.sock.try_read(&mut probe) {
+                Ok(n) if n > 0 => c.buf.extend_from_slice(&probe[..n]),
+                _ => return,
+            }
+            continue;
+        }
+        let deadline = match c.started {
+            Some(s) => s + sh.opts.request_timeout,
+            None => c.last_activity + sh.opts.idle_timeout,
+        };
+        tokio::select! {
+            read = c.read() => match read {
+                Ok(0) => c.eof = true,
+                Ok(_) => c.last_activity = Instant::now(),
+                Err(_) => return,
+            },
+            _ = tokio::time::sleep_until(deadline) => {
+                if c.started.is_some() {
+                    let resp = sh.app.service().request_timed_out();
+                    c.end(&resp, false).await;
+                }
+                return;
+            }
+            _ = &mut stopped, if !stopping => {}
+        }
+    }
+}
+
+/// What comes after an answer.
+enum Next {
+    Read,
+    End,
+    Upgrade(Box<botspace::GatewayConnection>),
+}
+
+/// One HTTP connection: the core's framer delimits each request in what
+/// the socket gives, and the answers go out in order, one request at a
+/// time (pipelined requests wait in `buf`; a client that does not read
+/// its answers stops the reading).
+struct Conn {
+    sock: TcpStream,
+    /// Bytes read and not yet framed as a whole request.
+    buf: Vec<u8>,
+    framer: RequestFramer,
+    /// When the first byte of the incomplete request in `buf` arrived.
+    started: Option<Instant>,
+    continue_sent: bool,
+    last_activity: Instant,
+    /// The peer closed its side.
+    eof: bool,
+}
+
+impl Conn {
+    /// Reads what the socket has into `buf`; `Ok(0)` at the end. An
+    /// uninitialised scratch buffer (no 16 KiB memset per read), and only
+    /// what arrived is kept, so an idle connection holds no buffer of its own.
+    async fn read(&mut self) -> io::Result<usize> {
+        std::future::poll_fn(|cx| {
+            let mut chunk = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
+            let mut rb = ReadBuf::uninit(&mut chunk);
+            std::task::ready!(Pin::new(&mut self.sock).poll_read(cx, &mut rb))?;
+            self.buf.extend_from_slice(rb.filled());
+            Poll::Ready(Ok(rb.filled().len()))
+        })
+        .await
+    }
+
+    /// Writes `bytes` whole; false when the peer is gone or took nothing
+    /// for `WRITE_TIMEOUT`.
+    async fn write(&mut self, bytes: &[u8]) -> bool {
+        let mut at = 0;
+        while at < bytes.len() {
+            match tokio::time::timeout(WRITE_TIMEOUT, self.sock.write(&bytes[at..])).await {
+                Ok(Ok(n)) if n > 0 => at += n,
+                _ => return false,
+            }
+            self.last_activity = Instant::now();
+        }
+        true
+    }
+
+    /// Answers one whole request.
+    async fn answer(&mut self, app: &Botspace, request: &[u8], head: &RequestHead) -> Next {
+        let req = match botspace::parse_http_request(request) {
+            Ok(req) => req.map(bytes::Bytes::from),
+            Err(refusal) => {
+                self.end(&with_header(refusal, "Connection: close"), false).await;
+                return Next::End;
+            }
+        };
+        let close = !head.keep_alive;
+        let (resp, upgrade) = match app.answer_read(req).await {
+            Answered::Response(resp) => (resp, None),
+            Answered::Upgrade(resp, conn) => (resp, Some(conn)),
+        };
+        let connection = if close {
+            Some("close")
+        } else if head.http_minor == 0 && upgrade.is_none() {
+            // An HTTP/1.0 client that asked to keep the connection is told
+            // it is kept.
+            Some("keep-alive")
+        } else {
+            None
+        };
+        let written = self.write(&botspace::http_response_bytes(&resp, connection)).await;
+        match upgrade {
+            Some(conn) if written => Next::Upgrade(conn),
+            Some(conn) => {
+                // Dropped on a task of its own, off this connection's path.
+                app.spawn_gateway(conn, std::future::ready(None::<TcpStream>));
+                Next::End
+            }
+            None if written && !close => Next::Read,
+            None => {
+                if written {
+                    let _ = self.sock.shutdown().await;
+                }
+                Next::End
+            }
+        }
+    }
+
+    /// Writes the answer that ends the connection, then closes it. With
+    /// `linger`, stops sending and discards what still arrives for a
+    /// bounded time, so the peer gets the answer rather than a reset.
+    async fn end(&mut self, tail: &[u8], linger: bool) {
+        if !self.write(tail).await {
+            return;
+        }
+        let _ = self.sock.shutdown().await;
+        if linger {
+            let until = Instant::now() + LINGER;
+            let mut sink = vec![0u8; 16 * 1024];
+            let mut total = 0;
+            while total < LINGER_BYTES {
+                match tokio::time::timeout_at(until, self.sock.read(&mut sink)).await {
+                    Ok(Ok(n)) if n > 0 => total += n,
+                    _ => break,
+                }
+            }
+        }
+    }
 }
 
 /// Counts an open HTTP connection.
@@ -454,426 +649,12 @@ impl Drop for WaitingGuard<'_> {
     }
 }
 
-/// What FramedIo and the app share about one connection: how many
-/// requests were handed to hyper and how many answered, so that after a
-/// gateway request FramedIo hands over nothing more until it is answered
-/// (the bytes after an accepted upgrade are WebSocket frames, not HTTP).
-struct ConnState {
-    id: u64,
-    shared: std::sync::Weak<Shared>,
-    m: Mutex<Counts>,
-}
-
-#[derive(Default)]
-struct Counts {
-    released: u64,
-    answered: u64,
-    upgraded: bool,
-    waker: Option<Waker>,
-}
-
-impl UpgradeHook for ConnState {
-    fn answered(&self, upgraded: bool) {
-        let mut m = self.m.lock().unwrap_or_else(|e| e.into_inner());
-        m.answered += 1;
-        if upgraded {
-            m.upgraded = true;
-            // A gateway connection is not evicted for HTTP clients.
-            if let Some(sh) = self.shared.upgrade() {
-                sh.waiting.remove(self.id);
-            }
-        }
-        if let Some(w) = m.waker.take() {
-            w.wake();
-        }
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Mode {
-    /// Framing requests.
-    Http,
-    /// A gateway request was handed over: wait for its answer.
-    Hold,
-    /// Upgraded: bytes pass through.
-    Raw,
-    /// End of the requests: hyper reads EOF, answers what it has, and
-    /// shuts the connection down (writing `tail` first).
-    Ending,
-}
-
-/// The socket as hyper sees it: only whole requests come through (see the
-/// module's documentation).
-struct FramedIo {
-    sock: TcpStream,
-    state: Arc<ConnState>,
-    shared: Arc<Shared>,
-    id: u64,
-    framer: RequestFramer,
-    mode: Mode,
-    /// Bytes read and not yet given to hyper; the first `ready` of them are
-    /// whole requests.
-    inbuf: Vec<u8>,
-    ready: usize,
-    /// When the first byte of the incomplete request in `inbuf` arrived.
-    started: Option<Instant>,
-    continue_sent: bool,
-    last_activity: Instant,
-    timer: Pin<Box<Sleep>>,
-    stopped: Pin<Box<tokio::sync::futures::OwnedNotified>>,
-    /// Written before the connection closes (an error that ends it).
-    tail: Vec<u8>,
-    tail_sent: usize,
-    /// After `tail`: stop sending, and discard what still arrives for a
-    /// bounded time, so the peer gets our answer rather than a reset.
-    linger: bool,
-    lingering: Option<(Instant, usize)>,
-    write_blocked_since: Option<Instant>,
-    write_timer: Pin<Box<Sleep>>,
-}
-
-impl FramedIo {
-    fn new(sock: TcpStream, shared: &Arc<Shared>, state: Arc<ConnState>, id: u64) -> FramedIo {
-        let mut stopped = Box::pin(shared.stop_notify.clone().notified_owned());
-        stopped.as_mut().enable();
-        FramedIo {
-            sock,
-            state,
-            shared: shared.clone(),
-            id,
-            framer: shared.app.service().request_framer(),
-            mode: Mode::Http,
-            inbuf: Vec::new(),
-            ready: 0,
-            started: None,
-            continue_sent: false,
-            last_activity: Instant::now(),
-            timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
-            stopped,
-            tail: Vec::new(),
-            tail_sent: 0,
-            linger: false,
-            lingering: None,
-            write_blocked_since: None,
-            write_timer: Box::pin(tokio::time::sleep(Duration::ZERO)),
-        }
-    }
-
-    fn end_with(&mut self, tail: Vec<u8>, linger: bool) {
-        self.tail = tail;
-        self.linger = linger;
-        self.mode = Mode::Ending;
-    }
-
-    /// Requests handed to hyper and not answered yet.
-    fn in_flight(&self) -> bool {
-        let m = self.state.m.lock().unwrap_or_else(|e| e.into_inner());
-        m.released > m.answered
-    }
-
-    /// Frames what is buffered; true when it moved on (a whole request,
-    /// or an error that ends the connection).
-    fn frame(&mut self) -> bool {
-        if self.inbuf.len() == self.ready {
-            return false;
-        }
-        match self.framer.frame(&self.inbuf[self.ready..]) {
-            Framing::Complete { len: n, head } => {
-                let start = self.ready;
-                // hyper gets a chunked body decoded by the library: its own
-                // decoder refuses codings the library takes, and would
-                // answer with a bare 400 of its own.
-                let (n, head) = match botspace::unchunk_request(&self.inbuf[start..start + n]) {
-                    Some((plain, head)) => {
-                        let m = plain.len();
-                        self.inbuf.splice(start..start + n, plain);
-                        (m, head)
-                    }
-                    None => (n, head),
-                };
-                self.ready += n;
-                self.started = None;
-                self.continue_sent = false;
-                self.shared.waiting.touch(self.id);
-                let h = Head::of(&self.inbuf[start..start + n], &head);
-                // hyper would send its own `100 Continue` when the body is
-                // read; it has the body already (or was sent one by us).
-                if let Some(at) = h.expect_at {
-                    self.inbuf[start + at..start + at + 6].copy_from_slice(b"X-Expe");
-                }
-                // hyper answers HTTP/1.0 with an HTTP/1.0 status line; this
-                // server answers HTTP/1.1 (RFC 9110, section 6.2), as the
-                // thread server did: the request goes on as HTTP/1.1 that
-                // asks for the same `Connection` behaviour.
-                if let Some(at) = h.version_minor_at {
-                    self.inbuf[start + at] = b'1';
-                    if h.close && !h.close_token {
-                        let line_end = start + h.first_line_len;
-                        self.inbuf.splice(line_end..line_end, b"Connection: close\r\n".iter().copied());
-                        self.ready += 19;
-                    }
-                }
-                let mut m = self.state.m.lock().unwrap_or_else(|e| e.into_inner());
-                m.released += 1;
-                drop(m);
-                if h.gateway {
-                    self.mode = Mode::Hold;
-                } else if h.close {
-                    // Nothing after it is answered: hyper closes after it.
-                    self.inbuf.truncate(self.ready);
-                    self.mode = Mode::Ending;
-                }
-                true
-            }
-            Framing::Incomplete => {
-                self.started.get_or_insert_with(Instant::now);
-                if !self.continue_sent
-                    && !self.in_flight()
-                    && self.framer.pending_head().is_some_and(|h| h.expect_continue)
-                {
-                    // A client that waits for `100 Continue` before its body
-                    // (curl, for larger bodies) gets it once, when the head
-                    // is whole and acceptable.
-                    self.continue_sent = true;
-                    let _ = self.sock.try_write(b"HTTP/1.1 100 Continue\r\n\r\n");
-                }
-                false
-            }
-            Framing::Invalid(resp) => {
-                // Refused from its head: answered, then the connection ends.
-                self.inbuf.truncate(self.ready);
-                self.end_with(with_header(resp, "Connection: close"), true);
-                true
-            }
-        }
-    }
-
-    /// The next deadline of the read side, if any.
-    fn read_deadline(&self) -> Option<Instant> {
-        if let Some(s) = self.started {
-            return Some(s + self.shared.opts.request_timeout);
-        }
-        if self.ready == 0 && self.inbuf.is_empty() && !self.in_flight() {
-            return Some(self.last_activity + self.shared.opts.idle_timeout);
-        }
-        None
-    }
-}
-
-impl AsyncRead for FramedIo {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, out: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let this = &mut *self;
-        loop {
-            if this.ready > 0 {
-                let n = this.ready.min(out.remaining());
-                out.put_slice(&this.inbuf[..n]);
-                this.inbuf.drain(..n);
-                this.ready -= n;
-                // An idle connection keeps no buffer of its own (hyper keeps
-                // one): 10 000 idle connections cost what they must.
-                if this.inbuf.is_empty() && this.inbuf.capacity() > 0 {
-                    this.inbuf = Vec::new();
-                }
-                return Poll::Ready(Ok(()));
-            }
-            match this.mode {
-                Mode::Ending => return Poll::Ready(Ok(())),
-                Mode::Raw => {
-                    if !this.inbuf.is_empty() {
-                        let n = this.inbuf.len().min(out.remaining());
-                        out.put_slice(&this.inbuf[..n]);
-                        this.inbuf.drain(..n);
-                        return Poll::Ready(Ok(()));
-                    }
-                    return Pin::new(&mut this.sock).poll_read(cx, out);
-                }
-                Mode::Hold => {
-                    let mut m = this.state.m.lock().unwrap_or_else(|e| e.into_inner());
-                    if m.answered < m.released {
-                        m.waker = Some(cx.waker().clone());
-                        return Poll::Pending;
-                    }
-                    this.mode = if m.upgraded { Mode::Raw } else { Mode::Http };
-                    continue;
-                }
-                Mode::Http => {}
-            }
-            if this.frame() {
-                continue;
-            }
-            // On a stop, a connection ends only once nothing it was sent is
-            // left unanswered: bytes still in the socket are read first.
-            let stopping = this.shared.stop.load(Ordering::SeqCst);
-            if let Some(d) = this.read_deadline() {
-                if Instant::now() >= d {
-                    if this.started.is_some() {
-                        let resp = this.shared.app.service().request_timed_out();
-                        this.end_with(resp, false);
-                    } else {
-                        this.mode = Mode::Ending;
-                    }
-                    continue;
-                }
-                if this.timer.deadline() != d {
-                    this.timer.as_mut().reset(d);
-                }
-            }
-            // An uninitialised scratch buffer (no 16 KiB memset per read);
-            // only what arrived is kept, so an idle connection holds no
-            // buffer of its own while it waits.
-            let mut chunk = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
-            let mut rb = ReadBuf::uninit(&mut chunk);
-            let polled = Pin::new(&mut this.sock).poll_read(cx, &mut rb);
-            let n = rb.filled().len();
-            this.inbuf.extend_from_slice(rb.filled());
-            match polled {
-                Poll::Ready(Ok(())) if n == 0 => {
-                    // The peer closed its side: what was framed is answered
-                    // (half close), a partial request is dropped.
-                    this.inbuf.truncate(this.ready);
-                    this.mode = Mode::Ending;
-                    continue;
-                }
-                Poll::Ready(Ok(())) => {
-                    this.last_activity = Instant::now();
-                    continue;
-                }
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => {}
-            }
-            if stopping && this.inbuf.is_empty() {
-                this.mode = Mode::Ending;
-                continue;
-            }
-            if this.read_deadline().is_some() && this.timer.as_mut().poll(cx).is_ready() {
-                continue;
-            }
-            if !stopping && this.stopped.as_mut().poll(cx).is_ready() {
-                continue;
-            }
-            return Poll::Pending;
-        }
-    }
-}
-
-impl AsyncWrite for FramedIo {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
-        match Pin::new(&mut this.sock).poll_write(cx, buf) {
-            Poll::Ready(r) => {
-                this.write_blocked_since = None;
-                this.last_activity = Instant::now();
-                Poll::Ready(r)
-            }
-            Poll::Pending => {
-                let since = *this.write_blocked_since.get_or_insert_with(Instant::now);
-                let d = since + WRITE_TIMEOUT;
-                if this.write_timer.deadline() != d {
-                    this.write_timer.as_mut().reset(d);
-                }
-                if this.write_timer.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Err(io::ErrorKind::TimedOut.into()));
-                }
-                Poll::Pending
-            }
-        }
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.sock).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = &mut *self;
-        while this.tail_sent < this.tail.len() {
-            let (tail, from) = (std::mem::take(&mut this.tail), this.tail_sent);
-            let r = Pin::new(&mut *this).poll_write(cx, &tail[from..]);
-            this.tail = tail;
-            match r {
-                Poll::Ready(Ok(n)) if n > 0 => this.tail_sent += n,
-                Poll::Ready(_) => {
-                    this.tail_sent = this.tail.len();
-                    this.linger = false;
-                }
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-        if this.lingering.is_none() {
-            let _ = std::task::ready!(Pin::new(&mut this.sock).poll_shutdown(cx));
-            this.lingering = Some((Instant::now() + LINGER, 0));
-            if this.linger {
-                this.timer.as_mut().reset(Instant::now() + LINGER);
-            }
-        }
-        if this.linger {
-            let mut sink = [0u8; 16 * 1024];
-            while let Some((_, total)) = this.lingering.as_mut() {
-                if *total >= LINGER_BYTES || this.timer.as_mut().poll(cx).is_ready() {
-                    break;
-                }
-                let mut rb = ReadBuf::new(&mut sink);
-                match Pin::new(&mut this.sock).poll_read(cx, &mut rb) {
-                    Poll::Ready(Ok(())) if !rb.filled().is_empty() => *total += rb.filled().len(),
-                    Poll::Ready(_) => break,
-                    Poll::Pending => return Poll::Pending,
-                }
-            }
-            this.linger = false;
-        }
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl Drop for FramedIo {
-    /// hyper shuts down what it closes; if it gave up instead, the answer
-    /// that ends the connection still gets its chance.
-    fn drop(&mut self) {
-        if self.tail_sent < self.tail.len() {
-            let _ = self.sock.try_write(&self.tail[self.tail_sent..]);
-        }
-    }
-}
-
 /// Adds a header line right after the status line of a response.
 fn with_header(mut resp: Vec<u8>, line: &str) -> Vec<u8> {
     if let Some(p) = resp.windows(2).position(|w| w == b"\r\n") {
         resp.splice(p + 2..p + 2, format!("{line}\r\n").into_bytes());
     }
     resp
-}
-
-/// What FramedIo needs from a request head.
-/// What this server does with a request, from the head the core's framer
-/// read (no second parse).
-struct Head {
-    /// `GET /bot/gateway`, as the app sees it.
-    gateway: bool,
-    /// The connection ends after the answer.
-    close: bool,
-    /// Offset of the `Expect` header's name.
-    expect_at: Option<usize>,
-    /// HTTP/1.0: offset of the version's `0`.
-    version_minor_at: Option<usize>,
-    /// A `Connection: close` token is there.
-    close_token: bool,
-    /// The request line with its line end.
-    first_line_len: usize,
-}
-
-impl Head {
-    fn of(req: &[u8], h: &RequestHead) -> Head {
-        let line = &req[..h.request_line_end];
-        let line = line.strip_suffix(b"\n").unwrap_or(line);
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        Head {
-            gateway: h.method(req) == "GET" && h.path(req) == "/bot/gateway",
-            close: !h.keep_alive,
-            expect_at: h.expect_offset,
-            version_minor_at: (h.http_minor == 0).then(|| line.len() - 1),
-            close_token: h.close_token,
-            first_line_len: h.request_line_end,
-        }
-    }
 }
 
 /// The file limit and the spare descriptor.
@@ -928,32 +709,5 @@ pub mod fds {
                 self.0 = std::fs::File::open("/dev/null").ok();
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn head(req: &[u8]) -> Head {
-        match botspace::frame_request(req, 1 << 20) {
-            Framing::Complete { head, .. } => Head::of(req, &head),
-            _ => panic!("not a whole request"),
-        }
-    }
-
-    #[test]
-    fn the_head_names_the_gateway_close_and_expect() {
-        let h = head(b"GET /bot/gateway?after=3 HTTP/1.1\r\nHost: x\r\n\r\n");
-        assert!(h.gateway && !h.close && h.expect_at.is_none());
-        let h = head(b"POST /bot/gateway HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
-        assert!(!h.gateway);
-        let req = b"POST /a HTTP/1.0\nexpect: 100-continue\nContent-Length: 0\n\n";
-        let h = head(req);
-        assert!(h.close && !h.close_token);
-        assert_eq!(&req[h.expect_at.unwrap()..h.expect_at.unwrap() + 6], b"expect");
-        assert_eq!(h.version_minor_at, Some(15));
-        assert_eq!(h.first_line_len, 17);
-        assert!(!head(b"POST /a HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n").close);
     }
 }

@@ -126,3 +126,66 @@ fn a_host_app_mounts_botspace_for_rest_the_host_api_and_the_gateway() {
     assert_eq!(hello["op"], json!("hello"), "{hello}");
     assert_eq!(hello["bot"]["id"], bot_id);
 }
+
+/// A mounted app on `:memory:` and the address it listens on.
+fn serve(rt: &tokio::runtime::Runtime, max_body_bytes: usize) -> std::net::SocketAddr {
+    let config = Config::default().with(|c| {
+        c.database = ":memory:".into();
+        c.admin_secret = SECRET.into();
+        c.max_body_bytes = max_body_bytes;
+    });
+    let app = Botspace::new(Arc::new(Service::open(config).unwrap()));
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let svc = TowerToHyperService::new(app.clone());
+            tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), svc));
+        }
+    });
+    addr
+}
+
+/// What hyper parsed goes into the core as it is, and the core's rules hold
+/// on it as on the bytes: the head alone refuses a body over the limit (the
+/// body is never sent), a header that may appear once appears once, a
+/// chunked body (decoded by hyper) is a body.
+#[test]
+fn a_parsed_request_meets_the_cores_rules() {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let addr = serve(&rt, 1024);
+    let connect = || {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    };
+    let mut s = connect();
+    let admin = format!("Admin {SECRET}");
+    let bot = json!({"display_name": "Echo", "handle": "echo_bot", "quota_tier": "standard"});
+    let (_, created) = post(&mut s, "/admin/createBot", &admin, &bot);
+    let token = created["result"]["token"].as_str().unwrap().to_string();
+
+    let mut s = connect();
+    s.write_all(
+        b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n",
+    )
+    .unwrap();
+    let (head, err) = response(&mut s);
+    assert!(head.starts_with("HTTP/1.1 413 ") && head.to_ascii_lowercase().contains("connection: close"), "{head}");
+    assert_eq!((err["error"].clone(), err["error_code"].clone()), (json!("payload_too_large"), json!(413)));
+
+    let mut s = connect();
+    let twice = format!("POST /bot/getMe HTTP/1.1\r\nHost: x\r\nAuthorization: Bot {token}\r\nAuthorization: Bot {token}\r\nContent-Length: 0\r\n\r\n");
+    s.write_all(twice.as_bytes()).unwrap();
+    let (head, err) = response(&mut s);
+    assert!(head.starts_with("HTTP/1.1 400 "), "{head}");
+    assert_eq!(err["description"], json!("the Authorization header may appear only once"), "{err}");
+
+    let chunked = format!("POST /bot/getMe HTTP/1.1\r\nHost: x\r\nAuthorization: Bot {token}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{{\r\n1\r\n}}\r\n0\r\n\r\n");
+    let mut s = connect();
+    s.write_all(chunked.as_bytes()).unwrap();
+    let (head, me) = response(&mut s);
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert_eq!(me["result"]["handle"], json!("echo_bot"), "{me}");
+}

@@ -1,0 +1,53 @@
+//! The typed entry points: for a host whose HTTP stack (hyper, axum)
+//! has parsed the request already. Each is its bytes twin (same rules,
+//! same checks, same answers), given the parsed request instead of its
+//! bytes: the core reads it where it is, with no second parse, and
+//! answers with an [`http::Response`].
+
+use super::{Answer, Service};
+use crate::entry::{into_http_response, Input};
+use crate::gateway::GatewayAccept;
+
+impl Service {
+    /// [`Service::handle_request`] of a parsed request, whose body was read
+    /// whole (a chunked body decoded).
+    pub fn handle_http<B: AsRef<[u8]>>(&self, request: &http::Request<B>) -> http::Response<Vec<u8>> {
+        into_http_response(self.handle_input(Input::of(request)))
+    }
+
+    /// [`Service::handle_request_from`] of a parsed request.
+    pub fn handle_http_from<B: AsRef<[u8]>>(&self, request: &http::Request<B>, peer: &str) -> http::Response<Vec<u8>> {
+        into_http_response(self.handle_input_from(Input::of(request), peer))
+    }
+
+    /// [`Service::handle_batch`] of parsed requests.
+    pub fn handle_http_batch<B: AsRef<[u8]>>(&self, requests: &[&http::Request<B>]) -> Vec<http::Response<Vec<u8>>> {
+        let inputs: Vec<Input<'_>> = requests.iter().map(|r| Input::of(*r)).collect();
+        self.handle_inputs(&inputs).into_iter().map(into_http_response).collect()
+    }
+
+    /// [`Service::accept_gateway`] of a parsed request. The response is the
+    /// core's bytes (`101` or an error): [`crate::into_http_response`] reads
+    /// them for a host that writes its own heads.
+    pub fn accept_gateway_http<B: AsRef<[u8]>>(&self, request: &http::Request<B>, now_ms: u64) -> GatewayAccept {
+        self.accept_gateway_input(Input::of(request), now_ms)
+    }
+
+    /// [`Service::answer_request`] of a parsed request.
+    pub fn answer_http<B: AsRef<[u8]>>(&self, request: &http::Request<B>, peer: &str, now_ms: u64) -> Answer {
+        self.answer_input(Input::of(request), peer, now_ms)
+    }
+}
+
+impl Service {
+    /// What the core refuses from a parsed head alone (a body over the
+    /// limit by its `Content-Length`, a header twice, too large a head...),
+    /// as the framer would: a host asks before it reads the body, so it
+    /// never reads one the core would refuse. `None`: read the body and
+    /// call [`Service::handle_http`].
+    pub fn refuse_http_head(&self, head: &http::request::Parts) -> Option<http::Response<Vec<u8>>> {
+        let max = self.config.max_body_bytes;
+        let refused = crate::http::check_parts(head.method.as_str(), &head.uri, &head.headers, max).err()?;
+        Some(into_http_response(refused.into_response()))
+    }
+}
