@@ -586,3 +586,60 @@ fn a_new_database_file_and_its_wal_and_shm_are_owner_only() {
     assert_eq!(mode(&other), 0o640);
     assert_eq!(mode(&dir.0.join("shared.db-wal")), 0o640, "SQLite copies the main file's mode");
 }
+
+/// A webhook's signing secret is stored sealed under the operational key
+/// when one is configured: neither the `whsec_` secret nor its key bytes
+/// are in the database files, and the reopened service opens it and signs
+/// the next delivery with it. Without a key it is stored as is (what a copy of the database
+/// exposes, as the docs say).
+#[test]
+fn a_webhook_secret_is_stored_sealed_under_the_operational_key() {
+    for sealed in [true, false] {
+        let dir = TempDir::new(if sealed { "whsec-sealed" } else { "whsec-plain" });
+        let db = dir.0.join("bots.db");
+        let db_s = db.to_str().unwrap().to_string();
+        let config = |db: &str| {
+            let mut cfg = json!({"database": db, "admin_secret": SECRET, "clock": "manual"});
+            if sealed {
+                cfg["operational_key"] = json!(OP_KEY);
+            }
+            Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap()
+        };
+        let (token, secret);
+        {
+            let svc = config(&db_s);
+            let bot = admin(&svc, SECRET, "createBot", json!({"display_name": "W", "handle": "w"}));
+            token = bot["token"].as_str().unwrap().to_string();
+            let (status, set) = bot_call(&svc, &token, "setWebhook", json!({"url": "https://hooks.example/in"}));
+            assert_eq!(status, 200, "{set}");
+            secret = set["result"]["secret"].as_str().unwrap().to_string();
+            assert!(secret.starts_with("whsec_"), "{secret}");
+        }
+        let bytes = all_bytes(&dir.0);
+        let key = &secret.as_bytes()["whsec_".len()..];
+        assert_eq!(contains(&bytes, secret.as_bytes()), !sealed, "the secret in the files (sealed: {sealed})");
+        assert_eq!(contains(&bytes, key), !sealed, "the secret's key in the files (sealed: {sealed})");
+        // Reopened, the same secret signs: setWebhook again keeps it and
+        // does not return it.
+        let svc = config(&db_s);
+        let (status, again) = bot_call(&svc, &token, "setWebhook", json!({"url": "https://hooks.example/in"}));
+        assert_eq!(status, 200, "{again}");
+        assert_eq!(again["result"]["secret"], Value::Null, "{again}");
+        let (_, info) = bot_call(&svc, &token, "getWebhookInfo", json!({}));
+        assert_eq!(info["result"]["url"], "https://hooks.example/in");
+        // The stored secret opens: the next delivery is signed with it.
+        let bot_id = bot_call(&svc, &token, "getMe", json!({})).1["result"]["id"].as_str().unwrap().to_string();
+        let user = admin(&svc, SECRET, "createUser", json!({"display_name": "U"}))["id"].as_str().unwrap().to_string();
+        admin(&svc, SECRET, "startBot", json!({"user_id": user, "bot_id": bot_id}));
+        let now = svc.now_ms();
+        let r = svc.poll_webhook(now).expect("bot_started is due");
+        let key = botspace::webhook::signature::key_of_secret(&secret).unwrap();
+        let signed = botspace::webhook::signature::sign(
+            &key,
+            &r.attempt.webhook_id,
+            r.attempt.timestamp_s,
+            r.attempt.body.as_bytes(),
+        );
+        assert_eq!(r.attempt.signature, signed, "sealed: {sealed}");
+    }
+}
