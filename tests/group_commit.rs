@@ -348,7 +348,7 @@ fn every_answered_message_survives_a_sigkill_of_the_server() {
 
 /// Writes `req` and reads one whole response; `None` if the server went away.
 fn exchange(conn: &mut std::net::TcpStream, req: &[u8]) -> Option<(u16, Value)> {
-    use std::io::{Read, Write};
+    use std::io::Write;
     conn.write_all(req).ok()?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -360,7 +360,7 @@ fn exchange(conn: &mut std::net::TcpStream, req: &[u8]) -> Option<(u16, Value)> 
                 return Some(split(&buf[..end + 4 + len]));
             }
         }
-        let n = conn.read(&mut chunk).ok()?;
+        let n = wire::read_some(conn, &mut chunk).ok()?;
         if n == 0 {
             return None;
         }

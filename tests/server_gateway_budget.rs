@@ -9,7 +9,7 @@
 
 mod wire;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -78,7 +78,7 @@ fn raw_gateway(srv: &Server, token: &str) -> (TcpStream, Vec<u8>) {
             buf.drain(..end + 4);
             return (s, buf);
         }
-        let n = s.read(&mut chunk).expect("101");
+        let n = read_some(&mut s, &mut chunk).expect("101");
         assert!(n > 0, "closed before the 101");
         buf.extend_from_slice(&chunk[..n]);
     }
@@ -117,7 +117,7 @@ fn read_to_close(s: &mut TcpStream, mut buf: Vec<u8>) -> ((u16, String), usize) 
         }
         buf.drain(..at);
         at = 0;
-        match s.read(&mut chunk) {
+        match read_some(s, &mut chunk) {
             Ok(0) => panic!("EOF before the close frame ({pongs} pongs read)"),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) => panic!("read after {pongs} pongs, no close frame: {e}"),

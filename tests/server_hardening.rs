@@ -6,7 +6,7 @@
 mod wire;
 
 use serde_json::{json, Value};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 use wire::*;
@@ -34,7 +34,7 @@ fn raw(addr: SocketAddr, req: &[u8]) -> Vec<u8> {
                 return buf;
             }
         }
-        let n = s.read(&mut chunk).expect("read");
+        let n = read_some(&mut s, &mut chunk).expect("read");
         assert!(n > 0, "closed before a whole answer: {:?}", String::from_utf8_lossy(&buf));
         buf.extend_from_slice(&chunk[..n]);
     }
@@ -181,7 +181,7 @@ fn raw_gateway(srv: &Server, token: &str) -> (TcpStream, Vec<u8>) {
             buf.drain(..end + 4);
             return (s, buf);
         }
-        let n = s.read(&mut chunk).expect("101");
+        let n = read_some(&mut s, &mut chunk).expect("101");
         assert!(n > 0, "closed before the 101");
         buf.extend_from_slice(&chunk[..n]);
     }
@@ -225,7 +225,7 @@ fn next_frame(s: &mut TcpStream, buf: &mut Vec<u8>) -> (u8, Vec<u8>) {
             }
         }
         assert!(Instant::now() < deadline, "no whole frame within {WAIT:?}");
-        match s.read(&mut chunk) {
+        match read_some(s, &mut chunk) {
             Ok(0) => panic!("EOF where a frame was expected"),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) => panic!("read: {e}"),

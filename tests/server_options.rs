@@ -385,7 +385,7 @@ fn a_gateway_reader_that_stays_behind_gets_4008_and_resumes_after_its_ack(start:
     let stream = slow.ws.get_mut();
     stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     loop {
-        match stream.read(&mut rest) {
+        match read_some(stream, &mut rest) {
             Ok(0) => break,
             Ok(_) => continue,
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,

@@ -13,7 +13,7 @@
 mod wire;
 
 use serde_json::{json, Value};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -64,7 +64,7 @@ fn send_poll(srv: &Server, token: &str, body: &Value) -> TcpStream {
 fn assert_parked(s: &mut TcpStream, ms: u64) {
     s.set_read_timeout(Some(Duration::from_millis(ms))).unwrap();
     let mut b = [0u8; 64];
-    match s.read(&mut b) {
+    match read_some(s, &mut b) {
         Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
         Ok(n) => panic!("the poll was answered at once: {:?}", String::from_utf8_lossy(&b[..n])),
         Err(e) => panic!("reading a parked poll: {e}"),

@@ -667,7 +667,7 @@ pub fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>) -> RawResponse {
             }
         }
         assert!(Instant::now() < deadline, "no complete response; have {:?}", String::from_utf8_lossy(buf));
-        match s.read(&mut chunk) {
+        match read_some(s, &mut chunk) {
             Ok(0) => panic!("connection closed before a complete response; have {:?}", String::from_utf8_lossy(buf)),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) => panic!("reading a response: {e}; have {:?}", String::from_utf8_lossy(buf)),
@@ -675,10 +675,23 @@ pub fn read_response(s: &mut TcpStream, buf: &mut Vec<u8>) -> RawResponse {
     }
 }
 
+/// `r.read(b)`, again after a signal ends it early. A stop and continue
+/// of this process (a frozen machine, a debugger) makes a socket read
+/// that has a timeout fail with `Interrupted` even without a handler.
+#[allow(dead_code)]
+pub fn read_some(r: &mut impl Read, b: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match r.read(b) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
 /// Asserts the peer closes the connection (EOF) without sending more.
 pub fn assert_eof(s: &mut TcpStream) {
     let mut b = [0u8; 1024];
-    match s.read(&mut b) {
+    match read_some(s, &mut b) {
         Ok(0) => {}
         Ok(n) => panic!("expected the server to close; got {:?}", String::from_utf8_lossy(&b[..n])),
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
