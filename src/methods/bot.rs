@@ -86,6 +86,7 @@ fn rate_limit(ctx: &mut Ctx<'_>, bot: &Bot, chat: &Chat) -> ApiResult<()> {
         let local = &mut *ctx.rate;
         store::limits::take(
             ctx.conn,
+            &mut ctx.fx.ahead.buckets,
             &bot.id,
             &chat.id,
             || local.check(&bot.id, &chat.id, bot_rate, chat_rate, now_ms),
@@ -115,7 +116,8 @@ fn send_message(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Ve
     let key = idempotency::key(req.header("idempotency-key"))?;
     let hash = key.map(|_| idempotency::request_hash(&body));
     if let (Some(key), Some(hash)) = (key, &hash) {
-        let prior = store::idempotency::lookup(ctx.conn, &bot.id, key, idempotency::cutoff(ctx.now_ms))?;
+        let prior =
+            store::idempotency::lookup(ctx.conn, &ctx.fx.ahead.keys, &bot.id, key, idempotency::cutoff(ctx.now_ms))?;
         if let Some((prior_hash, result)) = prior {
             if let Decision::Replay(result) = idempotency::decide(Some((&prior_hash[..], result)), hash)? {
                 return Ok(result.into_bytes());
@@ -129,7 +131,7 @@ fn send_message(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Ve
     let json = messages::post(ctx, &chat, &bot.id, true, text, reply_to)?;
     if let (Some(key), Some(hash)) = (key, hash) {
         let result = std::str::from_utf8(&json).unwrap_or("");
-        store::idempotency::remember(ctx.conn, &bot.id, key, &hash, result, ctx.now_ms as i64)?;
+        store::idempotency::remember(ctx.conn, &mut ctx.fx.ahead.keys, &bot.id, key, &hash, result, ctx.now_ms as i64)?;
     }
     Ok(json)
 }

@@ -34,7 +34,7 @@ pub fn post(
 ) -> ApiResult<Vec<u8>> {
     let date = ctx.now_s();
     let new = NewMessage { chat_id: &chat.id, sender_id, sender_is_bot, text, date, reply_to };
-    let message_id = stored::reserve(ctx.conn, &new)?;
+    let message_id = stored::reserve(ctx.conn, &mut ctx.fx.ahead.counters, &new)?;
     let msg = MessageJson {
         message_id: message_id.to_string(),
         chat: chat.reference(),

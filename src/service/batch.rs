@@ -5,6 +5,7 @@ use super::{Routed, Service, MAX_RETRIES};
 use crate::entry::Input;
 use crate::error::ApiError;
 use crate::methods;
+use crate::model::ChatPrefetch;
 use crate::route::{BotMethod, Route};
 use crate::txn::{Inner, TxEffects};
 
@@ -63,7 +64,7 @@ impl Service {
     fn run_requests<'a>(&self, requests: &[Input<'a>], lock_order: bool) -> (Vec<Vec<u8>>, TxEffects) {
         // Each request is parsed and routed once, for every step and rerun.
         let routed: Vec<Result<Routed<'a>, ApiError>> = requests.iter().map(|r| self.route(*r)).collect();
-        let peeks = if self.shared_store && routed.len() >= 2 { peek(&routed) } else { Vec::new() };
+        let peeks = if self.shared_store { peek(&routed) } else { Vec::new() };
         let mut order: Vec<usize> = (0..routed.len()).collect();
         if lock_order && !peeks.is_empty() {
             // Stable: requests with the same key keep their arrival order.
@@ -95,7 +96,7 @@ impl Service {
         let inner = &mut *guard;
         let now_ms = self.clock.now_ms();
         self.defer_sync(inner, true);
-        if let Err(e) = inner.conn.begin() {
+        if let Err(e) = inner.begin() {
             self.defer_sync(inner, false);
             let e = ApiError::from(e);
             // A request refused by routing gets that refusal, as alone.
@@ -139,7 +140,7 @@ impl Service {
     ) -> Progress {
         let n = routed.len();
         let mut p = Progress { ok: vec![false; n], ran: vec![false; n], failure: None };
-        let mut preauth = self.preauth(inner, peeks);
+        let mut preauth = self.preauth(inner, peeks, now_ms);
         for &i in order {
             p.ran[i] = true;
             let routed = match &routed[i] {
@@ -185,18 +186,45 @@ impl Service {
     /// Indexed like the requests; empty when it does not apply or the read
     /// failed (each request then reads for itself and meets the failure
     /// there).
-    fn preauth(&self, inner: &Inner, peeks: &[Peek]) -> Vec<Option<crate::txn::Preauth>> {
+    pub(super) fn preauth(&self, inner: &mut Inner, peeks: &[Peek], now_ms: u64) -> Vec<Option<crate::txn::Preauth>> {
         if peeks.iter().any(|p| p.not_bot) {
             return Vec::new();
         }
         let wanted: Vec<([u8; 32], &str)> =
             peeks.iter().filter_map(|p| Some((p.token_hash?, p.preauth_chat()?))).collect();
-        if wanted.len() < 2 {
+        // The chats the group posts in: their counters are locked and read
+        // now, so its messages are numbered without a round trip each.
+        let send_to: Vec<&str> = peeks.iter().filter(|p| p.sends).filter_map(|p| p.chat.as_deref()).collect();
+        // A lone request that posts nothing reads as much itself.
+        if wanted.len() < 2 && send_to.is_empty() {
             return Vec::new();
         }
-        let Ok(mut found) = crate::store::bots::by_token_hashes_with_chats(&inner.conn, &wanted) else {
+        let Ok(found) = crate::store::group::read(&inner.conn, &wanted, &send_to, &mut inner.fx.ahead) else {
             return Vec::new();
         };
+        // Then, when a request needs them, its rate buckets and its
+        // Idempotency-Key, in one more round trip.
+        let mut buckets: Vec<String> = Vec::new();
+        let mut lookups: Vec<(&str, &str)> = Vec::new();
+        let asked = peeks.iter().filter(|p| p.token_hash.is_some() && p.preauth_chat().is_some());
+        for (p, found) in asked.zip(&found) {
+            let Some((bot, ChatPrefetch { chat: Some((chat, _)), .. })) = found else { continue };
+            if p.limited {
+                let limits = crate::rules::ratelimit::of_tier(&self.config.limits, bot.tier);
+                if limits.bot.is_some() || crate::rules::ratelimit::chat_bucket(limits, chat.kind).is_some() {
+                    buckets.extend(crate::store::limits::keys(&bot.id, &chat.id));
+                }
+            }
+            if let Some(key) = &p.idempotency_key {
+                lookups.push((&bot.id, key));
+            }
+        }
+        let bucket_keys: Vec<&str> = buckets.iter().map(String::as_str).collect();
+        let since = crate::rules::idempotency::cutoff(now_ms);
+        if crate::store::group::read_limits(&inner.conn, &bucket_keys, &lookups, since, &mut inner.fx.ahead).is_err() {
+            return Vec::new();
+        }
+        let mut found = found;
         let mut found = found.drain(..);
         peeks
             .iter()
@@ -211,11 +239,17 @@ impl Service {
 /// What a group on a shared store needs of a request before running it,
 /// read once from the parsed request: the bot (the hash of its token) and
 /// the chat it names.
-struct Peek {
+pub(super) struct Peek {
     token_hash: Option<[u8; 32]>,
     chat: Option<String>,
     /// A bot method other than getMe: its bot and chat can be read ahead.
     reads_ahead: bool,
+    /// sendMessage: it posts in the chat it names.
+    sends: bool,
+    /// A method that takes from the bot's rate buckets.
+    limited: bool,
+    /// sendMessage's Idempotency-Key, when it is a valid one.
+    idempotency_key: Option<String>,
     /// A routed request that is not a bot method (admin, gateway): the
     /// group changes what bot methods read, so nothing is read ahead.
     not_bot: bool,
@@ -245,15 +279,40 @@ fn peek(routed: &[Result<Routed<'_>, ApiError>]) -> Vec<Peek> {
     routed
         .iter()
         .map(|r| match r {
-            Err(_) => Peek { token_hash: None, chat: None, reads_ahead: false, not_bot: false },
-            Ok(Routed { route, req, .. }) => Peek {
-                token_hash: crate::rules::auth::bot_token_hash(req.header("authorization")).ok(),
-                chat: methods::params::peek_chat_id(&req.body),
-                reads_ahead: matches!(route, Route::Bot(m) if *m != BotMethod::GetMe),
-                not_bot: !matches!(route, Route::Bot(_)),
+            Err(_) => Peek {
+                token_hash: None,
+                chat: None,
+                reads_ahead: false,
+                sends: false,
+                limited: false,
+                idempotency_key: None,
+                not_bot: false,
             },
+            Ok(routed) => Peek::of(routed),
         })
         .collect()
+}
+
+impl Peek {
+    pub(super) fn of(Routed { route, req, .. }: &Routed<'_>) -> Peek {
+        Peek {
+            token_hash: crate::rules::auth::bot_token_hash(req.header("authorization")).ok(),
+            chat: methods::params::peek_chat_id(&req.body),
+            reads_ahead: matches!(route, Route::Bot(m) if *m != BotMethod::GetMe),
+            sends: *route == Route::Bot(BotMethod::SendMessage),
+            limited: matches!(
+                route,
+                Route::Bot(BotMethod::SendMessage | BotMethod::SendChatAction | BotMethod::EditMessageText)
+            ),
+            idempotency_key: match route {
+                Route::Bot(BotMethod::SendMessage) => {
+                    crate::rules::idempotency::key(req.header("idempotency-key")).ok().flatten().map(str::to_string)
+                }
+                _ => None,
+            },
+            not_bot: !matches!(route, Route::Bot(_)),
+        }
+    }
 }
 
 /// A request for an operations path (`/healthz`, `/readyz`,

@@ -59,11 +59,18 @@ impl Service {
     /// One routed request in one transaction.
     pub(super) fn run_tx(&self, inner: &mut Inner, routed: &Routed<'_>, now_ms: u64) -> Vec<u8> {
         self.metrics.batch_size.observe(1);
-        if let Err(e) = inner.conn.begin() {
+        if let Err(e) = inner.begin() {
             return ApiError::from(e).into_response();
         }
+        // On a shared store a lone sendMessage reads ahead as a group does:
+        // its chat's counter comes with its bot, and its message goes out
+        // with the COMMIT.
+        let pre = match self.shared_store {
+            true => self.preauth(inner, &[super::batch::Peek::of(routed)], now_ms).pop().flatten(),
+            false => None,
+        };
         let start = inner.undo_point();
-        match self.dispatch(inner, routed, now_ms, None) {
+        match self.dispatch(inner, routed, now_ms, pre) {
             Ok(body) => match self.commit(inner, now_ms) {
                 Ok(()) => body,
                 Err(e) => e.into_response(),

@@ -3,7 +3,7 @@
 
 pub use super::schema::handle_key;
 use super::schema::CLAIM_KEY;
-use super::{Conn, Optional, Row, StoreResult, ToVal, Val};
+use super::{Conn, Optional, Row, StoreResult, ToVal};
 use crate::model::{Bot, Chat, ChatPrefetch, Tier};
 use crate::params;
 
@@ -19,7 +19,8 @@ const BY_ID: &str = "SELECT id, display_name, handle, avatar_key, status, verifi
 
 /// The bot by token hash with the chat `?2`, the bot's membership in it
 /// and the chat's current bots (see [`by_token_hash_with_chat`]).
-const BOT_WITH_CHAT: &str = "SELECT b.id, b.display_name, b.handle, b.avatar_key, b.status, b.verified, b.official, \
+pub(super) const BOT_WITH_CHAT: &str =
+    "SELECT b.id, b.display_name, b.handle, b.avatar_key, b.status, b.verified, b.official, \
      b.quota_tier, b.gateway_connection_limit, \
      c.id, c.type, c.title, c.user_id, c.bot_id, c.started, c.blocked_by_user, c.blocked_by_bot, \
      c.bots_can_send, c.dissolved, m.active, \
@@ -82,23 +83,8 @@ pub fn by_token_hash_with_chat(
     conn.prepare_cached(BOT_WITH_CHAT)?.query_row(params![&hash[..], chat_id], |r| bot_with_chat(r, chat_id)).optional()
 }
 
-/// [`by_token_hash_with_chat`] for each (token hash, chat id), in one
-/// round trip: what a group of bot requests needs before it runs.
-pub fn by_token_hashes_with_chats(
-    conn: &Conn,
-    keys: &[([u8; 32], &str)],
-) -> StoreResult<Vec<Option<(Bot, ChatPrefetch)>>> {
-    let runs: Vec<Vec<Val<'_>>> = keys.iter().map(|(h, c)| vec![Val::Blob(&h[..]), Val::Text(c)]).collect();
-    let mut out: Vec<Option<(Bot, ChatPrefetch)>> = keys.iter().map(|_| None).collect();
-    conn.query_pipelined(BOT_WITH_CHAT, &runs, |i, r| {
-        out[i] = Some(bot_with_chat(r, keys[i].1)?);
-        Ok(())
-    })?;
-    Ok(out)
-}
-
 /// A row of [`BOT_WITH_CHAT`] for `chat_id`.
-fn bot_with_chat(r: &Row<'_>, chat_id: &str) -> StoreResult<(Bot, ChatPrefetch)> {
+pub(super) fn bot_with_chat(r: &Row<'_>, chat_id: &str) -> StoreResult<(Bot, ChatPrefetch)> {
     let bot = read_bot(r, 0)?;
     let found: Option<String> = r.get(9)?;
     let chat: Option<(Chat, Option<bool>)> = match found {

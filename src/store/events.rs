@@ -116,17 +116,13 @@ pub fn append_to_bots(conn: &Conn, bots: &[String], e: Entry<'_>) -> StoreResult
         }
         Dialect::Postgres if !bots.is_empty() => {
             let (chat, message) = (e.message.map(|m| m.0), e.message.map(|m| m.1));
-            let n = conn.prepare_cached(APPEND_TO_BOTS_POSTGRES)?.execute(params![
-                bots.join(","),
-                e.at_ms as i64,
-                e.kind,
-                e.data,
-                chat,
-                message
-            ])?;
-            if n != bots.len() {
-                return Err(StorageError::Inconsistent("a chat member bot is missing"));
-            }
+            // Written with the transaction's next call; a missing bot fails
+            // the transaction before it can commit.
+            conn.prepare_cached(APPEND_TO_BOTS_POSTGRES)?.defer(
+                params![bots.join(","), e.at_ms as i64, e.kind, e.data, chat, message],
+                Some(bots.len()),
+                "a chat member bot is missing",
+            )?;
         }
         Dialect::Postgres => {}
     }

@@ -18,14 +18,60 @@ const SCRUB_TEXT_SQLITE: &str = "UPDATE idempotency SET result = json_remove(res
 const SCRUB_TEXT_POSTGRES: &str = "UPDATE idempotency SET result = (result::jsonb - 'text')::text WHERE bot_id = ?1 \
      AND result::jsonb #>> '{chat,id}' = ?2 AND result::jsonb ->> 'message_id' = ?3";
 
-/// The request hash and answer kept under `key` since `since_ms`.
-pub fn lookup(conn: &Conn, bot_id: &str, key: &str, since_ms: i64) -> StoreResult<Option<(Vec<u8>, String)>> {
-    conn.prepare_cached(LOOKUP)?.query_row(params![bot_id, key, since_ms], |r| Ok((r.get(0)?, r.get(1)?))).optional()
+/// What a lookup finds: the request hash and the answer kept.
+pub type Kept = Option<(Vec<u8>, String)>;
+
+/// Keys a group on a shared store read ahead (see `store::group`):
+/// (bot, key) → what [`lookup`] would find, kept up to date as the
+/// transaction remembers. It lives as long as its transaction.
+#[derive(Default, Debug)]
+pub struct Held(std::collections::HashMap<(String, String), Kept>);
+
+/// The request hash and answer kept under `key` since `since_ms` (read
+/// ahead, or now).
+pub fn lookup(conn: &Conn, held: &Held, bot_id: &str, key: &str, since_ms: i64) -> StoreResult<Kept> {
+    if let Some(found) = held.0.get(&(bot_id.to_string(), key.to_string())) {
+        return Ok(found.clone());
+    }
+    conn.prepare_cached(LOOKUP)?.query_row(params![bot_id, key, since_ms], read_kept).optional()
 }
 
-/// Keeps `result` under `key` (replacing an expired entry).
-pub fn remember(conn: &Conn, bot_id: &str, key: &str, hash: &[u8; 32], result: &str, now_ms: i64) -> StoreResult<()> {
-    conn.prepare_cached(REMEMBER)?.execute(params![bot_id, key, &hash[..], result, now_ms])?;
+fn read_kept(r: &super::Row<'_>) -> StoreResult<(Vec<u8>, String)> {
+    Ok((r.get(0)?, r.get(1)?))
+}
+
+/// The read that looks `key` up for `bot_id`, for a group to pipeline
+/// with its other reads; its row (if any) goes to [`hold`].
+pub(super) fn lookup_read<'a>(bot_id: &'a str, key: &'a str, since_ms: i64) -> (&'static str, Vec<super::Val<'a>>) {
+    (LOOKUP, vec![super::Val::Text(bot_id), super::Val::Text(key), super::Val::Int(since_ms)])
+}
+
+/// Keeps what [`lookup_read`] found (`row`: its row, if one came).
+pub(super) fn hold(held: &mut Held, bot_id: &str, key: &str, row: Option<&super::Row<'_>>) -> StoreResult<()> {
+    let kept = row.map(read_kept).transpose()?;
+    held.0.insert((bot_id.to_string(), key.to_string()), kept);
+    Ok(())
+}
+
+/// Keeps `result` under `key` (replacing an expired entry); on a database
+/// server it goes out with the transaction's next round trip.
+pub fn remember(
+    conn: &Conn,
+    held: &mut Held,
+    bot_id: &str,
+    key: &str,
+    hash: &[u8; 32],
+    result: &str,
+    now_ms: i64,
+) -> StoreResult<()> {
+    conn.prepare_cached(REMEMBER)?.defer(
+        params![bot_id, key, &hash[..], result, now_ms],
+        None,
+        "an idempotency key was not kept",
+    )?;
+    if let Some(kept) = held.0.get_mut(&(bot_id.to_string(), key.to_string())) {
+        *kept = Some((hash.to_vec(), result.to_string()));
+    }
     Ok(())
 }
 

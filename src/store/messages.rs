@@ -19,9 +19,13 @@ pub enum Numbering {
     /// writer makes it race-free. `chats.last_message_id` is not
     /// maintained (it stays 0).
     MaxPlusOne,
-    /// PostgreSQL: `chats.last_message_id` bumped and returned, with the
-    /// message written in the same statement (one round trip). Several
-    /// nodes write at once: the counter's row lock orders them.
+    /// PostgreSQL: `chats.last_message_id`, whose row the transaction
+    /// locks. Several nodes write at once: the row lock orders them. The
+    /// first message of a transaction to a chat bumps it and writes the
+    /// message in one statement (one round trip), unless the group read
+    /// it ahead ([`Counters`]); the chat's next messages in the
+    /// transaction are numbered in memory and written without a round
+    /// trip of their own.
     ChatCounter,
 }
 
@@ -51,6 +55,20 @@ const INSERT_COUNTED: &str = "WITH n AS (UPDATE chats SET last_message_id = last
      INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to) \
      SELECT ?1, last_message_id, ?2, ?3, ?4, ?5, ?6 FROM n RETURNING message_id";
 
+/// PostgreSQL: a message numbered in memory (`?7`, see [`Counters`]),
+/// with the chat's counter set to it and the sender bot's chat action
+/// ended, in one statement that waits for the next round trip.
+const INSERT_AT: &str = "WITH n AS (UPDATE chats SET last_message_id = ?7 WHERE id = ?1), \
+     a AS (DELETE FROM chat_actions WHERE chat_id = ?1 AND bot_id = ?2 AND ?3 = 1) \
+     INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to) \
+     VALUES (?1, ?7, ?2, ?3, ?4, ?5, ?6)";
+
+/// PostgreSQL: the chats' counters, their rows locked until the
+/// transaction ends, in one order on every node (`?1`: the ids,
+/// comma-joined).
+pub(super) const LOCK_COUNTERS: &str = "SELECT id, last_message_id FROM chats \
+     WHERE id = ANY(string_to_array(?1, ',')) ORDER BY id FOR UPDATE";
+
 const LOAD: &str = "SELECT message_id, sender_id, sender_is_bot, text, date, edit_date, reply_to, deleted \
      FROM messages WHERE chat_id = ?1 AND message_id = ?2";
 
@@ -71,16 +89,68 @@ pub struct NewMessage<'a> {
     pub reply_to: Option<i64>,
 }
 
+/// The message counters a PostgreSQL transaction holds: chat → its last
+/// number, read with the chat's row locked (by the group ahead, see
+/// `store::group`, or by the chat's first message of the transaction).
+/// The transaction's next messages to that chat are numbered from it
+/// without a round trip. Empty on SQLite; it lives as long as its
+/// transaction.
+#[derive(Default, Debug)]
+pub struct Counters(std::collections::HashMap<String, i64>);
+
+impl Counters {
+    /// Keeps `last` as the chat's last number, read under the row lock.
+    pub fn hold(&mut self, chat_id: String, last: i64) {
+        self.0.insert(chat_id, last);
+    }
+
+    /// The chat's next number, if its counter is held.
+    fn take_next(&mut self, chat_id: &str) -> Option<i64> {
+        let last = self.0.get_mut(chat_id)?;
+        *last += 1;
+        Some(*last)
+    }
+}
+
+/// The chats whose counters [`lock_counters`] can take ahead: ids that can
+/// be named in its comma-joined list.
+pub fn lockable(chat_id: &str) -> bool {
+    !chat_id.is_empty() && !chat_id.contains(',')
+}
+
+/// The statement and parameter that lock `chat_ids`' counters (a read the
+/// group pipelines with its others); rows are `(id, last_message_id)`.
+pub(super) fn lock_counters(chat_ids: &[&str]) -> (&'static str, String) {
+    (LOCK_COUNTERS, chat_ids.join(","))
+}
+
 /// Takes the chat's next number for `m`. With [`Numbering::ChatCounter`]
-/// the message is written now (and a sending bot's chat action ended);
-/// with [`Numbering::MaxPlusOne`] only the number is read, and [`finish`]
-/// writes the row once its update id is known.
-pub fn reserve(conn: &Conn, m: &NewMessage<'_>) -> StoreResult<i64> {
+/// the message is written now, or queued for the next round trip when
+/// `counters` holds the chat's counter (a sending bot's chat action ends
+/// with it); with [`Numbering::MaxPlusOne`] only the number is read, and
+/// [`finish`] writes the row once its update id is known.
+pub fn reserve(conn: &Conn, counters: &mut Counters, m: &NewMessage<'_>) -> StoreResult<i64> {
     match Numbering::of(conn) {
         Numbering::MaxPlusOne => conn.prepare_cached(NEXT_NUMBER)?.query_row([m.chat_id], |r| r.get(0)),
-        Numbering::ChatCounter => conn
-            .prepare_cached(INSERT_COUNTED)?
-            .query_row(params![m.chat_id, m.sender_id, m.sender_is_bot, m.text, m.date, m.reply_to], |r| r.get(0)),
+        Numbering::ChatCounter => match counters.take_next(m.chat_id) {
+            Some(n) => {
+                conn.prepare_cached(INSERT_AT)?.defer(
+                    params![m.chat_id, m.sender_id, m.sender_is_bot, m.text, m.date, m.reply_to, n],
+                    None,
+                    "a message was not written",
+                )?;
+                Ok(n)
+            }
+            None => {
+                let n: i64 = conn
+                    .prepare_cached(INSERT_COUNTED)?
+                    .query_row(params![m.chat_id, m.sender_id, m.sender_is_bot, m.text, m.date, m.reply_to], |r| {
+                        r.get(0)
+                    })?;
+                counters.hold(m.chat_id.to_string(), n);
+                Ok(n)
+            }
+        },
     }
 }
 

@@ -19,6 +19,7 @@ pub mod console;
 pub mod error;
 pub mod events;
 pub mod gateway;
+pub mod group;
 pub mod heard;
 pub mod idempotency;
 pub(crate) mod import;
@@ -220,27 +221,28 @@ impl Conn {
         }
     }
 
-    /// Runs a read once per parameter list and hands each run's rows to
-    /// `f` with the run's index: on a database server all in one round
+    /// Runs each read (its SQL and parameters) and hands each run's rows
+    /// to `f` with the run's index: on a database server all in one round
     /// trip.
     pub fn query_pipelined(
         &self,
-        sql: &str,
-        runs: &[Vec<Val<'_>>],
+        runs: &[(&str, Vec<Val<'_>>)],
         mut f: impl FnMut(usize, &Row<'_>) -> StoreResult<()>,
     ) -> StoreResult<()> {
         match self {
             Conn::Sqlite(_) => {
-                let mut st = self.prepare_cached(sql)?;
-                for (i, run) in runs.iter().enumerate() {
-                    st.query_each(run.as_slice(), |r| f(i, r).map(|()| true))?;
+                for (i, (sql, run)) in runs.iter().enumerate() {
+                    self.prepare_cached(sql)?.query_each(run.as_slice(), |r| f(i, r).map(|()| true))?;
                 }
                 Ok(())
             }
             #[cfg(feature = "postgres")]
             Conn::Postgres(c) => {
-                let (st, _) = c.prepare_cached(sql)?;
-                c.query_pipelined(&st, runs, &mut f)
+                let prepared: Vec<(::postgres::Statement, &[Val<'_>])> = runs
+                    .iter()
+                    .map(|(sql, v)| Ok((c.prepare_cached(sql)?.0, v.as_slice())))
+                    .collect::<StoreResult<_>>()?;
+                c.query_pipelined(&prepared, &mut f)
             }
         }
     }
@@ -296,16 +298,38 @@ impl Stmt<'_> {
         }
     }
 
-    /// Runs a write that changes no state the caller cares about (creating
-    /// a row that means "nothing yet"): it does not count in
-    /// [`Conn::total_changes`], so a request refused after it still counts
-    /// as having written nothing. PostgreSQL only; SQLite counts every
-    /// change itself.
-    pub fn execute_uncounted(&mut self, p: impl Params) -> StoreResult<usize> {
+    /// Runs a write whose answer is only "it went through": on a database
+    /// server it waits to go out with the transaction's next call or its
+    /// COMMIT (no round trip of its own; its failure is that call's).
+    /// `expect`: the rows it must change, else the transaction fails with
+    /// [`StorageError::Inconsistent`]`(what)`. SQLite runs it now.
+    pub fn defer(&mut self, p: impl Params, expect: Option<usize>, what: &'static str) -> StoreResult<()> {
         match self {
-            Stmt::Sqlite(s) => p.bind(|v| s.execute(rusqlite::params_from_iter(v.iter()))).map_err(Into::into),
+            Stmt::Sqlite(s) => {
+                let n = p.bind(|v| s.execute(rusqlite::params_from_iter(v.iter())))?;
+                match expect {
+                    Some(want) if want != n => Err(StorageError::Inconsistent(what)),
+                    _ => Ok(()),
+                }
+            }
             #[cfg(feature = "postgres")]
-            Stmt::Pg(c, s, _) => p.bind(|v| c.execute_uncounted(s, v)),
+            Stmt::Pg(c, s, _) => p.bind(|v| c.defer(s, v, expect.map(|n| n as u64), true, what)),
+        }
+    }
+
+    /// [`Stmt::defer`] of a write that changes no state the caller cares
+    /// about (creating a row that means "nothing yet"): it does not count
+    /// in [`Conn::total_changes`], so a request refused after it still
+    /// counts as having written nothing. SQLite counts every change
+    /// itself (and runs it now).
+    pub fn defer_uncounted(&mut self, p: impl Params) -> StoreResult<()> {
+        match self {
+            Stmt::Sqlite(s) => {
+                p.bind(|v| s.execute(rusqlite::params_from_iter(v.iter())))?;
+                Ok(())
+            }
+            #[cfg(feature = "postgres")]
+            Stmt::Pg(c, s, _) => p.bind(|v| c.defer(s, v, None, false, "an uncounted write")),
         }
     }
 

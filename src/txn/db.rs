@@ -35,6 +35,14 @@ pub(crate) struct UndoPoint {
 }
 
 impl Inner {
+    /// Opens the transaction a request or a group runs in. What the last
+    /// one held beside the database (counters, buckets, keys) is dropped: it held
+    /// only under that transaction's row locks.
+    pub fn begin(&mut self) -> crate::store::StoreResult<()> {
+        self.fx.ahead = Default::default();
+        self.conn.begin()
+    }
+
     pub fn undo_point(&self) -> UndoPoint {
         UndoPoint {
             rate: self.rate.mark(),

@@ -20,6 +20,10 @@ pub(crate) struct TxEffects {
     /// Message text was deleted: once committed, the WAL is checkpointed
     /// and truncated so the old text leaves the files too.
     pub scrubbed: bool,
+    /// What the transaction read ahead and holds: message counters, rate
+    /// buckets, idempotency keys (database server only; dropped when a
+    /// transaction begins, see [`super::Inner::begin`]).
+    pub ahead: crate::store::group::Ahead,
     /// Host-stream rows waiting for the commit (database server only).
     pub updates: events::PendingUpdates,
     /// The commits the answers may have seen ([`crate::store::wal`]): they

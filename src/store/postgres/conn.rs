@@ -3,6 +3,7 @@
 
 use super::config::Target;
 use super::tls::tls;
+use super::types::OwnedVal;
 use super::{log_storage_error, sql, Client, Params, PgFail, Timed, CHANNEL, MAX_PAYLOAD};
 use crate::config::Config;
 use crate::store::error::{is_unavailable, StorageError, StoreResult};
@@ -23,6 +24,10 @@ pub struct PgConn {
     client: RefCell<Option<Client>>,
     /// BEGIN is owed: it goes out with the transaction's first statement.
     begin_owed: Cell<bool>,
+    /// Writes of the open transaction whose answer nobody waits for: they
+    /// go out ahead of the next statement, or with the COMMIT, in that
+    /// call's round trip ([`PgConn::defer`]).
+    deferred: RefCell<Vec<Deferred>>,
     /// Round trips made for statements (connecting aside), for metrics;
     /// shared by a service's connections ([`PgConn::open_another`]).
     round_trips: Arc<AtomicU64>,
@@ -70,6 +75,7 @@ impl PgConn {
             rt,
             client: RefCell::new(None),
             begin_owed: Cell::new(false),
+            deferred: RefCell::new(Vec::new()),
             round_trips,
             cache: RefCell::new(HashMap::new()),
             changes: Cell::new(0),
@@ -238,6 +244,13 @@ impl PgConn {
     /// connection: it is rolled back here.
     fn pipeline(&self, runs: &[(&Statement, &Params<'_>)], then: Option<&str>) -> StoreResult<Vec<(Vec<Row>, u64)>> {
         let begin = self.begin_owed.get();
+        // The deferred writes go first: whatever runs next sees them.
+        let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
+        let owned: Vec<Vec<&(dyn ToSql + Sync)>> =
+            deferred.iter().map(|d| d.vals.iter().map(|v| v as &(dyn ToSql + Sync)).collect()).collect();
+        let mut all: Vec<(&Statement, &Params<'_>)> =
+            deferred.iter().zip(&owned).map(|(d, p)| (&d.st, p.as_slice())).collect();
+        all.extend_from_slice(runs);
         let r = self.with(|rt, c| {
             rt.block_on(async {
                 let begin = async {
@@ -247,7 +260,7 @@ impl PgConn {
                         Ok(())
                     }
                 };
-                let statements = futures_util::future::join_all(runs.iter().map(|(st, p)| query_counted(c, st, p)));
+                let statements = futures_util::future::join_all(all.iter().map(|(st, p)| query_counted(c, st, p)));
                 let last = async {
                     match then {
                         Some(q) => c.batch_execute(q).await,
@@ -268,7 +281,50 @@ impl PgConn {
         if begin && !matches!(&r, Err(StorageError::Unavailable(_))) {
             self.begin_owed.set(false);
         }
-        r
+        let mut out = r?;
+        // A deferred write that changed other than the rows it had to:
+        // the transaction must not commit (`finish` sends those ahead of
+        // the COMMIT, never with it).
+        for (d, (_, n)) in deferred.iter().zip(&out) {
+            if d.expect.is_some_and(|want| want != *n) {
+                self.aborted.set(true);
+                return Err(StorageError::Inconsistent(d.what));
+            }
+        }
+        Ok(out.split_off(deferred.len()))
+    }
+
+    /// Queues a write whose answer (besides success) nobody waits for: it
+    /// goes out ahead of the transaction's next call, in its round trip,
+    /// or with the COMMIT. `expect`: the rows it must change, else the
+    /// transaction fails (checked before the COMMIT is sent, at the cost of
+    /// a round trip of its own). `counted`: it counts in
+    /// [`PgConn::total_changes`] (`Stmt::defer_uncounted` is one that does
+    /// not). Outside a transaction it runs now.
+    pub fn defer(
+        &self,
+        st: &Statement,
+        vals: &[Val<'_>],
+        expect: Option<u64>,
+        counted: bool,
+        what: &'static str,
+    ) -> StoreResult<()> {
+        if !self.in_tx.get() {
+            let n = self.execute_uncounted(st, vals)? as u64;
+            if counted {
+                self.changes.set(self.changes.get() + n);
+            }
+            return match expect {
+                Some(want) if want != n => Err(StorageError::Inconsistent(what)),
+                _ => Ok(()),
+            };
+        }
+        if counted {
+            self.changes.set(self.changes.get() + expect.unwrap_or(1).max(1));
+        }
+        let vals = vals.iter().map(OwnedVal::of).collect();
+        self.deferred.borrow_mut().push(Deferred { st: st.clone(), vals, expect, what });
+        Ok(())
     }
 
     /// A call that opened a transaction (its BEGIN went with it, no COMMIT
@@ -286,18 +342,19 @@ impl PgConn {
         }
     }
 
-    /// Runs a read once per parameter list, all in one round trip (with
-    /// the owed BEGIN ahead of them), and hands each run's rows to `f`
-    /// with the run's index. The server runs them in order.
+    /// Runs each read with its parameters, all in one round trip (with
+    /// the owed BEGIN and the deferred writes ahead of them), and hands
+    /// each run's rows to `f` with the run's index. The server runs them
+    /// in order.
     pub fn query_pipelined(
         &self,
-        st: &Statement,
-        runs: &[Vec<Val<'_>>],
+        runs: &[(Statement, &[Val<'_>])],
         f: &mut dyn FnMut(usize, &crate::store::value::Row<'_>) -> StoreResult<()>,
     ) -> StoreResult<()> {
         let params: Vec<Vec<&(dyn ToSql + Sync)>> =
-            runs.iter().map(|v| v.iter().map(|x| x as &(dyn ToSql + Sync)).collect()).collect();
-        let runs: Vec<(&Statement, &Params<'_>)> = params.iter().map(|p| (st, p.as_slice())).collect();
+            runs.iter().map(|(_, v)| v.iter().map(|x| x as &(dyn ToSql + Sync)).collect()).collect();
+        let runs: Vec<(&Statement, &Params<'_>)> =
+            runs.iter().zip(&params).map(|((st, _), p)| (st, p.as_slice())).collect();
         for (i, (rows, _)) in self.pipeline(&runs, None)?.iter().enumerate() {
             for row in rows {
                 f(i, &crate::store::value::Row::Pg(row))?;
@@ -363,7 +420,14 @@ impl PgConn {
             let _ = self.rollback();
             return Err(StorageError::Aborted);
         }
-        if self.begin_owed.get() && last.is_none() {
+        if self.deferred.borrow().iter().any(|d| d.expect.is_some()) {
+            // Checked before anything can commit: a round trip of their own.
+            if let Err(e) = self.pipeline(&[], None) {
+                let _ = self.rollback();
+                return Err(e);
+            }
+        }
+        if self.begin_owed.get() && last.is_none() && self.deferred.borrow().is_empty() {
             // Nothing was sent: there is nothing to commit (nor to notify).
             self.end_tx();
             return Ok(());
@@ -397,6 +461,7 @@ impl PgConn {
     }
 
     fn end_tx(&self) {
+        self.deferred.borrow_mut().clear();
         self.in_tx.set(false);
         self.aborted.set(false);
         self.begin_owed.set(false);
@@ -435,6 +500,14 @@ impl PgConn {
             rt.block_on(c.query_one("SELECT version FROM botspace_schema", &[])).map(|r| r.get::<_, i64>(0))
         })
     }
+}
+
+/// A write queued by [`PgConn::defer`].
+struct Deferred {
+    st: Statement,
+    vals: Vec<OwnedVal>,
+    expect: Option<u64>,
+    what: &'static str,
 }
 
 /// Runs a prepared statement: its rows, and how many rows it changed (or
