@@ -186,7 +186,7 @@ fn a_postgres_database_with_shared_handles_is_migrated_and_keeps_working() {
     {
         let mut pg = postgres::Client::connect(&url, postgres::NoTls).unwrap();
         pg.batch_execute(
-            "DROP TABLE webhooks; DROP TABLE webhook_leases; DROP INDEX bots_handle_key; DROP INDEX bots_without_handle_key; ALTER TABLE bots DROP COLUMN handle_key; UPDATE botspace_schema SET version = 4;",
+            "DROP TABLE updates_pending; DROP TABLE webhooks; DROP TABLE webhook_leases; DROP INDEX bots_handle_key; DROP INDEX bots_without_handle_key; ALTER TABLE bots DROP COLUMN handle_key; UPDATE botspace_schema SET version = 4;",
         )
         .unwrap();
         for (id, h) in c.ids.iter().zip(["Dup", "dup", "DUP"]) {
@@ -195,7 +195,7 @@ fn a_postgres_database_with_shared_handles_is_migrated_and_keeps_working() {
     }
     let svc = open(&url);
     let mut pg = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    assert_eq!(pg.query_one("SELECT version FROM botspace_schema", &[]).unwrap().get::<_, i64>(0), 6);
+    assert_eq!(pg.query_one("SELECT version FROM botspace_schema", &[]).unwrap().get::<_, i64>(0), 7);
     let keys: Vec<Option<String>> = c
         .ids
         .iter()

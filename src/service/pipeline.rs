@@ -113,6 +113,15 @@ impl Service {
         // when no bot is affected.
         let notify = self.notify.then(|| notify_payload(&inner.fx)).flatten();
         if let Some(conn) = self.spare_for_held_commit(inner) {
+            // The next group starts before this COMMIT is sent: what this
+            // transaction still has to write must not wait for rows that
+            // group may lock (it would wait for us in turn). Such writes go
+            // out now, under the lock; the rest touch rows it holds.
+            if let Err(e) = inner.conn.send_waiting_writes() {
+                self.db.pool.put(conn);
+                self.abort(inner);
+                return Err(e.into());
+            }
             // Every statement ran: COMMIT is sent and awaited in `settle`,
             // without the lock, while the next group runs on `conn`. If it
             // fails there, nothing beside the database needs undoing: on

@@ -37,7 +37,13 @@ const MORE_BOTS: &str = "SELECT count(*) FROM (SELECT 1 FROM bots WHERE id > ?1 
 /// The first unconfirmed update and the newest one (`updates_confirmed`:
 /// ids below it are confirmed).
 const UPDATES: &str = "SELECT (SELECT min(update_id) FROM updates WHERE update_id >= m.value), \
-     (SELECT max(update_id) FROM updates) FROM meta m WHERE m.key = 'updates_confirmed'";
+     (SELECT max(update_id) FROM updates), 0 FROM meta m WHERE m.key = 'updates_confirmed'";
+
+/// PostgreSQL: [`UPDATES`], and the rows not numbered yet (see
+/// `store::events`), all unconfirmed.
+const UPDATES_POSTGRES: &str = "SELECT (SELECT min(update_id) FROM updates WHERE update_id >= m.value), \
+     (SELECT max(update_id) FROM updates), (SELECT count(*) FROM updates_pending) \
+     FROM meta m WHERE m.key = 'updates_confirmed'";
 
 /// The event backlog of a set of bots.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -114,13 +120,18 @@ impl Scan {
             self.done = Some((self.partial, self.started_ms));
             self.cursor.clear();
         }
-        let (first, newest) = conn
-            .prepare_cached(UPDATES)?
-            .query_row((), |r| Ok((r.get::<Option<i64>>(0)?, r.get::<Option<i64>>(1)?)))?;
-        let updates_unconfirmed = match (first, newest) {
-            (Some(f), Some(n)) if n >= f => n - f + 1,
-            _ => 0,
+        let sql = match conn.dialect() {
+            super::Dialect::Sqlite => UPDATES,
+            super::Dialect::Postgres => UPDATES_POSTGRES,
         };
+        let (first, newest, unnumbered) = conn
+            .prepare_cached(sql)?
+            .query_row((), |r| Ok((r.get::<Option<i64>>(0)?, r.get::<Option<i64>>(1)?, r.get::<i64>(2)?)))?;
+        let updates_unconfirmed = unnumbered
+            + match (first, newest) {
+                (Some(f), Some(n)) if n >= f => n - f + 1,
+                _ => 0,
+            };
         Ok(self.done.map(|(events, pass_started_ms)| Backlog { events, pass_started_ms, updates_unconfirmed }))
     }
 }

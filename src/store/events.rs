@@ -34,13 +34,28 @@ const NEXT_SEQ: &str = "UPDATE bots SET last_seq = last_seq + 1 WHERE id = ?1 RE
 const INSERT_BOT_EVENT: &str = "INSERT INTO bot_events (bot_id, seq, created_at_ms, type, data, ref_chat, \
      ref_message) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 
-/// The pending rows with consecutive update ids from the `meta` row. A
-/// missing counter makes every id NULL and the statement fail.
-const FLUSH_UPDATES: &str =
-    "WITH n AS (UPDATE meta SET value = value + ?1 WHERE key = 'last_update_id' RETURNING value) \
+/// PostgreSQL: the transaction's host-stream rows, unnumbered, in the order
+/// they were written (`seq`). No row is locked: see [`NUMBER_UPDATES`].
+const WRITE_PENDING: &str = "INSERT INTO updates_pending (created_at_ms, type, data, ref_chat, ref_message) \
+     SELECT t.at, t.kind, t.data, t.chat, t.message \
+     FROM json_to_recordset(?1::text::json) AS t(i bigint, at bigint, kind text, data text, chat text, message bigint) \
+     ORDER BY t.i";
+
+/// PostgreSQL: every committed unnumbered row moves to `updates` with the
+/// next ids, in `seq` order, in one statement run before anything reads
+/// `updates`. Ids follow the order rows were numbered in, and a row is
+/// numbered only once committed: a reader never sees a higher id before a
+/// lower one that commits later. Numberers queue on the `meta` row; the
+/// one that waited adds to the value the other left (the UPDATE reads the
+/// newest row version) and skips the rows the other moved (its DELETE
+/// waits for them and finds them gone). A missing counter makes every id
+/// NULL and the statement fail.
+const NUMBER_UPDATES: &str = "WITH moved AS (DELETE FROM updates_pending \
+     RETURNING seq, created_at_ms, type, data, ref_chat, ref_message), \
+     n AS (UPDATE meta SET value = value + (SELECT count(*) FROM moved) WHERE key = 'last_update_id' RETURNING value) \
      INSERT INTO updates (update_id, created_at_ms, type, data, ref_chat, ref_message) \
-     SELECT (SELECT value FROM n) - ?1 + t.i, t.at, t.kind, t.data, t.chat, t.message \
-     FROM json_to_recordset(?2::text::json) AS t(i bigint, at bigint, kind text, data text, chat text, message bigint)";
+     SELECT (SELECT value FROM n) - (SELECT count(*) FROM moved) + row_number() OVER (ORDER BY seq), \
+     created_at_ms, type, data, ref_chat, ref_message FROM moved";
 
 /// SQLite: a `message_created` update without its message reference (see
 /// [`append_update`]).
@@ -58,6 +73,8 @@ const SCRUB_UPDATES_SQLITE: &str =
 const SCRUB_BOT_EVENTS_SQLITE: &str =
     "UPDATE bot_events SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2";
 /// jsonb keeps the JSON's meaning, not its key order or spacing.
+const SCRUB_PENDING_POSTGRES: &str = "UPDATE updates_pending SET data = (data::jsonb #- '{message,text}')::text \
+     WHERE ref_chat = ?1 AND ref_message = ?2";
 const SCRUB_UPDATES_POSTGRES: &str = "UPDATE updates SET data = (data::jsonb #- '{message,text}')::text \
      WHERE ref_chat = ?1 AND ref_message = ?2";
 const SCRUB_BOT_EVENTS_POSTGRES: &str = "UPDATE bot_events SET data = (data::jsonb #- '{message,text}')::text \
@@ -120,8 +137,7 @@ pub fn append_to_bots(conn: &Conn, bots: &[String], e: Entry<'_>) -> StoreResult
             // the transaction before it can commit.
             conn.prepare_cached(APPEND_TO_BOTS_POSTGRES)?.defer(
                 params![bots.join(","), e.at_ms as i64, e.kind, e.data, chat, message],
-                Some(bots.len()),
-                "a chat member bot is missing",
+                super::Deferral::changing(bots.len(), "a chat member bot is missing"),
             )?;
         }
         Dialect::Postgres => {}
@@ -152,11 +168,10 @@ pub fn append_to_bot(conn: &Conn, bot_id: &str, e: Entry<'_>) -> StoreResult<i64
 }
 
 /// Host-stream rows of the open transaction not yet written (a database
-/// server only): written in one statement at commit, or before anything
-/// in the transaction reads or changes `updates` ([`flush_updates`]).
-/// Update ids follow commit order, so the row that hands them out stays
-/// locked from the moment it is taken until COMMIT: taken last, it is held
-/// for one statement and the commit instead of the whole group.
+/// server only): written unnumbered in one statement with the COMMIT, or
+/// before anything in the transaction reads or changes `updates`
+/// ([`flush_updates`]). They get their ids when read ([`NUMBER_UPDATES`]),
+/// so a commit holds no row that every other commit needs.
 #[derive(Default)]
 pub struct PendingUpdates {
     /// A JSON array of the rows, without its closing bracket.
@@ -195,14 +210,30 @@ impl PendingUpdates {
     }
 }
 
-/// Writes the pending host-stream rows now (something in the transaction
-/// is about to read or change `updates`).
+/// Before something in the transaction reads or changes `updates`: on a
+/// database server, writes the transaction's pending host-stream rows and
+/// numbers every committed one (one round trip; see [`NUMBER_UPDATES`]).
+/// The numbering holds the `meta` row until the transaction ends, as long
+/// as a reader's transaction lasts. Nothing on SQLite, which writes and
+/// numbers each row at once.
 pub fn flush_updates(conn: &Conn, pending: &mut PendingUpdates) -> StoreResult<()> {
-    if pending.n == 0 {
+    if conn.dialect() == Dialect::Sqlite {
         return Ok(());
     }
-    let (n, json) = pending.take();
-    conn.prepare_cached(FLUSH_UPDATES)?.execute(params![n as i64, json])?;
+    write_pending(conn, pending)?;
+    conn.prepare_cached(NUMBER_UPDATES)?.execute(())?;
+    Ok(())
+}
+
+/// Writes the transaction's pending host-stream rows, unnumbered, with its
+/// next round trip.
+fn write_pending(conn: &Conn, pending: &mut PendingUpdates) -> StoreResult<()> {
+    if pending.n > 0 {
+        let (_, json) = pending.take();
+        // New rows, in a table nobody locks.
+        conn.prepare_cached(WRITE_PENDING)?
+            .defer(params![json], super::Deferral::on_held_rows("host-stream rows were not written"))?;
+    }
     Ok(())
 }
 
@@ -213,8 +244,8 @@ pub fn commit_with_updates(conn: &Conn, pending: &mut PendingUpdates, notify: Op
     if pending.n == 0 {
         return conn.commit_notifying(notify);
     }
-    let (n, json) = pending.take();
-    conn.execute_then_commit(FLUSH_UPDATES, params![n as i64, json], notify)?;
+    let (_, json) = pending.take();
+    conn.execute_then_commit(WRITE_PENDING, params![json], notify)?;
     Ok(())
 }
 
@@ -257,13 +288,16 @@ pub fn scrub_message_text(
     pending: &mut PendingUpdates,
 ) -> StoreResult<()> {
     // The message's own update may still be waiting for the commit.
-    flush_updates(conn, pending)?;
+    write_pending(conn, pending)?;
     let (updates, bot_events) = match conn.dialect() {
         Dialect::Sqlite => {
             conn.prepare_cached(SCRUB_CREATED_UPDATE_SQLITE)?.execute(params![chat_id, message_id])?;
             (SCRUB_UPDATES_SQLITE, SCRUB_BOT_EVENTS_SQLITE)
         }
-        Dialect::Postgres => (SCRUB_UPDATES_POSTGRES, SCRUB_BOT_EVENTS_POSTGRES),
+        Dialect::Postgres => {
+            conn.prepare_cached(SCRUB_PENDING_POSTGRES)?.execute(params![chat_id, message_id])?;
+            (SCRUB_UPDATES_POSTGRES, SCRUB_BOT_EVENTS_POSTGRES)
+        }
     };
     conn.prepare_cached(updates)?.execute(params![chat_id, message_id])?;
     conn.prepare_cached(bot_events)?.execute(params![chat_id, message_id])?;
@@ -317,6 +351,9 @@ pub struct Prune {
 /// allows.
 pub fn prune(conn: &Conn, now_ms: u64, p: &Prune) -> StoreResult<()> {
     let cutoff = now_ms.saturating_sub(p.retention_ms) as i64;
+    // Rows nobody has read are numbered, so the cap counts them too (this
+    // transaction's own still wait in memory for its COMMIT).
+    flush_updates(conn, &mut PendingUpdates::default())?;
     cap_backlogs(conn, p)?;
     // Bots with acknowledged events past their prune mark whose oldest kept
     // one may have aged out since the last look.

@@ -66,8 +66,8 @@ pub fn remember(
 ) -> StoreResult<()> {
     conn.prepare_cached(REMEMBER)?.defer(
         params![bot_id, key, &hash[..], result, now_ms],
-        None,
-        "an idempotency key was not kept",
+        // Another node may be keeping the same key right now.
+        super::Deferral::waits("an idempotency key was not kept"),
     )?;
     if let Some(kept) = held.0.get_mut(&(bot_id.to_string(), key.to_string())) {
         *kept = Some((hash.to_vec(), result.to_string()));

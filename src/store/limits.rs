@@ -51,7 +51,9 @@ pub fn take<T>(
     let (out, bot_next, chat_next) = decide(tat(&bot_key), tat(&chat_key));
     for (key, next) in [(bot_key, bot_next), (chat_key, chat_next)] {
         if let Some(next) = next {
-            conn.prepare_cached(PUT)?.defer(params![key, next as i64], None, "a rate bucket was not written")?;
+            // Its row was locked when it was read.
+            conn.prepare_cached(PUT)?
+                .defer(params![key, next as i64], super::Deferral::on_held_rows("a rate bucket was not written"))?;
             held.0.insert(key, next);
         }
     }

@@ -57,9 +57,13 @@ const INSERT_COUNTED: &str = "WITH n AS (UPDATE chats SET last_message_id = last
 
 /// PostgreSQL: a message numbered in memory (`?7`, see [`Counters`]),
 /// with the chat's counter set to it and the sender bot's chat action
-/// ended, in one statement that waits for the next round trip.
+/// ended, in one statement that waits for the next round trip. It waits
+/// for no other transaction: the chat's row is locked already, and a chat
+/// action another transaction is setting right now is left to it (that
+/// action comes after this message).
 const INSERT_AT: &str = "WITH n AS (UPDATE chats SET last_message_id = ?7 WHERE id = ?1), \
-     a AS (DELETE FROM chat_actions WHERE chat_id = ?1 AND bot_id = ?2 AND ?3 = 1) \
+     a AS (DELETE FROM chat_actions WHERE (chat_id, bot_id) IN (SELECT chat_id, bot_id FROM chat_actions \
+     WHERE chat_id = ?1 AND bot_id = ?2 AND ?3 = 1 FOR UPDATE SKIP LOCKED)) \
      INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to) \
      VALUES (?1, ?7, ?2, ?3, ?4, ?5, ?6)";
 
@@ -136,8 +140,7 @@ pub fn reserve(conn: &Conn, counters: &mut Counters, m: &NewMessage<'_>) -> Stor
             Some(n) => {
                 conn.prepare_cached(INSERT_AT)?.defer(
                     params![m.chat_id, m.sender_id, m.sender_is_bot, m.text, m.date, m.reply_to, n],
-                    None,
-                    "a message was not written",
+                    super::Deferral::on_held_rows("a message was not written"),
                 )?;
                 Ok(n)
             }

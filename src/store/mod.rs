@@ -37,7 +37,7 @@ pub mod wal;
 pub mod webhooks;
 
 pub use error::{Optional, StorageError, StoreResult};
-pub use value::{Params, Row, ToVal, Val};
+pub use value::{Deferral, Params, Row, ToVal, Val};
 
 /// Which SQL dialect a connection speaks, for the few statements that differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,6 +247,17 @@ impl Conn {
         }
     }
 
+    /// Sends now the deferred writes that may wait for another
+    /// transaction (see [`Deferral`]): one round trip on a database server
+    /// when there are any, nothing otherwise.
+    pub fn send_waiting_writes(&self) -> StoreResult<()> {
+        match self {
+            Conn::Sqlite(_) => Ok(()),
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => c.send_waiting_writes(),
+        }
+    }
+
     pub fn rollback(&self) -> StoreResult<()> {
         match self {
             Conn::Sqlite(c) => Ok(c.prepare_cached("ROLLBACK")?.execute([]).map(|_| ())?),
@@ -300,20 +311,19 @@ impl Stmt<'_> {
 
     /// Runs a write whose answer is only "it went through": on a database
     /// server it waits to go out with the transaction's next call or its
-    /// COMMIT (no round trip of its own; its failure is that call's).
-    /// `expect`: the rows it must change, else the transaction fails with
-    /// [`StorageError::Inconsistent`]`(what)`. SQLite runs it now.
-    pub fn defer(&mut self, p: impl Params, expect: Option<usize>, what: &'static str) -> StoreResult<()> {
+    /// COMMIT (no round trip of its own; its failure is that call's). See
+    /// [`Deferral`]. SQLite runs it now.
+    pub fn defer(&mut self, p: impl Params, d: Deferral) -> StoreResult<()> {
         match self {
             Stmt::Sqlite(s) => {
                 let n = p.bind(|v| s.execute(rusqlite::params_from_iter(v.iter())))?;
-                match expect {
-                    Some(want) if want != n => Err(StorageError::Inconsistent(what)),
+                match d.expect {
+                    Some(want) if want != n => Err(StorageError::Inconsistent(d.what)),
                     _ => Ok(()),
                 }
             }
             #[cfg(feature = "postgres")]
-            Stmt::Pg(c, s, _) => p.bind(|v| c.defer(s, v, expect.map(|n| n as u64), true, what)),
+            Stmt::Pg(c, s, _) => p.bind(|v| c.defer(s, v, d, true)),
         }
     }
 
@@ -329,7 +339,7 @@ impl Stmt<'_> {
                 Ok(())
             }
             #[cfg(feature = "postgres")]
-            Stmt::Pg(c, s, _) => p.bind(|v| c.defer(s, v, None, false, "an uncounted write")),
+            Stmt::Pg(c, s, _) => p.bind(|v| c.defer(s, v, Deferral::waits("an uncounted write"), false)),
         }
     }
 

@@ -5,6 +5,38 @@
 
 use super::error::{StorageError, StoreResult};
 
+/// How a deferred write (`Stmt::defer`) may end.
+#[derive(Debug, Clone, Copy)]
+pub struct Deferral {
+    /// The rows it must change, else the transaction fails with
+    /// `StorageError::Inconsistent(what)`: checked in a round trip of
+    /// its own before anything can commit.
+    pub expect: Option<usize>,
+    /// It may wait for rows another transaction holds (else it touches only
+    /// rows this transaction locked already, or new rows nobody else can
+    /// hold): it goes out before a COMMIT is sent without the lock (see
+    /// `Conn::send_waiting_writes`).
+    pub waits: bool,
+    pub what: &'static str,
+}
+
+impl Deferral {
+    /// A write on rows the transaction holds.
+    pub const fn on_held_rows(what: &'static str) -> Deferral {
+        Deferral { expect: None, waits: false, what }
+    }
+
+    /// A write that may wait for another transaction.
+    pub const fn waits(what: &'static str) -> Deferral {
+        Deferral { expect: None, waits: true, what }
+    }
+
+    /// A write that may wait, and must change `n` rows.
+    pub const fn changing(n: usize, what: &'static str) -> Deferral {
+        Deferral { expect: Some(n), waits: true, what }
+    }
+}
+
 /// A parameter value, borrowed from the caller.
 #[derive(Debug, Clone, Copy)]
 pub enum Val<'a> {

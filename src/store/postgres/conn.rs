@@ -305,10 +305,11 @@ impl PgConn {
         &self,
         st: &Statement,
         vals: &[Val<'_>],
-        expect: Option<u64>,
+        d: crate::store::value::Deferral,
         counted: bool,
-        what: &'static str,
     ) -> StoreResult<()> {
+        let crate::store::value::Deferral { expect, waits, what } = d;
+        let expect = expect.map(|n| n as u64);
         if !self.in_tx.get() {
             let n = self.execute_uncounted(st, vals)? as u64;
             if counted {
@@ -323,8 +324,22 @@ impl PgConn {
             self.changes.set(self.changes.get() + expect.unwrap_or(1).max(1));
         }
         let vals = vals.iter().map(OwnedVal::of).collect();
-        self.deferred.borrow_mut().push(Deferred { st: st.clone(), vals, expect, what });
+        self.deferred.borrow_mut().push(Deferred { st: st.clone(), vals, expect, waits, what });
         Ok(())
+    }
+
+    /// Sends the deferred writes that may wait for another transaction's
+    /// rows, or whose row count is checked (and those queued before them),
+    /// in one round trip; nothing when there are none. After it, what is
+    /// left waits for nobody: a COMMIT sent without the service's lock
+    /// cannot wait for a transaction that waits for the lock's holder.
+    pub fn send_waiting_writes(&self) -> StoreResult<()> {
+        let last = self.deferred.borrow().iter().rposition(|d| d.waits || d.expect.is_some());
+        let Some(last) = last else { return Ok(()) };
+        let rest = self.deferred.borrow_mut().split_off(last + 1);
+        let r = self.pipeline(&[], None).map(drop);
+        *self.deferred.borrow_mut() = rest;
+        r
     }
 
     /// A call that opened a transaction (its BEGIN went with it, no COMMIT
@@ -507,6 +522,7 @@ struct Deferred {
     st: Statement,
     vals: Vec<OwnedVal>,
     expect: Option<u64>,
+    waits: bool,
     what: &'static str,
 }
 

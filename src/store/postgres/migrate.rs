@@ -143,6 +143,20 @@ pub const MIGRATIONS: &[&str] = &[
     crate::store::schema::HANDLE_KEYS,
     // 6: bots' webhooks.
     crate::store::schema::WEBHOOKS_POSTGRES,
+    // 7: host-stream rows are written unnumbered and numbered when read
+    // (see `store::events::NUMBER_UPDATES`): no row is held from a write to
+    // its COMMIT, so commits of all nodes no longer line up behind one.
+    r#"
+    CREATE TABLE updates_pending (
+        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        created_at_ms BIGINT NOT NULL,
+        type TEXT NOT NULL,
+        data TEXT NOT NULL,
+        ref_chat TEXT,
+        ref_message BIGINT
+    );
+    CREATE INDEX updates_pending_by_message ON updates_pending (ref_chat, ref_message) WHERE ref_message IS NOT NULL;
+    "#,
 ];
 
 impl PgConn {
