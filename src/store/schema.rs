@@ -66,40 +66,44 @@ pub fn report_unclaimed(ids: &[&str]) {
     }
 }
 
+/// Schema version 4 after the audit log's key and time columns, whose
+/// types differ between the stores: the same text in both.
+macro_rules! console_rest {
+    () => {
+        r#"
+        method TEXT NOT NULL,
+        target TEXT,
+        actor TEXT NOT NULL,
+        peer TEXT,
+        detail TEXT NOT NULL
+    );
+    CREATE INDEX audit_log_by_target ON audit_log (target, id);
+    CREATE INDEX bots_by_created ON bots (created_at, id);
+    CREATE INDEX users_by_created ON users (created_at, id);
+    CREATE INDEX chats_by_created ON chats (created_at, id);
+    "#
+    };
+}
+
 /// SQLite schema version 4: the audit log, and list order indexes.
-pub const CONSOLE_SQLITE: &str = r#"
+pub const CONSOLE_SQLITE: &str = concat!(
+    r#"
     CREATE TABLE audit_log (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
-        at_ms INTEGER NOT NULL,
-        method TEXT NOT NULL,
-        target TEXT,
-        actor TEXT NOT NULL,
-        peer TEXT,
-        detail TEXT NOT NULL
-    );
-    CREATE INDEX audit_log_by_target ON audit_log (target, id);
-    CREATE INDEX bots_by_created ON bots (created_at, id);
-    CREATE INDEX users_by_created ON users (created_at, id);
-    CREATE INDEX chats_by_created ON chats (created_at, id);
-    "#;
+        at_ms INTEGER NOT NULL,"#,
+    console_rest!()
+);
 
-/// PostgreSQL schema version 4: as [`CONSOLE_SQLITE`].
+/// PostgreSQL schema version 4: as [`CONSOLE_SQLITE`], in PostgreSQL's
+/// types.
 #[cfg(feature = "postgres")]
-pub const CONSOLE_POSTGRES: &str = r#"
+pub const CONSOLE_POSTGRES: &str = concat!(
+    r#"
     CREATE TABLE audit_log (
         id BIGSERIAL PRIMARY KEY,
-        at_ms BIGINT NOT NULL,
-        method TEXT NOT NULL,
-        target TEXT,
-        actor TEXT NOT NULL,
-        peer TEXT,
-        detail TEXT NOT NULL
-    );
-    CREATE INDEX audit_log_by_target ON audit_log (target, id);
-    CREATE INDEX bots_by_created ON bots (created_at, id);
-    CREATE INDEX users_by_created ON users (created_at, id);
-    CREATE INDEX chats_by_created ON chats (created_at, id);
-    "#;
+        at_ms BIGINT NOT NULL,"#,
+    console_rest!()
+);
 
 /// Migration 6: one row per bot with a webhook. `secret` holds the key
 /// bytes, or (`sealed` = 1) those bytes sealed under the host's
