@@ -215,6 +215,59 @@ typedef enum botspace_listener {
 } botspace_listener;
 
 /**
+ * Why a webhook attempt got no answer
+ * (`botspace_service_webhook_report_failure`): the library words the
+ * message, the same as every other host's.
+ */
+typedef enum botspace_webhook_failure {
+  /**
+   * The host name did not resolve.
+   */
+  BOTSPACE_WEBHOOK_FAILURE_RESOLVE = 0,
+  /**
+   * The host name resolved to no address at all.
+   */
+  BOTSPACE_WEBHOOK_FAILURE_NO_ADDRESS = 1,
+  /**
+   * No connection was made to any address.
+   */
+  BOTSPACE_WEBHOOK_FAILURE_CONNECT = 2,
+  /**
+   * The TLS handshake failed (the certificate, most often).
+   */
+  BOTSPACE_WEBHOOK_FAILURE_TLS = 3,
+  /**
+   * The host cannot be a TLS server name.
+   */
+  BOTSPACE_WEBHOOK_FAILURE_TLS_NAME = 4,
+  /**
+   * The connection failed once made (reset, closed, a malformed answer).
+   */
+  BOTSPACE_WEBHOOK_FAILURE_CONNECTION = 5,
+  /**
+   * A kept connection failed and a new one did too, before the request
+   * left.
+   */
+  BOTSPACE_WEBHOOK_FAILURE_BEFORE_SENDING = 6,
+  /**
+   * The host's client could not build the request.
+   */
+  BOTSPACE_WEBHOOK_FAILURE_BUILD = 7,
+  /**
+   * The request failed and the client does not say at which step.
+   */
+  BOTSPACE_WEBHOOK_FAILURE_REQUEST = 8,
+  /**
+   * The receiver answered a redirect the client hid.
+   */
+  BOTSPACE_WEBHOOK_FAILURE_HIDDEN_REDIRECT = 9,
+  /**
+   * The address could not be checked against the policy.
+   */
+  BOTSPACE_WEBHOOK_FAILURE_ADDRESS_CHECK = 10,
+} botspace_webhook_failure;
+
+/**
  * One gateway (WebSocket) connection after a successful upgrade. Not
  * thread-safe: use it from one thread at a time (it may move between
  * threads). Different gateways may be used in parallel.
@@ -1233,6 +1286,22 @@ enum botspace_status botspace_service_webhook_outcome(const struct botspace_serv
  * or writable.
  */
 enum botspace_status botspace_service_webhook_report(const struct botspace_service *service, uint64_t id, uint16_t status_code, const char *retry_after, const char *failure_message, bool timed_out, uint64_t now_ms, bool *out_store_wanted);
+
+/**
+ * Reports that webhook request `id` got no answer, at `now_ms`, for the
+ * reason `kind` (a `botspace_webhook_failure` value): the library records
+ * the kind's words for `getWebhookInfo`, followed by ": " and `detail`
+ * (what the host's HTTP client said; UTF-8, invalid bytes are replaced)
+ * when `detail` is not NULL. E.g. `BOTSPACE_WEBHOOK_FAILURE_TLS` with
+ * "certificate expired" records "TLS failed: certificate expired". Returns
+ * `BOTSPACE_STATUS_INVALID_ARGUMENT` for an unknown `kind`; otherwise as
+ * `botspace_service_webhook_report`. Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle; `detail` NULL or a NUL-terminated
+ * string; `out_store_wanted` NULL or writable.
+ */
+enum botspace_status botspace_service_webhook_report_failure(const struct botspace_service *service, uint64_t id, uint32_t kind, const char *detail, uint64_t now_ms, bool *out_store_wanted);
 
 /**
  * Writes when to call `botspace_service_poll_webhook` next if no wake-up

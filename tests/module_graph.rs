@@ -13,6 +13,10 @@
 //! appears. Method calls (`self.run_batch()`) carry no path and are not
 //! seen: the graph is the one the `use` lines and written paths draw.
 
+#[path = "support/rust_source.rs"]
+mod rust_source;
+
+use rust_source::{pieces, Piece};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -29,95 +33,32 @@ enum Tok {
 /// char literals dropped (so a path in a doc comment or a message is not
 /// an edge). Lifetimes (`'a`) become identifiers, which is harmless.
 fn tokens(src: &str) -> Vec<Tok> {
-    let b = src.as_bytes();
     let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        if c == b'/' && b.get(i + 1) == Some(&b'/') {
-            while i < b.len() && b[i] != b'\n' {
-                i += 1;
-            }
-        } else if c == b'/' && b.get(i + 1) == Some(&b'*') {
-            let mut depth = 0;
-            while i < b.len() {
-                if b[i..].starts_with(b"/*") {
-                    depth += 1;
-                    i += 2;
-                } else if b[i..].starts_with(b"*/") {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
+    for piece in pieces(src) {
+        let Piece::Code(code) = piece else { continue };
+        let b = code.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            let c = b[i];
+            if c.is_ascii_alphabetic() || c == b'_' {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
                     i += 1;
                 }
-            }
-        } else if (c == b'r' || c == b'b') && raw_string_start(&b[i..]).is_some() {
-            let (hashes, open) = raw_string_start(&b[i..]).unwrap();
-            i += open;
-            let close: Vec<u8> = std::iter::once(b'"').chain(std::iter::repeat_n(b'#', hashes)).collect();
-            while i < b.len() && !b[i..].starts_with(&close) {
-                i += 1;
-            }
-            i += close.len();
-        } else if c == b'"' || (c == b'b' && b.get(i + 1) == Some(&b'"')) {
-            i += if c == b'b' { 2 } else { 1 };
-            while i < b.len() && b[i] != b'"' {
-                i += if b[i] == b'\\' { 2 } else { 1 };
-            }
-            i += 1;
-        } else if c == b'\'' {
-            // A char literal ('x', '\n', '\u{1F600}') or a lifetime ('a).
-            if b.get(i + 1) == Some(&b'\\') {
+                out.push(Tok::Ident(code[start..i].to_string()));
+            } else if c == b':' && b.get(i + 1) == Some(&b':') {
+                out.push(Tok::Sep);
                 i += 2;
-                while i < b.len() && b[i] != b'\'' {
-                    i += 1;
-                }
+            } else if c.is_ascii_whitespace() || c.is_ascii_digit() || !c.is_ascii() || c == b'\'' {
+                // A lifetime's quote: its name is read as an identifier next.
                 i += 1;
-            } else if b.get(i + 2) == Some(&b'\'') {
-                i += 3;
             } else {
-                let len = src[i + 1..].chars().next().map_or(1, char::len_utf8);
-                if b.get(i + 1 + len) == Some(&b'\'') {
-                    i += 2 + len;
-                } else {
-                    i += 1; // a lifetime: its name is read as an identifier next
-                }
-            }
-        } else if c.is_ascii_alphabetic() || c == b'_' {
-            let start = i;
-            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                out.push(Tok::Punct(c as char));
                 i += 1;
             }
-            out.push(Tok::Ident(src[start..i].to_string()));
-        } else if c == b':' && b.get(i + 1) == Some(&b':') {
-            out.push(Tok::Sep);
-            i += 2;
-        } else if c.is_ascii_whitespace() || c.is_ascii_digit() || !c.is_ascii() {
-            i += 1;
-        } else {
-            out.push(Tok::Punct(c as char));
-            i += 1;
         }
     }
     out
-}
-
-/// `r"`, `r#"`, `br##"`…: the number of `#` and the length of the opener.
-fn raw_string_start(b: &[u8]) -> Option<(usize, usize)> {
-    let mut i = 0;
-    if b.first() == Some(&b'b') {
-        i += 1;
-    }
-    if b.get(i) != Some(&b'r') {
-        return None;
-    }
-    i += 1;
-    let hashes = b[i..].iter().take_while(|c| **c == b'#').count();
-    i += hashes;
-    (b.get(i) == Some(&b'"')).then_some((hashes, i + 1))
 }
 
 /// One name a `use` binds in a module: `use a::b::{c, d as e, f::*}` binds

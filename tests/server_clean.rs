@@ -7,6 +7,7 @@
 //! Rust server (`rust::`) and the C server (`c::`), as in
 //! tests/server_options.rs.
 
+#[macro_use]
 mod wire;
 
 use serde_json::Value;
@@ -19,19 +20,6 @@ use wire::*;
 
 /// `Server::start_rust_with` or `Server::start_c_with`.
 type Start = fn(&[&str]) -> Server;
-
-macro_rules! servers {
-    (both: [$($both:ident),* $(,)?], binary: [$($bin:ident),* $(,)?] $(,)?) => {
-        mod rust {
-            $(#[test] fn $both() { super::$both(super::Server::start_rust_with) })*
-            $(#[test] fn $bin() { super::$bin(super::example_binary()) })*
-        }
-        mod c {
-            $(#[test] fn $both() { super::$both(super::Server::start_c_with) })*
-            $(#[test] fn $bin() { super::$bin(super::c_binary()) })*
-        }
-    };
-}
 
 servers! {
     both: [

@@ -7,6 +7,7 @@
 //! budget for two heartbeat intervals (the manual clock, moved by
 //! `/admin/advanceClock`).
 
+#[macro_use]
 mod wire;
 
 use std::io::Write;
@@ -14,17 +15,6 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use wire::*;
-
-macro_rules! servers {
-    ($($name:ident),* $(,)?) => {
-        mod rust {
-            $(#[test] fn $name() { super::$name(&super::example_binary()) })*
-        }
-        mod c {
-            $(#[test] fn $name() { super::$name(&super::c_binary()) })*
-        }
-    };
-}
 
 servers! {
     a_bot_that_floods_pings_and_heartbeats_and_reads_nothing_stays_bounded_and_gets_4008,

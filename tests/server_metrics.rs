@@ -8,6 +8,7 @@
 //! tests/server_reliability.rs.) Each scenario runs against the Rust
 //! server (`rust::`) and the C server (`c::`).
 
+#[macro_use]
 mod wire;
 
 use serde_json::{json, Value};
@@ -16,17 +17,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use wire::*;
-
-macro_rules! servers {
-    ($($name:ident),* $(,)?) => {
-        mod rust {
-            $(#[test] fn $name() { super::$name(&super::example_binary()) })*
-        }
-        mod c {
-            $(#[test] fn $name() { super::$name(&super::c_binary()) })*
-        }
-    };
-}
 
 servers! {
     prometheus_scrapes_the_metrics_during_a_load_and_reads_back_exact_counts,

@@ -10,6 +10,7 @@
 //! says. The servers run on the system clock here: the deadlines are real
 //! seconds.
 
+#[macro_use]
 mod wire;
 
 use serde_json::{json, Value};
@@ -19,21 +20,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use wire::*;
 
-macro_rules! servers {
-    (both: [$($name:ident),* $(,)?], rust: [$($r:ident),* $(,)?], c: [$($c:ident),* $(,)?] $(,)?) => {
-        mod rust {
-            $(#[test] fn $name() { super::$name(&super::example_binary()) })*
-            $(#[test] fn $r() { super::$r(&super::example_binary()) })*
-        }
-        mod c {
-            $(#[test] fn $name() { super::$name(&super::c_binary()) })*
-            $(#[test] fn $c() { super::$c(&super::c_binary()) })*
-        }
-    };
-}
-
 servers! {
-    both: [
+    on_binary: [
         a_parked_poll_is_answered_within_50_ms_of_the_commit_that_gives_an_event,
         a_poll_that_hears_nothing_is_answered_empty_at_its_deadline,
         an_offset_acknowledges_for_the_gateway_and_a_gateway_ack_for_get_updates,
@@ -44,8 +32,8 @@ servers! {
     // the connection and cancels the poll; the Rust server keeps answering
     // a half-closed client (hyper's half close), so the poll ends at its
     // deadline (docs/delivery.md, "Which faces park").
-    rust: [a_client_that_goes_away_leaves_its_poll_to_its_deadline],
-    c: [a_client_that_goes_away_cancels_its_poll],
+    rust_on_binary: [a_client_that_goes_away_leaves_its_poll_to_its_deadline],
+    c_on_binary: [a_client_that_goes_away_cancels_its_poll],
 }
 
 /// The example server on the system clock, under `ulimit -n 1024`.

@@ -7,6 +7,7 @@
 //! restart. Each scenario runs
 //! against the Rust server (`rust::`) and the C server (`c::`).
 
+#[macro_use]
 mod wire;
 
 use serde_json::{json, Value};
@@ -15,17 +16,6 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use wire::*;
-
-macro_rules! servers {
-    ($($name:ident),* $(,)?) => {
-        mod rust {
-            $(#[test] fn $name() { super::$name(&super::example_binary()) })*
-        }
-        mod c {
-            $(#[test] fn $name() { super::$name(&super::c_binary()) })*
-        }
-    };
-}
 
 servers! {
     two_thousand_half_open_connections_under_the_default_file_limit_leave_get_me_within_100_ms,

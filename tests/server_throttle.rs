@@ -5,6 +5,7 @@
 //! a trusted proxy (`--trusted-proxy`, `X-Forwarded-For`); behind that
 //! proxy one client is throttled while another gets in.
 
+#[macro_use]
 mod wire;
 
 use serde_json::{json, Value};
@@ -15,24 +16,12 @@ use wire::*;
 /// `Server::start_rust_with` or `Server::start_c_with`.
 type Start = fn(&[&str]) -> Server;
 
-/// Scenarios `fn(Start)`, and `binary` ones that take the server's path.
-macro_rules! servers {
-    ($($scenario:ident),* ; binary: $($bin:ident),* $(,)?) => {
-        mod rust {
-            $(#[test] fn $scenario() { super::$scenario(super::Server::start_rust_with) })*
-            $(#[test] fn $bin() { super::$bin(super::example_binary()) })*
-        }
-        mod c {
-            $(#[test] fn $scenario() { super::$scenario(super::Server::start_c_with) })*
-            $(#[test] fn $bin() { super::$bin(super::c_binary()) })*
-        }
-    };
-}
-
 servers! {
-    a_guesser_stays_throttled_after_twenty_thousand_other_clients_fail,
-    behind_a_trusted_proxy_one_client_is_throttled_while_another_gets_in;
-    binary: a_trusted_proxy_that_is_not_a_cidr_block_is_refused_by_name,
+    both: [
+        a_guesser_stays_throttled_after_twenty_thousand_other_clients_fail,
+        behind_a_trusted_proxy_one_client_is_throttled_while_another_gets_in,
+    ],
+    binary: [a_trusted_proxy_that_is_not_a_cidr_block_is_refused_by_name],
 }
 
 const WRONG: &str = "not-the-admin-secret-0001";

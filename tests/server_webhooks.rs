@@ -8,6 +8,7 @@
 //! what a bot must not make the server reach.
 
 mod webhooks;
+#[macro_use]
 mod wire;
 
 use serde_json::{json, Value};
@@ -15,17 +16,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use webhooks::*;
 use wire::*;
-
-macro_rules! servers {
-    ($($name:ident),* $(,)?) => {
-        mod rust {
-            $(#[test] fn $name() { super::$name(&super::example_binary()) })*
-        }
-        mod c {
-            $(#[test] fn $name() { super::$name(&super::c_binary()) })*
-        }
-    };
-}
 
 servers! {
     deliveries_are_signed_verified_by_the_standard_webhooks_library_and_move_the_cursor,

@@ -9,6 +9,10 @@
 //! The scan reads each file's code with comments removed (so prose may
 //! name the databases) and checks the string literals for SQL.
 
+#[path = "support/rust_source.rs"]
+mod rust_source;
+
+use rust_source::{is_ident, pieces, Piece};
 use std::path::{Path, PathBuf};
 
 /// What code outside the store must not say, with why.
@@ -85,86 +89,17 @@ fn outside_store() -> Vec<PathBuf> {
 /// `text` split into its code with comments removed (string literals kept,
 /// so a pattern may include one) and its string literals' contents.
 fn lex(text: &str) -> (String, Vec<String>) {
-    let b = text.as_bytes();
     let (mut code, mut strings) = (String::new(), Vec::new());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'/' if b.get(i + 1) == Some(&b'/') => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                let mut depth = 0;
-                while i < b.len() {
-                    if b[i..].starts_with(b"/*") {
-                        depth += 1;
-                        i += 2;
-                    } else if b[i..].starts_with(b"*/") {
-                        depth -= 1;
-                        i += 2;
-                        if depth == 0 {
-                            break;
-                        }
-                    } else {
-                        i += 1;
-                    }
-                }
-            }
-            // Raw strings: r"…", r#"…"#, br#"…"#.
-            b'r' if raw_hashes(b, i).is_some() => {
-                let hashes = raw_hashes(b, i).unwrap_or(0);
-                let start = i + 2 + hashes;
-                let close: Vec<u8> = std::iter::once(b'"').chain(std::iter::repeat_n(b'#', hashes)).collect();
-                let end =
-                    b[start..].windows(close.len()).position(|w| w == close.as_slice()).map_or(b.len(), |n| start + n);
-                strings.push(text[start..end].to_string());
-                code.push_str(&text[i..(end + close.len()).min(b.len())]);
-                i = end + close.len();
-            }
-            b'"' => {
-                let start = i + 1;
-                let mut j = start;
-                while j < b.len() && b[j] != b'"' {
-                    j += if b[j] == b'\\' { 2 } else { 1 };
-                }
-                let j = j.min(b.len());
-                strings.push(text[start..j].to_string());
-                code.push_str(&text[i..(j + 1).min(b.len())]);
-                i = j + 1;
-            }
-            // A char literal ('"', '\'', '\n'), not a lifetime ('a).
-            b'\'' if b.get(i + 2) == Some(&b'\'') || b.get(i + 1) == Some(&b'\\') => {
-                let mut j = i + 1;
-                if b[j] == b'\\' {
-                    j += 2;
-                }
-                while j < b.len() && b[j] != b'\'' {
-                    j += 1;
-                }
-                code.push_str(&text[i..(j + 1).min(b.len())]);
-                i = j + 1;
-            }
-            _ => {
-                let n = text[i..].chars().next().map_or(1, char::len_utf8);
-                code.push_str(&text[i..i + n]);
-                i += n;
+    for piece in pieces(text) {
+        match piece {
+            Piece::Code(c) | Piece::Char(c) => code.push_str(c),
+            Piece::Str { written, content } => {
+                code.push_str(written);
+                strings.push(content.to_string());
             }
         }
     }
     (code, strings)
-}
-
-fn is_ident(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || c == b'_'
-}
-
-/// At an `r`: the number of `#` of the raw string it opens, if it opens one.
-fn raw_hashes(b: &[u8], i: usize) -> Option<usize> {
-    let starts_token = i == 0 || !is_ident(b[i - 1]) || (b[i - 1] == b'b' && (i < 2 || !is_ident(b[i - 2])));
-    let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
-    (starts_token && b.get(i + 1 + hashes) == Some(&b'"')).then_some(hashes)
 }
 
 /// Whether `line` holds `pattern` as a token of its own: a pattern that

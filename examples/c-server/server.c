@@ -1273,6 +1273,14 @@ static void wh_report(uint64_t id, uint16_t status, const char *retry_after, con
         wh_store_signal();
 }
 
+/* No answer, for the reason `kind`: the library words the message. */
+static void wh_report_failure(uint64_t id, botspace_webhook_failure kind, const char *detail, uint64_t now) {
+    bool wanted = false;
+    if (botspace_service_webhook_report_failure(svc, id, (uint32_t)kind, detail, now, &wanted) == BOTSPACE_STATUS_OK &&
+        wanted)
+        wh_store_signal();
+}
+
 /* The store thread: each turn polls until nothing is handed out (that
  * reads the bots' logs, writes and syncs the outcomes), queues what it got
  * and wakes the loop. */
@@ -1353,7 +1361,7 @@ static void wh_start(botspace_webhook_request *req, uint64_t now) {
              curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->error) == CURLE_OK &&
              curl_easy_setopt(e, CURLOPT_PRIVATE, x) == CURLE_OK && curl_multi_add_handle(wh_multi, e) == CURLM_OK;
     if (!ok) {
-        wh_report(x->id, 0, NULL, "could not build the request", false, now);
+        wh_report_failure(x->id, BOTSPACE_WEBHOOK_FAILURE_BUILD, NULL, now);
         wh_xfer_free(x);
         return;
     }
@@ -1362,7 +1370,7 @@ static void wh_start(botspace_webhook_request *req, uint64_t now) {
     wh_all = x;
 }
 
-/* The outcome of a finished transfer, in the Rust server's words. */
+/* The outcome of a finished transfer; the library words a failure, as for the Rust server. */
 static void wh_finish(wh_xfer *x, CURLcode rc) {
     uint64_t now = svc_now();
     long status = 0;
@@ -1370,7 +1378,7 @@ static void wh_finish(wh_xfer *x, CURLcode rc) {
     long os_errno = 0;
     curl_easy_getinfo(x->easy, CURLINFO_OS_ERRNO, &os_errno);
     const char *detail = x->error[0] ? x->error : curl_easy_strerror(rc);
-    char msg[CURL_ERROR_SIZE + 64];
+    char os_detail[128];
     if ((rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && x->answer_too_long)) && status >= 100 && status <= 999) {
         wh_report(x->id, (uint16_t)status, x->retry_after, NULL, false, now);
         return;
@@ -1379,16 +1387,21 @@ static void wh_finish(wh_xfer *x, CURLcode rc) {
         wh_report(x->id, 0, NULL, NULL, true, now);
         return;
     }
-    if (rc == CURLE_COULDNT_CONNECT && x->refusal && !x->opened) snprintf(msg, sizeof msg, "%s", x->refusal);
-    else if (rc == CURLE_COULDNT_CONNECT && os_errno) /* the Rust server's words: the OS error */
-        snprintf(msg, sizeof msg, "could not connect: %s (os error %ld)", strerror((int)os_errno), os_errno);
-    else if (rc == CURLE_COULDNT_CONNECT) snprintf(msg, sizeof msg, "could not connect: %s", detail);
-    else if (rc == CURLE_COULDNT_RESOLVE_HOST) snprintf(msg, sizeof msg, "the host name did not resolve: %s", detail);
+    if (rc == CURLE_COULDNT_CONNECT && x->refusal && !x->opened) {
+        wh_report(x->id, 0, NULL, x->refusal, false, now);
+        return;
+    }
+    botspace_webhook_failure kind = BOTSPACE_WEBHOOK_FAILURE_CONNECTION;
+    if (rc == CURLE_COULDNT_CONNECT && os_errno) { /* the Rust server's detail: the OS error */
+        snprintf(os_detail, sizeof os_detail, "%s (os error %ld)", strerror((int)os_errno), os_errno);
+        detail = os_detail;
+    }
+    if (rc == CURLE_COULDNT_CONNECT) kind = BOTSPACE_WEBHOOK_FAILURE_CONNECT;
+    else if (rc == CURLE_COULDNT_RESOLVE_HOST) kind = BOTSPACE_WEBHOOK_FAILURE_RESOLVE;
     else if (rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CERTPROBLEM ||
              rc == CURLE_SSL_CIPHER || rc == CURLE_SSL_CACERT_BADFILE)
-        snprintf(msg, sizeof msg, "TLS failed: %s", detail);
-    else snprintf(msg, sizeof msg, "the connection failed: %s", detail);
-    wh_report(x->id, 0, NULL, msg, false, now);
+        kind = BOTSPACE_WEBHOOK_FAILURE_TLS;
+    wh_report_failure(x->id, kind, detail, now);
 }
 
 /* Reports every finished transfer. */

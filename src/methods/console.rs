@@ -7,6 +7,7 @@ use super::params::Body;
 use super::requests::{self, Uint};
 use super::requests::{BotIdBody, ChatIdBody};
 use crate::error::{ApiError, ApiResult};
+use crate::model::ChatKind;
 use crate::route::AdminMethod;
 use crate::rules::limits;
 use crate::store::bots;
@@ -110,13 +111,15 @@ pub fn list_chats(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     let (query, cursor, limit) = page_args(b)?;
     let member = requests::parse::<MemberFilter<'_>>(b)?.member_id.unwrap_or("");
     let rows = q::list_chats(ctx.conn, &query, member, cursor.as_ref(), limit)?;
-    let next = next_cursor(rows.len(), limit, rows.last().map(|c| (c.created_at, c.id.as_str())));
+    let next = next_cursor(rows.len(), limit, rows.last().map(|c| (c.created_at, c.chat.id.as_str())));
     let chats: Vec<Value> = rows
         .into_iter()
-        .map(|c| {
-            let mut v = json!({"id": c.id, "type": c.kind, "created_at": c.created_at, "member_count": c.member_count});
+        .map(|row| {
+            let c = row.chat;
+            let mut v =
+                json!({"id": c.id, "type": c.kind, "created_at": row.created_at, "member_count": row.member_count});
             let m = v.as_object_mut().expect("an object");
-            if c.kind == "private" {
+            if c.kind == ChatKind::Private {
                 m.insert("user_id".into(), c.user_id.into());
                 m.insert("bot_id".into(), c.bot_id.into());
                 m.insert("started".into(), c.started.into());

@@ -8,8 +8,9 @@
 //! last row's pair, so a page never repeats or skips a row that existed
 //! when the first page was read.
 
+use super::chats::read_chat;
 use super::{Conn, Dialect, Row, StoreResult};
-use crate::model::Bot;
+use crate::model::{Bot, Chat};
 use crate::params;
 
 /// A bot as the console lists it.
@@ -33,20 +34,11 @@ pub struct UserRow {
     pub created_at: i64,
 }
 
-/// A chat as the console lists it (`kind` is `private` or `group`; the
-/// fields of the other kind are as stored).
+/// A chat as the console lists it (the fields of the other kind are as
+/// stored).
 #[derive(Debug, Clone)]
 pub struct ChatRow {
-    pub id: String,
-    pub kind: String,
-    pub title: Option<String>,
-    pub user_id: Option<String>,
-    pub bot_id: Option<String>,
-    pub started: bool,
-    pub blocked_by_user: bool,
-    pub blocked_by_bot: bool,
-    pub bots_can_send: bool,
-    pub dissolved: bool,
+    pub chat: Chat,
     pub created_at: i64,
     /// Current members.
     pub member_count: i64,
@@ -210,20 +202,7 @@ pub fn list_chats(
          AND (created_at < ?2 OR (created_at = ?2 AND id < ?3)) ORDER BY created_at DESC, id DESC LIMIT ?4",
     )?
     .query_vec(params![contains_pattern(query), t, id, i64::from(limit), member], |r| {
-        Ok(ChatRow {
-            id: r.get(0)?,
-            kind: r.get(1)?,
-            title: r.get(2)?,
-            user_id: r.get(3)?,
-            bot_id: r.get(4)?,
-            started: r.get(5)?,
-            blocked_by_user: r.get(6)?,
-            blocked_by_bot: r.get(7)?,
-            bots_can_send: r.get(8)?,
-            dissolved: r.get(9)?,
-            created_at: r.get(10)?,
-            member_count: r.get(11)?,
-        })
+        Ok(ChatRow { chat: read_chat(r, 0)?, created_at: r.get(10)?, member_count: r.get(11)? })
     })
 }
 

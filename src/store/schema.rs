@@ -5,6 +5,8 @@
 //! computes. They live here, below the backends, because the tables'
 //! modules use the connection, which is above them.
 
+use super::error::StorageError;
+
 /// What makes two handles the same: their Unicode lowercase
 /// (`str::to_lowercase`), computed here for both stores, never by the
 /// database (SQLite's `lower()` folds ASCII only, PostgreSQL's follows the
@@ -66,40 +68,44 @@ pub fn report_unclaimed(ids: &[&str]) {
     }
 }
 
+/// Schema version 4 after the audit log's key and time columns, whose
+/// types differ between the stores: the same text in both.
+macro_rules! console_rest {
+    () => {
+        r#"
+        method TEXT NOT NULL,
+        target TEXT,
+        actor TEXT NOT NULL,
+        peer TEXT,
+        detail TEXT NOT NULL
+    );
+    CREATE INDEX audit_log_by_target ON audit_log (target, id);
+    CREATE INDEX bots_by_created ON bots (created_at, id);
+    CREATE INDEX users_by_created ON users (created_at, id);
+    CREATE INDEX chats_by_created ON chats (created_at, id);
+    "#
+    };
+}
+
 /// SQLite schema version 4: the audit log, and list order indexes.
-pub const CONSOLE_SQLITE: &str = r#"
+pub const CONSOLE_SQLITE: &str = concat!(
+    r#"
     CREATE TABLE audit_log (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
-        at_ms INTEGER NOT NULL,
-        method TEXT NOT NULL,
-        target TEXT,
-        actor TEXT NOT NULL,
-        peer TEXT,
-        detail TEXT NOT NULL
-    );
-    CREATE INDEX audit_log_by_target ON audit_log (target, id);
-    CREATE INDEX bots_by_created ON bots (created_at, id);
-    CREATE INDEX users_by_created ON users (created_at, id);
-    CREATE INDEX chats_by_created ON chats (created_at, id);
-    "#;
+        at_ms INTEGER NOT NULL,"#,
+    console_rest!()
+);
 
-/// PostgreSQL schema version 4: as [`CONSOLE_SQLITE`].
+/// PostgreSQL schema version 4: as [`CONSOLE_SQLITE`], in PostgreSQL's
+/// types.
 #[cfg(feature = "postgres")]
-pub const CONSOLE_POSTGRES: &str = r#"
+pub const CONSOLE_POSTGRES: &str = concat!(
+    r#"
     CREATE TABLE audit_log (
         id BIGSERIAL PRIMARY KEY,
-        at_ms BIGINT NOT NULL,
-        method TEXT NOT NULL,
-        target TEXT,
-        actor TEXT NOT NULL,
-        peer TEXT,
-        detail TEXT NOT NULL
-    );
-    CREATE INDEX audit_log_by_target ON audit_log (target, id);
-    CREATE INDEX bots_by_created ON bots (created_at, id);
-    CREATE INDEX users_by_created ON users (created_at, id);
-    CREATE INDEX chats_by_created ON chats (created_at, id);
-    "#;
+        at_ms BIGINT NOT NULL,"#,
+    console_rest!()
+);
 
 /// Migration 6: one row per bot with a webhook. `secret` holds the key
 /// bytes, or (`sealed` = 1) those bytes sealed under the host's
@@ -142,3 +148,67 @@ pub const WEBHOOKS_POSTGRES: &str = r#"
         expires_at_ms BIGINT NOT NULL
     );
 "#;
+
+/// One store's side of applying its migrations ([`migrate`]). The calls
+/// are async for PostgreSQL's client; SQLite's complete at once.
+pub(crate) trait Migrator {
+    type Error;
+    /// Before each migration: SQLite runs each in a transaction of its
+    /// own; PostgreSQL runs them all in the caller's.
+    async fn begin(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+    /// Runs one migration's statements.
+    async fn execute(&mut self, sql: &str) -> Result<(), Self::Error>;
+    /// The bots with their handles ([`EXISTING_HANDLES`]).
+    async fn existing_handles(&mut self) -> Result<Vec<(String, String)>, Self::Error>;
+    /// Sets each bot's `handle_key` (the bot's id, its key).
+    async fn set_handle_keys(&mut self, claims: &[(&str, String)]) -> Result<(), Self::Error>;
+    /// Records the schema's new version, in the migration's transaction.
+    async fn set_version(&mut self, version: i64) -> Result<(), Self::Error>;
+    /// After a migration that went through.
+    async fn commit(&mut self) -> Result<(), Self::Error> {
+        Ok(())
+    }
+    /// After a migration that failed.
+    async fn roll_back(&mut self) {}
+}
+
+/// Brings a schema at `version` up to date with `migrations` (the
+/// store's list; version n has the first n applied): each migration's
+/// statements, then, with the handles' migration, the existing bots' keys,
+/// then the new version. `Ok(Err(TooNew))` when the schema is newer than
+/// this build knows.
+pub(crate) async fn migrate<M: Migrator>(
+    m: &mut M,
+    migrations: &[&str],
+    version: i64,
+) -> Result<Result<(), StorageError>, M::Error> {
+    let supported = migrations.len() as i64;
+    if version > supported {
+        return Ok(Err(StorageError::TooNew { found: version, supported }));
+    }
+    for (i, sql) in migrations.iter().enumerate().skip(version as usize) {
+        m.begin().await?;
+        match migrate_one(m, sql, i as i64 + 1).await {
+            Ok(()) => m.commit().await?,
+            Err(e) => {
+                m.roll_back().await;
+                return Err(e);
+            }
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// One migration, up to the version it makes.
+async fn migrate_one<M: Migrator>(m: &mut M, sql: &str, version: i64) -> Result<(), M::Error> {
+    m.execute(sql).await?;
+    if sql == HANDLE_KEYS {
+        let bots = m.existing_handles().await?;
+        let (claims, unclaimed) = claim_keys(&bots);
+        m.set_handle_keys(&claims).await?;
+        report_unclaimed(&unclaimed);
+    }
+    m.set_version(version).await
+}

@@ -270,46 +270,64 @@ pub fn configure(conn: &Connection, sync: Synchronous, busy_timeout_ms: u32) -> 
 
 pub fn migrate(conn: &Connection) -> Result<(), StorageError> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    let supported = MIGRATIONS.len() as i64;
-    if version > supported {
-        return Err(StorageError::TooNew { found: version, supported });
-    }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-        conn.execute_batch("BEGIN IMMEDIATE")?;
-        let step = conn
-            .execute_batch(sql)
-            .and_then(|_| claim_handle_keys(conn, sql))
-            .and_then(|_| conn.execute_batch(&format!("PRAGMA user_version = {}", i + 1)));
-        match step {
-            Ok(()) => conn.execute_batch("COMMIT")?,
-            Err(e) => {
-                let _ = conn.execute_batch("ROLLBACK");
-                return Err(e.into());
-            }
-        }
-    }
-    Ok(())
+    at_once(super::schema::migrate(&mut Migrator(conn), MIGRATIONS, version))?
 }
 
-/// With the migration that makes handles unique: gives the existing bots
-/// their keys ([`super::schema::claim_keys`]) and reports the bots left
-/// sharing a handle on stderr, once, for the operator
-/// (docs/decisions.md, "Bot handles are unique").
-fn claim_handle_keys(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    if sql != super::schema::HANDLE_KEYS {
-        return Ok(());
+/// SQLite's side of [`super::schema::migrate`]: each migration in a
+/// transaction of its own, the version in `PRAGMA user_version`. Existing
+/// bots get their handle keys ([`super::schema::claim_keys`]) with the
+/// migration that makes handles unique; the bots left sharing a handle are
+/// reported on stderr, once, for the operator (docs/decisions.md, "Bot
+/// handles are unique").
+struct Migrator<'c>(&'c Connection);
+
+impl super::schema::Migrator for Migrator<'_> {
+    type Error = rusqlite::Error;
+
+    async fn begin(&mut self) -> rusqlite::Result<()> {
+        self.0.execute_batch("BEGIN IMMEDIATE")
     }
-    let bots: Vec<(String, String)> = conn
-        .prepare(super::schema::EXISTING_HANDLES)?
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-        .collect::<rusqlite::Result<_>>()?;
-    let (claims, unclaimed) = super::schema::claim_keys(&bots);
-    let mut set = conn.prepare(super::schema::CLAIM_KEY)?;
-    for (id, key) in claims {
-        set.execute(rusqlite::params![key, id])?;
+
+    async fn execute(&mut self, sql: &str) -> rusqlite::Result<()> {
+        self.0.execute_batch(sql)
     }
-    super::schema::report_unclaimed(&unclaimed);
-    Ok(())
+
+    async fn existing_handles(&mut self) -> rusqlite::Result<Vec<(String, String)>> {
+        self.0
+            .prepare(super::schema::EXISTING_HANDLES)?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<rusqlite::Result<_>>()
+    }
+
+    async fn set_handle_keys(&mut self, claims: &[(&str, String)]) -> rusqlite::Result<()> {
+        let mut set = self.0.prepare(super::schema::CLAIM_KEY)?;
+        for (id, key) in claims {
+            set.execute(rusqlite::params![key, id])?;
+        }
+        Ok(())
+    }
+
+    async fn set_version(&mut self, version: i64) -> rusqlite::Result<()> {
+        self.0.execute_batch(&format!("PRAGMA user_version = {version}"))
+    }
+
+    async fn commit(&mut self) -> rusqlite::Result<()> {
+        self.0.execute_batch("COMMIT")
+    }
+
+    async fn roll_back(&mut self) {
+        let _ = self.0.execute_batch("ROLLBACK");
+    }
+}
+
+/// The output of `f`, whose every step completes at once ([`Migrator`]'s
+/// calls are synchronous): polled once, with a waker nothing wakes.
+fn at_once<T>(f: impl std::future::Future<Output = T>) -> T {
+    let mut f = std::pin::pin!(f);
+    match f.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+        std::task::Poll::Ready(v) => v,
+        std::task::Poll::Pending => unreachable!("a SQLite migration step waited"),
+    }
 }
 
 /// Copies the WAL's pages back into the database file and truncates the

@@ -15,5 +15,5 @@ pub mod signature;
 pub mod target;
 
 pub use deliveries::WebhookRequest;
-pub use schedule::{retry_after_s, Attempt, LogEvent, Outcome, Schedule, Status, MAX_CONNECTIONS};
+pub use schedule::{retry_after_s, Attempt, Failure, LogEvent, Outcome, Schedule, Status, MAX_CONNECTIONS};
 pub use target::{check_address, check_url, AddressClass, Target, TargetPolicy, UrlRefusal};

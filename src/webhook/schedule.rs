@@ -108,6 +108,116 @@ pub enum Outcome {
     Failed(String),
 }
 
+/// Why an attempt got no answer, as a host's HTTP client tells it: each
+/// kind has the words its `last_error_message` begins with, the same from
+/// every host (the Rust server, the C server, the WASM builds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The host name did not resolve.
+    Resolve,
+    /// The host name resolved to no address at all.
+    NoAddress,
+    /// No connection was made to any address.
+    Connect,
+    /// The TLS handshake failed (the certificate, most often).
+    Tls,
+    /// The host cannot be a TLS server name.
+    TlsName,
+    /// The connection failed once made (reset, closed, a malformed answer).
+    Connection,
+    /// A kept connection failed and a new one did too, before the request
+    /// left.
+    BeforeSending,
+    /// The host's client could not build the request.
+    Build,
+    /// The request failed and the client does not say at which step
+    /// (`fetch`).
+    Request,
+    /// The receiver answered a redirect the client hid (a browser's opaque
+    /// answer).
+    HiddenRedirect,
+    /// The address could not be checked against the policy.
+    AddressCheck,
+}
+
+impl Failure {
+    /// Every kind, in the C ABI's order (`botspace_webhook_failure`).
+    pub const ALL: [Failure; 11] = [
+        Failure::Resolve,
+        Failure::NoAddress,
+        Failure::Connect,
+        Failure::Tls,
+        Failure::TlsName,
+        Failure::Connection,
+        Failure::BeforeSending,
+        Failure::Build,
+        Failure::Request,
+        Failure::HiddenRedirect,
+        Failure::AddressCheck,
+    ];
+
+    /// The words of the kind: the whole message without a detail; with
+    /// one, what precedes `": "` and the detail.
+    pub fn words(self) -> &'static str {
+        match self {
+            Failure::Resolve => "the host name did not resolve",
+            Failure::NoAddress => "the host name has no address",
+            Failure::Connect => "could not connect",
+            Failure::Tls => "TLS failed",
+            Failure::TlsName => "the host is not a valid TLS server name",
+            Failure::Connection => "the connection failed",
+            Failure::BeforeSending => "the connection failed before the request was sent",
+            Failure::Build => "could not build the request",
+            Failure::Request => "the request failed",
+            Failure::HiddenRedirect => "the receiver answered a redirect, which is not followed",
+            Failure::AddressCheck => "the address could not be checked",
+        }
+    }
+
+    /// The kind's name in the WASM API (`webhookFailure`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Failure::Resolve => "resolve",
+            Failure::NoAddress => "no_address",
+            Failure::Connect => "connect",
+            Failure::Tls => "tls",
+            Failure::TlsName => "tls_name",
+            Failure::Connection => "connection",
+            Failure::BeforeSending => "before_sending",
+            Failure::Build => "build",
+            Failure::Request => "request",
+            Failure::HiddenRedirect => "hidden_redirect",
+            Failure::AddressCheck => "address_check",
+        }
+    }
+
+    /// The kind named `name` ([`Failure::name`]).
+    pub fn from_name(name: &str) -> Option<Failure> {
+        Failure::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The message recorded for `getWebhookInfo`: the words, then
+    /// `": "` and `detail` (what the host's client said) when there is one.
+    pub fn message(self, detail: Option<&str>) -> String {
+        match detail {
+            Some(d) => format!("{}: {d}", self.words()),
+            None => self.words().to_string(),
+        }
+    }
+}
+
+impl Outcome {
+    /// No answer, for `kind`'s reason, with what the host's client said.
+    pub fn failed(kind: Failure, detail: impl std::fmt::Display) -> Outcome {
+        Outcome::Failed(kind.message(Some(&detail.to_string())))
+    }
+
+    /// No answer, for `kind`'s reason, with nothing more to say.
+    pub fn failed_plainly(kind: Failure) -> Outcome {
+        Outcome::Failed(kind.message(None))
+    }
+}
+
 /// What the host reports of the bot's webhook (`getWebhookInfo`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Status {
@@ -668,5 +778,16 @@ mod tests {
         assert_eq!(s.take_cursor_write(), None, "the notice is not delivered yet");
         s.handle_outcome(9, ok(), 0, 0);
         assert_eq!(s.take_cursor_write(), Some(10));
+    }
+
+    #[test]
+    fn a_failure_is_its_words_then_the_detail() {
+        assert_eq!(Outcome::failed(Failure::Tls, "bad cert"), Outcome::Failed("TLS failed: bad cert".into()));
+        assert_eq!(Outcome::failed(Failure::Connect, ""), Outcome::Failed("could not connect: ".into()));
+        assert_eq!(Outcome::failed_plainly(Failure::NoAddress), Outcome::Failed("the host name has no address".into()));
+        for kind in Failure::ALL {
+            assert_eq!(Failure::from_name(kind.name()), Some(kind));
+        }
+        assert_eq!(Failure::from_name("TLS"), None);
     }
 }

@@ -2249,6 +2249,41 @@ static void test_webhooks(void) {
     req = poll_one(s, now, &p);
     CHECK(req && p.attempt == 3, "poll_webhook: the third attempt");
     if (req) {
+        /* A failure of a kind: the library words it. */
+        wanted = true;
+        CHECK(botspace_service_webhook_report_failure(NULL, p.id, BOTSPACE_WEBHOOK_FAILURE_TLS, "x", now, &wanted) ==
+                      BOTSPACE_STATUS_NULL_ARGUMENT &&
+                  wanted,
+              "report_failure: NULL service (output untouched)");
+        CHECK(botspace_service_webhook_report_failure(s, p.id, 11, "x", now, &wanted) == BOTSPACE_STATUS_INVALID_ARGUMENT &&
+                  strcmp(last_error(), "kind 11 is not a botspace_webhook_failure (0..=10)") == 0 && wanted,
+              "report_failure: an unknown kind (output untouched)");
+        CHECK(botspace_service_webhook_report_failure(s, p.id, BOTSPACE_WEBHOOK_FAILURE_TLS, "certificate expired", now,
+                                                      NULL) == BOTSPACE_STATUS_OK,
+              "report_failure: TLS");
+        botspace_webhook_request_free(&req);
+        now = next_due(s, now);
+        info = webhook_info(s, &w);
+        CHECK(info_is(info, "last_error_message", "TLS failed: certificate expired"),
+              "getWebhookInfo: the kind's words, then the detail");
+        json_free(info);
+        req = poll_one(s, now, &p);
+        CHECK(req && p.attempt == 4, "poll_webhook: the fourth attempt");
+    }
+    if (req) {
+        /* No detail: the words alone. */
+        CHECK(botspace_service_webhook_report_failure(s, p.id, BOTSPACE_WEBHOOK_FAILURE_BUILD, NULL, now, NULL) ==
+                  BOTSPACE_STATUS_OK,
+              "report_failure: no detail");
+        botspace_webhook_request_free(&req);
+        now = next_due(s, now);
+        info = webhook_info(s, &w);
+        CHECK(info_is(info, "last_error_message", "could not build the request"), "getWebhookInfo: the words alone");
+        json_free(info);
+        req = poll_one(s, now, &p);
+        CHECK(req && p.attempt == 5, "poll_webhook: the fifth attempt");
+    }
+    if (req) {
         /* No answer in time, then 204: delivered, nothing waits. */
         CHECK(botspace_service_webhook_outcome(s, p.id, 0, NULL, NULL, true, now) == BOTSPACE_STATUS_OK, "outcome: timed out");
         botspace_webhook_request_free(&req);
@@ -2257,7 +2292,7 @@ static void test_webhooks(void) {
         CHECK(info_is(info, "last_error_message", "no answer within 10 s"), "getWebhookInfo: the time-out");
         json_free(info);
         req = poll_one(s, now, &p);
-        CHECK(req && p.attempt == 4, "poll_webhook: the fourth attempt");
+        CHECK(req && p.attempt == 6, "poll_webhook: the sixth attempt");
         if (req) CHECK(botspace_service_webhook_outcome(s, p.id, 204, NULL, NULL, false, now) == BOTSPACE_STATUS_OK, "outcome: 204");
         botspace_webhook_request_free(&req);
     }

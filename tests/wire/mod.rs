@@ -35,6 +35,42 @@ pub const HEARTBEAT_MS: u64 = 41_250;
 /// How long a test waits for any single thing before it fails.
 pub const WAIT: Duration = Duration::from_secs(20);
 
+/// Each scenario as a test against both servers, in modules `rust`
+/// (`examples/server.rs`) and `c` (`examples/c-server`), under its own
+/// name. A scenario is called with what it takes: `both` and `c_only` get
+/// the start function (`Server::start_rust_with`, `Server::start_c_with`),
+/// `binary` the server's binary, `on_binary` (also the bare list) and the
+/// one-server `rust_on_binary` and `c_on_binary` a reference to it.
+/// A test file takes it with `#[macro_use] mod wire;`.
+#[allow(unused_macros)]
+macro_rules! servers {
+    ($($name:ident),* $(,)?) => {
+        servers! { on_binary: [$($name),*], }
+    };
+    (
+        $(both: [$($both:ident),* $(,)?],)?
+        $(c_only: [$($c_start:ident),* $(,)?],)?
+        $(binary: [$($bin:ident),* $(,)?],)?
+        $(on_binary: [$($on:ident),* $(,)?],)?
+        $(rust_on_binary: [$($r_on:ident),* $(,)?],)?
+        $(c_on_binary: [$($c_on:ident),* $(,)?],)?
+    ) => {
+        mod rust {
+            $($(#[test] fn $both() { super::$both(super::Server::start_rust_with) })*)?
+            $($(#[test] fn $bin() { super::$bin(super::example_binary()) })*)?
+            $($(#[test] fn $on() { super::$on(&super::example_binary()) })*)?
+            $($(#[test] fn $r_on() { super::$r_on(&super::example_binary()) })*)?
+        }
+        mod c {
+            $($(#[test] fn $both() { super::$both(super::Server::start_c_with) })*)?
+            $($(#[test] fn $c_start() { super::$c_start(super::Server::start_c_with) })*)?
+            $($(#[test] fn $bin() { super::$bin(super::c_binary()) })*)?
+            $($(#[test] fn $on() { super::$on(&super::c_binary()) })*)?
+            $($(#[test] fn $c_on() { super::$c_on(&super::c_binary()) })*)?
+        }
+    };
+}
+
 // ---------------------------------------------------------------------------
 // The server process
 

@@ -196,12 +196,12 @@ async function fetchSendWebhook(req, { signal }) {
     res = await fetch(req.url, { method: 'POST', headers: req.headers, body: req.body, redirect: 'manual', signal });
   } catch (e) {
     if (signal.aborted) throw e;
-    return { failed: `the request failed: ${e?.message ?? e}` };
+    return { failure: 'request', detail: `${e?.message ?? e}` };
   }
   // Only the status and Retry-After are used: the body is never read.
   res.body?.cancel().catch(() => {});
   // A browser hides a redirect it did not follow (an opaque answer, status 0).
-  if (res.status === 0) return { failed: 'the receiver answered a redirect, which is not followed' };
+  if (res.status === 0) return { failure: 'hidden_redirect' };
   return { status: res.status, retryAfter: res.headers.get('retry-after') };
 }
 
@@ -678,12 +678,15 @@ export class Service {
 
   /**
    * What became of webhook delivery `id`: `{status, retryAfter}` (the
-   * `Retry-After` header as received, or null), `{timedOut: true}` or
-   * `{failed: message}`. Throws a TypeError for anything else.
+   * `Retry-After` header as received, or null), `{timedOut: true}`,
+   * `{failed: message}` or `{failure: kind, detail}` (the core words the
+   * message: `WebhookFailure`). Throws a TypeError for anything else.
    */
   webhookOutcome(id, outcome, nowMs = this.nowMs()) {
     if (!guard(() => this.#live().webhookOutcome(id, outcome, nowMs))) {
-      throw new TypeError('webhookOutcome takes a delivery id and {status, retryAfter}, {timedOut: true} or {failed: message}');
+      throw new TypeError(
+        'webhookOutcome takes a delivery id and {status, retryAfter}, {timedOut: true}, {failed: message} or {failure: kind, detail}',
+      );
     }
   }
 
@@ -761,17 +764,18 @@ export class Service {
     const ctrl = new AbortController();
     const timer = setTimeout(() => ctrl.abort(), Math.max(0, Math.min(req.deadline - this.nowMs(), 2 ** 31 - 1)));
     // Called from the sender's resolver callback: it must not throw (a
-    // freed Service, a poisoned module).
+    // freed Service, a poisoned module). `null`, or the outcome to report.
     const addressAllowed = (ip) => {
       try {
-        return this.webhookAddressAllowed(ip);
+        const refusal = this.webhookAddressAllowed(ip);
+        return refusal === null ? null : { failed: refusal };
       } catch (e) {
-        return `the address could not be checked: ${e?.message ?? e}`;
+        return { failure: 'address_check', detail: `${e?.message ?? e}` };
       }
     };
     const promise = Promise.resolve()
       .then(() => sendWebhook(req, { signal: ctrl.signal, addressAllowed }))
-      .catch((e) => ({ failed: `the request failed: ${e?.message ?? e}` }))
+      .catch((e) => ({ failure: 'request', detail: `${e?.message ?? e}` }))
       .then((outcome) => {
         clearTimeout(timer);
         // An answer that came in time counts; anything cut by the deadline is a time-out.

@@ -5,8 +5,8 @@
 // wasm-bindgen output (botspace.d.ts, typescript_custom_section in
 // wasm/src/imp.rs).
 
-import type { CloseReason, ErrorCode, EventKind, GatewayEvent, GatewayOutput, RequestHead, WebhookOutcome, WebhookRequest } from './botspace.js';
-export type { CloseReason, ErrorCode, EventKind, GatewayEvent, GatewayOutput, RequestHead, WebhookOutcome, WebhookRequest };
+import type { CloseReason, ErrorCode, EventKind, GatewayEvent, GatewayOutput, RequestHead, WebhookFailure, WebhookOutcome, WebhookRequest } from './botspace.js';
+export type { CloseReason, ErrorCode, EventKind, GatewayEvent, GatewayOutput, RequestHead, WebhookFailure, WebhookOutcome, WebhookRequest };
 
 /** Rate: `count` requests per `period_ms`, up to `burst` at once. */
 export interface Rate {

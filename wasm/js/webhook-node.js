@@ -8,27 +8,34 @@ import dns from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 
-/** The error a refused address ends the attempt with. */
-class AddressRefused extends Error {}
+/** The error a refused address ends the attempt with; `outcome` is reported. */
+class AddressRefused extends Error {
+  constructor(outcome) {
+    super(outcome.failed ?? outcome.failure);
+    this.outcome = outcome;
+  }
+}
 
 /**
  * Sends one delivery (`WebhookRequest` of the core) and resolves to its
- * outcome: `{status, retryAfter}` or `{failed: message}`. `signal` aborts
- * it at the deadline (the caller reports the time-out).
+ * outcome: `{status, retryAfter}`, `{failed: message}` or `{failure: kind,
+ * detail}` (the core words it). `addressAllowed(ip)` gives `null` or the
+ * outcome of a refused address. `signal` aborts it at the deadline (the
+ * caller reports the time-out).
  */
 export function nodeSendWebhook(req, { addressAllowed, signal }) {
   const t = req.target;
   if (t.literal !== null) {
     // No lookup happens for a literal: check it here.
     const refused = addressAllowed(t.literal);
-    if (refused) return Promise.resolve({ failed: refused });
+    if (refused) return Promise.resolve(refused);
   }
   const lookup = (hostname, options, callback) => {
     dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
       if (err) return callback(err);
       const allowed = addresses.filter((a) => addressAllowed(a.address) === null);
       if (allowed.length === 0) {
-        const why = addresses.length ? addressAllowed(addresses[0].address) : 'the host name has no address';
+        const why = addresses.length ? addressAllowed(addresses[0].address) : { failure: 'no_address' };
         return callback(new AddressRefused(why));
       }
       if (options.all) callback(null, allowed);
@@ -66,24 +73,25 @@ export function nodeSendWebhook(req, { addressAllowed, signal }) {
         s.once('secureConnect', () => (handshaking = false));
       });
     }
-    r.on('error', (e) => resolve({ failed: describe(e, handshaking) }));
+    r.on('error', (e) => resolve(describe(e, handshaking)));
     r.end(body);
   });
 }
 
+/** The outcome of a request that failed with `e`: its kind, worded by the core. */
 function describe(e, handshaking) {
-  if (e instanceof AddressRefused) return e.message;
+  if (e instanceof AddressRefused) return e.outcome;
   // OpenSSL's verification codes (UNABLE_TO_VERIFY_LEAF_SIGNATURE,
   // DEPTH_ZERO_SELF_SIGNED_CERT, ...) have no common prefix.
-  if (handshaking) return `TLS failed: ${e.message}`;
+  if (handshaking) return { failure: 'tls', detail: `${e.message}` };
   if (e?.code === 'ENOTFOUND' || e?.code === 'EAI_AGAIN' || e?.code === 'ENODATA') {
-    return `the host name did not resolve: ${e.message}`;
+    return { failure: 'resolve', detail: `${e.message}` };
   }
   if (e?.code === 'ECONNREFUSED' || e?.code === 'EHOSTUNREACH' || e?.code === 'ENETUNREACH' || e?.code === 'ETIMEDOUT') {
-    return `could not connect: ${e.message}`;
+    return { failure: 'connect', detail: `${e.message}` };
   }
   if (typeof e?.code === 'string' && (e.code.startsWith('ERR_TLS') || e.code.startsWith('ERR_SSL') || /CERT|SELF_SIGNED/.test(e.code))) {
-    return `TLS failed: ${e.message}`;
+    return { failure: 'tls', detail: `${e.message}` };
   }
-  return `the connection failed: ${e?.message ?? e}`;
+  return { failure: 'connection', detail: `${e?.message ?? e}` };
 }

@@ -177,11 +177,26 @@ export type WebhookRequest = {
   attempt: number;
 };
 
-/** What became of a webhook delivery: the receiver's status (and its `Retry-After` header as received), no answer by the deadline, or no answer at all (the text says why). */
+/** What became of a webhook delivery: the receiver's status (and its `Retry-After` header as received), no answer by the deadline, or no answer at all: the text says why, or the kind of failure does (the core words it, followed by `: ` and `detail` when given). */
 export type WebhookOutcome =
   | { status: number; retryAfter?: string | null }
   | { timedOut: true }
-  | { failed: string };
+  | { failed: string }
+  | { failure: WebhookFailure; detail?: string };
+
+/** Why a webhook delivery got no answer; the core has the words of each. */
+export type WebhookFailure =
+  | 'resolve'
+  | 'no_address'
+  | 'connect'
+  | 'tls'
+  | 'tls_name'
+  | 'connection'
+  | 'before_sending'
+  | 'build'
+  | 'request'
+  | 'hidden_redirect'
+  | 'address_check';
 
 /** The `type` of an event in the logs (gateway events and getUpdates). */
 export type EventKind =
@@ -587,8 +602,9 @@ impl RawService {
 
     /// What became of webhook delivery `id`, at `now_ms`: `{status,
     /// retryAfter}` (the header's text, read by the core), `{timedOut:
-    /// true}` or `{failed: message}`. Returns false, changing nothing, for
-    /// anything else (the JS class throws a TypeError then).
+    /// true}`, `{failed: message}` or `{failure: kind, detail}` (the core
+    /// words the message). Returns false, changing nothing, for anything
+    /// else (the JS class throws a TypeError then).
     #[wasm_bindgen(js_name = webhookOutcome)]
     pub fn webhook_outcome(
         &self,
@@ -612,6 +628,12 @@ impl RawService {
             botspace::webhook::Outcome::TimedOut
         } else if let Some(m) = get("failed").as_string() {
             botspace::webhook::Outcome::Failed(m)
+        } else if let Some(kind) = get("failure").as_string() {
+            let Some(kind) = botspace::webhook::Failure::from_name(&kind) else { return false };
+            match get("detail").as_string() {
+                Some(d) => botspace::webhook::Outcome::failed(kind, d),
+                None => botspace::webhook::Outcome::failed_plainly(kind),
+            }
         } else {
             return false;
         };

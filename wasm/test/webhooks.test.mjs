@@ -298,9 +298,19 @@ test('the four calls for hosts that send deliveries themselves (webhooks: false)
     w.svc.webhookOutcome(third.id, { failed: 'could not connect: refused' }, now + 40_001);
     assert.equal(w.svc.pollWebhook(now + 40_100), null);
     assert.equal(w.info().last_error_message, 'could not connect: refused');
+    // A failure of a kind: the core words it, then the detail if any.
     const fourth = w.svc.pollWebhook(now + 100_000);
-    w.svc.webhookOutcome(fourth.id, { status: 204, retryAfter: null }, now + 100_001);
+    assert.throws(() => w.svc.webhookOutcome(fourth.id, { failure: 'nope', detail: 'x' }), TypeError);
+    w.svc.webhookOutcome(fourth.id, { failure: 'tls', detail: 'certificate expired' }, now + 100_001);
     assert.equal(w.svc.pollWebhook(now + 100_100), null);
+    assert.equal(w.info().last_error_message, 'TLS failed: certificate expired');
+    const fifth = w.svc.pollWebhook(now + 200_000);
+    w.svc.webhookOutcome(fifth.id, { failure: 'no_address' }, now + 200_001);
+    assert.equal(w.svc.pollWebhook(now + 200_100), null);
+    assert.equal(w.info().last_error_message, 'the host name has no address');
+    const sixth = w.svc.pollWebhook(now + 300_000);
+    w.svc.webhookOutcome(sixth.id, { status: 204, retryAfter: null }, now + 300_001);
+    assert.equal(w.svc.pollWebhook(now + 300_100), null);
     assert.equal(w.info().pending_update_count, 0);
     await assert.rejects(w.svc.deliverWebhooks(), (e) => e.code === 'invalid_state');
   } finally {

@@ -2037,13 +2037,100 @@ pub unsafe extern "C" fn botspace_service_webhook_report(
                 }
             }
         };
-        // SAFETY: a live handle.
-        let wanted = unsafe { (*service).svc.webhook_outcome(id, outcome, now_ms) };
-        if !out_store_wanted.is_null() {
-            // SAFETY: non-NULL, writable as documented.
-            unsafe { *out_store_wanted = wanted };
-        }
-        botspace_status::Ok
+        // SAFETY: a live handle; `out_store_wanted` as documented.
+        unsafe { record_outcome(service, id, outcome, now_ms, out_store_wanted) }
+    })
+}
+
+/// Hands `outcome` to the service and writes `*out_store_wanted` when it
+/// is not NULL.
+///
+/// # Safety
+/// `service` must be a live handle; `out_store_wanted` NULL or writable.
+unsafe fn record_outcome(
+    service: *const botspace_service,
+    id: u64,
+    outcome: botspace::webhook::Outcome,
+    now_ms: u64,
+    out_store_wanted: *mut bool,
+) -> botspace_status {
+    // SAFETY: a live handle.
+    let wanted = unsafe { (*service).svc.webhook_outcome(id, outcome, now_ms) };
+    if !out_store_wanted.is_null() {
+        // SAFETY: non-NULL, writable as documented.
+        unsafe { *out_store_wanted = wanted };
+    }
+    botspace_status::Ok
+}
+
+/// Why a webhook attempt got no answer
+/// (`botspace_service_webhook_report_failure`): the library words the
+/// message, the same as every other host's.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum botspace_webhook_failure {
+    /// The host name did not resolve.
+    Resolve = 0,
+    /// The host name resolved to no address at all.
+    NoAddress = 1,
+    /// No connection was made to any address.
+    Connect = 2,
+    /// The TLS handshake failed (the certificate, most often).
+    Tls = 3,
+    /// The host cannot be a TLS server name.
+    TlsName = 4,
+    /// The connection failed once made (reset, closed, a malformed answer).
+    Connection = 5,
+    /// A kept connection failed and a new one did too, before the request
+    /// left.
+    BeforeSending = 6,
+    /// The host's client could not build the request.
+    Build = 7,
+    /// The request failed and the client does not say at which step.
+    Request = 8,
+    /// The receiver answered a redirect the client hid.
+    HiddenRedirect = 9,
+    /// The address could not be checked against the policy.
+    AddressCheck = 10,
+}
+
+/// Reports that webhook request `id` got no answer, at `now_ms`, for the
+/// reason `kind` (a `botspace_webhook_failure` value): the library records
+/// the kind's words for `getWebhookInfo`, followed by ": " and `detail`
+/// (what the host's HTTP client said; UTF-8, invalid bytes are replaced)
+/// when `detail` is not NULL. E.g. `BOTSPACE_WEBHOOK_FAILURE_TLS` with
+/// "certificate expired" records "TLS failed: certificate expired". Returns
+/// `BOTSPACE_STATUS_INVALID_ARGUMENT` for an unknown `kind`; otherwise as
+/// `botspace_service_webhook_report`. Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle; `detail` NULL or a NUL-terminated
+/// string; `out_store_wanted` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_webhook_report_failure(
+    service: *const botspace_service,
+    id: u64,
+    kind: u32,
+    detail: *const c_char,
+    now_ms: u64,
+    out_store_wanted: *mut bool,
+) -> botspace_status {
+    use botspace::webhook::{Failure, Outcome};
+    ffi_boundary!({
+        non_null!(service, "service");
+        let Some(kind) = Failure::ALL.get(kind as usize).copied() else {
+            return fail(
+                botspace_status::InvalidArgument,
+                format!("kind {kind} is not a botspace_webhook_failure (0..={})", Failure::ALL.len() - 1),
+            );
+        };
+        // SAFETY: as documented above.
+        let outcome = match unsafe { opt_c_str(detail) } {
+            Some(d) => Outcome::failed(kind, String::from_utf8_lossy(d)),
+            None => Outcome::failed_plainly(kind),
+        };
+        // SAFETY: a live handle; `out_store_wanted` as documented.
+        unsafe { record_outcome(service, id, outcome, now_ms, out_store_wanted) }
     })
 }
 
@@ -2799,6 +2886,31 @@ mod tests {
     use super::*;
 
     const CFG: &[u8] = br#"{"admin_secret":"test-admin-secret-0001","clock":"manual"}"#;
+
+    /// Each `botspace_webhook_failure` value is the index of the same kind
+    /// in the core's `Failure::ALL`, which the C call reads.
+    #[test]
+    fn webhook_failure_values_are_the_core_order() {
+        use botspace::webhook::Failure;
+        use botspace_webhook_failure as C;
+        let pairs = [
+            (C::Resolve, Failure::Resolve),
+            (C::NoAddress, Failure::NoAddress),
+            (C::Connect, Failure::Connect),
+            (C::Tls, Failure::Tls),
+            (C::TlsName, Failure::TlsName),
+            (C::Connection, Failure::Connection),
+            (C::BeforeSending, Failure::BeforeSending),
+            (C::Build, Failure::Build),
+            (C::Request, Failure::Request),
+            (C::HiddenRedirect, Failure::HiddenRedirect),
+            (C::AddressCheck, Failure::AddressCheck),
+        ];
+        assert_eq!(pairs.len(), Failure::ALL.len());
+        for (c, core) in pairs {
+            assert_eq!(Failure::ALL[c as usize], core);
+        }
+    }
 
     /// The C calls give the library's line and level; a level outside 0..=3
     /// is InvalidArgument with nothing written.

@@ -4,7 +4,7 @@
 //! reports the outcome. It runs while the app lives: woken by the
 //! service's wake hook, by an outcome, or at [`Service::webhook_timeout`].
 
-use botspace::webhook::{Outcome, WebhookRequest};
+use botspace::webhook::{Failure, Outcome, WebhookRequest};
 use botspace::Service;
 use botspace::WebhookPoll;
 use bytes::Bytes;
@@ -180,7 +180,7 @@ async fn send(svc: &Service, tls: &Arc<rustls::ClientConfig>, pool: &Pool, req: 
             }
             outcome
         }
-        Err(Reused) => Outcome::Failed("the connection failed before the request was sent".into()),
+        Err(Reused) => Outcome::failed_plainly(Failure::BeforeSending),
     }
 }
 
@@ -200,14 +200,14 @@ async fn connect(
         Some(ip) => vec![SocketAddr::new(*ip, t.port)],
         None => match tokio::net::lookup_host((t.host.as_str(), t.port)).await {
             Ok(a) => a.collect(),
-            Err(e) => return Err(Outcome::Failed(format!("the host name did not resolve: {e}"))),
+            Err(e) => return Err(Outcome::failed(Failure::Resolve, e)),
         },
     };
     let mut refused = None;
     let mut stream = None;
     for addr in addrs {
         if let Err(class) = svc.webhook_address_allowed(addr.ip()) {
-            refused = Some(class.delivery_refusal());
+            refused = Some(Outcome::Failed(class.delivery_refusal()));
             continue;
         }
         match TcpStream::connect(addr).await {
@@ -215,21 +215,21 @@ async fn connect(
                 stream = Some(s);
                 break;
             }
-            Err(e) => refused = Some(format!("could not connect: {e}")),
+            Err(e) => refused = Some(Outcome::failed(Failure::Connect, e)),
         }
     }
     let Some(stream) = stream else {
-        return Err(Outcome::Failed(refused.unwrap_or_else(|| "the host name has no address".into())));
+        return Err(refused.unwrap_or_else(|| Outcome::failed_plainly(Failure::NoAddress)));
     };
     let _ = stream.set_nodelay(true);
     if t.https {
         let name = match rustls::pki_types::ServerName::try_from(t.host.clone()) {
             Ok(n) => n,
-            Err(_) => return Err(Outcome::Failed("the host is not a valid TLS server name".into())),
+            Err(_) => return Err(Outcome::failed_plainly(Failure::TlsName)),
         };
         match tokio_rustls::TlsConnector::from(tls.clone()).connect(name, stream).await {
             Ok(s) => handshake(TokioIo::new(s)).await,
-            Err(e) => Err(Outcome::Failed(format!("TLS failed: {e}"))),
+            Err(e) => Err(Outcome::failed(Failure::Tls, e)),
         }
     } else {
         handshake(TokioIo::new(stream)).await
@@ -246,7 +246,7 @@ where
             tokio::spawn(conn);
             Ok(send)
         }
-        Err(e) => Err(Outcome::Failed(format!("could not connect: {e}"))),
+        Err(e) => Err(Outcome::failed(Failure::Connect, e)),
     }
 }
 
@@ -270,7 +270,7 @@ async fn exchange(
     }
     let request = match builder.body(Full::new(Bytes::from(req.attempt.body.clone()))) {
         Ok(r) => r,
-        Err(e) => return Ok((Outcome::Failed(format!("could not build the request: {e}")), None)),
+        Err(e) => return Ok((Outcome::failed(Failure::Build, e), None)),
     };
     match conn.send_request(request).await {
         Ok(resp) => {
@@ -290,6 +290,6 @@ async fn exchange(
         // tried again on a new one (at worst a duplicate, which the
         // webhook-id lets the receiver drop).
         Err(_) if reused => Err(Reused),
-        Err(e) => Ok((Outcome::Failed(format!("the connection failed: {e}")), None)),
+        Err(e) => Ok((Outcome::failed(Failure::Connection, e), None)),
     }
 }

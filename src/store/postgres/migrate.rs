@@ -2,7 +2,8 @@
 //! starts first.
 
 use super::conn::PgConn;
-use crate::store::error::{StorageError, StoreResult};
+use crate::store::error::StoreResult;
+use crate::store::schema;
 
 /// Schema migrations, applied in order, versioned like SQLite's
 /// (`botspace_schema.version` plays `PRAGMA user_version`). Never edit a
@@ -163,7 +164,6 @@ impl PgConn {
     /// Applies what is missing of [`MIGRATIONS`] under an advisory lock, so
     /// nodes starting together migrate once.
     pub(super) fn migrate(&self) -> StoreResult<()> {
-        let supported = MIGRATIONS.len() as i64;
         self.with(|rt, c| {
             rt.block_on(async {
                 let r: Result<StoreResult<()>, postgres::Error> = async {
@@ -180,22 +180,8 @@ impl PgConn {
                             0
                         }
                     };
-                    if version > supported {
-                        return Ok(Err(StorageError::TooNew { found: version, supported }));
-                    }
-                    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-                        c.batch_execute(sql).await?;
-                        if *sql == crate::store::schema::HANDLE_KEYS {
-                            let rows = c.query(crate::store::schema::EXISTING_HANDLES, &[]).await?;
-                            let bots: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-                            let (claims, unclaimed) = crate::store::schema::claim_keys(&bots);
-                            let set = c.prepare("UPDATE bots SET handle_key = $1 WHERE id = $2").await?;
-                            for (id, key) in claims {
-                                c.execute(&set, &[&key, &id]).await?;
-                            }
-                            crate::store::schema::report_unclaimed(&unclaimed);
-                        }
-                        c.execute("UPDATE botspace_schema SET version = $1", &[&(i as i64 + 1)]).await?;
+                    if let Err(e) = schema::migrate(&mut Migrator(c), MIGRATIONS, version).await? {
+                        return Ok(Err(e));
                     }
                     c.batch_execute("COMMIT").await?;
                     Ok(Ok(()))
@@ -207,5 +193,37 @@ impl PgConn {
                 r
             })
         })?
+    }
+}
+
+/// PostgreSQL's side of [`schema::migrate`]: every migration in the one
+/// transaction [`PgConn::migrate`] holds, the version in
+/// `botspace_schema`.
+struct Migrator<'c>(&'c tokio_postgres::Client);
+
+impl schema::Migrator for Migrator<'_> {
+    type Error = postgres::Error;
+
+    async fn execute(&mut self, sql: &str) -> Result<(), postgres::Error> {
+        self.0.batch_execute(sql).await
+    }
+
+    async fn existing_handles(&mut self) -> Result<Vec<(String, String)>, postgres::Error> {
+        let rows = self.0.query(schema::EXISTING_HANDLES, &[]).await?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    async fn set_handle_keys(&mut self, claims: &[(&str, String)]) -> Result<(), postgres::Error> {
+        let set = self.0.prepare("UPDATE bots SET handle_key = $1 WHERE id = $2").await?;
+        for (id, key) in claims {
+            let (id, key): (&str, &str) = (id, key);
+            self.0.execute(&set, &[&key, &id]).await?;
+        }
+        Ok(())
+    }
+
+    async fn set_version(&mut self, version: i64) -> Result<(), postgres::Error> {
+        self.0.execute("UPDATE botspace_schema SET version = $1", &[&version]).await?;
+        Ok(())
     }
 }
