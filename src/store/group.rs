@@ -34,8 +34,13 @@ pub fn read(
     send_to: &[&str],
     ahead: &mut Ahead,
 ) -> StoreResult<Vec<Option<(Bot, ChatPrefetch)>>> {
-    let mut runs: Vec<(&str, Vec<Val<'_>>)> =
-        keys.iter().map(|(h, c)| (bots::BOT_WITH_CHAT, vec![Val::Blob(&h[..]), Val::Text(c)])).collect();
+    // On a database server one statement reads every bot and chat.
+    let many = (conn.dialect() == super::Dialect::Postgres).then(|| keys_json(keys));
+    let mut runs: Vec<(&str, Vec<Val<'_>>)> = match &many {
+        Some(json) => vec![(bots::BOTS_WITH_CHATS, vec![Val::Text(json)])],
+        None => keys.iter().map(|(h, c)| (bots::BOT_WITH_CHAT, vec![Val::Blob(&h[..]), Val::Text(c)])).collect(),
+    };
+    let lookups = runs.len();
     let mut chats: Vec<&str> = send_to.iter().copied().filter(|c| messages::lockable(c)).collect();
     chats.sort_unstable();
     chats.dedup();
@@ -45,10 +50,18 @@ pub fn read(
     }
     let mut found: Vec<Option<(Bot, ChatPrefetch)>> = keys.iter().map(|_| None).collect();
     let mut held = Vec::new();
-    conn.query_pipelined(&runs, |i, r| {
-        match keys.get(i) {
-            Some((_, chat)) => found[i] = Some(bots::bot_with_chat(r, chat)?),
-            None => held.push((r.get::<String>(0)?, r.get::<i64>(1)?)),
+    conn.query_pipelined(&runs, |run, r| {
+        if run >= lookups {
+            held.push((r.get::<String>(0)?, r.get::<i64>(1)?));
+            return Ok(());
+        }
+        // The key a row answers: its run, or its `i` in the one statement.
+        let i = match many {
+            Some(_) => usize::try_from(r.get::<i64>(21)?).map_err(|_| super::StorageError::Type(21))?,
+            None => run,
+        };
+        if let Some((_, chat)) = keys.get(i) {
+            found[i] = Some(bots::bot_with_chat(r, chat)?);
         }
         Ok(())
     })?;
@@ -56,6 +69,19 @@ pub fn read(
         ahead.counters.hold(chat, last);
     }
     Ok(found)
+}
+
+/// `keys` as [`bots::BOTS_WITH_CHATS`] takes them.
+fn keys_json(keys: &[([u8; 32], &str)]) -> String {
+    let rows: Vec<serde_json::Value> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, (h, c))| {
+            let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
+            serde_json::json!({"i": i, "h": hex, "c": c})
+        })
+        .collect();
+    serde_json::Value::Array(rows).to_string()
 }
 
 /// Locks the rate buckets `buckets` (keys from `limits::keys`) and looks

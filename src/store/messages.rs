@@ -55,17 +55,32 @@ const INSERT_COUNTED: &str = "WITH n AS (UPDATE chats SET last_message_id = last
      INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to) \
      SELECT ?1, last_message_id, ?2, ?3, ?4, ?5, ?6 FROM n RETURNING message_id";
 
-/// PostgreSQL: a message numbered in memory (`?7`, see [`Counters`]),
-/// with the chat's counter set to it and the sender bot's chat action
-/// ended, in one statement that waits for the next round trip. It waits
-/// for no other transaction: the chat's row is locked already, and a chat
-/// action another transaction is setting right now is left to it (that
-/// action comes after this message).
-const INSERT_AT: &str = "WITH n AS (UPDATE chats SET last_message_id = ?7 WHERE id = ?1), \
+/// PostgreSQL: messages numbered in memory (see [`Counters`]), a JSON array
+/// of rows (`?1`), with their chats' counters set to the highest and the
+/// sender bots' chat actions ended, in one statement that waits for the
+/// next round trip. It waits for no other transaction: the chats' rows
+/// are locked already, and a chat action another transaction is setting
+/// right now is left to it (that action comes after this message).
+const INSERT_AT: &str = "WITH t AS (SELECT * FROM json_to_recordset(?1::text::json) \
+     AS t(chat text, id bigint, sender text, bot bigint, text text, date bigint, reply bigint)), \
+     n AS (UPDATE chats c SET last_message_id = x.id FROM (SELECT chat, max(id) AS id FROM t GROUP BY chat) x \
+     WHERE c.id = x.chat), \
      a AS (DELETE FROM chat_actions WHERE (chat_id, bot_id) IN (SELECT chat_id, bot_id FROM chat_actions \
-     WHERE chat_id = ?1 AND bot_id = ?2 AND ?3 = 1 FOR UPDATE SKIP LOCKED)) \
+     WHERE (chat_id, bot_id) IN (SELECT chat, sender FROM t WHERE bot = 1) FOR UPDATE SKIP LOCKED)) \
      INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to) \
-     VALUES (?1, ?7, ?2, ?3, ?4, ?5, ?6)";
+     SELECT chat, id, sender, bot, text, date, reply FROM t";
+
+/// A row of [`INSERT_AT`].
+#[derive(serde::Serialize)]
+struct AtRow<'a> {
+    chat: &'a str,
+    id: i64,
+    sender: &'a str,
+    bot: i64,
+    text: &'a str,
+    date: i64,
+    reply: Option<i64>,
+}
 
 /// PostgreSQL: the chats' counters, their rows locked until the
 /// transaction ends, in one order on every node (`?1`: the ids,
@@ -138,10 +153,18 @@ pub fn reserve(conn: &Conn, counters: &mut Counters, m: &NewMessage<'_>) -> Stor
         Numbering::MaxPlusOne => conn.prepare_cached(NEXT_NUMBER)?.query_row([m.chat_id], |r| r.get(0)),
         Numbering::ChatCounter => match counters.take_next(m.chat_id) {
             Some(n) => {
-                conn.prepare_cached(INSERT_AT)?.defer(
-                    params![m.chat_id, m.sender_id, m.sender_is_bot, m.text, m.date, m.reply_to, n],
-                    super::Deferral::on_held_rows("a message was not written"),
-                )?;
+                let row = AtRow {
+                    chat: m.chat_id,
+                    id: n,
+                    sender: m.sender_id,
+                    bot: i64::from(m.sender_is_bot),
+                    text: m.text,
+                    date: m.date,
+                    reply: m.reply_to,
+                };
+                let row = serde_json::to_string(&row)
+                    .map_err(|_| super::StorageError::Inconsistent("a message could not be serialized"))?;
+                conn.defer_row(INSERT_AT, &row, super::Deferral::on_held_rows("a message was not written"))?;
                 Ok(n)
             }
             None => {

@@ -247,6 +247,22 @@ impl Conn {
         }
     }
 
+    /// A deferred write ([`Deferral`]) of one row of `sql`, a statement
+    /// whose one parameter is a JSON array of rows (`row`: a JSON object):
+    /// on a database server the rows queued one after another go out as
+    /// one statement. SQLite runs it now, for this row.
+    pub fn defer_row(&self, sql: &'static str, row: &str, d: Deferral) -> StoreResult<()> {
+        match self {
+            Conn::Sqlite(c) => {
+                let _ = d;
+                c.prepare_cached(sql)?.execute([format!("[{row}]")])?;
+                Ok(())
+            }
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => c.defer_row(sql, row, d),
+        }
+    }
+
     /// Sends now the deferred writes that may wait for another
     /// transaction (see [`Deferral`]): one round trip on a database server
     /// when there are any, nothing otherwise.

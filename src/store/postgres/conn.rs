@@ -324,7 +324,33 @@ impl PgConn {
             self.changes.set(self.changes.get() + expect.unwrap_or(1).max(1));
         }
         let vals = vals.iter().map(OwnedVal::of).collect();
-        self.deferred.borrow_mut().push(Deferred { st: st.clone(), vals, expect, waits, what });
+        self.deferred.borrow_mut().push(Deferred { st: st.clone(), vals, expect, waits, what, rows: None });
+        Ok(())
+    }
+
+    /// [`PgConn::defer`] of one row (`row`, a JSON object) of a statement
+    /// that writes a JSON array of them (its one parameter): rows queued
+    /// one after another go out as one statement. The statement counts no
+    /// rows (`d.expect` is ignored).
+    pub fn defer_row(&self, sql: &'static str, row: &str, d: crate::store::value::Deferral) -> StoreResult<()> {
+        let (st, _) = self.prepare_cached(sql)?;
+        if !self.in_tx.get() {
+            self.execute(&st, &[Val::Text(&format!("[{row}]"))])?;
+            return Ok(());
+        }
+        self.changes.set(self.changes.get() + 1);
+        let mut deferred = self.deferred.borrow_mut();
+        if let Some(last) = deferred.last_mut().filter(|l| l.rows == Some(sql) && l.waits == d.waits) {
+            if let Some(OwnedVal::Text(json)) = last.vals.first_mut() {
+                json.pop();
+                json.push(',');
+                json.push_str(row);
+                json.push(']');
+                return Ok(());
+            }
+        }
+        let vals = vec![OwnedVal::Text(format!("[{row}]"))];
+        deferred.push(Deferred { st, vals, expect: None, waits: d.waits, what: d.what, rows: Some(sql) });
         Ok(())
     }
 
@@ -524,6 +550,9 @@ struct Deferred {
     expect: Option<u64>,
     waits: bool,
     what: &'static str,
+    /// The statement's SQL, when its one parameter is a JSON array of rows
+    /// that later rows of the same statement join ([`PgConn::defer_row`]).
+    rows: Option<&'static str>,
 }
 
 /// Runs a prepared statement: its rows, and how many rows it changed (or
