@@ -358,9 +358,8 @@ fn measure(url: &str, pairs: &[Pair], two: bool, threads: usize, secs: u64, tag:
         assert_eq!(d, *s, "listener {i}: {d} events for {s} messages");
     }
     lat.sort_unstable();
-    let delta = |f: fn(&botspace::CommitStats) -> u64| -> u64 {
-        before.iter().zip(&after).map(|(b, a)| f(a) - f(b)).sum()
-    };
+    let delta =
+        |f: fn(&botspace::CommitStats) -> u64| -> u64 { before.iter().zip(&after).map(|(b, a)| f(a) - f(b)).sum() };
     Measured {
         requests: sent.iter().sum(),
         secs: elapsed,
@@ -376,7 +375,7 @@ fn measure(url: &str, pairs: &[Pair], two: bool, threads: usize, secs: u64, tag:
 /// client to drop it with.
 fn fresh_schema(url: &str) -> (String, String, postgres::Client) {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
-    let schema = format!("pg_nodes_{}_{nanos}", std::process::id());
+    let schema = format!("bench_nodes_{}_{nanos}", std::process::id());
     let mut c = postgres::Client::connect(url, postgres::NoTls)
         .unwrap_or_else(|e| panic!("cannot reach the PostgreSQL server (plain TCP) to make a schema: {e}"));
     c.batch_execute(&format!("CREATE SCHEMA {schema}")).expect("CREATE SCHEMA");
