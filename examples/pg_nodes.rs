@@ -8,7 +8,9 @@
 //! ROUNDS (2), BOTS (64); a `postgres://` argument anywhere names the
 //! server, otherwise `BOTSPACE_TEST_POSTGRES` does (set by
 //! scripts/with-postgres.sh). The run makes a schema of its own there and
-//! drops it at the end, so runs never see each other's rows.
+//! drops it at the end, so runs never see each other's rows. The server
+//! must have `fsync` and `synchronous_commit` on (the run checks), as
+//! scripts/with-postgres.sh's has.
 //!
 //! Setup: BOTS official sender bots (no rate limits), each in a group of
 //! its own with a listener bot, so every message gives exactly one bot one
@@ -32,8 +34,9 @@
 //! one, two, ...) for ROUNDS; the table holds the best round of each
 //! (mode, threads) by requests/s. Round trips (PostgreSQL) per group and
 //! per request are `Service::commit_stats` deltas over the clients' time,
-//! summed over the node(s): they include what the sessions' reads, acks
-//! and checks cost in that time.
+//! summed over the node(s): every statement on a node's connections, so
+//! the sessions' event reads, acks and row checks in that time count too
+//! (the listening connection's traffic does not).
 
 use botspace::{Config, GatewayOutput, GatewaySession, Service};
 use std::collections::HashMap;
@@ -378,6 +381,11 @@ fn fresh_schema(url: &str) -> (String, String, postgres::Client) {
     let schema = format!("bench_nodes_{}_{nanos}", std::process::id());
     let mut c = postgres::Client::connect(url, postgres::NoTls)
         .unwrap_or_else(|e| panic!("cannot reach the PostgreSQL server (plain TCP) to make a schema: {e}"));
+    // Durable means what it says: every commit waits for its WAL flush.
+    for setting in ["fsync", "synchronous_commit"] {
+        let v: String = c.query_one(&format!("SHOW {setting}"), &[]).expect("SHOW").get(0);
+        assert_eq!(v, "on", "the server must run with {setting} = on for durable figures");
+    }
     c.batch_execute(&format!("CREATE SCHEMA {schema}")).expect("CREATE SCHEMA");
     let sep = if url.contains('?') { '&' } else { '?' };
     (format!("{url}{sep}options=-c%20search_path%3D{schema}"), schema, c)
