@@ -24,13 +24,20 @@ impl Service {
 
     /// [`Service::handle_batch`] of either kind of request.
     pub(crate) fn handle_inputs(&self, requests: &[Input<'_>]) -> Vec<Vec<u8>> {
+        self.handle_inputs_as(requests, false)
+    }
+
+    /// [`Service::handle_inputs`]; `group`: the requests arrived
+    /// concurrently (a host's own grouping), so on a shared store they may
+    /// run in lock order, as the core's group commit runs its groups.
+    pub(crate) fn handle_inputs_as(&self, requests: &[Input<'_>], group: bool) -> Vec<Vec<u8>> {
         // The operations paths take no transaction (readiness takes the
         // lock itself): each is answered alone, the others as one batch.
         if requests.iter().any(|r| is_ops(*r)) {
             let (ops, rest): (Vec<usize>, Vec<usize>) = (0..requests.len()).partition(|&i| is_ops(requests[i]));
             let batch: Vec<Input<'_>> = rest.iter().map(|&i| requests[i]).collect();
             let mut out = vec![Vec::new(); requests.len()];
-            for (i, o) in rest.into_iter().zip(self.handle_inputs(&batch)) {
+            for (i, o) in rest.into_iter().zip(self.handle_inputs_as(&batch, group)) {
                 out[i] = o;
             }
             for i in ops {
@@ -39,7 +46,7 @@ impl Service {
             return out;
         }
         let started = crate::metrics::Timer::start();
-        let (mut out, mut fx) = self.run_batch(requests);
+        let (mut out, mut fx) = if group { self.run_group(requests) } else { self.run_batch(requests) };
         self.settle(&mut fx, &mut out);
         for (r, o) in requests.iter().zip(&out) {
             // One clock read for the batch; each request is sampled alone.

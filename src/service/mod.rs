@@ -154,6 +154,17 @@ impl Service {
     /// as many threads as wait on the server, and the core puts each
     /// group's requests in lock order across nodes. A SQLite database
     /// belongs to this process.
+    /// How many threads a host may usefully run batches on at once: one
+    /// on SQLite (one writer); on a shared store one per connection of the
+    /// pool, so that one batch runs while the others' COMMITs are awaited.
+    pub fn batch_threads(&self) -> usize {
+        if self.shared_store {
+            crate::store::SHARED_CONNECTIONS
+        } else {
+            1
+        }
+    }
+
     pub fn store_is_shared(&self) -> bool {
         self.shared_store
     }

@@ -26,6 +26,15 @@ impl Service {
         self.handle_inputs(&inputs).into_iter().map(into_http_response).collect()
     }
 
+    /// [`Service::handle_http_batch`] of requests that arrived concurrently
+    /// (a host's own grouping, not an order the host chose): on a shared
+    /// store they run in one lock order, bot then chat, as the core's group
+    /// commit runs its groups, so two nodes' groups do not deadlock.
+    pub fn handle_http_group<B: AsRef<[u8]>>(&self, requests: &[&http::Request<B>]) -> Vec<http::Response<Vec<u8>>> {
+        let inputs: Vec<Input<'_>> = requests.iter().map(|r| Input::of(*r)).collect();
+        self.handle_inputs_as(&inputs, true).into_iter().map(into_http_response).collect()
+    }
+
     /// [`Service::accept_gateway`] of a parsed request. The response is the
     /// core's bytes (`101` or an error): [`crate::into_http_response`] reads
     /// them for a host that writes its own heads.

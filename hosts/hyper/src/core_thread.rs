@@ -286,7 +286,8 @@ fn answer(svc: &Service, jobs: Vec<Job>) {
             return;
         }
         let requests: Vec<&http::Request<bytes::Bytes>> = part.iter().map(|j| &j.request).collect();
-        let outs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_http_batch(&requests)));
+        // Requests of many connections, arrived concurrently: a group.
+        let outs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_http_group(&requests)));
         drop(requests);
         if let Ok(outs) = outs {
             for (job, out) in part.into_iter().zip(outs) {

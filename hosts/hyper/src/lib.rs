@@ -7,13 +7,13 @@
 //! [`Service::handle_http_batch`]) and the core's `http::Response` back to
 //! hyper, and serves `GET /bot/gateway` through hyper's upgrade, driving
 //! the core's [`GatewayConnection`]. The core's calls block (SQLite, the fsync of a
-//! commit): they never run on the reactor. On SQLite, bot requests go to
-//! the app's own core threads, which take every request queued by any
-//! connection and answer them with one `handle_http_batch` call (one
-//! transaction, one fsync), as the C server's loop does; host calls and
-//! the gateway's calls run on tokio's blocking pool (`spawn_blocking`), as
-//! every call does on PostgreSQL, where the core's group commit forms the
-//! groups.
+//! commit; PostgreSQL's round trips): they never run on the reactor. Bot
+//! requests go to the app's own core threads, which take every request
+//! queued by any connection and answer them with one `handle_http_group`
+//! call (one transaction, one fsync), as the C server's loop does: one
+//! thread on SQLite, one per PostgreSQL connection of the pool on a
+//! shared store. Host calls and the gateway's calls run on tokio's
+//! blocking pool (`spawn_blocking`).
 //!
 //! [`server`] is the TCP front end of the example server (`examples/server.rs`):
 //! its own accept loop (the file limit, eviction on `EMFILE`), request
@@ -150,9 +150,11 @@ impl Botspace {
     ///
     /// On SQLite, bot requests are answered by [`DEFAULT_CORE_THREADS`]
     /// core thread of its own, in batches (see
-    /// [`Botspace::with_core_threads`]); on PostgreSQL, on tokio's
-    /// blocking pool (the core's group commit puts a group's requests in
-    /// lock order across nodes there).
+    /// [`Botspace::with_core_threads`]); on PostgreSQL by as many as the
+    /// library runs batches at once ([`Service::batch_threads`]: one
+    /// batch's statements run while the others' COMMITs are awaited), each
+    /// batch in the lock order the core's group commit uses
+    /// ([`Service::handle_http_group`]).
     ///
     /// On `:memory:`, whose calls wait on no disk and no network
     /// ([`Service::calls_may_block`]), bot requests are answered on the
@@ -162,7 +164,7 @@ impl Botspace {
         if !svc.calls_may_block() {
             return Botspace::build(svc, 0, true);
         }
-        let n = if svc.store_is_shared() { 0 } else { DEFAULT_CORE_THREADS };
+        let n = if svc.store_is_shared() { svc.batch_threads() } else { DEFAULT_CORE_THREADS };
         Botspace::with_core_threads(svc, n)
     }
 
