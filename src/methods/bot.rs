@@ -78,8 +78,8 @@ fn visible_chat(ctx: &mut Ctx<'_>, bot: &Bot, chat_id: &str) -> ApiResult<(Chat,
 
 fn rate_limit(ctx: &mut Ctx<'_>, bot: &Bot, chat: &Chat) -> ApiResult<()> {
     let limits = rules::ratelimit::of_tier(&ctx.cfg.limits, bot.tier);
-    let chat_rate = rules::ratelimit::chat_bucket(limits, chat.kind);
-    let (bot_rate, now_ms) = (limits.bot.as_ref(), ctx.now_ms);
+    let (bot_rate, chat_rate) = rules::ratelimit::buckets(limits, chat.kind);
+    let now_ms = ctx.now_ms;
     let checked = if bot_rate.is_none() && chat_rate.is_none() {
         Ok(None)
     } else {

@@ -165,6 +165,13 @@ pub fn chat_bucket(limits: &TierLimits, kind: ChatKind) -> Option<(&Rate, Scope)
     }
 }
 
+/// The buckets a limited method of a bot of `limits`' tier takes from in a
+/// chat of `kind`: the bot-wide one and the chat's, each `None` when the
+/// tier leaves it unlimited. Both `None`: the request is not counted.
+pub fn buckets(limits: &TierLimits, kind: ChatKind) -> (Option<&Rate>, Option<(&Rate, Scope)>) {
+    (limits.bot.as_ref(), chat_bucket(limits, kind))
+}
+
 /// A check's outcome as the request sees it: the nearest bucket for the
 /// `X-RateLimit-*` headers, or 429 `rate_limited` with the refusing one.
 pub fn outcome(checked: Checked) -> ApiResult<Option<BucketStatus>> {
@@ -185,6 +192,20 @@ mod tests {
 
     fn status(scope: Scope, limit: u32, remaining: u32, reset_us: u64) -> BucketStatus {
         BucketStatus { scope, limit, remaining, reset_us }
+    }
+
+    #[test]
+    fn a_tier_takes_from_its_bot_bucket_and_the_chat_kinds_bucket() {
+        let limits = Limits::default();
+        let free = of_tier(&limits, Tier::Free);
+        assert_eq!(
+            buckets(free, ChatKind::Private),
+            (Some(&Rate::new(30, 1_000, 30)), Some((&Rate::new(1, 1_000, 5), Scope::Chat)))
+        );
+        assert_eq!(buckets(free, ChatKind::Group).1, Some((&Rate::new(20, 60_000, 20), Scope::Group)));
+        assert_eq!(buckets(of_tier(&limits, Tier::Official), ChatKind::Private), (None, None));
+        let bot_only = TierLimits { bot: Some(Rate::new(5, 1_000, 5)), private_chat: None, group: None };
+        assert_eq!(buckets(&bot_only, ChatKind::Group), (Some(&Rate::new(5, 1_000, 5)), None));
     }
 
     /// The "nearest to refusing" rule alone: fewest remaining, then the

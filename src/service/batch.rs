@@ -216,11 +216,9 @@ impl Service {
         let asked = peeks.iter().filter(|p| p.token_hash.is_some() && p.preauth_chat().is_some());
         for (p, found) in asked.zip(&found) {
             let Some((bot, ChatPrefetch { chat: Some((chat, _)), .. })) = found else { continue };
-            if p.limited {
-                let limits = crate::rules::ratelimit::of_tier(&self.config.limits, bot.tier);
-                if limits.bot.is_some() || crate::rules::ratelimit::chat_bucket(limits, chat.kind).is_some() {
-                    buckets.extend(crate::store::limits::keys(&bot.id, &chat.id));
-                }
+            let limits = crate::rules::ratelimit::of_tier(&self.config.limits, bot.tier);
+            if p.limited && crate::rules::ratelimit::buckets(limits, chat.kind) != (None, None) {
+                buckets.extend(crate::store::limits::keys(&bot.id, &chat.id));
             }
             if let Some(key) = &p.idempotency_key {
                 lookups.push((&bot.id, key));
@@ -231,8 +229,7 @@ impl Service {
         if crate::store::group::read_limits(&inner.conn, &bucket_keys, &lookups, since, &mut inner.fx.ahead).is_err() {
             return Vec::new();
         }
-        let mut found = found;
-        let mut found = found.drain(..);
+        let mut found = found.into_iter();
         peeks
             .iter()
             .map(|p| match (p.token_hash, p.preauth_chat()) {
