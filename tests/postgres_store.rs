@@ -978,6 +978,43 @@ fn rate_limited_keyed_sends_cost_four_round_trips_at_every_size() {
 }
 
 #[test]
+fn a_write_that_fails_with_the_commit_fails_the_whole_group_and_commits_nothing() {
+    let _g = serial();
+    let db = test_database();
+    let svc = node(&db);
+    let worlds: Vec<World> = (0..4).map(|_| world(&svc, "official")).collect();
+    let mut pg = postgres::Client::connect(&db, postgres::NoTls).unwrap();
+    // A message "boom" fails when its row is written: with the group's
+    // other writes, in the COMMIT's round trip (the URL names the test's
+    // own schema).
+    pg.batch_execute(
+        "CREATE FUNCTION refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+           IF NEW.text = 'boom' THEN RAISE EXCEPTION 'refused'; END IF;
+           RETURN NEW;
+         END $$;
+         CREATE TRIGGER refuse_boom BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION refuse_boom();",
+    )
+    .unwrap();
+    let texts = ["one", "two", "boom", "four"];
+    let requests: Vec<Vec<u8>> = worlds.iter().zip(texts).map(|(w, t)| send_request(w, t, "")).collect();
+    let (_, answers) = group_round_trips(&svc, &requests);
+    for (status, v) in &answers {
+        assert_eq!(*status, 500, "{v}");
+        assert_eq!(v["error"], "internal_error", "{v}");
+        assert_eq!(v["description"], "internal error, nothing was written; safe to retry", "{v}");
+    }
+    for w in &worlds {
+        let history = admin(&svc, SECRET, "getChatHistory", json!({"chat_id": w.chat}));
+        assert_eq!(history, json!([]), "nothing of the group was committed");
+    }
+    // The node goes on: the next group numbers from 1, without a gap.
+    let requests: Vec<Vec<u8>> = worlds.iter().map(|w| send_request(w, "after", "")).collect();
+    let (_, answers) = group_round_trips(&svc, &requests);
+    assert_eq!(message_ids(&answers), [1, 1, 1, 1]);
+}
+
+#[test]
 fn a_send_into_a_chat_with_other_bots_costs_three_round_trips_and_tells_each() {
     let _g = serial();
     let svc = node(&test_database());
