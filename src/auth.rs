@@ -54,17 +54,6 @@ impl std::hash::Hasher for DigestHasher {
     }
 }
 
-/// Lowercase hex of `bytes`, without an allocation per byte.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
-    out
-}
-
 pub fn sha256(data: &[u8]) -> [u8; 32] {
     Sha256::digest(data).into()
 }
@@ -130,12 +119,6 @@ pub fn open_token(key: &[u8; 32], bot_id: &str, sealed: &[u8]) -> Option<String>
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hex_is_lowercase_two_digits_a_byte() {
-        assert_eq!(hex(&[0x00, 0x0f, 0xa0, 0xff]), "000fa0ff");
-        assert_eq!(hex(&[]), "");
-    }
 
     #[test]
     fn digest_map_finds_each_digest_and_tells_apart_equal_prefixes() {

@@ -82,7 +82,7 @@ impl Asset {
         static TAGS: [std::sync::OnceLock<String>; 4] = [const { std::sync::OnceLock::new() }; 4];
         TAGS[self as usize].get_or_init(|| {
             let h = crate::auth::sha256(self.bytes());
-            let hex = crate::auth::hex(&h[..12]);
+            let hex: String = h[..12].iter().map(|b| format!("{b:02x}")).collect();
             format!("\"{hex}\"")
         })
     }

@@ -365,7 +365,7 @@ fn first_line(path: &str, read: ReadFile) -> Result<String, String> {
 pub fn generate_secret() -> Result<String, String> {
     let mut b = [0u8; 32];
     getrandom::fill(&mut b).map_err(|e| format!("cannot generate an admin secret: {e}"))?;
-    Ok(crate::auth::hex(&b))
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 impl ServerOptions {

@@ -171,8 +171,10 @@ impl Service {
     /// Connections to the database: one on SQLite (the scrape's own
     /// read-only one aside), the pool's on PostgreSQL.
     fn database_connections(&self) -> u64 {
-        // One per batch that may run at once.
-        self.batch_threads() as u64
+        if self.shared_store {
+            return store::SHARED_CONNECTIONS as u64;
+        }
+        1
     }
 
     /// The backlog gauges (see [`store::backlog::Scan`]: one chunk of
