@@ -145,19 +145,28 @@ fn tls_config() -> rustls::ClientConfig {
 }
 
 /// One attempt, within its deadline.
-async fn attempt(svc: &Service, tls: &Arc<rustls::ClientConfig>, pool: &Pool, req: WebhookRequest) -> Outcome {
+async fn attempt(svc: &Service, tls: &Arc<rustls::ClientConfig>, pool: &Pool, mut req: WebhookRequest) -> Outcome {
     let left = Duration::from_millis(req.attempt.deadline_ms.saturating_sub(svc.now_ms()));
-    match tokio::time::timeout(left, send(svc, tls, pool, &req)).await {
+    // The body moves into a shared buffer once: a second try on a new
+    // connection shares it, nothing copies it.
+    let body = Bytes::from(std::mem::take(&mut req.attempt.body));
+    match tokio::time::timeout(left, send(svc, tls, pool, &req, body)).await {
         Ok(outcome) => outcome,
         Err(_) => Outcome::TimedOut,
     }
 }
 
-async fn send(svc: &Service, tls: &Arc<rustls::ClientConfig>, pool: &Pool, req: &WebhookRequest) -> Outcome {
+async fn send(
+    svc: &Service,
+    tls: &Arc<rustls::ClientConfig>,
+    pool: &Pool,
+    req: &WebhookRequest,
+    body: Bytes,
+) -> Outcome {
     let t = &req.target;
     let origin: Origin = (t.https, t.host.clone(), t.port);
     if let Some(conn) = pool.take(&origin) {
-        match exchange(svc, conn, req, true).await {
+        match exchange(svc, conn, req, body.clone(), true).await {
             // A kept connection the receiver had closed meanwhile: the
             // request never left; a new connection is tried below.
             Err(Reused) => {}
@@ -173,7 +182,7 @@ async fn send(svc: &Service, tls: &Arc<rustls::ClientConfig>, pool: &Pool, req: 
         Ok(c) => c,
         Err(outcome) => return outcome,
     };
-    match exchange(svc, conn, req, false).await {
+    match exchange(svc, conn, req, body, false).await {
         Ok((outcome, conn)) => {
             if let Some(c) = conn {
                 pool.put(origin, c);
@@ -257,6 +266,7 @@ async fn exchange(
     svc: &Service,
     mut conn: SendRequest<Full<Bytes>>,
     req: &WebhookRequest,
+    body: Bytes,
     reused: bool,
 ) -> Result<(Outcome, Option<SendRequest<Full<Bytes>>>), Reused> {
     if conn.ready().await.is_err() {
@@ -268,7 +278,7 @@ async fn exchange(
     for (name, value) in req.attempt.headers() {
         builder = builder.header(name, value);
     }
-    let request = match builder.body(Full::new(Bytes::from(req.attempt.body.clone()))) {
+    let request = match builder.body(Full::new(body)) {
         Ok(r) => r,
         Err(e) => return Ok((Outcome::failed(Failure::Build, e), None)),
     };
