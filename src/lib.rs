@@ -44,6 +44,7 @@ mod events;
 mod forwarded;
 pub mod gateway;
 mod group;
+mod hex;
 mod histogram;
 mod http;
 pub mod log;

@@ -82,8 +82,11 @@ impl Asset {
         static TAGS: [std::sync::OnceLock<String>; 4] = [const { std::sync::OnceLock::new() }; 4];
         TAGS[self as usize].get_or_init(|| {
             let h = crate::auth::sha256(self.bytes());
-            let hex: String = h[..12].iter().map(|b| format!("{b:02x}")).collect();
-            format!("\"{hex}\"")
+            let mut tag = String::with_capacity(2 + 24);
+            tag.push('"');
+            crate::hex::push_lower(&mut tag, &h[..12]);
+            tag.push('"');
+            tag
         })
     }
 
@@ -147,6 +150,16 @@ mod tests {
         assert!(again.starts_with("HTTP/1.1 304 Not Modified\r\n"));
         assert!(again.ends_with("\r\n\r\n"));
         assert!(again.contains("Content-Length: 0\r\n"));
+    }
+
+    #[test]
+    fn an_etag_is_the_quoted_lowercase_hex_of_the_first_12_bytes_of_the_sha256() {
+        for asset in [Asset::Page, Asset::Script, Asset::Style, Asset::Icon] {
+            let h = crate::auth::sha256(asset.bytes());
+            let digits: String = h[..12].iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(asset.etag(), format!("\"{digits}\""));
+            assert_eq!(asset.etag().len(), 26);
+        }
     }
 
     #[test]

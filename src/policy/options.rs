@@ -365,7 +365,7 @@ fn first_line(path: &str, read: ReadFile) -> Result<String, String> {
 pub fn generate_secret() -> Result<String, String> {
     let mut b = [0u8; 32];
     getrandom::fill(&mut b).map_err(|e| format!("cannot generate an admin secret: {e}"))?;
-    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+    Ok(crate::hex::lower(&b))
 }
 
 impl ServerOptions {
@@ -526,7 +526,7 @@ mod tests {
     fn a_generated_secret_is_64_hex_digits_and_new_each_time() {
         let (a, b) = (generate_secret().unwrap(), generate_secret().unwrap());
         assert_eq!(a.len(), 64);
-        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert!(a.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')), "lowercase hex: {a}");
         assert_ne!(a, b);
     }
 

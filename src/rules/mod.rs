@@ -11,4 +11,5 @@ pub mod idempotency;
 pub mod limits;
 pub mod permissions;
 pub mod ratelimit;
+pub mod read_ahead;
 pub mod tier;

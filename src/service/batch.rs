@@ -7,6 +7,7 @@ use crate::error::ApiError;
 use crate::methods;
 use crate::model::ChatPrefetch;
 use crate::route::{BotMethod, Route};
+use crate::rules::read_ahead::Asked;
 use crate::txn::{Inner, TxEffects};
 
 impl Service {
@@ -210,23 +211,24 @@ impl Service {
             return Vec::new();
         };
         // Then, when a request needs them, its rate buckets and its
-        // Idempotency-Key, in one more round trip.
-        let mut buckets: Vec<String> = Vec::new();
-        let mut lookups: Vec<(&str, &str)> = Vec::new();
+        // Idempotency-Key (chosen from what was read: `rules::read_ahead`),
+        // in one more round trip.
         let asked = peeks.iter().filter(|p| p.token_hash.is_some() && p.preauth_chat().is_some());
-        for (p, found) in asked.zip(&found) {
-            let Some((bot, ChatPrefetch { chat: Some((chat, _)), .. })) = found else { continue };
-            let limits = crate::rules::ratelimit::of_tier(&self.config.limits, bot.tier);
-            if p.limited && crate::rules::ratelimit::buckets(limits, chat.kind) != (None, None) {
-                buckets.extend(crate::store::limits::keys(&bot.id, &chat.id));
-            }
-            if let Some(key) = &p.idempotency_key {
-                lookups.push((&bot.id, key));
-            }
-        }
+        let asked = asked.zip(&found).map(|(p, found)| Asked {
+            limited: p.limited,
+            idempotency_key: p.idempotency_key.as_deref(),
+            found: match found {
+                Some((bot, ChatPrefetch { chat: Some((chat, _)), .. })) => Some((bot, chat)),
+                _ => None,
+            },
+        });
+        let limits = crate::rules::read_ahead::wanted(&self.config.limits, asked);
+        let buckets: Vec<String> =
+            limits.buckets.iter().flat_map(|(bot, chat)| crate::store::limits::keys(bot, chat)).collect();
         let bucket_keys: Vec<&str> = buckets.iter().map(String::as_str).collect();
         let since = crate::rules::idempotency::cutoff(now_ms);
-        if crate::store::group::read_limits(&inner.conn, &bucket_keys, &lookups, since, &mut inner.fx.ahead).is_err() {
+        let ahead = &mut inner.fx.ahead;
+        if crate::store::group::read_limits(&inner.conn, &bucket_keys, &limits.lookups, since, ahead).is_err() {
             return Vec::new();
         }
         let mut found = found.into_iter();

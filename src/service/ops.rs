@@ -169,12 +169,11 @@ impl Service {
     }
 
     /// Connections to the database: one on SQLite (the scrape's own
-    /// read-only one aside), the pool's on PostgreSQL.
+    /// read-only one aside), the pool's on PostgreSQL. The service runs one
+    /// batch per connection, so this is [`Service::batch_threads`] itself,
+    /// not a second copy of the rule that could drift from it.
     fn database_connections(&self) -> u64 {
-        if self.shared_store {
-            return store::SHARED_CONNECTIONS as u64;
-        }
-        1
+        self.batch_threads() as u64
     }
 
     /// The backlog gauges (see [`store::backlog::Scan`]: one chunk of

@@ -76,10 +76,7 @@ fn keys_json(keys: &[([u8; 32], &str)]) -> String {
     let rows: Vec<serde_json::Value> = keys
         .iter()
         .enumerate()
-        .map(|(i, (h, c))| {
-            let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
-            serde_json::json!({"i": i, "h": hex, "c": c})
-        })
+        .map(|(i, (h, c))| serde_json::json!({"i": i, "h": crate::hex::lower(h), "c": c}))
         .collect();
     serde_json::Value::Array(rows).to_string()
 }

@@ -5,6 +5,7 @@
 
 use super::{Conn, StoreResult};
 use crate::params;
+use std::collections::HashMap;
 
 /// The buckets a transaction on a shared store holds: key → theoretical
 /// arrival time (µs), read with the row locked (by the group ahead, see
@@ -12,16 +13,36 @@ use crate::params;
 /// kept up to date as the transaction takes from it. It lives as long as
 /// its transaction.
 #[derive(Default, Debug)]
-pub struct Held(std::collections::HashMap<String, u64>);
-
-/// A bot's bot-wide bucket key.
-fn bot_key(bot_id: &str) -> String {
-    format!("b:{bot_id}")
+pub struct Held {
+    tats: HashMap<Box<str>, u64>,
+    /// The two keys of the take under way, one after the other (see
+    /// [`push_keys`]): a take looks its buckets up and writes them with
+    /// slices of this, instead of making two new strings each time.
+    scratch: String,
 }
 
-/// A bot's bucket key in one chat.
-fn chat_key(bot_id: &str, chat_id: &str) -> String {
-    format!("c:{bot_id}:{chat_id}")
+/// Appends a bot's bot-wide bucket key to `out`.
+fn push_bot_key(out: &mut String, bot_id: &str) {
+    out.push_str("b:");
+    out.push_str(bot_id);
+}
+
+/// Appends a bot's bucket key in one chat to `out`.
+fn push_chat_key(out: &mut String, bot_id: &str, chat_id: &str) {
+    out.push_str("c:");
+    out.push_str(bot_id);
+    out.push(':');
+    out.push_str(chat_id);
+}
+
+/// Makes `out` the bot-wide key followed by the chat key; returns where
+/// the second starts.
+fn push_keys(out: &mut String, bot_id: &str, chat_id: &str) -> usize {
+    out.clear();
+    push_bot_key(out, bot_id);
+    let split = out.len();
+    push_chat_key(out, bot_id, chat_id);
+    split
 }
 
 /// Takes from a bot's bot-wide and chat buckets. On a store of this
@@ -43,18 +64,25 @@ pub fn take<T>(
     if !conn.is_shared() {
         return Ok(local());
     }
-    let (bot_key, chat_key) = (bot_key(bot_id), chat_key(bot_id, chat_id));
-    if !held.0.contains_key(&bot_key) || !held.0.contains_key(&chat_key) {
-        lock(conn, &[bot_key.as_str(), chat_key.as_str()], held)?;
+    let Held { tats, scratch } = held;
+    let split = push_keys(scratch, bot_id, chat_id);
+    let (bot_key, chat_key) = scratch.split_at(split);
+    if !tats.contains_key(bot_key) || !tats.contains_key(chat_key) {
+        lock(conn, &[bot_key, chat_key], tats)?;
     }
-    let tat = |k: &str| held.0.get(k).copied().unwrap_or(0);
-    let (out, bot_next, chat_next) = decide(tat(&bot_key), tat(&chat_key));
+    let tat = |k: &str| tats.get(k).copied().unwrap_or(0);
+    let (out, bot_next, chat_next) = decide(tat(bot_key), tat(chat_key));
     for (key, next) in [(bot_key, bot_next), (chat_key, chat_next)] {
         if let Some(next) = next {
             // Its row was locked when it was read.
             conn.prepare_cached(PUT)?
                 .defer(params![key, next as i64], super::Deferral::on_held_rows("a rate bucket was not written"))?;
-            held.0.insert(key, next);
+            match tats.get_mut(key) {
+                Some(tat) => *tat = next,
+                None => {
+                    tats.insert(key.into(), next);
+                }
+            }
         }
     }
     Ok(out)
@@ -75,7 +103,10 @@ const PUT: &str =
 
 /// The keys of the buckets a send by `bot_id` into `chat_id` takes from.
 pub fn keys(bot_id: &str, chat_id: &str) -> [String; 2] {
-    [bot_key(bot_id), chat_key(bot_id, chat_id)]
+    let mut both = String::new();
+    let split = push_keys(&mut both, bot_id, chat_id);
+    let chat = both.split_off(split);
+    [both, chat]
 }
 
 /// The read that locks `keys` (their rows made first, without a round
@@ -94,14 +125,55 @@ pub(super) fn lock_read(conn: &Conn, keys: &[&str]) -> StoreResult<(&'static str
 
 /// Keeps a row of [`lock_read`]'s read.
 pub(super) fn hold(held: &mut Held, key: String, tat: i64) {
-    held.0.insert(key, u64::try_from(tat).unwrap_or(0));
+    keep(&mut held.tats, key.into(), tat);
 }
 
-/// Locks the buckets `keys` and keeps their times in `held`.
-fn lock(conn: &Conn, keys: &[&str], held: &mut Held) -> StoreResult<()> {
+fn keep(tats: &mut HashMap<Box<str>, u64>, key: Box<str>, tat: i64) {
+    tats.insert(key, u64::try_from(tat).unwrap_or(0));
+}
+
+/// Locks the buckets `keys` and keeps their times in `tats`.
+fn lock(conn: &Conn, keys: &[&str], tats: &mut HashMap<Box<str>, u64>) -> StoreResult<()> {
     let (sql, joined) = lock_read(conn, keys)?;
     conn.prepare_cached(sql)?.query_each(params![joined], |r| {
-        hold(held, r.get_str(0)?.to_string(), r.get::<i64>(1)?);
+        keep(tats, r.get_str(0)?.into(), r.get::<i64>(1)?);
         Ok(true)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_two_keys_are_written_one_after_the_other_as_keys_makes_them() {
+        let mut scratch = String::from("left over from the last take");
+        let split = push_keys(&mut scratch, "bot_x", "chat:1");
+        assert_eq!(scratch.split_at(split), ("b:bot_x", "c:bot_x:chat:1"));
+        assert_eq!(keys("bot_x", "chat:1"), ["b:bot_x".to_string(), "c:bot_x:chat:1".to_string()]);
+        let split = push_keys(&mut scratch, "b", "");
+        assert_eq!(scratch.split_at(split), ("b:b", "c:b:"));
+    }
+
+    #[test]
+    fn a_take_on_a_store_of_this_process_takes_from_the_process_buckets() {
+        let config = crate::Config::default().with(|c| c.admin_secret = "an-admin-secret-0123".into());
+        let conn = super::super::open(&config).unwrap();
+        let mut held = Held::default();
+        let out = take(&conn, &mut held, "bot_x", "chat", || "local", |_, _| ("shared", Some(1), Some(1))).unwrap();
+        assert_eq!(out, "local");
+        assert!(held.tats.is_empty());
+    }
+
+    #[test]
+    fn a_held_time_is_found_by_its_key_and_a_negative_one_reads_as_a_full_bucket() {
+        let mut held = Held::default();
+        hold(&mut held, "b:bot_x".into(), 42);
+        hold(&mut held, "c:bot_x:chat".into(), -5);
+        assert_eq!(held.tats.get("b:bot_x"), Some(&42));
+        assert_eq!(held.tats.get("c:bot_x:chat"), Some(&0));
+        hold(&mut held, "b:bot_x".into(), 43);
+        assert_eq!(held.tats.get("b:bot_x"), Some(&43));
+        assert_eq!(held.tats.len(), 2);
+    }
 }
