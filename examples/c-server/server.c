@@ -1450,15 +1450,10 @@ static void wh_reap(void) {
     }
 }
 
-/* curl's timer, then every request the library has due. */
-static void webhook_turn(uint64_t mono, uint64_t now) {
+/* Starts every request the library has due, then runs curl's timer: a
+ * transfer added here is sent in the same turn, not one poll(2) later. */
+static void webhook_turn(uint64_t now) {
     if (!wh_multi) return;
-    if (wh_timer_due >= 0 && (int64_t)mono >= wh_timer_due) {
-        int running = 0;
-        wh_timer_due = -1;
-        curl_multi_socket_action(wh_multi, CURL_SOCKET_TIMEOUT, 0, &running);
-        wh_reap();
-    }
     /* What the store thread's polls handed out. */
     pthread_mutex_lock(&wh_store_mu);
     botspace_webhook_request **got = wh_queue;
@@ -1470,18 +1465,26 @@ static void webhook_turn(uint64_t mono, uint64_t now) {
     free(got);
     uint64_t due = BOTSPACE_NO_DEADLINE;
     botspace_service_webhook_timeout(svc, &due);
-    if (due > now) return;
-    botspace_webhook_request *req = NULL;
-    bool needs_store = false;
-    int started = 0;
-    while (botspace_service_poll_webhook_in_memory(svc, now, &req, &needs_store) == BOTSPACE_STATUS_OK && req) {
-        wh_start(req, now);
-        req = NULL;
-        started = 1;
+    if (due <= now) {
+        botspace_webhook_request *req = NULL;
+        bool needs_store = false;
+        int started = 0;
+        while (botspace_service_poll_webhook_in_memory(svc, now, &req, &needs_store) == BOTSPACE_STATUS_OK && req) {
+            wh_start(req, now);
+            req = NULL;
+            started = 1;
+        }
+        /* The store has work, or something was due that memory did not
+         * hold: the store thread's turn (whose end wakes the loop). */
+        if (needs_store || !started) wh_store_signal();
     }
-    /* The store has work, or something was due that memory did not hold:
-     * the store thread's turn (whose end wakes the loop). */
-    if (needs_store || !started) wh_store_signal();
+    /* Read again: adding a transfer above set the timer from the clock. */
+    if (wh_timer_due >= 0 && (int64_t)mono_ms() >= wh_timer_due) {
+        int running = 0;
+        wh_timer_due = -1;
+        curl_multi_socket_action(wh_multi, CURL_SOCKET_TIMEOUT, 0, &running);
+        wh_reap();
+    }
 }
 
 /* How long poll(2) may sleep for the webhooks: curl's timer, the next
@@ -1941,7 +1944,7 @@ static int loop_turn(loop_t *L) {
     poll_woken_gateways(now);
     poll_due_gateways(now);
     serve_parked(L->stopping ? UINT64_MAX : now);
-    if (!L->stopping) webhook_turn(mono, now);
+    if (!L->stopping) webhook_turn(now);
     sweep_conns(L, mono);
     if (L->stopping && nconns == 0) return 1;
     int timeout = prepare_poll(L, mono, now);
@@ -1967,7 +1970,11 @@ static int loop_turn(loop_t *L) {
         int running = 0;
         curl_multi_socket_action(wh_multi, L->pfds[p].fd, ev, &running);
     }
-    if (L->first_wh < L->npfds) wh_reap();
+    if (L->first_wh < L->npfds) {
+        wh_reap();
+        /* A chat's next event goes out now, on the connection just freed. */
+        if (!L->stopping) webhook_turn(svc_now());
+    }
     serve_http_round();
     finish_http_eof();
     return 0;
