@@ -1776,7 +1776,7 @@ fn c_string(s: impl Into<Vec<u8>>) -> CString {
 }
 
 impl botspace_webhook_request {
-    fn new(r: botspace::webhook::WebhookRequest) -> Box<botspace_webhook_request> {
+    fn new(mut r: botspace::webhook::WebhookRequest) -> Box<botspace_webhook_request> {
         let host = c_string(r.target.host.clone());
         let path_and_query = c_string(r.target.path_and_query.clone());
         let host_header = c_string(r.host_header());
@@ -1785,7 +1785,9 @@ impl botspace_webhook_request {
             r.header_lines().into_iter().map(|(n, v)| c_string(format!("{n}: {v}"))).collect();
         let header_ptrs: Vec<*const c_char> = header_lines.iter().map(|c| c.as_ptr()).collect();
         let http_bytes = r.http_bytes();
-        let body = r.attempt.body.clone().into_bytes();
+        // The request's own body, moved (not copied) now that the whole
+        // request was written out from it.
+        let body = std::mem::take(&mut r.attempt.body).into_bytes();
         let parts = botspace_webhook_request_parts {
             id: r.id,
             https: r.target.https,
