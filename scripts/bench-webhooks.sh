@@ -45,6 +45,9 @@ SINK_PID=$!
 for _ in $(seq 100); do grep -q 'sink listening' "$TMP/sink.out" 2>/dev/null && break; sleep 0.05; done
 SINK_PORT=$(sed -n 's/.*127.0.0.1://p' "$TMP/sink.out")
 sink_count() { curl -sf "http://127.0.0.1:$SINK_PORT/count"; }
+# utime + stime of a process, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+per_delivery_us() { awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.1f", t / hz * 1e6 / n}'; }
 
 # An update as the servers deliver it (a message in a private chat).
 BODY='{"update_id":12345,"type":"message_created","data":{"message":{"message_id":"17","chat":{"id":"spc_AAAAAAAAAAAAAAAAAAAAAA","type":"private"},"date":1767225600,"text":"load 1234","from":{"id":"usr_AAAAAAAAAAAAAAAAAAAAAA","is_bot":false}}}}'
@@ -56,9 +59,12 @@ wrk.headers["webhook-id"] = "msg_bot_AAAAAAAAAAAAAAAAAAAAAA_12345"
 wrk.headers["webhook-timestamp"] = "1767225600"
 wrk.headers["webhook-signature"] = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
 LUA
+sink0=$(cpu_ticks "$SINK_PID")
 wrk -t2 -c"$CHATS" -d5s -s "$TMP/post.lua" "http://127.0.0.1:$SINK_PORT/hook" > "$TMP/wrk-baseline.out"
+sink1=$(cpu_ticks "$SINK_PID")
 BASE=$(awk '/Requests\/sec/ {print $2}' "$TMP/wrk-baseline.out")
 echo "baseline: wrk posting the same bodies to the receiver, $CHATS connections: $BASE requests/s"
+echo "baseline: the receiver's CPU per request $(per_delivery_us $((sink1 - sink0)) "$(awk '/requests in/ {print $1}' "$TMP/wrk-baseline.out")") us"
 
 for entry in "${BINS[@]}"; do
   name=${entry%%:*}
@@ -96,14 +102,20 @@ LUA
   curl -sf -X POST "http://127.0.0.1:$PORT/bot/setWebhook" -H "Authorization: Bot $token" \
     -H 'Content-Type: application/json' -d "{\"url\":\"http://127.0.0.1:$SINK_PORT/hook\",\"max_connections\":100}" > /dev/null
   want=$((start_count + pending))
+  # CPU time (user + system, all threads) of the server and the receiver
+  # over the deliveries: a per-delivery cost that other load on the
+  # machine moves far less than the rate.
+  cpu0=$(cpu_ticks "$PID"); sink0=$(cpu_ticks "$SINK_PID")
   deadline=$(( $(date +%s) + 300 ))
   while (( $(sink_count) < want )); do
     (( $(date +%s) < deadline )) || { echo "$name: only $(( $(sink_count) - start_count )) of $pending delivered in 300 s" >&2; exit 1; }
     sleep 0.02
   done
   t1=$(date +%s.%N)
+  cpu1=$(cpu_ticks "$PID"); sink1=$(cpu_ticks "$SINK_PID")
   server_stop
   rate=$(awk -v n="$pending" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n / (b - a)}')
   ratio=$(awk -v r="$rate" -v b="$BASE" 'BEGIN {printf "%.2f", r / b}')
   echo "$name server: $pending pending events delivered in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') s: $rate deliveries/s, ${ratio}x the baseline"
+  echo "$name server: CPU per delivery $(per_delivery_us $((cpu1 - cpu0)) "$pending") us (the receiver's: $(per_delivery_us $((sink1 - sink0)) "$pending") us)"
 done
