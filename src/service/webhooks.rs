@@ -394,10 +394,7 @@ impl Service {
         let cursor = b.schedule.take_cursor_write();
         let status = b.schedule.status();
         let next = b.schedule.next_retry();
-        // A bot behind its log reads again once half the window is free:
-        // one read for many deliveries, not one each.
-        let read_more = b.schedule.is_behind()
-            && b.schedule.wants_events().is_some_and(|(_, room)| room >= crate::webhook::schedule::WINDOW / 2);
+        let read_more = b.schedule.should_read_ahead();
         if let Some(c) = cursor {
             d.cursor_writes.insert(bot_id.clone(), c);
         }

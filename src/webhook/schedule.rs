@@ -18,10 +18,15 @@
 //!   of order across chats; the durable cursor moves to the end of the run
 //!   of delivered events that starts at it. Events delivered beyond a gap
 //!   are delivered again after a crash (same `webhook-id`), never lost.
-//! - **A bounded window.** At most [`WINDOW`] events are held per bot, so a
-//!   bot's memory is bounded whatever its backlog; a chat whose receiver
-//!   keeps failing holds the others back only once the window is full of
-//!   its own events.
+//! - **A bounded window.** At most [`WINDOW`] events are held per bot, and
+//!   at most [`DELIVERED_AHEAD_MAX`] delivered above the cursor are
+//!   remembered (their seqs only), so a bot's memory is bounded whatever
+//!   its backlog; a chat whose receiver keeps failing holds the others back
+//!   only once either is full.
+//! - **Read ahead in time.** A bot behind its log asks for more once half
+//!   the window is no longer waiting to be sent ([`Schedule::should_read_ahead`]),
+//!   counting what is in flight as used: the read then lands before the
+//!   chats run dry, even with every connection busy.
 
 use super::signature;
 use crate::words::BotGap;
@@ -29,6 +34,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// Events held in memory per bot, read from its log ahead of delivery.
 pub const WINDOW: usize = 256;
+
+/// Events delivered above a bot's cursor (a lower one still on its way)
+/// that are remembered, as seqs: deliveries finish out of order across
+/// chats, and counting these against [`WINDOW`] left the chats with
+/// nothing to send while one of them was a few events behind. Bounded so
+/// that a chat whose receiver keeps failing cannot grow it for a day.
+pub const DELIVERED_AHEAD_MAX: usize = 4 * WINDOW;
 
 /// The most attempts of one webhook in flight at once (`max_connections`
 /// may ask for 1 to this many). Also what a host keeps open to one
@@ -338,8 +350,25 @@ impl Schedule {
     /// The log read the driver should make: events after the first value,
     /// at most the second. `None` while the window is full.
     pub fn wants_events(&self) -> Option<(i64, usize)> {
-        let room = WINDOW.saturating_sub(self.held.len() + self.delivered.len());
+        let room = self.room();
         (room > 0).then_some((self.read_through, room))
+    }
+
+    /// How many events may be read now: room for their bodies in the
+    /// window, and for their seqs once delivered above the cursor (every
+    /// held event may end there).
+    fn room(&self) -> usize {
+        let held = self.held.len();
+        WINDOW.saturating_sub(held).min(DELIVERED_AHEAD_MAX.saturating_sub(self.delivered.len() + held))
+    }
+
+    /// Whether the driver should read the bot's log again now: it is
+    /// behind its log, at most half the window waits to be sent (what is
+    /// in flight does not), and a quarter of the window or more can be
+    /// read (one read for many deliveries, not one each).
+    pub fn should_read_ahead(&self) -> bool {
+        let waiting = self.held.len().saturating_sub(self.in_flight);
+        self.behind && waiting <= WINDOW / 2 && self.room() >= WINDOW / 4
     }
 
     /// Events the driver read after [`Schedule::wants_events`]'s cursor,
@@ -596,6 +625,20 @@ mod tests {
         std::iter::from_fn(|| s.poll_attempt(now)).map(|a| a.seq).collect()
     }
 
+    /// Sends everything due at 0 and reports `outcome(seq)`, until nothing
+    /// more is due.
+    fn settle(s: &mut Schedule, outcome: impl Fn(i64) -> Outcome) {
+        loop {
+            let due = drain(s, 0);
+            if due.is_empty() {
+                return;
+            }
+            for seq in due {
+                s.handle_outcome(seq, outcome(seq), 0, 0);
+            }
+        }
+    }
+
     #[test]
     fn one_attempt_per_chat_in_order_and_chats_in_parallel() {
         let mut s = schedule(40);
@@ -702,6 +745,64 @@ mod tests {
         s.handle_outcome(2, Outcome::Failed("connection refused".into()), 10_000, 0);
         assert_eq!(s.status().last_error_message.as_deref(), Some("connection refused"));
         assert_eq!(s.status().last_error_date, Some(10));
+    }
+
+    #[test]
+    fn events_delivered_above_the_cursor_do_not_take_the_windows_room() {
+        let mut s = schedule(100);
+        // Chat "a" holds the cursor back (its event 1 keeps failing); 2..=101
+        // in chat "b" are delivered one after another.
+        s.events_read((1..=101).map(|i| ev(i, if i == 1 { "a" } else { "b" })).collect(), 0);
+        settle(&mut s, |seq| if seq == 1 { Outcome::Answered { status: 500, retry_after_s: None } } else { ok() });
+        assert_eq!(s.delivered.len(), 100, "2..=101 delivered above the cursor at 0");
+        // Only event 1 is held: the window's room is for bodies.
+        assert_eq!(s.held.len(), 1);
+        assert_eq!(s.wants_events(), Some((101, WINDOW - 1)));
+    }
+
+    #[test]
+    fn what_is_delivered_above_the_cursor_is_bounded() {
+        let mut s = schedule(100);
+        s.events_read(vec![ev(1, "a")], 0);
+        assert_eq!(drain(&mut s, 0), vec![1]);
+        // 1 is in flight (stuck); everything after it is delivered.
+        let mut seq = 1;
+        while let Some((after, room)) = s.wants_events() {
+            assert_eq!(after, seq);
+            s.events_read((seq + 1..=seq + room as i64).map(|i| ev(i, "b")).collect(), 0);
+            seq += room as i64;
+            settle(&mut s, |_| ok());
+        }
+        assert_eq!(s.delivered.len() + s.held.len(), DELIVERED_AHEAD_MAX, "never more than the bound");
+        assert!(!s.should_read_ahead());
+        // Event 1 delivered: the cursor runs over all of them, and reading goes on.
+        s.handle_outcome(1, ok(), 0, 0);
+        assert_eq!(s.take_cursor_write(), Some(seq));
+        assert_eq!(s.wants_events(), Some((seq, WINDOW)));
+    }
+
+    #[test]
+    fn a_read_is_asked_for_once_half_the_window_no_longer_waits_to_be_sent() {
+        let mut s = schedule(100);
+        s.behind = true;
+        s.events_read((1..=WINDOW as i64).map(|i| ev(i, &format!("c{}", i % 64))).collect(), 0);
+        assert!(!s.should_read_ahead(), "the window is full");
+        // 64 in flight (one a chat): 192 wait, and nothing can be read yet.
+        assert_eq!(drain(&mut s, 0).len(), 64);
+        assert!(!s.should_read_ahead());
+        // Deliver until at most half the window waits while 64 stay in
+        // flight: a read is asked for with a quarter of the window free.
+        let mut delivered = 0;
+        while !s.should_read_ahead() {
+            let a = s.poll_attempt(0);
+            assert!(a.is_none(), "every chat has one in flight");
+            let seq = *s.held.iter().find(|(_, h)| h.in_flight).map(|(k, _)| k).unwrap();
+            s.handle_outcome(seq, ok(), 0, 0);
+            drain(&mut s, 0);
+            delivered += 1;
+        }
+        assert_eq!(delivered, WINDOW / 4, "read when 64 are free, with 64 more still waiting");
+        assert_eq!(s.held.len() - s.in_flight, WINDOW / 2);
     }
 
     #[test]
