@@ -82,12 +82,6 @@ struct AtRow<'a> {
     reply: Option<i64>,
 }
 
-/// PostgreSQL: the chats' counters, their rows locked until the
-/// transaction ends, in one order on every node (`?1`: the ids,
-/// comma-joined).
-pub(super) const LOCK_COUNTERS: &str = "SELECT id, last_message_id FROM chats \
-     WHERE id = ANY(string_to_array(?1, ',')) ORDER BY id FOR UPDATE";
-
 const LOAD: &str = "SELECT message_id, sender_id, sender_is_bot, text, date, edit_date, reply_to, deleted \
      FROM messages WHERE chat_id = ?1 AND message_id = ?2";
 
@@ -131,16 +125,10 @@ impl Counters {
     }
 }
 
-/// The chats whose counters [`lock_counters`] can take ahead: ids that can
-/// be named in its comma-joined list.
+/// The chats whose counters a group can read ahead (`store::group::read`):
+/// ids that can be named in its comma-joined list.
 pub fn lockable(chat_id: &str) -> bool {
     !chat_id.is_empty() && !chat_id.contains(',')
-}
-
-/// The statement and parameter that lock `chat_ids`' counters (a read the
-/// group pipelines with its others); rows are `(id, last_message_id)`.
-pub(super) fn lock_counters(chat_ids: &[&str]) -> (&'static str, String) {
-    (LOCK_COUNTERS, chat_ids.join(","))
 }
 
 /// Takes the chat's next number for `m`. With [`Numbering::ChatCounter`]
