@@ -263,6 +263,21 @@ impl Conn {
         }
     }
 
+    /// The rows queued last by [`Conn::defer_row`] for `sql`, taken back
+    /// from the queue as their JSON array when nothing was queued after
+    /// them: the caller sends them itself, in a statement that writes them
+    /// and more. `None` otherwise (and always on SQLite).
+    pub fn take_last_rows(&self, sql: &'static str) -> Option<String> {
+        match self {
+            Conn::Sqlite(_) => {
+                let _ = sql;
+                None
+            }
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => c.take_last_rows(sql),
+        }
+    }
+
     /// Sends now the deferred writes that may wait for another
     /// transaction (see [`Deferral`]): one round trip on a database server
     /// when there are any, nothing otherwise.

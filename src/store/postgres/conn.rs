@@ -354,6 +354,21 @@ impl PgConn {
         Ok(())
     }
 
+    /// The rows [`PgConn::defer_row`] queued for `sql`, taken back from the
+    /// queue as their JSON array, when they are the last write queued (so
+    /// whatever goes out next still runs after everything queued before
+    /// them).
+    pub fn take_last_rows(&self, sql: &'static str) -> Option<String> {
+        let mut deferred = self.deferred.borrow_mut();
+        if !deferred.last().is_some_and(|l| l.rows == Some(sql)) {
+            return None;
+        }
+        match deferred.pop()?.vals.pop()? {
+            OwnedVal::Text(json) => Some(json),
+            _ => None,
+        }
+    }
+
     /// Sends the deferred writes that may wait for another transaction's
     /// rows, or whose row count is checked (and those queued before them),
     /// in one round trip; nothing when there are none. After it, what is
