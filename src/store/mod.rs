@@ -250,16 +250,17 @@ impl Conn {
     /// A deferred write ([`Deferral`]) of one row of `sql`, a statement
     /// whose one parameter is a JSON array of rows (`row`: a JSON object):
     /// on a database server the rows queued one after another go out as
-    /// one statement. SQLite runs it now, for this row.
+    /// one statement. Not on SQLite, which writes each row at once.
     pub fn defer_row(&self, sql: &'static str, row: &str, d: Deferral) -> StoreResult<()> {
         match self {
-            Conn::Sqlite(c) => {
-                let _ = d;
-                c.prepare_cached(sql)?.execute([format!("[{row}]")])?;
-                Ok(())
-            }
             #[cfg(feature = "postgres")]
             Conn::Postgres(c) => c.defer_row(sql, row, d),
+            // Only a database server numbers messages in memory, the one
+            // caller (`messages::reserve`).
+            Conn::Sqlite(_) => {
+                let _ = (sql, row, d);
+                Err(StorageError::Unsupported("rows are queued only on a database server"))
+            }
         }
     }
 
@@ -354,7 +355,7 @@ impl Stmt<'_> {
                 }
             }
             #[cfg(feature = "postgres")]
-            Stmt::Pg(c, s, _) => p.bind(|v| c.defer(s, v, d, true)),
+            Stmt::Pg(c, s, _) => p.bind(|v| c.defer(s, v, d)),
         }
     }
 
@@ -370,7 +371,7 @@ impl Stmt<'_> {
                 Ok(())
             }
             #[cfg(feature = "postgres")]
-            Stmt::Pg(c, s, _) => p.bind(|v| c.defer(s, v, Deferral::waits("an uncounted write"), false)),
+            Stmt::Pg(c, s, _) => p.bind(|v| c.defer(s, v, Deferral::waits("an uncounted write").uncounted())),
         }
     }
 

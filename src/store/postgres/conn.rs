@@ -296,19 +296,12 @@ impl PgConn {
 
     /// Queues a write whose answer (besides success) nobody waits for: it
     /// goes out ahead of the transaction's next call, in its round trip,
-    /// or with the COMMIT. `expect`: the rows it must change, else the
+    /// or with the COMMIT. `d.expect`: the rows it must change, else the
     /// transaction fails (checked before the COMMIT is sent, at the cost of
-    /// a round trip of its own). `counted`: it counts in
-    /// [`PgConn::total_changes`] (`Stmt::defer_uncounted` is one that does
-    /// not). Outside a transaction it runs now.
-    pub fn defer(
-        &self,
-        st: &Statement,
-        vals: &[Val<'_>],
-        d: crate::store::value::Deferral,
-        counted: bool,
-    ) -> StoreResult<()> {
-        let crate::store::value::Deferral { expect, waits, what } = d;
+    /// a round trip of its own). `d.counted`: it counts in
+    /// [`PgConn::total_changes`]. Outside a transaction it runs now.
+    pub fn defer(&self, st: &Statement, vals: &[Val<'_>], d: crate::store::value::Deferral) -> StoreResult<()> {
+        let crate::store::value::Deferral { expect, waits, counted, what } = d;
         let expect = expect.map(|n| n as u64);
         if !self.in_tx.get() {
             let n = self.execute_uncounted(st, vals)? as u64;
@@ -331,14 +324,20 @@ impl PgConn {
     /// [`PgConn::defer`] of one row (`row`, a JSON object) of a statement
     /// that writes a JSON array of them (its one parameter): rows queued
     /// one after another go out as one statement. The statement counts no
-    /// rows (`d.expect` is ignored).
+    /// rows (`d.expect` is ignored); each row counts as one change when
+    /// `d.counted`.
     pub fn defer_row(&self, sql: &'static str, row: &str, d: crate::store::value::Deferral) -> StoreResult<()> {
         let (st, _) = self.prepare_cached(sql)?;
         if !self.in_tx.get() {
-            self.execute(&st, &[Val::Text(&format!("[{row}]"))])?;
+            let n = self.execute_uncounted(&st, &[Val::Text(&format!("[{row}]"))])?;
+            if d.counted {
+                self.changes.set(self.changes.get() + n as u64);
+            }
             return Ok(());
         }
-        self.changes.set(self.changes.get() + 1);
+        if d.counted {
+            self.changes.set(self.changes.get() + 1);
+        }
         let mut deferred = self.deferred.borrow_mut();
         if let Some(last) = deferred.last_mut().filter(|l| l.rows == Some(sql) && l.waits == d.waits) {
             if let Some(OwnedVal::Text(json)) = last.vals.first_mut() {
