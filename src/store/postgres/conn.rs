@@ -359,7 +359,7 @@ impl PgConn {
     /// them).
     pub fn take_last_rows(&self, sql: &'static str) -> Option<String> {
         let mut deferred = self.deferred.borrow_mut();
-        if !deferred.last().is_some_and(|l| l.rows == Some(sql)) {
+        if deferred.last().is_none_or(|l| l.rows != Some(sql)) {
             return None;
         }
         match deferred.pop()?.vals.pop()? {
