@@ -175,6 +175,16 @@ impl Conn {
         }
     }
 
+    /// Statements run on a database server so far (BEGIN, COMMIT and
+    /// ROLLBACK aside; 0 on SQLite): what [`Conn::round_trips`] carried.
+    pub fn statements(&self) -> u64 {
+        match self {
+            Conn::Sqlite(_) => 0,
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => c.statements(),
+        }
+    }
+
     pub fn begin(&self) -> StoreResult<()> {
         match self {
             Conn::Sqlite(c) => Ok(c.prepare_cached("BEGIN IMMEDIATE")?.execute([]).map(|_| ())?),

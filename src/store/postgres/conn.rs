@@ -31,6 +31,9 @@ pub struct PgConn {
     /// Round trips made for statements (connecting aside), for metrics;
     /// shared by a service's connections ([`PgConn::open_another`]).
     round_trips: Arc<AtomicU64>,
+    /// Prepared statements run (BEGIN, COMMIT and ROLLBACK aside), shared
+    /// as `round_trips` is: what a round trip carries.
+    statements: Arc<AtomicU64>,
     /// Prepared statements of the current client, by SQL text as written.
     cache: RefCell<HashMap<String, (Statement, bool)>>,
     changes: Cell<u64>,
@@ -51,16 +54,16 @@ pub struct PgConn {
 impl PgConn {
     /// Connects and brings the schema up to date.
     pub fn open(config: &Config) -> StoreResult<PgConn> {
-        PgConn::open_counting(config, Arc::default())
+        PgConn::open_counting(config, Arc::default(), Arc::default())
     }
 
     /// One more connection of the same service (one runs a group while
     /// another commits): its round trips count with this one's.
     pub fn open_another(&self, config: &Config) -> StoreResult<PgConn> {
-        PgConn::open_counting(config, self.round_trips.clone())
+        PgConn::open_counting(config, self.round_trips.clone(), self.statements.clone())
     }
 
-    fn open_counting(config: &Config, round_trips: Arc<AtomicU64>) -> StoreResult<PgConn> {
+    fn open_counting(config: &Config, round_trips: Arc<AtomicU64>, statements: Arc<AtomicU64>) -> StoreResult<PgConn> {
         let target = Target::parse(config).inspect_err(|e| {
             // Logged as a failure to connect would be: the setting is wrong.
             log_storage_error("connection failed", &e.to_string(), None);
@@ -77,6 +80,7 @@ impl PgConn {
             begin_owed: Cell::new(false),
             deferred: RefCell::new(Vec::new()),
             round_trips,
+            statements,
             cache: RefCell::new(HashMap::new()),
             changes: Cell::new(0),
             in_tx: Cell::new(false),
@@ -251,6 +255,7 @@ impl PgConn {
         let mut all: Vec<(&Statement, &Params<'_>)> =
             deferred.iter().zip(&owned).map(|(d, p)| (&d.st, p.as_slice())).collect();
         all.extend_from_slice(runs);
+        self.statements.fetch_add(all.len() as u64, Ordering::Relaxed);
         let r = self.with(|rt, c| {
             rt.block_on(async {
                 let begin = async {
@@ -536,6 +541,11 @@ impl PgConn {
     /// Round trips to the server so far, connecting aside.
     pub fn round_trips(&self) -> u64 {
         self.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// Prepared statements run so far (BEGIN, COMMIT and ROLLBACK aside).
+    pub fn statements(&self) -> u64 {
+        self.statements.load(Ordering::Relaxed)
     }
 
     pub fn total_changes(&self) -> u64 {
