@@ -901,10 +901,12 @@ fn a_group_of_sends_costs_two_round_trips_at_every_size() {
     let mut sent: Vec<u64> = (0..64).map(|i| if i < 4 { 2 } else { 0 }).collect();
     for size in [1usize, 8, 64] {
         let requests: Vec<Vec<u8>> = worlds[..size].iter().map(|w| send_request(w, "hi", "")).collect();
+        let statements = svc.database_statements();
         let (trips, answers) = group_round_trips(&svc, &requests);
         // BEGIN with every bot, chat and counter read; every message with
-        // its updates and the COMMIT.
-        assert_eq!(trips, 2, "a group of {size}");
+        // its updates and the COMMIT. One statement each: the read, the
+        // write.
+        assert_eq!((trips, svc.database_statements() - statements), (2, 2), "a group of {size}");
         for n in &mut sent[..size] {
             *n += 1;
         }
@@ -912,16 +914,18 @@ fn a_group_of_sends_costs_two_round_trips_at_every_size() {
     }
     // Eight into one chat: numbered in memory, in order, without a gap.
     let requests: Vec<Vec<u8>> = (0..8).map(|i| send_request(&worlds[9], &format!("{i}"), "")).collect();
+    let statements = svc.database_statements();
     let (trips, answers) = group_round_trips(&svc, &requests);
-    assert_eq!(trips, 2);
+    assert_eq!((trips, svc.database_statements() - statements), (2, 2));
     assert_eq!(message_ids(&answers), (2..=9).collect::<Vec<u64>>());
     let history = admin(&svc, SECRET, "getChatHistory", json!({"chat_id": worlds[9].chat}));
     let texts: Vec<&str> = history.as_array().unwrap().iter().map(|m| m["text"].as_str().unwrap()).collect();
     assert_eq!(texts, ["hi", "0", "1", "2", "3", "4", "5", "6", "7"]);
     // Alone, through the group commit: the same two.
-    let before = svc.commit_stats().round_trips;
+    let (before, statements) = (svc.commit_stats().round_trips, svc.database_statements());
     let (status, v) = bot_call(&svc, &worlds[5].token, "sendMessage", json!({"chat_id": worlds[5].chat, "text": "1"}));
-    assert_eq!((status, svc.commit_stats().round_trips - before), (200, 2), "{v}");
+    let cost = (svc.commit_stats().round_trips - before, svc.database_statements() - statements);
+    assert_eq!((status, cost), (200, (2, 2)), "{v}");
     assert_eq!(v["result"]["message_id"], "3");
 }
 

@@ -343,6 +343,15 @@ impl Service {
         CommitPause(&self.group)
     }
 
+    /// Statements run on a database server so far, all connections of the
+    /// service together (BEGIN, COMMIT and ROLLBACK aside; 0 on SQLite):
+    /// what the round trips of [`Service::commit_stats`] carried. For
+    /// tests of what a group costs the server.
+    #[doc(hidden)]
+    pub fn database_statements(&self) -> u64 {
+        self.lock().conn.statements()
+    }
+
     /// Counts of commits, for hosts' metrics: how many requests were
     /// written, in how many transactions, and the database round trips.
     pub fn commit_stats(&self) -> crate::group::CommitStats {

@@ -19,27 +19,13 @@ const BY_ID: &str = "SELECT id, display_name, handle, avatar_key, status, verifi
 
 /// The bot by token hash with the chat `?2`, the bot's membership in it
 /// and the chat's current bots (see [`by_token_hash_with_chat`]).
-pub(super) const BOT_WITH_CHAT: &str =
-    "SELECT b.id, b.display_name, b.handle, b.avatar_key, b.status, b.verified, b.official, \
+const BOT_WITH_CHAT: &str = "SELECT b.id, b.display_name, b.handle, b.avatar_key, b.status, b.verified, b.official, \
      b.quota_tier, b.gateway_connection_limit, \
      c.id, c.type, c.title, c.user_id, c.bot_id, c.started, c.blocked_by_user, c.blocked_by_bot, \
      c.bots_can_send, c.dissolved, m.active, \
      (SELECT string_agg(x.member_id, ',') FROM members x WHERE x.chat_id = c.id AND x.is_bot = 1 AND x.active = 1) \
      FROM bots b LEFT JOIN chats c ON c.id = ?2 LEFT JOIN members m ON m.chat_id = c.id AND m.member_id = b.id \
      WHERE b.token_hash = ?1";
-
-/// PostgreSQL: [`BOT_WITH_CHAT`] for every `(i, h, c)` of the JSON array
-/// `?1` (`h`: the token hash in hex) in one statement, each row ending
-/// with its `i`. Each bot is found through the token-hash index.
-pub(super) const BOTS_WITH_CHATS: &str =
-    "SELECT b.id, b.display_name, b.handle, b.avatar_key, b.status, b.verified, b.official, \
-     b.quota_tier, b.gateway_connection_limit, \
-     c.id, c.type, c.title, c.user_id, c.bot_id, c.started, c.blocked_by_user, c.blocked_by_bot, \
-     c.bots_can_send, c.dissolved, m.active, \
-     (SELECT string_agg(x.member_id, ',') FROM members x WHERE x.chat_id = c.id AND x.is_bot = 1 AND x.active = 1), \
-     k.i FROM json_to_recordset(?1::text::json) AS k(i bigint, h text, c text) \
-     CROSS JOIN LATERAL (SELECT * FROM bots WHERE token_hash = decode(k.h, 'hex')) b \
-     LEFT JOIN chats c ON c.id = k.c LEFT JOIN members m ON m.chat_id = c.id AND m.member_id = b.id";
 
 const INSERT: &str = "INSERT INTO bots (id, token_hash, op_token, display_name, handle, avatar_key, verified, \
      official, quota_tier, gateway_connection_limit, created_at, handle_key) \

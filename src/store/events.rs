@@ -36,6 +36,8 @@ const INSERT_BOT_EVENT: &str = "INSERT INTO bot_events (bot_id, seq, created_at_
 
 /// PostgreSQL: the transaction's host-stream rows, unnumbered, in the order
 /// they were written (`seq`). No row is locked: see [`NUMBER_UPDATES`].
+/// `messages::INSERT_AT_AND_PENDING` writes them the same way, with
+/// messages.
 const WRITE_PENDING: &str = "INSERT INTO updates_pending (created_at_ms, type, data, ref_chat, ref_message) \
      SELECT t.at, t.kind, t.data, t.chat, t.message \
      FROM json_to_recordset(?1::text::json) AS t(i bigint, at bigint, kind text, data text, chat text, message bigint) \
@@ -239,13 +241,18 @@ fn write_pending(conn: &Conn, pending: &mut PendingUpdates) -> StoreResult<()> {
 
 /// Commits the open transaction (with `notify`, see
 /// [`Conn::commit_notifying`]), the pending host-stream rows written in the
-/// same round trip as the COMMIT.
+/// same round trip as the COMMIT: in one statement with the messages
+/// queued last, if any (`messages::INSERT_AT_AND_PENDING`).
 pub fn commit_with_updates(conn: &Conn, pending: &mut PendingUpdates, notify: Option<&str>) -> StoreResult<()> {
     if pending.n == 0 {
         return conn.commit_notifying(notify);
     }
     let (_, json) = pending.take();
-    conn.execute_then_commit(WRITE_PENDING, params![json], notify)?;
+    // The messages queued last go out in the same statement.
+    match super::messages::take_queued(conn) {
+        Some(rows) => conn.execute_then_commit(super::messages::INSERT_AT_AND_PENDING, params![rows, json], notify)?,
+        None => conn.execute_then_commit(WRITE_PENDING, params![json], notify)?,
+    };
     Ok(())
 }
 

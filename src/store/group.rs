@@ -24,42 +24,76 @@ pub struct Ahead {
     pub keys: idempotency::Held,
 }
 
+/// PostgreSQL: the group's read, one statement. First, for every
+/// `(i, h, c)` of the JSON array `?1` (`h`: the token hash in hex), the
+/// row of `bots::BOT_WITH_CHAT` ending with its `i` (column 21), each bot
+/// found through the token-hash index; then `$lock`, the rows of
+/// [`READ_LOCKING`] (or none, [`READ_BOTS`]).
+macro_rules! read_statement {
+    ($lock:literal) => {
+        concat!(
+            "SELECT b.id, b.display_name, b.handle, b.avatar_key, b.status, b.verified, b.official, \
+             b.quota_tier, b.gateway_connection_limit, \
+             c.id, c.type, c.title, c.user_id, c.bot_id, c.started, c.blocked_by_user, c.blocked_by_bot, \
+             c.bots_can_send, c.dissolved, m.active, \
+             (SELECT string_agg(x.member_id, ',') FROM members x WHERE x.chat_id = c.id AND x.is_bot = 1 \
+             AND x.active = 1), \
+             k.i, NULL::bigint FROM json_to_recordset(?1::text::json) AS k(i bigint, h text, c text) \
+             CROSS JOIN LATERAL (SELECT * FROM bots WHERE token_hash = decode(k.h, 'hex')) b \
+             LEFT JOIN chats c ON c.id = k.c LEFT JOIN members m ON m.chat_id = c.id AND m.member_id = b.id",
+            $lock
+        )
+    };
+}
+
+/// [`read`]'s statement when the group posts in no chat.
+const READ_BOTS: &str = read_statement!("");
+
+/// [`read`]'s statement when the group posts: after the bots, for each
+/// chat of `?2` (ids, comma-joined), a row with its id (column 9) and its
+/// `last_message_id` (column 22, NULL in the bots' rows), the chat's row
+/// locked until the transaction ends. The rows are sorted by id and then
+/// locked (the subquery's ORDER BY runs below its FOR UPDATE): one order
+/// on every node, so two groups never each hold a chat the other waits
+/// for. The bots are read before any chat is locked, as two statements in
+/// that order would.
+const READ_LOCKING: &str = read_statement!(
+    " UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, l.id, \
+     NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, l.last_message_id \
+     FROM (SELECT id, last_message_id FROM chats WHERE id = ANY(string_to_array(?2, ',')) \
+     ORDER BY id FOR UPDATE) l"
+);
+
 /// Reads, for each `(token hash, chat id)`, the bot and the chat; and
 /// locks the counters of `send_to` (chats a request of the group may post
 /// in), holding them in `ahead`. Per key asked, in order: the bot and its
-/// chat, if the token is known.
+/// chat, if the token is known. One statement ([`READ_LOCKING`], or
+/// [`READ_BOTS`] when there is nothing to lock): a group reads ahead only
+/// on a shared store (on SQLite each request reads for itself, in the
+/// process).
 pub fn read(
     conn: &Conn,
     keys: &[([u8; 32], &str)],
     send_to: &[&str],
     ahead: &mut Ahead,
 ) -> StoreResult<Vec<Option<(Bot, ChatPrefetch)>>> {
-    // On a database server one statement reads every bot and chat.
-    let many = (conn.dialect() == super::Dialect::Postgres).then(|| keys_json(keys));
-    let mut runs: Vec<(&str, Vec<Val<'_>>)> = match &many {
-        Some(json) => vec![(bots::BOTS_WITH_CHATS, vec![Val::Text(json)])],
-        None => keys.iter().map(|(h, c)| (bots::BOT_WITH_CHAT, vec![Val::Blob(&h[..]), Val::Text(c)])).collect(),
-    };
-    let lookups = runs.len();
     let mut chats: Vec<&str> = send_to.iter().copied().filter(|c| messages::lockable(c)).collect();
     chats.sort_unstable();
     chats.dedup();
-    let lock = messages::lock_counters(&chats);
-    if !chats.is_empty() && conn.is_shared() {
-        runs.push((lock.0, vec![Val::Text(&lock.1)]));
-    }
+    let (json, chats) = (keys_json(keys), chats.join(","));
     let mut found: Vec<Option<(Bot, ChatPrefetch)>> = keys.iter().map(|_| None).collect();
     let mut held = Vec::new();
-    conn.query_pipelined(&runs, |run, r| {
-        if run >= lookups {
-            held.push((r.get::<String>(0)?, r.get::<i64>(1)?));
+    let run = match chats.is_empty() {
+        true => (READ_BOTS, vec![Val::Text(&json)]),
+        false => (READ_LOCKING, vec![Val::Text(&json), Val::Text(&chats)]),
+    };
+    conn.query_pipelined(&[run], |_, r| {
+        if let Some(last) = r.get::<Option<i64>>(22)? {
+            held.push((r.get::<String>(9)?, last));
             return Ok(());
         }
-        // The key a row answers: its run, or its `i` in the one statement.
-        let i = match many {
-            Some(_) => usize::try_from(r.get::<i64>(21)?).map_err(|_| super::StorageError::Type(21))?,
-            None => run,
-        };
+        // The key a row answers: its `i`.
+        let i = usize::try_from(r.get::<i64>(21)?).map_err(|_| super::StorageError::Type(21))?;
         if let Some((_, chat)) = keys.get(i) {
             found[i] = Some(bots::bot_with_chat(r, chat)?);
         }
@@ -71,7 +105,7 @@ pub fn read(
     Ok(found)
 }
 
-/// `keys` as [`bots::BOTS_WITH_CHATS`] takes them.
+/// `keys` as [`read`]'s statement takes them.
 fn keys_json(keys: &[([u8; 32], &str)]) -> String {
     let rows: Vec<serde_json::Value> = keys
         .iter()

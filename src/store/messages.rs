@@ -58,17 +58,46 @@ const INSERT_COUNTED: &str = "WITH n AS (UPDATE chats SET last_message_id = last
 /// PostgreSQL: messages numbered in memory (see [`Counters`]), a JSON array
 /// of rows (`?1`), with their chats' counters set to the highest and the
 /// sender bots' chat actions ended, in one statement that waits for the
-/// next round trip. It waits for no other transaction: the chats' rows
-/// are locked already, and a chat action another transaction is setting
-/// right now is left to it (that action comes after this message).
-const INSERT_AT: &str = "WITH t AS (SELECT * FROM json_to_recordset(?1::text::json) \
-     AS t(chat text, id bigint, sender text, bot bigint, text text, date bigint, reply bigint)), \
-     n AS (UPDATE chats c SET last_message_id = x.id FROM (SELECT chat, max(id) AS id FROM t GROUP BY chat) x \
-     WHERE c.id = x.chat), \
-     a AS (DELETE FROM chat_actions WHERE (chat_id, bot_id) IN (SELECT chat_id, bot_id FROM chat_actions \
-     WHERE (chat_id, bot_id) IN (SELECT chat, sender FROM t WHERE bot = 1) FOR UPDATE SKIP LOCKED)) \
-     INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to) \
-     SELECT chat, id, sender, bot, text, date, reply FROM t";
+/// next round trip; `$more` is one more CTE of the statement (or none).
+/// It waits for no other transaction: the chats' rows are locked already,
+/// and a chat action another transaction is setting right now is left to
+/// it (that action comes after this message).
+macro_rules! insert_at {
+    ($more:literal) => {
+        concat!(
+            "WITH t AS (SELECT * FROM json_to_recordset(?1::text::json) \
+             AS t(chat text, id bigint, sender text, bot bigint, text text, date bigint, reply bigint)), \
+             n AS (UPDATE chats c SET last_message_id = x.id FROM (SELECT chat, max(id) AS id FROM t GROUP BY chat) x \
+             WHERE c.id = x.chat), \
+             a AS (DELETE FROM chat_actions WHERE (chat_id, bot_id) IN (SELECT chat_id, bot_id FROM chat_actions \
+             WHERE (chat_id, bot_id) IN (SELECT chat, sender FROM t WHERE bot = 1) FOR UPDATE SKIP LOCKED))",
+            $more,
+            " INSERT INTO messages (chat_id, message_id, sender_id, sender_is_bot, text, date, reply_to) \
+             SELECT chat, id, sender, bot, text, date, reply FROM t"
+        )
+    };
+}
+
+/// See [`insert_at`].
+const INSERT_AT: &str = insert_at!("");
+
+/// PostgreSQL: [`INSERT_AT`] and, in the same statement, the transaction's
+/// host-stream rows (`?2`, as `store::events` writes them at COMMIT: new
+/// rows, numbered by `seq` in their order `i`), when the messages are the
+/// last write queued before the COMMIT: one statement less per group.
+pub(super) const INSERT_AT_AND_PENDING: &str = insert_at!(
+    ", p AS (INSERT INTO updates_pending (created_at_ms, type, data, ref_chat, ref_message) \
+     SELECT u.at, u.kind, u.data, u.chat, u.message FROM json_to_recordset(?2::text::json) \
+     AS u(i bigint, at bigint, kind text, data text, chat text, message bigint) ORDER BY u.i)"
+);
+
+/// The messages the open transaction queued last, as [`INSERT_AT`]'s JSON
+/// array, taken back from the queue when nothing was queued after them
+/// (see `Conn::take_last_rows`): the caller writes them with
+/// [`INSERT_AT_AND_PENDING`].
+pub(super) fn take_queued(conn: &Conn) -> Option<String> {
+    conn.take_last_rows(INSERT_AT)
+}
 
 /// A row of [`INSERT_AT`].
 #[derive(serde::Serialize)]
@@ -81,12 +110,6 @@ struct AtRow<'a> {
     date: i64,
     reply: Option<i64>,
 }
-
-/// PostgreSQL: the chats' counters, their rows locked until the
-/// transaction ends, in one order on every node (`?1`: the ids,
-/// comma-joined).
-pub(super) const LOCK_COUNTERS: &str = "SELECT id, last_message_id FROM chats \
-     WHERE id = ANY(string_to_array(?1, ',')) ORDER BY id FOR UPDATE";
 
 const LOAD: &str = "SELECT message_id, sender_id, sender_is_bot, text, date, edit_date, reply_to, deleted \
      FROM messages WHERE chat_id = ?1 AND message_id = ?2";
@@ -131,16 +154,10 @@ impl Counters {
     }
 }
 
-/// The chats whose counters [`lock_counters`] can take ahead: ids that can
-/// be named in its comma-joined list.
+/// The chats whose counters a group can read ahead (`store::group::read`):
+/// ids that can be named in its comma-joined list.
 pub fn lockable(chat_id: &str) -> bool {
     !chat_id.is_empty() && !chat_id.contains(',')
-}
-
-/// The statement and parameter that lock `chat_ids`' counters (a read the
-/// group pipelines with its others); rows are `(id, last_message_id)`.
-pub(super) fn lock_counters(chat_ids: &[&str]) -> (&'static str, String) {
-    (LOCK_COUNTERS, chat_ids.join(","))
 }
 
 /// Takes the chat's next number for `m`. With [`Numbering::ChatCounter`]

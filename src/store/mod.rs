@@ -175,6 +175,16 @@ impl Conn {
         }
     }
 
+    /// Statements run on a database server so far (BEGIN, COMMIT and
+    /// ROLLBACK aside; 0 on SQLite): what [`Conn::round_trips`] carried.
+    pub fn statements(&self) -> u64 {
+        match self {
+            Conn::Sqlite(_) => 0,
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => c.statements(),
+        }
+    }
+
     pub fn begin(&self) -> StoreResult<()> {
         match self {
             Conn::Sqlite(c) => Ok(c.prepare_cached("BEGIN IMMEDIATE")?.execute([]).map(|_| ())?),
@@ -250,16 +260,32 @@ impl Conn {
     /// A deferred write ([`Deferral`]) of one row of `sql`, a statement
     /// whose one parameter is a JSON array of rows (`row`: a JSON object):
     /// on a database server the rows queued one after another go out as
-    /// one statement. SQLite runs it now, for this row.
+    /// one statement. Not on SQLite, which writes each row at once.
     pub fn defer_row(&self, sql: &'static str, row: &str, d: Deferral) -> StoreResult<()> {
         match self {
-            Conn::Sqlite(c) => {
-                let _ = d;
-                c.prepare_cached(sql)?.execute([format!("[{row}]")])?;
-                Ok(())
-            }
             #[cfg(feature = "postgres")]
             Conn::Postgres(c) => c.defer_row(sql, row, d),
+            // Only a database server numbers messages in memory, the one
+            // caller (`messages::reserve`).
+            Conn::Sqlite(_) => {
+                let _ = (sql, row, d);
+                Err(StorageError::Unsupported("rows are queued only on a database server"))
+            }
+        }
+    }
+
+    /// The rows queued last by [`Conn::defer_row`] for `sql`, taken back
+    /// from the queue as their JSON array when nothing was queued after
+    /// them: the caller sends them itself, in a statement that writes them
+    /// and more. `None` otherwise (and always on SQLite).
+    pub fn take_last_rows(&self, sql: &'static str) -> Option<String> {
+        match self {
+            Conn::Sqlite(_) => {
+                let _ = sql;
+                None
+            }
+            #[cfg(feature = "postgres")]
+            Conn::Postgres(c) => c.take_last_rows(sql),
         }
     }
 
@@ -339,7 +365,7 @@ impl Stmt<'_> {
                 }
             }
             #[cfg(feature = "postgres")]
-            Stmt::Pg(c, s, _) => p.bind(|v| c.defer(s, v, d, true)),
+            Stmt::Pg(c, s, _) => p.bind(|v| c.defer(s, v, d)),
         }
     }
 
@@ -355,7 +381,7 @@ impl Stmt<'_> {
                 Ok(())
             }
             #[cfg(feature = "postgres")]
-            Stmt::Pg(c, s, _) => p.bind(|v| c.defer(s, v, Deferral::waits("an uncounted write"), false)),
+            Stmt::Pg(c, s, _) => p.bind(|v| c.defer(s, v, Deferral::waits("an uncounted write").uncounted())),
         }
     }
 

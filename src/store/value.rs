@@ -19,23 +19,35 @@ pub struct Deferral {
     // Only a database server defers; SQLite runs every write at once.
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub waits: bool,
+    /// It counts in `Conn::total_changes` (SQLite counts every change
+    /// itself): a write that creates a row meaning "nothing yet" does not,
+    /// so a request refused after it still counts as having written
+    /// nothing.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub counted: bool,
     pub what: &'static str,
 }
 
 impl Deferral {
     /// A write on rows the transaction holds.
     pub const fn on_held_rows(what: &'static str) -> Deferral {
-        Deferral { expect: None, waits: false, what }
+        Deferral { expect: None, waits: false, counted: true, what }
     }
 
     /// A write that may wait for another transaction.
     pub const fn waits(what: &'static str) -> Deferral {
-        Deferral { expect: None, waits: true, what }
+        Deferral { expect: None, waits: true, counted: true, what }
     }
 
     /// A write that may wait, and must change `n` rows.
     pub const fn changing(n: usize, what: &'static str) -> Deferral {
-        Deferral { expect: Some(n), waits: true, what }
+        Deferral { expect: Some(n), waits: true, counted: true, what }
+    }
+
+    /// This write, not counted in `Conn::total_changes`.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub const fn uncounted(self) -> Deferral {
+        Deferral { counted: false, ..self }
     }
 }
 

@@ -31,6 +31,9 @@ pub struct PgConn {
     /// Round trips made for statements (connecting aside), for metrics;
     /// shared by a service's connections ([`PgConn::open_another`]).
     round_trips: Arc<AtomicU64>,
+    /// Prepared statements run (BEGIN, COMMIT and ROLLBACK aside), shared
+    /// as `round_trips` is: what a round trip carries.
+    statements: Arc<AtomicU64>,
     /// Prepared statements of the current client, by SQL text as written.
     cache: RefCell<HashMap<String, (Statement, bool)>>,
     changes: Cell<u64>,
@@ -51,16 +54,16 @@ pub struct PgConn {
 impl PgConn {
     /// Connects and brings the schema up to date.
     pub fn open(config: &Config) -> StoreResult<PgConn> {
-        PgConn::open_counting(config, Arc::default())
+        PgConn::open_counting(config, Arc::default(), Arc::default())
     }
 
     /// One more connection of the same service (one runs a group while
     /// another commits): its round trips count with this one's.
     pub fn open_another(&self, config: &Config) -> StoreResult<PgConn> {
-        PgConn::open_counting(config, self.round_trips.clone())
+        PgConn::open_counting(config, self.round_trips.clone(), self.statements.clone())
     }
 
-    fn open_counting(config: &Config, round_trips: Arc<AtomicU64>) -> StoreResult<PgConn> {
+    fn open_counting(config: &Config, round_trips: Arc<AtomicU64>, statements: Arc<AtomicU64>) -> StoreResult<PgConn> {
         let target = Target::parse(config).inspect_err(|e| {
             // Logged as a failure to connect would be: the setting is wrong.
             log_storage_error("connection failed", &e.to_string(), None);
@@ -77,6 +80,7 @@ impl PgConn {
             begin_owed: Cell::new(false),
             deferred: RefCell::new(Vec::new()),
             round_trips,
+            statements,
             cache: RefCell::new(HashMap::new()),
             changes: Cell::new(0),
             in_tx: Cell::new(false),
@@ -251,6 +255,7 @@ impl PgConn {
         let mut all: Vec<(&Statement, &Params<'_>)> =
             deferred.iter().zip(&owned).map(|(d, p)| (&d.st, p.as_slice())).collect();
         all.extend_from_slice(runs);
+        self.statements.fetch_add(all.len() as u64, Ordering::Relaxed);
         let r = self.with(|rt, c| {
             rt.block_on(async {
                 let begin = async {
@@ -296,19 +301,12 @@ impl PgConn {
 
     /// Queues a write whose answer (besides success) nobody waits for: it
     /// goes out ahead of the transaction's next call, in its round trip,
-    /// or with the COMMIT. `expect`: the rows it must change, else the
+    /// or with the COMMIT. `d.expect`: the rows it must change, else the
     /// transaction fails (checked before the COMMIT is sent, at the cost of
-    /// a round trip of its own). `counted`: it counts in
-    /// [`PgConn::total_changes`] (`Stmt::defer_uncounted` is one that does
-    /// not). Outside a transaction it runs now.
-    pub fn defer(
-        &self,
-        st: &Statement,
-        vals: &[Val<'_>],
-        d: crate::store::value::Deferral,
-        counted: bool,
-    ) -> StoreResult<()> {
-        let crate::store::value::Deferral { expect, waits, what } = d;
+    /// a round trip of its own). `d.counted`: it counts in
+    /// [`PgConn::total_changes`]. Outside a transaction it runs now.
+    pub fn defer(&self, st: &Statement, vals: &[Val<'_>], d: crate::store::value::Deferral) -> StoreResult<()> {
+        let crate::store::value::Deferral { expect, waits, counted, what } = d;
         let expect = expect.map(|n| n as u64);
         if !self.in_tx.get() {
             let n = self.execute_uncounted(st, vals)? as u64;
@@ -331,14 +329,20 @@ impl PgConn {
     /// [`PgConn::defer`] of one row (`row`, a JSON object) of a statement
     /// that writes a JSON array of them (its one parameter): rows queued
     /// one after another go out as one statement. The statement counts no
-    /// rows (`d.expect` is ignored).
+    /// rows (`d.expect` is ignored); each row counts as one change when
+    /// `d.counted`.
     pub fn defer_row(&self, sql: &'static str, row: &str, d: crate::store::value::Deferral) -> StoreResult<()> {
         let (st, _) = self.prepare_cached(sql)?;
         if !self.in_tx.get() {
-            self.execute(&st, &[Val::Text(&format!("[{row}]"))])?;
+            let n = self.execute_uncounted(&st, &[Val::Text(&format!("[{row}]"))])?;
+            if d.counted {
+                self.changes.set(self.changes.get() + n as u64);
+            }
             return Ok(());
         }
-        self.changes.set(self.changes.get() + 1);
+        if d.counted {
+            self.changes.set(self.changes.get() + 1);
+        }
         let mut deferred = self.deferred.borrow_mut();
         if let Some(last) = deferred.last_mut().filter(|l| l.rows == Some(sql) && l.waits == d.waits) {
             if let Some(OwnedVal::Text(json)) = last.vals.first_mut() {
@@ -352,6 +356,21 @@ impl PgConn {
         let vals = vec![OwnedVal::Text(format!("[{row}]"))];
         deferred.push(Deferred { st, vals, expect: None, waits: d.waits, what: d.what, rows: Some(sql) });
         Ok(())
+    }
+
+    /// The rows [`PgConn::defer_row`] queued for `sql`, taken back from the
+    /// queue as their JSON array, when they are the last write queued (so
+    /// whatever goes out next still runs after everything queued before
+    /// them).
+    pub fn take_last_rows(&self, sql: &'static str) -> Option<String> {
+        let mut deferred = self.deferred.borrow_mut();
+        if deferred.last().is_none_or(|l| l.rows != Some(sql)) {
+            return None;
+        }
+        match deferred.pop()?.vals.pop()? {
+            OwnedVal::Text(json) => Some(json),
+            _ => None,
+        }
     }
 
     /// Sends the deferred writes that may wait for another transaction's
@@ -522,6 +541,11 @@ impl PgConn {
     /// Round trips to the server so far, connecting aside.
     pub fn round_trips(&self) -> u64 {
         self.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// Prepared statements run so far (BEGIN, COMMIT and ROLLBACK aside).
+    pub fn statements(&self) -> u64 {
+        self.statements.load(Ordering::Relaxed)
     }
 
     pub fn total_changes(&self) -> u64 {
