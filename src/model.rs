@@ -105,6 +105,24 @@ pub struct ChatRef<'a> {
 }
 
 impl Chat {
+    /// For the rules' unit tests: a started chat nobody blocked, open to
+    /// bots, not dissolved, with no title or parties.
+    #[cfg(test)]
+    pub(crate) fn open_for_tests(id: &str, kind: ChatKind) -> Chat {
+        Chat {
+            id: id.into(),
+            kind,
+            title: None,
+            user_id: None,
+            bot_id: None,
+            started: true,
+            blocked_by_user: false,
+            blocked_by_bot: false,
+            bots_can_send: true,
+            dissolved: false,
+        }
+    }
+
     pub fn reference(&self) -> ChatRef<'_> {
         ChatRef { id: &self.id, kind: self.kind }
     }

@@ -93,18 +93,7 @@ mod tests {
     use super::*;
 
     fn chat(kind: ChatKind) -> Chat {
-        Chat {
-            id: "spc_1".into(),
-            kind,
-            title: None,
-            user_id: None,
-            bot_id: None,
-            started: true,
-            blocked_by_user: false,
-            blocked_by_bot: false,
-            bots_can_send: true,
-            dissolved: false,
-        }
+        Chat::open_for_tests("spc_1", kind)
     }
 
     fn code(act: Act, c: &Chat, member: bool) -> &'static str {

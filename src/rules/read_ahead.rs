@@ -70,18 +70,7 @@ mod tests {
     }
 
     fn chat(id: &str, kind: ChatKind) -> Chat {
-        Chat {
-            id: id.into(),
-            kind,
-            title: None,
-            user_id: None,
-            bot_id: None,
-            started: true,
-            blocked_by_user: false,
-            blocked_by_bot: false,
-            bots_can_send: true,
-            dissolved: false,
-        }
+        Chat::open_for_tests(id, kind)
     }
 
     fn asked<'a>(limited: bool, key: Option<&'a str>, found: Option<(&'a Bot, &'a Chat)>) -> Asked<'a> {

@@ -149,11 +149,6 @@ impl Service {
         !self.in_memory
     }
 
-    /// Whether the database is shared with other nodes (a database
-    /// server): a host answers bot requests off its event loop then, on
-    /// as many threads as wait on the server, and the core puts each
-    /// group's requests in lock order across nodes. A SQLite database
-    /// belongs to this process.
     /// How many threads a host may usefully run batches on at once: one
     /// on SQLite (one writer); on a shared store one per connection of the
     /// pool, so that one batch runs while the others' COMMITs are awaited.
@@ -165,6 +160,11 @@ impl Service {
         }
     }
 
+    /// Whether the database is shared with other nodes (a database
+    /// server): a host answers bot requests off its event loop then, on
+    /// as many threads as [`Service::batch_threads`], and the core puts
+    /// each group's requests in lock order across nodes. A SQLite database
+    /// belongs to this process.
     pub fn store_is_shared(&self) -> bool {
         self.shared_store
     }

@@ -17,15 +17,28 @@ const BY_TOKEN_HASH: &str = "SELECT id, display_name, handle, avatar_key, status
 const BY_ID: &str = "SELECT id, display_name, handle, avatar_key, status, verified, official, quota_tier, \
      gateway_connection_limit FROM bots WHERE id = ?1";
 
+/// The columns [`bot_with_chat`] reads, in its order, from a bot `b`, a
+/// chat `c` and the bot's membership `m` in it (21 columns); one text for
+/// [`BOT_WITH_CHAT`] and the group's read (`store::group`, which sees it
+/// through `#[macro_use]` on this module).
+macro_rules! bot_with_chat_columns {
+    () => {
+        "b.id, b.display_name, b.handle, b.avatar_key, b.status, b.verified, b.official, \
+         b.quota_tier, b.gateway_connection_limit, \
+         c.id, c.type, c.title, c.user_id, c.bot_id, c.started, c.blocked_by_user, c.blocked_by_bot, \
+         c.bots_can_send, c.dissolved, m.active, \
+         (SELECT string_agg(x.member_id, ',') FROM members x WHERE x.chat_id = c.id AND x.is_bot = 1 AND x.active = 1)"
+    };
+}
+
 /// The bot by token hash with the chat `?2`, the bot's membership in it
 /// and the chat's current bots (see [`by_token_hash_with_chat`]).
-const BOT_WITH_CHAT: &str = "SELECT b.id, b.display_name, b.handle, b.avatar_key, b.status, b.verified, b.official, \
-     b.quota_tier, b.gateway_connection_limit, \
-     c.id, c.type, c.title, c.user_id, c.bot_id, c.started, c.blocked_by_user, c.blocked_by_bot, \
-     c.bots_can_send, c.dissolved, m.active, \
-     (SELECT string_agg(x.member_id, ',') FROM members x WHERE x.chat_id = c.id AND x.is_bot = 1 AND x.active = 1) \
-     FROM bots b LEFT JOIN chats c ON c.id = ?2 LEFT JOIN members m ON m.chat_id = c.id AND m.member_id = b.id \
-     WHERE b.token_hash = ?1";
+const BOT_WITH_CHAT: &str = concat!(
+    "SELECT ",
+    bot_with_chat_columns!(),
+    " FROM bots b LEFT JOIN chats c ON c.id = ?2 LEFT JOIN members m ON m.chat_id = c.id AND m.member_id = b.id \
+     WHERE b.token_hash = ?1"
+);
 
 const INSERT: &str = "INSERT INTO bots (id, token_hash, op_token, display_name, handle, avatar_key, verified, \
      official, quota_tier, gateway_connection_limit, created_at, handle_key) \

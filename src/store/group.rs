@@ -32,13 +32,9 @@ pub struct Ahead {
 macro_rules! read_statement {
     ($lock:literal) => {
         concat!(
-            "SELECT b.id, b.display_name, b.handle, b.avatar_key, b.status, b.verified, b.official, \
-             b.quota_tier, b.gateway_connection_limit, \
-             c.id, c.type, c.title, c.user_id, c.bot_id, c.started, c.blocked_by_user, c.blocked_by_bot, \
-             c.bots_can_send, c.dissolved, m.active, \
-             (SELECT string_agg(x.member_id, ',') FROM members x WHERE x.chat_id = c.id AND x.is_bot = 1 \
-             AND x.active = 1), \
-             k.i, NULL::bigint FROM json_to_recordset(?1::text::json) AS k(i bigint, h text, c text) \
+            "SELECT ",
+            bot_with_chat_columns!(),
+            ", k.i, NULL::bigint FROM json_to_recordset(?1::text::json) AS k(i bigint, h text, c text) \
              CROSS JOIN LATERAL (SELECT * FROM bots WHERE token_hash = decode(k.h, 'hex')) b \
              LEFT JOIN chats c ON c.id = k.c LEFT JOIN members m ON m.chat_id = c.id AND m.member_id = b.id",
             $lock
@@ -80,7 +76,7 @@ pub fn read(
     let mut chats: Vec<&str> = send_to.iter().copied().filter(|c| messages::lockable(c)).collect();
     chats.sort_unstable();
     chats.dedup();
-    let (json, chats) = (keys_json(keys), chats.join(","));
+    let (json, chats) = (keys_json(keys)?, chats.join(","));
     let mut found: Vec<Option<(Bot, ChatPrefetch)>> = keys.iter().map(|_| None).collect();
     let mut held = Vec::new();
     let run = match chats.is_empty() {
@@ -105,14 +101,18 @@ pub fn read(
     Ok(found)
 }
 
-/// `keys` as [`read`]'s statement takes them.
-fn keys_json(keys: &[([u8; 32], &str)]) -> String {
-    let rows: Vec<serde_json::Value> = keys
-        .iter()
-        .enumerate()
-        .map(|(i, (h, c))| serde_json::json!({"i": i, "h": crate::hex::lower(h), "c": c}))
-        .collect();
-    serde_json::Value::Array(rows).to_string()
+/// `keys` as [`read`]'s statement takes them: `[{"i","h","c"}, ...]`,
+/// serialized straight from borrowed fields (no JSON tree per key).
+fn keys_json(keys: &[([u8; 32], &str)]) -> StoreResult<String> {
+    #[derive(serde::Serialize)]
+    struct Key<'a> {
+        i: usize,
+        h: String,
+        c: &'a str,
+    }
+    let rows: Vec<Key<'_>> = keys.iter().enumerate().map(|(i, (h, c))| Key { i, h: crate::hex::lower(h), c }).collect();
+    serde_json::to_string(&rows)
+        .map_err(|_| super::StorageError::Inconsistent("a group's keys could not be serialized"))
 }
 
 /// Locks the rate buckets `buckets` (keys from `limits::keys`) and looks

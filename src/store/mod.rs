@@ -13,6 +13,8 @@
 //! the same from either store.
 
 pub mod backlog;
+// `bot_with_chat_columns!`, for the modules declared after it.
+#[macro_use]
 pub mod bots;
 pub mod chats;
 pub mod console;
