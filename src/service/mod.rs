@@ -149,10 +149,22 @@ impl Service {
         !self.in_memory
     }
 
-    /// How many threads a host may usefully run batches on at once: one
-    /// on SQLite (one writer); on a shared store one per connection of the
-    /// pool, so that one batch runs while the others' COMMITs are awaited.
+    /// How many threads a host runs batches on: one, on every store. On
+    /// SQLite there is one writer. On a shared store a second thread would
+    /// run a batch while the other's COMMIT is awaited, but it halves the
+    /// groups (every request then pays more of a transaction's fixed cost)
+    /// and adds a wake-up per group; one thread answers more requests a
+    /// second with less CPU each (docs/benchmarks.md, "PostgreSQL"). The
+    /// pool's other connection still serves the calls that come meanwhile
+    /// (a gateway session, a host call) while a COMMIT is awaited without
+    /// the lock.
     pub fn batch_threads(&self) -> usize {
+        1
+    }
+
+    /// Connections to the database: one on SQLite, the pool's
+    /// ([`crate::store::SHARED_CONNECTIONS`]) on a shared store.
+    pub fn database_connections(&self) -> usize {
         if self.shared_store {
             crate::store::SHARED_CONNECTIONS
         } else {

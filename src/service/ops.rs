@@ -154,7 +154,7 @@ impl Service {
             webhook_pending,
             webhook_in_flight,
             gateway_closes: self.gateway.close_counts(),
-            database_connections: self.database_connections(),
+            database_connections: self.database_connections() as u64,
             lease_renewals: self.shared_store.then(|| self.gateway.lease_renewals.load(Ordering::Relaxed)),
             ready,
             shutting_down: self.is_shutting_down(),
@@ -168,13 +168,6 @@ impl Service {
         out
     }
 
-    /// Connections to the database: one on SQLite (the scrape's own
-    /// read-only one aside), the pool's on PostgreSQL. The service runs one
-    /// batch per connection, so this is [`Service::batch_threads`] itself,
-    /// not a second copy of the rule that could drift from it.
-    fn database_connections(&self) -> u64 {
-        self.batch_threads() as u64
-    }
 
     /// The backlog gauges (see [`store::backlog::Scan`]: one chunk of
     /// bots per scrape). On a SQLite file they are read on a read-only

@@ -444,8 +444,8 @@ impl Stmt<'_> {
 }
 
 /// Connections to a shared store per service: while one group's COMMIT
-/// syncs (awaited without the lock, see `txn::HeldCommit`), the next group
-/// runs its statements on another.
+/// syncs (awaited without the lock, see `txn::HeldCommit`), the calls that
+/// come meanwhile (a gateway session's read, a host call) run on another.
 pub const SHARED_CONNECTIONS: usize = 2;
 
 /// Opens the store the configuration names: the main connection, and the

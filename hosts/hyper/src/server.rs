@@ -111,12 +111,16 @@ pub fn serve_then(
     // The library's operator lines (evictions, timeouts, slow consumers,
     // rotations) in this server's log format.
     app.service().set_log_hook(Some(Arc::new(crate::say::event)));
-    // On `:memory:` the core never blocks and answers on the reactor: one
-    // thread, as the C server's loop, so no request crosses a thread.
-    let rt = if app.answers_on_reactor() {
-        tokio::runtime::Builder::new_current_thread().enable_all().thread_name("botspace").build()?
-    } else {
-        tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("botspace").build()?
+    // The library's number of loop threads: one, as the C server's loop
+    // (on `:memory:` the core answers on it too, so no request crosses a
+    // thread; elsewhere bot requests go to the core thread).
+    let rt = match botspace::policy::host::REACTOR_THREADS {
+        1 => tokio::runtime::Builder::new_current_thread().enable_all().thread_name("botspace").build()?,
+        n => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .thread_name("botspace")
+            .build()?,
     };
     let sh = Arc::new(Shared {
         app,
