@@ -690,7 +690,12 @@ typedef struct botspace_server_settings {
 typedef struct botspace_http_connection_info {
   enum botspace_connection_state state;
   /**
-   * The most bytes to read from the socket now; 0: do not read it.
+   * Wait for the socket to be readable (poll for input).
+   */
+  bool wants_read;
+  /**
+   * The most bytes to read from the socket now (a read that goes on
+   * after the first); 0: do not read it.
    */
   size_t read_limit;
   /**

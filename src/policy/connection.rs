@@ -217,13 +217,12 @@ impl HttpConnection {
         self.input.len() - self.taken
     }
 
-    /// How many bytes the host may read from the socket now (0: do not
-    /// read it). An open connection is read while no complete request
-    /// waits in its buffer, its answers are under the budget and it
-    /// buffers less than one request's worst case; while a request is
-    /// being answered it is read too (up to that bound: its client closing
+    /// How many bytes the host may add to the buffer now (0: none): an
+    /// open connection takes input while its answers are under the
+    /// budget, up to one request's worst case; while a request is being
+    /// answered it takes input too (up to that bound: its client closing
     /// is how a parked poll is cancelled). Closing and lingering
-    /// connections are read, and what arrives is discarded.
+    /// connections take anything, and discard it.
     pub fn read_limit(&self) -> usize {
         if self.peer_closed {
             return 0;
@@ -231,20 +230,16 @@ impl HttpConnection {
         match self.phase {
             Phase::Closed => 0,
             Phase::Closing { .. } | Phase::Lingering { .. } => usize::MAX,
-            Phase::Open => {
-                let room = self.max_input.saturating_sub(self.pending_input());
-                if !self.in_flight.is_empty() || (!self.ready && should_read(self.unsent())) {
-                    room
-                } else {
-                    0
-                }
-            }
+            Phase::Open if self.in_flight.is_empty() && !should_read(self.unsent()) => 0,
+            Phase::Open => self.max_input.saturating_sub(self.pending_input()),
         }
     }
 
-    /// Whether the host reads the socket now ([`Self::read_limit`] > 0).
+    /// Whether the host waits for the socket to be readable: input is
+    /// taken ([`Self::read_limit`]) and no complete request may be waiting
+    /// in the buffer already (those are taken first).
     pub fn wants_read(&self) -> bool {
-        self.read_limit() > 0
+        self.read_limit() > 0 && !(self.phase == Phase::Open && self.ready && self.in_flight.is_empty())
     }
 
     /// Whether [`Self::poll_request`] may have something to take: the

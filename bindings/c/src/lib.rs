@@ -3113,7 +3113,10 @@ pub enum botspace_expired {
 #[derive(Debug, Clone, Copy)]
 pub struct botspace_http_connection_info {
     pub state: botspace_connection_state,
-    /// The most bytes to read from the socket now; 0: do not read it.
+    /// Wait for the socket to be readable (poll for input).
+    pub wants_read: bool,
+    /// The most bytes to read from the socket now (a read that goes on
+    /// after the first); 0: do not read it.
     pub read_limit: usize,
     /// `botspace_http_connection_poll_request` may have a request to give
     /// (a host that cannot take it this turn polls again without sleeping).
@@ -3225,6 +3228,7 @@ pub unsafe extern "C" fn botspace_http_connection_get_info(
         };
         let info = botspace_http_connection_info {
             state,
+            wants_read: c.wants_read(),
             read_limit: c.read_limit(),
             has_request: c.has_request(),
             idle: c.is_idle(),
