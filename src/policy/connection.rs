@@ -417,6 +417,18 @@ impl HttpConnection {
         }
     }
 
+    /// The host's own refusal of the oldest request taken (one it cannot
+    /// read after all): queued with `Connection: close`, then the
+    /// connection closes once it is sent, without lingering (the request
+    /// was read whole).
+    pub fn refuse(&mut self, response: &[u8], now: u64) {
+        if self.in_flight.pop_front().is_none() || self.phase != Phase::Open {
+            return;
+        }
+        self.queue_with_header(response, Some("close"));
+        self.close(false, now);
+    }
+
     /// Appends `response`, with `Connection: <connection>` right after its
     /// status line.
     fn queue_with_header(&mut self, response: &[u8], connection: Option<&str>) {
@@ -644,6 +656,19 @@ mod tests {
              HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
         );
         assert_eq!(c.state(), ConnectionState::Closed, "closed once sent, without lingering");
+    }
+
+    #[test]
+    fn a_hosts_refusal_closes_without_a_linger() {
+        let mut c = conn();
+        let mut bytes = GET.to_vec();
+        bytes.extend_from_slice(GET);
+        c.handle_input(&bytes, 0);
+        c.poll_request(0).unwrap();
+        c.refuse(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", 1);
+        assert!(c.poll_request(1).is_none(), "nothing after a refusal");
+        assert_eq!(drain(&mut c, 2), "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(c.state(), ConnectionState::Closed);
     }
 
     #[test]

@@ -3155,7 +3155,9 @@ pub struct botspace_http_request {
 ///
 /// # Safety
 /// `c` must be NULL or a live handle used by this thread only.
-unsafe fn http_conn<'a>(c: *mut botspace_http_connection) -> Option<&'a mut botspace::policy::connection::HttpConnection> {
+unsafe fn http_conn<'a>(
+    c: *mut botspace_http_connection,
+) -> Option<&'a mut botspace::policy::connection::HttpConnection> {
     // SAFETY: as documented above.
     unsafe { c.as_mut() }.map(|c| &mut c.conn)
 }
