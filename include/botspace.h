@@ -215,6 +215,54 @@ typedef enum botspace_listener {
 } botspace_listener;
 
 /**
+ * What the host does with a connection's socket.
+ */
+typedef enum botspace_connection_state {
+  /**
+   * Reading requests and sending answers.
+   */
+  BOTSPACE_CONNECTION_STATE_OPEN = 0,
+  /**
+   * Send what `transmit` holds; input is read and discarded.
+   */
+  BOTSPACE_CONNECTION_STATE_CLOSING = 1,
+  /**
+   * Everything is sent: shut the write side (`shutdown(SHUT_WR)`) and
+   * keep reading into `handle_input` (discarded) until the state is
+   * CLOSED.
+   */
+  BOTSPACE_CONNECTION_STATE_LINGERING = 2,
+  /**
+   * Close the socket (and cancel a poll parked for the connection).
+   */
+  BOTSPACE_CONNECTION_STATE_CLOSED = 3,
+} botspace_connection_state;
+
+/**
+ * What `botspace_http_connection_handle_timeout` did.
+ */
+typedef enum botspace_expired {
+  /**
+   * No deadline had passed.
+   */
+  BOTSPACE_EXPIRED_NOTHING = 0,
+  /**
+   * A request did not arrive whole within the request timeout: its 408
+   * is queued (and counted, when a service was given); the connection
+   * closes once it is sent.
+   */
+  BOTSPACE_EXPIRED_REQUEST = 1,
+  /**
+   * Nothing happened for the idle timeout: the connection is CLOSED.
+   */
+  BOTSPACE_EXPIRED_IDLE = 2,
+  /**
+   * The lingering close ended: the connection is CLOSED.
+   */
+  BOTSPACE_EXPIRED_LINGER = 3,
+} botspace_expired;
+
+/**
  * Why a webhook attempt got no answer
  * (`botspace_service_webhook_report_failure`): the library words the
  * message, the same as every other host's.
@@ -273,6 +321,21 @@ typedef enum botspace_webhook_failure {
  * threads). Different gateways may be used in parallel.
  */
 typedef struct botspace_gateway botspace_gateway;
+
+/**
+ * One HTTP/1.1 server connection, sans-IO: the library's rules for it
+ * (framing and the input bound, answers in order, the budget of unsent
+ * answers, `100 Continue`, the `Connection` header of each answer, the
+ * refusal and its lingering close, the request and idle deadlines, half
+ * close). The host owns the socket and the clock: it reads up to
+ * `read_limit` bytes into `botspace_http_connection_handle_input`, takes
+ * requests with `botspace_http_connection_poll_request`, answers them with
+ * `botspace_http_connection_answer`, writes `botspace_http_connection_transmit`,
+ * calls `botspace_http_connection_handle_timeout` at `poll_timeout`, and
+ * does with the socket what `state` says. Not thread-safe: one thread at
+ * a time.
+ */
+typedef struct botspace_http_connection botspace_http_connection;
 
 /**
  * A request framer for one connection: like
@@ -620,6 +683,71 @@ typedef struct botspace_server_settings {
    */
   bool log_json;
 } botspace_server_settings;
+
+/**
+ * Where a connection stands, for the host's poll loop. Plain data.
+ */
+typedef struct botspace_http_connection_info {
+  enum botspace_connection_state state;
+  /**
+   * Wait for the socket to be readable (poll for input).
+   */
+  bool wants_read;
+  /**
+   * The most bytes to read from the socket now (a read that goes on
+   * after the first); 0: do not read it.
+   */
+  size_t read_limit;
+  /**
+   * `botspace_http_connection_poll_request` may have a request to give
+   * (a host that cannot take it this turn polls again without sleeping).
+   */
+  bool has_request;
+  /**
+   * Open, nothing taken, buffered or to send: a stopping host closes it
+   * when no byte waits in its socket.
+   */
+  bool idle;
+  /**
+   * Bytes `transmit` holds.
+   */
+  size_t unsent;
+  /**
+   * When `handle_timeout` next has something to do, in the host's
+   * clock; `BOTSPACE_NO_DEADLINE` for none.
+   */
+  uint64_t timeout_ms;
+  /**
+   * Since when it waits for a request with nothing taken and nothing to
+   * send (at a connection limit the longest waiting is evicted);
+   * `BOTSPACE_NO_DEADLINE` when it is busy and is not to be evicted.
+   */
+  uint64_t waiting_since_ms;
+} botspace_http_connection_info;
+
+/**
+ * A complete request taken from a connection, in order.
+ */
+typedef struct botspace_http_request {
+  /**
+   * False: nothing to take now (the other fields are zero).
+   */
+  bool present;
+  /**
+   * Which way it goes (the connection's listener decides first).
+   */
+  enum botspace_route route;
+  /**
+   * The request's bytes, inside the connection: valid until the next
+   * `handle_input` or `free` of the connection.
+   */
+  const uint8_t *ptr;
+  size_t len;
+  /**
+   * What the library read from its head (offsets from `ptr`).
+   */
+  struct botspace_request_head head;
+} botspace_http_request;
 
 #ifdef __cplusplus
 extern "C" {
@@ -1486,6 +1614,136 @@ enum botspace_status botspace_server_options_open_service(const struct botspace_
  * not released through another copy of the pointer.
  */
 void botspace_server_options_free(struct botspace_server_options **options);
+
+/**
+ * A connection accepted at `now_ms` (the host's monotonic clock, in
+ * milliseconds, the clock of every later call) on `listener`, with the
+ * service's body limit and the given deadlines (`--request-timeout`,
+ * `--idle-timeout`; `botspace_server_settings` has both). Release it with
+ * `botspace_http_connection_free`. It does not keep the service alive.
+ *
+ * # Safety
+ * `service` must be a live handle; `out_conn` must be writable.
+ */
+enum botspace_status botspace_http_connection_new(const struct botspace_service *service, enum botspace_listener listener, uint64_t request_timeout_ms, uint64_t idle_timeout_ms, uint64_t now_ms, struct botspace_http_connection **out_conn);
+
+/**
+ * Where the connection stands (see `botspace_http_connection_info`).
+ *
+ * # Safety
+ * `conn` must be a live handle used by this thread only; `out_info` must
+ * be writable.
+ */
+enum botspace_status botspace_http_connection_get_info(const struct botspace_http_connection *conn, struct botspace_http_connection_info *out_info);
+
+/**
+ * Bytes read from the socket at `now_ms` (at most `read_limit` of them
+ * while OPEN). Ends the validity of requests taken before.
+ *
+ * # Safety
+ * `conn` must be a live handle used by this thread only; `bytes` must
+ * point at `len` readable bytes (or be NULL with 0).
+ */
+enum botspace_status botspace_http_connection_handle_input(struct botspace_http_connection *conn, const uint8_t *bytes, size_t len, uint64_t now_ms);
+
+/**
+ * The peer closed its side (a read returned 0) at `now_ms`: the requests
+ * it sent whole are still given and answered, then the connection closes;
+ * with a poll taken and not answered it is CLOSED at once.
+ *
+ * # Safety
+ * `conn` must be a live handle used by this thread only.
+ */
+enum botspace_status botspace_http_connection_handle_eof(struct botspace_http_connection *conn, uint64_t now_ms);
+
+/**
+ * The next complete request to answer (`present` false: none now). After a
+ * plain request (routes BATCH and ALONE, keeping the connection) the next
+ * may be taken before it is answered, to answer many in one commit; after
+ * any other, only once it is answered. On the way the connection queues
+ * `100 Continue` or a refusal by itself (see `transmit`).
+ *
+ * # Safety
+ * `conn` must be a live handle used by this thread only; `out_request`
+ * must be writable.
+ */
+enum botspace_status botspace_http_connection_poll_request(struct botspace_http_connection *conn, uint64_t now_ms, struct botspace_http_request *out_request);
+
+/**
+ * The answer to the oldest request taken and not answered, at `now_ms`:
+ * queued with the `Connection` header its request calls for (`close`,
+ * or `keep-alive` to HTTP/1.0); after a request that ends the connection
+ * it closes once the answer is sent. An empty answer (NULL, 0) sends
+ * nothing but ends the request's turn (the host could not make one).
+ *
+ * # Safety
+ * `conn` must be a live handle used by this thread only; `response` must
+ * point at `len` readable bytes (or be NULL with 0).
+ */
+enum botspace_status botspace_http_connection_answer(struct botspace_http_connection *conn, const uint8_t *response, size_t len, uint64_t now_ms);
+
+/**
+ * Ends the connection once what `transmit` holds is sent, without
+ * lingering (the host could not go on with it).
+ *
+ * # Safety
+ * `conn` must be a live handle used by this thread only.
+ */
+enum botspace_status botspace_http_connection_close(struct botspace_http_connection *conn, uint64_t now_ms);
+
+/**
+ * The `GET /bot/gateway` request taken last was upgraded (the host sends
+ * the `101` after `*out_output`): the socket is the gateway's from here.
+ * `*out_input` gets what the bot sent after its request (the gateway's
+ * first input), `*out_output` the answers not yet sent. The connection is
+ * CLOSED afterwards; free it. Free both outputs.
+ *
+ * # Safety
+ * `conn` must be a live handle used by this thread only; `out_input` and
+ * `out_output` must be writable.
+ */
+enum botspace_status botspace_http_connection_upgrade(struct botspace_http_connection *conn, struct botspace_bytes *out_input, struct botspace_bytes *out_output);
+
+/**
+ * The bytes to write to the socket, borrowed from the connection: valid
+ * until the next call that changes it. Say how many went with
+ * `botspace_http_connection_sent`.
+ *
+ * # Safety
+ * `conn` must be a live handle used by this thread only; `out_ptr` and
+ * `out_len` must be writable.
+ */
+enum botspace_status botspace_http_connection_transmit(const struct botspace_http_connection *conn, const uint8_t **out_ptr, size_t *out_len);
+
+/**
+ * The host wrote the first `n` bytes of `transmit` at `now_ms`.
+ *
+ * # Safety
+ * `conn` must be a live handle used by this thread only.
+ */
+enum botspace_status botspace_http_connection_sent(struct botspace_http_connection *conn, size_t n, uint64_t now_ms);
+
+/**
+ * Acts on the deadlines passed by `now_ms` (`info.timeout_ms`): queues
+ * the 408 of a request that did not arrive in time (counted in the
+ * metrics and logged when `service` is not NULL), closes an idle
+ * connection or ends a lingering close. `*out_expired` says which.
+ *
+ * # Safety
+ * `conn` must be a live handle used by this thread only; `service` must
+ * be NULL or a live handle; `out_expired` must be writable.
+ */
+enum botspace_status botspace_http_connection_handle_timeout(struct botspace_http_connection *conn, const struct botspace_service *service, uint64_t now_ms, enum botspace_expired *out_expired);
+
+/**
+ * Releases a connection and sets `*conn` to NULL; accepts NULL and a
+ * pointer to NULL.
+ *
+ * # Safety
+ * `*conn` must be NULL or a handle from `botspace_http_connection_new` not
+ * released through another copy of the pointer.
+ */
+void botspace_http_connection_free(struct botspace_http_connection **conn);
 
 #ifdef __cplusplus
 }  // extern "C"

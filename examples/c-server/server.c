@@ -7,8 +7,13 @@
  *                   [--gateway-poll-interval-ms MS] [--database-timeout-ms MS] [--manual-clock]
  *                   [--demo-token]
  *
- * One thread, one poll(2) loop, non-blocking sockets. HTTP/1.1 keep-alive
- * and pipelining are driven by botspace_service_frame_request(). After each
+ * One thread, one poll(2) loop, non-blocking sockets. Each HTTP connection
+ * is driven by the library's connection (botspace_http_connection): it
+ * owns the connection's buffers and rules (framing, keep-alive and
+ * pipelining in order, 100 Continue, the Connection header, refusals and
+ * their lingering close, the request and idle deadlines, half close, the
+ * budget of unsent answers); this server only moves its bytes, keeps the
+ * sockets and the clock, and answers the requests it gives. After each
  * poll(2), every complete request buffered on any connection is answered
  * with one group commit (botspace_service_handle_batch): one transaction
  * and one fsync for all the connections that are waiting, each connection's
@@ -31,7 +36,8 @@
  * request, an idle timeout, accept errors logged at most once a second,
  * gateway readers that stay behind for two heartbeat intervals closed with
  * 4008 `slow_consumer`, and no further request taken from a client that
- * leaves the library's budget of answers unread (botspace_should_read).
+ * leaves the library's budget of answers unread (the library's connection
+ * stops giving and reading requests).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -66,10 +72,9 @@
 #define READ_PER_TURN (256u * 1024u) /* fairness between connections */
 /* The policy (timeouts, lingering, the batch size, the slow consumer's
  * drop, the default connection cap) is the library's, the same as the Rust
- * server's: botspace_host_policy_default. An HTTP connection's next request
- * waits while its unsent answers are over the library's budget
- * (botspace_should_read: see over_budget); a gateway's output is bounded
- * by the library (botspace_gateway_handle_unsent). */
+ * server's: botspace_host_policy_default. An HTTP connection's bounds are
+ * its library connection's (botspace_http_connection); a gateway's output
+ * is bounded by the library (botspace_gateway_handle_unsent). */
 static botspace_host_policy policy;
 
 /* ------------------------------------------------------------------------ */
@@ -335,79 +340,76 @@ static void on_signal(int sig) {
 /* Connections */
 
 enum conn_state {
-    ST_HTTP,    /* reading requests */
+    ST_HTTP,    /* the library's HTTP connection (`http`) decides */
     ST_GATEWAY, /* upgraded: WebSocket bytes to and from the gateway */
-    ST_CLOSING, /* flush `out`, then close (or linger) */
+    ST_CLOSING, /* a gateway's end: flush `out`, then close (or linger) */
     ST_LINGER   /* write side shut: discard input until EOF or a deadline */
-};
-
-/* What this server itself needs from a request head. */
-typedef struct {
-    int close, http10, expect_continue;
-    botspace_route route; /* the library's: batch, alone, admin, poll, gateway, not here */
-    size_t path_off, path_len; /* the target's path, from the start of the request */
-} head_t;
-
-/* What an HTTP connection does after its requests in the current batch are
- * answered (requests behind it wait for the next batch, so answers stay in
- * order). */
-enum step {
-    STEP_NONE,
-    STEP_CONTINUE, /* send `100 Continue` for the incomplete request */
-    STEP_UPGRADE,  /* GET /bot/gateway at step_start/step_len */
-    STEP_ADMIN,    /* a host-API request at step_start/step_len */
-    STEP_POLL,     /* a getUpdates at step_start/step_len: answered now or parked */
-    STEP_NOT_HERE, /* a path this listener does not serve (--admin-addr): 404 */
-    STEP_REFUSE,   /* answer `refusal` (framing said Invalid), then linger */
-    STEP_CLOSE,    /* the last request asked for Connection: close */
-    STEP_DROP,     /* framing failed: close without an answer */
-    STEP_DROP_LINGER /* unreadable head: linger, then close */
 };
 
 typedef struct conn {
     int fd;
     botspace_listener role; /* which paths its listener serves */
     enum conn_state st;
-    buf_t in, out;
+    /* ST_HTTP: the library's connection. It owns the input, the answers
+     * not yet sent and every rule of the connection (framing, order,
+     * budget, 100 Continue, Connection header, refusals, deadlines); this
+     * server moves its bytes and answers the requests it gives. */
+    botspace_http_connection *http;
+    int shut_wr; /* the library's connection lingers: write side shut */
+    buf_t out;   /* a gateway's output */
     botspace_gateway *gw;
     const char *bot_id; /* owned by gw */
     int gw_slow;        /* the session ended with 4008 slow_consumer */
-    int continue_sent;
     int linger;   /* ST_CLOSING: linger after the flush instead of closing */
     int peer_eof; /* the peer closed its side */
-    uint64_t last_activity;
     uint64_t stalled_since; /* 0: not waiting for the peer to read */
     uint64_t linger_until;
     size_t lingered;
-    uint64_t waiting_since; /* accepted or last answered: at the cap, the oldest makes room */
-    uint64_t req_started;   /* first byte of the buffered request (0: none) */
     uint64_t drop_at;       /* close the socket then, sent or not (0: no such deadline) */
     /* HTTP batching (serve_http_round): */
-    int ready;    /* `in` may hold a request not yet framed */
     int fresh;    /* bytes arrived this turn: served ahead of the backlog */
-    size_t taken; /* bytes of `in` framed into the current batch */
-    enum step step;
-    size_t step_start, step_len; /* STEP_UPGRADE: the request, from in.p */
-    head_t step_head;
-    botspace_bytes refusal; /* STEP_REFUSE */
+    /* A request answered on its own after the batch (the host API, a
+     * poll, the gateway, a path this listener does not serve): the
+     * library gives no later request of the connection until it is. */
+    int step;
+    botspace_http_request step_req;
     char peer[64];          /* the client's address, for the admin throttle */
-    botspace_request_framer *framer; /* resumes where the last read left it */
-    size_t max_in; /* the framer's max_request_bytes: `in` is read only below it */
     /* Long polling: the library parked this connection's getUpdates (its
-     * answer comes from botspace_service_poll_parked); 0 when none. Later
-     * requests wait in `in` until it is answered, so answers stay in order. */
+     * answer comes from botspace_service_poll_parked); 0 when none. */
     uint64_t parked;
-    head_t parked_head;
 } conn_t;
 
 static conn_t **conns;
 static size_t nconns, conns_cap;
 static size_t nlive; /* connections with an open socket: what --max-connections counts */
 
-/* The library's rule (botspace_should_read): at or above the budget of
- * unsent answers, an HTTP connection's next request waits (neither framed
- * from `in` nor read from the socket) until the client reads. */
-static int over_budget(const conn_t *c) { return !botspace_should_read(buf_pending(&c->out)); }
+/* Where the library's connection stands (state, reading, deadlines). */
+static botspace_http_connection_info http_info(const conn_t *c) {
+    botspace_http_connection_info i;
+    memset(&i, 0, sizeof i);
+    i.state = BOTSPACE_CONNECTION_STATE_CLOSED;
+    i.timeout_ms = i.waiting_since_ms = BOTSPACE_NO_DEADLINE;
+    if (c->http) botspace_http_connection_get_info(c->http, &i);
+    return i;
+}
+
+/* Bytes to send: the library's connection's, or a gateway's `out`. */
+static const unsigned char *conn_output(const conn_t *c, size_t *len) {
+    if (!c->http) {
+        *len = buf_pending(&c->out);
+        return buf_data(&c->out);
+    }
+    const uint8_t *p = NULL;
+    *len = 0;
+    botspace_http_connection_transmit(c->http, &p, len);
+    return p;
+}
+
+static size_t conn_unsent(const conn_t *c) {
+    size_t n = 0;
+    conn_output(c, &n);
+    return n;
+}
 
 static uint64_t svc_now(void) {
     uint64_t now = 0;
@@ -431,24 +433,25 @@ static void conn_close(conn_t *c) {
 
 static void conn_free(conn_t *c) {
     conn_close(c);
-    botspace_request_framer_free(&c->framer);
-    buf_free(&c->in);
+    botspace_http_connection_free(&c->http);
     buf_free(&c->out);
     free(c);
 }
 
-/* Writes as much of `out` as the socket takes. Returns -1 on a dead peer. */
+/* Writes as much of the output as the socket takes. Returns -1 on a dead peer. */
 static int conn_flush(conn_t *c, uint64_t now) {
-    while (buf_pending(&c->out) > 0) {
+    size_t len;
+    const unsigned char *p;
+    while ((p = conn_output(c, &len)), len > 0) {
         int flags = 0;
 #ifdef MSG_NOSIGNAL
         flags |= MSG_NOSIGNAL;
 #endif
-        ssize_t n = send(c->fd, buf_data(&c->out), buf_pending(&c->out), flags);
+        ssize_t n = send(c->fd, p, len, flags);
         if (n > 0) {
-            buf_consume(&c->out, (size_t)n);
+            if (c->http) botspace_http_connection_sent(c->http, (size_t)n, now);
+            else buf_consume(&c->out, (size_t)n);
             c->stalled_since = 0;
-            c->last_activity = now;
         } else if (n < 0 && errno == EINTR) {
             continue;
         } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -462,54 +465,15 @@ static int conn_flush(conn_t *c, uint64_t now) {
     return 0;
 }
 
-/* Ends the connection once `out` is sent: closing at once, or lingering
- * (the request may have left bytes unread: stop sending, then discard what
- * still arrives for a bounded time, so the peer gets our answer rather than
- * a reset). */
+/* Ends a gateway's connection once `out` is sent: closing at once, or
+ * lingering (the bot may have left bytes unread: stop sending, then
+ * discard what still arrives for a bounded time, so it gets the close
+ * rather than a reset). */
 static void conn_finish(conn_t *c, int linger) {
     botspace_gateway_free(&c->gw);
     c->bot_id = NULL;
     c->st = ST_CLOSING;
     c->linger = linger;
-}
-
-/* ------------------------------------------------------------------------ */
-/* HTTP */
-
-
-/* What this server needs from the head of the request the framer just
- * framed, as the library read it (botspace_request_framer_head): nothing
- * here parses HTTP again. 0 when the framer has no head. */
-static int read_head(const botspace_request_framer *fr, const unsigned char *req, botspace_listener role, head_t *h) {
-    botspace_request_head rh;
-    bool present = false;
-    if (botspace_request_framer_head(fr, &rh, &present) != BOTSPACE_STATUS_OK || !present) return 0;
-    memset(h, 0, sizeof *h);
-    h->route = botspace_route_request(role, req + rh.path_start, rh.path_len);
-    h->path_off = rh.path_start;
-    h->path_len = rh.path_len;
-    h->http10 = rh.http_minor == 0;
-    h->expect_continue = rh.expect_continue;
-    h->close = !rh.keep_alive;
-    return 1;
-}
-
-/* Appends a response, adding a Connection header after the status line when
- * the request needs one. */
-static void add_response(buf_t *out, const unsigned char *resp, size_t n, const head_t *h) {
-    const char *extra = NULL;
-    if (h && h->close) extra = "Connection: close\r\n";
-    else if (h && h->http10) extra = "Connection: keep-alive\r\n";
-    if (!extra) {
-        buf_add(out, resp, n);
-        return;
-    }
-    size_t i = 0;
-    while (i + 1 < n && !(resp[i] == '\r' && resp[i + 1] == '\n')) i++;
-    size_t split = i + 2 <= n ? i + 2 : n;
-    buf_add(out, resp, split);
-    buf_add(out, extra, strlen(extra));
-    buf_add(out, resp + split, n - split);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -520,15 +484,17 @@ static void add_response(buf_t *out, const unsigned char *resp, size_t n, const 
  * botspace_service_handle_batch() call: one transaction and one fsync for
  * all of them, while each request gets exactly the answer it would get
  * alone. A connection's requests enter the batch in order and its answers
- * are appended in that order. A request that needs a step of its own (a
- * gateway upgrade, a refusal from framing, Connection: close, 100 Continue)
- * ends that connection's share of the batch; the step runs once the batch
- * is answered, and the connection's later requests go to the next batch. */
+ * are appended in that order: the library's connection gives a request
+ * behind an unanswered one only when both are plain requests. A request it
+ * routes elsewhere (the host API, a poll, the gateway, a path this listener
+ * does not serve) ends that connection's share of the batch; its step runs
+ * once the batch is answered, and the connection's later requests go to
+ * the next batch. */
 
 typedef struct {
     conn_t *c;
-    size_t start, len; /* the request, from c->in.p */
-    head_t head;
+    const uint8_t *ptr; /* the request, inside the library's connection */
+    size_t len;
 } pending_req;
 
 static pending_req *batch; /* policy.max_batch of each */
@@ -536,92 +502,51 @@ static botspace_slice *batch_reqs;
 static botspace_bytes *batch_resps;
 static size_t nbatch;
 
-/* Frames one connection's complete requests into the batch, up to the
- * first that needs a step. Clears `ready` once nothing complete is left.
- * Over the budget of unsent answers it takes none (`ready` stays set): the
- * rest waits in `in` until the client reads. */
-static void collect(conn_t *c) {
-    while (c->step == STEP_NONE && !c->parked && nbatch < policy.max_batch && !over_budget(c)) {
-        const unsigned char *p = buf_data(&c->in) + c->taken;
-        size_t avail = buf_pending(&c->in) - c->taken;
-        if (avail == 0) {
-            c->ready = 0;
+/* Takes one connection's complete requests into the batch, up to the
+ * first that needs a step. The library's connection gives none while its
+ * answers are over the budget (the rest waits until the client reads),
+ * and queues by itself what needs no answer from the service (100
+ * Continue, a refusal of what cannot be a request). */
+static void collect(conn_t *c, uint64_t mono) {
+    botspace_http_request r;
+    while (!c->step && nbatch < policy.max_batch &&
+           botspace_http_connection_poll_request(c->http, mono, &r) == BOTSPACE_STATUS_OK && r.present) {
+        /* The library's route: a host-API request (answered alone, naming
+         * the peer for the login throttle), getUpdates (answered alone: it
+         * may park), the gateway and a path this listener does not serve
+         * each take a step of their own; the rest joins the batch. */
+        if (r.route != BOTSPACE_ROUTE_BATCH && r.route != BOTSPACE_ROUTE_ALONE) {
+            c->step = 1;
+            c->step_req = r;
             return;
         }
-        botspace_framing f;
-        /* The connection's framer goes on where the last read left it: a
-         * request trickled in byte by byte costs linear time. */
-        if (botspace_request_framer_frame(c->framer, p, avail, &f) != BOTSPACE_STATUS_OK) {
-            c->step = STEP_DROP;
-            return;
-        }
-        if (f.kind == BOTSPACE_FRAMING_KIND_INCOMPLETE) {
-            head_t h;
-            /* A client that waits for `100 Continue` before its body gets it
-             * once the head is complete and acceptable. */
-            if (!c->continue_sent && read_head(c->framer, p, c->role, &h) && h.expect_continue) c->step = STEP_CONTINUE;
-            c->ready = 0;
-            return;
-        }
-        if (f.kind == BOTSPACE_FRAMING_KIND_INVALID) {
-            c->refusal = f.error_response;
-            c->step = STEP_REFUSE;
-            return;
-        }
-        size_t start = (size_t)(p - c->in.p);
-        c->taken += f.length;
-        c->continue_sent = 0;
-        head_t h;
-        if (!read_head(c->framer, p, c->role, &h)) { /* a COMPLETE frame has its head: cannot happen */
-            c->step = STEP_DROP_LINGER;
-            return;
-        }
-        /* The library's route: a path this listener does not serve, a
-         * host-API request (answered alone, naming the peer for the login
-         * throttle), getUpdates (answered alone: it may park) and the
-         * gateway each take a step of their own; the rest joins the batch. */
-        static const enum step STEPS[] = {
-            [BOTSPACE_ROUTE_NOT_HERE] = STEP_NOT_HERE, [BOTSPACE_ROUTE_ADMIN] = STEP_ADMIN,
-            [BOTSPACE_ROUTE_POLL] = STEP_POLL, [BOTSPACE_ROUTE_GATEWAY] = STEP_UPGRADE};
-        if ((size_t)h.route < sizeof STEPS / sizeof STEPS[0] && STEPS[h.route] != STEP_NONE) {
-            c->step = STEPS[h.route];
-            c->step_start = start;
-            c->step_len = f.length;
-            c->step_head = h;
-            return;
-        }
-        pending_req *r = &batch[nbatch++];
-        r->c = c;
-        r->start = start;
-        r->len = f.length;
-        r->head = h;
-        if (h.close) {
-            c->step = STEP_CLOSE;
-            return;
-        }
+        pending_req *p = &batch[nbatch++];
+        p->c = c;
+        p->ptr = r.ptr;
+        p->len = r.len;
     }
 }
 
 /* Answers the batch, each response to its connection: one commit for all. */
-static void answer_batch(void) {
+static void answer_batch(uint64_t mono) {
     if (nbatch == 1) {
         pending_req *r = &batch[0];
         botspace_bytes resp = {NULL, 0};
-        if (botspace_service_handle_request(svc, r->c->in.p + r->start, r->len, &resp) == BOTSPACE_STATUS_OK)
-            add_response(&r->c->out, resp.ptr, resp.len, &r->head);
+        botspace_service_handle_request(svc, r->ptr, r->len, &resp);
+        botspace_http_connection_answer(r->c->http, resp.ptr, resp.len, mono);
         botspace_bytes_free(&resp);
     } else if (nbatch > 1) {
         botspace_slice *reqs = batch_reqs;
         botspace_bytes *resps = batch_resps;
         for (size_t i = 0; i < nbatch; i++) {
-            reqs[i].ptr = batch[i].c->in.p + batch[i].start;
+            reqs[i].ptr = batch[i].ptr;
             reqs[i].len = batch[i].len;
         }
-        if (botspace_service_handle_batch(svc, reqs, nbatch, resps) == BOTSPACE_STATUS_OK) {
-            for (size_t i = 0; i < nbatch; i++) {
-                add_response(&batch[i].c->out, resps[i].ptr, resps[i].len, &batch[i].head);
-                botspace_bytes_free(&resps[i]);
-            }
+        int ok = botspace_service_handle_batch(svc, reqs, nbatch, resps) == BOTSPACE_STATUS_OK;
+        /* Without answers (a failed call) each request's turn still ends. */
+        for (size_t i = 0; i < nbatch; i++) {
+            botspace_http_connection_answer(batch[i].c->http, ok ? resps[i].ptr : NULL, ok ? resps[i].len : 0, mono);
+            if (ok) botspace_bytes_free(&resps[i]);
         }
     }
     nbatch = 0;
@@ -631,120 +556,76 @@ static void gateway_poll(conn_t *c, uint64_t now);
 
 /* GET /bot/gateway: the connection becomes the gateway's, or gets the
  * refusal and stays HTTP. */
-static void upgrade(conn_t *c) {
-    const head_t *h = &c->step_head;
+static void upgrade(conn_t *c, uint64_t mono) {
+    const botspace_http_request *r = &c->step_req;
     botspace_bytes resp = {NULL, 0};
     botspace_gateway *gw = NULL;
-    if (botspace_gateway_accept(svc, c->in.p + c->step_start, c->step_len, svc_now(), &resp, &gw) !=
-        BOTSPACE_STATUS_OK) {
-        conn_finish(c, 0);
+    if (botspace_gateway_accept(svc, r->ptr, r->len, svc_now(), &resp, &gw) != BOTSPACE_STATUS_OK) {
+        botspace_http_connection_close(c->http, mono);
         return;
     }
     if (!gw) {
-        add_response(&c->out, resp.ptr, resp.len, h);
+        botspace_http_connection_answer(c->http, resp.ptr, resp.len, mono);
         botspace_bytes_free(&resp);
-        if (h->close) conn_finish(c, 0);
         return;
     }
+    /* Answers not sent yet go first, then the 101; what the bot sent after
+     * its request is the gateway's first input (it may talk at once). */
+    botspace_bytes rest = {NULL, 0}, unsent = {NULL, 0};
+    botspace_http_connection_upgrade(c->http, &rest, &unsent);
+    botspace_http_connection_free(&c->http);
+    buf_add(&c->out, unsent.ptr, unsent.len);
     buf_add(&c->out, resp.ptr, resp.len);
     botspace_bytes_free(&resp);
     c->gw = gw;
     botspace_gateway_bot_id(gw, &c->bot_id);
     c->st = ST_GATEWAY;
-    /* Bytes after the upgrade request: the bot may talk at once. */
     uint64_t now = svc_now();
-    size_t rest = buf_pending(&c->in) - c->taken;
-    if (rest > 0) botspace_gateway_handle_input(gw, buf_data(&c->in) + c->taken, rest, now);
-    c->in.off = c->in.len = 0;
+    if (rest.len > 0) botspace_gateway_handle_input(gw, rest.ptr, rest.len, now);
+    botspace_bytes_free(&rest);
+    botspace_bytes_free(&unsent);
     gateway_poll(c, now);
 }
 
 /* Runs the step that ended a connection's share of the batch, after its
- * batched requests were answered. */
-static void run_step(conn_t *c) {
-    enum step s = c->step;
-    c->step = STEP_NONE;
-    switch (s) {
-    case STEP_NONE:
+ * batched requests were answered. An answer that could not be made (a
+ * failed call) ends the request's turn without one. */
+static void run_step(conn_t *c, uint64_t mono) {
+    const botspace_http_request *r = &c->step_req;
+    botspace_bytes resp = {NULL, 0};
+    c->step = 0;
+    switch (r->route) {
+    case BOTSPACE_ROUTE_GATEWAY:
+        upgrade(c, mono);
+        return;
+    case BOTSPACE_ROUTE_ADMIN:
+        botspace_service_handle_request_from(svc, r->ptr, r->len, c->peer, strlen(c->peer), &resp);
         break;
-    case STEP_CONTINUE: {
-        botspace_bytes resp = {NULL, 0};
-        c->continue_sent = 1;
-        if (botspace_continue_response(&resp) == BOTSPACE_STATUS_OK) buf_add(&c->out, resp.ptr, resp.len);
-        botspace_bytes_free(&resp);
-        break;
-    }
-    case STEP_UPGRADE:
-        upgrade(c);
-        break;
-    case STEP_ADMIN: {
-        botspace_bytes resp = {NULL, 0};
-        if (botspace_service_handle_request_from(svc, c->in.p + c->step_start, c->step_len, c->peer, strlen(c->peer),
-                                                 &resp) == BOTSPACE_STATUS_OK)
-            add_response(&c->out, resp.ptr, resp.len, &c->step_head);
-        botspace_bytes_free(&resp);
-        if (c->step_head.close) conn_finish(c, 0);
-        break;
-    }
-    case STEP_POLL: {
-        botspace_bytes resp = {NULL, 0};
+    case BOTSPACE_ROUTE_POLL: {
         uint64_t id = 0;
-        if (botspace_service_answer_request(svc, c->in.p + c->step_start, c->step_len, c->peer, strlen(c->peer),
-                                            svc_now(), &resp, &id) != BOTSPACE_STATUS_OK) {
-            conn_finish(c, 0);
-        } else if (id != 0) {
+        if (botspace_service_answer_request(svc, r->ptr, r->len, c->peer, strlen(c->peer), svc_now(), &resp, &id) !=
+            BOTSPACE_STATUS_OK) {
+            botspace_http_connection_close(c->http, mono);
+            return;
+        }
+        if (id != 0) {
             /* Parked: the connection waits (no thread does) until
              * serve_parked() gets its answer from the library. */
             c->parked = id;
-            c->parked_head = c->step_head;
-        } else {
-            add_response(&c->out, resp.ptr, resp.len, &c->step_head);
-            if (c->step_head.close) conn_finish(c, 0);
+            return;
         }
-        botspace_bytes_free(&resp);
         break;
     }
-    case STEP_NOT_HERE: {
-        /* With --admin-addr each listener serves its own paths. */
-        const head_t *h = &c->step_head;
-        botspace_bytes resp = {NULL, 0};
-        if (botspace_not_here_response(c->in.p + c->step_start + h->path_off, h->path_len, &resp) == BOTSPACE_STATUS_OK)
-            add_response(&c->out, resp.ptr, resp.len, h);
-        botspace_bytes_free(&resp);
-        if (h->close) conn_finish(c, 0);
+    default: /* BOTSPACE_ROUTE_NOT_HERE: with --admin-addr each listener serves its own paths */
+        botspace_not_here_response(r->ptr + r->head.path_start, r->head.path_len, &resp);
         break;
     }
-    case STEP_REFUSE: {
-        head_t h = {.close = 1};
-        add_response(&c->out, c->refusal.ptr, c->refusal.len, &h);
-        botspace_bytes_free(&c->refusal);
-        conn_finish(c, 1); /* the refused body may still be arriving */
-        break;
-    }
-    case STEP_CLOSE:
-    case STEP_DROP:
-        conn_finish(c, 0);
-        break;
-    case STEP_DROP_LINGER:
-        conn_finish(c, 1);
-        break;
-    }
+    botspace_http_connection_answer(c->http, resp.ptr, resp.len, mono);
+    botspace_bytes_free(&resp);
 }
 
-/* Drops what the batch took from a connection's input. */
-static void consume_taken(conn_t *c) {
-    if (c->st == ST_HTTP) {
-        buf_consume(&c->in, c->taken);
-        /* Answered: the connection waits afresh, and what is left is the
-         * start of the next request. */
-        uint64_t mono = mono_ms();
-        c->waiting_since = mono;
-        c->req_started = buf_pending(&c->in) > 0 ? mono : 0;
-    } else {
-        c->in.off = c->in.len = 0; /* upgraded or closing: the rest is never read as HTTP */
-    }
-    c->taken = 0;
-}
+/* Whether a connection may have a request to take now. */
+static int has_request(const conn_t *c) { return c->http && c->fd >= 0 && http_info(c).has_request; }
 
 /* Requests (and steps) a turn takes from connections with nothing newly
  * read: the backlog of clients that pipelined ahead and were held back by
@@ -754,10 +635,6 @@ static void consume_taken(conn_t *c) {
 #define TURN_BACKLOG policy.max_batch
 static size_t backlog_next; /* round robin: where the next backlog turn starts */
 
-/* Whether a connection is held back only by the turn's backlog cap (not by
- * its budget): the next poll(2) must not sleep. */
-static int backlog_waiting(const conn_t *c) { return c->st == ST_HTTP && c->ready && !c->parked && !over_budget(c); }
-
 /* Answers every complete request buffered on any HTTP connection: batches
  * of up to policy.max_batch, one commit each, then each connection's step. Goes on
  * while a batch filled up or a step may have left requests behind.
@@ -765,34 +642,25 @@ static int backlog_waiting(const conn_t *c) { return c->st == ST_HTTP && c->read
  * then the backlog, round robin, up to TURN_BACKLOG per turn. */
 static void serve_http_round(void) {
     size_t backlog = 0;
+    uint64_t mono = mono_ms();
     for (;;) {
         for (size_t i = 0; i < nconns; i++)
-            if (conns[i]->st == ST_HTTP && conns[i]->ready && conns[i]->fresh) collect(conns[i]);
+            if (conns[i]->fresh && has_request(conns[i])) collect(conns[i], mono);
         for (size_t k = 0; k < nconns && nbatch < policy.max_batch && backlog < TURN_BACKLOG; k++) {
             conn_t *c = conns[backlog_next++ % nconns];
-            if (c->st != ST_HTTP || !c->ready || c->fresh || c->step != STEP_NONE) continue;
+            if (c->fresh || c->step || !has_request(c)) continue;
             size_t before = nbatch;
-            collect(c);
-            backlog += nbatch - before + (c->step != STEP_NONE);
+            collect(c, mono);
+            backlog += nbatch - before + (size_t)c->step;
         }
         int stepped = 0;
-        for (size_t i = 0; i < nconns && !stepped; i++) stepped = conns[i]->step != STEP_NONE;
+        for (size_t i = 0; i < nconns && !stepped; i++) stepped = conns[i]->step;
         if (nbatch == 0 && !stepped) break;
-        answer_batch();
-        for (size_t i = 0; i < nconns; i++) {
-            conn_t *c = conns[i];
-            if (c->step != STEP_NONE) run_step(c);
-            if (c->taken > 0 || c->st != ST_HTTP) consume_taken(c);
-        }
+        answer_batch(mono);
+        for (size_t i = 0; i < nconns; i++)
+            if (conns[i]->step) run_step(conns[i], mono);
     }
     for (size_t i = 0; i < nconns; i++) conns[i]->fresh = 0;
-}
-
-/* A peer that closed its side gets the answers to what it sent (requests
- * held back by the budget included: `ready`), then the connection closes. */
-static void finish_http_eof(void) {
-    for (size_t i = 0; i < nconns; i++)
-        if (conns[i]->st == ST_HTTP && conns[i]->peer_eof && !conns[i]->ready) conn_finish(conns[i], 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -873,33 +741,26 @@ static int gateway_due(conn_t *c, uint64_t now) {
 /* ------------------------------------------------------------------------ */
 /* Reading */
 
-/* Whether an HTTP connection's socket is read: nothing complete waits in
- * `in` (`ready` clear), fewer than max_in bytes are buffered, and its
- * answers are under the budget. */
-static int http_reads(const conn_t *c) {
-    /* A parked poll's connection is read too (up to max_in): its client
-     * closing is how a poll is cancelled. */
-    if (c->parked) return buf_pending(&c->in) < c->max_in;
-    return !c->ready && buf_pending(&c->in) < c->max_in && !over_budget(c);
-}
-
-/* Whether to read the connection: a gateway as long as the library takes
- * input (heartbeats from a slow but live bot are still seen while its
- * output waits), HTTP while http_reads says so, anything else (lingering,
- * closing: its input is discarded) always. */
+/* Whether to wait for the connection's input: a gateway as long as the
+ * library takes input (heartbeats from a slow but live bot are still seen
+ * while its output waits), HTTP as the library's connection says (not
+ * while a whole request waits, nor over its budgets), a gateway's end
+ * (lingering, closing: its input is discarded) always. */
 static int conn_wants_input(const conn_t *c) {
     if (c->st == ST_GATEWAY) return gateway_wants_input(c);
-    if (c->st == ST_HTTP) return http_reads(c);
+    if (c->st == ST_HTTP) return http_info(c).wants_read;
     return 1;
 }
 
 /* What a connection does when its peer closes its side. */
-static void conn_peer_closed(conn_t *c) {
+static void conn_peer_closed(conn_t *c, uint64_t mono) {
     c->peer_eof = 1;
-    if (c->st == ST_HTTP && c->parked) {
-        conn_close(c); /* nobody is left to answer: the poll is cancelled */
-    } else if (c->st == ST_HTTP) {
-        c->ready = c->fresh = 1; /* serve_http_round answers what was read, then it closes */
+    if (c->st == ST_HTTP) {
+        /* The library answers what was sent whole (serve_http_round), then
+         * closes; a parked poll has nobody left to answer: closed now. */
+        botspace_http_connection_handle_eof(c->http, mono);
+        c->fresh = 1;
+        if (http_info(c).state == BOTSPACE_CONNECTION_STATE_CLOSED) conn_close(c);
     } else if (c->st == ST_GATEWAY) {
         gateway_poll(c, svc_now());
         if (c->st == ST_GATEWAY) conn_finish(c, 0);
@@ -910,33 +771,31 @@ static void conn_peer_closed(conn_t *c) {
     }
 }
 
-/* Reads what the socket has (bounded per turn). HTTP bytes wait in `in`
- * for serve_http_round, never more than max_in of them; gateway bytes go to
- * the gateway at once. */
+/* Reads what the socket has (bounded per turn). HTTP bytes go to the
+ * library's connection, as many as it takes; gateway bytes go to the
+ * gateway at once. */
 static void conn_read(conn_t *c, uint64_t mono) {
     unsigned char chunk[READ_CHUNK];
     size_t total = 0;
     while (total < READ_PER_TURN && c->fd >= 0) {
         size_t want = sizeof chunk;
         if (c->st == ST_HTTP) {
-            size_t pending = buf_pending(&c->in);
-            if (pending >= c->max_in) break;
-            if (c->max_in - pending < want) want = c->max_in - pending;
+            size_t limit = http_info(c).read_limit;
+            if (limit == 0) break;
+            if (limit < want) want = limit;
         }
         ssize_t n = recv(c->fd, chunk, want, 0);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
         if (n <= 0) { /* EOF or error */
-            conn_peer_closed(c);
+            conn_peer_closed(c, mono);
             return;
         }
         total += (size_t)n;
-        c->last_activity = mono;
         switch (c->st) {
         case ST_HTTP:
-            if (buf_pending(&c->in) == 0) c->req_started = mono; /* a request's first bytes: its deadline starts */
-            buf_add(&c->in, chunk, (size_t)n);
-            c->ready = c->fresh = 1;
+            botspace_http_connection_handle_input(c->http, chunk, (size_t)n, mono);
+            c->fresh = 1;
             break;
         case ST_GATEWAY:
             botspace_gateway_handle_input(c->gw, chunk, (size_t)n, svc_now());
@@ -951,7 +810,7 @@ static void conn_read(conn_t *c, uint64_t mono) {
         case ST_CLOSING:
             break; /* discarded */
         }
-        if (c->st == ST_HTTP ? over_budget(c) : !conn_wants_input(c)) break;
+        if (c->st != ST_HTTP && !conn_wants_input(c)) break;
         /* A short read drained the socket: skip the recv that would only say
          * EAGAIN (poll reports anything that arrives later). */
         if ((size_t)n < want) break;
@@ -1583,10 +1442,8 @@ static void add_conn(int fd, botspace_listener role, uint64_t mono) {
     nlive++;
     c->role = role;
     c->st = ST_HTTP;
-    c->last_activity = mono;
-    c->waiting_since = mono;
-    if (botspace_request_framer_new(svc, &c->framer) != BOTSPACE_STATUS_OK ||
-        botspace_request_framer_max_request_bytes(c->framer, &c->max_in) != BOTSPACE_STATUS_OK)
+    if (botspace_http_connection_new(svc, role, settings.request_timeout_ms, settings.idle_timeout_ms, mono, &c->http) !=
+        BOTSPACE_STATUS_OK)
         die_oom();
     /* The peer's IP address names it for the admin throttle. */
     struct sockaddr_storage sa;
@@ -1655,10 +1512,8 @@ static void serve_parked(uint64_t now) {
             conn_t *c = conns[i];
             if (c->parked != id) continue;
             c->parked = 0;
-            add_response(&c->out, resp.ptr, resp.len, &c->parked_head);
-            c->waiting_since = mono_ms();
-            if (c->parked_head.close) conn_finish(c, 0);
-            else if (buf_pending(&c->in) > 0) c->ready = 1; /* what it pipelined behind the poll */
+            /* What it pipelined behind the poll is taken next. */
+            botspace_http_connection_answer(c->http, resp.ptr, resp.len, mono_ms());
             break;
         }
         botspace_bytes_free(&resp);
@@ -1679,14 +1534,19 @@ static void poll_due_gateways(uint64_t now) {
 
 /* At --max-connections: closes the HTTP connection that has waited longest
  * for a request (idle, or half a request in) to make room. Gateway
- * connections and connections with an answer on its way are busy and
- * stay. 0 when every connection is busy. */
+ * connections and connections with a request or an answer on its way are
+ * busy (the library's connection says which) and stay. 0 when every
+ * connection is busy. */
 static int evict_longest_waiting(void) {
     conn_t *oldest = NULL;
+    uint64_t oldest_since = 0;
     for (size_t i = 0; i < nconns; i++) {
         conn_t *c = conns[i];
-        if (c->fd < 0 || c->st != ST_HTTP || c->step != STEP_NONE || c->parked || buf_pending(&c->out) > 0) continue;
-        if (!oldest || c->waiting_since < oldest->waiting_since) oldest = c;
+        if (c->fd < 0 || c->st != ST_HTTP) continue;
+        uint64_t since = http_info(c).waiting_since_ms;
+        if (since == BOTSPACE_NO_DEADLINE || (oldest && since >= oldest_since)) continue;
+        oldest = c;
+        oldest_since = since;
     }
     if (!oldest) return 0;
     conn_close(oldest);
@@ -1716,16 +1576,6 @@ static void refuse_busy(int fd) {
     close(fd);
 }
 
-/* A request that did not arrive whole within --request-timeout of its
- * first byte: the library's answer (and its count and line), then close. */
-static void request_timed_out(conn_t *c) {
-    botspace_bytes resp = {NULL, 0};
-    if (botspace_service_request_timed_out(svc, &resp) == BOTSPACE_STATUS_OK) buf_add(&c->out, resp.ptr, resp.len);
-    botspace_bytes_free(&resp);
-    c->in.off = c->in.len = 0;
-    conn_finish(c, 0);
-}
-
 /* True when the peer has sent bytes not read yet: a stop answers them
  * before it closes the connection (closing would reset it instead). */
 static int bytes_waiting(int fd) {
@@ -1739,7 +1589,27 @@ static int bytes_waiting(int fd) {
 static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
     /* A socket that last said EAGAIN is written when poll(2) says so
      * (serve_ready), not tried again on every turn. */
-    if (c->fd >= 0 && buf_pending(&c->out) > 0 && !c->stalled_since && conn_flush(c, mono) != 0) conn_close(c);
+    if (c->fd >= 0 && conn_unsent(c) > 0 && !c->stalled_since && conn_flush(c, mono) != 0) conn_close(c);
+    if (c->fd >= 0 && c->st == ST_HTTP) {
+        /* The library's deadlines: the request timeout (its 408, counted
+         * and logged by the service, goes out now), the idle timeout, the
+         * end of a lingering close. */
+        botspace_expired e = BOTSPACE_EXPIRED_NOTHING;
+        botspace_http_connection_handle_timeout(c->http, svc, mono, &e);
+        if (e == BOTSPACE_EXPIRED_REQUEST && conn_flush(c, mono) != 0) conn_close(c);
+    }
+    if (c->fd >= 0 && c->st == ST_HTTP) {
+        botspace_http_connection_info i = http_info(c);
+        if (i.state == BOTSPACE_CONNECTION_STATE_LINGERING && !c->shut_wr) {
+            shutdown(c->fd, SHUT_WR);
+            c->shut_wr = 1;
+        }
+        if (i.state == BOTSPACE_CONNECTION_STATE_CLOSED) conn_close(c);
+        else if (c->stalled_since && mono - c->stalled_since > policy.write_timeout_ms) conn_close(c);
+        else if (L->stopping && i.idle && !bytes_waiting(c->fd)) conn_close(c);
+        else if (L->stopping && mono >= L->stop_deadline) conn_close(c);
+        return c->fd < 0;
+    }
     if (c->fd >= 0 && c->st == ST_CLOSING && buf_pending(&c->out) == 0) {
         if (c->linger && !c->peer_eof) {
             shutdown(c->fd, SHUT_WR);
@@ -1753,17 +1623,6 @@ static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
         if (c->st == ST_LINGER && mono >= c->linger_until) conn_close(c);
         else if (c->drop_at && mono >= c->drop_at) conn_close(c);
         else if (c->stalled_since && mono - c->stalled_since > policy.write_timeout_ms) conn_close(c);
-        else if (c->st == ST_HTTP && !c->parked && buf_pending(&c->out) == 0 && buf_pending(&c->in) == 0 &&
-                 (mono - c->last_activity > settings.idle_timeout_ms || (L->stopping && !bytes_waiting(c->fd))))
-            conn_close(c);
-        else if (c->st == ST_HTTP && c->req_started && buf_pending(&c->out) == 0 && !c->ready &&
-                 mono - c->req_started > settings.request_timeout_ms) {
-            /* Only while nothing waits for the peer to read, and only for an
-             * incomplete request: a request we stopped reading or framing
-             * (the budget) is not the client's delay. */
-            request_timed_out(c);
-            if (conn_flush(c, mono) != 0) conn_close(c);
-        }
         else if (L->stopping && mono >= L->stop_deadline) conn_close(c);
     }
     return c->fd < 0;
@@ -1820,10 +1679,17 @@ static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
     for (size_t i = 0; i < nconns; i++) {
         conn_t *c = conns[i];
         short ev = 0;
-        int reads = c->st == ST_HTTP ? http_reads(c) : conn_wants_input(c);
-        if (!c->peer_eof && reads) ev |= POLLIN;
-        if (backlog_waiting(c)) timeout = 0;
-        if (buf_pending(&c->out) > 0) ev |= POLLOUT;
+        if (!c->peer_eof && conn_wants_input(c)) ev |= POLLIN;
+        if (has_request(c)) timeout = 0; /* held back by the turn's backlog cap, not its budget */
+        if (conn_unsent(c) > 0) ev |= POLLOUT;
+        if (c->st == ST_HTTP) {
+            /* The library's deadlines for the connection (408, idle, linger). */
+            uint64_t d = http_info(c).timeout_ms;
+            if (d != BOTSPACE_NO_DEADLINE) {
+                if (d <= mono) timeout = 0;
+                else if ((int64_t)(d - mono) < timeout) timeout = (int64_t)(d - mono);
+            }
+        }
         pfds[np].fd = c->fd;
         pfds[np].events = ev;
         pfds[np].revents = 0;
@@ -1976,7 +1842,6 @@ static int loop_turn(loop_t *L) {
         if (!L->stopping) webhook_turn(svc_now());
     }
     serve_http_round();
-    finish_http_eof();
     return 0;
 }
 

@@ -1247,6 +1247,164 @@ static void test_connection_budgets(void) {
     botspace_service_free(&s);
 }
 
+/* Takes what a connection has to send, as a host writing its socket. */
+static size_t conn_take_output(botspace_http_connection *c, char *out, size_t cap, uint64_t now) {
+    const uint8_t *p = NULL;
+    size_t n = 0;
+    if (botspace_http_connection_transmit(c, &p, &n) != BOTSPACE_STATUS_OK || n >= cap) return (size_t)-1;
+    if (n) memcpy(out, p, n);
+    out[n] = 0;
+    botspace_http_connection_sent(c, n, now);
+    return n;
+}
+
+static botspace_http_connection_info conn_info(const botspace_http_connection *c) {
+    botspace_http_connection_info i;
+    memset(&i, 0xff, sizeof i);
+    botspace_http_connection_get_info(c, &i);
+    return i;
+}
+
+/* One HTTP connection's rules, driven as a host drives them: pipelining in
+ * order, the Connection header, 100 Continue, refusal and linger, 408,
+ * idle close, half close, upgrade, NULL arguments. */
+static void test_http_connection(void) {
+    botspace_service *s = open_service(BASE_CONFIG);
+    botspace_http_connection *c = NULL;
+    CHECK(botspace_http_connection_new(NULL, BOTSPACE_LISTENER_ALL, 1000, 5000, 0, &c) ==
+                  BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_http_connection_new(s, BOTSPACE_LISTENER_ALL, 1000, 5000, 0, NULL) ==
+                  BOTSPACE_STATUS_NULL_ARGUMENT,
+          "http_connection: NULL arguments to new");
+    CHECK(botspace_http_connection_new(s, BOTSPACE_LISTENER_ALL, 1000, 5000, 0, &c) == BOTSPACE_STATUS_OK && c,
+          "http_connection: new");
+    botspace_http_connection_info i = conn_info(c);
+    CHECK(i.state == BOTSPACE_CONNECTION_STATE_OPEN && i.wants_read && i.read_limit == 229636 && !i.has_request && i.idle &&
+              i.unsent == 0 && i.timeout_ms == 5001 && i.waiting_since_ms == 0,
+          "http_connection: a fresh connection reads, idles until 5001");
+    static const char two[] = "POST /bot/sendMessage HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"
+                              "GET /healthz HTTP/1.0\r\n\r\nGET /x";
+    CHECK(botspace_http_connection_handle_input(c, (const uint8_t *)two, sizeof two - 1, 10) == BOTSPACE_STATUS_OK,
+          "http_connection: input");
+    i = conn_info(c);
+    CHECK(i.has_request && !i.wants_read && i.read_limit == 229636 - 86 && !i.idle,
+          "http_connection: a whole request waits: no poll for input, the buffer bounded");
+    botspace_http_request a, b, none;
+    CHECK(botspace_http_connection_poll_request(c, 10, &a) == BOTSPACE_STATUS_OK && a.present &&
+              a.route == BOTSPACE_ROUTE_BATCH && a.len == 55 && memcmp(a.ptr, two, 55) == 0 &&
+              a.head.keep_alive && a.head.http_minor == 1,
+          "http_connection: the first request");
+    CHECK(botspace_http_connection_poll_request(c, 10, &b) == BOTSPACE_STATUS_OK && b.present &&
+              b.route == BOTSPACE_ROUTE_ALONE && b.len == 25 && !b.head.keep_alive && b.head.http_minor == 0,
+          "http_connection: the pipelined second, before the first is answered");
+    CHECK(botspace_http_connection_poll_request(c, 10, &none) == BOTSPACE_STATUS_OK && !none.present &&
+              none.ptr == NULL && none.len == 0,
+          "http_connection: nothing after a closing request");
+    static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    botspace_http_connection_answer(c, (const uint8_t *)ok, sizeof ok - 1, 20);
+    CHECK(botspace_http_connection_answer(c, (const uint8_t *)ok, sizeof ok - 1, 20) == BOTSPACE_STATUS_OK &&
+              conn_info(c).state == BOTSPACE_CONNECTION_STATE_CLOSING && conn_info(c).unsent == 2 * 38 + 19,
+          "http_connection: answers queued, closing after the last");
+    char out[1024];
+    size_t n = conn_take_output(c, out, sizeof out, 30);
+    CHECK(n == 95 && strcmp(out, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+                                 "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n") == 0 &&
+              conn_info(c).state == BOTSPACE_CONNECTION_STATE_CLOSED,
+          "http_connection: in order, Connection: close on the last, then CLOSED");
+    botspace_http_connection_free(&c);
+    CHECK(c == NULL, "http_connection: free resets the handle");
+    botspace_http_connection_free(&c);
+    botspace_http_connection_free(NULL);
+
+    /* 100 Continue once, then a refusal that lingers. */
+    botspace_http_connection_new(s, BOTSPACE_LISTENER_ALL, 1000, 5000, 0, &c);
+    static const char expect[] = "POST /bot/sendMessage HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
+    botspace_http_connection_handle_input(c, (const uint8_t *)expect, sizeof expect - 1, 0);
+    CHECK(botspace_http_connection_poll_request(c, 0, &none) == BOTSPACE_STATUS_OK && !none.present &&
+              conn_take_output(c, out, sizeof out, 0) == 25 && strcmp(out, "HTTP/1.1 100 Continue\r\n\r\n") == 0,
+          "http_connection: 100 Continue for a whole head");
+    botspace_http_connection_handle_input(c, (const uint8_t *)"{", 1, 1);
+    CHECK(botspace_http_connection_poll_request(c, 1, &none) == BOTSPACE_STATUS_OK && !none.present &&
+              conn_info(c).unsent == 0 && conn_info(c).timeout_ms == 1001,
+          "http_connection: once per request; the request deadline runs from its first byte");
+    botspace_expired e = BOTSPACE_EXPIRED_IDLE;
+    CHECK(botspace_http_connection_handle_timeout(c, s, 1000, &e) == BOTSPACE_STATUS_OK &&
+              e == BOTSPACE_EXPIRED_NOTHING,
+          "http_connection: not before the deadline");
+    CHECK(botspace_http_connection_handle_timeout(c, s, 1001, &e) == BOTSPACE_STATUS_OK &&
+              e == BOTSPACE_EXPIRED_REQUEST && conn_info(c).state == BOTSPACE_CONNECTION_STATE_CLOSING,
+          "http_connection: 408 at the deadline");
+    response r;
+    char perr[64];
+    n = conn_take_output(c, out, sizeof out, 1002);
+    CHECK(parse_response((const uint8_t *)out, n, &r, perr, sizeof perr) && r.status == 408 &&
+              strstr(r.head.p, "Connection: close") != NULL &&
+              strcmp(r.body, "{\"ok\":false,\"error_code\":408,\"error\":\"request_timeout\",\"description\":\"the "
+                             "request did not arrive in time\"}") == 0 &&
+              conn_info(c).state == BOTSPACE_CONNECTION_STATE_CLOSED,
+          "http_connection: the 408 is the library's, then CLOSED");
+    response_free(&r);
+    botspace_http_connection_free(&c);
+
+    botspace_http_connection_new(s, BOTSPACE_LISTENER_ALL, 1000, 5000, 0, &c);
+    static const char big[] = "POST /bot/sendMessage HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n";
+    botspace_http_connection_handle_input(c, (const uint8_t *)big, sizeof big - 1, 0);
+    botspace_http_connection_poll_request(c, 0, &none);
+    n = conn_take_output(c, out, sizeof out, 50);
+    CHECK(!none.present && parse_response((const uint8_t *)out, n, &r, perr, sizeof perr) && r.status == 413 &&
+              strncmp(out, "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\n", 51) == 0 &&
+              conn_info(c).state == BOTSPACE_CONNECTION_STATE_LINGERING && conn_info(c).timeout_ms == 2050,
+          "http_connection: a refusal with Connection: close, then a 2 s linger");
+    response_free(&r);
+    botspace_http_connection_handle_input(c, (const uint8_t *)"xxxx", 4, 60);
+    CHECK(botspace_http_connection_handle_timeout(c, NULL, 2050, &e) == BOTSPACE_STATUS_OK &&
+              e == BOTSPACE_EXPIRED_LINGER && conn_info(c).state == BOTSPACE_CONNECTION_STATE_CLOSED,
+          "http_connection: the linger ends");
+    botspace_http_connection_free(&c);
+
+    /* Idle close; half close; the gateway takes the rest. */
+    botspace_http_connection_new(s, BOTSPACE_LISTENER_PUBLIC, 1000, 5000, 7, &c);
+    CHECK(botspace_http_connection_handle_timeout(c, NULL, 5008, &e) == BOTSPACE_STATUS_OK &&
+              e == BOTSPACE_EXPIRED_IDLE && conn_info(c).state == BOTSPACE_CONNECTION_STATE_CLOSED,
+          "http_connection: an idle connection closes");
+    botspace_http_connection_free(&c);
+    botspace_http_connection_new(s, BOTSPACE_LISTENER_PUBLIC, 1000, 5000, 0, &c);
+    static const char gw[] = "GET /admin/x HTTP/1.1\r\n\r\nGET /bot/gateway HTTP/1.1\r\n\r\n\x81";
+    botspace_http_connection_handle_input(c, (const uint8_t *)gw, sizeof gw - 1, 0);
+    botspace_http_connection_handle_eof(c, 0);
+    CHECK(botspace_http_connection_poll_request(c, 0, &a) == BOTSPACE_STATUS_OK && a.present &&
+              a.route == BOTSPACE_ROUTE_NOT_HERE && a.head.path_len == 8 &&
+              memcmp(a.ptr + a.head.path_start, "/admin/x", 8) == 0 &&
+              botspace_http_connection_poll_request(c, 0, &none) == BOTSPACE_STATUS_OK && !none.present,
+          "http_connection: the listener's route; the next waits for its answer");
+    botspace_http_connection_answer(c, (const uint8_t *)ok, sizeof ok - 1, 0);
+    CHECK(botspace_http_connection_poll_request(c, 0, &b) == BOTSPACE_STATUS_OK && b.present &&
+              b.route == BOTSPACE_ROUTE_GATEWAY,
+          "http_connection: half closed, what was sent whole is still given");
+    botspace_bytes in = {NULL, 0}, pending = {NULL, 0};
+    CHECK(botspace_http_connection_upgrade(c, &in, &pending) == BOTSPACE_STATUS_OK && in.len == 1 &&
+              in.ptr[0] == 0x81 && pending.len == 38 && memcmp(pending.ptr, ok, 38) == 0 &&
+              conn_info(c).state == BOTSPACE_CONNECTION_STATE_CLOSED,
+          "http_connection: upgrade hands over the rest of the input and the unsent answers");
+    botspace_bytes_free(&in);
+    botspace_bytes_free(&pending);
+    CHECK(botspace_http_connection_get_info(NULL, &i) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_http_connection_get_info(c, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_http_connection_handle_input(NULL, NULL, 0, 0) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_http_connection_handle_input(c, NULL, 3, 0) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_http_connection_poll_request(c, 0, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_http_connection_answer(NULL, NULL, 0, 0) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_http_connection_transmit(c, NULL, &n) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_http_connection_upgrade(c, NULL, &pending) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_http_connection_handle_timeout(c, NULL, 0, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_http_connection_handle_eof(NULL, 0) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_http_connection_sent(NULL, 0, 0) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_http_connection_close(NULL, 0) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "http_connection: NULL arguments");
+    botspace_http_connection_free(&c);
+    botspace_service_free(&s);
+}
+
 /* The host policy is the library's: routes, the answers a host gives on
  * its own, the numbers, the options. */
 static void test_host_policy(void) {
@@ -2336,6 +2494,7 @@ int main(int argc, char **argv) {
     test_long_polling();
     test_request_framer();
     test_request_head();
+    test_http_connection();
     test_connection_budgets();
     test_host_policy();
     test_gateway();

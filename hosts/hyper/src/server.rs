@@ -6,23 +6,26 @@
 //!   given up so the waiting client gets in, and the connection that has
 //!   waited longest for a request is evicted (libev's and libuv's trick).
 //!   Every accepted connection can be evicted until it becomes a gateway.
-//! - **The core frames the requests.** The core's `RequestFramer`
-//!   delimits each request in what the socket gives. So a refused head gets
-//!   the core's own JSON error (413 before the body, say), a request that
-//!   does not arrive whole within `--request-timeout` gets 408, an idle
-//!   connection is closed after `--idle-timeout`, and a stop answers every
-//!   request whose bytes reached the socket before the connection closes.
+//! - **The core runs the connection.** Each connection is the core's
+//!   sans-IO `HttpConnection` (the C server drives the same one): it frames
+//!   each request in what the socket gives, so a refused head gets the
+//!   core's own JSON error (413 before the body, say) and a lingering
+//!   close, a request that does not arrive whole within `--request-timeout`
+//!   gets 408, an idle connection is closed after `--idle-timeout`. This
+//!   task only moves its bytes, keeps its clock and answers its requests;
+//!   and a stop answers every request whose bytes reached the socket
+//!   before the connection closes.
 //! - **One parse, the app's answer.** A whole request is parsed once into
 //!   an `http::Request` (`botspace::parse_http_request`) and answered by
 //!   the app a hyper host mounts ([`Botspace`]); the answer goes out as
-//!   HTTP/1.1 with the `Connection` header the framer's head calls for:
+//!   HTTP/1.1 with the `Connection` header the core's connection adds:
 //!   keep-alive, pipelining (in order, one at a time), `Connection: close`,
 //!   HTTP/1.0, `100 Continue`, and the gateway's upgrade (the socket goes
 //!   to the gateway). hyper is not in front: it would parse every request
 //!   again, and answer what it refuses with bare errors of its own.
 
 use crate::{Answered, Botspace, Role};
-use botspace::{Framing, RequestFramer, RequestHead};
+use botspace::policy::connection::{ConnectionOptions, ConnectionState, Expired, HttpConnection, Taken};
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
@@ -38,10 +41,6 @@ use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-/// Bounds of the "lingering close" after an error that ends a connection
-/// (the library's host policy, as every bound below).
-const LINGER: Duration = Duration::from_millis(botspace::policy::host::LINGER_MS);
-const LINGER_BYTES: usize = botspace::policy::host::LINGER_BYTES;
 /// A peer that does not take our bytes for this long is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_millis(botspace::policy::host::WRITE_TIMEOUT_MS);
 /// How long a stop waits for connections to finish.
@@ -384,93 +383,88 @@ fn spawn_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr, role:
 async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr, role: Role, id: u64) {
     let _ = stream.set_nodelay(true);
     let app = sh.app.clone().with_role(role).for_peer(peer.ip());
-    let mut c = Conn {
-        sock: stream,
-        buf: Vec::new(),
-        framer: sh.app.service().request_framer(),
-        started: None,
-        continue_sent: false,
-        last_activity: Instant::now(),
-        eof: false,
+    let opts = ConnectionOptions {
+        request_timeout_ms: sh.opts.request_timeout.as_millis() as u64,
+        idle_timeout_ms: sh.opts.idle_timeout.as_millis() as u64,
     };
+    let started = Instant::now();
+    let framer = sh.app.service().request_framer();
+    let mut c =
+        Conn { sock: stream, started, http: HttpConnection::new(role.listener(), opts, framer, 0), shut: false };
     let stopped = sh.stop_notify.clone().notified_owned();
     tokio::pin!(stopped);
     stopped.as_mut().enable();
     loop {
-        match c.framer.frame(&c.buf) {
-            Framing::Complete { len, head } => {
-                let rest = c.buf.split_off(len);
-                let request = std::mem::replace(&mut c.buf, rest);
-                c.started = None;
-                c.continue_sent = false;
-                sh.waiting.touch(id);
-                match c.answer(&app, &request, &head).await {
-                    Next::Read => continue,
-                    Next::End => return,
-                    Next::Upgrade(conn) => {
-                        // The gateway's connection is not evicted for HTTP
-                        // clients; what the bot sent after its request is
-                        // the gateway's first input.
-                        sh.waiting.remove(id);
-                        let (rd, wr) = c.sock.into_split();
-                        let io = tokio::io::join(io::Cursor::new(c.buf).chain(rd), wr);
-                        app.spawn_gateway(conn, std::future::ready(Some(io)));
-                        return;
-                    }
+        // Answers in order, one request at a time.
+        while let Some(t) = c.http.poll_request(c.now()) {
+            sh.waiting.touch(id);
+            match c.answer(&app, &t).await {
+                Next::Read => {}
+                Next::End => return,
+                Next::Upgrade(conn, rest) => {
+                    // The gateway's connection is not evicted for HTTP
+                    // clients; what the bot sent after its request is the
+                    // gateway's first input.
+                    sh.waiting.remove(id);
+                    let (rd, wr) = c.sock.into_split();
+                    let io = tokio::io::join(io::Cursor::new(rest).chain(rd), wr);
+                    app.spawn_gateway(conn, std::future::ready(Some(io)));
+                    return;
                 }
             }
-            Framing::Invalid(resp) => {
-                // Refused from its head: answered, then the connection ends.
-                c.end(&with_header(resp, "Connection: close"), true).await;
-                return;
-            }
-            Framing::Incomplete => {}
         }
-        if c.eof {
-            // The peer closed its side: what was framed is answered (half
-            // close), a partial request is dropped.
+        // What the connection queued by itself: `100 Continue`, a refusal,
+        // a 408.
+        if !c.flush().await {
             return;
         }
-        if !c.buf.is_empty() {
-            c.started.get_or_insert_with(Instant::now);
-        }
-        if !c.continue_sent && c.framer.pending_head().is_some_and(|h| h.expect_continue) {
-            // A client that waits for `100 Continue` before its body (curl,
-            // for larger bodies) gets it once, when the head is whole and
-            // acceptable.
-            c.continue_sent = true;
-            let _ = c.sock.try_write(botspace::policy::CONTINUE);
+        match c.http.state() {
+            ConnectionState::Closed => {
+                let _ = c.sock.shutdown().await;
+                return;
+            }
+            ConnectionState::Lingering if !c.shut => {
+                // Stop sending; what still arrives is discarded, so the
+                // peer reads the answer rather than a reset.
+                c.shut = true;
+                let _ = c.sock.shutdown().await;
+            }
+            _ => {}
         }
         // On a stop, a connection ends only once nothing it was sent is left
         // unanswered: bytes still in the socket are read first.
         let stopping = sh.stop.load(Ordering::SeqCst);
-        if stopping && c.buf.is_empty() {
+        if stopping && c.http.is_idle() {
             let mut probe = [0u8; 4096];
             match c.sock.try_read(&mut probe) {
-                Ok(n) if n > 0 => c.buf.extend_from_slice(&probe[..n]),
+                Ok(n) if n > 0 => c.http.handle_input(&probe[..n], c.now()),
                 _ => return,
             }
             continue;
         }
-        let deadline = match c.started {
-            Some(s) => s + sh.opts.request_timeout,
-            None => c.last_activity + sh.opts.idle_timeout,
-        };
+        let deadline = c.http.poll_timeout().map(|ms| started + Duration::from_millis(ms));
+        let reads = c.http.wants_read();
         tokio::select! {
-            read = c.read() => match read {
-                Ok(0) => c.eof = true,
-                Ok(_) => c.last_activity = Instant::now(),
+            read = c.read(), if reads => match read {
+                Ok(0) => c.http.handle_eof(c.now()),
+                Ok(_) => {}
                 Err(_) => return,
             },
-            _ = tokio::time::sleep_until(deadline) => {
-                if c.started.is_some() {
-                    let resp = sh.app.service().request_timed_out();
-                    c.end(&resp, false).await;
+            _ = sleep_until_some(deadline), if deadline.is_some() => {
+                if c.http.handle_timeout(c.now()) == Expired::Request {
+                    sh.app.service().note_request_timeout();
                 }
-                return;
             }
             _ = &mut stopped, if !stopping => {}
+            else => return,
         }
+    }
+}
+
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -478,37 +472,38 @@ async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr,
 enum Next {
     Read,
     End,
-    Upgrade(Box<botspace::GatewayConnection>),
+    /// The gateway's connection, and what the bot sent after its request.
+    Upgrade(Box<botspace::GatewayConnection>, Vec<u8>),
 }
 
-/// One HTTP connection: the core's framer delimits each request in what
-/// the socket gives, and the answers go out in order, one request at a
-/// time (pipelined requests wait in `buf`; a client that does not read
-/// its answers stops the reading).
+/// One HTTP connection: the core's `HttpConnection` decides, this moves
+/// its bytes and keeps its clock (milliseconds since `started`).
 struct Conn {
     sock: TcpStream,
-    /// Bytes read and not yet framed as a whole request.
-    buf: Vec<u8>,
-    framer: RequestFramer,
-    /// When the first byte of the incomplete request in `buf` arrived.
-    started: Option<Instant>,
-    continue_sent: bool,
-    last_activity: Instant,
-    /// The peer closed its side.
-    eof: bool,
+    started: Instant,
+    http: HttpConnection,
+    /// The write side is shut (a lingering close).
+    shut: bool,
 }
 
 impl Conn {
-    /// Reads what the socket has into `buf`; `Ok(0)` at the end. An
-    /// uninitialised scratch buffer (no 16 KiB memset per read), and only
-    /// what arrived is kept, so an idle connection holds no buffer of its own.
+    fn now(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Reads what the socket has (up to what the connection takes) into
+    /// the connection; `Ok(0)` at the end. An uninitialised scratch buffer
+    /// (no 16 KiB memset per read), and only what arrived is kept, so an
+    /// idle connection holds no buffer of its own.
     async fn read(&mut self) -> io::Result<usize> {
+        let limit = self.http.read_limit().clamp(1, 16 * 1024);
         std::future::poll_fn(|cx| {
             let mut chunk = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
-            let mut rb = ReadBuf::uninit(&mut chunk);
+            let mut rb = ReadBuf::uninit(&mut chunk[..limit]);
             std::task::ready!(Pin::new(&mut self.sock).poll_read(cx, &mut rb))?;
-            self.buf.extend_from_slice(rb.filled());
-            Poll::Ready(Ok(rb.filled().len()))
+            let now = self.started.elapsed().as_millis() as u64;
+            self.http.handle_input(rb.filled(), now);
+            Poll::Ready(io::Result::Ok(rb.filled().len()))
         })
         .await
     }
@@ -522,68 +517,61 @@ impl Conn {
                 Ok(Ok(n)) if n > 0 => at += n,
                 _ => return false,
             }
-            self.last_activity = Instant::now();
+        }
+        true
+    }
+
+    /// Writes what the connection has to send; false when the peer is
+    /// gone or took nothing for `WRITE_TIMEOUT`.
+    async fn flush(&mut self) -> bool {
+        while !self.http.transmit().is_empty() {
+            let sent = tokio::time::timeout(WRITE_TIMEOUT, self.sock.write(self.http.transmit())).await;
+            match sent {
+                Ok(Ok(n)) if n > 0 => {
+                    let now = self.now();
+                    self.http.sent(n, now);
+                }
+                _ => return false,
+            }
         }
         true
     }
 
     /// Answers one whole request.
-    async fn answer(&mut self, app: &Botspace, request: &[u8], head: &RequestHead) -> Next {
-        let req = match botspace::parse_http_request(request) {
+    async fn answer(&mut self, app: &Botspace, t: &Taken) -> Next {
+        let req = match botspace::parse_http_request(self.http.request(t)) {
             Ok(req) => req.map(bytes::Bytes::from),
             Err(refusal) => {
-                self.end(&with_header(refusal, "Connection: close"), false).await;
-                return Next::End;
+                let now = self.now();
+                self.http.refuse(&refusal, now);
+                return if self.flush().await { Next::Read } else { Next::End };
             }
         };
-        let close = !head.keep_alive;
         let (resp, upgrade) = match app.answer_read(req).await {
             Answered::Response(resp) => (resp, None),
             Answered::Upgrade(resp, conn) => (resp, Some(conn)),
         };
-        let connection = if close {
-            Some("close")
-        } else if head.http_minor == 0 && upgrade.is_none() {
-            // An HTTP/1.0 client that asked to keep the connection is told
-            // it is kept.
-            Some("keep-alive")
-        } else {
-            None
-        };
-        let written = self.write(&botspace::http_response_bytes(&resp, connection)).await;
+        let bytes = botspace::http_response_bytes(&resp, None);
         match upgrade {
-            Some(conn) if written => Next::Upgrade(conn),
             Some(conn) => {
-                // Dropped on a task of its own, off this connection's path.
-                app.spawn_gateway(conn, std::future::ready(None::<TcpStream>));
-                Next::End
-            }
-            None if written && !close => Next::Read,
-            None => {
-                if written {
-                    let _ = self.sock.shutdown().await;
+                // Answers not sent yet go first, then the 101.
+                let (rest, mut out) = self.http.upgrade();
+                out.extend_from_slice(&bytes);
+                if self.write(&out).await {
+                    Next::Upgrade(conn, rest)
+                } else {
+                    // Dropped on a task of its own, off this connection's path.
+                    app.spawn_gateway(conn, std::future::ready(None::<TcpStream>));
+                    Next::End
                 }
-                Next::End
             }
-        }
-    }
-
-    /// Writes the answer that ends the connection, then closes it. With
-    /// `linger`, stops sending and discards what still arrives for a
-    /// bounded time, so the peer gets the answer rather than a reset.
-    async fn end(&mut self, tail: &[u8], linger: bool) {
-        if !self.write(tail).await {
-            return;
-        }
-        let _ = self.sock.shutdown().await;
-        if linger {
-            let until = Instant::now() + LINGER;
-            let mut sink = vec![0u8; 16 * 1024];
-            let mut total = 0;
-            while total < LINGER_BYTES {
-                match tokio::time::timeout_at(until, self.sock.read(&mut sink)).await {
-                    Ok(Ok(n)) if n > 0 => total += n,
-                    _ => break,
+            None => {
+                let now = self.now();
+                self.http.answer(&bytes, now);
+                if self.flush().await {
+                    Next::Read
+                } else {
+                    Next::End
                 }
             }
         }
@@ -651,14 +639,6 @@ impl Drop for WaitingGuard<'_> {
     fn drop(&mut self) {
         self.0.remove(self.1);
     }
-}
-
-/// Adds a header line right after the status line of a response.
-fn with_header(mut resp: Vec<u8>, line: &str) -> Vec<u8> {
-    if let Some(p) = resp.windows(2).position(|w| w == b"\r\n") {
-        resp.splice(p + 2..p + 2, format!("{line}\r\n").into_bytes());
-    }
-    resp
 }
 
 /// The file limit and the spare descriptor.
