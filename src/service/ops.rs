@@ -168,7 +168,6 @@ impl Service {
         out
     }
 
-
     /// The backlog gauges (see [`store::backlog::Scan`]: one chunk of
     /// bots per scrape). On a SQLite file they are read on a read-only
     /// connection of their own, without the service's lock (WAL readers

@@ -11,10 +11,10 @@
 //! thread wake per batch instead of two per request (a hop to tokio's
 //! blocking pool and back), and the reactor never runs a blocking call.
 //!
-//! One thread by default (`DEFAULT_CORE_THREADS`), as the C server has one
-//! loop: what arrives while a batch runs its statements and its fsync is
-//! the next batch. More threads overlap one batch's fsync with the next
-//! one's statements, but split the batches.
+//! One thread by default (the library's `Service::batch_threads`), as the
+//! C server has one loop: what arrives while a batch runs its statements
+//! and its fsync is the next batch. More threads overlap one batch's fsync
+//! with the next one's statements, but split the batches.
 //!
 //! A 200 still means durable: `handle_http_batch` returns only once its commit
 //! is on disk.

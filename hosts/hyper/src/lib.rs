@@ -134,13 +134,6 @@ pub(crate) struct Inner {
     pub(crate) parked: parked::Waiters,
 }
 
-/// Core threads of [`Botspace::new`] on SQLite. One, as the C server has
-/// one loop: what arrives during a batch's statements and fsync is the
-/// next batch. A second thread overlapped one batch's fsync with the
-/// next one's statements but split the batches, and measured slower
-/// (docs/benchmarks.md).
-pub const DEFAULT_CORE_THREADS: usize = 1;
-
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 impl Botspace {
@@ -148,13 +141,11 @@ impl Botspace {
     /// hear of their bot's commits through it), so one `Botspace` serves
     /// one `Service`.
     ///
-    /// On SQLite, bot requests are answered by [`DEFAULT_CORE_THREADS`]
-    /// core thread of its own, in batches (see
-    /// [`Botspace::with_core_threads`]); on PostgreSQL by as many as the
-    /// library runs batches at once ([`Service::batch_threads`]: one
-    /// batch's statements run while the others' COMMITs are awaited), each
-    /// batch in the lock order the core's group commit uses
-    /// ([`Service::handle_http_group`]).
+    /// Bot requests are answered by as many core threads as the library
+    /// runs batches at once ([`Service::batch_threads`]: one, on every
+    /// store), in batches (see [`Botspace::with_core_threads`]); on
+    /// PostgreSQL each batch runs in the lock order the core's group commit
+    /// uses ([`Service::handle_http_group`]).
     ///
     /// On `:memory:`, whose calls wait on no disk and no network
     /// ([`Service::calls_may_block`]), bot requests are answered on the
@@ -164,7 +155,7 @@ impl Botspace {
         if !svc.calls_may_block() {
             return Botspace::build(svc, 0, true);
         }
-        let n = if svc.store_is_shared() { svc.batch_threads() } else { DEFAULT_CORE_THREADS };
+        let n = svc.batch_threads();
         Botspace::with_core_threads(svc, n)
     }
 
