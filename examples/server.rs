@@ -149,7 +149,14 @@ fn serve(svc: Arc<Service>, listeners: Listeners, args: &ServerOptions, max_conn
     // The server is its service's only user: getMe may be answered on the
     // reactor when nothing is in the core (see `with_get_me_on_worker`).
     let app = app.with_get_me_on_worker(std::env::var("BOTSPACE_GET_ME_ON_WORKER").as_deref() != Ok("0"));
-    let opts = Options { max_connections, request_timeout: args.request_timeout, idle_timeout: args.idle_timeout };
+    // BOTSPACE_REACTOR_THREADS: the reactor's threads; unset, one per core.
+    let reactor_threads = std::env::var("BOTSPACE_REACTOR_THREADS").ok().and_then(|v| v.parse().ok());
+    let opts = Options {
+        max_connections,
+        request_timeout: args.request_timeout,
+        idle_timeout: args.idle_timeout,
+        reactor_threads,
+    };
     let ready = || say::log(Level::Info, "botspace ready");
     let left = match server::serve_then(app, listeners.public.0, listeners.admin.map(|(l, _)| l), opts, ready) {
         Ok(left) => left,

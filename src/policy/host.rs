@@ -29,14 +29,6 @@ pub const MAX_BATCH: usize = 64;
 /// request queued by any connection at once (at most one per connection
 /// is in flight): past it, the take commits in several transactions.
 pub const MAX_QUEUED_BATCH: usize = 256;
-/// Threads of a host's event loop (the reactor that reads, parses and
-/// writes every connection), apart from the threads that run batches
-/// ([`crate::Service::batch_threads`]): one, as the C server's loop. A
-/// request costs the loop about 20 µs, so one thread moves tens of
-/// thousands a second, more than a durable store commits; a second loop
-/// thread costs more in wake-ups between the threads than it adds
-/// (measured on PostgreSQL and SQLite, docs/benchmarks.md).
-pub const REACTOR_THREADS: usize = 1;
 /// After an accept error (out of descriptors and the like) the listener
 /// rests this long instead of spinning.
 pub const ACCEPT_BACKOFF_MS: u64 = 50;

@@ -57,6 +57,9 @@ pub struct Options {
     pub request_timeout: Duration,
     /// A keep-alive connection with nothing to read for this long is closed.
     pub idle_timeout: Duration,
+    /// Threads of the reactor; `None`: one per core (one on `:memory:`,
+    /// where bot requests are answered on the reactor itself).
+    pub reactor_threads: Option<usize>,
 }
 
 struct Shared {
@@ -110,16 +113,19 @@ pub fn serve_then(
     // The library's operator lines (evictions, timeouts, slow consumers,
     // rotations) in this server's log format.
     app.service().set_log_hook(Some(Arc::new(crate::say::event)));
-    // The library's number of loop threads: one, as the C server's loop
-    // (on `:memory:` the core answers on it too, so no request crosses a
-    // thread; elsewhere bot requests go to the core thread).
-    let rt = match botspace::policy::host::REACTOR_THREADS {
-        1 => tokio::runtime::Builder::new_current_thread().enable_all().thread_name("botspace").build()?,
-        n => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(n)
-            .enable_all()
-            .thread_name("botspace")
-            .build()?,
+    // On `:memory:` the core never blocks and answers on the reactor: one
+    // thread, as the C server's loop, so no request crosses a thread.
+    // Elsewhere a worker per core unless told otherwise: webhook
+    // deliveries and HTTP parsing spread over them.
+    let threads = opts.reactor_threads;
+    let rt = if app.answers_on_reactor() || threads == Some(1) {
+        tokio::runtime::Builder::new_current_thread().enable_all().thread_name("botspace").build()?
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        if let Some(n) = threads.filter(|&n| n > 0) {
+            b.worker_threads(n);
+        }
+        b.enable_all().thread_name("botspace").build()?
     };
     let sh = Arc::new(Shared {
         app,
