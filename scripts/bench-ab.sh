@@ -8,9 +8,14 @@
 #   MODE=getme scripts/bench-ab.sh 3 64 2 "C=-:C::memory: Rust=-:target/release/examples/server::memory:"
 #   scripts/bench-ab.sh 3 64 2 "C=-:C:file Rust=-:target/release/examples/server:file one-core=BOTSPACE_CORE_THREADS=1:target/release/examples/server:file"
 #
+#   scripts/bench-ab.sh 5 16 3 "PostgreSQL=-:pgbench:pg Rust=-:target/release/examples/server:pg"
+#
 # ENV is `-` or VAR=VALUE[,VAR=VALUE...] set for that server; BINARY `C`
-# is the C server; DB `file` is a fresh database file (synchronous =
-# full), else passed to --db. MODE=send (default): durable sendMessage,
+# is the C server, `pgbench` PostgreSQL itself writing the same rows
+# (bench-durable.sh's script, DB `pg`); DB `file` is a fresh database
+# file (synchronous = full), `pg` a fresh database on a throwaway
+# PostgreSQL cluster (synchronous_commit = on; PostgreSQL's own CPU per
+# request is shown too), else passed to --db. MODE=send (default): durable sendMessage,
 # each connection its own bot (bench-durable.sh's Lua); MODE=getme: the
 # demo bot's getMe. Build first (scripts/bench-lib.sh's bench_build).
 set -uo pipefail
@@ -22,8 +27,15 @@ TMP="$WORK/run"
 rm -rf "$WORK" && mkdir -p "$TMP"
 # shellcheck source=bench-lib.sh
 source scripts/bench-lib.sh
-trap server_stop EXIT
+# shellcheck source=bench-pg.sh
+source scripts/bench-pg.sh
+trap 'server_stop; pg_stop' EXIT
 bench_tools
+if [[ " $SYSTEMS " == *:pg\ * ]]; then
+  pg_find && pg_start || { echo "PostgreSQL is not available" >&2; exit 1; }
+fi
+# Context switches of every thread of process $1.
+switches() { cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ {s += $2} END {print s + 0}'; }
 sed -n '/^cat > "\$TMP\/per-conn.lua"/,/^LUA$/p' scripts/bench-durable.sh | sed '1d;$d' > "$TMP/per-conn.lua"
 cat > "$TMP/getme.lua" <<'LUA'
 wrk.method = "POST"
@@ -36,6 +48,15 @@ for r in $(seq "$ROUNDS"); do
     bin=${rest%%:*} db=${rest#*:}
     [[ $db == file ]] && db=$TMP/durable.db
     [[ $bin == C ]] && bin=$C_BIN
+    if [[ $bin == pgbench ]]; then
+      f=$(run_pg "$N")
+      echo "round $r, $name: $f (transactions/s p50 p99 failed), load $(cut -d' ' -f1 /proc/loadavg)"
+      continue
+    fi
+    if [[ $db == pg ]]; then
+      PGOPTIONS="-c client_min_messages=warning" psql_ -d postgres -c "DROP DATABASE IF EXISTS botspace_bench" -c "CREATE DATABASE botspace_bench" >/dev/null
+      db="postgres://postgres@127.0.0.1:$PG_PORT/botspace_bench"
+    fi
     rm -f "$TMP"/durable.db*
     kv=()
     [[ $envs != - ]] && IFS=, read -ra kv <<<"$envs"
@@ -53,14 +74,21 @@ for r in $(seq "$ROUNDS"); do
     else
       make_bots "$N" "$TMP/bots"
       cpu0=$(awk '{print $14 + $15}' "/proc/$PID/stat")
+      sw0=$(switches "$PID") pg0=$(pg_cpu_ticks)
       f=$(BOTS="$TMP/bots" THREADS=2 wrk -t2 -c"$N" -d"${SECS}s" --latency -s "$TMP/per-conn.lua" \
         "http://127.0.0.1:$PORT/bot/sendMessage" | wrk_figures)
     fi
     cpu1=$(awk '{print $14 + $15}' "/proc/$PID/stat")
+    sw1=$(switches "$PID") pg1=$(pg_cpu_ticks)
     server_stop
     # Clock ticks → µs of server CPU per request.
     us=$(awk -v c=$((cpu1 - cpu0)) -v hz="$(getconf CLK_TCK)" -v r="${f%% *}" -v s="$SECS" \
       'BEGIN { if (r > 0 && c > 0) printf "%.1f", c * 1e6 / hz / (r * s); else print "?" }')
-    echo "round $r, $name: $f (requests/s p50 p99 non-2xx), ${us} µs CPU/request, load $(cut -d' ' -f1 /proc/loadavg)"
+    more=""
+    if [[ ${MODE:-send} != getme && $db == postgres://* ]]; then
+      more=$(awk -v c=$((pg1 - pg0)) -v w=$((sw1 - sw0)) -v hz="$(getconf CLK_TCK)" -v r="${f%% *}" -v s="$SECS" \
+        'BEGIN { if (r > 0) printf ", PostgreSQL %.1f µs CPU/request, %.2f server context switches/request", c * 1e6 / hz / (r * s), w / (r * s) }')
+    fi
+    echo "round $r, $name: $f (requests/s p50 p99 non-2xx), ${us} µs CPU/request${more}, load $(cut -d' ' -f1 /proc/loadavg)"
   done
 done
