@@ -252,6 +252,18 @@ fn parse_file(file: &Path, module: Vec<String>, mods: &mut Modules) {
 /// `None` for a path into another crate (`std::…`, `serde::…`) or a local
 /// item (`Self::new`, `Vec::new`).
 fn absolute(mods: &Modules, module: &[String], path: &[String]) -> Option<Vec<String>> {
+    absolute_within(mods, module, path, 0)
+}
+
+/// Bindings followed at most this deep: a `use` that names itself (`pub(super)
+/// use m;` re-exporting a macro `m` of the same module) ends there instead
+/// of recursing without end.
+const MAX_BINDING_DEPTH: usize = 32;
+
+fn absolute_within(mods: &Modules, module: &[String], path: &[String], depth: usize) -> Option<Vec<String>> {
+    if depth > MAX_BINDING_DEPTH {
+        return None;
+    }
     let (first, rest) = path.split_first()?;
     match first.as_str() {
         "crate" => Some(rest.to_vec()),
@@ -259,7 +271,7 @@ fn absolute(mods: &Modules, module: &[String], path: &[String]) -> Option<Vec<St
         "super" => {
             let parent = &module[..module.len().checked_sub(1)?];
             if rest.first().is_some_and(|s| s == "super") {
-                absolute(mods, parent, rest)
+                absolute_within(mods, parent, rest, depth + 1)
             } else {
                 Some(parent.iter().chain(rest).cloned().collect())
             }
@@ -271,7 +283,7 @@ fn absolute(mods: &Modules, module: &[String], path: &[String]) -> Option<Vec<St
             }
             // A name a `use` in this module bound: expand it.
             let b = m.bindings.iter().find(|b| b.name.as_deref() == Some(first.as_str()))?;
-            let mut p = absolute(mods, module, &b.path)?;
+            let mut p = absolute_within(mods, module, &b.path, depth + 1)?;
             p.extend_from_slice(rest);
             Some(p)
         }
@@ -292,7 +304,12 @@ fn resolve(mods: &Modules, path: &[String], seen: &mut BTreeSet<Vec<String>>) ->
             return None;
         }
         // An item of `module`: imported by a `use` there, or defined there.
-        if let Some(b) = m.bindings.iter().find(|b| b.name.as_deref() == Some(seg.as_str())) {
+        // A `use` that names itself (`pub(crate) use m;` for a macro `m` of
+        // this module) re-exports what is defined here.
+        let names_itself = |b: &&Binding| b.path.len() == 1 && b.path[0] == *seg;
+        if let Some(b) =
+            m.bindings.iter().find(|b| b.name.as_deref() == Some(seg.as_str())).filter(|b| !names_itself(b))
+        {
             let mut target = absolute(mods, &module, &b.path)?;
             target.extend_from_slice(&path[k + 1..]);
             return resolve(mods, &target, seen);
@@ -458,4 +475,29 @@ fn the_graph_follows_re_exports_and_finds_a_cycle() {
     let found = cycles(&g);
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(found, vec![vec!["a/inner.rs".to_string(), "b.rs".to_string(), "a/inner.rs".to_string()]], "{g:?}");
+}
+
+/// A module that re-exports its own macro under the same name binds the
+/// name to itself: the graph is still read, and the macro's users depend
+/// on its file.
+#[test]
+fn a_use_that_names_itself_does_not_loop() {
+    let dir = std::env::temp_dir().join(format!("botspace-module-graph-self-{}", std::process::id()));
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "lib.rs",
+        "mod m;
+mod user;
+",
+    );
+    write("m.rs", "macro_rules! cols { () => { \"a, b\" }; }\npub(crate) use cols;\n");
+    write("user.rs", "const C: &str = crate::m::cols!();\n");
+    let g = graph_of(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(g["user.rs"], BTreeSet::from(["m.rs".to_string()]), "{g:?}");
+    assert!(cycles(&g).is_empty(), "{g:?}");
 }
