@@ -902,7 +902,8 @@ fn http_request_from_parts_answers_as_the_bytes_do() {
     // the same request as bytes.
     let svc = service(65_536);
     let none: [(&str, &str); 0] = [];
-    let cases: [(Result<http::Request<&[u8]>, Vec<u8>>, &[u8], &str); 3] = [
+    type Parts<'a> = Result<http::Request<&'a [u8]>, Vec<u8>>;
+    let cases: [(Parts<'_>, &[u8], &str); 3] = [
         (
             botspace::http_request_from_parts("POST", "/bot/getMe", [("x-a", "a\u{1}b")], &b""[..]),
             b"POST /bot/getMe HTTP/1.1\r\nHost: t\r\nX-A: a\x01b\r\n\r\n",
