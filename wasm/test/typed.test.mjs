@@ -163,3 +163,22 @@ test('a refused gateway upgrade from a Request: the bytes path\'s refusal, byte 
     },
   );
 });
+
+test('a parked getUpdates: its answer arrives with the status, headers and body the core made', async () => {
+  const w = world({ clock: 'system' });
+  const auth = { authorization: `Bot ${w.token}`, ...JSON_TYPE };
+  const parked = w.svc.fetch(
+    new Request(`${BASE}/bot/getUpdates`, { method: 'POST', headers: auth, body: JSON.stringify({ offset: 2, timeout: 30 }) }),
+  );
+  await new Promise((r) => setTimeout(r, 20));
+  const m = w.ok('/admin/sendUserMessage', { user_id: w.user.id, chat_id: w.chat.id, text: 'hi' });
+  const res = await parked;
+  // The same poll as bytes now finds the same update at once.
+  const wire = w.call('/bot/getUpdates', { offset: 2, timeout: 0 }, auth);
+  assert.equal(res.status, 200);
+  assert.equal(res.statusText, 'OK');
+  const text = await res.text();
+  assert.deepEqual(JSON.parse(text), { ok: true, result: [{ update_id: 2, type: 'message_created', data: { message: m } }] });
+  assert.equal(text, wire.text());
+  assert.deepEqual(fetchHeaders(res), wireHeaders(wire));
+});
