@@ -701,6 +701,46 @@ pub fn parse_http_request(request: &[u8]) -> Result<::http::Request<Vec<u8>>, Ve
     Ok(out)
 }
 
+/// The answer [`parse_request`] gives a head that `httparse` refuses with
+/// `e`, for parts that never were bytes: the same request gets the same
+/// answer whichever way it came in.
+#[cfg(feature = "typed")]
+fn malformed(e: httparse::Error) -> Vec<u8> {
+    ApiError::invalid_request(format!("malformed HTTP request: {e}")).into_response()
+}
+
+/// A request a host's runtime already split into strings (a JavaScript
+/// fetch `Request`: method, path and query, header pairs) with its whole
+/// body, as an `http::Request`, for the typed entry points. A method,
+/// target, header name or value the `http` crate refuses (a control
+/// character in a value, say) gets the answer the same request gets as
+/// bytes from [`Service::handle_request`](crate::Service::handle_request)
+/// (`Err`, the answer to send). A `Transfer-Encoding` is dropped, as
+/// [`parse_http_request`] drops it: the body is whole.
+#[cfg(feature = "typed")]
+pub fn http_request_from_parts<'h, B>(
+    method: &str,
+    target: &str,
+    headers: impl IntoIterator<Item = (&'h str, &'h str)>,
+    body: B,
+) -> Result<::http::Request<B>, Vec<u8>> {
+    let mut out = ::http::Request::new(body);
+    *out.method_mut() = ::http::Method::from_bytes(method.as_bytes()).map_err(|_| malformed(httparse::Error::Token))?;
+    *out.uri_mut() = target.parse().map_err(|_| malformed(httparse::Error::Token))?;
+    let map = out.headers_mut();
+    for (name, value) in headers {
+        if name.eq_ignore_ascii_case("transfer-encoding") {
+            continue;
+        }
+        let name =
+            ::http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| malformed(httparse::Error::HeaderName))?;
+        let value =
+            ::http::HeaderValue::from_bytes(value.as_bytes()).map_err(|_| malformed(httparse::Error::HeaderValue))?;
+        map.append(name, value);
+    }
+    Ok(out)
+}
+
 /// Where the head's terminating empty line ends in `b`, if it is there.
 fn head_end(b: &[u8]) -> Option<usize> {
     let mut i = 0;
@@ -876,8 +916,10 @@ fn typed_target(uri: &::http::Uri) -> Result<(&str, &str), ApiError> {
 }
 
 /// The standard reason phrase of a status (IANA's HTTP status code
-/// registry, RFC 9110), from the `http` crate.
-pub(crate) fn reason(status: u16) -> &'static str {
+/// registry, RFC 9110), from the `http` crate. Public for a host that
+/// builds its response from a status (the WASM fetch adapter's
+/// `statusText`): the phrase the core writes on the wire.
+pub fn reason(status: u16) -> &'static str {
     match status {
         // RFC 9110 renamed 413; the http crate still has RFC 7231's
         // "Payload Too Large".

@@ -19,7 +19,7 @@
 //! | dropping a [`GatewaySession`] / [`GatewayConnection`] | the pending ack's commit; the PostgreSQL lease release |
 //! | [`Service::export_database`], [`Service::import_database`] | the database lock, disk reads or writes and fsync |
 //! | [`Service::wait_store_notifications`] | PostgreSQL: up to its timeout, by design (run it on a thread of its own) |
-//! | [`frame_request`], [`RequestFramer`], [`parse_http_request`], `poll_timeout`, `poll_event` | nothing (CPU only) |
+//! | [`frame_request`], [`RequestFramer`], [`parse_http_request`], [`http_request_from_parts`], `poll_timeout`, `poll_event` | nothing (CPU only) |
 //!
 //! An async host calls the blocking ones from `spawn_blocking` (or a thread
 //! of its own), never on an executor thread. In WebAssembly the database is
@@ -70,9 +70,10 @@ pub use entry::{http_response_bytes, into_http_response};
 pub use error::{ApiError, StorageError};
 pub use gateway::{GatewayAccept, GatewayConnection, GatewayEvent, GatewayOutput, GatewaySession};
 pub use group::CommitStats;
-#[cfg(feature = "typed")]
-pub use http::parse_http_request;
+pub use http::reason as reason_phrase;
 pub use http::{frame_request, should_read, Framing, RequestFramer, RequestHead, MAX_UNSENT_BYTES_PER_CONNECTION};
+#[cfg(feature = "typed")]
+pub use http::{http_request_from_parts, parse_http_request};
 pub use service::{
     Answer, CommitPause, OpenError, PollId, Service, WakeHook, WebhookPoll, BYTES_PER_PARKED_POLL,
     DEFAULT_MAX_PARKED_POLLS,

@@ -882,3 +882,54 @@ fn parse_http_request_reads_a_framed_request_once() {
         assert_eq!(error_of(&refusal), (400, "invalid_request".into()), "{}", String::from_utf8_lossy(bad));
     }
 }
+
+#[test]
+fn http_request_from_parts_answers_as_the_bytes_do() {
+    // A request split into strings (a JavaScript fetch `Request`) reads as
+    // the same request as bytes: Transfer-Encoding dropped, the body whole.
+    let r = botspace::http_request_from_parts(
+        "POST",
+        "/bot/getMe?x=1",
+        [("host", "t"), ("Transfer-Encoding", "chunked"), ("content-type", "application/json")],
+        &b"{}"[..],
+    )
+    .expect("valid parts");
+    assert_eq!((r.method().as_str(), r.uri().path(), r.uri().query()), ("POST", "/bot/getMe", Some("x=1")));
+    let names: Vec<&str> = r.headers().keys().map(|k| k.as_str()).collect();
+    assert_eq!(names, ["host", "content-type"]);
+    assert_eq!(*r.body(), b"{}");
+    // Parts the `http` crate refuses: exactly the answer the service gives
+    // the same request as bytes.
+    let svc = service(65_536);
+    let none: [(&str, &str); 0] = [];
+    type Parts<'a> = Result<http::Request<&'a [u8]>, Vec<u8>>;
+    let cases: [(Parts<'_>, &[u8], &str); 3] = [
+        (
+            botspace::http_request_from_parts("POST", "/bot/getMe", [("x-a", "a\u{1}b")], &b""[..]),
+            b"POST /bot/getMe HTTP/1.1\r\nHost: t\r\nX-A: a\x01b\r\n\r\n",
+            "malformed HTTP request: invalid header value",
+        ),
+        (
+            botspace::http_request_from_parts("POST", "/bot/getMe", [("x a", "v")], &b""[..]),
+            b"POST /bot/getMe HTTP/1.1\r\nHost: t\r\nX A: v\r\n\r\n",
+            "malformed HTTP request: invalid header name",
+        ),
+        (
+            botspace::http_request_from_parts("G\u{1}T", "/bot/getMe", none, &b""[..]),
+            b"G\x01T /bot/getMe HTTP/1.1\r\nHost: t\r\n\r\n",
+            "malformed HTTP request: invalid token",
+        ),
+    ];
+    for (parts, wire, description) in cases {
+        let refused = parts.expect_err("refused parts");
+        let (status, _, body) = split_with_headers(&refused);
+        assert_eq!(
+            (status, body["error"].as_str(), body["description"].as_str()),
+            (400, Some("invalid_request"), Some(description))
+        );
+        let (wire_status, _, wire_body) = split_with_headers(&svc.handle_request(wire));
+        assert_eq!((status, &body), (wire_status, &wire_body), "{}", String::from_utf8_lossy(wire));
+    }
+    // The reason phrase the core writes on the wire (RFC 9110's for 413).
+    assert_eq!((botspace::reason_phrase(200), botspace::reason_phrase(413)), ("OK", "Content Too Large"));
+}

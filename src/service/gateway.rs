@@ -16,8 +16,15 @@ impl Service {
     /// to send. The host does the WebSocket handshake itself (edge
     /// runtimes do).
     pub fn accept_gateway_session(&self, request: &[u8], now_ms: u64) -> Result<GatewaySession, Vec<u8>> {
+        self.accept_gateway_session_input(Input::Wire(request), now_ms)
+    }
+
+    pub(crate) fn accept_gateway_session_input(
+        &self,
+        request: Input<'_>,
+        now_ms: u64,
+    ) -> Result<GatewaySession, Vec<u8>> {
         let started = crate::metrics::Timer::sampled();
-        let request = Input::Wire(request);
         let out = self.open_session(request, now_ms).map(|(s, _)| s).map_err(ApiError::into_response);
         // The host answers 101 itself: counted as the upgrade it is.
         self.record(request, out.as_ref().err().map_or(&b"HTTP/1.1 101 "[..], |r| r), started);

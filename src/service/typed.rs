@@ -42,6 +42,16 @@ impl Service {
         self.accept_gateway_input(Input::of(request), now_ms)
     }
 
+    /// [`Service::accept_gateway_session`] of a parsed request: a
+    /// message-level session, or the refusal's bytes.
+    pub fn accept_gateway_session_http<B: AsRef<[u8]>>(
+        &self,
+        request: &http::Request<B>,
+        now_ms: u64,
+    ) -> Result<crate::gateway::GatewaySession, Vec<u8>> {
+        self.accept_gateway_session_input(Input::of(request), now_ms)
+    }
+
     /// [`Service::answer_request`] of a parsed request.
     pub fn answer_http<B: AsRef<[u8]>>(&self, request: &http::Request<B>, peer: &str, now_ms: u64) -> Answer {
         self.answer_input(Input::of(request), peer, now_ms)

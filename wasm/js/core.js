@@ -15,7 +15,7 @@ import {
   poison,
   poisonReason,
 } from './errors.js';
-import { toBytes, parseResponse, toFetchResponse } from './http.js';
+import { toBytes, parseResponse } from './http.js';
 import { POOLED_MAX, moduleBytes, copyOut } from './slab.js';
 
 export { BotspaceError, ConfigError, DatabaseError, StorageError, InvalidImageError, GatewayRejectedError, PanicError } from './errors.js';
@@ -30,8 +30,6 @@ export {
 
 /** Most bytes copied into the module in one call (wasm32 memory is 4 GiB). */
 const MAX_COPY = 1 << 30;
-
-const encoder = new TextEncoder();
 
 // ---------------------------------------------------------------- errors
 
@@ -117,19 +115,45 @@ function isUpgradeRequest(request) {
   return up !== null && up.split(',').some((t) => t.trim().toLowerCase() === 'websocket');
 }
 
-function requestHead(request, url, contentLength) {
-  let head = `${request.method} ${url.pathname}${url.search} HTTP/1.1\r\n`;
-  let hasHost = false;
-  for (const [k, v] of request.headers) {
-    const name = k.toLowerCase();
+// ------------------------------------------------- the typed entry (fetch)
+//
+// A fetch `Request` is already parsed: its parts go to the module as they
+// are (`handleHttp`: method, path and query, header fields, body), and the
+// core's answer comes back as `{status, statusText, headers, body}`. No
+// HTTP/1.1 text is written or read here; what the core refuses in the
+// parts (a method or header the `http` crate rejects, a body over the
+// limit) gets the answer the bytes path gives.
+
+const NO_BODY = new Uint8Array(0);
+
+/**
+ * A `Request`'s header fields flat (`[name, value, ...]`). The body was
+ * read whole here (a chunked one decoded by the runtime), so its length,
+ * when there is a body, replaces what the client's `Content-Length` or
+ * `Transfer-Encoding` said; a body refused by its length alone is never
+ * read, and only that length goes in.
+ */
+function headerList(request, contentLength) {
+  const out = [];
+  for (const [name, value] of request.headers) {
+    // Headers iterates lower-case names.
     if (name === 'content-length' || name === 'transfer-encoding') continue;
-    if (name === 'host') hasHost = true;
-    if (/[\r\n]/.test(v)) continue;
-    head += `${k}: ${v}\r\n`;
+    out.push(name, value);
   }
-  if (!hasHost) head += `Host: ${url.host || 'botspace'}\r\n`;
-  if (contentLength !== null) head += `Content-Length: ${contentLength}\r\n`;
-  return head + '\r\n';
+  if (contentLength !== null) out.push('content-length', String(contentLength));
+  return out;
+}
+
+function requestTarget(url) {
+  return `${url.pathname}${url.search}`;
+}
+
+/** An answer of the typed entry (`HttpAnswer`) as a fetch `Response`. */
+function fetchResponse(answer) {
+  const headers = new Headers();
+  for (let i = 0; i < answer.headers.length; i += 2) headers.append(answer.headers[i], answer.headers[i + 1]);
+  const body = answer.body.length ? answer.body : null;
+  return new Response(body, { status: answer.status, statusText: answer.statusText, headers });
 }
 
 /**
@@ -161,13 +185,6 @@ async function readLimited(request, max) {
   return out;
 }
 
-function concat(a, b) {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
-}
-
 /**
  * The library's answer, as a `Response`, to what a host refuses on its own
  * (a host tool behind the service, a storage that failed after the
@@ -178,7 +195,7 @@ function concat(a, b) {
  */
 export function hostAnswer(code, detail = '') {
   ensureReady();
-  return toFetchResponse(guard(() => glue.hostAnswer(code, detail)));
+  return fetchResponse(guard(() => glue.hostAnswer(code, detail)));
 }
 
 // -------------------------------------------------------------- webhooks
@@ -877,14 +894,15 @@ export class Service {
    * The host completes the WebSocket handshake itself.
    */
   acceptGateway(request, nowMs = this.nowMs()) {
-    let bytes;
+    let raw;
     if (typeof Request !== 'undefined' && request instanceof Request) {
-      const url = new URL(request.url);
-      bytes = encoder.encode(requestHead(request, url, null));
+      const target = requestTarget(new URL(request.url));
+      const headers = headerList(request, null);
+      raw = guard(() => this.#live().acceptGatewayHttp(request.method, target, headers, nowMs));
     } else {
-      bytes = toBytes(request);
+      const bytes = toBytes(request);
+      raw = guard(() => this.#live().acceptGateway(bytes, nowMs));
     }
-    const raw = guard(() => this.#live().acceptGateway(bytes, nowMs));
     const s = new GatewaySession(raw, this);
     this.#sessions.add(s);
     return s;
@@ -906,7 +924,8 @@ export class Service {
 
   /**
    * The fetch adapter: `export default { fetch: (req) => service.fetch(req) }`.
-   * Bot and host methods go through handleRequest; a gateway upgrade is
+   * Bot and host methods go to the core as parsed parts (handleHttp, no
+   * HTTP/1.1 text in between); a gateway upgrade is
    * served with `WebSocketPair` (Cloudflare), `Deno.upgradeWebSocket`, or
    * `options.upgradeWebSocket(request) -> {socket, response}`.
    */
@@ -937,19 +956,21 @@ export class Service {
         }
       }
     }
-    const head = encoder.encode(requestHead(request, url, length));
-    const bytes = body && body.length ? concat(head, body) : head;
+    const method = request.method;
+    const target = requestTarget(url);
+    const headers = headerList(request, length);
+    const payload = body ?? NO_BODY;
     let out;
-    if (url.pathname === '/bot/getUpdates' && request.method === 'POST') {
+    if (url.pathname === '/bot/getUpdates' && method === 'POST') {
       // Long polling: a getUpdates with a timeout and nothing to return
       // parks in the library and is answered by #serveParked (on a wake-up
       // or at its deadline); no timer runs per poll, one for all.
-      const answer = guard(() => this.#live().answerRequest(bytes, this.nowMs()));
+      const answer = guard(() => this.#live().answerHttp(method, target, headers, payload, this.nowMs()));
       out = typeof answer === 'number' ? await this.#parkedAnswer(answer, request.signal) : answer;
     } else {
-      out = this.handleRequest(bytes);
+      out = guard(() => this.#live().handleHttp(method, target, headers, payload));
     }
-    const response = out === null ? new Response(null, { status: 499 }) : toFetchResponse(out);
+    const response = out === null ? new Response(null, { status: 499 }) : fetchResponse(out);
     // A 200 means durable: with an asynchronous storage, wait for it.
     const pending = this._pendingDurable();
     if (pending) {

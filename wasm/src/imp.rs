@@ -71,6 +71,9 @@ export type GatewayOutput =
 /** How a gateway session ended (the close code sent, or the bot's own, and why), reported once by `pollEvent`. */
 export type GatewayEvent = { type: 'closed'; code: number; reason: CloseReason };
 
+/** An answer of the typed entry points (`handleHttp`, `answerHttp`, `pollParked`, `hostAnswer`): the core's status and its reason phrase, its header fields flat (`[name, value, name, value, ...]`, names lower case) and body. */
+export type HttpAnswer = { status: number; statusText: string; headers: string[]; body: Uint8Array };
+
 /** What the framer read from a complete request's head, so a host need not parse it again. */
 export type RequestHead = {
   /** Bytes of the request line, the headers and the empty line. */
@@ -238,11 +241,12 @@ pub fn module_memory() -> JsValue {
 /// `method_not_found` (`detail`: the path), `websocket_unavailable`,
 /// `invalid_token`, `request_timeout` or `server_busy`. Throws a
 /// `TypeError` for any other code.
-#[wasm_bindgen(js_name = hostAnswer)]
-pub fn host_answer(code: &str, detail: &str) -> Result<Uint8Array, JsValue> {
+/// The answer is an `HttpAnswer`, as the fetch adapter's others.
+#[wasm_bindgen(js_name = hostAnswer, unchecked_return_type = "HttpAnswer")]
+pub fn host_answer(code: &str, detail: &str) -> Result<JsValue, JsValue> {
     botspace::ErrorCode::parse(code)
         .and_then(|c| botspace::policy::host_answer(c, detail))
-        .map(|r| Uint8Array::from(&r[..]))
+        .map(|r| typed_answer(&botspace::into_http_response(r)))
         .ok_or_else(|| js_sys::TypeError::new(&format!("{code:?} is not an answer a host gives")).into())
 }
 
@@ -270,6 +274,38 @@ struct JsHook(Function);
 // between threads on native targets.
 unsafe impl Send for JsHook {}
 unsafe impl Sync for JsHook {}
+
+/// A request for the core, or the core's refusal of its parts.
+type Parts<'b> = Result<http::Request<&'b [u8]>, http::Response<Vec<u8>>>;
+
+/// A fetch `Request`'s parts (header fields flat: `[name, value, ...]`) as
+/// the core's `http::Request`, borrowing the body; `Err` is the core's
+/// answer to parts the `http` crate refuses (bytes, read back by
+/// `into_http_response`), the same as the bytes path gives them.
+fn typed_request<'b>(method: &str, target: &str, headers: &'b [String], body: &'b [u8]) -> Result<Parts<'b>, JsValue> {
+    if !headers.len().is_multiple_of(2) {
+        return Err(js_sys::TypeError::new("headers must be flat name, value pairs").into());
+    }
+    let pairs = headers.chunks_exact(2).map(|p| (p[0].as_str(), p[1].as_str()));
+    Ok(botspace::http_request_from_parts(method, target, pairs, body).map_err(botspace::into_http_response))
+}
+
+/// An answer of the core as `HttpAnswer`: `{status, statusText, headers, body}`.
+fn typed_answer(resp: &http::Response<Vec<u8>>) -> JsValue {
+    let headers = js_sys::Array::new_with_length(2 * resp.headers().len() as u32);
+    for (i, (name, value)) in resp.headers().iter().enumerate() {
+        headers.set(2 * i as u32, JsValue::from_str(name.as_str()));
+        headers.set(2 * i as u32 + 1, JsValue::from_str(&String::from_utf8_lossy(value.as_bytes())));
+    }
+    let out = Object::new();
+    // Setting a property on a plain new object cannot fail.
+    let status = resp.status().as_u16();
+    let _ = Reflect::set(&out, &JsValue::from_str("status"), &JsValue::from(status));
+    let _ = Reflect::set(&out, &JsValue::from_str("statusText"), &JsValue::from_str(botspace::reason_phrase(status)));
+    let _ = Reflect::set(&out, &JsValue::from_str("headers"), &headers);
+    let _ = Reflect::set(&out, &JsValue::from_str("body"), &Uint8Array::from(&resp.body()[..]));
+    out.into()
+}
 
 fn to_ms(now: f64) -> u64 {
     if now.is_finite() && now > 0.0 {
@@ -398,26 +434,56 @@ impl RawService {
         self.svc.handle_request(request)
     }
 
-    /// Long polling: answers like `handleRequest`, except that a
-    /// `getUpdates` with a `timeout` that finds nothing to return is
-    /// parked: the poll's id (a number) instead of the response bytes. Its
-    /// answer comes from `pollParked` (docs/delivery.md, "Parking").
-    #[wasm_bindgen(js_name = answerRequest, unchecked_return_type = "Uint8Array | number")]
-    pub fn answer_request(&self, request: &[u8], now_ms: f64) -> JsValue {
-        match self.svc.answer_request(request, "", to_ms(now_ms)) {
-            botspace::Answer::Now(out) => Uint8Array::from(&out[..]).into(),
-            botspace::Answer::Parked(id) => JsValue::from(id.0 as f64),
-        }
+    /// The typed entry: a fetch `Request`'s method, target (path and
+    /// query), header fields flat (`[name, value, ...]`) and whole body in,
+    /// the core's `HttpAnswer` out, with no HTTP/1.1 text written or read
+    /// in JavaScript. Parts the `http` crate refuses get the answer the
+    /// bytes path gives them.
+    #[wasm_bindgen(js_name = handleHttp, unchecked_return_type = "HttpAnswer")]
+    pub fn handle_http(
+        &self,
+        method: &str,
+        target: &str,
+        headers: Vec<String>,
+        body: &[u8],
+    ) -> Result<JsValue, JsValue> {
+        Ok(match typed_request(method, target, &headers, body)? {
+            Ok(req) => typed_answer(&self.svc.handle_http(&req)),
+            Err(refused) => typed_answer(&refused),
+        })
     }
 
-    /// The parked polls' answers ready at `now_ms`, flat: `[id, response,
-    /// id, response, ...]`.
-    #[wasm_bindgen(js_name = pollParked, unchecked_return_type = "Array<number | Uint8Array>")]
+    /// Long polling: answers like `handleHttp`, except that a `getUpdates`
+    /// with a `timeout` that finds nothing to return is parked: the poll's
+    /// id (a number) instead of the answer. Its answer comes from
+    /// `pollParked` (docs/delivery.md, "Parking").
+    #[wasm_bindgen(js_name = answerHttp, unchecked_return_type = "HttpAnswer | number")]
+    pub fn answer_http(
+        &self,
+        method: &str,
+        target: &str,
+        headers: Vec<String>,
+        body: &[u8],
+        now_ms: f64,
+    ) -> Result<JsValue, JsValue> {
+        let req = match typed_request(method, target, &headers, body)? {
+            Ok(req) => req,
+            Err(refused) => return Ok(typed_answer(&refused)),
+        };
+        Ok(match self.svc.answer_http(&req, "", to_ms(now_ms)) {
+            botspace::Answer::Now(out) => typed_answer(&botspace::into_http_response(out)),
+            botspace::Answer::Parked(id) => JsValue::from(id.0 as f64),
+        })
+    }
+
+    /// The parked polls' answers ready at `now_ms`, flat: `[id, answer,
+    /// id, answer, ...]`.
+    #[wasm_bindgen(js_name = pollParked, unchecked_return_type = "Array<number | HttpAnswer>")]
     pub fn poll_parked(&self, now_ms: f64) -> js_sys::Array {
         let out = js_sys::Array::new();
         for (id, resp) in self.svc.poll_parked(to_ms(now_ms)) {
             out.push(&JsValue::from(id.0 as f64));
-            out.push(&Uint8Array::from(&resp[..]));
+            out.push(&typed_answer(&botspace::into_http_response(resp)));
         }
         out
     }
@@ -523,6 +589,26 @@ impl RawService {
     }
 
     /// The whole database as an SQLite image.
+    /// `acceptGateway` of a fetch `Request`'s head (method, target, header
+    /// fields flat), as `handleHttp` takes it.
+    #[wasm_bindgen(js_name = acceptGatewayHttp)]
+    pub fn accept_gateway_http(
+        &self,
+        method: &str,
+        target: &str,
+        headers: Vec<String>,
+        now_ms: f64,
+    ) -> Result<RawGatewaySession, JsValue> {
+        let refused = match typed_request(method, target, &headers, &[])? {
+            Ok(req) => match self.svc.accept_gateway_session_http(&req, to_ms(now_ms)) {
+                Ok(s) => return Ok(RawGatewaySession { s }),
+                Err(resp) => resp,
+            },
+            Err(refused) => botspace::http_response_bytes(&refused, None),
+        };
+        Err(GatewayRejectedError::new(Uint8Array::from(&refused[..])).into())
+    }
+
     #[wasm_bindgen(js_name = exportDatabase)]
     pub fn export_database(&self) -> Result<Vec<u8>, JsValue> {
         self.svc.export_database().map_err(api_error)
