@@ -29,6 +29,10 @@ pub const MAX_BATCH: usize = 64;
 /// request queued by any connection at once (at most one per connection
 /// is in flight): past it, the take commits in several transactions.
 pub const MAX_QUEUED_BATCH: usize = 256;
+/// A batch thread starts a batch while another batch is under way only
+/// once this many requests wait: fewer are left for the running batch's
+/// thread to take whole when it is done (see [`starts_batch`]).
+pub const OVERLAP_MIN_QUEUED: usize = 16;
 /// After an accept error (out of descriptors and the like) the listener
 /// rests this long instead of spinning.
 pub const ACCEPT_BACKOFF_MS: u64 = 50;
@@ -60,6 +64,17 @@ pub fn default_max_connections(file_limit: u64) -> usize {
     cap.clamp(1, MAX_CONNECTIONS_CAP) as usize
 }
 
+/// Whether an idle batch thread takes the `queued` requests now, while
+/// `running` batches are under way on the others. Alone, always. Beside
+/// another batch only with at least [`OVERLAP_MIN_QUEUED`] waiting: a
+/// second batch overlaps the first one's COMMIT, which pays when groups
+/// are large, but splitting a small group costs every request more of a
+/// transaction's fixed price than the overlap saves (docs/decisions.md,
+/// "Batch threads").
+pub fn starts_batch(running: usize, queued: usize) -> bool {
+    queued > 0 && (running == 0 || queued >= OVERLAP_MIN_QUEUED)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +87,15 @@ mod tests {
         assert_eq!(default_max_connections(1), 1, "never zero");
         assert_eq!(default_max_connections(0), 1);
         assert_eq!(default_max_connections(u64::MAX), 1 << 20, "an unlimited limit is capped");
+    }
+
+    #[test]
+    fn a_second_batch_starts_beside_another_only_for_a_large_group() {
+        assert!(!starts_batch(0, 0), "nothing queued");
+        assert!(starts_batch(0, 1), "alone, any group");
+        assert!(!starts_batch(1, 1));
+        assert!(!starts_batch(1, OVERLAP_MIN_QUEUED - 1));
+        assert!(starts_batch(1, OVERLAP_MIN_QUEUED));
+        assert!(starts_batch(2, 100));
     }
 }

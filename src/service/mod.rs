@@ -149,17 +149,14 @@ impl Service {
         !self.in_memory
     }
 
-    /// How many threads a host runs batches on: one, on every store. On
-    /// SQLite there is one writer. On a shared store a second thread would
-    /// run a batch while the other's COMMIT is awaited, but it halves the
-    /// groups (every request then pays more of a transaction's fixed cost)
-    /// and adds a wake-up per group; one thread answers more requests a
-    /// second with less CPU each (docs/benchmarks.md, "PostgreSQL"). The
-    /// pool's other connection still serves the calls that come meanwhile
-    /// (a gateway session, a host call) while a COMMIT is awaited without
-    /// the lock.
+    /// How many threads a host may run batches on: one on SQLite (one
+    /// writer); on a shared store one per connection of the pool, so that
+    /// a batch can run while another's COMMIT is awaited. A second batch
+    /// starts beside a running one only for a large group
+    /// ([`crate::policy::host::starts_batch`]): splitting a small one
+    /// costs more than the overlap saves.
     pub fn batch_threads(&self) -> usize {
-        1
+        self.database_connections()
     }
 
     /// Connections to the database: one on SQLite, the pool's

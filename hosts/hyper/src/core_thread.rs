@@ -11,10 +11,12 @@
 //! thread wake per batch instead of two per request (a hop to tokio's
 //! blocking pool and back), and the reactor never runs a blocking call.
 //!
-//! One thread by default (the library's `Service::batch_threads`), as the
-//! C server has one loop: what arrives while a batch runs its statements
-//! and its fsync is the next batch. More threads overlap one batch's fsync
-//! with the next one's statements, but split the batches.
+//! As many threads as the library's `Service::batch_threads` (one on
+//! SQLite, as the C server has one loop: what arrives while a batch runs
+//! its statements and its fsync is the next batch). A second thread
+//! overlaps one batch's COMMIT with the next one's statements but splits
+//! the batches, so it starts a batch beside another only for a large group
+//! (`policy::host::starts_batch`).
 //!
 //! A 200 still means durable: `handle_http_batch` returns only once its commit
 //! is on disk.
@@ -80,6 +82,8 @@ struct Queue {
     /// Core threads asleep on the condition variable: only then does a
     /// submit pay for a wake-up.
     idle: usize,
+    /// Core threads answering a take now.
+    running: usize,
 }
 
 struct Shared {
@@ -131,7 +135,9 @@ impl CoreThreads {
             return Err(());
         }
         q.jobs.push(job);
-        let wake = q.idle > 0;
+        // Only a thread that would take the queue is woken: while a batch
+        // runs, a small queue waits for that batch's thread.
+        let wake = q.idle > 0 && botspace::policy::host::starts_batch(q.running, q.jobs.len());
         drop(q);
         if wake {
             self.shared.cv.notify_one();
@@ -168,7 +174,7 @@ fn run(svc: &Service, sh: &Shared, gate: &Gate) {
     loop {
         let jobs = {
             let mut q = sh.lock();
-            while q.jobs.is_empty() && !q.closed {
+            while !botspace::policy::host::starts_batch(q.running, q.jobs.len()) && !q.closed {
                 q.idle += 1;
                 q = sh.cv.wait(q).unwrap_or_else(|e| e.into_inner());
                 q.idle -= 1;
@@ -176,10 +182,14 @@ fn run(svc: &Service, sh: &Shared, gate: &Gate) {
             if q.jobs.is_empty() {
                 return;
             }
+            q.running += 1;
             std::mem::take(&mut q.jobs)
         };
-        let _in_core = gate.blocking();
-        answer(svc, jobs);
+        {
+            let _in_core = gate.blocking();
+            answer(svc, jobs);
+        }
+        sh.lock().running -= 1;
     }
 }
 

@@ -142,10 +142,12 @@ impl Botspace {
     /// one `Service`.
     ///
     /// Bot requests are answered by as many core threads as the library
-    /// runs batches at once ([`Service::batch_threads`]: one, on every
-    /// store), in batches (see [`Botspace::with_core_threads`]); on
-    /// PostgreSQL each batch runs in the lock order the core's group commit
-    /// uses ([`Service::handle_http_group`]).
+    /// may run batches at once ([`Service::batch_threads`]: one on SQLite,
+    /// two on PostgreSQL, the second starting a batch beside the first's
+    /// only for a large group, `policy::host::starts_batch`), in batches
+    /// (see [`Botspace::with_core_threads`]); on PostgreSQL each batch runs
+    /// in the lock order the core's group commit uses
+    /// ([`Service::handle_http_group`]).
     ///
     /// On `:memory:`, whose calls wait on no disk and no network
     /// ([`Service::calls_may_block`]), bot requests are answered on the
