@@ -159,8 +159,8 @@ impl Service {
         self.database_connections()
     }
 
-    /// Connections to the database: one on SQLite, the pool's
-    /// ([`crate::store::SHARED_CONNECTIONS`]) on a shared store.
+    /// Connections to the database: one on SQLite, the pool's (two) on a
+    /// shared store.
     pub fn database_connections(&self) -> usize {
         if self.shared_store {
             crate::store::SHARED_CONNECTIONS
