@@ -509,7 +509,7 @@ fn frame_request_head(buf: &[u8], max_body_bytes: usize) -> HeadFraming {
             };
         }
         Err(httparse::Error::TooManyHeaders) => return invalid(head_too_large()),
-        Err(e) => return invalid(ApiError::invalid_request(format!("malformed HTTP request: {e}"))),
+        Err(e) => return invalid(malformed(e)),
     };
     if head_len > MAX_HEAD_BYTES {
         return invalid(head_too_large());
@@ -682,7 +682,7 @@ pub fn parse_http_request(request: &[u8]) -> Result<::http::Request<Vec<u8>>, Ve
         Err(e) => return Err(e.into_response()),
     };
     let mut out = ::http::Request::new(body);
-    let invalid = |what: &str| ApiError::invalid_request(format!("malformed HTTP request: {what}")).into_response();
+    let invalid = |what: &str| malformed(what).into_response();
     *out.method_mut() =
         ::http::Method::from_bytes(req.method.unwrap_or("").as_bytes()).map_err(|_| invalid("method"))?;
     *out.uri_mut() = req.path.unwrap_or("").parse().map_err(|_| invalid("target"))?;
@@ -701,12 +701,11 @@ pub fn parse_http_request(request: &[u8]) -> Result<::http::Request<Vec<u8>>, Ve
     Ok(out)
 }
 
-/// The answer [`parse_request`] gives a head that `httparse` refuses with
-/// `e`, for parts that never were bytes: the same request gets the same
-/// answer whichever way it came in.
-#[cfg(feature = "typed")]
-fn malformed(e: httparse::Error) -> Vec<u8> {
-    ApiError::invalid_request(format!("malformed HTTP request: {e}")).into_response()
+/// 400 `invalid_request` for a request whose head cannot be read: `what`
+/// names the part (`httparse`'s error, or the part the `http` crate
+/// refused). One wording for every way a request comes in, bytes or parts.
+fn malformed(what: impl std::fmt::Display) -> ApiError {
+    ApiError::invalid_request(format!("malformed HTTP request: {what}"))
 }
 
 /// A request a host's runtime already split into strings (a JavaScript
@@ -725,17 +724,18 @@ pub fn http_request_from_parts<'h, B>(
     body: B,
 ) -> Result<::http::Request<B>, Vec<u8>> {
     let mut out = ::http::Request::new(body);
-    *out.method_mut() = ::http::Method::from_bytes(method.as_bytes()).map_err(|_| malformed(httparse::Error::Token))?;
-    *out.uri_mut() = target.parse().map_err(|_| malformed(httparse::Error::Token))?;
+    *out.method_mut() =
+        ::http::Method::from_bytes(method.as_bytes()).map_err(|_| malformed(httparse::Error::Token).into_response())?;
+    *out.uri_mut() = target.parse().map_err(|_| malformed(httparse::Error::Token).into_response())?;
     let map = out.headers_mut();
     for (name, value) in headers {
         if name.eq_ignore_ascii_case("transfer-encoding") {
             continue;
         }
-        let name =
-            ::http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| malformed(httparse::Error::HeaderName))?;
-        let value =
-            ::http::HeaderValue::from_bytes(value.as_bytes()).map_err(|_| malformed(httparse::Error::HeaderValue))?;
+        let name = ::http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| malformed(httparse::Error::HeaderName).into_response())?;
+        let value = ::http::HeaderValue::from_bytes(value.as_bytes())
+            .map_err(|_| malformed(httparse::Error::HeaderValue).into_response())?;
         map.append(name, value);
     }
     Ok(out)
@@ -778,7 +778,7 @@ pub(crate) fn parse_request(buf: &[u8], max_body_bytes: usize) -> Result<Request
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Err(ApiError::invalid_request("incomplete HTTP request")),
         Err(httparse::Error::TooManyHeaders) => return Err(head_too_large()),
-        Err(e) => return Err(ApiError::invalid_request(format!("malformed HTTP request: {e}"))),
+        Err(e) => return Err(malformed(e)),
     };
     if head_len > MAX_HEAD_BYTES {
         return Err(head_too_large());

@@ -450,14 +450,21 @@ fn no_module_of_src_is_part_of_a_cycle() {
 /// The parser and the cycle finder on a small crate written here: a cycle
 /// through a `pub use` re-export, `super::`, an inline module and a path
 /// in code is found; the same crate without the back edge has none.
+/// A directory of its own for a test's made-up crate.
+fn scratch_crate(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("botspace-module-graph-{tag}-{}", std::process::id()))
+}
+
+fn write_file(dir: &Path, name: &str, text: &str) {
+    let p = dir.join(name);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
 #[test]
 fn the_graph_follows_re_exports_and_finds_a_cycle() {
-    let dir = std::env::temp_dir().join(format!("botspace-module-graph-{}", std::process::id()));
-    let write = |name: &str, text: &str| {
-        let p = dir.join(name);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+    let dir = scratch_crate("reexports");
+    let write = |name: &str, text: &str| write_file(&dir, name, text);
     write("lib.rs", "mod a;\nmod b;\npub use a::Thing;\n");
     write("a/mod.rs", "mod inner;\npub(crate) use inner::Thing;\n");
     // A string and a comment naming crate::b are not edges.
@@ -482,12 +489,8 @@ fn the_graph_follows_re_exports_and_finds_a_cycle() {
 /// on its file.
 #[test]
 fn a_use_that_names_itself_does_not_loop() {
-    let dir = std::env::temp_dir().join(format!("botspace-module-graph-self-{}", std::process::id()));
-    let write = |name: &str, text: &str| {
-        let p = dir.join(name);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+    let dir = scratch_crate("self");
+    let write = |name: &str, text: &str| write_file(&dir, name, text);
     write(
         "lib.rs",
         "mod m;

@@ -588,7 +588,6 @@ impl RawService {
         }
     }
 
-    /// The whole database as an SQLite image.
     /// `acceptGateway` of a fetch `Request`'s head (method, target, header
     /// fields flat), as `handleHttp` takes it.
     #[wasm_bindgen(js_name = acceptGatewayHttp)]
@@ -609,6 +608,7 @@ impl RawService {
         Err(GatewayRejectedError::new(Uint8Array::from(&refused[..])).into())
     }
 
+    /// The whole database as an SQLite image.
     #[wasm_bindgen(js_name = exportDatabase)]
     pub fn export_database(&self) -> Result<Vec<u8>, JsValue> {
         self.svc.export_database().map_err(api_error)
