@@ -32,13 +32,6 @@ impl Service {
     /// concurrently (a host's own grouping), so on a shared store they may
     /// run in lock order, as the core's group commit runs its groups.
     pub(crate) fn handle_inputs_as(&self, requests: &[Input<'_>], group: bool) -> Vec<Vec<u8>> {
-        let pending = self.start_inputs(requests, group);
-        self.finish_inputs(pending)
-    }
-
-    /// Runs a group's statements: [`Service::handle_inputs_as`] up to the
-    /// COMMIT, which [`Service::finish_inputs`] awaits.
-    pub(crate) fn start_inputs(&self, requests: &[Input<'_>], group: bool) -> PendingGroup {
         // The operations paths take no transaction (readiness takes the
         // lock itself): each is answered alone, the others as one batch.
         if requests.iter().any(|r| is_ops(*r)) {
@@ -51,30 +44,17 @@ impl Service {
             for i in ops {
                 out[i] = self.handle_input(requests[i]);
             }
-            return PendingGroup { outs: out, settle: None };
+            return out;
         }
         let started = crate::metrics::Timer::start();
-        let methods = requests
-            .iter()
-            .map(|r| r.path().map_or(crate::metrics::OTHER_METHOD, crate::metrics::method_of_path))
-            .collect();
-        let (outs, fx) = if group { self.run_group(requests) } else { self.run_batch(requests) };
-        PendingGroup { outs, settle: Some(Settle { fx, methods, started }) }
-    }
-
-    /// Awaits a group's COMMIT (when it was held), counts its answers,
-    /// calls the wake hook for what it changed, and gives the answers:
-    /// only now may they leave.
-    pub(crate) fn finish_inputs(&self, pending: PendingGroup) -> Vec<Vec<u8>> {
-        let PendingGroup { mut outs, settle } = pending;
-        let Some(Settle { mut fx, methods, started }) = settle else { return outs };
-        self.settle(&mut fx, &mut outs);
-        for (m, o) in methods.iter().zip(&outs) {
+        let (mut out, mut fx) = if group { self.run_group(requests) } else { self.run_batch(requests) };
+        self.settle(&mut fx, &mut out);
+        for (r, o) in requests.iter().zip(&out) {
             // One clock read for the batch; each request is sampled alone.
-            self.record_method(*m, o, crate::histogram::sample().then_some(started));
+            self.record(*r, o, crate::histogram::sample().then_some(started));
         }
         self.apply_effects(fx);
-        outs
+        out
     }
 
     /// [`Service::handle_batch`] without calling the wake hook: returns the
@@ -389,22 +369,4 @@ fn answer_failed_batch(
     for i in (0..out.len()).filter(|&i| !ran[i]) {
         out[i] = routed[i].as_ref().err().unwrap_or(&e).clone().into_response();
     }
-}
-
-/// A group whose statements all ran and whose COMMIT may still be on its
-/// way ([`Service::start_http_group`]). Its answers exist, but none may
-/// leave before [`Service::finish_http_group`] returned them: only then is
-/// what they report durable. Dropped unfinished, its transaction rolls
-/// back and its connection goes back to the pool.
-pub struct PendingGroup {
-    outs: Vec<Vec<u8>>,
-    /// `None`: answered whole already (the operations paths).
-    settle: Option<Settle>,
-}
-
-struct Settle {
-    fx: TxEffects,
-    /// Each request's method, for its metrics.
-    methods: Vec<usize>,
-    started: crate::metrics::Timer,
 }

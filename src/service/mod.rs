@@ -81,7 +81,6 @@ const PRUNE_EVERY_MS: u64 = 60_000;
 /// Reruns of a transaction that met a serialization failure or deadlock.
 const MAX_RETRIES: u32 = 8;
 
-pub use batch::PendingGroup;
 pub use parked::{Answer, PollId, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS};
 
 mod batch;
@@ -150,25 +149,14 @@ impl Service {
         !self.in_memory
     }
 
-    /// How many threads a host runs batches on: one. On SQLite there is
-    /// one writer; on a shared store a batch's COMMIT is awaited apart
-    /// ([`Service::commits_apart`]), so one thread runs the next batch
-    /// meanwhile, with every request that waits in it: a second batch
-    /// thread would only split the groups. A host that runs more anyway
-    /// starts a batch beside a running one only for a large group
-    /// ([`crate::policy::host::starts_batch`]).
+    /// How many threads a host may run batches on: one on SQLite (one
+    /// writer); on a shared store one per connection of the pool, so that
+    /// a batch can run while another's COMMIT is awaited. A second batch
+    /// starts beside a running one only for a large group
+    /// ([`crate::policy::host::starts_batch`]): splitting a small one
+    /// costs more than the overlap saves.
     pub fn batch_threads(&self) -> usize {
-        1
-    }
-
-    /// Whether a host awaits each group's COMMIT on a thread of its own
-    /// ([`Service::start_http_group`], then [`Service::finish_http_group`]
-    /// there): on a shared store, whose pool gives the next group its
-    /// other connection while one commits. On SQLite the commit is this
-    /// process's own write and sync, under the service's lock: nothing
-    /// could run beside it.
-    pub fn commits_apart(&self) -> bool {
-        self.db.pooled
+        self.database_connections()
     }
 
     /// Connections to the database: one on SQLite, the pool's (two) on a

@@ -35,23 +35,6 @@ impl Service {
         self.handle_inputs_as(&inputs, true).into_iter().map(into_http_response).collect()
     }
 
-    /// [`Service::handle_http_group`] in two steps, so that a host can start
-    /// the next group while this one's COMMIT is on its way: this runs the
-    /// group's statements (it blocks on the database, as every call does)
-    /// and may leave the COMMIT in flight, on its own connection.
-    /// [`Service::finish_http_group`] awaits it (blocking, without the
-    /// service's lock) and gives the answers; none may leave before.
-    pub fn start_http_group<B: AsRef<[u8]>>(&self, requests: &[&http::Request<B>]) -> super::PendingGroup {
-        let inputs: Vec<Input<'_>> = requests.iter().map(|r| Input::of(*r)).collect();
-        self.start_inputs(&inputs, true)
-    }
-
-    /// The answers of a group [`Service::start_http_group`] ran, once its
-    /// COMMIT returned: each as [`Service::handle_http_group`] gives it.
-    pub fn finish_http_group(&self, pending: super::PendingGroup) -> Vec<http::Response<Vec<u8>>> {
-        self.finish_inputs(pending).into_iter().map(into_http_response).collect()
-    }
-
     /// [`Service::accept_gateway`] of a parsed request. The response is the
     /// core's bytes (`101` or an error): [`crate::into_http_response`] reads
     /// them for a host that writes its own heads.

@@ -11,17 +11,14 @@
 //! thread wake per batch instead of two per request (a hop to tokio's
 //! blocking pool and back), and the reactor never runs a blocking call.
 //!
-//! As many threads as the library's `Service::batch_threads` (one: as the
-//! C server has one loop, what arrives while a batch runs its statements
-//! and its fsync is the next batch). On PostgreSQL a batch's COMMIT is a
-//! round trip and a WAL flush the next batch need not wait for
-//! (`Service::commits_apart`): the core thread runs the batch's statements
-//! ([`Service::start_http_group`]) and hands it to the commit thread, which
-//! awaits the COMMIT ([`Service::finish_http_group`]) and sends the
-//! answers, while the core thread takes the next batch, whole, on the
-//! pool's other connection.
+//! As many threads as the library's `Service::batch_threads` (one on
+//! SQLite, as the C server has one loop: what arrives while a batch runs
+//! its statements and its fsync is the next batch). A second thread
+//! overlaps one batch's COMMIT with the next one's statements but splits
+//! the batches, so it starts a batch beside another only for a large group
+//! (`policy::host::starts_batch`).
 //!
-//! A 200 still means durable: no answer leaves before its batch's commit
+//! A 200 still means durable: `handle_http_batch` returns only once its commit
 //! is on disk.
 //!
 //! On a database whose calls cannot block (`:memory:`: no disk, no
@@ -33,7 +30,6 @@
 
 use botspace::Service;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 use tokio::sync::{oneshot, Notify};
@@ -104,64 +100,30 @@ impl Shared {
 
 pub(crate) struct CoreThreads {
     shared: Arc<Shared>,
-    /// The core threads, then the commit thread (joined last: it ends once
-    /// every core thread has, having awaited each group they handed it).
     handles: Mutex<Vec<JoinHandle<()>>>,
-}
-
-/// A group on its way to its COMMIT, and the replies that wait for it.
-struct Committing {
-    pending: botspace::PendingGroup,
-    replies: Vec<oneshot::Sender<http::Response<Vec<u8>>>>,
 }
 
 impl CoreThreads {
     /// Starts `n` core threads on `svc`; none when they cannot be started
     /// (the caller then uses tokio's blocking pool).
-    ///
-    /// With `commit_thread`, one more thread awaits each group's COMMIT
-    /// and sends its answers, so that a core thread starts the next group
-    /// while the last one's COMMIT is on its way.
-    pub(crate) fn start(svc: &Arc<Service>, gate: &Arc<Gate>, n: usize, commit_thread: bool) -> Option<CoreThreads> {
+    pub(crate) fn start(svc: &Arc<Service>, gate: &Arc<Gate>, n: usize) -> Option<CoreThreads> {
         let shared = Arc::new(Shared { q: Mutex::default(), cv: Condvar::new() });
-        let mut handles = Vec::with_capacity(n + 1);
-        let failed = |shared: Arc<Shared>, handles: Vec<JoinHandle<()>>, e: std::io::Error| {
-            crate::say::log(
-                botspace::log::Level::Warn,
-                &format!("cannot start a core thread (requests go to the blocking pool): {e}"),
-            );
-            let me = CoreThreads { shared, handles: Mutex::new(handles) };
-            me.close();
-            None
-        };
-        let (to_commit, committer) = if commit_thread {
-            let (tx, rx) = std::sync::mpsc::channel::<Committing>();
-            let (svc, gate) = (svc.clone(), gate.clone());
-            match std::thread::Builder::new().name("botspace-commit".into()).spawn(move || commit(&svc, &gate, rx)) {
-                Ok(h) => (Some(tx), Some(h)),
-                Err(e) => return failed(shared, handles, e),
-            }
-        } else {
-            (None, None)
-        };
+        let mut handles = Vec::with_capacity(n);
         for i in 0..n.max(1) {
-            let (svc, sh, gate, sender) = (svc.clone(), shared.clone(), gate.clone(), to_commit.clone());
-            match std::thread::Builder::new()
-                .name(format!("botspace-core-{i}"))
-                .spawn(move || run(&svc, &sh, &gate, sender.as_ref()))
-            {
+            let (svc, sh, gate) = (svc.clone(), shared.clone(), gate.clone());
+            match std::thread::Builder::new().name(format!("botspace-core-{i}")).spawn(move || run(&svc, &sh, &gate)) {
                 Ok(h) => handles.push(h),
                 Err(e) => {
-                    drop(to_commit);
-                    handles.extend(committer);
-                    return failed(shared, handles, e);
+                    crate::say::log(
+                        botspace::log::Level::Warn,
+                        &format!("cannot start a core thread (requests go to the blocking pool): {e}"),
+                    );
+                    let me = CoreThreads { shared, handles: Mutex::new(handles) };
+                    me.close();
+                    return None;
                 }
             }
         }
-        // Only the core threads hold a sender now: the commit thread ends
-        // once they all have.
-        drop(to_commit);
-        handles.extend(committer);
         Some(CoreThreads { shared, handles: Mutex::new(handles) })
     }
 
@@ -208,7 +170,7 @@ impl Drop for CoreThreads {
     }
 }
 
-fn run(svc: &Service, sh: &Shared, gate: &Gate, to_commit: Option<&Sender<Committing>>) {
+fn run(svc: &Service, sh: &Shared, gate: &Gate) {
     loop {
         let jobs = {
             let mut q = sh.lock();
@@ -225,24 +187,9 @@ fn run(svc: &Service, sh: &Shared, gate: &Gate, to_commit: Option<&Sender<Commit
         };
         {
             let _in_core = gate.blocking();
-            answer(svc, jobs, to_commit);
+            answer(svc, jobs);
         }
         sh.lock().running -= 1;
-    }
-}
-
-/// The commit thread: awaits each group's COMMIT, in the order the groups
-/// ran, then sends their answers (only then: a 200 means durable).
-fn commit(svc: &Service, gate: &Gate, groups: Receiver<Committing>) {
-    for Committing { pending, replies } in groups {
-        let _in_core = gate.blocking();
-        let outs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.finish_http_group(pending)));
-        // A panic drops the replies: their connections answer 500.
-        if let Ok(outs) = outs {
-            for (reply, out) in replies.into_iter().zip(outs) {
-                let _ = reply.send(out);
-            }
-        }
     }
 }
 
@@ -297,7 +244,7 @@ impl OnReactor {
                     let jobs = q.take();
                     if !jobs.is_empty() {
                         q.takes.fetch_add(1, Ordering::Relaxed);
-                        answer(&svc, jobs, None);
+                        answer(&svc, jobs);
                     }
                 }
             });
@@ -324,7 +271,7 @@ impl Drop for OnReactor {
 
 /// Answers one take of the queue. A panic in the core drops the
 /// affected replies: their connections answer 500, the thread goes on.
-fn answer(svc: &Service, jobs: Vec<Job>, to_commit: Option<&Sender<Committing>>) {
+fn answer(svc: &Service, jobs: Vec<Job>) {
     let mut batch = Vec::new();
     for job in jobs {
         match job.kind {
@@ -350,17 +297,6 @@ fn answer(svc: &Service, jobs: Vec<Job>, to_commit: Option<&Sender<Committing>>)
         }
         let requests: Vec<&http::Request<bytes::Bytes>> = part.iter().map(|j| &j.request).collect();
         // Requests of many connections, arrived concurrently: a group.
-        if let Some(to_commit) = to_commit {
-            let pending = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.start_http_group(&requests)));
-            drop(requests);
-            if let Ok(pending) = pending {
-                let replies = part.into_iter().map(|j| j.reply).collect();
-                // Sent while the commit thread lives: it ends only after
-                // every core thread has.
-                let _ = to_commit.send(Committing { pending, replies });
-            }
-            continue;
-        }
         let outs = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_http_group(&requests)));
         drop(requests);
         if let Ok(outs) = outs {
@@ -449,7 +385,7 @@ mod tests {
         let request =
             http::Request::post("/bot/getMe").header("authorization", format!("Bot {token}")).body(Default::default());
         jobs.push(Job { request: request.unwrap(), kind: Kind::Alone, reply: tx });
-        answer(&svc, jobs, None);
+        answer(&svc, jobs);
         let after = svc.commit_stats();
         assert_eq!((after.durable_commits - before.durable_commits, after.syncs - before.syncs), (1, 1));
         let texts: Vec<String> =
@@ -457,54 +393,6 @@ mod tests {
         assert_eq!(texts, (0..8).map(|i| format!("m{i}")).collect::<Vec<_>>());
         let me: serde_json::Value = serde_json::from_slice(get_me.blocking_recv().unwrap().body()).unwrap();
         assert_eq!(me["result"]["handle"], "b_bot", "{me}");
-        drop(svc);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn with_a_commit_thread_each_take_is_still_one_transaction_answered_after_its_commit() {
-        let dir = std::env::temp_dir().join(format!("botspace-commit-thread-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let db = dir.join("b.db").to_string_lossy().into_owned();
-        let svc = Arc::new(
-            Service::open(Config::default().with(|c| {
-                c.database = db;
-                c.admin_secret = SECRET.into();
-            }))
-            .unwrap(),
-        );
-        let (token, chat) = bot_with_chat(&svc);
-        let gate = Arc::new(Gate::default());
-        let threads = CoreThreads::start(&svc, &gate, 1, true).expect("threads start");
-
-        let before = svc.commit_stats();
-        // Queued at once, as eight connections' requests arriving while
-        // the core thread waits: it takes them as one group.
-        let mut replies = Vec::new();
-        {
-            let mut q = threads.shared.lock();
-            for i in 0..8 {
-                let (job, rx) = send_job(&token, &chat, &format!("m{i}"));
-                q.jobs.push(job);
-                replies.push(rx);
-            }
-        }
-        threads.shared.cv.notify_one();
-        let texts: Vec<String> =
-            replies.into_iter().map(|rx| sent_text(rx.blocking_recv().expect("answered"))).collect();
-        assert_eq!(texts, (0..8).map(|i| format!("m{i}")).collect::<Vec<_>>());
-        let after = svc.commit_stats();
-        assert_eq!((after.durable_commits - before.durable_commits, after.syncs - before.syncs), (1, 1));
-        // Closing answers what is queued, then ends the core thread and,
-        // after it, the commit thread.
-        let (job, last) = send_job(&token, &chat, "last");
-        threads.submit(job).unwrap();
-        threads.close();
-        assert_eq!(sent_text(last.blocking_recv().expect("answered before the threads ended")), "last");
-        let (job, _) = send_job(&token, &chat, "late");
-        assert!(threads.submit(job).is_err(), "closed");
-        drop(threads);
         drop(svc);
         let _ = std::fs::remove_dir_all(&dir);
     }

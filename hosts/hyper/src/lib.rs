@@ -142,12 +142,12 @@ impl Botspace {
     /// one `Service`.
     ///
     /// Bot requests are answered by as many core threads as the library
-    /// says ([`Service::batch_threads`]: one), in batches (see
-    /// [`Botspace::with_core_threads`]); on PostgreSQL each batch runs in
-    /// the lock order the core's group commit uses
-    /// ([`Service::handle_http_group`]), and a commit thread awaits each
-    /// batch's COMMIT and sends its answers while the core thread runs the
-    /// next batch ([`Service::commits_apart`]).
+    /// may run batches at once ([`Service::batch_threads`]: one on SQLite,
+    /// two on PostgreSQL, the second starting a batch beside the first's
+    /// only for a large group, `policy::host::starts_batch`), in batches
+    /// (see [`Botspace::with_core_threads`]); on PostgreSQL each batch runs
+    /// in the lock order the core's group commit uses
+    /// ([`Service::handle_http_group`]).
     ///
     /// On `:memory:`, whose calls wait on no disk and no network
     /// ([`Service::calls_may_block`]), bot requests are answered on the
@@ -175,7 +175,7 @@ impl Botspace {
 
     fn build(svc: Arc<Service>, n: usize, on_reactor: bool) -> Botspace {
         let gate = Arc::new(core_thread::Gate::default());
-        let core = if n > 0 { core_thread::CoreThreads::start(&svc, &gate, n, svc.commits_apart()) } else { None };
+        let core = if n > 0 { core_thread::CoreThreads::start(&svc, &gate, n) } else { None };
         let inner = Arc::new(Inner {
             svc,
             registry: gateway::Registry::default(),
