@@ -247,6 +247,19 @@ impl PgConn {
     /// before it ran, the transaction is still open (and aborted) on a live
     /// connection: it is rolled back here.
     fn pipeline(&self, runs: &[(&Statement, &Params<'_>)], then: Option<&str>) -> StoreResult<Vec<(Vec<Row>, u64)>> {
+        self.pipeline_hinting(runs, then, None)
+    }
+
+    /// [`PgConn::pipeline`], with `hint` (a simple query: the commit's
+    /// notification) sent after `then` in the same round trip, as its own
+    /// implicit transaction. Its failure is logged, never the call's: the
+    /// commit before it stands.
+    fn pipeline_hinting(
+        &self,
+        runs: &[(&Statement, &Params<'_>)],
+        then: Option<&str>,
+        hint: Option<&str>,
+    ) -> StoreResult<Vec<(Vec<Row>, u64)>> {
         let begin = self.begin_owed.get();
         // The deferred writes go first: whatever runs next sees them.
         let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
@@ -272,10 +285,21 @@ impl PgConn {
                         None => Ok(()),
                     }
                 };
-                let (b, results, t) = futures_util::join!(begin, statements, last);
+                let after = async {
+                    match hint {
+                        Some(q) => c.batch_execute(q).await.err(),
+                        None => None,
+                    }
+                };
+                let (b, results, t, hint_failed) = futures_util::join!(begin, statements, last, after);
                 let r = b.and_then(|()| results.into_iter().collect::<Result<Vec<_>, _>>()).and_then(|v| t.map(|()| v));
                 if r.is_err() && then.is_some() && !c.is_closed() {
                     let _ = c.batch_execute("ROLLBACK").await;
+                }
+                if let Some(e) = hint_failed.filter(|_| r.is_ok()) {
+                    // Other nodes hear of this commit at their next poll
+                    // of the bots' rows instead.
+                    log_storage_error("notification failed", &e.to_string(), self.target.password.as_deref());
                 }
                 r
             })
@@ -455,9 +479,9 @@ impl PgConn {
     }
 
     /// Commits; with `notify`, sends `pg_notify` with that payload in the
-    /// same round trip, just before COMMIT (NOTIFY is transactional: it is
-    /// delivered only if the commit is). A failing `pg_notify` aborts the
-    /// transaction and COMMIT is not run: the error is the commit's.
+    /// same round trip, just after COMMIT, as a transaction of its own
+    /// (see `finish`). A failing `pg_notify` is logged: the commit stands,
+    /// and other nodes find its events at their next poll.
     pub fn commit(&self, notify: Option<&str>) -> StoreResult<()> {
         self.finish(None, notify)
     }
@@ -492,24 +516,31 @@ impl PgConn {
             self.end_tx();
             return Ok(());
         }
-        // One simple-query message, so the hint costs no round trip of its
-        // own. The payload goes in as a literal: only the characters of
-        // bot ids and commas are let through (anything else becomes the
-        // empty "re-read everything" payload), so it needs no escaping.
-        let commit = match notify {
-            None => std::borrow::Cow::Borrowed("COMMIT"),
-            Some(p) => {
-                let safe = p.len() <= MAX_PAYLOAD
-                    && p.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b','));
-                let p = if safe { p } else { "" };
-                std::borrow::Cow::Owned(format!("SELECT pg_notify('{CHANNEL}', '{p}'); COMMIT"))
-            }
-        };
+        // The hint goes out behind the COMMIT, in its round trip, as a
+        // transaction of its own: PostgreSQL holds its notification lock,
+        // one transaction of the whole cluster at a time, from `pg_notify`
+        // to the end of that transaction's commit, so inside this one it
+        // would line every waking commit up behind the others' WAL flushes.
+        // Its own commit does not wait for a flush (a hint is not worth
+        // one: lost in a crash, the sessions' polls find the events). A
+        // COMMIT that failed sends it anyway: it is only a hint, and the
+        // nodes that hear it re-read and find nothing new. The payload goes
+        // in as a literal: only the characters of bot ids and commas are
+        // let through (anything else becomes the empty "re-read
+        // everything" payload), so it needs no escaping.
+        let hint = notify.map(|p| {
+            let safe = p.len() <= MAX_PAYLOAD
+                && p.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b','));
+            let p = if safe { p } else { "" };
+            format!("SET LOCAL synchronous_commit TO off; SELECT pg_notify('{CHANNEL}', '{p}')")
+        });
         let r = match last {
-            None => self.pipeline(&[], Some(&commit)).map(drop),
-            Some((st, params, n)) => self.pipeline(&[(st, params)], Some(&commit)).map(|mut out| {
-                *n = out.pop().map_or(0, |(_, count)| count as usize);
-            }),
+            None => self.pipeline_hinting(&[], Some("COMMIT"), hint.as_deref()).map(drop),
+            Some((st, params, n)) => {
+                self.pipeline_hinting(&[(st, params)], Some("COMMIT"), hint.as_deref()).map(|mut out| {
+                    *n = out.pop().map_or(0, |(_, count)| count as usize);
+                })
+            }
         };
         self.end_tx();
         match r {
