@@ -189,3 +189,32 @@ fn rate_limit_refusals_are_counted_by_scope() {
     assert_eq!(sample(&s, r#"botspace_rate_limited_total{scope="bot"}"#), Some(0.0));
     assert_eq!(sample(&s, r#"botspace_requests_total{method="metrics",status="429",error="rate_limited"}"#), Some(2.0));
 }
+
+#[test]
+fn a_connection_timeout_counts_its_408_once_and_nothing_else() {
+    use botspace::policy::connection::{ConnectionOptions, Expired, HttpConnection};
+    use botspace::policy::Listener;
+    let svc = open();
+    let count = |svc: &Service| sample(&scrape(svc), "botspace_request_timeouts_total");
+    let before = count(&svc);
+    let opts = ConnectionOptions { request_timeout_ms: 1_000, idle_timeout_ms: 5_000 };
+    let mut conn = HttpConnection::new(Listener::All, opts, svc.request_framer(), 0);
+    // Half a head, then nothing: at the request deadline, the 408.
+    conn.handle_input(b"POST /bot/sendMessage HTTP/1.1\r\nHo", 10);
+    assert!(conn.poll_request(10).is_none(), "not whole");
+    assert_eq!(svc.handle_connection_timeout(&mut conn, 500), Expired::Nothing);
+    assert_eq!(count(&svc), before);
+    assert_eq!(conn.poll_timeout(), Some(1_011), "strictly after the timeout");
+    assert_eq!(svc.handle_connection_timeout(&mut conn, 1_011), Expired::Request);
+    let sent = String::from_utf8(conn.transmit().to_vec()).unwrap();
+    assert!(sent.starts_with("HTTP/1.1 408 Request Timeout\r\n"), "{sent}");
+    assert!(sent.ends_with(
+        r#"{"ok":false,"error_code":408,"error":"request_timeout","description":"the request did not arrive in time"}"#
+    ));
+    assert_eq!(count(&svc), before.map(|n| n + 1.0));
+    // An idle connection closes uncounted.
+    let mut idle = HttpConnection::new(Listener::All, opts, svc.request_framer(), 0);
+    let at = idle.poll_timeout().unwrap();
+    assert_eq!(svc.handle_connection_timeout(&mut idle, at), Expired::Idle);
+    assert_eq!(count(&svc), before.map(|n| n + 1.0));
+}

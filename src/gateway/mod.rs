@@ -11,6 +11,9 @@
 //! - `connection`: [`GatewayConnection`], a session under tungstenite's
 //!   `WebSocketContext` over in-memory buffers, for hosts that own a raw
 //!   TCP socket: feed it what you read, write what `poll_transmit` returns.
+//! - `outbox`: [`Outbox`], a connection's output its socket has not taken,
+//!   as whole frames, for a host that writes as the socket takes it (the
+//!   close goes right after the frame being written).
 //! - `registry`: this node's open connections per bot (the connection
 //!   limit), the epochs that close them, the commit counters that wake them.
 //! - `shared`: on a shared store (PostgreSQL), this node's view of its
@@ -24,6 +27,7 @@
 // session needs the store, which is the crate's own.
 mod connection;
 mod driver;
+mod outbox;
 mod registry;
 mod session;
 mod shared;
@@ -32,6 +36,7 @@ pub use crate::words::CloseCode;
 pub use connection::{GatewayConnection, OUTPUT_BUDGET, REPLY_BUDGET, TRANSMIT_BATCH_BYTES};
 pub use driver::GatewaySession;
 pub(crate) use driver::Opening;
+pub use outbox::Outbox;
 pub(crate) use registry::{check_upgrade, Registry};
 
 /// Close codes of the gateway.

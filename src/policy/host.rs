@@ -33,6 +33,16 @@ pub const MAX_QUEUED_BATCH: usize = 256;
 /// once this many requests wait: fewer are left for the running batch's
 /// thread to take whole when it is done (see [`starts_batch`]).
 pub const OVERLAP_MIN_QUEUED: usize = 16;
+/// A connection refused for `--max-connections` (the busy 503) stops
+/// sending and discards what the client still sends for at most this
+/// long, so that a client that was writing its request reads the 503
+/// rather than a reset ...
+pub const REFUSAL_LINGER_MS: u64 = 500;
+/// ... or until it has discarded this many bytes ...
+pub const REFUSAL_LINGER_BYTES: usize = 64 * 1024;
+/// ... and at most this many refusals linger at once: past it they close
+/// at once, so a flood of connections costs one accept each.
+pub const MAX_LINGERING_REFUSALS: usize = 256;
 /// After an accept error (out of descriptors and the like) the listener
 /// rests this long instead of spinning.
 pub const ACCEPT_BACKOFF_MS: u64 = 50;

@@ -51,6 +51,25 @@ impl Service {
         ));
     }
 
+    /// Acts on the deadlines of `conn` that passed by `now` (the
+    /// connection's own clock, see [`HttpConnection::handle_timeout`]): a
+    /// request that did not arrive whole in time gets its 408 queued and is
+    /// counted and said ([`Service::note_request_timeout`]), here, once,
+    /// for every host.
+    ///
+    /// [`HttpConnection::handle_timeout`]: crate::policy::connection::HttpConnection::handle_timeout
+    pub fn handle_connection_timeout(
+        &self,
+        conn: &mut crate::policy::connection::HttpConnection,
+        now: u64,
+    ) -> crate::policy::connection::Expired {
+        let expired = conn.handle_timeout(now);
+        if expired == crate::policy::connection::Expired::Request {
+            self.note_request_timeout();
+        }
+        expired
+    }
+
     /// A request did not arrive whole within the host's deadline: counts
     /// and says it ([`Service::note_request_timeout`]) and gives the
     /// answer to send before closing ([`crate::policy::request_timeout`]).

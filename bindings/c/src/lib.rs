@@ -3460,15 +3460,14 @@ pub unsafe extern "C" fn botspace_http_connection_handle_timeout(
         non_null!(out_expired, "out_expired");
         let c = live_conn!(conn);
         use botspace::policy::connection::Expired;
-        let e = match c.handle_timeout(now_ms) {
+        // SAFETY: NULL or a live handle.
+        let expired = match unsafe { service.as_ref() } {
+            Some(s) => s.svc.handle_connection_timeout(c, now_ms),
+            None => c.handle_timeout(now_ms),
+        };
+        let e = match expired {
             Expired::Nothing => botspace_expired::Nothing,
-            Expired::Request => {
-                // SAFETY: NULL or a live handle.
-                if let Some(s) = unsafe { service.as_ref() } {
-                    s.svc.note_request_timeout();
-                }
-                botspace_expired::Request
-            }
+            Expired::Request => botspace_expired::Request,
             Expired::Idle => botspace_expired::Idle,
             Expired::Linger => botspace_expired::Linger,
         };

@@ -5,6 +5,7 @@
 //! wake-up from the service's wake hook, for a deadline, or for a stop.
 
 use crate::Inner;
+use botspace::gateway::Outbox;
 use botspace::{ClockKind, CloseCode, GatewayConnection, GatewayEvent};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -115,8 +116,8 @@ impl Conn {
 /// has ended itself and its close frame waits behind output not pulled
 /// yet. Either way the library writes the ack, frees the slot and gives
 /// the close frame, last of what `poll_transmit` returns.
-async fn close_next(conn: &mut Conn, unsent: &mut Unsent, code: Option<CloseCode>, peer_eof: bool) -> Ended {
-    let out = std::mem::take(&mut unsent.spare);
+async fn close_next(conn: &mut Conn, unsent: &mut Outbox, code: Option<CloseCode>, peer_eof: bool) -> Ended {
+    let out = unsent.take_spare();
     let Some(out) = conn
         .call(move |c| {
             let mut out = out;
@@ -158,7 +159,7 @@ where
     let id = inner.registry.register(&bot_id, wake.clone());
     let (mut rd, mut wr) = tokio::io::split(io);
     let mut conn = Conn(Some(Box::new(conn)), inner.gate.clone());
-    let mut unsent = Unsent::default();
+    let mut unsent = Outbox::default();
     let ended = pump(inner, &mut conn, &mut rd, &mut wr, &wake, &mut unsent).await;
     inner.registry.unregister(&bot_id, id);
     // Frees the connection slot (and writes a pending ack) before the
@@ -192,7 +193,7 @@ where
 /// socket takes it, feeds the bot's input and checks deadlines; until
 /// either side closes. Each turn: [`poll_gateway`], [`end_of_turn`],
 /// then [`wait_for_io`].
-async fn pump<R, W>(inner: &Inner, conn: &mut Conn, rd: &mut R, wr: &mut W, wake: &Notify, unsent: &mut Unsent) -> Ended
+async fn pump<R, W>(inner: &Inner, conn: &mut Conn, rd: &mut R, wr: &mut W, wake: &Notify, unsent: &mut Outbox) -> Ended
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -268,13 +269,13 @@ fn abandoned(peer_eof: bool) -> Ended {
 /// its output (into `unsent`) and events. `None` if a core call panicked.
 async fn poll_gateway(
     conn: &mut Conn,
-    unsent: &mut Unsent,
+    unsent: &mut Outbox,
     st: &mut PumpState,
     now: u64,
     drained: Option<u64>,
 ) -> Option<Step> {
     let (held, at) = (unsent.len(), drained.unwrap_or(now));
-    let mut out = std::mem::take(&mut unsent.spare);
+    let mut out = unsent.take_spare();
     // The library gives output up to its budget, counting what this
     // task still holds; past it the events wait in the database.
     let (out, more, wants_input, end, closed, deadline) = conn
@@ -302,7 +303,7 @@ async fn poll_gateway(
 async fn end_of_turn(
     inner: &Inner,
     conn: &mut Conn,
-    unsent: &mut Unsent,
+    unsent: &mut Outbox,
     st: &PumpState,
     step: &Step,
     over: bool,
@@ -337,7 +338,7 @@ async fn wait_for_io<R, W>(
     conn: &mut Conn,
     io: Io<'_, R, W>,
     wake: &Notify,
-    unsent: &mut Unsent,
+    unsent: &mut Outbox,
     st: &mut PumpState,
     wants_input: bool,
     wait: Duration,
@@ -384,98 +385,6 @@ where
         _ = tokio::time::sleep(wait) => {}
     }
     Ok(())
-}
-
-/// Bytes framed for the bot and not yet taken by its socket. `buf` only
-/// ever receives whole frames, so frame boundaries can be followed from
-/// its start.
-#[derive(Default)]
-struct Unsent {
-    buf: Vec<u8>,
-    /// Bytes of `buf` already written.
-    sent: usize,
-    /// Start of the frame that holds `buf[sent]`.
-    frame: usize,
-    /// An empty buffer lent to `poll_transmit`.
-    spare: Vec<u8>,
-}
-
-impl Unsent {
-    fn len(&self) -> usize {
-        self.buf.len() - self.sent
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn pending(&self) -> &[u8] {
-        &self.buf[self.sent..]
-    }
-
-    fn append(&mut self, mut out: Vec<u8>) {
-        if self.buf.is_empty() {
-            std::mem::swap(&mut self.buf, &mut out);
-        } else {
-            self.buf.extend_from_slice(&out);
-        }
-        out.clear();
-        self.spare = out;
-    }
-
-    /// `n` more bytes were written.
-    fn advance(&mut self, n: usize) {
-        self.sent += n;
-        while let Some(len) = frame_len(&self.buf[self.frame..]) {
-            if self.frame + len > self.sent {
-                break;
-            }
-            self.frame += len;
-        }
-        if self.sent == self.buf.len() {
-            self.buf.clear();
-            (self.sent, self.frame) = (0, 0);
-        } else if self.frame > self.buf.len() / 2 {
-            self.buf.drain(..self.frame);
-            self.sent -= self.frame;
-            self.frame = 0;
-        }
-    }
-
-    /// Moves the last frame (the library's close: the session is over)
-    /// to just after the frame being written, dropping every frame
-    /// between that was not begun (the bot gets them again after it
-    /// reconnects, from its last ack).
-    fn close_next(&mut self) {
-        let end = if self.sent > self.frame {
-            self.frame + frame_len(&self.buf[self.frame..]).unwrap_or(self.buf.len() - self.frame)
-        } else {
-            self.sent
-        };
-        let mut last = end;
-        while let Some(len) = frame_len(&self.buf[last..]) {
-            if last + len >= self.buf.len() {
-                break;
-            }
-            last += len;
-        }
-        if last > end {
-            self.buf.drain(end..last);
-        }
-    }
-}
-
-/// Length of the server frame at the start of `b` (unmasked, as servers
-/// send), if its header is there.
-fn frame_len(b: &[u8]) -> Option<usize> {
-    let len7 = *b.get(1)? & 0x7f;
-    let mask = if b[1] & 0x80 != 0 { 4 } else { 0 };
-    let (head, payload) = match len7 {
-        126 => (4, u16::from_be_bytes(b.get(2..4)?.try_into().ok()?) as usize),
-        127 => (10, u64::from_be_bytes(b.get(2..10)?.try_into().ok()?) as usize),
-        n => (2, n as usize),
-    };
-    Some(head + mask + payload)
 }
 
 /// How long to wait for input before polling again.

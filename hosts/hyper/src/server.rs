@@ -25,7 +25,8 @@
 //!   again, and answer what it refuses with bare errors of its own.
 
 use crate::{Answered, Botspace, Role};
-use botspace::policy::connection::{ConnectionOptions, ConnectionState, Expired, HttpConnection, Taken};
+use botspace::policy::connection::{ConnectionOptions, ConnectionState, HttpConnection, Taken};
+use botspace::policy::host;
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
@@ -308,8 +309,7 @@ async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, role: Role) {
     }
 }
 
-/// Refusals lingering at once (see `refuse_busy`); past it they close at once.
-const MAX_LINGERING_REFUSALS: usize = 256;
+/// Refusals lingering now (see `refuse_busy`).
 static LINGERING_REFUSALS: AtomicUsize = AtomicUsize::new(0);
 
 /// Over `--max-connections`: a short 503 (best effort, never blocking) and
@@ -321,7 +321,7 @@ fn refuse_busy(stream: TcpStream, linger: bool) {
     let _ = stream.try_write(&botspace::policy::server_busy());
     let Ok(std_stream) = stream.into_std() else { return };
     let _ = std_stream.shutdown(std::net::Shutdown::Write);
-    if !linger || LINGERING_REFUSALS.fetch_add(1, Ordering::SeqCst) >= MAX_LINGERING_REFUSALS {
+    if !linger || LINGERING_REFUSALS.fetch_add(1, Ordering::SeqCst) >= host::MAX_LINGERING_REFUSALS {
         if linger {
             LINGERING_REFUSALS.fetch_sub(1, Ordering::SeqCst);
         }
@@ -335,9 +335,9 @@ fn refuse_busy(stream: TcpStream, linger: bool) {
     tokio::spawn(async move {
         use tokio::io::AsyncReadExt;
         let mut sink = [0u8; 4096];
-        let until = Instant::now() + Duration::from_millis(500);
+        let until = Instant::now() + Duration::from_millis(host::REFUSAL_LINGER_MS);
         let mut total = 0;
-        while total < 64 * 1024 {
+        while total < host::REFUSAL_LINGER_BYTES {
             match tokio::time::timeout_at(until, stream.read(&mut sink)).await {
                 Ok(Ok(n)) if n > 0 => total += n,
                 _ => break,
@@ -457,9 +457,8 @@ async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr,
                 Err(_) => return,
             },
             _ = sleep_until_some(deadline), if deadline.is_some() => {
-                if c.http.handle_timeout(c.now()) == Expired::Request {
-                    sh.app.service().note_request_timeout();
-                }
+                let now = c.now();
+                sh.app.service().handle_connection_timeout(&mut c.http, now);
             }
             _ = &mut stopped, if !stopping => {}
             else => return,
