@@ -723,19 +723,19 @@ pub fn http_request_from_parts<'h, B>(
     headers: impl IntoIterator<Item = (&'h str, &'h str)>,
     body: B,
 ) -> Result<::http::Request<B>, Vec<u8>> {
+    // Each refusal in httparse's words, as the bytes path says it.
+    let refused = |e: httparse::Error| malformed(e).into_response();
     let mut out = ::http::Request::new(body);
-    *out.method_mut() =
-        ::http::Method::from_bytes(method.as_bytes()).map_err(|_| malformed(httparse::Error::Token).into_response())?;
-    *out.uri_mut() = target.parse().map_err(|_| malformed(httparse::Error::Token).into_response())?;
+    *out.method_mut() = ::http::Method::from_bytes(method.as_bytes()).map_err(|_| refused(httparse::Error::Token))?;
+    *out.uri_mut() = target.parse().map_err(|_| refused(httparse::Error::Token))?;
     let map = out.headers_mut();
     for (name, value) in headers {
         if name.eq_ignore_ascii_case("transfer-encoding") {
             continue;
         }
-        let name = ::http::HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| malformed(httparse::Error::HeaderName).into_response())?;
-        let value = ::http::HeaderValue::from_bytes(value.as_bytes())
-            .map_err(|_| malformed(httparse::Error::HeaderValue).into_response())?;
+        let name = ::http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| refused(httparse::Error::HeaderName))?;
+        let value =
+            ::http::HeaderValue::from_bytes(value.as_bytes()).map_err(|_| refused(httparse::Error::HeaderValue))?;
         map.append(name, value);
     }
     Ok(out)

@@ -101,17 +101,12 @@ impl Outbox {
     }
 }
 
-/// Length of the server frame at the start of `b` (as servers send them:
-/// unmasked, though a mask is counted if set), if its header is there.
+/// Length of the frame at the start of `b`, header and payload, if its
+/// header is there (tungstenite's own header parser: the frames are its).
 fn frame_len(b: &[u8]) -> Option<usize> {
-    let len7 = *b.get(1)? & 0x7f;
-    let mask = if b[1] & 0x80 != 0 { 4 } else { 0 };
-    let (head, payload) = match len7 {
-        126 => (4, u16::from_be_bytes(b.get(2..4)?.try_into().ok()?) as usize),
-        127 => (10, usize::try_from(u64::from_be_bytes(b.get(2..10)?.try_into().ok()?)).ok()?),
-        n => (2, n as usize),
-    };
-    Some(head + mask + payload)
+    let mut cursor = std::io::Cursor::new(b);
+    let (_, payload) = tungstenite::protocol::frame::FrameHeader::parse(&mut cursor).ok()??;
+    usize::try_from(cursor.position()).ok()?.checked_add(usize::try_from(payload).ok()?)
 }
 
 #[cfg(test)]
