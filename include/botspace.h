@@ -161,6 +161,30 @@ typedef enum botspace_gateway_event_kind {
 } botspace_gateway_event_kind;
 
 /**
+ * What the host does with a connection's socket.
+ */
+typedef enum botspace_connection_state {
+  /**
+   * Reading requests and sending answers.
+   */
+  BOTSPACE_CONNECTION_STATE_OPEN = 0,
+  /**
+   * Send what `transmit` holds; input is read and discarded.
+   */
+  BOTSPACE_CONNECTION_STATE_CLOSING = 1,
+  /**
+   * Everything is sent: shut the write side (`shutdown(SHUT_WR)`) and
+   * keep reading into `handle_input` (discarded) until the state is
+   * CLOSED.
+   */
+  BOTSPACE_CONNECTION_STATE_LINGERING = 2,
+  /**
+   * Close the socket (and cancel a poll parked for the connection).
+   */
+  BOTSPACE_CONNECTION_STATE_CLOSED = 3,
+} botspace_connection_state;
+
+/**
  * What a host does with a complete request (`botspace_route_request`).
  */
 typedef enum botspace_route {
@@ -213,30 +237,6 @@ typedef enum botspace_listener {
    */
   BOTSPACE_LISTENER_ADMIN = 2,
 } botspace_listener;
-
-/**
- * What the host does with a connection's socket.
- */
-typedef enum botspace_connection_state {
-  /**
-   * Reading requests and sending answers.
-   */
-  BOTSPACE_CONNECTION_STATE_OPEN = 0,
-  /**
-   * Send what `transmit` holds; input is read and discarded.
-   */
-  BOTSPACE_CONNECTION_STATE_CLOSING = 1,
-  /**
-   * Everything is sent: shut the write side (`shutdown(SHUT_WR)`) and
-   * keep reading into `handle_input` (discarded) until the state is
-   * CLOSED.
-   */
-  BOTSPACE_CONNECTION_STATE_LINGERING = 2,
-  /**
-   * Close the socket (and cancel a poll parked for the connection).
-   */
-  BOTSPACE_CONNECTION_STATE_CLOSED = 3,
-} botspace_connection_state;
 
 /**
  * What `botspace_http_connection_handle_timeout` did.
@@ -321,6 +321,16 @@ typedef enum botspace_webhook_failure {
  * threads). Different gateways may be used in parallel.
  */
 typedef struct botspace_gateway botspace_gateway;
+
+/**
+ * A gateway connection as a host with a raw socket drives it, from the
+ * `101` to the socket's close: the session, the output the socket has not
+ * taken, and the rules of its end (a close the server decides goes right
+ * after the frame being written; the last writes; the lingering close).
+ * Made from a `botspace_gateway` (`botspace_gateway_link_new`). Not
+ * thread-safe: use it from one thread at a time.
+ */
+typedef struct botspace_gateway_link botspace_gateway_link;
 
 /**
  * One HTTP/1.1 server connection, sans-IO: the library's rules for it
@@ -516,6 +526,37 @@ typedef struct botspace_gateway_event {
   uint16_t close_code;
   const char *reason;
 } botspace_gateway_event;
+
+/**
+ * Where a gateway link stands, for the host's poll loop. Plain data.
+ */
+typedef struct botspace_gateway_link_info {
+  /**
+   * OPEN while the session runs; CLOSING while its last bytes go out;
+   * LINGERING once they have (shut the write side, keep reading);
+   * CLOSED: close the socket and free the link.
+   */
+  enum botspace_connection_state state;
+  /**
+   * Wait for the socket to be readable.
+   */
+  bool wants_read;
+  /**
+   * Bytes `botspace_gateway_link_transmit` holds.
+   */
+  size_t unsent;
+  /**
+   * When to call `botspace_gateway_link_poll` at the latest, on the
+   * host's monotonic clock (the `mono_ms` passed in);
+   * `BOTSPACE_NO_DEADLINE` once closed.
+   */
+  uint64_t timeout_ms;
+  /**
+   * The close code the session ended with (sent or received), 0 while
+   * it runs: for the host's logs.
+   */
+  uint16_t close_code;
+} botspace_gateway_link_info;
 
 /**
  * What a webhook request is, as borrowed views into its
@@ -1323,6 +1364,120 @@ enum botspace_status botspace_gateway_bot_id(const struct botspace_gateway *gate
  * was not released through another copy of the pointer.
  */
 void botspace_gateway_free(struct botspace_gateway **gateway);
+
+/**
+ * The link of a gateway just accepted: takes `*gateway` (set to NULL) and
+ * writes the link to `*out_link`. `head[0..head_len]` is written ahead of
+ * the gateway's frames: the `101` from `botspace_gateway_accept`, after
+ * any answers the connection had not sent (NULL with length 0 when the
+ * host wrote them itself). `service` says which clock the session runs
+ * on. Then call `botspace_gateway_link_poll` (or
+ * `botspace_gateway_link_handle_input` with the bytes that followed the
+ * request).
+ *
+ * # Safety
+ * `service` must be a live handle; `gateway` must point at a live gateway
+ * handle not used by another thread; `head` must point at `head_len`
+ * readable bytes (or be NULL with length 0); `out_link` must be writable.
+ */
+enum botspace_status botspace_gateway_link_new(const struct botspace_service *service, struct botspace_gateway **gateway, const uint8_t *head, size_t head_len, struct botspace_gateway_link **out_link);
+
+/**
+ * Bytes read from the socket: the session's input while it runs (then
+ * the link runs it, as `botspace_gateway_link_poll`), discarded once it
+ * is over. `now_ms` is the service's clock (`botspace_service_now_ms`),
+ * `mono_ms` the host's monotonic one. May write acks and read the event
+ * log (it blocks on the database).
+ *
+ * # Safety
+ * `link` must be a live handle used by this thread only; `bytes` must
+ * point at `len` readable bytes (or be NULL with length 0).
+ */
+enum botspace_status botspace_gateway_link_handle_input(struct botspace_gateway_link *link, const uint8_t *bytes, size_t len, uint64_t now_ms, uint64_t mono_ms);
+
+/**
+ * The bot closed its side: a running session ends (its last output still
+ * goes, with no linger); a lingering link closes. May write acks.
+ *
+ * # Safety
+ * `link` must be a live handle used by this thread only.
+ */
+enum botspace_status botspace_gateway_link_handle_eof(struct botspace_gateway_link *link, uint64_t now_ms, uint64_t mono_ms);
+
+/**
+ * Runs the link: the session's deadlines, its output up to the budget,
+ * the end rules; a closing or lingering link whose time is up closes.
+ * Call it when the info's `timeout_ms` comes and when the wake-up
+ * callback names the link's bot. May write acks and read the event log
+ * (it blocks on the database).
+ *
+ * # Safety
+ * `link` must be a live handle used by this thread only.
+ */
+enum botspace_status botspace_gateway_link_poll(struct botspace_gateway_link *link, uint64_t now_ms, uint64_t mono_ms);
+
+/**
+ * The host ends the session with close `code` (1001 `server_shutdown`
+ * at a stop, 4008 `slow_consumer`): its close frame goes right after the
+ * frame being written and the frames not begun are dropped. Writes false
+ * to `*out_closed` (changing nothing) once the session is over. May write
+ * acks. `BOTSPACE_STATUS_INVALID_ARGUMENT` for a code that is not a
+ * host's.
+ *
+ * # Safety
+ * `link` must be a live handle used by this thread only; `out_closed`
+ * must be writable or NULL.
+ */
+enum botspace_status botspace_gateway_link_close(struct botspace_gateway_link *link, uint16_t code, uint64_t now_ms, uint64_t mono_ms, bool *out_closed);
+
+/**
+ * The bytes to write to the socket, borrowed from the link: valid until
+ * the next call that changes it. Say how many went with
+ * `botspace_gateway_link_sent`.
+ *
+ * # Safety
+ * `link` must be a live handle used by this thread only; `out_ptr` and
+ * `out_len` must be writable.
+ */
+enum botspace_status botspace_gateway_link_transmit(const struct botspace_gateway_link *link, const uint8_t **out_ptr, size_t *out_len);
+
+/**
+ * The socket took the first `n` bytes of `transmit`. Touches no storage.
+ *
+ * # Safety
+ * `link` must be a live handle used by this thread only.
+ */
+enum botspace_status botspace_gateway_link_sent(struct botspace_gateway_link *link, size_t n, uint64_t now_ms, uint64_t mono_ms);
+
+/**
+ * Where the link stands (state, reading, deadline, close code).
+ *
+ * # Safety
+ * `link` must be a live handle used by this thread only; `out_info` must
+ * be writable.
+ */
+enum botspace_status botspace_gateway_link_get_info(const struct botspace_gateway_link *link, struct botspace_gateway_link_info *out_info);
+
+/**
+ * Writes the id of the link's bot to `*out_bot_id`: a NUL-terminated
+ * string owned by the link, valid until it is freed (do not free it).
+ * Compare it with the id given to the wake-up callback.
+ *
+ * # Safety
+ * `link` must be a live handle; `out_bot_id` must be writable.
+ */
+enum botspace_status botspace_gateway_link_bot_id(const struct botspace_gateway_link *link, const char **out_bot_id);
+
+/**
+ * Releases a link (a session still running writes its pending ack and
+ * gives its connection slot back: it may block on the database) and sets
+ * `*link` to NULL. Accepts NULL and a pointer to NULL.
+ *
+ * # Safety
+ * `*link` must be NULL or a handle from `botspace_gateway_link_new` that
+ * was not released through another copy of the pointer.
+ */
+void botspace_gateway_link_free(struct botspace_gateway_link **link);
 
 /**
  * Writes the next webhook request due at `now_ms` (Unix milliseconds of

@@ -9,6 +9,8 @@
 
 #[path = "concurrency.rs"]
 mod concurrency;
+#[path = "gateway_link.rs"]
+mod gateway_link;
 #[path = "gateway_sansio.rs"]
 mod gateway_sansio;
 #[path = "group_commit.rs"]

@@ -19,10 +19,11 @@
  * and one fsync for all the connections that are waiting, each connection's
  * answers in its own order. Partial reads and writes are buffered
  * per connection. GET /bot/gateway upgrades a connection to the bot
- * gateway: the connection then owns a botspace_gateway that is fed what the
- * socket delivers and polled when its bot has new events (the wake-up
- * callback writes to a self-pipe), when its deadline passes, or after a
- * request moved the manual clock. On a PostgreSQL database a second thread
+ * gateway: the connection then owns the library's gateway link
+ * (botspace_gateway_link: the session, the output the socket has not taken,
+ * and the rules of its end), fed what the socket delivers and polled when
+ * its bot has new events (the wake-up callback writes to a self-pipe) or
+ * when its deadline passes. On a PostgreSQL database a second thread
  * waits for other servers' commits (botspace_service_wait_store_notifications)
  * and wakes the loop through the same callback.
  *
@@ -73,8 +74,8 @@
 /* The policy (timeouts, lingering, the batch size, the slow consumer's
  * drop, the default connection cap) is the library's, the same as the Rust
  * server's: botspace_host_policy_default. An HTTP connection's bounds are
- * its library connection's (botspace_http_connection); a gateway's output
- * is bounded by the library (botspace_gateway_handle_unsent). */
+ * its library connection's (botspace_http_connection), a gateway's its
+ * library link's (botspace_gateway_link). */
 static botspace_host_policy policy;
 
 /* ------------------------------------------------------------------------ */
@@ -95,59 +96,6 @@ static uint64_t mono_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* A growable byte buffer; bytes before `off` are already consumed/sent. */
-typedef struct {
-    unsigned char *p;
-    size_t len, cap, off;
-} buf_t;
-
-/* Buffers double up to BUF_KEEP and grow to what they need (in pages)
- * past it: the budget of unsent answers (64 KiB) plus the answer that
- * crossed it costs that, not the next power of two. */
-#define BUF_KEEP (64u * 1024u)
-
-static void buf_reserve(buf_t *b, size_t extra) {
-    if (b->len + extra <= b->cap) return;
-    if (b->off > 0) { /* compact first */
-        memmove(b->p, b->p + b->off, b->len - b->off);
-        b->len -= b->off;
-        b->off = 0;
-        if (b->len + extra <= b->cap) return;
-    }
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + extra && cap < BUF_KEEP) cap *= 2;
-    if (cap < b->len + extra) cap = (b->len + extra + 4095) & ~(size_t)4095;
-    b->p = xrealloc(b->p, cap);
-    b->cap = cap;
-}
-
-static void buf_add(buf_t *b, const void *data, size_t n) {
-    if (n == 0) return;
-    buf_reserve(b, n);
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-}
-
-static size_t buf_pending(const buf_t *b) { return b->len - b->off; }
-static unsigned char *buf_data(const buf_t *b) { return b->p + b->off; }
-
-static void buf_free(buf_t *b);
-
-/* Once drained, a buffer grown past BUF_KEEP is released: a connection that
- * once held a burst does not keep its memory while idle. */
-static void buf_consume(buf_t *b, size_t n) {
-    b->off += n;
-    if (b->off == b->len) {
-        b->off = b->len = 0;
-        if (b->cap > BUF_KEEP) buf_free(b);
-    }
-}
-
-static void buf_free(buf_t *b) {
-    free(b->p);
-    memset(b, 0, sizeof *b);
 }
 
 /* Operator lines. The levels are the library's (0 error, 1 warn, 2 info,
@@ -340,10 +288,8 @@ static void on_signal(int sig) {
 /* Connections */
 
 enum conn_state {
-    ST_HTTP,    /* the library's HTTP connection (`http`) decides */
-    ST_GATEWAY, /* upgraded: WebSocket bytes to and from the gateway */
-    ST_CLOSING, /* a gateway's end: flush `out`, then close (or linger) */
-    ST_LINGER   /* write side shut: discard input until EOF or a deadline */
+    ST_HTTP,   /* the library's HTTP connection (`http`) decides */
+    ST_GATEWAY /* upgraded: the library's gateway link (`link`) decides */
 };
 
 typedef struct conn {
@@ -355,17 +301,15 @@ typedef struct conn {
      * budget, 100 Continue, Connection header, refusals, deadlines); this
      * server moves its bytes and answers the requests it gives. */
     botspace_http_connection *http;
-    int shut_wr; /* the library's connection lingers: write side shut */
-    buf_t out;   /* a gateway's output */
-    botspace_gateway *gw;
-    const char *bot_id; /* owned by gw */
-    int gw_slow;        /* the session ended with 4008 slow_consumer */
-    int linger;   /* ST_CLOSING: linger after the flush instead of closing */
+    int shut_wr; /* the library's connection or link lingers: write side shut */
+    /* ST_GATEWAY: the library's link. It owns the session, the output the
+     * socket has not taken and every rule of its end (a close the server
+     * decides goes right after the frame being written, the last writes,
+     * the lingering close); this server moves its bytes. */
+    botspace_gateway_link *link;
+    const char *bot_id; /* owned by link */
     int peer_eof; /* the peer closed its side */
     uint64_t stalled_since; /* 0: not waiting for the peer to read */
-    uint64_t linger_until;
-    size_t lingered;
-    uint64_t drop_at;       /* close the socket then, sent or not (0: no such deadline) */
     /* HTTP batching (serve_http_round): */
     int fresh;    /* bytes arrived this turn: served ahead of the backlog */
     /* A request answered on its own after the batch (the host API, a
@@ -393,15 +337,22 @@ static botspace_http_connection_info http_info(const conn_t *c) {
     return i;
 }
 
-/* Bytes to send: the library's connection's, or a gateway's `out`. */
+/* Where the library's gateway link stands (state, reading, deadline). */
+static botspace_gateway_link_info link_info(const conn_t *c) {
+    botspace_gateway_link_info i;
+    memset(&i, 0, sizeof i);
+    i.state = BOTSPACE_CONNECTION_STATE_CLOSED;
+    i.timeout_ms = BOTSPACE_NO_DEADLINE;
+    if (c->link) botspace_gateway_link_get_info(c->link, &i);
+    return i;
+}
+
+/* Bytes to send: the library's connection's or link's. */
 static const unsigned char *conn_output(const conn_t *c, size_t *len) {
-    if (!c->http) {
-        *len = buf_pending(&c->out);
-        return buf_data(&c->out);
-    }
     const uint8_t *p = NULL;
     *len = 0;
-    botspace_http_connection_transmit(c->http, &p, len);
+    if (c->http) botspace_http_connection_transmit(c->http, &p, len);
+    else if (c->link) botspace_gateway_link_transmit(c->link, &p, len);
     return p;
 }
 
@@ -422,7 +373,7 @@ static void conn_close(conn_t *c) {
      * acknowledged). */
     if (c->parked) botspace_service_cancel_parked(svc, c->parked);
     c->parked = 0;
-    botspace_gateway_free(&c->gw);
+    botspace_gateway_link_free(&c->link);
     c->bot_id = NULL;
     if (c->fd >= 0) {
         close(c->fd);
@@ -434,7 +385,6 @@ static void conn_close(conn_t *c) {
 static void conn_free(conn_t *c) {
     conn_close(c);
     botspace_http_connection_free(&c->http);
-    buf_free(&c->out);
     free(c);
 }
 
@@ -450,7 +400,7 @@ static int conn_flush(conn_t *c, uint64_t now) {
         ssize_t n = send(c->fd, p, len, flags);
         if (n > 0) {
             if (c->http) botspace_http_connection_sent(c->http, (size_t)n, now);
-            else buf_consume(&c->out, (size_t)n);
+            else botspace_gateway_link_sent(c->link, (size_t)n, svc_now(), now);
             c->stalled_since = 0;
         } else if (n < 0 && errno == EINTR) {
             continue;
@@ -463,17 +413,6 @@ static int conn_flush(conn_t *c, uint64_t now) {
     }
     c->stalled_since = 0;
     return 0;
-}
-
-/* Ends a gateway's connection once `out` is sent: closing at once, or
- * lingering (the bot may have left bytes unread: stop sending, then
- * discard what still arrives for a bounded time, so it gets the close
- * rather than a reset). */
-static void conn_finish(conn_t *c, int linger) {
-    botspace_gateway_free(&c->gw);
-    c->bot_id = NULL;
-    c->st = ST_CLOSING;
-    c->linger = linger;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -552,8 +491,6 @@ static void answer_batch(uint64_t mono) {
     nbatch = 0;
 }
 
-static void gateway_poll(conn_t *c, uint64_t now);
-
 /* GET /bot/gateway: the connection becomes the gateway's, or gets the
  * refusal and stays HTTP. */
 static void upgrade(conn_t *c, uint64_t mono) {
@@ -569,22 +506,32 @@ static void upgrade(conn_t *c, uint64_t mono) {
         botspace_bytes_free(&resp);
         return;
     }
-    /* Answers not sent yet go first, then the 101; what the bot sent after
-     * its request is the gateway's first input (it may talk at once). */
+    /* Answers not sent yet go first, then the 101, then the gateway's
+     * frames; what the bot sent after its request is the gateway's first
+     * input (it may talk at once). */
     botspace_bytes rest = {NULL, 0}, unsent = {NULL, 0};
     botspace_http_connection_upgrade(c->http, &rest, &unsent);
     botspace_http_connection_free(&c->http);
-    buf_add(&c->out, unsent.ptr, unsent.len);
-    buf_add(&c->out, resp.ptr, resp.len);
+    unsigned char *head = malloc(unsent.len + resp.len + 1);
+    if (!head) die_oom();
+    if (unsent.len) memcpy(head, unsent.ptr, unsent.len);
+    memcpy(head + unsent.len, resp.ptr, resp.len);
+    botspace_status st = botspace_gateway_link_new(svc, &gw, head, unsent.len + resp.len, &c->link);
+    free(head);
     botspace_bytes_free(&resp);
-    c->gw = gw;
-    botspace_gateway_bot_id(gw, &c->bot_id);
-    c->st = ST_GATEWAY;
-    uint64_t now = svc_now();
-    if (rest.len > 0) botspace_gateway_handle_input(gw, rest.ptr, rest.len, now);
-    botspace_bytes_free(&rest);
     botspace_bytes_free(&unsent);
-    gateway_poll(c, now);
+    c->st = ST_GATEWAY;
+    if (st != BOTSPACE_STATUS_OK) {
+        botspace_gateway_free(&gw);
+        botspace_bytes_free(&rest);
+        conn_close(c);
+        return;
+    }
+    botspace_gateway_link_bot_id(c->link, &c->bot_id);
+    uint64_t now = svc_now();
+    if (rest.len > 0) botspace_gateway_link_handle_input(c->link, rest.ptr, rest.len, now, mono);
+    else botspace_gateway_link_poll(c->link, now, mono);
+    botspace_bytes_free(&rest);
 }
 
 /* Runs the step that ended a connection's share of the batch, after its
@@ -666,90 +613,21 @@ static void serve_http_round(void) {
 /* ------------------------------------------------------------------------ */
 /* Gateway */
 
-/* Notes whether the session ended as a slow consumer. Why (code, reason)
- * is there for a host's logs. */
-static void gateway_events(conn_t *c) {
-    botspace_gateway_event ev;
-    while (botspace_gateway_poll_event(c->gw, &ev) == BOTSPACE_STATUS_OK && ev.kind != BOTSPACE_GATEWAY_EVENT_KIND_NONE)
-        if (ev.kind == BOTSPACE_GATEWAY_EVENT_KIND_CLOSED) c->gw_slow = ev.close_code == BOTSPACE_CLOSE_SLOW_CONSUMER;
-}
-
-/* Whether the library takes input now (false while the replies it owes a
- * bot that does not read fill its budget). */
-static int gateway_wants_input(const conn_t *c) {
-    bool yes = false;
-    return c->gw && botspace_gateway_wants_input(c->gw, &yes) == BOTSPACE_STATUS_OK && yes;
-}
-
-/* Whether the library has output it held back at its budget and `out`,
- * as last reported, now has room. */
-static int gateway_wants_transmit(const conn_t *c) {
-    bool yes = false;
-    return c->gw && botspace_gateway_wants_transmit(c->gw, &yes) == BOTSPACE_STATUS_OK && yes;
-}
-
-/* Runs the gateway at `now` and queues what it has to send. The library
- * gives output up to its budget, counting what `out` still holds (the rest
- * is pulled once the peer has read: a bot that does not read costs one
- * budget of memory), and closes a bot that stays behind with 4008; ends
- * the connection when closed. */
+/* Runs the gateway link at `now` (the service's clock): the library runs
+ * its session (deadlines, output up to its budget counting what the socket
+ * has not taken, the 4008 of a bot that stays behind) and the rules of its
+ * end. */
 static void gateway_poll(conn_t *c, uint64_t now) {
-    if (c->st != ST_GATEWAY || !c->gw) return;
-    /* The heartbeat and slow-consumer deadlines hold whatever is pending: a
-     * session that ended gives its close frame past the budget. */
-    botspace_gateway_handle_unsent(c->gw, buf_pending(&c->out), now);
-    botspace_gateway_handle_timeout(c->gw, now);
-    gateway_events(c);
-    for (;;) {
-        botspace_bytes out = {NULL, 0};
-        botspace_status st = botspace_gateway_poll_transmit(c->gw, &out);
-        size_t n = out.len;
-        if (st == BOTSPACE_STATUS_OK) buf_add(&c->out, out.ptr, out.len);
-        botspace_bytes_free(&out);
-        if (st != BOTSPACE_STATUS_OK || n == 0) break;
-    }
-    /* What `out` holds now: time at the budget counts from here. */
-    botspace_gateway_handle_unsent(c->gw, buf_pending(&c->out), now);
-    gateway_events(c);
-    bool closed = false;
-    botspace_gateway_is_closed(c->gw, &closed);
-    if (closed && c->gw_slow) {
-        /* Behind what the bot has not read (best effort), lingering so
-         * that its unread input does not turn the close into a reset; the
-         * socket is dropped the policy's slow_consumer_drop_ms later
-         * whatever was sent. */
-        conn_finish(c, !c->peer_eof);
-        c->drop_at = mono_ms() + policy.slow_consumer_drop_ms;
-    } else if (closed) {
-        /* Free the slot now; let the bot read the close frame and answer
-         * it (linger), unless it already went away. */
-        conn_finish(c, !c->peer_eof);
-    } else if (c->peer_eof) {
-        conn_finish(c, 0);
-    }
-}
-
-/* Whether the gateway's timeout has come, or it has more to send. */
-static int gateway_due(conn_t *c, uint64_t now) {
-    if (!c->gw) return 0;
-    if (gateway_wants_transmit(c)) return 1;
-    uint64_t d = BOTSPACE_NO_DEADLINE;
-    if (botspace_gateway_poll_timeout(c->gw, &d) != BOTSPACE_STATUS_OK) return 0;
-    return d != BOTSPACE_NO_DEADLINE && d <= now;
+    if (c->st == ST_GATEWAY && c->link) botspace_gateway_link_poll(c->link, now, mono_ms());
 }
 
 /* ------------------------------------------------------------------------ */
 /* Reading */
 
-/* Whether to wait for the connection's input: a gateway as long as the
- * library takes input (heartbeats from a slow but live bot are still seen
- * while its output waits), HTTP as the library's connection says (not
- * while a whole request waits, nor over its budgets), a gateway's end
- * (lingering, closing: its input is discarded) always. */
+/* Whether to wait for the connection's input: as the library's link or
+ * connection says. */
 static int conn_wants_input(const conn_t *c) {
-    if (c->st == ST_GATEWAY) return gateway_wants_input(c);
-    if (c->st == ST_HTTP) return http_info(c).wants_read;
-    return 1;
+    return c->st == ST_GATEWAY ? link_info(c).wants_read : http_info(c).wants_read;
 }
 
 /* What a connection does when its peer closes its side. */
@@ -761,19 +639,14 @@ static void conn_peer_closed(conn_t *c, uint64_t mono) {
         botspace_http_connection_handle_eof(c->http, mono);
         c->fresh = 1;
         if (http_info(c).state == BOTSPACE_CONNECTION_STATE_CLOSED) conn_close(c);
-    } else if (c->st == ST_GATEWAY) {
-        gateway_poll(c, svc_now());
-        if (c->st == ST_GATEWAY) conn_finish(c, 0);
-    } else if (c->st == ST_LINGER) {
-        conn_close(c);
     } else {
-        c->linger = 0; /* ST_CLOSING: send the rest, then close */
+        botspace_gateway_link_handle_eof(c->link, svc_now(), mono);
     }
 }
 
 /* Reads what the socket has (bounded per turn). HTTP bytes go to the
  * library's connection, as many as it takes; gateway bytes go to the
- * gateway at once. */
+ * library's link at once. */
 static void conn_read(conn_t *c, uint64_t mono) {
     unsigned char chunk[READ_CHUNK];
     size_t total = 0;
@@ -792,30 +665,17 @@ static void conn_read(conn_t *c, uint64_t mono) {
             return;
         }
         total += (size_t)n;
-        switch (c->st) {
-        case ST_HTTP:
+        if (c->st == ST_HTTP) {
             botspace_http_connection_handle_input(c->http, chunk, (size_t)n, mono);
             c->fresh = 1;
-            break;
-        case ST_GATEWAY:
-            botspace_gateway_handle_input(c->gw, chunk, (size_t)n, svc_now());
-            break;
-        case ST_LINGER:
-            c->lingered += (size_t)n;
-            if (c->lingered >= policy.linger_bytes) {
-                conn_close(c);
-                return;
-            }
-            break;
-        case ST_CLOSING:
-            break; /* discarded */
+        } else {
+            botspace_gateway_link_handle_input(c->link, chunk, (size_t)n, svc_now(), mono);
+            if (!conn_wants_input(c)) break;
         }
-        if (c->st != ST_HTTP && !conn_wants_input(c)) break;
         /* A short read drained the socket: skip the recv that would only say
          * EAGAIN (poll reports anything that arrives later). */
         if ((size_t)n < want) break;
     }
-    if (c->st == ST_GATEWAY) gateway_poll(c, svc_now());
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1461,10 +1321,9 @@ static void add_conn(int fd, botspace_listener role, uint64_t mono) {
 }
 
 /* Closes a gateway connection with the library's 1001 `server_shutdown`:
- * its close frame is queued, then the connection lingers (gateway_poll). */
+ * the link sends it right after the frame being written, then lingers. */
 static void gateway_going_away(conn_t *c) {
-    botspace_gateway_close(c->gw, BOTSPACE_CLOSE_SERVER_SHUTDOWN);
-    gateway_poll(c, svc_now());
+    botspace_gateway_link_close(c->link, BOTSPACE_CLOSE_SERVER_SHUTDOWN, svc_now(), mono_ms(), NULL);
 }
 
 /* Stop: no new connections; gateways get 1001; HTTP connections finish
@@ -1520,15 +1379,14 @@ static void serve_parked(uint64_t now) {
     }
 }
 
-/* Deadlines (heartbeat timeouts, revocations, slow consumers) and output
- * held back at the budget that `out` has room for again, also after a
- * request moved the manual clock. */
+/* The links whose deadline came (heartbeat timeouts, revocations, slow
+ * consumers, output held back that the socket has room for again, the end
+ * of a closing link's time). */
 static void poll_due_gateways(uint64_t now) {
+    uint64_t mono = mono_ms();
     for (size_t i = 0; i < nconns; i++) {
         conn_t *c = conns[i];
-        if (c->st != ST_GATEWAY) continue;
-        botspace_gateway_handle_unsent(c->gw, buf_pending(&c->out), now);
-        if (gateway_due(c, now)) gateway_poll(c, now);
+        if (c->st == ST_GATEWAY && link_info(c).timeout_ms <= mono) botspace_gateway_link_poll(c->link, now, mono);
     }
 }
 
@@ -1584,8 +1442,8 @@ static int bytes_waiting(int fd) {
     return n > 0;
 }
 
-/* Whether a connection is done: flushed and closing, timed out, or cut by
- * the end of a stop. Moves a flushed closing connection to lingering. */
+/* Whether a connection is done: closed by the library, stalled, or cut by
+ * the end of a stop. Shuts the write side of one the library lingers. */
 static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
     /* A socket that last said EAGAIN is written when poll(2) says so
      * (serve_ready), not tried again on every turn. */
@@ -1598,33 +1456,24 @@ static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
         botspace_http_connection_handle_timeout(c->http, svc, mono, &e);
         if (e == BOTSPACE_EXPIRED_REQUEST && conn_flush(c, mono) != 0) conn_close(c);
     }
-    if (c->fd >= 0 && c->st == ST_HTTP) {
+    if (c->fd < 0) return 1;
+    botspace_connection_state state;
+    int idle = 0;
+    if (c->st == ST_HTTP) {
         botspace_http_connection_info i = http_info(c);
-        if (i.state == BOTSPACE_CONNECTION_STATE_LINGERING && !c->shut_wr) {
-            shutdown(c->fd, SHUT_WR);
-            c->shut_wr = 1;
-        }
-        if (i.state == BOTSPACE_CONNECTION_STATE_CLOSED) conn_close(c);
-        else if (c->stalled_since && mono - c->stalled_since > policy.write_timeout_ms) conn_close(c);
-        else if (L->stopping && i.idle && !bytes_waiting(c->fd)) conn_close(c);
-        else if (L->stopping && mono >= L->stop_deadline) conn_close(c);
-        return c->fd < 0;
+        state = i.state;
+        idle = i.idle;
+    } else {
+        state = link_info(c).state;
     }
-    if (c->fd >= 0 && c->st == ST_CLOSING && buf_pending(&c->out) == 0) {
-        if (c->linger && !c->peer_eof) {
-            shutdown(c->fd, SHUT_WR);
-            c->st = ST_LINGER;
-            c->linger_until = mono + policy.linger_ms;
-        } else {
-            conn_close(c);
-        }
+    if (state == BOTSPACE_CONNECTION_STATE_LINGERING && !c->shut_wr) {
+        shutdown(c->fd, SHUT_WR);
+        c->shut_wr = 1;
     }
-    if (c->fd >= 0) {
-        if (c->st == ST_LINGER && mono >= c->linger_until) conn_close(c);
-        else if (c->drop_at && mono >= c->drop_at) conn_close(c);
-        else if (c->stalled_since && mono - c->stalled_since > policy.write_timeout_ms) conn_close(c);
-        else if (L->stopping && mono >= L->stop_deadline) conn_close(c);
-    }
+    if (state == BOTSPACE_CONNECTION_STATE_CLOSED) conn_close(c);
+    else if (c->stalled_since && mono - c->stalled_since > policy.write_timeout_ms) conn_close(c);
+    else if (L->stopping && idle && !bytes_waiting(c->fd)) conn_close(c);
+    else if (L->stopping && mono >= L->stop_deadline) conn_close(c);
     return c->fd < 0;
 }
 
@@ -1682,28 +1531,18 @@ static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
         if (!c->peer_eof && conn_wants_input(c)) ev |= POLLIN;
         if (has_request(c)) timeout = 0; /* held back by the turn's backlog cap, not its budget */
         if (conn_unsent(c) > 0) ev |= POLLOUT;
-        if (c->st == ST_HTTP) {
-            /* The library's deadlines for the connection (408, idle, linger). */
-            uint64_t d = http_info(c).timeout_ms;
-            if (d != BOTSPACE_NO_DEADLINE) {
-                if (d <= mono) timeout = 0;
-                else if ((int64_t)(d - mono) < timeout) timeout = (int64_t)(d - mono);
-            }
+        /* The library's deadlines for the connection (408, idle, linger) or
+         * the link (heartbeat, slow consumer, output it can give again, the
+         * end of its close). */
+        uint64_t d = c->st == ST_HTTP ? http_info(c).timeout_ms : link_info(c).timeout_ms;
+        if (d != BOTSPACE_NO_DEADLINE) {
+            if (d <= mono) timeout = 0;
+            else if ((int64_t)(d - mono) < timeout) timeout = (int64_t)(d - mono);
         }
         pfds[np].fd = c->fd;
         pfds[np].events = ev;
         pfds[np].revents = 0;
         np++;
-        if (c->st == ST_GATEWAY && c->gw) {
-            /* The library's deadlines: heartbeat, slow consumer. */
-            uint64_t d = BOTSPACE_NO_DEADLINE;
-            if (gateway_wants_transmit(c)) d = now;
-            else botspace_gateway_poll_timeout(c->gw, &d);
-            if (d != BOTSPACE_NO_DEADLINE) {
-                if (d <= now) timeout = 0;
-                else if ((int64_t)(d - now) < timeout) timeout = (int64_t)(d - now);
-            }
-        }
     }
     /* curl's sockets for the webhook deliveries in flight. */
     L->first_wh = np;

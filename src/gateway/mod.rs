@@ -14,6 +14,9 @@
 //! - `outbox`: [`Outbox`], a connection's output its socket has not taken,
 //!   as whole frames, for a host that writes as the socket takes it (the
 //!   close goes right after the frame being written).
+//! - `link`: [`GatewayLink`], a connection with its outbox and its closing
+//!   rules (close next, last writes, lingering close), for a host that
+//!   only moves bytes.
 //! - `registry`: this node's open connections per bot (the connection
 //!   limit), the epochs that close them, the commit counters that wake them.
 //! - `shared`: on a shared store (PostgreSQL), this node's view of its
@@ -27,6 +30,7 @@
 // session needs the store, which is the crate's own.
 mod connection;
 mod driver;
+mod link;
 mod outbox;
 mod registry;
 mod session;
@@ -36,6 +40,7 @@ pub use crate::words::CloseCode;
 pub use connection::{GatewayConnection, OUTPUT_BUDGET, REPLY_BUDGET, TRANSMIT_BATCH_BYTES};
 pub use driver::GatewaySession;
 pub(crate) use driver::Opening;
+pub use link::{GatewayLink, LinkClock};
 pub use outbox::Outbox;
 pub(crate) use registry::{check_upgrade, Registry};
 

@@ -47,6 +47,14 @@ impl Outbox {
         std::mem::take(&mut self.spare)
     }
 
+    /// An outbox whose first bytes are `head`, which are not a frame: the
+    /// `101` that upgraded the connection (and the answers before it),
+    /// written ahead of the gateway's frames and never dropped by
+    /// [`Outbox::close_next`].
+    pub fn with_head(head: Vec<u8>) -> Outbox {
+        Outbox { frame: head.len(), buf: head, ..Outbox::default() }
+    }
+
     /// Whole frames to send after what waits.
     pub fn append(&mut self, mut out: Vec<u8>) {
         if self.buf.is_empty() {
@@ -70,7 +78,7 @@ impl Outbox {
         if self.sent == self.buf.len() {
             self.buf.clear();
             (self.sent, self.frame) = (0, 0);
-        } else if self.frame > self.buf.len() / 2 {
+        } else if self.frame <= self.sent && self.frame > self.buf.len() / 2 {
             // Written frames go once they are half the buffer: memory
             // stays bounded by what waits, at a copy per half.
             self.buf.drain(..self.frame);
@@ -83,10 +91,12 @@ impl Outbox {
     /// after the frame being written, dropping every frame between that
     /// was not begun.
     pub fn close_next(&mut self) {
+        // Past the frame being written, or past the head not yet written
+        // (`frame` is where the frames start while `sent` is inside it).
         let end = if self.sent > self.frame {
             self.frame + frame_len(&self.buf[self.frame..]).unwrap_or(self.buf.len() - self.frame)
         } else {
-            self.sent
+            self.frame
         };
         let mut last = end;
         while let Some(len) = frame_len(&self.buf[last..]) {
@@ -185,6 +195,37 @@ mod tests {
         o.append(close());
         o.close_next();
         assert_eq!(o.pending(), &close()[..]);
+    }
+
+    #[test]
+    fn a_head_goes_first_whole_and_a_close_next_keeps_it() {
+        let head = b"HTTP/1.1 101 Switching Protocols\r\n\r\n".to_vec();
+        let (a, b, close) = (text(b'a', 10), text(b'b', 300), text(b'z', 4));
+        // Nothing of the head written yet: the close comes right after it.
+        let mut o = Outbox::with_head(head.clone());
+        o.append([a.clone(), b.clone(), close.clone()].concat());
+        o.close_next();
+        assert_eq!(o.pending(), [&head[..], &close[..]].concat());
+        // Half the head written: the rest of it, then the close.
+        let mut o = Outbox::with_head(head.clone());
+        o.append([a.clone(), b.clone()].concat());
+        o.advance(5);
+        o.append(close.clone());
+        o.close_next();
+        assert_eq!(o.pending(), [&head[5..], &close[..]].concat());
+        // Past the head and into the first frame: that frame ends first.
+        let mut o = Outbox::with_head(head.clone());
+        o.append([a.clone(), b.clone(), close.clone()].concat());
+        o.advance(head.len() + 3);
+        o.close_next();
+        assert_eq!(o.pending(), [&a[3..], &close[..]].concat());
+        // A head larger than the frames behind it is never compacted away.
+        let mut o = Outbox::with_head(vec![b'h'; 100]);
+        o.append(text(b'a', 10));
+        o.advance(60);
+        assert_eq!(o.pending(), [&[b'h'; 40][..], &text(b'a', 10)[..]].concat());
+        o.advance(40 + 12);
+        assert!(o.is_empty());
     }
 
     #[test]

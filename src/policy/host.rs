@@ -49,6 +49,9 @@ pub const ACCEPT_BACKOFF_MS: u64 = 50;
 /// The longest a host's loop sleeps: how late it notices a stop or a move
 /// of the manual clock.
 pub const TICK_MS: u64 = 250;
+/// The longest a gateway connection under the system clock waits before
+/// it looks at its session again, whatever its next deadline says.
+pub const GATEWAY_LOOK_MS: u64 = 1_000;
 /// The longest wait for other nodes' commits (PostgreSQL notifications):
 /// how late the waiting thread notices a stop.
 pub const NOTIFY_WAIT_MS: u64 = 250;

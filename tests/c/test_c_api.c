@@ -2036,6 +2036,114 @@ static void test_gateway(void) {
     world_free(&w);
 }
 
+/* The gateway link: the session with its unsent output and its closing
+ * rules, as the C server drives it. */
+static size_t link_transmit(botspace_gateway_link *l, const uint8_t **p) {
+    size_t n = 0;
+    *p = NULL;
+    botspace_gateway_link_transmit(l, p, &n);
+    return n;
+}
+
+static botspace_gateway_link_info link_info(const botspace_gateway_link *l) {
+    botspace_gateway_link_info i;
+    memset(&i, 0xff, sizeof i);
+    botspace_gateway_link_get_info(l, &i);
+    return i;
+}
+
+static void test_gateway_link(void) {
+    botspace_service *s = open_service(BASE_CONFIG);
+    world w;
+    world_make(s, &w, "free");
+    sbuf up = {0};
+    sb_fmt(&up,
+           "GET /bot/gateway HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bot %s\r\n\r\n",
+           w.token);
+    uint64_t now = 0;
+    botspace_service_now_ms(s, &now);
+    botspace_bytes resp = {NULL, 0};
+    botspace_gateway *gw = NULL;
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, now, &resp, &gw) == BOTSPACE_STATUS_OK && gw != NULL,
+          "link: a gateway to make it from");
+    botspace_gateway_link *l = NULL;
+    CHECK(botspace_gateway_link_new(NULL, &gw, resp.ptr, resp.len, &l) == BOTSPACE_STATUS_NULL_ARGUMENT && gw != NULL,
+          "link_new: NULL service changes nothing");
+    botspace_gateway *none = NULL;
+    CHECK(botspace_gateway_link_new(s, &none, resp.ptr, resp.len, &l) == BOTSPACE_STATUS_NULL_ARGUMENT && l == NULL,
+          "link_new: a NULL gateway");
+    CHECK(botspace_gateway_link_new(s, &gw, resp.ptr, resp.len, &l) == BOTSPACE_STATUS_OK && l != NULL && gw == NULL,
+          "link_new takes the gateway (set to NULL)");
+    size_t head = resp.len;
+    const char *id = NULL;
+    CHECK(botspace_gateway_link_bot_id(l, &id) == BOTSPACE_STATUS_OK && id && strcmp(id, w.bot) == 0, "link_bot_id");
+
+    uint64_t mono = 5000;
+    botspace_gateway_link_info i = link_info(l);
+    CHECK(i.state == BOTSPACE_CONNECTION_STATE_OPEN && i.wants_read && i.unsent == head && i.close_code == 0 &&
+              i.timeout_ms == 250,
+          "link: open, the 101 to send, looked at every tick under the manual clock");
+    CHECK(botspace_gateway_link_poll(l, now, mono) == BOTSPACE_STATUS_OK, "link_poll");
+    const uint8_t *p = NULL;
+    size_t n = link_transmit(l, &p);
+    static char texts[8][2048];
+    int code = 0;
+    CHECK(n > head && memcmp(p, resp.ptr, head) == 0 && ws_frames(p + head, n - head, texts, 8, &code) == 2 &&
+              strncmp(texts[0], "{\"op\":\"hello\"", 13) == 0 && strstr(texts[1], "bot_started"),
+          "link_transmit: the 101, then hello and bot_started");
+    CHECK(link_info(l).timeout_ms == mono + 250, "link: the next look is a tick after the last call");
+    CHECK(botspace_gateway_link_sent(l, n + 1, now, mono) == BOTSPACE_STATUS_INVALID_ARGUMENT,
+          "link_sent: more than transmit holds is refused");
+    /* The socket takes the 101 and 3 bytes of hello; then a stop. */
+    CHECK(botspace_gateway_link_sent(l, head + 3, now, mono) == BOTSPACE_STATUS_OK, "link_sent");
+    bool closed = false;
+    CHECK(botspace_gateway_link_close(l, 4001, now, mono, &closed) == BOTSPACE_STATUS_INVALID_ARGUMENT,
+          "link_close: a code of the library's own is refused");
+    CHECK(botspace_gateway_link_close(l, BOTSPACE_CLOSE_SERVER_SHUTDOWN, now, mono + 10, &closed) == BOTSPACE_STATUS_OK && closed,
+          "link_close 1001");
+    CHECK(botspace_gateway_link_close(l, BOTSPACE_CLOSE_SERVER_SHUTDOWN, now, mono + 10, &closed) == BOTSPACE_STATUS_OK && !closed,
+          "link_close: once");
+    i = link_info(l);
+    CHECK(i.state == BOTSPACE_CONNECTION_STATE_CLOSING && i.close_code == 1001 && i.timeout_ms == mono + 10 + 1000 && i.wants_read,
+          "link: closing, 1001, a second for its last bytes, input discarded");
+    botspace_gateway *again = NULL;
+    botspace_bytes resp2 = {NULL, 0};
+    CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, now, &resp2, &again) == BOTSPACE_STATUS_OK && again != NULL,
+          "link: the free bot's slot is given back at the close");
+    botspace_gateway_free(&again);
+    botspace_bytes_free(&resp2);
+    n = link_transmit(l, &p);
+    /* The rest of hello, then the close frame: bot_started, not begun, is dropped. */
+    size_t hello = strlen(texts[0]) + 2 + (strlen(texts[0]) > 125 ? 2 : 0);
+    CHECK(n == hello - 3 + 2 + 2 + 15 && ws_frames(p + hello - 3, n - (hello - 3), texts, 8, &code) == 1 && code == 1001 &&
+              memcmp(p + hello - 3 + 4, "server_shutdown", 15) == 0,
+          "link_transmit: the rest of the frame being written, then the close");
+    CHECK(botspace_gateway_link_handle_input(l, (const uint8_t *)"xyz", 3, now, mono + 20) == BOTSPACE_STATUS_OK &&
+              link_info(l).state == BOTSPACE_CONNECTION_STATE_CLOSING,
+          "link: input while closing is discarded");
+    CHECK(botspace_gateway_link_sent(l, n, now, mono + 30) == BOTSPACE_STATUS_OK &&
+              link_info(l).state == BOTSPACE_CONNECTION_STATE_LINGERING && link_transmit(l, &p) == 0,
+          "link: all sent, lingering");
+    CHECK(botspace_gateway_link_poll(l, now, mono + 10 + 999) == BOTSPACE_STATUS_OK &&
+              link_info(l).state == BOTSPACE_CONNECTION_STATE_LINGERING,
+          "link: lingering until its time");
+    CHECK(botspace_gateway_link_handle_eof(l, now, mono + 1100) == BOTSPACE_STATUS_OK, "link_handle_eof");
+    i = link_info(l);
+    CHECK(i.state == BOTSPACE_CONNECTION_STATE_CLOSED && !i.wants_read && i.timeout_ms == BOTSPACE_NO_DEADLINE && i.unsent == 0,
+          "link: the bot's EOF ends the linger");
+    CHECK(botspace_gateway_link_poll(NULL, now, mono) == BOTSPACE_STATUS_NULL_ARGUMENT, "link_poll: NULL link");
+    CHECK(botspace_gateway_link_get_info(l, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "link_get_info: NULL out");
+    botspace_gateway_link_free(&l);
+    CHECK(l == NULL, "link_free sets NULL");
+    botspace_gateway_link_free(&l);
+    botspace_gateway_link_free(NULL);
+    botspace_bytes_free(&resp);
+    sb_free(&up);
+    world_free(&w);
+    botspace_service_free(&s);
+}
+
 /* ------------------------------------------------------------------------ */
 /* 4. Threads */
 
@@ -2498,6 +2606,7 @@ int main(int argc, char **argv) {
     test_connection_budgets();
     test_host_policy();
     test_gateway();
+    test_gateway_link();
     test_webhooks();
     test_threads(iters);
     test_vectors(argv[1]);
