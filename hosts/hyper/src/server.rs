@@ -410,21 +410,8 @@ async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr,
         }
         // What the connection queued by itself: `100 Continue`, a refusal,
         // a 408.
-        if !c.flush().await {
+        if !c.send_and_settle().await {
             return;
-        }
-        match c.http.state() {
-            ConnectionState::Closed => {
-                let _ = c.sock.shutdown().await;
-                return;
-            }
-            ConnectionState::Lingering if !c.shut => {
-                // Stop sending; what still arrives is discarded, so the
-                // peer reads the answer rather than a reset.
-                c.shut = true;
-                let _ = c.sock.shutdown().await;
-            }
-            _ => {}
         }
         // On a stop, a connection ends only once nothing it was sent is left
         // unanswered: bytes still in the socket are read first.
@@ -535,21 +522,7 @@ impl Conn {
     /// refusal) until the core closes it: sends, shuts the write side when
     /// it lingers, reads (discarded by the core) and wakes at its deadline.
     async fn drive(&mut self) {
-        loop {
-            if !self.flush().await {
-                return;
-            }
-            match self.http.state() {
-                ConnectionState::Closed => {
-                    let _ = self.sock.shutdown().await;
-                    return;
-                }
-                ConnectionState::Lingering if !self.shut => {
-                    self.shut = true;
-                    let _ = self.sock.shutdown().await;
-                }
-                _ => {}
-            }
+        while self.send_and_settle().await {
             let deadline = self.http.poll_timeout().map(|ms| self.started + Duration::from_millis(ms));
             let reads = self.http.wants_read();
             tokio::select! {
@@ -568,6 +541,29 @@ impl Conn {
                 else => return,
             }
         }
+    }
+
+    /// Writes what the connection has to send, then does with the socket
+    /// what its state says; false when the connection is over (closed, or
+    /// the peer is gone).
+    async fn send_and_settle(&mut self) -> bool {
+        if !self.flush().await {
+            return false;
+        }
+        match self.http.state() {
+            ConnectionState::Closed => {
+                let _ = self.sock.shutdown().await;
+                return false;
+            }
+            ConnectionState::Lingering if !self.shut => {
+                // Stop sending; what still arrives is discarded, so the
+                // peer reads the answer rather than a reset.
+                self.shut = true;
+                let _ = self.sock.shutdown().await;
+            }
+            _ => {}
+        }
+        true
     }
 
     /// Answers one whole request.
