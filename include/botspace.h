@@ -1783,6 +1783,34 @@ void botspace_server_options_free(struct botspace_server_options **options);
 enum botspace_status botspace_http_connection_new(const struct botspace_service *service, enum botspace_listener listener, uint64_t request_timeout_ms, uint64_t idle_timeout_ms, uint64_t now_ms, struct botspace_http_connection **out_conn);
 
 /**
+ * A connection accepted at `now_ms` and refused at once: the host is at
+ * its connection limit with every connection busy. It takes no request:
+ * `transmit` holds the 503 `server_busy` (as
+ * `botspace_server_busy_response`) and its state is CLOSING; input is read
+ * and discarded. Once the answer is sent it is LINGERING (shut the write
+ * side) for 500 ms or 64 KiB of input, then CLOSED
+ * (`botspace_http_connection_handle_timeout` at `timeout_ms` ends it);
+ * the peer's EOF ends it sooner. Drive it as any connection, but count it
+ * apart from the connection limit (it is never waiting:
+ * `waiting_since_ms` is `BOTSPACE_NO_DEADLINE`), and keep at most as many
+ * at once as `botspace_refusal_may_linger` allows. Release it with
+ * `botspace_http_connection_free`.
+ *
+ * # Safety
+ * `out_conn` must be writable.
+ */
+enum botspace_status botspace_http_connection_refusing_busy(uint64_t now_ms, struct botspace_http_connection **out_conn);
+
+/**
+ * Whether one more busy refusal may linger
+ * (`botspace_http_connection_refusing_busy`) while `lingering` of the
+ * host's refusals linger already (at most 256 at once). When not, send
+ * `botspace_server_busy_response` best effort, never blocking, and close
+ * at once. Cannot fail.
+ */
+bool botspace_refusal_may_linger(size_t lingering);
+
+/**
  * Where the connection stands (see `botspace_http_connection_info`).
  *
  * # Safety
@@ -1895,8 +1923,9 @@ enum botspace_status botspace_http_connection_handle_timeout(struct botspace_htt
  * pointer to NULL.
  *
  * # Safety
- * `*conn` must be NULL or a handle from `botspace_http_connection_new` not
- * released through another copy of the pointer.
+ * `*conn` must be NULL or a handle from `botspace_http_connection_new` or
+ * `botspace_http_connection_refusing_busy` not released through another
+ * copy of the pointer.
  */
 void botspace_http_connection_free(struct botspace_http_connection **conn);
 

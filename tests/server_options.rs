@@ -71,6 +71,9 @@ fn the_operational_key_gives_official_bots_their_copy(start: Start) {
     assert_eq!(copy["token"], b["token"]);
 }
 
+/// At the cap with every connection busy, a new connection gets the core's
+/// busy refusal: the 503 whether or not it wrote, EOF after it, a close
+/// at the end of the refusal's linger; then a freed slot serves again.
 fn past_max_connections_a_new_connection_gets_503_and_a_freed_slot_serves_again(start: Start) {
     let srv = start(&["--admin-secret", SECRET, "--max-connections", "4"]);
     let w = srv.world("standard");
@@ -104,6 +107,45 @@ fn past_max_connections_a_new_connection_gets_503_and_a_freed_slot_serves_again(
         refused.json(),
         json!({"ok": false, "error_code": 503, "error": "server_busy", "description": "too many connections; retry later"})
     );
+    // A client that writes its request before it reads (several KiB of a
+    // body no server takes at the cap) reads the whole 503 and then EOF,
+    // not a reset: the core's refusal discards what it sends while it
+    // lingers.
+    let linger = Duration::from_millis(botspace::policy::host::REFUSAL_LINGER_MS);
+    let t0 = Instant::now();
+    let mut s = srv.connect();
+    let mut partial = b"POST /bot/sendMessage HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n".to_vec();
+    partial.resize(partial.len() + 24 * 1024, b'x');
+    s.write_all(&partial).unwrap();
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match read_some(&mut s, &mut chunk) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(e) => panic!("the refused client got {e} (not EOF) after {:?}", String::from_utf8_lossy(&got)),
+        }
+    }
+    assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&botspace::policy::server_busy()));
+    let r = read_response(&mut s, &mut got);
+    r.assert_error(503, "server_busy");
+    assert_eq!(
+        r.json(),
+        json!({"ok": false, "error_code": 503, "error": "server_busy", "description": "too many connections; retry later"})
+    );
+    // Then the server closes the refused socket at the end of the linger:
+    // what the client still writes is discarded until then, and meets a
+    // closed socket (a reset) after; within the bound, not never.
+    let ended = loop {
+        if s.write_all(&[b'x'; 100]).is_err() {
+            break t0.elapsed();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "the refusal still takes bytes after {:?}", t0.elapsed());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    eprintln!("a busy refusal closed {ended:?} after the connect");
+    assert!(ended >= linger, "closed after {ended:?}, before the refusal's linger ({linger:?}) ended");
+    assert!(ended < linger + Duration::from_millis(1500), "closed after {ended:?}");
     for g in gws {
         g.cut();
     }

@@ -321,11 +321,14 @@ typedef struct conn {
     /* Long polling: the library parked this connection's getUpdates (its
      * answer comes from botspace_service_poll_parked); 0 when none. */
     uint64_t parked;
+    /* A busy refusal (refuse_busy): counted in nrefusals, not nlive. */
+    int refusal;
 } conn_t;
 
 static conn_t **conns;
 static size_t nconns, conns_cap;
 static size_t nlive; /* connections with an open socket: what --max-connections counts */
+static size_t nrefusals; /* busy refusals lingering: apart from --max-connections */
 
 /* Where the library's connection stands (state, reading, deadlines). */
 static botspace_http_connection_info http_info(const conn_t *c) {
@@ -377,7 +380,8 @@ static void conn_close(conn_t *c) {
     c->bot_id = NULL;
     if (c->fd >= 0) {
         close(c->fd);
-        nlive--;
+        if (c->refusal) nrefusals--;
+        else nlive--;
     }
     c->fd = -1;
 }
@@ -1295,16 +1299,22 @@ typedef struct {
     unsigned long accept_errors;
 } loop_t;
 
-static void add_conn(int fd, botspace_listener role, uint64_t mono) {
+/* A connection driven by the library's connection: a new one, or (with
+ * `refusal`) its busy refusal (refuse_busy). */
+static void add_conn(int fd, botspace_listener role, uint64_t mono, int refusal) {
     conn_t *c = calloc(1, sizeof *c);
     if (!c) die_oom();
     c->fd = fd;
-    nlive++;
+    c->refusal = refusal;
+    if (refusal) nrefusals++;
+    else nlive++;
     c->role = role;
     c->st = ST_HTTP;
-    if (botspace_http_connection_new(svc, role, settings.request_timeout_ms, settings.idle_timeout_ms, mono, &c->http) !=
-        BOTSPACE_STATUS_OK)
-        die_oom();
+    botspace_status st =
+        refusal ? botspace_http_connection_refusing_busy(mono, &c->http)
+                : botspace_http_connection_new(svc, role, settings.request_timeout_ms, settings.idle_timeout_ms, mono,
+                                               &c->http);
+    if (st != BOTSPACE_STATUS_OK) die_oom();
     /* The peer's IP address names it for the admin throttle. */
     struct sockaddr_storage sa;
     socklen_t salen = sizeof sa;
@@ -1412,11 +1422,19 @@ static int evict_longest_waiting(void) {
     return 1;
 }
 
-/* Every connection busy: a short 503 (best effort, never blocking) and
- * close, so a flood of connections costs one accept each. What the client
- * already sent is read first, so that the close does not reset the
- * connection before it reads the answer. */
-static void refuse_busy(int fd) {
+/* Every connection busy: the library's busy refusal, driven as any
+ * connection (the 503 server_busy, then a short linger so that a client
+ * that was writing its request reads it rather than a reset, closed at the
+ * library's deadline). It takes no slot of --max-connections and is never
+ * evicted. Past the library's cap on lingering refusals, or out of
+ * descriptors (`may_linger` 0), the 503 goes best effort (what the client
+ * already sent is read first) and the socket closes at once, so a flood of
+ * connections costs one accept each. */
+static void refuse_busy(int fd, botspace_listener role, int may_linger, uint64_t mono) {
+    if (may_linger && botspace_refusal_may_linger(nrefusals)) {
+        add_conn(fd, role, mono, 1);
+        return;
+    }
     unsigned char drain[4096];
     for (int i = 0; i < 4 && recv(fd, drain, sizeof drain, MSG_DONTWAIT) > 0; i++) {
     }
@@ -1602,7 +1620,7 @@ static void accept_conns(loop_t *L, int lfd, botspace_listener role, uint64_t mo
                     close(spare_fd);
                     spare_fd = -1;
                     fd = accept(lfd, NULL, NULL);
-                    if (fd >= 0) refuse_busy(fd);
+                    if (fd >= 0) refuse_busy(fd, role, 0, mono); /* out of descriptors: no linger */
                     spare_reopen();
                 }
                 accept_failed(L, err, mono);
@@ -1617,10 +1635,10 @@ static void accept_conns(loop_t *L, int lfd, botspace_listener role, uint64_t mo
         /* At the cap, the connection waiting longest for a request makes
          * room; only when every one is busy is the new one refused. */
         if (nlive >= settings.max_connections && !evict_longest_waiting()) {
-            refuse_busy(fd);
+            refuse_busy(fd, role, 1, mono);
             continue;
         }
-        add_conn(fd, role, mono);
+        add_conn(fd, role, mono, 0);
     }
 }
 

@@ -41,6 +41,13 @@
 //!   connection with nothing to do for the idle timeout is closed.
 //! - **Half close.** A peer that closes its side gets the answers to the
 //!   requests it sent whole; a partial request is dropped.
+//! - **The busy refusal.** A connection refused at the connection limit
+//!   ([`HttpConnection::refusing_busy`]) takes no request: it sends the
+//!   503 `server_busy`, then lingers with the refusal's own, shorter
+//!   bounds ([`host::REFUSAL_LINGER_MS`], [`host::REFUSAL_LINGER_BYTES`]),
+//!   so a client that was writing its request reads the 503 rather than a
+//!   reset, and a flood of refused connections costs little. How many may
+//!   linger at once is [`host::refusal_may_linger`].
 
 use super::host;
 use super::route::{route, Listener, Route};
@@ -134,6 +141,19 @@ enum Deferred {
     Refuse(Vec<u8>),
 }
 
+/// How long and how much a lingering close discards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Linger {
+    ms: u64,
+    bytes: usize,
+}
+
+/// After an answer that ends a connection.
+const LINGER: Linger = Linger { ms: host::LINGER_MS, bytes: host::LINGER_BYTES };
+/// After the busy refusal: shorter, as a refused client has no request to
+/// finish here and a flood of them must cost little.
+const REFUSAL_LINGER: Linger = Linger { ms: host::REFUSAL_LINGER_MS, bytes: host::REFUSAL_LINGER_BYTES };
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
     Open,
@@ -165,6 +185,7 @@ pub struct HttpConnection {
     output: Vec<u8>,
     output_sent: usize,
     phase: Phase,
+    linger: Linger,
     peer_closed: bool,
     last_activity: u64,
     /// When the first byte of the request being received arrived.
@@ -192,11 +213,32 @@ impl HttpConnection {
             output: Vec::new(),
             output_sent: 0,
             phase: Phase::Open,
+            linger: LINGER,
             peer_closed: false,
             last_activity: now,
             request_started: None,
             waiting_since: now,
         }
+    }
+
+    /// A connection refused at `now` because the host is at its connection
+    /// limit with every connection busy: it never takes a request. Its
+    /// [`Self::transmit`] holds the 503 `server_busy`
+    /// ([`super::server_busy`]); input is discarded. Once the answer is
+    /// sent it lingers for [`host::REFUSAL_LINGER_MS`] or
+    /// [`host::REFUSAL_LINGER_BYTES`] (not the longer linger of a refused
+    /// request: this client never got a turn), then is closed; the peer's
+    /// EOF ends it sooner. It is never waiting for a request
+    /// ([`Self::waiting_since`] is `None`), so it is not evicted, and the
+    /// host counts it apart from its connection limit, at most as many at
+    /// once as [`host::refusal_may_linger`] allows.
+    pub fn refusing_busy(now: u64) -> Self {
+        // No request is ever framed: the framer's limits do not matter.
+        let mut c = HttpConnection::new(Listener::All, ConnectionOptions::default(), RequestFramer::new(0), now);
+        c.linger = REFUSAL_LINGER;
+        c.output = super::server_busy();
+        c.phase = Phase::Closing { linger: true };
+        c
     }
 
     /// What the host does with the socket now.
@@ -259,12 +301,13 @@ impl HttpConnection {
             return;
         }
         self.last_activity = now;
+        let max_lingered = self.linger.bytes;
         match &mut self.phase {
             Phase::Open => {}
             Phase::Closing { .. } | Phase::Closed => return,
             Phase::Lingering { lingered, .. } => {
                 *lingered += bytes.len();
-                if *lingered >= host::LINGER_BYTES {
+                if *lingered >= max_lingered {
                     self.phase = Phase::Closed;
                 }
                 return;
@@ -467,7 +510,7 @@ impl HttpConnection {
         if let Phase::Closing { linger } = self.phase {
             if self.unsent() == 0 {
                 self.phase = if linger && !self.peer_closed {
-                    Phase::Lingering { until: now + host::LINGER_MS, lingered: 0 }
+                    Phase::Lingering { until: now + self.linger.ms, lingered: 0 }
                 } else {
                     Phase::Closed
                 };
@@ -740,6 +783,63 @@ mod tests {
         assert_eq!(c.state(), ConnectionState::Closing);
         drain(&mut c, 0);
         assert_eq!(c.state(), ConnectionState::Closed);
+    }
+
+    #[test]
+    fn a_busy_refusal_sends_the_503_then_lingers_with_its_own_bounds() {
+        let mut c = HttpConnection::refusing_busy(100);
+        assert_eq!(c.state(), ConnectionState::Closing);
+        assert_eq!(c.transmit(), &super::super::server_busy()[..]);
+        assert!(c.transmit().starts_with(b"HTTP/1.1 503 Service Unavailable\r\n"));
+        assert_eq!(c.waiting_since(), None, "never evicted as waiting");
+        assert!(!c.is_idle());
+        assert_eq!(c.poll_timeout(), None);
+        // What the client was writing is read and discarded: never a request.
+        assert!(c.wants_read());
+        c.handle_input(GET, 101);
+        assert!(!c.has_request());
+        assert!(c.poll_request(101).is_none());
+        assert_eq!(c.transmit(), &super::super::server_busy()[..], "nothing queued but the 503");
+        // A partial write leaves the rest to send.
+        c.sent(10, 102);
+        assert_eq!(c.state(), ConnectionState::Closing);
+        assert_eq!(c.transmit(), &super::super::server_busy()[10..]);
+        let rest = c.transmit().len();
+        c.sent(rest, 110);
+        assert_eq!(c.state(), ConnectionState::Lingering);
+        assert!(c.wants_read());
+        assert_eq!(c.poll_timeout(), Some(110 + host::REFUSAL_LINGER_MS));
+        assert_eq!(c.poll_timeout(), Some(610), "the refusal's 500 ms, not the 2 s linger");
+        c.handle_input(&[0; 100], 200);
+        assert_eq!(c.handle_timeout(609), Expired::Nothing);
+        assert_eq!(c.state(), ConnectionState::Lingering);
+        assert_eq!(c.handle_timeout(610), Expired::Linger);
+        assert_eq!(c.state(), ConnectionState::Closed);
+        assert_eq!(c.read_limit(), 0);
+    }
+
+    #[test]
+    fn a_busy_refusal_lingers_for_64_kib_at_most_and_ends_at_eof() {
+        let mut c = HttpConnection::refusing_busy(0);
+        drain(&mut c, 0);
+        c.handle_input(&vec![0; host::REFUSAL_LINGER_BYTES - 1], 1);
+        assert_eq!(c.state(), ConnectionState::Lingering);
+        c.handle_input(&[0], 2);
+        assert_eq!(c.state(), ConnectionState::Closed, "64 KiB, not the 4 MiB of a refused request");
+        assert_eq!(host::REFUSAL_LINGER_BYTES, 64 * 1024);
+        // The peer's EOF while lingering: closed at once.
+        let mut c = HttpConnection::refusing_busy(0);
+        drain(&mut c, 0);
+        c.handle_eof(5);
+        assert_eq!(c.state(), ConnectionState::Closed);
+        // EOF before the 503 went: it is still sent, then no linger.
+        let mut c = HttpConnection::refusing_busy(0);
+        c.handle_eof(1);
+        assert_eq!(c.state(), ConnectionState::Closing);
+        assert!(!c.wants_read(), "nothing more to read after EOF");
+        assert_eq!(drain(&mut c, 2).as_bytes(), &super::super::server_busy()[..]);
+        assert_eq!(c.state(), ConnectionState::Closed);
+        assert_eq!(c.poll_timeout(), None);
     }
 
     #[test]

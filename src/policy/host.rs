@@ -41,7 +41,8 @@ pub const REFUSAL_LINGER_MS: u64 = 500;
 /// ... or until it has discarded this many bytes ...
 pub const REFUSAL_LINGER_BYTES: usize = 64 * 1024;
 /// ... and at most this many refusals linger at once: past it they close
-/// at once, so a flood of connections costs one accept each.
+/// at once, so a flood of connections costs one accept each
+/// ([`refusal_may_linger`]).
 pub const MAX_LINGERING_REFUSALS: usize = 256;
 /// After an accept error (out of descriptors and the like) the listener
 /// rests this long instead of spinning.
@@ -77,6 +78,17 @@ pub fn default_max_connections(file_limit: u64) -> usize {
     cap.clamp(1, MAX_CONNECTIONS_CAP) as usize
 }
 
+/// Whether one more busy refusal may linger
+/// ([`super::connection::HttpConnection::refusing_busy`]) while
+/// `lingering` of the host's refusals linger already: below
+/// [`MAX_LINGERING_REFUSALS`]. When not, the host sends the 503
+/// ([`super::server_busy`]) best effort, never blocking, and closes at
+/// once: a flood of refused connections then costs one accept each, and
+/// the host's descriptors stay with the connections it serves.
+pub fn refusal_may_linger(lingering: usize) -> bool {
+    lingering < MAX_LINGERING_REFUSALS
+}
+
 /// Whether an idle batch thread takes the `queued` requests now, while
 /// `running` batches are under way on the others. Alone, always. Beside
 /// another batch only with at least [`OVERLAP_MIN_QUEUED`] waiting: a
@@ -100,6 +112,14 @@ mod tests {
         assert_eq!(default_max_connections(1), 1, "never zero");
         assert_eq!(default_max_connections(0), 1);
         assert_eq!(default_max_connections(u64::MAX), 1 << 20, "an unlimited limit is capped");
+    }
+
+    #[test]
+    fn at_most_256_busy_refusals_linger_at_once() {
+        assert!(refusal_may_linger(0));
+        assert!(refusal_may_linger(255));
+        assert!(!refusal_may_linger(256), "the 257th closes at once");
+        assert!(!refusal_may_linger(usize::MAX));
     }
 
     #[test]

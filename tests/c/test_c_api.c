@@ -1362,6 +1362,47 @@ static void test_http_connection(void) {
           "http_connection: the linger ends");
     botspace_http_connection_free(&c);
 
+    /* The busy refusal: the 503 server_busy, no request, then a 500 ms
+     * linger (not the 2 s of a refused request), never waiting. */
+    CHECK(botspace_http_connection_refusing_busy(0, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "http_connection: NULL argument to refusing_busy");
+    CHECK(botspace_http_connection_refusing_busy(100, &c) == BOTSPACE_STATUS_OK && c, "http_connection: refusing_busy");
+    botspace_bytes busy = {NULL, 0};
+    botspace_server_busy_response(&busy);
+    i = conn_info(c);
+    CHECK(i.state == BOTSPACE_CONNECTION_STATE_CLOSING && i.wants_read && !i.has_request && !i.idle &&
+              i.unsent == busy.len && busy.len == 225 && i.timeout_ms == BOTSPACE_NO_DEADLINE &&
+              i.waiting_since_ms == BOTSPACE_NO_DEADLINE,
+          "http_connection: a busy refusal sends, reads, is never waiting (not evicted)");
+    botspace_http_connection_handle_input(c, (const uint8_t *)expect, sizeof expect - 1, 101);
+    CHECK(botspace_http_connection_poll_request(c, 101, &none) == BOTSPACE_STATUS_OK && !none.present &&
+              conn_info(c).unsent == busy.len,
+          "http_connection: a busy refusal discards input and takes no request");
+    n = conn_take_output(c, out, sizeof out, 110);
+    i = conn_info(c);
+    CHECK(n == busy.len && memcmp(out, busy.ptr, busy.len) == 0 &&
+              strncmp(out, "HTTP/1.1 503 Service Unavailable\r\n", 34) == 0 &&
+              i.state == BOTSPACE_CONNECTION_STATE_LINGERING && i.timeout_ms == 610,
+          "http_connection: the 503 server_busy, byte for byte, then a 500 ms linger");
+    CHECK(botspace_http_connection_handle_timeout(c, s, 609, &e) == BOTSPACE_STATUS_OK &&
+              e == BOTSPACE_EXPIRED_NOTHING && conn_info(c).state == BOTSPACE_CONNECTION_STATE_LINGERING &&
+              botspace_http_connection_handle_timeout(c, s, 610, &e) == BOTSPACE_STATUS_OK &&
+              e == BOTSPACE_EXPIRED_LINGER && conn_info(c).state == BOTSPACE_CONNECTION_STATE_CLOSED,
+          "http_connection: the refusal's linger ends at its deadline");
+    botspace_http_connection_free(&c);
+    botspace_bytes_free(&busy);
+    CHECK(botspace_http_connection_refusing_busy(0, &c) == BOTSPACE_STATUS_OK, "http_connection: refusing_busy again");
+    conn_take_output(c, out, sizeof out, 0);
+    static char lots[65535];
+    botspace_http_connection_handle_input(c, (const uint8_t *)lots, sizeof lots, 1);
+    CHECK(conn_info(c).state == BOTSPACE_CONNECTION_STATE_LINGERING, "http_connection: a refusal lingers under 64 KiB");
+    botspace_http_connection_handle_input(c, (const uint8_t *)"x", 1, 2);
+    CHECK(conn_info(c).state == BOTSPACE_CONNECTION_STATE_CLOSED, "http_connection: a refusal's linger ends at 64 KiB");
+    botspace_http_connection_free(&c);
+    CHECK(botspace_refusal_may_linger(0) && botspace_refusal_may_linger(255) && !botspace_refusal_may_linger(256) &&
+              !botspace_refusal_may_linger(SIZE_MAX),
+          "policy: at most 256 busy refusals linger at once");
+
     /* Idle close; half close; the gateway takes the rest. */
     botspace_http_connection_new(s, BOTSPACE_LISTENER_PUBLIC, 1000, 5000, 7, &c);
     CHECK(botspace_http_connection_handle_timeout(c, NULL, 5008, &e) == BOTSPACE_STATUS_OK &&

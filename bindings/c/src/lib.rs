@@ -3530,6 +3530,45 @@ pub unsafe extern "C" fn botspace_http_connection_new(
     })
 }
 
+/// A connection accepted at `now_ms` and refused at once: the host is at
+/// its connection limit with every connection busy. It takes no request:
+/// `transmit` holds the 503 `server_busy` (as
+/// `botspace_server_busy_response`) and its state is CLOSING; input is read
+/// and discarded. Once the answer is sent it is LINGERING (shut the write
+/// side) for 500 ms or 64 KiB of input, then CLOSED
+/// (`botspace_http_connection_handle_timeout` at `timeout_ms` ends it);
+/// the peer's EOF ends it sooner. Drive it as any connection, but count it
+/// apart from the connection limit (it is never waiting:
+/// `waiting_since_ms` is `BOTSPACE_NO_DEADLINE`), and keep at most as many
+/// at once as `botspace_refusal_may_linger` allows. Release it with
+/// `botspace_http_connection_free`.
+///
+/// # Safety
+/// `out_conn` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_http_connection_refusing_busy(
+    now_ms: u64,
+    out_conn: *mut *mut botspace_http_connection,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_conn, "out_conn");
+        let conn = botspace::policy::connection::HttpConnection::refusing_busy(now_ms);
+        // SAFETY: checked non-NULL above.
+        unsafe { *out_conn = Box::into_raw(Box::new(botspace_http_connection { conn })) };
+        botspace_status::Ok
+    })
+}
+
+/// Whether one more busy refusal may linger
+/// (`botspace_http_connection_refusing_busy`) while `lingering` of the
+/// host's refusals linger already (at most 256 at once). When not, send
+/// `botspace_server_busy_response` best effort, never blocking, and close
+/// at once. Cannot fail.
+#[no_mangle]
+pub extern "C" fn botspace_refusal_may_linger(lingering: usize) -> bool {
+    ffi_boundary!(on_panic = false; { botspace::policy::host::refusal_may_linger(lingering) })
+}
+
 /// Where the connection stands (see `botspace_http_connection_info`).
 ///
 /// # Safety
@@ -3802,8 +3841,9 @@ pub unsafe extern "C" fn botspace_http_connection_handle_timeout(
 /// pointer to NULL.
 ///
 /// # Safety
-/// `*conn` must be NULL or a handle from `botspace_http_connection_new` not
-/// released through another copy of the pointer.
+/// `*conn` must be NULL or a handle from `botspace_http_connection_new` or
+/// `botspace_http_connection_refusing_busy` not released through another
+/// copy of the pointer.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_http_connection_free(conn: *mut *mut botspace_http_connection) {
     ffi_boundary!(on_panic = (); {
@@ -3813,7 +3853,8 @@ pub unsafe extern "C" fn botspace_http_connection_free(conn: *mut *mut botspace_
         // SAFETY: non-NULL pointer to a handle pointer.
         let p = unsafe { std::ptr::replace(conn, std::ptr::null_mut()) };
         if !p.is_null() {
-            // SAFETY: p came from Box::into_raw in botspace_http_connection_new.
+            // SAFETY: p came from Box::into_raw in botspace_http_connection_new
+            // or botspace_http_connection_refusing_busy.
             drop(unsafe { Box::from_raw(p) });
         }
     })

@@ -309,40 +309,29 @@ async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, role: Role) {
     }
 }
 
-/// Refusals lingering now (see `refuse_busy`).
+/// The host's count of busy refusals lingering now (see `refuse_busy`).
 static LINGERING_REFUSALS: AtomicUsize = AtomicUsize::new(0);
 
-/// Over `--max-connections`: a short 503 (best effort, never blocking) and
-/// close, so one client's flood of connections costs one accept each.
-/// With `linger`, the refusal stops sending and discards what the client
-/// still sends for a moment (a few at a time), so a client that was
-/// writing its request reads the 503 rather than a reset.
-fn refuse_busy(stream: TcpStream, linger: bool) {
-    let _ = stream.try_write(&botspace::policy::server_busy());
-    let Ok(std_stream) = stream.into_std() else { return };
-    let _ = std_stream.shutdown(std::net::Shutdown::Write);
-    if !linger || LINGERING_REFUSALS.fetch_add(1, Ordering::SeqCst) >= host::MAX_LINGERING_REFUSALS {
-        if linger {
+/// Over `--max-connections` with every connection busy: the core's busy
+/// refusal (`HttpConnection::refusing_busy`: the 503, then a short linger)
+/// on a task of its own, not counted as a connection. Past the core's cap
+/// on lingering refusals (`host::refusal_may_linger`), or out of
+/// descriptors (`may_linger` false), the 503 goes best effort, never
+/// blocking, and the socket closes at once.
+fn refuse_busy(stream: TcpStream, may_linger: bool) {
+    if !may_linger || !host::refusal_may_linger(LINGERING_REFUSALS.fetch_add(1, Ordering::SeqCst)) {
+        if may_linger {
             LINGERING_REFUSALS.fetch_sub(1, Ordering::SeqCst);
         }
-        let _ = std_stream.shutdown(std::net::Shutdown::Both);
+        let _ = stream.try_write(&botspace::policy::server_busy());
+        if let Ok(s) = stream.into_std() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
         return;
     }
-    let Ok(mut stream) = TcpStream::from_std(std_stream) else {
-        LINGERING_REFUSALS.fetch_sub(1, Ordering::SeqCst);
-        return;
-    };
     tokio::spawn(async move {
-        use tokio::io::AsyncReadExt;
-        let mut sink = [0u8; 4096];
-        let until = Instant::now() + Duration::from_millis(host::REFUSAL_LINGER_MS);
-        let mut total = 0;
-        while total < host::REFUSAL_LINGER_BYTES {
-            match tokio::time::timeout_at(until, stream.read(&mut sink)).await {
-                Ok(Ok(n)) if n > 0 => total += n,
-                _ => break,
-            }
-        }
+        let mut c = Conn { sock: stream, started: Instant::now(), http: HttpConnection::refusing_busy(0), shut: false };
+        c.drive().await;
         LINGERING_REFUSALS.fetch_sub(1, Ordering::SeqCst);
     });
 }
@@ -421,21 +410,8 @@ async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr,
         }
         // What the connection queued by itself: `100 Continue`, a refusal,
         // a 408.
-        if !c.flush().await {
+        if !c.send_and_settle().await {
             return;
-        }
-        match c.http.state() {
-            ConnectionState::Closed => {
-                let _ = c.sock.shutdown().await;
-                return;
-            }
-            ConnectionState::Lingering if !c.shut => {
-                // Stop sending; what still arrives is discarded, so the
-                // peer reads the answer rather than a reset.
-                c.shut = true;
-                let _ = c.sock.shutdown().await;
-            }
-            _ => {}
         }
         // On a stop, a connection ends only once nothing it was sent is left
         // unanswered: bytes still in the socket are read first.
@@ -538,6 +514,54 @@ impl Conn {
                 }
                 _ => return false,
             }
+        }
+        true
+    }
+
+    /// Moves the bytes of a connection that takes no request (a busy
+    /// refusal) until the core closes it: sends, shuts the write side when
+    /// it lingers, reads (discarded by the core) and wakes at its deadline.
+    async fn drive(&mut self) {
+        while self.send_and_settle().await {
+            let deadline = self.http.poll_timeout().map(|ms| self.started + Duration::from_millis(ms));
+            let reads = self.http.wants_read();
+            tokio::select! {
+                read = self.read(), if reads => match read {
+                    Ok(0) => {
+                        let now = self.now();
+                        self.http.handle_eof(now);
+                    }
+                    Ok(_) => {}
+                    Err(_) => return,
+                },
+                _ = sleep_until_some(deadline), if deadline.is_some() => {
+                    let now = self.now();
+                    self.http.handle_timeout(now);
+                }
+                else => return,
+            }
+        }
+    }
+
+    /// Writes what the connection has to send, then does with the socket
+    /// what its state says; false when the connection is over (closed, or
+    /// the peer is gone).
+    async fn send_and_settle(&mut self) -> bool {
+        if !self.flush().await {
+            return false;
+        }
+        match self.http.state() {
+            ConnectionState::Closed => {
+                let _ = self.sock.shutdown().await;
+                return false;
+            }
+            ConnectionState::Lingering if !self.shut => {
+                // Stop sending; what still arrives is discarded, so the
+                // peer reads the answer rather than a reset.
+                self.shut = true;
+                let _ = self.sock.shutdown().await;
+            }
+            _ => {}
         }
         true
     }
