@@ -30,12 +30,14 @@ pub(crate) struct Waiters {
 
 enum Slot {
     Waiting(oneshot::Sender<Response>),
-    /// Answered before its request's future came to wait for it.
-    Ready(Response),
+    /// Answered before its request's future came to wait for it (rare:
+    /// boxed, so that a parked answer stays small on its way back from the
+    /// blocking pool).
+    Ready(Box<Response>),
 }
 
 enum Wait {
-    Ready(Response),
+    Ready(Box<Response>),
     Rx(oneshot::Receiver<Response>),
 }
 
@@ -62,7 +64,7 @@ impl Waiters {
                 let _ = tx.send(out);
             }
             _ => {
-                slots.insert(id, Slot::Ready(out));
+                slots.insert(id, Slot::Ready(Box::new(out)));
             }
         }
     }
@@ -127,7 +129,7 @@ pub(crate) async fn answer(
     let rx = match wait {
         Wait::Ready(out) => {
             cancel.done = true;
-            return Ok(out);
+            return Ok(*out);
         }
         Wait::Rx(rx) => rx,
     };
