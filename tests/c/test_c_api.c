@@ -1445,6 +1445,10 @@ static void test_host_policy(void) {
     botspace_http_connection_new(s, BOTSPACE_LISTENER_ALL, 1000, 5000, 0, &c);
     static const char half[] = "POST /bot/sendMessage HTTP/1.1\r\nHo";
     botspace_http_connection_handle_input(c, (const uint8_t *)half, sizeof half - 1, 10);
+    botspace_http_request none;
+    CHECK(botspace_http_connection_poll_request(c, 10, &none) == BOTSPACE_STATUS_OK && !none.present &&
+              conn_info(c).timeout_ms == 1011,
+          "policy: half a head waits for its request deadline");
     botspace_service_set_log_callback(s, on_line, NULL);
     int lines = last_line.calls;
     botspace_expired e = BOTSPACE_EXPIRED_NOTHING;
@@ -1453,6 +1457,7 @@ static void test_host_policy(void) {
               strcmp(last_line.text, "request timed out: answered 408, it did not arrive whole in time event=request_timeout") == 0,
           "policy: the connection's 408 is said once");
     response r;
+    memset(&r, 0, sizeof r); /* freed below even if the output is not a response */
     char perr[64], sent[1024];
     size_t n = conn_take_output(c, sent, sizeof sent, 1011);
     CHECK(n != (size_t)-1 && strncmp(sent, "HTTP/1.1 408 Request Timeout\r\n", 30) == 0 &&
