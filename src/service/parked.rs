@@ -25,8 +25,8 @@ pub struct PollId(pub u64);
 /// What [`Service::answer_request`](crate::Service::answer_request) did
 /// with a request. `R` is the answer's form: the HTTP/1.1 bytes for the
 /// bytes entry point, an `http::Response` for the typed one
-/// ([`Service::answer_http`](crate::Service::answer_http)), so a host
-/// whose HTTP stack writes its own heads reads no bytes back.
+/// (`Service::answer_http`, feature `typed`), so a host whose HTTP stack
+/// writes its own heads reads no bytes back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer<R = Vec<u8>> {
     /// The complete HTTP response, to send now.
