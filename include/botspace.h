@@ -628,7 +628,8 @@ typedef struct botspace_webhook_request_parts {
 typedef struct botspace_host_policy {
   /**
    * Default `--request-timeout`: a request arrives whole within this
-   * long of its first byte, else `botspace_service_request_timed_out`.
+   * long of its first byte, else the connection's timeout answers 408
+   * (`botspace_http_connection_handle_timeout`).
    */
   uint64_t request_timeout_ms;
   /**
@@ -1680,18 +1681,6 @@ enum botspace_status botspace_continue_response(struct botspace_bytes *out_respo
  * `out_response` must be writable.
  */
 enum botspace_status botspace_server_busy_response(struct botspace_bytes *out_response);
-
-/**
- * A request did not arrive whole within the host's request deadline:
- * counts it (`botspace_request_timeouts_total`), says it through the log
- * callback (as `botspace_service_note_request_timeout`) and gives the
- * answer to send before closing: 408 `request_timeout` with
- * `Connection: close`. Thread-safe.
- *
- * # Safety
- * `service` must be a live handle; `out_response` must be writable.
- */
-enum botspace_status botspace_service_request_timed_out(const struct botspace_service *service, struct botspace_bytes *out_response);
 
 /**
  * What a response the library produced says, for a host's logs and

@@ -5,6 +5,8 @@
 //! `poll_timeout` values, wake-ups and database import.
 
 mod common;
+#[path = "support/ws_frame.rs"]
+mod ws_frame;
 
 use botspace::{ClockKind, CloseCode, Config, GatewayConnection, GatewayEvent, Service};
 use common::{admin, call, split};
@@ -131,20 +133,9 @@ fn close_frame(code: u16, reason: &str) -> Vec<u8> {
     server_frame(0x8, &p)
 }
 
-/// Splits server output into (opcode, payload) frames.
-fn frames(mut b: &[u8]) -> Vec<(u8, Vec<u8>)> {
-    let mut out = Vec::new();
-    while !b.is_empty() {
-        assert_eq!(b[1] & 0x80, 0, "server frames are never masked");
-        let (len, hdr) = match b[1] & 0x7f {
-            126 => (u16::from_be_bytes([b[2], b[3]]) as usize, 4),
-            127 => (u64::from_be_bytes(b[2..10].try_into().unwrap()) as usize, 10),
-            n => (n as usize, 2),
-        };
-        out.push((b[0] & 0x0f, b[hdr..hdr + len].to_vec()));
-        b = &b[hdr + len..];
-    }
-    out
+/// Splits server output into (opcode, payload) frames, each unmasked.
+fn frames(b: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    ws_frame::server_frames(b)
 }
 
 fn texts(b: &[u8]) -> Vec<Value> {

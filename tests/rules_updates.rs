@@ -153,3 +153,87 @@ fn past_the_cap_a_poll_is_answered_at_once_and_other_requests_never_park() {
     }
     assert_eq!(svc.parked_count(), 1);
 }
+
+/// A typed getUpdates, as a host whose HTTP stack parsed it passes it.
+fn typed_poll(w: &World, body: Value) -> http::Request<Vec<u8>> {
+    http::Request::builder()
+        .method("POST")
+        .uri("/bot/getUpdates")
+        .header("host", "t")
+        .header("authorization", format!("Bot {}", w.token))
+        .header("content-type", "application/json")
+        .body(body.to_string().into_bytes())
+        .unwrap()
+}
+
+/// A typed answer's status, its headers in order and its body as text.
+fn typed_parts(r: &http::Response<Vec<u8>>) -> (u16, Vec<(String, String)>, String) {
+    let headers = r.headers().iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string())).collect();
+    (r.status().as_u16(), headers, String::from_utf8(r.body().clone()).unwrap())
+}
+
+/// The headers of a JSON answer of `len` bytes.
+fn json_headers(len: usize) -> Vec<(String, String)> {
+    vec![("content-type".into(), "application/json".into()), ("content-length".into(), len.to_string())]
+}
+
+/// The body of the bytes twin's answer to the same getUpdates.
+fn bytes_body(svc: &Service, w: &World, body: Value) -> String {
+    let out = svc.handle_request(&bot_request(&w.token, "getUpdates", body));
+    String::from_utf8(out[common::body_start(&out)..].to_vec()).unwrap()
+}
+
+#[test]
+fn the_typed_entry_points_answer_long_polls_typed_now_woken_and_expired() {
+    let svc = open(json!({}));
+    let w = world(&svc);
+    let now = svc.now_ms();
+    let m = say(&svc, &w, "hi");
+    // An answer given now: the core's response, typed, the same as the
+    // bytes twin's.
+    let now_answer = match svc.answer_http(&typed_poll(&w, json!({"offset": 2, "timeout": 30})), "192.0.2.1", now) {
+        Answer::Now(r) => r,
+        Answer::Parked(_) => panic!("a poll with an event parked"),
+    };
+    let (status, headers, body) = typed_parts(&now_answer);
+    assert_eq!(body, bytes_body(&svc, &w, json!({"offset": 2})));
+    assert_eq!((status, headers), (200, json_headers(body.len())));
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), json!({"ok": true, "result": [created(2, &m)]}));
+    // A refusal given now: the error envelope, typed.
+    let refused = match svc.answer_http(&typed_poll(&w, json!({"timeout": 51})), "192.0.2.1", now) {
+        Answer::Now(r) => r,
+        Answer::Parked(_) => panic!("a bad poll parked"),
+    };
+    let (status, headers, body) = typed_parts(&refused);
+    assert_eq!(body, bytes_body(&svc, &w, json!({"timeout": 51})));
+    assert_eq!((status, headers), (400, json_headers(body.len())));
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((v["error_code"].clone(), v["error"].clone()), (json!(400), json!("invalid_field")));
+
+    // Woken: a poll past the event parks, the next event answers it.
+    let woken = match svc.answer_http(&typed_poll(&w, json!({"offset": 3, "timeout": 30})), "192.0.2.1", now) {
+        Answer::Parked(id) => id,
+        Answer::Now(r) => panic!("answered at once: {:?}", typed_parts(&r)),
+    };
+    assert!(svc.poll_parked_http(now).is_empty());
+    let m3 = say(&svc, &w, "again");
+    let ready = svc.poll_parked_http(now);
+    assert_eq!(ready.len(), 1);
+    assert_eq!(ready[0].0, woken);
+    let (status, headers, body) = typed_parts(&ready[0].1);
+    assert_eq!(body, bytes_body(&svc, &w, json!({"offset": 3})));
+    assert_eq!((status, headers), (200, json_headers(body.len())));
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), json!({"ok": true, "result": [created(3, &m3)]}));
+
+    // Expired: nothing comes, `[]` at the deadline and not before.
+    let expired = match svc.answer_http(&typed_poll(&w, json!({"offset": 4, "timeout": 5})), "192.0.2.1", now) {
+        Answer::Parked(id) => id,
+        Answer::Now(r) => panic!("answered at once: {:?}", typed_parts(&r)),
+    };
+    assert!(svc.poll_parked_http(now + 4_999).is_empty());
+    let ready = svc.poll_parked_http(now + 5_000);
+    assert_eq!(ready.len(), 1);
+    assert_eq!(ready[0].0, expired);
+    assert_eq!(typed_parts(&ready[0].1), (200, json_headers(23), r#"{"ok":true,"result":[]}"#.to_string()));
+    assert_eq!(svc.parked_count(), 0);
+}

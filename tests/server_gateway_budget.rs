@@ -9,6 +9,8 @@
 
 #[macro_use]
 mod wire;
+#[path = "support/ws_frame.rs"]
+mod ws_frame;
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -81,20 +83,9 @@ fn read_to_close(s: &mut TcpStream, mut buf: Vec<u8>) -> ((u16, String), usize) 
     let mut pongs = 0;
     let mut at = 0;
     loop {
-        while buf.len() - at >= 2 {
-            let b = &buf[at..];
-            assert_eq!(b[1] & 0x80, 0, "server frames are not masked");
-            let (head, len) = match b[1] & 0x7f {
-                126 if b.len() >= 4 => (4, u16::from_be_bytes([b[2], b[3]]) as usize),
-                127 if b.len() >= 10 => (10, u64::from_be_bytes(b[2..10].try_into().unwrap()) as usize),
-                126 | 127 => break,
-                n => (2, n as usize),
-            };
-            if b.len() < head + len {
-                break;
-            }
-            let payload = &b[head..head + len];
-            match b[0] & 0x0f {
+        while let Some(f) = ws_frame::server_frame(&buf[at..]) {
+            let payload = f.payload;
+            match f.opcode() {
                 0x8 => {
                     let code = u16::from_be_bytes([payload[0], payload[1]]);
                     return ((code, String::from_utf8_lossy(&payload[2..]).into_owned()), pongs);
@@ -103,7 +94,7 @@ fn read_to_close(s: &mut TcpStream, mut buf: Vec<u8>) -> ((u16, String), usize) 
                 0x1 => {}
                 op => panic!("unexpected opcode {op:#x} after {pongs} pongs"),
             }
-            at += head + len;
+            at += f.len;
         }
         buf.drain(..at);
         at = 0;

@@ -4,6 +4,8 @@
 //! handled while output waits, and 2 000 half-open connections.
 
 mod wire;
+#[path = "support/ws_frame.rs"]
+mod ws_frame;
 
 use serde_json::{json, Value};
 use std::io::Write;
@@ -203,26 +205,10 @@ fn next_frame(s: &mut TcpStream, buf: &mut Vec<u8>) -> (u8, Vec<u8>) {
     let deadline = Instant::now() + WAIT;
     let mut chunk = vec![0u8; 256 * 1024];
     loop {
-        if buf.len() >= 2 {
-            assert_eq!(buf[1] & 0x80, 0, "server frames are not masked");
-            let head_len = match buf[1] & 0x7f {
-                126 => 4,
-                127 => 10,
-                _ => 2,
-            };
-            if buf.len() >= head_len {
-                let len = match head_len {
-                    4 => u16::from_be_bytes([buf[2], buf[3]]) as usize,
-                    10 => u64::from_be_bytes(buf[2..10].try_into().unwrap()) as usize,
-                    _ => (buf[1] & 0x7f) as usize,
-                };
-                if buf.len() >= head_len + len {
-                    let op = buf[0] & 0x0f;
-                    let payload = buf[head_len..head_len + len].to_vec();
-                    buf.drain(..head_len + len);
-                    return (op, payload);
-                }
-            }
+        if let Some(f) = ws_frame::server_frame(buf) {
+            let (op, payload, len) = (f.opcode(), f.payload.to_vec(), f.len);
+            buf.drain(..len);
+            return (op, payload);
         }
         assert!(Instant::now() < deadline, "no whole frame within {WAIT:?}");
         match read_some(s, &mut chunk) {

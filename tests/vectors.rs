@@ -5,6 +5,8 @@
 //! `GatewaySession`, once on the byte-level `GatewayConnection`.
 
 mod common;
+#[path = "support/ws_frame.rs"]
+mod ws_frame;
 
 use botspace::{Config, GatewayConnection, GatewayEvent, GatewayOutput, GatewaySession, Service};
 use serde_json::{Map, Value};
@@ -358,24 +360,16 @@ fn client_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
 fn server_frames(mut b: &[u8]) -> Result<Vec<(u8, Vec<u8>)>, String> {
     let mut out = Vec::new();
     while !b.is_empty() {
-        if b.len() < 2 {
-            return Err("truncated frame header".into());
-        }
-        if b[0] & 0xf0 != 0x80 {
+        let (h, _) = ws_frame::header(b).ok_or("truncated frame header")?;
+        if !h.is_final || h.rsv1 || h.rsv2 || h.rsv3 {
             return Err(format!("frame byte 0 is {:#04x}: not a final frame without RSV bits", b[0]));
         }
-        if b[1] & 0x80 != 0 {
+        if h.mask.is_some() {
             return Err("a server frame is masked".into());
         }
-        let (len, hdr) = match b[1] & 0x7f {
-            126 if b.len() >= 4 => (u16::from_be_bytes([b[2], b[3]]) as usize, 4),
-            127 if b.len() >= 10 => (u64::from_be_bytes(b[2..10].try_into().unwrap()) as usize, 10),
-            126 | 127 => return Err("truncated frame length".into()),
-            n => (n as usize, 2),
-        };
-        let frame = b.get(hdr..hdr + len).ok_or("truncated frame payload")?;
-        out.push((b[0] & 0x0f, frame.to_vec()));
-        b = &b[hdr + len..];
+        let f = ws_frame::frame(b).ok_or("truncated frame payload")?;
+        out.push((f.opcode(), f.payload.to_vec()));
+        b = &b[f.len..];
     }
     Ok(out)
 }

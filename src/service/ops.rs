@@ -70,14 +70,6 @@ impl Service {
         expired
     }
 
-    /// A request did not arrive whole within the host's deadline: counts
-    /// and says it ([`Service::note_request_timeout`]) and gives the
-    /// answer to send before closing ([`crate::policy::request_timeout`]).
-    pub fn request_timed_out(&self) -> Vec<u8> {
-        self.note_request_timeout();
-        crate::policy::request_timeout()
-    }
-
     /// Sets where the library's operator lines go ([`crate::log::Event`]:
     /// evictions, request timeouts, slow-consumer closes, token
     /// rotations), replacing any earlier hook; `None` drops them. The hook

@@ -23,11 +23,14 @@ use std::sync::{Mutex, MutexGuard};
 pub struct PollId(pub u64);
 
 /// What [`Service::answer_request`](crate::Service::answer_request) did
-/// with a request.
+/// with a request. `R` is the answer's form: the HTTP/1.1 bytes for the
+/// bytes entry point, an `http::Response` for the typed one
+/// (`Service::answer_http`, feature `typed`), so a host whose HTTP stack
+/// writes its own heads reads no bytes back.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
+pub enum Answer<R = Vec<u8>> {
     /// The complete HTTP response, to send now.
-    Now(Vec<u8>),
+    Now(R),
     /// A getUpdates poll waits: hold the connection; its answer comes from
     /// [`Service::poll_parked`] (at the latest at its deadline), unless
     /// the host gives up on it with [`Service::cancel_parked`].

@@ -4,7 +4,7 @@
 //! bytes: the core reads it where it is, with no second parse, and
 //! answers with an [`http::Response`].
 
-use super::{Answer, Service};
+use super::{Answer, PollId, Service};
 use crate::entry::{into_http_response, Input};
 use crate::gateway::GatewayAccept;
 
@@ -52,9 +52,24 @@ impl Service {
         self.accept_gateway_session_input(Input::of(request), now_ms)
     }
 
-    /// [`Service::answer_request`] of a parsed request.
-    pub fn answer_http<B: AsRef<[u8]>>(&self, request: &http::Request<B>, peer: &str, now_ms: u64) -> Answer {
-        self.answer_input(Input::of(request), peer, now_ms)
+    /// [`Service::answer_request`] of a parsed request; an answer given
+    /// now is an `http::Response`, as [`Service::handle_http`] gives it.
+    pub fn answer_http<B: AsRef<[u8]>>(
+        &self,
+        request: &http::Request<B>,
+        peer: &str,
+        now_ms: u64,
+    ) -> Answer<http::Response<Vec<u8>>> {
+        match self.answer_input(Input::of(request), peer, now_ms) {
+            Answer::Now(out) => Answer::Now(into_http_response(out)),
+            Answer::Parked(id) => Answer::Parked(id),
+        }
+    }
+
+    /// [`Service::poll_parked`] for polls parked by [`Service::answer_http`]:
+    /// the same answers, each an `http::Response`.
+    pub fn poll_parked_http(&self, now_ms: u64) -> Vec<(PollId, http::Response<Vec<u8>>)> {
+        self.poll_parked(now_ms).into_iter().map(|(id, out)| (id, into_http_response(out))).collect()
     }
 }
 

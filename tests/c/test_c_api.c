@@ -1478,16 +1478,41 @@ static void test_host_policy(void) {
     CHECK(botspace_response_error((const uint8_t *)"junk", 4, &status, &error) == BOTSPACE_STATUS_INVALID_ARGUMENT &&
               botspace_response_error(NULL, 0, NULL, &error) == BOTSPACE_STATUS_NULL_ARGUMENT,
           "policy: response_error refuses what is not a response");
+    /* A host's 408 comes from the connection's timeout, handed the service:
+     * the library's envelope, counted and said once (one log line), and
+     * nothing more on a later timeout. */
     botspace_service *s = open_service(BASE_CONFIG);
+    botspace_http_connection *c = NULL;
+    botspace_http_connection_new(s, BOTSPACE_LISTENER_ALL, 1000, 5000, 0, &c);
+    static const char half[] = "POST /bot/sendMessage HTTP/1.1\r\nHo";
+    botspace_http_connection_handle_input(c, (const uint8_t *)half, sizeof half - 1, 10);
+    botspace_http_request none;
+    CHECK(botspace_http_connection_poll_request(c, 10, &none) == BOTSPACE_STATUS_OK && !none.present &&
+              conn_info(c).timeout_ms == 1011,
+          "policy: half a head waits for its request deadline");
+    botspace_service_set_log_callback(s, on_line, NULL);
+    int lines = last_line.calls;
+    botspace_expired e = BOTSPACE_EXPIRED_NOTHING;
+    CHECK(botspace_http_connection_handle_timeout(c, s, 1011, &e) == BOTSPACE_STATUS_OK && e == BOTSPACE_EXPIRED_REQUEST &&
+              last_line.calls == lines + 1 &&
+              strcmp(last_line.text, "request timed out: answered 408, it did not arrive whole in time event=request_timeout") == 0,
+          "policy: the connection's 408 is said once");
     response r;
-    char perr[64];
-    CHECK(botspace_service_request_timed_out(s, &out) == BOTSPACE_STATUS_OK &&
-              parse_response(out.ptr, out.len, &r, perr, sizeof perr) && r.status == 408 &&
+    memset(&r, 0, sizeof r); /* freed below even if the output is not a response */
+    char perr[64], sent[1024];
+    size_t n = conn_take_output(c, sent, sizeof sent, 1011);
+    CHECK(n != (size_t)-1 && strncmp(sent, "HTTP/1.1 408 Request Timeout\r\n", 30) == 0 &&
+              parse_response((const uint8_t *)sent, n, &r, perr, sizeof perr) && r.status == 408 &&
+              strstr(r.head.p, "Connection: close") != NULL &&
               strcmp(r.body, "{\"ok\":false,\"error_code\":408,\"error\":\"request_timeout\",\"description\":\"the "
                              "request did not arrive in time\"}") == 0,
-          "policy: 408 request_timeout from the service");
+          "policy: 408 request_timeout through the connection's timeout");
     response_free(&r);
-    botspace_bytes_free(&out);
+    CHECK(botspace_http_connection_handle_timeout(c, s, 99999, &e) == BOTSPACE_STATUS_OK && e == BOTSPACE_EXPIRED_NOTHING &&
+              last_line.calls == lines + 1,
+          "policy: a closed connection's later timeout says nothing more");
+    botspace_service_set_log_callback(s, NULL, NULL);
+    botspace_http_connection_free(&c);
     botspace_service_free(&s);
     botspace_host_policy p;
     CHECK(botspace_host_policy_default(&p) == BOTSPACE_STATUS_OK && p.request_timeout_ms == 30000 &&

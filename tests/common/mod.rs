@@ -65,7 +65,7 @@ pub fn statuses(resps: &[Vec<u8>]) -> Vec<u16> {
 }
 
 /// Where the body starts: just after the `\r\n\r\n` that ends the head.
-fn body_start(resp: &[u8]) -> usize {
+pub fn body_start(resp: &[u8]) -> usize {
     resp.windows(4).position(|w| w == b"\r\n\r\n").expect("end of head") + 4
 }
 

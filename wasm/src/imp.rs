@@ -471,7 +471,7 @@ impl RawService {
             Err(refused) => return Ok(typed_answer(&refused)),
         };
         Ok(match self.svc.answer_http(&req, "", to_ms(now_ms)) {
-            botspace::Answer::Now(out) => typed_answer(&botspace::into_http_response(out)),
+            botspace::Answer::Now(out) => typed_answer(&out),
             botspace::Answer::Parked(id) => JsValue::from(id.0 as f64),
         })
     }
@@ -481,9 +481,9 @@ impl RawService {
     #[wasm_bindgen(js_name = pollParked, unchecked_return_type = "Array<number | HttpAnswer>")]
     pub fn poll_parked(&self, now_ms: f64) -> js_sys::Array {
         let out = js_sys::Array::new();
-        for (id, resp) in self.svc.poll_parked(to_ms(now_ms)) {
+        for (id, resp) in self.svc.poll_parked_http(to_ms(now_ms)) {
             out.push(&JsValue::from(id.0 as f64));
-            out.push(&typed_answer(&botspace::into_http_response(resp)));
+            out.push(&typed_answer(&resp));
         }
         out
     }

@@ -2713,30 +2713,6 @@ pub unsafe extern "C" fn botspace_server_busy_response(out_response: *mut botspa
     })
 }
 
-/// A request did not arrive whole within the host's request deadline:
-/// counts it (`botspace_request_timeouts_total`), says it through the log
-/// callback (as `botspace_service_note_request_timeout`) and gives the
-/// answer to send before closing: 408 `request_timeout` with
-/// `Connection: close`. Thread-safe.
-///
-/// # Safety
-/// `service` must be a live handle; `out_response` must be writable.
-#[no_mangle]
-pub unsafe extern "C" fn botspace_service_request_timed_out(
-    service: *const botspace_service,
-    out_response: *mut botspace_bytes,
-) -> botspace_status {
-    ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_response, "out_response");
-        // SAFETY: a live handle.
-        let resp = unsafe { (*service).svc.request_timed_out() };
-        // SAFETY: checked non-NULL above.
-        unsafe { out_response.write(botspace_bytes::from_vec(resp)) };
-        botspace_status::Ok
-    })
-}
-
 /// What a response the library produced says, for a host's logs and
 /// metrics: its status in `*out_status` and, for a refusal, its error code
 /// (the envelope's `error`, a static NUL-terminated string) in
@@ -2779,7 +2755,8 @@ pub unsafe extern "C" fn botspace_response_error(
 #[derive(Debug, Clone, Copy, Default)]
 pub struct botspace_host_policy {
     /// Default `--request-timeout`: a request arrives whole within this
-    /// long of its first byte, else `botspace_service_request_timed_out`.
+    /// long of its first byte, else the connection's timeout answers 408
+    /// (`botspace_http_connection_handle_timeout`).
     pub request_timeout_ms: u64,
     /// Default `--idle-timeout`: an idle keep-alive connection is closed.
     pub idle_timeout_ms: u64,

@@ -1,10 +1,12 @@
 //! Long polls the core parked (`getUpdates` with a `timeout` and nothing
 //! to return, [`Service::answer_request`]): each waiting request's future
 //! awaits a oneshot, and one task (the "parking task") calls
-//! [`Service::poll_parked`] when the wake hook says a parked poll is due or
+//! [`Service::poll_parked_http`] when the wake hook says a parked poll is due or
 //! when the core's next deadline ([`Service::parked_timeout`]) comes, and
 //! completes the oneshots. No thread waits on a poll: the task sleeps on a
-//! `Notify` and a timer, and its core calls run on the blocking pool.
+//! `Notify` and a timer, and its core calls run on the blocking pool. The
+//! core's answers come typed (`answer_http`, `poll_parked_http`): the host
+//! hands them to hyper as they are.
 
 use crate::Inner;
 use botspace::{Answer, PollId, Service};
@@ -13,6 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
+
+type Response = http::Response<Vec<u8>>;
 
 /// The waiting requests of one app, by poll.
 #[derive(Default)]
@@ -25,14 +29,16 @@ pub(crate) struct Waiters {
 }
 
 enum Slot {
-    Waiting(oneshot::Sender<Vec<u8>>),
-    /// Answered before its request's future came to wait for it.
-    Ready(Vec<u8>),
+    Waiting(oneshot::Sender<Response>),
+    /// Answered before its request's future came to wait for it (rare:
+    /// boxed, so that a parked answer stays small on its way back from the
+    /// blocking pool).
+    Ready(Box<Response>),
 }
 
 enum Wait {
-    Ready(Vec<u8>),
-    Rx(oneshot::Receiver<Vec<u8>>),
+    Ready(Box<Response>),
+    Rx(oneshot::Receiver<Response>),
 }
 
 impl Waiters {
@@ -50,7 +56,7 @@ impl Waiters {
         Wait::Rx(rx)
     }
 
-    fn deliver(&self, id: PollId, out: Vec<u8>) {
+    fn deliver(&self, id: PollId, out: Response) {
         let mut slots = self.slots();
         match slots.remove(&id) {
             Some(Slot::Waiting(tx)) => {
@@ -58,7 +64,7 @@ impl Waiters {
                 let _ = tx.send(out);
             }
             _ => {
-                slots.insert(id, Slot::Ready(out));
+                slots.insert(id, Slot::Ready(Box::new(out)));
             }
         }
     }
@@ -93,7 +99,7 @@ pub(crate) async fn answer(
     inner: &Arc<Inner>,
     req: http::Request<bytes::Bytes>,
     peer: Option<Arc<str>>,
-) -> Result<http::Response<Vec<u8>>, ()> {
+) -> Result<Response, ()> {
     start(inner);
     let app = inner.clone();
     let stopping = inner.stop.load(Ordering::SeqCst);
@@ -105,7 +111,7 @@ pub(crate) async fn answer(
             return Ok(app.svc.handle_http_from(&req, peer));
         }
         match app.svc.answer_http(&req, peer, app.svc.now_ms()) {
-            Answer::Now(out) => Ok(botspace::into_http_response(out)),
+            Answer::Now(out) => Ok(out),
             // The slot is taken here, on the blocking thread, which runs to
             // the end even if the request's future is dropped meanwhile:
             // then the receiver is dropped with the join handle, the
@@ -123,7 +129,7 @@ pub(crate) async fn answer(
     let rx = match wait {
         Wait::Ready(out) => {
             cancel.done = true;
-            return Ok(botspace::into_http_response(out));
+            return Ok(*out);
         }
         Wait::Rx(rx) => rx,
     };
@@ -131,7 +137,7 @@ pub(crate) async fn answer(
     inner.parked.notify.notify_one();
     let out = rx.await.map_err(|_| ());
     cancel.done = true;
-    out.map(botspace::into_http_response)
+    out
 }
 
 /// Starts the parking task, once per app, on the runtime of the first
@@ -156,7 +162,7 @@ async fn run(app: Weak<Inner>, notify: Arc<Notify>) {
         let work = tokio::task::spawn_blocking(move || {
             let _in_core = gate.blocking();
             let now = if stopping { u64::MAX } else { svc.now_ms() };
-            let answers = svc.poll_parked(now);
+            let answers = svc.poll_parked_http(now);
             (answers, svc.parked_timeout().map(|at| at.saturating_sub(svc.now_ms())))
         })
         .await;
