@@ -4,6 +4,8 @@
 //! a host clock that only these calls move for the socket).
 
 mod common;
+#[path = "support/ws_frame.rs"]
+mod ws_frame;
 
 use botspace::gateway::{GatewayLink, LinkClock, OUTPUT_BUDGET};
 use botspace::policy::connection::ConnectionState;
@@ -68,26 +70,14 @@ fn client_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
     f
 }
 
-/// Server frames as (opcode, payload), read with tungstenite's parser.
-fn frames(mut b: &[u8]) -> Vec<(u8, Vec<u8>)> {
-    use tungstenite::protocol::frame::FrameHeader;
-    let mut out = Vec::new();
-    while !b.is_empty() {
-        let mut cur = std::io::Cursor::new(b);
-        let (h, len) = FrameHeader::parse(&mut cur).unwrap().expect("a whole header");
-        let start = cur.position() as usize;
-        let op: u8 = h.opcode.into();
-        out.push((op, b[start..start + len as usize].to_vec()));
-        b = &b[start + len as usize..];
-    }
-    out
+/// Server frames as (opcode, payload), with the tests' one frame reader.
+fn frames(b: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    ws_frame::server_frames(b)
 }
 
 /// Bytes of the frame at the start of `b`, header and payload.
 fn frame_len(b: &[u8]) -> usize {
-    let mut cur = std::io::Cursor::new(b);
-    let (_, len) = tungstenite::protocol::frame::FrameHeader::parse(&mut cur).unwrap().expect("a whole header");
-    cur.position() as usize + len as usize
+    ws_frame::server_frame(b).expect("a whole frame").len
 }
 
 fn close_payload(code: u16, reason: &str) -> Vec<u8> {
