@@ -13,6 +13,8 @@ mod concurrency;
 mod gateway_sansio;
 #[path = "group_commit.rs"]
 mod group_commit;
+#[path = "http_round.rs"]
+mod http_round;
 #[path = "module_graph.rs"]
 mod module_graph;
 #[path = "robustness.rs"]
