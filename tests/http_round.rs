@@ -133,7 +133,7 @@ fn the_backlog_is_served_round_robin_at_most_max_batch_a_round() {
         c.handle_input(&get_me, 1);
     }
     let mut round = HttpRound::new();
-    let mut answered = |round: &mut HttpRound, cs: &mut [HttpConnection]| -> Vec<usize> {
+    let answered = |round: &mut HttpRound, cs: &mut [HttpConnection]| -> Vec<usize> {
         let mut conns: Vec<RoundConnection> =
             cs.iter_mut().map(|c| RoundConnection { conn: Some(c), fresh: false, peer: "" }).collect();
         assert_eq!(round.serve(&svc, &mut conns[..], 2), &[]);
