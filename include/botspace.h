@@ -263,6 +263,24 @@ typedef enum botspace_expired {
 } botspace_expired;
 
 /**
+ * What a round leaves to the host (`botspace_round_step`).
+ */
+typedef enum botspace_round_step_kind {
+  /**
+   * `GET /bot/gateway`: call `botspace_gateway_accept` with `request`;
+   * upgraded, `botspace_http_connection_upgrade` and the socket is the
+   * gateway's; refused, answer the refusal on the connection.
+   */
+  BOTSPACE_ROUND_STEP_KIND_GATEWAY = 0,
+  /**
+   * The connection's getUpdates is parked under `poll_id`: send what
+   * `botspace_service_poll_parked` returns for it, or cancel it when
+   * the client goes away.
+   */
+  BOTSPACE_ROUND_STEP_KIND_PARKED = 1,
+} botspace_round_step_kind;
+
+/**
  * Why a webhook attempt got no answer
  * (`botspace_service_webhook_report_failure`): the library words the
  * message, the same as every other host's.
@@ -346,6 +364,15 @@ typedef struct botspace_gateway_link botspace_gateway_link;
  * a time.
  */
 typedef struct botspace_http_connection botspace_http_connection;
+
+/**
+ * The round of a host's HTTP connections (the library's group commit
+ * across connections): between rounds it keeps where the backlog's round
+ * robin starts and its buffers. Serve one round after each wait for the
+ * sockets with `botspace_http_round_serve`. Not thread-safe: one thread
+ * at a time.
+ */
+typedef struct botspace_http_round botspace_http_round;
 
 /**
  * A request framer for one connection: like
@@ -790,6 +817,46 @@ typedef struct botspace_http_request {
    */
   struct botspace_request_head head;
 } botspace_http_request;
+
+/**
+ * One connection given to `botspace_http_round_serve`.
+ */
+typedef struct botspace_round_connection {
+  /**
+   * The connection; NULL when this entry is not an HTTP connection now
+   * (a gateway, a closed socket): skipped, and still counted in the
+   * round robin.
+   */
+  struct botspace_http_connection *conn;
+  /**
+   * It read bytes this turn: served ahead of the backlog.
+   */
+  bool fresh;
+  /**
+   * Its peer's IP address, `peer_len` bytes (NULL with 0: none), for
+   * the host API's login throttle.
+   */
+  const char *peer;
+  size_t peer_len;
+} botspace_round_connection;
+
+/**
+ * One step of a round, for connection `connection` (an index into the
+ * array given to `botspace_http_round_serve`).
+ */
+typedef struct botspace_round_step {
+  size_t connection;
+  enum botspace_round_step_kind kind;
+  /**
+   * GATEWAY: the request, inside the connection (valid until its next
+   * `handle_input` or `free`); else not present.
+   */
+  struct botspace_http_request request;
+  /**
+   * PARKED: the poll's id (never 0); else 0.
+   */
+  uint64_t poll_id;
+} botspace_round_step;
 
 #ifdef __cplusplus
 extern "C" {
@@ -1917,6 +1984,51 @@ enum botspace_status botspace_http_connection_handle_timeout(struct botspace_htt
  * copy of the pointer.
  */
 void botspace_http_connection_free(struct botspace_http_connection **conn);
+
+/**
+ * A new round; release it with `botspace_http_round_free`.
+ *
+ * # Safety
+ * `out_round` must be writable.
+ */
+enum botspace_status botspace_http_round_new(struct botspace_http_round **out_round);
+
+/**
+ * Serves one round over `conns[0..count]` at `now_ms` (the host's
+ * monotonic clock, the clock of its connections): every complete request
+ * buffered on them is answered, in batches of up to the policy's
+ * `max_batch`, one `botspace_service_handle_batch` (one transaction, one
+ * fsync) each; connections marked `fresh` first, each up to its budget,
+ * then the others round robin, up to `max_batch` of theirs a round. The
+ * host API (with the entry's peer), getUpdates and another listener's
+ * paths are answered alone after the batch before them; each ends its
+ * connection's share of the batch. A connection that still has requests
+ * says so (`has_request`): poll again without sleeping.
+ *
+ * What is left to the host is written to `out_steps` (room for `count`
+ * values: at most one per connection) and their number to
+ * `*out_steps_len`: gateway upgrades and parked polls, in the order of
+ * the connections. Clear the `fresh` marks afterwards. `count` 0 is OK
+ * (then `conns` and `out_steps` may be NULL).
+ *
+ * # Safety
+ * `round` must be a live handle and `service` a live service; `conns`
+ * must point at `count` values, each `conn` NULL or a live connection
+ * used by this thread only and named by no other entry, each `peer`
+ * valid as an input; `out_steps` must have room for `count` values and
+ * `out_steps_len` must be writable.
+ */
+enum botspace_status botspace_http_round_serve(struct botspace_http_round *round, const struct botspace_service *service, const struct botspace_round_connection *conns, size_t count, uint64_t now_ms, struct botspace_round_step *out_steps, size_t *out_steps_len);
+
+/**
+ * Releases a round and sets `*round` to NULL; accepts NULL and a pointer
+ * to NULL.
+ *
+ * # Safety
+ * `*round` must be NULL or a handle from `botspace_http_round_new` not
+ * released through another copy of the pointer.
+ */
+void botspace_http_round_free(struct botspace_http_round **round);
 
 #ifdef __cplusplus
 }  // extern "C"

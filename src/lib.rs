@@ -75,8 +75,8 @@ pub use http::{frame_request, should_read, Framing, RequestFramer, RequestHead, 
 #[cfg(feature = "typed")]
 pub use http::{http_request_from_parts, parse_http_request};
 pub use service::{
-    Answer, CommitPause, OpenError, PollId, Service, WakeHook, WebhookPoll, BYTES_PER_PARKED_POLL,
-    DEFAULT_MAX_PARKED_POLLS,
+    Answer, CommitPause, HttpRound, OpenError, PollId, RoundConnection, RoundConnections, RoundStep, Service, WakeHook,
+    WebhookPoll, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS,
 };
 pub use words::{
     BotGap, BotStatus, ChatAction, ChatKind, CloseCode, ErrorCode, EventKind, GatewayOp, ParseMode, Party,

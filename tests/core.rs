@@ -15,6 +15,8 @@ mod gateway_link;
 mod gateway_sansio;
 #[path = "group_commit.rs"]
 mod group_commit;
+#[path = "http_round.rs"]
+mod http_round;
 #[path = "module_graph.rs"]
 mod module_graph;
 #[path = "robustness.rs"]

@@ -14,10 +14,10 @@
  * their lingering close, the request and idle deadlines, half close, the
  * budget of unsent answers); this server only moves its bytes, keeps the
  * sockets and the clock, and answers the requests it gives. After each
- * poll(2), every complete request buffered on any connection is answered
- * with one group commit (botspace_service_handle_batch): one transaction
- * and one fsync for all the connections that are waiting, each connection's
- * answers in its own order. Partial reads and writes are buffered
+ * poll(2), the library's round (botspace_http_round_serve) answers every
+ * complete request buffered on any connection with one group commit: one
+ * transaction and one fsync for all the connections that are waiting, each
+ * connection's answers in its own order. Partial reads and writes are buffered
  * per connection. GET /bot/gateway upgrades a connection to the bot
  * gateway: the connection then owns the library's gateway link
  * (botspace_gateway_link: the session, the output the socket has not taken,
@@ -312,12 +312,8 @@ typedef struct conn {
     uint64_t stalled_since; /* 0: not waiting for the peer to read */
     /* HTTP batching (serve_http_round): */
     int fresh;    /* bytes arrived this turn: served ahead of the backlog */
-    /* A request answered on its own after the batch (the host API, a
-     * poll, the gateway, a path this listener does not serve): the
-     * library gives no later request of the connection until it is. */
-    int step;
-    botspace_http_request step_req;
     char peer[64];          /* the client's address, for the admin throttle */
+    size_t peer_len;
     /* Long polling: the library parked this connection's getUpdates (its
      * answer comes from botspace_service_poll_parked); 0 when none. */
     uint64_t parked;
@@ -422,83 +418,25 @@ static int conn_flush(conn_t *c, uint64_t now) {
 /* ------------------------------------------------------------------------ */
 /* Group commit across connections
  *
- * After each poll(2), serve_http_round() puts every complete request that
- * is buffered on any HTTP connection into one batch and answers it with one
- * botspace_service_handle_batch() call: one transaction and one fsync for
- * all of them, while each request gets exactly the answer it would get
- * alone. A connection's requests enter the batch in order and its answers
- * are appended in that order: the library's connection gives a request
- * behind an unanswered one only when both are plain requests. A request it
- * routes elsewhere (the host API, a poll, the gateway, a path this listener
- * does not serve) ends that connection's share of the batch; its step runs
- * once the batch is answered, and the connection's later requests go to
- * the next batch. */
+ * After each poll(2), serve_http_round() gives every connection to the
+ * library's round (botspace_http_round_serve), which answers every
+ * complete request buffered on any HTTP connection: batches of up to
+ * policy.max_batch, one botspace_service_handle_batch (one transaction and
+ * one fsync) each, each connection's answers in its own order; connections
+ * that read bytes this turn first, then the backlog round robin; the host
+ * API, polls and another listener's paths alone, each ending its
+ * connection's share of a batch. What it leaves to this server is what
+ * changes a connection here: a gateway upgrade (the socket becomes the
+ * gateway's) and a parked poll (the connection waits for its answer). */
 
-typedef struct {
-    conn_t *c;
-    const uint8_t *ptr; /* the request, inside the library's connection */
-    size_t len;
-} pending_req;
-
-static pending_req *batch; /* policy.max_batch of each */
-static botspace_slice *batch_reqs;
-static botspace_bytes *batch_resps;
-static size_t nbatch;
-
-/* Takes one connection's complete requests into the batch, up to the
- * first that needs a step. The library's connection gives none while its
- * answers are over the budget (the rest waits until the client reads),
- * and queues by itself what needs no answer from the service (100
- * Continue, a refusal of what cannot be a request). */
-static void collect(conn_t *c, uint64_t mono) {
-    botspace_http_request r;
-    while (!c->step && nbatch < policy.max_batch &&
-           botspace_http_connection_poll_request(c->http, mono, &r) == BOTSPACE_STATUS_OK && r.present) {
-        /* The library's route: a host-API request (answered alone, naming
-         * the peer for the login throttle), getUpdates (answered alone: it
-         * may park), the gateway and a path this listener does not serve
-         * each take a step of their own; the rest joins the batch. */
-        if (r.route != BOTSPACE_ROUTE_BATCH && r.route != BOTSPACE_ROUTE_ALONE) {
-            c->step = 1;
-            c->step_req = r;
-            return;
-        }
-        pending_req *p = &batch[nbatch++];
-        p->c = c;
-        p->ptr = r.ptr;
-        p->len = r.len;
-    }
-}
-
-/* Answers the batch, each response to its connection: one commit for all. */
-static void answer_batch(uint64_t mono) {
-    if (nbatch == 1) {
-        pending_req *r = &batch[0];
-        botspace_bytes resp = {NULL, 0};
-        botspace_service_handle_request(svc, r->ptr, r->len, &resp);
-        botspace_http_connection_answer(r->c->http, resp.ptr, resp.len, mono);
-        botspace_bytes_free(&resp);
-    } else if (nbatch > 1) {
-        botspace_slice *reqs = batch_reqs;
-        botspace_bytes *resps = batch_resps;
-        for (size_t i = 0; i < nbatch; i++) {
-            reqs[i].ptr = batch[i].ptr;
-            reqs[i].len = batch[i].len;
-        }
-        int ok = botspace_service_handle_batch(svc, reqs, nbatch, resps) == BOTSPACE_STATUS_OK;
-        /* Without answers (a failed call) each request's turn still ends. */
-        for (size_t i = 0; i < nbatch; i++) {
-            botspace_http_connection_answer(batch[i].c->http, ok ? resps[i].ptr : NULL, ok ? resps[i].len : 0, mono);
-            if (ok) botspace_bytes_free(&resps[i]);
-        }
-    }
-    nbatch = 0;
-}
+static botspace_http_round *http_round;
+static botspace_round_connection *round_conns; /* round_cap of each */
+static botspace_round_step *round_steps;
+static size_t round_cap;
 
 /* GET /bot/gateway: the connection becomes the gateway's, or gets the
  * refusal and stays HTTP. */
-static void upgrade(conn_t *c, uint64_t mono) {
-    const botspace_http_request *r = &c->step_req;
+static void upgrade(conn_t *c, const botspace_http_request *r, uint64_t mono) {
     botspace_bytes resp = {NULL, 0};
     botspace_gateway *gw = NULL;
     if (botspace_gateway_accept(svc, r->ptr, r->len, svc_now(), &resp, &gw) != BOTSPACE_STATUS_OK) {
@@ -538,78 +476,35 @@ static void upgrade(conn_t *c, uint64_t mono) {
     botspace_bytes_free(&rest);
 }
 
-/* Runs the step that ended a connection's share of the batch, after its
- * batched requests were answered. An answer that could not be made (a
- * failed call) ends the request's turn without one. */
-static void run_step(conn_t *c, uint64_t mono) {
-    const botspace_http_request *r = &c->step_req;
-    botspace_bytes resp = {NULL, 0};
-    c->step = 0;
-    switch (r->route) {
-    case BOTSPACE_ROUTE_GATEWAY:
-        upgrade(c, mono);
-        return;
-    case BOTSPACE_ROUTE_ADMIN:
-        botspace_service_handle_request_from(svc, r->ptr, r->len, c->peer, strlen(c->peer), &resp);
-        break;
-    case BOTSPACE_ROUTE_POLL: {
-        uint64_t id = 0;
-        if (botspace_service_answer_request(svc, r->ptr, r->len, c->peer, strlen(c->peer), svc_now(), &resp, &id) !=
-            BOTSPACE_STATUS_OK) {
-            botspace_http_connection_close(c->http, mono);
-            return;
-        }
-        if (id != 0) {
-            /* Parked: the connection waits (no thread does) until
-             * serve_parked() gets its answer from the library. */
-            c->parked = id;
-            return;
-        }
-        break;
-    }
-    default: /* BOTSPACE_ROUTE_NOT_HERE: with --admin-addr each listener serves its own paths */
-        botspace_not_here_response(r->ptr + r->head.path_start, r->head.path_len, &resp);
-        break;
-    }
-    botspace_http_connection_answer(c->http, resp.ptr, resp.len, mono);
-    botspace_bytes_free(&resp);
-}
-
 /* Whether a connection may have a request to take now. */
 static int has_request(const conn_t *c) { return c->http && c->fd >= 0 && http_info(c).has_request; }
 
-/* Requests (and steps) a turn takes from connections with nothing newly
- * read: the backlog of clients that pipelined ahead and were held back by
- * the budget. The rest waits for the next turn, which polls without
- * sleeping, so the turn stays short and a client that just sent its
- * request is answered in the turn that read it. */
-#define TURN_BACKLOG policy.max_batch
-static size_t backlog_next; /* round robin: where the next backlog turn starts */
-
-/* Answers every complete request buffered on any HTTP connection: batches
- * of up to policy.max_batch, one commit each, then each connection's step. Goes on
- * while a batch filled up or a step may have left requests behind.
- * Connections that read bytes this turn come first, each up to its budget;
- * then the backlog, round robin, up to TURN_BACKLOG per turn. */
+/* One round over every connection (a gateway or a closed one is an entry
+ * without an HTTP connection: the round skips it), then the steps it left. */
 static void serve_http_round(void) {
-    size_t backlog = 0;
+    if (nconns > round_cap) {
+        round_cap = conns_cap;
+        round_conns = xrealloc(round_conns, round_cap * sizeof *round_conns);
+        round_steps = xrealloc(round_steps, round_cap * sizeof *round_steps);
+    }
+    for (size_t i = 0; i < nconns; i++) {
+        conn_t *c = conns[i];
+        round_conns[i].conn = c->fd >= 0 ? c->http : NULL;
+        round_conns[i].fresh = c->fresh != 0;
+        round_conns[i].peer = c->peer;
+        round_conns[i].peer_len = c->peer_len;
+    }
     uint64_t mono = mono_ms();
-    for (;;) {
-        for (size_t i = 0; i < nconns; i++)
-            if (conns[i]->fresh && has_request(conns[i])) collect(conns[i], mono);
-        for (size_t k = 0; k < nconns && nbatch < policy.max_batch && backlog < TURN_BACKLOG; k++) {
-            conn_t *c = conns[backlog_next++ % nconns];
-            if (c->fresh || c->step || !has_request(c)) continue;
-            size_t before = nbatch;
-            collect(c, mono);
-            backlog += nbatch - before + (size_t)c->step;
-        }
-        int stepped = 0;
-        for (size_t i = 0; i < nconns && !stepped; i++) stepped = conns[i]->step;
-        if (nbatch == 0 && !stepped) break;
-        answer_batch(mono);
-        for (size_t i = 0; i < nconns; i++)
-            if (conns[i]->step) run_step(conns[i], mono);
+    size_t nsteps = 0;
+    if (botspace_http_round_serve(http_round, svc, round_conns, nconns, mono, round_steps, &nsteps) != BOTSPACE_STATUS_OK)
+        nsteps = 0;
+    for (size_t k = 0; k < nsteps; k++) {
+        const botspace_round_step *st = &round_steps[k];
+        conn_t *c = conns[st->connection];
+        if (st->kind == BOTSPACE_ROUND_STEP_KIND_GATEWAY) upgrade(c, &st->request, mono);
+        /* Parked: the connection waits (no thread does) until
+         * serve_parked() gets its answer from the library. */
+        else c->parked = st->poll_id;
     }
     for (size_t i = 0; i < nconns; i++) conns[i]->fresh = 0;
 }
@@ -1323,6 +1218,7 @@ static void add_conn(int fd, botspace_listener role, uint64_t mono, int refusal)
                                                     : (const void *)&((struct sockaddr_in *)&sa)->sin_addr;
         if (!inet_ntop(sa.ss_family, addr, c->peer, sizeof c->peer)) c->peer[0] = 0;
     }
+    c->peer_len = strlen(c->peer);
     if (nconns == conns_cap) {
         conns_cap = conns_cap ? conns_cap * 2 : 64;
         conns = xrealloc(conns, conns_cap * sizeof *conns);
@@ -1775,9 +1671,9 @@ static void install_signal_handlers(void) {
 static void shut_down(loop_t *L) {
     for (size_t i = 0; i < nconns; i++) conn_free(conns[i]);
     free(conns);
-    free(batch);
-    free(batch_reqs);
-    free(batch_resps);
+    botspace_http_round_free(&http_round);
+    free(round_conns);
+    free(round_steps);
     free(L->pfds);
     if (L->lfd >= 0) close(L->lfd);
     if (L->afd >= 0) close(L->afd);
@@ -1800,9 +1696,7 @@ int main(int argc, char **argv) {
      * fail with EPIPE instead of killing the server. */
     signal(SIGPIPE, SIG_IGN);
     botspace_host_policy_default(&policy);
-    batch = xrealloc(NULL, policy.max_batch * sizeof *batch);
-    batch_reqs = xrealloc(NULL, policy.max_batch * sizeof *batch_reqs);
-    batch_resps = xrealloc(NULL, policy.max_batch * sizeof *batch_resps);
+    if (botspace_http_round_new(&http_round) != BOTSPACE_STATUS_OK) die_oom();
     /* Before any thread starts (curl_global_init is not thread-safe). */
     if (webhook_init() != 0) return 1;
     botspace_bytes text = {NULL, 0};

@@ -92,9 +92,11 @@ mod ops;
 mod parked;
 mod parts;
 mod pipeline;
+mod round;
 #[cfg(feature = "typed")]
 mod typed;
 mod webhooks;
+pub use round::{HttpRound, RoundConnection, RoundConnections, RoundStep};
 pub use webhooks::WebhookPoll;
 
 impl Service {

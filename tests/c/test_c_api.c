@@ -1446,6 +1446,117 @@ static void test_http_connection(void) {
     botspace_service_free(&s);
 }
 
+/* How often `needle` occurs in the first n bytes of h. */
+static int count_in(const char *h, size_t n, const char *needle) {
+    int k = 0;
+    size_t nl = strlen(needle);
+    for (const char *p = h; (p = memfind(p, (size_t)(h + n - p), needle)) != NULL; p += nl) k++;
+    return k;
+}
+
+/* Where `needle` first occurs in h (n bytes), or n when it does not. */
+static size_t pos_in(const char *h, size_t n, const char *needle) {
+    const char *p = memfind(h, n, needle);
+    return p ? (size_t)(p - h) : n;
+}
+
+/* One round of the library's group commit across connections, as the C
+ * server drives it: the plain requests of every connection in one batch,
+ * each answer on its connection in order; the host API alone after the
+ * batch, its connection's next request in the next batch; another
+ * listener's path answered; a gateway upgrade and a parked poll left to
+ * the host; an entry without a connection skipped; NULL arguments. */
+static void test_http_round(void) {
+    botspace_service *s = open_service(BASE_CONFIG);
+    world w;
+    world_make(s, &w, "official");
+    uint64_t now = 0;
+    botspace_service_now_ms(s, &now);
+    char auth[128], send_body[256];
+    snprintf(auth, sizeof auth, "Bot %s", w.token);
+    snprintf(send_body, sizeof send_body, "{\"chat_id\":\"%s\",\"text\":\"hi\"}", w.chat);
+    sbuf a_in = {0}, b_in = {0}, g_in = {0}, p_in = {0};
+    build_post(&a_in, "/bot/sendMessage", auth, send_body);
+    build_post(&a_in, "/admin/createUser", "Admin vector-admin-secret-0001", "{\"display_name\":\"Bo\"}");
+    build_post(&a_in, "/bot/sendMessage", auth, send_body);
+    build_post(&b_in, "/bot/sendMessage", auth, send_body);
+    build_post(&b_in, "/admin/x", NULL, NULL);
+    sb_fmt(&g_in, "GET /bot/gateway HTTP/1.1\r\nHost: x\r\nAuthorization: %s\r\nUpgrade: websocket\r\n"
+                  "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+           auth);
+    build_post(&p_in, "/bot/getUpdates", auth, "{\"offset\":2,\"timeout\":5}");
+    botspace_http_connection *a = NULL, *b = NULL, *g = NULL, *p = NULL;
+    botspace_http_connection_new(s, BOTSPACE_LISTENER_ALL, 1000, 5000, 0, &a);
+    botspace_http_connection_new(s, BOTSPACE_LISTENER_PUBLIC, 1000, 5000, 0, &b);
+    botspace_http_connection_new(s, BOTSPACE_LISTENER_ALL, 1000, 5000, 0, &g);
+    botspace_http_connection_new(s, BOTSPACE_LISTENER_ALL, 1000, 5000, 0, &p);
+    botspace_http_connection_handle_input(a, (const uint8_t *)a_in.p, a_in.len, 1);
+    botspace_http_connection_handle_input(b, (const uint8_t *)b_in.p, b_in.len, 1);
+    botspace_http_connection_handle_input(g, (const uint8_t *)g_in.p, g_in.len, 1);
+    botspace_http_connection_handle_input(p, (const uint8_t *)p_in.p, p_in.len, 1);
+    botspace_http_round *round = NULL;
+    CHECK(botspace_http_round_new(NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "http_round: NULL out_round");
+    CHECK(botspace_http_round_new(&round) == BOTSPACE_STATUS_OK && round, "http_round: new");
+    static const char peer[] = "192.0.2.7";
+    botspace_round_connection conns[5] = {
+        {a, true, peer, sizeof peer - 1}, {NULL, true, NULL, 0}, {b, false, peer, sizeof peer - 1},
+        {g, true, NULL, 0},           {p, true, NULL, 0},
+    };
+    botspace_round_step steps[5];
+    size_t nsteps = 99;
+    CHECK(botspace_http_round_serve(NULL, s, conns, 5, 2, steps, &nsteps) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_http_round_serve(round, NULL, conns, 5, 2, steps, &nsteps) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_http_round_serve(round, s, NULL, 5, 2, steps, &nsteps) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_http_round_serve(round, s, conns, 5, 2, NULL, &nsteps) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_http_round_serve(round, s, conns, 5, 2, steps, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              nsteps == 99 && conn_info(a).has_request,
+          "http_round: NULL arguments, nothing taken");
+    CHECK(botspace_http_round_serve(round, s, NULL, 0, 2, NULL, &nsteps) == BOTSPACE_STATUS_OK && nsteps == 0,
+          "http_round: no connection");
+    CHECK(botspace_http_round_serve(round, s, conns, 5, 2, steps, &nsteps) == BOTSPACE_STATUS_OK && nsteps == 2,
+          "http_round: serve, two steps left to the host");
+    CHECK(steps[0].connection == 3 && steps[0].kind == BOTSPACE_ROUND_STEP_KIND_GATEWAY && steps[0].request.present &&
+              steps[0].request.route == BOTSPACE_ROUTE_GATEWAY && steps[0].request.len == g_in.len &&
+              memcmp(steps[0].request.ptr, g_in.p, g_in.len) == 0 && steps[0].poll_id == 0,
+          "http_round: the gateway's request, inside its connection");
+    uint64_t d = 0;
+    CHECK(steps[1].connection == 4 && steps[1].kind == BOTSPACE_ROUND_STEP_KIND_PARKED && steps[1].poll_id != 0 &&
+              !steps[1].request.present && conn_info(p).unsent == 0 &&
+              botspace_service_parked_timeout(s, &d) == BOTSPACE_STATUS_OK && d == now + 5000,
+          "http_round: the poll is parked with its deadline");
+    char out[8192];
+    size_t n = conn_take_output(a, out, sizeof out, 3);
+    size_t m1 = pos_in(out, n, "\"message_id\":\"1\""), bo = pos_in(out, n, "\"display_name\":\"Bo\"");
+    size_t m3 = pos_in(out, n, "\"message_id\":\"3\"");
+    CHECK(n != (size_t)-1 && count_in(out, n, "HTTP/1.1 200 OK\r\n") == 3 && m1 < bo && bo < m3 && m3 < n &&
+              !conn_info(a).has_request,
+          "http_round: a's answers in order; its request after the host call went to the next batch");
+    botspace_bytes not_here = {NULL, 0};
+    botspace_not_here_response((const uint8_t *)"/admin/x", 8, &not_here);
+    n = conn_take_output(b, out, sizeof out, 3);
+    size_t m2 = pos_in(out, n, "\"message_id\":\"2\"");
+    CHECK(n != (size_t)-1 && count_in(out, n, "HTTP/1.1 200 OK\r\n") == 1 && m2 < n && n > not_here.len &&
+              memcmp(out + n - not_here.len, not_here.ptr, not_here.len) == 0,
+          "http_round: b's send in the first batch, then the other listener's 404");
+    botspace_bytes_free(&not_here);
+    CHECK(conn_info(g).unsent == 0 && !conn_info(g).has_request, "http_round: the gateway's connection waits for the host");
+    botspace_http_round_free(&round);
+    CHECK(round == NULL, "http_round: free resets the handle");
+    botspace_http_round_free(&round);
+    botspace_http_round_free(NULL);
+    botspace_service_cancel_parked(s, steps[1].poll_id);
+    botspace_http_connection_free(&a);
+    botspace_http_connection_free(&b);
+    botspace_http_connection_free(&g);
+    botspace_http_connection_free(&p);
+    sb_free(&a_in);
+    sb_free(&b_in);
+    sb_free(&g_in);
+    sb_free(&p_in);
+    world_free(&w);
+    botspace_service_free(&s);
+}
+
 /* The host policy is the library's: routes, the answers a host gives on
  * its own, the numbers, the options. */
 static void test_host_policy(void) {
@@ -2669,6 +2780,7 @@ int main(int argc, char **argv) {
     test_request_framer();
     test_request_head();
     test_http_connection();
+    test_http_round();
     test_connection_budgets();
     test_host_policy();
     test_gateway();
