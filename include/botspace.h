@@ -1845,8 +1845,9 @@ enum botspace_status botspace_http_connection_poll_request(struct botspace_http_
  * The answer to the oldest request taken and not answered, at `now_ms`:
  * queued with the `Connection` header its request calls for (`close`,
  * or `keep-alive` to HTTP/1.0); after a request that ends the connection
- * it closes once the answer is sent. An empty answer (NULL, 0) sends
- * nothing but ends the request's turn (the host could not make one).
+ * it closes once the answer is sent. An empty answer (NULL, 0) says the
+ * host could not get one (the call failed): the request gets the
+ * library's 500 `answer_failed` in its turn.
  *
  * # Safety
  * `conn` must be a live handle used by this thread only; `response` must

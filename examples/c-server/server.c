@@ -1093,8 +1093,10 @@ static void wh_start(botspace_webhook_request *req, uint64_t now) {
     x->refusal = NULL;
     x->opened = 0;
     x->error[0] = 0;
-    /* The library's headers, then no Expect: 100-continue round trip and
-     * no Accept. */
+    /* The library's headers are every header a delivery carries; the two
+     * empty ones only tell libcurl not to add its own defaults (Expect:
+     * 100-continue, Accept): how this client library is driven, not a
+     * header of this host's. */
     static const char *const NONE[] = {"Expect:", "Accept:"};
     size_t n = p.header_count + 2;
     if (n > x->headers_cap) {

@@ -94,6 +94,8 @@ mod parts;
 mod pipeline;
 #[cfg(feature = "typed")]
 mod typed;
+#[cfg(feature = "typed")]
+pub use typed::BodyRefusal;
 mod webhooks;
 pub use webhooks::WebhookPoll;
 

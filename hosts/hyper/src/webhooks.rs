@@ -272,10 +272,12 @@ async fn exchange(
     if conn.ready().await.is_err() {
         return Err(Reused);
     }
-    let mut builder = http::Request::post(req.target.path_and_query.as_str())
-        .header(http::header::HOST, req.host_header())
-        .header(http::header::USER_AGENT, "botspace-webhooks");
-    for (name, value) in req.attempt.headers() {
+    // Every header is the core's (`header_lines`: the user agent, the
+    // content type, the signature's three); hyper writes Content-Length
+    // from the body and adds nothing else.
+    let mut builder =
+        http::Request::post(req.target.path_and_query.as_str()).header(http::header::HOST, req.host_header());
+    for (name, value) in req.header_lines() {
         builder = builder.header(name, value);
     }
     let request = match builder.body(Full::new(body)) {
