@@ -686,6 +686,31 @@ typedef struct botspace_host_policy {
    * Accept errors logged at most this often, with their count.
    */
   uint64_t accept_error_report_ms;
+  /**
+   * While waiting out `notify_retry_ms`, the notification thread looks
+   * for a stop this often.
+   */
+  uint64_t notify_retry_step_ms;
+  /**
+   * The most a loop that serves every connection reads from a socket
+   * at once (the size of its one read buffer)...
+   */
+  size_t read_chunk_bytes;
+  /**
+   * ...and from one connection in one turn (fairness between
+   * connections).
+   */
+  size_t read_per_turn_bytes;
+  /**
+   * Finished webhook transfers kept (with their configured handle) for
+   * the next deliveries; past it they are freed.
+   */
+  size_t webhook_spare_transfers;
+  /**
+   * The file limit assumed when `getrlimit` fails (for
+   * `botspace_server_options_settings`'s default connection cap).
+   */
+  uint64_t fallback_file_limit;
 } botspace_host_policy;
 
 /**

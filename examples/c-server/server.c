@@ -69,10 +69,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define READ_CHUNK 65536u
-#define READ_PER_TURN (256u * 1024u) /* fairness between connections */
 /* The policy (timeouts, lingering, the batch size, the slow consumer's
- * drop, the default connection cap) is the library's, the same as the Rust
+ * drop, the default connection cap, how much is read at once and per turn,
+ * the spare webhook transfers) is the library's, the same as the Rust
  * server's: botspace_host_policy_default. An HTTP connection's bounds are
  * its library connection's (botspace_http_connection), a gateway's its
  * library link's (botspace_gateway_link). */
@@ -245,7 +244,8 @@ static void *notify_loop(void *arg) {
             log_at(LOG_WARN, "listening for notifications failed: %s; retrying every second", msg);
             last_error = t;
         }
-        for (uint64_t w = 0; w < policy.notify_retry_ms && !atomic_load(&notify_stop); w += 50) sleep_ms(50);
+        for (uint64_t w = 0; w < policy.notify_retry_ms && !atomic_load(&notify_stop); w += policy.notify_retry_step_ms)
+            sleep_ms((unsigned)policy.notify_retry_step_ms);
     }
     return NULL;
 }
@@ -648,14 +648,17 @@ static void conn_peer_closed(conn_t *c, uint64_t mono) {
     }
 }
 
-/* Reads what the socket has (bounded per turn). HTTP bytes go to the
- * library's connection, as many as it takes; gateway bytes go to the
- * library's link at once. */
+/* The loop's one read buffer, policy.read_chunk_bytes (made in main). */
+static unsigned char *read_buf;
+
+/* Reads what the socket has (at most policy.read_per_turn_bytes a turn).
+ * HTTP bytes go to the library's connection, as many as it takes; gateway
+ * bytes go to the library's link at once. */
 static void conn_read(conn_t *c, uint64_t mono) {
-    unsigned char chunk[READ_CHUNK];
+    unsigned char *chunk = read_buf;
     size_t total = 0;
-    while (total < READ_PER_TURN && c->fd >= 0) {
-        size_t want = sizeof chunk;
+    while (total < policy.read_per_turn_bytes && c->fd >= 0) {
+        size_t want = policy.read_chunk_bytes;
         if (c->st == ST_HTTP) {
             size_t limit = http_info(c).read_limit;
             if (limit == 0) break;
@@ -824,12 +827,12 @@ typedef struct wh_xfer {
 
 static wh_xfer *wh_all;
 
-/* Finished transfers kept for the next ones, with their easy handle and
- * every option that is the same for each delivery already set: a delivery
- * neither allocates a handle nor resets and sets it up again (both showed
- * in profiles as a large part of a delivery's cost). */
-#define WH_SPARE_MAX 128
-static wh_xfer *wh_spare[WH_SPARE_MAX];
+/* Finished transfers kept for the next ones (policy.webhook_spare_transfers
+ * of them, made in webhook_init), with their easy handle and every option
+ * that is the same for each delivery already set: a delivery neither
+ * allocates a handle nor resets and sets it up again (both showed in
+ * profiles as a large part of a delivery's cost). */
+static wh_xfer **wh_spare;
 static size_t wh_nspare;
 
 /* The store thread. `wanted` asks for a turn, `busy` says one runs; the
@@ -948,7 +951,7 @@ static void wh_xfer_free(wh_xfer *x) {
     botspace_webhook_request_free(&x->req);
     free(x->retry_after);
     x->retry_after = NULL;
-    if (x->easy && wh_nspare < WH_SPARE_MAX) wh_spare[wh_nspare++] = x;
+    if (x->easy && wh_nspare < policy.webhook_spare_transfers) wh_spare[wh_nspare++] = x;
     else wh_xfer_destroy(x);
 }
 
@@ -1237,6 +1240,7 @@ static int webhook_init(void) {
         log_at(LOG_ERROR, "cannot start libcurl for webhook deliveries");
         return -1;
     }
+    wh_spare = xrealloc(NULL, policy.webhook_spare_transfers * sizeof *wh_spare);
     curl_multi_setopt(wh_multi, CURLMOPT_SOCKETFUNCTION, wh_socket_cb);
     curl_multi_setopt(wh_multi, CURLMOPT_TIMERFUNCTION, wh_timer_cb);
     wh_roots_from_env();
@@ -1251,6 +1255,8 @@ static int webhook_init(void) {
         log_at(LOG_ERROR, "cannot start the webhook store thread");
         curl_multi_cleanup(wh_multi);
         wh_multi = NULL;
+        free(wh_spare);
+        wh_spare = NULL;
         return -1;
     }
     wh_store_running = 1;
@@ -1276,6 +1282,8 @@ static void webhook_shutdown(void) {
     wh_queue_n = wh_queue_cap = 0;
     while (wh_all) wh_xfer_free(wh_all);
     while (wh_nspare) wh_xfer_destroy(wh_spare[--wh_nspare]);
+    free(wh_spare);
+    wh_spare = NULL;
     curl_multi_cleanup(wh_multi);
     wh_multi = NULL;
     free(wh_socks);
@@ -1780,6 +1788,7 @@ static void shut_down(loop_t *L) {
     free(batch);
     free(batch_reqs);
     free(batch_resps);
+    free(read_buf);
     free(L->pfds);
     if (L->lfd >= 0) close(L->lfd);
     if (L->afd >= 0) close(L->afd);
@@ -1802,6 +1811,7 @@ int main(int argc, char **argv) {
      * fail with EPIPE instead of killing the server. */
     signal(SIGPIPE, SIG_IGN);
     botspace_host_policy_default(&policy);
+    read_buf = xrealloc(NULL, policy.read_chunk_bytes);
     batch = xrealloc(NULL, policy.max_batch * sizeof *batch);
     batch_reqs = xrealloc(NULL, policy.max_batch * sizeof *batch_reqs);
     batch_resps = xrealloc(NULL, policy.max_batch * sizeof *batch_resps);
@@ -1826,7 +1836,7 @@ int main(int argc, char **argv) {
             if (setrlimit(RLIMIT_NOFILE, &raised) == 0) rl.rlim_cur = rl.rlim_max;
         }
     } else {
-        rl.rlim_cur = 1024;
+        rl.rlim_cur = (rlim_t)policy.fallback_file_limit;
     }
     botspace_server_options_settings(opts, rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur, &settings);
     log_json = settings.log_json;

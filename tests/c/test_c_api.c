@@ -1538,6 +1538,10 @@ static void test_host_policy(void) {
     CHECK(botspace_host_policy_default(&p) == BOTSPACE_STATUS_OK && p.request_timeout_ms == 30000 &&
               p.idle_timeout_ms == 120000 && p.max_batch == 64 && p.linger_bytes == (4u << 20),
           "policy: the host numbers");
+    CHECK(p.notify_retry_step_ms == 50 && p.read_chunk_bytes == 64u * 1024u && p.read_per_turn_bytes == 256u * 1024u &&
+              p.webhook_spare_transfers == 128 && p.fallback_file_limit == 1024 && p.accept_backoff_ms == 50 &&
+              botspace_default_max_connections(p.fallback_file_limit) == 960,
+          "policy: the C server's I/O numbers are the library's");
     CHECK(botspace_default_max_connections(1024) == 960 && botspace_default_max_connections(0) == 1,
           "policy: the default connection cap");
     const char *const bad[] = {"--request-timeout", "0"};

@@ -115,15 +115,9 @@ pub(crate) async fn run(svc: Weak<Service>, sender: Arc<Sender>) {
         }
         let wait = s.webhook_timeout().map(|t| Duration::from_millis(t.saturating_sub(s.now_ms())));
         drop(s);
-        match wait {
-            // Also wakes now and then, to notice the service is gone.
-            Some(d) => {
-                let _ = tokio::time::timeout(d.min(Duration::from_secs(1)), sender.wake.notified()).await;
-            }
-            None => {
-                let _ = tokio::time::timeout(Duration::from_secs(1), sender.wake.notified()).await;
-            }
-        }
+        // Also wakes now and then, to notice the service is gone.
+        let look = Duration::from_millis(botspace::policy::host::WEBHOOK_LOOK_MS);
+        let _ = tokio::time::timeout(wait.map_or(look, |d| d.min(look)), sender.wake.notified()).await;
     }
 }
 
