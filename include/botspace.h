@@ -713,6 +713,31 @@ typedef struct botspace_host_policy {
    * Accept errors logged at most this often, with their count.
    */
   uint64_t accept_error_report_ms;
+  /**
+   * While waiting out `notify_retry_ms`, the notification thread looks
+   * for a stop this often.
+   */
+  uint64_t notify_retry_step_ms;
+  /**
+   * The most a loop that serves every connection reads from a socket
+   * at once (the size of its one read buffer)...
+   */
+  size_t read_chunk_bytes;
+  /**
+   * ...and from one connection in one turn (fairness between
+   * connections).
+   */
+  size_t read_per_turn_bytes;
+  /**
+   * Finished webhook transfers kept (with their configured handle) for
+   * the next deliveries; past it they are freed.
+   */
+  size_t webhook_spare_transfers;
+  /**
+   * The file limit assumed when `getrlimit` fails (for
+   * `botspace_server_options_settings`'s default connection cap).
+   */
+  uint64_t fallback_file_limit;
 } botspace_host_policy;
 
 /**
@@ -1912,8 +1937,9 @@ enum botspace_status botspace_http_connection_poll_request(struct botspace_http_
  * The answer to the oldest request taken and not answered, at `now_ms`:
  * queued with the `Connection` header its request calls for (`close`,
  * or `keep-alive` to HTTP/1.0); after a request that ends the connection
- * it closes once the answer is sent. An empty answer (NULL, 0) sends
- * nothing but ends the request's turn (the host could not make one).
+ * it closes once the answer is sent. An empty answer (NULL, 0) says the
+ * host could not get one (the call failed): the request gets the
+ * library's 500 `answer_failed` in its turn.
  *
  * # Safety
  * `conn` must be a live handle used by this thread only; `response` must

@@ -346,6 +346,16 @@ impl ApiError {
         e
     }
 
+    /// A host could not get the core's answer to a request (the call
+    /// panicked, or its thread is gone): whether the request was carried
+    /// out is unknown ([`crate::policy::answer_failed`]).
+    pub fn answer_failed() -> Self {
+        Self::new(
+            ErrorCode::AnswerFailed,
+            "the server failed while answering: the request may or may not have been carried out; retry with the same Idempotency-Key",
+        )
+    }
+
     /// The WebAssembly build's page storage or SQLite failed outside a
     /// request (opening, exporting, importing, a commit the storage did
     /// not make durable): `detail` is the description.
@@ -417,6 +427,7 @@ pub fn catalog() -> Vec<ApiError> {
         E::headers_too_large(16 * 1024, 64),
         E::internal("{detail}"),
         E::storage_error("{detail}"),
+        E::answer_failed(),
         E::websocket_unavailable(),
         E::storage_unavailable("{detail}"),
         E::commit_outcome_unknown("{detail}"),

@@ -74,6 +74,8 @@ pub use http::reason as reason_phrase;
 pub use http::{frame_request, should_read, Framing, RequestFramer, RequestHead, MAX_UNSENT_BYTES_PER_CONNECTION};
 #[cfg(feature = "typed")]
 pub use http::{http_request_from_parts, parse_http_request};
+#[cfg(feature = "typed")]
+pub use service::BodyRefusal;
 pub use service::{
     Answer, CommitPause, HttpRound, OpenError, PollId, RoundConnection, RoundConnections, RoundStep, Service, WakeHook,
     WebhookPoll, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS,

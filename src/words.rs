@@ -175,6 +175,7 @@ words! {
         HeadersTooLarge = "headers_too_large" => 431,
         InternalError = "internal_error" => 500,
         StorageError = "storage_error" => 500,
+        AnswerFailed = "answer_failed" => 500,
         WebsocketUnavailable = "websocket_unavailable" => 501,
         StorageUnavailable = "storage_unavailable" => 503,
         CommitOutcomeUnknown = "commit_outcome_unknown" => 503,

@@ -933,3 +933,42 @@ fn http_request_from_parts_answers_as_the_bytes_do() {
     // The reason phrase the core writes on the wire (RFC 9110's for 413).
     assert_eq!((botspace::reason_phrase(200), botspace::reason_phrase(413)), ("OK", "Content Too Large"));
 }
+
+/// What a host that parses requests itself (hyper) sends when it cannot
+/// take a request: the head's refusal and the body's are the core's, each
+/// with `Connection: close` (the body is unread), and the limit the host
+/// reads to is the core's.
+#[test]
+fn a_parsed_requests_refusals_are_the_cores_and_close_the_connection() {
+    let svc = service(1024);
+    assert_eq!(svc.http_body_limit(), 1024, "max_body_bytes, the framer's limit");
+    let body = |why| {
+        let r = svc.refuse_http_body(why);
+        let v: serde_json::Value = serde_json::from_slice(r.body()).unwrap();
+        (r.status().as_u16(), r.headers()["connection"].to_str().unwrap().to_string(), v)
+    };
+    assert_eq!(
+        body(botspace::BodyRefusal::TooLarge),
+        (
+            413,
+            "close".into(),
+            json!({"ok": false, "error_code": 413, "error": "payload_too_large",
+                   "description": "request body is larger than 1024 bytes"})
+        )
+    );
+    assert_eq!(
+        body(botspace::BodyRefusal::Malformed),
+        (
+            400,
+            "close".into(),
+            json!({"ok": false, "error_code": 400, "error": "invalid_request",
+                   "description": "malformed chunked body"})
+        )
+    );
+    let head = |req: http::Request<()>| svc.refuse_http_head(&req.into_parts().0);
+    let over = http::Request::post("/bot/getMe").header("content-length", "1025").body(()).unwrap();
+    let r = head(over).expect("over the limit by its Content-Length");
+    assert_eq!((r.status().as_u16(), r.headers()["connection"].to_str().unwrap()), (413, "close"));
+    let within = http::Request::post("/bot/getMe").header("content-length", "1024").body(()).unwrap();
+    assert!(head(within).is_none(), "read the body");
+}

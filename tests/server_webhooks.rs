@@ -28,6 +28,10 @@ servers! {
     ssl_cert_dir_names_the_trusted_roots_as_well,
 }
 
+/// The header names of a delivery, sorted, as the receiver sees them.
+const DELIVERY_HEADERS: [&str; 7] =
+    ["content-length", "content-type", "host", "user-agent", "webhook-id", "webhook-signature", "webhook-timestamp"];
+
 const ALLOW: [&str; 2] = ["--webhook-allow-http", "--webhook-allow-private-addresses"];
 
 fn start(bin: &Path, db: &str, extra: &[&str]) -> Server {
@@ -87,6 +91,10 @@ fn deliveries_are_signed_verified_by_the_standard_webhooks_library_and_move_the_
         assert_eq!(e["verified"], json!(true), "{e}");
         assert_eq!(e["content_type"], "application/json");
         assert_eq!(e["path"], "/hook");
+        // The core's headers and the two a client library writes (Host,
+        // Content-Length); nothing of the host's own (no Accept, Expect).
+        assert_eq!(e["user_agent"], "botspace-webhooks");
+        assert_eq!(e["header_names"], json!(DELIVERY_HEADERS), "{e}");
     }
     let ids: Vec<&str> = seen.iter().map(|e| e["id"].as_str().unwrap()).collect();
     assert_eq!(ids, [1, 2, 3].map(|n| format!("msg_{}_{n}", w.bot_id)));
@@ -429,6 +437,10 @@ fn deliveries_over_https_reach_a_receiver_whose_certificate_chains_to_ssl_cert_f
         assert_eq!(e["verified"], json!(true), "{e}");
         assert_eq!(e["content_type"], "application/json");
         assert_eq!(e["path"], "/hook");
+        // The core's headers and the two a client library writes (Host,
+        // Content-Length); nothing of the host's own (no Accept, Expect).
+        assert_eq!(e["user_agent"], "botspace-webhooks");
+        assert_eq!(e["header_names"], json!(DELIVERY_HEADERS), "{e}");
     }
     let ids: Vec<&str> = seen.iter().map(|e| e["id"].as_str().unwrap()).collect();
     assert_eq!(ids, [1, 2].map(|n| format!("msg_{}_{n}", w.bot_id)));

@@ -69,10 +69,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define READ_CHUNK 65536u
-#define READ_PER_TURN (256u * 1024u) /* fairness between connections */
 /* The policy (timeouts, lingering, the batch size, the slow consumer's
- * drop, the default connection cap) is the library's, the same as the Rust
+ * drop, the default connection cap, how much is read at once and per turn,
+ * the spare webhook transfers) is the library's, the same as the Rust
  * server's: botspace_host_policy_default. An HTTP connection's bounds are
  * its library connection's (botspace_http_connection), a gateway's its
  * library link's (botspace_gateway_link). */
@@ -245,7 +244,8 @@ static void *notify_loop(void *arg) {
             log_at(LOG_WARN, "listening for notifications failed: %s; retrying every second", msg);
             last_error = t;
         }
-        for (uint64_t w = 0; w < policy.notify_retry_ms && !atomic_load(&notify_stop); w += 50) sleep_ms(50);
+        for (uint64_t w = 0; w < policy.notify_retry_ms && !atomic_load(&notify_stop); w += policy.notify_retry_step_ms)
+            sleep_ms((unsigned)policy.notify_retry_step_ms);
     }
     return NULL;
 }
@@ -543,14 +543,17 @@ static void conn_peer_closed(conn_t *c, uint64_t mono) {
     }
 }
 
-/* Reads what the socket has (bounded per turn). HTTP bytes go to the
- * library's connection, as many as it takes; gateway bytes go to the
- * library's link at once. */
+/* The loop's one read buffer, policy.read_chunk_bytes (made in main). */
+static unsigned char *read_buf;
+
+/* Reads what the socket has (at most policy.read_per_turn_bytes a turn).
+ * HTTP bytes go to the library's connection, as many as it takes; gateway
+ * bytes go to the library's link at once. */
 static void conn_read(conn_t *c, uint64_t mono) {
-    unsigned char chunk[READ_CHUNK];
+    unsigned char *chunk = read_buf;
     size_t total = 0;
-    while (total < READ_PER_TURN && c->fd >= 0) {
-        size_t want = sizeof chunk;
+    while (total < policy.read_per_turn_bytes && c->fd >= 0) {
+        size_t want = policy.read_chunk_bytes;
         if (c->st == ST_HTTP) {
             size_t limit = http_info(c).read_limit;
             if (limit == 0) break;
@@ -719,12 +722,12 @@ typedef struct wh_xfer {
 
 static wh_xfer *wh_all;
 
-/* Finished transfers kept for the next ones, with their easy handle and
- * every option that is the same for each delivery already set: a delivery
- * neither allocates a handle nor resets and sets it up again (both showed
- * in profiles as a large part of a delivery's cost). */
-#define WH_SPARE_MAX 128
-static wh_xfer *wh_spare[WH_SPARE_MAX];
+/* Finished transfers kept for the next ones (policy.webhook_spare_transfers
+ * of them, made in webhook_init), with their easy handle and every option
+ * that is the same for each delivery already set: a delivery neither
+ * allocates a handle nor resets and sets it up again (both showed in
+ * profiles as a large part of a delivery's cost). */
+static wh_xfer **wh_spare;
 static size_t wh_nspare;
 
 /* The store thread. `wanted` asks for a turn, `busy` says one runs; the
@@ -843,7 +846,7 @@ static void wh_xfer_free(wh_xfer *x) {
     botspace_webhook_request_free(&x->req);
     free(x->retry_after);
     x->retry_after = NULL;
-    if (x->easy && wh_nspare < WH_SPARE_MAX) wh_spare[wh_nspare++] = x;
+    if (x->easy && wh_nspare < policy.webhook_spare_transfers) wh_spare[wh_nspare++] = x;
     else wh_xfer_destroy(x);
 }
 
@@ -988,8 +991,10 @@ static void wh_start(botspace_webhook_request *req, uint64_t now) {
     x->refusal = NULL;
     x->opened = 0;
     x->error[0] = 0;
-    /* The library's headers, then no Expect: 100-continue round trip and
-     * no Accept. */
+    /* The library's headers are every header a delivery carries; the two
+     * empty ones only tell libcurl not to add its own defaults (Expect:
+     * 100-continue, Accept): how this client library is driven, not a
+     * header of this host's. */
     static const char *const NONE[] = {"Expect:", "Accept:"};
     size_t n = p.header_count + 2;
     if (n > x->headers_cap) {
@@ -1130,6 +1135,7 @@ static int webhook_init(void) {
         log_at(LOG_ERROR, "cannot start libcurl for webhook deliveries");
         return -1;
     }
+    wh_spare = xrealloc(NULL, policy.webhook_spare_transfers * sizeof *wh_spare);
     curl_multi_setopt(wh_multi, CURLMOPT_SOCKETFUNCTION, wh_socket_cb);
     curl_multi_setopt(wh_multi, CURLMOPT_TIMERFUNCTION, wh_timer_cb);
     wh_roots_from_env();
@@ -1144,6 +1150,8 @@ static int webhook_init(void) {
         log_at(LOG_ERROR, "cannot start the webhook store thread");
         curl_multi_cleanup(wh_multi);
         wh_multi = NULL;
+        free(wh_spare);
+        wh_spare = NULL;
         return -1;
     }
     wh_store_running = 1;
@@ -1169,6 +1177,8 @@ static void webhook_shutdown(void) {
     wh_queue_n = wh_queue_cap = 0;
     while (wh_all) wh_xfer_free(wh_all);
     while (wh_nspare) wh_xfer_destroy(wh_spare[--wh_nspare]);
+    free(wh_spare);
+    wh_spare = NULL;
     curl_multi_cleanup(wh_multi);
     wh_multi = NULL;
     free(wh_socks);
@@ -1674,6 +1684,7 @@ static void shut_down(loop_t *L) {
     botspace_http_round_free(&http_round);
     free(round_conns);
     free(round_steps);
+    free(read_buf);
     free(L->pfds);
     if (L->lfd >= 0) close(L->lfd);
     if (L->afd >= 0) close(L->afd);
@@ -1697,6 +1708,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     botspace_host_policy_default(&policy);
     if (botspace_http_round_new(&http_round) != BOTSPACE_STATUS_OK) die_oom();
+    read_buf = xrealloc(NULL, policy.read_chunk_bytes);
     /* Before any thread starts (curl_global_init is not thread-safe). */
     if (webhook_init() != 0) return 1;
     botspace_bytes text = {NULL, 0};
@@ -1718,7 +1730,7 @@ int main(int argc, char **argv) {
             if (setrlimit(RLIMIT_NOFILE, &raised) == 0) rl.rlim_cur = rl.rlim_max;
         }
     } else {
-        rl.rlim_cur = 1024;
+        rl.rlim_cur = (rlim_t)policy.fallback_file_limit;
     }
     botspace_server_options_settings(opts, rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur, &settings);
     log_json = settings.log_json;

@@ -426,8 +426,10 @@ impl HttpConnection {
     /// The answer to the oldest request taken and not answered, at `now`:
     /// queued with the `Connection` header its request calls for; after a
     /// request that ends the connection, the connection closes once it is
-    /// sent. An empty `response` answers nothing (the host could not make
-    /// one) but still ends the request's turn.
+    /// sent. An empty `response` says the host could not get the core's
+    /// answer (the call failed or panicked): the request gets the core's
+    /// 500 `answer_failed` ([`super::answer_failed`]) in its turn, so the
+    /// client reads an answer for it and the ones after it stay in order.
     pub fn answer(&mut self, response: &[u8], now: u64) {
         let Some(req) = self.in_flight.pop_front() else { return };
         if self.phase != Phase::Open {
@@ -440,7 +442,9 @@ impl HttpConnection {
         } else {
             None
         };
-        if !response.is_empty() {
+        if response.is_empty() {
+            self.queue_with_header(&super::answer_failed(), connection);
+        } else {
             self.queue_with_header(response, connection);
         }
         if !req.keep_alive {
@@ -699,6 +703,30 @@ mod tests {
              HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
         );
         assert_eq!(c.state(), ConnectionState::Closed, "closed once sent, without lingering");
+    }
+
+    #[test]
+    fn an_empty_answer_is_the_cores_answer_failed_in_its_turn() {
+        let mut c = conn();
+        let mut bytes = GET.to_vec();
+        bytes.extend_from_slice(GET);
+        c.handle_input(&bytes, 0);
+        c.poll_request(0).unwrap();
+        c.poll_request(0).unwrap();
+        // The first call failed; the second was answered.
+        c.answer(&[], 1);
+        c.answer(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 1);
+        let failed = String::from_utf8(super::super::answer_failed()).unwrap();
+        assert!(failed.starts_with("HTTP/1.1 500 Internal Server Error\r\n"), "{failed}");
+        assert_eq!(drain(&mut c, 2), format!("{failed}HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
+        assert_eq!(c.state(), ConnectionState::Open, "the connection goes on, as after any answer");
+        // A request that ends the connection gets it with its `Connection: close`.
+        c.handle_input(b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n", 3);
+        c.poll_request(3).unwrap();
+        c.answer(&[], 4);
+        let closing = failed.replacen("\r\n", "\r\nConnection: close\r\n", 1);
+        assert_eq!(drain(&mut c, 5), closing);
+        assert_eq!(c.state(), ConnectionState::Closed);
     }
 
     #[test]

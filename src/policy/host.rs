@@ -47,6 +47,12 @@ pub const MAX_LINGERING_REFUSALS: usize = 256;
 /// After an accept error (out of descriptors and the like) the listener
 /// rests this long instead of spinning.
 pub const ACCEPT_BACKOFF_MS: u64 = 50;
+/// After an eviction out of descriptors, a host waits at most this long
+/// for the waiting client's accept on the released spare descriptor, and
+/// rests this long before its next accept: the evicted connection's
+/// descriptor is closed by then (its task or turn ends within moments),
+/// and the pause is too short for a client to notice.
+pub const EVICTION_SETTLE_MS: u64 = 1;
 /// The longest a host's loop sleeps: how late it notices a stop or a move
 /// of the manual clock.
 pub const TICK_MS: u64 = 250;
@@ -61,6 +67,48 @@ pub const NOTIFY_WAIT_MS: u64 = 250;
 pub const NOTIFY_RETRY_MS: u64 = 1_000;
 /// ... and the failure is logged at most this often.
 pub const NOTIFY_ERROR_REPORT_MS: u64 = 10_000;
+/// While the notification thread waits out [`NOTIFY_RETRY_MS`], it looks
+/// for a stop this often: a stop joins the thread, so this is how long a
+/// stop may wait for it.
+pub const NOTIFY_RETRY_STEP_MS: u64 = 50;
+/// While a stop drains ([`DRAIN_MS`]), a host that cannot be woken by its
+/// connections' ends (the Rust server's tasks) looks this often whether
+/// they are all done: a stop ends at most this long after the last one.
+pub const DRAIN_POLL_MS: u64 = 20;
+/// After the drain, tasks still running (cut by its end) get this long to
+/// be dropped before the runtime itself is, so that a task stuck in a
+/// blocking call cannot hold the process.
+pub const RUNTIME_SHUTDOWN_MS: u64 = 1_000;
+/// On a stop, an idle connection reads at most this much at once to learn
+/// whether a request reached its socket before it closes (what it read is
+/// answered): a request's head rarely takes more, and more is read on the
+/// next turn.
+pub const STOP_PROBE_BYTES: usize = 4096;
+/// The most a host with a task per connection (the Rust server) reads from
+/// a socket at once: as much as a whole request head may be (16 KiB,
+/// `headers_too_large` past it), so a head usually arrives in one
+/// read, on a scratch buffer of the task's stack that is never kept.
+pub const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// The most a host whose one loop serves every connection (the C server)
+/// reads from a socket at once: its one buffer serves every connection, so
+/// it can be larger, and fewer reads per turn cost fewer system calls ...
+pub const LOOP_READ_CHUNK_BYTES: usize = 64 * 1024;
+/// ... and the most it reads from one connection in one turn, so that one
+/// fast sender does not hold the loop from the others (fairness).
+pub const LOOP_READ_PER_TURN_BYTES: usize = 256 * 1024;
+/// The webhook sender wakes at least this often even with no delivery due
+/// and no wake-up: how late it notices that its service is gone.
+pub const WEBHOOK_LOOK_MS: u64 = 1_000;
+/// Finished webhook transfers a host keeps for the next deliveries (a
+/// libcurl host: each with its handle and options set, so a delivery
+/// neither allocates nor sets up a handle): a little over one webhook's
+/// `webhook::MAX_CONNECTIONS` (100), so one receiver at full concurrency
+/// reuses its own; past it, finished transfers are freed.
+pub const WEBHOOK_SPARE_TRANSFERS: usize = 128;
+/// The file limit a host assumes when it cannot read its own
+/// (`getrlimit` failed): the usual default soft limit, from which
+/// [`default_max_connections`] gives the default `--max-connections`.
+pub const FALLBACK_FILE_LIMIT: u64 = 1024;
 /// Accept errors (out of descriptors and the like) are logged at most
 /// this often, with how many there were.
 pub const ACCEPT_ERROR_REPORT_MS: u64 = 1_000;
@@ -112,6 +160,23 @@ mod tests {
         assert_eq!(default_max_connections(1), 1, "never zero");
         assert_eq!(default_max_connections(0), 1);
         assert_eq!(default_max_connections(u64::MAX), 1 << 20, "an unlimited limit is capped");
+    }
+
+    #[test]
+    fn the_hosts_io_numbers() {
+        // The values the two servers had of their own before they were
+        // the core's; a change here changes both.
+        assert_eq!((ACCEPT_BACKOFF_MS, EVICTION_SETTLE_MS, DRAIN_POLL_MS, RUNTIME_SHUTDOWN_MS), (50, 1, 20, 1_000));
+        assert_eq!((NOTIFY_RETRY_STEP_MS, WEBHOOK_LOOK_MS), (50, 1_000));
+        assert_eq!((STOP_PROBE_BYTES, READ_CHUNK_BYTES), (4096, 16 * 1024));
+        assert_eq!(READ_CHUNK_BYTES, crate::http::MAX_HEAD_BYTES, "a whole head fits one read");
+        assert_eq!((LOOP_READ_CHUNK_BYTES, LOOP_READ_PER_TURN_BYTES), (64 * 1024, 256 * 1024));
+        assert_eq!(WEBHOOK_SPARE_TRANSFERS, 128);
+        assert!(WEBHOOK_SPARE_TRANSFERS >= crate::webhook::MAX_CONNECTIONS as usize);
+        assert_eq!(FALLBACK_FILE_LIMIT, 1024);
+        assert_eq!(default_max_connections(FALLBACK_FILE_LIMIT), 960);
+        // The retry is waited out in whole steps.
+        assert_eq!(NOTIFY_RETRY_MS % NOTIFY_RETRY_STEP_MS, 0);
     }
 
     #[test]

@@ -51,7 +51,8 @@ pub fn not_here(path: &str) -> Vec<u8> {
 /// them rather than call the functions above (JavaScript): `detail` is the
 /// path of [`ErrorCode::MethodNotFound`] ([`not_here`]), the description
 /// of [`ErrorCode::StorageError`] and [`ErrorCode::InvalidRequest`]
-/// (a host tool's refusal), and unused otherwise. `None` for a code that
+/// (a host tool's refusal), and unused otherwise ([`answer_failed`]
+/// included). `None` for a code that
 /// only a request handler gives.
 pub fn host_answer(code: ErrorCode, detail: &str) -> Option<Vec<u8>> {
     Some(match code {
@@ -62,11 +63,26 @@ pub fn host_answer(code: ErrorCode, detail: &str) -> Option<Vec<u8>> {
         ErrorCode::InvalidRequest => ApiError::invalid_request(detail).into_response(),
         ErrorCode::WebsocketUnavailable => ApiError::websocket_unavailable().into_response(),
         ErrorCode::InvalidToken => ApiError::invalid_token().into_response(),
+        ErrorCode::AnswerFailed => answer_failed(),
         _ => return None,
     })
 }
 
-fn closing(e: ApiError) -> Vec<u8> {
+/// The whole answer to a request the host cannot get the core's answer
+/// for: the core call panicked, or the thread that was to answer it is
+/// gone. 500 `answer_failed`, in the same envelope as every refusal (an
+/// HTTP stack's bare 500 would tell the client nothing). Whether the
+/// request was carried out is unknown (the failure may have come after
+/// its commit), so it does not say "safe to retry" as `internal_error`
+/// does: the description points at the `Idempotency-Key`.
+pub fn answer_failed() -> Vec<u8> {
+    ApiError::answer_failed().into_response()
+}
+
+/// `e`'s answer with `Connection: close`: for a refusal after which the
+/// connection cannot carry another request (its body may be unread), so
+/// every host closes it once sent, whatever its HTTP stack would do.
+pub(crate) fn closing(e: ApiError) -> Vec<u8> {
     let body = e.body();
     let mut extra: Vec<(&str, &str)> = e.headers().iter().map(|(k, v)| (*k, v.as_str())).collect();
     extra.push(("Connection", "close"));
@@ -141,6 +157,20 @@ mod tests {
         assert!(!head.contains("Connection"), "the connection stays: {head}");
         assert_eq!(body["error"], "method_not_found");
         assert_eq!(resp, ApiError::method_not_found("/admin/createUser").into_response());
+    }
+
+    #[test]
+    fn answer_failed_is_a_500_in_the_envelope() {
+        let resp = answer_failed();
+        let (head, body) = split(&resp);
+        assert_eq!(head, "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: 190");
+        assert_eq!(
+            body,
+            serde_json::json!({"ok": false, "error_code": 500, "error": "answer_failed",
+                               "description": "the server failed while answering: the request may or may not have been carried out; retry with the same Idempotency-Key"})
+        );
+        assert_eq!(response_error(&resp), Some((500, Some(ErrorCode::AnswerFailed))));
+        assert_eq!(host_answer(ErrorCode::AnswerFailed, "ignored"), Some(resp));
     }
 
     #[test]

@@ -61,6 +61,15 @@ pub fn route(listener: Listener, path: &str) -> Route {
     }
 }
 
+/// Whether a request for `path` (without its query) is answered from the
+/// core's caches: it takes no commit and waits on no disk or network
+/// (getMe, [`Route::Alone`]). A host may run it on the thread at hand
+/// when nothing else is in the core (the hyper host's tokio worker)
+/// rather than hand it to a core thread.
+pub fn answers_from_cache(path: &str) -> bool {
+    path == GET_ME_PATH
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,6 +87,15 @@ mod tests {
         // Only whole names: a longer path is another method.
         assert_eq!(route(l, "/bot/getUpdatesX"), Route::Batch);
         assert_eq!(route(l, "/bot/gateway/"), Route::Batch);
+    }
+
+    #[test]
+    fn only_get_me_is_answered_from_the_caches() {
+        assert!(answers_from_cache("/bot/getMe"));
+        assert_eq!(route(Listener::All, "/bot/getMe"), Route::Alone);
+        for p in ["/bot/getMeX", "/bot/getme", "/bot/sendMessage", "/bot/getUpdates", "/healthz", "/admin/getMe"] {
+            assert!(!answers_from_cache(p), "{p}");
+        }
     }
 
     #[test]

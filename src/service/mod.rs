@@ -95,6 +95,8 @@ mod pipeline;
 mod round;
 #[cfg(feature = "typed")]
 mod typed;
+#[cfg(feature = "typed")]
+pub use typed::BodyRefusal;
 mod webhooks;
 pub use round::{HttpRound, RoundConnection, RoundConnections, RoundStep};
 pub use webhooks::WebhookPoll;

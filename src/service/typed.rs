@@ -73,15 +73,52 @@ impl Service {
     }
 }
 
+/// Why a host could not read a request's body whole
+/// ([`Service::refuse_http_body`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyRefusal {
+    /// The body passed [`Service::http_body_limit`] while it was read
+    /// (a chunked body, whose length no header declared).
+    TooLarge,
+    /// The HTTP stack could not decode the body (a chunked coding it
+    /// refuses) or it broke off.
+    Malformed,
+}
+
 impl Service {
     /// What the core refuses from a parsed head alone (a body over the
     /// limit by its `Content-Length`, a header twice, too large a head...),
     /// as the framer would: a host asks before it reads the body, so it
-    /// never reads one the core would refuse. `None`: read the body and
-    /// call [`Service::handle_http`].
+    /// never reads one the core would refuse. `None`: read the body (at
+    /// most [`Service::http_body_limit`] bytes) and call
+    /// [`Service::handle_http`]. The refusal carries `Connection: close`:
+    /// the body it refused may be on its way, unread, so the connection
+    /// cannot carry another request (the host closes it once sent).
     pub fn refuse_http_head(&self, head: &http::request::Parts) -> Option<http::Response<Vec<u8>>> {
         let max = self.config.max_body_bytes;
         let refused = crate::http::check_parts(head.method.as_str(), &head.uri, &head.headers, max).err()?;
-        Some(into_http_response(refused.into_response()))
+        Some(into_http_response(crate::policy::closing(refused)))
+    }
+
+    /// The most body bytes a host reads of one request: `max_body_bytes`,
+    /// the limit the framer and [`Service::handle_http`] hold every body
+    /// to, so a host that stops reading there refuses nothing the core
+    /// would take.
+    pub fn http_body_limit(&self) -> usize {
+        self.config.max_body_bytes
+    }
+
+    /// The answer to a request whose body a host could not read whole
+    /// ([`BodyRefusal`]): 413 `payload_too_large` past
+    /// [`Service::http_body_limit`], 400 `invalid_request` "malformed
+    /// chunked body" otherwise; the library's JSON either way, never an
+    /// HTTP stack's own bare answer. It carries `Connection: close`: the
+    /// rest of the body is unread, so the connection ends once it is sent.
+    pub fn refuse_http_body(&self, why: BodyRefusal) -> http::Response<Vec<u8>> {
+        let refused = match why {
+            BodyRefusal::TooLarge => crate::ApiError::payload_too_large(self.http_body_limit()),
+            BodyRefusal::Malformed => crate::ApiError::invalid_request("malformed chunked body"),
+        };
+        into_http_response(crate::policy::closing(refused))
     }
 }

@@ -60,9 +60,13 @@ impl WebhookRequest {
     }
 
     /// The headers of a delivery besides `Host` and `Content-Length`
-    /// (which a client library writes itself), in order. A client library
-    /// may keep the connection alive for the next delivery to the same
-    /// origin: its address was checked when it was opened.
+    /// (which a client library writes itself), in order: every header a
+    /// host sends, so that a receiver sees the same request from every
+    /// host. A host adds none of its own; a client library that adds
+    /// defaults (libcurl's `Accept`, its `Expect: 100-continue`) is told not
+    /// to. A client library may keep the connection alive for the next
+    /// delivery to the same origin: its address was checked when it was
+    /// opened.
     pub fn header_lines(&self) -> Vec<(&'static str, String)> {
         let mut h = vec![("User-Agent", "botspace-webhooks".to_string())];
         h.extend(self.attempt.headers());

@@ -95,7 +95,9 @@ pub struct Attempt {
 }
 
 impl Attempt {
-    /// The request's headers besides `Host` and `Content-Length`, in order.
+    /// The attempt's own headers (its content type and signature), in
+    /// order. A host sends [`super::WebhookRequest::header_lines`], which
+    /// holds these after the user agent.
     pub fn headers(&self) -> [(&'static str, String); 4] {
         [
             ("content-type", "application/json".to_string()),

@@ -1313,6 +1313,26 @@ static void test_http_connection(void) {
           "http_connection: in order, Connection: close on the last, then CLOSED");
     botspace_http_connection_free(&c);
     CHECK(c == NULL, "http_connection: free resets the handle");
+
+    /* An empty answer (the host's call failed) is the library's 500
+     * answer_failed, in the request's turn, and the connection goes on. */
+    botspace_http_connection_new(s, BOTSPACE_LISTENER_ALL, 1000, 5000, 0, &c);
+    static const char get2[] = "GET /healthz HTTP/1.1\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n";
+    botspace_http_connection_handle_input(c, (const uint8_t *)get2, sizeof get2 - 1, 0);
+    botspace_http_connection_poll_request(c, 0, &a);
+    botspace_http_connection_poll_request(c, 0, &b);
+    static const char failed[] =
+        "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: 190\r\n\r\n"
+        "{\"ok\":false,\"error_code\":500,\"error\":\"answer_failed\",\"description\":\"the server failed while "
+        "answering: the request may or may not have been carried out; retry with the same Idempotency-Key\"}";
+    CHECK(botspace_http_connection_answer(c, NULL, 0, 1) == BOTSPACE_STATUS_OK &&
+              botspace_http_connection_answer(c, (const uint8_t *)ok, sizeof ok - 1, 1) == BOTSPACE_STATUS_OK,
+          "http_connection: an empty answer, then a real one");
+    n = conn_take_output(c, out, sizeof out, 2);
+    CHECK(n == sizeof failed - 1 + sizeof ok - 1 && strncmp(out, failed, sizeof failed - 1) == 0 &&
+              strcmp(out + sizeof failed - 1, ok) == 0 && conn_info(c).state == BOTSPACE_CONNECTION_STATE_OPEN,
+          "http_connection: the failed call's request gets 500 answer_failed in its turn, the next its own");
+    botspace_http_connection_free(&c);
     botspace_http_connection_free(&c);
     botspace_http_connection_free(NULL);
 
@@ -1629,6 +1649,10 @@ static void test_host_policy(void) {
     CHECK(botspace_host_policy_default(&p) == BOTSPACE_STATUS_OK && p.request_timeout_ms == 30000 &&
               p.idle_timeout_ms == 120000 && p.max_batch == 64 && p.linger_bytes == (4u << 20),
           "policy: the host numbers");
+    CHECK(p.notify_retry_step_ms == 50 && p.read_chunk_bytes == 64u * 1024u && p.read_per_turn_bytes == 256u * 1024u &&
+              p.webhook_spare_transfers == 128 && p.fallback_file_limit == 1024 && p.accept_backoff_ms == 50 &&
+              botspace_default_max_connections(p.fallback_file_limit) == 960,
+          "policy: the C server's I/O numbers are the library's");
     CHECK(botspace_default_max_connections(1024) == 960 && botspace_default_max_connections(0) == 1,
           "policy: the default connection cap");
     const char *const bad[] = {"--request-timeout", "0"};

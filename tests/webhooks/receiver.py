@@ -87,6 +87,10 @@ class Handler(BaseHTTPRequestHandler):
             "id": headers.get("webhook-id"),
             "timestamp": headers.get("webhook-timestamp"),
             "content_type": headers.get("content-type"),
+            "user_agent": headers.get("user-agent"),
+            # Every header name as sent, in lower case and sorted: what a
+            # sender adds of its own shows here.
+            "header_names": sorted(k.lower() for k in self.headers.keys()),
             "verified": verified,
             "body": json.loads(body) if body else None,
             "step": step,

@@ -292,7 +292,8 @@ export function decodeResponse(bytes: Uint8Array | ArrayBuffer | string): Decode
 /**
  * The library's answer to what a host refuses on its own: `storage_error` and `invalid_request` (with `detail` as
  * the description), `method_not_found` (for the path `detail`), `websocket_unavailable`, `invalid_token`,
- * `request_timeout`, `server_busy`. Throws a `TypeError` for any other code.
+ * `request_timeout`, `server_busy`, `answer_failed` (the host could not get the library's answer). Throws a
+ * `TypeError` for any other code.
  */
 export function hostAnswer(
   code:
@@ -302,7 +303,8 @@ export function hostAnswer(
     | 'websocket_unavailable'
     | 'invalid_token'
     | 'request_timeout'
-    | 'server_busy',
+    | 'server_busy'
+    | 'answer_failed',
   detail?: string,
 ): Response;
 /** @internal */

@@ -151,6 +151,7 @@ export type ErrorCode =
   | 'headers_too_large'
   | 'internal_error'
   | 'storage_error'
+  | 'answer_failed'
   | 'websocket_unavailable'
   | 'storage_unavailable'
   | 'commit_outcome_unknown'
@@ -239,8 +240,8 @@ pub fn module_memory() -> JsValue {
 /// The whole HTTP answer a host gives on its own (botspace::policy::host_answer):
 /// `storage_error`, `invalid_request` (with `detail` as the description),
 /// `method_not_found` (`detail`: the path), `websocket_unavailable`,
-/// `invalid_token`, `request_timeout` or `server_busy`. Throws a
-/// `TypeError` for any other code.
+/// `invalid_token`, `request_timeout`, `server_busy` or `answer_failed`.
+/// Throws a `TypeError` for any other code.
 /// The answer is an `HttpAnswer`, as the fetch adapter's others.
 #[wasm_bindgen(js_name = hostAnswer, unchecked_return_type = "HttpAnswer")]
 pub fn host_answer(code: &str, detail: &str) -> Result<JsValue, JsValue> {
@@ -660,10 +661,11 @@ impl RawService {
         let set = |o: &Object, k: &str, v: JsValue| {
             let _ = Reflect::set(o, &k.into(), &v);
         };
+        // Every header is the core's (`header_lines`), names in lower case
+        // as fetch's `Headers` gives them.
         let headers = Object::new();
-        set(&headers, "user-agent", "botspace-webhooks".into());
-        for (name, value) in req.attempt.headers() {
-            set(&headers, name, JsValue::from_str(&value));
+        for (name, value) in req.header_lines() {
+            set(&headers, &name.to_ascii_lowercase(), JsValue::from_str(&value));
         }
         let t = &req.target;
         let target = Object::new();

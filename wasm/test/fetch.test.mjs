@@ -173,6 +173,16 @@ test('hostAnswer: the answers a host gives on its own are the core\'s, envelope 
     error: 'server_busy',
     description: 'too many connections; retry later',
   });
+  // A request whose answer a host could not get from the library.
+  res = bs.hostAnswer('answer_failed');
+  assert.equal(res.status, 500);
+  assert.deepEqual(await res.json(), {
+    ok: false,
+    error_code: 500,
+    error: 'answer_failed',
+    description:
+      'the server failed while answering: the request may or may not have been carried out; retry with the same Idempotency-Key',
+  });
   // A request handler's code is not a host's to give.
   assert.throws(() => bs.hostAnswer('rate_limited'), TypeError);
 });

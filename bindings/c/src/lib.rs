@@ -2786,6 +2786,21 @@ pub struct botspace_host_policy {
     pub notify_error_report_ms: u64,
     /// Accept errors logged at most this often, with their count.
     pub accept_error_report_ms: u64,
+    /// While waiting out `notify_retry_ms`, the notification thread looks
+    /// for a stop this often.
+    pub notify_retry_step_ms: u64,
+    /// The most a loop that serves every connection reads from a socket
+    /// at once (the size of its one read buffer)...
+    pub read_chunk_bytes: usize,
+    /// ...and from one connection in one turn (fairness between
+    /// connections).
+    pub read_per_turn_bytes: usize,
+    /// Finished webhook transfers kept (with their configured handle) for
+    /// the next deliveries; past it they are freed.
+    pub webhook_spare_transfers: usize,
+    /// The file limit assumed when `getrlimit` fails (for
+    /// `botspace_server_options_settings`'s default connection cap).
+    pub fallback_file_limit: u64,
 }
 
 /// Writes the library's host policy to `*out`.
@@ -2812,6 +2827,11 @@ pub unsafe extern "C" fn botspace_host_policy_default(out: *mut botspace_host_po
             notify_retry_ms: h::NOTIFY_RETRY_MS,
             notify_error_report_ms: h::NOTIFY_ERROR_REPORT_MS,
             accept_error_report_ms: h::ACCEPT_ERROR_REPORT_MS,
+            notify_retry_step_ms: h::NOTIFY_RETRY_STEP_MS,
+            read_chunk_bytes: h::LOOP_READ_CHUNK_BYTES,
+            read_per_turn_bytes: h::LOOP_READ_PER_TURN_BYTES,
+            webhook_spare_transfers: h::WEBHOOK_SPARE_TRANSFERS,
+            fallback_file_limit: h::FALLBACK_FILE_LIMIT,
         };
         // SAFETY: checked non-NULL above.
         unsafe { out.write(p) };
@@ -3668,8 +3688,9 @@ pub unsafe extern "C" fn botspace_http_connection_poll_request(
 /// The answer to the oldest request taken and not answered, at `now_ms`:
 /// queued with the `Connection` header its request calls for (`close`,
 /// or `keep-alive` to HTTP/1.0); after a request that ends the connection
-/// it closes once the answer is sent. An empty answer (NULL, 0) sends
-/// nothing but ends the request's turn (the host could not make one).
+/// it closes once the answer is sent. An empty answer (NULL, 0) says the
+/// host could not get one (the call failed): the request gets the
+/// library's 500 `answer_failed` in its turn.
 ///
 /// # Safety
 /// `conn` must be a live handle used by this thread only; `response` must

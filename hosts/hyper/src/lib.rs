@@ -57,9 +57,9 @@ pub mod say;
 pub mod server;
 mod webhooks;
 
-use botspace::{ApiError, Service};
+use botspace::{BodyRefusal, Service};
 use bytes::Bytes;
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use http_body::Body;
 use http_body_util::{BodyExt, Full, Limited};
 use std::convert::Infallible;
@@ -286,24 +286,19 @@ impl Botspace {
         // The core refuses a head it would not take (a body over its limit,
         // say) exactly as it would on its own, before the body is read.
         if let Some(refusal) = self.inner.svc.refuse_http_head(&parts) {
-            return close(refusal);
+            return full(refusal);
         }
-        let max = {
-            let c = self.inner.svc.config();
-            c.max_body_bytes.max(c.max_import_bytes)
-        };
-        let body = match Limited::new(body, max).collect().await {
+        let body = match Limited::new(body, self.inner.svc.http_body_limit()).collect().await {
             Ok(b) => b.to_bytes(),
             Err(e) => {
                 // Over the limit, or a body hyper could not read (a chunked
-                // coding it refuses): the library's JSON either way, never
-                // hyper's own bare answer.
-                let refusal = if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
-                    ApiError::payload_too_large(max)
+                // coding it refuses): the core's answer either way.
+                let why = if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+                    BodyRefusal::TooLarge
                 } else {
-                    ApiError::invalid_request("malformed chunked body")
+                    BodyRefusal::Malformed
                 };
-                return close(botspace::into_http_response(refusal.into_response()));
+                return full(self.inner.svc.refuse_http_body(why));
             }
         };
         match self.answer_read(Request::from_parts(parts, body)).await {
@@ -339,7 +334,7 @@ impl Botspace {
                     Some(conn) => Answered::Upgrade(botspace::into_http_response(acc.response), Box::new(conn)),
                     None => Answered::Response(botspace::into_http_response(acc.response)),
                 },
-                Err(_) => Answered::Response(internal_error()),
+                Err(_) => Answered::Response(answer_failed()),
             };
         }
         let answered = if route == botspace::policy::Route::Poll {
@@ -349,7 +344,7 @@ impl Botspace {
         } else {
             self.answer_now(svc, req, route).await
         };
-        Answered::Response(answered.unwrap_or_else(|()| internal_error()))
+        Answered::Response(answered.unwrap_or_else(|()| answer_failed()))
     }
 
     /// Runs an accepted gateway connection on its own task, once `io` (the
@@ -380,7 +375,7 @@ impl Botspace {
         let admin = route == botspace::policy::Route::Admin;
         let kind =
             if route == botspace::policy::Route::Batch { core_thread::Kind::Batch } else { core_thread::Kind::Alone };
-        let get_me = req.uri().path() == "/bot/getMe";
+        let get_me = botspace::policy::route::answers_from_cache(req.uri().path());
         match (&self.inner.core, &self.inner.on_reactor) {
             (_, Some(reactor)) if !admin => {
                 let (tx, rx) = tokio::sync::oneshot::channel();
@@ -391,8 +386,8 @@ impl Botspace {
             // blocking pool; bot traffic goes to the core threads.
             (Some(core), _) if !admin => {
                 let on_worker = if get_me && self.get_me_on_worker {
-                    // A panic in the core stays in it (a bare 500), as on
-                    // a core thread.
+                    // A panic in the core stays in it (the core's 500
+                    // `answer_failed`), as on a core thread.
                     self.inner.gate.try_exclusive().map(|_alone| {
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_http(&req))).map_err(|_| ())
                     })
@@ -431,16 +426,10 @@ fn full(r: Response<Vec<u8>>) -> Response<Full<Bytes>> {
     r.map(|b| Full::new(Bytes::from(b)))
 }
 
-/// A refusal that ends the connection (its body may not have been read).
-fn close(mut r: Response<Vec<u8>>) -> Response<Full<Bytes>> {
-    r.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
-    full(r)
-}
-
-fn internal_error() -> Response<Vec<u8>> {
-    let mut r = Response::new(Vec::new());
-    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-    r
+/// The core's answer to a request whose core call panicked or whose core
+/// thread is gone (`policy::answer_failed`).
+fn answer_failed() -> Response<Vec<u8>> {
+    botspace::into_http_response(botspace::policy::answer_failed())
 }
 
 impl<B> tower_service::Service<Request<B>> for Botspace

@@ -43,11 +43,11 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 /// A peer that does not take our bytes for this long is dropped.
-const WRITE_TIMEOUT: Duration = Duration::from_millis(botspace::policy::host::WRITE_TIMEOUT_MS);
+const WRITE_TIMEOUT: Duration = Duration::from_millis(host::WRITE_TIMEOUT_MS);
 /// How long a stop waits for connections to finish.
-const DRAIN: Duration = Duration::from_millis(botspace::policy::host::DRAIN_MS);
+const DRAIN: Duration = Duration::from_millis(host::DRAIN_MS);
 /// Longest single wait for store notifications: how late the loop sees a stop.
-const NOTIFY_WAIT_MS: u64 = botspace::policy::host::NOTIFY_WAIT_MS;
+const NOTIFY_WAIT_MS: u64 = host::NOTIFY_WAIT_MS;
 
 /// The connection limits of `examples/server.rs`.
 #[derive(Clone, Debug)]
@@ -158,12 +158,12 @@ pub fn serve_then(
         sh.app.shutdown();
         let until = Instant::now() + DRAIN;
         while sh.connections() > 0 && Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(host::DRAIN_POLL_MS)).await;
         }
         io::Result::Ok(sh.connections())
     })?;
     // Tasks still running (a drain that ran out) are dropped here.
-    rt.shutdown_timeout(Duration::from_secs(1));
+    rt.shutdown_timeout(Duration::from_millis(host::RUNTIME_SHUTDOWN_MS));
     if let Some(h) = notify_loop {
         let _ = h.join();
     }
@@ -219,7 +219,7 @@ fn spawn_notification_loop(sh: &Arc<Shared>) -> Option<std::thread::JoinHandle<(
             if let Err(e) = sh.app.service().wait_store_notifications(NOTIFY_WAIT_MS) {
                 // The listening connection broke (or cannot be opened): the
                 // sessions' polls still deliver; reconnect a second later.
-                let report = Duration::from_millis(botspace::policy::host::NOTIFY_ERROR_REPORT_MS);
+                let report = Duration::from_millis(host::NOTIFY_ERROR_REPORT_MS);
                 if last_error.is_none_or(|t| t.elapsed() >= report) {
                     crate::say::log(
                         botspace::log::Level::Warn,
@@ -227,9 +227,9 @@ fn spawn_notification_loop(sh: &Arc<Shared>) -> Option<std::thread::JoinHandle<(
                     );
                     last_error = Some(std::time::Instant::now());
                 }
-                let until = std::time::Instant::now() + Duration::from_millis(botspace::policy::host::NOTIFY_RETRY_MS);
+                let until = std::time::Instant::now() + Duration::from_millis(host::NOTIFY_RETRY_MS);
                 while std::time::Instant::now() < until && !sh.stop.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(50));
+                    std::thread::sleep(Duration::from_millis(host::NOTIFY_RETRY_STEP_MS));
                 }
             }
         }
@@ -282,7 +282,7 @@ async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, role: Role) {
                 let evicted = sh.evict_oldest();
                 if spare.release() {
                     if let Ok(Ok((stream, peer))) =
-                        tokio::time::timeout(Duration::from_millis(1), listener.accept()).await
+                        tokio::time::timeout(Duration::from_millis(host::EVICTION_SETTLE_MS), listener.accept()).await
                     {
                         if evicted {
                             spawn_connection(&sh, stream, peer, role);
@@ -295,15 +295,15 @@ async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, role: Role) {
                 }
                 if !evicted {
                     errors.note(&e);
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    tokio::time::sleep(Duration::from_millis(host::ACCEPT_BACKOFF_MS)).await;
                 } else {
                     // The evicted task closes its descriptor within moments.
-                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    tokio::time::sleep(Duration::from_millis(host::EVICTION_SETTLE_MS)).await;
                 }
             }
             Err(e) => {
                 errors.note(&e);
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(Duration::from_millis(host::ACCEPT_BACKOFF_MS)).await;
             }
         }
     }
@@ -346,7 +346,7 @@ struct ErrorLog {
 impl ErrorLog {
     fn note(&mut self, e: &io::Error) {
         self.since += 1;
-        let every = Duration::from_millis(botspace::policy::host::ACCEPT_ERROR_REPORT_MS);
+        let every = Duration::from_millis(host::ACCEPT_ERROR_REPORT_MS);
         if self.last.is_none_or(|t| t.elapsed() >= every) {
             crate::say::log(
                 botspace::log::Level::Error,
@@ -417,7 +417,7 @@ async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr,
         // unanswered: bytes still in the socket are read first.
         let stopping = sh.stop.load(Ordering::SeqCst);
         if stopping && c.http.is_idle() {
-            let mut probe = [0u8; 4096];
+            let mut probe = [0u8; host::STOP_PROBE_BYTES];
             match c.sock.try_read(&mut probe) {
                 Ok(n) if n > 0 => c.http.handle_input(&probe[..n], c.now()),
                 _ => return,
@@ -474,12 +474,12 @@ impl Conn {
 
     /// Reads what the socket has (up to what the connection takes) into
     /// the connection; `Ok(0)` at the end. An uninitialised scratch buffer
-    /// (no 16 KiB memset per read), and only what arrived is kept, so an
-    /// idle connection holds no buffer of its own.
+    /// of `host::READ_CHUNK_BYTES` (no memset per read), and only what
+    /// arrived is kept, so an idle connection holds no buffer of its own.
     async fn read(&mut self) -> io::Result<usize> {
-        let limit = self.http.read_limit().clamp(1, 16 * 1024);
+        let limit = self.http.read_limit().clamp(1, host::READ_CHUNK_BYTES);
         std::future::poll_fn(|cx| {
-            let mut chunk = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
+            let mut chunk = [std::mem::MaybeUninit::<u8>::uninit(); host::READ_CHUNK_BYTES];
             let mut rb = ReadBuf::uninit(&mut chunk[..limit]);
             std::task::ready!(Pin::new(&mut self.sock).poll_read(cx, &mut rb))?;
             let now = self.started.elapsed().as_millis() as u64;
@@ -681,7 +681,7 @@ pub mod fds {
         // SAFETY: plain system calls on a local struct.
         unsafe {
             if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-                return 1024;
+                return botspace::policy::host::FALLBACK_FILE_LIMIT;
             }
             if lim.rlim_cur < lim.rlim_max {
                 let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };

@@ -115,15 +115,9 @@ pub(crate) async fn run(svc: Weak<Service>, sender: Arc<Sender>) {
         }
         let wait = s.webhook_timeout().map(|t| Duration::from_millis(t.saturating_sub(s.now_ms())));
         drop(s);
-        match wait {
-            // Also wakes now and then, to notice the service is gone.
-            Some(d) => {
-                let _ = tokio::time::timeout(d.min(Duration::from_secs(1)), sender.wake.notified()).await;
-            }
-            None => {
-                let _ = tokio::time::timeout(Duration::from_secs(1), sender.wake.notified()).await;
-            }
-        }
+        // Also wakes now and then, to notice the service is gone.
+        let look = Duration::from_millis(botspace::policy::host::WEBHOOK_LOOK_MS);
+        let _ = tokio::time::timeout(wait.map_or(look, |d| d.min(look)), sender.wake.notified()).await;
     }
 }
 
@@ -272,10 +266,12 @@ async fn exchange(
     if conn.ready().await.is_err() {
         return Err(Reused);
     }
-    let mut builder = http::Request::post(req.target.path_and_query.as_str())
-        .header(http::header::HOST, req.host_header())
-        .header(http::header::USER_AGENT, "botspace-webhooks");
-    for (name, value) in req.attempt.headers() {
+    // Every header is the core's (`header_lines`: the user agent, the
+    // content type, the signature's three); hyper writes Content-Length
+    // from the body and adds nothing else.
+    let mut builder =
+        http::Request::post(req.target.path_and_query.as_str()).header(http::header::HOST, req.host_header());
+    for (name, value) in req.header_lines() {
         builder = builder.header(name, value);
     }
     let request = match builder.body(Full::new(body)) {

@@ -188,4 +188,28 @@ fn a_parsed_request_meets_the_cores_rules() {
     let (head, me) = response(&mut s);
     assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
     assert_eq!(me["result"]["handle"], json!("echo_bot"), "{me}");
+
+    // A chunked body past the core's limit (max_body_bytes) is refused as
+    // the core refuses it, once the limit is passed, and the connection
+    // ends (the rest is unread); so is one hyper cannot decode.
+    let big = "x".repeat(1025);
+    let over = format!("POST /bot/getMe HTTP/1.1\r\nHost: x\r\nAuthorization: Bot {token}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n401\r\n{big}\r\n0\r\n\r\n");
+    let mut s = connect();
+    s.write_all(over.as_bytes()).unwrap();
+    let (head, err) = response(&mut s);
+    assert!(head.starts_with("HTTP/1.1 413 ") && head.to_ascii_lowercase().contains("connection: close"), "{head}");
+    assert_eq!(
+        err,
+        json!({"ok": false, "error_code": 413, "error": "payload_too_large",
+               "description": "request body is larger than 1024 bytes"})
+    );
+    let bad = format!("POST /bot/getMe HTTP/1.1\r\nHost: x\r\nAuthorization: Bot {token}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{{}}\r\n0\r\n\r\n");
+    let mut s = connect();
+    s.write_all(bad.as_bytes()).unwrap();
+    let (head, err) = response(&mut s);
+    assert!(head.starts_with("HTTP/1.1 400 ") && head.to_ascii_lowercase().contains("connection: close"), "{head}");
+    assert_eq!(
+        err,
+        json!({"ok": false, "error_code": 400, "error": "invalid_request", "description": "malformed chunked body"})
+    );
 }
