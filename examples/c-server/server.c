@@ -440,7 +440,8 @@ static void upgrade(conn_t *c, const botspace_http_request *r, uint64_t mono) {
     botspace_bytes resp = {NULL, 0};
     botspace_gateway *gw = NULL;
     if (botspace_gateway_accept(svc, r->ptr, r->len, svc_now(), &resp, &gw) != BOTSPACE_STATUS_OK) {
-        botspace_http_connection_close(c->http, mono);
+        /* A failed call: the library's 500 answer_failed, in its turn. */
+        botspace_http_connection_answer(c->http, NULL, 0, mono);
         return;
     }
     if (!gw) {

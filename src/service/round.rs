@@ -18,7 +18,7 @@
 //! - answers each [`MAX_BATCH`] of plain requests with one
 //!   [`Service::handle_batch`] (one transaction, one fsync), each answer
 //!   to its connection in order; a failed call still ends each request's
-//!   turn, without an answer;
+//!   turn, with the core's 500 `answer_failed`;
 //! - answers what must go alone once the batch before it is answered:
 //!   the host API with the peer's address (the login throttle), a
 //!   `getUpdates` (it may park), a path the listener does not serve. Such
@@ -190,7 +190,7 @@ impl HttpRound {
 
     /// Answers the batch, each answer to its connection: one commit for
     /// all. A failed call (a panic in the core) ends each request's turn
-    /// without an answer.
+    /// with the core's 500 `answer_failed`.
     fn answer_batch<C: RoundConnections + ?Sized>(&mut self, svc: &Service, conns: &mut C, now: u64) {
         match self.batch.len() {
             0 => {}
@@ -226,8 +226,8 @@ impl HttpRound {
 
     /// Answers the request that ended connection `i`'s share of the batch,
     /// after the batch; or leaves it to the host (the gateway, a parked
-    /// poll). A failed call ends the request's turn without an answer; a
-    /// poll that could not be answered closes its connection.
+    /// poll). A failed call ends the request's turn with the core's 500
+    /// `answer_failed` (whether it was carried out is unknown).
     fn run_step<C: RoundConnections + ?Sized>(&mut self, svc: &Service, conns: &mut C, i: usize, t: Taken, now: u64) {
         let out = {
             let Some(c) = conns.connection(i) else { return };
@@ -255,7 +255,6 @@ impl HttpRound {
         let Some(c) = conns.connection_mut(i) else { return };
         match out {
             Some(out) => c.answer(&out, now),
-            None if t.route == Route::Poll => c.close(false, now),
             None => c.answer(&[], now),
         }
     }
