@@ -1920,10 +1920,7 @@ pub unsafe extern "C" fn botspace_gateway_link_transmit(
         non_null!(out_len, "out_len");
         let t = live_link!(ref link).transmit();
         // SAFETY: checked non-NULL above.
-        unsafe {
-            out_ptr.write(if t.is_empty() { std::ptr::null() } else { t.as_ptr() });
-            out_len.write(t.len());
-        }
+        unsafe { write_borrowed(t, out_ptr, out_len) };
         botspace_status::Ok
     })
 }
@@ -1962,12 +1959,7 @@ pub unsafe extern "C" fn botspace_gateway_link_get_info(
     ffi_boundary!({
         non_null!(out_info, "out_info");
         let l = live_link!(ref link);
-        let state = match l.state() {
-            botspace::policy::connection::ConnectionState::Open => botspace_connection_state::Open,
-            botspace::policy::connection::ConnectionState::Closing => botspace_connection_state::Closing,
-            botspace::policy::connection::ConnectionState::Lingering => botspace_connection_state::Lingering,
-            botspace::policy::connection::ConnectionState::Closed => botspace_connection_state::Closed,
-        };
+        let state = botspace_connection_state::from(l.state());
         let info = botspace_gateway_link_info {
             state,
             wants_read: l.wants_read(),
@@ -3410,6 +3402,31 @@ pub enum botspace_connection_state {
     Closed = 3,
 }
 
+impl From<botspace::policy::connection::ConnectionState> for botspace_connection_state {
+    fn from(s: botspace::policy::connection::ConnectionState) -> Self {
+        use botspace::policy::connection::ConnectionState as S;
+        match s {
+            S::Open => botspace_connection_state::Open,
+            S::Closing => botspace_connection_state::Closing,
+            S::Lingering => botspace_connection_state::Lingering,
+            S::Closed => botspace_connection_state::Closed,
+        }
+    }
+}
+
+/// Lends `t` to the caller as a pointer and a length (NULL for nothing):
+/// the `_transmit` functions' bytes, borrowed from their handle.
+///
+/// # Safety
+/// Both outputs must be writable.
+unsafe fn write_borrowed(t: &[u8], out_ptr: *mut *const u8, out_len: *mut usize) {
+    // SAFETY: as documented above.
+    unsafe {
+        out_ptr.write(if t.is_empty() { std::ptr::null() } else { t.as_ptr() });
+        out_len.write(t.len());
+    }
+}
+
 /// What `botspace_http_connection_handle_timeout` did.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -3579,12 +3596,7 @@ pub unsafe extern "C" fn botspace_http_connection_get_info(
     ffi_boundary!({
         non_null!(out_info, "out_info");
         let c = live_conn!(ref conn);
-        let state = match c.state() {
-            botspace::policy::connection::ConnectionState::Open => botspace_connection_state::Open,
-            botspace::policy::connection::ConnectionState::Closing => botspace_connection_state::Closing,
-            botspace::policy::connection::ConnectionState::Lingering => botspace_connection_state::Lingering,
-            botspace::policy::connection::ConnectionState::Closed => botspace_connection_state::Closed,
-        };
+        let state = botspace_connection_state::from(c.state());
         let info = botspace_http_connection_info {
             state,
             wants_read: c.wants_read(),
@@ -3775,10 +3787,7 @@ pub unsafe extern "C" fn botspace_http_connection_transmit(
         non_null!(out_len, "out_len");
         let t = live_conn!(ref conn).transmit();
         // SAFETY: checked non-NULL above.
-        unsafe {
-            out_ptr.write(if t.is_empty() { std::ptr::null() } else { t.as_ptr() });
-            out_len.write(t.len());
-        }
+        unsafe { write_borrowed(t, out_ptr, out_len) };
         botspace_status::Ok
     })
 }
