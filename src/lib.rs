@@ -80,6 +80,8 @@ pub use service::{
     Answer, CommitPause, HttpRound, OpenError, PollId, RoundConnection, RoundConnections, RoundStep, Service, WakeHook,
     WebhookPoll, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS,
 };
+#[cfg(all(feature = "typed", not(target_arch = "wasm32")))]
+pub use service::{CoreGate, CoreWorkers, Job, Reply};
 pub use words::{
     BotGap, BotStatus, ChatAction, ChatKind, CloseCode, ErrorCode, EventKind, GatewayOp, ParseMode, Party,
     RateLimitScope, Tier, UnknownWord,

@@ -127,7 +127,9 @@ pub(crate) struct Inner {
     /// Bot requests answered on the reactor, in batches: a service whose
     /// calls never block (`:memory:`). Then `core` is `None`.
     on_reactor: Option<core_thread::OnReactor>,
-    pub(crate) gate: Arc<core_thread::Gate>,
+    /// Held shared by every blocking call into the core (the core threads
+    /// hold it for each take), tried exclusively by a getMe on a worker.
+    pub(crate) gate: Arc<botspace::CoreGate>,
     /// What wakes the webhook sender.
     webhooks: Arc<webhooks::Sender>,
     /// getUpdates requests waiting on the core's parked polls.
@@ -174,8 +176,18 @@ impl Botspace {
     }
 
     fn build(svc: Arc<Service>, n: usize, on_reactor: bool) -> Botspace {
-        let gate = Arc::new(core_thread::Gate::default());
-        let core = if n > 0 { core_thread::CoreThreads::start(&svc, &gate, n) } else { None };
+        let core = match (n > 0).then(|| core_thread::CoreThreads::start(svc.clone(), n)) {
+            Some(Ok(core)) => Some(core),
+            Some(Err(e)) => {
+                say::log(
+                    botspace::log::Level::Warn,
+                    &format!("cannot start a core thread (requests go to the blocking pool): {e}"),
+                );
+                None
+            }
+            None => None,
+        };
+        let gate = core.as_ref().map_or_else(Arc::default, |c| c.gate().clone());
         let inner = Arc::new(Inner {
             svc,
             registry: gateway::Registry::default(),
@@ -373,12 +385,11 @@ impl Botspace {
         route: botspace::policy::Route,
     ) -> Result<Response<Vec<u8>>, ()> {
         let admin = route == botspace::policy::Route::Admin;
-        let kind =
-            if route == botspace::policy::Route::Batch { core_thread::Kind::Batch } else { core_thread::Kind::Alone };
+        let kind = botspace::policy::route::Kind::of(route);
         let get_me = botspace::policy::route::answers_from_cache(req.uri().path());
         match (&self.inner.core, &self.inner.on_reactor) {
             (_, Some(reactor)) if !admin => {
-                let (tx, rx) = tokio::sync::oneshot::channel();
+                let (tx, rx) = core_thread::reply();
                 reactor.submit(&svc, core_thread::Job { request: req, kind, reply: tx });
                 rx.await.map_err(|_| ())
             }
@@ -397,8 +408,8 @@ impl Botspace {
                 match on_worker {
                     Some(out) => out,
                     None => {
-                        let (tx, rx) = tokio::sync::oneshot::channel();
-                        match core.submit(core_thread::Job { request: req, kind, reply: tx }) {
+                        let (tx, rx) = core_thread::reply();
+                        match core.submit(req, kind, tx) {
                             Ok(()) => rx.await.map_err(|_| ()),
                             Err(_) => Err(()),
                         }
