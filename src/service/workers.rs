@@ -179,12 +179,13 @@ where
 
     /// Queues a request of `kind` ([`Kind::of`] its route); its answer
     /// goes to `reply`. `Err` gives the job back once the threads have
-    /// been closed.
-    pub fn submit(&self, request: http::Request<B>, kind: Kind, reply: R) -> Result<(), Job<B, R>> {
+    /// been closed (boxed: a job is a whole request, and only that rare
+    /// refusal pays for the box).
+    pub fn submit(&self, request: http::Request<B>, kind: Kind, reply: R) -> Result<(), Box<Job<B, R>>> {
         let job = Job { request, kind, reply };
         let mut q = self.shared.lock();
         if q.closed {
-            return Err(job);
+            return Err(Box::new(job));
         }
         q.jobs.push(job);
         // Only a thread that would take the queue is woken: while a batch
@@ -313,6 +314,7 @@ mod tests {
     const SECRET: &str = "core-thread-test-secret-0001";
 
     type Answered = mpsc::Receiver<http::Response<Vec<u8>>>;
+    type TestJob = Job<Vec<u8>, mpsc::Sender<http::Response<Vec<u8>>>>;
 
     fn call(svc: &Service, path: &str, auth: &str, body: &str) -> serde_json::Value {
         let req = format!(
@@ -367,11 +369,7 @@ mod tests {
 
     /// A sendMessage of `text` as a batch job; its answer arrives on the
     /// returned receiver.
-    fn send_job(
-        token: &str,
-        chat: &str,
-        text: &str,
-    ) -> (Job<Vec<u8>, mpsc::Sender<http::Response<Vec<u8>>>>, Answered) {
+    fn send_job(token: &str, chat: &str, text: &str) -> (TestJob, Answered) {
         let (tx, rx) = mpsc::channel();
         (Job { request: send_request(token, chat, text), kind: Kind::Batch, reply: tx }, rx)
     }
