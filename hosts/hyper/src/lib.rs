@@ -8,9 +8,10 @@
 //! hyper, and serves `GET /bot/gateway` through hyper's upgrade, driving
 //! the core's [`GatewayConnection`]. The core's calls block (SQLite, the fsync of a
 //! commit; PostgreSQL's round trips): they never run on the reactor. Bot
-//! requests go to the app's own core threads, which take every request
-//! queued by any connection and answer them with one `handle_http_group`
-//! call (one transaction, one fsync), as the C server's loop does: one
+//! requests go to the app's own core threads (the library's
+//! [`CoreWorkers`]), which take every request queued by any connection
+//! and answer them with one `handle_http_group` call (one transaction,
+//! one fsync), as the C server's loop does: one
 //! thread on SQLite, one per PostgreSQL connection of the pool on a
 //! shared store. Host calls and the gateway's calls run on tokio's
 //! blocking pool (`spawn_blocking`).
@@ -49,6 +50,7 @@
 //! [`Service::handle_http`]: botspace::Service::handle_http
 //! [`Service::handle_http_batch`]: botspace::Service::handle_http_batch
 //! [`GatewayConnection`]: botspace::GatewayConnection
+//! [`CoreWorkers`]: botspace::CoreWorkers
 
 mod core_thread;
 mod gateway;
