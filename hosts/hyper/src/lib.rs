@@ -178,17 +178,10 @@ impl Botspace {
     }
 
     fn build(svc: Arc<Service>, n: usize, on_reactor: bool) -> Botspace {
-        let core = match (n > 0).then(|| core_thread::CoreThreads::start(svc.clone(), n)) {
-            Some(Ok(core)) => Some(core),
-            Some(Err(e)) => {
-                say::log(
-                    botspace::log::Level::Warn,
-                    &format!("cannot start a core thread (requests go to the blocking pool): {e}"),
-                );
-                None
-            }
-            None => None,
-        };
+        let core = (n > 0).then(|| core_thread::CoreThreads::start(svc.clone(), n)).and_then(|started| {
+            let why = |e| format!("cannot start a core thread (requests go to the blocking pool): {e}");
+            started.map_err(|e| say::log(botspace::log::Level::Warn, &why(e))).ok()
+        });
         let gate = core.as_ref().map_or_else(Arc::default, |c| c.gate().clone());
         let inner = Arc::new(Inner {
             svc,
