@@ -69,6 +69,7 @@ pub struct Job<B, R> {
     pub request: http::Request<B>,
     /// [`Kind::of`] its route.
     pub kind: Kind,
+    /// Where its answer goes.
     pub reply: R,
 }
 
@@ -503,6 +504,14 @@ mod tests {
         assert_eq!(texts, ["kept"], "{history}");
         drop(svc);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_queue_is_shared_between_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<CoreWorkers<Vec<u8>, mpsc::Sender<http::Response<Vec<u8>>>>>();
+        send_sync::<CoreWorkers<Vec<u8>, Box<dyn FnOnce(http::Response<Vec<u8>>) + Send>>>();
+        send_sync::<CoreGate>();
     }
 
     #[test]
