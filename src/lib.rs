@@ -6,8 +6,9 @@
 //! ([`Service::handle_request`]); the bot gateway is a per-connection
 //! object fed with socket bytes ([`Service::accept_gateway`]). The host
 //! owns the client sockets, the clock and every thread: the library starts
-//! no thread. But it owns the database, so its synchronous calls may wait
-//! for it:
+//! no thread, unless a threaded Rust host asks for its batch queue's
+//! ([`CoreWorkers`]). But it owns the database, so its synchronous calls
+//! may wait for it:
 //!
 //! | entry point | may block on |
 //! |---|---|
@@ -17,6 +18,8 @@
 //! | [`GatewayConnection::handle_input`], `handle_timeout` | an ack write (commit, fsync) when the input ends the session; PostgreSQL lease renewal and row checks |
 //! | [`GatewayConnection::poll_transmit`] | the ack write (commit, fsync), the event-log read and the WAL fsync before frames leave; PostgreSQL round trips |
 //! | dropping a [`GatewaySession`] / [`GatewayConnection`] | the pending ack's commit; the PostgreSQL lease release |
+//! | [`Service::answer_take`], a [`CoreWorkers`] thread's take | as [`Service::handle_batch`], for each group of the take |
+//! | [`CoreWorkers::close`] (and its drop) | the takes under way and those queued: it joins the threads |
 //! | [`Service::export_database`], [`Service::import_database`] | the database lock, disk reads or writes and fsync |
 //! | [`Service::wait_store_notifications`] | PostgreSQL: up to its timeout, by design (run it on a thread of its own) |
 //! | [`frame_request`], [`RequestFramer`], [`parse_http_request`], [`http_request_from_parts`], `poll_timeout`, `poll_event` | nothing (CPU only) |
@@ -80,6 +83,8 @@ pub use service::{
     Answer, CommitPause, HttpRound, OpenError, PollId, RoundConnection, RoundConnections, RoundStep, Service, WakeHook,
     WebhookPoll, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS,
 };
+#[cfg(all(feature = "typed", not(target_arch = "wasm32")))]
+pub use service::{CoreGate, CoreWorkers, Job, Reply};
 pub use words::{
     BotGap, BotStatus, ChatAction, ChatKind, CloseCode, ErrorCode, EventKind, GatewayOp, ParseMode, Party,
     RateLimitScope, Tier, UnknownWord,

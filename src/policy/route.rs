@@ -70,6 +70,33 @@ pub fn answers_from_cache(path: &str) -> bool {
     path == GET_ME_PATH
 }
 
+/// How a request queued with other connections' requests is answered
+/// (a batch queue such as the core threads' `CoreWorkers`, or a host's
+/// own that calls `Service::answer_take`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// With the other writes of its take, in one `handle_http_group` call
+    /// (one transaction, one fsync).
+    Batch,
+    /// On its own (`handle_http`): getMe, which reads a cached identity
+    /// and takes no transaction, and anything that is not a bot method.
+    Alone,
+}
+
+impl Kind {
+    /// How a request of `route` is answered once queued: only
+    /// [`Route::Batch`] joins a group. The other routes a host queues
+    /// ([`Route::Alone`]) go one by one; the host API, getUpdates and the
+    /// gateway are never queued (the host answers them apart, see
+    /// [`Route`]), and are `Alone` should one be.
+    pub fn of(route: Route) -> Kind {
+        match route {
+            Route::Batch => Kind::Batch,
+            Route::Alone | Route::Admin | Route::Poll | Route::Gateway | Route::NotHere => Kind::Alone,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +122,16 @@ mod tests {
         assert_eq!(route(Listener::All, "/bot/getMe"), Route::Alone);
         for p in ["/bot/getMeX", "/bot/getme", "/bot/sendMessage", "/bot/getUpdates", "/healthz", "/admin/getMe"] {
             assert!(!answers_from_cache(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn only_a_batch_route_joins_a_group_once_queued() {
+        assert_eq!(Kind::of(route(Listener::All, "/bot/sendMessage")), Kind::Batch);
+        assert_eq!(Kind::of(route(Listener::All, "/bot/getMe")), Kind::Alone);
+        assert_eq!(Kind::of(route(Listener::All, "/healthz")), Kind::Alone);
+        for r in [Route::Alone, Route::Admin, Route::Poll, Route::Gateway, Route::NotHere] {
+            assert_eq!(Kind::of(r), Kind::Alone, "{r:?}");
         }
     }
 

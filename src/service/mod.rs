@@ -98,8 +98,14 @@ mod typed;
 #[cfg(feature = "typed")]
 pub use typed::BodyRefusal;
 mod webhooks;
+// The core threads need threads (not in the WebAssembly build) and the
+// typed entry points they call.
+#[cfg(all(feature = "typed", not(target_arch = "wasm32")))]
+mod workers;
 pub use round::{HttpRound, RoundConnection, RoundConnections, RoundStep};
 pub use webhooks::WebhookPoll;
+#[cfg(all(feature = "typed", not(target_arch = "wasm32")))]
+pub use workers::{CoreGate, CoreWorkers, Job, Reply};
 
 impl Service {
     /// Opens a service with the clock the configuration names.

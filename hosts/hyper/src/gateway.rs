@@ -75,8 +75,8 @@ impl Drop for Count<'_> {
 }
 
 /// A `GatewayLink` taken to the blocking pool and back (in the core, see
-/// `core_thread::Gate`) for the calls that run its session.
-struct Link(Option<Box<GatewayLink>>, Arc<crate::core_thread::Gate>);
+/// `botspace::CoreGate`) for the calls that run its session.
+struct Link(Option<Box<GatewayLink>>, Arc<botspace::CoreGate>);
 
 impl Link {
     /// Runs `f` on the blocking pool; `None` if it panicked.

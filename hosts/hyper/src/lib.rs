@@ -8,9 +8,10 @@
 //! hyper, and serves `GET /bot/gateway` through hyper's upgrade, driving
 //! the core's [`GatewayConnection`]. The core's calls block (SQLite, the fsync of a
 //! commit; PostgreSQL's round trips): they never run on the reactor. Bot
-//! requests go to the app's own core threads, which take every request
-//! queued by any connection and answer them with one `handle_http_group`
-//! call (one transaction, one fsync), as the C server's loop does: one
+//! requests go to the app's own core threads (the library's
+//! [`CoreWorkers`]), which take every request queued by any connection
+//! and answer them with one `handle_http_group` call (one transaction,
+//! one fsync), as the C server's loop does: one
 //! thread on SQLite, one per PostgreSQL connection of the pool on a
 //! shared store. Host calls and the gateway's calls run on tokio's
 //! blocking pool (`spawn_blocking`).
@@ -49,6 +50,7 @@
 //! [`Service::handle_http`]: botspace::Service::handle_http
 //! [`Service::handle_http_batch`]: botspace::Service::handle_http_batch
 //! [`GatewayConnection`]: botspace::GatewayConnection
+//! [`CoreWorkers`]: botspace::CoreWorkers
 
 mod core_thread;
 mod gateway;
@@ -127,7 +129,9 @@ pub(crate) struct Inner {
     /// Bot requests answered on the reactor, in batches: a service whose
     /// calls never block (`:memory:`). Then `core` is `None`.
     on_reactor: Option<core_thread::OnReactor>,
-    pub(crate) gate: Arc<core_thread::Gate>,
+    /// Held shared by every blocking call into the core (the core threads
+    /// hold it for each take), tried exclusively by a getMe on a worker.
+    pub(crate) gate: Arc<botspace::CoreGate>,
     /// What wakes the webhook sender.
     webhooks: Arc<webhooks::Sender>,
     /// getUpdates requests waiting on the core's parked polls.
@@ -174,8 +178,11 @@ impl Botspace {
     }
 
     fn build(svc: Arc<Service>, n: usize, on_reactor: bool) -> Botspace {
-        let gate = Arc::new(core_thread::Gate::default());
-        let core = if n > 0 { core_thread::CoreThreads::start(&svc, &gate, n) } else { None };
+        let core = (n > 0).then(|| core_thread::CoreThreads::start(svc.clone(), n)).and_then(|started| {
+            let why = |e| format!("cannot start a core thread (requests go to the blocking pool): {e}");
+            started.map_err(|e| say::log(botspace::log::Level::Warn, &why(e))).ok()
+        });
+        let gate = core.as_ref().map_or_else(Arc::default, |c| c.gate().clone());
         let inner = Arc::new(Inner {
             svc,
             registry: gateway::Registry::default(),
@@ -373,12 +380,11 @@ impl Botspace {
         route: botspace::policy::Route,
     ) -> Result<Response<Vec<u8>>, ()> {
         let admin = route == botspace::policy::Route::Admin;
-        let kind =
-            if route == botspace::policy::Route::Batch { core_thread::Kind::Batch } else { core_thread::Kind::Alone };
+        let kind = botspace::policy::route::Kind::of(route);
         let get_me = botspace::policy::route::answers_from_cache(req.uri().path());
         match (&self.inner.core, &self.inner.on_reactor) {
             (_, Some(reactor)) if !admin => {
-                let (tx, rx) = tokio::sync::oneshot::channel();
+                let (tx, rx) = core_thread::reply();
                 reactor.submit(&svc, core_thread::Job { request: req, kind, reply: tx });
                 rx.await.map_err(|_| ())
             }
@@ -397,8 +403,8 @@ impl Botspace {
                 match on_worker {
                     Some(out) => out,
                     None => {
-                        let (tx, rx) = tokio::sync::oneshot::channel();
-                        match core.submit(core_thread::Job { request: req, kind, reply: tx }) {
+                        let (tx, rx) = core_thread::reply();
+                        match core.submit(req, kind, tx) {
                             Ok(()) => rx.await.map_err(|_| ()),
                             Err(_) => Err(()),
                         }
