@@ -404,7 +404,9 @@ typedef struct botspace_service botspace_service;
  * (`botspace_webhook_pump_report`) and sleeps until
  * `botspace_webhook_pump_timeout`; the store thread runs
  * `while (wait_turn) { store_turn; wake the loop }`. None of the loop's
- * calls waits on the store. Thread-safe, except `_free`.
+ * calls waits on the store. A pump serves one service: the calls that
+ * take a service must always be given the same one. Thread-safe, except
+ * `_free`.
  */
 typedef struct botspace_webhook_pump botspace_webhook_pump;
 
@@ -2068,14 +2070,14 @@ enum botspace_status botspace_http_round_serve(struct botspace_http_round *round
 void botspace_http_round_free(struct botspace_http_round **round);
 
 /**
- * Makes a webhook pump for `service` and writes it to `*out_pump`. The
- * service handle must outlive the pump: free the pump first (after the
- * store thread ended). Thread-safe.
+ * Makes a webhook pump and writes it to `*out_pump`. It needs no service
+ * yet (a host may start its store thread before it opens the service);
+ * the calls that read or write deliveries name the service. Thread-safe.
  *
  * # Safety
- * `service` must be a live handle; `out_pump` must be writable.
+ * `out_pump` must be writable.
  */
-enum botspace_status botspace_webhook_pump_new(const struct botspace_service *service, struct botspace_webhook_pump **out_pump);
+enum botspace_status botspace_webhook_pump_new(struct botspace_webhook_pump **out_pump);
 
 /**
  * Releases a pump and sets `*pump` to NULL. Accepts NULL and a pointer to
@@ -2101,9 +2103,10 @@ void botspace_webhook_pump_free(struct botspace_webhook_pump **pump);
  * waits on the store. Call it from the loop's thread.
  *
  * # Safety
- * `pump` must be a live handle; `out_request` must be writable.
+ * `pump` and `service` must be live handles; `out_request` must be
+ * writable.
  */
-enum botspace_status botspace_webhook_pump_take(const struct botspace_webhook_pump *pump, uint64_t now_ms, struct botspace_webhook_request **out_request);
+enum botspace_status botspace_webhook_pump_take(const struct botspace_webhook_pump *pump, const struct botspace_service *service, uint64_t now_ms, struct botspace_webhook_request **out_request);
 
 /**
  * Writes when the loop is to take again if nothing wakes it first (the
@@ -2114,9 +2117,9 @@ enum botspace_status botspace_webhook_pump_take(const struct botspace_webhook_pu
  * does not spin. Thread-safe.
  *
  * # Safety
- * `pump` must be a live handle; `out_ms` must be writable.
+ * `pump` and `service` must be live handles; `out_ms` must be writable.
  */
-enum botspace_status botspace_webhook_pump_timeout(const struct botspace_webhook_pump *pump, uint64_t now_ms, uint64_t *out_ms);
+enum botspace_status botspace_webhook_pump_timeout(const struct botspace_webhook_pump *pump, const struct botspace_service *service, uint64_t now_ms, uint64_t *out_ms);
 
 /**
  * `botspace_service_webhook_report` through the pump: the same inputs,
@@ -2126,11 +2129,11 @@ enum botspace_status botspace_webhook_pump_timeout(const struct botspace_webhook
  * `BOTSPACE_STATUS_OK`. Never waits on the store. Thread-safe.
  *
  * # Safety
- * `pump` must be a live handle whose service is live; `retry_after` and
+ * `pump` and `service` must be live handles; `retry_after` and
  * `failure_message` NULL or NUL-terminated; `out_store_wanted` NULL or
  * writable.
  */
-enum botspace_status botspace_webhook_pump_report(const struct botspace_webhook_pump *pump, uint64_t id, uint16_t status_code, const char *retry_after, const char *failure_message, bool timed_out, uint64_t now_ms, bool *out_store_wanted);
+enum botspace_status botspace_webhook_pump_report(const struct botspace_webhook_pump *pump, const struct botspace_service *service, uint64_t id, uint16_t status_code, const char *retry_after, const char *failure_message, bool timed_out, uint64_t now_ms, bool *out_store_wanted);
 
 /**
  * `botspace_service_webhook_report_failure` through the pump: the library
@@ -2138,10 +2141,10 @@ enum botspace_status botspace_webhook_pump_report(const struct botspace_webhook_
  * `botspace_webhook_pump_report`. Thread-safe.
  *
  * # Safety
- * `pump` must be a live handle whose service is live; `detail` NULL or
+ * `pump` and `service` must be live handles; `detail` NULL or
  * NUL-terminated; `out_store_wanted` NULL or writable.
  */
-enum botspace_status botspace_webhook_pump_report_failure(const struct botspace_webhook_pump *pump, uint64_t id, uint32_t kind, const char *detail, uint64_t now_ms, bool *out_store_wanted);
+enum botspace_status botspace_webhook_pump_report_failure(const struct botspace_webhook_pump *pump, const struct botspace_service *service, uint64_t id, uint32_t kind, const char *detail, uint64_t now_ms, bool *out_store_wanted);
 
 /**
  * Writes to `*out_wanted` whether a store turn should begin now: one is
@@ -2175,9 +2178,10 @@ enum botspace_status botspace_webhook_pump_wait_turn(const struct botspace_webho
  * pipe). Ends the turn `botspace_webhook_pump_wait_turn` claimed.
  *
  * # Safety
- * `pump` must be a live handle; `out_handed` NULL or writable.
+ * `pump` and `service` must be live handles; `out_handed` NULL or
+ * writable.
  */
-enum botspace_status botspace_webhook_pump_store_turn(const struct botspace_webhook_pump *pump, uint64_t now_ms, size_t *out_handed);
+enum botspace_status botspace_webhook_pump_store_turn(const struct botspace_webhook_pump *pump, const struct botspace_service *service, uint64_t now_ms, size_t *out_handed);
 
 /**
  * Ends the store thread's waits: `botspace_webhook_pump_wait_turn` writes

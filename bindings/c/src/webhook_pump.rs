@@ -8,11 +8,10 @@ use super::{
     botspace_webhook_request, fail, panic_message, set_last_error, BOTSPACE_NO_DEADLINE,
 };
 use botspace::webhook::{Pump, WebhookRequest};
-use botspace::Service;
 use std::collections::VecDeque;
 use std::ffi::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 /// The webhook schedule between a host's event loop and its store thread
 /// (`botspace_webhook_pump_new`). The loop takes what is due
@@ -20,12 +19,10 @@ use std::sync::{Arc, Mutex};
 /// (`botspace_webhook_pump_report`) and sleeps until
 /// `botspace_webhook_pump_timeout`; the store thread runs
 /// `while (wait_turn) { store_turn; wake the loop }`. None of the loop's
-/// calls waits on the store. Thread-safe, except `_free`.
+/// calls waits on the store. A pump serves one service: the calls that
+/// take a service must always be given the same one. Thread-safe, except
+/// `_free`.
 pub struct botspace_webhook_pump {
-    /// The service handle, for the outcome's checks
-    /// (`botspace_service_webhook_report`'s): it outlives the pump.
-    service: *const botspace_service,
-    svc: Arc<Service>,
     pump: Pump,
     /// What the current round of `botspace_webhook_pump_take` hands out,
     /// one per call; `None` between rounds.
@@ -49,23 +46,17 @@ impl botspace_webhook_pump {
     }
 }
 
-/// Makes a webhook pump for `service` and writes it to `*out_pump`. The
-/// service handle must outlive the pump: free the pump first (after the
-/// store thread ended). Thread-safe.
+/// Makes a webhook pump and writes it to `*out_pump`. It needs no service
+/// yet (a host may start its store thread before it opens the service);
+/// the calls that read or write deliveries name the service. Thread-safe.
 ///
 /// # Safety
-/// `service` must be a live handle; `out_pump` must be writable.
+/// `out_pump` must be writable.
 #[no_mangle]
-pub unsafe extern "C" fn botspace_webhook_pump_new(
-    service: *const botspace_service,
-    out_pump: *mut *mut botspace_webhook_pump,
-) -> botspace_status {
+pub unsafe extern "C" fn botspace_webhook_pump_new(out_pump: *mut *mut botspace_webhook_pump) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
         non_null!(out_pump, "out_pump");
-        // SAFETY: a live handle.
-        let svc = unsafe { (*service).svc.clone() };
-        let pump = Box::new(botspace_webhook_pump { service, svc, pump: Pump::new(), round: Mutex::new(None) });
+        let pump = Box::new(botspace_webhook_pump { pump: Pump::new(), round: Mutex::new(None) });
         // SAFETY: checked non-NULL above.
         unsafe { *out_pump = Box::into_raw(pump) };
         botspace_status::Ok
@@ -106,20 +97,23 @@ pub unsafe extern "C" fn botspace_webhook_pump_free(pump: *mut *mut botspace_web
 /// waits on the store. Call it from the loop's thread.
 ///
 /// # Safety
-/// `pump` must be a live handle; `out_request` must be writable.
+/// `pump` and `service` must be live handles; `out_request` must be
+/// writable.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_webhook_pump_take(
     pump: *const botspace_webhook_pump,
+    service: *const botspace_service,
     now_ms: u64,
     out_request: *mut *mut botspace_webhook_request,
 ) -> botspace_status {
     ffi_boundary!({
         non_null!(pump, "pump");
+        non_null!(service, "service");
         non_null!(out_request, "out_request");
-        // SAFETY: a live handle.
-        let p = unsafe { &*pump };
+        // SAFETY: live handles.
+        let (p, svc) = unsafe { (&*pump, &(*service).svc) };
         let mut round = p.round.lock().unwrap_or_else(|e| e.into_inner());
-        let batch = round.get_or_insert_with(|| p.pump.take(&p.svc, now_ms).into());
+        let batch = round.get_or_insert_with(|| p.pump.take(svc, now_ms).into());
         let req = match batch.pop_front() {
             Some(r) => Box::into_raw(botspace_webhook_request::new(r)),
             None => {
@@ -142,19 +136,21 @@ pub unsafe extern "C" fn botspace_webhook_pump_take(
 /// does not spin. Thread-safe.
 ///
 /// # Safety
-/// `pump` must be a live handle; `out_ms` must be writable.
+/// `pump` and `service` must be live handles; `out_ms` must be writable.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_webhook_pump_timeout(
     pump: *const botspace_webhook_pump,
+    service: *const botspace_service,
     now_ms: u64,
     out_ms: *mut u64,
 ) -> botspace_status {
     ffi_boundary!({
         non_null!(pump, "pump");
+        non_null!(service, "service");
         non_null!(out_ms, "out_ms");
-        // SAFETY: a live handle.
-        let p = unsafe { &*pump };
-        let due = p.pump.timeout(&p.svc, now_ms).unwrap_or(BOTSPACE_NO_DEADLINE);
+        // SAFETY: live handles.
+        let (p, svc) = unsafe { (&*pump, &(*service).svc) };
+        let due = p.pump.timeout(svc, now_ms).unwrap_or(BOTSPACE_NO_DEADLINE);
         // SAFETY: checked non-NULL above.
         unsafe { *out_ms = due };
         botspace_status::Ok
@@ -168,13 +164,14 @@ pub unsafe extern "C" fn botspace_webhook_pump_timeout(
 /// `BOTSPACE_STATUS_OK`. Never waits on the store. Thread-safe.
 ///
 /// # Safety
-/// `pump` must be a live handle whose service is live; `retry_after` and
+/// `pump` and `service` must be live handles; `retry_after` and
 /// `failure_message` NULL or NUL-terminated; `out_store_wanted` NULL or
 /// writable.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)] // the C call names each input and output
 pub unsafe extern "C" fn botspace_webhook_pump_report(
     pump: *const botspace_webhook_pump,
+    service: *const botspace_service,
     id: u64,
     status_code: u16,
     retry_after: *const c_char,
@@ -188,10 +185,10 @@ pub unsafe extern "C" fn botspace_webhook_pump_report(
         // SAFETY: a live handle.
         let p = unsafe { &*pump };
         let mut wanted = false;
-        // SAFETY: the service outlives the pump; the strings as documented.
+        // SAFETY: `service` (checked there) and the strings as documented.
         let status = unsafe {
             botspace_service_webhook_report(
-                p.service,
+                service,
                 id,
                 status_code,
                 retry_after,
@@ -210,11 +207,12 @@ pub unsafe extern "C" fn botspace_webhook_pump_report(
 /// `botspace_webhook_pump_report`. Thread-safe.
 ///
 /// # Safety
-/// `pump` must be a live handle whose service is live; `detail` NULL or
+/// `pump` and `service` must be live handles; `detail` NULL or
 /// NUL-terminated; `out_store_wanted` NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_webhook_pump_report_failure(
     pump: *const botspace_webhook_pump,
+    service: *const botspace_service,
     id: u64,
     kind: u32,
     detail: *const c_char,
@@ -226,9 +224,8 @@ pub unsafe extern "C" fn botspace_webhook_pump_report_failure(
         // SAFETY: a live handle.
         let p = unsafe { &*pump };
         let mut wanted = false;
-        // SAFETY: the service outlives the pump; `detail` as documented.
-        let status =
-            unsafe { botspace_service_webhook_report_failure(p.service, id, kind, detail, now_ms, &mut wanted) };
+        // SAFETY: `service` (checked there) and `detail` as documented.
+        let status = unsafe { botspace_service_webhook_report_failure(service, id, kind, detail, now_ms, &mut wanted) };
         p.reported(status, wanted, out_store_wanted)
     })
 }
@@ -286,18 +283,21 @@ pub unsafe extern "C" fn botspace_webhook_pump_wait_turn(
 /// pipe). Ends the turn `botspace_webhook_pump_wait_turn` claimed.
 ///
 /// # Safety
-/// `pump` must be a live handle; `out_handed` NULL or writable.
+/// `pump` and `service` must be live handles; `out_handed` NULL or
+/// writable.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_webhook_pump_store_turn(
     pump: *const botspace_webhook_pump,
+    service: *const botspace_service,
     now_ms: u64,
     out_handed: *mut usize,
 ) -> botspace_status {
     ffi_boundary!({
         non_null!(pump, "pump");
-        // SAFETY: a live handle.
-        let p = unsafe { &*pump };
-        let handed = p.pump.store_turn(&p.svc, now_ms);
+        non_null!(service, "service");
+        // SAFETY: live handles.
+        let (p, svc) = unsafe { (&*pump, &(*service).svc) };
+        let handed = p.pump.store_turn(svc, now_ms);
         if !out_handed.is_null() {
             // SAFETY: non-NULL, writable as documented.
             unsafe { *out_handed = handed };
