@@ -97,8 +97,10 @@ mod round;
 mod typed;
 #[cfg(feature = "typed")]
 pub use typed::BodyRefusal;
+mod webhook_pump;
 mod webhooks;
 pub use round::{HttpRound, RoundConnection, RoundConnections, RoundStep};
+pub use webhook_pump::Pump;
 pub use webhooks::WebhookPoll;
 
 impl Service {

@@ -22,10 +22,10 @@
 //! milliseconds. A pump serves one [`Service`]; every method takes it, so
 //! that a host may hold the service weakly and notice it is gone.
 
+use super::Service;
+use super::WebhookPoll;
 use crate::webhook::deliveries::WebhookRequest;
 use crate::webhook::schedule::Outcome;
-use crate::Service;
-use crate::WebhookPoll;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// The store side's state, shared by the loop and the store thread.
