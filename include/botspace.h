@@ -398,6 +398,19 @@ typedef struct botspace_server_options botspace_server_options;
 typedef struct botspace_service botspace_service;
 
 /**
+ * The webhook schedule between a host's event loop and its store thread
+ * (`botspace_webhook_pump_new`). The loop takes what is due
+ * (`botspace_webhook_pump_take`), reports outcomes through the pump
+ * (`botspace_webhook_pump_report`) and sleeps until
+ * `botspace_webhook_pump_timeout`; the store thread runs
+ * `while (wait_turn) { store_turn; wake the loop }`. None of the loop's
+ * calls waits on the store. A pump serves one service: the calls that
+ * take a service must always be given the same one. Thread-safe, except
+ * `_free`.
+ */
+typedef struct botspace_webhook_pump botspace_webhook_pump;
+
+/**
  * One webhook request the host is to send (`botspace_service_poll_webhook`),
  * then report with `botspace_service_webhook_outcome`. Release it with
  * `botspace_webhook_request_free` (before or after reporting). Not
@@ -2055,6 +2068,130 @@ enum botspace_status botspace_http_round_serve(struct botspace_http_round *round
  * released through another copy of the pointer.
  */
 void botspace_http_round_free(struct botspace_http_round **round);
+
+/**
+ * Makes a webhook pump and writes it to `*out_pump`. It needs no service
+ * yet (a host may start its store thread before it opens the service);
+ * the calls that read or write deliveries name the service. Thread-safe.
+ *
+ * # Safety
+ * `out_pump` must be writable.
+ */
+enum botspace_status botspace_webhook_pump_new(struct botspace_webhook_pump **out_pump);
+
+/**
+ * Releases a pump and sets `*pump` to NULL. Accepts NULL and a pointer to
+ * NULL. Requests taken and not yet handed out are dropped unreported:
+ * they are sent again after a restart, from the durable cursor. Stop the
+ * store thread (`botspace_webhook_pump_stop`) and join it first; must not
+ * run concurrently with any other call on the pump.
+ *
+ * # Safety
+ * `*pump` must be NULL or a handle from `botspace_webhook_pump_new` that
+ * was not released through another copy of the pointer.
+ */
+void botspace_webhook_pump_free(struct botspace_webhook_pump **pump);
+
+/**
+ * Writes the next request to send at `now_ms` (the service clock's
+ * milliseconds) to `*out_request`, or NULL: call until it writes NULL,
+ * then send each (see `botspace_service_poll_webhook` for how) and report
+ * it with `botspace_webhook_pump_report`. The first call of a round takes
+ * what the last store turns handed out and, when the library's timeout
+ * has come, what memory holds due; it asks for a store turn when the store
+ * has work, or when something was due that memory did not hold. Never
+ * waits on the store. Call it from the loop's thread.
+ *
+ * # Safety
+ * `pump` and `service` must be live handles; `out_request` must be
+ * writable.
+ */
+enum botspace_status botspace_webhook_pump_take(const struct botspace_webhook_pump *pump, const struct botspace_service *service, uint64_t now_ms, struct botspace_webhook_request **out_request);
+
+/**
+ * Writes when the loop is to take again if nothing wakes it first (the
+ * service clock's milliseconds), or `BOTSPACE_NO_DEADLINE`: the library's
+ * `botspace_service_webhook_timeout`, except that a time already past
+ * while a store turn is asked for or runs gives `BOTSPACE_NO_DEADLINE`
+ * (that work is the store's; the turn's end wakes the loop), so the loop
+ * does not spin. Thread-safe.
+ *
+ * # Safety
+ * `pump` and `service` must be live handles; `out_ms` must be writable.
+ */
+enum botspace_status botspace_webhook_pump_timeout(const struct botspace_webhook_pump *pump, const struct botspace_service *service, uint64_t now_ms, uint64_t *out_ms);
+
+/**
+ * `botspace_service_webhook_report` through the pump: the same inputs,
+ * checks and statuses, and when the store has work now a store turn is
+ * asked for (a thread in `botspace_webhook_pump_wait_turn` wakes).
+ * `*out_store_wanted` (when not NULL) says whether it was, written only on
+ * `BOTSPACE_STATUS_OK`. Never waits on the store. Thread-safe.
+ *
+ * # Safety
+ * `pump` and `service` must be live handles; `retry_after` and
+ * `failure_message` NULL or NUL-terminated; `out_store_wanted` NULL or
+ * writable.
+ */
+enum botspace_status botspace_webhook_pump_report(const struct botspace_webhook_pump *pump, const struct botspace_service *service, uint64_t id, uint16_t status_code, const char *retry_after, const char *failure_message, bool timed_out, uint64_t now_ms, bool *out_store_wanted);
+
+/**
+ * `botspace_service_webhook_report_failure` through the pump: the library
+ * words the failure of kind `kind`, and a store turn is asked for as by
+ * `botspace_webhook_pump_report`. Thread-safe.
+ *
+ * # Safety
+ * `pump` and `service` must be live handles; `detail` NULL or
+ * NUL-terminated; `out_store_wanted` NULL or writable.
+ */
+enum botspace_status botspace_webhook_pump_report_failure(const struct botspace_webhook_pump *pump, const struct botspace_service *service, uint64_t id, uint32_t kind, const char *detail, uint64_t now_ms, bool *out_store_wanted);
+
+/**
+ * Writes to `*out_wanted` whether a store turn should begin now: one is
+ * asked for and none runs. Thread-safe.
+ *
+ * # Safety
+ * `pump` must be a live handle; `out_wanted` must be writable.
+ */
+enum botspace_status botspace_webhook_pump_store_turn_wanted(const struct botspace_webhook_pump *pump, bool *out_wanted);
+
+/**
+ * BLOCKS the calling thread (the host's store thread) until a store turn
+ * is asked for and none runs, claims it and writes true to `*out_turn`:
+ * then call `botspace_webhook_pump_store_turn`. Writes false once
+ * `botspace_webhook_pump_stop` was called: the thread ends. The wait is a
+ * condition variable inside the library.
+ *
+ * # Safety
+ * `pump` must be a live handle; `out_turn` must be writable.
+ */
+enum botspace_status botspace_webhook_pump_wait_turn(const struct botspace_webhook_pump *pump, bool *out_turn);
+
+/**
+ * Runs a store turn at `now_ms`: polls the store until it hands out
+ * nothing more (the first load, the bots' logs read, what outcomes
+ * changed written and synced: a webhook leaves only after the write it
+ * reports is durable) and queues what it handed out for the loop's next
+ * `botspace_webhook_pump_take`. Writes how many to `*out_handed` when it
+ * is not NULL. BLOCKS on the disk or the database's network: call it on
+ * the store thread, never on the loop's, then wake the loop (its wake
+ * pipe). Ends the turn `botspace_webhook_pump_wait_turn` claimed.
+ *
+ * # Safety
+ * `pump` and `service` must be live handles; `out_handed` NULL or
+ * writable.
+ */
+enum botspace_status botspace_webhook_pump_store_turn(const struct botspace_webhook_pump *pump, const struct botspace_service *service, uint64_t now_ms, size_t *out_handed);
+
+/**
+ * Ends the store thread's waits: `botspace_webhook_pump_wait_turn` writes
+ * false from now on (a turn under way finishes first; join the thread
+ * before freeing the pump). Thread-safe.
+ *
+ * # Safety
+ * `pump` must be a live handle.
+ */
+enum botspace_status botspace_webhook_pump_stop(const struct botspace_webhook_pump *pump);
 
 #ifdef __cplusplus
 }  // extern "C"

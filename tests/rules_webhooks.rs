@@ -3,7 +3,8 @@
 //! library built (exact body and headers), `webhook_outcome` retries a
 //! failure when the backoff says and moves the cursor on a 2xx, and
 //! `poll_webhook_in_memory` answers without the store only when nothing is
-//! to be read or written.
+//! to be read or written, and the pump (`webhook::Pump`) hands a loop what
+//! memory holds and leaves the store's part to its turns.
 
 mod common;
 
@@ -83,4 +84,89 @@ fn a_delivery_is_built_by_the_library_retried_and_acknowledged() {
     svc.webhook_outcome(again.id, Outcome::TimedOut, later);
     svc.webhook_outcome(999, Outcome::TimedOut, later);
     assert!(matches!(svc.poll_webhook_in_memory(later), WebhookPoll::Idle));
+}
+
+/// The update ids of `requests`, in the order handed out.
+fn update_ids(requests: &[botspace::webhook::WebhookRequest]) -> Vec<i64> {
+    requests
+        .iter()
+        .map(|r| serde_json::from_str::<Value>(&r.attempt.body).unwrap()["update_id"].as_i64().unwrap())
+        .collect()
+}
+
+#[test]
+fn the_pump_takes_from_memory_and_leaves_the_store_to_its_turns() {
+    use botspace::webhook::Pump;
+    let svc = open();
+    let ann = admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let bob = admin(&svc, SECRET, "createUser", json!({"display_name": "Bob"}))["id"].as_str().unwrap().to_string();
+    let b = admin(&svc, SECRET, "createBot", json!({"display_name": "Echo", "handle": "echo_bot"}));
+    let (bot_id, token) = (b["bot"]["id"].as_str().unwrap().to_string(), b["token"].as_str().unwrap().to_string());
+    // Events 1 and 2: each chat's bot_started; event 3: Ann's message.
+    let chat_a =
+        admin(&svc, SECRET, "startBot", json!({"user_id": ann, "bot_id": bot_id}))["id"].as_str().unwrap().to_string();
+    admin(&svc, SECRET, "startBot", json!({"user_id": bob, "bot_id": bot_id}));
+    admin(&svc, SECRET, "sendUserMessage", json!({"user_id": ann, "chat_id": chat_a, "text": "hi"}));
+    assert_eq!(bot(&svc, &token, "setWebhook", json!({"url": "http://127.0.0.1:9/hook"})).0, 200);
+    let pending =
+        |svc: &Service| bot(svc, &token, "getWebhookInfo", json!({})).1["result"]["pending_update_count"].clone();
+    let pump = Pump::new();
+    let now = svc.now_ms();
+
+    // Nothing loaded: due now, and only the store can find what is due.
+    assert_eq!(pump.timeout(&svc, now), Some(now));
+    assert!(pump.take(&svc, now).is_empty());
+    assert!(pump.store_turn_wanted());
+    assert_eq!(pump.timeout(&svc, now), None, "past due while a turn is wanted: the turn's end wakes the loop");
+    // The turn reads the log: the first event of each chat; Ann's message
+    // waits behind her first.
+    assert!(pump.begin_store_turn());
+    assert_eq!(pump.timeout(&svc, now), None, "past due while a turn runs");
+    assert_eq!(pump.store_turn(&svc, now), 2);
+    assert!(!pump.store_turn_wanted());
+    let first = pump.take(&svc, now);
+    assert_eq!(update_ids(&first), [1, 2]);
+    assert!(first.iter().all(|r| r.bot_id == bot_id && r.attempt.attempt == 1));
+    assert!(pump.take(&svc, now).is_empty(), "handed out once");
+    assert!(!pump.store_turn_wanted());
+    assert_eq!(pump.timeout(&svc, now), None, "both in flight: nothing waits");
+
+    // A 2xx: the cursor move is the store's to write, now (nothing was
+    // written yet); Ann's message is due in memory and chained at once.
+    assert!(pump.report(&svc, first[0].id, Outcome::Answered { status: 204, retry_after_s: None }, now));
+    assert!(pump.store_turn_wanted());
+    let message = pump.next(&svc, now).expect("Ann's message is due");
+    assert_eq!(update_ids(std::slice::from_ref(&message)), [3]);
+    assert!(pump.next(&svc, now).is_none());
+    assert_eq!(pending(&svc), 3, "reporting and taking never write");
+    assert_eq!(pump.timeout(&svc, now), None);
+    assert!(pump.begin_store_turn());
+    assert_eq!(pump.store_turn(&svc, now), 0);
+    assert_eq!(pending(&svc), 2, "the turn wrote the cursor over event 1");
+    assert!(!pump.store_turn_wanted());
+    assert_eq!(pump.timeout(&svc, now), None);
+
+    // A 503 with Retry-After: 30 just after a write: no turn wanted; the
+    // write is due 50 ms after the last one, the retry 30 s on.
+    assert!(!pump.report(&svc, message.id, Outcome::Answered { status: 503, retry_after_s: Some(30) }, now));
+    assert!(!pump.store_turn_wanted());
+    assert_eq!(pump.timeout(&svc, now), Some(now + 50));
+    assert!(pump.take(&svc, now + 49).is_empty());
+    assert!(!pump.store_turn_wanted(), "not due yet: memory is not even asked");
+    assert!(pump.take(&svc, now + 50).is_empty());
+    assert!(pump.store_turn_wanted(), "the failure is due for writing");
+    assert_eq!(pump.timeout(&svc, now + 50), None);
+    assert!(pump.begin_store_turn());
+    assert_eq!(pump.store_turn(&svc, now + 50), 0);
+    assert_eq!(pump.timeout(&svc, now + 50), Some(now + 30_000));
+    assert!(pump.take(&svc, now + 29_999).is_empty());
+    assert!(!pump.store_turn_wanted());
+    // The retry is memory's: handed out without a turn.
+    let retry = pump.take(&svc, now + 30_000);
+    assert_eq!(update_ids(&retry), [3]);
+    assert_eq!(
+        (retry[0].attempt.attempt, retry[0].attempt.webhook_id.as_str()),
+        (2, message.attempt.webhook_id.as_str())
+    );
+    assert!(!pump.store_turn_wanted());
 }

@@ -697,12 +697,13 @@ static void format_addr(const struct sockaddr_storage *ss, int reachable, char *
  * through the wake-up callback; retries come due at
  * botspace_service_webhook_timeout.
  *
- * The loop never waits on the store: it takes what is due with
- * botspace_service_poll_webhook_in_memory. The store's part (a bot's log
- * to read, the outcomes to write and sync, the first load) runs on a
- * thread of its own, woken when the library says the store has work; what
- * that thread's polls hand out is queued and reaches the loop through the
- * wake pipe. Curl's handles stay on the loop's thread. */
+ * When the store's part runs is the library's too (botspace_webhook_pump):
+ * the loop takes what is due without the store (botspace_webhook_pump_take)
+ * and sleeps until botspace_webhook_pump_timeout; the store's part (a bot's
+ * log to read, the outcomes to write and sync, the first load) runs on a
+ * thread of its own, one turn each time the pump gives it one, and each
+ * turn's end wakes the loop through the wake pipe to send what it found.
+ * Curl's handles stay on the loop's thread. */
 
 typedef struct wh_xfer {
     struct wh_xfer *prev, *next; /* every transfer in flight */
@@ -731,15 +732,10 @@ static wh_xfer *wh_all;
 static wh_xfer **wh_spare;
 static size_t wh_nspare;
 
-/* The store thread. `wanted` asks for a turn, `busy` says one runs; the
- * requests its polls handed out wait in `queue` for the loop. */
+/* The library's schedule, and the store thread that runs its turns. */
+static botspace_webhook_pump *wh_pump;
 static pthread_t wh_store_thread;
 static int wh_store_running;
-static pthread_mutex_t wh_store_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wh_store_cv = PTHREAD_COND_INITIALIZER;
-static int wh_store_wanted, wh_store_busy, wh_store_stop;
-static botspace_webhook_request **wh_queue;
-static size_t wh_queue_n, wh_queue_cap;
 
 typedef struct {
     curl_socket_t fd;
@@ -873,75 +869,19 @@ static int wh_set_roots(CURL *e) {
            curl_easy_setopt(e, CURLOPT_CAPATH, wh_ca_dir) == CURLE_OK;
 }
 
-/* Asks the store thread for a turn (no-op when one is asked for). */
-static void wh_store_signal(void) {
-    pthread_mutex_lock(&wh_store_mu);
-    if (!wh_store_wanted) {
-        wh_store_wanted = 1;
-        pthread_cond_signal(&wh_store_cv);
-    }
-    pthread_mutex_unlock(&wh_store_mu);
-}
-
-/* Whether a store turn is asked for or under way: its end wakes the loop. */
-static int wh_store_pending(void) {
-    pthread_mutex_lock(&wh_store_mu);
-    int pending = wh_store_wanted || wh_store_busy;
-    pthread_mutex_unlock(&wh_store_mu);
-    return pending;
-}
-
-/* Reports an outcome; the store's part of it (the write) is the store
- * thread's. */
-static void wh_report(uint64_t id, uint16_t status, const char *retry_after, const char *failure, bool timed_out,
-                      uint64_t now) {
-    bool wanted = false;
-    if (botspace_service_webhook_report(svc, id, status, retry_after, failure, timed_out, now, &wanted) ==
-            BOTSPACE_STATUS_OK &&
-        wanted)
-        wh_store_signal();
-}
-
-/* No answer, for the reason `kind`: the library words the message. */
-static void wh_report_failure(uint64_t id, botspace_webhook_failure kind, const char *detail, uint64_t now) {
-    bool wanted = false;
-    if (botspace_service_webhook_report_failure(svc, id, (uint32_t)kind, detail, now, &wanted) == BOTSPACE_STATUS_OK &&
-        wanted)
-        wh_store_signal();
-}
-
-/* The store thread: each turn polls until nothing is handed out (that
- * reads the bots' logs, writes and syncs the outcomes), queues what it got
- * and wakes the loop. */
+/* The store thread: each turn the pump gives it (its polls read the bots'
+ * logs, write and sync the outcomes; what they hand out waits in the pump),
+ * then a wake-up for the loop, until the pump stops. */
 static void *wh_store_loop(void *arg) {
     (void)arg;
-    pthread_mutex_lock(&wh_store_mu);
-    for (;;) {
-        while (!wh_store_wanted && !wh_store_stop) pthread_cond_wait(&wh_store_cv, &wh_store_mu);
-        if (wh_store_stop) break;
-        wh_store_wanted = 0;
-        wh_store_busy = 1;
-        pthread_mutex_unlock(&wh_store_mu);
-        uint64_t now = svc_now();
-        botspace_webhook_request *req = NULL;
-        while (botspace_service_poll_webhook(svc, now, &req) == BOTSPACE_STATUS_OK && req) {
-            pthread_mutex_lock(&wh_store_mu);
-            if (wh_queue_n == wh_queue_cap) {
-                wh_queue_cap = wh_queue_cap ? wh_queue_cap * 2 : 16;
-                wh_queue = xrealloc(wh_queue, wh_queue_cap * sizeof *wh_queue);
-            }
-            wh_queue[wh_queue_n++] = req;
-            pthread_mutex_unlock(&wh_store_mu);
-            req = NULL;
-        }
-        pthread_mutex_lock(&wh_store_mu);
-        wh_store_busy = 0;
+    bool turn = false;
+    while (botspace_webhook_pump_wait_turn(wh_pump, &turn) == BOTSPACE_STATUS_OK && turn) {
+        botspace_webhook_pump_store_turn(wh_pump, svc, svc_now(), NULL);
         /* Non-blocking: a full pipe already guarantees a wake-up. */
         char one = 1;
         ssize_t w = write(wake_pipe[1], &one, 1);
         (void)w;
     }
-    pthread_mutex_unlock(&wh_store_mu);
     return NULL;
 }
 
@@ -981,7 +921,7 @@ static void wh_start(botspace_webhook_request *req, uint64_t now) {
     botspace_webhook_request_parts_get(req, &p);
     wh_xfer *x = wh_nspare ? wh_spare[--wh_nspare] : wh_xfer_new();
     if (!x) {
-        wh_report_failure(p.id, BOTSPACE_WEBHOOK_FAILURE_BUILD, NULL, now);
+        botspace_webhook_pump_report_failure(wh_pump, svc, p.id, BOTSPACE_WEBHOOK_FAILURE_BUILD, NULL, now, NULL);
         botspace_webhook_request_free(&req);
         return;
     }
@@ -1015,7 +955,7 @@ static void wh_start(botspace_webhook_request *req, uint64_t now) {
              curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(left > LONG_MAX ? LONG_MAX : left)) == CURLE_OK &&
              curl_multi_add_handle(wh_multi, e) == CURLM_OK;
     if (!ok) {
-        wh_report_failure(x->id, BOTSPACE_WEBHOOK_FAILURE_BUILD, NULL, now);
+        botspace_webhook_pump_report_failure(wh_pump, svc, x->id, BOTSPACE_WEBHOOK_FAILURE_BUILD, NULL, now, NULL);
         /* Not added: the handle is not kept (its options may be half set). */
         botspace_webhook_request_free(&x->req);
         wh_xfer_destroy(x);
@@ -1036,15 +976,15 @@ static void wh_finish(wh_xfer *x, CURLcode rc) {
     const char *detail = x->error[0] ? x->error : curl_easy_strerror(rc);
     char os_detail[128];
     if ((rc == CURLE_OK || (rc == CURLE_WRITE_ERROR && x->answer_too_long)) && status >= 100 && status <= 999) {
-        wh_report(x->id, (uint16_t)status, x->retry_after, NULL, false, now);
+        botspace_webhook_pump_report(wh_pump, svc, x->id, (uint16_t)status, x->retry_after, NULL, false, now, NULL);
         return;
     }
     if (rc == CURLE_OPERATION_TIMEDOUT) {
-        wh_report(x->id, 0, NULL, NULL, true, now);
+        botspace_webhook_pump_report(wh_pump, svc, x->id, 0, NULL, NULL, true, now, NULL);
         return;
     }
     if (rc == CURLE_COULDNT_CONNECT && x->refusal && !x->opened) {
-        wh_report(x->id, 0, NULL, x->refusal, false, now);
+        botspace_webhook_pump_report(wh_pump, svc, x->id, 0, NULL, x->refusal, false, now, NULL);
         return;
     }
     botspace_webhook_failure kind = BOTSPACE_WEBHOOK_FAILURE_CONNECTION;
@@ -1057,7 +997,7 @@ static void wh_finish(wh_xfer *x, CURLcode rc) {
     else if (rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CERTPROBLEM ||
              rc == CURLE_SSL_CIPHER || rc == CURLE_SSL_CACERT_BADFILE)
         kind = BOTSPACE_WEBHOOK_FAILURE_TLS;
-    wh_report_failure(x->id, kind, detail, now);
+    botspace_webhook_pump_report_failure(wh_pump, svc, x->id, (uint32_t)kind, detail, now, NULL);
 }
 
 /* Reports every finished transfer. */
@@ -1078,29 +1018,10 @@ static void wh_reap(void) {
  * transfer added here is sent in the same turn, not one poll(2) later. */
 static void webhook_turn(uint64_t now) {
     if (!wh_multi) return;
-    /* What the store thread's polls handed out. */
-    pthread_mutex_lock(&wh_store_mu);
-    botspace_webhook_request **got = wh_queue;
-    size_t ngot = wh_queue_n;
-    wh_queue = NULL;
-    wh_queue_n = wh_queue_cap = 0;
-    pthread_mutex_unlock(&wh_store_mu);
-    for (size_t i = 0; i < ngot; i++) wh_start(got[i], now);
-    free(got);
-    uint64_t due = BOTSPACE_NO_DEADLINE;
-    botspace_service_webhook_timeout(svc, &due);
-    if (due <= now) {
-        botspace_webhook_request *req = NULL;
-        bool needs_store = false;
-        int started = 0;
-        while (botspace_service_poll_webhook_in_memory(svc, now, &req, &needs_store) == BOTSPACE_STATUS_OK && req) {
-            wh_start(req, now);
-            req = NULL;
-            started = 1;
-        }
-        /* The store has work, or something was due that memory did not
-         * hold: the store thread's turn (whose end wakes the loop). */
-        if (needs_store || !started) wh_store_signal();
+    botspace_webhook_request *req = NULL;
+    while (botspace_webhook_pump_take(wh_pump, svc, now, &req) == BOTSPACE_STATUS_OK && req) {
+        wh_start(req, now);
+        req = NULL;
     }
     /* Read again: adding a transfer above set the timer from the clock. */
     if (wh_timer_due >= 0 && (int64_t)mono_ms() >= wh_timer_due) {
@@ -1111,8 +1032,8 @@ static void webhook_turn(uint64_t now) {
     }
 }
 
-/* How long poll(2) may sleep for the webhooks: curl's timer, the next
- * retry. */
+/* How long poll(2) may sleep for the webhooks: curl's timer, the pump's
+ * timeout. */
 static int64_t webhook_poll_timeout(uint64_t mono, uint64_t now, int64_t timeout) {
     if (!wh_multi) return timeout;
     if (wh_timer_due >= 0) {
@@ -1120,10 +1041,7 @@ static int64_t webhook_poll_timeout(uint64_t mono, uint64_t now, int64_t timeout
         if (d < timeout) timeout = d < 0 ? 0 : d;
     }
     uint64_t due = BOTSPACE_NO_DEADLINE;
-    botspace_service_webhook_timeout(svc, &due);
-    /* Past due while a store turn is asked for or runs: the store's part,
-     * whose end wakes the loop (what is due in memory was handed out). */
-    if (due <= now && wh_store_pending()) due = BOTSPACE_NO_DEADLINE;
+    botspace_webhook_pump_timeout(wh_pump, svc, now, &due);
     if (due != BOTSPACE_NO_DEADLINE) {
         uint64_t at = due <= now ? 0 : due - now;
         if ((int64_t)at < timeout) timeout = (int64_t)at;
@@ -1136,6 +1054,7 @@ static int webhook_init(void) {
         log_at(LOG_ERROR, "cannot start libcurl for webhook deliveries");
         return -1;
     }
+    if (botspace_webhook_pump_new(&wh_pump) != BOTSPACE_STATUS_OK) die_oom();
     wh_spare = xrealloc(NULL, policy.webhook_spare_transfers * sizeof *wh_spare);
     curl_multi_setopt(wh_multi, CURLMOPT_SOCKETFUNCTION, wh_socket_cb);
     curl_multi_setopt(wh_multi, CURLMOPT_TIMERFUNCTION, wh_timer_cb);
@@ -1153,6 +1072,7 @@ static int webhook_init(void) {
         wh_multi = NULL;
         free(wh_spare);
         wh_spare = NULL;
+        botspace_webhook_pump_free(&wh_pump);
         return -1;
     }
     wh_store_running = 1;
@@ -1165,17 +1085,12 @@ static void webhook_shutdown(void) {
     if (!wh_multi) return;
     if (wh_store_running) {
         /* A turn under way ends first (its sync, its reads). */
-        pthread_mutex_lock(&wh_store_mu);
-        wh_store_stop = 1;
-        pthread_cond_signal(&wh_store_cv);
-        pthread_mutex_unlock(&wh_store_mu);
+        botspace_webhook_pump_stop(wh_pump);
         pthread_join(wh_store_thread, NULL);
         wh_store_running = 0;
     }
-    for (size_t i = 0; i < wh_queue_n; i++) botspace_webhook_request_free(&wh_queue[i]);
-    free(wh_queue);
-    wh_queue = NULL;
-    wh_queue_n = wh_queue_cap = 0;
+    /* With what store turns handed out and the loop did not take. */
+    botspace_webhook_pump_free(&wh_pump);
     while (wh_all) wh_xfer_free(wh_all);
     while (wh_nspare) wh_xfer_destroy(wh_spare[--wh_nspare]);
     free(wh_spare);

@@ -97,12 +97,14 @@ mod round;
 mod typed;
 #[cfg(feature = "typed")]
 pub use typed::BodyRefusal;
+mod webhook_pump;
 mod webhooks;
 // The core threads need threads (not in the WebAssembly build) and the
 // typed entry points they call.
 #[cfg(all(feature = "typed", not(target_arch = "wasm32")))]
 mod workers;
 pub use round::{HttpRound, RoundConnection, RoundConnections, RoundStep};
+pub use webhook_pump::Pump;
 pub use webhooks::WebhookPoll;
 #[cfg(all(feature = "typed", not(target_arch = "wasm32")))]
 pub use workers::{CoreGate, CoreWorkers, Job, Reply};

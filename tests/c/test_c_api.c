@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 static int passed, failed;
 
@@ -2787,6 +2788,207 @@ static void test_webhooks(void) {
     botspace_service_free(&s);
 }
 
+/* The webhook pump: the core's schedule between a loop and a store thread. */
+
+/* Takes one request through the pump and reads its parts; NULL when the
+ * round ends. */
+static botspace_webhook_request *pump_take_one(botspace_webhook_pump *pump, botspace_service *s, uint64_t now,
+                                               botspace_webhook_request_parts *p) {
+    botspace_webhook_request *req = NULL;
+    if (botspace_webhook_pump_take(pump, s, now, &req) != BOTSPACE_STATUS_OK) return NULL;
+    if (req) botspace_webhook_request_parts_get(req, p);
+    return req;
+}
+
+static bool pump_wanted(botspace_webhook_pump *pump) {
+    bool wanted = false;
+    CHECK(botspace_webhook_pump_store_turn_wanted(pump, &wanted) == BOTSPACE_STATUS_OK, "pump: store_turn_wanted");
+    return wanted;
+}
+
+static uint64_t pump_timeout(botspace_webhook_pump *pump, botspace_service *s, uint64_t now) {
+    uint64_t t = 0;
+    CHECK(botspace_webhook_pump_timeout(pump, s, now, &t) == BOTSPACE_STATUS_OK, "pump: timeout");
+    return t;
+}
+
+typedef struct {
+    botspace_service *s;
+    botspace_webhook_pump *pump;
+    atomic_int turns;
+    atomic_int ended; /* the thread's last wait_turn wrote false */
+} pump_thread;
+
+/* A host's store thread: every turn the pump gives it, until it stops. */
+static void *pump_store_loop(void *arg) {
+    pump_thread *t = arg;
+    bool turn = false;
+    while (botspace_webhook_pump_wait_turn(t->pump, &turn) == BOTSPACE_STATUS_OK && turn) {
+        uint64_t now = 0;
+        botspace_service_now_ms(t->s, &now);
+        botspace_webhook_pump_store_turn(t->pump, t->s, now, NULL);
+        atomic_fetch_add(&t->turns, 1);
+    }
+    atomic_store(&t->ended, !turn);
+    return NULL;
+}
+
+static void test_webhook_pump(void) {
+    botspace_service *s = open_service(WEBHOOK_CONFIG);
+    uint64_t now = 0, t = 0;
+    botspace_service_now_ms(s, &now);
+    botspace_webhook_pump *pump = NULL;
+    botspace_webhook_request *req = NULL;
+    botspace_webhook_request_parts p;
+    bool b = false, wanted = false;
+    size_t handed = 99;
+
+    /* NULL arguments */
+    CHECK(botspace_webhook_pump_new(NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "pump_new: NULL out");
+    botspace_webhook_pump_free(NULL);
+    botspace_webhook_pump_free(&pump);
+    CHECK(pump == NULL, "pump_free: NULL and a pointer to NULL are harmless");
+    CHECK(botspace_webhook_pump_new(&pump) == BOTSPACE_STATUS_OK && pump, "pump_new");
+    if (!pump) {
+        botspace_service_free(&s);
+        return;
+    }
+    CHECK(botspace_webhook_pump_take(NULL, s, now, &req) == BOTSPACE_STATUS_NULL_ARGUMENT, "pump_take: NULL pump");
+    CHECK(botspace_webhook_pump_take(pump, NULL, now, &req) == BOTSPACE_STATUS_NULL_ARGUMENT, "pump_take: NULL service");
+    CHECK(botspace_webhook_pump_take(pump, s, now, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "pump_take: NULL out");
+    CHECK(botspace_webhook_pump_timeout(NULL, s, now, &t) == BOTSPACE_STATUS_NULL_ARGUMENT, "pump_timeout: NULL pump");
+    CHECK(botspace_webhook_pump_timeout(pump, NULL, now, &t) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "pump_timeout: NULL service");
+    CHECK(botspace_webhook_pump_timeout(pump, s, now, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "pump_timeout: NULL out");
+    wanted = true;
+    CHECK(botspace_webhook_pump_report(NULL, s, 1, 200, NULL, NULL, false, now, &wanted) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "pump_report: NULL pump");
+    CHECK(botspace_webhook_pump_report(pump, NULL, 1, 200, NULL, NULL, false, now, &wanted) ==
+                  BOTSPACE_STATUS_NULL_ARGUMENT &&
+              strcmp(last_error(), "argument `service` is NULL") == 0 && wanted,
+          "pump_report: NULL service (output untouched)");
+    CHECK(botspace_webhook_pump_report(pump, s, 1, 42, NULL, NULL, false, now, &wanted) == BOTSPACE_STATUS_INVALID_ARGUMENT &&
+              strstr(last_error(), "status_code 42") != NULL && wanted,
+          "pump_report: a status that is not HTTP (output untouched)");
+    CHECK(botspace_webhook_pump_report_failure(NULL, s, 1, BOTSPACE_WEBHOOK_FAILURE_TLS, NULL, now, &wanted) ==
+              BOTSPACE_STATUS_NULL_ARGUMENT,
+          "pump_report_failure: NULL pump");
+    CHECK(botspace_webhook_pump_report_failure(pump, s, 1, 11, "x", now, &wanted) == BOTSPACE_STATUS_INVALID_ARGUMENT &&
+              strcmp(last_error(), "kind 11 is not a botspace_webhook_failure (0..=10)") == 0 && wanted,
+          "pump_report_failure: an unknown kind (output untouched)");
+    CHECK(botspace_webhook_pump_store_turn_wanted(NULL, &b) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "pump_store_turn_wanted: NULL pump");
+    CHECK(botspace_webhook_pump_store_turn_wanted(pump, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "pump_store_turn_wanted: NULL out");
+    CHECK(botspace_webhook_pump_wait_turn(NULL, &b) == BOTSPACE_STATUS_NULL_ARGUMENT, "pump_wait_turn: NULL pump");
+    CHECK(botspace_webhook_pump_wait_turn(pump, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "pump_wait_turn: NULL out");
+    CHECK(botspace_webhook_pump_store_turn(NULL, s, now, &handed) == BOTSPACE_STATUS_NULL_ARGUMENT && handed == 99,
+          "pump_store_turn: NULL pump");
+    CHECK(botspace_webhook_pump_store_turn(pump, NULL, now, &handed) == BOTSPACE_STATUS_NULL_ARGUMENT && handed == 99,
+          "pump_store_turn: NULL service");
+    CHECK(botspace_webhook_pump_stop(NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "pump_stop: NULL pump");
+
+    /* Nothing loaded: due now; the loop finds nothing in memory and asks
+     * for a store turn, and has no deadline while it is wanted. */
+    CHECK(pump_timeout(pump, s, now) == now, "pump_timeout: due before loading");
+    CHECK(!pump_wanted(pump), "pump: no turn wanted before a take");
+    CHECK(pump_take_one(pump, s, now, &p) == NULL, "pump_take: nothing in memory before loading");
+    CHECK(pump_wanted(pump), "pump: the first load is a store turn");
+    CHECK(pump_timeout(pump, s, now) == BOTSPACE_NO_DEADLINE, "pump_timeout: past due while a turn is wanted: none");
+    /* A store thread runs it: parked in wait_turn, woken by the core. */
+    pump_thread th = {s, pump, 0, 0};
+    pthread_t tid;
+    CHECK(pthread_create(&tid, NULL, pump_store_loop, &th) == 0, "pump: the store thread starts");
+    const struct timespec ms = {0, 1000000};
+    for (int i = 0; i < 10000 && atomic_load(&th.turns) < 1; i++) nanosleep(&ms, NULL);
+    CHECK(atomic_load(&th.turns) == 1, "pump: the store thread ran the turn");
+    CHECK(!pump_wanted(pump) && pump_timeout(pump, s, now) == BOTSPACE_NO_DEADLINE,
+          "pump: loaded, no webhook: nothing wanted, nothing waits");
+    CHECK(botspace_webhook_pump_stop(pump) == BOTSPACE_STATUS_OK, "pump_stop");
+    pthread_join(tid, NULL);
+    CHECK(atomic_load(&th.ended) == 1 && atomic_load(&th.turns) == 1, "pump: wait_turn writes false once stopped");
+
+    world w;
+    world_make(s, &w, "standard");
+    char auth[256], body[512];
+    snprintf(auth, sizeof auth, "Bot %s", w.token);
+    int status = 0;
+    jval *set = post_json(s, "/bot/setWebhook", auth, "{\"url\":\"http://127.0.0.1:9/hook\"}", &status);
+    CHECK(status == 200, "pump: setWebhook");
+    json_free(set);
+    snprintf(body, sizeof body, "{\"user_id\":\"%s\",\"chat_id\":\"%s\",\"text\":\"hello pump\"}", w.user, w.chat);
+    json_free(admin(s, "sendUserMessage", body));
+
+    /* The bot's log is the store's: a turn (run here, on this thread)
+     * hands out the chat's first event; its message waits behind it. */
+    CHECK(pump_take_one(pump, s, now, &p) == NULL && pump_wanted(pump), "pump: new events want a store turn");
+    CHECK(botspace_webhook_pump_store_turn(pump, s, now, &handed) == BOTSPACE_STATUS_OK && handed == 1,
+          "pump_store_turn: one request handed out");
+    CHECK(!pump_wanted(pump), "pump: the turn ended");
+    req = pump_take_one(pump, s, now, &p);
+    CHECK(req && p.attempt == 1 && memcmp(p.body, "{\"update_id\":1,\"type\":\"bot_started\",", 36) == 0,
+          "pump_take: the turn's request, bot_started");
+    botspace_webhook_request *none = NULL;
+    CHECK(botspace_webhook_pump_take(pump, s, now, &none) == BOTSPACE_STATUS_OK && none == NULL, "pump_take: the round ends");
+    CHECK(pump_timeout(pump, s, now) == BOTSPACE_NO_DEADLINE, "pump_timeout: in flight, nothing waits");
+    if (!req) {
+        world_free(&w);
+        botspace_webhook_pump_free(&pump);
+        botspace_service_free(&s);
+        return;
+    }
+    /* 200: the cursor move is the store's to write now; the message is
+     * memory's and taken without a turn. */
+    wanted = false;
+    CHECK(botspace_webhook_pump_report(pump, s, p.id, 200, NULL, NULL, false, now, &wanted) == BOTSPACE_STATUS_OK && wanted,
+          "pump_report: 200, a store turn is wanted");
+    botspace_webhook_request_free(&req);
+    CHECK(pump_wanted(pump), "pump: the report asked for the turn");
+    req = pump_take_one(pump, s, now, &p);
+    CHECK(req && p.attempt == 1 && memcmp(p.body, "{\"update_id\":2,\"type\":\"message_created\",", 40) == 0,
+          "pump_take: the message, from memory");
+    CHECK(botspace_webhook_pump_take(pump, s, now, &none) == BOTSPACE_STATUS_OK && none == NULL, "pump_take: then nothing");
+    jval *info = webhook_info(s, &w);
+    CHECK(info_is(info, "pending_update_count", "2"), "pump: taking and reporting never write");
+    json_free(info);
+    CHECK(botspace_webhook_pump_store_turn(pump, s, now, &handed) == BOTSPACE_STATUS_OK && handed == 0,
+          "pump_store_turn: writes the cursor, hands out nothing");
+    info = webhook_info(s, &w);
+    CHECK(info_is(info, "pending_update_count", "1"), "pump: the turn wrote the 200");
+    json_free(info);
+    if (req) {
+        /* A failure just after a write: no turn wanted; the write is due
+         * 50 ms after the last one. */
+        wanted = true;
+        CHECK(botspace_webhook_pump_report_failure(pump, s, p.id, BOTSPACE_WEBHOOK_FAILURE_TLS, "certificate expired", now,
+                                                   &wanted) == BOTSPACE_STATUS_OK &&
+                  !wanted,
+              "pump_report_failure: TLS, nothing for the store yet");
+        botspace_webhook_request_free(&req);
+        CHECK(!pump_wanted(pump) && pump_timeout(pump, s, now) == now + 50, "pump_timeout: the write, 50 ms on");
+        CHECK(pump_take_one(pump, s, now + 49, &p) == NULL && !pump_wanted(pump), "pump_take: nothing before it");
+        CHECK(pump_take_one(pump, s, now + 50, &p) == NULL && pump_wanted(pump), "pump_take: then a turn is wanted");
+        CHECK(botspace_webhook_pump_store_turn(pump, s, now + 50, &handed) == BOTSPACE_STATUS_OK && handed == 0,
+              "pump_store_turn: writes the failure");
+        info = webhook_info(s, &w);
+        CHECK(info_is(info, "last_error_message", "TLS failed: certificate expired"), "pump: the failure, in the library's words");
+        json_free(info);
+        t = pump_timeout(pump, s, now + 50);
+        CHECK(t >= now + 500 && t <= now + 1000, "pump_timeout: the retry, 0.5..1 s later");
+        CHECK(pump_take_one(pump, s, t - 1, &p) == NULL && !pump_wanted(pump), "pump_take: nothing before the retry");
+        req = pump_take_one(pump, s, t, &p);
+        CHECK(req && p.attempt == 2 && !pump_wanted(pump), "pump_take: the retry, from memory");
+        botspace_webhook_request_free(&req);
+    }
+    /* Stopped: a wait returns at once. */
+    b = true;
+    CHECK(botspace_webhook_pump_wait_turn(pump, &b) == BOTSPACE_STATUS_OK && !b, "pump_wait_turn: false once stopped");
+    world_free(&w);
+    botspace_webhook_pump_free(&pump);
+    CHECK(pump == NULL, "pump_free sets the handle to NULL");
+    botspace_service_free(&s);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s VECTORS_DIR\n", argv[0]);
@@ -2810,6 +3012,7 @@ int main(int argc, char **argv) {
     test_gateway();
     test_gateway_link();
     test_webhooks();
+    test_webhook_pump();
     test_threads(iters);
     test_vectors(argv[1]);
     printf("%d passed, %d failed\n", passed, failed);

@@ -2521,6 +2521,8 @@ pub unsafe extern "C" fn botspace_service_webhook_address_allowed(
     })
 }
 
+mod webhook_pump;
+
 /// The log level a setting names (the value of `BOTSPACE_LOG`; `setting`
 /// may be NULL for unset): 0 error, 1 warn, 2 info, 3 debug. A plain level
 /// name, any case (`trace` counts as debug); anything else gives 2 (info),

@@ -1,12 +1,13 @@
-//! The webhook sender: the library decides every delivery
-//! ([`Service::poll_webhook`]); this task only sends each request with
-//! hyper's HTTP/1 client (TLS through rustls, with the system's roots) and
-//! reports the outcome. It runs while the app lives: woken by the
-//! service's wake hook, by an outcome, or at [`Service::webhook_timeout`].
+//! The webhook sender: the library decides every delivery and when the
+//! store's part of them runs (`botspace::webhook::Pump`); this task only
+//! sends each request with hyper's HTTP/1 client (TLS through rustls, with
+//! the system's roots), reports the outcome, and runs the store turns the
+//! pump asks for on tokio's blocking pool. It runs while the app lives:
+//! woken by the service's wake hook, by an outcome, by a store turn's end,
+//! or at the pump's timeout.
 
-use botspace::webhook::{Failure, Outcome, WebhookRequest};
+use botspace::webhook::{Failure, Outcome, Pump, WebhookRequest};
 use botspace::Service;
-use botspace::WebhookPoll;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
@@ -17,12 +18,15 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-/// What wakes the sender.
+/// What wakes the sender, and the core's schedule it follows.
 #[derive(Default)]
 pub(crate) struct Sender {
     pub(crate) wake: Notify,
     /// The task was spawned.
     pub(crate) started: std::sync::atomic::AtomicBool,
+    /// What is due without the store, when a store turn runs, how long
+    /// the task sleeps.
+    pump: Pump,
 }
 
 /// Where a connection goes: scheme, host and port.
@@ -67,57 +71,52 @@ pub(crate) async fn run(svc: Weak<Service>, sender: Arc<Sender>) {
     let pool = Arc::new(Pool::default());
     loop {
         let Some(s) = svc.upgrade() else { return };
-        // A poll that reads or writes the store runs off the reactor; one
-        // that only hands out what is due (most, while deliveries flow)
-        // runs here.
         let now = s.now_ms();
-        let mut due = Vec::new();
-        loop {
-            match s.poll_webhook_in_memory(now) {
-                WebhookPoll::Request(r) => due.push(r),
-                WebhookPoll::Idle => break,
-                WebhookPoll::NeedsStore => {
-                    let s2 = s.clone();
-                    let more = tokio::task::spawn_blocking(move || {
-                        std::iter::from_fn(|| s2.poll_webhook(now)).collect::<Vec<_>>()
-                    })
-                    .await
-                    .unwrap_or_default();
-                    due.extend(more);
-                    break;
-                }
-            }
+        for req in sender.pump.take(&s, now) {
+            tokio::spawn(deliver(s.clone(), sender.clone(), tls.clone(), pool.clone(), req));
         }
-        for req in due {
-            let (s, sender, tls, pool) = (s.clone(), sender.clone(), tls.clone(), pool.clone());
-            tokio::spawn(async move {
-                let mut req = req;
-                loop {
-                    let id = req.id;
-                    let outcome = attempt(&s, &tls, &pool, req).await;
-                    // Reporting never waits on the store (the next poll
-                    // writes); when the store has work, the loop above
-                    // does it while this task goes on.
-                    if s.webhook_outcome(id, outcome, s.now_ms()) {
-                        sender.wake.notify_one();
-                    }
-                    // What is due now (the chat's next event, say) is sent
-                    // from here; otherwise the loop above takes over.
-                    match s.poll_webhook_in_memory(s.now_ms()) {
-                        WebhookPoll::Request(next) => req = next,
-                        _ => {
-                            sender.wake.notify_one();
-                            break;
-                        }
-                    }
-                }
+        // The store's part blocks on the disk: off the reactor, one turn
+        // at a time; its end wakes this loop to send what it found.
+        if sender.pump.begin_store_turn() {
+            let (s, sender) = (s.clone(), sender.clone());
+            tokio::task::spawn_blocking(move || {
+                sender.pump.store_turn(&s, s.now_ms());
+                sender.wake.notify_one();
             });
         }
-        let wait = s.webhook_timeout().map(|t| Duration::from_millis(t.saturating_sub(s.now_ms())));
+        let wait = sender.pump.timeout(&s, now).map(|t| Duration::from_millis(t.saturating_sub(s.now_ms())));
         drop(s);
         // Also wakes now and then, to notice the service is gone.
         let look = Duration::from_millis(botspace::policy::host::WEBHOOK_LOOK_MS);
         let _ = tokio::time::timeout(wait.map_or(look, |d| d.min(look)), sender.wake.notified()).await;
+    }
+}
+
+/// Sends `req`, reports it, and goes on with what is due next in memory
+/// (the chat's next event, say) without a round through the loop.
+async fn deliver(
+    s: Arc<Service>,
+    sender: Arc<Sender>,
+    tls: Arc<rustls::ClientConfig>,
+    pool: Arc<Pool>,
+    req: WebhookRequest,
+) {
+    let mut req = req;
+    loop {
+        let id = req.id;
+        let outcome = attempt(&s, &tls, &pool, req).await;
+        // Reporting never waits on the store; when it asks for a store
+        // turn, the loop begins it.
+        if sender.pump.report(&s, id, outcome, s.now_ms()) {
+            sender.wake.notify_one();
+        }
+        match sender.pump.next(&s, s.now_ms()) {
+            Some(next) => req = next,
+            None => {
+                sender.wake.notify_one();
+                return;
+            }
+        }
     }
 }
 

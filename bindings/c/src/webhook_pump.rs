@@ -1,0 +1,323 @@
+//! The C face of the core's webhook pump (`botspace::webhook::Pump`): when
+//! the store's part of the deliveries runs, decided by the library, so that
+//! a C host's loop only sends what it takes and its store thread only runs
+//! the turns it is given.
+
+use super::{
+    botspace_service, botspace_service_webhook_report, botspace_service_webhook_report_failure, botspace_status,
+    botspace_webhook_request, fail, panic_message, set_last_error, BOTSPACE_NO_DEADLINE,
+};
+use botspace::webhook::{Pump, WebhookRequest};
+use std::collections::VecDeque;
+use std::ffi::c_char;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
+
+/// The webhook schedule between a host's event loop and its store thread
+/// (`botspace_webhook_pump_new`). The loop takes what is due
+/// (`botspace_webhook_pump_take`), reports outcomes through the pump
+/// (`botspace_webhook_pump_report`) and sleeps until
+/// `botspace_webhook_pump_timeout`; the store thread runs
+/// `while (wait_turn) { store_turn; wake the loop }`. None of the loop's
+/// calls waits on the store. A pump serves one service: the calls that
+/// take a service must always be given the same one. Thread-safe, except
+/// `_free`.
+pub struct botspace_webhook_pump {
+    pump: Pump,
+    /// What the current round of `botspace_webhook_pump_take` hands out,
+    /// one per call; `None` between rounds.
+    round: Mutex<Option<VecDeque<WebhookRequest>>>,
+}
+
+impl botspace_webhook_pump {
+    /// Asks for a store turn after a report whose `wanted` output is true.
+    fn reported(&self, status: botspace_status, wanted: bool, out_store_wanted: *mut bool) -> botspace_status {
+        if status != botspace_status::Ok {
+            return status;
+        }
+        if wanted {
+            self.pump.want_store_turn();
+        }
+        if !out_store_wanted.is_null() {
+            // SAFETY: non-NULL, writable as the callers document.
+            unsafe { *out_store_wanted = wanted };
+        }
+        botspace_status::Ok
+    }
+}
+
+/// Makes a webhook pump and writes it to `*out_pump`. It needs no service
+/// yet (a host may start its store thread before it opens the service);
+/// the calls that read or write deliveries name the service. Thread-safe.
+///
+/// # Safety
+/// `out_pump` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_webhook_pump_new(out_pump: *mut *mut botspace_webhook_pump) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_pump, "out_pump");
+        let pump = Box::new(botspace_webhook_pump { pump: Pump::new(), round: Mutex::new(None) });
+        // SAFETY: checked non-NULL above.
+        unsafe { *out_pump = Box::into_raw(pump) };
+        botspace_status::Ok
+    })
+}
+
+/// Releases a pump and sets `*pump` to NULL. Accepts NULL and a pointer to
+/// NULL. Requests taken and not yet handed out are dropped unreported:
+/// they are sent again after a restart, from the durable cursor. Stop the
+/// store thread (`botspace_webhook_pump_stop`) and join it first; must not
+/// run concurrently with any other call on the pump.
+///
+/// # Safety
+/// `*pump` must be NULL or a handle from `botspace_webhook_pump_new` that
+/// was not released through another copy of the pointer.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_webhook_pump_free(pump: *mut *mut botspace_webhook_pump) {
+    ffi_boundary!(on_panic = (); {
+        if pump.is_null() {
+            return;
+        }
+        // SAFETY: non-NULL pointer to a handle pointer.
+        let p = unsafe { std::ptr::replace(pump, std::ptr::null_mut()) };
+        if !p.is_null() {
+            // SAFETY: p came from Box::into_raw in botspace_webhook_pump_new.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    })
+}
+
+/// Writes the next request to send at `now_ms` (the service clock's
+/// milliseconds) to `*out_request`, or NULL: call until it writes NULL,
+/// then send each (see `botspace_service_poll_webhook` for how) and report
+/// it with `botspace_webhook_pump_report`. The first call of a round takes
+/// what the last store turns handed out and, when the library's timeout
+/// has come, what memory holds due; it asks for a store turn when the store
+/// has work, or when something was due that memory did not hold. Never
+/// waits on the store. Call it from the loop's thread.
+///
+/// # Safety
+/// `pump` and `service` must be live handles; `out_request` must be
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_webhook_pump_take(
+    pump: *const botspace_webhook_pump,
+    service: *const botspace_service,
+    now_ms: u64,
+    out_request: *mut *mut botspace_webhook_request,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(pump, "pump");
+        non_null!(service, "service");
+        non_null!(out_request, "out_request");
+        // SAFETY: live handles.
+        let (p, svc) = unsafe { (&*pump, &(*service).svc) };
+        let mut round = p.round.lock().unwrap_or_else(|e| e.into_inner());
+        let batch = round.get_or_insert_with(|| p.pump.take(svc, now_ms).into());
+        let req = match batch.pop_front() {
+            Some(r) => Box::into_raw(botspace_webhook_request::new(r)),
+            None => {
+                // The round ends: the next call takes anew.
+                *round = None;
+                std::ptr::null_mut()
+            }
+        };
+        // SAFETY: checked non-NULL above.
+        unsafe { *out_request = req };
+        botspace_status::Ok
+    })
+}
+
+/// Writes when the loop is to take again if nothing wakes it first (the
+/// service clock's milliseconds), or `BOTSPACE_NO_DEADLINE`: the library's
+/// `botspace_service_webhook_timeout`, except that a time already past
+/// while a store turn is asked for or runs gives `BOTSPACE_NO_DEADLINE`
+/// (that work is the store's; the turn's end wakes the loop), so the loop
+/// does not spin. Thread-safe.
+///
+/// # Safety
+/// `pump` and `service` must be live handles; `out_ms` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_webhook_pump_timeout(
+    pump: *const botspace_webhook_pump,
+    service: *const botspace_service,
+    now_ms: u64,
+    out_ms: *mut u64,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(pump, "pump");
+        non_null!(service, "service");
+        non_null!(out_ms, "out_ms");
+        // SAFETY: live handles.
+        let (p, svc) = unsafe { (&*pump, &(*service).svc) };
+        let due = p.pump.timeout(svc, now_ms).unwrap_or(BOTSPACE_NO_DEADLINE);
+        // SAFETY: checked non-NULL above.
+        unsafe { *out_ms = due };
+        botspace_status::Ok
+    })
+}
+
+/// `botspace_service_webhook_report` through the pump: the same inputs,
+/// checks and statuses, and when the store has work now a store turn is
+/// asked for (a thread in `botspace_webhook_pump_wait_turn` wakes).
+/// `*out_store_wanted` (when not NULL) says whether it was, written only on
+/// `BOTSPACE_STATUS_OK`. Never waits on the store. Thread-safe.
+///
+/// # Safety
+/// `pump` and `service` must be live handles; `retry_after` and
+/// `failure_message` NULL or NUL-terminated; `out_store_wanted` NULL or
+/// writable.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // the C call names each input and output
+pub unsafe extern "C" fn botspace_webhook_pump_report(
+    pump: *const botspace_webhook_pump,
+    service: *const botspace_service,
+    id: u64,
+    status_code: u16,
+    retry_after: *const c_char,
+    failure_message: *const c_char,
+    timed_out: bool,
+    now_ms: u64,
+    out_store_wanted: *mut bool,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(pump, "pump");
+        // SAFETY: a live handle.
+        let p = unsafe { &*pump };
+        let mut wanted = false;
+        // SAFETY: `service` (checked there) and the strings as documented.
+        let status = unsafe {
+            botspace_service_webhook_report(
+                service,
+                id,
+                status_code,
+                retry_after,
+                failure_message,
+                timed_out,
+                now_ms,
+                &mut wanted,
+            )
+        };
+        p.reported(status, wanted, out_store_wanted)
+    })
+}
+
+/// `botspace_service_webhook_report_failure` through the pump: the library
+/// words the failure of kind `kind`, and a store turn is asked for as by
+/// `botspace_webhook_pump_report`. Thread-safe.
+///
+/// # Safety
+/// `pump` and `service` must be live handles; `detail` NULL or
+/// NUL-terminated; `out_store_wanted` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_webhook_pump_report_failure(
+    pump: *const botspace_webhook_pump,
+    service: *const botspace_service,
+    id: u64,
+    kind: u32,
+    detail: *const c_char,
+    now_ms: u64,
+    out_store_wanted: *mut bool,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(pump, "pump");
+        // SAFETY: a live handle.
+        let p = unsafe { &*pump };
+        let mut wanted = false;
+        // SAFETY: `service` (checked there) and `detail` as documented.
+        let status = unsafe { botspace_service_webhook_report_failure(service, id, kind, detail, now_ms, &mut wanted) };
+        p.reported(status, wanted, out_store_wanted)
+    })
+}
+
+/// Writes to `*out_wanted` whether a store turn should begin now: one is
+/// asked for and none runs. Thread-safe.
+///
+/// # Safety
+/// `pump` must be a live handle; `out_wanted` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_webhook_pump_store_turn_wanted(
+    pump: *const botspace_webhook_pump,
+    out_wanted: *mut bool,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(pump, "pump");
+        non_null!(out_wanted, "out_wanted");
+        // SAFETY: a live handle; out checked.
+        unsafe { *out_wanted = (*pump).pump.store_turn_wanted() };
+        botspace_status::Ok
+    })
+}
+
+/// BLOCKS the calling thread (the host's store thread) until a store turn
+/// is asked for and none runs, claims it and writes true to `*out_turn`:
+/// then call `botspace_webhook_pump_store_turn`. Writes false once
+/// `botspace_webhook_pump_stop` was called: the thread ends. The wait is a
+/// condition variable inside the library.
+///
+/// # Safety
+/// `pump` must be a live handle; `out_turn` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_webhook_pump_wait_turn(
+    pump: *const botspace_webhook_pump,
+    out_turn: *mut bool,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(pump, "pump");
+        non_null!(out_turn, "out_turn");
+        // SAFETY: a live handle.
+        let turn = unsafe { (*pump).pump.wait_store_turn() };
+        // SAFETY: checked non-NULL above.
+        unsafe { *out_turn = turn };
+        botspace_status::Ok
+    })
+}
+
+/// Runs a store turn at `now_ms`: polls the store until it hands out
+/// nothing more (the first load, the bots' logs read, what outcomes
+/// changed written and synced: a webhook leaves only after the write it
+/// reports is durable) and queues what it handed out for the loop's next
+/// `botspace_webhook_pump_take`. Writes how many to `*out_handed` when it
+/// is not NULL. BLOCKS on the disk or the database's network: call it on
+/// the store thread, never on the loop's, then wake the loop (its wake
+/// pipe). Ends the turn `botspace_webhook_pump_wait_turn` claimed.
+///
+/// # Safety
+/// `pump` and `service` must be live handles; `out_handed` NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_webhook_pump_store_turn(
+    pump: *const botspace_webhook_pump,
+    service: *const botspace_service,
+    now_ms: u64,
+    out_handed: *mut usize,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(pump, "pump");
+        non_null!(service, "service");
+        // SAFETY: live handles.
+        let (p, svc) = unsafe { (&*pump, &(*service).svc) };
+        let handed = p.pump.store_turn(svc, now_ms);
+        if !out_handed.is_null() {
+            // SAFETY: non-NULL, writable as documented.
+            unsafe { *out_handed = handed };
+        }
+        botspace_status::Ok
+    })
+}
+
+/// Ends the store thread's waits: `botspace_webhook_pump_wait_turn` writes
+/// false from now on (a turn under way finishes first; join the thread
+/// before freeing the pump). Thread-safe.
+///
+/// # Safety
+/// `pump` must be a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_webhook_pump_stop(pump: *const botspace_webhook_pump) -> botspace_status {
+    ffi_boundary!({
+        non_null!(pump, "pump");
+        // SAFETY: a live handle.
+        unsafe { (*pump).pump.stop() };
+        botspace_status::Ok
+    })
+}
