@@ -108,14 +108,23 @@ pub fn log_block(level: Level, msg: &str, block: &str, unix_ms: u64) -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     pub level: Level,
-    pub msg: &'static str,
-    /// `event` (a fixed name) first, then ids such as `bot_id`.
+    /// A fixed sentence, or (for a line that names what failed, such as
+    /// `accept failed: ...`) one made for the occasion.
+    pub msg: std::borrow::Cow<'static, str>,
+    /// `event` (a fixed name) first, then ids such as `bot_id`; none for a
+    /// line that is its message alone.
     pub fields: Vec<(&'static str, Value)>,
 }
 
 impl Event {
     pub(crate) fn new(level: Level, event: &'static str, msg: &'static str) -> Event {
-        Event { level, msg, fields: vec![("event", Value::from(event))] }
+        Event { level, msg: msg.into(), fields: vec![("event", Value::from(event))] }
+    }
+
+    /// A line without fields: the text is `msg` as it is (the lines the
+    /// servers printed of their own before the library said them).
+    pub(crate) fn line(level: Level, msg: String) -> Event {
+        Event { level, msg: msg.into(), fields: Vec::new() }
     }
 
     pub(crate) fn with(mut self, key: &'static str, value: impl Into<Value>) -> Event {
@@ -137,7 +146,7 @@ impl Event {
 
     /// The JSON line ([`log_line`]) at `unix_ms`.
     pub fn json(&self, unix_ms: u64) -> String {
-        log_line(self.level, self.msg, &self.fields, unix_ms)
+        log_line(self.level, &self.msg, &self.fields, unix_ms)
     }
 }
 
