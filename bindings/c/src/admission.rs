@@ -83,6 +83,13 @@ pub struct botspace_accept_error_action {
 pub type botspace_should_stop_callback = Option<unsafe extern "C" fn(user_data: *mut c_void) -> bool>;
 
 macro_rules! live_admission {
+    (ref $a:expr) => {
+        // SAFETY: the caller passes a live handle used by this thread only.
+        match unsafe { $a.as_ref() } {
+            Some(a) => &a.adm,
+            None => return fail(botspace_status::NullArgument, "argument `admission` is NULL"),
+        }
+    };
     ($a:expr) => {
         // SAFETY: the caller passes a live handle used by this thread only.
         match unsafe { $a.as_mut() } {
@@ -168,14 +175,14 @@ pub unsafe extern "C" fn botspace_admission_remove(admission: *mut botspace_admi
 /// outputs must be writable.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_admission_oldest(
-    admission: *mut botspace_admission,
+    admission: *const botspace_admission,
     out_id: *mut u64,
     out_found: *mut bool,
 ) -> botspace_status {
     ffi_boundary!({
         non_null!(out_id, "out_id");
         non_null!(out_found, "out_found");
-        let oldest = live_admission!(admission).order().oldest();
+        let oldest = live_admission!(ref admission).order().oldest();
         // SAFETY: both checked non-NULL above.
         unsafe {
             *out_id = oldest.unwrap_or(0);
@@ -242,12 +249,12 @@ pub unsafe extern "C" fn botspace_admission_refusal_ended(admission: *mut botspa
 /// `out_count` writable.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_admission_lingering_refusals(
-    admission: *mut botspace_admission,
+    admission: *const botspace_admission,
     out_count: *mut usize,
 ) -> botspace_status {
     ffi_boundary!({
         non_null!(out_count, "out_count");
-        let n = live_admission!(admission).lingering_refusals();
+        let n = live_admission!(ref admission).lingering_refusals();
         // SAFETY: checked non-NULL above.
         unsafe { *out_count = n };
         botspace_status::Ok
