@@ -270,7 +270,10 @@ async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, role: Role) {
         };
         match accepted {
             Ok((stream, peer)) => {
-                let admit = sh.admission().admit(sh.app.service(), sh.connections(), sh.opts.max_connections);
+                // Counted before the admission's lock is taken: no other
+                // lock is held under it.
+                let open = sh.connections();
+                let admit = sh.admission().admit(sh.app.service(), open, sh.opts.max_connections);
                 match admit {
                     Admit::Serve => {}
                     Admit::ServeAfterEvicting(id) => sh.abort(id),
