@@ -211,6 +211,17 @@ mod tests {
     }
 
     #[test]
+    fn a_line_without_fields_is_its_message_alone() {
+        // The accept error's line, as the servers printed it of their own.
+        let ev = Event::line(Level::Error, "accept failed: x (3 in the last second)".to_string());
+        assert_eq!(ev.text(), "accept failed: x (3 in the last second)");
+        assert_eq!(
+            ev.json(0),
+            r#"{"ts":"1970-01-01T00:00:00.000Z","level":"error","msg":"accept failed: x (3 in the last second)"}"#
+        );
+    }
+
+    #[test]
     fn settings() {
         assert_eq!(Level::from_setting(None), Level::Info);
         assert_eq!(Level::from_setting(Some("WARN")), Level::Warn);

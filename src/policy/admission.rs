@@ -7,16 +7,17 @@
 //! other nodes' commits (retried every second, said at most every 10 s).
 //!
 //! Sans-IO: the host owns the sockets, the spare descriptor, its tasks or
-//! connections (by an id of its own), threads and the clock. It asks here
-//! what to do, passing `now` in milliseconds of its monotonic clock, and
-//! does it. What is said goes out as the library's log events through the
-//! service's log hook ([`Service::set_log_hook`]), so both servers print
-//! the same lines without a logger of their own.
+//! connections (by an id of its own), threads and the clock. It asks the
+//! service what to do (`Service::admit`, `Service::accept_failed`,
+//! `Service::run_store_notifications`, in `service/admission.rs`), passing
+//! `now` in milliseconds of its monotonic clock, and does it. The service
+//! counts the evictions and says what is to be said as the library's log
+//! events through its log hook, so both servers print the same lines
+//! without a logger of their own; the decisions are made here, of their
+//! inputs alone.
 
 use super::host;
 use super::Report;
-use crate::log::{Event, Level};
-use crate::Service;
 use std::collections::{BTreeSet, HashMap};
 
 /// The host's connections that wait for a request, oldest first: the one
@@ -81,8 +82,8 @@ pub enum Admit {
     /// Below the connection limit: serve it.
     Serve,
     /// At the limit: close the host's connection `id` (it waited longest
-    /// for a request; counted and said as an eviction already), then serve
-    /// the new one in its room.
+    /// for a request; `Service::admit` counted and said the eviction), then
+    /// serve the new one in its room.
     ServeAfterEvicting(u64),
     /// At the limit with every connection busy: the busy refusal with its
     /// linger ([`super::connection::HttpConnection::refusing_busy`]),
@@ -109,8 +110,9 @@ pub enum AcceptError {
 /// What a host does after a failed accept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AfterAcceptError {
-    /// Close this connection now (it waited longest for a request; counted
-    /// and said as an eviction already): its descriptor makes room.
+    /// Close this connection now (it waited longest for a request;
+    /// `Service::accept_failed` counted and said the eviction): its
+    /// descriptor makes room.
     pub evict: Option<u64>,
     /// Give up the spare descriptor (libev's and libuv's trick), accept
     /// the waiting client on it and open the spare again: with `evict`,
@@ -172,14 +174,15 @@ impl Admission {
 
     /// A socket was accepted while `open` connections are open (what
     /// `max` counts: HTTP and gateway, not refusals). At the limit the
-    /// connection that has waited longest makes room (it leaves the order,
-    /// and the eviction is counted and said through `svc`); only when
-    /// every connection is busy is the new one refused.
-    pub fn admit(&mut self, svc: &Service, open: usize, max: usize) -> Admit {
+    /// connection that has waited longest makes room (it leaves the
+    /// order); only when every connection is busy is the new one refused.
+    /// Hosts call it through `Service::admit`, which counts and says an
+    /// eviction.
+    pub(crate) fn admit(&mut self, open: usize, max: usize) -> Admit {
         if open < max {
             return Admit::Serve;
         }
-        if let Some(id) = self.evict(svc) {
+        if let Some(id) = self.evict() {
             return Admit::ServeAfterEvicting(id);
         }
         if host::refusal_may_linger(self.lingering) {
@@ -195,39 +198,36 @@ impl Admission {
         self.lingering = self.lingering.saturating_sub(1);
     }
 
-    /// An accept failed at `now` with `error` (its text, for the log).
-    /// Out of descriptors, the connection that has waited longest makes
-    /// room and the waiting client gets in on the spare descriptor; with
-    /// nobody to evict, or for any other error, the listener backs off and
-    /// the error is said (level error, `accept failed: {error} ({n} in the
-    /// last second)`) at most once per [`host::ACCEPT_ERROR_REPORT_MS`],
-    /// with how many there were since the last line.
-    pub fn accept_failed(&mut self, svc: &Service, kind: AcceptError, error: &str, now: u64) -> AfterAcceptError {
+    /// An accept failed at `now`. Out of descriptors, the connection that
+    /// has waited longest makes room and the waiting client gets in on the
+    /// spare descriptor; with nobody to evict, or for any other error, the
+    /// listener backs off and the error is to be said: `Some(n)` at most
+    /// once per [`host::ACCEPT_ERROR_REPORT_MS`], `n` the errors since the
+    /// last line (this one included). Hosts call it through
+    /// `Service::accept_failed`, which counts and says.
+    pub(crate) fn accept_failed(&mut self, kind: AcceptError, now: u64) -> (AfterAcceptError, Option<u64>) {
         if kind == AcceptError::OutOfDescriptors {
-            if let Some(id) = self.evict(svc) {
-                return AfterAcceptError {
+            if let Some(id) = self.evict() {
+                let after = AfterAcceptError {
                     evict: Some(id),
                     use_spare: true,
                     resume_at: now.saturating_add(host::EVICTION_SETTLE_MS),
                 };
+                return (after, None);
             }
         }
-        if let Some(n) = self.errors.note(now) {
-            svc.gateway.log.emit(Event::line(Level::Error, format!("accept failed: {error} ({n} in the last second)")));
-        }
-        AfterAcceptError {
+        let after = AfterAcceptError {
             evict: None,
             use_spare: kind == AcceptError::OutOfDescriptors,
             resume_at: now.saturating_add(host::ACCEPT_BACKOFF_MS),
-        }
+        };
+        (after, self.errors.note(now))
     }
 
-    /// Takes the oldest waiting connection out of the order, counted and
-    /// said as an eviction.
-    fn evict(&mut self, svc: &Service) -> Option<u64> {
+    /// Takes the oldest waiting connection out of the order.
+    fn evict(&mut self) -> Option<u64> {
         let id = self.order.oldest()?;
         self.order.remove(id);
-        svc.note_connection_evicted();
         Some(id)
     }
 }
@@ -263,64 +263,10 @@ pub(crate) fn notification_loop<E>(
     }
 }
 
-impl Service {
-    /// Hears other nodes' commits until `should_stop` returns true
-    /// ([`Service::wait_store_notifications`] in a loop): **blocks the
-    /// calling thread on the network**, so run it on a thread of its own.
-    /// `should_stop` is asked at least every 250 ms (`NOTIFY_WAIT_MS`) and
-    /// every 50 ms while a broken listening connection waits out its
-    /// one-second retry; the failure is said through the log hook (level
-    /// warn, `listening for notifications failed: {error}; retrying every
-    /// second`) at most every 10 s. Returns at once when the store cannot
-    /// hear other nodes ([`Service::has_store_notifications`] false).
-    pub fn run_store_notifications(&self, should_stop: &dyn Fn() -> bool) {
-        if !self.has_store_notifications() {
-            return;
-        }
-        let started = std::time::Instant::now();
-        notification_loop(
-            |ms| self.wait_store_notifications(ms),
-            should_stop,
-            |ms| std::thread::sleep(std::time::Duration::from_millis(ms)),
-            || started.elapsed().as_millis() as u64,
-            |e| {
-                self.gateway.log.emit(Event::line(
-                    Level::Warn,
-                    format!("listening for notifications failed: {e}; retrying every second"),
-                ))
-            },
-        );
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ClockKind, Config};
     use std::cell::{Cell, RefCell};
-    use std::sync::{Arc, Mutex};
-
-    /// The log events a test's service said: (level, text line).
-    type Said = Arc<Mutex<Vec<(Level, String)>>>;
-
-    /// A service whose log events are kept.
-    fn service() -> (Service, Said) {
-        let cfg = Config::default().with(|c| {
-            c.admin_secret = "an-admin-secret-0123".into();
-            c.clock = ClockKind::Manual;
-        });
-        let svc = Service::open(cfg).unwrap();
-        let lines: Said = Arc::default();
-        let sink = lines.clone();
-        svc.set_log_hook(Some(Arc::new(move |ev: &Event| sink.lock().unwrap().push((ev.level, ev.text())))));
-        (svc, lines)
-    }
-
-    const EVICTED: &str = "connection evicted: the oldest waiting connection was closed to admit a new one at the connection limit event=connection_evicted";
-
-    fn evictions(svc: &Service) -> u64 {
-        svc.metrics.evictions.load(std::sync::atomic::Ordering::Relaxed)
-    }
 
     #[test]
     fn the_order_gives_the_connection_that_waited_longest() {
@@ -344,106 +290,70 @@ mod tests {
 
     #[test]
     fn below_the_limit_every_socket_is_served() {
-        let (svc, lines) = service();
         let mut a = Admission::new();
         a.touch(1, 0);
-        assert_eq!(a.admit(&svc, 0, 1), Admit::Serve);
-        assert_eq!(a.admit(&svc, 9, 10), Admit::Serve);
-        assert_eq!((a.order().len(), evictions(&svc)), (1, 0));
-        assert!(lines.lock().unwrap().is_empty());
+        assert_eq!(a.admit(0, 1), Admit::Serve);
+        assert_eq!(a.admit(9, 10), Admit::Serve);
+        assert_eq!((a.order().len(), a.order().oldest()), (1, Some(1)));
     }
 
     #[test]
-    fn at_the_limit_the_oldest_waiting_connection_makes_room_and_is_said() {
-        let (svc, lines) = service();
+    fn at_the_limit_the_oldest_waiting_connection_makes_room() {
         let mut a = Admission::new();
         a.touch(1, 10);
         a.touch(2, 5);
-        assert_eq!(a.admit(&svc, 2, 2), Admit::ServeAfterEvicting(2));
-        assert_eq!(a.admit(&svc, 5, 2), Admit::ServeAfterEvicting(1), "over the limit too");
-        assert_eq!((a.order().len(), a.lingering_refusals(), evictions(&svc)), (0, 0, 2));
-        assert_eq!(*lines.lock().unwrap(), vec![(Level::Warn, EVICTED.to_string()); 2]);
+        assert_eq!(a.admit(2, 2), Admit::ServeAfterEvicting(2));
+        assert_eq!(a.admit(5, 2), Admit::ServeAfterEvicting(1), "over the limit too");
+        assert_eq!((a.order().len(), a.lingering_refusals()), (0, 0));
     }
 
     #[test]
     fn with_every_connection_busy_256_refusals_linger_then_they_close_at_once() {
-        let (svc, lines) = service();
         let mut a = Admission::new();
         for i in 0..host::MAX_LINGERING_REFUSALS {
-            assert_eq!(a.admit(&svc, 1, 1), Admit::RefuseLingering, "refusal {i}");
+            assert_eq!(a.admit(1, 1), Admit::RefuseLingering, "refusal {i}");
         }
         assert_eq!(a.lingering_refusals(), 256);
-        assert_eq!(a.admit(&svc, 1, 1), Admit::RefuseNow);
+        assert_eq!(a.admit(1, 1), Admit::RefuseNow);
         assert_eq!(a.lingering_refusals(), 256, "a refusal that does not linger is not counted");
         a.refusal_ended();
-        assert_eq!(a.admit(&svc, 1, 1), Admit::RefuseLingering);
+        assert_eq!(a.admit(1, 1), Admit::RefuseLingering);
         for _ in 0..300 {
             a.refusal_ended();
         }
         assert_eq!(a.lingering_refusals(), 0, "never below zero");
-        assert_eq!(evictions(&svc), 0);
-        assert!(lines.lock().unwrap().is_empty());
     }
 
     #[test]
     fn out_of_descriptors_the_oldest_makes_room_for_the_client_on_the_spare() {
-        let (svc, lines) = service();
         let mut a = Admission::new();
         a.touch(4, 1);
-        let after = a.accept_failed(&svc, AcceptError::OutOfDescriptors, "Too many open files", 1_000);
-        assert_eq!(after, AfterAcceptError { evict: Some(4), use_spare: true, resume_at: 1_001 });
-        assert_eq!((a.order().len(), evictions(&svc)), (0, 1));
-        // An eviction is not an accept error: nothing but the eviction is said.
-        assert_eq!(*lines.lock().unwrap(), vec![(Level::Warn, EVICTED.to_string())]);
+        let after = a.accept_failed(AcceptError::OutOfDescriptors, 1_000);
+        // An eviction is not an accept error: nothing to say.
+        assert_eq!(after, (AfterAcceptError { evict: Some(4), use_spare: true, resume_at: 1_001 }, None));
+        assert!(a.order().is_empty());
     }
 
     #[test]
     fn out_of_descriptors_with_nobody_to_evict_the_client_is_refused_and_the_listener_backs_off() {
-        let (svc, lines) = service();
         let mut a = Admission::new();
-        let after = a.accept_failed(&svc, AcceptError::OutOfDescriptors, "Too many open files", 2_000);
-        assert_eq!(after, AfterAcceptError { evict: None, use_spare: true, resume_at: 2_050 });
-        assert_eq!(
-            *lines.lock().unwrap(),
-            vec![(Level::Error, "accept failed: Too many open files (1 in the last second)".to_string())]
-        );
-        assert_eq!(evictions(&svc), 0);
+        let after = a.accept_failed(AcceptError::OutOfDescriptors, 2_000);
+        assert_eq!(after, (AfterAcceptError { evict: None, use_spare: true, resume_at: 2_050 }, Some(1)));
     }
 
     #[test]
-    fn accept_errors_are_said_at_most_once_a_second_with_their_count() {
-        let (svc, lines) = service();
+    fn accept_errors_are_to_be_said_at_most_once_a_second_with_their_count() {
         let mut a = Admission::new();
-        let other =
-            |a: &mut Admission, now| a.accept_failed(&svc, AcceptError::Other, "No buffer space available", now);
-        assert_eq!(other(&mut a, 10), AfterAcceptError { evict: None, use_spare: false, resume_at: 60 });
-        other(&mut a, 60);
-        other(&mut a, 1_009);
+        let other = AfterAcceptError { evict: None, use_spare: false, resume_at: 60 };
+        assert_eq!(a.accept_failed(AcceptError::Other, 10), (other, Some(1)));
+        assert_eq!(a.accept_failed(AcceptError::Other, 60).1, None);
+        assert_eq!(a.accept_failed(AcceptError::Other, 1_009).1, None);
         // Out of descriptors with nobody to evict counts the same.
-        a.accept_failed(&svc, AcceptError::OutOfDescriptors, "Too many open files", 1_010);
-        other(&mut a, 1_500);
-        other(&mut a, 5_000);
-        let said: Vec<String> = lines.lock().unwrap().iter().map(|(l, t)| format!("{} {t}", l.name())).collect();
-        assert_eq!(
-            said,
-            [
-                "error accept failed: No buffer space available (1 in the last second)",
-                "error accept failed: Too many open files (3 in the last second)",
-                "error accept failed: No buffer space available (2 in the last second)",
-            ]
-        );
+        assert_eq!(a.accept_failed(AcceptError::OutOfDescriptors, 1_010).1, Some(3));
+        assert_eq!(a.accept_failed(AcceptError::Other, 1_500).1, None);
+        assert_eq!(a.accept_failed(AcceptError::Other, 5_000).1, Some(2));
+        assert_eq!(a.accept_failed(AcceptError::Other, u64::MAX).0.resume_at, u64::MAX, "no overflow");
     }
-
-    #[test]
-    fn the_accept_error_line_in_json_is_the_servers_line_of_before() {
-        let ev = Event::line(Level::Error, "accept failed: x (3 in the last second)".to_string());
-        assert_eq!(ev.text(), "accept failed: x (3 in the last second)");
-        assert_eq!(
-            ev.json(0),
-            r#"{"ts":"1970-01-01T00:00:00.000Z","level":"error","msg":"accept failed: x (3 in the last second)"}"#
-        );
-    }
-
     /// Runs the notification loop over a script of wait results on a fake
     /// clock: (the log of what it did, the lines said).
     fn run_loop(results: Vec<Result<usize, &'static str>>, stop_after_waits: usize) -> (Vec<String>, Vec<String>) {
@@ -504,17 +414,5 @@ mod tests {
             |_| {},
         );
         assert_eq!(steps.get(), 3, "no step after the stop, no second wait");
-    }
-
-    #[test]
-    fn without_store_notifications_the_run_returns_at_once() {
-        let (svc, lines) = service();
-        let asked = Cell::new(0);
-        svc.run_store_notifications(&|| {
-            asked.set(asked.get() + 1);
-            false
-        });
-        assert_eq!(asked.get(), 0);
-        assert!(lines.lock().unwrap().is_empty());
     }
 }

@@ -216,7 +216,7 @@ pub unsafe extern "C" fn botspace_admission_admit(
         let adm = live_admission!(admission);
         // SAFETY: a live handle.
         let svc = unsafe { &(*service).svc };
-        let admit = match adm.admit(svc, open, max) {
+        let admit = match svc.admit(adm, open, max) {
             Admit::Serve => botspace_admit { kind: botspace_admit_kind::Serve, evict_id: 0 },
             Admit::ServeAfterEvicting(id) => {
                 botspace_admit { kind: botspace_admit_kind::ServeAfterEvicting, evict_id: id }
@@ -300,7 +300,7 @@ pub unsafe extern "C" fn botspace_admission_accept_failed(
             botspace_accept_error::OutOfDescriptors => AcceptError::OutOfDescriptors,
             botspace_accept_error::Other => AcceptError::Other,
         };
-        let after = adm.accept_failed(svc, kind, &error, now_ms);
+        let after = svc.accept_failed(adm, kind, &error, now_ms);
         let action = botspace_accept_error_action {
             evict: after.evict.is_some(),
             evict_id: after.evict.unwrap_or(0),

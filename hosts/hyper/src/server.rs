@@ -273,7 +273,7 @@ async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, role: Role) {
                 // Counted before the admission's lock is taken: no other
                 // lock is held under it.
                 let open = sh.connections();
-                let admit = sh.admission().admit(sh.app.service(), open, sh.opts.max_connections);
+                let admit = sh.app.service().admit(&mut sh.admission(), open, sh.opts.max_connections);
                 match admit {
                     Admit::Serve => {}
                     Admit::ServeAfterEvicting(id) => sh.abort(id),
@@ -291,7 +291,8 @@ async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, role: Role) {
             }
             Err(e) => {
                 let kind = if fds::out_of_descriptors(&e) { AcceptError::OutOfDescriptors } else { AcceptError::Other };
-                let after = sh.admission().accept_failed(sh.app.service(), kind, &e.to_string(), sh.now_ms());
+                let now = sh.now_ms();
+                let after = sh.app.service().accept_failed(&mut sh.admission(), kind, &e.to_string(), now);
                 if let Some(id) = after.evict {
                     sh.abort(id);
                 }
