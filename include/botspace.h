@@ -281,6 +281,48 @@ typedef enum botspace_round_step_kind {
 } botspace_round_step_kind;
 
 /**
+ * What a host does with a socket it accepted (`botspace_admission_admit`).
+ */
+typedef enum botspace_admit_kind {
+  /**
+   * Below the connection limit: serve it.
+   */
+  BOTSPACE_ADMIT_KIND_SERVE = 0,
+  /**
+   * At the limit: close the connection `evict_id` (it waited longest for
+   * a request; counted in `botspace_connection_evictions_total` and said
+   * through the log callback already), then serve the new one.
+   */
+  BOTSPACE_ADMIT_KIND_SERVE_AFTER_EVICTING = 1,
+  /**
+   * Every connection busy: the busy refusal with its linger
+   * (`botspace_http_connection_refusing_busy`), not counted as a
+   * connection. Call `botspace_admission_refusal_ended` when it closes.
+   */
+  BOTSPACE_ADMIT_KIND_REFUSE_LINGERING = 2,
+  /**
+   * Every connection busy and 256 refusals lingering already: send
+   * `botspace_server_busy_response` best effort, never blocking, and
+   * close at once.
+   */
+  BOTSPACE_ADMIT_KIND_REFUSE_NOW = 3,
+} botspace_admit_kind;
+
+/**
+ * What failed an accept (`botspace_admission_accept_failed`).
+ */
+typedef enum botspace_accept_error {
+  /**
+   * `EMFILE` or `ENFILE`: out of file descriptors.
+   */
+  BOTSPACE_ACCEPT_ERROR_OUT_OF_DESCRIPTORS = 0,
+  /**
+   * Any other error.
+   */
+  BOTSPACE_ACCEPT_ERROR_OTHER = 1,
+} botspace_accept_error;
+
+/**
  * Why a webhook attempt got no answer
  * (`botspace_service_webhook_report_failure`): the library words the
  * message, the same as every other host's.
@@ -332,6 +374,15 @@ typedef enum botspace_webhook_failure {
    */
   BOTSPACE_WEBHOOK_FAILURE_ADDRESS_CHECK = 10,
 } botspace_webhook_failure;
+
+/**
+ * The admission of one server's connections (all its listeners): the
+ * order in which its waiting connections are evicted (by an id of the
+ * host's, a counter or a pointer), its lingering busy refusals and the
+ * report of its accept errors. Made by `botspace_admission_new`, released
+ * by `botspace_admission_free`. Not thread-safe: one thread at a time.
+ */
+typedef struct botspace_admission botspace_admission;
 
 /**
  * One gateway (WebSocket) connection after a successful upgrade. Not
@@ -895,6 +946,51 @@ typedef struct botspace_round_step {
    */
   uint64_t poll_id;
 } botspace_round_step;
+
+/**
+ * The decision of `botspace_admission_admit`. Plain data.
+ */
+typedef struct botspace_admit {
+  enum botspace_admit_kind kind;
+  /**
+   * The host's id of the connection to close (`SERVE_AFTER_EVICTING`
+   * only, else 0).
+   */
+  uint64_t evict_id;
+} botspace_admit;
+
+/**
+ * What a host does after a failed accept
+ * (`botspace_admission_accept_failed`). Plain data.
+ */
+typedef struct botspace_accept_error_action {
+  /**
+   * Close the connection `evict_id` now (it waited longest; counted and
+   * said as an eviction already): its descriptor makes room.
+   */
+  bool evict;
+  /**
+   * The host's id of that connection (`evict` only, else 0).
+   */
+  uint64_t evict_id;
+  /**
+   * Close the spare descriptor, accept the waiting client on it and open
+   * the spare again: with `evict` serve that client, else refuse it at
+   * once (`botspace_server_busy_response`, best effort, no linger).
+   */
+  bool use_spare;
+  /**
+   * Accept nothing before this (the host's clock, milliseconds).
+   */
+  uint64_t resume_at_ms;
+} botspace_accept_error_action;
+
+/**
+ * Asked by `botspace_service_run_store_notifications`, on its thread,
+ * whether to stop: true ends the call. `user_data` is the pointer given
+ * with it. It must be quick (read a flag).
+ */
+typedef bool (*botspace_should_stop_callback)(void *user_data);
 
 #ifdef __cplusplus
 extern "C" {
@@ -2068,6 +2164,122 @@ enum botspace_status botspace_http_round_serve(struct botspace_http_round *round
  * released through another copy of the pointer.
  */
 void botspace_http_round_free(struct botspace_http_round **round);
+
+/**
+ * Makes the admission of one server (one for all its listeners): no
+ * waiting connection, no lingering refusal. Release it with
+ * `botspace_admission_free`.
+ *
+ * # Safety
+ * `out_admission` must be writable.
+ */
+enum botspace_status botspace_admission_new(struct botspace_admission **out_admission);
+
+/**
+ * Releases an admission and sets `*admission` to NULL; accepts NULL and a
+ * pointer to NULL.
+ *
+ * # Safety
+ * `*admission` must be NULL or a handle from `botspace_admission_new` not
+ * released through another copy of the pointer.
+ */
+void botspace_admission_free(struct botspace_admission **admission);
+
+/**
+ * The host's connection `id` waits for a request from `now_ms` on (the
+ * host's monotonic clock): a new connection, or one whose request was
+ * taken. Touching it again moves it behind the others.
+ *
+ * # Safety
+ * `admission` must be a live handle used by this thread only.
+ */
+enum botspace_status botspace_admission_touch(struct botspace_admission *admission, uint64_t id, uint64_t now_ms);
+
+/**
+ * The host's connection `id` is not to be evicted (busy, upgraded to a
+ * gateway, or closed). Nothing happens for an id that is not waiting.
+ *
+ * # Safety
+ * `admission` must be a live handle used by this thread only.
+ */
+enum botspace_status botspace_admission_remove(struct botspace_admission *admission, uint64_t id);
+
+/**
+ * Writes the id of the connection that has waited longest to `*out_id`
+ * and true to `*out_found`; false (and 0) when none waits.
+ *
+ * # Safety
+ * `admission` must be a live handle used by this thread only; both
+ * outputs must be writable.
+ */
+enum botspace_status botspace_admission_oldest(const struct botspace_admission *admission, uint64_t *out_id, bool *out_found);
+
+/**
+ * Decides for a socket accepted while `open` connections are open (what
+ * `max` counts: HTTP and gateway connections, not busy refusals): serve
+ * it; at the limit, evict the connection that has waited longest (it
+ * leaves the order; the eviction is counted and said through `service`);
+ * with every connection busy, refuse it with a linger while fewer than
+ * 256 refusals linger, else at once.
+ *
+ * # Safety
+ * `admission` must be a live handle used by this thread only; `service`
+ * a live handle; `out_admit` writable.
+ */
+enum botspace_status botspace_admission_admit(struct botspace_admission *admission, const struct botspace_service *service, size_t open, size_t max, struct botspace_admit *out_admit);
+
+/**
+ * A refusal `botspace_admission_admit` let linger is closed.
+ *
+ * # Safety
+ * `admission` must be a live handle used by this thread only.
+ */
+enum botspace_status botspace_admission_refusal_ended(struct botspace_admission *admission);
+
+/**
+ * Writes how many busy refusals linger now to `*out_count`.
+ *
+ * # Safety
+ * `admission` must be a live handle used by this thread only;
+ * `out_count` writable.
+ */
+enum botspace_status botspace_admission_lingering_refusals(const struct botspace_admission *admission, size_t *out_count);
+
+/**
+ * Decides after an accept that failed at `now_ms` with `error`
+ * (`error_len` bytes of its text, such as `strerror(errno)`; not
+ * NUL-terminated): out of descriptors, evict the connection that has
+ * waited longest and serve the waiting client on the spare descriptor;
+ * with nobody to evict, or for another error, back off 50 ms (out of
+ * descriptors, the waiting client is refused on the spare first). The
+ * error is said through `service`'s log callback (level error, `accept
+ * failed: ERROR (N in the last second)`) at most once a second, with how
+ * many there were.
+ *
+ * # Safety
+ * `admission` must be a live handle used by this thread only; `service`
+ * a live handle; `error` `error_len` readable bytes (NULL when 0);
+ * `out_action` writable.
+ */
+enum botspace_status botspace_admission_accept_failed(struct botspace_admission *admission, const struct botspace_service *service, enum botspace_accept_error kind, const uint8_t *error, size_t error_len, uint64_t now_ms, struct botspace_accept_error_action *out_action);
+
+/**
+ * Hears other nodes' commits until `should_stop(user_data)` returns true:
+ * `botspace_service_wait_store_notifications` in a loop, 250 ms at a
+ * time. **Blocks the calling thread on the network**: run it on a thread
+ * of its own, and end it (make `should_stop` true, join the thread) before
+ * `botspace_service_free`. `should_stop` runs on that thread at least
+ * every 250 ms, and every 50 ms while a broken listening connection waits
+ * out its one-second retry; the failure is said through the log callback
+ * (level warn, `listening for notifications failed: ERROR; retrying every
+ * second`) at most every 10 s. Returns at once when the service cannot
+ * hear other nodes (`botspace_service_has_store_notifications` false).
+ *
+ * # Safety
+ * `service` must be a live handle for the whole call; `should_stop` must
+ * be safe to call on this thread with `user_data`.
+ */
+enum botspace_status botspace_service_run_store_notifications(const struct botspace_service *service, botspace_should_stop_callback should_stop, void *user_data);
 
 /**
  * Makes a webhook pump and writes it to `*out_pump`. It needs no service

@@ -22,6 +22,7 @@
 //! | [`CoreWorkers::close`] (and its drop) | the takes under way and those queued: it joins the threads |
 //! | [`Service::export_database`], [`Service::import_database`] | the database lock, disk reads or writes and fsync |
 //! | [`Service::wait_store_notifications`] | PostgreSQL: up to its timeout, by design (run it on a thread of its own) |
+//! | [`Service::run_store_notifications`] | PostgreSQL: until its `should_stop` says so, by design (run it on a thread of its own) |
 //! | [`frame_request`], [`RequestFramer`], [`parse_http_request`], [`http_request_from_parts`], `poll_timeout`, `poll_event` | nothing (CPU only) |
 //!
 //! An async host calls the blocking ones from `spawn_blocking` (or a thread

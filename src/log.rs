@@ -108,14 +108,23 @@ pub fn log_block(level: Level, msg: &str, block: &str, unix_ms: u64) -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     pub level: Level,
-    pub msg: &'static str,
-    /// `event` (a fixed name) first, then ids such as `bot_id`.
+    /// A fixed sentence, or (for a line that names what failed, such as
+    /// `accept failed: ...`) one made for the occasion.
+    pub msg: std::borrow::Cow<'static, str>,
+    /// `event` (a fixed name) first, then ids such as `bot_id`; none for a
+    /// line that is its message alone.
     pub fields: Vec<(&'static str, Value)>,
 }
 
 impl Event {
     pub(crate) fn new(level: Level, event: &'static str, msg: &'static str) -> Event {
-        Event { level, msg, fields: vec![("event", Value::from(event))] }
+        Event { level, msg: msg.into(), fields: vec![("event", Value::from(event))] }
+    }
+
+    /// A line without fields: the text is `msg` as it is (the lines the
+    /// servers printed of their own before the library said them).
+    pub(crate) fn line(level: Level, msg: String) -> Event {
+        Event { level, msg: msg.into(), fields: Vec::new() }
     }
 
     pub(crate) fn with(mut self, key: &'static str, value: impl Into<Value>) -> Event {
@@ -137,7 +146,7 @@ impl Event {
 
     /// The JSON line ([`log_line`]) at `unix_ms`.
     pub fn json(&self, unix_ms: u64) -> String {
-        log_line(self.level, self.msg, &self.fields, unix_ms)
+        log_line(self.level, &self.msg, &self.fields, unix_ms)
     }
 }
 
@@ -198,6 +207,17 @@ mod tests {
         assert_eq!(
             ev.json(0),
             r#"{"ts":"1970-01-01T00:00:00.000Z","level":"warn","msg":"gateway session closed: slow consumer","event":"gateway_slow_consumer","bot_id":"b1","close_code":4008}"#
+        );
+    }
+
+    #[test]
+    fn a_line_without_fields_is_its_message_alone() {
+        // The accept error's line, as the servers printed it of their own.
+        let ev = Event::line(Level::Error, "accept failed: x (3 in the last second)".to_string());
+        assert_eq!(ev.text(), "accept failed: x (3 in the last second)");
+        assert_eq!(
+            ev.json(0),
+            r#"{"ts":"1970-01-01T00:00:00.000Z","level":"error","msg":"accept failed: x (3 in the last second)"}"#
         );
     }
 

@@ -157,7 +157,7 @@ pub(crate) struct Metrics {
     pub(crate) notification_lag: Histogram,
     rate_limited: [AtomicU64; SCOPES.len()],
     storage_errors: [AtomicU64; STORAGE_KINDS.len()],
-    evictions: AtomicU64,
+    pub(crate) evictions: AtomicU64,
     request_timeouts: AtomicU64,
     /// Webhook attempts by what came of them (`WEBHOOK_RESULTS`), and the
     /// attempts that were retries.

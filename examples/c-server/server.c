@@ -214,7 +214,7 @@ static char **take_wakes(size_t *n) {
 
 /* ------------------------------------------------------------------------ */
 /* Other servers' commits: on PostgreSQL a thread of its own blocks in
- * botspace_service_wait_store_notifications (never holding anything the
+ * botspace_service_run_store_notifications (never holding anything the
  * loop needs); each notification reaches the loop through on_wake. */
 
 static botspace_service *svc; /* the one service, shared with the notification thread */
@@ -222,31 +222,16 @@ static pthread_t notify_thread;
 static int notify_running;
 static atomic_int notify_stop;
 
-static void sleep_ms(unsigned ms) {
-    struct timespec ts = {(time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+static bool notify_should_stop(void *user_data) {
+    (void)user_data;
+    return atomic_load(&notify_stop);
 }
 
+/* The library's loop: its waits, its retry after a broken listening
+ * connection and what it says about it; this thread only runs it. */
 static void *notify_loop(void *arg) {
     (void)arg;
-    time_t last_error = 0;
-    while (!atomic_load(&notify_stop)) {
-        size_t n = 0;
-        if (botspace_service_wait_store_notifications(svc, policy.notify_wait_ms, &n) == BOTSPACE_STATUS_OK) continue;
-        /* The listening connection broke or cannot be opened: sessions still
-         * poll; reconnect a second later. Said at most every 10 s. */
-        time_t t = time(NULL);
-        if ((uint64_t)(t - last_error) * 1000u >= policy.notify_error_report_ms) {
-            char msg[512];
-            size_t len = 0;
-            botspace_last_error_message(msg, sizeof msg, &len);
-            log_at(LOG_WARN, "listening for notifications failed: %s; retrying every second", msg);
-            last_error = t;
-        }
-        for (uint64_t w = 0; w < policy.notify_retry_ms && !atomic_load(&notify_stop); w += policy.notify_retry_step_ms)
-            sleep_ms((unsigned)policy.notify_retry_step_ms);
-    }
+    botspace_service_run_store_notifications(svc, notify_should_stop, NULL);
     return NULL;
 }
 
@@ -317,14 +302,45 @@ typedef struct conn {
     /* Long polling: the library parked this connection's getUpdates (its
      * answer comes from botspace_service_poll_parked); 0 when none. */
     uint64_t parked;
-    /* A busy refusal (refuse_busy): counted in nrefusals, not nlive. */
+    /* A busy refusal (the admission's REFUSE_LINGERING): not in nlive;
+     * the admission counts it until it closes. */
     int refusal;
+    /* Since when the library's connection waits for a request, as the
+     * admission's eviction order has it (order_sync);
+     * BOTSPACE_NO_DEADLINE: not in the order. */
+    uint64_t waiting_since;
 } conn_t;
 
 static conn_t **conns;
 static size_t nconns, conns_cap;
 static size_t nlive; /* connections with an open socket: what --max-connections counts */
-static size_t nrefusals; /* busy refusals lingering: apart from --max-connections */
+
+/* The library's admission of this server's connections (both listeners):
+ * whom to serve, evict or refuse at --max-connections or out of
+ * descriptors, the order in which waiting connections are evicted (by the
+ * address of their conn_t), the lingering refusals, the accept errors said.
+ * Made in main. */
+static botspace_admission *admission;
+
+static uint64_t conn_id(const conn_t *c) {
+    return (uint64_t)(uintptr_t)c;
+}
+
+static conn_t *conn_of(uint64_t id) {
+    return (conn_t *)(uintptr_t)id;
+}
+
+/* Keeps the admission's eviction order in step with the library's
+ * connection: `since` is its waiting_since_ms (BOTSPACE_NO_DEADLINE while
+ * a request or an answer is on its way: busy, not to be evicted; always
+ * for a gateway). Called at every sweep, which comes before the accepts
+ * of each turn, so the order is the connections' state when they run. */
+static void order_sync(conn_t *c, uint64_t since) {
+    if (c->refusal || since == c->waiting_since) return;
+    if (since == BOTSPACE_NO_DEADLINE) botspace_admission_remove(admission, conn_id(c));
+    else botspace_admission_touch(admission, conn_id(c), since);
+    c->waiting_since = since;
+}
 
 /* Where the library's connection stands (state, reading, deadlines). */
 static botspace_http_connection_info http_info(const conn_t *c) {
@@ -376,8 +392,9 @@ static void conn_close(conn_t *c) {
     c->bot_id = NULL;
     if (c->fd >= 0) {
         close(c->fd);
-        if (c->refusal) nrefusals--;
+        if (c->refusal) botspace_admission_refusal_ended(admission);
         else nlive--;
+        order_sync(c, BOTSPACE_NO_DEADLINE);
     }
     c->fd = -1;
 }
@@ -1109,26 +1126,26 @@ typedef struct {
     int afd;  /* the --admin-addr listener; -1 without one, or once stopping */
     int stopping;
     uint64_t stop_deadline;
-    uint64_t accept_paused_until;
+    uint64_t accept_paused_until; /* the admission's resume_at_ms after an accept error */
     struct pollfd *pfds;
     size_t pfds_cap, npfds;
     size_t first_conn; /* pfds index of conns[0] */
     size_t first_wh;   /* pfds index of the first webhook (curl) socket; the connections end there */
     int lpfd, apfd;    /* pfds index of each listener, -1 when not polled */
-    /* accept errors: logged at most once a second, with how many */
-    uint64_t accept_logged_at;
-    unsigned long accept_errors;
 } loop_t;
 
 /* A connection driven by the library's connection: a new one, or (with
- * `refusal`) its busy refusal (refuse_busy). */
+ * `refusal`) its busy refusal with a linger (the 503 server_busy, then a
+ * short linger so that a client that was writing its request reads it
+ * rather than a reset, closed at the library's deadline; it takes no slot
+ * of --max-connections and is never evicted). */
 static void add_conn(int fd, botspace_listener role, uint64_t mono, int refusal) {
     conn_t *c = calloc(1, sizeof *c);
     if (!c) die_oom();
     c->fd = fd;
     c->refusal = refusal;
-    if (refusal) nrefusals++;
-    else nlive++;
+    c->waiting_since = BOTSPACE_NO_DEADLINE;
+    if (!refusal) nlive++;
     c->role = role;
     c->st = ST_HTTP;
     botspace_status st =
@@ -1136,6 +1153,8 @@ static void add_conn(int fd, botspace_listener role, uint64_t mono, int refusal)
                 : botspace_http_connection_new(svc, role, settings.request_timeout_ms, settings.idle_timeout_ms, mono,
                                                &c->http);
     if (st != BOTSPACE_STATUS_OK) die_oom();
+    /* A new connection waits for its first request: it can be evicted. */
+    order_sync(c, http_info(c).waiting_since_ms);
     /* The peer's IP address names it for the admin throttle. */
     struct sockaddr_storage sa;
     socklen_t salen = sizeof sa;
@@ -1222,41 +1241,11 @@ static void poll_due_gateways(uint64_t now) {
     }
 }
 
-/* At --max-connections: closes the HTTP connection that has waited longest
- * for a request (idle, or half a request in) to make room. Gateway
- * connections and connections with a request or an answer on its way are
- * busy (the library's connection says which) and stay. 0 when every
- * connection is busy. */
-static int evict_longest_waiting(void) {
-    conn_t *oldest = NULL;
-    uint64_t oldest_since = 0;
-    for (size_t i = 0; i < nconns; i++) {
-        conn_t *c = conns[i];
-        if (c->fd < 0 || c->st != ST_HTTP) continue;
-        uint64_t since = http_info(c).waiting_since_ms;
-        if (since == BOTSPACE_NO_DEADLINE || (oldest && since >= oldest_since)) continue;
-        oldest = c;
-        oldest_since = since;
-    }
-    if (!oldest) return 0;
-    conn_close(oldest);
-    botspace_service_note_connection_evicted(svc);
-    return 1;
-}
-
-/* Every connection busy: the library's busy refusal, driven as any
- * connection (the 503 server_busy, then a short linger so that a client
- * that was writing its request reads it rather than a reset, closed at the
- * library's deadline). It takes no slot of --max-connections and is never
- * evicted. Past the library's cap on lingering refusals, or out of
- * descriptors (`may_linger` 0), the 503 goes best effort (what the client
- * already sent is read first) and the socket closes at once, so a flood of
- * connections costs one accept each. */
-static void refuse_busy(int fd, botspace_listener role, int may_linger, uint64_t mono) {
-    if (may_linger && botspace_refusal_may_linger(nrefusals)) {
-        add_conn(fd, role, mono, 1);
-        return;
-    }
+/* A refusal that does not linger (past the library's cap on lingering
+ * refusals, or out of descriptors): the 503 goes best effort (what the
+ * client already sent is read first) and the socket closes at once, so a
+ * flood of connections costs one accept each. */
+static void refuse_now(int fd) {
     unsigned char drain[4096];
     for (int i = 0; i < 4 && recv(fd, drain, sizeof drain, MSG_DONTWAIT) > 0; i++) {
     }
@@ -1303,8 +1292,10 @@ static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
         botspace_http_connection_info i = http_info(c);
         state = i.state;
         idle = i.idle;
+        order_sync(c, i.waiting_since_ms);
     } else {
         state = link_info(c).state;
+        order_sync(c, BOTSPACE_NO_DEADLINE); /* a gateway is never evicted */
     }
     if (state == BOTSPACE_CONNECTION_STATE_LINGERING && !c->shut_wr) {
         shutdown(c->fd, SHUT_WR);
@@ -1404,63 +1395,84 @@ static void drain_wake_pipe(void) {
     }
 }
 
-/* An accept error (EMFILE and the like): said at most once a second, with
- * how many there were; the listeners leave poll(2) for accept_backoff_ms
- * instead of waking it at once again. */
-static void accept_failed(loop_t *L, int err, uint64_t mono) {
-    L->accept_errors++;
-    if (!L->accept_logged_at || mono - L->accept_logged_at >= policy.accept_error_report_ms) {
-        log_at(LOG_ERROR, "accept failed: %s (%lu in the last second)", strerror(err), L->accept_errors);
-        L->accept_logged_at = mono;
-        L->accept_errors = 0;
-    }
-    L->accept_paused_until = mono + policy.accept_backoff_ms;
-}
-
 /* A descriptor held in reserve (libev's and libuv's trick): out of
- * descriptors with nobody to evict, it is given up so that the waiting
- * client can be accepted and refused with 503 instead of left hanging. */
+ * descriptors, it is given up so that the waiting client can be accepted,
+ * served in an evicted connection's room or refused with 503 instead of
+ * left hanging. */
 static int spare_fd = -1;
 
 static void spare_reopen(void) {
     if (spare_fd < 0) spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
-/* Accepts every pending connection of one listener. */
+static void prepare_socket(int fd) {
+    set_nonblocking(fd);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/* An accept error (EMFILE and the like): the library's admission says
+ * whom to evict, whether the spare lets the waiting client in, and when to
+ * accept again (the listeners leave poll(2) until then); it says the error
+ * in the log, at most once a second with how many. */
+static void accept_failed(loop_t *L, int lfd, botspace_listener role, int err, uint64_t mono) {
+    const char *text = strerror(err);
+    botspace_accept_error kind =
+        err == EMFILE || err == ENFILE ? BOTSPACE_ACCEPT_ERROR_OUT_OF_DESCRIPTORS : BOTSPACE_ACCEPT_ERROR_OTHER;
+    botspace_accept_error_action act;
+    if (botspace_admission_accept_failed(admission, svc, kind, (const uint8_t *)text, strlen(text), mono, &act) !=
+        BOTSPACE_STATUS_OK) {
+        L->accept_paused_until = mono + policy.accept_backoff_ms;
+        return;
+    }
+    if (act.evict) conn_close(conn_of(act.evict_id));
+    if (act.use_spare && spare_fd >= 0) {
+        close(spare_fd);
+        spare_fd = -1;
+        int fd = accept(lfd, NULL, NULL);
+        if (fd >= 0) {
+            if (act.evict) {
+                prepare_socket(fd);
+                add_conn(fd, role, mono, 0);
+            } else {
+                refuse_now(fd); /* out of descriptors: no linger */
+            }
+        }
+        spare_reopen();
+    }
+    L->accept_paused_until = act.resume_at_ms;
+}
+
+/* Accepts every pending connection of one listener; the library's
+ * admission decides what each gets. */
 static void accept_conns(loop_t *L, int lfd, botspace_listener role, uint64_t mono) {
     for (;;) {
         int fd = accept(lfd, NULL, NULL);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue; /* that one client gave up */
-            if (errno == EMFILE || errno == ENFILE) {
-                int err = errno;
-                /* Out of descriptors before the cap: the connection that has
-                 * waited longest for a request makes room (closed at once,
-                 * so the accept is tried again). */
-                if (evict_longest_waiting()) continue;
-                if (spare_fd >= 0) {
-                    close(spare_fd);
-                    spare_fd = -1;
-                    fd = accept(lfd, NULL, NULL);
-                    if (fd >= 0) refuse_busy(fd, role, 0, mono); /* out of descriptors: no linger */
-                    spare_reopen();
-                }
-                accept_failed(L, err, mono);
-                return;
-            }
-            if (errno != EAGAIN && errno != EWOULDBLOCK) accept_failed(L, errno, mono);
+            if (errno != EAGAIN && errno != EWOULDBLOCK) accept_failed(L, lfd, role, errno, mono);
             return;
         }
-        set_nonblocking(fd);
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        prepare_socket(fd);
         /* At the cap, the connection waiting longest for a request makes
          * room; only when every one is busy is the new one refused. */
-        if (nlive >= settings.max_connections && !evict_longest_waiting()) {
-            refuse_busy(fd, role, 1, mono);
-            continue;
+        botspace_admit ad = {BOTSPACE_ADMIT_KIND_SERVE, 0};
+        botspace_admission_admit(admission, svc, nlive, settings.max_connections, &ad);
+        switch (ad.kind) {
+        case BOTSPACE_ADMIT_KIND_SERVE_AFTER_EVICTING:
+            conn_close(conn_of(ad.evict_id));
+            add_conn(fd, role, mono, 0);
+            break;
+        case BOTSPACE_ADMIT_KIND_REFUSE_LINGERING:
+            add_conn(fd, role, mono, 1);
+            break;
+        case BOTSPACE_ADMIT_KIND_REFUSE_NOW:
+            refuse_now(fd);
+            break;
+        default:
+            add_conn(fd, role, mono, 0);
+            break;
         }
-        add_conn(fd, role, mono, 0);
     }
 }
 
@@ -1597,6 +1609,7 @@ static void install_signal_handlers(void) {
 static void shut_down(loop_t *L) {
     for (size_t i = 0; i < nconns; i++) conn_free(conns[i]);
     free(conns);
+    botspace_admission_free(&admission);
     botspace_http_round_free(&http_round);
     free(round_conns);
     free(round_steps);
@@ -1624,6 +1637,7 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     botspace_host_policy_default(&policy);
     if (botspace_http_round_new(&http_round) != BOTSPACE_STATUS_OK) die_oom();
+    if (botspace_admission_new(&admission) != BOTSPACE_STATUS_OK) die_oom();
     read_buf = xrealloc(NULL, policy.read_chunk_bytes);
     /* Before any thread starts (curl_global_init is not thread-safe). */
     if (webhook_init() != 0) return 1;

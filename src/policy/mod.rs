@@ -10,6 +10,7 @@
 //! and send it. Nothing here does I/O or reads a clock; each function is a
 //! plain function of its inputs, unit-tested on its own.
 
+pub mod admission;
 pub mod connection;
 pub mod host;
 pub mod options;

@@ -4,6 +4,7 @@
 use std::sync::Mutex;
 
 /// Counts occurrences and says when a line is due.
+#[derive(Debug)]
 pub(crate) struct Report {
     every_ms: u64,
     /// (when the last line was due, occurrences since).

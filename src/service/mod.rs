@@ -83,6 +83,7 @@ const MAX_RETRIES: u32 = 8;
 
 pub use parked::{Answer, PollId, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS};
 
+mod admission;
 mod batch;
 mod effects;
 mod gateway;

@@ -2989,6 +2989,126 @@ static void test_webhook_pump(void) {
     botspace_service_free(&s);
 }
 
+/* Asked by botspace_service_run_store_notifications. */
+static int should_stop_calls;
+static bool stop_now(void *ud) {
+    (void)ud;
+    should_stop_calls++;
+    return true;
+}
+
+static void test_admission(void) {
+    botspace_service *s = NULL;
+    CHECK(botspace_service_open((const uint8_t *)BASE_CONFIG, strlen(BASE_CONFIG), &s) == BOTSPACE_STATUS_OK, "admission: open");
+    CHECK(botspace_service_set_log_callback(s, on_line, NULL) == BOTSPACE_STATUS_OK, "admission: log callback");
+    int calls0 = last_line.calls;
+    botspace_admission *a = NULL;
+    CHECK(botspace_admission_new(NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "admission_new: NULL out");
+    CHECK(botspace_admission_new(&a) == BOTSPACE_STATUS_OK && a, "admission_new");
+    uint64_t id = 99;
+    bool found = true;
+    CHECK(botspace_admission_oldest(a, &id, &found) == BOTSPACE_STATUS_OK && !found && id == 0, "admission: none waits");
+    CHECK(botspace_admission_touch(NULL, 1, 0) == BOTSPACE_STATUS_NULL_ARGUMENT, "admission_touch: NULL");
+    CHECK(botspace_admission_oldest(a, NULL, &found) == BOTSPACE_STATUS_NULL_ARGUMENT, "admission_oldest: NULL out_id");
+    /* The one that waited longest first; equal times in the order touched;
+     * a touch moves a connection behind the others. */
+    CHECK(botspace_admission_touch(a, 7, 100) == BOTSPACE_STATUS_OK && botspace_admission_touch(a, 3, 50) == BOTSPACE_STATUS_OK &&
+              botspace_admission_touch(a, 9, 50) == BOTSPACE_STATUS_OK,
+          "admission_touch");
+    CHECK(botspace_admission_oldest(a, &id, &found) == BOTSPACE_STATUS_OK && found && id == 3, "admission: oldest is 3");
+    CHECK(botspace_admission_touch(a, 3, 120) == BOTSPACE_STATUS_OK && botspace_admission_oldest(a, &id, &found) == BOTSPACE_STATUS_OK &&
+              found && id == 9,
+          "admission: a touched connection waits afresh");
+    CHECK(botspace_admission_remove(a, 9) == BOTSPACE_STATUS_OK && botspace_admission_remove(a, 42) == BOTSPACE_STATUS_OK &&
+              botspace_admission_oldest(a, &id, &found) == BOTSPACE_STATUS_OK && found && id == 7,
+          "admission_remove");
+    CHECK(botspace_admission_remove(NULL, 1) == BOTSPACE_STATUS_NULL_ARGUMENT, "admission_remove: NULL");
+
+    /* Below the limit: serve. At it: evict the oldest (counted and said). */
+    botspace_admit ad = {BOTSPACE_ADMIT_KIND_REFUSE_NOW, 5};
+    CHECK(botspace_admission_admit(a, s, 1, 2, &ad) == BOTSPACE_STATUS_OK && ad.kind == BOTSPACE_ADMIT_KIND_SERVE && ad.evict_id == 0,
+          "admission_admit: below the limit, serve");
+    CHECK(last_line.calls == calls0, "admission_admit: serving says nothing");
+    CHECK(botspace_admission_admit(a, s, 2, 2, &ad) == BOTSPACE_STATUS_OK && ad.kind == BOTSPACE_ADMIT_KIND_SERVE_AFTER_EVICTING &&
+              ad.evict_id == 7,
+          "admission_admit: at the limit, evict the oldest");
+    CHECK(last_line.calls == calls0 + 1 && last_line.level == 1 &&
+              strcmp(last_line.text, "connection evicted: the oldest waiting connection was closed to admit a new one "
+                                     "at the connection limit event=connection_evicted") == 0,
+          "admission_admit: the eviction is said");
+    CHECK(botspace_admission_admit(a, s, 2, 2, &ad) == BOTSPACE_STATUS_OK && ad.kind == BOTSPACE_ADMIT_KIND_SERVE_AFTER_EVICTING &&
+              ad.evict_id == 3,
+          "admission_admit: the next oldest");
+    /* Every connection busy: 256 refusals linger, the next closes at once. */
+    int lingering = 0;
+    for (int i = 0; i < 256; i++)
+        if (botspace_admission_admit(a, s, 2, 2, &ad) == BOTSPACE_STATUS_OK && ad.kind == BOTSPACE_ADMIT_KIND_REFUSE_LINGERING) lingering++;
+    size_t n = 0;
+    CHECK(lingering == 256 && botspace_admission_lingering_refusals(a, &n) == BOTSPACE_STATUS_OK && n == 256,
+          "admission_admit: 256 refusals linger");
+    CHECK(botspace_admission_admit(a, s, 2, 2, &ad) == BOTSPACE_STATUS_OK && ad.kind == BOTSPACE_ADMIT_KIND_REFUSE_NOW,
+          "admission_admit: the 257th closes at once");
+    CHECK(botspace_admission_refusal_ended(a) == BOTSPACE_STATUS_OK && botspace_admission_lingering_refusals(a, &n) == BOTSPACE_STATUS_OK &&
+              n == 255 && botspace_admission_admit(a, s, 2, 2, &ad) == BOTSPACE_STATUS_OK &&
+              ad.kind == BOTSPACE_ADMIT_KIND_REFUSE_LINGERING,
+          "admission_refusal_ended: room for one more");
+    CHECK(botspace_admission_admit(a, NULL, 0, 1, &ad) == BOTSPACE_STATUS_NULL_ARGUMENT, "admission_admit: NULL service");
+    CHECK(botspace_admission_admit(a, s, 0, 1, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "admission_admit: NULL out");
+    CHECK(botspace_admission_refusal_ended(NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "admission_refusal_ended: NULL");
+
+    /* Out of descriptors with a connection waiting: evict it, serve the
+     * client on the spare, accept again 1 ms later; nothing else said. */
+    const char *emfile = "Too many open files";
+    botspace_accept_error_action act;
+    memset(&act, 0xff, sizeof act);
+    int calls1 = last_line.calls;
+    CHECK(botspace_admission_touch(a, 11, 500) == BOTSPACE_STATUS_OK &&
+              botspace_admission_accept_failed(a, s, BOTSPACE_ACCEPT_ERROR_OUT_OF_DESCRIPTORS, (const uint8_t *)emfile,
+                                               strlen(emfile), 1000, &act) == BOTSPACE_STATUS_OK &&
+              act.evict && act.evict_id == 11 && act.use_spare && act.resume_at_ms == 1001,
+          "admission_accept_failed: out of descriptors, evict and serve on the spare");
+    CHECK(last_line.calls == calls1 + 1 && strstr(last_line.text, "connection evicted: ") == last_line.text,
+          "admission_accept_failed: only the eviction is said");
+    /* Nobody to evict: refuse on the spare, back off 50 ms, said once a
+     * second with the count. */
+    CHECK(botspace_admission_accept_failed(a, s, BOTSPACE_ACCEPT_ERROR_OUT_OF_DESCRIPTORS, (const uint8_t *)emfile, strlen(emfile),
+                                           2000, &act) == BOTSPACE_STATUS_OK &&
+              !act.evict && act.evict_id == 0 && act.use_spare && act.resume_at_ms == 2050,
+          "admission_accept_failed: nobody to evict, refuse on the spare and back off");
+    CHECK(last_line.calls == calls1 + 2 && last_line.level == 0 &&
+              strcmp(last_line.text, "accept failed: Too many open files (1 in the last second)") == 0 &&
+              strstr(last_line.json, "\"level\":\"error\",\"msg\":\"accept failed: Too many open files (1 in the last second)\"}") != NULL,
+          "admission_accept_failed: said at level error");
+    const char *enobufs = "No buffer space available";
+    CHECK(botspace_admission_accept_failed(a, s, BOTSPACE_ACCEPT_ERROR_OTHER, (const uint8_t *)enobufs, strlen(enobufs), 2500, &act) ==
+                  BOTSPACE_STATUS_OK &&
+              !act.evict && !act.use_spare && act.resume_at_ms == 2550 && last_line.calls == calls1 + 2,
+          "admission_accept_failed: another error backs off, not said within the second");
+    CHECK(botspace_admission_accept_failed(a, s, BOTSPACE_ACCEPT_ERROR_OTHER, (const uint8_t *)enobufs, strlen(enobufs), 3000, &act) ==
+                  BOTSPACE_STATUS_OK &&
+              last_line.calls == calls1 + 3 && strcmp(last_line.text, "accept failed: No buffer space available (2 in the last second)") == 0,
+          "admission_accept_failed: said a second later with the count");
+    CHECK(botspace_admission_accept_failed(a, s, BOTSPACE_ACCEPT_ERROR_OTHER, NULL, 3, 4000, &act) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "admission_accept_failed: NULL error with a length");
+    CHECK(botspace_admission_accept_failed(a, s, BOTSPACE_ACCEPT_ERROR_OTHER, NULL, 0, 4000, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "admission_accept_failed: NULL out");
+    botspace_admission_free(&a);
+    CHECK(a == NULL, "admission_free: sets NULL");
+    botspace_admission_free(&a);
+    botspace_admission_free(NULL);
+
+    /* SQLite hears no other node: the run returns at once, never asking. */
+    should_stop_calls = 0;
+    CHECK(botspace_service_run_store_notifications(s, stop_now, NULL) == BOTSPACE_STATUS_OK && should_stop_calls == 0,
+          "run_store_notifications: returns at once without notifications");
+    CHECK(botspace_service_run_store_notifications(s, NULL, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "run_store_notifications: NULL callback");
+    CHECK(botspace_service_run_store_notifications(NULL, stop_now, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "run_store_notifications: NULL service");
+    botspace_service_set_log_callback(s, NULL, NULL);
+    botspace_service_free(&s);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s VECTORS_DIR\n", argv[0]);
@@ -3009,6 +3129,7 @@ int main(int argc, char **argv) {
     test_http_round();
     test_connection_budgets();
     test_host_policy();
+    test_admission();
     test_gateway();
     test_gateway_link();
     test_webhooks();

@@ -1,11 +1,14 @@
 //! The TCP front end of the example server: a host that reads raw
 //! sockets, one tokio task per connection.
 //!
-//! - **Its own accept loop.** The file limit, not only `--max-connections`,
-//!   bounds the connections: on `EMFILE`/`ENFILE` a spare descriptor is
-//!   given up so the waiting client gets in, and the connection that has
-//!   waited longest for a request is evicted (libev's and libuv's trick).
-//!   Every accepted connection can be evicted until it becomes a gateway.
+//! - **Its own accept loop, the core's admission.** The file limit, not
+//!   only `--max-connections`, bounds the connections: on `EMFILE`/`ENFILE`
+//!   a spare descriptor is given up so the waiting client gets in, and the
+//!   connection that has waited longest for a request is evicted (libev's
+//!   and libuv's trick). Every accepted connection can be evicted until it
+//!   becomes a gateway. Whom to serve, evict or refuse, when to accept
+//!   again and what is said about it are the core's `Admission`; this
+//!   holds the sockets, the spare and the tasks.
 //! - **The core runs the connection.** Each connection is the core's
 //!   sans-IO `HttpConnection` (the C server drives the same one): it frames
 //!   each request in what the socket gives, so a refused head gets the
@@ -25,6 +28,7 @@
 //!   again, and answer what it refuses with bare errors of its own.
 
 use crate::{Answered, Botspace, Role};
+use botspace::policy::admission::{AcceptError, Admission, Admit};
 use botspace::policy::connection::{ConnectionOptions, ConnectionState, HttpConnection, Taken};
 use botspace::policy::host;
 use std::collections::HashMap;
@@ -33,7 +37,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Poll;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
@@ -46,8 +50,6 @@ use tokio::time::Instant;
 const WRITE_TIMEOUT: Duration = Duration::from_millis(host::WRITE_TIMEOUT_MS);
 /// How long a stop waits for connections to finish.
 const DRAIN: Duration = Duration::from_millis(host::DRAIN_MS);
-/// Longest single wait for store notifications: how late the loop sees a stop.
-const NOTIFY_WAIT_MS: u64 = host::NOTIFY_WAIT_MS;
 
 /// The connection limits of `examples/server.rs`.
 #[derive(Clone, Debug)]
@@ -68,23 +70,38 @@ struct Shared {
     opts: Options,
     /// Open HTTP connections (gateways are counted by the app).
     active: AtomicUsize,
-    waiting: Waiting,
+    /// The core's admission: whom to serve, evict or refuse, the order of
+    /// the waiting connections (by `next_id`), the lingering refusals, the
+    /// accept errors said.
+    admission: Mutex<Admission>,
+    /// The task of each HTTP connection, by its id in the admission.
+    tasks: Mutex<HashMap<u64, AbortHandle>>,
+    next_id: AtomicU64,
+    /// The admission's clock: milliseconds since the server started.
+    started: Instant,
     stop: AtomicBool,
     stop_notify: Arc<Notify>,
 }
 
 impl Shared {
-    /// [`Waiting::evict_oldest`], counted in the service's metrics.
-    fn evict_oldest(&self) -> bool {
-        let evicted = self.waiting.evict_oldest();
-        if evicted {
-            self.app.service().note_connection_evicted();
-        }
-        evicted
-    }
-
     fn connections(&self) -> usize {
         self.active.load(Ordering::SeqCst) + self.app.open_gateways()
+    }
+
+    fn admission(&self) -> MutexGuard<'_, Admission> {
+        self.admission.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Ends the task of the connection the admission evicted: the runtime
+    /// drops it (closing its socket) within moments.
+    fn abort(&self, id: u64) {
+        if let Some(h) = self.tasks.lock().unwrap_or_else(|e| e.into_inner()).remove(&id) {
+            h.abort();
+        }
     }
 }
 
@@ -132,7 +149,10 @@ pub fn serve_then(
         app,
         opts,
         active: AtomicUsize::new(0),
-        waiting: Waiting::default(),
+        admission: Mutex::new(Admission::new()),
+        tasks: Mutex::default(),
+        next_id: AtomicU64::new(0),
+        started: Instant::now(),
         stop: AtomicBool::new(false),
         stop_notify: Arc::new(Notify::new()),
     });
@@ -207,33 +227,17 @@ fn stop_signal() -> impl Future<Output = ()> {
 
 /// On PostgreSQL, a thread that hears other servers' commits
 /// (LISTEN/NOTIFY) and wakes their bots' gateway connections here through
-/// the wake hook; without it they would wait for the poll interval.
+/// the wake hook; without it they would wait for the poll interval. The
+/// loop, its retries and what it says are the core's
+/// (`Service::run_store_notifications`); this thread runs it until the stop.
 fn spawn_notification_loop(sh: &Arc<Shared>) -> Option<std::thread::JoinHandle<()>> {
     if !sh.app.service().has_store_notifications() {
         return None;
     }
     let sh = sh.clone();
-    let spawned = std::thread::Builder::new().name("botspace-notify".into()).spawn(move || {
-        let mut last_error: Option<std::time::Instant> = None;
-        while !sh.stop.load(Ordering::SeqCst) {
-            if let Err(e) = sh.app.service().wait_store_notifications(NOTIFY_WAIT_MS) {
-                // The listening connection broke (or cannot be opened): the
-                // sessions' polls still deliver; reconnect a second later.
-                let report = Duration::from_millis(host::NOTIFY_ERROR_REPORT_MS);
-                if last_error.is_none_or(|t| t.elapsed() >= report) {
-                    crate::say::log(
-                        botspace::log::Level::Warn,
-                        &format!("listening for notifications failed: {e}; retrying every second"),
-                    );
-                    last_error = Some(std::time::Instant::now());
-                }
-                let until = std::time::Instant::now() + Duration::from_millis(host::NOTIFY_RETRY_MS);
-                while std::time::Instant::now() < until && !sh.stop.load(Ordering::SeqCst) {
-                    std::thread::sleep(Duration::from_millis(host::NOTIFY_RETRY_STEP_MS));
-                }
-            }
-        }
-    });
+    let spawned = std::thread::Builder::new()
+        .name("botspace-notify".into())
+        .spawn(move || sh.app.service().run_store_notifications(&|| sh.stop.load(Ordering::SeqCst)));
     match spawned {
         Ok(h) => Some(h),
         Err(e) => {
@@ -246,8 +250,10 @@ fn spawn_notification_loop(sh: &Arc<Shared>) -> Option<std::thread::JoinHandle<(
     }
 }
 
+/// Accepts and asks the core's admission what to do with each socket, or
+/// after each failed accept; this moves the sockets, holds the spare
+/// descriptor and sleeps.
 async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, role: Role) {
-    let mut errors = ErrorLog::default();
     // A descriptor held in reserve: out of descriptors, it is given up so
     // the waiting client can be accepted.
     let mut spare = fds::Spare::open();
@@ -263,116 +269,96 @@ async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, role: Role) {
             _ = &mut stopped => return,
         };
         match accepted {
-            // At the cap, the connection that has waited longest for a
-            // request (idle, or trickling half a request) makes room; only
-            // when every connection is busy is the new one refused.
-            Ok((stream, _)) if sh.connections() >= sh.opts.max_connections && !sh.evict_oldest() => {
-                refuse_busy(stream, true)
-            }
             Ok((stream, peer)) => {
+                // Counted before the admission's lock is taken: no other
+                // lock is held under it.
+                let open = sh.connections();
+                let admit = sh.app.service().admit(&mut sh.admission(), open, sh.opts.max_connections);
+                match admit {
+                    Admit::Serve => {}
+                    Admit::ServeAfterEvicting(id) => sh.abort(id),
+                    Admit::RefuseLingering => {
+                        refuse_lingering(&sh, stream);
+                        continue;
+                    }
+                    Admit::RefuseNow => {
+                        refuse_now(stream);
+                        continue;
+                    }
+                }
                 spawn_connection(&sh, stream, peer, role);
                 spare.reopen();
             }
-            Err(e) if fds::out_of_descriptors(&e) => {
-                // Out of descriptors before the cap: the connection that has
-                // waited longest for a request makes room, and the new one
-                // gets in on the spare descriptor. Only with nobody to evict
-                // is the new one refused; the listener backs off (no spin)
-                // and it is said at most once a second.
-                let evicted = sh.evict_oldest();
-                if spare.release() {
+            Err(e) => {
+                let kind = if fds::out_of_descriptors(&e) { AcceptError::OutOfDescriptors } else { AcceptError::Other };
+                let now = sh.now_ms();
+                let after = sh.app.service().accept_failed(&mut sh.admission(), kind, &e.to_string(), now);
+                if let Some(id) = after.evict {
+                    sh.abort(id);
+                }
+                if after.use_spare && spare.release() {
+                    // The evicted task closes its descriptor within
+                    // moments; the waiting client gets in on the spare's.
                     if let Ok(Ok((stream, peer))) =
                         tokio::time::timeout(Duration::from_millis(host::EVICTION_SETTLE_MS), listener.accept()).await
                     {
-                        if evicted {
+                        if after.evict.is_some() {
                             spawn_connection(&sh, stream, peer, role);
                         } else {
-                            // Out of descriptors: no lingering.
-                            refuse_busy(stream, false);
+                            refuse_now(stream);
                         }
                     }
                     spare.reopen();
                 }
-                if !evicted {
-                    errors.note(&e);
-                    tokio::time::sleep(Duration::from_millis(host::ACCEPT_BACKOFF_MS)).await;
-                } else {
-                    // The evicted task closes its descriptor within moments.
-                    tokio::time::sleep(Duration::from_millis(host::EVICTION_SETTLE_MS)).await;
-                }
-            }
-            Err(e) => {
-                errors.note(&e);
-                tokio::time::sleep(Duration::from_millis(host::ACCEPT_BACKOFF_MS)).await;
+                tokio::time::sleep_until(sh.started + Duration::from_millis(after.resume_at)).await;
             }
         }
     }
 }
 
-/// The host's count of busy refusals lingering now (see `refuse_busy`).
-static LINGERING_REFUSALS: AtomicUsize = AtomicUsize::new(0);
-
-/// Over `--max-connections` with every connection busy: the core's busy
-/// refusal (`HttpConnection::refusing_busy`: the 503, then a short linger)
-/// on a task of its own, not counted as a connection. Past the core's cap
-/// on lingering refusals (`host::refusal_may_linger`), or out of
-/// descriptors (`may_linger` false), the 503 goes best effort, never
-/// blocking, and the socket closes at once.
-fn refuse_busy(stream: TcpStream, may_linger: bool) {
-    if !may_linger || !host::refusal_may_linger(LINGERING_REFUSALS.fetch_add(1, Ordering::SeqCst)) {
-        if may_linger {
-            LINGERING_REFUSALS.fetch_sub(1, Ordering::SeqCst);
+/// The core's busy refusal (`HttpConnection::refusing_busy`: the 503, then
+/// a short linger) on a task of its own, not counted as a connection; the
+/// admission counts it until it ends.
+fn refuse_lingering(sh: &Arc<Shared>, stream: TcpStream) {
+    struct Ended(Arc<Shared>);
+    impl Drop for Ended {
+        fn drop(&mut self) {
+            self.0.admission().refusal_ended();
         }
-        let _ = stream.try_write(&botspace::policy::server_busy());
-        if let Ok(s) = stream.into_std() {
-            let _ = s.shutdown(std::net::Shutdown::Both);
-        }
-        return;
     }
+    let ended = Ended(sh.clone());
     tokio::spawn(async move {
+        let _ended = ended;
         let mut c = Conn { sock: stream, started: Instant::now(), http: HttpConnection::refusing_busy(0), shut: false };
         c.drive().await;
-        LINGERING_REFUSALS.fetch_sub(1, Ordering::SeqCst);
     });
 }
 
-/// Accept errors, logged at most once a second with how many there were.
-#[derive(Default)]
-struct ErrorLog {
-    last: Option<Instant>,
-    since: u64,
-}
-
-impl ErrorLog {
-    fn note(&mut self, e: &io::Error) {
-        self.since += 1;
-        let every = Duration::from_millis(host::ACCEPT_ERROR_REPORT_MS);
-        if self.last.is_none_or(|t| t.elapsed() >= every) {
-            crate::say::log(
-                botspace::log::Level::Error,
-                &format!("accept failed: {e} ({} in the last second)", self.since),
-            );
-            self.last = Some(Instant::now());
-            self.since = 0;
-        }
+/// A refusal that does not linger (past the core's cap on lingering
+/// refusals, or out of descriptors): the 503 best effort, never blocking,
+/// and the socket closes at once.
+fn refuse_now(stream: TcpStream) {
+    let _ = stream.try_write(&botspace::policy::server_busy());
+    if let Ok(s) = stream.into_std() {
+        let _ = s.shutdown(std::net::Shutdown::Both);
     }
 }
 
 fn spawn_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr, role: Role) {
     sh.active.fetch_add(1, Ordering::SeqCst);
+    let id = sh.next_id.fetch_add(1, Ordering::Relaxed);
+    // A new connection waits for its first request.
+    sh.admission().touch(id, sh.now_ms());
     // Made here and moved into the task: a task evicted (aborted) before
     // it first ran is dropped unpolled, and its count must go with it, or
     // the stop would wait for, then report as cut, connections long gone.
-    let active = ActiveGuard(sh.clone());
-    let id = sh.waiting.add();
+    let active = ActiveGuard(sh.clone(), id);
     let task_sh = sh.clone();
     let task = tokio::spawn(async move {
         let _active = active;
-        let sh = task_sh;
-        let _waiting = WaitingGuard(&sh.waiting, id);
-        serve_connection(&sh, stream, peer, role, id).await;
+        serve_connection(&task_sh, stream, peer, role, id).await;
     });
-    sh.waiting.set_handle(id, task.abort_handle());
+    sh.tasks.lock().unwrap_or_else(|e| e.into_inner()).insert(id, task.abort_handle());
 }
 
 async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr, role: Role, id: u64) {
@@ -392,7 +378,8 @@ async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr,
     loop {
         // Answers in order, one request at a time.
         while let Some(t) = c.http.poll_request(c.now()) {
-            sh.waiting.touch(id);
+            // Taken: it waits afresh after its answer.
+            sh.admission().touch(id, sh.now_ms());
             match c.answer(&app, &t).await {
                 Next::Read => {}
                 Next::End => return,
@@ -400,7 +387,7 @@ async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr,
                     // The gateway's connection is not evicted for HTTP
                     // clients; what the bot sent after its request is the
                     // gateway's first input.
-                    sh.waiting.remove(id);
+                    sh.admission().remove(id);
                     let (rd, wr) = c.sock.into_split();
                     let io = tokio::io::join(io::Cursor::new(rest).chain(rd), wr);
                     app.spawn_gateway(conn, std::future::ready(Some(io)));
@@ -607,66 +594,15 @@ impl Conn {
     }
 }
 
-/// Counts an open HTTP connection.
-struct ActiveGuard(Arc<Shared>);
+/// Counts an open HTTP connection; at its end it leaves the admission's
+/// order and the task map.
+struct ActiveGuard(Arc<Shared>, u64);
 
 impl Drop for ActiveGuard {
     fn drop(&mut self) {
         self.0.active.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// HTTP connections, by id, with the time they started waiting for a
-/// request and the handle that ends their task.
-#[derive(Default)]
-struct Waiting {
-    next_id: AtomicU64,
-    map: Mutex<HashMap<u64, (Instant, Option<AbortHandle>)>>,
-}
-
-impl Waiting {
-    fn add(&self) -> u64 {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).insert(id, (Instant::now(), None));
-        id
-    }
-
-    fn set_handle(&self, id: u64, h: AbortHandle) {
-        if let Some(e) = self.map.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&id) {
-            e.1 = Some(h);
-        }
-    }
-
-    /// A whole request arrived: the connection waits afresh after it.
-    fn touch(&self, id: u64) {
-        if let Some(e) = self.map.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&id) {
-            e.0 = Instant::now();
-        }
-    }
-
-    fn remove(&self, id: u64) {
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-    }
-
-    /// Ends the connection that has waited longest; false if none. Its
-    /// task is dropped (closing its socket) by the runtime within moments.
-    fn evict_oldest(&self) -> bool {
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(id) = map.iter().min_by_key(|(_, (since, _))| *since).map(|(id, _)| *id) else {
-            return false;
-        };
-        if let Some((_, Some(h))) = map.remove(&id) {
-            h.abort();
-        }
-        true
-    }
-}
-
-struct WaitingGuard<'a>(&'a Waiting, u64);
-
-impl Drop for WaitingGuard<'_> {
-    fn drop(&mut self) {
-        self.0.remove(self.1);
+        self.0.admission().remove(self.1);
+        self.0.tasks.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.1);
     }
 }
 

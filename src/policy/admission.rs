@@ -1,0 +1,418 @@
+//! Which connections a server lets in, decided once for every host: the
+//! answer to an accepted socket at `--max-connections` (serve, evict the
+//! connection that has waited longest, or refuse busy with or without a
+//! linger), the answer to a failed accept (out of descriptors: evict, give
+//! up the spare descriptor; back off; said at most once a second), the
+//! order in which waiting connections are evicted, and the loop that hears
+//! other nodes' commits (retried every second, said at most every 10 s).
+//!
+//! Sans-IO: the host owns the sockets, the spare descriptor, its tasks or
+//! connections (by an id of its own), threads and the clock. It asks the
+//! service what to do (`Service::admit`, `Service::accept_failed`,
+//! `Service::run_store_notifications`, in `service/admission.rs`), passing
+//! `now` in milliseconds of its monotonic clock, and does it. The service
+//! counts the evictions and says what is to be said as the library's log
+//! events through its log hook, so both servers print the same lines
+//! without a logger of their own; the decisions are made here, of their
+//! inputs alone.
+
+use super::host;
+use super::Report;
+use std::collections::{BTreeSet, HashMap};
+
+/// The host's connections that wait for a request, oldest first: the one
+/// that has waited longest is the one evicted at a connection limit.
+/// Keyed by the host's own id for a connection (a counter, a pointer).
+/// Every operation is O(log n); equal times go in the order they were
+/// touched.
+#[derive(Debug, Default)]
+pub struct EvictionOrder {
+    /// (since, touch number, id): the first is the oldest.
+    queue: BTreeSet<(u64, u64, u64)>,
+    /// id → its key in `queue`.
+    keys: HashMap<u64, (u64, u64)>,
+    touches: u64,
+}
+
+impl EvictionOrder {
+    pub fn new() -> EvictionOrder {
+        EvictionOrder::default()
+    }
+
+    /// `id` waits for a request from `now` on: a new connection, or one
+    /// whose request was taken and that waits afresh for the next one.
+    pub fn touch(&mut self, id: u64, now: u64) {
+        self.remove(id);
+        self.touches += 1;
+        self.queue.insert((now, self.touches, id));
+        self.keys.insert(id, (now, self.touches));
+    }
+
+    /// `id` is no longer to be evicted (closed, busy, or upgraded to a
+    /// gateway); false when it was not there.
+    pub fn remove(&mut self, id: u64) -> bool {
+        match self.keys.remove(&id) {
+            Some((since, n)) => self.queue.remove(&(since, n, id)),
+            None => false,
+        }
+    }
+
+    /// The connection that has waited longest; `None` when none waits.
+    pub fn oldest(&self) -> Option<u64> {
+        self.queue.first().map(|&(_, _, id)| id)
+    }
+
+    /// Since when `id` waits, if it does.
+    pub fn since(&self, id: u64) -> Option<u64> {
+        self.keys.get(&id).map(|&(since, _)| since)
+    }
+
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+/// What a host does with a socket it accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// Below the connection limit: serve it.
+    Serve,
+    /// At the limit: close the host's connection `id` (it waited longest
+    /// for a request; `Service::admit` counted and said the eviction), then
+    /// serve the new one in its room.
+    ServeAfterEvicting(u64),
+    /// At the limit with every connection busy: the busy refusal with its
+    /// linger ([`super::connection::HttpConnection::refusing_busy`]),
+    /// driven as any connection but not counted as one. Counted as a
+    /// lingering refusal: call [`Admission::refusal_ended`] when it ends.
+    RefuseLingering,
+    /// As `RefuseLingering`, past the cap on lingering refusals
+    /// ([`host::MAX_LINGERING_REFUSALS`]): the 503 ([`super::server_busy`])
+    /// best effort, never blocking, and close at once, so a flood of
+    /// connections costs one accept each.
+    RefuseNow,
+}
+
+/// What failed an accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcceptError {
+    /// `EMFILE` or `ENFILE`: the process or the system is out of file
+    /// descriptors.
+    OutOfDescriptors,
+    /// Anything else (`ENOBUFS`, `ENOMEM`, ...).
+    Other,
+}
+
+/// What a host does after a failed accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AfterAcceptError {
+    /// Close this connection now (it waited longest for a request;
+    /// `Service::accept_failed` counted and said the eviction): its
+    /// descriptor makes room.
+    pub evict: Option<u64>,
+    /// Give up the spare descriptor (libev's and libuv's trick), accept
+    /// the waiting client on it and open the spare again: with `evict`,
+    /// serve that client (the evicted connection's descriptor is its room,
+    /// even when the host closes it a moment later); without, refuse it
+    /// at once ([`Admit::RefuseNow`]: out of descriptors, no linger) rather
+    /// than leave it hanging. A host that has no spare does nothing here.
+    pub use_spare: bool,
+    /// Accept no more before this (the host's clock): a short settle after
+    /// an eviction ([`host::EVICTION_SETTLE_MS`]: the evicted descriptor is
+    /// closed by then), else the back-off ([`host::ACCEPT_BACKOFF_MS`]) that
+    /// keeps a listener in error from spinning.
+    pub resume_at: u64,
+}
+
+/// The admission of one server's connections (all its listeners): the
+/// eviction order of its waiting connections, its lingering busy refusals
+/// and the report of its accept errors. One per server; not thread-safe
+/// (a host with several threads keeps it behind a lock).
+#[derive(Debug)]
+pub struct Admission {
+    order: EvictionOrder,
+    lingering: usize,
+    errors: Report,
+}
+
+impl Default for Admission {
+    fn default() -> Admission {
+        Admission::new()
+    }
+}
+
+impl Admission {
+    pub fn new() -> Admission {
+        Admission { order: EvictionOrder::new(), lingering: 0, errors: Report::new(host::ACCEPT_ERROR_REPORT_MS) }
+    }
+
+    /// The host's connection `id` waits for a request from `now` on
+    /// ([`EvictionOrder::touch`]).
+    pub fn touch(&mut self, id: u64, now: u64) {
+        self.order.touch(id, now);
+    }
+
+    /// The host's connection `id` is not to be evicted any more
+    /// ([`EvictionOrder::remove`]).
+    pub fn remove(&mut self, id: u64) -> bool {
+        self.order.remove(id)
+    }
+
+    /// The waiting connections.
+    pub fn order(&self) -> &EvictionOrder {
+        &self.order
+    }
+
+    /// Busy refusals lingering now ([`Admit::RefuseLingering`] not ended).
+    pub fn lingering_refusals(&self) -> usize {
+        self.lingering
+    }
+
+    /// A socket was accepted while `open` connections are open (what
+    /// `max` counts: HTTP and gateway, not refusals). At the limit the
+    /// connection that has waited longest makes room (it leaves the
+    /// order); only when every connection is busy is the new one refused.
+    /// Hosts call it through `Service::admit`, which counts and says an
+    /// eviction.
+    pub(crate) fn admit(&mut self, open: usize, max: usize) -> Admit {
+        if open < max {
+            return Admit::Serve;
+        }
+        if let Some(id) = self.evict() {
+            return Admit::ServeAfterEvicting(id);
+        }
+        if host::refusal_may_linger(self.lingering) {
+            self.lingering += 1;
+            Admit::RefuseLingering
+        } else {
+            Admit::RefuseNow
+        }
+    }
+
+    /// A refusal of [`Admit::RefuseLingering`] is over (closed).
+    pub fn refusal_ended(&mut self) {
+        self.lingering = self.lingering.saturating_sub(1);
+    }
+
+    /// An accept failed at `now`. Out of descriptors, the connection that
+    /// has waited longest makes room and the waiting client gets in on the
+    /// spare descriptor; with nobody to evict, or for any other error, the
+    /// listener backs off and the error is to be said: `Some(n)` at most
+    /// once per [`host::ACCEPT_ERROR_REPORT_MS`], `n` the errors since the
+    /// last line (this one included). Hosts call it through
+    /// `Service::accept_failed`, which counts and says.
+    pub(crate) fn accept_failed(&mut self, kind: AcceptError, now: u64) -> (AfterAcceptError, Option<u64>) {
+        if kind == AcceptError::OutOfDescriptors {
+            if let Some(id) = self.evict() {
+                let after = AfterAcceptError {
+                    evict: Some(id),
+                    use_spare: true,
+                    resume_at: now.saturating_add(host::EVICTION_SETTLE_MS),
+                };
+                return (after, None);
+            }
+        }
+        let after = AfterAcceptError {
+            evict: None,
+            use_spare: kind == AcceptError::OutOfDescriptors,
+            resume_at: now.saturating_add(host::ACCEPT_BACKOFF_MS),
+        };
+        (after, self.errors.note(now))
+    }
+
+    /// Takes the oldest waiting connection out of the order.
+    fn evict(&mut self) -> Option<u64> {
+        let id = self.order.oldest()?;
+        self.order.remove(id);
+        Some(id)
+    }
+}
+
+/// The loop a server runs on a thread of its own while its store can hear
+/// other nodes' commits: waits for them ([`host::NOTIFY_WAIT_MS`] at a
+/// time, so a stop is seen that late at most) until `should_stop` says
+/// so. When the listening connection breaks (or cannot be opened) the
+/// sessions' polls still deliver: it is opened again [`host::NOTIFY_RETRY_MS`]
+/// later, waited out in steps of [`host::NOTIFY_RETRY_STEP_MS`] that watch
+/// `should_stop`, and the failure is said (`report`) at most every
+/// [`host::NOTIFY_ERROR_REPORT_MS`]. The I/O is the caller's: `wait`,
+/// `sleep_ms` and `now` (milliseconds of a monotonic clock).
+pub(crate) fn notification_loop<E>(
+    mut wait: impl FnMut(u64) -> Result<usize, E>,
+    should_stop: &dyn Fn() -> bool,
+    mut sleep_ms: impl FnMut(u64),
+    mut now: impl FnMut() -> u64,
+    mut report: impl FnMut(&E),
+) {
+    let said = Report::new(host::NOTIFY_ERROR_REPORT_MS);
+    while !should_stop() {
+        if let Err(e) = wait(host::NOTIFY_WAIT_MS) {
+            if said.note(now()).is_some() {
+                report(&e);
+            }
+            let mut waited = 0;
+            while waited < host::NOTIFY_RETRY_MS && !should_stop() {
+                sleep_ms(host::NOTIFY_RETRY_STEP_MS);
+                waited += host::NOTIFY_RETRY_STEP_MS;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::{Cell, RefCell};
+
+    #[test]
+    fn the_order_gives_the_connection_that_waited_longest() {
+        let mut o = EvictionOrder::new();
+        assert_eq!(o.oldest(), None);
+        o.touch(7, 100);
+        o.touch(3, 50);
+        o.touch(9, 50);
+        assert_eq!((o.oldest(), o.len()), (Some(3), 3));
+        // Equal times: the one touched first.
+        assert!(o.remove(3));
+        assert_eq!(o.oldest(), Some(9));
+        // A request taken: it waits afresh, behind the others.
+        o.touch(9, 120);
+        assert_eq!((o.oldest(), o.since(9)), (Some(7), Some(120)));
+        assert!(!o.remove(3), "removed already");
+        assert!(o.remove(7));
+        assert!(o.remove(9));
+        assert_eq!((o.oldest(), o.is_empty(), o.since(9)), (None, true, None));
+    }
+
+    #[test]
+    fn below_the_limit_every_socket_is_served() {
+        let mut a = Admission::new();
+        a.touch(1, 0);
+        assert_eq!(a.admit(0, 1), Admit::Serve);
+        assert_eq!(a.admit(9, 10), Admit::Serve);
+        assert_eq!((a.order().len(), a.order().oldest()), (1, Some(1)));
+    }
+
+    #[test]
+    fn at_the_limit_the_oldest_waiting_connection_makes_room() {
+        let mut a = Admission::new();
+        a.touch(1, 10);
+        a.touch(2, 5);
+        assert_eq!(a.admit(2, 2), Admit::ServeAfterEvicting(2));
+        assert_eq!(a.admit(5, 2), Admit::ServeAfterEvicting(1), "over the limit too");
+        assert_eq!((a.order().len(), a.lingering_refusals()), (0, 0));
+    }
+
+    #[test]
+    fn with_every_connection_busy_256_refusals_linger_then_they_close_at_once() {
+        let mut a = Admission::new();
+        for i in 0..host::MAX_LINGERING_REFUSALS {
+            assert_eq!(a.admit(1, 1), Admit::RefuseLingering, "refusal {i}");
+        }
+        assert_eq!(a.lingering_refusals(), 256);
+        assert_eq!(a.admit(1, 1), Admit::RefuseNow);
+        assert_eq!(a.lingering_refusals(), 256, "a refusal that does not linger is not counted");
+        a.refusal_ended();
+        assert_eq!(a.admit(1, 1), Admit::RefuseLingering);
+        for _ in 0..300 {
+            a.refusal_ended();
+        }
+        assert_eq!(a.lingering_refusals(), 0, "never below zero");
+    }
+
+    #[test]
+    fn out_of_descriptors_the_oldest_makes_room_for_the_client_on_the_spare() {
+        let mut a = Admission::new();
+        a.touch(4, 1);
+        let after = a.accept_failed(AcceptError::OutOfDescriptors, 1_000);
+        // An eviction is not an accept error: nothing to say.
+        assert_eq!(after, (AfterAcceptError { evict: Some(4), use_spare: true, resume_at: 1_001 }, None));
+        assert!(a.order().is_empty());
+    }
+
+    #[test]
+    fn out_of_descriptors_with_nobody_to_evict_the_client_is_refused_and_the_listener_backs_off() {
+        let mut a = Admission::new();
+        let after = a.accept_failed(AcceptError::OutOfDescriptors, 2_000);
+        assert_eq!(after, (AfterAcceptError { evict: None, use_spare: true, resume_at: 2_050 }, Some(1)));
+    }
+
+    #[test]
+    fn accept_errors_are_to_be_said_at_most_once_a_second_with_their_count() {
+        let mut a = Admission::new();
+        let other = AfterAcceptError { evict: None, use_spare: false, resume_at: 60 };
+        assert_eq!(a.accept_failed(AcceptError::Other, 10), (other, Some(1)));
+        assert_eq!(a.accept_failed(AcceptError::Other, 60).1, None);
+        assert_eq!(a.accept_failed(AcceptError::Other, 1_009).1, None);
+        // Out of descriptors with nobody to evict counts the same.
+        assert_eq!(a.accept_failed(AcceptError::OutOfDescriptors, 1_010).1, Some(3));
+        assert_eq!(a.accept_failed(AcceptError::Other, 1_500).1, None);
+        assert_eq!(a.accept_failed(AcceptError::Other, 5_000).1, Some(2));
+        assert_eq!(a.accept_failed(AcceptError::Other, u64::MAX).0.resume_at, u64::MAX, "no overflow");
+    }
+    /// Runs the notification loop over a script of wait results on a fake
+    /// clock: (the log of what it did, the lines said).
+    fn run_loop(results: Vec<Result<usize, &'static str>>, stop_after_waits: usize) -> (Vec<String>, Vec<String>) {
+        let clock = Cell::new(0u64);
+        let log = RefCell::new(Vec::new());
+        let said = RefCell::new(Vec::new());
+        let waits = Cell::new(0usize);
+        let results = RefCell::new(results.into_iter());
+        notification_loop(
+            |ms| {
+                waits.set(waits.get() + 1);
+                log.borrow_mut().push(format!("wait {ms} at {}", clock.get()));
+                let r = results.borrow_mut().next().unwrap_or(Ok(0));
+                clock.set(clock.get() + if r.is_ok() { ms } else { 1 });
+                r
+            },
+            &|| waits.get() >= stop_after_waits,
+            |ms| clock.set(clock.get() + ms),
+            || clock.get(),
+            |e| said.borrow_mut().push(format!("{e} at {}", clock.get())),
+        );
+        (log.into_inner(), said.into_inner())
+    }
+
+    #[test]
+    fn the_notification_loop_waits_250_ms_at_a_time_until_told_to_stop() {
+        let (log, said) = run_loop(vec![Ok(0), Ok(2), Ok(0)], 3);
+        assert_eq!(log, ["wait 250 at 0", "wait 250 at 250", "wait 250 at 500"]);
+        assert!(said.is_empty());
+    }
+
+    #[test]
+    fn a_broken_listener_is_retried_every_second_and_said_every_10_s() {
+        let fails = vec![Err("broken"); 12];
+        let (log, said) = run_loop(fails, 12);
+        // Each failure: a 1 ms wait, then 1 000 ms in 50 ms steps.
+        assert_eq!(log[..3], ["wait 250 at 0", "wait 250 at 1001", "wait 250 at 2002"]);
+        assert_eq!(log.len(), 12);
+        // Said at the first failure, then once 10 s have passed (at 10 010).
+        assert_eq!(said, ["broken at 1", "broken at 10011"]);
+    }
+
+    #[test]
+    fn a_stop_during_the_retry_is_seen_within_one_step() {
+        let steps = Cell::new(0u32);
+        let stop = Cell::new(false);
+        notification_loop(
+            |_| Err::<usize, _>("broken"),
+            &|| stop.get(),
+            |ms| {
+                assert_eq!(ms, 50);
+                steps.set(steps.get() + 1);
+                if steps.get() == 3 {
+                    stop.set(true);
+                }
+            },
+            || 0,
+            |_| {},
+        );
+        assert_eq!(steps.get(), 3, "no step after the stop, no second wait");
+    }
+}
