@@ -492,7 +492,7 @@ mod tests {
                 &log::Record::builder()
                     .args(format_args!("botspace: db gone"))
                     .level(log::Level::Warn)
-                    .target("botspace::store::postgres")
+                    .target("botspace::service")
                     .build(),
                 0
             ),
@@ -501,7 +501,7 @@ mod tests {
                 "{\"ts\":\"1970-01-01T00:00:00.000Z\",\"level\":\"warn\",\"msg\":\"botspace: db gone\"}\n"
             )
         );
-        let other = log::Record::builder().level(log::Level::Error).target("tokio_postgres").build();
+        let other = log::Record::builder().level(log::Level::Error).target("rustls").build();
         assert_eq!(out.record(&other, 0), None);
         assert!(!out.admits_record(other.metadata()));
         let info = log::Record::builder().level(log::Level::Info).target("botspace").build();
