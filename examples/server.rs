@@ -26,7 +26,7 @@
 //! the next is `botspace admin listening on http://HOST:PORT`; the startup
 //! output ends with the line `botspace ready`.
 
-use botspace::log::Level;
+use botspace::log::{Level, Output};
 use botspace::policy::options::{self, ServerOptions};
 use botspace::Service;
 use botspace_hyper::server::{self, fds, Options};
@@ -64,7 +64,7 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
         }
     };
     let level = std::env::var("BOTSPACE_LOG").or_else(|_| std::env::var("RUST_LOG")).ok();
-    say::configure(args.log_json, Level::from_setting(level.as_deref()));
+    say::configure(Output::new(args.log_json, Level::from_setting(level.as_deref())));
     match start(&args) {
         Ok((svc, listeners)) => serve(svc, listeners, &args, args.max_connections(limit)),
         Err(e) => {
@@ -112,24 +112,15 @@ fn start(args: &ServerOptions) -> Result<(Arc<Service>, Listeners), String> {
     svc.set_log_hook(Some(Arc::new(say::event)));
     let public = listen(&args.addr)?;
     let admin = args.admin_addr.as_deref().map(listen).transpose()?;
-    let local = public.1;
-    say::log(Level::Info, &format!("botspace listening on http://{local}"));
-    if let Some((_, a)) = &admin {
-        say::log(Level::Info, &format!("botspace admin listening on http://{a}"));
-    }
-    if generated {
-        // The only way to learn a generated secret: printed whatever the
-        // level; never a secret that was given.
-        say::block("admin secret (generated; shown only now)", &format!("admin secret: {secret}"));
-    }
-    if args.manual_clock {
-        say::log(Level::Info, "clock: manual (moves only through /admin/advanceClock)");
-    }
-    let base = format!("http://{}", reachable(local));
-    let admin_base = admin.as_ref().map_or_else(|| base.clone(), |(_, a)| format!("http://{}", reachable(*a)));
-    // The demo's policy and lines are the library's (the C server prints the same).
-    let lines =
-        svc.demo_start(&base, &admin_base, args.demo_token).map_err(|e| format!("cannot create the demo data: {e}"))?;
+    // The start-up lines and the demo's URLs are the library's (the C
+    // server prints the same); a given secret is never passed.
+    let started =
+        options::startup(public.1, admin.as_ref().map(|a| a.1), generated.then_some(&*secret), args.manual_clock);
+    started.lines.iter().for_each(say::line);
+    // The demo's policy and lines are the library's too.
+    let lines = svc
+        .demo_start(&started.base, &started.admin_base, args.demo_token)
+        .map_err(|e| format!("cannot create the demo data: {e}"))?;
     // The demo's output (its token included), whatever the level; a closed
     // stdout must not panic.
     say::block("demo", &lines);
@@ -178,13 +169,4 @@ fn serve(svc: Arc<Service>, listeners: Listeners, args: &ServerOptions, max_conn
         );
     }
     0
-}
-
-/// An address a local client can connect to (`0.0.0.0` → `127.0.0.1`).
-fn reachable(a: SocketAddr) -> SocketAddr {
-    match a {
-        SocketAddr::V4(v) if v.ip().is_unspecified() => SocketAddr::from(([127, 0, 0, 1], v.port())),
-        SocketAddr::V6(v) if v.ip().is_unspecified() => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, v.port())),
-        a => a,
-    }
 }

@@ -323,6 +323,16 @@ typedef enum botspace_accept_error {
 } botspace_accept_error;
 
 /**
+ * Where an operator line goes: errors and warnings to stderr, info,
+ * debug and the start-up blocks to stdout. The values are the streams'
+ * file descriptors (`write(stream, ...)` on POSIX).
+ */
+typedef enum botspace_stream {
+  BOTSPACE_STREAM_STDOUT = 1,
+  BOTSPACE_STREAM_STDERR = 2,
+} botspace_stream;
+
+/**
  * Why a webhook attempt got no answer
  * (`botspace_service_webhook_report_failure`): the library words the
  * message, the same as every other host's.
@@ -447,6 +457,15 @@ typedef struct botspace_server_options botspace_server_options;
  * may be called from any number of threads at once.
  */
 typedef struct botspace_service botspace_service;
+
+/**
+ * A server's start-up lines once its ports are bound
+ * (`botspace_startup_new`), handed out one at a time by
+ * `botspace_startup_next_line`, and the URLs its demo is given
+ * (`botspace_startup_base_urls`). Released by `botspace_startup_free`.
+ * Not thread-safe: one thread at a time.
+ */
+typedef struct botspace_startup botspace_startup;
 
 /**
  * The webhook schedule between a host's event loop and its store thread
@@ -991,6 +1010,30 @@ typedef struct botspace_accept_error_action {
  * with it. It must be quick (read a flag).
  */
 typedef bool (*botspace_should_stop_callback)(void *user_data);
+
+/**
+ * How a server prints its operator lines: the most detailed level it
+ * prints (`threshold`: 0 error, 1 warn, 2 info, 3 debug; a line of level
+ * `n` is printed when `n` <= `threshold`) and whether it prints JSON
+ * lines (`--log-format json`) or the text lines. Plain data: fill it
+ * with `botspace_output_from_setting`, or by hand; copy it freely. A
+ * threshold outside 0..=3 makes the calls that take it
+ * `BOTSPACE_STATUS_INVALID_ARGUMENT`.
+ */
+typedef struct botspace_output {
+  int32_t threshold;
+  bool json;
+} botspace_output;
+
+/**
+ * Receives one of the library's operator lines, rendered by the
+ * `botspace_output` given with it and let through by its threshold: the
+ * bytes to write to `stream` (newline included), valid only during the
+ * call. Called on the thread whose botspace call caused the line,
+ * possibly several at once; it must be quick (one write) and must not
+ * call `botspace_service_free` on this service.
+ */
+typedef void (*botspace_output_callback)(void *user_data, enum botspace_stream stream, const uint8_t *line, size_t line_len);
 
 #ifdef __cplusplus
 extern "C" {
@@ -2280,6 +2323,125 @@ enum botspace_status botspace_admission_accept_failed(struct botspace_admission 
  * be safe to call on this thread with `user_data`.
  */
 enum botspace_status botspace_service_run_store_notifications(const struct botspace_service *service, botspace_should_stop_callback should_stop, void *user_data);
+
+/**
+ * Fills `*out_output`: `json` as given, the threshold the level setting
+ * `level_setting[0..level_setting_len]` names (the value of
+ * `BOTSPACE_LOG`; NULL for unset), read as `botspace_log_level` reads it.
+ *
+ * # Safety
+ * When non-NULL, `level_setting` must point at `level_setting_len`
+ * readable bytes; `out_output` must be writable.
+ */
+enum botspace_status botspace_output_from_setting(bool json, const char *level_setting, size_t level_setting_len, struct botspace_output *out_output);
+
+/**
+ * One operator line at `level` (0 error … 3 debug) saying
+ * `msg[0..msg_len]`: when `output`'s threshold lets it through,
+ * `*out_line` gets the bytes to write (the text, or the JSON line at
+ * `unix_ms`, the host's wall clock; newline included) and `*out_stream`
+ * the stream; else `*out_line` is `{NULL, 0}`: nothing to write. Free
+ * `out_line` with `botspace_bytes_free`. `InvalidArgument` for a level or
+ * threshold outside 0..=3. Never pass a secret, a bot token or message
+ * text. Thread-safe.
+ *
+ * # Safety
+ * `output` must point at a readable `botspace_output`; `msg` at `msg_len`
+ * readable bytes (NULL with a length of 0 is empty); both outputs must be
+ * writable.
+ */
+enum botspace_status botspace_output_log(const struct botspace_output *output, int32_t level, const char *msg, size_t msg_len, uint64_t unix_ms, enum botspace_stream *out_stream, struct botspace_bytes *out_line);
+
+/**
+ * A start-up block that is output rather than a log line (the demo's
+ * lines, `botspace_service_demo_start`): printed whatever the threshold,
+ * on stdout: `text[0..text_len]`'s lines as they are, or with JSON one
+ * line at `unix_ms` named `msg` whose `lines` hold them (newline
+ * included). An empty block gives `{NULL, 0}`: nothing to write. Free
+ * `out_line` with `botspace_bytes_free`. Thread-safe.
+ *
+ * # Safety
+ * `output` must point at a readable `botspace_output`; `msg` and `text` at
+ * `msg_len` and `text_len` readable bytes (NULL with a length of 0 is
+ * empty); both outputs must be writable.
+ */
+enum botspace_status botspace_output_block(const struct botspace_output *output, const char *msg, size_t msg_len, const char *text, size_t text_len, uint64_t unix_ms, enum botspace_stream *out_stream, struct botspace_bytes *out_line);
+
+/**
+ * Registers `callback` as the service's printer of the library's own
+ * operator lines (a connection evicted, a request timed out, a gateway
+ * session closed for a slow consumer, a token rotated): each is rendered
+ * by `*output` (copied; JSON's `ts` from the system's wall clock) and
+ * given to `callback` only when the threshold lets it through. A service
+ * has one printer: this replaces a callback set with
+ * `botspace_service_set_log_callback`, and that one replaces this. A
+ * NULL `callback` removes it (`output` may then be NULL). `user_data` is
+ * passed back unchanged and must stay valid until the callback is
+ * replaced or removed, or the service freed. Thread-safe.
+ *
+ * # Safety
+ * `service` must be a live handle; `output`, unless `callback` is NULL,
+ * must point at a readable `botspace_output`; `callback` must be safe to
+ * call from any thread with `user_data`.
+ */
+enum botspace_status botspace_service_set_output_callback(const struct botspace_service *service, const struct botspace_output *output, botspace_output_callback callback, void *user_data);
+
+/**
+ * Makes the start-up lines of a server whose public listener is bound at
+ * `public_addr` and, unless `admin_addr` is NULL with a length of 0, its
+ * admin listener (`--admin-addr`) at `admin_addr`: each a `struct
+ * sockaddr_in` or `sockaddr_in6` as `getsockname(2)` wrote it, with its
+ * length. `generated_secret[0..generated_secret_len]` is the admin
+ * secret the server generated (`botspace_server_options_open_service`
+ * gave it); NULL with 0 when one was given, which is never printed.
+ * `manual_clock`: `--manual-clock`. The lines, in order: `botspace
+ * listening on http://HOST:PORT`, `botspace admin listening on
+ * http://HOST:PORT`, the `admin secret: …` block, `clock: manual (moves
+ * only through /admin/advanceClock)`. `InvalidArgument` for bytes that
+ * are no IPv4 or IPv6 socket address. Release it with
+ * `botspace_startup_free`.
+ *
+ * # Safety
+ * Each input must point at its length's readable bytes (NULL with a
+ * length of 0 is empty; an empty `public_addr` is refused);
+ * `out_startup` must be writable.
+ */
+enum botspace_status botspace_startup_new(const void *public_addr, size_t public_addr_len, const void *admin_addr, size_t admin_addr_len, const char *generated_secret, size_t generated_secret_len, bool manual_clock, struct botspace_startup **out_startup);
+
+/**
+ * The next start-up line `*output` prints, rendered at `unix_ms` (the
+ * host's wall clock), to write to `*out_stream`: lines its threshold
+ * drops are passed over; `{NULL, 0}` when no line is left. Free
+ * `out_line` with `botspace_bytes_free`.
+ *
+ * # Safety
+ * `startup` must be a live handle used by this thread only; `output` must
+ * point at a readable `botspace_output`; both outputs must be writable.
+ */
+enum botspace_status botspace_startup_next_line(struct botspace_startup *startup, const struct botspace_output *output, uint64_t unix_ms, enum botspace_stream *out_stream, struct botspace_bytes *out_line);
+
+/**
+ * Writes the demo's URLs (for `botspace_service_demo_start`):
+ * `*out_base`, `http://HOST:PORT` a local client reaches the public
+ * listener at (a wildcard address, `0.0.0.0` or `[::]`, becomes the
+ * loopback one), and `*out_admin_base`, where `/admin/` is served (the
+ * admin listener's, else the same). Free both with `botspace_bytes_free`.
+ *
+ * # Safety
+ * `startup` must be a live handle used by this thread only; both outputs
+ * must be writable.
+ */
+enum botspace_status botspace_startup_base_urls(const struct botspace_startup *startup, struct botspace_bytes *out_base, struct botspace_bytes *out_admin_base);
+
+/**
+ * Releases a start-up handle and sets `*startup` to NULL; accepts NULL and
+ * a pointer to NULL.
+ *
+ * # Safety
+ * `*startup` must be NULL or a handle from `botspace_startup_new` not
+ * released through another copy of the pointer.
+ */
+void botspace_startup_free(struct botspace_startup **startup);
 
 /**
  * Makes a webhook pump and writes it to `*out_pump`. It needs no service

@@ -43,6 +43,7 @@ servers! {
         the_tour_gives_a_working_token_however_often_the_server_starts,
         every_flag_in_help_names_its_environment_variable,
         a_server_configured_only_through_the_environment_serves,
+        the_start_up_lines_say_the_bound_addresses_then_the_generated_secret_and_the_clock,
         a_flag_beats_the_environment_which_beats_the_config_file,
         a_bad_value_from_the_environment_or_the_file_names_its_source,
         the_operational_key_can_come_from_a_file_named_by_the_environment,
@@ -794,6 +795,43 @@ fn a_server_configured_only_through_the_environment_serves(bin: std::path::PathB
     assert!(db.exists(), "the database is where BOTSPACE_DB says");
     drop(srv);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The start-up lines, exactly and in order: the bound address (a
+/// wildcard one as bound), the admin listener's, the generated secret
+/// (64 hex digits, shown once, and it opens the host API), the manual
+/// clock; the demo's URLs are the loopback ones a local client reaches.
+fn the_start_up_lines_say_the_bound_addresses_then_the_generated_secret_and_the_clock(bin: std::path::PathBuf) {
+    let srv = Server::start_env(
+        &bin,
+        &[],
+        &["--addr", "0.0.0.0:0", "--admin-addr", "127.0.0.1:0", "--db", ":memory:", "--manual-clock"],
+    );
+    let lines = srv.lines();
+    let port = srv.addr.port();
+    assert_eq!(lines[0], format!("botspace listening on http://0.0.0.0:{port}"), "{lines:#?}");
+    let admin: std::net::SocketAddr = lines[1]
+        .strip_prefix("botspace admin listening on http://")
+        .unwrap_or_else(|| panic!("{lines:#?}"))
+        .parse()
+        .unwrap();
+    assert_eq!(admin.ip().to_string(), "127.0.0.1");
+    let secret = lines[2].strip_prefix("admin secret: ").unwrap_or_else(|| panic!("{lines:#?}"));
+    assert!(secret.len() == 64 && secret.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')), "{secret:?}");
+    assert_eq!(lines[3], "clock: manual (moves only through /admin/advanceClock)");
+    assert_eq!(lines.iter().filter(|l| l.contains(secret)).count(), 1, "shown only now: {lines:#?}");
+    let get_me = format!("  curl -s -X POST http://127.0.0.1:{port}/bot/getMe -H 'Authorization: Bot ");
+    assert!(lines.iter().any(|l| l.starts_with(&get_me)), "the demo's URL is reachable: {lines:#?}");
+    let stats = format!(
+        "POST /admin/getStats HTTP/1.1\r\nHost: x\r\nAuthorization: Admin {secret}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}"
+    );
+    let mut s = std::net::TcpStream::connect(admin).unwrap();
+    s.write_all(stats.as_bytes()).unwrap();
+    assert_eq!(
+        read_response(&mut s, &mut Vec::new()).result()["bots"],
+        json!(1),
+        "the demo bot, through the generated secret"
+    );
 }
 
 fn a_flag_beats_the_environment_which_beats_the_config_file(bin: std::path::PathBuf) {

@@ -97,63 +97,53 @@ static uint64_t mono_ms(void) {
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Operator lines. The levels are the library's (0 error, 1 warn, 2 info,
- * 3 debug), and so is the JSON line of --log-format json: both servers
- * print the same shape. Errors and warnings go to stderr, the rest to
- * stdout; every line is flushed (the test harness reads through a pipe). */
+/* Operator lines. Which are printed, on which stream and as which bytes
+ * (the text, or the JSON line of --log-format json) is the library's
+ * (botspace_output_*, the Rust server's rule too); this writes them. Every
+ * line is flushed (the test harness reads through a pipe). */
 enum { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2 };
-static int log_json;              /* --log-format json */
-static int log_threshold = LOG_INFO; /* BOTSPACE_LOG, read by the library */
+static botspace_output output = {LOG_INFO, false}; /* --log-format, BOTSPACE_LOG */
 
-/* `msg` as a line, or with `block` (a start-up block printed whatever the
- * level: the demo's lines, a generated secret) the block as it is; in JSON
- * one line, the block's lines in its `lines`. */
-static void emit(int level, const char *msg, const char *block) {
-    FILE *to = level <= LOG_WARN ? stderr : stdout;
-    if (!log_json) {
-        if (block) fputs(block, to);
-        else fprintf(to, "%s\n", msg);
-        fflush(to);
-        return;
-    }
+/* The wall clock of a JSON line's `ts`. */
+static uint64_t wall_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-    botspace_bytes line = {NULL, 0};
-    if (botspace_log_line(level, msg, strlen(msg), block, block ? strlen(block) : 0, ms, &line) == BOTSPACE_STATUS_OK) {
-        fwrite(line.ptr, 1, line.len, to);
-        fputc('\n', to);
-        botspace_bytes_free(&line);
-    }
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void write_to(botspace_stream stream, const uint8_t *bytes, size_t len) {
+    FILE *to = stream == BOTSPACE_STREAM_STDERR ? stderr : stdout;
+    fwrite(bytes, 1, len, to);
     fflush(to);
 }
 
-/* One operator line at `level`, when BOTSPACE_LOG lets it through. Never
- * pass a secret, a bot token or message text. */
+/* Writes a line the library rendered ({NULL, 0}: none) and frees it. */
+static void write_line(botspace_stream stream, botspace_bytes *line) {
+    if (line->len > 0) write_to(stream, line->ptr, line->len);
+    botspace_bytes_free(line);
+}
+
+/* One operator line at `level`. Never pass a secret, a bot token or
+ * message text. */
 static void log_at(int level, const char *fmt, ...) {
-    if (level > log_threshold) return;
     char msg[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    emit(level, msg, NULL);
+    botspace_stream stream;
+    botspace_bytes line = {NULL, 0};
+    if (botspace_output_log(&output, level, msg, strlen(msg), wall_ms(), &stream, &line) == BOTSPACE_STATUS_OK)
+        write_line(stream, &line);
 }
 
 #define say(...) log_at(LOG_INFO, __VA_ARGS__)
 
 /* The library's own operator lines (evictions, 408s, slow-consumer closes,
- * token rotations): it decides them and renders both forms; this prints
- * the one --log-format asks for, as emit() does. */
-static void on_library_line(void *ud, int32_t level, const char *text, size_t text_len, const char *json,
-                            size_t json_len) {
+ * token rotations), rendered and filtered by the same rule. */
+static void on_library_line(void *ud, botspace_stream stream, const uint8_t *line, size_t len) {
     (void)ud;
-    if (level > log_threshold) return;
-    FILE *to = level <= LOG_WARN ? stderr : stdout;
-    if (log_json) fwrite(json, 1, json_len, to);
-    else fwrite(text, 1, text_len, to);
-    fputc('\n', to);
-    fflush(to);
+    write_to(stream, line, len);
 }
 
 static void set_nonblocking(int fd) {
@@ -602,9 +592,10 @@ static void conn_read(conn_t *c, uint64_t mono) {
 /* The demo: the library decides what to create and print (the Rust server
  * prints the same lines); `admin_base` is where /admin/ is served. */
 
-static int demo(const char *base, const char *admin_base, int rotate_token) {
+static int demo(const botspace_bytes *base, const botspace_bytes *admin_base, int rotate_token) {
     botspace_bytes lines = {NULL, 0};
-    botspace_status st = botspace_service_demo_start(svc, base, strlen(base), admin_base, strlen(admin_base),
+    botspace_status st = botspace_service_demo_start(svc, (const char *)base->ptr, base->len,
+                                                     (const char *)admin_base->ptr, admin_base->len,
                                                      rotate_token != 0, &lines);
     if (st != BOTSPACE_STATUS_OK) {
         char msg[512];
@@ -614,11 +605,11 @@ static int demo(const char *base, const char *admin_base, int rotate_token) {
         return -1;
     }
     /* The demo's output (its token included), whatever the level. */
-    char *text = xrealloc(NULL, lines.len + 1);
-    if (lines.len > 0) memcpy(text, lines.ptr, lines.len);
-    text[lines.len] = 0;
-    if (lines.len > 0) emit(LOG_INFO, "demo", text);
-    free(text);
+    botspace_stream stream;
+    botspace_bytes line = {NULL, 0};
+    if (botspace_output_block(&output, "demo", 4, (const char *)lines.ptr, lines.len, wall_ms(), &stream, &line) ==
+        BOTSPACE_STATUS_OK)
+        write_line(stream, &line);
     botspace_bytes_free(&lines);
     return 0;
 }
@@ -677,28 +668,6 @@ static int listen_on(const char *addr) {
     }
     set_nonblocking(fd);
     return fd;
-}
-
-/* Formats a socket address as HOST:PORT ([v6]:PORT); with `reachable`,
- * the unspecified address becomes loopback. */
-static void format_addr(const struct sockaddr_storage *ss, int reachable, char *out, size_t n) {
-    char ip[INET6_ADDRSTRLEN] = "?";
-    unsigned port = 0;
-    if (ss->ss_family == AF_INET) {
-        struct sockaddr_in a;
-        memcpy(&a, ss, sizeof a);
-        if (reachable && a.sin_addr.s_addr == htonl(INADDR_ANY)) a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
-        port = ntohs(a.sin_port);
-        snprintf(out, n, "%s:%u", ip, port);
-    } else {
-        struct sockaddr_in6 a;
-        memcpy(&a, ss, sizeof a);
-        if (reachable && memcmp(&a.sin6_addr, &in6addr_any, sizeof a.sin6_addr) == 0) a.sin6_addr = in6addr_loopback;
-        inet_ntop(AF_INET6, &a.sin6_addr, ip, sizeof ip);
-        port = ntohs(a.sin6_port);
-        snprintf(out, n, "[%s]:%u", ip, port);
-    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1555,7 +1524,7 @@ static int open_wake_pipe(void) {
 static int open_service(botspace_bytes *secret) {
     if (botspace_server_options_open_service(opts, &svc, secret) == BOTSPACE_STATUS_OK) {
         /* From the start: the demo's token rotation is a line too. */
-        botspace_service_set_log_callback(svc, on_library_line, NULL);
+        botspace_service_set_output_callback(svc, &output, on_library_line, NULL);
         return 0;
     }
     char msg[512];
@@ -1565,34 +1534,34 @@ static int open_service(botspace_bytes *secret) {
     return -1;
 }
 
-/* Prints the start-up lines; `base` gets a URL a local client can use, and
- * `admin_base` the one serving /admin/ (base without --admin-addr). */
-static void announce(int lfd, int afd, const botspace_bytes *secret, char *base, char *admin_base, size_t n) {
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    getsockname(lfd, (struct sockaddr *)&ss, &sl);
-    char local[80], reach[80];
-    format_addr(&ss, 0, local, sizeof local);
-    format_addr(&ss, 1, reach, sizeof reach);
-    snprintf(base, n, "http://%s", reach);
-    snprintf(admin_base, n, "http://%s", reach);
-    say("botspace listening on http://%s", local);
-    if (afd >= 0) {
-        sl = sizeof ss;
-        getsockname(afd, (struct sockaddr *)&ss, &sl);
-        format_addr(&ss, 0, local, sizeof local);
-        format_addr(&ss, 1, reach, sizeof reach);
-        snprintf(admin_base, n, "http://%s", reach);
-        say("botspace admin listening on http://%s", local);
+/* Prints the library's start-up lines (botspace_startup_new: from the
+ * bound addresses, a generated secret, the manual clock); `base` and
+ * `admin_base` get the demo's URLs (a wildcard address made reachable). */
+static int announce(int lfd, int afd, const botspace_bytes *secret, botspace_bytes *base, botspace_bytes *admin_base) {
+    struct sockaddr_storage pub, adm;
+    socklen_t pl = sizeof pub, al = sizeof adm;
+    botspace_startup *st = NULL;
+    if (getsockname(lfd, (struct sockaddr *)&pub, &pl) != 0 ||
+        (afd >= 0 && getsockname(afd, (struct sockaddr *)&adm, &al) != 0)) {
+        log_at(LOG_ERROR, "cannot read the bound address: %s", strerror(errno));
+        return -1;
     }
-    if (secret->len > 0) {
-        /* The only way to learn a generated secret: printed whatever the
-         * level; never a secret that was given. */
-        char line[128];
-        snprintf(line, sizeof line, "admin secret: %.*s\n", (int)secret->len, (const char *)secret->ptr);
-        emit(LOG_INFO, "admin secret (generated; shown only now)", line);
+    if (botspace_startup_new(&pub, pl, afd >= 0 ? &adm : NULL, afd >= 0 ? al : 0, (const char *)secret->ptr,
+                             secret->len, settings.manual_clock, &st) != BOTSPACE_STATUS_OK ||
+        botspace_startup_base_urls(st, base, admin_base) != BOTSPACE_STATUS_OK) {
+        char msg[512];
+        size_t n = 0;
+        botspace_last_error_message(msg, sizeof msg, &n);
+        log_at(LOG_ERROR, "%s", msg);
+        botspace_startup_free(&st);
+        return -1;
     }
-    if (settings.manual_clock) say("clock: manual (moves only through /admin/advanceClock)");
+    botspace_stream stream;
+    botspace_bytes line = {NULL, 0};
+    while (botspace_startup_next_line(st, &output, wall_ms(), &stream, &line) == BOTSPACE_STATUS_OK && line.len > 0)
+        write_line(stream, &line);
+    botspace_startup_free(&st);
+    return 0;
 }
 
 static void install_signal_handlers(void) {
@@ -1620,7 +1589,7 @@ static void shut_down(loop_t *L) {
     stop_notify_loop();
     webhook_shutdown();
     botspace_service_set_wake_callback(svc, NULL, NULL);
-    botspace_service_set_log_callback(svc, NULL, NULL);
+    botspace_service_set_output_callback(svc, NULL, NULL, NULL);
     botspace_service_free(&svc);
     size_t nw = 0;
     char **woken = take_wakes(&nw);
@@ -1663,9 +1632,8 @@ int main(int argc, char **argv) {
         rl.rlim_cur = (rlim_t)policy.fallback_file_limit;
     }
     botspace_server_options_settings(opts, rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur, &settings);
-    log_json = settings.log_json;
     const char *level = getenv("BOTSPACE_LOG");
-    log_threshold = botspace_log_level(level, level ? strlen(level) : 0);
+    botspace_output_from_setting(settings.log_json, level, level ? strlen(level) : 0, &output);
     spare_reopen();
     botspace_bytes secret = {NULL, 0};
     int opened = open_wake_pipe() == 0;
@@ -1689,11 +1657,13 @@ int main(int argc, char **argv) {
         botspace_server_options_free(&opts);
         return 1;
     }
-    char base[96], admin_base[96];
-    announce(L.lfd, L.afd, &secret, base, admin_base, sizeof base);
+    botspace_bytes base = {NULL, 0}, admin_base = {NULL, 0};
+    int started = announce(L.lfd, L.afd, &secret, &base, &admin_base) == 0 &&
+                  demo(&base, &admin_base, settings.demo_token) == 0;
     botspace_bytes_free(&secret);
-    int demo_rc = demo(base, admin_base, settings.demo_token);
-    if (demo_rc != 0) {
+    botspace_bytes_free(&base);
+    botspace_bytes_free(&admin_base);
+    if (!started) {
         close(L.lfd);
         if (L.afd >= 0) close(L.afd);
         botspace_service_free(&svc);

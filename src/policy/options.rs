@@ -7,6 +7,8 @@
 
 use super::host;
 use crate::config::{ClockKind, Config};
+use crate::log::{Level, Line};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 /// The usage text, `{program}` and `{indent}` and `{log_env}` filled in by
@@ -368,6 +370,66 @@ pub fn generate_secret() -> Result<String, String> {
     Ok(crate::hex::lower(&b))
 }
 
+/// What a server says once its ports are bound ([`startup`]), and the
+/// URLs its demo is given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Startup {
+    /// In order: `botspace listening on http://HOST:PORT` (the bound
+    /// address, so a port 0 shows the one picked), `botspace admin
+    /// listening on http://HOST:PORT` with an admin listener, the block
+    /// `admin secret: …` when the secret was generated, `clock: manual
+    /// (moves only through /admin/advanceClock)` on a manual clock. The
+    /// host prints each through its [`crate::log::Output`].
+    pub lines: Vec<Line>,
+    /// `http://HOST:PORT` a local client reaches the public listener at
+    /// ([`reachable`]): the base of the demo's curl lines.
+    pub base: String,
+    /// Where `/admin/` is served: the admin listener's reachable URL, or
+    /// `base` without one.
+    pub admin_base: String,
+}
+
+/// The start-up lines of a server bound at `public` (and `admin`, with
+/// `--admin-addr`), with the admin secret it generated (`None` when one
+/// was given: a given secret is never printed) and whether its clock is
+/// manual.
+pub fn startup(
+    public: SocketAddr,
+    admin: Option<SocketAddr>,
+    generated_secret: Option<&str>,
+    manual_clock: bool,
+) -> Startup {
+    let mut lines = vec![Line::Log(Level::Info, format!("botspace listening on http://{public}"))];
+    if let Some(a) = admin {
+        lines.push(Line::Log(Level::Info, format!("botspace admin listening on http://{a}")));
+    }
+    if let Some(secret) = generated_secret {
+        // The only way to learn a generated secret: a block, printed
+        // whatever the level.
+        lines.push(Line::Block {
+            msg: "admin secret (generated; shown only now)".into(),
+            text: format!("admin secret: {secret}"),
+        });
+    }
+    if manual_clock {
+        lines.push(Line::Log(Level::Info, "clock: manual (moves only through /admin/advanceClock)".into()));
+    }
+    let base = format!("http://{}", reachable(public));
+    let admin_base = admin.map_or_else(|| base.clone(), |a| format!("http://{}", reachable(a)));
+    Startup { lines, base, admin_base }
+}
+
+/// An address a local client can connect to: a wildcard bind (`0.0.0.0`,
+/// `[::]`) becomes the loopback address of its family, same port; any
+/// other address is itself.
+pub fn reachable(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V4(v) if v.ip().is_unspecified() => SocketAddr::from((Ipv4Addr::LOCALHOST, v.port())),
+        SocketAddr::V6(v) if v.ip().is_unspecified() => SocketAddr::from((Ipv6Addr::LOCALHOST, v.port())),
+        a => a,
+    }
+}
+
 impl ServerOptions {
     /// The admin secret: given, or the first line of its file (whichever
     /// the strongest source gave), else `None` (the host generates one
@@ -528,6 +590,39 @@ mod tests {
         assert_eq!(a.len(), 64);
         assert!(a.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')), "lowercase hex: {a}");
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn startup_lines_in_order_with_the_bound_addresses() {
+        let info = |s: &str| Line::Log(Level::Info, s.to_string());
+        let st = startup("127.0.0.1:45481".parse().unwrap(), None, None, false);
+        assert_eq!(st.lines, vec![info("botspace listening on http://127.0.0.1:45481")]);
+        assert_eq!((st.base.as_str(), st.admin_base.as_str()), ("http://127.0.0.1:45481", "http://127.0.0.1:45481"));
+        let st = startup("0.0.0.0:8080".parse().unwrap(), Some("[::]:8081".parse().unwrap()), Some("ab12"), true);
+        assert_eq!(
+            st.lines,
+            vec![
+                info("botspace listening on http://0.0.0.0:8080"),
+                info("botspace admin listening on http://[::]:8081"),
+                Line::Block {
+                    msg: "admin secret (generated; shown only now)".into(),
+                    text: "admin secret: ab12".into()
+                },
+                info("clock: manual (moves only through /admin/advanceClock)"),
+            ]
+        );
+        // The lines say what is bound; the URLs are what a local client reaches.
+        assert_eq!((st.base.as_str(), st.admin_base.as_str()), ("http://127.0.0.1:8080", "http://[::1]:8081"));
+    }
+
+    #[test]
+    fn only_a_wildcard_address_is_made_reachable() {
+        let r = |a: &str| reachable(a.parse().unwrap()).to_string();
+        assert_eq!(r("0.0.0.0:1"), "127.0.0.1:1");
+        assert_eq!(r("[::]:2"), "[::1]:2");
+        assert_eq!(r("10.1.2.3:3"), "10.1.2.3:3");
+        assert_eq!(r("[fd00::1]:4"), "[fd00::1]:4");
+        assert_eq!(r("127.0.0.1:5"), "127.0.0.1:5");
     }
 
     #[test]

@@ -22,7 +22,9 @@
 #include "botspace.h"
 #include "json.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -3109,6 +3111,196 @@ static void test_admission(void) {
     botspace_service_free(&s);
 }
 
+/* ---------------------------------------------------------------- operator output */
+
+/* Whether `b` holds exactly the NUL-terminated `want`; frees it. */
+static int take_eq(botspace_bytes *b, const char *want) {
+    int ok = b->len == strlen(want) && (b->len == 0 ? b->ptr == NULL : memcmp(b->ptr, want, b->len) == 0);
+    if (!ok) printf("  got %.*s", (int)b->len, b->ptr ? (const char *)b->ptr : "(NULL)");
+    botspace_bytes_free(b);
+    return ok;
+}
+
+/* The last line the output callback got. */
+static struct {
+    int calls;
+    botspace_stream stream;
+    char line[512];
+} last_out;
+
+static void on_output(void *ud, botspace_stream stream, const uint8_t *line, size_t len) {
+    (void)ud;
+    last_out.calls++;
+    last_out.stream = stream;
+    snprintf(last_out.line, sizeof last_out.line, "%.*s", (int)len, (const char *)line);
+}
+
+static void test_output(void) {
+    botspace_output out = {-7, false};
+    CHECK(botspace_output_from_setting(true, "WARN", 4, &out) == BOTSPACE_STATUS_OK && out.threshold == 1 && out.json,
+          "output_from_setting: WARN, json");
+    CHECK(botspace_output_from_setting(false, NULL, 0, &out) == BOTSPACE_STATUS_OK && out.threshold == 2 && !out.json,
+          "output_from_setting: unset is info");
+    CHECK(botspace_output_from_setting(false, NULL, 0, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "output_from_setting: NULL out");
+
+    /* a line: its stream and exact bytes, or nothing below the threshold */
+    botspace_output warn = {1, false}, json = {2, true}, bad = {4, false};
+    botspace_stream stream = BOTSPACE_STREAM_STDOUT;
+    botspace_bytes line = {NULL, 0};
+    CHECK(botspace_output_log(&warn, 0, "cannot listen on x", 18, 0, &stream, &line) == BOTSPACE_STATUS_OK &&
+              stream == BOTSPACE_STREAM_STDERR && take_eq(&line, "cannot listen on x\n"),
+          "output_log: an error on stderr, newline included");
+    CHECK(botspace_output_log(&warn, 1, "w", 1, 0, &stream, &line) == BOTSPACE_STATUS_OK && stream == BOTSPACE_STREAM_STDERR &&
+              take_eq(&line, "w\n"),
+          "output_log: the threshold's own level is printed");
+    CHECK(botspace_output_log(&warn, 2, "botspace ready", 14, 0, &stream, &line) == BOTSPACE_STATUS_OK && line.ptr == NULL &&
+              line.len == 0,
+          "output_log: info under a warn threshold is nothing");
+    CHECK(botspace_output_log(&json, 2, "botspace ready", 14, 1000, &stream, &line) == BOTSPACE_STATUS_OK &&
+              stream == BOTSPACE_STREAM_STDOUT &&
+              take_eq(&line, "{\"ts\":\"1970-01-01T00:00:01.000Z\",\"level\":\"info\",\"msg\":\"botspace ready\"}\n"),
+          "output_log: info in JSON on stdout");
+    CHECK(botspace_output_log(&json, 3, "d", 1, 0, &stream, &line) == BOTSPACE_STATUS_OK && line.len == 0,
+          "output_log: debug under an info threshold is nothing");
+    line.ptr = (uint8_t *)"untouched";
+    line.len = 9;
+    CHECK(botspace_output_log(&json, 4, "x", 1, 0, &stream, &line) == BOTSPACE_STATUS_INVALID_ARGUMENT && line.len == 9,
+          "output_log: level 4 is INVALID_ARGUMENT, nothing written");
+    CHECK(botspace_output_log(&bad, 0, "x", 1, 0, &stream, &line) == BOTSPACE_STATUS_INVALID_ARGUMENT && line.len == 9 &&
+              strstr(last_error(), "threshold 4 is not 0 to 3") != NULL,
+          "output_log: threshold 4 is INVALID_ARGUMENT");
+    CHECK(botspace_output_log(NULL, 0, "x", 1, 0, &stream, &line) == BOTSPACE_STATUS_NULL_ARGUMENT, "output_log: NULL output");
+    CHECK(botspace_output_log(&warn, 0, "x", 1, 0, NULL, &line) == BOTSPACE_STATUS_NULL_ARGUMENT, "output_log: NULL out_stream");
+    CHECK(botspace_output_log(&warn, 0, "x", 1, 0, &stream, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "output_log: NULL out_line");
+    CHECK(botspace_output_log(&warn, 0, NULL, 3, 0, &stream, &line) == BOTSPACE_STATUS_NULL_ARGUMENT && line.len == 9,
+          "output_log: NULL msg with a length");
+    line.ptr = NULL;
+    line.len = 0;
+
+    /* a block: whatever the threshold, on stdout */
+    botspace_output error = {0, false}, error_json = {0, true};
+    CHECK(botspace_output_block(&error, "demo", 4, "a: 1\nb\n", 7, 0, &stream, &line) == BOTSPACE_STATUS_OK &&
+              stream == BOTSPACE_STREAM_STDOUT && take_eq(&line, "a: 1\nb\n"),
+          "output_block: text under an error threshold");
+    stream = BOTSPACE_STREAM_STDERR;
+    CHECK(botspace_output_block(&error_json, "demo", 4, "a: 1\nb\n", 7, 2, &stream, &line) == BOTSPACE_STATUS_OK &&
+              stream == BOTSPACE_STREAM_STDOUT &&
+              take_eq(&line, "{\"ts\":\"1970-01-01T00:00:00.002Z\",\"level\":\"info\",\"msg\":\"demo\",\"lines\":[\"a: 1\",\"b\"]}\n"),
+          "output_block: one JSON line holding the block's lines");
+    CHECK(botspace_output_block(&error, "demo", 4, NULL, 0, 0, &stream, &line) == BOTSPACE_STATUS_OK && line.ptr == NULL,
+          "output_block: an empty block is nothing");
+    CHECK(botspace_output_block(&bad, "demo", 4, "a", 1, 0, &stream, &line) == BOTSPACE_STATUS_INVALID_ARGUMENT,
+          "output_block: threshold 4 is INVALID_ARGUMENT");
+    CHECK(botspace_output_block(&error, "demo", 4, "a", 1, 0, NULL, &line) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "output_block: NULL out_stream");
+
+    /* the start-up lines from getsockname's bytes */
+    struct sockaddr_in pub;
+    struct sockaddr_in6 adm;
+    memset(&pub, 0, sizeof pub);
+    memset(&adm, 0, sizeof adm);
+    pub.sin_family = AF_INET;
+    pub.sin_port = htons(8080);
+    pub.sin_addr.s_addr = htonl(INADDR_ANY);
+    adm.sin6_family = AF_INET6;
+    adm.sin6_port = htons(8081);
+    adm.sin6_addr = in6addr_any;
+    botspace_startup *st = NULL;
+    CHECK(botspace_startup_new(&pub, sizeof pub, &adm, sizeof adm, "ab12", 4, true, &st) == BOTSPACE_STATUS_OK && st,
+          "startup_new: both listeners, a generated secret, a manual clock");
+    botspace_output info = {2, false};
+    static const char *const want[] = {
+        "botspace listening on http://0.0.0.0:8080\n",
+        "botspace admin listening on http://[::]:8081\n",
+        "admin secret: ab12\n",
+        "clock: manual (moves only through /admin/advanceClock)\n",
+        "",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "startup_next_line: line %zu", i + 1);
+        stream = BOTSPACE_STREAM_STDERR;
+        CHECK(botspace_startup_next_line(st, &info, 0, &stream, &line) == BOTSPACE_STATUS_OK &&
+                  stream == BOTSPACE_STREAM_STDOUT && take_eq(&line, want[i]),
+              name);
+    }
+    CHECK(botspace_startup_next_line(st, &info, 0, &stream, &line) == BOTSPACE_STATUS_OK && line.ptr == NULL,
+          "startup_next_line: still none left");
+    botspace_bytes base = {NULL, 0}, admin_base = {NULL, 0};
+    CHECK(botspace_startup_base_urls(st, &base, &admin_base) == BOTSPACE_STATUS_OK && take_eq(&base, "http://127.0.0.1:8080") &&
+              take_eq(&admin_base, "http://[::1]:8081"),
+          "startup_base_urls: wildcard addresses made loopback");
+    CHECK(botspace_startup_base_urls(st, NULL, &admin_base) == BOTSPACE_STATUS_NULL_ARGUMENT, "startup_base_urls: NULL out");
+    CHECK(botspace_startup_base_urls(NULL, &base, &admin_base) == BOTSPACE_STATUS_NULL_ARGUMENT, "startup_base_urls: NULL startup");
+    botspace_startup_free(&st);
+    CHECK(st == NULL, "startup_free sets the handle to NULL");
+    botspace_startup_free(&st);
+    botspace_startup_free(NULL);
+
+    /* under an error threshold only a generated secret's block shows */
+    pub.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(botspace_startup_new(&pub, sizeof pub, NULL, 0, NULL, 0, false, &st) == BOTSPACE_STATUS_OK, "startup_new: one listener");
+    CHECK(botspace_startup_next_line(st, &error_json, 0, &stream, &line) == BOTSPACE_STATUS_OK && line.ptr == NULL,
+          "startup_next_line: an error threshold drops the info lines");
+    CHECK(botspace_startup_base_urls(st, &base, &admin_base) == BOTSPACE_STATUS_OK && take_eq(&base, "http://127.0.0.1:8080") &&
+              take_eq(&admin_base, "http://127.0.0.1:8080"),
+          "startup_base_urls: /admin/ on the public listener");
+    botspace_startup_free(&st);
+    CHECK(botspace_startup_new(&adm, sizeof adm, NULL, 0, "s", 1, false, &st) == BOTSPACE_STATUS_OK, "startup_new: IPv6 only");
+    CHECK(botspace_startup_next_line(st, &error_json, 5, &stream, &line) == BOTSPACE_STATUS_OK &&
+              take_eq(&line, "{\"ts\":\"1970-01-01T00:00:00.005Z\",\"level\":\"info\",\"msg\":\"admin secret (generated; shown "
+                             "only now)\",\"lines\":[\"admin secret: s\"]}\n"),
+          "startup_next_line: the secret's block in JSON whatever the level");
+    CHECK(botspace_startup_next_line(st, &bad, 5, &stream, &line) == BOTSPACE_STATUS_INVALID_ARGUMENT,
+          "startup_next_line: threshold 4 is INVALID_ARGUMENT");
+    CHECK(botspace_startup_next_line(NULL, &info, 5, &stream, &line) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "startup_next_line: NULL startup");
+    botspace_startup_free(&st);
+    botspace_startup *sentinel = (botspace_startup *)&pub;
+    st = sentinel;
+    CHECK(botspace_startup_new(&pub, 3, NULL, 0, NULL, 0, false, &st) == BOTSPACE_STATUS_INVALID_ARGUMENT && st == sentinel,
+          "startup_new: 3 bytes are no address");
+    struct sockaddr_in other = pub;
+    other.sin_family = AF_UNIX;
+    CHECK(botspace_startup_new(&other, sizeof other, NULL, 0, NULL, 0, false, &st) == BOTSPACE_STATUS_INVALID_ARGUMENT &&
+              st == sentinel,
+          "startup_new: AF_UNIX is no IP address");
+    CHECK(botspace_startup_new(&pub, sizeof pub, &pub, 4, NULL, 0, false, &st) == BOTSPACE_STATUS_INVALID_ARGUMENT &&
+              st == sentinel && strstr(last_error(), "admin_addr") != NULL,
+          "startup_new: a short admin address");
+    CHECK(botspace_startup_new(NULL, 0, NULL, 0, NULL, 0, false, &st) == BOTSPACE_STATUS_INVALID_ARGUMENT && st == sentinel,
+          "startup_new: no public address");
+    CHECK(botspace_startup_new(&pub, sizeof pub, NULL, 0, NULL, 0, false, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "startup_new: NULL out");
+
+    /* the library's own lines through the same rule */
+    botspace_service *s = NULL;
+    CHECK(botspace_service_open((const uint8_t *)BASE_CONFIG, strlen(BASE_CONFIG), &s) == BOTSPACE_STATUS_OK, "output: open");
+    CHECK(botspace_service_set_output_callback(NULL, &warn, on_output, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "set_output_callback: NULL service");
+    CHECK(botspace_service_set_output_callback(s, NULL, on_output, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "set_output_callback: NULL output with a callback");
+    CHECK(botspace_service_set_output_callback(s, &bad, on_output, NULL) == BOTSPACE_STATUS_INVALID_ARGUMENT,
+          "set_output_callback: threshold 4");
+    CHECK(botspace_service_set_output_callback(s, &warn, on_output, NULL) == BOTSPACE_STATUS_OK, "set_output_callback: warn, text");
+    CHECK(botspace_service_note_connection_evicted(s) == BOTSPACE_STATUS_OK && last_out.calls == 1 &&
+              last_out.stream == BOTSPACE_STREAM_STDERR &&
+              strcmp(last_out.line, "connection evicted: the oldest waiting connection was closed to admit a new one at the "
+                                    "connection limit event=connection_evicted\n") == 0,
+          "set_output_callback: a warn event's text line on stderr");
+    CHECK(botspace_service_note_request_timeout(s) == BOTSPACE_STATUS_OK && last_out.calls == 1,
+          "set_output_callback: an info event under a warn threshold is not given");
+    CHECK(botspace_service_set_output_callback(s, &json, on_output, NULL) == BOTSPACE_STATUS_OK, "set_output_callback: info, json");
+    CHECK(botspace_service_note_request_timeout(s) == BOTSPACE_STATUS_OK && last_out.calls == 2 &&
+              last_out.stream == BOTSPACE_STREAM_STDOUT && strncmp(last_out.line, "{\"ts\":\"", 7) == 0 &&
+              strstr(last_out.line, "Z\",\"level\":\"info\",\"msg\":\"request timed out: answered 408, it did not arrive whole "
+                                    "in time\",\"event\":\"request_timeout\"}\n") != NULL,
+          "set_output_callback: an info event's JSON line on stdout");
+    CHECK(botspace_service_set_output_callback(s, NULL, NULL, NULL) == BOTSPACE_STATUS_OK, "set_output_callback: NULL removes");
+    CHECK(botspace_service_note_connection_evicted(s) == BOTSPACE_STATUS_OK && last_out.calls == 2, "no output callback: no line");
+    botspace_service_free(&s);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s VECTORS_DIR\n", argv[0]);
@@ -3130,6 +3322,7 @@ int main(int argc, char **argv) {
     test_connection_budgets();
     test_host_policy();
     test_admission();
+    test_output();
     test_gateway();
     test_gateway_link();
     test_webhooks();

@@ -316,6 +316,8 @@ macro_rules! non_null {
 // After the macros above, which it uses: the admission of a server's
 // connections and the notification loop (`admission.rs`).
 pub mod admission;
+// The operator output and the start-up lines (`output.rs`), after the macros too.
+pub mod output;
 
 /// The input bytes `ptr[0..len]`; NULL with length 0 is empty.
 ///

@@ -1,4 +1,6 @@
-//! Lines to stdout and stderr that never panic.
+//! The example server's operator lines: which are printed, where and as
+//! which bytes is the library's ([`botspace::log::Output`], the C server's
+//! too); this writes them, and never panics doing it.
 //!
 //! `println!` panics when stdout is gone (a closed pipe: `failed printing
 //! to stdout: Broken pipe`), so a server whose log reader went away would
@@ -25,105 +27,76 @@ macro_rules! errln {
     }};
 }
 
-use botspace::log::Level;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use botspace::log::{Event, Level, Line, Output, Print, Stream};
+use std::io::Write as _;
+use std::sync::RwLock;
 
-static JSON: AtomicBool = AtomicBool::new(false);
-static THRESHOLD: AtomicU8 = AtomicU8::new(Level::Info as u8);
+static OUTPUT: RwLock<Output> = RwLock::new(Output::new(false, Level::Info));
 
-/// Sets how [`log()`] prints: JSON lines (`--log-format json`) or the text
-/// lines, and the most detailed level it prints (the library's reading of
-/// `BOTSPACE_LOG`, else `RUST_LOG`). Installs the `log` facade's logger,
-/// so what the library logs (a database that went away) is printed as
-/// the server's own lines are, at the same threshold.
-pub fn configure(json: bool, threshold: Level) {
-    JSON.store(json, Ordering::Relaxed);
-    THRESHOLD.store(threshold as u8, Ordering::Relaxed);
+fn output() -> Output {
+    *OUTPUT.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Sets how the lines are printed (`--log-format`, the level the library
+/// reads from `BOTSPACE_LOG`, else `RUST_LOG`) and installs the `log`
+/// facade's logger, so what the library logs (a database that went away)
+/// is printed as the server's own lines are.
+pub fn configure(out: Output) {
+    *OUTPUT.write().unwrap_or_else(|e| e.into_inner()) = out;
     // Fails only when a logger is installed already (a host of its own).
     if log::set_logger(&Facade).is_ok() {
-        log::set_max_level(match threshold {
-            Level::Error => log::LevelFilter::Error,
-            Level::Warn => log::LevelFilter::Warn,
-            Level::Info => log::LevelFilter::Info,
-            Level::Debug => log::LevelFilter::Debug,
-        });
+        log::set_max_level(out.max_level());
     }
 }
 
-/// The `log` facade's records of the library (target `botspace…`), as
-/// [`log()`] lines. Other crates' records (the PostgreSQL client's server
-/// notices, rustls) are not the operator's business here.
+/// The `log` facade's logger: a process has one, so it is installed here;
+/// which records become which lines is [`Output::record`].
 struct Facade;
 
 impl log::Log for Facade {
     fn enabled(&self, m: &log::Metadata<'_>) -> bool {
-        m.target().starts_with("botspace") && level_of(m.level()) as u8 <= THRESHOLD.load(Ordering::Relaxed)
+        output().admits_record(m)
     }
 
     fn log(&self, record: &log::Record<'_>) {
-        if self.enabled(record.metadata()) {
-            log(level_of(record.level()), &record.args().to_string());
-        }
+        write(output().record(record, now_ms()));
     }
 
     fn flush(&self) {}
 }
 
-fn level_of(l: log::Level) -> Level {
-    match l {
-        log::Level::Error => Level::Error,
-        log::Level::Warn => Level::Warn,
-        log::Level::Info => Level::Info,
-        log::Level::Debug | log::Level::Trace => Level::Debug,
-    }
-}
-
-/// Whether [`log()`] prints JSON lines.
-pub fn json() -> bool {
-    JSON.load(Ordering::Relaxed)
-}
-
+/// The wall clock of JSON's `ts`.
 fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-/// One operator line: info and debug on stdout, warn and error on stderr;
-/// the text as it is, or with `--log-format json` the library's JSON line.
-/// Never pass a secret, a bot token or message text.
+/// Writes a line the library rendered, whole, ignoring a failed write.
+fn write(print: Option<Print>) {
+    let Some(p) = print else { return };
+    let _ = match p.stream {
+        Stream::Stdout => std::io::stdout().lock().write_all(&p.bytes),
+        Stream::Stderr => std::io::stderr().lock().write_all(&p.bytes),
+    };
+}
+
+/// One operator line ([`Output::log`]). Never pass a secret, a bot token
+/// or message text.
 pub fn log(level: Level, msg: &str) {
-    if level as u8 > THRESHOLD.load(Ordering::Relaxed) {
-        return;
-    }
-    let line = if json() { botspace::log::log_line(level, msg, &[], now_ms()) } else { msg.to_string() };
-    if level <= Level::Warn {
-        crate::errln!("{line}");
-    } else {
-        crate::outln!("{line}");
-    }
+    write(output().log(level, msg, now_ms()));
 }
 
-/// One of the library's operator lines ([`botspace::log::Event`]), as
-/// [`log()`] prints its own.
-pub fn event(ev: &botspace::log::Event) {
-    if ev.level as u8 > THRESHOLD.load(Ordering::Relaxed) {
-        return;
-    }
-    let line = if json() { ev.json(now_ms()) } else { ev.text() };
-    if ev.level <= Level::Warn {
-        crate::errln!("{line}");
-    } else {
-        crate::outln!("{line}");
-    }
+/// One of the library's operator lines ([`Output::event`]): the service's
+/// log hook.
+pub fn event(ev: &Event) {
+    write(output().event(ev, now_ms()));
 }
 
-/// A start-up block that is output rather than a log line (the demo's
-/// lines; the generated admin secret): printed whatever the level, on
-/// stdout, as it is, or with `--log-format json` as one JSON line whose
-/// `lines` hold the block's lines.
+/// A start-up block, printed whatever the level ([`Output::block`]).
 pub fn block(msg: &str, text: &str) {
-    if json() {
-        crate::outln!("{}", botspace::log::log_block(Level::Info, msg, text, now_ms()));
-    } else {
-        crate::outln!("{}", text.trim_end_matches('\n'));
-    }
+    write(output().block(msg, text, now_ms()));
+}
+
+/// A line the library made (the start-up lines, [`Output::line`]).
+pub fn line(line: &Line) {
+    write(output().line(line, now_ms()));
 }

@@ -1,0 +1,630 @@
+//! The C ABI of a server's operator output (`botspace::log::Output`) and
+//! its start-up lines (`botspace::policy::options::startup`): whether a
+//! line is printed, on which stream, as which exact bytes (text or JSON,
+//! newline included), and what a server says once its ports are bound.
+//! The host writes the bytes it is given to the stream it is told, and
+//! keeps the clock (`unix_ms`, JSON's `ts`).
+
+use super::{botspace_bytes, botspace_service, botspace_status, fail, input, panic_message, set_last_error};
+use botspace::log::{Level, Line, Output, Print, Stream};
+use std::ffi::{c_char, c_void};
+use std::net::SocketAddr;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// Where an operator line goes: errors and warnings to stderr, info,
+/// debug and the start-up blocks to stdout. The values are the streams'
+/// file descriptors (`write(stream, ...)` on POSIX).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum botspace_stream {
+    Stdout = 1,
+    Stderr = 2,
+}
+
+impl From<Stream> for botspace_stream {
+    fn from(s: Stream) -> Self {
+        match s {
+            Stream::Stdout => botspace_stream::Stdout,
+            Stream::Stderr => botspace_stream::Stderr,
+        }
+    }
+}
+
+/// How a server prints its operator lines: the most detailed level it
+/// prints (`threshold`: 0 error, 1 warn, 2 info, 3 debug; a line of level
+/// `n` is printed when `n` <= `threshold`) and whether it prints JSON
+/// lines (`--log-format json`) or the text lines. Plain data: fill it
+/// with `botspace_output_from_setting`, or by hand; copy it freely. A
+/// threshold outside 0..=3 makes the calls that take it
+/// `BOTSPACE_STATUS_INVALID_ARGUMENT`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct botspace_output {
+    pub threshold: i32,
+    pub json: bool,
+}
+
+/// The library's rule from the host's struct; `InvalidArgument` for a
+/// threshold that is no level.
+///
+/// # Safety
+/// When non-NULL, `output` must point at a readable `botspace_output`.
+unsafe fn rule(output: *const botspace_output) -> Result<Output, botspace_status> {
+    // SAFETY: as documented above.
+    let Some(o) = (unsafe { output.as_ref() }) else {
+        return Err(fail(botspace_status::NullArgument, "argument `output` is NULL"));
+    };
+    match Level::from_number(o.threshold) {
+        Some(threshold) => Ok(Output::new(o.json, threshold)),
+        None => Err(fail(botspace_status::InvalidArgument, format!("threshold {} is not 0 to 3", o.threshold))),
+    }
+}
+
+/// Writes a rendered line (or `{NULL, 0}` with the level's stream for
+/// none) to the host's outputs, both checked non-NULL by the caller.
+///
+/// # Safety
+/// Both pointers writable.
+unsafe fn put(print: Option<Print>, none: Stream, out_stream: *mut botspace_stream, out_line: *mut botspace_bytes) {
+    let (stream, bytes) = match print {
+        Some(p) => (p.stream, botspace_bytes::from_vec(p.bytes)),
+        None => (none, botspace_bytes::EMPTY),
+    };
+    // SAFETY: as documented above.
+    unsafe {
+        out_stream.write(stream.into());
+        out_line.write(bytes);
+    }
+}
+
+/// Fills `*out_output`: `json` as given, the threshold the level setting
+/// `level_setting[0..level_setting_len]` names (the value of
+/// `BOTSPACE_LOG`; NULL for unset), read as `botspace_log_level` reads it.
+///
+/// # Safety
+/// When non-NULL, `level_setting` must point at `level_setting_len`
+/// readable bytes; `out_output` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_output_from_setting(
+    json: bool,
+    level_setting: *const c_char,
+    level_setting_len: usize,
+    out_output: *mut botspace_output,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_output, "out_output");
+        let setting = if level_setting.is_null() {
+            None
+        } else {
+            // SAFETY: as documented above.
+            match unsafe { input(level_setting.cast::<u8>(), level_setting_len, "level_setting") } {
+                Ok(b) => Some(String::from_utf8_lossy(b).into_owned()),
+                Err(s) => return s,
+            }
+        };
+        let threshold = Level::from_setting(setting.as_deref()) as i32;
+        // SAFETY: checked non-NULL above.
+        unsafe { out_output.write(botspace_output { threshold, json }) };
+        botspace_status::Ok
+    })
+}
+
+/// One operator line at `level` (0 error … 3 debug) saying
+/// `msg[0..msg_len]`: when `output`'s threshold lets it through,
+/// `*out_line` gets the bytes to write (the text, or the JSON line at
+/// `unix_ms`, the host's wall clock; newline included) and `*out_stream`
+/// the stream; else `*out_line` is `{NULL, 0}`: nothing to write. Free
+/// `out_line` with `botspace_bytes_free`. `InvalidArgument` for a level or
+/// threshold outside 0..=3. Never pass a secret, a bot token or message
+/// text. Thread-safe.
+///
+/// # Safety
+/// `output` must point at a readable `botspace_output`; `msg` at `msg_len`
+/// readable bytes (NULL with a length of 0 is empty); both outputs must be
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_output_log(
+    output: *const botspace_output,
+    level: i32,
+    msg: *const c_char,
+    msg_len: usize,
+    unix_ms: u64,
+    out_stream: *mut botspace_stream,
+    out_line: *mut botspace_bytes,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_stream, "out_stream");
+        non_null!(out_line, "out_line");
+        // SAFETY: as documented above.
+        let out = match unsafe { rule(output) } {
+            Ok(o) => o,
+            Err(s) => return s,
+        };
+        let Some(level) = Level::from_number(level) else {
+            return fail(botspace_status::InvalidArgument, format!("log level {level} is not 0 to 3"));
+        };
+        // SAFETY: as documented above.
+        let msg = match unsafe { input(msg.cast::<u8>(), msg_len, "msg") } {
+            Ok(b) => String::from_utf8_lossy(b),
+            Err(s) => return s,
+        };
+        // SAFETY: both checked non-NULL above.
+        unsafe { put(out.log(level, &msg, unix_ms), Stream::of(level), out_stream, out_line) };
+        botspace_status::Ok
+    })
+}
+
+/// A start-up block that is output rather than a log line (the demo's
+/// lines, `botspace_service_demo_start`): printed whatever the threshold,
+/// on stdout: `text[0..text_len]`'s lines as they are, or with JSON one
+/// line at `unix_ms` named `msg` whose `lines` hold them (newline
+/// included). An empty block gives `{NULL, 0}`: nothing to write. Free
+/// `out_line` with `botspace_bytes_free`. Thread-safe.
+///
+/// # Safety
+/// `output` must point at a readable `botspace_output`; `msg` and `text` at
+/// `msg_len` and `text_len` readable bytes (NULL with a length of 0 is
+/// empty); both outputs must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_output_block(
+    output: *const botspace_output,
+    msg: *const c_char,
+    msg_len: usize,
+    text: *const c_char,
+    text_len: usize,
+    unix_ms: u64,
+    out_stream: *mut botspace_stream,
+    out_line: *mut botspace_bytes,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_stream, "out_stream");
+        non_null!(out_line, "out_line");
+        // SAFETY: as documented above.
+        let out = match unsafe { rule(output) } {
+            Ok(o) => o,
+            Err(s) => return s,
+        };
+        // SAFETY: as documented above.
+        let (msg, text) =
+            match unsafe { (input(msg.cast::<u8>(), msg_len, "msg"), input(text.cast(), text_len, "text")) } {
+                (Ok(m), Ok(t)) => (String::from_utf8_lossy(m), String::from_utf8_lossy(t)),
+                (Err(s), _) | (_, Err(s)) => return s,
+            };
+        // SAFETY: both checked non-NULL above.
+        unsafe { put(out.block(&msg, &text, unix_ms), Stream::Stdout, out_stream, out_line) };
+        botspace_status::Ok
+    })
+}
+
+/// Receives one of the library's operator lines, rendered by the
+/// `botspace_output` given with it and let through by its threshold: the
+/// bytes to write to `stream` (newline included), valid only during the
+/// call. Called on the thread whose botspace call caused the line,
+/// possibly several at once; it must be quick (one write) and must not
+/// call `botspace_service_free` on this service.
+pub type botspace_output_callback =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, stream: botspace_stream, line: *const u8, line_len: usize)>;
+
+/// Registers `callback` as the service's printer of the library's own
+/// operator lines (a connection evicted, a request timed out, a gateway
+/// session closed for a slow consumer, a token rotated): each is rendered
+/// by `*output` (copied; JSON's `ts` from the system's wall clock) and
+/// given to `callback` only when the threshold lets it through. A service
+/// has one printer: this replaces a callback set with
+/// `botspace_service_set_log_callback`, and that one replaces this. A
+/// NULL `callback` removes it (`output` may then be NULL). `user_data` is
+/// passed back unchanged and must stay valid until the callback is
+/// replaced or removed, or the service freed. Thread-safe.
+///
+/// # Safety
+/// `service` must be a live handle; `output`, unless `callback` is NULL,
+/// must point at a readable `botspace_output`; `callback` must be safe to
+/// call from any thread with `user_data`.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_service_set_output_callback(
+    service: *const botspace_service,
+    output: *const botspace_output,
+    callback: botspace_output_callback,
+    user_data: *mut c_void,
+) -> botspace_status {
+    /// The host's pointer; the host promises it may be used from any thread.
+    #[derive(Clone, Copy)]
+    struct UserData(*mut c_void);
+    unsafe impl Send for UserData {}
+    unsafe impl Sync for UserData {}
+    impl UserData {
+        fn get(self) -> *mut c_void {
+            self.0
+        }
+    }
+    ffi_boundary!({
+        non_null!(service, "service");
+        // SAFETY: a live handle.
+        let svc = unsafe { &(*service).svc };
+        let Some(cb) = callback else {
+            svc.set_log_hook(None);
+            return botspace_status::Ok;
+        };
+        // SAFETY: as documented above.
+        let out = match unsafe { rule(output) } {
+            Ok(o) => o,
+            Err(s) => return s,
+        };
+        let ud = UserData(user_data);
+        svc.set_log_hook(Some(Arc::new(move |ev: &botspace::log::Event| {
+            let unix_ms =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+            if let Some(p) = out.event(ev, unix_ms) {
+                // SAFETY: the host's callback, with bytes valid for the call.
+                unsafe { cb(ud.get(), p.stream.into(), p.bytes.as_ptr(), p.bytes.len()) };
+            }
+        })));
+        botspace_status::Ok
+    })
+}
+
+/// A server's start-up lines once its ports are bound
+/// (`botspace_startup_new`), handed out one at a time by
+/// `botspace_startup_next_line`, and the URLs its demo is given
+/// (`botspace_startup_base_urls`). Released by `botspace_startup_free`.
+/// Not thread-safe: one thread at a time.
+pub struct botspace_startup {
+    lines: Vec<Line>,
+    next: usize,
+    base: String,
+    admin_base: String,
+}
+
+/// A socket address as `getsockname(2)` gives it (`struct sockaddr_in` or
+/// `struct sockaddr_in6`, `len` bytes): passed as the bytes the host
+/// already has, so it formats nothing and the wildcard test is made on the
+/// address itself, not on one of its spellings.
+///
+/// # Safety
+/// `addr` must point at `len` readable bytes (NULL with 0 is refused).
+#[cfg(unix)]
+unsafe fn socket_addr(addr: *const c_void, len: usize, name: &str) -> Result<SocketAddr, botspace_status> {
+    use std::mem::size_of;
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
+    // SAFETY: as documented above.
+    let b = unsafe { input(addr.cast::<u8>(), len, name) }?;
+    let bad = |what: String| Err(fail(botspace_status::InvalidArgument, format!("argument `{name}`: {what}")));
+    if b.len() < size_of::<libc::sockaddr>() {
+        return bad(format!("{} bytes are no socket address", b.len()));
+    }
+    // SAFETY: at least a sockaddr's bytes; read unaligned (the host's
+    // buffer may be any bytes).
+    let family = i32::from(unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<libc::sockaddr>()) }.sa_family);
+    match family {
+        libc::AF_INET if b.len() >= size_of::<libc::sockaddr_in>() => {
+            // SAFETY: a sockaddr_in's bytes, read unaligned.
+            let a = unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<libc::sockaddr_in>()) };
+            let ip = Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
+            Ok(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(a.sin_port))))
+        }
+        libc::AF_INET6 if b.len() >= size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: a sockaddr_in6's bytes, read unaligned.
+            let a = unsafe { std::ptr::read_unaligned(b.as_ptr().cast::<libc::sockaddr_in6>()) };
+            let ip = Ipv6Addr::from(a.sin6_addr.s6_addr);
+            Ok(SocketAddr::V6(SocketAddrV6::new(
+                ip,
+                u16::from_be(a.sin6_port),
+                u32::from_be(a.sin6_flowinfo),
+                a.sin6_scope_id,
+            )))
+        }
+        f => bad(format!("family {f} in {} bytes is not an IPv4 or IPv6 socket address", b.len())),
+    }
+}
+
+#[cfg(not(unix))]
+unsafe fn socket_addr(_addr: *const c_void, _len: usize, name: &str) -> Result<SocketAddr, botspace_status> {
+    Err(fail(botspace_status::InvalidArgument, format!("argument `{name}`: socket addresses are read on POSIX only")))
+}
+
+/// Makes the start-up lines of a server whose public listener is bound at
+/// `public_addr` and, unless `admin_addr` is NULL with a length of 0, its
+/// admin listener (`--admin-addr`) at `admin_addr`: each a `struct
+/// sockaddr_in` or `sockaddr_in6` as `getsockname(2)` wrote it, with its
+/// length. `generated_secret[0..generated_secret_len]` is the admin
+/// secret the server generated (`botspace_server_options_open_service`
+/// gave it); NULL with 0 when one was given, which is never printed.
+/// `manual_clock`: `--manual-clock`. The lines, in order: `botspace
+/// listening on http://HOST:PORT`, `botspace admin listening on
+/// http://HOST:PORT`, the `admin secret: …` block, `clock: manual (moves
+/// only through /admin/advanceClock)`. `InvalidArgument` for bytes that
+/// are no IPv4 or IPv6 socket address. Release it with
+/// `botspace_startup_free`.
+///
+/// # Safety
+/// Each input must point at its length's readable bytes (NULL with a
+/// length of 0 is empty; an empty `public_addr` is refused);
+/// `out_startup` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_startup_new(
+    public_addr: *const c_void,
+    public_addr_len: usize,
+    admin_addr: *const c_void,
+    admin_addr_len: usize,
+    generated_secret: *const c_char,
+    generated_secret_len: usize,
+    manual_clock: bool,
+    out_startup: *mut *mut botspace_startup,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_startup, "out_startup");
+        // SAFETY: as documented above.
+        let public = match unsafe { socket_addr(public_addr, public_addr_len, "public_addr") } {
+            Ok(a) => a,
+            Err(s) => return s,
+        };
+        let admin = if admin_addr_len == 0 {
+            None
+        } else {
+            // SAFETY: as documented above.
+            match unsafe { socket_addr(admin_addr, admin_addr_len, "admin_addr") } {
+                Ok(a) => Some(a),
+                Err(s) => return s,
+            }
+        };
+        // SAFETY: as documented above.
+        let secret = match unsafe { input(generated_secret.cast::<u8>(), generated_secret_len, "generated_secret") } {
+            Ok(b) => String::from_utf8_lossy(b),
+            Err(s) => return s,
+        };
+        let secret = (!secret.is_empty()).then_some(&*secret);
+        let s = botspace::policy::options::startup(public, admin, secret, manual_clock);
+        let handle = botspace_startup { lines: s.lines, next: 0, base: s.base, admin_base: s.admin_base };
+        // SAFETY: checked non-NULL above.
+        unsafe { *out_startup = Box::into_raw(Box::new(handle)) };
+        botspace_status::Ok
+    })
+}
+
+/// The next start-up line `*output` prints, rendered at `unix_ms` (the
+/// host's wall clock), to write to `*out_stream`: lines its threshold
+/// drops are passed over; `{NULL, 0}` when no line is left. Free
+/// `out_line` with `botspace_bytes_free`.
+///
+/// # Safety
+/// `startup` must be a live handle used by this thread only; `output` must
+/// point at a readable `botspace_output`; both outputs must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_startup_next_line(
+    startup: *mut botspace_startup,
+    output: *const botspace_output,
+    unix_ms: u64,
+    out_stream: *mut botspace_stream,
+    out_line: *mut botspace_bytes,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_stream, "out_stream");
+        non_null!(out_line, "out_line");
+        // SAFETY: the caller passes a live handle used by this thread only.
+        let Some(st) = (unsafe { startup.as_mut() }) else {
+            return fail(botspace_status::NullArgument, "argument `startup` is NULL");
+        };
+        // SAFETY: as documented above.
+        let out = match unsafe { rule(output) } {
+            Ok(o) => o,
+            Err(s) => return s,
+        };
+        let mut print = None;
+        while print.is_none() && st.next < st.lines.len() {
+            print = out.line(&st.lines[st.next], unix_ms);
+            st.next += 1;
+        }
+        // SAFETY: both checked non-NULL above.
+        unsafe { put(print, Stream::Stdout, out_stream, out_line) };
+        botspace_status::Ok
+    })
+}
+
+/// Writes the demo's URLs (for `botspace_service_demo_start`):
+/// `*out_base`, `http://HOST:PORT` a local client reaches the public
+/// listener at (a wildcard address, `0.0.0.0` or `[::]`, becomes the
+/// loopback one), and `*out_admin_base`, where `/admin/` is served (the
+/// admin listener's, else the same). Free both with `botspace_bytes_free`.
+///
+/// # Safety
+/// `startup` must be a live handle used by this thread only; both outputs
+/// must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_startup_base_urls(
+    startup: *const botspace_startup,
+    out_base: *mut botspace_bytes,
+    out_admin_base: *mut botspace_bytes,
+) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_base, "out_base");
+        non_null!(out_admin_base, "out_admin_base");
+        // SAFETY: the caller passes a live handle used by this thread only.
+        let Some(st) = (unsafe { startup.as_ref() }) else {
+            return fail(botspace_status::NullArgument, "argument `startup` is NULL");
+        };
+        // SAFETY: both checked non-NULL above.
+        unsafe {
+            out_base.write(botspace_bytes::from_vec(st.base.clone().into_bytes()));
+            out_admin_base.write(botspace_bytes::from_vec(st.admin_base.clone().into_bytes()));
+        }
+        botspace_status::Ok
+    })
+}
+
+/// Releases a start-up handle and sets `*startup` to NULL; accepts NULL and
+/// a pointer to NULL.
+///
+/// # Safety
+/// `*startup` must be NULL or a handle from `botspace_startup_new` not
+/// released through another copy of the pointer.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_startup_free(startup: *mut *mut botspace_startup) {
+    ffi_boundary!(on_panic = (); {
+        if startup.is_null() {
+            return;
+        }
+        // SAFETY: non-NULL pointer to a handle pointer.
+        let p = unsafe { std::ptr::replace(startup, std::ptr::null_mut()) };
+        if !p.is_null() {
+            // SAFETY: p came from Box::into_raw in botspace_startup_new.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn take(b: &mut botspace_bytes) -> String {
+        let s = if b.len == 0 {
+            String::new()
+        } else {
+            // SAFETY: bytes the library wrote.
+            String::from_utf8(unsafe { std::slice::from_raw_parts(b.ptr, b.len) }.to_vec()).unwrap()
+        };
+        // SAFETY: the library's bytes.
+        unsafe { super::super::botspace_bytes_free(b) };
+        s
+    }
+
+    fn v4(ip: [u8; 4], port: u16) -> libc::sockaddr_in {
+        // SAFETY: all-zero is a valid sockaddr_in.
+        let mut a: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        a.sin_family = libc::AF_INET as libc::sa_family_t;
+        a.sin_port = port.to_be();
+        a.sin_addr.s_addr = u32::from_be_bytes(ip).to_be();
+        a
+    }
+
+    fn v6(ip: std::net::Ipv6Addr, port: u16) -> libc::sockaddr_in6 {
+        // SAFETY: all-zero is a valid sockaddr_in6.
+        let mut a: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+        a.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+        a.sin6_port = port.to_be();
+        a.sin6_addr.s6_addr = ip.octets();
+        a
+    }
+
+    #[test]
+    fn a_line_its_stream_and_bytes_or_nothing() {
+        let out = botspace_output { threshold: 1, json: false };
+        let (mut stream, mut line) = (botspace_stream::Stdout, botspace_bytes::EMPTY);
+        // SAFETY: valid pointers and lengths.
+        let st = unsafe { botspace_output_log(&out, 0, c"bad".as_ptr(), 3, 0, &mut stream, &mut line) };
+        assert_eq!((st, stream, take(&mut line)), (botspace_status::Ok, botspace_stream::Stderr, "bad\n".into()));
+        // SAFETY: valid pointers and lengths.
+        let st = unsafe { botspace_output_log(&out, 2, c"ready".as_ptr(), 5, 0, &mut stream, &mut line) };
+        assert_eq!((st, line.len, line.ptr.is_null()), (botspace_status::Ok, 0, true), "below the threshold");
+        let json = botspace_output { threshold: 3, json: true };
+        // SAFETY: valid pointers and lengths.
+        let st = unsafe {
+            botspace_output_block(&json, c"demo".as_ptr(), 4, c"a\nb\n".as_ptr(), 4, 1, &mut stream, &mut line)
+        };
+        assert_eq!(st, botspace_status::Ok);
+        assert_eq!(
+            (stream, take(&mut line)),
+            (
+                botspace_stream::Stdout,
+                "{\"ts\":\"1970-01-01T00:00:00.001Z\",\"level\":\"info\",\"msg\":\"demo\",\"lines\":[\"a\",\"b\"]}\n"
+                    .into()
+            )
+        );
+        let bad = botspace_output { threshold: 4, json: false };
+        // SAFETY: valid pointers.
+        let st = unsafe { botspace_output_log(&bad, 0, std::ptr::null(), 0, 0, &mut stream, &mut line) };
+        assert_eq!((st, line.len), (botspace_status::InvalidArgument, 0));
+        // SAFETY: valid pointers.
+        let st = unsafe { botspace_output_log(&out, -1, std::ptr::null(), 0, 0, &mut stream, &mut line) };
+        assert_eq!(st, botspace_status::InvalidArgument);
+        // SAFETY: NULL output.
+        let st = unsafe { botspace_output_log(std::ptr::null(), 0, std::ptr::null(), 0, 0, &mut stream, &mut line) };
+        assert_eq!(st, botspace_status::NullArgument);
+        let mut made = botspace_output { threshold: -7, json: false };
+        // SAFETY: valid pointers and lengths.
+        let st = unsafe { botspace_output_from_setting(true, c"WARN".as_ptr(), 4, &mut made) };
+        assert_eq!((st, made), (botspace_status::Ok, botspace_output { threshold: 1, json: true }));
+        // SAFETY: NULL is unset.
+        let st = unsafe { botspace_output_from_setting(false, std::ptr::null(), 0, &mut made) };
+        assert_eq!((st, made), (botspace_status::Ok, botspace_output { threshold: 2, json: false }));
+    }
+
+    #[test]
+    fn startup_lines_from_socket_addresses() {
+        let public = v4([0, 0, 0, 0], 8080);
+        let admin = v6(std::net::Ipv6Addr::UNSPECIFIED, 8081);
+        let secret = "ab12";
+        let mut st = std::ptr::null_mut();
+        // SAFETY: valid pointers and lengths.
+        let status = unsafe {
+            botspace_startup_new(
+                (&public as *const libc::sockaddr_in).cast(),
+                std::mem::size_of_val(&public),
+                (&admin as *const libc::sockaddr_in6).cast(),
+                std::mem::size_of_val(&admin),
+                secret.as_ptr().cast(),
+                secret.len(),
+                true,
+                &mut st,
+            )
+        };
+        assert_eq!(status, botspace_status::Ok);
+        // Warnings only: the info lines are passed over, the block is not.
+        let out = botspace_output { threshold: 1, json: false };
+        let (mut stream, mut line) = (botspace_stream::Stderr, botspace_bytes::EMPTY);
+        let mut next = || {
+            // SAFETY: a live handle, valid outputs.
+            let s = unsafe { botspace_startup_next_line(st, &out, 0, &mut stream, &mut line) };
+            assert_eq!(s, botspace_status::Ok);
+            (stream, take(&mut line))
+        };
+        assert_eq!(next(), (botspace_stream::Stdout, "admin secret: ab12\n".into()));
+        assert_eq!(next().1, "", "no line is left");
+        let (mut base, mut admin_base) = (botspace_bytes::EMPTY, botspace_bytes::EMPTY);
+        // SAFETY: a live handle, valid outputs.
+        assert_eq!(unsafe { botspace_startup_base_urls(st, &mut base, &mut admin_base) }, botspace_status::Ok);
+        assert_eq!(
+            (take(&mut base), take(&mut admin_base)),
+            ("http://127.0.0.1:8080".into(), "http://[::1]:8081".into())
+        );
+        // SAFETY: the handle made above; a second free does nothing.
+        unsafe {
+            botspace_startup_free(&mut st);
+            botspace_startup_free(&mut st);
+        }
+        assert!(st.is_null());
+        // A short address, another family.
+        let mut st = std::ptr::null_mut();
+        // SAFETY: valid pointers and lengths.
+        let status = unsafe {
+            botspace_startup_new(
+                (&public as *const libc::sockaddr_in).cast(),
+                3,
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+                0,
+                false,
+                &mut st,
+            )
+        };
+        assert_eq!((status, st.is_null()), (botspace_status::InvalidArgument, true));
+        let mut unix = public;
+        unix.sin_family = libc::AF_UNIX as libc::sa_family_t;
+        // SAFETY: valid pointers and lengths.
+        let status = unsafe {
+            botspace_startup_new(
+                (&unix as *const libc::sockaddr_in).cast(),
+                std::mem::size_of_val(&unix),
+                std::ptr::null(),
+                0,
+                std::ptr::null(),
+                0,
+                false,
+                &mut st,
+            )
+        };
+        assert_eq!((status, st.is_null()), (botspace_status::InvalidArgument, true));
+    }
+}
