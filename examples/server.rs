@@ -26,7 +26,7 @@
 //! the next is `botspace admin listening on http://HOST:PORT`; the startup
 //! output ends with the line `botspace ready`.
 
-use botspace::log::{Level, Output};
+use botspace::log::{self, Level, Output};
 use botspace::policy::options::{self, ServerOptions};
 use botspace::Service;
 use botspace_hyper::server::{self, fds, Options};
@@ -37,7 +37,7 @@ use std::sync::Arc;
 /// The options, their defaults, messages and usage are the library's (the
 /// C server takes the same).
 fn usage() -> String {
-    options::usage("server", "BOTSPACE_LOG, else RUST_LOG")
+    options::usage("server", log::LEVEL_SOURCE)
 }
 
 fn read_file(path: &str) -> Result<String, String> {
@@ -63,8 +63,8 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
             return 2;
         }
     };
-    let level = std::env::var("BOTSPACE_LOG").or_else(|_| std::env::var("RUST_LOG")).ok();
-    say::configure(Output::new(args.log_json, Level::from_setting(level.as_deref())));
+    // Where the level comes from is the library's rule, the C server's too.
+    say::configure(Output::from_env(args.log_json, &env));
     match start(&args) {
         Ok((svc, listeners)) => serve(svc, listeners, &args, args.max_connections(limit)),
         Err(e) => {
@@ -148,7 +148,7 @@ fn serve(svc: Arc<Service>, listeners: Listeners, args: &ServerOptions, max_conn
         idle_timeout: args.idle_timeout,
         reactor_threads,
     };
-    let ready = || say::log(Level::Info, "botspace ready");
+    let ready = || say::line(&options::ready_line());
     let left = match server::serve_then(app, listeners.public.0, listeners.admin.map(|(l, _)| l), opts, ready) {
         Ok(left) => left,
         Err(e) => {
@@ -160,13 +160,6 @@ fn serve(svc: Arc<Service>, listeners: Listeners, args: &ServerOptions, max_conn
     // and checkpoints its WAL.
     let closed = Arc::strong_count(&svc) == 1;
     drop(svc);
-    if closed && left == 0 {
-        say::log(Level::Info, "botspace stopped");
-    } else {
-        say::log(
-            Level::Info,
-            &format!("botspace stopped ({left} connections cut; every answered request was already committed)"),
-        );
-    }
+    say::line(&options::stopped_line((!closed || left > 0).then_some(left)));
     0
 }

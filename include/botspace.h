@@ -89,6 +89,23 @@
 #define BOTSPACE_WEBHOOK_MAX_ANSWER_BYTES (64 * 1024)
 
 /**
+ * `botspace_output_server_line`: `botspace ready`, once the server
+ * serves (its start-up output ends there).
+ */
+#define BOTSPACE_SERVER_LINE_READY 0
+
+/**
+ * `botspace_output_server_line`: `botspace stopping`, when a stop
+ * signal begins the drain.
+ */
+#define BOTSPACE_SERVER_LINE_STOPPING 1
+
+/**
+ * `botspace_output_server_line`: `botspace stopped`, the last line.
+ */
+#define BOTSPACE_SERVER_LINE_STOPPED 2
+
+/**
  * The result of every fallible call. The values are fixed and will never
  * change meaning; new values may be added. `botspace_status_message`
  * gives a static description and `botspace_last_error_message` the detail
@@ -2334,6 +2351,57 @@ enum botspace_status botspace_service_run_store_notifications(const struct botsp
  * readable bytes; `out_output` must be writable.
  */
 enum botspace_status botspace_output_from_setting(bool json, const char *level_setting, size_t level_setting_len, struct botspace_output *out_output);
+
+/**
+ * Fills `*out_output`: `json` as given (`--log-format json`), the
+ * threshold from the process's environment by the library's rule, the
+ * Rust server's too: `BOTSPACE_LOG` when set (even empty), else
+ * `RUST_LOG`, read as `botspace_log_level` reads a setting; neither set:
+ * info. Call it before starting threads that may change the environment.
+ *
+ * # Safety
+ * `out_output` must be writable.
+ */
+enum botspace_status botspace_output_from_env(bool json, struct botspace_output *out_output);
+
+/**
+ * One of a server's lines about its own life, the library's words (the
+ * Rust server prints the same): `which` is `BOTSPACE_SERVER_LINE_READY`,
+ * `_STOPPING` or `_STOPPED`; for `_STOPPED`, `cut` is how many
+ * connections the drain's end cut (0: none; then the line is `botspace
+ * stopped`, else `botspace stopped (N connections cut; every answered
+ * request was already committed)`), ignored for the others. Rendered as
+ * `botspace_output_log` renders an info line at `unix_ms`: `{NULL, 0}`
+ * when the threshold drops it. `InvalidArgument` for another `which`.
+ * Free `out_line` with `botspace_bytes_free`. Thread-safe.
+ *
+ * # Safety
+ * `output` must point at a readable `botspace_output`; both outputs must
+ * be writable.
+ */
+enum botspace_status botspace_output_server_line(const struct botspace_output *output, uint32_t which, uint64_t cut, uint64_t unix_ms, enum botspace_stream *out_stream, struct botspace_bytes *out_line);
+
+/**
+ * Registers `callback` as the process's printer of the library's `log`
+ * records: what it says outside any request and any service (a
+ * PostgreSQL store that went away, what a migration left while a
+ * service opens), rendered by `*output` (copied; JSON's `ts` from the
+ * system's wall clock) and given to `callback` only when the threshold
+ * lets it through, as `botspace_service_set_output_callback` gives a
+ * service's lines; only the library's records (not its dependencies').
+ * Set it before `botspace_service_open`, so a migration's lines are
+ * printed by it. Until one is set, or after NULL removes it (`output`
+ * may then be NULL), warnings and errors are text lines on stderr.
+ * `user_data` is passed back unchanged and must stay valid until the
+ * callback is replaced or removed. The callback may be called on any
+ * thread, several at once; it must be quick (one write). Thread-safe.
+ *
+ * # Safety
+ * `output`, unless `callback` is NULL, must point at a readable
+ * `botspace_output`; `callback` must be safe to call from any thread
+ * with `user_data`.
+ */
+enum botspace_status botspace_output_set_records_callback(const struct botspace_output *output, botspace_output_callback callback, void *user_data);
 
 /**
  * One operator line at `level` (0 error … 3 debug) saying

@@ -60,6 +60,22 @@ impl Level {
     }
 }
 
+/// Where a server's level setting comes from, strongest first: the first
+/// variable that is set is read, even empty ([`level_setting`]).
+/// `RUST_LOG` is the fallback every Rust program's operator knows.
+pub const LEVEL_VARIABLES: [&str; 2] = ["BOTSPACE_LOG", "RUST_LOG"];
+
+/// [`LEVEL_VARIABLES`] as the servers' usage names them.
+pub const LEVEL_SOURCE: &str = "BOTSPACE_LOG, else RUST_LOG";
+
+/// A server's level setting from its environment (`env` reads one
+/// variable; `None`: unset): `BOTSPACE_LOG` when set, else `RUST_LOG`,
+/// else `None`. Both servers read it so, whatever language hosts them;
+/// [`Level::from_setting`] makes it a threshold.
+pub fn level_setting(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    LEVEL_VARIABLES.iter().find_map(|k| env(k))
+}
+
 /// `unix_ms` (milliseconds since 1970, UTC) as RFC 3339 with milliseconds
 /// and a `Z`: `2026-01-02T03:04:05.678Z`.
 pub fn timestamp(unix_ms: u64) -> String {
@@ -211,7 +227,7 @@ pub struct Print {
 /// `ts`) and returns the line to write, or `None` when nothing is printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Output {
-    /// The most detailed level printed (`BOTSPACE_LOG`, [`Level::from_setting`]).
+    /// The most detailed level printed ([`Output::from_env`]).
     pub threshold: Level,
     /// `--log-format json`: one JSON object a line ([`log_line`]); else the
     /// text lines as they are.
@@ -228,6 +244,12 @@ impl Output {
     /// `const`: a host may keep its output in a `static`.
     pub const fn new(json: bool, threshold: Level) -> Output {
         Output { threshold, json }
+    }
+
+    /// A server's output: `json` from `--log-format`, the threshold from
+    /// its environment ([`level_setting`], [`Level::from_setting`]).
+    pub fn from_env(json: bool, env: &dyn Fn(&str) -> Option<String>) -> Output {
+        Output::new(json, Level::from_setting(level_setting(env).as_deref()))
     }
 
     /// Whether a line at `level` is printed.
@@ -393,6 +415,27 @@ mod tests {
         assert_eq!(Level::from_setting(Some("botspace=debug")), Level::Info);
         assert_eq!(Level::from_number(0), Some(Level::Error));
         assert_eq!(Level::from_number(4), None);
+    }
+
+    #[test]
+    fn the_level_comes_from_botspace_log_else_rust_log() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        assert_eq!(level_setting(&env(&[])), None);
+        assert_eq!(level_setting(&env(&[("RUST_LOG", "debug")])).as_deref(), Some("debug"));
+        assert_eq!(level_setting(&env(&[("RUST_LOG", "debug"), ("BOTSPACE_LOG", "warn")])).as_deref(), Some("warn"));
+        // Set but empty is set: the default, not RUST_LOG's level.
+        assert_eq!(level_setting(&env(&[("RUST_LOG", "debug"), ("BOTSPACE_LOG", "")])).as_deref(), Some(""));
+        assert_eq!(Output::from_env(true, &env(&[("RUST_LOG", "error")])), Output::new(true, Level::Error));
+        assert_eq!(
+            Output::from_env(false, &env(&[("BOTSPACE_LOG", "Debug"), ("RUST_LOG", "error")])),
+            Output::new(false, Level::Debug)
+        );
+        assert_eq!(Output::from_env(false, &env(&[("BOTSPACE_LOG", "")])), Output::new(false, Level::Info));
+        assert_eq!(Output::from_env(false, &env(&[("RUST_LOG", "botspace=debug")])), Output::new(false, Level::Info));
+        assert_eq!(Output::from_env(false, &env(&[("BOTSPACE_LOG_FORMAT", "debug")])), Output::default());
+        assert_eq!(LEVEL_SOURCE, LEVEL_VARIABLES.join(", else "));
     }
 
     fn print(stream: Stream, bytes: &str) -> Option<Print> {

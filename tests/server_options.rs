@@ -49,6 +49,8 @@ servers! {
         the_operational_key_can_come_from_a_file_named_by_the_environment,
         with_log_format_json_every_line_is_json_and_no_secret_token_or_text_is_logged,
         with_log_format_json_a_start_error_is_a_json_line_on_stderr,
+        the_librarys_log_records_are_printed_as_the_servers_own_lines,
+        the_level_is_botspace_log_else_rust_log,
     ],
 }
 
@@ -1076,16 +1078,15 @@ fn with_log_format_json_a_start_error_is_a_json_line_on_stderr(bin: std::path::P
 }
 
 /// What the library logs through the `log` facade outside any request is
-/// printed by the Rust server as its own lines: here the migration that
+/// printed by each server as its own lines: here the migration that
 /// made bot handles unique, on a database whose bots shared one, names the
 /// bot left without it, and with `--log-format json` that is one JSON
 /// line on stderr, level warn.
-#[test]
-fn the_librarys_log_records_are_printed_as_the_servers_own_lines() {
+fn the_librarys_log_records_are_printed_as_the_servers_own_lines(bin: std::path::PathBuf) {
     let dir = temp_dir("library-log");
     let db = dir.join("bots.db");
     let db = db.to_str().unwrap();
-    let mut srv = Server::start_in_shell(&[], "true", &[], &example_binary(), &["--db", db]);
+    let mut srv = Server::start_in_shell(&[], "true", &[], &bin, &["--db", db]);
     let create = |handle: &str| {
         let r = srv.post(
             "/admin/createBot",
@@ -1111,7 +1112,7 @@ fn the_librarys_log_records_are_printed_as_the_servers_own_lines() {
             conn.execute("UPDATE bots SET handle = ?1, created_at = ?3 WHERE id = ?2", [h, id.as_str(), at]).unwrap();
         }
     }
-    let mut srv = Server::start_in_shell(&[], "true", &[], &example_binary(), &["--db", db, "--log-format", "json"]);
+    let mut srv = Server::start_in_shell(&[], "true", &[], &bin, &["--db", db, "--log-format", "json"]);
     // Stderr is read by a thread of the harness: wait for the line.
     let deadline = Instant::now() + Duration::from_secs(5);
     let warned = loop {
@@ -1137,4 +1138,79 @@ fn the_librarys_log_records_are_printed_as_the_servers_own_lines() {
     );
     assert!(srv.interrupt().success());
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The level is `BOTSPACE_LOG` when set, else `RUST_LOG`, in both servers
+/// (the library's rule): `BOTSPACE_LOG=info` beats `RUST_LOG=warn`, and
+/// with `RUST_LOG=warn` alone no info line is printed, not the start-up
+/// lines nor `botspace ready`/`stopping`/`stopped`, while the demo's
+/// block, printed whatever the level, is.
+fn the_level_is_botspace_log_else_rust_log(bin: std::path::PathBuf) {
+    let args = ["--addr", "127.0.0.1:0", "--db", ":memory:", "--admin-secret", SECRET];
+    let mut srv = Server::start_env(&bin, &[("BOTSPACE_LOG", "info"), ("RUST_LOG", "warn")], &args);
+    assert!(srv.interrupt().success());
+    let lines = srv.lines();
+    let said: Vec<&String> = lines.iter().filter(|l| l.starts_with("botspace ")).collect();
+    assert_eq!(said.len(), 4, "{lines:#?}");
+    assert_eq!(*said[0], format!("botspace listening on http://{}", srv.addr));
+    assert_eq!((said[1].as_str(), said[2].as_str()), ("botspace ready", "botspace stopping"));
+    assert!(said[3].starts_with("botspace stopped"), "{lines:#?}");
+
+    // RUST_LOG=warn alone: the server starts (the demo's export line shows
+    // it is bound and ready) and says nothing at info.
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let mut cmd = Command::new(&bin);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("BOTSPACE_") {
+            cmd.env_remove(k);
+        }
+    }
+    let mut child = cmd
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut err = child.stderr.take().unwrap();
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let mut out = Vec::new();
+    while !out.iter().any(|l: &String| l.starts_with("export ")) {
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(l) => out.push(l),
+            Err(e) => {
+                let _ = child.kill();
+                panic!("no export line ({e}): {out:#?}");
+            }
+        }
+    }
+    let st = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(st.success());
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "no exit after SIGINT");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    reader.join().unwrap();
+    out.extend(rx.try_iter());
+    let err = err.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(!out.iter().any(|l| l.starts_with("botspace ")), "info lines under RUST_LOG=warn: {out:#?}");
+    assert_eq!(err, "", "nothing went wrong");
 }

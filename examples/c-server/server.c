@@ -102,7 +102,7 @@ static uint64_t mono_ms(void) {
  * (botspace_output_*, the Rust server's rule too); this writes them. Every
  * line is flushed (the test harness reads through a pipe). */
 enum { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2 };
-static botspace_output output = {LOG_INFO, false}; /* --log-format, BOTSPACE_LOG */
+static botspace_output output = {LOG_INFO, false}; /* --log-format, the level (botspace_output_from_env) */
 
 /* The wall clock of a JSON line's `ts`. */
 static uint64_t wall_ms(void) {
@@ -137,10 +137,18 @@ static void log_at(int level, const char *fmt, ...) {
         write_line(stream, &line);
 }
 
-#define say(...) log_at(LOG_INFO, __VA_ARGS__)
+/* One of the library's lines about the server's life
+ * (BOTSPACE_SERVER_LINE_READY, _STOPPING, _STOPPED), the Rust server's too. */
+static void say_server_line(uint32_t which) {
+    botspace_stream stream;
+    botspace_bytes line = {NULL, 0};
+    if (botspace_output_server_line(&output, which, 0, wall_ms(), &stream, &line) == BOTSPACE_STATUS_OK)
+        write_line(stream, &line);
+}
 
 /* The library's own operator lines (evictions, 408s, slow-consumer closes,
- * token rotations), rendered and filtered by the same rule. */
+ * token rotations) and its log records (a database that went away, a
+ * migration's leftovers), rendered and filtered by the same rule. */
 static void on_library_line(void *ud, botspace_stream stream, const uint8_t *line, size_t len) {
     (void)ud;
     write_to(stream, line, len);
@@ -1152,7 +1160,7 @@ static void begin_stop(loop_t *L, uint64_t mono) {
     botspace_service_begin_shutdown(svc); /* /readyz: 503 shutting_down */
     L->stopping = 1;
     L->stop_deadline = mono + policy.drain_ms;
-    say("botspace stopping");
+    say_server_line(BOTSPACE_SERVER_LINE_STOPPING);
     close(L->lfd);
     L->lfd = -1;
     if (L->afd >= 0) close(L->afd);
@@ -1632,8 +1640,10 @@ int main(int argc, char **argv) {
         rl.rlim_cur = (rlim_t)policy.fallback_file_limit;
     }
     botspace_server_options_settings(opts, rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur, &settings);
-    const char *level = getenv("BOTSPACE_LOG");
-    botspace_output_from_setting(settings.log_json, level, level ? strlen(level) : 0, &output);
+    /* The level's variables are the library's rule, the Rust server's too. */
+    botspace_output_from_env(settings.log_json, &output);
+    /* Before the service opens: a migration's lines are printed as ours. */
+    botspace_output_set_records_callback(&output, on_library_line, NULL);
     spare_reopen();
     botspace_bytes secret = {NULL, 0};
     int opened = open_wake_pipe() == 0;
@@ -1670,12 +1680,12 @@ int main(int argc, char **argv) {
         botspace_server_options_free(&opts);
         return 1;
     }
-    say("botspace ready");
+    say_server_line(BOTSPACE_SERVER_LINE_READY);
     botspace_service_set_wake_callback(svc, on_wake, NULL);
     start_notify_loop();
     while (loop_turn(&L) == 0) {
     }
     shut_down(&L);
-    say("botspace stopped");
+    say_server_line(BOTSPACE_SERVER_LINE_STOPPED);
     return 0;
 }

@@ -419,6 +419,30 @@ pub fn startup(
     Startup { lines, base, admin_base }
 }
 
+/// The line a server prints once it serves: its start-up output ends here
+/// (scripts and tests wait for `^botspace ready`).
+pub fn ready_line() -> Line {
+    Line::Log(Level::Info, "botspace ready".into())
+}
+
+/// The line a server prints when a stop signal begins its drain.
+pub fn stopping_line() -> Line {
+    Line::Log(Level::Info, "botspace stopping".into())
+}
+
+/// The line a server prints last, after its drain. `cut`: `None` when
+/// every connection ended and the service was closed; else how many
+/// connections the drain's end cut (`Some(0)`: none, but the service was
+/// still held), so the operator knows that nothing committed was lost
+/// and that some clients saw their connection close.
+pub fn stopped_line(cut: Option<usize>) -> Line {
+    let msg = match cut {
+        None => "botspace stopped".to_string(),
+        Some(n) => format!("botspace stopped ({n} connections cut; every answered request was already committed)"),
+    };
+    Line::Log(Level::Info, msg)
+}
+
 /// An address a local client can connect to: a wildcard bind (`0.0.0.0`,
 /// `[::]`) becomes the loopback address of its family, same port; any
 /// other address is itself.
@@ -613,6 +637,32 @@ mod tests {
         );
         // The lines say what is bound; the URLs are what a local client reaches.
         assert_eq!((st.base.as_str(), st.admin_base.as_str()), ("http://127.0.0.1:8080", "http://[::1]:8081"));
+    }
+
+    #[test]
+    fn the_lifecycle_lines_are_info_lines_with_fixed_text() {
+        let info = |s: &str| Line::Log(Level::Info, s.to_string());
+        assert_eq!(ready_line(), info("botspace ready"));
+        assert_eq!(stopping_line(), info("botspace stopping"));
+        assert_eq!(stopped_line(None), info("botspace stopped"));
+        assert_eq!(
+            stopped_line(Some(3)),
+            info("botspace stopped (3 connections cut; every answered request was already committed)")
+        );
+        assert_eq!(
+            stopped_line(Some(0)),
+            info("botspace stopped (0 connections cut; every answered request was already committed)")
+        );
+        // As printed: the bytes, on stdout; nothing under a warn threshold.
+        let out = crate::log::Output::new(false, Level::Info);
+        let ready = out.line(&ready_line(), 0).unwrap();
+        assert_eq!((ready.stream, ready.bytes), (crate::log::Stream::Stdout, b"botspace ready\n".to_vec()));
+        let json = crate::log::Output::new(true, Level::Info).line(&stopped_line(None), 1_000).unwrap();
+        assert_eq!(
+            String::from_utf8(json.bytes).unwrap(),
+            "{\"ts\":\"1970-01-01T00:00:01.000Z\",\"level\":\"info\",\"msg\":\"botspace stopped\"}\n"
+        );
+        assert_eq!(crate::log::Output::new(false, Level::Warn).line(&stopping_line(), 0), None);
     }
 
     #[test]

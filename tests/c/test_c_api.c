@@ -3299,6 +3299,71 @@ static void test_output(void) {
     CHECK(botspace_service_set_output_callback(s, NULL, NULL, NULL) == BOTSPACE_STATUS_OK, "set_output_callback: NULL removes");
     CHECK(botspace_service_note_connection_evicted(s) == BOTSPACE_STATUS_OK && last_out.calls == 2, "no output callback: no line");
     botspace_service_free(&s);
+
+    /* the level from the environment: BOTSPACE_LOG when set, else RUST_LOG */
+    char *saved[2] = {NULL, NULL};
+    static const char *const vars[2] = {"BOTSPACE_LOG", "RUST_LOG"};
+    for (int i = 0; i < 2; i++) {
+        const char *v = getenv(vars[i]);
+        saved[i] = v ? strdup(v) : NULL;
+    }
+    unsetenv("BOTSPACE_LOG");
+    unsetenv("RUST_LOG");
+    out.threshold = -7;
+    CHECK(botspace_output_from_env(true, &out) == BOTSPACE_STATUS_OK && out.threshold == 2 && out.json,
+          "output_from_env: neither set is info");
+    setenv("RUST_LOG", "debug", 1);
+    CHECK(botspace_output_from_env(false, &out) == BOTSPACE_STATUS_OK && out.threshold == 3 && !out.json,
+          "output_from_env: RUST_LOG=debug alone");
+    setenv("BOTSPACE_LOG", "warn", 1);
+    CHECK(botspace_output_from_env(false, &out) == BOTSPACE_STATUS_OK && out.threshold == 1,
+          "output_from_env: BOTSPACE_LOG=warn beats RUST_LOG=debug");
+    setenv("BOTSPACE_LOG", "", 1);
+    CHECK(botspace_output_from_env(false, &out) == BOTSPACE_STATUS_OK && out.threshold == 2,
+          "output_from_env: an empty BOTSPACE_LOG is set: info, not RUST_LOG's debug");
+    CHECK(botspace_output_from_env(false, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "output_from_env: NULL out");
+    for (int i = 0; i < 2; i++) {
+        if (saved[i]) setenv(vars[i], saved[i], 1);
+        else unsetenv(vars[i]);
+        free(saved[i]);
+    }
+
+    /* a server's lines about its own life */
+    CHECK(botspace_output_server_line(&info, BOTSPACE_SERVER_LINE_READY, 0, 0, &stream, &line) == BOTSPACE_STATUS_OK &&
+              stream == BOTSPACE_STREAM_STDOUT && take_eq(&line, "botspace ready\n"),
+          "server_line: ready");
+    CHECK(botspace_output_server_line(&info, BOTSPACE_SERVER_LINE_STOPPING, 0, 0, &stream, &line) == BOTSPACE_STATUS_OK &&
+              take_eq(&line, "botspace stopping\n"),
+          "server_line: stopping");
+    CHECK(botspace_output_server_line(&info, BOTSPACE_SERVER_LINE_STOPPED, 0, 0, &stream, &line) == BOTSPACE_STATUS_OK &&
+              take_eq(&line, "botspace stopped\n"),
+          "server_line: stopped");
+    CHECK(botspace_output_server_line(&info, BOTSPACE_SERVER_LINE_STOPPED, 4, 0, &stream, &line) == BOTSPACE_STATUS_OK &&
+              take_eq(&line, "botspace stopped (4 connections cut; every answered request was already committed)\n"),
+          "server_line: stopped with connections cut");
+    CHECK(botspace_output_server_line(&json, BOTSPACE_SERVER_LINE_READY, 0, 1000, &stream, &line) == BOTSPACE_STATUS_OK &&
+              stream == BOTSPACE_STREAM_STDOUT &&
+              take_eq(&line, "{\"ts\":\"1970-01-01T00:00:01.000Z\",\"level\":\"info\",\"msg\":\"botspace ready\"}\n"),
+          "server_line: ready in JSON");
+    CHECK(botspace_output_server_line(&warn, BOTSPACE_SERVER_LINE_READY, 0, 0, &stream, &line) == BOTSPACE_STATUS_OK &&
+              line.ptr == NULL && line.len == 0,
+          "server_line: an info line under a warn threshold is nothing");
+    CHECK(botspace_output_server_line(&info, 3, 0, 0, &stream, &line) == BOTSPACE_STATUS_INVALID_ARGUMENT &&
+              strstr(last_error(), "server line 3 is not 0 to 2") != NULL,
+          "server_line: 3 is INVALID_ARGUMENT");
+    CHECK(botspace_output_server_line(&bad, BOTSPACE_SERVER_LINE_READY, 0, 0, &stream, &line) == BOTSPACE_STATUS_INVALID_ARGUMENT,
+          "server_line: threshold 4");
+    CHECK(botspace_output_server_line(&info, BOTSPACE_SERVER_LINE_READY, 0, 0, &stream, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "server_line: NULL out_line");
+
+    /* the library's log records: the host's output and callback, checked */
+    CHECK(botspace_output_set_records_callback(NULL, on_output, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "set_records_callback: NULL output with a callback");
+    CHECK(botspace_output_set_records_callback(&bad, on_output, NULL) == BOTSPACE_STATUS_INVALID_ARGUMENT,
+          "set_records_callback: threshold 4");
+    CHECK(botspace_output_set_records_callback(&json, on_output, NULL) == BOTSPACE_STATUS_OK && last_out.calls == 2,
+          "set_records_callback: set, nothing said yet");
+    CHECK(botspace_output_set_records_callback(NULL, NULL, NULL) == BOTSPACE_STATUS_OK, "set_records_callback: NULL removes");
 }
 
 int main(int argc, char **argv) {

@@ -469,7 +469,7 @@ pub unsafe extern "C" fn botspace_service_open(
             Err(e) => return fail(botspace_status::InvalidConfig, e.to_string()),
         };
         // Before opening: migrations may have something to say.
-        StderrLog::install();
+        output::install_record_logger();
         let svc = match Service::open(config) {
             Ok(s) => s,
             Err(e @ OpenError::Config(_)) => return fail(botspace_status::InvalidConfig, e.to_string()),
@@ -480,39 +480,6 @@ pub unsafe extern "C" fn botspace_service_open(
         unsafe { *out_service = Box::into_raw(handle) };
         botspace_status::Ok
     })
-}
-
-/// The library's warnings and errors from outside any request (a
-/// PostgreSQL store that went away, a migration's leftovers), as plain
-/// lines on stderr: a C host has no Rust logger to hand them to.
-struct StderrLog;
-
-impl StderrLog {
-    /// Installs it unless a logger is installed already.
-    fn install() {
-        static ONCE: std::sync::Once = std::sync::Once::new();
-        ONCE.call_once(|| {
-            if log::set_logger(&StderrLog).is_ok() {
-                log::set_max_level(log::LevelFilter::Warn);
-            }
-        });
-    }
-}
-
-impl log::Log for StderrLog {
-    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
-        m.target().starts_with("botspace") && m.level() <= log::Level::Warn
-    }
-
-    fn log(&self, record: &log::Record<'_>) {
-        if self.enabled(record.metadata()) {
-            use std::io::Write as _;
-            // A line is not worth a request: a failed write is dropped.
-            let _ = writeln!(std::io::stderr().lock(), "{}", record.args());
-        }
-    }
-
-    fn flush(&self) {}
 }
 
 /// Releases a service handle and sets `*service` to NULL. Accepts NULL and a
@@ -2933,7 +2900,9 @@ pub unsafe extern "C" fn botspace_server_options_parse(
             args.push(unsafe { std::ffi::CStr::from_ptr(a) }.to_string_lossy().into_owned());
         }
         use botspace::policy::options::{parse, usage, Parsed};
-        let usage = usage(&program, "BOTSPACE_LOG");
+        // Where the level comes from is the library's rule
+        // (`botspace_output_from_env`), the Rust server's too.
+        let usage = usage(&program, botspace::log::LEVEL_SOURCE);
         let (options, text, exit) = match parse(args, &|k| std::env::var(k).ok(), &read_file) {
             Ok(Parsed::Run(o)) => {
                 let handle = botspace_server_options {

@@ -78,6 +78,26 @@ unsafe fn put(print: Option<Print>, none: Stream, out_stream: *mut botspace_stre
     }
 }
 
+/// The host's pointer; the host promises it may be used from any thread.
+#[derive(Clone, Copy)]
+struct UserData(*mut c_void);
+// SAFETY: the host promises (`botspace_service_set_output_callback`,
+// `botspace_output_set_records_callback`) that its pointer may be used
+// from any thread.
+unsafe impl Send for UserData {}
+unsafe impl Sync for UserData {}
+impl UserData {
+    fn get(self) -> *mut c_void {
+        self.0
+    }
+}
+
+/// The wall clock of JSON's `ts` for the lines the library prints of its
+/// own (events, `log` records): no host call carries a clock there.
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
 /// Fills `*out_output`: `json` as given, the threshold the level setting
 /// `level_setting[0..level_setting_len]` names (the value of
 /// `BOTSPACE_LOG`; NULL for unset), read as `botspace_log_level` reads it.
@@ -106,6 +126,202 @@ pub unsafe extern "C" fn botspace_output_from_setting(
         let threshold = Level::from_setting(setting.as_deref()) as i32;
         // SAFETY: checked non-NULL above.
         unsafe { out_output.write(botspace_output { threshold, json }) };
+        botspace_status::Ok
+    })
+}
+
+/// Fills `*out_output`: `json` as given (`--log-format json`), the
+/// threshold from the process's environment by the library's rule, the
+/// Rust server's too: `BOTSPACE_LOG` when set (even empty), else
+/// `RUST_LOG`, read as `botspace_log_level` reads a setting; neither set:
+/// info. Call it before starting threads that may change the environment.
+///
+/// # Safety
+/// `out_output` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_output_from_env(json: bool, out_output: *mut botspace_output) -> botspace_status {
+    ffi_boundary!({
+        non_null!(out_output, "out_output");
+        let out = Output::from_env(json, &|k| std::env::var(k).ok());
+        // SAFETY: checked non-NULL above.
+        unsafe { out_output.write(botspace_output { threshold: out.threshold as i32, json: out.json }) };
+        botspace_status::Ok
+    })
+}
+
+/// `botspace_output_server_line`: `botspace ready`, once the server
+/// serves (its start-up output ends there).
+pub const BOTSPACE_SERVER_LINE_READY: u32 = 0;
+/// `botspace_output_server_line`: `botspace stopping`, when a stop
+/// signal begins the drain.
+pub const BOTSPACE_SERVER_LINE_STOPPING: u32 = 1;
+/// `botspace_output_server_line`: `botspace stopped`, the last line.
+pub const BOTSPACE_SERVER_LINE_STOPPED: u32 = 2;
+
+/// One of a server's lines about its own life, the library's words (the
+/// Rust server prints the same): `which` is `BOTSPACE_SERVER_LINE_READY`,
+/// `_STOPPING` or `_STOPPED`; for `_STOPPED`, `cut` is how many
+/// connections the drain's end cut (0: none; then the line is `botspace
+/// stopped`, else `botspace stopped (N connections cut; every answered
+/// request was already committed)`), ignored for the others. Rendered as
+/// `botspace_output_log` renders an info line at `unix_ms`: `{NULL, 0}`
+/// when the threshold drops it. `InvalidArgument` for another `which`.
+/// Free `out_line` with `botspace_bytes_free`. Thread-safe.
+///
+/// # Safety
+/// `output` must point at a readable `botspace_output`; both outputs must
+/// be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_output_server_line(
+    output: *const botspace_output,
+    which: u32,
+    cut: u64,
+    unix_ms: u64,
+    out_stream: *mut botspace_stream,
+    out_line: *mut botspace_bytes,
+) -> botspace_status {
+    use botspace::policy::options::{ready_line, stopped_line, stopping_line};
+    ffi_boundary!({
+        non_null!(out_stream, "out_stream");
+        non_null!(out_line, "out_line");
+        // SAFETY: as documented above.
+        let out = match unsafe { rule(output) } {
+            Ok(o) => o,
+            Err(s) => return s,
+        };
+        let line = match which {
+            BOTSPACE_SERVER_LINE_READY => ready_line(),
+            BOTSPACE_SERVER_LINE_STOPPING => stopping_line(),
+            BOTSPACE_SERVER_LINE_STOPPED => stopped_line((cut > 0).then(|| usize::try_from(cut).unwrap_or(usize::MAX))),
+            n => return fail(botspace_status::InvalidArgument, format!("server line {n} is not 0 to 2")),
+        };
+        // SAFETY: both checked non-NULL above.
+        unsafe { put(out.line(&line, unix_ms), Stream::Stdout, out_stream, out_line) };
+        botspace_status::Ok
+    })
+}
+
+/// Who prints the library's `log` records (what it says outside any
+/// request and outside any service: a PostgreSQL store that went away, a
+/// migration's leftovers while a service opens): the host's callback and
+/// its output, or, until a host sets one, warnings and errors as text
+/// lines on stderr.
+#[derive(Clone, Copy)]
+struct RecordPrinter {
+    out: Output,
+    callback: unsafe extern "C" fn(*mut c_void, botspace_stream, *const u8, usize),
+    user_data: UserData,
+}
+
+static RECORD_PRINTER: std::sync::RwLock<Option<RecordPrinter>> = std::sync::RwLock::new(None);
+
+/// Without a host's callback: what a C host got before it could set one
+/// (warnings and errors, text, on stderr), rendered by the same rule.
+const RECORDS_DEFAULT: Output = Output::new(false, Level::Warn);
+
+fn record_printer() -> Option<RecordPrinter> {
+    *RECORD_PRINTER.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The `log` facade's logger of the C ABI: a process has one, and a C
+/// host has no Rust logger to give, so the library installs this one;
+/// which records become which lines is `Output::record`, as in the Rust
+/// server.
+struct Records;
+
+impl Records {
+    /// Installs it unless a logger is installed already (by a Rust program
+    /// that links this library, whose logger then prints them); whether
+    /// this one is the process's.
+    fn install() -> bool {
+        static OURS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *OURS.get_or_init(|| {
+            let ours = log::set_logger(&Records).is_ok();
+            if ours {
+                log::set_max_level(record_printer().map_or(RECORDS_DEFAULT, |p| p.out).max_level());
+            }
+            ours
+        })
+    }
+}
+
+impl log::Log for Records {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        record_printer().map_or(RECORDS_DEFAULT, |p| p.out).admits_record(m)
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        // Copied out of the lock: the host's callback may set another.
+        match record_printer() {
+            Some(p) => {
+                if let Some(line) = p.out.record(record, wall_ms()) {
+                    // SAFETY: the host's callback, with bytes valid for the call.
+                    unsafe {
+                        (p.callback)(p.user_data.get(), line.stream.into(), line.bytes.as_ptr(), line.bytes.len())
+                    };
+                }
+            }
+            None => {
+                if let Some(line) = RECORDS_DEFAULT.record(record, wall_ms()) {
+                    use std::io::Write as _;
+                    // A line is not worth a request: a failed write is dropped.
+                    let _ = match line.stream {
+                        Stream::Stdout => std::io::stdout().lock().write_all(&line.bytes),
+                        Stream::Stderr => std::io::stderr().lock().write_all(&line.bytes),
+                    };
+                }
+            }
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// Installs the C ABI's `log` facade logger (`botspace_service_open` and
+/// `botspace_output_set_records_callback` do, before anything is logged).
+pub(crate) fn install_record_logger() {
+    let _ = Records::install();
+}
+
+/// Registers `callback` as the process's printer of the library's `log`
+/// records: what it says outside any request and any service (a
+/// PostgreSQL store that went away, what a migration left while a
+/// service opens), rendered by `*output` (copied; JSON's `ts` from the
+/// system's wall clock) and given to `callback` only when the threshold
+/// lets it through, as `botspace_service_set_output_callback` gives a
+/// service's lines; only the library's records (not its dependencies').
+/// Set it before `botspace_service_open`, so a migration's lines are
+/// printed by it. Until one is set, or after NULL removes it (`output`
+/// may then be NULL), warnings and errors are text lines on stderr.
+/// `user_data` is passed back unchanged and must stay valid until the
+/// callback is replaced or removed. The callback may be called on any
+/// thread, several at once; it must be quick (one write). Thread-safe.
+///
+/// # Safety
+/// `output`, unless `callback` is NULL, must point at a readable
+/// `botspace_output`; `callback` must be safe to call from any thread
+/// with `user_data`.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_output_set_records_callback(
+    output: *const botspace_output,
+    callback: botspace_output_callback,
+    user_data: *mut c_void,
+) -> botspace_status {
+    ffi_boundary!({
+        let printer = match callback {
+            None => None,
+            // SAFETY: as documented above.
+            Some(cb) => match unsafe { rule(output) } {
+                Ok(out) => Some(RecordPrinter { out, callback: cb, user_data: UserData(user_data) }),
+                Err(s) => return s,
+            },
+        };
+        *RECORD_PRINTER.write().unwrap_or_else(|e| e.into_inner()) = printer;
+        // Records the threshold drops are not even formatted; another
+        // program's logger keeps its own maximum.
+        if Records::install() {
+            log::set_max_level(printer.map_or(RECORDS_DEFAULT, |p| p.out).max_level());
+        }
         botspace_status::Ok
     })
 }
@@ -228,16 +444,6 @@ pub unsafe extern "C" fn botspace_service_set_output_callback(
     callback: botspace_output_callback,
     user_data: *mut c_void,
 ) -> botspace_status {
-    /// The host's pointer; the host promises it may be used from any thread.
-    #[derive(Clone, Copy)]
-    struct UserData(*mut c_void);
-    unsafe impl Send for UserData {}
-    unsafe impl Sync for UserData {}
-    impl UserData {
-        fn get(self) -> *mut c_void {
-            self.0
-        }
-    }
     ffi_boundary!({
         non_null!(service, "service");
         // SAFETY: a live handle.
@@ -253,9 +459,7 @@ pub unsafe extern "C" fn botspace_service_set_output_callback(
         };
         let ud = UserData(user_data);
         svc.set_log_hook(Some(Arc::new(move |ev: &botspace::log::Event| {
-            let unix_ms =
-                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-            if let Some(p) = out.event(ev, unix_ms) {
+            if let Some(p) = out.event(ev, wall_ms()) {
                 // SAFETY: the host's callback, with bytes valid for the call.
                 unsafe { cb(ud.get(), p.stream.into(), p.bytes.as_ptr(), p.bytes.len()) };
             }
@@ -548,6 +752,68 @@ mod tests {
         // SAFETY: NULL is unset.
         let st = unsafe { botspace_output_from_setting(false, std::ptr::null(), 0, &mut made) };
         assert_eq!((st, made), (botspace_status::Ok, botspace_output { threshold: 2, json: false }));
+    }
+
+    #[test]
+    fn the_server_lines_by_number() {
+        let info = botspace_output { threshold: 2, json: false };
+        let (mut stream, mut line) = (botspace_stream::Stderr, botspace_bytes::EMPTY);
+        let mut say = |out: &botspace_output, which: u32, cut: u64| {
+            // SAFETY: valid pointers.
+            let st = unsafe { botspace_output_server_line(out, which, cut, 0, &mut stream, &mut line) };
+            (st, stream, take(&mut line))
+        };
+        let ok = |s: &str| (botspace_status::Ok, botspace_stream::Stdout, s.to_string());
+        assert_eq!(say(&info, BOTSPACE_SERVER_LINE_READY, 9), ok("botspace ready\n"));
+        assert_eq!(say(&info, BOTSPACE_SERVER_LINE_STOPPING, 0), ok("botspace stopping\n"));
+        assert_eq!(say(&info, BOTSPACE_SERVER_LINE_STOPPED, 0), ok("botspace stopped\n"));
+        assert_eq!(
+            say(&info, BOTSPACE_SERVER_LINE_STOPPED, 2),
+            ok("botspace stopped (2 connections cut; every answered request was already committed)\n")
+        );
+        let warn = botspace_output { threshold: 1, json: false };
+        assert_eq!(say(&warn, BOTSPACE_SERVER_LINE_READY, 0), ok(""), "an info line under a warn threshold");
+        assert_eq!(say(&info, 3, 0).0, botspace_status::InvalidArgument);
+    }
+
+    /// What the records callback was given: (stream, line).
+    static RECORDED: std::sync::Mutex<Vec<(botspace_stream, String)>> = std::sync::Mutex::new(Vec::new());
+
+    unsafe extern "C" fn record(ud: *mut c_void, stream: botspace_stream, line: *const u8, len: usize) {
+        assert_eq!(ud as usize, 7, "the user data, unchanged");
+        // SAFETY: the library's bytes, valid for the call.
+        let line = String::from_utf8(unsafe { std::slice::from_raw_parts(line, len) }.to_vec()).unwrap();
+        RECORDED.lock().unwrap().push((stream, line));
+    }
+
+    #[test]
+    fn the_librarys_log_records_go_through_the_hosts_output() {
+        let json = botspace_output { threshold: 1, json: true };
+        // SAFETY: a valid output, a thread-safe callback.
+        let st = unsafe { botspace_output_set_records_callback(&json, Some(record), 7 as *mut c_void) };
+        assert_eq!(st, botspace_status::Ok);
+        log::warn!(target: "botspace::drift_test", "drift-test store went away");
+        log::info!(target: "botspace::drift_test", "drift-test below the threshold");
+        log::error!(target: "rustls", "drift-test another crate's");
+        let mine = |r: &Vec<(botspace_stream, String)>| {
+            r.iter().filter(|(_, l)| l.contains("drift-test")).cloned().collect::<Vec<_>>()
+        };
+        let got = mine(&RECORDED.lock().unwrap());
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].0, botspace_stream::Stderr);
+        // The JSON line, its `ts` (24 characters) from the wall clock.
+        let line = &got[0].1;
+        assert!(line.starts_with("{\"ts\":\"") && line.len() > 31 && line.as_bytes()[30] == b'Z', "{line}");
+        assert_eq!(&line[31..], "\",\"level\":\"warn\",\"msg\":\"drift-test store went away\"}\n");
+        let bad = botspace_output { threshold: 9, json: false };
+        // SAFETY: a valid output.
+        let st = unsafe { botspace_output_set_records_callback(&bad, Some(record), 7 as *mut c_void) };
+        assert_eq!(st, botspace_status::InvalidArgument);
+        // SAFETY: NULL removes it; the output is then not read.
+        let st = unsafe { botspace_output_set_records_callback(std::ptr::null(), None, std::ptr::null_mut()) };
+        assert_eq!(st, botspace_status::Ok);
+        log::warn!(target: "botspace::drift_test", "drift-test after removal");
+        assert_eq!(mine(&RECORDED.lock().unwrap()).len(), 1, "removed: back to stderr");
     }
 
     #[test]

@@ -37,8 +37,8 @@ fn output() -> Output {
     *OUTPUT.read().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Sets how the lines are printed (`--log-format`, the level the library
-/// reads from `BOTSPACE_LOG`, else `RUST_LOG`) and installs the `log`
+/// Sets how the lines are printed (`--log-format`, the level from the
+/// environment by the library's rule, [`Output::from_env`]) and installs the `log`
 /// facade's logger, so what the library logs (a database that went away)
 /// is printed as the server's own lines are.
 pub fn configure(out: Output) {

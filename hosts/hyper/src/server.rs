@@ -174,7 +174,7 @@ pub fn serve_then(
         for l in loops {
             let _ = l.await;
         }
-        crate::say::log(botspace::log::Level::Info, "botspace stopping");
+        crate::say::line(&botspace::policy::options::stopping_line());
         sh.app.shutdown();
         let until = Instant::now() + DRAIN;
         while sh.connections() > 0 && Instant::now() < until {
