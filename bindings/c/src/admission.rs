@@ -5,7 +5,7 @@
 //! The host keeps its sockets, its spare descriptor and the clock; the
 //! policy and what is said about it are the library's.
 
-use super::{botspace_service, botspace_status, fail, input, panic_message, set_last_error};
+use super::{botspace_service, botspace_status, fail, free_handle, input, panic_message, set_last_error};
 use botspace::policy::admission::{AcceptError, Admission, Admit};
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -124,15 +124,9 @@ pub unsafe extern "C" fn botspace_admission_new(out_admission: *mut *mut botspac
 #[no_mangle]
 pub unsafe extern "C" fn botspace_admission_free(admission: *mut *mut botspace_admission) {
     ffi_boundary!(on_panic = (); {
-        if admission.is_null() {
-            return;
-        }
-        // SAFETY: non-NULL pointer to a handle pointer.
-        let p = unsafe { std::ptr::replace(admission, std::ptr::null_mut()) };
-        if !p.is_null() {
-            // SAFETY: p came from Box::into_raw in botspace_admission_new.
-            drop(unsafe { Box::from_raw(p) });
-        }
+        // SAFETY: as the function's contract says: NULL, or the address of NULL or
+        // of a handle from its `_new`, released once.
+        unsafe { free_handle(admission) }
     })
 }
 

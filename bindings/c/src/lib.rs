@@ -313,6 +313,25 @@ macro_rules! non_null {
     };
 }
 
+/// Releases the handle `*handle` points at and sets `*handle` to NULL, so a
+/// second free of the same variable does nothing; NULL, and a pointer to
+/// NULL, are accepted. Every `_free` of a boxed handle ends in it.
+///
+/// # Safety
+/// `handle` must be NULL or point at NULL or at a pointer from
+/// `Box::into_raw` that was not released through another copy.
+pub(crate) unsafe fn free_handle<T>(handle: *mut *mut T) {
+    if handle.is_null() {
+        return;
+    }
+    // SAFETY: non-NULL pointer to a handle pointer (the caller's contract).
+    let p = unsafe { std::ptr::replace(handle, std::ptr::null_mut()) };
+    if !p.is_null() {
+        // SAFETY: p came from Box::into_raw and is released once (the caller's contract).
+        drop(unsafe { Box::from_raw(p) });
+    }
+}
+
 // After the macros above, which it uses: the admission of a server's
 // connections and the notification loop (`admission.rs`).
 pub mod admission;
@@ -1245,15 +1264,9 @@ pub unsafe extern "C" fn botspace_request_framer_max_request_bytes(
 #[no_mangle]
 pub unsafe extern "C" fn botspace_request_framer_free(framer: *mut *mut botspace_request_framer) {
     ffi_boundary!(on_panic = (); {
-        if framer.is_null() {
-            return;
-        }
-        // SAFETY: non-NULL pointer to a handle pointer.
-        let p = unsafe { std::ptr::replace(framer, std::ptr::null_mut()) };
-        if !p.is_null() {
-            // SAFETY: p came from Box::into_raw in botspace_request_framer_new.
-            drop(unsafe { Box::from_raw(p) });
-        }
+        // SAFETY: as the function's contract says: NULL, or the address of NULL or
+        // of a handle from its `_new`, released once.
+        unsafe { free_handle(framer) }
     })
 }
 
@@ -1663,15 +1676,9 @@ pub unsafe extern "C" fn botspace_gateway_bot_id(
 #[no_mangle]
 pub unsafe extern "C" fn botspace_gateway_free(gateway: *mut *mut botspace_gateway) {
     ffi_boundary!(on_panic = (); {
-        if gateway.is_null() {
-            return;
-        }
-        // SAFETY: non-NULL pointer to a handle pointer.
-        let p = unsafe { std::ptr::replace(gateway, std::ptr::null_mut()) };
-        if !p.is_null() {
-            // SAFETY: p came from Box::into_raw in botspace_gateway_accept.
-            drop(unsafe { Box::from_raw(p) });
-        }
+        // SAFETY: as the function's contract says: NULL, or the address of NULL or
+        // of a handle from its `_new`, released once.
+        unsafe { free_handle(gateway) }
     })
 }
 
@@ -1976,15 +1983,9 @@ pub unsafe extern "C" fn botspace_gateway_link_bot_id(
 #[no_mangle]
 pub unsafe extern "C" fn botspace_gateway_link_free(link: *mut *mut botspace_gateway_link) {
     ffi_boundary!(on_panic = (); {
-        if link.is_null() {
-            return;
-        }
-        // SAFETY: non-NULL pointer to a handle pointer.
-        let p = unsafe { std::ptr::replace(link, std::ptr::null_mut()) };
-        if !p.is_null() {
-            // SAFETY: p came from Box::into_raw in botspace_gateway_link_new.
-            drop(unsafe { Box::from_raw(p) });
-        }
+        // SAFETY: as the function's contract says: NULL, or the address of NULL or
+        // of a handle from its `_new`, released once.
+        unsafe { free_handle(link) }
     })
 }
 
@@ -2208,15 +2209,9 @@ pub unsafe extern "C" fn botspace_webhook_request_parts_get(
 #[no_mangle]
 pub unsafe extern "C" fn botspace_webhook_request_free(request: *mut *mut botspace_webhook_request) {
     ffi_boundary!(on_panic = (); {
-        if request.is_null() {
-            return;
-        }
-        // SAFETY: non-NULL pointer to a handle pointer.
-        let p = unsafe { std::ptr::replace(request, std::ptr::null_mut()) };
-        if !p.is_null() {
-            // SAFETY: p came from Box::into_raw in botspace_service_poll_webhook.
-            drop(unsafe { Box::from_raw(p) });
-        }
+        // SAFETY: as the function's contract says: NULL, or the address of NULL or
+        // of a handle from its `_new`, released once.
+        unsafe { free_handle(request) }
     })
 }
 
@@ -3027,15 +3022,9 @@ pub unsafe extern "C" fn botspace_server_options_open_service(
 #[no_mangle]
 pub unsafe extern "C" fn botspace_server_options_free(options: *mut *mut botspace_server_options) {
     ffi_boundary!(on_panic = (); {
-        if options.is_null() {
-            return;
-        }
-        // SAFETY: non-NULL pointer to a handle pointer.
-        let p = unsafe { std::ptr::replace(options, std::ptr::null_mut()) };
-        if !p.is_null() {
-            // SAFETY: a handle from Box::into_raw, released once.
-            drop(unsafe { Box::from_raw(p) });
-        }
+        // SAFETY: as the function's contract says: NULL, or the address of NULL or
+        // of a handle from its `_new`, released once.
+        unsafe { free_handle(options) }
     })
 }
 
@@ -4048,14 +4037,8 @@ pub unsafe extern "C" fn botspace_http_round_serve(
 #[no_mangle]
 pub unsafe extern "C" fn botspace_http_round_free(round: *mut *mut botspace_http_round) {
     ffi_boundary!(on_panic = (); {
-        if round.is_null() {
-            return;
-        }
-        // SAFETY: non-NULL pointer to a handle pointer.
-        let p = unsafe { std::ptr::replace(round, std::ptr::null_mut()) };
-        if !p.is_null() {
-            // SAFETY: p came from Box::into_raw in botspace_http_round_new.
-            drop(unsafe { Box::from_raw(p) });
-        }
+        // SAFETY: as the function's contract says: NULL, or the address of NULL or
+        // of a handle from its `_new`, released once.
+        unsafe { free_handle(round) }
     })
 }

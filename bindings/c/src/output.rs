@@ -5,7 +5,9 @@
 //! The host writes the bytes it is given to the stream it is told, and
 //! keeps the clock (`unix_ms`, JSON's `ts`).
 
-use super::{botspace_bytes, botspace_service, botspace_status, fail, input, panic_message, set_last_error};
+use super::{
+    botspace_bytes, botspace_service, botspace_status, fail, free_handle, input, panic_message, set_last_error,
+};
 use botspace::log::{Level, Line, Output, Print, Stream};
 use std::ffi::{c_char, c_void};
 use std::net::SocketAddr;
@@ -665,15 +667,9 @@ pub unsafe extern "C" fn botspace_startup_base_urls(
 #[no_mangle]
 pub unsafe extern "C" fn botspace_startup_free(startup: *mut *mut botspace_startup) {
     ffi_boundary!(on_panic = (); {
-        if startup.is_null() {
-            return;
-        }
-        // SAFETY: non-NULL pointer to a handle pointer.
-        let p = unsafe { std::ptr::replace(startup, std::ptr::null_mut()) };
-        if !p.is_null() {
-            // SAFETY: p came from Box::into_raw in botspace_startup_new.
-            drop(unsafe { Box::from_raw(p) });
-        }
+        // SAFETY: as the function's contract says: NULL, or the address of NULL or
+        // of a handle from its `_new`, released once.
+        unsafe { free_handle(startup) }
     })
 }
 

@@ -5,7 +5,7 @@
 
 use super::{
     botspace_service, botspace_service_webhook_report, botspace_service_webhook_report_failure, botspace_status,
-    botspace_webhook_request, fail, panic_message, set_last_error, BOTSPACE_NO_DEADLINE,
+    botspace_webhook_request, fail, free_handle, panic_message, set_last_error, BOTSPACE_NO_DEADLINE,
 };
 use botspace::webhook::{Pump, WebhookRequest};
 use std::collections::VecDeque;
@@ -75,15 +75,9 @@ pub unsafe extern "C" fn botspace_webhook_pump_new(out_pump: *mut *mut botspace_
 #[no_mangle]
 pub unsafe extern "C" fn botspace_webhook_pump_free(pump: *mut *mut botspace_webhook_pump) {
     ffi_boundary!(on_panic = (); {
-        if pump.is_null() {
-            return;
-        }
-        // SAFETY: non-NULL pointer to a handle pointer.
-        let p = unsafe { std::ptr::replace(pump, std::ptr::null_mut()) };
-        if !p.is_null() {
-            // SAFETY: p came from Box::into_raw in botspace_webhook_pump_new.
-            drop(unsafe { Box::from_raw(p) });
-        }
+        // SAFETY: as the function's contract says: NULL, or the address of NULL or
+        // of a handle from its `_new`, released once.
+        unsafe { free_handle(pump) }
     })
 }
 
