@@ -26,18 +26,19 @@
 //! the next is `botspace admin listening on http://HOST:PORT`; the startup
 //! output ends with the line `botspace ready`.
 
-use botspace::log::{self, Level, Output};
-use botspace::policy::options::{self, ServerOptions};
+use botspace::log::Level;
 use botspace::Service;
 use botspace_hyper::server::{self, fds, Options};
 use botspace_hyper::{errln, outln, say, Botspace};
+use botspace_runtime::options::{self, ServerOptions};
+use botspace_runtime::output::{self, Output};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 
 /// The options, their defaults, messages and usage are the library's (the
 /// C server takes the same).
 fn usage() -> String {
-    options::usage("server", log::LEVEL_SOURCE)
+    options::usage("server", output::LEVEL_SOURCE)
 }
 
 fn read_file(path: &str) -> Result<String, String> {
@@ -118,12 +119,13 @@ fn start(args: &ServerOptions) -> Result<(Arc<Service>, Listeners), String> {
         options::startup(public.1, admin.as_ref().map(|a| a.1), generated.then_some(&*secret), args.manual_clock);
     started.lines.iter().for_each(say::line);
     // The demo's policy and lines are the library's too.
-    let lines = svc
-        .demo_start(&started.base, &started.admin_base, args.demo_token)
-        .map_err(|e| format!("cannot create the demo data: {e}"))?;
-    // The demo's output (its token included), whatever the level; a closed
-    // stdout must not panic.
-    say::block("demo", &lines);
+    if args.wants_demo() {
+        let lines = botspace_runtime::demo::start(&svc, &started.base, &started.admin_base, args.demo_token)
+            .map_err(|e| format!("cannot create the demo data: {e}"))?;
+        // The demo's output (its token included), whatever the level; a
+        // closed stdout must not panic.
+        say::block("demo", &lines);
+    }
     // `botspace ready` follows once the stop signals are caught (`serve`).
     Ok((svc, Listeners { public, admin }))
 }

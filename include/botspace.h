@@ -871,6 +871,11 @@ typedef struct botspace_server_settings {
    */
   uint64_t idle_timeout_ms;
   bool manual_clock;
+  /**
+   * Whether to make the tour's demo data (`--demo` or `--demo-token`);
+   * otherwise the server creates nothing and prints no token.
+   */
+  bool demo;
   bool demo_token;
   /**
    * `--log-format json`.

@@ -66,6 +66,58 @@ impl<'a> Input<'a> {
     }
 }
 
+/// One request a host hands the core ([`crate::Service::handle`]): HTTP/1.1
+/// bytes as its socket delivered them, or a request its HTTP stack parsed,
+/// and, when the host knows it, who sent it.
+///
+/// ```
+/// use botspace::Incoming;
+/// let req = b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\n\r\n";
+/// let one = Incoming::bytes(req).from_peer("203.0.113.7");
+/// # let _ = one;
+/// ```
+#[derive(Clone, Copy)]
+pub struct Incoming<'a> {
+    pub(crate) input: Input<'a>,
+    /// The immediate peer's address (or any stable client key): admin
+    /// logins are throttled per client, and the audit log names it.
+    pub(crate) peer: Option<&'a str>,
+    /// A `getUpdates` may park ([`crate::Answer::Parked`]).
+    pub(crate) may_park: bool,
+}
+
+impl<'a> Incoming<'a> {
+    /// One whole HTTP/1.1 request, as the framer
+    /// ([`crate::RequestFramer`]) delimits it.
+    pub fn bytes(request: &'a [u8]) -> Incoming<'a> {
+        Incoming { input: Input::Wire(request), peer: None, may_park: true }
+    }
+
+    /// A request the host's HTTP stack parsed, its body read whole (a
+    /// chunked body decoded): read where it is, with no second parse.
+    #[cfg(feature = "typed")]
+    pub fn http<B: AsRef<[u8]>>(request: &'a http::Request<B>) -> Incoming<'a> {
+        Incoming { input: Input::of(request), peer: None, may_park: true }
+    }
+
+    /// Who sent it: the IP address of the immediate peer, or any stable
+    /// client key. With it, admin logins are throttled per client (10
+    /// attempts at once, then one every 6 s, and 50 then one every 1.2 s
+    /// per /24 or /64; beyond that 429 `rate_limited` with scope
+    /// `admin_auth`), behind `trusted_proxies` the forwarded client counts,
+    /// and a host-API change is audited with that client.
+    pub fn from_peer(self, peer: &'a str) -> Incoming<'a> {
+        Incoming { peer: Some(peer), ..self }
+    }
+
+    /// Answered now, never parked: a `getUpdates` with a `timeout` that
+    /// finds nothing answers `[]` at once, as with `timeout` 0. For a host
+    /// that cannot hold a request open (a batch API, a one-shot call).
+    pub fn at_once(self) -> Incoming<'a> {
+        Incoming { may_park: false, ..self }
+    }
+}
+
 /// An [`Input`] that owns its request.
 pub(crate) enum Owned {
     Wire(Vec<u8>),

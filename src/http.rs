@@ -7,7 +7,7 @@ use std::borrow::Cow;
 /// Most header lines a request may carry.
 pub(crate) const MAX_HEADERS: usize = 64;
 /// Most bytes the request line plus headers may take.
-pub(crate) const MAX_HEAD_BYTES: usize = 16 * 1024;
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 
 /// The memory budget of one connection's answers: a server never takes the
 /// next request of a connection (frames it, or reads its socket for it)

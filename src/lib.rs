@@ -41,7 +41,6 @@ mod auth;
 pub mod clock;
 pub mod config;
 mod console;
-mod demo;
 mod entry;
 pub mod error;
 mod events;
@@ -69,13 +68,16 @@ mod words;
 
 pub use clock::Clock;
 pub use config::{ClockKind, Config, ConfigError, Limits, Rate, Synchronous, TierLimits};
+pub use entry::Incoming;
 #[cfg(feature = "typed")]
 pub use entry::{http_response_bytes, into_http_response};
 pub use error::{ApiError, StorageError};
 pub use gateway::{GatewayAccept, GatewayConnection, GatewayEvent, GatewayOutput, GatewaySession};
 pub use group::CommitStats;
 pub use http::reason as reason_phrase;
-pub use http::{frame_request, should_read, Framing, RequestFramer, RequestHead, MAX_UNSENT_BYTES_PER_CONNECTION};
+pub use http::{
+    frame_request, should_read, Framing, RequestFramer, RequestHead, MAX_HEAD_BYTES, MAX_UNSENT_BYTES_PER_CONNECTION,
+};
 #[cfg(feature = "typed")]
 pub use http::{http_request_from_parts, parse_http_request};
 #[cfg(feature = "typed")]
@@ -84,8 +86,6 @@ pub use service::{
     Answer, CommitPause, HttpRound, OpenError, PollId, RoundConnection, RoundConnections, RoundStep, Service, WakeHook,
     WebhookPoll, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS,
 };
-#[cfg(all(feature = "typed", not(target_arch = "wasm32")))]
-pub use service::{CoreGate, CoreWorkers, Job, Reply};
 pub use words::{
     BotGap, BotStatus, ChatAction, ChatKind, CloseCode, ErrorCode, EventKind, GatewayOp, ParseMode, Party,
     RateLimitScope, Tier, UnknownWord,

@@ -146,7 +146,7 @@ fn eight_threads_times_500_sends_lose_nothing() {
                             meta.push((chat.clone(), text));
                         }
                         let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
-                        for (raw, (chat, text)) in svc.handle_batch(&refs).iter().zip(meta) {
+                        for (raw, (chat, text)) in common::batch(&svc, &refs).iter().zip(meta) {
                             let (s, v) = split(raw);
                             assert_eq!(s, 200, "{v}");
                             got.push((chat, v["result"]["message_id"].as_str().unwrap().parse().unwrap(), text));

@@ -315,7 +315,7 @@ fn wake_hook_fires_once_per_committed_change_never_on_rollback() {
         })
         .collect();
     let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
-    let outs = w.svc.handle_batch(&refs);
+    let outs = common::batch(&w.svc, &refs);
     assert!(outs.iter().all(|o| o.starts_with(b"HTTP/1.1 200 ")));
     assert_eq!(count.load(Ordering::SeqCst), 2);
 }
@@ -381,7 +381,7 @@ fn each_transmit_is_bounded_and_a_long_backlog_arrives_whole_and_in_order() {
         })
         .collect();
     let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
-    assert!(w.svc.handle_batch(&refs).iter().all(|o| o.starts_with(b"HTTP/1.1 200 ")));
+    assert!(common::batch(&w.svc, &refs).iter().all(|o| o.starts_with(b"HTTP/1.1 200 ")));
     let mut c = connect(&w, "");
     let (mut all, mut calls) = (Vec::new(), 0);
     loop {

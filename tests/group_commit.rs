@@ -411,7 +411,7 @@ fn the_wal_is_checkpointed_outside_commits_and_reused_from_its_start() {
             .map(|b| bot_request(&b.0, "sendMessage", json!({"chat_id": b.2, "text": format!("round {round}")})))
             .collect();
         let refs: Vec<&[u8]> = requests.iter().map(Vec::as_slice).collect();
-        for out in svc.handle_batch(&refs) {
+        for out in common::batch(&svc, &refs) {
             assert_eq!(split(&out).0, 200);
         }
         largest = largest.max(std::fs::metadata(&wal).unwrap().len());

@@ -569,7 +569,7 @@ fn a_commit_notifies_once_with_the_bots_it_affected_and_only_then() {
         .map(|(u, c)| admin_request(SECRET, "sendUserMessage", json!({"user_id": u, "chat_id": c, "text": "g"})))
         .collect();
     let refs: Vec<&[u8]> = reqs.iter().map(Vec::as_slice).collect();
-    assert_eq!(statuses(&a.handle_batch(&refs)), [200, 200, 200]);
+    assert_eq!(statuses(&common::batch(&a, &refs)), [200, 200, 200]);
     let mut both = [w.bot.clone(), b2.clone()];
     both.sort();
     assert_eq!(heard(), [both.join(",")]);
@@ -740,7 +740,7 @@ fn a_commit_naming_more_bots_than_a_payload_holds_notifies_empty_and_wakes_every
             admin_request(SECRET, "createBot", body)
         })
         .collect();
-    let created = a.handle_batch(&creates.iter().map(Vec::as_slice).collect::<Vec<_>>());
+    let created = common::batch(&a, &creates.iter().map(Vec::as_slice).collect::<Vec<_>>());
     let bots: Vec<(String, String)> = created
         .iter()
         .map(|r| {
@@ -772,7 +772,7 @@ fn a_commit_naming_more_bots_than_a_payload_holds_notifies_empty_and_wakes_every
     // One commit gives all 300 bots an event (bot_started).
     let starts: Vec<Vec<u8>> =
         bots.iter().map(|(id, _)| admin_request(SECRET, "startBot", json!({"user_id": user, "bot_id": id}))).collect();
-    let started = a.handle_batch(&starts.iter().map(Vec::as_slice).collect::<Vec<_>>());
+    let started = common::batch(&a, &starts.iter().map(Vec::as_slice).collect::<Vec<_>>());
     assert_eq!(statuses(&started), vec![200; BOTS]);
     // What went out: one notification, with the empty payload.
     let payloads = payloads_within(&mut raw, 500);
@@ -868,7 +868,7 @@ fn send_request(w: &World, text: &str, extra: &str) -> Vec<u8> {
 fn group_round_trips(svc: &Service, requests: &[Vec<u8>]) -> (u64, Vec<(u16, Value)>) {
     let refs: Vec<&[u8]> = requests.iter().map(Vec::as_slice).collect();
     let before = svc.commit_stats().round_trips;
-    let answers = svc.handle_batch(&refs);
+    let answers = common::batch(&svc, &refs);
     let trips = svc.commit_stats().round_trips - before;
     (trips, answers.iter().map(|a| split(a)).collect())
 }

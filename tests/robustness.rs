@@ -107,7 +107,7 @@ fn random_bytes_everywhere() {
         let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
         assert_http(&svc.handle_request(&bytes));
         let refs = [bytes.as_slice(), b"".as_slice()];
-        for r in svc.handle_batch(&refs) {
+        for r in common::batch(&svc, &refs) {
             assert_http(&r);
         }
     }

@@ -21,25 +21,25 @@ fn ten_failures_then_the_peer_waits_whatever_it_sends_and_other_peers_do_not() {
     let wrong = admin_request("not-the-secret-at-all", "getStats", json!({}));
     let right = admin_request(SECRET, "getStats", json!({}));
     for i in 0..10 {
-        let (status, v) = split(&svc.handle_request_from(&wrong, "203.0.113.7"));
+        let (status, v) = split(&common::from_peer(&svc, &wrong, "203.0.113.7"));
         assert_eq!((status, v["error"].as_str()), (401, Some("invalid_token")), "attempt {i}");
     }
     let throttled = json!({"ok": false, "error_code": 429, "error": "rate_limited",
         "description": "too many requests; retry after 6 s",
         "parameters": {"retry_after": 6, "retry_after_ms": 6000, "scope": "admin_auth"}});
     // Even the right secret is refused now: a right guess must look like a wrong one.
-    assert_eq!(split(&svc.handle_request_from(&right, "203.0.113.7")), (429, throttled.clone()));
-    assert_eq!(split(&svc.handle_request_from(&wrong, "203.0.113.7")), (429, throttled));
+    assert_eq!(split(&common::from_peer(&svc, &right, "203.0.113.7")), (429, throttled.clone()));
+    assert_eq!(split(&common::from_peer(&svc, &wrong, "203.0.113.7")), (429, throttled));
     // Another peer, and bot methods of this one, are not affected.
-    assert_eq!(split(&svc.handle_request_from(&right, "198.51.100.1")).0, 200);
+    assert_eq!(split(&common::from_peer(&svc, &right, "198.51.100.1")).0, 200);
     let get_me = common::request("/bot/getMe", "Bot nope", "", b"");
-    assert_eq!(split(&svc.handle_request_from(&get_me, "203.0.113.7")).0, 401);
+    assert_eq!(split(&common::from_peer(&svc, &get_me, "203.0.113.7")).0, 401);
     // One more attempt per 6 s.
     svc.handle_request(&admin_request(SECRET, "advanceClock", json!({"seconds": 6})));
-    assert_eq!(split(&svc.handle_request_from(&right, "203.0.113.7")).0, 200);
+    assert_eq!(split(&common::from_peer(&svc, &right, "203.0.113.7")).0, 200);
     // A success does not refill: the next failure empties the bucket again.
-    assert_eq!(split(&svc.handle_request_from(&wrong, "203.0.113.7")).0, 401);
-    assert_eq!(split(&svc.handle_request_from(&right, "203.0.113.7")).0, 429);
+    assert_eq!(split(&common::from_peer(&svc, &wrong, "203.0.113.7")).0, 401);
+    assert_eq!(split(&common::from_peer(&svc, &right, "203.0.113.7")).0, 429);
 }
 
 #[test]
@@ -81,7 +81,7 @@ fn a_throttled_client_is_refused_before_its_credential_is_read() {
     let svc = open_with(&[]);
     let wrong = admin_request("not-the-secret-at-all", "getStats", json!({}));
     for _ in 0..10 {
-        assert_eq!(split(&svc.handle_request_from(&wrong, "203.0.113.7")).0, 401);
+        assert_eq!(split(&common::from_peer(&svc, &wrong, "203.0.113.7")).0, 401);
     }
     // No credential, a malformed one, the right one, the wrong one: one
     // answer, so a 429 says nothing about the secret.
@@ -91,8 +91,8 @@ fn a_throttled_client_is_refused_before_its_credential_is_read() {
     let malformed = common::request("/admin/getStats", "Basic Zm9v", "", b"{}");
     let right = admin_request(SECRET, "getStats", json!({}));
     for req in [&none, &malformed, &right, &wrong] {
-        assert_eq!(svc.handle_request_from(req, "203.0.113.7"), svc.handle_request_from(&wrong, "203.0.113.7"));
-        assert_eq!(split(&svc.handle_request_from(req, "203.0.113.7")), (429, throttled_for(6)));
+        assert_eq!(common::from_peer(&svc, req, "203.0.113.7"), common::from_peer(&svc, &wrong, "203.0.113.7"));
+        assert_eq!(split(&common::from_peer(&svc, req, "203.0.113.7")), (429, throttled_for(6)));
     }
 }
 
@@ -105,7 +105,7 @@ fn a_guesser_stays_throttled_after_twenty_thousand_other_clients_fail() {
     let wrong = admin_request("not-the-secret-at-all", "getStats", json!({}));
     let right = admin_request(SECRET, "getStats", json!({}));
     for _ in 0..10 {
-        assert_eq!(split(&svc.handle_request_from(&wrong, "198.51.100.7")).0, 401);
+        assert_eq!(split(&common::from_peer(&svc, &wrong, "198.51.100.7")).0, 401);
     }
     let mut refused = 0;
     for i in 0..20_000u32 {
@@ -114,7 +114,7 @@ fn a_guesser_stays_throttled_after_twenty_thousand_other_clients_fail() {
         } else {
             format!("2001:db8:{:x}:{:x}::1", i / 65_536, i % 65_536)
         };
-        match split(&svc.handle_request_from(&wrong, &peer)) {
+        match split(&common::from_peer(&svc, &wrong, &peer)) {
             (401, v) => assert_eq!(v["error"], "invalid_token"),
             (429, v) => {
                 assert_eq!(v, throttled_for(6), "{peer}");
@@ -124,7 +124,7 @@ fn a_guesser_stays_throttled_after_twenty_thousand_other_clients_fail() {
         }
     }
     assert!(refused > 0, "the spray went past the map bound into the shared overflow bucket");
-    assert_eq!(split(&svc.handle_request_from(&right, "198.51.100.7")), (429, throttled_for(6)));
+    assert_eq!(split(&common::from_peer(&svc, &right, "198.51.100.7")), (429, throttled_for(6)));
 }
 
 #[test]
@@ -132,7 +132,7 @@ fn behind_a_trusted_proxy_each_forwarded_client_has_its_own_throttle() {
     let svc = open_with(&["10.0.0.0/8"]);
     let from = |secret: &str, xff: &str, peer: &str| {
         let headers = if xff.is_empty() { String::new() } else { format!("X-Forwarded-For: {xff}\r\n") };
-        split(&svc.handle_request_from(&admin_with(secret, "getStats", &headers), peer))
+        split(&common::from_peer(&svc, &admin_with(secret, "getStats", &headers), peer))
     };
     let wrong = "not-the-secret-at-all";
     for i in 0..10 {
@@ -146,7 +146,7 @@ fn behind_a_trusted_proxy_each_forwarded_client_has_its_own_throttle() {
     assert_eq!(from(SECRET, "198.51.100.9, 203.0.113.7", "10.0.0.5"), (429, throttled_for(6)));
     // The Forwarded header works alike.
     let fwd = admin_with(SECRET, "getStats", "Forwarded: for=203.0.113.7;proto=https\r\n");
-    assert_eq!(split(&svc.handle_request_from(&fwd, "10.0.0.5")), (429, throttled_for(6)));
+    assert_eq!(split(&common::from_peer(&svc, &fwd, "10.0.0.5")), (429, throttled_for(6)));
     // A peer that is no trusted proxy is its own client, whatever it claims.
     for _ in 0..10 {
         assert_eq!(from(wrong, "198.51.100.9", "192.0.2.1").0, 401);
@@ -160,7 +160,7 @@ fn behind_a_trusted_proxy_each_forwarded_client_has_its_own_throttle() {
         "X-Forwarded-For: 198.51.100.9\r\n",
         br#"{"display_name":"U","handle":"u_forwarded"}"#,
     );
-    assert_eq!(split(&svc.handle_request_from(&user, "10.0.0.5")).0, 200);
+    assert_eq!(split(&common::from_peer(&svc, &user, "10.0.0.5")).0, 200);
     let log = split(&svc.handle_request(&admin_request(SECRET, "getAuditLog", json!({}))));
     assert_eq!(log.1["result"]["entries"][0]["peer"], "198.51.100.9", "{log:?}");
 }

@@ -185,7 +185,7 @@ fn batch_answers_equal_one_by_one_answers() {
     let one_by_one: Vec<Vec<u8>> = sequence(&wa).iter().map(|r| a.handle_request(r)).collect();
     let reqs_b = sequence(&wb);
     let refs: Vec<&[u8]> = reqs_b.iter().map(|r| r.as_slice()).collect();
-    let batched = b.handle_batch(&refs);
+    let batched = common::batch(&b, &refs);
     assert_eq!(batched.len(), refs.len());
     let na = normalized(&one_by_one, &seed(&wa));
     let nb = normalized(&batched, &seed(&wb));
@@ -207,11 +207,11 @@ fn batch_in_small_slices_equals_one_big_batch() {
     let mut sliced = Vec::new();
     for chunk in ra.chunks(3) {
         let refs: Vec<&[u8]> = chunk.iter().map(|r| r.as_slice()).collect();
-        sliced.extend(a.handle_batch(&refs));
+        sliced.extend(common::batch(&a, &refs));
     }
     let rb = sequence(&wb);
     let refs: Vec<&[u8]> = rb.iter().map(|r| r.as_slice()).collect();
-    let whole = b.handle_batch(&refs);
+    let whole = common::batch(&b, &refs);
     assert_eq!(normalized(&sliced, &seed(&wa)), normalized(&whole, &seed(&wb)));
 }
 
@@ -256,7 +256,7 @@ fn a_failing_request_leaves_no_partial_write() {
         admin_request(SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.private_std, "text": "after"})),
     ];
     let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
-    let out = statuses(&svc.handle_batch(&refs));
+    let out = statuses(&common::batch(&svc, &refs));
     assert_eq!(out, vec![200, 404, 400, 200]);
     let ups = updates(&svc);
     assert_eq!(ups.len(), chats_before + 2, "only the two successful messages added events");
@@ -277,7 +277,7 @@ fn a_rate_limited_request_in_a_batch_consumes_nothing_and_rollback_returns_slots
     let send = |t: &str| bot_request(&w.free_tok, "sendMessage", json!({"chat_id": w.private_free, "text": t}));
     let reqs: Vec<Vec<u8>> = (0..8).map(|i| send(&format!("m{i}"))).collect();
     let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
-    let out = svc.handle_batch(&refs);
+    let out = common::batch(&svc, &refs);
     assert_eq!(statuses(&out), vec![200, 200, 200, 200, 200, 429, 429, 429]);
     // Each answer of the group has its own X-RateLimit-* figures, as alone.
     let remaining: Vec<(String, String)> = out
@@ -296,7 +296,7 @@ fn a_rate_limited_request_in_a_batch_consumes_nothing_and_rollback_returns_slots
     admin(&svc, SECRET, "advanceClock", json!({"seconds": 1}));
     let reqs = [send("a"), send("b")];
     let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
-    assert_eq!(statuses(&svc.handle_batch(&refs)), vec![200, 429]);
+    assert_eq!(statuses(&common::batch(&svc, &refs)), vec![200, 429]);
     let hist = admin(&svc, SECRET, "getChatHistory", json!({"chat_id": w.private_free}));
     assert_eq!(hist.as_array().unwrap().len(), 6);
 }
@@ -304,8 +304,8 @@ fn a_rate_limited_request_in_a_batch_consumes_nothing_and_rollback_returns_slots
 #[test]
 fn empty_batch_and_unroutable_requests() {
     let svc = service();
-    assert!(svc.handle_batch(&[]).is_empty());
-    let out = svc.handle_batch(&[b"garbage", b"GET /bot/getMe HTTP/1.1\r\n\r\n"]);
+    assert!(common::batch::<&[u8]>(&svc, &[]).is_empty());
+    let out = common::batch(&svc, &[&b"garbage"[..], b"GET /bot/getMe HTTP/1.1\r\n\r\n"]);
     assert_eq!(statuses(&out), vec![400, 405]);
 }
 
@@ -395,7 +395,7 @@ impl FileWorld {
 
 fn batch(svc: &Service, reqs: &[Vec<u8>]) -> Vec<(u16, Value)> {
     let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
-    svc.handle_batch(&refs).iter().map(|r| split_checked(r)).collect()
+    common::batch(&svc, &refs).iter().map(|r| split_checked(r)).collect()
 }
 
 fn error(status: u16, code: &str, description: &str) -> (u16, Value) {

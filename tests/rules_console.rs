@@ -26,7 +26,7 @@ fn open(database: &str) -> Service {
 
 /// An admin call from `PEER` that must answer 200: its result.
 fn from_peer(svc: &Service, method: &str, body: Value) -> Value {
-    let (status, v) = split(&svc.handle_request_from(&admin_request(SECRET, method, body.clone()), PEER));
+    let (status, v) = split(&common::from_peer(&svc, &admin_request(SECRET, method, body.clone()), PEER));
     assert_eq!(status, 200, "{method} {body}: {v}");
     v["result"].clone()
 }
@@ -41,10 +41,12 @@ fn the_audit_log_names_the_peer_and_holds_no_token_or_secret() {
     assert_eq!(op["token"], rotated["token"]);
     // A wrong secret and a refused change write no entry.
     let wrong = admin_request("not-the-secret-at-all", "updateBot", json!({"bot_id": bot, "status": "suspended"}));
-    assert_eq!(split(&svc.handle_request_from(&wrong, PEER)).0, 401);
-    let (status, v) = split(
-        &svc.handle_request_from(&admin_request(SECRET, "updateBot", json!({"bot_id": bot, "status": "gone"})), PEER),
-    );
+    assert_eq!(split(&common::from_peer(&svc, &wrong, PEER)).0, 401);
+    let (status, v) = split(&common::from_peer(
+        &svc,
+        &admin_request(SECRET, "updateBot", json!({"bot_id": bot, "status": "gone"})),
+        PEER,
+    ));
     assert_eq!((status, v["error"].as_str()), (400, Some("invalid_field")));
     // A host that names no peer is recorded without one.
     admin(&svc, SECRET, "updateBot", json!({"bot_id": bot, "verified": true}));
@@ -118,16 +120,17 @@ fn the_console_page_needs_no_secret_and_a_throttled_peer_still_gets_it() {
     let svc = open(&common::test_database());
     let wrong = admin_request("not-the-secret-at-all", "getStats", json!({}));
     for _ in 0..11 {
-        svc.handle_request_from(&wrong, PEER);
+        common::from_peer(&svc, &wrong, PEER);
     }
-    assert_eq!(split(&svc.handle_request_from(&wrong, PEER)).0, 429);
-    let page = svc.handle_request_from(b"GET /admin/console HTTP/1.1\r\nHost: x\r\n\r\n", PEER);
+    assert_eq!(split(&common::from_peer(&svc, &wrong, PEER)).0, 429);
+    let page = common::from_peer(&svc, b"GET /admin/console HTTP/1.1\r\nHost: x\r\n\r\n", PEER);
     let text = String::from_utf8(page).unwrap();
     assert!(text.starts_with("HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n"), "{text}");
     assert!(text.contains("<script src=\"/admin/console/app.js\" defer></script>"));
-    // A batch serves no pages.
-    let out = svc.handle_batch(&[b"GET /admin/console HTTP/1.1\r\nHost: x\r\n\r\n".as_slice()]);
-    assert_eq!(split(&out[0]).0, 404);
+    // A batch (two requests or more; one alone is a request) serves no pages.
+    let page = b"GET /admin/console HTTP/1.1\r\nHost: x\r\n\r\n".as_slice();
+    let out = common::batch(&svc, &[page, page]);
+    assert_eq!((split(&out[0]).0, split(&out[1]).0), (404, 404));
 }
 
 fn upgrade(token: &str) -> Vec<u8> {

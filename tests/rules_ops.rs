@@ -89,10 +89,10 @@ fn the_metrics_need_the_host_credential() {
     assert_eq!((status, body["error"].clone()), (401, json!("missing_authorization")));
     let (status, body) = split(&svc.handle_request(&get("/admin/metrics", Some("Admin wrong-secret-0000000"))));
     assert_eq!((status, body["error"].clone()), (401, json!("invalid_token")));
-    let (status, body) = split(&svc.handle_request_from(&get("/admin/metrics", Some("Bot x")), "10.0.0.1"));
+    let (status, body) = split(&common::from_peer(&svc, &get("/admin/metrics", Some("Bot x")), "10.0.0.1"));
     assert_eq!((status, body["error"].clone()), (401, json!("missing_authorization")));
     // Through handle_request_from as well.
-    let ok = svc.handle_request_from(&get("/admin/metrics", Some(&format!("Admin {SECRET}"))), "10.0.0.1");
+    let ok = common::from_peer(&svc, &get("/admin/metrics", Some(&format!("Admin {SECRET}"))), "10.0.0.1");
     assert!(ok.starts_with(b"HTTP/1.1 200 OK\r\n"));
 }
 
@@ -156,7 +156,7 @@ fn the_operations_paths_in_a_host_batch_are_answered_in_place() {
     let ready = get("/readyz", None);
     let health = get("/healthz", None);
     let metrics = get("/admin/metrics", Some(&format!("Admin {SECRET}")));
-    let out = svc.handle_batch(&[&ready, &send, &health, &metrics, &send]);
+    let out = common::batch(&svc, &[&ready, &send, &health, &metrics, &send]);
     assert_eq!(split(&out[0]), (200, json!({"ok": true})));
     assert_eq!(split(&out[1]).1["result"]["text"], json!("in a batch"));
     assert_eq!(split(&out[2]), (200, json!({"ok": true})));
@@ -181,7 +181,7 @@ fn rate_limit_refusals_are_counted_by_scope() {
     assert_eq!(statuses, [200, 200, 200, 200, 200, 429, 429]);
     // A peer that keeps failing the host credential: 10 failures, then 429 admin_auth.
     let wrong = get("/admin/metrics", Some("Admin not-the-secret-000000"));
-    let statuses: Vec<u16> = (0..12).map(|_| split(&svc.handle_request_from(&wrong, "10.0.0.9")).0).collect();
+    let statuses: Vec<u16> = (0..12).map(|_| split(&common::from_peer(&svc, &wrong, "10.0.0.9")).0).collect();
     assert_eq!(statuses, [[401; 10].as_slice(), &[429, 429]].concat());
     let s = scrape(&svc);
     assert_eq!(sample(&s, r#"botspace_rate_limited_total{scope="chat"}"#), Some(2.0));

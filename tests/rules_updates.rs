@@ -42,7 +42,7 @@ fn say(svc: &Service, w: &World, text: &str) -> Value {
 }
 
 fn poll(svc: &Service, w: &World, body: Value, now: u64) -> Answer {
-    svc.answer_request(&bot_request(&w.token, "getUpdates", body), "192.0.2.1", now)
+    common::answer(&svc, &bot_request(&w.token, "getUpdates", body), "192.0.2.1", now)
 }
 
 fn parked(a: Answer) -> PollId {
@@ -146,7 +146,7 @@ fn past_the_cap_a_poll_is_answered_at_once_and_other_requests_never_park() {
         ("getUpdates", json!({"timeout": 51}), 400),
         ("getMe", json!({}), 200),
     ] {
-        match svc.answer_request(&bot_request(&w.token, method, body.clone()), "192.0.2.1", now) {
+        match common::answer(&svc, &bot_request(&w.token, method, body.clone()), "192.0.2.1", now) {
             Answer::Now(out) => assert_eq!(split(&out).0, status, "{method} {body}"),
             Answer::Parked(_) => panic!("{method} {body} parked"),
         }
@@ -166,8 +166,15 @@ fn typed_poll(w: &World, body: Value) -> http::Request<Vec<u8>> {
         .unwrap()
 }
 
-/// A typed answer's status, its headers in order and its body as text.
-fn typed_parts(r: &http::Response<Vec<u8>>) -> (u16, Vec<(String, String)>, String) {
+/// A parsed request through the one way in.
+fn answer_typed(svc: &Service, req: &http::Request<Vec<u8>>, peer: &str, now: u64) -> Answer {
+    svc.handle(&[botspace::Incoming::http(req).from_peer(peer)], now).remove(0)
+}
+
+/// An answer's status, its headers in order and its body as text, read as
+/// a host with its own HTTP stack reads it (`into_http_response`).
+fn typed_parts(r: &[u8]) -> (u16, Vec<(String, String)>, String) {
+    let r = botspace::into_http_response(r.to_vec());
     let headers = r.headers().iter().map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string())).collect();
     (r.status().as_u16(), headers, String::from_utf8(r.body().clone()).unwrap())
 }
@@ -191,7 +198,7 @@ fn the_typed_entry_points_answer_long_polls_typed_now_woken_and_expired() {
     let m = say(&svc, &w, "hi");
     // An answer given now: the core's response, typed, the same as the
     // bytes twin's.
-    let now_answer = match svc.answer_http(&typed_poll(&w, json!({"offset": 2, "timeout": 30})), "192.0.2.1", now) {
+    let now_answer = match answer_typed(&svc, &typed_poll(&w, json!({"offset": 2, "timeout": 30})), "192.0.2.1", now) {
         Answer::Now(r) => r,
         Answer::Parked(_) => panic!("a poll with an event parked"),
     };
@@ -200,7 +207,7 @@ fn the_typed_entry_points_answer_long_polls_typed_now_woken_and_expired() {
     assert_eq!((status, headers), (200, json_headers(body.len())));
     assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), json!({"ok": true, "result": [created(2, &m)]}));
     // A refusal given now: the error envelope, typed.
-    let refused = match svc.answer_http(&typed_poll(&w, json!({"timeout": 51})), "192.0.2.1", now) {
+    let refused = match answer_typed(&svc, &typed_poll(&w, json!({"timeout": 51})), "192.0.2.1", now) {
         Answer::Now(r) => r,
         Answer::Parked(_) => panic!("a bad poll parked"),
     };
@@ -211,13 +218,13 @@ fn the_typed_entry_points_answer_long_polls_typed_now_woken_and_expired() {
     assert_eq!((v["error_code"].clone(), v["error"].clone()), (json!(400), json!("invalid_field")));
 
     // Woken: a poll past the event parks, the next event answers it.
-    let woken = match svc.answer_http(&typed_poll(&w, json!({"offset": 3, "timeout": 30})), "192.0.2.1", now) {
+    let woken = match answer_typed(&svc, &typed_poll(&w, json!({"offset": 3, "timeout": 30})), "192.0.2.1", now) {
         Answer::Parked(id) => id,
         Answer::Now(r) => panic!("answered at once: {:?}", typed_parts(&r)),
     };
-    assert!(svc.poll_parked_http(now).is_empty());
+    assert!(svc.poll_parked(now).is_empty());
     let m3 = say(&svc, &w, "again");
-    let ready = svc.poll_parked_http(now);
+    let ready = svc.poll_parked(now);
     assert_eq!(ready.len(), 1);
     assert_eq!(ready[0].0, woken);
     let (status, headers, body) = typed_parts(&ready[0].1);
@@ -226,12 +233,12 @@ fn the_typed_entry_points_answer_long_polls_typed_now_woken_and_expired() {
     assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), json!({"ok": true, "result": [created(3, &m3)]}));
 
     // Expired: nothing comes, `[]` at the deadline and not before.
-    let expired = match svc.answer_http(&typed_poll(&w, json!({"offset": 4, "timeout": 5})), "192.0.2.1", now) {
+    let expired = match answer_typed(&svc, &typed_poll(&w, json!({"offset": 4, "timeout": 5})), "192.0.2.1", now) {
         Answer::Parked(id) => id,
         Answer::Now(r) => panic!("answered at once: {:?}", typed_parts(&r)),
     };
-    assert!(svc.poll_parked_http(now + 4_999).is_empty());
-    let ready = svc.poll_parked_http(now + 5_000);
+    assert!(svc.poll_parked(now + 4_999).is_empty());
+    let ready = svc.poll_parked(now + 5_000);
     assert_eq!(ready.len(), 1);
     assert_eq!(ready[0].0, expired);
     assert_eq!(typed_parts(&ready[0].1), (200, json_headers(23), r#"{"ok":true,"result":[]}"#.to_string()));

@@ -96,7 +96,7 @@ fn update_ids(requests: &[botspace::webhook::WebhookRequest]) -> Vec<i64> {
 
 #[test]
 fn the_pump_takes_from_memory_and_leaves_the_store_to_its_turns() {
-    use botspace::webhook::Pump;
+    use botspace_runtime::Pump;
     let svc = open();
     let ann = admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
     let bob = admin(&svc, SECRET, "createUser", json!({"display_name": "Bob"}))["id"].as_str().unwrap().to_string();

@@ -43,6 +43,7 @@ servers! {
         the_tour_gives_a_working_token_however_often_the_server_starts,
         every_flag_in_help_names_its_environment_variable,
         a_server_configured_only_through_the_environment_serves,
+        a_production_start_from_the_environment_creates_no_bot_and_prints_no_token,
         the_start_up_lines_say_the_bound_addresses_then_the_generated_secret_and_the_clock,
         a_flag_beats_the_environment_which_beats_the_config_file,
         a_bad_value_from_the_environment_or_the_file_names_its_source,
@@ -678,8 +679,9 @@ fn the_tour_gives_a_working_token_however_often_the_server_starts(bin: std::path
     };
     let get_me = |srv: &Server, token: &str| srv.bot(token, "getMe", &json!({}));
 
-    // 1. The first start on an empty file (the harness's secret).
-    let (srv, lines) = start(&[]);
+    // 1. The first start on an empty file (the harness's secret), asking
+    //    for the demo as the README's command does.
+    let (srv, lines) = start(&["--demo"]);
     let first = exported(&lines).unwrap_or_else(|| panic!("no export line: {lines:#?}"));
     let token = first["BOTSPACE_TOKEN"].clone();
     let me = get_me(&srv, &token);
@@ -688,9 +690,10 @@ fn the_tour_gives_a_working_token_however_often_the_server_starts(bin: std::path
     assert!(lines.contains(&format!("demo bot token: {token}")), "{lines:#?}");
     drop(srv);
 
-    // 2. Again with the tour's secret and no flag: no token, an instruction.
+    // 2. Again with the tour's secret and `--demo` alone: no token, an
+    //    instruction.
     let tour = "tour-admin-secret-0001";
-    let (srv, lines) = start(&["--admin-secret", tour]);
+    let (srv, lines) = start(&["--admin-secret", tour, "--demo"]);
     assert!(!lines.iter().any(|l| l.contains("BOTSPACE_TOKEN")), "{lines:#?}");
     assert!(
         lines
@@ -770,6 +773,27 @@ fn every_flag_in_help_names_its_environment_variable(bin: std::path::PathBuf) {
     for expected in ["--addr", "--db", "--admin-secret-file", "--operational-key-file", "--config", "--trusted-proxy"] {
         assert!(flags.iter().any(|f| f == expected), "{expected} missing from {flags:?}");
     }
+}
+
+/// A production start (a unit file's environment, no `--demo`): on an empty
+/// database the server creates nothing and prints no token, which would
+/// otherwise reach the journal.
+fn a_production_start_from_the_environment_creates_no_bot_and_prints_no_token(bin: std::path::PathBuf) {
+    let dir = temp_dir("production");
+    let db = dir.join("prod.db");
+    let secret = "production-admin-secret-0001";
+    let srv = Server::start_env(
+        &bin,
+        &[("BOTSPACE_ADDR", "127.0.0.1:0"), ("BOTSPACE_DB", db.to_str().unwrap()), ("BOTSPACE_ADMIN_SECRET", secret)],
+        &[],
+    );
+    let lines = srv.lines();
+    assert!(!lines.iter().any(|l| l.contains("token") || l.contains("demo")), "no demo, no token: {lines:#?}");
+    let stats = srv.post("/admin/getStats", Some(&format!("Admin {secret}")), &json!({}));
+    let counts = (stats.status, &stats.body["result"]["bots"], &stats.body["result"]["users"]);
+    assert_eq!(counts, (200, &json!(0), &json!(0)), "{}", stats.body);
+    drop(srv);
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 fn a_server_configured_only_through_the_environment_serves(bin: std::path::PathBuf) {

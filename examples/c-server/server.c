@@ -1669,7 +1669,7 @@ int main(int argc, char **argv) {
     }
     botspace_bytes base = {NULL, 0}, admin_base = {NULL, 0};
     int started = announce(L.lfd, L.afd, &secret, &base, &admin_base) == 0 &&
-                  demo(&base, &admin_base, settings.demo_token) == 0;
+                  (!settings.demo || demo(&base, &admin_base, settings.demo_token) == 0);
     botspace_bytes_free(&secret);
     botspace_bytes_free(&base);
     botspace_bytes_free(&admin_base);

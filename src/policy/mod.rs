@@ -10,14 +10,12 @@
 //! and send it. Nothing here does I/O or reads a clock; each function is a
 //! plain function of its inputs, unit-tested on its own.
 
-pub mod admission;
 pub mod connection;
 pub mod host;
-pub mod options;
 mod report;
 pub mod route;
 
-pub(crate) use report::Report;
+pub use report::Report;
 pub use route::{route, Listener, Route};
 
 use crate::error::ApiError;

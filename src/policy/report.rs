@@ -5,20 +5,20 @@ use std::sync::Mutex;
 
 /// Counts occurrences and says when a line is due.
 #[derive(Debug)]
-pub(crate) struct Report {
+pub struct Report {
     every_ms: u64,
     /// (when the last line was due, occurrences since).
     state: Mutex<(Option<u64>, u64)>,
 }
 
 impl Report {
-    pub(crate) const fn new(every_ms: u64) -> Report {
+    pub const fn new(every_ms: u64) -> Report {
         Report { every_ms, state: Mutex::new((None, 0)) }
     }
 
     /// One occurrence at `now_ms`: `Some(n)` when a line is due, `n` the
     /// occurrences since the last line (this one included).
-    pub(crate) fn note(&self, now_ms: u64) -> Option<u64> {
+    pub fn note(&self, now_ms: u64) -> Option<u64> {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         s.1 += 1;
         match s.0 {

@@ -18,17 +18,8 @@ impl Service {
     /// that fails *after* writing can only be a storage failure: then the
     /// whole group rolls back and every request that had succeeded, and that
     /// one, answer 500 — nothing was committed, all are safe to retry.
-    pub fn handle_batch(&self, requests: &[&[u8]]) -> Vec<Vec<u8>> {
-        let inputs: Vec<Input<'_>> = requests.iter().map(|r| Input::Wire(r)).collect();
-        self.handle_inputs(&inputs)
-    }
-
-    /// [`Service::handle_batch`] of either kind of request.
-    pub(crate) fn handle_inputs(&self, requests: &[Input<'_>]) -> Vec<Vec<u8>> {
-        self.handle_inputs_as(requests, false)
-    }
-
-    /// [`Service::handle_inputs`]; `group`: the requests arrived
+    ///
+    /// `group`: the requests arrived
     /// concurrently (a host's own grouping), so on a shared store they may
     /// run in lock order, as the core's group commit runs its groups.
     pub(crate) fn handle_inputs_as(&self, requests: &[Input<'_>], group: bool) -> Vec<Vec<u8>> {
@@ -57,7 +48,7 @@ impl Service {
         out
     }
 
-    /// [`Service::handle_batch`] without calling the wake hook: returns the
+    /// [`Service::handle_inputs_as`] without calling the wake hook: returns the
     /// effects to apply once the answers are out. The host's order is kept.
     pub(crate) fn run_batch(&self, requests: &[Input<'_>]) -> (Vec<Vec<u8>>, TxEffects) {
         self.run_requests(requests, false)

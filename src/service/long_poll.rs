@@ -1,4 +1,4 @@
-//! The service's entry points for long polls: [`Service::answer_request`]
+//! Long polls: [`Service::handle`]
 //! parks a `getUpdates` that finds nothing, [`Service::poll_parked`]
 //! answers the due and expired ones (docs/delivery.md, "Parking"). The
 //! parked polls themselves are held by `service/parked.rs`.
@@ -8,23 +8,9 @@ use super::Service;
 use crate::methods::updates;
 
 impl Service {
-    /// Answers one complete HTTP/1.1 request, or parks it: a `getUpdates`
-    /// with a `timeout` that finds nothing to return waits (see
-    /// [`Answer::Parked`]); every other request is answered at once as by
-    /// [`Service::handle_request_from`] (`peer` as there). `now_ms` is the
-    /// host's clock (as for gateway `poll`): the poll's deadline is
-    /// `now_ms + timeout`. The offset's acknowledgement is committed and
-    /// durable before this returns, parked or not.
-    ///
-    /// The bytes entry points (`handle_request`, `handle_request_from`)
-    /// never park: there a getUpdates is answered at once, as with
-    /// `timeout` 0. Past the cap on parked polls (`max_parked_polls`,
-    /// default 10 000) a poll is answered at once in the same way.
-    pub fn answer_request(&self, request: &[u8], peer: &str, now_ms: u64) -> Answer {
-        self.answer_input(crate::entry::Input::Wire(request), peer, now_ms)
-    }
-
-    /// [`Service::answer_request`] of either kind of request.
+    /// One request, answered or parked ([`Service::handle`]): a
+    /// `getUpdates` runs alone, in its own transaction, its offset's
+    /// acknowledgement durable before this returns, parked or not.
     pub(crate) fn answer_input(&self, request: crate::entry::Input<'_>, peer: &str, now_ms: u64) -> Answer {
         let routed = match self.route(request) {
             Ok(r) if r.route == crate::route::Route::Bot(crate::route::BotMethod::GetUpdates) => r,
@@ -44,7 +30,9 @@ impl Service {
         self.apply_effects(fx);
         let [out] = outs;
         let answer = match park {
-            Some((bot_id, poll)) if out.starts_with(b"HTTP/1.1 200") => {
+            // Stopping: nothing parks any more (the host's drain would
+            // wait on it); the poll is answered as with `timeout` 0.
+            Some((bot_id, poll)) if out.starts_with(b"HTTP/1.1 200") && !self.is_shutting_down() => {
                 let deadline = now_ms.saturating_add(u64::from(poll.timeout_s) * 1000);
                 match self.delivery.parked.park(&bot_id, deadline, poll, seen) {
                     Some(id) => Answer::Parked(id),

@@ -83,10 +83,10 @@ const MAX_RETRIES: u32 = 8;
 
 pub use parked::{Answer, PollId, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS};
 
-mod admission;
 mod batch;
 mod effects;
 mod gateway;
+mod handle;
 mod image;
 mod long_poll;
 mod ops;
@@ -98,17 +98,9 @@ mod round;
 mod typed;
 #[cfg(feature = "typed")]
 pub use typed::BodyRefusal;
-mod webhook_pump;
 mod webhooks;
-// The core threads need threads (not in the WebAssembly build) and the
-// typed entry points they call.
-#[cfg(all(feature = "typed", not(target_arch = "wasm32")))]
-mod workers;
 pub use round::{HttpRound, RoundConnection, RoundConnections, RoundStep};
-pub use webhook_pump::Pump;
 pub use webhooks::WebhookPoll;
-#[cfg(all(feature = "typed", not(target_arch = "wasm32")))]
-pub use workers::{CoreGate, CoreWorkers, Job, Reply};
 
 impl Service {
     /// Opens a service with the clock the configuration names.
@@ -221,7 +213,10 @@ impl Service {
         self.db.lock()
     }
 
-    /// One complete HTTP/1.1 request in, one complete HTTP/1.1 response out.
+    /// One complete HTTP/1.1 request in, one complete HTTP/1.1 response out:
+    /// the simple entry. A `getUpdates` is answered at once here (as with
+    /// `timeout` 0), and admin logins are not throttled per client; a host
+    /// that parks polls or knows its peers calls [`Service::handle`].
     ///
     /// Requests that arrive from several threads while a commit is under
     /// way are committed together, in one transaction and one fsync (group
@@ -253,23 +248,7 @@ impl Service {
         out
     }
 
-    /// [`Service::handle_request`] for a host that knows who sent the
-    /// request (`peer`: the IP address of the immediate peer, or any stable
-    /// client key): admin logins are then throttled per client — 10
-    /// attempts at once, then one every 6 s, and 50 then one every 1.2 s
-    /// per /24 (IPv4) or /64 (IPv6); beyond that 429 `rate_limited` with
-    /// scope `admin_auth`, whatever the credential (it is not looked at).
-    /// A success gives its attempt back. When `peer` is inside
-    /// `trusted_proxies` (configuration), the client is the address the
-    /// proxies forwarded in `X-Forwarded-For` or `Forwarded`. See
-    /// `docs/reliability.md`, "Admin login throttle". A host-API change is
-    /// recorded in the audit log with that client; host requests here run
-    /// in their own transaction, not in a group commit.
-    pub fn handle_request_from(&self, request: &[u8], peer: &str) -> Vec<u8> {
-        self.handle_input_from(Input::Wire(request), peer)
-    }
-
-    /// [`Service::handle_request_from`] of either kind of request.
+    /// One request with its peer ([`Incoming::from_peer`](crate::Incoming::from_peer)).
     pub(crate) fn handle_input_from(&self, request: Input<'_>, peer: &str) -> Vec<u8> {
         let started = crate::metrics::Timer::sampled();
         let out = self.handle_request_from_inner(request, peer);

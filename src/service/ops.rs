@@ -30,6 +30,14 @@ impl Service {
     /// The host closed a waiting connection to admit a new one at its
     /// connection limit (`botspace_connection_evictions_total`); a warn
     /// line goes to the log hook.
+    /// Says `event` through the log hook, as the library's own lines are
+    /// said. The runtime crate calls it for what its socket owner's
+    /// decisions are to say (an accept error, a broken notification
+    /// listener), so that every server prints them through one hook.
+    pub fn say(&self, event: Event) {
+        self.gateway.log.emit(event);
+    }
+
     pub fn note_connection_evicted(&self) {
         self.metrics.note_eviction();
         self.gateway.log.emit(Event::new(

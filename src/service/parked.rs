@@ -22,15 +22,12 @@ use std::sync::{Mutex, MutexGuard};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PollId(pub u64);
 
-/// What [`Service::answer_request`](crate::Service::answer_request) did
-/// with a request. `R` is the answer's form: the HTTP/1.1 bytes for the
-/// bytes entry point, an `http::Response` for the typed one
-/// (`Service::answer_http`, feature `typed`), so a host whose HTTP stack
-/// writes its own heads reads no bytes back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer<R = Vec<u8>> {
-    /// The complete HTTP response, to send now.
-    Now(R),
+/// What [`Service::handle`](crate::Service::handle) did with one request.
+pub enum Answer {
+    /// The complete HTTP/1.1 response, to send now (a host whose HTTP
+    /// stack writes its own heads reads it with
+    /// [`into_http_response`](crate::into_http_response)).
+    Now(Vec<u8>),
     /// A getUpdates poll waits: hold the connection; its answer comes from
     /// [`Service::poll_parked`] (at the latest at its deadline), unless
     /// the host gives up on it with [`Service::cancel_parked`].

@@ -30,6 +30,7 @@
 
 use super::parked::{Answer, PollId};
 use super::Service;
+use crate::entry::Incoming;
 use crate::policy::connection::{HttpConnection, Taken};
 use crate::policy::host::MAX_BATCH;
 use crate::policy::Route;
@@ -192,42 +193,32 @@ impl HttpRound {
     /// all. A failed call (a panic in the core) ends each request's turn
     /// with the core's 500 `answer_failed`.
     fn answer_batch<C: RoundConnections + ?Sized>(&mut self, svc: &Service, conns: &mut C, now: u64) {
-        match self.batch.len() {
-            0 => {}
-            1 => {
-                let (i, t) = self.batch[0];
-                let out = conns.connection(i).map(|c| {
-                    let req = c.request(&t);
-                    catch_unwind(AssertUnwindSafe(|| svc.handle_request(req))).unwrap_or_default()
-                });
-                if let (Some(out), Some(c)) = (out, conns.connection_mut(i)) {
-                    c.answer(&out, now);
-                }
-            }
-            _ => {
-                let outs = {
-                    let reqs: Vec<&[u8]> = self
-                        .batch
-                        .iter()
-                        .map(|&(i, t)| conns.connection(i).map_or(&[][..], |c| c.request(&t)))
-                        .collect();
-                    catch_unwind(AssertUnwindSafe(|| svc.handle_batch(&reqs))).ok()
-                };
-                for (k, &(i, _)) in self.batch.iter().enumerate() {
-                    let out = outs.as_ref().and_then(|o| o.get(k)).map_or(&[][..], Vec::as_slice);
-                    if let Some(c) = conns.connection_mut(i) {
-                        c.answer(out, now);
-                    }
-                }
+        if self.batch.is_empty() {
+            return;
+        }
+        // One call for the batch: a lone write joins the group commit,
+        // more commit together ([`Service::handle`]).
+        let answers = {
+            let reqs: Vec<Incoming<'_>> = self
+                .batch
+                .iter()
+                .map(|&(i, t)| Incoming::bytes(conns.connection(i).map_or(&[][..], |c| c.request(&t))))
+                .collect();
+            catch_unwind(AssertUnwindSafe(|| svc.handle(&reqs, svc.now_ms()))).ok()
+        };
+        for (k, &(i, _)) in self.batch.iter().enumerate() {
+            let out = match answers.as_ref().and_then(|a| a.get(k)) {
+                Some(Answer::Now(out)) => out.as_slice(),
+                // A panic: the connection answers the core's 500.
+                _ => &[][..],
+            };
+            if let Some(c) = conns.connection_mut(i) {
+                c.answer(out, now);
             }
         }
         self.batch.clear();
     }
 
-    /// Answers the request that ended connection `i`'s share of the batch,
-    /// after the batch; or leaves it to the host (the gateway, a parked
-    /// poll). A failed call ends the request's turn with the core's 500
-    /// `answer_failed` (whether it was carried out is unknown).
     fn run_step<C: RoundConnections + ?Sized>(&mut self, svc: &Service, conns: &mut C, i: usize, t: Taken, now: u64) {
         let out = {
             let Some(c) = conns.connection(i) else { return };
@@ -238,17 +229,17 @@ impl HttpRound {
                     self.steps.push(RoundStep::Gateway { conn: i, request: t });
                     return;
                 }
-                Route::Admin => catch_unwind(AssertUnwindSafe(|| svc.handle_request_from(req, &peer))).ok(),
-                Route::Poll => match catch_unwind(AssertUnwindSafe(|| svc.answer_request(req, &peer, svc.now_ms()))) {
-                    Ok(Answer::Now(out)) => Some(out),
-                    Ok(Answer::Parked(poll)) => {
-                        self.steps.push(RoundStep::Parked { conn: i, poll });
-                        return;
+                Route::Admin | Route::Poll => {
+                    let one = [Incoming::bytes(req).from_peer(&peer)];
+                    match catch_unwind(AssertUnwindSafe(|| svc.handle(&one, svc.now_ms()))).map(|mut a| a.pop()) {
+                        Ok(Some(Answer::Now(out))) => Some(out),
+                        Ok(Some(Answer::Parked(poll))) => {
+                            self.steps.push(RoundStep::Parked { conn: i, poll });
+                            return;
+                        }
+                        _ => None,
                     }
-                    Err(_) => None,
-                },
-                // A path this listener does not serve (with a host-API
-                // address of its own, each listener serves its paths).
+                }
                 _ => Some(crate::policy::not_here(t.head.path(req))),
             }
         };
@@ -260,7 +251,6 @@ impl HttpRound {
     }
 }
 
-/// Whether connection `i` may have a request to take now.
 fn has_request<C: RoundConnections + ?Sized>(conns: &C, i: usize) -> bool {
     conns.connection(i).is_some_and(HttpConnection::has_request)
 }

@@ -1,40 +1,13 @@
-//! The typed entry points: for a host whose HTTP stack (hyper, axum)
-//! has parsed the request already. Each is its bytes twin (same rules,
-//! same checks, same answers), given the parsed request instead of its
-//! bytes: the core reads it where it is, with no second parse, and
-//! answers with an [`http::Response`].
+//! For a host whose HTTP stack (hyper, axum) parses requests: the gateway
+//! upgrade of a parsed request, and what the core refuses of a head or a
+//! body before the request is whole. Requests themselves come in through
+//! [`Service::handle`] ([`crate::Incoming::http`]).
 
-use super::{Answer, PollId, Service};
+use super::Service;
 use crate::entry::{into_http_response, Input};
 use crate::gateway::GatewayAccept;
 
 impl Service {
-    /// [`Service::handle_request`] of a parsed request, whose body was read
-    /// whole (a chunked body decoded).
-    pub fn handle_http<B: AsRef<[u8]>>(&self, request: &http::Request<B>) -> http::Response<Vec<u8>> {
-        into_http_response(self.handle_input(Input::of(request)))
-    }
-
-    /// [`Service::handle_request_from`] of a parsed request.
-    pub fn handle_http_from<B: AsRef<[u8]>>(&self, request: &http::Request<B>, peer: &str) -> http::Response<Vec<u8>> {
-        into_http_response(self.handle_input_from(Input::of(request), peer))
-    }
-
-    /// [`Service::handle_batch`] of parsed requests.
-    pub fn handle_http_batch<B: AsRef<[u8]>>(&self, requests: &[&http::Request<B>]) -> Vec<http::Response<Vec<u8>>> {
-        let inputs: Vec<Input<'_>> = requests.iter().map(|r| Input::of(*r)).collect();
-        self.handle_inputs(&inputs).into_iter().map(into_http_response).collect()
-    }
-
-    /// [`Service::handle_http_batch`] of requests that arrived concurrently
-    /// (a host's own grouping, not an order the host chose): on a shared
-    /// store they run in one lock order, bot then chat, as the core's group
-    /// commit runs its groups, so two nodes' groups do not deadlock.
-    pub fn handle_http_group<B: AsRef<[u8]>>(&self, requests: &[&http::Request<B>]) -> Vec<http::Response<Vec<u8>>> {
-        let inputs: Vec<Input<'_>> = requests.iter().map(|r| Input::of(*r)).collect();
-        self.handle_inputs_as(&inputs, true).into_iter().map(into_http_response).collect()
-    }
-
     /// [`Service::accept_gateway`] of a parsed request. The response is the
     /// core's bytes (`101` or an error): [`crate::into_http_response`] reads
     /// them for a host that writes its own heads.
@@ -50,26 +23,6 @@ impl Service {
         now_ms: u64,
     ) -> Result<crate::gateway::GatewaySession, Vec<u8>> {
         self.accept_gateway_session_input(Input::of(request), now_ms)
-    }
-
-    /// [`Service::answer_request`] of a parsed request; an answer given
-    /// now is an `http::Response`, as [`Service::handle_http`] gives it.
-    pub fn answer_http<B: AsRef<[u8]>>(
-        &self,
-        request: &http::Request<B>,
-        peer: &str,
-        now_ms: u64,
-    ) -> Answer<http::Response<Vec<u8>>> {
-        match self.answer_input(Input::of(request), peer, now_ms) {
-            Answer::Now(out) => Answer::Now(into_http_response(out)),
-            Answer::Parked(id) => Answer::Parked(id),
-        }
-    }
-
-    /// [`Service::poll_parked`] for polls parked by [`Service::answer_http`]:
-    /// the same answers, each an `http::Response`.
-    pub fn poll_parked_http(&self, now_ms: u64) -> Vec<(PollId, http::Response<Vec<u8>>)> {
-        self.poll_parked(now_ms).into_iter().map(|(id, out)| (id, into_http_response(out))).collect()
     }
 }
 

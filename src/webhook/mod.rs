@@ -8,17 +8,16 @@
 //! - [`signature`]: the Standard Webhooks headers and the `whsec_` secret;
 //! - [`schedule`]: one bot's deliveries as a state machine with time as an
 //!   input (per-chat order, retries, the cursor);
-//! - [`Pump`]: when the store's part of the deliveries runs, apart from a
-//!   host's event loop (what a loop takes, when it waits, when a store
-//!   turn is wanted); it drives the service's calls, so it lives with them
-//!   (`service/webhook_pump.rs`).
+//!
+//! When a server with threads runs the store's part of the deliveries
+//! apart from its event loop is the runtime crate's
+//! (`botspace_runtime::Pump`).
 
 pub mod deliveries;
 pub mod schedule;
 pub mod signature;
 pub mod target;
 
-pub use crate::service::Pump;
 pub use deliveries::WebhookRequest;
 pub use schedule::{retry_after_s, Attempt, Failure, LogEvent, Outcome, Schedule, Status, MAX_CONNECTIONS};
 pub use target::{check_address, check_url, AddressClass, Target, TargetPolicy, UrlRefusal};

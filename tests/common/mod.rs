@@ -256,3 +256,30 @@ impl Drop for PgFrozen {
         }
     }
 }
+
+/// Many requests answered at once through the one way in
+/// (`Service::handle`, each `Incoming::at_once`): a run of bot writes
+/// commits as one group.
+pub fn batch<R: AsRef<[u8]>>(svc: &Service, requests: &[R]) -> Vec<Vec<u8>> {
+    let reqs: Vec<botspace::Incoming<'_>> =
+        requests.iter().map(|r| botspace::Incoming::bytes(r.as_ref()).at_once()).collect();
+    svc.handle(&reqs, svc.now_ms()).into_iter().map(now).collect()
+}
+
+/// One request from `peer` (the admin login throttle's client), answered
+/// at once.
+pub fn from_peer(svc: &Service, request: &[u8], peer: &str) -> Vec<u8> {
+    now(svc.handle(&[botspace::Incoming::bytes(request).from_peer(peer).at_once()], svc.now_ms()).remove(0))
+}
+
+/// One request from `peer` that may park (a getUpdates with a timeout).
+pub fn answer(svc: &Service, request: &[u8], peer: &str, now_ms: u64) -> botspace::Answer {
+    svc.handle(&[botspace::Incoming::bytes(request).from_peer(peer)], now_ms).remove(0)
+}
+
+fn now(a: botspace::Answer) -> Vec<u8> {
+    match a {
+        botspace::Answer::Now(out) => out,
+        botspace::Answer::Parked(id) => panic!("answered at once, yet parked as {id:?}"),
+    }
+}

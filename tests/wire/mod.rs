@@ -260,7 +260,9 @@ impl Server {
                 c.args(["--addr", "127.0.0.1:0", "--db", &db_path]);
                 match rust_args {
                     Some(args) => c.args(args),
-                    None => c.args(["--admin-secret", SECRET, "--manual-clock"]),
+                    // `--demo`: the tour's demo bot and chat, which many
+                    // tests use (a server makes none unless asked).
+                    None => c.args(["--admin-secret", SECRET, "--manual-clock", "--demo"]),
                 };
                 c
             }

@@ -448,10 +448,7 @@ impl RawService {
         headers: Vec<String>,
         body: &[u8],
     ) -> Result<JsValue, JsValue> {
-        Ok(match typed_request(method, target, &headers, body)? {
-            Ok(req) => typed_answer(&self.svc.handle_http(&req)),
-            Err(refused) => typed_answer(&refused),
-        })
+        self.answer_http(method, target, headers, body, self.svc.now_ms() as f64)
     }
 
     /// Long polling: answers like `handleHttp`, except that a `getUpdates`
@@ -471,9 +468,10 @@ impl RawService {
             Ok(req) => req,
             Err(refused) => return Ok(typed_answer(&refused)),
         };
-        Ok(match self.svc.answer_http(&req, "", to_ms(now_ms)) {
-            botspace::Answer::Now(out) => typed_answer(&out),
-            botspace::Answer::Parked(id) => JsValue::from(id.0 as f64),
+        Ok(match self.svc.handle(&[botspace::Incoming::http(&req)], to_ms(now_ms)).pop() {
+            Some(botspace::Answer::Now(out)) => typed_answer(&botspace::into_http_response(out)),
+            Some(botspace::Answer::Parked(id)) => JsValue::from(id.0 as f64),
+            None => typed_answer(&botspace::into_http_response(botspace::policy::answer_failed())),
         })
     }
 
@@ -482,9 +480,9 @@ impl RawService {
     #[wasm_bindgen(js_name = pollParked, unchecked_return_type = "Array<number | HttpAnswer>")]
     pub fn poll_parked(&self, now_ms: f64) -> js_sys::Array {
         let out = js_sys::Array::new();
-        for (id, resp) in self.svc.poll_parked_http(to_ms(now_ms)) {
+        for (id, resp) in self.svc.poll_parked(to_ms(now_ms)) {
             out.push(&JsValue::from(id.0 as f64));
-            out.push(&typed_answer(&resp));
+            out.push(&typed_answer(&botspace::into_http_response(resp)));
         }
         out
     }
@@ -518,15 +516,22 @@ impl RawService {
             pos = end;
         }
         let mut start = 0;
-        let reqs: Vec<&[u8]> = ends
+        let reqs: Vec<botspace::Incoming<'_>> = ends
             .iter()
             .map(|&end| {
                 let r = &all[start..end];
                 start = end;
-                r
+                botspace::Incoming::bytes(r).at_once()
             })
             .collect();
-        self.svc.handle_batch(&reqs).iter().map(|o| Uint8Array::from(&o[..])).collect()
+        let out = self.svc.handle(&reqs, self.svc.now_ms());
+        out.into_iter()
+            .map(|a| match a {
+                botspace::Answer::Now(o) => Uint8Array::from(&o[..]),
+                // `at_once`: nothing parks.
+                botspace::Answer::Parked(_) => Uint8Array::from(&botspace::policy::answer_failed()[..]),
+            })
+            .collect()
     }
 
     /// Where the next request in `buf` ends: `{length, head}` when it is

@@ -1,4 +1,4 @@
-//! The C ABI of the core's admission (`botspace::policy::admission`):
+//! The C ABI of the core's admission (`botspace_runtime::admission`):
 //! which accepted sockets a server serves, evicts room for or refuses, what
 //! it does after a failed accept, the order in which its waiting
 //! connections are evicted, and the loop that hears other nodes' commits.
@@ -6,7 +6,7 @@
 //! policy and what is said about it are the library's.
 
 use super::{botspace_service, botspace_status, fail, free_handle, input, panic_message, set_last_error};
-use botspace::policy::admission::{AcceptError, Admission, Admit};
+use botspace_runtime::admission::{AcceptError, Admission, Admit};
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -210,7 +210,7 @@ pub unsafe extern "C" fn botspace_admission_admit(
         let adm = live_admission!(admission);
         // SAFETY: a live handle.
         let svc = unsafe { &(*service).svc };
-        let admit = match svc.admit(adm, open, max) {
+        let admit = match botspace_runtime::admission::admit(svc, adm, open, max) {
             Admit::Serve => botspace_admit { kind: botspace_admit_kind::Serve, evict_id: 0 },
             Admit::ServeAfterEvicting(id) => {
                 botspace_admit { kind: botspace_admit_kind::ServeAfterEvicting, evict_id: id }
@@ -294,7 +294,7 @@ pub unsafe extern "C" fn botspace_admission_accept_failed(
             botspace_accept_error::OutOfDescriptors => AcceptError::OutOfDescriptors,
             botspace_accept_error::Other => AcceptError::Other,
         };
-        let after = svc.accept_failed(adm, kind, &error, now_ms);
+        let after = botspace_runtime::admission::accept_failed(svc, adm, kind, &error, now_ms);
         let action = botspace_accept_error_action {
             evict: after.evict.is_some(),
             evict_id: after.evict.unwrap_or(0),
@@ -335,7 +335,7 @@ pub unsafe extern "C" fn botspace_service_run_store_notifications(
         // SAFETY: a live handle for the whole call.
         let svc = unsafe { &(*service).svc };
         // SAFETY: the host's callback, on this thread, with its pointer.
-        svc.run_store_notifications(&|| unsafe { cb(user_data) });
+        botspace_runtime::admission::run_store_notifications(svc, &|| unsafe { cb(user_data) });
         botspace_status::Ok
     })
 }

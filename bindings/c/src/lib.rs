@@ -640,9 +640,17 @@ pub unsafe extern "C" fn botspace_service_handle_batch(
         }
         // SAFETY: a live handle.
         let svc = unsafe { &(*service).svc };
-        let out = svc.handle_batch(&reqs);
+        let reqs: Vec<botspace::Incoming<'_>> = reqs.iter().map(|r| botspace::Incoming::bytes(r).at_once()).collect();
+        let out: Vec<Vec<u8>> = svc
+            .handle(&reqs, svc.now_ms())
+            .into_iter()
+            .map(|a| match a {
+                botspace::Answer::Now(o) => o,
+                botspace::Answer::Parked(_) => botspace::policy::answer_failed(),
+            })
+            .collect();
         if out.len() != count {
-            return fail(botspace_status::Panic, "internal error: handle_batch returned a wrong number of responses");
+            return fail(botspace_status::Panic, "internal error: handle returned a wrong number of answers");
         }
         for (i, r) in out.into_iter().enumerate() {
             // SAFETY: room for `count` values, i < count.
@@ -860,7 +868,11 @@ pub unsafe extern "C" fn botspace_service_handle_request_from(
         };
         // SAFETY: a live handle.
         let svc = unsafe { &(*service).svc };
-        let resp = svc.handle_request_from(req, &peer);
+        let one = [botspace::Incoming::bytes(req).from_peer(&peer).at_once()];
+        let resp = match svc.handle(&one, svc.now_ms()).pop() {
+            Some(botspace::Answer::Now(r)) => r,
+            _ => botspace::policy::answer_failed(),
+        };
         // SAFETY: checked non-NULL above.
         unsafe { out_response.write(botspace_bytes::from_vec(resp)) };
         botspace_status::Ok
@@ -911,9 +923,10 @@ pub unsafe extern "C" fn botspace_service_answer_request(
         };
         // SAFETY: a live handle.
         let svc = unsafe { &(*service).svc };
-        let (resp, id) = match svc.answer_request(req, &peer, now_ms) {
-            botspace::Answer::Now(r) => (botspace_bytes::from_vec(r), 0),
-            botspace::Answer::Parked(id) => (botspace_bytes::EMPTY, id.0),
+        let (resp, id) = match svc.handle(&[botspace::Incoming::bytes(req).from_peer(&peer)], now_ms).pop() {
+            Some(botspace::Answer::Now(r)) => (botspace_bytes::from_vec(r), 0),
+            Some(botspace::Answer::Parked(id)) => (botspace_bytes::EMPTY, id.0),
+            None => (botspace_bytes::from_vec(botspace::policy::answer_failed()), 0),
         };
         // SAFETY: checked non-NULL above.
         unsafe {
@@ -1055,7 +1068,7 @@ pub unsafe extern "C" fn botspace_service_demo_start(
         };
         // SAFETY: a live handle.
         let svc = unsafe { &(*service).svc };
-        match svc.demo_start(&base, &admin_base, rotate_token) {
+        match botspace_runtime::demo::start(svc, &base, &admin_base, rotate_token) {
             Ok(lines) => {
                 // SAFETY: checked non-NULL above.
                 unsafe { out_lines.write(botspace_bytes::from_vec(lines.into_bytes())) };
@@ -2552,7 +2565,7 @@ pub unsafe extern "C" fn botspace_log_line(
         let line = if block.is_empty() {
             botspace::log::log_line(level, &msg, &[], unix_ms)
         } else {
-            botspace::log::log_block(level, &msg, &block, unix_ms)
+            botspace_runtime::output::log_block(level, &msg, &block, unix_ms)
         };
         // SAFETY: checked non-NULL above.
         unsafe { out_line.write(botspace_bytes::from_vec(line.into_bytes())) };
@@ -2774,26 +2787,27 @@ pub unsafe extern "C" fn botspace_host_policy_default(out: *mut botspace_host_po
     ffi_boundary!({
         non_null!(out, "out");
         use botspace::policy::host as h;
+        use botspace_runtime::host as rh;
         let p = botspace_host_policy {
             request_timeout_ms: h::REQUEST_TIMEOUT_MS,
             idle_timeout_ms: h::IDLE_TIMEOUT_MS,
             write_timeout_ms: h::WRITE_TIMEOUT_MS,
             linger_ms: h::LINGER_MS,
             linger_bytes: h::LINGER_BYTES,
-            drain_ms: h::DRAIN_MS,
+            drain_ms: rh::DRAIN_MS,
             slow_consumer_drop_ms: h::SLOW_CONSUMER_DROP_MS,
             max_batch: h::MAX_BATCH,
-            accept_backoff_ms: h::ACCEPT_BACKOFF_MS,
+            accept_backoff_ms: rh::ACCEPT_BACKOFF_MS,
             tick_ms: h::TICK_MS,
-            notify_wait_ms: h::NOTIFY_WAIT_MS,
-            notify_retry_ms: h::NOTIFY_RETRY_MS,
-            notify_error_report_ms: h::NOTIFY_ERROR_REPORT_MS,
-            accept_error_report_ms: h::ACCEPT_ERROR_REPORT_MS,
-            notify_retry_step_ms: h::NOTIFY_RETRY_STEP_MS,
-            read_chunk_bytes: h::LOOP_READ_CHUNK_BYTES,
-            read_per_turn_bytes: h::LOOP_READ_PER_TURN_BYTES,
-            webhook_spare_transfers: h::WEBHOOK_SPARE_TRANSFERS,
-            fallback_file_limit: h::FALLBACK_FILE_LIMIT,
+            notify_wait_ms: rh::NOTIFY_WAIT_MS,
+            notify_retry_ms: rh::NOTIFY_RETRY_MS,
+            notify_error_report_ms: rh::NOTIFY_ERROR_REPORT_MS,
+            accept_error_report_ms: rh::ACCEPT_ERROR_REPORT_MS,
+            notify_retry_step_ms: rh::NOTIFY_RETRY_STEP_MS,
+            read_chunk_bytes: rh::LOOP_READ_CHUNK_BYTES,
+            read_per_turn_bytes: rh::LOOP_READ_PER_TURN_BYTES,
+            webhook_spare_transfers: rh::WEBHOOK_SPARE_TRANSFERS,
+            fallback_file_limit: rh::FALLBACK_FILE_LIMIT,
         };
         // SAFETY: checked non-NULL above.
         unsafe { out.write(p) };
@@ -2806,7 +2820,7 @@ pub unsafe extern "C" fn botspace_host_policy_default(out: *mut botspace_host_po
 /// the server's own 64, at least 1, at most 2^20. Cannot fail.
 #[no_mangle]
 pub extern "C" fn botspace_default_max_connections(file_limit: u64) -> usize {
-    ffi_boundary!(on_panic = 1; { botspace::policy::host::default_max_connections(file_limit) })
+    ffi_boundary!(on_panic = 1; { botspace_runtime::host::default_max_connections(file_limit) })
 }
 
 /// A server's options as `botspace_server_options_parse` read them (the
@@ -2814,7 +2828,7 @@ pub extern "C" fn botspace_default_max_connections(file_limit: u64) -> usize {
 /// takes, with the same defaults and messages). Opaque; released by
 /// `botspace_server_options_free`.
 pub struct botspace_server_options {
-    opts: botspace::policy::options::ServerOptions,
+    opts: botspace_runtime::options::ServerOptions,
     addr: CString,
     admin_addr: Option<CString>,
     db: CString,
@@ -2839,6 +2853,9 @@ pub struct botspace_server_settings {
     /// `--idle-timeout` in ms (at least 1).
     pub idle_timeout_ms: u64,
     pub manual_clock: bool,
+    /// Whether to make the tour's demo data (`--demo` or `--demo-token`);
+    /// otherwise the server creates nothing and prints no token.
+    pub demo: bool,
     pub demo_token: bool,
     /// `--log-format json`.
     pub log_json: bool,
@@ -2894,10 +2911,10 @@ pub unsafe extern "C" fn botspace_server_options_parse(
             // SAFETY: a NUL-terminated string.
             args.push(unsafe { std::ffi::CStr::from_ptr(a) }.to_string_lossy().into_owned());
         }
-        use botspace::policy::options::{parse, usage, Parsed};
+        use botspace_runtime::options::{parse, usage, Parsed};
         // Where the level comes from is the library's rule
         // (`botspace_output_from_env`), the Rust server's too.
-        let usage = usage(&program, botspace::log::LEVEL_SOURCE);
+        let usage = usage(&program, botspace_runtime::output::LEVEL_SOURCE);
         let (options, text, exit) = match parse(args, &|k| std::env::var(k).ok(), &read_file) {
             Ok(Parsed::Run(o)) => {
                 let handle = botspace_server_options {
@@ -2946,6 +2963,7 @@ pub unsafe extern "C" fn botspace_server_options_settings(
             request_timeout_ms: ms(h.opts.request_timeout),
             idle_timeout_ms: ms(h.opts.idle_timeout),
             manual_clock: h.opts.manual_clock,
+            demo: h.opts.wants_demo(),
             demo_token: h.opts.demo_token,
             log_json: h.opts.log_json,
         };
@@ -2980,7 +2998,7 @@ pub unsafe extern "C" fn botspace_server_options_open_service(
         let o = unsafe { &(*options).opts };
         let (secret, generated) = match o.admin_secret(&read_file) {
             Ok(Some(s)) => (s, false),
-            Ok(None) => match botspace::policy::options::generate_secret() {
+            Ok(None) => match botspace_runtime::options::generate_secret() {
                 Ok(s) => (s, true),
                 Err(e) => return fail(botspace_status::StorageError, e),
             },
@@ -3068,6 +3086,7 @@ mod options_tests {
             request_timeout_ms: 0,
             idle_timeout_ms: 0,
             manual_clock: false,
+            demo: true,
             demo_token: true,
             log_json: true,
         };
@@ -3075,7 +3094,7 @@ mod options_tests {
         assert_eq!(unsafe { std::ffi::CStr::from_ptr(s.addr) }.to_str(), Ok("127.0.0.1:0"));
         assert!(s.admin_addr.is_null());
         assert_eq!((s.max_connections, s.request_timeout_ms, s.idle_timeout_ms), (960, 1, 120_000));
-        assert!(s.manual_clock && !s.demo_token && !s.log_json);
+        assert!(s.manual_clock && !s.demo && !s.demo_token && !s.log_json, "no demo unless asked");
         let (mut svc, mut secret) = (std::ptr::null_mut(), botspace_bytes::EMPTY);
         assert_eq!(unsafe { botspace_server_options_open_service(o, &mut svc, &mut secret) }, botspace_status::Ok);
         assert_eq!(secret.len, 64, "none given: one generated, for the host to print");

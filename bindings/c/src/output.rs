@@ -1,5 +1,5 @@
-//! The C ABI of a server's operator output (`botspace::log::Output`) and
-//! its start-up lines (`botspace::policy::options::startup`): whether a
+//! The C ABI of a server's operator output (`botspace_runtime::output::Output`) and
+//! its start-up lines (`botspace_runtime::options::startup`): whether a
 //! line is printed, on which stream, as which exact bytes (text or JSON,
 //! newline included), and what a server says once its ports are bound.
 //! The host writes the bytes it is given to the stream it is told, and
@@ -8,7 +8,8 @@
 use super::{
     botspace_bytes, botspace_service, botspace_status, fail, free_handle, input, panic_message, set_last_error,
 };
-use botspace::log::{Level, Line, Output, Print, Stream};
+use botspace::log::Level;
+use botspace_runtime::output::{Line, Output, Print, Stream};
 use std::ffi::{c_char, c_void};
 use std::net::SocketAddr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -182,7 +183,7 @@ pub unsafe extern "C" fn botspace_output_server_line(
     out_stream: *mut botspace_stream,
     out_line: *mut botspace_bytes,
 ) -> botspace_status {
-    use botspace::policy::options::{ready_line, stopped_line, stopping_line};
+    use botspace_runtime::options::{ready_line, stopped_line, stopping_line};
     ffi_boundary!({
         non_null!(out_stream, "out_stream");
         non_null!(out_line, "out_line");
@@ -580,7 +581,7 @@ pub unsafe extern "C" fn botspace_startup_new(
             Err(s) => return s,
         };
         let secret = (!secret.is_empty()).then_some(&*secret);
-        let s = botspace::policy::options::startup(public, admin, secret, manual_clock);
+        let s = botspace_runtime::options::startup(public, admin, secret, manual_clock);
         let handle = botspace_startup { lines: s.lines, next: 0, base: s.base, admin_base: s.admin_base };
         // SAFETY: checked non-NULL above.
         unsafe { *out_startup = Box::into_raw(Box::new(handle)) };

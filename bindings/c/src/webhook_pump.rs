@@ -1,4 +1,4 @@
-//! The C face of the core's webhook pump (`botspace::webhook::Pump`): when
+//! The C face of the core's webhook pump (`botspace_runtime::Pump`): when
 //! the store's part of the deliveries runs, decided by the library, so that
 //! a C host's loop only sends what it takes and its store thread only runs
 //! the turns it is given.
@@ -7,7 +7,8 @@ use super::{
     botspace_service, botspace_service_webhook_report, botspace_service_webhook_report_failure, botspace_status,
     botspace_webhook_request, fail, free_handle, panic_message, set_last_error, BOTSPACE_NO_DEADLINE,
 };
-use botspace::webhook::{Pump, WebhookRequest};
+use botspace::webhook::WebhookRequest;
+use botspace_runtime::Pump;
 use std::collections::VecDeque;
 use std::ffi::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -4,8 +4,8 @@
 //!
 //! A connection's task queues its parsed request with a one-shot channel
 //! for the answer, and awaits it. The queue, its threads, the takes and
-//! the gate are the library's ([`botspace::CoreWorkers`],
-//! [`Service::answer_take`], [`botspace::CoreGate`]): this file only
+//! the gate are the library's ([`botspace_runtime::CoreWorkers`],
+//! [`Service::answer_take`], [`botspace_runtime::CoreGate`]): this file only
 //! gives them tokio's one-shot as the reply.
 //!
 //! On a database whose calls cannot block (`:memory:`: no disk, no
@@ -24,7 +24,7 @@ use tokio::sync::{oneshot, Notify};
 /// The answer to a queued request, back to its connection's task.
 pub(crate) struct Oneshot(oneshot::Sender<http::Response<Vec<u8>>>);
 
-impl botspace::Reply for Oneshot {
+impl botspace_runtime::ReplyTo for Oneshot {
     fn send(self, response: http::Response<Vec<u8>>) {
         // The task gone: its connection is too, nobody to answer.
         let _ = self.0.send(response);
@@ -38,9 +38,9 @@ pub(crate) fn reply() -> (Oneshot, oneshot::Receiver<http::Response<Vec<u8>>>) {
 }
 
 /// The library's core threads, answering into tokio's one-shots.
-pub(crate) type CoreThreads = botspace::CoreWorkers<Bytes, Oneshot>;
+pub(crate) type CoreThreads = botspace_runtime::CoreWorkers<Bytes, Oneshot>;
 
-pub(crate) type Job = botspace::Job<Bytes, Oneshot>;
+pub(crate) type Job = botspace_runtime::QueuedRequest<Bytes, Oneshot>;
 
 /// The queue of [`OnReactor`], shared with its task.
 #[derive(Default)]
@@ -93,7 +93,7 @@ impl OnReactor {
                     let jobs = q.take();
                     if !jobs.is_empty() {
                         q.takes.fetch_add(1, Ordering::Relaxed);
-                        svc.answer_take(jobs);
+                        botspace_runtime::workers::answer_take(&svc, jobs);
                     }
                 }
             });

@@ -75,8 +75,8 @@ impl Drop for Count<'_> {
 }
 
 /// A `GatewayLink` taken to the blocking pool and back (in the core, see
-/// `botspace::CoreGate`) for the calls that run its session.
-struct Link(Option<Box<GatewayLink>>, Arc<botspace::CoreGate>);
+/// `botspace_runtime::CoreGate`) for the calls that run its session.
+struct Link(Option<Box<GatewayLink>>, Arc<botspace_runtime::CoreGate>);
 
 impl Link {
     /// Runs `f` on the blocking pool; `None` if it panicked.

@@ -3,14 +3,13 @@
 //! [`Botspace`] is a [`tower_service::Service`] over `http` requests: a Rust
 //! host mounts it in its own hyper (or axum, or tower) app. It answers the
 //! bot REST methods and the host API by handing hyper's parsed request to
-//! the core's typed entry points ([`Service::handle_http`],
-//! [`Service::handle_http_batch`]) and the core's `http::Response` back to
-//! hyper, and serves `GET /bot/gateway` through hyper's upgrade, driving
+//! the core's one way in ([`Service::handle`], with [`Incoming::http`])
+//! and the core's answer back to hyper as an `http::Response`, and serves `GET /bot/gateway` through hyper's upgrade, driving
 //! the core's [`GatewayConnection`]. The core's calls block (SQLite, the fsync of a
 //! commit; PostgreSQL's round trips): they never run on the reactor. Bot
 //! requests go to the app's own core threads (the library's
 //! [`CoreWorkers`]), which take every request queued by any connection
-//! and answer them with one `handle_http_group` call (one transaction,
+//! and answer them with one `handle` call (one transaction,
 //! one fsync), as the C server's loop does: one
 //! thread on SQLite, one per PostgreSQL connection of the pool on a
 //! shared store. Host calls and the gateway's calls run on tokio's
@@ -47,10 +46,10 @@
 //! }
 //! ```
 //!
-//! [`Service::handle_http`]: botspace::Service::handle_http
-//! [`Service::handle_http_batch`]: botspace::Service::handle_http_batch
+//! [`Service::handle`]: botspace::Service::handle
+//! [`Incoming::http`]: botspace::Incoming::http
 //! [`GatewayConnection`]: botspace::GatewayConnection
-//! [`CoreWorkers`]: botspace::CoreWorkers
+//! [`CoreWorkers`]: botspace_runtime::CoreWorkers
 
 mod core_thread;
 mod gateway;
@@ -131,7 +130,7 @@ pub(crate) struct Inner {
     on_reactor: Option<core_thread::OnReactor>,
     /// Held shared by every blocking call into the core (the core threads
     /// hold it for each take), tried exclusively by a getMe on a worker.
-    pub(crate) gate: Arc<botspace::CoreGate>,
+    pub(crate) gate: Arc<botspace_runtime::CoreGate>,
     /// What wakes the webhook sender.
     webhooks: Arc<webhooks::Sender>,
     /// getUpdates requests waiting on the core's parked polls.
@@ -395,7 +394,8 @@ impl Botspace {
                     // A panic in the core stays in it (the core's 500
                     // `answer_failed`), as on a core thread.
                     self.inner.gate.try_exclusive().map(|_alone| {
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| svc.handle_http(&req))).map_err(|_| ())
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| answer_one(&svc, &req, None)))
+                            .map_err(|_| ())
                     })
                 } else {
                     None
@@ -416,10 +416,7 @@ impl Botspace {
                 let gate = self.inner.gate.clone();
                 tokio::task::spawn_blocking(move || {
                     let _in_core = gate.blocking();
-                    match (admin, peer) {
-                        (true, Some(p)) => svc.handle_http_from(&req, &p),
-                        _ => svc.handle_http(&req),
-                    }
+                    answer_one(&svc, &req, peer.as_deref().filter(|_| admin))
                 })
                 .await
                 .map_err(|_| ())
@@ -455,5 +452,23 @@ where
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let this = self.clone();
         Box::pin(async move { Ok(this.answer(req).await) })
+    }
+}
+
+/// One request that does not park (everything but getUpdates, which
+/// `parked::answer` takes), answered through the core's one way in.
+fn answer_one(svc: &Service, req: &http::Request<bytes::Bytes>, peer: Option<&str>) -> http::Response<Vec<u8>> {
+    let one = botspace::Incoming::http(req);
+    let one = [match peer {
+        Some(p) => one.from_peer(p),
+        None => one,
+    }];
+    match svc.handle(&one, svc.now_ms()).pop() {
+        Some(botspace::Answer::Now(out)) => botspace::into_http_response(out),
+        Some(botspace::Answer::Parked(id)) => {
+            svc.cancel_parked(id);
+            botspace::into_http_response(botspace::policy::answer_failed())
+        }
+        None => botspace::into_http_response(botspace::policy::answer_failed()),
     }
 }

@@ -1,15 +1,15 @@
 //! Long polls the core parked (`getUpdates` with a `timeout` and nothing
-//! to return, [`Service::answer_request`]): each waiting request's future
+//! to return, [`Service::handle`]): each waiting request's future
 //! awaits a oneshot, and one task (the "parking task") calls
-//! [`Service::poll_parked_http`] when the wake hook says a parked poll is due or
+//! [`Service::poll_parked`] when the wake hook says a parked poll is due or
 //! when the core's next deadline ([`Service::parked_timeout`]) comes, and
 //! completes the oneshots. No thread waits on a poll: the task sleeps on a
 //! `Notify` and a timer, and its core calls run on the blocking pool. The
-//! core's answers come typed (`answer_http`, `poll_parked_http`): the host
+//! core's answers are read into `http::Response`s (`into_http_response`): the host
 //! hands them to hyper as they are.
 
 use crate::Inner;
-use botspace::{Answer, PollId, Service};
+use botspace::{into_http_response, Answer, Incoming, PollId, Service};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -102,21 +102,18 @@ pub(crate) async fn answer(
 ) -> Result<Response, ()> {
     start(inner);
     let app = inner.clone();
-    let stopping = inner.stop.load(Ordering::SeqCst);
     let answered = tokio::task::spawn_blocking(move || {
         let _in_core = app.gate.blocking();
-        let peer = peer.as_deref().unwrap_or("");
-        if stopping {
-            // Stopping: nothing parks any more (the drain would wait on it).
-            return Ok(app.svc.handle_http_from(&req, peer));
-        }
-        match app.svc.answer_http(&req, peer, app.svc.now_ms()) {
-            Answer::Now(out) => Ok(out),
+        let one = [Incoming::http(&req).from_peer(peer.as_deref().unwrap_or(""))];
+        // Stopping, the core parks nothing more (the drain would wait).
+        match app.svc.handle(&one, app.svc.now_ms()).pop() {
+            Some(Answer::Now(out)) => Ok(into_http_response(out)),
             // The slot is taken here, on the blocking thread, which runs to
             // the end even if the request's future is dropped meanwhile:
             // then the receiver is dropped with the join handle, the
             // answer finds no one and the slot goes.
-            Answer::Parked(id) => Err((id, app.parked.wait(id))),
+            Some(Answer::Parked(id)) => Err((id, app.parked.wait(id))),
+            None => Ok(into_http_response(botspace::policy::answer_failed())),
         }
     })
     .await
@@ -162,7 +159,8 @@ async fn run(app: Weak<Inner>, notify: Arc<Notify>) {
         let work = tokio::task::spawn_blocking(move || {
             let _in_core = gate.blocking();
             let now = if stopping { u64::MAX } else { svc.now_ms() };
-            let answers = svc.poll_parked_http(now);
+            let answers: Vec<_> =
+                svc.poll_parked(now).into_iter().map(|(id, out)| (id, into_http_response(out))).collect();
             (answers, svc.parked_timeout().map(|at| at.saturating_sub(svc.now_ms())))
         })
         .await;

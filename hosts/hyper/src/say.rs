@@ -1,5 +1,5 @@
 //! The example server's operator lines: which are printed, where and as
-//! which bytes is the library's ([`botspace::log::Output`], the C server's
+//! which bytes is the library's ([`botspace_runtime::output::Output`], the C server's
 //! too); this writes them, and never panics doing it.
 //!
 //! `println!` panics when stdout is gone (a closed pipe: `failed printing
@@ -27,7 +27,8 @@ macro_rules! errln {
     }};
 }
 
-use botspace::log::{Event, Level, Line, Output, Print, Stream};
+use botspace::log::{Event, Level};
+use botspace_runtime::output::{Line, Output, Print, Stream};
 use std::io::Write as _;
 use std::sync::RwLock;
 

@@ -28,9 +28,9 @@
 //!   again, and answer what it refuses with bare errors of its own.
 
 use crate::{Answered, Botspace, Role};
-use botspace::policy::admission::{AcceptError, Admission, Admit};
 use botspace::policy::connection::{ConnectionOptions, ConnectionState, HttpConnection, Taken};
 use botspace::policy::host;
+use botspace_runtime::admission::{AcceptError, Admission, Admit};
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
@@ -49,7 +49,7 @@ use tokio::time::Instant;
 /// A peer that does not take our bytes for this long is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_millis(host::WRITE_TIMEOUT_MS);
 /// How long a stop waits for connections to finish.
-const DRAIN: Duration = Duration::from_millis(host::DRAIN_MS);
+const DRAIN: Duration = Duration::from_millis(botspace_runtime::host::DRAIN_MS);
 
 /// The connection limits of `examples/server.rs`.
 #[derive(Clone, Debug)]
@@ -174,16 +174,16 @@ pub fn serve_then(
         for l in loops {
             let _ = l.await;
         }
-        crate::say::line(&botspace::policy::options::stopping_line());
+        crate::say::line(&botspace_runtime::options::stopping_line());
         sh.app.shutdown();
         let until = Instant::now() + DRAIN;
         while sh.connections() > 0 && Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(host::DRAIN_POLL_MS)).await;
+            tokio::time::sleep(Duration::from_millis(botspace_runtime::host::DRAIN_POLL_MS)).await;
         }
         io::Result::Ok(sh.connections())
     })?;
     // Tasks still running (a drain that ran out) are dropped here.
-    rt.shutdown_timeout(Duration::from_millis(host::RUNTIME_SHUTDOWN_MS));
+    rt.shutdown_timeout(Duration::from_millis(botspace_runtime::host::RUNTIME_SHUTDOWN_MS));
     if let Some(h) = notify_loop {
         let _ = h.join();
     }
@@ -235,9 +235,9 @@ fn spawn_notification_loop(sh: &Arc<Shared>) -> Option<std::thread::JoinHandle<(
         return None;
     }
     let sh = sh.clone();
-    let spawned = std::thread::Builder::new()
-        .name("botspace-notify".into())
-        .spawn(move || sh.app.service().run_store_notifications(&|| sh.stop.load(Ordering::SeqCst)));
+    let spawned = std::thread::Builder::new().name("botspace-notify".into()).spawn(move || {
+        botspace_runtime::admission::run_store_notifications(sh.app.service(), &|| sh.stop.load(Ordering::SeqCst))
+    });
     match spawned {
         Ok(h) => Some(h),
         Err(e) => {
@@ -273,7 +273,12 @@ async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, role: Role) {
                 // Counted before the admission's lock is taken: no other
                 // lock is held under it.
                 let open = sh.connections();
-                let admit = sh.app.service().admit(&mut sh.admission(), open, sh.opts.max_connections);
+                let admit = botspace_runtime::admission::admit(
+                    sh.app.service(),
+                    &mut sh.admission(),
+                    open,
+                    sh.opts.max_connections,
+                );
                 match admit {
                     Admit::Serve => {}
                     Admit::ServeAfterEvicting(id) => sh.abort(id),
@@ -292,15 +297,24 @@ async fn accept_loop(sh: Arc<Shared>, listener: TcpListener, role: Role) {
             Err(e) => {
                 let kind = if fds::out_of_descriptors(&e) { AcceptError::OutOfDescriptors } else { AcceptError::Other };
                 let now = sh.now_ms();
-                let after = sh.app.service().accept_failed(&mut sh.admission(), kind, &e.to_string(), now);
+                let after = botspace_runtime::admission::accept_failed(
+                    sh.app.service(),
+                    &mut sh.admission(),
+                    kind,
+                    &e.to_string(),
+                    now,
+                );
                 if let Some(id) = after.evict {
                     sh.abort(id);
                 }
                 if after.use_spare && spare.release() {
                     // The evicted task closes its descriptor within
                     // moments; the waiting client gets in on the spare's.
-                    if let Ok(Ok((stream, peer))) =
-                        tokio::time::timeout(Duration::from_millis(host::EVICTION_SETTLE_MS), listener.accept()).await
+                    if let Ok(Ok((stream, peer))) = tokio::time::timeout(
+                        Duration::from_millis(botspace_runtime::host::EVICTION_SETTLE_MS),
+                        listener.accept(),
+                    )
+                    .await
                     {
                         if after.evict.is_some() {
                             spawn_connection(&sh, stream, peer, role);
@@ -404,7 +418,7 @@ async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr,
         // unanswered: bytes still in the socket are read first.
         let stopping = sh.stop.load(Ordering::SeqCst);
         if stopping && c.http.is_idle() {
-            let mut probe = [0u8; host::STOP_PROBE_BYTES];
+            let mut probe = [0u8; botspace_runtime::host::STOP_PROBE_BYTES];
             match c.sock.try_read(&mut probe) {
                 Ok(n) if n > 0 => c.http.handle_input(&probe[..n], c.now()),
                 _ => return,
@@ -461,12 +475,12 @@ impl Conn {
 
     /// Reads what the socket has (up to what the connection takes) into
     /// the connection; `Ok(0)` at the end. An uninitialised scratch buffer
-    /// of `host::READ_CHUNK_BYTES` (no memset per read), and only what
+    /// of `botspace_runtime::host::READ_CHUNK_BYTES` (no memset per read), and only what
     /// arrived is kept, so an idle connection holds no buffer of its own.
     async fn read(&mut self) -> io::Result<usize> {
-        let limit = self.http.read_limit().clamp(1, host::READ_CHUNK_BYTES);
+        let limit = self.http.read_limit().clamp(1, botspace_runtime::host::READ_CHUNK_BYTES);
         std::future::poll_fn(|cx| {
-            let mut chunk = [std::mem::MaybeUninit::<u8>::uninit(); host::READ_CHUNK_BYTES];
+            let mut chunk = [std::mem::MaybeUninit::<u8>::uninit(); botspace_runtime::host::READ_CHUNK_BYTES];
             let mut rb = ReadBuf::uninit(&mut chunk[..limit]);
             std::task::ready!(Pin::new(&mut self.sock).poll_read(cx, &mut rb))?;
             let now = self.started.elapsed().as_millis() as u64;
@@ -617,7 +631,7 @@ pub mod fds {
         // SAFETY: plain system calls on a local struct.
         unsafe {
             if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-                return botspace::policy::host::FALLBACK_FILE_LIMIT;
+                return botspace_runtime::host::FALLBACK_FILE_LIMIT;
             }
             if lim.rlim_cur < lim.rlim_max {
                 let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
@@ -634,7 +648,7 @@ pub mod fds {
 
     /// The default `--max-connections` under `limit` descriptors: the
     /// core's policy.
-    pub use botspace::policy::host::default_max_connections;
+    pub use botspace_runtime::host::default_max_connections;
 
     pub(crate) fn out_of_descriptors(e: &io::Error) -> bool {
         matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))

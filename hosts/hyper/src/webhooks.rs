@@ -1,13 +1,14 @@
 //! The webhook sender: the library decides every delivery and when the
-//! store's part of them runs (`botspace::webhook::Pump`); this task only
+//! store's part of them runs (`botspace_runtime::Pump`); this task only
 //! sends each request with hyper's HTTP/1 client (TLS through rustls, with
 //! the system's roots), reports the outcome, and runs the store turns the
 //! pump asks for on tokio's blocking pool. It runs while the app lives:
 //! woken by the service's wake hook, by an outcome, by a store turn's end,
 //! or at the pump's timeout.
 
-use botspace::webhook::{Failure, Outcome, Pump, WebhookRequest};
+use botspace::webhook::{Failure, Outcome, WebhookRequest};
 use botspace::Service;
+use botspace_runtime::Pump;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
@@ -87,7 +88,7 @@ pub(crate) async fn run(svc: Weak<Service>, sender: Arc<Sender>) {
         let wait = sender.pump.timeout(&s, now).map(|t| Duration::from_millis(t.saturating_sub(s.now_ms())));
         drop(s);
         // Also wakes now and then, to notice the service is gone.
-        let look = Duration::from_millis(botspace::policy::host::WEBHOOK_LOOK_MS);
+        let look = Duration::from_millis(botspace_runtime::host::WEBHOOK_LOOK_MS);
         let _ = tokio::time::timeout(wait.map_or(look, |d| d.min(look)), sender.wake.notified()).await;
     }
 }

@@ -7,17 +7,18 @@
 //! other nodes' commits (retried every second, said at most every 10 s).
 //!
 //! Sans-IO: the host owns the sockets, the spare descriptor, its tasks or
-//! connections (by an id of its own), threads and the clock. It asks the
-//! service what to do (`Service::admit`, `Service::accept_failed`,
-//! `Service::run_store_notifications`, in `service/admission.rs`), passing
-//! `now` in milliseconds of its monotonic clock, and does it. The service
-//! counts the evictions and says what is to be said as the library's log
+//! connections (by an id of its own), threads and the clock. It asks
+//! what to do ([`admit`], [`accept_failed`], [`run_store_notifications`]), passing
+//! `now` in milliseconds of its monotonic clock, and does it. Those
+//! count the evictions in the service's metrics and says what is to be said as the library's log
 //! events through its log hook, so both servers print the same lines
 //! without a logger of their own; the decisions are made here, of their
 //! inputs alone.
 
-use super::host;
-use super::Report;
+use crate::host;
+use botspace::log::{Event, Level};
+use botspace::policy::Report;
+use botspace::Service;
 use std::collections::{BTreeSet, HashMap};
 
 /// The host's connections that wait for a request, oldest first: the one
@@ -91,7 +92,7 @@ pub enum Admit {
     /// lingering refusal: call [`Admission::refusal_ended`] when it ends.
     RefuseLingering,
     /// As `RefuseLingering`, past the cap on lingering refusals
-    /// ([`host::MAX_LINGERING_REFUSALS`]): the 503 ([`super::server_busy`])
+    /// ([`botspace::policy::host::MAX_LINGERING_REFUSALS`]): the 503 ([`super::server_busy`])
     /// best effort, never blocking, and close at once, so a flood of
     /// connections costs one accept each.
     RefuseNow,
@@ -185,7 +186,7 @@ impl Admission {
         if let Some(id) = self.evict() {
             return Admit::ServeAfterEvicting(id);
         }
-        if host::refusal_may_linger(self.lingering) {
+        if botspace::policy::host::refusal_may_linger(self.lingering) {
             self.lingering += 1;
             Admit::RefuseLingering
         } else {
@@ -263,6 +264,74 @@ pub(crate) fn notification_loop<E>(
     }
 }
 
+// The admission's side that needs the service: an eviction is counted in
+// the metrics and said, an accept error and a broken notification listener
+// are said through the log hook. Hosts call these, so no host counts or
+// says any of it itself.
+/// What to do with a socket accepted while `open` connections are open
+/// (what `max` counts: HTTP and gateway connections, not refusals),
+/// decided by `admission` (`Admission`'s rules): serve it; at the
+/// limit, evict the connection that has waited longest (counted in
+/// `botspace_connection_evictions_total` and said, as
+/// `Service::note_connection_evicted`); with every connection busy,
+/// refuse it, with a linger while fewer than 256 refusals linger.
+pub fn admit(svc: &Service, admission: &mut Admission, open: usize, max: usize) -> Admit {
+    let admit = admission.admit(open, max);
+    if let Admit::ServeAfterEvicting(_) = admit {
+        svc.note_connection_evicted();
+    }
+    admit
+}
+
+/// What to do after an accept that failed at `now` (the host's
+/// monotonic clock, in milliseconds) with `error` (its text), decided
+/// by `admission`: an eviction is counted and said as in
+/// [`admit`]; an error is said through the log hook (level
+/// error, `accept failed: {error} ({n} in the last second)`, no
+/// fields: the line the servers printed of their own) at most once a
+/// second, with how many there were.
+pub fn accept_failed(
+    svc: &Service,
+    admission: &mut Admission,
+    kind: AcceptError,
+    error: &str,
+    now: u64,
+) -> AfterAcceptError {
+    let (after, say) = admission.accept_failed(kind, now);
+    if after.evict.is_some() {
+        svc.note_connection_evicted();
+    }
+    if let Some(n) = say {
+        svc.say(Event::line(Level::Error, format!("accept failed: {error} ({n} in the last second)")));
+    }
+    after
+}
+
+/// Hears other nodes' commits until `should_stop` returns true
+/// ([`Service::wait_store_notifications`] in a loop): **blocks the
+/// calling thread on the network**, so run it on a thread of its own.
+/// `should_stop` is asked at least every 250 ms (`NOTIFY_WAIT_MS`) and
+/// every 50 ms while a broken listening connection waits out its
+/// one-second retry; the failure is said through the log hook (level
+/// warn, `listening for notifications failed: {error}; retrying every
+/// second`) at most every 10 s. Returns at once when the store cannot
+/// hear other nodes ([`Service::has_store_notifications`] false).
+pub fn run_store_notifications(svc: &Service, should_stop: &dyn Fn() -> bool) {
+    if !svc.has_store_notifications() {
+        return;
+    }
+    let started = std::time::Instant::now();
+    notification_loop(
+        |ms| svc.wait_store_notifications(ms),
+        should_stop,
+        |ms| std::thread::sleep(std::time::Duration::from_millis(ms)),
+        || started.elapsed().as_millis() as u64,
+        |e| {
+            svc.say(Event::line(Level::Warn, format!("listening for notifications failed: {e}; retrying every second")))
+        },
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,7 +379,7 @@ mod tests {
     #[test]
     fn with_every_connection_busy_256_refusals_linger_then_they_close_at_once() {
         let mut a = Admission::new();
-        for i in 0..host::MAX_LINGERING_REFUSALS {
+        for i in 0..botspace::policy::host::MAX_LINGERING_REFUSALS {
             assert_eq!(a.admit(1, 1), Admit::RefuseLingering, "refusal {i}");
         }
         assert_eq!(a.lingering_refusals(), 256);
@@ -414,5 +483,93 @@ mod tests {
             |_| {},
         );
         assert_eq!(steps.get(), 3, "no step after the stop, no second wait");
+    }
+}
+
+#[cfg(test)]
+mod with_service {
+    use super::{accept_failed, admit, run_store_notifications, AcceptError, Admission, Admit, AfterAcceptError};
+    use botspace::log::{Event, Level};
+    use botspace::{ClockKind, Config, Service};
+    use std::sync::{Arc, Mutex};
+
+    /// The log events a test's service said: (level, text line).
+    type Said = Arc<Mutex<Vec<(Level, String)>>>;
+
+    /// A service whose log events are kept.
+    fn service() -> (Service, Said) {
+        let cfg = Config::default().with(|c| {
+            c.admin_secret = "an-admin-secret-0123".into();
+            c.clock = ClockKind::Manual;
+        });
+        let svc = Service::open(cfg).unwrap();
+        let lines: Said = Arc::default();
+        let sink = lines.clone();
+        svc.set_log_hook(Some(Arc::new(move |ev: &Event| sink.lock().unwrap().push((ev.level, ev.text())))));
+        (svc, lines)
+    }
+
+    const EVICTED: &str = "connection evicted: the oldest waiting connection was closed to admit a new one at the connection limit event=connection_evicted";
+
+    /// `botspace_connection_evictions_total`, as the operator scrapes it.
+    fn evictions(svc: &Service) -> u64 {
+        let resp =
+            svc.handle_request(b"GET /admin/metrics HTTP/1.1\r\nAuthorization: Admin an-admin-secret-0123\r\n\r\n");
+        let text = String::from_utf8(resp).unwrap();
+        let line = text.lines().find(|l| l.starts_with("botspace_connection_evictions_total ")).expect("the counter");
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn an_eviction_at_the_limit_is_counted_and_said_a_serve_or_a_refusal_is_not() {
+        let (svc, lines) = service();
+        let mut a = Admission::new();
+        a.touch(1, 10);
+        assert_eq!(admit(&svc, &mut a, 0, 1), Admit::Serve);
+        assert_eq!(admit(&svc, &mut a, 1, 1), Admit::ServeAfterEvicting(1));
+        assert_eq!(admit(&svc, &mut a, 1, 1), Admit::RefuseLingering);
+        assert_eq!(evictions(&svc), 1);
+        assert_eq!(*lines.lock().unwrap(), [(Level::Warn, EVICTED.to_string())]);
+    }
+
+    #[test]
+    fn out_of_descriptors_an_eviction_is_said_and_no_accept_error() {
+        let (svc, lines) = service();
+        let mut a = Admission::new();
+        a.touch(4, 1);
+        let after = accept_failed(&svc, &mut a, AcceptError::OutOfDescriptors, "Too many open files", 1_000);
+        assert_eq!(after, AfterAcceptError { evict: Some(4), use_spare: true, resume_at: 1_001 });
+        assert_eq!(evictions(&svc), 1);
+        assert_eq!(*lines.lock().unwrap(), [(Level::Warn, EVICTED.to_string())]);
+    }
+
+    #[test]
+    fn accept_errors_are_said_at_level_error_at_most_once_a_second_with_their_count() {
+        let (svc, lines) = service();
+        let mut a = Admission::new();
+        let after = accept_failed(&svc, &mut a, AcceptError::OutOfDescriptors, "Too many open files", 2_000);
+        assert_eq!(after, AfterAcceptError { evict: None, use_spare: true, resume_at: 2_050 });
+        accept_failed(&svc, &mut a, AcceptError::Other, "No buffer space available", 2_500);
+        accept_failed(&svc, &mut a, AcceptError::Other, "No buffer space available", 3_000);
+        assert_eq!(
+            *lines.lock().unwrap(),
+            [
+                (Level::Error, "accept failed: Too many open files (1 in the last second)".to_string()),
+                (Level::Error, "accept failed: No buffer space available (2 in the last second)".to_string()),
+            ]
+        );
+        assert_eq!(evictions(&svc), 0);
+    }
+
+    #[test]
+    fn without_store_notifications_the_run_returns_at_once() {
+        let (svc, lines) = service();
+        let asked = std::cell::Cell::new(0);
+        run_store_notifications(&svc, &|| {
+            asked.set(asked.get() + 1);
+            false
+        });
+        assert_eq!(asked.get(), 0);
+        assert!(lines.lock().unwrap().is_empty());
     }
 }

@@ -22,10 +22,10 @@
 //! milliseconds. A pump serves one [`Service`]; every method takes it, so
 //! that a host may hold the service weakly and notice it is gone.
 
-use super::Service;
-use super::WebhookPoll;
-use crate::webhook::deliveries::WebhookRequest;
-use crate::webhook::schedule::Outcome;
+use botspace::webhook::Outcome;
+use botspace::webhook::WebhookRequest;
+use botspace::Service;
+use botspace::WebhookPoll;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// The store side's state, shared by the loop and the store thread.
@@ -242,7 +242,7 @@ impl Drop for EndTurn<'_> {
 #[cfg(test)]
 mod tests {
     use super::Pump;
-    use crate::{ClockKind, Config, Service};
+    use botspace::{ClockKind, Config, Service};
 
     fn service() -> Service {
         let cfg = Config::default().with(|c| {

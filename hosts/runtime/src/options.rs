@@ -5,9 +5,10 @@
 //! line, each later source beating the earlier. Files are read through the
 //! host's `read` (the core does no I/O of its own).
 
-use super::host;
-use crate::config::{ClockKind, Config};
-use crate::log::{Level, Line};
+use crate::host;
+use crate::output::Line;
+use botspace::config::{ClockKind, Config};
+use botspace::log::Level;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ const USAGE: &str = "usage: {program} [--config PATH] [--addr HOST:PORT] [--db P
 {indent}[--max-connections N] [--request-timeout SECS] [--idle-timeout SECS]
 {indent}[--gateway-poll-interval-ms MS] [--database-timeout-ms MS]
 {indent}[--trusted-proxy CIDR]... [--webhook-allow-http] [--webhook-allow-private-addresses]
-{indent}[--manual-clock] [--demo-token] [--log-format text|json]
+{indent}[--manual-clock] [--demo] [--demo-token] [--log-format text|json]
 
 Every option also comes from its environment variable (shown) or a config file
 of `option = value` lines; a flag beats the variable, which beats the file.
@@ -78,10 +79,14 @@ of `option = value` lines; a flag beats the variable, which beats the file.
   --log-format text|json    [env BOTSPACE_LOG_FORMAT]
                             text lines (default) or one JSON object a line; the level from
                             {log_env} (error, warn, info: default, debug)
+  --demo                    [env BOTSPACE_DEMO, 1/true/0/false]
+                            for a tour, not for production: on a database without bots create a demo
+                            user, bot and chat and print the bot's token; without --demo or
+                            --demo-token the server creates nothing and prints no token
   --demo-token              [env BOTSPACE_DEMO_TOKEN, 1/true/0/false]
-                            rotate the demo bot's token and print it with the export line (a database
-                            made by an earlier start has the demo bot, whose token was shown once);
-                            on a database without the demo bot, create it";
+                            --demo, and rotate the demo bot's token and print it with the export line
+                            (a database made by an earlier start has the demo bot, whose token was
+                            shown once)";
 
 /// The usage and option help of a server called `program`; `log_env`
 /// names where the log level comes from.
@@ -109,6 +114,7 @@ const OPTIONS: &[(&str, bool)] = &[
     ("webhook-allow-http", true),
     ("webhook-allow-private-addresses", true),
     ("manual-clock", true),
+    ("demo", true),
     ("demo-token", true),
     ("log-format", false),
 ];
@@ -134,6 +140,8 @@ pub struct ServerOptions {
     pub webhook_allow_http: bool,
     pub webhook_allow_private_addresses: bool,
     pub manual_clock: bool,
+    /// `--demo`: the tour's demo data ([`ServerOptions::wants_demo`]).
+    pub demo: bool,
     pub demo_token: bool,
     pub log_json: bool,
 }
@@ -149,14 +157,15 @@ impl Default for ServerOptions {
             operational_key: None,
             operational_key_file: None,
             max_connections: None,
-            request_timeout: Duration::from_millis(host::REQUEST_TIMEOUT_MS),
-            idle_timeout: Duration::from_millis(host::IDLE_TIMEOUT_MS),
+            request_timeout: Duration::from_millis(botspace::policy::host::REQUEST_TIMEOUT_MS),
+            idle_timeout: Duration::from_millis(botspace::policy::host::IDLE_TIMEOUT_MS),
             gateway_poll_interval_ms: None,
             database_timeout_ms: None,
             trusted_proxies: Vec::new(),
             webhook_allow_http: false,
             webhook_allow_private_addresses: false,
             manual_clock: false,
+            demo: false,
             demo_token: false,
             log_json: false,
         }
@@ -341,6 +350,7 @@ fn parse_into(mut a: ServerOptions, args: Vec<String>) -> Result<ServerOptions, 
                 a.webhook_allow_private_addresses = boolean(&name, inline.as_deref())?
             }
             "--manual-clock" => a.manual_clock = boolean(&name, inline.as_deref())?,
+            "--demo" => a.demo = boolean(&name, inline.as_deref())?,
             "--demo-token" => a.demo_token = boolean(&name, inline.as_deref())?,
             "--log-format" => {
                 a.log_json = match value(&mut it)?.as_str() {
@@ -367,7 +377,7 @@ fn first_line(path: &str, read: ReadFile) -> Result<String, String> {
 pub fn generate_secret() -> Result<String, String> {
     let mut b = [0u8; 32];
     getrandom::fill(&mut b).map_err(|e| format!("cannot generate an admin secret: {e}"))?;
-    Ok(crate::hex::lower(&b))
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 /// What a server says once its ports are bound ([`startup`]), and the
@@ -379,7 +389,7 @@ pub struct Startup {
     /// listening on http://HOST:PORT` with an admin listener, the block
     /// `admin secret: …` when the secret was generated, `clock: manual
     /// (moves only through /admin/advanceClock)` on a manual clock. The
-    /// host prints each through its [`crate::log::Output`].
+    /// host prints each through its [`crate::output::Output`].
     pub lines: Vec<Line>,
     /// `http://HOST:PORT` a local client reaches the public listener at
     /// ([`reachable`]): the base of the demo's curl lines.
@@ -455,6 +465,14 @@ pub fn reachable(a: SocketAddr) -> SocketAddr {
 }
 
 impl ServerOptions {
+    /// Whether the server makes the tour's demo data and prints its token:
+    /// only when asked (`--demo` or `--demo-token`). A production start,
+    /// from the environment or a unit file alone, creates nothing and
+    /// prints no token, which would otherwise reach the journal.
+    pub fn wants_demo(&self) -> bool {
+        self.demo || self.demo_token
+    }
+
     /// The admin secret: given, or the first line of its file (whichever
     /// the strongest source gave), else `None` (the host generates one
     /// and prints it once).
@@ -479,7 +497,8 @@ impl ServerOptions {
         };
         let operational_key = match key {
             Some(k) => Some(
-                crate::config::parse_hex_key(k.trim()).ok_or("the operational key must be 64 hex digits (32 bytes)")?,
+                botspace::config::parse_hex_key(k.trim())
+                    .ok_or("the operational key must be 64 hex digits (32 bytes)")?,
             ),
             None => None,
         };
@@ -654,15 +673,15 @@ mod tests {
             info("botspace stopped (0 connections cut; every answered request was already committed)")
         );
         // As printed: the bytes, on stdout; nothing under a warn threshold.
-        let out = crate::log::Output::new(false, Level::Info);
+        let out = crate::output::Output::new(false, Level::Info);
         let ready = out.line(&ready_line(), 0).unwrap();
-        assert_eq!((ready.stream, ready.bytes), (crate::log::Stream::Stdout, b"botspace ready\n".to_vec()));
-        let json = crate::log::Output::new(true, Level::Info).line(&stopped_line(None), 1_000).unwrap();
+        assert_eq!((ready.stream, ready.bytes), (crate::output::Stream::Stdout, b"botspace ready\n".to_vec()));
+        let json = crate::output::Output::new(true, Level::Info).line(&stopped_line(None), 1_000).unwrap();
         assert_eq!(
             String::from_utf8(json.bytes).unwrap(),
             "{\"ts\":\"1970-01-01T00:00:01.000Z\",\"level\":\"info\",\"msg\":\"botspace stopped\"}\n"
         );
-        assert_eq!(crate::log::Output::new(false, Level::Warn).line(&stopping_line(), 0), None);
+        assert_eq!(crate::output::Output::new(false, Level::Warn).line(&stopping_line(), 0), None);
     }
 
     #[test]

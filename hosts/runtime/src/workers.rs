@@ -4,8 +4,8 @@
 //!
 //! A host queues a parsed request with its reply ([`CoreWorkers::submit`])
 //! and awaits the reply. A core thread takes *everything* queued at once
-//! and answers it ([`Service::answer_take`]): the bot writes in one
-//! [`Service::handle_http_group`] call (one transaction and one fsync for
+//! and answers it ([`answer_take`]): the bot writes in one
+//! [`Service::handle`] call (one transaction and one fsync for
 //! all of them: the group commit forms on its own, from what arrived while
 //! the last take ran), getMe and the rest one by one (they take no
 //! transaction). Then it sends each answer back. Under load that is one
@@ -17,17 +17,17 @@
 //! batch runs its statements and its fsync is the next batch). A second
 //! thread overlaps one batch's COMMIT with the next one's statements but
 //! splits the batches, so it starts a batch beside another only for a
-//! large group ([`crate::policy::host::starts_batch`]).
+//! large group ([`crate::host::starts_batch`]).
 //!
-//! A 200 still means durable: `handle_http_group` returns only once its
+//! A 200 still means durable: `handle` returns only once its
 //! commit is on disk, and only then is the reply sent.
 //!
 //! The library starts these threads only when a host asks for them; it
 //! needs threads, so it is not in the WebAssembly build.
 
-use super::Service;
-use crate::policy::host::{starts_batch, MAX_QUEUED_BATCH};
-use crate::policy::route::Kind;
+use crate::host::{starts_batch, MAX_QUEUED_BATCH};
+use botspace::policy::route::Kind;
+use botspace::{into_http_response, Answer, Incoming, Service};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
@@ -35,7 +35,7 @@ use std::thread::JoinHandle;
 /// Where the answer to a queued request goes: the host's own channel back
 /// to the connection that sent it (hyper's host: a tokio one-shot).
 ///
-/// A reply dropped without [`Reply::send`] means the core call failed (it
+/// A reply dropped without [`ReplyTo::send`] means the core call failed (it
 /// panicked, or the queue was dropped with the job in it): the host then
 /// answers the core's 500 `answer_failed` ([`crate::policy::answer_failed`]).
 ///
@@ -43,20 +43,20 @@ use std::thread::JoinHandle;
 /// reply is stored in the queue as it is, with no allocation and no
 /// indirect call per request (a host's channel sender is already the
 /// whole reply), and the core needs no async runtime of its own.
-pub trait Reply: Send + 'static {
+pub trait ReplyTo: Send + 'static {
     /// Delivers the core's answer. Called on a core thread: it must not
     /// block (a channel send does not).
     fn send(self, response: http::Response<Vec<u8>>);
 }
 
-impl Reply for std::sync::mpsc::Sender<http::Response<Vec<u8>>> {
+impl ReplyTo for std::sync::mpsc::Sender<http::Response<Vec<u8>>> {
     fn send(self, response: http::Response<Vec<u8>>) {
         // The receiver gone: its connection is too, nobody to answer.
         let _ = std::sync::mpsc::Sender::send(&self, response);
     }
 }
 
-impl Reply for Box<dyn FnOnce(http::Response<Vec<u8>>) + Send> {
+impl ReplyTo for Box<dyn FnOnce(http::Response<Vec<u8>>) + Send> {
     fn send(self, response: http::Response<Vec<u8>>) {
         self(response)
     }
@@ -64,7 +64,7 @@ impl Reply for Box<dyn FnOnce(http::Response<Vec<u8>>) + Send> {
 
 /// A request queued for the core, with how it is answered and where its
 /// answer goes.
-pub struct Job<B, R> {
+pub struct QueuedRequest<B, R> {
     /// As the host's HTTP stack parsed it, with its body read whole.
     pub request: http::Request<B>,
     /// [`Kind::of`] its route.
@@ -73,11 +73,11 @@ pub struct Job<B, R> {
     pub reply: R,
 }
 
-impl<B, R> std::fmt::Debug for Job<B, R> {
+impl<B, R> std::fmt::Debug for QueuedRequest<B, R> {
     // Neither the body nor the reply need be `Debug`: what names the job
     // is its request line and kind.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Job")
+        f.debug_struct("QueuedRequest")
             .field("method", self.request.method())
             .field("uri", self.request.uri())
             .field("kind", &self.kind)
@@ -116,7 +116,7 @@ impl CoreGate {
 }
 
 struct Queue<B, R> {
-    jobs: Vec<Job<B, R>>,
+    jobs: Vec<QueuedRequest<B, R>>,
     closed: bool,
     /// Core threads asleep on the condition variable: only then does a
     /// submit pay for a wake-up.
@@ -139,8 +139,8 @@ impl<B, R> Shared<B, R> {
 
 /// The core threads of a threaded Rust host: a queue of parsed requests
 /// that threads named `botspace-core-{i}` answer in takes
-/// ([`Service::answer_take`]), each take under the [`CoreGate`]'s shared
-/// hold. `B` is the host's body type, `R` its [`Reply`].
+/// ([`answer_take`]), each take under the [`CoreGate`]'s shared
+/// hold. `B` is the host's body type, `R` its [`ReplyTo`].
 ///
 /// The threads end at [`CoreWorkers::close`] (or the drop), after
 /// answering what was queued. They hold the service: once they are
@@ -154,7 +154,7 @@ pub struct CoreWorkers<B, R> {
 impl<B, R> CoreWorkers<B, R>
 where
     B: AsRef<[u8]> + Send + 'static,
-    R: Reply,
+    R: ReplyTo,
 {
     /// Starts `n` core threads (at least one) on `svc`. If one cannot be
     /// started, those already started are ended and the error returned
@@ -182,8 +182,8 @@ where
     /// goes to `reply`. `Err` gives the job back once the threads have
     /// been closed (boxed: a job is a whole request, and only that rare
     /// refusal pays for the box).
-    pub fn submit(&self, request: http::Request<B>, kind: Kind, reply: R) -> Result<(), Box<Job<B, R>>> {
-        let job = Job { request, kind, reply };
+    pub fn submit(&self, request: http::Request<B>, kind: Kind, reply: R) -> Result<(), Box<QueuedRequest<B, R>>> {
+        let job = QueuedRequest { request, kind, reply };
         let mut q = self.shared.lock();
         if q.closed {
             return Err(Box::new(job));
@@ -234,7 +234,7 @@ impl<B, R> Drop for CoreWorkers<B, R> {
     }
 }
 
-fn run<B: AsRef<[u8]>, R: Reply>(svc: &Service, sh: &Shared<B, R>, gate: &CoreGate) {
+fn run<B: AsRef<[u8]>, R: ReplyTo>(svc: &Service, sh: &Shared<B, R>, gate: &CoreGate) {
     loop {
         let jobs = {
             let mut q = sh.lock();
@@ -251,56 +251,72 @@ fn run<B: AsRef<[u8]>, R: Reply>(svc: &Service, sh: &Shared<B, R>, gate: &CoreGa
         };
         {
             let _in_core = gate.blocking();
-            svc.answer_take(jobs);
+            answer_take(&svc, jobs);
         }
         sh.lock().running -= 1;
     }
 }
 
-impl Service {
-    /// Answers one take of a batch queue, every request of many
-    /// connections queued meanwhile: each [`Kind::Alone`] one by one
-    /// ([`Service::handle_http`]), the [`Kind::Batch`] ones as groups of
-    /// at most [`MAX_QUEUED_BATCH`] ([`Service::handle_http_group`]: one
-    /// transaction and one fsync each), in the order queued. Each answer
-    /// goes to its job's reply once its call returned, so after the
-    /// commit is synced. A panic in a call drops the replies it was to
-    /// answer (the host answers them 500 `answer_failed`) and the take
-    /// goes on. The core threads ([`CoreWorkers`]) call it; so may a host
-    /// that answers takes on its own loop (a service whose calls never
-    /// block, [`Service::calls_may_block`]).
-    pub fn answer_take<B: AsRef<[u8]>, R: Reply>(&self, jobs: Vec<Job<B, R>>) {
-        let mut batch = Vec::new();
-        for job in jobs {
-            match job.kind {
-                Kind::Alone => {
-                    if let Ok(out) = catch_unwind(AssertUnwindSafe(|| self.handle_http(&job.request))) {
-                        job.reply.send(out);
+/// Answers one take of a batch queue, every request of many
+/// connections queued meanwhile, through [`Service::handle`]: each
+/// [`Kind::Alone`] one by one, the [`Kind::Batch`] ones as groups of at
+/// most [`MAX_QUEUED_BATCH`] (one transaction and one fsync each), in the
+/// order queued. Each answer goes to its job's reply once its call
+/// returned, so after the commit is synced. A panic in a call drops the
+/// replies it was to answer (the host answers them 500 `answer_failed`)
+/// and the take goes on. The core threads ([`CoreWorkers`]) call it; so
+/// may a host that answers takes on its own loop (a service whose calls
+/// never block, [`Service::calls_may_block`]).
+pub fn answer_take<B: AsRef<[u8]>, R: ReplyTo>(svc: &Service, jobs: Vec<QueuedRequest<B, R>>) {
+    let now = svc.now_ms();
+    let mut batch = Vec::new();
+    for job in jobs {
+        match job.kind {
+            Kind::Alone => {
+                let one = [Incoming::http(&job.request)];
+                if let Ok(mut answers) = catch_unwind(AssertUnwindSafe(|| svc.handle(&one, now))) {
+                    if let Some(out) = answers.pop().and_then(|a| answered(svc, a)) {
+                        job.reply.send(into_http_response(out));
                     }
                 }
-                Kind::Batch => batch.push(job),
             }
+            Kind::Batch => batch.push(job),
         }
-        // At most one request per connection is in flight (an HTTP/1 stack
-        // answers a connection's requests in turn), so a take is at most
-        // the open connections; past `MAX_QUEUED_BATCH` it commits in
-        // several transactions, so one does not grow without bound (a
-        // loop's turn, as the C server's, takes up to `policy::host::MAX_BATCH`).
-        let mut batch = batch.into_iter();
-        loop {
-            let part: Vec<Job<B, R>> = batch.by_ref().take(MAX_QUEUED_BATCH).collect();
-            if part.is_empty() {
-                return;
-            }
-            let requests: Vec<&http::Request<B>> = part.iter().map(|j| &j.request).collect();
-            // Requests of many connections, arrived concurrently: a group.
-            let outs = catch_unwind(AssertUnwindSafe(|| self.handle_http_group(&requests)));
-            drop(requests);
-            if let Ok(outs) = outs {
-                for (job, out) in part.into_iter().zip(outs) {
-                    job.reply.send(out);
+    }
+    // At most one request per connection is in flight (an HTTP/1 stack
+    // answers a connection's requests in turn), so a take is at most
+    // the open connections; past `MAX_QUEUED_BATCH` it commits in
+    // several transactions, so one does not grow without bound (a
+    // loop's turn, as the C server's, takes up to `policy::host::MAX_BATCH`).
+    let mut batch = batch.into_iter();
+    loop {
+        let part: Vec<QueuedRequest<B, R>> = batch.by_ref().take(MAX_QUEUED_BATCH).collect();
+        if part.is_empty() {
+            return;
+        }
+        let requests: Vec<Incoming<'_>> = part.iter().map(|j| Incoming::http(&j.request)).collect();
+        // Requests of many connections, arrived concurrently: a group.
+        let answers = catch_unwind(AssertUnwindSafe(|| svc.handle(&requests, now)));
+        drop(requests);
+        if let Ok(answers) = answers {
+            for (job, a) in part.into_iter().zip(answers) {
+                if let Some(out) = answered(svc, a) {
+                    job.reply.send(into_http_response(out));
                 }
             }
+        }
+    }
+}
+
+/// An answer to send now. A queue has no way to hold a connection, so a
+/// poll its host queued (its host parks polls itself) is not left parked:
+/// its reply is dropped, and the host answers 500 `answer_failed`.
+fn answered(svc: &Service, answer: Answer) -> Option<Vec<u8>> {
+    match answer {
+        Answer::Now(out) => Some(out),
+        Answer::Parked(id) => {
+            svc.cancel_parked(id);
+            None
         }
     }
 }
@@ -308,14 +324,14 @@ impl Service {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Config;
+    use botspace::Config;
     use std::sync::mpsc;
     use std::time::{Duration, Instant};
 
     const SECRET: &str = "core-thread-test-secret-0001";
 
     type Answered = mpsc::Receiver<http::Response<Vec<u8>>>;
-    type TestJob = Job<Vec<u8>, mpsc::Sender<http::Response<Vec<u8>>>>;
+    type TestJob = QueuedRequest<Vec<u8>, mpsc::Sender<http::Response<Vec<u8>>>>;
 
     fn call(svc: &Service, path: &str, auth: &str, body: &str) -> serde_json::Value {
         let req = format!(
@@ -372,7 +388,7 @@ mod tests {
     /// returned receiver.
     fn send_job(token: &str, chat: &str, text: &str) -> (TestJob, Answered) {
         let (tx, rx) = mpsc::channel();
-        (Job { request: send_request(token, chat, text), kind: Kind::Batch, reply: tx }, rx)
+        (QueuedRequest { request: send_request(token, chat, text), kind: Kind::Batch, reply: tx }, rx)
     }
 
     /// The text of a sendMessage's 200.
@@ -387,7 +403,7 @@ mod tests {
     }
 
     /// Durable commits and syncs since `before`.
-    fn commits_since(svc: &Service, before: crate::CommitStats) -> (u64, u64) {
+    fn commits_since(svc: &Service, before: botspace::CommitStats) -> (u64, u64) {
         let after = svc.commit_stats();
         (after.durable_commits - before.durable_commits, after.syncs - before.syncs)
     }
@@ -416,8 +432,8 @@ mod tests {
             replies.push(rx);
         }
         let (tx, get_me) = mpsc::channel();
-        jobs.push(Job { request: get_me_request(&token), kind: Kind::Alone, reply: tx });
-        svc.answer_take(jobs);
+        jobs.push(QueuedRequest { request: get_me_request(&token), kind: Kind::Alone, reply: tx });
+        answer_take(&svc, jobs);
         assert_eq!(commits_since(&svc, before), (1, 1));
         let texts: Vec<String> = replies.iter().map(|rx| sent_text(rx.try_recv().expect("answered"))).collect();
         assert_eq!(texts, (0..8).map(|i| format!("m{i}")).collect::<Vec<_>>());
@@ -434,7 +450,7 @@ mod tests {
         let before = svc.commit_stats();
         let (jobs, replies): (Vec<_>, Vec<_>) =
             (0..MAX_QUEUED_BATCH + 1).map(|i| send_job(&token, &chat, &format!("m{i}"))).unzip();
-        svc.answer_take(jobs);
+        answer_take(&svc, jobs);
         // Two groups: 256 requests, then the one left over.
         assert_eq!(svc.commit_stats().durable_commits - before.durable_commits, 2);
         let texts: Vec<String> = replies.iter().map(|rx| sent_text(rx.try_recv().expect("answered"))).collect();
@@ -467,7 +483,7 @@ mod tests {
         let mut replies = Vec::new();
         let mut push = |request: http::Request<Bomb>, kind| {
             let (tx, rx) = mpsc::channel();
-            jobs.push(Job { request, kind, reply: tx });
+            jobs.push(QueuedRequest { request, kind, reply: tx });
             replies.push(rx);
         };
         // An alone request that panics, one that does not, then a group of
@@ -480,7 +496,7 @@ mod tests {
             push(send_request(&token, &chat, &format!("lost{i}")), Kind::Batch);
         }
         push(send_request(&token, &chat, "kept"), Kind::Batch);
-        svc.answer_take(jobs);
+        answer_take(&svc, jobs);
 
         let answered: Vec<Option<u16>> =
             replies.iter().map(|rx| rx.try_recv().ok().map(|r| r.status().as_u16())).collect();
@@ -547,7 +563,7 @@ mod tests {
         submit("a".into());
         wait_for(&workers, |q| q.running == 1 && q.jobs.is_empty());
         // Fewer than OVERLAP_MIN_QUEUED: left for the running take's thread.
-        for i in 1..crate::policy::host::OVERLAP_MIN_QUEUED {
+        for i in 1..crate::host::OVERLAP_MIN_QUEUED {
             submit(format!("b{i}"));
         }
         // Nor does a wake-up take it (a condition variable may wake a
@@ -556,7 +572,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         {
             let q = workers.shared.lock();
-            assert_eq!((q.running, q.idle, q.jobs.len()), (1, 1, crate::policy::host::OVERLAP_MIN_QUEUED - 1));
+            assert_eq!((q.running, q.idle, q.jobs.len()), (1, 1, crate::host::OVERLAP_MIN_QUEUED - 1));
         }
         // The one that makes a large group wakes the second thread, which
         // takes all of it.
@@ -566,7 +582,7 @@ mod tests {
 
         let texts: Vec<String> = replies.iter().map(|rx| sent_text(answer_of(rx))).collect();
         let mut expected = vec!["a".to_string()];
-        expected.extend((1..crate::policy::host::OVERLAP_MIN_QUEUED).map(|i| format!("b{i}")));
+        expected.extend((1..crate::host::OVERLAP_MIN_QUEUED).map(|i| format!("b{i}")));
         expected.push("c".into());
         assert_eq!(texts, expected);
         // Two takes, one commit each (run at once, they may share an fsync).
@@ -620,7 +636,7 @@ mod tests {
         done: mpsc::Sender<(http::Response<Vec<u8>>, Option<String>)>,
     }
 
-    impl Reply for LastHandle {
+    impl ReplyTo for LastHandle {
         fn send(mut self, response: http::Response<Vec<u8>>) {
             // Had it joined its own thread, close would have panicked or
             // hung here, and nothing would be reported.

@@ -12,7 +12,7 @@
 //! it), or call `rotateBotToken`. Everything goes through the host API in
 //! process, so it is audited and written like any host call.
 
-use crate::Service;
+use botspace::Service;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 
@@ -20,77 +20,75 @@ use std::fmt::Write as _;
 pub const DEMO_BOT_HANDLE: &str = "demo_bot";
 const DEMO_USER_HANDLE: &str = "demo_user";
 
-impl Service {
-    /// The demo's start-up lines for an example server, each ending in
-    /// `\n`, to print as they are. `base` is the server's URL for bots
-    /// (`http://127.0.0.1:8080`), `admin_base` the one serving `/admin/`
-    /// (the same unless the host API has an address of its own).
-    ///
-    /// * No bot in the database: creates the demo user, bot and started
-    ///   chat and prints the token and an `export BOTSPACE_TOKEN=…
-    ///   BOTSPACE_CHAT=… BOTSPACE_USER=…` line.
-    /// * The demo bot exists and `rotate_token`: rotates its token (the
-    ///   previous one stops working) and prints the same lines.
-    /// * The demo bot exists, no `rotate_token`: prints its ids and how to
-    ///   get a working token (`--demo-token`, or a `rotateBotToken` curl).
-    /// * Other bots but no demo bot: creates the demo with `rotate_token`,
-    ///   else says so.
-    ///
-    /// The error names the host call that failed.
-    pub fn demo_start(&self, base: &str, admin_base: &str, rotate_token: bool) -> Result<String, String> {
-        let d = Demo { svc: self };
-        let stats = d.call("getStats", json!({}))?;
-        let bot = if stats["bots"].as_i64() == Some(0) { None } else { d.find_bot()? };
-        let mut out = String::new();
-        match bot {
-            None if stats["bots"].as_i64() != Some(0) && !rotate_token => {
+/// The demo's start-up lines for an example server, each ending in
+/// `\n`, to print as they are. `base` is the server's URL for bots
+/// (`http://127.0.0.1:8080`), `admin_base` the one serving `/admin/`
+/// (the same unless the host API has an address of its own).
+///
+/// * No bot in the database: creates the demo user, bot and started
+///   chat and prints the token and an `export BOTSPACE_TOKEN=…
+///   BOTSPACE_CHAT=… BOTSPACE_USER=…` line.
+/// * The demo bot exists and `rotate_token`: rotates its token (the
+///   previous one stops working) and prints the same lines.
+/// * The demo bot exists, no `rotate_token`: prints its ids and how to
+///   get a working token (`--demo-token`, or a `rotateBotToken` curl).
+/// * Other bots but no demo bot: creates the demo with `rotate_token`,
+///   else says so.
+///
+/// The error names the host call that failed.
+pub fn start(svc: &Service, base: &str, admin_base: &str, rotate_token: bool) -> Result<String, String> {
+    let d = Demo { svc };
+    let stats = d.call("getStats", json!({}))?;
+    let bot = if stats["bots"].as_i64() == Some(0) { None } else { d.find_bot()? };
+    let mut out = String::new();
+    match bot {
+        None if stats["bots"].as_i64() != Some(0) && !rotate_token => {
+            out.push_str(
+                "demo: none (this database has bots, none with the handle demo_bot); \
+                 start with --demo-token to create it\n",
+            );
+        }
+        None => {
+            let seeded = d.seed()?;
+            seeded.print(&mut out, base);
+        }
+        Some(bot_id) => {
+            let chat = d.find_chat(&bot_id)?;
+            if rotate_token {
+                let token = d.str_of(&d.call("rotateBotToken", json!({"bot_id": bot_id}))?, "token")?;
+                let (user_id, chat_id) = match chat {
+                    Some(c) => c,
+                    None => d.start_chat(&bot_id)?,
+                };
                 out.push_str(
-                    "demo: none (this database has bots, none with the handle demo_bot); \
-                     start with --demo-token to create it\n",
+                    "demo: the demo bot's token was rotated (--demo-token); the previous one no longer works\n",
                 );
-            }
-            None => {
-                let seeded = d.seed()?;
-                seeded.print(&mut out, base);
-            }
-            Some(bot_id) => {
-                let chat = d.find_chat(&bot_id)?;
-                if rotate_token {
-                    let token = d.str_of(&d.call("rotateBotToken", json!({"bot_id": bot_id}))?, "token")?;
-                    let (user_id, chat_id) = match chat {
-                        Some(c) => c,
-                        None => d.start_chat(&bot_id)?,
-                    };
-                    out.push_str(
-                        "demo: the demo bot's token was rotated (--demo-token); the previous one no longer works\n",
-                    );
-                    Seeded { user_id, bot_id, chat_id, token }.print(&mut out, base);
-                } else {
-                    let (user_id, chat_id) = chat.unwrap_or_default();
-                    if !user_id.is_empty() {
-                        let _ = writeln!(out, "demo user: {user_id}");
-                    }
-                    let _ = writeln!(out, "demo bot: {bot_id}");
-                    if !chat_id.is_empty() {
-                        let _ = writeln!(out, "demo chat: {chat_id}");
-                    }
-                    out.push_str(
-                        "demo bot token: shown only when it was made; for a working one (the old one stops working), \
-                         start again with --demo-token, or with BOTSPACE_ADMIN set to the admin secret run:\n",
-                    );
-                    let _ = writeln!(
-                        out,
-                        "  curl -s -X POST {admin_base}/admin/rotateBotToken -H \"Authorization: Admin $BOTSPACE_ADMIN\" \
-                         -H 'Content-Type: application/json' -d '{{\"bot_id\":\"{bot_id}\"}}'"
-                    );
-                    if !chat_id.is_empty() {
-                        let _ = writeln!(out, "export BOTSPACE_CHAT='{chat_id}' BOTSPACE_USER='{user_id}'");
-                    }
+                Seeded { user_id, bot_id, chat_id, token }.print(&mut out, base);
+            } else {
+                let (user_id, chat_id) = chat.unwrap_or_default();
+                if !user_id.is_empty() {
+                    let _ = writeln!(out, "demo user: {user_id}");
+                }
+                let _ = writeln!(out, "demo bot: {bot_id}");
+                if !chat_id.is_empty() {
+                    let _ = writeln!(out, "demo chat: {chat_id}");
+                }
+                out.push_str(
+                    "demo bot token: shown only when it was made; for a working one (the old one stops working), \
+                     start again with --demo-token, or with BOTSPACE_ADMIN set to the admin secret run:\n",
+                );
+                let _ = writeln!(
+                    out,
+                    "  curl -s -X POST {admin_base}/admin/rotateBotToken -H \"Authorization: Admin $BOTSPACE_ADMIN\" \
+                     -H 'Content-Type: application/json' -d '{{\"bot_id\":\"{bot_id}\"}}'"
+                );
+                if !chat_id.is_empty() {
+                    let _ = writeln!(out, "export BOTSPACE_CHAT='{chat_id}' BOTSPACE_USER='{user_id}'");
                 }
             }
         }
-        Ok(out)
     }
+    Ok(out)
 }
 
 struct Demo<'a> {
