@@ -5,10 +5,11 @@
 //! The host keeps its sockets, its spare descriptor and the clock; the
 //! policy and what is said about it are the library's.
 
-use super::{botspace_service, botspace_status, fail, free_handle, input, panic_message, set_last_error};
+use crate::boundary::{free_handle, input};
+use crate::service::botspace_service;
+use crate::status::{botspace_status, fail};
 use botspace::policy::admission::{AcceptError, Admission, Admit};
 use std::ffi::c_void;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// The admission of one server's connections (all its listeners): the
 /// order in which its waiting connections are evicted (by an id of the
@@ -16,7 +17,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 /// report of its accept errors. Made by `botspace_admission_new`, released
 /// by `botspace_admission_free`. Not thread-safe: one thread at a time.
 pub struct botspace_admission {
-    adm: Admission,
+    pub(crate) adm: Admission,
 }
 
 /// What a host does with a socket it accepted (`botspace_admission_admit`).
@@ -338,35 +339,4 @@ pub unsafe extern "C" fn botspace_service_run_store_notifications(
         svc.run_store_notifications(&|| unsafe { cb(user_data) });
         botspace_status::Ok
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn null_handles_and_outputs_are_refused() {
-        let mut a: *mut botspace_admission = std::ptr::null_mut();
-        assert_eq!(unsafe { botspace_admission_new(&mut a) }, botspace_status::Ok);
-        let (mut id, mut found) = (7u64, true);
-        assert_eq!(unsafe { botspace_admission_oldest(a, &mut id, &mut found) }, botspace_status::Ok);
-        assert_eq!((id, found), (0, false));
-        assert_eq!(unsafe { botspace_admission_touch(std::ptr::null_mut(), 1, 0) }, botspace_status::NullArgument);
-        assert_eq!(
-            unsafe { botspace_admission_oldest(a, std::ptr::null_mut(), &mut found) },
-            botspace_status::NullArgument
-        );
-        let mut admit = botspace_admit { kind: botspace_admit_kind::Serve, evict_id: 9 };
-        assert_eq!(
-            unsafe { botspace_admission_admit(a, std::ptr::null(), 0, 1, &mut admit) },
-            botspace_status::NullArgument
-        );
-        assert_eq!(
-            unsafe { botspace_service_run_store_notifications(std::ptr::null(), None, std::ptr::null_mut()) },
-            botspace_status::NullArgument
-        );
-        unsafe { botspace_admission_free(&mut a) };
-        assert!(a.is_null());
-        unsafe { botspace_admission_free(&mut a) };
-    }
 }

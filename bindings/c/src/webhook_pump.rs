@@ -3,14 +3,16 @@
 //! a C host's loop only sends what it takes and its store thread only runs
 //! the turns it is given.
 
-use super::{
-    botspace_service, botspace_service_webhook_report, botspace_service_webhook_report_failure, botspace_status,
-    botspace_webhook_request, fail, free_handle, panic_message, set_last_error, BOTSPACE_NO_DEADLINE,
+use crate::boundary::free_handle;
+use crate::service::botspace_service;
+use crate::status::botspace_status;
+use crate::webhook::{
+    botspace_service_webhook_report, botspace_service_webhook_report_failure, botspace_webhook_request,
 };
+use crate::BOTSPACE_NO_DEADLINE;
 use botspace::webhook::{Pump, WebhookRequest};
 use std::collections::VecDeque;
 use std::ffi::c_char;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
 /// The webhook schedule between a host's event loop and its store thread
@@ -23,10 +25,10 @@ use std::sync::Mutex;
 /// take a service must always be given the same one. Thread-safe, except
 /// `_free`.
 pub struct botspace_webhook_pump {
-    pump: Pump,
+    pub(crate) pump: Pump,
     /// What the current round of `botspace_webhook_pump_take` hands out,
     /// one per call; `None` between rounds.
-    round: Mutex<Option<VecDeque<WebhookRequest>>>,
+    pub(crate) round: Mutex<Option<VecDeque<WebhookRequest>>>,
 }
 
 impl botspace_webhook_pump {

@@ -1,0 +1,7 @@
+//! TESTS
+
+mod admission;
+mod misc;
+mod output;
+mod route;
+mod server_options;
