@@ -5,7 +5,7 @@
 //! The host keeps its sockets, its spare descriptor and the clock; the
 //! policy and what is said about it are the library's.
 
-use crate::boundary::{free_handle, input};
+use crate::boundary::Handle;
 use crate::service::botspace_service;
 use crate::status::{botspace_status, fail};
 use botspace::policy::admission::{AcceptError, Admission, Admit};
@@ -19,6 +19,8 @@ use std::ffi::c_void;
 pub struct botspace_admission {
     pub(crate) adm: Admission,
 }
+
+impl Handle for botspace_admission {}
 
 /// What a host does with a socket it accepted (`botspace_admission_admit`).
 #[repr(C)]
@@ -83,23 +85,6 @@ pub struct botspace_accept_error_action {
 /// with it. It must be quick (read a flag).
 pub type botspace_should_stop_callback = Option<unsafe extern "C" fn(user_data: *mut c_void) -> bool>;
 
-macro_rules! live_admission {
-    (ref $a:expr) => {
-        // SAFETY: the caller passes a live handle used by this thread only.
-        match unsafe { $a.as_ref() } {
-            Some(a) => &a.adm,
-            None => return fail(botspace_status::NullArgument, "argument `admission` is NULL"),
-        }
-    };
-    ($a:expr) => {
-        // SAFETY: the caller passes a live handle used by this thread only.
-        match unsafe { $a.as_mut() } {
-            Some(a) => &mut a.adm,
-            None => return fail(botspace_status::NullArgument, "argument `admission` is NULL"),
-        }
-    };
-}
-
 /// Makes the admission of one server (one for all its listeners): no
 /// waiting connection, no lingering refusal. Release it with
 /// `botspace_admission_free`.
@@ -109,9 +94,8 @@ macro_rules! live_admission {
 #[no_mangle]
 pub unsafe extern "C" fn botspace_admission_new(out_admission: *mut *mut botspace_admission) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_admission, "out_admission");
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_admission = Box::into_raw(Box::new(botspace_admission { adm: Admission::new() })) };
+        let out_admission = arg!(out out_admission);
+        out_admission.write(botspace_admission { adm: Admission::new() }.into_raw());
         botspace_status::Ok
     })
 }
@@ -124,11 +108,8 @@ pub unsafe extern "C" fn botspace_admission_new(out_admission: *mut *mut botspac
 /// released through another copy of the pointer.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_admission_free(admission: *mut *mut botspace_admission) {
-    ffi_boundary!(on_panic = (); {
-        // SAFETY: as the function's contract says: NULL, or the address of NULL or
-        // of a handle from its `_new`, released once.
-        unsafe { free_handle(admission) }
-    })
+    // SAFETY: the contract above.
+    unsafe { Handle::free(admission) }
 }
 
 /// The host's connection `id` waits for a request from `now_ms` on (the
@@ -144,7 +125,7 @@ pub unsafe extern "C" fn botspace_admission_touch(
     now_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
-        live_admission!(admission).touch(id, now_ms);
+        arg!(mut admission).adm.touch(id, now_ms);
         botspace_status::Ok
     })
 }
@@ -157,7 +138,7 @@ pub unsafe extern "C" fn botspace_admission_touch(
 #[no_mangle]
 pub unsafe extern "C" fn botspace_admission_remove(admission: *mut botspace_admission, id: u64) -> botspace_status {
     ffi_boundary!({
-        live_admission!(admission).remove(id);
+        arg!(mut admission).adm.remove(id);
         botspace_status::Ok
     })
 }
@@ -175,14 +156,11 @@ pub unsafe extern "C" fn botspace_admission_oldest(
     out_found: *mut bool,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_id, "out_id");
-        non_null!(out_found, "out_found");
-        let oldest = live_admission!(ref admission).order().oldest();
-        // SAFETY: both checked non-NULL above.
-        unsafe {
-            *out_id = oldest.unwrap_or(0);
-            *out_found = oldest.is_some();
-        }
+        let out_id = arg!(out out_id);
+        let out_found = arg!(out out_found);
+        let oldest = arg!(ref admission).adm.order().oldest();
+        out_id.write(oldest.unwrap_or(0));
+        out_found.write(oldest.is_some());
         botspace_status::Ok
     })
 }
@@ -206,11 +184,10 @@ pub unsafe extern "C" fn botspace_admission_admit(
     out_admit: *mut botspace_admit,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_admit, "out_admit");
-        let adm = live_admission!(admission);
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
+        let service = arg!(ref service);
+        let out_admit = arg!(out out_admit);
+        let adm = &mut arg!(mut admission).adm;
+        let svc = &service.svc;
         let admit = match svc.admit(adm, open, max) {
             Admit::Serve => botspace_admit { kind: botspace_admit_kind::Serve, evict_id: 0 },
             Admit::ServeAfterEvicting(id) => {
@@ -219,8 +196,7 @@ pub unsafe extern "C" fn botspace_admission_admit(
             Admit::RefuseLingering => botspace_admit { kind: botspace_admit_kind::RefuseLingering, evict_id: 0 },
             Admit::RefuseNow => botspace_admit { kind: botspace_admit_kind::RefuseNow, evict_id: 0 },
         };
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_admit = admit };
+        out_admit.write(admit);
         botspace_status::Ok
     })
 }
@@ -232,7 +208,7 @@ pub unsafe extern "C" fn botspace_admission_admit(
 #[no_mangle]
 pub unsafe extern "C" fn botspace_admission_refusal_ended(admission: *mut botspace_admission) -> botspace_status {
     ffi_boundary!({
-        live_admission!(admission).refusal_ended();
+        arg!(mut admission).adm.refusal_ended();
         botspace_status::Ok
     })
 }
@@ -248,10 +224,9 @@ pub unsafe extern "C" fn botspace_admission_lingering_refusals(
     out_count: *mut usize,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_count, "out_count");
-        let n = live_admission!(ref admission).lingering_refusals();
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_count = n };
+        let out_count = arg!(out out_count);
+        let n = arg!(ref admission).adm.lingering_refusals();
+        out_count.write(n);
         botspace_status::Ok
     })
 }
@@ -281,16 +256,11 @@ pub unsafe extern "C" fn botspace_admission_accept_failed(
     out_action: *mut botspace_accept_error_action,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_action, "out_action");
-        // SAFETY: the caller's bytes.
-        let error = match unsafe { input(error, error_len, "error") } {
-            Ok(b) => String::from_utf8_lossy(b),
-            Err(st) => return st,
-        };
-        let adm = live_admission!(admission);
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
+        let service = arg!(ref service);
+        let out_action = arg!(out out_action);
+        let error = arg!(text error, error_len);
+        let adm = &mut arg!(mut admission).adm;
+        let svc = &service.svc;
         let kind = match kind {
             botspace_accept_error::OutOfDescriptors => AcceptError::OutOfDescriptors,
             botspace_accept_error::Other => AcceptError::Other,
@@ -302,8 +272,7 @@ pub unsafe extern "C" fn botspace_admission_accept_failed(
             use_spare: after.use_spare,
             resume_at_ms: after.resume_at,
         };
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_action = action };
+        out_action.write(action);
         botspace_status::Ok
     })
 }
@@ -329,12 +298,11 @@ pub unsafe extern "C" fn botspace_service_run_store_notifications(
     user_data: *mut c_void,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
+        let service = arg!(ref service);
         let Some(cb) = should_stop else {
             return fail(botspace_status::NullArgument, "argument `should_stop` is NULL");
         };
-        // SAFETY: a live handle for the whole call.
-        let svc = unsafe { &(*service).svc };
+        let svc = &service.svc;
         // SAFETY: the host's callback, on this thread, with its pointer.
         svc.run_store_notifications(&|| unsafe { cb(user_data) });
         botspace_status::Ok

@@ -14,6 +14,7 @@
 //!   exported function's `# Safety` contract.
 
 use crate::status::{botspace_status, fail};
+use std::ffi::c_void;
 use std::mem::MaybeUninit;
 
 /// The message kept for a panic caught at the boundary.
@@ -58,7 +59,13 @@ macro_rules! ffi_boundary {
 ///   call writes (`.write(value)`) only once it has succeeded;
 /// - `arg!(bytes p, len)`: the input bytes `p[0..len]` as `&[u8]` (see
 ///   [`input`]; NULL with length 0 is empty);
-/// - `arg!(text p, len)`: the same bytes as text, invalid UTF-8 replaced.
+/// - `arg!(text p, len)`: the same bytes as text, invalid UTF-8 replaced;
+/// - `arg!(cstr p)`: `&CStr` of a NUL-terminated string;
+/// - `arg!(ptr p)`: `p` itself, non-NULL: an array whose length the
+///   function checks, or the address of a handle it takes;
+/// - `arg!(opt p)`, `arg!(opt_out p)`, `arg!(opt_cstr p)`: `Option` of
+///   `ref`, `out` and `cstr`, for the pointers a function accepts as NULL
+///   (then `None`).
 ///
 /// The exported function's `# Safety` contract (a live handle, a readable
 /// struct, a writable output, `len` readable bytes) is what makes each
@@ -100,6 +107,33 @@ macro_rules! arg {
     (text $p:ident, $len:expr) => {
         String::from_utf8_lossy(arg!(bytes $p, $len))
     };
+    (opt $p:ident) => {{
+        let p = $p;
+        // SAFETY: the function's contract: NULL or valid for the call.
+        unsafe { p.as_ref() }
+    }};
+    (opt_out $p:ident) => {{
+        let p = $p;
+        // SAFETY: the function's contract: NULL or writable.
+        unsafe { $crate::boundary::out(p) }
+    }};
+    (opt_cstr $p:ident) => {{
+        let p = $p;
+        // SAFETY: the function's contract: NULL or a NUL-terminated string.
+        (!p.is_null()).then(|| unsafe { ::std::ffi::CStr::from_ptr(p) })
+    }};
+    (cstr $p:ident) => {{
+        let p = arg!(ptr $p);
+        // SAFETY: the function's contract: a NUL-terminated string.
+        unsafe { ::std::ffi::CStr::from_ptr(p) }
+    }};
+    (ptr $p:ident) => {{
+        let p = $p;
+        if p.is_null() {
+            return $crate::boundary::null_argument(concat!("argument `", stringify!($p), "` is NULL"));
+        }
+        p
+    }};
 }
 
 /// `NullArgument`, with `message` kept for `botspace_last_error_message`.
@@ -133,6 +167,23 @@ pub(crate) unsafe fn input<'a>(ptr: *const u8, len: usize, name: &str) -> Result
     }
     // SAFETY: the caller promises `len` readable bytes at `ptr`.
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+/// The `user_data` a host gives with a callback, passed back unchanged.
+#[derive(Clone, Copy)]
+pub(crate) struct UserData(pub(crate) *mut c_void);
+// SAFETY: the host promises, with each callback it registers
+// (`botspace_service_set_wake_callback`, `_set_log_callback`,
+// `_set_output_callback`, `botspace_output_set_records_callback`), that
+// its pointer may be used from any thread.
+unsafe impl Send for UserData {}
+unsafe impl Sync for UserData {}
+impl UserData {
+    /// The pointer; a method, so a closure captures the whole `UserData`
+    /// (and its `Send`), not the bare pointer.
+    pub(crate) fn get(self) -> *mut c_void {
+        self.0
+    }
 }
 
 /// An opaque handle: C holds a pointer to a `Box<Self>`, made by the call
@@ -177,33 +228,5 @@ pub(crate) trait Handle: Sized {
                 h.release();
             }
         })
-    }
-}
-
-// ---- temporary, until every function uses `arg!` and `Handle`
-
-/// Returns early with `NullArgument` when a pointer is NULL.
-macro_rules! non_null {
-    ($p:expr, $name:literal) => {
-        if $p.is_null() {
-            return $crate::status::fail(
-                $crate::status::botspace_status::NullArgument,
-                concat!("argument `", $name, "` is NULL"),
-            );
-        }
-    };
-}
-
-/// # Safety
-/// As [`Handle::take`].
-pub(crate) unsafe fn free_handle<T>(handle: *mut *mut T) {
-    if handle.is_null() {
-        return;
-    }
-    // SAFETY: non-NULL pointer to a handle pointer (the caller's contract).
-    let p = unsafe { std::ptr::replace(handle, std::ptr::null_mut()) };
-    if !p.is_null() {
-        // SAFETY: p came from Box::into_raw and is released once (the caller's contract).
-        drop(unsafe { Box::from_raw(p) });
     }
 }

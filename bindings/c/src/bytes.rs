@@ -2,6 +2,8 @@
 //! the caller owns (`botspace_bytes`, released by `botspace_bytes_free`)
 //! and output lent from a handle (the `_transmit` calls).
 
+use std::mem::MaybeUninit;
+
 /// Borrowed input bytes, used for the requests of
 /// `botspace_service_handle_batch`. `ptr` may be NULL when `len` is 0.
 #[repr(C)]
@@ -62,13 +64,7 @@ pub unsafe extern "C" fn botspace_bytes_free(bytes: *mut botspace_bytes) {
 
 /// Lends `t` to the caller as a pointer and a length (NULL for nothing):
 /// the `_transmit` functions' bytes, borrowed from their handle.
-///
-/// # Safety
-/// Both outputs must be writable.
-pub(crate) unsafe fn write_borrowed(t: &[u8], out_ptr: *mut *const u8, out_len: *mut usize) {
-    // SAFETY: as documented above.
-    unsafe {
-        out_ptr.write(if t.is_empty() { std::ptr::null() } else { t.as_ptr() });
-        out_len.write(t.len());
-    }
+pub(crate) fn write_borrowed(t: &[u8], out_ptr: &mut MaybeUninit<*const u8>, out_len: &mut MaybeUninit<usize>) {
+    out_ptr.write(if t.is_empty() { std::ptr::null() } else { t.as_ptr() });
+    out_len.write(t.len());
 }

@@ -1,7 +1,7 @@
 //! One gateway (WebSocket) connection after its upgrade
 //! (`botspace_gateway`): input, timeouts, output budgets, events, close.
 
-use crate::boundary::{free_handle, input};
+use crate::boundary::Handle;
 use crate::bytes::botspace_bytes;
 use crate::service::botspace_service;
 use crate::status::{botspace_status, fail};
@@ -16,6 +16,8 @@ pub struct botspace_gateway {
     pub(crate) conn: GatewayConnection,
     pub(crate) bot_id: CString,
 }
+
+impl Handle for botspace_gateway {}
 
 /// Checks a complete `GET /bot/gateway` WebSocket upgrade request (as framed
 /// by `botspace_service_frame_request`), received at `now_ms` (the
@@ -41,29 +43,21 @@ pub unsafe extern "C" fn botspace_gateway_accept(
     out_gateway: *mut *mut botspace_gateway,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_response, "out_response");
-        non_null!(out_gateway, "out_gateway");
-        // SAFETY: as documented above.
-        let req = match unsafe { input(request, request_len, "request") } {
-            Ok(r) => r,
-            Err(s) => return s,
-        };
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
+        let service = arg!(ref service);
+        let out_response = arg!(out out_response);
+        let out_gateway = arg!(out out_gateway);
+        let req = arg!(bytes request, request_len);
+        let svc = &service.svc;
         let acc = svc.accept_gateway(req, now_ms);
         let gw = match acc.connection {
             None => std::ptr::null_mut(),
             Some(conn) => {
                 let bot_id = CString::new(conn.bot_id()).unwrap_or_default();
-                Box::into_raw(Box::new(botspace_gateway { conn, bot_id }))
+                botspace_gateway { conn, bot_id }.into_raw()
             }
         };
-        // SAFETY: both checked non-NULL above.
-        unsafe {
-            out_response.write(botspace_bytes::from_vec(acc.response));
-            *out_gateway = gw;
-        }
+        out_response.write(botspace_bytes::from_vec(acc.response));
+        out_gateway.write(gw);
         botspace_status::Ok
     })
 }
@@ -86,14 +80,9 @@ pub unsafe extern "C" fn botspace_gateway_handle_input(
     now_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(gateway, "gateway");
-        // SAFETY: as documented above.
-        let b = match unsafe { input(bytes, len, "bytes") } {
-            Ok(b) => b,
-            Err(s) => return s,
-        };
-        // SAFETY: a live handle used by this thread only.
-        unsafe { (*gateway).conn.handle_input(b, now_ms) };
+        let gateway = arg!(mut gateway);
+        let b = arg!(bytes bytes, len);
+        gateway.conn.handle_input(b, now_ms);
         botspace_status::Ok
     })
 }
@@ -111,9 +100,8 @@ pub unsafe extern "C" fn botspace_gateway_handle_timeout(
     now_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(gateway, "gateway");
-        // SAFETY: a live handle used by this thread only.
-        unsafe { (*gateway).conn.handle_timeout(now_ms) };
+        let gateway = arg!(mut gateway);
+        gateway.conn.handle_timeout(now_ms);
         botspace_status::Ok
     })
 }
@@ -153,9 +141,8 @@ pub unsafe extern "C" fn botspace_gateway_handle_unsent(
     now_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(gateway, "gateway");
-        // SAFETY: a live handle used by this thread only.
-        unsafe { (*gateway).conn.handle_unsent(unsent, now_ms) };
+        let gateway = arg!(mut gateway);
+        gateway.conn.handle_unsent(unsent, now_ms);
         botspace_status::Ok
     })
 }
@@ -176,10 +163,9 @@ pub unsafe extern "C" fn botspace_gateway_wants_input(
     out: *mut bool,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(gateway, "gateway");
-        non_null!(out, "out");
-        // SAFETY: a live handle; out checked.
-        unsafe { *out = (*gateway).conn.wants_input() };
+        let gateway = arg!(ref gateway);
+        let out = arg!(out out);
+        out.write(gateway.conn.wants_input());
         botspace_status::Ok
     })
 }
@@ -198,10 +184,9 @@ pub unsafe extern "C" fn botspace_gateway_wants_transmit(
     out: *mut bool,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(gateway, "gateway");
-        non_null!(out, "out");
-        // SAFETY: a live handle; out checked.
-        unsafe { *out = (*gateway).conn.wants_transmit() };
+        let gateway = arg!(ref gateway);
+        let out = arg!(out out);
+        out.write(gateway.conn.wants_transmit());
         botspace_status::Ok
     })
 }
@@ -236,15 +221,14 @@ pub const BOTSPACE_CLOSE_SERVER_SHUTDOWN: u16 = 1001;
 #[no_mangle]
 pub unsafe extern "C" fn botspace_gateway_close(gateway: *mut botspace_gateway, code: u16) -> botspace_status {
     ffi_boundary!({
-        non_null!(gateway, "gateway");
+        let gateway = arg!(mut gateway);
         let Some(code) = botspace::gateway::host_close_reason(code) else {
             return fail(
                 botspace_status::InvalidArgument,
                 format!("close code {code} is not one a host may send (4008 slow_consumer, 1001 server_shutdown)"),
             );
         };
-        // SAFETY: a live handle used by this thread only.
-        unsafe { (*gateway).conn.close(code) };
+        gateway.conn.close(code);
         botspace_status::Ok
     })
 }
@@ -267,13 +251,11 @@ pub unsafe extern "C" fn botspace_gateway_poll_transmit(
     out_bytes: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(gateway, "gateway");
-        non_null!(out_bytes, "out_bytes");
+        let gateway = arg!(mut gateway);
+        let out_bytes = arg!(out out_bytes);
         let mut bytes = Vec::new();
-        // SAFETY: a live handle used by this thread only.
-        unsafe { (*gateway).conn.poll_transmit(&mut bytes) };
-        // SAFETY: checked non-NULL above.
-        unsafe { out_bytes.write(botspace_bytes::from_vec(bytes)) };
+        gateway.conn.poll_transmit(&mut bytes);
+        out_bytes.write(botspace_bytes::from_vec(bytes));
         botspace_status::Ok
     })
 }
@@ -294,10 +276,9 @@ pub unsafe extern "C" fn botspace_gateway_poll_timeout(
     out_ms: *mut u64,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(gateway, "gateway");
-        non_null!(out_ms, "out_ms");
-        // SAFETY: a live handle; out_ms checked.
-        unsafe { *out_ms = (*gateway).conn.poll_timeout().unwrap_or(BOTSPACE_NO_DEADLINE) };
+        let gateway = arg!(ref gateway);
+        let out_ms = arg!(out out_ms);
+        out_ms.write(gateway.conn.poll_timeout().unwrap_or(BOTSPACE_NO_DEADLINE));
         botspace_status::Ok
     })
 }
@@ -348,10 +329,9 @@ pub unsafe extern "C" fn botspace_gateway_poll_event(
     out_event: *mut botspace_gateway_event,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(gateway, "gateway");
-        non_null!(out_event, "out_event");
-        // SAFETY: a live handle used by this thread only.
-        let ev = match unsafe { (*gateway).conn.poll_event() } {
+        let gateway = arg!(mut gateway);
+        let out_event = arg!(out out_event);
+        let ev = match gateway.conn.poll_event() {
             Some(botspace::GatewayEvent::Closed { code, reason }) => botspace_gateway_event {
                 kind: botspace_gateway_event_kind::Closed,
                 close_code: code,
@@ -363,8 +343,7 @@ pub unsafe extern "C" fn botspace_gateway_poll_event(
                 reason: std::ptr::null(),
             },
         };
-        // SAFETY: checked non-NULL above.
-        unsafe { out_event.write(ev) };
+        out_event.write(ev);
         botspace_status::Ok
     })
 }
@@ -382,10 +361,9 @@ pub unsafe extern "C" fn botspace_gateway_is_closed(
     out_closed: *mut bool,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(gateway, "gateway");
-        non_null!(out_closed, "out_closed");
-        // SAFETY: a live handle; out_closed checked.
-        unsafe { *out_closed = (*gateway).conn.is_closed() };
+        let gateway = arg!(ref gateway);
+        let out_closed = arg!(out out_closed);
+        out_closed.write(gateway.conn.is_closed());
         botspace_status::Ok
     })
 }
@@ -404,10 +382,9 @@ pub unsafe extern "C" fn botspace_gateway_bot_id(
     out_bot_id: *mut *const c_char,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(gateway, "gateway");
-        non_null!(out_bot_id, "out_bot_id");
-        // SAFETY: a live handle; out checked.
-        unsafe { *out_bot_id = (*gateway).bot_id.as_ptr() };
+        let gateway = arg!(ref gateway);
+        let out_bot_id = arg!(out out_bot_id);
+        out_bot_id.write(gateway.bot_id.as_ptr());
         botspace_status::Ok
     })
 }
@@ -422,9 +399,6 @@ pub unsafe extern "C" fn botspace_gateway_bot_id(
 /// was not released through another copy of the pointer.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_gateway_free(gateway: *mut *mut botspace_gateway) {
-    ffi_boundary!(on_panic = (); {
-        // SAFETY: as the function's contract says: NULL, or the address of NULL or
-        // of a handle from its `_new`, released once.
-        unsafe { free_handle(gateway) }
-    })
+    // SAFETY: the contract above.
+    unsafe { Handle::free(gateway) }
 }

@@ -1,7 +1,7 @@
 //! Gateway links (`botspace_gateway_link`): a gateway connection with its
 //! unsent output and its closing rules, for a host that only moves bytes.
 
-use crate::boundary::{free_handle, input};
+use crate::boundary::Handle;
 use crate::bytes::write_borrowed;
 use crate::gateway::botspace_gateway;
 use crate::http_connection::botspace_connection_state;
@@ -20,6 +20,8 @@ pub struct botspace_gateway_link {
     pub(crate) link: botspace::gateway::GatewayLink,
     pub(crate) bot_id: CString,
 }
+
+impl Handle for botspace_gateway_link {}
 
 /// Where a gateway link stands, for the host's poll loop. Plain data.
 #[repr(C)]
@@ -64,46 +66,20 @@ pub unsafe extern "C" fn botspace_gateway_link_new(
     out_link: *mut *mut botspace_gateway_link,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(gateway, "gateway");
-        non_null!(out_link, "out_link");
-        // SAFETY: as documented above.
-        let head = match unsafe { input(head, head_len, "head") } {
-            Ok(h) => h.to_vec(),
-            Err(s) => return s,
-        };
-        // SAFETY: checked non-NULL; a live handle.
-        let manual = unsafe { (*service).svc.config().clock == botspace::ClockKind::Manual };
-        // SAFETY: a pointer to a handle pointer, checked non-NULL.
-        let p = unsafe { std::ptr::replace(gateway, std::ptr::null_mut()) };
-        if p.is_null() {
+        let service = arg!(ref service);
+        let gateway = arg!(ptr gateway);
+        let out_link = arg!(out out_link);
+        let head = arg!(bytes head, head_len).to_vec();
+        let manual = service.svc.config().clock == botspace::ClockKind::Manual;
+        // SAFETY: the address of a live gateway handle, taken here.
+        let Some(gw) = (unsafe { Handle::take(gateway) }) else {
             return fail(botspace_status::NullArgument, "argument `*gateway` is NULL");
-        }
-        // SAFETY: p came from Box::into_raw in botspace_gateway_accept.
-        let gw = unsafe { Box::from_raw(p) };
-        let gw = *gw;
+        };
+        let gw: botspace_gateway = *gw;
         let link = botspace::gateway::GatewayLink::new(gw.conn, manual, head);
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_link = Box::into_raw(Box::new(botspace_gateway_link { link, bot_id: gw.bot_id })) };
+        out_link.write(botspace_gateway_link { link, bot_id: gw.bot_id }.into_raw());
         botspace_status::Ok
     })
-}
-
-macro_rules! live_link {
-    (ref $l:expr) => {
-        // SAFETY: the caller passes a live handle used by this thread only.
-        match unsafe { $l.as_ref() } {
-            Some(l) => &l.link,
-            None => return fail(botspace_status::NullArgument, "argument `link` is NULL"),
-        }
-    };
-    ($l:expr) => {
-        // SAFETY: the caller passes a live handle used by this thread only.
-        match unsafe { $l.as_mut() } {
-            Some(l) => &mut l.link,
-            None => return fail(botspace_status::NullArgument, "argument `link` is NULL"),
-        }
-    };
 }
 
 pub(crate) fn link_clock(now_ms: u64, mono_ms: u64) -> botspace::gateway::LinkClock {
@@ -128,12 +104,8 @@ pub unsafe extern "C" fn botspace_gateway_link_handle_input(
     mono_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
-        // SAFETY: as documented above.
-        let b = match unsafe { input(bytes, len, "bytes") } {
-            Ok(b) => b,
-            Err(s) => return s,
-        };
-        live_link!(link).handle_input(b, link_clock(now_ms, mono_ms));
+        let b = arg!(bytes bytes, len);
+        arg!(mut link).link.handle_input(b, link_clock(now_ms, mono_ms));
         botspace_status::Ok
     })
 }
@@ -150,7 +122,7 @@ pub unsafe extern "C" fn botspace_gateway_link_handle_eof(
     mono_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
-        live_link!(link).handle_eof(link_clock(now_ms, mono_ms));
+        arg!(mut link).link.handle_eof(link_clock(now_ms, mono_ms));
         botspace_status::Ok
     })
 }
@@ -170,7 +142,7 @@ pub unsafe extern "C" fn botspace_gateway_link_poll(
     mono_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
-        live_link!(link).poll(link_clock(now_ms, mono_ms));
+        arg!(mut link).link.poll(link_clock(now_ms, mono_ms));
         botspace_status::Ok
     })
 }
@@ -197,10 +169,9 @@ pub unsafe extern "C" fn botspace_gateway_link_close(
         let Some(code) = botspace::gateway::host_close_reason(code) else {
             return fail(botspace_status::InvalidArgument, format!("close code {code} is not one a host may send"));
         };
-        let closed = live_link!(link).close(code, link_clock(now_ms, mono_ms));
-        if !out_closed.is_null() {
-            // SAFETY: non-NULL, writable as documented.
-            unsafe { out_closed.write(closed) };
+        let closed = arg!(mut link).link.close(code, link_clock(now_ms, mono_ms));
+        if let Some(out_closed) = arg!(opt_out out_closed) {
+            out_closed.write(closed);
         }
         botspace_status::Ok
     })
@@ -220,11 +191,10 @@ pub unsafe extern "C" fn botspace_gateway_link_transmit(
     out_len: *mut usize,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_ptr, "out_ptr");
-        non_null!(out_len, "out_len");
-        let t = live_link!(ref link).transmit();
-        // SAFETY: checked non-NULL above.
-        unsafe { write_borrowed(t, out_ptr, out_len) };
+        let out_ptr = arg!(out out_ptr);
+        let out_len = arg!(out out_len);
+        let t = arg!(ref link).link.transmit();
+        write_borrowed(t, out_ptr, out_len);
         botspace_status::Ok
     })
 }
@@ -241,7 +211,7 @@ pub unsafe extern "C" fn botspace_gateway_link_sent(
     mono_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
-        let l = live_link!(link);
+        let l = &mut arg!(mut link).link;
         if n > l.transmit().len() {
             return fail(botspace_status::InvalidArgument, format!("sent {n} bytes of {} to send", l.transmit().len()));
         }
@@ -261,8 +231,8 @@ pub unsafe extern "C" fn botspace_gateway_link_get_info(
     out_info: *mut botspace_gateway_link_info,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_info, "out_info");
-        let l = live_link!(ref link);
+        let out_info = arg!(out out_info);
+        let l = &arg!(ref link).link;
         let state = botspace_connection_state::from(l.state());
         let info = botspace_gateway_link_info {
             state,
@@ -271,8 +241,7 @@ pub unsafe extern "C" fn botspace_gateway_link_get_info(
             timeout_ms: l.poll_timeout().unwrap_or(BOTSPACE_NO_DEADLINE),
             close_code: l.close_reason().map_or(0, |(code, _)| code),
         };
-        // SAFETY: checked non-NULL above.
-        unsafe { out_info.write(info) };
+        out_info.write(info);
         botspace_status::Ok
     })
 }
@@ -289,10 +258,9 @@ pub unsafe extern "C" fn botspace_gateway_link_bot_id(
     out_bot_id: *mut *const c_char,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(link, "link");
-        non_null!(out_bot_id, "out_bot_id");
-        // SAFETY: a live handle; out checked.
-        unsafe { *out_bot_id = (*link).bot_id.as_ptr() };
+        let link = arg!(ref link);
+        let out_bot_id = arg!(out out_bot_id);
+        out_bot_id.write(link.bot_id.as_ptr());
         botspace_status::Ok
     })
 }
@@ -306,9 +274,6 @@ pub unsafe extern "C" fn botspace_gateway_link_bot_id(
 /// was not released through another copy of the pointer.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_gateway_link_free(link: *mut *mut botspace_gateway_link) {
-    ffi_boundary!(on_panic = (); {
-        // SAFETY: as the function's contract says: NULL, or the address of NULL or
-        // of a handle from its `_new`, released once.
-        unsafe { free_handle(link) }
-    })
+    // SAFETY: the contract above.
+    unsafe { Handle::free(link) }
 }

@@ -64,7 +64,7 @@ pub struct botspace_host_policy {
 #[no_mangle]
 pub unsafe extern "C" fn botspace_host_policy_default(out: *mut botspace_host_policy) -> botspace_status {
     ffi_boundary!({
-        non_null!(out, "out");
+        let out = arg!(out out);
         use botspace::policy::host as h;
         let p = botspace_host_policy {
             request_timeout_ms: h::REQUEST_TIMEOUT_MS,
@@ -87,8 +87,7 @@ pub unsafe extern "C" fn botspace_host_policy_default(out: *mut botspace_host_po
             webhook_spare_transfers: h::WEBHOOK_SPARE_TRANSFERS,
             fallback_file_limit: h::FALLBACK_FILE_LIMIT,
         };
-        // SAFETY: checked non-NULL above.
-        unsafe { out.write(p) };
+        out.write(p);
         botspace_status::Ok
     })
 }

@@ -1,12 +1,12 @@
 //! One HTTP/1.1 server connection, sans-IO (`botspace_http_connection`):
 //! the library's rules for it, the host's socket and clock.
 
-use crate::boundary::input;
+use crate::boundary::Handle;
 use crate::bytes::{botspace_bytes, write_borrowed};
 use crate::request_framer::botspace_request_head;
 use crate::route::{botspace_listener, botspace_route, c_route, core_listener};
 use crate::service::botspace_service;
-use crate::status::{botspace_status, fail};
+use crate::status::botspace_status;
 use crate::BOTSPACE_NO_DEADLINE;
 
 /// One HTTP/1.1 server connection, sans-IO: the library's rules for it
@@ -23,6 +23,8 @@ use crate::BOTSPACE_NO_DEADLINE;
 pub struct botspace_http_connection {
     pub(crate) conn: botspace::policy::connection::HttpConnection,
 }
+
+impl Handle for botspace_http_connection {}
 
 /// What the host does with a connection's socket.
 #[repr(C)]
@@ -111,34 +113,6 @@ pub struct botspace_http_request {
     pub head: botspace_request_head,
 }
 
-/// Borrows a live handle for one call.
-///
-/// # Safety
-/// `c` must be NULL or a live handle used by this thread only.
-pub(crate) unsafe fn http_conn<'a>(
-    c: *mut botspace_http_connection,
-) -> Option<&'a mut botspace::policy::connection::HttpConnection> {
-    // SAFETY: as documented above.
-    unsafe { c.as_mut() }.map(|c| &mut c.conn)
-}
-
-macro_rules! live_conn {
-    (ref $c:expr) => {
-        // SAFETY: the caller passes a live handle used by this thread only.
-        match unsafe { $c.as_ref() } {
-            Some(c) => &c.conn,
-            None => return fail(botspace_status::NullArgument, "argument `conn` is NULL"),
-        }
-    };
-    ($c:expr) => {
-        // SAFETY: the caller passes a live handle used by this thread only.
-        match unsafe { http_conn($c) } {
-            Some(c) => c,
-            None => return fail(botspace_status::NullArgument, "argument `conn` is NULL"),
-        }
-    };
-}
-
 /// A connection accepted at `now_ms` (the host's monotonic clock, in
 /// milliseconds, the clock of every later call) on `listener`, with the
 /// service's body limit and the given deadlines (`--request-timeout`,
@@ -157,14 +131,12 @@ pub unsafe extern "C" fn botspace_http_connection_new(
     out_conn: *mut *mut botspace_http_connection,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_conn, "out_conn");
-        // SAFETY: a live handle.
-        let framer = unsafe { (*service).svc.request_framer() };
+        let service = arg!(ref service);
+        let out_conn = arg!(out out_conn);
+        let framer = service.svc.request_framer();
         let opts = botspace::policy::connection::ConnectionOptions { request_timeout_ms, idle_timeout_ms };
         let conn = botspace::policy::connection::HttpConnection::new(core_listener(listener), opts, framer, now_ms);
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_conn = Box::into_raw(Box::new(botspace_http_connection { conn })) };
+        out_conn.write(botspace_http_connection { conn }.into_raw());
         botspace_status::Ok
     })
 }
@@ -190,10 +162,9 @@ pub unsafe extern "C" fn botspace_http_connection_refusing_busy(
     out_conn: *mut *mut botspace_http_connection,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_conn, "out_conn");
+        let out_conn = arg!(out out_conn);
         let conn = botspace::policy::connection::HttpConnection::refusing_busy(now_ms);
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_conn = Box::into_raw(Box::new(botspace_http_connection { conn })) };
+        out_conn.write(botspace_http_connection { conn }.into_raw());
         botspace_status::Ok
     })
 }
@@ -219,8 +190,8 @@ pub unsafe extern "C" fn botspace_http_connection_get_info(
     out_info: *mut botspace_http_connection_info,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_info, "out_info");
-        let c = live_conn!(ref conn);
+        let out_info = arg!(out out_info);
+        let c = &arg!(ref conn).conn;
         let state = botspace_connection_state::from(c.state());
         let info = botspace_http_connection_info {
             state,
@@ -232,8 +203,7 @@ pub unsafe extern "C" fn botspace_http_connection_get_info(
             timeout_ms: c.poll_timeout().unwrap_or(BOTSPACE_NO_DEADLINE),
             waiting_since_ms: c.waiting_since().unwrap_or(BOTSPACE_NO_DEADLINE),
         };
-        // SAFETY: checked non-NULL above.
-        unsafe { out_info.write(info) };
+        out_info.write(info);
         botspace_status::Ok
     })
 }
@@ -252,12 +222,8 @@ pub unsafe extern "C" fn botspace_http_connection_handle_input(
     now_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
-        let c = live_conn!(conn);
-        // SAFETY: as documented above.
-        match unsafe { input(bytes, len, "bytes") } {
-            Ok(b) => c.handle_input(b, now_ms),
-            Err(s) => return s,
-        }
+        let c = &mut arg!(mut conn).conn;
+        c.handle_input(arg!(bytes bytes, len), now_ms);
         botspace_status::Ok
     })
 }
@@ -274,7 +240,7 @@ pub unsafe extern "C" fn botspace_http_connection_handle_eof(
     now_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
-        live_conn!(conn).handle_eof(now_ms);
+        arg!(mut conn).conn.handle_eof(now_ms);
         botspace_status::Ok
     })
 }
@@ -295,8 +261,8 @@ pub unsafe extern "C" fn botspace_http_connection_poll_request(
     out_request: *mut botspace_http_request,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_request, "out_request");
-        let c = live_conn!(conn);
+        let out_request = arg!(out out_request);
+        let c = &mut arg!(mut conn).conn;
         let out = match c.poll_request(now_ms) {
             Some(t) => {
                 let bytes = c.request(&t);
@@ -316,8 +282,7 @@ pub unsafe extern "C" fn botspace_http_connection_poll_request(
                 head: botspace_request_head::default(),
             },
         };
-        // SAFETY: checked non-NULL above.
-        unsafe { out_request.write(out) };
+        out_request.write(out);
         botspace_status::Ok
     })
 }
@@ -340,12 +305,8 @@ pub unsafe extern "C" fn botspace_http_connection_answer(
     now_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
-        let c = live_conn!(conn);
-        // SAFETY: as documented above.
-        match unsafe { input(response, len, "response") } {
-            Ok(r) => c.answer(r, now_ms),
-            Err(s) => return s,
-        }
+        let c = &mut arg!(mut conn).conn;
+        c.answer(arg!(bytes response, len), now_ms);
         botspace_status::Ok
     })
 }
@@ -361,7 +322,7 @@ pub unsafe extern "C" fn botspace_http_connection_close(
     now_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
-        live_conn!(conn).close(false, now_ms);
+        arg!(mut conn).conn.close(false, now_ms);
         botspace_status::Ok
     })
 }
@@ -382,14 +343,11 @@ pub unsafe extern "C" fn botspace_http_connection_upgrade(
     out_output: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_input, "out_input");
-        non_null!(out_output, "out_output");
-        let (input, output) = live_conn!(conn).upgrade();
-        // SAFETY: checked non-NULL above.
-        unsafe {
-            out_input.write(botspace_bytes::from_vec(input));
-            out_output.write(botspace_bytes::from_vec(output));
-        }
+        let out_input = arg!(out out_input);
+        let out_output = arg!(out out_output);
+        let (input, output) = arg!(mut conn).conn.upgrade();
+        out_input.write(botspace_bytes::from_vec(input));
+        out_output.write(botspace_bytes::from_vec(output));
         botspace_status::Ok
     })
 }
@@ -408,11 +366,10 @@ pub unsafe extern "C" fn botspace_http_connection_transmit(
     out_len: *mut usize,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_ptr, "out_ptr");
-        non_null!(out_len, "out_len");
-        let t = live_conn!(ref conn).transmit();
-        // SAFETY: checked non-NULL above.
-        unsafe { write_borrowed(t, out_ptr, out_len) };
+        let out_ptr = arg!(out out_ptr);
+        let out_len = arg!(out out_len);
+        let t = arg!(ref conn).conn.transmit();
+        write_borrowed(t, out_ptr, out_len);
         botspace_status::Ok
     })
 }
@@ -428,7 +385,7 @@ pub unsafe extern "C" fn botspace_http_connection_sent(
     now_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
-        live_conn!(conn).sent(n, now_ms);
+        arg!(mut conn).conn.sent(n, now_ms);
         botspace_status::Ok
     })
 }
@@ -449,11 +406,10 @@ pub unsafe extern "C" fn botspace_http_connection_handle_timeout(
     out_expired: *mut botspace_expired,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_expired, "out_expired");
-        let c = live_conn!(conn);
+        let out_expired = arg!(out out_expired);
+        let c = &mut arg!(mut conn).conn;
         use botspace::policy::connection::Expired;
-        // SAFETY: NULL or a live handle.
-        let expired = match unsafe { service.as_ref() } {
+        let expired = match arg!(opt service) {
             Some(s) => s.svc.handle_connection_timeout(c, now_ms),
             None => c.handle_timeout(now_ms),
         };
@@ -463,8 +419,7 @@ pub unsafe extern "C" fn botspace_http_connection_handle_timeout(
             Expired::Idle => botspace_expired::Idle,
             Expired::Linger => botspace_expired::Linger,
         };
-        // SAFETY: checked non-NULL above.
-        unsafe { out_expired.write(e) };
+        out_expired.write(e);
         botspace_status::Ok
     })
 }
@@ -478,16 +433,6 @@ pub unsafe extern "C" fn botspace_http_connection_handle_timeout(
 /// copy of the pointer.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_http_connection_free(conn: *mut *mut botspace_http_connection) {
-    ffi_boundary!(on_panic = (); {
-        if conn.is_null() {
-            return;
-        }
-        // SAFETY: non-NULL pointer to a handle pointer.
-        let p = unsafe { std::ptr::replace(conn, std::ptr::null_mut()) };
-        if !p.is_null() {
-            // SAFETY: p came from Box::into_raw in botspace_http_connection_new
-            // or botspace_http_connection_refusing_busy.
-            drop(unsafe { Box::from_raw(p) });
-        }
-    })
+    // SAFETY: the contract above.
+    unsafe { Handle::free(conn) }
 }

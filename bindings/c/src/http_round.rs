@@ -1,7 +1,7 @@
 //! The round of a host's HTTP connections (`botspace_http_round`): the
 //! library's group commit across connections.
 
-use crate::boundary::{free_handle, input};
+use crate::boundary::{input, Handle};
 use crate::http_connection::{botspace_http_connection, botspace_http_request};
 use crate::request_framer::botspace_request_head;
 use crate::route::{botspace_route, c_route};
@@ -17,6 +17,8 @@ use std::ffi::c_char;
 pub struct botspace_http_round {
     pub(crate) round: botspace::HttpRound,
 }
+
+impl Handle for botspace_http_round {}
 
 /// One connection given to `botspace_http_round_serve`.
 #[repr(C)]
@@ -95,10 +97,8 @@ impl botspace::RoundConnections for CRoundConnections<'_> {
 #[no_mangle]
 pub unsafe extern "C" fn botspace_http_round_new(out_round: *mut *mut botspace_http_round) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_round, "out_round");
-        let round = Box::new(botspace_http_round { round: botspace::HttpRound::new() });
-        // SAFETY: checked non-NULL above.
-        unsafe { out_round.write(Box::into_raw(round)) };
+        let out_round = arg!(out out_round);
+        out_round.write(botspace_http_round { round: botspace::HttpRound::new() }.into_raw());
         botspace_status::Ok
     })
 }
@@ -137,12 +137,12 @@ pub unsafe extern "C" fn botspace_http_round_serve(
     out_steps_len: *mut usize,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(round, "round");
-        non_null!(service, "service");
-        non_null!(out_steps_len, "out_steps_len");
+        let round = arg!(mut round);
+        let service = arg!(ref service);
+        let out_steps_len = arg!(out out_steps_len);
         if count > 0 {
-            non_null!(conns, "conns");
-            non_null!(out_steps, "out_steps");
+            arg!(ptr conns);
+            arg!(ptr out_steps);
         }
         if count > isize::MAX as usize / std::mem::size_of::<botspace_round_step>() {
             return fail(botspace_status::InvalidArgument, "count is too large");
@@ -153,8 +153,7 @@ pub unsafe extern "C" fn botspace_http_round_serve(
             // SAFETY: the caller gives `count` values at `conns`.
             unsafe { std::slice::from_raw_parts(conns, count) }
         };
-        // SAFETY: live handles.
-        let (round, svc) = unsafe { (&mut (*round).round, &(*service).svc) };
+        let (round, svc) = (&mut round.round, &service.svc);
         let mut cs = CRoundConnections(entries);
         let steps = round.serve(svc, &mut cs, now_ms);
         if steps.len() > count {
@@ -196,8 +195,7 @@ pub unsafe extern "C" fn botspace_http_round_serve(
             // step per connection, so k < count.
             unsafe { out_steps.add(k).write(out) };
         }
-        // SAFETY: checked non-NULL above.
-        unsafe { out_steps_len.write(steps.len()) };
+        out_steps_len.write(steps.len());
         botspace_status::Ok
     })
 }
@@ -210,9 +208,6 @@ pub unsafe extern "C" fn botspace_http_round_serve(
 /// released through another copy of the pointer.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_http_round_free(round: *mut *mut botspace_http_round) {
-    ffi_boundary!(on_panic = (); {
-        // SAFETY: as the function's contract says: NULL, or the address of NULL or
-        // of a handle from its `_new`, released once.
-        unsafe { free_handle(round) }
-    })
+    // SAFETY: the contract above.
+    unsafe { Handle::free(round) }
 }

@@ -24,25 +24,62 @@ use std::sync::OnceLock;
 // The boundary first: its macros are used by every module after it.
 #[macro_use]
 mod boundary;
-// One module per handle or object, in the header's order.
-pub mod admission;
-pub mod bytes;
-pub mod gateway;
-pub mod gateway_link;
-pub mod host_policy;
-pub mod http_connection;
-pub mod http_round;
-pub mod log_line;
-pub mod output;
-pub mod request_framer;
-pub mod route;
-pub mod server_options;
-pub mod service;
+
+// One module per handle or object. cbindgen writes this file's items, then
+// each module's in the order declared here: that order is the header's, so
+// each declaration stands alone (a blank line apart, where rustfmt does not
+// sort them).
+
+/// `botspace_status`, the per-thread error message.
 pub mod status;
+
+/// `botspace_slice`, `botspace_bytes` and `botspace_bytes_free`.
+pub mod bytes;
+
+/// `botspace_service`: open, free, requests, parked polls, callbacks.
+pub mod service;
+
+/// `botspace_request_framer` and the framing of a request.
+pub mod request_framer;
+
+/// `botspace_gateway`: one gateway connection after its upgrade.
+pub mod gateway;
+
+/// `botspace_gateway_link`: a gateway connection for a byte-moving host.
+pub mod gateway_link;
+
+/// `botspace_webhook_request`, outcomes and the address policy.
+pub mod webhook;
+
+/// `botspace_log_level` and `botspace_log_line`.
+pub mod log_line;
+
+/// `botspace_route_request` and the answers the library words.
+pub mod route;
+
+/// `botspace_host_policy` and the default connection cap.
+pub mod host_policy;
+
+/// `botspace_server_options`: the example servers' options.
+pub mod server_options;
+
+/// `botspace_http_connection`: one HTTP/1.1 connection, sans-IO.
+pub mod http_connection;
+
+/// `botspace_http_round`: group commit across connections.
+pub mod http_round;
+
+/// `botspace_admission`: which accepted sockets are served, evicted or refused.
+pub mod admission;
+
+/// `botspace_output` and `botspace_startup`: the operator lines.
+pub mod output;
+
+/// `botspace_webhook_pump`: the webhook schedule between loop and store.
+pub mod webhook_pump;
+
 #[cfg(test)]
 mod tests;
-pub mod webhook;
-pub mod webhook_pump;
 
 /// `botspace_gateway_poll_timeout` writes this when no timeout is due: the
 /// connection is closed.

@@ -50,27 +50,18 @@ pub unsafe extern "C" fn botspace_log_line(
     out_line: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_line, "out_line");
+        let out_line = arg!(out out_line);
         let Some(level) = botspace::log::Level::from_number(level) else {
             return fail(botspace_status::InvalidArgument, format!("log level {level} is not 0 to 3"));
         };
-        // SAFETY: as documented above.
-        let msg = match unsafe { input(msg.cast::<u8>(), msg_len, "msg") } {
-            Ok(b) => String::from_utf8_lossy(b),
-            Err(s) => return s,
-        };
-        // SAFETY: as documented above.
-        let block = match unsafe { input(block.cast::<u8>(), block_len, "block") } {
-            Ok(b) => String::from_utf8_lossy(b),
-            Err(s) => return s,
-        };
+        let msg = arg!(text msg, msg_len);
+        let block = arg!(text block, block_len);
         let line = if block.is_empty() {
             botspace::log::log_line(level, &msg, &[], unix_ms)
         } else {
             botspace::log::log_block(level, &msg, &block, unix_ms)
         };
-        // SAFETY: checked non-NULL above.
-        unsafe { out_line.write(botspace_bytes::from_vec(line.into_bytes())) };
+        out_line.write(botspace_bytes::from_vec(line.into_bytes()));
         botspace_status::Ok
     })
 }

@@ -5,12 +5,13 @@
 //! The host writes the bytes it is given to the stream it is told, and
 //! keeps the clock (`unix_ms`, JSON's `ts`).
 
-use crate::boundary::{free_handle, input};
+use crate::boundary::{input, Handle, UserData};
 use crate::bytes::botspace_bytes;
 use crate::service::botspace_service;
 use crate::status::{botspace_status, fail};
 use botspace::log::{Level, Line, Output, Print, Stream};
 use std::ffi::{c_char, c_void};
+use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -49,14 +50,7 @@ pub struct botspace_output {
 
 /// The library's rule from the host's struct; `InvalidArgument` for a
 /// threshold that is no level.
-///
-/// # Safety
-/// When non-NULL, `output` must point at a readable `botspace_output`.
-unsafe fn rule(output: *const botspace_output) -> Result<Output, botspace_status> {
-    // SAFETY: as documented above.
-    let Some(o) = (unsafe { output.as_ref() }) else {
-        return Err(fail(botspace_status::NullArgument, "argument `output` is NULL"));
-    };
+fn rule(o: &botspace_output) -> Result<Output, botspace_status> {
     match Level::from_number(o.threshold) {
         Some(threshold) => Ok(Output::new(o.json, threshold)),
         None => Err(fail(botspace_status::InvalidArgument, format!("threshold {} is not 0 to 3", o.threshold))),
@@ -64,34 +58,19 @@ unsafe fn rule(output: *const botspace_output) -> Result<Output, botspace_status
 }
 
 /// Writes a rendered line (or `{NULL, 0}` with the level's stream for
-/// none) to the host's outputs, both checked non-NULL by the caller.
-///
-/// # Safety
-/// Both pointers writable.
-unsafe fn put(print: Option<Print>, none: Stream, out_stream: *mut botspace_stream, out_line: *mut botspace_bytes) {
+/// none) to the host's outputs.
+fn put(
+    print: Option<Print>,
+    none: Stream,
+    out_stream: &mut MaybeUninit<botspace_stream>,
+    out_line: &mut MaybeUninit<botspace_bytes>,
+) {
     let (stream, bytes) = match print {
         Some(p) => (p.stream, botspace_bytes::from_vec(p.bytes)),
         None => (none, botspace_bytes::EMPTY),
     };
-    // SAFETY: as documented above.
-    unsafe {
-        out_stream.write(stream.into());
-        out_line.write(bytes);
-    }
-}
-
-/// The host's pointer; the host promises it may be used from any thread.
-#[derive(Clone, Copy)]
-struct UserData(*mut c_void);
-// SAFETY: the host promises (`botspace_service_set_output_callback`,
-// `botspace_output_set_records_callback`) that its pointer may be used
-// from any thread.
-unsafe impl Send for UserData {}
-unsafe impl Sync for UserData {}
-impl UserData {
-    fn get(self) -> *mut c_void {
-        self.0
-    }
+    out_stream.write(stream.into());
+    out_line.write(bytes);
 }
 
 /// The wall clock of JSON's `ts` for the lines the library prints of its
@@ -115,19 +94,11 @@ pub unsafe extern "C" fn botspace_output_from_setting(
     out_output: *mut botspace_output,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_output, "out_output");
-        let setting = if level_setting.is_null() {
-            None
-        } else {
-            // SAFETY: as documented above.
-            match unsafe { input(level_setting.cast::<u8>(), level_setting_len, "level_setting") } {
-                Ok(b) => Some(String::from_utf8_lossy(b).into_owned()),
-                Err(s) => return s,
-            }
-        };
+        let out_output = arg!(out out_output);
+        let setting =
+            if level_setting.is_null() { None } else { Some(arg!(text level_setting, level_setting_len).into_owned()) };
         let threshold = Level::from_setting(setting.as_deref()) as i32;
-        // SAFETY: checked non-NULL above.
-        unsafe { out_output.write(botspace_output { threshold, json }) };
+        out_output.write(botspace_output { threshold, json });
         botspace_status::Ok
     })
 }
@@ -143,10 +114,9 @@ pub unsafe extern "C" fn botspace_output_from_setting(
 #[no_mangle]
 pub unsafe extern "C" fn botspace_output_from_env(json: bool, out_output: *mut botspace_output) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_output, "out_output");
+        let out_output = arg!(out out_output);
         let out = Output::from_env(json, &|k| std::env::var(k).ok());
-        // SAFETY: checked non-NULL above.
-        unsafe { out_output.write(botspace_output { threshold: out.threshold as i32, json: out.json }) };
+        out_output.write(botspace_output { threshold: out.threshold as i32, json: out.json });
         botspace_status::Ok
     })
 }
@@ -184,10 +154,9 @@ pub unsafe extern "C" fn botspace_output_server_line(
 ) -> botspace_status {
     use botspace::policy::options::{ready_line, stopped_line, stopping_line};
     ffi_boundary!({
-        non_null!(out_stream, "out_stream");
-        non_null!(out_line, "out_line");
-        // SAFETY: as documented above.
-        let out = match unsafe { rule(output) } {
+        let out_stream = arg!(out out_stream);
+        let out_line = arg!(out out_line);
+        let out = match rule(arg!(ref output)) {
             Ok(o) => o,
             Err(s) => return s,
         };
@@ -197,8 +166,7 @@ pub unsafe extern "C" fn botspace_output_server_line(
             BOTSPACE_SERVER_LINE_STOPPED => stopped_line((cut > 0).then(|| usize::try_from(cut).unwrap_or(usize::MAX))),
             n => return fail(botspace_status::InvalidArgument, format!("server line {n} is not 0 to 2")),
         };
-        // SAFETY: both checked non-NULL above.
-        unsafe { put(out.line(&line, unix_ms), Stream::Stdout, out_stream, out_line) };
+        put(out.line(&line, unix_ms), Stream::Stdout, out_stream, out_line);
         botspace_status::Ok
     })
 }
@@ -312,8 +280,7 @@ pub unsafe extern "C" fn botspace_output_set_records_callback(
     ffi_boundary!({
         let printer = match callback {
             None => None,
-            // SAFETY: as documented above.
-            Some(cb) => match unsafe { rule(output) } {
+            Some(cb) => match rule(arg!(ref output)) {
                 Ok(out) => Some(RecordPrinter { out, callback: cb, user_data: UserData(user_data) }),
                 Err(s) => return s,
             },
@@ -352,23 +319,17 @@ pub unsafe extern "C" fn botspace_output_log(
     out_line: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_stream, "out_stream");
-        non_null!(out_line, "out_line");
-        // SAFETY: as documented above.
-        let out = match unsafe { rule(output) } {
+        let out_stream = arg!(out out_stream);
+        let out_line = arg!(out out_line);
+        let out = match rule(arg!(ref output)) {
             Ok(o) => o,
             Err(s) => return s,
         };
         let Some(level) = Level::from_number(level) else {
             return fail(botspace_status::InvalidArgument, format!("log level {level} is not 0 to 3"));
         };
-        // SAFETY: as documented above.
-        let msg = match unsafe { input(msg.cast::<u8>(), msg_len, "msg") } {
-            Ok(b) => String::from_utf8_lossy(b),
-            Err(s) => return s,
-        };
-        // SAFETY: both checked non-NULL above.
-        unsafe { put(out.log(level, &msg, unix_ms), Stream::of(level), out_stream, out_line) };
+        let msg = arg!(text msg, msg_len);
+        put(out.log(level, &msg, unix_ms), Stream::of(level), out_stream, out_line);
         botspace_status::Ok
     })
 }
@@ -396,21 +357,18 @@ pub unsafe extern "C" fn botspace_output_block(
     out_line: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_stream, "out_stream");
-        non_null!(out_line, "out_line");
-        // SAFETY: as documented above.
-        let out = match unsafe { rule(output) } {
+        let out_stream = arg!(out out_stream);
+        let out_line = arg!(out out_line);
+        let out = match rule(arg!(ref output)) {
             Ok(o) => o,
             Err(s) => return s,
         };
-        // SAFETY: as documented above.
         let (msg, text) =
             match unsafe { (input(msg.cast::<u8>(), msg_len, "msg"), input(text.cast(), text_len, "text")) } {
                 (Ok(m), Ok(t)) => (String::from_utf8_lossy(m), String::from_utf8_lossy(t)),
                 (Err(s), _) | (_, Err(s)) => return s,
             };
-        // SAFETY: both checked non-NULL above.
-        unsafe { put(out.block(&msg, &text, unix_ms), Stream::Stdout, out_stream, out_line) };
+        put(out.block(&msg, &text, unix_ms), Stream::Stdout, out_stream, out_line);
         botspace_status::Ok
     })
 }
@@ -447,15 +405,13 @@ pub unsafe extern "C" fn botspace_service_set_output_callback(
     user_data: *mut c_void,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
+        let service = arg!(ref service);
+        let svc = &service.svc;
         let Some(cb) = callback else {
             svc.set_log_hook(None);
             return botspace_status::Ok;
         };
-        // SAFETY: as documented above.
-        let out = match unsafe { rule(output) } {
+        let out = match rule(arg!(ref output)) {
             Ok(o) => o,
             Err(s) => return s,
         };
@@ -482,19 +438,18 @@ pub struct botspace_startup {
     pub(crate) admin_base: String,
 }
 
+impl Handle for botspace_startup {}
+
 /// A socket address as `getsockname(2)` gives it (`struct sockaddr_in` or
-/// `struct sockaddr_in6`, `len` bytes): passed as the bytes the host
+/// `struct sockaddr_in6`, its bytes): passed as the bytes the host
 /// already has, so it formats nothing and the wildcard test is made on the
 /// address itself, not on one of its spellings.
 ///
-/// # Safety
-/// `addr` must point at `len` readable bytes (NULL with 0 is refused).
+/// Empty bytes are refused.
 #[cfg(unix)]
-unsafe fn socket_addr(addr: *const c_void, len: usize, name: &str) -> Result<SocketAddr, botspace_status> {
+fn socket_addr(b: &[u8], name: &str) -> Result<SocketAddr, botspace_status> {
     use std::mem::size_of;
     use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
-    // SAFETY: as documented above.
-    let b = unsafe { input(addr.cast::<u8>(), len, name) }?;
     let bad = |what: String| Err(fail(botspace_status::InvalidArgument, format!("argument `{name}`: {what}")));
     if b.len() < size_of::<libc::sockaddr>() {
         return bad(format!("{} bytes are no socket address", b.len()));
@@ -525,7 +480,7 @@ unsafe fn socket_addr(addr: *const c_void, len: usize, name: &str) -> Result<Soc
 }
 
 #[cfg(not(unix))]
-unsafe fn socket_addr(_addr: *const c_void, _len: usize, name: &str) -> Result<SocketAddr, botspace_status> {
+fn socket_addr(_b: &[u8], name: &str) -> Result<SocketAddr, botspace_status> {
     Err(fail(botspace_status::InvalidArgument, format!("argument `{name}`: socket addresses are read on POSIX only")))
 }
 
@@ -559,31 +514,24 @@ pub unsafe extern "C" fn botspace_startup_new(
     out_startup: *mut *mut botspace_startup,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_startup, "out_startup");
-        // SAFETY: as documented above.
-        let public = match unsafe { socket_addr(public_addr, public_addr_len, "public_addr") } {
+        let out_startup = arg!(out out_startup);
+        let public = match socket_addr(arg!(bytes public_addr, public_addr_len), "public_addr") {
             Ok(a) => a,
             Err(s) => return s,
         };
         let admin = if admin_addr_len == 0 {
             None
         } else {
-            // SAFETY: as documented above.
-            match unsafe { socket_addr(admin_addr, admin_addr_len, "admin_addr") } {
+            match socket_addr(arg!(bytes admin_addr, admin_addr_len), "admin_addr") {
                 Ok(a) => Some(a),
                 Err(s) => return s,
             }
         };
-        // SAFETY: as documented above.
-        let secret = match unsafe { input(generated_secret.cast::<u8>(), generated_secret_len, "generated_secret") } {
-            Ok(b) => String::from_utf8_lossy(b),
-            Err(s) => return s,
-        };
+        let secret = arg!(text generated_secret, generated_secret_len);
         let secret = (!secret.is_empty()).then_some(&*secret);
         let s = botspace::policy::options::startup(public, admin, secret, manual_clock);
         let handle = botspace_startup { lines: s.lines, next: 0, base: s.base, admin_base: s.admin_base };
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_startup = Box::into_raw(Box::new(handle)) };
+        out_startup.write(handle.into_raw());
         botspace_status::Ok
     })
 }
@@ -605,14 +553,10 @@ pub unsafe extern "C" fn botspace_startup_next_line(
     out_line: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_stream, "out_stream");
-        non_null!(out_line, "out_line");
-        // SAFETY: the caller passes a live handle used by this thread only.
-        let Some(st) = (unsafe { startup.as_mut() }) else {
-            return fail(botspace_status::NullArgument, "argument `startup` is NULL");
-        };
-        // SAFETY: as documented above.
-        let out = match unsafe { rule(output) } {
+        let out_stream = arg!(out out_stream);
+        let out_line = arg!(out out_line);
+        let st = arg!(mut startup);
+        let out = match rule(arg!(ref output)) {
             Ok(o) => o,
             Err(s) => return s,
         };
@@ -621,8 +565,7 @@ pub unsafe extern "C" fn botspace_startup_next_line(
             print = out.line(&st.lines[st.next], unix_ms);
             st.next += 1;
         }
-        // SAFETY: both checked non-NULL above.
-        unsafe { put(print, Stream::Stdout, out_stream, out_line) };
+        put(print, Stream::Stdout, out_stream, out_line);
         botspace_status::Ok
     })
 }
@@ -643,17 +586,11 @@ pub unsafe extern "C" fn botspace_startup_base_urls(
     out_admin_base: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_base, "out_base");
-        non_null!(out_admin_base, "out_admin_base");
-        // SAFETY: the caller passes a live handle used by this thread only.
-        let Some(st) = (unsafe { startup.as_ref() }) else {
-            return fail(botspace_status::NullArgument, "argument `startup` is NULL");
-        };
-        // SAFETY: both checked non-NULL above.
-        unsafe {
-            out_base.write(botspace_bytes::from_vec(st.base.clone().into_bytes()));
-            out_admin_base.write(botspace_bytes::from_vec(st.admin_base.clone().into_bytes()));
-        }
+        let out_base = arg!(out out_base);
+        let out_admin_base = arg!(out out_admin_base);
+        let st = arg!(ref startup);
+        out_base.write(botspace_bytes::from_vec(st.base.clone().into_bytes()));
+        out_admin_base.write(botspace_bytes::from_vec(st.admin_base.clone().into_bytes()));
         botspace_status::Ok
     })
 }
@@ -666,9 +603,6 @@ pub unsafe extern "C" fn botspace_startup_base_urls(
 /// released through another copy of the pointer.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_startup_free(startup: *mut *mut botspace_startup) {
-    ffi_boundary!(on_panic = (); {
-        // SAFETY: as the function's contract says: NULL, or the address of NULL or
-        // of a handle from its `_new`, released once.
-        unsafe { free_handle(startup) }
-    })
+    // SAFETY: the contract above.
+    unsafe { Handle::free(startup) }
 }

@@ -2,7 +2,7 @@
 //! `botspace_service_frame_request`'s result and the resuming framer
 //! handle (`botspace_request_framer`) with the head it read.
 
-use crate::boundary::{free_handle, input};
+use crate::boundary::Handle;
 use crate::bytes::botspace_bytes;
 use crate::service::botspace_service;
 use crate::status::botspace_status;
@@ -46,6 +46,8 @@ pub struct botspace_request_framer {
     /// COMPLETE request, or of the one being framed.
     pub(crate) head: Option<botspace::RequestHead>,
 }
+
+impl Handle for botspace_request_framer {}
 
 /// What the framer read from a request's head, so the host need not parse
 /// it again (`botspace_request_framer_head`). Offsets count from the first
@@ -135,12 +137,10 @@ pub unsafe extern "C" fn botspace_request_framer_new(
     out_framer: *mut *mut botspace_request_framer,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_framer, "out_framer");
-        // SAFETY: a live handle.
-        let framer = unsafe { (*service).svc.request_framer() };
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_framer = Box::into_raw(Box::new(botspace_request_framer { framer, head: None })) };
+        let service = arg!(ref service);
+        let out_framer = arg!(out out_framer);
+        let framer = service.svc.request_framer();
+        out_framer.write(botspace_request_framer { framer, head: None }.into_raw());
         botspace_status::Ok
     })
 }
@@ -166,23 +166,16 @@ pub unsafe extern "C" fn botspace_request_framer_frame(
     out_framing: *mut botspace_framing,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(framer, "framer");
-        non_null!(out_framing, "out_framing");
-        // SAFETY: as documented above.
-        let b = match unsafe { input(buf, buf_len, "buf") } {
-            Ok(b) => b,
-            Err(s) => return s,
-        };
-        // SAFETY: a live handle used by this thread only.
-        let fr = unsafe { &mut *framer };
+        let fr = arg!(mut framer);
+        let out_framing = arg!(out out_framing);
+        let b = arg!(bytes buf, buf_len);
         let f = fr.framer.frame(b);
         fr.head = match &f {
             Framing::Complete { head, .. } => Some(*head),
             Framing::Incomplete => fr.framer.pending_head().copied(),
             Framing::Invalid(_) => None,
         };
-        // SAFETY: checked non-NULL above.
-        unsafe { out_framing.write(framing(f)) };
+        out_framing.write(framing(f));
         botspace_status::Ok
     })
 }
@@ -204,16 +197,12 @@ pub unsafe extern "C" fn botspace_request_framer_head(
     out_present: *mut bool,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(framer, "framer");
-        non_null!(out_head, "out_head");
-        non_null!(out_present, "out_present");
-        // SAFETY: a live handle used by this thread only.
-        let head = unsafe { (*framer).head.as_ref() };
-        // SAFETY: checked non-NULL above.
-        unsafe {
-            out_head.write(head.map(botspace_request_head::from).unwrap_or_default());
-            out_present.write(head.is_some());
-        }
+        let framer = arg!(ref framer);
+        let out_head = arg!(out out_head);
+        let out_present = arg!(out out_present);
+        let head = framer.head.as_ref();
+        out_head.write(head.map(botspace_request_head::from).unwrap_or_default());
+        out_present.write(head.is_some());
         botspace_status::Ok
     })
 }
@@ -233,10 +222,9 @@ pub unsafe extern "C" fn botspace_request_framer_max_request_bytes(
     out_bytes: *mut usize,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(framer, "framer");
-        non_null!(out_bytes, "out_bytes");
-        // SAFETY: a live handle; checked non-NULL above.
-        unsafe { *out_bytes = (*framer).framer.max_request_bytes() };
+        let framer = arg!(ref framer);
+        let out_bytes = arg!(out out_bytes);
+        out_bytes.write(framer.framer.max_request_bytes());
         botspace_status::Ok
     })
 }
@@ -249,9 +237,6 @@ pub unsafe extern "C" fn botspace_request_framer_max_request_bytes(
 /// not released through another copy of the pointer.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_request_framer_free(framer: *mut *mut botspace_request_framer) {
-    ffi_boundary!(on_panic = (); {
-        // SAFETY: as the function's contract says: NULL, or the address of NULL or
-        // of a handle from its `_new`, released once.
-        unsafe { free_handle(framer) }
-    })
+    // SAFETY: the contract above.
+    unsafe { Handle::free(framer) }
 }

@@ -76,14 +76,9 @@ pub unsafe extern "C" fn botspace_not_here_response(
     out_response: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_response, "out_response");
-        // SAFETY: as documented above.
-        let path = match unsafe { input(path, path_len, "path") } {
-            Ok(p) => String::from_utf8_lossy(p),
-            Err(s) => return s,
-        };
-        // SAFETY: checked non-NULL above.
-        unsafe { out_response.write(botspace_bytes::from_vec(botspace::policy::not_here(&path))) };
+        let out_response = arg!(out out_response);
+        let path = arg!(text path, path_len);
+        out_response.write(botspace_bytes::from_vec(botspace::policy::not_here(&path)));
         botspace_status::Ok
     })
 }
@@ -97,9 +92,8 @@ pub unsafe extern "C" fn botspace_not_here_response(
 #[no_mangle]
 pub unsafe extern "C" fn botspace_continue_response(out_response: *mut botspace_bytes) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_response, "out_response");
-        // SAFETY: checked non-NULL above.
-        unsafe { out_response.write(botspace_bytes::from_vec(botspace::policy::CONTINUE.to_vec())) };
+        let out_response = arg!(out out_response);
+        out_response.write(botspace_bytes::from_vec(botspace::policy::CONTINUE.to_vec()));
         botspace_status::Ok
     })
 }
@@ -113,9 +107,8 @@ pub unsafe extern "C" fn botspace_continue_response(out_response: *mut botspace_
 #[no_mangle]
 pub unsafe extern "C" fn botspace_server_busy_response(out_response: *mut botspace_bytes) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_response, "out_response");
-        // SAFETY: checked non-NULL above.
-        unsafe { out_response.write(botspace_bytes::from_vec(botspace::policy::server_busy())) };
+        let out_response = arg!(out out_response);
+        out_response.write(botspace_bytes::from_vec(botspace::policy::server_busy()));
         botspace_status::Ok
     })
 }
@@ -137,21 +130,14 @@ pub unsafe extern "C" fn botspace_response_error(
     out_error: *mut *const c_char,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_status, "out_status");
-        non_null!(out_error, "out_error");
-        // SAFETY: as documented above.
-        let resp = match unsafe { input(response, response_len, "response") } {
-            Ok(r) => r,
-            Err(s) => return s,
-        };
+        let out_status = arg!(out out_status);
+        let out_error = arg!(out out_error);
+        let resp = arg!(bytes response, response_len);
         let Some((status, code)) = botspace::policy::response_error(resp) else {
             return fail(botspace_status::InvalidArgument, "not an HTTP/1.1 response");
         };
-        // SAFETY: checked non-NULL above.
-        unsafe {
-            out_status.write(status);
-            out_error.write(code.map_or(std::ptr::null(), |c| c.as_c_str().as_ptr()));
-        }
+        out_status.write(status);
+        out_error.write(code.map_or(std::ptr::null(), |c| c.as_c_str().as_ptr()));
         botspace_status::Ok
     })
 }

@@ -2,13 +2,12 @@
 //! config file the example servers take, the settings they need and the
 //! service they describe.
 
-use crate::boundary::free_handle;
+use crate::boundary::Handle;
 use crate::bytes::botspace_bytes;
 use crate::service::botspace_service;
 use crate::status::{botspace_status, fail};
 use botspace::{OpenError, Service};
 use std::ffi::{c_char, CString};
-use std::sync::Arc;
 
 /// A server's options as `botspace_server_options_parse` read them (the
 /// flags, `BOTSPACE_*` variables and config file the Rust example server
@@ -20,6 +19,8 @@ pub struct botspace_server_options {
     pub(crate) admin_addr: Option<CString>,
     pub(crate) db: CString,
 }
+
+impl Handle for botspace_server_options {}
 
 /// What a server needs of its options, borrowed from the
 /// `botspace_server_options` handle (valid until it is freed).
@@ -76,15 +77,14 @@ pub unsafe extern "C" fn botspace_server_options_parse(
     out_exit: *mut i32,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(program, "program");
-        non_null!(out_options, "out_options");
-        non_null!(out_text, "out_text");
-        non_null!(out_exit, "out_exit");
+        let program = arg!(cstr program);
+        let out_options = arg!(out out_options);
+        let out_text = arg!(out out_text);
+        let out_exit = arg!(out out_exit);
         if argc > 0 && argv.is_null() {
             return fail(botspace_status::NullArgument, "argument `argv` is NULL with a count above 0");
         }
-        // SAFETY: as documented above.
-        let program = unsafe { std::ffi::CStr::from_ptr(program) }.to_string_lossy().into_owned();
+        let program = program.to_string_lossy().into_owned();
         let mut args = Vec::with_capacity(argc);
         for i in 0..argc {
             // SAFETY: `argv` holds `argc` pointers.
@@ -107,17 +107,14 @@ pub unsafe extern "C" fn botspace_server_options_parse(
                     db: option_string(&o.db),
                     opts: *o,
                 };
-                (Box::into_raw(Box::new(handle)), String::new(), 0)
+                (handle.into_raw(), String::new(), 0)
             }
             Ok(Parsed::Help) => (std::ptr::null_mut(), format!("{usage}\n"), 0),
             Err(e) => (std::ptr::null_mut(), format!("{e}\n{usage}\n"), 2),
         };
-        // SAFETY: checked non-NULL above.
-        unsafe {
-            out_options.write(options);
-            out_text.write(botspace_bytes::from_vec(text.into_bytes()));
-            out_exit.write(exit);
-        }
+        out_options.write(options);
+        out_text.write(botspace_bytes::from_vec(text.into_bytes()));
+        out_exit.write(exit);
         botspace_status::Ok
     })
 }
@@ -134,10 +131,8 @@ pub unsafe extern "C" fn botspace_server_options_settings(
     out: *mut botspace_server_settings,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(options, "options");
-        non_null!(out, "out");
-        // SAFETY: a live handle.
-        let h = unsafe { &*options };
+        let h = arg!(ref options);
+        let out = arg!(out out);
         let ms = |d: std::time::Duration| (d.as_millis().min(u128::from(u64::MAX)) as u64).max(1);
         let s = botspace_server_settings {
             addr: h.addr.as_ptr(),
@@ -150,8 +145,7 @@ pub unsafe extern "C" fn botspace_server_options_settings(
             demo_token: h.opts.demo_token,
             log_json: h.opts.log_json,
         };
-        // SAFETY: checked non-NULL above.
-        unsafe { out.write(s) };
+        out.write(s);
         botspace_status::Ok
     })
 }
@@ -174,11 +168,10 @@ pub unsafe extern "C" fn botspace_server_options_open_service(
     out_generated_secret: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(options, "options");
-        non_null!(out_service, "out_service");
-        non_null!(out_generated_secret, "out_generated_secret");
-        // SAFETY: a live handle.
-        let o = unsafe { &(*options).opts };
+        let options = arg!(ref options);
+        let out_service = arg!(out out_service);
+        let out_generated_secret = arg!(out out_generated_secret);
+        let o = &options.opts;
         let (secret, generated) = match o.admin_secret(&read_file) {
             Ok(Some(s)) => (s, false),
             Ok(None) => match botspace::policy::options::generate_secret() {
@@ -200,16 +193,12 @@ pub unsafe extern "C" fn botspace_server_options_open_service(
             }
             Err(e) => return fail(botspace_status::StorageError, format!("cannot open the service on {shown}: {e}")),
         };
-        let handle = Box::new(botspace_service { svc: Arc::new(svc), ready: Default::default() });
-        // SAFETY: checked non-NULL above.
-        unsafe {
-            out_service.write(Box::into_raw(handle));
-            out_generated_secret.write(if generated {
-                botspace_bytes::from_vec(secret.into_bytes())
-            } else {
-                botspace_bytes::EMPTY
-            });
-        }
+        out_service.write(botspace_service::new(svc).into_raw());
+        out_generated_secret.write(if generated {
+            botspace_bytes::from_vec(secret.into_bytes())
+        } else {
+            botspace_bytes::EMPTY
+        });
         botspace_status::Ok
     })
 }
@@ -222,9 +211,6 @@ pub unsafe extern "C" fn botspace_server_options_open_service(
 /// not released through another copy of the pointer.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_server_options_free(options: *mut *mut botspace_server_options) {
-    ffi_boundary!(on_panic = (); {
-        // SAFETY: as the function's contract says: NULL, or the address of NULL or
-        // of a handle from its `_new`, released once.
-        unsafe { free_handle(options) }
-    })
+    // SAFETY: the contract above.
+    unsafe { Handle::free(options) }
 }

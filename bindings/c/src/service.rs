@@ -2,7 +2,7 @@
 //! HTTP requests it answers, parked long polls, its callbacks, the demo and
 //! the other nodes' notifications.
 
-use crate::boundary::input;
+use crate::boundary::{input, Handle, UserData};
 use crate::bytes::{botspace_bytes, botspace_slice};
 use crate::request_framer::{botspace_framing, framing};
 use crate::status::{botspace_status, fail};
@@ -63,6 +63,22 @@ pub struct botspace_service {
     pub(crate) ready: std::sync::Mutex<std::collections::VecDeque<(botspace::PollId, Vec<u8>)>>,
 }
 
+impl botspace_service {
+    pub(crate) fn new(svc: Service) -> Self {
+        botspace_service { svc: Arc::new(svc), ready: Default::default() }
+    }
+}
+
+impl Handle for botspace_service {
+    /// The callbacks go first, so the host may release their user data
+    /// once `botspace_service_free` returns (gateways may keep the
+    /// service itself alive).
+    fn release(self: Box<Self>) {
+        self.svc.set_wake_hook(None);
+        self.svc.set_log_hook(None);
+    }
+}
+
 /// Opens a service from a JSON configuration (`config_json[0..config_len]`,
 /// UTF-8, not NUL-terminated) and writes the new handle to `*out_service`.
 /// Fields (all optional except `admin_secret`): `database` (a path,
@@ -85,12 +101,8 @@ pub unsafe extern "C" fn botspace_service_open(
     out_service: *mut *mut botspace_service,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_service, "out_service");
-        // SAFETY: as documented above.
-        let cfg = match unsafe { input(config_json, config_len, "config_json") } {
-            Ok(c) => c,
-            Err(s) => return s,
-        };
+        let out_service = arg!(out out_service);
+        let cfg = arg!(bytes config_json, config_len);
         let config = match Config::from_json(cfg) {
             Ok(c) => c,
             Err(e) => return fail(botspace_status::InvalidConfig, e.to_string()),
@@ -102,9 +114,7 @@ pub unsafe extern "C" fn botspace_service_open(
             Err(e @ OpenError::Config(_)) => return fail(botspace_status::InvalidConfig, e.to_string()),
             Err(e) => return fail(botspace_status::StorageError, e.to_string()),
         };
-        let handle = Box::new(botspace_service { svc: Arc::new(svc), ready: Default::default() });
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_service = Box::into_raw(handle) };
+        out_service.write(botspace_service::new(svc).into_raw());
         botspace_status::Ok
     })
 }
@@ -121,21 +131,8 @@ pub unsafe extern "C" fn botspace_service_open(
 /// not released through another copy of the pointer.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_service_free(service: *mut *mut botspace_service) {
-    ffi_boundary!(on_panic = (); {
-        if service.is_null() {
-            return;
-        }
-        // SAFETY: non-NULL pointer to a handle pointer.
-        let p = unsafe { std::ptr::replace(service, std::ptr::null_mut()) };
-        if p.is_null() {
-            return;
-        }
-        // SAFETY: p came from Box::into_raw in botspace_service_open.
-        let handle = unsafe { Box::from_raw(p) };
-        handle.svc.set_wake_hook(None);
-        handle.svc.set_log_hook(None);
-        drop(handle);
-    })
+    // SAFETY: the contract above.
+    unsafe { Handle::free(service) }
 }
 
 /// Handles one complete HTTP/1.1 request (request line, headers and body)
@@ -154,18 +151,11 @@ pub unsafe extern "C" fn botspace_service_handle_request(
     out_response: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_response, "out_response");
-        // SAFETY: as documented above.
-        let req = match unsafe { input(request, request_len, "request") } {
-            Ok(r) => r,
-            Err(s) => return s,
-        };
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
-        let resp = svc.handle_request(req);
-        // SAFETY: checked non-NULL above.
-        unsafe { out_response.write(botspace_bytes::from_vec(resp)) };
+        let service = arg!(ref service);
+        let out_response = arg!(out out_response);
+        let req = arg!(bytes request, request_len);
+        let resp = service.svc.handle_request(req);
+        out_response.write(botspace_bytes::from_vec(resp));
         botspace_status::Ok
     })
 }
@@ -186,18 +176,10 @@ pub unsafe extern "C" fn botspace_service_frame_request(
     out_framing: *mut botspace_framing,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_framing, "out_framing");
-        // SAFETY: as documented above.
-        let b = match unsafe { input(buf, buf_len, "buf") } {
-            Ok(b) => b,
-            Err(s) => return s,
-        };
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
-        let f = framing(svc.frame_request(b));
-        // SAFETY: checked non-NULL above.
-        unsafe { out_framing.write(f) };
+        let service = arg!(ref service);
+        let out_framing = arg!(out out_framing);
+        let b = arg!(bytes buf, buf_len);
+        out_framing.write(framing(service.svc.frame_request(b)));
         botspace_status::Ok
     })
 }
@@ -222,12 +204,12 @@ pub unsafe extern "C" fn botspace_service_handle_batch(
     out_responses: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
+        let service = arg!(ref service);
         if count == 0 {
             return botspace_status::Ok;
         }
-        non_null!(requests, "requests");
-        non_null!(out_responses, "out_responses");
+        let requests = arg!(ptr requests);
+        let out_responses = arg!(ptr out_responses);
         if count > isize::MAX as usize / std::mem::size_of::<botspace_slice>() {
             return fail(botspace_status::InvalidArgument, "count is too large");
         }
@@ -246,9 +228,7 @@ pub unsafe extern "C" fn botspace_service_handle_batch(
                 }
             }
         }
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
-        let out = svc.handle_batch(&reqs);
+        let out = service.svc.handle_batch(&reqs);
         if out.len() != count {
             return fail(botspace_status::Panic, "internal error: handle_batch returned a wrong number of responses");
         }
@@ -276,20 +256,9 @@ pub unsafe extern "C" fn botspace_service_set_wake_callback(
     callback: botspace_wake_callback,
     user_data: *mut c_void,
 ) -> botspace_status {
-    /// The host's pointer; the host promises it may be used from any thread.
-    #[derive(Clone, Copy)]
-    struct UserData(*mut c_void);
-    unsafe impl Send for UserData {}
-    unsafe impl Sync for UserData {}
-    impl UserData {
-        fn get(self) -> *mut c_void {
-            self.0
-        }
-    }
     ffi_boundary!({
-        non_null!(service, "service");
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
+        let service = arg!(ref service);
+        let svc = &service.svc;
         match callback {
             None => svc.set_wake_hook(None),
             Some(cb) => {
@@ -327,20 +296,9 @@ pub unsafe extern "C" fn botspace_service_set_log_callback(
     callback: botspace_log_callback,
     user_data: *mut c_void,
 ) -> botspace_status {
-    /// The host's pointer; the host promises it may be used from any thread.
-    #[derive(Clone, Copy)]
-    struct UserData(*mut c_void);
-    unsafe impl Send for UserData {}
-    unsafe impl Sync for UserData {}
-    impl UserData {
-        fn get(self) -> *mut c_void {
-            self.0
-        }
-    }
     ffi_boundary!({
-        non_null!(service, "service");
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
+        let service = arg!(ref service);
+        let svc = &service.svc;
         match callback {
             None => svc.set_log_hook(None),
             Some(cb) => {
@@ -375,10 +333,9 @@ pub unsafe extern "C" fn botspace_service_now_ms(
     out_ms: *mut u64,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_ms, "out_ms");
-        // SAFETY: a live handle; out_ms checked.
-        unsafe { *out_ms = (*service).svc.now_ms() };
+        let service = arg!(ref service);
+        let out_ms = arg!(out out_ms);
+        out_ms.write(service.svc.now_ms());
         botspace_status::Ok
     })
 }
@@ -392,9 +349,8 @@ pub unsafe extern "C" fn botspace_service_now_ms(
 #[no_mangle]
 pub unsafe extern "C" fn botspace_service_begin_shutdown(service: *const botspace_service) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        // SAFETY: a live handle.
-        unsafe { (*service).svc.begin_shutdown() };
+        let service = arg!(ref service);
+        service.svc.begin_shutdown();
         botspace_status::Ok
     })
 }
@@ -408,9 +364,8 @@ pub unsafe extern "C" fn botspace_service_begin_shutdown(service: *const botspac
 #[no_mangle]
 pub unsafe extern "C" fn botspace_service_note_connection_evicted(service: *const botspace_service) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        // SAFETY: a live handle.
-        unsafe { (*service).svc.note_connection_evicted() };
+        let service = arg!(ref service);
+        service.svc.note_connection_evicted();
         botspace_status::Ok
     })
 }
@@ -423,9 +378,8 @@ pub unsafe extern "C" fn botspace_service_note_connection_evicted(service: *cons
 #[no_mangle]
 pub unsafe extern "C" fn botspace_service_note_request_timeout(service: *const botspace_service) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        // SAFETY: a live handle.
-        unsafe { (*service).svc.note_request_timeout() };
+        let service = arg!(ref service);
+        service.svc.note_request_timeout();
         botspace_status::Ok
     })
 }
@@ -454,23 +408,13 @@ pub unsafe extern "C" fn botspace_service_handle_request_from(
     out_response: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_response, "out_response");
-        // SAFETY: as documented above.
-        let req = match unsafe { input(request, request_len, "request") } {
-            Ok(r) => r,
-            Err(s) => return s,
-        };
-        // SAFETY: as documented above.
-        let peer = match unsafe { input(peer.cast::<u8>(), peer_len, "peer") } {
-            Ok(p) => String::from_utf8_lossy(p),
-            Err(s) => return s,
-        };
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
+        let service = arg!(ref service);
+        let out_response = arg!(out out_response);
+        let req = arg!(bytes request, request_len);
+        let peer = arg!(text peer, peer_len);
+        let svc = &service.svc;
         let resp = svc.handle_request_from(req, &peer);
-        // SAFETY: checked non-NULL above.
-        unsafe { out_response.write(botspace_bytes::from_vec(resp)) };
+        out_response.write(botspace_bytes::from_vec(resp));
         botspace_status::Ok
     })
 }
@@ -504,30 +448,18 @@ pub unsafe extern "C" fn botspace_service_answer_request(
     out_poll_id: *mut u64,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_response, "out_response");
-        non_null!(out_poll_id, "out_poll_id");
-        // SAFETY: as documented above.
-        let req = match unsafe { input(request, request_len, "request") } {
-            Ok(r) => r,
-            Err(s) => return s,
-        };
-        // SAFETY: as documented above.
-        let peer = match unsafe { input(peer.cast::<u8>(), peer_len, "peer") } {
-            Ok(p) => String::from_utf8_lossy(p),
-            Err(s) => return s,
-        };
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
+        let service = arg!(ref service);
+        let out_response = arg!(out out_response);
+        let out_poll_id = arg!(out out_poll_id);
+        let req = arg!(bytes request, request_len);
+        let peer = arg!(text peer, peer_len);
+        let svc = &service.svc;
         let (resp, id) = match svc.answer_request(req, &peer, now_ms) {
             botspace::Answer::Now(r) => (botspace_bytes::from_vec(r), 0),
             botspace::Answer::Parked(id) => (botspace_bytes::EMPTY, id.0),
         };
-        // SAFETY: checked non-NULL above.
-        unsafe {
-            out_response.write(resp);
-            out_poll_id.write(id);
-        }
+        out_response.write(resp);
+        out_poll_id.write(id);
         botspace_status::Ok
     })
 }
@@ -551,11 +483,9 @@ pub unsafe extern "C" fn botspace_service_poll_parked(
     out_response: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_poll_id, "out_poll_id");
-        non_null!(out_response, "out_response");
-        // SAFETY: a live handle.
-        let service = unsafe { &*service };
+        let service = arg!(ref service);
+        let out_poll_id = arg!(out out_poll_id);
+        let out_response = arg!(out out_response);
         let mut ready = service.ready.lock().unwrap_or_else(|e| e.into_inner());
         if ready.is_empty() {
             ready.extend(service.svc.poll_parked(now_ms));
@@ -564,11 +494,8 @@ pub unsafe extern "C" fn botspace_service_poll_parked(
             Some((id, r)) => (id.0, botspace_bytes::from_vec(r)),
             None => (0, botspace_bytes::EMPTY),
         };
-        // SAFETY: checked non-NULL above.
-        unsafe {
-            out_poll_id.write(id);
-            out_response.write(resp);
-        }
+        out_poll_id.write(id);
+        out_response.write(resp);
         botspace_status::Ok
     })
 }
@@ -586,14 +513,11 @@ pub unsafe extern "C" fn botspace_service_parked_timeout(
     out_ms: *mut u64,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_ms, "out_ms");
-        // SAFETY: a live handle.
-        let service = unsafe { &*service };
+        let service = arg!(ref service);
+        let out_ms = arg!(out out_ms);
         let buffered = !service.ready.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
         let at = if buffered { Some(0) } else { service.svc.parked_timeout() };
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_ms = at.unwrap_or(BOTSPACE_NO_DEADLINE) };
+        out_ms.write(at.unwrap_or(BOTSPACE_NO_DEADLINE));
         botspace_status::Ok
     })
 }
@@ -609,9 +533,7 @@ pub unsafe extern "C" fn botspace_service_cancel_parked(
     poll_id: u64,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        // SAFETY: a live handle.
-        let service = unsafe { &*service };
+        let service = arg!(ref service);
         let id = botspace::PollId(poll_id);
         service.svc.cancel_parked(id);
         service.ready.lock().unwrap_or_else(|e| e.into_inner()).retain(|(i, _)| *i != id);
@@ -649,24 +571,14 @@ pub unsafe extern "C" fn botspace_service_demo_start(
     out_lines: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_lines, "out_lines");
-        // SAFETY: as documented above.
-        let base = match unsafe { input(base.cast::<u8>(), base_len, "base") } {
-            Ok(b) => String::from_utf8_lossy(b),
-            Err(s) => return s,
-        };
-        // SAFETY: as documented above.
-        let admin_base = match unsafe { input(admin_base.cast::<u8>(), admin_base_len, "admin_base") } {
-            Ok(b) => String::from_utf8_lossy(b),
-            Err(s) => return s,
-        };
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
+        let service = arg!(ref service);
+        let out_lines = arg!(out out_lines);
+        let base = arg!(text base, base_len);
+        let admin_base = arg!(text admin_base, admin_base_len);
+        let svc = &service.svc;
         match svc.demo_start(&base, &admin_base, rotate_token) {
             Ok(lines) => {
-                // SAFETY: checked non-NULL above.
-                unsafe { out_lines.write(botspace_bytes::from_vec(lines.into_bytes())) };
+                out_lines.write(botspace_bytes::from_vec(lines.into_bytes()));
                 botspace_status::Ok
             }
             Err(e) => fail(botspace_status::StorageError, format!("cannot create the demo data: {e}")),
@@ -687,10 +599,9 @@ pub unsafe extern "C" fn botspace_service_has_store_notifications(
     out_available: *mut bool,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_available, "out_available");
-        // SAFETY: a live handle; out_available checked.
-        unsafe { *out_available = (*service).svc.has_store_notifications() };
+        let service = arg!(ref service);
+        let out_available = arg!(out out_available);
+        out_available.write(service.svc.has_store_notifications());
         botspace_status::Ok
     })
 }
@@ -729,14 +640,12 @@ pub unsafe extern "C" fn botspace_service_wait_store_notifications(
     out_count: *mut usize,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_count, "out_count");
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
+        let service = arg!(ref service);
+        let out_count = arg!(out out_count);
+        let svc = &service.svc;
         match svc.wait_store_notifications(timeout_ms) {
             Ok(n) => {
-                // SAFETY: checked non-NULL above.
-                unsafe { *out_count = n };
+                out_count.write(n);
                 botspace_status::Ok
             }
             Err(e) => fail(botspace_status::StorageError, e.to_string()),

@@ -75,7 +75,7 @@ pub unsafe extern "C" fn botspace_last_error_message(
     out_len: *mut usize,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_len, "out_len");
+        let out_len = arg!(out out_len);
         if buf.is_null() && buf_len != 0 {
             return fail(botspace_status::NullArgument, "argument `buf` is NULL with a non-zero buf_len");
         }
@@ -88,8 +88,7 @@ pub unsafe extern "C" fn botspace_last_error_message(
                 *buf.add(n) = 0;
             }
         }
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_len = msg.len() };
+        out_len.write(msg.len());
         botspace_status::Ok
     })
 }

@@ -2,11 +2,12 @@
 //! (`botspace_webhook_request`), the outcomes it reports, and the address
 //! policy it checks before connecting.
 
-use crate::boundary::free_handle;
+use crate::boundary::Handle;
 use crate::service::botspace_service;
 use crate::status::{botspace_status, fail};
 use crate::BOTSPACE_NO_DEADLINE;
-use std::ffi::{c_char, CString};
+use std::ffi::{c_char, CStr, CString};
+use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
 /// The most of a webhook answer's body a host reads (the core's
@@ -32,6 +33,8 @@ pub struct botspace_webhook_request {
     pub(crate) _body: Vec<u8>,
     pub(crate) _http_bytes: Vec<u8>,
 }
+
+impl Handle for botspace_webhook_request {}
 
 /// What a webhook request is, as borrowed views into its
 /// `botspace_webhook_request` (valid until it is freed). Strings are
@@ -145,14 +148,12 @@ pub unsafe extern "C" fn botspace_service_poll_webhook(
     out_request: *mut *mut botspace_webhook_request,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_request, "out_request");
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
+        let service = arg!(ref service);
+        let out_request = arg!(out out_request);
+        let svc = &service.svc;
         let req =
             svc.poll_webhook(now_ms).map_or(std::ptr::null_mut(), |r| Box::into_raw(botspace_webhook_request::new(r)));
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_request = req };
+        out_request.write(req);
         botspace_status::Ok
     })
 }
@@ -179,21 +180,17 @@ pub unsafe extern "C" fn botspace_service_poll_webhook_in_memory(
 ) -> botspace_status {
     use botspace::WebhookPoll;
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_request, "out_request");
-        non_null!(out_needs_store, "out_needs_store");
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
+        let service = arg!(ref service);
+        let out_request = arg!(out out_request);
+        let out_needs_store = arg!(out out_needs_store);
+        let svc = &service.svc;
         let (req, needs_store) = match svc.poll_webhook_in_memory(now_ms) {
             WebhookPoll::Request(r) => (Box::into_raw(botspace_webhook_request::new(r)), false),
             WebhookPoll::Idle => (std::ptr::null_mut(), false),
             WebhookPoll::NeedsStore => (std::ptr::null_mut(), true),
         };
-        // SAFETY: both checked non-NULL above.
-        unsafe {
-            *out_request = req;
-            *out_needs_store = needs_store;
-        }
+        out_request.write(req);
+        out_needs_store.write(needs_store);
         botspace_status::Ok
     })
 }
@@ -209,10 +206,9 @@ pub unsafe extern "C" fn botspace_webhook_request_parts_get(
     out_parts: *mut botspace_webhook_request_parts,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(request, "request");
-        non_null!(out_parts, "out_parts");
-        // SAFETY: a live handle; out checked.
-        unsafe { out_parts.write((*request).parts) };
+        let request = arg!(ref request);
+        let out_parts = arg!(out out_parts);
+        out_parts.write(request.parts);
         botspace_status::Ok
     })
 }
@@ -225,20 +221,8 @@ pub unsafe extern "C" fn botspace_webhook_request_parts_get(
 /// that was not released through another copy of the pointer.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_webhook_request_free(request: *mut *mut botspace_webhook_request) {
-    ffi_boundary!(on_panic = (); {
-        // SAFETY: as the function's contract says: NULL, or the address of NULL or
-        // of a handle from its `_new`, released once.
-        unsafe { free_handle(request) }
-    })
-}
-
-/// An optional NUL-terminated input string.
-///
-/// # Safety
-/// When non-NULL, `p` must point at a NUL-terminated string.
-pub(crate) unsafe fn opt_c_str<'a>(p: *const c_char) -> Option<&'a [u8]> {
-    // SAFETY: as documented above.
-    (!p.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes())
+    // SAFETY: the contract above.
+    unsafe { Handle::free(request) }
 }
 
 /// Reports what became of webhook request `id` at `now_ms`; exactly one of:
@@ -310,7 +294,7 @@ pub unsafe extern "C" fn botspace_service_webhook_report(
 ) -> botspace_status {
     use botspace::webhook::Outcome;
     ffi_boundary!({
-        non_null!(service, "service");
+        let service = arg!(ref service);
         let outcome = if timed_out {
             Outcome::TimedOut
         } else if status_code != 0 {
@@ -320,14 +304,12 @@ pub unsafe extern "C" fn botspace_service_webhook_report(
                     format!("status_code {status_code} is not an HTTP status (100..=999, or 0 for no answer)"),
                 );
             }
-            // SAFETY: as documented above.
-            let ra = unsafe { opt_c_str(retry_after) };
+            let ra = arg!(opt_cstr retry_after).map(CStr::to_bytes);
             let retry_after_s =
                 ra.and_then(|v| std::str::from_utf8(v).ok()).and_then(|v| botspace::webhook::retry_after_s(v, now_ms));
             Outcome::Answered { status: status_code, retry_after_s }
         } else {
-            // SAFETY: as documented above.
-            match unsafe { opt_c_str(failure_message) } {
+            match arg!(opt_cstr failure_message).map(CStr::to_bytes) {
                 Some(m) => Outcome::Failed(String::from_utf8_lossy(m).into_owned()),
                 None => {
                     return fail(
@@ -337,28 +319,22 @@ pub unsafe extern "C" fn botspace_service_webhook_report(
                 }
             }
         };
-        // SAFETY: a live handle; `out_store_wanted` as documented.
-        unsafe { record_outcome(service, id, outcome, now_ms, out_store_wanted) }
+        record_outcome(service, id, outcome, now_ms, arg!(opt_out out_store_wanted))
     })
 }
 
 /// Hands `outcome` to the service and writes `*out_store_wanted` when it
-/// is not NULL.
-///
-/// # Safety
-/// `service` must be a live handle; `out_store_wanted` NULL or writable.
-pub(crate) unsafe fn record_outcome(
-    service: *const botspace_service,
+/// was given.
+fn record_outcome(
+    service: &botspace_service,
     id: u64,
     outcome: botspace::webhook::Outcome,
     now_ms: u64,
-    out_store_wanted: *mut bool,
+    out_store_wanted: Option<&mut MaybeUninit<bool>>,
 ) -> botspace_status {
-    // SAFETY: a live handle.
-    let wanted = unsafe { (*service).svc.webhook_outcome(id, outcome, now_ms) };
-    if !out_store_wanted.is_null() {
-        // SAFETY: non-NULL, writable as documented.
-        unsafe { *out_store_wanted = wanted };
+    let wanted = service.svc.webhook_outcome(id, outcome, now_ms);
+    if let Some(out) = out_store_wanted {
+        out.write(wanted);
     }
     botspace_status::Ok
 }
@@ -417,20 +393,18 @@ pub unsafe extern "C" fn botspace_service_webhook_report_failure(
 ) -> botspace_status {
     use botspace::webhook::{Failure, Outcome};
     ffi_boundary!({
-        non_null!(service, "service");
+        let service = arg!(ref service);
         let Some(kind) = Failure::ALL.get(kind as usize).copied() else {
             return fail(
                 botspace_status::InvalidArgument,
                 format!("kind {kind} is not a botspace_webhook_failure (0..={})", Failure::ALL.len() - 1),
             );
         };
-        // SAFETY: as documented above.
-        let outcome = match unsafe { opt_c_str(detail) } {
+        let outcome = match arg!(opt_cstr detail).map(CStr::to_bytes) {
             Some(d) => Outcome::failed(kind, String::from_utf8_lossy(d)),
             None => Outcome::failed_plainly(kind),
         };
-        // SAFETY: a live handle; `out_store_wanted` as documented.
-        unsafe { record_outcome(service, id, outcome, now_ms, out_store_wanted) }
+        record_outcome(service, id, outcome, now_ms, arg!(opt_out out_store_wanted))
     })
 }
 
@@ -446,10 +420,9 @@ pub unsafe extern "C" fn botspace_service_webhook_timeout(
     out_ms: *mut u64,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_ms, "out_ms");
-        // SAFETY: a live handle; out_ms checked.
-        unsafe { *out_ms = (*service).svc.webhook_timeout().unwrap_or(BOTSPACE_NO_DEADLINE) };
+        let service = arg!(ref service);
+        let out_ms = arg!(out out_ms);
+        out_ms.write(service.svc.webhook_timeout().unwrap_or(BOTSPACE_NO_DEADLINE));
         botspace_status::Ok
     })
 }
@@ -484,24 +457,21 @@ pub unsafe extern "C" fn botspace_service_webhook_address_allowed(
     out_refusal: *mut *const c_char,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(ip, "ip");
-        non_null!(out_refusal, "out_refusal");
-        // SAFETY: non-NULL and NUL-terminated, as documented.
-        let text = unsafe { std::ffi::CStr::from_ptr(ip) }.to_bytes();
+        let service = arg!(ref service);
+        let ip = arg!(cstr ip);
+        let out_refusal = arg!(out out_refusal);
+        let text = ip.to_bytes();
         let Some(addr) = std::str::from_utf8(text).ok().and_then(|t| t.parse::<std::net::IpAddr>().ok()) else {
             return fail(
                 botspace_status::InvalidArgument,
                 format!("argument `ip` is not an IP address: {:?}", String::from_utf8_lossy(text)),
             );
         };
-        // SAFETY: a live handle.
-        let refusal = match unsafe { (*service).svc.webhook_address_allowed(addr) } {
+        let refusal = match service.svc.webhook_address_allowed(addr) {
             Ok(()) => std::ptr::null(),
             Err(class) => refusal_c_str(class),
         };
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_refusal = refusal };
+        out_refusal.write(refusal);
         botspace_status::Ok
     })
 }

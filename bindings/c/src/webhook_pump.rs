@@ -3,7 +3,7 @@
 //! a C host's loop only sends what it takes and its store thread only runs
 //! the turns it is given.
 
-use crate::boundary::free_handle;
+use crate::boundary::Handle;
 use crate::service::botspace_service;
 use crate::status::botspace_status;
 use crate::webhook::{
@@ -13,6 +13,7 @@ use crate::BOTSPACE_NO_DEADLINE;
 use botspace::webhook::{Pump, WebhookRequest};
 use std::collections::VecDeque;
 use std::ffi::c_char;
+use std::mem::MaybeUninit;
 use std::sync::Mutex;
 
 /// The webhook schedule between a host's event loop and its store thread
@@ -31,18 +32,24 @@ pub struct botspace_webhook_pump {
     pub(crate) round: Mutex<Option<VecDeque<WebhookRequest>>>,
 }
 
+impl Handle for botspace_webhook_pump {}
+
 impl botspace_webhook_pump {
     /// Asks for a store turn after a report whose `wanted` output is true.
-    fn reported(&self, status: botspace_status, wanted: bool, out_store_wanted: *mut bool) -> botspace_status {
+    fn reported(
+        &self,
+        status: botspace_status,
+        wanted: bool,
+        out_store_wanted: Option<&mut MaybeUninit<bool>>,
+    ) -> botspace_status {
         if status != botspace_status::Ok {
             return status;
         }
         if wanted {
             self.pump.want_store_turn();
         }
-        if !out_store_wanted.is_null() {
-            // SAFETY: non-NULL, writable as the callers document.
-            unsafe { *out_store_wanted = wanted };
+        if let Some(out) = out_store_wanted {
+            out.write(wanted);
         }
         botspace_status::Ok
     }
@@ -57,10 +64,8 @@ impl botspace_webhook_pump {
 #[no_mangle]
 pub unsafe extern "C" fn botspace_webhook_pump_new(out_pump: *mut *mut botspace_webhook_pump) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_pump, "out_pump");
-        let pump = Box::new(botspace_webhook_pump { pump: Pump::new(), round: Mutex::new(None) });
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_pump = Box::into_raw(pump) };
+        let out_pump = arg!(out out_pump);
+        out_pump.write(botspace_webhook_pump { pump: Pump::new(), round: Mutex::new(None) }.into_raw());
         botspace_status::Ok
     })
 }
@@ -76,11 +81,8 @@ pub unsafe extern "C" fn botspace_webhook_pump_new(out_pump: *mut *mut botspace_
 /// was not released through another copy of the pointer.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_webhook_pump_free(pump: *mut *mut botspace_webhook_pump) {
-    ffi_boundary!(on_panic = (); {
-        // SAFETY: as the function's contract says: NULL, or the address of NULL or
-        // of a handle from its `_new`, released once.
-        unsafe { free_handle(pump) }
-    })
+    // SAFETY: the contract above.
+    unsafe { Handle::free(pump) }
 }
 
 /// Writes the next request to send at `now_ms` (the service clock's
@@ -103,11 +105,10 @@ pub unsafe extern "C" fn botspace_webhook_pump_take(
     out_request: *mut *mut botspace_webhook_request,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(pump, "pump");
-        non_null!(service, "service");
-        non_null!(out_request, "out_request");
-        // SAFETY: live handles.
-        let (p, svc) = unsafe { (&*pump, &(*service).svc) };
+        let p = arg!(ref pump);
+        let service = arg!(ref service);
+        let out_request = arg!(out out_request);
+        let svc = &service.svc;
         let mut round = p.round.lock().unwrap_or_else(|e| e.into_inner());
         let batch = round.get_or_insert_with(|| p.pump.take(svc, now_ms).into());
         let req = match batch.pop_front() {
@@ -118,8 +119,7 @@ pub unsafe extern "C" fn botspace_webhook_pump_take(
                 std::ptr::null_mut()
             }
         };
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_request = req };
+        out_request.write(req);
         botspace_status::Ok
     })
 }
@@ -141,14 +141,12 @@ pub unsafe extern "C" fn botspace_webhook_pump_timeout(
     out_ms: *mut u64,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(pump, "pump");
-        non_null!(service, "service");
-        non_null!(out_ms, "out_ms");
-        // SAFETY: live handles.
-        let (p, svc) = unsafe { (&*pump, &(*service).svc) };
+        let p = arg!(ref pump);
+        let service = arg!(ref service);
+        let out_ms = arg!(out out_ms);
+        let svc = &service.svc;
         let due = p.pump.timeout(svc, now_ms).unwrap_or(BOTSPACE_NO_DEADLINE);
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_ms = due };
+        out_ms.write(due);
         botspace_status::Ok
     })
 }
@@ -177,9 +175,7 @@ pub unsafe extern "C" fn botspace_webhook_pump_report(
     out_store_wanted: *mut bool,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(pump, "pump");
-        // SAFETY: a live handle.
-        let p = unsafe { &*pump };
+        let p = arg!(ref pump);
         let mut wanted = false;
         // SAFETY: `service` (checked there) and the strings as documented.
         let status = unsafe {
@@ -194,7 +190,7 @@ pub unsafe extern "C" fn botspace_webhook_pump_report(
                 &mut wanted,
             )
         };
-        p.reported(status, wanted, out_store_wanted)
+        p.reported(status, wanted, arg!(opt_out out_store_wanted))
     })
 }
 
@@ -216,13 +212,11 @@ pub unsafe extern "C" fn botspace_webhook_pump_report_failure(
     out_store_wanted: *mut bool,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(pump, "pump");
-        // SAFETY: a live handle.
-        let p = unsafe { &*pump };
+        let p = arg!(ref pump);
         let mut wanted = false;
         // SAFETY: `service` (checked there) and `detail` as documented.
         let status = unsafe { botspace_service_webhook_report_failure(service, id, kind, detail, now_ms, &mut wanted) };
-        p.reported(status, wanted, out_store_wanted)
+        p.reported(status, wanted, arg!(opt_out out_store_wanted))
     })
 }
 
@@ -237,10 +231,9 @@ pub unsafe extern "C" fn botspace_webhook_pump_store_turn_wanted(
     out_wanted: *mut bool,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(pump, "pump");
-        non_null!(out_wanted, "out_wanted");
-        // SAFETY: a live handle; out checked.
-        unsafe { *out_wanted = (*pump).pump.store_turn_wanted() };
+        let pump = arg!(ref pump);
+        let out_wanted = arg!(out out_wanted);
+        out_wanted.write(pump.pump.store_turn_wanted());
         botspace_status::Ok
     })
 }
@@ -259,12 +252,10 @@ pub unsafe extern "C" fn botspace_webhook_pump_wait_turn(
     out_turn: *mut bool,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(pump, "pump");
-        non_null!(out_turn, "out_turn");
-        // SAFETY: a live handle.
-        let turn = unsafe { (*pump).pump.wait_store_turn() };
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_turn = turn };
+        let pump = arg!(ref pump);
+        let out_turn = arg!(out out_turn);
+        let turn = pump.pump.wait_store_turn();
+        out_turn.write(turn);
         botspace_status::Ok
     })
 }
@@ -289,14 +280,12 @@ pub unsafe extern "C" fn botspace_webhook_pump_store_turn(
     out_handed: *mut usize,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(pump, "pump");
-        non_null!(service, "service");
-        // SAFETY: live handles.
-        let (p, svc) = unsafe { (&*pump, &(*service).svc) };
+        let p = arg!(ref pump);
+        let service = arg!(ref service);
+        let svc = &service.svc;
         let handed = p.pump.store_turn(svc, now_ms);
-        if !out_handed.is_null() {
-            // SAFETY: non-NULL, writable as documented.
-            unsafe { *out_handed = handed };
+        if let Some(out_handed) = arg!(opt_out out_handed) {
+            out_handed.write(handed);
         }
         botspace_status::Ok
     })
@@ -311,9 +300,8 @@ pub unsafe extern "C" fn botspace_webhook_pump_store_turn(
 #[no_mangle]
 pub unsafe extern "C" fn botspace_webhook_pump_stop(pump: *const botspace_webhook_pump) -> botspace_status {
     ffi_boundary!({
-        non_null!(pump, "pump");
-        // SAFETY: a live handle.
-        unsafe { (*pump).pump.stop() };
+        let pump = arg!(ref pump);
+        pump.pump.stop();
         botspace_status::Ok
     })
 }
