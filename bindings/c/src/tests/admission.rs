@@ -1,4 +1,4 @@
-//! TESTS admission
+//! The admission handle refuses NULL handles and outputs.
 
 use crate::admission::{
     botspace_admission, botspace_admission_admit, botspace_admission_free, botspace_admission_new,

@@ -1,4 +1,4 @@
-//! TESTS output
+//! The operator output and the start-up lines.
 
 use crate::bytes::{botspace_bytes, botspace_bytes_free};
 use crate::output::{

@@ -1,4 +1,4 @@
-//! TESTS route
+//! Routes, the answers the library words, the host policy.
 
 use crate::bytes::{botspace_bytes, botspace_bytes_free};
 use crate::host_policy::{botspace_default_max_connections, botspace_host_policy, botspace_host_policy_default};

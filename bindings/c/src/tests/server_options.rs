@@ -1,4 +1,4 @@
-//! TESTS server_options
+//! The example servers' options: parse, settle, open a service.
 
 use crate::bytes::{botspace_bytes, botspace_bytes_free};
 use crate::server_options::{
