@@ -71,30 +71,36 @@ macro_rules! ffi_boundary {
 /// struct, a writable output, `len` readable bytes) is what makes each
 /// borrow sound; the arguments are checked in the order they are named.
 macro_rules! arg {
-    (ref $p:ident) => {{
-        let p = $p;
-        // SAFETY: the function's contract: NULL or valid for the call.
-        match unsafe { p.as_ref() } {
+    (ref $p:ident) => {
+        match arg!(opt $p) {
             Some(r) => r,
-            None => return $crate::boundary::null_argument(concat!("argument `", stringify!($p), "` is NULL")),
+            None => arg!(@null $p),
         }
-    }};
-    (mut $p:ident) => {{
-        let p = $p;
-        // SAFETY: the function's contract: NULL or valid for the call and
-        // used by this thread only.
-        match unsafe { p.as_mut() } {
+    };
+    (mut $p:ident) => {
+        match arg!(@opt_mut $p) {
             Some(r) => r,
-            None => return $crate::boundary::null_argument(concat!("argument `", stringify!($p), "` is NULL")),
+            None => arg!(@null $p),
         }
-    }};
-    (out $p:ident) => {{
-        let p = $p;
-        // SAFETY: the function's contract: NULL or writable.
-        match unsafe { $crate::boundary::out(p) } {
+    };
+    (out $p:ident) => {
+        match arg!(opt_out $p) {
             Some(r) => r,
-            None => return $crate::boundary::null_argument(concat!("argument `", stringify!($p), "` is NULL")),
+            None => arg!(@null $p),
         }
+    };
+    (cstr $p:ident) => {
+        match arg!(opt_cstr $p) {
+            Some(r) => r,
+            None => arg!(@null $p),
+        }
+    };
+    (ptr $p:ident) => {{
+        let p = $p;
+        if p.is_null() {
+            arg!(@null $p);
+        }
+        p
     }};
     (bytes $p:ident, $len:expr) => {{
         let (p, len) = ($p.cast::<u8>(), $len);
@@ -122,18 +128,15 @@ macro_rules! arg {
         // SAFETY: the function's contract: NULL or a NUL-terminated string.
         (!p.is_null()).then(|| unsafe { ::std::ffi::CStr::from_ptr(p) })
     }};
-    (cstr $p:ident) => {{
-        let p = arg!(ptr $p);
-        // SAFETY: the function's contract: a NUL-terminated string.
-        unsafe { ::std::ffi::CStr::from_ptr(p) }
-    }};
-    (ptr $p:ident) => {{
+    (@opt_mut $p:ident) => {{
         let p = $p;
-        if p.is_null() {
-            return $crate::boundary::null_argument(concat!("argument `", stringify!($p), "` is NULL"));
-        }
-        p
+        // SAFETY: the function's contract: NULL or valid for the call and
+        // used by this thread only.
+        unsafe { p.as_mut() }
     }};
+    (@null $p:ident) => {
+        return $crate::boundary::null_argument(concat!("argument `", stringify!($p), "` is NULL"))
+    };
 }
 
 /// `NullArgument`, with `message` kept for `botspace_last_error_message`.
