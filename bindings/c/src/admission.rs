@@ -5,10 +5,11 @@
 //! The host keeps its sockets, its spare descriptor and the clock; the
 //! policy and what is said about it are the library's.
 
-use super::{botspace_service, botspace_status, fail, free_handle, input, panic_message, set_last_error};
+use crate::boundary::Handle;
+use crate::service::botspace_service;
+use crate::status::{botspace_status, fail};
 use botspace_runtime::admission::{AcceptError, Admission, Admit};
 use std::ffi::c_void;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// The admission of one server's connections (all its listeners): the
 /// order in which its waiting connections are evicted (by an id of the
@@ -16,8 +17,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 /// report of its accept errors. Made by `botspace_admission_new`, released
 /// by `botspace_admission_free`. Not thread-safe: one thread at a time.
 pub struct botspace_admission {
-    adm: Admission,
+    pub(crate) adm: Admission,
 }
+
+impl Handle for botspace_admission {}
 
 /// What a host does with a socket it accepted (`botspace_admission_admit`).
 #[repr(C)]
@@ -82,23 +85,6 @@ pub struct botspace_accept_error_action {
 /// with it. It must be quick (read a flag).
 pub type botspace_should_stop_callback = Option<unsafe extern "C" fn(user_data: *mut c_void) -> bool>;
 
-macro_rules! live_admission {
-    (ref $a:expr) => {
-        // SAFETY: the caller passes a live handle used by this thread only.
-        match unsafe { $a.as_ref() } {
-            Some(a) => &a.adm,
-            None => return fail(botspace_status::NullArgument, "argument `admission` is NULL"),
-        }
-    };
-    ($a:expr) => {
-        // SAFETY: the caller passes a live handle used by this thread only.
-        match unsafe { $a.as_mut() } {
-            Some(a) => &mut a.adm,
-            None => return fail(botspace_status::NullArgument, "argument `admission` is NULL"),
-        }
-    };
-}
-
 /// Makes the admission of one server (one for all its listeners): no
 /// waiting connection, no lingering refusal. Release it with
 /// `botspace_admission_free`.
@@ -108,9 +94,8 @@ macro_rules! live_admission {
 #[no_mangle]
 pub unsafe extern "C" fn botspace_admission_new(out_admission: *mut *mut botspace_admission) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_admission, "out_admission");
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_admission = Box::into_raw(Box::new(botspace_admission { adm: Admission::new() })) };
+        let out_admission = arg!(out out_admission);
+        out_admission.write(botspace_admission { adm: Admission::new() }.into_raw());
         botspace_status::Ok
     })
 }
@@ -123,11 +108,8 @@ pub unsafe extern "C" fn botspace_admission_new(out_admission: *mut *mut botspac
 /// released through another copy of the pointer.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_admission_free(admission: *mut *mut botspace_admission) {
-    ffi_boundary!(on_panic = (); {
-        // SAFETY: as the function's contract says: NULL, or the address of NULL or
-        // of a handle from its `_new`, released once.
-        unsafe { free_handle(admission) }
-    })
+    // SAFETY: the contract above.
+    unsafe { Handle::free(admission) }
 }
 
 /// The host's connection `id` waits for a request from `now_ms` on (the
@@ -143,7 +125,7 @@ pub unsafe extern "C" fn botspace_admission_touch(
     now_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
-        live_admission!(admission).touch(id, now_ms);
+        arg!(mut admission).adm.touch(id, now_ms);
         botspace_status::Ok
     })
 }
@@ -156,7 +138,7 @@ pub unsafe extern "C" fn botspace_admission_touch(
 #[no_mangle]
 pub unsafe extern "C" fn botspace_admission_remove(admission: *mut botspace_admission, id: u64) -> botspace_status {
     ffi_boundary!({
-        live_admission!(admission).remove(id);
+        arg!(mut admission).adm.remove(id);
         botspace_status::Ok
     })
 }
@@ -174,14 +156,11 @@ pub unsafe extern "C" fn botspace_admission_oldest(
     out_found: *mut bool,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_id, "out_id");
-        non_null!(out_found, "out_found");
-        let oldest = live_admission!(ref admission).order().oldest();
-        // SAFETY: both checked non-NULL above.
-        unsafe {
-            *out_id = oldest.unwrap_or(0);
-            *out_found = oldest.is_some();
-        }
+        let out_id = arg!(out out_id);
+        let out_found = arg!(out out_found);
+        let oldest = arg!(ref admission).adm.order().oldest();
+        out_id.write(oldest.unwrap_or(0));
+        out_found.write(oldest.is_some());
         botspace_status::Ok
     })
 }
@@ -205,11 +184,10 @@ pub unsafe extern "C" fn botspace_admission_admit(
     out_admit: *mut botspace_admit,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_admit, "out_admit");
-        let adm = live_admission!(admission);
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
+        let service = arg!(ref service);
+        let out_admit = arg!(out out_admit);
+        let adm = &mut arg!(mut admission).adm;
+        let svc = &service.svc;
         let admit = match botspace_runtime::admission::admit(svc, adm, open, max) {
             Admit::Serve => botspace_admit { kind: botspace_admit_kind::Serve, evict_id: 0 },
             Admit::ServeAfterEvicting(id) => {
@@ -218,8 +196,7 @@ pub unsafe extern "C" fn botspace_admission_admit(
             Admit::RefuseLingering => botspace_admit { kind: botspace_admit_kind::RefuseLingering, evict_id: 0 },
             Admit::RefuseNow => botspace_admit { kind: botspace_admit_kind::RefuseNow, evict_id: 0 },
         };
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_admit = admit };
+        out_admit.write(admit);
         botspace_status::Ok
     })
 }
@@ -231,7 +208,7 @@ pub unsafe extern "C" fn botspace_admission_admit(
 #[no_mangle]
 pub unsafe extern "C" fn botspace_admission_refusal_ended(admission: *mut botspace_admission) -> botspace_status {
     ffi_boundary!({
-        live_admission!(admission).refusal_ended();
+        arg!(mut admission).adm.refusal_ended();
         botspace_status::Ok
     })
 }
@@ -247,10 +224,9 @@ pub unsafe extern "C" fn botspace_admission_lingering_refusals(
     out_count: *mut usize,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_count, "out_count");
-        let n = live_admission!(ref admission).lingering_refusals();
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_count = n };
+        let out_count = arg!(out out_count);
+        let n = arg!(ref admission).adm.lingering_refusals();
+        out_count.write(n);
         botspace_status::Ok
     })
 }
@@ -280,16 +256,11 @@ pub unsafe extern "C" fn botspace_admission_accept_failed(
     out_action: *mut botspace_accept_error_action,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        non_null!(out_action, "out_action");
-        // SAFETY: the caller's bytes.
-        let error = match unsafe { input(error, error_len, "error") } {
-            Ok(b) => String::from_utf8_lossy(b),
-            Err(st) => return st,
-        };
-        let adm = live_admission!(admission);
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
+        let service = arg!(ref service);
+        let out_action = arg!(out out_action);
+        let error = arg!(text error, error_len);
+        let adm = &mut arg!(mut admission).adm;
+        let svc = &service.svc;
         let kind = match kind {
             botspace_accept_error::OutOfDescriptors => AcceptError::OutOfDescriptors,
             botspace_accept_error::Other => AcceptError::Other,
@@ -301,8 +272,7 @@ pub unsafe extern "C" fn botspace_admission_accept_failed(
             use_spare: after.use_spare,
             resume_at_ms: after.resume_at,
         };
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_action = action };
+        out_action.write(action);
         botspace_status::Ok
     })
 }
@@ -328,45 +298,13 @@ pub unsafe extern "C" fn botspace_service_run_store_notifications(
     user_data: *mut c_void,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
+        let service = arg!(ref service);
         let Some(cb) = should_stop else {
             return fail(botspace_status::NullArgument, "argument `should_stop` is NULL");
         };
-        // SAFETY: a live handle for the whole call.
-        let svc = unsafe { &(*service).svc };
+        let svc = &service.svc;
         // SAFETY: the host's callback, on this thread, with its pointer.
         botspace_runtime::admission::run_store_notifications(svc, &|| unsafe { cb(user_data) });
         botspace_status::Ok
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn null_handles_and_outputs_are_refused() {
-        let mut a: *mut botspace_admission = std::ptr::null_mut();
-        assert_eq!(unsafe { botspace_admission_new(&mut a) }, botspace_status::Ok);
-        let (mut id, mut found) = (7u64, true);
-        assert_eq!(unsafe { botspace_admission_oldest(a, &mut id, &mut found) }, botspace_status::Ok);
-        assert_eq!((id, found), (0, false));
-        assert_eq!(unsafe { botspace_admission_touch(std::ptr::null_mut(), 1, 0) }, botspace_status::NullArgument);
-        assert_eq!(
-            unsafe { botspace_admission_oldest(a, std::ptr::null_mut(), &mut found) },
-            botspace_status::NullArgument
-        );
-        let mut admit = botspace_admit { kind: botspace_admit_kind::Serve, evict_id: 9 };
-        assert_eq!(
-            unsafe { botspace_admission_admit(a, std::ptr::null(), 0, 1, &mut admit) },
-            botspace_status::NullArgument
-        );
-        assert_eq!(
-            unsafe { botspace_service_run_store_notifications(std::ptr::null(), None, std::ptr::null_mut()) },
-            botspace_status::NullArgument
-        );
-        unsafe { botspace_admission_free(&mut a) };
-        assert!(a.is_null());
-        unsafe { botspace_admission_free(&mut a) };
-    }
 }

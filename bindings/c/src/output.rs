@@ -5,14 +5,15 @@
 //! The host writes the bytes it is given to the stream it is told, and
 //! keeps the clock (`unix_ms`, JSON's `ts`).
 
-use super::{
-    botspace_bytes, botspace_service, botspace_status, fail, free_handle, input, panic_message, set_last_error,
-};
+use crate::boundary::{input, Handle, UserData};
+use crate::bytes::botspace_bytes;
+use crate::service::botspace_service;
+use crate::status::{botspace_status, fail};
 use botspace::log::Level;
 use botspace_runtime::output::{Line, Output, Print, Stream};
 use std::ffi::{c_char, c_void};
+use std::mem::MaybeUninit;
 use std::net::SocketAddr;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 /// Where an operator line goes: errors and warnings to stderr, info,
@@ -50,14 +51,7 @@ pub struct botspace_output {
 
 /// The library's rule from the host's struct; `InvalidArgument` for a
 /// threshold that is no level.
-///
-/// # Safety
-/// When non-NULL, `output` must point at a readable `botspace_output`.
-unsafe fn rule(output: *const botspace_output) -> Result<Output, botspace_status> {
-    // SAFETY: as documented above.
-    let Some(o) = (unsafe { output.as_ref() }) else {
-        return Err(fail(botspace_status::NullArgument, "argument `output` is NULL"));
-    };
+fn rule(o: &botspace_output) -> Result<Output, botspace_status> {
     match Level::from_number(o.threshold) {
         Some(threshold) => Ok(Output::new(o.json, threshold)),
         None => Err(fail(botspace_status::InvalidArgument, format!("threshold {} is not 0 to 3", o.threshold))),
@@ -65,34 +59,19 @@ unsafe fn rule(output: *const botspace_output) -> Result<Output, botspace_status
 }
 
 /// Writes a rendered line (or `{NULL, 0}` with the level's stream for
-/// none) to the host's outputs, both checked non-NULL by the caller.
-///
-/// # Safety
-/// Both pointers writable.
-unsafe fn put(print: Option<Print>, none: Stream, out_stream: *mut botspace_stream, out_line: *mut botspace_bytes) {
+/// none) to the host's outputs.
+fn put(
+    print: Option<Print>,
+    none: Stream,
+    out_stream: &mut MaybeUninit<botspace_stream>,
+    out_line: &mut MaybeUninit<botspace_bytes>,
+) {
     let (stream, bytes) = match print {
         Some(p) => (p.stream, botspace_bytes::from_vec(p.bytes)),
         None => (none, botspace_bytes::EMPTY),
     };
-    // SAFETY: as documented above.
-    unsafe {
-        out_stream.write(stream.into());
-        out_line.write(bytes);
-    }
-}
-
-/// The host's pointer; the host promises it may be used from any thread.
-#[derive(Clone, Copy)]
-struct UserData(*mut c_void);
-// SAFETY: the host promises (`botspace_service_set_output_callback`,
-// `botspace_output_set_records_callback`) that its pointer may be used
-// from any thread.
-unsafe impl Send for UserData {}
-unsafe impl Sync for UserData {}
-impl UserData {
-    fn get(self) -> *mut c_void {
-        self.0
-    }
+    out_stream.write(stream.into());
+    out_line.write(bytes);
 }
 
 /// The wall clock of JSON's `ts` for the lines the library prints of its
@@ -116,19 +95,11 @@ pub unsafe extern "C" fn botspace_output_from_setting(
     out_output: *mut botspace_output,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_output, "out_output");
-        let setting = if level_setting.is_null() {
-            None
-        } else {
-            // SAFETY: as documented above.
-            match unsafe { input(level_setting.cast::<u8>(), level_setting_len, "level_setting") } {
-                Ok(b) => Some(String::from_utf8_lossy(b).into_owned()),
-                Err(s) => return s,
-            }
-        };
+        let out_output = arg!(out out_output);
+        let setting =
+            if level_setting.is_null() { None } else { Some(arg!(text level_setting, level_setting_len).into_owned()) };
         let threshold = Level::from_setting(setting.as_deref()) as i32;
-        // SAFETY: checked non-NULL above.
-        unsafe { out_output.write(botspace_output { threshold, json }) };
+        out_output.write(botspace_output { threshold, json });
         botspace_status::Ok
     })
 }
@@ -144,10 +115,9 @@ pub unsafe extern "C" fn botspace_output_from_setting(
 #[no_mangle]
 pub unsafe extern "C" fn botspace_output_from_env(json: bool, out_output: *mut botspace_output) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_output, "out_output");
+        let out_output = arg!(out out_output);
         let out = Output::from_env(json, &|k| std::env::var(k).ok());
-        // SAFETY: checked non-NULL above.
-        unsafe { out_output.write(botspace_output { threshold: out.threshold as i32, json: out.json }) };
+        out_output.write(botspace_output { threshold: out.threshold as i32, json: out.json });
         botspace_status::Ok
     })
 }
@@ -185,10 +155,9 @@ pub unsafe extern "C" fn botspace_output_server_line(
 ) -> botspace_status {
     use botspace_runtime::options::{ready_line, stopped_line, stopping_line};
     ffi_boundary!({
-        non_null!(out_stream, "out_stream");
-        non_null!(out_line, "out_line");
-        // SAFETY: as documented above.
-        let out = match unsafe { rule(output) } {
+        let out_stream = arg!(out out_stream);
+        let out_line = arg!(out out_line);
+        let out = match rule(arg!(ref output)) {
             Ok(o) => o,
             Err(s) => return s,
         };
@@ -198,8 +167,7 @@ pub unsafe extern "C" fn botspace_output_server_line(
             BOTSPACE_SERVER_LINE_STOPPED => stopped_line((cut > 0).then(|| usize::try_from(cut).unwrap_or(usize::MAX))),
             n => return fail(botspace_status::InvalidArgument, format!("server line {n} is not 0 to 2")),
         };
-        // SAFETY: both checked non-NULL above.
-        unsafe { put(out.line(&line, unix_ms), Stream::Stdout, out_stream, out_line) };
+        put(out.line(&line, unix_ms), Stream::Stdout, out_stream, out_line);
         botspace_status::Ok
     })
 }
@@ -313,8 +281,7 @@ pub unsafe extern "C" fn botspace_output_set_records_callback(
     ffi_boundary!({
         let printer = match callback {
             None => None,
-            // SAFETY: as documented above.
-            Some(cb) => match unsafe { rule(output) } {
+            Some(cb) => match rule(arg!(ref output)) {
                 Ok(out) => Some(RecordPrinter { out, callback: cb, user_data: UserData(user_data) }),
                 Err(s) => return s,
             },
@@ -353,23 +320,17 @@ pub unsafe extern "C" fn botspace_output_log(
     out_line: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_stream, "out_stream");
-        non_null!(out_line, "out_line");
-        // SAFETY: as documented above.
-        let out = match unsafe { rule(output) } {
+        let out_stream = arg!(out out_stream);
+        let out_line = arg!(out out_line);
+        let out = match rule(arg!(ref output)) {
             Ok(o) => o,
             Err(s) => return s,
         };
         let Some(level) = Level::from_number(level) else {
             return fail(botspace_status::InvalidArgument, format!("log level {level} is not 0 to 3"));
         };
-        // SAFETY: as documented above.
-        let msg = match unsafe { input(msg.cast::<u8>(), msg_len, "msg") } {
-            Ok(b) => String::from_utf8_lossy(b),
-            Err(s) => return s,
-        };
-        // SAFETY: both checked non-NULL above.
-        unsafe { put(out.log(level, &msg, unix_ms), Stream::of(level), out_stream, out_line) };
+        let msg = arg!(text msg, msg_len);
+        put(out.log(level, &msg, unix_ms), Stream::of(level), out_stream, out_line);
         botspace_status::Ok
     })
 }
@@ -397,21 +358,18 @@ pub unsafe extern "C" fn botspace_output_block(
     out_line: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_stream, "out_stream");
-        non_null!(out_line, "out_line");
-        // SAFETY: as documented above.
-        let out = match unsafe { rule(output) } {
+        let out_stream = arg!(out out_stream);
+        let out_line = arg!(out out_line);
+        let out = match rule(arg!(ref output)) {
             Ok(o) => o,
             Err(s) => return s,
         };
-        // SAFETY: as documented above.
         let (msg, text) =
             match unsafe { (input(msg.cast::<u8>(), msg_len, "msg"), input(text.cast(), text_len, "text")) } {
                 (Ok(m), Ok(t)) => (String::from_utf8_lossy(m), String::from_utf8_lossy(t)),
                 (Err(s), _) | (_, Err(s)) => return s,
             };
-        // SAFETY: both checked non-NULL above.
-        unsafe { put(out.block(&msg, &text, unix_ms), Stream::Stdout, out_stream, out_line) };
+        put(out.block(&msg, &text, unix_ms), Stream::Stdout, out_stream, out_line);
         botspace_status::Ok
     })
 }
@@ -448,15 +406,13 @@ pub unsafe extern "C" fn botspace_service_set_output_callback(
     user_data: *mut c_void,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(service, "service");
-        // SAFETY: a live handle.
-        let svc = unsafe { &(*service).svc };
+        let service = arg!(ref service);
+        let svc = &service.svc;
         let Some(cb) = callback else {
             svc.set_log_hook(None);
             return botspace_status::Ok;
         };
-        // SAFETY: as documented above.
-        let out = match unsafe { rule(output) } {
+        let out = match rule(arg!(ref output)) {
             Ok(o) => o,
             Err(s) => return s,
         };
@@ -477,25 +433,24 @@ pub unsafe extern "C" fn botspace_service_set_output_callback(
 /// (`botspace_startup_base_urls`). Released by `botspace_startup_free`.
 /// Not thread-safe: one thread at a time.
 pub struct botspace_startup {
-    lines: Vec<Line>,
-    next: usize,
-    base: String,
-    admin_base: String,
+    pub(crate) lines: Vec<Line>,
+    pub(crate) next: usize,
+    pub(crate) base: String,
+    pub(crate) admin_base: String,
 }
 
+impl Handle for botspace_startup {}
+
 /// A socket address as `getsockname(2)` gives it (`struct sockaddr_in` or
-/// `struct sockaddr_in6`, `len` bytes): passed as the bytes the host
+/// `struct sockaddr_in6`, its bytes): passed as the bytes the host
 /// already has, so it formats nothing and the wildcard test is made on the
 /// address itself, not on one of its spellings.
 ///
-/// # Safety
-/// `addr` must point at `len` readable bytes (NULL with 0 is refused).
+/// Empty bytes are refused.
 #[cfg(unix)]
-unsafe fn socket_addr(addr: *const c_void, len: usize, name: &str) -> Result<SocketAddr, botspace_status> {
+fn socket_addr(b: &[u8], name: &str) -> Result<SocketAddr, botspace_status> {
     use std::mem::size_of;
     use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
-    // SAFETY: as documented above.
-    let b = unsafe { input(addr.cast::<u8>(), len, name) }?;
     let bad = |what: String| Err(fail(botspace_status::InvalidArgument, format!("argument `{name}`: {what}")));
     if b.len() < size_of::<libc::sockaddr>() {
         return bad(format!("{} bytes are no socket address", b.len()));
@@ -526,7 +481,7 @@ unsafe fn socket_addr(addr: *const c_void, len: usize, name: &str) -> Result<Soc
 }
 
 #[cfg(not(unix))]
-unsafe fn socket_addr(_addr: *const c_void, _len: usize, name: &str) -> Result<SocketAddr, botspace_status> {
+fn socket_addr(_b: &[u8], name: &str) -> Result<SocketAddr, botspace_status> {
     Err(fail(botspace_status::InvalidArgument, format!("argument `{name}`: socket addresses are read on POSIX only")))
 }
 
@@ -560,31 +515,24 @@ pub unsafe extern "C" fn botspace_startup_new(
     out_startup: *mut *mut botspace_startup,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_startup, "out_startup");
-        // SAFETY: as documented above.
-        let public = match unsafe { socket_addr(public_addr, public_addr_len, "public_addr") } {
+        let out_startup = arg!(out out_startup);
+        let public = match socket_addr(arg!(bytes public_addr, public_addr_len), "public_addr") {
             Ok(a) => a,
             Err(s) => return s,
         };
         let admin = if admin_addr_len == 0 {
             None
         } else {
-            // SAFETY: as documented above.
-            match unsafe { socket_addr(admin_addr, admin_addr_len, "admin_addr") } {
+            match socket_addr(arg!(bytes admin_addr, admin_addr_len), "admin_addr") {
                 Ok(a) => Some(a),
                 Err(s) => return s,
             }
         };
-        // SAFETY: as documented above.
-        let secret = match unsafe { input(generated_secret.cast::<u8>(), generated_secret_len, "generated_secret") } {
-            Ok(b) => String::from_utf8_lossy(b),
-            Err(s) => return s,
-        };
+        let secret = arg!(text generated_secret, generated_secret_len);
         let secret = (!secret.is_empty()).then_some(&*secret);
         let s = botspace_runtime::options::startup(public, admin, secret, manual_clock);
         let handle = botspace_startup { lines: s.lines, next: 0, base: s.base, admin_base: s.admin_base };
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_startup = Box::into_raw(Box::new(handle)) };
+        out_startup.write(handle.into_raw());
         botspace_status::Ok
     })
 }
@@ -606,14 +554,10 @@ pub unsafe extern "C" fn botspace_startup_next_line(
     out_line: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_stream, "out_stream");
-        non_null!(out_line, "out_line");
-        // SAFETY: the caller passes a live handle used by this thread only.
-        let Some(st) = (unsafe { startup.as_mut() }) else {
-            return fail(botspace_status::NullArgument, "argument `startup` is NULL");
-        };
-        // SAFETY: as documented above.
-        let out = match unsafe { rule(output) } {
+        let out_stream = arg!(out out_stream);
+        let out_line = arg!(out out_line);
+        let st = arg!(mut startup);
+        let out = match rule(arg!(ref output)) {
             Ok(o) => o,
             Err(s) => return s,
         };
@@ -622,8 +566,7 @@ pub unsafe extern "C" fn botspace_startup_next_line(
             print = out.line(&st.lines[st.next], unix_ms);
             st.next += 1;
         }
-        // SAFETY: both checked non-NULL above.
-        unsafe { put(print, Stream::Stdout, out_stream, out_line) };
+        put(print, Stream::Stdout, out_stream, out_line);
         botspace_status::Ok
     })
 }
@@ -644,17 +587,11 @@ pub unsafe extern "C" fn botspace_startup_base_urls(
     out_admin_base: *mut botspace_bytes,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_base, "out_base");
-        non_null!(out_admin_base, "out_admin_base");
-        // SAFETY: the caller passes a live handle used by this thread only.
-        let Some(st) = (unsafe { startup.as_ref() }) else {
-            return fail(botspace_status::NullArgument, "argument `startup` is NULL");
-        };
-        // SAFETY: both checked non-NULL above.
-        unsafe {
-            out_base.write(botspace_bytes::from_vec(st.base.clone().into_bytes()));
-            out_admin_base.write(botspace_bytes::from_vec(st.admin_base.clone().into_bytes()));
-        }
+        let out_base = arg!(out out_base);
+        let out_admin_base = arg!(out out_admin_base);
+        let st = arg!(ref startup);
+        out_base.write(botspace_bytes::from_vec(st.base.clone().into_bytes()));
+        out_admin_base.write(botspace_bytes::from_vec(st.admin_base.clone().into_bytes()));
         botspace_status::Ok
     })
 }
@@ -667,227 +604,6 @@ pub unsafe extern "C" fn botspace_startup_base_urls(
 /// released through another copy of the pointer.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_startup_free(startup: *mut *mut botspace_startup) {
-    ffi_boundary!(on_panic = (); {
-        // SAFETY: as the function's contract says: NULL, or the address of NULL or
-        // of a handle from its `_new`, released once.
-        unsafe { free_handle(startup) }
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn take(b: &mut botspace_bytes) -> String {
-        let s = if b.len == 0 {
-            String::new()
-        } else {
-            // SAFETY: bytes the library wrote.
-            String::from_utf8(unsafe { std::slice::from_raw_parts(b.ptr, b.len) }.to_vec()).unwrap()
-        };
-        // SAFETY: the library's bytes.
-        unsafe { super::super::botspace_bytes_free(b) };
-        s
-    }
-
-    fn v4(ip: [u8; 4], port: u16) -> libc::sockaddr_in {
-        // SAFETY: all-zero is a valid sockaddr_in.
-        let mut a: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-        a.sin_family = libc::AF_INET as libc::sa_family_t;
-        a.sin_port = port.to_be();
-        a.sin_addr.s_addr = u32::from_be_bytes(ip).to_be();
-        a
-    }
-
-    fn v6(ip: std::net::Ipv6Addr, port: u16) -> libc::sockaddr_in6 {
-        // SAFETY: all-zero is a valid sockaddr_in6.
-        let mut a: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
-        a.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-        a.sin6_port = port.to_be();
-        a.sin6_addr.s6_addr = ip.octets();
-        a
-    }
-
-    #[test]
-    fn a_line_its_stream_and_bytes_or_nothing() {
-        let out = botspace_output { threshold: 1, json: false };
-        let (mut stream, mut line) = (botspace_stream::Stdout, botspace_bytes::EMPTY);
-        // SAFETY: valid pointers and lengths.
-        let st = unsafe { botspace_output_log(&out, 0, c"bad".as_ptr(), 3, 0, &mut stream, &mut line) };
-        assert_eq!((st, stream, take(&mut line)), (botspace_status::Ok, botspace_stream::Stderr, "bad\n".into()));
-        // SAFETY: valid pointers and lengths.
-        let st = unsafe { botspace_output_log(&out, 2, c"ready".as_ptr(), 5, 0, &mut stream, &mut line) };
-        assert_eq!((st, line.len, line.ptr.is_null()), (botspace_status::Ok, 0, true), "below the threshold");
-        let json = botspace_output { threshold: 3, json: true };
-        // SAFETY: valid pointers and lengths.
-        let st = unsafe {
-            botspace_output_block(&json, c"demo".as_ptr(), 4, c"a\nb\n".as_ptr(), 4, 1, &mut stream, &mut line)
-        };
-        assert_eq!(st, botspace_status::Ok);
-        assert_eq!(
-            (stream, take(&mut line)),
-            (
-                botspace_stream::Stdout,
-                "{\"ts\":\"1970-01-01T00:00:00.001Z\",\"level\":\"info\",\"msg\":\"demo\",\"lines\":[\"a\",\"b\"]}\n"
-                    .into()
-            )
-        );
-        let bad = botspace_output { threshold: 4, json: false };
-        // SAFETY: valid pointers.
-        let st = unsafe { botspace_output_log(&bad, 0, std::ptr::null(), 0, 0, &mut stream, &mut line) };
-        assert_eq!((st, line.len), (botspace_status::InvalidArgument, 0));
-        // SAFETY: valid pointers.
-        let st = unsafe { botspace_output_log(&out, -1, std::ptr::null(), 0, 0, &mut stream, &mut line) };
-        assert_eq!(st, botspace_status::InvalidArgument);
-        // SAFETY: NULL output.
-        let st = unsafe { botspace_output_log(std::ptr::null(), 0, std::ptr::null(), 0, 0, &mut stream, &mut line) };
-        assert_eq!(st, botspace_status::NullArgument);
-        let mut made = botspace_output { threshold: -7, json: false };
-        // SAFETY: valid pointers and lengths.
-        let st = unsafe { botspace_output_from_setting(true, c"WARN".as_ptr(), 4, &mut made) };
-        assert_eq!((st, made), (botspace_status::Ok, botspace_output { threshold: 1, json: true }));
-        // SAFETY: NULL is unset.
-        let st = unsafe { botspace_output_from_setting(false, std::ptr::null(), 0, &mut made) };
-        assert_eq!((st, made), (botspace_status::Ok, botspace_output { threshold: 2, json: false }));
-    }
-
-    #[test]
-    fn the_server_lines_by_number() {
-        let info = botspace_output { threshold: 2, json: false };
-        let (mut stream, mut line) = (botspace_stream::Stderr, botspace_bytes::EMPTY);
-        let mut say = |out: &botspace_output, which: u32, cut: u64| {
-            // SAFETY: valid pointers.
-            let st = unsafe { botspace_output_server_line(out, which, cut, 0, &mut stream, &mut line) };
-            (st, stream, take(&mut line))
-        };
-        let ok = |s: &str| (botspace_status::Ok, botspace_stream::Stdout, s.to_string());
-        assert_eq!(say(&info, BOTSPACE_SERVER_LINE_READY, 9), ok("botspace ready\n"));
-        assert_eq!(say(&info, BOTSPACE_SERVER_LINE_STOPPING, 0), ok("botspace stopping\n"));
-        assert_eq!(say(&info, BOTSPACE_SERVER_LINE_STOPPED, 0), ok("botspace stopped\n"));
-        assert_eq!(
-            say(&info, BOTSPACE_SERVER_LINE_STOPPED, 2),
-            ok("botspace stopped (2 connections cut; every answered request was already committed)\n")
-        );
-        let warn = botspace_output { threshold: 1, json: false };
-        assert_eq!(say(&warn, BOTSPACE_SERVER_LINE_READY, 0), ok(""), "an info line under a warn threshold");
-        assert_eq!(say(&info, 3, 0).0, botspace_status::InvalidArgument);
-    }
-
-    /// What the records callback was given: (stream, line).
-    static RECORDED: std::sync::Mutex<Vec<(botspace_stream, String)>> = std::sync::Mutex::new(Vec::new());
-
-    unsafe extern "C" fn record(ud: *mut c_void, stream: botspace_stream, line: *const u8, len: usize) {
-        assert_eq!(ud as usize, 7, "the user data, unchanged");
-        // SAFETY: the library's bytes, valid for the call.
-        let line = String::from_utf8(unsafe { std::slice::from_raw_parts(line, len) }.to_vec()).unwrap();
-        RECORDED.lock().unwrap().push((stream, line));
-    }
-
-    #[test]
-    fn the_librarys_log_records_go_through_the_hosts_output() {
-        let json = botspace_output { threshold: 1, json: true };
-        // SAFETY: a valid output, a thread-safe callback.
-        let st = unsafe { botspace_output_set_records_callback(&json, Some(record), 7 as *mut c_void) };
-        assert_eq!(st, botspace_status::Ok);
-        log::warn!(target: "botspace::drift_test", "drift-test store went away");
-        log::info!(target: "botspace::drift_test", "drift-test below the threshold");
-        log::error!(target: "rustls", "drift-test another crate's");
-        let mine = |r: &Vec<(botspace_stream, String)>| {
-            r.iter().filter(|(_, l)| l.contains("drift-test")).cloned().collect::<Vec<_>>()
-        };
-        let got = mine(&RECORDED.lock().unwrap());
-        assert_eq!(got.len(), 1, "{got:?}");
-        assert_eq!(got[0].0, botspace_stream::Stderr);
-        // The JSON line, its `ts` (24 characters) from the wall clock.
-        let line = &got[0].1;
-        assert!(line.starts_with("{\"ts\":\"") && line.len() > 31 && line.as_bytes()[30] == b'Z', "{line}");
-        assert_eq!(&line[31..], "\",\"level\":\"warn\",\"msg\":\"drift-test store went away\"}\n");
-        let bad = botspace_output { threshold: 9, json: false };
-        // SAFETY: a valid output.
-        let st = unsafe { botspace_output_set_records_callback(&bad, Some(record), 7 as *mut c_void) };
-        assert_eq!(st, botspace_status::InvalidArgument);
-        // SAFETY: NULL removes it; the output is then not read.
-        let st = unsafe { botspace_output_set_records_callback(std::ptr::null(), None, std::ptr::null_mut()) };
-        assert_eq!(st, botspace_status::Ok);
-        log::warn!(target: "botspace::drift_test", "drift-test after removal");
-        assert_eq!(mine(&RECORDED.lock().unwrap()).len(), 1, "removed: back to stderr");
-    }
-
-    #[test]
-    fn startup_lines_from_socket_addresses() {
-        let public = v4([0, 0, 0, 0], 8080);
-        let admin = v6(std::net::Ipv6Addr::UNSPECIFIED, 8081);
-        let secret = "ab12";
-        let mut st = std::ptr::null_mut();
-        // SAFETY: valid pointers and lengths.
-        let status = unsafe {
-            botspace_startup_new(
-                (&public as *const libc::sockaddr_in).cast(),
-                std::mem::size_of_val(&public),
-                (&admin as *const libc::sockaddr_in6).cast(),
-                std::mem::size_of_val(&admin),
-                secret.as_ptr().cast(),
-                secret.len(),
-                true,
-                &mut st,
-            )
-        };
-        assert_eq!(status, botspace_status::Ok);
-        // Warnings only: the info lines are passed over, the block is not.
-        let out = botspace_output { threshold: 1, json: false };
-        let (mut stream, mut line) = (botspace_stream::Stderr, botspace_bytes::EMPTY);
-        let mut next = || {
-            // SAFETY: a live handle, valid outputs.
-            let s = unsafe { botspace_startup_next_line(st, &out, 0, &mut stream, &mut line) };
-            assert_eq!(s, botspace_status::Ok);
-            (stream, take(&mut line))
-        };
-        assert_eq!(next(), (botspace_stream::Stdout, "admin secret: ab12\n".into()));
-        assert_eq!(next().1, "", "no line is left");
-        let (mut base, mut admin_base) = (botspace_bytes::EMPTY, botspace_bytes::EMPTY);
-        // SAFETY: a live handle, valid outputs.
-        assert_eq!(unsafe { botspace_startup_base_urls(st, &mut base, &mut admin_base) }, botspace_status::Ok);
-        assert_eq!(
-            (take(&mut base), take(&mut admin_base)),
-            ("http://127.0.0.1:8080".into(), "http://[::1]:8081".into())
-        );
-        // SAFETY: the handle made above; a second free does nothing.
-        unsafe {
-            botspace_startup_free(&mut st);
-            botspace_startup_free(&mut st);
-        }
-        assert!(st.is_null());
-        // A short address, another family.
-        let mut st = std::ptr::null_mut();
-        // SAFETY: valid pointers and lengths.
-        let status = unsafe {
-            botspace_startup_new(
-                (&public as *const libc::sockaddr_in).cast(),
-                3,
-                std::ptr::null(),
-                0,
-                std::ptr::null(),
-                0,
-                false,
-                &mut st,
-            )
-        };
-        assert_eq!((status, st.is_null()), (botspace_status::InvalidArgument, true));
-        let mut unix = public;
-        unix.sin_family = libc::AF_UNIX as libc::sa_family_t;
-        // SAFETY: valid pointers and lengths.
-        let status = unsafe {
-            botspace_startup_new(
-                (&unix as *const libc::sockaddr_in).cast(),
-                std::mem::size_of_val(&unix),
-                std::ptr::null(),
-                0,
-                std::ptr::null(),
-                0,
-                false,
-                &mut st,
-            )
-        };
-        assert_eq!((status, st.is_null()), (botspace_status::InvalidArgument, true));
-    }
+    // SAFETY: the contract above.
+    unsafe { Handle::free(startup) }
 }

@@ -3,15 +3,18 @@
 //! a C host's loop only sends what it takes and its store thread only runs
 //! the turns it is given.
 
-use super::{
-    botspace_service, botspace_service_webhook_report, botspace_service_webhook_report_failure, botspace_status,
-    botspace_webhook_request, fail, free_handle, panic_message, set_last_error, BOTSPACE_NO_DEADLINE,
+use crate::boundary::Handle;
+use crate::service::botspace_service;
+use crate::status::botspace_status;
+use crate::webhook::{
+    botspace_service_webhook_report, botspace_service_webhook_report_failure, botspace_webhook_request,
 };
+use crate::BOTSPACE_NO_DEADLINE;
 use botspace::webhook::WebhookRequest;
 use botspace_runtime::Pump;
 use std::collections::VecDeque;
 use std::ffi::c_char;
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::mem::MaybeUninit;
 use std::sync::Mutex;
 
 /// The webhook schedule between a host's event loop and its store thread
@@ -24,24 +27,30 @@ use std::sync::Mutex;
 /// take a service must always be given the same one. Thread-safe, except
 /// `_free`.
 pub struct botspace_webhook_pump {
-    pump: Pump,
+    pub(crate) pump: Pump,
     /// What the current round of `botspace_webhook_pump_take` hands out,
     /// one per call; `None` between rounds.
-    round: Mutex<Option<VecDeque<WebhookRequest>>>,
+    pub(crate) round: Mutex<Option<VecDeque<WebhookRequest>>>,
 }
+
+impl Handle for botspace_webhook_pump {}
 
 impl botspace_webhook_pump {
     /// Asks for a store turn after a report whose `wanted` output is true.
-    fn reported(&self, status: botspace_status, wanted: bool, out_store_wanted: *mut bool) -> botspace_status {
+    fn reported(
+        &self,
+        status: botspace_status,
+        wanted: bool,
+        out_store_wanted: Option<&mut MaybeUninit<bool>>,
+    ) -> botspace_status {
         if status != botspace_status::Ok {
             return status;
         }
         if wanted {
             self.pump.want_store_turn();
         }
-        if !out_store_wanted.is_null() {
-            // SAFETY: non-NULL, writable as the callers document.
-            unsafe { *out_store_wanted = wanted };
+        if let Some(out) = out_store_wanted {
+            out.write(wanted);
         }
         botspace_status::Ok
     }
@@ -56,10 +65,8 @@ impl botspace_webhook_pump {
 #[no_mangle]
 pub unsafe extern "C" fn botspace_webhook_pump_new(out_pump: *mut *mut botspace_webhook_pump) -> botspace_status {
     ffi_boundary!({
-        non_null!(out_pump, "out_pump");
-        let pump = Box::new(botspace_webhook_pump { pump: Pump::new(), round: Mutex::new(None) });
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_pump = Box::into_raw(pump) };
+        let out_pump = arg!(out out_pump);
+        out_pump.write(botspace_webhook_pump { pump: Pump::new(), round: Mutex::new(None) }.into_raw());
         botspace_status::Ok
     })
 }
@@ -75,11 +82,8 @@ pub unsafe extern "C" fn botspace_webhook_pump_new(out_pump: *mut *mut botspace_
 /// was not released through another copy of the pointer.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_webhook_pump_free(pump: *mut *mut botspace_webhook_pump) {
-    ffi_boundary!(on_panic = (); {
-        // SAFETY: as the function's contract says: NULL, or the address of NULL or
-        // of a handle from its `_new`, released once.
-        unsafe { free_handle(pump) }
-    })
+    // SAFETY: the contract above.
+    unsafe { Handle::free(pump) }
 }
 
 /// Writes the next request to send at `now_ms` (the service clock's
@@ -102,11 +106,10 @@ pub unsafe extern "C" fn botspace_webhook_pump_take(
     out_request: *mut *mut botspace_webhook_request,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(pump, "pump");
-        non_null!(service, "service");
-        non_null!(out_request, "out_request");
-        // SAFETY: live handles.
-        let (p, svc) = unsafe { (&*pump, &(*service).svc) };
+        let p = arg!(ref pump);
+        let service = arg!(ref service);
+        let out_request = arg!(out out_request);
+        let svc = &service.svc;
         let mut round = p.round.lock().unwrap_or_else(|e| e.into_inner());
         let batch = round.get_or_insert_with(|| p.pump.take(svc, now_ms).into());
         let req = match batch.pop_front() {
@@ -117,8 +120,7 @@ pub unsafe extern "C" fn botspace_webhook_pump_take(
                 std::ptr::null_mut()
             }
         };
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_request = req };
+        out_request.write(req);
         botspace_status::Ok
     })
 }
@@ -140,14 +142,12 @@ pub unsafe extern "C" fn botspace_webhook_pump_timeout(
     out_ms: *mut u64,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(pump, "pump");
-        non_null!(service, "service");
-        non_null!(out_ms, "out_ms");
-        // SAFETY: live handles.
-        let (p, svc) = unsafe { (&*pump, &(*service).svc) };
+        let p = arg!(ref pump);
+        let service = arg!(ref service);
+        let out_ms = arg!(out out_ms);
+        let svc = &service.svc;
         let due = p.pump.timeout(svc, now_ms).unwrap_or(BOTSPACE_NO_DEADLINE);
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_ms = due };
+        out_ms.write(due);
         botspace_status::Ok
     })
 }
@@ -176,9 +176,7 @@ pub unsafe extern "C" fn botspace_webhook_pump_report(
     out_store_wanted: *mut bool,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(pump, "pump");
-        // SAFETY: a live handle.
-        let p = unsafe { &*pump };
+        let p = arg!(ref pump);
         let mut wanted = false;
         // SAFETY: `service` (checked there) and the strings as documented.
         let status = unsafe {
@@ -193,7 +191,7 @@ pub unsafe extern "C" fn botspace_webhook_pump_report(
                 &mut wanted,
             )
         };
-        p.reported(status, wanted, out_store_wanted)
+        p.reported(status, wanted, arg!(opt_out out_store_wanted))
     })
 }
 
@@ -215,13 +213,11 @@ pub unsafe extern "C" fn botspace_webhook_pump_report_failure(
     out_store_wanted: *mut bool,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(pump, "pump");
-        // SAFETY: a live handle.
-        let p = unsafe { &*pump };
+        let p = arg!(ref pump);
         let mut wanted = false;
         // SAFETY: `service` (checked there) and `detail` as documented.
         let status = unsafe { botspace_service_webhook_report_failure(service, id, kind, detail, now_ms, &mut wanted) };
-        p.reported(status, wanted, out_store_wanted)
+        p.reported(status, wanted, arg!(opt_out out_store_wanted))
     })
 }
 
@@ -236,10 +232,9 @@ pub unsafe extern "C" fn botspace_webhook_pump_store_turn_wanted(
     out_wanted: *mut bool,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(pump, "pump");
-        non_null!(out_wanted, "out_wanted");
-        // SAFETY: a live handle; out checked.
-        unsafe { *out_wanted = (*pump).pump.store_turn_wanted() };
+        let pump = arg!(ref pump);
+        let out_wanted = arg!(out out_wanted);
+        out_wanted.write(pump.pump.store_turn_wanted());
         botspace_status::Ok
     })
 }
@@ -258,12 +253,10 @@ pub unsafe extern "C" fn botspace_webhook_pump_wait_turn(
     out_turn: *mut bool,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(pump, "pump");
-        non_null!(out_turn, "out_turn");
-        // SAFETY: a live handle.
-        let turn = unsafe { (*pump).pump.wait_store_turn() };
-        // SAFETY: checked non-NULL above.
-        unsafe { *out_turn = turn };
+        let pump = arg!(ref pump);
+        let out_turn = arg!(out out_turn);
+        let turn = pump.pump.wait_store_turn();
+        out_turn.write(turn);
         botspace_status::Ok
     })
 }
@@ -288,14 +281,12 @@ pub unsafe extern "C" fn botspace_webhook_pump_store_turn(
     out_handed: *mut usize,
 ) -> botspace_status {
     ffi_boundary!({
-        non_null!(pump, "pump");
-        non_null!(service, "service");
-        // SAFETY: live handles.
-        let (p, svc) = unsafe { (&*pump, &(*service).svc) };
+        let p = arg!(ref pump);
+        let service = arg!(ref service);
+        let svc = &service.svc;
         let handed = p.pump.store_turn(svc, now_ms);
-        if !out_handed.is_null() {
-            // SAFETY: non-NULL, writable as documented.
-            unsafe { *out_handed = handed };
+        if let Some(out_handed) = arg!(opt_out out_handed) {
+            out_handed.write(handed);
         }
         botspace_status::Ok
     })
@@ -310,9 +301,8 @@ pub unsafe extern "C" fn botspace_webhook_pump_store_turn(
 #[no_mangle]
 pub unsafe extern "C" fn botspace_webhook_pump_stop(pump: *const botspace_webhook_pump) -> botspace_status {
     ffi_boundary!({
-        non_null!(pump, "pump");
-        // SAFETY: a live handle.
-        unsafe { (*pump).pump.stop() };
+        let pump = arg!(ref pump);
+        pump.pump.stop();
         botspace_status::Ok
     })
 }
