@@ -217,7 +217,7 @@ fn admin(svc: &Service, method: &str, body: Value) -> Value {
 
 /// One `handle_batch`, every answer a 200; the requests it ran.
 fn batch_of_200s(svc: &Service, batch: &[&[u8]]) -> u64 {
-    for r in handle_all(&svc, batch) {
+    for r in handle_all(svc, batch) {
         if !is_200(&r) {
             expect_200(&r);
         }
@@ -1045,8 +1045,8 @@ fn handle_all<R: AsRef<[u8]>>(svc: &botspace::Service, requests: &[R]) -> Vec<Ve
     svc.handle(&reqs, svc.now_ms())
         .into_iter()
         .map(|a| match a {
-            botspace::Answer::Now(out) => out,
-            botspace::Answer::Parked(_) => unreachable!("at_once never parks"),
+            botspace::Handled::Now(out) => out,
+            botspace::Handled::Parked(_) => unreachable!("at_once never parks"),
         })
         .collect()
 }

@@ -1,7 +1,7 @@
 //! Options a service is opened with. Rust hosts build [`Config`] directly;
 //! C and JavaScript hosts pass the same fields as JSON ([`Config::from_json`]).
 
-use crate::words::Tier;
+use crate::protocol::Tier;
 use serde::Deserialize;
 
 /// SQLite `PRAGMA synchronous` level. `Full` is the default: a 200 survives
@@ -148,7 +148,7 @@ pub struct Config {
     pub database_timeout_ms: u64,
     /// The reverse proxies in front of the service, as CIDR blocks or
     /// single addresses (`"10.0.0.0/8"`, `"fd00::/8"`, `"192.0.2.7"`).
-    /// When the peer a host names ([`crate::Service::handle_request_from`])
+    /// When the peer a host names ([`crate::Incoming::from_peer`])
     /// is inside one of them, the admin-login throttle keys the request by
     /// the client those proxies forwarded (`X-Forwarded-For` or
     /// `Forwarded`: the rightmost address that is not a trusted proxy), so

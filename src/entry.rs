@@ -82,7 +82,7 @@ pub struct Incoming<'a> {
     /// The immediate peer's address (or any stable client key): admin
     /// logins are throttled per client, and the audit log names it.
     pub(crate) peer: Option<&'a str>,
-    /// A `getUpdates` may park ([`crate::Answer::Parked`]).
+    /// A `getUpdates` may park ([`crate::Handled::Parked`]).
     pub(crate) may_park: bool,
 }
 

@@ -7,8 +7,8 @@
 //! private. `docs/errors.md` lists the same table; a test renders
 //! [`catalog`] and compares.
 
-pub use crate::words::ErrorCode;
-use crate::words::RateLimitScope;
+pub use crate::protocol::ErrorCode;
+use crate::protocol::RateLimitScope;
 use serde_json::{Map, Value};
 
 /// A refused request: HTTP status, stable machine code, human description and
@@ -348,7 +348,7 @@ impl ApiError {
 
     /// A host could not get the core's answer to a request (the call
     /// panicked, or its thread is gone): whether the request was carried
-    /// out is unknown ([`crate::policy::answer_failed`]).
+    /// out is unknown ([`crate::connection::answer_failed`]).
     pub fn answer_failed() -> Self {
         Self::new(
             ErrorCode::AnswerFailed,

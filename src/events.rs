@@ -5,8 +5,8 @@
 //! rows are written is `store::events`'s.
 
 use crate::error::ApiResult;
+use crate::protocol::EventKind;
 use crate::store::{self, events::Entry, Conn};
-use crate::words::EventKind;
 
 pub use crate::store::events::{commit_with_updates, flush_updates, prune, scrub_message_text, PendingUpdates, Prune};
 

@@ -7,7 +7,7 @@
 //! grouping, and never waits for company. A request that finds a leader
 //! busy queues its bytes and sleeps. As soon as the leader's transaction
 //! has committed it hands over: the first waiter is woken to take the
-//! whole queue and run it as one batch (the rules of `handle_batch`),
+//! whole queue and run it as one batch (the rules of `Service::handle`'s runs),
 //! while the old leader waits for its group's fsync (see
 //! [`crate::store::wal`]): one group's disk wait overlaps the next
 //! group's statements. Then it publishes its group's answers and wakes
@@ -102,7 +102,7 @@ impl Group {
 pub(crate) trait Runner {
     /// One request in its own transaction, and the effects of its commit.
     fn run_alone(&self, request: Input<'_>) -> (Vec<u8>, TxEffects);
-    /// Many in one transaction, with `handle_batch`'s rules, in any order
+    /// Many in one transaction, with the rules of `Service::handle`'s runs, in any order
     /// the runner prefers (they arrived concurrently); the answers come
     /// back in the requests' order.
     fn run_group(&self, requests: &[Input<'_>]) -> (Vec<Vec<u8>>, TxEffects);

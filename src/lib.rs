@@ -1,28 +1,37 @@
 //! botspace: the bot interface of a messaging service, as an embeddable
 //! library that leaves the client sockets to its host.
 //!
+//! ```text
+//!   host (C server, Rust server, edge worker, browser): sockets, clock, threads
+//!      │ bytes / parsed requests                    ▲ bytes, frames, I/O asks
+//!      ▼                                            │
+//!   Service::handle ── route ── auth ── rules ── store (SQLite / PostgreSQL)
+//!      │                                            │ group commit, fsync
+//!      └── state machines: HttpConnection, GatewayConnection, webhook Schedule
+//! ```
+//!
 //! One [`Service`] owns a database (SQLite, or PostgreSQL with the feature
-//! `postgres`) and answers whole HTTP/1.1 requests with whole responses
-//! ([`Service::handle_request`]); the bot gateway is a per-connection
-//! object fed with socket bytes ([`Service::accept_gateway`]). The host
-//! owns the client sockets, the clock and every thread: the library starts
-//! no thread, unless a threaded Rust host asks for its batch queue's
-//! ([`CoreWorkers`]). But it owns the database, so its synchronous calls
-//! may wait for it:
+//! `postgres`) and answers requests: [`Service::handle`] takes a slice of
+//! them ([`Incoming`]) and gives one [`Handled`] each, and
+//! [`Service::handle_request`] is its bytes-in, bytes-out form for one. The
+//! bot gateway is a per-connection object fed with socket bytes
+//! ([`Service::accept_gateway`]). The host owns the client sockets, the
+//! clock and every thread: the library starts none. What only a host that
+//! owns sockets and threads needs (a batch queue's threads, admission,
+//! options, operator output) is the `botspace-runtime` crate's. But the
+//! library owns the database, so its synchronous calls may wait for it:
 //!
 //! | entry point | may block on |
 //! |---|---|
 //! | [`Service::open`] | disk (create, migrate, fsync); PostgreSQL connect, TLS, migrations |
-//! | [`Service::handle_request`], [`Service::handle_batch`] | the group commit (a parked thread while another thread's group commits), the database lock, the WAL fsync before the answer leaves; PostgreSQL round trips |
+//! | [`Service::handle`], [`Service::handle_request`] | the group commit (a parked thread while another thread's group commits), the database lock, the WAL fsync before the answer leaves; PostgreSQL round trips |
+//! | [`Service::poll_parked`] | the database lock, a read of the log and the WAL sync before the answers leave |
 //! | [`Service::accept_gateway`] | the database lock and a read of the bot's log; a PostgreSQL lease |
 //! | [`GatewayConnection::handle_input`], `handle_timeout` | an ack write (commit, fsync) when the input ends the session; PostgreSQL lease renewal and row checks |
 //! | [`GatewayConnection::poll_transmit`] | the ack write (commit, fsync), the event-log read and the WAL fsync before frames leave; PostgreSQL round trips |
 //! | dropping a [`GatewaySession`] / [`GatewayConnection`] | the pending ack's commit; the PostgreSQL lease release |
-//! | [`Service::answer_take`], a [`CoreWorkers`] thread's take | as [`Service::handle_batch`], for each group of the take |
-//! | [`CoreWorkers::close`] (and its drop) | the takes under way and those queued: it joins the threads |
 //! | [`Service::export_database`], [`Service::import_database`] | the database lock, disk reads or writes and fsync |
 //! | [`Service::wait_store_notifications`] | PostgreSQL: up to its timeout, by design (run it on a thread of its own) |
-//! | [`Service::run_store_notifications`] | PostgreSQL: until its `should_stop` says so, by design (run it on a thread of its own) |
 //! | [`frame_request`], [`RequestFramer`], [`parse_http_request`], [`http_request_from_parts`], `poll_timeout`, `poll_event` | nothing (CPU only) |
 //!
 //! An async host calls the blocking ones from `spawn_blocking` (or a thread
@@ -40,6 +49,7 @@
 mod auth;
 pub mod clock;
 pub mod config;
+pub mod connection;
 mod console;
 mod entry;
 pub mod error;
@@ -54,7 +64,7 @@ pub mod log;
 mod methods;
 mod metrics;
 mod model;
-pub mod policy;
+mod protocol;
 mod random;
 mod ratelimit;
 mod route;
@@ -64,7 +74,6 @@ mod store;
 mod throttle;
 mod txn;
 pub mod webhook;
-mod words;
 
 pub use clock::Clock;
 pub use config::{ClockKind, Config, ConfigError, Limits, Rate, Synchronous, TierLimits};
@@ -80,15 +89,15 @@ pub use http::{
 };
 #[cfg(feature = "typed")]
 pub use http::{http_request_from_parts, parse_http_request};
+pub use protocol::{
+    BlockedBy, BotStatus, ChatAction, ChatKind, CloseCode, ErrorCode, EventKind, GapMarker, GatewayOp, ParseMode,
+    RateLimitScope, Tier, UnknownWord,
+};
 #[cfg(feature = "typed")]
 pub use service::BodyRefusal;
 pub use service::{
-    Answer, CommitPause, HttpRound, OpenError, PollId, RoundConnection, RoundConnections, RoundStep, Service, WakeHook,
-    WebhookPoll, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS,
-};
-pub use words::{
-    BotGap, BotStatus, ChatAction, ChatKind, CloseCode, ErrorCode, EventKind, GatewayOp, ParseMode, Party,
-    RateLimitScope, Tier, UnknownWord,
+    CommitPause, Handled, HttpRound, OpenError, PollId, RoundConnection, RoundConnections, RoundStep, Service,
+    WakeHook, WebhookPoll, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS,
 };
 
 /// The library version.
@@ -104,9 +113,9 @@ mod send_sync {
 }
 
 /// The word tables against the modules that use them: here at the root,
-/// so that `words` itself depends on no module (tests/module_graph.rs).
+/// so that `protocol` itself depends on no module (tests/module_graph.rs).
 #[cfg(test)]
-mod words_in_use {
+mod protocol_in_use {
     use crate::{ErrorCode, EventKind};
 
     #[test]

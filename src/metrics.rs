@@ -10,8 +10,8 @@
 //! (`service/ops.rs`) and passed in.
 
 pub(crate) use crate::histogram::{Histogram, Timer, SYNC_US};
+use crate::protocol::{CloseCode, ErrorCode, RateLimitScope};
 use crate::route::{AdminMethod, BotMethod};
-use crate::words::{CloseCode, ErrorCode, RateLimitScope};
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
@@ -167,7 +167,7 @@ pub(crate) struct Metrics {
     /// readiness then probes with a write.
     pub(crate) disk_full: AtomicBool,
     /// The operator's line about a full disk: at most once every 10 s.
-    pub(crate) storage_full_report: crate::policy::Report,
+    pub(crate) storage_full_report: crate::connection::Report,
 }
 
 impl Default for Metrics {
@@ -185,7 +185,7 @@ impl Default for Metrics {
             webhook_attempts: Default::default(),
             webhook_retries: AtomicU64::new(0),
             disk_full: AtomicBool::new(false),
-            storage_full_report: crate::policy::Report::new(STORAGE_FULL_REPORT_MS),
+            storage_full_report: crate::connection::Report::new(STORAGE_FULL_REPORT_MS),
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-pub use crate::words::{BotStatus, ChatKind, Tier};
+pub use crate::protocol::{BotStatus, ChatKind, Tier};
 
 impl Tier {
     /// Whether bots of this tier may edit and delete their messages (the

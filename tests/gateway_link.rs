@@ -7,9 +7,9 @@ mod common;
 #[path = "support/ws_frame.rs"]
 mod ws_frame;
 
+use botspace::connection::http::ConnectionState;
+use botspace::connection::limits;
 use botspace::gateway::{GatewayLink, LinkClock, OUTPUT_BUDGET};
-use botspace::policy::connection::ConnectionState;
-use botspace::policy::host;
 use botspace::{ClockKind, CloseCode, Config, Service};
 use common::admin;
 use serde_json::{json, Value};
@@ -135,7 +135,7 @@ fn a_bot_that_reads_nothing_gets_4008_right_after_the_frame_being_written_then_t
     let f = frames(&l.transmit()[hello - 10..]);
     assert_eq!(f, vec![(0x8, close_payload(4008, "slow_consumer"))]);
     // The close a server forces gets SLOW_CONSUMER_DROP_MS of host time.
-    assert_eq!(l.poll_timeout(), Some(2_000 + host::SLOW_CONSUMER_DROP_MS));
+    assert_eq!(l.poll_timeout(), Some(2_000 + limits::SLOW_CONSUMER_DROP_MS));
     assert!(l.wants_read(), "input is read and discarded");
     let n = l.transmit().len();
     l.sent(n, at(&w, 2_100));
@@ -143,9 +143,9 @@ fn a_bot_that_reads_nothing_gets_4008_right_after_the_frame_being_written_then_t
     assert_eq!(l.transmit(), b"");
     l.handle_input(&[0u8; 1000], at(&w, 2_200));
     assert_eq!(l.state(), ConnectionState::Lingering);
-    l.poll(at(&w, 2_000 + host::SLOW_CONSUMER_DROP_MS - 1));
+    l.poll(at(&w, 2_000 + limits::SLOW_CONSUMER_DROP_MS - 1));
     assert_eq!(l.state(), ConnectionState::Lingering);
-    l.poll(at(&w, 2_000 + host::SLOW_CONSUMER_DROP_MS));
+    l.poll(at(&w, 2_000 + limits::SLOW_CONSUMER_DROP_MS));
     assert_eq!(l.state(), ConnectionState::Closed);
     assert_eq!(l.poll_timeout(), None);
     assert!(!l.wants_read());
@@ -164,7 +164,7 @@ fn a_stop_closes_with_1001_next_and_a_bot_that_closed_its_side_is_not_lingered_o
     assert_eq!(frames(l.transmit()), vec![(0x8, close_payload(1001, "server_shutdown"))]);
     assert_eq!(l.close_reason(), Some((1001, CloseCode::ServerShutdown)));
     assert_eq!(w.svc.gateway_connections(&w.bot), 0);
-    assert_eq!(l.poll_timeout(), Some(50 + host::SLOW_CONSUMER_DROP_MS));
+    assert_eq!(l.poll_timeout(), Some(50 + limits::SLOW_CONSUMER_DROP_MS));
     // The bot closes its side before it read: the close still goes, then
     // the link closes without lingering.
     l.handle_eof(at(&w, 60));
@@ -189,11 +189,11 @@ fn the_bots_close_is_answered_then_the_link_lingers_up_to_its_bytes_and_an_eof_e
     assert_eq!(l.state(), ConnectionState::Closing, "tungstenite's answer to the close goes out");
     assert_eq!(frames(l.transmit()), vec![(0x8, 1000u16.to_be_bytes().to_vec())]);
     assert_eq!(w.svc.gateway_connections(&w.bot), 0);
-    assert_eq!(l.poll_timeout(), Some(10 + host::LINGER_MS));
+    assert_eq!(l.poll_timeout(), Some(10 + limits::LINGER_MS));
     let n = l.transmit().len();
     l.sent(n, at(&w, 20));
     assert_eq!(l.state(), ConnectionState::Lingering);
-    l.handle_input(&vec![0u8; host::LINGER_BYTES - 1], at(&w, 30));
+    l.handle_input(&vec![0u8; limits::LINGER_BYTES - 1], at(&w, 30));
     assert_eq!(l.state(), ConnectionState::Lingering);
     l.handle_input(&[0u8], at(&w, 40));
     assert_eq!(l.state(), ConnectionState::Closed, "at LINGER_BYTES");
@@ -222,8 +222,8 @@ fn an_eof_while_open_ends_the_session_and_the_rest_goes_out_without_a_linger() {
     l.handle_eof(at(&w, 5));
     assert_eq!(w.svc.gateway_connections(&w.bot), 0);
     assert_eq!(l.state(), ConnectionState::Closing);
-    assert_eq!(l.poll_timeout(), Some(5 + host::LINGER_MS));
-    l.poll(at(&w, 5 + host::LINGER_MS));
+    assert_eq!(l.poll_timeout(), Some(5 + limits::LINGER_MS));
+    l.poll(at(&w, 5 + limits::LINGER_MS));
     assert_eq!(l.state(), ConnectionState::Closed, "its time is up, sent or not");
     assert_eq!(l.transmit(), b"");
     assert_eq!(l.unsent(), 0);
@@ -236,7 +236,7 @@ fn while_open_the_link_asks_to_be_looked_at_by_its_sessions_deadline_within_the_
     l.poll(at(&w, 100));
     // The heartbeat deadline is 82.5 s away; under the manual clock the
     // link is looked at every tick.
-    assert_eq!(l.poll_timeout(), Some(100 + host::TICK_MS));
+    assert_eq!(l.poll_timeout(), Some(100 + limits::TICK_MS));
     // Under the system clock: the session's deadline, at most a second away.
     let req = format!(
         "GET /bot/gateway HTTP/1.1\r\nHost: t\r\nAuthorization: Bot {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
@@ -246,14 +246,14 @@ fn while_open_the_link_asks_to_be_looked_at_by_its_sessions_deadline_within_the_
     let acc = w.svc.accept_gateway(req.as_bytes(), w.svc.now_ms());
     let mut sys = GatewayLink::new(acc.connection.unwrap(), false, Vec::new());
     sys.poll(at(&w, 100));
-    assert_eq!(sys.poll_timeout(), Some(100 + host::GATEWAY_LOOK_MS));
+    assert_eq!(sys.poll_timeout(), Some(100 + limits::GATEWAY_LOOK_MS));
     // A session that held output back at the budget, once the socket took
     // it: look now.
     backlog(&w, 600);
     let mut b = link(&w);
     b.poll(at(&w, 0));
     assert!(b.unsent() >= OUTPUT_BUDGET);
-    assert_eq!(b.poll_timeout(), Some(host::TICK_MS));
+    assert_eq!(b.poll_timeout(), Some(limits::TICK_MS));
     let n = b.transmit().len();
     b.sent(n, at(&w, 7));
     assert_eq!(b.poll_timeout(), Some(7), "room again: poll now");

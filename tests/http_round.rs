@@ -5,8 +5,8 @@
 
 mod common;
 
-use botspace::policy::connection::{ConnectionOptions, HttpConnection};
-use botspace::policy::Listener;
+use botspace::connection::http::{ConnectionOptions, HttpConnection};
+use botspace::connection::Listener;
 use botspace::{Config, HttpRound, RoundConnection, RoundStep, Service, Synchronous};
 use common::{admin, admin_request, bot_request, TempDir};
 use serde_json::{json, Value};
@@ -117,7 +117,7 @@ fn a_batch_holds_at_most_max_batch_requests_each_committed_once() {
     assert_eq!(HttpRound::new().serve(&svc, &mut conns[..], 2), &[]);
     let after = svc.commit_stats();
     // 64 + 36: two batches, one commit each.
-    assert_eq!(botspace::policy::host::MAX_BATCH, 64);
+    assert_eq!(botspace::connection::limits::MAX_BATCH, 64);
     assert_eq!((after.durable_commits - before.durable_commits, after.syncs - before.syncs), (2, 2));
     let got = sent(&answers(&mut a));
     assert_eq!(got, (0..100).map(|i| pair(i + 1, &format!("m{i}"))).collect::<Vec<_>>());
@@ -237,7 +237,7 @@ fn the_gateway_and_a_parked_poll_are_left_to_the_host_another_listeners_path_is_
     let got = answers(&mut gw);
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].1["result"]["handle"], "p_bot", "getMe before the upgrade, in its batch");
-    assert_eq!(public.transmit(), &botspace::policy::not_here("/admin/createUser")[..]);
+    assert_eq!(public.transmit(), &botspace::connection::not_here("/admin/createUser")[..]);
     // The parked poll is the service's, answered by its deadline.
     let parked = svc.poll_parked(svc.now_ms() + 31_000);
     assert_eq!(parked.len(), 1);

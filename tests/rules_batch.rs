@@ -395,7 +395,7 @@ impl FileWorld {
 
 fn batch(svc: &Service, reqs: &[Vec<u8>]) -> Vec<(u16, Value)> {
     let refs: Vec<&[u8]> = reqs.iter().map(|r| r.as_slice()).collect();
-    common::batch(&svc, &refs).iter().map(|r| split_checked(r)).collect()
+    common::batch(svc, &refs).iter().map(|r| split_checked(r)).collect()
 }
 
 fn error(status: u16, code: &str, description: &str) -> (u16, Value) {

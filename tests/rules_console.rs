@@ -26,7 +26,7 @@ fn open(database: &str) -> Service {
 
 /// An admin call from `PEER` that must answer 200: its result.
 fn from_peer(svc: &Service, method: &str, body: Value) -> Value {
-    let (status, v) = split(&common::from_peer(&svc, &admin_request(SECRET, method, body.clone()), PEER));
+    let (status, v) = split(&common::from_peer(svc, &admin_request(SECRET, method, body.clone()), PEER));
     assert_eq!(status, 200, "{method} {body}: {v}");
     v["result"].clone()
 }

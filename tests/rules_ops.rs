@@ -192,8 +192,8 @@ fn rate_limit_refusals_are_counted_by_scope() {
 
 #[test]
 fn a_connection_timeout_counts_its_408_once_and_nothing_else() {
-    use botspace::policy::connection::{ConnectionOptions, Expired, HttpConnection};
-    use botspace::policy::Listener;
+    use botspace::connection::http::{ConnectionOptions, Expired, HttpConnection};
+    use botspace::connection::Listener;
     let svc = open();
     let count = |svc: &Service| sample(&scrape(svc), "botspace_request_timeouts_total");
     let before = count(&svc);

@@ -8,7 +8,7 @@
 
 mod common;
 
-use botspace::{Answer, Config, PollId, Service};
+use botspace::{Config, Handled, PollId, Service};
 use common::{admin, bot_request, split};
 use serde_json::{json, Value};
 
@@ -41,14 +41,14 @@ fn say(svc: &Service, w: &World, text: &str) -> Value {
     admin(svc, SECRET, "sendUserMessage", json!({"user_id": w.user, "chat_id": w.chat, "text": text}))
 }
 
-fn poll(svc: &Service, w: &World, body: Value, now: u64) -> Answer {
-    common::answer(&svc, &bot_request(&w.token, "getUpdates", body), "192.0.2.1", now)
+fn poll(svc: &Service, w: &World, body: Value, now: u64) -> Handled {
+    common::answer(svc, &bot_request(&w.token, "getUpdates", body), "192.0.2.1", now)
 }
 
-fn parked(a: Answer) -> PollId {
+fn parked(a: Handled) -> PollId {
     match a {
-        Answer::Parked(id) => id,
-        Answer::Now(out) => panic!("answered at once: {}", String::from_utf8_lossy(&out)),
+        Handled::Parked(id) => id,
+        Handled::Now(out) => panic!("answered at once: {}", String::from_utf8_lossy(&out)),
     }
 }
 
@@ -123,8 +123,8 @@ fn a_rotated_token_s_poll_is_answered_empty_and_a_cancelled_one_never() {
     let (status, v) = split(&svc.handle_request(&bot_request(&w.token, "getUpdates", json!({"timeout": 5}))));
     assert_eq!((status, v["error"].clone()), (401, json!("invalid_token")));
     match poll(&svc, &w, json!({"timeout": 5}), now) {
-        Answer::Now(out) => assert_eq!(split(&out).0, 401),
-        Answer::Parked(_) => panic!("a refused poll parked"),
+        Handled::Now(out) => assert_eq!(split(&out).0, 401),
+        Handled::Parked(_) => panic!("a refused poll parked"),
     }
 }
 
@@ -135,8 +135,8 @@ fn past_the_cap_a_poll_is_answered_at_once_and_other_requests_never_park() {
     let now = svc.now_ms();
     parked(poll(&svc, &w, json!({"offset": 2, "timeout": 30}), now));
     match poll(&svc, &w, json!({"offset": 2, "timeout": 30}), now) {
-        Answer::Now(out) => assert_eq!(result(&out), json!([])),
-        Answer::Parked(_) => panic!("parked past the cap"),
+        Handled::Now(out) => assert_eq!(result(&out), json!([])),
+        Handled::Parked(_) => panic!("parked past the cap"),
     }
     // A poll with events, a poll without a timeout, a bad poll and getMe
     // are answered now.
@@ -147,8 +147,8 @@ fn past_the_cap_a_poll_is_answered_at_once_and_other_requests_never_park() {
         ("getMe", json!({}), 200),
     ] {
         match common::answer(&svc, &bot_request(&w.token, method, body.clone()), "192.0.2.1", now) {
-            Answer::Now(out) => assert_eq!(split(&out).0, status, "{method} {body}"),
-            Answer::Parked(_) => panic!("{method} {body} parked"),
+            Handled::Now(out) => assert_eq!(split(&out).0, status, "{method} {body}"),
+            Handled::Parked(_) => panic!("{method} {body} parked"),
         }
     }
     assert_eq!(svc.parked_count(), 1);
@@ -167,7 +167,7 @@ fn typed_poll(w: &World, body: Value) -> http::Request<Vec<u8>> {
 }
 
 /// A parsed request through the one way in.
-fn answer_typed(svc: &Service, req: &http::Request<Vec<u8>>, peer: &str, now: u64) -> Answer {
+fn answer_typed(svc: &Service, req: &http::Request<Vec<u8>>, peer: &str, now: u64) -> Handled {
     svc.handle(&[botspace::Incoming::http(req).from_peer(peer)], now).remove(0)
 }
 
@@ -199,8 +199,8 @@ fn the_typed_entry_points_answer_long_polls_typed_now_woken_and_expired() {
     // An answer given now: the core's response, typed, the same as the
     // bytes twin's.
     let now_answer = match answer_typed(&svc, &typed_poll(&w, json!({"offset": 2, "timeout": 30})), "192.0.2.1", now) {
-        Answer::Now(r) => r,
-        Answer::Parked(_) => panic!("a poll with an event parked"),
+        Handled::Now(r) => r,
+        Handled::Parked(_) => panic!("a poll with an event parked"),
     };
     let (status, headers, body) = typed_parts(&now_answer);
     assert_eq!(body, bytes_body(&svc, &w, json!({"offset": 2})));
@@ -208,8 +208,8 @@ fn the_typed_entry_points_answer_long_polls_typed_now_woken_and_expired() {
     assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), json!({"ok": true, "result": [created(2, &m)]}));
     // A refusal given now: the error envelope, typed.
     let refused = match answer_typed(&svc, &typed_poll(&w, json!({"timeout": 51})), "192.0.2.1", now) {
-        Answer::Now(r) => r,
-        Answer::Parked(_) => panic!("a bad poll parked"),
+        Handled::Now(r) => r,
+        Handled::Parked(_) => panic!("a bad poll parked"),
     };
     let (status, headers, body) = typed_parts(&refused);
     assert_eq!(body, bytes_body(&svc, &w, json!({"timeout": 51})));
@@ -219,8 +219,8 @@ fn the_typed_entry_points_answer_long_polls_typed_now_woken_and_expired() {
 
     // Woken: a poll past the event parks, the next event answers it.
     let woken = match answer_typed(&svc, &typed_poll(&w, json!({"offset": 3, "timeout": 30})), "192.0.2.1", now) {
-        Answer::Parked(id) => id,
-        Answer::Now(r) => panic!("answered at once: {:?}", typed_parts(&r)),
+        Handled::Parked(id) => id,
+        Handled::Now(r) => panic!("answered at once: {:?}", typed_parts(&r)),
     };
     assert!(svc.poll_parked(now).is_empty());
     let m3 = say(&svc, &w, "again");
@@ -234,8 +234,8 @@ fn the_typed_entry_points_answer_long_polls_typed_now_woken_and_expired() {
 
     // Expired: nothing comes, `[]` at the deadline and not before.
     let expired = match answer_typed(&svc, &typed_poll(&w, json!({"offset": 4, "timeout": 5})), "192.0.2.1", now) {
-        Answer::Parked(id) => id,
-        Answer::Now(r) => panic!("answered at once: {:?}", typed_parts(&r)),
+        Handled::Parked(id) => id,
+        Handled::Now(r) => panic!("answered at once: {:?}", typed_parts(&r)),
     };
     assert!(svc.poll_parked(now + 4_999).is_empty());
     let ready = svc.poll_parked(now + 5_000);

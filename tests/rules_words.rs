@@ -2,8 +2,8 @@
 //! gateway's ops, chat actions...) are one table each in `src/words.rs`;
 //! what the faces and docs list must be exactly those tables.
 
-use botspace::{BotGap, BotStatus, ChatAction, ChatKind, CloseCode, ErrorCode, EventKind};
-use botspace::{GatewayOp, ParseMode, Party, RateLimitScope, Tier};
+use botspace::{BlockedBy, GatewayOp, ParseMode, RateLimitScope, Tier};
+use botspace::{BotStatus, ChatAction, ChatKind, CloseCode, ErrorCode, EventKind, GapMarker};
 
 /// The members of the TypeScript union `export type <name> = | 'a' | 'b';`
 /// in the WASM face's typescript_custom_section.
@@ -77,8 +77,8 @@ fn the_docs_list_every_word_of_the_other_tables() {
     }
     let actions: Vec<String> = ChatAction::ALL.iter().map(|a| format!("`{a}`")).collect();
     assert_lists(api, "docs/api.md", &format!("| `action` | string | yes | one of {} ", actions.join(", ")));
-    assert_lists(api, "docs/api.md", &format!("`by` ({})", either(Party::ALL, Party::as_str, "`")));
-    assert_lists(gateway, "docs/gateway.md", &format!("\"by\": {}", either(Party::ALL, Party::as_str, "\"")));
+    assert_lists(api, "docs/api.md", &format!("`by` ({})", either(BlockedBy::ALL, BlockedBy::as_str, "`")));
+    assert_lists(gateway, "docs/gateway.md", &format!("\"by\": {}", either(BlockedBy::ALL, BlockedBy::as_str, "\"")));
     let scopes: Vec<String> = RateLimitScope::ALL.iter().map(|s| format!("`{s}`")).collect();
     assert_lists(operations, "docs/operations.md", &format!("by the limit that ran out: {} |", scopes.join(", ")));
     assert_lists(api, "docs/api.md", &format!("\"type\": {}", either(ChatKind::ALL, ChatKind::as_str, "\"")));
@@ -90,7 +90,7 @@ fn the_docs_list_every_word_of_the_other_tables() {
     );
     let modes: Vec<String> = ParseMode::ALL.iter().map(|m| format!("`\"{m}\"`")).collect();
     assert_lists(api, "docs/api.md", &format!("| `parse_mode` | string | no | only {} (or `null`)", modes.join(", ")));
-    for gap in BotGap::ALL {
+    for gap in GapMarker::ALL {
         assert_lists(delivery, "docs/delivery.md", &format!("\"type\":\"{gap}\""));
     }
 }
@@ -101,7 +101,7 @@ fn words_round_trip_through_json() {
     assert_eq!(serde_json::to_string(&RateLimitScope::AdminAuth).unwrap(), "\"admin_auth\"");
     assert_eq!(serde_json::from_str::<ChatAction>("\"upload_voice\"").unwrap(), ChatAction::UploadVoice);
     assert_eq!(serde_json::from_str::<Tier>("\"official\"").unwrap(), Tier::Official);
-    assert!(serde_json::from_str::<Party>("\"admin\"").is_err());
+    assert!(serde_json::from_str::<BlockedBy>("\"admin\"").is_err());
     assert_eq!(GatewayOp::parse("heartbeat"), Some(GatewayOp::Heartbeat));
     assert_eq!(GatewayOp::parse("Heartbeat"), None);
 }

@@ -115,7 +115,7 @@ fn past_max_connections_a_new_connection_gets_503_and_a_freed_slot_serves_again(
     // body no server takes at the cap) reads the whole 503 and then EOF,
     // not a reset: the core's refusal discards what it sends while it
     // lingers.
-    let linger = Duration::from_millis(botspace::policy::host::REFUSAL_LINGER_MS);
+    let linger = Duration::from_millis(botspace::connection::limits::REFUSAL_LINGER_MS);
     let t0 = Instant::now();
     let mut s = srv.connect();
     let mut partial = b"POST /bot/sendMessage HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n".to_vec();
@@ -130,7 +130,7 @@ fn past_max_connections_a_new_connection_gets_503_and_a_freed_slot_serves_again(
             Err(e) => panic!("the refused client got {e} (not EOF) after {:?}", String::from_utf8_lossy(&got)),
         }
     }
-    assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&botspace::policy::server_busy()));
+    assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&botspace::connection::server_busy()));
     let r = read_response(&mut s, &mut got);
     r.assert_error(503, "server_busy");
     assert_eq!(

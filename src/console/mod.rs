@@ -124,7 +124,7 @@ impl Asset {
 /// for each request it runs.
 #[derive(Default, Clone, Copy)]
 pub struct HostView<'a> {
-    /// Who sent the request, when the host said (`handle_request_from`).
+    /// Who sent the request, when the host said (`Incoming::from_peer`).
     pub peer: Option<&'a str>,
     /// Bot requests of the last hour, on this node.
     pub activity: Option<&'a Activity>,

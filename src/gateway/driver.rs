@@ -16,11 +16,11 @@ use crate::error::{ApiError, ApiResult};
 use crate::http::Request;
 use crate::log::{Event, Level};
 use crate::model::Bot;
+use crate::protocol::CloseCode;
 use crate::random::Random;
 use crate::store::gateway::{self as store, Lease};
 use crate::store::Conn;
 use crate::txn::Db;
-use crate::words::CloseCode;
 use std::sync::Arc;
 
 /// A gateway session on whole messages: the protocol and its driver.

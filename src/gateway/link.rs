@@ -20,8 +20,8 @@
 //! ([`LinkClock`]); [`GatewayLink::poll_timeout`] answers in the host's.
 
 use super::{CloseCode, GatewayConnection, GatewayEvent, Outbox, OUTPUT_BUDGET};
-use crate::policy::connection::ConnectionState;
-use crate::policy::host;
+use crate::connection::http::ConnectionState;
+use crate::connection::limits;
 
 /// The time of a call on both clocks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -67,7 +67,7 @@ impl GatewayLink {
     /// The link of a connection just upgraded. `manual_clock`: the
     /// service runs the manual clock, whose deadlines cannot be slept on
     /// (time jumps), so the link asks to be looked at every
-    /// [`host::TICK_MS`].
+    /// [`limits::TICK_MS`].
     ///
     /// `head`: bytes to write ahead of the gateway's frames (the `101` and
     /// any answers before it, for a host that has not written them), or
@@ -165,7 +165,7 @@ impl GatewayLink {
 
     /// Bytes read from the socket at `now`: the session's input (then
     /// [`Self::poll`]), or, once it is over, discarded; a lingering link
-    /// closes once it has discarded [`host::LINGER_BYTES`]. May write acks
+    /// closes once it has discarded [`limits::LINGER_BYTES`]. May write acks
     /// and read the event log.
     pub fn handle_input(&mut self, bytes: &[u8], now: LinkClock) {
         self.tick(now);
@@ -178,7 +178,7 @@ impl GatewayLink {
             }
             Phase::Lingering => {
                 self.discarded = self.discarded.saturating_add(bytes.len());
-                if self.discarded >= host::LINGER_BYTES {
+                if self.discarded >= limits::LINGER_BYTES {
                     self.phase = Phase::Closed;
                 }
             }
@@ -255,7 +255,7 @@ impl GatewayLink {
     /// `server_shutdown` at a stop; see [`GatewayConnection::close`]): its
     /// close frame goes right after the frame being written, the frames
     /// not begun are dropped, and the socket gets
-    /// [`host::SLOW_CONSUMER_DROP_MS`] for it. False, changing nothing,
+    /// [`limits::SLOW_CONSUMER_DROP_MS`] for it. False, changing nothing,
     /// once the session is over. May write acks.
     pub fn close(&mut self, code: CloseCode, now: LinkClock) -> bool {
         self.tick(now);
@@ -276,7 +276,7 @@ impl GatewayLink {
     /// When the host must call [`Self::poll`] at the latest, on its own
     /// clock: now, when the session held output back and the socket has
     /// room again; the session's next deadline (at most
-    /// [`host::GATEWAY_LOOK_MS`] away, or [`host::TICK_MS`] under the
+    /// [`limits::GATEWAY_LOOK_MS`] away, or [`limits::TICK_MS`] under the
     /// manual clock, whose jumps cannot be slept on); the end of a closing
     /// or lingering link's time. `None` once closed.
     pub fn poll_timeout(&self) -> Option<u64> {
@@ -289,7 +289,7 @@ impl GatewayLink {
                 if c.wants_transmit() {
                     return Some(now.host_ms);
                 }
-                let look = if self.manual_clock { host::TICK_MS } else { host::GATEWAY_LOOK_MS };
+                let look = if self.manual_clock { limits::TICK_MS } else { limits::GATEWAY_LOOK_MS };
                 let wait = match c.poll_timeout() {
                     // Already here right after a look that found nothing
                     // due (a deadline fires strictly after it): wait for the
@@ -316,8 +316,8 @@ impl GatewayLink {
 
     /// The session is over: it is dropped now (its pending ack written,
     /// its slot freed), and the rest of the output has until
-    /// [`host::SLOW_CONSUMER_DROP_MS`] (a close the server forced on a
-    /// bot behind its output) or [`host::LINGER_MS`].
+    /// [`limits::SLOW_CONSUMER_DROP_MS`] (a close the server forced on a
+    /// bot behind its output) or [`limits::LINGER_MS`].
     fn finish(&mut self, forced: bool, linger: bool) {
         if let Some(c) = self.conn.as_mut() {
             while let Some(GatewayEvent::Closed { code, reason }) = c.poll_event() {
@@ -325,7 +325,7 @@ impl GatewayLink {
             }
         }
         self.conn = None;
-        let grace = if forced { host::SLOW_CONSUMER_DROP_MS } else { host::LINGER_MS };
+        let grace = if forced { limits::SLOW_CONSUMER_DROP_MS } else { limits::LINGER_MS };
         self.until = self.now.host_ms.saturating_add(grace);
         self.phase = if !self.out.is_empty() {
             Phase::Closing { linger }

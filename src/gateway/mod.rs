@@ -36,7 +36,7 @@ mod registry;
 mod session;
 mod shared;
 
-pub use crate::words::CloseCode;
+pub use crate::protocol::CloseCode;
 pub use connection::{GatewayConnection, OUTPUT_BUDGET, REPLY_BUDGET, TRANSMIT_BATCH_BYTES};
 pub use driver::GatewaySession;
 pub(crate) use driver::Opening;

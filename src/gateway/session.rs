@@ -15,8 +15,8 @@ use super::registry::View;
 use super::shared::Recency;
 use super::{CloseCode, GatewayEvent, GatewayOutput, CLOSE_AUTHENTICATION_FAILED, CLOSE_INVALID_PAYLOAD};
 use super::{CLOSE_SESSION_TIMEOUT, CLOSE_STORAGE_UNAVAILABLE, EVENTS_PER_POLL, READ_BYTES, STORAGE_CLOSE_AFTER_MS};
+use crate::protocol::GatewayOp;
 use crate::store::gateway::BotRow;
-use crate::words::GatewayOp;
 use std::collections::VecDeque;
 
 /// Storage work the session asks for. Each effect that has a result is

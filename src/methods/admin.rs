@@ -16,6 +16,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::Event;
 use crate::http::Request;
 use crate::model::{Bot, Chat, ChatKind, Tier};
+use crate::protocol::{BlockedBy, BotStatus, EventKind};
 use crate::route::AdminMethod;
 use crate::rules::limits::{
     MAX_AVATAR_KEY_BYTES, MAX_DISPLAY_NAME_CHARS as NAME, MAX_GATEWAY_CONNECTION_LIMIT, MAX_HANDLE_CHARS as HANDLE,
@@ -24,7 +25,6 @@ use crate::rules::limits::{
 use crate::rules::permissions::{self, Act};
 use crate::store::{self, bots::Field, chats::Blocker};
 use crate::txn::Ctx;
-use crate::words::{BotStatus, EventKind, Party};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -378,7 +378,7 @@ struct SetBlocked<'a> {
     blocked: bool,
 }
 
-/// setBlocked's refusal of a `by` that is no [`Party`] (read after the
+/// setBlocked's refusal of a `by` that is no [`BlockedBy`] (read after the
 /// chat is known to be private, so not a `Choice`).
 const BY_WHY: &str = "must be user or bot";
 
@@ -388,9 +388,9 @@ fn set_blocked(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     if chat.kind != ChatKind::Private {
         return Err(ApiError::invalid_field("chat_id", "must name a private chat"));
     }
-    let (blocker, current) = match Party::parse(by) {
-        Some(Party::User) => (Blocker::User, chat.blocked_by_user),
-        Some(Party::Bot) => (Blocker::Bot, chat.blocked_by_bot),
+    let (blocker, current) = match BlockedBy::parse(by) {
+        Some(BlockedBy::User) => (Blocker::User, chat.blocked_by_user),
+        Some(BlockedBy::Bot) => (Blocker::Bot, chat.blocked_by_bot),
         None => return Err(ApiError::invalid_field("by", BY_WHY)),
     };
     if current != blocked {
@@ -713,6 +713,6 @@ mod tests {
         }
         assert_eq!(<Tier as Choices>::WHY, either(Tier::ALL, Tier::as_str));
         assert_eq!(<BotStatus as Choices>::WHY, either(BotStatus::ALL, BotStatus::as_str));
-        assert_eq!(BY_WHY, either(Party::ALL, Party::as_str));
+        assert_eq!(BY_WHY, either(BlockedBy::ALL, BlockedBy::as_str));
     }
 }

@@ -10,13 +10,13 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::{self, Event};
 use crate::http::Request;
 use crate::model::{Bot, Chat, StoredMessage};
+use crate::protocol::{ChatAction, EventKind};
 use crate::route::BotMethod;
 use crate::rules;
 use crate::rules::idempotency::{self, Decision};
 use crate::rules::permissions::{self, Act};
 use crate::store;
 use crate::txn::Ctx;
-use crate::words::{ChatAction, EventKind};
 use serde::Deserialize;
 
 /// How long a chat action shows unless the bot sends a message first.

@@ -7,9 +7,9 @@ use super::to_json;
 use crate::error::{ApiError, ApiResult};
 use crate::events::Event;
 use crate::model::{Chat, MessageJson, Sender};
+use crate::protocol::EventKind;
 use crate::store::messages::{self as stored, NewMessage};
 use crate::txn::Ctx;
-use crate::words::EventKind;
 
 /// `reply_to_message_id` must name a live message of the same chat.
 pub fn check_reply_target(ctx: &Ctx<'_>, chat: &Chat, reply_to: Option<i64>) -> ApiResult<()> {

@@ -8,9 +8,9 @@
 use super::requests::{self, Body, Bounded, Bounds, Uint};
 use crate::error::ApiResult;
 use crate::events::{push_event, read_from};
+use crate::protocol::{EventKind, GapMarker};
 use crate::store::gateway as log;
 use crate::store::{Conn, StoreResult};
-use crate::words::{BotGap, EventKind};
 
 /// Largest `limit`, and the default.
 pub const MAX_LIMIT: u64 = 100;
@@ -144,7 +144,7 @@ pub fn read(conn: &Conn, bot_id: &str, poll: &Poll) -> StoreResult<Read> {
         let data = format!("{{\"dropped_through\":{through}}}");
         // Events were dropped before the first one returned (kept past
         // `event_retention_s` unacknowledged, or past `max_unacked_events`).
-        push_event(&mut json, "{\"update_id\":", through, BotGap::EventsDropped.as_str(), &data);
+        push_event(&mut json, "{\"update_id\":", through, GapMarker::EventsDropped.as_str(), &data);
         count += 1;
     }
     if count < limit {

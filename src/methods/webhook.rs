@@ -6,10 +6,10 @@ use super::to_json;
 use crate::auth;
 use crate::error::{ApiError, ApiResult};
 use crate::model::Bot;
+use crate::protocol::EventKind;
 use crate::store;
 use crate::txn::Ctx;
 use crate::webhook::{self, signature, TargetPolicy, UrlRefusal};
-use crate::words::EventKind;
 use serde::{de, Deserialize};
 use serde_json::{json, Value};
 

@@ -15,9 +15,9 @@
 use crate::auth;
 use crate::error::{ApiError, ApiResult};
 use crate::model::Bot;
+use crate::protocol::RateLimitScope;
 pub(crate) use crate::throttle::AdminThrottle;
 use crate::throttle::Client;
-use crate::words::RateLimitScope;
 
 /// The scheme of bot credentials.
 pub const BOT_SCHEME: &str = "Bot";

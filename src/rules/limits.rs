@@ -3,7 +3,7 @@
 //! what callers may send.
 
 use crate::error::{ApiError, ApiResult};
-use crate::words::ParseMode;
+use crate::protocol::ParseMode;
 
 /// A message's `text`: 1 to this many Unicode scalar values (not bytes).
 pub const MAX_TEXT_CHARS: usize = 5000;

@@ -11,7 +11,7 @@ use crate::model::{ChatKind, Tier};
 
 /// Which limit refused a request (`parameters.scope`): a bot's buckets
 /// are `Bot`, `Chat` and `Group` of the words table.
-pub use crate::words::RateLimitScope as Scope;
+pub use crate::protocol::RateLimitScope as Scope;
 
 /// Returns Err(wait µs) if the bucket at `tat` cannot take one more at `now`.
 pub fn gcra(tat: u64, now: u64, rate: &Rate) -> Result<u64, u64> {

@@ -258,7 +258,7 @@ pub(super) struct Peek {
 /// (bots writing to their own private chats, with their rate buckets)
 /// meets no deadlock, which PostgreSQL would only break after
 /// `deadlock_timeout` (1 s). The requests of a group arrived concurrently,
-/// so any order is one they could have run in; an explicit `handle_batch`
+/// so any order is one they could have run in; an explicit `Service::handle` run
 /// keeps the host's order.
 type LockKey<'a> = ([u8; 32], Option<&'a str>);
 

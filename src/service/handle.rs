@@ -4,12 +4,12 @@
 //! and the browser. [`Service::handle_request`] is its bytes-in, bytes-out
 //! form for one request that never parks.
 
-use super::{Answer, Service};
+use super::{Handled, Service};
+use crate::connection::lane::{route, Lane, Listener};
 use crate::entry::Incoming;
-use crate::policy::route::{route, Listener, Route as Lane};
 
 impl Service {
-    /// Answers `requests`, in order, one [`Answer`] each:
+    /// Answers `requests`, in order, one [`Handled`] each:
     ///
     /// * a run of requests next to each other (bot writes such as
     ///   `sendMessage`, getMe, host calls without a client) commits as one
@@ -18,7 +18,7 @@ impl Service {
     ///   concurrent callers instead);
     /// * a `getUpdates` with a `timeout` that finds nothing parks (unless
     ///   it came [`Incoming::at_once`])
-    ///   ([`Answer::Parked`]): its answer comes from
+    ///   ([`Handled::Parked`]): its answer comes from
     ///   [`Service::poll_parked`] at the latest at its deadline, `now_ms`
     ///   (the host's clock, Unix ms) plus the timeout; past the cap on
     ///   parked polls it is answered at once, as with `timeout` 0;
@@ -31,13 +31,13 @@ impl Service {
     /// trips), as every request does.
     ///
     /// ```
-    /// use botspace::{Answer, Config, Incoming, Service};
+    /// use botspace::{Handled, Config, Incoming, Service};
     /// let svc = Service::open(Config::default().with(|c| c.admin_secret = "an-admin-secret-0123".into())).unwrap();
     /// let get_me = b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\n\r\n";
     /// let answers = svc.handle(&[Incoming::bytes(get_me), Incoming::bytes(get_me)], svc.now_ms());
-    /// assert!(matches!(&answers[0], Answer::Now(out) if out.starts_with(b"HTTP/1.1 401 ")));
+    /// assert!(matches!(&answers[0], Handled::Now(out) if out.starts_with(b"HTTP/1.1 401 ")));
     /// ```
-    pub fn handle(&self, requests: &[Incoming<'_>], now_ms: u64) -> Vec<Answer> {
+    pub fn handle(&self, requests: &[Incoming<'_>], now_ms: u64) -> Vec<Handled> {
         let mut answers = Vec::with_capacity(requests.len());
         let mut run = 0;
         for (i, r) in requests.iter().enumerate() {
@@ -58,8 +58,8 @@ impl Service {
             run = 0;
             answers.push(match (lane, r.peer) {
                 (Lane::Poll, peer) => self.answer_input(r.input, peer.unwrap_or(""), now_ms),
-                (_, Some(peer)) => Answer::Now(self.handle_input_from(r.input, peer)),
-                (_, None) => Answer::Now(self.handle_input(r.input)),
+                (_, Some(peer)) => Handled::Now(self.handle_input_from(r.input, peer)),
+                (_, None) => Handled::Now(self.handle_input(r.input)),
             });
         }
         self.answer_run(&requests[requests.len() - run..], &mut answers);
@@ -68,13 +68,13 @@ impl Service {
 
     /// A run of requests: one alone joins the group commit of concurrent
     /// callers; more commit together, in lock order on a shared store.
-    fn answer_run(&self, run: &[Incoming<'_>], answers: &mut Vec<Answer>) {
+    fn answer_run(&self, run: &[Incoming<'_>], answers: &mut Vec<Handled>) {
         match run {
             [] => {}
-            [one] => answers.push(Answer::Now(self.handle_input(one.input))),
+            [one] => answers.push(Handled::Now(self.handle_input(one.input))),
             _ => {
                 let inputs: Vec<_> = run.iter().map(|r| r.input).collect();
-                answers.extend(self.handle_inputs_as(&inputs, true).into_iter().map(Answer::Now));
+                answers.extend(self.handle_inputs_as(&inputs, true).into_iter().map(Handled::Now));
             }
         }
     }

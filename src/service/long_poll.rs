@@ -3,7 +3,7 @@
 //! answers the due and expired ones (docs/delivery.md, "Parking"). The
 //! parked polls themselves are held by `service/parked.rs`.
 
-use super::parked::{Answer, Parked, PollId, Ready};
+use super::parked::{Handled, Parked, PollId, Ready};
 use super::Service;
 use crate::methods::updates;
 
@@ -11,10 +11,10 @@ impl Service {
     /// One request, answered or parked ([`Service::handle`]): a
     /// `getUpdates` runs alone, in its own transaction, its offset's
     /// acknowledgement durable before this returns, parked or not.
-    pub(crate) fn answer_input(&self, request: crate::entry::Input<'_>, peer: &str, now_ms: u64) -> Answer {
+    pub(crate) fn answer_input(&self, request: crate::entry::Input<'_>, peer: &str, now_ms: u64) -> Handled {
         let routed = match self.route(request) {
             Ok(r) if r.route == crate::route::Route::Bot(crate::route::BotMethod::GetUpdates) => r,
-            _ => return Answer::Now(self.handle_input_from(request, peer)),
+            _ => return Handled::Now(self.handle_input_from(request, peer)),
         };
         let started = crate::metrics::Timer::sampled();
         let seen = self.delivery.parked.generation();
@@ -35,13 +35,13 @@ impl Service {
             Some((bot_id, poll)) if out.starts_with(b"HTTP/1.1 200") && !self.is_shutting_down() => {
                 let deadline = now_ms.saturating_add(u64::from(poll.timeout_s) * 1000);
                 match self.delivery.parked.park(&bot_id, deadline, poll, seen) {
-                    Some(id) => Answer::Parked(id),
-                    None => Answer::Now(out),
+                    Some(id) => Handled::Parked(id),
+                    None => Handled::Now(out),
                 }
             }
-            _ => Answer::Now(out),
+            _ => Handled::Now(out),
         };
-        if let Answer::Now(out) = &answer {
+        if let Handled::Now(out) = &answer {
             self.record(request, out, started);
         }
         answer

@@ -81,7 +81,7 @@ const PRUNE_EVERY_MS: u64 = 60_000;
 /// Reruns of a transaction that met a serialization failure or deadlock.
 const MAX_RETRIES: u32 = 8;
 
-pub use parked::{Answer, PollId, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS};
+pub use parked::{Handled, PollId, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS};
 
 mod batch;
 mod effects;
@@ -158,7 +158,7 @@ impl Service {
     /// writer); on a shared store one per connection of the pool, so that
     /// a batch can run while another's COMMIT is awaited. A second batch
     /// starts beside a running one only for a large group
-    /// ([`crate::policy::host::starts_batch`]): splitting a small one
+    /// (`botspace_runtime::host::starts_batch`): splitting a small one
     /// costs more than the overlap saves.
     pub fn batch_threads(&self) -> usize {
         self.database_connections()

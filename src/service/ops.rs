@@ -65,14 +65,14 @@ impl Service {
     /// counted and said ([`Service::note_request_timeout`]), here, once,
     /// for every host.
     ///
-    /// [`HttpConnection::handle_timeout`]: crate::policy::connection::HttpConnection::handle_timeout
+    /// [`HttpConnection::handle_timeout`]: crate::connection::http::HttpConnection::handle_timeout
     pub fn handle_connection_timeout(
         &self,
-        conn: &mut crate::policy::connection::HttpConnection,
+        conn: &mut crate::connection::http::HttpConnection,
         now: u64,
-    ) -> crate::policy::connection::Expired {
+    ) -> crate::connection::http::Expired {
         let expired = conn.handle_timeout(now);
-        if expired == crate::policy::connection::Expired::Request {
+        if expired == crate::connection::http::Expired::Request {
             self.note_request_timeout();
         }
         expired

@@ -23,7 +23,7 @@ use std::sync::{Mutex, MutexGuard};
 pub struct PollId(pub u64);
 
 /// What [`Service::handle`](crate::Service::handle) did with one request.
-pub enum Answer {
+pub enum Handled {
     /// The complete HTTP/1.1 response, to send now (a host whose HTTP
     /// stack writes its own heads reads it with
     /// [`into_http_response`](crate::into_http_response)).

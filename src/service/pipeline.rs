@@ -76,7 +76,7 @@ impl Service {
                 Err(e) => e.into_response(),
             },
             Err(e) => {
-                // handle_batch relies on this: a refusal writes nothing.
+                // Service::handle's runs rely on this: a refusal writes nothing.
                 // (A lost connection, 503, can come after a write: nothing
                 // of the transaction was committed.)
                 debug_assert!(

@@ -16,7 +16,7 @@
 //!   (the connection's `has_request` tells the host to poll again without
 //!   sleeping while some of it waits);
 //! - answers each [`MAX_BATCH`] of plain requests with one
-//!   [`Service::handle_batch`] (one transaction, one fsync), each answer
+//!   [`Service::handle`] (one transaction, one fsync), each answer
 //!   to its connection in order; a failed call still ends each request's
 //!   turn, with the core's 500 `answer_failed`;
 //! - answers what must go alone once the batch before it is answered:
@@ -28,12 +28,12 @@
 //!   ([`RoundStep`]): a gateway upgrade (the socket becomes the
 //!   gateway's) and a parked poll (the connection waits for its answer).
 
-use super::parked::{Answer, PollId};
+use super::parked::{Handled, PollId};
 use super::Service;
+use crate::connection::http::{HttpConnection, Taken};
+use crate::connection::limits::MAX_BATCH;
+use crate::connection::Lane;
 use crate::entry::Incoming;
-use crate::policy::connection::{HttpConnection, Taken};
-use crate::policy::host::MAX_BATCH;
-use crate::policy::Route;
 use std::borrow::Cow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -183,7 +183,7 @@ impl HttpRound {
         while self.stepped[i].is_none() && self.batch.len() < MAX_BATCH {
             let Some(t) = c.poll_request(now) else { return };
             match t.route {
-                Route::Batch | Route::Alone => self.batch.push((i, t)),
+                Lane::Batch | Lane::Alone => self.batch.push((i, t)),
                 _ => self.stepped[i] = Some(t),
             }
         }
@@ -208,7 +208,7 @@ impl HttpRound {
         };
         for (k, &(i, _)) in self.batch.iter().enumerate() {
             let out = match answers.as_ref().and_then(|a| a.get(k)) {
-                Some(Answer::Now(out)) => out.as_slice(),
+                Some(Handled::Now(out)) => out.as_slice(),
                 // A panic: the connection answers the core's 500.
                 _ => &[][..],
             };
@@ -225,22 +225,22 @@ impl HttpRound {
             let req = c.request(&t);
             let peer = conns.peer(i);
             match t.route {
-                Route::Gateway => {
+                Lane::Gateway => {
                     self.steps.push(RoundStep::Gateway { conn: i, request: t });
                     return;
                 }
-                Route::Admin | Route::Poll => {
+                Lane::Admin | Lane::Poll => {
                     let one = [Incoming::bytes(req).from_peer(&peer)];
                     match catch_unwind(AssertUnwindSafe(|| svc.handle(&one, svc.now_ms()))).map(|mut a| a.pop()) {
-                        Ok(Some(Answer::Now(out))) => Some(out),
-                        Ok(Some(Answer::Parked(poll))) => {
+                        Ok(Some(Handled::Now(out))) => Some(out),
+                        Ok(Some(Handled::Parked(poll))) => {
                             self.steps.push(RoundStep::Parked { conn: i, poll });
                             return;
                         }
                         _ => None,
                     }
                 }
-                _ => Some(crate::policy::not_here(t.head.path(req))),
+                _ => Some(crate::connection::not_here(t.head.path(req))),
             }
         };
         let Some(c) = conns.connection_mut(i) else { return };

@@ -44,17 +44,17 @@ impl Service {
     /// as the framer would: a host asks before it reads the body, so it
     /// never reads one the core would refuse. `None`: read the body (at
     /// most [`Service::http_body_limit`] bytes) and call
-    /// [`Service::handle_http`]. The refusal carries `Connection: close`:
+    /// [`Service::handle`]. The refusal carries `Connection: close`:
     /// the body it refused may be on its way, unread, so the connection
     /// cannot carry another request (the host closes it once sent).
     pub fn refuse_http_head(&self, head: &http::request::Parts) -> Option<http::Response<Vec<u8>>> {
         let max = self.config.max_body_bytes;
         let refused = crate::http::check_parts(head.method.as_str(), &head.uri, &head.headers, max).err()?;
-        Some(into_http_response(crate::policy::closing(refused)))
+        Some(into_http_response(crate::connection::closing(refused)))
     }
 
     /// The most body bytes a host reads of one request: `max_body_bytes`,
-    /// the limit the framer and [`Service::handle_http`] hold every body
+    /// the limit the framer and [`Service::handle`] hold every body
     /// to, so a host that stops reading there refuses nothing the core
     /// would take.
     pub fn http_body_limit(&self) -> usize {
@@ -72,6 +72,6 @@ impl Service {
             BodyRefusal::TooLarge => crate::ApiError::payload_too_large(self.http_body_limit()),
             BodyRefusal::Malformed => crate::ApiError::invalid_request("malformed chunked body"),
         };
-        into_http_response(crate::policy::closing(refused))
+        into_http_response(crate::connection::closing(refused))
     }
 }

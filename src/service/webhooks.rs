@@ -8,11 +8,11 @@
 
 use super::Service;
 use crate::methods::webhook::{signing_key, target_policy};
+use crate::protocol::GapMarker;
 use crate::store;
 use crate::webhook::deliveries::{BotDeliveries, StatusWrite, WebhookRequest};
 use crate::webhook::schedule::{LogEvent, WINDOW};
 use crate::webhook::{check_url, Outcome, Schedule};
-use crate::words::BotGap;
 use std::collections::HashMap;
 
 /// How often, at most, what outcomes changed is written (one transaction,
@@ -337,9 +337,9 @@ impl Service {
             if let Some(n) = dropped_through {
                 let notice = LogEvent {
                     seq: n,
-                    kind: BotGap::EventsDropped.to_string(),
+                    kind: GapMarker::EventsDropped.to_string(),
                     chat: String::new(),
-                    body: update_json(n, BotGap::EventsDropped.as_str(), &format!("{{\"dropped_through\":{n}}}")),
+                    body: update_json(n, GapMarker::EventsDropped.as_str(), &format!("{{\"dropped_through\":{n}}}")),
                 };
                 events.insert(0, notice);
             }

@@ -33,6 +33,6 @@ pub(crate) struct TxEffects {
     /// the database lock is released (PostgreSQL, see [`HeldCommit`]).
     pub held: Option<HeldCommit>,
     /// A getUpdates that found nothing and may wait: its bot and request
-    /// (see `Service::answer_request`; the bytes entry points ignore it).
+    /// (see `Service::handle`; the bytes entry points ignore it).
     pub park: Option<(String, events::Poll)>,
 }

@@ -29,7 +29,7 @@
 //!   chats run dry, even with every connection busy.
 
 use super::signature;
-use crate::words::BotGap;
+use crate::protocol::GapMarker;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 /// Events held in memory per bot, read from its log ahead of delivery.
@@ -386,8 +386,8 @@ impl Schedule {
                 self.gaps.insert(self.read_through + 1, e.seq - 1);
             }
             self.read_through = e.seq;
-            let wanted =
-                e.kind == BotGap::EventsDropped.as_str() || self.allowed.as_ref().is_none_or(|a| a.contains(&e.kind));
+            let wanted = e.kind == GapMarker::EventsDropped.as_str()
+                || self.allowed.as_ref().is_none_or(|a| a.contains(&e.kind));
             if wanted {
                 let queue = self.queues.entry(e.chat.clone()).or_default();
                 if queue.is_empty() {
@@ -873,7 +873,7 @@ mod tests {
         let mut s = schedule(40);
         s.set_allowed_updates(Some(vec!["message_created".into()]));
         // Events 1..=9 were dropped: the notice sits at 9, then 10 follows.
-        s.events_read(vec![typed(9, "", BotGap::EventsDropped.as_str()), ev(10, "a")], 0);
+        s.events_read(vec![typed(9, "", GapMarker::EventsDropped.as_str()), ev(10, "a")], 0);
         // 1..=8 are gone; the notice at 9 stays to be delivered.
         assert_eq!(s.take_cursor_write(), Some(8));
         assert_eq!(drain(&mut s, 0), vec![9, 10]);

@@ -273,13 +273,13 @@ pub fn from_peer(svc: &Service, request: &[u8], peer: &str) -> Vec<u8> {
 }
 
 /// One request from `peer` that may park (a getUpdates with a timeout).
-pub fn answer(svc: &Service, request: &[u8], peer: &str, now_ms: u64) -> botspace::Answer {
+pub fn answer(svc: &Service, request: &[u8], peer: &str, now_ms: u64) -> botspace::Handled {
     svc.handle(&[botspace::Incoming::bytes(request).from_peer(peer)], now_ms).remove(0)
 }
 
-fn now(a: botspace::Answer) -> Vec<u8> {
+fn now(a: botspace::Handled) -> Vec<u8> {
     match a {
-        botspace::Answer::Now(out) => out,
-        botspace::Answer::Parked(id) => panic!("answered at once, yet parked as {id:?}"),
+        botspace::Handled::Now(out) => out,
+        botspace::Handled::Parked(id) => panic!("answered at once, yet parked as {id:?}"),
     }
 }

@@ -237,7 +237,7 @@ pub fn module_memory() -> JsValue {
     wasm_bindgen::memory()
 }
 
-/// The whole HTTP answer a host gives on its own (botspace::policy::host_answer):
+/// The whole HTTP answer a host gives on its own (botspace::connection::host_answer):
 /// `storage_error`, `invalid_request` (with `detail` as the description),
 /// `method_not_found` (`detail`: the path), `websocket_unavailable`,
 /// `invalid_token`, `request_timeout`, `server_busy` or `answer_failed`.
@@ -246,7 +246,7 @@ pub fn module_memory() -> JsValue {
 #[wasm_bindgen(js_name = hostAnswer, unchecked_return_type = "HttpAnswer")]
 pub fn host_answer(code: &str, detail: &str) -> Result<JsValue, JsValue> {
     botspace::ErrorCode::parse(code)
-        .and_then(|c| botspace::policy::host_answer(c, detail))
+        .and_then(|c| botspace::connection::host_answer(c, detail))
         .map(|r| typed_answer(&botspace::into_http_response(r)))
         .ok_or_else(|| js_sys::TypeError::new(&format!("{code:?} is not an answer a host gives")).into())
 }
@@ -469,9 +469,9 @@ impl RawService {
             Err(refused) => return Ok(typed_answer(&refused)),
         };
         Ok(match self.svc.handle(&[botspace::Incoming::http(&req)], to_ms(now_ms)).pop() {
-            Some(botspace::Answer::Now(out)) => typed_answer(&botspace::into_http_response(out)),
-            Some(botspace::Answer::Parked(id)) => JsValue::from(id.0 as f64),
-            None => typed_answer(&botspace::into_http_response(botspace::policy::answer_failed())),
+            Some(botspace::Handled::Now(out)) => typed_answer(&botspace::into_http_response(out)),
+            Some(botspace::Handled::Parked(id)) => JsValue::from(id.0 as f64),
+            None => typed_answer(&botspace::into_http_response(botspace::connection::answer_failed())),
         })
     }
 
@@ -527,9 +527,9 @@ impl RawService {
         let out = self.svc.handle(&reqs, self.svc.now_ms());
         out.into_iter()
             .map(|a| match a {
-                botspace::Answer::Now(o) => Uint8Array::from(&o[..]),
+                botspace::Handled::Now(o) => Uint8Array::from(&o[..]),
                 // `at_once`: nothing parks.
-                botspace::Answer::Parked(_) => Uint8Array::from(&botspace::policy::answer_failed()[..]),
+                botspace::Handled::Parked(_) => Uint8Array::from(&botspace::connection::answer_failed()[..]),
             })
             .collect()
     }

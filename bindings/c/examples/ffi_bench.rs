@@ -336,8 +336,8 @@ fn handle_all<R: AsRef<[u8]>>(svc: &botspace::Service, requests: &[R]) -> Vec<Ve
     svc.handle(&reqs, svc.now_ms())
         .into_iter()
         .map(|a| match a {
-            botspace::Answer::Now(out) => out,
-            botspace::Answer::Parked(_) => unreachable!("at_once never parks"),
+            botspace::Handled::Now(out) => out,
+            botspace::Handled::Parked(_) => unreachable!("at_once never parks"),
         })
         .collect()
 }

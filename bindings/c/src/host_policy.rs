@@ -65,7 +65,7 @@ pub struct botspace_host_policy {
 pub unsafe extern "C" fn botspace_host_policy_default(out: *mut botspace_host_policy) -> botspace_status {
     ffi_boundary!({
         let out = arg!(out out);
-        use botspace::policy::host as h;
+        use botspace::connection::limits as h;
         use botspace_runtime::host as rh;
         let p = botspace_host_policy {
             request_timeout_ms: h::REQUEST_TIMEOUT_MS,

@@ -21,7 +21,7 @@ use crate::BOTSPACE_NO_DEADLINE;
 /// does with the socket what `state` says. Not thread-safe: one thread at
 /// a time.
 pub struct botspace_http_connection {
-    pub(crate) conn: botspace::policy::connection::HttpConnection,
+    pub(crate) conn: botspace::connection::http::HttpConnection,
 }
 
 impl Handle for botspace_http_connection {}
@@ -42,9 +42,9 @@ pub enum botspace_connection_state {
     Closed = 3,
 }
 
-impl From<botspace::policy::connection::ConnectionState> for botspace_connection_state {
-    fn from(s: botspace::policy::connection::ConnectionState) -> Self {
-        use botspace::policy::connection::ConnectionState as S;
+impl From<botspace::connection::http::ConnectionState> for botspace_connection_state {
+    fn from(s: botspace::connection::http::ConnectionState) -> Self {
+        use botspace::connection::http::ConnectionState as S;
         match s {
             S::Open => botspace_connection_state::Open,
             S::Closing => botspace_connection_state::Closing,
@@ -134,8 +134,8 @@ pub unsafe extern "C" fn botspace_http_connection_new(
         let service = arg!(ref service);
         let out_conn = arg!(out out_conn);
         let framer = service.svc.request_framer();
-        let opts = botspace::policy::connection::ConnectionOptions { request_timeout_ms, idle_timeout_ms };
-        let conn = botspace::policy::connection::HttpConnection::new(core_listener(listener), opts, framer, now_ms);
+        let opts = botspace::connection::http::ConnectionOptions { request_timeout_ms, idle_timeout_ms };
+        let conn = botspace::connection::http::HttpConnection::new(core_listener(listener), opts, framer, now_ms);
         out_conn.write(botspace_http_connection { conn }.into_raw());
         botspace_status::Ok
     })
@@ -163,7 +163,7 @@ pub unsafe extern "C" fn botspace_http_connection_refusing_busy(
 ) -> botspace_status {
     ffi_boundary!({
         let out_conn = arg!(out out_conn);
-        let conn = botspace::policy::connection::HttpConnection::refusing_busy(now_ms);
+        let conn = botspace::connection::http::HttpConnection::refusing_busy(now_ms);
         out_conn.write(botspace_http_connection { conn }.into_raw());
         botspace_status::Ok
     })
@@ -176,7 +176,7 @@ pub unsafe extern "C" fn botspace_http_connection_refusing_busy(
 /// at once. Cannot fail.
 #[no_mangle]
 pub extern "C" fn botspace_refusal_may_linger(lingering: usize) -> bool {
-    ffi_boundary!(on_panic = false; { botspace::policy::host::refusal_may_linger(lingering) })
+    ffi_boundary!(on_panic = false; { botspace::connection::limits::refusal_may_linger(lingering) })
 }
 
 /// Where the connection stands (see `botspace_http_connection_info`).
@@ -408,7 +408,7 @@ pub unsafe extern "C" fn botspace_http_connection_handle_timeout(
     ffi_boundary!({
         let out_expired = arg!(out out_expired);
         let c = &mut arg!(mut conn).conn;
-        use botspace::policy::connection::Expired;
+        use botspace::connection::http::Expired;
         let expired = match arg!(opt service) {
             Some(s) => s.svc.handle_connection_timeout(c, now_ms),
             None => c.handle_timeout(now_ms),

@@ -71,12 +71,12 @@ impl botspace::RoundConnections for CRoundConnections<'_> {
     fn len(&self) -> usize {
         self.0.len()
     }
-    fn connection(&self, i: usize) -> Option<&botspace::policy::connection::HttpConnection> {
+    fn connection(&self, i: usize) -> Option<&botspace::connection::http::HttpConnection> {
         // SAFETY: each non-NULL `conn` is a live handle used by this thread
         // only, as `botspace_http_round_serve` requires.
         unsafe { self.0[i].conn.as_ref() }.map(|c| &c.conn)
     }
-    fn connection_mut(&mut self, i: usize) -> Option<&mut botspace::policy::connection::HttpConnection> {
+    fn connection_mut(&mut self, i: usize) -> Option<&mut botspace::connection::http::HttpConnection> {
         // SAFETY: as above, and no two entries name the same handle.
         unsafe { self.0[i].conn.as_mut() }.map(|c| &mut c.conn)
     }

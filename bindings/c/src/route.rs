@@ -58,7 +58,7 @@ pub unsafe extern "C" fn botspace_route_request(
     ffi_boundary!(on_panic = botspace_route::Alone; {
         // SAFETY: as documented above.
         let path = unsafe { input(path, path_len, "path") }.unwrap_or(&[]);
-        c_route(botspace::policy::route(core_listener(listener), &String::from_utf8_lossy(path)))
+        c_route(botspace::connection::route(core_listener(listener), &String::from_utf8_lossy(path)))
     })
 }
 
@@ -78,7 +78,7 @@ pub unsafe extern "C" fn botspace_not_here_response(
     ffi_boundary!({
         let out_response = arg!(out out_response);
         let path = arg!(text path, path_len);
-        out_response.write(botspace_bytes::from_vec(botspace::policy::not_here(&path)));
+        out_response.write(botspace_bytes::from_vec(botspace::connection::not_here(&path)));
         botspace_status::Ok
     })
 }
@@ -93,7 +93,7 @@ pub unsafe extern "C" fn botspace_not_here_response(
 pub unsafe extern "C" fn botspace_continue_response(out_response: *mut botspace_bytes) -> botspace_status {
     ffi_boundary!({
         let out_response = arg!(out out_response);
-        out_response.write(botspace_bytes::from_vec(botspace::policy::CONTINUE.to_vec()));
+        out_response.write(botspace_bytes::from_vec(botspace::connection::CONTINUE.to_vec()));
         botspace_status::Ok
     })
 }
@@ -108,7 +108,7 @@ pub unsafe extern "C" fn botspace_continue_response(out_response: *mut botspace_
 pub unsafe extern "C" fn botspace_server_busy_response(out_response: *mut botspace_bytes) -> botspace_status {
     ffi_boundary!({
         let out_response = arg!(out out_response);
-        out_response.write(botspace_bytes::from_vec(botspace::policy::server_busy()));
+        out_response.write(botspace_bytes::from_vec(botspace::connection::server_busy()));
         botspace_status::Ok
     })
 }
@@ -133,7 +133,7 @@ pub unsafe extern "C" fn botspace_response_error(
         let out_status = arg!(out out_status);
         let out_error = arg!(out out_error);
         let resp = arg!(bytes response, response_len);
-        let Some((status, code)) = botspace::policy::response_error(resp) else {
+        let Some((status, code)) = botspace::connection::response_error(resp) else {
             return fail(botspace_status::InvalidArgument, "not an HTTP/1.1 response");
         };
         out_status.write(status);
@@ -142,21 +142,21 @@ pub unsafe extern "C" fn botspace_response_error(
     })
 }
 
-pub(crate) fn core_listener(l: botspace_listener) -> botspace::policy::Listener {
+pub(crate) fn core_listener(l: botspace_listener) -> botspace::connection::Listener {
     match l {
-        botspace_listener::All => botspace::policy::Listener::All,
-        botspace_listener::Public => botspace::policy::Listener::Public,
-        botspace_listener::Admin => botspace::policy::Listener::Admin,
+        botspace_listener::All => botspace::connection::Listener::All,
+        botspace_listener::Public => botspace::connection::Listener::Public,
+        botspace_listener::Admin => botspace::connection::Listener::Admin,
     }
 }
 
-pub(crate) fn c_route(r: botspace::policy::Route) -> botspace_route {
+pub(crate) fn c_route(r: botspace::connection::Lane) -> botspace_route {
     match r {
-        botspace::policy::Route::Batch => botspace_route::Batch,
-        botspace::policy::Route::Alone => botspace_route::Alone,
-        botspace::policy::Route::Admin => botspace_route::Admin,
-        botspace::policy::Route::Poll => botspace_route::Poll,
-        botspace::policy::Route::Gateway => botspace_route::Gateway,
-        botspace::policy::Route::NotHere => botspace_route::NotHere,
+        botspace::connection::Lane::Batch => botspace_route::Batch,
+        botspace::connection::Lane::Alone => botspace_route::Alone,
+        botspace::connection::Lane::Admin => botspace_route::Admin,
+        botspace::connection::Lane::Poll => botspace_route::Poll,
+        botspace::connection::Lane::Gateway => botspace_route::Gateway,
+        botspace::connection::Lane::NotHere => botspace_route::NotHere,
     }
 }

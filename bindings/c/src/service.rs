@@ -235,8 +235,8 @@ pub unsafe extern "C" fn botspace_service_handle_batch(
             .handle(&reqs, svc.now_ms())
             .into_iter()
             .map(|a| match a {
-                botspace::Answer::Now(o) => o,
-                botspace::Answer::Parked(_) => botspace::policy::answer_failed(),
+                botspace::Handled::Now(o) => o,
+                botspace::Handled::Parked(_) => botspace::connection::answer_failed(),
             })
             .collect();
         if out.len() != count {
@@ -425,8 +425,8 @@ pub unsafe extern "C" fn botspace_service_handle_request_from(
         let svc = &service.svc;
         let one = [botspace::Incoming::bytes(req).from_peer(&peer).at_once()];
         let resp = match svc.handle(&one, svc.now_ms()).pop() {
-            Some(botspace::Answer::Now(r)) => r,
-            _ => botspace::policy::answer_failed(),
+            Some(botspace::Handled::Now(r)) => r,
+            _ => botspace::connection::answer_failed(),
         };
         out_response.write(botspace_bytes::from_vec(resp));
         botspace_status::Ok
@@ -469,9 +469,9 @@ pub unsafe extern "C" fn botspace_service_answer_request(
         let peer = arg!(text peer, peer_len);
         let svc = &service.svc;
         let (resp, id) = match svc.handle(&[botspace::Incoming::bytes(req).from_peer(&peer)], now_ms).pop() {
-            Some(botspace::Answer::Now(r)) => (botspace_bytes::from_vec(r), 0),
-            Some(botspace::Answer::Parked(id)) => (botspace_bytes::EMPTY, id.0),
-            None => (botspace_bytes::from_vec(botspace::policy::answer_failed()), 0),
+            Some(botspace::Handled::Now(r)) => (botspace_bytes::from_vec(r), 0),
+            Some(botspace::Handled::Parked(id)) => (botspace_bytes::EMPTY, id.0),
+            None => (botspace_bytes::from_vec(botspace::connection::answer_failed()), 0),
         };
         out_response.write(resp);
         out_poll_id.write(id);

@@ -156,7 +156,7 @@ mod tests {
             .body(bytes::Bytes::from(body))
             .unwrap();
         let (tx, rx) = reply();
-        (Job { request, kind: botspace::policy::route::Kind::Batch, reply: tx }, rx)
+        (Job { request, kind: botspace::connection::lane::Kind::Batch, reply: tx }, rx)
     }
 
     fn body_of(resp: &[u8]) -> serde_json::Value {

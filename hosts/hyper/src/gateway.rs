@@ -7,8 +7,8 @@
 //! link's deadline, or for a stop.
 
 use crate::Inner;
+use botspace::connection::http::ConnectionState;
 use botspace::gateway::{GatewayLink, LinkClock};
-use botspace::policy::connection::ConnectionState;
 use botspace::{ClockKind, CloseCode, GatewayConnection};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -24,7 +24,7 @@ pub const CLOSE_SERVER_SHUTDOWN: CloseCode = botspace::gateway::CLOSE_SERVER_SHU
 
 /// A peer that takes none of our bytes (a shutdown's included) for this
 /// long is dropped.
-const WRITE_TIMEOUT: Duration = Duration::from_millis(botspace::policy::host::WRITE_TIMEOUT_MS);
+const WRITE_TIMEOUT: Duration = Duration::from_millis(botspace::connection::limits::WRITE_TIMEOUT_MS);
 
 /// One gateway connection's wake-up, by its registration id.
 type Wakeup = (u64, Arc<Notify>);

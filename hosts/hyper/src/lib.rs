@@ -86,11 +86,11 @@ pub enum Role {
 
 impl Role {
     /// The core's listener of this role: it decides the routes.
-    fn listener(self) -> botspace::policy::Listener {
+    fn listener(self) -> botspace::connection::Listener {
         match self {
-            Role::All => botspace::policy::Listener::All,
-            Role::Public => botspace::policy::Listener::Public,
-            Role::Admin => botspace::policy::Listener::Admin,
+            Role::All => botspace::connection::Listener::All,
+            Role::Public => botspace::connection::Listener::Public,
+            Role::Admin => botspace::connection::Listener::Admin,
         }
     }
 }
@@ -147,10 +147,10 @@ impl Botspace {
     /// Bot requests are answered by as many core threads as the library
     /// may run batches at once ([`Service::batch_threads`]: one on SQLite,
     /// two on PostgreSQL, the second starting a batch beside the first's
-    /// only for a large group, `policy::host::starts_batch`), in batches
+    /// only for a large group, `connection::limits::starts_batch`), in batches
     /// (see [`Botspace::with_core_threads`]); on PostgreSQL each batch runs
     /// in the lock order the core's group commit uses
-    /// ([`Service::handle_http_group`]).
+    /// ([`Service::handle`]).
     ///
     /// On `:memory:`, whose calls wait on no disk and no network
     /// ([`Service::calls_may_block`]), bot requests are answered on the
@@ -166,7 +166,7 @@ impl Botspace {
 
     /// Mounts `svc` with `n` core threads: each takes every bot request
     /// queued by any connection and answers them in one
-    /// [`Service::handle_http_batch`] call (one transaction, one fsync), then
+    /// [`Service::handle`] call (one transaction, one fsync), then
     /// sends each answer back to its connection's task; the blocking
     /// calls never run on the reactor. The threads end when the last clone
     /// of the app is dropped, after answering what was queued. With `0`,
@@ -285,8 +285,8 @@ impl Botspace {
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let mut req = req;
-        let route = botspace::policy::route(self.role.listener(), req.uri().path());
-        let gateway = route == botspace::policy::Route::Gateway && req.method() == http::Method::GET;
+        let route = botspace::connection::route(self.role.listener(), req.uri().path());
+        let gateway = route == botspace::connection::Lane::Gateway && req.method() == http::Method::GET;
         let on_upgrade = gateway.then(|| hyper::upgrade::on(&mut req));
         let (parts, body) = req.into_parts();
         // The core refuses a head it would not take (a body over its limit,
@@ -323,12 +323,12 @@ impl Botspace {
         if !self.inner.webhooks.started.load(Ordering::Relaxed) {
             self.start_webhooks();
         }
-        let route = botspace::policy::route(self.role.listener(), req.uri().path());
-        if route == botspace::policy::Route::NotHere {
-            return Answered::Response(botspace::into_http_response(botspace::policy::not_here(req.uri().path())));
+        let route = botspace::connection::route(self.role.listener(), req.uri().path());
+        if route == botspace::connection::Lane::NotHere {
+            return Answered::Response(botspace::into_http_response(botspace::connection::not_here(req.uri().path())));
         }
         let svc = self.inner.svc.clone();
-        if route == botspace::policy::Route::Gateway && req.method() == http::Method::GET {
+        if route == botspace::connection::Lane::Gateway && req.method() == http::Method::GET {
             let gate = self.inner.gate.clone();
             let acc = tokio::task::spawn_blocking(move || {
                 let _in_core = gate.blocking();
@@ -343,7 +343,7 @@ impl Botspace {
                 Err(_) => Answered::Response(answer_failed()),
             };
         }
-        let answered = if route == botspace::policy::Route::Poll {
+        let answered = if route == botspace::connection::Lane::Poll {
             // Long polling: may park in the core until an event or its
             // deadline; the request's future awaits it, no thread does.
             parked::answer(&self.inner, req, self.peer.clone()).await
@@ -376,11 +376,11 @@ impl Botspace {
         &self,
         svc: Arc<Service>,
         req: Request<Bytes>,
-        route: botspace::policy::Route,
+        route: botspace::connection::Lane,
     ) -> Result<Response<Vec<u8>>, ()> {
-        let admin = route == botspace::policy::Route::Admin;
-        let kind = botspace::policy::route::Kind::of(route);
-        let get_me = botspace::policy::route::answers_from_cache(req.uri().path());
+        let admin = route == botspace::connection::Lane::Admin;
+        let kind = botspace::connection::lane::Kind::of(route);
+        let get_me = botspace::connection::lane::answers_from_cache(req.uri().path());
         match (&self.inner.core, &self.inner.on_reactor) {
             (_, Some(reactor)) if !admin => {
                 let (tx, rx) = core_thread::reply();
@@ -432,7 +432,7 @@ fn full(r: Response<Vec<u8>>) -> Response<Full<Bytes>> {
 /// The core's answer to a request whose core call panicked or whose core
 /// thread is gone (`policy::answer_failed`).
 fn answer_failed() -> Response<Vec<u8>> {
-    botspace::into_http_response(botspace::policy::answer_failed())
+    botspace::into_http_response(botspace::connection::answer_failed())
 }
 
 impl<B> tower_service::Service<Request<B>> for Botspace
@@ -464,11 +464,11 @@ fn answer_one(svc: &Service, req: &http::Request<bytes::Bytes>, peer: Option<&st
         None => one,
     }];
     match svc.handle(&one, svc.now_ms()).pop() {
-        Some(botspace::Answer::Now(out)) => botspace::into_http_response(out),
-        Some(botspace::Answer::Parked(id)) => {
+        Some(botspace::Handled::Now(out)) => botspace::into_http_response(out),
+        Some(botspace::Handled::Parked(id)) => {
             svc.cancel_parked(id);
-            botspace::into_http_response(botspace::policy::answer_failed())
+            botspace::into_http_response(botspace::connection::answer_failed())
         }
-        None => botspace::into_http_response(botspace::policy::answer_failed()),
+        None => botspace::into_http_response(botspace::connection::answer_failed()),
     }
 }

@@ -9,7 +9,7 @@
 //! hands them to hyper as they are.
 
 use crate::Inner;
-use botspace::{into_http_response, Answer, Incoming, PollId, Service};
+use botspace::{into_http_response, Handled, Incoming, PollId, Service};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -107,13 +107,13 @@ pub(crate) async fn answer(
         let one = [Incoming::http(&req).from_peer(peer.as_deref().unwrap_or(""))];
         // Stopping, the core parks nothing more (the drain would wait).
         match app.svc.handle(&one, app.svc.now_ms()).pop() {
-            Some(Answer::Now(out)) => Ok(into_http_response(out)),
+            Some(Handled::Now(out)) => Ok(into_http_response(out)),
             // The slot is taken here, on the blocking thread, which runs to
             // the end even if the request's future is dropped meanwhile:
             // then the receiver is dropped with the join handle, the
             // answer finds no one and the slot goes.
-            Some(Answer::Parked(id)) => Err((id, app.parked.wait(id))),
-            None => Ok(into_http_response(botspace::policy::answer_failed())),
+            Some(Handled::Parked(id)) => Err((id, app.parked.wait(id))),
+            None => Ok(into_http_response(botspace::connection::answer_failed())),
         }
     })
     .await

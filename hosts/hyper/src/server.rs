@@ -28,8 +28,8 @@
 //!   again, and answer what it refuses with bare errors of its own.
 
 use crate::{Answered, Botspace, Role};
-use botspace::policy::connection::{ConnectionOptions, ConnectionState, HttpConnection, Taken};
-use botspace::policy::host;
+use botspace::connection::http::{ConnectionOptions, ConnectionState, HttpConnection, Taken};
+use botspace::connection::limits;
 use botspace_runtime::admission::{AcceptError, Admission, Admit};
 use std::collections::HashMap;
 use std::future::Future;
@@ -47,7 +47,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 /// A peer that does not take our bytes for this long is dropped.
-const WRITE_TIMEOUT: Duration = Duration::from_millis(host::WRITE_TIMEOUT_MS);
+const WRITE_TIMEOUT: Duration = Duration::from_millis(limits::WRITE_TIMEOUT_MS);
 /// How long a stop waits for connections to finish.
 const DRAIN: Duration = Duration::from_millis(botspace_runtime::host::DRAIN_MS);
 
@@ -352,7 +352,7 @@ fn refuse_lingering(sh: &Arc<Shared>, stream: TcpStream) {
 /// refusals, or out of descriptors): the 503 best effort, never blocking,
 /// and the socket closes at once.
 fn refuse_now(stream: TcpStream) {
-    let _ = stream.try_write(&botspace::policy::server_busy());
+    let _ = stream.try_write(&botspace::connection::server_busy());
     if let Ok(s) = stream.into_std() {
         let _ = s.shutdown(std::net::Shutdown::Both);
     }

@@ -16,8 +16,8 @@
 //! inputs alone.
 
 use crate::host;
+use botspace::connection::Report;
 use botspace::log::{Event, Level};
-use botspace::policy::Report;
 use botspace::Service;
 use std::collections::{BTreeSet, HashMap};
 
@@ -87,12 +87,12 @@ pub enum Admit {
     /// serve the new one in its room.
     ServeAfterEvicting(u64),
     /// At the limit with every connection busy: the busy refusal with its
-    /// linger ([`super::connection::HttpConnection::refusing_busy`]),
+    /// linger ([`botspace::connection::http::HttpConnection::refusing_busy`]),
     /// driven as any connection but not counted as one. Counted as a
     /// lingering refusal: call [`Admission::refusal_ended`] when it ends.
     RefuseLingering,
     /// As `RefuseLingering`, past the cap on lingering refusals
-    /// ([`botspace::policy::host::MAX_LINGERING_REFUSALS`]): the 503 ([`super::server_busy`])
+    /// ([`botspace::connection::limits::MAX_LINGERING_REFUSALS`]): the 503 ([`botspace::connection::server_busy`])
     /// best effort, never blocking, and close at once, so a flood of
     /// connections costs one accept each.
     RefuseNow,
@@ -186,7 +186,7 @@ impl Admission {
         if let Some(id) = self.evict() {
             return Admit::ServeAfterEvicting(id);
         }
-        if botspace::policy::host::refusal_may_linger(self.lingering) {
+        if botspace::connection::limits::refusal_may_linger(self.lingering) {
             self.lingering += 1;
             Admit::RefuseLingering
         } else {
@@ -379,7 +379,7 @@ mod tests {
     #[test]
     fn with_every_connection_busy_256_refusals_linger_then_they_close_at_once() {
         let mut a = Admission::new();
-        for i in 0..botspace::policy::host::MAX_LINGERING_REFUSALS {
+        for i in 0..botspace::connection::limits::MAX_LINGERING_REFUSALS {
             assert_eq!(a.admit(1, 1), Admit::RefuseLingering, "refusal {i}");
         }
         assert_eq!(a.lingering_refusals(), 256);

@@ -3,7 +3,7 @@
 //! the options, read sizes, back-offs, the drain on stop, the batch
 //! queue's sizes, and the bounds hostile or slow clients meet
 //! (docs/reliability.md). The state machines' own deadlines and lingers
-//! are the core's (`botspace::policy::host`).
+//! are the core's (`botspace::connection::limits`).
 
 /// A stop waits this long for connections to finish.
 pub const DRAIN_MS: u64 = 5_000;

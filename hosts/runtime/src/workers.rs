@@ -1,6 +1,6 @@
 //! The core threads: a batch queue for a threaded Rust host, where the bot
 //! requests of every connection meet and are answered in batches, as the
-//! C server's loop answers them ([`super::HttpRound`]).
+//! C server's loop answers them ([`botspace::HttpRound`]).
 //!
 //! A host queues a parsed request with its reply ([`CoreWorkers::submit`])
 //! and awaits the reply. A core thread takes *everything* queued at once
@@ -26,8 +26,8 @@
 //! needs threads, so it is not in the WebAssembly build.
 
 use crate::host::{starts_batch, MAX_QUEUED_BATCH};
-use botspace::policy::route::Kind;
-use botspace::{into_http_response, Answer, Incoming, Service};
+use botspace::connection::lane::Kind;
+use botspace::{into_http_response, Handled, Incoming, Service};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
@@ -37,7 +37,7 @@ use std::thread::JoinHandle;
 ///
 /// A reply dropped without [`ReplyTo::send`] means the core call failed (it
 /// panicked, or the queue was dropped with the job in it): the host then
-/// answers the core's 500 `answer_failed` ([`crate::policy::answer_failed`]).
+/// answers the core's 500 `answer_failed` ([`botspace::connection::answer_failed`]).
 ///
 /// A trait the queue is generic over, rather than a boxed closure: the
 /// reply is stored in the queue as it is, with no allocation and no
@@ -86,7 +86,7 @@ impl<B, R> std::fmt::Debug for QueuedRequest<B, R> {
 }
 
 /// Who is in the core now, for a host that answers a request from the
-/// core's caches on the thread at hand ([`crate::policy::route::answers_from_cache`]).
+/// core's caches on the thread at hand ([`botspace::connection::lane::answers_from_cache`]).
 ///
 /// Every blocking call a host makes into the service (a core thread's
 /// take with its fsync, which [`CoreWorkers`] holds it for; a gateway
@@ -251,7 +251,7 @@ fn run<B: AsRef<[u8]>, R: ReplyTo>(svc: &Service, sh: &Shared<B, R>, gate: &Core
         };
         {
             let _in_core = gate.blocking();
-            answer_take(&svc, jobs);
+            answer_take(svc, jobs);
         }
         sh.lock().running -= 1;
     }
@@ -287,7 +287,7 @@ pub fn answer_take<B: AsRef<[u8]>, R: ReplyTo>(svc: &Service, jobs: Vec<QueuedRe
     // answers a connection's requests in turn), so a take is at most
     // the open connections; past `MAX_QUEUED_BATCH` it commits in
     // several transactions, so one does not grow without bound (a
-    // loop's turn, as the C server's, takes up to `policy::host::MAX_BATCH`).
+    // loop's turn, as the C server's, takes up to `connection::limits::MAX_BATCH`).
     let mut batch = batch.into_iter();
     loop {
         let part: Vec<QueuedRequest<B, R>> = batch.by_ref().take(MAX_QUEUED_BATCH).collect();
@@ -311,10 +311,10 @@ pub fn answer_take<B: AsRef<[u8]>, R: ReplyTo>(svc: &Service, jobs: Vec<QueuedRe
 /// An answer to send now. A queue has no way to hold a connection, so a
 /// poll its host queued (its host parks polls itself) is not left parked:
 /// its reply is dropped, and the host answers 500 `answer_failed`.
-fn answered(svc: &Service, answer: Answer) -> Option<Vec<u8>> {
+fn answered(svc: &Service, answer: Handled) -> Option<Vec<u8>> {
     match answer {
-        Answer::Now(out) => Some(out),
-        Answer::Parked(id) => {
+        Handled::Now(out) => Some(out),
+        Handled::Parked(id) => {
             svc.cancel_parked(id);
             None
         }

@@ -3,23 +3,23 @@
 //! arrive in time, 503 `server_busy` at the connection limit, 404 for a
 //! path the listener does not serve), which way a request goes
 //! ([`route()`]), the numbers of a server's connection handling
-//! ([`host`]), and what a response the core made says (its status and
+//! ([`limits`]), and what a response the core made says (its status and
 //! error code, [`response_error`]).
 //!
 //! The hosts own sockets and clocks: they ask here what to send and when,
 //! and send it. Nothing here does I/O or reads a clock; each function is a
 //! plain function of its inputs, unit-tested on its own.
 
-pub mod connection;
-pub mod host;
+pub mod http;
+pub mod lane;
+pub mod limits;
 mod report;
-pub mod route;
 
+pub use lane::{route, Lane, Listener};
 pub use report::Report;
-pub use route::{route, Listener, Route};
 
 use crate::error::ApiError;
-use crate::words::ErrorCode;
+use crate::protocol::ErrorCode;
 
 /// The whole answer to a request that did not arrive whole within the
 /// host's request deadline (`--request-timeout`): 408 `request_timeout`
@@ -40,7 +40,7 @@ pub fn server_busy() -> Vec<u8> {
 }
 
 /// The answer to a request for `path` on a listener that does not serve
-/// it ([`Route::NotHere`]): the 404 `method_not_found` a path with no
+/// it ([`Lane::NotHere`]): the 404 `method_not_found` a path with no
 /// method gets, so the other listener's paths are not revealed.
 pub fn not_here(path: &str) -> Vec<u8> {
     ApiError::method_not_found(path).into_response()

@@ -1,5 +1,5 @@
 //! Which way a request goes in a host, from its method and path: the host
-//! acts on the [`Route`] and never compares paths itself.
+//! acts on the [`Lane`] and never compares paths itself.
 
 /// Which paths a listener serves. A server with one listener serves all;
 /// with a separate host-API address, the public one serves everything but
@@ -18,18 +18,18 @@ pub enum Listener {
 /// What a host does with a complete request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
-pub enum Route {
+pub enum Lane {
     /// A bot method that writes or reads under the commit: worth answering
-    /// together with other connections' requests (`handle_batch`, one
+    /// together with other connections' requests (`Service::handle`, one
     /// transaction and one fsync).
     Batch,
     /// Answered as well alone as in a batch (getMe, health, readiness,
     /// metrics, the console, unknown paths): a host may batch it or not.
     Alone,
     /// The host API: answered alone, naming the peer
-    /// (`handle_request_from`: failed logins are throttled per client).
+    /// (`Incoming::from_peer`: failed logins are throttled per client).
     Admin,
-    /// `getUpdates`: answered alone (`answer_request`), as it may park
+    /// `getUpdates`: answered alone (`Service::handle`), as it may park
     /// until its bot's next event.
     Poll,
     /// `/bot/gateway`: `accept_gateway` answers it (the upgrade, or the
@@ -48,22 +48,22 @@ const GET_ME_PATH: &str = "/bot/getMe";
 
 /// The route of a request for `path` (without its query) arriving on
 /// `listener`. The listener's rule comes first: a path it does not serve
-/// is [`Route::NotHere`] whatever it names.
-pub fn route(listener: Listener, path: &str) -> Route {
+/// is [`Lane::NotHere`] whatever it names.
+pub fn route(listener: Listener, path: &str) -> Lane {
     let admin = path.starts_with(ADMIN_PREFIX);
     match (listener, admin) {
-        (Listener::Public, true) | (Listener::Admin, false) => Route::NotHere,
-        (_, true) => Route::Admin,
-        _ if path == POLL_PATH => Route::Poll,
-        _ if path == GATEWAY_PATH => Route::Gateway,
-        _ if path.starts_with(BOT_PREFIX) && path != GET_ME_PATH => Route::Batch,
-        _ => Route::Alone,
+        (Listener::Public, true) | (Listener::Admin, false) => Lane::NotHere,
+        (_, true) => Lane::Admin,
+        _ if path == POLL_PATH => Lane::Poll,
+        _ if path == GATEWAY_PATH => Lane::Gateway,
+        _ if path.starts_with(BOT_PREFIX) && path != GET_ME_PATH => Lane::Batch,
+        _ => Lane::Alone,
     }
 }
 
 /// Whether a request for `path` (without its query) is answered from the
 /// core's caches: it takes no commit and waits on no disk or network
-/// (getMe, [`Route::Alone`]). A host may run it on the thread at hand
+/// (getMe, [`Lane::Alone`]). A host may run it on the thread at hand
 /// when nothing else is in the core (the hyper host's tokio worker)
 /// rather than hand it to a core thread.
 pub fn answers_from_cache(path: &str) -> bool {
@@ -75,24 +75,24 @@ pub fn answers_from_cache(path: &str) -> bool {
 /// own that calls `Service::answer_take`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// With the other writes of its take, in one `handle_http_group` call
+    /// With the other writes of its take, in one `Service::handle` call
     /// (one transaction, one fsync).
     Batch,
-    /// On its own (`handle_http`): getMe, which reads a cached identity
+    /// On its own (`Service::handle` of one): getMe, which reads a cached identity
     /// and takes no transaction, and anything that is not a bot method.
     Alone,
 }
 
 impl Kind {
     /// How a request of `route` is answered once queued: only
-    /// [`Route::Batch`] joins a group. The other routes a host queues
-    /// ([`Route::Alone`]) go one by one; the host API, getUpdates and the
+    /// [`Lane::Batch`] joins a group. The other routes a host queues
+    /// ([`Lane::Alone`]) go one by one; the host API, getUpdates and the
     /// gateway are never queued (the host answers them apart, see
-    /// [`Route`]), and are `Alone` should one be.
-    pub fn of(route: Route) -> Kind {
+    /// [`Lane`]), and are `Alone` should one be.
+    pub fn of(route: Lane) -> Kind {
         match route {
-            Route::Batch => Kind::Batch,
-            Route::Alone | Route::Admin | Route::Poll | Route::Gateway | Route::NotHere => Kind::Alone,
+            Lane::Batch => Kind::Batch,
+            Lane::Alone | Lane::Admin | Lane::Poll | Lane::Gateway | Lane::NotHere => Kind::Alone,
         }
     }
 }
@@ -104,22 +104,22 @@ mod tests {
     #[test]
     fn one_listener_routes_every_path() {
         let l = Listener::All;
-        assert_eq!(route(l, "/bot/sendMessage"), Route::Batch);
-        assert_eq!(route(l, "/bot/getMe"), Route::Alone);
-        assert_eq!(route(l, "/bot/getUpdates"), Route::Poll);
-        assert_eq!(route(l, "/bot/gateway"), Route::Gateway);
-        assert_eq!(route(l, "/admin/createUser"), Route::Admin);
-        assert_eq!(route(l, "/healthz"), Route::Alone);
-        assert_eq!(route(l, "/nowhere"), Route::Alone);
+        assert_eq!(route(l, "/bot/sendMessage"), Lane::Batch);
+        assert_eq!(route(l, "/bot/getMe"), Lane::Alone);
+        assert_eq!(route(l, "/bot/getUpdates"), Lane::Poll);
+        assert_eq!(route(l, "/bot/gateway"), Lane::Gateway);
+        assert_eq!(route(l, "/admin/createUser"), Lane::Admin);
+        assert_eq!(route(l, "/healthz"), Lane::Alone);
+        assert_eq!(route(l, "/nowhere"), Lane::Alone);
         // Only whole names: a longer path is another method.
-        assert_eq!(route(l, "/bot/getUpdatesX"), Route::Batch);
-        assert_eq!(route(l, "/bot/gateway/"), Route::Batch);
+        assert_eq!(route(l, "/bot/getUpdatesX"), Lane::Batch);
+        assert_eq!(route(l, "/bot/gateway/"), Lane::Batch);
     }
 
     #[test]
     fn only_get_me_is_answered_from_the_caches() {
         assert!(answers_from_cache("/bot/getMe"));
-        assert_eq!(route(Listener::All, "/bot/getMe"), Route::Alone);
+        assert_eq!(route(Listener::All, "/bot/getMe"), Lane::Alone);
         for p in ["/bot/getMeX", "/bot/getme", "/bot/sendMessage", "/bot/getUpdates", "/healthz", "/admin/getMe"] {
             assert!(!answers_from_cache(p), "{p}");
         }
@@ -130,19 +130,19 @@ mod tests {
         assert_eq!(Kind::of(route(Listener::All, "/bot/sendMessage")), Kind::Batch);
         assert_eq!(Kind::of(route(Listener::All, "/bot/getMe")), Kind::Alone);
         assert_eq!(Kind::of(route(Listener::All, "/healthz")), Kind::Alone);
-        for r in [Route::Alone, Route::Admin, Route::Poll, Route::Gateway, Route::NotHere] {
+        for r in [Lane::Alone, Lane::Admin, Lane::Poll, Lane::Gateway, Lane::NotHere] {
             assert_eq!(Kind::of(r), Kind::Alone, "{r:?}");
         }
     }
 
     #[test]
     fn split_listeners_each_refuse_the_others_paths() {
-        assert_eq!(route(Listener::Public, "/admin/createUser"), Route::NotHere);
-        assert_eq!(route(Listener::Public, "/bot/sendMessage"), Route::Batch);
-        assert_eq!(route(Listener::Public, "/bot/gateway"), Route::Gateway);
-        assert_eq!(route(Listener::Admin, "/admin/createUser"), Route::Admin);
+        assert_eq!(route(Listener::Public, "/admin/createUser"), Lane::NotHere);
+        assert_eq!(route(Listener::Public, "/bot/sendMessage"), Lane::Batch);
+        assert_eq!(route(Listener::Public, "/bot/gateway"), Lane::Gateway);
+        assert_eq!(route(Listener::Admin, "/admin/createUser"), Lane::Admin);
         for p in ["/bot/sendMessage", "/bot/gateway", "/bot/getUpdates", "/healthz", "/admin"] {
-            assert_eq!(route(Listener::Admin, p), Route::NotHere, "{p}");
+            assert_eq!(route(Listener::Admin, p), Lane::NotHere, "{p}");
         }
     }
 }

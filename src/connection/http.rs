@@ -49,8 +49,8 @@
 //!   reset, and a flood of refused connections costs little. How many may
 //!   linger at once is [`host::refusal_may_linger`].
 
-use super::host;
-use super::route::{route, Listener, Route};
+use super::lane::{route, Lane, Listener};
+use super::limits as host;
 use crate::http::{should_read, Framing, RequestFramer, RequestHead};
 use std::collections::VecDeque;
 
@@ -107,7 +107,7 @@ pub enum Expired {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Taken {
     /// Which way it goes (the listener's rule first).
-    pub route: Route,
+    pub route: Lane,
     /// What the framer read from its head.
     pub head: RequestHead,
     start: usize,
@@ -117,7 +117,7 @@ pub struct Taken {
 /// A request taken and not yet answered.
 #[derive(Clone, Copy, Debug)]
 struct InFlight {
-    route: Route,
+    route: Lane,
     keep_alive: bool,
     http10: bool,
 }
@@ -127,7 +127,7 @@ impl InFlight {
     /// only after a plain request that keeps the connection, whose answer
     /// changes nothing about the connection.
     fn lets_next_through(&self) -> bool {
-        self.keep_alive && matches!(self.route, Route::Batch | Route::Alone)
+        self.keep_alive && matches!(self.route, Lane::Batch | Lane::Alone)
     }
 }
 
@@ -333,7 +333,7 @@ impl HttpConnection {
     pub fn handle_eof(&mut self, now: u64) {
         self.peer_closed = true;
         match self.phase {
-            Phase::Open if self.in_flight.iter().any(|r| r.route == Route::Poll) => self.phase = Phase::Closed,
+            Phase::Open if self.in_flight.iter().any(|r| r.route == Lane::Poll) => self.phase = Phase::Closed,
             Phase::Open => {
                 self.ready = true;
                 self.close_if_drained(now);
@@ -654,7 +654,7 @@ mod tests {
         c.handle_input(GET, 1);
         assert!(!c.wants_read(), "a complete request waits: no read");
         let t = c.poll_request(2).unwrap();
-        assert_eq!(t.route, Route::Alone);
+        assert_eq!(t.route, Lane::Alone);
         assert_eq!(c.request(&t), GET);
         assert!(c.poll_request(2).is_none());
         c.answer(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 3);
@@ -675,14 +675,14 @@ mod tests {
         let a = c.poll_request(0).unwrap();
         let b = c.poll_request(0).unwrap();
         let p = c.poll_request(0).unwrap();
-        assert_eq!((a.route, b.route, p.route), (Route::Batch, Route::Alone, Route::Poll));
+        assert_eq!((a.route, b.route, p.route), (Lane::Batch, Lane::Alone, Lane::Poll));
         assert_eq!(c.request(&b), GET);
         assert!(c.poll_request(0).is_none(), "a poll in flight blocks the next request");
         c.answer(b"HTTP/1.1 200 OK\r\n\r\na", 1);
         c.answer(b"HTTP/1.1 200 OK\r\n\r\nb", 1);
         assert!(c.poll_request(1).is_none());
         c.answer(b"HTTP/1.1 200 OK\r\n\r\np", 2);
-        assert_eq!(c.poll_request(2).unwrap().route, Route::Batch);
+        assert_eq!(c.poll_request(2).unwrap().route, Lane::Batch);
         assert_eq!(drain(&mut c, 2), "HTTP/1.1 200 OK\r\n\r\naHTTP/1.1 200 OK\r\n\r\nbHTTP/1.1 200 OK\r\n\r\np");
     }
 
@@ -752,7 +752,7 @@ mod tests {
         assert!(c.poll_request(1).is_none());
         assert_eq!(c.transmit(), b"", "once per request");
         c.handle_input(b"}", 2);
-        assert_eq!(c.poll_request(2).unwrap().route, Route::Batch);
+        assert_eq!(c.poll_request(2).unwrap().route, Lane::Batch);
     }
 
     #[test]
@@ -931,7 +931,7 @@ mod tests {
     fn a_peer_closing_cancels_its_poll() {
         let mut c = conn();
         c.handle_input(b"GET /bot/getUpdates HTTP/1.1\r\n\r\n", 0);
-        assert_eq!(c.poll_request(0).unwrap().route, Route::Poll);
+        assert_eq!(c.poll_request(0).unwrap().route, Lane::Poll);
         assert!(c.wants_read(), "read while parked: the close is seen");
         c.handle_eof(1);
         assert_eq!(c.state(), ConnectionState::Closed);
@@ -969,11 +969,11 @@ mod tests {
         let mut c = HttpConnection::new(Listener::Public, ConnectionOptions::default(), RequestFramer::new(1024), 0);
         c.handle_input(b"GET /admin/x HTTP/1.1\r\n\r\nGET /bot/gateway HTTP/1.1\r\n\r\n\x81\x00", 0);
         let t = c.poll_request(0).unwrap();
-        assert_eq!(t.route, Route::NotHere);
+        assert_eq!(t.route, Lane::NotHere);
         assert_eq!(t.head.path(c.request(&t)), "/admin/x");
         assert!(c.poll_request(0).is_none());
         c.answer(b"HTTP/1.1 404 Not Found\r\n\r\n", 0);
-        assert_eq!(c.poll_request(0).unwrap().route, Route::Gateway);
+        assert_eq!(c.poll_request(0).unwrap().route, Lane::Gateway);
         let (input, output) = c.upgrade();
         assert_eq!(input, b"\x81\x00");
         assert_eq!(output, b"HTTP/1.1 404 Not Found\r\n\r\n");

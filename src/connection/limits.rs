@@ -54,7 +54,7 @@ pub const TICK_MS: u64 = 250;
 pub const GATEWAY_LOOK_MS: u64 = 1_000;
 
 /// Whether one more busy refusal may linger
-/// ([`super::connection::HttpConnection::refusing_busy`]) while
+/// ([`super::http::HttpConnection::refusing_busy`]) while
 /// `lingering` of the host's refusals linger already: below
 /// [`MAX_LINGERING_REFUSALS`]. When not, the host sends the 503
 /// ([`super::server_busy`]) best effort, never blocking, and closes at

@@ -301,7 +301,7 @@ words! {
 words! {
     /// The two sides of a private chat: who blocked whom (setBlocked's
     /// `by`, the `blocked` / `unblocked` events' `by`).
-    Party {
+    BlockedBy {
         User = "user",
         Bot = "bot",
     }
@@ -359,7 +359,7 @@ words! {
     /// puts first when events after its cursor were dropped;
     /// `data.dropped_through` is the last dropped seq. (The host's stream
     /// says it with [`EventKind::UpdatesDropped`].)
-    BotGap {
+    GapMarker {
         EventsDropped = "events_dropped",
     }
 }
@@ -389,9 +389,9 @@ mod tests {
         check(EventKind::ALL, EventKind::as_str, EventKind::as_c_str);
         check(GatewayOp::ALL, GatewayOp::as_str, GatewayOp::as_c_str);
         check(ChatAction::ALL, ChatAction::as_str, ChatAction::as_c_str);
-        check(Party::ALL, Party::as_str, Party::as_c_str);
+        check(BlockedBy::ALL, BlockedBy::as_str, BlockedBy::as_c_str);
         check(RateLimitScope::ALL, RateLimitScope::as_str, RateLimitScope::as_c_str);
-        check(BotGap::ALL, BotGap::as_str, BotGap::as_c_str);
+        check(GapMarker::ALL, GapMarker::as_str, GapMarker::as_c_str);
         check(ChatKind::ALL, ChatKind::as_str, ChatKind::as_c_str);
         check(ParseMode::ALL, ParseMode::as_str, ParseMode::as_c_str);
         check(Tier::ALL, Tier::as_str, Tier::as_c_str);
@@ -403,8 +403,8 @@ mod tests {
     fn words_serialize_as_their_names_and_deserialize_only_from_them() {
         assert_eq!(serde_json::to_string(&RateLimitScope::AdminAuth).unwrap(), "\"admin_auth\"");
         assert_eq!(serde_json::from_str::<GatewayOp>("\"heartbeat_ack\"").unwrap(), GatewayOp::HeartbeatAck);
-        assert_eq!(serde_json::from_str::<Party>("\"user\"").unwrap(), Party::User);
-        let e = serde_json::from_str::<Party>("\"User\"").unwrap_err().to_string();
+        assert_eq!(serde_json::from_str::<BlockedBy>("\"user\"").unwrap(), BlockedBy::User);
+        let e = serde_json::from_str::<BlockedBy>("\"User\"").unwrap_err().to_string();
         assert!(e.starts_with("unknown variant `User`, expected `user` or `bot`"), "{e}");
         assert!(serde_json::from_str::<ChatAction>("1").is_err());
     }
