@@ -193,7 +193,7 @@ fn spawn_on(bin: &Path, db: &str) -> (std::process::Child, Vec<String>) {
         .arg("-c")
         .arg(r#"umask 022 && exec "$0" "$@""#)
         .arg(bin)
-        .args(["--addr", "127.0.0.1:0", "--db", db, "--admin-secret", SECRET])
+        .args(["--addr", "127.0.0.1:0", "--db", db, "--admin-secret", SECRET, "--demo"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

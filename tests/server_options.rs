@@ -540,7 +540,7 @@ fn the_gateway_poll_interval_is_taken_from_10_to_60000_ms(start: Start) {
 fn run_to_exit(bin: &std::path::Path, args: &[&str]) -> (Option<i32>, String, String) {
     use std::process::{Command, Stdio};
     let mut child = Command::new(bin)
-        .args(["--addr", "127.0.0.1:0", "--db", ":memory:", "--admin-secret", SECRET])
+        .args(["--addr", "127.0.0.1:0", "--db", ":memory:", "--admin-secret", SECRET, "--demo"])
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -1170,7 +1170,7 @@ fn the_librarys_log_records_are_printed_as_the_servers_own_lines(bin: std::path:
 /// lines nor `botspace ready`/`stopping`/`stopped`, while the demo's
 /// block, printed whatever the level, is.
 fn the_level_is_botspace_log_else_rust_log(bin: std::path::PathBuf) {
-    let args = ["--addr", "127.0.0.1:0", "--db", ":memory:", "--admin-secret", SECRET];
+    let args = ["--addr", "127.0.0.1:0", "--db", ":memory:", "--admin-secret", SECRET, "--demo"];
     let mut srv = Server::start_env(&bin, &[("BOTSPACE_LOG", "info"), ("RUST_LOG", "warn")], &args);
     assert!(srv.interrupt().success());
     let lines = srv.lines();

@@ -170,7 +170,7 @@ fn behind_a_trusted_proxy_one_client_is_throttled_while_another_gets_in(start: S
 fn a_trusted_proxy_that_is_not_a_cidr_block_is_refused_by_name(bin: std::path::PathBuf) {
     use std::process::{Command, Stdio};
     let mut child = Command::new(&bin)
-        .args(["--addr", "127.0.0.1:0", "--db", ":memory:", "--admin-secret", SECRET])
+        .args(["--addr", "127.0.0.1:0", "--db", ":memory:", "--admin-secret", SECRET, "--demo"])
         .args(["--trusted-proxy", "10.0.0.0/8", "--trusted-proxy=10.0.0.1/8"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

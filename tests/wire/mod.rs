@@ -259,7 +259,10 @@ impl Server {
                 let mut c = Command::new(bin.unwrap_or_else(example_binary));
                 c.args(["--addr", "127.0.0.1:0", "--db", &db_path]);
                 match rust_args {
-                    Some(args) => c.args(args),
+                    // `--demo` before the test's own arguments: the tour's
+                    // demo data, which many tests use (a server makes
+                    // none unless asked; `start_env` asks nothing).
+                    Some(args) => c.arg("--demo").args(args),
                     // `--demo`: the tour's demo bot and chat, which many
                     // tests use (a server makes none unless asked).
                     None => c.args(["--admin-secret", SECRET, "--manual-clock", "--demo"]),
@@ -292,7 +295,11 @@ impl Server {
         if !wrapper.is_empty() {
             cmd.arg("sh");
         }
-        cmd.arg("-c").arg(format!(r#"{setup} && exec "$0" "$@""#)).arg(bin).args(["--addr", "127.0.0.1:0"]).args(args);
+        cmd.arg("-c")
+            .arg(format!(r#"{setup} && exec "$0" "$@""#))
+            .arg(bin)
+            .args(["--addr", "127.0.0.1:0", "--demo"])
+            .args(args);
         cmd.envs(env.iter().copied());
         cmd.env("BOTSPACE_ADMIN_SECRET", SECRET).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut s = Server::launch(cmd);
