@@ -2,8 +2,10 @@
 //! servers over real TCP: every unclean request is answered with the
 //! library's JSON (never an HTTP stack's own bare 400), an absolute-form
 //! target is served by its path, the console works at `/admin/console/`,
-//! a stop with stdout and stderr closed exits 0, and a new database's
-//! files are readable by their owner only. Each scenario runs against the
+//! a stop with stdout and stderr closed exits 0, a new database's
+//! files are readable by their owner only, a HEAD answer has no body,
+//! bytes no request starts with (TLS) get 400 at once, and hidden
+//! characters in names are refused. Each scenario runs against the
 //! Rust server (`rust::`) and the C server (`c::`), as in
 //! tests/server_options.rs.
 
@@ -28,6 +30,7 @@ servers! {
         the_console_works_at_its_trailing_slash_address,
         a_head_request_gets_the_status_and_headers_without_a_body,
         bytes_no_request_starts_with_get_400_at_once_and_the_connection_closes,
+        handles_and_names_with_hidden_characters_are_refused_with_the_field_and_the_character,
     ],
     binary: [
         a_stop_with_stdout_and_stderr_closed_exits_0,
@@ -367,4 +370,57 @@ fn bytes_no_request_starts_with_get_400_at_once_and_the_connection_closes(start_
         }
         assert!(t.elapsed() < Duration::from_secs(5), "{start:x?}: closed after {:?}", t.elapsed());
     }
+}
+
+/// The name rules (src/rules/names.rs) reach both servers' host API
+/// unchanged: the exact refusal, and nothing created.
+fn handles_and_names_with_hidden_characters_are_refused_with_the_field_and_the_character(start_with: Start) {
+    let srv = start(start_with);
+    let before = srv.admin("getStats", &json!({}));
+    let cases = [
+        (
+            "createBot",
+            json!({"display_name": "X", "handle": "echo-bot"}),
+            "handle",
+            "may contain only letters a-z, digits 0-9 and _ (found U+002D)",
+        ),
+        ("createBot", json!({"display_name": "X", "handle": "a".repeat(33)}), "handle", "must be 1 to 32 characters"),
+        (
+            "createUser",
+            json!({"display_name": "\u{1b}[2JAdmin"}),
+            "display_name",
+            "must not contain control characters (found U+001B)",
+        ),
+        (
+            "createUser",
+            json!({"display_name": "Ann\u{0}"}),
+            "display_name",
+            "must not contain control characters (found U+0000)",
+        ),
+        (
+            "createBot",
+            json!({"display_name": "Pay\u{202e}gnp.exe", "handle": "pay_bot"}),
+            "display_name",
+            "must not contain bidirectional override or isolate characters (found U+202E)",
+        ),
+        (
+            "createGroup",
+            json!({"title": "ad\u{200b}mins"}),
+            "title",
+            "must not contain zero-width characters (found U+200B)",
+        ),
+    ];
+    for (method, body, field, why) in cases {
+        let r = srv.admin_resp(method, &body);
+        assert_eq!(
+            (r.status, r.body.clone()),
+            (
+                400,
+                json!({"ok": false, "error_code": 400, "error": "invalid_field",
+                         "description": format!("field {field} {why}"), "parameters": {"field": field}})
+            ),
+            "{method} {body}"
+        );
+    }
+    assert_eq!(srv.admin("getStats", &json!({})), before, "nothing was created");
 }
