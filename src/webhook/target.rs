@@ -163,9 +163,9 @@ fn embedded_v4(ip: Ipv6Addr) -> Vec<Ipv4Addr> {
     let s = ip.segments();
     let v4 = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
     let last = v4(s[6], s[7]);
-    if s[..5] == [0; 5] && (s[5] == 0 || s[5] == 0xffff) {
-        vec![last]
-    } else if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1) {
+    let mapped_or_compatible = s[..5] == [0; 5] && (s[5] == 0 || s[5] == 0xffff);
+    let nat64 = s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1);
+    if mapped_or_compatible || nat64 {
         vec![last]
     } else if s[0] == 0x2002 {
         vec![v4(s[1], s[2])]
@@ -411,7 +411,8 @@ mod tests {
         let class = |a: &str| classify(a.parse().unwrap());
         // Each form, carrying loopback, the metadata service, a private
         // and a public address.
-        let forms: [(&str, fn(&str) -> String); 6] = [
+        type Form = (&'static str, fn(&str) -> String);
+        let forms: [Form; 6] = [
             ("mapped", |v4| format!("::ffff:{v4}")),
             ("NAT64", |v4| format!("64:ff9b::{v4}")),
             ("NAT64 local-use", |v4| format!("64:ff9b:1::{v4}")),
