@@ -780,7 +780,7 @@ pub(crate) fn cannot_start_request(buf: &[u8]) -> bool {
 /// answer never has one (RFC 9110 9.3.2); its status and headers, the
 /// `Content-Length` too, are those the same request with GET (or, refused,
 /// with its refusal) gets.
-pub fn head_answer(response: &[u8]) -> &[u8] {
+pub(crate) fn head_answer(response: &[u8]) -> &[u8] {
     match response.windows(4).position(|w| w == b"\r\n\r\n") {
         Some(i) => &response[..i + 4],
         None => response,

@@ -33,7 +33,7 @@
 //!   ends the connection, `keep-alive` to an HTTP/1.0 client that asked
 //!   to keep it; then the connection closes after a closing request.
 //! - **`HEAD`**: its answer is the status and headers alone
-//!   ([`crate::http::head_answer`]), whatever the host was given.
+//!   (`http::head_answer`), whatever the host was given.
 //! - **Refusals.** A stream that cannot carry a request gets the
 //!   framer's error with `Connection: close` (bytes no request line
 //!   starts with, a TLS ClientHello say, as soon as they arrive), then a
