@@ -499,6 +499,10 @@ fn frame_request_head(buf: &[u8], max_body_bytes: usize) -> HeadFraming {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     let invalid = |e: ApiError| HeadFraming::Done(Framing::Invalid(refusal(buf, e).into_response()));
+    // As RequestFramer refuses them before their head is whole.
+    if cannot_start_request(buf) {
+        return invalid(malformed(httparse::Error::Token));
+    }
     let head_len = match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
@@ -619,6 +623,13 @@ impl RequestFramer {
                     // httparse reads them): look only at the new bytes.
                     let from = searched.saturating_sub(3);
                     if head_end(&buf[from..]).is_none() {
+                        // Bytes no request line starts with (a TLS
+                        // ClientHello, binary) are refused now, not after
+                        // the request timeout; only the first bytes are
+                        // looked at, so a slow head stays linear.
+                        if *searched < START_BYTES && cannot_start_request(buf) {
+                            return Framing::Invalid(malformed(httparse::Error::Token).into_response());
+                        }
                         *searched = buf.len();
                         if buf.len() > MAX_HEAD_BYTES {
                             return Framing::Invalid(head_too_large().into_response());
@@ -742,6 +753,47 @@ pub fn http_request_from_parts<'h, B>(
 }
 
 /// Where the head's terminating empty line ends in `b`, if it is there.
+/// How many of a request's first bytes [`cannot_start_request`] reads.
+const START_BYTES: usize = 64;
+
+/// Whether `buf`, the start of a connection's next request, already shows
+/// it is none: after the empty lines a request may begin with (which
+/// httparse skips), its method is a token (RFC 9110's `tchar`s) ended by a
+/// space. A TLS ClientHello (0x16 0x03 …) or any byte that is neither is
+/// known to be wrong at once. Reads at most [`START_BYTES`] bytes.
+pub(crate) fn cannot_start_request(buf: &[u8]) -> bool {
+    let buf = &buf[..buf.len().min(START_BYTES)];
+    let start = buf.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(buf.len());
+    for (i, &b) in buf[start..].iter().enumerate() {
+        if b == b' ' {
+            // The end of the method, unless there is none.
+            return i == 0;
+        }
+        if !(b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)) {
+            return true;
+        }
+    }
+    false
+}
+
+/// The answer to a `HEAD` request: `response` without its body. A HEAD
+/// answer never has one (RFC 9110 9.3.2); its status and headers, the
+/// `Content-Length` too, are those the same request with GET (or, refused,
+/// with its refusal) gets.
+pub(crate) fn head_answer(response: &[u8]) -> &[u8] {
+    match response.windows(4).position(|w| w == b"\r\n\r\n") {
+        Some(i) => &response[..i + 4],
+        None => response,
+    }
+}
+
+/// Whether `buf` starts a `HEAD` request (after the empty lines httparse
+/// skips), for the answer to a request refused before its head was read.
+pub(crate) fn is_head_request(buf: &[u8]) -> bool {
+    let start = buf.iter().take(START_BYTES).position(|&b| b != b'\r' && b != b'\n').unwrap_or(0);
+    buf[start..].starts_with(b"HEAD ")
+}
+
 fn head_end(b: &[u8]) -> Option<usize> {
     let mut i = 0;
     while let Some(n) = b[i..].iter().position(|&c| c == b'\n') {
@@ -1143,6 +1195,43 @@ mod chunked_limits {
             }
         }
         assert_eq!(RequestFramer::new(65536).max_request_bytes(), 229_636);
+    }
+
+    #[test]
+    fn bytes_no_request_starts_with_are_refused_by_both_framers_at_once() {
+        for start in [&b"\x16\x03\x01\x02\x00"[..], b"\x00", b"\xff\xfe", b"GE\x01", b" ", b"\r\n GET", b"(GET"] {
+            assert!(cannot_start_request(start), "{start:?}");
+            for f in [frame_request(start, 64), RequestFramer::new(64).frame(start)] {
+                let Framing::Invalid(r) = f else { panic!("{start:?}: {f:?}") };
+                let r = String::from_utf8(r).unwrap();
+                assert!(r.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{r}");
+                assert!(r.ends_with("\"description\":\"malformed HTTP request: invalid token\"}"), "{r}");
+            }
+        }
+        // Any prefix of a request, and of a method no route has, waits.
+        let get = b"\r\nGET /bot/getMe HTTP/1.1\r\nHost: x\r\n";
+        for n in 0..get.len() {
+            assert!(!cannot_start_request(&get[..n]), "{n}");
+            assert_eq!(RequestFramer::new(64).frame(&get[..n]), Framing::Incomplete, "{n}");
+        }
+        for ok in [&b"M-SEARCH * HTTP/1.1"[..], b"X~!#$%&'*+.^_`|", &[b'A'; 200]] {
+            assert!(!cannot_start_request(ok), "{ok:?}");
+        }
+        // Past its first 64 bytes, a request is no longer looked at here.
+        let mut long = vec![b'A'; START_BYTES];
+        long.push(0);
+        assert!(!cannot_start_request(&long));
+    }
+
+    #[test]
+    fn a_head_answer_is_the_head_alone() {
+        let r = b"HTTP/1.1 405 Method Not Allowed\r\nAllow: POST\r\nContent-Length: 2\r\n\r\n{}";
+        assert_eq!(head_answer(r), &r[..r.len() - 2]);
+        assert_eq!(head_answer(b"HTTP/1.1 200 OK\r\n\r\n"), b"HTTP/1.1 200 OK\r\n\r\n");
+        assert!(is_head_request(b"HEAD / HTTP/1.1"));
+        assert!(is_head_request(b"\r\nHEAD /x"));
+        assert!(!is_head_request(b"HEADER / HTTP/1.1"));
+        assert!(!is_head_request(b"GET / HTTP/1.1"));
     }
 
     #[test]

@@ -416,6 +416,20 @@ fn the_resuming_framer_answers_as_frame_request_at_every_byte() {
         let answers = framer_agrees_byte_by_byte(bad.as_bytes(), 1024);
         assert!(matches!(answers.last(), Some(Framing::Invalid(_))), "{bad:.80}");
     }
+    // Bytes no request starts with are refused at their first wrong byte,
+    // before any head is whole.
+    for (bad, at) in [(&b"\x16\x03\x01\x02\x00\x01\x00"[..], 1), (b"\r\n\r\x16\x03", 4), (b"GET\x00/ HTTP/1.1\r\n", 4)]
+    {
+        let mut framer = botspace::RequestFramer::new(1024);
+        for end in 1..=bad.len() {
+            let f = framer.frame(&bad[..end]);
+            assert_eq!(f, frame_request(&bad[..end], 1024), "{bad:?} at {end}");
+            assert_eq!(matches!(f, Framing::Invalid(_)), end >= at, "{bad:?} at {end}: {f:?}");
+            if end >= at {
+                break;
+            }
+        }
+    }
 }
 
 /// The standard reason phrases (IANA's HTTP status code registry, RFC 9110

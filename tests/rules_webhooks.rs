@@ -170,3 +170,34 @@ fn the_pump_takes_from_memory_and_leaves_the_store_to_its_turns() {
     );
     assert!(!pump.store_turn_wanted());
 }
+
+/// The address check a host makes on every address a delivery resolves
+/// to: an IPv6 address that translates or tunnels to a non-public IPv4
+/// address (NAT64, 6to4, Teredo, IPv4-mapped or -compatible) is refused
+/// with the class of the IPv4 address inside, and a public one inside
+/// passes.
+#[test]
+fn a_delivery_refuses_ipv6_addresses_that_carry_a_forbidden_ipv4_address() {
+    let cfg = json!({"database": ":memory:", "admin_secret": SECRET, "clock": "manual"});
+    let svc = Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap();
+    let refusal = |ip: &str| svc.webhook_address_allowed(ip.parse().unwrap()).map_err(|class| class.delivery_refusal());
+    let loopback = "the host name resolves to a loopback address, which this server does not deliver to";
+    let link_local = "the host name resolves to a link-local address, which this server does not deliver to";
+    let private = "the host name resolves to a private address, which this server does not deliver to";
+    for (ip, why) in [
+        ("64:ff9b::7f00:1", loopback),
+        ("64:ff9b::169.254.169.254", link_local),
+        ("64:ff9b:1::a00:1", private),
+        ("2002:a9fe:a9fe::1", link_local),
+        ("2002:c0a8:0101::", private),
+        ("::ffff:127.0.0.1", loopback),
+        ("::127.0.0.1", loopback),
+        ("2001:0:7f00:1::", loopback),
+        ("2001:0:5db8:d70e::80ff:fffe", loopback),
+    ] {
+        assert_eq!(refusal(ip), Err(why.to_string()), "{ip}");
+    }
+    for ip in ["64:ff9b::93.184.215.14", "2002:5db8:d70e::1", "::ffff:93.184.215.14", "2606:4700::1111"] {
+        assert_eq!(refusal(ip), Ok(()), "{ip}");
+    }
+}

@@ -2,15 +2,17 @@
 //! servers over real TCP: every unclean request is answered with the
 //! library's JSON (never an HTTP stack's own bare 400), an absolute-form
 //! target is served by its path, the console works at `/admin/console/`,
-//! a stop with stdout and stderr closed exits 0, and a new database's
-//! files are readable by their owner only. Each scenario runs against the
+//! a stop with stdout and stderr closed exits 0, a new database's
+//! files are readable by their owner only, a HEAD answer has no body,
+//! bytes no request starts with (TLS) get 400 at once, and hidden
+//! characters in names are refused. Each scenario runs against the
 //! Rust server (`rust::`) and the C server (`c::`), as in
 //! tests/server_options.rs.
 
 #[macro_use]
 mod wire;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -26,6 +28,9 @@ servers! {
         every_unclean_request_is_answered_with_the_librarys_json,
         an_absolute_form_target_is_served_by_its_path_and_big_numbers_are_json,
         the_console_works_at_its_trailing_slash_address,
+        a_head_request_gets_the_status_and_headers_without_a_body,
+        bytes_no_request_starts_with_get_400_at_once_and_the_connection_closes,
+        handles_and_names_with_hidden_characters_are_refused_with_the_field_and_the_character,
     ],
     binary: [
         a_stop_with_stdout_and_stderr_closed_exits_0,
@@ -281,4 +286,139 @@ fn a_new_database_and_its_wal_and_shm_are_0600(bin: std::path::PathBuf) {
     assert_eq!(wait_exit(&mut child).code(), Some(0));
     assert_eq!(mode(&db), 0o600, "after the stop");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The head of the next answer on `s`, up to its empty line; the bytes
+/// read past it stay in `buf`.
+fn read_head(s: &mut TcpStream, buf: &mut Vec<u8>) -> String {
+    let deadline = Instant::now() + WAIT;
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8(buf.drain(..end + 4).collect()).unwrap();
+            return head;
+        }
+        assert!(Instant::now() < deadline, "no head in {:?}", String::from_utf8_lossy(buf));
+        let n = s.read(&mut chunk).expect("read");
+        assert!(n > 0, "closed before a head: {:?}", String::from_utf8_lossy(buf));
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// A HEAD answer has no body: the status and headers the GET gets (here
+/// the 405 of a POST-only path, Content-Length included), then nothing,
+/// and the connection carries the next request.
+fn a_head_request_gets_the_status_and_headers_without_a_body(start_with: Start) {
+    let srv = start(start_with);
+    let mut get = srv.connect();
+    get.write_all(b"GET /bot/getMe HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let mut buf = Vec::new();
+    let get_head = read_head(&mut get, &mut buf);
+    assert!(get_head.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"), "{get_head}");
+    assert!(get_head.contains("\r\nAllow: POST\r\n") && get_head.contains("\r\nContent-Length: "), "{get_head}");
+
+    let mut s = srv.connect();
+    s.write_all(b"HEAD /bot/getMe HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let mut buf = Vec::new();
+    assert_eq!(read_head(&mut s, &mut buf), get_head, "the GET's status and headers");
+    // No body follows: the next answer on the connection starts right
+    // after the head.
+    s.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    let mut extra = [0u8; 64];
+    match s.read(&mut extra) {
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+        other => panic!("bytes after a HEAD answer's head: {other:?} {:?}", String::from_utf8_lossy(&buf)),
+    }
+    assert!(buf.is_empty(), "{:?}", String::from_utf8_lossy(&buf));
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    s.write_all(b"POST /bot/getMe HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n").unwrap();
+    let r = read_response(&mut s, &mut buf);
+    assert_eq!((r.status, r.json()["error"].as_str()), (401, Some("missing_authorization")), "{r:?}");
+}
+
+/// Bytes no request line starts with (a TLS ClientHello, binary) get the
+/// library's 400 at once, not the 408 of the request timeout (30 s), and
+/// the connection closes.
+fn bytes_no_request_starts_with_get_400_at_once_and_the_connection_closes(start_with: Start) {
+    let srv = start(start_with);
+    let mut hello = vec![0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03];
+    hello.extend_from_slice(&[0x5a; 32]);
+    for start in [hello, b"\x00\x01\x02".to_vec(), b"GET\x00".to_vec()] {
+        let t = Instant::now();
+        let mut s = srv.connect();
+        s.write_all(&start).unwrap();
+        let mut buf = Vec::new();
+        let r = read_response(&mut s, &mut buf);
+        let took = t.elapsed();
+        assert!(took < Duration::from_secs(2), "{start:x?}: answered after {took:?}");
+        assert_eq!((r.status, r.header("connection")), (400, Some("close")), "{start:x?}: {r:?}");
+        assert_eq!(
+            r.json(),
+            json!({"ok": false, "error_code": 400, "error": "invalid_request",
+                   "description": "malformed HTTP request: invalid token"}),
+            "{start:x?}"
+        );
+        // Then the connection closes (after the lingering close).
+        let mut rest = [0u8; 256];
+        match s.read(&mut rest) {
+            Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            Ok(_) => panic!("{start:x?}: bytes after the 400"),
+            Err(e) => panic!("{start:x?}: no close: {e}"),
+        }
+        assert!(t.elapsed() < Duration::from_secs(5), "{start:x?}: closed after {:?}", t.elapsed());
+    }
+}
+
+/// The name rules (src/rules/names.rs) reach both servers' host API
+/// unchanged: the exact refusal, and nothing created.
+fn handles_and_names_with_hidden_characters_are_refused_with_the_field_and_the_character(start_with: Start) {
+    let srv = start(start_with);
+    let before = srv.admin("getStats", &json!({}));
+    let cases = [
+        (
+            "createBot",
+            json!({"display_name": "X", "handle": "echo-bot"}),
+            "handle",
+            "may contain only letters a-z, digits 0-9 and _ (found U+002D)",
+        ),
+        ("createBot", json!({"display_name": "X", "handle": "a".repeat(33)}), "handle", "must be 1 to 32 characters"),
+        (
+            "createUser",
+            json!({"display_name": "\u{1b}[2JAdmin"}),
+            "display_name",
+            "must not contain control characters (found U+001B)",
+        ),
+        (
+            "createUser",
+            json!({"display_name": "Ann\u{0}"}),
+            "display_name",
+            "must not contain control characters (found U+0000)",
+        ),
+        (
+            "createBot",
+            json!({"display_name": "Pay\u{202e}gnp.exe", "handle": "pay_bot"}),
+            "display_name",
+            "must not contain bidirectional override or isolate characters (found U+202E)",
+        ),
+        (
+            "createGroup",
+            json!({"title": "ad\u{200b}mins"}),
+            "title",
+            "must not contain zero-width characters (found U+200B)",
+        ),
+    ];
+    for (method, body, field, why) in cases {
+        let r = srv.admin_resp(method, &body);
+        assert_eq!(
+            (r.status, r.body.clone()),
+            (
+                400,
+                json!({"ok": false, "error_code": 400, "error": "invalid_field",
+                         "description": format!("field {field} {why}"), "parameters": {"field": field}})
+            ),
+            "{method} {body}"
+        );
+    }
+    assert_eq!(srv.admin("getStats", &json!({})), before, "nothing was created");
 }

@@ -315,6 +315,12 @@ fn set_webhook_refuses_addresses_the_server_must_not_reach(bin: &Path) {
         ("https://169.254.169.254/latest/meta-data/", "a link-local address"),
         ("https://0.0.0.0/", "the unspecified address"),
         ("https://224.0.0.1/", "a multicast address"),
+        // IPv6 forms that reach the IPv4 address inside them.
+        ("https://[64:ff9b::127.0.0.1]/hook", "a loopback address"),
+        ("https://[64:ff9b:1::a9fe:a9fe]/", "a link-local address"),
+        ("https://[2002:a00:1::1]/hook", "a private address"),
+        ("https://[::10.0.0.1]/hook", "a private address"),
+        ("https://[2001:0:5db8:d70e::80ff:fffe]/hook", "a loopback address"),
     ];
     for (url, what) in table {
         let r = srv.bot(&w.token, "setWebhook", &json!({"url": url}));

@@ -32,8 +32,12 @@
 //! - **The `Connection` header of an answer**: `close` when the request
 //!   ends the connection, `keep-alive` to an HTTP/1.0 client that asked
 //!   to keep it; then the connection closes after a closing request.
+//! - **`HEAD`**: its answer is the status and headers alone
+//!   (`http::head_answer`), whatever the host was given.
 //! - **Refusals.** A stream that cannot carry a request gets the
-//!   framer's error with `Connection: close`, then a lingering close:
+//!   framer's error with `Connection: close` (bytes no request line
+//!   starts with, a TLS ClientHello say, as soon as they arrive), then a
+//!   lingering close:
 //!   input is discarded for [`host::LINGER_MS`] or [`host::LINGER_BYTES`]
 //!   so the client reads the answer rather than a reset.
 //! - **Deadlines.** A request must arrive whole within the request timeout
@@ -51,7 +55,7 @@
 
 use super::lane::{route, Lane, Listener};
 use super::limits as host;
-use crate::http::{should_read, Framing, RequestFramer, RequestHead};
+use crate::http::{head_answer, is_head_request, should_read, Framing, RequestFramer, RequestHead};
 use std::collections::VecDeque;
 
 /// The deadlines of one connection (the server's `--request-timeout` and
@@ -120,6 +124,8 @@ struct InFlight {
     route: Lane,
     keep_alive: bool,
     http10: bool,
+    /// A `HEAD` request: its answer goes without a body.
+    head: bool,
 }
 
 impl InFlight {
@@ -377,8 +383,11 @@ impl HttpConnection {
                 }
                 None
             }
-            Framing::Invalid(refusal) => {
+            Framing::Invalid(mut refusal) => {
                 self.ready = false;
+                if is_head_request(&self.input[from..]) {
+                    refusal.truncate(head_answer(&refusal).len());
+                }
                 self.defer(Deferred::Refuse(refusal), now);
                 None
             }
@@ -387,7 +396,13 @@ impl HttpConnection {
                 self.continue_sent = false;
                 let request = &self.input[from..from + len];
                 let route = route(self.listener, head.path(request));
-                self.in_flight.push_back(InFlight { route, keep_alive: head.keep_alive, http10: head.http_minor == 0 });
+                let is_head = head.method(request) == "HEAD";
+                self.in_flight.push_back(InFlight {
+                    route,
+                    keep_alive: head.keep_alive,
+                    http10: head.http_minor == 0,
+                    head: is_head,
+                });
                 Some(Taken { route, head, start: from, len })
             }
         }
@@ -442,11 +457,14 @@ impl HttpConnection {
         } else {
             None
         };
-        if response.is_empty() {
-            self.queue_with_header(&super::answer_failed(), connection);
+        let failed;
+        let response = if response.is_empty() {
+            failed = super::answer_failed();
+            &failed[..]
         } else {
-            self.queue_with_header(response, connection);
-        }
+            response
+        };
+        self.queue_with_header(if req.head { head_answer(response) } else { response }, connection);
         if !req.keep_alive {
             self.close(false, now);
             return;
@@ -469,10 +487,11 @@ impl HttpConnection {
     /// connection closes once it is sent, without lingering (the request
     /// was read whole).
     pub fn refuse(&mut self, response: &[u8], now: u64) {
-        if self.in_flight.pop_front().is_none() || self.phase != Phase::Open {
+        let Some(req) = self.in_flight.pop_front() else { return };
+        if self.phase != Phase::Open {
             return;
         }
-        self.queue_with_header(response, Some("close"));
+        self.queue_with_header(if req.head { head_answer(response) } else { response }, Some("close"));
         self.close(false, now);
     }
 
@@ -766,6 +785,60 @@ mod tests {
         assert_eq!(c.transmit(), b"");
         c.answer(b"HTTP/1.1 200 OK\r\n\r\n", 1);
         assert_eq!(drain(&mut c, 1), "HTTP/1.1 200 OK\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n");
+    }
+
+    #[test]
+    fn a_head_request_is_answered_without_the_body() {
+        let mut c = conn();
+        let answer = b"HTTP/1.1 405 Method Not Allowed\r\nAllow: POST\r\nContent-Length: 2\r\n\r\n{}";
+        c.handle_input(b"HEAD /bot/getMe HTTP/1.1\r\n\r\n", 0);
+        c.poll_request(0).unwrap();
+        c.answer(answer, 1);
+        // Status and headers, Content-Length too, as the answer has them.
+        assert_eq!(drain(&mut c, 1), "HTTP/1.1 405 Method Not Allowed\r\nAllow: POST\r\nContent-Length: 2\r\n\r\n");
+        assert_eq!(c.state(), ConnectionState::Open, "the connection stays");
+        // The next request's answer keeps its body.
+        c.handle_input(GET, 2);
+        c.poll_request(2).unwrap();
+        c.answer(answer, 3);
+        assert!(drain(&mut c, 3).ends_with("\r\n\r\n{}"));
+        // A host's refusal, and a framing refusal, of a HEAD request too.
+        c.handle_input(b"HEAD /bot/getMe HTTP/1.1\r\n\r\n", 4);
+        c.poll_request(4).unwrap();
+        c.refuse(answer, 5);
+        assert_eq!(
+            drain(&mut c, 5),
+            "HTTP/1.1 405 Method Not Allowed\r\nConnection: close\r\nAllow: POST\r\nContent-Length: 2\r\n\r\n"
+        );
+        let mut c = conn();
+        c.handle_input(b"\r\nHEAD /bot/x HTTP/1.1\r\nContent-Length: 999999\r\n\r\n", 0);
+        assert!(c.poll_request(0).is_none());
+        let out = drain(&mut c, 0);
+        assert!(out.starts_with("HTTP/1.1 405 Method Not Allowed\r\nConnection: close\r\n"), "{out}");
+        assert!(out.ends_with("\r\n\r\n"), "{out}");
+    }
+
+    #[test]
+    fn bytes_no_request_starts_with_are_refused_at_once() {
+        // A TLS ClientHello's first bytes, a NUL, a space before any method.
+        for start in [&b"\x16\x03\x01\x02\x00\x01"[..], b"\x00", b"G\x00", b" GET / HTTP/1.1", b"\r\n\xff", b"GET\t/"] {
+            let mut c = conn();
+            c.handle_input(start, 0);
+            assert!(c.poll_request(0).is_none());
+            let out = drain(&mut c, 0);
+            assert!(out.starts_with("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n"), "{start:?}: {out}");
+            assert!(out.ends_with("\"description\":\"malformed HTTP request: invalid token\"}"), "{start:?}: {out}");
+            assert_eq!(c.state(), ConnectionState::Lingering, "{start:?}");
+        }
+        // The start of a request, byte by byte, waits for the rest.
+        let mut c = conn();
+        for (i, b) in GET.iter().enumerate().take(GET.len() - 1) {
+            c.handle_input(&[*b], i as u64);
+            assert!(c.poll_request(i as u64).is_none());
+            assert!(c.transmit().is_empty(), "after {i} bytes");
+        }
+        c.handle_input(&GET[GET.len() - 1..], 100);
+        assert!(c.poll_request(100).is_some());
     }
 
     #[test]

@@ -6,8 +6,8 @@ use super::console;
 use super::messages;
 use super::params::{self, Body};
 use super::requests::{
-    self, ByteBounds, Bytes, Choice, Choices, MessageId, MessageIdOrZero, Name, Number, NumberBounds, ParseMode, Patch,
-    Strings, Text, Uint, Why,
+    self, ByteBounds, Bytes, Choice, Choices, Handle, MessageId, MessageIdOrZero, Name, Number, NumberBounds,
+    ParseMode, Patch, Strings, Text, Uint, Why,
 };
 use super::requests::{BotIdBody, ChatIdBody};
 use super::to_json;
@@ -19,8 +19,8 @@ use crate::model::{Bot, Chat, ChatKind, Tier};
 use crate::protocol::{BlockedBy, BotStatus, EventKind};
 use crate::route::AdminMethod;
 use crate::rules::limits::{
-    MAX_AVATAR_KEY_BYTES, MAX_DISPLAY_NAME_CHARS as NAME, MAX_GATEWAY_CONNECTION_LIMIT, MAX_HANDLE_CHARS as HANDLE,
-    MAX_HISTORY_PAGE, MAX_HOST_UPDATES, MAX_TITLE_CHARS as TITLE,
+    MAX_AVATAR_KEY_BYTES, MAX_DISPLAY_NAME_CHARS as NAME, MAX_GATEWAY_CONNECTION_LIMIT, MAX_HISTORY_PAGE,
+    MAX_HOST_UPDATES, MAX_TITLE_CHARS as TITLE,
 };
 use crate::rules::permissions::{self, Act};
 use crate::store::{self, bots::Field, chats::Blocker};
@@ -135,7 +135,7 @@ struct CreateUser<'a> {
     #[serde(borrow)]
     display_name: Name<'a, NAME>,
     #[serde(borrow)]
-    handle: Option<Name<'a, HANDLE>>,
+    handle: Option<Handle<'a>>,
 }
 
 fn create_user(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
@@ -170,7 +170,7 @@ struct CreateBot<'a> {
     #[serde(borrow)]
     display_name: Name<'a, NAME>,
     #[serde(borrow)]
-    handle: Name<'a, HANDLE>,
+    handle: Handle<'a>,
     verified: Option<bool>,
     official: Option<bool>,
 }
@@ -193,7 +193,7 @@ struct UpdateBot<'a> {
     #[serde(borrow)]
     display_name: Option<Name<'a, NAME>>,
     #[serde(borrow)]
-    handle: Option<Name<'a, HANDLE>>,
+    handle: Option<Handle<'a>>,
     verified: Option<bool>,
     official: Option<bool>,
     status: Option<Choice<BotStatus>>,

@@ -27,7 +27,7 @@
 //!   to 100".
 
 use crate::error::{ApiError, ApiResult};
-use crate::rules::limits;
+use crate::rules::{limits, names};
 use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::Value;
@@ -467,7 +467,8 @@ impl<'de, const MAX: u64> Deserialize<'de> for Uint<MAX> {
     }
 }
 
-/// A short human-readable name of 1 to `MAX` characters.
+/// A short human-readable name of 1 to `MAX` characters, without the
+/// characters [`names::display`] refuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Name<'a, const MAX: usize>(pub &'a str);
 
@@ -480,10 +481,30 @@ impl<'de: 'a, 'a, const MAX: usize> Deserialize<'de> for Name<'a, MAX> {
                 f.write_str("must be a string")
             }
             fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<&'de str, E> {
-                limits::name(s, MAX).map(|()| s).map_err(E::custom)
+                names::display(s, MAX).map(|()| s).map_err(E::custom)
             }
         }
         d.deserialize_str(V::<MAX>).map(Name)
+    }
+}
+
+/// A user's or bot's handle: [`names::handle`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Handle<'a>(pub &'a str);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Handle<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = &'de str;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("must be a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<&'de str, E> {
+                names::handle(s).map(|()| s).map_err(E::custom)
+            }
+        }
+        d.deserialize_str(V).map(Handle)
     }
 }
 

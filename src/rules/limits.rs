@@ -9,8 +9,9 @@ use crate::protocol::ParseMode;
 pub const MAX_TEXT_CHARS: usize = 5000;
 /// A user's or bot's `display_name`, in characters.
 pub const MAX_DISPLAY_NAME_CHARS: usize = 128;
-/// A user's or bot's `handle`, in characters.
-pub const MAX_HANDLE_CHARS: usize = 64;
+/// A user's or bot's `handle`, in characters (ASCII only, see
+/// [`crate::rules::names::handle`]): a Telegram username's longest.
+pub const MAX_HANDLE_CHARS: usize = 32;
 /// A group's `title`, in characters.
 pub const MAX_TITLE_CHARS: usize = 256;
 /// A bot's `avatar_key`, in bytes.
@@ -38,16 +39,6 @@ pub fn text(t: &str) -> ApiResult<()> {
     // Bytes bound chars from above: only long strings need counting.
     if t.len() > MAX_TEXT_CHARS && t.chars().count() > MAX_TEXT_CHARS {
         return Err(ApiError::text_too_long(MAX_TEXT_CHARS));
-    }
-    Ok(())
-}
-
-/// A short human-readable name: 1 to `max` characters; the refusal's
-/// `why` otherwise.
-pub fn name(s: &str, max: usize) -> Result<(), String> {
-    let n = s.chars().count();
-    if n == 0 || n > max {
-        return Err(format!("must be 1 to {max} characters"));
     }
     Ok(())
 }
@@ -84,13 +75,6 @@ mod tests {
         let e = text(&"a".repeat(MAX_TEXT_CHARS + 1)).unwrap_err();
         assert_eq!(e.code, "text_too_long");
         assert_eq!(e.description, "text must contain at most 5000 characters");
-    }
-
-    #[test]
-    fn names_are_one_to_max_characters() {
-        assert_eq!(name("", 64), Err("must be 1 to 64 characters".to_string()));
-        assert!(name(&"ü".repeat(64), 64).is_ok());
-        assert!(name(&"a".repeat(65), 64).is_err());
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod gateway;
 pub mod idempotency;
 pub mod limits;
+pub mod names;
 pub mod permissions;
 pub mod ratelimit;
 pub mod read_ahead;

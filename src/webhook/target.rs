@@ -144,13 +144,35 @@ pub fn check_address(ip: IpAddr, policy: TargetPolicy) -> Result<(), AddressClas
 pub fn classify(ip: IpAddr) -> Option<AddressClass> {
     match ip {
         IpAddr::V4(v4) => classify_v4(v4),
-        IpAddr::V6(v6) => {
-            // An IPv4 address in IPv6 clothing reaches the IPv4 address.
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return classify_v4(v4);
-            }
-            classify_v6(v6)
-        }
+        IpAddr::V6(v6) => classify_v6(v6).or_else(|| embedded_v4(v6).into_iter().find_map(classify_v4)),
+    }
+}
+
+/// The IPv4 addresses an IPv6 address carries to, by the forms that
+/// translate or tunnel to IPv4: whoever routes such an address reaches
+/// the IPv4 address inside (NAT64 to 64:ff9b::127.0.0.1 reaches the
+/// server's own loopback), so each must be a public address too.
+/// - IPv4-mapped `::ffff:0:0/96` and IPv4-compatible `::/96`: the last
+///   32 bits;
+/// - NAT64, well-known `64:ff9b::/96` and local-use `64:ff9b:1::/48`
+///   (its /96 form): the last 32 bits;
+/// - 6to4 `2002::/16`: bits 16 to 47;
+/// - Teredo `2001::/32`: the server at bits 32 to 63, and the client's
+///   public address, inverted, in the last 32 bits.
+fn embedded_v4(ip: Ipv6Addr) -> Vec<Ipv4Addr> {
+    let s = ip.segments();
+    let v4 = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+    let last = v4(s[6], s[7]);
+    let mapped_or_compatible = s[..5] == [0; 5] && (s[5] == 0 || s[5] == 0xffff);
+    let nat64 = s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1);
+    if mapped_or_compatible || nat64 {
+        vec![last]
+    } else if s[0] == 0x2002 {
+        vec![v4(s[1], s[2])]
+    } else if s[0] == 0x2001 && s[1] == 0 {
+        vec![v4(s[2], s[3]), v4(!s[6], !s[7])]
+    } else {
+        Vec::new()
     }
 }
 
@@ -193,13 +215,22 @@ fn classify_v6(ip: Ipv6Addr) -> Option<AddressClass> {
         AddressClass::LinkLocal
     } else if ip.is_multicast() {
         AddressClass::Multicast
-    } else if s[0] == 0x2001 && s[1] == 0x0db8 || (s[0] == 0 && s[1] == 0 && s[2] == 0 && s[3] == 0 && s[4] == 0) {
+    } else if s[0] == 0x2001 && s[1] == 0x0db8
+        || s[..5] == [0; 5] && s[5] != 0xffff && (s[5] != 0 || v4_public(s[6], s[7]))
+    {
         // Documentation, and the deprecated IPv4-compatible and other
-        // ::/80 forms that some stacks still route to IPv4.
+        // ::/80 forms that some stacks still route to IPv4 (one that
+        // carries a non-public IPv4 address is classed by it, see
+        // `embedded_v4`).
         AddressClass::Reserved
     } else {
         return None;
     })
+}
+
+/// Whether the IPv4 address of the two segments is a public one.
+fn v4_public(hi: u16, lo: u16) -> bool {
+    classify_v4(Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo))).is_none()
 }
 
 fn split_host_port(authority: &str) -> Result<(&str, Option<u16>), UrlRefusal> {
@@ -357,12 +388,70 @@ mod tests {
             ("https://0.0.0.0/", AddressClass::Unspecified),
             ("https://[::]/", AddressClass::Unspecified),
             ("https://255.255.255.255/", AddressClass::Reserved),
-            ("https://[::127.0.0.1]/", AddressClass::Reserved),
+            ("https://[::127.0.0.1]/", AddressClass::Loopback),
+            ("https://[::8.8.8.8]/", AddressClass::Reserved),
+            ("https://[::1:0:0]/", AddressClass::Reserved),
+            ("https://[64:ff9b::127.0.0.1]/", AddressClass::Loopback),
+            ("https://[64:ff9b::a9fe:a9fe]/", AddressClass::LinkLocal),
+            ("https://[64:ff9b:1::10.0.0.1]/", AddressClass::Private),
+            ("https://[2002:7f00:1::]/", AddressClass::Loopback),
+            ("https://[2002:c0a8:101::1]/", AddressClass::Private),
+            ("https://[2001:0:a9fe:a9fe::1]/", AddressClass::LinkLocal),
+            // Teredo's client address is stored inverted: !7f00:0001.
+            ("https://[2001:0:5db8:d70e::80ff:fffe]/", AddressClass::Loopback),
         ];
         for (url, class) in table {
             assert_eq!(forbidden(url), class, "{url}");
             assert!(check_url(url, OPEN).is_ok(), "{url} when allowed");
         }
+    }
+
+    #[test]
+    fn ipv6_forms_that_carry_an_ipv4_address_are_classed_by_it() {
+        let class = |a: &str| classify(a.parse().unwrap());
+        // Each form, carrying loopback, the metadata service, a private
+        // and a public address.
+        type Form = (&'static str, fn(&str) -> String);
+        let forms: [Form; 6] = [
+            ("mapped", |v4| format!("::ffff:{v4}")),
+            ("NAT64", |v4| format!("64:ff9b::{v4}")),
+            ("NAT64 local-use", |v4| format!("64:ff9b:1::{v4}")),
+            ("6to4", |v4| {
+                let o: Ipv4Addr = v4.parse().unwrap();
+                let [a, b, c, d] = o.octets();
+                format!("2002:{:02x}{:02x}:{:02x}{:02x}::1", a, b, c, d)
+            }),
+            ("Teredo server", |v4| {
+                let [a, b, c, d] = v4.parse::<Ipv4Addr>().unwrap().octets();
+                format!("2001:0:{:02x}{:02x}:{:02x}{:02x}:0:0:3fff:f7f7", a, b, c, d)
+            }),
+            ("Teredo client", |v4| {
+                let [a, b, c, d] = v4.parse::<Ipv4Addr>().unwrap().octets();
+                format!("2001:0:5db8:d70e:0:0:{:02x}{:02x}:{:02x}{:02x}", !a, !b, !c, !d)
+            }),
+        ];
+        for (form, make) in forms {
+            assert_eq!(class(&make("127.0.0.1")), Some(AddressClass::Loopback), "{form}");
+            assert_eq!(class(&make("169.254.169.254")), Some(AddressClass::LinkLocal), "{form}");
+            assert_eq!(class(&make("10.1.2.3")), Some(AddressClass::Private), "{form}");
+            assert_eq!(class(&make("0.0.0.0")), Some(AddressClass::Unspecified), "{form}");
+            // 93.184.215.14 and 8.8.8.8 are public (the Teredo forms carry
+            // a public server and client, so only one is varied at a time).
+            assert_eq!(class(&make("93.184.215.14")), None, "{form}");
+        }
+        // The deprecated IPv4-compatible form is reserved even when it
+        // carries a public address, and classed by a non-public one.
+        assert_eq!(class("::93.184.215.14"), Some(AddressClass::Reserved));
+        assert_eq!(class("::10.0.0.1"), Some(AddressClass::Private));
+        assert_eq!(class("::"), Some(AddressClass::Unspecified));
+        assert_eq!(class("::1"), Some(AddressClass::Loopback));
+        // Outside the forms, the last 32 bits mean nothing.
+        assert_eq!(class("2606:4700::7f00:1"), None);
+        assert_eq!(class("64:ff9b:2::7f00:1"), None);
+        assert_eq!(class("2001:1::7f00:1"), None);
+        // The check a delivery makes on a resolved address is the same.
+        assert_eq!(check_address("64:ff9b::7f00:1".parse().unwrap(), STRICT), Err(AddressClass::Loopback));
+        assert_eq!(check_address("64:ff9b::7f00:1".parse().unwrap(), OPEN), Ok(()));
     }
 
     #[test]

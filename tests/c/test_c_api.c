@@ -2787,6 +2787,14 @@ static void test_webhooks(void) {
           "address_allowed: IPv6 link-local refused by default");
     CHECK(botspace_service_webhook_address_allowed(s, "93.184.216.34", &refusal) == BOTSPACE_STATUS_OK && refusal == NULL,
           "address_allowed: a public address");
+    CHECK(botspace_service_webhook_address_allowed(s, "64:ff9b::7f00:1", &refusal) == BOTSPACE_STATUS_OK && refusal &&
+              strcmp(refusal, "the host name resolves to a loopback address, which this server does not deliver to") == 0,
+          "address_allowed: NAT64 of loopback refused by default");
+    CHECK(botspace_service_webhook_address_allowed(s, "2002:a9fe:a9fe::1", &refusal) == BOTSPACE_STATUS_OK && refusal &&
+              strcmp(refusal, "the host name resolves to a link-local address, which this server does not deliver to") == 0,
+          "address_allowed: 6to4 of the metadata address refused by default");
+    CHECK(botspace_service_webhook_address_allowed(s, "64:ff9b::5db8:d822", &refusal) == BOTSPACE_STATUS_OK && refusal == NULL,
+          "address_allowed: NAT64 of a public address");
     botspace_service_free(&s);
 }
 

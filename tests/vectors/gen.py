@@ -1220,6 +1220,32 @@ def host_api_cases():
     cs.append(case("a suspended bot keeps its handle: createBot with it is 409 handle_taken",
                    [mk_bot("b"), admin("updateBot", {"bot_id": "{{b}}", "status": "suspended"}, 200, ok(ident_of("b", status="suspended"))),
                     admin("createBot", {"display_name": "X", "handle": "b_bot"}, 409, taken)]))
+    handle_chars = "may contain only letters a-z, digits 0-9 and _"
+    cs.append(case("createBot with a handle outside a-z, 0-9 and _ is 400 invalid_field naming the character, and creates nothing",
+                   [admin("createBot", {"display_name": "X", "handle": "echo-bot"}, 400, invalid("handle", f"{handle_chars} (found U+002D)")),
+                    admin("createBot", {"display_name": "X", "handle": "überbot"}, 400, invalid("handle", f"{handle_chars} (found U+00FC)")),
+                    admin("createUser", {"display_name": "X", "handle": "ann smith"}, 400, invalid("handle", f"{handle_chars} (found U+0020)")),
+                    admin("getStats", {}, 200, ok({"users": 0, "bots": 0, "chats": 0, "messages": 0, "schema_version": ANY}))]))
+    cs.append(case("createBot with a handle of 33 characters is 400 invalid_field; 32 is fine",
+                   [admin("createBot", {"display_name": "X", "handle": "a" * 33}, 400, invalid("handle", "must be 1 to 32 characters")),
+                    admin("createBot", {"display_name": "X", "handle": "a" * 32}, 200)]))
+    control = "must not contain control characters"
+    cs.append(case("a display_name with a control character (ESC, NUL) is 400 invalid_field naming it",
+                   [admin("createUser", {"display_name": "\x1b[31mAdmin"}, 400, invalid("display_name", f"{control} (found U+001B)")),
+                    admin("createUser", {"display_name": "Ann\x00"}, 400, invalid("display_name", f"{control} (found U+0000)")),
+                    admin("createBot", {"display_name": "Two\nlines", "handle": "x"}, 400, invalid("display_name", f"{control} (found U+000A)")),
+                    admin("getStats", {}, 200, ok({"users": 0, "bots": 0, "chats": 0, "messages": 0, "schema_version": ANY}))]))
+    cs.append(case("updateBot to a display_name with a bidirectional override is 400 invalid_field and changes nothing",
+                   [mk_bot("b"),
+                    admin("updateBot", {"bot_id": "{{b}}", "display_name": "Pay\u202egnp.exe"}, 400,
+                          invalid("display_name", "must not contain bidirectional override or isolate characters (found U+202E)")),
+                    admin("updateBot", {"bot_id": "{{b}}", "display_name": "a\u2066b"}, 400,
+                          invalid("display_name", "must not contain bidirectional override or isolate characters (found U+2066)")),
+                    step(request("/bot/getMe", auth="Bot {{b_tok}}"), 200, ok(ident_of("b")))]))
+    cs.append(case("a group title with a zero-width character is 400 invalid_field and creates nothing",
+                   [admin("createGroup", {"title": "ad\u200bmins"}, 400, invalid("title", "must not contain zero-width characters (found U+200B)")),
+                    admin("createGroup", {"title": "\ufeffTeam"}, 400, invalid("title", "must not contain zero-width characters (found U+FEFF)")),
+                    admin("getStats", {}, 200, ok({"users": 0, "bots": 0, "chats": 0, "messages": 0, "schema_version": ANY}))]))
     cs.append(case("updateBot with status other than active or suspended is 400 invalid_field",
                    [mk_bot("b"), admin("updateBot", {"bot_id": "{{b}}", "status": "deleted"}, 400, invalid("status", "must be active or suspended"))]))
     cfg = {"operational_key": OP_KEY}
