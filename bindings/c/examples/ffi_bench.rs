@@ -191,7 +191,7 @@ fn time(n: u64, f: &dyn Fn()) -> f64 {
 /// this binary also uses `handle_batch` and `accept_gateway`: a program that
 /// calls only `handle_request` lets LLVM inline the core's request router
 /// into its single caller, which no host serving HTTP and the gateway gets
-/// (see docs/benchmarks-c.md).
+/// (see docs/benchmarks.md, "C ABI").
 fn rust_round(n: u64) -> (f64, f64) {
     let svc = std::sync::Arc::new(rust_service());
     let (get_me, send) = setup(&|r| text(svc.handle_request(r)));
