@@ -95,9 +95,11 @@ pub use protocol::{
 };
 #[cfg(feature = "typed")]
 pub use service::BodyRefusal;
+#[cfg(feature = "test-hooks")]
+pub use service::CommitPause;
 pub use service::{
-    CommitPause, Handled, HttpRound, OpenError, PollId, RoundConnection, RoundConnections, RoundStep, Service,
-    WakeHook, WebhookPoll, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS,
+    Handled, HttpRound, OpenError, PollId, RoundConnection, RoundConnections, RoundStep, Service, WakeHook,
+    WebhookPoll, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS,
 };
 
 /// The library version.

@@ -337,8 +337,9 @@ impl Service {
 
     /// Holds every `handle_request` back until the returned guard is
     /// dropped; what queued meanwhile then commits as one group. A seam for
-    /// tests that must form a group deterministically, not by timing.
-    #[doc(hidden)]
+    /// tests that must form a group deterministically, not by timing
+    /// (feature `test-hooks`).
+    #[cfg(feature = "test-hooks")]
     pub fn pause_commits(&self) -> CommitPause<'_> {
         self.group.pause();
         CommitPause(&self.group)
@@ -347,8 +348,8 @@ impl Service {
     /// Statements run on a database server so far, all connections of the
     /// service together (BEGIN, COMMIT and ROLLBACK aside; 0 on SQLite):
     /// what the round trips of [`Service::commit_stats`] carried. For
-    /// tests of what a group costs the server.
-    #[doc(hidden)]
+    /// tests of what a group costs the server (feature `test-hooks`).
+    #[cfg(feature = "test-hooks")]
     pub fn database_statements(&self) -> u64 {
         self.lock().conn.statements()
     }
@@ -363,9 +364,10 @@ impl Service {
 }
 
 /// See [`Service::pause_commits`].
-#[doc(hidden)]
+#[cfg(feature = "test-hooks")]
 pub struct CommitPause<'a>(&'a crate::group::Group);
 
+#[cfg(feature = "test-hooks")]
 impl Drop for CommitPause<'_> {
     fn drop(&mut self) {
         self.0.resume();
