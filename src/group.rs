@@ -83,6 +83,7 @@ impl Group {
 
     /// Takes the leadership without running anything: requests queue up
     /// until `resume`. Waits for a commit under way to end first.
+    #[cfg(feature = "test-hooks")]
     pub fn pause(&self) {
         let mut st = self.lock();
         st.pausers += 1;
@@ -93,6 +94,7 @@ impl Group {
         st.leading = true;
     }
 
+    #[cfg(feature = "test-hooks")]
     pub fn resume(&self) {
         hand_over(self);
     }

@@ -179,6 +179,7 @@ impl Conn {
 
     /// Statements run on a database server so far (BEGIN, COMMIT and
     /// ROLLBACK aside; 0 on SQLite): what [`Conn::round_trips`] carried.
+    #[cfg(feature = "test-hooks")]
     pub fn statements(&self) -> u64 {
         match self {
             Conn::Sqlite(_) => 0,

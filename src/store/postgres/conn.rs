@@ -575,6 +575,7 @@ impl PgConn {
     }
 
     /// Prepared statements run so far (BEGIN, COMMIT and ROLLBACK aside).
+    #[cfg(feature = "test-hooks")]
     pub fn statements(&self) -> u64 {
         self.statements.load(Ordering::Relaxed)
     }
