@@ -22,8 +22,8 @@ pub fn check_reply_target(ctx: &Ctx<'_>, chat: &Chat, reply_to: Option<i64>) -> 
     Ok(())
 }
 
-/// Stores a message with the chat's next number, emits `message_created`
-/// and returns the message JSON.
+/// Stores a message with the chat's next number (and its keyboard, if
+/// any), emits `message_created` and returns the message JSON.
 pub fn post(
     ctx: &mut Ctx<'_>,
     chat: &Chat,
@@ -31,6 +31,7 @@ pub fn post(
     sender_is_bot: bool,
     text: &str,
     reply_to: Option<i64>,
+    keyboard: Option<&str>,
 ) -> ApiResult<Vec<u8>> {
     let date = ctx.now_s();
     let new = NewMessage { chat_id: &chat.id, sender_id, sender_is_bot, text, date, reply_to };
@@ -40,15 +41,20 @@ pub fn post(
         chat: chat.reference(),
         date,
         text,
+        command: crate::rules::commands::command_of(text),
         from: Sender { id: sender_id, is_bot: sender_is_bot },
         reply_to_message_id: reply_to.map(|r| r.to_string()),
         edit_date: None,
+        reply_markup: crate::model::keyboard_value(keyboard),
     };
     let json = to_json(&msg)?;
     let update =
         emit_message(ctx, chat, EventKind::MessageCreated, message_id, &json, sender_is_bot.then_some(sender_id))?;
     // On SQLite the row comes after the events: it keeps its update's id.
     stored::finish(ctx.conn, &new, message_id, update)?;
+    if keyboard.is_some() {
+        crate::store::buttons::set_keyboard(ctx.conn, &chat.id, message_id, keyboard)?;
+    }
     Ok(json)
 }
 

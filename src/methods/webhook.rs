@@ -40,7 +40,7 @@ impl<'de> Deserialize<'de> for AllowedUpdates {
                     let kind = s
                         .parse::<EventKind>()
                         .ok()
-                        .filter(|k| k.is_logged() && *k != EventKind::ChatAction)
+                        .filter(|k| k.reaches_bots())
                         .ok_or_else(bad)?;
                     if !out.contains(&kind) {
                         out.push(kind);

@@ -85,6 +85,7 @@ pub use parked::{Answer, PollId, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS
 
 mod admission;
 mod batch;
+mod callbacks;
 mod effects;
 mod gateway;
 mod image;

@@ -24,11 +24,18 @@ pub(super) struct Delivery {
     pub(super) parked: Parking,
     /// This node's webhook deliveries (`service/webhooks.rs`).
     pub(super) webhooks: Mutex<Deliveries>,
+    /// When unanswered presses expire (`service/callbacks.rs`).
+    pub(super) callbacks: Mutex<super::callbacks::CallbackTimer>,
 }
 
 impl Delivery {
     pub(super) fn new(max_parked_polls: usize) -> Delivery {
-        Delivery { wake: RwLock::new(None), parked: Parking::new(max_parked_polls), webhooks: Mutex::default() }
+        Delivery {
+            wake: RwLock::new(None),
+            parked: Parking::new(max_parked_polls),
+            webhooks: Mutex::default(),
+            callbacks: Mutex::default(),
+        }
     }
 }
 

@@ -128,6 +128,7 @@ impl Service {
             .collect();
         drop(d);
         let written = writes.as_ref().map(|(c, s)| self.write_webhook_outcomes(c, s));
+        let expired = self.expire_callbacks(now_ms);
         let read: Vec<(String, Result<Refresh, ()>)> = dirty
             .into_iter()
             .map(|(b, known)| {
@@ -136,7 +137,7 @@ impl Service {
             })
             .collect();
         let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
-        let mut failed = false;
+        let mut failed = !expired;
         if let (Some((cursors, statuses)), Some(false)) = (writes, written) {
             failed = true;
             // Kept for the next try, under what outcomes changed since.
@@ -240,6 +241,7 @@ impl Service {
         let writes = !d.cursor_writes.is_empty() || !d.status_writes.is_empty();
         now_ms >= d.store_retry_ms
             && (!d.loaded
+                || self.callback_due().is_some_and(|t| t <= now_ms)
                 || (self.shared_store && now_ms >= d.next_claim_ms)
                 || (writes && now_ms >= d.flushed_ms + WEBHOOK_FLUSH_MS)
                 || d.dirty.iter().any(|b| d.holds(b)))
@@ -463,6 +465,10 @@ impl Service {
         }
         if self.shared_store {
             store = min(store, d.next_claim_ms);
+        }
+        // Unanswered button presses expire in the store turn too.
+        if let Some(t) = self.callback_due() {
+            store = min(store, t);
         }
         // After a store failure it waits a little; attempts do not.
         let store = store.map(|t| t.max(d.store_retry_ms));
