@@ -26,17 +26,17 @@ pub const CALLBACK_REREAD_MS: u64 = 2_000;
 #[derive(Debug, Default)]
 pub(super) struct CallbackTimer {
     /// `None`: none waits (as far as known).
-    next_ms: Option<u64>,
+    pub(super) next_ms: Option<u64>,
     /// When the store was last read (`None`: not yet since opening).
-    read_at_ms: Option<u64>,
+    pub(super) read_at_ms: Option<u64>,
 }
 
 impl CallbackTimer {
     /// When the store turn is next due for the presses: now when the store
     /// was never read (or, shared, not lately), else the earliest deadline.
-    fn due(&self, shared: bool) -> Option<u64> {
+    fn due(&self, shared: bool, now_ms: u64) -> Option<u64> {
         match self.read_at_ms {
-            None => Some(0),
+            None => Some(now_ms),
             Some(at) if shared => Some(self.next_ms.map_or(at + CALLBACK_REREAD_MS, |n| n.min(at + CALLBACK_REREAD_MS))),
             Some(_) => self.next_ms,
         }
@@ -53,7 +53,7 @@ impl Service {
     /// When the presses need the store turn ([`Service::webhook_timeout`]
     /// folds it in).
     pub(super) fn callback_due(&self) -> Option<u64> {
-        self.delivery.callbacks.lock().unwrap_or_else(|e| e.into_inner()).due(self.shared_store)
+        self.delivery.callbacks.lock().unwrap_or_else(|e| e.into_inner()).due(self.shared_store, self.now_ms())
     }
 
     /// The store turn's part for the presses: expires what is due at

@@ -564,6 +564,8 @@ mod store_retry_tests {
         d.held = Some(Default::default());
         d.dirty.insert("bot_elsewhere".into());
         drop(d);
+        // No press waits (the store was read).
+        svc.delivery.callbacks.lock().unwrap().read_at_ms = Some(svc.now_ms());
         assert_eq!(svc.webhook_timeout(), None);
     }
 }
