@@ -636,6 +636,11 @@ struct HostUpdates {
 /// Telegram-style: returns updates from `offset` on (default: the first not
 /// yet confirmed) and confirms everything before `offset`, durably.
 fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
+    // Presses past their deadline are expired first, so the stream a host
+    // reads after a deadline has the outcome whether or not its timer ran
+    // (the timer writes it otherwise, `service/callbacks.rs`).
+    let batch = super::buttons::EXPIRE_BATCH;
+    while super::buttons::expire_due(ctx.conn, ctx.now_ms, batch, &mut ctx.fx.updates)? as i64 == batch {}
     // Updates of this transaction's earlier requests (a batch) included.
     crate::events::flush_updates(ctx.conn, &mut ctx.fx.updates)?;
     let HostUpdates { offset, limit } = requests::parse(b)?;

@@ -265,8 +265,34 @@ pub fn answer_callback_query(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiRe
 pub const OUTCOME_ANSWERED: &str = "answered";
 pub const OUTCOME_EXPIRED: &str = "expired";
 
+/// Presses expired per call of [`expire_due`]: a transaction's worth.
+pub const EXPIRE_BATCH: i64 = 256;
+
+/// Writes `callback_expired` for up to `limit` presses whose deadline is
+/// at or before `now_ms` and that have no outcome yet, in the caller's
+/// transaction: each outcome by a conditional UPDATE, its event only when
+/// that UPDATE wrote it. How many were due (the caller calls again when
+/// that is `limit`).
+pub fn expire_due(
+    conn: &store::Conn,
+    now_ms: u64,
+    limit: i64,
+    pending: &mut crate::events::PendingUpdates,
+) -> store::StoreResult<usize> {
+    let due = store::buttons::due(conn, now_ms, limit)?;
+    for q in &due {
+        if store::buttons::set_outcome(conn, &q.id, OUTCOME_EXPIRED)? {
+            let data = expired_json(q);
+            let entry =
+                store::events::Entry { at_ms: now_ms, kind: EventKind::CallbackExpired.as_str(), data: &data, message: None };
+            store::events::append_update(conn, entry, false, pending)?;
+        }
+    }
+    Ok(due.len())
+}
+
 /// The host-stream event of a query that expired unanswered.
-pub fn expired_json(q: &CallbackQuery) -> String {
+fn expired_json(q: &CallbackQuery) -> String {
     json!({
         "callback_query_id": q.id,
         "user_id": q.user_id,

@@ -10,11 +10,8 @@
 
 use super::Service;
 use crate::store;
-use crate::words::EventKind;
 
-/// Presses expired per transaction; more wait for the next turn, which
-/// comes at once (their deadline has passed).
-const EXPIRE_BATCH: i64 = 256;
+use crate::methods::buttons::EXPIRE_BATCH;
 
 /// With a store other nodes share, how often the earliest deadline is
 /// read again (a press on another node sets only that node's timer; if
@@ -69,22 +66,9 @@ impl Service {
         let result = (|| -> Result<Option<u64>, store::StorageError> {
             loop {
                 conn.begin()?;
-                let due = store::buttons::due(conn, now_ms, EXPIRE_BATCH)?;
-                for q in &due {
-                    // Only the call that writes the outcome writes its event.
-                    if store::buttons::set_outcome(conn, &q.id, crate::methods::buttons::OUTCOME_EXPIRED)? {
-                        let data = crate::methods::buttons::expired_json(q);
-                        let entry = store::events::Entry {
-                            at_ms: now_ms,
-                            kind: EventKind::CallbackExpired.as_str(),
-                            data: &data,
-                            message: None,
-                        };
-                        store::events::append_update(conn, entry, false, &mut pending)?;
-                    }
-                }
+                let due = crate::methods::buttons::expire_due(conn, now_ms, EXPIRE_BATCH, &mut pending)?;
                 crate::events::commit_with_updates(conn, &mut pending, None)?;
-                if (due.len() as i64) < EXPIRE_BATCH {
+                if (due as i64) < EXPIRE_BATCH {
                     return store::buttons::next_deadline(conn);
                 }
             }
