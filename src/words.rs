@@ -287,7 +287,10 @@ impl EventKind {
     pub const fn reaches_bots(self) -> bool {
         !matches!(
             self,
-            EventKind::ChatAction | EventKind::UpdatesDropped | EventKind::CallbackAnswered | EventKind::CallbackExpired
+            EventKind::ChatAction
+                | EventKind::UpdatesDropped
+                | EventKind::CallbackAnswered
+                | EventKind::CallbackExpired
         )
     }
 }

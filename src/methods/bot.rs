@@ -177,7 +177,12 @@ fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<
 
 /// Chat, membership and the message, checked for edit and delete, once
 /// their fields are read.
-pub(super) fn owned_message(ctx: &mut Ctx<'_>, bot: &Bot, chat_id: &str, message_id: i64) -> ApiResult<(Chat, StoredMessage)> {
+pub(super) fn owned_message(
+    ctx: &mut Ctx<'_>,
+    bot: &Bot,
+    chat_id: &str,
+    message_id: i64,
+) -> ApiResult<(Chat, StoredMessage)> {
     let (chat, member) = visible_chat(ctx, bot, chat_id)?;
     permissions::check(Act::BotEdits, &chat, member)?;
     let msg = match store::messages::load(ctx.conn, &chat.id, message_id)? {

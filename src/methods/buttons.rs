@@ -207,7 +207,8 @@ pub fn press_button(ctx: &mut Ctx<'_>, body: &Body, req: &Request<'_>) -> ApiRes
     })
     .to_string();
     // Only the bot whose keyboard it is hears the press.
-    let entry = store::events::Entry { at_ms: ctx.now_ms, kind: EventKind::CallbackQuery.as_str(), data: &data, message: None };
+    let entry =
+        store::events::Entry { at_ms: ctx.now_ms, kind: EventKind::CallbackQuery.as_str(), data: &data, message: None };
     store::events::append_update(ctx.conn, entry, false, &mut ctx.fx.updates)?;
     store::events::append_to_bot(ctx.conn, &msg.sender_id, entry)?;
     ctx.fx.woken.push(msg.sender_id.clone());
@@ -283,8 +284,12 @@ pub fn expire_due(
     for q in &due {
         if store::buttons::set_outcome(conn, &q.id, OUTCOME_EXPIRED)? {
             let data = expired_json(q);
-            let entry =
-                store::events::Entry { at_ms: now_ms, kind: EventKind::CallbackExpired.as_str(), data: &data, message: None };
+            let entry = store::events::Entry {
+                at_ms: now_ms,
+                kind: EventKind::CallbackExpired.as_str(),
+                data: &data,
+                message: None,
+            };
             store::events::append_update(conn, entry, false, pending)?;
         }
     }

@@ -23,7 +23,8 @@ const SCOPE_WHY: &str = "must be {\"type\": \"default\" | \"all_private_chats\" 
 
 /// Whether `s` is a command's name.
 pub fn is_name(s: &str) -> bool {
-    (1..=MAX_COMMAND_CHARS).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    (1..=MAX_COMMAND_CHARS).contains(&s.len())
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 /// One entry of a list, as stored and returned.
@@ -58,7 +59,10 @@ pub fn parse_list(v: Option<&Value>) -> ApiResult<Vec<BotCommand>> {
             Some(_) => return Err(ApiError::invalid_field(&format!("commands.{i}.description"), DESCRIPTION_WHY)),
         };
         if out.iter().any(|c| c.command == command) {
-            return Err(ApiError::invalid_field(&format!("commands.{i}.command"), "names a command already in the list"));
+            return Err(ApiError::invalid_field(
+                &format!("commands.{i}.command"),
+                "names a command already in the list",
+            ));
         }
         out.push(BotCommand { command, description });
     }
@@ -191,7 +195,9 @@ mod tests {
 
     #[test]
     fn a_list_holds_up_to_100_distinct_commands() {
-        let list = |n: usize| json!((0..n).map(|i| json!({"command": format!("c{i}"), "description": "d"})).collect::<Vec<_>>());
+        let list = |n: usize| {
+            json!((0..n).map(|i| json!({"command": format!("c{i}"), "description": "d"})).collect::<Vec<_>>())
+        };
         assert_eq!(parse_list(Some(&list(100))).unwrap().len(), 100);
         assert_eq!(parse_list(Some(&list(0))).unwrap().len(), 0);
         assert_eq!(code(parse_list(Some(&list(101))).unwrap_err()), ("invalid_field".into(), "commands".into()));
@@ -202,13 +208,22 @@ mod tests {
         let long = json!([{"command": "a", "description": "é".repeat(256)}]);
         assert!(parse_list(Some(&long)).is_ok());
         let long = json!([{"command": "a", "description": "é".repeat(257)}]);
-        assert_eq!(code(parse_list(Some(&long)).unwrap_err()), ("invalid_field".into(), "commands.0.description".into()));
+        assert_eq!(
+            code(parse_list(Some(&long)).unwrap_err()),
+            ("invalid_field".into(), "commands.0.description".into())
+        );
         let empty = json!([{"command": "a", "description": ""}]);
-        assert_eq!(code(parse_list(Some(&empty)).unwrap_err()), ("invalid_field".into(), "commands.0.description".into()));
+        assert_eq!(
+            code(parse_list(Some(&empty)).unwrap_err()),
+            ("invalid_field".into(), "commands.0.description".into())
+        );
         let bad = json!([{"command": "A", "description": "x"}]);
         assert_eq!(code(parse_list(Some(&bad)).unwrap_err()), ("invalid_field".into(), "commands.0.command".into()));
         let missing = json!([{"description": "x"}]);
-        assert_eq!(code(parse_list(Some(&missing)).unwrap_err()), ("missing_field".into(), "commands.0.command".into()));
+        assert_eq!(
+            code(parse_list(Some(&missing)).unwrap_err()),
+            ("missing_field".into(), "commands.0.command".into())
+        );
         assert_eq!(code(parse_list(Some(&json!(["a"]))).unwrap_err()), ("invalid_field".into(), "commands.0".into()));
     }
 

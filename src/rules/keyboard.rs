@@ -199,15 +199,38 @@ mod tests {
         let one = |b: Value| field(json!({"inline_keyboard": [[b]]}));
         let at = "reply_markup.inline_keyboard.0.0";
         assert_eq!(one(json!({"text": "a"})), ("invalid_field".into(), at.into()));
-        assert_eq!(one(json!({"text": "a", "callback_data": "x", "url": "https://e.org"})), ("invalid_field".into(), at.into()));
+        assert_eq!(
+            one(json!({"text": "a", "callback_data": "x", "url": "https://e.org"})),
+            ("invalid_field".into(), at.into())
+        );
         assert_eq!(one(json!({"callback_data": "x"})), ("missing_field".into(), format!("{at}.text")));
         assert_eq!(one(json!({"text": "", "callback_data": "x"})), ("invalid_field".into(), format!("{at}.text")));
-        assert_eq!(one(json!({"text": "é".repeat(65), "callback_data": "x"})), ("invalid_field".into(), format!("{at}.text")));
-        assert_eq!(one(json!({"text": "a", "callback_data": "x".repeat(65)})), ("invalid_field".into(), format!("{at}.callback_data")));
+        assert_eq!(
+            one(json!({"text": "é".repeat(65), "callback_data": "x"})),
+            ("invalid_field".into(), format!("{at}.text"))
+        );
+        assert_eq!(
+            one(json!({"text": "a", "callback_data": "x".repeat(65)})),
+            ("invalid_field".into(), format!("{at}.callback_data"))
+        );
         // 64 bytes, not characters: 32 two-byte characters fit, 33 do not.
-        assert_eq!(one(json!({"text": "a", "callback_data": "é".repeat(33)})), ("invalid_field".into(), format!("{at}.callback_data")));
-        assert_eq!(one(json!({"text": "a", "callback_data": ""})), ("invalid_field".into(), format!("{at}.callback_data")));
-        for bad in ["javascript:alert(1)", "data:text/html,x", "JAVASCRIPT://x", "ftp://e.org", "https://", "http:///x", "https://e.org/a b"] {
+        assert_eq!(
+            one(json!({"text": "a", "callback_data": "é".repeat(33)})),
+            ("invalid_field".into(), format!("{at}.callback_data"))
+        );
+        assert_eq!(
+            one(json!({"text": "a", "callback_data": ""})),
+            ("invalid_field".into(), format!("{at}.callback_data"))
+        );
+        for bad in [
+            "javascript:alert(1)",
+            "data:text/html,x",
+            "JAVASCRIPT://x",
+            "ftp://e.org",
+            "https://",
+            "http:///x",
+            "https://e.org/a b",
+        ] {
             assert_eq!(one(json!({"text": "a", "url": bad})), ("invalid_field".into(), format!("{at}.url")), "{bad}");
         }
         let long = format!("https://e.org/{}", "a".repeat(2048 - 14));
@@ -217,7 +240,14 @@ mod tests {
         let ok = parse(Some(&json!({"inline_keyboard": [[{"text": "é".repeat(64), "callback_data": "é".repeat(32), "extra": 1}, {"text": "u", "url": "HTTP://e.org"}]]})))
             .unwrap()
             .unwrap();
-        assert_eq!(ok.0, format!(r#"{{"inline_keyboard":[[{{"callback_data":"{}","text":"{}"}},{{"text":"u","url":"HTTP://e.org"}}]]}}"#, "é".repeat(32), "é".repeat(64)));
+        assert_eq!(
+            ok.0,
+            format!(
+                r#"{{"inline_keyboard":[[{{"callback_data":"{}","text":"{}"}},{{"text":"u","url":"HTTP://e.org"}}]]}}"#,
+                "é".repeat(32),
+                "é".repeat(64)
+            )
+        );
         assert!(has_callback(&ok.0, &"é".repeat(32)));
         assert!(!has_callback(&ok.0, "é"));
     }
@@ -236,8 +266,14 @@ mod tests {
     #[test]
     fn the_answer_rule() {
         assert_eq!(may_answer("bot_a", "bot_b", None, 10, 0).unwrap_err().code().as_str(), "callback_query_not_found");
-        assert_eq!(may_answer("bot_a", "bot_a", Some("answered"), 10, 0).unwrap_err().code().as_str(), "callback_query_answered");
-        assert_eq!(may_answer("bot_a", "bot_a", Some("expired"), 10, 0).unwrap_err().code().as_str(), "callback_query_expired");
+        assert_eq!(
+            may_answer("bot_a", "bot_a", Some("answered"), 10, 0).unwrap_err().code().as_str(),
+            "callback_query_answered"
+        );
+        assert_eq!(
+            may_answer("bot_a", "bot_a", Some("expired"), 10, 0).unwrap_err().code().as_str(),
+            "callback_query_expired"
+        );
         assert_eq!(may_answer("bot_a", "bot_a", None, 10, 10).unwrap_err().code().as_str(), "callback_query_expired");
         assert!(may_answer("bot_a", "bot_a", None, 10, 9).is_ok());
         assert!(answer_text(&"é".repeat(200)).is_ok());

@@ -34,7 +34,9 @@ impl CallbackTimer {
     fn due(&self, shared: bool, now_ms: u64) -> Option<u64> {
         match self.read_at_ms {
             None => Some(now_ms),
-            Some(at) if shared => Some(self.next_ms.map_or(at + CALLBACK_REREAD_MS, |n| n.min(at + CALLBACK_REREAD_MS))),
+            Some(at) if shared => {
+                Some(self.next_ms.map_or(at + CALLBACK_REREAD_MS, |n| n.min(at + CALLBACK_REREAD_MS)))
+            }
             Some(_) => self.next_ms,
         }
     }

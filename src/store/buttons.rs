@@ -37,7 +37,8 @@ pub fn commands(conn: &Conn, bot_id: &str, scope: &str, chat_id: &str) -> StoreR
 /// Every list of a bot that may apply in `chat_id`: ((scope, chat id),
 /// commands JSON).
 pub fn commands_for_chat(conn: &Conn, bot_id: &str, chat_id: &str) -> StoreResult<Vec<((String, String), String)>> {
-    conn.prepare_cached(COMMANDS_FOR_CHAT)?.query_vec(params![bot_id, chat_id], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))
+    conn.prepare_cached(COMMANDS_FOR_CHAT)?
+        .query_vec(params![bot_id, chat_id], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))
 }
 
 const SET_KEYBOARD: &str = "INSERT INTO message_keyboards (chat_id, message_id, keyboard) VALUES (?1, ?2, ?3) \

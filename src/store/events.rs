@@ -68,7 +68,8 @@ const INSERT_UPDATE: &str =
     "INSERT INTO updates (created_at_ms, type, data, ref_chat, ref_message) VALUES (?1, ?2, ?3, ?4, ?5)";
 
 /// SQLite: the message's own update, found through `messages.created_update`.
-const SCRUB_CREATED_UPDATE_SQLITE: &str = "UPDATE updates SET data = json_remove(data, '$.message.text', '$.message.command', '$.message.reply_markup') \
+const SCRUB_CREATED_UPDATE_SQLITE: &str =
+    "UPDATE updates SET data = json_remove(data, '$.message.text', '$.message.command', '$.message.reply_markup') \
      WHERE update_id = (SELECT created_update FROM messages WHERE chat_id = ?1 AND message_id = ?2)";
 const SCRUB_UPDATES_SQLITE: &str =
     "UPDATE updates SET data = json_remove(data, '$.message.text', '$.message.command', '$.message.reply_markup') WHERE ref_chat = ?1 AND ref_message = ?2";
