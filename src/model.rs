@@ -171,9 +171,10 @@ pub struct MessageJson<'a> {
     pub chat: ChatRef<'a>,
     pub date: i64,
     pub text: &'a str,
-    /// The command the text starts with, if any.
+    /// The command the text starts with, if any (read by
+    /// `rules::commands::command_of`; see `methods::messages::message_json`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub command: Option<crate::rules::commands::Command<'a>>,
+    pub command: Option<Command<'a>>,
     pub from: Sender<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reply_to_message_id: Option<String>,
@@ -182,6 +183,18 @@ pub struct MessageJson<'a> {
     /// The message's current keyboard, if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reply_markup: Option<serde_json::Value>,
+}
+
+/// The command a message's text starts with: `"/name"` or
+/// `"/name@handle"` (the rule is `rules::commands::command_of`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Command<'a> {
+    pub name: &'a str,
+    /// The text after the command and one space; `""` when none.
+    pub args: &'a str,
+    /// The handle after `@` as written (it matches a bot's
+    /// case-insensitively), `None` without one.
+    pub bot_handle: Option<&'a str>,
 }
 
 /// A stored keyboard's JSON as a value of the message (a keyboard the
@@ -206,6 +219,8 @@ pub struct StoredMessage {
 }
 
 impl StoredMessage {
+    /// The message's JSON without its command (the methods add it, see
+    /// `methods::messages::message_json`).
     pub fn json<'a>(&'a self, chat: ChatRef<'a>) -> MessageJson<'a> {
         let text = self.text.as_deref().unwrap_or("");
         MessageJson {
@@ -213,7 +228,7 @@ impl StoredMessage {
             chat,
             date: self.date,
             text,
-            command: crate::rules::commands::command_of(text),
+            command: None,
             from: Sender { id: &self.sender_id, is_bot: self.sender_is_bot },
             reply_to_message_id: self.reply_to.map(|m| m.to_string()),
             edit_date: self.edit_date,

@@ -610,7 +610,7 @@ fn chat_history(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
         if m.deleted {
             out.extend_from_slice(format!(r#"{{"message_id":"{}","deleted":true}}"#, m.message_id).as_bytes());
         } else {
-            out.extend_from_slice(&to_json(&m.json(chat.reference()))?);
+            out.extend_from_slice(&to_json(&messages::message_json(&m, chat.reference()))?);
         }
     }
     out.push(b']');

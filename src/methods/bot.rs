@@ -3,7 +3,7 @@
 //! message ownership → rate limit → write.
 
 use super::buttons;
-use super::messages;
+use super::messages::{self, owned_message, visible_chat};
 use super::params::{self, Body};
 use super::requests::{self, Choice, Choices, MessageId, ParseMode, Text};
 use crate::error::{ApiError, ApiResult};
@@ -70,15 +70,6 @@ fn get_updates(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Vec
 fn tier_gate(bot: &Bot, method: BotMethod, req: &Request<'_>) -> ApiResult<Body> {
     rules::tier::check(bot.tier, method)?;
     params::parse_body(&req.body)
-}
-
-/// The chat, if this bot is or was ever a member; otherwise chat_not_found
-/// (a chat the bot never saw does not exist for it).
-fn visible_chat(ctx: &mut Ctx<'_>, bot: &Bot, chat_id: &str) -> ApiResult<(Chat, bool)> {
-    match ctx.chat_with_member(chat_id, bot)? {
-        Some((chat, Some(active))) => Ok((chat, active)),
-        _ => Err(ApiError::chat_not_found()),
-    }
 }
 
 fn rate_limit(ctx: &mut Ctx<'_>, bot: &Bot, chat: &Chat) -> ApiResult<()> {
@@ -173,26 +164,6 @@ fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<
     });
     events::append_update(ctx.conn, ctx.now_ms, EventKind::ChatAction, &data.to_string(), &mut ctx.fx.updates)?;
     Ok(b"true".to_vec())
-}
-
-/// Chat, membership and the message, checked for edit and delete, once
-/// their fields are read.
-pub(super) fn owned_message(
-    ctx: &mut Ctx<'_>,
-    bot: &Bot,
-    chat_id: &str,
-    message_id: i64,
-) -> ApiResult<(Chat, StoredMessage)> {
-    let (chat, member) = visible_chat(ctx, bot, chat_id)?;
-    permissions::check(Act::BotEdits, &chat, member)?;
-    let msg = match store::messages::load(ctx.conn, &chat.id, message_id)? {
-        Some(m) if !m.deleted => m,
-        _ => return Err(ApiError::message_not_found()),
-    };
-    if msg.sender_id != bot.id {
-        return Err(ApiError::not_message_owner());
-    }
-    Ok((chat, msg))
 }
 
 /// editMessageText's body, in check order.

@@ -101,7 +101,7 @@ struct EditMarkup<'a> {
 pub fn edit_reply_markup(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
     let EditMarkup { chat_id, message_id: MessageId(message_id) } = requests::parse(body)?;
     let markup = keyboard::parse(body.get("reply_markup"))?;
-    let (chat, msg) = super::bot::owned_message(ctx, bot, chat_id, message_id)?;
+    let (chat, msg) = super::messages::owned_message(ctx, bot, chat_id, message_id)?;
     set_markup(ctx, bot, &chat, msg, None, markup.map(|k| k.0))
 }
 
@@ -120,7 +120,7 @@ pub fn set_markup(
     let keyboard_changes = keyboard != msg.reply_markup;
     if !text_changes && !keyboard_changes {
         // Nothing changes: success, no event.
-        return to_json(&msg.json(chat.reference()));
+        return to_json(&super::messages::message_json(&msg, chat.reference()));
     }
     let edit_date = ctx.now_s();
     if let Some(t) = text.filter(|_| text_changes) {
@@ -134,7 +134,7 @@ pub fn set_markup(
         msg.reply_markup = keyboard;
     }
     msg.edit_date = Some(edit_date);
-    let json = to_json(&msg.json(chat.reference()))?;
+    let json = to_json(&super::messages::message_json(&msg, chat.reference()))?;
     super::messages::emit_message(ctx, chat, EventKind::MessageEdited, msg.message_id, &json, Some(&bot.id))?;
     Ok(json)
 }

@@ -132,19 +132,7 @@ pub fn pick<'a, L>(lists: &'a [((String, String), L)], chat_id: &str, kind: Chat
     })
 }
 
-/// The command a message's text carries: `"/name"` or `"/name@handle"` at
-/// its start, then the end of the text or a space (anything else after
-/// the name means it is not a command). Whether the name is in any list
-/// does not matter.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Command<'a> {
-    pub name: &'a str,
-    /// The text after the command and one space; `""` when none.
-    pub args: &'a str,
-    /// The handle after `@` as written (it matches a bot's
-    /// case-insensitively), `None` without one.
-    pub bot_handle: Option<&'a str>,
-}
+pub use crate::model::Command;
 
 /// Reads the command out of a message's text, if it starts with one.
 pub fn command_of(text: &str) -> Option<Command<'_>> {

@@ -8,6 +8,7 @@
 //! here or on another node, wins, and a crash leaves either both the
 //! outcome and its event or neither.
 
+use super::parts::CallbackTimer;
 use super::Service;
 use crate::store;
 
@@ -17,16 +18,6 @@ use crate::methods::buttons::EXPIRE_BATCH;
 /// read again (a press on another node sets only that node's timer; if
 /// the node dies, this one expires it within this much).
 pub const CALLBACK_REREAD_MS: u64 = 2_000;
-
-/// The expiry's timer: the earliest deadline of the presses still
-/// waiting, as this node knows it.
-#[derive(Debug, Default)]
-pub(super) struct CallbackTimer {
-    /// `None`: none waits (as far as known).
-    pub(super) next_ms: Option<u64>,
-    /// When the store was last read (`None`: not yet since opening).
-    pub(super) read_at_ms: Option<u64>,
-}
 
 impl CallbackTimer {
     /// When the store turn is next due for the presses: now when the store
