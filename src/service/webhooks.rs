@@ -450,7 +450,9 @@ impl Service {
     }
 
     /// When to call [`Service::poll_webhook`] next, if no wake-up comes
-    /// first: the earliest retry that waits.
+    /// first: the earliest retry that waits, or the earliest deadline of
+    /// an unanswered button press (its expiry is written by the store's
+    /// part of the poll, `service/callbacks.rs`).
     pub fn webhook_timeout(&self) -> Option<u64> {
         let d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         let min = |a: Option<u64>, b: u64| Some(a.map_or(b, |a| a.min(b)));
