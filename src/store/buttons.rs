@@ -139,3 +139,13 @@ pub fn next_deadline(conn: &Conn) -> StoreResult<Option<u64>> {
     let d: Option<i64> = conn.prepare_cached(NEXT_DEADLINE)?.query_row((), |r| r.get(0))?;
     Ok(d.map(|d| d.max(0) as u64))
 }
+
+const PRUNE_QUERIES: &str = "DELETE FROM callback_queries WHERE outcome IS NOT NULL AND pressed_at_ms < ?1";
+
+/// Forgets the presses that have their outcome and were made before
+/// `before_ms` (pruning, with the event logs' retention): an answer to
+/// one of them is then `callback_query_not_found`.
+pub fn prune_queries(conn: &Conn, before_ms: i64) -> StoreResult<()> {
+    conn.prepare_cached(PRUNE_QUERIES)?.execute([before_ms])?;
+    Ok(())
+}

@@ -389,6 +389,7 @@ pub fn prune(conn: &Conn, now_ms: u64, p: &Prune) -> StoreResult<()> {
         .unwrap_or(confirmed);
     conn.prepare_cached(DELETE_UPDATES_BELOW)?.execute([upto])?;
     conn.prepare_cached(DELETE_OLD_IDEMPOTENCY)?.execute([now_ms.saturating_sub(p.idempotency_ttl_ms) as i64])?;
+    super::buttons::prune_queries(conn, cutoff)?;
     if conn.dialect() == Dialect::Postgres {
         // Rate buckets and leases live in the database only on a shared store.
         conn.prepare_cached(DELETE_FULL_BUCKETS)?.execute([(now_ms * 1000) as i64])?;

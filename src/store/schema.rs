@@ -262,6 +262,8 @@ macro_rules! buttons_tables {
             -- The presses still waiting for an outcome, by deadline: what
             -- the expiry reads.
             CREATE INDEX callback_queries_open ON callback_queries (deadline_ms) WHERE outcome IS NULL;
+            -- Those with their outcome, by age: what pruning removes.
+            CREATE INDEX callback_queries_done ON callback_queries (pressed_at_ms) WHERE outcome IS NOT NULL;
             "
         )
     };

@@ -2290,6 +2290,13 @@ def buttons_cases():
                    kstd + [press("u", "c", 1, "yes", save={"q": "result.callback_query_id"}), advance(3),
                            answer("b", "q", 400, err(400, "callback_query_expired", "this callback query expired before it was answered", {"field": "callback_query_id"}))],
                    {"callback_answer_timeout_s": 3}))
+    cs.append(case("a press with its outcome is forgotten with the event logs' retention: answering it then is callback_query_not_found",
+                   kstd + [press("u", "c", 1, "yes", save={"q": "result.callback_query_id"}), answer("b", "q"),
+                           advance(59), user_send("u", "c", "tick", 2, date=T0 + 59),
+                           answer("b", "q", 400, err(400, "callback_query_answered", "this callback query was answered already", {"field": "callback_query_id"})),
+                           advance(62), user_send("u", "c", "tock", 3, date=T0 + 121),
+                           answer("b", "q", 404, err(404, "callback_query_not_found", "no callback query with this id was sent to this bot", {"field": "callback_query_id"}))],
+                   {"event_retention_s": 60}))
     bnf = err(404, "button_not_found", "the message's current keyboard has no button with this callback_data", {"field": "callback_data"})
     cs.append(case("a press must name a button on the message's current keyboard: else 404 button_not_found, and the bot hears nothing",
                    kstd + [press("u", "c", 1, "maybe", 404, bnf),
