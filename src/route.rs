@@ -83,6 +83,7 @@ methods! {
         DeleteWebhook = "deleteWebhook",
         AdvanceClock = "advanceClock",
         GetChatCommands = "getChatCommands",
+        GetBotCommands = "getBotCommands",
         PressButton = "pressButton",
     }
 }

@@ -104,6 +104,10 @@ fn run(ctx: &mut Ctx<'_>, method: AdminMethod, b: &Body) -> ApiResult<Vec<u8>> {
             let chat = load_chat(ctx, chat_id(b)?)?;
             super::buttons::get_chat_commands(ctx, &chat)?
         }
+        M::GetBotCommands => {
+            let bot = load_bot(ctx, bot_id(b)?)?;
+            super::buttons::get_bot_commands(ctx, &bot)?
+        }
         M::PressButton => return Err(ApiError::internal("pressButton is answered by admin::call")),
     };
     to_json(&v)

@@ -87,6 +87,21 @@ pub fn get_chat_commands(ctx: &mut Ctx<'_>, chat: &Chat) -> ApiResult<Value> {
     Ok(Value::Array(out.into_iter().map(|(_, v)| v).collect()))
 }
 
+/// getBotCommands (host, the console's): every list a bot set, with its
+/// scope as setMyCommands takes it.
+pub fn get_bot_commands(ctx: &mut Ctx<'_>, bot: &Bot) -> ApiResult<Value> {
+    let lists = store::buttons::all_commands(ctx.conn, &bot.id)?;
+    let out = lists
+        .into_iter()
+        .map(|((kind, chat), list)| {
+            let scope = if kind == "chat" { json!({"type": kind, "chat_id": chat}) } else { json!({"type": kind}) };
+            let commands: Value = serde_json::from_str(&list).unwrap_or_else(|_| json!([]));
+            json!({"scope": scope, "commands": commands})
+        })
+        .collect();
+    Ok(Value::Array(out))
+}
+
 /// editMessageReplyMarkup's body, in check order.
 #[derive(Deserialize)]
 struct EditMarkup<'a> {

@@ -250,6 +250,7 @@ pub fn audited(m: AdminMethod) -> bool {
             | M::GetAuditLog
             | M::GetWebhookInfo
             | M::GetChatCommands
+            | M::GetBotCommands
     )
 }
 

@@ -41,6 +41,16 @@ pub fn commands_for_chat(conn: &Conn, bot_id: &str, chat_id: &str) -> StoreResul
         .query_vec(params![bot_id, chat_id], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))
 }
 
+const ALL_COMMANDS: &str = "SELECT scope, chat_id, commands FROM bot_commands WHERE bot_id = ?1 \
+     ORDER BY CASE scope WHEN 'default' THEN 0 WHEN 'all_private_chats' THEN 1 WHEN 'all_group_chats' THEN 2 ELSE 3 END, \
+     chat_id";
+
+/// Every list of a bot: ((scope, chat id), commands JSON), the default
+/// first, then all private chats, all groups, and each chat by id.
+pub fn all_commands(conn: &Conn, bot_id: &str) -> StoreResult<Vec<((String, String), String)>> {
+    conn.prepare_cached(ALL_COMMANDS)?.query_vec([bot_id], |r| Ok(((r.get(0)?, r.get(1)?), r.get(2)?)))
+}
+
 const SET_KEYBOARD: &str = "INSERT INTO message_keyboards (chat_id, message_id, keyboard) VALUES (?1, ?2, ?3) \
      ON CONFLICT (chat_id, message_id) DO UPDATE SET keyboard = excluded.keyboard";
 const DELETE_KEYBOARD: &str = "DELETE FROM message_keyboards WHERE chat_id = ?1 AND message_id = ?2";

@@ -2167,6 +2167,17 @@ def buttons_cases():
                           admin("getChatCommands", {"chat_id": ph("g")}, 200, ok([])),
                           admin("getChatCommands", {"chat_id": "spc_nope"}, 404, err(404, "chat_not_found", "chat_not_found")),
                           admin("getChatCommands", {}, 400, missing("chat_id"))]))
+    cs.append(case("getBotCommands lists every list a bot set with its scope: the default, private chats, groups, then each chat",
+                   grp + [admin("getBotCommands", {"bot_id": ph("b")}, 200, ok([{"scope": {"type": "default"}, "commands": cmds("start")},
+                                                                                  {"scope": {"type": "all_private_chats"}, "commands": cmds("menu")}])),
+                          bot_call("b", "setMyCommands", {"commands": cmds("vote"), "scope": chat_scope("g")}, 200, ok(True)),
+                          bot_call("b", "setMyCommands", {"commands": cmds("group"), "scope": {"type": "all_group_chats"}}, 200, ok(True)),
+                          admin("getBotCommands", {"bot_id": ph("b")}, 200, ok([{"scope": {"type": "default"}, "commands": cmds("start")},
+                                                                                  {"scope": {"type": "all_private_chats"}, "commands": cmds("menu")},
+                                                                                  {"scope": {"type": "all_group_chats"}, "commands": cmds("group")},
+                                                                                  {"scope": chat_scope("g"), "commands": cmds("vote")}])),
+                          admin("getBotCommands", {"bot_id": ph("b2")}, 200, ok([{"scope": {"type": "all_group_chats"}, "commands": cmds("poll")}])),
+                          admin("getBotCommands", {"bot_id": "bot_nope"}, 404, err(404, "bot_not_found", "no bot with this id"))]))
     m1 = msg(1, "c", "private", "/start@B_BOT hello world", "u", False)
     cs.append(case("a message starting with /name or /name@handle carries its command in the record and its events",
                    std + [user_send("u", "c", "/start@B_BOT hello world", 1),
