@@ -405,6 +405,19 @@ mod tests {
     }
 
     #[test]
+    fn the_callback_answer_timeout_is_1_to_3600_seconds() {
+        let with = |t: &str| {
+            Config::from_json(format!(r#"{{"admin_secret":"long-enough-secret-0001"{t}}}"#).as_bytes())
+                .map(|c| c.callback_answer_timeout_s)
+        };
+        assert_eq!(with(""), Ok(15));
+        assert_eq!(with(r#","callback_answer_timeout_s":1"#), Ok(1));
+        assert_eq!(with(r#","callback_answer_timeout_s":3600"#), Ok(3600));
+        assert_eq!(with(r#","callback_answer_timeout_s":0"#), Err(ConfigError::CallbackAnswerTimeout));
+        assert_eq!(with(r#","callback_answer_timeout_s":3601"#), Err(ConfigError::CallbackAnswerTimeout));
+    }
+
+    #[test]
     fn a_random_seed_needs_the_manual_clock() {
         assert_eq!(
             Config::from_json(br#"{"admin_secret":"long-enough-secret-0001","random_seed":7}"#).unwrap_err(),
