@@ -168,6 +168,7 @@ fn an_unanswered_press_expires_on_time_with_no_request_in_between(bin: &Path) {
     assert_eq!(found, (Some("expired".to_string()), vec!["callback_expired".to_string()]));
     // The hosts look at their webhook timer at least once a second.
     assert!(at.elapsed() < Duration::from_secs(3), "expired {:?} after the deadline", at.elapsed());
+    eprintln!("expired {:?} after advanceClock passed the deadline", at.elapsed());
     let expired: Vec<Value> =
         host_stream(&srv).into_iter().filter(|(t, _)| t == "callback_expired").map(|(_, d)| d).collect();
     assert_eq!(expired, [json!({"callback_query_id": q, "user_id": w.user_id, "chat_id": w.chat, "message_id": mid})]);
