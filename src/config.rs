@@ -174,6 +174,11 @@ pub struct Config {
     /// the library at most `BYTES_PER_PARKED_POLL` (256 bytes).
     /// Default 10 000.
     pub max_parked_polls: usize,
+    /// How long a bot has to answer a button press (answerCallbackQuery),
+    /// in seconds from the press; past it the answer is refused
+    /// (`callback_query_expired`) and the host's stream says
+    /// `callback_expired`. Default 15; 1 to 3600.
+    pub callback_answer_timeout_s: u64,
 }
 
 /// Default of [`Config::max_parked_polls`].
@@ -203,6 +208,7 @@ impl Default for Config {
             webhook_allow_private_addresses: false,
             random_seed: None,
             max_parked_polls: DEFAULT_MAX_PARKED_POLLS,
+            callback_answer_timeout_s: 15,
         }
     }
 }
@@ -228,6 +234,7 @@ impl std::fmt::Debug for Config {
             .field("database_timeout_ms", &self.database_timeout_ms)
             .field("trusted_proxies", &self.trusted_proxies)
             .field("random_seed", &self.random_seed)
+            .field("callback_answer_timeout_s", &self.callback_answer_timeout_s)
             .finish()
     }
 }
@@ -252,6 +259,8 @@ pub enum ConfigError {
     ZeroRate(&'static str),
     #[error("random_seed is for tests and needs clock = manual")]
     SeedWithoutManualClock,
+    #[error("callback_answer_timeout_s must be 1 to 3600")]
+    CallbackAnswerTimeout,
     #[error("max_unacked_events and max_unconfirmed_updates must be at least 1")]
     ZeroBacklogCap,
     /// An entry of `trusted_proxies` that is not a CIDR block or address.
@@ -348,6 +357,9 @@ impl Config {
         if self.max_unacked_events == 0 || self.max_unconfirmed_updates == 0 {
             return Err(ConfigError::ZeroBacklogCap);
         }
+        if !(1..=3600).contains(&self.callback_answer_timeout_s) {
+            return Err(ConfigError::CallbackAnswerTimeout);
+        }
         if self.random_seed.is_some() && self.clock != ClockKind::Manual {
             return Err(ConfigError::SeedWithoutManualClock);
         }
@@ -390,6 +402,19 @@ mod tests {
         };
         let d = format!("{c:?}");
         assert!(!d.contains("s3cr3t") && !d.contains("9, 9"), "{d}");
+    }
+
+    #[test]
+    fn the_callback_answer_timeout_is_1_to_3600_seconds() {
+        let with = |t: &str| {
+            Config::from_json(format!(r#"{{"admin_secret":"long-enough-secret-0001"{t}}}"#).as_bytes())
+                .map(|c| c.callback_answer_timeout_s)
+        };
+        assert_eq!(with(""), Ok(15));
+        assert_eq!(with(r#","callback_answer_timeout_s":1"#), Ok(1));
+        assert_eq!(with(r#","callback_answer_timeout_s":3600"#), Ok(3600));
+        assert_eq!(with(r#","callback_answer_timeout_s":0"#), Err(ConfigError::CallbackAnswerTimeout));
+        assert_eq!(with(r#","callback_answer_timeout_s":3601"#), Err(ConfigError::CallbackAnswerTimeout));
     }
 
     #[test]

@@ -156,6 +156,18 @@ impl ApiError {
             .with_param("field", "reply_to_message_id")
     }
 
+    /// answerCallbackQuery on a query already answered.
+    pub fn callback_query_answered() -> Self {
+        Self::new(ErrorCode::CallbackQueryAnswered, "this callback query was answered already")
+            .with_param("field", "callback_query_id")
+    }
+    /// answerCallbackQuery after `callback_answer_timeout_s` (the user's
+    /// client has given up waiting).
+    pub fn callback_query_expired() -> Self {
+        Self::new(ErrorCode::CallbackQueryExpired, "this callback query expired before it was answered")
+            .with_param("field", "callback_query_id")
+    }
+
     // ---- 401 ----
 
     /// No `Authorization` header, or one of another scheme.
@@ -225,6 +237,18 @@ impl ApiError {
     pub fn member_not_found(id: &str) -> Self {
         Self::new(ErrorCode::MemberNotFound, format!("no user or bot {id} in this chat"))
             .with_param("field", "member_id")
+    }
+
+    /// pressButton: the message is gone, or its current keyboard has no
+    /// button with this `callback_data`.
+    pub fn button_not_found() -> Self {
+        Self::new(ErrorCode::ButtonNotFound, "the message's current keyboard has no button with this callback_data")
+            .with_param("field", "callback_data")
+    }
+    /// answerCallbackQuery: no query with this id went to the calling bot.
+    pub fn callback_query_not_found() -> Self {
+        Self::new(ErrorCode::CallbackQueryNotFound, "no callback query with this id was sent to this bot")
+            .with_param("field", "callback_query_id")
     }
 
     // ---- 405, 409, 411, 413, 415, 426, 429, 431 ----
@@ -395,6 +419,8 @@ pub fn catalog() -> Vec<ApiError> {
         E::unsupported_parse_mode(),
         E::reply_target_not_found(),
         E::duplicate_header("{header}"),
+        E::callback_query_answered(),
+        E::callback_query_expired(),
         E::missing_authorization("{scheme}"),
         E::invalid_token(),
         E::bot_suspended(),
@@ -413,6 +439,8 @@ pub fn catalog() -> Vec<ApiError> {
         E::user_not_found(),
         E::bot_not_found(),
         E::member_not_found("{id}"),
+        E::button_not_found(),
+        E::callback_query_not_found(),
         E::method_not_allowed("{path}", "POST"),
         E::request_timeout(),
         E::idempotency_key_reused(),

@@ -171,11 +171,36 @@ pub struct MessageJson<'a> {
     pub chat: ChatRef<'a>,
     pub date: i64,
     pub text: &'a str,
+    /// The command the text starts with, if any (read by
+    /// `rules::commands::command_of`; see `methods::messages::message_json`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<Command<'a>>,
     pub from: Sender<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reply_to_message_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub edit_date: Option<i64>,
+    /// The message's current keyboard, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_markup: Option<serde_json::Value>,
+}
+
+/// The command a message's text starts with: `"/name"` or
+/// `"/name@handle"` (the rule is `rules::commands::command_of`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Command<'a> {
+    pub name: &'a str,
+    /// The text after the command and one space; `""` when none.
+    pub args: &'a str,
+    /// The handle after `@` as written (it matches a bot's
+    /// case-insensitively), `None` without one.
+    pub bot_handle: Option<&'a str>,
+}
+
+/// A stored keyboard's JSON as a value of the message (a keyboard the
+/// store holds was checked when it was set).
+pub fn keyboard_value(k: Option<&str>) -> Option<serde_json::Value> {
+    k.and_then(|k| serde_json::from_str(k).ok())
 }
 
 #[derive(Debug, Clone)]
@@ -188,18 +213,26 @@ pub struct StoredMessage {
     pub edit_date: Option<i64>,
     pub reply_to: Option<i64>,
     pub deleted: bool,
+    /// Its current keyboard's JSON (read separately from the row, by the
+    /// methods that show it).
+    pub reply_markup: Option<String>,
 }
 
 impl StoredMessage {
+    /// The message's JSON without its command (the methods add it, see
+    /// `methods::messages::message_json`).
     pub fn json<'a>(&'a self, chat: ChatRef<'a>) -> MessageJson<'a> {
+        let text = self.text.as_deref().unwrap_or("");
         MessageJson {
             message_id: self.message_id.to_string(),
             chat,
             date: self.date,
-            text: self.text.as_deref().unwrap_or(""),
+            text,
+            command: None,
             from: Sender { id: &self.sender_id, is_bot: self.sender_is_bot },
             reply_to_message_id: self.reply_to.map(|m| m.to_string()),
             edit_date: self.edit_date,
+            reply_markup: keyboard_value(self.reply_markup.as_deref()),
         }
     }
 }

@@ -143,6 +143,8 @@ words! {
         UnsupportedParseMode = "unsupported_parse_mode" => 400,
         ReplyTargetNotFound = "reply_target_not_found" => 400,
         DuplicateHeader = "duplicate_header" => 400,
+        CallbackQueryAnswered = "callback_query_answered" => 400,
+        CallbackQueryExpired = "callback_query_expired" => 400,
         MissingAuthorization = "missing_authorization" => 401,
         InvalidToken = "invalid_token" => 401,
         BotSuspended = "bot_suspended" => 403,
@@ -161,6 +163,8 @@ words! {
         UserNotFound = "user_not_found" => 404,
         BotNotFound = "bot_not_found" => 404,
         MemberNotFound = "member_not_found" => 404,
+        ButtonNotFound = "button_not_found" => 404,
+        CallbackQueryNotFound = "callback_query_not_found" => 404,
         MethodNotAllowed = "method_not_allowed" => 405,
         RequestTimeout = "request_timeout" => 408,
         IdempotencyKeyReused = "idempotency_key_reused" => 409,
@@ -264,6 +268,9 @@ words! {
         ChatDissolved = "chat_dissolved",
         ChatAction = "chat_action",
         UpdatesDropped = "updates_dropped",
+        CallbackQuery = "callback_query",
+        CallbackAnswered = "callback_answered",
+        CallbackExpired = "callback_expired",
     }
 }
 
@@ -272,6 +279,19 @@ impl EventKind {
     /// `updates_dropped` marker, which getUpdates makes up).
     pub const fn is_logged(self) -> bool {
         !matches!(self, EventKind::UpdatesDropped)
+    }
+
+    /// True for the kinds a bot's log carries: all but those only the
+    /// host's stream has (`chat_action`, the callback queries' outcomes
+    /// and the `updates_dropped` marker).
+    pub const fn reaches_bots(self) -> bool {
+        !matches!(
+            self,
+            EventKind::ChatAction
+                | EventKind::UpdatesDropped
+                | EventKind::CallbackAnswered
+                | EventKind::CallbackExpired
+        )
     }
 }
 

@@ -41,6 +41,11 @@ methods! {
         SetWebhook = "setWebhook",
         DeleteWebhook = "deleteWebhook",
         GetWebhookInfo = "getWebhookInfo",
+        SetMyCommands = "setMyCommands",
+        GetMyCommands = "getMyCommands",
+        DeleteMyCommands = "deleteMyCommands",
+        EditMessageReplyMarkup = "editMessageReplyMarkup",
+        AnswerCallbackQuery = "answerCallbackQuery",
     }
 }
 
@@ -77,6 +82,9 @@ methods! {
         GetWebhookInfo = "getWebhookInfo",
         DeleteWebhook = "deleteWebhook",
         AdvanceClock = "advanceClock",
+        GetChatCommands = "getChatCommands",
+        GetBotCommands = "getBotCommands",
+        PressButton = "pressButton",
     }
 }
 

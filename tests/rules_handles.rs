@@ -162,7 +162,7 @@ fn a_sqlite_database_with_shared_handles_is_migrated_and_keeps_working() {
         // two bots from sharing a handle.
         let conn = rusqlite::Connection::open(db).unwrap();
         conn.execute_batch(
-            "DROP TABLE webhooks; DROP INDEX bots_handle_key; DROP INDEX bots_without_handle_key; ALTER TABLE bots DROP COLUMN handle_key; PRAGMA user_version = 4;",
+            "DROP TABLE bot_commands; DROP TABLE message_keyboards; DROP TABLE callback_queries; DROP TABLE webhooks; DROP INDEX bots_handle_key; DROP INDEX bots_without_handle_key; ALTER TABLE bots DROP COLUMN handle_key; PRAGMA user_version = 4;",
         )
         .unwrap();
         for (id, h) in c.ids.iter().zip(["Dup", "dup", "DUP"]) {
@@ -171,7 +171,7 @@ fn a_sqlite_database_with_shared_handles_is_migrated_and_keeps_working() {
     }
     let svc = open(db);
     let conn = rusqlite::Connection::open(db).unwrap();
-    assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 6);
+    assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 7);
     let keys: Vec<Option<String>> = c
         .ids
         .iter()
@@ -194,7 +194,7 @@ fn a_postgres_database_with_shared_handles_is_migrated_and_keeps_working() {
     {
         let mut pg = postgres::Client::connect(&url, postgres::NoTls).unwrap();
         pg.batch_execute(
-            "DROP TABLE updates_pending; DROP TABLE webhooks; DROP TABLE webhook_leases; DROP INDEX bots_handle_key; DROP INDEX bots_without_handle_key; ALTER TABLE bots DROP COLUMN handle_key; UPDATE botspace_schema SET version = 4;",
+            "DROP TABLE bot_commands; DROP TABLE message_keyboards; DROP TABLE callback_queries; DROP TABLE updates_pending; DROP TABLE webhooks; DROP TABLE webhook_leases; DROP INDEX bots_handle_key; DROP INDEX bots_without_handle_key; ALTER TABLE bots DROP COLUMN handle_key; UPDATE botspace_schema SET version = 4;",
         )
         .unwrap();
         for (id, h) in c.ids.iter().zip(["Dup", "dup", "DUP"]) {
@@ -203,7 +203,7 @@ fn a_postgres_database_with_shared_handles_is_migrated_and_keeps_working() {
     }
     let svc = open(&url);
     let mut pg = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    assert_eq!(pg.query_one("SELECT version FROM botspace_schema", &[]).unwrap().get::<_, i64>(0), 7);
+    assert_eq!(pg.query_one("SELECT version FROM botspace_schema", &[]).unwrap().get::<_, i64>(0), 8);
     let keys: Vec<Option<String>> = c
         .ids
         .iter()

@@ -267,7 +267,7 @@ fn a_version_1_database_is_migrated_and_pruned() {
     {
         let c = Connection::open(&db).unwrap();
         c.execute_batch(
-            "DROP TABLE webhooks; DROP INDEX bots_handle_key; DROP INDEX bots_without_handle_key; ALTER TABLE bots DROP COLUMN handle_key; \
+            "DROP TABLE bot_commands; DROP TABLE message_keyboards; DROP TABLE callback_queries; DROP TABLE webhooks; DROP INDEX bots_handle_key; DROP INDEX bots_without_handle_key; ALTER TABLE bots DROP COLUMN handle_key; \
              DROP TABLE audit_log; DROP INDEX bots_by_created; DROP INDEX users_by_created; DROP INDEX chats_by_created; \
              ALTER TABLE messages DROP COLUMN created_update; ALTER TABLE bots DROP COLUMN pruned_seq; \
              ALTER TABLE bots DROP COLUMN kept_since_ms; PRAGMA user_version = 1;",
@@ -276,7 +276,7 @@ fn a_version_1_database_is_migrated_and_pruned() {
     }
     let svc = open(&db);
     let c = Connection::open(&db).unwrap();
-    assert_eq!(c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 6);
+    assert_eq!(c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 7);
     admin(&svc, SECRET, "advanceClock", json!({"seconds": RETENTION_S + 60}));
     let user: String = c.query_row("SELECT id FROM users", [], |r| r.get(0)).unwrap();
     let chat: String = c.query_row("SELECT id FROM chats", [], |r| r.get(0)).unwrap();

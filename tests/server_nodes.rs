@@ -443,3 +443,75 @@ fn a_postgres_restart_under_load_answers_503_writes_nothing_half_and_both_nodes_
     let stored: HashSet<&str> = stored.into_keys().collect();
     assert_eq!(stored, expected, "what is stored is what was answered 200 or retried");
 }
+
+/// Button presses on two nodes, one of which dies: every press gets
+/// exactly one outcome (answered or expired), written by whichever node
+/// came first with the conditional UPDATE; the survivor expires the dead
+/// node's presses by its own timer (read from the database, no request:
+/// the outcomes are read from PostgreSQL directly), within the timeout
+/// (15 s) and the timer's re-read (2 s) of the last press.
+#[test]
+fn button_presses_on_two_nodes_get_exactly_one_outcome_each_when_one_dies() {
+    let _g = shared_cluster();
+    let db = common::test_database();
+    assert!(db.starts_with("postgres://"), "BOTSPACE_TEST_POSTGRES must be set (scripts/with-postgres.sh)");
+    let start = || Server::start_rust_with(&["--db", &db, "--admin-secret", SECRET]);
+    let (a, b) = (start(), start());
+    let w = a.world("official");
+    let kb = json!({"inline_keyboard": [[{"text": "Yes", "callback_data": "yes"}]]});
+    let sent = a.bot(&w.token, "sendMessage", &json!({"chat_id": w.chat, "text": "Choose", "reply_markup": kb}));
+    assert_eq!(sent.status, 200, "{}", sent.body);
+    let mid = sent.body["result"]["message_id"].as_str().unwrap().to_string();
+    let press = |srv: &Server| -> String {
+        let r = srv.admin(
+            "pressButton",
+            &json!({"user_id": w.user_id, "chat_id": w.chat, "message_id": mid, "callback_data": "yes"}),
+        );
+        r["callback_query_id"].as_str().unwrap().to_string()
+    };
+    let mut presses = Vec::new();
+    for i in 0..10 {
+        presses.push(press(if i % 2 == 0 { &a } else { &b }));
+    }
+    // Every third is answered, on the other node than it was pressed on.
+    for (i, q) in presses.iter().enumerate().filter(|(i, _)| i % 3 == 0) {
+        let on = if i % 2 == 0 { &b } else { &a };
+        let r = on.bot(&w.token, "answerCallbackQuery", &json!({"callback_query_id": q}));
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let last_press = Instant::now();
+    drop(a); // SIGKILL: half the presses were made on it.
+    let mut pg = postgres::Client::connect(&db, postgres::NoTls).unwrap();
+    let mut outcomes = |pg: &mut postgres::Client| -> Vec<(String, Option<String>)> {
+        pg.query("SELECT id, outcome FROM callback_queries ORDER BY id", &[])
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+    };
+    let deadline = Duration::from_secs(15 + 2 + 5);
+    loop {
+        let o = outcomes(&mut pg);
+        if o.iter().all(|(_, out)| out.is_some()) {
+            break;
+        }
+        assert!(last_press.elapsed() < deadline, "not every press expired in time: {o:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let elapsed = last_press.elapsed();
+    assert!(elapsed >= Duration::from_secs(14), "expired early: {elapsed:?}");
+    eprintln!("the survivor expired every press {elapsed:?} after the last");
+    // Exactly one outcome event per press on the host stream.
+    let stream = b.admin("getUpdates", &json!({"limit": 1000}));
+    for (i, q) in presses.iter().enumerate() {
+        let kinds: Vec<&str> = stream
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|u| u["type"] != "callback_query" && u["data"]["callback_query_id"] == json!(q))
+            .map(|u| u["type"].as_str().unwrap())
+            .collect();
+        let want = if i % 3 == 0 { "callback_answered" } else { "callback_expired" };
+        assert_eq!(kinds, [want], "press {i}");
+    }
+}

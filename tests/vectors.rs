@@ -31,6 +31,7 @@ const FILES: &[&str] = &[
     "gateway.json",
     "updates.json",
     "webhooks.json",
+    "buttons.json",
 ];
 
 fn dir() -> PathBuf {
@@ -634,6 +635,7 @@ vector_tests! {
     gateway => "gateway.json",
     updates => "updates.json",
     webhooks => "webhooks.json",
+    buttons => "buttons.json",
 }
 
 /// Any vector file without its own test above still runs.

@@ -7,6 +7,10 @@
 //  - the bot: it holds a gateway session (the message-level gateway an edge
 //    runtime would put behind a WebSocket), receives `message_created`
 //    events, answers with /bot/sendMessage and acknowledges them.
+//    Its answers carry two buttons (reply_markup); a press goes through the
+//    host API (/admin/pressButton), reaches the bot as a `callback_query`
+//    event, and the bot's answer (/bot/answerCallbackQuery) comes back on the
+//    host's stream (/admin/getUpdates, `callback_answered`), shown here.
 // The database lives in IndexedDB as 2 KiB blocks (indexedDBPageStorage):
 // each change writes only the blocks it touched, in one IndexedDB
 // transaction, and nothing is shown as sent, nor handed to the bot, before
@@ -25,6 +29,9 @@ const ACTION_LIFETIME_MS = 5000;
 // ?after=N: the bot's first gateway connection asks for every event after
 // seq N again (?after=0: its whole log), to show at-least-once delivery.
 const REPLAY_AFTER = new URLSearchParams(location.search).get('after');
+// The buttons under each answer, and what the bot says when one is pressed.
+const KEYBOARD = { inline_keyboard: [[{ text: 'Like', callback_data: 'like' }, { text: 'Dislike', callback_data: 'dislike' }]] };
+const ANSWERS = { like: 'Glad you liked it!', dislike: 'Sorry, I only echo.' };
 
 // ------------------------------------------------------------ the service
 
@@ -173,7 +180,7 @@ function pumpBot() {
       setTimeout(() => {
         const reply = asBot(
           '/bot/sendMessage',
-          { chat_id: m.chat.id, text: `Echo: ${m.text}`, reply_to_message_id: m.message_id },
+          { chat_id: m.chat.id, text: `Echo: ${m.text}`, reply_to_message_id: m.message_id, reply_markup: KEYBOARD },
           { 'Idempotency-Key': `echo-${m.chat.id}-${m.message_id}` },
         );
         if (!reply.ok) console.warn('reply refused', reply);
@@ -185,6 +192,13 @@ function pumpBot() {
           .then(() => svc.durable())
           .then(render);
       }, 300);
+    } else if (msg.type === 'callback_query') {
+      // A press of one of its buttons: answered at once (a late answer is
+      // refused once callback_answer_timeout_s has passed).
+      const q = msg.data;
+      const r = asBot('/bot/answerCallbackQuery', { callback_query_id: q.id, text: ANSWERS[q.data] ?? q.data }, {});
+      if (!r.ok) console.warn('answer refused', r);
+      botSend({ op: 'ack', seq: msg.seq });
     } else {
       botSend({ op: 'ack', seq: msg.seq }); // written by the loop's next pollTransmit
     }
@@ -210,6 +224,7 @@ function render() {
       const time = document.createElement('time');
       time.textContent = new Date(m.date * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
       li.append(time);
+      if (m.reply_markup) li.append(keyboard(m));
       $('messages').append(li);
       li.scrollIntoView({ block: 'end' });
     }
@@ -225,6 +240,51 @@ function render() {
     const until = Math.max(...typing.map((a) => a.expires_at_ms));
     typingTimer = setTimeout(render, Math.max(0, until - Date.now()) + 20);
   }
+}
+
+// A message's keyboard: one button per callback_data; a press goes to the
+// bot through the host API, and the bot's answer is shown when it comes.
+function keyboard(m) {
+  const box = document.createElement('div');
+  box.className = 'keyboard';
+  for (const row of m.reply_markup.inline_keyboard) {
+    for (const b of row) {
+      const button = document.createElement('button');
+      button.type = 'button';
+      button.textContent = b.text;
+      if (b.url) button.addEventListener('click', () => window.open(b.url, '_blank', 'noopener'));
+      else button.addEventListener('click', () => press(m.message_id, b.callback_data).catch(showError));
+      box.append(button);
+    }
+  }
+  return box;
+}
+
+// The host's own stream: where the bots' answers to presses come back.
+let hostOffset = 0;
+
+/** Presses a button; resolves with the bot's answer once it is shown. */
+async function press(messageId, data) {
+  const { callback_query_id: id } = admin('/admin/pressButton', { user_id: ids.userId, chat_id: ids.chatId, message_id: messageId, callback_data: data });
+  await svc.durable();
+  await runBot(); // the bot hears the press and answers
+  await svc.durable();
+  for (const u of admin('/admin/getUpdates', { offset: hostOffset, limit: 1000 })) {
+    hostOffset = u.update_id + 1;
+    if ((u.type === 'callback_answered' || u.type === 'callback_expired') && u.data.callback_query_id === id) {
+      const text = u.type === 'callback_answered' ? u.data.text : 'The bot did not answer.';
+      const answer = $('answer');
+      answer.textContent = text;
+      answer.hidden = false;
+      return text;
+    }
+  }
+  return null;
+}
+
+function showError(e) {
+  $('status').textContent = e.message;
+  $('status').className = 'status error';
 }
 
 /** Sends what the person typed; resolves once it is durable (then it is shown). */
@@ -260,6 +320,7 @@ $('reset').addEventListener('click', async () => {
 // For the tests: send without the form, and read the whole history.
 window.botspaceDemo = {
   sendUserMessage,
+  press,
   history: () => {
     const all = [];
     for (let after = 0; ; ) {

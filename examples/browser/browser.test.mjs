@@ -7,7 +7,8 @@
 // replays old messages; a layout that fits from a phone (one column) to a
 // desktop (two), and a footer that says how the chat is stored; webhooks
 // from a service in the page reach a receiver that allows CORS, and never
-// one that does not.
+// one that does not. The bot's answers carry buttons; a press reaches it and
+// its answer shows in the page.
 // Screenshots go to test-output/ at the repository root.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -110,6 +111,17 @@ test('a person chats with the echo bot, both running in the page', { timeout: 12
   assert.ok(frames.some((f) => f.includes('"op":"hello"')));
   assert.equal(frames.filter((f) => f.includes('"type":"message_created"')).length, 2);
   assert.ok(frames.some((f) => f.includes('"op":"ack"')));
+
+  // The answers carry two buttons; a press reaches the bot as a
+  // callback_query event, and its answer comes back on the host's stream.
+  const buttons = page.locator('.msg.bot').nth(1).locator('.keyboard button');
+  assert.deepEqual(await buttons.allTextContents(), ['Like', 'Dislike']);
+  await buttons.first().click();
+  await page.waitForFunction(() => !document.getElementById('answer').hidden, null, { timeout: 10_000 });
+  assert.equal(await page.textContent('#answer'), 'Glad you liked it!');
+  const queries = (await page.locator('#frames li').allTextContents()).filter((f) => f.includes('"type":"callback_query"'));
+  assert.equal(queries.length, 1);
+  assert.match(queries[0], /"data":"like"/);
   await page.screenshot({ path: join(OUT, 'browser-chat.png') });
 
   // The footer says how the chat is kept, truly.

@@ -253,6 +253,7 @@ views.bot = async (root, id) => {
   const b = await api('getBot', { bot_id: id });
   const act = await api('getBotActivity', { bot_id: id });
   const hook = await api('getWebhookInfo', { bot_id: id });
+  const lists = await api('getBotCommands', { bot_id: id });
   const out = h('div', { id: 'bot-result' });
   const refusals = Object.entries(act.refusals);
   root.append(h('h2', {}, 'Bot @' + b.handle), h('p', { class: 'sub' }, b.display_name, ' · ', h('code', {}, b.id)),
@@ -357,9 +358,18 @@ views.bot = async (root, id) => {
       hook.last_error_message ? when(hook.last_error_date) + ': ' + hook.last_error_message : 'none'),
     h('dt', {}, 'Next attempt'), h('dd', {}, hook.next_attempt_date ? when(hook.next_attempt_date) : 'none waiting'));
 
+  // The commands the bot set, per scope, as users' clients offer them.
+  const scopeName = (s) => ({ default: 'Every chat (default)', all_private_chats: 'Private chats', all_group_chats: 'Groups' }[s.type] || 'Chat ' + s.chat_id);
+  const commandRows = h('tbody', {}, lists.map((l) => h('tr', {},
+    h('td', {}, scopeName(l.scope)),
+    h('td', {}, l.commands.map((c) => h('div', {}, h('code', {}, '/' + c.command), ' ', c.description))))));
+  const commands = lists.length ? table('Commands of @' + b.handle, ['Scope', 'Commands'], commandRows)
+    : h('p', { class: 'sub' }, 'No commands set (setMyCommands).');
+
   root.append(h('h3', {}, 'Delivery'), delivery, clear ? h('p', {}, clear) : '',
     h('h3', {}, 'Identity and permissions'), edit,
     h('h3', {}, 'Access'), h('p', {}, rotate, ' ', toggle, ' ', opToken), out,
+    h('h3', {}, 'Commands'), h('div', { id: 'bot-commands' }, commands),
     h('p', {}, h('button', { type: 'button', onclick: () => show('chats', { member: id, name: '@' + b.handle }) }, 'Chats of @' + b.handle), ' ',
       h('button', { type: 'button', onclick: () => show('audit', { target: id, name: '@' + b.handle }) }, 'Audit entries of @' + b.handle), ' ',
       h('button', { type: 'button', onclick: () => show('bots') }, 'Back to bots')));

@@ -49,7 +49,11 @@ fn bot_id(b: &Body) -> ApiResult<&str> {
 
 pub fn call(ctx: &mut Ctx<'_>, method: AdminMethod, req: &Request<'_>) -> ApiResult<Vec<u8>> {
     let b = params::parse_body(&req.body)?;
-    let out = run(ctx, method, &b)?;
+    let out = match method {
+        // The only host method that reads a header (Idempotency-Key).
+        AdminMethod::PressButton => super::buttons::press_button(ctx, &b, req)?,
+        _ => run(ctx, method, &b)?,
+    };
     // Every change leaves an audit entry, committed with it.
     if console::audited(method) {
         console::record(ctx, method, &b, &out)?;
@@ -96,6 +100,15 @@ fn run(ctx: &mut Ctx<'_>, method: AdminMethod, b: &Body) -> ApiResult<Vec<u8>> {
             return super::webhook::delete(ctx, &bot.id, b);
         }
         M::AdvanceClock => advance_clock(ctx, b)?,
+        M::GetChatCommands => {
+            let chat = load_chat(ctx, chat_id(b)?)?;
+            super::buttons::get_chat_commands(ctx, &chat)?
+        }
+        M::GetBotCommands => {
+            let bot = load_bot(ctx, bot_id(b)?)?;
+            super::buttons::get_bot_commands(ctx, &bot)?
+        }
+        M::PressButton => return Err(ApiError::internal("pressButton is answered by admin::call")),
     };
     to_json(&v)
 }
@@ -551,7 +564,7 @@ fn send_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
     let member = store::chats::membership(ctx.conn, chat_id, user_id)? == Some(true);
     permissions::check(Act::UserSends, &chat, member)?;
     messages::check_reply_target(ctx, &chat, reply_to)?;
-    messages::post(ctx, &chat, user_id, false, text, reply_to)
+    messages::post(ctx, &chat, user_id, false, text, reply_to, None)
 }
 
 #[derive(Deserialize)]
@@ -583,7 +596,15 @@ fn chat_history(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
     let ChatHistory { after_message_id, limit } = requests::parse(b)?;
     let after = after_message_id.and_then(|a| a.0);
     let limit = limit.map_or(MAX_HISTORY_PAGE, |l| l.0).max(1);
-    let rows = store::messages::history(ctx.conn, &chat.id, after.unwrap_or(0), limit as i64)?;
+    let mut rows = store::messages::history(ctx.conn, &chat.id, after.unwrap_or(0), limit as i64)?;
+    if let Some(last) = rows.last().map(|m| m.message_id) {
+        let keyboards = store::buttons::keyboards_between(ctx.conn, &chat.id, after.unwrap_or(0), last)?;
+        for (id, k) in keyboards {
+            if let Some(m) = rows.iter_mut().find(|m| m.message_id == id) {
+                m.reply_markup = Some(k);
+            }
+        }
+    }
     // Written as it goes, so messages keep the field order of sendMessage.
     let mut out = b"[".to_vec();
     for m in rows {
@@ -593,7 +614,7 @@ fn chat_history(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
         if m.deleted {
             out.extend_from_slice(format!(r#"{{"message_id":"{}","deleted":true}}"#, m.message_id).as_bytes());
         } else {
-            out.extend_from_slice(&to_json(&m.json(chat.reference()))?);
+            out.extend_from_slice(&to_json(&messages::message_json(&m, chat.reference()))?);
         }
     }
     out.push(b']');
@@ -619,6 +640,11 @@ struct HostUpdates {
 /// Telegram-style: returns updates from `offset` on (default: the first not
 /// yet confirmed) and confirms everything before `offset`, durably.
 fn get_updates(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
+    // Presses past their deadline are expired first, so the stream a host
+    // reads after a deadline has the outcome whether or not its timer ran
+    // (the timer writes it otherwise, `service/callbacks.rs`).
+    let batch = super::buttons::EXPIRE_BATCH;
+    while super::buttons::expire_due(ctx.conn, ctx.now_ms, batch, &mut ctx.fx.updates)? as i64 == batch {}
     // Updates of this transaction's earlier requests (a batch) included.
     crate::events::flush_updates(ctx.conn, &mut ctx.fx.updates)?;
     let HostUpdates { offset, limit } = requests::parse(b)?;

@@ -2,10 +2,10 @@
 //! bot status → tier gate → fields → chat visible → permission rules →
 //! message ownership → rate limit → write.
 
-use super::messages;
+use super::buttons;
+use super::messages::{self, owned_message, visible_chat};
 use super::params::{self, Body};
 use super::requests::{self, Choice, Choices, MessageId, ParseMode, Text};
-use super::to_json;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{self, Event};
 use crate::http::Request;
@@ -38,6 +38,11 @@ pub fn call(ctx: &mut Ctx<'_>, bot: &Bot, method: BotMethod, req: &Request<'_>) 
         BotMethod::SetWebhook => super::webhook::set_webhook(ctx, bot, &params::parse_body(&req.body)?),
         BotMethod::DeleteWebhook => super::webhook::delete_webhook(ctx, bot, &params::parse_body(&req.body)?),
         BotMethod::GetWebhookInfo => super::webhook::get_webhook_info(ctx, bot, &params::parse_body(&req.body)?),
+        BotMethod::SetMyCommands => buttons::set_my_commands(ctx, bot, &params::parse_body(&req.body)?),
+        BotMethod::GetMyCommands => buttons::get_my_commands(ctx, bot, &params::parse_body(&req.body)?),
+        BotMethod::DeleteMyCommands => buttons::delete_my_commands(ctx, bot, &params::parse_body(&req.body)?),
+        BotMethod::EditMessageReplyMarkup => buttons::edit_reply_markup(ctx, bot, &tier_gate(bot, method, req)?),
+        BotMethod::AnswerCallbackQuery => buttons::answer_callback_query(ctx, bot, &params::parse_body(&req.body)?),
     }
 }
 
@@ -65,15 +70,6 @@ fn get_updates(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Vec
 fn tier_gate(bot: &Bot, method: BotMethod, req: &Request<'_>) -> ApiResult<Body> {
     rules::tier::check(bot.tier, method)?;
     params::parse_body(&req.body)
-}
-
-/// The chat, if this bot is or was ever a member; otherwise chat_not_found
-/// (a chat the bot never saw does not exist for it).
-fn visible_chat(ctx: &mut Ctx<'_>, bot: &Bot, chat_id: &str) -> ApiResult<(Chat, bool)> {
-    match ctx.chat_with_member(chat_id, bot)? {
-        Some((chat, Some(active))) => Ok((chat, active)),
-        _ => Err(ApiError::chat_not_found()),
-    }
 }
 
 fn rate_limit(ctx: &mut Ctx<'_>, bot: &Bot, chat: &Chat) -> ApiResult<()> {
@@ -112,6 +108,7 @@ struct SendMessage<'a> {
 fn send_message(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Vec<u8>> {
     let body = params::parse_body(&req.body)?;
     let SendMessage { chat_id, text: Text(text), reply_to_message_id, .. } = requests::parse(&body)?;
+    let keyboard = rules::keyboard::parse(body.get("reply_markup"))?;
     let reply_to = reply_to_message_id.map(|m| m.0);
     let key = idempotency::key(req.header("idempotency-key"))?;
     let hash = key.map(|_| idempotency::request_hash(&body));
@@ -128,7 +125,7 @@ fn send_message(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Ve
     permissions::check(Act::BotSends, &chat, member)?;
     messages::check_reply_target(ctx, &chat, reply_to)?;
     rate_limit(ctx, bot, &chat)?;
-    let json = messages::post(ctx, &chat, &bot.id, true, text, reply_to)?;
+    let json = messages::post(ctx, &chat, &bot.id, true, text, reply_to, keyboard.as_ref().map(|k| k.0.as_str()))?;
     if let (Some(key), Some(hash)) = (key, hash) {
         let result = std::str::from_utf8(&json).unwrap_or("");
         store::idempotency::remember(ctx.conn, &mut ctx.fx.ahead.keys, &bot.id, key, &hash, result, ctx.now_ms as i64)?;
@@ -169,21 +166,6 @@ fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<
     Ok(b"true".to_vec())
 }
 
-/// Chat, membership and the message, checked for edit and delete, once
-/// their fields are read.
-fn owned_message(ctx: &mut Ctx<'_>, bot: &Bot, chat_id: &str, message_id: i64) -> ApiResult<(Chat, StoredMessage)> {
-    let (chat, member) = visible_chat(ctx, bot, chat_id)?;
-    permissions::check(Act::BotEdits, &chat, member)?;
-    let msg = match store::messages::load(ctx.conn, &chat.id, message_id)? {
-        Some(m) if !m.deleted => m,
-        _ => return Err(ApiError::message_not_found()),
-    };
-    if msg.sender_id != bot.id {
-        return Err(ApiError::not_message_owner());
-    }
-    Ok((chat, msg))
-}
-
 /// editMessageText's body, in check order.
 #[derive(Deserialize)]
 struct EditMessageText<'a> {
@@ -204,19 +186,15 @@ struct DeleteMessage<'a> {
 
 fn edit_message_text(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
     let EditMessageText { chat_id, message_id: MessageId(message_id), text: Text(text), .. } = requests::parse(body)?;
-    let (chat, mut msg) = owned_message(ctx, bot, chat_id, message_id)?;
+    let markup = rules::keyboard::parse(body.get("reply_markup"))?;
+    let (chat, msg) = owned_message(ctx, bot, chat_id, message_id)?;
     rate_limit(ctx, bot, &chat)?;
-    if msg.text.as_deref() == Some(text) {
-        // Same text: success, nothing changes, no event.
-        return to_json(&msg.json(chat.reference()));
-    }
-    let edit_date = ctx.now_s();
-    store::messages::edit(ctx.conn, &chat.id, msg.message_id, text, edit_date)?;
-    msg.text = Some(text.to_string());
-    msg.edit_date = Some(edit_date);
-    let json = to_json(&msg.json(chat.reference()))?;
-    messages::emit_message(ctx, &chat, EventKind::MessageEdited, msg.message_id, &json, Some(&bot.id))?;
-    Ok(json)
+    // Without reply_markup the keyboard stays; with one it is replaced.
+    let keyboard = match markup {
+        Some(k) => Some(k.0),
+        None => store::buttons::keyboard(ctx.conn, &chat.id, msg.message_id)?,
+    };
+    buttons::set_markup(ctx, bot, &chat, msg, Some(text), keyboard)
 }
 
 fn delete_message(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
@@ -231,6 +209,8 @@ fn delete_message(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8
 pub fn delete_stored(ctx: &mut Ctx<'_>, chat: &Chat, msg: &StoredMessage, exclude: Option<&str>) -> ApiResult<()> {
     let message_id = msg.message_id;
     store::messages::mark_deleted(ctx.conn, &chat.id, message_id)?;
+    // Its keyboard goes with it: no press can name it any more.
+    store::buttons::set_keyboard(ctx.conn, &chat.id, message_id, None)?;
     events::scrub_message_text(ctx.conn, &chat.id, message_id, &mut ctx.fx.updates)?;
     ctx.fx.scrubbed = true;
     if msg.sender_is_bot {

@@ -249,6 +249,8 @@ pub fn audited(m: AdminMethod) -> bool {
             | M::GetBotActivity
             | M::GetAuditLog
             | M::GetWebhookInfo
+            | M::GetChatCommands
+            | M::GetBotCommands
     )
 }
 

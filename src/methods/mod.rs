@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod bot;
+pub mod buttons;
 pub mod console;
 pub mod messages;
 pub mod params;

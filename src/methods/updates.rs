@@ -20,7 +20,7 @@ pub const MAX_TIMEOUT_S: u64 = 50;
 /// The event types a bot receives (docs/gateway.md), in `EventKind` order:
 /// a bit each in [`Poll::allowed`]. `chat_action` and `updates_dropped`
 /// belong to the host's stream only.
-pub const BOT_EVENT_KINDS: [EventKind; 10] = [
+pub const BOT_EVENT_KINDS: [EventKind; 11] = [
     EventKind::MessageCreated,
     EventKind::MessageEdited,
     EventKind::MessageDeleted,
@@ -31,6 +31,7 @@ pub const BOT_EVENT_KINDS: [EventKind; 10] = [
     EventKind::MemberRemoved,
     EventKind::ChatPermissionsChanged,
     EventKind::ChatDissolved,
+    EventKind::CallbackQuery,
 ];
 
 pub use crate::events::Poll;

@@ -37,11 +37,7 @@ impl<'de> Deserialize<'de> for AllowedUpdates {
                 let bad = || de::Error::custom("must list only event types bots receive");
                 let mut out: Vec<EventKind> = Vec::new();
                 while let Some(s) = seq.next_element::<&str>().map_err(|_| bad())? {
-                    let kind = s
-                        .parse::<EventKind>()
-                        .ok()
-                        .filter(|k| k.is_logged() && *k != EventKind::ChatAction)
-                        .ok_or_else(bad)?;
+                    let kind = s.parse::<EventKind>().ok().filter(|k| k.reaches_bots()).ok_or_else(bad)?;
                     if !out.contains(&kind) {
                         out.push(kind);
                     }

@@ -6,8 +6,10 @@
 //! "Where each rule lives", names the home and the test of each.
 
 pub mod auth;
+pub mod commands;
 pub mod gateway;
 pub mod idempotency;
+pub mod keyboard;
 pub mod limits;
 pub mod names;
 pub mod permissions;

@@ -10,7 +10,7 @@ use crate::route::BotMethod;
 
 /// Whether `method` is gated by tier at all.
 pub fn gated(method: BotMethod) -> bool {
-    matches!(method, BotMethod::EditMessageText | BotMethod::DeleteMessage)
+    matches!(method, BotMethod::EditMessageText | BotMethod::EditMessageReplyMarkup | BotMethod::DeleteMessage)
 }
 
 /// The tier gate: `tier_forbidden` for a gated method the tier lacks.
@@ -27,7 +27,7 @@ mod tests {
 
     #[test]
     fn free_tier_may_not_edit_or_delete_others_may() {
-        for m in [BotMethod::EditMessageText, BotMethod::DeleteMessage] {
+        for m in [BotMethod::EditMessageText, BotMethod::EditMessageReplyMarkup, BotMethod::DeleteMessage] {
             let e = check(Tier::Free, m).unwrap_err();
             assert_eq!(e.code, "tier_forbidden");
             assert_eq!(e.description, format!("{} is not available to bots of the free tier", m.name()));

@@ -87,6 +87,11 @@ impl Service {
                     .with("bot_id", bot_id),
             );
         }
+        // Before the wake-up: a host that looks at its timeout then sees
+        // the press's deadline.
+        if let Some(due) = fx.callback_due.take() {
+            self.note_callback_due(due);
+        }
         self.wake_bots(&mut fx);
         if let Some(wal) = &self.db.wal {
             wal.checkpoint_if_due();

@@ -84,6 +84,7 @@ const MAX_RETRIES: u32 = 8;
 pub use parked::{Handled, PollId, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS};
 
 mod batch;
+mod callbacks;
 mod effects;
 mod gateway;
 mod handle;

@@ -24,12 +24,29 @@ pub(super) struct Delivery {
     pub(super) parked: Parking,
     /// This node's webhook deliveries (`service/webhooks.rs`).
     pub(super) webhooks: Mutex<Deliveries>,
+    /// When unanswered presses expire (`service/callbacks.rs`).
+    pub(super) callbacks: Mutex<CallbackTimer>,
 }
 
 impl Delivery {
     pub(super) fn new(max_parked_polls: usize) -> Delivery {
-        Delivery { wake: RwLock::new(None), parked: Parking::new(max_parked_polls), webhooks: Mutex::default() }
+        Delivery {
+            wake: RwLock::new(None),
+            parked: Parking::new(max_parked_polls),
+            webhooks: Mutex::default(),
+            callbacks: Mutex::default(),
+        }
     }
+}
+
+/// The expiry's timer (`service/callbacks.rs`): the earliest deadline
+/// of the presses still waiting, as this node knows it.
+#[derive(Debug, Default)]
+pub(super) struct CallbackTimer {
+    /// `None`: none waits (as far as known).
+    pub(super) next_ms: Option<u64>,
+    /// When the store was last read (`None`: not yet since opening).
+    pub(super) read_at_ms: Option<u64>,
 }
 
 /// What the operator's endpoints (health, readiness, metrics) keep between

@@ -128,6 +128,7 @@ impl Service {
             .collect();
         drop(d);
         let written = writes.as_ref().map(|(c, s)| self.write_webhook_outcomes(c, s));
+        let expired = self.expire_callbacks(now_ms);
         let read: Vec<(String, Result<Refresh, ()>)> = dirty
             .into_iter()
             .map(|(b, known)| {
@@ -136,7 +137,7 @@ impl Service {
             })
             .collect();
         let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
-        let mut failed = false;
+        let mut failed = !expired;
         if let (Some((cursors, statuses)), Some(false)) = (writes, written) {
             failed = true;
             // Kept for the next try, under what outcomes changed since.
@@ -240,6 +241,7 @@ impl Service {
         let writes = !d.cursor_writes.is_empty() || !d.status_writes.is_empty();
         now_ms >= d.store_retry_ms
             && (!d.loaded
+                || self.callback_due().is_some_and(|t| t <= now_ms)
                 || (self.shared_store && now_ms >= d.next_claim_ms)
                 || (writes && now_ms >= d.flushed_ms + WEBHOOK_FLUSH_MS)
                 || d.dirty.iter().any(|b| d.holds(b)))
@@ -448,7 +450,9 @@ impl Service {
     }
 
     /// When to call [`Service::poll_webhook`] next, if no wake-up comes
-    /// first: the earliest retry that waits.
+    /// first: the earliest retry that waits, or the earliest deadline of
+    /// an unanswered button press (its expiry is written by the store's
+    /// part of the poll, `service/callbacks.rs`).
     pub fn webhook_timeout(&self) -> Option<u64> {
         let d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         let min = |a: Option<u64>, b: u64| Some(a.map_or(b, |a| a.min(b)));
@@ -463,6 +467,10 @@ impl Service {
         }
         if self.shared_store {
             store = min(store, d.next_claim_ms);
+        }
+        // Unanswered button presses expire in the store turn too.
+        if let Some(t) = self.callback_due() {
+            store = min(store, t);
         }
         // After a store failure it waits a little; attempts do not.
         let store = store.map(|t| t.max(d.store_retry_ms));
@@ -558,6 +566,8 @@ mod store_retry_tests {
         d.held = Some(Default::default());
         d.dirty.insert("bot_elsewhere".into());
         drop(d);
+        // No press waits (the store was read).
+        svc.delivery.callbacks.lock().unwrap().read_at_ms = Some(svc.now_ms());
         assert_eq!(svc.webhook_timeout(), None);
     }
 }

@@ -14,7 +14,7 @@ use crate::params;
 /// Every event type as an SQL list, for checking imported logs.
 pub const KNOWN_TYPES_SQL: &str = "'message_created', 'message_edited', 'message_deleted', 'bot_started', \
     'blocked', 'unblocked', 'member_added', 'member_removed', 'chat_permissions_changed', 'chat_dissolved', \
-    'chat_action'";
+    'chat_action', 'callback_query', 'callback_answered', 'callback_expired'";
 
 /// PostgreSQL: every bot's event with its next seq, in one statement (one
 /// round trip). `?1` is the bots' ids, comma-joined.
@@ -68,18 +68,19 @@ const INSERT_UPDATE: &str =
     "INSERT INTO updates (created_at_ms, type, data, ref_chat, ref_message) VALUES (?1, ?2, ?3, ?4, ?5)";
 
 /// SQLite: the message's own update, found through `messages.created_update`.
-const SCRUB_CREATED_UPDATE_SQLITE: &str = "UPDATE updates SET data = json_remove(data, '$.message.text') \
+const SCRUB_CREATED_UPDATE_SQLITE: &str =
+    "UPDATE updates SET data = json_remove(data, '$.message.text', '$.message.command', '$.message.reply_markup') \
      WHERE update_id = (SELECT created_update FROM messages WHERE chat_id = ?1 AND message_id = ?2)";
 const SCRUB_UPDATES_SQLITE: &str =
-    "UPDATE updates SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2";
+    "UPDATE updates SET data = json_remove(data, '$.message.text', '$.message.command', '$.message.reply_markup') WHERE ref_chat = ?1 AND ref_message = ?2";
 const SCRUB_BOT_EVENTS_SQLITE: &str =
-    "UPDATE bot_events SET data = json_remove(data, '$.message.text') WHERE ref_chat = ?1 AND ref_message = ?2";
+    "UPDATE bot_events SET data = json_remove(data, '$.message.text', '$.message.command', '$.message.reply_markup') WHERE ref_chat = ?1 AND ref_message = ?2";
 /// jsonb keeps the JSON's meaning, not its key order or spacing.
-const SCRUB_PENDING_POSTGRES: &str = "UPDATE updates_pending SET data = (data::jsonb #- '{message,text}')::text \
+const SCRUB_PENDING_POSTGRES: &str = "UPDATE updates_pending SET data = (data::jsonb #- '{message,text}' #- '{message,command}' #- '{message,reply_markup}')::text \
      WHERE ref_chat = ?1 AND ref_message = ?2";
-const SCRUB_UPDATES_POSTGRES: &str = "UPDATE updates SET data = (data::jsonb #- '{message,text}')::text \
+const SCRUB_UPDATES_POSTGRES: &str = "UPDATE updates SET data = (data::jsonb #- '{message,text}' #- '{message,command}' #- '{message,reply_markup}')::text \
      WHERE ref_chat = ?1 AND ref_message = ?2";
-const SCRUB_BOT_EVENTS_POSTGRES: &str = "UPDATE bot_events SET data = (data::jsonb #- '{message,text}')::text \
+const SCRUB_BOT_EVENTS_POSTGRES: &str = "UPDATE bot_events SET data = (data::jsonb #- '{message,text}' #- '{message,command}' #- '{message,reply_markup}')::text \
      WHERE ref_chat = ?1 AND ref_message = ?2";
 
 const UPDATES_CONFIRMED: &str = "SELECT value FROM meta WHERE key = 'updates_confirmed'";
@@ -388,6 +389,7 @@ pub fn prune(conn: &Conn, now_ms: u64, p: &Prune) -> StoreResult<()> {
         .unwrap_or(confirmed);
     conn.prepare_cached(DELETE_UPDATES_BELOW)?.execute([upto])?;
     conn.prepare_cached(DELETE_OLD_IDEMPOTENCY)?.execute([now_ms.saturating_sub(p.idempotency_ttl_ms) as i64])?;
+    super::buttons::prune_queries(conn, cutoff)?;
     if conn.dialect() == Dialect::Postgres {
         // Rate buckets and leases live in the database only on a shared store.
         conn.prepare_cached(DELETE_FULL_BUCKETS)?.execute([(now_ms * 1000) as i64])?;

@@ -11,11 +11,13 @@ const REMEMBER: &str = "INSERT INTO idempotency (bot_id, key, request_hash, resu
      VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (bot_id, key) DO UPDATE SET request_hash = excluded.request_hash, \
      result = excluded.result, created_at_ms = excluded.created_at_ms";
 
-const SCRUB_TEXT_SQLITE: &str = "UPDATE idempotency SET result = json_remove(result, '$.text') WHERE bot_id = ?1 \
+const SCRUB_TEXT_SQLITE: &str =
+    "UPDATE idempotency SET result = json_remove(result, '$.text', '$.command', '$.reply_markup') WHERE bot_id = ?1 \
      AND json_extract(result, '$.chat.id') = ?2 AND json_extract(result, '$.message_id') = ?3";
 
 /// jsonb keeps the JSON's meaning, not its key order or spacing.
-const SCRUB_TEXT_POSTGRES: &str = "UPDATE idempotency SET result = (result::jsonb - 'text')::text WHERE bot_id = ?1 \
+const SCRUB_TEXT_POSTGRES: &str =
+    "UPDATE idempotency SET result = (result::jsonb - 'text' - 'command' - 'reply_markup')::text WHERE bot_id = ?1 \
      AND result::jsonb #>> '{chat,id}' = ?2 AND result::jsonb ->> 'message_id' = ?3";
 
 /// What a lookup finds: the request hash and the answer kept.

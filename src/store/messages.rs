@@ -119,6 +119,8 @@ const HISTORY: &str = "SELECT message_id, sender_id, sender_is_bot, text, date, 
 
 const EDIT: &str = "UPDATE messages SET text = ?1, edit_date = ?2 WHERE chat_id = ?3 AND message_id = ?4";
 
+const SET_EDIT_DATE: &str = "UPDATE messages SET edit_date = ?1 WHERE chat_id = ?2 AND message_id = ?3";
+
 const MARK_DELETED: &str = "UPDATE messages SET deleted = 1, text = NULL WHERE chat_id = ?1 AND message_id = ?2";
 
 /// A message about to be stored.
@@ -231,6 +233,7 @@ fn read_message(r: &Row<'_>) -> StoreResult<StoredMessage> {
         edit_date: r.get(5)?,
         reply_to: r.get(6)?,
         deleted: r.get(7)?,
+        reply_markup: None,
     })
 }
 
@@ -245,6 +248,13 @@ pub fn history(conn: &Conn, chat_id: &str, after: i64, limit: i64) -> StoreResul
 
 pub fn edit(conn: &Conn, chat_id: &str, message_id: i64, text: &str, edit_date: i64) -> StoreResult<()> {
     conn.prepare_cached(EDIT)?.execute(params![text, edit_date, chat_id, message_id])?;
+    Ok(())
+}
+
+/// Marks a message edited without changing its text (its keyboard
+/// changed).
+pub fn set_edit_date(conn: &Conn, chat_id: &str, message_id: i64, edit_date: i64) -> StoreResult<()> {
+    conn.prepare_cached(SET_EDIT_DATE)?.execute(params![edit_date, chat_id, message_id])?;
     Ok(())
 }
 

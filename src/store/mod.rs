@@ -16,6 +16,7 @@ pub mod backlog;
 // `bot_with_chat_columns!`, for the modules declared after it.
 #[macro_use]
 pub mod bots;
+pub mod buttons;
 pub mod chats;
 pub mod console;
 pub mod error;

@@ -212,3 +212,66 @@ async fn migrate_one<M: Migrator>(m: &mut M, sql: &str, version: i64) -> Result<
     }
     m.set_version(version).await
 }
+
+/// Commands and buttons' tables, the same text for both stores but for
+/// the integer type: each bot's command lists by scope (`chat_id` is `''`
+/// for the scopes that name no chat), the current keyboard of each
+/// message that has one, and every press with its one outcome
+/// (`outcome` NULL until `answered` or `expired` is written, by a
+/// conditional UPDATE, with its host-stream event).
+macro_rules! buttons_tables {
+    ($int:literal, $without_rowid:literal) => {
+        concat!(
+            "CREATE TABLE bot_commands (
+                bot_id TEXT NOT NULL,
+                scope TEXT NOT NULL,
+                chat_id TEXT NOT NULL,
+                commands TEXT NOT NULL,
+                PRIMARY KEY (bot_id, scope, chat_id)
+            )",
+            $without_rowid,
+            ";
+            CREATE TABLE message_keyboards (
+                chat_id TEXT NOT NULL,
+                message_id ",
+            $int,
+            " NOT NULL,
+                keyboard TEXT NOT NULL,
+                PRIMARY KEY (chat_id, message_id)
+            )",
+            $without_rowid,
+            ";
+            CREATE TABLE callback_queries (
+                id TEXT PRIMARY KEY,
+                bot_id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                chat_id TEXT NOT NULL,
+                message_id ",
+            $int,
+            " NOT NULL,
+                pressed_at_ms ",
+            $int,
+            " NOT NULL,
+                deadline_ms ",
+            $int,
+            " NOT NULL,
+                outcome TEXT
+            )",
+            $without_rowid,
+            ";
+            -- The presses still waiting for an outcome, by deadline: what
+            -- the expiry reads.
+            CREATE INDEX callback_queries_open ON callback_queries (deadline_ms) WHERE outcome IS NULL;
+            -- Those with their outcome, by age: what pruning removes.
+            CREATE INDEX callback_queries_done ON callback_queries (pressed_at_ms) WHERE outcome IS NOT NULL;
+            "
+        )
+    };
+}
+
+/// SQLite's migration for commands and buttons.
+pub const BUTTONS_SQLITE: &str = buttons_tables!("INTEGER", " WITHOUT ROWID");
+
+/// [`BUTTONS_SQLITE`] in PostgreSQL's types.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub const BUTTONS_POSTGRES: &str = buttons_tables!("BIGINT", "");

@@ -35,4 +35,7 @@ pub(crate) struct TxEffects {
     /// A getUpdates that found nothing and may wait: its bot and request
     /// (see `Service::handle`; the bytes entry points ignore it).
     pub park: Option<(String, events::Poll)>,
+    /// The earliest deadline of the callback queries this transaction
+    /// made: once committed, the expiry's timer is brought forward to it.
+    pub callback_due: Option<u64>,
 }

@@ -268,6 +268,23 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   const info = await bot(newToken, 'getWebhookInfo');
   assert.equal(info.body.result.url, '');
 
+  // Commands: none yet, then the bot's lists by scope, as it set them.
+  assert.equal(await page.locator('#bot-commands').textContent(), 'No commands set (setMyCommands).');
+  const lists = [
+    { commands: [{ command: 'menu', description: 'Show the menu' }, { command: 'help', description: 'What I do' }] },
+    { commands: [{ command: 'poll', description: 'Start a poll' }], scope: { type: 'all_group_chats' } },
+  ];
+  for (const l of lists) {
+    const r = await bot(newToken, 'setMyCommands', l);
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+  }
+  await page.getByRole('button', { name: 'Back to bots' }).click();
+  await page.getByRole('button', { name: 'Open bot @leaky_bot' }).click();
+  await page.getByRole('heading', { name: 'Bot @leaky_bot', exact: true }).waitFor();
+  assert.deepEqual(await page.locator('#bot-commands tbody tr').allTextContents(),
+    ['Every chat (default)/menu Show the menu/help What I do', 'Groups/poll Start a poll']);
+  await screen('4-commands');
+
   // A user, then a group with the user and the bot.
   await page.getByRole('button', { name: 'Users' }).click();
   await page.getByRole('heading', { name: 'Users', exact: true }).waitFor();

@@ -233,13 +233,40 @@ def mk_group(g, members, title=None, bots_can_send=None):
     return admin("createGroup", body, 200, ok(res), save={g: "result.id"})
 
 
-def msg(mid, c, ctype, text, sender, is_bot=True, date=T0, reply=None, edit=None):
+def is_command_name(s):
+    return 1 <= len(s) <= 32 and all(ch in "abcdefghijklmnopqrstuvwxyz0123456789_" for ch in s)
+
+
+def command_of(text):
+    """The command a message's text starts with, as the core reads it: "/name" or "/name@handle", then the end
+    or one whitespace character (dropped) and the args."""
+    if not text.startswith("/"):
+        return None
+    rest = text[1:]
+    cut = next((i for i, ch in enumerate(rest) if ch.isspace()), None)
+    head, args = (rest, "") if cut is None else (rest[:cut], rest[cut + 1:])
+    handle = None
+    if "@" in head:
+        head, handle = head.split("@", 1)
+        if not handle or len(handle) > 64 or "@" in handle or "/" in handle:
+            return None
+    if not is_command_name(head):
+        return None
+    return {"name": head, "args": args, "bot_handle": handle}
+
+
+def msg(mid, c, ctype, text, sender, is_bot=True, date=T0, reply=None, edit=None, markup=None):
     m = {"message_id": str(mid), "chat": {"id": ph(c), "type": ctype}, "date": date, "text": text,
          "from": {"id": ph(sender), "is_bot": is_bot}}
+    cmd = command_of(text)
+    if cmd is not None:
+        m["command"] = cmd
     if reply is not None:
         m["reply_to_message_id"] = str(reply)
     if edit is not None:
         m["edit_date"] = edit
+    if markup is not None:
+        m["reply_markup"] = markup
     return m
 
 
@@ -2060,6 +2087,289 @@ def webhook_cases():
     return cs
 
 
+# ------------------------------------------------------------- buttons.json
+
+def cmds(*names):
+    return [{"command": n, "description": f"{n} it"} for n in names]
+
+
+def kb(*rows):
+    """A keyboard of callback buttons: each row a list of callback_data, the text its upper case."""
+    return {"inline_keyboard": [[{"text": d.upper(), "callback_data": d} for d in row] for row in rows]}
+
+
+def chat_scope(c):
+    return {"type": "chat", "chat_id": ph(c)}
+
+
+def press(u, c, mid, data, status=200, expect=_NO, save=None, headers=None):
+    body = {"user_id": ph(u), "chat_id": ph(c), "message_id": str(mid), "callback_data": data}
+    if status == 200 and expect is _NO:
+        expect = ok({"callback_query_id": ANY})
+    return step(request("/admin/pressButton", body, auth=ADMIN, headers=headers), status, expect, None, save)
+
+
+def answer(b, q, status=200, expect=_NO, **kw):
+    body = dict({"callback_query_id": ph(q)}, **kw)
+    return bot_call(b, "answerCallbackQuery", body, status, ok(True) if status == 200 and expect is _NO else expect)
+
+
+def query_ev(q, u, c, mid, data, ctype="private"):
+    return {"id": ph(q) if q else ANY, "from": {"id": ph(u), "is_bot": False, "display_name": u.capitalize(), "handle": None},
+            "message": {"message_id": str(mid), "chat": {"id": ph(c), "type": ctype}}, "data": data}
+
+
+def host_upd(n, kind, data):
+    return {"update_id": n, "type": kind, "data": data}
+
+
+def outcome(q, u, c, mid, text=None, show_alert=False):
+    d = {"callback_query_id": ph(q), "user_id": ph(u), "chat_id": ph(c), "message_id": str(mid)}
+    if text is not None:
+        d["text"] = text
+        d["show_alert"] = show_alert
+    return d
+
+
+def buttons_cases():
+    cs = []
+    std = setup_private(tier="standard")
+    # --- commands
+    cs.append(case("setMyCommands replaces the list of a scope; getMyCommands returns exactly that scope's list",
+                   std + [bot_call("b", "getMyCommands", {}, 200, ok([])),
+                          bot_call("b", "setMyCommands", {"commands": cmds("start", "help")}, 200, ok(True)),
+                          bot_call("b", "getMyCommands", {}, 200, ok(cmds("start", "help"))),
+                          bot_call("b", "getMyCommands", {"scope": {"type": "default"}}, 200, ok(cmds("start", "help"))),
+                          bot_call("b", "getMyCommands", {"scope": {"type": "all_private_chats"}}, 200, ok([])),
+                          bot_call("b", "setMyCommands", {"commands": cmds("menu"), "scope": chat_scope("c")}, 200, ok(True)),
+                          bot_call("b", "getMyCommands", {"scope": chat_scope("c")}, 200, ok(cmds("menu"))),
+                          bot_call("b", "setMyCommands", {"commands": cmds("help")}, 200, ok(True)),
+                          bot_call("b", "getMyCommands", {}, 200, ok(cmds("help"))),
+                          bot_call("b", "deleteMyCommands", {}, 200, ok(True)),
+                          bot_call("b", "getMyCommands", {}, 200, ok([])),
+                          bot_call("b", "deleteMyCommands", {}, 200, ok(True)),
+                          bot_call("b", "getMyCommands", {"scope": chat_scope("c")}, 200, ok(cmds("menu"))),
+                          bot_call("b", "setMyCommands", {"commands": [], "scope": chat_scope("c")}, 200, ok(True)),
+                          bot_call("b", "getMyCommands", {"scope": chat_scope("c")}, 200, ok([]))]))
+    hundred = [{"command": f"c{i}", "description": "d"} for i in range(100)]
+    bad = [
+        ({"commands": hundred + [{"command": "c100", "description": "d"}]}, invalid("commands", 'must be an array of at most 100 {"command", "description"} objects')),
+        ({}, missing("commands")),
+        ({"commands": "start"}, invalid("commands", 'must be an array of at most 100 {"command", "description"} objects')),
+        ({"commands": [{"command": "Start", "description": "d"}]}, invalid("commands.0.command", "must be 1 to 32 characters of a-z, 0-9 and _")),
+        ({"commands": [{"command": "a" * 33, "description": "d"}]}, invalid("commands.0.command", "must be 1 to 32 characters of a-z, 0-9 and _")),
+        ({"commands": [{"command": "", "description": "d"}]}, invalid("commands.0.command", "must be 1 to 32 characters of a-z, 0-9 and _")),
+        ({"commands": [{"command": "go", "description": ""}]}, invalid("commands.0.description", "must be a string of 1 to 256 characters")),
+        ({"commands": [{"command": "go", "description": "é" * 257}]}, invalid("commands.0.description", "must be a string of 1 to 256 characters")),
+        ({"commands": [{"command": "go"}]}, missing("commands.0.description")),
+        ({"commands": [{"command": "go", "description": "a"}, {"command": "go", "description": "b"}]}, invalid("commands.1.command", "names a command already in the list")),
+        ({"commands": cmds("go"), "scope": {"type": "everyone"}}, invalid("scope", 'must be {"type": "default" | "all_private_chats" | "all_group_chats"} or {"type": "chat", "chat_id": "spc_..."}')),
+        ({"commands": cmds("go"), "scope": {"type": "chat"}}, missing("scope.chat_id")),
+    ]
+    cs.append(case("setMyCommands refuses each bad list with a named error and writes nothing; 100 commands and the longest name and description pass",
+                   std + [bot_call("b", "setMyCommands", {"commands": cmds("keep")}, 200, ok(True))]
+                   + [bot_call("b", "setMyCommands", body, 400, e) for body, e in bad]
+                   + [bot_call("b", "setMyCommands", {"commands": cmds("go"), "scope": {"type": "chat", "chat_id": "spc_nope"}}, 404, err(404, "chat_not_found", "chat_not_found")),
+                      bot_call("b", "getMyCommands", {"scope": {"type": "chat", "chat_id": "spc_nope"}}, 404, err(404, "chat_not_found", "chat_not_found")),
+                      bot_call("b", "getMyCommands", {}, 200, ok(cmds("keep"))),
+                      bot_call("b", "setMyCommands", {"commands": [{"command": "a" * 32, "description": "é" * 256}]}, 200, ok(True)),
+                      bot_call("b", "getMyCommands", {}, 200, ok([{"command": "a" * 32, "description": "é" * 256}])),
+                      bot_call("b", "setMyCommands", {"commands": hundred, "scope": {"type": "all_group_chats"}}, 200, ok(True)),
+                      bot_call("b", "getMyCommands", {"scope": {"type": "all_group_chats"}}, 200, ok(hundred))]))
+    grp = [mk_user("u"), mk_bot("b"), mk_bot("b2"), start("c", "u", "b"), mk_group("g", ["u", "b", "b2"]),
+           bot_call("b", "setMyCommands", {"commands": cmds("start")}, 200, ok(True)),
+           bot_call("b", "setMyCommands", {"commands": cmds("menu"), "scope": {"type": "all_private_chats"}}, 200, ok(True)),
+           bot_call("b2", "setMyCommands", {"commands": cmds("poll"), "scope": {"type": "all_group_chats"}}, 200, ok(True))]
+    entry_b = lambda l: {"bot_id": ph("b"), "handle": "b_bot", "commands": l}
+    entry_b2 = lambda l: {"bot_id": ph("b2"), "handle": "b2_bot", "commands": l}
+    cs.append(case("getChatCommands gives each bot that could send there the list of the narrowest scope that has one",
+                   grp + [admin("getChatCommands", {"chat_id": ph("c")}, 200, ok([entry_b(cmds("menu"))])),
+                          admin("getChatCommands", {"chat_id": ph("g")}, 200, ok([entry_b2(cmds("poll")), entry_b(cmds("start"))])),
+                          bot_call("b2", "setMyCommands", {"commands": cmds("vote"), "scope": chat_scope("g")}, 200, ok(True)),
+                          admin("getChatCommands", {"chat_id": ph("g")}, 200, ok([entry_b2(cmds("vote")), entry_b(cmds("start"))])),
+                          bot_call("b2", "deleteMyCommands", {"scope": chat_scope("g")}, 200, ok(True)),
+                          admin("getChatCommands", {"chat_id": ph("g")}, 200, ok([entry_b2(cmds("poll")), entry_b(cmds("start"))])),
+                          admin("setGroupPermissions", {"chat_id": ph("g"), "bots_can_send": False}, 200, ok(True)),
+                          admin("getChatCommands", {"chat_id": ph("g")}, 200, ok([])),
+                          admin("getChatCommands", {"chat_id": "spc_nope"}, 404, err(404, "chat_not_found", "chat_not_found")),
+                          admin("getChatCommands", {}, 400, missing("chat_id"))]))
+    cs.append(case("getBotCommands lists every list a bot set with its scope: the default, private chats, groups, then each chat",
+                   grp + [admin("getBotCommands", {"bot_id": ph("b")}, 200, ok([{"scope": {"type": "default"}, "commands": cmds("start")},
+                                                                                  {"scope": {"type": "all_private_chats"}, "commands": cmds("menu")}])),
+                          bot_call("b", "setMyCommands", {"commands": cmds("vote"), "scope": chat_scope("g")}, 200, ok(True)),
+                          bot_call("b", "setMyCommands", {"commands": cmds("group"), "scope": {"type": "all_group_chats"}}, 200, ok(True)),
+                          admin("getBotCommands", {"bot_id": ph("b")}, 200, ok([{"scope": {"type": "default"}, "commands": cmds("start")},
+                                                                                  {"scope": {"type": "all_private_chats"}, "commands": cmds("menu")},
+                                                                                  {"scope": {"type": "all_group_chats"}, "commands": cmds("group")},
+                                                                                  {"scope": chat_scope("g"), "commands": cmds("vote")}])),
+                          admin("getBotCommands", {"bot_id": ph("b2")}, 200, ok([{"scope": {"type": "all_group_chats"}, "commands": cmds("poll")}])),
+                          admin("getBotCommands", {"bot_id": "bot_nope"}, 404, err(404, "bot_not_found", "no bot with this id"))]))
+    m1 = msg(1, "c", "private", "/start@B_BOT hello world", "u", False)
+    cs.append(case("a message starting with /name or /name@handle carries its command in the record and its events",
+                   std + [user_send("u", "c", "/start@B_BOT hello world", 1),
+                          updates("b", {"offset": 2}, [upd(created_ev(2, m1))]),
+                          send("b", "c", "/help", 2), send("b", "c", "/Help me", 3), send("b", "c", "/go  two spaces", 4),
+                          history("c", [m1, msg(2, "c", "private", "/help", "b"), msg(3, "c", "private", "/Help me", "b"),
+                                        msg(4, "c", "private", "/go  two spaces", "b")])]))
+    # --- keyboards
+    k1 = kb(["yes", "no"], ["later"])
+    url_kb = {"inline_keyboard": [[{"text": "Docs", "url": "https://example.org/docs"}]]}
+    sent = msg(1, "c", "private", "Choose", "b", markup=k1)
+    cs.append(case("sendMessage with reply_markup: the keyboard is part of the message in its result, history and the host's stream",
+                   std + [bot_call("b", "sendMessage", {"chat_id": ph("c"), "text": "Choose", "reply_markup": k1}, 200, ok(sent)),
+                          history("c", [sent]),
+                          admin("getUpdates", {"offset": 2}, 200, ok([host_upd(2, "message_created", {"message": sent})])),
+                          bot_call("b", "sendMessage", {"chat_id": ph("c"), "text": "Read", "reply_markup": url_kb}, 200,
+                                   ok(msg(2, "c", "private", "Read", "b", markup=url_kb))),
+                          bot_call("b", "sendMessage", {"chat_id": ph("c"), "text": "None", "reply_markup": None}, 200,
+                                   ok(msg(3, "c", "private", "None", "b")))]))
+    k2 = kb(["ok"])
+    cs.append(case("editMessageText keeps the keyboard without reply_markup and replaces it with one; editMessageReplyMarkup changes only the keyboard",
+                   std + [bot_call("b", "sendMessage", {"chat_id": ph("c"), "text": "v1", "reply_markup": k1}, 200, ok(msg(1, "c", "private", "v1", "b", markup=k1))),
+                          advance(5),
+                          bot_call("b", "editMessageText", {"chat_id": ph("c"), "message_id": "1", "text": "v2"}, 200,
+                                   ok(msg(1, "c", "private", "v2", "b", edit=T0 + 5, markup=k1))),
+                          bot_call("b", "editMessageText", {"chat_id": ph("c"), "message_id": "1", "text": "v2", "reply_markup": k2}, 200,
+                                   ok(msg(1, "c", "private", "v2", "b", edit=T0 + 5, markup=k2))),
+                          advance(5),
+                          bot_call("b", "editMessageReplyMarkup", {"chat_id": ph("c"), "message_id": "1", "reply_markup": k1}, 200,
+                                   ok(msg(1, "c", "private", "v2", "b", edit=T0 + 10, markup=k1))),
+                          bot_call("b", "editMessageReplyMarkup", {"chat_id": ph("c"), "message_id": "1"}, 200,
+                                   ok(msg(1, "c", "private", "v2", "b", edit=T0 + 10))),
+                          history("c", [msg(1, "c", "private", "v2", "b", edit=T0 + 10)]),
+                          bot_call("b", "editMessageReplyMarkup", {"chat_id": ph("c"), "message_id": "2"}, 404, err(404, "message_not_found", "message_not_found")),
+                          user_send("u", "c", "mine", 2, date=T0 + 10),
+                          bot_call("b", "editMessageReplyMarkup", {"chat_id": ph("c"), "message_id": "2", "reply_markup": k1}, 403, err(403, "not_message_owner", "not_message_owner"))]))
+    cs.append(case("editMessageReplyMarkup is refused to free-tier bots before the body is read",
+                   setup_private() + [bot_call("b", "editMessageReplyMarkup", {}, 403, err(403, "tier_forbidden", tier_forbidden_desc("editMessageReplyMarkup")))]))
+    row8 = ["d%d" % i for i in range(8)]
+    at = "reply_markup.inline_keyboard"
+    bad_kb = [
+        ({"inline_keyboard": [row8] * 12 + [row8[:5]]}, at, "must hold at most 100 buttons in all", True),
+        ({"inline_keyboard": [["a"]] * 11}, at, "must be an array of at most 10 rows", True),
+        ({"inline_keyboard": [row8 + ["d8"]]}, at + ".0", "must be an array of 1 to 8 buttons", True),
+        ({"inline_keyboard": [[]]}, at + ".0", "must be an array of 1 to 8 buttons", True),
+        ({"inline_keyboard": [[{"text": "a", "callback_data": "x", "url": "https://example.org"}]]}, at + ".0.0", "must have exactly one of callback_data and url", False),
+        ({"inline_keyboard": [[{"text": "a"}]]}, at + ".0.0", "must have exactly one of callback_data and url", False),
+        ({"inline_keyboard": [[{"text": "a", "callback_data": "x" * 65}]]}, at + ".0.0.callback_data", "must be a string of 1 to 64 bytes", False),
+        ({"inline_keyboard": [[{"text": "a", "callback_data": "é" * 33}]]}, at + ".0.0.callback_data", "must be a string of 1 to 64 bytes", False),
+        ({"inline_keyboard": [[{"text": "a", "url": "javascript:alert(1)"}]]}, at + ".0.0.url", "must be an http or https URL of at most 2048 characters", False),
+        ({"inline_keyboard": [[{"text": "a", "url": "data:text/html,<b>x</b>"}]]}, at + ".0.0.url", "must be an http or https URL of at most 2048 characters", False),
+        ({"inline_keyboard": [[{"text": "a", "url": "https://e.org/" + "a" * 2035}]]}, at + ".0.0.url", "must be an http or https URL of at most 2048 characters", False),
+        ({"inline_keyboard": [[{"text": "", "callback_data": "x"}]]}, at + ".0.0.text", "must be a string of 1 to 64 characters", False),
+        ({"inline_keyboard": [[{"text": "é" * 65, "callback_data": "x"}]]}, at + ".0.0.text", "must be a string of 1 to 64 characters", False),
+        ({"keyboard": []}, at, None, False),
+        ([], "reply_markup", 'must be {"inline_keyboard": [[button, ...], ...]}', False),
+    ]
+
+    def kb_of(k, rows_of_data):
+        return {"inline_keyboard": [[{"text": d.upper(), "callback_data": d} for d in r] for r in k["inline_keyboard"]]} if rows_of_data else k
+
+    steps = []
+    for k, field, why, rows_of_data in bad_kb:
+        k = kb_of(k, rows_of_data)
+        e = missing(field) if why is None else invalid(field, why)
+        steps.append(bot_call("b", "sendMessage", {"chat_id": ph("c"), "text": "x", "reply_markup": k}, 400, e))
+        steps.append(bot_call("b", "editMessageText", {"chat_id": ph("c"), "message_id": "1", "text": "changed", "reply_markup": k}, 400, e))
+        steps.append(bot_call("b", "editMessageReplyMarkup", {"chat_id": ph("c"), "message_id": "1", "reply_markup": k}, 400, e))
+    full = kb(*[row8] * 10)
+    edge = {"inline_keyboard": [[{"text": "é" * 64, "callback_data": "é" * 32}, {"text": "u", "url": "https://e.org/" + "a" * 2034}]]}
+    cs.append(case("a keyboard past any limit is refused with a named error on every method and writes nothing; each limit itself passes",
+                   std + [send("b", "c", "first", 1)] + steps
+                   + [history("c", [msg(1, "c", "private", "first", "b")]),
+                      bot_call("b", "sendMessage", {"chat_id": ph("c"), "text": "full", "reply_markup": full}, 200, ok(msg(2, "c", "private", "full", "b", markup=full))),
+                      bot_call("b", "sendMessage", {"chat_id": ph("c"), "text": "edge", "reply_markup": edge}, 200, ok(msg(3, "c", "private", "edge", "b", markup=edge)))]))
+    # --- presses and answers
+    kstd = std + [bot_call("b", "sendMessage", {"chat_id": ph("c"), "text": "Choose", "reply_markup": k1}, 200, ok(sent))]
+    cs.append(case("pressButton gives the bot a callback_query event; answerCallbackQuery puts callback_answered on the host's stream",
+                   kstd + [press("u", "c", 1, "yes", save={"q": "result.callback_query_id"}),
+                           updates("b", {"offset": 2}, [{"update_id": 2, "type": "callback_query", "data": query_ev("q", "u", "c", 1, "yes")}]),
+                           updates("b", {"offset": 2, "allowed_updates": ["callback_query"]}, [{"update_id": 2, "type": "callback_query", "data": query_ev("q", "u", "c", 1, "yes")}]),
+                           updates("b", {"offset": 2, "allowed_updates": ["message_created"]}, []),
+                           answer("b", "q", text="Saved", show_alert=True),
+                           admin("getUpdates", {"offset": 3}, 200, ok([host_upd(3, "callback_query", query_ev("q", "u", "c", 1, "yes")),
+                                                                       host_upd(4, "callback_answered", outcome("q", "u", "c", 1, "Saved", True))])),
+                           answer("b", "q", 400, err(400, "callback_query_answered", "this callback query was answered already", {"field": "callback_query_id"})),
+                           advance(60),
+                           admin("getUpdates", {"offset": 5}, 200, ok([]))]))
+    cs.append(case("an answer without text says text \"\" and show_alert false; the longest text passes, a longer one is refused",
+                   kstd + [press("u", "c", 1, "no", save={"q": "result.callback_query_id"}),
+                           answer("b", "q", 400, invalid("text", "must be a string of 0 to 200 characters"), text="é" * 201),
+                           answer("b", "q"),
+                           press("u", "c", 1, "no", save={"q2": "result.callback_query_id"}),
+                           answer("b", "q2", text="é" * 200),
+                           admin("getUpdates", {"offset": 4}, 200, ok([host_upd(4, "callback_answered", outcome("q", "u", "c", 1, "")),
+                                                                       host_upd(5, "callback_query", query_ev("q2", "u", "c", 1, "no")),
+                                                                       host_upd(6, "callback_answered", outcome("q2", "u", "c", 1, "é" * 200))]))]))
+    cs.append(case("answerCallbackQuery by another bot or with an unknown id is 404 callback_query_not_found",
+                   kstd + [mk_bot("o"), press("u", "c", 1, "yes", save={"q": "result.callback_query_id"}),
+                           answer("o", "q", 404, err(404, "callback_query_not_found", "no callback query with this id was sent to this bot", {"field": "callback_query_id"})),
+                           bot_call("b", "answerCallbackQuery", {"callback_query_id": "cbq_nope"}, 404,
+                                    err(404, "callback_query_not_found", "no callback query with this id was sent to this bot", {"field": "callback_query_id"})),
+                           bot_call("b", "answerCallbackQuery", {}, 400, missing("callback_query_id")),
+                           answer("b", "q")]))
+    cs.append(case("an answer at the timeout is 400 callback_query_expired, and the host's stream has callback_expired once; one just before passes",
+                   kstd + [press("u", "c", 1, "yes", save={"q": "result.callback_query_id"}),
+                           press("u", "c", 1, "no", save={"q2": "result.callback_query_id"}),
+                           advance(14.999), answer("b", "q2"),
+                           advance(0.001),
+                           answer("b", "q", 400, err(400, "callback_query_expired", "this callback query expired before it was answered", {"field": "callback_query_id"})),
+                           admin("getUpdates", {"offset": 3}, 200, ok([host_upd(3, "callback_query", query_ev("q", "u", "c", 1, "yes")),
+                                                                       host_upd(4, "callback_query", query_ev("q2", "u", "c", 1, "no")),
+                                                                       host_upd(5, "callback_answered", outcome("q2", "u", "c", 1, "")),
+                                                                       host_upd(6, "callback_expired", outcome("q", "u", "c", 1))])),
+                           answer("b", "q", 400, err(400, "callback_query_expired", "this callback query expired before it was answered", {"field": "callback_query_id"})),
+                           advance(100),
+                           admin("getUpdates", {"offset": 7}, 200, ok([])),
+                           updates("b", {"offset": 2}, [{"update_id": 2, "type": "callback_query", "data": query_ev("q", "u", "c", 1, "yes")},
+                                                        {"update_id": 3, "type": "callback_query", "data": query_ev("q2", "u", "c", 1, "no")}])]))
+    cs.append(case("callback_answer_timeout_s sets the answer's deadline",
+                   kstd + [press("u", "c", 1, "yes", save={"q": "result.callback_query_id"}), advance(3),
+                           answer("b", "q", 400, err(400, "callback_query_expired", "this callback query expired before it was answered", {"field": "callback_query_id"}))],
+                   {"callback_answer_timeout_s": 3}))
+    cs.append(case("a press with its outcome is forgotten with the event logs' retention: answering it then is callback_query_not_found",
+                   kstd + [press("u", "c", 1, "yes", save={"q": "result.callback_query_id"}), answer("b", "q"),
+                           advance(59), user_send("u", "c", "tick", 2, date=T0 + 59),
+                           answer("b", "q", 400, err(400, "callback_query_answered", "this callback query was answered already", {"field": "callback_query_id"})),
+                           advance(62), user_send("u", "c", "tock", 3, date=T0 + 121),
+                           answer("b", "q", 404, err(404, "callback_query_not_found", "no callback query with this id was sent to this bot", {"field": "callback_query_id"}))],
+                   {"event_retention_s": 60}))
+    bnf = err(404, "button_not_found", "the message's current keyboard has no button with this callback_data", {"field": "callback_data"})
+    cs.append(case("a press must name a button on the message's current keyboard: else 404 button_not_found, and the bot hears nothing",
+                   kstd + [press("u", "c", 1, "maybe", 404, bnf),
+                           press("u", "c", 1, "YES", 404, bnf),
+                           press("u", "c", 2, "yes", 404, bnf),
+                           bot_call("b", "editMessageReplyMarkup", {"chat_id": ph("c"), "message_id": "1", "reply_markup": k2}, 200,
+                                    ok(msg(1, "c", "private", "Choose", "b", edit=T0, markup=k2))),
+                           press("u", "c", 1, "yes", 404, bnf),
+                           press("u", "c", 1, "ok"),
+                           bot_call("b", "sendMessage", {"chat_id": ph("c"), "text": "Read", "reply_markup": url_kb}, 200,
+                                    ok(msg(2, "c", "private", "Read", "b", markup=url_kb))),
+                           press("u", "c", 2, "https://example.org/docs", 404, bnf),
+                           bot_call("b", "deleteMessage", {"chat_id": ph("c"), "message_id": "1"}, 200, ok(True)),
+                           press("u", "c", 1, "ok", 404, bnf),
+                           user_send("u", "c", "plain", 3),
+                           press("u", "c", 3, "ok", 404, bnf),
+                           updates("b", {"offset": 2, "allowed_updates": ["callback_query"]}, [{"update_id": 2, "type": "callback_query", "data": query_ev(None, "u", "c", 1, "ok")}])]))
+    cs.append(case("a press follows sendUserMessage's rules: an unknown user, a non-member, a blocked chat, an unknown chat",
+                   kstd + [mk_user("v"),
+                           press("v", "c", 1, "yes", 403, err(403, "not_member", "user_not_member")),
+                           admin("pressButton", {"user_id": "usr_nope", "chat_id": ph("c"), "message_id": "1", "callback_data": "yes"}, 404, err(404, "user_not_found", "no user with this id")),
+                           admin("pressButton", {"user_id": ph("u"), "chat_id": "spc_nope", "message_id": "1", "callback_data": "yes"}, 404, err(404, "chat_not_found", "chat_not_found")),
+                           admin("pressButton", {"user_id": ph("u"), "chat_id": ph("c"), "message_id": "1"}, 400, missing("callback_data")),
+                           admin("setBlocked", {"chat_id": ph("c"), "by": "user", "blocked": True}, 200, ok(True)),
+                           press("u", "c", 1, "yes", 403, err(403, "blocked_by_user", "blocked_by_user")),
+                           admin("setBlocked", {"chat_id": ph("c"), "by": "user", "blocked": False}, 200, ok(True)),
+                           admin("removeMember", {"chat_id": ph("c"), "member_id": ph("b")}, 200, ok(True)),
+                           press("u", "c", 1, "yes", 404, bnf)]))
+    cs.append(case("pressButton with an Idempotency-Key: a retry makes one query, not two; the same key with another body is 409",
+                   kstd + [press("u", "c", 1, "yes", save={"q": "result.callback_query_id"}, headers={"Idempotency-Key": "press-1"}),
+                           press("u", "c", 1, "yes", 200, ok({"callback_query_id": ph("q")}), headers={"Idempotency-Key": "press-1"}),
+                           press("u", "c", 1, "no", 409, err(409, "idempotency_key_reused", "idempotency_key_reused"), headers={"Idempotency-Key": "press-1"}),
+                           updates("b", {"offset": 2}, [{"update_id": 2, "type": "callback_query", "data": query_ev("q", "u", "c", 1, "yes")}])]))
+    return cs
+
+
 FILES = {
     "auth.json": auth_cases,
     "transport.json": transport_cases,
@@ -2074,6 +2384,7 @@ FILES = {
     "gateway.json": gateway_cases,
     "updates.json": updates_cases,
     "webhooks.json": webhook_cases,
+    "buttons.json": buttons_cases,
 }
 
 

@@ -119,6 +119,8 @@ export type ErrorCode =
   | 'unsupported_parse_mode'
   | 'reply_target_not_found'
   | 'duplicate_header'
+  | 'callback_query_answered'
+  | 'callback_query_expired'
   | 'missing_authorization'
   | 'invalid_token'
   | 'bot_suspended'
@@ -137,6 +139,8 @@ export type ErrorCode =
   | 'user_not_found'
   | 'bot_not_found'
   | 'member_not_found'
+  | 'button_not_found'
+  | 'callback_query_not_found'
   | 'method_not_allowed'
   | 'request_timeout'
   | 'idempotency_key_reused'
@@ -215,7 +219,10 @@ export type EventKind =
   | 'chat_permissions_changed'
   | 'chat_dissolved'
   | 'chat_action'
-  | 'updates_dropped';
+  | 'updates_dropped'
+  | 'callback_query'
+  | 'callback_answered'
+  | 'callback_expired';
 "#;
 
 /// Runs once when the module is instantiated: a Rust panic becomes a thrown

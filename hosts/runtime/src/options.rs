@@ -18,7 +18,7 @@ const USAGE: &str = "usage: {program} [--config PATH] [--addr HOST:PORT] [--db P
 {indent}[--admin-secret S | --admin-secret-file PATH]
 {indent}[--operational-key HEX64 | --operational-key-file PATH] [--admin-addr HOST:PORT]
 {indent}[--max-connections N] [--request-timeout SECS] [--idle-timeout SECS]
-{indent}[--gateway-poll-interval-ms MS] [--database-timeout-ms MS]
+{indent}[--gateway-poll-interval-ms MS] [--database-timeout-ms MS] [--callback-answer-timeout-s SECS]
 {indent}[--trusted-proxy CIDR]... [--webhook-allow-http] [--webhook-allow-private-addresses]
 {indent}[--manual-clock] [--demo] [--demo-token] [--log-format text|json]
 
@@ -64,6 +64,9 @@ of `option = value` lines; a flag beats the variable, which beats the file.
                             PostgreSQL: the deadline of every database call (default 5000;
                             100..600000); past it 503 storage_unavailable, or
                             commit_outcome_unknown once COMMIT was sent
+  --callback-answer-timeout-s SECS [env BOTSPACE_CALLBACK_ANSWER_TIMEOUT_S]
+                            how long a bot has to answer a button press (default 15; 1..3600);
+                            past it the host's stream gets callback_expired
   --trusted-proxy CIDR      [env BOTSPACE_TRUSTED_PROXY, comma-separated]
                             a reverse proxy in front of the server (10.0.0.0/8, fd00::/8, or one
                             address; repeatable): admin logins from it are throttled per
@@ -110,6 +113,7 @@ const OPTIONS: &[(&str, bool)] = &[
     ("idle-timeout", false),
     ("gateway-poll-interval-ms", false),
     ("database-timeout-ms", false),
+    ("callback-answer-timeout-s", false),
     ("trusted-proxy", false),
     ("webhook-allow-http", true),
     ("webhook-allow-private-addresses", true),
@@ -136,6 +140,8 @@ pub struct ServerOptions {
     pub idle_timeout: Duration,
     pub gateway_poll_interval_ms: Option<u64>,
     pub database_timeout_ms: Option<u64>,
+    /// `None`: the library's default (15 s).
+    pub callback_answer_timeout_s: Option<u64>,
     pub trusted_proxies: Vec<String>,
     pub webhook_allow_http: bool,
     pub webhook_allow_private_addresses: bool,
@@ -161,6 +167,7 @@ impl Default for ServerOptions {
             idle_timeout: Duration::from_millis(botspace::connection::limits::IDLE_TIMEOUT_MS),
             gateway_poll_interval_ms: None,
             database_timeout_ms: None,
+            callback_answer_timeout_s: None,
             trusted_proxies: Vec::new(),
             webhook_allow_http: false,
             webhook_allow_private_addresses: false,
@@ -344,6 +351,15 @@ fn parse_into(mut a: ServerOptions, args: Vec<String>) -> Result<ServerOptions, 
             "--idle-timeout" => a.idle_timeout = seconds(&value(&mut it)?, &name)?,
             "--gateway-poll-interval-ms" => a.gateway_poll_interval_ms = Some(ms(value(&mut it)?)?),
             "--database-timeout-ms" => a.database_timeout_ms = Some(ms(value(&mut it)?)?),
+            "--callback-answer-timeout-s" => {
+                a.callback_answer_timeout_s = Some(
+                    value(&mut it)?
+                        .parse()
+                        .ok()
+                        .filter(|s| (1..=3600).contains(s))
+                        .ok_or("--callback-answer-timeout-s needs whole seconds from 1 to 3600")?,
+                )
+            }
             "--trusted-proxy" => a.trusted_proxies.push(value(&mut it)?),
             "--webhook-allow-http" => a.webhook_allow_http = boolean(&name, inline.as_deref())?,
             "--webhook-allow-private-addresses" => {
@@ -510,6 +526,8 @@ impl ServerOptions {
             c.gateway_poll_interval_ms =
                 self.gateway_poll_interval_ms.unwrap_or(Config::default().gateway_poll_interval_ms);
             c.database_timeout_ms = self.database_timeout_ms.unwrap_or(Config::default().database_timeout_ms);
+            c.callback_answer_timeout_s =
+                self.callback_answer_timeout_s.unwrap_or(Config::default().callback_answer_timeout_s);
             c.trusted_proxies = self.trusted_proxies.clone();
             c.webhook_allow_http = self.webhook_allow_http;
             c.webhook_allow_private_addresses = self.webhook_allow_private_addresses;
@@ -608,15 +626,32 @@ mod tests {
     }
 
     #[test]
+    fn the_callback_answer_timeout_is_whole_seconds_from_1_to_3600() {
+        for (v, ok) in [("1", Some(1)), ("3600", Some(3600)), ("0", None), ("3601", None), ("1.5", None), ("x", None)] {
+            let got = parse(vec!["--callback-answer-timeout-s".into(), v.into()], &|_| None, &|_| unreachable!());
+            match (got, ok) {
+                (Ok(Parsed::Run(a)), Some(n)) => assert_eq!(a.callback_answer_timeout_s, Some(n), "{v}"),
+                (Err(e), None) => {
+                    assert_eq!(e.lines().next(), Some("--callback-answer-timeout-s needs whole seconds from 1 to 3600"))
+                }
+                (other, _) => panic!("{v}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn the_configuration_carries_the_options() {
         let o = opts(
             &["--db", ":memory:", "--manual-clock", "--webhook-allow-http=true", "--database-timeout-ms", "250"],
-            &[],
+            &[("BOTSPACE_CALLBACK_ANSWER_TIMEOUT_S", "30")],
             &[],
         );
         let c = o.config("an-admin-secret-0001", &|_| unreachable!()).unwrap();
         assert_eq!((c.database.as_str(), c.admin_secret.as_str()), (":memory:", "an-admin-secret-0001"));
         assert_eq!((c.clock, c.webhook_allow_http, c.database_timeout_ms), (ClockKind::Manual, true, 250));
+        assert_eq!(c.callback_answer_timeout_s, 30, "from the environment");
+        let d = opts(&[], &[], &[]).config("s", &|_| unreachable!()).unwrap();
+        assert_eq!(d.callback_answer_timeout_s, 15, "the library's default");
         let bad = opts(&["--operational-key", "abc"], &[], &[]);
         assert_eq!(
             bad.config("s", &|_| unreachable!()).unwrap_err(),

@@ -158,6 +158,8 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX updates_pending_by_message ON updates_pending (ref_chat, ref_message) WHERE ref_message IS NOT NULL;
     "#,
+    // 8: bot commands, message keyboards and callback queries.
+    crate::store::schema::BUTTONS_POSTGRES,
 ];
 
 impl PgConn {
