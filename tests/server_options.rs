@@ -831,7 +831,7 @@ fn the_start_up_lines_say_the_bound_addresses_then_the_generated_secret_and_the_
     let srv = Server::start_env(
         &bin,
         &[],
-        &["--addr", "0.0.0.0:0", "--admin-addr", "127.0.0.1:0", "--db", ":memory:", "--manual-clock"],
+        &["--addr", "0.0.0.0:0", "--admin-addr", "127.0.0.1:0", "--db", ":memory:", "--manual-clock", "--demo"],
     );
     let lines = srv.lines();
     let port = srv.addr.port();

@@ -273,8 +273,10 @@ pub fn answer_take<B: AsRef<[u8]>, R: ReplyTo>(svc: &Service, jobs: Vec<QueuedRe
     for job in jobs {
         match job.kind {
             Kind::Alone => {
-                let one = [Incoming::http(&job.request)];
-                if let Ok(mut answers) = catch_unwind(AssertUnwindSafe(|| svc.handle(&one, now))) {
+                // The request is read inside the boundary too: a body
+                // that panics when read drops only this reply.
+                let call = catch_unwind(AssertUnwindSafe(|| svc.handle(&[Incoming::http(&job.request)], now)));
+                if let Ok(mut answers) = call {
                     if let Some(out) = answers.pop().and_then(|a| answered(svc, a)) {
                         job.reply.send(into_http_response(out));
                     }
@@ -294,10 +296,11 @@ pub fn answer_take<B: AsRef<[u8]>, R: ReplyTo>(svc: &Service, jobs: Vec<QueuedRe
         if part.is_empty() {
             return;
         }
-        let requests: Vec<Incoming<'_>> = part.iter().map(|j| Incoming::http(&j.request)).collect();
         // Requests of many connections, arrived concurrently: a group.
-        let answers = catch_unwind(AssertUnwindSafe(|| svc.handle(&requests, now)));
-        drop(requests);
+        let answers = catch_unwind(AssertUnwindSafe(|| {
+            let requests: Vec<Incoming<'_>> = part.iter().map(|j| Incoming::http(&j.request)).collect();
+            svc.handle(&requests, now)
+        }));
         if let Ok(answers) = answers {
             for (job, a) in part.into_iter().zip(answers) {
                 if let Some(out) = answered(svc, a) {
