@@ -34,7 +34,7 @@ bench_build() {
 server_start() {
   local bin=$1 db=$2
   shift 2
-  "$bin" --addr 127.0.0.1:0 --db "$db" --admin-secret "$SECRET" "$@" > "$TMP/server.out" 2>&1 &
+  "$bin" --addr 127.0.0.1:0 --db "$db" --admin-secret "$SECRET" --demo "$@" > "$TMP/server.out" 2>&1 &
   PID=$!
   local i
   for i in $(seq 1200); do

@@ -210,7 +210,7 @@ wire() {
     echo "tests/server_rest.rs or tests/server_gateway.rs missing"; return 1
   fi
   ASAN_OPTIONS=$ASAN_SERVER_OPTIONS \
-  BOTSPACE_SERVER_CMD="$bin --addr {addr} --db {db} --admin-secret {secret} --manual-clock" \
+  BOTSPACE_SERVER_CMD="$bin --addr {addr} --db {db} --admin-secret {secret} --manual-clock --demo" \
     cargo test --test server_rest --test server_gateway 2>&1 | tee "$OUT/wire-$(basename "$bin").log" |
     awk '/^(test |test result|failures|---- )/ || /panicked at/ {print; if (/panicked at/) n=3; next} n>0 {print; n--}'
   local rc=${PIPESTATUS[0]}

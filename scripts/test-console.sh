@@ -48,7 +48,7 @@ run_against() {
   local bin=$1 tmp pid base secret
   tmp=$(mktemp -d)
   secret="console-admin-secret-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
-  "$bin" --addr 127.0.0.1:0 --db "$tmp/botspace.db" --admin-secret "$secret" >"$tmp/server.log" 2>&1 &
+  "$bin" --addr 127.0.0.1:0 --db "$tmp/botspace.db" --admin-secret "$secret" --demo >"$tmp/server.log" 2>&1 &
   pid=$!
   # shellcheck disable=SC2064
   trap "kill $pid 2>/dev/null; rm -rf '$tmp'" EXIT

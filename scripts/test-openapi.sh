@@ -14,7 +14,7 @@ cargo build --release --example server
 dir=$(mktemp -d)
 secret="openapi-admin-secret-0001"
 ./target/release/examples/server --addr 127.0.0.1:0 --db "$dir/botspace.db" \
-    --admin-secret "$secret" --manual-clock >"$dir/server.log" 2>&1 &
+    --admin-secret "$secret" --manual-clock --demo >"$dir/server.log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do grep -q '^botspace ready' "$dir/server.log" && break; sleep 0.1; done
