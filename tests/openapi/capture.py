@@ -13,7 +13,9 @@ OUT_DIR/bad.ts (the same answer with one event's data swapped for another
 type's: must not) and prints the bot's token, for the docs' client snippet, and how many
 events its getUpdates answer held.
 """
+import base64
 import json
+import socket
 import sys
 import urllib.error
 import urllib.request
@@ -63,7 +65,31 @@ admin("removeMember", {"chat_id": group, "member_id": u})  # member_removed
 admin("dissolveGroup", {"chat_id": group})  # chat_dissolved
 bot(tok, "sendChatAction", {"chat_id": chat, "action": "typing"})  # chat_action (host stream)
 
+
+
+def upgrade(token):
+    """The head of the gateway's answer to a WebSocket upgrade: the 101
+    docs/openapi.yaml declares, with its headers as the server names them."""
+    host, port = BASE.split("//")[1].rsplit(":", 1)
+    key = base64.b64encode(b"openapi-capture!").decode()
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall((f"GET /bot/gateway HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                   f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bot {token}\r\n\r\n").encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            head += chunk
+    lines = head.split(b"\r\n\r\n")[0].decode().split("\r\n")
+    if not lines[0].startswith("HTTP/1.1 101 "):
+        sys.exit(f"FAIL: the gateway upgrade answered {lines[0]!r}")
+    names = {"upgrade": "Upgrade", "sec-websocket-accept": "Sec-WebSocket-Accept"}
+    return {names[k.lower()]: v.strip() for k, v in (l.split(":", 1) for l in lines[1:]) if k.lower() in names}
+
+
 answers = {
+    "gatewayUpgrade": upgrade(tok),
     "getMe": bot(tok, "getMe"),
     "sendMessage": bot(tok, "sendMessage", {"chat_id": chat, "text": "Hi Ada"}),
     "getUpdates": bot(tok, "getUpdates"),
@@ -85,6 +111,7 @@ if tok in json.dumps(answers["tokenInPath"]):
     sys.exit("FAIL: the token_in_path answer repeats the token")
 
 TYPES = {
+    "gatewayUpgrade": 'paths["/bot/gateway"]["get"]["responses"][101]["headers"]',
     "getMe": 'Body<paths["/bot/getMe"]["post"]["responses"][200]>',
     "sendMessage": 'Body<paths["/bot/sendMessage"]["post"]["responses"][200]>',
     "getUpdates": 'Body<paths["/bot/getUpdates"]["post"]["responses"][200]>',
