@@ -163,7 +163,7 @@ fn a_sqlite_database_with_shared_handles_is_migrated_and_keeps_working() {
     }
     let svc = open(db);
     let conn = rusqlite::Connection::open(db).unwrap();
-    assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 6);
+    assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 7);
     let keys: Vec<Option<String>> = c
         .ids
         .iter()

@@ -162,6 +162,8 @@ pub const MIGRATIONS: &[&str] = &[
     super::schema::HANDLE_KEYS,
     // 6: bots' webhooks.
     super::schema::WEBHOOKS_SQLITE,
+    // 7: the secret a webhook rotation replaced, for the overlap.
+    super::schema::WEBHOOK_PREVIOUS_SECRET_SQLITE,
 ];
 
 /// Opens (or creates) the database and brings its schema up to date.

@@ -158,6 +158,8 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX updates_pending_by_message ON updates_pending (ref_chat, ref_message) WHERE ref_message IS NOT NULL;
     "#,
+    // 8: the secret a webhook rotation replaced, for the overlap (SQLite's 7).
+    crate::store::schema::WEBHOOK_PREVIOUS_SECRET_POSTGRES,
 ];
 
 impl PgConn {
