@@ -143,6 +143,11 @@ test('docs/coming-from.md: the svix receiver verifies real deliveries, acknowled
       body: '{"update_id":9}',
     });
     assert.equal(forged.status, 401);
+    // The line it printed may still be in the pipe.
+    for (let i = 0; !p.out().includes('refused: '); i++) {
+      assert.ok(i < 100, `no refusal printed: ${p.out()}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
     const out = lines(p.out());
     // Delivered at least once: a retry (the receiver was still starting)
     // may show an update twice, in order.
