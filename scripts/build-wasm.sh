@@ -3,7 +3,8 @@
 # installs what is missing (clang, the wasm32 target, the wasm-bindgen CLI of
 # the exact version in Cargo.lock, Node.js, the npm dev tools), compiles the
 # wasm crate with SQLite inside, runs wasm-bindgen and wasm-opt, and lays out
-# the package (JS layer, TypeScript types, package.json with `exports`).
+# the package (JS layer, TypeScript types, package.json with `exports`), and
+# writes the module's size into docs/wasm.md.
 #
 #   scripts/build-wasm.sh              # build wasm/pkg
 #   scripts/build-wasm.sh --pack       # also write target/npm/botspace-<version>.tgz (npm pack)
@@ -108,12 +109,40 @@ RAW="$TARGET_DIR/$TARGET/release/botspace_wasm.wasm"
 [ -z "$FEATURES" ] || PKG="$TARGET_DIR/wasm-pkg-test-panic"
 VERSION="$(cd "$WASM" && cargo metadata --format-version 1 --no-deps | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).packages.find(p=>p.name==="botspace").version))')"
 
+# --- the size in the docs -----------------------------------------------------
+
+# The shipped module's size, in MB of 10^6 bytes to two decimals, goes on the
+# line after the marker in docs/wasm.md: the one place the docs give it.
+# Rewritten only when it changed; scripts/test-wasm.sh fails then, so the
+# new figure gets committed.
+write_size() {
+  [ -z "$FEATURES" ] || return 0
+  local size gz
+  size="$(stat -c %s "$PKG/botspace_bg.wasm")"
+  gz="$(gzip -9c "$PKG/botspace_bg.wasm" | wc -c)"
+  node -e '
+    const fs = require("fs");
+    const [doc, size, gz] = process.argv.slice(1);
+    const mb = (n) => (Number(n) / 1e6).toFixed(2);
+    const line = `\`botspace_bg.wasm\` is ${mb(size)} MB (${mb(gz)} MB gzipped).`;
+    const lines = fs.readFileSync(doc, "utf8").split("\n");
+    const at = lines.findIndex((l) => l.startsWith("<!-- wasm-size:"));
+    if (at < 0) { console.error("no <!-- wasm-size: --> marker in " + doc); process.exit(1); }
+    if (lines[at + 1] !== line) {
+      lines[at + 1] = line;
+      fs.writeFileSync(doc, lines.join("\n"));
+      console.error("[build-wasm] docs/wasm.md: " + line);
+    }
+  ' "$ROOT/docs/wasm.md" "$size" "$gz"
+}
+
 # --- package -----------------------------------------------------------------
 
 # Skip the slow steps (wasm-opt) when nothing that goes into the package changed.
 INPUTS_SUM="$( { sha256sum "$RAW" "$WASM"/js/* "$ROOT"/LICENSE-* "$0"; echo "$VERSION $WB_VERSION $FEATURES"; } | sha256sum | cut -d' ' -f1)"
 if [ -f "$PKG/.build-stamp" ] && [ "$(cat "$PKG/.build-stamp")" = "$INPUTS_SUM" ] && [ -f "$PKG/botspace_bg.wasm" ]; then
   log "wasm/pkg is up to date ($(stat -c %s "$PKG/botspace_bg.wasm") bytes)"
+  write_size
   if [ "$PACK" -eq 1 ]; then
     mkdir -p "$TARGET_DIR/npm"
     (cd "$WASM" && npm pack ./pkg --pack-destination "$TARGET_DIR/npm" --loglevel=error >&2)
@@ -160,6 +189,7 @@ echo "$INPUTS_SUM" > "$PKG/.build-stamp"
 SIZE="$(stat -c %s "$PKG/botspace_bg.wasm")"
 GZ="$(gzip -9c "$PKG/botspace_bg.wasm" | wc -c)"
 log "built ${PKG#"$ROOT"/}: botspace $VERSION, botspace_bg.wasm $SIZE bytes ($GZ gzipped)"
+write_size
 if [ "$PACK" -eq 1 ]; then
   mkdir -p "$TARGET_DIR/npm"
   (cd "$WASM" && npm pack ./pkg --pack-destination "$TARGET_DIR/npm" --loglevel=error >&2)

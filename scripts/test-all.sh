@@ -2,7 +2,8 @@
 # Runs every test of botspace: Rust (core, vectors, example server over TCP),
 # the vectors and rule tests again on PostgreSQL, C and C++ (ABI, sanitizers, valgrind, C server over TCP), WASM (Node) and
 # the browser example and the admin console in headless Chromium, and schemathesis against the
-# example server with docs/openapi.yaml, and each cargo-fuzz target for a
+# example server with docs/openapi.yaml, the docs' client snippets against the
+# example server, and each cargo-fuzz target for a
 # bounded time on the nightly toolchain. Installs what a fresh machine
 # lacks first. Exits non-zero on the first failing suite.
 set -euo pipefail
@@ -28,13 +29,14 @@ suite postgres scripts/test-postgres.sh
 suite wasm scripts/test-wasm.sh
 suite console scripts/test-console.sh
 suite openapi scripts/test-openapi.sh
+suite docs scripts/test-docs.sh
 suite fuzz scripts/fuzz.sh 15
 
 # One closing line over every suite, counted from the runners' own summaries.
 python3 - <<'PY'
 import re, pathlib
 passed = failed = 0
-for name in ("rust", "postgres", "c", "wasm", "console", "openapi"):
+for name in ("rust", "postgres", "c", "wasm", "console", "openapi", "docs"):
     text = pathlib.Path(f"test-output/{name}.log").read_text(errors="replace")
     for p, f in re.findall(r"test result: \w+\. (\d+) passed; (\d+) failed", text):
         passed += int(p); failed += int(f)

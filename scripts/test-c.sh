@@ -11,9 +11,11 @@
 #      frees, gateway, webhook deliveries, 8 threads) linked statically, dynamically, with
 #      AddressSanitizer+UBSan, and under valgrind (no leak, no error);
 #   5. tests/cpp/test_cpp (the C++17 wrapper), plain and with ASan+UBSan;
-#   6. pkg-config: tests/c/example.c (open, createBot, getMe) linked
-#      dynamically and statically from a `make install` prefix, and the C++
-#      host bindings/cpp/example.cpp (the same through botspace.hpp);
+#   6. pkg-config: `make install` from a CARGO_TARGET_DIR other than
+#      target/ takes that directory's libraries; tests/c/example.c (open,
+#      createBot, getMe) linked dynamically (found through botspace.pc's
+#      rpath alone) and statically from that prefix, and the C++ host
+#      bindings/cpp/example.cpp (the same through botspace.hpp);
 #   7. examples/c-server built, then the over-the-wire scenarios
 #      (tests/server_rest.rs, tests/server_gateway.rs) and the C server's
 #      command-line option scenarios (the `c::` tests of
@@ -162,16 +164,31 @@ ASAN_OPTIONS=detect_leaks=1 run_counted cpp-asan-ubsan tests/cpp/build/test_cpp_
 
 PREFIX="$OUT/prefix"
 rm -rf "$PREFIX"
-step make-install make -C bindings/c install CARGO=: PREFIX="$PREFIX"
+# Installed from a CARGO_TARGET_DIR other than target/: a copy of the
+# libraries built above, the shared one marked with bytes of its own at its
+# end (the loader reads an ELF file by its headers, so it still loads), to
+# tell it from target/release's after the install.
+ALT_TARGET="$OUT/other-target"
+rm -rf "$ALT_TARGET" && mkdir -p "$ALT_TARGET/release"
+cp target/release/libbotspace.a target/release/libbotspace.so "$ALT_TARGET/release/"
+printf 'installed from CARGO_TARGET_DIR\n' >>"$ALT_TARGET/release/libbotspace.so"
+step make-install env CARGO_TARGET_DIR="$ALT_TARGET" make -C bindings/c install CARGO=: PREFIX="$PREFIX"
+installed_from_target_dir() {
+  cmp "$ALT_TARGET/release/libbotspace.so" "$PREFIX/lib/libbotspace.so" &&
+    cmp "$ALT_TARGET/release/libbotspace.a" "$PREFIX/lib/libbotspace.a"
+}
+step make-install-honours-cargo-target-dir installed_from_target_dir
 pc() { PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig" pkg-config "$@"; }
 # grep reads all its input (not -q): with pipefail, a writer cut off by an
 # early exit would fail the pipeline now and then (SIGPIPE).
+# Only what pkg-config says: its rpath finds the installed library, with
+# no LD_LIBRARY_PATH and no ldconfig.
 link_dynamic() {
   # shellcheck disable=SC2046
   cc -std=c11 -Wall -Wextra -Wpedantic -Werror tests/c/example.c $(pc --cflags --libs botspace) \
-    -Wl,-rpath,"$PREFIX/lib" -o "$OUT/example-dynamic" &&
-    ldd "$OUT/example-dynamic" | grep "$PREFIX/lib/libbotspace.so" >/dev/null &&
-    "$OUT/example-dynamic" | grep '"handle":"c_bot"' >/dev/null
+    -o "$OUT/example-dynamic" &&
+    env -u LD_LIBRARY_PATH ldd "$OUT/example-dynamic" | grep "$PREFIX/lib/libbotspace.so" >/dev/null &&
+    env -u LD_LIBRARY_PATH "$OUT/example-dynamic" | grep '"handle":"c_bot"' >/dev/null
 }
 link_static() {
   # shellcheck disable=SC2046

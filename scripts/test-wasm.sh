@@ -28,7 +28,16 @@ log() { printf '[test-wasm] %s\n' "$*" >&2; }
 #    and the same package with `debugPanic` (cargo feature test-panic) for
 #    wasm/test/panic.test.mjs; the shipped one never has it.
 export BOTSPACE_TEST_PANIC_PKG="$("$ROOT/scripts/build-wasm.sh" --test-panic)"
+# The build writes the module's size into docs/wasm.md: the figure there
+# must already be the build's.
+size_line() { sed -n '/^<!-- wasm-size:/{n;p;}' "$ROOT/docs/wasm.md"; }
+documented="$(size_line)"
 "$ROOT/scripts/build-wasm.sh" >/dev/null
+if [ "$(size_line)" != "$documented" ]; then
+  echo "FAIL: docs/wasm.md said \"$documented\"; the build's module: \"$(size_line)\" (now written there: commit it)"
+  exit 1
+fi
+log "docs/wasm.md gives the built module's size: $documented"
 
 # 2. Headless Chromium from Debian for the browser example.
 CHROMIUM="${CHROMIUM_PATH:-/usr/bin/chromium}"

@@ -165,6 +165,13 @@ pub struct Config {
     /// the server send requests into its own network (the cloud metadata
     /// service at 169.254.169.254 included).
     pub webhook_allow_private_addresses: bool,
+    /// After `setWebhook` with `rotate_secret`, how long deliveries carry
+    /// the old secret's signature beside the new one (`webhook-signature:
+    /// v1,<new> v1,<old>`, as Standard Webhooks allows), so receivers can
+    /// move to the new secret one by one without refusing a delivery.
+    /// `deleteWebhook` ends it; a second rotation keeps only the secret it
+    /// replaced. 0: no overlap. Default 86 400 (a day).
+    pub webhook_secret_overlap_s: u64,
     /// Tests only: draw ids and tokens from a stream seeded with this
     /// number instead of the OS, so they are known in advance. Accepted
     /// only with `clock: manual`, which no production service runs on.
@@ -206,6 +213,7 @@ impl Default for Config {
             trusted_proxies: Vec::new(),
             webhook_allow_http: false,
             webhook_allow_private_addresses: false,
+            webhook_secret_overlap_s: 86_400,
             random_seed: None,
             max_parked_polls: DEFAULT_MAX_PARKED_POLLS,
             callback_answer_timeout_s: 15,
@@ -233,6 +241,7 @@ impl std::fmt::Debug for Config {
             .field("listen_notify", &self.listen_notify)
             .field("database_timeout_ms", &self.database_timeout_ms)
             .field("trusted_proxies", &self.trusted_proxies)
+            .field("webhook_secret_overlap_s", &self.webhook_secret_overlap_s)
             .field("random_seed", &self.random_seed)
             .field("callback_answer_timeout_s", &self.callback_answer_timeout_s)
             .finish()

@@ -218,9 +218,20 @@ impl ApiError {
     // ---- 404 ----
 
     /// No method at this path (unknown name, a path outside `/bot/` and
-    /// `/admin/`, or a method this service does not offer).
-    pub fn method_not_found(path: &str) -> Self {
-        Self::new(ErrorCode::MethodNotFound, format!("no method at {path}"))
+    /// `/admin/`, or a method this service does not offer). The path is not
+    /// repeated: a client that put a credential in it (`/bot<token>/getMe`,
+    /// `/bot/<token>/getMe`) would see it again in its error, and its
+    /// library would log it.
+    pub fn method_not_found() -> Self {
+        Self::new(ErrorCode::MethodNotFound, "no method at this path (method names are case-sensitive)")
+    }
+    /// A path of the Telegram form `/bot<token>/<method>`: the client put
+    /// its credential where botspace never reads one. Named, so the client
+    /// learns where the token goes; the path is not repeated.
+    pub fn token_in_path() -> Self {
+        Self::new(ErrorCode::TokenInPath,
+            "botspace takes the bot token in the header Authorization: Bot <token>, not in the path; call POST /bot/<method>",
+        )
     }
     pub fn chat_not_found() -> Self {
         Self::new(ErrorCode::ChatNotFound, "no chat with this id is visible to the caller")
@@ -254,8 +265,10 @@ impl ApiError {
     // ---- 405, 409, 411, 413, 415, 426, 429, 431 ----
 
     /// `allow` is the one method the path accepts.
-    pub fn method_not_allowed(path: &str, allow: &'static str) -> Self {
-        Self::new(ErrorCode::MethodNotAllowed, format!("{path} accepts {allow} only"))
+    /// Says the allowed method, not the path, which may hold a credential
+    /// (see [`ApiError::method_not_found`]).
+    pub fn method_not_allowed(allow: &'static str) -> Self {
+        Self::new(ErrorCode::MethodNotAllowed, format!("this path accepts {allow} only"))
             .with_header("Allow", allow.into())
     }
     /// A host's deadline for a whole request passed before it arrived
@@ -433,7 +446,8 @@ pub fn catalog() -> Vec<ApiError> {
         E::bots_cannot_send(),
         E::not_message_owner(),
         E::token_not_recoverable(),
-        E::method_not_found("{path}"),
+        E::method_not_found(),
+        E::token_in_path(),
         E::chat_not_found(),
         E::message_not_found(),
         E::user_not_found(),
@@ -441,7 +455,7 @@ pub fn catalog() -> Vec<ApiError> {
         E::member_not_found("{id}"),
         E::button_not_found(),
         E::callback_query_not_found(),
-        E::method_not_allowed("{path}", "POST"),
+        E::method_not_allowed("POST"),
         E::request_timeout(),
         E::idempotency_key_reused(),
         E::handle_taken(),

@@ -158,6 +158,7 @@ words! {
         NotMessageOwner = "not_message_owner" => 403,
         TokenNotRecoverable = "token_not_recoverable" => 403,
         MethodNotFound = "method_not_found" => 404,
+        TokenInPath = "token_in_path" => 404,
         ChatNotFound = "chat_not_found" => 404,
         MessageNotFound = "message_not_found" => 404,
         UserNotFound = "user_not_found" => 404,

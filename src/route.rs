@@ -106,6 +106,25 @@ pub enum Route {
     Metrics,
 }
 
+/// Whether `path` has the Telegram form `/bot<token>/<method>`: `/bot`
+/// followed at once by something other than `/`, then a `/` later. Such a
+/// client put its credential in the path; it gets 404 `token_in_path`,
+/// which says where the token goes and does not repeat the path.
+pub fn token_in_path(path: &str) -> bool {
+    path.strip_prefix("/bot").is_some_and(|rest| !rest.is_empty() && !rest.starts_with('/') && rest.contains('/'))
+}
+
+/// The 404 of a path with no method: `token_in_path` for the Telegram form
+/// ([`token_in_path`]), `method_not_found` otherwise. Neither repeats the
+/// path.
+pub fn no_method_at(path: &str) -> ApiError {
+    if token_in_path(path) {
+        ApiError::token_in_path()
+    } else {
+        ApiError::method_not_found()
+    }
+}
+
 /// The operations paths (docs/operations.md): outside the bot and host
 /// areas, GET only.
 const OPS_PATHS: [(&str, Route); 3] =
@@ -127,7 +146,7 @@ impl<'a> Target<'a> {
     pub fn check(method: &str, path: &'a str) -> ApiResult<Target<'a>> {
         if OPS_PATHS.iter().any(|(p, _)| *p == path) {
             if method != "GET" {
-                return Err(ApiError::method_not_allowed(path, "GET"));
+                return Err(ApiError::method_not_allowed("GET"));
             }
             return Ok(Target { path, admin: false, name: "" });
         }
@@ -136,12 +155,14 @@ impl<'a> Target<'a> {
         } else if let Some(n) = path.strip_prefix("/admin/") {
             (true, n)
         } else {
-            return Err(ApiError::method_not_found(path));
+            // Before the HTTP method: a `/bot<token>/getMe` is told where
+            // the token goes whatever its method.
+            return Err(no_method_at(path));
         };
         let console = admin && crate::console::Asset::is_console_path(name);
         let allow = if (!admin && name == "gateway") || console { "GET" } else { "POST" };
         if method != allow {
-            return Err(ApiError::method_not_allowed(path, allow));
+            return Err(ApiError::method_not_allowed(allow));
         }
         Ok(Target { path, admin, name })
     }
@@ -161,7 +182,7 @@ impl<'a> Target<'a> {
         } else {
             BotMethod::parse(self.name).map(Route::Bot)
         };
-        route.ok_or_else(|| ApiError::method_not_found(self.path))
+        route.ok_or_else(ApiError::method_not_found)
     }
 }
 
@@ -203,6 +224,27 @@ mod tests {
         }
         assert_eq!(Target::check("GET", "/healthz/").unwrap_err().code, "method_not_found");
         assert_eq!(Target::check("GET", "/admin/metricsX").unwrap_err().code, "method_not_allowed");
+    }
+
+    #[test]
+    fn a_token_in_the_path_is_named_and_no_404_or_405_repeats_the_path() {
+        let tok = "bot_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+        for method in ["POST", "GET"] {
+            let e = Target::check(method, &format!("/bot{tok}/getMe")).unwrap_err();
+            assert_eq!((e.status, e.code.as_str()), (404, "token_in_path"));
+            assert!(e.description.contains("Authorization: Bot <token>"), "{}", e.description);
+        }
+        // Other paths that may hold one: the error never repeats them.
+        let e = Target::check("POST", &format!("/bot/{tok}/getMe")).unwrap().resolve(false).unwrap_err();
+        assert_eq!((e.code.as_str(), e.description.contains(tok)), ("method_not_found", false));
+        let e = Target::check("GET", &format!("/bot/{tok}/getMe")).unwrap_err();
+        assert_eq!((e.code.as_str(), e.description.contains(tok)), ("method_not_allowed", false));
+        let e = Target::check("POST", &format!("/api/{tok}")).unwrap_err();
+        assert_eq!((e.code.as_str(), e.description.contains(tok)), ("method_not_found", false));
+        // Not the Telegram form: `/bot` alone, `/botX` with no method.
+        for path in ["/bot", "/botX", "/bots"] {
+            assert_eq!(Target::check("POST", path).unwrap_err().code, "method_not_found", "{path}");
+        }
     }
 
     #[test]

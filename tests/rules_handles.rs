@@ -171,7 +171,7 @@ fn a_sqlite_database_with_shared_handles_is_migrated_and_keeps_working() {
     }
     let svc = open(db);
     let conn = rusqlite::Connection::open(db).unwrap();
-    assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 7);
+    assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 8);
     let keys: Vec<Option<String>> = c
         .ids
         .iter()
@@ -203,7 +203,7 @@ fn a_postgres_database_with_shared_handles_is_migrated_and_keeps_working() {
     }
     let svc = open(&url);
     let mut pg = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    assert_eq!(pg.query_one("SELECT version FROM botspace_schema", &[]).unwrap().get::<_, i64>(0), 8);
+    assert_eq!(pg.query_one("SELECT version FROM botspace_schema", &[]).unwrap().get::<_, i64>(0), 9);
     let keys: Vec<Option<String>> = c
         .ids
         .iter()

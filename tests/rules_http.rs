@@ -768,10 +768,11 @@ fn an_absolute_form_target_is_served_by_its_path() {
     }
     // A URL without a path has the empty path: no method.
     let (status, _, v) = split_with_headers(&svc.handle_request(b"POST http://h HTTP/1.1\r\n\r\n"));
-    assert_eq!((status, v["description"].as_str()), (404, Some("no method at ")));
-    // The 405 check reads the same path.
-    let (status, _, v) = split_with_headers(&svc.handle_request(b"GET http://h/bot/getMe HTTP/1.1\r\n\r\n"));
-    assert_eq!((status, v["description"].as_str()), (405, Some("/bot/getMe accepts POST only")));
+    assert_eq!((status, v["error"].as_str()), (404, Some("method_not_found")));
+    // The 405 check reads the same path: a bot method's, so `Allow: POST`.
+    let (status, headers, v) = split_with_headers(&svc.handle_request(b"GET http://h/bot/getMe HTTP/1.1\r\n\r\n"));
+    assert_eq!((status, v["description"].as_str()), (405, Some("this path accepts POST only")));
+    assert!(headers.contains(&("allow".to_string(), "POST".to_string())), "{headers:?}");
     // User info, another scheme, no host, a bad port: refused.
     for target in ["http://u:p@h/bot/getMe", "http:///bot/getMe", "http://h:x/bot/getMe", "http://h:65536/bot/getMe"] {
         let req = format!("POST {target} HTTP/1.1\r\nAuthorization: Bot {token}\r\nContent-Length: 0\r\n\r\n");

@@ -276,7 +276,7 @@ fn a_version_1_database_is_migrated_and_pruned() {
     }
     let svc = open(&db);
     let c = Connection::open(&db).unwrap();
-    assert_eq!(c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 7);
+    assert_eq!(c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 8);
     admin(&svc, SECRET, "advanceClock", json!({"seconds": RETENTION_S + 60}));
     let user: String = c.query_row("SELECT id FROM users", [], |r| r.get(0)).unwrap();
     let chat: String = c.query_row("SELECT id FROM chats", [], |r| r.get(0)).unwrap();

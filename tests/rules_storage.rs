@@ -258,7 +258,7 @@ fn an_image_from_a_newer_library_is_refused_without_changing_state() {
     let newer = rewrite_image(&a.export_database().unwrap(), "PRAGMA user_version = 99;");
     let e = a.import_database(&newer).unwrap_err();
     assert_eq!((e.status(), e.code()), (400, botspace::ErrorCode::InvalidRequest));
-    assert_eq!(e.description(), "database image refused: it has schema version 99; this library reads up to 7");
+    assert_eq!(e.description(), "database image refused: it has schema version 99; this library reads up to 8");
     assert_eq!(snapshot(&a, &c, &g), before);
     assert_eq!(bot_call(&a, &tok, "getMe", json!({})).0, 200);
 }
@@ -283,7 +283,7 @@ fn an_image_of_an_older_schema_is_migrated_on_import() {
     let exported = b.export_database().unwrap();
     let mut conn = rusqlite::Connection::open_in_memory().unwrap();
     conn.deserialize_read_exact(rusqlite::MAIN_DB, &exported[..], exported.len(), true).unwrap();
-    assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 7);
+    assert_eq!(conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 8);
     assert_eq!(conn.query_row("SELECT count(pruned_seq) FROM bots", [], |r| r.get::<_, i64>(0)).unwrap(), 1);
 }
 
@@ -484,7 +484,7 @@ fn hostile_images_are_refused_with_400_and_change_nothing() {
         assert_eq!((e.status(), e.code()), (400, botspace::ErrorCode::InvalidRequest), "{what}");
         assert_eq!(
             e.description(),
-            format!("database image refused: its schema differs from botspace schema version 7 ({detail})"),
+            format!("database image refused: its schema differs from botspace schema version 8 ({detail})"),
             "{what}"
         );
         assert_eq!(snapshot(&a, &c, &g), before, "state changed after refusing {what}");

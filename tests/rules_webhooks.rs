@@ -201,3 +201,106 @@ fn a_delivery_refuses_ipv6_addresses_that_carry_a_forbidden_ipv4_address() {
         assert_eq!(refusal(ip), Ok(()), "{ip}");
     }
 }
+
+/// Every delivery due now, each acknowledged at once: (signature, id,
+/// timestamp, body). A rotation starts over from the durable cursor, which
+/// the last acknowledgements may not have reached yet (they are written
+/// at most every `WEBHOOK_FLUSH_MS`, and this clock stands still), so an
+/// event may come again: all of them are signed alike.
+fn due(svc: &Service) -> Vec<(String, String, u64, String)> {
+    let now = svc.now_ms();
+    let mut out = Vec::new();
+    while let Some(r) = svc.poll_webhook(now) {
+        let sig = r.attempt.headers().into_iter().find(|(n, _)| *n == "webhook-signature").unwrap().1;
+        svc.webhook_outcome(r.id, Outcome::Answered { status: 200, retry_after_s: None }, now);
+        out.push((sig, r.attempt.webhook_id.clone(), now / 1000, r.attempt.body.clone()));
+        assert!(out.len() < 10, "deliveries without end");
+    }
+    assert!(!out.is_empty(), "a delivery is due");
+    out
+}
+
+/// After `rotate_secret`, deliveries carry the new secret's signature and
+/// the old one's (space-separated, new first) until
+/// `webhook_secret_overlap_s` has passed, then the new one's alone; a
+/// setWebhook without rotation keeps the overlap, a second rotation keeps
+/// only the secret it replaced, and deleteWebhook ends it.
+#[test]
+fn a_rotated_secret_signs_beside_the_new_one_for_the_overlap_then_the_new_one_alone() {
+    let cfg = json!({"database": common::test_database(), "admin_secret": SECRET, "clock": "manual",
+                     "webhook_allow_http": true, "webhook_allow_private_addresses": true,
+                     "webhook_secret_overlap_s": 60});
+    let svc = Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap();
+    let user = admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let b = admin(&svc, SECRET, "createBot", json!({"display_name": "Echo", "handle": "echo_bot"}));
+    let (bot_id, token) = (b["bot"]["id"].as_str().unwrap().to_string(), b["token"].as_str().unwrap().to_string());
+    let chat =
+        admin(&svc, SECRET, "startBot", json!({"user_id": user, "bot_id": bot_id}))["id"].as_str().unwrap().to_string();
+    let say =
+        |text: &str| admin(&svc, SECRET, "sendUserMessage", json!({"user_id": user, "chat_id": chat, "text": text}));
+    let set = |body: Value| {
+        let (status, v) = bot(&svc, &token, "setWebhook", body);
+        assert_eq!(status, 200, "{v}");
+        v["result"]["secret"].as_str().map(|s| signature::key_of_secret(s).unwrap())
+    };
+    let sign =
+        |key: &[u8], (_, id, ts, body): &(String, String, u64, String)| signature::sign(key, id, *ts, body.as_bytes());
+    let url = "http://127.0.0.1:9/hook";
+    let k1 = set(json!({"url": url})).unwrap();
+    for d in due(&svc) {
+        assert_eq!(d.0, sign(&k1, &d));
+    }
+    let k2 = set(json!({"url": url, "rotate_secret": true})).unwrap();
+    say("one");
+    for d in due(&svc) {
+        assert_eq!(d.0, format!("{} {}", sign(&k2, &d), sign(&k1, &d)));
+    }
+    // Without rotate_secret the overlap goes on.
+    assert_eq!(set(json!({"url": url, "max_connections": 2})), None);
+    admin(&svc, SECRET, "advanceClock", json!({"seconds": 59}));
+    say("two");
+    for d in due(&svc) {
+        assert_eq!(d.0, format!("{} {}", sign(&k2, &d), sign(&k1, &d)));
+    }
+    // 60 s after the rotation: the new secret alone.
+    admin(&svc, SECRET, "advanceClock", json!({"seconds": 1}));
+    say("three");
+    for d in due(&svc) {
+        assert_eq!(d.0, sign(&k2, &d));
+    }
+    // A second rotation keeps only the secret it replaced.
+    let k3 = set(json!({"url": url, "rotate_secret": true})).unwrap();
+    say("four");
+    for d in due(&svc) {
+        assert_eq!(d.0, format!("{} {}", sign(&k3, &d), sign(&k2, &d)));
+    }
+    // deleteWebhook ends the overlap: the next webhook signs alone.
+    assert_eq!(bot(&svc, &token, "deleteWebhook", json!({})), (200, json!({"ok": true, "result": true})));
+    let k4 = set(json!({"url": url})).unwrap();
+    say("five");
+    for d in due(&svc) {
+        assert_eq!(d.0, sign(&k4, &d));
+    }
+}
+
+/// With `webhook_secret_overlap_s` 0 a rotation takes effect alone at once.
+#[test]
+fn with_no_overlap_a_rotation_signs_with_the_new_secret_alone() {
+    let cfg = json!({"database": common::test_database(), "admin_secret": SECRET, "clock": "manual",
+                     "webhook_allow_http": true, "webhook_allow_private_addresses": true,
+                     "webhook_secret_overlap_s": 0});
+    let svc = Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap();
+    let user = admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let b = admin(&svc, SECRET, "createBot", json!({"display_name": "Echo", "handle": "echo_bot"}));
+    let (bot_id, token) = (b["bot"]["id"].as_str().unwrap().to_string(), b["token"].as_str().unwrap().to_string());
+    let chat =
+        admin(&svc, SECRET, "startBot", json!({"user_id": user, "bot_id": bot_id}))["id"].as_str().unwrap().to_string();
+    bot(&svc, &token, "setWebhook", json!({"url": "http://127.0.0.1:9/hook"}));
+    due(&svc);
+    let (_, v) = bot(&svc, &token, "setWebhook", json!({"url": "http://127.0.0.1:9/hook", "rotate_secret": true}));
+    let key = signature::key_of_secret(v["result"]["secret"].as_str().unwrap()).unwrap();
+    admin(&svc, SECRET, "sendUserMessage", json!({"user_id": user, "chat_id": chat, "text": "one"}));
+    for d in due(&svc) {
+        assert_eq!(d.0, signature::sign(&key, &d.1, d.2, d.3.as_bytes()));
+    }
+}

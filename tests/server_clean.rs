@@ -129,7 +129,7 @@ fn every_unclean_request_is_answered_with_the_librarys_json(start_with: Start) {
             None,
         ),
         // A request target of `*` names no method.
-        (b"OPTIONS * HTTP/1.1\r\nHost: t\r\n\r\n".to_vec(), 404, "method_not_found", Some("no method at *")),
+        (b"OPTIONS * HTTP/1.1\r\nHost: t\r\n\r\n".to_vec(), 404, "method_not_found", Some("no method at this path (method names are case-sensitive)")),
     ];
     for (req, status, code, description) in cases {
         let shown = String::from_utf8_lossy(&req[..req.len().min(120)]).into_owned();

@@ -43,10 +43,15 @@ fn raw(addr: SocketAddr, req: &[u8]) -> Vec<u8> {
 }
 
 /// The library's answer for a path without a method, byte for byte
-/// (`ApiError::method_not_found`, docs/errors.md).
-fn not_found(path: &str) -> Vec<u8> {
-    let body =
-        format!(r#"{{"ok":false,"error_code":404,"error":"method_not_found","description":"no method at {path}"}}"#);
+/// (`ApiError::method_not_found`, docs/errors.md): the same for every
+/// path, which it never repeats.
+fn not_found() -> Vec<u8> {
+    answer_404("method_not_found", "no method at this path (method names are case-sensitive)")
+}
+
+/// A 404 the library writes, byte for byte.
+fn answer_404(code: &str, description: &str) -> Vec<u8> {
+    let body = format!(r#"{{"ok":false,"error_code":404,"error":"{code}","description":"{description}"}}"#);
     format!("HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len())
         .into_bytes()
 }
@@ -77,13 +82,13 @@ fn admin_addr_serves_the_host_api_alone_and_takes_it_off_the_public_port() {
         read_response(&mut s, &mut Vec::new())
     };
     assert_eq!(ok.result()["bots"], json!(1), "the demo bot");
-    assert_eq!(raw(public, &stats), not_found("/admin/getStats"));
+    assert_eq!(raw(public, &stats), not_found());
     // Whatever the method, the credential or the query.
-    assert_eq!(raw(public, b"GET /admin/getStats?x=1 HTTP/1.1\r\nHost: x\r\n\r\n"), not_found("/admin/getStats"));
+    assert_eq!(raw(public, b"GET /admin/getStats?x=1 HTTP/1.1\r\nHost: x\r\n\r\n"), not_found());
     // The same bytes the library answers for an unknown host method.
     let unknown = b"POST /admin/noSuchMethod HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Type: application/json\r\n\r\n{}";
     assert_eq!(raw(public, unknown), raw(admin, unknown));
-    assert_eq!(raw(admin, unknown), not_found("/admin/noSuchMethod"));
+    assert_eq!(raw(admin, unknown), not_found());
 
     // Bot methods and the gateway are on the public listener only.
     let created = {
@@ -99,17 +104,32 @@ fn admin_addr_serves_the_host_api_alone_and_takes_it_off_the_public_port() {
         read_response(&mut s, &mut Vec::new())
     };
     assert_eq!(me.result()["id"], created["bot"]["id"]);
-    assert_eq!(raw(admin, &get_me), not_found("/bot/getMe"));
+    assert_eq!(raw(admin, &get_me), not_found());
     let upgrade = format!(
         "GET /bot/gateway HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bot {token}\r\n\r\n"
     );
-    assert_eq!(raw(admin, upgrade.as_bytes()), not_found("/bot/gateway"));
+    assert_eq!(raw(admin, upgrade.as_bytes()), not_found());
     let mut gw = srv.gateway(&token, "");
     gw.hello();
     // A path the library has no method at answers the same on both.
     let nowhere = b"POST /nowhere HTTP/1.1\r\nHost: x\r\n\r\n";
-    assert_eq!(raw(admin, nowhere), not_found("/nowhere"));
-    assert_eq!(raw(public, nowhere), not_found("/nowhere"));
+    assert_eq!(raw(admin, nowhere), not_found());
+    assert_eq!(raw(public, nowhere), not_found());
+    // A Telegram-style client puts the token in the path: both listeners
+    // name the mistake and neither repeats the token (a client library
+    // puts the description in its error, and logs print that).
+    let in_path = format!("GET /bot{token}/getMe HTTP/1.1\r\nHost: x\r\n\r\n");
+    let named = answer_404(
+        "token_in_path",
+        "botspace takes the bot token in the header Authorization: Bot <token>, not in the path; call POST /bot/<method>",
+    );
+    for listener in [public, admin] {
+        let answer = raw(listener, in_path.as_bytes());
+        assert_eq!(answer, named, "{}", String::from_utf8_lossy(&answer));
+        let other = format!("POST /bot/{token}/getMe HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+        let answer = raw(listener, other.as_bytes());
+        assert!(!String::from_utf8_lossy(&answer).contains(&token), "{}", String::from_utf8_lossy(&answer));
+    }
 
     // A 404 leaves the connection usable, pipelined answers in order.
     let mut s = srv.connect();
@@ -134,7 +154,7 @@ fn without_admin_addr_one_listener_serves_everything() {
     assert!(!srv.lines().iter().any(|l| l.contains("admin listening")), "{:?}", srv.lines());
     assert_eq!(srv.admin("getStats", &json!({}))["bots"], json!(1));
     let unknown = b"POST /admin/noSuchMethod HTTP/1.1\r\nHost: x\r\n\r\n";
-    assert_eq!(raw(srv.addr, unknown), not_found("/admin/noSuchMethod"));
+    assert_eq!(raw(srv.addr, unknown), not_found());
 }
 
 #[test]

@@ -335,14 +335,14 @@ fn with_admin_addr_each_listener_serves_its_own_paths(start: Start) {
     // The public listener: /admin/ is not there, whoever asks.
     let r = post(&srv.base, "/admin/getStats", Some(&admin_auth));
     r.assert_error(404, "method_not_found");
-    assert_eq!(r.body["description"], json!("no method at /admin/getStats"));
+    assert_eq!(r.body["description"], json!("no method at this path (method names are case-sensitive)"));
     // The admin listener serves the host API, and only it.
     let r = post(&admin_base, "/admin/getStats", Some(&admin_auth));
     assert_eq!(r.status, 200, "{}", r.body);
     post(&admin_base, "/admin/getStats", Some("Admin wrong-secret-0000000")).assert_error(401, "invalid_token");
     let r = post(&admin_base, "/bot/getMe", None);
     r.assert_error(404, "method_not_found");
-    assert_eq!(r.body["description"], json!("no method at /bot/getMe"));
+    assert_eq!(r.body["description"], json!("no method at this path (method names are case-sensitive)"));
     // Bots use the public one: getMe and the gateway.
     let created = {
         let body = json!({"display_name": "Pub", "handle": "pub_bot", "quota_tier": "standard"}).to_string();

@@ -19,6 +19,7 @@ use wire::*;
 
 servers! {
     deliveries_are_signed_verified_by_the_standard_webhooks_library_and_move_the_cursor,
+    after_rotate_secret_receivers_on_the_old_and_the_new_secret_both_verify_until_delete_webhook,
     a_failing_receiver_gets_every_event_in_order_per_chat_once_it_recovers,
     a_server_killed_mid_delivery_resumes_from_the_durable_cursor_with_the_same_ids,
     set_webhook_refuses_addresses_the_server_must_not_reach,
@@ -161,6 +162,55 @@ fn deliveries_are_signed_verified_by_the_standard_webhooks_library_and_move_the_
     assert_eq!(rx.seen().len(), before, "no delivery after deleteWebhook");
     assert_eq!(info(&srv, &w.token)["url"], "");
     assert_eq!(info(&srv, &w.token)["pending_update_count"], 1);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Waits for update `n` answered 2xx and returns what the receiver recorded.
+fn delivery_of(rx: &Receiver, n: i64) -> Value {
+    let seen = rx.wait_for(WAIT, &format!("update {n}"), |s| delivered(s).contains(&n));
+    seen.into_iter().rfind(|e| answered_ok(e) && e["body"]["update_id"] == n).unwrap()
+}
+
+/// A rotation without an outage: the server signs with the new and the old
+/// secret (`webhook-signature: v1,<new> v1,<old>`) for
+/// `webhook_secret_overlap_s` (a day here, the default; its end is
+/// `tests/rules_webhooks.rs`'s, on a manual clock), so a receiver still on
+/// the old secret and one already on the new both verify with the
+/// Standard Webhooks library. deleteWebhook ends the overlap.
+fn after_rotate_secret_receivers_on_the_old_and_the_new_secret_both_verify_until_delete_webhook(bin: &Path) {
+    let dir = temp_dir("webhooks-rotate");
+    let rx = Receiver::start(&dir, 0);
+    let srv = start(bin, ":memory:", &ALLOW);
+    let w = srv.world("standard");
+    let first = set_webhook(&srv, &w.token, &json!({"url": rx.url()}))["secret"].as_str().unwrap().to_string();
+    rx.control(&json!({"secret": first}));
+    let e = delivery_of(&rx, 1);
+    assert_eq!((e["verified"].clone(), e["signature"].as_str().unwrap().split(' ').count()), (json!(true), 1), "{e}");
+    let rotated = set_webhook(&srv, &w.token, &json!({"url": rx.url(), "rotate_secret": true}));
+    let second = rotated["secret"].as_str().unwrap().to_string();
+    assert_ne!(second, first);
+    // This receiver holds the new secret; another still holds the old one.
+    rx.control(&json!({"secret": second, "others": [first]}));
+    srv.say(&w.user_id, &w.chat, "during the overlap");
+    let e = delivery_of(&rx, 2);
+    assert_eq!((e["verified"].clone(), e["others_verified"].clone()), (json!(true), json!([true])), "{e}");
+    let sig = e["signature"].as_str().unwrap();
+    assert!(sig.split(' ').count() == 2 && sig.split(' ').all(|s| s.starts_with("v1,")), "{sig}");
+    // A setWebhook without rotate_secret keeps the overlap going.
+    assert_eq!(set_webhook(&srv, &w.token, &json!({"url": rx.url(), "max_connections": 3})), json!({"url": rx.url()}));
+    srv.say(&w.user_id, &w.chat, "still overlapping");
+    let e = delivery_of(&rx, 3);
+    assert_eq!((e["verified"].clone(), e["others_verified"].clone()), (json!(true), json!([true])), "{e}");
+    // deleteWebhook ends it: the next webhook's secret signs alone.
+    let r = srv.bot(&w.token, "deleteWebhook", &json!({}));
+    assert_eq!((r.status, r.body.clone()), (200, json!({"ok": true, "result": true})));
+    let third = set_webhook(&srv, &w.token, &json!({"url": rx.url()}))["secret"].as_str().unwrap().to_string();
+    rx.control(&json!({"secret": third, "others": [second, first]}));
+    srv.say(&w.user_id, &w.chat, "after delete");
+    let e = delivery_of(&rx, 4);
+    assert_eq!(e["verified"], json!(true), "{e}");
+    assert_eq!(e["signature"].as_str().unwrap().split(' ').count(), 1, "{e}");
+    assert!(e["others_verified"].as_array().unwrap().iter().all(|v| v != &json!(true)), "{e}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -42,7 +42,7 @@ test('the host tools refuse with the library\'s envelopes, error code included',
       ok: false,
       error_code: 404,
       error: 'method_not_found',
-      description: 'no method at /_botspace/nothing',
+      description: 'no method at this path (method names are case-sensitive)',
     });
     res = await fetch(w.base + '/_botspace/import', { method: 'POST', headers: { 'x-admin-secret': SECRET }, body: 'not an image' });
     assert.equal(res.status, 400);

@@ -40,10 +40,11 @@ pub fn server_busy() -> Vec<u8> {
 }
 
 /// The answer to a request for `path` on a listener that does not serve
-/// it ([`Lane::NotHere`]): the 404 `method_not_found` a path with no
-/// method gets, so the other listener's paths are not revealed.
+/// it ([`Lane::NotHere`]): the 404 a path with no method gets
+/// (`method_not_found`, or `token_in_path` for `/bot<token>/<method>`), so
+/// the other listener's paths are not revealed. The path is not repeated.
 pub fn not_here(path: &str) -> Vec<u8> {
-    ApiError::method_not_found(path).into_response()
+    crate::route::no_method_at(path).into_response()
 }
 
 /// The answers a host gives on its own, by code, for the faces that name
@@ -155,7 +156,8 @@ mod tests {
         assert!(head.starts_with("HTTP/1.1 404 Not Found\r\n"), "{head}");
         assert!(!head.contains("Connection"), "the connection stays: {head}");
         assert_eq!(body["error"], "method_not_found");
-        assert_eq!(resp, ApiError::method_not_found("/admin/createUser").into_response());
+        assert_eq!(resp, ApiError::method_not_found().into_response());
+        assert_eq!(not_here("/botbot_x/getMe"), ApiError::token_in_path().into_response());
     }
 
     #[test]

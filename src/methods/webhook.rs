@@ -105,6 +105,19 @@ pub fn set_webhook(ctx: &mut Ctx<'_>, bot: &Bot, b: &Body) -> ApiResult<Vec<u8>>
     let existing = store::webhooks::get(ctx.conn, &bot.id)?;
     // The secret stays across setWebhook calls (a new URL included) unless
     // the bot asks for a new one, so a receiver keeps verifying.
+    // A rotation keeps the secret it replaces for the overlap, so
+    // receivers still on it verify until they have the new one; a second
+    // rotation keeps only the one it replaces. Without a rotation the
+    // overlap under way goes on.
+    let previous = match &existing {
+        Some(row) if rotate && ctx.cfg.webhook_secret_overlap_s > 0 => Some(store::webhooks::PreviousSecret {
+            secret: row.secret.clone(),
+            sealed: row.sealed,
+            until_ms: ctx.now_ms.saturating_add(ctx.cfg.webhook_secret_overlap_s.saturating_mul(1000)) as i64,
+        }),
+        Some(row) if !rotate => row.previous.clone(),
+        _ => None,
+    };
     let (stored, sealed, new_secret) = match existing {
         Some(row) if !rotate => (row.secret, row.sealed, None),
         _ => {
@@ -129,6 +142,7 @@ pub fn set_webhook(ctx: &mut Ctx<'_>, bot: &Bot, b: &Body) -> ApiResult<Vec<u8>>
             max_connections,
             allowed_updates: allowed_json.as_deref(),
             now_ms: ctx.now_ms,
+            previous: previous.as_ref(),
         },
     )?;
     if drop {
@@ -199,13 +213,21 @@ pub fn info_json(row: Option<&store::webhooks::WebhookRow>, pending: i64) -> Val
     }
 }
 
-/// The key bytes a bot's deliveries are signed with; `None` when the
-/// stored secret cannot be opened (sealed under another operational key).
-pub fn signing_key(cfg: &crate::Config, row: &store::webhooks::WebhookRow) -> Option<Vec<u8>> {
-    let secret = if row.sealed {
-        auth::open_token(cfg.operational_key.as_ref()?, &row.bot_id, &row.secret)?
-    } else {
-        String::from_utf8(row.secret.clone()).ok()?
+/// The keys a bot's deliveries are signed with: its secret's key bytes,
+/// and the replaced secret's while a rotation's overlap lasts; `None` when
+/// the stored secret cannot be opened (sealed under another operational
+/// key). A replaced secret that cannot be opened is left out.
+pub fn signing_key(cfg: &crate::Config, row: &store::webhooks::WebhookRow) -> Option<signature::SigningKeys> {
+    let open = |secret: &[u8], sealed: bool| -> Option<Vec<u8>> {
+        let secret = if sealed {
+            auth::open_token(cfg.operational_key.as_ref()?, &row.bot_id, secret)?
+        } else {
+            String::from_utf8(secret.to_vec()).ok()?
+        };
+        signature::key_of_secret(&secret)
     };
-    signature::key_of_secret(&secret)
+    let current = open(&row.secret, row.sealed)?;
+    let previous =
+        row.previous.as_ref().and_then(|p| Some((open(&p.secret, p.sealed)?, u64::try_from(p.until_ms).ok()?)));
+    Some(signature::SigningKeys { current, previous })
 }

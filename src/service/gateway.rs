@@ -51,7 +51,7 @@ impl Service {
     fn open_session(&self, request: Input<'_>, now_ms: u64) -> ApiResult<(GatewaySession, String)> {
         let routed = self.route(request)?;
         if routed.route != Route::Gateway {
-            return Err(ApiError::method_not_found(routed.req.path));
+            return Err(ApiError::method_not_found());
         }
         let req = &routed.req;
         let mut inner = self.lock();

@@ -199,9 +199,7 @@ impl Service {
             };
             let result = match routed.route {
                 // Pages are answered before a transaction; a batch serves none.
-                Route::Console(_) | Route::Health | Route::Ready | Route::Metrics => {
-                    Err(ApiError::method_not_found(routed.req.path))
-                }
+                Route::Console(_) | Route::Health | Route::Ready | Route::Metrics => Err(ApiError::method_not_found()),
                 Route::Admin(method) => {
                     if !routed.admin_checked {
                         self.check_admin(&routed.req)?;

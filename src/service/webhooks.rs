@@ -45,7 +45,7 @@ pub enum WebhookPoll {
 /// What the deliveries knew of a bot when its store read was planned.
 struct Known {
     url: String,
-    key: Vec<u8>,
+    key: crate::webhook::signature::SigningKeys,
     wants: Option<(i64, usize)>,
 }
 
@@ -58,7 +58,7 @@ enum Refresh {
     Read {
         url: String,
         target: crate::webhook::Target,
-        key: Vec<u8>,
+        key: crate::webhook::signature::SigningKeys,
         max_connections: u32,
         allowed: Option<Vec<String>>,
         bounds: store::gateway::LogBounds,
@@ -120,7 +120,7 @@ impl Service {
             .map(|b| {
                 let known = d.bots.get(&b).map(|e| Known {
                     url: e.url.clone(),
-                    key: e.schedule.key().to_vec(),
+                    key: e.schedule.keys().clone(),
                     wants: e.schedule.wants_events(),
                 });
                 (b, known)
@@ -315,9 +315,10 @@ impl Service {
             target: target.clone(),
             schedule: Schedule::new(bot_id, key.clone(), max_connections, bounds.acked),
         });
-        if entry.url != url || entry.schedule.key() != key.as_slice() {
+        if entry.url != url || *entry.schedule.keys() != key {
             // A new URL or secret: start over from the durable cursor, so
-            // nothing is signed with a secret the receiver no longer has.
+            // nothing is signed with a secret the receiver no longer has
+            // (after a rotation, with both secrets while they overlap).
             entry.schedule = Schedule::new(bot_id, key, max_connections, bounds.acked);
             entry.url = url;
             entry.target = target;

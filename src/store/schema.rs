@@ -149,6 +149,23 @@ pub const WEBHOOKS_POSTGRES: &str = r#"
     );
 "#;
 
+/// Migration 7 (SQLite; 8 on PostgreSQL): the secret a rotation replaced,
+/// kept until `previous_until_ms` so deliveries carry its signature too
+/// (`Config::webhook_secret_overlap_s`); sealed as `secret` is.
+pub const WEBHOOK_PREVIOUS_SECRET_SQLITE: &str = r#"
+    ALTER TABLE webhooks ADD COLUMN previous_secret BLOB;
+    ALTER TABLE webhooks ADD COLUMN previous_sealed INTEGER;
+    ALTER TABLE webhooks ADD COLUMN previous_until_ms INTEGER;
+"#;
+
+/// [`WEBHOOK_PREVIOUS_SECRET_SQLITE`] in PostgreSQL's types.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub const WEBHOOK_PREVIOUS_SECRET_POSTGRES: &str = r#"
+    ALTER TABLE webhooks ADD COLUMN previous_secret BYTEA;
+    ALTER TABLE webhooks ADD COLUMN previous_sealed BIGINT;
+    ALTER TABLE webhooks ADD COLUMN previous_until_ms BIGINT;
+"#;
+
 /// One store's side of applying its migrations ([`migrate`]). The calls
 /// are async for PostgreSQL's client; SQLite's complete at once.
 pub(crate) trait Migrator {

@@ -164,6 +164,8 @@ pub const MIGRATIONS: &[&str] = &[
     super::schema::WEBHOOKS_SQLITE,
     // 7: bot commands, message keyboards and callback queries.
     super::schema::BUTTONS_SQLITE,
+    // 8: the secret a webhook rotation replaced, for the overlap.
+    super::schema::WEBHOOK_PREVIOUS_SECRET_SQLITE,
 ];
 
 /// Opens (or creates) the database and brings its schema up to date.

@@ -18,10 +18,22 @@ pub struct WebhookRow {
     pub last_error_at_ms: Option<i64>,
     pub last_error: Option<String>,
     pub next_attempt_at_ms: Option<i64>,
+    /// The secret the last rotation replaced, while deliveries still
+    /// carry its signature.
+    pub previous: Option<PreviousSecret>,
+}
+
+/// A replaced webhook secret, stored as `secret` is (sealed or as is),
+/// and the end of its overlap (Unix ms).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreviousSecret {
+    pub secret: Vec<u8>,
+    pub sealed: bool,
+    pub until_ms: i64,
 }
 
 const COLUMNS: &str = "bot_id, url, secret, sealed, max_connections, allowed_updates, last_error_at_ms, last_error, \
-     next_attempt_at_ms";
+     next_attempt_at_ms, previous_secret, previous_sealed, previous_until_ms";
 
 fn row(r: &super::Row<'_>) -> StoreResult<WebhookRow> {
     Ok(WebhookRow {
@@ -34,6 +46,12 @@ fn row(r: &super::Row<'_>) -> StoreResult<WebhookRow> {
         last_error_at_ms: r.get(6)?,
         last_error: r.get(7)?,
         next_attempt_at_ms: r.get(8)?,
+        previous: match (r.get::<Option<Vec<u8>>>(9)?, r.get::<Option<i64>>(10)?, r.get::<Option<i64>>(11)?) {
+            (Some(secret), Some(sealed), Some(until_ms)) => {
+                Some(PreviousSecret { secret, sealed: sealed != 0, until_ms })
+            }
+            _ => None,
+        },
     })
 }
 
@@ -64,19 +82,23 @@ pub struct SetWebhook<'a> {
     pub max_connections: u32,
     pub allowed_updates: Option<&'a str>,
     pub now_ms: u64,
+    /// The replaced secret kept for the overlap, or none.
+    pub previous: Option<&'a PreviousSecret>,
 }
 
 /// Sets (or replaces) the bot's webhook. A new URL starts with no error
 /// on record.
 pub fn set(conn: &Conn, w: SetWebhook<'_>) -> StoreResult<()> {
     conn.prepare_cached(
-        "INSERT INTO webhooks (bot_id, url, secret, sealed, max_connections, allowed_updates, set_at_ms) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (bot_id) DO UPDATE SET \
+        "INSERT INTO webhooks (bot_id, url, secret, sealed, max_connections, allowed_updates, set_at_ms, \
+         previous_secret, previous_sealed, previous_until_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT (bot_id) DO UPDATE SET \
          last_error_at_ms = CASE WHEN webhooks.url = excluded.url THEN webhooks.last_error_at_ms END, \
          last_error = CASE WHEN webhooks.url = excluded.url THEN webhooks.last_error END, \
          next_attempt_at_ms = NULL, url = excluded.url, secret = excluded.secret, sealed = excluded.sealed, \
          max_connections = excluded.max_connections, allowed_updates = excluded.allowed_updates, \
-         set_at_ms = excluded.set_at_ms",
+         set_at_ms = excluded.set_at_ms, previous_secret = excluded.previous_secret, \
+         previous_sealed = excluded.previous_sealed, previous_until_ms = excluded.previous_until_ms",
     )?
     .execute(params![
         w.bot_id,
@@ -85,7 +107,10 @@ pub fn set(conn: &Conn, w: SetWebhook<'_>) -> StoreResult<()> {
         w.sealed as i64,
         w.max_connections as i64,
         w.allowed_updates,
-        w.now_ms as i64
+        w.now_ms as i64,
+        w.previous.map(|p| p.secret.as_slice()),
+        w.previous.map(|p| p.sealed as i64),
+        w.previous.map(|p| p.until_ms)
     ])?;
     Ok(())
 }

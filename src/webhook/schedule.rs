@@ -257,7 +257,7 @@ struct Held {
 #[derive(Debug)]
 pub struct Schedule {
     bot_id: String,
-    key: Vec<u8>,
+    keys: signature::SigningKeys,
     max_connections: usize,
     /// The durable cursor as this schedule knows it: every event up to it
     /// is acknowledged.
@@ -289,11 +289,12 @@ pub struct Schedule {
 
 impl Schedule {
     /// A schedule for a bot whose durable cursor stands at `cursor`,
-    /// signing with `key` (the secret's key bytes).
-    pub fn new(bot_id: &str, key: Vec<u8>, max_connections: u32, cursor: i64) -> Schedule {
+    /// signing with `keys` (the secret's key bytes, and the replaced
+    /// secret's during a rotation's overlap).
+    pub fn new(bot_id: &str, keys: impl Into<signature::SigningKeys>, max_connections: u32, cursor: i64) -> Schedule {
         Schedule {
             bot_id: bot_id.to_string(),
-            key,
+            keys: keys.into(),
             max_connections: max_connections.clamp(1, MAX_CONNECTIONS) as usize,
             cursor,
             read_through: cursor,
@@ -333,9 +334,9 @@ impl Schedule {
         self.behind
     }
 
-    /// The key this schedule signs with.
-    pub fn key(&self) -> &[u8] {
-        &self.key
+    /// The keys this schedule signs with.
+    pub fn keys(&self) -> &signature::SigningKeys {
+        &self.keys
     }
 
     /// New limits (a later `setWebhook` with the same URL).
@@ -448,7 +449,7 @@ impl Schedule {
         self.in_flight += 1;
         let timestamp_s = now_ms / 1000;
         let webhook_id = signature::webhook_id(&self.bot_id, seq);
-        let signature = signature::sign(&self.key, &webhook_id, timestamp_s, h.body.as_bytes());
+        let signature = self.keys.sign(&webhook_id, timestamp_s, h.body.as_bytes(), now_ms);
         Some(Attempt {
             seq,
             webhook_id,

@@ -51,6 +51,40 @@ pub fn sign(key: &[u8], webhook_id: &str, timestamp_s: u64, body: &[u8]) -> Stri
     out
 }
 
+/// The keys a bot's deliveries are signed with: its secret's, and for a
+/// while after a rotation the replaced secret's too (until `until_ms`,
+/// Unix ms), so a receiver still on the old secret verifies every delivery
+/// of the overlap and one on the new secret does as well.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SigningKeys {
+    pub current: Vec<u8>,
+    pub previous: Option<(Vec<u8>, u64)>,
+}
+
+impl SigningKeys {
+    /// The value of `webhook-signature` for an attempt made at `now_ms`:
+    /// `v1,<current>`, then ` v1,<previous>` while the overlap lasts (the
+    /// specification's space-separated list; a receiver accepts a delivery
+    /// when any entry matches its secret).
+    pub fn sign(&self, webhook_id: &str, timestamp_s: u64, body: &[u8], now_ms: u64) -> String {
+        let mut out = sign(&self.current, webhook_id, timestamp_s, body);
+        if let Some((key, until_ms)) = &self.previous {
+            if now_ms < *until_ms {
+                out.push(' ');
+                out.push_str(&sign(key, webhook_id, timestamp_s, body));
+            }
+        }
+        out
+    }
+}
+
+impl From<Vec<u8>> for SigningKeys {
+    /// Only this key: no rotation overlaps.
+    fn from(current: Vec<u8>) -> SigningKeys {
+        SigningKeys { current, previous: None }
+    }
+}
+
 /// The `webhook-id` of a bot's event: the same on every attempt, and
 /// different for every (bot, event), so a receiver that serves several
 /// bots can drop duplicates by id alone.
@@ -96,6 +130,15 @@ mod tests {
         assert_eq!(key_of_secret("BwcHBwcH"), None);
         assert_eq!(key_of_secret("whsec_"), None);
         assert_eq!(key_of_secret("whsec_not base64!"), None);
+    }
+
+    #[test]
+    fn during_an_overlap_both_keys_sign_the_new_one_first_then_only_the_new_one() {
+        let keys = SigningKeys { current: vec![1; 32], previous: Some((vec![2; 32], 5_000)) };
+        let (new, old) = (sign(&[1; 32], "msg_b_1_7", 4, b"{}"), sign(&[2; 32], "msg_b_1_7", 4, b"{}"));
+        assert_eq!(keys.sign("msg_b_1_7", 4, b"{}", 4_999), format!("{new} {old}"));
+        assert_eq!(keys.sign("msg_b_1_7", 4, b"{}", 5_000), new);
+        assert_eq!(SigningKeys::from(vec![1; 32]).sign("msg_b_1_7", 4, b"{}", 0), new);
     }
 
     #[test]

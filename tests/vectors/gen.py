@@ -48,9 +48,11 @@ DESC = {
     "unsupported_media_type": "Content-Type must be application/json",
     "not_object": "the request body must be a JSON object",
     "token_not_recoverable": "no operational token copy can be opened (only official bots have one, sealed with the configured operational_key); rotate to get a new token",
-    "advance_clock_404": "no method at /admin/advanceClock",
+    "method_not_found": "no method at this path (method names are case-sensitive)",
+    "token_in_path": "botspace takes the bot token in the header Authorization: Bot <token>, not in the path; call POST /bot/<method>",
+    "advance_clock_404": "no method at this path (method names are case-sensitive)",
     "upgrade_required": "GET /bot/gateway needs a WebSocket upgrade (RFC 6455, version 13): connect with a WebSocket client",
-    "gateway_405": "/bot/gateway accepts GET only",
+    "gateway_405": "this path accepts GET only",
     "must_be_string": "must be a string",
     "message_id_format": 'must be a message id: a decimal string such as "1"',
     "actions": "must be one of typing, upload_photo, upload_document, record_voice, upload_voice",
@@ -459,12 +461,12 @@ def transport_cases():
     for m in ["GET", "PUT", "DELETE", "PATCH"]:
         cs.append(case(f"{m} on a bot method is 405 with Allow: POST",
                        base + [step(request("/bot/getMe", auth="Bot {{b_tok}}", method=m), 405,
-                                    err(405, "method_not_allowed", "/bot/getMe accepts POST only"), headers=allow)]))
+                                    err(405, "method_not_allowed", "this path accepts POST only"), headers=allow)]))
     cs.append(case("GET on a host method is 405 with Allow: POST",
                    [step(request("/admin/createUser", auth=ADMIN, method="GET"), 405,
-                         err(405, "method_not_allowed", "/admin/createUser accepts POST only"), headers=allow)]))
+                         err(405, "method_not_allowed", "this path accepts POST only"), headers=allow)]))
     cs.append(case("GET without Authorization is 405, not 401 (transport before authentication)",
-                   [step(request("/bot/sendMessage", method="GET"), 405, err(405, "method_not_allowed", "/bot/sendMessage accepts POST only"),
+                   [step(request("/bot/sendMessage", method="GET"), 405, err(405, "method_not_allowed", "this path accepts POST only"),
                          headers=allow)]))
     cs.append(case("POST on the gateway path is 405 with Allow: GET",
                    base + [step(request("/bot/gateway", auth="Bot {{b_tok}}"), 405, err(405, "method_not_allowed", "gateway_405"),
@@ -512,7 +514,7 @@ def transport_cases():
                    [step(request("/bot/sendMessage", raw=pad(4000), headers={"Content-Type": "text/plain"}), 413,
                          err(413, "payload_too_large", "request body is larger than 1024 bytes"))], cfg))
     cs.append(case("GET with a body over the limit is 405 before 413",
-                   [step(request("/bot/sendMessage", raw=pad(4000), method="GET"), 405, err(405, "method_not_allowed", "/bot/sendMessage accepts POST only"),
+                   [step(request("/bot/sendMessage", raw=pad(4000), method="GET"), 405, err(405, "method_not_allowed", "this path accepts POST only"),
                          headers=allow)], cfg))
     cs.append(case("sendMessage text that makes the body exceed the limit is 413, not text_too_long",
                    [mk_user("u"), mk_bot("b"), start("c", "u", "b"),
@@ -540,9 +542,20 @@ def transport_cases():
                    [step(request("/admin/createUser", auth=ADMIN, raw='[{"display_name":"A"}]'), 400, err(400, "invalid_request", "not_object"))]))
     for path, name in [("/bot/sendPhoto", "sendPhoto"), ("/bot/sendmessage", "sendmessage"), ("/bot/GETME", "GETME"), ("/admin/dropEverything", "dropEverything")]:
         cs.append(case(f"unknown method {path} is 404 method_not_found (names are case-sensitive)",
-                       base + [step(request(path, {}, auth="Bot {{b_tok}}"), 404, err(404, "method_not_found", f"no method at {path}"))]))
+                       base + [step(request(path, {}, auth="Bot {{b_tok}}"), 404, err(404, "method_not_found", "method_not_found"))]))
     cs.append(case("a path outside /bot/ and /admin/ is 404 method_not_found",
-                   [step(request("/api/getMe", {}), 404, err(404, "method_not_found", "no method at /api/getMe"))]))
+                   [step(request("/api/getMe", {}), 404, err(404, "method_not_found", "method_not_found"))]))
+    # A credential in the path is never repeated in the answer (a client
+    # library puts the description in its error, and logs print it).
+    cs.append(case("a Telegram-style /bot<token>/<method> path is 404 token_in_path, which names the header and repeats nothing",
+                   base + [step(request("/bot{{b_tok}}/getMe", {}), 404, err(404, "token_in_path", "token_in_path")),
+                           step(request("/bot{{b_tok}}/sendMessage", {"chat_id": "x", "text": "hi"}), 404,
+                                err(404, "token_in_path", "token_in_path")),
+                           step(request("/bot{{b_tok}}/getMe", method="GET"), 404, err(404, "token_in_path", "token_in_path"))]))
+    cs.append(case("a token inside a /bot/ or other path is not repeated by 404 method_not_found",
+                   base + [step(request("/bot/{{b_tok}}/getMe", {}, auth="Bot {{b_tok}}"), 404,
+                                err(404, "method_not_found", "method_not_found")),
+                           step(request("/api/{{b_tok}}", {}), 404, err(404, "method_not_found", "method_not_found"))]))
     cs.append(case("unknown fields in the body are ignored",
                    [mk_user("u"), mk_bot("b"), start("c", "u", "b"),
                     send("b", "c", "hi", 1, extra={"future_field": {"x": [1, 2]}, "disable_notification": True})]))
@@ -1160,9 +1173,9 @@ def console_cases():
                     step(request("/admin/console/index.html", method="GET"), 200, headers=page_headers)]))
     cs.append(case("the console is GET only, and an unknown console file is 404 method_not_found",
                    [step(request("/admin/console", {}, auth=ADMIN), 405,
-                         err(405, "method_not_allowed", "/admin/console accepts GET only"), headers={"Allow": "GET"}),
+                         err(405, "method_not_allowed", "this path accepts GET only"), headers={"Allow": "GET"}),
                     step(request("/admin/console/other.js", method="GET"), 404,
-                         err(404, "method_not_found", "no method at /admin/console/other.js"))]))
+                         err(404, "method_not_found", "method_not_found"))]))
     cs.append(case("listBots is newest first, pages with next_cursor and filters by handle or name (wildcards literal)",
                    [mk_bot("a"), advance(1), mk_bot("b"), advance(1), mk_bot("c"),
                     admin("listBots", {"limit": 2}, 200,

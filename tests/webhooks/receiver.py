@@ -13,6 +13,9 @@ a second line `control PORT`: the test drives the receiver without trusting
 its certificate. A handshake that fails records nothing.
 POST /control with JSON changes what it does:
   {"secret": "whsec_..."}                 verify with this secret from now on
+  {"others": ["whsec_...", ...]}          also verify each delivery with each of
+      these, as other receivers holding them would (recorded as
+      "others_verified", one entry per secret: true or why not)
   {"script": ["500", "429:2", "hang:12", "302", "ok"]}
       the answers to the next deliveries, one each, then 200 again:
       a status; 429:N and 503:N add `Retry-After: N`; hang:N sleeps N
@@ -32,7 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 LOCK = threading.Lock()
-STATE = {"secret": None, "script": []}
+STATE = {"secret": None, "script": [], "others": []}
 
 
 def record(log, entry):
@@ -66,22 +69,29 @@ class Handler(BaseHTTPRequestHandler):
                     STATE["secret"] = c["secret"]
                 if "script" in c:
                     STATE["script"] = list(c["script"])
+                if "others" in c:
+                    STATE["others"] = list(c["others"])
             return self.answer(200, body=b"{}")
         if self.path == "/redirected":
             record(self.server.log, {"redirected": True})
             return self.answer(200)
         with LOCK:
             secret = STATE["secret"]
+            others = list(STATE["others"])
             # Until the test hands over the secret setWebhook returned, a
             # delivery cannot be verified: answered 503, as a receiver that
             # is still starting would (the sender retries it).
             step = "no secret" if secret is None else STATE["script"].pop(0) if STATE["script"] else "ok"
         headers = {k.lower(): v for k, v in self.headers.items()}
-        try:
-            Webhook(secret).verify(body, headers)
-            verified = True
-        except (WebhookVerificationError, Exception) as e:  # noqa: BLE001
-            verified = str(e) or type(e).__name__
+
+        def verify(with_secret):
+            try:
+                Webhook(with_secret).verify(body, headers)
+                return True
+            except (WebhookVerificationError, Exception) as e:  # noqa: BLE001
+                return str(e) or type(e).__name__
+
+        verified = verify(secret) if secret is not None else "no secret"
         entry = {
             "path": self.path,
             "id": headers.get("webhook-id"),
@@ -92,6 +102,8 @@ class Handler(BaseHTTPRequestHandler):
             # sender adds of its own shows here.
             "header_names": sorted(k.lower() for k in self.headers.keys()),
             "verified": verified,
+            "others_verified": [verify(o) for o in others],
+            "signature": headers.get("webhook-signature"),
             "body": json.loads(body) if body else None,
             "step": step,
             "at": time.time(),

@@ -134,6 +134,7 @@ export type ErrorCode =
   | 'not_message_owner'
   | 'token_not_recoverable'
   | 'method_not_found'
+  | 'token_in_path'
   | 'chat_not_found'
   | 'message_not_found'
   | 'user_not_found'

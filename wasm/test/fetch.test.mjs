@@ -159,7 +159,7 @@ test('hostAnswer: the answers a host gives on its own are the core\'s, envelope 
     ok: false,
     error_code: 404,
     error: 'method_not_found',
-    description: 'no method at /_botspace/nothing',
+    description: 'no method at this path (method names are case-sensitive)',
   });
   res = bs.hostAnswer('invalid_token');
   assert.equal(res.status, 401);

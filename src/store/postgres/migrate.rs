@@ -160,6 +160,8 @@ pub const MIGRATIONS: &[&str] = &[
     "#,
     // 8: bot commands, message keyboards and callback queries.
     crate::store::schema::BUTTONS_POSTGRES,
+    // 9: the secret a webhook rotation replaced, for the overlap (SQLite's 8).
+    crate::store::schema::WEBHOOK_PREVIOUS_SECRET_POSTGRES,
 ];
 
 impl PgConn {
