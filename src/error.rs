@@ -30,6 +30,7 @@ pub struct ApiError {
     pub(crate) detail: Option<Box<str>>,
 }
 
+/// What a rule or a store call gives: its value, or the [`ApiError`] to answer.
 pub type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {

@@ -44,14 +44,18 @@ pub use link::{GatewayLink, LinkClock};
 pub use outbox::Outbox;
 pub(crate) use registry::{check_upgrade, Registry};
 
-/// Close codes of the gateway.
+/// Close codes of the gateway. 4001: a frame the gateway cannot take (not
+/// JSON, an unknown op, a bad ack, a binary frame).
 pub const CLOSE_INVALID_PAYLOAD: CloseCode = CloseCode::InvalidPayload;
+/// 4004: the token stopped being valid (rotated, the bot suspended, or the
+/// database replaced by `import_database`).
 pub const CLOSE_AUTHENTICATION_FAILED: CloseCode = CloseCode::AuthenticationFailed;
 /// The bot read too slowly: its unsent output stayed at or over
 /// [`OUTPUT_BUDGET`] for two heartbeat intervals. A [`GatewayConnection`]
 /// whose host reports what it holds (`handle_unsent`) decides it itself;
 /// a host may also send it ([`GatewayConnection::close`]).
 pub const CLOSE_SLOW_CONSUMER: CloseCode = CloseCode::SlowConsumer;
+/// 4009: no heartbeat from the bot for two intervals.
 pub const CLOSE_SESSION_TIMEOUT: CloseCode = CloseCode::SessionTimeout;
 /// On a shared store (PostgreSQL): this node has not reached the database
 /// for [`STORAGE_CLOSE_AFTER_MS`]. The bot should reconnect, through the

@@ -15,6 +15,8 @@ impl Service {
     /// message-level session. `Err` holds the complete HTTP error response
     /// to send. The host does the WebSocket handshake itself (edge
     /// runtimes do).
+    /// The edge worker (wasm: `acceptGateway`) calls it, as do the PostgreSQL
+    /// examples.
     pub fn accept_gateway_session(&self, request: &[u8], now_ms: u64) -> Result<GatewaySession, Vec<u8>> {
         self.accept_gateway_session_input(Input::Wire(request), now_ms)
     }
@@ -33,6 +35,7 @@ impl Service {
 
     /// Checks a `GET /bot/gateway` upgrade received at `now_ms`; on success
     /// returns the `101` response and a byte-level connection.
+    /// The C server calls it (`botspace_gateway_accept`).
     pub fn accept_gateway(&self, request: &[u8], now_ms: u64) -> GatewayAccept {
         self.accept_gateway_input(Input::Wire(request), now_ms)
     }
@@ -71,6 +74,7 @@ impl Service {
     }
 
     /// Open gateway connections of a bot.
+    /// The JS face (wasm: `gatewayConnections`) calls it.
     pub fn gateway_connections(&self, bot_id: &str) -> u32 {
         self.gateway.open_count(bot_id)
     }
@@ -79,6 +83,8 @@ impl Service {
     /// PostgreSQL and `listen_notify` is on. A host then runs
     /// [`Service::wait_store_notifications`] in a loop on a thread of its
     /// own; otherwise that call returns at once and a loop would spin.
+    /// The C server (`botspace_service_has_store_notifications`), the Rust
+    /// server (`botspace-hyper`) and `botspace-runtime`'s notification loop call it.
     pub fn has_store_notifications(&self) -> bool {
         self.listen.is_some()
     }
@@ -107,6 +113,9 @@ impl Service {
     /// returns the error (`is_unavailable()`); the next call connects
     /// again, so a host loops, pausing a little after an error. It never
     /// holds the lock requests take. Calls from several threads take turns.
+    ///
+    /// `botspace-runtime`'s notification loop calls it, for the Rust server and
+    /// for the C server (`botspace_service_run_store_notifications`).
     pub fn wait_store_notifications(&self, timeout_ms: u64) -> Result<usize, StorageError> {
         if let Some(listen) = &self.listen {
             let heard = listen.wait(std::time::Duration::from_millis(timeout_ms))?;

@@ -8,6 +8,7 @@ use crate::txn::TxEffects;
 impl Service {
     /// Serializes the whole database (SQLite's serialize), e.g. to persist a
     /// WASM service in IndexedDB or a KV store.
+    /// The JS face (wasm: `exportDatabase`) calls it.
     pub fn export_database(&self) -> Result<Vec<u8>, ApiError> {
         let mut inner = self.lock();
         let data = crate::store::import::export(&mut inner.conn).map_err(import_error)?;
@@ -25,6 +26,7 @@ impl Service {
     /// within `max_import_bytes` and hold only well-formed events; a page
     /// size other than the live one is converted. It is migrated before it
     /// replaces anything. Any refusal is a 400 and changes nothing.
+    /// The JS face (wasm: `importDatabase`) calls it.
     pub fn import_database(&self, bytes: &[u8]) -> Result<(), ApiError> {
         let page_size: i64 = {
             let inner = self.lock();

@@ -55,6 +55,8 @@ impl Service {
     /// `allowed_updates` filtered the events out) stays parked. Cheap when
     /// nothing is ready. Blocks as a request does (the database lock, a
     /// read, the WAL sync).
+    /// The C server (`botspace_service_poll_parked`), the Rust server
+    /// (`botspace-hyper`'s parked polls) and the JS face (wasm) call it.
     pub fn poll_parked(&self, now_ms: u64) -> Vec<(PollId, Vec<u8>)> {
         let (ready, seen) = self.delivery.parked.take_ready(now_ms);
         let mut answers = Vec::with_capacity(ready.len());
@@ -96,12 +98,17 @@ impl Service {
     /// When the host must call [`Service::poll_parked`] at the latest (Unix
     /// ms): 0 when an answer is ready now, the earliest deadline otherwise,
     /// `None` with nothing parked.
+    /// The C server (`botspace_service_parked_timeout`), the Rust server
+    /// (`botspace-hyper`) and the JS face (wasm) call it.
     pub fn parked_timeout(&self) -> Option<u64> {
         self.delivery.parked.timeout()
     }
 
     /// Forgets a parked poll whose client went away; false if it was not
     /// parked (already answered, or never). Its offset stays acknowledged.
+    /// The C server (`botspace_service_cancel_parked`), the Rust server
+    /// (`botspace-hyper`, `botspace-runtime`'s workers) and the JS face (wasm)
+    /// call it.
     pub fn cancel_parked(&self, id: PollId) -> bool {
         self.delivery.parked.cancel(id)
     }
@@ -113,6 +120,14 @@ impl Service {
     }
 
     /// Polls parked now.
+    /// Only the core's tests call it (`botspace_parked_polls` in the metrics
+    /// is the same figure).
+    ///
+    /// ```
+    /// use botspace::{Config, Service};
+    /// let svc = Service::open(Config::default().with(|c| c.admin_secret = "an-admin-secret-0123".into())).unwrap();
+    /// assert_eq!(svc.parked_count(), 0);
+    /// ```
     pub fn parked_count(&self) -> usize {
         self.delivery.parked.len()
     }

@@ -105,6 +105,15 @@ pub use webhooks::WebhookPoll;
 
 impl Service {
     /// Opens a service with the clock the configuration names.
+    /// Every native host calls it: the C server
+    /// (`botspace_server_options_open_service`), the Rust server, the
+    /// measuring examples.
+    ///
+    /// ```
+    /// use botspace::{Config, Service};
+    /// let svc = Service::open(Config::default().with(|c| c.admin_secret = "an-admin-secret-0123".into())).unwrap();
+    /// assert!(!svc.calls_may_block());
+    /// ```
     pub fn open(config: Config) -> Result<Service, OpenError> {
         let clock = match config.clock {
             ClockKind::System => Clock::System,
@@ -114,6 +123,7 @@ impl Service {
     }
 
     /// Opens a service reading time from `clock` (e.g. `Date.now()` in WASM).
+    /// The edge worker and the browser (wasm) call it.
     pub fn open_with_clock(config: Config, clock: Clock) -> Result<Service, OpenError> {
         config.validate()?;
         let (conn, others) = store::open_pool(&config)?;
@@ -151,6 +161,7 @@ impl Service {
     /// another call holds it; a host may run such calls on its event loop
     /// (the hyper host does). On a database file (its reads, its `fsync`)
     /// and on PostgreSQL (every statement is a round trip) they block.
+    /// `botspace-hyper` (the Rust server) calls it to choose where calls run.
     pub fn calls_may_block(&self) -> bool {
         !self.in_memory
     }
@@ -161,12 +172,21 @@ impl Service {
     /// starts beside a running one only for a large group
     /// (`botspace_runtime::host::starts_batch`): splitting a small one
     /// costs more than the overlap saves.
+    /// `botspace-hyper` (the Rust server) calls it to size its batch threads.
     pub fn batch_threads(&self) -> usize {
         self.database_connections()
     }
 
     /// Connections to the database: one on SQLite, the pool's (two) on a
     /// shared store.
+    /// Only the core's tests call it (`botspace_database_connections` in the
+    /// metrics is the same figure).
+    ///
+    /// ```
+    /// use botspace::{Config, Service};
+    /// let svc = Service::open(Config::default().with(|c| c.admin_secret = "an-admin-secret-0123".into())).unwrap();
+    /// assert_eq!(svc.database_connections(), 1);
+    /// ```
     pub fn database_connections(&self) -> usize {
         if self.shared_store {
             crate::store::SHARED_CONNECTIONS
@@ -180,32 +200,51 @@ impl Service {
     /// as many threads as [`Service::batch_threads`], and the core puts
     /// each group's requests in lock order across nodes. A SQLite database
     /// belongs to this process.
+    /// Only the core's tests call it.
+    ///
+    /// ```
+    /// use botspace::{Config, Service};
+    /// let svc = Service::open(Config::default().with(|c| c.admin_secret = "an-admin-secret-0123".into())).unwrap();
+    /// assert!(!svc.store_is_shared());
+    /// ```
     pub fn store_is_shared(&self) -> bool {
         self.shared_store
     }
 
+    /// The configuration the service was opened with. The C ABI (a gateway
+    /// link's heartbeat and clock), `botspace-hyper`, `botspace-runtime`'s
+    /// options and demo, and the JS face (wasm: `maxBodyBytes`,
+    /// `heartbeatIntervalMs`) read it.
     pub fn config(&self) -> &Config {
         &self.config
     }
 
     /// Current time of the service's clock, Unix milliseconds. Hosts pass it
     /// to gateway `poll` so a manual clock drives heartbeats too.
+    /// The C server (`botspace_service_now_ms`), the Rust server's `botspace-hyper`
+    /// and `botspace-runtime`, and the JS face (wasm) call it.
     pub fn now_ms(&self) -> u64 {
         self.clock.now_ms()
     }
 
     /// Registers (or with `None` removes) the wake-up hook.
+    /// The C server (`botspace_service_set_wake_callback`), the Rust server
+    /// (`botspace-hyper`) and the JS face (wasm) call it.
     pub fn set_wake_hook(&self, hook: Option<WakeHook>) {
         *self.delivery.wake.write().unwrap_or_else(|e| e.into_inner()) = hook;
     }
 
     /// Where the next request in `buf` ends (see [`http::Framing`]).
+    /// The C ABI (`botspace_service_frame_request`) and the JS face (wasm:
+    /// `frameRequest`) call it.
     pub fn frame_request(&self, buf: &[u8]) -> http::Framing {
         http::frame_request(buf, self.config.max_body_bytes)
     }
 
     /// A framer for one connection, with this service's body limit: it
     /// resumes where its last call stopped (see [`http::RequestFramer`]).
+    /// The C server (through `botspace_http_connection_new`) and the Rust
+    /// server (`botspace-hyper`) call it.
     pub fn request_framer(&self) -> http::RequestFramer {
         http::RequestFramer::new(self.config.max_body_bytes)
     }
@@ -223,6 +262,9 @@ impl Service {
     /// way are committed together, in one transaction and one fsync (group
     /// commit, `src/group.rs`); each is answered exactly as if it ran
     /// alone. A request that finds nothing under way runs at once.
+    ///
+    /// The C ABI (`botspace_service_handle_request`) and the JS face (wasm:
+    /// `handleRequest`, the edge worker's fetch) call it.
     pub fn handle_request(&self, request: &[u8]) -> Vec<u8> {
         self.handle_input(Input::Wire(request))
     }
@@ -357,6 +399,16 @@ impl Service {
 
     /// Counts of commits, for hosts' metrics: how many requests were
     /// written, in how many transactions, and the database round trips.
+    /// No host calls it: the measuring examples (`durable_threads`, `pg_nodes`)
+    /// and `botspace-runtime`'s tests do.
+    ///
+    /// ```
+    /// use botspace::{Config, Service};
+    /// let svc = Service::open(Config::default().with(|c| c.admin_secret = "an-admin-secret-0123".into())).unwrap();
+    /// let before = svc.commit_stats().requests;
+    /// svc.handle_request(b"POST /bot/getMe HTTP/1.1\r\nHost: x\r\n\r\n");
+    /// assert_eq!(svc.commit_stats().requests, before);
+    /// ```
     pub fn commit_stats(&self) -> crate::group::CommitStats {
         let round_trips = self.lock().conn.round_trips();
         let (durable_commits, syncs) = self.db.wal.as_ref().map_or((0, 0), |w| w.counts());

@@ -18,18 +18,25 @@ impl Service {
     /// 503 `shutting_down` (load balancers stop sending new traffic) while
     /// every other request is still answered as before. Call it first
     /// thing on SIGTERM, before draining. It cannot be undone.
+    /// The C server (`botspace_service_begin_shutdown`), the Rust server
+    /// (`botspace-hyper`) and the JS face (wasm) call it.
     pub fn begin_shutdown(&self) {
         self.ops.shutting_down.store(true, Ordering::SeqCst);
     }
 
     /// Whether [`Service::begin_shutdown`] was called.
+    /// Only the core's tests call it (`GET /readyz` says the same).
+    ///
+    /// ```
+    /// use botspace::{Config, Service};
+    /// let svc = Service::open(Config::default().with(|c| c.admin_secret = "an-admin-secret-0123".into())).unwrap();
+    /// svc.begin_shutdown();
+    /// assert!(svc.is_shutting_down());
+    /// ```
     pub fn is_shutting_down(&self) -> bool {
         self.ops.shutting_down.load(Ordering::SeqCst)
     }
 
-    /// The host closed a waiting connection to admit a new one at its
-    /// connection limit (`botspace_connection_evictions_total`); a warn
-    /// line goes to the log hook.
     /// Says `event` through the log hook, as the library's own lines are
     /// said. The runtime crate calls it for what its socket owner's
     /// decisions are to say (an accept error, a broken notification
@@ -38,6 +45,11 @@ impl Service {
         self.gateway.log.emit(event);
     }
 
+    /// The host closed a waiting connection to admit a new one at its
+    /// connection limit (`botspace_connection_evictions_total`); a warn
+    /// line goes to the log hook.
+    /// The C ABI (`botspace_service_note_connection_evicted`) and
+    /// `botspace-runtime`'s admission (both servers) call it.
     pub fn note_connection_evicted(&self) {
         self.metrics.note_eviction();
         self.gateway.log.emit(Event::new(
@@ -50,6 +62,8 @@ impl Service {
     /// The host answered 408 to a request that did not arrive whole in
     /// time (`botspace_request_timeouts_total`); an info line goes to the
     /// log hook.
+    /// The C ABI (`botspace_service_note_request_timeout`) calls it; the servers
+    /// reach it through [`Service::handle_connection_timeout`].
     pub fn note_request_timeout(&self) {
         self.metrics.note_request_timeout();
         self.gateway.log.emit(Event::new(
@@ -66,6 +80,9 @@ impl Service {
     /// for every host.
     ///
     /// [`HttpConnection::handle_timeout`]: crate::connection::http::HttpConnection::handle_timeout
+    ///
+    /// The C server (`botspace_http_connection_handle_timeout`) and the Rust
+    /// server (`botspace-hyper`) call it.
     pub fn handle_connection_timeout(
         &self,
         conn: &mut crate::connection::http::HttpConnection,
@@ -82,6 +99,8 @@ impl Service {
     /// evictions, request timeouts, slow-consumer closes, token
     /// rotations), replacing any earlier hook; `None` drops them. The hook
     /// runs on the thread whose call caused the line.
+    /// The C server (`botspace_service_set_output_callback`), the Rust server
+    /// and `botspace-runtime` call it.
     pub fn set_log_hook(&self, hook: Option<crate::log::LogHook>) {
         self.gateway.log.set(hook);
     }

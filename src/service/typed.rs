@@ -11,12 +11,14 @@ impl Service {
     /// [`Service::accept_gateway`] of a parsed request. The response is the
     /// core's bytes (`101` or an error): [`crate::into_http_response`] reads
     /// them for a host that writes its own heads.
+    /// `botspace-hyper` (the Rust server) calls it.
     pub fn accept_gateway_http<B: AsRef<[u8]>>(&self, request: &http::Request<B>, now_ms: u64) -> GatewayAccept {
         self.accept_gateway_input(Input::of(request), now_ms)
     }
 
     /// [`Service::accept_gateway_session`] of a parsed request: a
     /// message-level session, or the refusal's bytes.
+    /// The edge worker (wasm) calls it.
     pub fn accept_gateway_session_http<B: AsRef<[u8]>>(
         &self,
         request: &http::Request<B>,
@@ -47,6 +49,7 @@ impl Service {
     /// [`Service::handle`]. The refusal carries `Connection: close`:
     /// the body it refused may be on its way, unread, so the connection
     /// cannot carry another request (the host closes it once sent).
+    /// `botspace-hyper` (the Rust server) calls it.
     pub fn refuse_http_head(&self, head: &http::request::Parts) -> Option<http::Response<Vec<u8>>> {
         let max = self.config.max_body_bytes;
         let refused = crate::http::check_parts(head.method.as_str(), &head.uri, &head.headers, max).err()?;
@@ -57,6 +60,7 @@ impl Service {
     /// the limit the framer and [`Service::handle`] hold every body
     /// to, so a host that stops reading there refuses nothing the core
     /// would take.
+    /// `botspace-hyper` (the Rust server) calls it.
     pub fn http_body_limit(&self) -> usize {
         self.config.max_body_bytes
     }
@@ -67,6 +71,7 @@ impl Service {
     /// chunked body" otherwise; the library's JSON either way, never an
     /// HTTP stack's own bare answer. It carries `Connection: close`: the
     /// rest of the body is unread, so the connection ends once it is sent.
+    /// `botspace-hyper` (the Rust server) calls it.
     pub fn refuse_http_body(&self, why: BodyRefusal) -> http::Response<Vec<u8>> {
         let refused = match why {
             BodyRefusal::TooLarge => crate::ApiError::payload_too_large(self.http_body_limit()),

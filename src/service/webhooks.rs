@@ -91,6 +91,9 @@ impl Service {
     /// to with [`Service::webhook_address_allowed`]), within
     /// `attempt.deadline_ms`, without following redirects, reading at most
     /// 64 KiB of the answer, and reports the outcome with the same `id`.
+    /// `botspace-runtime`'s webhook pump calls it for both servers (the C
+    /// server through `botspace_webhook_pump_*`), and so do the C ABI
+    /// (`botspace_service_poll_webhook`) and the edge worker (wasm).
     pub fn poll_webhook(&self, now_ms: u64) -> Option<WebhookRequest> {
         let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         if !self.webhook_store_due(&d, now_ms) || d.store_turn {
@@ -223,6 +226,8 @@ impl Service {
     /// `poll_webhook` where blocking is allowed; otherwise it hands out
     /// what is due, as `poll_webhook` would, taking only a lock held for
     /// microseconds.
+    /// `botspace-runtime`'s webhook pump (both servers) and the C ABI
+    /// (`botspace_service_poll_webhook_in_memory`) call it.
     pub fn poll_webhook_in_memory(&self, now_ms: u64) -> WebhookPoll {
         let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         // What is due goes first: a bot's read or the outcomes' write must
@@ -372,6 +377,8 @@ impl Service {
     /// events again). True when the store has work now: a host that goes
     /// on with [`Service::poll_webhook_in_memory`] should see that
     /// `poll_webhook` is called soon.
+    /// `botspace-runtime`'s webhook pump (both servers), the C ABI
+    /// (`botspace_service_webhook_report`) and the edge worker (wasm) call it.
     pub fn webhook_outcome(&self, id: u64, outcome: Outcome, now_ms: u64) -> bool {
         let failed = match &outcome {
             Outcome::Answered { status, .. } => !(200..300).contains(status),
@@ -454,6 +461,8 @@ impl Service {
     /// first: the earliest retry that waits, or the earliest deadline of
     /// an unanswered button press (its expiry is written by the store's
     /// part of the poll, `service/callbacks.rs`).
+    /// `botspace-runtime`'s webhook pump (both servers), the C ABI
+    /// (`botspace_service_webhook_timeout`) and the edge worker (wasm) call it.
     pub fn webhook_timeout(&self) -> Option<u64> {
         let d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         let min = |a: Option<u64>, b: u64| Some(a.map_or(b, |a| a.min(b)));
@@ -484,6 +493,8 @@ impl Service {
     /// Whether a delivery may connect to `ip` under this service's policy
     /// (`webhook_allow_private_addresses`). Hosts check every address
     /// they connect to, after resolving the name.
+    /// The C server (`botspace_service_webhook_address_allowed`), the Rust
+    /// server (`botspace-hyper`) and the edge worker (wasm) call it.
     pub fn webhook_address_allowed(&self, ip: std::net::IpAddr) -> Result<(), crate::webhook::AddressClass> {
         crate::webhook::check_address(ip, target_policy(&self.config))
     }
