@@ -96,6 +96,11 @@ fn run(ctx: &mut Ctx<'_>, method: AdminMethod, b: &Body) -> ApiResult<Vec<u8>> {
             return super::webhook::delete(ctx, &bot.id, b);
         }
         M::AdvanceClock => advance_clock(ctx, b)?,
+        // The service answers these outside a transaction (see
+        // `AdminMethod::whole_database`); a group serves none of them.
+        M::ExportDatabase | M::ImportDatabase | M::GetStorageStats => {
+            return Err(ApiError::method_not_found(&format!("/admin/{}", method.name())));
+        }
     };
     to_json(&v)
 }

@@ -119,6 +119,21 @@ pub const RESERVED_FDS: u64 = 64;
 /// The most connections a default `--max-connections` ever gives.
 pub const MAX_CONNECTIONS_CAP: u64 = 1 << 20;
 
+/// The fewest bytes of one request a face that is handed whole requests
+/// (the WASM package's `handleRequest` and `handleBatch`) copies into the
+/// library: below this a cut saves little memory, and the library sees
+/// exactly what it was sent.
+pub const MIN_REQUEST_COPY_BYTES: usize = 64 << 20;
+
+/// How many bytes of one whole request such a face copies in, given the
+/// framer's bound ([`crate::http::RequestFramer::max_request_bytes`]): a
+/// request longer than that bound can never be valid, so its first bytes
+/// decide the answer and the rest is never copied, which keeps the
+/// module's memory bounded.
+pub fn request_copy_cap(max_request_bytes: usize) -> usize {
+    max_request_bytes.max(MIN_REQUEST_COPY_BYTES)
+}
+
 /// The default `--max-connections` under a file limit of `file_limit`
 /// descriptors: one per connection after the server's own, at least one.
 pub fn default_max_connections(file_limit: u64) -> usize {
@@ -177,6 +192,15 @@ mod tests {
         assert_eq!(default_max_connections(FALLBACK_FILE_LIMIT), 960);
         // The retry is waited out in whole steps.
         assert_eq!(NOTIFY_RETRY_MS % NOTIFY_RETRY_STEP_MS, 0);
+    }
+
+    #[test]
+    fn a_whole_request_is_copied_up_to_the_framers_bound_and_at_least_64_mib() {
+        let framer = crate::http::RequestFramer::new(65_536);
+        assert_eq!(request_copy_cap(framer.max_request_bytes()), 64 << 20);
+        let big = crate::http::RequestFramer::new(100 << 20).max_request_bytes();
+        assert_eq!(request_copy_cap(big), big, "a large body limit raises the cap");
+        assert!(big > 3 * (100 << 20));
     }
 
     #[test]
