@@ -81,8 +81,8 @@ pub use http::{http_request_from_parts, parse_http_request};
 #[cfg(feature = "typed")]
 pub use service::BodyRefusal;
 pub use service::{
-    Answer, CommitPause, HttpRound, OpenError, PollId, RoundConnection, RoundConnections, RoundStep, Service, WakeHook, HostStats,
-    WebhookPoll, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS,
+    Answer, CommitPause, HostStats, HttpRound, OpenError, PollId, RoundConnection, RoundConnections, RoundStep,
+    Service, WakeHook, WebhookPoll, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS,
 };
 #[cfg(all(feature = "typed", not(target_arch = "wasm32")))]
 pub use service::{CoreGate, CoreWorkers, Job, Reply};

@@ -75,12 +75,8 @@ impl Service {
         let out = match method {
             AdminMethod::ExportDatabase => crate::methods::params::parse_body(&req.body)
                 .and_then(|_| self.export_database())
-                .map(|image| {
-                    crate::http::typed_response(IMAGE_MEDIA_TYPE, &[("Cache-Control", "no-store")], &image)
-                }),
-            AdminMethod::ImportDatabase => {
-                self.import_database(&req.body).map(|()| crate::http::ok_response(b"true"))
-            }
+                .map(|image| crate::http::typed_response(IMAGE_MEDIA_TYPE, &[("Cache-Control", "no-store")], &image)),
+            AdminMethod::ImportDatabase => self.import_database(&req.body).map(|()| crate::http::ok_response(b"true")),
             AdminMethod::GetStorageStats => crate::methods::params::parse_body(&req.body)
                 .and_then(|_| crate::methods::to_json(&self.storage_stats()))
                 .map(|json| crate::http::ok_response(&json)),

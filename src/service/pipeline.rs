@@ -16,7 +16,11 @@ impl Service {
     pub(crate) fn route<'a>(&self, request: Input<'a>) -> ApiResult<Routed<'a>> {
         // An image for importDatabase may be as large as max_import_bytes.
         let image = request.path() == Some(crate::route::IMPORT_PATH);
-        let max = if image { self.config.max_import_bytes.max(self.config.max_body_bytes) } else { self.config.max_body_bytes };
+        let max = if image {
+            self.config.max_import_bytes.max(self.config.max_body_bytes)
+        } else {
+            self.config.max_body_bytes
+        };
         let req = request.parse(max)?;
         let target = Target::check(req.method, req.path)?;
         if let Some(e) = &req.body_error {
@@ -31,7 +35,11 @@ impl Service {
                 mime.eq_ignore_ascii_case("application/json")
             };
             if !taken {
-                return Err(if image { ApiError::unsupported_image_type() } else { ApiError::unsupported_media_type() });
+                return Err(if image {
+                    ApiError::unsupported_image_type()
+                } else {
+                    ApiError::unsupported_media_type()
+                });
             }
         }
         let route = target.resolve(self.clock.is_manual())?;

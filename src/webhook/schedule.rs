@@ -239,10 +239,9 @@ impl Outcome {
     pub fn of_status(status: u16, retry_after: Option<&str>, now_ms: u64) -> Option<Outcome> {
         match status {
             0 => Some(Outcome::failed_plainly(Failure::HiddenRedirect)),
-            100..=999 => Some(Outcome::Answered {
-                status,
-                retry_after_s: retry_after.and_then(|v| retry_after_s(v, now_ms)),
-            }),
+            100..=999 => {
+                Some(Outcome::Answered { status, retry_after_s: retry_after.and_then(|v| retry_after_s(v, now_ms)) })
+            }
             _ => None,
         }
     }
