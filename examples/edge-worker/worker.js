@@ -27,8 +27,9 @@
 // Backup and restore are host API methods, answered by the core like every
 // other: `POST /admin/exportDatabase`, `POST /admin/importDatabase` and
 // `POST /admin/getStorageStats`, behind `Authorization: Admin <secret>` and
-// the login throttle (per client: Cloudflare's `CF-Connecting-IP`). This
-// file keeps no credential check of its own.
+// the login throttle (per client: Cloudflare's `CF-Connecting-IP`; workerd
+// on its own names no client). This file keeps no credential check of its
+// own.
 //
 // Bindings (see wrangler.toml or workerd.capnp): BOTSPACE (the Durable
 // Object namespace), the secret ADMIN_SECRET (16+ characters),
@@ -76,9 +77,12 @@ export class BotspaceDurableObject {
   }
 
   async fetch(request) {
-    // Everything is the core's, the host API's backup methods included;
-    // the client's address names it for the login throttle.
-    return this.service.fetch(request, { peer: request.headers.get('cf-connecting-ip') ?? '' });
+    // Everything is the core's, the host API's backup methods included.
+    // Cloudflare names the client (`CF-Connecting-IP`, which it sets on
+    // every request): the host API's failed logins are then throttled per
+    // client. Without it (workerd on its own) no client is named.
+    const peer = request.headers.get('cf-connecting-ip') ?? undefined;
+    return this.service.fetch(request, { peer });
   }
 }
 
