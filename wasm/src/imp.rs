@@ -280,17 +280,6 @@ pub fn error_status(code: &str) -> Option<u16> {
     botspace::ErrorCode::parse(code).map(|c| c.status())
 }
 
-/// The core's table of error codes: `{code: status, ...}` for every code
-/// a refusal may carry.
-#[wasm_bindgen(js_name = errorTable, unchecked_return_type = "Record<ErrorCode, number>")]
-pub fn error_table() -> JsValue {
-    let out = Object::new();
-    for c in botspace::ErrorCode::ALL {
-        let _ = Reflect::set(&out, &JsValue::from_str(c.as_str()), &JsValue::from(c.status()));
-    }
-    out.into()
-}
-
 /// The close code of a gateway close word (`CloseReason`); `undefined`
 /// for `closed_by_bot` (the bot's own code) and any other word.
 #[wasm_bindgen(js_name = closeCode)]
