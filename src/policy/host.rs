@@ -126,7 +126,7 @@ pub const MAX_CONNECTIONS_CAP: u64 = 1 << 20;
 pub const MIN_REQUEST_COPY_BYTES: usize = 64 << 20;
 
 /// How many bytes of one whole request such a face copies in, given the
-/// framer's bound ([`crate::http::RequestFramer::max_request_bytes`]): a
+/// framer's bound ([`crate::RequestFramer::max_request_bytes`]): a
 /// request longer than that bound can never be valid, so its first bytes
 /// decide the answer and the rest is never copied, which keeps the
 /// module's memory bounded.
