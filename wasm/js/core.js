@@ -513,7 +513,8 @@ export class Service {
     this.#raw.setHostStats(() => {
       const me = self.deref();
       if (!me) return {};
-      return { ...(hostStats ? hostStats() : {}), ...me.storageStats(), memoryBytes: me.memoryBytes() };
+      // The host's own figures win: it knows its storage best.
+      return { ...me.storageStats(), memoryBytes: me.memoryBytes(), ...(hostStats ? hostStats() : {}) };
     });
     if (options?.webhooks === false) this.#webhooks = false;
     else if (options?.webhooks !== undefined && options.webhooks !== true) {
