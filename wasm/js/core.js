@@ -842,12 +842,31 @@ export class Service {
         } catch (e) {
           console.error('botspace: a webhook outcome was not recorded', e);
         }
-        if (next !== null) {
+        if (next === null) {
+          this.#kickWebhooks();
+          return;
+        }
+        // Nothing leaves before the commits it reports are durable; if
+        // one failed, the attempt is reported as never sent.
+        const pending = this._pendingDurable();
+        if (!pending) {
           this.#sendWebhook(next);
           this.#armWebhooks();
-        } else {
-          this.#kickWebhooks();
+          return;
         }
+        pending.then(
+          () => {
+            if (!this.#raw || poisonReason() !== null) return;
+            this.#sendWebhook(next);
+            this.#armWebhooks();
+          },
+          (e) => {
+            if (!this.#raw || poisonReason() !== null) return;
+            try {
+              guard(() => this.#raw.webhookReport(next.id, { failure: 'before_sending', detail: `${e?.message ?? e}` }, this.nowMs()));
+            } catch {}
+          },
+        );
       });
     this.#whInflight.set(req.id, { promise, deadline: req.deadline, ctrl });
   }
