@@ -300,6 +300,13 @@ impl ApiError {
     pub fn unsupported_media_type() -> Self {
         Self::new(ErrorCode::UnsupportedMediaType, "Content-Type must be application/json")
     }
+    /// The body of `importDatabase` is an image, not JSON.
+    pub fn unsupported_image_type() -> Self {
+        Self::new(
+            ErrorCode::UnsupportedMediaType,
+            "Content-Type must be application/vnd.sqlite3 or application/octet-stream",
+        )
+    }
     pub fn upgrade_required() -> Self {
         Self::new(
             ErrorCode::UpgradeRequired,

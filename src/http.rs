@@ -991,11 +991,21 @@ fn push_decimal(out: &mut Vec<u8>, n: usize) {
 
 /// A response whose body is the concatenation of `parts`, written once.
 fn response_parts(status: u16, extra: &[(&str, &str)], parts: &[&[u8]]) -> Vec<u8> {
+    typed_response_parts(status, "application/json", extra, parts)
+}
+
+/// A 200 whose body is not JSON: `content_type` says what it is (a
+/// database image, `exportDatabase`).
+pub(crate) fn typed_response(content_type: &str, extra: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+    typed_response_parts(200, content_type, extra, &[body])
+}
+
+fn typed_response_parts(status: u16, content_type: &str, extra: &[(&str, &str)], parts: &[&[u8]]) -> Vec<u8> {
     let body_len: usize = parts.iter().map(|p| p.len()).sum();
     // Exact size: a host that takes ownership (the C ABI's boxed slice)
     // then needs no reallocation.
     let digits = body_len.checked_ilog10().unwrap_or(0) as usize + 1;
-    let head = 9 + 3 + 1 + reason(status).len() + 2 + 32 + 16 + digits + 2;
+    let head = 9 + 3 + 1 + reason(status).len() + 2 + 16 + content_type.len() + 16 + digits + 2;
     let extra_len: usize = extra.iter().map(|(k, v)| k.len() + 2 + v.len() + 2).sum();
     let mut out = Vec::with_capacity(head + extra_len + 2 + body_len);
     // Plain byte pushes: this runs for every response, and core::fmt is a
@@ -1004,7 +1014,9 @@ fn response_parts(status: u16, extra: &[(&str, &str)], parts: &[&[u8]]) -> Vec<u
     push_decimal(&mut out, status as usize);
     out.push(b' ');
     out.extend_from_slice(reason(status).as_bytes());
-    out.extend_from_slice(b"\r\nContent-Type: application/json\r\nContent-Length: ");
+    out.extend_from_slice(b"\r\nContent-Type: ");
+    out.extend_from_slice(content_type.as_bytes());
+    out.extend_from_slice(b"\r\nContent-Length: ");
     push_decimal(&mut out, body_len);
     out.extend_from_slice(b"\r\n");
     for (k, v) in extra {

@@ -98,7 +98,7 @@ pub use service::BodyRefusal;
 #[cfg(feature = "test-hooks")]
 pub use service::CommitPause;
 pub use service::{
-    Handled, HttpRound, OpenError, PollId, RoundConnection, RoundConnections, RoundStep, Service, WakeHook,
+    Handled, HostStats, HttpRound, OpenError, PollId, RoundConnection, RoundConnections, RoundStep, Service, WakeHook,
     WebhookPoll, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS,
 };
 

@@ -85,7 +85,35 @@ methods! {
         GetChatCommands = "getChatCommands",
         GetBotCommands = "getBotCommands",
         PressButton = "pressButton",
+        ExportDatabase = "exportDatabase",
+        ImportDatabase = "importDatabase",
+        GetStorageStats = "getStorageStats",
     }
+}
+
+/// The media type of a database image: the body `exportDatabase` answers
+/// and `importDatabase` takes (`application/octet-stream` is taken too).
+pub const IMAGE_MEDIA_TYPE: &str = "application/vnd.sqlite3";
+
+/// The path of `importDatabase`, whose body is an image, not JSON.
+pub const IMPORT_PATH: &str = "/admin/importDatabase";
+
+impl AdminMethod {
+    /// The methods that act on the whole database (export, import, the
+    /// storage figures): answered by the service outside any transaction
+    /// (an export reads a consistent image, an import replaces
+    /// everything), never in a group.
+    pub fn whole_database(self) -> bool {
+        matches!(self, AdminMethod::ExportDatabase | AdminMethod::ImportDatabase | AdminMethod::GetStorageStats)
+    }
+}
+
+/// Whether `content_type` is one an image is sent with
+/// ([`IMAGE_MEDIA_TYPE`] or `application/octet-stream`, parameters and
+/// case aside).
+pub fn is_image_media_type(content_type: &str) -> bool {
+    let mime = content_type.split(';').next().unwrap_or("").trim();
+    mime.eq_ignore_ascii_case(IMAGE_MEDIA_TYPE) || mime.eq_ignore_ascii_case("application/octet-stream")
 }
 
 /// What a request asks for.
@@ -245,6 +273,25 @@ mod tests {
         for path in ["/bot", "/botX", "/bots"] {
             assert_eq!(Target::check("POST", path).unwrap_err().code, "method_not_found", "{path}");
         }
+    }
+
+    #[test]
+    fn the_whole_database_methods_are_host_methods_with_an_image_type() {
+        for (name, m) in [
+            ("exportDatabase", AdminMethod::ExportDatabase),
+            ("importDatabase", AdminMethod::ImportDatabase),
+            ("getStorageStats", AdminMethod::GetStorageStats),
+        ] {
+            let t = Target::check("POST", &format!("/admin/{name}")).unwrap().resolve(false).unwrap();
+            assert_eq!(t, Route::Admin(m));
+            assert!(m.whole_database());
+        }
+        assert!(!AdminMethod::GetStats.whole_database());
+        assert_eq!(IMPORT_PATH, format!("/admin/{}", AdminMethod::ImportDatabase.name()));
+        assert!(is_image_media_type("application/vnd.sqlite3"));
+        assert!(is_image_media_type("Application/Octet-Stream; x=1"));
+        assert!(!is_image_media_type("application/json"));
+        assert!(!is_image_media_type(""));
     }
 
     #[test]

@@ -170,6 +170,72 @@ fn export_import_round_trip() {
     assert_eq!(snapshot(&f, &c, &g), before, "the imported state persisted in the file");
 }
 
+/// One request's status, headers (lower-case names) and body.
+fn http(svc: &Service, path: &str, auth: &str, content_type: &str, body: &[u8]) -> (u16, String, Vec<u8>) {
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(body);
+    let out = svc.handle_request(&req);
+    let end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8(out[..end].to_vec()).unwrap().to_ascii_lowercase();
+    (head[9..12].parse().unwrap(), head, out[end + 4..].to_vec())
+}
+
+#[test]
+fn export_and_import_over_http_round_trip_the_whole_state() {
+    let a = open(":memory:");
+    let (tok, c, g) = populate(&a);
+    let before = snapshot(&a, &c, &g);
+    let auth = format!("Admin {SECRET}");
+    let (status, head, image) = http(&a, "/admin/exportDatabase", &auth, "application/json", b"{}");
+    assert_eq!(status, 200);
+    assert!(head.contains("\r\ncontent-type: application/vnd.sqlite3\r\n"), "{head}");
+    assert!(head.contains("\r\ncache-control: no-store"), "{head}");
+    assert!(image.starts_with(b"SQLite format 3\0"));
+
+    // An image larger than max_body_bytes (4 KiB here) is taken on this
+    // path: its limit is max_import_bytes.
+    let cfg = json!({"admin_secret": SECRET, "clock": "manual", "max_body_bytes": 4096});
+    let b = Service::open(Config::from_json(cfg.to_string().as_bytes()).unwrap()).unwrap();
+    assert!(image.len() > 4096);
+    let (status, _, body) = http(&b, "/admin/importDatabase", &auth, "application/vnd.sqlite3", &image);
+    assert_eq!((status, serde_json::from_slice::<Value>(&body).unwrap()), (200, json!({"ok": true, "result": true})));
+    assert_eq!(snapshot(&b, &c, &g), before);
+    assert_eq!(bot_call(&b, &tok, "getMe", json!({})).0, 200);
+    // Another path keeps max_body_bytes.
+    let (status, _, body) = http(&b, "/admin/getStats", &auth, "application/json", &image);
+    assert_eq!(
+        (status, serde_json::from_slice::<Value>(&body).unwrap()["error"].clone()),
+        (413, json!("payload_too_large"))
+    );
+    // A wrong secret changes nothing.
+    let c2 = open(":memory:");
+    let (status, _, body) =
+        http(&c2, "/admin/importDatabase", "Admin wrong-secret-0000000000", "application/vnd.sqlite3", &image);
+    assert_eq!(
+        (status, serde_json::from_slice::<Value>(&body).unwrap()["error"].clone()),
+        (401, json!("invalid_token"))
+    );
+    assert_eq!(admin(&c2, SECRET, "getStats", json!({}))["bots"], 0);
+
+    // The body limit a host that reads bodies whole asks for: the image's
+    // only with the host credential.
+    assert_eq!(b.body_limit("/admin/importDatabase", Some(auth.as_bytes())), 1 << 30);
+    assert_eq!(b.body_limit("/admin/importDatabase", Some(b"Admin wrong-secret-0000000000")), 4096);
+    assert_eq!(b.body_limit("/admin/importDatabase", None), 4096);
+    assert_eq!(b.body_limit("/admin/getStats", Some(auth.as_bytes())), 4096);
+
+    // getStorageStats reports the host's own figures under `host`.
+    b.set_host_stats(Some(Arc::new(|| vec![("alarms".to_string(), 3)])));
+    let (status, _, body) = http(&b, "/admin/getStorageStats", &auth, "application/json", b"");
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!((status, &v["result"]["host"]), (200, &json!({"alarms": 3})));
+    assert!(v["result"]["requests"].as_u64().unwrap() >= 1, "{v}");
+}
+
 #[test]
 fn garbage_images_are_refused_without_changing_state() {
     let a = open(":memory:");

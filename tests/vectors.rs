@@ -573,7 +573,11 @@ fn run_case(case: &Value, shape: Shape) -> Result<(), String> {
                 shorten_bytes(body)
             )
         };
-        let raw = svc.handle_request(&req_bytes);
+        // `peer`: the client the host names (the login throttle is per client).
+        let raw = match req.get("peer").and_then(Value::as_str) {
+            Some(peer) => common::from_peer(&svc, &req_bytes, peer),
+            None => svc.handle_request(&req_bytes),
+        };
         let resp = parse_response(&raw).map_err(|e| fail(e, &raw))?;
         let expect = subst(step.get("expect").unwrap_or(&Value::Null), &vars).map_err(|e| format!("step {i}: {e}"))?;
         check_response(&expect, step.get("save"), &resp, &mut vars, &fail)?;
@@ -636,6 +640,7 @@ vector_tests! {
     updates => "updates.json",
     webhooks => "webhooks.json",
     buttons => "buttons.json",
+    backup => "backup.json",
 }
 
 /// Any vector file without its own test above still runs.

@@ -8,14 +8,18 @@ import { Service } from 'botspace';
 const CHUNK = 64 * 1024;
 const META = 'botspace/meta';
 const chunkKey = (i) => `botspace/chunk/${i}`;
-const READ_ONLY = new Set(['/bot/getMe', '/admin/getChatHistory', '/admin/getStats']);
+const READ_ONLY = new Set(['/bot/getMe', '/admin/getChatHistory', '/admin/getStats', '/admin/getStorageStats', '/admin/exportDatabase']);
 
 export class ExportPerWriteObject {
   constructor(ctx, env) {
     this.ctx = ctx;
     this.env = env;
-    this.service = new Service({ admin_secret: env.ADMIN_SECRET, clock: 'system', limits: { free: {}, standard: {}, official: {} } });
     this.stats = { commits: 0, pages: 0, bytes: 0, reads: 0 };
+    // POST /admin/getStorageStats reports what the saves wrote (under `host`).
+    this.service = new Service(
+      { admin_secret: env.ADMIN_SECRET, clock: 'system', limits: { free: {}, standard: {}, official: {} } },
+      { hostStats: () => this.stats },
+    );
     ctx.blockConcurrencyWhile(async () => {
       const meta = await ctx.storage.get(META);
       if (!meta) return;
@@ -56,14 +60,8 @@ export class ExportPerWriteObject {
 
   async fetch(request) {
     const url = new URL(request.url);
-    if (url.pathname === '/_botspace/stats') {
-      return Response.json({ ...this.stats, memoryBytes: this.service.memoryBytes() });
-    }
-    if (url.pathname === '/_botspace/import') {
-      this.service.importDatabase(new Uint8Array(await request.arrayBuffer()));
-      await this.save();
-      return Response.json({ ok: true, result: true });
-    }
+    // Every request is the core's (an import through the host API too);
+    // a write that succeeded is saved.
     const response = await this.service.fetch(request);
     if (request.method === 'POST' && response.status === 200 && !READ_ONLY.has(url.pathname)) await this.save();
     return response;

@@ -56,7 +56,7 @@ test('workerd delivers webhooks verified by the standardwebhooks library; a fail
       ],
     );
     // The object's alarm fired for it.
-    const stats = await (await fetch(w.base + '/_botspace/stats', { headers: { 'x-admin-secret': SECRET } })).json();
+    const stats = (await ok(w.base, '/admin/getStorageStats', {})).host;
     assert.ok(stats.alarms >= 1, JSON.stringify(stats));
     assert.deepEqual(rx.seen[1].body, { update_id: 1, type: 'bot_started', data: { chat: { id: chat.id, type: 'private' }, user } });
     assert.ok(Number(rx.seen[1].timestamp) >= Number(rx.seen[0].timestamp));

@@ -11,10 +11,21 @@ import { join } from 'node:path';
 import { bigImage } from '../../wasm/test/helpers.mjs';
 import { HERE, SECRET, call, freePort, gateway, ok, startWorkerd, stateDir } from './workerd-helpers.mjs';
 
+// What the page storage was given and the module's memory: the host's
+// figures of POST /admin/getStorageStats.
 async function stats(base) {
-  const res = await fetch(base + '/_botspace/stats', { headers: { 'x-admin-secret': SECRET } });
+  const res = await fetch(base + '/admin/getStorageStats', { method: 'POST', headers: { authorization: `Admin ${SECRET}` } });
   assert.equal(res.status, 200);
-  return res.json();
+  return (await res.json()).result.host;
+}
+
+/** POST /admin/importDatabase of `image` with `auth` (and more headers). */
+function importImage(base, image, auth = `Admin ${SECRET}`, headers = {}) {
+  return fetch(base + '/admin/importDatabase', {
+    method: 'POST',
+    headers: { authorization: auth, 'content-type': 'application/vnd.sqlite3', ...headers },
+    body: image,
+  });
 }
 
 async function setupWorld(base) {
@@ -28,7 +39,7 @@ test('the host tools refuse with the library\'s envelopes, error code included',
   const dir = stateDir();
   const w = await startWorkerd(dir);
   try {
-    let res = await fetch(w.base + '/_botspace/stats', { headers: { 'x-admin-secret': 'not-the-secret-0000' } });
+    let res = await fetch(w.base + '/admin/getStorageStats', { method: 'POST', headers: { authorization: 'Admin not-the-secret-0000' } });
     assert.equal(res.status, 401);
     assert.deepEqual(await res.json(), {
       ok: false,
@@ -36,7 +47,7 @@ test('the host tools refuse with the library\'s envelopes, error code included',
       error: 'invalid_token',
       description: 'the credential is unknown, rotated away or of the wrong kind',
     });
-    res = await fetch(w.base + '/_botspace/nothing', { headers: { 'x-admin-secret': SECRET } });
+    res = await fetch(w.base + '/_botspace/nothing', { headers: { authorization: `Admin ${SECRET}` } });
     assert.equal(res.status, 404);
     assert.deepEqual(await res.json(), {
       ok: false,
@@ -44,11 +55,33 @@ test('the host tools refuse with the library\'s envelopes, error code included',
       error: 'method_not_found',
       description: 'no method at this path (method names are case-sensitive)',
     });
-    res = await fetch(w.base + '/_botspace/import', { method: 'POST', headers: { 'x-admin-secret': SECRET }, body: 'not an image' });
+    res = await importImage(w.base, 'not an image');
     assert.equal(res.status, 400);
     const refused = await res.json();
     assert.equal(refused.error, 'invalid_request');
     assert.equal(refused.error_code, 400);
+    // The export is the core's too: the image, with its media type.
+    res = await fetch(w.base + '/admin/exportDatabase', { method: 'POST', headers: { authorization: `Admin ${SECRET}` } });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('content-type'), 'application/vnd.sqlite3');
+    assert.equal(new TextDecoder().decode((await res.arrayBuffer()).slice(0, 15)), 'SQLite format 3');
+    // The login throttle holds for them as for every host method, per
+    // client as Cloudflare names it: ten wrong secrets are answered 401,
+    // the eleventh 429; another client is still served.
+    const client = { 'cf-connecting-ip': '203.0.113.7' };
+    for (let i = 0; i < 10; i++) {
+      res = await importImage(w.base, 'x', 'Admin not-the-secret-0000', client);
+      assert.equal(res.status, 401, `attempt ${i + 1}`);
+      await res.body?.cancel();
+    }
+    res = await fetch(w.base + '/admin/getStorageStats', { method: 'POST', headers: { authorization: `Admin ${SECRET}`, 'cf-connecting-ip': '198.51.100.9' } });
+    assert.equal(res.status, 200);
+    await res.body?.cancel();
+    res = await importImage(w.base, 'x', 'Admin not-the-secret-0000', client);
+    assert.equal(res.status, 429);
+    const limited = await res.json();
+    assert.equal(limited.error, 'rate_limited');
+    assert.equal(limited.parameters.scope, 'admin_auth');
   } finally {
     await w.stop('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
@@ -183,7 +216,7 @@ test('a 100 MB database restarts on workerd and keeps serving, in bounded memory
   t = Date.now();
   let w = await startWorkerd(dir);
   try {
-    const res = await fetch(w.base + '/_botspace/import', { method: 'POST', headers: { 'x-admin-secret': SECRET }, body: image });
+    const res = await importImage(w.base, image);
     assert.equal(res.status, 200, await res.clone().text());
     assert.deepEqual(await res.json(), { ok: true, result: true });
     console.log(`# imported in ${Date.now() - t} ms`);
@@ -233,10 +266,15 @@ test('npm start prints its ready lines, serves on $PORT with $STATE_DIR, the REA
 
     // README.md, "From a bot to a message": the sh block, run as it is.
     const readme = readFileSync(join(HERE, 'README.md'), 'utf8');
-    const walk = readme.split('## From a bot to a message')[1].split('```sh\n')[1].split('```')[0];
-    const run = spawnSync('sh', ['-eu', '-c', walk], { env: { ...process.env, PORT: String(port) }, encoding: 'utf8' });
+    const blocks = readme.split('## From a bot to a message')[1].split('```sh\n');
+    const walk = blocks[1].split('```')[0];
+    // Then the backup block (export, import back), in a directory of its own.
+    const backup = blocks[2].split('```')[0];
+    const run = spawnSync('sh', ['-eu', '-c', walk + backup], { cwd: dir, env: { ...process.env, PORT: String(port) }, encoding: 'utf8' });
     assert.equal(run.status, 0, run.stderr);
-    const [me, sent] = run.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const [me, sent, restored] = run.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    assert.deepEqual(restored, { ok: true, result: true });
+    assert.equal(readFileSync(join(dir, 'backup.sqlite3')).subarray(0, 15).toString(), 'SQLite format 3');
     assert.equal(me.result.handle, 'echo_bot');
     assert.equal(sent.ok, true, JSON.stringify(sent));
     assert.deepEqual([sent.result.message_id, sent.result.chat.type, sent.result.text], ['1', 'private', 'Hello from the edge']);

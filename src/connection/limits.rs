@@ -64,9 +64,33 @@ pub fn refusal_may_linger(lingering: usize) -> bool {
     lingering < MAX_LINGERING_REFUSALS
 }
 
+/// The fewest bytes of one request a face that is handed whole requests
+/// (the WASM package's `handleRequest` and `handleBatch`) copies into the
+/// library: below this a cut saves little memory, and the library sees
+/// exactly what it was sent.
+pub const MIN_REQUEST_COPY_BYTES: usize = 64 << 20;
+
+/// How many bytes of one whole request such a face copies in, given the
+/// framer's bound ([`crate::RequestFramer::max_request_bytes`]): a
+/// request longer than that bound can never be valid, so its first bytes
+/// decide the answer and the rest is never copied, which keeps the
+/// module's memory bounded.
+pub fn request_copy_cap(max_request_bytes: usize) -> usize {
+    max_request_bytes.max(MIN_REQUEST_COPY_BYTES)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_whole_request_is_copied_up_to_the_framers_bound_and_at_least_64_mib() {
+        let framer = crate::http::RequestFramer::new(65_536);
+        assert_eq!(request_copy_cap(framer.max_request_bytes()), 64 << 20);
+        let big = crate::http::RequestFramer::new(100 << 20).max_request_bytes();
+        assert_eq!(request_copy_cap(big), big, "a large body limit raises the cap");
+        assert!(big > 3 * (100 << 20));
+    }
 
     #[test]
     fn at_most_256_busy_refusals_linger_at_once() {

@@ -96,6 +96,37 @@ pub fn host_close_reason(code: u16) -> Option<CloseCode> {
     HOST_CLOSE_CODES.into_iter().find(|c| c.code() == Some(code))
 }
 
+/// What a host that cannot serve a session any more (its storage failed
+/// to make a commit durable, or the library failed inside a call) closes
+/// the bot's socket with: 1001 `server_shutdown`, a host's own close, so
+/// the bot reconnects and resumes from its ack. Never 1011: it is none of
+/// the gateway's close words.
+pub const CLOSE_HOST_FAILURE: CloseCode = CLOSE_SERVER_SHUTDOWN;
+
+/// What a host whose WebSocket stack does not check close codes answers a
+/// bot's close with when the bot's code is not one to echo: 1000, a
+/// normal closure.
+pub const CLOSE_NORMAL: u16 = 1000;
+
+/// Whether a close code a bot's WebSocket reported is one an endpoint may
+/// send (RFC 6455, section 7.4: 1000–1003, 1007–1014, 3000–4999), for a
+/// host whose WebSocket stack hands over whatever came (a runtime's
+/// `CloseEvent`): `Some(code)` to pass to the session's `handle_close` and
+/// echo, `None` for the codes a runtime makes up (1005 none sent, 1006
+/// abnormal, 1015 TLS) and anything else.
+pub fn peer_close_code(code: u32) -> Option<u16> {
+    match code {
+        1000..=1003 | 1007..=1014 | 3000..=4999 => Some(code as u16),
+        _ => None,
+    }
+}
+
+/// The code a host echoes a bot's close with: the bot's own when it may be
+/// sent ([`peer_close_code`]), else [`CLOSE_NORMAL`].
+pub fn echo_close_code(code: u32) -> u16 {
+    peer_close_code(code).unwrap_or(CLOSE_NORMAL)
+}
+
 /// What a session reports to its host, besides what to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GatewayEvent {
@@ -131,5 +162,20 @@ mod tests {
         fn is_send<T: Send>() {}
         is_send::<super::GatewayConnection>();
         is_send::<super::GatewaySession>();
+    }
+
+    #[test]
+    fn a_peers_close_code_is_echoed_only_when_an_endpoint_may_send_it() {
+        use super::{echo_close_code, peer_close_code, CLOSE_HOST_FAILURE};
+        for ok in [1000, 1001, 1003, 1007, 1011, 1014, 3000, 4008, 4999] {
+            assert_eq!(peer_close_code(ok), Some(ok as u16), "{ok}");
+            assert_eq!(echo_close_code(ok), ok as u16);
+        }
+        for bad in [0, 999, 1004, 1005, 1006, 1015, 2999, 5000, 65_535, 65_536 + 1000, u32::MAX] {
+            assert_eq!(peer_close_code(bad), None, "{bad}");
+            assert_eq!(echo_close_code(bad), 1000, "{bad}");
+        }
+        assert_eq!((CLOSE_HOST_FAILURE.as_str(), CLOSE_HOST_FAILURE.code()), ("server_shutdown", Some(1001)));
+        assert!(super::HOST_CLOSE_CODES.contains(&CLOSE_HOST_FAILURE), "a host's own close");
     }
 }

@@ -109,6 +109,11 @@ fn run(ctx: &mut Ctx<'_>, method: AdminMethod, b: &Body) -> ApiResult<Vec<u8>> {
             super::buttons::get_bot_commands(ctx, &bot)?
         }
         M::PressButton => return Err(ApiError::internal("pressButton is answered by admin::call")),
+        // The service answers these outside a transaction (see
+        // `AdminMethod::whole_database`); a group serves none of them.
+        M::ExportDatabase | M::ImportDatabase | M::GetStorageStats => {
+            return Err(ApiError::method_not_found());
+        }
     };
     to_json(&v)
 }

@@ -14,7 +14,7 @@ use crate::store;
 use crate::txn::{Db, Inner, TxEffects};
 use std::sync::{Arc, MutexGuard};
 
-pub use parts::WakeHook;
+pub use parts::{HostStats, WakeHook};
 
 /// Why a service could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -327,6 +327,11 @@ impl Service {
             routed.admin_checked = true;
             if routed.route == Route::Metrics {
                 return self.metrics_response();
+            }
+            if let Route::Admin(m) = routed.route {
+                if m.whole_database() {
+                    return self.answer_whole_database(m, &routed.req);
+                }
             }
             // The audit log names the client: the request runs alone, in
             // its own transaction (a group carries request bytes only).

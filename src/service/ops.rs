@@ -105,8 +105,8 @@ impl Service {
         self.gateway.log.set(hook);
     }
 
-    /// The answer to an operations path; `None` for any other route. The
-    /// metrics need the host credential, checked here (a host that
+    /// The answer to an operations path or a host method on the whole
+    /// database; `None` for any other route. These need the host credential, checked here (a host that
     /// throttles failed logins per peer has checked it already).
     pub(super) fn answer_ops(&self, route: Route, req: &crate::http::Request<'_>) -> Option<Vec<u8>> {
         match route {
@@ -117,6 +117,10 @@ impl Service {
             }),
             Route::Metrics => Some(match self.check_admin(req) {
                 Ok(()) => self.metrics_response(),
+                Err(e) => e.into_response(),
+            }),
+            Route::Admin(m) if m.whole_database() => Some(match self.check_admin(req) {
+                Ok(()) => self.answer_whole_database(m, req),
                 Err(e) => e.into_response(),
             }),
             _ => None,

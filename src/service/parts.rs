@@ -60,4 +60,12 @@ pub(super) struct Ops {
     pub(super) backlog_scan: Mutex<store::backlog::Scan>,
     /// Set by [`super::Service::begin_shutdown`]: `/readyz` answers 503.
     pub(super) shutting_down: AtomicBool,
+    /// The host's own storage figures, for `getStorageStats`.
+    pub(super) host_stats: RwLock<Option<HostStats>>,
 }
+
+/// The host's own storage figures (what its page storage was given, its
+/// memory, its timers...), by name, for `POST /admin/getStorageStats`
+/// (`host` in its result). Called with the request being answered, on
+/// its thread; it must not call back into the service.
+pub type HostStats = Arc<dyn Fn() -> Vec<(String, u64)> + Send + Sync>;

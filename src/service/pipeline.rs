@@ -14,7 +14,14 @@ use crate::txn::{HeldCommit, Inner, TxEffects};
 impl Service {
     /// Transport checks (405 → 411/413 → 415) and routing.
     pub(crate) fn route<'a>(&self, request: Input<'a>) -> ApiResult<Routed<'a>> {
-        let req = request.parse(self.config.max_body_bytes)?;
+        // An image for importDatabase may be as large as max_import_bytes.
+        let image = request.path() == Some(crate::route::IMPORT_PATH);
+        let max = if image {
+            self.config.max_import_bytes.max(self.config.max_body_bytes)
+        } else {
+            self.config.max_body_bytes
+        };
+        let req = request.parse(max)?;
         let target = Target::check(req.method, req.path)?;
         if let Some(e) = &req.body_error {
             return Err(e.clone());
@@ -22,8 +29,17 @@ impl Service {
         if !req.body.is_empty() || req.header("content-type").is_some() {
             let ct = req.header_str("content-type").unwrap_or("");
             let mime = ct.split(';').next().unwrap_or("").trim();
-            if !mime.eq_ignore_ascii_case("application/json") {
-                return Err(ApiError::unsupported_media_type());
+            let taken = if image {
+                crate::route::is_image_media_type(ct)
+            } else {
+                mime.eq_ignore_ascii_case("application/json")
+            };
+            if !taken {
+                return Err(if image {
+                    ApiError::unsupported_image_type()
+                } else {
+                    ApiError::unsupported_media_type()
+                });
             }
         }
         let route = target.resolve(self.clock.is_manual())?;

@@ -230,6 +230,21 @@ impl Outcome {
     pub fn failed_plainly(kind: Failure) -> Outcome {
         Outcome::Failed(kind.message(None))
     }
+
+    /// The status a host's HTTP client reported, with the `Retry-After`
+    /// header's text if any, at `now_ms`. A fetch that hides a redirect it
+    /// did not follow reports status 0 (an opaque answer): that is
+    /// [`Failure::HiddenRedirect`]. `None` for any other number that is
+    /// not a status (outside 100–999).
+    pub fn of_status(status: u16, retry_after: Option<&str>, now_ms: u64) -> Option<Outcome> {
+        match status {
+            0 => Some(Outcome::failed_plainly(Failure::HiddenRedirect)),
+            100..=999 => {
+                Some(Outcome::Answered { status, retry_after_s: retry_after.and_then(|v| retry_after_s(v, now_ms)) })
+            }
+            _ => None,
+        }
+    }
 }
 
 /// What the host reports of the bot's webhook (`getWebhookInfo`).
@@ -607,6 +622,19 @@ pub fn retry_wait_ms(attempts: u32, status: Option<u16>, retry_after_s: Option<u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reported_status_is_an_answer_and_zero_is_a_hidden_redirect() {
+        assert_eq!(
+            Outcome::of_status(503, Some("7"), 0),
+            Some(Outcome::Answered { status: 503, retry_after_s: Some(7) })
+        );
+        assert_eq!(Outcome::of_status(200, None, 0), Some(Outcome::Answered { status: 200, retry_after_s: None }));
+        assert_eq!(Outcome::of_status(0, Some("7"), 0), Some(Outcome::failed_plainly(Failure::HiddenRedirect)));
+        for bad in [1, 99, 1000, u16::MAX] {
+            assert_eq!(Outcome::of_status(bad, None, 0), None, "{bad}");
+        }
+    }
 
     fn ev(seq: i64, chat: &str) -> LogEvent {
         typed(seq, chat, "message_created")

@@ -818,7 +818,13 @@ static int run_case(const jval *c, sbuf *why) {
             goto next;
         }
         botspace_bytes raw = {NULL, 0};
-        if (botspace_service_handle_request(svc, (const uint8_t *)reqb.p, reqb.len, &raw) != BOTSPACE_STATUS_OK) {
+        /* "peer": the client the host names (the login throttle is per client). */
+        const jval *peer = json_get(req, "peer");
+        botspace_status hst =
+            peer && peer->t == J_STR
+                ? botspace_service_handle_request_from(svc, (const uint8_t *)reqb.p, reqb.len, peer->s, peer->slen, &raw)
+                : botspace_service_handle_request(svc, (const uint8_t *)reqb.p, reqb.len, &raw);
+        if (hst != BOTSPACE_STATUS_OK) {
             sb_fmt(why, "step %zu: handle_request failed: %s", i, last_error());
             ok = 0;
             goto next;

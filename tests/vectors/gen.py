@@ -2380,6 +2380,62 @@ def buttons_cases():
                            press("u", "c", 1, "yes", 200, ok({"callback_query_id": ph("q")}), headers={"Idempotency-Key": "press-1"}),
                            press("u", "c", 1, "no", 409, err(409, "idempotency_key_reused", "idempotency_key_reused"), headers={"Idempotency-Key": "press-1"}),
                            updates("b", {"offset": 2}, [{"update_id": 2, "type": "callback_query", "data": query_ev("q", "u", "c", 1, "yes")}])]))
+# ---------------------------------------------------------------- backup.json
+
+IMAGE = "application/vnd.sqlite3"
+WRONG_ADMIN = "Admin not-the-admin-secret-0001"
+STORAGE_STATS = {"requests": ANY, "transactions": ANY, "durable_commits": ANY, "round_trips": ANY, "host": ANY}
+
+
+def image_request(raw, auth=ADMIN, content_type=IMAGE, peer=None):
+    r = request("/admin/importDatabase", auth=auth, raw=raw, headers={"Content-Type": content_type})
+    if peer is not None:
+        r["peer"] = peer
+    return r
+
+
+def backup_cases():
+    cs = []
+    unauthorized = err(401, "invalid_token", "invalid_token")
+    cs.append(case("exportDatabase answers the whole database as application/vnd.sqlite3, not cached",
+                   [mk_user("u", "Ann"),
+                    step(request("/admin/exportDatabase", {}, auth=ADMIN), 200,
+                         headers={"Content-Type": IMAGE, "Cache-Control": "no-store"}),
+                    step(request("/admin/exportDatabase", auth=ADMIN), 200, headers={"Content-Type": IMAGE})]))
+    cs.append(case("exportDatabase, importDatabase and getStorageStats with a wrong admin secret are 401 invalid_token",
+                   [step(request("/admin/exportDatabase", {}, auth=WRONG_ADMIN), 401, unauthorized),
+                    step(image_request("not an image", auth=WRONG_ADMIN), 401, unauthorized),
+                    step(request("/admin/getStorageStats", {}, auth=WRONG_ADMIN), 401, unauthorized),
+                    step(request("/admin/exportDatabase", {}), 401,
+                         err(401, "missing_authorization", "missing_authorization_admin"))]))
+    cs.append(case("importDatabase of bytes that are no database image is 400 invalid_request and changes nothing",
+                   [mk_user("u", "Ann"),
+                    step(image_request("not an image"), 400,
+                         err(400, "invalid_request", "database image refused: not a SQLite database")),
+                    step(image_request("not an image", content_type="application/octet-stream"), 400,
+                         err(400, "invalid_request", "database image refused: not a SQLite database")),
+                    admin("getStats", {}, 200, ok({"users": 1, "bots": 0, "chats": 0, "messages": 0, "schema_version": ANY}))]))
+    cs.append(case("importDatabase takes an image only as application/vnd.sqlite3 or application/octet-stream: JSON is 415",
+                   [step(image_request("{}", content_type="application/json"), 415,
+                         err(415, "unsupported_media_type",
+                             "Content-Type must be application/vnd.sqlite3 or application/octet-stream"))]))
+    cs.append(case("exportDatabase with a body that is not JSON is 400 invalid_json",
+                   [step(request("/admin/exportDatabase", auth=ADMIN, raw="nope"), 400, ANY)]))
+    cs.append(case("getStorageStats answers the commit figures and the host's own under host",
+                   [mk_user("u", "Ann"),
+                    admin("getStorageStats", {}, 200, ok(STORAGE_STATS))]))
+    peer, other = "203.0.113.7", "198.51.100.9"
+    wrong = [step(image_request("x", auth=WRONG_ADMIN, peer=peer), 401, unauthorized) for _ in range(10)]
+    throttled = err(429, "rate_limited", rate_desc(6), {"retry_after": 6, "retry_after_ms": 6000, "scope": "admin_auth"})
+    stats_req = request("/admin/getStorageStats", {}, auth=ADMIN)
+    cs.append(case("the backup methods are behind the login throttle: a client's 11th failed attempt in a row is 429 admin_auth, whatever the credential; another client is served",
+                   wrong + [
+                       step(image_request("x", auth=WRONG_ADMIN, peer=peer), 429, throttled),
+                       step(dict(stats_req, peer=peer), 429, throttled),
+                       step(dict(request("/admin/exportDatabase", {}, auth=ADMIN), peer=peer), 429, throttled),
+                       step(dict(stats_req, peer=other), 200, ok(STORAGE_STATS)),
+                       advance(6),
+                       step(dict(stats_req, peer=peer), 200, ok(STORAGE_STATS))]))
     return cs
 
 
@@ -2398,6 +2454,7 @@ FILES = {
     "updates.json": updates_cases,
     "webhooks.json": webhook_cases,
     "buttons.json": buttons_cases,
+    "backup.json": backup_cases,
 }
 
 

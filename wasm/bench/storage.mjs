@@ -105,7 +105,9 @@ async function workerd(dir) {
 }
 
 async function edge(port, image, token, chatId, dir) {
-  const stats = async () => (await fetch(`http://127.0.0.1:${port}/_botspace/stats`, { headers: { 'x-admin-secret': SECRET } })).json();
+  const admin = { authorization: `Admin ${SECRET}` };
+  const stats = async () =>
+    (await (await fetch(`http://127.0.0.1:${port}/admin/getStorageStats`, { method: 'POST', headers: admin })).json()).result.host;
   let w = await workerd(dir);
   try {
     return await measure();
@@ -113,7 +115,11 @@ async function edge(port, image, token, chatId, dir) {
     await w.stop();
   }
   async function measure() {
-  const imp = await fetch(`http://127.0.0.1:${port}/_botspace/import`, { method: 'POST', headers: { 'x-admin-secret': SECRET }, body: image });
+  const imp = await fetch(`http://127.0.0.1:${port}/admin/importDatabase`, {
+    method: 'POST',
+    headers: { ...admin, 'content-type': 'application/vnd.sqlite3' },
+    body: image,
+  });
   if (imp.status !== 200) throw new Error(await imp.text());
   await w.stop();
   w = await workerd(dir);

@@ -110,11 +110,6 @@ export function decodeResponse(bytes) {
   return r;
 }
 
-function isUpgradeRequest(request) {
-  const up = request.headers.get('upgrade');
-  return up !== null && up.split(',').some((t) => t.trim().toLowerCase() === 'websocket');
-}
-
 // ------------------------------------------------- the typed entry (fetch)
 //
 // A fetch `Request` is already parsed: its parts go to the module as they
@@ -215,10 +210,10 @@ async function fetchSendWebhook(req, { signal }) {
     if (signal.aborted) throw e;
     return { failure: 'request', detail: `${e?.message ?? e}` };
   }
-  // Only the status and Retry-After are used: the body is never read.
+  // Only the status and Retry-After are used: the body is never read. A
+  // browser hides a redirect it did not follow (an opaque answer): the
+  // core reads its status as that.
   res.body?.cancel().catch(() => {});
-  // A browser hides a redirect it did not follow (an opaque answer, status 0).
-  if (res.status === 0) return { failure: 'hidden_redirect' };
   return { status: res.status, retryAfter: res.headers.get('retry-after') };
 }
 
@@ -278,17 +273,18 @@ export class GatewaySession {
   }
 
   /**
-   * The host ends the session with close `code`: 4008 `slow_consumer` (a
-   * bot that reads too slowly) or 1001 `server_shutdown`. The next
-   * `pollTransmit` gives `{type: 'close', code, reason}`, ahead of what was
-   * queued and not yet taken (dropped; the bot resumes from its ack);
-   * `pollEvent` then reports it. Returns false when the session had
-   * already ended. Throws a RangeError, changing nothing, for another code.
+   * The host ends the session with close `code`: that of `slow_consumer`
+   * (a bot that reads too slowly) or `server_shutdown` (see `closeCode`).
+   * The next `pollTransmit` gives `{type: 'close', code, reason}`, ahead
+   * of what was queued and not yet taken (dropped; the bot resumes from
+   * its ack); `pollEvent` then reports it. Returns false when the session
+   * had already ended. Throws a RangeError, changing nothing, for another
+   * code (the core decides which codes a host may send).
    */
   close(code) {
-    const closed = Number.isInteger(code) && code >= 0 && code <= 0xffff ? guard(() => this.#live().close(code)) : undefined;
+    const closed = guard(() => this.#live().close(code));
     if (closed === undefined) {
-      throw new RangeError(`close code ${code} is not one a host may send (4008 slow_consumer, 1001 server_shutdown)`);
+      throw new RangeError(`close code ${code} is not one a host may send (slow_consumer, server_shutdown)`);
     }
     return closed;
   }
@@ -330,12 +326,41 @@ export class GatewaySession {
   }
 }
 
-/** A close code an endpoint may send (1005, 1006 and 1015 are never sent). */
-function validCloseCode(code) {
-  return (
-    Number.isInteger(code) &&
-    ((code >= 1000 && code <= 1003) || (code >= 1007 && code <= 1014) || (code >= 3000 && code <= 4999))
-  );
+/**
+ * The code of a gateway close word (`CloseReason`), from the core's words
+ * table; `undefined` for `closed_by_bot` and any other word.
+ */
+export function closeCode(word) {
+  ensureReady();
+  return guard(() => glue.closeCode(String(word)));
+}
+
+/**
+ * A close code a bot's WebSocket reported, when an endpoint may send it
+ * (the core's rule); `undefined` for the codes a runtime makes up (no
+ * code, an abnormal end, a TLS failure) and anything else.
+ */
+export function peerCloseCode(code) {
+  ensureReady();
+  return guard(() => glue.peerCloseCode(code));
+}
+
+/**
+ * Which way a request for `path` goes, as the core routes it: `batch`,
+ * `alone`, `admin`, `poll` or `gateway`.
+ */
+export function routeKind(path) {
+  ensureReady();
+  return guard(() => glue.routeKind(String(path)));
+}
+
+// Closes a bot's socket when this host cannot serve its session any more,
+// with the close the core says a host uses then.
+function closeForFailure(ws) {
+  try {
+    const { code, reason } = glue.hostFailureClose();
+    ws.close(code, reason);
+  } catch {}
 }
 
 // Closes the socket and frees the session once, whatever ended it.
@@ -362,9 +387,7 @@ function attach(service, session, ws) {
         },
         () => {
           waiting = false;
-          try {
-            ws.close(1011, 'internal_error');
-          } catch {}
+          closeForFailure(ws);
           finish();
         },
       );
@@ -379,9 +402,7 @@ function attach(service, session, ws) {
         else ws.close(o.code, o.reason);
       }
     } catch (e) {
-      try {
-        ws.close(1011, 'internal_error');
-      } catch {}
+      closeForFailure(ws);
       finish();
       return;
     }
@@ -403,9 +424,7 @@ function attach(service, session, ws) {
       if (typeof ev.data === 'string') session.handleText(ev.data);
       else session.handleBinary();
     } catch {
-      try {
-        ws.close(1011, 'internal_error');
-      } catch {}
+      closeForFailure(ws);
       finish();
       return;
     }
@@ -414,13 +433,13 @@ function attach(service, session, ws) {
   ws.addEventListener('close', (ev) => {
     if (!done) {
       try {
-        session.handleClose(validCloseCode(ev.code) ? ev.code : undefined);
+        session.handleClose(glue.peerCloseCode(ev.code));
       } catch {}
     }
     // Answer the bot's close frame: workerd does not echo it by itself, and
     // a close left unanswered keeps the bot (and workerd's shutdown) waiting.
     try {
-      ws.close(validCloseCode(ev.code) ? ev.code : 1000, '');
+      ws.close(glue.echoCloseCode(ev.code), '');
     } catch {}
     finish();
   });
@@ -437,7 +456,6 @@ function attach(service, session, ws) {
  */
 export class Service {
   #raw;
-  #maxBody = 0;
   #capBytes = 0;
   #hook = null;
   #pending = new Set();
@@ -481,12 +499,23 @@ export class Service {
     }
     const raw = storage === null ? undefined : this.#wrapStorage(storage);
     this.#raw = guard(() => new glue.RawService(json, raw));
-    this.#maxBody = this.#raw.maxBodyBytes;
-    this.#capBytes = this.#cap();
+    this.#capBytes = this.#raw.requestCap;
     // The hook lives inside the module; a WeakRef keeps it from holding this
     // Service alive, so an unreferenced Service is still garbage-collected.
     const self = new WeakRef(this);
     this.#raw.setWakeHook((botId) => self.deref()?.#onWake(botId));
+    // POST /admin/getStorageStats reports what the page storage was given,
+    // the module's memory and the host's own figures (`options.hostStats`).
+    if (options?.hostStats != null && typeof options.hostStats !== 'function') {
+      throw new ConfigError('options.hostStats must be a function');
+    }
+    const hostStats = options?.hostStats ?? null;
+    this.#raw.setHostStats(() => {
+      const me = self.deref();
+      if (!me) return {};
+      // The host's own figures win: it knows its storage best.
+      return { ...me.storageStats(), memoryBytes: me.memoryBytes(), ...(hostStats ? hostStats() : {}) };
+    });
     if (options?.webhooks === false) this.#webhooks = false;
     else if (options?.webhooks !== undefined && options.webhooks !== true) {
       throw new ConfigError('options.webhooks must be true or false');
@@ -595,13 +624,13 @@ export class Service {
   }
 
   /**
-   * How many bytes of one request are copied into the module. A request
-   * longer than that can never be valid (head ≤ 16 KiB, body ≤
-   * max_body_bytes, chunk framing), so its first bytes decide the answer;
-   * the rest is never copied, which keeps the module's memory bounded.
+   * `handleRequest` naming the client (`peer`: its address, or any stable
+   * key): failed host-API logins are throttled per client.
    */
-  #cap() {
-    return Math.max(64 << 20, 16384 + 4 * this.#maxBody + (1 << 20));
+  handleRequestFrom(request, peer) {
+    let bytes = request instanceof Uint8Array ? request : toBytes(request);
+    if (bytes.length > this.#capBytes) bytes = bytes.subarray(0, this.#capBytes);
+    return guard(() => this.#live().handleRequestFrom(bytes, String(peer)));
   }
 
   /** One complete HTTP/1.1 request in, one complete HTTP/1.1 response out. */
@@ -630,7 +659,9 @@ export class Service {
    */
   handleBatch(requests) {
     if (!Array.isArray(requests)) throw new TypeError('handleBatch takes an array of requests');
-    const cap = this.#cap();
+    // How many bytes of one request are copied in: the core's cap (the
+    // first bytes of a longer request decide its answer).
+    const cap = this.#capBytes;
     const parts = requests.map((r) => {
       const b = toBytes(r);
       return b.length > cap ? b.subarray(0, cap) : b;
@@ -767,9 +798,10 @@ export class Service {
     }
     if (this.#whTimer !== null) clearTimeout(this.#whTimer);
     this.#whTimer = null;
+    // The core's schedule, as every host follows it: what is due now
+    // (the store's part runs inside when the schedule asks for it).
     try {
-      const now = this.nowMs();
-      for (let req = this.pollWebhook(now); req !== null; req = this.pollWebhook(now)) this.#sendWebhook(req);
+      for (const req of guard(() => this.#raw.webhookTake(this.nowMs()))) this.#sendWebhook(req);
     } catch (e) {
       console.error('botspace: webhook deliveries stopped', e);
       return;
@@ -799,19 +831,51 @@ export class Service {
         if (ctrl.signal.aborted && outcome?.status === undefined) outcome = { timedOut: true };
         this.#whInflight.delete(req.id);
         if (!this.#raw || poisonReason() !== null) return;
+        let next = null;
         try {
-          this.webhookOutcome(req.id, outcome);
+          const now = this.nowMs();
+          const reported = guard(() => this.#raw.webhookReport(req.id, outcome, now));
+          if (reported === undefined) throw new TypeError(`the sender's outcome ${JSON.stringify(outcome)} is none the core takes`);
+          // The chat's next event goes out at once, as from every host;
+          // anything else (the store's part) through the loop.
+          next = guard(() => this.#raw.webhookNext(now)) ?? null;
         } catch (e) {
           console.error('botspace: a webhook outcome was not recorded', e);
         }
-        // The outcome may make the chat's next event due.
-        this.#kickWebhooks();
+        if (next === null) {
+          this.#kickWebhooks();
+          return;
+        }
+        // Nothing leaves before the commits it reports are durable; if
+        // one failed, the attempt is reported as never sent.
+        const pending = this._pendingDurable();
+        if (!pending) {
+          this.#sendWebhook(next);
+          this.#armWebhooks();
+          return;
+        }
+        pending.then(
+          () => {
+            if (!this.#raw || poisonReason() !== null) return;
+            this.#sendWebhook(next);
+            this.#armWebhooks();
+          },
+          (e) => {
+            if (!this.#raw || poisonReason() !== null) return;
+            try {
+              guard(() => this.#raw.webhookReport(next.id, { failure: 'before_sending', detail: `${e?.message ?? e}` }, this.nowMs()));
+            } catch {}
+          },
+        );
       });
     this.#whInflight.set(req.id, { promise, deadline: req.deadline, ctrl });
   }
 
   #armWebhooks() {
-    const next = this.webhookTimeout();
+    if (!this.#raw || poisonReason() !== null) return;
+    if (this.#whTimer !== null) clearTimeout(this.#whTimer);
+    this.#whTimer = null;
+    const next = guard(() => this.#raw.webhookWait(this.nowMs())) ?? null;
     if (this.#webhookSchedule) {
       // The host keeps the time: the next retry, or the first deadline of
       // an attempt in flight (should the host sleep before it is reported).
@@ -934,10 +998,13 @@ export class Service {
       request = new Request(request);
     }
     const url = new URL(request.url);
-    if (url.pathname === '/bot/gateway' && request.method === 'GET' && isUpgradeRequest(request)) {
-      return this.#upgrade(request, options);
-    }
-    const max = this.maxBodyBytes;
+    // The core says which way the request goes: the gateway's answer (the
+    // upgrade, or its refusal) comes from acceptGateway.
+    const kind = guard(() => glue.routeKind(url.pathname));
+    if (kind === 'gateway') return this.#upgrade(request, options);
+    // The core's limit for this request's body: max_body_bytes, or an
+    // image's for importDatabase with the host credential.
+    const max = guard(() => this.#live().bodyLimit(url.pathname, request.headers.get('authorization') ?? undefined));
     let body = null;
     let length = null;
     if (request.method !== 'GET' && request.method !== 'HEAD') {
@@ -961,16 +1028,22 @@ export class Service {
     const headers = headerList(request, length);
     const payload = body ?? NO_BODY;
     let out;
-    if (url.pathname === '/bot/getUpdates' && method === 'POST') {
+    if (kind === 'poll') {
       // Long polling: a getUpdates with a timeout and nothing to return
       // parks in the library and is answered by #serveParked (on a wake-up
       // or at its deadline); no timer runs per poll, one for all.
       const answer = guard(() => this.#live().answerHttp(method, target, headers, payload, this.nowMs()));
       out = typeof answer === 'number' ? await this.#parkedAnswer(answer, request.signal) : answer;
+    } else if (kind === 'admin' && options.peer !== undefined) {
+      // The host API, from a known client: failed logins are throttled per client.
+      const peer = String(options.peer);
+      out = guard(() => this.#live().handleHttpFrom(method, target, headers, payload, peer));
     } else {
       out = guard(() => this.#live().handleHttp(method, target, headers, payload));
     }
-    const response = out === null ? new Response(null, { status: 499 }) : fetchResponse(out);
+    // A poll whose client went away is answered nothing: the core's answer
+    // to a request that did not complete stands in (nobody reads it).
+    const response = out === null ? hostAnswer('request_timeout') : fetchResponse(out);
     // A 200 means durable: with an asynchronous storage, wait for it.
     const pending = this._pendingDurable();
     if (pending) {
@@ -1051,7 +1124,7 @@ export class Service {
         const [client, server] = Object.values(pair);
         server.accept();
         this.attachWebSocket(session, server);
-        return new Response(null, { status: 101, webSocket: client });
+        return new Response(null, { status: glue.upgradeStatus(), webSocket: client });
       }
       if (globalThis.Deno && typeof globalThis.Deno.upgradeWebSocket === 'function') {
         const { socket, response } = globalThis.Deno.upgradeWebSocket(request);

@@ -2,9 +2,12 @@
 // ConfigError, StorageError, InvalidImageError, GatewayRejectedError and
 // PanicError itself (wasm/src/imp.rs imports them from this file), so an
 // error's class and `code` are set where it arises, never guessed later
-// from its message.
+// from its message. An error's HTTP status is never written here: it is
+// the core's, read from its table of error codes (`errorStatus`, exported
+// by the module; see docs/errors.md).
 
 import { parseResponse, toFetchResponse } from './http.js';
+import { errorStatus } from './botspace.js';
 
 /** Base class of every error botspace throws. `code` is machine-readable. */
 export class BotspaceError extends Error {
@@ -23,31 +26,34 @@ export class ConfigError extends BotspaceError {
   }
 }
 
-/** Opening, exporting or importing the database failed. */
+/**
+ * Opening, exporting or importing the database failed. `status` is the
+ * HTTP status of its `code` in the core's table.
+ */
 export class DatabaseError extends BotspaceError {
   constructor(message, options = {}) {
     super(message, { code: 'storage_error', ...options });
     this.name = 'DatabaseError';
-    this.status = options.status ?? 500;
+    this.status = errorStatus(this.code);
   }
 }
 
-/** SQLite failed (opening, exporting, importing): code `storage_error`, status 500. */
+/** SQLite failed (opening, exporting, importing): code `storage_error` (status 500). */
 export class StorageError extends DatabaseError {
   constructor(message, options = {}) {
-    super(message, { code: 'storage_error', status: 500, ...options });
+    super(message, { ...options, code: 'storage_error' });
     this.name = 'StorageError';
   }
 }
 
 /**
  * importDatabase was given bytes that are not a botspace database image
- * (or fail its integrity check): code `invalid_request`, status 400.
+ * (or fail its integrity check): code `invalid_request` (status 400).
  * Nothing changed.
  */
 export class InvalidImageError extends DatabaseError {
   constructor(message, options = {}) {
-    super(message, { code: 'invalid_request', status: 400, ...options });
+    super(message, { ...options, code: 'invalid_request' });
     this.name = 'InvalidImageError';
   }
 }

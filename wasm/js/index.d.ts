@@ -5,8 +5,8 @@
 // wasm-bindgen output (botspace.d.ts, typescript_custom_section in
 // wasm/src/imp.rs).
 
-import type { CloseReason, ErrorCode, EventKind, GatewayEvent, GatewayOutput, RequestHead, WebhookFailure, WebhookOutcome, WebhookRequest } from './botspace.js';
-export type { CloseReason, ErrorCode, EventKind, GatewayEvent, GatewayOutput, RequestHead, WebhookFailure, WebhookOutcome, WebhookRequest };
+import type { CloseReason, ErrorCode, RouteKind, EventKind, GatewayEvent, GatewayOutput, RequestHead, WebhookFailure, WebhookOutcome, WebhookRequest } from './botspace.js';
+export type { CloseReason, ErrorCode, RouteKind, EventKind, GatewayEvent, GatewayOutput, RequestHead, WebhookFailure, WebhookOutcome, WebhookRequest };
 
 /** Rate: `count` requests per `period_ms`, up to `burst` at once. */
 export interface Rate {
@@ -106,6 +106,8 @@ export interface ServerWebSocketLike {
 export interface FetchOptions {
   /** Performs the WebSocket upgrade in runtimes without WebSocketPair / Deno.upgradeWebSocket. */
   upgradeWebSocket?: (request: Request) => { socket: ServerWebSocketLike; response: Response };
+  /** The client's address (or any stable client key): host-API logins are then throttled per client. */
+  peer?: string;
 }
 
 /** The close codes a host may end a gateway session with: 4008 `slow_consumer`, 1001 `server_shutdown`. */
@@ -174,6 +176,8 @@ export interface ServiceOptions {
    * or `null` when nothing waits. A Durable Object sets its alarm with it.
    */
   webhookSchedule?: (atMs: number | null) => void;
+  /** The host's own figures (names to whole numbers), reported under `host` by `POST /admin/getStorageStats`. */
+  hostStats?: () => Record<string, number>;
 }
 
 /** What a Service handed its page storage since it was created. */
@@ -221,6 +225,8 @@ export class Service {
    * `byteLength`, and copy (`.slice()`) before transferring `.buffer`.
    */
   handleRequest(request: Uint8Array | ArrayBuffer | ArrayBufferView | string): Uint8Array;
+  /** `handleRequest` naming the client (`peer`): host-API logins are throttled per client. */
+  handleRequestFrom(request: Uint8Array | ArrayBuffer | ArrayBufferView | string, peer: string): Uint8Array;
   /** Group commit: each request gets the response it would get alone. */
   handleBatch(requests: Array<Uint8Array | ArrayBuffer | ArrayBufferView | string>): Uint8Array[];
   /** Where the first request in a stream buffer ends. */
@@ -236,7 +242,8 @@ export class Service {
    * The fetch adapter: `export default { fetch: (req) => service.fetch(req) }`.
    * A `getUpdates` with a `timeout` and nothing to return waits (no timer
    * per request) until a commit gives the bot an event or the deadline
-   * passes; an aborted request's poll is cancelled (status 499).
+   * passes; an aborted request's poll is cancelled (and answered the core's
+   * `request_timeout`, which nobody reads).
    */
   fetch(request: Request | string | URL, options?: FetchOptions): Promise<Response>;
   /** Resolves once every commit so far is durable in the page storage; rejects if one failed. */
@@ -307,5 +314,11 @@ export function hostAnswer(
     | 'answer_failed',
   detail?: string,
 ): Response;
+/** The close code of a gateway close word, from the core's words table; `undefined` for `closed_by_bot`. */
+export function closeCode(word: CloseReason): number | undefined;
+/** A close code a bot's WebSocket reported, when an endpoint may send it (the core's rule); else `undefined`. */
+export function peerCloseCode(code: number): number | undefined;
+/** Which way a request for `path` (no query) goes, as the core routes it. */
+export function routeKind(path: string): RouteKind;
 /** @internal */
 export function markReady(): void;

@@ -93,6 +93,9 @@ export type RequestHead = {
   expectContinue: boolean;
 };
 
+/** Which way a request goes (`routeKind`). */
+export type RouteKind = 'batch' | 'alone' | 'admin' | 'poll' | 'gateway' | 'not_here';
+
 /** Why a gateway session ended (`reason` of GatewayOutput and GatewayEvent). */
 export type CloseReason =
   | 'invalid_payload'
@@ -259,6 +262,80 @@ pub fn host_answer(code: &str, detail: &str) -> Result<JsValue, JsValue> {
         .ok_or_else(|| js_sys::TypeError::new(&format!("{code:?} is not an answer a host gives")).into())
 }
 
+/// Which way a request for `path` (without its query) goes
+/// (`botspace::connection::route`, one listener serving every path): `batch`,
+/// `alone`, `admin`, `poll` (getUpdates, which may park: `answerHttp`) or
+/// `gateway` (`acceptGateway` answers it, the upgrade or its refusal).
+#[wasm_bindgen(js_name = routeKind, unchecked_return_type = "RouteKind")]
+pub fn route_kind(path: &str) -> String {
+    use botspace::connection::{route, Lane, Listener};
+    match route(Listener::All, path) {
+        Lane::Batch => "batch",
+        Lane::Alone => "alone",
+        Lane::Admin => "admin",
+        Lane::Poll => "poll",
+        Lane::Gateway => "gateway",
+        Lane::NotHere => "not_here",
+    }
+    .to_string()
+}
+
+/// The status of an error code (`error` of the JSON envelope,
+/// docs/errors.md), from the core's words table; `undefined` for a word
+/// that is not an error code.
+#[wasm_bindgen(js_name = errorStatus)]
+pub fn error_status(code: &str) -> Option<u16> {
+    botspace::ErrorCode::parse(code).map(|c| c.status())
+}
+
+/// The close code of a gateway close word (`CloseReason`); `undefined`
+/// for `closed_by_bot` (the bot's own code) and any other word.
+#[wasm_bindgen(js_name = closeCode)]
+pub fn close_code(word: &str) -> Option<u16> {
+    botspace::CloseCode::parse(word).and_then(|c| c.code())
+}
+
+/// What a host closes a bot's socket with when it cannot serve the
+/// session any more (`botspace::gateway::CLOSE_HOST_FAILURE`):
+/// `{code, reason}`.
+#[wasm_bindgen(js_name = hostFailureClose, unchecked_return_type = "{ code: number; reason: CloseReason }")]
+pub fn host_failure_close() -> JsValue {
+    let c = botspace::gateway::CLOSE_HOST_FAILURE;
+    let out = Object::new();
+    let _ = Reflect::set(&out, &"code".into(), &JsValue::from(c.code().unwrap_or_default()));
+    let _ = Reflect::set(&out, &"reason".into(), &JsValue::from_str(c.as_str()));
+    out.into()
+}
+
+/// A close code a bot's WebSocket reported, when an endpoint may send it
+/// (`botspace::gateway::peer_close_code`): pass it to `handleClose`;
+/// `undefined` for the codes a runtime makes up (1005, 1006, 1015) and
+/// anything that is not a close code.
+#[wasm_bindgen(js_name = peerCloseCode)]
+pub fn peer_close_code(code: JsValue) -> Option<u16> {
+    whole_u32(&code).and_then(botspace::gateway::peer_close_code)
+}
+
+/// The code to answer a bot's close frame with: its own when it may be
+/// sent, else a normal closure (`botspace::gateway::echo_close_code`).
+#[wasm_bindgen(js_name = echoCloseCode)]
+pub fn echo_close_code(code: JsValue) -> u16 {
+    botspace::gateway::echo_close_code(whole_u32(&code).unwrap_or(u32::MAX))
+}
+
+/// The status of a successful WebSocket upgrade, for runtimes whose
+/// upgrade answer the host builds itself (workerd's `WebSocketPair`).
+#[wasm_bindgen(js_name = upgradeStatus)]
+pub fn upgrade_status() -> u16 {
+    http::StatusCode::SWITCHING_PROTOCOLS.as_u16()
+}
+
+/// A JS number that is a whole number in `u32`'s range; `None` otherwise.
+fn whole_u32(v: &JsValue) -> Option<u32> {
+    let n = v.as_f64()?;
+    (n.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&n)).then_some(n as u32)
+}
+
 /// The library version (the Rust crate's).
 #[wasm_bindgen]
 pub fn version() -> String {
@@ -347,6 +424,8 @@ pub struct RawService {
     io: RefCell<Io>,
     /// The page storage's database name, when the database lives in one.
     pages: Option<String>,
+    /// The webhook schedule of the package's own sender (`webhookTake`).
+    pump: botspace_runtime::Pump,
 }
 
 impl Drop for RawService {
@@ -394,7 +473,7 @@ impl RawService {
                 return Err(e);
             }
         };
-        Ok(RawService { svc: Arc::new(svc), io: RefCell::default(), pages })
+        Ok(RawService { svc: Arc::new(svc), io: RefCell::default(), pages, pump: botspace_runtime::Pump::new() })
     }
 
     /// A buffer of `len` bytes in module memory for the next request; JS
@@ -457,6 +536,77 @@ impl RawService {
         body: &[u8],
     ) -> Result<JsValue, JsValue> {
         self.answer_http(method, target, headers, body, self.svc.now_ms() as f64)
+    }
+
+    /// `handleHttp` for a host that knows who sent the request (`peer`: the
+    /// client's address, or any stable client key): the host API's failed
+    /// logins are then throttled per client, as the servers do
+    /// (`Service::handle` with `Incoming::from_peer`). Answered at once, as
+    /// `handleHttp`'s non-poll requests are.
+    #[wasm_bindgen(js_name = handleHttpFrom, unchecked_return_type = "HttpAnswer")]
+    pub fn handle_http_from(
+        &self,
+        method: &str,
+        target: &str,
+        headers: Vec<String>,
+        body: &[u8],
+        peer: &str,
+    ) -> Result<JsValue, JsValue> {
+        Ok(match typed_request(method, target, &headers, body)? {
+            Ok(req) => {
+                let one = [botspace::Incoming::http(&req).from_peer(peer).at_once()];
+                typed_answer(&botspace::into_http_response(now_only(self.svc.handle(&one, self.svc.now_ms()))))
+            }
+            Err(refused) => typed_answer(&refused),
+        })
+    }
+
+    /// `handleRequest` naming the client (`peer`), as `handleHttpFrom`.
+    #[wasm_bindgen(js_name = handleRequestFrom)]
+    pub fn handle_request_from(&self, request: &[u8], peer: &str) -> Vec<u8> {
+        let one = [botspace::Incoming::bytes(request).from_peer(peer).at_once()];
+        now_only(self.svc.handle(&one, self.svc.now_ms()))
+    }
+
+    /// The most body bytes to read of a request for `path` with this
+    /// `Authorization` header (`Service::body_limit`): `max_body_bytes`,
+    /// or `max_import_bytes` for an `importDatabase` with the host
+    /// credential.
+    #[wasm_bindgen(js_name = bodyLimit)]
+    pub fn body_limit(&self, path: &str, authorization: Option<String>) -> f64 {
+        self.svc.body_limit(path, authorization.as_deref().map(str::as_bytes)) as f64
+    }
+
+    /// Registers `stats()` (or removes it with `null`): the host's own
+    /// storage figures, an object of names to whole numbers, reported
+    /// under `host` by `POST /admin/getStorageStats`. Values that are not
+    /// whole non-negative numbers are left out.
+    #[wasm_bindgen(js_name = setHostStats)]
+    pub fn set_host_stats(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "(() => Record<string, number>) | null")] stats: Option<Function>,
+    ) {
+        match stats {
+            None => self.svc.set_host_stats(None),
+            Some(f) => {
+                let f = JsHook(f);
+                self.svc.set_host_stats(Some(Arc::new(move || {
+                    let Ok(obj) = f.0.call0(&JsValue::NULL) else { return Vec::new() };
+                    if !obj.is_object() {
+                        return Vec::new();
+                    }
+                    let mut out = Vec::new();
+                    for entry in Object::entries(&Object::from(obj)).iter() {
+                        let pair = js_sys::Array::from(&entry);
+                        let (Some(name), Some(n)) = (pair.get(0).as_string(), pair.get(1).as_f64()) else { continue };
+                        if n.is_finite() && n >= 0.0 && n.fract() == 0.0 {
+                            out.push((name, n as u64));
+                        }
+                    }
+                    out
+                })));
+            }
+        }
     }
 
     /// Long polling: answers like `handleHttp`, except that a `getUpdates`
@@ -653,6 +803,14 @@ impl RawService {
         self.svc.config().max_body_bytes as f64
     }
 
+    /// How many bytes of one whole request `handleRequest` and
+    /// `handleBatch` copy in (`botspace::connection::limits::request_copy_cap`):
+    /// the first bytes of a longer request decide its answer.
+    #[wasm_bindgen(getter, js_name = requestCap)]
+    pub fn request_cap(&self) -> f64 {
+        botspace::connection::limits::request_copy_cap(self.svc.request_framer().max_request_bytes()) as f64
+    }
+
     /// `heartbeat_interval_ms` of the configuration.
     #[wasm_bindgen(getter, js_name = heartbeatIntervalMs)]
     pub fn heartbeat_interval_ms(&self) -> f64 {
@@ -670,35 +828,7 @@ impl RawService {
     /// without following redirects, and report it with `webhookOutcome`.
     #[wasm_bindgen(js_name = pollWebhook, unchecked_return_type = "WebhookRequest | undefined")]
     pub fn poll_webhook(&self, now_ms: f64) -> JsValue {
-        let Some(req) = self.svc.poll_webhook(to_ms(now_ms)) else { return JsValue::UNDEFINED };
-        let set = |o: &Object, k: &str, v: JsValue| {
-            let _ = Reflect::set(o, &k.into(), &v);
-        };
-        // Every header is the core's (`header_lines`), names in lower case
-        // as fetch's `Headers` gives them.
-        let headers = Object::new();
-        for (name, value) in req.header_lines() {
-            set(&headers, &name.to_ascii_lowercase(), JsValue::from_str(&value));
-        }
-        let t = &req.target;
-        let target = Object::new();
-        set(&target, "https", t.https.into());
-        set(&target, "host", JsValue::from_str(&t.host));
-        set(&target, "port", JsValue::from(t.port));
-        set(&target, "path", JsValue::from_str(&t.path_and_query));
-        set(&target, "literal", t.literal.map_or(JsValue::NULL, |ip| JsValue::from_str(&ip.to_string())));
-        let obj = Object::new();
-        set(&obj, "id", JsValue::from(req.id as f64));
-        set(&obj, "botId", JsValue::from_str(&req.bot_id));
-        set(&obj, "url", JsValue::from_str(&req.url));
-        set(&obj, "method", "POST".into());
-        set(&obj, "headers", headers.into());
-        set(&obj, "hostHeader", JsValue::from_str(&req.host_header()));
-        set(&obj, "target", target.into());
-        set(&obj, "body", JsValue::from_str(&req.attempt.body));
-        set(&obj, "deadline", JsValue::from(req.attempt.deadline_ms as f64));
-        set(&obj, "attempt", JsValue::from(req.attempt.attempt));
-        obj.into()
+        self.svc.poll_webhook(to_ms(now_ms)).map_or(JsValue::UNDEFINED, |r| webhook_request(&r))
     }
 
     /// What became of webhook delivery `id`, at `now_ms`: `{status,
@@ -713,33 +843,62 @@ impl RawService {
         #[wasm_bindgen(unchecked_param_type = "WebhookOutcome")] outcome: JsValue,
         now_ms: f64,
     ) -> bool {
-        let get = |k: &str| Reflect::get(&outcome, &k.into()).unwrap_or(JsValue::UNDEFINED);
-        if !outcome.is_object() || !id.is_finite() || id < 0.0 || id.fract() != 0.0 {
-            return false;
-        }
         let now = to_ms(now_ms);
-        let status = get("status");
-        let o = if let Some(n) = status.as_f64() {
-            if !(n.fract() == 0.0 && (100.0..=999.0).contains(&n)) {
-                return false;
-            }
-            let retry_after_s = get("retryAfter").as_string().and_then(|v| botspace::webhook::retry_after_s(&v, now));
-            botspace::webhook::Outcome::Answered { status: n as u16, retry_after_s }
-        } else if get("timedOut").is_truthy() {
-            botspace::webhook::Outcome::TimedOut
-        } else if let Some(m) = get("failed").as_string() {
-            botspace::webhook::Outcome::Failed(m)
-        } else if let Some(kind) = get("failure").as_string() {
-            let Some(kind) = botspace::webhook::Failure::from_name(&kind) else { return false };
-            match get("detail").as_string() {
-                Some(d) => botspace::webhook::Outcome::failed(kind, d),
-                None => botspace::webhook::Outcome::failed_plainly(kind),
-            }
-        } else {
-            return false;
-        };
-        self.svc.webhook_outcome(id as u64, o, now);
+        let Some((id, o)) = webhook_outcome_of(id, &outcome, now) else { return false };
+        self.svc.webhook_outcome(id, o, now);
         true
+    }
+
+    /// The package's own webhook sender, on the schedule every host
+    /// follows (`botspace_runtime::Pump`, as the C server and the hyper
+    /// host): every delivery due at `now_ms`. The store's part (loading
+    /// webhooks, reading the bots' logs, writing outcomes) runs here when
+    /// the pump asks for it: a module has no thread to give it, and its
+    /// store is in memory or a page storage.
+    #[wasm_bindgen(js_name = webhookTake, unchecked_return_type = "WebhookRequest[]")]
+    pub fn webhook_take(&self, now_ms: f64) -> js_sys::Array {
+        let now = to_ms(now_ms);
+        let mut due = self.pump.take(&self.svc, now);
+        if self.pump.begin_store_turn() {
+            self.pump.store_turn(&self.svc, now);
+            due.extend(self.pump.take(&self.svc, now));
+        }
+        due.iter().map(webhook_request).collect()
+    }
+
+    /// Reports what became of delivery `id` to the pump (`Pump::report`,
+    /// the outcome as `webhookOutcome` takes it). `undefined` for an
+    /// outcome that is none, changing nothing; else whether the store has
+    /// work now (call `webhookTake` then).
+    #[wasm_bindgen(js_name = webhookReport)]
+    pub fn webhook_report(
+        &self,
+        id: f64,
+        #[wasm_bindgen(unchecked_param_type = "WebhookOutcome")] outcome: JsValue,
+        now_ms: f64,
+    ) -> Option<bool> {
+        let now = to_ms(now_ms);
+        let (id, o) = webhook_outcome_of(id, &outcome, now)?;
+        Some(self.pump.report(&self.svc, id, o, now))
+    }
+
+    /// The next delivery due in memory at `now_ms` right after one ended
+    /// (the chat's next event), or `undefined` (`Pump::next`).
+    #[wasm_bindgen(js_name = webhookNext, unchecked_return_type = "WebhookRequest | undefined")]
+    pub fn webhook_next(&self, now_ms: f64) -> JsValue {
+        self.pump.next(&self.svc, to_ms(now_ms)).map_or(JsValue::UNDEFINED, |r| webhook_request(&r))
+    }
+
+    /// When to call `webhookTake` again if nothing wakes the sender first
+    /// (`Pump::timeout`), or `undefined` for no deadline.
+    #[wasm_bindgen(js_name = webhookWait)]
+    pub fn webhook_wait(&self, now_ms: f64) -> Option<f64> {
+        let now = to_ms(now_ms);
+        if self.pump.store_turn_wanted() {
+            // The store has work: take again at once.
+            return Some(now as f64);
+        }
+        self.pump.timeout(&self.svc, now).map(|t| t as f64)
     }
 
     /// When to call `pollWebhook` next (Unix ms) if no wake-up comes
@@ -766,6 +925,68 @@ impl RawService {
     pub fn gateway_connections(&self, bot_id: &str) -> u32 {
         self.svc.gateway_connections(bot_id)
     }
+}
+
+/// A `WebhookRequest` for JS.
+fn webhook_request(req: &botspace::webhook::WebhookRequest) -> JsValue {
+    let set = |o: &Object, k: &str, v: JsValue| {
+        let _ = Reflect::set(o, &k.into(), &v);
+    };
+    // Every header is the core's (`header_lines`), names in lower case
+    // as fetch's `Headers` gives them.
+    let headers = Object::new();
+    for (name, value) in req.header_lines() {
+        set(&headers, &name.to_ascii_lowercase(), JsValue::from_str(&value));
+    }
+    let t = &req.target;
+    let target = Object::new();
+    set(&target, "https", t.https.into());
+    set(&target, "host", JsValue::from_str(&t.host));
+    set(&target, "port", JsValue::from(t.port));
+    set(&target, "path", JsValue::from_str(&t.path_and_query));
+    set(&target, "literal", t.literal.map_or(JsValue::NULL, |ip| JsValue::from_str(&ip.to_string())));
+    let obj = Object::new();
+    set(&obj, "id", JsValue::from(req.id as f64));
+    set(&obj, "botId", JsValue::from_str(&req.bot_id));
+    set(&obj, "url", JsValue::from_str(&req.url));
+    set(&obj, "method", "POST".into());
+    set(&obj, "headers", headers.into());
+    set(&obj, "hostHeader", JsValue::from_str(&req.host_header()));
+    set(&obj, "target", target.into());
+    set(&obj, "body", JsValue::from_str(&req.attempt.body));
+    set(&obj, "deadline", JsValue::from(req.attempt.deadline_ms as f64));
+    set(&obj, "attempt", JsValue::from(req.attempt.attempt));
+    obj.into()
+}
+
+/// A delivery id and its `WebhookOutcome` from JS: `{status,
+/// retryAfter}` (the header's text, read by the core), `{timedOut:
+/// true}`, `{failed: message}` or `{failure: kind, detail}` (the core
+/// words the message). `None` for anything else.
+fn webhook_outcome_of(id: f64, outcome: &JsValue, now: u64) -> Option<(u64, botspace::webhook::Outcome)> {
+    let get = |k: &str| Reflect::get(outcome, &k.into()).unwrap_or(JsValue::UNDEFINED);
+    if !outcome.is_object() || !id.is_finite() || id < 0.0 || id.fract() != 0.0 {
+        return None;
+    }
+    let status = get("status");
+    let o = if status.as_f64().is_some() {
+        let retry_after = get("retryAfter").as_string();
+        let n = u16::try_from(whole_u32(&status)?).ok()?;
+        botspace::webhook::Outcome::of_status(n, retry_after.as_deref(), now)?
+    } else if get("timedOut").is_truthy() {
+        botspace::webhook::Outcome::TimedOut
+    } else if let Some(m) = get("failed").as_string() {
+        botspace::webhook::Outcome::Failed(m)
+    } else if let Some(kind) = get("failure").as_string() {
+        let kind = botspace::webhook::Failure::from_name(&kind)?;
+        match get("detail").as_string() {
+            Some(d) => botspace::webhook::Outcome::failed(kind, d),
+            None => botspace::webhook::Outcome::failed_plainly(kind),
+        }
+    } else {
+        return None;
+    };
+    Some((id as u64, o))
 }
 
 /// A message-level gateway session. Wrapped by the JS class `GatewaySession`.
@@ -822,7 +1043,8 @@ impl RawGatewaySession {
     /// `undefined`, changing nothing, for any other code (the JS class
     /// throws a RangeError then: a RangeError from here would read as
     /// the module running out of memory).
-    pub fn close(&mut self, code: u16) -> Option<bool> {
+    pub fn close(&mut self, code: JsValue) -> Option<bool> {
+        let code = u16::try_from(whole_u32(&code)?).ok()?;
         Some(self.s.close(botspace::gateway::host_close_reason(code)?))
     }
 
@@ -868,5 +1090,13 @@ impl RawGatewaySession {
             }
             None => JsValue::UNDEFINED,
         }
+    }
+}
+
+/// The one answer of a call made `at_once`: never parked.
+fn now_only(mut answers: Vec<botspace::Handled>) -> Vec<u8> {
+    match answers.pop() {
+        Some(botspace::Handled::Now(out)) => out,
+        _ => botspace::connection::answer_failed(),
     }
 }

@@ -187,7 +187,9 @@ export function runCase(testCase, makeService) {
       }
       if (!step.request) throw new RunnerError(`step ${i}: no request`);
       const reqBytes = buildRequest(subst(step.request, vars));
-      const raw = svc.handleRequest(reqBytes);
+      // `peer`: the client the host names (the login throttle is per client).
+      const peer = step.request.peer;
+      const raw = peer === undefined ? svc.handleRequest(reqBytes) : svc.handleRequestFrom(reqBytes, peer);
       let resp;
       try {
         resp = parseResponse(raw);
