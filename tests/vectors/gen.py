@@ -2380,6 +2380,9 @@ def buttons_cases():
                            press("u", "c", 1, "yes", 200, ok({"callback_query_id": ph("q")}), headers={"Idempotency-Key": "press-1"}),
                            press("u", "c", 1, "no", 409, err(409, "idempotency_key_reused", "idempotency_key_reused"), headers={"Idempotency-Key": "press-1"}),
                            updates("b", {"offset": 2}, [{"update_id": 2, "type": "callback_query", "data": query_ev("q", "u", "c", 1, "yes")}])]))
+    return cs
+
+
 # ---------------------------------------------------------------- backup.json
 
 IMAGE = "application/vnd.sqlite3"
