@@ -1126,7 +1126,7 @@ fn the_librarys_log_records_are_printed_as_the_servers_own_lines(bin: std::path:
         // What schema version 4 held: nothing kept two bots from sharing a handle.
         let conn = rusqlite::Connection::open(db).unwrap();
         conn.execute_batch(
-            "DROP TABLE webhooks; DROP INDEX bots_handle_key; DROP INDEX bots_without_handle_key; \
+            "DROP TABLE bot_commands; DROP TABLE message_keyboards; DROP TABLE callback_queries; DROP TABLE webhooks; DROP INDEX bots_handle_key; DROP INDEX bots_without_handle_key; \
              ALTER TABLE bots DROP COLUMN handle_key; PRAGMA user_version = 4;",
         )
         .unwrap();
