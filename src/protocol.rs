@@ -170,6 +170,7 @@ words! {
         IdempotencyKeyReused = "idempotency_key_reused" => 409,
         HandleTaken = "handle_taken" => 409,
         WebhookActive = "webhook_active" => 409,
+        PollSuperseded = "poll_superseded" => 409,
         LengthRequired = "length_required" => 411,
         PayloadTooLarge = "payload_too_large" => 413,
         UnsupportedMediaType = "unsupported_media_type" => 415,
