@@ -280,7 +280,7 @@ impl ApiError {
     /// A parked getUpdates answered early: its bot parked more than
     /// `MAX_PARKED_POLLS_PER_BOT` and this was its oldest.
     pub fn poll_superseded() -> Self {
-        let max = crate::service::MAX_PARKED_POLLS_PER_BOT;
+        let max = crate::protocol::MAX_PARKED_POLLS_PER_BOT;
         Self::new(
             ErrorCode::PollSuperseded,
             format!(

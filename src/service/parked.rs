@@ -49,12 +49,9 @@ pub use crate::config::DEFAULT_MAX_PARKED_POLLS;
 /// connection buffers come on top (docs/delivery.md).
 pub const BYTES_PER_PARKED_POLL: usize = 256;
 
-/// Parked polls one bot may hold at once. Its next poll parks and its own
-/// oldest one is answered 409 `poll_superseded` (as Telegram answers the
-/// older of two polls 409 `Conflict`), so one bot cannot fill the shared
-/// `max_parked_polls` and leave the others answered at once. A bot's
-/// client needs one poll; 16 leave room for a few workers and reconnects.
-pub const MAX_PARKED_POLLS_PER_BOT: usize = 16;
+/// Parked polls one bot may hold at once (the protocol's word, which the
+/// error `poll_superseded` quotes).
+pub use crate::protocol::MAX_PARKED_POLLS_PER_BOT;
 
 /// Why a poll left the registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
