@@ -241,7 +241,7 @@ impl Throttle {
         let reserve = if recent.is_some() { RESERVE } else { 0 };
         // A client that logged in within the hour is not counted in the
         // global bound (its own buckets still hold its failures).
-        let global = !recent.is_some_and(|at| now_ms < at.saturating_add(TRUSTED_FOR_MS));
+        let global = recent.is_none_or(|at| now_ms >= at.saturating_add(TRUSTED_FOR_MS));
         if global {
             let g = self.global_policy;
             self.global = self.global.refilled(g, now_ms);

@@ -211,6 +211,7 @@ fn vm_rss_kb(pid: u32) -> u64 {
 /// The 900 polls come from 60 bots, 15 each: one bot may park at most
 /// `botspace::MAX_PARKED_POLLS_PER_BOT` (16).
 const BOTS: usize = 60;
+const _: () = assert!(PARKED.is_multiple_of(BOTS) && PARKED / BOTS <= botspace::MAX_PARKED_POLLS_PER_BOT);
 
 /// `n` bots started by one user: (user id, [(token, chat id)]).
 fn bots(srv: &Server, n: usize) -> (String, Vec<(String, String)>) {
@@ -226,8 +227,6 @@ fn bots(srv: &Server, n: usize) -> (String, Vec<(String, String)>) {
 }
 
 fn nine_hundred_parked_polls_fit_under_1024_descriptors(bin: &Path) {
-    assert_eq!(PARKED % BOTS, 0);
-    assert!(PARKED / BOTS <= botspace::MAX_PARKED_POLLS_PER_BOT);
     let srv = start(bin);
     let (user, bots) = bots(&srv, BOTS);
     // Warm the paths a poll takes before measuring.
