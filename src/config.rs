@@ -248,13 +248,19 @@ impl std::fmt::Debug for Config {
     }
 }
 
+/// The shortest admin secret a service opens with, in characters. The
+/// servers generate 64 hex digits when none is given; a chosen one must
+/// at least not be guessable by the throttled trickle of attempts
+/// (docs/reliability.md, "Admin login throttle").
+pub const MIN_ADMIN_SECRET_CHARS: usize = 16;
+
 /// Why a configuration was refused. New checks add variants.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigError {
     #[error("invalid configuration JSON: {0}")]
     Json(String),
-    #[error("admin_secret must be at least 16 characters")]
+    #[error("admin_secret must be at least {} characters", MIN_ADMIN_SECRET_CHARS)]
     AdminSecretTooShort,
     #[error("max_body_bytes must be between 1 and 67108864")]
     MaxBodyBytes,
@@ -337,7 +343,7 @@ impl Config {
 
     /// Checks the values a service cannot run with.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.admin_secret.chars().count() < 16 {
+        if self.admin_secret.chars().count() < MIN_ADMIN_SECRET_CHARS {
             return Err(ConfigError::AdminSecretTooShort);
         }
         if self.max_body_bytes == 0 || self.max_body_bytes > 64 << 20 {

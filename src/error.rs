@@ -291,6 +291,17 @@ impl ApiError {
             "a webhook is set for this bot: its events are delivered there; call deleteWebhook to use getUpdates",
         )
     }
+    /// A parked getUpdates answered early: its bot parked more than
+    /// `MAX_PARKED_POLLS_PER_BOT` and this was its oldest.
+    pub fn poll_superseded() -> Self {
+        let max = crate::protocol::MAX_PARKED_POLLS_PER_BOT;
+        Self::new(
+            ErrorCode::PollSuperseded,
+            format!(
+                "terminated by a newer getUpdates of this bot: at most {max} may wait at once; run one poller per bot"
+            ),
+        )
+    }
     pub fn length_required() -> Self {
         Self::new(ErrorCode::LengthRequired, "a request body needs Content-Length or Transfer-Encoding: chunked")
     }
@@ -468,6 +479,7 @@ pub fn catalog() -> Vec<ApiError> {
         E::idempotency_key_reused(),
         E::handle_taken(),
         E::webhook_active(),
+        E::poll_superseded(),
         E::length_required(),
         E::payload_too_large(usize::MAX),
         E::unsupported_media_type(),

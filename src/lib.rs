@@ -99,7 +99,7 @@ pub use service::BodyRefusal;
 pub use service::CommitPause;
 pub use service::{
     Handled, HostStats, HttpRound, OpenError, PollId, RoundConnection, RoundConnections, RoundStep, Service, WakeHook,
-    WebhookPoll, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS,
+    WebhookPoll, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS, MAX_PARKED_POLLS_PER_BOT,
 };
 
 /// The library version.

@@ -127,6 +127,14 @@ impl std::fmt::Display for UnknownWord {
 
 impl std::error::Error for UnknownWord {}
 
+/// Parked getUpdates polls one bot may hold at once. Its next poll parks
+/// and its own oldest one is answered 409 `poll_superseded` (as Telegram
+/// answers the older of two polls 409 `Conflict`), so one bot cannot fill
+/// the shared `max_parked_polls` and leave the others answered at once. A
+/// bot's client needs one poll; 16 leave room for a few workers and
+/// reconnects.
+pub const MAX_PARKED_POLLS_PER_BOT: usize = 16;
+
 words! {
     /// The stable machine code of a refused request (`error` in the JSON
     /// envelope) and the HTTP status it always goes out with. The order is
@@ -171,6 +179,7 @@ words! {
         IdempotencyKeyReused = "idempotency_key_reused" => 409,
         HandleTaken = "handle_taken" => 409,
         WebhookActive = "webhook_active" => 409,
+        PollSuperseded = "poll_superseded" => 409,
         LengthRequired = "length_required" => 411,
         PayloadTooLarge = "payload_too_large" => 413,
         UnsupportedMediaType = "unsupported_media_type" => 415,

@@ -25,6 +25,14 @@
 //!   their own even then, in a reserve of [`RESERVE`] entries past the
 //!   bound: an operator who got in before a spray is not shut out by it.
 //!   Only the secret puts a client on that list.
+//! - One more bucket bounds the secrets checked across all clients
+//!   ([`GLOBAL`]: 200 at once, one more every 75 ms, so at most 1 000 in
+//!   any minute and 800 a minute sustained), however many networks a
+//!   spray comes from: the per-network buckets alone let 20 000 /24s try
+//!   about 196 000 a minute. Every attempt draws from it, except those of
+//!   a client that logged in within [`TRUSTED_FOR_MS`] (an hour): an
+//!   operator keeps being checked during a spray, while a client never
+//!   seen before waits for a token with the spray's addresses.
 //!
 //! Taking the token up front (rather than counting the failure after) makes
 //! the check and the count one step under the lock: concurrent attempts of
@@ -47,6 +55,12 @@ pub(crate) const PEER: Policy = Policy { burst: 10, refill_ms: 6_000 };
 pub(crate) const NET: Policy = Policy { burst: 50, refill_ms: 1_200 };
 /// Every client that found no room in a full map, together.
 pub(crate) const OVERFLOW: Policy = Policy { burst: 10, refill_ms: 6_000 };
+/// Every client that has not logged in lately, together: 200 at once, one
+/// more every 75 ms. In any 60 s at most 200 + 60 000 / 75 = 1 000
+/// attempts pass it; sustained, 800 a minute.
+pub(crate) const GLOBAL: Policy = Policy { burst: 200, refill_ms: 75 };
+/// How long a successful login exempts its client from [`GLOBAL`].
+pub(crate) const TRUSTED_FOR_MS: u64 = 3_600_000;
 /// Buckets kept at most (clients and networks together): about 1 MB.
 pub(crate) const MAX_ENTRIES: usize = 16_384;
 /// Clients remembered for their last successful login.
@@ -164,23 +178,37 @@ pub(crate) struct Attempt {
     client: Key,
     keys: Vec<Key>,
     overflow: bool,
+    /// It took a token from the global bucket.
+    global: bool,
 }
 
 /// The throttle's state; [`AdminThrottle`] puts it behind a lock.
 pub(crate) struct Throttle {
     entries: HashMap<Key, Bucket>,
     overflow: Bucket,
+    /// Everyone not trusted, together ([`GLOBAL`]).
+    global: Bucket,
+    global_policy: Policy,
     max_entries: usize,
     swept_at_ms: Option<u64>,
-    /// Clients (their own key) that logged in lately, oldest first.
-    recent: std::collections::VecDeque<Key>,
+    /// Clients (their own key) that logged in lately, oldest first, with
+    /// the time of their last success.
+    recent: std::collections::VecDeque<(Key, u64)>,
 }
 
 impl Throttle {
     pub(crate) fn new(max_entries: usize) -> Throttle {
+        Throttle::with_global(max_entries, GLOBAL)
+    }
+
+    /// A throttle whose global bucket is `global` (the tests of the map's
+    /// bound lift it, to reach the bound).
+    pub(crate) fn with_global(max_entries: usize, global: Policy) -> Throttle {
         Throttle {
             entries: HashMap::new(),
             overflow: Bucket::full(OVERFLOW, 0),
+            global: Bucket::full(global, 0),
+            global_policy: global,
             max_entries,
             swept_at_ms: None,
             recent: Default::default(),
@@ -209,7 +237,23 @@ impl Throttle {
         }
         // The buckets this client lacks go into the map if they fit, else
         // the attempt draws from the overflow bucket instead.
-        let reserve = if self.recent.contains(&own) { RESERVE } else { 0 };
+        let recent = self.recent.iter().find(|(k, _)| *k == own).map(|(_, at)| *at);
+        let reserve = if recent.is_some() { RESERVE } else { 0 };
+        // A client that logged in within the hour is not counted in the
+        // global bound (its own buckets still hold its failures).
+        let global = recent.is_none_or(|at| now_ms >= at.saturating_add(TRUSTED_FOR_MS));
+        if global {
+            let g = self.global_policy;
+            self.global = self.global.refilled(g, now_ms);
+            if self.global.tokens == 0 {
+                wait_ms = wait_ms.max(self.global.wait_ms(g, now_ms));
+            }
+        }
+        if wait_ms > 0 {
+            // Refused before any bucket is made: a spray refused here
+            // leaves nothing in the map.
+            return Err(wait_ms);
+        }
         let overflow = absent > 0 && !self.room_for(absent, reserve, now_ms);
         if overflow {
             self.overflow = self.overflow.refilled(OVERFLOW, now_ms);
@@ -234,17 +278,25 @@ impl Throttle {
         if overflow {
             self.overflow.tokens -= 1;
         }
-        Ok(Attempt { client: own, keys: charged, overflow })
+        if global {
+            self.global.tokens -= 1;
+        }
+        Ok(Attempt { client: own, keys: charged, overflow, global })
     }
 
     /// The attempt succeeded: its tokens come back (a full bucket is
     /// dropped, it carries nothing).
     pub(crate) fn succeeded(&mut self, attempt: Attempt, now_ms: u64) {
-        self.recent.retain(|k| *k != attempt.client);
+        self.recent.retain(|(k, _)| *k != attempt.client);
         if self.recent.len() == RECENT {
             self.recent.pop_front();
         }
-        self.recent.push_back(attempt.client);
+        self.recent.push_back((attempt.client, now_ms));
+        if attempt.global {
+            let g = self.global_policy;
+            let b = self.global.refilled(g, now_ms);
+            self.global = Bucket { tokens: (b.tokens + 1).min(g.burst), ..b };
+        }
         for k in attempt.keys {
             let p = k.policy();
             if let Some(b) = self.entries.get(&k).map(|b| b.refilled(p, now_ms)) {
@@ -315,6 +367,14 @@ mod tests {
 
     fn v6(net: u16, host: u16) -> Client {
         Client::Ip(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, net, 0, 0, 0, host)))
+    }
+
+    /// A global bucket that never runs out.
+    const UNBOUNDED: Policy = Policy { burst: u32::MAX, refill_ms: 1 };
+
+    /// Client `i` of a spray: each in a /24 of its own.
+    fn sprayer(i: u32) -> Client {
+        v4(10, (i >> 8) as u8, (i & 255) as u8, 1)
     }
 
     /// `n` failed attempts (admitted, not given back).
@@ -400,7 +460,8 @@ mod tests {
     /// 20 000 other clients fail once each; the guesser is still refused.
     #[test]
     fn a_guesser_stays_throttled_after_twenty_thousand_other_clients_fail() {
-        let mut t = Throttle::new(MAX_ENTRIES);
+        // The global bound lifted, so the spray reaches the map's bound.
+        let mut t = Throttle::with_global(MAX_ENTRIES, UNBOUNDED);
         let guesser = v4(127, 0, 0, 2);
         fail(&mut t, &guesser, PEER.burst, 0);
         let (mut admitted, mut refused) = (0, 0);
@@ -488,7 +549,65 @@ mod tests {
             t.succeeded(a, OVERFLOW.refill_ms * 20);
         }
         assert_eq!(t.recent.len(), RECENT);
-        assert!(!t.recent.contains(&Key::Addr("192.0.2.10".parse().unwrap())), "the oldest made room");
+        assert!(!t.recent.iter().any(|(k, _)| *k == Key::Addr("192.0.2.10".parse().unwrap())), "the oldest made room");
+    }
+
+    /// 20 000 clients, each in a /24 of its own, one wrong secret each,
+    /// spread evenly over a minute (one every 3 ms): 999 are checked (200
+    /// at once, then one every 75 ms up to 59 925 ms), the rest refused
+    /// unread; at 60 000 ms the 1 000th.
+    #[test]
+    fn a_spray_over_twenty_thousand_networks_is_checked_at_most_a_thousand_times_a_minute() {
+        let mut t = Throttle::new(MAX_ENTRIES);
+        let (mut checked, mut refused) = (0, 0);
+        for i in 0..20_000u32 {
+            match t.attempt(&sprayer(i), 3 * i as u64) {
+                Ok(_) => checked += 1,
+                Err(wait) => {
+                    assert!((1..=GLOBAL.refill_ms).contains(&wait), "{wait}");
+                    refused += 1;
+                }
+            }
+        }
+        assert_eq!((checked, refused), (999, 19_001));
+        assert!(t.attempt(&sprayer(20_000), 60_000).is_ok());
+        assert_eq!(t.attempt(&sprayer(20_001), 60_000).unwrap_err(), GLOBAL.refill_ms);
+        // Refused attempts made no buckets: two per checked one, at most.
+        assert!(t.len() <= 2 * 1_000, "{}", t.len());
+        // Exactly: the global bucket's figures are the documented ones.
+        assert_eq!(GLOBAL.burst as u64 + 60_000 / GLOBAL.refill_ms, 1_000);
+    }
+
+    #[test]
+    fn during_a_spray_a_client_that_logged_in_within_the_hour_is_still_checked() {
+        let mut t = Throttle::new(MAX_ENTRIES);
+        let operator = v4(192, 0, 2, 10);
+        let a = t.attempt(&operator, 0).unwrap();
+        t.succeeded(a, 0);
+        // The spray spends the global bucket.
+        fail(&mut t, &sprayer(0), 1, 1_000);
+        for i in 1..GLOBAL.burst {
+            fail(&mut t, &sprayer(i), 1, 1_000);
+        }
+        // A newcomer meets the spray's wait, whatever it sends...
+        assert_eq!(t.attempt(&v4(198, 51, 100, 1), 1_000).unwrap_err(), GLOBAL.refill_ms);
+        // ...the operator is checked: a success, and its own failures still
+        // count in its own buckets.
+        let a = t.attempt(&operator, 1_000).expect("the operator is checked");
+        t.succeeded(a, 1_000);
+        fail(&mut t, &operator, PEER.burst, 1_000);
+        assert_eq!(t.attempt(&operator, 1_000).unwrap_err(), PEER.refill_ms);
+        // A success gives the global token back: the newcomer's turn comes
+        // when one is free.
+        assert!(t.attempt(&v4(198, 51, 100, 1), 1_000 + GLOBAL.refill_ms).is_ok());
+        // An hour after its last login the operator draws from the global
+        // bucket like anyone.
+        let later = 1_000 + TRUSTED_FOR_MS;
+        for i in 0..GLOBAL.burst {
+            fail(&mut t, &sprayer(1_000 + i), 1, later);
+        }
+        assert_eq!(t.attempt(&operator, later).unwrap_err(), GLOBAL.refill_ms);
+        assert!(t.attempt(&operator, later - 1).is_ok(), "a millisecond earlier it was still trusted");
     }
 
     #[test]

@@ -154,6 +154,60 @@ fn past_the_cap_a_poll_is_answered_at_once_and_other_requests_never_park() {
     assert_eq!(svc.parked_count(), 1);
 }
 
+/// One bot may hold `MAX_PARKED_POLLS_PER_BOT` (16) parked polls: its next
+/// one parks and its own oldest is answered 409 `poll_superseded`, so it
+/// cannot take the shared `max_parked_polls` from the other bots.
+#[test]
+fn a_bot_over_its_own_cap_has_its_oldest_poll_answered_409_and_others_still_park() {
+    assert_eq!(botspace::MAX_PARKED_POLLS_PER_BOT, 16);
+    let svc = open(json!({"max_parked_polls": 17}));
+    let w = world(&svc);
+    let b = admin(&svc, SECRET, "createBot", json!({"display_name": "Other", "handle": "other_bot"}));
+    let other = World {
+        user: w.user.clone(),
+        bot: b["bot"]["id"].as_str().unwrap().to_string(),
+        token: b["token"].as_str().unwrap().to_string(),
+        chat: String::new(),
+    };
+    let now = svc.now_ms();
+    let body = json!({"offset": 2, "timeout": 30});
+    let mine: Vec<PollId> = (0..16).map(|i| parked(poll(&svc, &w, body.clone(), now + i))).collect();
+    assert_eq!(svc.parked_timeout(), Some(now + 30_000));
+    // The 17th parks; the first is ready now, with the error.
+    let seventeenth = parked(poll(&svc, &w, body.clone(), now + 16));
+    assert_eq!(svc.parked_count(), 17);
+    assert_eq!(svc.parked_timeout(), Some(0));
+    let ready = svc.poll_parked(now + 16);
+    assert_eq!(ready.len(), 1);
+    assert_eq!(ready[0].0, mine[0]);
+    let superseded = json!({"ok": false, "error_code": 409, "error": "poll_superseded",
+        "description": "terminated by a newer getUpdates of this bot: at most 16 may wait at once; run one poller per bot"});
+    assert_eq!(split(&ready[0].1), (409, superseded.clone()));
+    // The other bot parks in the one place left of the shared 17...
+    let theirs = parked(poll(&svc, &other, json!({"timeout": 30}), now + 17));
+    // ...a third poll of anyone under its own cap finds the shared cap
+    // full and is answered at once...
+    match poll(&svc, &other, json!({"timeout": 30}), now + 17) {
+        Handled::Now(out) => assert_eq!(split(&out), (200, json!({"ok": true, "result": []}))),
+        Handled::Parked(_) => panic!("parked past the shared cap"),
+    }
+    // ...and the first bot, at its own cap, still parks in place of its
+    // oldest: the total stays 17.
+    parked(poll(&svc, &w, body.clone(), now + 18));
+    let ready = svc.poll_parked(now + 18);
+    assert_eq!(ready.iter().map(|r| r.0).collect::<Vec<_>>(), vec![mine[1]]);
+    assert_eq!(split(&ready[0].1), (409, superseded));
+    assert_eq!(svc.parked_count(), 17);
+    // An event for the other bot answers its poll; nothing of the first's.
+    let u = admin(&svc, SECRET, "createUser", json!({"display_name": "Bo"}))["id"].as_str().unwrap().to_string();
+    admin(&svc, SECRET, "startBot", json!({"user_id": u, "bot_id": other.bot}));
+    let ready = svc.poll_parked(now + 19);
+    assert_eq!(ready.iter().map(|r| r.0).collect::<Vec<_>>(), vec![theirs]);
+    assert_eq!(split(&ready[0].1).0, 200);
+    assert!(svc.cancel_parked(seventeenth));
+    assert_eq!(svc.parked_count(), 15);
+}
+
 /// A typed getUpdates, as a host whose HTTP stack parsed it passes it.
 fn typed_poll(w: &World, body: Value) -> http::Request<Vec<u8>> {
     http::Request::builder()

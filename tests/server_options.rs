@@ -40,6 +40,7 @@ servers! {
         out_of_files_a_waiting_connection_makes_room_and_nothing_spins,
         a_gateway_poll_interval_outside_10_to_60000_ms_is_refused_with_a_message_and_a_non_zero_exit,
         a_database_timeout_outside_100_to_600000_ms_is_refused_and_one_inside_is_taken,
+        an_admin_secret_under_16_characters_is_refused_at_start_naming_the_option_and_the_rule,
         the_tour_gives_a_working_token_however_often_the_server_starts,
         every_flag_in_help_names_its_environment_variable,
         a_server_configured_only_through_the_environment_serves,
@@ -604,6 +605,30 @@ fn a_gateway_poll_interval_outside_10_to_60000_ms_is_refused_with_a_message_and_
     let (code, _, err) = run_to_exit(&bin, &["--gateway-poll-interval-ms"]);
     assert_eq!(code, Some(2), "stderr {err:?}");
     assert_eq!(err.lines().next(), Some("--gateway-poll-interval-ms needs a value"));
+}
+
+fn an_admin_secret_under_16_characters_is_refused_at_start_naming_the_option_and_the_rule(bin: std::path::PathBuf) {
+    // The option's own check (the runtime crate, with the library's
+    // minimum): one line naming the option and the rule, never the secret,
+    // exit 1 before anything listens.
+    let tail = "must be at least 16 characters (this one has 15); omit it and the server generates one";
+    let base = ["--addr", "127.0.0.1:0", "--db", ":memory:"];
+    let (code, out, err) = run_env_to_exit(&bin, &[], &[&base[..], &["--admin-secret", "fifteen-chars-x"]].concat());
+    assert_eq!(code, Some(1), "stderr {err:?}");
+    assert_eq!(err.lines().collect::<Vec<_>>(), [format!("--admin-secret {tail}")], "one line");
+    assert_eq!(out, "", "nothing printed, nothing listening");
+    assert!(!err.contains("fifteen-chars-x"), "the secret is not echoed");
+    let (code, out, err) = run_env_to_exit(&bin, &[("BOTSPACE_ADMIN_SECRET", "fifteen-chars-x")], &base);
+    assert_eq!((code, out.as_str()), (Some(1), ""), "stderr {err:?}");
+    assert_eq!(err.lines().next(), Some(format!("--admin-secret {tail}").as_str()));
+    let dir = temp_dir("short-secret");
+    let path = dir.join("admin-secret");
+    std::fs::write(&path, "fifteen-chars-x\n").unwrap();
+    let p = path.to_str().unwrap();
+    let (code, out, err) = run_env_to_exit(&bin, &[], &[&base[..], &["--admin-secret-file", p]].concat());
+    assert_eq!((code, out.as_str()), (Some(1), ""), "stderr {err:?}");
+    assert_eq!(err.lines().next(), Some(format!("--admin-secret-file {p}: its first line {tail}").as_str()));
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 fn a_database_timeout_outside_100_to_600000_ms_is_refused_and_one_inside_is_taken(bin: std::path::PathBuf) {

@@ -7,8 +7,9 @@
 //! once under `ulimit -n 1024` cost the server little memory (the gauge
 //! `botspace_parked_polls` counts them), a stop answers every parked poll,
 //! and a client that goes away is handled as each server's half-close rule
-//! says. The servers run on the system clock here: the deadlines are real
-//! seconds.
+//! says; a bot past its 16 parked polls has its oldest answered 409
+//! `poll_superseded` at once while another bot's poll still parks. The
+//! servers run on the system clock here: the deadlines are real seconds.
 
 #[macro_use]
 mod wire;
@@ -27,6 +28,7 @@ servers! {
         an_offset_acknowledges_for_the_gateway_and_a_gateway_ack_for_get_updates,
         nine_hundred_parked_polls_fit_under_1024_descriptors,
         a_stop_answers_every_parked_poll,
+        a_bot_past_16_polls_has_its_oldest_answered_409_and_another_bot_still_parks,
     ],
     // The servers differ when a client closes its side: the C server drops
     // the connection and cancels the poll; the Rust server keeps answering
@@ -206,18 +208,37 @@ fn vm_rss_kb(pid: u32) -> u64 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
+/// The 900 polls come from 60 bots, 15 each: one bot may park at most
+/// `botspace::MAX_PARKED_POLLS_PER_BOT` (16).
+const BOTS: usize = 60;
+const _: () = assert!(PARKED.is_multiple_of(BOTS) && PARKED / BOTS <= botspace::MAX_PARKED_POLLS_PER_BOT);
+
+/// `n` bots started by one user: (user id, [(token, chat id)]).
+fn bots(srv: &Server, n: usize) -> (String, Vec<(String, String)>) {
+    let user = srv.admin("createUser", &json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let bots = (0..n)
+        .map(|i| {
+            let b = srv.admin("createBot", &json!({"display_name": "Poll", "handle": format!("poll_bot_{i}")}));
+            let chat = srv.admin("startBot", &json!({"user_id": user, "bot_id": b["bot"]["id"]}));
+            (b["token"].as_str().unwrap().to_string(), chat["id"].as_str().unwrap().to_string())
+        })
+        .collect();
+    (user, bots)
+}
+
 fn nine_hundred_parked_polls_fit_under_1024_descriptors(bin: &Path) {
     let srv = start(bin);
-    let w = srv.world("free");
+    let (user, bots) = bots(&srv, BOTS);
     // Warm the paths a poll takes before measuring.
-    let mut warm = send_poll(&srv, &w.token, &json!({"offset": 2, "timeout": 1}));
+    let mut warm = send_poll(&srv, &bots[0].0, &json!({"offset": 2, "timeout": 1}));
     assert_eq!(read_response(&mut warm, &mut Vec::new()).result(), json!([]));
     drop(warm);
     let before = vm_rss_kb(srv.pid());
-    let mut polls: Vec<TcpStream> =
-        (0..PARKED).map(|_| send_poll(&srv, &w.token, &json!({"offset": 2, "timeout": 30}))).collect();
+    let mut polls: Vec<(usize, TcpStream)> = (0..PARKED)
+        .map(|i| (i % BOTS, send_poll(&srv, &bots[i % BOTS].0, &json!({"offset": 2, "timeout": 30}))))
+        .collect();
     // Every one parked: none answered yet (the last ones had time to arrive).
-    assert_parked(polls.last_mut().unwrap(), 500);
+    assert_parked(&mut polls.last_mut().unwrap().1, 500);
     let after = vm_rss_kb(srv.pid());
     assert_eq!(metric(&srv, "botspace_parked_polls"), PARKED as f64);
     let grew = after.saturating_sub(before);
@@ -226,17 +247,64 @@ fn nine_hundred_parked_polls_fit_under_1024_descriptors(bin: &Path) {
         grew * 1024 / PARKED as u64
     );
     assert!(grew < RSS_BOUND_KB, "VmRSS grew by {grew} KB for {PARKED} parked polls (bound {RSS_BOUND_KB} KB)");
-    // One event answers all of them, each with it.
-    let message = srv.say(&w.user_id, &w.chat, "to all");
-    let expect = json!([update(2, "message_created", json!({"message": message}))]);
+    // One event per bot answers all of them, each with its bot's event.
     let t0 = Instant::now();
-    for p in &mut polls {
-        assert_eq!(read_response(p, &mut Vec::new()).result(), expect);
+    let expect: Vec<Value> = bots
+        .iter()
+        .map(|(_, chat)| {
+            let message = srv.say(&user, chat, "to all");
+            json!([update(2, "message_created", json!({"message": message}))])
+        })
+        .collect();
+    for (bot, p) in &mut polls {
+        assert_eq!(read_response(p, &mut Vec::new()).result(), expect[*bot]);
     }
-    println!("{PARKED} parked polls answered in {} ms after the commit", t0.elapsed().as_millis());
+    println!(
+        "{PARKED} parked polls of {BOTS} bots answered in {} ms from the first of their commits",
+        t0.elapsed().as_millis()
+    );
     assert_eq!(metric(&srv, "botspace_parked_polls"), 0.0);
     // The server still answers others.
-    assert_eq!(srv.bot(&w.token, "getMe", &json!({})).status, 200);
+    assert_eq!(srv.bot(&bots[0].0, "getMe", &json!({})).status, 200);
+}
+
+fn a_bot_past_16_polls_has_its_oldest_answered_409_and_another_bot_still_parks(bin: &Path) {
+    let cap = botspace::MAX_PARKED_POLLS_PER_BOT;
+    let srv = start(bin);
+    let (_, bots) = bots(&srv, 2);
+    let (greedy, other) = (&bots[0].0, &bots[1].0);
+    let body = json!({"offset": 2, "timeout": 30});
+    let mut first: Vec<TcpStream> = (0..cap).map(|_| send_poll(&srv, greedy, &body)).collect();
+    wait_metric(&srv, "botspace_parked_polls", cap as f64);
+    // 16 more: each parks in place of the bot's oldest, which is answered
+    // at once, the first 16 all of them.
+    let t0 = Instant::now();
+    let mut second: Vec<TcpStream> = (0..cap).map(|_| send_poll(&srv, greedy, &body)).collect();
+    for p in &mut first {
+        let r = read_response(p, &mut Vec::new());
+        assert_eq!(
+            (r.status, r.json()),
+            (
+                409,
+                json!({"ok": false, "error_code": 409, "error": "poll_superseded",
+                    "description": "terminated by a newer getUpdates of this bot: at most 16 may wait at once; run one poller per bot"})
+            )
+        );
+    }
+    let took = t0.elapsed();
+    println!("{cap} superseded polls answered 409 within {} ms", took.as_millis());
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(metric(&srv, "botspace_parked_polls"), cap as f64);
+    // Another bot's poll parks and is answered at its deadline.
+    let t0 = Instant::now();
+    let mut p = send_poll(&srv, other, &json!({"offset": 2, "timeout": 1}));
+    assert_parked(&mut p, 300);
+    assert_eq!(metric(&srv, "botspace_parked_polls"), cap as f64 + 1.0);
+    assert_eq!(read_response(&mut p, &mut Vec::new()).json(), json!({"ok": true, "result": []}));
+    assert!(t0.elapsed() >= Duration::from_millis(950), "answered after {:?}", t0.elapsed());
+    // The greedy bot's 16 newest still wait.
+    assert_parked(&mut second[0], 10);
+    assert_eq!(metric(&srv, "botspace_parked_polls"), cap as f64);
 }
 
 fn a_client_that_goes_away_cancels_its_poll(bin: &Path) {

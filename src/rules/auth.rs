@@ -10,7 +10,8 @@
 //! - a host request carries `Authorization: Admin <secret>`, compared by
 //!   SHA-256 in constant time ([`admin`]);
 //! - a host request from a known client is first throttled per client and
-//!   network ([`admin_login`]).
+//!   network, and by one bound across all clients that did not log in
+//!   within the hour ([`admin_login`]).
 
 use crate::auth;
 use crate::error::{ApiError, ApiResult};

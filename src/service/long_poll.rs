@@ -63,6 +63,8 @@ impl Service {
         for (id, p, why) in ready {
             let out = match why {
                 Ready::Expired | Ready::Revoked => crate::http::ok_response(b"[]"),
+                // Its bot parked a newer poll past its own cap.
+                Ready::Superseded => crate::error::ApiError::poll_superseded().into_response(),
                 Ready::Woken => match self.read_parked(&p) {
                     Ok(Some(json)) => crate::http::ok_response(json.as_bytes()),
                     Ok(None) if p.deadline_ms > now_ms => {

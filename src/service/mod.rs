@@ -81,7 +81,7 @@ const PRUNE_EVERY_MS: u64 = 60_000;
 /// Reruns of a transaction that met a serialization failure or deadlock.
 const MAX_RETRIES: u32 = 8;
 
-pub use parked::{Handled, PollId, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS};
+pub use parked::{Handled, PollId, BYTES_PER_PARKED_POLL, DEFAULT_MAX_PARKED_POLLS, MAX_PARKED_POLLS_PER_BOT};
 
 mod batch;
 mod callbacks;

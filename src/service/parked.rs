@@ -49,6 +49,10 @@ pub use crate::config::DEFAULT_MAX_PARKED_POLLS;
 /// connection buffers come on top (docs/delivery.md).
 pub const BYTES_PER_PARKED_POLL: usize = 256;
 
+/// Parked polls one bot may hold at once (the protocol's word, which the
+/// error `poll_superseded` quotes).
+pub use crate::protocol::MAX_PARKED_POLLS_PER_BOT;
+
 /// Why a poll left the registry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ready {
@@ -59,6 +63,9 @@ pub(crate) enum Ready {
     /// Its bot's token rotated or the bot was suspended: `[]` now; the
     /// client's next call meets the new state (401 or 403).
     Revoked,
+    /// Its bot parked more than [`MAX_PARKED_POLLS_PER_BOT`] polls and this
+    /// was the oldest: 409 `poll_superseded`.
+    Superseded,
 }
 
 #[derive(Debug, Clone)]
@@ -74,6 +81,7 @@ pub(crate) struct Parked {
 pub(crate) struct Parking {
     state: Mutex<State>,
     cap: usize,
+    per_bot: usize,
 }
 
 #[derive(Default)]
@@ -84,6 +92,9 @@ struct State {
     deadlines: BTreeSet<(u64, u64)>,
     /// Polls marked due and not yet taken.
     due: Vec<u64>,
+    /// Polls out of the registry because their bot parked too many, to be
+    /// answered `poll_superseded` by the next `take_ready`.
+    superseded: Vec<(u64, Parked)>,
     /// Bumped by every wake: a poll whose read began before a wake it may
     /// have missed is due at once when it parks.
     generation: u64,
@@ -91,7 +102,12 @@ struct State {
 
 impl Parking {
     pub fn new(cap: usize) -> Parking {
-        Parking { state: Mutex::new(State::default()), cap }
+        Parking::with_per_bot(cap, MAX_PARKED_POLLS_PER_BOT)
+    }
+
+    /// A registry with `per_bot` in place of [`MAX_PARKED_POLLS_PER_BOT`].
+    pub fn with_per_bot(cap: usize, per_bot: usize) -> Parking {
+        Parking { state: Mutex::new(State::default()), cap, per_bot: per_bot.max(1) }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -104,16 +120,24 @@ impl Parking {
         self.lock().generation
     }
 
+    /// Polls waiting for an answer (the superseded ones, whose 409 is not
+    /// yet taken, included: their connections are still held).
     pub fn len(&self) -> usize {
-        self.lock().polls.len()
+        let st = self.lock();
+        st.polls.len() + st.superseded.len()
     }
 
     /// Parks a poll that found nothing; `None` when the cap is reached.
     /// `seen` is [`Parking::generation`] from before its read: if a wake
     /// came since, it may be for this poll, which is then due at once.
+    ///
+    /// A bot at its own cap ([`MAX_PARKED_POLLS_PER_BOT`]) always parks:
+    /// its oldest poll leaves for `poll_superseded` in its place, so the
+    /// total does not grow and the shared cap does not apply.
     pub fn park(&self, bot_id: &str, deadline_ms: u64, poll: Poll, seen: u64) -> Option<PollId> {
         let mut st = self.lock();
-        if st.polls.len() >= self.cap {
+        let own = st.by_bot.get(bot_id).map_or(0, Vec::len);
+        if own < self.per_bot && st.polls.len() >= self.cap {
             return None;
         }
         st.next_id += 1;
@@ -135,8 +159,18 @@ impl Parking {
             st.due.push(id);
         }
         st.deadlines.insert((p.deadline_ms, id));
-        st.by_bot.entry(p.bot_id.clone()).or_default().push(id);
+        let bot = p.bot_id.clone();
+        st.by_bot.entry(bot.clone()).or_default().push(id);
         st.polls.insert(id, p);
+        // Over its own cap: the bot's oldest poll (the lowest id; a
+        // reparked poll keeps its id) leaves, to be answered 409.
+        while let Some(oldest) =
+            st.by_bot.get(&bot).filter(|ids| ids.len() > self.per_bot).and_then(|ids| ids.iter().min().copied())
+        {
+            if let Some(p) = Self::remove(st, oldest) {
+                st.superseded.push((oldest, p));
+            }
+        }
     }
 
     /// After a commit: the polls of `bots` are due (`Woken`, or `Revoked`
@@ -178,7 +212,9 @@ impl Parking {
         let mut st = self.lock();
         let mut ids = std::mem::take(&mut st.due);
         ids.extend(st.deadlines.range(..=(now_ms, u64::MAX)).map(|(_, id)| *id));
-        let mut out = Vec::with_capacity(ids.len());
+        let mut out: Vec<_> =
+            std::mem::take(&mut st.superseded).into_iter().map(|(id, p)| (PollId(id), p, Ready::Superseded)).collect();
+        out.reserve(ids.len());
         for id in ids {
             if let Some(p) = Self::remove(&mut st, id) {
                 // A due poll whose deadline also passed is read once more:
@@ -192,7 +228,12 @@ impl Parking {
 
     /// Forgets a poll (its client went away); false if it was not parked.
     pub fn cancel(&self, id: PollId) -> bool {
-        Self::remove(&mut self.lock(), id.0).is_some()
+        let mut st = self.lock();
+        if let Some(at) = st.superseded.iter().position(|(s, _)| *s == id.0) {
+            st.superseded.swap_remove(at);
+            return true;
+        }
+        Self::remove(&mut st, id.0).is_some()
     }
 
     fn remove(st: &mut State, id: u64) -> Option<Parked> {
@@ -213,7 +254,7 @@ impl Parking {
     /// [`Service::poll_parked`]: crate::Service::poll_parked
     pub fn timeout(&self) -> Option<u64> {
         let st = self.lock();
-        if !st.due.is_empty() {
+        if !st.due.is_empty() || !st.superseded.is_empty() {
             return Some(0);
         }
         st.deadlines.first().map(|(at, _)| *at)
@@ -295,6 +336,61 @@ mod tests {
         assert_eq!(p.park("b", 1, poll(), g), None);
         p.cancel(second);
         assert!(p.park("b", 1, poll(), g).is_some());
+    }
+
+    #[test]
+    fn a_bot_over_its_own_cap_has_its_oldest_poll_superseded() {
+        let p = Parking::with_per_bot(4, 2);
+        let g = p.generation();
+        let a1 = p.park("a", 9_000, poll(), g).unwrap();
+        let a2 = p.park("a", 8_000, poll(), g).unwrap();
+        assert_eq!(p.timeout(), Some(8_000));
+        // The third poll of `a` parks; its first (not its earliest
+        // deadline) is taken, as Superseded, at once.
+        let a3 = p.park("a", 9_500, poll(), g).unwrap();
+        assert_eq!(p.len(), 3, "its connection is held until the 409 is taken");
+        assert_eq!(p.timeout(), Some(0));
+        assert_eq!(ids(&p.take_ready(0).0), vec![(a1.0, Ready::Superseded)]);
+        assert_eq!(p.len(), 2);
+        // Another bot still parks: `a` holds 2 of the 4.
+        let b1 = p.park("b", 9_000, poll(), g).unwrap();
+        let b2 = p.park("b", 9_000, poll(), g).unwrap();
+        // The shared cap is reached: a bot under its own cap is refused...
+        assert_eq!(p.park("c", 9_000, poll(), g), None);
+        // ...a bot at its own cap parks in place of its oldest.
+        let a4 = p.park("a", 9_000, poll(), g).unwrap();
+        assert_eq!(p.len(), 5);
+        assert_eq!(ids(&p.take_ready(0).0), vec![(a2.0, Ready::Superseded)]);
+        assert_eq!(p.len(), 4);
+        // Expiry and the other bot are untouched.
+        let (r, _) = p.take_ready(9_500);
+        let mut got = ids(&r);
+        got.sort_by_key(|(id, _)| *id);
+        assert_eq!(
+            got,
+            vec![(a3.0, Ready::Expired), (b1.0, Ready::Expired), (b2.0, Ready::Expired), (a4.0, Ready::Expired)]
+        );
+    }
+
+    #[test]
+    fn a_superseded_poll_whose_client_left_is_cancelled_and_a_repark_keeps_the_cap() {
+        let p = Parking::with_per_bot(10, 1);
+        let g = p.generation();
+        let a1 = p.park("a", 9_000, poll(), g).unwrap();
+        let a2 = p.park("a", 9_000, poll(), g).unwrap();
+        assert!(p.cancel(a1), "the superseded poll, not yet answered");
+        assert!(!p.cancel(a1));
+        assert_eq!(p.timeout(), Some(9_000));
+        // a2 is woken and taken for its read; meanwhile a3 parks; a2's read
+        // found nothing and it is reparked: the bot holds two, so its
+        // oldest (a2, the lower id) goes.
+        p.wake(&["a".into()], Ready::Woken);
+        let (r, seen) = p.take_ready(0);
+        let (_, parked, _) = r.into_iter().next().unwrap();
+        let a3 = p.park("a", 9_000, poll(), seen).unwrap();
+        p.repark(a2, parked, seen);
+        assert_eq!(ids(&p.take_ready(0).0), vec![(a2.0, Ready::Superseded)]);
+        assert_eq!(ids(&p.take_ready(9_000).0), vec![(a3.0, Ready::Expired)]);
     }
 
     #[test]

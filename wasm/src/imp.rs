@@ -150,6 +150,7 @@ export type ErrorCode =
   | 'idempotency_key_reused'
   | 'handle_taken'
   | 'webhook_active'
+  | 'poll_superseded'
   | 'length_required'
   | 'payload_too_large'
   | 'unsupported_media_type'

@@ -496,9 +496,19 @@ impl ServerOptions {
         if self.admin_secret.is_some() && self.admin_secret_file.is_some() {
             return Err("give --admin-secret or --admin-secret-file, not both".into());
         }
-        match &self.admin_secret_file {
-            Some(path) => first_line(path, read).map(Some),
-            None => Ok(self.admin_secret.clone()),
+        let (secret, from) = match &self.admin_secret_file {
+            Some(path) => (Some(first_line(path, read)?), format!("--admin-secret-file {path}: its first line")),
+            None => (self.admin_secret.clone(), "--admin-secret".to_string()),
+        };
+        // Checked here as well as when the service opens, so the refusal
+        // names the option that gave the secret (never the secret).
+        let min = botspace::config::MIN_ADMIN_SECRET_CHARS;
+        match secret {
+            Some(s) if s.chars().count() < min => Err(format!(
+                "{from} must be at least {min} characters (this one has {}); omit it and the server generates one",
+                s.chars().count()
+            )),
+            s => Ok(s),
         }
     }
 
@@ -623,6 +633,29 @@ mod tests {
         let o = opts(&[], &[("BOTSPACE_TRUSTED_PROXY", "1.2.3.4, fd00::/8")], &[]);
         assert_eq!(o.trusted_proxies, ["1.2.3.4", "fd00::/8"]);
         assert_eq!(opts(&[], &[], &[]).admin_secret(&|_| unreachable!()), Ok(None));
+    }
+
+    #[test]
+    fn a_short_admin_secret_is_refused_naming_its_option_and_the_rule() {
+        assert_eq!(botspace::config::MIN_ADMIN_SECRET_CHARS, 16);
+        let o = opts(&["--admin-secret", "fifteen-chars-x"], &[], &[]);
+        assert_eq!(
+            o.admin_secret(&|_| unreachable!()),
+            Err(
+                "--admin-secret must be at least 16 characters (this one has 15); omit it and the server generates one"
+                    .into()
+            )
+        );
+        let o = opts(&[], &[("BOTSPACE_ADMIN_SECRET", "sixteen-chars-xy")], &[]);
+        assert_eq!(o.admin_secret(&|_| unreachable!()), Ok(Some("sixteen-chars-xy".into())));
+        // Characters, not bytes: 15 two-byte characters are 15.
+        let o = opts(&["--admin-secret", &"é".repeat(15)], &[], &[]);
+        assert!(o.admin_secret(&|_| unreachable!()).unwrap_err().contains("(this one has 15)"));
+        let o = opts(&["--admin-secret-file", "/s"], &[], &[]);
+        assert_eq!(
+            o.admin_secret(&|_| Ok("  short  \nthe-rest-of-the-file-is-not-the-secret".into())),
+            Err("--admin-secret-file /s: its first line must be at least 16 characters (this one has 5); omit it and the server generates one".into())
+        );
     }
 
     #[test]
