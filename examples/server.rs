@@ -13,7 +13,7 @@
 //! `botspace_hyper::server` front end (its own accept loop for the file
 //! limit, request framing and deadlines by the core). The core's blocking
 //! calls never run on the reactor: bot requests go to core threads that
-//! answer everything queued in one `handle_batch` call (one transaction
+//! answer everything queued in one `Service::handle` call (one transaction
 //! and one fsync), and getMe is answered on the worker when nothing is in
 //! the core; host and gateway calls run on tokio's blocking pool.
 //! `GET /bot/gateway` upgrades the connection through

@@ -1,5 +1,5 @@
 //! Admin logins are throttled per client when the host names the peer
-//! (`Service::handle_request_from`): per address and per /24 or /64, never
+//! (`Service::handle` with `Incoming::from_peer`): per address and per /24 or /64, never
 //! forgetting a guesser, and behind `trusted_proxies` per forwarded client.
 
 mod common;

@@ -1,4 +1,4 @@
-//! `handle_batch` (group commit) answers every request exactly as
+//! A run of requests through `Service::handle` (group commit) answers every request exactly as
 //! `handle_request` would one by one, and a failing request — alone or inside
 //! a batch — leaves no partial write.
 
@@ -190,7 +190,7 @@ fn batch_answers_equal_one_by_one_answers() {
     let na = normalized(&one_by_one, &seed(&wa));
     let nb = normalized(&batched, &seed(&wb));
     for (i, (x, y)) in na.iter().zip(&nb).enumerate() {
-        assert_eq!(x, y, "answer {i} differs between handle_request and handle_batch");
+        assert_eq!(x, y, "answer {i} differs between handle_request and a batch through Service::handle");
     }
     // The sequence really exercised failures and successes.
     let statuses: Vec<&str> = na.iter().map(|s| &s[9..12]).collect();

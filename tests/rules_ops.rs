@@ -91,7 +91,7 @@ fn the_metrics_need_the_host_credential() {
     assert_eq!((status, body["error"].clone()), (401, json!("invalid_token")));
     let (status, body) = split(&common::from_peer(&svc, &get("/admin/metrics", Some("Bot x")), "10.0.0.1"));
     assert_eq!((status, body["error"].clone()), (401, json!("missing_authorization")));
-    // Through handle_request_from as well.
+    // Through a peer (`Incoming::from_peer`) as well.
     let ok = common::from_peer(&svc, &get("/admin/metrics", Some(&format!("Admin {SECRET}"))), "10.0.0.1");
     assert!(ok.starts_with(b"HTTP/1.1 200 OK\r\n"));
 }

@@ -690,7 +690,7 @@ fn exported(lines: &[String]) -> Option<std::collections::HashMap<String, String
 /// prints a token; a start with another admin secret and no flag prints no
 /// token but a command that gets one, which works as printed; a start with
 /// `--demo-token` prints a working one again. Both servers print the
-/// library's lines (`Service::demo_start`).
+/// library's lines (`botspace_runtime::demo::start`).
 fn the_tour_gives_a_working_token_however_often_the_server_starts(bin: std::path::PathBuf) {
     let dir = temp_dir("tour");
     let db = dir.join("botspace.db");

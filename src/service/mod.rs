@@ -294,12 +294,12 @@ impl Service {
     /// One request with its peer ([`Incoming::from_peer`](crate::Incoming::from_peer)).
     pub(crate) fn handle_input_from(&self, request: Input<'_>, peer: &str) -> Vec<u8> {
         let started = crate::metrics::Timer::sampled();
-        let out = self.handle_request_from_inner(request, peer);
+        let out = self.handle_from_inner(request, peer);
         self.record(request, &out, started);
         out
     }
 
-    fn handle_request_from_inner(&self, request: Input<'_>, peer: &str) -> Vec<u8> {
+    fn handle_from_inner(&self, request: Input<'_>, peer: &str) -> Vec<u8> {
         let mut routed = match self.route(request) {
             Ok(Routed { route: Route::Console(asset), req, .. }) => {
                 return asset.response(req.header_str("if-none-match"));

@@ -1,5 +1,5 @@
 //! Helpers shared by the sans-IO integration tests: building raw HTTP
-//! requests for `Service::handle_request` / `handle_batch` and reading the
+//! requests for `Service::handle_request` / `Service::handle` and reading the
 //! raw responses back. (The TCP tests have their own helpers in `wire/`.)
 
 #![allow(dead_code)]

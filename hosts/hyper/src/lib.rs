@@ -430,7 +430,7 @@ fn full(r: Response<Vec<u8>>) -> Response<Full<Bytes>> {
 }
 
 /// The core's answer to a request whose core call panicked or whose core
-/// thread is gone (`policy::answer_failed`).
+/// thread is gone (`connection::answer_failed`).
 fn answer_failed() -> Response<Vec<u8>> {
     botspace::into_http_response(botspace::connection::answer_failed())
 }
