@@ -67,7 +67,7 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
     // Where the level comes from is the library's rule, the C server's too.
     say::configure(Output::from_env(args.log_json, &env));
     match start(&args) {
-        Ok((svc, listeners)) => serve(svc, listeners, &args, args.max_connections(limit)),
+        Ok((svc, listeners, demo)) => serve(svc, listeners, demo, &args, args.max_connections(limit)),
         Err(e) => {
             say::log(Level::Error, &e);
             1
@@ -97,9 +97,11 @@ fn listen(addr: &str) -> Result<(TcpListener, SocketAddr), String> {
     Ok((listener, local))
 }
 
-/// Opens the service and the ports and prints the start-up lines, the demo
-/// block included.
-fn start(args: &ServerOptions) -> Result<(Arc<Service>, Listeners), String> {
+/// Opens the service and the ports, prints the start-up lines and makes the
+/// demo's data when asked; its block (the token a tour reads) is printed
+/// once the stop signals are caught, just before `botspace ready`, so a
+/// client that acts on it can already stop the server cleanly.
+fn start(args: &ServerOptions) -> Result<(Arc<Service>, Listeners, String), String> {
     let (secret, generated) = match args.admin_secret(&read_file)? {
         Some(s) => (s, false),
         None => (options::generate_secret()?, true),
@@ -119,20 +121,20 @@ fn start(args: &ServerOptions) -> Result<(Arc<Service>, Listeners), String> {
         options::startup(public.1, admin.as_ref().map(|a| a.1), generated.then_some(&*secret), args.manual_clock);
     started.lines.iter().for_each(say::line);
     // The demo's policy and lines are the library's too.
-    if args.wants_demo() {
-        let lines = botspace_runtime::demo::start(&svc, &started.base, &started.admin_base, args.demo_token)
-            .map_err(|e| format!("cannot create the demo data: {e}"))?;
-        // The demo's output (its token included), whatever the level; a
-        // closed stdout must not panic.
-        say::block("demo", &lines);
-    }
-    // `botspace ready` follows once the stop signals are caught (`serve`).
-    Ok((svc, Listeners { public, admin }))
+    let demo = if args.wants_demo() {
+        botspace_runtime::demo::start(&svc, &started.base, &started.admin_base, args.demo_token)
+            .map_err(|e| format!("cannot create the demo data: {e}"))?
+    } else {
+        String::new()
+    };
+    // The demo's block and `botspace ready` follow once the stop signals
+    // are caught (`serve`).
+    Ok((svc, Listeners { public, admin }, demo))
 }
 
 /// Serves until SIGINT or SIGTERM, then drains (see `botspace_hyper::server`);
 /// the exit code: 0 after a stop, 1 when the runtime cannot start.
-fn serve(svc: Arc<Service>, listeners: Listeners, args: &ServerOptions, max_connections: usize) -> i32 {
+fn serve(svc: Arc<Service>, listeners: Listeners, demo: String, args: &ServerOptions, max_connections: usize) -> i32 {
     // BOTSPACE_CORE_THREADS: how many core threads answer bot requests
     // (0: tokio's blocking pool); unset, the library's default.
     let app = match std::env::var("BOTSPACE_CORE_THREADS").ok().and_then(|v| v.parse().ok()) {
@@ -150,7 +152,12 @@ fn serve(svc: Arc<Service>, listeners: Listeners, args: &ServerOptions, max_conn
         idle_timeout: args.idle_timeout,
         reactor_threads,
     };
-    let ready = || say::line(&options::ready_line());
+    let ready = || {
+        // The demo's output (its token included), whatever the level; an
+        // empty block prints nothing, and a closed stdout must not panic.
+        say::block("demo", &demo);
+        say::line(&options::ready_line())
+    };
     let left = match server::serve_then(app, listeners.public.0, listeners.admin.map(|(l, _)| l), opts, ready) {
         Ok(left) => left,
         Err(e) => {
