@@ -46,6 +46,13 @@ const GATEWAY_PATH: &str = "/bot/gateway";
 const POLL_PATH: &str = "/bot/getUpdates";
 const GET_ME_PATH: &str = "/bot/getMe";
 
+/// What is botspace's in a host's URL space, for a host that mounts it
+/// beside routes of its own (an axum or tower router): every path under
+/// the two prefixes (ending in `/`), and the operator's two probes (the
+/// metrics are under `/admin/`). A mount that routes these to botspace
+/// answers everything the library serves.
+pub const MOUNT_PATHS: [&str; 4] = [BOT_PREFIX, ADMIN_PREFIX, "/healthz", "/readyz"];
+
 /// The route of a request for `path` (without its query) arriving on
 /// `listener`. The listener's rule comes first: a path it does not serve
 /// is [`Lane::NotHere`] whatever it names.
@@ -100,6 +107,15 @@ impl Kind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mount_routes_the_two_prefixes_and_the_probes_to_botspace() {
+        assert_eq!(MOUNT_PATHS, ["/bot/", "/admin/", "/healthz", "/readyz"]);
+        for p in MOUNT_PATHS {
+            assert_ne!(route(Listener::All, p), Lane::NotHere, "{p}");
+        }
+        assert_eq!(route(Listener::All, "/admin/metrics"), Lane::Admin, "the metrics are under /admin/");
+    }
 
     #[test]
     fn one_listener_routes_every_path() {

@@ -4,10 +4,12 @@
 //! cargo run -p botspace-hyper --example axum -- [--addr 127.0.0.1:3000] [--db botspace-axum.db]
 //! ```
 //!
-//! The app has its own route (`GET /hello`); `/bot/*` (the bot methods and
-//! the gateway) and `/admin/*` (the host API and the admin console) go to
-//! botspace, a `tower::Service` axum takes with `route_service`, which
-//! keeps the full path the core routes on. The admin secret comes from
+//! The app has its own route (`GET /hello`); what is botspace's
+//! (`botspace::connection::lane::MOUNT_PATHS`: `/bot/*`, the bot methods
+//! and the gateway; `/admin/*`, the host API, the console and the metrics;
+//! and the probes `/healthz` and `/readyz`) goes to botspace, a
+//! `tower::Service` axum takes with `route_service`, which keeps the full
+//! path the core routes on. The admin secret comes from
 //! `BOTSPACE_ADMIN_SECRET` (16 characters at least). It prints
 //! `axum app listening on http://HOST:PORT` once it accepts connections.
 //! `hosts/hyper/tests/axum_example.rs` starts it and calls both.
@@ -18,13 +20,18 @@ use botspace::{Config, Service};
 use botspace_hyper::Botspace;
 use std::sync::Arc;
 
-/// The app: its own routes, and botspace under `/bot/` and `/admin/`.
+/// The app: its own routes, and botspace on the paths that are its.
 fn app(botspace: Botspace) -> Router {
-    Router::new()
-        .route("/hello", get(|| async { "hello from the app\n" }))
-        // `{*rest}` keeps the whole path in the request: the core routes on it.
-        .route_service("/bot/{*rest}", botspace.clone())
-        .route_service("/admin/{*rest}", botspace)
+    let mut router = Router::new().route("/hello", get(|| async { "hello from the app\n" }));
+    for path in botspace::connection::lane::MOUNT_PATHS {
+        // A prefix takes every path under it; `{*rest}` keeps the whole
+        // path in the request: the core routes on it.
+        router = match path.strip_suffix('/') {
+            Some(prefix) => router.route_service(&format!("{prefix}/{{*rest}}"), botspace.clone()),
+            None => router.route_service(path, botspace.clone()),
+        };
+    }
+    router
 }
 
 #[tokio::main]

@@ -103,7 +103,20 @@ fn the_axum_example_serves_its_own_route_and_botspace_side_by_side() {
         (me["result"]["handle"].as_str(), &me["result"]["id"]),
         (Some("axum_bot"), &created["result"]["bot"]["id"])
     );
-    // A path outside both is the app's (axum's) 404, not botspace's.
+    // The operator's probes and metrics through the same mount.
+    let (status, body) = request(&addr, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!((status.as_str(), body.as_str()), ("HTTP/1.1 200 OK", r#"{"ok":true}"#));
+    let (status, body) = request(&addr, "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!((status.as_str(), body.as_str()), ("HTTP/1.1 200 OK", r#"{"ok":true}"#));
+    let (status, metrics) = request(
+        &addr,
+        &format!(
+            "GET /admin/metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Admin {SECRET}\r\n\r\n"
+        ),
+    );
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(metrics.contains("# TYPE botspace_requests_total counter"), "{metrics}");
+    // A path outside botspace's is the app's (axum's) 404, not botspace's.
     let (status, _) = request(&addr, "GET /elsewhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     assert_eq!(status, "HTTP/1.1 404 Not Found");
     drop(running);
