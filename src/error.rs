@@ -137,7 +137,10 @@ impl ApiError {
     pub fn webhook_address_forbidden(what: &str) -> Self {
         Self::new(
             ErrorCode::WebhookAddressForbidden,
-            format!("the webhook URL points at {what}, which this server does not deliver to"),
+            format!(
+                "the webhook URL points at {what}, which this server does not deliver to{}",
+                crate::webhook::target::ALLOW_PRIVATE_HINT
+            ),
         )
         .with_param("field", "url")
     }

@@ -378,13 +378,13 @@ fn set_webhook_refuses_addresses_the_server_must_not_reach(bin: &Path) {
         assert_eq!(
             r.body,
             json!({"ok": false, "error_code": 400, "error": "webhook_address_forbidden",
-                   "description": format!("the webhook URL points at {what}, which this server does not deliver to"),
+                   "description": format!("the webhook URL points at {what}, which this server does not deliver to (a server started with --webhook-allow-private-addresses, or webhook_allow_private_addresses in its Config, delivers there)"),
                    "parameters": {"field": "url"}}),
             "{url}"
         );
     }
     let invalid = [
-        (rx.url(), "must use https"),
+        (rx.url(), "must use https (a server started with --webhook-allow-http, or webhook_allow_http in its Config, also takes http)"),
         ("ftp://example.com/".into(), "must use https"),
         ("https://user:pw@example.com/".into(), "must not carry a user or password"),
         ("https://2130706433/".into(), "has no valid host"),

@@ -80,6 +80,16 @@ pub struct Target {
     pub literal: Option<IpAddr>,
 }
 
+/// Why an `http` URL is refused where `webhook_allow_http` is off, naming
+/// the flag and the option that lift it.
+pub const HTTPS_OR_ALLOW_HTTP: &str =
+    "must use https (a server started with --webhook-allow-http, or webhook_allow_http in its Config, also takes http)";
+
+/// What `webhook_address_forbidden` adds to its description: the flag and
+/// the option that lift it.
+pub const ALLOW_PRIVATE_HINT: &str = " (a server started with --webhook-allow-private-addresses, or \
+     webhook_allow_private_addresses in its Config, delivers there)";
+
 /// Checks a webhook URL's form and, for a literal address, the address.
 pub fn check_url(url: &str, policy: TargetPolicy) -> Result<Target, UrlRefusal> {
     use UrlRefusal::Invalid;
@@ -94,7 +104,9 @@ pub fn check_url(url: &str, policy: TargetPolicy) -> Result<Target, UrlRefusal> 
         true
     } else if scheme.eq_ignore_ascii_case("http") {
         if !policy.allow_http {
-            return Err(Invalid("must use https"));
+            // The refusal names what lifts it: the server's flag, the
+            // library's option.
+            return Err(Invalid(HTTPS_OR_ALLOW_HTTP));
         }
         false
     } else {
@@ -344,7 +356,7 @@ mod tests {
 
     #[test]
     fn the_form_is_checked_before_the_address() {
-        assert_eq!(invalid("http://example.com/", STRICT), "must use https");
+        assert_eq!(invalid("http://example.com/", STRICT), HTTPS_OR_ALLOW_HTTP);
         assert_eq!(invalid("ftp://example.com/", OPEN), "must use https");
         assert_eq!(invalid("example.com/hook", OPEN), "is not an absolute URL");
         assert_eq!(invalid("https://user:pw@example.com/", OPEN), "must not carry a user or password");

@@ -2048,12 +2048,12 @@ def webhook_cases():
 
     def forbidden(what):
         return err(400, "webhook_address_forbidden",
-                   f"the webhook URL points at {what}, which this server does not deliver to", {"field": "url"})
+                   f"the webhook URL points at {what}, which this server does not deliver to (a server started with --webhook-allow-private-addresses, or webhook_allow_private_addresses in its Config, delivers there)", {"field": "url"})
 
     refused = [
         ({}, missing("url")),
         ({"url": 5}, invalid("url", "must_be_string")),
-        ({"url": "http://example.com/hook"}, bad_url("must use https")),
+        ({"url": "http://example.com/hook"}, bad_url("must use https (a server started with --webhook-allow-http, or webhook_allow_http in its Config, also takes http)")),
         ({"url": "hooks.example.com"}, bad_url("is not an absolute URL")),
         ({"url": "https://bot:pw@example.com/"}, bad_url("must not carry a user or password")),
         ({"url": "https://example.com/#frag"}, bad_url("must not carry a fragment")),
