@@ -60,7 +60,7 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
             return 0;
         }
         Err(e) => {
-            errln!("{e}\n{}", usage());
+            errln!("{}", options::refusal("server", &e).trim_end());
             return 2;
         }
     };

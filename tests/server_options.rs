@@ -598,7 +598,11 @@ fn a_gateway_poll_interval_outside_10_to_60000_ms_is_refused_with_a_message_and_
         assert_eq!(code, Some(2), "{value:?}: stderr {err:?}");
         let mut lines = err.lines();
         assert_eq!(lines.next(), Some("--gateway-poll-interval-ms needs a number of milliseconds"), "{value:?}");
-        assert!(lines.next().is_some_and(|l| l.starts_with("usage: ")), "{value:?}: the usage follows: {err:?}");
+        assert_eq!(
+            lines.collect::<Vec<_>>(),
+            [format!("run `{}` for every option, its variable and its form", help_of(&bin)).as_str()],
+            "{value:?}: one line points to --help, the usage does not follow: {err:?}"
+        );
         assert_eq!(out, "", "{value:?}");
     }
     // No value at all.
@@ -1262,4 +1266,11 @@ fn the_level_is_botspace_log_else_rust_log(bin: std::path::PathBuf) {
     assert_eq!(status.code(), Some(0), "{err}");
     assert!(!out.iter().any(|l| l.starts_with("botspace ")), "info lines under RUST_LOG=warn: {out:#?}");
     assert_eq!(err, "", "nothing went wrong");
+}
+
+/// How a server's refusal names its `--help`: the program name each server
+/// gives its usage (`server` for the Rust one, `botspace-server` for C).
+fn help_of(bin: &std::path::Path) -> String {
+    let program = if bin.ends_with("server") { "server" } else { "botspace-server" };
+    format!("{program} --help")
 }

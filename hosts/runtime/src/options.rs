@@ -191,6 +191,14 @@ pub enum Parsed {
 /// Reads a file's text for the options (the config file, a secret's file).
 pub type ReadFile<'a> = &'a dyn Fn(&str) -> Result<String, String>;
 
+/// What a server prints (on stderr, exit 2) for options it cannot take:
+/// the error line, which names the option or its source and the form it
+/// takes, then one line pointing to `--help`, not the whole usage, so the
+/// error is not buried under it in a journal.
+pub fn refusal(program: &str, error: &str) -> String {
+    format!("{error}\nrun `{program} --help` for every option, its variable and its form\n")
+}
+
 /// The options of a server started with `cli` (without the program name),
 /// the environment `env` and files read by `read`. An error is the one
 /// line to print before the usage (exit status 2).
@@ -655,6 +663,14 @@ mod tests {
         assert_eq!(
             o.admin_secret(&|_| Ok("  short  \nthe-rest-of-the-file-is-not-the-secret".into())),
             Err("--admin-secret-file /s: its first line must be at least 16 characters (this one has 5); omit it and the server generates one".into())
+        );
+    }
+
+    #[test]
+    fn a_refusal_is_the_error_line_and_a_pointer_to_help() {
+        assert_eq!(
+            refusal("srv", "--max-connections needs a positive number"),
+            "--max-connections needs a positive number\nrun `srv --help` for every option, its variable and its form\n"
         );
     }
 

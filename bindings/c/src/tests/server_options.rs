@@ -33,7 +33,10 @@ fn options_parse_settle_and_open_a_service() {
     let (o, text, exit) = parse(&["--max-connections", "0"]);
     assert!(o.is_null());
     assert_eq!(exit, 2);
-    assert!(text.starts_with("--max-connections needs a positive number\nusage: srv "), "{text}");
+    assert_eq!(
+        text,
+        "--max-connections needs a positive number\nrun `srv --help` for every option, its variable and its form\n"
+    );
     let (mut o, text, _) =
         parse(&["--db", ":memory:", "--addr=127.0.0.1:0", "--request-timeout", "0.0001", "--manual-clock"]);
     assert!(!o.is_null() && text.is_empty());
