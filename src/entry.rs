@@ -84,20 +84,23 @@ pub struct Incoming<'a> {
     pub(crate) peer: Option<&'a str>,
     /// A `getUpdates` may park ([`crate::Handled::Parked`]).
     pub(crate) may_park: bool,
+    /// It arrived concurrently with the others of its slice
+    /// ([`Incoming::unordered`]).
+    pub(crate) unordered: bool,
 }
 
 impl<'a> Incoming<'a> {
     /// One whole HTTP/1.1 request, as the framer
     /// ([`crate::RequestFramer`]) delimits it.
     pub fn bytes(request: &'a [u8]) -> Incoming<'a> {
-        Incoming { input: Input::Wire(request), peer: None, may_park: true }
+        Incoming { input: Input::Wire(request), peer: None, may_park: true, unordered: false }
     }
 
     /// A request the host's HTTP stack parsed, its body read whole (a
     /// chunked body decoded): read where it is, with no second parse.
     #[cfg(feature = "typed")]
     pub fn http<B: AsRef<[u8]>>(request: &'a http::Request<B>) -> Incoming<'a> {
-        Incoming { input: Input::of(request), peer: None, may_park: true }
+        Incoming { input: Input::of(request), peer: None, may_park: true, unordered: false }
     }
 
     /// Who sent it: the IP address of the immediate peer, or any stable
@@ -115,6 +118,16 @@ impl<'a> Incoming<'a> {
     /// that cannot hold a request open (a batch API, a one-shot call).
     pub fn at_once(self) -> Incoming<'a> {
         Incoming { may_park: false, ..self }
+    }
+
+    /// It arrived concurrently with the others of the slice (each from a
+    /// connection of its own, as a batch queue's take): no order among them
+    /// is the client's, so on a database shared by several nodes a run of
+    /// such requests commits in the one lock order every node's groups
+    /// use, and two nodes' groups never deadlock. Without it a slice's
+    /// order is kept.
+    pub fn unordered(self) -> Incoming<'a> {
+        Incoming { unordered: true, ..self }
     }
 }
 

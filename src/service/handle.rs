@@ -13,9 +13,10 @@ impl Service {
     ///
     /// * a run of requests next to each other (bot writes such as
     ///   `sendMessage`, getMe, host calls without a client) commits as one
-    ///   group: one transaction and one fsync, each request answered
-    ///   exactly as if it ran alone (a run of one joins the group commit of
-    ///   concurrent callers instead);
+    ///   group, in the slice's order ([`Incoming::unordered`] lets a shared
+    ///   store use its lock order): one transaction and one fsync, each
+    ///   request answered exactly as if it ran alone (a run of one joins
+    ///   the group commit of concurrent callers instead);
     /// * a `getUpdates` with a `timeout` that finds nothing parks (unless
     ///   it came [`Incoming::at_once`])
     ///   ([`Handled::Parked`]): its answer comes from
@@ -67,14 +68,16 @@ impl Service {
     }
 
     /// A run of requests: one alone joins the group commit of concurrent
-    /// callers; more commit together, in lock order on a shared store.
+    /// callers; more commit together, in the slice's order, or in lock
+    /// order on a shared store when every one came `unordered`.
     fn answer_run(&self, run: &[Incoming<'_>], answers: &mut Vec<Handled>) {
         match run {
             [] => {}
             [one] => answers.push(Handled::Now(self.handle_input(one.input))),
             _ => {
                 let inputs: Vec<_> = run.iter().map(|r| r.input).collect();
-                answers.extend(self.handle_inputs_as(&inputs, true).into_iter().map(Handled::Now));
+                let unordered = run.iter().all(|r| r.unordered);
+                answers.extend(self.handle_inputs_as(&inputs, unordered).into_iter().map(Handled::Now));
             }
         }
     }

@@ -298,7 +298,7 @@ pub fn answer_take<B: AsRef<[u8]>, R: ReplyTo>(svc: &Service, jobs: Vec<QueuedRe
         }
         // Requests of many connections, arrived concurrently: a group.
         let answers = catch_unwind(AssertUnwindSafe(|| {
-            let requests: Vec<Incoming<'_>> = part.iter().map(|j| Incoming::http(&j.request)).collect();
+            let requests: Vec<Incoming<'_>> = part.iter().map(|j| Incoming::http(&j.request).unordered()).collect();
             svc.handle(&requests, now)
         }));
         if let Ok(answers) = answers {
