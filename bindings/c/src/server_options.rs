@@ -63,8 +63,8 @@ pub(crate) fn option_string(s: &str) -> CString {
 /// program name), the process environment and the config file they name.
 /// On OK, either `*out_options` is the options to run with, or it is NULL
 /// and `*out_text` holds what to print before exiting with `*out_exit`: the
-/// usage on stdout with 0 (`--help`), or the error line and a pointer to
-/// `--help` on stderr with 2 (`botspace_runtime::options::refusal`). `program` names the server in the usage.
+/// usage on stdout with 0 (`--help`), or the error line and a line
+/// pointing to `--help` on stderr with 2. `program` names the server in the usage.
 ///
 /// # Safety
 /// `program` must be a NUL-terminated string; `argv` must point at `argc`
