@@ -148,6 +148,8 @@ export function describe(u: components["schemas"]["BotUpdate"]): string {
       return `bots_can_send=${u.data.bots_can_send}`;
     case "chat_dissolved":
       return u.data.chat.type;
+    case "callback_query":
+      return `${u.data.from.id} pressed ${u.data.data} under ${u.data.message.message_id}`;
     case "events_dropped":
       return `dropped through ${u.data.dropped_through}`;
     default: {
