@@ -40,6 +40,14 @@ impl Service {
         t.next_ms = Some(t.next_ms.map_or(deadline_ms, |n| n.min(deadline_ms)));
     }
 
+    /// The store was read at `now_ms`: the earliest deadline of the presses
+    /// waiting then (on opening the service).
+    pub(super) fn note_callbacks_read(&self, next_ms: Option<u64>, now_ms: u64) {
+        let mut t = self.delivery.callbacks.lock().unwrap_or_else(|e| e.into_inner());
+        t.next_ms = next_ms;
+        t.read_at_ms = Some(now_ms);
+    }
+
     /// When the presses need the store turn ([`Service::webhook_timeout`]
     /// folds it in).
     pub(super) fn callback_due(&self) -> Option<u64> {

@@ -134,7 +134,12 @@ impl Service {
         let listen =
             store::notify::Notifications::open(&config, &std::iter::once(&conn).chain(&others).collect::<Vec<_>>());
         let notify = listen.is_some();
-        Ok(Service {
+        // The presses waiting for an answer since before this open: their
+        // earliest deadline is the callback timer's start, so a store with
+        // none gives hosts no deadline (and one with some expires them on
+        // time after a restart).
+        let callback_deadline = store::buttons::next_deadline(&conn)?;
+        let svc = Service {
             db: Arc::new(Db::new(conn, others, config.synchronous)),
             random: config.random_seed.map_or(Random::Os, Random::seeded),
             delivery: parts::Delivery::new(config.max_parked_polls),
@@ -152,7 +157,9 @@ impl Service {
             listen,
             metrics: crate::metrics::Metrics::default(),
             ops: parts::Ops::default(),
-        })
+        };
+        svc.note_callbacks_read(callback_deadline, svc.now_ms());
+        Ok(svc)
     }
 
     /// Whether a call into this service can wait on a disk or a network:
