@@ -1981,8 +1981,9 @@ size_t botspace_default_max_connections(uint64_t file_limit);
  * program name), the process environment and the config file they name.
  * On OK, either `*out_options` is the options to run with, or it is NULL
  * and `*out_text` holds what to print before exiting with `*out_exit`: the
- * usage on stdout with 0 (`--help`), or the error line and a line
- * pointing to `--help` on stderr with 2. `program` names the server in the usage.
+ * usage on stdout with 0 (`--help`), or on stderr with 2 the one line
+ * that names the option refused, the value given (never a secret), its
+ * form and `--help`. `program` names the server in the usage.
  *
  * # Safety
  * `program` must be a NUL-terminated string; `argv` must point at `argc`

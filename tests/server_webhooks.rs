@@ -20,6 +20,7 @@ use wire::*;
 servers! {
     deliveries_are_signed_verified_by_the_standard_webhooks_library_and_move_the_cursor,
     after_rotate_secret_receivers_on_the_old_and_the_new_secret_both_verify_until_delete_webhook,
+    with_a_short_secret_overlap_both_signatures_come_until_it_ends_then_the_new_one_alone,
     a_failing_receiver_gets_every_event_in_order_per_chat_once_it_recovers,
     a_server_killed_mid_delivery_resumes_from_the_durable_cursor_with_the_same_ids,
     set_webhook_refuses_addresses_the_server_must_not_reach,
@@ -211,6 +212,49 @@ fn after_rotate_secret_receivers_on_the_old_and_the_new_secret_both_verify_until
     assert_eq!(e["verified"], json!(true), "{e}");
     assert_eq!(e["signature"].as_str().unwrap().split(' ').count(), 1, "{e}");
     assert!(e["others_verified"].as_array().unwrap().iter().all(|v| v != &json!(true)), "{e}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--webhook-secret-overlap-s 3`: after a rotation, a delivery inside the
+/// overlap carries both signatures, each verified by the Standard Webhooks
+/// library with its own secret; once the overlap has ended, the new
+/// secret's alone, which a receiver still on the old one refuses.
+fn with_a_short_secret_overlap_both_signatures_come_until_it_ends_then_the_new_one_alone(bin: &Path) {
+    const OVERLAP_S: f64 = 3.0;
+    let dir = temp_dir("webhooks-overlap");
+    let rx = Receiver::start(&dir, 0);
+    let srv = start(bin, ":memory:", &[&ALLOW[..], &["--webhook-secret-overlap-s", "3"]].concat());
+    let w = srv.world("standard");
+    let first = set_webhook(&srv, &w.token, &json!({"url": rx.url()}))["secret"].as_str().unwrap().to_string();
+    rx.control(&json!({"secret": first}));
+    let e = delivery_of(&rx, 1);
+    assert_eq!((e["verified"].clone(), e["signature"].as_str().unwrap().split(' ').count()), (json!(true), 1), "{e}");
+    // The overlap starts when the server takes the rotation: after this
+    // clock reading, before the answer's.
+    let unix = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let asked = unix();
+    let second = set_webhook(&srv, &w.token, &json!({"url": rx.url(), "rotate_secret": true}))["secret"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let answered = unix();
+    assert_ne!(second, first);
+    rx.control(&json!({"secret": second, "others": [first]}));
+    srv.say(&w.user_id, &w.chat, "inside the overlap");
+    let e = delivery_of(&rx, 2);
+    // The receiver's clock reading is after the signing.
+    let after = e["at"].as_f64().unwrap() - asked;
+    assert!(after < OVERLAP_S, "delivered {after:.2} s after the rotation: the test needs it inside the overlap");
+    assert_eq!((e["verified"].clone(), e["others_verified"].clone()), (json!(true), json!([true])), "{e}");
+    let sig = e["signature"].as_str().unwrap();
+    assert!(sig.split(' ').count() == 2 && sig.split(' ').all(|s| s.starts_with("v1,")), "{sig}");
+    // Past its end (measured from the answer, after the server's reading).
+    std::thread::sleep(Duration::from_secs_f64((answered + OVERLAP_S + 0.2 - unix()).max(0.0)));
+    srv.say(&w.user_id, &w.chat, "after the overlap");
+    let e = delivery_of(&rx, 3);
+    assert_eq!(e["verified"], json!(true), "{e}");
+    assert_eq!(e["signature"].as_str().unwrap().split(' ').count(), 1, "{e}");
+    assert!(e["others_verified"][0].is_string(), "the old secret no longer verifies: {e}");
     let _ = std::fs::remove_dir_all(dir);
 }
 
