@@ -3,7 +3,7 @@
 //! config file, with the same defaults and the same messages): from the
 //! config file, then the environment (`BOTSPACE_<OPTION>`), then the
 //! command line, each later source beating the earlier. One clap command
-//! ([`Flags`]) reads every source, so a value is checked the same way
+//! (`Flags`) reads every source, so a value is checked the same way
 //! wherever it comes from. Files are read through the host's `read` (the
 //! core does no I/O of its own).
 
@@ -340,7 +340,7 @@ pub type ReadFile<'a> = &'a dyn Fn(&str) -> Result<String, String>;
 /// the environment `env` and files read by `read`. An error is the one
 /// line a server prints on stderr before it exits with status 2:
 /// `botspace: invalid value 'abc' for '--max-connections <N>'
-/// (BOTSPACE_MAX_CONNECTIONS): expected an integer 1..=…; see --help`.
+/// (BOTSPACE_MAX_CONNECTIONS): expected a positive integer; see --help`.
 /// The sources are read in rising precedence (the config file, the
 /// environment, the command line), so a bad variable is refused even
 /// beside the flag that would beat it, and before `--help`.
