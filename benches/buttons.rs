@@ -65,14 +65,12 @@ fn main() {
     );
     presses(&bin, Way::Gateway);
     presses(&bin, Way::Poll);
-    println!("sendMessage: {WRITERS} bots, one request in flight each, {WRITE_SECS} s; file database, synchronous = full");
+    println!(
+        "sendMessage: {WRITERS} bots, one request in flight each, {WRITE_SECS} s; file database, synchronous = full"
+    );
     let plain = writes(&bin, None);
     let full = writes(&bin, Some(full_keyboard()));
-    println!(
-        "  keyboard / plain: {:.2}× the rate, {:.1}× the bytes a message",
-        full.0 / plain.0,
-        full.1 / plain.1
-    );
+    println!("  keyboard / plain: {:.2}× the rate, {:.1}× the bytes a message", full.0 / plain.0, full.1 / plain.1);
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -155,8 +153,14 @@ fn presses(bin: &Path, way: Way) {
     let queue = Arc::new(Mutex::new(queue));
     let answered = Arc::new(AtomicUsize::new(0));
     for _ in 0..ANSWERERS {
-        let (base, token, queue, started, answered, refused) =
-            (srv.base.clone(), w.token.clone(), queue.clone(), answer_started.clone(), answered.clone(), refused.clone());
+        let (base, token, queue, started, answered, refused) = (
+            srv.base.clone(),
+            w.token.clone(),
+            queue.clone(),
+            answer_started.clone(),
+            answered.clone(),
+            refused.clone(),
+        );
         std::thread::spawn(move || {
             let agent = agent();
             let url = format!("{base}/bot/answerCallbackQuery");
@@ -207,7 +211,8 @@ fn presses(bin: &Path, way: Way) {
             });
         }
         Way::Poll => {
-            let (base, token, by_bot, to_answer) = (srv.base.clone(), w.token.clone(), by_bot.clone(), to_answer.clone());
+            let (base, token, by_bot, to_answer) =
+                (srv.base.clone(), w.token.clone(), by_bot.clone(), to_answer.clone());
             std::thread::spawn(move || {
                 let agent = agent();
                 let mut offset = 2i64;
@@ -216,7 +221,9 @@ fn presses(bin: &Path, way: Way) {
                         .post(format!("{base}/bot/getUpdates"))
                         .header("Authorization", format!("Bot {token}"))
                         .content_type("application/json")
-                        .send(json!({"offset": offset, "timeout": 50, "allowed_updates": ["callback_query"]}).to_string());
+                        .send(
+                            json!({"offset": offset, "timeout": 50, "allowed_updates": ["callback_query"]}).to_string(),
+                        );
                     let Ok(mut r) = r else { return };
                     let Ok(text) = r.body_mut().read_to_string() else { return };
                     let v: Value = serde_json::from_str(&text).unwrap();
@@ -285,7 +292,8 @@ fn presses(bin: &Path, way: Way) {
     let ids = ids.lock().unwrap().clone();
     let (by_bot, started, by_host) =
         (by_bot.lock().unwrap().clone(), answer_started.lock().unwrap().clone(), by_host.lock().unwrap().clone());
-    let press: Vec<f64> = ids.iter().enumerate().map(|(n, id)| ms(by_bot[id].saturating_duration_since(due[n]))).collect();
+    let press: Vec<f64> =
+        ids.iter().enumerate().map(|(n, id)| ms(by_bot[id].saturating_duration_since(due[n]))).collect();
     let answer: Vec<f64> =
         ids.iter().filter_map(|id| Some(ms(by_host.get(id)?.saturating_duration_since(started[id])))).collect();
     let (p, a) = (percentiles(press), percentiles(answer));
@@ -336,7 +344,8 @@ fn full_keyboard() -> Value {
 /// The database's used bytes, as a reader beside the server sees them.
 fn used_bytes(db: &Path) -> u64 {
     let c = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
-    let q = |pragma: &str| -> u64 { c.query_row(&format!("PRAGMA {pragma}"), [], |r| r.get::<_, i64>(0)).unwrap() as u64 };
+    let q =
+        |pragma: &str| -> u64 { c.query_row(&format!("PRAGMA {pragma}"), [], |r| r.get::<_, i64>(0)).unwrap() as u64 };
     (q("page_count") - q("freelist_count")) * q("page_size")
 }
 
@@ -350,7 +359,8 @@ fn writes(bin: &Path, keyboard: Option<Value>) -> (f64, f64) {
     let bodies: Vec<(String, String)> = (0..WRITERS)
         .map(|i| {
             let handle = format!("writer_bot_{i}");
-            let b = srv.admin("createBot", &json!({"display_name": handle, "handle": handle, "quota_tier": "official"}));
+            let b =
+                srv.admin("createBot", &json!({"display_name": handle, "handle": handle, "quota_tier": "official"}));
             let chat = srv.admin("startBot", &json!({"user_id": user, "bot_id": b["bot"]["id"]}));
             let token = b["token"].as_str().unwrap().to_string();
             let mut body = json!({"chat_id": chat["id"], "text": "Pizza or pasta? Choose one of the options below."});
