@@ -430,13 +430,13 @@ fn at_the_connection_cap_the_oldest_parked_poll_is_evicted_for_a_new_client(bin:
     }
     // Each new client (kept open) takes the place of the oldest parked poll.
     let mut clients = Vec::new();
-    for oldest in 0..2 {
+    for oldest in &mut polls[..2] {
         let mut c = srv.connect();
         c.write_all(&bot_request(&bots[0].0, "getMe", None)).unwrap();
         let r = read_response(&mut c, &mut Vec::new());
         assert_eq!(r.status, 200);
         assert_eq!(r.json()["ok"], json!(true));
-        assert_eof(&mut polls[oldest]);
+        assert_eof(oldest);
         clients.push(c);
     }
     // The newer polls still wait.

@@ -737,10 +737,10 @@ fn bots_pointed_at_a_receiver_that_never_answers_stay_under_the_cap_and_clients_
     // While they hang (their 10 s deadline has not come), another client's
     // requests are answered, not refused 503.
     let (token, chats) = &bots[0];
-    for i in 0..20 {
+    for (i, chat) in chats.iter().enumerate().take(20) {
         let me = srv.bot(token, "getMe", &json!({}));
         assert_eq!((me.status, me.body["ok"].clone()), (200, json!(true)), "{}", me.body);
-        let sent = srv.bot(token, "sendMessage", &json!({"chat_id": chats[i], "text": format!("m{i}")}));
+        let sent = srv.bot(token, "sendMessage", &json!({"chat_id": chat, "text": format!("m{i}")}));
         assert_eq!((sent.status, sent.body["ok"].clone()), (200, json!(true)), "{}", sent.body);
         assert_eq!(sent.body["result"]["text"], format!("m{i}"));
     }
