@@ -194,7 +194,7 @@ fn activity_counts_429s_by_code_and_only_sent_messages() {
         admin(&svc, SECRET, "getBotActivity", json!({"bot_id": bot})),
         json!({"bot_id": bot, "window_s": 3600, "requests": 0, "refused": 0, "refusals": {},
                "messages_sent": 0, "last_request_at": 1_767_225_600,
-               "per_minute": {"start": 1_767_225_600 + 60, "requests": [0; 60], "refused": [0; 60],
-                              "messages_sent": [0; 60]}})
+               "per_minute": {"start": 1_767_225_600 + 60, "requests": last_slot(0), "refused": last_slot(0),
+                              "messages_sent": last_slot(0)}})
     );
 }
