@@ -155,10 +155,10 @@ pub fn bot_activity(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         return Err(ApiError::bot_not_found());
     }
     let s = ctx.host.activity.map(|a| a.summary(bot_id, ctx.now_ms)).unwrap_or_default();
-    let series = ctx.host.activity.map_or_else(
-        || crate::console::activity::Series::empty(ctx.now_ms),
-        |a| a.series(bot_id, ctx.now_ms),
-    );
+    let series = ctx
+        .host
+        .activity
+        .map_or_else(|| crate::console::activity::Series::empty(ctx.now_ms), |a| a.series(bot_id, ctx.now_ms));
     let refusals: Map<String, Value> = s.refusals.iter().map(|(k, v)| (k.to_string(), (*v).into())).collect();
     let refused: u64 = s.refusals.values().sum();
     Ok(json!({
