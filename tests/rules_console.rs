@@ -168,6 +168,8 @@ fn get_bot_counts_open_gateway_sessions_and_on_postgres_every_nodes() {
 
 #[test]
 fn activity_counts_429s_by_code_and_only_sent_messages() {
+    // The manual clock starts on a minute: everything below is in the last of the 60 slots.
+    let last_slot = |n: u64| -> Vec<u64> { (0..60).map(|i| if i == 59 { n } else { 0 }).collect() };
     let svc = open(&common::test_database());
     let user = admin(&svc, SECRET, "createUser", json!({"display_name": "Ann"}))["id"].clone();
     let created = admin(&svc, SECRET, "createBot", json!({"display_name": "B", "handle": "b"}));
@@ -182,13 +184,17 @@ fn activity_counts_429s_by_code_and_only_sent_messages() {
     assert_eq!(
         admin(&svc, SECRET, "getBotActivity", json!({"bot_id": bot})),
         json!({"bot_id": bot, "window_s": 3600, "requests": 7, "refused": 2, "refusals": {"rate_limited": 2},
-               "messages_sent": 5, "last_request_at": 1_767_225_600})
+               "messages_sent": 5, "last_request_at": 1_767_225_600,
+               "per_minute": {"start": 1_767_225_600 - 59 * 60, "requests": last_slot(7), "refused": last_slot(2),
+                              "messages_sent": last_slot(5)}})
     );
     // An hour later the window is empty; the last request is still known.
     admin(&svc, SECRET, "advanceClock", json!({"seconds": 3600}));
     assert_eq!(
         admin(&svc, SECRET, "getBotActivity", json!({"bot_id": bot})),
         json!({"bot_id": bot, "window_s": 3600, "requests": 0, "refused": 0, "refusals": {},
-               "messages_sent": 0, "last_request_at": 1_767_225_600})
+               "messages_sent": 0, "last_request_at": 1_767_225_600,
+               "per_minute": {"start": 1_767_225_600 + 60, "requests": last_slot(0), "refused": last_slot(0),
+                              "messages_sent": last_slot(0)}})
     );
 }

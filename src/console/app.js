@@ -51,13 +51,94 @@ function h(tag, attrs, ...kids) {
   return el;
 }
 
-// A table in a box of its own that scrolls sideways: a wide table never
-// makes the page wider than a phone's screen. The box is focusable so a
-// keyboard can scroll it.
+// An SVG element (the sparklines and bars are drawn, not styled: SVG
+// attributes are not inline style, so the CSP allows them).
+function svg(tag, attrs, ...kids) {
+  const el = document.createElementNS('http://www.w3.org/2000/svg', tag);
+  for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+  el.append(...kids);
+  return el;
+}
+
+// 1234567 -> "1 234 567" (no-break spaces: a figure never wraps).
+const num = (n) => String(n).replace(/\B(?=(\d{3})+(?!\d))/g, '\u00a0');
+// "1 open gateway session", "0 open gateway sessions".
+const plural = (n, one, many) => num(n) + ' ' + (n === 1 ? one : many);
+
+// A sparkline of a per-minute series as the API returned it (oldest
+// first, 60 minutes): a polyline scaled to the busiest minute, the series'
+// total beside it, and the figures in its accessible name.
+function sparkline(name, series, values) {
+  const w = 2 * (values.length - 1), ht = 20;
+  const peak = Math.max(1, ...values);
+  const points = values.map((v, i) => (2 * i) + ',' + (ht - 1 - (v / peak) * (ht - 2)).toFixed(1)).join(' ');
+  const total = values.reduce((a, b) => a + b, 0);
+  const busiest = Math.max(0, ...values);
+  const label = name + ' per minute, last hour: ' + num(total) + ' in all, at most ' + num(busiest) + ' in a minute';
+  return h('span', { class: 'spark', 'data-series': series },
+    svg('svg', { viewBox: '-1 0 ' + (w + 2) + ' ' + ht, width: w + 2, height: ht, role: 'img', 'aria-label': label, preserveAspectRatio: 'none' },
+      svg('title', {}, label),
+      svg('line', { x1: 0, y1: ht - 1, x2: w, y2: ht - 1, class: 'base' }),
+      svg('polyline', { points, class: 'line' })),
+    h('span', { class: 'total' }, num(total)));
+}
+
+// Gateway sessions against the limit: a bar and "12 of 1 000 sessions".
+function sessionsBar(open, limit) {
+  const text = num(open) + ' of ' + plural(limit, 'session', 'sessions');
+  const filled = limit > 0 ? Math.min(1, open / limit) : 0;
+  return h('span', { class: 'bar' },
+    svg('svg', { viewBox: '0 0 100 8', width: 80, height: 8, 'aria-hidden': 'true', preserveAspectRatio: 'none' },
+      svg('rect', { x: 0, y: 0, width: 100, height: 8, rx: 2, class: 'track' }),
+      svg('rect', { x: 0, y: 0, width: (100 * filled).toFixed(1), height: 8, rx: 2, class: open >= limit ? 'fill full' : 'fill' })),
+    h('span', { class: 'bar-text' }, text));
+}
+
+// A table whose cells carry their column's name (data-label): on a narrow
+// screen each row is drawn as a card of labelled lines (app.css), so
+// nothing scrolls sideways and no column is out of sight. Rows put in the
+// body later are labelled as they arrive.
 function table(label, heads, body) {
-  return h('div', { class: 'table-box', role: 'region', 'aria-label': label + ' (table)', tabindex: 0 },
+  const labelRows = () => {
+    for (const tr of body.rows) {
+      [...tr.cells].forEach((td, i) => { if (heads[i] && td.colSpan === 1) td.dataset.label = heads[i]; });
+    }
+  };
+  labelRows();
+  new MutationObserver(labelRows).observe(body, { childList: true });
+  return h('div', { class: 'table-box', role: 'region', 'aria-label': label + ' (table)' },
     h('table', { 'aria-label': label }, h('thead', {}, h('tr', {}, heads.map((t) => h('th', { scope: 'col' }, t)))), body));
 }
+
+// An audit entry's detail as labelled fields: "Bot id: bot_…", lists
+// joined, flags as yes or no.
+function detailFields(detail) {
+  const entries = Object.entries(detail || {});
+  if (!entries.length) return '';
+  const label = (k) => (k.charAt(0).toUpperCase() + k.slice(1)).replace(/_/g, ' ');
+  const value = (k, v) => {
+    if (v === null) return 'none';
+    if (typeof v === 'boolean') return v ? 'yes' : 'no';
+    if (Array.isArray(v)) return v.flatMap((x, i) => (i ? [', ', value(k, x)] : [value(k, x)]));
+    if (typeof v === 'object') return JSON.stringify(v);
+    return /_id$|_ids$/.test(k) ? h('code', {}, String(v)) : String(v);
+  };
+  return h('dl', { class: 'kv' }, entries.map(([k, v]) => [h('dt', {}, label(k)), h('dd', {}, value(k, v))]));
+}
+
+// Every row of a list (newest first, at most 1 000) for a picker.
+async function listAll(method, key) {
+  const rows = [];
+  let cursor;
+  do {
+    const r = await api(method, { cursor, limit: 100 });
+    rows.push(...r[key]);
+    cursor = r.next_cursor || undefined;
+  } while (cursor && rows.length < 1000);
+  return rows;
+}
+const userOption = (u) => [u.id, u.display_name + (u.handle ? ' (@' + u.handle + ')' : '')];
+const botOption = (b) => [b.id, '@' + b.handle + ' (' + b.display_name + ')'];
 
 // Shows a just-made panel where the operator is looking: scrolled into
 // view, focus on its first button (the copy button of a token).
@@ -76,16 +157,22 @@ function privateName(members) {
   return u + ' and ' + b;
 }
 
+// A select's options: values, or [value, label] pairs; `chosen` is the
+// selected value (or values, for a multiple select).
+function options(list, chosen) {
+  return list.map((o) => {
+    const [value, label] = Array.isArray(o) ? o : [o, o];
+    return h('option', { value, selected: Array.isArray(chosen) ? chosen.includes(value) : value === chosen }, label);
+  });
+}
+
 let uid = 0;
 // A labelled field; returns [label, input].
 function field(labelText, attrs) {
   const id = 'f' + (++uid);
   const input = attrs && attrs.type === 'select'
     // Options are values, or [value, label] pairs.
-    ? h('select', { id, name: attrs.name }, attrs.options.map((o) => {
-      const [value, label] = Array.isArray(o) ? o : [o, o];
-      return h('option', { value, selected: value === attrs.value }, label);
-    }))
+    ? h('select', { id, name: attrs.name, multiple: attrs.multiple, size: attrs.size, required: attrs.required }, options(attrs.options, attrs.value))
     : h('input', Object.assign({ id }, attrs || {}));
   const isCheck = attrs && attrs.type === 'checkbox';
   // The label holds only its text: a select inside a label would add its
@@ -209,9 +296,9 @@ views.bots = async (root) => {
       h('td', {}, h('button', { type: 'button', 'aria-label': 'Open bot @' + b.handle, onclick: () => show('bot', b.id) }, 'Open')),
       h('td', {}, '@' + b.handle), h('td', {}, b.display_name),
       h('td', {}, b.quota_tier), h('td', {}, h('span', { class: 'tag ' + b.status }, b.status)),
-      h('td', {}, (b.verified ? 'verified ' : '') + (b.official ? 'official' : '')),
-      h('td', {}, b.live.gateway_sessions + ' / ' + b.live.gateway_connection_limit),
-      h('td', {}, String(b.live.unacked_events)), h('td', {}, when(b.live.last_request_at)))));
+      h('td', {}, [b.verified ? 'verified' : '', b.official ? 'official' : ''].filter(Boolean).join(', ') || 'none'),
+      h('td', {}, sessionsBar(b.live.gateway_sessions, b.live.gateway_connection_limit)),
+      h('td', {}, num(b.live.unacked_events)), h('td', {}, when(b.live.last_request_at)))));
     if (!r.bots.length) list.append(h('tr', {}, h('td', { colspan: 9 }, 'No bots.')));
     pg.set(r.next_cursor);
   }
@@ -259,12 +346,15 @@ views.bot = async (root, id) => {
   root.append(h('h2', {}, 'Bot @' + b.handle), h('p', { class: 'sub' }, b.display_name, ' · ', h('code', {}, b.id)),
     h('dl', { class: 'figures', 'aria-label': 'Live figures' },
       h('dt', {}, 'Status'), h('dd', { id: 'bot-status' }, b.status),
-      h('dt', {}, 'Gateway sessions'), h('dd', { id: 'bot-sessions' }, b.live.gateway_sessions + ' of ' + b.live.gateway_connection_limit),
-      h('dt', {}, 'Unacknowledged events'), h('dd', {}, String(b.live.unacked_events)),
+      h('dt', {}, 'Gateway sessions'), h('dd', { id: 'bot-sessions' }, sessionsBar(b.live.gateway_sessions, b.live.gateway_connection_limit)),
+      h('dt', {}, 'Unacknowledged events'), h('dd', {}, num(b.live.unacked_events)),
       h('dt', {}, 'Last request'), h('dd', {}, when(b.live.last_request_at)),
-      h('dt', {}, 'Requests, last hour'), h('dd', {}, String(act.requests)),
-      h('dt', {}, 'Messages sent, last hour'), h('dd', {}, String(act.messages_sent)),
-      h('dt', {}, 'Refusals, last hour'), h('dd', {}, refusals.length ? refusals.map(([k, v]) => k + ': ' + v).join(', ') : 'none')));
+      h('dt', {}, 'Refusals by code, last hour'), h('dd', {}, refusals.length ? refusals.map(([k, v]) => k + ': ' + num(v)).join(', ') : 'none')),
+    h('h3', {}, 'Last hour, per minute'),
+    h('dl', { class: 'figures', 'aria-label': 'Last hour, per minute', id: 'bot-minutes' },
+      h('dt', {}, 'Requests'), h('dd', {}, sparkline('Requests', 'requests', act.per_minute.requests)),
+      h('dt', {}, 'Messages sent'), h('dd', {}, sparkline('Messages sent', 'messages_sent', act.per_minute.messages_sent)),
+      h('dt', {}, 'Refused'), h('dd', {}, sparkline('Refused', 'refused', act.per_minute.refused))));
 
   // Edit identity, tier and flags.
   const [nL, name] = field('Display name', { name: 'display_name', value: b.display_name, required: true });
@@ -311,16 +401,17 @@ views.bot = async (root, id) => {
         onclick: async () => {
           try {
             const r = await api('rotateBotToken', { bot_id: id });
+            const closedText = plural(open, 'gateway session', 'gateway sessions') + ' closed with 4004';
             out.replaceChildren(oneTimeToken('New token of @' + b.handle, r.token,
-              'The old token now fails with 401. Gateway sessions closed with 4004: ' + open + '.'));
-            say('Rotated the token of @' + b.handle + '; ' + open + ' gateway session(s) closed (4004).');
+              'The old token now fails with 401. ' + closedText + '.'));
+            say('Rotated the token of @' + b.handle + '; ' + closedText + '.');
             reveal(out);
           } catch (err) { fail(err); }
         },
       }, 'Yes, rotate the token');
       out.replaceChildren(h('section', { class: 'panel confirm', role: 'alertdialog', 'aria-labelledby': 'rot-q', 'aria-describedby': 'rot-d' },
         h('h3', { id: 'rot-q' }, 'Rotate the token of @' + b.handle + '?'),
-        h('p', { id: 'rot-d' }, 'The current token stops working at once. ' + open + ' open gateway session(s) will be closed with 4004.'),
+        h('p', { id: 'rot-d' }, 'The current token stops working at once. ' + plural(open, 'open gateway session', 'open gateway sessions') + ' will be closed with 4004.'),
         h('p', {}, confirm, ' ', cancel)));
       reveal(out);
     },
@@ -399,18 +490,25 @@ views.users = async (root) => {
         const u = await api('createUser', { display_name: name.value, handle: handle.value || undefined });
         say('Created user ' + u.display_name + '.');
         create.reset();
-        await load(null);
+        await Promise.all([load(null), fillPickers()]);
       } catch (err) { fail(err); }
     },
   }, nL, hL, h('button', { type: 'submit', class: 'primary' }, 'Create user'));
-  const [suL, su] = field('User id', { name: 'user_id', required: true, class: 'mono' });
-  const [sbL, sb] = field('Bot id', { name: 'bot_id', required: true, class: 'mono' });
+  // Pickers filled from the lists (again when a user is created): the
+  // operator chooses names, not ids.
+  const [suL, su] = field('User', { type: 'select', name: 'user_id', required: true, options: [] });
+  const [sbL, sb] = field('Bot', { type: 'select', name: 'bot_id', required: true, options: [] });
+  async function fillPickers() {
+    const [users, bots] = await Promise.all([listAll('listUsers', 'users'), listAll('listBots', 'bots')]);
+    su.replaceChildren(...options([['', 'Choose a user…'], ...users.map(userOption)], ''));
+    sb.replaceChildren(...options([['', 'Choose a bot…'], ...bots.map(botOption)], ''));
+  }
   const start = h('form', {
     class: 'inline', 'aria-label': 'Start a bot for a user',
     onsubmit: async (e) => {
       e.preventDefault();
       try {
-        const c = await api('startBot', { user_id: su.value.trim(), bot_id: sb.value.trim() });
+        const c = await api('startBot', { user_id: su.value, bot_id: sb.value });
         show('chat', c.id);
         say('Started the bot for the user: their private chat is open.');
       } catch (err) { fail(err); }
@@ -419,7 +517,7 @@ views.users = async (root) => {
   root.append(h('h2', {}, 'Users'), h('form', { class: 'inline', role: 'search', onsubmit: (e) => { e.preventDefault(); pg.reset(); load(null).catch(fail); } }, qL, h('button', { type: 'submit' }, 'Search')),
     table('Users', ['', 'Name', 'Handle', 'Id'], list), pg.el,
     h('h3', {}, 'Create a user'), create, h('h3', {}, 'Start a bot for a user'), start);
-  await load(null);
+  await Promise.all([load(null), fillPickers()]);
 };
 
 // ------------------------------------------------------------ chats
@@ -445,14 +543,16 @@ views.chats = async (root, opts) => {
     pg.set(r.next_cursor);
   }
   const [tL, title] = field('Group title', { name: 'title', required: true });
-  const [mL, members] = field('Member ids (comma separated)', { name: 'member_ids', class: 'mono', value: member });
+  const [everyUser, everyBot] = await Promise.all([listAll('listUsers', 'users'), listAll('listBots', 'bots')]);
+  const [mL, members] = field('Members', { type: 'select', name: 'member_ids', multiple: true, size: 6,
+    options: [...everyUser.map(userOption), ...everyBot.map(botOption)], value: member ? [member] : [] });
   const [bL, bots] = field('Bots can send', { type: 'checkbox', name: 'bots_can_send', checked: true });
   const create = h('form', {
     class: 'inline', 'aria-label': 'Create a group',
     onsubmit: async (e) => {
       e.preventDefault();
       try {
-        const ids = members.value.split(',').map((s) => s.trim()).filter(Boolean);
+        const ids = [...members.selectedOptions].map((o) => o.value);
         const c = await api('createGroup', { title: title.value, member_ids: ids, bots_can_send: bots.checked });
         show('chat', c.id);
         say('Created group ' + c.title + '.');
@@ -484,8 +584,12 @@ views.chat = async (root, id) => {
     if (c.dissolved) {
       root.append(h('p', { class: 'error' }, 'This group is dissolved.'));
     } else {
-      const [aL, add] = field('Member id to add', { name: 'member_id', required: true, class: 'mono' });
-      root.append(h('form', { class: 'inline', 'aria-label': 'Add a member', onsubmit: (e) => { e.preventDefault(); act('addMember', { member_id: add.value.trim() }, 'Added ' + add.value.trim() + '.'); } },
+      const [everyUser, everyBot] = await Promise.all([listAll('listUsers', 'users'), listAll('listBots', 'bots')]);
+      const inside = new Set(people.map((m) => m.id));
+      const [aL, add] = field('Member to add', { type: 'select', name: 'member_id', required: true, value: '',
+        options: [['', 'Choose a user or bot…'], ...everyUser.filter((u) => !inside.has(u.id)).map(userOption),
+          ...everyBot.filter((b) => !inside.has(b.id)).map(botOption)] });
+      root.append(h('form', { class: 'inline', 'aria-label': 'Add a member', onsubmit: (e) => { e.preventDefault(); act('addMember', { member_id: add.value }, 'Added ' + add.selectedOptions[0].textContent + '.'); } },
         aL, h('button', { type: 'submit' }, 'Add member')),
       h('p', {}, h('button', { type: 'button', onclick: () => act('setGroupPermissions', { bots_can_send: !c.bots_can_send }, 'Permissions changed.') }, c.bots_can_send ? 'Forbid bots to send' : 'Allow bots to send'), ' ',
         h('button', { type: 'button', class: 'danger', onclick: () => act('dissolveGroup', {}, 'Dissolved.') }, 'Dissolve group')));
@@ -542,16 +646,20 @@ views.activity = async (root) => {
   const rows = [];
   for (const b of bots.bots) {
     const a = await api('getBotActivity', { bot_id: b.id });
-    const refusals = Object.entries(a.refusals).map(([k, v]) => k + ': ' + v).join(', ');
-    rows.push(h('tr', {}, h('td', {}, '@' + b.handle), h('td', {}, String(a.requests)), h('td', {}, String(a.refused)),
-      h('td', {}, refusals || 'none'), h('td', {}, String(a.messages_sent)), h('td', {}, b.live.gateway_sessions + ' / ' + b.live.gateway_connection_limit)));
+    const refusals = Object.entries(a.refusals).map(([k, v]) => k + ': ' + num(v)).join(', ');
+    const m = a.per_minute;
+    rows.push(h('tr', { 'data-bot': b.id }, h('td', {}, '@' + b.handle),
+      h('td', {}, sparkline('Requests of @' + b.handle, 'requests', m.requests)),
+      h('td', {}, sparkline('Messages sent by @' + b.handle, 'messages_sent', m.messages_sent)),
+      h('td', {}, sparkline('Refused requests of @' + b.handle, 'refused', m.refused)),
+      h('td', {}, refusals || 'none'), h('td', {}, sessionsBar(b.live.gateway_sessions, b.live.gateway_connection_limit))));
   }
   root.append(h('h2', {}, 'Activity'),
     h('dl', { class: 'figures', 'aria-label': 'Service counts' },
       [['users', 'Users'], ['bots', 'Bots'], ['chats', 'Chats'], ['messages', 'Messages'], ['schema_version', 'Schema version']]
         .map(([k, label]) => [h('dt', {}, label), h('dd', { 'data-count': k }, String(s[k]))])),
-    h('h3', {}, 'Per bot, last hour (this node)'),
-    table('Bot activity', ['Bot', 'Requests', 'Refused', 'Refusals by code', 'Messages sent', 'Gateway sessions'], h('tbody', {}, rows)));
+    h('h3', {}, 'Per bot, last hour per minute (this node)'),
+    table('Bot activity', ['Bot', 'Requests', 'Messages sent', 'Refused', 'Refusals by code', 'Gateway sessions'], h('tbody', {}, rows)));
 };
 
 // ------------------------------------------------------------ audit log
@@ -598,7 +706,7 @@ views.audit = async (root, about) => {
     list.replaceChildren(...r.entries.map((e) => h('tr', {}, h('td', {}, new Date(e.at_ms).toISOString().replace('T', ' ').replace('Z', '')), h('td', {}, e.method),
       h('td', {}, known.get(e.target) ? [h('span', { class: 'name' }, known.get(e.target)), h('br'), h('code', {}, e.target)] : h('code', {}, e.target || '')),
       h('td', {}, e.actor + (e.peer ? ' from ' + e.peer : '')),
-      h('td', {}, h('code', { class: 'json' }, JSON.stringify(e.detail))))));
+      h('td', {}, detailFields(e.detail)))));
     if (!r.entries.length) list.append(h('tr', {}, h('td', { colspan: 5 }, 'No entries.')));
     nextBefore = r.next_before;
     older.disabled = !nextBefore;

@@ -155,6 +155,10 @@ pub fn bot_activity(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         return Err(ApiError::bot_not_found());
     }
     let s = ctx.host.activity.map(|a| a.summary(bot_id, ctx.now_ms)).unwrap_or_default();
+    let series = ctx
+        .host
+        .activity
+        .map_or_else(|| crate::console::activity::Series::empty(ctx.now_ms), |a| a.series(bot_id, ctx.now_ms));
     let refusals: Map<String, Value> = s.refusals.iter().map(|(k, v)| (k.to_string(), (*v).into())).collect();
     let refused: u64 = s.refusals.values().sum();
     Ok(json!({
@@ -165,6 +169,13 @@ pub fn bot_activity(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
         "refusals": refusals,
         "messages_sent": s.messages_sent,
         "last_request_at": if s.last_request_ms == 0 { Value::Null } else { (s.last_request_ms / 1000).into() },
+        // The same hour minute by minute, oldest first: what the console draws.
+        "per_minute": {
+            "start": series.start_ms / 1000,
+            "requests": &series.requests[..],
+            "refused": &series.refused[..],
+            "messages_sent": &series.messages_sent[..],
+        },
     }))
 }
 

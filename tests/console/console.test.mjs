@@ -3,7 +3,9 @@
 // creates a bot, copies its token, rotates it while a gateway session is
 // open, suspends and restores it, makes a group, reads its history and the
 // audit log; keyboard-only rotation; every control labelled; a wrong
-// secret is told clearly and throttled. Each step checks what the page
+// secret is told clearly and throttled; sparklines drawn from the
+// per-minute figures of a bot the test drives, sessions against the limit,
+// labelled audit details, pickers and plural-aware words. Each step checks what the page
 // shows and what the API answers afterwards. Every screen is checked at
 // 360, 390, 1280 and 1920 px wide (never wider than the viewport, no
 // "[object" text) and photographed at 390 and 1280 px.
@@ -45,13 +47,17 @@ const DESKTOP = { width: 1280, height: 900 };
 const PHONE = { width: 390, height: 844 };
 const shot = (name) => page.screenshot({ path: OUT + PREFIX + '-' + name + '.png', fullPage: true });
 
-// What a screen must be at the current width: no wider than the viewport
-// (a wide table scrolls in its own box) and no "[object ...]" text.
+// What a screen must be at the current width: no wider than the viewport,
+// on a phone no table scrolling sideways in its box either (rows are
+// cards), no "[object ...]" text and no "(s)" plural.
 async function assertFits(where) {
   const m = await page.evaluate(() => ({
     scroll: document.documentElement.scrollWidth,
     inner: window.innerWidth,
     object: document.body.innerText.includes('[object'),
+    plural: (document.body.innerText.match(/\w+\(s\)/) || [''])[0],
+    boxes: [...document.querySelectorAll('.table-box')].filter((b) => b.scrollWidth > b.clientWidth)
+      .map((b) => b.getAttribute('aria-label') + ' ' + b.scrollWidth + ' > ' + b.clientWidth + ' px'),
     // The outermost elements that stick out, to name them on failure.
     wide: [...document.querySelectorAll('body *')]
       .filter((el) => el.getBoundingClientRect().right > window.innerWidth + 0.5
@@ -62,6 +68,8 @@ async function assertFits(where) {
   assert.ok(m.scroll <= m.inner, where + ': the page is ' + m.scroll + ' px wide at a ' + m.inner + ' px viewport; '
     + 'sticking out: ' + m.wide.join(', '));
   assert.equal(m.object, false, where + ': text reads "[object"');
+  assert.equal(m.plural, '', where + ': a count is worded "(s)"');
+  if (m.inner <= 640) assert.deepEqual(m.boxes, [], where + ': a table scrolls sideways');
 }
 
 // Checks the current screen at 360, 390, 1280 and 1920 px and saves it at
@@ -82,7 +90,8 @@ async function screen(name) {
 // Whether the element is wholly inside the viewport.
 const inView = (locator) => locator.evaluate((el) => {
   const r = el.getBoundingClientRect();
-  return r.top >= 0 && r.left >= 0 && r.bottom <= window.innerHeight && r.right <= window.innerWidth;
+  // Within a pixel: the page scrolls by whole pixels, its boxes end anywhere.
+  return r.top >= -1 && r.left >= 0 && r.bottom <= window.innerHeight + 1 && r.right <= window.innerWidth;
 });
 
 // Every input, select, textarea and button on the page has an accessible name.
@@ -185,7 +194,7 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   // The bot's page shows the live session.
   await page.getByRole('button', { name: 'Open bot @leaky_bot' }).click();
   await page.getByRole('heading', { name: 'Bot @leaky_bot', exact: true }).waitFor();
-  assert.equal(await page.locator('#bot-sessions').textContent(), '1 of 1');
+  assert.equal(await page.locator('#bot-sessions').textContent(), '1 of 1 session');
   await assertLabelled('bot');
   await screen('2-bot');
 
@@ -200,7 +209,7 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   assert.ok(found, 'Rotate token is reachable with Tab');
   await page.keyboard.press('Enter');
   await page.getByRole('alertdialog').waitFor();
-  assert.match(await page.getByRole('alertdialog').textContent(), /1 open gateway session\(s\) will be closed with 4004/);
+  assert.match(await page.getByRole('alertdialog').textContent(), / 1 open gateway session will be closed with 4004\./);
   assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Yes, rotate the token');
   await page.keyboard.press('Tab');
   assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Cancel');
@@ -219,7 +228,7 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   const newToken = await newBox.inputValue();
   assert.match(newToken, /^bot_[A-Za-z0-9_-]{43}$/);
   assert.notEqual(newToken, oldToken);
-  assert.match(await page.locator('.secret-once').textContent(), /Gateway sessions closed with 4004: 1\./);
+  assert.match(await page.locator('.secret-once').textContent(), / 1 gateway session closed with 4004\./);
   assert.equal(await page.evaluate(() => document.activeElement.textContent), 'Copy token');
   assert.equal(await inView(newBox), true, 'the new token is in view');
   await screen('3-rotated');
@@ -295,9 +304,22 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   const userId = (await admin('listUsers', { query: 'Ann Operator' })).users[0].id;
   await screen('5-users');
 
-  // Start the bot for the user: the private chat is named by its members.
-  await page.getByLabel('User id', { exact: true }).fill(userId);
-  await page.getByLabel('Bot id', { exact: true }).fill(botId);
+  // Start the bot for the user, both chosen by name from pickers filled
+  // from the lists: the private chat is named by its members.
+  const userPicker = page.getByLabel('User', { exact: true });
+  const botPicker = page.getByLabel('Bot', { exact: true });
+  // Every user and bot, newest first, by name (the server's demo ones too).
+  const everyUser = (await admin('listUsers', { limit: 100 })).users;
+  const everyBot = (await admin('listBots', { limit: 100 })).bots;
+  const userName = (u) => u.display_name + (u.handle ? ' (@' + u.handle + ')' : '');
+  const botName = (b) => '@' + b.handle + ' (' + b.display_name + ')';
+  assert.equal(userName(everyUser[0]), 'Ann Operator');
+  assert.equal(botName(everyBot[0]), '@leaky_bot (Leaky Bot)');
+  assert.deepEqual(await userPicker.locator('option').allTextContents(), ['Choose a user…', ...everyUser.map(userName)]);
+  assert.deepEqual(await botPicker.locator('option').allTextContents(), ['Choose a bot…', ...everyBot.map(botName)]);
+  await userPicker.selectOption({ label: 'Ann Operator' });
+  await botPicker.selectOption({ label: '@leaky_bot (Leaky Bot)' });
+  assert.deepEqual([await userPicker.inputValue(), await botPicker.inputValue()], [userId, botId]);
   await page.getByRole('button', { name: 'Start bot' }).click();
   await page.getByRole('heading', { name: 'Private chat of Ann Operator and @leaky_bot', exact: true }).waitFor();
   await assertLabelled('private chat');
@@ -309,13 +331,18 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   assert.equal(await page.getByText(userId).count(), 0, 'the chat list names the user, not its id');
   await screen('5-chats');
   await page.getByLabel('Group title', { exact: true }).fill('Ops room');
-  await page.getByLabel('Member ids (comma separated)', { exact: true }).fill(userId);
+  await page.getByLabel('Members', { exact: true }).selectOption([{ label: 'Ann Operator' }]);
   await page.getByRole('button', { name: 'Create group' }).click();
   await page.getByRole('heading', { name: 'Group Ops room', exact: true }).waitFor();
   await page.getByRole('cell', { name: 'Ann Operator', exact: true }).waitFor();
   assert.equal(await page.getByRole('cell', { name: '@leaky_bot', exact: true }).count(), 0);
-  await page.getByLabel('Member id to add', { exact: true }).fill(botId);
+  // The picker offers only who is not a member yet.
+  const addPicker = page.getByLabel('Member to add', { exact: true });
+  assert.deepEqual(await addPicker.locator('option').allTextContents(), ['Choose a user or bot…',
+    ...everyUser.filter((u) => u.id !== userId).map(userName), ...everyBot.map(botName)]);
+  await addPicker.selectOption({ label: '@leaky_bot (Leaky Bot)' });
   await page.getByRole('button', { name: 'Add member' }).click();
+  await page.getByText('Added @leaky_bot (Leaky Bot).').waitFor();
   await page.getByRole('cell', { name: '@leaky_bot', exact: true }).waitFor();
   await assertLabelled('chat');
   const chatId = (await admin('listChats', { query: 'Ops room' })).chats[0].id;
@@ -376,6 +403,14 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   assert.equal(await targetOf('rotateBotToken'), '@leaky_bot' + botId);
   assert.equal(await targetOf('sendUserMessage'), 'Ops room' + chatId);
   assert.equal(await targetOf('createUser'), 'Ann Operator' + userId);
+  // Each entry's detail is labelled fields, not JSON.
+  const detailOf = (method, target) => page.locator('table[aria-label="Audit log"] tr', { hasText: method })
+    .filter({ hasText: target }).last().locator('td').nth(4)
+    .evaluate((td) => [...td.querySelectorAll('dl.kv > *')].map((el) => el.tagName + ' ' + el.textContent));
+  assert.deepEqual(await detailOf('createBot', '@leaky_bot'), ['DT Display name', 'DD Leaky Bot', 'DT Handle', 'DD leaky_bot',
+    'DT Official', 'DD no', 'DT Quota tier', 'DD free', 'DT Verified', 'DD no']);
+  assert.deepEqual(await detailOf('createGroup', 'Ops room'), ['DT Bots can send', 'DD yes', 'DT Member ids', 'DD ' + userId, 'DT Title', 'DD Ops room']);
+  assert.equal(await page.locator('table[aria-label="Audit log"] td', { hasText: '{' }).count(), 0, 'no JSON in the audit table');
   for (const secretText of [oldToken, newToken, SECRET, oldToken.slice(4, 20), newToken.slice(4, 20)]) {
     assert.ok(!text.includes(secretText), 'the audit log holds no token or secret');
   }
@@ -396,6 +431,112 @@ test('an operator manages a bot and rotates a leaked token from the console', as
   assert.equal(await page.locator('table[aria-label="Audit log"] tbody tr').count(), 7);
   await screen('8-audit-of-bot');
 
+  assert.deepEqual(pageErrors, [], 'no script errors or CSP violations');
+});
+
+// What a row's or a page's sparklines draw: per series, its points, the
+// total beside it and its accessible name.
+const sparklines = (locator) => locator.evaluate((root) => Object.fromEntries([...root.querySelectorAll('.spark')].map((s) => [
+  s.dataset.series, {
+    points: s.querySelector('polyline').getAttribute('points').split(' ').map((p) => p.split(',').map(Number)),
+    total: s.querySelector('.total').textContent,
+    label: s.querySelector('svg').getAttribute('aria-label'),
+  }])));
+
+// A line of 60 points, one per minute, oldest first: every minute but the
+// last on the base line (y 19), the last at the top (y 1, the busiest).
+function assertLastMinuteOnly(line, where) {
+  assert.deepEqual(line.points.map(([x]) => x), Array.from({ length: 60 }, (_, i) => 2 * i), where + ': x');
+  assert.deepEqual(line.points.map(([, y]) => y), [...Array(59).fill(19), 1], where + ': y');
+}
+
+test('sparklines draw the activity the test makes, minute by minute, and sessions against the limit', async () => {
+  // A bot of its own, so every figure below is this test's.
+  const made = await admin('createBot', { display_name: 'Spark Bot', handle: 'spark_bot' });
+  const [id, token] = [made.bot.id, made.token];
+  const user = await admin('createUser', { display_name: 'Sam Spark' });
+  const chat = await admin('startBot', { user_id: user.id, bot_id: id });
+  // Everything below happens in one minute: when this one is nearly over,
+  // wait for the next.
+  const left = 60000 - (Date.now() % 60000);
+  if (left < 15000) await new Promise((r) => setTimeout(r, left + 250));
+  const minute = Math.floor(Date.now() / 60000) * 60;
+  const N = 4;
+  for (let i = 0; i < N; i++) {
+    const r = await bot(token, 'sendMessage', { chat_id: chat.id, text: 'spark ' + i });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+  }
+  const refused = await bot(token, 'sendMessage', { chat_id: chat.id, text: '' });
+  assert.equal(refused.status, 400);
+  assert.equal(refused.body.error, 'text_empty');
+  // The data endpoint: 60 minutes ending with this one, all in its last slot.
+  const a = await admin('getBotActivity', { bot_id: id });
+  const lastSlot = (n) => Array.from({ length: 60 }, (_, i) => (i === 59 ? n : 0));
+  assert.deepEqual(a.per_minute, { start: minute - 59 * 60, requests: lastSlot(N + 1), refused: lastSlot(1), messages_sent: lastSlot(N) });
+  assert.deepEqual([a.requests, a.refused, a.messages_sent, a.refusals], [N + 1, 1, N, { text_empty: 1 }]);
+
+  // The Activity view draws them in the bot's row.
+  await page.setViewportSize(DESKTOP);
+  await page.getByRole('button', { name: 'Activity' }).click();
+  const row = page.locator(`tr[data-bot="${id}"]`);
+  await row.waitFor();
+  const drawn = await sparklines(row);
+  assert.deepEqual(Object.keys(drawn).sort(), ['messages_sent', 'refused', 'requests']);
+  for (const [series, line] of Object.entries(drawn)) assertLastMinuteOnly(line, 'Activity ' + series);
+  assert.deepEqual(Object.values(drawn).map((l) => [l.total, l.label]), [
+    ['5', 'Requests of @spark_bot per minute, last hour: 5 in all, at most 5 in a minute'],
+    ['4', 'Messages sent by @spark_bot per minute, last hour: 4 in all, at most 4 in a minute'],
+    ['1', 'Refused requests of @spark_bot per minute, last hour: 1 in all, at most 1 in a minute']]);
+  assert.match(await row.textContent(), /text_empty: 1/);
+  await screen('10-activity-sparklines');
+
+  // On a phone the rows are cards: the bot's Status and Gateway sessions
+  // are on screen without scrolling sideways.
+  await page.getByRole('button', { name: 'Bots', exact: true }).click();
+  await page.getByRole('button', { name: 'Open bot @spark_bot' }).waitFor();
+  await page.setViewportSize(PHONE);
+  const card = page.locator('tbody tr').filter({ has: page.getByRole('button', { name: 'Open bot @spark_bot' }) });
+  for (const [label, text] of [['Status', 'active'], ['Gateway sessions', '0 of 1 session']]) {
+    const cell = card.locator(`td[data-label="${label}"]`);
+    assert.equal(await cell.textContent(), text);
+    const box = await cell.boundingBox();
+    assert.ok(box.x >= 0 && box.x + box.width <= PHONE.width, label + ' is within the phone width: ' + JSON.stringify(box));
+    assert.equal(await cell.evaluate((td) => getComputedStyle(td, '::before').content), `"${label}"`, label + ' is labelled');
+  }
+  assert.ok(await page.evaluate(() => document.documentElement.scrollWidth) <= 390);
+  await shot('10-bots-cards-390');
+  await page.setViewportSize(DESKTOP);
+
+  // The bot's page draws the same hour.
+  await page.getByRole('button', { name: 'Open bot @spark_bot' }).click();
+  await page.getByRole('heading', { name: 'Last hour, per minute', exact: true }).waitFor();
+  const own = await sparklines(page.locator('#bot-minutes'));
+  for (const [series, line] of Object.entries(own)) assertLastMinuteOnly(line, 'bot page ' + series);
+  assert.deepEqual(Object.entries(own).map(([k, l]) => [k, l.total]), [['requests', '5'], ['messages_sent', '4'], ['refused', '1']]);
+
+  // Sessions against the limit: a bar and plural-aware words.
+  assert.equal(await page.locator('#bot-sessions').textContent(), '0 of 1 session');
+  await admin('updateBot', { bot_id: id, gateway_connection_limit: 1000 });
+  const ws = await openGateway(token);
+  await page.getByRole('button', { name: 'Back to bots' }).click();
+  await page.getByRole('button', { name: 'Open bot @spark_bot' }).click();
+  await page.getByRole('heading', { name: 'Bot @spark_bot', exact: true }).waitFor();
+  assert.equal(await page.locator('#bot-sessions').textContent(), '1 of 1\u00a0000 sessions');
+  assert.equal(await page.locator('#bot-sessions rect.fill').getAttribute('width'), '0.1');
+  await page.getByRole('button', { name: 'Rotate token' }).click();
+  assert.match(await page.getByRole('alertdialog').textContent(), / 1 open gateway session will be closed with 4004\./);
+  await screen('10-bot-sparklines');
+  await page.getByRole('button', { name: 'Cancel' }).click();
+  ws.close();
+  await ws.closed;
+  for (let i = 0; i < 50 && (await admin('getBot', { bot_id: id })).live.gateway_sessions !== 0; i++) await new Promise((r) => setTimeout(r, 100));
+  await page.getByRole('button', { name: 'Back to bots' }).click();
+  await page.getByRole('button', { name: 'Open bot @spark_bot' }).click();
+  await page.getByRole('heading', { name: 'Bot @spark_bot', exact: true }).waitFor();
+  assert.equal(await page.locator('#bot-sessions').textContent(), '0 of 1\u00a0000 sessions');
+  await page.getByRole('button', { name: 'Rotate token' }).click();
+  assert.match(await page.getByRole('alertdialog').textContent(), / 0 open gateway sessions will be closed with 4004\./);
+  await page.getByRole('button', { name: 'Cancel' }).click();
   assert.deepEqual(pageErrors, [], 'no script errors or CSP violations');
 });
 

@@ -1212,7 +1212,10 @@ def console_cases():
                                       bot_call("b", "getMe", None, 200, ok(ident_of("b"))),
                                       admin("getBotActivity", {"bot_id": "{{b}}"}, 200, ok({
                                           "bot_id": "{{b}}", "window_s": 3600, "requests": 3, "refused": 1,
-                                          "refusals": {"text_empty": 1}, "messages_sent": 1, "last_request_at": T0})),
+                                          "refusals": {"text_empty": 1}, "messages_sent": 1, "last_request_at": T0,
+                                          # T0 is a minute's start: every request is in the last slot.
+                                          "per_minute": {"start": T0 - 59 * 60, "requests": [0] * 59 + [3],
+                                                         "refused": [0] * 59 + [1], "messages_sent": [0] * 59 + [1]}})),
                                       admin("getBot", {"bot_id": "{{b}}"}, 200, ok(bot_live("b", unacked=1, last=T0))),
                                       admin("getBotActivity", {"bot_id": "bot_nope"}, 404, err(404, "bot_not_found", "no bot with this id"))]))
     cs.append(case("getAuditLog lists every change newest first, with no token or secret; reads are not logged",
