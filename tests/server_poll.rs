@@ -8,7 +8,9 @@
 //! `botspace_parked_polls` counts them), a stop answers every parked poll,
 //! and a client that goes away is handled as each server's half-close rule
 //! says; a bot past its 16 parked polls has its oldest answered 409
-//! `poll_superseded` at once while another bot's poll still parks. The
+//! `poll_superseded` at once while another bot's poll still parks; a
+//! thousand parked polls at the connection cap do not keep another client
+//! out (the oldest parked poll is evicted as an idle connection is). The
 //! servers run on the system clock here: the deadlines are real seconds.
 
 #[macro_use]
@@ -29,13 +31,17 @@ servers! {
         nine_hundred_parked_polls_fit_under_1024_descriptors,
         a_stop_answers_every_parked_poll,
         a_bot_past_16_polls_has_its_oldest_answered_409_and_another_bot_still_parks,
+        a_thousand_parked_polls_do_not_keep_another_client_out,
     ],
     // The servers differ when a client closes its side: the C server drops
     // the connection and cancels the poll; the Rust server keeps answering
     // a half-closed client (hyper's half close), so the poll ends at its
     // deadline (docs/delivery.md, "Which faces park").
     rust_on_binary: [a_client_that_goes_away_leaves_its_poll_to_its_deadline],
-    c_on_binary: [a_client_that_goes_away_cancels_its_poll],
+    c_on_binary: [
+        a_client_that_goes_away_cancels_its_poll,
+        parked_polls_whose_clients_close_are_released_though_the_server_reads_them_no_more,
+    ],
 }
 
 /// The example server on the system clock, under `ulimit -n 1024`.
@@ -352,4 +358,65 @@ fn a_stop_answers_every_parked_poll(bin: &Path) {
     assert_eq!(r.status, 200);
     assert_eq!(r.json(), json!({"ok": true, "result": []}));
     assert!(t0.elapsed() < Duration::from_secs(10), "stopped after {:?}", t0.elapsed());
+}
+
+/// 63 bots × 16 polls: more parked polls than the server's default
+/// `--max-connections` under `ulimit -n 1024` (960).
+const CROWD_BOTS: usize = 63;
+
+fn a_thousand_parked_polls_do_not_keep_another_client_out(bin: &Path) {
+    let cap = botspace::MAX_PARKED_POLLS_PER_BOT;
+    let srv = start(bin);
+    let (_, bots) = bots(&srv, CROWD_BOTS);
+    let other = srv.world("free");
+    let body = json!({"offset": 2, "timeout": 50});
+    let mut polls: Vec<TcpStream> =
+        (0..CROWD_BOTS * cap).map(|i| send_poll(&srv, &bots[i % CROWD_BOTS].0, &body)).collect();
+    // The newest is parked: every poll before it reached the server.
+    assert_parked(polls.last_mut().unwrap(), 500);
+    // Every connection slot holds a parked poll: the new client is served in
+    // the room of the oldest one, not refused 503 `server_busy` for 50 s.
+    let t0 = Instant::now();
+    let r = srv.bot(&other.token, "getMe", &json!({}));
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["result"]["id"], json!(other.bot_id));
+    println!("{} parked polls: another client's getMe answered 200 in {} ms", polls.len(), t0.elapsed().as_millis());
+    // The oldest parked poll was evicted (closed unanswered: its client
+    // polls again from its acknowledged offset); the newest still waits.
+    polls[0].set_read_timeout(Some(WAIT)).unwrap();
+    assert_eof(&mut polls[0]);
+    assert_parked(polls.last_mut().unwrap(), 10);
+}
+
+/// Bytes a client sends behind its poll: 4 KiB more than the server's
+/// bound on one connection's unread input (`max_request_bytes`, 229 636
+/// bytes), so the server stops reading the socket while the poll is
+/// parked, and the rest waits in its kernel buffer. (Much more would fill
+/// the server's receive window: the client's FIN would then wait behind
+/// its unsent bytes, and no server could see the close.)
+const PIPELINED: usize = 229_636 + 4096;
+
+fn parked_polls_whose_clients_close_are_released_though_the_server_reads_them_no_more(bin: &Path) {
+    const N: usize = botspace::MAX_PARKED_POLLS_PER_BOT;
+    let srv = start(bin);
+    let w = srv.world("free");
+    let mut polls: Vec<TcpStream> = (0..N)
+        .map(|_| {
+            let mut s = send_poll(&srv, &w.token, &json!({"offset": 2, "timeout": 50}));
+            s.write_all(&vec![b'a'; PIPELINED]).unwrap();
+            s
+        })
+        .collect();
+    assert_parked(polls.last_mut().unwrap(), 300);
+    assert_eq!(metric(&srv, "botspace_parked_polls"), N as f64);
+    let t0 = Instant::now();
+    drop(polls);
+    // Each close is seen though the socket is not read any more (its
+    // input bound is full): the polls are cancelled long before their 50 s
+    // deadline.
+    wait_metric(&srv, "botspace_parked_polls", 0.0);
+    println!("{N} parked polls released {} ms after their clients closed", t0.elapsed().as_millis());
+    // The server goes on serving them.
+    let r = srv.bot(&w.token, "getUpdates", &json!({"offset": 2}));
+    assert_eq!(r.body, json!({"ok": true, "result": []}));
 }
