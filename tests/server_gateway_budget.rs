@@ -15,11 +15,11 @@ mod wire;
 #[path = "support/ws_frame.rs"]
 mod ws_frame;
 
+use serde_json::json;
 use std::io::Write;
 use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use serde_json::json;
 use wire::*;
 
 servers! {

@@ -38,6 +38,9 @@ servers! {
     // a half-closed client (hyper's half close), so the poll ends at its
     // deadline (docs/delivery.md, "Which faces park").
     rust_on_binary: [a_client_that_goes_away_leaves_its_poll_to_its_deadline],
+    // A client that closes while the server no longer reads it (its input
+    // bound is full) is seen by its hang-up: the C server watches parked
+    // sockets for it.
     c_on_binary: [
         a_client_that_goes_away_cancels_its_poll,
         parked_polls_whose_clients_close_are_released_though_the_server_reads_them_no_more,
