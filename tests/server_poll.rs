@@ -364,7 +364,9 @@ fn a_stop_answers_every_parked_poll(bin: &Path) {
 }
 
 /// 63 bots × 16 polls: more parked polls than the server's default
-/// `--max-connections` under `ulimit -n 1024` (960).
+/// `--max-connections` under `ulimit -n 1024` (960). (One bot's thousand
+/// polls would leave 16 parked: each of its later polls answers its
+/// oldest 409, and an answered connection waits, evictable, anyway.)
 const CROWD_BOTS: usize = 63;
 
 fn a_thousand_parked_polls_do_not_keep_another_client_out(bin: &Path) {
