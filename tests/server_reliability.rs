@@ -164,8 +164,8 @@ const FLOOD_RSS_BOUND: u64 = 256 << 20;
 /// socket took from its output buffer (before, the sent part stayed until
 /// the client had read everything, so each connection also held what its
 /// kernel send buffer took, which grows with the kernel's autotuning).
-/// Measured here, the flood peaks at 57-74 MB in the C server's release
-/// build and at 122 MB under ASan.
+/// Measured here, the flood peaks at 55-84 MB in the C server's release
+/// build and at 122-135 MB under ASan.
 fn flood_rss_bound(bin: &Path) -> u64 {
     let name = bin.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let own = if name.starts_with("botspace-server") { FLOOD_RSS_BOUND / 2 } else { FLOOD_RSS_BOUND };
