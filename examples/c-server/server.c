@@ -1351,7 +1351,12 @@ static uint64_t conn_deadline(const conn_t *c) {
  * pending is written and a finished connection freed; a live one is
  * watched anew, its deadline joins next_due, and one with a request to
  * take stays in the turn's list (the backlog). */
-static void conn_settle(const loop_t *L, conn_t *c, uint64_t now, uint64_t mono, size_t *backlog) {
+/* The settled connections left with a request to take (the backlog),
+ * gathered during a sweep and given to the round again. */
+static conn_t **held;
+static size_t nheld, held_cap;
+
+static void conn_settle(const loop_t *L, conn_t *c, uint64_t now, uint64_t mono) {
     c->dirty = 0;
     if (c->st == ST_GATEWAY && c->link && link_info(c).timeout_ms <= mono) botspace_gateway_link_poll(c->link, now, mono);
     if (conn_done(c, L, mono)) {
@@ -1365,13 +1370,18 @@ static void conn_settle(const loop_t *L, conn_t *c, uint64_t now, uint64_t mono,
     conn_watch(c);
     uint64_t d = conn_deadline(c);
     if (d < next_due) next_due = d;
-    if (has_request(c)) (*backlog)++;
+    if (has_request(c)) {
+        if (nheld == held_cap) {
+            held_cap = held_cap ? held_cap * 2 : 64;
+            held = xrealloc(held, held_cap * sizeof *held);
+        }
+        held[nheld++] = c;
+    }
 }
 
 /* Settles the turn's connections, or every one when the earliest deadline
  * came (or at a stop); the turn's list then holds the backlog only. */
 static void sweep_conns(loop_t *L, uint64_t now, uint64_t mono) {
-    size_t backlog = 0;
     size_t n = ndirty;
     ndirty = 0;
     if (L->stopping || mono >= next_due) {
@@ -1380,18 +1390,14 @@ static void sweep_conns(loop_t *L, uint64_t now, uint64_t mono) {
         /* From the end: a freed connection's place takes one already settled. */
         for (size_t i = nconns; i-- > 0;) {
             if (i >= nconns) continue;
-            conn_settle(L, conns[i], now, mono, &backlog);
+            conn_settle(L, conns[i], now, mono);
         }
     } else {
-        for (size_t i = 0; i < n; i++) conn_settle(L, dirty[i], now, mono, &backlog);
+        for (size_t i = 0; i < n; i++) conn_settle(L, dirty[i], now, mono);
     }
     /* The backlog goes to the round again (its requests were held back). */
-    for (size_t i = 0; i < nconns && backlog > 0; i++) {
-        if (has_request(conns[i]) && !conns[i]->dirty) {
-            mark_dirty(conns[i]);
-            backlog--;
-        }
-    }
+    for (size_t i = 0; i < nheld; i++) mark_dirty(held[i]);
+    nheld = 0;
     L->backlog = ndirty;
 }
 
@@ -1699,6 +1705,7 @@ static void shut_down(loop_t *L) {
     free(read_buf);
     free(L->events);
     free(dirty);
+    free(held);
     if (L->lfd >= 0) close(L->lfd);
     if (L->afd >= 0) close(L->afd);
     stop_notify_loop();
