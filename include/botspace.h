@@ -918,8 +918,11 @@ typedef struct botspace_http_connection_info {
   uint64_t timeout_ms;
   /**
    * Since when it waits for a request with nothing taken and nothing to
-   * send (at a connection limit the longest waiting is evicted);
-   * `BOTSPACE_NO_DEADLINE` when it is busy and is not to be evicted.
+   * send, or since its getUpdates parked (the round's PARKED step; its
+   * client holds the connection and gives no work): at a connection
+   * limit the longest waiting is evicted (a parked poll is cancelled
+   * with it); `BOTSPACE_NO_DEADLINE` when it is busy and is not to be
+   * evicted.
    */
   uint64_t waiting_since_ms;
 } botspace_http_connection_info;

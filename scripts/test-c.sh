@@ -241,10 +241,12 @@ wire() {
 # (a flood under `ulimit -n 1024`, a stop, a full disk),
 # tests/server_throttle.rs (the admin-login throttle under a spray, behind a
 # trusted proxy), tests/server_gateway_budget.rs (a gateway bot that
-# floods pings and heartbeats and reads nothing) tests/server_metrics.rs
+# floods pings and heartbeats and reads nothing, one that pauses reading
+# for 45 s) tests/server_metrics.rs
 # (Prometheus scraping, /readyz at a stop), tests/server_clean.rs (unclean
 # requests, exits, file modes), tests/server_poll.rs (long polling:
-# parked getUpdates answered on a commit or at the deadline, 900 parked)
+# parked getUpdates answered on a commit or at the deadline, 900 parked,
+# 1 008 parked at the cap, parked clients that close)
 # and tests/server_webhooks.rs (deliveries over libcurl to a verifying
 # receiver) against one C server binary.
 options() {
@@ -252,7 +254,7 @@ options() {
   local log="$OUT/options-$(basename "$bin").log"
   ASAN_OPTIONS=$ASAN_SERVER_OPTIONS BOTSPACE_C_SERVER="$bin" \
     cargo test --test server_options --test server_reliability --test server_throttle --test server_gateway_budget --test server_metrics --test server_clean --test server_poll --test server_webhooks -- c:: --nocapture 2>&1 | tee "$log" |
-    awk '/^(test |test result|failures|---- )/ || /panicked at/ || /^(getMe past|1 000 clients|slow consumer|gateway flood|idle keep-alive|out of files|SKIPPED|parked polls|900 parked|timeout 1)/ {print; if (/panicked at/) n=3; next} n>0 {print; n--}'
+    awk '/^(test |test result|failures|---- )/ || /panicked at/ || /^(getMe past|1 000 clients|slow consumer|gateway flood|paused reader|idle keep-alive|out of files|SKIPPED|parked polls|900 parked|1008 parked|16 parked|timeout 1)/ {print; if (/panicked at/) n=3; next} n>0 {print; n--}'
   local rc=${PIPESTATUS[0]}
   if grep -q "ERROR: AddressSanitizer\|runtime error:" "$log"; then
     echo "sanitizer report in the server's output"; return 1

@@ -5,13 +5,17 @@
 //! owes fill the library's budget, so the bot's own socket blocks), and it
 //! is closed with 4008 `slow_consumer` once its output has stayed over the
 //! budget for two heartbeat intervals (the manual clock, moved by
-//! `/admin/advanceClock`).
+//! `/admin/advanceClock`); that rule is the only one for a gateway socket: a
+//! bot that heartbeats but reads nothing for 45 s of real time (past the
+//! 30 s write timeout of HTTP connections) keeps its session and then reads
+//! every event. That scenario takes about a minute of wall time.
 
 #[macro_use]
 mod wire;
 #[path = "support/ws_frame.rs"]
 mod ws_frame;
 
+use serde_json::json;
 use std::io::Write;
 use std::net::TcpStream;
 use std::path::Path;
@@ -20,6 +24,7 @@ use wire::*;
 
 servers! {
     a_bot_that_floods_pings_and_heartbeats_and_reads_nothing_stays_bounded_and_gets_4008,
+    a_bot_that_heartbeats_but_reads_nothing_for_45_s_keeps_its_session_and_reads_every_event,
 }
 
 /// What the bot tries to send: far more than the kernel buffers of a
@@ -168,4 +173,55 @@ fn a_bot_that_floods_pings_and_heartbeats_and_reads_nothing_stays_bounded_and_ge
     assert_eq!((code, reason.as_str()), (4008, "slow_consumer"));
     // The server still serves the bot.
     assert_eq!(next.hello()["op"], "hello");
+}
+
+/// How long the bot reads nothing: past the HTTP write timeout (30 s), which
+/// is not a gateway socket's rule.
+const PAUSE: Duration = Duration::from_secs(45);
+
+fn a_bot_that_heartbeats_but_reads_nothing_for_45_s_keeps_its_session_and_reads_every_event(bin: &Path) {
+    // The manual clock: the session's own rules (heartbeat timeout, slow
+    // consumer) see no time pass; only the real 45 s do.
+    let args = ["--db", ":memory:", "--admin-secret", SECRET, "--manual-clock"];
+    let srv = Server::start_in_shell(&[], "ulimit -n 1024", &[], bin, &args);
+    let w = srv.world("official");
+    // 1 000 events of 20 KB (20 MB): more than the link's output budget plus
+    // what the loopback sockets buffer, so the server's writes stall.
+    let text = "😀".repeat(5000);
+    for _ in 0..1000 {
+        srv.say(&w.user_id, &w.chat, &text);
+    }
+    let mut gw = srv.gateway(&w.token, "");
+    gw.hello();
+    let t0 = Instant::now();
+    while t0.elapsed() < PAUSE {
+        gw.send(r#"{"op":"heartbeat"}"#);
+        std::thread::sleep(Duration::from_secs(5));
+    }
+    // Every event, in order (the bot_started event, then the 1 000
+    // messages), with the heartbeats' acks between them.
+    let (mut seq, mut acks) = (0, 0);
+    while seq < 1001 {
+        let frame = gw.json();
+        match frame["op"].as_str() {
+            Some("event") => {
+                seq += 1;
+                assert_eq!(frame["seq"], json!(seq), "{frame}");
+            }
+            Some("heartbeat_ack") => acks += 1,
+            _ => panic!("unexpected frame after {seq} events: {frame}"),
+        }
+    }
+    eprintln!("paused reader: {seq} events and {acks} heartbeat acks read after {:?}", t0.elapsed());
+    // The session is still open: a message sent now reaches it.
+    let message = srv.say(&w.user_id, &w.chat, "after the pause");
+    loop {
+        let frame = gw.json();
+        if frame["op"] == json!("heartbeat_ack") {
+            continue;
+        }
+        assert_eq!((&frame["op"], &frame["seq"]), (&json!("event"), &json!(1002)), "{frame}");
+        assert_eq!(frame["data"]["message"], message, "{frame}");
+        break;
+    }
 }

@@ -7,12 +7,13 @@
 //! once under `ulimit -n 1024` cost the server little memory (the gauge
 //! `botspace_parked_polls` counts them), a stop answers every parked poll,
 //! a client that goes away has its poll cancelled at once (one client or
-//! 10 000: the gauge and the server's descriptors are back within 2 s), on
-//! the Rust server the oldest parked poll is evicted for a new client at
-//! the connection cap, and a bot past its 16 parked polls has its oldest
-//! answered 409 `poll_superseded` at once while another bot's poll still
-//! parks. The servers run on the system clock here: the deadlines are real
-//! seconds.
+//! 10 000: the gauge and the server's descriptors are back within 2 s; on
+//! the C server also when it reads the socket no more), at the connection
+//! cap the oldest parked poll is evicted for a new client as an idle
+//! connection is (a thousand parked polls do not keep another client out),
+//! and a bot past its 16 parked polls has its oldest answered 409
+//! `poll_superseded` at once while another bot's poll still parks. The
+//! servers run on the system clock here: the deadlines are real seconds.
 
 #[macro_use]
 mod wire;
@@ -35,11 +36,13 @@ servers! {
         a_client_that_goes_away_cancels_its_poll,
         five_hundred_closed_clients_release_their_polls_and_descriptors_at_once,
         ten_thousand_closed_clients_release_their_polls_and_descriptors_at_once,
+        at_the_connection_cap_the_oldest_parked_poll_is_evicted_for_a_new_client,
+        a_thousand_parked_polls_do_not_keep_another_client_out,
     ],
-    // At the connection cap the Rust server evicts the parked poll that has
-    // waited longest, as any waiting connection; the C server counts a
-    // parked connection as busy (docs/delivery.md, "Which faces park").
-    rust_on_binary: [at_the_connection_cap_the_oldest_parked_poll_is_evicted_for_a_new_client],
+    // A client that closes while the server no longer reads it (its input
+    // bound is full) is seen by its hang-up: the C server watches parked
+    // sockets for it.
+    c_on_binary: [parked_polls_whose_clients_close_are_released_though_the_server_reads_them_no_more],
 }
 
 /// The example server on the system clock, under `ulimit -n 1024`.
@@ -442,4 +445,67 @@ fn at_the_connection_cap_the_oldest_parked_poll_is_evicted_for_a_new_client(bin:
     // The newer polls still wait.
     assert_parked(&mut polls[2], 10);
     assert_parked(polls.last_mut().unwrap(), 10);
+}
+
+/// 63 bots × 16 polls: more parked polls than the server's default
+/// `--max-connections` under `ulimit -n 1024` (960). (One bot's thousand
+/// polls would leave 16 parked: each of its later polls answers its
+/// oldest 409, and an answered connection waits, evictable, anyway.)
+const CROWD_BOTS: usize = 63;
+
+fn a_thousand_parked_polls_do_not_keep_another_client_out(bin: &Path) {
+    let cap = botspace::MAX_PARKED_POLLS_PER_BOT;
+    let srv = start(bin);
+    let (_, bots) = bots(&srv, CROWD_BOTS);
+    let other = srv.world("free");
+    let body = json!({"offset": 2, "timeout": 50});
+    let mut polls: Vec<TcpStream> =
+        (0..CROWD_BOTS * cap).map(|i| send_poll(&srv, &bots[i % CROWD_BOTS].0, &body)).collect();
+    // The newest is parked: every poll before it reached the server.
+    assert_parked(polls.last_mut().unwrap(), 500);
+    // Every connection slot holds a parked poll: the new client is served in
+    // the room of the oldest one, not refused 503 `server_busy` for 50 s.
+    let t0 = Instant::now();
+    let r = srv.bot(&other.token, "getMe", &json!({}));
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["result"]["id"], json!(other.bot_id));
+    println!("{} parked polls: another client's getMe answered 200 in {} ms", polls.len(), t0.elapsed().as_millis());
+    // The oldest parked poll was evicted (closed unanswered: its client
+    // polls again from its acknowledged offset); the newest still waits.
+    polls[0].set_read_timeout(Some(WAIT)).unwrap();
+    assert_eof(&mut polls[0]);
+    assert_parked(polls.last_mut().unwrap(), 10);
+}
+
+/// Bytes a client sends behind its poll: 4 KiB more than the server's
+/// bound on one connection's unread input (`max_request_bytes`, 229 636
+/// bytes), so the server stops reading the socket while the poll is
+/// parked, and the rest waits in its kernel buffer. (Much more would fill
+/// the server's receive window: the client's FIN would then wait behind
+/// its unsent bytes, and no server could see the close.)
+const PIPELINED: usize = 229_636 + 4096;
+
+fn parked_polls_whose_clients_close_are_released_though_the_server_reads_them_no_more(bin: &Path) {
+    const N: usize = botspace::MAX_PARKED_POLLS_PER_BOT;
+    let srv = start(bin);
+    let w = srv.world("free");
+    let mut polls: Vec<TcpStream> = (0..N)
+        .map(|_| {
+            let mut s = send_poll(&srv, &w.token, &json!({"offset": 2, "timeout": 50}));
+            s.write_all(&vec![b'a'; PIPELINED]).unwrap();
+            s
+        })
+        .collect();
+    assert_parked(polls.last_mut().unwrap(), 300);
+    assert_eq!(metric(&srv, "botspace_parked_polls"), N as f64);
+    let t0 = Instant::now();
+    drop(polls);
+    // Each close is seen though the socket is not read any more (its
+    // input bound is full): the polls are cancelled long before their 50 s
+    // deadline.
+    wait_metric(&srv, "botspace_parked_polls", 0.0);
+    println!("{N} parked polls released {} ms after their clients closed", t0.elapsed().as_millis());
+    // The server goes on serving them.
+    let r = srv.bot(&w.token, "getUpdates", &json!({"offset": 2}));
+    assert_eq!(r.body, json!({"ok": true, "result": []}));
 }

@@ -1,5 +1,5 @@
 /*
- * botspace-server: botspace over real TCP, in portable C (C11 + POSIX).
+ * botspace-server: botspace over real TCP, in C (C11 + POSIX, and Linux's epoll).
  *
  *   botspace-server [--addr HOST:PORT] [--admin-addr HOST:PORT] [--db PATH]
  *                   [--admin-secret S | --admin-secret-file PATH] [--operational-key HEX64]
@@ -7,14 +7,14 @@
  *                   [--gateway-poll-interval-ms MS] [--database-timeout-ms MS] [--manual-clock]
  *                   [--demo-token]
  *
- * One thread, one poll(2) loop, non-blocking sockets. Each HTTP connection
+ * One thread, one epoll loop, non-blocking sockets. Each HTTP connection
  * is driven by the library's connection (botspace_http_connection): it
  * owns the connection's buffers and rules (framing, keep-alive and
  * pipelining in order, 100 Continue, the Connection header, refusals and
  * their lingering close, the request and idle deadlines, half close, the
  * budget of unsent answers); this server only moves its bytes, keeps the
  * sockets and the clock, and answers the requests it gives. After each
- * poll(2), the library's round (botspace_http_round_serve) answers every
+ * epoll_wait, the library's round (botspace_http_round_serve) answers every
  * complete request buffered on any connection with one group commit: one
  * transaction and one fsync for all the connections that are waiting, each
  * connection's answers in its own order. Partial reads and writes are buffered
@@ -33,14 +33,14 @@
  * what one policy decides), `botspace ready` at the end of the
  * start-up output, and a clean stop on SIGINT/SIGTERM. Hostile clients are
  * bounded the same way (docs/reliability.md): a connection cap where the
- * connection waiting longest for a request makes room, a deadline for each
+ * connection waiting longest for a request (or with a parked poll) makes room, a deadline for each
  * request, an idle timeout, accept errors logged at most once a second,
  * gateway readers that stay behind for two heartbeat intervals closed with
  * 4008 `slow_consumer`, and no further request taken from a client that
  * leaves the library's budget of answers unread (the library's connection
  * stops giving and reading requests).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* epoll, EPOLLRDHUP */
 
 #include "botspace.h"
 
@@ -53,7 +53,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -63,6 +62,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -165,7 +165,7 @@ static void set_nonblocking(int fd) {
 /* Wake-ups: the callback runs on whichever thread committed a change (here
  * the loop thread, inside handle_request) or heard of another server's
  * (the notification thread), records the bot id and writes one byte to the
- * self-pipe so a sleeping poll(2) returns. */
+ * self-pipe so a sleeping epoll_wait returns. */
 
 static int wake_pipe[2] = {-1, -1};
 static pthread_mutex_t wake_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -307,11 +307,41 @@ typedef struct conn {
      * admission's eviction order has it (order_sync);
      * BOTSPACE_NO_DEADLINE: not in the order. */
     uint64_t waiting_since;
+    /* epoll: the events registered for fd (`watched`: registered at all). */
+    uint32_t events;
+    int watched;
+    size_t idx;  /* in conns */
+    int dirty;   /* in the turn's list of connections to settle */
 } conn_t;
 
 static conn_t **conns;
 static size_t nconns, conns_cap;
 static size_t nlive; /* connections with an open socket: what --max-connections counts */
+
+/* The one epoll instance: connections (data.ptr: their conn_t), and the
+ * wake pipe, listeners and curl's sockets (data.u64: a tag, below). */
+static int epfd = -1;
+enum { TAG_WAKE = 1, TAG_LISTENER = 2, TAG_ADMIN_LISTENER = 3, TAG_CURL = 4 };
+#define TAG_OF(kind, fd) (((uint64_t)(uint32_t)(fd) << 3) | (uint64_t)(kind)) /* conn_t pointers end in 0 bits */
+
+/* The connections something happened to this turn (an event, an accept,
+ * an answer, a wake-up): only these are settled, watched anew and given
+ * to the round; the others wait in epoll and their deadlines, the
+ * earliest of which (`next_due`) brings a pass over all of them. So a
+ * turn costs what is active, not what is open. */
+static conn_t **dirty;
+static size_t ndirty, dirty_cap;
+static uint64_t next_due = 0; /* mono ms; 0: a pass over all at the next turn */
+
+static void mark_dirty(conn_t *c) {
+    if (c->dirty) return;
+    if (ndirty == dirty_cap) {
+        dirty_cap = dirty_cap ? dirty_cap * 2 : 64;
+        dirty = xrealloc(dirty, dirty_cap * sizeof *dirty);
+    }
+    c->dirty = 1;
+    dirty[ndirty++] = c;
+}
 
 /* The library's admission of this server's connections (both listeners):
  * whom to serve, evict or refuse at --max-connections or out of
@@ -389,6 +419,8 @@ static void conn_close(conn_t *c) {
     botspace_gateway_link_free(&c->link);
     c->bot_id = NULL;
     if (c->fd >= 0) {
+        if (c->watched) epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        c->watched = 0;
         close(c->fd);
         if (c->refusal) botspace_admission_refusal_ended(admission);
         else nlive--;
@@ -433,7 +465,7 @@ static int conn_flush(conn_t *c, uint64_t now) {
 /* ------------------------------------------------------------------------ */
 /* Group commit across connections
  *
- * After each poll(2), serve_http_round() gives every connection to the
+ * After each epoll_wait, serve_http_round() gives the turn's connections to the
  * library's round (botspace_http_round_serve), which answers every
  * complete request buffered on any HTTP connection: batches of up to
  * policy.max_batch, one botspace_service_handle_batch (one transaction and
@@ -495,16 +527,21 @@ static void upgrade(conn_t *c, const botspace_http_request *r, uint64_t mono) {
 /* Whether a connection may have a request to take now. */
 static int has_request(const conn_t *c) { return c->http && c->fd >= 0 && http_info(c).has_request; }
 
-/* One round over every connection (a gateway or a closed one is an entry
- * without an HTTP connection: the round skips it), then the steps it left. */
+/* One round over the turn's connections (those that read bytes, were
+ * accepted or answered, and the backlog of those with requests held back:
+ * every connection that can have a request to take; a gateway or a closed
+ * one is an entry without an HTTP connection: the round skips it), then
+ * the steps it left. Each stays in the list: its answers are settled and
+ * sent at the next turn. */
 static void serve_http_round(void) {
-    if (nconns > round_cap) {
-        round_cap = conns_cap;
+    if (ndirty > round_cap) {
+        round_cap = dirty_cap;
         round_conns = xrealloc(round_conns, round_cap * sizeof *round_conns);
         round_steps = xrealloc(round_steps, round_cap * sizeof *round_steps);
     }
-    for (size_t i = 0; i < nconns; i++) {
-        conn_t *c = conns[i];
+    size_t n = ndirty;
+    for (size_t i = 0; i < n; i++) {
+        conn_t *c = dirty[i];
         round_conns[i].conn = c->fd >= 0 ? c->http : NULL;
         round_conns[i].fresh = c->fresh != 0;
         round_conns[i].peer = c->peer;
@@ -512,17 +549,17 @@ static void serve_http_round(void) {
     }
     uint64_t mono = mono_ms();
     size_t nsteps = 0;
-    if (botspace_http_round_serve(http_round, svc, round_conns, nconns, mono, round_steps, &nsteps) != BOTSPACE_STATUS_OK)
+    if (n == 0 || botspace_http_round_serve(http_round, svc, round_conns, n, mono, round_steps, &nsteps) != BOTSPACE_STATUS_OK)
         nsteps = 0;
     for (size_t k = 0; k < nsteps; k++) {
         const botspace_round_step *st = &round_steps[k];
-        conn_t *c = conns[st->connection];
+        conn_t *c = dirty[st->connection];
         if (st->kind == BOTSPACE_ROUND_STEP_KIND_GATEWAY) upgrade(c, &st->request, mono);
         /* Parked: the connection waits (no thread does) until
          * serve_parked() gets its answer from the library. */
         else c->parked = st->poll_id;
     }
-    for (size_t i = 0; i < nconns; i++) conns[i]->fresh = 0;
+    for (size_t i = 0; i < n; i++) dirty[i]->fresh = 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -684,9 +721,9 @@ static int listen_on(const char *addr) {
  * The library decides every delivery (botspace_service_poll_webhook): which
  * event is due, to which URL, with which headers, body and deadline, what
  * an answer means and when to retry. This part only sends each request
- * with libcurl's multi interface, inside the same poll(2) loop: curl's
- * sockets join the poll set (CURLMOPT_SOCKETFUNCTION), its timer bounds the
- * poll timeout (CURLMOPT_TIMERFUNCTION), and each finished transfer is
+ * with libcurl's multi interface, inside the same epoll loop: curl's
+ * sockets join the epoll set (CURLMOPT_SOCKETFUNCTION), its timer bounds the
+ * wait (CURLMOPT_TIMERFUNCTION), and each finished transfer is
  * reported with botspace_service_webhook_report. New events wake the loop
  * through the wake-up callback; retries come due at
  * botspace_service_webhook_timeout.
@@ -734,32 +771,22 @@ static botspace_webhook_pump *wh_pump;
 static pthread_t wh_store_thread;
 static int wh_store_running;
 
-typedef struct {
-    curl_socket_t fd;
-    int what; /* CURL_POLL_IN / OUT / INOUT */
-} wh_sock;
-
 static CURLM *wh_multi;
-static wh_sock *wh_socks;
-static size_t wh_nsocks, wh_socks_cap;
 static int64_t wh_timer_due = -1; /* mono ms of curl's timer, -1 for none */
 
+/* curl's sockets join the loop's epoll as curl asks (level-triggered, as
+ * curl_multi_socket_action expects). */
 static int wh_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp) {
     (void)easy, (void)userp, (void)socketp;
-    size_t i = 0;
-    while (i < wh_nsocks && wh_socks[i].fd != s) i++;
     if (what == CURL_POLL_REMOVE) {
-        if (i < wh_nsocks) wh_socks[i] = wh_socks[--wh_nsocks];
+        epoll_ctl(epfd, EPOLL_CTL_DEL, s, NULL); /* fails harmlessly when already closed */
         return 0;
     }
-    if (i == wh_nsocks) {
-        if (wh_nsocks == wh_socks_cap) {
-            wh_socks_cap = wh_socks_cap ? wh_socks_cap * 2 : 8;
-            wh_socks = xrealloc(wh_socks, wh_socks_cap * sizeof *wh_socks);
-        }
-        wh_socks[wh_nsocks++].fd = s;
-    }
-    wh_socks[i].what = what;
+    struct epoll_event e;
+    memset(&e, 0, sizeof e);
+    e.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0);
+    e.data.u64 = TAG_OF(TAG_CURL, s);
+    if (epoll_ctl(epfd, EPOLL_CTL_MOD, s, &e) != 0 && errno == ENOENT) epoll_ctl(epfd, EPOLL_CTL_ADD, s, &e);
     return 0;
 }
 
@@ -1012,7 +1039,7 @@ static void wh_reap(void) {
 }
 
 /* Starts every request the library has due, then runs curl's timer: a
- * transfer added here is sent in the same turn, not one poll(2) later. */
+ * transfer added here is sent in the same turn, not one wait later. */
 static void webhook_turn(uint64_t now) {
     if (!wh_multi) return;
     botspace_webhook_request *req = NULL;
@@ -1029,7 +1056,7 @@ static void webhook_turn(uint64_t now) {
     }
 }
 
-/* How long poll(2) may sleep for the webhooks: curl's timer, the pump's
+/* How long epoll_wait may sleep for the webhooks: curl's timer, the pump's
  * timeout. */
 static int64_t webhook_poll_timeout(uint64_t mono, uint64_t now, int64_t timeout) {
     if (!wh_multi) return timeout;
@@ -1094,7 +1121,6 @@ static void webhook_shutdown(void) {
     wh_spare = NULL;
     curl_multi_cleanup(wh_multi);
     wh_multi = NULL;
-    free(wh_socks);
     curl_global_cleanup();
 }
 
@@ -1107,12 +1133,14 @@ typedef struct {
     int stopping;
     uint64_t stop_deadline;
     uint64_t accept_paused_until; /* the admission's resume_at_ms after an accept error */
-    struct pollfd *pfds;
-    size_t pfds_cap, npfds;
-    size_t first_conn; /* pfds index of conns[0] */
-    size_t first_wh;   /* pfds index of the first webhook (curl) socket; the connections end there */
-    int lpfd, apfd;    /* pfds index of each listener, -1 when not polled */
+    int accepting;                /* the listeners are in epoll */
+    struct epoll_event *events;   /* what epoll_wait reports, policy-free: at most this many a turn */
+    size_t backlog;               /* connections left with a request to take: no sleep */
 } loop_t;
+
+/* How many events one epoll_wait reports; more wait for the next turn
+ * (level-triggered: nothing is lost). */
+enum { MAX_EVENTS = 1024 };
 
 /* A connection driven by the library's connection: a new one, or (with
  * `refusal`) its busy refusal with a linger (the 503 server_busy, then a
@@ -1148,7 +1176,9 @@ static void add_conn(int fd, botspace_listener role, uint64_t mono, int refusal)
         conns_cap = conns_cap ? conns_cap * 2 : 64;
         conns = xrealloc(conns, conns_cap * sizeof *conns);
     }
+    c->idx = nconns;
     conns[nconns++] = c;
+    mark_dirty(c); /* watched, and its deadlines known, at the next settle */
 }
 
 /* Closes a gateway connection with the library's 1001 `server_shutdown`:
@@ -1170,6 +1200,7 @@ static void begin_stop(loop_t *L, uint64_t mono) {
     L->afd = -1;
     for (size_t i = 0; i < nconns; i++)
         if (conns[i]->st == ST_GATEWAY) gateway_going_away(conns[i]);
+    next_due = 0; /* stopping: every connection is settled at each turn */
 }
 
 /* Polls the gateways of every bot the wake callback named. */
@@ -1182,6 +1213,7 @@ static void poll_woken_gateways(uint64_t now) {
         for (size_t k = 0; k < nw; k++) {
             if (strcmp(c->bot_id, woken[k]) == 0) {
                 gateway_poll(c, now);
+                mark_dirty(c);
                 break;
             }
         }
@@ -1204,20 +1236,10 @@ static void serve_parked(uint64_t now) {
             c->parked = 0;
             /* What it pipelined behind the poll is taken next. */
             botspace_http_connection_answer(c->http, resp.ptr, resp.len, mono_ms());
+            mark_dirty(c);
             break;
         }
         botspace_bytes_free(&resp);
-    }
-}
-
-/* The links whose deadline came (heartbeat timeouts, revocations, slow
- * consumers, output held back that the socket has room for again, the end
- * of a closing link's time). */
-static void poll_due_gateways(uint64_t now) {
-    uint64_t mono = mono_ms();
-    for (size_t i = 0; i < nconns; i++) {
-        conn_t *c = conns[i];
-        if (c->st == ST_GATEWAY && link_info(c).timeout_ms <= mono) botspace_gateway_link_poll(c->link, now, mono);
     }
 }
 
@@ -1254,7 +1276,7 @@ static int bytes_waiting(int fd) {
 /* Whether a connection is done: closed by the library, stalled, or cut by
  * the end of a stop. Shuts the write side of one the library lingers. */
 static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
-    /* A socket that last said EAGAIN is written when poll(2) says so
+    /* A socket that last said EAGAIN is written when epoll says so
      * (serve_ready), not tried again on every turn. */
     if (c->fd >= 0 && conn_unsent(c) > 0 && !c->stalled_since && conn_flush(c, mono) != 0) conn_close(c);
     if (c->fd >= 0 && c->st == ST_HTTP) {
@@ -1282,52 +1304,115 @@ static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
         c->shut_wr = 1;
     }
     if (state == BOTSPACE_CONNECTION_STATE_CLOSED) conn_close(c);
-    else if (c->stalled_since && mono - c->stalled_since > policy.write_timeout_ms) conn_close(c);
+    /* The HTTP write timeout is for HTTP connections only: a gateway's
+     * reader that stays behind is the link's to judge (4008 slow_consumer
+     * after two heartbeat intervals, its close frame sent when the socket
+     * takes it, counted and logged), not a reset at 30 s. */
+    else if (c->st == ST_HTTP && c->stalled_since && mono - c->stalled_since > policy.write_timeout_ms) conn_close(c);
     else if (L->stopping && idle && !bytes_waiting(c->fd)) conn_close(c);
     else if (L->stopping && mono >= L->stop_deadline) conn_close(c);
     return c->fd < 0;
 }
 
-/* Writes what is pending and frees finished connections. */
-static void sweep_conns(const loop_t *L, uint64_t mono) {
-    size_t keep = 0;
-    for (size_t i = 0; i < nconns; i++) {
-        if (conn_done(conns[i], L, mono)) conn_free(conns[i]);
-        else conns[keep++] = conns[i];
+/* What epoll watches on a live connection: its input while the library
+ * takes it; a parked poll's hang-up even when it does not (a client that
+ * closes is gone at once, its poll cancelled, though its socket holds
+ * bytes the connection does not read); the socket's room while output
+ * waits. */
+static void conn_watch(conn_t *c) {
+    uint32_t ev = 0;
+    if (!c->peer_eof && conn_wants_input(c)) ev |= EPOLLIN;
+    if (!c->peer_eof && c->parked) ev |= EPOLLRDHUP;
+    if (conn_unsent(c) > 0) ev |= EPOLLOUT;
+    if (c->watched && ev == c->events) return;
+    struct epoll_event e;
+    memset(&e, 0, sizeof e);
+    e.events = ev;
+    e.data.ptr = c;
+    if (epoll_ctl(epfd, c->watched ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &e) == 0) {
+        c->watched = 1;
+        c->events = ev;
     }
-    nconns = keep;
 }
 
-/* Fills pfds (self-pipe, listener, connections); returns the poll timeout:
- * the nearest gateway deadline, at most the policy's tick. */
-static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
-    size_t need = nconns + 3 + wh_nsocks;
-    if (need > L->pfds_cap) {
-        L->pfds_cap = need * 2;
-        L->pfds = xrealloc(L->pfds, L->pfds_cap * sizeof *L->pfds);
+/* The connection's next deadline on the loop's clock: the library's (408,
+ * idle, linger; heartbeat, slow consumer, output it can give again, the
+ * end of a close), and an HTTP write that stalls past the policy's write
+ * timeout. */
+static uint64_t conn_deadline(const conn_t *c) {
+    uint64_t d = c->st == ST_HTTP ? http_info(c).timeout_ms : link_info(c).timeout_ms;
+    if (c->st == ST_HTTP && c->stalled_since) {
+        uint64_t w = c->stalled_since + policy.write_timeout_ms + 1;
+        if (w < d) d = w;
     }
-    struct pollfd *pfds = L->pfds;
-    size_t np = 0;
-    pfds[np].fd = wake_pipe[0];
-    pfds[np].events = POLLIN;
-    np++;
+    return d;
+}
+
+/* Settles one connection: a link whose deadline came is run (heartbeat
+ * timeouts, revocations, slow consumers, output held back that the socket
+ * has room for again, the end of a closing link's time), then what is
+ * pending is written and a finished connection freed; a live one is
+ * watched anew, its deadline joins next_due, and one with a request to
+ * take stays in the turn's list (the backlog). */
+/* The settled connections left with a request to take (the backlog),
+ * gathered during a sweep and given to the round again. */
+static conn_t **held;
+static size_t nheld, held_cap;
+
+static void conn_settle(const loop_t *L, conn_t *c, uint64_t now, uint64_t mono) {
+    c->dirty = 0;
+    if (c->st == ST_GATEWAY && c->link && link_info(c).timeout_ms <= mono) botspace_gateway_link_poll(c->link, now, mono);
+    if (conn_done(c, L, mono)) {
+        /* Out of conns (the last takes its place) and freed. */
+        conn_t *last = conns[--nconns];
+        last->idx = c->idx;
+        conns[c->idx] = last;
+        conn_free(c);
+        return;
+    }
+    conn_watch(c);
+    uint64_t d = conn_deadline(c);
+    if (d < next_due) next_due = d;
+    if (has_request(c)) {
+        if (nheld == held_cap) {
+            held_cap = held_cap ? held_cap * 2 : 64;
+            held = xrealloc(held, held_cap * sizeof *held);
+        }
+        held[nheld++] = c;
+    }
+}
+
+/* Settles the turn's connections, or every one when the earliest deadline
+ * came (or at a stop); the turn's list then holds the backlog only. */
+static void sweep_conns(loop_t *L, uint64_t now, uint64_t mono) {
+    size_t n = ndirty;
+    ndirty = 0;
+    if (L->stopping || mono >= next_due) {
+        for (size_t i = 0; i < n; i++) dirty[i]->dirty = 0;
+        next_due = BOTSPACE_NO_DEADLINE;
+        /* From the end: a freed connection's place takes one already settled. */
+        for (size_t i = nconns; i-- > 0;) {
+            if (i >= nconns) continue;
+            conn_settle(L, conns[i], now, mono);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) conn_settle(L, dirty[i], now, mono);
+    }
+    /* The backlog goes to the round again (its requests were held back). */
+    for (size_t i = 0; i < nheld; i++) mark_dirty(held[i]);
+    nheld = 0;
+    L->backlog = ndirty;
+}
+
+/* How long epoll_wait may sleep: the earliest connection deadline, the
+ * library's next parked-poll deadline, the end of an accept pause and the
+ * webhooks' timers, at most the policy's tick; 0 with a backlog. */
+static int turn_timeout(loop_t *L, uint64_t mono, uint64_t now) {
     int64_t timeout = (int64_t)policy.tick_ms;
-    int accepting = mono >= L->accept_paused_until;
-    if (!accepting && (int64_t)(L->accept_paused_until - mono) < timeout) timeout = (int64_t)(L->accept_paused_until - mono);
-    L->lpfd = L->apfd = -1;
-    if (accepting && L->lfd >= 0) {
-        L->lpfd = (int)np;
-        pfds[np].fd = L->lfd;
-        pfds[np].events = POLLIN;
-        pfds[np].revents = 0;
-        np++;
-    }
-    if (accepting && L->afd >= 0) {
-        L->apfd = (int)np;
-        pfds[np].fd = L->afd;
-        pfds[np].events = POLLIN;
-        pfds[np].revents = 0;
-        np++;
+    if (L->backlog > 0) timeout = 0; /* held back by the turn's backlog cap, not its budget */
+    if (!L->accepting && (L->lfd >= 0 || L->afd >= 0)) {
+        int64_t left = L->accept_paused_until > mono ? (int64_t)(L->accept_paused_until - mono) : 0;
+        if (left < timeout) timeout = left;
     }
     /* The library's next parked-poll deadline (0: an answer is ready). */
     uint64_t pd = BOTSPACE_NO_DEADLINE;
@@ -1335,38 +1420,33 @@ static int prepare_poll(loop_t *L, uint64_t mono, uint64_t now) {
         if (pd <= now) timeout = 0;
         else if ((int64_t)(pd - now) < timeout) timeout = (int64_t)(pd - now);
     }
-    L->first_conn = np;
-    for (size_t i = 0; i < nconns; i++) {
-        conn_t *c = conns[i];
-        short ev = 0;
-        if (!c->peer_eof && conn_wants_input(c)) ev |= POLLIN;
-        if (has_request(c)) timeout = 0; /* held back by the turn's backlog cap, not its budget */
-        if (conn_unsent(c) > 0) ev |= POLLOUT;
-        /* The library's deadlines for the connection (408, idle, linger) or
-         * the link (heartbeat, slow consumer, output it can give again, the
-         * end of its close). */
-        uint64_t d = c->st == ST_HTTP ? http_info(c).timeout_ms : link_info(c).timeout_ms;
-        if (d != BOTSPACE_NO_DEADLINE) {
-            if (d <= mono) timeout = 0;
-            else if ((int64_t)(d - mono) < timeout) timeout = (int64_t)(d - mono);
+    if (next_due != BOTSPACE_NO_DEADLINE) {
+        if (next_due <= mono) timeout = 0;
+        else if ((int64_t)(next_due - mono) < timeout) timeout = (int64_t)(next_due - mono);
+    }
+    return (int)webhook_poll_timeout(mono, now, timeout);
+}
+
+/* Puts the listeners in epoll, or takes them out during an accept pause
+ * (level-triggered: a listener left in would report its waiting client at
+ * every turn). */
+static void watch_listeners(loop_t *L, int on) {
+    if (on == L->accepting) return;
+    int fds[2] = {L->lfd, L->afd};
+    int tags[2] = {TAG_LISTENER, TAG_ADMIN_LISTENER};
+    for (int i = 0; i < 2; i++) {
+        if (fds[i] < 0) continue;
+        if (on) {
+            struct epoll_event e;
+            memset(&e, 0, sizeof e);
+            e.events = EPOLLIN;
+            e.data.u64 = TAG_OF(tags[i], fds[i]);
+            epoll_ctl(epfd, EPOLL_CTL_ADD, fds[i], &e);
+        } else {
+            epoll_ctl(epfd, EPOLL_CTL_DEL, fds[i], NULL);
         }
-        pfds[np].fd = c->fd;
-        pfds[np].events = ev;
-        pfds[np].revents = 0;
-        np++;
     }
-    /* curl's sockets for the webhook deliveries in flight. */
-    L->first_wh = np;
-    for (size_t i = 0; i < wh_nsocks; i++) {
-        pfds[np].fd = wh_socks[i].fd;
-        pfds[np].events = (short)(((wh_socks[i].what & CURL_POLL_IN) ? POLLIN : 0) |
-                                  ((wh_socks[i].what & CURL_POLL_OUT) ? POLLOUT : 0));
-        pfds[np].revents = 0;
-        np++;
-    }
-    timeout = webhook_poll_timeout(mono, now, timeout);
-    L->npfds = np;
-    return (int)timeout;
+    L->accepting = on;
 }
 
 static void drain_wake_pipe(void) {
@@ -1393,7 +1473,7 @@ static void prepare_socket(int fd) {
 
 /* An accept error (EMFILE and the like): the library's admission says
  * whom to evict, whether the spare lets the waiting client in, and when to
- * accept again (the listeners leave poll(2) until then); it says the error
+ * accept again (the listeners leave epoll until then); it says the error
  * in the log, at most once a second with how many. */
 static void accept_failed(loop_t *L, int lfd, botspace_listener role, int err, uint64_t mono) {
     const char *text = strerror(err);
@@ -1405,7 +1485,10 @@ static void accept_failed(loop_t *L, int lfd, botspace_listener role, int err, u
         L->accept_paused_until = mono + policy.accept_backoff_ms;
         return;
     }
-    if (act.evict) conn_close(conn_of(act.evict_id));
+    if (act.evict) {
+        conn_close(conn_of(act.evict_id));
+        mark_dirty(conn_of(act.evict_id)); /* freed at the next settle */
+    }
     if (act.use_spare && spare_fd >= 0) {
         close(spare_fd);
         spare_fd = -1;
@@ -1441,6 +1524,7 @@ static void accept_conns(loop_t *L, int lfd, botspace_listener role, uint64_t mo
         switch (ad.kind) {
         case BOTSPACE_ADMIT_KIND_SERVE_AFTER_EVICTING:
             conn_close(conn_of(ad.evict_id));
+            mark_dirty(conn_of(ad.evict_id)); /* freed at the next settle */
             add_conn(fd, role, mono, 0);
             break;
         case BOTSPACE_ADMIT_KIND_REFUSE_LINGERING:
@@ -1456,58 +1540,86 @@ static void accept_conns(loop_t *L, int lfd, botspace_listener role, uint64_t mo
     }
 }
 
-/* Writes and reads on the connections poll(2) reported. Connections
- * accepted in this round come after `first_conn + ...` and are not in pfds
- * yet. */
-static void serve_ready(const loop_t *L, uint64_t mono) {
-    for (size_t i = 0, p = L->first_conn; p < L->first_wh; i++, p++) {
-        conn_t *c = conns[i];
-        short re = L->pfds[p].revents;
-        if (c->fd < 0 || re == 0) continue;
-        if ((re & POLLOUT) && conn_flush(c, mono) != 0) {
-            conn_close(c);
-            continue;
-        }
-        if (re & (POLLIN | POLLHUP | POLLERR)) conn_read(c, mono);
+/* Writes and reads on a connection epoll reported. */
+static void serve_ready(conn_t *c, uint32_t re, uint64_t mono) {
+    if (c->fd < 0) return; /* closed earlier this turn (evicted) */
+    mark_dirty(c);
+    if ((re & EPOLLOUT) && conn_flush(c, mono) != 0) {
+        conn_close(c);
+        return;
     }
+    if (re & (EPOLLIN | EPOLLHUP | EPOLLERR)) conn_read(c, mono);
+    if (c->fd < 0 || c->peer_eof) return;
+    /* A parked poll's client closed its side: it is gone (the library
+     * closes the connection and this cancels its poll), read or not what
+     * it sent behind the poll. */
+    if ((re & (EPOLLRDHUP | EPOLLHUP)) && c->parked) {
+        conn_peer_closed(c, mono);
+        return;
+    }
+    /* Nothing can come of a socket in error or hung up on both sides that
+     * the connection does not read: reported again at every turn, it would
+     * keep the loop from sleeping. */
+    if (re & EPOLLERR) conn_close(c);
+    else if ((re & EPOLLHUP) && !conn_wants_input(c)) conn_peer_closed(c, mono);
 }
 
-/* One turn: timers and wake-ups, writes and clean-up, poll(2), reads, then
- * one group commit for every request that is ready. 0 to go on. */
+/* One turn: timers and wake-ups, writes and clean-up, epoll_wait, reads,
+ * then one group commit for every request that is ready. 0 to go on. */
 static int loop_turn(loop_t *L) {
     uint64_t mono = mono_ms();
     uint64_t now = svc_now();
     if (stop_requested && !L->stopping) begin_stop(L, mono);
     poll_woken_gateways(now);
-    poll_due_gateways(now);
     serve_parked(L->stopping ? UINT64_MAX : now);
     if (!L->stopping) webhook_turn(now);
-    sweep_conns(L, mono);
+    sweep_conns(L, now, mono);
     if (L->stopping && nconns == 0) return 1;
-    int timeout = prepare_poll(L, mono, now);
-    if (poll(L->pfds, (nfds_t)L->npfds, timeout) < 0) {
+    watch_listeners(L, !L->stopping && mono >= L->accept_paused_until);
+    int timeout = turn_timeout(L, mono, now);
+    int n = epoll_wait(epfd, L->events, MAX_EVENTS, timeout);
+    if (n < 0) {
         if (errno == EINTR) return 0;
-        perror("poll");
+        perror("epoll_wait");
         return 1;
     }
     mono = mono_ms();
-    if (L->pfds[0].revents & POLLIN) drain_wake_pipe();
-    /* Without --admin-addr, the one listener serves every path. */
-    if (L->lpfd >= 0 && (L->pfds[L->lpfd].revents & POLLIN))
-        accept_conns(L, L->lfd, L->afd >= 0 ? BOTSPACE_LISTENER_PUBLIC : BOTSPACE_LISTENER_ALL, mono);
-    if (L->apfd >= 0 && L->afd >= 0 && (L->pfds[L->apfd].revents & POLLIN)) accept_conns(L, L->afd, BOTSPACE_LISTENER_ADMIN, mono);
-    serve_ready(L, mono);
-    /* The webhook sockets poll(2) reported (curl's callbacks may change
-     * wh_socks meanwhile; pfds holds this round's copy). */
-    for (size_t p = L->first_wh; p < L->npfds; p++) {
-        short re = L->pfds[p].revents;
-        if (!re) continue;
-        int ev = ((re & POLLIN) ? CURL_CSELECT_IN : 0) | ((re & POLLOUT) ? CURL_CSELECT_OUT : 0) |
-                 ((re & (POLLERR | POLLHUP | POLLNVAL)) ? CURL_CSELECT_ERR : 0);
-        int running = 0;
-        curl_multi_socket_action(wh_multi, L->pfds[p].fd, ev, &running);
+    int curl_events = 0, accept_public = 0, accept_admin = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t tag = L->events[i].data.u64;
+        uint32_t re = L->events[i].events;
+        switch ((int)(tag & 7)) {
+        case 0:
+            serve_ready((conn_t *)L->events[i].data.ptr, re, mono);
+            break;
+        case TAG_WAKE:
+            drain_wake_pipe();
+            break;
+        case TAG_LISTENER:
+            accept_public = 1;
+            break;
+        case TAG_ADMIN_LISTENER:
+            accept_admin = 1;
+            break;
+        case TAG_CURL: {
+            int ev = ((re & EPOLLIN) ? CURL_CSELECT_IN : 0) | ((re & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
+                     ((re & (EPOLLERR | EPOLLHUP)) ? CURL_CSELECT_ERR : 0);
+            int running = 0;
+            curl_multi_socket_action(wh_multi, (curl_socket_t)(tag >> 3), ev, &running);
+            curl_events = 1;
+            break;
+        }
+        default:
+            break;
+        }
     }
-    if (L->first_wh < L->npfds) {
+    /* Accepted after the connections' events: a connection evicted to make
+     * room is one whose events of this turn were already handled. Without
+     * --admin-addr, the one listener serves every path. */
+    if (accept_public && L->lfd >= 0)
+        accept_conns(L, L->lfd, L->afd >= 0 ? BOTSPACE_LISTENER_PUBLIC : BOTSPACE_LISTENER_ALL, mono);
+    if (accept_admin && L->afd >= 0) accept_conns(L, L->afd, BOTSPACE_LISTENER_ADMIN, mono);
+    if (curl_events) {
         wh_reap();
         /* A chat's next event goes out now, on the connection just freed. */
         if (!L->stopping) webhook_turn(svc_now());
@@ -1594,7 +1706,9 @@ static void shut_down(loop_t *L) {
     free(round_conns);
     free(round_steps);
     free(read_buf);
-    free(L->pfds);
+    free(L->events);
+    free(dirty);
+    free(held);
     if (L->lfd >= 0) close(L->lfd);
     if (L->afd >= 0) close(L->afd);
     stop_notify_loop();
@@ -1608,6 +1722,7 @@ static void shut_down(loop_t *L) {
     free(woken);
     close(wake_pipe[0]);
     close(wake_pipe[1]);
+    close(epfd);
     botspace_server_options_free(&opts);
 }
 
@@ -1619,6 +1734,12 @@ int main(int argc, char **argv) {
     if (botspace_http_round_new(&http_round) != BOTSPACE_STATUS_OK) die_oom();
     if (botspace_admission_new(&admission) != BOTSPACE_STATUS_OK) die_oom();
     read_buf = xrealloc(NULL, policy.read_chunk_bytes);
+    /* Before curl's sockets join it (webhook_init). */
+    epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0) {
+        perror("epoll_create1");
+        return 1;
+    }
     /* Before any thread starts (curl_global_init is not thread-safe). */
     if (webhook_init() != 0) return 1;
     botspace_bytes text = {NULL, 0};
@@ -1685,6 +1806,12 @@ int main(int argc, char **argv) {
         botspace_server_options_free(&opts);
         return 1;
     }
+    L.events = xrealloc(NULL, MAX_EVENTS * sizeof *L.events);
+    struct epoll_event we;
+    memset(&we, 0, sizeof we);
+    we.events = EPOLLIN;
+    we.data.u64 = TAG_OF(TAG_WAKE, wake_pipe[0]);
+    epoll_ctl(epfd, EPOLL_CTL_ADD, wake_pipe[0], &we);
     say_server_line(BOTSPACE_SERVER_LINE_READY);
     botspace_service_set_wake_callback(svc, on_wake, NULL);
     start_notify_loop();

@@ -199,6 +199,10 @@ pub struct HttpConnection {
     /// Since when the connection waits for a request (accepted, or its
     /// last answer queued).
     waiting_since: u64,
+    /// Since when its one request in flight is a long poll the core
+    /// parked ([`Self::park`]): it waits on the service, not on work, so
+    /// it may be evicted as a connection waiting for a request may.
+    parked_since: Option<u64>,
 }
 
 impl HttpConnection {
@@ -224,6 +228,7 @@ impl HttpConnection {
             last_activity: now,
             request_started: None,
             waiting_since: now,
+            parked_since: None,
         }
     }
 
@@ -446,6 +451,7 @@ impl HttpConnection {
     /// 500 `answer_failed` ([`super::answer_failed`]) in its turn, so the
     /// client reads an answer for it and the ones after it stay in order.
     pub fn answer(&mut self, response: &[u8], now: u64) {
+        self.parked_since = None;
         let Some(req) = self.in_flight.pop_front() else { return };
         if self.phase != Phase::Open {
             return;
@@ -521,6 +527,7 @@ impl HttpConnection {
         // What is still buffered is never read as a request (a host may
         // still be reading a request it took from it).
         self.in_flight.clear();
+        self.parked_since = None;
         self.deferred = None;
         self.ready = false;
         self.request_started = None;
@@ -579,6 +586,19 @@ impl HttpConnection {
                 self.output = Vec::new();
             }
             self.after_flush(now);
+        } else if self.output_sent >= self.unsent() {
+            // What the socket took goes once it is half the buffer (one
+            // move of what is left, at most as long: amortized constant a
+            // byte). Kept, it would stay in memory as long as the client
+            // reads slowly, more answers appended behind it: a client that
+            // reads a little now and then would hold the kernel's share of
+            // its answers twice, and the budget of unsent answers would
+            // not bound the buffer.
+            self.output.drain(..self.output_sent);
+            self.output_sent = 0;
+            if self.output.capacity() > KEEP_BYTES.max(2 * self.output.len()) {
+                self.output.shrink_to(KEEP_BYTES.max(self.output.len()));
+            }
         }
     }
 
@@ -593,8 +613,30 @@ impl HttpConnection {
     /// evicted to admit another (open, nothing in flight, nothing to
     /// send); `None` when it is busy. At a connection limit the one that
     /// has waited longest makes room.
+    /// A connection whose one request in flight is a parked long poll
+    /// ([`Self::park`]) waits too, since it parked: its client holds a
+    /// connection and gives the server no work, so a bot's thousand parked
+    /// polls cannot keep every other client out (evicting it cancels the
+    /// poll; its offset stays acknowledged, the bot polls again).
     pub fn waiting_since(&self) -> Option<u64> {
-        (self.phase == Phase::Open && self.in_flight.is_empty() && self.unsent() == 0).then_some(self.waiting_since)
+        if self.phase != Phase::Open || self.unsent() != 0 {
+            return None;
+        }
+        match self.in_flight.len() {
+            0 => Some(self.waiting_since),
+            1 => self.parked_since,
+            _ => None,
+        }
+    }
+
+    /// The request in flight, a `getUpdates` taken from this connection,
+    /// was parked by the core at `now` (`Handled::Parked`): until its
+    /// answer, the connection counts as waiting from `now` on
+    /// ([`Self::waiting_since`]). Nothing else in flight: no effect.
+    pub fn park(&mut self, now: u64) {
+        if self.phase == Phase::Open && self.in_flight.len() == 1 && self.in_flight[0].route == Lane::Poll {
+            self.parked_since = Some(now);
+        }
     }
 
     fn idle_deadline(&self) -> Option<u64> {
@@ -998,6 +1040,47 @@ mod tests {
         let mut c = conn();
         c.handle_eof(0);
         assert_eq!(c.state(), ConnectionState::Closed, "nothing to answer");
+    }
+
+    #[test]
+    fn what_the_socket_took_leaves_the_buffer_though_the_client_never_catches_up() {
+        let mut c = conn();
+        let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: 28000\r\n\r\n{}", "a".repeat(28_000));
+        // A client that reads 4 KiB now and then: the budget lets a request
+        // in whenever under 64 KiB is unsent; what was sent must not pile up.
+        let mut peak = 0;
+        for i in 0..200 {
+            c.handle_input(GET, i);
+            if c.poll_request(i).is_some() {
+                c.answer(answer.as_bytes(), i);
+            }
+            for _ in 0..4 {
+                let n = c.transmit().len().min(4096);
+                c.sent(n, i);
+            }
+            peak = peak.max(c.output.capacity());
+        }
+        assert!(c.unsent() > 0, "the client is behind");
+        assert!(peak <= 256 * 1024, "the output buffer grew to {peak} bytes");
+    }
+
+    #[test]
+    fn a_parked_poll_waits_from_when_it_parked_until_its_answer() {
+        let mut c = conn();
+        c.handle_input(b"GET /bot/getUpdates HTTP/1.1\r\n\r\n", 0);
+        c.poll_request(1).unwrap();
+        assert_eq!(c.waiting_since(), None, "taken, not parked: busy");
+        c.park(5);
+        assert_eq!(c.waiting_since(), Some(5), "parked: evictable, from when it parked");
+        c.answer(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 9);
+        assert_eq!(c.waiting_since(), None, "its answer is unsent: busy");
+        drain(&mut c, 9);
+        assert_eq!(c.waiting_since(), Some(9), "waits afresh for a request");
+        // A request that is not a poll is never parked.
+        c.handle_input(GET, 10);
+        c.poll_request(10).unwrap();
+        c.park(11);
+        assert_eq!(c.waiting_since(), None);
     }
 
     #[test]

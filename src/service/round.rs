@@ -234,6 +234,11 @@ impl HttpRound {
                     match catch_unwind(AssertUnwindSafe(|| svc.handle(&one, svc.now_ms()))).map(|mut a| a.pop()) {
                         Ok(Some(Handled::Now(out))) => Some(out),
                         Ok(Some(Handled::Parked(poll))) => {
+                            // Parked: the connection waits on the service
+                            // and may be evicted as an idle one may.
+                            if let Some(c) = conns.connection_mut(i) {
+                                c.park(now);
+                            }
                             self.steps.push(RoundStep::Parked { conn: i, poll });
                             return;
                         }

@@ -92,8 +92,11 @@ pub struct botspace_http_connection_info {
     /// clock; `BOTSPACE_NO_DEADLINE` for none.
     pub timeout_ms: u64,
     /// Since when it waits for a request with nothing taken and nothing to
-    /// send (at a connection limit the longest waiting is evicted);
-    /// `BOTSPACE_NO_DEADLINE` when it is busy and is not to be evicted.
+    /// send, or since its getUpdates parked (the round's PARKED step; its
+    /// client holds the connection and gives no work): at a connection
+    /// limit the longest waiting is evicted (a parked poll is cancelled
+    /// with it); `BOTSPACE_NO_DEADLINE` when it is busy and is not to be
+    /// evicted.
     pub waiting_since_ms: u64,
 }
 
