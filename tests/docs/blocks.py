@@ -74,8 +74,7 @@ IGNORED = {"text", "nginx", "output"}
 SKIPPED = [
     (r"docker ", "needs Docker and an image this repository does not build"),
     (r"\./app\b", "the reader's own program (app.c): its build line is checked"),
-    (r"\./example(-cpp)?\b|examples/c-server/build/botspace-server\b",
-     "a program built by the line before; RUN_BLOCKS runs the example's block"),
+    (r"\./example(-cpp)?\b", "a program built by the line before; RUN_BLOCKS runs the example's block"),
     (r"curl -s (-X POST )?http://127\.0\.0\.1:3000",
      "calls the axum example, a server of its own: hosts/hyper/tests/axum_example.rs runs it"),
     (r"sleep |kill ", "part of a multi-node run on PostgreSQL, which this runner does not start"),
@@ -159,7 +158,11 @@ class Server:
         self.dir = tempfile.mkdtemp(prefix="docblocks-server-")
         argv = [str(SERVER), *args, "--addr", "127.0.0.1:0", "--db", f"{self.dir}/botspace.db"]
         self.log = open(f"{self.dir}/out.log", "w+")
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        try:
+            self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        except OSError as e:
+            self.log.close()
+            raise RuntimeError(f"cannot start the example server: {e}") from e
         deadline = time.time() + 20
         self.out = ""
         while time.time() < deadline:
@@ -277,8 +280,11 @@ def rust_blocks(doc, blocks, tomls):
         with tempfile.TemporaryDirectory(prefix="docblocks-rust-") as tmp:
             p = run([str(ROOT / "target" / "debug" / "examples" / f"l{b.line}")], timeout=60, cwd=tmp,
                     env=dict(os.environ, BOTSPACE_ADMIN_SECRET="docs-admin-secret-0001"))
+        wrong = [e for e in re.findall(r"// → (.*)$", b.text, re.M) if not expected_ok(p.stdout, e)]
         if p.returncode != 0:
             report("FAIL", b.doc, b.line, "rust", f"ran and exited {p.returncode}:\n" + tail(p))
+        elif wrong:
+            report("FAIL", b.doc, b.line, "rust", f"printed {p.stdout[:300]!r}, not {wrong[0]!r}")
         else:
             report("ok", b.doc, b.line, "rust", "compiled and ran")
 
@@ -702,7 +708,14 @@ def shell_blocks(doc, blocks):
 
 
 def run_block(b):
+    """Runs a block as a reader would from the checkout: in a temp dir
+    holding a link to each of its top-level entries (what the block writes
+    stays there), with HOME another temp dir."""
     home = tempfile.mkdtemp(prefix="docblocks-home-")
+    cwd = Path(home) / "checkout"
+    cwd.mkdir()
+    for entry in ROOT.iterdir():
+        (cwd / entry.name).symlink_to(entry)
     env = dict(os.environ, HOME=home,
                CARGO_HOME=os.environ.get("CARGO_HOME", str(Path.home() / ".cargo")),
                RUSTUP_HOME=os.environ.get("RUSTUP_HOME", str(Path.home() / ".rustup")))
@@ -710,7 +723,7 @@ def run_block(b):
         script = "set -euo pipefail\n"
         for line, expected in logical_lines(b.text):
             script += line + "\n"
-        p = run(["bash", "-c", script], cwd=ROOT, timeout=1800, env=env)
+        p = run(["bash", "-c", script], cwd=cwd, timeout=1800, env=env)
         if p.returncode != 0:
             return f"exited {p.returncode}:\n" + tail(p)
         for line, expected in logical_lines(b.text):
