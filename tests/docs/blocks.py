@@ -521,8 +521,12 @@ def check_flags(flags, help_text, what):
 
 def check_command(ctx, argv):
     """None when the command is checked and fine; else (status, why)."""
+    env = dict(os.environ)
     while argv and re.match(r"^[A-Za-z_]\w*=", argv[0]):
+        k, v = argv[0].split("=", 1)
+        env[k] = os.path.expandvars(v)
         argv = argv[1:]
+    argv = [os.path.expandvars(a) for a in argv]
     if not argv:
         return None
     line = " ".join(argv)
@@ -565,8 +569,7 @@ def check_command(ctx, argv):
     if cmd in ("botspace-server", "target/release/examples/server", "examples/c-server/build/botspace-server"):
         return server_flags(ctx, [a for a in args if a.startswith("--")])
     if cmd == "make":
-        dry = run(["make", "-n", *args], cwd=ROOT, timeout=60,
-                  env=dict(os.environ, HOME=tempfile.gettempdir()))
+        dry = run(["make", "-n", *args], cwd=ROOT, timeout=60, env=env)
         return ("FAIL", "make -n fails:\n" + tail(dry)) if dry.returncode != 0 else None
     if re.match(r"^(\./)?scripts/", cmd):
         script = ROOT / cmd
@@ -628,9 +631,6 @@ def expected_ok(out, expected):
 def run_tour(doc, blocks_run, start_flags):
     """Runs blocks whose curl lines call 127.0.0.1:8080 against a server
     started with `start_flags`, its demo `export` line applied."""
-    secret = None
-    if "--admin-secret" in start_flags:
-        secret = start_flags[start_flags.index("--admin-secret") + 1]
     try:
         server = Server(start_flags)
     except RuntimeError as e:
@@ -668,7 +668,7 @@ def run_tour(doc, blocks_run, start_flags):
                 if failure:
                     break
             report("FAIL" if failure else "ok", b.doc, b.line, b.lang,
-                   failure or f"ran {n} commands against the server started as the doc says ({secret and 'its admin secret'})")
+                   failure or f"ran {n} commands against the server started with {' '.join(start_flags)}")
     finally:
         server.stop()
 
@@ -701,37 +701,39 @@ def shell_blocks(doc, blocks):
                    why or f"checked, then ran ({RUN_BLOCKS[key]})")
         else:
             report("ok", b.doc, b.line, b.lang, "commands checked")
-        for s in skipped:
-            print(f"    skipped {s}")
+            for s in skipped:
+                print(f"    skipped {s}")
     if tour:
         run_tour(doc, tour, start_flags)
 
 
+def untracked():
+    out = run(["git", "ls-files", "--others", "--exclude-standard", "-z"], cwd=ROOT).stdout
+    return {f for f in out.split("\0") if f}
+
+
 def run_block(b):
-    """Runs a block as a reader would from the checkout: in a temp dir
-    holding a link to each of its top-level entries (what the block writes
-    stays there), with HOME another temp dir."""
+    """Runs a block as a reader would, from the checkout, with HOME a temp
+    dir (cargo and rustup keep theirs); untracked files it leaves in the
+    checkout (its programs) are removed after."""
     home = tempfile.mkdtemp(prefix="docblocks-home-")
-    cwd = Path(home) / "checkout"
-    cwd.mkdir()
-    for entry in ROOT.iterdir():
-        (cwd / entry.name).symlink_to(entry)
     env = dict(os.environ, HOME=home,
                CARGO_HOME=os.environ.get("CARGO_HOME", str(Path.home() / ".cargo")),
                RUSTUP_HOME=os.environ.get("RUSTUP_HOME", str(Path.home() / ".rustup")))
+    before = untracked()
     try:
-        script = "set -euo pipefail\n"
-        for line, expected in logical_lines(b.text):
-            script += line + "\n"
-        p = run(["bash", "-c", script], cwd=cwd, timeout=1800, env=env)
+        script = "set -euo pipefail\n" + "".join(line + "\n" for line, _ in logical_lines(b.text))
+        p = run(["bash", "-c", script], cwd=ROOT, timeout=1800, env=env)
         if p.returncode != 0:
             return f"exited {p.returncode}:\n" + tail(p)
-        for line, expected in logical_lines(b.text):
+        for _line, expected in logical_lines(b.text):
             for e in expected:
                 if not expected_ok(p.stdout, e):
                     return f"printed {p.stdout[-400:]!r}, not {e!r}"
         return None
     finally:
+        for f in untracked() - before:
+            (ROOT / f).unlink(missing_ok=True)
         shutil.rmtree(home, ignore_errors=True)
 
 
