@@ -443,7 +443,7 @@ def logical_lines(text):
     """(command text, [expected output lines]) per command line: `\\`
     continuations and open quotes joined; `# → ...` after a command is its
     expected output; other comments dropped."""
-    out, cur = [], ""
+    out, cur, joint = [], "", "\n"
     for ln in text.split("\n"):
         s = ln.strip()
         if not cur and s.startswith("#"):
@@ -453,9 +453,10 @@ def logical_lines(text):
             continue
         if not cur and not s:
             continue
-        cur = f"{cur}\n{ln}" if cur else ln
+        cur = f"{cur}{joint}{ln}" if cur else ln
+        joint = "\n"
         if cur.rstrip().endswith("\\"):
-            cur = cur.rstrip()[:-1]
+            cur, joint = cur.rstrip()[:-1].rstrip(), " "
             continue
         try:
             shlex.split(cur, comments=True)
@@ -623,8 +624,9 @@ def check_shell_text(ctx, text, skipped):
 
 
 def expected_ok(out, expected):
-    """`…`/`...` in an expected line match anything."""
-    pat = ".*".join(re.escape(p) for p in re.split(r"…|\.\.\.", expected.strip()))
+    """`…`/`...` in an expected line match anything (the spaces around
+    them too)."""
+    pat = ".*".join(re.escape(p.strip()) for p in re.split(r"…|\.\.\.", expected.strip()))
     return re.search(pat, out, re.S) is not None
 
 
@@ -689,7 +691,7 @@ def shell_blocks(doc, blocks):
             else:
                 tour.append(b)
             continue
-        key = (doc, first.strip())
+        key = (doc, re.sub(r"\s+#.*$", "", first.strip()))
         skipped = []
         why = check_shell_text(ctx, b.text, skipped)
         if why:
