@@ -8,7 +8,8 @@ A fenced block is taken by its language:
   rust        an example of a throwaway crate (target/docblocks/rust-<doc>)
               whose [dependencies] are the doc's own ```toml block, paths
               rewritten to this checkout; a block with `fn main` is a program
-              and is run (in a temp dir, BOTSPACE_ADMIN_SECRET set, 60 s);
+              and is run (in a temp dir, BOTSPACE_ADMIN_SECRET set, 60 s;
+              `// → TEXT` in it is expected output, `…` matching anything);
               any other block is the body of `fn main() -> Result<(),
               Box<dyn std::error::Error>>`.
   c, cpp/c++  gcc -std=c11 / g++ -std=c++17, -Wall -Werror, against
@@ -25,8 +26,8 @@ A fenced block is taken by its language:
               and is run as one (one that exports a default `fetch` is a
               worker: it must answer GET /healthz with 200); any other block
               is the body of an async function run after the doc's
-              `<!-- fragments js: ... -->` code. BOTSPACE_URL and
-              BOTSPACE_ADMIN name an example server started for them.
+              `<!-- fragments js: ... -->` code. `// → TEXT` is
+              expected output, as for rust.
   sh/bash/console
               checked command by command (SHELL_CHECKS below): cargo targets,
               packages and features exist, flags after `--` are in the
@@ -400,40 +401,32 @@ def js_blocks(blocks, preludes):
         for b in blocks:
             report("FAIL", b.doc, b.line, b.lang, "no npm package in wasm/pkg (scripts/build-wasm.sh)")
         return
-    secret = "docs-admin-secret-0001"
-    try:
-        server = Server(["--admin-secret", secret])
-    except RuntimeError as e:
-        for b in blocks:
-            report("FAIL", b.doc, b.line, b.lang, str(e))
-        return
-    env = dict(os.environ, BOTSPACE_URL=server.base, BOTSPACE_ADMIN=secret)
-    try:
-        for b in blocks:
-            f = d / f"{Path(b.doc).stem}-l{b.line}.mjs"
-            if re.search(r"^(import|export)\b", b.text, re.M):
-                f.write_text(b.text)
-                kind = "module"
-                entry = f
-                if re.search(r"^export default\b", b.text, re.M) and "fetch" in b.text:
-                    kind = "worker"
-                    entry = d / f"{f.stem}-harness.mjs"
-                    entry.write_text(
-                        f"import worker from './{f.name}';\n"
-                        "const r = await worker.fetch(new Request('http://localhost/healthz'));\n"
-                        "if (r.status !== 200) throw new Error(`GET /healthz: ${r.status} ${await r.text()}`);\n")
-            else:
-                prelude = preludes.get("js", (0, ""))[1]
-                f.write_text(prelude + "\nawait (async () => {\n" + b.text + "})();\n")
-                kind = "fragment"
-                entry = f
-            p = run(["node", str(entry)], timeout=60, cwd=d, env=env)
-            if p.returncode != 0:
-                report("FAIL", b.doc, b.line, b.lang, f"{kind} exited {p.returncode}:\n" + tail(p))
-            else:
-                report("ok", b.doc, b.line, b.lang, f"ran ({kind})")
-    finally:
-        server.stop()
+    for b in blocks:
+        f = d / f"{Path(b.doc).stem}-l{b.line}.mjs"
+        if re.search(r"^(import|export)\b", b.text, re.M):
+            f.write_text(b.text)
+            kind = "module"
+            entry = f
+            if re.search(r"^export default\b", b.text, re.M) and "fetch" in b.text:
+                kind = "worker"
+                entry = d / f"{f.stem}-harness.mjs"
+                entry.write_text(
+                    f"import worker from './{f.name}';\n"
+                    "const r = await worker.fetch(new Request('http://localhost/healthz'));\n"
+                    "if (r.status !== 200) throw new Error(`GET /healthz: ${r.status} ${await r.text()}`);\n")
+        else:
+            prelude = preludes.get("js", (0, ""))[1]
+            f.write_text(prelude + "\nawait (async () => {\n" + b.text + "})();\n")
+            kind = "fragment"
+            entry = f
+        p = run(["node", str(entry)], timeout=60, cwd=d)
+        wrong = [e for e in re.findall(r"// → (.*)$", b.text, re.M) if not expected_ok(p.stdout, e)]
+        if p.returncode != 0:
+            report("FAIL", b.doc, b.line, b.lang, f"{kind} exited {p.returncode}:\n" + tail(p))
+        elif wrong:
+            report("FAIL", b.doc, b.line, b.lang, f"printed {p.stdout[:300]!r}, not {wrong[0]!r}")
+        else:
+            report("ok", b.doc, b.line, b.lang, f"ran ({kind})")
 
 
 # ---------------------------------------------------------------------------
