@@ -37,7 +37,8 @@ A fenced block is taken by its language:
               example server started with the flags of the doc's preceding
               `--example server` command (the demo's `export` line applied),
               and `# → TEXT` after a command is its expected output (`…` and
-              `...` match anything). RUN_BLOCKS are run whole. Commands that
+              `...` match anything); in a usage synopsis, indented lines of
+              `[--flag ARG]` go on the command above. RUN_BLOCKS are run whole. Commands that
               can be neither are in SKIPPED, each with its reason.
   toml        parses; path dependencies name this workspace's crates,
               versioned ones are in Cargo.lock.
@@ -445,6 +446,11 @@ def logical_lines(text):
                 out[-1][1].append(m.group(1))
             continue
         if not cur and not s:
+            continue
+        if not cur and out and re.match(r"^\s+\[", ln) and "[--" in out[-1][0]:
+            # An indented line of a usage synopsis ([--flag ARG]...) goes on
+            # the command above it.
+            out[-1] = (out[-1][0] + " " + s, out[-1][1])
             continue
         cur = f"{cur}{joint}{ln}" if cur else ln
         joint = "\n"
