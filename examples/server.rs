@@ -59,8 +59,9 @@ fn run(args: impl IntoIterator<Item = String>) -> i32 {
             outln!("{}", usage());
             return 0;
         }
+        // One line: the option, the value, the form, a pointer to --help.
         Err(e) => {
-            errln!("{}", options::refusal("server", &e).trim_end());
+            errln!("{e}");
             return 2;
         }
     };

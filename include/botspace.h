@@ -1981,8 +1981,9 @@ size_t botspace_default_max_connections(uint64_t file_limit);
  * program name), the process environment and the config file they name.
  * On OK, either `*out_options` is the options to run with, or it is NULL
  * and `*out_text` holds what to print before exiting with `*out_exit`: the
- * usage on stdout with 0 (`--help`), or the error line and a line
- * pointing to `--help` on stderr with 2. `program` names the server in the usage.
+ * usage on stdout with 0 (`--help`), or on stderr with 2 the one line
+ * that names the option refused, the value given (never a secret), its
+ * form and `--help`. `program` names the server in the usage.
  *
  * # Safety
  * `program` must be a NUL-terminated string; `argv` must point at `argc`
@@ -2543,7 +2544,10 @@ void botspace_webhook_pump_free(struct botspace_webhook_pump **pump);
  * Writes the next request to send at `now_ms` (the service clock's
  * milliseconds) to `*out_request`, or NULL: call until it writes NULL,
  * then send each (see `botspace_service_poll_webhook` for how) and report
- * it with `botspace_webhook_pump_report`. The first call of a round takes
+ * it with `botspace_webhook_pump_report`. A request is handed out only
+ * with one of the pump's connection slots free
+ * (`botspace_webhook_pump_set_connection_budget`); its report through the
+ * pump gives the slot back. The first call of a round takes
  * what the last store turns handed out and, when the library's timeout
  * has come, what memory holds due; it asks for a store turn when the store
  * has work, or when something was due that memory did not hold. Never
@@ -2592,6 +2596,21 @@ enum botspace_status botspace_webhook_pump_report(const struct botspace_webhook_
  * NUL-terminated; `out_store_wanted` NULL or writable.
  */
 enum botspace_status botspace_webhook_pump_report_failure(const struct botspace_webhook_pump *pump, const struct botspace_service *service, uint64_t id, uint32_t kind, const char *detail, uint64_t now_ms, bool *out_store_wanted);
+
+/**
+ * Sets the server's connection budget (its `--max-connections`,
+ * `botspace_server_settings.max_connections`): the pump hands out at most
+ * the runtime's share of it at once (a quarter, at least one), all bots
+ * together; each report through the pump gives a slot back, and what is
+ * due past the cap waits in the pump (its deadline starts when it is
+ * handed out; `botspace_webhook_waiting_for_connection` counts it). Until
+ * it is called, the default budget under 1 024 descriptors counts.
+ * Thread-safe.
+ *
+ * # Safety
+ * `pump` must be a live handle.
+ */
+enum botspace_status botspace_webhook_pump_set_connection_budget(const struct botspace_webhook_pump *pump, size_t max_connections);
 
 /**
  * Writes to `*out_wanted` whether a store turn should begin now: one is

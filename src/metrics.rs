@@ -163,6 +163,11 @@ pub(crate) struct Metrics {
     /// attempts that were retries.
     pub(crate) webhook_attempts: [AtomicU64; WEBHOOK_RESULTS.len()],
     pub(crate) webhook_retries: AtomicU64,
+    /// Webhook requests due and waiting for an outgoing connection slot,
+    /// and the server's cap on those connections (0: no host said one):
+    /// the runtime's webhook pump sets them (`Service::note_webhook_slots`).
+    pub(crate) webhook_waiting: AtomicU64,
+    pub(crate) webhook_connection_cap: AtomicU64,
     /// A write was refused for a full disk and none has succeeded since:
     /// readiness then probes with a write.
     pub(crate) disk_full: AtomicBool,
@@ -184,6 +189,8 @@ impl Default for Metrics {
             request_timeouts: AtomicU64::new(0),
             webhook_attempts: Default::default(),
             webhook_retries: AtomicU64::new(0),
+            webhook_waiting: AtomicU64::new(0),
+            webhook_connection_cap: AtomicU64::new(0),
             disk_full: AtomicBool::new(false),
             storage_full_report: crate::connection::Report::new(STORAGE_FULL_REPORT_MS),
         }
@@ -410,6 +417,15 @@ impl Metrics {
         line(o, "botspace_webhook_pending_events", "", s.webhook_pending);
         head(o, "botspace_webhook_attempts_in_flight", "gauge", "Webhook requests sent and not yet answered.");
         line(o, "botspace_webhook_attempts_in_flight", "", s.webhook_in_flight);
+        head(
+            o,
+            "botspace_webhook_waiting_for_connection",
+            "gauge",
+            "Webhook requests due and waiting for a free outgoing connection under the server's cap (docs/reliability.md).",
+        );
+        line(o, "botspace_webhook_waiting_for_connection", "", self.webhook_waiting.load(Relaxed));
+        head(o, "botspace_webhook_connection_cap", "gauge", "Most webhook connections this server opens at once.");
+        line(o, "botspace_webhook_connection_cap", "", self.webhook_connection_cap.load(Relaxed));
         head(
             o,
             "botspace_webhook_attempts_total",

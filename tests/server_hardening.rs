@@ -166,8 +166,8 @@ fn the_usage_text_names_admin_addr() {
     let out = std::process::Command::new(bin).arg("--help").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
-    assert!(text.contains("[--admin-addr HOST:PORT]"), "{text}");
-    assert!(text.contains("  --admin-addr HOST:PORT "), "{text}");
+    assert!(text.contains("\n      --admin-addr <HOST:PORT>\n"), "{text}");
+    assert!(text.contains("[env: BOTSPACE_ADMIN_ADDR]"), "{text}");
 }
 
 // ---------------------------------------------------------------------------

@@ -592,23 +592,27 @@ fn a_gateway_poll_interval_outside_10_to_60000_ms_is_refused_with_a_message_and_
         );
         assert_eq!(out, "", "{args:?}: nothing printed, nothing listening");
     }
-    // Not a number of milliseconds: a usage error, exit 2.
+    // Not a number of milliseconds: a usage error, exit 2, one line and
+    // nothing else (not the usage).
     for value in ["", "abc", "-10", "1.5", "10ms"] {
         let (code, out, err) = run_to_exit(&bin, &["--gateway-poll-interval-ms", value]);
         assert_eq!(code, Some(2), "{value:?}: stderr {err:?}");
-        let mut lines = err.lines();
-        assert_eq!(lines.next(), Some("--gateway-poll-interval-ms needs a number of milliseconds"), "{value:?}");
         assert_eq!(
-            lines.collect::<Vec<_>>(),
-            [format!("run `{}` for every option, its variable and its form", help_of(&bin)).as_str()],
-            "{value:?}: one line points to --help, the usage does not follow: {err:?}"
+            err,
+            format!(
+                "botspace: invalid value '{value}' for '--gateway-poll-interval-ms <MS>' \
+                 (BOTSPACE_GATEWAY_POLL_INTERVAL_MS): expected a whole number of milliseconds; see --help\n"
+            )
         );
         assert_eq!(out, "", "{value:?}");
     }
     // No value at all.
     let (code, _, err) = run_to_exit(&bin, &["--gateway-poll-interval-ms"]);
     assert_eq!(code, Some(2), "stderr {err:?}");
-    assert_eq!(err.lines().next(), Some("--gateway-poll-interval-ms needs a value"));
+    assert_eq!(
+        err,
+        "botspace: '--gateway-poll-interval-ms <MS>' (BOTSPACE_GATEWAY_POLL_INTERVAL_MS) needs a value; see --help\n"
+    );
 }
 
 fn an_admin_secret_under_16_characters_is_refused_at_start_naming_the_option_and_the_rule(bin: std::path::PathBuf) {
@@ -651,7 +655,13 @@ fn a_database_timeout_outside_100_to_600000_ms_is_refused_and_one_inside_is_take
     for value in ["", "abc", "-100", "2.5"] {
         let (code, out, err) = run_to_exit(&bin, &["--database-timeout-ms", value]);
         assert_eq!(code, Some(2), "{value:?}: stderr {err:?}");
-        assert_eq!(err.lines().next(), Some("--database-timeout-ms needs a number of milliseconds"), "{value:?}");
+        assert_eq!(
+            err,
+            format!(
+                "botspace: invalid value '{value}' for '--database-timeout-ms <MS>' (BOTSPACE_DATABASE_TIMEOUT_MS): \
+                 expected a whole number of milliseconds; see --help\n"
+            )
+        );
         assert_eq!(out, "", "{value:?}");
     }
     // In range, the server starts and serves (the value only bounds
@@ -782,26 +792,41 @@ fn run_env_to_exit(bin: &std::path::Path, env: &[(&str, &str)], args: &[&str]) -
 }
 
 fn every_flag_in_help_names_its_environment_variable(bin: std::path::PathBuf) {
-    let (code, help, err) = run_env_to_exit(&bin, &[], &["--help"]);
-    assert_eq!(code, Some(0), "{err}");
-    // Each option's own line: "  --flag ARG   [env BOTSPACE_FLAG...]".
+    // A secret in the environment is named in the help, never shown.
+    let secret = "help-must-not-show-this-secret-01";
+    let (code, help, err) = run_env_to_exit(&bin, &[("BOTSPACE_ADMIN_SECRET", secret)], &["--help"]);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    assert!(!help.contains(secret), "{help}");
+    // Each option's line ("      --flag <ARG>" or "      --switch[=<BOOL>]"),
+    // then its description, which ends with its variable.
+    let lines: Vec<&str> = help.lines().collect();
     let mut flags = Vec::new();
-    for line in help.lines().filter(|l| l.starts_with("  --")) {
-        let flag = line.trim_start().split([' ', '=']).next().unwrap();
+    for (i, line) in lines.iter().enumerate().filter(|(_, l)| l.starts_with("      --")) {
+        let flag = line.trim_start().split([' ', '[']).next().unwrap();
         let var = format!("BOTSPACE_{}", flag[2..].to_ascii_uppercase().replace('-', "_"));
-        assert!(line.contains(&format!("[env {var}")), "{flag}: its line does not name {var}: {line:?}");
+        let about = lines.get(i + 1).copied().unwrap_or("");
+        assert!(about.ends_with(&format!(" [env: {var}]")), "{flag}: its description does not name {var}: {about:?}");
         flags.push(flag.to_string());
     }
-    // Every flag the usage lines mention has such a line.
-    for word in help.split(|c: char| c.is_whitespace() || c == '[' || c == ']' || c == '|') {
-        if word.starts_with("--") && word.len() > 2 {
-            let flag = word.trim_end_matches(['.', ',', ';', ':']);
-            assert!(flags.iter().any(|f| f == flag), "{flag} is mentioned but has no line of its own");
+    // Every flag the text mentions has such a line (or is --help's).
+    for word in help.split(|c: char| c.is_whitespace() || "[]|()`,;:.".contains(c)) {
+        if word.starts_with("--") && word.len() > 2 && word != "--help" {
+            assert!(flags.iter().any(|f| f == word), "{word} is mentioned but has no line of its own");
         }
     }
-    for expected in ["--addr", "--db", "--admin-secret-file", "--operational-key-file", "--config", "--trusted-proxy"] {
+    assert!(lines.contains(&"  -h, --help"), "{help}");
+    for expected in [
+        "--addr",
+        "--db",
+        "--admin-secret-file",
+        "--operational-key-file",
+        "--config",
+        "--trusted-proxy",
+        "--webhook-secret-overlap-s",
+    ] {
         assert!(flags.iter().any(|f| f == expected), "{expected} missing from {flags:?}");
     }
+    assert_eq!(flags.len(), 22, "{flags:?}");
 }
 
 /// A production start (a unit file's environment, no `--demo`): on an empty
@@ -949,6 +974,10 @@ fn a_flag_beats_the_environment_which_beats_the_config_file(bin: std::path::Path
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A bad option or variable is one line on stderr and exit 2: the option
+/// and its variable (or the config file's line), the value as given (never
+/// a secret), the form it takes, a pointer to --help; the same line for the
+/// flag as for the variable, nothing on stdout, nothing listening.
 fn a_bad_value_from_the_environment_or_the_file_names_its_source(bin: std::path::PathBuf) {
     let base = [("BOTSPACE_ADDR", "127.0.0.1:0"), ("BOTSPACE_DB", ":memory:")];
     let with = |extra: (&'static str, &'static str)| {
@@ -956,28 +985,51 @@ fn a_bad_value_from_the_environment_or_the_file_names_its_source(bin: std::path:
         v.push(extra);
         v
     };
-    let (code, out, err) = run_env_to_exit(&bin, &with(("BOTSPACE_MAX_CONNECTIONS", "many")), &[]);
-    assert_eq!(code, Some(2), "{err}");
-    assert_eq!(err.lines().next(), Some("BOTSPACE_MAX_CONNECTIONS: needs a positive number"));
-    assert_eq!(out, "");
-    let (code, _, err) = run_env_to_exit(&bin, &with(("BOTSPACE_DEMO_TOKEN", "yes")), &[]);
-    assert_eq!(code, Some(2), "{err}");
-    assert_eq!(err.lines().next(), Some("BOTSPACE_DEMO_TOKEN: needs 1, true, 0 or false"));
-    // The flag's good value beats the variable's bad one.
-    let (code, _, err) =
-        run_env_to_exit(&bin, &with(("BOTSPACE_IDLE_TIMEOUT", "soon")), &["--idle-timeout", "5", "--help"]);
-    assert_eq!(code, Some(2), "the variable is still read: {err}");
-    assert_eq!(err.lines().next(), Some("BOTSPACE_IDLE_TIMEOUT: needs a number of seconds"));
+    let refused = |env: &[(&str, &str)], args: &[&str], line: &str| {
+        let (code, out, err) = run_env_to_exit(&bin, env, args);
+        assert_eq!((code, out.as_str(), err.as_str()), (Some(2), "", format!("{line}\n").as_str()), "{env:?} {args:?}");
+    };
+    let cap = "botspace: invalid value 'many' for '--max-connections <N>' (BOTSPACE_MAX_CONNECTIONS): \
+                expected a positive integer; see --help";
+    refused(&with(("BOTSPACE_MAX_CONNECTIONS", "many")), &[], cap);
+    refused(&base, &["--max-connections", "many"], cap);
+    refused(&base, &["--max-connections=many"], cap);
+    let switch = "botspace: invalid value 'yes' for '--demo-token[=<BOOL>]' (BOTSPACE_DEMO_TOKEN): \
+                  expected 1, true, 0 or false; see --help";
+    refused(&with(("BOTSPACE_DEMO_TOKEN", "yes")), &[], switch);
+    refused(&base, &["--demo-token=yes"], switch);
+    let overlap = "botspace: invalid value '2h' for '--webhook-secret-overlap-s <SECS>' \
+                   (BOTSPACE_WEBHOOK_SECRET_OVERLAP_S): expected a whole number of seconds, 0 for none; see --help";
+    refused(&with(("BOTSPACE_WEBHOOK_SECRET_OVERLAP_S", "2h")), &[], overlap);
+    refused(&base, &["--webhook-secret-overlap-s", "2h"], overlap);
+    // A secret is named with its form, never repeated.
+    let key = "botspace: invalid value for '--operational-key <HEX64>' (BOTSPACE_OPERATIONAL_KEY): \
+               expected 64 hex digits; see --help";
+    refused(&with(("BOTSPACE_OPERATIONAL_KEY", "not-hex-secret-key")), &[], key);
+    refused(&base, &["--operational-key", "not-hex-secret-key"], key);
+    refused(&base, &["--listen", "127.0.0.1:0"], "botspace: unknown option '--listen'; see --help");
+    // A variable is read, and refused, beside the flag that would beat it
+    // and before --help.
+    refused(
+        &with(("BOTSPACE_IDLE_TIMEOUT", "soon")),
+        &["--idle-timeout", "5", "--help"],
+        "botspace: invalid value 'soon' for '--idle-timeout <SECS>' (BOTSPACE_IDLE_TIMEOUT): \
+         expected seconds above 0 and below 86400 (decimals allowed); see --help",
+    );
     let dir = temp_dir("bad-config");
     let conf = dir.join("bad.conf");
+    let c = conf.to_str().unwrap();
     std::fs::write(&conf, "# comment\n\nrequest-timeout = never\n").unwrap();
-    let (code, _, err) = run_env_to_exit(&bin, &base, &["--config", conf.to_str().unwrap()]);
-    assert_eq!(code, Some(2), "{err}");
-    assert_eq!(err.lines().next(), Some(format!("{} line 3: needs a number of seconds", conf.display()).as_str()));
+    refused(
+        &base,
+        &["--config", c],
+        &format!(
+            "botspace: invalid value 'never' for '--request-timeout <SECS>' ({c} line 3): \
+             expected seconds above 0 and below 86400 (decimals allowed); see --help"
+        ),
+    );
     std::fs::write(&conf, "listen = 1\n").unwrap();
-    let (code, _, err) = run_env_to_exit(&bin, &base, &["--config", conf.to_str().unwrap()]);
-    assert_eq!(code, Some(2), "{err}");
-    assert_eq!(err.lines().next(), Some(format!("{} line 1: unknown option listen", conf.display()).as_str()));
+    refused(&base, &["--config", c], &format!("botspace: unknown option 'listen' ({c} line 1); see --help"));
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -1126,8 +1178,15 @@ fn with_log_format_json_a_start_error_is_a_json_line_on_stderr(bin: std::path::P
     for line in out.lines() {
         json_log_line(line);
     }
+    // A usage error is plain text: the format it names was not taken.
     let (code, _, err) = run_to_exit(&bin, &["--log-format", "yaml"]);
-    assert_eq!((code, err.lines().next()), (Some(2), Some("--log-format is text or json")));
+    assert_eq!(
+        (code, err.as_str()),
+        (
+            Some(2),
+            "botspace: invalid value 'yaml' for '--log-format <text|json>' (BOTSPACE_LOG_FORMAT): expected text or json; see --help\n"
+        )
+    );
 }
 
 /// What the library logs through the `log` facade outside any request is
@@ -1266,11 +1325,4 @@ fn the_level_is_botspace_log_else_rust_log(bin: std::path::PathBuf) {
     assert_eq!(status.code(), Some(0), "{err}");
     assert!(!out.iter().any(|l| l.starts_with("botspace ")), "info lines under RUST_LOG=warn: {out:#?}");
     assert_eq!(err, "", "nothing went wrong");
-}
-
-/// How a server's refusal names its `--help`: the program name each server
-/// gives its usage (`server` for the Rust one, `botspace-server` for C).
-fn help_of(bin: &std::path::Path) -> String {
-    let program = if bin.ends_with("server") { "server" } else { "botspace-server" };
-    format!("{program} --help")
 }

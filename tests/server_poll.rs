@@ -6,10 +6,13 @@
 //! gateway too (and a gateway ack for getUpdates), 900 polls parked at
 //! once under `ulimit -n 1024` cost the server little memory (the gauge
 //! `botspace_parked_polls` counts them), a stop answers every parked poll,
-//! and a client that goes away is handled as each server's half-close rule
-//! says; a bot past its 16 parked polls has its oldest answered 409
-//! `poll_superseded` at once while another bot's poll still parks. The
-//! servers run on the system clock here: the deadlines are real seconds.
+//! a client that goes away has its poll cancelled at once (one client or
+//! 10 000: the gauge and the server's descriptors are back within 2 s), on
+//! the Rust server the oldest parked poll is evicted for a new client at
+//! the connection cap, and a bot past its 16 parked polls has its oldest
+//! answered 409 `poll_superseded` at once while another bot's poll still
+//! parks. The servers run on the system clock here: the deadlines are real
+//! seconds.
 
 #[macro_use]
 mod wire;
@@ -29,13 +32,14 @@ servers! {
         nine_hundred_parked_polls_fit_under_1024_descriptors,
         a_stop_answers_every_parked_poll,
         a_bot_past_16_polls_has_its_oldest_answered_409_and_another_bot_still_parks,
+        a_client_that_goes_away_cancels_its_poll,
+        five_hundred_closed_clients_release_their_polls_and_descriptors_at_once,
+        ten_thousand_closed_clients_release_their_polls_and_descriptors_at_once,
     ],
-    // The servers differ when a client closes its side: the C server drops
-    // the connection and cancels the poll; the Rust server keeps answering
-    // a half-closed client (hyper's half close), so the poll ends at its
-    // deadline (docs/delivery.md, "Which faces park").
-    rust_on_binary: [a_client_that_goes_away_leaves_its_poll_to_its_deadline],
-    c_on_binary: [a_client_that_goes_away_cancels_its_poll],
+    // At the connection cap the Rust server evicts the parked poll that has
+    // waited longest, as any waiting connection; the C server counts a
+    // parked connection as busy (docs/delivery.md, "Which faces park").
+    rust_on_binary: [at_the_connection_cap_the_oldest_parked_poll_is_evicted_for_a_new_client],
 }
 
 /// The example server on the system clock, under `ulimit -n 1024`.
@@ -323,22 +327,6 @@ fn a_client_that_goes_away_cancels_its_poll(bin: &Path) {
     assert_eq!(r.body["result"], json!([update(2, "message_created", json!({"message": message}))]));
 }
 
-fn a_client_that_goes_away_leaves_its_poll_to_its_deadline(bin: &Path) {
-    let srv = start(bin);
-    let w = srv.world("free");
-    let mut p = send_poll(&srv, &w.token, &json!({"offset": 2, "timeout": 2}));
-    assert_parked(&mut p, 200);
-    let t0 = Instant::now();
-    drop(p);
-    std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(metric(&srv, "botspace_parked_polls"), 1.0);
-    wait_metric(&srv, "botspace_parked_polls", 0.0);
-    assert!(t0.elapsed() >= Duration::from_millis(1500), "gone after {:?}", t0.elapsed());
-    // The server goes on serving.
-    let r = srv.bot(&w.token, "getUpdates", &json!({"offset": 2}));
-    assert_eq!(r.body, json!({"ok": true, "result": []}));
-}
-
 fn a_stop_answers_every_parked_poll(bin: &Path) {
     let mut srv = start(bin);
     let w = srv.world("free");
@@ -352,4 +340,106 @@ fn a_stop_answers_every_parked_poll(bin: &Path) {
     assert_eq!(r.status, 200);
     assert_eq!(r.json(), json!({"ok": true, "result": []}));
     assert!(t0.elapsed() < Duration::from_secs(10), "stopped after {:?}", t0.elapsed());
+}
+
+/// Descriptors the server process holds now.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).expect("/proc fd").count()
+}
+
+/// Waits (at most 2 s: "at once", with room for a loaded machine) until
+/// the server holds at most `want` descriptors.
+fn wait_fds_at_most(pid: u32, want: usize) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let n = open_fds(pid);
+        if n <= want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the server still holds {n} descriptors, expected at most {want}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `n` clients each park a poll, then all close their sockets: within 2 s
+/// the gauge reads 0 and the server holds the descriptors it held before
+/// (give or take the scrape's own), not one per closed client; then it
+/// still answers.
+fn closed_clients_release_their_polls(srv: &Server, n: usize) {
+    let per_bot = botspace::MAX_PARKED_POLLS_PER_BOT;
+    let (_, bots) = bots(srv, n.div_ceil(per_bot));
+    let pid = srv.pid();
+    // The set-up's connections (closed by the client) are gone first.
+    std::thread::sleep(Duration::from_millis(200));
+    let before = open_fds(pid);
+    let mut polls: Vec<TcpStream> =
+        (0..n).map(|i| send_poll(srv, &bots[i / per_bot].0, &json!({"offset": 2, "timeout": 50}))).collect();
+    wait_metric(srv, "botspace_parked_polls", n as f64);
+    assert_parked(polls.last_mut().unwrap(), 10);
+    assert!(open_fds(pid) >= n, "each parked poll holds its connection");
+    let t0 = Instant::now();
+    drop(polls);
+    let deadline = t0 + Duration::from_secs(2);
+    loop {
+        let left = metric(srv, "botspace_parked_polls");
+        if left == 0.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{left} of {n} polls still parked 2 s after their clients closed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    println!("{n} parked polls released {} ms after their clients closed", t0.elapsed().as_millis());
+    wait_fds_at_most(pid, before + 2);
+    assert_eq!(srv.bot(&bots[0].0, "getMe", &json!({})).status, 200);
+}
+
+fn five_hundred_closed_clients_release_their_polls_and_descriptors_at_once(bin: &Path) {
+    let srv = start(bin);
+    closed_clients_release_their_polls(&srv, 500);
+}
+
+/// The same with 10 000 clients, under `ulimit -n 20000` (the server's and
+/// this process's): 10 000 connections are the point.
+fn ten_thousand_closed_clients_release_their_polls_and_descriptors_at_once(bin: &Path) {
+    assert!(raise_nofile(20_000) >= 10_500, "this test needs a hard file limit of at least 10 500");
+    let srv = Server::start_in_shell(&[], "ulimit -n 20000", &[], bin, &["--db", ":memory:", "--admin-secret", SECRET]);
+    closed_clients_release_their_polls(&srv, 10_000);
+}
+
+/// At `--max-connections`, a parked poll is an idle connection like any
+/// other: the one that has waited longest is closed (its poll cancelled)
+/// so that a new client is served.
+fn at_the_connection_cap_the_oldest_parked_poll_is_evicted_for_a_new_client(bin: &Path) {
+    const CAP: usize = 40;
+    let srv = Server::start_in_shell(
+        &[],
+        "ulimit -n 1024",
+        &[],
+        bin,
+        &["--db", ":memory:", "--admin-secret", SECRET, "--max-connections", &CAP.to_string()],
+    );
+    let (_, bots) = bots(&srv, 3);
+    // The set-up's connections (closed by the client) are gone from the
+    // server's count: none of them is older than the polls.
+    std::thread::sleep(Duration::from_millis(200));
+    let mut polls: Vec<TcpStream> = Vec::new();
+    for i in 0..CAP {
+        polls.push(send_poll(&srv, &bots[i % 3].0, &json!({"offset": 2, "timeout": 50})));
+        // Parked one after another: the first has waited longest.
+        assert_parked(&mut polls[i], 20);
+    }
+    // Each new client (kept open) takes the place of the oldest parked poll.
+    let mut clients = Vec::new();
+    for oldest in &mut polls[..2] {
+        let mut c = srv.connect();
+        c.write_all(&bot_request(&bots[0].0, "getMe", None)).unwrap();
+        let r = read_response(&mut c, &mut Vec::new());
+        assert_eq!(r.status, 200);
+        assert_eq!(r.json()["ok"], json!(true));
+        assert_eof(oldest);
+        clients.push(c);
+    }
+    // The newer polls still wait.
+    assert_parked(&mut polls[2], 10);
+    assert_parked(polls.last_mut().unwrap(), 10);
 }

@@ -4,8 +4,10 @@
 //! The receiver fails in every way a receiver fails — 500, 429 with
 //! `Retry-After`, a hang past the deadline, a redirect, down — and every
 //! event still arrives, in order per chat, with stable ids; a server killed
-//! mid-delivery resumes from the durable cursor; and setWebhook refuses
-//! what a bot must not make the server reach.
+//! mid-delivery resumes from the durable cursor; setWebhook refuses
+//! what a bot must not make the server reach; and 12 bots × 90 chats
+//! pointed at a receiver that never answers hold at most the server's cap
+//! of outgoing connections while its clients are served.
 
 mod webhooks;
 #[macro_use]
@@ -20,6 +22,7 @@ use wire::*;
 servers! {
     deliveries_are_signed_verified_by_the_standard_webhooks_library_and_move_the_cursor,
     after_rotate_secret_receivers_on_the_old_and_the_new_secret_both_verify_until_delete_webhook,
+    with_a_short_secret_overlap_both_signatures_come_until_it_ends_then_the_new_one_alone,
     a_failing_receiver_gets_every_event_in_order_per_chat_once_it_recovers,
     a_server_killed_mid_delivery_resumes_from_the_durable_cursor_with_the_same_ids,
     set_webhook_refuses_addresses_the_server_must_not_reach,
@@ -27,6 +30,7 @@ servers! {
     deliveries_over_https_reach_a_receiver_whose_certificate_chains_to_ssl_cert_file,
     a_receiver_whose_certificate_is_untrusted_or_for_another_name_gets_nothing_and_the_event_waits,
     ssl_cert_dir_names_the_trusted_roots_as_well,
+    bots_pointed_at_a_receiver_that_never_answers_stay_under_the_cap_and_clients_are_served,
 }
 
 /// The header names of a delivery, sorted, as the receiver sees them.
@@ -211,6 +215,49 @@ fn after_rotate_secret_receivers_on_the_old_and_the_new_secret_both_verify_until
     assert_eq!(e["verified"], json!(true), "{e}");
     assert_eq!(e["signature"].as_str().unwrap().split(' ').count(), 1, "{e}");
     assert!(e["others_verified"].as_array().unwrap().iter().all(|v| v != &json!(true)), "{e}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--webhook-secret-overlap-s 3`: after a rotation, a delivery inside the
+/// overlap carries both signatures, each verified by the Standard Webhooks
+/// library with its own secret; once the overlap has ended, the new
+/// secret's alone, which a receiver still on the old one refuses.
+fn with_a_short_secret_overlap_both_signatures_come_until_it_ends_then_the_new_one_alone(bin: &Path) {
+    const OVERLAP_S: f64 = 3.0;
+    let dir = temp_dir("webhooks-overlap");
+    let rx = Receiver::start(&dir, 0);
+    let srv = start(bin, ":memory:", &[&ALLOW[..], &["--webhook-secret-overlap-s", "3"]].concat());
+    let w = srv.world("standard");
+    let first = set_webhook(&srv, &w.token, &json!({"url": rx.url()}))["secret"].as_str().unwrap().to_string();
+    rx.control(&json!({"secret": first}));
+    let e = delivery_of(&rx, 1);
+    assert_eq!((e["verified"].clone(), e["signature"].as_str().unwrap().split(' ').count()), (json!(true), 1), "{e}");
+    // The overlap starts when the server takes the rotation: after this
+    // clock reading, before the answer's.
+    let unix = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    let asked = unix();
+    let second = set_webhook(&srv, &w.token, &json!({"url": rx.url(), "rotate_secret": true}))["secret"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let answered = unix();
+    assert_ne!(second, first);
+    rx.control(&json!({"secret": second, "others": [first]}));
+    srv.say(&w.user_id, &w.chat, "inside the overlap");
+    let e = delivery_of(&rx, 2);
+    // The receiver's clock reading is after the signing.
+    let after = e["at"].as_f64().unwrap() - asked;
+    assert!(after < OVERLAP_S, "delivered {after:.2} s after the rotation: the test needs it inside the overlap");
+    assert_eq!((e["verified"].clone(), e["others_verified"].clone()), (json!(true), json!([true])), "{e}");
+    let sig = e["signature"].as_str().unwrap();
+    assert!(sig.split(' ').count() == 2 && sig.split(' ').all(|s| s.starts_with("v1,")), "{sig}");
+    // Past its end (measured from the answer, after the server's reading).
+    std::thread::sleep(Duration::from_secs_f64((answered + OVERLAP_S + 0.2 - unix()).max(0.0)));
+    srv.say(&w.user_id, &w.chat, "after the overlap");
+    let e = delivery_of(&rx, 3);
+    assert_eq!(e["verified"], json!(true), "{e}");
+    assert_eq!(e["signature"].as_str().unwrap().split(' ').count(), 1, "{e}");
+    assert!(e["others_verified"][0].is_string(), "the old secret no longer verifies: {e}");
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -623,4 +670,130 @@ fn ssl_cert_dir_names_the_trusted_roots_as_well(bin: &Path) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A receiver that accepts every connection and never answers: counts the
+/// connections open at once (one is closed when its peer closes it) and
+/// the most there ever were.
+struct Silent {
+    port: u16,
+    open: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    most: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Silent {
+    fn start() -> Silent {
+        use std::io::Read;
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (open, most, stop) =
+            (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
+        let (o, m, st) = (open.clone(), most.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut held: Vec<std::net::TcpStream> = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !st.load(Ordering::SeqCst) {
+                while let Ok((c, _)) = listener.accept() {
+                    c.set_nonblocking(true).unwrap();
+                    held.push(c);
+                }
+                // What a request sends is read and dropped; a closed one goes.
+                held.retain_mut(|c| loop {
+                    match c.read(&mut buf) {
+                        Ok(0) => break false,
+                        Ok(_) => continue,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break true,
+                        Err(_) => break false,
+                    }
+                });
+                o.store(held.len(), Ordering::SeqCst);
+                m.fetch_max(held.len(), Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        Silent { port, open, most, stop }
+    }
+
+    fn open(&self) -> usize {
+        self.open.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn most(&self) -> usize {
+        self.most.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Without a cap for the whole server, 12 bots × 90 chats (each bot's
+/// `max_connections` at 100) pointed at a receiver that accepts and never
+/// answers opened about 1 000 sockets, took every descriptor under
+/// `ulimit -n 1024`, and clients got 503 until the attempts timed out. The
+/// deliveries now hold at most a quarter of the connection budget (240 of
+/// the default 960); the rest wait for a slot, counted by a gauge, and
+/// clients are answered meanwhile.
+fn bots_pointed_at_a_receiver_that_never_answers_stay_under_the_cap_and_clients_are_served(bin: &Path) {
+    const BOTS: usize = 12;
+    const USERS: usize = 90;
+    const CAP: usize = 240;
+    let rx = Silent::start();
+    let mut args = vec!["--db", ":memory:", "--admin-secret", SECRET];
+    args.extend_from_slice(&ALLOW);
+    let srv = Server::start_in_shell(&[], "ulimit -n 1024", &[], bin, &args);
+    let users: Vec<String> = (0..USERS)
+        .map(|i| srv.admin("createUser", &json!({"display_name": format!("U{i}")}))["id"].as_str().unwrap().to_string())
+        .collect();
+    let mut bots = Vec::new();
+    for b in 0..BOTS {
+        let made = srv.admin("createBot", &json!({"display_name": "Hook", "handle": format!("hook_bot_{b}")}));
+        let (id, token) = (made["bot"]["id"].clone(), made["token"].as_str().unwrap().to_string());
+        // Each chat's bot_started is an event to deliver: 90 per bot.
+        let chats: Vec<String> = users
+            .iter()
+            .map(|u| srv.admin("startBot", &json!({"user_id": u, "bot_id": id}))["id"].as_str().unwrap().to_string())
+            .collect();
+        bots.push((token, chats));
+    }
+    let url = format!("http://127.0.0.1:{}/hook", rx.port);
+    for (token, _) in &bots {
+        set_webhook(&srv, token, &json!({"url": url, "max_connections": 100}));
+    }
+    assert_eq!(metric(&srv, "botspace_webhook_connection_cap"), CAP as f64);
+    // The deliveries fill the cap, and the rest wait for a slot.
+    let until = Instant::now() + WAIT;
+    while rx.open() < CAP || metric(&srv, "botspace_webhook_waiting_for_connection") == 0.0 {
+        assert!(
+            Instant::now() < until,
+            "{} connections open, {} waiting",
+            rx.open(),
+            metric(&srv, "botspace_webhook_waiting_for_connection")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // While they hang (their 10 s deadline has not come), another client's
+    // requests are answered, not refused 503.
+    let (token, chats) = &bots[0];
+    for (i, chat) in chats.iter().enumerate().take(20) {
+        let me = srv.bot(token, "getMe", &json!({}));
+        assert_eq!((me.status, me.body["ok"].clone()), (200, json!(true)), "{}", me.body);
+        let sent = srv.bot(token, "sendMessage", &json!({"chat_id": chat, "text": format!("m{i}")}));
+        assert_eq!((sent.status, sent.body["ok"].clone()), (200, json!(true)), "{}", sent.body);
+        assert_eq!(sent.body["result"]["text"], format!("m{i}"));
+    }
+    let waiting = metric(&srv, "botspace_webhook_waiting_for_connection");
+    assert!(waiting > 0.0, "{waiting}");
+    assert_eq!(metric(&srv, "botspace_webhook_attempts_in_flight"), CAP as f64, "the waiting ones are not sent");
+    println!(
+        "{BOTS} bots × {USERS} chats at a silent receiver: at most {} connections open (cap {CAP}), {waiting} waiting",
+        rx.most()
+    );
+    assert_eq!(rx.most(), CAP, "the outgoing connections never passed the cap");
 }

@@ -697,7 +697,10 @@ static int listen_on(const char *addr) {
  * log to read, the outcomes to write and sync, the first load) runs on a
  * thread of its own, one turn each time the pump gives it one, and each
  * turn's end wakes the loop through the wake pipe to send what it found.
- * Curl's handles stay on the loop's thread. */
+ * The pump also caps the transfers in flight (a share of --max-connections,
+ * all bots together): it hands out a request only with a slot free, and
+ * each report through it gives one back. Curl's handles stay on the loop's
+ * thread. */
 
 typedef struct wh_xfer {
     struct wh_xfer *prev, *next; /* every transfer in flight */
@@ -1640,6 +1643,8 @@ int main(int argc, char **argv) {
         rl.rlim_cur = (rlim_t)policy.fallback_file_limit;
     }
     botspace_server_options_settings(opts, rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur, &settings);
+    /* Outgoing webhook connections take the library's share of the same budget. */
+    botspace_webhook_pump_set_connection_budget(wh_pump, settings.max_connections);
     /* The level's variables are the library's rule, the Rust server's too. */
     botspace_output_from_env(settings.log_json, &output);
     /* Before the service opens: a migration's lines are printed as ours. */

@@ -59,6 +59,16 @@ impl Service {
         ));
     }
 
+    /// The host's webhook sender has `waiting` requests due and waiting for
+    /// an outgoing connection slot, under a cap of `cap` connections
+    /// (`botspace_webhook_waiting_for_connection`,
+    /// `botspace_webhook_connection_cap`). `botspace-runtime`'s webhook
+    /// pump (both servers) calls it whenever either changes.
+    pub fn note_webhook_slots(&self, waiting: usize, cap: usize) {
+        self.metrics.webhook_waiting.store(waiting as u64, Ordering::Relaxed);
+        self.metrics.webhook_connection_cap.store(cap as u64, Ordering::Relaxed);
+    }
+
     /// The host answered 408 to a request that did not arrive whole in
     /// time (`botspace_request_timeouts_total`); an info line goes to the
     /// log hook.
@@ -184,6 +194,9 @@ impl Service {
         let round_trips = if self.shared_store { self.lock().conn.round_trips() } else { 0 };
         let commits = crate::group::CommitStats { round_trips, durable_commits, syncs, ..self.group.stats() };
         let (webhooks, webhook_pending, webhook_in_flight) = self.webhook_figures();
+        // Requests waiting for a connection slot are handed out by the
+        // core but not sent: not in flight on the wire.
+        let webhook_in_flight = webhook_in_flight.saturating_sub(self.metrics.webhook_waiting.load(Ordering::Relaxed));
         let snap = Snapshot {
             commits,
             backlog,

@@ -1665,12 +1665,14 @@ static void test_host_policy(void) {
     CHECK(botspace_default_max_connections(1024) == 960 && botspace_default_max_connections(0) == 1,
           "policy: the default connection cap");
     const char *const bad[] = {"--request-timeout", "0"};
-#define REFUSED "--request-timeout needs a number of seconds\nrun `srv --help` for every option, its variable and its form\n"
+#define REFUSED                                                                                                     \
+    "botspace: invalid value '0' for '--request-timeout <SECS>' (BOTSPACE_REQUEST_TIMEOUT): expected seconds above 0 " \
+    "and below 86400 (decimals allowed); see --help\n"
     botspace_server_options *o = NULL;
     int32_t code = -1;
     CHECK(botspace_server_options_parse("srv", bad, 2, &o, &out, &code) == BOTSPACE_STATUS_OK && !o && code == 2 &&
               out.len == strlen(REFUSED) && memcmp(out.ptr, REFUSED, out.len) == 0,
-          "options: a bad value is the error line and a pointer to --help, exit 2");
+          "options: a bad value is one line naming the option, the value and its form, exit 2");
     botspace_bytes_free(&out);
     const char *const good[] = {"--db", ":memory:", "--admin-secret", "vector-admin-secret-0001", "--admin-addr=127.0.0.1:0"};
     CHECK(botspace_server_options_parse("srv", good, 5, &o, &out, &code) == BOTSPACE_STATUS_OK && o && out.len == 0,

@@ -63,8 +63,9 @@ pub(crate) fn option_string(s: &str) -> CString {
 /// program name), the process environment and the config file they name.
 /// On OK, either `*out_options` is the options to run with, or it is NULL
 /// and `*out_text` holds what to print before exiting with `*out_exit`: the
-/// usage on stdout with 0 (`--help`), or the error line and a line
-/// pointing to `--help` on stderr with 2. `program` names the server in the usage.
+/// usage on stdout with 0 (`--help`), or on stderr with 2 the one line
+/// that names the option refused, the value given (never a secret), its
+/// form and `--help`. `program` names the server in the usage.
 ///
 /// # Safety
 /// `program` must be a NUL-terminated string; `argv` must point at `argc`
@@ -98,7 +99,7 @@ pub unsafe extern "C" fn botspace_server_options_parse(
             // SAFETY: a NUL-terminated string.
             args.push(unsafe { std::ffi::CStr::from_ptr(a) }.to_string_lossy().into_owned());
         }
-        use botspace_runtime::options::{parse, refusal, usage, Parsed};
+        use botspace_runtime::options::{parse, usage, Parsed};
         // Where the level comes from is the library's rule
         // (`botspace_output_from_env`), the Rust server's too.
         let usage = usage(&program, botspace_runtime::output::LEVEL_SOURCE);
@@ -113,7 +114,7 @@ pub unsafe extern "C" fn botspace_server_options_parse(
                 (handle.into_raw(), String::new(), 0)
             }
             Ok(Parsed::Help) => (std::ptr::null_mut(), format!("{usage}\n"), 0),
-            Err(e) => (std::ptr::null_mut(), refusal(&program, &e), 2),
+            Err(e) => (std::ptr::null_mut(), format!("{e}\n"), 2),
         };
         out_options.write(options);
         out_text.write(botspace_bytes::from_vec(text.into_bytes()));

@@ -36,9 +36,13 @@ pub struct botspace_webhook_pump {
 impl Handle for botspace_webhook_pump {}
 
 impl botspace_webhook_pump {
-    /// Asks for a store turn after a report whose `wanted` output is true.
+    /// After a report: gives the request's connection slot back, and asks
+    /// for a store turn when its `wanted` output is true. A refused report
+    /// (a bad argument) keeps the slot: the request is still the host's to
+    /// report.
     fn reported(
         &self,
+        service: &botspace_service,
         status: botspace_status,
         wanted: bool,
         out_store_wanted: Option<&mut MaybeUninit<bool>>,
@@ -46,6 +50,7 @@ impl botspace_webhook_pump {
         if status != botspace_status::Ok {
             return status;
         }
+        self.pump.release(&service.svc);
         if wanted {
             self.pump.want_store_turn();
         }
@@ -89,7 +94,10 @@ pub unsafe extern "C" fn botspace_webhook_pump_free(pump: *mut *mut botspace_web
 /// Writes the next request to send at `now_ms` (the service clock's
 /// milliseconds) to `*out_request`, or NULL: call until it writes NULL,
 /// then send each (see `botspace_service_poll_webhook` for how) and report
-/// it with `botspace_webhook_pump_report`. The first call of a round takes
+/// it with `botspace_webhook_pump_report`. A request is handed out only
+/// with one of the pump's connection slots free
+/// (`botspace_webhook_pump_set_connection_budget`); its report through the
+/// pump gives the slot back. The first call of a round takes
 /// what the last store turns handed out and, when the library's timeout
 /// has come, what memory holds due; it asks for a store turn when the store
 /// has work, or when something was due that memory did not hold. Never
@@ -177,6 +185,7 @@ pub unsafe extern "C" fn botspace_webhook_pump_report(
 ) -> botspace_status {
     ffi_boundary!({
         let p = arg!(ref pump);
+        let svc = arg!(ref service);
         let mut wanted = false;
         // SAFETY: `service` (checked there) and the strings as documented.
         let status = unsafe {
@@ -191,7 +200,7 @@ pub unsafe extern "C" fn botspace_webhook_pump_report(
                 &mut wanted,
             )
         };
-        p.reported(status, wanted, arg!(opt_out out_store_wanted))
+        p.reported(svc, status, wanted, arg!(opt_out out_store_wanted))
     })
 }
 
@@ -214,10 +223,34 @@ pub unsafe extern "C" fn botspace_webhook_pump_report_failure(
 ) -> botspace_status {
     ffi_boundary!({
         let p = arg!(ref pump);
+        let svc = arg!(ref service);
         let mut wanted = false;
         // SAFETY: `service` (checked there) and `detail` as documented.
         let status = unsafe { botspace_service_webhook_report_failure(service, id, kind, detail, now_ms, &mut wanted) };
-        p.reported(status, wanted, arg!(opt_out out_store_wanted))
+        p.reported(svc, status, wanted, arg!(opt_out out_store_wanted))
+    })
+}
+
+/// Sets the server's connection budget (its `--max-connections`,
+/// `botspace_server_settings.max_connections`): the pump hands out at most
+/// the runtime's share of it at once (a quarter, at least one), all bots
+/// together; each report through the pump gives a slot back, and what is
+/// due past the cap waits in the pump (its deadline starts when it is
+/// handed out; `botspace_webhook_waiting_for_connection` counts it). Until
+/// it is called, the default budget under 1 024 descriptors counts.
+/// Thread-safe.
+///
+/// # Safety
+/// `pump` must be a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_webhook_pump_set_connection_budget(
+    pump: *const botspace_webhook_pump,
+    max_connections: usize,
+) -> botspace_status {
+    ffi_boundary!({
+        let pump = arg!(ref pump);
+        pump.pump.set_connection_budget(max_connections);
+        botspace_status::Ok
     })
 }
 

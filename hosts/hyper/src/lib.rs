@@ -220,6 +220,15 @@ impl Botspace {
         }
     }
 
+    /// Tells the webhook sender the server's connection budget (its
+    /// `--max-connections`): deliveries in flight are capped at the
+    /// runtime's share of it (`botspace_runtime::host::webhook_connection_cap`),
+    /// all bots together; the rest wait for a slot. Without a call, the
+    /// default budget under 1 024 descriptors counts.
+    pub fn set_connection_budget(&self, max_connections: usize) {
+        self.inner.webhooks.set_connection_budget(max_connections);
+    }
+
     /// Answers getMe on the tokio worker itself when nothing of this app
     /// is in the core at that moment (no batch, no fsync, no gateway or
     /// host call), else on a core thread: it then takes a cache lookup

@@ -131,6 +131,8 @@ pub fn serve_then(
     // The library's operator lines (evictions, timeouts, slow consumers,
     // rotations) in this server's log format.
     app.service().set_log_hook(Some(Arc::new(crate::say::event)));
+    // Outgoing webhook connections take their share of the same budget.
+    app.set_connection_budget(opts.max_connections);
     // On `:memory:` the core never blocks and answers on the reactor: one
     // thread, as the C server's loop, so no request crosses a thread.
     // Elsewhere a worker per core unless told otherwise: webhook
@@ -577,7 +579,35 @@ impl Conn {
                 return if self.flush().await { Next::Read } else { Next::End };
             }
         };
-        let (resp, upgrade) = match app.answer_read(req).await {
+        let answering = app.answer_read(req);
+        let answered = if t.route == botspace::connection::Lane::Poll {
+            // A long poll may park for up to 50 s: the socket is read
+            // meanwhile, so that a client that closes it is noticed. The
+            // core says what its end means (a closed peer cancels its poll,
+            // `handle_eof`); dropping the answer's future cancels the
+            // parked poll and frees its descriptor at once.
+            tokio::pin!(answering);
+            loop {
+                let reads = self.http.wants_read();
+                tokio::select! {
+                    a = &mut answering => break a,
+                    read = self.read(), if reads => match read {
+                        Ok(0) => {
+                            let now = self.now();
+                            self.http.handle_eof(now);
+                            if self.http.state() == ConnectionState::Closed {
+                                return Next::End;
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(_) => return Next::End,
+                    },
+                }
+            }
+        } else {
+            answering.await
+        };
+        let (resp, upgrade) = match answered {
             Answered::Response(resp) => (resp, None),
             Answered::Upgrade(resp, conn) => (resp, Some(conn)),
         };

@@ -4,7 +4,9 @@
 //! the system's roots), reports the outcome, and runs the store turns the
 //! pump asks for on tokio's blocking pool. It runs while the app lives:
 //! woken by the service's wake hook, by an outcome, by a store turn's end,
-//! or at the pump's timeout.
+//! or at the pump's timeout. The pump hands out only as many requests as
+//! the server's cap on webhook connections has slots for; each report
+//! gives its slot back, and `deliver` goes on with the next one.
 
 use botspace::webhook::{Failure, Outcome, WebhookRequest};
 use botspace::Service;
@@ -28,6 +30,14 @@ pub(crate) struct Sender {
     /// What is due without the store, when a store turn runs, how long
     /// the task sleeps.
     pump: Pump,
+}
+
+impl Sender {
+    /// The server's connection budget, of which the pump's cap on
+    /// deliveries in flight is the runtime's share.
+    pub(crate) fn set_connection_budget(&self, max_connections: usize) {
+        self.pump.set_connection_budget(max_connections);
+    }
 }
 
 /// Where a connection goes: scheme, host and port.

@@ -111,6 +111,22 @@ pub fn default_max_connections(file_limit: u64) -> usize {
     cap.clamp(1, MAX_CONNECTIONS_CAP) as usize
 }
 
+/// What share of the connection budget (`--max-connections`) outgoing
+/// webhook connections may hold at once, all bots together: one in this
+/// many. Each bot's own `max_connections` (at most 100) still applies
+/// within it; without a cap for the whole server, bots pointed at a
+/// receiver that never answers took every descriptor, and clients got 503
+/// until the attempts timed out.
+pub const WEBHOOK_CONNECTION_SHARE: usize = 4;
+
+/// The most webhook deliveries a server has in flight at once under a
+/// connection budget of `max_connections`: a quarter of it (240 under the
+/// default 1 024 descriptors), at least one. Deliveries past it wait for
+/// a free slot in the webhook pump (`webhook_pump::Pump`).
+pub fn webhook_connection_cap(max_connections: usize) -> usize {
+    (max_connections / WEBHOOK_CONNECTION_SHARE).max(1)
+}
+
 /// Whether an idle batch thread takes the `queued` requests now, while
 /// `running` batches are under way on the others. Alone, always. Beside
 /// another batch only with at least [`OVERLAP_MIN_QUEUED`] waiting: a
@@ -134,6 +150,14 @@ mod tests {
         assert_eq!(default_max_connections(1), 1, "never zero");
         assert_eq!(default_max_connections(0), 1);
         assert_eq!(default_max_connections(u64::MAX), 1 << 20, "an unlimited limit is capped");
+    }
+
+    #[test]
+    fn webhooks_hold_at_most_a_quarter_of_the_connection_budget() {
+        assert_eq!(webhook_connection_cap(default_max_connections(FALLBACK_FILE_LIMIT)), 240);
+        assert_eq!(webhook_connection_cap(7), 1);
+        assert_eq!(webhook_connection_cap(0), 1, "never zero: deliveries still go, one at a time");
+        assert_eq!(webhook_connection_cap(default_max_connections(20_000)), 4_984);
     }
 
     #[test]

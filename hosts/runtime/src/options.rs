@@ -1,127 +1,269 @@
 //! The example servers' options, parsed once for every server (the Rust
 //! example server and the C server take the same flags, variables and
 //! config file, with the same defaults and the same messages): from the
-//! config file, then the environment (`BOTSPACE_<NAME>`), then the command
-//! line, each later source beating the earlier. Files are read through the
-//! host's `read` (the core does no I/O of its own).
+//! config file, then the environment (`BOTSPACE_<OPTION>`), then the
+//! command line, each later source beating the earlier. One clap command
+//! (`Flags`) reads every source, so a value is checked the same way
+//! wherever it comes from. Files are read through the host's `read` (the
+//! core does no I/O of its own).
 
 use crate::host;
 use crate::output::Line;
 use botspace::config::{ClockKind, Config};
 use botspace::log::Level;
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{CommandFactory, FromArgMatches, Parser};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-/// The usage text, `{program}` and `{indent}` and `{log_env}` filled in by
-/// [`usage`].
-const USAGE: &str = "usage: {program} [--config PATH] [--addr HOST:PORT] [--db PATH]
-{indent}[--admin-secret S | --admin-secret-file PATH]
-{indent}[--operational-key HEX64 | --operational-key-file PATH] [--admin-addr HOST:PORT]
-{indent}[--max-connections N] [--request-timeout SECS] [--idle-timeout SECS]
-{indent}[--gateway-poll-interval-ms MS] [--database-timeout-ms MS] [--callback-answer-timeout-s SECS]
-{indent}[--trusted-proxy CIDR]... [--webhook-allow-http] [--webhook-allow-private-addresses]
-{indent}[--manual-clock] [--demo] [--demo-token] [--log-format text|json]
+/// Every option, as clap parses it: `None` (or empty) where a source does
+/// not give it, so that sources can be laid over one another
+/// ([`Flags::overlay`]); the defaults are [`ServerOptions::default`]'s.
+/// The help lines are `--help`'s, each followed by the option's variable.
+#[derive(Parser, Debug, Default)]
+#[command(disable_version_flag = true, args_override_self = true)]
+struct Flags {
+    /// Read options from PATH: `option = value` lines, # comments
+    #[arg(long, value_name = "PATH", allow_hyphen_values = true)]
+    config: Option<String>,
+    /// Address to listen on; port 0 picks a free one [default: 127.0.0.1:8080]
+    #[arg(long, value_name = "HOST:PORT", allow_hyphen_values = true)]
+    addr: Option<String>,
+    /// SQLite file, :memory:, or a postgres:// URL several servers share [default: botspace.db]
+    #[arg(long, value_name = "PATH|URL", allow_hyphen_values = true)]
+    db: Option<String>,
+    /// Secret for `Authorization: Admin <S>` (16+ characters; none: one is generated and printed once);
+    /// a flag shows in the process list, so prefer the file or the variable
+    #[arg(long, value_name = "S", allow_hyphen_values = true)]
+    admin_secret: Option<String>,
+    /// Read the admin secret from the first line of PATH
+    #[arg(long, value_name = "PATH", allow_hyphen_values = true)]
+    admin_secret_file: Option<String>,
+    /// 64 hex digits that seal official bots' operational token copy
+    #[arg(long, value_name = "HEX64", allow_hyphen_values = true, value_parser = hex_key)]
+    operational_key: Option<String>,
+    /// Read the operational key from the first line of PATH
+    #[arg(long, value_name = "PATH", allow_hyphen_values = true)]
+    operational_key_file: Option<String>,
+    /// Serve /admin/* on this second address only, and nothing else there
+    #[arg(long, value_name = "HOST:PORT", allow_hyphen_values = true)]
+    admin_addr: Option<String>,
+    /// Most connections at once; past it the longest-waiting one is closed, or the new one gets 503
+    /// [default: the file limit, raised to its hard limit, less 64]
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = positive)]
+    max_connections: Option<usize>,
+    /// A request must arrive whole within SECS of its first byte, else 408 and close [default: 30]
+    #[arg(long, value_name = "SECS", allow_hyphen_values = true, value_parser = seconds)]
+    request_timeout: Option<Duration>,
+    /// Close a keep-alive connection with nothing to read for SECS [default: 120]
+    #[arg(long, value_name = "SECS", allow_hyphen_values = true, value_parser = seconds)]
+    idle_timeout: Option<Duration>,
+    /// PostgreSQL: how often gateway sessions look for other servers' commits, 10..=60000 [default: 50]
+    #[arg(long, value_name = "MS", allow_hyphen_values = true, value_parser = millis)]
+    gateway_poll_interval_ms: Option<u64>,
+    /// PostgreSQL: the deadline of every database call, 100..=600000 [default: 5000]
+    #[arg(long, value_name = "MS", allow_hyphen_values = true, value_parser = millis)]
+    database_timeout_ms: Option<u64>,
+    /// How long a bot has to answer a button press [default: 15]
+    #[arg(long, value_name = "SECS", allow_hyphen_values = true, value_parser = callback_seconds)]
+    callback_answer_timeout_s: Option<u64>,
+    /// After a webhook secret rotation, deliveries also carry the old secret's signature for SECS
+    /// (0: none; deleteWebhook ends it) [default: 86400]
+    #[arg(long, value_name = "SECS", allow_hyphen_values = true, value_parser = overlap_seconds)]
+    webhook_secret_overlap_s: Option<u64>,
+    /// A reverse proxy (10.0.0.0/8, fd00::/8 or an address; repeatable, commas in the variable): admin
+    /// logins through it are throttled per client it names in X-Forwarded-For or Forwarded
+    #[arg(long, value_name = "CIDR", allow_hyphen_values = true)]
+    trusted_proxy: Vec<String>,
+    /// Bots' webhooks may use http:// URLs, not only https://
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = boolean)]
+    webhook_allow_http: Option<bool>,
+    /// Webhooks may reach loopback, private, link-local, multicast and unspecified addresses
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = boolean)]
+    webhook_allow_private_addresses: Option<bool>,
+    /// Time moves only through /admin/advanceClock (for tests)
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = boolean)]
+    manual_clock: Option<bool>,
+    /// For a tour, not production: on a database without bots make a demo user, bot and chat, print the
+    /// token (without it the server creates nothing and prints no token)
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = boolean)]
+    demo: Option<bool>,
+    /// --demo, and rotate the demo bot's token and print it
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = boolean)]
+    demo_token: Option<bool>,
+    /// Log lines as text, or one JSON object a line [default: text]
+    #[arg(long, value_name = "text|json", allow_hyphen_values = true, value_parser = log_json)]
+    log_format: Option<bool>,
+}
 
-Every option also comes from its environment variable (shown) or a config file
-of `option = value` lines; a flag beats the variable, which beats the file.
+/// The options whose values are secrets: a refusal names the option and
+/// the form, never the value.
+const SECRETS: [&str; 2] = ["admin-secret", "operational-key"];
 
-  --config PATH             [env BOTSPACE_CONFIG]
-                            read options from PATH (`option = value`, # comments)
-  --addr HOST:PORT          [env BOTSPACE_ADDR]
-                            address to listen on (default 127.0.0.1:8080; port 0 picks a free port)
-  --db PATH|URL             [env BOTSPACE_DB]
-                            SQLite database file, :memory:, or a postgres:// URL that
-                            several servers share (default botspace.db)
-  --admin-secret S          [env BOTSPACE_ADMIN_SECRET]
-                            secret for Authorization: Admin <S> on /admin/ (at least 16 characters);
-                            a flag is visible in the process list: prefer a file or the variable;
-                            with none, one is generated
-  --admin-secret-file PATH  [env BOTSPACE_ADMIN_SECRET_FILE]
-                            read the admin secret from the first line of PATH
-  --operational-key HEX64   [env BOTSPACE_OPERATIONAL_KEY]
-                            64 hex digits that seal official bots' operational token copy
-  --operational-key-file PATH [env BOTSPACE_OPERATIONAL_KEY_FILE]
-                            read the operational key from the first line of PATH
-  --admin-addr HOST:PORT    [env BOTSPACE_ADMIN_ADDR]
-                            serve the host API (/admin/*) on this second address only; /admin/* on
-                            --addr, and everything but /admin/* here, is then 404 method_not_found
-  --max-connections N       [env BOTSPACE_MAX_CONNECTIONS]
-                            most connections at once (default: the file limit, raised to
-                            its hard limit at start, less 64 for the server's own files);
-                            beyond it the connection waiting longest for a request is
-                            closed, or with none the new one gets 503 and is closed
-  --request-timeout SECS    [env BOTSPACE_REQUEST_TIMEOUT]
-                            a request must arrive whole within SECS of its first byte
-                            (default 30), else 408 and close
-  --idle-timeout SECS       [env BOTSPACE_IDLE_TIMEOUT]
-                            a keep-alive connection with nothing to read for SECS is
-                            closed (default 120)
-  --gateway-poll-interval-ms MS [env BOTSPACE_GATEWAY_POLL_INTERVAL_MS]
-                            PostgreSQL: how often gateway sessions look at the database for
-                            other servers' commits (default 50; 10..60000). Notifications
-                            (LISTEN/NOTIFY) wake them sooner; this is the fallback
-  --database-timeout-ms MS  [env BOTSPACE_DATABASE_TIMEOUT_MS]
-                            PostgreSQL: the deadline of every database call (default 5000;
-                            100..600000); past it 503 storage_unavailable, or
-                            commit_outcome_unknown once COMMIT was sent
-  --callback-answer-timeout-s SECS [env BOTSPACE_CALLBACK_ANSWER_TIMEOUT_S]
-                            how long a bot has to answer a button press (default 15; 1..3600);
-                            past it the host's stream gets callback_expired
-  --trusted-proxy CIDR      [env BOTSPACE_TRUSTED_PROXY, comma-separated]
-                            a reverse proxy in front of the server (10.0.0.0/8, fd00::/8, or one
-                            address; repeatable): admin logins from it are throttled per
-                            client it names in X-Forwarded-For or Forwarded
-  --webhook-allow-http      [env BOTSPACE_WEBHOOK_ALLOW_HTTP, 1/true/0/false]
-                            bots' webhooks may use http:// URLs, not only https://
-  --webhook-allow-private-addresses [env BOTSPACE_WEBHOOK_ALLOW_PRIVATE_ADDRESSES, 1/true/0/false]
-                            webhooks may reach loopback, private, link-local, multicast and
-                            unspecified addresses (off: a bot cannot make the server call
-                            into its own network)
-  --manual-clock            [env BOTSPACE_MANUAL_CLOCK, 1/true/0/false]
-                            time moves only through /admin/advanceClock (for tests)
-  --log-format text|json    [env BOTSPACE_LOG_FORMAT]
-                            text lines (default) or one JSON object a line; the level from
-                            {log_env} (error, warn, info: default, debug)
-  --demo                    [env BOTSPACE_DEMO, 1/true/0/false]
-                            for a tour, not for production: on a database without bots create a demo
-                            user, bot and chat and print the bot's token; without --demo or
-                            --demo-token the server creates nothing and prints no token
-  --demo-token              [env BOTSPACE_DEMO_TOKEN, 1/true/0/false]
-                            --demo, and rotate the demo bot's token and print it with the export line
-                            (a database made by an earlier start has the demo bot, whose token was
-                            shown once)";
+// The value parsers: each error is the form the value takes, which the
+// refusal states after "expected".
+
+fn positive(v: &str) -> Result<usize, String> {
+    v.parse().ok().filter(|n| *n > 0).ok_or_else(|| "a positive integer".to_string())
+}
+
+/// Seconds above 0 and below a day.
+fn seconds(v: &str) -> Result<Duration, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|s| *s > 0.0 && *s < 86_400.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| "seconds above 0 and below 86400 (decimals allowed)".to_string())
+}
+
+/// Whole milliseconds; the range is the library's to check when the
+/// service opens.
+fn millis(v: &str) -> Result<u64, String> {
+    v.parse().map_err(|_| "a whole number of milliseconds".to_string())
+}
+
+fn callback_seconds(v: &str) -> Result<u64, String> {
+    v.parse().ok().filter(|s| (1..=3600).contains(s)).ok_or_else(|| "an integer 1..=3600".to_string())
+}
+
+fn overlap_seconds(v: &str) -> Result<u64, String> {
+    v.parse().map_err(|_| "a whole number of seconds, 0 for none".to_string())
+}
+
+/// A switch's `1`/`true`/`0`/`false` (from the environment or the file, or
+/// `--manual-clock=false` on the command line).
+fn boolean(v: &str) -> Result<bool, String> {
+    match v {
+        "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        _ => Err("1, true, 0 or false".into()),
+    }
+}
+
+fn log_json(v: &str) -> Result<bool, String> {
+    match v {
+        "text" => Ok(false),
+        "json" => Ok(true),
+        _ => Err("text or json".into()),
+    }
+}
+
+/// The key's form is the library's; the value is kept as given, for
+/// [`ServerOptions::config`], which reads a key's file the same way.
+fn hex_key(v: &str) -> Result<String, String> {
+    botspace::config::parse_hex_key(v.trim()).map(|_| v.to_string()).ok_or_else(|| "64 hex digits".to_string())
+}
+
+impl Flags {
+    /// `later` laid over `self`: each option `later` gives replaces this
+    /// one's. A secret or its file replaces both forms, so that only one
+    /// source's choice is ever in force; trusted proxies replace the list
+    /// wholesale, unless `append` (the lines of one config file, which
+    /// together are one source).
+    fn overlay(mut self, later: Flags, append: bool) -> Flags {
+        if later.admin_secret.is_some() || later.admin_secret_file.is_some() {
+            self.admin_secret = None;
+            self.admin_secret_file = None;
+        }
+        if later.operational_key.is_some() || later.operational_key_file.is_some() {
+            self.operational_key = None;
+            self.operational_key_file = None;
+        }
+        if append {
+            self.trusted_proxy.extend(later.trusted_proxy);
+        } else if !later.trusted_proxy.is_empty() {
+            self.trusted_proxy = later.trusted_proxy;
+        }
+        macro_rules! over {
+            ($($f:ident),*) => { $( if later.$f.is_some() { self.$f = later.$f; } )* };
+        }
+        over!(
+            config,
+            addr,
+            db,
+            admin_secret,
+            admin_secret_file,
+            operational_key,
+            operational_key_file,
+            admin_addr,
+            max_connections,
+            request_timeout,
+            idle_timeout,
+            gateway_poll_interval_ms,
+            database_timeout_ms,
+            callback_answer_timeout_s,
+            webhook_secret_overlap_s,
+            webhook_allow_http,
+            webhook_allow_private_addresses,
+            manual_clock,
+            demo,
+            demo_token,
+            log_format
+        );
+        self
+    }
+
+    fn options(self) -> ServerOptions {
+        let d = ServerOptions::default();
+        ServerOptions {
+            addr: self.addr.unwrap_or(d.addr),
+            admin_addr: self.admin_addr,
+            db: self.db.unwrap_or(d.db),
+            admin_secret: self.admin_secret,
+            admin_secret_file: self.admin_secret_file,
+            operational_key: self.operational_key,
+            operational_key_file: self.operational_key_file,
+            max_connections: self.max_connections,
+            request_timeout: self.request_timeout.unwrap_or(d.request_timeout),
+            idle_timeout: self.idle_timeout.unwrap_or(d.idle_timeout),
+            gateway_poll_interval_ms: self.gateway_poll_interval_ms,
+            database_timeout_ms: self.database_timeout_ms,
+            callback_answer_timeout_s: self.callback_answer_timeout_s,
+            webhook_secret_overlap_s: self.webhook_secret_overlap_s,
+            trusted_proxies: self.trusted_proxy,
+            webhook_allow_http: self.webhook_allow_http.unwrap_or(d.webhook_allow_http),
+            webhook_allow_private_addresses: self
+                .webhook_allow_private_addresses
+                .unwrap_or(d.webhook_allow_private_addresses),
+            manual_clock: self.manual_clock.unwrap_or(d.manual_clock),
+            demo: self.demo.unwrap_or(d.demo),
+            demo_token: self.demo_token.unwrap_or(d.demo_token),
+            log_json: self.log_format.unwrap_or(d.log_json),
+        }
+    }
+}
+
+/// An option's variable: `BOTSPACE_` and its name in capitals, `-` as `_`.
+fn env_name(option: &str) -> String {
+    format!("BOTSPACE_{}", option.to_ascii_uppercase().replace('-', "_"))
+}
+
+/// The options that come from a variable and the config file: every long
+/// option but `--help` (and, in the file, `--config`).
+fn names() -> Vec<String> {
+    Flags::command().get_arguments().filter_map(|a| a.get_long()).map(str::to_string).collect()
+}
 
 /// The usage and option help of a server called `program`; `log_env`
 /// names where the log level comes from.
 pub fn usage(program: &str, log_env: &str) -> String {
-    let indent = " ".repeat("usage: ".len() + program.len() + 1);
-    USAGE.replace("{program}", program).replace("{indent}", &indent).replace("{log_env}", log_env)
+    let mut cmd = Flags::command()
+        .name(program.to_string())
+        .bin_name(program.to_string())
+        .about("botspace: a messaging service's bot interface over HTTP and WebSocket")
+        .after_help(format!(
+            "Every option also comes from its variable (shown) or a --config file of `option = value` lines; \
+             a flag beats the variable, which beats the file. Switches take 1, true, 0 or false there. \
+             The log level comes from {log_env} (error, warn, info: default, debug)."
+        ))
+        // Each option's variable, named by the one rule; never its value
+        // (a secret's variable may be set).
+        .mut_args(|a| match a.get_long().map(env_name) {
+            Some(var) => a.env(var).hide_env_values(true),
+            None => a,
+        });
+    cmd.render_help().to_string().trim_end().to_string()
 }
-
-/// The options that also come from `BOTSPACE_<NAME>` and the config file:
-/// (name without `--`, true for a flag that takes no value).
-const OPTIONS: &[(&str, bool)] = &[
-    ("addr", false),
-    ("db", false),
-    ("admin-secret", false),
-    ("admin-secret-file", false),
-    ("operational-key", false),
-    ("operational-key-file", false),
-    ("admin-addr", false),
-    ("max-connections", false),
-    ("request-timeout", false),
-    ("idle-timeout", false),
-    ("gateway-poll-interval-ms", false),
-    ("database-timeout-ms", false),
-    ("callback-answer-timeout-s", false),
-    ("trusted-proxy", false),
-    ("webhook-allow-http", true),
-    ("webhook-allow-private-addresses", true),
-    ("manual-clock", true),
-    ("demo", true),
-    ("demo-token", true),
-    ("log-format", false),
-];
 
 /// A server's options.
 #[derive(Clone, Debug, PartialEq)]
@@ -142,6 +284,8 @@ pub struct ServerOptions {
     pub database_timeout_ms: Option<u64>,
     /// `None`: the library's default (15 s).
     pub callback_answer_timeout_s: Option<u64>,
+    /// `None`: the library's default (a day).
+    pub webhook_secret_overlap_s: Option<u64>,
     pub trusted_proxies: Vec<String>,
     pub webhook_allow_http: bool,
     pub webhook_allow_private_addresses: bool,
@@ -168,6 +312,7 @@ impl Default for ServerOptions {
             gateway_poll_interval_ms: None,
             database_timeout_ms: None,
             callback_answer_timeout_s: None,
+            webhook_secret_overlap_s: None,
             trusted_proxies: Vec::new(),
             webhook_allow_http: false,
             webhook_allow_private_addresses: false,
@@ -184,210 +329,107 @@ impl Default for ServerOptions {
 pub enum Parsed {
     /// Run with these options.
     Run(Box<ServerOptions>),
-    /// `-h` / `--help`: print the usage and exit 0.
+    /// `-h` / `--help`: print the [`usage`] and exit 0.
     Help,
 }
 
 /// Reads a file's text for the options (the config file, a secret's file).
 pub type ReadFile<'a> = &'a dyn Fn(&str) -> Result<String, String>;
 
-/// What a server prints (on stderr, exit 2) for options it cannot take:
-/// the error line, which names the option or its source and the form it
-/// takes, then one line pointing to `--help`, not the whole usage, so the
-/// error is not buried under it in a journal.
-pub fn refusal(program: &str, error: &str) -> String {
-    format!("{error}\nrun `{program} --help` for every option, its variable and its form\n")
-}
-
 /// The options of a server started with `cli` (without the program name),
 /// the environment `env` and files read by `read`. An error is the one
-/// line to print before the usage (exit status 2).
+/// line a server prints on stderr before it exits with status 2:
+/// `botspace: invalid value 'abc' for '--max-connections <N>'
+/// (BOTSPACE_MAX_CONNECTIONS): expected a positive integer; see --help`.
+/// The sources are read in rising precedence (the config file, the
+/// environment, the command line), so a bad variable is refused even
+/// beside the flag that would beat it, and before `--help`.
 pub fn parse(cli: Vec<String>, env: &dyn Fn(&str) -> Option<String>, read: ReadFile) -> Result<Parsed, String> {
-    match sources(cli, env, read).and_then(parse_sources) {
-        Ok(a) => Ok(Parsed::Run(Box::new(a))),
-        Err(e) if e.is_empty() => Ok(Parsed::Help),
-        Err(e) => Err(e),
-    }
-}
-
-fn env_name(option: &str) -> String {
-    format!("BOTSPACE_{}", option.to_ascii_uppercase().replace('-', "_"))
-}
-
-/// One source of options: its name for error messages and its arguments.
-struct Source {
-    label: String,
-    args: Vec<String>,
-}
-
-/// The sources in rising precedence: the config file, the environment, the
-/// command line. Each environment variable is its own source so that an error
-/// names it.
-fn sources(cli: Vec<String>, env: &dyn Fn(&str) -> Option<String>, read: ReadFile) -> Result<Vec<Source>, String> {
-    let mut config = env("BOTSPACE_CONFIG").filter(|s| !s.is_empty()).map(|p| (p, "BOTSPACE_CONFIG".to_string()));
-    let mut rest = Vec::new();
-    let mut it = cli.into_iter();
-    while let Some(arg) = it.next() {
-        if arg == "--config" {
-            config = Some((it.next().ok_or("--config needs a value")?, "--config".into()));
-        } else if let Some(p) = arg.strip_prefix("--config=") {
-            config = Some((p.to_string(), "--config".into()));
-        } else {
-            rest.push(arg);
-        }
-    }
-    let list = |name: &str, value: &str| -> Vec<String> {
+    let cmd = Flags::command().no_binary_name(true);
+    let flags = |args: Vec<String>| cmd.clone().try_get_matches_from(args).and_then(|m| Flags::from_arg_matches(&m));
+    // `name = value` from the file or a variable, as the flag clap parses.
+    let args = |name: &str, value: &str| -> Vec<String> {
         if name == "trusted-proxy" {
             value.split(',').map(|v| format!("--{name}={}", v.trim())).collect()
         } else {
             vec![format!("--{name}={value}")]
         }
     };
-    let mut out = Vec::new();
+    let names = names();
+    let given = flags(cli);
+    // The config file: the command line's, else the variable's.
+    let config = match &given {
+        Ok(Flags { config: Some(path), .. }) => Some((path.clone(), "--config".to_string())),
+        _ => env("BOTSPACE_CONFIG").filter(|s| !s.is_empty()).map(|p| (p, "BOTSPACE_CONFIG".to_string())),
+    };
+    let mut all = Flags::default();
     if let Some((path, from)) = config {
-        let text = read(&path).map_err(|e| format!("{from}: cannot read {path}: {e}"))?;
+        let text = read(&path).map_err(|e| format!("botspace: cannot read the config file {path} ({from}): {e}"))?;
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let label = format!("{path} line {}", i + 1);
-            let (name, value) = line.split_once('=').ok_or_else(|| format!("{label}: expected option = value"))?;
+            let at = format!("{path} line {}", i + 1);
+            let (name, value) =
+                line.split_once('=').ok_or_else(|| format!("botspace: {at}: expected `option = value`; see --help"))?;
             let (name, value) = (name.trim(), value.trim());
-            if !OPTIONS.iter().any(|(o, _)| *o == name) {
-                return Err(format!("{label}: unknown option {name}"));
+            if name == "config" || !names.iter().any(|n| n == name) {
+                return Err(format!("botspace: unknown option '{name}' ({at}); see --help"));
             }
-            out.push(Source { label, args: list(name, value) });
+            let f = flags(args(name, value)).map_err(|e| refusal(&e, Some(&at)))?;
+            all = all.overlay(f, true);
         }
     }
-    for (name, _) in OPTIONS {
-        let var = env_name(name);
-        if let Some(value) = env(&var).filter(|s| !s.is_empty()) {
-            out.push(Source { label: var, args: list(name, &value) });
+    for name in &names {
+        if let Some(value) = env(&env_name(name)).filter(|s| !s.is_empty()) {
+            all = all.overlay(flags(args(name, &value)).map_err(|e| refusal(&e, None))?, false);
         }
     }
-    out.push(Source { label: String::new(), args: rest });
-    Ok(out)
-}
-
-/// Parses the sources in order, later ones overriding earlier ones. A source
-/// that sets the trusted proxies replaces the earlier list wholesale, and one
-/// that gives a secret (or its file) replaces the other form from an earlier
-/// source, so that only one source's choice is ever in force.
-fn parse_sources(sources: Vec<Source>) -> Result<ServerOptions, String> {
-    let mut a = ServerOptions::default();
-    let mut last_proxy_source = None;
-    for (i, src) in sources.into_iter().enumerate() {
-        let sets = |o: &str| src.args.iter().any(|x| x == &format!("--{o}") || x.starts_with(&format!("--{o}=")));
-        if sets("admin-secret") || sets("admin-secret-file") {
-            a.admin_secret = None;
-            a.admin_secret_file = None;
-        }
-        if sets("operational-key") || sets("operational-key-file") {
-            a.operational_key = None;
-            a.operational_key_file = None;
-        }
-        // File lines are one source each, but together they are the file.
-        let group = if src.label.contains(" line ") { 0 } else { i + 1 };
-        if sets("trusted-proxy") && last_proxy_source != Some(group) {
-            a.trusted_proxies.clear();
-            last_proxy_source = Some(group);
-        }
-        a = parse_into(a, src.args).map_err(|e| {
-            if src.label.is_empty() || e.is_empty() {
-                return e;
-            }
-            // "--max-connections needs ..." becomes "BOTSPACE_MAX_CONNECTIONS: needs ...".
-            match e.split_once(' ') {
-                Some((flag, rest)) if flag.starts_with("--") => format!("{}: {rest}", src.label),
-                _ => format!("{}: {e}", src.label),
-            }
-        })?;
-    }
-    Ok(a)
-}
-
-/// A flag's `1`/`true`/`0`/`false` (from the environment or the file, or
-/// `--manual-clock=false` on the command line).
-fn boolean(name: &str, v: Option<&str>) -> Result<bool, String> {
-    match v {
-        None | Some("1" | "true") => Ok(true),
-        Some("0" | "false") => Ok(false),
-        Some(_) => Err(format!("{name} needs 1, true, 0 or false")),
+    match given {
+        Ok(f) => Ok(Parsed::Run(Box::new(all.overlay(f, false).options()))),
+        Err(e) if e.kind() == ErrorKind::DisplayHelp => Ok(Parsed::Help),
+        Err(e) => Err(refusal(&e, None)),
     }
 }
 
-/// Seconds above 0 and below a day.
-fn seconds(v: &str, name: &str) -> Result<Duration, String> {
-    v.parse::<f64>()
-        .ok()
-        .filter(|s| *s > 0.0 && *s < 86_400.0)
-        .map(Duration::from_secs_f64)
-        .ok_or_else(|| format!("{name} needs a number of seconds"))
-}
-
-/// Applies `args` over `a`: for single-valued options the last one wins.
-fn parse_into(mut a: ServerOptions, args: Vec<String>) -> Result<ServerOptions, String> {
-    let mut it = args.into_iter();
-    while let Some(arg) = it.next() {
-        let (name, inline) = match arg.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n.to_string(), Some(v.to_string())),
-            _ => (arg.clone(), None),
-        };
-        let value = |it: &mut dyn Iterator<Item = String>| -> Result<String, String> {
-            inline.clone().or_else(|| it.next()).ok_or_else(|| format!("{name} needs a value"))
-        };
-        let ms = |v: String| v.parse().ok().ok_or_else(|| format!("{name} needs a number of milliseconds"));
-        match name.as_str() {
-            "--addr" => a.addr = value(&mut it)?,
-            "--db" => a.db = value(&mut it)?,
-            "--admin-addr" => a.admin_addr = Some(value(&mut it)?),
-            "--admin-secret" => a.admin_secret = Some(value(&mut it)?),
-            "--admin-secret-file" => a.admin_secret_file = Some(value(&mut it)?),
-            "--operational-key" => a.operational_key = Some(value(&mut it)?),
-            "--operational-key-file" => a.operational_key_file = Some(value(&mut it)?),
-            "--max-connections" => {
-                a.max_connections = Some(
-                    value(&mut it)?
-                        .parse()
-                        .ok()
-                        .filter(|n| *n > 0)
-                        .ok_or("--max-connections needs a positive number")?,
-                )
+/// The one line for an option clap refused: the option and its variable
+/// (or the config file's line it came from), the value as given (never a
+/// secret's), the form it takes, and a pointer to `--help`, not the whole
+/// help, which would bury the line in a journal.
+fn refusal(e: &clap::Error, at: Option<&str>) -> String {
+    let context = |kind| match e.get(kind) {
+        Some(ContextValue::String(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    let arg = context(ContextKind::InvalidArg).unwrap_or("");
+    // "--max-connections <N>" → "max-connections".
+    let name = arg.trim_start_matches('-').split([' ', '=', '[']).next().unwrap_or("");
+    let from = at.map_or_else(|| env_name(name), str::to_string);
+    match (e.kind(), context(ContextKind::InvalidValue)) {
+        (ErrorKind::ValueValidation, Some(value)) => {
+            let form = std::error::Error::source(e).map_or_else(String::new, |s| s.to_string());
+            if SECRETS.contains(&name) {
+                format!("botspace: invalid value for '{arg}' ({from}): expected {form}; see --help")
+            } else {
+                format!("botspace: invalid value '{value}' for '{arg}' ({from}): expected {form}; see --help")
             }
-            "--request-timeout" => a.request_timeout = seconds(&value(&mut it)?, &name)?,
-            "--idle-timeout" => a.idle_timeout = seconds(&value(&mut it)?, &name)?,
-            "--gateway-poll-interval-ms" => a.gateway_poll_interval_ms = Some(ms(value(&mut it)?)?),
-            "--database-timeout-ms" => a.database_timeout_ms = Some(ms(value(&mut it)?)?),
-            "--callback-answer-timeout-s" => {
-                a.callback_answer_timeout_s = Some(
-                    value(&mut it)?
-                        .parse()
-                        .ok()
-                        .filter(|s| (1..=3600).contains(s))
-                        .ok_or("--callback-answer-timeout-s needs whole seconds from 1 to 3600")?,
-                )
-            }
-            "--trusted-proxy" => a.trusted_proxies.push(value(&mut it)?),
-            "--webhook-allow-http" => a.webhook_allow_http = boolean(&name, inline.as_deref())?,
-            "--webhook-allow-private-addresses" => {
-                a.webhook_allow_private_addresses = boolean(&name, inline.as_deref())?
-            }
-            "--manual-clock" => a.manual_clock = boolean(&name, inline.as_deref())?,
-            "--demo" => a.demo = boolean(&name, inline.as_deref())?,
-            "--demo-token" => a.demo_token = boolean(&name, inline.as_deref())?,
-            "--log-format" => {
-                a.log_json = match value(&mut it)?.as_str() {
-                    "text" => false,
-                    "json" => true,
-                    _ => return Err("--log-format is text or json".into()),
-                }
-            }
-            "-h" | "--help" => return Err(String::new()),
-            _ => return Err(format!("unknown argument {arg}")),
+        }
+        (ErrorKind::InvalidValue | ErrorKind::NoEquals, _) => {
+            format!("botspace: '{arg}' ({from}) needs a value; see --help")
+        }
+        // A name only: what follows `=` may be a secret given to a
+        // misspelt option.
+        (ErrorKind::UnknownArgument, _) if arg.starts_with('-') => {
+            format!("botspace: unknown option '{}'; see --help", arg.split('=').next().unwrap_or(arg))
+        }
+        (ErrorKind::UnknownArgument, _) => format!("botspace: unexpected argument '{arg}'; see --help"),
+        _ => {
+            let said = e.to_string();
+            let first = said.lines().next().unwrap_or("").trim_start_matches("error: ");
+            format!("botspace: {first}; see --help")
         }
     }
-    Ok(a)
 }
 
 /// The first line of a file, trimmed (a secret's or a key's file).
@@ -546,6 +588,8 @@ impl ServerOptions {
             c.database_timeout_ms = self.database_timeout_ms.unwrap_or(Config::default().database_timeout_ms);
             c.callback_answer_timeout_s =
                 self.callback_answer_timeout_s.unwrap_or(Config::default().callback_answer_timeout_s);
+            c.webhook_secret_overlap_s =
+                self.webhook_secret_overlap_s.unwrap_or(Config::default().webhook_secret_overlap_s);
             c.trusted_proxies = self.trusted_proxies.clone();
             c.webhook_allow_http = self.webhook_allow_http;
             c.webhook_allow_private_addresses = self.webhook_allow_private_addresses;
@@ -599,27 +643,96 @@ mod tests {
     }
 
     #[test]
-    fn bad_values_are_named_by_their_source() {
+    fn a_bad_value_is_one_line_naming_the_option_its_value_and_form() {
         let err = |cli: &[&str], env: &[(&str, &str)], files: &[(&str, &str)]| run(cli, env, files).unwrap_err();
-        assert_eq!(err(&["--max-connections", "0"], &[], &[]), "--max-connections needs a positive number");
-        assert_eq!(err(&["--request-timeout", "86400"], &[], &[]), "--request-timeout needs a number of seconds");
         assert_eq!(
-            err(&["--gateway-poll-interval-ms", "1.5"], &[], &[]),
-            "--gateway-poll-interval-ms needs a number of milliseconds"
+            err(&["--max-connections", "0"], &[], &[]),
+            "botspace: invalid value '0' for '--max-connections <N>' (BOTSPACE_MAX_CONNECTIONS): expected a positive integer; see --help"
         );
-        assert_eq!(err(&["--gateway-poll-interval-ms"], &[], &[]), "--gateway-poll-interval-ms needs a value");
-        assert_eq!(err(&["--log-format", "xml"], &[], &[]), "--log-format is text or json");
-        assert_eq!(err(&["--listen"], &[], &[]), "unknown argument --listen");
+        assert_eq!(
+            err(&["--request-timeout", "86400"], &[], &[]),
+            "botspace: invalid value '86400' for '--request-timeout <SECS>' (BOTSPACE_REQUEST_TIMEOUT): expected seconds above 0 and below 86400 (decimals allowed); see --help"
+        );
+        assert_eq!(
+            err(&["--gateway-poll-interval-ms=1.5"], &[], &[]),
+            "botspace: invalid value '1.5' for '--gateway-poll-interval-ms <MS>' (BOTSPACE_GATEWAY_POLL_INTERVAL_MS): expected a whole number of milliseconds; see --help"
+        );
+        // A value that looks like a flag is still the value.
+        assert_eq!(
+            err(&["--database-timeout-ms", "-100"], &[], &[]),
+            "botspace: invalid value '-100' for '--database-timeout-ms <MS>' (BOTSPACE_DATABASE_TIMEOUT_MS): expected a whole number of milliseconds; see --help"
+        );
+        assert_eq!(
+            err(&["--gateway-poll-interval-ms"], &[], &[]),
+            "botspace: '--gateway-poll-interval-ms <MS>' (BOTSPACE_GATEWAY_POLL_INTERVAL_MS) needs a value; see --help"
+        );
+        assert_eq!(
+            err(&["--log-format", "xml"], &[], &[]),
+            "botspace: invalid value 'xml' for '--log-format <text|json>' (BOTSPACE_LOG_FORMAT): expected text or json; see --help"
+        );
+        assert_eq!(
+            err(&["--manual-clock=yes"], &[], &[]),
+            "botspace: invalid value 'yes' for '--manual-clock[=<BOOL>]' (BOTSPACE_MANUAL_CLOCK): expected 1, true, 0 or false; see --help"
+        );
+        assert_eq!(err(&["--listen"], &[], &[]), "botspace: unknown option '--listen'; see --help");
+        assert_eq!(err(&["--demo", "x"], &[], &[]), "botspace: unexpected argument 'x'; see --help");
+        // The same line for the variable as for the flag.
         assert_eq!(
             err(&[], &[("BOTSPACE_MAX_CONNECTIONS", "-1")], &[]),
-            "BOTSPACE_MAX_CONNECTIONS: needs a positive number"
+            "botspace: invalid value '-1' for '--max-connections <N>' (BOTSPACE_MAX_CONNECTIONS): expected a positive integer; see --help"
         );
-        assert_eq!(err(&[], &[("BOTSPACE_DEMO_TOKEN", "yes")], &[]), "BOTSPACE_DEMO_TOKEN: needs 1, true, 0 or false");
+        assert_eq!(
+            err(&[], &[("BOTSPACE_DEMO_TOKEN", "yes")], &[]),
+            "botspace: invalid value 'yes' for '--demo-token[=<BOOL>]' (BOTSPACE_DEMO_TOKEN): expected 1, true, 0 or false; see --help"
+        );
+        // A bad variable is refused beside the flag that would beat it, and before --help.
+        assert_eq!(
+            err(&["--idle-timeout", "5", "--help"], &[("BOTSPACE_IDLE_TIMEOUT", "soon")], &[]),
+            "botspace: invalid value 'soon' for '--idle-timeout <SECS>' (BOTSPACE_IDLE_TIMEOUT): expected seconds above 0 and below 86400 (decimals allowed); see --help"
+        );
+        // The config file's line is named instead of the variable.
         let file = [("/c", "db = x\n\nidle-timeout = 0\n")];
-        assert_eq!(err(&["--config=/c"], &[], &file), "/c line 3: needs a number of seconds");
-        assert_eq!(err(&["--config=/c"], &[], &[("/c", "listen = 1")]), "/c line 1: unknown option listen");
-        assert_eq!(err(&["--config=/c"], &[], &[("/c", "addr")]), "/c line 1: expected option = value");
-        assert_eq!(err(&["--config=/nope"], &[], &[]), "--config: cannot read /nope: No such file or directory");
+        assert_eq!(
+            err(&["--config=/c"], &[], &file),
+            "botspace: invalid value '0' for '--idle-timeout <SECS>' (/c line 3): expected seconds above 0 and below 86400 (decimals allowed); see --help"
+        );
+        assert_eq!(
+            err(&["--config=/c"], &[], &[("/c", "listen = 1")]),
+            "botspace: unknown option 'listen' (/c line 1); see --help"
+        );
+        assert_eq!(
+            err(&[], &[("BOTSPACE_CONFIG", "/c")], &[("/c", "config = /d")]),
+            "botspace: unknown option 'config' (/c line 1); see --help"
+        );
+        assert_eq!(
+            err(&["--config=/c"], &[], &[("/c", "addr")]),
+            "botspace: /c line 1: expected `option = value`; see --help"
+        );
+        assert_eq!(
+            err(&["--config=/nope"], &[], &[]),
+            "botspace: cannot read the config file /nope (--config): No such file or directory"
+        );
+        assert_eq!(
+            err(&[], &[("BOTSPACE_CONFIG", "/nope")], &[]),
+            "botspace: cannot read the config file /nope (BOTSPACE_CONFIG): No such file or directory"
+        );
+    }
+
+    #[test]
+    fn a_secret_is_never_repeated_in_a_refusal() {
+        let key = "not-hex-but-secret-0123456789";
+        for (cli, env) in [(vec!["--operational-key", key], vec![]), (vec![], vec![("BOTSPACE_OPERATIONAL_KEY", key)])]
+        {
+            assert_eq!(
+                run(&cli, &env, &[]).unwrap_err(),
+                "botspace: invalid value for '--operational-key <HEX64>' (BOTSPACE_OPERATIONAL_KEY): expected 64 hex digits; see --help"
+            );
+        }
+        // A misspelt option is named without what follows `=`.
+        assert_eq!(
+            run(&["--admin-secet=a-secret-given-0001"], &[], &[]).unwrap_err(),
+            "botspace: unknown option '--admin-secet'; see --help"
+        );
     }
 
     #[test]
@@ -667,22 +780,15 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_is_the_error_line_and_a_pointer_to_help() {
-        assert_eq!(
-            refusal("srv", "--max-connections needs a positive number"),
-            "--max-connections needs a positive number\nrun `srv --help` for every option, its variable and its form\n"
-        );
-    }
-
-    #[test]
     fn the_callback_answer_timeout_is_whole_seconds_from_1_to_3600() {
         for (v, ok) in [("1", Some(1)), ("3600", Some(3600)), ("0", None), ("3601", None), ("1.5", None), ("x", None)] {
             let got = parse(vec!["--callback-answer-timeout-s".into(), v.into()], &|_| None, &|_| unreachable!());
             match (got, ok) {
                 (Ok(Parsed::Run(a)), Some(n)) => assert_eq!(a.callback_answer_timeout_s, Some(n), "{v}"),
-                (Err(e), None) => {
-                    assert_eq!(e.lines().next(), Some("--callback-answer-timeout-s needs whole seconds from 1 to 3600"))
-                }
+                (Err(e), None) => assert_eq!(
+                    e,
+                    format!("botspace: invalid value '{v}' for '--callback-answer-timeout-s <SECS>' (BOTSPACE_CALLBACK_ANSWER_TIMEOUT_S): expected an integer 1..=3600; see --help")
+                ),
                 (other, _) => panic!("{v}: {other:?}"),
             }
         }
@@ -692,18 +798,22 @@ mod tests {
     fn the_configuration_carries_the_options() {
         let o = opts(
             &["--db", ":memory:", "--manual-clock", "--webhook-allow-http=true", "--database-timeout-ms", "250"],
-            &[("BOTSPACE_CALLBACK_ANSWER_TIMEOUT_S", "30")],
+            &[("BOTSPACE_CALLBACK_ANSWER_TIMEOUT_S", "30"), ("BOTSPACE_WEBHOOK_SECRET_OVERLAP_S", "2")],
             &[],
         );
         let c = o.config("an-admin-secret-0001", &|_| unreachable!()).unwrap();
         assert_eq!((c.database.as_str(), c.admin_secret.as_str()), (":memory:", "an-admin-secret-0001"));
         assert_eq!((c.clock, c.webhook_allow_http, c.database_timeout_ms), (ClockKind::Manual, true, 250));
         assert_eq!(c.callback_answer_timeout_s, 30, "from the environment");
+        assert_eq!(c.webhook_secret_overlap_s, 2, "from the environment");
+        let c = opts(&["--webhook-secret-overlap-s=0"], &[], &[]).config("s", &|_| unreachable!()).unwrap();
+        assert_eq!(c.webhook_secret_overlap_s, 0, "0: no overlap");
         let d = opts(&[], &[], &[]).config("s", &|_| unreachable!()).unwrap();
         assert_eq!(d.callback_answer_timeout_s, 15, "the library's default");
-        let bad = opts(&["--operational-key", "abc"], &[], &[]);
+        assert_eq!(d.webhook_secret_overlap_s, 86_400, "the library's default");
+        let bad = opts(&["--operational-key-file", "/k"], &[], &[]);
         assert_eq!(
-            bad.config("s", &|_| unreachable!()).unwrap_err(),
+            bad.config("s", &|_| Ok("abc\n".into())).unwrap_err(),
             "the operational key must be 64 hex digits (32 bytes)"
         );
         let key = "ab".repeat(32);
@@ -779,13 +889,19 @@ mod tests {
     }
 
     #[test]
-    fn usage_is_aligned_under_the_program_name() {
+    fn the_usage_names_the_program_and_each_options_variable() {
         let u = usage("botspace-server", "BOTSPACE_LOG");
-        let mut lines = u.lines();
-        assert_eq!(lines.next(), Some("usage: botspace-server [--config PATH] [--addr HOST:PORT] [--db PATH]"));
-        assert_eq!(lines.next(), Some("                       [--admin-secret S | --admin-secret-file PATH]"));
-        assert!(u.contains("BOTSPACE_LOG (error, warn, info: default, debug)"));
+        assert!(u.contains("\nUsage: botspace-server [OPTIONS]\n"), "{u}");
+        assert!(u.contains("The log level comes from BOTSPACE_LOG (error, warn, info: default, debug)."), "{u}");
         assert!(!u.ends_with('\n'));
-        assert!(usage("server", "X").starts_with("usage: server [--config PATH]"));
+        // Every option the variables and the file take has its line and
+        // its variable's name (no value: a secret's may be set).
+        let names = names();
+        assert_eq!(names.len(), 22, "{names:?}");
+        for name in &names {
+            assert!(u.contains(&format!("      --{name}")), "--{name} missing: {u}");
+            assert!(u.contains(&format!("[env: {}]", env_name(name))), "{name}: {u}");
+        }
+        assert!(names.iter().any(|n| n == "webhook-secret-overlap-s"));
     }
 }
