@@ -8,11 +8,17 @@
 # tests/coming-from/package-lock.json. Each server runs on loopback on a
 # fresh temp database with the system clock (webhook timestamps must be
 # real for svix) and delivers to http on loopback; it is stopped after.
+# Then every code block of README.md, docs/c-api.md, docs/server.md and
+# docs/wasm.md, by tests/docs/blocks.py (its header says how each language
+# is compiled, run or checked): Rust against the workspace crates, C and
+# C++ against include/botspace.h, JavaScript against the npm package
+# (scripts/build-wasm.sh), shell commands checked or run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/install.sh
 source scripts/lib/install.sh
 command -v npm >/dev/null || need_apt nodejs npm
+need_cmd c++:g++ pkg-config
 dir=tests/coming-from
 stamp="$dir/node_modules/.lock-stamp"
 sum="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)"
@@ -21,6 +27,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$sum" ]; then
     echo "$sum" >"$stamp"
 fi
 cargo build --release --example server
+# The npm package the JavaScript blocks import (quick when up to date).
+scripts/build-wasm.sh >/dev/null
 need_cmd cc:gcc make python3
 need_apt libcurl4-openssl-dev
 make -s -C examples/c-server >/dev/null
@@ -49,3 +57,5 @@ stop
 start examples/c-server/build/botspace-server
 BOTSPACE_URL="$base" BOTSPACE_ADMIN="$secret" python3 tests/guides/commands_and_buttons.py
 alive C
+stop
+python3 tests/docs/blocks.py
