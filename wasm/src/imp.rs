@@ -556,7 +556,9 @@ impl RawService {
         Ok(match typed_request(method, target, &headers, body)? {
             Ok(req) => {
                 let one = [botspace::Incoming::http(&req).from_peer(peer).at_once()];
-                typed_answer(&botspace::into_http_response(now_only(self.svc.handle(&one, self.svc.now_ms()))))
+                typed_answer(&botspace::into_http_response(
+                    self.svc.handle(&one, self.svc.now_ms()).remove(0).now_or_failed(&self.svc),
+                ))
             }
             Err(refused) => typed_answer(&refused),
         })
@@ -566,7 +568,7 @@ impl RawService {
     #[wasm_bindgen(js_name = handleRequestFrom)]
     pub fn handle_request_from(&self, request: &[u8], peer: &str) -> Vec<u8> {
         let one = [botspace::Incoming::bytes(request).from_peer(peer).at_once()];
-        now_only(self.svc.handle(&one, self.svc.now_ms()))
+        self.svc.handle(&one, self.svc.now_ms()).remove(0).now_or_failed(&self.svc)
     }
 
     /// The most body bytes to read of a request for `path` with this
@@ -684,13 +686,7 @@ impl RawService {
             })
             .collect();
         let out = self.svc.handle(&reqs, self.svc.now_ms());
-        out.into_iter()
-            .map(|a| match a {
-                botspace::Handled::Now(o) => Uint8Array::from(&o[..]),
-                // `at_once`: nothing parks.
-                botspace::Handled::Parked(_) => Uint8Array::from(&botspace::connection::answer_failed()[..]),
-            })
-            .collect()
+        out.into_iter().map(|a| Uint8Array::from(&a.now_or_failed(&self.svc)[..])).collect()
     }
 
     /// Where the next request in `buf` ends: `{length, head}` when it is
@@ -1091,13 +1087,5 @@ impl RawGatewaySession {
             }
             None => JsValue::UNDEFINED,
         }
-    }
-}
-
-/// The one answer of a call made `at_once`: never parked.
-fn now_only(mut answers: Vec<botspace::Handled>) -> Vec<u8> {
-    match answers.pop() {
-        Some(botspace::Handled::Now(out)) => out,
-        _ => botspace::connection::answer_failed(),
     }
 }
