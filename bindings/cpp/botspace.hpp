@@ -103,6 +103,25 @@ public:
             botspace_bytes_free(&b_);
             b_ = o.b_;
             o.b_ = botspace_bytes{nullptr, 0};
+        }
+        return *this;
+    }
+    ~Bytes() { botspace_bytes_free(&b_); }
+
+    const uint8_t *data() const noexcept { return b_.ptr; }
+    size_t size() const noexcept { return b_.len; }
+    bool empty() const noexcept { return b_.len == 0; }
+    const uint8_t *begin() const noexcept { return b_.ptr; }
+    const uint8_t *end() const noexcept { return b_.ptr + b_.len; }
+    std::string_view view() const noexcept {
+        return b_.len ? std::string_view(reinterpret_cast<const char *>(b_.ptr), b_.len) : std::string_view();
+    }
+    std::string str() const { return std::string(view()); }
+    operator ByteView() const noexcept { return ByteView(b_.ptr, b_.len); }
+
+private:
+    botspace_bytes b_{nullptr, 0};
+};
 
 /// One request for `Service::handle`: its HTTP/1.1 bytes, who sent it (the
 /// peer's address or any stable client key; empty when unknown), and
@@ -122,25 +141,6 @@ struct Handled {
     Bytes response;
     uint64_t poll_id = 0;
     bool parked() const noexcept { return poll_id != 0; }
-};
-        }
-        return *this;
-    }
-    ~Bytes() { botspace_bytes_free(&b_); }
-
-    const uint8_t *data() const noexcept { return b_.ptr; }
-    size_t size() const noexcept { return b_.len; }
-    bool empty() const noexcept { return b_.len == 0; }
-    const uint8_t *begin() const noexcept { return b_.ptr; }
-    const uint8_t *end() const noexcept { return b_.ptr + b_.len; }
-    std::string_view view() const noexcept {
-        return b_.len ? std::string_view(reinterpret_cast<const char *>(b_.ptr), b_.len) : std::string_view();
-    }
-    std::string str() const { return std::string(view()); }
-    operator ByteView() const noexcept { return ByteView(b_.ptr, b_.len); }
-
-private:
-    botspace_bytes b_{nullptr, 0};
 };
 
 /// Where the first request in a buffer ends.
