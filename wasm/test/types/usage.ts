@@ -120,5 +120,5 @@ export async function main(): Promise<void> {
   const next: number | null = hooks.webhookTimeout();
   await hooks.deliverWebhooks();
   svc.free();
-  console.log(ready, v, status, batch, response, worker, n, refused, next);
+  console.log(ready, v, status, answers, response, worker, n, refused, next);
 }
