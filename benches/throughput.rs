@@ -1042,11 +1042,5 @@ fn main() {
 fn handle_all<R: AsRef<[u8]>>(svc: &botspace::Service, requests: &[R]) -> Vec<Vec<u8>> {
     let reqs: Vec<botspace::Incoming<'_>> =
         requests.iter().map(|r| botspace::Incoming::bytes(r.as_ref()).at_once()).collect();
-    svc.handle(&reqs, svc.now_ms())
-        .into_iter()
-        .map(|a| match a {
-            botspace::Handled::Now(out) => out,
-            botspace::Handled::Parked(_) => unreachable!("at_once never parks"),
-        })
-        .collect()
+    svc.handle(&reqs, svc.now_ms()).into_iter().map(|a| a.now_or_failed(svc)).collect()
 }

@@ -52,6 +52,23 @@
 #define BOTSPACE_MAX_UNSENT_BYTES_PER_CONNECTION (64 * 1024)
 
 /**
+ * `botspace_incoming.flags`: answer now, never park. A getUpdates with a
+ * `timeout` that finds nothing answers `[]` at once, as with `timeout` 0
+ * (for a host that cannot hold a connection open).
+ */
+#define BOTSPACE_INCOMING_AT_ONCE 1
+
+/**
+ * `botspace_incoming.flags`: the request arrived concurrently with the
+ * others of its array (each from a connection of its own, as a batch
+ * queue's take). No order among them is the client's, so on a database
+ * several nodes share a run of such requests commits in the one lock
+ * order every node uses, and two nodes never deadlock. Without it the
+ * array's order is kept.
+ */
+#define BOTSPACE_INCOMING_UNORDERED 2
+
+/**
  * Bytes of unsent output a gateway connection may give its host (see
  * `botspace_gateway_handle_unsent`): past them
  * `botspace_gateway_poll_transmit` gives nothing more, and a bot that
@@ -207,7 +224,7 @@ typedef enum botspace_connection_state {
 typedef enum botspace_route {
   /**
    * A bot method worth answering with other connections' requests in
-   * one `botspace_service_handle_batch` (one transaction, one fsync).
+   * one `botspace_service_handle` call (one transaction, one fsync).
    */
   BOTSPACE_ROUTE_BATCH = 0,
   /**
@@ -216,13 +233,13 @@ typedef enum botspace_route {
    */
   BOTSPACE_ROUTE_ALONE = 1,
   /**
-   * The host API: answered alone with `botspace_service_handle_request_from`
-   * (failed logins are throttled per peer).
+   * The host API: answered alone by `botspace_service_handle` with its
+   * `peer` (failed logins are throttled per peer).
    */
   BOTSPACE_ROUTE_ADMIN = 2,
   /**
-   * getUpdates: answered alone with `botspace_service_answer_request`
-   * (it may park).
+   * getUpdates: answered alone by `botspace_service_handle` (it may
+   * park).
    */
   BOTSPACE_ROUTE_POLL = 3,
   /**
@@ -535,22 +552,13 @@ typedef struct botspace_framing {
 } botspace_framing;
 
 /**
- * Borrowed input bytes, used for the requests of
- * `botspace_service_handle_batch`. `ptr` may be NULL when `len` is 0.
- */
-typedef struct botspace_slice {
-  const uint8_t *ptr;
-  size_t len;
-} botspace_slice;
-
-/**
  * The wake-up callback: botspace calls it with a bot id after a change
  * gave that bot new gateway events, or ended its gateway connections (token
  * rotated, bot suspended). The host then polls that bot's gateway
  * connections.
  *
  * It is called synchronously, inside the `botspace_service_handle_request`
- * or `botspace_service_handle_batch` call that ran the commit, on the
+ * or `botspace_service_handle` call that ran the commit, on the
  * thread that made that call (with group commit, concurrent
  * `handle_request` calls share a commit, and the callback runs on the
  * thread of one of them), after the answers are out and the service's
@@ -578,6 +586,51 @@ typedef void (*botspace_wake_callback)(void *user_data, const char *bot_id, size
  * `botspace_service_free` on this service.
  */
 typedef void (*botspace_log_callback)(void *user_data, int32_t level, const char *text, size_t text_len, const char *json, size_t json_len);
+
+/**
+ * One request for `botspace_service_handle`, borrowed for the call.
+ */
+typedef struct botspace_incoming {
+  /**
+   * One complete HTTP/1.1 request (request line, headers and body), as
+   * `botspace_service_frame_request` delimits it; NULL when
+   * `request_len` is 0.
+   */
+  const uint8_t *request;
+  size_t request_len;
+  /**
+   * Who sent it (UTF-8, not NUL-terminated): the IP address of the
+   * immediate peer, or any stable key of the client; NULL with
+   * `peer_len` 0 when unknown. With it admin logins are throttled per
+   * client: 10 attempts at once, then one every 6 s (and per /24 or
+   * /64: 50, then one every 1.2 s); beyond that every admin request of
+   * that client is answered 429 `rate_limited` (scope `admin_auth`),
+   * whatever its credential. When `peer` is inside the configuration's
+   * `trusted_proxies`, the client is the address those proxies forwarded
+   * (`X-Forwarded-For` or `Forwarded`); a host-API change is audited
+   * with the client.
+   */
+  const char *peer;
+  size_t peer_len;
+  /**
+   * `BOTSPACE_INCOMING_AT_ONCE`, `BOTSPACE_INCOMING_UNORDERED`, or'ed;
+   * 0 for neither. Other bits are refused.
+   */
+  uint32_t flags;
+} botspace_incoming;
+
+/**
+ * What `botspace_service_handle` did with one request: answered now
+ * (`response` holds the whole HTTP/1.1 response, free it with
+ * `botspace_bytes_free`; `poll_id` is 0), or parked (`response` is
+ * `{NULL, 0}` and `poll_id` names the poll, never 0: hold the connection
+ * and send what `botspace_service_poll_parked` returns for it, or call
+ * `botspace_service_cancel_parked` if the client goes away).
+ */
+typedef struct botspace_handled {
+  struct botspace_bytes response;
+  uint64_t poll_id;
+} botspace_handled;
 
 /**
  * What the framer read from a request's head, so the host need not parse
@@ -785,7 +838,7 @@ typedef struct botspace_host_policy {
    */
   uint64_t slow_consumer_drop_ms;
   /**
-   * Most requests in one `botspace_service_handle_batch`.
+   * Most requests in one `botspace_service_handle` call.
    */
   size_t max_batch;
   /**
@@ -1146,7 +1199,11 @@ void botspace_service_free(struct botspace_service **service);
  * Handles one complete HTTP/1.1 request (request line, headers and body)
  * and writes the complete HTTP/1.1 response to `*out_response` (free it
  * with `botspace_bytes_free`). Every HTTP outcome, including 4xx and 5xx,
- * is `BOTSPACE_STATUS_OK`. Thread-safe.
+ * is `BOTSPACE_STATUS_OK`. The simple entry: it never parks (a getUpdates
+ * with a `timeout` is answered at once, as with `timeout` 0) and names no
+ * client; `botspace_service_handle` does both, for many requests at once.
+ * A C host with one request at a time calls it (tests/c/example.c, the
+ * C++ wrapper's `Service::handle_request`). Thread-safe.
  *
  * # Safety
  * `service` must be a live handle; `request` must point at `request_len`
@@ -1165,22 +1222,6 @@ enum botspace_status botspace_service_handle_request(const struct botspace_servi
  * bytes (or be NULL with length 0); `out_framing` must be writable.
  */
 enum botspace_status botspace_service_frame_request(const struct botspace_service *service, const uint8_t *buf, size_t buf_len, struct botspace_framing *out_framing);
-
-/**
- * Handles `count` complete requests in one transaction (group commit):
- * each gets exactly the response it would get alone, written to
- * `out_responses[i]` (an array of `count` elements that the caller
- * provides; free each element with `botspace_bytes_free`). A failing
- * request leaves no trace; if the final commit fails, every request that
- * had succeeded answers 500. `count` 0 is OK and writes nothing (then both
- * arrays may be NULL). Thread-safe.
- *
- * # Safety
- * `service` must be a live handle; `requests` must point at `count`
- * `botspace_slice` values, each valid as an input; `out_responses` must
- * have room for `count` values.
- */
-enum botspace_status botspace_service_handle_batch(const struct botspace_service *service, const struct botspace_slice *requests, size_t count, struct botspace_bytes *out_responses);
 
 /**
  * Registers the wake-up callback (see `botspace_wake_callback` for which
@@ -1249,42 +1290,41 @@ enum botspace_status botspace_service_note_connection_evicted(const struct botsp
 enum botspace_status botspace_service_note_request_timeout(const struct botspace_service *service);
 
 /**
- * `botspace_service_handle_request` for a host that knows who sent the
- * request: `peer[0..peer_len]` is the IP address of the immediate peer (or
- * any stable key of the client, UTF-8). Admin logins are then throttled
- * per client: 10 attempts at once, then one every 6 s (and per /24 or
- * /64: 50, then one every 1.2 s); beyond that every admin request of that
- * client is answered 429 `rate_limited` (scope `admin_auth`), whatever its
- * credential. When `peer` is inside the configuration's `trusted_proxies`,
- * the client is the address those proxies forwarded (`X-Forwarded-For` or
- * `Forwarded`). Thread-safe.
+ * The one typed way in: answers `count` requests (`requests[0..count]`),
+ * in order, one `botspace_handled` each in `out_handled[i]` (an array of
+ * `count` elements the caller provides). `now_ms` is the host's clock
+ * (Unix ms, as for the gateway; `botspace_service_now_ms` under a manual
+ * clock).
+ * - A run of requests next to each other (bot writes such as
+ *   `sendMessage`, getMe, host calls without a peer) commits as one group:
+ *   one transaction and one fsync, each request answered exactly as if it
+ *   ran alone; a failing request leaves no trace; if the final commit
+ *   fails, every request that had succeeded answers 500.
+ * - A getUpdates with a `timeout` that finds nothing to return parks
+ *   (unless `BOTSPACE_INCOMING_AT_ONCE`): it waits for its bot's next
+ *   event or its deadline (`now_ms` + timeout); past the cap on parked
+ *   polls it is answered at once, as with `timeout` 0.
+ * - A host call with its `peer` is answered alone, behind the login
+ *   throttle of that client, and audited with it.
+ *
+ * Every answer is durable before this returns; every HTTP outcome,
+ * including 4xx and 5xx, is `BOTSPACE_STATUS_OK`. A request that is not
+ * valid as an input (NULL with a length) or unknown flags fail the whole
+ * call (`BOTSPACE_STATUS_NULL_ARGUMENT`, `BOTSPACE_STATUS_INVALID_ARGUMENT`,
+ * the element named in `botspace_last_error_message`) and nothing is
+ * written. `count` 0 is OK and writes nothing (then both arrays may be
+ * NULL). A C host that reads its own sockets calls it, and the C++
+ * wrapper's `Service::handle` (the C server's loop answers through
+ * `botspace_http_round_serve`, which drives the same core entry).
+ * Thread-safe.
  *
  * # Safety
- * `service` must be a live handle; `request` must point at `request_len`
- * readable bytes and `peer` at `peer_len` (either may be NULL with length
- * 0); `out_response` must be writable.
+ * `service` must be a live handle; `requests` must point at `count`
+ * `botspace_incoming` values whose `request` and `peer` point at
+ * `request_len` and `peer_len` readable bytes; `out_handled` must have
+ * room for `count` values.
  */
-enum botspace_status botspace_service_handle_request_from(const struct botspace_service *service, const uint8_t *request, size_t request_len, const char *peer, size_t peer_len, struct botspace_bytes *out_response);
-
-/**
- * Answers one complete HTTP/1.1 request, or parks it: a `getUpdates`
- * with a `timeout` that finds nothing to return waits for its bot's next
- * event or its deadline (`now_ms` + timeout, Unix ms of the clock the host
- * passes in, as for the gateway). Answered now: `*out_response` holds the
- * response and `*out_poll_id` is 0. Parked: `*out_response` is `{NULL, 0}`
- * and `*out_poll_id` names the poll (never 0); hold the connection and
- * send what `botspace_service_poll_parked` returns for it, or call
- * `botspace_service_cancel_parked` if the client goes away. Any other
- * request is answered as by `botspace_service_handle_request_from`
- * (`peer` likewise). `botspace_service_handle_request` never parks: there
- * a getUpdates is answered at once, as with timeout 0. Thread-safe.
- *
- * # Safety
- * `service` must be a live handle; `request` must point at `request_len`
- * readable bytes and `peer` at `peer_len` (either may be NULL with length
- * 0); `out_response` and `out_poll_id` must be writable.
- */
-enum botspace_status botspace_service_answer_request(const struct botspace_service *service, const uint8_t *request, size_t request_len, const char *peer, size_t peer_len, uint64_t now_ms, struct botspace_bytes *out_response, uint64_t *out_poll_id);
+enum botspace_status botspace_service_handle(const struct botspace_service *service, const struct botspace_incoming *requests, size_t count, uint64_t now_ms, struct botspace_handled *out_handled);
 
 /**
  * Takes one parked poll's answer that is ready at `now_ms`: a poll a
@@ -2201,7 +2241,7 @@ enum botspace_status botspace_http_round_new(struct botspace_http_round **out_ro
  * Serves one round over `conns[0..count]` at `now_ms` (the host's
  * monotonic clock, the clock of its connections): every complete request
  * buffered on them is answered, in batches of up to the policy's
- * `max_batch`, one `botspace_service_handle_batch` (one transaction, one
+ * `max_batch`, one group commit (one transaction, one
  * fsync) each; connections marked `fresh` first, each up to its budget,
  * then the others round robin, up to `max_batch` of theirs a round. The
  * host API (with the entry's peer), getUpdates and another listener's

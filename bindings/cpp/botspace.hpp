@@ -123,6 +123,26 @@ private:
     botspace_bytes b_{nullptr, 0};
 };
 
+/// One request for `Service::handle`: its HTTP/1.1 bytes, who sent it (the
+/// peer's address or any stable client key; empty when unknown), and
+/// whether it must be answered now (`at_once`: a getUpdates never parks)
+/// or arrived concurrently with the others (`unordered`).
+struct Incoming {
+    ByteView request;
+    std::string_view peer;
+    bool at_once = false;
+    bool unordered = false;
+};
+
+/// What `Service::handle` did with one request: answered (`response`,
+/// `poll_id` 0), or parked (`response` empty, `poll_id` names the poll;
+/// its answer comes from `botspace_service_poll_parked`).
+struct Handled {
+    Bytes response;
+    uint64_t poll_id = 0;
+    bool parked() const noexcept { return poll_id != 0; }
+};
+
 /// Where the first request in a buffer ends.
 struct Framing {
     enum class Kind { Complete = BOTSPACE_FRAMING_KIND_COMPLETE, Incomplete = BOTSPACE_FRAMING_KIND_INCOMPLETE, Invalid = BOTSPACE_FRAMING_KIND_INVALID };
@@ -250,15 +270,23 @@ public:
         return out;
     }
 
-    /// Many requests in one transaction; one response each, in order.
-    std::vector<Bytes> handle_batch(const std::vector<ByteView> &requests) const {
-        std::vector<botspace_slice> in(requests.size());
-        for (size_t i = 0; i < requests.size(); i++) in[i] = botspace_slice{requests[i].data(), requests[i].size()};
-        std::vector<botspace_bytes> raw(requests.size(), botspace_bytes{nullptr, 0});
-        detail::check(botspace_service_handle_batch(s_, in.data(), in.size(), raw.data()));
-        std::vector<Bytes> out;
-        out.reserve(raw.size());
-        for (auto &b : raw) out.emplace_back(b);
+    /// The one typed way in (`botspace_service_handle`): one `Handled` per
+    /// request, in order; a run of requests commits as one transaction, a
+    /// getUpdates may park unless `at_once`. `now_ms` as for the gateway.
+    std::vector<Handled> handle(const std::vector<Incoming> &requests, uint64_t now_ms) const {
+        std::vector<botspace_incoming> in(requests.size());
+        for (size_t i = 0; i < requests.size(); i++) {
+            const Incoming &r = requests[i];
+            uint32_t flags = (r.at_once ? BOTSPACE_INCOMING_AT_ONCE : 0u) | (r.unordered ? BOTSPACE_INCOMING_UNORDERED : 0u);
+            in[i] = botspace_incoming{r.request.data(), r.request.size(), r.peer.data(), r.peer.size(), flags};
+        }
+        std::vector<botspace_handled> raw(requests.size(), botspace_handled{botspace_bytes{nullptr, 0}, 0});
+        detail::check(botspace_service_handle(s_, in.data(), in.size(), now_ms, raw.data()));
+        std::vector<Handled> out(raw.size());
+        for (size_t i = 0; i < raw.size(); i++) {
+            out[i].response = Bytes(raw[i].response);
+            out[i].poll_id = raw[i].poll_id;
+        }
         return out;
     }
 

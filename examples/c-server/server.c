@@ -468,7 +468,7 @@ static int conn_flush(conn_t *c, uint64_t now) {
  * After each epoll_wait, serve_http_round() gives the turn's connections to the
  * library's round (botspace_http_round_serve), which answers every
  * complete request buffered on any HTTP connection: batches of up to
- * policy.max_batch, one botspace_service_handle_batch (one transaction and
+ * policy.max_batch, one group commit (one transaction and
  * one fsync) each, each connection's answers in its own order; connections
  * that read bytes this turn first, then the backlog round robin; the host
  * API, polls and another listener's paths alone, each ending its

@@ -65,7 +65,7 @@ pub fn refusal_may_linger(lingering: usize) -> bool {
 }
 
 /// The fewest bytes of one request a face that is handed whole requests
-/// (the WASM package's `handleRequest` and `handleBatch`) copies into the
+/// (the WASM package's `handleRequest` and `handle`) copies into the
 /// library: below this a cut saves little memory, and the library sees
 /// exactly what it was sent.
 pub const MIN_REQUEST_COPY_BYTES: usize = 64 << 20;

@@ -7,6 +7,25 @@ use super::parked::{Handled, Parked, PollId, Ready};
 use super::Service;
 use crate::methods::updates;
 
+impl Handled {
+    /// The answer to send now, for a host that cannot hold a connection
+    /// open (a batch, a queue, a one-shot call): a poll that parked anyway
+    /// is cancelled on `svc` (the service that parked it) and answered 500
+    /// `answer_failed` ([`crate::connection::answer_failed`]). A request
+    /// made [`Incoming::at_once`](crate::Incoming::at_once) never parks.
+    /// The Rust server (`botspace-hyper`, `botspace-runtime`'s core
+    /// threads), the C ABI and the JS face (wasm) call it.
+    pub fn now_or_failed(self, svc: &Service) -> Vec<u8> {
+        match self {
+            Handled::Now(out) => out,
+            Handled::Parked(id) => {
+                svc.cancel_parked(id);
+                crate::connection::answer_failed()
+            }
+        }
+    }
+}
+
 impl Service {
     /// One request, answered or parked ([`Service::handle`]): a
     /// `getUpdates` runs alone, in its own transaction, its offset's

@@ -173,6 +173,20 @@ static int request(botspace_service *s, const char *req, size_t len, response *r
     return ok;
 }
 
+/* One request through botspace_service_handle: `*out` gets its answer and
+ * `*id` 0, or `*out` {NULL, 0} and `*id` its parked poll. */
+static botspace_status handle_one(botspace_service *s, const char *req, size_t len, const char *peer, size_t peer_len,
+                                  uint32_t flags, uint64_t now, botspace_bytes *out, uint64_t *id) {
+    botspace_incoming in = {(const uint8_t *)req, len, peer, peer_len, flags};
+    botspace_handled h = {{NULL, 0}, 0};
+    botspace_status st = botspace_service_handle(s, &in, 1, now, &h);
+    if (st == BOTSPACE_STATUS_OK) {
+        *out = h.response;
+        *id = h.poll_id;
+    }
+    return st;
+}
+
 static void build_post(sbuf *b, const char *path, const char *auth, const char *body) {
     sb_fmt(b, "POST %s HTTP/1.1\r\nHost: botspace\r\n", path);
     if (auth) sb_fmt(b, "Authorization: %s\r\n", auth);
@@ -818,12 +832,13 @@ static int run_case(const jval *c, sbuf *why) {
             goto next;
         }
         botspace_bytes raw = {NULL, 0};
+        uint64_t no_poll = 0;
         /* "peer": the client the host names (the login throttle is per client). */
         const jval *peer = json_get(req, "peer");
-        botspace_status hst =
-            peer && peer->t == J_STR
-                ? botspace_service_handle_request_from(svc, (const uint8_t *)reqb.p, reqb.len, peer->s, peer->slen, &raw)
-                : botspace_service_handle_request(svc, (const uint8_t *)reqb.p, reqb.len, &raw);
+        botspace_status hst = peer && peer->t == J_STR
+                                  ? handle_one(svc, reqb.p, reqb.len, peer->s, peer->slen, BOTSPACE_INCOMING_AT_ONCE, 0, &raw,
+                                               &no_poll)
+                                  : botspace_service_handle_request(svc, (const uint8_t *)reqb.p, reqb.len, &raw);
         if (hst != BOTSPACE_STATUS_OK) {
             sb_fmt(why, "step %zu: handle_request failed: %s", i, last_error());
             ok = 0;
@@ -1698,22 +1713,24 @@ static void test_admin_throttle(void) {
     sb_fmt(&right, "POST /admin/getStats HTTP/1.1\r\nAuthorization: Admin %s\r\n\r\n", ADMIN_SECRET);
     const char *peer = "203.0.113.7";
     botspace_bytes out = {NULL, 0};
-    CHECK(botspace_service_handle_request_from(s, (const uint8_t *)wrong, strlen(wrong), NULL, 3, &out) ==
-              BOTSPACE_STATUS_NULL_ARGUMENT,
-          "handle_request_from: NULL peer with a length");
+    uint64_t id = 0;
+    const uint32_t at_once = BOTSPACE_INCOMING_AT_ONCE;
+    CHECK(handle_one(s, wrong, strlen(wrong), NULL, 3, at_once, 0, &out, &id) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              strstr(last_error(), "requests[0].peer") != NULL,
+          "handle: NULL peer with a length");
     int all401 = 1;
     for (int i = 0; i < 10; i++) {
-        botspace_service_handle_request_from(s, (const uint8_t *)wrong, strlen(wrong), peer, strlen(peer), &out);
+        handle_one(s, wrong, strlen(wrong), peer, strlen(peer), at_once, 0, &out, &id);
         all401 &= out.len > 12 && memcmp(out.ptr, "HTTP/1.1 401", 12) == 0;
         botspace_bytes_free(&out);
     }
-    CHECK(all401, "handle_request_from: ten wrong secrets are 401");
-    botspace_service_handle_request_from(s, (const uint8_t *)right.p, right.len, peer, strlen(peer), &out);
+    CHECK(all401, "handle with a peer: ten wrong secrets are 401");
+    handle_one(s, right.p, right.len, peer, strlen(peer), at_once, 0, &out, &id);
     CHECK(out.len > 12 && memcmp(out.ptr, "HTTP/1.1 429", 12) == 0 && memfind((const char *)out.ptr, out.len, "admin_auth"),
-          "handle_request_from: then even the right secret is 429 admin_auth");
+          "handle with a peer: then even the right secret is 429 admin_auth");
     botspace_bytes_free(&out);
-    botspace_service_handle_request_from(s, (const uint8_t *)right.p, right.len, "198.51.100.1", 12, &out);
-    CHECK(out.len > 12 && memcmp(out.ptr, "HTTP/1.1 200", 12) == 0, "handle_request_from: another peer is served");
+    handle_one(s, right.p, right.len, "198.51.100.1", 12, at_once, 0, &out, &id);
+    CHECK(out.len > 12 && memcmp(out.ptr, "HTTP/1.1 200", 12) == 0, "handle with a peer: another peer is served");
     botspace_bytes_free(&out);
     sb_free(&right);
     botspace_service_free(&s);
@@ -1740,17 +1757,18 @@ static void test_long_polling(void) {
     build_post(&poll, "/bot/getUpdates", auth, "{\"offset\":2,\"timeout\":5}");
     botspace_bytes out = {NULL, 0};
     uint64_t id = 77, d = 0;
-    CHECK(botspace_service_answer_request(NULL, (const uint8_t *)poll.p, poll.len, NULL, 0, now, &out, &id) ==
-              BOTSPACE_STATUS_NULL_ARGUMENT && id == 77,
-          "answer_request: NULL service");
-    CHECK(botspace_service_answer_request(s, (const uint8_t *)poll.p, poll.len, NULL, 0, now, NULL, &id) ==
-              BOTSPACE_STATUS_NULL_ARGUMENT,
-          "answer_request: NULL out_response");
-    CHECK(botspace_service_answer_request(s, (const uint8_t *)poll.p, poll.len, NULL, 0, now, &out, NULL) ==
-              BOTSPACE_STATUS_NULL_ARGUMENT,
-          "answer_request: NULL out_poll_id");
-    CHECK(botspace_service_answer_request(s, NULL, 3, NULL, 0, now, &out, &id) == BOTSPACE_STATUS_NULL_ARGUMENT,
-          "answer_request: NULL request with a length");
+    botspace_incoming in = {(const uint8_t *)poll.p, poll.len, NULL, 0, 0};
+    botspace_handled h = {{NULL, 0}, 77};
+    CHECK(botspace_service_handle(NULL, &in, 1, now, &h) == BOTSPACE_STATUS_NULL_ARGUMENT && h.poll_id == 77,
+          "handle: NULL service");
+    CHECK(botspace_service_handle(s, &in, 1, now, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "handle: NULL out_handled");
+    CHECK(botspace_service_handle(s, NULL, 1, now, &h) == BOTSPACE_STATUS_NULL_ARGUMENT, "handle: NULL requests");
+    CHECK(handle_one(s, NULL, 3, NULL, 0, 0, now, &out, &id) == BOTSPACE_STATUS_NULL_ARGUMENT && id == 77 &&
+              strstr(last_error(), "requests[0].request") != NULL,
+          "handle: NULL request with a length");
+    CHECK(handle_one(s, poll.p, poll.len, NULL, 0, 4, now, &out, &id) == BOTSPACE_STATUS_INVALID_ARGUMENT && id == 77 &&
+              strstr(last_error(), "requests[0].flags") != NULL,
+          "handle: unknown flags are refused");
     CHECK(botspace_service_poll_parked(NULL, now, &id, &out) == BOTSPACE_STATUS_NULL_ARGUMENT &&
               botspace_service_poll_parked(s, now, NULL, &out) == BOTSPACE_STATUS_NULL_ARGUMENT &&
               botspace_service_poll_parked(s, now, &id, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT,
@@ -1763,10 +1781,9 @@ static void test_long_polling(void) {
           "parked_timeout: nothing parked");
 
     /* Parked, then answered by the commit of a human message. */
-    CHECK(botspace_service_answer_request(s, (const uint8_t *)poll.p, poll.len, NULL, 0, now, &out, &id) ==
-                  BOTSPACE_STATUS_OK &&
-              id != 0 && out.ptr == NULL && out.len == 0,
-          "answer_request: getUpdates with a timeout and nothing to return parks");
+    CHECK(handle_one(s, poll.p, poll.len, NULL, 0, 0, now, &out, &id) == BOTSPACE_STATUS_OK && id != 0 && out.ptr == NULL &&
+              out.len == 0,
+          "handle: getUpdates with a timeout and nothing to return parks");
     uint64_t parked = id;
     CHECK(botspace_service_parked_timeout(s, &d) == BOTSPACE_STATUS_OK && d == now + 5000,
           "parked_timeout: the poll's deadline");
@@ -1786,9 +1803,9 @@ static void test_long_polling(void) {
     /* Past its deadline: []. */
     sb_free(&poll);
     build_post(&poll, "/bot/getUpdates", auth, "{\"offset\":3,\"timeout\":2}");
-    botspace_service_answer_request(s, (const uint8_t *)poll.p, poll.len, "10.0.0.1", 8, now, &out, &id);
+    handle_one(s, poll.p, poll.len, "10.0.0.1", 8, 0, now, &out, &id);
     parked = id;
-    CHECK(parked != 0, "answer_request: parked again after the offset");
+    CHECK(parked != 0, "handle: parked again after the offset");
     CHECK(botspace_service_poll_parked(s, now + 1999, &id, &out) == BOTSPACE_STATUS_OK && id == 0,
           "poll_parked: not before the deadline");
     CHECK(botspace_service_poll_parked(s, now + 2000, &id, &out) == BOTSPACE_STATUS_OK && id == parked &&
@@ -1797,7 +1814,7 @@ static void test_long_polling(void) {
     botspace_bytes_free(&out);
 
     /* Cancelled: never answered. */
-    botspace_service_answer_request(s, (const uint8_t *)poll.p, poll.len, NULL, 0, now, &out, &id);
+    handle_one(s, poll.p, poll.len, NULL, 0, 0, now, &out, &id);
     CHECK(id != 0 && botspace_service_cancel_parked(s, id) == BOTSPACE_STATUS_OK &&
               botspace_service_cancel_parked(s, id) == BOTSPACE_STATUS_OK,
           "cancel_parked: twice is harmless");
@@ -1810,13 +1827,17 @@ static void test_long_polling(void) {
               ends_with_body(&out, "{\"ok\":true,\"result\":[]}"),
           "handle_request: getUpdates with a timeout answers at once");
     botspace_bytes_free(&out);
-    /* Anything else through answer_request is answered now. */
+    CHECK(handle_one(s, poll.p, poll.len, NULL, 0, BOTSPACE_INCOMING_AT_ONCE, now, &out, &id) == BOTSPACE_STATUS_OK && id == 0 &&
+              ends_with_body(&out, "{\"ok\":true,\"result\":[]}") && botspace_service_parked_timeout(s, &d) == BOTSPACE_STATUS_OK &&
+              d == BOTSPACE_NO_DEADLINE,
+          "handle: getUpdates with a timeout, at once, answers []");
+    botspace_bytes_free(&out);
+    /* Anything else through handle is answered now. */
     sb_free(&poll);
     build_post(&poll, "/bot/getMe", auth, NULL);
-    CHECK(botspace_service_answer_request(s, (const uint8_t *)poll.p, poll.len, NULL, 0, now, &out, &id) ==
-                  BOTSPACE_STATUS_OK &&
-              id == 0 && out.len > 12 && memcmp(out.ptr, "HTTP/1.1 200", 12) == 0,
-          "answer_request: getMe is answered now");
+    CHECK(handle_one(s, poll.p, poll.len, NULL, 0, 0, now, &out, &id) == BOTSPACE_STATUS_OK && id == 0 && out.len > 12 &&
+              memcmp(out.ptr, "HTTP/1.1 200", 12) == 0,
+          "handle: getMe is answered now");
     botspace_bytes_free(&out);
     sb_free(&poll);
     world_free(&w);
@@ -1889,22 +1910,26 @@ static void test_requests(void) {
           "frame_request: garbage is invalid with a 400 response");
     botspace_bytes_free(&f.error_response);
 
-    /* batch */
-    botspace_bytes outs[3] = {sentinel, sentinel, sentinel};
-    CHECK(botspace_service_handle_batch(s, NULL, 0, NULL) == BOTSPACE_STATUS_OK, "handle_batch: count 0 with NULL arrays");
-    CHECK(botspace_service_handle_batch(NULL, NULL, 0, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "handle_batch: NULL service");
-    botspace_slice reqs[3] = {{(const uint8_t *)getme, strlen(getme)}, {NULL, 0}, {(const uint8_t *)getme, strlen(getme)}};
-    CHECK(botspace_service_handle_batch(s, NULL, 3, outs) == BOTSPACE_STATUS_NULL_ARGUMENT && outs[0].ptr == sentinel.ptr,
-          "handle_batch: NULL requests");
-    CHECK(botspace_service_handle_batch(s, reqs, 3, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "handle_batch: NULL out");
-    botspace_slice badreqs[2] = {{(const uint8_t *)getme, strlen(getme)}, {NULL, 3}};
-    CHECK(botspace_service_handle_batch(s, badreqs, 2, outs) == BOTSPACE_STATUS_NULL_ARGUMENT && outs[0].ptr == sentinel.ptr &&
+    /* many at once */
+    const uint32_t at_once = BOTSPACE_INCOMING_AT_ONCE | BOTSPACE_INCOMING_UNORDERED;
+    botspace_handled outs[3] = {{sentinel, 9}, {sentinel, 9}, {sentinel, 9}};
+    CHECK(botspace_service_handle(s, NULL, 0, 0, NULL) == BOTSPACE_STATUS_OK, "handle: count 0 with NULL arrays");
+    CHECK(botspace_service_handle(NULL, NULL, 0, 0, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "handle: NULL service");
+    botspace_incoming reqs[3] = {{(const uint8_t *)getme, strlen(getme), NULL, 0, at_once},
+                                 {NULL, 0, NULL, 0, at_once},
+                                 {(const uint8_t *)getme, strlen(getme), NULL, 0, at_once}};
+    CHECK(botspace_service_handle(s, NULL, 3, 0, outs) == BOTSPACE_STATUS_NULL_ARGUMENT && outs[0].response.ptr == sentinel.ptr,
+          "handle: NULL requests, outputs untouched");
+    CHECK(botspace_service_handle(s, reqs, 3, 0, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "handle: NULL out");
+    botspace_incoming badreqs[2] = {{(const uint8_t *)getme, strlen(getme), NULL, 0, 0}, {NULL, 3, NULL, 0, 0}};
+    CHECK(botspace_service_handle(s, badreqs, 2, 0, outs) == BOTSPACE_STATUS_NULL_ARGUMENT && outs[0].response.ptr == sentinel.ptr &&
               strstr(last_error(), "requests[1]") != NULL,
-          "handle_batch: a NULL request with a length, outputs untouched");
-    CHECK(botspace_service_handle_batch(s, reqs, 3, outs) == BOTSPACE_STATUS_OK && memcmp(outs[0].ptr, "HTTP/1.1 401", 12) == 0 &&
-              memcmp(outs[1].ptr, "HTTP/1.1 400", 12) == 0 && memcmp(outs[2].ptr, "HTTP/1.1 401", 12) == 0,
-          "handle_batch: three answers in order (an empty one is 400)");
-    for (int i = 0; i < 3; i++) botspace_bytes_free(&outs[i]);
+          "handle: a NULL request with a length, outputs untouched");
+    CHECK(botspace_service_handle(s, reqs, 3, 0, outs) == BOTSPACE_STATUS_OK && memcmp(outs[0].response.ptr, "HTTP/1.1 401", 12) == 0 &&
+              memcmp(outs[1].response.ptr, "HTTP/1.1 400", 12) == 0 && memcmp(outs[2].response.ptr, "HTTP/1.1 401", 12) == 0 &&
+              outs[0].poll_id == 0 && outs[1].poll_id == 0 && outs[2].poll_id == 0,
+          "handle: three answers in order (an empty one is 400)");
+    for (int i = 0; i < 3; i++) botspace_bytes_free(&outs[i].response);
 
     botspace_service_free(&s);
 }
@@ -2399,13 +2424,13 @@ static void *hammer(void *arg) {
         }
         response_free(&r);
         if (i % 8 == 7) {
-            botspace_slice reqs[4];
-            botspace_bytes outs[4];
+            botspace_incoming reqs[4];
+            botspace_handled outs[4];
             for (int j = 0; j < 4; j++) {
-                reqs[j].ptr = (const uint8_t *)send.p;
-                reqs[j].len = send.len;
+                botspace_incoming one = {(const uint8_t *)send.p, send.len, NULL, 0, BOTSPACE_INCOMING_AT_ONCE};
+                reqs[j] = one;
             }
-            if (botspace_service_handle_batch(k->svc, reqs, 4, outs) != BOTSPACE_STATUS_OK) {
+            if (botspace_service_handle(k->svc, reqs, 4, 0, outs) != BOTSPACE_STATUS_OK) {
                 k->errors++;
                 snprintf(k->detail, sizeof k->detail, "batch: %s", last_error());
                 continue;
@@ -2415,12 +2440,13 @@ static void *hammer(void *arg) {
                 snprintf(want, sizeof want, "\"message_id\":\"%ld\"", expect_id++);
                 char err[64];
                 memset(&r, 0, sizeof r);
-                if (!parse_response(outs[j].ptr, outs[j].len, &r, err, sizeof err) || r.status != 200 || !strstr(r.body, want)) {
+                if (!parse_response(outs[j].response.ptr, outs[j].response.len, &r, err, sizeof err) || r.status != 200 ||
+                    !strstr(r.body, want)) {
                     k->errors++;
                     snprintf(k->detail, sizeof k->detail, "batch send %d: %.200s", j, r.body ? r.body : err);
                 }
                 response_free(&r);
-                botspace_bytes_free(&outs[j]);
+                botspace_bytes_free(&outs[j].response);
             }
         } else {
             char want[64];

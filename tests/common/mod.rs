@@ -263,23 +263,18 @@ impl Drop for PgFrozen {
 pub fn batch<R: AsRef<[u8]>>(svc: &Service, requests: &[R]) -> Vec<Vec<u8>> {
     let reqs: Vec<botspace::Incoming<'_>> =
         requests.iter().map(|r| botspace::Incoming::bytes(r.as_ref()).at_once()).collect();
-    svc.handle(&reqs, svc.now_ms()).into_iter().map(now).collect()
+    svc.handle(&reqs, svc.now_ms()).into_iter().map(|a| a.now_or_failed(svc)).collect()
 }
 
 /// One request from `peer` (the admin login throttle's client), answered
 /// at once.
 pub fn from_peer(svc: &Service, request: &[u8], peer: &str) -> Vec<u8> {
-    now(svc.handle(&[botspace::Incoming::bytes(request).from_peer(peer).at_once()], svc.now_ms()).remove(0))
+    svc.handle(&[botspace::Incoming::bytes(request).from_peer(peer).at_once()], svc.now_ms())
+        .remove(0)
+        .now_or_failed(svc)
 }
 
 /// One request from `peer` that may park (a getUpdates with a timeout).
 pub fn answer(svc: &Service, request: &[u8], peer: &str, now_ms: u64) -> botspace::Handled {
     svc.handle(&[botspace::Incoming::bytes(request).from_peer(peer)], now_ms).remove(0)
-}
-
-fn now(a: botspace::Handled) -> Vec<u8> {
-    match a {
-        botspace::Handled::Now(out) => out,
-        botspace::Handled::Parked(id) => panic!("answered at once, yet parked as {id:?}"),
-    }
 }

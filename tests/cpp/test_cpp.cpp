@@ -134,13 +134,14 @@ int main() {
               "RequestFramer: moves; no head while the head is partial");
     }
 
-    // Batch.
+    // Many at once.
     std::string send = post("/bot/sendMessage", "Bot " + token, R"({"chat_id":")" + chat + R"(","text":"hi"})");
-    auto answers = svc.handle_batch({send, send, get_me});
-    CHECK(answers.size() == 3 && pick(body_of(answers[0]), "message_id") == "1" && pick(body_of(answers[1]), "message_id") == "2" &&
-              answers[2].view().substr(0, 12) == "HTTP/1.1 200",
-          "handle_batch");
-    CHECK(svc.handle_batch({}).empty(), "an empty batch");
+    auto answers = svc.handle({{send, {}, true, false}, {send, {}, true, false}, {get_me, {}, true, false}}, svc.now_ms());
+    CHECK(answers.size() == 3 && pick(body_of(answers[0].response), "message_id") == "1" &&
+              pick(body_of(answers[1].response), "message_id") == "2" &&
+              answers[2].response.view().substr(0, 12) == "HTTP/1.1 200" && !answers[0].parked() && !answers[2].parked(),
+          "handle: many at once");
+    CHECK(svc.handle({}, svc.now_ms()).empty(), "handle: none");
 
     // The graceful stop: /readyz says so, everything else is answered.
     CHECK(svc.handle_request(std::string_view("GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")).view().substr(0, 12) == "HTTP/1.1 200",

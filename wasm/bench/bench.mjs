@@ -55,7 +55,7 @@ const check = (raw) => {
   // 'HTTP/1.1 200' — byte 9..11
   if (raw[9] !== 50 || raw[10] !== 48 || raw[11] !== 48) throw new Error(new TextDecoder().decode(raw));
 };
-const batch = Array.from({ length: 64 }, () => send);
+const batch = Array.from({ length: 64 }, () => ({ request: send, atOnce: true }));
 
 const size = statSync(resolve(PKG, 'botspace_bg.wasm')).size;
 console.log(`botspace ${version()} WASM on Node.js ${process.version}; botspace_bg.wasm ${size} bytes (${(size / 1048576).toFixed(2)} MiB; target < 1.5 MB)`);
@@ -68,7 +68,7 @@ const native = JSON.parse(
 const wasm = {
   getMe: measure('wasm getMe', () => check(svc.handleRequest(getMe))),
   sendMessage: measure('wasm sendMessage (1 per transaction)', () => check(svc.handleRequest(send))),
-  sendMessageBatch64: measure('wasm sendMessage (batch of 64)', () => svc.handleBatch(batch).forEach(check), 64),
+  sendMessageBatch64: measure('wasm sendMessage (batch of 64)', () => svc.handle(batch).forEach(check), 64),
 };
 console.log('\n| case | WASM req/s | native req/s | native/WASM | target |');
 console.log('|---|---:|---:|---:|---|');

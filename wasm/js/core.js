@@ -113,7 +113,7 @@ export function decodeResponse(bytes) {
 // ------------------------------------------------- the typed entry (fetch)
 //
 // A fetch `Request` is already parsed: its parts go to the module as they
-// are (`handleHttp`: method, path and query, header fields, body), and the
+// are (`handle`: method, path and query, header fields, body), and the
 // core's answer comes back as `{status, statusText, headers, body}`. No
 // HTTP/1.1 text is written or read here; what the core refuses in the
 // parts (a method or header the `http` crate rejects, a body over the
@@ -623,16 +623,6 @@ export class Service {
     guard(() => this.#live().beginShutdown());
   }
 
-  /**
-   * `handleRequest` naming the client (`peer`: its address, or any stable
-   * key): failed host-API logins are throttled per client.
-   */
-  handleRequestFrom(request, peer) {
-    let bytes = request instanceof Uint8Array ? request : toBytes(request);
-    if (bytes.length > this.#capBytes) bytes = bytes.subarray(0, this.#capBytes);
-    return guard(() => this.#live().handleRequestFrom(bytes, String(peer)));
-  }
-
   /** One complete HTTP/1.1 request in, one complete HTTP/1.1 response out. */
   handleRequest(request) {
     // The hot path: no closure, no extra wasm call.
@@ -654,25 +644,40 @@ export class Service {
   }
 
   /**
-   * Many requests committed in one transaction (group commit); each gets
-   * the response it would get alone.
+   * The one typed way in (the core's `Service::handle`), for a host that
+   * names the client or reads several requests at once: `requests` are
+   * `{request, peer?, atOnce?, unordered?}` (`request`: one complete
+   * HTTP/1.1 request; `peer`: the client's address or any stable key, so
+   * failed host-API logins are throttled per client; `atOnce`: never park;
+   * `unordered`: arrived concurrently, as a queue's take). A run of
+   * requests commits in one transaction, each answered as if alone. One
+   * answer each, in order: the response bytes, or, for a getUpdates with
+   * a `timeout` that finds nothing (unless `atOnce`), a Promise of its
+   * `Response`, settled on the wake-up after the commit or at the deadline.
+   * `nowMs` (default: the service clock) starts a parked poll's timeout.
    */
-  handleBatch(requests) {
-    if (!Array.isArray(requests)) throw new TypeError('handleBatch takes an array of requests');
+  handle(requests, nowMs = undefined) {
+    if (!Array.isArray(requests)) throw new TypeError('handle takes an array of requests');
     // How many bytes of one request are copied in: the core's cap (the
     // first bytes of a longer request decide its answer).
     const cap = this.#capBytes;
-    const parts = requests.map((r) => {
-      const b = toBytes(r);
-      return b.length > cap ? b.subarray(0, cap) : b;
+    let total = 0;
+    const given = requests.map((r) => {
+      if (r === null || typeof r !== 'object' || r.request === undefined) {
+        throw new TypeError('handle: each request is {request, peer?, atOnce?, unordered?}');
+      }
+      let bytes = toBytes(r.request);
+      if (bytes.length > cap) bytes = bytes.subarray(0, cap);
+      total += bytes.length;
+      const peer = r.peer === undefined || r.peer === null ? undefined : String(r.peer);
+      return { bytes, peer, atOnce: Boolean(r.atOnce), unordered: Boolean(r.unordered) };
     });
-    if (parts.reduce((n, p) => n + p.length, 0) > MAX_COPY) {
-      throw new RangeError('handleBatch: the requests add up to more than 1 GiB; split the batch');
-    }
-    // Each response is a Uint8Array of its own (wasm-bindgen's
-    // Vec<Uint8Array>); a batch is for throughput of commits, where one
-    // ArrayBuffer per response does not show.
-    return guard(() => this.#live().handleBatch(parts));
+    if (total > MAX_COPY) throw new RangeError('handle: the requests add up to more than 1 GiB; split them');
+    const now = nowMs ?? this.nowMs();
+    // Each response is a Uint8Array of its own: a call of many is for
+    // throughput of commits, where one ArrayBuffer per response does not show.
+    const answers = guard(() => this.#live().handle(given, now));
+    return answers.map((a) => (typeof a === 'number' ? this.#parkedAnswer(a).then(fetchResponse) : a));
   }
 
   /**
@@ -988,7 +993,7 @@ export class Service {
 
   /**
    * The fetch adapter: `export default { fetch: (req) => service.fetch(req) }`.
-   * Bot and host methods go to the core as parsed parts (handleHttp, no
+   * Bot and host methods go to the core as parsed parts (`handle`, no
    * HTTP/1.1 text in between); a gateway upgrade is
    * served with `WebSocketPair` (Cloudflare), `Deno.upgradeWebSocket`, or
    * `options.upgradeWebSocket(request) -> {socket, response}`.
@@ -1027,20 +1032,14 @@ export class Service {
     const target = requestTarget(url);
     const headers = headerList(request, length);
     const payload = body ?? NO_BODY;
-    let out;
-    if (kind === 'poll') {
-      // Long polling: a getUpdates with a timeout and nothing to return
-      // parks in the library and is answered by #serveParked (on a wake-up
-      // or at its deadline); no timer runs per poll, one for all.
-      const answer = guard(() => this.#live().answerHttp(method, target, headers, payload, this.nowMs()));
-      out = typeof answer === 'number' ? await this.#parkedAnswer(answer, request.signal) : answer;
-    } else if (kind === 'admin' && options.peer !== undefined) {
-      // The host API, from a known client: failed logins are throttled per client.
-      const peer = String(options.peer);
-      out = guard(() => this.#live().handleHttpFrom(method, target, headers, payload, peer));
-    } else {
-      out = guard(() => this.#live().handleHttp(method, target, headers, payload));
-    }
+    // The host API, from a known client: failed logins are throttled per
+    // client. Long polling: a getUpdates with a timeout and nothing to
+    // return parks in the library and is answered by #serveParked (on a
+    // wake-up or at its deadline); no timer runs per poll, one for all.
+    const peer = options.peer === undefined ? undefined : String(options.peer);
+    const one = { method, target, headers, body: payload, peer };
+    const [answer] = guard(() => this.#live().handle([one], this.nowMs()));
+    const out = typeof answer === 'number' ? await this.#parkedAnswer(answer, request.signal) : answer;
     // A poll whose client went away is answered nothing: the core's answer
     // to a request that did not complete stands in (nobody reads it).
     const response = out === null ? hostAnswer('request_timeout') : fetchResponse(out);

@@ -210,6 +210,18 @@ export function filePageStorage(path: string): PageStorage & { close(): void };
 /** Browsers: an IndexedDB database, loaded into memory at open; commits are awaited transactions. */
 export function indexedDBPageStorage(name?: string): Promise<PageStorage & { close(): void }>;
 
+/** One request for `Service.handle`. */
+export interface Incoming {
+  /** One complete HTTP/1.1 request. */
+  request: Uint8Array | ArrayBuffer | ArrayBufferView | string;
+  /** The client (its address, or any stable key): failed host-API logins are throttled per client. */
+  peer?: string;
+  /** Answered now, never parked: a getUpdates with a `timeout` that finds nothing answers `[]`. */
+  atOnce?: boolean;
+  /** Arrived concurrently with the others (as a queue's take): a shared store commits the run in its lock order. */
+  unordered?: boolean;
+}
+
 export class Service {
   constructor(config: ServiceConfig | string, options?: ServiceOptions);
   readonly maxBodyBytes: number;
@@ -225,10 +237,14 @@ export class Service {
    * `byteLength`, and copy (`.slice()`) before transferring `.buffer`.
    */
   handleRequest(request: Uint8Array | ArrayBuffer | ArrayBufferView | string): Uint8Array;
-  /** `handleRequest` naming the client (`peer`): host-API logins are throttled per client. */
-  handleRequestFrom(request: Uint8Array | ArrayBuffer | ArrayBufferView | string, peer: string): Uint8Array;
-  /** Group commit: each request gets the response it would get alone. */
-  handleBatch(requests: Array<Uint8Array | ArrayBuffer | ArrayBufferView | string>): Uint8Array[];
+  /**
+   * The one typed way in: a run of requests commits in one transaction,
+   * each answered as if alone; one answer each, in order: the response
+   * bytes, or, for a getUpdates that parked (a `timeout` and nothing to
+   * return, unless `atOnce`), a Promise of its Response. `nowMs` (default:
+   * the service clock) starts a parked poll's timeout.
+   */
+  handle(requests: Incoming[], nowMs?: number): Array<Uint8Array | Promise<Response>>;
   /** Where the first request in a stream buffer ends. */
   frameRequest(buffer: Uint8Array | ArrayBuffer | ArrayBufferView | string): Framing;
   /** `hook(botId)` after a change gave a bot events or revoked its sessions; runs in a microtask. */

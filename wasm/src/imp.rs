@@ -71,7 +71,14 @@ export type GatewayOutput =
 /** How a gateway session ended (the close code sent, or the bot's own, and why), reported once by `pollEvent`. */
 export type GatewayEvent = { type: 'closed'; code: number; reason: CloseReason };
 
-/** An answer of the typed entry points (`handleHttp`, `answerHttp`, `pollParked`, `hostAnswer`): the core's status and its reason phrase, its header fields flat (`[name, value, name, value, ...]`, names lower case) and body. */
+/** One request of `handle`: its HTTP/1.1 bytes, or a fetch `Request`'s parts (header fields flat), with the client (`peer`), `atOnce` (never park) and `unordered` (arrived concurrently). */
+export type RawIncoming = ({ bytes: Uint8Array } | { method: string; target: string; headers: string[]; body: Uint8Array }) & {
+  peer?: string;
+  atOnce?: boolean;
+  unordered?: boolean;
+};
+
+/** An answer of the typed entry points (`handle` for parts, `pollParked`, `hostAnswer`): the core's status and its reason phrase, its header fields flat (`[name, value, name, value, ...]`, names lower case) and body. */
 export type HttpAnswer = { status: number; statusText: string; headers: string[]; body: Uint8Array };
 
 /** What the framer read from a complete request's head, so a host need not parse it again. */
@@ -265,7 +272,7 @@ pub fn host_answer(code: &str, detail: &str) -> Result<JsValue, JsValue> {
 
 /// Which way a request for `path` (without its query) goes
 /// (`botspace::connection::route`, one listener serving every path): `batch`,
-/// `alone`, `admin`, `poll` (getUpdates, which may park: `answerHttp`) or
+/// `alone`, `admin`, `poll` (getUpdates, which may park: `handle`) or
 /// `gateway` (`acceptGateway` answers it, the upgrade or its refusal).
 #[wasm_bindgen(js_name = routeKind, unchecked_return_type = "RouteKind")]
 pub fn route_kind(path: &str) -> String {
@@ -392,6 +399,57 @@ fn typed_answer(resp: &http::Response<Vec<u8>>) -> JsValue {
     let _ = Reflect::set(&out, &JsValue::from_str("headers"), &headers);
     let _ = Reflect::set(&out, &JsValue::from_str("body"), &Uint8Array::from(&resp.body()[..]));
     out.into()
+}
+
+/// One request of `handle`, read out of its JS object.
+struct Given {
+    request: GivenRequest,
+    peer: Option<String>,
+    at_once: bool,
+    unordered: bool,
+}
+
+/// A [`GivenRequest`] as the core takes it, or refused before it.
+enum Parsed<'a> {
+    Bytes(&'a [u8]),
+    Typed(http::Request<&'a [u8]>),
+    Refused(http::Response<Vec<u8>>),
+}
+
+enum GivenRequest {
+    /// `{bytes}`: one complete HTTP/1.1 request.
+    Bytes(Vec<u8>),
+    /// `{method, target, headers, body}`: a fetch `Request`'s parts.
+    Parts { method: String, target: String, headers: Vec<String>, body: Vec<u8> },
+}
+
+impl Given {
+    fn read(r: &JsValue) -> Result<Given, JsValue> {
+        let get = |name: &str| Reflect::get(r, &JsValue::from_str(name)).unwrap_or(JsValue::UNDEFINED);
+        let bad = |what: &str| JsValue::from(js_sys::TypeError::new(&format!("handle: {what}")));
+        if !r.is_object() {
+            return Err(bad("each request must be an object"));
+        }
+        let bytes = get("bytes");
+        let request = if bytes.is_undefined() {
+            let text = |name: &str| get(name).as_string().ok_or_else(|| bad(&format!("`{name}` must be a string")));
+            let headers = get("headers")
+                .dyn_into::<js_sys::Array>()
+                .map_err(|_| bad("`headers` must be an array"))?
+                .iter()
+                .map(|h| h.as_string().ok_or_else(|| bad("`headers` must hold strings")))
+                .collect::<Result<Vec<_>, _>>()?;
+            let body = get("body").dyn_into::<Uint8Array>().map_err(|_| bad("`body` must be a Uint8Array"))?;
+            GivenRequest::Parts { method: text("method")?, target: text("target")?, headers, body: body.to_vec() }
+        } else {
+            GivenRequest::Bytes(
+                bytes.dyn_into::<Uint8Array>().map_err(|_| bad("`bytes` must be a Uint8Array"))?.to_vec(),
+            )
+        };
+        let peer = get("peer");
+        let peer = if peer.is_undefined() || peer.is_null() { None } else { peer.as_string() };
+        Ok(Given { request, peer, at_once: get("atOnce").is_truthy(), unordered: get("unordered").is_truthy() })
+    }
 }
 
 fn to_ms(now: f64) -> u64 {
@@ -523,50 +581,69 @@ impl RawService {
         self.svc.handle_request(request)
     }
 
-    /// The typed entry: a fetch `Request`'s method, target (path and
-    /// query), header fields flat (`[name, value, ...]`) and whole body in,
-    /// the core's `HttpAnswer` out, with no HTTP/1.1 text written or read
-    /// in JavaScript. Parts the `http` crate refuses get the answer the
-    /// bytes path gives them.
-    #[wasm_bindgen(js_name = handleHttp, unchecked_return_type = "HttpAnswer")]
-    pub fn handle_http(
+    /// The one typed way in (`Service::handle`), for the package's
+    /// `Service.handle` and its fetch adapter: `requests` are objects,
+    /// each either `{bytes}` (one complete HTTP/1.1 request) or a fetch
+    /// `Request`'s parts `{method, target, headers, body}` (header fields
+    /// flat, `[name, value, ...]`; parts the `http` crate refuses get the
+    /// answer the bytes path gives them), with `peer` (the client's address
+    /// or any stable key: the host API's failed logins are throttled per
+    /// client), `atOnce` (never park) and `unordered` (arrived
+    /// concurrently). One answer each, in order: a number (a parked poll's
+    /// id; its answer comes from `pollParked`), or the answer, as
+    /// `Uint8Array` for `{bytes}` and as `HttpAnswer` for parts. A run of
+    /// requests commits as one transaction, each answered as if alone.
+    #[wasm_bindgen(js_name = handle, unchecked_return_type = "Array<Uint8Array | HttpAnswer | number>")]
+    pub fn handle(
         &self,
-        method: &str,
-        target: &str,
-        headers: Vec<String>,
-        body: &[u8],
-    ) -> Result<JsValue, JsValue> {
-        self.answer_http(method, target, headers, body, self.svc.now_ms() as f64)
-    }
-
-    /// `handleHttp` for a host that knows who sent the request (`peer`: the
-    /// client's address, or any stable client key): the host API's failed
-    /// logins are then throttled per client, as the servers do
-    /// (`Service::handle` with `Incoming::from_peer`). Answered at once, as
-    /// `handleHttp`'s non-poll requests are.
-    #[wasm_bindgen(js_name = handleHttpFrom, unchecked_return_type = "HttpAnswer")]
-    pub fn handle_http_from(
-        &self,
-        method: &str,
-        target: &str,
-        headers: Vec<String>,
-        body: &[u8],
-        peer: &str,
-    ) -> Result<JsValue, JsValue> {
-        Ok(match typed_request(method, target, &headers, body)? {
-            Ok(req) => {
-                let one = [botspace::Incoming::http(&req).from_peer(peer).at_once()];
-                typed_answer(&botspace::into_http_response(now_only(self.svc.handle(&one, self.svc.now_ms()))))
-            }
-            Err(refused) => typed_answer(&refused),
-        })
-    }
-
-    /// `handleRequest` naming the client (`peer`), as `handleHttpFrom`.
-    #[wasm_bindgen(js_name = handleRequestFrom)]
-    pub fn handle_request_from(&self, request: &[u8], peer: &str) -> Vec<u8> {
-        let one = [botspace::Incoming::bytes(request).from_peer(peer).at_once()];
-        now_only(self.svc.handle(&one, self.svc.now_ms()))
+        #[wasm_bindgen(unchecked_param_type = "RawIncoming[]")] requests: js_sys::Array,
+        now_ms: f64,
+    ) -> Result<js_sys::Array, JsValue> {
+        let mut given = Vec::with_capacity(requests.length() as usize);
+        for r in requests.iter() {
+            given.push(Given::read(&r)?);
+        }
+        // Parts the `http` crate refuses are answered here, in their place.
+        let mut parsed = Vec::with_capacity(given.len());
+        for g in &given {
+            parsed.push(match &g.request {
+                GivenRequest::Bytes(b) => Parsed::Bytes(b),
+                GivenRequest::Parts { method, target, headers, body } => {
+                    match typed_request(method, target, headers, body)? {
+                        Ok(req) => Parsed::Typed(req),
+                        Err(refused) => Parsed::Refused(refused),
+                    }
+                }
+            });
+        }
+        let mut incoming = Vec::with_capacity(given.len());
+        for (g, p) in given.iter().zip(&parsed) {
+            let one = match p {
+                Parsed::Bytes(bytes) => botspace::Incoming::bytes(bytes),
+                Parsed::Typed(req) => botspace::Incoming::http(req),
+                Parsed::Refused(_) => continue,
+            };
+            let one = match &g.peer {
+                Some(peer) => one.from_peer(peer),
+                None => one,
+            };
+            let one = if g.at_once { one.at_once() } else { one };
+            incoming.push(if g.unordered { one.unordered() } else { one });
+        }
+        let mut handled = self.svc.handle(&incoming, to_ms(now_ms)).into_iter();
+        let out = js_sys::Array::new_with_length(parsed.len() as u32);
+        for (i, p) in parsed.into_iter().enumerate() {
+            let core = if matches!(p, Parsed::Refused(_)) { None } else { handled.next() };
+            let answer = match (p, core) {
+                (Parsed::Refused(refused), _) => typed_answer(&refused),
+                (_, Some(botspace::Handled::Parked(id))) => JsValue::from(id.0 as f64),
+                (Parsed::Bytes(_), Some(botspace::Handled::Now(raw))) => Uint8Array::from(&raw[..]).into(),
+                (_, Some(botspace::Handled::Now(raw))) => typed_answer(&botspace::into_http_response(raw)),
+                (_, None) => typed_answer(&botspace::into_http_response(botspace::connection::answer_failed())),
+            };
+            out.set(i as u32, answer);
+        }
+        Ok(out)
     }
 
     /// The most body bytes to read of a request for `path` with this
@@ -610,30 +687,6 @@ impl RawService {
         }
     }
 
-    /// Long polling: answers like `handleHttp`, except that a `getUpdates`
-    /// with a `timeout` that finds nothing to return is parked: the poll's
-    /// id (a number) instead of the answer. Its answer comes from
-    /// `pollParked` (docs/delivery.md, "Parking").
-    #[wasm_bindgen(js_name = answerHttp, unchecked_return_type = "HttpAnswer | number")]
-    pub fn answer_http(
-        &self,
-        method: &str,
-        target: &str,
-        headers: Vec<String>,
-        body: &[u8],
-        now_ms: f64,
-    ) -> Result<JsValue, JsValue> {
-        let req = match typed_request(method, target, &headers, body)? {
-            Ok(req) => req,
-            Err(refused) => return Ok(typed_answer(&refused)),
-        };
-        Ok(match self.svc.handle(&[botspace::Incoming::http(&req)], to_ms(now_ms)).pop() {
-            Some(botspace::Handled::Now(out)) => typed_answer(&botspace::into_http_response(out)),
-            Some(botspace::Handled::Parked(id)) => JsValue::from(id.0 as f64),
-            None => typed_answer(&botspace::into_http_response(botspace::connection::answer_failed())),
-        })
-    }
-
     /// The parked polls' answers ready at `now_ms`, flat: `[id, answer,
     /// id, answer, ...]`.
     #[wasm_bindgen(js_name = pollParked, unchecked_return_type = "Array<number | HttpAnswer>")]
@@ -657,40 +710,6 @@ impl RawService {
     #[wasm_bindgen(js_name = cancelParked)]
     pub fn cancel_parked(&self, id: f64) -> bool {
         self.svc.cancel_parked(botspace::PollId(id as u64))
-    }
-
-    /// Group commit: one transaction for all `requests`; each response is
-    /// the one the request would get alone, in the same order.
-    #[wasm_bindgen(js_name = handleBatch)]
-    pub fn handle_batch(&self, requests: Vec<Uint8Array>) -> Vec<Uint8Array> {
-        // One copy of all requests into one buffer (not one Vec each).
-        let total: usize = requests.iter().map(|r| r.length() as usize).sum();
-        let mut all = vec![0u8; total];
-        let mut ends = Vec::with_capacity(requests.len());
-        let mut pos = 0usize;
-        for r in &requests {
-            let end = pos + r.length() as usize;
-            r.copy_to(&mut all[pos..end]);
-            ends.push(end);
-            pos = end;
-        }
-        let mut start = 0;
-        let reqs: Vec<botspace::Incoming<'_>> = ends
-            .iter()
-            .map(|&end| {
-                let r = &all[start..end];
-                start = end;
-                botspace::Incoming::bytes(r).at_once()
-            })
-            .collect();
-        let out = self.svc.handle(&reqs, self.svc.now_ms());
-        out.into_iter()
-            .map(|a| match a {
-                botspace::Handled::Now(o) => Uint8Array::from(&o[..]),
-                // `at_once`: nothing parks.
-                botspace::Handled::Parked(_) => Uint8Array::from(&botspace::connection::answer_failed()[..]),
-            })
-            .collect()
     }
 
     /// Where the next request in `buf` ends: `{length, head}` when it is
@@ -754,7 +773,7 @@ impl RawService {
     }
 
     /// `acceptGateway` of a fetch `Request`'s head (method, target, header
-    /// fields flat), as `handleHttp` takes it.
+    /// fields flat), as `handle` takes its parts.
     #[wasm_bindgen(js_name = acceptGatewayHttp)]
     pub fn accept_gateway_http(
         &self,
@@ -805,7 +824,7 @@ impl RawService {
     }
 
     /// How many bytes of one whole request `handleRequest` and
-    /// `handleBatch` copy in (`botspace::connection::limits::request_copy_cap`):
+    /// `handle` copy in (`botspace::connection::limits::request_copy_cap`):
     /// the first bytes of a longer request decide its answer.
     #[wasm_bindgen(getter, js_name = requestCap)]
     pub fn request_cap(&self) -> f64 {
@@ -1091,13 +1110,5 @@ impl RawGatewaySession {
             }
             None => JsValue::UNDEFINED,
         }
-    }
-}
-
-/// The one answer of a call made `at_once`: never parked.
-fn now_only(mut answers: Vec<botspace::Handled>) -> Vec<u8> {
-    match answers.pop() {
-        Some(botspace::Handled::Now(out)) => out,
-        _ => botspace::connection::answer_failed(),
     }
 }

@@ -284,5 +284,20 @@ test('getUpdates through fetch parks until a commit gives the bot an event, and 
   // handleRequest never parks: timeout is answered as 0.
   const r = w.call('/bot/getUpdates', { offset: 3, timeout: 30 }, { Authorization: `Bot ${w.token}` });
   assert.deepEqual(r.json(), { ok: true, result: [] });
+
+  // handle parks as fetch does (a Promise of the Response, settled by the
+  // commit that gives the bot an event), unless atOnce.
+  const poll = bs.encodeRequest('POST', '/bot/getUpdates', B, { offset: 3, timeout: 30 });
+  const [now] = w.svc.handle([{ request: poll, atOnce: true }]);
+  assert.deepEqual(bs.decodeResponse(now).json(), { ok: true, result: [] });
+  const [later, me] = w.svc.handle([{ request: poll }, { request: bs.encodeRequest('POST', '/bot/getMe', B) }]);
+  assert.ok(later instanceof Promise);
+  assert.equal(bs.decodeResponse(me).status, 200);
+  w.ok('/admin/sendUserMessage', { user_id: w.user.id, chat_id: w.chat.id, text: 'for handle' });
+  const woken = await later;
+  assert.equal(woken.status, 200);
+  const got = await woken.json();
+  assert.equal(got.result.length, 1);
+  assert.equal(got.result[0].update_id, 3);
   w.svc.free();
 });

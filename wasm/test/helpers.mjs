@@ -101,7 +101,7 @@ export function bigImage(bytes) {
   const batch = Array.from({ length: bytes < 20e6 ? 20 : 250 }, () => req);
   let messages = 0;
   while (storage.size() < bytes) {
-    for (const r of svc.handleBatch(batch)) {
+    for (const r of svc.handle(batch.map((request) => ({ request, atOnce: true })))) {
       const d = bs.decodeResponse(r);
       if (d.status !== 200) throw new Error(`sendMessage -> ${d.status} ${d.text()}`);
     }

@@ -1,4 +1,4 @@
-// The Service class: handleRequest, handleBatch, frameRequest, the wake
+// The Service class: handleRequest, handle, frameRequest, the wake
 // hook, configuration and typed errors, bad input.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -49,21 +49,22 @@ test('the system clock reads Date.now()', () => {
   assert.equal(manual.nowMs(), 1767225610000);
 });
 
-test('handleBatch answers each request as it would alone, in one commit', () => {
+test('handle answers each request as it would alone, in one commit', () => {
   const w = world({}, { quota_tier: 'official' });
   const reqs = [];
   for (let i = 0; i < 5; i++) reqs.push(encodeRequest('POST', '/bot/sendMessage', w.bot(w.token), { chat_id: w.chat.id, text: `m${i}` }));
   reqs.push(encodeRequest('POST', '/bot/sendMessage', w.bot(w.token), { chat_id: w.chat.id, text: '' }));
   reqs.push('garbage');
   reqs.push(encodeRequest('POST', '/bot/getMe', w.bot(w.token)));
-  const out = w.svc.handleBatch(reqs).map(decodeResponse);
+  const out = w.svc.handle(reqs.map((request) => ({ request, atOnce: true }))).map(decodeResponse);
   assert.equal(out.length, 8);
   assert.deepEqual(out.map((r) => r.status), [200, 200, 200, 200, 200, 400, 400, 200]);
   assert.deepEqual(out.slice(0, 5).map((r) => r.json().result.message_id), ['1', '2', '3', '4', '5']);
   assert.equal(out[5].json().error, 'text_empty');
   assert.equal(out[6].json().error, 'invalid_request');
-  assert.deepEqual(w.svc.handleBatch([]), []);
-  assert.throws(() => w.svc.handleBatch('x'), TypeError);
+  assert.deepEqual(w.svc.handle([]), []);
+  assert.throws(() => w.svc.handle('x'), TypeError);
+  assert.throws(() => w.svc.handle(['x']), TypeError);
   const hist = w.ok('/admin/getChatHistory', { chat_id: w.chat.id });
   assert.equal(hist.length, 5);
 });
@@ -213,7 +214,7 @@ test('the wake hook runs after the call, once per bot, and may re-enter the serv
   await new Promise((r) => setTimeout(r, 0));
   assert.deepEqual(seen, [w.botInfo.id]);
   // batches wake too
-  w.svc.handleBatch([encodeRequest('POST', '/admin/sendUserMessage', ADMIN, { user_id: w.user.id, chat_id: w.chat.id, text: 'three' })]);
+  w.svc.handle([{ request: encodeRequest('POST', '/admin/sendUserMessage', ADMIN, { user_id: w.user.id, chat_id: w.chat.id, text: 'three' }) }]);
   await new Promise((r) => setTimeout(r, 0));
   assert.deepEqual(seen, [w.botInfo.id, w.botInfo.id]);
   // a throwing hook does not break the service

@@ -189,7 +189,7 @@ export function runCase(testCase, makeService) {
       const reqBytes = buildRequest(subst(step.request, vars));
       // `peer`: the client the host names (the login throttle is per client).
       const peer = step.request.peer;
-      const raw = peer === undefined ? svc.handleRequest(reqBytes) : svc.handleRequestFrom(reqBytes, peer);
+      const raw = peer === undefined ? svc.handleRequest(reqBytes) : svc.handle([{ request: reqBytes, peer, atOnce: true }])[0];
       let resp;
       try {
         resp = parseResponse(raw);

@@ -188,7 +188,7 @@ fn time(n: u64, f: &dyn Fn()) -> f64 {
 /// One Rust round: ns per getMe and per sendMessage.
 ///
 /// Like any real host (and like the C library, which exports them all),
-/// this binary also uses `handle_batch` and `accept_gateway`: a program that
+/// this binary also uses `handle` and `accept_gateway`: a program that
 /// calls only `handle_request` lets LLVM inline the core's request router
 /// into its single caller, which no host serving HTTP and the gateway gets
 /// (see docs/benchmarks.md, "C ABI").
@@ -333,11 +333,5 @@ fn main() {
 fn handle_all<R: AsRef<[u8]>>(svc: &botspace::Service, requests: &[R]) -> Vec<Vec<u8>> {
     let reqs: Vec<botspace::Incoming<'_>> =
         requests.iter().map(|r| botspace::Incoming::bytes(r.as_ref()).at_once()).collect();
-    svc.handle(&reqs, svc.now_ms())
-        .into_iter()
-        .map(|a| match a {
-            botspace::Handled::Now(out) => out,
-            botspace::Handled::Parked(_) => unreachable!("at_once never parks"),
-        })
-        .collect()
+    svc.handle(&reqs, svc.now_ms()).into_iter().map(|a| a.now_or_failed(svc)).collect()
 }

@@ -1,17 +1,8 @@
-//! Bytes across the boundary: borrowed input (`botspace_slice`), output
+//! Bytes across the boundary: output
 //! the caller owns (`botspace_bytes`, released by `botspace_bytes_free`)
 //! and output lent from a handle (the `_transmit` calls).
 
 use std::mem::MaybeUninit;
-
-/// Borrowed input bytes, used for the requests of
-/// `botspace_service_handle_batch`. `ptr` may be NULL when `len` is 0.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct botspace_slice {
-    pub ptr: *const u8,
-    pub len: usize,
-}
 
 /// Bytes owned by the caller after a successful call. Release them with
 /// `botspace_bytes_free` (exactly once, or any number of times on the same

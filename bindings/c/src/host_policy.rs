@@ -25,7 +25,7 @@ pub struct botspace_host_policy {
     /// A gateway closed with 4008 `slow_consumer`: its close frame gets
     /// this long before the socket is dropped, sent or not.
     pub slow_consumer_drop_ms: u64,
-    /// Most requests in one `botspace_service_handle_batch`.
+    /// Most requests in one `botspace_service_handle` call.
     pub max_batch: usize,
     /// After an accept error the listener rests this long.
     pub accept_backoff_ms: u64,

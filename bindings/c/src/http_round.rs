@@ -106,7 +106,7 @@ pub unsafe extern "C" fn botspace_http_round_new(out_round: *mut *mut botspace_h
 /// Serves one round over `conns[0..count]` at `now_ms` (the host's
 /// monotonic clock, the clock of its connections): every complete request
 /// buffered on them is answered, in batches of up to the policy's
-/// `max_batch`, one `botspace_service_handle_batch` (one transaction, one
+/// `max_batch`, one group commit (one transaction, one
 /// fsync) each; connections marked `fresh` first, each up to its budget,
 /// then the others round robin, up to `max_batch` of theirs a round. The
 /// host API (with the entry's peer), getUpdates and another listener's

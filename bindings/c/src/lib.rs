@@ -33,7 +33,7 @@ mod boundary;
 /// `botspace_status`, the per-thread error message.
 pub mod status;
 
-/// `botspace_slice`, `botspace_bytes` and `botspace_bytes_free`.
+/// `botspace_bytes` and `botspace_bytes_free`.
 pub mod bytes;
 
 /// `botspace_service`: open, free, requests, parked polls, callbacks.

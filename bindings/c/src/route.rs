@@ -25,16 +25,16 @@ pub enum botspace_listener {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum botspace_route {
     /// A bot method worth answering with other connections' requests in
-    /// one `botspace_service_handle_batch` (one transaction, one fsync).
+    /// one `botspace_service_handle` call (one transaction, one fsync).
     Batch = 0,
     /// Answered as well alone as in a batch (getMe, health, metrics, the
     /// console, unknown paths): the host may batch it or not.
     Alone = 1,
-    /// The host API: answered alone with `botspace_service_handle_request_from`
-    /// (failed logins are throttled per peer).
+    /// The host API: answered alone by `botspace_service_handle` with its
+    /// `peer` (failed logins are throttled per peer).
     Admin = 2,
-    /// getUpdates: answered alone with `botspace_service_answer_request`
-    /// (it may park).
+    /// getUpdates: answered alone by `botspace_service_handle` (it may
+    /// park).
     Poll = 3,
     /// `/bot/gateway`: `botspace_gateway_accept` answers it.
     Gateway = 4,

@@ -3,7 +3,7 @@
 //! the other nodes' notifications.
 
 use crate::boundary::{input, Handle, UserData};
-use crate::bytes::{botspace_bytes, botspace_slice};
+use crate::bytes::botspace_bytes;
 use crate::request_framer::{botspace_framing, framing};
 use crate::status::{botspace_status, fail};
 use crate::BOTSPACE_NO_DEADLINE;
@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// connections.
 ///
 /// It is called synchronously, inside the `botspace_service_handle_request`
-/// or `botspace_service_handle_batch` call that ran the commit, on the
+/// or `botspace_service_handle` call that ran the commit, on the
 /// thread that made that call (with group commit, concurrent
 /// `handle_request` calls share a commit, and the callback runs on the
 /// thread of one of them), after the answers are out and the service's
@@ -138,7 +138,11 @@ pub unsafe extern "C" fn botspace_service_free(service: *mut *mut botspace_servi
 /// Handles one complete HTTP/1.1 request (request line, headers and body)
 /// and writes the complete HTTP/1.1 response to `*out_response` (free it
 /// with `botspace_bytes_free`). Every HTTP outcome, including 4xx and 5xx,
-/// is `BOTSPACE_STATUS_OK`. Thread-safe.
+/// is `BOTSPACE_STATUS_OK`. The simple entry: it never parks (a getUpdates
+/// with a `timeout` is answered at once, as with `timeout` 0) and names no
+/// client; `botspace_service_handle` does both, for many requests at once.
+/// A C host with one request at a time calls it (tests/c/example.c, the
+/// C++ wrapper's `Service::handle_request`). Thread-safe.
 ///
 /// # Safety
 /// `service` must be a live handle; `request` must point at `request_len`
@@ -180,72 +184,6 @@ pub unsafe extern "C" fn botspace_service_frame_request(
         let out_framing = arg!(out out_framing);
         let b = arg!(bytes buf, buf_len);
         out_framing.write(framing(service.svc.frame_request(b)));
-        botspace_status::Ok
-    })
-}
-
-/// Handles `count` complete requests in one transaction (group commit):
-/// each gets exactly the response it would get alone, written to
-/// `out_responses[i]` (an array of `count` elements that the caller
-/// provides; free each element with `botspace_bytes_free`). A failing
-/// request leaves no trace; if the final commit fails, every request that
-/// had succeeded answers 500. `count` 0 is OK and writes nothing (then both
-/// arrays may be NULL). Thread-safe.
-///
-/// # Safety
-/// `service` must be a live handle; `requests` must point at `count`
-/// `botspace_slice` values, each valid as an input; `out_responses` must
-/// have room for `count` values.
-#[no_mangle]
-pub unsafe extern "C" fn botspace_service_handle_batch(
-    service: *const botspace_service,
-    requests: *const botspace_slice,
-    count: usize,
-    out_responses: *mut botspace_bytes,
-) -> botspace_status {
-    ffi_boundary!({
-        let service = arg!(ref service);
-        if count == 0 {
-            return botspace_status::Ok;
-        }
-        let requests = arg!(ptr requests);
-        let out_responses = arg!(ptr out_responses);
-        if count > isize::MAX as usize / std::mem::size_of::<botspace_slice>() {
-            return fail(botspace_status::InvalidArgument, "count is too large");
-        }
-        // SAFETY: the caller gives `count` slices at `requests`.
-        let slices = unsafe { std::slice::from_raw_parts(requests, count) };
-        let mut reqs: Vec<&[u8]> = Vec::with_capacity(count);
-        for (i, s) in slices.iter().enumerate() {
-            // SAFETY: each slice is valid as an input, as documented.
-            match unsafe { input(s.ptr, s.len, "requests[i].ptr") } {
-                Ok(r) => reqs.push(r),
-                Err(st) => {
-                    return fail(
-                        st,
-                        format!("requests[{i}].ptr is NULL with a non-zero length, or its length is too large"),
-                    )
-                }
-            }
-        }
-        let svc = &service.svc;
-        // Answered at once: a batch cannot hold a poll open.
-        let reqs: Vec<botspace::Incoming<'_>> = reqs.iter().map(|r| botspace::Incoming::bytes(r).at_once()).collect();
-        let out: Vec<Vec<u8>> = svc
-            .handle(&reqs, svc.now_ms())
-            .into_iter()
-            .map(|a| match a {
-                botspace::Handled::Now(o) => o,
-                botspace::Handled::Parked(_) => botspace::connection::answer_failed(),
-            })
-            .collect();
-        if out.len() != count {
-            return fail(botspace_status::Panic, "internal error: handle returned a wrong number of answers");
-        }
-        for (i, r) in out.into_iter().enumerate() {
-            // SAFETY: room for `count` values, i < count.
-            unsafe { out_responses.add(i).write(botspace_bytes::from_vec(r)) };
-        }
         botspace_status::Ok
     })
 }
@@ -394,87 +332,167 @@ pub unsafe extern "C" fn botspace_service_note_request_timeout(service: *const b
     })
 }
 
-/// `botspace_service_handle_request` for a host that knows who sent the
-/// request: `peer[0..peer_len]` is the IP address of the immediate peer (or
-/// any stable key of the client, UTF-8). Admin logins are then throttled
-/// per client: 10 attempts at once, then one every 6 s (and per /24 or
-/// /64: 50, then one every 1.2 s); beyond that every admin request of that
-/// client is answered 429 `rate_limited` (scope `admin_auth`), whatever its
-/// credential. When `peer` is inside the configuration's `trusted_proxies`,
-/// the client is the address those proxies forwarded (`X-Forwarded-For` or
-/// `Forwarded`). Thread-safe.
-///
-/// # Safety
-/// `service` must be a live handle; `request` must point at `request_len`
-/// readable bytes and `peer` at `peer_len` (either may be NULL with length
-/// 0); `out_response` must be writable.
-#[no_mangle]
-pub unsafe extern "C" fn botspace_service_handle_request_from(
-    service: *const botspace_service,
-    request: *const u8,
-    request_len: usize,
-    peer: *const c_char,
-    peer_len: usize,
-    out_response: *mut botspace_bytes,
-) -> botspace_status {
-    ffi_boundary!({
-        let service = arg!(ref service);
-        let out_response = arg!(out out_response);
-        let req = arg!(bytes request, request_len);
-        let peer = arg!(text peer, peer_len);
-        let svc = &service.svc;
-        let one = [botspace::Incoming::bytes(req).from_peer(&peer).at_once()];
-        let resp = match svc.handle(&one, svc.now_ms()).pop() {
-            Some(botspace::Handled::Now(r)) => r,
-            _ => botspace::connection::answer_failed(),
-        };
-        out_response.write(botspace_bytes::from_vec(resp));
-        botspace_status::Ok
-    })
+/// `botspace_incoming.flags`: answer now, never park. A getUpdates with a
+/// `timeout` that finds nothing answers `[]` at once, as with `timeout` 0
+/// (for a host that cannot hold a connection open).
+pub const BOTSPACE_INCOMING_AT_ONCE: u32 = 1;
+
+/// `botspace_incoming.flags`: the request arrived concurrently with the
+/// others of its array (each from a connection of its own, as a batch
+/// queue's take). No order among them is the client's, so on a database
+/// several nodes share a run of such requests commits in the one lock
+/// order every node uses, and two nodes never deadlock. Without it the
+/// array's order is kept.
+pub const BOTSPACE_INCOMING_UNORDERED: u32 = 2;
+
+/// One request for `botspace_service_handle`, borrowed for the call.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct botspace_incoming {
+    /// One complete HTTP/1.1 request (request line, headers and body), as
+    /// `botspace_service_frame_request` delimits it; NULL when
+    /// `request_len` is 0.
+    pub request: *const u8,
+    pub request_len: usize,
+    /// Who sent it (UTF-8, not NUL-terminated): the IP address of the
+    /// immediate peer, or any stable key of the client; NULL with
+    /// `peer_len` 0 when unknown. With it admin logins are throttled per
+    /// client: 10 attempts at once, then one every 6 s (and per /24 or
+    /// /64: 50, then one every 1.2 s); beyond that every admin request of
+    /// that client is answered 429 `rate_limited` (scope `admin_auth`),
+    /// whatever its credential. When `peer` is inside the configuration's
+    /// `trusted_proxies`, the client is the address those proxies forwarded
+    /// (`X-Forwarded-For` or `Forwarded`); a host-API change is audited
+    /// with the client.
+    pub peer: *const c_char,
+    pub peer_len: usize,
+    /// `BOTSPACE_INCOMING_AT_ONCE`, `BOTSPACE_INCOMING_UNORDERED`, or'ed;
+    /// 0 for neither. Other bits are refused.
+    pub flags: u32,
 }
 
-/// Answers one complete HTTP/1.1 request, or parks it: a `getUpdates`
-/// with a `timeout` that finds nothing to return waits for its bot's next
-/// event or its deadline (`now_ms` + timeout, Unix ms of the clock the host
-/// passes in, as for the gateway). Answered now: `*out_response` holds the
-/// response and `*out_poll_id` is 0. Parked: `*out_response` is `{NULL, 0}`
-/// and `*out_poll_id` names the poll (never 0); hold the connection and
-/// send what `botspace_service_poll_parked` returns for it, or call
-/// `botspace_service_cancel_parked` if the client goes away. Any other
-/// request is answered as by `botspace_service_handle_request_from`
-/// (`peer` likewise). `botspace_service_handle_request` never parks: there
-/// a getUpdates is answered at once, as with timeout 0. Thread-safe.
+/// What `botspace_service_handle` did with one request: answered now
+/// (`response` holds the whole HTTP/1.1 response, free it with
+/// `botspace_bytes_free`; `poll_id` is 0), or parked (`response` is
+/// `{NULL, 0}` and `poll_id` names the poll, never 0: hold the connection
+/// and send what `botspace_service_poll_parked` returns for it, or call
+/// `botspace_service_cancel_parked` if the client goes away).
+#[repr(C)]
+#[derive(Debug)]
+pub struct botspace_handled {
+    pub response: botspace_bytes,
+    pub poll_id: u64,
+}
+
+/// The one typed way in: answers `count` requests (`requests[0..count]`),
+/// in order, one `botspace_handled` each in `out_handled[i]` (an array of
+/// `count` elements the caller provides). `now_ms` is the host's clock
+/// (Unix ms, as for the gateway; `botspace_service_now_ms` under a manual
+/// clock).
+/// - A run of requests next to each other (bot writes such as
+///   `sendMessage`, getMe, host calls without a peer) commits as one group:
+///   one transaction and one fsync, each request answered exactly as if it
+///   ran alone; a failing request leaves no trace; if the final commit
+///   fails, every request that had succeeded answers 500.
+/// - A getUpdates with a `timeout` that finds nothing to return parks
+///   (unless `BOTSPACE_INCOMING_AT_ONCE`): it waits for its bot's next
+///   event or its deadline (`now_ms` + timeout); past the cap on parked
+///   polls it is answered at once, as with `timeout` 0.
+/// - A host call with its `peer` is answered alone, behind the login
+///   throttle of that client, and audited with it.
+///
+/// Every answer is durable before this returns; every HTTP outcome,
+/// including 4xx and 5xx, is `BOTSPACE_STATUS_OK`. A request that is not
+/// valid as an input (NULL with a length) or unknown flags fail the whole
+/// call (`BOTSPACE_STATUS_NULL_ARGUMENT`, `BOTSPACE_STATUS_INVALID_ARGUMENT`,
+/// the element named in `botspace_last_error_message`) and nothing is
+/// written. `count` 0 is OK and writes nothing (then both arrays may be
+/// NULL). A C host that reads its own sockets calls it, and the C++
+/// wrapper's `Service::handle` (the C server's loop answers through
+/// `botspace_http_round_serve`, which drives the same core entry).
+/// Thread-safe.
 ///
 /// # Safety
-/// `service` must be a live handle; `request` must point at `request_len`
-/// readable bytes and `peer` at `peer_len` (either may be NULL with length
-/// 0); `out_response` and `out_poll_id` must be writable.
+/// `service` must be a live handle; `requests` must point at `count`
+/// `botspace_incoming` values whose `request` and `peer` point at
+/// `request_len` and `peer_len` readable bytes; `out_handled` must have
+/// room for `count` values.
 #[no_mangle]
-#[allow(clippy::too_many_arguments)] // the C call names each input and output
-pub unsafe extern "C" fn botspace_service_answer_request(
+pub unsafe extern "C" fn botspace_service_handle(
     service: *const botspace_service,
-    request: *const u8,
-    request_len: usize,
-    peer: *const c_char,
-    peer_len: usize,
+    requests: *const botspace_incoming,
+    count: usize,
     now_ms: u64,
-    out_response: *mut botspace_bytes,
-    out_poll_id: *mut u64,
+    out_handled: *mut botspace_handled,
 ) -> botspace_status {
     ffi_boundary!({
         let service = arg!(ref service);
-        let out_response = arg!(out out_response);
-        let out_poll_id = arg!(out out_poll_id);
-        let req = arg!(bytes request, request_len);
-        let peer = arg!(text peer, peer_len);
+        if count == 0 {
+            return botspace_status::Ok;
+        }
+        let requests = arg!(ptr requests);
+        let out_handled = arg!(ptr out_handled);
+        if count > isize::MAX as usize / std::mem::size_of::<botspace_incoming>() {
+            return fail(botspace_status::InvalidArgument, "count is too large");
+        }
+        // SAFETY: the caller gives `count` values at `requests`.
+        let given = unsafe { std::slice::from_raw_parts(requests, count) };
+        let mut peers: Vec<Option<String>> = Vec::with_capacity(count);
+        let mut bytes: Vec<(&[u8], u32)> = Vec::with_capacity(count);
+        for (i, r) in given.iter().enumerate() {
+            if r.flags & !(BOTSPACE_INCOMING_AT_ONCE | BOTSPACE_INCOMING_UNORDERED) != 0 {
+                return fail(botspace_status::InvalidArgument, format!("requests[{i}].flags has unknown bits"));
+            }
+            // SAFETY: each element's pointers are valid inputs, as documented.
+            let (req, peer) =
+                match unsafe { (input(r.request, r.request_len, ""), input(r.peer.cast(), r.peer_len, "")) } {
+                    (Ok(req), Ok(peer)) => (req, peer),
+                    (Err(st), _) => {
+                        return fail(
+                            st,
+                            format!("requests[{i}].request is NULL with a non-zero length, or its length is too large"),
+                        )
+                    }
+                    (_, Err(st)) => {
+                        return fail(
+                            st,
+                            format!("requests[{i}].peer is NULL with a non-zero length, or its length is too large"),
+                        )
+                    }
+                };
+            bytes.push((req, r.flags));
+            peers.push((!peer.is_empty()).then(|| String::from_utf8_lossy(peer).into_owned()));
+        }
+        let incoming: Vec<botspace::Incoming<'_>> = bytes
+            .iter()
+            .zip(&peers)
+            .map(|(&(req, flags), peer)| {
+                let mut one = botspace::Incoming::bytes(req);
+                if let Some(p) = peer {
+                    one = one.from_peer(p);
+                }
+                if flags & BOTSPACE_INCOMING_AT_ONCE != 0 {
+                    one = one.at_once();
+                }
+                if flags & BOTSPACE_INCOMING_UNORDERED != 0 {
+                    one = one.unordered();
+                }
+                one
+            })
+            .collect();
         let svc = &service.svc;
-        let (resp, id) = match svc.handle(&[botspace::Incoming::bytes(req).from_peer(&peer)], now_ms).pop() {
-            Some(botspace::Handled::Now(r)) => (botspace_bytes::from_vec(r), 0),
-            Some(botspace::Handled::Parked(id)) => (botspace_bytes::EMPTY, id.0),
-            None => (botspace_bytes::from_vec(botspace::connection::answer_failed()), 0),
-        };
-        out_response.write(resp);
-        out_poll_id.write(id);
+        let handled = svc.handle(&incoming, now_ms);
+        if handled.len() != count {
+            return fail(botspace_status::Panic, "internal error: handle returned a wrong number of answers");
+        }
+        for (i, h) in handled.into_iter().enumerate() {
+            let out = match h {
+                botspace::Handled::Now(r) => botspace_handled { response: botspace_bytes::from_vec(r), poll_id: 0 },
+                botspace::Handled::Parked(id) => botspace_handled { response: botspace_bytes::EMPTY, poll_id: id.0 },
+            };
+            // SAFETY: room for `count` values, i < count.
+            unsafe { out_handled.add(i).write(out) };
+        }
         botspace_status::Ok
     })
 }

@@ -472,12 +472,5 @@ fn answer_one(svc: &Service, req: &http::Request<bytes::Bytes>, peer: Option<&st
         Some(p) => one.from_peer(p),
         None => one,
     }];
-    match svc.handle(&one, svc.now_ms()).pop() {
-        Some(botspace::Handled::Now(out)) => botspace::into_http_response(out),
-        Some(botspace::Handled::Parked(id)) => {
-            svc.cancel_parked(id);
-            botspace::into_http_response(botspace::connection::answer_failed())
-        }
-        None => botspace::into_http_response(botspace::connection::answer_failed()),
-    }
+    botspace::into_http_response(svc.handle(&one, svc.now_ms()).remove(0).now_or_failed(svc))
 }

@@ -27,7 +27,7 @@
 
 use crate::host::{starts_batch, MAX_QUEUED_BATCH};
 use botspace::connection::lane::Kind;
-use botspace::{into_http_response, Handled, Incoming, Service};
+use botspace::{into_http_response, Incoming, Service};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
@@ -275,11 +275,13 @@ pub fn answer_take<B: AsRef<[u8]>, R: ReplyTo>(svc: &Service, jobs: Vec<QueuedRe
             Kind::Alone => {
                 // The request is read inside the boundary too: a body
                 // that panics when read drops only this reply.
-                let call = catch_unwind(AssertUnwindSafe(|| svc.handle(&[Incoming::http(&job.request)], now)));
-                if let Ok(mut answers) = call {
-                    if let Some(out) = answers.pop().and_then(|a| answered(svc, a)) {
-                        job.reply.send(into_http_response(out));
-                    }
+                // A queue cannot hold a connection: a poll queued here (its
+                // host parks polls itself) is not left parked.
+                let call = catch_unwind(AssertUnwindSafe(|| {
+                    svc.handle(&[Incoming::http(&job.request)], now).remove(0).now_or_failed(svc)
+                }));
+                if let Ok(out) = call {
+                    job.reply.send(into_http_response(out));
                 }
             }
             Kind::Batch => batch.push(job),
@@ -303,23 +305,8 @@ pub fn answer_take<B: AsRef<[u8]>, R: ReplyTo>(svc: &Service, jobs: Vec<QueuedRe
         }));
         if let Ok(answers) = answers {
             for (job, a) in part.into_iter().zip(answers) {
-                if let Some(out) = answered(svc, a) {
-                    job.reply.send(into_http_response(out));
-                }
+                job.reply.send(into_http_response(a.now_or_failed(svc)));
             }
-        }
-    }
-}
-
-/// An answer to send now. A queue has no way to hold a connection, so a
-/// poll its host queued (its host parks polls itself) is not left parked:
-/// its reply is dropped, and the host answers 500 `answer_failed`.
-fn answered(svc: &Service, answer: Handled) -> Option<Vec<u8>> {
-    match answer {
-        Handled::Now(out) => Some(out),
-        Handled::Parked(id) => {
-            svc.cancel_parked(id);
-            None
         }
     }
 }

@@ -46,7 +46,7 @@ export async function main(): Promise<void> {
   const raw: Uint8Array = svc.handleRequest(encodeRequest('POST', '/bot/getMe', { Authorization: 'Bot x' }));
   const res: DecodedResponse = decodeResponse(raw);
   const status: number = res.status;
-  const batch: Uint8Array[] = svc.handleBatch([raw, 'GET / HTTP/1.1\r\n\r\n']);
+  const answers: Array<Uint8Array | Promise<Response>> = svc.handle([{ request: raw }, { request: 'GET / HTTP/1.1\r\n\r\n', peer: '203.0.113.7', atOnce: true, unordered: true }], svc.nowMs());
   const f: Framing = svc.frameRequest(raw);
   if (f.kind === 'complete') {
     const head: RequestHead = f.head;
@@ -120,5 +120,5 @@ export async function main(): Promise<void> {
   const next: number | null = hooks.webhookTimeout();
   await hooks.deliverWebhooks();
   svc.free();
-  console.log(ready, v, status, batch, response, worker, n, refused, next);
+  console.log(ready, v, status, answers, response, worker, n, refused, next);
 }
