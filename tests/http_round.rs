@@ -179,7 +179,8 @@ fn a_step_ends_its_connections_share_and_the_rest_goes_to_the_next_batch() {
     let (token, chat) = bot_with_chat(&svc);
     let (mut a, mut b) = (conn(&svc, Listener::All), conn(&svc, Listener::All));
     let mut input = send(&token, &chat, "a0");
-    input.extend(admin_request(SECRET, "createUser", json!({"display_name": "V"})));
+    // A step: a getUpdates, which may park, is left to its own turn.
+    input.extend(bot_request(&token, "getUpdates", json!({})));
     input.extend(send(&token, &chat, "a1"));
     a.handle_input(&input, 1);
     let mut input = send(&token, &chat, "b0");
@@ -192,13 +193,16 @@ fn a_step_ends_its_connections_share_and_the_rest_goes_to_the_next_batch() {
     ];
     assert_eq!(HttpRound::new().serve(&svc, &mut conns[..], 2), &[]);
     let after = svc.commit_stats();
-    // a0 b0 b1 in one commit, the host call in its own, a1 in the next batch.
+    // a0 b0 b1 in one commit, the getUpdates in its own, a1 in the next
+    // batch.
     assert_eq!((after.durable_commits - before.durable_commits, after.syncs - before.syncs), (3, 3));
     let got = answers(&mut a);
     assert_eq!(got.len(), 3);
     assert_eq!(sent(&got[..1]), [pair(1, "a0")]);
     assert_eq!(got[1].0, 200);
-    assert_eq!(got[1].1["result"]["display_name"], "V", "{:?}", got[1]);
+    let update = &got[1].1["result"][0];
+    assert_eq!((update["type"].as_str(), update["update_id"].as_i64()), (Some("bot_started"), Some(1)), "{:?}", got[1]);
+    assert_eq!(got[1].1["result"].as_array().map(Vec::len), Some(1));
     assert_eq!(sent(&got[2..]), [pair(4, "a1")]);
     assert_eq!(sent(&answers(&mut b)), [pair(2, "b0"), pair(3, "b1")]);
 }
@@ -242,4 +246,42 @@ fn the_gateway_and_a_parked_poll_are_left_to_the_host_another_listeners_path_is_
     let parked = svc.poll_parked(svc.now_ms() + 31_000);
     assert_eq!(parked.len(), 1);
     assert_eq!(parked[0].0, id);
+}
+
+/// Host calls on different connections, each with its client, commit as
+/// one batch with the bot requests beside them (the login throttle is
+/// still each client's), and each is audited with its connection's peer.
+#[test]
+fn host_calls_on_several_connections_commit_together_audited_with_their_peers() {
+    let dir = TempDir::new("round-host");
+    let svc = open(dir.0.join("r.db").to_string_lossy().into_owned());
+    let (token, chat) = bot_with_chat(&svc);
+    let (mut a, mut b, mut c) = (conn(&svc, Listener::All), conn(&svc, Listener::All), conn(&svc, Listener::All));
+    a.handle_input(&admin_request(SECRET, "createUser", json!({"display_name": "A"})), 1);
+    b.handle_input(&send(&token, &chat, "b0"), 1);
+    c.handle_input(&admin_request(SECRET, "createUser", json!({"display_name": "C"})), 1);
+    let before = svc.commit_stats();
+    let mut conns = [
+        RoundConnection { conn: Some(&mut a), fresh: true, peer: "10.0.0.1" },
+        RoundConnection { conn: Some(&mut b), fresh: true, peer: "10.0.0.2" },
+        RoundConnection { conn: Some(&mut c), fresh: true, peer: "10.0.0.3" },
+    ];
+    assert_eq!(HttpRound::new().serve(&svc, &mut conns[..], 2), &[]);
+    let after = svc.commit_stats();
+    assert_eq!((after.durable_commits - before.durable_commits, after.syncs - before.syncs), (1, 1));
+    let got = answers(&mut a);
+    assert_eq!((got.len(), got[0].0, got[0].1["result"]["display_name"].as_str()), (1, 200, Some("A")));
+    assert_eq!(sent(&answers(&mut b)), [pair(1, "b0")]);
+    let got = answers(&mut c);
+    assert_eq!((got.len(), got[0].0, got[0].1["result"]["display_name"].as_str()), (1, 200, Some("C")));
+    let log = admin(&svc, SECRET, "getAuditLog", json!({}));
+    let mut peers: Vec<(String, String)> = log["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["method"] == "createUser" && e["detail"]["display_name"] != "U")
+        .map(|e| (e["detail"]["display_name"].as_str().unwrap().into(), e["peer"].as_str().unwrap_or("").into()))
+        .collect();
+    peers.sort();
+    assert_eq!(peers, [("A".into(), "10.0.0.1".into()), ("C".into(), "10.0.0.3".into())]);
 }

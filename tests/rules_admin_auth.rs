@@ -192,3 +192,87 @@ fn trusted_proxies_that_are_not_blocks_refuse_to_open() {
     let Err(e) = opened else { panic!("opened with a trusted proxy that is not a block") };
     assert_eq!(e.to_string(), r#"trusted_proxies: "proxy.internal" is not an IP address or CIDR block"#);
 }
+
+/// `botspace_commit_batch_size`'s count and sum: how many batches committed
+/// and how many requests they held.
+fn batches(svc: &Service) -> (u64, u64) {
+    let req = format!("GET /admin/metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Admin {SECRET}\r\n\r\n");
+    let resp = String::from_utf8(svc.handle_request(req.as_bytes())).unwrap();
+    let text = resp.split_once("\r\n\r\n").unwrap().1.to_string();
+    let read = |name: &str| -> u64 {
+        text.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+    };
+    (read("botspace_commit_batch_size_count "), read("botspace_commit_batch_size_sum "))
+}
+
+/// Host calls with their clients in one slice of `handle` (the C server's
+/// round gives each its peer) pass their doors one by one: a throttled
+/// client is refused in place and writes nothing; the admitted ones commit
+/// as one batch, each audited with its own client.
+#[test]
+fn host_calls_in_one_slice_commit_together_each_audited_with_its_client() {
+    let svc = Service::open(Config::default().with(|c| {
+        c.admin_secret = SECRET.into();
+        c.clock = ClockKind::Manual;
+        c.database = common::test_database();
+    }))
+    .unwrap();
+    let wrong = admin_request("not-the-secret-at-all", "getStats", json!({}));
+    for _ in 0..10 {
+        assert_eq!(split(&common::from_peer(&svc, &wrong, "203.0.113.7")).0, 401);
+    }
+    let ann = admin_request(SECRET, "createUser", json!({"display_name": "Ann"}));
+    let bob = admin_request(SECRET, "createUser", json!({"display_name": "Bob"}));
+    let cy = admin_request(SECRET, "createUser", json!({"display_name": "Cy"}));
+    let (count, sum) = batches(&svc);
+    let answers: Vec<(u16, serde_json::Value)> = svc
+        .handle(
+            &[
+                botspace::Incoming::bytes(&ann).from_peer("198.51.100.1"),
+                botspace::Incoming::bytes(&bob).from_peer("203.0.113.7"),
+                botspace::Incoming::bytes(&cy).from_peer("198.51.100.2"),
+            ],
+            svc.now_ms(),
+        )
+        .into_iter()
+        .map(|a| split(&a.now_or_failed(&svc)))
+        .collect();
+    assert_eq!(answers[0].0, 200, "{}", answers[0].1);
+    assert_eq!(answers[0].1["result"]["display_name"], "Ann");
+    assert_eq!(
+        answers[1],
+        (
+            429,
+            json!({"ok": false, "error_code": 429, "error": "rate_limited",
+                "description": "too many requests; retry after 6 s",
+                "parameters": {"retry_after": 6, "retry_after_ms": 6000, "scope": "admin_auth"}})
+        )
+    );
+    assert_eq!(answers[2].0, 200, "{}", answers[2].1);
+    assert_eq!(answers[2].1["result"]["display_name"], "Cy");
+    // Ann and Cy: one batch of two, one commit.
+    assert_eq!(batches(&svc), (count + 1, sum + 2));
+    let log = split(&svc.handle_request(&admin_request(SECRET, "getAuditLog", json!({})))).1;
+    let created: Vec<(String, String)> = log["result"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["method"] == "createUser")
+        .map(|e| {
+            (
+                e["peer"].as_str().unwrap_or("").to_string(),
+                e["detail"]["display_name"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let mut created = created;
+    created.sort();
+    assert_eq!(
+        created,
+        vec![("198.51.100.1".to_string(), "Ann".to_string()), ("198.51.100.2".to_string(), "Cy".to_string())]
+    );
+    let users = split(&svc.handle_request(&admin_request(SECRET, "listUsers", json!({})))).1;
+    let names: Vec<&str> =
+        users["result"]["users"].as_array().unwrap().iter().filter_map(|u| u["display_name"].as_str()).collect();
+    assert!(!names.contains(&"Bob"), "the refused call wrote nothing: {names:?}");
+}

@@ -22,14 +22,24 @@ impl Service {
     /// `group`: the requests arrived
     /// concurrently (a host's own grouping), so on a shared store they may
     /// run in lock order, as the core's group commit runs its groups.
-    pub(crate) fn handle_inputs_as(&self, requests: &[Input<'_>], group: bool) -> Vec<Vec<u8>> {
+    ///
+    /// `clients`: empty, or for each request the client of a host call
+    /// admitted at its door (`handle.rs`): it runs without a second check
+    /// and is audited with that client.
+    pub(crate) fn handle_inputs_as<'a>(
+        &self,
+        requests: &[Input<'a>],
+        clients: &[Option<&'a str>],
+        group: bool,
+    ) -> Vec<Vec<u8>> {
         // The operations paths take no transaction (readiness takes the
         // lock itself): each is answered alone, the others as one batch.
         if requests.iter().any(|r| is_ops(*r)) {
             let (ops, rest): (Vec<usize>, Vec<usize>) = (0..requests.len()).partition(|&i| is_ops(requests[i]));
             let batch: Vec<Input<'_>> = rest.iter().map(|&i| requests[i]).collect();
+            let batch_clients: Vec<Option<&str>> = rest.iter().map(|&i| clients.get(i).copied().flatten()).collect();
             let mut out = vec![Vec::new(); requests.len()];
-            for (i, o) in rest.into_iter().zip(self.handle_inputs_as(&batch, group)) {
+            for (i, o) in rest.into_iter().zip(self.handle_inputs_as(&batch, &batch_clients, group)) {
                 out[i] = o;
             }
             for i in ops {
@@ -38,7 +48,7 @@ impl Service {
             return out;
         }
         let started = crate::metrics::Timer::start();
-        let (mut out, mut fx) = if group { self.run_group(requests) } else { self.run_batch(requests) };
+        let (mut out, mut fx) = self.run_requests(requests, clients, group && self.shared_store);
         self.settle(&mut fx, &mut out);
         for (r, o) in requests.iter().zip(&out) {
             // One clock read for the batch; each request is sampled alone.
@@ -48,21 +58,27 @@ impl Service {
         out
     }
 
-    /// [`Service::handle_inputs_as`] without calling the wake hook: returns the
-    /// effects to apply once the answers are out. The host's order is kept.
-    pub(crate) fn run_batch(&self, requests: &[Input<'_>]) -> (Vec<Vec<u8>>, TxEffects) {
-        self.run_requests(requests, false)
-    }
-
-    /// A group formed by group commit: [`Service::run_batch`], except that
-    /// on a shared store the requests run in lock order (see [`LockKey`]).
+    /// A group formed by group commit, without calling the wake hook:
+    /// returns the effects to apply once the answers are out. On a shared
+    /// store the requests run in lock order (see [`LockKey`]).
     pub(crate) fn run_group(&self, requests: &[Input<'_>]) -> (Vec<Vec<u8>>, TxEffects) {
-        self.run_requests(requests, self.shared_store)
+        self.run_requests(requests, &[], self.shared_store)
     }
 
-    fn run_requests<'a>(&self, requests: &[Input<'a>], lock_order: bool) -> (Vec<Vec<u8>>, TxEffects) {
+    fn run_requests<'a>(
+        &self,
+        requests: &[Input<'a>],
+        clients: &[Option<&'a str>],
+        lock_order: bool,
+    ) -> (Vec<Vec<u8>>, TxEffects) {
         // Each request is parsed and routed once, for every step and rerun.
-        let routed: Vec<Result<Routed<'a>, ApiError>> = requests.iter().map(|r| self.route(*r)).collect();
+        let mut routed: Vec<Result<Routed<'a>, ApiError>> = requests.iter().map(|r| self.route(*r)).collect();
+        for (r, client) in routed.iter_mut().zip(clients) {
+            if let (Ok(r), Some(client)) = (r, client) {
+                r.peer = Some(client);
+                r.admin_checked = true;
+            }
+        }
         let peeks = if self.shared_store { peek(&routed) } else { Vec::new() };
         let mut order: Vec<usize> = (0..routed.len()).collect();
         if lock_order && !peeks.is_empty() {

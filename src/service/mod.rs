@@ -318,19 +318,10 @@ impl Service {
             return self.answer_ops(routed.route, &routed.req).unwrap_or_default();
         }
         if let Route::Admin(_) | Route::Metrics = routed.route {
-            let now_ms = self.clock.now_ms();
-            let client = crate::forwarded::client(
-                peer,
-                routed.req.header_values("x-forwarded-for"),
-                routed.req.header_values("forwarded"),
-                &self.trusted_proxies,
-            );
-            let auth = routed.req.header("authorization");
-            if let Err(e) =
-                crate::rules::auth::admin_login(&self.admin_throttle, &client, now_ms, auth, &self.admin_hash)
-            {
-                return e.into_response();
-            }
+            let client = match self.admit_host_call(&routed, peer) {
+                Ok(client) => client,
+                Err(e) => return e.into_response(),
+            };
             routed.admin_checked = true;
             if routed.route == Route::Metrics {
                 return self.metrics_response();
@@ -340,10 +331,9 @@ impl Service {
                     return self.answer_whole_database(m, &routed.req);
                 }
             }
-            // The audit log names the client: the request runs alone, in
-            // its own transaction (a group carries request bytes only).
-            // Host calls are few; group commit is for bot traffic.
-            let client = client.to_string();
+            // The audit log names the client. One host call runs in its
+            // own transaction; several in one slice of `handle` commit
+            // together (`handle.rs`, the door).
             routed.peer = Some(&client);
             let mut inner = self.lock();
             let out = self.run_one(&mut inner, &routed);
@@ -356,6 +346,21 @@ impl Service {
             return out;
         }
         self.handle_routed(request, routed)
+    }
+
+    /// The door of a host call whose client is known: the login throttle of
+    /// that client (behind trusted proxies, the address they name) and the
+    /// admin secret. `Ok`: the client the audit log records.
+    pub(crate) fn admit_host_call(&self, routed: &Routed<'_>, peer: &str) -> Result<String, crate::error::ApiError> {
+        let client = crate::forwarded::client(
+            peer,
+            routed.req.header_values("x-forwarded-for"),
+            routed.req.header_values("forwarded"),
+            &self.trusted_proxies,
+        );
+        let auth = routed.req.header("authorization");
+        crate::rules::auth::admin_login(&self.admin_throttle, &client, self.clock.now_ms(), auth, &self.admin_hash)?;
+        Ok(client.to_string())
     }
 
     fn handle_routed(&self, request: Input<'_>, routed: Routed<'_>) -> Vec<u8> {

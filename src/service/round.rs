@@ -17,11 +17,12 @@
 //!   sleeping while some of it waits);
 //! - answers each [`MAX_BATCH`] of plain requests with one
 //!   [`Service::handle`] (one transaction, one fsync), each answer
-//!   to its connection in order; a failed call still ends each request's
-//!   turn, with the core's 500 `answer_failed`;
+//!   to its connection in order; host calls go with their connection's
+//!   peer (each passes that client's login throttle, then commits with
+//!   the batch); a failed call still ends each request's turn, with the
+//!   core's 500 `answer_failed`;
 //! - answers what must go alone once the batch before it is answered:
-//!   the host API with the peer's address (the login throttle), a
-//!   `getUpdates` (it may park), a path the listener does not serve. Such
+//!   a `getUpdates` (it may park), a path the listener does not serve. Such
 //!   a request ends that connection's share of the batch; its later
 //!   requests go to the next batch;
 //! - gives back to the host only what changes the host's own state
@@ -183,7 +184,9 @@ impl HttpRound {
         while self.stepped[i].is_none() && self.batch.len() < MAX_BATCH {
             let Some(t) = c.poll_request(now) else { return };
             match t.route {
-                Lane::Batch | Lane::Alone => self.batch.push((i, t)),
+                // Host calls too: each passes its client's login throttle
+                // at the door, then commits with the others.
+                Lane::Batch | Lane::Alone | Lane::Admin => self.batch.push((i, t)),
                 _ => self.stepped[i] = Some(t),
             }
         }
@@ -199,10 +202,20 @@ impl HttpRound {
         // One call for the batch: a lone write joins the group commit,
         // more commit together ([`Service::handle`]).
         let answers = {
+            // A host call's client: its login throttle and its audit entry.
+            let peers: Vec<Option<Cow<'_, str>>> =
+                self.batch.iter().map(|&(i, t)| (t.route == Lane::Admin).then(|| conns.peer(i))).collect();
             let reqs: Vec<Incoming<'_>> = self
                 .batch
                 .iter()
-                .map(|&(i, t)| Incoming::bytes(conns.connection(i).map_or(&[][..], |c| c.request(&t))))
+                .zip(&peers)
+                .map(|(&(i, t), peer)| {
+                    let req = Incoming::bytes(conns.connection(i).map_or(&[][..], |c| c.request(&t)));
+                    match peer {
+                        Some(peer) => req.from_peer(peer),
+                        None => req,
+                    }
+                })
                 .collect();
             catch_unwind(AssertUnwindSafe(|| svc.handle(&reqs, svc.now_ms()))).ok()
         };
@@ -229,7 +242,7 @@ impl HttpRound {
                     self.steps.push(RoundStep::Gateway { conn: i, request: t });
                     return;
                 }
-                Lane::Admin | Lane::Poll => {
+                Lane::Poll => {
                     let one = [Incoming::bytes(req).from_peer(&peer)];
                     match catch_unwind(AssertUnwindSafe(|| svc.handle(&one, svc.now_ms()))).map(|mut a| a.pop()) {
                         Ok(Some(Handled::Now(out))) => Some(out),
