@@ -244,7 +244,7 @@ impl Pump {
             }
         }
         self.claim_store_turn();
-        let mut end = End(self);
+        let end = End(self);
         let mut handed = 0;
         while let Some(r) = svc.poll_webhook(now_ms) {
             end.0.handle_store_request(svc, r, now_ms);
