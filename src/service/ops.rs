@@ -62,8 +62,8 @@ impl Service {
     /// The host's webhook sender has `waiting` requests due and waiting for
     /// an outgoing connection slot, under a cap of `cap` connections
     /// (`botspace_webhook_waiting_for_connection`,
-    /// `botspace_webhook_connection_cap`). `botspace-runtime`'s webhook
-    /// pump (both servers) calls it whenever either changes.
+    /// `botspace_webhook_connection_cap`). The webhook pump
+    /// ([`crate::webhook::Pump`]) calls it whenever either changes.
     pub fn note_webhook_slots(&self, waiting: usize, cap: usize) {
         self.metrics.webhook_waiting.store(waiting as u64, Ordering::Relaxed);
         self.metrics.webhook_connection_cap.store(cap as u64, Ordering::Relaxed);

@@ -91,9 +91,10 @@ impl Service {
     /// to with [`Service::webhook_address_allowed`]), within
     /// `attempt.deadline_ms`, without following redirects, reading at most
     /// 64 KiB of the answer, and reports the outcome with the same `id`.
-    /// `botspace-runtime`'s webhook pump calls it for both servers (the C
-    /// server through `botspace_webhook_pump_*`), and so do the C ABI
-    /// (`botspace_service_poll_webhook`) and the edge worker (wasm).
+    /// The webhook pump's store turns call it ([`crate::webhook::Pump`]:
+    /// both servers, the C server through `botspace_webhook_pump_*`, and
+    /// the wasm package), and so does the C ABI
+    /// (`botspace_service_poll_webhook`).
     pub fn poll_webhook(&self, now_ms: u64) -> Option<WebhookRequest> {
         let mut d = self.delivery.webhooks.lock().unwrap_or_else(|e| e.into_inner());
         if !self.webhook_store_due(&d, now_ms) || d.store_turn {

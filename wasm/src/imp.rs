@@ -484,7 +484,7 @@ pub struct RawService {
     /// The page storage's database name, when the database lives in one.
     pages: Option<String>,
     /// The webhook schedule of the package's own sender (`webhookTake`).
-    pump: botspace_runtime::Pump,
+    pump: RefCell<botspace::webhook::Pump>,
 }
 
 impl Drop for RawService {
@@ -532,7 +532,7 @@ impl RawService {
                 return Err(e);
             }
         };
-        Ok(RawService { svc: Arc::new(svc), io: RefCell::default(), pages, pump: botspace_runtime::Pump::new() })
+        Ok(RawService { svc: Arc::new(svc), io: RefCell::default(), pages, pump: RefCell::default() })
     }
 
     /// A buffer of `len` bytes in module memory for the next request; JS
@@ -870,7 +870,7 @@ impl RawService {
     }
 
     /// The package's own webhook sender, on the schedule every host
-    /// follows (`botspace_runtime::Pump`, as the C server and the hyper
+    /// follows (`botspace::webhook::Pump`, as the C server and the hyper
     /// host): every delivery due at `now_ms`. The store's part (loading
     /// webhooks, reading the bots' logs, writing outcomes) runs here when
     /// the pump asks for it: a module has no thread to give it, and its
@@ -878,15 +878,16 @@ impl RawService {
     #[wasm_bindgen(js_name = webhookTake, unchecked_return_type = "WebhookRequest[]")]
     pub fn webhook_take(&self, now_ms: f64) -> js_sys::Array {
         let now = to_ms(now_ms);
-        let mut due = self.pump.take(&self.svc, now);
-        if self.pump.begin_store_turn() {
-            self.pump.store_turn(&self.svc, now);
-            due.extend(self.pump.take(&self.svc, now));
+        let mut pump = self.pump.borrow_mut();
+        let mut due = pump.poll_requests(&self.svc, now);
+        if pump.begin_store_turn() {
+            pump.store_turn(&self.svc, now);
+            due.extend(pump.poll_requests(&self.svc, now));
         }
         due.iter().map(webhook_request).collect()
     }
 
-    /// Reports what became of delivery `id` to the pump (`Pump::report`,
+    /// Reports what became of delivery `id` to the pump (`Pump::handle_outcome`,
     /// the outcome as `webhookOutcome` takes it). `undefined` for an
     /// outcome that is none, changing nothing; else whether the store has
     /// work now (call `webhookTake` then).
@@ -899,26 +900,30 @@ impl RawService {
     ) -> Option<bool> {
         let now = to_ms(now_ms);
         let (id, o) = webhook_outcome_of(id, &outcome, now)?;
-        Some(self.pump.report(&self.svc, id, o, now))
+        Some(self.pump.borrow_mut().handle_outcome(&self.svc, id, o, now))
     }
 
     /// The next delivery due in memory at `now_ms` right after one ended
-    /// (the chat's next event), or `undefined` (`Pump::next`).
+    /// (the chat's next event), or `undefined` (`Pump::poll_request`).
     #[wasm_bindgen(js_name = webhookNext, unchecked_return_type = "WebhookRequest | undefined")]
     pub fn webhook_next(&self, now_ms: f64) -> JsValue {
-        self.pump.next(&self.svc, to_ms(now_ms)).map_or(JsValue::UNDEFINED, |r| webhook_request(&r))
+        self.pump
+            .borrow_mut()
+            .poll_request(&self.svc, to_ms(now_ms))
+            .map_or(JsValue::UNDEFINED, |r| webhook_request(&r))
     }
 
     /// When to call `webhookTake` again if nothing wakes the sender first
-    /// (`Pump::timeout`), or `undefined` for no deadline.
+    /// (`Pump::poll_timeout`), or `undefined` for no deadline.
     #[wasm_bindgen(js_name = webhookWait)]
     pub fn webhook_wait(&self, now_ms: f64) -> Option<f64> {
         let now = to_ms(now_ms);
-        if self.pump.store_turn_wanted() {
+        let pump = self.pump.borrow();
+        if pump.store_turn_wanted() {
             // The store has work: take again at once.
             return Some(now as f64);
         }
-        self.pump.timeout(&self.svc, now).map(|t| t as f64)
+        pump.poll_timeout(&self.svc, now).map(|t| t as f64)
     }
 
     /// When to call `pollWebhook` next (Unix ms) if no wake-up comes

@@ -1,5 +1,6 @@
-//! The C face of the core's webhook pump (`botspace_runtime::Pump`): when
-//! the store's part of the deliveries runs, decided by the library, so that
+//! The C face of the core's webhook pump (`botspace::webhook::Pump`, with
+//! the store thread's waiting of `botspace_runtime::Pump`): when the
+//! store's part of the deliveries runs, decided by the library, so that
 //! a C host's loop only sends what it takes and its store thread only runs
 //! the turns it is given.
 

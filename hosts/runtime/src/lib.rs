@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | [`workers`] | the batch queue and its threads ([`CoreWorkers`]) | `botspace-hyper` |
 //! | [`admission`] | which connection is served, evicted or refused at the limit; the notification loop | both servers |
-//! | [`webhook_pump`] | when the store's part of webhook deliveries runs, and the waiting for it | both servers |
+//! | [`webhook_pump`] | the waiting for the store's part of webhook deliveries, around the core's pump | both servers, the C ABI |
 //! | [`options`] | the servers' flags, environment and config file, and their start-up lines | both servers |
 //! | [`output`] | operator lines: threshold, stream, text or JSON | both servers |
 //! | [`demo`] | the tour's demo bot, only when asked for | both servers |
