@@ -94,6 +94,7 @@ pub use protocol::{
     RateLimitScope, Tier, UnknownWord,
 };
 #[cfg(feature = "typed")]
+pub use service::webhook_pump::{Pump as WebhookPump, DEFAULT_CONNECTION_CAP as WEBHOOK_CONNECTION_CAP};
 pub use service::BodyRefusal;
 #[cfg(feature = "test-hooks")]
 pub use service::CommitPause;

@@ -3,7 +3,7 @@
 //! library built (exact body and headers), `webhook_outcome` retries a
 //! failure when the backoff says and moves the cursor on a 2xx, and
 //! `poll_webhook_in_memory` answers without the store only when nothing is
-//! to be read or written, and the pump (`webhook::Pump`) hands a loop what
+//! to be read or written, and the pump (`WebhookPump`) hands a loop what
 //! memory holds and leaves the store's part to its turns.
 
 mod common;

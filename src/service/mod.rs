@@ -99,6 +99,7 @@ mod round;
 mod typed;
 #[cfg(feature = "typed")]
 pub use typed::BodyRefusal;
+pub(crate) mod webhook_pump;
 mod webhooks;
 pub use round::{HttpRound, RoundConnection, RoundConnections, RoundStep};
 pub use webhooks::WebhookPoll;

@@ -63,7 +63,7 @@ impl Service {
     /// an outgoing connection slot, under a cap of `cap` connections
     /// (`botspace_webhook_waiting_for_connection`,
     /// `botspace_webhook_connection_cap`). The webhook pump
-    /// ([`crate::webhook::Pump`]) calls it whenever either changes.
+    /// ([`crate::WebhookPump`]) calls it whenever either changes.
     pub fn note_webhook_slots(&self, waiting: usize, cap: usize) {
         self.metrics.webhook_waiting.store(waiting as u64, Ordering::Relaxed);
         self.metrics.webhook_connection_cap.store(cap as u64, Ordering::Relaxed);

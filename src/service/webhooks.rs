@@ -91,7 +91,7 @@ impl Service {
     /// to with [`Service::webhook_address_allowed`]), within
     /// `attempt.deadline_ms`, without following redirects, reading at most
     /// 64 KiB of the answer, and reports the outcome with the same `id`.
-    /// The webhook pump's store turns call it ([`crate::webhook::Pump`]:
+    /// The webhook pump's store turns call it ([`crate::WebhookPump`]:
     /// both servers, the C server through `botspace_webhook_pump_*`, and
     /// the wasm package), and so does the C ABI
     /// (`botspace_service_poll_webhook`).

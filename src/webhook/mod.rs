@@ -8,17 +8,16 @@
 //! - [`signature`]: the Standard Webhooks headers and the `whsec_` secret;
 //! - [`schedule`]: one bot's deliveries as a state machine with time as an
 //!   input (per-chat order, retries, the cursor);
-//! - [`pump`]: which delivery goes out when, for every host: memory's part
-//!   apart from the store's, and the server-wide cap on outgoing
-//!   connections (a server's store thread waits in `botspace_runtime::Pump`).
+//! - [`crate::WebhookPump`] (beside the service, which it drives): which
+//!   delivery goes out when, for every host: memory's part apart from the
+//!   store's, and the server-wide cap on outgoing connections (a server's
+//!   store thread waits in `botspace_runtime::Pump`).
 
 pub mod deliveries;
-pub mod pump;
 pub mod schedule;
 pub mod signature;
 pub mod target;
 
 pub use deliveries::WebhookRequest;
-pub use pump::Pump;
 pub use schedule::{retry_after_s, Attempt, Failure, LogEvent, Outcome, Schedule, Status, MAX_CONNECTIONS};
 pub use target::{check_address, check_url, AddressClass, Target, TargetPolicy, UrlRefusal};

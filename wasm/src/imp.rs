@@ -484,7 +484,7 @@ pub struct RawService {
     /// The page storage's database name, when the database lives in one.
     pages: Option<String>,
     /// The webhook schedule of the package's own sender (`webhookTake`).
-    pump: RefCell<botspace::webhook::Pump>,
+    pump: RefCell<botspace::WebhookPump>,
 }
 
 impl Drop for RawService {
@@ -870,7 +870,7 @@ impl RawService {
     }
 
     /// The package's own webhook sender, on the schedule every host
-    /// follows (`botspace::webhook::Pump`, as the C server and the hyper
+    /// follows (`botspace::WebhookPump`, as the C server and the hyper
     /// host): every delivery due at `now_ms`. The store's part (loading
     /// webhooks, reading the bots' logs, writing outcomes) runs here when
     /// the pump asks for it: a module has no thread to give it, and its

@@ -1,4 +1,4 @@
-//! The C face of the core's webhook pump (`botspace::webhook::Pump`, with
+//! The C face of the core's webhook pump (`botspace::WebhookPump`, with
 //! the store thread's waiting of `botspace_runtime::Pump`): when the
 //! store's part of the deliveries runs, decided by the library, so that
 //! a C host's loop only sends what it takes and its store thread only runs

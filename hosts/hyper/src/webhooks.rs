@@ -1,5 +1,5 @@
 //! The webhook sender: the library decides every delivery and when the
-//! store's part of them runs (`botspace::webhook::Pump`, shared through
+//! store's part of them runs (`botspace::WebhookPump`, shared through
 //! `botspace_runtime::Pump`); this task only
 //! sends each request with hyper's HTTP/1 client (TLS through rustls, with
 //! the system's roots), reports the outcome, and runs the store turns the

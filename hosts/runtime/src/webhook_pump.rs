@@ -1,4 +1,4 @@
-//! The waiting around the core's webhook pump ([`botspace::webhook::Pump`],
+//! The waiting around the core's webhook pump ([`botspace::WebhookPump`],
 //! which decides which delivery goes out when, and caps the server's
 //! outgoing webhook connections at [`crate::host::webhook_connection_cap`]
 //! of its budget). A server's event loop must never wait on the store, so
@@ -22,7 +22,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 /// The core's pump and the store thread's stop flag.
 #[derive(Debug, Default)]
 struct State {
-    core: botspace::webhook::Pump,
+    core: botspace::WebhookPump,
     /// The store thread is to end ([`Pump::stop`]).
     stop: bool,
 }
@@ -49,7 +49,7 @@ impl Pump {
 
     /// Runs `f` on the core's pump, then wakes a thread parked in
     /// [`Pump::wait_store_turn`] if `f` asked for a store turn.
-    fn with<T>(&self, f: impl FnOnce(&mut botspace::webhook::Pump) -> T) -> T {
+    fn with<T>(&self, f: impl FnOnce(&mut botspace::WebhookPump) -> T) -> T {
         let mut s = self.lock();
         let before = s.core.store_turn_wanted();
         let out = f(&mut s.core);
@@ -62,14 +62,14 @@ impl Pump {
     }
 
     /// Every request due at `now_ms` that a connection slot is free for
-    /// ([`botspace::webhook::Pump::poll_requests`]). Never blocks on the
+    /// ([`botspace::WebhookPump::poll_requests`]). Never blocks on the
     /// store.
     pub fn take(&self, svc: &Service, now_ms: u64) -> Vec<WebhookRequest> {
         self.with(|p| p.poll_requests(svc, now_ms))
     }
 
     /// The next request to send at `now_ms` right after a delivery ended
-    /// and was reported ([`botspace::webhook::Pump::poll_request`]). Never
+    /// and was reported ([`botspace::WebhookPump::poll_request`]). Never
     /// blocks on the store.
     pub fn next(&self, svc: &Service, now_ms: u64) -> Option<WebhookRequest> {
         self.with(|p| p.poll_request(svc, now_ms))
@@ -77,7 +77,7 @@ impl Pump {
 
     /// Reports what became of request `id`, gives its slot back, and asks
     /// for a store turn when the store has work now; whether it asked
-    /// ([`botspace::webhook::Pump::handle_outcome`]). Never blocks on the
+    /// ([`botspace::WebhookPump::handle_outcome`]). Never blocks on the
     /// store.
     pub fn report(&self, svc: &Service, id: u64, outcome: Outcome, now_ms: u64) -> bool {
         self.with(|p| p.handle_outcome(svc, id, outcome, now_ms))
@@ -149,7 +149,7 @@ impl Pump {
         }
     }
 
-    /// Runs a store turn at `now_ms` ([`botspace::webhook::Pump::store_turn`]),
+    /// Runs a store turn at `now_ms` ([`botspace::WebhookPump::store_turn`]),
     /// with the lock taken only to queue each request as the store hands
     /// it out (a loop woken meanwhile sends it at once); how many. BLOCKS
     /// on the disk or the database's network: never call it on an event
@@ -170,7 +170,7 @@ impl Pump {
 
     /// When the loop takes again if nothing wakes it first, in the service
     /// clock's milliseconds; `None` for no deadline
-    /// ([`botspace::webhook::Pump::poll_timeout`]).
+    /// ([`botspace::WebhookPump::poll_timeout`]).
     pub fn timeout(&self, svc: &Service, now_ms: u64) -> Option<u64> {
         self.lock().core.poll_timeout(svc, now_ms)
     }
@@ -228,7 +228,7 @@ mod tests {
         let pump = Pump::new();
         assert_eq!(pump.cap(), 240, "the default budget's quarter");
         assert_eq!(
-            botspace::webhook::pump::DEFAULT_CONNECTION_CAP,
+            botspace::WEBHOOK_CONNECTION_CAP,
             crate::host::webhook_connection_cap(crate::host::default_max_connections(crate::host::FALLBACK_FILE_LIMIT)),
             "the core's default is the runtime's reckoning"
         );

@@ -31,8 +31,7 @@
 //! A pump serves one [`Service`]; every method that needs it takes it, so
 //! that a host may hold the service weakly and notice it is gone.
 
-use super::deliveries::WebhookRequest;
-use super::schedule::Outcome;
+use crate::webhook::{Outcome, WebhookRequest};
 use crate::{Service, WebhookPoll};
 use std::collections::VecDeque;
 
