@@ -93,8 +93,8 @@ pub use protocol::{
     BlockedBy, BotStatus, ChatAction, ChatKind, CloseCode, ErrorCode, EventKind, GapMarker, GatewayOp, ParseMode,
     RateLimitScope, Tier, UnknownWord,
 };
-#[cfg(feature = "typed")]
 pub use service::webhook_pump::{Pump as WebhookPump, DEFAULT_CONNECTION_CAP as WEBHOOK_CONNECTION_CAP};
+#[cfg(feature = "typed")]
 pub use service::BodyRefusal;
 #[cfg(feature = "test-hooks")]
 pub use service::CommitPause;
