@@ -10,14 +10,19 @@ use serde_json::json;
 
 const SECRET: &str = "throttle-admin-secret-1";
 
-#[test]
-fn ten_failures_then_the_peer_waits_whatever_it_sends_and_other_peers_do_not() {
-    let svc = Service::open(Config::default().with(|c| {
+/// A service on the manual clock, with the test database.
+fn service() -> Service {
+    Service::open(Config::default().with(|c| {
         c.admin_secret = SECRET.into();
         c.clock = ClockKind::Manual;
         c.database = common::test_database();
     }))
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn ten_failures_then_the_peer_waits_whatever_it_sends_and_other_peers_do_not() {
+    let svc = service();
     let wrong = admin_request("not-the-secret-at-all", "getStats", json!({}));
     let right = admin_request(SECRET, "getStats", json!({}));
     for i in 0..10 {
@@ -211,12 +216,7 @@ fn batches(svc: &Service) -> (u64, u64) {
 /// as one batch, each audited with its own client.
 #[test]
 fn host_calls_in_one_slice_commit_together_each_audited_with_its_client() {
-    let svc = Service::open(Config::default().with(|c| {
-        c.admin_secret = SECRET.into();
-        c.clock = ClockKind::Manual;
-        c.database = common::test_database();
-    }))
-    .unwrap();
+    let svc = service();
     let wrong = admin_request("not-the-secret-at-all", "getStats", json!({}));
     for _ in 0..10 {
         assert_eq!(split(&common::from_peer(&svc, &wrong, "203.0.113.7")).0, 401);
