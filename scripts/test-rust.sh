@@ -27,6 +27,8 @@ cargo clippy --workspace --all-targets -- -D warnings
 # stray HTML). The C crate is not documented by rustdoc (doc = false in
 # bindings/c/Cargo.toml: its library shares the core's name).
 RUSTDOCFLAGS='-D warnings' cargo doc --workspace --no-deps
+# docs/architecture.md names every public item and who calls it.
+python3 tests/docs/public_items.py
 # The committed vectors are exactly what their generator makes.
 python3 tests/vectors/gen.py --check
 # Every vector response fits docs/openapi.yaml (and the checker rejects mutants).

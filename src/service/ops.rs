@@ -64,7 +64,7 @@ impl Service {
     /// (`botspace_webhook_waiting_for_connection`,
     /// `botspace_webhook_connection_cap`). The webhook pump
     /// ([`crate::WebhookPump`]) calls it whenever either changes.
-    pub fn note_webhook_slots(&self, waiting: usize, cap: usize) {
+    pub(crate) fn note_webhook_slots(&self, waiting: usize, cap: usize) {
         self.metrics.webhook_waiting.store(waiting as u64, Ordering::Relaxed);
         self.metrics.webhook_connection_cap.store(cap as u64, Ordering::Relaxed);
     }
