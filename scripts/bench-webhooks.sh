@@ -5,6 +5,8 @@
 #
 #   scripts/bench-webhooks.sh [SECONDS_OF_EVENTS] [CHATS]
 #   scripts/bench-webhooks.sh 8 64            # the defaults
+#   PROFILE=1 scripts/bench-webhooks.sh       # also perf record each server's deliveries
+#                                             # (target/bench-webhooks/NAME.perf.data)
 #
 # The receiver is hosts/hyper/examples/webhook_sink.rs: it answers every
 # POST 200 at once and counts it, so the figure is the sender's. Baseline:
@@ -31,7 +33,7 @@ bench_tools
 cargo build -q --release --example server
 cargo build -q --release -p botspace-hyper --example webhook_sink
 BINS=("Rust:target/release/examples/server")
-if make -s -C examples/c-server >/dev/null 2>&1; then BINS+=("C:$C_BIN"); fi
+if [[ -z "${ONLY_RUST:-}" ]] && make -s -C examples/c-server >/dev/null 2>&1; then BINS+=("C:$C_BIN"); fi
 
 SINK_PID=""
 cleanup() {
@@ -98,6 +100,11 @@ LUA
   pending=$(curl -sf -X POST "http://127.0.0.1:$PORT/bot/getWebhookInfo" -H "Authorization: Bot $token" \
     -H 'Content-Type: application/json' -d '{}' | grep -o '"pending_update_count":[0-9]*' | cut -d: -f2)
   start_count=$(sink_count)
+  if [[ -n "${PROFILE:-}" ]]; then
+    perf record -q -F 999 -g -p "$PID" -o "$WORK/$name.perf.data" 2>/dev/null &
+    PERF_PID=$!
+    sleep 0.5
+  fi
   t0=$(date +%s.%N)
   curl -sf -X POST "http://127.0.0.1:$PORT/bot/setWebhook" -H "Authorization: Bot $token" \
     -H 'Content-Type: application/json' -d "{\"url\":\"http://127.0.0.1:$SINK_PORT/hook\",\"max_connections\":100}" > /dev/null
@@ -113,6 +120,7 @@ LUA
   done
   t1=$(date +%s.%N)
   cpu1=$(cpu_ticks "$PID"); sink1=$(cpu_ticks "$SINK_PID")
+  if [[ -n "${PERF_PID:-}" ]]; then kill -INT "$PERF_PID"; wait "$PERF_PID" || true; PERF_PID=""; fi
   server_stop
   rate=$(awk -v n="$pending" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n / (b - a)}')
   ratio=$(awk -v r="$rate" -v b="$BASE" 'BEGIN {printf "%.2f", r / b}')

@@ -15,11 +15,12 @@ use crate::webhook::schedule::{LogEvent, WINDOW};
 use crate::webhook::{check_url, Outcome, Schedule};
 use std::collections::HashMap;
 
-/// How often, at most, what outcomes changed is written (one transaction,
-/// one sync, for every outcome since; a sync per outcome would put one
-/// behind every delivery and compete with the service's own commits):
-/// a crash loses at most this much of the cursor's progress, which only
-/// means those events are delivered again.
+/// How often, at most, what outcomes changed is written (one transaction
+/// for every outcome since; a write per outcome would put one behind every
+/// delivery and compete with the service's own commits): a crash of the
+/// process loses at most this much of the cursor's progress (a power cut,
+/// what the next sync had not yet made durable), which only means those
+/// events are delivered again.
 pub const WEBHOOK_FLUSH_MS: u64 = 50;
 
 /// After the store failed a poll's reads or writes, how long until the
@@ -403,14 +404,14 @@ impl Service {
         };
         let bot_id = b.schedule.bot_id().to_string();
         let cursor = b.schedule.take_cursor_write();
-        let status = b.schedule.status();
         let next = b.schedule.next_retry();
+        // The status (its strings cloned) only for a failure to record.
+        let message = failed.then(|| b.schedule.status().last_error_message.unwrap_or_default());
         let read_more = b.schedule.should_read_ahead();
         if let Some(c) = cursor {
             d.cursor_writes.insert(bot_id.clone(), c);
         }
-        if failed {
-            let message = status.last_error_message.unwrap_or_default();
+        if let Some(message) = message {
             d.status_writes.insert(bot_id.clone(), StatusWrite::Failed { at_ms: now_ms, message, next_ms: next });
         } else if next.is_none() {
             // Only a recorded retry needs clearing.
@@ -426,9 +427,15 @@ impl Service {
 
     /// Writes what outcomes changed, in one transaction; whether it was
     /// written (if not, the caller keeps the changes for the next try).
+    /// On a file database the commit does not wait for its own fsync (the
+    /// next group commit's or checkpoint's sync makes it durable): losing
+    /// it to a power cut only delivers those events again, which the
+    /// webhook-id lets a receiver drop, while a sync here held up the
+    /// store turn that reads the next events, and the deliveries with it.
     fn write_webhook_outcomes(&self, cursors: &HashMap<String, i64>, statuses: &HashMap<String, StatusWrite>) -> bool {
         let inner = self.lock();
         let conn = &inner.conn;
+        self.defer_sync(&inner, true);
         let written = (|| -> Result<(), crate::store::StorageError> {
             conn.begin()?;
             for (bot, c) in cursors {
@@ -447,6 +454,7 @@ impl Service {
         if written.is_err() {
             let _ = conn.rollback();
         }
+        self.defer_sync(&inner, false);
         written.is_ok()
     }
 

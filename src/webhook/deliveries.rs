@@ -6,6 +6,9 @@ use super::schedule::{Attempt, Outcome, Schedule};
 use super::target::Target;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+/// The `User-Agent` of every delivery.
+const USER_AGENT: &str = "botspace-webhooks";
+
 /// A bot's deliveries and where they go.
 #[derive(Debug)]
 pub struct BotDeliveries {
@@ -32,24 +35,39 @@ impl WebhookRequest {
     /// itself. `Connection: close`: one request per connection, so that
     /// nothing of one receiver's connection outlives its attempt.
     pub fn http_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256 + self.attempt.body.len());
+        self.write_http(&mut out, false);
+        out
+    }
+
+    /// Appends the whole HTTP/1.1 request to `out`, for a host that writes
+    /// to a socket itself and reads the answer with
+    /// [`super::AnswerReader`]. `keep_alive`: the connection may carry the
+    /// next delivery to the same origin (HTTP/1.1's default; its address
+    /// was checked when it was opened), else `Connection: close`.
+    pub fn write_http(&self, out: &mut Vec<u8>, keep_alive: bool) {
         let a = &self.attempt;
-        let mut out = Vec::with_capacity(256 + a.body.len());
+        out.reserve(256 + a.body.len());
         out.extend_from_slice(b"POST ");
         out.extend_from_slice(self.target.path_and_query.as_bytes());
         out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
         out.extend_from_slice(self.host_header().as_bytes());
         out.extend_from_slice(b"\r\nContent-Length: ");
         out.extend_from_slice(itoa::Buffer::new().format(a.body.len()).as_bytes());
-        out.extend_from_slice(b"\r\nConnection: close");
-        for (name, value) in self.header_lines() {
-            out.extend_from_slice(b"\r\n");
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(value.as_bytes());
+        if !keep_alive {
+            out.extend_from_slice(b"\r\nConnection: close");
         }
+        // `header_lines`, without a Vec of Strings per delivery.
+        out.extend_from_slice(b"\r\nUser-Agent: ");
+        out.extend_from_slice(USER_AGENT.as_bytes());
+        out.extend_from_slice(b"\r\ncontent-type: application/json\r\nwebhook-id: ");
+        out.extend_from_slice(a.webhook_id.as_bytes());
+        out.extend_from_slice(b"\r\nwebhook-timestamp: ");
+        out.extend_from_slice(itoa::Buffer::new().format(a.timestamp_s).as_bytes());
+        out.extend_from_slice(b"\r\nwebhook-signature: ");
+        out.extend_from_slice(a.signature.as_bytes());
         out.extend_from_slice(b"\r\n\r\n");
         out.extend_from_slice(a.body.as_bytes());
-        out
     }
 
     /// The URL to connect to, rebuilt from the checked parts (so a client
@@ -68,7 +86,7 @@ impl WebhookRequest {
     /// delivery to the same origin: its address was checked when it was
     /// opened.
     pub fn header_lines(&self) -> Vec<(&'static str, String)> {
-        let mut h = vec![("User-Agent", "botspace-webhooks".to_string())];
+        let mut h = vec![("User-Agent", USER_AGENT.to_string())];
         h.extend(self.attempt.headers());
         h
     }
@@ -300,5 +318,12 @@ mod tests {
         );
         assert_eq!(text, head);
         assert_eq!(r.request_url(), "http://127.0.0.1:8080/a");
+        // Kept alive: the same request without `Connection: close`, and
+        // the same headers as `header_lines` gives a client library.
+        let mut kept = Vec::new();
+        r.write_http(&mut kept, true);
+        assert_eq!(String::from_utf8(kept).unwrap(), head.replace("Connection: close\r\n", ""));
+        let lines: String = r.header_lines().iter().map(|(n, v)| format!("{n}: {v}\r\n")).collect();
+        assert!(head.contains(&lines), "{lines}");
     }
 }

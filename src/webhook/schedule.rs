@@ -300,6 +300,10 @@ pub struct Schedule {
     /// The log held more than the window took at the last read.
     behind: bool,
     status: Status,
+    /// Held events that failed and wait for their retry (attempted, not
+    /// in flight): while none does, [`Schedule::next_retry`] looks at
+    /// nothing (it runs at every outcome).
+    retries_waiting: usize,
 }
 
 impl Schedule {
@@ -323,6 +327,7 @@ impl Schedule {
             cursor_to_write: None,
             behind: false,
             status: Status::default(),
+            retries_waiting: 0,
         }
     }
 
@@ -441,6 +446,7 @@ impl Schedule {
         // Rare (another reader moved the cursor): the queues are rebuilt.
         self.queues.clear();
         self.heads.clear();
+        self.retries_waiting = self.held.values().filter(|h| h.attempts > 0 && !h.in_flight).count();
         for (&seq, h) in &self.held {
             let queue = self.queues.entry(h.chat.clone()).or_default();
             if queue.is_empty() && !h.in_flight {
@@ -459,6 +465,9 @@ impl Schedule {
         let seq = *self.heads.iter().find(|s| self.held.get(s).is_some_and(|h| h.not_before_ms <= now_ms))?;
         self.heads.remove(&seq);
         let h = self.held.get_mut(&seq).expect("a head is held");
+        if h.attempts > 0 {
+            self.retries_waiting -= 1;
+        }
         h.in_flight = true;
         h.attempts += 1;
         self.in_flight += 1;
@@ -508,6 +517,7 @@ impl Schedule {
         }
         let wait = retry_wait_ms(h.attempts, status, retry_after_s, random);
         h.not_before_ms = now_ms + wait;
+        self.retries_waiting += 1;
         self.heads.insert(seq);
         self.status.last_error_date = Some(now_ms / 1000);
         self.status.last_error_message = Some(match outcome {
@@ -553,6 +563,9 @@ impl Schedule {
     /// When the earliest retry that waits is due (`getWebhookInfo`'s
     /// `next_attempt_date`): a failed event's next attempt.
     pub fn next_retry(&self) -> Option<u64> {
+        if self.retries_waiting == 0 {
+            return None;
+        }
         self.heads.iter().filter_map(|s| self.held.get(s)).filter(|h| h.attempts > 0).map(|h| h.not_before_ms).min()
     }
 

@@ -1,24 +1,27 @@
 //! The webhook sender: the library decides every delivery and when the
 //! store's part of them runs (`botspace::WebhookPump`, shared through
 //! `botspace_runtime::Pump`); this task only
-//! sends each request with hyper's HTTP/1 client (TLS through rustls, with
-//! the system's roots), reports the outcome, and runs the store turns the
+//! sends each request and reports the outcome, and runs the store turns the
 //! pump asks for on tokio's blocking pool. It runs while the app lives:
 //! woken by the service's wake hook, by an outcome, by a store turn's end,
 //! or at the pump's timeout. The pump hands out only as many requests as
 //! the server's cap on webhook connections has slots for; each report
 //! gives its slot back, and `deliver` goes on with the next one.
+//!
+//! The bytes on the wire are the library's too: the request as
+//! `WebhookRequest::write_http` writes it, the answer read by
+//! `botspace::webhook::AnswerReader`, over a TCP (or rustls) stream kept
+//! alive per origin. An HTTP client library cost several times this
+//! host's own share of a delivery (a task hand-off per request, a header
+//! map, its buffers), which bounded the deliveries per second.
 
-use botspace::webhook::{Failure, Outcome, WebhookRequest};
+use botspace::webhook::{AnswerReader, Failure, Outcome, Step, WebhookRequest};
 use botspace::Service;
 use botspace_runtime::Pump;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::SendRequest;
-use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
@@ -44,35 +47,65 @@ impl Sender {
 /// Where a connection goes: scheme, host and port.
 type Origin = (bool, String, u16);
 
+/// An open connection to a receiver, plain or TLS, with its buffers.
+struct Conn {
+    io: Io,
+    /// The request being written, then what is read of the answer.
+    out: Vec<u8>,
+    input: Vec<u8>,
+}
+
+enum Io {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl Conn {
+    fn new(io: Io) -> Conn {
+        Conn { io, out: Vec::with_capacity(1024), input: vec![0; 4096] }
+    }
+
+    async fn write_out(&mut self) -> std::io::Result<()> {
+        match &mut self.io {
+            Io::Plain(s) => s.write_all(&self.out).await,
+            Io::Tls(s) => {
+                s.write_all(&self.out).await?;
+                s.flush().await
+            }
+        }
+    }
+
+    async fn read_in(&mut self) -> std::io::Result<usize> {
+        match &mut self.io {
+            Io::Plain(s) => s.read(&mut self.input).await,
+            Io::Tls(s) => s.read(&mut self.input).await,
+        }
+    }
+}
+
 /// Idle keep-alive connections by origin, so that a busy receiver is not
 /// paid a TCP (and TLS) handshake per delivery. A connection is only put
 /// back after its answer was read whole (at most 64 KiB); its address was
 /// checked when it was opened.
 #[derive(Default)]
 struct Pool {
-    idle: std::sync::Mutex<std::collections::HashMap<Origin, Vec<SendRequest<Full<Bytes>>>>>,
+    idle: std::sync::Mutex<std::collections::HashMap<Origin, Vec<Conn>>>,
 }
 
 /// Idle connections kept per origin: as many as one webhook may use.
 const IDLE_PER_ORIGIN: usize = botspace::webhook::MAX_CONNECTIONS as usize;
 
 impl Pool {
-    fn take(&self, origin: &Origin) -> Option<SendRequest<Full<Bytes>>> {
+    fn take(&self, origin: &Origin) -> Option<Conn> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let list = idle.get_mut(origin)?;
-        while let Some(s) = list.pop() {
-            if !s.is_closed() {
-                return Some(s);
-            }
-        }
-        None
+        idle.get_mut(origin)?.pop()
     }
 
-    fn put(&self, origin: Origin, s: SendRequest<Full<Bytes>>) {
+    fn put(&self, origin: Origin, c: Conn) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         let list = idle.entry(origin).or_default();
         if list.len() < IDLE_PER_ORIGIN {
-            list.push(s);
+            list.push(c);
         }
     }
 }
@@ -105,7 +138,8 @@ pub(crate) async fn run(svc: Weak<Service>, sender: Arc<Sender>) {
 }
 
 /// Sends `req`, reports it, and goes on with what is due next in memory
-/// (the chat's next event, say) without a round through the loop.
+/// (the chat's next event, say) without a round through the loop, on the
+/// same connection when the next one goes to the same origin.
 async fn deliver(
     s: Arc<Service>,
     sender: Arc<Sender>,
@@ -114,17 +148,32 @@ async fn deliver(
     req: WebhookRequest,
 ) {
     let mut req = req;
+    let mut kept: Option<(Origin, Conn)> = None;
     loop {
         let id = req.id;
-        let outcome = attempt(&s, &tls, &pool, req).await;
+        let t = &req.target;
+        let conn = match kept.take() {
+            Some((o, c)) if o.0 == t.https && o.2 == t.port && o.1 == t.host => Some((o, c)),
+            Some((o, c)) => {
+                pool.put(o, c);
+                None
+            }
+            None => None,
+        };
+        let (outcome, conn) = attempt(&s, &tls, &pool, &req, conn).await;
+        kept = conn;
         // Reporting never waits on the store; when it asks for a store
         // turn, the loop begins it.
-        if sender.pump.report(&s, id, outcome, s.now_ms()) {
+        let (wanted, next) = sender.pump.report_next(&s, id, outcome, s.now_ms());
+        if wanted {
             sender.wake.notify_one();
         }
-        match sender.pump.next(&s, s.now_ms()) {
+        match next {
             Some(next) => req = next,
             None => {
+                if let Some((o, c)) = kept {
+                    pool.put(o, c);
+                }
                 sender.wake.notify_one();
                 return;
             }
@@ -149,15 +198,21 @@ fn tls_config() -> rustls::ClientConfig {
         .with_no_client_auth()
 }
 
-/// One attempt, within its deadline.
-async fn attempt(svc: &Service, tls: &Arc<rustls::ClientConfig>, pool: &Pool, mut req: WebhookRequest) -> Outcome {
+/// One attempt, within its deadline, on `conn` (a connection to the same
+/// origin the last delivery used) or one from the pool or a new one: the
+/// outcome, and the connection when it can carry the next delivery.
+async fn attempt(
+    svc: &Service,
+    tls: &Arc<rustls::ClientConfig>,
+    pool: &Pool,
+    req: &WebhookRequest,
+    conn: Option<(Origin, Conn)>,
+) -> (Outcome, Option<(Origin, Conn)>) {
     let left = Duration::from_millis(req.attempt.deadline_ms.saturating_sub(svc.now_ms()));
-    // The body moves into a shared buffer once: a second try on a new
-    // connection shares it, nothing copies it.
-    let body = Bytes::from(std::mem::take(&mut req.attempt.body));
-    match tokio::time::timeout(left, send(svc, tls, pool, &req, body)).await {
-        Ok(outcome) => outcome,
-        Err(_) => Outcome::TimedOut,
+    match tokio::time::timeout(left, send(svc, tls, pool, req, conn)).await {
+        Ok(done) => done,
+        // The connection is dropped with the answer it may still carry.
+        Err(_) => (Outcome::TimedOut, None),
     }
 }
 
@@ -166,35 +221,34 @@ async fn send(
     tls: &Arc<rustls::ClientConfig>,
     pool: &Pool,
     req: &WebhookRequest,
-    body: Bytes,
-) -> Outcome {
-    let t = &req.target;
-    let origin: Origin = (t.https, t.host.clone(), t.port);
-    if let Some(conn) = pool.take(&origin) {
-        match exchange(svc, conn, req, body.clone(), true).await {
+    conn: Option<(Origin, Conn)>,
+) -> (Outcome, Option<(Origin, Conn)>) {
+    let kept = match conn {
+        Some(c) => Some(c),
+        None => {
+            let t = &req.target;
+            let origin: Origin = (t.https, t.host.clone(), t.port);
+            pool.take(&origin).map(|c| (origin, c))
+        }
+    };
+    if let Some((origin, conn)) = kept {
+        match exchange(svc, conn, req, true).await {
             // A kept connection the receiver had closed meanwhile: the
-            // request never left; a new connection is tried below.
+            // request is sent again on a new connection below (at worst a
+            // duplicate, which the webhook-id lets the receiver drop).
             Err(Reused) => {}
-            Ok((outcome, conn)) => {
-                if let Some(c) = conn {
-                    pool.put(origin, c);
-                }
-                return outcome;
-            }
+            Ok((outcome, conn)) => return (outcome, conn.map(|c| (origin, c))),
         }
     }
     let conn = match connect(svc, tls, req).await {
         Ok(c) => c,
-        Err(outcome) => return outcome,
+        Err(outcome) => return (outcome, None),
     };
-    match exchange(svc, conn, req, body, false).await {
-        Ok((outcome, conn)) => {
-            if let Some(c) = conn {
-                pool.put(origin, c);
-            }
-            outcome
-        }
-        Err(Reused) => Outcome::failed_plainly(Failure::BeforeSending),
+    let t = &req.target;
+    let origin: Origin = (t.https, t.host.clone(), t.port);
+    match exchange(svc, conn, req, false).await {
+        Ok((outcome, conn)) => (outcome, conn.map(|c| (origin, c))),
+        Err(Reused) => (Outcome::failed_plainly(Failure::BeforeSending), None),
     }
 }
 
@@ -202,11 +256,7 @@ async fn send(
 struct Reused;
 
 /// A new connection to the target, its address checked.
-async fn connect(
-    svc: &Service,
-    tls: &Arc<rustls::ClientConfig>,
-    req: &WebhookRequest,
-) -> Result<SendRequest<Full<Bytes>>, Outcome> {
+async fn connect(svc: &Service, tls: &Arc<rustls::ClientConfig>, req: &WebhookRequest) -> Result<Conn, Outcome> {
     let t = &req.target;
     // The name is resolved here, and every address it gives is checked
     // against the policy before one is connected to.
@@ -236,77 +286,55 @@ async fn connect(
         return Err(refused.unwrap_or_else(|| Outcome::failed_plainly(Failure::NoAddress)));
     };
     let _ = stream.set_nodelay(true);
-    if t.https {
-        let name = match rustls::pki_types::ServerName::try_from(t.host.clone()) {
-            Ok(n) => n,
-            Err(_) => return Err(Outcome::failed_plainly(Failure::TlsName)),
-        };
-        match tokio_rustls::TlsConnector::from(tls.clone()).connect(name, stream).await {
-            Ok(s) => handshake(TokioIo::new(s)).await,
-            Err(e) => Err(Outcome::failed(Failure::Tls, e)),
-        }
-    } else {
-        handshake(TokioIo::new(stream)).await
+    if !t.https {
+        return Ok(Conn::new(Io::Plain(stream)));
+    }
+    let name = match rustls::pki_types::ServerName::try_from(t.host.clone()) {
+        Ok(n) => n,
+        Err(_) => return Err(Outcome::failed_plainly(Failure::TlsName)),
+    };
+    match tokio_rustls::TlsConnector::from(tls.clone()).connect(name, stream).await {
+        Ok(s) => Ok(Conn::new(Io::Tls(Box::new(s)))),
+        Err(e) => Err(Outcome::failed(Failure::Tls, e)),
     }
 }
 
-async fn handshake<I>(io: I) -> Result<SendRequest<Full<Bytes>>, Outcome>
-where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    match hyper::client::conn::http1::handshake::<_, Full<Bytes>>(io).await {
-        Ok((send, conn)) => {
-            // The connection's task ends when the last handle is dropped.
-            tokio::spawn(conn);
-            Ok(send)
-        }
-        Err(e) => Err(Outcome::failed(Failure::Connect, e)),
-    }
-}
-
-/// Sends the request on `conn`; the outcome, and the connection when it
-/// can carry another request. `Err` when a kept connection turned out
-/// closed before the request left.
+/// Writes the request on `conn` and reads the answer; the outcome, and
+/// the connection when it can carry another request. `Err` when a kept
+/// connection turned out closed before an answer came.
 async fn exchange(
     svc: &Service,
-    mut conn: SendRequest<Full<Bytes>>,
+    mut conn: Conn,
     req: &WebhookRequest,
-    body: Bytes,
     reused: bool,
-) -> Result<(Outcome, Option<SendRequest<Full<Bytes>>>), Reused> {
-    if conn.ready().await.is_err() {
-        return Err(Reused);
-    }
-    // Every header is the core's (`header_lines`: the user agent, the
-    // content type, the signature's three); hyper writes Content-Length
-    // from the body and adds nothing else.
-    let mut builder =
-        http::Request::post(req.target.path_and_query.as_str()).header(http::header::HOST, req.host_header());
-    for (name, value) in req.header_lines() {
-        builder = builder.header(name, value);
-    }
-    let request = match builder.body(Full::new(body)) {
-        Ok(r) => r,
-        Err(e) => return Ok((Outcome::failed(Failure::Build, e), None)),
-    };
-    match conn.send_request(request).await {
-        Ok(resp) => {
-            let status = resp.status().as_u16();
-            let retry_after_s = resp
-                .headers()
-                .get(http::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| botspace::webhook::retry_after_s(v, svc.now_ms()));
-            // The answer's body is not used; read (at most 64 KiB of it) so
-            // that the connection can carry the next delivery.
-            let limit = botspace::webhook::schedule::MAX_ANSWER_BYTES;
-            let whole = http_body_util::Limited::new(resp.into_body(), limit).collect().await.is_ok();
-            Ok((Outcome::Answered { status, retry_after_s }, whole.then_some(conn)))
+) -> Result<(Outcome, Option<Conn>), Reused> {
+    conn.out.clear();
+    // Every header is the core's; the connection stays open for the next
+    // delivery unless the receiver says otherwise.
+    req.write_http(&mut conn.out, true);
+    if let Err(e) = conn.write_out().await {
+        if reused {
+            return Err(Reused);
         }
-        // On a kept connection the receiver may have closed it meanwhile:
-        // tried again on a new one (at worst a duplicate, which the
-        // webhook-id lets the receiver drop).
-        Err(_) if reused => Err(Reused),
-        Err(e) => Ok((Outcome::failed(Failure::Connection, e), None)),
+        return Ok((Outcome::failed(Failure::Connection, e), None));
+    }
+    let mut answer = AnswerReader::new();
+    loop {
+        let step = match conn.read_in().await {
+            Ok(0) => answer.closed(svc.now_ms()),
+            Ok(n) => answer.feed(&conn.input[..n], svc.now_ms()),
+            Err(_) if reused && !answer.started() => return Err(Reused),
+            Err(e) => match answer.closed(svc.now_ms()) {
+                Step::Answered { outcome, .. } => return Ok((outcome, None)),
+                _ => return Ok((Outcome::failed(Failure::Connection, e), None)),
+            },
+        };
+        match step {
+            Step::More => {}
+            Step::Answered { outcome, reusable } => return Ok((outcome, reusable.then_some(conn))),
+            Step::ClosedBeforeAnswer if reused => return Err(Reused),
+            Step::ClosedBeforeAnswer => return Ok((AnswerReader::failure(), None)),
+            Step::Failed(outcome) => return Ok((outcome, None)),
+        }
     }
 }

@@ -83,6 +83,23 @@ impl Pump {
         self.with(|p| p.handle_outcome(svc, id, outcome, now_ms))
     }
 
+    /// [`Pump::report`], then [`Pump::next`], under one lock: what a
+    /// delivery that goes on with the next request calls after each
+    /// answer. Whether the report asked for a store turn, and the next
+    /// request.
+    pub fn report_next(
+        &self,
+        svc: &Service,
+        id: u64,
+        outcome: Outcome,
+        now_ms: u64,
+    ) -> (bool, Option<WebhookRequest>) {
+        self.with(|p| {
+            let wanted = p.handle_outcome(svc, id, outcome, now_ms);
+            (wanted, p.poll_request(svc, now_ms))
+        })
+    }
+
     /// Gives back the connection slot of a request the host took from the
     /// pump and reported itself through [`Service::webhook_outcome`]
     /// ([`Pump::report`] does it). Once per request taken.
