@@ -219,6 +219,30 @@ typedef enum botspace_connection_state {
 } botspace_connection_state;
 
 /**
+ * What `botspace_webhook_answer_feed` found.
+ */
+typedef enum botspace_webhook_answer_step {
+  /**
+   * The answer is not whole yet: read more and feed it.
+   */
+  BOTSPACE_WEBHOOK_ANSWER_STEP_MORE = 0,
+  /**
+   * The receiver answered: report it (`botspace_webhook_pump_report_answer`).
+   */
+  BOTSPACE_WEBHOOK_ANSWER_STEP_ANSWERED = 1,
+  /**
+   * The connection closed before a byte of an answer came: on a kept
+   * connection the receiver had closed it meanwhile (send the request
+   * again on a new one); on a new one, report it.
+   */
+  BOTSPACE_WEBHOOK_ANSWER_STEP_CLOSED_BEFORE_ANSWER = 2,
+  /**
+   * Not an HTTP answer: report it and close the connection.
+   */
+  BOTSPACE_WEBHOOK_ANSWER_STEP_FAILED = 3,
+} botspace_webhook_answer_step;
+
+/**
  * What a host does with a complete request (`botspace_route_request`).
  */
 typedef enum botspace_route {
@@ -500,6 +524,16 @@ typedef struct botspace_service botspace_service;
  * Not thread-safe: one thread at a time.
  */
 typedef struct botspace_startup botspace_startup;
+
+/**
+ * The receiver's answer to one webhook request, read from the
+ * connection's bytes by the library (`botspace::webhook::AnswerReader`),
+ * for a host that writes `botspace_webhook_request_http_kept` to a socket
+ * itself rather than through an HTTP client library: it says when the
+ * answer is whole and whether the connection can carry the next delivery,
+ * and holds the outcome to report. One per request; not thread-safe.
+ */
+typedef struct botspace_webhook_answer botspace_webhook_answer;
 
 /**
  * The webhook schedule between a host's event loop and its store thread
@@ -1924,6 +1958,51 @@ enum botspace_status botspace_service_webhook_timeout(const struct botspace_serv
 enum botspace_status botspace_service_webhook_address_allowed(const struct botspace_service *service, const char *ip, const char **out_refusal);
 
 /**
+ * Makes an answer reader for one request and writes it to `*out_answer`.
+ *
+ * # Safety
+ * `out_answer` must be writable.
+ */
+enum botspace_status botspace_webhook_answer_new(struct botspace_webhook_answer **out_answer);
+
+/**
+ * Releases an answer reader and sets `*answer` to NULL. Accepts NULL and a
+ * pointer to NULL.
+ *
+ * # Safety
+ * `*answer` must be NULL or a handle from `botspace_webhook_answer_new`
+ * that was not released through another copy of the pointer.
+ */
+void botspace_webhook_answer_free(struct botspace_webhook_answer **answer);
+
+/**
+ * Feeds the next `len` bytes read from the connection (`len` 0: the
+ * connection closed, `data` may be NULL) at `now_ms` (the service clock),
+ * and writes what the answer is now to `*out_step` and whether the
+ * connection can carry the next delivery to `*out_reusable` (true only
+ * with `BOTSPACE_WEBHOOK_ANSWER_STEP_ANSWERED`). At most 64 KiB of the
+ * body are read: past that the status counts and the connection is not
+ * kept.
+ *
+ * # Safety
+ * `answer` must be a live handle; `data` readable for `len` bytes (or NULL
+ * with `len` 0); `out_step` and `out_reusable` writable.
+ */
+enum botspace_status botspace_webhook_answer_feed(struct botspace_webhook_answer *answer, const uint8_t *data, size_t len, uint64_t now_ms, enum botspace_webhook_answer_step *out_step, bool *out_reusable);
+
+/**
+ * Writes the whole HTTP/1.1 request for a connection kept alive for the
+ * next delivery to the same origin (as `http_bytes`, without
+ * `Connection: close`) to `*out_bytes` and `*out_len`: a view into the
+ * request, valid until it is freed. Its answer is read with a
+ * `botspace_webhook_answer`.
+ *
+ * # Safety
+ * `request` must be a live handle; `out_bytes` and `out_len` writable.
+ */
+enum botspace_status botspace_webhook_request_http_kept(const struct botspace_webhook_request *request, const uint8_t **out_bytes, size_t *out_len);
+
+/**
  * The log level a setting names (the value of `BOTSPACE_LOG`; `setting`
  * may be NULL for unset): 0 error, 1 warn, 2 info, 3 debug. A plain level
  * name, any case (`trace` counts as debug); anything else gives 2 (info),
@@ -2641,6 +2720,20 @@ enum botspace_status botspace_webhook_pump_report(const struct botspace_webhook_
 enum botspace_status botspace_webhook_pump_report_failure(const struct botspace_webhook_pump *pump, const struct botspace_service *service, uint64_t id, uint32_t kind, const char *detail, uint64_t now_ms, bool *out_store_wanted);
 
 /**
+ * Reports request `id`'s answer as `answer` read it (once
+ * `botspace_webhook_answer_feed` wrote a step other than
+ * `BOTSPACE_WEBHOOK_ANSWER_STEP_MORE`: the status and `Retry-After`, or
+ * the failure the library words), through the pump as
+ * `botspace_webhook_pump_report` does. `BOTSPACE_STATUS_INVALID_ARGUMENT`
+ * while the answer is not whole. Thread-safe (the answer aside).
+ *
+ * # Safety
+ * `pump`, `service` and `answer` must be live handles; `out_store_wanted`
+ * NULL or writable.
+ */
+enum botspace_status botspace_webhook_pump_report_answer(const struct botspace_webhook_pump *pump, const struct botspace_service *service, uint64_t id, const struct botspace_webhook_answer *answer, uint64_t now_ms, bool *out_store_wanted);
+
+/**
  * Sets the server's connection budget (its `--max-connections`,
  * `botspace_server_settings.max_connections`): the pump hands out at most
  * the runtime's share of it at once (a quarter, at least one), all bots
@@ -2678,9 +2771,9 @@ enum botspace_status botspace_webhook_pump_wait_turn(const struct botspace_webho
 
 /**
  * Runs a store turn at `now_ms`: polls the store until it hands out
- * nothing more (the first load, the bots' logs read, what outcomes
- * changed written and synced: a webhook leaves only after the write it
- * reports is durable) and queues what it handed out for the loop's next
+ * nothing more (the first load, the bots' logs read and waited durable:
+ * a webhook leaves only after the write it reports is; what outcomes
+ * changed written) and queues what it handed out for the loop's next
  * `botspace_webhook_pump_take`. Writes how many to `*out_handed` when it
  * is not NULL. BLOCKS on the disk or the database's network: call it on
  * the store thread, never on the loop's, then wake the loop (its wake

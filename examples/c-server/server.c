@@ -321,7 +321,7 @@ static size_t nlive; /* connections with an open socket: what --max-connections 
 /* The one epoll instance: connections (data.ptr: their conn_t), and the
  * wake pipe, listeners and curl's sockets (data.u64: a tag, below). */
 static int epfd = -1;
-enum { TAG_WAKE = 1, TAG_LISTENER = 2, TAG_ADMIN_LISTENER = 3, TAG_CURL = 4 };
+enum { TAG_WAKE = 1, TAG_LISTENER = 2, TAG_ADMIN_LISTENER = 3, TAG_CURL = 4, TAG_HOOK = 5 };
 #define TAG_OF(kind, fd) (((uint64_t)(uint32_t)(fd) << 3) | (uint64_t)(kind)) /* conn_t pointers end in 0 bits */
 
 /* The connections something happened to this turn (an event, an accept,
@@ -939,10 +939,315 @@ static wh_xfer *wh_xfer_new(void) {
     return x;
 }
 
+
+/* Plain http to a literal address (no name to resolve, no TLS) goes out on
+ * the loop's own sockets: the library writes the request
+ * (botspace_webhook_request_http_kept) and reads the answer
+ * (botspace_webhook_answer), the connection stays open for the next
+ * delivery to the same address, and the socket never leaves epoll while it
+ * lives. libcurl's multi interface cost most of a delivery (a transfer's
+ * set-up and its socket callbacks, epoll_ctl calls per request); it keeps
+ * the rest: names, TLS. */
+typedef struct wh_plain {
+    struct wh_plain *prev, *next; /* wh_busy or wh_idle */
+    int fd;
+    struct sockaddr_storage sa; /* the origin: address and port */
+    socklen_t salen;
+    botspace_webhook_request *req; /* NULL while idle */
+    uint64_t id;
+    uint64_t deadline_ms; /* service clock */
+    const uint8_t *out;
+    size_t out_len, out_off;
+    botspace_webhook_answer *answer;
+    int reused;     /* the connection carried an earlier request */
+    int connecting; /* connect() is under way */
+    int want_out;   /* EPOLLOUT is asked for */
+    int got_bytes;  /* a byte of the answer came */
+} wh_plain;
+
+static wh_plain *wh_busy, *wh_idle;
+static size_t wh_nidle;
+static wh_plain **wh_by_fd;
+static size_t wh_by_fd_cap;
+static uint64_t wh_plain_due = UINT64_MAX; /* the earliest deadline in wh_busy */
+
+static void wh_plain_link(wh_plain **list, wh_plain *c) {
+    c->prev = NULL;
+    c->next = *list;
+    if (*list) (*list)->prev = c;
+    *list = c;
+}
+
+static void wh_plain_unlink(wh_plain **list, wh_plain *c) {
+    if (c->prev) c->prev->next = c->next;
+    else if (*list == c) *list = c->next;
+    if (c->next) c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+}
+
+/* Closes a connection that is on no list; its request, if any, is freed
+ * (reported or not: the caller's choice). */
+static void wh_plain_destroy(wh_plain *c) {
+    if (c->fd >= 0) {
+        epoll_ctl(epfd, EPOLL_CTL_DEL, c->fd, NULL);
+        if ((size_t)c->fd < wh_by_fd_cap) wh_by_fd[c->fd] = NULL;
+        close(c->fd);
+    }
+    botspace_webhook_answer_free(&c->answer);
+    botspace_webhook_request_free(&c->req);
+    free(c);
+}
+
+static void wh_plain_watch(wh_plain *c, int out) {
+    struct epoll_event e;
+    memset(&e, 0, sizeof e);
+    e.events = EPOLLIN | (out ? EPOLLOUT : 0);
+    e.data.u64 = TAG_OF(TAG_HOOK, c->fd);
+    epoll_ctl(epfd, EPOLL_CTL_MOD, c->fd, &e);
+    c->want_out = out;
+}
+
+/* A request's end: reported, the connection kept for the next one to its
+ * address (when the answer allows and there is room) or closed. */
+static void wh_plain_done(wh_plain *c, int keep) {
+    wh_plain_unlink(&wh_busy, c);
+    botspace_webhook_answer_free(&c->answer);
+    botspace_webhook_request_free(&c->req);
+    if (keep && wh_nidle < policy.webhook_spare_transfers) {
+        if (c->want_out) wh_plain_watch(c, 0);
+        c->reused = 1;
+        wh_plain_link(&wh_idle, c);
+        wh_nidle++;
+    } else {
+        wh_plain_destroy(c);
+    }
+}
+
+static void wh_plain_fail(wh_plain *c, botspace_webhook_failure kind, int err) {
+    char detail[160];
+    snprintf(detail, sizeof detail, "%s (os error %d)", strerror(err), err);
+    botspace_webhook_pump_report_failure(wh_pump, svc, c->id, (uint32_t)kind, detail, svc_now(), NULL);
+    wh_plain_done(c, 0);
+}
+
+static void wh_plain_send(botspace_webhook_request *req, const botspace_webhook_request_parts *p,
+                          const struct sockaddr_storage *sa, socklen_t salen, int reuse);
+
+/* A kept connection the receiver had closed meanwhile: the request goes
+ * again on a new connection (at worst a duplicate, which the webhook-id
+ * lets the receiver drop). */
+static void wh_plain_again(wh_plain *c) {
+    botspace_webhook_request *req = c->req;
+    c->req = NULL;
+    struct sockaddr_storage sa = c->sa;
+    socklen_t salen = c->salen;
+    wh_plain_done(c, 0);
+    botspace_webhook_request_parts p;
+    botspace_webhook_request_parts_get(req, &p);
+    wh_plain_send(req, &p, &sa, salen, 0);
+}
+
+static void wh_plain_write(wh_plain *c) {
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        if (n > 0) {
+            c->out_off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (!c->want_out) wh_plain_watch(c, 1);
+            return;
+        }
+        if (c->reused && c->out_off == 0) wh_plain_again(c);
+        else wh_plain_fail(c, BOTSPACE_WEBHOOK_FAILURE_CONNECTION, errno);
+        return;
+    }
+    if (c->want_out) wh_plain_watch(c, 0);
+}
+
+/* Sends `req` (plain http, a literal address) on a kept connection to its
+ * address when `reuse` and one is idle, else on a new one, whose address
+ * the library's policy checks first. */
+static void wh_plain_send(botspace_webhook_request *req, const botspace_webhook_request_parts *p,
+                          const struct sockaddr_storage *sa, socklen_t salen, int reuse) {
+    uint64_t now = svc_now();
+    wh_plain *c = NULL;
+    if (reuse) {
+        for (c = wh_idle; c; c = c->next)
+            if (c->salen == salen && memcmp(&c->sa, sa, salen) == 0) break;
+        if (c) {
+            wh_plain_unlink(&wh_idle, c);
+            wh_nidle--;
+        }
+    }
+    if (!c) {
+        const char *refusal = NULL;
+        if (botspace_service_webhook_address_allowed(svc, p->host, &refusal) != BOTSPACE_STATUS_OK || refusal) {
+            if (refusal) botspace_webhook_pump_report(wh_pump, svc, p->id, 0, NULL, refusal, false, now, NULL);
+            else botspace_webhook_pump_report_failure(wh_pump, svc, p->id, BOTSPACE_WEBHOOK_FAILURE_ADDRESS_CHECK, NULL, now, NULL);
+            botspace_webhook_request_free(&req);
+            return;
+        }
+        int fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            int err = errno;
+            char detail[160];
+            snprintf(detail, sizeof detail, "%s (os error %d)", strerror(err), err);
+            botspace_webhook_pump_report_failure(wh_pump, svc, p->id, BOTSPACE_WEBHOOK_FAILURE_CONNECT, detail, now, NULL);
+            botspace_webhook_request_free(&req);
+            return;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        c = calloc(1, sizeof *c);
+        if (!c) die_oom();
+        c->fd = fd;
+        c->sa = *sa;
+        c->salen = salen;
+        if ((size_t)fd >= wh_by_fd_cap) {
+            size_t cap = wh_by_fd_cap ? wh_by_fd_cap : 256;
+            while (cap <= (size_t)fd) cap *= 2;
+            wh_by_fd = xrealloc(wh_by_fd, cap * sizeof *wh_by_fd);
+            memset(wh_by_fd + wh_by_fd_cap, 0, (cap - wh_by_fd_cap) * sizeof *wh_by_fd);
+            wh_by_fd_cap = cap;
+        }
+        wh_by_fd[fd] = c;
+        struct epoll_event e;
+        memset(&e, 0, sizeof e);
+        e.events = EPOLLIN | EPOLLOUT;
+        e.data.u64 = TAG_OF(TAG_HOOK, fd);
+        epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e);
+        c->want_out = 1;
+        if (connect(fd, (const struct sockaddr *)sa, salen) != 0 && errno != EINPROGRESS) {
+            int err = errno;
+            c->req = req;
+            c->id = p->id;
+            wh_plain_link(&wh_busy, c);
+            wh_plain_fail(c, BOTSPACE_WEBHOOK_FAILURE_CONNECT, err);
+            return;
+        }
+        c->connecting = 1;
+    }
+    c->req = req;
+    c->id = p->id;
+    c->deadline_ms = p->deadline_ms;
+    if (c->deadline_ms < wh_plain_due) wh_plain_due = c->deadline_ms;
+    c->got_bytes = 0;
+    c->out_off = 0;
+    botspace_webhook_request_http_kept(req, &c->out, &c->out_len);
+    if (botspace_webhook_answer_new(&c->answer) != BOTSPACE_STATUS_OK) die_oom();
+    wh_plain_link(&wh_busy, c);
+    if (!c->connecting) wh_plain_write(c);
+}
+
+/* Whether `p` goes out on the loop's own sockets; its address when so. */
+static int wh_plain_target(const botspace_webhook_request_parts *p, struct sockaddr_storage *sa, socklen_t *salen) {
+    if (p->https) return 0;
+    memset(sa, 0, sizeof *sa);
+    struct sockaddr_in *a4 = (struct sockaddr_in *)sa;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)sa;
+    if (inet_pton(AF_INET, p->host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons(p->port);
+        *salen = sizeof *a4;
+        return 1;
+    }
+    if (inet_pton(AF_INET6, p->host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons(p->port);
+        *salen = sizeof *a6;
+        return 1;
+    }
+    return 0;
+}
+
+/* A socket event of one of the loop's own webhook connections. */
+static void wh_plain_event(int fd, uint32_t re) {
+    wh_plain *c = (size_t)fd < wh_by_fd_cap ? wh_by_fd[fd] : NULL;
+    if (!c) return;
+    if (!c->req) {
+        /* Idle: the receiver closed it (or sent what nobody asked for). */
+        wh_plain_unlink(&wh_idle, c);
+        wh_nidle--;
+        wh_plain_destroy(c);
+        return;
+    }
+    if (c->connecting) {
+        if (!(re & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+        if (err) {
+            wh_plain_fail(c, BOTSPACE_WEBHOOK_FAILURE_CONNECT, err);
+            return;
+        }
+        c->connecting = 0;
+        wh_plain_write(c);
+        return;
+    }
+    if (c->want_out && (re & EPOLLOUT)) {
+        wh_plain_write(c);
+        return;
+    }
+    if (!(re & (EPOLLIN | EPOLLERR | EPOLLHUP))) return;
+    char buf[16384];
+    for (;;) {
+        ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        if (n < 0) {
+            if (c->reused && !c->got_bytes) wh_plain_again(c);
+            else wh_plain_fail(c, BOTSPACE_WEBHOOK_FAILURE_CONNECTION, errno);
+            return;
+        }
+        if (n > 0) c->got_bytes = 1;
+        botspace_webhook_answer_step step = BOTSPACE_WEBHOOK_ANSWER_STEP_MORE;
+        bool reusable = false;
+        botspace_webhook_answer_feed(c->answer, (const uint8_t *)buf, (size_t)n, svc_now(), &step, &reusable);
+        if (step == BOTSPACE_WEBHOOK_ANSWER_STEP_MORE) {
+            if (n == 0) return; /* not reached: a close always ends the answer */
+            continue;
+        }
+        if (step == BOTSPACE_WEBHOOK_ANSWER_STEP_CLOSED_BEFORE_ANSWER && c->reused) {
+            wh_plain_again(c);
+            return;
+        }
+        botspace_webhook_pump_report_answer(wh_pump, svc, c->id, c->answer, svc_now(), NULL);
+        wh_plain_done(c, reusable);
+        return;
+    }
+}
+
+/* Reports every request past its deadline as timed out (its connection is
+ * closed: the answer may still come on it). */
+static void wh_plain_expire(uint64_t now) {
+    if (now < wh_plain_due) return;
+    uint64_t due = UINT64_MAX;
+    wh_plain *c = wh_busy;
+    while (c) {
+        wh_plain *next = c->next;
+        if (c->deadline_ms <= now) {
+            botspace_webhook_pump_report(wh_pump, svc, c->id, 0, NULL, NULL, true, now, NULL);
+            wh_plain_done(c, 0);
+        } else if (c->deadline_ms < due) {
+            due = c->deadline_ms;
+        }
+        c = next;
+    }
+    wh_plain_due = due;
+}
+
 /* Starts one request; on a local failure reports it at once. */
 static void wh_start(botspace_webhook_request *req, uint64_t now) {
     botspace_webhook_request_parts p;
     botspace_webhook_request_parts_get(req, &p);
+    struct sockaddr_storage sa;
+    socklen_t salen = 0;
+    if (wh_plain_target(&p, &sa, &salen)) {
+        wh_plain_send(req, &p, &sa, salen, 1);
+        return;
+    }
     wh_xfer *x = wh_nspare ? wh_spare[--wh_nspare] : wh_xfer_new();
     if (!x) {
         botspace_webhook_pump_report_failure(wh_pump, svc, p.id, BOTSPACE_WEBHOOK_FAILURE_BUILD, NULL, now, NULL);
@@ -1042,6 +1347,7 @@ static void wh_reap(void) {
  * transfer added here is sent in the same turn, not one wait later. */
 static void webhook_turn(uint64_t now) {
     if (!wh_multi) return;
+    wh_plain_expire(now);
     botspace_webhook_request *req = NULL;
     while (botspace_webhook_pump_take(wh_pump, svc, now, &req) == BOTSPACE_STATUS_OK && req) {
         wh_start(req, now);
@@ -1066,6 +1372,7 @@ static int64_t webhook_poll_timeout(uint64_t mono, uint64_t now, int64_t timeout
     }
     uint64_t due = BOTSPACE_NO_DEADLINE;
     botspace_webhook_pump_timeout(wh_pump, svc, now, &due);
+    if (wh_plain_due < due) due = wh_plain_due;
     if (due != BOTSPACE_NO_DEADLINE) {
         uint64_t at = due <= now ? 0 : due - now;
         if ((int64_t)at < timeout) timeout = (int64_t)at;
@@ -1116,6 +1423,20 @@ static void webhook_shutdown(void) {
     /* With what store turns handed out and the loop did not take. */
     botspace_webhook_pump_free(&wh_pump);
     while (wh_all) wh_xfer_free(wh_all);
+    while (wh_busy) {
+        wh_plain *c = wh_busy;
+        wh_plain_unlink(&wh_busy, c);
+        wh_plain_destroy(c);
+    }
+    while (wh_idle) {
+        wh_plain *c = wh_idle;
+        wh_plain_unlink(&wh_idle, c);
+        wh_plain_destroy(c);
+    }
+    wh_nidle = 0;
+    free(wh_by_fd);
+    wh_by_fd = NULL;
+    wh_by_fd_cap = 0;
     while (wh_nspare) wh_xfer_destroy(wh_spare[--wh_nspare]);
     free(wh_spare);
     wh_spare = NULL;
@@ -1609,6 +1930,10 @@ static int loop_turn(loop_t *L) {
             curl_events = 1;
             break;
         }
+        case TAG_HOOK:
+            wh_plain_event((int)(tag >> 3), re);
+            curl_events = 1;
+            break;
         default:
             break;
         }

@@ -32,6 +32,8 @@ pub struct botspace_webhook_request {
     pub(crate) _header_ptrs: Vec<*const c_char>,
     pub(crate) _body: Vec<u8>,
     pub(crate) _http_bytes: Vec<u8>,
+    /// The request kept alive (`botspace_webhook_request_http_kept`).
+    pub(crate) _http_kept: Vec<u8>,
 }
 
 impl Handle for botspace_webhook_request {}
@@ -92,6 +94,8 @@ impl botspace_webhook_request {
             r.header_lines().into_iter().map(|(n, v)| c_string(format!("{n}: {v}"))).collect();
         let header_ptrs: Vec<*const c_char> = header_lines.iter().map(|c| c.as_ptr()).collect();
         let http_bytes = r.http_bytes();
+        let mut http_kept = Vec::with_capacity(http_bytes.len());
+        r.write_http(&mut http_kept, true);
         // The request's own body, moved (not copied) now that the whole
         // request was written out from it.
         let body = std::mem::take(&mut r.attempt.body).into_bytes();
@@ -124,6 +128,7 @@ impl botspace_webhook_request {
             _header_ptrs: header_ptrs,
             _body: body,
             _http_bytes: http_bytes,
+            _http_kept: http_kept,
         })
     }
 }
@@ -472,6 +477,146 @@ pub unsafe extern "C" fn botspace_service_webhook_address_allowed(
             Err(class) => refusal_c_str(class),
         };
         out_refusal.write(refusal);
+        botspace_status::Ok
+    })
+}
+
+/// What `botspace_webhook_answer_feed` found.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum botspace_webhook_answer_step {
+    /// The answer is not whole yet: read more and feed it.
+    More = 0,
+    /// The receiver answered: report it (`botspace_webhook_pump_report_answer`).
+    Answered = 1,
+    /// The connection closed before a byte of an answer came: on a kept
+    /// connection the receiver had closed it meanwhile (send the request
+    /// again on a new one); on a new one, report it.
+    ClosedBeforeAnswer = 2,
+    /// Not an HTTP answer: report it and close the connection.
+    Failed = 3,
+}
+
+/// The receiver's answer to one webhook request, read from the
+/// connection's bytes by the library (`botspace::webhook::AnswerReader`),
+/// for a host that writes `botspace_webhook_request_http_kept` to a socket
+/// itself rather than through an HTTP client library: it says when the
+/// answer is whole and whether the connection can carry the next delivery,
+/// and holds the outcome to report. One per request; not thread-safe.
+pub struct botspace_webhook_answer {
+    reader: botspace::webhook::AnswerReader,
+    last: botspace::webhook::Step,
+}
+
+impl Handle for botspace_webhook_answer {}
+
+impl botspace_webhook_answer {
+    /// The outcome to report: `None` while the answer is not whole.
+    pub(crate) fn outcome(&self) -> Option<botspace::webhook::Outcome> {
+        use botspace::webhook::{AnswerReader, Step};
+        match &self.last {
+            Step::More => None,
+            Step::Answered { outcome, .. } | Step::Failed(outcome) => Some(outcome.clone()),
+            Step::ClosedBeforeAnswer => Some(AnswerReader::failure()),
+        }
+    }
+}
+
+/// Makes an answer reader for one request and writes it to `*out_answer`.
+///
+/// # Safety
+/// `out_answer` must be writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_webhook_answer_new(out_answer: *mut *mut botspace_webhook_answer) -> botspace_status {
+    ffi_boundary!({
+        let out_answer = arg!(out out_answer);
+        let a = botspace_webhook_answer {
+            reader: botspace::webhook::AnswerReader::new(),
+            last: botspace::webhook::Step::More,
+        };
+        out_answer.write(a.into_raw());
+        botspace_status::Ok
+    })
+}
+
+/// Releases an answer reader and sets `*answer` to NULL. Accepts NULL and a
+/// pointer to NULL.
+///
+/// # Safety
+/// `*answer` must be NULL or a handle from `botspace_webhook_answer_new`
+/// that was not released through another copy of the pointer.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_webhook_answer_free(answer: *mut *mut botspace_webhook_answer) {
+    // SAFETY: the contract above.
+    unsafe { Handle::free(answer) }
+}
+
+/// Feeds the next `len` bytes read from the connection (`len` 0: the
+/// connection closed, `data` may be NULL) at `now_ms` (the service clock),
+/// and writes what the answer is now to `*out_step` and whether the
+/// connection can carry the next delivery to `*out_reusable` (true only
+/// with `BOTSPACE_WEBHOOK_ANSWER_STEP_ANSWERED`). At most 64 KiB of the
+/// body are read: past that the status counts and the connection is not
+/// kept.
+///
+/// # Safety
+/// `answer` must be a live handle; `data` readable for `len` bytes (or NULL
+/// with `len` 0); `out_step` and `out_reusable` writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_webhook_answer_feed(
+    answer: *mut botspace_webhook_answer,
+    data: *const u8,
+    len: usize,
+    now_ms: u64,
+    out_step: *mut botspace_webhook_answer_step,
+    out_reusable: *mut bool,
+) -> botspace_status {
+    use botspace::webhook::Step;
+    ffi_boundary!({
+        let a = arg!(mut answer);
+        let out_step = arg!(out out_step);
+        let out_reusable = arg!(out out_reusable);
+        if a.last != Step::More {
+            return fail(botspace_status::InvalidArgument, "the answer was already whole: feed a new reader");
+        }
+        a.last = if len == 0 {
+            a.reader.closed(now_ms)
+        } else {
+            let data = arg!(bytes data, len);
+            a.reader.feed(data, now_ms)
+        };
+        let (step, reusable) = match &a.last {
+            Step::More => (botspace_webhook_answer_step::More, false),
+            Step::Answered { reusable, .. } => (botspace_webhook_answer_step::Answered, *reusable),
+            Step::ClosedBeforeAnswer => (botspace_webhook_answer_step::ClosedBeforeAnswer, false),
+            Step::Failed(_) => (botspace_webhook_answer_step::Failed, false),
+        };
+        out_step.write(step);
+        out_reusable.write(reusable);
+        botspace_status::Ok
+    })
+}
+
+/// Writes the whole HTTP/1.1 request for a connection kept alive for the
+/// next delivery to the same origin (as `http_bytes`, without
+/// `Connection: close`) to `*out_bytes` and `*out_len`: a view into the
+/// request, valid until it is freed. Its answer is read with a
+/// `botspace_webhook_answer`.
+///
+/// # Safety
+/// `request` must be a live handle; `out_bytes` and `out_len` writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_webhook_request_http_kept(
+    request: *const botspace_webhook_request,
+    out_bytes: *mut *const u8,
+    out_len: *mut usize,
+) -> botspace_status {
+    ffi_boundary!({
+        let r = arg!(ref request);
+        let out_bytes = arg!(out out_bytes);
+        let out_len = arg!(out out_len);
+        out_bytes.write(r._http_kept.as_ptr());
+        out_len.write(r._http_kept.len());
         botspace_status::Ok
     })
 }

@@ -6,9 +6,10 @@
 
 use crate::boundary::Handle;
 use crate::service::botspace_service;
-use crate::status::botspace_status;
+use crate::status::{botspace_status, fail};
 use crate::webhook::{
-    botspace_service_webhook_report, botspace_service_webhook_report_failure, botspace_webhook_request,
+    botspace_service_webhook_report, botspace_service_webhook_report_failure, botspace_webhook_answer,
+    botspace_webhook_request,
 };
 use crate::BOTSPACE_NO_DEADLINE;
 use botspace::webhook::WebhookRequest;
@@ -232,6 +233,37 @@ pub unsafe extern "C" fn botspace_webhook_pump_report_failure(
     })
 }
 
+/// Reports request `id`'s answer as `answer` read it (once
+/// `botspace_webhook_answer_feed` wrote a step other than
+/// `BOTSPACE_WEBHOOK_ANSWER_STEP_MORE`: the status and `Retry-After`, or
+/// the failure the library words), through the pump as
+/// `botspace_webhook_pump_report` does. `BOTSPACE_STATUS_INVALID_ARGUMENT`
+/// while the answer is not whole. Thread-safe (the answer aside).
+///
+/// # Safety
+/// `pump`, `service` and `answer` must be live handles; `out_store_wanted`
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn botspace_webhook_pump_report_answer(
+    pump: *const botspace_webhook_pump,
+    service: *const botspace_service,
+    id: u64,
+    answer: *const botspace_webhook_answer,
+    now_ms: u64,
+    out_store_wanted: *mut bool,
+) -> botspace_status {
+    ffi_boundary!({
+        let p = arg!(ref pump);
+        let svc = arg!(ref service);
+        let answer = arg!(ref answer);
+        let Some(outcome) = answer.outcome() else {
+            return fail(botspace_status::InvalidArgument, "the answer is not whole yet");
+        };
+        let wanted = svc.svc.webhook_outcome(id, outcome, now_ms);
+        p.reported(svc, botspace_status::Ok, wanted, arg!(opt_out out_store_wanted))
+    })
+}
+
 /// Sets the server's connection budget (its `--max-connections`,
 /// `botspace_server_settings.max_connections`): the pump hands out at most
 /// the runtime's share of it at once (a quarter, at least one), all bots
@@ -296,9 +328,9 @@ pub unsafe extern "C" fn botspace_webhook_pump_wait_turn(
 }
 
 /// Runs a store turn at `now_ms`: polls the store until it hands out
-/// nothing more (the first load, the bots' logs read, what outcomes
-/// changed written and synced: a webhook leaves only after the write it
-/// reports is durable) and queues what it handed out for the loop's next
+/// nothing more (the first load, the bots' logs read and waited durable:
+/// a webhook leaves only after the write it reports is; what outcomes
+/// changed written) and queues what it handed out for the loop's next
 /// `botspace_webhook_pump_take`. Writes how many to `*out_handed` when it
 /// is not NULL. BLOCKS on the disk or the database's network: call it on
 /// the store thread, never on the loop's, then wake the loop (its wake
