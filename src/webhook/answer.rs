@@ -90,7 +90,8 @@ impl AnswerReader {
             if self.body.is_none() {
                 let from = self.head.len().saturating_sub(3);
                 self.head.extend_from_slice(data);
-                let Some(end) = self.head[from..].windows(4).position(|w| w == b"\r\n\r\n").map(|p| from + p + 4) else {
+                let Some(end) = self.head[from..].windows(4).position(|w| w == b"\r\n\r\n").map(|p| from + p + 4)
+                else {
                     if self.head.len() > MAX_ANSWER_BYTES {
                         return Step::Failed(Outcome::failed(Failure::Connection, "the answer's head is too long"));
                     }
@@ -116,7 +117,9 @@ impl AnswerReader {
     pub fn closed(&mut self, now_ms: u64) -> Step {
         match &self.body {
             None if !self.started => Step::ClosedBeforeAnswer,
-            None => Step::Failed(Outcome::failed(Failure::Connection, "the connection closed within the answer's head")),
+            None => {
+                Step::Failed(Outcome::failed(Failure::Connection, "the connection closed within the answer's head"))
+            }
             // The status came: it counts, whatever the body.
             Some(_) => self.answered(false, now_ms),
         }
@@ -228,7 +231,10 @@ impl AnswerReader {
                     let Some(nl) = data.iter().position(|b| *b == b'\n') else {
                         line.extend_from_slice(data);
                         if line.len() > MAX_CHUNK_LINE {
-                            return Step::Failed(Outcome::failed(Failure::Connection, "the answer's chunk is malformed"));
+                            return Step::Failed(Outcome::failed(
+                                Failure::Connection,
+                                "the answer's chunk is malformed",
+                            ));
                         }
                         return Step::More;
                     };
@@ -245,7 +251,12 @@ impl AnswerReader {
                     }
                     let size = match httparse::parse_chunk_size(line) {
                         Ok(httparse::Status::Complete((_, size))) => size,
-                        _ => return Step::Failed(Outcome::failed(Failure::Connection, "the answer's chunk is malformed")),
+                        _ => {
+                            return Step::Failed(Outcome::failed(
+                                Failure::Connection,
+                                "the answer's chunk is malformed",
+                            ))
+                        }
                     };
                     *body = if size == 0 {
                         Body::Trailer(Vec::new())
@@ -269,7 +280,10 @@ impl AnswerReader {
                     while *seen < 2 {
                         let Some((&b, rest)) = data.split_first() else { return Step::More };
                         if b != [b'\r', b'\n'][*seen as usize] {
-                            return Step::Failed(Outcome::failed(Failure::Connection, "the answer's chunk is malformed"));
+                            return Step::Failed(Outcome::failed(
+                                Failure::Connection,
+                                "the answer's chunk is malformed",
+                            ));
                         }
                         *seen += 1;
                         data = rest;
@@ -324,7 +338,8 @@ mod tests {
 
     #[test]
     fn chunked_answers_with_extensions_and_trailers() {
-        let text = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n";
+        let text =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\nhello\r\n3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n";
         for n in [1, 4, text.len()] {
             assert_eq!(read(text, n), answered(200, None, true), "pieces of {n}");
         }
@@ -337,7 +352,10 @@ mod tests {
     #[test]
     fn what_closes_the_connection_still_counts_the_status() {
         // Connection: close, HTTP/1.0, a body to the close, bytes past the answer.
-        assert_eq!(read(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", 9), answered(200, None, false));
+        assert_eq!(
+            read(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n", 9),
+            answered(200, None, false)
+        );
         assert_eq!(read(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", 9), answered(200, None, false));
         assert_eq!(read(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nab", 100), answered(200, None, false));
         let mut r = AnswerReader::new();

@@ -3034,6 +3034,117 @@ static void test_webhook_pump(void) {
     botspace_service_free(&s);
 }
 
+/* A host that writes the request to its own socket: the library's bytes
+ * kept alive, and the answer read by the library. */
+static void test_webhook_answer(void) {
+    botspace_webhook_answer *a = NULL;
+    botspace_webhook_answer_step step = BOTSPACE_WEBHOOK_ANSWER_STEP_FAILED;
+    bool reusable = true, wanted = false;
+    const uint8_t *bytes = NULL;
+    size_t len = 0;
+
+    /* NULL arguments */
+    CHECK(botspace_webhook_answer_new(NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "answer_new: NULL out");
+    botspace_webhook_answer_free(NULL);
+    botspace_webhook_answer_free(&a);
+    CHECK(a == NULL, "answer_free: NULL and a pointer to NULL are harmless");
+    CHECK(botspace_webhook_answer_feed(NULL, (const uint8_t *)"H", 1, 0, &step, &reusable) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "answer_feed: NULL answer");
+    CHECK(botspace_webhook_request_http_kept(NULL, &bytes, &len) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "request_http_kept: NULL request");
+
+    /* An answer in two pieces: more, then whole, the connection kept. */
+    CHECK(botspace_webhook_answer_new(&a) == BOTSPACE_STATUS_OK && a, "answer_new");
+    if (!a) return;
+    CHECK(botspace_webhook_answer_feed(a, NULL, 5, 0, &step, &reusable) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "answer_feed: NULL data with a length");
+    CHECK(botspace_webhook_answer_feed(a, (const uint8_t *)"x", 1, 0, NULL, &reusable) == BOTSPACE_STATUS_NULL_ARGUMENT,
+          "answer_feed: NULL step out");
+    const char *head = "HTTP/1.1 503 Busy\r\nRetry-After: 7\r\nContent-Len";
+    CHECK(botspace_webhook_answer_feed(a, (const uint8_t *)head, strlen(head), 0, &step, &reusable) == BOTSPACE_STATUS_OK &&
+              step == BOTSPACE_WEBHOOK_ANSWER_STEP_MORE && !reusable,
+          "answer_feed: part of the head is more to read");
+    const char *rest = "gth: 2\r\n\r\nno";
+    CHECK(botspace_webhook_answer_feed(a, (const uint8_t *)rest, strlen(rest), 0, &step, &reusable) == BOTSPACE_STATUS_OK &&
+              step == BOTSPACE_WEBHOOK_ANSWER_STEP_ANSWERED && reusable,
+          "answer_feed: the whole answer, the connection kept");
+    CHECK(botspace_webhook_answer_feed(a, (const uint8_t *)"x", 1, 0, &step, &reusable) == BOTSPACE_STATUS_INVALID_ARGUMENT &&
+              strcmp(last_error(), "the answer was already whole: feed a new reader") == 0,
+          "answer_feed: nothing after a whole answer");
+
+    /* Closed before a byte came; not HTTP at all. */
+    botspace_webhook_answer *closed = NULL, *junk = NULL;
+    botspace_webhook_answer_new(&closed);
+    CHECK(botspace_webhook_answer_feed(closed, NULL, 0, 0, &step, &reusable) == BOTSPACE_STATUS_OK &&
+              step == BOTSPACE_WEBHOOK_ANSWER_STEP_CLOSED_BEFORE_ANSWER && !reusable,
+          "answer_feed: a close before any byte");
+    botspace_webhook_answer_new(&junk);
+    CHECK(botspace_webhook_answer_feed(junk, (const uint8_t *)"SSH-2.0\r\n\r\n", 11, 0, &step, &reusable) ==
+                  BOTSPACE_STATUS_OK &&
+              step == BOTSPACE_WEBHOOK_ANSWER_STEP_FAILED,
+          "answer_feed: not an HTTP answer");
+
+    /* A delivery through the pump: the kept request is the closing one
+     * without `Connection: close`, and the answer read above is reported. */
+    botspace_service *s = open_service(WEBHOOK_CONFIG);
+    uint64_t now = 0;
+    botspace_service_now_ms(s, &now);
+    botspace_webhook_pump *pump = NULL;
+    botspace_webhook_pump_new(&pump);
+    world w;
+    world_make(s, &w, "standard");
+    char auth[256];
+    snprintf(auth, sizeof auth, "Bot %s", w.token);
+    int status = 0;
+    json_free(post_json(s, "/bot/setWebhook", auth, "{\"url\":\"http://127.0.0.1:9/hook\"}", &status));
+    CHECK(status == 200, "answer: setWebhook");
+    botspace_webhook_request_parts p;
+    size_t handed = 0;
+    CHECK(botspace_webhook_pump_store_turn(pump, s, now, &handed) == BOTSPACE_STATUS_OK && handed == 1, "answer: a request");
+    botspace_webhook_request *req = pump_take_one(pump, s, now, &p);
+    CHECK(req != NULL, "answer: the request taken");
+    if (req) {
+        CHECK(botspace_webhook_request_http_kept(req, &bytes, &len) == BOTSPACE_STATUS_OK, "request_http_kept");
+        char closing[2048], kept[2048];
+        const char *drop = "Connection: close\r\n";
+        char *at = NULL;
+        if (p.http_bytes_len < sizeof closing && len < sizeof kept) {
+            memcpy(closing, p.http_bytes, p.http_bytes_len);
+            closing[p.http_bytes_len] = 0;
+            memcpy(kept, bytes, len);
+            kept[len] = 0;
+            at = strstr(closing, drop);
+        }
+        if (at) memmove(at, at + strlen(drop), strlen(at + strlen(drop)) + 1);
+        CHECK(at && strcmp(closing, kept) == 0 && strstr(kept, "webhook-signature: v1,") != NULL,
+              "request_http_kept: the request without Connection: close");
+        CHECK(botspace_webhook_pump_report_answer(pump, s, p.id, NULL, now, &wanted) == BOTSPACE_STATUS_NULL_ARGUMENT,
+              "pump_report_answer: NULL answer");
+        botspace_webhook_answer *unread = NULL;
+        botspace_webhook_answer_new(&unread);
+        CHECK(botspace_webhook_pump_report_answer(pump, s, p.id, unread, now, &wanted) == BOTSPACE_STATUS_INVALID_ARGUMENT &&
+                  strcmp(last_error(), "the answer is not whole yet") == 0,
+              "pump_report_answer: not before the answer is whole");
+        botspace_webhook_answer_free(&unread);
+        CHECK(botspace_webhook_pump_report_answer(pump, s, p.id, a, now, &wanted) == BOTSPACE_STATUS_OK,
+              "pump_report_answer: the 503");
+        CHECK(botspace_webhook_pump_store_turn(pump, s, now + 50, &handed) == BOTSPACE_STATUS_OK, "answer: the write");
+        jval *info = webhook_info(s, &w);
+        CHECK(info_is(info, "last_error_message", "the receiver answered 503"), "answer: the status was reported");
+        json_free(info);
+        uint64_t t = pump_timeout(pump, s, now + 50);
+        CHECK(t >= now + 7000 && t != BOTSPACE_NO_DEADLINE, "answer: its Retry-After holds the retry back");
+        botspace_webhook_request_free(&req);
+    }
+    world_free(&w);
+    botspace_webhook_pump_free(&pump);
+    botspace_service_free(&s);
+    botspace_webhook_answer_free(&a);
+    botspace_webhook_answer_free(&closed);
+    botspace_webhook_answer_free(&junk);
+    CHECK(a == NULL, "answer_free sets the handle to NULL");
+}
+
 /* Asked by botspace_service_run_store_notifications. */
 static int should_stop_calls;
 static bool stop_now(void *ud) {
@@ -3435,6 +3546,7 @@ int main(int argc, char **argv) {
     test_gateway_link();
     test_webhooks();
     test_webhook_pump();
+    test_webhook_answer();
     test_threads(iters);
     test_vectors(argv[1]);
     printf("%d passed, %d failed\n", passed, failed);

@@ -87,13 +87,7 @@ impl Pump {
     /// delivery that goes on with the next request calls after each
     /// answer. Whether the report asked for a store turn, and the next
     /// request.
-    pub fn report_next(
-        &self,
-        svc: &Service,
-        id: u64,
-        outcome: Outcome,
-        now_ms: u64,
-    ) -> (bool, Option<WebhookRequest>) {
+    pub fn report_next(&self, svc: &Service, id: u64, outcome: Outcome, now_ms: u64) -> (bool, Option<WebhookRequest>) {
         self.with(|p| {
             let wanted = p.handle_outcome(svc, id, outcome, now_ms);
             (wanted, p.poll_request(svc, now_ms))
