@@ -7,6 +7,7 @@
 #   scripts/bench-webhooks.sh 8 64            # the defaults
 #   PROFILE=1 scripts/bench-webhooks.sh       # also perf record each server's deliveries
 #                                             # (target/bench-webhooks/NAME.perf.data)
+#   EXTRA="Rust-before:/tmp/server" scripts/bench-webhooks.sh   # more binaries, same run
 #
 # The receiver is hosts/hyper/examples/webhook_sink.rs: it answers every
 # POST 200 at once and counts it, so the figure is the sender's. Baseline:
@@ -33,7 +34,11 @@ bench_tools
 cargo build -q --release --example server
 cargo build -q --release -p botspace-hyper --example webhook_sink
 BINS=("Rust:target/release/examples/server")
-if [[ -z "${ONLY_RUST:-}" ]] && make -s -C examples/c-server >/dev/null 2>&1; then BINS+=("C:$C_BIN"); fi
+if make -s -C examples/c-server >/dev/null 2>&1; then BINS+=("C:$C_BIN"); fi
+# More servers in the same run, e.g. builds from before a change:
+# EXTRA="Rust-before:/tmp/server C-before:/tmp/botspace-server".
+read -ra extra <<<"${EXTRA:-}"
+BINS+=("${extra[@]}")
 
 SINK_PID=""
 cleanup() {

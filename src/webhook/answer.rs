@@ -329,10 +329,10 @@ mod tests {
 
     #[test]
     fn retry_after_in_seconds_or_as_a_date_and_interim_answers_skipped() {
-        let text = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 503 Busy\r\nRetry-After: 120\r\nContent-Length: 0\r\n\r\n";
+        let text = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 503 Service Unavailable\r\nRetry-After: 120\r\nContent-Length: 0\r\n\r\n";
         assert_eq!(read(text, 5), answered(503, Some(120), true));
         let mut r = AnswerReader::new();
-        let date = b"HTTP/1.1 429 Slow\r\nRetry-After: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Length: 0\r\n\r\n";
+        let date = b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Length: 0\r\n\r\n";
         assert_eq!(r.feed(date, 784_111_717_000), answered(429, Some(60), true));
     }
 
@@ -359,7 +359,7 @@ mod tests {
         assert_eq!(read(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", 9), answered(200, None, false));
         assert_eq!(read(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nab", 100), answered(200, None, false));
         let mut r = AnswerReader::new();
-        assert_eq!(r.feed(b"HTTP/1.1 500 Oops\r\n\r\nsome body", 0), Step::More);
+        assert_eq!(r.feed(b"HTTP/1.1 500 Internal Server Error\r\n\r\nsome body", 0), Step::More);
         assert_eq!(r.closed(0), answered(500, None, false));
     }
 

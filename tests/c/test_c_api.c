@@ -3060,7 +3060,7 @@ static void test_webhook_answer(void) {
           "answer_feed: NULL data with a length");
     CHECK(botspace_webhook_answer_feed(a, (const uint8_t *)"x", 1, 0, NULL, &reusable) == BOTSPACE_STATUS_NULL_ARGUMENT,
           "answer_feed: NULL step out");
-    const char *head = "HTTP/1.1 503 Busy\r\nRetry-After: 7\r\nContent-Len";
+    const char *head = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 7\r\nContent-Len";
     CHECK(botspace_webhook_answer_feed(a, (const uint8_t *)head, strlen(head), 0, &step, &reusable) == BOTSPACE_STATUS_OK &&
               step == BOTSPACE_WEBHOOK_ANSWER_STEP_MORE && !reusable,
           "answer_feed: part of the head is more to read");
