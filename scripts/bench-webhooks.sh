@@ -106,7 +106,7 @@ LUA
     -H 'Content-Type: application/json' -d '{}' | grep -o '"pending_update_count":[0-9]*' | cut -d: -f2)
   start_count=$(sink_count)
   if [[ -n "${PROFILE:-}" ]]; then
-    perf record -q -F 999 -g -p "$PID" -o "$WORK/$name.perf.data" 2>/dev/null &
+    perf record -q -F 999 ${PERF_CALLGRAPH:--g} -p "$PID" -o "$WORK/$name.perf.data" 2>/dev/null &
     PERF_PID=$!
     sleep 0.5
   fi

@@ -47,7 +47,7 @@ impl WebhookRequest {
     /// was checked when it was opened), else `Connection: close`.
     pub fn write_http(&self, out: &mut Vec<u8>, keep_alive: bool) {
         let a = &self.attempt;
-        out.reserve(256 + a.body.len());
+        out.reserve(320 + a.body.len());
         out.extend_from_slice(b"POST ");
         out.extend_from_slice(self.target.path_and_query.as_bytes());
         out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
@@ -73,8 +73,14 @@ impl WebhookRequest {
     /// The URL to connect to, rebuilt from the checked parts (so a client
     /// library parses what the rules checked, not the bot's own spelling).
     pub fn request_url(&self) -> String {
-        let scheme = if self.target.https { "https" } else { "http" };
-        format!("{scheme}://{}{}", self.host_header(), self.target.path_and_query)
+        let scheme = if self.target.https { "https://" } else { "http://" };
+        let host = self.host_header();
+        // One allocation, with room for the NUL of a C string made of it.
+        let mut url = String::with_capacity(scheme.len() + host.len() + self.target.path_and_query.len() + 1);
+        url.push_str(scheme);
+        url.push_str(&host);
+        url.push_str(&self.target.path_and_query);
+        url
     }
 
     /// The headers of a delivery besides `Host` and `Content-Length`

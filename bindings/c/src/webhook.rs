@@ -84,16 +84,28 @@ pub(crate) fn c_string(s: impl Into<Vec<u8>>) -> CString {
     CString::new(s).unwrap_or_default()
 }
 
+/// The pieces joined, as a C string allocated once.
+fn c_string_of(pieces: &[&str]) -> CString {
+    let mut s = Vec::with_capacity(pieces.iter().map(|p| p.len()).sum::<usize>() + 1);
+    for p in pieces {
+        s.extend_from_slice(p.as_bytes());
+    }
+    c_string(s)
+}
+
 impl botspace_webhook_request {
     pub(crate) fn new(mut r: botspace::webhook::WebhookRequest) -> Box<botspace_webhook_request> {
-        let host = c_string(r.target.host.clone());
-        let path_and_query = c_string(r.target.path_and_query.clone());
-        let host_header = c_string(r.host_header());
+        // Each string made once at its final size, with room for its NUL
+        // (a `format!` and a CString's growth per string were a fifth of
+        // the C server's CPU per delivery).
+        let host = c_string_of(&[&r.target.host]);
+        let path_and_query = c_string_of(&[&r.target.path_and_query]);
+        let host_header = c_string_of(&[&r.host_header()]);
         let url = c_string(r.request_url());
-        let header_lines: Vec<CString> =
-            r.header_lines().into_iter().map(|(n, v)| c_string(format!("{n}: {v}"))).collect();
+        let header_lines: Vec<CString> = r.header_lines().iter().map(|(n, v)| c_string_of(&[n, ": ", v])).collect();
         let header_ptrs: Vec<*const c_char> = header_lines.iter().map(|c| c.as_ptr()).collect();
-        let http_bytes = r.http_bytes();
+        let mut http_bytes = Vec::with_capacity(320 + r.attempt.body.len());
+        r.write_http(&mut http_bytes, false);
         let mut http_kept = Vec::with_capacity(http_bytes.len());
         r.write_http(&mut http_kept, true);
         // The request's own body, moved (not copied) now that the whole
