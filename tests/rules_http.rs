@@ -439,6 +439,7 @@ const STANDARD_REASONS: &[(u16, &str)] = &[
     (100, "Continue"),
     (101, "Switching Protocols"),
     (200, "OK"),
+    (204, "No Content"),
     (304, "Not Modified"),
     (400, "Bad Request"),
     (401, "Unauthorized"),
