@@ -203,7 +203,10 @@ pub unsafe extern "C" fn botspace_gateway_link_sent(
     ffi_boundary!({
         let l = &mut arg!(mut link).link;
         if n > l.poll_transmit().len() {
-            return fail(botspace_status::InvalidArgument, format!("sent {n} bytes of {} to send", l.poll_transmit().len()));
+            return fail(
+                botspace_status::InvalidArgument,
+                format!("sent {n} bytes of {} to send", l.poll_transmit().len()),
+            );
         }
         l.sent(n, now_ms);
         botspace_status::Ok
