@@ -378,7 +378,8 @@ impl HttpConnection {
     }
 
     /// The next complete request to answer, in order; `None` when there is
-    /// none to take now (see [`Self::has_request`]). Steps the connection
+    /// none to take now (see [`Self::has_request`]). This machine's
+    /// `poll_event`: what it reports is a request to answer. Steps the connection
     /// takes by itself on the way: `100 Continue` for a request whose head
     /// asked for it, a refusal for a stream that cannot carry a request
     /// (then the connection closes), the close of a half-closed connection
