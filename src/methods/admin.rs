@@ -262,7 +262,7 @@ fn ensure_handle_free(ctx: &Ctx<'_>, handle: &str, except: &str) -> ApiResult<()
 }
 
 fn raw(json_text: &str) -> Value {
-    serde_json::from_str(json_text).unwrap_or(Value::Null)
+    serde_json::from_slice(json_text.as_bytes()).unwrap_or(Value::Null)
 }
 
 /// Drops cached credentials of a bot after its row changed.

@@ -79,7 +79,7 @@ pub fn get_chat_commands(ctx: &mut Ctx<'_>, chat: &Chat) -> ApiResult<Value> {
         }
         let lists = store::buttons::commands_for_chat(ctx.conn, &bot.id, &chat.id)?;
         let list: Value = commands::pick(&lists, &chat.id, chat.kind)
-            .and_then(|l| serde_json::from_str(l).ok())
+            .and_then(|l| serde_json::from_slice(l.as_bytes()).ok())
             .unwrap_or_else(|| json!([]));
         out.push((bot.handle.clone(), json!({"bot_id": bot.id, "handle": bot.handle, "commands": list})));
     }
@@ -95,7 +95,7 @@ pub fn get_bot_commands(ctx: &mut Ctx<'_>, bot: &Bot) -> ApiResult<Value> {
         .into_iter()
         .map(|((kind, chat), list)| {
             let scope = if kind == "chat" { json!({"type": kind, "chat_id": chat}) } else { json!({"type": kind}) };
-            let commands: Value = serde_json::from_str(&list).unwrap_or_else(|_| json!([]));
+            let commands: Value = serde_json::from_slice(list.as_bytes()).unwrap_or_else(|_| json!([]));
             json!({"scope": scope, "commands": commands})
         })
         .collect();

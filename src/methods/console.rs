@@ -67,7 +67,7 @@ fn bot_json(ctx: &Ctx<'_>, row: &q::BotLive) -> Value {
     let bot = &row.bot;
     let sessions = row.leased.unwrap_or_else(|| ctx.host.sessions.map_or(0, |f| f(&bot.id)));
     let last = ctx.host.activity.map_or(0, |a| a.last_request_ms(&bot.id));
-    let mut v: Value = serde_json::from_str(&bot.identity_json).unwrap_or(Value::Null);
+    let mut v: Value = serde_json::from_slice(bot.identity_json.as_bytes()).unwrap_or(Value::Null);
     if let Value::Object(m) = &mut v {
         m.insert("created_at".into(), row.created_at.into());
         m.insert(
@@ -203,7 +203,7 @@ pub fn audit_log(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
                 "target": e.target,
                 "actor": e.actor,
                 "peer": e.peer,
-                "detail": serde_json::from_str::<Value>(&e.detail).unwrap_or(Value::Null),
+                "detail": serde_json::from_slice::<Value>(e.detail.as_bytes()).unwrap_or(Value::Null),
             })
         })
         .collect();

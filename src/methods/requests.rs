@@ -117,7 +117,7 @@ impl<'de> Deserializer<'de> for Fields<'de> {
         fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, FieldError> {
-        visitor.visit_map(Declared { body: self.0, fields: fields.iter(), next: None })
+        visitor.visit_map(Declared { body: self.0, fields: fields.iter(), index: 0, next: None })
     }
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, FieldError> {
@@ -135,6 +135,8 @@ impl<'de> Deserializer<'de> for Fields<'de> {
 struct Declared<'a> {
     body: &'a Body,
     fields: std::slice::Iter<'static, &'static str>,
+    /// The position of the next field in `fields`.
+    index: u64,
     next: Option<&'static str>,
 }
 
@@ -144,7 +146,12 @@ impl<'de> MapAccess<'de> for Declared<'de> {
     fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, FieldError> {
         let Some(name) = self.fields.next() else { return Ok(None) };
         self.next = Some(name);
-        seed.deserialize(IntoDeserializer::<FieldError>::into_deserializer(*name)).map(Some)
+        // The key goes to the struct as its position, not its name: a
+        // derived struct then picks the field with one jump, and the
+        // compiled code carries no chain of name comparisons per struct.
+        let index = self.index;
+        self.index += 1;
+        seed.deserialize(IntoDeserializer::<FieldError>::into_deserializer(index)).map(Some)
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, FieldError> {

@@ -205,7 +205,7 @@ pub fn info_json(row: Option<&store::webhooks::WebhookRow>, pending: i64) -> Val
             "url": r.url,
             "pending_update_count": pending,
             "max_connections": r.max_connections,
-            "allowed_updates": r.allowed_updates.as_deref().and_then(|a| serde_json::from_str::<Value>(a).ok()),
+            "allowed_updates": r.allowed_updates.as_deref().and_then(|a| serde_json::from_slice::<Value>(a.as_bytes()).ok()),
             "last_error_date": secs(r.last_error_at_ms),
             "last_error_message": r.last_error,
             "next_attempt_date": r.next_attempt_at_ms.map(|t| Value::from((t + 999).div_euclid(1000))),
