@@ -5,6 +5,7 @@
 //! `store::buttons`'.
 
 use super::params::Body;
+use super::requests::body;
 use super::requests::{self, MessageId};
 use super::to_json;
 use crate::error::{ApiError, ApiResult};
@@ -17,7 +18,6 @@ use crate::rules::keyboard;
 use crate::rules::permissions::{self, Act};
 use crate::store::{self, buttons::CallbackQuery};
 use crate::txn::Ctx;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 /// The chat a chat scope names must be one the bot can see (a member
@@ -102,11 +102,12 @@ pub fn get_bot_commands(ctx: &mut Ctx<'_>, bot: &Bot) -> ApiResult<Value> {
     Ok(Value::Array(out))
 }
 
-/// editMessageReplyMarkup's body, in check order.
-#[derive(Deserialize)]
-struct EditMarkup<'a> {
-    chat_id: &'a str,
-    message_id: MessageId,
+body! {
+    /// editMessageReplyMarkup's body, in check order.
+    struct EditMarkup<'a> {
+        chat_id: &'a str,
+        message_id: MessageId,
+    }
 }
 
 /// editMessageReplyMarkup: sets the keyboard (absent or `null` removes
@@ -154,13 +155,14 @@ pub fn set_markup(
     Ok(json)
 }
 
-/// pressButton's body, in check order.
-#[derive(Deserialize)]
-struct Press<'a> {
-    user_id: &'a str,
-    chat_id: &'a str,
-    message_id: MessageId,
-    callback_data: &'a str,
+body! {
+    /// pressButton's body, in check order.
+    struct Press<'a> {
+        user_id: &'a str,
+        chat_id: &'a str,
+        message_id: MessageId,
+        callback_data: &'a str,
+    }
 }
 
 /// pressButton (host): a user presses a keyboard button. The user is held
@@ -236,12 +238,13 @@ pub fn press_button(ctx: &mut Ctx<'_>, body: &Body, req: &Request<'_>) -> ApiRes
     Ok(out)
 }
 
-/// answerCallbackQuery's body, in check order.
-#[derive(Deserialize)]
-struct Answer<'a> {
-    callback_query_id: &'a str,
-    text: Option<&'a str>,
-    show_alert: Option<bool>,
+body! {
+    /// answerCallbackQuery's body, in check order.
+    struct Answer<'a> {
+        callback_query_id: &'a str,
+        text: Option<&'a str>,
+        show_alert: Option<bool>,
+    }
 }
 
 /// answerCallbackQuery: only the bot the query went to, once, before its

@@ -267,7 +267,8 @@ impl Service {
             // cannot be opened: nothing can be sent.
             return Ok(Refresh::Gone);
         };
-        let allowed: Option<Vec<String>> = row.allowed_updates.as_deref().and_then(|a| serde_json::from_slice(a.as_bytes()).ok());
+        let allowed: Option<Vec<String>> =
+            row.allowed_updates.as_deref().and_then(|a| serde_json::from_slice(a.as_bytes()).ok());
         let bounds = store::gateway::log_bounds(conn, bot_id).map_err(|_| ())?;
         // A new URL or secret starts over from the durable cursor.
         let wants = match known {
