@@ -235,7 +235,7 @@ impl Session {
             return;
         }
         self.seen_ms = self.seen_ms.max(now_ms);
-        let v: serde_json::Value = match serde_json::from_str(text) {
+        let v: serde_json::Value = match serde_json::from_slice(text.as_bytes()) {
             Ok(v) => v,
             Err(_) => return self.close(CLOSE_INVALID_PAYLOAD),
         };
