@@ -114,6 +114,25 @@ struct AtRow<'a> {
 const LOAD: &str = "SELECT message_id, sender_id, sender_is_bot, text, date, edit_date, reply_to, deleted \
      FROM messages WHERE chat_id = ?1 AND message_id = ?2";
 
+/// [`LOAD`] and the message's current keyboard, in one statement: what an
+/// edit compares its change with.
+const LOAD_WITH_KEYBOARD: &str = "SELECT m.message_id, m.sender_id, m.sender_is_bot, m.text, m.date, m.edit_date, \
+     m.reply_to, m.deleted, k.keyboard FROM messages m \
+     LEFT JOIN message_keyboards k ON k.chat_id = m.chat_id AND k.message_id = m.message_id \
+     WHERE m.chat_id = ?1 AND m.message_id = ?2";
+
+/// SQLite: the chat, `?2`'s membership and the chat's current bots (as
+/// `chats::load_with_member` reads them) with the message `?3` and its
+/// keyboard (as [`LOAD_WITH_KEYBOARD`]): an edit's reads in one statement.
+const LOAD_FOR_MEMBER_SQLITE: &str = "SELECT c.id, c.type, c.title, c.user_id, c.bot_id, c.started, \
+     c.blocked_by_user, c.blocked_by_bot, c.bots_can_send, c.dissolved, m.active, \
+     (SELECT group_concat(x.member_id, ',') FROM members x INDEXED BY members_current_bots \
+     WHERE x.chat_id = c.id AND x.is_bot = 1 AND x.active = 1), \
+     g.message_id, g.sender_id, g.sender_is_bot, g.text, g.date, g.edit_date, g.reply_to, g.deleted, k.keyboard \
+     FROM chats c LEFT JOIN members m ON m.chat_id = c.id AND m.member_id = ?2 \
+     LEFT JOIN messages g ON g.chat_id = c.id AND g.message_id = ?3 \
+     LEFT JOIN message_keyboards k ON k.chat_id = c.id AND k.message_id = ?3 WHERE c.id = ?1";
+
 const HISTORY: &str = "SELECT message_id, sender_id, sender_is_bot, text, date, edit_date, reply_to, deleted \
      FROM messages WHERE chat_id = ?1 AND message_id > ?2 ORDER BY message_id LIMIT ?3";
 
@@ -224,21 +243,64 @@ pub fn finish(conn: &Conn, m: &NewMessage<'_>, message_id: i64, update: Option<i
 }
 
 fn read_message(r: &Row<'_>) -> StoreResult<StoredMessage> {
+    read_message_at(r, 0)
+}
+
+/// A message from its eight columns starting at column `at`.
+fn read_message_at(r: &Row<'_>, at: usize) -> StoreResult<StoredMessage> {
     Ok(StoredMessage {
-        message_id: r.get(0)?,
-        sender_id: r.get(1)?,
-        sender_is_bot: r.get(2)?,
-        text: r.get(3)?,
-        date: r.get(4)?,
-        edit_date: r.get(5)?,
-        reply_to: r.get(6)?,
-        deleted: r.get(7)?,
+        message_id: r.get(at)?,
+        sender_id: r.get(at + 1)?,
+        sender_is_bot: r.get(at + 2)?,
+        text: r.get(at + 3)?,
+        date: r.get(at + 4)?,
+        edit_date: r.get(at + 5)?,
+        reply_to: r.get(at + 6)?,
+        deleted: r.get(at + 7)?,
         reply_markup: None,
     })
 }
 
 pub fn load(conn: &Conn, chat_id: &str, message_id: i64) -> StoreResult<Option<StoredMessage>> {
     conn.prepare_cached(LOAD)?.query_row(params![chat_id, message_id], read_message).optional()
+}
+
+/// The message with its current keyboard (`reply_markup`), if it exists.
+pub fn load_with_keyboard(conn: &Conn, chat_id: &str, message_id: i64) -> StoreResult<Option<StoredMessage>> {
+    conn.prepare_cached(LOAD_WITH_KEYBOARD)?
+        .query_row(params![chat_id, message_id], |r| Ok(StoredMessage { reply_markup: r.get(8)?, ..read_message(r)? }))
+        .optional()
+}
+
+/// What an edit or a delete reads: the chat, `member_id`'s membership
+/// (and the chat's current bots, when the store reads them with it; see
+/// `chats::load_with_member`), and the message with its keyboard, if
+/// both exist. One statement on SQLite; on PostgreSQL the two of
+/// `chats::load_with_member` and [`load_with_keyboard`].
+pub fn load_for_member(
+    conn: &Conn,
+    chat_id: &str,
+    member_id: &str,
+    message_id: i64,
+) -> StoreResult<Option<(super::chats::ChatForMember, Option<StoredMessage>)>> {
+    if conn.dialect() == Dialect::Postgres {
+        let Some(chat) = super::chats::load_with_member(conn, chat_id, member_id)? else { return Ok(None) };
+        let msg = load_with_keyboard(conn, &chat.0.id, message_id)?;
+        return Ok(Some((chat, msg)));
+    }
+    conn.prepare_cached(LOAD_FOR_MEMBER_SQLITE)?
+        .query_row(params![chat_id, member_id, message_id], |r| {
+            let bots: Option<String> = r.get(11)?;
+            let bots = bots.map(|s| s.split(',').map(str::to_string).collect()).unwrap_or_default();
+            let chat = (super::chats::read_chat(r, 0)?, r.get::<Option<bool>>(10)?, Some(bots));
+            let found: Option<i64> = r.get(12)?;
+            let msg = match found {
+                Some(_) => Some(StoredMessage { reply_markup: r.get(20)?, ..read_message_at(r, 12)? }),
+                None => None,
+            };
+            Ok((chat, msg))
+        })
+        .optional()
 }
 
 /// Up to `limit` messages after `after`, oldest first (deleted ones too).
