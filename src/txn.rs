@@ -52,6 +52,10 @@ pub(crate) struct Ctx<'a> {
     pub rate_status: Option<crate::ratelimit::BucketStatus>,
 }
 
+/// A chat, a bot's membership in it and one of its messages, if it exists
+/// ([`Ctx::chat_with_message`]).
+pub(crate) type ChatWithMessage = (Chat, Option<bool>, Option<StoredMessage>);
+
 /// A bot request's authentication and chat, read with the rest of its
 /// group in one round trip.
 pub(crate) type Preauth = ([u8; 32], Option<(Bot, ChatPrefetch)>);
@@ -107,7 +111,7 @@ impl Ctx<'_> {
         chat_id: &str,
         bot: &Bot,
         message_id: i64,
-    ) -> ApiResult<Option<(Chat, Option<bool>, Option<StoredMessage>)>> {
+    ) -> ApiResult<Option<ChatWithMessage>> {
         if self.prefetch.as_ref().is_some_and(|p| p.chat_id == chat_id && !p.used) {
             let Some((chat, member)) = self.chat_with_member(chat_id, bot)? else { return Ok(None) };
             let msg = crate::store::messages::load_with_keyboard(self.conn, &chat.id, message_id)?;
