@@ -13,10 +13,11 @@ use crate::config::Config;
 use crate::error::ApiResult;
 use crate::events::{self, Event};
 use crate::http::Request;
-use crate::model::{Bot, Chat, ChatPrefetch, StoredMessage};
+use crate::model::{Bot, Chat, ChatPrefetch};
 use crate::random::Random;
 use crate::ratelimit::RateLimiter;
 use crate::rules;
+use crate::store::messages::MessageInChat;
 use crate::store::Conn;
 use std::sync::Arc;
 
@@ -51,10 +52,6 @@ pub(crate) struct Ctx<'a> {
     /// counted against a limit: its response's `X-RateLimit-*` headers.
     pub rate_status: Option<crate::ratelimit::BucketStatus>,
 }
-
-/// A chat, a bot's membership in it and one of its messages, if it exists
-/// ([`Ctx::chat_with_message`]).
-pub(crate) type ChatWithMessage = (Chat, Option<bool>, Option<StoredMessage>);
 
 /// A bot request's authentication and chat, read with the rest of its
 /// group in one round trip.
@@ -93,44 +90,25 @@ impl Ctx<'_> {
     }
 
     /// The chat and `bot`'s membership in it: what authentication read
-    /// ahead, else one query (which on SQLite also reads the chat's
-    /// current bots, kept for [`Ctx::emit`] as a prefetch's are).
+    /// ahead, else one query.
     pub fn chat_with_member(&mut self, chat_id: &str, bot: &Bot) -> ApiResult<Option<(Chat, Option<bool>)>> {
         // The prefetch is the authenticated bot's, the only one a method asks about.
         if let Some(p) = self.prefetch.as_mut().filter(|p| p.chat_id == chat_id && !p.used) {
             p.used = true;
             return Ok(p.chat.take());
         }
-        Ok(crate::store::chats::load_with_member(self.conn, chat_id, &bot.id)?.map(|c| self.keep_bots(c)))
+        Ok(crate::store::chats::load_with_member(self.conn, chat_id, &bot.id)?)
     }
 
     /// As [`Ctx::chat_with_member`], with the chat's message `message_id`
     /// (and its keyboard) if it exists: an edit's or a delete's reads.
-    pub fn chat_with_message(
-        &mut self,
-        chat_id: &str,
-        bot: &Bot,
-        message_id: i64,
-    ) -> ApiResult<Option<ChatWithMessage>> {
+    pub fn chat_with_message(&mut self, chat_id: &str, bot: &Bot, message_id: i64) -> ApiResult<Option<MessageInChat>> {
         if self.prefetch.as_ref().is_some_and(|p| p.chat_id == chat_id && !p.used) {
             let Some((chat, member)) = self.chat_with_member(chat_id, bot)? else { return Ok(None) };
             let msg = crate::store::messages::load_with_keyboard(self.conn, &chat.id, message_id)?;
             return Ok(Some((chat, member, msg)));
         }
-        let found = crate::store::messages::load_for_member(self.conn, chat_id, &bot.id, message_id)?;
-        Ok(found.map(|(c, msg)| {
-            let (chat, member) = self.keep_bots(c);
-            (chat, member, msg)
-        }))
-    }
-
-    /// Keeps the chat's current bots, when read with it, for [`Ctx::emit`]
-    /// (as a prefetch's are).
-    fn keep_bots(&mut self, (chat, member, bots): crate::store::chats::ChatForMember) -> (Chat, Option<bool>) {
-        if let (Some(bots), None) = (bots, &self.prefetch) {
-            self.prefetch = Some(ChatPrefetch { chat_id: chat.id.clone(), chat: None, used: true, bots });
-        }
-        (chat, member)
+        Ok(crate::store::messages::load_for_member(self.conn, chat_id, &bot.id, message_id)?)
     }
 
     /// Authenticates `Authorization: Bot <token>` against the cache, then

@@ -11,16 +11,6 @@ const LOAD_WITH_MEMBER: &str = "SELECT c.id, c.type, c.title, c.user_id, c.bot_i
      c.blocked_by_bot, c.bots_can_send, c.dissolved, m.active FROM chats c \
      LEFT JOIN members m ON m.chat_id = c.id AND m.member_id = ?2 WHERE c.id = ?1";
 
-/// SQLite: [`LOAD_WITH_MEMBER`] and the chat's current bots, comma-joined
-/// (bot ids are base64url: a comma cannot occur in one), as
-/// [`CURRENT_BOTS_SQLITE`] reads them: one statement where a bot's write
-/// needs two.
-const LOAD_WITH_MEMBER_AND_BOTS_SQLITE: &str = "SELECT c.id, c.type, c.title, c.user_id, c.bot_id, c.started, \
-     c.blocked_by_user, c.blocked_by_bot, c.bots_can_send, c.dissolved, m.active, \
-     (SELECT group_concat(x.member_id, ',') FROM members x INDEXED BY members_current_bots \
-     WHERE x.chat_id = c.id AND x.is_bot = 1 AND x.active = 1) FROM chats c \
-     LEFT JOIN members m ON m.chat_id = c.id AND m.member_id = ?2 WHERE c.id = ?1";
-
 const CURRENT_MEMBERS: &str =
     "SELECT member_id, is_bot FROM members WHERE chat_id = ?1 AND active = 1 ORDER BY member_id";
 
@@ -82,30 +72,13 @@ pub fn load(conn: &Conn, id: &str) -> StoreResult<Option<Chat>> {
     conn.prepare_cached(LOAD)?.query_row([id], |r| read_chat(r, 0)).optional()
 }
 
-/// A chat as a bot's method reads it: the chat, the bot's membership
-/// (as [`membership`]) and, when the store read them in the same
-/// statement, the chat's current bots (as [`current_bots`]).
-pub type ChatForMember = (Chat, Option<bool>, Option<Vec<String>>);
-
 /// The chat and `member_id`'s membership in it (as [`membership`]), in
 /// one query: every bot method needs both, and on a database server each
-/// query is a round trip. On SQLite the chat's current bots come with
-/// them, for the events a write emits (a statement less per write).
-pub fn load_with_member(conn: &Conn, id: &str, member_id: &str) -> StoreResult<Option<ChatForMember>> {
-    match conn.dialect() {
-        Dialect::Sqlite => conn
-            .prepare_cached(LOAD_WITH_MEMBER_AND_BOTS_SQLITE)?
-            .query_row([id, member_id], |r| {
-                let bots: Option<String> = r.get(11)?;
-                let bots = bots.map(|s| s.split(',').map(str::to_string).collect()).unwrap_or_default();
-                Ok((read_chat(r, 0)?, r.get::<Option<bool>>(10)?, Some(bots)))
-            })
-            .optional(),
-        Dialect::Postgres => conn
-            .prepare_cached(LOAD_WITH_MEMBER)?
-            .query_row([id, member_id], |r| Ok((read_chat(r, 0)?, r.get::<Option<bool>>(10)?, None)))
-            .optional(),
-    }
+/// query is a round trip.
+pub fn load_with_member(conn: &Conn, id: &str, member_id: &str) -> StoreResult<Option<(Chat, Option<bool>)>> {
+    conn.prepare_cached(LOAD_WITH_MEMBER)?
+        .query_row([id, member_id], |r| Ok((read_chat(r, 0)?, r.get::<Option<bool>>(10)?)))
+        .optional()
 }
 
 /// The current members, by id: (id, is_bot).

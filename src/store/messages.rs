@@ -7,7 +7,7 @@
 //! and the shared vectors check both.
 
 use super::{Conn, Dialect, Optional, Row, StoreResult};
-use crate::model::StoredMessage;
+use crate::model::{Chat, StoredMessage};
 use crate::params;
 
 /// How a store takes a chat's next message number.
@@ -121,14 +121,11 @@ const LOAD_WITH_KEYBOARD: &str = "SELECT m.message_id, m.sender_id, m.sender_is_
      LEFT JOIN message_keyboards k ON k.chat_id = m.chat_id AND k.message_id = m.message_id \
      WHERE m.chat_id = ?1 AND m.message_id = ?2";
 
-/// SQLite: the chat, `?2`'s membership and the chat's current bots (as
-/// `chats::load_with_member` reads them) with the message `?3` and its
-/// keyboard (as [`LOAD_WITH_KEYBOARD`]): an edit's reads in one statement.
+/// SQLite: the chat and `?2`'s membership (as `chats::load_with_member`
+/// reads them) with the message `?3` and its keyboard (as
+/// [`LOAD_WITH_KEYBOARD`]): an edit's reads in one statement.
 const LOAD_FOR_MEMBER_SQLITE: &str = "SELECT c.id, c.type, c.title, c.user_id, c.bot_id, c.started, \
-     c.blocked_by_user, c.blocked_by_bot, c.bots_can_send, c.dissolved, m.active, \
-     (SELECT group_concat(x.member_id, ',') FROM members x INDEXED BY members_current_bots \
-     WHERE x.chat_id = c.id AND x.is_bot = 1 AND x.active = 1), \
-     g.message_id, g.sender_id, g.sender_is_bot, g.text, g.date, g.edit_date, g.reply_to, g.deleted, k.keyboard \
+     c.blocked_by_user, c.blocked_by_bot, c.bots_can_send, c.dissolved, m.active, g.message_id, g.sender_id, g.sender_is_bot, g.text, g.date, g.edit_date, g.reply_to, g.deleted, k.keyboard \
      FROM chats c LEFT JOIN members m ON m.chat_id = c.id AND m.member_id = ?2 \
      LEFT JOIN messages g ON g.chat_id = c.id AND g.message_id = ?3 \
      LEFT JOIN message_keyboards k ON k.chat_id = c.id AND k.message_id = ?3 WHERE c.id = ?1";
@@ -272,33 +269,33 @@ pub fn load_with_keyboard(conn: &Conn, chat_id: &str, message_id: i64) -> StoreR
         .optional()
 }
 
-/// What an edit or a delete reads: the chat, `member_id`'s membership
-/// (and the chat's current bots, when the store reads them with it; see
-/// `chats::load_with_member`), and the message with its keyboard, if
-/// both exist. One statement on SQLite; on PostgreSQL the two of
-/// `chats::load_with_member` and [`load_with_keyboard`].
+/// A chat, a member's membership in it (as `chats::membership`) and one
+/// of its messages with its keyboard, if that exists.
+pub type MessageInChat = (Chat, Option<bool>, Option<StoredMessage>);
+
+/// What an edit or a delete reads: the chat, `member_id`'s membership and
+/// the message with its keyboard, if the chat exists. One statement on
+/// SQLite; on PostgreSQL the two of `chats::load_with_member` and
+/// [`load_with_keyboard`].
 pub fn load_for_member(
     conn: &Conn,
     chat_id: &str,
     member_id: &str,
     message_id: i64,
-) -> StoreResult<Option<(super::chats::ChatForMember, Option<StoredMessage>)>> {
+) -> StoreResult<Option<MessageInChat>> {
     if conn.dialect() == Dialect::Postgres {
-        let Some(chat) = super::chats::load_with_member(conn, chat_id, member_id)? else { return Ok(None) };
-        let msg = load_with_keyboard(conn, &chat.0.id, message_id)?;
-        return Ok(Some((chat, msg)));
+        let Some((chat, member)) = super::chats::load_with_member(conn, chat_id, member_id)? else { return Ok(None) };
+        let msg = load_with_keyboard(conn, &chat.id, message_id)?;
+        return Ok(Some((chat, member, msg)));
     }
     conn.prepare_cached(LOAD_FOR_MEMBER_SQLITE)?
         .query_row(params![chat_id, member_id, message_id], |r| {
-            let bots: Option<String> = r.get(11)?;
-            let bots = bots.map(|s| s.split(',').map(str::to_string).collect()).unwrap_or_default();
-            let chat = (super::chats::read_chat(r, 0)?, r.get::<Option<bool>>(10)?, Some(bots));
-            let found: Option<i64> = r.get(12)?;
+            let found: Option<i64> = r.get(11)?;
             let msg = match found {
-                Some(_) => Some(StoredMessage { reply_markup: r.get(20)?, ..read_message_at(r, 12)? }),
+                Some(_) => Some(StoredMessage { reply_markup: r.get(19)?, ..read_message_at(r, 11)? }),
                 None => None,
             };
-            Ok((chat, msg))
+            Ok((super::chats::read_chat(r, 0)?, r.get::<Option<bool>>(10)?, msg))
         })
         .optional()
 }
