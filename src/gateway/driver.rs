@@ -10,7 +10,7 @@
 //! boundary").
 
 use super::registry::{Registry, Slot};
-use super::session::{self, Effect, EventBatch, Poll, Replay, Session, SharedCheck, Start};
+use super::session::{Effect, EventBatch, Poll, Replay, Session, SharedCheck, Start};
 use super::{GatewayEvent, GatewayOutput, LEASE_TTL_MS};
 use crate::error::{ApiError, ApiResult};
 use crate::http::Request;
@@ -290,12 +290,8 @@ impl GatewaySession {
     fn read_events(&self, after: i64, limit: usize, max_bytes: usize) -> Option<EventBatch> {
         let inner = self.db.lock();
         let mut batch = EventBatch::default();
-        let mut bytes = 0;
         let read = store::read_events_after(&inner.conn, &self.bot_id, after, limit, |seq, kind, data| {
-            let frame = session::event_frame(seq, kind, data);
-            bytes += frame.len();
-            batch.frames.push((seq, frame));
-            batch.full = bytes >= max_bytes;
+            batch.full = batch.push_event(seq, kind, data) >= max_bytes;
             !batch.full
         });
         let seen = self.db.wal.as_ref().map(|w| (w, w.seen()));

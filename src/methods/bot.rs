@@ -192,7 +192,7 @@ fn edit_message_text(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec
     // Without reply_markup the keyboard stays; with one it is replaced.
     let keyboard = match markup {
         Some(k) => Some(k.0),
-        None => store::buttons::keyboard(ctx.conn, &chat.id, msg.message_id)?,
+        None => msg.reply_markup.clone(),
     };
     buttons::set_markup(ctx, bot, &chat, msg, Some(text), keyboard)
 }

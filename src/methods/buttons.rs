@@ -121,7 +121,8 @@ pub fn edit_reply_markup(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult
     set_markup(ctx, bot, &chat, msg, None, markup.map(|k| k.0))
 }
 
-/// Writes a bot's edit of its message: new text (`Some`), and the
+/// Writes a bot's edit of its message (as [`super::messages::owned_message`]
+/// read it, with its current keyboard): new text (`Some`), and the
 /// keyboard it will have; emits `message_edited` when either changed.
 pub fn set_markup(
     ctx: &mut Ctx<'_>,
@@ -131,7 +132,6 @@ pub fn set_markup(
     text: Option<&str>,
     keyboard: Option<String>,
 ) -> ApiResult<Vec<u8>> {
-    msg.reply_markup = store::buttons::keyboard(ctx.conn, &chat.id, msg.message_id)?;
     let text_changes = text.is_some_and(|t| msg.text.as_deref() != Some(t));
     let keyboard_changes = keyboard != msg.reply_markup;
     if !text_changes && !keyboard_changes {
