@@ -430,7 +430,7 @@ impl Service {
     fn write_webhook_outcomes(&self, cursors: &HashMap<String, i64>, statuses: &HashMap<String, StatusWrite>) -> bool {
         let inner = self.lock();
         let conn = &inner.conn;
-        let written = (|| -> Result<(), crate::store::StorageError> {
+        let written = (|| -> Result<(), crate::store::StoreError> {
             conn.begin()?;
             for (bot, c) in cursors {
                 store::gateway::write_ack(conn, bot, *c)?;

@@ -198,7 +198,7 @@ pub fn reserve(conn: &Conn, counters: &mut Counters, m: &NewMessage<'_>) -> Stor
                     reply: m.reply_to,
                 };
                 let row = serde_json::to_string(&row)
-                    .map_err(|_| super::StorageError::Inconsistent("a message could not be serialized"))?;
+                    .map_err(|_| super::StoreError::Inconsistent("a message could not be serialized"))?;
                 conn.defer_row(INSERT_AT, &row, super::Deferral::on_held_rows("a message was not written"))?;
                 Ok(n)
             }
