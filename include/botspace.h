@@ -203,7 +203,7 @@ typedef enum botspace_connection_state {
    */
   BOTSPACE_CONNECTION_STATE_OPEN = 0,
   /**
-   * Send what `transmit` holds; input is read and discarded.
+   * Send what `poll_transmit` holds; input is read and discarded.
    */
   BOTSPACE_CONNECTION_STATE_CLOSING = 1,
   /**
@@ -318,6 +318,11 @@ typedef enum botspace_expired {
    * The lingering close ended: the connection is CLOSED.
    */
   BOTSPACE_EXPIRED_LINGER = 3,
+  /**
+   * Output was pending and the peer took none of it for the write
+   * timeout (30 s): the connection is CLOSED, what it held dropped.
+   */
+  BOTSPACE_EXPIRED_WRITE = 4,
 } botspace_expired;
 
 /**
@@ -473,11 +478,11 @@ typedef struct botspace_gateway_link botspace_gateway_link;
  * One HTTP/1.1 server connection, sans-IO: the library's rules for it
  * (framing and the input bound, answers in order, the budget of unsent
  * answers, `100 Continue`, the `Connection` header of each answer, the
- * refusal and its lingering close, the request and idle deadlines, half
- * close). The host owns the socket and the clock: it reads up to
+ * refusal and its lingering close, the request, idle and write deadlines,
+ * half close). The host owns the socket and the clock: it reads up to
  * `read_limit` bytes into `botspace_http_connection_handle_input`, takes
  * requests with `botspace_http_connection_poll_request`, answers them with
- * `botspace_http_connection_answer`, writes `botspace_http_connection_transmit`,
+ * `botspace_http_connection_answer`, writes `botspace_http_connection_poll_transmit`,
  * calls `botspace_http_connection_handle_timeout` at `poll_timeout`, and
  * does with the socket what `state` says. Not thread-safe: one thread at
  * a time.
@@ -756,12 +761,12 @@ typedef struct botspace_gateway_link_info {
    */
   bool wants_read;
   /**
-   * Bytes `botspace_gateway_link_transmit` holds.
+   * Bytes `botspace_gateway_link_poll_transmit` holds.
    */
   size_t unsent;
   /**
-   * When to call `botspace_gateway_link_poll` at the latest, on the
-   * host's monotonic clock (the `mono_ms` passed in);
+   * When to call `botspace_gateway_link_handle_timeout` at the latest,
+   * on the host's monotonic clock (the `now_ms` passed in);
    * `BOTSPACE_NO_DEADLINE` once closed.
    */
   uint64_t timeout_ms;
@@ -850,10 +855,6 @@ typedef struct botspace_host_policy {
    * Default `--idle-timeout`: an idle keep-alive connection is closed.
    */
   uint64_t idle_timeout_ms;
-  /**
-   * A peer that takes none of our bytes for this long is dropped.
-   */
-  uint64_t write_timeout_ms;
   /**
    * A lingering close discards input for at most this long...
    */
@@ -995,12 +996,14 @@ typedef struct botspace_http_connection_info {
    */
   bool idle;
   /**
-   * Bytes `transmit` holds.
+   * Bytes `poll_transmit` holds.
    */
   size_t unsent;
   /**
    * When `handle_timeout` next has something to do, in the host's
-   * clock; `BOTSPACE_NO_DEADLINE` for none.
+   * clock; `BOTSPACE_NO_DEADLINE` for none. Every deadline of the
+   * connection is here, the write timeout's too: the host keeps no
+   * timer of its own.
    */
   uint64_t timeout_ms;
   /**
@@ -1714,30 +1717,32 @@ void botspace_gateway_free(struct botspace_gateway **gateway);
  * writes the link to `*out_link`. `head[0..head_len]` is written ahead of
  * the gateway's frames: the `101` from `botspace_gateway_accept`, after
  * any answers the connection had not sent (NULL with length 0 when the
- * host wrote them itself). `service` says which clock the session runs
- * on. Then call `botspace_gateway_link_poll` (or
+ * host wrote them itself). The session runs on the clock of the service
+ * that accepted it, which the link reads itself: every later call takes
+ * only the host's monotonic clock. Then call
+ * `botspace_gateway_link_handle_timeout` (or
  * `botspace_gateway_link_handle_input` with the bytes that followed the
  * request).
  *
  * # Safety
- * `service` must be a live handle; `gateway` must point at a live gateway
- * handle not used by another thread; `head` must point at `head_len`
- * readable bytes (or be NULL with length 0); `out_link` must be writable.
+ * `gateway` must point at a live gateway handle not used by another
+ * thread; `head` must point at `head_len` readable bytes (or be NULL with
+ * length 0); `out_link` must be writable.
  */
-enum botspace_status botspace_gateway_link_new(const struct botspace_service *service, struct botspace_gateway **gateway, const uint8_t *head, size_t head_len, struct botspace_gateway_link **out_link);
+enum botspace_status botspace_gateway_link_new(struct botspace_gateway **gateway, const uint8_t *head, size_t head_len, struct botspace_gateway_link **out_link);
 
 /**
- * Bytes read from the socket: the session's input while it runs (then
- * the link runs it, as `botspace_gateway_link_poll`), discarded once it
- * is over. `now_ms` is the service's clock (`botspace_service_now_ms`),
- * `mono_ms` the host's monotonic one. May write acks and read the event
- * log (it blocks on the database).
+ * Bytes read from the socket at `now_ms` (the host's monotonic clock, as
+ * in every call of the link): the session's input while it runs (then
+ * the link runs it, as `botspace_gateway_link_handle_timeout`), discarded
+ * once it is over. May write acks and read the event log (it blocks on
+ * the database).
  *
  * # Safety
  * `link` must be a live handle used by this thread only; `bytes` must
  * point at `len` readable bytes (or be NULL with length 0).
  */
-enum botspace_status botspace_gateway_link_handle_input(struct botspace_gateway_link *link, const uint8_t *bytes, size_t len, uint64_t now_ms, uint64_t mono_ms);
+enum botspace_status botspace_gateway_link_handle_input(struct botspace_gateway_link *link, const uint8_t *bytes, size_t len, uint64_t now_ms);
 
 /**
  * The bot closed its side: a running session ends (its last output still
@@ -1746,19 +1751,19 @@ enum botspace_status botspace_gateway_link_handle_input(struct botspace_gateway_
  * # Safety
  * `link` must be a live handle used by this thread only.
  */
-enum botspace_status botspace_gateway_link_handle_eof(struct botspace_gateway_link *link, uint64_t now_ms, uint64_t mono_ms);
+enum botspace_status botspace_gateway_link_handle_eof(struct botspace_gateway_link *link, uint64_t now_ms);
 
 /**
  * Runs the link: the session's deadlines, its output up to the budget,
  * the end rules; a closing or lingering link whose time is up closes.
  * Call it when the info's `timeout_ms` comes and when the wake-up
- * callback names the link's bot. May write acks and read the event log
- * (it blocks on the database).
+ * callback names the link's bot (new events are a deadline of now). May
+ * write acks and read the event log (it blocks on the database).
  *
  * # Safety
  * `link` must be a live handle used by this thread only.
  */
-enum botspace_status botspace_gateway_link_poll(struct botspace_gateway_link *link, uint64_t now_ms, uint64_t mono_ms);
+enum botspace_status botspace_gateway_link_handle_timeout(struct botspace_gateway_link *link, uint64_t now_ms);
 
 /**
  * The host ends the session with close `code` (1001 `server_shutdown`
@@ -1772,7 +1777,7 @@ enum botspace_status botspace_gateway_link_poll(struct botspace_gateway_link *li
  * `link` must be a live handle used by this thread only; `out_closed`
  * must be writable or NULL.
  */
-enum botspace_status botspace_gateway_link_close(struct botspace_gateway_link *link, uint16_t code, uint64_t now_ms, uint64_t mono_ms, bool *out_closed);
+enum botspace_status botspace_gateway_link_close(struct botspace_gateway_link *link, uint16_t code, uint64_t now_ms, bool *out_closed);
 
 /**
  * The bytes to write to the socket, borrowed from the link: valid until
@@ -1783,15 +1788,16 @@ enum botspace_status botspace_gateway_link_close(struct botspace_gateway_link *l
  * `link` must be a live handle used by this thread only; `out_ptr` and
  * `out_len` must be writable.
  */
-enum botspace_status botspace_gateway_link_transmit(const struct botspace_gateway_link *link, const uint8_t **out_ptr, size_t *out_len);
+enum botspace_status botspace_gateway_link_poll_transmit(const struct botspace_gateway_link *link, const uint8_t **out_ptr, size_t *out_len);
 
 /**
- * The socket took the first `n` bytes of `transmit`. Touches no storage.
+ * The socket took the first `n` bytes of `poll_transmit` at `now_ms`.
+ * Touches no storage.
  *
  * # Safety
  * `link` must be a live handle used by this thread only.
  */
-enum botspace_status botspace_gateway_link_sent(struct botspace_gateway_link *link, size_t n, uint64_t now_ms, uint64_t mono_ms);
+enum botspace_status botspace_gateway_link_sent(struct botspace_gateway_link *link, size_t n, uint64_t now_ms);
 
 /**
  * Where the link stands (state, reading, deadline, close code).
@@ -2163,7 +2169,7 @@ enum botspace_status botspace_http_connection_new(const struct botspace_service 
 /**
  * A connection accepted at `now_ms` and refused at once: the host is at
  * its connection limit with every connection busy. It takes no request:
- * `transmit` holds the 503 `server_busy` (as
+ * `poll_transmit` holds the 503 `server_busy` (as
  * `botspace_server_busy_response`) and its state is CLOSING; input is read
  * and discarded. Once the answer is sent it is LINGERING (shut the write
  * side) for 500 ms or 64 KiB of input, then CLOSED
@@ -2222,7 +2228,7 @@ enum botspace_status botspace_http_connection_handle_eof(struct botspace_http_co
  * plain request (routes BATCH and ALONE, keeping the connection) the next
  * may be taken before it is answered, to answer many in one commit; after
  * any other, only once it is answered. On the way the connection queues
- * `100 Continue` or a refusal by itself (see `transmit`).
+ * `100 Continue` or a refusal by itself (see `poll_transmit`).
  *
  * # Safety
  * `conn` must be a live handle used by this thread only; `out_request`
@@ -2245,7 +2251,7 @@ enum botspace_status botspace_http_connection_poll_request(struct botspace_http_
 enum botspace_status botspace_http_connection_answer(struct botspace_http_connection *conn, const uint8_t *response, size_t len, uint64_t now_ms);
 
 /**
- * Ends the connection once what `transmit` holds is sent, without
+ * Ends the connection once what `poll_transmit` holds is sent, without
  * lingering (the host could not go on with it).
  *
  * # Safety
@@ -2275,10 +2281,11 @@ enum botspace_status botspace_http_connection_upgrade(struct botspace_http_conne
  * `conn` must be a live handle used by this thread only; `out_ptr` and
  * `out_len` must be writable.
  */
-enum botspace_status botspace_http_connection_transmit(const struct botspace_http_connection *conn, const uint8_t **out_ptr, size_t *out_len);
+enum botspace_status botspace_http_connection_poll_transmit(const struct botspace_http_connection *conn, const uint8_t **out_ptr, size_t *out_len);
 
 /**
- * The host wrote the first `n` bytes of `transmit` at `now_ms`.
+ * The host wrote the first `n` bytes of `poll_transmit` at `now_ms`
+ * (a write that took some restarts the peer's write timeout).
  *
  * # Safety
  * `conn` must be a live handle used by this thread only.
@@ -2289,7 +2296,8 @@ enum botspace_status botspace_http_connection_sent(struct botspace_http_connecti
  * Acts on the deadlines passed by `now_ms` (`info.timeout_ms`): queues
  * the 408 of a request that did not arrive in time (counted in the
  * metrics and logged when `service` is not NULL), closes an idle
- * connection or ends a lingering close. `*out_expired` says which.
+ * connection or one whose peer took nothing for the write timeout, or
+ * ends a lingering close. `*out_expired` says which.
  *
  * # Safety
  * `conn` must be a live handle used by this thread only; `service` must

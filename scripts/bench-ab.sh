@@ -15,7 +15,9 @@
 # (bench-durable.sh's script, DB `pg`); DB `file` is a fresh database
 # file (synchronous = full), `pg` a fresh database on a throwaway
 # PostgreSQL cluster (synchronous_commit = on; PostgreSQL's own CPU per
-# request is shown too), else passed to --db. MODE=send (default): durable sendMessage,
+# request is shown too), else passed to --db. PROFILE=1: `perf record`
+# samples each server during its run and prints where its CPU went, by
+# layer (scripts/lib/perf_breakdown.py). MODE=send (default): durable sendMessage,
 # each connection its own bot (bench-durable.sh's Lua); MODE=getme: the
 # demo bot's getMe. Build first (scripts/bench-lib.sh's bench_build).
 set -uo pipefail
@@ -41,6 +43,20 @@ cat > "$TMP/getme.lua" <<'LUA'
 wrk.method = "POST"
 wrk.headers["Authorization"] = "Bot " .. os.getenv("TOKEN")
 LUA
+# profile_start NAME: with PROFILE=1, samples the server ($PID) into
+# $WORK/NAME.perf until the run's figures are read.
+PERF_PID=""
+profile_start() {
+  [[ ${PROFILE:-0} == 1 ]] || return 0
+  need_cmd perf:linux-perf
+  perf record -q -F 999 -p "$PID" -o "$WORK/$1.perf" >/dev/null 2>&1 &
+  PERF_PID=$!
+}
+profile_show() { # NAME
+  [[ -f $WORK/$1.perf ]] || return 0
+  echo "where $1's CPU went (perf, self time):"
+  perf report -i "$WORK/$1.perf" --no-children --sort dso,sym --stdio -q 2>/dev/null | python3 scripts/lib/perf_breakdown.py
+}
 for r in $(seq "$ROUNDS"); do
   for s in $SYSTEMS; do
     name=${s%%=*} rest=${s#*=}
@@ -70,15 +86,21 @@ for r in $(seq "$ROUNDS"); do
     if [[ ${MODE:-send} == getme ]]; then
       TOKEN=$(sed -n 's/^demo bot token: //p' "$TMP/server.out")
       cpu0=$(awk '{print $14 + $15}' "/proc/$PID/stat")
+      profile_start "$name-$r"
       f=$(TOKEN=$TOKEN wrk -t2 -c"$N" -d"${SECS}s" --latency -s "$TMP/getme.lua" "http://127.0.0.1:$PORT/bot/getMe" | wrk_figures)
     else
       make_bots "$N" "$TMP/bots"
       cpu0=$(awk '{print $14 + $15}' "/proc/$PID/stat")
       sw0=$(switches "$PID") pg0=$(pg_cpu_ticks)
+      profile_start "$name-$r"
       f=$(BOTS="$TMP/bots" THREADS=2 wrk -t2 -c"$N" -d"${SECS}s" --latency -s "$TMP/per-conn.lua" \
         "http://127.0.0.1:$PORT/bot/sendMessage" | wrk_figures)
     fi
     cpu1=$(awk '{print $14 + $15}' "/proc/$PID/stat")
+    if [[ -n ${PERF_PID:-} ]]; then
+      kill -INT "$PERF_PID" 2>/dev/null; wait "$PERF_PID" 2>/dev/null || true
+      PERF_PID=""
+    fi
     sw1=$(switches "$PID") pg1=$(pg_cpu_ticks)
     server_stop
     # Clock ticks → µs of server CPU per request.
@@ -90,5 +112,6 @@ for r in $(seq "$ROUNDS"); do
         'BEGIN { if (r > 0) printf ", PostgreSQL %.1f µs CPU/request, %.2f server context switches/request", c * 1e6 / hz / (r * s), w / (r * s) }')
     fi
     echo "round $r, $name: $f (requests/s p50 p99 non-2xx), ${us} µs CPU/request${more}, load $(cut -d' ' -f1 /proc/loadavg)"
+    profile_show "$name-$r"
   done
 done

@@ -509,7 +509,7 @@ pub fn catalog() -> Vec<ApiError> {
 #[derive(Debug)]
 #[non_exhaustive]
 pub struct StorageError {
-    inner: crate::store::StorageError,
+    inner: crate::store::StoreError,
 }
 
 impl StorageError {
@@ -537,15 +537,15 @@ impl std::error::Error for StorageError {
     }
 }
 
-impl From<crate::store::StorageError> for StorageError {
-    fn from(inner: crate::store::StorageError) -> Self {
+impl From<crate::store::StoreError> for StorageError {
+    fn from(inner: crate::store::StoreError) -> Self {
         StorageError { inner }
     }
 }
 
-impl From<crate::store::StorageError> for ApiError {
-    fn from(e: crate::store::StorageError) -> Self {
-        if matches!(e, crate::store::StorageError::CommitLost(_)) {
+impl From<crate::store::StoreError> for ApiError {
+    fn from(e: crate::store::StoreError) -> Self {
+        if matches!(e, crate::store::StoreError::CommitLost(_)) {
             ApiError::commit_outcome_unknown(e)
         } else if e.is_unavailable() {
             ApiError::storage_unavailable(e)
@@ -563,10 +563,10 @@ mod tests {
 
     #[test]
     fn sqlite_full_is_storage_full_and_other_sqlite_failures_stay_internal() {
-        use crate::store::StorageError;
-        let full = ApiError::from(StorageError::test_disk_full());
+        use crate::store::StoreError;
+        let full = ApiError::from(StoreError::test_disk_full());
         assert_eq!((full.status, full.code), (503, ErrorCode::StorageFull));
-        let io = ApiError::from(StorageError::test_io_error());
+        let io = ApiError::from(StoreError::test_io_error());
         assert_eq!((io.status, io.code), (500, ErrorCode::InternalError));
     }
 

@@ -231,6 +231,12 @@ fn head(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
+/// A metric with one unlabelled sample.
+fn metric(out: &mut String, name: &str, kind: &str, help: &str, v: impl std::fmt::Display) {
+    head(out, name, kind, help);
+    line(out, name, "", v);
+}
+
 fn line(out: &mut String, name: &str, labels: &str, v: impl std::fmt::Display) {
     if labels.is_empty() {
         let _ = writeln!(out, "{name} {v}");
@@ -332,43 +338,51 @@ impl Metrics {
         }
 
         let c = &s.commits;
-        head(
+        metric(
             o,
             "botspace_group_commit_requests_total",
             "counter",
             "Requests that went through group commit (getMe and host batches aside).",
+            c.requests,
         );
-        line(o, "botspace_group_commit_requests_total", "", c.requests);
-        head(o, "botspace_group_commit_transactions_total", "counter", "Transactions those requests took.");
-        line(o, "botspace_group_commit_transactions_total", "", c.groups);
-        head(o, "botspace_group_commit_waiting_requests", "gauge", "Requests waiting for the next group commit now.");
-        line(o, "botspace_group_commit_waiting_requests", "", c.waiting);
-        head(
+        metric(o, "botspace_group_commit_transactions_total", "counter", "Transactions those requests took.", c.groups);
+        metric(
+            o,
+            "botspace_group_commit_waiting_requests",
+            "gauge",
+            "Requests waiting for the next group commit now.",
+            c.waiting,
+        );
+        metric(
             o,
             "botspace_wal_durable_commits_total",
             "counter",
             "Commits made durable by the service's own WAL sync (SQLite file, synchronous = full).",
+            c.durable_commits,
         );
-        line(o, "botspace_wal_durable_commits_total", "", c.durable_commits);
-        head(o, "botspace_wal_fsyncs_total", "counter", "fdatasync calls made for them.");
-        line(o, "botspace_wal_fsyncs_total", "", c.syncs);
-        head(
+        metric(o, "botspace_wal_fsyncs_total", "counter", "fdatasync calls made for them.", c.syncs);
+        metric(
             o,
             "botspace_database_round_trips_total",
             "counter",
             "Round trips to a database server (PostgreSQL; 0 on SQLite).",
+            c.round_trips,
         );
-        line(o, "botspace_database_round_trips_total", "", c.round_trips);
-        head(o, "botspace_database_connections", "gauge", "Connections the service holds to its database.");
-        line(o, "botspace_database_connections", "", s.database_connections);
+        metric(
+            o,
+            "botspace_database_connections",
+            "gauge",
+            "Connections the service holds to its database.",
+            s.database_connections,
+        );
         if let Some(n) = s.lease_renewals {
-            head(
+            metric(
                 o,
                 "botspace_gateway_lease_renewals_total",
                 "counter",
                 "Gateway lease renewals written to the shared store (PostgreSQL).",
+                n,
             );
-            line(o, "botspace_gateway_lease_renewals_total", "", n);
             head(
                 o,
                 "botspace_notification_lag_seconds",
@@ -402,30 +416,37 @@ impl Metrics {
             line(o, "botspace_rate_limited_total", &format!("scope=\"{sc}\""), self.rate_limited[i].load(Relaxed));
         }
 
-        head(o, "botspace_gateway_sessions", "gauge", "Gateway sessions open on this node.");
-        line(o, "botspace_gateway_sessions", "", s.gateway_sessions);
-        head(o, "botspace_parked_polls", "gauge", "getUpdates long polls waiting on this node (docs/delivery.md).");
-        line(o, "botspace_parked_polls", "", s.parked_polls);
-        head(o, "botspace_webhooks", "gauge", "Bots whose webhooks this node delivers (docs/delivery.md).");
-        line(o, "botspace_webhooks", "", s.webhooks);
-        head(
+        metric(o, "botspace_gateway_sessions", "gauge", "Gateway sessions open on this node.", s.gateway_sessions);
+        metric(
             o,
-            "botspace_webhook_pending_events",
+            "botspace_parked_polls",
             "gauge",
-            "Events of those bots read from their logs and not yet delivered (the rest of a backlog is in botspace_unacked_events).",
+            "getUpdates long polls waiting on this node (docs/delivery.md).",
+            s.parked_polls,
         );
-        line(o, "botspace_webhook_pending_events", "", s.webhook_pending);
-        head(o, "botspace_webhook_attempts_in_flight", "gauge", "Webhook requests sent and not yet answered.");
-        line(o, "botspace_webhook_attempts_in_flight", "", s.webhook_in_flight);
-        head(
+        metric(
             o,
-            "botspace_webhook_waiting_for_connection",
+            "botspace_webhooks",
             "gauge",
-            "Webhook requests due and waiting for a free outgoing connection under the server's cap (docs/reliability.md).",
+            "Bots whose webhooks this node delivers (docs/delivery.md).",
+            s.webhooks,
         );
-        line(o, "botspace_webhook_waiting_for_connection", "", self.webhook_waiting.load(Relaxed));
-        head(o, "botspace_webhook_connection_cap", "gauge", "Most webhook connections this server opens at once.");
-        line(o, "botspace_webhook_connection_cap", "", self.webhook_connection_cap.load(Relaxed));
+        metric(o, "botspace_webhook_pending_events", "gauge", "Events of those bots read from their logs and not yet delivered (the rest of a backlog is in botspace_unacked_events).", s.webhook_pending);
+        metric(
+            o,
+            "botspace_webhook_attempts_in_flight",
+            "gauge",
+            "Webhook requests sent and not yet answered.",
+            s.webhook_in_flight,
+        );
+        metric(o, "botspace_webhook_waiting_for_connection", "gauge", "Webhook requests due and waiting for a free outgoing connection under the server's cap (docs/reliability.md).", self.webhook_waiting.load(Relaxed));
+        metric(
+            o,
+            "botspace_webhook_connection_cap",
+            "gauge",
+            "Most webhook connections this server opens at once.",
+            self.webhook_connection_cap.load(Relaxed),
+        );
         head(
             o,
             "botspace_webhook_attempts_total",
@@ -440,49 +461,49 @@ impl Metrics {
                 self.webhook_attempts[i].load(Relaxed),
             );
         }
-        head(
+        metric(
             o,
             "botspace_webhook_retries_total",
             "counter",
             "Webhook requests that were a retry of an earlier attempt.",
+            self.webhook_retries.load(Relaxed),
         );
-        line(o, "botspace_webhook_retries_total", "", self.webhook_retries.load(Relaxed));
         head(o, "botspace_gateway_closes_total", "counter", "Gateway sessions ended, by reason (docs/gateway.md).");
         for (reason, n) in &s.gateway_closes {
             line(o, "botspace_gateway_closes_total", &format!("reason=\"{}\"", reason.as_str()), n);
         }
 
-        head(
+        metric(
             o,
             "botspace_connection_evictions_total",
             "counter",
             "Waiting connections the host closed to admit a new one at its connection limit.",
+            self.evictions.load(Relaxed),
         );
-        line(o, "botspace_connection_evictions_total", "", self.evictions.load(Relaxed));
-        head(
+        metric(
             o,
             "botspace_request_timeouts_total",
             "counter",
             "Requests the host answered 408 because they did not arrive whole in time.",
+            self.request_timeouts.load(Relaxed),
         );
-        line(o, "botspace_request_timeouts_total", "", self.request_timeouts.load(Relaxed));
 
         if let (Some(b), Some(age_ms)) = (&s.backlog, s.backlog_age_ms) {
             let e = &b.events;
-            head(
+            metric(
                 o,
                 "botspace_unacked_events",
                 "gauge",
                 "Gateway events written and not yet acknowledged, all bots together.",
+                e.total,
             );
-            line(o, "botspace_unacked_events", "", e.total);
-            head(
+            metric(
                 o,
                 "botspace_unacked_events_max_per_bot",
                 "gauge",
                 "The largest backlog of unacknowledged events of one bot.",
+                e.max,
             );
-            line(o, "botspace_unacked_events_max_per_bot", "", e.max);
             head(
                 o,
                 "botspace_oldest_unacked_event_age_seconds",
@@ -491,31 +512,44 @@ impl Metrics {
             );
             let oldest = e.oldest_ms.map_or(0, |t| s.now_ms.saturating_sub(u64::try_from(t).unwrap_or(0)));
             line(o, "botspace_oldest_unacked_event_age_seconds", "", oldest as f64 / 1000.0);
-            head(o, "botspace_unacked_events_pass_age_seconds", "gauge",
-                "How old the three gauges above are: the start of the last completed pass over the bots (one chunk per scrape).");
-            line(o, "botspace_unacked_events_pass_age_seconds", "", age_ms as f64 / 1000.0);
-            head(o, "botspace_host_updates_unconfirmed", "gauge", "Host updates (getUpdates) not yet confirmed.");
-            line(o, "botspace_host_updates_unconfirmed", "", b.updates_unconfirmed);
+            metric(o, "botspace_unacked_events_pass_age_seconds", "gauge", "How old the three gauges above are: the start of the last completed pass over the bots (one chunk per scrape).", age_ms as f64 / 1000.0);
+            metric(
+                o,
+                "botspace_host_updates_unconfirmed",
+                "gauge",
+                "Host updates (getUpdates) not yet confirmed.",
+                b.updates_unconfirmed,
+            );
         }
-        head(
+        metric(
             o,
             "botspace_backlog_scrape_duration_seconds",
             "gauge",
             "Time this scrape spent reading the backlog gauges from the store.",
+            s.backlog_read_us as f64 / 1e6,
         );
-        line(o, "botspace_backlog_scrape_duration_seconds", "", s.backlog_read_us as f64 / 1e6);
-        head(o, "botspace_backlog_scrape_errors", "gauge", "1 when this scrape could not read the backlog gauges.");
-        line(o, "botspace_backlog_scrape_errors", "", u8::from(s.backlog_error));
+        metric(
+            o,
+            "botspace_backlog_scrape_errors",
+            "gauge",
+            "1 when this scrape could not read the backlog gauges.",
+            u8::from(s.backlog_error),
+        );
 
-        head(
+        metric(
             o,
             "botspace_ready",
             "gauge",
             "1 when /readyz answers 200 (the store takes writes and no stop has begun).",
+            u8::from(s.ready),
         );
-        line(o, "botspace_ready", "", u8::from(s.ready));
-        head(o, "botspace_shutting_down", "gauge", "1 once the host began a graceful stop.");
-        line(o, "botspace_shutting_down", "", u8::from(s.shutting_down));
+        metric(
+            o,
+            "botspace_shutting_down",
+            "gauge",
+            "1 once the host began a graceful stop.",
+            u8::from(s.shutting_down),
+        );
         head(o, "botspace_build_info", "gauge", "The library version, as a label; always 1.");
         line(o, "botspace_build_info", &format!("version=\"{}\"", crate::VERSION), 1);
         out

@@ -200,7 +200,7 @@ pub struct Command<'a> {
 /// A stored keyboard's JSON as a value of the message (a keyboard the
 /// store holds was checked when it was set).
 pub fn keyboard_value(k: Option<&str>) -> Option<serde_json::Value> {
-    k.and_then(|k| serde_json::from_str(k).ok())
+    k.and_then(|k| serde_json::from_slice(k.as_bytes()).ok())
 }
 
 #[derive(Debug, Clone)]

@@ -17,6 +17,7 @@ use crate::model::{Bot, Chat, ChatPrefetch};
 use crate::random::Random;
 use crate::ratelimit::RateLimiter;
 use crate::rules;
+use crate::store::messages::MessageInChat;
 use crate::store::Conn;
 use std::sync::Arc;
 
@@ -97,6 +98,17 @@ impl Ctx<'_> {
             return Ok(p.chat.take());
         }
         Ok(crate::store::chats::load_with_member(self.conn, chat_id, &bot.id)?)
+    }
+
+    /// As [`Ctx::chat_with_member`], with the chat's message `message_id`
+    /// (and its keyboard) if it exists: an edit's or a delete's reads.
+    pub fn chat_with_message(&mut self, chat_id: &str, bot: &Bot, message_id: i64) -> ApiResult<Option<MessageInChat>> {
+        if self.prefetch.as_ref().is_some_and(|p| p.chat_id == chat_id && !p.used) {
+            let Some((chat, member)) = self.chat_with_member(chat_id, bot)? else { return Ok(None) };
+            let msg = crate::store::messages::load_with_keyboard(self.conn, &chat.id, message_id)?;
+            return Ok(Some((chat, member, msg)));
+        }
+        Ok(crate::store::messages::load_for_member(self.conn, chat_id, &bot.id, message_id)?)
     }
 
     /// Authenticates `Authorization: Bot <token>` against the cache, then

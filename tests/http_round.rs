@@ -43,7 +43,7 @@ fn send(token: &str, chat: &str, text: &str) -> Vec<u8> {
 /// Takes what the connection has to send, as whole responses: status and body.
 fn answers(c: &mut HttpConnection) -> Vec<(u16, Value)> {
     let mut out = Vec::new();
-    let bytes = c.transmit().to_vec();
+    let bytes = c.poll_transmit().to_vec();
     c.sent(bytes.len(), 0);
     let mut rest = &bytes[..];
     while !rest.is_empty() {
@@ -237,11 +237,11 @@ fn the_gateway_and_a_parked_poll_are_left_to_the_host_another_listeners_path_is_
     assert_ne!(id.0, 0);
     assert_eq!(gw.request(&request), upgrade.as_bytes());
     assert!(!gw.has_request() && !poll.has_request(), "each waits for the host");
-    assert_eq!(poll.transmit(), b"", "the poll waits for its answer");
+    assert_eq!(poll.poll_transmit(), b"", "the poll waits for its answer");
     let got = answers(&mut gw);
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].1["result"]["handle"], "p_bot", "getMe before the upgrade, in its batch");
-    assert_eq!(public.transmit(), &botspace::connection::not_here("/admin/createUser")[..]);
+    assert_eq!(public.poll_transmit(), &botspace::connection::not_here("/admin/createUser")[..]);
     // The parked poll is the service's, answered by its deadline.
     let parked = svc.poll_parked(svc.now_ms() + 31_000);
     assert_eq!(parked.len(), 1);

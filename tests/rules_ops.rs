@@ -206,7 +206,7 @@ fn a_connection_timeout_counts_its_408_once_and_nothing_else() {
     assert_eq!(count(&svc), before);
     assert_eq!(conn.poll_timeout(), Some(1_011), "strictly after the timeout");
     assert_eq!(svc.handle_connection_timeout(&mut conn, 1_011), Expired::Request);
-    let sent = String::from_utf8(conn.transmit().to_vec()).unwrap();
+    let sent = String::from_utf8(conn.poll_transmit().to_vec()).unwrap();
     assert!(sent.starts_with("HTTP/1.1 408 Request Timeout\r\n"), "{sent}");
     assert!(sent.ends_with(
         r#"{"ok":false,"error_code":408,"error":"request_timeout","description":"the request did not arrive in time"}"#

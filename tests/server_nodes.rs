@@ -482,7 +482,7 @@ fn button_presses_on_two_nodes_get_exactly_one_outcome_each_when_one_dies() {
     let last_press = Instant::now();
     drop(a); // SIGKILL: half the presses were made on it.
     let mut pg = postgres::Client::connect(&db, postgres::NoTls).unwrap();
-    let mut outcomes = |pg: &mut postgres::Client| -> Vec<(String, Option<String>)> {
+    let outcomes = |pg: &mut postgres::Client| -> Vec<(String, Option<String>)> {
         pg.query("SELECT id, outcome FROM callback_queries ORDER BY id", &[])
             .unwrap()
             .iter()

@@ -1,7 +1,8 @@
 //! Both example servers holding their ground, over real TCP: a flood of
 //! half-open connections under the OS default file limit (`ulimit -n 1024`,
 //! not raised by the test), a thousand clients that pipeline requests and
-//! never read the answers (bounded memory), a stop (SIGTERM) that answers
+//! never read the answers (bounded memory), a client that reads nothing
+//! for the library's write timeout (30 s) dropped, a stop (SIGTERM) that answers
 //! every request already sent, and a full disk answered with 503
 //! `storage_full` (and `/readyz` with it) and recovered from without a
 //! restart. Each scenario runs
@@ -20,6 +21,7 @@ use wire::*;
 servers! {
     two_thousand_half_open_connections_under_the_default_file_limit_leave_get_me_within_100_ms,
     a_thousand_clients_pipelining_without_reading_keep_the_server_under_256_mb_and_get_me_within_100_ms,
+    a_client_that_reads_none_of_its_answers_for_the_write_timeout_is_dropped,
     a_stop_answers_every_request_already_sent_and_closes_gateways_with_1001,
     a_full_disk_answers_503_storage_full_writes_nothing_and_recovers_once_space_is_freed,
 }
@@ -243,6 +245,45 @@ fn a_thousand_clients_pipelining_without_reading_keep_the_server_under_256_mb_an
         assert_eq!(r.header("content-type"), Some("text/javascript; charset=utf-8"), "answer {i}");
         assert!(r.body == include_bytes!("../src/console/app.js"), "answer {i}: {} bytes", r.body.len());
     }
+}
+
+/// A client that pipelines requests for 2.8 MB of answers and reads
+/// none of them: the server's writes stall, and the library's HTTP
+/// connection drops it at its write timeout (30 s; `Expired::Write`,
+/// which both servers act on through `poll_timeout`/`handle_timeout`, no
+/// timer of their own). Held, it would get every answer once it reads.
+/// About 31 s of wall time.
+fn a_client_that_reads_none_of_its_answers_for_the_write_timeout_is_dropped(bin: &Path) {
+    let args = ["--db", ":memory:", "--admin-secret", SECRET];
+    let srv = Server::start_in_shell(&[], "ulimit -n 1024", &[], bin, &args);
+    let w = srv.world("official");
+    let one = b"GET /admin/console/app.js HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut s = connect_with_small_receive_buffer(srv.addr);
+    s.write_all(&one.repeat(100)).expect("send the pipeline");
+    std::thread::sleep(Duration::from_millis(
+        botspace::connection::limits::WRITE_TIMEOUT_MS + botspace::connection::limits::TICK_MS + 1000,
+    ));
+    // Dropped: what the kernels had buffered for it, then the end (EOF, or
+    // a reset). An open connection would give every answer and then wait
+    // (keep-alive): the read would time out.
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = 0usize;
+    let mut chunk = [0u8; 64 * 1024];
+    let end = loop {
+        match std::io::Read::read(&mut s, &mut chunk) {
+            Ok(0) => break "eof",
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break "reset",
+            Err(e) => panic!("the connection is still open after the write timeout: {e} after {got} bytes"),
+        }
+    };
+    eprintln!("a client that read nothing for the write timeout: {end} after {got} bytes buffered for it");
+    let all = 100 * include_bytes!("../src/console/app.js").len();
+    assert!(got < all, "{got} bytes of {all}: every answer came");
+    // The server goes on serving.
+    let mut probe = srv.connect();
+    probe.write_all(&bot_request(&w.token, "getMe", None)).unwrap();
+    assert_eq!(read_response(&mut probe, &mut Vec::new()).status, 200);
 }
 
 // ---------------------------------------------------------------------------

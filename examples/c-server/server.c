@@ -292,7 +292,7 @@ typedef struct conn {
     botspace_gateway_link *link;
     const char *bot_id; /* owned by link */
     int peer_eof; /* the peer closed its side */
-    uint64_t stalled_since; /* 0: not waiting for the peer to read */
+    int write_blocked; /* the last send said EAGAIN: written again when epoll says so */
     /* HTTP batching (serve_http_round): */
     int fresh;    /* bytes arrived this turn: served ahead of the backlog */
     char peer[64];          /* the client's address, for the admin throttle */
@@ -394,8 +394,8 @@ static botspace_gateway_link_info link_info(const conn_t *c) {
 static const unsigned char *conn_output(const conn_t *c, size_t *len) {
     const uint8_t *p = NULL;
     *len = 0;
-    if (c->http) botspace_http_connection_transmit(c->http, &p, len);
-    else if (c->link) botspace_gateway_link_transmit(c->link, &p, len);
+    if (c->http) botspace_http_connection_poll_transmit(c->http, &p, len);
+    else if (c->link) botspace_gateway_link_poll_transmit(c->link, &p, len);
     return p;
 }
 
@@ -446,19 +446,20 @@ static int conn_flush(conn_t *c, uint64_t now) {
 #endif
         ssize_t n = send(c->fd, p, len, flags);
         if (n > 0) {
+            /* A write that took some restarts the library's write timeout. */
             if (c->http) botspace_http_connection_sent(c->http, (size_t)n, now);
-            else botspace_gateway_link_sent(c->link, (size_t)n, svc_now(), now);
-            c->stalled_since = 0;
+            else botspace_gateway_link_sent(c->link, (size_t)n, now);
+            c->write_blocked = 0;
         } else if (n < 0 && errno == EINTR) {
             continue;
         } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (!c->stalled_since) c->stalled_since = now;
+            c->write_blocked = 1;
             return 0;
         } else {
             return -1;
         }
     }
-    c->stalled_since = 0;
+    c->write_blocked = 0;
     return 0;
 }
 
@@ -506,7 +507,7 @@ static void upgrade(conn_t *c, const botspace_http_request *r, uint64_t mono) {
     if (!head) die_oom();
     if (unsent.len) memcpy(head, unsent.ptr, unsent.len);
     memcpy(head + unsent.len, resp.ptr, resp.len);
-    botspace_status st = botspace_gateway_link_new(svc, &gw, head, unsent.len + resp.len, &c->link);
+    botspace_status st = botspace_gateway_link_new(&gw, head, unsent.len + resp.len, &c->link);
     free(head);
     botspace_bytes_free(&resp);
     botspace_bytes_free(&unsent);
@@ -518,9 +519,8 @@ static void upgrade(conn_t *c, const botspace_http_request *r, uint64_t mono) {
         return;
     }
     botspace_gateway_link_bot_id(c->link, &c->bot_id);
-    uint64_t now = svc_now();
-    if (rest.len > 0) botspace_gateway_link_handle_input(c->link, rest.ptr, rest.len, now, mono);
-    else botspace_gateway_link_poll(c->link, now, mono);
+    if (rest.len > 0) botspace_gateway_link_handle_input(c->link, rest.ptr, rest.len, mono);
+    else botspace_gateway_link_handle_timeout(c->link, mono);
     botspace_bytes_free(&rest);
 }
 
@@ -565,12 +565,13 @@ static void serve_http_round(void) {
 /* ------------------------------------------------------------------------ */
 /* Gateway */
 
-/* Runs the gateway link at `now` (the service's clock): the library runs
- * its session (deadlines, output up to its budget counting what the socket
+/* Runs the gateway link now (the loop's monotonic clock; the link reads
+ * the service's clock for its session itself): the library runs its
+ * session (deadlines, output up to its budget counting what the socket
  * has not taken, the 4008 of a bot that stays behind) and the rules of its
  * end. */
-static void gateway_poll(conn_t *c, uint64_t now) {
-    if (c->st == ST_GATEWAY && c->link) botspace_gateway_link_poll(c->link, now, mono_ms());
+static void gateway_run(conn_t *c) {
+    if (c->st == ST_GATEWAY && c->link) botspace_gateway_link_handle_timeout(c->link, mono_ms());
 }
 
 /* ------------------------------------------------------------------------ */
@@ -592,7 +593,7 @@ static void conn_peer_closed(conn_t *c, uint64_t mono) {
         c->fresh = 1;
         if (http_info(c).state == BOTSPACE_CONNECTION_STATE_CLOSED) conn_close(c);
     } else {
-        botspace_gateway_link_handle_eof(c->link, svc_now(), mono);
+        botspace_gateway_link_handle_eof(c->link, mono);
     }
 }
 
@@ -624,7 +625,7 @@ static void conn_read(conn_t *c, uint64_t mono) {
             botspace_http_connection_handle_input(c->http, chunk, (size_t)n, mono);
             c->fresh = 1;
         } else {
-            botspace_gateway_link_handle_input(c->link, chunk, (size_t)n, svc_now(), mono);
+            botspace_gateway_link_handle_input(c->link, chunk, (size_t)n, mono);
             if (!conn_wants_input(c)) break;
         }
         /* A short read drained the socket: skip the recv that would only say
@@ -1505,7 +1506,7 @@ static void add_conn(int fd, botspace_listener role, uint64_t mono, int refusal)
 /* Closes a gateway connection with the library's 1001 `server_shutdown`:
  * the link sends it right after the frame being written, then lingers. */
 static void gateway_going_away(conn_t *c) {
-    botspace_gateway_link_close(c->link, BOTSPACE_CLOSE_SERVER_SHUTDOWN, svc_now(), mono_ms(), NULL);
+    botspace_gateway_link_close(c->link, BOTSPACE_CLOSE_SERVER_SHUTDOWN, mono_ms(), NULL);
 }
 
 /* Stop: no new connections; gateways get 1001; HTTP connections finish
@@ -1524,8 +1525,8 @@ static void begin_stop(loop_t *L, uint64_t mono) {
     next_due = 0; /* stopping: every connection is settled at each turn */
 }
 
-/* Polls the gateways of every bot the wake callback named. */
-static void poll_woken_gateways(uint64_t now) {
+/* Runs the gateways of every bot the wake callback named. */
+static void run_woken_gateways(void) {
     size_t nw = 0;
     char **woken = take_wakes(&nw);
     for (size_t i = 0; i < nconns && nw > 0; i++) {
@@ -1533,7 +1534,7 @@ static void poll_woken_gateways(uint64_t now) {
         if (c->st != ST_GATEWAY) continue;
         for (size_t k = 0; k < nw; k++) {
             if (strcmp(c->bot_id, woken[k]) == 0) {
-                gateway_poll(c, now);
+                gateway_run(c);
                 mark_dirty(c);
                 break;
             }
@@ -1594,16 +1595,18 @@ static int bytes_waiting(int fd) {
     return n > 0;
 }
 
-/* Whether a connection is done: closed by the library, stalled, or cut by
+/* Whether a connection is done: closed by the library (at one of its
+ * deadlines, the write timeout among them), or cut by
  * the end of a stop. Shuts the write side of one the library lingers. */
 static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
     /* A socket that last said EAGAIN is written when epoll says so
      * (serve_ready), not tried again on every turn. */
-    if (c->fd >= 0 && conn_unsent(c) > 0 && !c->stalled_since && conn_flush(c, mono) != 0) conn_close(c);
+    if (c->fd >= 0 && conn_unsent(c) > 0 && !c->write_blocked && conn_flush(c, mono) != 0) conn_close(c);
     if (c->fd >= 0 && c->st == ST_HTTP) {
         /* The library's deadlines: the request timeout (its 408, counted
          * and logged by the service, goes out now), the idle timeout, the
-         * end of a lingering close. */
+         * write timeout (a peer that took nothing of what waits for it:
+         * CLOSED), the end of a lingering close. */
         botspace_expired e = BOTSPACE_EXPIRED_NOTHING;
         botspace_http_connection_handle_timeout(c->http, svc, mono, &e);
         if (e == BOTSPACE_EXPIRED_REQUEST && conn_flush(c, mono) != 0) conn_close(c);
@@ -1624,12 +1627,11 @@ static int conn_done(conn_t *c, const loop_t *L, uint64_t mono) {
         shutdown(c->fd, SHUT_WR);
         c->shut_wr = 1;
     }
-    if (state == BOTSPACE_CONNECTION_STATE_CLOSED) conn_close(c);
-    /* The HTTP write timeout is for HTTP connections only: a gateway's
+    /* The write timeout is the library's HTTP connection's: a gateway's
      * reader that stays behind is the link's to judge (4008 slow_consumer
      * after two heartbeat intervals, its close frame sent when the socket
      * takes it, counted and logged), not a reset at 30 s. */
-    else if (c->st == ST_HTTP && c->stalled_since && mono - c->stalled_since > policy.write_timeout_ms) conn_close(c);
+    if (state == BOTSPACE_CONNECTION_STATE_CLOSED) conn_close(c);
     else if (L->stopping && idle && !bytes_waiting(c->fd)) conn_close(c);
     else if (L->stopping && mono >= L->stop_deadline) conn_close(c);
     return c->fd < 0;
@@ -1657,16 +1659,10 @@ static void conn_watch(conn_t *c) {
 }
 
 /* The connection's next deadline on the loop's clock: the library's (408,
- * idle, linger; heartbeat, slow consumer, output it can give again, the
- * end of a close), and an HTTP write that stalls past the policy's write
- * timeout. */
+ * idle, write timeout, linger; heartbeat, slow consumer, output it can
+ * give again, the end of a close). The loop keeps no timer of its own. */
 static uint64_t conn_deadline(const conn_t *c) {
-    uint64_t d = c->st == ST_HTTP ? http_info(c).timeout_ms : link_info(c).timeout_ms;
-    if (c->st == ST_HTTP && c->stalled_since) {
-        uint64_t w = c->stalled_since + policy.write_timeout_ms + 1;
-        if (w < d) d = w;
-    }
-    return d;
+    return c->st == ST_HTTP ? http_info(c).timeout_ms : link_info(c).timeout_ms;
 }
 
 /* Settles one connection: a link whose deadline came is run (heartbeat
@@ -1680,9 +1676,9 @@ static uint64_t conn_deadline(const conn_t *c) {
 static conn_t **held;
 static size_t nheld, held_cap;
 
-static void conn_settle(const loop_t *L, conn_t *c, uint64_t now, uint64_t mono) {
+static void conn_settle(const loop_t *L, conn_t *c, uint64_t mono) {
     c->dirty = 0;
-    if (c->st == ST_GATEWAY && c->link && link_info(c).timeout_ms <= mono) botspace_gateway_link_poll(c->link, now, mono);
+    if (c->st == ST_GATEWAY && c->link && link_info(c).timeout_ms <= mono) botspace_gateway_link_handle_timeout(c->link, mono);
     if (conn_done(c, L, mono)) {
         /* Out of conns (the last takes its place) and freed. */
         conn_t *last = conns[--nconns];
@@ -1705,7 +1701,7 @@ static void conn_settle(const loop_t *L, conn_t *c, uint64_t now, uint64_t mono)
 
 /* Settles the turn's connections, or every one when the earliest deadline
  * came (or at a stop); the turn's list then holds the backlog only. */
-static void sweep_conns(loop_t *L, uint64_t now, uint64_t mono) {
+static void sweep_conns(loop_t *L, uint64_t mono) {
     size_t n = ndirty;
     ndirty = 0;
     if (L->stopping || mono >= next_due) {
@@ -1714,10 +1710,10 @@ static void sweep_conns(loop_t *L, uint64_t now, uint64_t mono) {
         /* From the end: a freed connection's place takes one already settled. */
         for (size_t i = nconns; i-- > 0;) {
             if (i >= nconns) continue;
-            conn_settle(L, conns[i], now, mono);
+            conn_settle(L, conns[i], mono);
         }
     } else {
-        for (size_t i = 0; i < n; i++) conn_settle(L, dirty[i], now, mono);
+        for (size_t i = 0; i < n; i++) conn_settle(L, dirty[i], mono);
     }
     /* The backlog goes to the round again (its requests were held back). */
     for (size_t i = 0; i < nheld; i++) mark_dirty(held[i]);
@@ -1891,10 +1887,10 @@ static int loop_turn(loop_t *L) {
     uint64_t mono = mono_ms();
     uint64_t now = svc_now();
     if (stop_requested && !L->stopping) begin_stop(L, mono);
-    poll_woken_gateways(now);
+    run_woken_gateways();
     serve_parked(L->stopping ? UINT64_MAX : now);
     if (!L->stopping) webhook_turn(now);
-    sweep_conns(L, now, mono);
+    sweep_conns(L, mono);
     if (L->stopping && nconns == 0) return 1;
     watch_listeners(L, !L->stopping && mono >= L->accept_paused_until);
     int timeout = turn_timeout(L, mono, now);

@@ -6,7 +6,7 @@
 //! with its monotonic time in milliseconds, takes complete requests
 //! ([`HttpConnection::poll_request`]), answers them
 //! ([`HttpConnection::answer`]), writes what
-//! [`HttpConnection::transmit`] holds and says how much went
+//! [`HttpConnection::poll_transmit`] holds and says how much went
 //! ([`HttpConnection::sent`]), calls [`HttpConnection::handle_timeout`]
 //! at [`HttpConnection::poll_timeout`], and does with the socket what
 //! [`HttpConnection::state`] says.
@@ -42,7 +42,11 @@
 //!   so the client reads the answer rather than a reset.
 //! - **Deadlines.** A request must arrive whole within the request timeout
 //!   of its first byte, else 408 ([`super::request_timeout`]); a
-//!   connection with nothing to do for the idle timeout is closed.
+//!   connection with nothing to do for the idle timeout is closed; a peer
+//!   that takes none of the bytes pending for it for
+//!   [`host::WRITE_TIMEOUT_MS`] is dropped ([`Expired::Write`]). The host
+//!   keeps no timer of its own: [`HttpConnection::poll_timeout`] names
+//!   every deadline.
 //! - **Half close.** A peer that closes its side gets the answers to the
 //!   requests it sent whole; a partial request is dropped.
 //! - **The busy refusal.** A connection refused at the connection limit
@@ -81,7 +85,7 @@ impl Default for ConnectionOptions {
 pub enum ConnectionState {
     /// Reading requests and sending answers.
     Open,
-    /// Sending what [`HttpConnection::transmit`] holds; then the connection
+    /// Sending what [`HttpConnection::poll_transmit`] holds; then the connection
     /// lingers or closes. Input is read and discarded.
     Closing,
     /// Everything is sent: the host shuts its write side and reads (the
@@ -105,6 +109,10 @@ pub enum Expired {
     Idle,
     /// The lingering close ended: closed.
     Linger,
+    /// Output was pending and the peer took none of it for
+    /// [`host::WRITE_TIMEOUT_MS`]: closed (nothing is logged or counted,
+    /// as a peer that stops reading is no request's fault).
+    Write,
 }
 
 /// A complete request the host takes from the connection to answer.
@@ -203,6 +211,9 @@ pub struct HttpConnection {
     /// parked ([`Self::park`]): it waits on the service, not on work, so
     /// it may be evicted as a connection waiting for a request may.
     parked_since: Option<u64>,
+    /// Since when output waits for the peer: when it became pending, or
+    /// the last write that took some of it. `None` while nothing waits.
+    write_since: Option<u64>,
 }
 
 impl HttpConnection {
@@ -229,12 +240,13 @@ impl HttpConnection {
             request_started: None,
             waiting_since: now,
             parked_since: None,
+            write_since: None,
         }
     }
 
     /// A connection refused at `now` because the host is at its connection
     /// limit with every connection busy: it never takes a request. Its
-    /// [`Self::transmit`] holds the 503 `server_busy`
+    /// [`Self::poll_transmit`] holds the 503 `server_busy`
     /// ([`super::server_busy`]); input is discarded. Once the answer is
     /// sent it lingers for [`host::REFUSAL_LINGER_MS`] or
     /// [`host::REFUSAL_LINGER_BYTES`] (not the longer linger of a refused
@@ -248,6 +260,7 @@ impl HttpConnection {
         let mut c = HttpConnection::new(Listener::All, ConnectionOptions::default(), RequestFramer::new(0), now);
         c.linger = REFUSAL_LINGER;
         c.output = super::server_busy();
+        c.write_since = Some(now);
         c.phase = Phase::Closing { linger: true };
         c
     }
@@ -365,7 +378,8 @@ impl HttpConnection {
     }
 
     /// The next complete request to answer, in order; `None` when there is
-    /// none to take now (see [`Self::has_request`]). Steps the connection
+    /// none to take now (see [`Self::has_request`]). This machine's
+    /// `poll_event`: what it reports is a request to answer. Steps the connection
     /// takes by itself on the way: `100 Continue` for a request whose head
     /// asked for it, a refusal for a stream that cannot carry a request
     /// (then the connection closes), the close of a half-closed connection
@@ -434,9 +448,10 @@ impl HttpConnection {
             Some(Deferred::Continue) => {
                 self.continue_sent = true;
                 self.output.extend_from_slice(super::CONTINUE);
+                self.note_queued(now);
             }
             Some(Deferred::Refuse(refusal)) => {
-                self.queue_with_header(&refusal, Some("close"));
+                self.queue_with_header(&refusal, Some("close"), now);
                 // The refused body may still be arriving.
                 self.close(true, now);
             }
@@ -470,7 +485,7 @@ impl HttpConnection {
         } else {
             response
         };
-        self.queue_with_header(if req.head { head_answer(response) } else { response }, connection);
+        self.queue_with_header(if req.head { head_answer(response) } else { response }, connection, now);
         if !req.keep_alive {
             self.close(false, now);
             return;
@@ -497,15 +512,24 @@ impl HttpConnection {
         if self.phase != Phase::Open {
             return;
         }
-        self.queue_with_header(if req.head { head_answer(response) } else { response }, Some("close"));
+        self.queue_with_header(if req.head { head_answer(response) } else { response }, Some("close"), now);
         self.close(false, now);
     }
 
+    /// Output was queued at `now`: if none was pending, the peer's time to
+    /// take it starts.
+    fn note_queued(&mut self, now: u64) {
+        if self.write_since.is_none() && self.unsent() > 0 {
+            self.write_since = Some(now);
+        }
+    }
+
     /// Appends `response`, with `Connection: <connection>` right after its
-    /// status line.
-    fn queue_with_header(&mut self, response: &[u8], connection: Option<&str>) {
+    /// status line, at `now`.
+    fn queue_with_header(&mut self, response: &[u8], connection: Option<&str>, now: u64) {
         let Some(value) = connection else {
             self.output.extend_from_slice(response);
+            self.note_queued(now);
             return;
         };
         let split = response.windows(2).position(|w| w == b"\r\n").map_or(response.len(), |p| p + 2);
@@ -515,6 +539,7 @@ impl HttpConnection {
         self.output.extend_from_slice(value.as_bytes());
         self.output.extend_from_slice(b"\r\n");
         self.output.extend_from_slice(&response[split..]);
+        self.note_queued(now);
     }
 
     /// Ends the connection once its output is sent (the host could not
@@ -559,6 +584,7 @@ impl HttpConnection {
         self.input = Vec::new();
         self.output = Vec::new();
         self.output_sent = 0;
+        self.write_since = None;
         self.taken = 0;
         self.in_flight.clear();
         self.deferred = None;
@@ -566,12 +592,15 @@ impl HttpConnection {
         (input, output)
     }
 
-    /// The bytes to write to the socket.
-    pub fn transmit(&self) -> &[u8] {
+    /// The bytes to write to the socket (empty: nothing now). Borrowed:
+    /// the host writes what the socket takes and says how much with
+    /// [`Self::sent`].
+    pub fn poll_transmit(&self) -> &[u8] {
         &self.output[self.output_sent..]
     }
 
-    /// The host wrote the first `n` bytes of [`Self::transmit`] at `now`.
+    /// The host wrote the first `n` bytes of [`Self::poll_transmit`] at
+    /// `now`: the peer's time to take the rest starts again.
     pub fn sent(&mut self, n: usize, now: u64) {
         let n = n.min(self.unsent());
         if n == 0 {
@@ -579,6 +608,7 @@ impl HttpConnection {
         }
         self.output_sent += n;
         self.last_activity = now;
+        self.write_since = (self.unsent() > 0).then_some(now);
         if self.output_sent == self.output.len() {
             self.output_sent = 0;
             self.output.clear();
@@ -652,21 +682,49 @@ impl HttpConnection {
             .then(|| started.saturating_add(self.opts.request_timeout_ms).saturating_add(1))
     }
 
-    /// When [`Self::handle_timeout`] next has something to do; `None`
-    /// when no deadline runs.
+    /// While output waits for the peer (open or closing): the peer must
+    /// take some of it within [`host::WRITE_TIMEOUT_MS`] of when it became
+    /// pending or of the last write that took some.
+    fn write_deadline(&self) -> Option<u64> {
+        let since = self.write_since.filter(|_| self.unsent() > 0)?;
+        matches!(self.phase, Phase::Open | Phase::Closing { .. })
+            .then(|| since.saturating_add(host::WRITE_TIMEOUT_MS).saturating_add(1))
+    }
+
+    /// When [`Self::handle_timeout`] next has something to do, on the
+    /// host's monotonic clock; `None` when no deadline runs. It names
+    /// every deadline of the connection (the write stall's too): the host
+    /// sleeps on this and nothing else.
     pub fn poll_timeout(&self) -> Option<u64> {
-        match self.phase {
+        let phase = match self.phase {
             Phase::Lingering { until, .. } => Some(until),
             Phase::Open => match (self.idle_deadline(), self.request_deadline()) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             },
             _ => None,
+        };
+        match (phase, self.write_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 
     /// Acts on the deadlines that passed by `now`.
     pub fn handle_timeout(&mut self, now: u64) -> Expired {
+        if self.write_deadline().is_some_and(|d| now >= d) {
+            // The peer reads nothing: what waits for it is dropped with
+            // the socket.
+            self.phase = Phase::Closed;
+            self.output = Vec::new();
+            self.output_sent = 0;
+            self.write_since = None;
+            self.in_flight.clear();
+            self.parked_since = None;
+            self.deferred = None;
+            self.ready = false;
+            return Expired::Write;
+        }
         match self.phase {
             Phase::Lingering { until, .. } if now >= until => {
                 self.phase = Phase::Closed;
@@ -678,6 +736,7 @@ impl HttpConnection {
             }
             Phase::Open if self.request_deadline().is_some_and(|d| now >= d) => {
                 self.output.extend_from_slice(&super::request_timeout());
+                self.note_queued(now);
                 self.close(false, now);
                 Expired::Request
             }
@@ -703,7 +762,7 @@ mod tests {
     }
 
     fn drain(c: &mut HttpConnection, now: u64) -> String {
-        let out = String::from_utf8(c.transmit().to_vec()).unwrap();
+        let out = String::from_utf8(c.poll_transmit().to_vec()).unwrap();
         c.sent(out.len(), now);
         out
     }
@@ -811,7 +870,7 @@ mod tests {
         assert_eq!(drain(&mut c, 0), "HTTP/1.1 100 Continue\r\n\r\n");
         c.handle_input(b"{", 1);
         assert!(c.poll_request(1).is_none());
-        assert_eq!(c.transmit(), b"", "once per request");
+        assert_eq!(c.poll_transmit(), b"", "once per request");
         c.handle_input(b"}", 2);
         assert_eq!(c.poll_request(2).unwrap().route, Lane::Batch);
     }
@@ -824,7 +883,7 @@ mod tests {
         c.handle_input(&bytes, 0);
         c.poll_request(0).unwrap();
         assert!(c.poll_request(0).is_none());
-        assert_eq!(c.transmit(), b"");
+        assert_eq!(c.poll_transmit(), b"");
         c.answer(b"HTTP/1.1 200 OK\r\n\r\n", 1);
         assert_eq!(drain(&mut c, 1), "HTTP/1.1 200 OK\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n");
     }
@@ -877,7 +936,7 @@ mod tests {
         for (i, b) in GET.iter().enumerate().take(GET.len() - 1) {
             c.handle_input(&[*b], i as u64);
             assert!(c.poll_request(i as u64).is_none());
-            assert!(c.transmit().is_empty(), "after {i} bytes");
+            assert!(c.poll_transmit().is_empty(), "after {i} bytes");
         }
         c.handle_input(&GET[GET.len() - 1..], 100);
         assert!(c.poll_request(100).is_some());
@@ -932,22 +991,22 @@ mod tests {
     fn a_busy_refusal_sends_the_503_then_lingers_with_its_own_bounds() {
         let mut c = HttpConnection::refusing_busy(100);
         assert_eq!(c.state(), ConnectionState::Closing);
-        assert_eq!(c.transmit(), &super::super::server_busy()[..]);
-        assert!(c.transmit().starts_with(b"HTTP/1.1 503 Service Unavailable\r\n"));
+        assert_eq!(c.poll_transmit(), &super::super::server_busy()[..]);
+        assert!(c.poll_transmit().starts_with(b"HTTP/1.1 503 Service Unavailable\r\n"));
         assert_eq!(c.waiting_since(), None, "never evicted as waiting");
         assert!(!c.is_idle());
-        assert_eq!(c.poll_timeout(), None);
+        assert_eq!(c.poll_timeout(), Some(100 + host::WRITE_TIMEOUT_MS + 1), "only the peer's time to take the 503");
         // What the client was writing is read and discarded: never a request.
         assert!(c.wants_read());
         c.handle_input(GET, 101);
         assert!(!c.has_request());
         assert!(c.poll_request(101).is_none());
-        assert_eq!(c.transmit(), &super::super::server_busy()[..], "nothing queued but the 503");
+        assert_eq!(c.poll_transmit(), &super::super::server_busy()[..], "nothing queued but the 503");
         // A partial write leaves the rest to send.
         c.sent(10, 102);
         assert_eq!(c.state(), ConnectionState::Closing);
-        assert_eq!(c.transmit(), &super::super::server_busy()[10..]);
-        let rest = c.transmit().len();
+        assert_eq!(c.poll_transmit(), &super::super::server_busy()[10..]);
+        let rest = c.poll_transmit().len();
         c.sent(rest, 110);
         assert_eq!(c.state(), ConnectionState::Lingering);
         assert!(c.wants_read());
@@ -994,7 +1053,7 @@ mod tests {
         assert_eq!(c.handle_timeout(1_100), Expired::Nothing);
         assert_eq!(c.handle_timeout(1_101), Expired::Request);
         assert_eq!(c.state(), ConnectionState::Closing);
-        assert_eq!(c.transmit(), &super::super::request_timeout()[..]);
+        assert_eq!(c.poll_transmit(), &super::super::request_timeout()[..]);
         drain(&mut c, 1_102);
         assert_eq!(c.state(), ConnectionState::Closed);
     }
@@ -1055,7 +1114,7 @@ mod tests {
                 c.answer(answer.as_bytes(), i);
             }
             for _ in 0..4 {
-                let n = c.transmit().len().min(4096);
+                let n = c.poll_transmit().len().min(4096);
                 c.sent(n, i);
             }
             peak = peak.max(c.output.capacity());
@@ -1134,5 +1193,73 @@ mod tests {
         assert_eq!(input, b"\x81\x00");
         assert_eq!(output, b"HTTP/1.1 404 Not Found\r\n\r\n");
         assert_eq!(c.state(), ConnectionState::Closed);
+    }
+
+    #[test]
+    fn a_peer_that_takes_nothing_for_the_write_timeout_is_dropped() {
+        let mut c = conn();
+        c.handle_input(GET, 0);
+        c.poll_request(0).unwrap();
+        c.answer(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 10);
+        // The write deadline is the only one: no idle or request deadline
+        // runs while an answer waits for the peer.
+        assert_eq!(c.poll_timeout(), Some(10 + host::WRITE_TIMEOUT_MS + 1));
+        assert_eq!(c.handle_timeout(10 + host::WRITE_TIMEOUT_MS), Expired::Nothing);
+        assert_eq!(c.state(), ConnectionState::Open);
+        assert_eq!(c.handle_timeout(10 + host::WRITE_TIMEOUT_MS + 1), Expired::Write);
+        assert_eq!(c.state(), ConnectionState::Closed);
+        assert!(c.poll_transmit().is_empty(), "what waited is dropped with the socket");
+        assert_eq!(c.poll_timeout(), None);
+        assert_eq!(c.read_limit(), 0);
+    }
+
+    #[test]
+    fn each_write_that_takes_some_restarts_the_write_timeout() {
+        let mut c = conn();
+        c.handle_input(GET, 0);
+        c.poll_request(0).unwrap();
+        c.answer(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 0);
+        c.sent(5, 20_000);
+        assert_eq!(c.poll_timeout(), Some(20_000 + host::WRITE_TIMEOUT_MS + 1));
+        assert_eq!(c.handle_timeout(host::WRITE_TIMEOUT_MS + 1), Expired::Nothing, "progress moved it");
+        // A write of nothing is no progress.
+        c.sent(0, 40_000);
+        assert_eq!(c.poll_timeout(), Some(20_000 + host::WRITE_TIMEOUT_MS + 1));
+        // More answers queued behind a stalled one do not move it.
+        c.handle_input(GET, 41_000);
+        c.poll_request(41_000).unwrap();
+        c.answer(b"HTTP/1.1 200 OK\r\n\r\n", 41_000);
+        assert_eq!(c.poll_timeout(), Some(20_000 + host::WRITE_TIMEOUT_MS + 1));
+        // Everything sent: the write deadline ends, the idle one runs.
+        drain(&mut c, 46_000);
+        assert_eq!(c.poll_timeout(), Some(46_000 + 5_000 + 1));
+        assert_eq!(c.handle_timeout(20_000 + host::WRITE_TIMEOUT_MS + 1), Expired::Nothing);
+        assert_eq!(c.state(), ConnectionState::Open);
+    }
+
+    #[test]
+    fn a_closing_connection_and_a_busy_refusal_meet_the_write_timeout_too() {
+        // A 408 that is never read.
+        let mut c = conn();
+        c.handle_input(b"GET / HTTP/1.1\r\n", 0);
+        assert!(c.poll_request(0).is_none());
+        assert_eq!(c.handle_timeout(1_001), Expired::Request);
+        assert_eq!(c.state(), ConnectionState::Closing);
+        assert_eq!(c.poll_timeout(), Some(1_001 + host::WRITE_TIMEOUT_MS + 1));
+        assert_eq!(c.handle_timeout(1_001 + host::WRITE_TIMEOUT_MS + 1), Expired::Write);
+        assert_eq!(c.state(), ConnectionState::Closed);
+        // A busy refusal whose 503 is never read.
+        let mut c = HttpConnection::refusing_busy(7);
+        assert_eq!(c.handle_timeout(7 + host::WRITE_TIMEOUT_MS), Expired::Nothing);
+        assert_eq!(c.handle_timeout(7 + host::WRITE_TIMEOUT_MS + 1), Expired::Write);
+        assert_eq!(c.state(), ConnectionState::Closed);
+        // `100 Continue` waits for the peer as any answer does.
+        let mut c = conn();
+        c.handle_input(b"POST /bot/x HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n", 3);
+        assert!(c.poll_request(3).is_none());
+        assert_eq!(c.poll_timeout(), Some(3 + host::WRITE_TIMEOUT_MS + 1));
+        // Upgraded: the gateway's rules take over, no write deadline stays.
+        c.upgrade();
+        assert_eq!(c.poll_timeout(), None);
     }
 }

@@ -12,8 +12,10 @@ pub const REQUEST_TIMEOUT_MS: u64 = 30_000;
 /// for this long is closed.
 pub const IDLE_TIMEOUT_MS: u64 = 120_000;
 
-/// A peer that takes none of the bytes sent to it for this long is
-/// dropped.
+/// An HTTP connection whose peer takes none of the bytes pending for it
+/// for this long is dropped (its `handle_timeout` says `Expired::Write`;
+/// no host keeps a write timer of its own). A gateway's reader that stays
+/// behind is the gateway's to judge (4008 `slow_consumer`).
 pub const WRITE_TIMEOUT_MS: u64 = 30_000;
 
 /// A lingering close (after an answer that ends a connection whose client

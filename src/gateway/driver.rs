@@ -10,7 +10,7 @@
 //! boundary").
 
 use super::registry::{Registry, Slot};
-use super::session::{self, Effect, EventBatch, Poll, Replay, Session, SharedCheck, Start};
+use super::session::{Effect, EventBatch, Poll, Replay, Session, SharedCheck, Start};
 use super::{GatewayEvent, GatewayOutput, LEASE_TTL_MS};
 use crate::error::{ApiError, ApiResult};
 use crate::http::Request;
@@ -32,6 +32,10 @@ pub struct GatewaySession {
     registry: Arc<Registry>,
     /// `None` once the session no longer counts against the limit.
     slot: Option<Slot>,
+    /// The service's clock, the session's time: a host that keeps only its
+    /// own monotonic clock ([`super::GatewayLink`]) reads the session's
+    /// time here.
+    clock: crate::clock::Clock,
 }
 
 /// Where a new session starts: the service has authenticated `bot` (with
@@ -47,6 +51,7 @@ pub(crate) struct Opening<'a> {
     /// SHA-256 of the token the session authenticated with.
     pub token_hash: [u8; 32],
     pub now_ms: u64,
+    pub clock: &'a crate::clock::Clock,
 }
 
 fn parse_after(query: &str) -> ApiResult<Option<i64>> {
@@ -99,6 +104,7 @@ impl GatewaySession {
             db: at.db.clone(),
             registry: at.registry.clone(),
             slot: Some(slot),
+            clock: at.clock.clone(),
         })
     }
 
@@ -114,6 +120,11 @@ impl GatewaySession {
     /// output nothing more will be sent.
     pub fn is_closed(&self) -> bool {
         self.state.is_closed()
+    }
+
+    /// The service's clock, which the session's deadlines run on.
+    pub(crate) fn clock(&self) -> &crate::clock::Clock {
+        &self.clock
     }
 
     pub(super) fn has_ended(&self) -> bool {
@@ -279,12 +290,8 @@ impl GatewaySession {
     fn read_events(&self, after: i64, limit: usize, max_bytes: usize) -> Option<EventBatch> {
         let inner = self.db.lock();
         let mut batch = EventBatch::default();
-        let mut bytes = 0;
         let read = store::read_events_after(&inner.conn, &self.bot_id, after, limit, |seq, kind, data| {
-            let frame = session::event_frame(seq, kind, data);
-            bytes += frame.len();
-            batch.frames.push((seq, frame));
-            batch.full = bytes >= max_bytes;
+            batch.full = batch.push_event(seq, kind, data) >= max_bytes;
             !batch.full
         });
         let seen = self.db.wal.as_ref().map(|w| (w, w.seen()));

@@ -9,28 +9,32 @@
 //! those events again from its ack), the last writes of a closing
 //! connection, and its lingering close (stop sending, discard what the bot
 //! still sends, so it reads the close frame rather than a reset). The
-//! link keeps all of it; the host reads and writes the socket, keeps the
-//! clocks, and does what [`GatewayLink::state`] says, as it does for an
-//! HTTP connection's [`ConnectionState`].
+//! link keeps all of it; the host reads and writes the socket, keeps its
+//! clock, and does what [`GatewayLink::state`] says, as it does for an
+//! HTTP connection's [`ConnectionState`]. The verbs are the HTTP
+//! connection's: `handle_input`, `handle_eof`, `handle_timeout`,
+//! `poll_transmit` and `sent`, `poll_timeout`.
 //!
-//! Two clocks: the session's deadlines (heartbeats, the slow-consumer
-//! time) run on the service's clock, which `/admin/advanceClock` moves
-//! under the manual clock; how long a closing socket may take runs on the
-//! host's monotonic clock, which nothing moves. Every call takes both
-//! ([`LinkClock`]); [`GatewayLink::poll_timeout`] answers in the host's.
+//! One clock for the host: every call takes `now`, the host's monotonic
+//! clock in milliseconds (any origin), and [`GatewayLink::poll_timeout`]
+//! answers on it; how long a closing socket may take runs on it. The
+//! session's deadlines (heartbeats, the slow-consumer time) run on the
+//! service's clock, which `/admin/advanceClock` moves under the manual
+//! clock: the link reads it itself, from the clock the session was
+//! accepted with, and converts the session's next deadline to the host's
+//! clock.
 
 use super::{CloseCode, GatewayConnection, GatewayEvent, Outbox, OUTPUT_BUDGET};
+use crate::clock::Clock;
 use crate::connection::http::ConnectionState;
 use crate::connection::limits;
 
-/// The time of a call on both clocks.
+/// The time of a call on both clocks: the host's `now`, and the service's
+/// clock read at the call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LinkClock {
-    /// The service's clock (`Service::now_ms`): the session's time.
-    pub service_ms: u64,
-    /// The host's monotonic clock, in milliseconds from any origin: the
-    /// socket's time.
-    pub host_ms: u64,
+struct Now {
+    service_ms: u64,
+    host_ms: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,8 +58,9 @@ pub struct GatewayLink {
     phase: Phase,
     peer_eof: bool,
     end: Option<(u16, CloseCode)>,
-    manual_clock: bool,
-    now: LinkClock,
+    /// The service's clock, the session's time (captured at its accept).
+    clock: Clock,
+    now: Now,
     /// Closing or lingering: the host drops the socket then (host clock),
     /// whatever is still unsent.
     until: u64,
@@ -64,23 +69,25 @@ pub struct GatewayLink {
 }
 
 impl GatewayLink {
-    /// The link of a connection just upgraded. `manual_clock`: the
-    /// service runs the manual clock, whose deadlines cannot be slept on
-    /// (time jumps), so the link asks to be looked at every
+    /// The link of a connection just upgraded. The session runs on the
+    /// clock of the service that accepted it; under the manual clock,
+    /// whose jumps cannot be slept on, the link asks to be looked at every
     /// [`limits::TICK_MS`].
     ///
     /// `head`: bytes to write ahead of the gateway's frames (the `101` and
     /// any answers before it, for a host that has not written them), or
-    /// empty.
-    pub fn new(conn: GatewayConnection, manual_clock: bool, head: Vec<u8>) -> GatewayLink {
+    /// empty. Then call [`Self::handle_timeout`] (or
+    /// [`Self::handle_input`] with the bytes that followed the request).
+    pub fn new(conn: GatewayConnection, head: Vec<u8>) -> GatewayLink {
+        let clock = conn.session().clock().clone();
         GatewayLink {
             conn: Some(Box::new(conn)),
             out: Outbox::with_head(head),
             phase: Phase::Open,
             peer_eof: false,
             end: None,
-            manual_clock,
-            now: LinkClock::default(),
+            clock,
+            now: Now::default(),
             until: 0,
             discarded: 0,
         }
@@ -128,8 +135,9 @@ impl GatewayLink {
             }
     }
 
-    /// The bytes to write next (empty: nothing now).
-    pub fn transmit(&self) -> &[u8] {
+    /// The bytes to write next (empty: nothing now). Borrowed: the host
+    /// writes what the socket takes and says how much with [`Self::sent`].
+    pub fn poll_transmit(&self) -> &[u8] {
         if self.phase == Phase::Closed {
             return &[];
         }
@@ -145,13 +153,13 @@ impl GatewayLink {
         }
     }
 
-    /// The socket took `n` bytes of [`Self::transmit`] at `now`. The
+    /// The socket took `n` bytes of [`Self::poll_transmit`] at `now`. The
     /// session learns at once what is still unsent (the time over the
     /// budget ends at the write that brought it under, not at the next
     /// look); a closing link whose last byte went lingers or closes.
     /// Touches no storage.
-    pub fn sent(&mut self, n: usize, now: LinkClock) {
-        self.tick(now);
+    pub fn sent(&mut self, n: usize, now: u64) {
+        let now = self.tick(now);
         self.out.advance(n);
         if let Some(c) = self.conn.as_mut() {
             c.handle_unsent(self.out.len(), now.service_ms);
@@ -164,17 +172,17 @@ impl GatewayLink {
     }
 
     /// Bytes read from the socket at `now`: the session's input (then
-    /// [`Self::poll`]), or, once it is over, discarded; a lingering link
-    /// closes once it has discarded [`limits::LINGER_BYTES`]. May write acks
-    /// and read the event log.
-    pub fn handle_input(&mut self, bytes: &[u8], now: LinkClock) {
-        self.tick(now);
+    /// [`Self::handle_timeout`]), or, once it is over, discarded; a
+    /// lingering link closes once it has discarded [`limits::LINGER_BYTES`].
+    /// May write acks and read the event log.
+    pub fn handle_input(&mut self, bytes: &[u8], now: u64) {
+        let at = self.tick(now);
         match self.phase {
             Phase::Open => {
                 if let Some(c) = self.conn.as_mut() {
-                    c.handle_input(bytes, now.service_ms);
+                    c.handle_input(bytes, at.service_ms);
                 }
-                self.poll(now);
+                self.run(at);
             }
             Phase::Lingering => {
                 self.discarded = self.discarded.saturating_add(bytes.len());
@@ -189,11 +197,11 @@ impl GatewayLink {
     /// The bot closed its side at `now`: a running session ends (its last
     /// output still goes, with no linger after it); a lingering link
     /// closes. May write acks.
-    pub fn handle_eof(&mut self, now: LinkClock) {
-        self.tick(now);
+    pub fn handle_eof(&mut self, now: u64) {
+        let at = self.tick(now);
         self.peer_eof = true;
         match self.phase {
-            Phase::Open => self.poll(now),
+            Phase::Open => self.run(at),
             Phase::Closing { .. } => self.phase = Phase::Closing { linger: false },
             Phase::Lingering => self.phase = Phase::Closed,
             Phase::Closed => {}
@@ -203,11 +211,15 @@ impl GatewayLink {
     /// Runs the link at `now`: the session's deadlines, its output up to
     /// the budget (counting what the socket has not taken), and the end
     /// rules; a closing or lingering link whose time is up closes. Call it
-    /// when [`Self::poll_timeout`] comes, when the service's wake hook
-    /// names the bot, and after the socket took bytes while the session
-    /// held output back. May write acks and read the event log.
-    pub fn poll(&mut self, now: LinkClock) {
-        self.tick(now);
+    /// when [`Self::poll_timeout`] comes, and when the service's wake hook
+    /// names the bot (new events: the same call, as a wake-up is a
+    /// deadline of now). May write acks and read the event log.
+    pub fn handle_timeout(&mut self, now: u64) {
+        let at = self.tick(now);
+        self.run(at);
+    }
+
+    fn run(&mut self, now: Now) {
         match self.phase {
             Phase::Open => {}
             Phase::Closing { .. } | Phase::Lingering if now.host_ms >= self.until => {
@@ -257,7 +269,7 @@ impl GatewayLink {
     /// not begun are dropped, and the socket gets
     /// [`limits::SLOW_CONSUMER_DROP_MS`] for it. False, changing nothing,
     /// once the session is over. May write acks.
-    pub fn close(&mut self, code: CloseCode, now: LinkClock) -> bool {
+    pub fn close(&mut self, code: CloseCode, now: u64) -> bool {
         self.tick(now);
         let (Phase::Open, Some(c)) = (self.phase, self.conn.as_mut()) else { return false };
         let mut buf = self.out.take_spare();
@@ -273,8 +285,8 @@ impl GatewayLink {
         true
     }
 
-    /// When the host must call [`Self::poll`] at the latest, on its own
-    /// clock: now, when the session held output back and the socket has
+    /// When the host must call [`Self::handle_timeout`] at the latest, on
+    /// its own clock: now, when the session held output back and the socket has
     /// room again; the session's next deadline (at most
     /// [`limits::GATEWAY_LOOK_MS`] away, or [`limits::TICK_MS`] under the
     /// manual clock, whose jumps cannot be slept on); the end of a closing
@@ -289,13 +301,14 @@ impl GatewayLink {
                 if c.wants_transmit() {
                     return Some(now.host_ms);
                 }
-                let look = if self.manual_clock { limits::TICK_MS } else { limits::GATEWAY_LOOK_MS };
+                let manual = self.clock.is_manual();
+                let look = if manual { limits::TICK_MS } else { limits::GATEWAY_LOOK_MS };
                 let wait = match c.poll_timeout() {
                     // Already here right after a look that found nothing
                     // due (a deadline fires strictly after it): wait for the
                     // clock to move rather than spin.
                     Some(d) if d <= now.service_ms => {
-                        if self.manual_clock {
+                        if manual {
                             look
                         } else {
                             1
@@ -309,9 +322,12 @@ impl GatewayLink {
         }
     }
 
-    fn tick(&mut self, now: LinkClock) {
-        self.now.service_ms = self.now.service_ms.max(now.service_ms);
-        self.now.host_ms = self.now.host_ms.max(now.host_ms);
+    /// The time of a call: the host's `now` and the service's clock, each
+    /// never going back.
+    fn tick(&mut self, now: u64) -> Now {
+        self.now.service_ms = self.now.service_ms.max(self.clock.now_ms());
+        self.now.host_ms = self.now.host_ms.max(now);
+        self.now
     }
 
     /// The session is over: it is dropped now (its pending ack written,

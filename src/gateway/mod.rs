@@ -11,7 +11,7 @@
 //! - `connection`: [`GatewayConnection`], a session under tungstenite's
 //!   `WebSocketContext` over in-memory buffers, for hosts that own a raw
 //!   TCP socket: feed it what you read, write what `poll_transmit` returns.
-//! - `outbox`: [`Outbox`], a connection's output its socket has not taken,
+//! - `outbox`: `Outbox` (crate-internal), a connection's output its socket has not taken,
 //!   as whole frames, for a host that writes as the socket takes it (the
 //!   close goes right after the frame being written).
 //! - `link`: [`GatewayLink`], a connection with its outbox and its closing
@@ -40,8 +40,8 @@ pub use crate::protocol::CloseCode;
 pub use connection::{GatewayConnection, OUTPUT_BUDGET, REPLY_BUDGET, TRANSMIT_BATCH_BYTES};
 pub use driver::GatewaySession;
 pub(crate) use driver::Opening;
-pub use link::{GatewayLink, LinkClock};
-pub use outbox::Outbox;
+pub use link::GatewayLink;
+pub(crate) use outbox::Outbox;
 pub(crate) use registry::{check_upgrade, Registry};
 
 /// Close codes of the gateway. 4001: a frame the gateway cannot take (not

@@ -52,12 +52,40 @@ pub enum Poll {
     Idle,
 }
 
-/// One read of the log, made durable: `(seq, frame)` in order; `full` when
-/// it stopped at the byte bound.
+/// One read of the log, made durable: its frames in order, written one
+/// after another into one buffer (`text`), each as `(seq, end)` where it
+/// ends there; `full` when it stopped at the byte bound. One buffer, not a
+/// `String` a frame: a replay's thousand frames held at once as separate
+/// allocations cost the allocator more than framing them.
 #[derive(Debug, Default)]
 pub struct EventBatch {
-    pub frames: Vec<(i64, String)>,
+    text: String,
+    frames: Vec<(i64, usize)>,
     pub full: bool,
+}
+
+impl EventBatch {
+    /// Appends the frame of one event; the bytes the batch's frames now hold.
+    pub fn push_event(&mut self, seq: i64, kind: &str, data: &str) -> usize {
+        crate::events::push_event(&mut self.text, EVENT_HEAD, seq, kind, data);
+        self.frames.push((seq, self.text.len()));
+        self.text.len()
+    }
+
+    /// Appends a whole frame (the tests' batches).
+    #[cfg(test)]
+    fn push_frame(&mut self, seq: i64, frame: &str) {
+        self.text.push_str(frame);
+        self.frames.push((seq, self.text.len()));
+    }
+}
+
+/// What waits to be sent: a message, or the next frame of the event
+/// batch being sent (`Session::sending`).
+#[derive(Debug)]
+enum Out {
+    Message(GatewayOutput),
+    Event,
 }
 
 /// Where a session starts, from the bot's log and the client's `after`.
@@ -148,7 +176,12 @@ pub struct Session {
     /// The highest ack received and not yet written.
     pending_ack: Option<i64>,
     effects: VecDeque<Effect>,
-    out: VecDeque<GatewayOutput>,
+    out: VecDeque<Out>,
+    /// The frames of the read batches whose `Out::Event`s are queued, in
+    /// order, and where the next one starts.
+    sending: EventBatch,
+    sent_to: usize,
+    next_frame: usize,
     /// Bytes of the heartbeat acks in `out`: what the bot's input queued,
     /// which the connection's reply budget counts (event frames are
     /// bounded by the reads of the log instead).
@@ -180,6 +213,9 @@ impl Session {
             pending_ack: None,
             effects: VecDeque::new(),
             out: VecDeque::new(),
+            sending: EventBatch::default(),
+            sent_to: 0,
+            next_frame: 0,
             reply_bytes: 0,
             events: VecDeque::new(),
             closed: false,
@@ -235,7 +271,7 @@ impl Session {
             return;
         }
         self.seen_ms = self.seen_ms.max(now_ms);
-        let v: serde_json::Value = match serde_json::from_str(text) {
+        let v: serde_json::Value = match serde_json::from_slice(text.as_bytes()) {
             Ok(v) => v,
             Err(_) => return self.close(CLOSE_INVALID_PAYLOAD),
         };
@@ -245,7 +281,7 @@ impl Session {
                 self.last_heartbeat_ms = now_ms;
                 self.heard_heartbeat = true;
                 self.reply_bytes += HEARTBEAT_ACK.len();
-                self.out.push_back(GatewayOutput::Text(HEARTBEAT_ACK.into()));
+                self.out.push_back(Out::Message(GatewayOutput::Text(HEARTBEAT_ACK.into())));
             }
             // Acks are coalesced: the highest one is written once, at the
             // next `poll`, so an ack flood costs one commit per round.
@@ -287,6 +323,7 @@ impl Session {
             return false;
         }
         self.out.clear();
+        self.drop_events();
         self.reply_bytes = 0;
         self.close(reason);
         true
@@ -360,7 +397,21 @@ impl Session {
         if let Some(e) = self.effects.pop_front() {
             return Some(Poll::Effect(e));
         }
-        let o = self.out.pop_front()?;
+        let o = match self.out.pop_front()? {
+            Out::Message(o) => o,
+            Out::Event => {
+                // A `String` of exactly the frame's length: tungstenite
+                // takes it as its payload without another allocation.
+                let (_, end) = self.sending.frames[self.next_frame];
+                let frame = self.sending.text[self.sent_to..end].to_string();
+                self.next_frame += 1;
+                self.sent_to = end;
+                if self.next_frame == self.sending.frames.len() {
+                    self.drop_events();
+                }
+                return Some(Poll::Send(GatewayOutput::Text(frame)));
+            }
+        };
         if matches!(&o, GatewayOutput::Text(t) if t == HEARTBEAT_ACK) {
             self.reply_bytes -= HEARTBEAT_ACK.len();
         }
@@ -412,11 +463,20 @@ impl Session {
             return;
         }
         let n = batch.frames.len();
-        for (seq, frame) in batch.frames {
-            self.out.push_back(GatewayOutput::Text(frame));
+        let more = batch.full || n == EVENTS_PER_POLL;
+        if let Some(&(seq, _)) = batch.frames.last() {
             self.cursor = seq;
         }
-        self.backlog = batch.full || n == EVENTS_PER_POLL;
+        self.out.extend((0..n).map(|_| Out::Event));
+        if self.sending.frames.is_empty() {
+            // Nothing of an earlier batch waits: this one's buffer is taken as it is.
+            self.sending = batch;
+        } else {
+            let base = self.sending.text.len();
+            self.sending.text.push_str(&batch.text);
+            self.sending.frames.extend(batch.frames.iter().map(|&(seq, end)| (seq, base + end)));
+        }
+        self.backlog = more;
     }
 
     /// What [`Effect::CheckBot`] found at `now_ms`: `None` on storage
@@ -484,7 +544,7 @@ impl Session {
         // bot's own close has none, and that one sends nothing back.
         let Some(code) = reason.code() else { return self.end(1005, reason) };
         if !self.closed {
-            self.out.push_back(GatewayOutput::Close { code, reason });
+            self.out.push_back(Out::Message(GatewayOutput::Close { code, reason }));
             self.end(code, reason);
         }
     }
@@ -502,6 +562,12 @@ impl Session {
         }
     }
 
+    /// Forgets the event frames not sent (their `Out::Event`s are gone).
+    fn drop_events(&mut self) {
+        self.sending = EventBatch::default();
+        (self.sent_to, self.next_frame) = (0, 0);
+    }
+
     fn free_lease(&mut self) {
         if let Some(sh) = self.shared.as_mut().filter(|s| s.leased) {
             sh.leased = false;
@@ -514,7 +580,8 @@ impl Session {
 const EVENT_HEAD: &str = "{\"op\":\"event\",\"seq\":";
 
 /// The frame of one event, built straight from the row's text (the data is
-/// stored as JSON already).
+/// stored as JSON already), as [`EventBatch::push_event`] writes it.
+#[cfg(test)]
 pub fn event_frame(seq: i64, kind: &str, data: &str) -> String {
     let mut frame = String::with_capacity(40 + kind.len() + data.len());
     crate::events::push_event(&mut frame, EVENT_HEAD, seq, kind, data);
@@ -562,7 +629,11 @@ mod tests {
     }
 
     fn batch(seqs: &[i64]) -> Option<EventBatch> {
-        Some(EventBatch { frames: seqs.iter().map(|&s| (s, event_frame(s, "message", "{}"))).collect(), full: false })
+        let mut b = EventBatch::default();
+        for &s in seqs {
+            b.push_event(s, "message", "{}");
+        }
+        Some(b)
     }
 
     /// Past the hello and the first (empty) read.
@@ -599,7 +670,9 @@ mod tests {
         let mut s = opened(None);
         let woken = View { notified: 1, ..View::default() };
         assert_eq!(s.poll(woken), read_after(4));
-        s.events_read(Some(EventBatch { frames: vec![(5, "f5".into())], full: true }));
+        let mut full = EventBatch { full: true, ..EventBatch::default() };
+        full.push_frame(5, "f5");
+        s.events_read(Some(full));
         assert_eq!(s.poll(woken), text("f5"));
         assert_eq!(s.poll(woken), read_after(5));
     }

@@ -5,6 +5,7 @@
 use super::console;
 use super::messages;
 use super::params::{self, Body};
+use super::requests::body;
 use super::requests::{
     self, ByteBounds, Bytes, Choice, Choices, Handle, MessageId, MessageIdOrZero, Name, Number, NumberBounds,
     ParseMode, Patch, Strings, Text, Uint, Why,
@@ -25,18 +26,19 @@ use crate::rules::limits::{
 use crate::rules::permissions::{self, Act};
 use crate::store::{self, bots::Field, chats::Blocker};
 use crate::txn::Ctx;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
-#[derive(Deserialize)]
-struct UserAndBot<'a> {
-    user_id: &'a str,
-    bot_id: &'a str,
+body! {
+    struct UserAndBot<'a> {
+        user_id: &'a str,
+        bot_id: &'a str,
+    }
 }
 
-#[derive(Deserialize)]
-struct MemberIdBody<'a> {
-    member_id: &'a str,
+body! {
+    struct MemberIdBody<'a> {
+        member_id: &'a str,
+    }
 }
 
 fn chat_id(b: &Body) -> ApiResult<&str> {
@@ -148,12 +150,11 @@ fn user_json(ctx: &Ctx<'_>, id: &str) -> ApiResult<Value> {
     Ok(json!({"id": id, "display_name": display_name, "handle": handle}))
 }
 
-#[derive(Deserialize)]
-struct CreateUser<'a> {
-    #[serde(borrow)]
-    display_name: Name<'a, NAME>,
-    #[serde(borrow)]
-    handle: Option<Handle<'a>>,
+body! {
+    struct CreateUser<'a> {
+        display_name: Name<'a, NAME>,
+        handle: Option<Handle<'a>>,
+    }
 }
 
 fn create_user(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
@@ -178,19 +179,17 @@ impl ByteBounds for AvatarKey {
     const WHY: &'static str = "must be a string of 1 to 256 bytes, or null";
 }
 
-/// createBot's body, in check order.
-#[derive(Deserialize)]
-struct CreateBot<'a> {
-    quota_tier: Option<Choice<Tier>>,
-    #[serde(borrow)]
-    avatar_key: Patch<Bytes<'a, AvatarKey>>,
-    gateway_connection_limit: Patch<Uint<MAX_GATEWAY_CONNECTION_LIMIT>>,
-    #[serde(borrow)]
-    display_name: Name<'a, NAME>,
-    #[serde(borrow)]
-    handle: Handle<'a>,
-    verified: Option<bool>,
-    official: Option<bool>,
+body! {
+    /// createBot's body, in check order.
+    struct CreateBot<'a> {
+        quota_tier: Option<Choice<Tier>>,
+        avatar_key: Patch<Bytes<'a, AvatarKey>>,
+        gateway_connection_limit: Patch<Uint<MAX_GATEWAY_CONNECTION_LIMIT>>,
+        display_name: Name<'a, NAME>,
+        handle: Handle<'a>,
+        verified: Option<bool>,
+        official: Option<bool>,
+    }
 }
 
 impl Choices for BotStatus {
@@ -200,21 +199,19 @@ impl Choices for BotStatus {
     }
 }
 
-/// updateBot's body, in check order: createBot's fields, each optional.
-#[derive(Deserialize)]
-struct UpdateBot<'a> {
-    bot_id: &'a str,
-    quota_tier: Option<Choice<Tier>>,
-    #[serde(borrow)]
-    avatar_key: Patch<Bytes<'a, AvatarKey>>,
-    gateway_connection_limit: Patch<Uint<MAX_GATEWAY_CONNECTION_LIMIT>>,
-    #[serde(borrow)]
-    display_name: Option<Name<'a, NAME>>,
-    #[serde(borrow)]
-    handle: Option<Handle<'a>>,
-    verified: Option<bool>,
-    official: Option<bool>,
-    status: Option<Choice<BotStatus>>,
+body! {
+    /// updateBot's body, in check order: createBot's fields, each optional.
+    struct UpdateBot<'a> {
+        bot_id: &'a str,
+        quota_tier: Option<Choice<Tier>>,
+        avatar_key: Patch<Bytes<'a, AvatarKey>>,
+        gateway_connection_limit: Patch<Uint<MAX_GATEWAY_CONNECTION_LIMIT>>,
+        display_name: Option<Name<'a, NAME>>,
+        handle: Option<Handle<'a>>,
+        verified: Option<bool>,
+        official: Option<bool>,
+        status: Option<Choice<BotStatus>>,
+    }
 }
 
 /// The operational copy, kept only for official bots and only when the host
@@ -262,7 +259,7 @@ fn ensure_handle_free(ctx: &Ctx<'_>, handle: &str, except: &str) -> ApiResult<()
 }
 
 fn raw(json_text: &str) -> Value {
-    serde_json::from_str(json_text).unwrap_or(Value::Null)
+    serde_json::from_slice(json_text.as_bytes()).unwrap_or(Value::Null)
 }
 
 /// Drops cached credentials of a bot after its row changed.
@@ -389,11 +386,12 @@ fn start_bot(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     chat_json(ctx, &load_chat(ctx, &chat.id)?)
 }
 
-/// setBlocked's fields after the chat is found.
-#[derive(Deserialize)]
-struct SetBlocked<'a> {
-    by: &'a str,
-    blocked: bool,
+body! {
+    /// setBlocked's fields after the chat is found.
+    struct SetBlocked<'a> {
+        by: &'a str,
+        blocked: bool,
+    }
 }
 
 /// setBlocked's refusal of a `by` that is no [`BlockedBy`] (read after the
@@ -449,14 +447,13 @@ impl Why for MemberIds {
     const WHY: &'static str = "must be an array of user and bot ids";
 }
 
-/// createGroup's body, in check order.
-#[derive(Deserialize)]
-struct CreateGroup<'a> {
-    #[serde(borrow)]
-    title: Name<'a, TITLE>,
-    bots_can_send: Option<bool>,
-    #[serde(borrow)]
-    member_ids: Option<Strings<'a, MemberIds>>,
+body! {
+    /// createGroup's body, in check order.
+    struct CreateGroup<'a> {
+        title: Name<'a, TITLE>,
+        bots_can_send: Option<bool>,
+        member_ids: Option<Strings<'a, MemberIds>>,
+    }
 }
 
 fn create_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
@@ -518,9 +515,10 @@ fn group(ctx: &Ctx<'_>, b: &Body) -> ApiResult<Chat> {
     Ok(chat)
 }
 
-#[derive(Deserialize)]
-struct BotsCanSend {
-    bots_can_send: bool,
+body! {
+    struct BotsCanSend {
+        bots_can_send: bool,
+    }
 }
 
 fn set_group_permissions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
@@ -547,16 +545,15 @@ fn dissolve_group(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     Ok(Value::Bool(true))
 }
 
-/// sendUserMessage's body, in check order.
-#[derive(Deserialize)]
-struct SendUserMessage<'a> {
-    user_id: &'a str,
-    chat_id: &'a str,
-    #[serde(borrow)]
-    text: Text<'a>,
-    #[serde(rename = "parse_mode")]
-    _parse_mode: ParseMode,
-    reply_to_message_id: Option<MessageId>,
+body! {
+    /// sendUserMessage's body, in check order.
+    struct SendUserMessage<'a> {
+        user_id: &'a str,
+        chat_id: &'a str,
+        text: Text<'a>,
+        _parse_mode as "parse_mode": ParseMode,
+        reply_to_message_id: Option<MessageId>,
+    }
 }
 
 fn send_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
@@ -572,9 +569,10 @@ fn send_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
     messages::post(ctx, &chat, user_id, false, text, reply_to, None)
 }
 
-#[derive(Deserialize)]
-struct MessageIdBody {
-    message_id: MessageId,
+body! {
+    struct MessageIdBody {
+        message_id: MessageId,
+    }
 }
 
 fn delete_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
@@ -589,11 +587,12 @@ fn delete_user_message(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     Ok(Value::Bool(true))
 }
 
-/// getChatHistory's fields after the chat is found.
-#[derive(Deserialize)]
-struct ChatHistory {
-    after_message_id: Option<MessageIdOrZero>,
-    limit: Option<Uint<MAX_HISTORY_PAGE>>,
+body! {
+    /// getChatHistory's fields after the chat is found.
+    struct ChatHistory {
+        after_message_id: Option<MessageIdOrZero>,
+        limit: Option<Uint<MAX_HISTORY_PAGE>>,
+    }
 }
 
 fn chat_history(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Vec<u8>> {
@@ -635,11 +634,12 @@ fn chat_actions(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     Ok(Value::Array(rows))
 }
 
-/// The host's getUpdates body.
-#[derive(Deserialize)]
-struct HostUpdates {
-    offset: Option<Uint<{ i64::MAX as u64 }>>,
-    limit: Option<Uint<MAX_HOST_UPDATES>>,
+body! {
+    /// The host's getUpdates body.
+    struct HostUpdates {
+        offset: Option<Uint<{ i64::MAX as u64 }>>,
+        limit: Option<Uint<MAX_HOST_UPDATES>>,
+    }
 }
 
 /// Telegram-style: returns updates from `offset` on (default: the first not
@@ -710,9 +710,10 @@ impl NumberBounds for Seconds {
     const WHY: &'static str = "must be a number from 0 to 1e9";
 }
 
-#[derive(Deserialize)]
-struct AdvanceClock {
-    seconds: Number<Seconds>,
+body! {
+    struct AdvanceClock {
+        seconds: Number<Seconds>,
+    }
 }
 
 fn advance_clock(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {

@@ -5,6 +5,7 @@
 use super::buttons;
 use super::messages::{self, owned_message, visible_chat};
 use super::params::{self, Body};
+use super::requests::body;
 use super::requests::{self, Choice, Choices, MessageId, ParseMode, Text};
 use crate::error::{ApiError, ApiResult};
 use crate::events::{self, Event};
@@ -17,7 +18,6 @@ use crate::rules::idempotency::{self, Decision};
 use crate::rules::permissions::{self, Act};
 use crate::store;
 use crate::txn::Ctx;
-use serde::Deserialize;
 
 /// How long a chat action shows unless the bot sends a message first.
 pub const CHAT_ACTION_TTL_MS: u64 = 5_000;
@@ -94,15 +94,14 @@ fn rate_limit(ctx: &mut Ctx<'_>, bot: &Bot, chat: &Chat) -> ApiResult<()> {
     Ok(())
 }
 
-/// sendMessage's body, in check order.
-#[derive(Deserialize)]
-struct SendMessage<'a> {
-    chat_id: &'a str,
-    #[serde(borrow)]
-    text: Text<'a>,
-    #[serde(rename = "parse_mode")]
-    _parse_mode: ParseMode,
-    reply_to_message_id: Option<MessageId>,
+body! {
+    /// sendMessage's body, in check order.
+    struct SendMessage<'a> {
+        chat_id: &'a str,
+        text: Text<'a>,
+        _parse_mode as "parse_mode": ParseMode,
+        reply_to_message_id: Option<MessageId>,
+    }
 }
 
 fn send_message(ctx: &mut Ctx<'_>, bot: &Bot, req: &Request<'_>) -> ApiResult<Vec<u8>> {
@@ -142,11 +141,12 @@ impl Choices for ChatAction {
     }
 }
 
-/// sendChatAction's body, in check order.
-#[derive(Deserialize)]
-struct SendChatAction<'a> {
-    chat_id: &'a str,
-    action: Choice<ChatAction>,
+body! {
+    /// sendChatAction's body, in check order.
+    struct SendChatAction<'a> {
+        chat_id: &'a str,
+        action: Choice<ChatAction>,
+    }
 }
 
 fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
@@ -166,22 +166,22 @@ fn send_chat_action(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<
     Ok(b"true".to_vec())
 }
 
-/// editMessageText's body, in check order.
-#[derive(Deserialize)]
-struct EditMessageText<'a> {
-    chat_id: &'a str,
-    message_id: MessageId,
-    #[serde(borrow)]
-    text: Text<'a>,
-    #[serde(rename = "parse_mode")]
-    _parse_mode: ParseMode,
+body! {
+    /// editMessageText's body, in check order.
+    struct EditMessageText<'a> {
+        chat_id: &'a str,
+        message_id: MessageId,
+        text: Text<'a>,
+        _parse_mode as "parse_mode": ParseMode,
+    }
 }
 
-/// deleteMessage's body.
-#[derive(Deserialize)]
-struct DeleteMessage<'a> {
-    chat_id: &'a str,
-    message_id: MessageId,
+body! {
+    /// deleteMessage's body.
+    struct DeleteMessage<'a> {
+        chat_id: &'a str,
+        message_id: MessageId,
+    }
 }
 
 fn edit_message_text(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec<u8>> {
@@ -192,7 +192,7 @@ fn edit_message_text(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult<Vec
     // Without reply_markup the keyboard stays; with one it is replaced.
     let keyboard = match markup {
         Some(k) => Some(k.0),
-        None => store::buttons::keyboard(ctx.conn, &chat.id, msg.message_id)?,
+        None => msg.reply_markup.clone(),
     };
     buttons::set_markup(ctx, bot, &chat, msg, Some(text), keyboard)
 }

@@ -5,6 +5,7 @@
 //! `store::buttons`'.
 
 use super::params::Body;
+use super::requests::body;
 use super::requests::{self, MessageId};
 use super::to_json;
 use crate::error::{ApiError, ApiResult};
@@ -17,7 +18,6 @@ use crate::rules::keyboard;
 use crate::rules::permissions::{self, Act};
 use crate::store::{self, buttons::CallbackQuery};
 use crate::txn::Ctx;
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 /// The chat a chat scope names must be one the bot can see (a member
@@ -79,7 +79,7 @@ pub fn get_chat_commands(ctx: &mut Ctx<'_>, chat: &Chat) -> ApiResult<Value> {
         }
         let lists = store::buttons::commands_for_chat(ctx.conn, &bot.id, &chat.id)?;
         let list: Value = commands::pick(&lists, &chat.id, chat.kind)
-            .and_then(|l| serde_json::from_str(l).ok())
+            .and_then(|l| serde_json::from_slice(l.as_bytes()).ok())
             .unwrap_or_else(|| json!([]));
         out.push((bot.handle.clone(), json!({"bot_id": bot.id, "handle": bot.handle, "commands": list})));
     }
@@ -95,18 +95,19 @@ pub fn get_bot_commands(ctx: &mut Ctx<'_>, bot: &Bot) -> ApiResult<Value> {
         .into_iter()
         .map(|((kind, chat), list)| {
             let scope = if kind == "chat" { json!({"type": kind, "chat_id": chat}) } else { json!({"type": kind}) };
-            let commands: Value = serde_json::from_str(&list).unwrap_or_else(|_| json!([]));
+            let commands: Value = serde_json::from_slice(list.as_bytes()).unwrap_or_else(|_| json!([]));
             json!({"scope": scope, "commands": commands})
         })
         .collect();
     Ok(Value::Array(out))
 }
 
-/// editMessageReplyMarkup's body, in check order.
-#[derive(Deserialize)]
-struct EditMarkup<'a> {
-    chat_id: &'a str,
-    message_id: MessageId,
+body! {
+    /// editMessageReplyMarkup's body, in check order.
+    struct EditMarkup<'a> {
+        chat_id: &'a str,
+        message_id: MessageId,
+    }
 }
 
 /// editMessageReplyMarkup: sets the keyboard (absent or `null` removes
@@ -120,7 +121,8 @@ pub fn edit_reply_markup(ctx: &mut Ctx<'_>, bot: &Bot, body: &Body) -> ApiResult
     set_markup(ctx, bot, &chat, msg, None, markup.map(|k| k.0))
 }
 
-/// Writes a bot's edit of its message: new text (`Some`), and the
+/// Writes a bot's edit of its message (as [`super::messages::owned_message`]
+/// read it, with its current keyboard): new text (`Some`), and the
 /// keyboard it will have; emits `message_edited` when either changed.
 pub fn set_markup(
     ctx: &mut Ctx<'_>,
@@ -130,7 +132,6 @@ pub fn set_markup(
     text: Option<&str>,
     keyboard: Option<String>,
 ) -> ApiResult<Vec<u8>> {
-    msg.reply_markup = store::buttons::keyboard(ctx.conn, &chat.id, msg.message_id)?;
     let text_changes = text.is_some_and(|t| msg.text.as_deref() != Some(t));
     let keyboard_changes = keyboard != msg.reply_markup;
     if !text_changes && !keyboard_changes {
@@ -154,13 +155,14 @@ pub fn set_markup(
     Ok(json)
 }
 
-/// pressButton's body, in check order.
-#[derive(Deserialize)]
-struct Press<'a> {
-    user_id: &'a str,
-    chat_id: &'a str,
-    message_id: MessageId,
-    callback_data: &'a str,
+body! {
+    /// pressButton's body, in check order.
+    struct Press<'a> {
+        user_id: &'a str,
+        chat_id: &'a str,
+        message_id: MessageId,
+        callback_data: &'a str,
+    }
 }
 
 /// pressButton (host): a user presses a keyboard button. The user is held
@@ -236,12 +238,13 @@ pub fn press_button(ctx: &mut Ctx<'_>, body: &Body, req: &Request<'_>) -> ApiRes
     Ok(out)
 }
 
-/// answerCallbackQuery's body, in check order.
-#[derive(Deserialize)]
-struct Answer<'a> {
-    callback_query_id: &'a str,
-    text: Option<&'a str>,
-    show_alert: Option<bool>,
+body! {
+    /// answerCallbackQuery's body, in check order.
+    struct Answer<'a> {
+        callback_query_id: &'a str,
+        text: Option<&'a str>,
+        show_alert: Option<bool>,
+    }
 }
 
 /// answerCallbackQuery: only the bot the query went to, once, before its

@@ -4,6 +4,7 @@
 //! writes. None of them confirms the host's `getUpdates` stream.
 
 use super::params::Body;
+use super::requests::body;
 use super::requests::{self, Uint};
 use super::requests::{BotIdBody, ChatIdBody};
 use crate::error::{ApiError, ApiResult};
@@ -13,24 +14,25 @@ use crate::rules::limits;
 use crate::store::bots;
 use crate::store::console::{self as q, Cursor};
 use crate::txn::Ctx;
-use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 const DEFAULT_PAGE: u64 = 50;
 const MAX_PAGE: u64 = 100;
 
-/// A list's paging fields, in check order.
-#[derive(Deserialize)]
-struct Page<'a> {
-    query: Option<&'a str>,
-    cursor: Option<&'a str>,
-    limit: Option<Uint<MAX_PAGE>>,
+body! {
+    /// A list's paging fields, in check order.
+    struct Page<'a> {
+        query: Option<&'a str>,
+        cursor: Option<&'a str>,
+        limit: Option<Uint<MAX_PAGE>>,
+    }
 }
 
-/// listChats' filter, read after the paging fields.
-#[derive(Deserialize)]
-struct MemberFilter<'a> {
-    member_id: Option<&'a str>,
+body! {
+    /// listChats' filter, read after the paging fields.
+    struct MemberFilter<'a> {
+        member_id: Option<&'a str>,
+    }
 }
 
 fn page_args(b: &Body) -> ApiResult<(String, Option<Cursor>, u32)> {
@@ -67,7 +69,7 @@ fn bot_json(ctx: &Ctx<'_>, row: &q::BotLive) -> Value {
     let bot = &row.bot;
     let sessions = row.leased.unwrap_or_else(|| ctx.host.sessions.map_or(0, |f| f(&bot.id)));
     let last = ctx.host.activity.map_or(0, |a| a.last_request_ms(&bot.id));
-    let mut v: Value = serde_json::from_str(&bot.identity_json).unwrap_or(Value::Null);
+    let mut v: Value = serde_json::from_slice(bot.identity_json.as_bytes()).unwrap_or(Value::Null);
     if let Value::Object(m) = &mut v {
         m.insert("created_at".into(), row.created_at.into());
         m.insert(
@@ -179,12 +181,13 @@ pub fn bot_activity(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
     }))
 }
 
-/// getAuditLog's body, in check order.
-#[derive(Deserialize)]
-struct AuditLog<'a> {
-    before: Option<Uint<{ i64::MAX as u64 }>>,
-    target: Option<&'a str>,
-    limit: Option<Uint<MAX_PAGE>>,
+body! {
+    /// getAuditLog's body, in check order.
+    struct AuditLog<'a> {
+        before: Option<Uint<{ i64::MAX as u64 }>>,
+        target: Option<&'a str>,
+        limit: Option<Uint<MAX_PAGE>>,
+    }
 }
 
 pub fn audit_log(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
@@ -203,7 +206,7 @@ pub fn audit_log(ctx: &mut Ctx<'_>, b: &Body) -> ApiResult<Value> {
                 "target": e.target,
                 "actor": e.actor,
                 "peer": e.peer,
-                "detail": serde_json::from_str::<Value>(&e.detail).unwrap_or(Value::Null),
+                "detail": serde_json::from_slice::<Value>(e.detail.as_bytes()).unwrap_or(Value::Null),
             })
         })
         .collect();

@@ -28,12 +28,16 @@ pub fn visible_chat(ctx: &mut Ctx<'_>, bot: &Bot, chat_id: &str) -> ApiResult<(C
     }
 }
 
-/// Chat, membership and the message, checked for edit and delete, once
-/// their fields are read.
+/// Chat, membership and the message (with its current keyboard), checked
+/// for edit and delete, once their fields are read.
 pub fn owned_message(ctx: &mut Ctx<'_>, bot: &Bot, chat_id: &str, message_id: i64) -> ApiResult<(Chat, StoredMessage)> {
-    let (chat, member) = visible_chat(ctx, bot, chat_id)?;
+    // One read; the checks in their order (as `visible_chat`, then the message's).
+    let (chat, member, msg) = match ctx.chat_with_message(chat_id, bot, message_id)? {
+        Some((chat, Some(active), msg)) => (chat, active, msg),
+        _ => return Err(ApiError::chat_not_found()),
+    };
     permissions::check(Act::BotEdits, &chat, member)?;
-    let msg = match stored::load(ctx.conn, &chat.id, message_id)? {
+    let msg = match msg {
         Some(m) if !m.deleted => m,
         _ => return Err(ApiError::message_not_found()),
     };

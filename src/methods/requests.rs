@@ -1,293 +1,158 @@
-//! Typed request bodies. Each method declares its body as a
-//! `#[derive(Deserialize)]` struct whose fields are listed in the order
-//! `docs/errors.md` checks them; [`parse`] reads the struct out of the
-//! parsed body and turns serde's errors into the envelopes of the
-//! interface: `missing_field` and `invalid_field` with the field named
-//! (and `text_empty`, `text_too_long`, `unsupported_parse_mode` for the
-//! text fields).
+//! Typed request bodies. Each method declares its body with [`body!`] as a
+//! struct whose fields are listed in the order `docs/errors.md` checks
+//! them; [`parse`] reads the fields out of the parsed body in that order,
+//! absent ones included (the first refusal is the first field in check
+//! order that is wrong), and every refusal names its field: the envelopes
+//! `missing_field` and `invalid_field` (and `text_empty`,
+//! `text_too_long`, `unsupported_parse_mode` for the text fields). Fields
+//! the struct does not declare are ignored, and a key given twice counts
+//! once (the last), as JSON objects are parsed.
 //!
-//! serde alone would not keep those envelopes: a derived struct checks
-//! fields in the order the JSON lists them and says nothing of which field
-//! an error is about. So the body is read through [`Fields`], a
-//! deserializer that hands the struct its declared fields one by one, in
-//! declaration order, absent ones included (the first refusal is the
-//! first field in check order that is wrong), and names the field in
-//! every error. Fields the struct does not declare are ignored, and a key
-//! given twice counts once (the last), as JSON objects are parsed.
-//!
-//! How each JSON shape reads:
+//! A field is read by its type's [`FromField`] rule, one plain function
+//! per type shared by every body (no code generated per body beyond the
+//! calls: the host API has dozens of bodies, and the WASM module carries
+//! each one):
 //! - `&str`: absent or `null` → `missing_field`; not a string →
 //!   `invalid_field` "must be a string".
 //! - `bool`: the same, "must be a boolean".
 //! - `Option<T>`: absent or `null` → `None`; else `T`'s rule.
 //! - [`Patch<T>`]: absent → keep, `null` → clear, else `T`.
 //! - the leaf types below ([`Text`], [`ParseMode`], [`MessageId`],
-//!   [`Uint`], [`Name`], …) each carry one rule; a refusal's text is the
-//!   visitor's `expecting`, as in "field limit must be an integer from 0
-//!   to 100".
+//!   [`Uint`], [`Name`], …) each carry one rule and its refusal's text, as
+//!   in "field limit must be an integer from 0 to 100".
 
 use crate::error::{ApiError, ApiResult};
 use crate::rules::{limits, names};
-use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
 use serde_json::Value;
-use std::fmt;
 
 pub use super::params::Body;
 
 /// Reads the typed body `T` out of a parsed body.
-pub fn parse<'a, T: Deserialize<'a>>(body: &'a Body) -> ApiResult<T> {
-    T::deserialize(Fields(body)).map_err(FieldError::into_api)
+pub fn parse<'a, T: ReadBody<'a>>(body: &'a Body) -> ApiResult<T> {
+    T::read(body)
 }
 
-/// A refusal while reading a field: the envelope itself, or the `why` of
-/// an `invalid_field` whose field is named on the way out of
-/// [`FieldDe`].
-#[derive(Debug)]
-pub struct FieldError(Refusal);
-
-#[derive(Debug)]
-enum Refusal {
-    Api(Box<ApiError>),
-    Why(String),
+/// A body declared with [`body!`]: its fields read in declaration order.
+pub trait ReadBody<'a>: Sized {
+    fn read(body: &'a Body) -> ApiResult<Self>;
 }
 
-impl FieldError {
-    fn api(e: ApiError) -> Self {
-        FieldError(Refusal::Api(Box::new(e)))
-    }
-
-    /// Names `field` in a refusal that does not name one yet.
-    fn at(self, field: &str) -> Self {
-        match self.0 {
-            Refusal::Why(why) => FieldError::api(ApiError::invalid_field(field, &why)),
-            api => FieldError(api),
+/// Declares a typed body: the struct, and its [`ReadBody`] that reads each
+/// field by its name (or the `as "key"` given) in declaration order.
+macro_rules! body {
+    (
+        $(#[$attr:meta])*
+        $vis:vis struct $name:ident $(<$lt:lifetime>)? {
+            $($(#[$fattr:meta])* $fvis:vis $field:ident $(as $key:literal)? : $ty:ty),* $(,)?
         }
-    }
-
-    fn into_api(self) -> ApiError {
-        match self.0 {
-            Refusal::Api(e) => *e,
-            // Only a struct-level error has no field: never raised by the
-            // types of this module.
-            Refusal::Why(why) => ApiError::invalid_request(&why),
+    ) => {
+        $(#[$attr])*
+        $vis struct $name $(<$lt>)? {
+            $($(#[$fattr])* $fvis $field: $ty),*
         }
-    }
-}
 
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.0 {
-            Refusal::Api(e) => f.write_str(&e.description),
-            Refusal::Why(why) => f.write_str(why),
+        impl<'a> $crate::methods::requests::ReadBody<'a> for $name $(<$lt>)? {
+            fn read(b: &'a $crate::methods::params::Body) -> $crate::error::ApiResult<Self> {
+                Ok($name {
+                    $($field: $crate::methods::requests::field(b, body!(@key $field $($key)?))?),*
+                })
+            }
         }
-    }
+    };
+    (@key $field:ident $key:literal) => { $key };
+    (@key $field:ident) => { stringify!($field) };
+}
+pub(crate) use body;
+
+/// Reads the field `name` of the body by `T`'s rule.
+pub fn field<'a, T: FromField<'a>>(body: &'a Body, name: &'static str) -> ApiResult<T> {
+    T::from_field(Field { name, value: body.get(name) })
 }
 
-impl std::error::Error for FieldError {}
-
-impl de::Error for FieldError {
-    fn custom<T: fmt::Display>(msg: T) -> Self {
-        FieldError(Refusal::Why(msg.to_string()))
-    }
-
-    /// The visitor's `expecting` is the refusal's text.
-    fn invalid_type(_: de::Unexpected<'_>, exp: &dyn de::Expected) -> Self {
-        FieldError(Refusal::Why(exp.to_string()))
-    }
-
-    fn invalid_value(_: de::Unexpected<'_>, exp: &dyn de::Expected) -> Self {
-        FieldError(Refusal::Why(exp.to_string()))
-    }
-
-    fn missing_field(field: &'static str) -> Self {
-        FieldError::api(ApiError::missing_field(field))
-    }
+/// One field of a body: its name, and its value (`None`: absent).
+#[derive(Clone, Copy)]
+pub struct Field<'a> {
+    pub name: &'static str,
+    pub value: Option<&'a Value>,
 }
 
-/// The body as a deserializer of structs: each declared field in turn.
-pub struct Fields<'a>(&'a Body);
-
-impl<'de> Deserializer<'de> for Fields<'de> {
-    type Error = FieldError;
-
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        fields: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, FieldError> {
-        visitor.visit_map(Declared { body: self.0, fields: fields.iter(), next: None })
+impl<'a> Field<'a> {
+    pub fn missing(self) -> ApiError {
+        ApiError::missing_field(self.name)
     }
 
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, FieldError> {
-        // A struct with no fields: every body object is one.
-        self.deserialize_struct("", &[], visitor)
+    pub fn invalid(self, why: &str) -> ApiError {
+        ApiError::invalid_field(self.name, why)
     }
 
-    serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf option unit unit_struct newtype_struct seq tuple
-        tuple_struct map enum identifier ignored_any
-    }
-}
-
-struct Declared<'a> {
-    body: &'a Body,
-    fields: std::slice::Iter<'static, &'static str>,
-    next: Option<&'static str>,
-}
-
-impl<'de> MapAccess<'de> for Declared<'de> {
-    type Error = FieldError;
-
-    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, FieldError> {
-        let Some(name) = self.fields.next() else { return Ok(None) };
-        self.next = Some(name);
-        seed.deserialize(IntoDeserializer::<FieldError>::into_deserializer(*name)).map(Some)
-    }
-
-    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, FieldError> {
-        let name = self.next.take().unwrap_or("");
-        seed.deserialize(FieldDe { name, value: self.body.get(name) }).map_err(|e| e.at(name))
-    }
-}
-
-/// One field's value (`None`: absent), read by the rules of this module.
-pub struct FieldDe<'a> {
-    name: &'static str,
-    value: Option<&'a Value>,
-}
-
-/// Newtype names through which a leaf type asks [`FieldDe`] for a rule
-/// with its own error code.
-const TEXT: &str = "$botspace::Text";
-const PARSE_MODE: &str = "$botspace::ParseMode";
-
-impl<'de> FieldDe<'de> {
-    fn missing(&self) -> FieldError {
-        FieldError::api(ApiError::missing_field(self.name))
-    }
-
-    fn invalid(&self, why: &str) -> FieldError {
-        FieldError::api(ApiError::invalid_field(self.name, why))
-    }
-
-    /// The string, or the errors of a required string field.
-    fn string(&self) -> Result<&'de str, FieldError> {
+    /// The value, or `missing_field` when it is absent or `null`.
+    pub fn present(self) -> ApiResult<&'a Value> {
         match self.value {
             None | Some(Value::Null) => Err(self.missing()),
-            Some(Value::String(s)) => Ok(s),
-            Some(_) => Err(self.invalid("must be a string")),
+            Some(v) => Ok(v),
+        }
+    }
+
+    /// The string, or the refusals of a required string field.
+    pub fn string(self) -> ApiResult<&'a str> {
+        match self.present()? {
+            Value::String(s) => Ok(s),
+            _ => Err(self.invalid("must be a string")),
+        }
+    }
+
+    /// The elements of an array, each read as a string; `why` refuses a
+    /// value that is no array or an element that is no string.
+    pub fn strings(self, why: &str) -> ApiResult<Vec<&'a str>> {
+        match self.present()? {
+            Value::Array(a) => a.iter().map(|v| v.as_str().ok_or_else(|| self.invalid(why))).collect(),
+            _ => Err(self.invalid(why)),
+        }
+    }
+
+    /// A non-negative integer, as JSON numbers of any form are read
+    /// (`None` for a negative one, a fraction or a value that is no number).
+    fn unsigned(self) -> ApiResult<Option<u64>> {
+        Ok(self.present()?.as_number().and_then(|n| n.as_u64()))
+    }
+}
+
+/// How a field of one type is read.
+pub trait FromField<'a>: Sized {
+    fn from_field(f: Field<'a>) -> ApiResult<Self>;
+}
+
+impl<'a> FromField<'a> for &'a str {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        f.string()
+    }
+}
+
+impl<'a> FromField<'a> for bool {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        match f.present()? {
+            Value::Bool(b) => Ok(*b),
+            _ => Err(f.invalid("must be a boolean")),
         }
     }
 }
 
-impl<'de> Deserializer<'de> for FieldDe<'de> {
-    type Error = FieldError;
-
-    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, FieldError> {
-        let name = self.name;
-        let out = match self.value {
-            None | Some(Value::Null) => return Err(self.missing()),
-            Some(Value::Bool(b)) => visitor.visit_bool(*b),
-            Some(Value::Number(n)) => {
-                if let Some(u) = n.as_u64() {
-                    visitor.visit_u64(u)
-                } else if let Some(i) = n.as_i64() {
-                    visitor.visit_i64(i)
-                } else {
-                    visitor.visit_f64(n.as_f64().unwrap_or(f64::NAN))
-                }
-            }
-            Some(Value::String(s)) => visitor.visit_borrowed_str(s),
-            Some(Value::Array(a)) => visitor.visit_seq(Elements { name, items: a.iter() }),
-            Some(Value::Object(_)) => Err(de::Error::invalid_type(de::Unexpected::Map, &visitor)),
-        };
-        out.map_err(|e| e.at(name))
-    }
-
-    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, FieldError> {
-        let s = self.string()?;
-        visitor.visit_borrowed_str::<FieldError>(s).map_err(|e| e.at(self.name))
-    }
-
-    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, FieldError> {
-        self.deserialize_str(visitor)
-    }
-
-    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, FieldError> {
-        match self.value {
-            None | Some(Value::Null) => Err(self.missing()),
-            Some(Value::Bool(b)) => visitor.visit_bool::<FieldError>(*b).map_err(|e| e.at(self.name)),
-            Some(_) => Err(self.invalid("must be a boolean")),
+impl<'a, T: FromField<'a>> FromField<'a> for Option<T> {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        match f.value {
+            None | Some(Value::Null) => Ok(None),
+            Some(_) => T::from_field(f).map(Some),
         }
-    }
-
-    /// Absent is `visit_none`, `null` is `visit_unit`: both are `None` to
-    /// an `Option`, and [`Patch`] tells them apart.
-    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, FieldError> {
-        let name = self.name;
-        match self.value {
-            None => visitor.visit_none(),
-            Some(Value::Null) => visitor.visit_unit(),
-            Some(_) => visitor.visit_some(self),
-        }
-        .map_err(|e| e.at(name))
-    }
-
-    fn deserialize_newtype_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        visitor: V,
-    ) -> Result<V::Value, FieldError> {
-        match name {
-            TEXT => {
-                let s = self.string()?;
-                limits::text(s).map_err(FieldError::api)?;
-                visitor.visit_borrowed_str(s)
-            }
-            PARSE_MODE => match self.value {
-                None | Some(Value::Null) => visitor.visit_unit(),
-                Some(Value::String(s)) => {
-                    limits::parse_mode(s).map_err(FieldError::api)?;
-                    visitor.visit_unit()
-                }
-                Some(_) => Err(FieldError::api(ApiError::unsupported_parse_mode())),
-            },
-            _ => visitor.visit_newtype_struct(self),
-        }
-    }
-
-    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, FieldError> {
-        visitor.visit_unit()
-    }
-
-    serde::forward_to_deserialize_any! {
-        i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char
-        bytes byte_buf unit unit_struct seq tuple
-        tuple_struct map struct enum identifier
     }
 }
 
-/// The elements of an array field, each read under the field's name.
-struct Elements<'a> {
-    name: &'static str,
-    items: std::slice::Iter<'a, Value>,
-}
-
-impl<'de> SeqAccess<'de> for Elements<'de> {
-    type Error = FieldError;
-
-    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>, FieldError> {
-        match self.items.next() {
-            None => Ok(None),
-            Some(v) => seed.deserialize(FieldDe { name: self.name, value: Some(v) }).map(Some),
+/// An array of strings, each element by the string rule.
+impl<'a> FromField<'a> for Vec<&'a str> {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        match f.present()? {
+            Value::Array(a) => a.iter().map(|v| Field { name: f.name, value: Some(v) }.string()).collect(),
+            _ => Err(f.invalid("must be an array")),
         }
-    }
-
-    fn size_hint(&self) -> Option<usize> {
-        Some(self.items.len())
     }
 }
 
@@ -312,25 +177,13 @@ impl<T> Patch<T> {
     }
 }
 
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Patch<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<T>(std::marker::PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
-            type Value = Patch<T>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a value or null")
-            }
-            fn visit_none<E: de::Error>(self) -> Result<Patch<T>, E> {
-                Ok(Patch::Keep)
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Patch<T>, E> {
-                Ok(Patch::Clear)
-            }
-            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Patch<T>, D::Error> {
-                T::deserialize(d).map(Patch::Set)
-            }
+impl<'a, T: FromField<'a>> FromField<'a> for Patch<T> {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        match f.value {
+            None => Ok(Patch::Keep),
+            Some(Value::Null) => Ok(Patch::Clear),
+            Some(_) => T::from_field(f).map(Patch::Set),
         }
-        d.deserialize_option(V(std::marker::PhantomData))
     }
 }
 
@@ -339,19 +192,11 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Patch<T> {
 #[derive(Debug, Clone, Copy)]
 pub struct Text<'a>(pub &'a str);
 
-impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = &'de str;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("must be a string")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<&'de str, E> {
-                Ok(s)
-            }
-        }
-        d.deserialize_newtype_struct(TEXT, V).map(Text)
+impl<'a> FromField<'a> for Text<'a> {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        let s = f.string()?;
+        limits::text(s)?;
+        Ok(Text(s))
     }
 }
 
@@ -359,19 +204,13 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ParseMode;
 
-impl<'de> Deserialize<'de> for ParseMode {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = ParseMode;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("must be plain")
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<ParseMode, E> {
-                Ok(ParseMode)
-            }
+impl<'a> FromField<'a> for ParseMode {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        match f.value {
+            None | Some(Value::Null) => Ok(ParseMode),
+            Some(Value::String(s)) => limits::parse_mode(s).map(|()| ParseMode),
+            Some(_) => Err(ApiError::unsupported_parse_mode()),
         }
-        d.deserialize_newtype_struct(PARSE_MODE, V)
     }
 }
 
@@ -382,32 +221,14 @@ pub struct MessageId(pub i64);
 
 const MESSAGE_ID_WHY: &str = "must be a message id: a decimal string such as \"1\"";
 
-impl<'de> Deserialize<'de> for MessageId {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = MessageId;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(MESSAGE_ID_WHY)
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<MessageId, E> {
-                limits::message_id_str(s).map(MessageId).ok_or_else(|| E::custom(MESSAGE_ID_WHY))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<MessageId, E> {
-                match i64::try_from(v) {
-                    Ok(v) if v >= 1 => Ok(MessageId(v)),
-                    _ => Err(E::custom(MESSAGE_ID_WHY)),
-                }
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<MessageId, E> {
-                if v >= 1 {
-                    Ok(MessageId(v))
-                } else {
-                    Err(E::custom(MESSAGE_ID_WHY))
-                }
-            }
-        }
-        d.deserialize_any(V)
+impl<'a> FromField<'a> for MessageId {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        let id = match f.present()? {
+            Value::String(s) => limits::message_id_str(s),
+            Value::Number(n) => n.as_i64().filter(|v| *v >= 1),
+            _ => None,
+        };
+        id.map(MessageId).ok_or_else(|| f.invalid(MESSAGE_ID_WHY))
     }
 }
 
@@ -415,29 +236,15 @@ impl<'de> Deserialize<'de> for MessageId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MessageIdOrZero(pub Option<i64>);
 
-impl<'de> Deserialize<'de> for MessageIdOrZero {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = MessageIdOrZero;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(MESSAGE_ID_WHY)
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<MessageIdOrZero, E> {
-                if s == "0" {
-                    return Ok(MessageIdOrZero(None));
-                }
-                limits::message_id_str(s).map(|v| MessageIdOrZero(Some(v))).ok_or_else(|| E::custom(MESSAGE_ID_WHY))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<MessageIdOrZero, E> {
-                match i64::try_from(v) {
-                    Ok(0) => Ok(MessageIdOrZero(None)),
-                    Ok(v) => Ok(MessageIdOrZero(Some(v))),
-                    _ => Err(E::custom(MESSAGE_ID_WHY)),
-                }
-            }
-        }
-        d.deserialize_any(V)
+impl<'a> FromField<'a> for MessageIdOrZero {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        let id = match f.present()? {
+            Value::String(s) if s == "0" => Some(None),
+            Value::String(s) => limits::message_id_str(s).map(Some),
+            Value::Number(n) => n.as_u64().and_then(|v| i64::try_from(v).ok()).map(|v| (v != 0).then_some(v)),
+            _ => None,
+        };
+        id.map(MessageIdOrZero).ok_or_else(|| f.invalid(MESSAGE_ID_WHY))
     }
 }
 
@@ -445,25 +252,17 @@ impl<'de> Deserialize<'de> for MessageIdOrZero {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Uint<const MAX: u64>(pub u64);
 
-struct UintVisitor(u64);
-
-impl Visitor<'_> for UintVisitor {
-    type Value = u64;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "must be an integer from 0 to {}", self.0)
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
-        if v <= self.0 {
-            Ok(v)
-        } else {
-            Err(E::invalid_value(de::Unexpected::Unsigned(v), &self))
-        }
+impl<'a, const MAX: u64> FromField<'a> for Uint<MAX> {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        uint(f, MAX).map(Uint)
     }
 }
 
-impl<'de, const MAX: u64> Deserialize<'de> for Uint<MAX> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(UintVisitor(MAX)).map(Uint)
+/// [`Uint`]'s rule, once for every `MAX`.
+fn uint(f: Field<'_>, max: u64) -> ApiResult<u64> {
+    match f.unsigned()? {
+        Some(v) if v <= max => Ok(v),
+        _ => Err(f.invalid(&format!("must be an integer from 0 to {max}"))),
     }
 }
 
@@ -472,39 +271,28 @@ impl<'de, const MAX: u64> Deserialize<'de> for Uint<MAX> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Name<'a, const MAX: usize>(pub &'a str);
 
-impl<'de: 'a, 'a, const MAX: usize> Deserialize<'de> for Name<'a, MAX> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<const MAX: usize>;
-        impl<'de, const MAX: usize> Visitor<'de> for V<MAX> {
-            type Value = &'de str;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("must be a string")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<&'de str, E> {
-                names::display(s, MAX).map(|()| s).map_err(E::custom)
-            }
-        }
-        d.deserialize_str(V::<MAX>).map(Name)
+impl<'a, const MAX: usize> FromField<'a> for Name<'a, MAX> {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        name(f, MAX).map(Name)
     }
+}
+
+/// [`Name`]'s rule, once for every `MAX`.
+fn name(f: Field<'_>, max: usize) -> ApiResult<&str> {
+    let s = f.string()?;
+    names::display(s, max).map_err(|why| f.invalid(&why))?;
+    Ok(s)
 }
 
 /// A user's or bot's handle: [`names::handle`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Handle<'a>(pub &'a str);
 
-impl<'de: 'a, 'a> Deserialize<'de> for Handle<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = &'de str;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("must be a string")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<&'de str, E> {
-                names::handle(s).map(|()| s).map_err(E::custom)
-            }
-        }
-        d.deserialize_str(V).map(Handle)
+impl<'a> FromField<'a> for Handle<'a> {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        let s = f.string()?;
+        names::handle(s).map_err(|why| f.invalid(&why))?;
+        Ok(Handle(s))
     }
 }
 
@@ -520,23 +308,12 @@ pub trait Bounds {
     const WHY: &'static str;
 }
 
-impl<'de, R: Bounds> Deserialize<'de> for Bounded<R> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<R>(std::marker::PhantomData<R>);
-        impl<R: Bounds> Visitor<'_> for V<R> {
-            type Value = u64;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(R::WHY)
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<u64, E> {
-                if (R::MIN..=R::MAX).contains(&v) {
-                    Ok(v)
-                } else {
-                    Err(E::custom(R::WHY))
-                }
-            }
+impl<'a, R: Bounds> FromField<'a> for Bounded<R> {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        match f.unsigned()? {
+            Some(v) if (R::MIN..=R::MAX).contains(&v) => Ok(Bounded(v, std::marker::PhantomData)),
+            _ => Err(f.invalid(R::WHY)),
         }
-        d.deserialize_any(V::<R>(std::marker::PhantomData)).map(|v| Bounded(v, std::marker::PhantomData))
     }
 }
 
@@ -551,19 +328,9 @@ pub trait Choices: Sized + Copy {
     fn parse(s: &str) -> Option<Self>;
 }
 
-impl<'de, C: Choices> Deserialize<'de> for Choice<C> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<C>(std::marker::PhantomData<C>);
-        impl<C: Choices> Visitor<'_> for V<C> {
-            type Value = C;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("must be a string")
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<C, E> {
-                C::parse(s).ok_or_else(|| E::custom(C::WHY))
-            }
-        }
-        d.deserialize_str(V::<C>(std::marker::PhantomData)).map(Choice)
+impl<'a, C: Choices> FromField<'a> for Choice<C> {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        C::parse(f.string()?).map(Choice).ok_or_else(|| f.invalid(C::WHY))
     }
 }
 
@@ -577,26 +344,9 @@ pub trait Why {
     const WHY: &'static str;
 }
 
-impl<'de: 'a, 'a, W: Why> Deserialize<'de> for Strings<'a, W> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<W>(std::marker::PhantomData<W>);
-        impl<'de, W: Why> Visitor<'de> for V<W> {
-            type Value = Vec<&'de str>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(W::WHY)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<&'de str>, A::Error> {
-                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-                loop {
-                    match seq.next_element::<&'de str>() {
-                        Ok(Some(s)) => out.push(s),
-                        Ok(None) => return Ok(out),
-                        Err(_) => return Err(de::Error::custom(W::WHY)),
-                    }
-                }
-            }
-        }
-        d.deserialize_any(V::<W>(std::marker::PhantomData)).map(|v| Strings(v, std::marker::PhantomData))
+impl<'a, W: Why> FromField<'a> for Strings<'a, W> {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        f.strings(W::WHY).map(|v| Strings(v, std::marker::PhantomData))
     }
 }
 
@@ -611,23 +361,12 @@ pub trait ByteBounds {
     const WHY: &'static str;
 }
 
-impl<'de: 'a, 'a, W: ByteBounds> Deserialize<'de> for Bytes<'a, W> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<W>(std::marker::PhantomData<W>);
-        impl<'de, W: ByteBounds> Visitor<'de> for V<W> {
-            type Value = &'de str;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(W::WHY)
-            }
-            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<&'de str, E> {
-                if (W::MIN..=W::MAX).contains(&s.len()) {
-                    Ok(s)
-                } else {
-                    Err(E::custom(W::WHY))
-                }
-            }
+impl<'a, W: ByteBounds> FromField<'a> for Bytes<'a, W> {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        match f.present()? {
+            Value::String(s) if (W::MIN..=W::MAX).contains(&s.len()) => Ok(Bytes(s, std::marker::PhantomData)),
+            _ => Err(f.invalid(W::WHY)),
         }
-        d.deserialize_any(V::<W>(std::marker::PhantomData)).map(|v| Bytes(v, std::marker::PhantomData))
     }
 }
 
@@ -643,29 +382,23 @@ pub trait NumberBounds {
     const WHY: &'static str;
 }
 
-impl<'de, W: NumberBounds> Deserialize<'de> for Number<W> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<W>(std::marker::PhantomData<W>);
-        impl<W: NumberBounds> Visitor<'_> for V<W> {
-            type Value = f64;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(W::WHY)
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<f64, E> {
-                if (W::MIN..=W::MAX).contains(&v) {
-                    Ok(v)
-                } else {
-                    Err(E::custom(W::WHY))
-                }
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<f64, E> {
-                self.visit_f64(v as f64)
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<f64, E> {
-                self.visit_f64(v as f64)
-            }
+impl<'a, W: NumberBounds> FromField<'a> for Number<W> {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        let v = match f.present()? {
+            // Read as the integer it is when it is one (a u64 or i64
+            // converts exactly as far as f64 can hold it).
+            Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => u as f64,
+                (None, Some(i)) => i as f64,
+                _ => n.as_f64().unwrap_or(f64::NAN),
+            },
+            _ => f64::NAN,
+        };
+        if (W::MIN..=W::MAX).contains(&v) {
+            Ok(Number(v, std::marker::PhantomData))
+        } else {
+            Err(f.invalid(W::WHY))
         }
-        d.deserialize_any(V::<W>(std::marker::PhantomData)).map(|v| Number(v, std::marker::PhantomData))
     }
 }
 
@@ -677,19 +410,21 @@ mod tests {
         serde_json::from_str(s).unwrap()
     }
 
-    fn err<'a, T: Deserialize<'a> + fmt::Debug>(b: &'a Body) -> (String, String, String) {
+    fn err<'a, T: ReadBody<'a> + std::fmt::Debug>(b: &'a Body) -> (String, String, String) {
         let e = parse::<T>(b).unwrap_err();
         let field = e.parameters.as_ref().and_then(|p| p.get("field")).and_then(|v| v.as_str()).unwrap_or("");
         (e.code.as_str().to_string(), field.to_string(), e.description)
     }
 
-    #[derive(Deserialize, Debug)]
-    #[allow(dead_code)]
-    struct Send<'a> {
-        chat_id: &'a str,
-        text: Text<'a>,
-        parse_mode: ParseMode,
-        reply_to_message_id: Option<MessageId>,
+    body! {
+        #[derive(Debug)]
+        #[allow(dead_code)]
+        struct Send<'a> {
+            chat_id: &'a str,
+            text: Text<'a>,
+            parse_mode: ParseMode,
+            reply_to_message_id: Option<MessageId>,
+        }
     }
 
     #[test]
@@ -732,15 +467,16 @@ mod tests {
         }
     }
 
-    #[derive(Deserialize, Debug)]
-    #[allow(dead_code)]
-    struct Update<'a> {
-        #[serde(borrow)]
-        handle: Option<Name<'a, 4>>,
-        avatar_key: Patch<&'a str>,
-        limit: Option<Uint<10>>,
-        flag: Option<bool>,
-        ids: Option<Vec<&'a str>>,
+    body! {
+        #[derive(Debug)]
+        #[allow(dead_code)]
+        struct Update<'a> {
+            handle: Option<Name<'a, 4>>,
+            avatar_key: Patch<&'a str>,
+            limit: Option<Uint<10>>,
+            flag: Option<bool>,
+            ids: Option<Vec<&'a str>>,
+        }
     }
 
     #[test]
@@ -768,14 +504,17 @@ mod tests {
     }
 }
 
-/// Bodies that name one thing, read before the method's other fields
-/// when the thing is looked up first.
-#[derive(Deserialize)]
-pub struct ChatIdBody<'a> {
-    pub chat_id: &'a str,
+body! {
+    /// A body that names a chat, read before the method's other fields
+    /// when the chat is looked up first.
+    pub struct ChatIdBody<'a> {
+        pub chat_id: &'a str,
+    }
 }
 
-#[derive(Deserialize)]
-pub struct BotIdBody<'a> {
-    pub bot_id: &'a str,
+body! {
+    /// A body that names a bot, read as [`ChatIdBody`].
+    pub struct BotIdBody<'a> {
+        pub bot_id: &'a str,
+    }
 }

@@ -5,12 +5,13 @@
 //! (a `timeout` with nothing to return) is the service's parking registry
 //! (`service/parked.rs`), which calls [`read`] again when woken.
 
-use super::requests::{self, Body, Bounded, Bounds, Uint};
+use super::requests::{self, body, Body, Bounded, Bounds, Field, FromField, Uint};
 use crate::error::ApiResult;
 use crate::events::{push_event, read_from};
 use crate::protocol::{EventKind, GapMarker};
 use crate::store::gateway as log;
 use crate::store::{Conn, StoreResult};
+use serde_json::Value;
 
 /// Largest `limit`, and the default.
 pub const MAX_LIMIT: u64 = 100;
@@ -62,40 +63,26 @@ struct Kinds(u16);
 
 const KINDS_WHY: &str = "must be an array of event types, such as \"message_created\"";
 
-impl<'de> serde::Deserialize<'de> for Kinds {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Kinds;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(KINDS_WHY)
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Kinds, A::Error> {
-                let mut bits = 0;
-                loop {
-                    match seq.next_element::<&str>() {
-                        Ok(None) => return Ok(Kinds(if bits == 0 { ALL_KINDS } else { bits })),
-                        Ok(Some(k)) => match kind_bit(k) {
-                            Some(bit) => bits |= bit,
-                            None => return Err(serde::de::Error::custom(KINDS_WHY)),
-                        },
-                        Err(_) => return Err(serde::de::Error::custom(KINDS_WHY)),
-                    }
-                }
-            }
+impl<'a> FromField<'a> for Kinds {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        let Value::Array(items) = f.present()? else { return Err(f.invalid(KINDS_WHY)) };
+        let mut bits = 0;
+        for item in items {
+            bits |= item.as_str().and_then(kind_bit).ok_or_else(|| f.invalid(KINDS_WHY))?;
         }
-        d.deserialize_any(V)
+        Ok(Kinds(if bits == 0 { ALL_KINDS } else { bits }))
     }
 }
 
-/// getUpdates' body: the fields in the order the table of docs/api.md
-/// lists them; the first bad one is the error.
-#[derive(serde::Deserialize)]
-struct GetUpdates {
-    offset: Option<Bounded<Offset>>,
-    limit: Option<Bounded<Limit>>,
-    timeout: Option<Uint<MAX_TIMEOUT_S>>,
-    allowed_updates: Option<Kinds>,
+body! {
+    /// getUpdates' body: the fields in the order the table of docs/api.md
+    /// lists them; the first bad one is the error.
+    struct GetUpdates {
+        offset: Option<Bounded<Offset>>,
+        limit: Option<Bounded<Limit>>,
+        timeout: Option<Uint<MAX_TIMEOUT_S>>,
+        allowed_updates: Option<Kinds>,
+    }
 }
 
 /// Reads getUpdates' body.

@@ -1,7 +1,7 @@
 //! setWebhook, deleteWebhook and getWebhookInfo: a bot chooses where its
 //! events are delivered. The deliveries themselves are `crate::webhook`'s.
 
-use super::requests::{self, Body, Bounded, Bounds};
+use super::requests::{self, body, Body, Bounded, Bounds, Field, FromField};
 use super::to_json;
 use crate::auth;
 use crate::error::{ApiError, ApiResult};
@@ -10,7 +10,6 @@ use crate::protocol::EventKind;
 use crate::store;
 use crate::txn::Ctx;
 use crate::webhook::{self, signature, TargetPolicy, UrlRefusal};
-use serde::{de, Deserialize};
 use serde_json::{json, Value};
 
 /// `max_connections` when setWebhook leaves it out.
@@ -25,27 +24,21 @@ pub fn target_policy(cfg: &crate::Config) -> TargetPolicy {
 /// in JSON. An empty list means every type, as in Telegram.
 pub struct AllowedUpdates(pub Option<Vec<EventKind>>);
 
-impl<'de> Deserialize<'de> for AllowedUpdates {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> de::Visitor<'de> for V {
-            type Value = AllowedUpdates;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("must be an array of event types")
-            }
-            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<AllowedUpdates, A::Error> {
-                let bad = || de::Error::custom("must list only event types bots receive");
-                let mut out: Vec<EventKind> = Vec::new();
-                while let Some(s) = seq.next_element::<&str>().map_err(|_| bad())? {
-                    let kind = s.parse::<EventKind>().ok().filter(|k| k.reaches_bots()).ok_or_else(bad)?;
-                    if !out.contains(&kind) {
-                        out.push(kind);
-                    }
-                }
-                Ok(AllowedUpdates((!out.is_empty()).then_some(out)))
+impl<'a> FromField<'a> for AllowedUpdates {
+    fn from_field(f: Field<'a>) -> ApiResult<Self> {
+        let Value::Array(items) = f.present()? else {
+            return Err(f.invalid("must be an array of event types"));
+        };
+        let bad = || f.invalid("must list only event types bots receive");
+        let mut out: Vec<EventKind> = Vec::new();
+        for item in items {
+            let kind = item.as_str().and_then(|s| s.parse::<EventKind>().ok()).filter(|k| k.reaches_bots());
+            let kind = kind.ok_or_else(bad)?;
+            if !out.contains(&kind) {
+                out.push(kind);
             }
         }
-        d.deserialize_any(V)
+        Ok(AllowedUpdates((!out.is_empty()).then_some(out)))
     }
 }
 
@@ -66,10 +59,11 @@ fn drop_pending(ctx: &mut Ctx<'_>, bot_id: &str) -> ApiResult<()> {
     Ok(())
 }
 
-/// setWebhook's `url`, read and checked before its other fields.
-#[derive(Deserialize)]
-struct SetWebhookUrl<'a> {
-    url: &'a str,
+body! {
+    /// setWebhook's `url`, read and checked before its other fields.
+    struct SetWebhookUrl<'a> {
+        url: &'a str,
+    }
 }
 
 struct MaxConnections;
@@ -79,19 +73,21 @@ impl Bounds for MaxConnections {
     const WHY: &'static str = "must be an integer from 1 to 100";
 }
 
-/// setWebhook's other fields, in check order.
-#[derive(Deserialize)]
-struct SetWebhook {
-    max_connections: Option<Bounded<MaxConnections>>,
-    allowed_updates: Option<AllowedUpdates>,
-    drop_pending_updates: Option<bool>,
-    rotate_secret: Option<bool>,
+body! {
+    /// setWebhook's other fields, in check order.
+    struct SetWebhook {
+        max_connections: Option<Bounded<MaxConnections>>,
+        allowed_updates: Option<AllowedUpdates>,
+        drop_pending_updates: Option<bool>,
+        rotate_secret: Option<bool>,
+    }
 }
 
-/// deleteWebhook's body.
-#[derive(Deserialize)]
-struct DeleteWebhook {
-    drop_pending_updates: Option<bool>,
+body! {
+    /// deleteWebhook's body.
+    struct DeleteWebhook {
+        drop_pending_updates: Option<bool>,
+    }
 }
 
 pub fn set_webhook(ctx: &mut Ctx<'_>, bot: &Bot, b: &Body) -> ApiResult<Vec<u8>> {
@@ -205,7 +201,7 @@ pub fn info_json(row: Option<&store::webhooks::WebhookRow>, pending: i64) -> Val
             "url": r.url,
             "pending_update_count": pending,
             "max_connections": r.max_connections,
-            "allowed_updates": r.allowed_updates.as_deref().and_then(|a| serde_json::from_str::<Value>(a).ok()),
+            "allowed_updates": r.allowed_updates.as_deref().and_then(|a| serde_json::from_slice::<Value>(a.as_bytes()).ok()),
             "last_error_date": secs(r.last_error_at_ms),
             "last_error_message": r.last_error,
             "next_attempt_date": r.next_attempt_at_ms.map(|t| Value::from((t + 999).div_euclid(1000))),

@@ -36,10 +36,11 @@ pub fn cutoff(now_ms: u64) -> i64 {
 }
 
 /// SHA-256 of the body's canonical JSON (keys sorted, no whitespace), so a
-/// retry that reorders fields is still the same request.
+/// retry that reorders fields is still the same request. serde_json's
+/// `Map` is a `BTreeMap` (no `preserve_order` in the build): it writes its
+/// keys, nested ones too, in sorted order already.
 pub fn request_hash(body: &Map<String, Value>) -> [u8; 32] {
-    let canon: std::collections::BTreeMap<&String, &Value> = body.iter().collect();
-    auth::sha256(&serde_json::to_vec(&canon).unwrap_or_default())
+    auth::sha256(&serde_json::to_vec(body).unwrap_or_default())
 }
 
 /// What a remembered key means for this request.
@@ -87,6 +88,11 @@ mod tests {
         let h = request_hash(&body(r#"{"chat_id":"c","text":"hi"}"#));
         // Field order and whitespace do not matter; added fields do.
         assert_eq!(h, request_hash(&body(r#"{ "text": "hi", "chat_id": "c" }"#)));
+        // The hash is of the keys in sorted order (hashes are stored: the
+        // form must not change), nested objects' keys too.
+        assert_eq!(h, auth::sha256(br#"{"chat_id":"c","text":"hi"}"#));
+        let nested = request_hash(&body(r#"{"z":{"b":1,"a":[{"d":0,"c":null}]},"a":true}"#));
+        assert_eq!(nested, auth::sha256(br#"{"a":true,"z":{"a":[{"c":null,"d":0}],"b":1}}"#));
         let other = request_hash(&body(r#"{"chat_id":"c","text":"hi","parse_mode":"plain"}"#));
         assert_ne!(h, other);
         assert_eq!(decide::<&str>(None, &h).unwrap(), Decision::Run);

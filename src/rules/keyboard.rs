@@ -130,7 +130,7 @@ pub fn url_allowed(u: &str) -> bool {
 /// Whether a stored keyboard (its JSON) has a button with exactly this
 /// `callback_data`.
 pub fn has_callback(keyboard: &str, data: &str) -> bool {
-    let Ok(v) = serde_json::from_str::<Value>(keyboard) else { return false };
+    let Ok(v) = serde_json::from_slice::<Value>(keyboard.as_bytes()) else { return false };
     v.get("inline_keyboard").and_then(Value::as_array).is_some_and(|rows| {
         rows.iter()
             .filter_map(Value::as_array)

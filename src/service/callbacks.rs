@@ -64,7 +64,7 @@ impl Service {
         let inner = self.lock();
         let conn = &inner.conn;
         let mut pending = crate::events::PendingUpdates::default();
-        let result = (|| -> Result<Option<u64>, store::StorageError> {
+        let result = (|| -> Result<Option<u64>, store::StoreError> {
             loop {
                 conn.begin()?;
                 let due = crate::methods::buttons::expire_due(conn, now_ms, EXPIRE_BATCH, &mut pending)?;

@@ -68,6 +68,7 @@ impl Service {
             poll_interval_ms: self.config.gateway_poll_interval_ms,
             token_hash: crate::rules::auth::bot_token_hash(req.header("authorization"))?,
             now_ms,
+            clock: &self.clock,
         };
         let session = GatewaySession::open(opening, req, &bot)?;
         Ok((session, req.header_str("sec-websocket-key").unwrap_or("").to_string()))

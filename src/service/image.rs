@@ -139,7 +139,7 @@ fn import_error(e: crate::store::import::ImportError) -> ApiError {
     use crate::store::import::ImportError;
     match e {
         ImportError::Refused(why) => ApiError::invalid_request(why),
-        ImportError::Database(e) => ApiError::from(crate::store::StorageError::from(e)),
+        ImportError::Database(e) => ApiError::from(crate::store::StoreError::from(e)),
         ImportError::Internal(why) => ApiError::internal(why),
         ImportError::NoImage => sqlite_only(),
     }

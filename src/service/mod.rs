@@ -25,8 +25,8 @@ pub enum OpenError {
     Storage(#[from] crate::error::StorageError),
 }
 
-impl From<crate::store::StorageError> for OpenError {
-    fn from(e: crate::store::StorageError) -> Self {
+impl From<crate::store::StoreError> for OpenError {
+    fn from(e: crate::store::StoreError) -> Self {
         OpenError::Storage(e.into())
     }
 }

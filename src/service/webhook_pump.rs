@@ -30,6 +30,11 @@
 //!
 //! A pump serves one [`Service`]; every method that needs it takes it, so
 //! that a host may hold the service weakly and notice it is gone.
+//!
+//! Its verbs are the other state machines' (`poll_*` out, `handle_*` in,
+//! time last): what it gives is a delivery request, not bytes or an
+//! event, hence `poll_request(s)` rather than `poll_transmit`; time is
+//! the service clock's, as a delivery's deadlines are stored.
 
 use crate::webhook::{Outcome, WebhookRequest};
 use crate::{Service, WebhookPoll};

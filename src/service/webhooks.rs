@@ -268,7 +268,8 @@ impl Service {
             // cannot be opened: nothing can be sent.
             return Ok(Refresh::Gone);
         };
-        let allowed: Option<Vec<String>> = row.allowed_updates.as_deref().and_then(|a| serde_json::from_str(a).ok());
+        let allowed: Option<Vec<String>> =
+            row.allowed_updates.as_deref().and_then(|a| serde_json::from_slice(a.as_bytes()).ok());
         let bounds = store::gateway::log_bounds(conn, bot_id).map_err(|_| ())?;
         // A new URL or secret starts over from the durable cursor.
         let wants = match known {
@@ -436,7 +437,7 @@ impl Service {
         let inner = self.lock();
         let conn = &inner.conn;
         self.defer_sync(&inner, true);
-        let written = (|| -> Result<(), crate::store::StorageError> {
+        let written = (|| -> Result<(), crate::store::StoreError> {
             conn.begin()?;
             for (bot, c) in cursors {
                 store::gateway::write_ack(conn, bot, *c)?;
@@ -533,7 +534,7 @@ pub(crate) fn chat_of(data: &str) -> String {
         chat: Option<Chat>,
         message: Option<Message>,
     }
-    let Ok(d) = serde_json::from_str::<Data>(data) else { return String::new() };
+    let Ok(d) = serde_json::from_slice::<Data>(data.as_bytes()) else { return String::new() };
     d.chat.or(d.message.map(|m| m.chat)).map(|c| c.id).unwrap_or_default()
 }
 

@@ -1,4 +1,4 @@
-//! Why a store operation failed ([`StorageError`]), for both stores: the
+//! Why a store operation failed ([`StoreError`]), for both stores: the
 //! backends (`sqlite.rs`, `postgres/`) and the tables' modules return it,
 //! and it sits below all of them (so does what a PostgreSQL error says,
 //! which its message and availability read).
@@ -6,7 +6,7 @@
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum StorageError {
+pub enum StoreError {
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
     #[cfg(feature = "postgres")]
@@ -34,7 +34,7 @@ pub enum StorageError {
     /// The connection broke while COMMIT was under way: the outcome is
     /// unknown to this side.
     #[error("the connection was lost during COMMIT: {0}")]
-    CommitLost(Box<StorageError>),
+    CommitLost(Box<StoreError>),
     /// The stored rows broke a rule the code relies on (a bug, or a
     /// database changed behind the service's back).
     #[error("{0}")]
@@ -44,14 +44,14 @@ pub enum StorageError {
     Aborted,
 }
 
-impl StorageError {
+impl StoreError {
     /// True when the database server is unreachable (down, restarting, the
     /// connection broken): the request is answered 503 and may be retried.
     pub fn is_unavailable(&self) -> bool {
         match self {
-            StorageError::Unavailable(_) | StorageError::Deadline { .. } => true,
+            StoreError::Unavailable(_) | StoreError::Deadline { .. } => true,
             #[cfg(feature = "postgres")]
-            StorageError::Postgres(e) => is_unavailable(e),
+            StoreError::Postgres(e) => is_unavailable(e),
             _ => false,
         }
     }
@@ -59,8 +59,8 @@ impl StorageError {
     /// True when SQLite refused the write because its disk is full.
     pub fn is_full(&self) -> bool {
         match self {
-            StorageError::Sqlite(e) => sqlite_disk_full(e),
-            StorageError::CommitLost(e) => e.is_full(),
+            StoreError::Sqlite(e) => sqlite_disk_full(e),
+            StoreError::CommitLost(e) => e.is_full(),
             _ => false,
         }
     }
@@ -72,7 +72,7 @@ pub(crate) fn sqlite_disk_full(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull)
 }
 
-pub type StoreResult<T> = Result<T, StorageError>;
+pub type StoreResult<T> = Result<T, StoreError>;
 
 /// `query_row(...).optional()`: no row is `None`, not an error.
 pub trait Optional<T> {
@@ -83,7 +83,7 @@ impl<T> Optional<T> for StoreResult<T> {
     fn optional(self) -> StoreResult<Option<T>> {
         match self {
             Ok(v) => Ok(Some(v)),
-            Err(StorageError::NoRows) => Ok(None),
+            Err(StoreError::NoRows) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -127,15 +127,15 @@ pub fn is_unavailable(e: &::postgres::Error) -> bool {
 /// Failures a test of how they are answered needs, made as the database
 /// makes them.
 #[cfg(test)]
-impl StorageError {
+impl StoreError {
     /// SQLite's full disk (SQLITE_FULL), as a write that met ENOSPC fails.
-    pub(crate) fn test_disk_full() -> StorageError {
-        StorageError::Sqlite(test_sqlite_failure(rusqlite::ffi::SQLITE_FULL))
+    pub(crate) fn test_disk_full() -> StoreError {
+        StoreError::Sqlite(test_sqlite_failure(rusqlite::ffi::SQLITE_FULL))
     }
 
     /// Another SQLite failure (SQLITE_IOERR).
-    pub(crate) fn test_io_error() -> StorageError {
-        StorageError::Sqlite(test_sqlite_failure(rusqlite::ffi::SQLITE_IOERR))
+    pub(crate) fn test_io_error() -> StoreError {
+        StoreError::Sqlite(test_sqlite_failure(rusqlite::ffi::SQLITE_IOERR))
     }
 }
 

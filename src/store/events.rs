@@ -8,7 +8,7 @@
 //! events in one statement per event and the host stream in one statement
 //! at COMMIT ([`PendingUpdates`]).
 
-use super::{Conn, Dialect, Optional, StorageError, StoreResult};
+use super::{Conn, Dialect, Optional, StoreError, StoreResult};
 use crate::params;
 
 /// Every event type as an SQL list, for checking imported logs.
@@ -207,7 +207,7 @@ impl PendingUpdates {
     fn push(&mut self, row: &PendingRow<'_>) -> StoreResult<()> {
         self.json.push(if self.n == 0 { b'[' } else { b',' });
         serde_json::to_writer(&mut self.json, row)
-            .map_err(|_| StorageError::Inconsistent("a pending update could not be serialized"))?;
+            .map_err(|_| StoreError::Inconsistent("a pending update could not be serialized"))?;
         self.n += 1;
         Ok(())
     }

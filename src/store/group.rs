@@ -89,7 +89,7 @@ pub fn read(
             return Ok(());
         }
         // The key a row answers: its `i`.
-        let i = usize::try_from(r.get::<i64>(21)?).map_err(|_| super::StorageError::Type(21))?;
+        let i = usize::try_from(r.get::<i64>(21)?).map_err(|_| super::StoreError::Type(21))?;
         if let Some((_, chat)) = keys.get(i) {
             found[i] = Some(bots::bot_with_chat(r, chat)?);
         }
@@ -111,8 +111,7 @@ fn keys_json(keys: &[([u8; 32], &str)]) -> StoreResult<String> {
         c: &'a str,
     }
     let rows: Vec<Key<'_>> = keys.iter().enumerate().map(|(i, (h, c))| Key { i, h: crate::hex::lower(h), c }).collect();
-    serde_json::to_string(&rows)
-        .map_err(|_| super::StorageError::Inconsistent("a group's keys could not be serialized"))
+    serde_json::to_string(&rows).map_err(|_| super::StoreError::Inconsistent("a group's keys could not be serialized"))
 }
 
 /// Locks the rate buckets `buckets` (keys from `limits::keys`) and looks

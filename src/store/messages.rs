@@ -7,7 +7,7 @@
 //! and the shared vectors check both.
 
 use super::{Conn, Dialect, Optional, Row, StoreResult};
-use crate::model::StoredMessage;
+use crate::model::{Chat, StoredMessage};
 use crate::params;
 
 /// How a store takes a chat's next message number.
@@ -114,6 +114,22 @@ struct AtRow<'a> {
 const LOAD: &str = "SELECT message_id, sender_id, sender_is_bot, text, date, edit_date, reply_to, deleted \
      FROM messages WHERE chat_id = ?1 AND message_id = ?2";
 
+/// [`LOAD`] and the message's current keyboard, in one statement: what an
+/// edit compares its change with.
+const LOAD_WITH_KEYBOARD: &str = "SELECT m.message_id, m.sender_id, m.sender_is_bot, m.text, m.date, m.edit_date, \
+     m.reply_to, m.deleted, k.keyboard FROM messages m \
+     LEFT JOIN message_keyboards k ON k.chat_id = m.chat_id AND k.message_id = m.message_id \
+     WHERE m.chat_id = ?1 AND m.message_id = ?2";
+
+/// SQLite: the chat and `?2`'s membership (as `chats::load_with_member`
+/// reads them) with the message `?3` and its keyboard (as
+/// [`LOAD_WITH_KEYBOARD`]): an edit's reads in one statement.
+const LOAD_FOR_MEMBER_SQLITE: &str = "SELECT c.id, c.type, c.title, c.user_id, c.bot_id, c.started, \
+     c.blocked_by_user, c.blocked_by_bot, c.bots_can_send, c.dissolved, m.active, g.message_id, g.sender_id, g.sender_is_bot, g.text, g.date, g.edit_date, g.reply_to, g.deleted, k.keyboard \
+     FROM chats c LEFT JOIN members m ON m.chat_id = c.id AND m.member_id = ?2 \
+     LEFT JOIN messages g ON g.chat_id = c.id AND g.message_id = ?3 \
+     LEFT JOIN message_keyboards k ON k.chat_id = c.id AND k.message_id = ?3 WHERE c.id = ?1";
+
 const HISTORY: &str = "SELECT message_id, sender_id, sender_is_bot, text, date, edit_date, reply_to, deleted \
      FROM messages WHERE chat_id = ?1 AND message_id > ?2 ORDER BY message_id LIMIT ?3";
 
@@ -182,7 +198,7 @@ pub fn reserve(conn: &Conn, counters: &mut Counters, m: &NewMessage<'_>) -> Stor
                     reply: m.reply_to,
                 };
                 let row = serde_json::to_string(&row)
-                    .map_err(|_| super::StorageError::Inconsistent("a message could not be serialized"))?;
+                    .map_err(|_| super::StoreError::Inconsistent("a message could not be serialized"))?;
                 conn.defer_row(INSERT_AT, &row, super::Deferral::on_held_rows("a message was not written"))?;
                 Ok(n)
             }
@@ -224,21 +240,64 @@ pub fn finish(conn: &Conn, m: &NewMessage<'_>, message_id: i64, update: Option<i
 }
 
 fn read_message(r: &Row<'_>) -> StoreResult<StoredMessage> {
+    read_message_at(r, 0)
+}
+
+/// A message from its eight columns starting at column `at`.
+fn read_message_at(r: &Row<'_>, at: usize) -> StoreResult<StoredMessage> {
     Ok(StoredMessage {
-        message_id: r.get(0)?,
-        sender_id: r.get(1)?,
-        sender_is_bot: r.get(2)?,
-        text: r.get(3)?,
-        date: r.get(4)?,
-        edit_date: r.get(5)?,
-        reply_to: r.get(6)?,
-        deleted: r.get(7)?,
+        message_id: r.get(at)?,
+        sender_id: r.get(at + 1)?,
+        sender_is_bot: r.get(at + 2)?,
+        text: r.get(at + 3)?,
+        date: r.get(at + 4)?,
+        edit_date: r.get(at + 5)?,
+        reply_to: r.get(at + 6)?,
+        deleted: r.get(at + 7)?,
         reply_markup: None,
     })
 }
 
 pub fn load(conn: &Conn, chat_id: &str, message_id: i64) -> StoreResult<Option<StoredMessage>> {
     conn.prepare_cached(LOAD)?.query_row(params![chat_id, message_id], read_message).optional()
+}
+
+/// The message with its current keyboard (`reply_markup`), if it exists.
+pub fn load_with_keyboard(conn: &Conn, chat_id: &str, message_id: i64) -> StoreResult<Option<StoredMessage>> {
+    conn.prepare_cached(LOAD_WITH_KEYBOARD)?
+        .query_row(params![chat_id, message_id], |r| Ok(StoredMessage { reply_markup: r.get(8)?, ..read_message(r)? }))
+        .optional()
+}
+
+/// A chat, a member's membership in it (as `chats::membership`) and one
+/// of its messages with its keyboard, if that exists.
+pub type MessageInChat = (Chat, Option<bool>, Option<StoredMessage>);
+
+/// What an edit or a delete reads: the chat, `member_id`'s membership and
+/// the message with its keyboard, if the chat exists. One statement on
+/// SQLite; on PostgreSQL the two of `chats::load_with_member` and
+/// [`load_with_keyboard`].
+pub fn load_for_member(
+    conn: &Conn,
+    chat_id: &str,
+    member_id: &str,
+    message_id: i64,
+) -> StoreResult<Option<MessageInChat>> {
+    if conn.dialect() == Dialect::Postgres {
+        let Some((chat, member)) = super::chats::load_with_member(conn, chat_id, member_id)? else { return Ok(None) };
+        let msg = load_with_keyboard(conn, &chat.id, message_id)?;
+        return Ok(Some((chat, member, msg)));
+    }
+    conn.prepare_cached(LOAD_FOR_MEMBER_SQLITE)?
+        .query_row(params![chat_id, member_id, message_id], |r| {
+            let found: Option<i64> = r.get(11)?;
+            let msg = match found {
+                Some(_) => Some(StoredMessage { reply_markup: r.get(19)?, ..read_message_at(r, 11)? }),
+                None => None,
+            };
+            Ok((super::chats::read_chat(r, 0)?, r.get::<Option<bool>>(10)?, msg))
+        })
+        .optional()
 }
 
 /// Up to `limit` messages after `after`, oldest first (deleted ones too).

@@ -39,7 +39,7 @@ pub mod value;
 pub mod wal;
 pub mod webhooks;
 
-pub use error::{Optional, StorageError, StoreResult};
+pub use error::{Optional, StoreError, StoreResult};
 pub use value::{Deferral, Params, Row, ToVal, Val};
 
 /// Which SQL dialect a connection speaks, for the few statements that differ.
@@ -273,7 +273,7 @@ impl Conn {
             // caller (`messages::reserve`).
             Conn::Sqlite(_) => {
                 let _ = (sql, row, d);
-                Err(StorageError::Unsupported("rows are queued only on a database server"))
+                Err(StoreError::Unsupported("rows are queued only on a database server"))
             }
         }
     }
@@ -364,7 +364,7 @@ impl Stmt<'_> {
             Stmt::Sqlite(s) => {
                 let n = p.bind(|v| s.execute(rusqlite::params_from_iter(v.iter())))?;
                 match d.expect {
-                    Some(want) if want != n => Err(StorageError::Inconsistent(d.what)),
+                    Some(want) if want != n => Err(StoreError::Inconsistent(d.what)),
                     _ => Ok(()),
                 }
             }
@@ -389,7 +389,7 @@ impl Stmt<'_> {
         }
     }
 
-    /// The first row through `f`; [`StorageError::NoRows`] when there is none.
+    /// The first row through `f`; [`StoreError::NoRows`] when there is none.
     pub fn query_row<T>(&mut self, p: impl Params, f: impl FnOnce(&Row<'_>) -> StoreResult<T>) -> StoreResult<T> {
         let mut f = Some(f);
         let mut out = None;
@@ -399,7 +399,7 @@ impl Stmt<'_> {
             }
             Ok(false)
         })?;
-        out.ok_or(StorageError::NoRows)
+        out.ok_or(StoreError::NoRows)
     }
 
     /// Every row through `f`, collected.
@@ -495,7 +495,7 @@ pub fn open(config: &crate::config::Config) -> StoreResult<Conn> {
         #[cfg(feature = "postgres")]
         return Ok(Conn::Postgres(Box::new(postgres::PgConn::open(config)?)));
         #[cfg(not(feature = "postgres"))]
-        return Err(StorageError::Unsupported(
+        return Err(StoreError::Unsupported(
             "database is a PostgreSQL URL, but this build has no PostgreSQL store (cargo feature `postgres`)",
         ));
     }

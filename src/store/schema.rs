@@ -5,7 +5,7 @@
 //! computes. They live here, below the backends, because the tables'
 //! modules use the connection, which is above them.
 
-use super::error::StorageError;
+use super::error::StoreError;
 
 /// What makes two handles the same: their Unicode lowercase
 /// (`str::to_lowercase`), computed here for both stores, never by the
@@ -200,10 +200,10 @@ pub(crate) async fn migrate<M: Migrator>(
     m: &mut M,
     migrations: &[&str],
     version: i64,
-) -> Result<Result<(), StorageError>, M::Error> {
+) -> Result<Result<(), StoreError>, M::Error> {
     let supported = migrations.len() as i64;
     if version > supported {
-        return Ok(Err(StorageError::TooNew { found: version, supported }));
+        return Ok(Err(StoreError::TooNew { found: version, supported }));
     }
     for (i, sql) in migrations.iter().enumerate().skip(version as usize) {
         m.begin().await?;

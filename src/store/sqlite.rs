@@ -4,7 +4,7 @@
 //! [`MIGRATIONS`] moves it up by one inside a transaction, so opening an old
 //! database upgrades it and opening a new one with an old library is refused.
 
-use super::error::StorageError;
+use super::error::StoreError;
 use crate::config::{Config, Synchronous};
 use rusqlite::Connection;
 
@@ -169,7 +169,7 @@ pub const MIGRATIONS: &[&str] = &[
 ];
 
 /// Opens (or creates) the database and brings its schema up to date.
-pub fn open(config: &Config) -> Result<Connection, StorageError> {
+pub fn open(config: &Config) -> Result<Connection, StoreError> {
     create_private(&config.database);
     let conn = Connection::open(&config.database)?;
     configure(&conn, config.synchronous, config.busy_timeout_ms)?;
@@ -179,7 +179,7 @@ pub fn open(config: &Config) -> Result<Connection, StorageError> {
 
 /// A read-only connection to a database file, for reads that must not
 /// wait for the service's lock (the metrics' backlog gauges).
-pub fn open_reader(path: &str) -> Result<Connection, StorageError> {
+pub fn open_reader(path: &str) -> Result<Connection, StoreError> {
     use rusqlite::OpenFlags;
     let c = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     harden(&c)?;
@@ -237,7 +237,7 @@ pub fn harden(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch("PRAGMA secure_delete = ON;")
 }
 
-pub fn configure(conn: &Connection, sync: Synchronous, busy_timeout_ms: u32) -> Result<(), StorageError> {
+pub fn configure(conn: &Connection, sync: Synchronous, busy_timeout_ms: u32) -> Result<(), StoreError> {
     harden(conn)?;
     // The bundled SQLite has STAT4, which re-plans a statement with a range
     // on a bound parameter (`seq > ?`) at every execution. The query planner
@@ -272,7 +272,7 @@ pub fn configure(conn: &Connection, sync: Synchronous, busy_timeout_ms: u32) -> 
     Ok(())
 }
 
-pub fn migrate(conn: &Connection) -> Result<(), StorageError> {
+pub fn migrate(conn: &Connection) -> Result<(), StoreError> {
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     at_once(super::schema::migrate(&mut Migrator(conn), MIGRATIONS, version))?
 }

@@ -3,13 +3,13 @@
 //! [`FromCol`], and how a PostgreSQL column reads as those types). The
 //! backends and the tables' modules use them; they sit below both.
 
-use super::error::{StorageError, StoreResult};
+use super::error::{StoreError, StoreResult};
 
 /// How a deferred write (`Stmt::defer`) may end.
 #[derive(Debug, Clone, Copy)]
 pub struct Deferral {
     /// The rows it must change, else the transaction fails with
-    /// `StorageError::Inconsistent(what)`: checked in a round trip of
+    /// `StoreError::Inconsistent(what)`: checked in a round trip of
     /// its own before anything can commit.
     pub expect: Option<usize>,
     /// It may wait for rows another transaction holds (else it touches only
@@ -196,9 +196,9 @@ impl Row<'_> {
     /// Column `i` as text, borrowed from the row (no copy).
     pub fn get_str(&self, i: usize) -> StoreResult<&str> {
         match self {
-            Row::Sqlite(r) => r.get_ref(i)?.as_str().map_err(|_| StorageError::Type(i)),
+            Row::Sqlite(r) => r.get_ref(i)?.as_str().map_err(|_| StoreError::Type(i)),
             #[cfg(feature = "postgres")]
-            Row::Pg(r) => r.try_get::<_, &str>(i).map_err(|_| StorageError::Type(i)),
+            Row::Pg(r) => r.try_get::<_, &str>(i).map_err(|_| StoreError::Type(i)),
         }
     }
 }
@@ -218,7 +218,7 @@ impl rusqlite::ToSql for Val<'_> {
 #[cfg(feature = "postgres")]
 /// A column as the type the code reads; integers widen, flags are 0/1.
 pub fn pg_get<T: PgCol>(r: &::postgres::Row, i: usize) -> StoreResult<T> {
-    T::pg(r, i).ok_or(StorageError::Type(i))
+    T::pg(r, i).ok_or(StoreError::Type(i))
 }
 
 #[cfg(feature = "postgres")]

@@ -1275,7 +1275,7 @@ static void test_connection_budgets(void) {
 static size_t conn_take_output(botspace_http_connection *c, char *out, size_t cap, uint64_t now) {
     const uint8_t *p = NULL;
     size_t n = 0;
-    if (botspace_http_connection_transmit(c, &p, &n) != BOTSPACE_STATUS_OK || n >= cap) return (size_t)-1;
+    if (botspace_http_connection_poll_transmit(c, &p, &n) != BOTSPACE_STATUS_OK || n >= cap) return (size_t)-1;
     if (n) memcpy(out, p, n);
     out[n] = 0;
     botspace_http_connection_sent(c, n, now);
@@ -1415,9 +1415,9 @@ static void test_http_connection(void) {
     botspace_server_busy_response(&busy);
     i = conn_info(c);
     CHECK(i.state == BOTSPACE_CONNECTION_STATE_CLOSING && i.wants_read && !i.has_request && !i.idle &&
-              i.unsent == busy.len && busy.len == 225 && i.timeout_ms == BOTSPACE_NO_DEADLINE &&
+              i.unsent == busy.len && busy.len == 225 && i.timeout_ms == 100 + 30000 + 1 &&
               i.waiting_since_ms == BOTSPACE_NO_DEADLINE,
-          "http_connection: a busy refusal sends, reads, is never waiting (not evicted)");
+          "http_connection: a busy refusal sends (its one deadline: the write timeout), reads, is never waiting");
     botspace_http_connection_handle_input(c, (const uint8_t *)expect, sizeof expect - 1, 101);
     CHECK(botspace_http_connection_poll_request(c, 101, &none) == BOTSPACE_STATUS_OK && !none.present &&
               conn_info(c).unsent == busy.len,
@@ -1434,6 +1434,7 @@ static void test_http_connection(void) {
               e == BOTSPACE_EXPIRED_LINGER && conn_info(c).state == BOTSPACE_CONNECTION_STATE_CLOSED,
           "http_connection: the refusal's linger ends at its deadline");
     botspace_http_connection_free(&c);
+    size_t busy_len = busy.len;
     botspace_bytes_free(&busy);
     CHECK(botspace_http_connection_refusing_busy(0, &c) == BOTSPACE_STATUS_OK, "http_connection: refusing_busy again");
     conn_take_output(c, out, sizeof out, 0);
@@ -1442,6 +1443,21 @@ static void test_http_connection(void) {
     CHECK(conn_info(c).state == BOTSPACE_CONNECTION_STATE_LINGERING, "http_connection: a refusal lingers under 64 KiB");
     botspace_http_connection_handle_input(c, (const uint8_t *)"x", 1, 2);
     CHECK(conn_info(c).state == BOTSPACE_CONNECTION_STATE_CLOSED, "http_connection: a refusal's linger ends at 64 KiB");
+    botspace_http_connection_free(&c);
+    /* The write timeout is the library's: a peer that takes nothing of
+     * what waits for it for 30 s is dropped, and a write that takes some
+     * starts it again. */
+    botspace_http_connection_refusing_busy(0, &c);
+    CHECK(botspace_http_connection_sent(c, 1, 20) == BOTSPACE_STATUS_OK && conn_info(c).timeout_ms == 20 + 30000 + 1,
+          "http_connection: a write that takes some moves the write deadline");
+    CHECK(botspace_http_connection_handle_timeout(c, s, 30020, &e) == BOTSPACE_STATUS_OK && e == BOTSPACE_EXPIRED_NOTHING &&
+              conn_info(c).state == BOTSPACE_CONNECTION_STATE_CLOSING,
+          "http_connection: not before the write deadline");
+    i = conn_info(c);
+    CHECK(botspace_http_connection_handle_timeout(c, s, 30021, &e) == BOTSPACE_STATUS_OK && e == BOTSPACE_EXPIRED_WRITE &&
+              conn_info(c).state == BOTSPACE_CONNECTION_STATE_CLOSED && conn_info(c).unsent == 0 &&
+              conn_info(c).timeout_ms == BOTSPACE_NO_DEADLINE && i.unsent == busy_len - 1,
+          "http_connection: a peer that took nothing for the write timeout: CLOSED, its output dropped");
     botspace_http_connection_free(&c);
     CHECK(botspace_refusal_may_linger(0) && botspace_refusal_may_linger(255) && !botspace_refusal_may_linger(256) &&
               !botspace_refusal_may_linger(SIZE_MAX),
@@ -1479,7 +1495,7 @@ static void test_http_connection(void) {
               botspace_http_connection_handle_input(c, NULL, 3, 0) == BOTSPACE_STATUS_NULL_ARGUMENT &&
               botspace_http_connection_poll_request(c, 0, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT &&
               botspace_http_connection_answer(NULL, NULL, 0, 0) == BOTSPACE_STATUS_NULL_ARGUMENT &&
-              botspace_http_connection_transmit(c, NULL, &n) == BOTSPACE_STATUS_NULL_ARGUMENT &&
+              botspace_http_connection_poll_transmit(c, NULL, &n) == BOTSPACE_STATUS_NULL_ARGUMENT &&
               botspace_http_connection_upgrade(c, NULL, &pending) == BOTSPACE_STATUS_NULL_ARGUMENT &&
               botspace_http_connection_handle_timeout(c, NULL, 0, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT &&
               botspace_http_connection_handle_eof(NULL, 0) == BOTSPACE_STATUS_NULL_ARGUMENT &&
@@ -2279,7 +2295,7 @@ static void test_gateway(void) {
 static size_t link_transmit(botspace_gateway_link *l, const uint8_t **p) {
     size_t n = 0;
     *p = NULL;
-    botspace_gateway_link_transmit(l, p, &n);
+    botspace_gateway_link_poll_transmit(l, p, &n);
     return n;
 }
 
@@ -2306,12 +2322,10 @@ static void test_gateway_link(void) {
     CHECK(botspace_gateway_accept(s, (const uint8_t *)up.p, up.len, now, &resp, &gw) == BOTSPACE_STATUS_OK && gw != NULL,
           "link: a gateway to make it from");
     botspace_gateway_link *l = NULL;
-    CHECK(botspace_gateway_link_new(NULL, &gw, resp.ptr, resp.len, &l) == BOTSPACE_STATUS_NULL_ARGUMENT && gw != NULL,
-          "link_new: NULL service changes nothing");
     botspace_gateway *none = NULL;
-    CHECK(botspace_gateway_link_new(s, &none, resp.ptr, resp.len, &l) == BOTSPACE_STATUS_NULL_ARGUMENT && l == NULL,
+    CHECK(botspace_gateway_link_new(&none, resp.ptr, resp.len, &l) == BOTSPACE_STATUS_NULL_ARGUMENT && l == NULL,
           "link_new: a NULL gateway");
-    CHECK(botspace_gateway_link_new(s, &gw, resp.ptr, resp.len, &l) == BOTSPACE_STATUS_OK && l != NULL && gw == NULL,
+    CHECK(botspace_gateway_link_new(&gw, resp.ptr, resp.len, &l) == BOTSPACE_STATUS_OK && l != NULL && gw == NULL,
           "link_new takes the gateway (set to NULL)");
     size_t head = resp.len;
     const char *id = NULL;
@@ -2322,25 +2336,25 @@ static void test_gateway_link(void) {
     CHECK(i.state == BOTSPACE_CONNECTION_STATE_OPEN && i.wants_read && i.unsent == head && i.close_code == 0 &&
               i.timeout_ms == 250,
           "link: open, the 101 to send, looked at every tick under the manual clock");
-    CHECK(botspace_gateway_link_poll(l, now, mono) == BOTSPACE_STATUS_OK, "link_poll");
+    CHECK(botspace_gateway_link_handle_timeout(l, mono) == BOTSPACE_STATUS_OK, "link_handle_timeout");
     const uint8_t *p = NULL;
     size_t n = link_transmit(l, &p);
     static char texts[8][2048];
     int code = 0;
     CHECK(n > head && memcmp(p, resp.ptr, head) == 0 && ws_frames(p + head, n - head, texts, 8, &code) == 2 &&
               strncmp(texts[0], "{\"op\":\"hello\"", 13) == 0 && strstr(texts[1], "bot_started"),
-          "link_transmit: the 101, then hello and bot_started");
+          "link_poll_transmit: the 101, then hello and bot_started");
     CHECK(link_info(l).timeout_ms == mono + 250, "link: the next look is a tick after the last call");
-    CHECK(botspace_gateway_link_sent(l, n + 1, now, mono) == BOTSPACE_STATUS_INVALID_ARGUMENT,
-          "link_sent: more than transmit holds is refused");
+    CHECK(botspace_gateway_link_sent(l, n + 1, mono) == BOTSPACE_STATUS_INVALID_ARGUMENT,
+          "link_sent: more than poll_transmit holds is refused");
     /* The socket takes the 101 and 3 bytes of hello; then a stop. */
-    CHECK(botspace_gateway_link_sent(l, head + 3, now, mono) == BOTSPACE_STATUS_OK, "link_sent");
+    CHECK(botspace_gateway_link_sent(l, head + 3, mono) == BOTSPACE_STATUS_OK, "link_sent");
     bool closed = false;
-    CHECK(botspace_gateway_link_close(l, 4001, now, mono, &closed) == BOTSPACE_STATUS_INVALID_ARGUMENT,
+    CHECK(botspace_gateway_link_close(l, 4001, mono, &closed) == BOTSPACE_STATUS_INVALID_ARGUMENT,
           "link_close: a code of the library's own is refused");
-    CHECK(botspace_gateway_link_close(l, BOTSPACE_CLOSE_SERVER_SHUTDOWN, now, mono + 10, &closed) == BOTSPACE_STATUS_OK && closed,
+    CHECK(botspace_gateway_link_close(l, BOTSPACE_CLOSE_SERVER_SHUTDOWN, mono + 10, &closed) == BOTSPACE_STATUS_OK && closed,
           "link_close 1001");
-    CHECK(botspace_gateway_link_close(l, BOTSPACE_CLOSE_SERVER_SHUTDOWN, now, mono + 10, &closed) == BOTSPACE_STATUS_OK && !closed,
+    CHECK(botspace_gateway_link_close(l, BOTSPACE_CLOSE_SERVER_SHUTDOWN, mono + 10, &closed) == BOTSPACE_STATUS_OK && !closed,
           "link_close: once");
     i = link_info(l);
     CHECK(i.state == BOTSPACE_CONNECTION_STATE_CLOSING && i.close_code == 1001 && i.timeout_ms == mono + 10 + 1000 && i.wants_read,
@@ -2356,21 +2370,21 @@ static void test_gateway_link(void) {
     size_t hello = strlen(texts[0]) + 2 + (strlen(texts[0]) > 125 ? 2 : 0);
     CHECK(n == hello - 3 + 2 + 2 + 15 && ws_frames(p + hello - 3, n - (hello - 3), texts, 8, &code) == 1 && code == 1001 &&
               memcmp(p + hello - 3 + 4, "server_shutdown", 15) == 0,
-          "link_transmit: the rest of the frame being written, then the close");
-    CHECK(botspace_gateway_link_handle_input(l, (const uint8_t *)"xyz", 3, now, mono + 20) == BOTSPACE_STATUS_OK &&
+          "link_poll_transmit: the rest of the frame being written, then the close");
+    CHECK(botspace_gateway_link_handle_input(l, (const uint8_t *)"xyz", 3, mono + 20) == BOTSPACE_STATUS_OK &&
               link_info(l).state == BOTSPACE_CONNECTION_STATE_CLOSING,
           "link: input while closing is discarded");
-    CHECK(botspace_gateway_link_sent(l, n, now, mono + 30) == BOTSPACE_STATUS_OK &&
+    CHECK(botspace_gateway_link_sent(l, n, mono + 30) == BOTSPACE_STATUS_OK &&
               link_info(l).state == BOTSPACE_CONNECTION_STATE_LINGERING && link_transmit(l, &p) == 0,
           "link: all sent, lingering");
-    CHECK(botspace_gateway_link_poll(l, now, mono + 10 + 999) == BOTSPACE_STATUS_OK &&
+    CHECK(botspace_gateway_link_handle_timeout(l, mono + 10 + 999) == BOTSPACE_STATUS_OK &&
               link_info(l).state == BOTSPACE_CONNECTION_STATE_LINGERING,
           "link: lingering until its time");
-    CHECK(botspace_gateway_link_handle_eof(l, now, mono + 1100) == BOTSPACE_STATUS_OK, "link_handle_eof");
+    CHECK(botspace_gateway_link_handle_eof(l, mono + 1100) == BOTSPACE_STATUS_OK, "link_handle_eof");
     i = link_info(l);
     CHECK(i.state == BOTSPACE_CONNECTION_STATE_CLOSED && !i.wants_read && i.timeout_ms == BOTSPACE_NO_DEADLINE && i.unsent == 0,
           "link: the bot's EOF ends the linger");
-    CHECK(botspace_gateway_link_poll(NULL, now, mono) == BOTSPACE_STATUS_NULL_ARGUMENT, "link_poll: NULL link");
+    CHECK(botspace_gateway_link_handle_timeout(NULL, mono) == BOTSPACE_STATUS_NULL_ARGUMENT, "link_handle_timeout: NULL link");
     CHECK(botspace_gateway_link_get_info(l, NULL) == BOTSPACE_STATUS_NULL_ARGUMENT, "link_get_info: NULL out");
     botspace_gateway_link_free(&l);
     CHECK(l == NULL, "link_free sets NULL");

@@ -5,7 +5,6 @@ use crate::boundary::Handle;
 use crate::bytes::write_borrowed;
 use crate::gateway::botspace_gateway;
 use crate::http_connection::botspace_connection_state;
-use crate::service::botspace_service;
 use crate::status::{botspace_status, fail};
 use crate::BOTSPACE_NO_DEADLINE;
 use std::ffi::{c_char, CString};
@@ -33,10 +32,10 @@ pub struct botspace_gateway_link_info {
     pub state: botspace_connection_state,
     /// Wait for the socket to be readable.
     pub wants_read: bool,
-    /// Bytes `botspace_gateway_link_transmit` holds.
+    /// Bytes `botspace_gateway_link_poll_transmit` holds.
     pub unsent: usize,
-    /// When to call `botspace_gateway_link_poll` at the latest, on the
-    /// host's monotonic clock (the `mono_ms` passed in);
+    /// When to call `botspace_gateway_link_handle_timeout` at the latest,
+    /// on the host's monotonic clock (the `now_ms` passed in);
     /// `BOTSPACE_NO_DEADLINE` once closed.
     pub timeout_ms: u64,
     /// The close code the session ended with (sent or received), 0 while
@@ -48,49 +47,44 @@ pub struct botspace_gateway_link_info {
 /// writes the link to `*out_link`. `head[0..head_len]` is written ahead of
 /// the gateway's frames: the `101` from `botspace_gateway_accept`, after
 /// any answers the connection had not sent (NULL with length 0 when the
-/// host wrote them itself). `service` says which clock the session runs
-/// on. Then call `botspace_gateway_link_poll` (or
+/// host wrote them itself). The session runs on the clock of the service
+/// that accepted it, which the link reads itself: every later call takes
+/// only the host's monotonic clock. Then call
+/// `botspace_gateway_link_handle_timeout` (or
 /// `botspace_gateway_link_handle_input` with the bytes that followed the
 /// request).
 ///
 /// # Safety
-/// `service` must be a live handle; `gateway` must point at a live gateway
-/// handle not used by another thread; `head` must point at `head_len`
-/// readable bytes (or be NULL with length 0); `out_link` must be writable.
+/// `gateway` must point at a live gateway handle not used by another
+/// thread; `head` must point at `head_len` readable bytes (or be NULL with
+/// length 0); `out_link` must be writable.
 #[no_mangle]
 pub unsafe extern "C" fn botspace_gateway_link_new(
-    service: *const botspace_service,
     gateway: *mut *mut botspace_gateway,
     head: *const u8,
     head_len: usize,
     out_link: *mut *mut botspace_gateway_link,
 ) -> botspace_status {
     ffi_boundary!({
-        let service = arg!(ref service);
         let gateway = arg!(ptr gateway);
         let out_link = arg!(out out_link);
         let head = arg!(bytes head, head_len).to_vec();
-        let manual = service.svc.config().clock == botspace::ClockKind::Manual;
         // SAFETY: the address of a live gateway handle, taken here.
         let Some(gw) = (unsafe { Handle::take(gateway) }) else {
             return fail(botspace_status::NullArgument, "argument `*gateway` is NULL");
         };
         let gw: botspace_gateway = *gw;
-        let link = botspace::gateway::GatewayLink::new(gw.conn, manual, head);
+        let link = botspace::gateway::GatewayLink::new(gw.conn, head);
         out_link.write(botspace_gateway_link { link, bot_id: gw.bot_id }.into_raw());
         botspace_status::Ok
     })
 }
 
-pub(crate) fn link_clock(now_ms: u64, mono_ms: u64) -> botspace::gateway::LinkClock {
-    botspace::gateway::LinkClock { service_ms: now_ms, host_ms: mono_ms }
-}
-
-/// Bytes read from the socket: the session's input while it runs (then
-/// the link runs it, as `botspace_gateway_link_poll`), discarded once it
-/// is over. `now_ms` is the service's clock (`botspace_service_now_ms`),
-/// `mono_ms` the host's monotonic one. May write acks and read the event
-/// log (it blocks on the database).
+/// Bytes read from the socket at `now_ms` (the host's monotonic clock, as
+/// in every call of the link): the session's input while it runs (then
+/// the link runs it, as `botspace_gateway_link_handle_timeout`), discarded
+/// once it is over. May write acks and read the event log (it blocks on
+/// the database).
 ///
 /// # Safety
 /// `link` must be a live handle used by this thread only; `bytes` must
@@ -101,11 +95,10 @@ pub unsafe extern "C" fn botspace_gateway_link_handle_input(
     bytes: *const u8,
     len: usize,
     now_ms: u64,
-    mono_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
         let b = arg!(bytes bytes, len);
-        arg!(mut link).link.handle_input(b, link_clock(now_ms, mono_ms));
+        arg!(mut link).link.handle_input(b, now_ms);
         botspace_status::Ok
     })
 }
@@ -119,10 +112,9 @@ pub unsafe extern "C" fn botspace_gateway_link_handle_input(
 pub unsafe extern "C" fn botspace_gateway_link_handle_eof(
     link: *mut botspace_gateway_link,
     now_ms: u64,
-    mono_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
-        arg!(mut link).link.handle_eof(link_clock(now_ms, mono_ms));
+        arg!(mut link).link.handle_eof(now_ms);
         botspace_status::Ok
     })
 }
@@ -130,19 +122,18 @@ pub unsafe extern "C" fn botspace_gateway_link_handle_eof(
 /// Runs the link: the session's deadlines, its output up to the budget,
 /// the end rules; a closing or lingering link whose time is up closes.
 /// Call it when the info's `timeout_ms` comes and when the wake-up
-/// callback names the link's bot. May write acks and read the event log
-/// (it blocks on the database).
+/// callback names the link's bot (new events are a deadline of now). May
+/// write acks and read the event log (it blocks on the database).
 ///
 /// # Safety
 /// `link` must be a live handle used by this thread only.
 #[no_mangle]
-pub unsafe extern "C" fn botspace_gateway_link_poll(
+pub unsafe extern "C" fn botspace_gateway_link_handle_timeout(
     link: *mut botspace_gateway_link,
     now_ms: u64,
-    mono_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
-        arg!(mut link).link.poll(link_clock(now_ms, mono_ms));
+        arg!(mut link).link.handle_timeout(now_ms);
         botspace_status::Ok
     })
 }
@@ -162,14 +153,13 @@ pub unsafe extern "C" fn botspace_gateway_link_close(
     link: *mut botspace_gateway_link,
     code: u16,
     now_ms: u64,
-    mono_ms: u64,
     out_closed: *mut bool,
 ) -> botspace_status {
     ffi_boundary!({
         let Some(code) = botspace::gateway::host_close_reason(code) else {
             return fail(botspace_status::InvalidArgument, format!("close code {code} is not one a host may send"));
         };
-        let closed = arg!(mut link).link.close(code, link_clock(now_ms, mono_ms));
+        let closed = arg!(mut link).link.close(code, now_ms);
         if let Some(out_closed) = arg!(opt_out out_closed) {
             out_closed.write(closed);
         }
@@ -185,7 +175,7 @@ pub unsafe extern "C" fn botspace_gateway_link_close(
 /// `link` must be a live handle used by this thread only; `out_ptr` and
 /// `out_len` must be writable.
 #[no_mangle]
-pub unsafe extern "C" fn botspace_gateway_link_transmit(
+pub unsafe extern "C" fn botspace_gateway_link_poll_transmit(
     link: *const botspace_gateway_link,
     out_ptr: *mut *const u8,
     out_len: *mut usize,
@@ -193,13 +183,14 @@ pub unsafe extern "C" fn botspace_gateway_link_transmit(
     ffi_boundary!({
         let out_ptr = arg!(out out_ptr);
         let out_len = arg!(out out_len);
-        let t = arg!(ref link).link.transmit();
+        let t = arg!(ref link).link.poll_transmit();
         write_borrowed(t, out_ptr, out_len);
         botspace_status::Ok
     })
 }
 
-/// The socket took the first `n` bytes of `transmit`. Touches no storage.
+/// The socket took the first `n` bytes of `poll_transmit` at `now_ms`.
+/// Touches no storage.
 ///
 /// # Safety
 /// `link` must be a live handle used by this thread only.
@@ -208,14 +199,16 @@ pub unsafe extern "C" fn botspace_gateway_link_sent(
     link: *mut botspace_gateway_link,
     n: usize,
     now_ms: u64,
-    mono_ms: u64,
 ) -> botspace_status {
     ffi_boundary!({
         let l = &mut arg!(mut link).link;
-        if n > l.transmit().len() {
-            return fail(botspace_status::InvalidArgument, format!("sent {n} bytes of {} to send", l.transmit().len()));
+        if n > l.poll_transmit().len() {
+            return fail(
+                botspace_status::InvalidArgument,
+                format!("sent {n} bytes of {} to send", l.poll_transmit().len()),
+            );
         }
-        l.sent(n, link_clock(now_ms, mono_ms));
+        l.sent(n, now_ms);
         botspace_status::Ok
     })
 }

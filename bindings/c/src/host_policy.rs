@@ -14,8 +14,6 @@ pub struct botspace_host_policy {
     pub request_timeout_ms: u64,
     /// Default `--idle-timeout`: an idle keep-alive connection is closed.
     pub idle_timeout_ms: u64,
-    /// A peer that takes none of our bytes for this long is dropped.
-    pub write_timeout_ms: u64,
     /// A lingering close discards input for at most this long...
     pub linger_ms: u64,
     /// ...or this many bytes.
@@ -70,7 +68,6 @@ pub unsafe extern "C" fn botspace_host_policy_default(out: *mut botspace_host_po
         let p = botspace_host_policy {
             request_timeout_ms: h::REQUEST_TIMEOUT_MS,
             idle_timeout_ms: h::IDLE_TIMEOUT_MS,
-            write_timeout_ms: h::WRITE_TIMEOUT_MS,
             linger_ms: h::LINGER_MS,
             linger_bytes: h::LINGER_BYTES,
             drain_ms: rh::DRAIN_MS,

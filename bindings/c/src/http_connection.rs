@@ -12,11 +12,11 @@ use crate::BOTSPACE_NO_DEADLINE;
 /// One HTTP/1.1 server connection, sans-IO: the library's rules for it
 /// (framing and the input bound, answers in order, the budget of unsent
 /// answers, `100 Continue`, the `Connection` header of each answer, the
-/// refusal and its lingering close, the request and idle deadlines, half
-/// close). The host owns the socket and the clock: it reads up to
+/// refusal and its lingering close, the request, idle and write deadlines,
+/// half close). The host owns the socket and the clock: it reads up to
 /// `read_limit` bytes into `botspace_http_connection_handle_input`, takes
 /// requests with `botspace_http_connection_poll_request`, answers them with
-/// `botspace_http_connection_answer`, writes `botspace_http_connection_transmit`,
+/// `botspace_http_connection_answer`, writes `botspace_http_connection_poll_transmit`,
 /// calls `botspace_http_connection_handle_timeout` at `poll_timeout`, and
 /// does with the socket what `state` says. Not thread-safe: one thread at
 /// a time.
@@ -32,7 +32,7 @@ impl Handle for botspace_http_connection {}
 pub enum botspace_connection_state {
     /// Reading requests and sending answers.
     Open = 0,
-    /// Send what `transmit` holds; input is read and discarded.
+    /// Send what `poll_transmit` holds; input is read and discarded.
     Closing = 1,
     /// Everything is sent: shut the write side (`shutdown(SHUT_WR)`) and
     /// keep reading into `handle_input` (discarded) until the state is
@@ -68,6 +68,9 @@ pub enum botspace_expired {
     Idle = 2,
     /// The lingering close ended: the connection is CLOSED.
     Linger = 3,
+    /// Output was pending and the peer took none of it for the write
+    /// timeout (30 s): the connection is CLOSED, what it held dropped.
+    Write = 4,
 }
 
 /// Where a connection stands, for the host's poll loop. Plain data.
@@ -86,10 +89,12 @@ pub struct botspace_http_connection_info {
     /// Open, nothing taken, buffered or to send: a stopping host closes it
     /// when no byte waits in its socket.
     pub idle: bool,
-    /// Bytes `transmit` holds.
+    /// Bytes `poll_transmit` holds.
     pub unsent: usize,
     /// When `handle_timeout` next has something to do, in the host's
-    /// clock; `BOTSPACE_NO_DEADLINE` for none.
+    /// clock; `BOTSPACE_NO_DEADLINE` for none. Every deadline of the
+    /// connection is here, the write timeout's too: the host keeps no
+    /// timer of its own.
     pub timeout_ms: u64,
     /// Since when it waits for a request with nothing taken and nothing to
     /// send, or since its getUpdates parked (the round's PARKED step; its
@@ -146,7 +151,7 @@ pub unsafe extern "C" fn botspace_http_connection_new(
 
 /// A connection accepted at `now_ms` and refused at once: the host is at
 /// its connection limit with every connection busy. It takes no request:
-/// `transmit` holds the 503 `server_busy` (as
+/// `poll_transmit` holds the 503 `server_busy` (as
 /// `botspace_server_busy_response`) and its state is CLOSING; input is read
 /// and discarded. Once the answer is sent it is LINGERING (shut the write
 /// side) for 500 ms or 64 KiB of input, then CLOSED
@@ -202,7 +207,7 @@ pub unsafe extern "C" fn botspace_http_connection_get_info(
             read_limit: c.read_limit(),
             has_request: c.has_request(),
             idle: c.is_idle(),
-            unsent: c.transmit().len(),
+            unsent: c.poll_transmit().len(),
             timeout_ms: c.poll_timeout().unwrap_or(BOTSPACE_NO_DEADLINE),
             waiting_since_ms: c.waiting_since().unwrap_or(BOTSPACE_NO_DEADLINE),
         };
@@ -252,7 +257,7 @@ pub unsafe extern "C" fn botspace_http_connection_handle_eof(
 /// plain request (routes BATCH and ALONE, keeping the connection) the next
 /// may be taken before it is answered, to answer many in one commit; after
 /// any other, only once it is answered. On the way the connection queues
-/// `100 Continue` or a refusal by itself (see `transmit`).
+/// `100 Continue` or a refusal by itself (see `poll_transmit`).
 ///
 /// # Safety
 /// `conn` must be a live handle used by this thread only; `out_request`
@@ -314,7 +319,7 @@ pub unsafe extern "C" fn botspace_http_connection_answer(
     })
 }
 
-/// Ends the connection once what `transmit` holds is sent, without
+/// Ends the connection once what `poll_transmit` holds is sent, without
 /// lingering (the host could not go on with it).
 ///
 /// # Safety
@@ -363,7 +368,7 @@ pub unsafe extern "C" fn botspace_http_connection_upgrade(
 /// `conn` must be a live handle used by this thread only; `out_ptr` and
 /// `out_len` must be writable.
 #[no_mangle]
-pub unsafe extern "C" fn botspace_http_connection_transmit(
+pub unsafe extern "C" fn botspace_http_connection_poll_transmit(
     conn: *const botspace_http_connection,
     out_ptr: *mut *const u8,
     out_len: *mut usize,
@@ -371,13 +376,14 @@ pub unsafe extern "C" fn botspace_http_connection_transmit(
     ffi_boundary!({
         let out_ptr = arg!(out out_ptr);
         let out_len = arg!(out out_len);
-        let t = arg!(ref conn).conn.transmit();
+        let t = arg!(ref conn).conn.poll_transmit();
         write_borrowed(t, out_ptr, out_len);
         botspace_status::Ok
     })
 }
 
-/// The host wrote the first `n` bytes of `transmit` at `now_ms`.
+/// The host wrote the first `n` bytes of `poll_transmit` at `now_ms`
+/// (a write that took some restarts the peer's write timeout).
 ///
 /// # Safety
 /// `conn` must be a live handle used by this thread only.
@@ -396,7 +402,8 @@ pub unsafe extern "C" fn botspace_http_connection_sent(
 /// Acts on the deadlines passed by `now_ms` (`info.timeout_ms`): queues
 /// the 408 of a request that did not arrive in time (counted in the
 /// metrics and logged when `service` is not NULL), closes an idle
-/// connection or ends a lingering close. `*out_expired` says which.
+/// connection or one whose peer took nothing for the write timeout, or
+/// ends a lingering close. `*out_expired` says which.
 ///
 /// # Safety
 /// `conn` must be a live handle used by this thread only; `service` must
@@ -421,6 +428,7 @@ pub unsafe extern "C" fn botspace_http_connection_handle_timeout(
             Expired::Request => botspace_expired::Request,
             Expired::Idle => botspace_expired::Idle,
             Expired::Linger => botspace_expired::Linger,
+            Expired::Write => botspace_expired::Write,
         };
         out_expired.write(e);
         botspace_status::Ok

@@ -8,11 +8,13 @@
 
 use crate::Inner;
 use botspace::connection::http::ConnectionState;
-use botspace::gateway::{GatewayLink, LinkClock};
-use botspace::{ClockKind, CloseCode, GatewayConnection};
+use botspace::gateway::GatewayLink;
+use botspace::{CloseCode, GatewayConnection};
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
@@ -21,10 +23,6 @@ use tokio::time::Instant;
 /// The close a stop sends: 1001 `server_shutdown`; the bot reconnects
 /// elsewhere or later and gets everything it has not acknowledged.
 pub const CLOSE_SERVER_SHUTDOWN: CloseCode = botspace::gateway::CLOSE_SERVER_SHUTDOWN;
-
-/// A peer that takes none of our bytes (a shutdown's included) for this
-/// long is dropped.
-const WRITE_TIMEOUT: Duration = Duration::from_millis(botspace::connection::limits::WRITE_TIMEOUT_MS);
 
 /// One gateway connection's wake-up, by its registration id.
 type Wakeup = (u64, Arc<Notify>);
@@ -95,8 +93,9 @@ impl Link {
     }
 }
 
-/// Runs one gateway connection until it closes.
-pub(crate) async fn run<T>(inner: &Arc<Inner>, conn: GatewayConnection, io: T)
+/// Runs one gateway connection until it closes; `head` is written ahead
+/// of its frames.
+pub(crate) async fn run<T>(inner: &Arc<Inner>, conn: GatewayConnection, head: Vec<u8>, io: T)
 where
     T: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
@@ -105,8 +104,7 @@ where
     // Registered before the first poll, so no event can slip between.
     let id = inner.registry.register(&bot_id, wake.clone());
     let (mut rd, mut wr) = tokio::io::split(io);
-    let manual = inner.svc.config().clock == ClockKind::Manual;
-    let mut link = Link(Some(Box::new(GatewayLink::new(conn, manual, Vec::new()))), inner.gate.clone());
+    let mut link = Link(Some(Box::new(GatewayLink::new(conn, head))), inner.gate.clone());
     pump(inner, &mut link, &mut rd, &mut wr, &wake).await;
     inner.registry.unregister(&bot_id, id);
     // A link given up while its session runs (the socket broke, a core
@@ -120,7 +118,19 @@ where
         })
         .await;
     }
-    let _ = tokio::time::timeout(WRITE_TIMEOUT, wr.shutdown()).await;
+    shutdown_now(&mut wr).await;
+}
+
+/// Shuts the write side as far as it goes now, without waiting on the
+/// peer: the link's deadlines bound a closing socket (its close frame's
+/// time, the lingering close), and a socket dropped after this closes
+/// anyway; no write timer of the host's own.
+async fn shutdown_now<W: AsyncWrite + Unpin>(wr: &mut W) {
+    std::future::poll_fn(|cx| {
+        let _ = Pin::new(&mut *wr).poll_shutdown(cx);
+        Poll::Ready(())
+    })
+    .await
 }
 
 /// Moves the link's bytes and runs it when it is due, until it is closed
@@ -130,16 +140,17 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let svc = inner.svc.clone();
     let origin = Instant::now();
-    let clock = move || LinkClock { service_ms: svc.now_ms(), host_ms: origin.elapsed().as_millis() as u64 };
+    // The host's monotonic clock: the link reads the session's (the
+    // service's) itself.
+    let clock = move || origin.elapsed().as_millis() as u64;
     let mut input = vec![0u8; 16 * 1024];
     let (mut due, mut shut) = (true, false);
     loop {
         if due {
             due = false;
             let now = clock();
-            if link.call(move |l| l.poll(now)).await.is_none() {
+            if link.call(move |l| l.handle_timeout(now)).await.is_none() {
                 return;
             }
         }
@@ -163,7 +174,7 @@ where
                 // Stop sending; what still arrives is discarded, so the bot
                 // reads the close rather than a reset.
                 shut = true;
-                let _ = tokio::time::timeout(WRITE_TIMEOUT, wr.shutdown()).await;
+                shutdown_now(wr).await;
             }
             _ => {}
         }
@@ -180,7 +191,7 @@ where
         if inner.stop.load(Ordering::SeqCst) && l.state() == ConnectionState::Open {
             continue;
         }
-        let (wants_read, out) = (l.wants_read(), l.transmit());
+        let (wants_read, out) = (l.wants_read(), l.poll_transmit());
         tokio::select! {
             biased;
             // Not while the session holds its budget of replies: the bot's

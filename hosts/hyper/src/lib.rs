@@ -320,7 +320,7 @@ impl Botspace {
             Answered::Response(resp) => full(resp),
             Answered::Upgrade(resp, conn) => {
                 let io = async move { on_upgrade?.await.ok().map(hyper_util::rt::TokioIo::new) };
-                self.spawn_gateway(conn, io);
+                self.spawn_gateway(conn, Vec::new(), io);
                 full(resp)
             }
         }
@@ -363,8 +363,10 @@ impl Botspace {
     }
 
     /// Runs an accepted gateway connection on its own task, once `io` (the
-    /// upgraded connection) is there.
-    pub(crate) fn spawn_gateway<F, T>(&self, conn: Box<botspace::GatewayConnection>, io: F)
+    /// upgraded connection) is there; `head` goes ahead of its frames (the
+    /// `101` and any answers before it, for a host that has not written
+    /// them).
+    pub(crate) fn spawn_gateway<F, T>(&self, conn: Box<botspace::GatewayConnection>, head: Vec<u8>, io: F)
     where
         F: Future<Output = Option<T>> + Send + 'static,
         T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
@@ -374,7 +376,7 @@ impl Botspace {
         tokio::spawn(async move {
             let _count = gateway::Count(&inner.gateways);
             if let Some(io) = io.await {
-                gateway::run(&inner, *conn, io).await;
+                gateway::run(&inner, *conn, head, io).await;
             }
         });
     }

@@ -29,7 +29,6 @@
 
 use crate::{Answered, Botspace, Role};
 use botspace::connection::http::{ConnectionOptions, ConnectionState, HttpConnection, Taken};
-use botspace::connection::limits;
 use botspace_runtime::admission::{AcceptError, Admission, Admit};
 use std::collections::HashMap;
 use std::future::Future;
@@ -46,8 +45,6 @@ use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-/// A peer that does not take our bytes for this long is dropped.
-const WRITE_TIMEOUT: Duration = Duration::from_millis(limits::WRITE_TIMEOUT_MS);
 /// How long a stop waits for connections to finish.
 const DRAIN: Duration = Duration::from_millis(botspace_runtime::host::DRAIN_MS);
 
@@ -399,14 +396,16 @@ async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr,
             match c.answer(&app, &t).await {
                 Next::Read => {}
                 Next::End => return,
-                Next::Upgrade(conn, rest) => {
+                Next::Upgrade(conn, rest, head) => {
                     // The gateway's connection is not evicted for HTTP
                     // clients; what the bot sent after its request is the
-                    // gateway's first input.
+                    // gateway's first input, and the answers not sent yet
+                    // and the `101` go ahead of its frames (written by the
+                    // gateway's link, under its rules).
                     sh.admission().remove(id);
                     let (rd, wr) = c.sock.into_split();
                     let io = tokio::io::join(io::Cursor::new(rest).chain(rd), wr);
-                    app.spawn_gateway(conn, std::future::ready(Some(io)));
+                    app.spawn_gateway(conn, head, std::future::ready(Some(io)));
                     return;
                 }
             }
@@ -456,8 +455,10 @@ async fn sleep_until_some(at: Option<Instant>) {
 enum Next {
     Read,
     End,
-    /// The gateway's connection, and what the bot sent after its request.
-    Upgrade(Box<botspace::GatewayConnection>, Vec<u8>),
+    /// The gateway's connection, what the bot sent after its request, and
+    /// what to write ahead of the gateway's frames (answers not sent yet,
+    /// then the `101`).
+    Upgrade(Box<botspace::GatewayConnection>, Vec<u8>, Vec<u8>),
 }
 
 /// One HTTP connection: the core's `HttpConnection` decides, this moves
@@ -492,30 +493,28 @@ impl Conn {
         .await
     }
 
-    /// Writes `bytes` whole; false when the peer is gone or took nothing
-    /// for `WRITE_TIMEOUT`.
-    async fn write(&mut self, bytes: &[u8]) -> bool {
-        let mut at = 0;
-        while at < bytes.len() {
-            match tokio::time::timeout(WRITE_TIMEOUT, self.sock.write(&bytes[at..])).await {
-                Ok(Ok(n)) if n > 0 => at += n,
-                _ => return false,
-            }
-        }
-        true
-    }
-
     /// Writes what the connection has to send; false when the peer is
-    /// gone or took nothing for `WRITE_TIMEOUT`.
+    /// gone, or the core closed the connection at its deadline (a peer
+    /// that took nothing for the write timeout: `Expired::Write`). The
+    /// core names the deadline; this keeps no timer of its own.
     async fn flush(&mut self) -> bool {
-        while !self.http.transmit().is_empty() {
-            let sent = tokio::time::timeout(WRITE_TIMEOUT, self.sock.write(self.http.transmit())).await;
-            match sent {
-                Ok(Ok(n)) if n > 0 => {
+        while !self.http.poll_transmit().is_empty() {
+            let deadline = self.http.poll_timeout().map(|ms| self.started + Duration::from_millis(ms));
+            tokio::select! {
+                sent = self.sock.write(self.http.poll_transmit()) => match sent {
+                    Ok(n) if n > 0 => {
+                        let now = self.now();
+                        self.http.sent(n, now);
+                    }
+                    _ => return false,
+                },
+                _ = sleep_until_some(deadline), if deadline.is_some() => {
                     let now = self.now();
-                    self.http.sent(n, now);
+                    self.http.handle_timeout(now);
+                    if self.http.state() == ConnectionState::Closed {
+                        return false;
+                    }
                 }
-                _ => return false,
             }
         }
         true
@@ -617,13 +616,7 @@ impl Conn {
                 // Answers not sent yet go first, then the 101.
                 let (rest, mut out) = self.http.upgrade();
                 out.extend_from_slice(&bytes);
-                if self.write(&out).await {
-                    Next::Upgrade(conn, rest)
-                } else {
-                    // Dropped on a task of its own, off this connection's path.
-                    app.spawn_gateway(conn, std::future::ready(None::<TcpStream>));
-                    Next::End
-                }
+                Next::Upgrade(conn, rest, out)
             }
             None => {
                 let now = self.now();

@@ -5,7 +5,7 @@
 //! `verify-ca` / `verify-full` modes.
 
 use super::{Client, MakeTls, PgConnection, PgFail};
-use crate::store::error::{StorageError, StoreResult};
+use crate::store::error::{StoreError, StoreResult};
 use std::time::Duration;
 use tokio_postgres::config::Host;
 
@@ -25,7 +25,7 @@ impl Target {
     /// tokio-postgres refuses is its error (`invalid connection string: …`).
     pub(super) fn parse(config: &crate::config::Config) -> StoreResult<Target> {
         let (text, root_cert) = libpq_only(&config.database);
-        let parsed: tokio_postgres::Config = text.parse().map_err(StorageError::Postgres)?;
+        let parsed: tokio_postgres::Config = text.parse().map_err(StoreError::Postgres)?;
         let password = parsed.get_password().map(|p| String::from_utf8_lossy(p).into_owned()).filter(|p| !p.is_empty());
         Ok(Target {
             hosts: per_host(&parsed),

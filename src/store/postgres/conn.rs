@@ -6,7 +6,7 @@ use super::tls::tls;
 use super::types::OwnedVal;
 use super::{log_storage_error, sql, Client, Params, PgFail, Timed, CHANNEL, MAX_PAYLOAD};
 use crate::config::Config;
-use crate::store::error::{is_unavailable, StorageError, StoreResult};
+use crate::store::error::{is_unavailable, StoreError, StoreResult};
 use crate::store::value::Val;
 use postgres::error::SqlState;
 use postgres::types::ToSql;
@@ -72,7 +72,7 @@ impl PgConn {
             .enable_io()
             .enable_time()
             .build()
-            .map_err(|_| StorageError::Unavailable("cannot start the PostgreSQL client's runtime"))?;
+            .map_err(|_| StoreError::Unavailable("cannot start the PostgreSQL client's runtime"))?;
         let conn = PgConn {
             target,
             rt,
@@ -145,7 +145,7 @@ impl PgConn {
             if self.in_tx.get() && !self.begin_owed.get() {
                 self.aborted.set(true);
                 *slot = None;
-                return Err(StorageError::Unavailable("the connection to PostgreSQL was lost mid-transaction"));
+                return Err(StoreError::Unavailable("the connection to PostgreSQL was lost mid-transaction"));
             }
             self.cache.borrow_mut().clear();
             *slot = Some(self.connect()?);
@@ -191,14 +191,14 @@ impl PgConn {
             let e = match e {
                 PgFail::Pg(e) => e,
                 PgFail::Deadline(what) => {
-                    return StorageError::Deadline { what, ms: self.target.deadline.as_millis() as u64 };
+                    return StoreError::Deadline { what, ms: self.target.deadline.as_millis() as u64 };
                 }
             };
             if matches!(e.code(), Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
             {
                 self.retryable.set(true);
             }
-            StorageError::Postgres(e)
+            StoreError::Postgres(e)
         })
     }
 
@@ -307,7 +307,7 @@ impl PgConn {
         if begin && then.is_none() {
             self.stale(&r);
         }
-        if begin && !matches!(&r, Err(StorageError::Unavailable(_))) {
+        if begin && !matches!(&r, Err(StoreError::Unavailable(_))) {
             self.begin_owed.set(false);
         }
         let mut out = r?;
@@ -317,7 +317,7 @@ impl PgConn {
         for (d, (_, n)) in deferred.iter().zip(&out) {
             if d.expect.is_some_and(|want| want != *n) {
                 self.aborted.set(true);
-                return Err(StorageError::Inconsistent(d.what));
+                return Err(StoreError::Inconsistent(d.what));
             }
         }
         Ok(out.split_off(deferred.len()))
@@ -338,7 +338,7 @@ impl PgConn {
                 self.changes.set(self.changes.get() + n);
             }
             return match expect {
-                Some(want) if want != n => Err(StorageError::Inconsistent(what)),
+                Some(want) if want != n => Err(StoreError::Inconsistent(what)),
                 _ => Ok(()),
             };
         }
@@ -421,7 +421,7 @@ impl PgConn {
     /// one request after every restart. A deadline is not retried (that
     /// would double the wait), nor a failure to connect.
     fn stale<T>(&self, r: &StoreResult<T>) {
-        if self.reused.get() && matches!(r, Err(StorageError::Postgres(e)) if is_unavailable(e)) {
+        if self.reused.get() && matches!(r, Err(StoreError::Postgres(e)) if is_unavailable(e)) {
             self.retryable.set(true);
         }
     }
@@ -502,7 +502,7 @@ impl PgConn {
             // PostgreSQL answers COMMIT of an aborted transaction with a
             // silent ROLLBACK; this must fail loudly instead.
             let _ = self.rollback();
-            return Err(StorageError::Aborted);
+            return Err(StoreError::Aborted);
         }
         if self.deferred.borrow().iter().any(|d| d.expect.is_some()) {
             // Checked before anything can commit: a round trip of their own.
@@ -546,7 +546,7 @@ impl PgConn {
         match r {
             // COMMIT was sent; whether the server applied it before the
             // connection went is not known here.
-            Err(e) if e.is_unavailable() => Err(StorageError::CommitLost(Box::new(e))),
+            Err(e) if e.is_unavailable() => Err(StoreError::CommitLost(Box::new(e))),
             r => r,
         }
     }

@@ -3,7 +3,7 @@
 use super::config::Target;
 use super::tls::tls;
 use super::{log_storage_error, Client, PgFail, CHANNEL};
-use crate::store::error::{StorageError, StoreResult};
+use crate::store::error::{StoreError, StoreResult};
 use crate::store::heard::Heard;
 use std::time::{Duration, Instant};
 
@@ -50,7 +50,7 @@ impl Listener {
                 .enable_io()
                 .enable_time()
                 .build()
-                .map_err(|_| StorageError::Unavailable("cannot start the PostgreSQL client's runtime"))?;
+                .map_err(|_| StoreError::Unavailable("cannot start the PostgreSQL client's runtime"))?;
             self.rt = Some(rt);
         }
         let r = match self.live.take() {
@@ -72,15 +72,15 @@ impl Listener {
         r
     }
 
-    fn deadline_error(&self, what: &'static str) -> StorageError {
-        StorageError::Deadline { what, ms: self.target.deadline.as_millis() as u64 }
+    fn deadline_error(&self, what: &'static str) -> StoreError {
+        StoreError::Deadline { what, ms: self.target.deadline.as_millis() as u64 }
     }
 
     fn listen(&self) -> StoreResult<Listening> {
         let rt = self.rt.as_ref().expect("made by wait");
         let tls = tls(self.target.root_cert.as_deref())?;
         let (pg, mut connection) = rt.block_on(self.target.connect_first(&tls)).map_err(|e| match e {
-            PgFail::Pg(e) => StorageError::Postgres(e),
+            PgFail::Pg(e) => StoreError::Postgres(e),
             PgFail::Deadline(what) => self.deadline_error(what),
         })?;
         let (tx, notes) = tokio::sync::mpsc::unbounded_channel();
@@ -98,21 +98,21 @@ impl Listener {
             tokio::time::timeout(self.target.deadline, client.pg.batch_execute(&format!("LISTEN {CHANNEL}"))).await
         }) {
             Ok(Ok(())) => Ok(Listening { client, notes, checked: Instant::now() }),
-            Ok(Err(e)) => Err(StorageError::Postgres(e)),
+            Ok(Err(e)) => Err(StoreError::Postgres(e)),
             Err(_) => Err(self.deadline_error("LISTEN")),
         }
     }
 
     fn receive(&self, live: &mut Listening, timeout: Duration, own_pids: &[i32]) -> StoreResult<Heard> {
         let rt = self.rt.as_ref().expect("made by wait");
-        let lost = || StorageError::Unavailable("the connection listening to PostgreSQL notifications was lost");
+        let lost = || StoreError::Unavailable("the connection listening to PostgreSQL notifications was lost");
         if live.checked.elapsed() >= LISTENER_CHECK_EVERY {
             // An open socket says nothing of a stopped server: ask it.
             match rt
                 .block_on(async { tokio::time::timeout(self.target.deadline, live.client.pg.simple_query("")).await })
             {
                 Ok(Ok(_)) => live.checked = Instant::now(),
-                Ok(Err(e)) => return Err(StorageError::Postgres(e)),
+                Ok(Err(e)) => return Err(StoreError::Postgres(e)),
                 Err(_) => return Err(self.deadline_error("the notification listener's check")),
             }
         }
