@@ -26,7 +26,7 @@ LAYERS = [
     ("commit and durability", r"(botspace::group|botspace::txn::Db|fdatasync|wal_sync|sqlite3WalFrames|sqlite3OsSync|unixSync|full_fsync)"),
     ("rules, methods, auth", r"(botspace::methods|botspace::rules|botspace::txn|botspace::auth|botspace::ratelimit|botspace::throttle|botspace::events|sha2::|botspace::model)"),
     ("store (botspace::store, rusqlite, postgres client)", r"(botspace::store|rusqlite|postgres|tokio_postgres)"),
-    ("SQLite engine", r"(sqlite3|\bpager|btree|Vdbe|vdbe|sqlite)"),
+    ("SQLite engine", r"(sqlite3|\bpager|btree|Btree|Vdbe|vdbe|sqlite|pcache|balance_nonroot|pthreadMutex|unixMutex)"),
     ("gateway and webhooks", r"(botspace::gateway|tungstenite|botspace::webhook|WebhookPump)"),
     ("service, routing, logging", r"(botspace::service|botspace::route|botspace::log|botspace::metrics|botspace::)"),
     ("allocation and copies", r"(malloc|_int_free|cfree|free\b|realloc|calloc|memmove|memcpy|memset|__rust_alloc|__rust_dealloc|alloc::)"),
