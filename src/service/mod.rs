@@ -465,3 +465,15 @@ impl std::fmt::Debug for Service {
         f.debug_struct("Service").field("database", &self.config.database_for_logs()).finish_non_exhaustive()
     }
 }
+
+/// A service on the manual clock with the unit tests' admin secret,
+/// changed by `f`: the service's own unit tests start from it.
+#[cfg(test)]
+pub(crate) fn manual_clock_service(f: impl FnOnce(&mut crate::Config)) -> Service {
+    let cfg = crate::Config::default().with(|c| {
+        c.admin_secret = "an-admin-secret-0123".into();
+        c.clock = crate::ClockKind::Manual;
+        f(c);
+    });
+    Service::open(cfg).unwrap()
+}

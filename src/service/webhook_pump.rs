@@ -280,14 +280,10 @@ impl Pump {
 #[cfg(test)]
 mod tests {
     use super::{Pump, DEFAULT_CONNECTION_CAP};
-    use crate::{ClockKind, Config, Service};
+    use crate::Service;
 
     fn service() -> Service {
-        let cfg = Config::default().with(|c| {
-            c.admin_secret = "an-admin-secret-0123".into();
-            c.clock = ClockKind::Manual;
-        });
-        Service::open(cfg).unwrap()
+        crate::service::manual_clock_service(|_| {})
     }
 
     #[test]
@@ -352,13 +348,10 @@ mod tests {
     fn past_the_cap_deliveries_wait_for_a_slot_without_failing_or_using_a_retry() {
         use crate::webhook::schedule::ATTEMPT_TIMEOUT_MS;
         use crate::webhook::Outcome;
-        let cfg = Config::default().with(|c| {
-            c.admin_secret = "an-admin-secret-0123".into();
-            c.clock = ClockKind::Manual;
+        let svc = crate::service::manual_clock_service(|c| {
             c.webhook_allow_http = true;
             c.webhook_allow_private_addresses = true;
         });
-        let svc = Service::open(cfg).unwrap();
         let admin = "Admin an-admin-secret-0123";
         let (_, b) = call(&svc, "/admin/createBot", admin, serde_json::json!({"display_name": "B", "handle": "b_bot"}));
         let (bot_id, token) = (b["result"]["bot"]["id"].clone(), b["result"]["token"].as_str().unwrap().to_string());

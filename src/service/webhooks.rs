@@ -551,14 +551,10 @@ mod tests {
 
 #[cfg(test)]
 mod store_retry_tests {
-    use crate::{ClockKind, Config, Service, WebhookPoll};
+    use crate::{Service, WebhookPoll};
 
     fn service() -> Service {
-        let cfg = Config::default().with(|c| {
-            c.admin_secret = "an-admin-secret-0123".into();
-            c.clock = ClockKind::Manual;
-        });
-        Service::open(cfg).unwrap()
+        crate::service::manual_clock_service(|_| {})
     }
 
     #[test]
