@@ -31,15 +31,6 @@ pub struct WebhookRequest {
 }
 
 impl WebhookRequest {
-    /// The whole HTTP/1.1 request, for a host that writes to a socket
-    /// itself. `Connection: close`: one request per connection, so that
-    /// nothing of one receiver's connection outlives its attempt.
-    pub fn http_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(256 + self.attempt.body.len());
-        self.write_http(&mut out, false);
-        out
-    }
-
     /// Appends the whole HTTP/1.1 request to `out`, for a host that writes
     /// to a socket itself and reads the answer with
     /// [`super::AnswerReader`]. `keep_alive`: the connection may carry the
@@ -315,7 +306,9 @@ mod tests {
     fn the_request_on_the_wire() {
         let mut d = with_bots(&["a"]);
         let r = d.next_attempt(1_700_000_000_000).unwrap();
-        let text = String::from_utf8(r.http_bytes()).unwrap();
+        let mut bytes = Vec::new();
+        r.write_http(&mut bytes, false);
+        let text = String::from_utf8(bytes).unwrap();
         let head = format!(
             "POST /a HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Length: 2\r\nConnection: close\r\n\
              User-Agent: botspace-webhooks\r\ncontent-type: application/json\r\nwebhook-id: msg_a_1\r\n\
