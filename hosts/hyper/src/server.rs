@@ -574,10 +574,11 @@ impl Conn {
     /// Answers one whole request.
     async fn answer(&mut self, app: &Botspace, t: &Taken) -> Next {
         // Copied out of the connection's buffer: the request may wait in
-        // a queue (a core thread's) while the socket is read. A request
-        // the connection framed is one the core reads: the framer already
-        // applied the parse's rules to its head (the target, the body's
-        // length), so the core answers it, never with a refusal of its form.
+        // a queue (a core thread's) while the socket is read. The framer
+        // already applied the parse's rules to its head (the target, the
+        // body's length), so no request it framed is refused for its form:
+        // the core answers these bytes exactly as it answered their parsed
+        // `http::Request` (tests/rules_http.rs compares the two).
         let req = crate::Received::Bytes { request: bytes::Bytes::copy_from_slice(self.http.request(t)), head: t.head };
         let answering = app.answer_read(req, t.route);
         let answered = if t.route == botspace::connection::Lane::Poll {
