@@ -2,11 +2,16 @@
 //! meet and are answered in batches, as the C server's event loop answers
 //! them.
 //!
-//! A connection's task queues its parsed request with a one-shot channel
-//! for the answer, and awaits it. The queue, its threads, the takes and
+//! A connection's task queues its request as it has it
+//! ([`botspace_runtime::Received`]: the example server's connection queues
+//! the bytes the core's `HttpConnection` framed, the tower service the
+//! `http::Request` hyper parsed) with a one-shot channel for the answer,
+//! and awaits it. The answer is the core's bytes: the example server hands
+//! them to its connection as they are, the tower service reads them into
+//! an `http::Response` for hyper. The queue, its threads, the takes and
 //! the gate are the library's ([`botspace_runtime::CoreWorkers`],
-//! [`Service::answer_take`], [`botspace_runtime::CoreGate`]): this file only
-//! gives them tokio's one-shot as the reply.
+//! [`botspace_runtime::workers::answer_take`], [`botspace_runtime::CoreGate`]):
+//! this file only gives them tokio's one-shot as the reply.
 //!
 //! On a database whose calls cannot block (`:memory:`: no disk, no
 //! network) there is no core thread: [`OnReactor`] answers the same takes
@@ -21,18 +26,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{oneshot, Notify};
 
-/// The answer to a queued request, back to its connection's task.
-pub(crate) struct Oneshot(oneshot::Sender<http::Response<Vec<u8>>>);
+/// The answer to a queued request (the core's bytes), back to its
+/// connection's task.
+pub(crate) struct Oneshot(oneshot::Sender<Vec<u8>>);
 
 impl botspace_runtime::ReplyTo for Oneshot {
-    fn send(self, response: http::Response<Vec<u8>>) {
+    fn send(self, answer: Vec<u8>) {
         // The task gone: its connection is too, nobody to answer.
-        let _ = self.0.send(response);
+        let _ = self.0.send(answer);
     }
 }
 
 /// A reply and where its task awaits it.
-pub(crate) fn reply() -> (Oneshot, oneshot::Receiver<http::Response<Vec<u8>>>) {
+pub(crate) fn reply() -> (Oneshot, oneshot::Receiver<Vec<u8>>) {
     let (tx, rx) = oneshot::channel();
     (Oneshot(tx), rx)
 }
@@ -65,7 +71,7 @@ impl ReactorQueue {
 /// A request is queued and the answering task woken; that task first
 /// yields, so that every connection the same turn of the reactor made
 /// ready queues its request too, then answers the whole take as a core
-/// thread would ([`Service::answer_take`]). On a current-thread runtime
+/// thread would ([`botspace_runtime::workers::answer_take`]). On a current-thread runtime
 /// (the example server on `:memory:`) nothing crosses a thread. The task
 /// ends once the app is dropped.
 #[derive(Default)]
@@ -146,15 +152,19 @@ mod tests {
         (token, chat)
     }
 
-    /// A sendMessage of `text` queued as a batch job; its answer arrives on
-    /// the returned receiver.
-    fn send_job(token: &str, chat: &str, text: &str) -> (Job, oneshot::Receiver<http::Response<Vec<u8>>>) {
+    /// A sendMessage of `text` queued as a batch job, as the example
+    /// server queues it (the bytes its connection framed); its answer
+    /// arrives on the returned receiver.
+    fn send_job(token: &str, chat: &str, text: &str) -> (Job, oneshot::Receiver<Vec<u8>>) {
         let body = format!(r#"{{"chat_id":"{chat}","text":"{text}"}}"#);
-        let request = http::Request::post("/bot/sendMessage")
-            .header("authorization", format!("Bot {token}"))
-            .header("content-type", "application/json")
-            .body(bytes::Bytes::from(body))
-            .unwrap();
+        let raw = format!(
+            "POST /bot/sendMessage HTTP/1.1\r\nAuthorization: Bot {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let botspace::Framing::Complete { head, .. } = botspace::frame_request(raw.as_bytes(), 1 << 20) else {
+            panic!("not a whole request: {raw}")
+        };
+        let request = botspace_runtime::Received::Bytes { request: Bytes::from(raw), head };
         let (tx, rx) = reply();
         (Job { request, kind: botspace::connection::lane::Kind::Batch, reply: tx }, rx)
     }
@@ -165,7 +175,8 @@ mod tests {
     }
 
     /// The text of a sendMessage's 200.
-    fn sent_text(out: http::Response<Vec<u8>>) -> String {
+    fn sent_text(out: Vec<u8>) -> String {
+        let out = botspace::into_http_response(out);
         assert_eq!(out.status(), 200, "{}", String::from_utf8_lossy(out.body()));
         let v: serde_json::Value = serde_json::from_slice(out.body()).unwrap();
         v["result"]["text"].as_str().unwrap().to_string()

@@ -17,7 +17,10 @@
 //!
 //! [`server`] is the TCP front end of the example server (`examples/server.rs`):
 //! its own accept loop (the file limit, eviction on `EMFILE`), request
-//! deadlines and framing by the core, then the same app.
+//! deadlines and framing by the core, then the same app, handed each
+//! request as the bytes the core framed and giving back the core's answer
+//! bytes (no `http` types on that path; the queue takes either form,
+//! [`botspace_runtime::Received`]).
 //!
 //! ```no_run
 //! use botspace::{Config, Service};
@@ -107,12 +110,18 @@ pub struct Botspace {
     get_me_on_worker: bool,
 }
 
-/// What a request read whole came to.
+/// What a request read whole came to: the core's answer as the core wrote
+/// it (HTTP/1.1 bytes), which the example server's connection sends as
+/// they are and the tower service reads into an `http::Response`.
 pub(crate) enum Answered {
-    Response(Response<Vec<u8>>),
+    Response(Vec<u8>),
     /// The gateway took the connection: send the `101`, then run it.
-    Upgrade(Response<Vec<u8>>, Box<botspace::GatewayConnection>),
+    Upgrade(Vec<u8>, Box<botspace::GatewayConnection>),
 }
+
+/// A request read whole, as this host has it: the `http::Request` hyper
+/// parsed, or the bytes the example server's connection framed.
+pub(crate) type Received = botspace_runtime::Received<Bytes>;
 
 pub(crate) struct Inner {
     pub(crate) svc: Arc<Service>,
@@ -316,40 +325,48 @@ impl Botspace {
                 return full(self.inner.svc.refuse_http_body(why));
             }
         };
-        match self.answer_read(Request::from_parts(parts, body)).await {
-            Answered::Response(resp) => full(resp),
+        // hyper writes the head itself: the core's answer is read into
+        // an `http::Response` here, and only here.
+        let req = Received::Http(Request::from_parts(parts, body));
+        match self.answer_read(req, route).await {
+            Answered::Response(resp) => full(botspace::into_http_response(resp)),
             Answered::Upgrade(resp, conn) => {
                 let io = async move { on_upgrade?.await.ok().map(hyper_util::rt::TokioIo::new) };
                 self.spawn_gateway(conn, Vec::new(), io);
-                full(resp)
+                full(botspace::into_http_response(resp))
             }
         }
     }
 
-    /// Answers a request read whole: the parsed request goes into the core
-    /// as it is, and the core's `http::Response` comes straight out.
-    pub(crate) async fn answer_read(&self, req: Request<Bytes>) -> Answered {
+    /// Answers a request read whole, on `route` (the core's
+    /// [`botspace::connection::route`] of its path under this app's role:
+    /// the connection's `Taken::route` in the example server): the request
+    /// goes into the core as the host has it, parsed or as bytes, and the
+    /// core's answer comes back as the core wrote it.
+    pub(crate) async fn answer_read(&self, req: Received, route: botspace::connection::Lane) -> Answered {
         if !self.inner.webhooks.started.load(Ordering::Relaxed) {
             self.start_webhooks();
         }
-        let route = botspace::connection::route(self.role.listener(), req.uri().path());
         if route == botspace::connection::Lane::NotHere {
-            return Answered::Response(botspace::into_http_response(botspace::connection::not_here(req.uri().path())));
+            return Answered::Response(botspace::connection::not_here(req.path()));
         }
         let svc = self.inner.svc.clone();
-        if route == botspace::connection::Lane::Gateway && req.method() == http::Method::GET {
+        if route == botspace::connection::Lane::Gateway && req.method() == "GET" {
             let gate = self.inner.gate.clone();
             let acc = tokio::task::spawn_blocking(move || {
                 let _in_core = gate.blocking();
-                svc.accept_gateway_http(&req, svc.now_ms())
+                match &req {
+                    Received::Http(r) => svc.accept_gateway_http(r, svc.now_ms()),
+                    Received::Bytes { request, .. } => svc.accept_gateway(request, svc.now_ms()),
+                }
             })
             .await;
             return match acc {
                 Ok(acc) => match acc.connection {
-                    Some(conn) => Answered::Upgrade(botspace::into_http_response(acc.response), Box::new(conn)),
-                    None => Answered::Response(botspace::into_http_response(acc.response)),
+                    Some(conn) => Answered::Upgrade(acc.response, Box::new(conn)),
+                    None => Answered::Response(acc.response),
                 },
-                Err(_) => Answered::Response(answer_failed()),
+                Err(_) => Answered::Response(botspace::connection::answer_failed()),
             };
         }
         let answered = if route == botspace::connection::Lane::Poll {
@@ -359,7 +376,7 @@ impl Botspace {
         } else {
             self.answer_now(svc, req, route).await
         };
-        Answered::Response(answered.unwrap_or_else(|()| answer_failed()))
+        Answered::Response(answered.unwrap_or_else(|()| botspace::connection::answer_failed()))
     }
 
     /// Runs an accepted gateway connection on its own task, once `io` (the
@@ -386,12 +403,12 @@ impl Botspace {
     async fn answer_now(
         &self,
         svc: Arc<Service>,
-        req: Request<Bytes>,
+        req: Received,
         route: botspace::connection::Lane,
-    ) -> Result<Response<Vec<u8>>, ()> {
+    ) -> Result<Vec<u8>, ()> {
         let admin = route == botspace::connection::Lane::Admin;
         let kind = botspace::connection::lane::Kind::of(route);
-        let get_me = botspace::connection::lane::answers_from_cache(req.uri().path());
+        let get_me = botspace::connection::lane::answers_from_cache(req.path());
         match (&self.inner.core, &self.inner.on_reactor) {
             (_, Some(reactor)) if !admin => {
                 let (tx, rx) = core_thread::reply();
@@ -440,12 +457,6 @@ fn full(r: Response<Vec<u8>>) -> Response<Full<Bytes>> {
     r.map(|b| Full::new(Bytes::from(b)))
 }
 
-/// The core's answer to a request whose core call panicked or whose core
-/// thread is gone (`connection::answer_failed`).
-fn answer_failed() -> Response<Vec<u8>> {
-    botspace::into_http_response(botspace::connection::answer_failed())
-}
-
 impl<B> tower_service::Service<Request<B>> for Botspace
 where
     B: Body + Send + 'static,
@@ -467,12 +478,13 @@ where
 }
 
 /// One request that does not park (everything but getUpdates, which
-/// `parked::answer` takes), answered through the core's one way in.
-fn answer_one(svc: &Service, req: &http::Request<bytes::Bytes>, peer: Option<&str>) -> http::Response<Vec<u8>> {
-    let one = botspace::Incoming::http(req);
+/// `parked::answer` takes), answered through the core's one way in: the
+/// core's bytes.
+fn answer_one(svc: &Service, req: &Received, peer: Option<&str>) -> Vec<u8> {
+    let one = req.incoming();
     let one = [match peer {
         Some(p) => one.from_peer(p),
         None => one,
     }];
-    botspace::into_http_response(svc.handle(&one, svc.now_ms()).remove(0).now_or_failed(svc))
+    svc.handle(&one, svc.now_ms()).remove(0).now_or_failed(svc)
 }

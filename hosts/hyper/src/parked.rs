@@ -5,18 +5,20 @@
 //! when the core's next deadline ([`Service::parked_timeout`]) comes, and
 //! completes the oneshots. No thread waits on a poll: the task sleeps on a
 //! `Notify` and a timer, and its core calls run on the blocking pool. The
-//! core's answers are read into `http::Response`s (`into_http_response`): the host
-//! hands them to hyper as they are.
+//! core's answers go back as the core wrote them (bytes): the tower service
+//! reads them into `http::Response`s for hyper, the example server's
+//! connection sends them as they are.
 
 use crate::Inner;
-use botspace::{into_http_response, Handled, Incoming, PollId, Service};
+use botspace::{Handled, PollId, Service};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 
-type Response = http::Response<Vec<u8>>;
+/// The core's answer, as it wrote it.
+type Response = Vec<u8>;
 
 /// The waiting requests of one app, by poll.
 #[derive(Default)]
@@ -95,25 +97,21 @@ impl Drop for Cancel<'_> {
 }
 
 /// Answers a getUpdates: at once, or when the core has its answer.
-pub(crate) async fn answer(
-    inner: &Arc<Inner>,
-    req: http::Request<bytes::Bytes>,
-    peer: Option<Arc<str>>,
-) -> Result<Response, ()> {
+pub(crate) async fn answer(inner: &Arc<Inner>, req: crate::Received, peer: Option<Arc<str>>) -> Result<Response, ()> {
     start(inner);
     let app = inner.clone();
     let answered = tokio::task::spawn_blocking(move || {
         let _in_core = app.gate.blocking();
-        let one = [Incoming::http(&req).from_peer(peer.as_deref().unwrap_or(""))];
+        let one = [req.incoming().from_peer(peer.as_deref().unwrap_or(""))];
         // Stopping, the core parks nothing more (the drain would wait).
         match app.svc.handle(&one, app.svc.now_ms()).pop() {
-            Some(Handled::Now(out)) => Ok(into_http_response(out)),
+            Some(Handled::Now(out)) => Ok(out),
             // The slot is taken here, on the blocking thread, which runs to
             // the end even if the request's future is dropped meanwhile:
             // then the receiver is dropped with the join handle, the
             // answer finds no one and the slot goes.
             Some(Handled::Parked(id)) => Err((id, app.parked.wait(id))),
-            None => Ok(into_http_response(botspace::connection::answer_failed())),
+            None => Ok(botspace::connection::answer_failed()),
         }
     })
     .await
@@ -159,8 +157,7 @@ async fn run(app: Weak<Inner>, notify: Arc<Notify>) {
         let work = tokio::task::spawn_blocking(move || {
             let _in_core = gate.blocking();
             let now = if stopping { u64::MAX } else { svc.now_ms() };
-            let answers: Vec<_> =
-                svc.poll_parked(now).into_iter().map(|(id, out)| (id, into_http_response(out))).collect();
+            let answers = svc.poll_parked(now);
             (answers, svc.parked_timeout().map(|at| at.saturating_sub(svc.now_ms())))
         })
         .await;

@@ -18,10 +18,13 @@
 //!   task only moves its bytes, keeps its clock and answers its requests;
 //!   and a stop answers every request whose bytes reached the socket
 //!   before the connection closes.
-//! - **One parse, the app's answer.** A whole request is parsed once into
-//!   an `http::Request` (`botspace::parse_http_request`) and answered by
-//!   the app a hyper host mounts ([`Botspace`]); the answer goes out as
-//!   HTTP/1.1 with the `Connection` header the core's connection adds:
+//! - **The core's bytes in and out.** A whole request goes to the app a
+//!   hyper host mounts ([`Botspace`]) as the bytes the connection framed,
+//!   with the lane the connection gave it (`Taken::route`) and the head
+//!   its framer read: the core reads those bytes once, as the C server's
+//!   are read (`Incoming::bytes`), and nothing here parses them into an
+//!   `http::Request`. The answer comes back as the core wrote it and goes
+//!   to the connection as it is, which adds the `Connection` header:
 //!   keep-alive, pipelining (in order, one at a time), `Connection: close`,
 //!   HTTP/1.0, `100 Continue`, and the gateway's upgrade (the socket goes
 //!   to the gateway). hyper is not in front: it would parse every request
@@ -570,15 +573,14 @@ impl Conn {
 
     /// Answers one whole request.
     async fn answer(&mut self, app: &Botspace, t: &Taken) -> Next {
-        let req = match botspace::parse_http_request(self.http.request(t)) {
-            Ok(req) => req.map(bytes::Bytes::from),
-            Err(refusal) => {
-                let now = self.now();
-                self.http.refuse(&refusal, now);
-                return if self.flush().await { Next::Read } else { Next::End };
-            }
-        };
-        let answering = app.answer_read(req);
+        // Copied out of the connection's buffer: the request may wait in
+        // a queue (a core thread's) while the socket is read. The framer
+        // already applied the parse's rules to its head (the target, the
+        // body's length), so no request it framed is refused for its form:
+        // the core answers these bytes exactly as it answered their parsed
+        // `http::Request` (tests/rules_http.rs compares the two).
+        let req = crate::Received::Bytes { request: bytes::Bytes::copy_from_slice(self.http.request(t)), head: t.head };
+        let answering = app.answer_read(req, t.route);
         let answered = if t.route == botspace::connection::Lane::Poll {
             // A long poll may park for up to 50 s: the socket is read
             // meanwhile, so that a client that closes it is noticed. The
@@ -606,11 +608,10 @@ impl Conn {
         } else {
             answering.await
         };
-        let (resp, upgrade) = match answered {
-            Answered::Response(resp) => (resp, None),
-            Answered::Upgrade(resp, conn) => (resp, Some(conn)),
+        let (bytes, upgrade) = match answered {
+            Answered::Response(bytes) => (bytes, None),
+            Answered::Upgrade(bytes, conn) => (bytes, Some(conn)),
         };
-        let bytes = botspace::http_response_bytes(&resp, None);
         match upgrade {
             Some(conn) => {
                 // Answers not sent yet go first, then the 101.

@@ -30,4 +30,4 @@ pub mod workers;
 
 pub use webhook_pump::Pump;
 #[cfg(not(target_arch = "wasm32"))]
-pub use workers::{CoreGate, CoreWorkers, QueuedRequest, ReplyTo};
+pub use workers::{CoreGate, CoreWorkers, QueuedRequest, Received, ReplyTo};

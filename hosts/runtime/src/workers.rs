@@ -2,13 +2,20 @@
 //! requests of every connection meet and are answered in batches, as the
 //! C server's loop answers them ([`botspace::HttpRound`]).
 //!
-//! A host queues a parsed request with its reply ([`CoreWorkers::submit`])
-//! and awaits the reply. A core thread takes *everything* queued at once
-//! and answers it ([`answer_take`]): the bot writes in one
+//! A host queues a request with its reply ([`CoreWorkers::submit`]) and
+//! awaits the reply. The request is what the host has ([`Received`]): the
+//! `http::Request` its HTTP stack parsed (a tower service under hyper), or
+//! the bytes of one whole request as the core's connection framed them (a
+//! host that reads its own sockets, as the example server and the C server
+//! do), which the core reads as they are. A core thread takes *everything*
+//! queued at once and answers it ([`answer_take`]): the bot writes in one
 //! [`Service::handle`] call (one transaction and one fsync for
 //! all of them: the group commit forms on its own, from what arrived while
 //! the last take ran), getMe and the rest one by one (they take no
-//! transaction). Then it sends each answer back. Under load that is one
+//! transaction). Then it sends each answer back, as the core wrote it
+//! (HTTP/1.1 bytes): a host with a socket writes them out, a host whose
+//! stack wants an `http::Response` reads them into one
+//! ([`botspace::into_http_response`]). Under load that is one
 //! thread wake per batch instead of two per request (a hop to a blocking
 //! pool and back), and the host's event loop never runs a blocking call.
 //!
@@ -27,7 +34,7 @@
 
 use crate::host::{starts_batch, MAX_QUEUED_BATCH};
 use botspace::connection::lane::Kind;
-use botspace::{into_http_response, Incoming, Service};
+use botspace::{Incoming, RequestHead, Service};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
@@ -44,42 +51,90 @@ use std::thread::JoinHandle;
 /// indirect call per request (a host's channel sender is already the
 /// whole reply), and the core needs no async runtime of its own.
 pub trait ReplyTo: Send + 'static {
-    /// Delivers the core's answer. Called on a core thread: it must not
-    /// block (a channel send does not).
-    fn send(self, response: http::Response<Vec<u8>>);
+    /// Delivers the core's answer as the core wrote it (HTTP/1.1 bytes:
+    /// status line, header lines, body), with no `Connection` header (the
+    /// host's connection adds the one the request calls for). Called on a
+    /// core thread: it must not block (a channel send does not).
+    fn send(self, answer: Vec<u8>);
 }
 
-impl ReplyTo for std::sync::mpsc::Sender<http::Response<Vec<u8>>> {
-    fn send(self, response: http::Response<Vec<u8>>) {
+impl ReplyTo for std::sync::mpsc::Sender<Vec<u8>> {
+    fn send(self, answer: Vec<u8>) {
         // The receiver gone: its connection is too, nobody to answer.
-        let _ = std::sync::mpsc::Sender::send(&self, response);
+        let _ = std::sync::mpsc::Sender::send(&self, answer);
     }
 }
 
-impl ReplyTo for Box<dyn FnOnce(http::Response<Vec<u8>>) + Send> {
-    fn send(self, response: http::Response<Vec<u8>>) {
-        self(response)
+impl ReplyTo for Box<dyn FnOnce(Vec<u8>) + Send> {
+    fn send(self, answer: Vec<u8>) {
+        self(answer)
+    }
+}
+
+/// A request read whole, as the host that read it holds it: the core reads
+/// either where it is ([`Received::incoming`]), with no second parse and
+/// no copy into the other form.
+pub enum Received<B> {
+    /// As the host's HTTP stack parsed it (hyper's, under a tower
+    /// service), with its body read whole.
+    Http(http::Request<B>),
+    /// One whole HTTP/1.1 request as the core's connection framed it
+    /// (`HttpConnection::request`, [`botspace::RequestFramer`]), with the
+    /// head the framer read from it.
+    Bytes {
+        /// The request's bytes: request line, header lines, body.
+        request: B,
+        /// Where its method and path are (`Taken::head`).
+        head: RequestHead,
+    },
+}
+
+impl<B: AsRef<[u8]>> Received<B> {
+    /// The request as the core's way in takes it: [`Incoming::http`] or
+    /// [`Incoming::bytes`].
+    pub fn incoming(&self) -> Incoming<'_> {
+        match self {
+            Received::Http(r) => Incoming::http(r),
+            Received::Bytes { request, .. } => Incoming::bytes(request.as_ref()),
+        }
+    }
+
+    /// The path without the query: the parsed URI's, or the one the framer
+    /// found in the request line.
+    pub fn path(&self) -> &str {
+        match self {
+            Received::Http(r) => r.uri().path(),
+            Received::Bytes { request, head } => head.path(request.as_ref()),
+        }
+    }
+
+    /// The method, as the request line has it.
+    pub fn method(&self) -> &str {
+        match self {
+            Received::Http(r) => r.method().as_str(),
+            Received::Bytes { request, head } => head.method(request.as_ref()),
+        }
     }
 }
 
 /// A request queued for the core, with how it is answered and where its
 /// answer goes.
 pub struct QueuedRequest<B, R> {
-    /// As the host's HTTP stack parsed it, with its body read whole.
-    pub request: http::Request<B>,
+    /// The request, with its body whole, as the host has it.
+    pub request: Received<B>,
     /// [`Kind::of`] its route.
     pub kind: Kind,
     /// Where its answer goes.
     pub reply: R,
 }
 
-impl<B, R> std::fmt::Debug for QueuedRequest<B, R> {
+impl<B: AsRef<[u8]>, R> std::fmt::Debug for QueuedRequest<B, R> {
     // Neither the body nor the reply need be `Debug`: what names the job
-    // is its request line and kind.
+    // is its method, path and kind.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("QueuedRequest")
-            .field("method", self.request.method())
-            .field("uri", self.request.uri())
+            .field("method", &self.request.method())
+            .field("path", &self.request.path())
             .field("kind", &self.kind)
             .finish_non_exhaustive()
     }
@@ -137,7 +192,7 @@ impl<B, R> Shared<B, R> {
     }
 }
 
-/// The core threads of a threaded Rust host: a queue of parsed requests
+/// The core threads of a threaded Rust host: a queue of requests read whole
 /// that threads named `botspace-core-{i}` answer in takes
 /// ([`answer_take`]), each take under the [`CoreGate`]'s shared
 /// hold. `B` is the host's body type, `R` its [`ReplyTo`].
@@ -182,7 +237,7 @@ where
     /// goes to `reply`. `Err` gives the job back once the threads have
     /// been closed (boxed: a job is a whole request, and only that rare
     /// refusal pays for the box).
-    pub fn submit(&self, request: http::Request<B>, kind: Kind, reply: R) -> Result<(), Box<QueuedRequest<B, R>>> {
+    pub fn submit(&self, request: Received<B>, kind: Kind, reply: R) -> Result<(), Box<QueuedRequest<B, R>>> {
         let job = QueuedRequest { request, kind, reply };
         let mut q = self.shared.lock();
         if q.closed {
@@ -261,8 +316,9 @@ fn run<B: AsRef<[u8]>, R: ReplyTo>(svc: &Service, sh: &Shared<B, R>, gate: &Core
 /// connections queued meanwhile, through [`Service::handle`]: each
 /// [`Kind::Alone`] one by one, the [`Kind::Batch`] ones as groups of at
 /// most [`MAX_QUEUED_BATCH`] (one transaction and one fsync each), in the
-/// order queued. Each answer goes to its job's reply once its call
-/// returned, so after the commit is synced. A panic in a call drops the
+/// order queued, each request read as its host queued it (bytes or
+/// parsed). Each answer, as the core wrote it, goes to its job's reply
+/// once its call returned, so after the commit is synced. A panic in a call drops the
 /// replies it was to answer (the host answers them 500 `answer_failed`)
 /// and the take goes on. The core threads ([`CoreWorkers`]) call it; so
 /// may a host that answers takes on its own loop (a service whose calls
@@ -278,10 +334,10 @@ pub fn answer_take<B: AsRef<[u8]>, R: ReplyTo>(svc: &Service, jobs: Vec<QueuedRe
                 // A queue cannot hold a connection: a poll queued here (its
                 // host parks polls itself) is not left parked.
                 let call = catch_unwind(AssertUnwindSafe(|| {
-                    svc.handle(&[Incoming::http(&job.request)], now).remove(0).now_or_failed(svc)
+                    svc.handle(&[job.request.incoming()], now).remove(0).now_or_failed(svc)
                 }));
                 if let Ok(out) = call {
-                    job.reply.send(into_http_response(out));
+                    job.reply.send(out);
                 }
             }
             Kind::Batch => batch.push(job),
@@ -300,12 +356,12 @@ pub fn answer_take<B: AsRef<[u8]>, R: ReplyTo>(svc: &Service, jobs: Vec<QueuedRe
         }
         // Requests of many connections, arrived concurrently: a group.
         let answers = catch_unwind(AssertUnwindSafe(|| {
-            let requests: Vec<Incoming<'_>> = part.iter().map(|j| Incoming::http(&j.request).unordered()).collect();
+            let requests: Vec<Incoming<'_>> = part.iter().map(|j| j.request.incoming().unordered()).collect();
             svc.handle(&requests, now)
         }));
         if let Ok(answers) = answers {
             for (job, a) in part.into_iter().zip(answers) {
-                job.reply.send(into_http_response(a.now_or_failed(svc)));
+                job.reply.send(a.now_or_failed(svc));
             }
         }
     }
@@ -320,8 +376,8 @@ mod tests {
 
     const SECRET: &str = "core-thread-test-secret-0001";
 
-    type Answered = mpsc::Receiver<http::Response<Vec<u8>>>;
-    type TestJob = QueuedRequest<Vec<u8>, mpsc::Sender<http::Response<Vec<u8>>>>;
+    type Answered = mpsc::Receiver<Vec<u8>>;
+    type TestJob = QueuedRequest<Vec<u8>, mpsc::Sender<Vec<u8>>>;
 
     fn call(svc: &Service, path: &str, auth: &str, body: &str) -> serde_json::Value {
         let req = format!(
@@ -361,17 +417,41 @@ mod tests {
         (svc, dir)
     }
 
-    fn send_request<B: From<String>>(token: &str, chat: &str, text: &str) -> http::Request<B> {
+    fn send_request<B: From<String>>(token: &str, chat: &str, text: &str) -> Received<B> {
         let body = format!(r#"{{"chat_id":"{chat}","text":"{text}"}}"#);
-        http::Request::post("/bot/sendMessage")
-            .header("authorization", format!("Bot {token}"))
-            .header("content-type", "application/json")
-            .body(B::from(body))
-            .unwrap()
+        Received::Http(
+            http::Request::post("/bot/sendMessage")
+                .header("authorization", format!("Bot {token}"))
+                .header("content-type", "application/json")
+                .body(B::from(body))
+                .unwrap(),
+        )
     }
 
-    fn get_me_request(token: &str) -> http::Request<Vec<u8>> {
-        http::Request::post("/bot/getMe").header("authorization", format!("Bot {token}")).body(Vec::new()).unwrap()
+    fn get_me_request(token: &str) -> Received<Vec<u8>> {
+        Received::Http(
+            http::Request::post("/bot/getMe").header("authorization", format!("Bot {token}")).body(Vec::new()).unwrap(),
+        )
+    }
+
+    /// `request` as the core's framer delimits it on a connection: its
+    /// bytes and the head the framer read.
+    fn framed(request: &str) -> Received<Vec<u8>> {
+        match botspace::frame_request(request.as_bytes(), 1 << 20) {
+            botspace::Framing::Complete { len, head } => {
+                assert_eq!(len, request.len());
+                Received::Bytes { request: request.as_bytes().to_vec(), head }
+            }
+            _ => panic!("not a whole request: {request}"),
+        }
+    }
+
+    /// A request of either form with its body read by `body`.
+    fn with_body<B>(r: Received<Vec<u8>>, body: impl FnOnce(Vec<u8>) -> B) -> Received<B> {
+        match r {
+            Received::Http(r) => Received::Http(r.map(body)),
+            Received::Bytes { request, head } => Received::Bytes { request: body(request), head },
+        }
     }
 
     /// A sendMessage of `text` as a batch job; its answer arrives on the
@@ -382,13 +462,14 @@ mod tests {
     }
 
     /// The text of a sendMessage's 200.
-    fn sent_text(out: http::Response<Vec<u8>>) -> String {
+    fn sent_text(out: Vec<u8>) -> String {
+        let out = botspace::into_http_response(out);
         assert_eq!(out.status(), 200, "{}", String::from_utf8_lossy(out.body()));
         let v: serde_json::Value = serde_json::from_slice(out.body()).unwrap();
         v["result"]["text"].as_str().unwrap().to_string()
     }
 
-    fn answer_of(rx: &Answered) -> http::Response<Vec<u8>> {
+    fn answer_of(rx: &Answered) -> Vec<u8> {
         rx.recv_timeout(Duration::from_secs(10)).expect("answered")
     }
 
@@ -408,6 +489,15 @@ mod tests {
         }
     }
 
+    /// A sendMessage of `text` as the bytes a connection framed.
+    fn send_bytes(token: &str, chat: &str, text: &str) -> Received<Vec<u8>> {
+        let body = format!(r#"{{"chat_id":"{chat}","text":"{text}"}}"#);
+        framed(&format!(
+            "POST /bot/sendMessage HTTP/1.1\r\nAuthorization: Bot {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ))
+    }
+
     #[test]
     fn one_take_of_the_queue_is_one_transaction_and_one_fsync_with_each_request_answered() {
         let (svc, dir) = on_disk("core-take");
@@ -416,18 +506,31 @@ mod tests {
         let before = svc.commit_stats();
         let mut replies = Vec::new();
         let mut jobs = Vec::new();
+        // Parsed requests and framed bytes, as two hosts queue them, in
+        // one take.
         for i in 0..8 {
-            let (job, rx) = send_job(&token, &chat, &format!("m{i}"));
-            jobs.push(job);
+            let text = format!("m{i}");
+            let request =
+                if i % 2 == 0 { send_request(&token, &chat, &text) } else { send_bytes(&token, &chat, &text) };
+            let (tx, rx) = mpsc::channel();
+            jobs.push(QueuedRequest { request, kind: Kind::Batch, reply: tx });
             replies.push(rx);
         }
         let (tx, get_me) = mpsc::channel();
         jobs.push(QueuedRequest { request: get_me_request(&token), kind: Kind::Alone, reply: tx });
+        let (tx, get_me_bytes) = mpsc::channel();
+        let raw = format!("POST /bot/getMe HTTP/1.1\r\nAuthorization: Bot {token}\r\n\r\n");
+        jobs.push(QueuedRequest { request: framed(&raw), kind: Kind::Alone, reply: tx });
         answer_take(&svc, jobs);
         assert_eq!(commits_since(&svc, before), (1, 1));
         let texts: Vec<String> = replies.iter().map(|rx| sent_text(rx.try_recv().expect("answered"))).collect();
         assert_eq!(texts, (0..8).map(|i| format!("m{i}")).collect::<Vec<_>>());
-        let me: serde_json::Value = serde_json::from_slice(get_me.try_recv().unwrap().body()).unwrap();
+        // The reply is the core's answer as it wrote it: the same bytes
+        // whichever form the request came in.
+        let me = get_me.try_recv().unwrap();
+        assert_eq!(String::from_utf8_lossy(&get_me_bytes.try_recv().unwrap()), String::from_utf8_lossy(&me));
+        assert!(me.starts_with(b"HTTP/1.1 200 OK\r\n"), "{}", String::from_utf8_lossy(&me));
+        let me: serde_json::Value = serde_json::from_slice(botspace::into_http_response(me).body()).unwrap();
         assert_eq!(me["result"]["handle"], "b_bot", "{me}");
         drop(svc);
         let _ = std::fs::remove_dir_all(&dir);
@@ -471,25 +574,27 @@ mod tests {
         let before = svc.commit_stats();
         let mut jobs = Vec::new();
         let mut replies = Vec::new();
-        let mut push = |request: http::Request<Bomb>, kind| {
+        let mut push = |request: Received<Bomb>, kind| {
             let (tx, rx) = mpsc::channel();
             jobs.push(QueuedRequest { request, kind, reply: tx });
             replies.push(rx);
         };
         // An alone request that panics, one that does not, then a group of
         // MAX_QUEUED_BATCH with a panic in it, then a group of one.
-        push(get_me_request(&token).map(|_| Bomb(None)), Kind::Alone);
-        push(get_me_request(&token).map(|b| Bomb(Some(b))), Kind::Alone);
+        push(with_body(get_me_request(&token), |_| Bomb(None)), Kind::Alone);
+        push(with_body(get_me_request(&token), |b| Bomb(Some(b))), Kind::Alone);
         push(send_request(&token, &chat, "lost0"), Kind::Batch);
-        push(send_request::<Vec<u8>>(&token, &chat, "lost1").map(|_| Bomb(None)), Kind::Batch);
+        push(with_body(send_request::<Vec<u8>>(&token, &chat, "lost1"), |_| Bomb(None)), Kind::Batch);
         for i in 2..MAX_QUEUED_BATCH {
             push(send_request(&token, &chat, &format!("lost{i}")), Kind::Batch);
         }
         push(send_request(&token, &chat, "kept"), Kind::Batch);
         answer_take(&svc, jobs);
 
-        let answered: Vec<Option<u16>> =
-            replies.iter().map(|rx| rx.try_recv().ok().map(|r| r.status().as_u16())).collect();
+        let answered: Vec<Option<u16>> = replies
+            .iter()
+            .map(|rx| rx.try_recv().ok().map(|r| botspace::into_http_response(r).status().as_u16()))
+            .collect();
         let mut expected = vec![None, Some(200)];
         expected.extend(std::iter::repeat_n(None, MAX_QUEUED_BATCH));
         expected.push(Some(200));
@@ -515,8 +620,8 @@ mod tests {
     #[test]
     fn the_queue_is_shared_between_threads() {
         fn send_sync<T: Send + Sync>() {}
-        send_sync::<CoreWorkers<Vec<u8>, mpsc::Sender<http::Response<Vec<u8>>>>>();
-        send_sync::<CoreWorkers<Vec<u8>, Box<dyn FnOnce(http::Response<Vec<u8>>) + Send>>>();
+        send_sync::<CoreWorkers<Vec<u8>, mpsc::Sender<Vec<u8>>>>();
+        send_sync::<CoreWorkers<Vec<u8>, Box<dyn FnOnce(Vec<u8>) + Send>>>();
         send_sync::<CoreGate>();
     }
 
@@ -606,13 +711,15 @@ mod tests {
         wait_for(&workers, |q| q.closed);
         let (tx, refused) = mpsc::channel();
         let back = workers.submit(send_request(&token, &chat, "late"), Kind::Batch, tx).unwrap_err();
-        assert_eq!((back.request.uri().path(), back.kind), ("/bot/sendMessage", Kind::Batch));
-        assert!(String::from_utf8_lossy(back.request.body()).contains(r#""text":"late""#));
+        assert_eq!((back.request.method(), back.request.path(), back.kind), ("POST", "/bot/sendMessage", Kind::Batch));
+        let Received::Http(late) = &back.request else { panic!("{back:?}") };
+        assert!(String::from_utf8_lossy(late.body()).contains(r#""text":"late""#));
         drop(held);
         closer.join().unwrap();
 
         assert_eq!(sent_text(answer_of(&first)), "taken");
-        let me: serde_json::Value = serde_json::from_slice(answer_of(&queued).body()).unwrap();
+        let me: serde_json::Value =
+            serde_json::from_slice(botspace::into_http_response(answer_of(&queued)).body()).unwrap();
         assert_eq!(me["result"]["handle"], "b_bot", "{me}");
         drop(back);
         assert!(matches!(refused.try_recv(), Err(mpsc::TryRecvError::Disconnected)));
@@ -623,11 +730,11 @@ mod tests {
     /// thread, before it reports the answer and the thread it came on.
     struct LastHandle {
         workers: Option<Arc<CoreWorkers<Vec<u8>, LastHandle>>>,
-        done: mpsc::Sender<(http::Response<Vec<u8>>, Option<String>)>,
+        done: mpsc::Sender<(Vec<u8>, Option<String>)>,
     }
 
     impl ReplyTo for LastHandle {
-        fn send(mut self, response: http::Response<Vec<u8>>) {
+        fn send(mut self, response: Vec<u8>) {
             // Had it joined its own thread, close would have panicked or
             // hung here, and nothing would be reported.
             drop(self.workers.take());
@@ -648,6 +755,7 @@ mod tests {
         drop(workers);
         drop(held);
         let (response, thread) = rx.recv_timeout(Duration::from_secs(10)).expect("answered");
+        let response = botspace::into_http_response(response);
         assert_eq!(response.status(), 200, "{}", String::from_utf8_lossy(response.body()));
         assert_eq!(thread.as_deref(), Some("botspace-core-0"));
         // The thread ended and let go of the service.
