@@ -134,6 +134,8 @@ pub(crate) struct Inner {
     /// blocking pool (PostgreSQL, whose groups the core puts in lock
     /// order across nodes, or no thread could be started).
     core: Option<core_thread::CoreThreads>,
+    /// How many threads `core` runs (0 without it).
+    core_threads: usize,
     /// Bot requests answered on the reactor, in batches: a service whose
     /// calls never block (`:memory:`). Then `core` is `None`.
     on_reactor: Option<core_thread::OnReactor>,
@@ -197,6 +199,7 @@ impl Botspace {
             stop: AtomicBool::new(false),
             stop_notify: Notify::new(),
             gateways: AtomicUsize::new(0),
+            core_threads: if core.is_some() { n.max(1) } else { 0 },
             core,
             on_reactor: on_reactor.then(core_thread::OnReactor::default),
             gate,
@@ -257,6 +260,13 @@ impl Botspace {
     /// only if it needs the service's lock meanwhile.
     pub fn answers_on_reactor(&self) -> bool {
         self.inner.on_reactor.is_some()
+    }
+
+    /// How many core threads answer bot requests (0 on the reactor or the
+    /// blocking pool): the example server gives its reactor the cores
+    /// they leave.
+    pub(crate) fn core_threads(&self) -> usize {
+        self.inner.core_threads
     }
 
     /// The same app answering only the paths of `role`.

@@ -60,8 +60,9 @@ pub struct Options {
     pub request_timeout: Duration,
     /// A keep-alive connection with nothing to read for this long is closed.
     pub idle_timeout: Duration,
-    /// Threads of the reactor; `None`: one per core (one on `:memory:`,
-    /// where bot requests are answered on the reactor itself).
+    /// Threads of the reactor; `None`: the cores the core threads leave,
+    /// at least one (one on `:memory:`, where bot requests are answered
+    /// on the reactor itself).
     pub reactor_threads: Option<usize>,
 }
 
@@ -135,17 +136,21 @@ pub fn serve_then(
     app.set_connection_budget(opts.max_connections);
     // On `:memory:` the core never blocks and answers on the reactor: one
     // thread, as the C server's loop, so no request crosses a thread.
-    // Elsewhere a worker per core unless told otherwise: webhook
-    // deliveries and HTTP parsing spread over them.
-    let threads = opts.reactor_threads;
-    let rt = if app.answers_on_reactor() || threads == Some(1) {
+    // Elsewhere, unless told otherwise, the cores the core threads leave
+    // (at least one): webhook deliveries and HTTP parsing spread over
+    // them, and no more threads are runnable than there are cores.
+    let threads = opts.reactor_threads.filter(|&n| n > 0).unwrap_or_else(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        botspace_runtime::host::reactor_threads(cores, app.core_threads())
+    });
+    let rt = if app.answers_on_reactor() || threads == 1 {
         tokio::runtime::Builder::new_current_thread().enable_all().thread_name("botspace").build()?
     } else {
-        let mut b = tokio::runtime::Builder::new_multi_thread();
-        if let Some(n) = threads.filter(|&n| n > 0) {
-            b.worker_threads(n);
-        }
-        b.enable_all().thread_name("botspace").build()?
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .thread_name("botspace")
+            .build()?
     };
     let sh = Arc::new(Shared {
         app,

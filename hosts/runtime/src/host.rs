@@ -18,6 +18,16 @@ pub const MAX_QUEUED_BATCH: usize = 256;
 /// thread to take whole when it is done (see [`starts_batch`]).
 pub const OVERLAP_MIN_QUEUED: usize = 16;
 
+/// Threads of a host's reactor (sockets, framing, webhook sends) beside
+/// `core_threads` threads that answer bot requests, on `cores` cores:
+/// the cores the core threads leave, at least one. A reactor thread per
+/// core on top of the core threads puts more runnable threads than cores
+/// on a small machine, and each request then pays for the switches
+/// between them.
+pub fn reactor_threads(cores: usize, core_threads: usize) -> usize {
+    cores.saturating_sub(core_threads).max(1)
+}
+
 /// After an accept error (out of descriptors and the like) the listener
 /// rests this long instead of spinning.
 pub const ACCEPT_BACKOFF_MS: u64 = 50;
@@ -185,5 +195,14 @@ mod tests {
         assert!(!starts_batch(1, OVERLAP_MIN_QUEUED - 1));
         assert!(starts_batch(1, OVERLAP_MIN_QUEUED));
         assert!(starts_batch(2, 100));
+    }
+
+    #[test]
+    fn the_reactor_takes_the_cores_the_core_threads_leave() {
+        assert_eq!(reactor_threads(2, 1), 1, "SQLite on two cores");
+        assert_eq!(reactor_threads(2, 2), 1, "PostgreSQL on two cores: still one");
+        assert_eq!(reactor_threads(16, 2), 14);
+        assert_eq!(reactor_threads(4, 0), 4, "no core thread (the blocking pool)");
+        assert_eq!(reactor_threads(1, 0), 1);
     }
 }
