@@ -396,6 +396,14 @@ async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr,
     let stopped = sh.stop_notify.clone().notified_owned();
     tokio::pin!(stopped);
     stopped.as_mut().enable();
+    // One timer for the connection's life, moved only when the core's
+    // deadline comes earlier than the one it is set to: a deadline that
+    // moves later (the idle deadline after every request) leaves it where
+    // it is, and when it goes off early the core finds nothing due. So a
+    // request costs no timer of its own.
+    let timer = tokio::time::sleep_until(started);
+    tokio::pin!(timer);
+    let mut armed: Option<Instant> = None;
     loop {
         // Answers in order, one request at a time.
         while let Some(t) = c.http.poll_request(c.now()) {
@@ -434,7 +442,12 @@ async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr,
             }
             continue;
         }
-        let deadline = c.http.poll_timeout().map(|ms| started + Duration::from_millis(ms));
+        if let Some(at) = c.http.poll_timeout().map(|ms| started + Duration::from_millis(ms)) {
+            if armed.is_none_or(|a| at < a) {
+                timer.as_mut().reset(at);
+                armed = Some(at);
+            }
+        }
         let reads = c.http.wants_read();
         tokio::select! {
             read = c.read(), if reads => match read {
@@ -442,7 +455,8 @@ async fn serve_connection(sh: &Arc<Shared>, stream: TcpStream, peer: SocketAddr,
                 Ok(_) => {}
                 Err(_) => return,
             },
-            _ = sleep_until_some(deadline), if deadline.is_some() => {
+            _ = &mut timer, if armed.is_some() => {
+                armed = None;
                 let now = c.now();
                 sh.app.service().handle_connection_timeout(&mut c.http, now);
             }
@@ -507,6 +521,17 @@ impl Conn {
     /// core names the deadline; this keeps no timer of its own.
     async fn flush(&mut self) -> bool {
         while !self.http.poll_transmit().is_empty() {
+            // An answer that fits the socket's buffer (nearly all) is
+            // written at once, with no timer to set and clear.
+            match self.sock.try_write(self.http.poll_transmit()) {
+                Ok(n) if n > 0 => {
+                    let now = self.now();
+                    self.http.sent(n, now);
+                    continue;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                _ => return false,
+            }
             let deadline = self.http.poll_timeout().map(|ms| self.started + Duration::from_millis(ms));
             tokio::select! {
                 sent = self.sock.write(self.http.poll_transmit()) => match sent {
