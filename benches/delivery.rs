@@ -273,14 +273,45 @@ fn parked_polls(bin: &std::path::Path) {
         bin,
         &["--db", ":memory:", "--admin-secret", SECRET, "--max-connections", &max],
     );
-    let w = srv.world("official");
-    // Nothing to return after the bot_started event: every poll parks.
-    let request = bot_request(&w.token, "getUpdates", Some(&json!({"offset": 2, "timeout": 50})));
+    // A bot parks at most MAX_PARKED_POLLS_PER_BOT polls (its next one
+    // supersedes its oldest), so the polls are spread over as many bots,
+    // all members of one group: one message there answers every poll.
+    let bots = PARKED / botspace::MAX_PARKED_POLLS_PER_BOT;
+    let user = srv.admin("createUser", &json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
+    let group = srv.admin("createGroup", &json!({"title": "everyone"}))["id"].as_str().unwrap().to_string();
+    srv.admin("addMember", &json!({"chat_id": group, "member_id": user}));
+    let tokens: Vec<String> = (0..bots)
+        .map(|i| {
+            let b = srv.admin(
+                "createBot",
+                &json!({"display_name": "Poll", "handle": format!("poll_{i}"), "quota_tier": "official"}),
+            );
+            srv.admin("addMember", &json!({"chat_id": group, "member_id": b["bot"]["id"]}));
+            b["token"].as_str().unwrap().to_string()
+        })
+        .collect();
+    // Past what each bot has already (the group's joins): every poll parks.
+    let mut s = TcpStream::connect(srv.addr).unwrap();
+    let requests: Vec<Vec<u8>> = tokens
+        .iter()
+        .map(|token| {
+            let mut next = 0;
+            loop {
+                s.write_all(&bot_request(token, "getUpdates", Some(&json!({"offset": next, "timeout": 0})))).unwrap();
+                let seen = read_response(&mut s, &mut Vec::new()).result();
+                match seen.as_array().unwrap().last() {
+                    Some(u) => next = u["update_id"].as_i64().unwrap() + 1,
+                    None => break,
+                }
+            }
+            bot_request(token, "getUpdates", Some(&json!({"offset": next, "timeout": 50})))
+        })
+        .collect();
     let before = rss_kb(srv.pid());
     let mut conns = Vec::with_capacity(PARKED);
-    for _ in 0..PARKED {
+    for i in 0..PARKED {
         let mut s = TcpStream::connect(srv.addr).unwrap();
-        s.write_all(&request).unwrap();
+        s.write_all(&requests[i % bots]).unwrap();
         conns.push(s);
     }
     let until = Instant::now() + Duration::from_secs(60);
@@ -290,7 +321,7 @@ fn parked_polls(bin: &std::path::Path) {
     }
     let after = rss_kb(srv.pid());
     let t0 = Instant::now();
-    srv.say(&w.user_id, &w.chat, "for everyone");
+    srv.say(&user, &group, "for everyone");
     for s in &mut conns {
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let r = read_response(s, &mut Vec::new());
