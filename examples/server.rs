@@ -145,7 +145,8 @@ fn serve(svc: Arc<Service>, listeners: Listeners, demo: String, args: &ServerOpt
     // The server is its service's only user: getMe may be answered on the
     // reactor when nothing is in the core (see `with_get_me_on_worker`).
     let app = app.with_get_me_on_worker(std::env::var("BOTSPACE_GET_ME_ON_WORKER").as_deref() != Ok("0"));
-    // BOTSPACE_REACTOR_THREADS: the reactor's threads; unset, one per core.
+    // BOTSPACE_REACTOR_THREADS: the reactor's threads; unset, the cores the core
+    // threads leave (at least one).
     let reactor_threads = std::env::var("BOTSPACE_REACTOR_THREADS").ok().and_then(|v| v.parse().ok());
     let opts = Options {
         max_connections,
