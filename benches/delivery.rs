@@ -277,19 +277,7 @@ fn parked_polls(bin: &std::path::Path) {
     // supersedes its oldest), so the polls are spread over as many bots,
     // all members of one group: one message there answers every poll.
     let bots = PARKED / botspace::MAX_PARKED_POLLS_PER_BOT;
-    let user = srv.admin("createUser", &json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
-    let group = srv.admin("createGroup", &json!({"title": "everyone"}))["id"].as_str().unwrap().to_string();
-    srv.admin("addMember", &json!({"chat_id": group, "member_id": user}));
-    let tokens: Vec<String> = (0..bots)
-        .map(|i| {
-            let b = srv.admin(
-                "createBot",
-                &json!({"display_name": "Poll", "handle": format!("poll_{i}"), "quota_tier": "official"}),
-            );
-            srv.admin("addMember", &json!({"chat_id": group, "member_id": b["bot"]["id"]}));
-            b["token"].as_str().unwrap().to_string()
-        })
-        .collect();
+    let (user, group, tokens) = group_of_writers(&[&srv], "everyone", bots);
     // Past what each bot has already (the group's joins): every poll parks.
     let mut s = TcpStream::connect(srv.addr).unwrap();
     let requests: Vec<Vec<u8>> = tokens

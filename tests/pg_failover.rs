@@ -192,7 +192,7 @@ fn acknowledged_writes_survive_planned_failover_kill_and_freeze_of_the_primary_a
     let (a, b) = (start(), start());
     let servers = [&a, &b];
     const WRITERS: usize = 8;
-    let (group, tokens) = group_of_writers(&servers, "failover", WRITERS);
+    let (_, group, tokens) = group_of_writers(&servers, "failover", WRITERS);
     let stop = Arc::new(AtomicBool::new(false));
     let log: Arc<Mutex<Vec<Sent>>> = Arc::new(Mutex::new(Vec::new()));
     let writers: Vec<_> = (0..WRITERS)

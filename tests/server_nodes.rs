@@ -322,7 +322,7 @@ fn a_postgres_restart_under_load_answers_503_writes_nothing_half_and_both_nodes_
     // commit locks the chats in its own order — and PostgreSQL takes a
     // second to notice; see docs/scale-out.md.)
     const WRITERS: usize = 8;
-    let (group, tokens) = group_of_writers(&nodes, "restart", WRITERS);
+    let (_, group, tokens) = group_of_writers(&nodes, "restart", WRITERS);
     let stop = Arc::new(AtomicBool::new(false));
     let restarted = Arc::new(AtomicBool::new(false));
     let oks: Arc<Vec<AtomicUsize>> = Arc::new((0..WRITERS).map(|_| AtomicUsize::new(0)).collect());

@@ -899,10 +899,11 @@ pub fn raise_nofile(want: u64) -> u64 {
 }
 
 /// A group with a user and `writers` bots in it, bot `t` created through
-/// `nodes[t % nodes.len()]` (so each node has written): (group id, the bots'
-/// tokens). The several-node tests write into it from keep-alive connections.
+/// `nodes[t % nodes.len()]` (so each node has written): (the user's id, the
+/// group id, the bots' tokens). The several-node tests write into it from
+/// keep-alive connections; the delivery bench parks its polls in it.
 #[allow(dead_code)]
-pub fn group_of_writers(nodes: &[&Server], title: &str, writers: usize) -> (String, Vec<String>) {
+pub fn group_of_writers(nodes: &[&Server], title: &str, writers: usize) -> (String, String, Vec<String>) {
     let a = nodes[0];
     let user = a.admin("createUser", &json!({"display_name": "Ann"}))["id"].as_str().unwrap().to_string();
     let group = a.admin("createGroup", &json!({"title": title}))["id"].as_str().unwrap().to_string();
@@ -916,7 +917,7 @@ pub fn group_of_writers(nodes: &[&Server], title: &str, writers: usize) -> (Stri
             bot["token"].as_str().unwrap().to_string()
         })
         .collect();
-    (group, tokens)
+    (user, group, tokens)
 }
 
 /// The descriptions (docs/errors.md) of the two 503s a shared store answers.
